@@ -1,0 +1,172 @@
+"""Inputs and results of every activity, and the worker-side settings activities own.
+
+These travel through Temporal history, so they carry names and references only:
+never an API key or a proxy password (those stay in `AccountSettings` /
+`ProxyPoolSettings`, which live in the worker process and are never serialized
+into a workflow or activity payload).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from api.v1alpha1 import Platform
+
+# Statuses of a device at the provider (the contract's lifecycle).
+PROVISIONING = "provisioning"
+READY = "ready"
+BUSY = "busy"
+OFFLINE = "offline"
+REBOOTING = "rebooting"
+TERMINATING = "terminating"
+TERMINATED = "terminated"
+FAILED = "failed"
+DEVICE_STATUSES = (PROVISIONING, READY, BUSY, OFFLINE, REBOOTING, TERMINATING, TERMINATED, FAILED)
+# A device the pool still pays for and still counts (not on its way out).
+ALIVE_STATUSES = frozenset({PROVISIONING, READY, BUSY, OFFLINE, REBOOTING, FAILED})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=False, extra="forbid")
+
+
+# ---------------------------------------------------------------- settings (worker-side only)
+
+
+class AccountSettings(BaseModel):
+    """One provider account as the worker knows it. Holds the secret; never serialized."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    base_url: str
+    api_key: SecretStr
+    creates_per_minute: int = Field(default=20, ge=1)
+    timeout_seconds: float = Field(default=10.0, gt=0)
+
+
+class ProxyPoolSettings(BaseModel):
+    """A proxy gateway. `username_template` may use `{session}` and `{ttl}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    type: str = "socks5"
+    host: str
+    port: int = Field(ge=1, le=65535)
+    username_template: str = "user-session-{session}-ttl-{ttl}"
+    password: SecretStr = SecretStr("")
+
+
+# ---------------------------------------------------------------- device views
+
+
+class DeviceInfo(_Model):
+    """What the pool needs to know about one device (no secrets: the proxy is by name)."""
+
+    id: str
+    status: str
+    region: str = ""
+    created_at: datetime
+    updated_at: datetime | None = None
+    session_active: bool = False
+    last_activity_at: datetime | None = None
+    reason: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class DeviceStatusInfo(_Model):
+    id: str
+    status: str
+    reason: str | None = None
+    session_active: bool = False
+    last_activity_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+# ---------------------------------------------------------------- activity inputs/results
+
+
+class CheckRefsInput(_Model):
+    account: str
+    proxy_pool: str | None = None
+
+
+class CheckRefsResult(_Model):
+    """Empty `problems` means the account and proxy pool are known to the worker."""
+
+    problems: list[str] = Field(default_factory=list)
+
+
+class ListDevicesInput(_Model):
+    account: str
+    pool: str
+
+
+class ListDevicesResult(_Model):
+    devices: list[DeviceInfo] = Field(default_factory=list)
+
+
+class WatchDevicesInput(_Model):
+    """Poll the pool's devices inside one long activity; return on change or after `max_seconds`."""
+
+    account: str
+    pool: str
+    fingerprint: str
+    poll_seconds: float = 30.0
+    max_seconds: float = 3600.0
+
+
+class WatchDevicesResult(_Model):
+    devices: list[DeviceInfo] = Field(default_factory=list)
+    fingerprint: str
+    changed: bool
+
+
+class CreateDeviceInput(_Model):
+    account: str
+    pool: str
+    platform: Platform
+    region: str
+    os_version: str
+    name: str
+    idempotency_key: str
+    proxy_pool: str | None = None
+    sticky_ttl: int = 0
+    extra_labels: dict[str, str] = Field(default_factory=dict)
+
+
+class CreateDeviceResult(_Model):
+    device: DeviceInfo
+
+
+class GetStatusesInput(_Model):
+    account: str
+    ids: list[str] = Field(max_length=100)
+
+
+class GetStatusesResult(_Model):
+    items: list[DeviceStatusInfo] = Field(default_factory=list)
+    not_found: list[str] = Field(default_factory=list)
+
+
+class TerminateDeviceInput(_Model):
+    account: str
+    device_id: str
+
+
+class TerminateDeviceResult(_Model):
+    device_id: str
+    already_gone: bool = False
+
+
+class TerminatePoolInput(_Model):
+    account: str
+    pool: str
+
+
+class TerminatePoolResult(_Model):
+    terminated: int = 0
+    remaining: int = 0

@@ -1,0 +1,47 @@
+"""The one error vocabulary shared by the provider clients, activities and workflows.
+
+Provider errors (the contract's problem+json `code`) and devicepool's own
+configuration errors each have one name here. Activities raise Temporal
+`ApplicationError`s whose `type` is one of these values; workflows match on
+them; metrics label by them. Never spell one of these as a string literal
+elsewhere.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ErrorType(StrEnum):
+    # provider contract
+    INVALID_ARGUMENT = "invalid_argument"  # 400
+    UNAUTHENTICATED = "unauthenticated"  # 401
+    QUOTA_EXCEEDED = "quota_exceeded"  # 402
+    NOT_FOUND = "not_found"  # 404
+    INVALID_STATE = "invalid_state"  # 409
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"  # 422
+    RATE_LIMITED = "rate_limited"  # 429
+    REGION_UNAVAILABLE = "region_unavailable"  # 503 with that code
+    SERVER_ERROR = "server_error"  # other 5xx
+    TIMEOUT = "timeout"  # transport timeout
+    TRANSPORT = "transport"  # connection refused, reset, ...
+    # devicepool's own
+    UNKNOWN_ACCOUNT = "unknown_account"
+    UNKNOWN_PROXY_POOL = "unknown_proxy_pool"
+
+    @property
+    def retryable(self) -> bool:
+        return self in _RETRYABLE
+
+
+_RETRYABLE = frozenset(
+    {
+        ErrorType.RATE_LIMITED,
+        ErrorType.REGION_UNAVAILABLE,
+        ErrorType.SERVER_ERROR,
+        ErrorType.TIMEOUT,
+        ErrorType.TRANSPORT,
+    }
+)
+
+NON_RETRYABLE_ERROR_TYPES: list[str] = [t.value for t in ErrorType if not t.retryable]

@@ -1,0 +1,79 @@
+"""Every name that more than one layer relies on, in one place.
+
+Task queues, workflow ids, search attribute names, label keys, message names.
+Changing one of these is a breaking change for users (the stock `temporal` CLI,
+the Web UI's saved searches, running workflows), so they live here and nowhere
+else.
+"""
+
+from __future__ import annotations
+
+API_GROUP = "mobile.example.com"
+API_VERSION_V1ALPHA1 = f"{API_GROUP}/v1alpha1"
+KIND_DEVICE_POOL = "DevicePool"
+
+# Task queues
+TASK_QUEUE = "devicepool"
+ACCOUNT_TASK_QUEUE_PREFIX = "devicepool-account-"
+
+
+def account_task_queue(account: str) -> str:
+    """The task queue that carries one provider account's create calls."""
+    return f"{ACCOUNT_TASK_QUEUE_PREFIX}{account}"
+
+
+# Workflow types and ids
+WORKFLOW_DEVICE_POOL = "DevicePool"
+WORKFLOW_PROVISION_BATCH = "ProvisionBatch"
+WORKFLOW_ID_PREFIX = "devicepool/"
+
+
+def pool_workflow_id(pool: str) -> str:
+    return f"{WORKFLOW_ID_PREFIX}{pool}"
+
+
+def pool_name_from_workflow_id(workflow_id: str) -> str | None:
+    if workflow_id.startswith(WORKFLOW_ID_PREFIX):
+        return workflow_id[len(WORKFLOW_ID_PREFIX) :]
+    return None
+
+
+def provision_workflow_id(pool: str, generation: int, batch: int) -> str:
+    return f"{WORKFLOW_ID_PREFIX}{pool}/provision/{generation}-{batch}"
+
+
+def create_idempotency_key(pool: str, generation: int, slot: int) -> str:
+    """Deterministic per (pool, generation, slot): a retry or replay reuses it."""
+    return f"devicepool:{pool}:g{generation}:s{slot}"
+
+
+# Messages (signals, updates, queries) of the DevicePool workflow
+SIGNAL_SCALE = "scale"
+UPDATE_APPLY = "apply"
+UPDATE_SCALE = "scale_update"
+QUERY_STATUS = "status"
+QUERY_DEVICES = "devices"
+QUERY_SPEC = "spec"
+
+# Provider labels
+LABEL_POOL = "pool"
+LABEL_MANAGED_BY = "managed-by"
+MANAGED_BY = "devicepool"
+
+# Search attributes (registered by `devicepool dev` and `devicepool setup`)
+SA_PLATFORM = "DevicePoolPlatform"
+SA_REGION = "DevicePoolRegion"
+SA_DESIRED = "DevicePoolDesired"
+SA_READY = "DevicePoolReady"
+SA_PHASE = "DevicePoolPhase"
+SA_ACCOUNT = "DevicePoolAccount"
+
+# name -> Temporal search attribute type, as the `temporal` CLI spells it
+SEARCH_ATTRIBUTES: dict[str, str] = {
+    SA_PLATFORM: "Keyword",
+    SA_REGION: "Keyword",
+    SA_DESIRED: "Int",
+    SA_READY: "Int",
+    SA_PHASE: "Keyword",
+    SA_ACCOUNT: "Keyword",
+}

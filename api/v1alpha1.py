@@ -1,0 +1,175 @@
+"""DevicePool `mobile.example.com/v1alpha1`: the resource a user applies.
+
+JSON/YAML field names are camelCase (`osVersion`, `stickyTTL`,
+`providerCredentialRef`); Python attributes are snake_case. Unknown fields are
+rejected everywhere: a typo such as `replica:` must never silently mean 0.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+)
+from pydantic.alias_generators import to_camel
+
+from api.names import API_VERSION_V1ALPHA1, KIND_DEVICE_POOL
+
+MAX_REPLICAS = 500
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_PERCENT = re.compile(r"^(100|[1-9]?[0-9])%$")
+
+
+class CamelModel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        serialize_by_alias=True,
+    )
+
+    def to_json_dict(self) -> dict:
+        """The camelCase JSON form (what `status` queries and `-o json` show)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _dns_label(value: str) -> str:
+    if len(value) > 63:
+        raise ValueError(f"must be at most 63 characters, got {len(value)}")
+    if not _DNS_LABEL.match(value):
+        raise ValueError(
+            f"must be a DNS-1123 label (lowercase letters, digits and '-', "
+            f"starting and ending with a letter or digit), got {value!r}"
+        )
+    return value
+
+
+def _max_unhealthy(value: int | str) -> int | str:
+    if isinstance(value, bool):
+        raise ValueError("must be a count or a percentage such as '40%'")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"must be >= 0, got {value}")
+        return value
+    if _PERCENT.match(value):
+        return value
+    if value.isdigit():
+        return int(value)
+    raise ValueError(f"must be a count or a percentage such as '40%', got {value!r}")
+
+
+DNSLabel = Annotated[str, AfterValidator(_dns_label)]
+NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+
+
+class Provider(StrEnum):
+    BITCLOUDPHONE = "bitcloudphone"
+
+
+class Platform(StrEnum):
+    ANDROID = "android"
+    IOS = "ios"
+
+
+class ObjectMeta(CamelModel):
+    name: DNSLabel
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class ProxySpec(CamelModel):
+    pool_ref: NonEmpty
+    # `stickyTTL` in the article's manifest; to_camel would say `stickyTtl`.
+    sticky_ttl: int = Field(default=0, ge=0, alias="stickyTTL")
+
+
+class DevicePoolSpec(CamelModel):
+    provider: Provider = Provider.BITCLOUDPHONE
+    platform: Platform
+    region: NonEmpty
+    os_version: Annotated[str, Field(coerce_numbers_to_str=True)] = Field(
+        default="", json_schema_extra={"example": "14"}
+    )
+    replicas: int = Field(ge=0, le=MAX_REPLICAS)
+    proxy: ProxySpec | None = None
+    provider_credential_ref: NonEmpty = "default"
+    max_unhealthy: Annotated[int | str, AfterValidator(_max_unhealthy)] = "40%"
+
+    def max_unhealthy_count(self, total: int) -> int:
+        """`maxUnhealthy` resolved against a pool of `total` devices."""
+        if isinstance(self.max_unhealthy, int):
+            return self.max_unhealthy
+        percent = int(self.max_unhealthy.rstrip("%"))
+        return (total * percent) // 100
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class ConditionType(StrEnum):
+    READY = "Ready"
+    PROGRESSING = "Progressing"
+    PROVIDER_AVAILABLE = "ProviderAvailable"
+    REMEDIATION_PAUSED = "RemediationPaused"
+    SCALED_DOWN = "ScaledDown"
+    SPEC_REJECTED = "SpecRejected"
+
+
+class Condition(CamelModel):
+    """The Kubernetes condition shape (`metav1.Condition`)."""
+
+    type: str
+    status: ConditionStatus
+    reason: str = ""
+    message: str = ""
+    last_transition_time: datetime | None = None
+    observed_generation: int = 0
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    PROVISIONING = "Provisioning"
+    READY = "Ready"
+    SCALING_DOWN = "ScalingDown"
+    DEGRADED = "Degraded"
+    DELETING = "Deleting"
+    DELETED = "Deleted"
+
+
+class DevicePoolStatus(CamelModel):
+    phase: Phase = Phase.PENDING
+    desired_replicas: int = 0
+    ready_devices: int = 0
+    provisioning_devices: int = 0
+    busy_devices: int = 0
+    offline_devices: int = 0
+    last_reconciled: datetime | None = None
+    observed_generation: int = 0
+    device_ids: list[str] = Field(default_factory=list)
+    conditions: list[Condition] = Field(default_factory=list)
+
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+class DevicePool(CamelModel):
+    api_version: Literal["mobile.example.com/v1alpha1"] = API_VERSION_V1ALPHA1  # type: ignore[assignment]
+    kind: Literal["DevicePool"] = KIND_DEVICE_POOL  # type: ignore[assignment]
+    metadata: ObjectMeta
+    spec: DevicePoolSpec
+    status: DevicePoolStatus | None = None
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
