@@ -60,6 +60,24 @@ class ProxyPoolSettings(BaseModel):
     password: SecretStr = SecretStr("")
 
 
+class PoolSettings(_Model):
+    """Intervals from the worker's configuration, passed in the workflow input.
+
+    Workflows never read the environment or files: each pool run asks the worker
+    for these through the `pool_settings` activity (or a test passes them in
+    the workflow input), and carries them in its state.
+    """
+
+    resync_seconds: float = Field(default=30.0, gt=0)
+    health_seconds: float = Field(default=60.0, gt=0)
+    offline_after_seconds: float = Field(default=180.0, gt=0)
+    startup_timeout_seconds: float = Field(default=300.0, gt=0)
+    idle_grace_seconds: float = Field(default=60.0, ge=0)
+    provision_batch_size: int = Field(default=20, ge=1, le=100)
+    # Longest a quiet pool goes without a workflow task (the watch activity's cap).
+    watch_max_seconds: float = Field(default=3600.0, gt=0)
+
+
 # ---------------------------------------------------------------- device views
 
 

@@ -12,26 +12,10 @@ from typing import Any
 
 from pydantic import Field
 
-from activities.models import DeviceInfo
+from activities.models import DeviceInfo, PoolSettings
 from api.v1alpha1 import CamelModel, DevicePoolSpec, ObjectMeta
 
-
-class PoolSettings(CamelModel):
-    """Intervals from the worker's configuration, passed in the workflow input.
-
-    Workflows never read the environment: whoever starts a pool (the client,
-    with defaults the worker config can override on the next continue-as-new)
-    sends these.
-    """
-
-    resync_seconds: float = Field(default=30.0, gt=0)
-    health_seconds: float = Field(default=60.0, gt=0)
-    offline_after_seconds: float = Field(default=180.0, gt=0)
-    startup_timeout_seconds: float = Field(default=300.0, gt=0)
-    idle_grace_seconds: float = Field(default=60.0, ge=0)
-    provision_batch_size: int = Field(default=20, ge=1, le=100)
-    # Longest a quiet pool goes without a workflow task (the watch activity's cap).
-    watch_max_seconds: float = Field(default=3600.0, gt=0)
+__all__ = ["PoolSettings"]  # re-exported: defined beside the activity that serves it
 
 
 class InFlightBatch(CamelModel):
@@ -58,7 +42,8 @@ class CarriedState(CamelModel):
 class PoolInput(CamelModel):
     metadata: ObjectMeta
     spec: DevicePoolSpec
-    settings: PoolSettings = Field(default_factory=PoolSettings)
+    # None: the first task asks the worker (activity `pool_settings`) for its configured intervals.
+    settings: PoolSettings | None = None
     state: CarriedState | None = None
 
 
