@@ -1,0 +1,274 @@
+"""An async client for the BitCloudPhone-compatible provider contract (DESIGN.md).
+
+One `BitCloudPhoneClient` per provider account, living as long as the worker.
+Methods return the provider's JSON (camelCase dicts) and raise the typed errors
+of `activities.errors`; turning those into Temporal failures is the activities'
+job. The API key is held as a `SecretStr` and only ever leaves the process in
+the `Authorization` header: not in `repr()`, `str()`, log records or exception
+messages.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import time
+from collections.abc import Generator
+from types import TracebackType
+from typing import Any, Self
+from urllib.parse import quote
+
+import httpx
+from pydantic import SecretStr
+
+from activities.errors import (
+    ProviderError,
+    TransportError,
+    TransportTimeoutError,
+    error_from_response,
+)
+from api.errors import ErrorType
+from api.v1alpha1 import Platform
+
+__all__ = ["MAX_BATCH_IDS", "BitCloudPhoneClient"]
+
+logger = logging.getLogger(__name__)
+
+MAX_BATCH_IDS = 100
+_REDACTED = "**********"
+
+
+class _BearerAuth(httpx.Auth):
+    """Adds the bearer token per request, so it never sits in the client's default headers."""
+
+    def __init__(self, api_key: SecretStr) -> None:
+        self._api_key = api_key
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
+        yield request
+
+    def __repr__(self) -> str:
+        return "_BearerAuth(api_key=SecretStr('**********'))"
+
+
+def _parse_retry_after(response: httpx.Response) -> float | None:
+    """`Retry-After` as seconds (delta-seconds or an HTTP date); `RateLimit-Reset` as fallback."""
+    for header in ("retry-after", "ratelimit-reset"):
+        raw = response.headers.get(header)
+        if raw is None:
+            continue
+        raw = raw.strip()
+        try:
+            return max(0.0, float(raw))
+        except ValueError:
+            pass
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError):
+            continue
+        return max(0.0, when.timestamp() - time.time())
+    return None
+
+
+class BitCloudPhoneClient:
+    """The provider's REST API for one account. Use as `async with` or call `aclose()`."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: SecretStr | str,
+        timeout: float = 10.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._api_key = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key)
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            auth=_BearerAuth(self._api_key),
+            # Explicit on every phase: a hung provider must fail the call, not the worker.
+            timeout=httpx.Timeout(
+                timeout, connect=timeout, read=timeout, write=timeout, pool=timeout
+            ),
+            headers={"Accept": "application/json"},
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    def __repr__(self) -> str:
+        return f"BitCloudPhoneClient(base_url={self.base_url!r}, api_key=SecretStr({_REDACTED!r}))"
+
+    __str__ = __repr__
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------ the contract
+
+    async def create_device(
+        self,
+        platform: Platform | str,
+        *,
+        region: str,
+        os_version: str,
+        name: str,
+        labels: dict[str, str],
+        proxy: dict[str, Any] | None,
+        idempotency_key: str,
+    ) -> dict[str, Any]:
+        """Create one device (202, status `provisioning`); a replayed key answers the first device."""
+        platform = Platform(platform)
+        body: dict[str, Any] = {
+            "region": region,
+            "osVersion": os_version,
+            "name": name,
+            "labels": dict(labels),
+        }
+        if proxy is not None:
+            body["proxy"] = dict(proxy)
+        result = await self._request(
+            "POST",
+            f"/api/v1/{platform.value}/devices",
+            json=body,
+            headers={"Idempotency-Key": idempotency_key},
+        )
+        return dict(result)
+
+    async def list_devices(
+        self,
+        *,
+        labels: dict[str, str],
+        statuses: list[str] | None = None,
+        page_size: int = 100,
+    ) -> list[dict[str, Any]]:
+        """Every device matching all `labels` (and one of `statuses`), across all pages."""
+        params: list[tuple[str, Any]] = [("label", f"{k}={v}") for k, v in labels.items()]
+        for status in statuses or ():
+            params.append(("status", status))
+        params.append(("page_size", page_size))
+        devices: list[dict[str, Any]] = []
+        token: str | None = None
+        seen_tokens: set[str] = set()
+        while True:
+            page_params = list(params)
+            if token:
+                page_params.append(("page_token", token))
+            page = await self._request("GET", "/api/v1/devices", params=page_params)
+            devices.extend(page.get("items") or [])
+            token = page.get("nextPageToken") or None
+            if not token:
+                break
+            if token in seen_tokens:
+                raise ProviderError(
+                    ErrorType.SERVER_ERROR, None, "provider repeated a page token while listing"
+                )
+            seen_tokens.add(token)
+        if statuses:
+            # Belt and braces: the result must honour the filter whatever the server did.
+            wanted = set(statuses)
+            devices = [d for d in devices if d.get("status") in wanted]
+        return devices
+
+    async def get_device(self, device_id: str) -> dict[str, Any]:
+        return dict(await self._request("GET", f"/api/v1/devices/{_path(device_id)}"))
+
+    async def get_status(self, device_id: str) -> dict[str, Any]:
+        return dict(await self._request("GET", f"/api/v1/devices/{_path(device_id)}/status"))
+
+    async def batch_status(self, ids: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+        """Statuses of up to 100 devices: `(items, not_found_ids)`."""
+        if len(ids) > MAX_BATCH_IDS:
+            raise ValueError(f"batch_status takes at most {MAX_BATCH_IDS} ids, got {len(ids)}")
+        if not ids:
+            return [], []
+        result = await self._request(
+            "POST", "/api/v1/devices/status:batch", json={"ids": list(ids)}
+        )
+        return list(result.get("items") or []), list(result.get("notFound") or [])
+
+    async def delete_device(self, device_id: str) -> dict[str, Any]:
+        """Start terminating a device (202; idempotent). Raises `NotFoundError` for unknown ids."""
+        return dict(await self._request("DELETE", f"/api/v1/devices/{_path(device_id)}") or {})
+
+    async def regions(self) -> list[dict[str, Any]]:
+        result = await self._request("GET", "/api/v1/regions")
+        if isinstance(result, dict):
+            return list(result.get("items") or result.get("regions") or [])
+        return list(result)
+
+    # ------------------------------------------------------------ plumbing
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: list[tuple[str, Any]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        try:
+            response = await self._http.request(
+                method, path, json=json, params=params, headers=headers
+            )
+        except httpx.TimeoutException as exc:
+            raise TransportTimeoutError(
+                ErrorType.TIMEOUT, None, self._scrub(f"{method} {path}: {type(exc).__name__}")
+            ) from None
+        except httpx.TransportError as exc:
+            raise TransportError(
+                ErrorType.TRANSPORT,
+                None,
+                self._scrub(f"{method} {path}: {type(exc).__name__}: {exc}"),
+            ) from None
+        if response.is_success:
+            if response.status_code == 204 or not response.content:
+                return {}
+            try:
+                return response.json()
+            except ValueError:
+                raise ProviderError(
+                    ErrorType.SERVER_ERROR,
+                    response.status_code,
+                    f"{method} {path}: answer is not JSON",
+                ) from None
+        error = self._error(response)
+        logger.debug("provider answered %s %s: %s", method, path, error)
+        raise error
+
+    def _error(self, response: httpx.Response) -> ProviderError:
+        body: Any
+        try:
+            body = response.json()
+        except ValueError:
+            body = response.text
+        error = error_from_response(
+            response.status_code, body, retry_after=_parse_retry_after(response)
+        )
+        scrubbed = self._scrub(error.detail)
+        if scrubbed != error.detail:
+            error = type(error)(error.error_type, error.status, scrubbed, error.retry_after)
+        return error
+
+    def _scrub(self, text: str) -> str:
+        secret = self._api_key.get_secret_value()
+        return text.replace(secret, _REDACTED) if secret else text
+
+
+def _path(device_id: str) -> str:
+    """A device id as one path segment (ids are opaque; never let one add path segments)."""
+    return quote(device_id, safe="")

@@ -1,0 +1,355 @@
+"""`DeviceActivities`: every BitCloudPhone side effect of a DevicePool, as bound activities.
+
+The class owns one `BitCloudPhoneClient` per provider account (built once, closed
+by `aclose()` at worker shutdown) and the proxy pools. Inputs and results name
+accounts and proxy pools only; keys and passwords are resolved here, in the
+worker, and never logged. Every provider failure leaves through
+`activities.errors.to_application_error`, so workflows see one vocabulary.
+
+Activities (name → input → result):
+
+- `pool_settings` () → `PoolSettings`
+- `check_pool_refs` `CheckRefsInput` → `CheckRefsResult`
+- `list_devices` `ListDevicesInput` → `ListDevicesResult`
+- `watch_devices` `WatchDevicesInput` → `WatchDevicesResult` (long-running; heartbeats)
+- `create_device` `CreateDeviceInput` → `CreateDeviceResult`
+- `get_statuses` `GetStatusesInput` → `GetStatusesResult`
+- `terminate_device` `TerminateDeviceInput` → `TerminateDeviceResult`
+- `terminate_pool` `TerminatePoolInput` → `TerminatePoolResult` (the finalizer; heartbeats)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+
+from activities.bitcloudphone import BitCloudPhoneClient
+from activities.errors import (
+    TEARDOWN_PENDING,
+    NotFoundError,
+    ProviderError,
+    configuration_error,
+    to_application_error,
+)
+from activities.models import (
+    ALIVE_STATUSES,
+    TERMINATED,
+    TERMINATING,
+    AccountSettings,
+    CheckRefsInput,
+    CheckRefsResult,
+    CreateDeviceInput,
+    CreateDeviceResult,
+    DeviceInfo,
+    DeviceStatusInfo,
+    GetStatusesInput,
+    GetStatusesResult,
+    ListDevicesInput,
+    ListDevicesResult,
+    PoolSettings,
+    ProxyPoolSettings,
+    TerminateDeviceInput,
+    TerminateDeviceResult,
+    TerminatePoolInput,
+    TerminatePoolResult,
+    WatchDevicesInput,
+    WatchDevicesResult,
+)
+from activities.proxy import resolve_proxy
+from api.errors import ErrorType
+from api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
+
+__all__ = ["DeviceActivities", "device_fingerprint", "device_info", "device_status_info"]
+
+
+# ---------------------------------------------------------------- pure helpers
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value, UTC)
+    text = str(value)
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def device_info(raw: Mapping[str, Any]) -> DeviceInfo:
+    """The pool's view of a provider device (drops everything else, e.g. the proxy)."""
+    created = _parse_time(raw.get("createdAt"))
+    updated = _parse_time(raw.get("updatedAt"))
+    labels = raw.get("labels") or {}
+    return DeviceInfo(
+        id=str(raw["id"]),
+        status=str(raw.get("status") or ""),
+        region=str(raw.get("region") or ""),
+        # `created_at` is required by the model; a provider that omits it gets the
+        # best stand-in rather than a failed observation.
+        created_at=created or updated or datetime.fromtimestamp(0, UTC),
+        updated_at=updated,
+        session_active=bool(raw.get("sessionActive", False)),
+        last_activity_at=_parse_time(raw.get("lastActivityAt")),
+        reason=raw.get("reason"),
+        labels={str(k): str(v) for k, v in labels.items()},
+    )
+
+
+def device_status_info(raw: Mapping[str, Any]) -> DeviceStatusInfo:
+    return DeviceStatusInfo(
+        id=str(raw["id"]),
+        status=str(raw.get("status") or ""),
+        reason=raw.get("reason"),
+        session_active=bool(raw.get("sessionActive", False)),
+        last_activity_at=_parse_time(raw.get("lastActivityAt")),
+        updated_at=_parse_time(raw.get("updatedAt")),
+    )
+
+
+def device_fingerprint(devices: Iterable[DeviceInfo]) -> str:
+    """A stable short hash of what the pool loop reacts to: (id, status, sessionActive).
+
+    Order-independent; timestamps are left out on purpose so that a heartbeat-only
+    change at the provider does not wake the pool workflow.
+    """
+    rows = sorted((d.id, d.status, d.session_active) for d in devices)
+    digest = hashlib.sha256()
+    for device_id, status, session_active in rows:
+        digest.update(f"{device_id}\x1f{status}\x1f{int(session_active)}\x1e".encode())
+    return digest.hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- the activities
+
+
+class DeviceActivities:
+    """Bound activities over the worker's accounts and proxy pools."""
+
+    def __init__(
+        self,
+        *,
+        accounts: Mapping[str, AccountSettings],
+        proxy_pools: Mapping[str, ProxyPoolSettings],
+        settings: PoolSettings | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._settings = settings or PoolSettings()
+        self._proxy_pools = dict(proxy_pools)
+        for pool in self._proxy_pools.values():
+            # Fail at worker start, not on the first create, if a template is broken.
+            resolve_proxy(pool, idempotency_key="check", ttl=0)
+        self._clients: dict[str, BitCloudPhoneClient] = {
+            name: BitCloudPhoneClient(
+                base_url=account.base_url,
+                api_key=account.api_key,
+                timeout=account.timeout_seconds,
+                transport=transport,
+            )
+            for name, account in accounts.items()
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"DeviceActivities(accounts={sorted(self._clients)!r}, "
+            f"proxy_pools={sorted(self._proxy_pools)!r})"
+        )
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.aclose()
+
+    # ------------------------------------------------------------ helpers
+
+    def _client(self, account: str) -> BitCloudPhoneClient:
+        client = self._clients.get(account)
+        if client is None:
+            raise configuration_error(ErrorType.UNKNOWN_ACCOUNT, self._unknown_account(account))
+        return client
+
+    def _unknown_account(self, account: str) -> str:
+        known = ", ".join(sorted(self._clients)) or "(none)"
+        return f"unknown account {account!r} (providerCredentialRef); known: {known}"
+
+    def _unknown_proxy_pool(self, pool: str) -> str:
+        known = ", ".join(sorted(self._proxy_pools)) or "(none)"
+        return f"unknown proxy pool {pool!r} (proxy.poolRef); known: {known}"
+
+    async def _pool_devices(self, account: str, pool: str) -> list[DeviceInfo]:
+        """The pool's devices at the provider that are not `terminated` (raises ProviderError)."""
+        raw = await self._client(account).list_devices(labels={LABEL_POOL: pool})
+        return [device_info(d) for d in raw if d.get("status") != TERMINATED]
+
+    # ------------------------------------------------------------ activities
+
+    @activity.defn(name="pool_settings")
+    async def pool_settings(self) -> PoolSettings:
+        return self._settings.model_copy()
+
+    @activity.defn(name="check_pool_refs")
+    async def check_pool_refs(self, input: CheckRefsInput) -> CheckRefsResult:
+        problems: list[str] = []
+        if input.account not in self._clients:
+            problems.append(self._unknown_account(input.account))
+        if input.proxy_pool is not None and input.proxy_pool not in self._proxy_pools:
+            problems.append(self._unknown_proxy_pool(input.proxy_pool))
+        return CheckRefsResult(problems=problems)
+
+    @activity.defn(name="list_devices")
+    async def list_devices(self, input: ListDevicesInput) -> ListDevicesResult:
+        try:
+            devices = await self._pool_devices(input.account, input.pool)
+        except ProviderError as exc:
+            raise to_application_error(exc) from exc
+        return ListDevicesResult(devices=devices)
+
+    @activity.defn(name="watch_devices")
+    async def watch_devices(self, input: WatchDevicesInput) -> WatchDevicesResult:
+        self._client(input.account)  # an unknown account fails at once, not at the deadline
+        deadline = time.monotonic() + input.max_seconds
+        poll = max(input.poll_seconds, 0.0)
+        devices: list[DeviceInfo] | None = None
+        last_error: ProviderError | None = None
+        while True:
+            try:
+                devices = await self._pool_devices(input.account, input.pool)
+                last_error = None
+            except ProviderError as exc:
+                if not exc.retryable:
+                    raise to_application_error(exc) from exc
+                last_error = exc
+                activity.logger.warning(
+                    "pool %s: listing devices failed, will poll again: %s", input.pool, exc
+                )
+            if devices is not None and last_error is None:
+                fingerprint = device_fingerprint(devices)
+                if fingerprint != input.fingerprint:
+                    return WatchDevicesResult(
+                        devices=devices, fingerprint=fingerprint, changed=True
+                    )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if devices is None:
+                    # Never saw the pool at all: an empty "unchanged" answer would lie.
+                    assert last_error is not None
+                    raise to_application_error(last_error) from last_error
+                return WatchDevicesResult(
+                    devices=devices, fingerprint=device_fingerprint(devices), changed=False
+                )
+            activity.heartbeat()
+            # Cancellation (delivered through the heartbeat) lands here as CancelledError.
+            await asyncio.sleep(min(poll, remaining))
+
+    @activity.defn(name="create_device")
+    async def create_device(self, input: CreateDeviceInput) -> CreateDeviceResult:
+        client = self._client(input.account)
+        proxy_body: dict[str, Any] | None = None
+        if input.proxy_pool is not None:
+            proxy_settings = self._proxy_pools.get(input.proxy_pool)
+            if proxy_settings is None:
+                raise configuration_error(
+                    ErrorType.UNKNOWN_PROXY_POOL, self._unknown_proxy_pool(input.proxy_pool)
+                )
+            proxy_body = resolve_proxy(
+                proxy_settings, idempotency_key=input.idempotency_key, ttl=input.sticky_ttl
+            ).body()
+        labels = {**input.extra_labels, LABEL_POOL: input.pool, LABEL_MANAGED_BY: MANAGED_BY}
+        activity.logger.info(
+            "pool %s: creating device %s (key %s, proxy pool %s)",
+            input.pool,
+            input.name,
+            input.idempotency_key,
+            input.proxy_pool,
+        )
+        try:
+            raw = await client.create_device(
+                input.platform,
+                region=input.region,
+                os_version=input.os_version,
+                name=input.name,
+                labels=labels,
+                proxy=proxy_body,
+                idempotency_key=input.idempotency_key,
+            )
+        except ProviderError as exc:
+            activity.logger.info("pool %s: create %s failed: %s", input.pool, input.name, exc)
+            raise to_application_error(exc) from exc
+        return CreateDeviceResult(device=device_info(raw))
+
+    @activity.defn(name="get_statuses")
+    async def get_statuses(self, input: GetStatusesInput) -> GetStatusesResult:
+        client = self._client(input.account)
+        try:
+            items, not_found = await client.batch_status(input.ids)
+        except ProviderError as exc:
+            raise to_application_error(exc) from exc
+        return GetStatusesResult(
+            items=[device_status_info(item) for item in items], not_found=not_found
+        )
+
+    @activity.defn(name="terminate_device")
+    async def terminate_device(self, input: TerminateDeviceInput) -> TerminateDeviceResult:
+        client = self._client(input.account)
+        try:
+            await client.delete_device(input.device_id)
+        except NotFoundError:
+            return TerminateDeviceResult(device_id=input.device_id, already_gone=True)
+        except ProviderError as exc:
+            raise to_application_error(exc) from exc
+        return TerminateDeviceResult(device_id=input.device_id)
+
+    @activity.defn(name="terminate_pool")
+    async def terminate_pool(self, input: TerminatePoolInput) -> TerminatePoolResult:
+        """Delete every device of the pool; succeed only once the provider lists none left.
+
+        Devices still `terminating` make it raise a retryable error, so the
+        activity's retry policy carries the finalizer until the provider is done.
+        """
+        client = self._client(input.account)
+        deleted = 0
+        try:
+            for device in await self._pool_devices(input.account, input.pool):
+                activity.heartbeat(device.id)
+                if device.status == TERMINATING:
+                    continue
+                try:
+                    await client.delete_device(device.id)
+                except NotFoundError:
+                    continue
+                deleted += 1
+            activity.heartbeat()
+            left = await self._pool_devices(input.account, input.pool)
+        except ProviderError as exc:
+            raise to_application_error(exc) from exc
+        if left:
+            alive = sum(1 for d in left if d.status in ALIVE_STATUSES)
+            activity.logger.info(
+                "pool %s: %d device(s) left at the provider (%d terminating), will retry",
+                input.pool,
+                len(left),
+                len(left) - alive,
+            )
+            raise ApplicationError(
+                f"pool {input.pool!r}: {len(left)} device(s) not yet terminated "
+                f"({len(left) - alive} terminating); deleted {deleted} in this attempt",
+                TerminatePoolResult(terminated=deleted, remaining=len(left)).model_dump(),
+                type=TEARDOWN_PENDING.value,
+                non_retryable=False,
+                # Waiting on the provider is the expected path, not a failure to alert on.
+                category=ApplicationErrorCategory.BENIGN,
+            )
+        activity.logger.info("pool %s: torn down (%d deleted in this attempt)", input.pool, deleted)
+        return TerminatePoolResult(terminated=deleted, remaining=0)

@@ -1,0 +1,263 @@
+"""Typed provider errors, and their one translation into Temporal failures.
+
+Every failure of a provider call surfaces as a `ProviderError`; the subclass says
+what happened, `error_type` names it in the shared vocabulary (`api.errors.ErrorType`)::
+
+    ProviderError                       error_type               HTTP   retryable
+    ├── InvalidArgumentError            INVALID_ARGUMENT         400    no
+    ├── UnauthenticatedError            UNAUTHENTICATED          401    no
+    ├── QuotaExceededError              QUOTA_EXCEEDED           402    no
+    ├── NotFoundError                   NOT_FOUND                404    no
+    ├── InvalidStateError               INVALID_STATE            409    no
+    ├── IdempotencyKeyReusedError       IDEMPOTENCY_KEY_REUSED   422    no
+    ├── RateLimitedError                RATE_LIMITED             429    yes, after `retry_after`
+    ├── ServerError                     SERVER_ERROR             5xx    yes
+    │   └── RegionUnavailableError      REGION_UNAVAILABLE       503    yes
+    └── TransportError                  TRANSPORT                -      yes
+        └── TransportTimeoutError       TIMEOUT                  -      yes
+
+The subclass is chosen from the problem+json `code` of the answer, falling back
+on the HTTP status when the body carries no known code (`error_from_response`).
+
+`to_application_error` is the only place that turns one into a Temporal
+`ApplicationError`: `type` is the `ErrorType` value; 4xx are non-retryable; 429
+is retryable, BENIGN, with `next_retry_delay` taken from `Retry-After`; 5xx and
+transport errors are retryable on the activity's retry policy.
+
+No message built here ever contains the API key: the client never hands it to
+this module, and it scrubs the key out of anything the provider echoes back.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, ClassVar
+
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+
+from api.errors import ErrorType
+
+__all__ = [
+    "TEARDOWN_PENDING",
+    "IdempotencyKeyReusedError",
+    "InvalidArgumentError",
+    "InvalidStateError",
+    "NotFoundError",
+    "ProviderError",
+    "QuotaExceededError",
+    "RateLimitedError",
+    "RegionUnavailableError",
+    "ServerError",
+    "TransportError",
+    "TransportTimeoutError",
+    "UnauthenticatedError",
+    "configuration_error",
+    "error_class_for",
+    "error_from_response",
+    "to_application_error",
+]
+
+
+class ProviderError(Exception):
+    """A provider call failed. `status` is the HTTP status (None for transport errors)."""
+
+    default_error_type: ClassVar[ErrorType] = ErrorType.SERVER_ERROR
+
+    def __init__(
+        self,
+        error_type: ErrorType,
+        status: int | None,
+        detail: str,
+        retry_after: float | None = None,
+    ) -> None:
+        self.error_type = error_type
+        self.status = status
+        self.detail = detail
+        self.retry_after = retry_after
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        where = f"HTTP {self.status}" if self.status is not None else "no response"
+        text = f"{self.error_type.value} ({where}): {self.detail}"
+        if self.retry_after is not None:
+            text += f" (retry after {self.retry_after:g}s)"
+        return text
+
+    @property
+    def retryable(self) -> bool:
+        return self.error_type.retryable
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(error_type={self.error_type.value!r}, "
+            f"status={self.status!r}, detail={self.detail!r}, retry_after={self.retry_after!r})"
+        )
+
+
+class InvalidArgumentError(ProviderError):
+    default_error_type = ErrorType.INVALID_ARGUMENT
+
+
+class UnauthenticatedError(ProviderError):
+    default_error_type = ErrorType.UNAUTHENTICATED
+
+
+class QuotaExceededError(ProviderError):
+    default_error_type = ErrorType.QUOTA_EXCEEDED
+
+
+class NotFoundError(ProviderError):
+    default_error_type = ErrorType.NOT_FOUND
+
+
+class InvalidStateError(ProviderError):
+    default_error_type = ErrorType.INVALID_STATE
+
+
+class IdempotencyKeyReusedError(ProviderError):
+    """The same `Idempotency-Key` came with another body (HTTP 422)."""
+
+    default_error_type = ErrorType.IDEMPOTENCY_KEY_REUSED
+
+
+class RateLimitedError(ProviderError):
+    """HTTP 429; `retry_after` carries the provider's `Retry-After` in seconds."""
+
+    default_error_type = ErrorType.RATE_LIMITED
+
+
+class ServerError(ProviderError):
+    default_error_type = ErrorType.SERVER_ERROR
+
+
+class RegionUnavailableError(ServerError):
+    default_error_type = ErrorType.REGION_UNAVAILABLE
+
+
+class TransportError(ProviderError):
+    """No HTTP answer at all (connection refused, reset, protocol error)."""
+
+    default_error_type = ErrorType.TRANSPORT
+
+
+class TransportTimeoutError(TransportError):
+    default_error_type = ErrorType.TIMEOUT
+
+
+_CLASS_BY_TYPE: dict[ErrorType, type[ProviderError]] = {
+    cls.default_error_type: cls
+    for cls in (
+        InvalidArgumentError,
+        UnauthenticatedError,
+        QuotaExceededError,
+        NotFoundError,
+        InvalidStateError,
+        IdempotencyKeyReusedError,
+        RateLimitedError,
+        ServerError,
+        RegionUnavailableError,
+        TransportError,
+        TransportTimeoutError,
+    )
+}
+
+# The `code`s the provider contract defines, and what a bare status means without one.
+_PROVIDER_CODES = frozenset(
+    {
+        ErrorType.INVALID_ARGUMENT,
+        ErrorType.UNAUTHENTICATED,
+        ErrorType.QUOTA_EXCEEDED,
+        ErrorType.NOT_FOUND,
+        ErrorType.INVALID_STATE,
+        ErrorType.IDEMPOTENCY_KEY_REUSED,
+        ErrorType.RATE_LIMITED,
+        ErrorType.REGION_UNAVAILABLE,
+        ErrorType.SERVER_ERROR,
+    }
+)
+_TYPE_BY_STATUS: dict[int, ErrorType] = {
+    400: ErrorType.INVALID_ARGUMENT,
+    401: ErrorType.UNAUTHENTICATED,
+    402: ErrorType.QUOTA_EXCEEDED,
+    403: ErrorType.UNAUTHENTICATED,
+    404: ErrorType.NOT_FOUND,
+    409: ErrorType.INVALID_STATE,
+    422: ErrorType.IDEMPOTENCY_KEY_REUSED,
+    429: ErrorType.RATE_LIMITED,
+}
+
+
+def error_class_for(error_type: ErrorType) -> type[ProviderError]:
+    return _CLASS_BY_TYPE.get(error_type, ProviderError)
+
+
+def _type_for(status: int, code: Any) -> ErrorType:
+    if isinstance(code, str):
+        try:
+            from_code = ErrorType(code)
+        except ValueError:
+            from_code = None
+        if from_code in _PROVIDER_CODES:
+            assert from_code is not None
+            # A code that contradicts the status class (e.g. `not_found` on a 500) is
+            # not trusted: retryability must follow what the server actually said.
+            if (status >= 500) == (
+                from_code in (ErrorType.REGION_UNAVAILABLE, ErrorType.SERVER_ERROR)
+            ):
+                return from_code
+    if status >= 500:
+        return ErrorType.SERVER_ERROR
+    if status == 429:
+        return ErrorType.RATE_LIMITED
+    return _TYPE_BY_STATUS.get(status, ErrorType.INVALID_ARGUMENT)
+
+
+def error_from_response(
+    status: int, body: Any, *, retry_after: float | None = None
+) -> ProviderError:
+    """Build the typed error for a non-2xx answer (`body`: the decoded problem+json, or text)."""
+    code: Any = None
+    detail = ""
+    if isinstance(body, dict):
+        code = body.get("code")
+        detail = str(body.get("detail") or body.get("title") or "")
+    elif isinstance(body, str):
+        detail = body.strip()[:500]
+    error_type = _type_for(status, code)
+    if not detail:
+        detail = f"HTTP {status}"
+    return error_class_for(error_type)(error_type, status, detail, retry_after)
+
+
+def to_application_error(exc: ProviderError) -> ApplicationError:
+    """The Temporal failure for a provider error (the house's retry rules live here)."""
+    error_type = exc.error_type
+    if error_type is ErrorType.RATE_LIMITED:
+        delay = timedelta(seconds=exc.retry_after) if exc.retry_after is not None else None
+        return ApplicationError(
+            str(exc),
+            {"status": exc.status, "retryAfter": exc.retry_after},
+            type=error_type.value,
+            non_retryable=False,
+            next_retry_delay=delay,
+            # Expected under load and handled by the retry: not worth an error log or metric.
+            category=ApplicationErrorCategory.BENIGN,
+        )
+    return ApplicationError(
+        str(exc),
+        {"status": exc.status, "retryAfter": exc.retry_after},
+        type=error_type.value,
+        non_retryable=not error_type.retryable,
+    )
+
+
+def configuration_error(error_type: ErrorType, message: str) -> ApplicationError:
+    """A worker-side configuration problem (unknown account / proxy pool): never retried."""
+    return ApplicationError(message, type=error_type.value, non_retryable=True)
+
+
+# `terminate_pool` raises this (retryable) while devices are still on their way out,
+# so the activity's retry policy keeps the finalizer going. The vocabulary has no
+# member for "teardown not finished yet"; until `api.errors` grows one, this is the
+# single place that decides which member stands in for it.
+TEARDOWN_PENDING = ErrorType.SERVER_ERROR
