@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -52,22 +53,49 @@ def _dns_label(value: str) -> str:
     return value
 
 
-def _max_unhealthy(value: int | str) -> int | str:
+def _strict_int(value: Any) -> Any:
+    # Lax pydantic turns `replicas: true` (and YAML 1.1's `replicas: yes`) into
+    # 1; a boolean is never a count. Everything else (ints, "10", 10.0, 2.5) is
+    # left to the normal int validation and its messages.
     if isinstance(value, bool):
-        raise ValueError("must be a count or a percentage such as '40%'")
+        raise ValueError(f"must be an integer, got {str(value).lower()}")
+    return value
+
+
+def _os_version(value: Any) -> Any:
+    # `osVersion: 14` is fine, but YAML reads `osVersion: 14.10` as the float
+    # 14.1: refuse floats rather than silently store the wrong version.
+    if isinstance(value, bool):
+        raise ValueError(f"must be a string, got {str(value).lower()}")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        raise ValueError(
+            f'must be a quoted string such as "{value}" (unquoted, YAML reads it as a number)'
+        )
+    return value
+
+
+def _max_unhealthy(value: Any) -> Any:
+    # A before-validator: after `int | str` validation a YAML `true` would
+    # already have become 1.
+    if isinstance(value, bool):
+        raise ValueError(f"must be a count or a percentage such as '40%', got {str(value).lower()}")
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"must be >= 0, got {value}")
         return value
-    if _PERCENT.match(value):
-        return value
-    if value.isdigit():
-        return int(value)
+    if isinstance(value, str):
+        if _PERCENT.match(value):
+            return value
+        if value.isascii() and value.isdigit():
+            return int(value)
     raise ValueError(f"must be a count or a percentage such as '40%', got {value!r}")
 
 
 DNSLabel = Annotated[str, AfterValidator(_dns_label)]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+StrictishInt = Annotated[int, BeforeValidator(_strict_int)]
 
 
 class Provider(StrEnum):
@@ -88,20 +116,20 @@ class ObjectMeta(CamelModel):
 class ProxySpec(CamelModel):
     pool_ref: NonEmpty
     # `stickyTTL` in the article's manifest; to_camel would say `stickyTtl`.
-    sticky_ttl: int = Field(default=0, ge=0, alias="stickyTTL")
+    sticky_ttl: StrictishInt = Field(default=0, ge=0, alias="stickyTTL")
 
 
 class DevicePoolSpec(CamelModel):
     provider: Provider = Provider.BITCLOUDPHONE
     platform: Platform
     region: NonEmpty
-    os_version: Annotated[str, Field(coerce_numbers_to_str=True)] = Field(
+    os_version: Annotated[str, BeforeValidator(_os_version)] = Field(
         default="", json_schema_extra={"example": "14"}
     )
-    replicas: int = Field(ge=0, le=MAX_REPLICAS)
+    replicas: StrictishInt = Field(ge=0, le=MAX_REPLICAS)
     proxy: ProxySpec | None = None
     provider_credential_ref: NonEmpty = "default"
-    max_unhealthy: Annotated[int | str, AfterValidator(_max_unhealthy)] = "40%"
+    max_unhealthy: Annotated[int | str, BeforeValidator(_max_unhealthy)] = "40%"
 
     def max_unhealthy_count(self, total: int) -> int:
         """`maxUnhealthy` resolved against a pool of `total` devices."""
@@ -122,7 +150,7 @@ class ConditionType(StrEnum):
     PROGRESSING = "Progressing"
     PROVIDER_AVAILABLE = "ProviderAvailable"
     REMEDIATION_PAUSED = "RemediationPaused"
-    SCALED_DOWN = "ScaledDown"
+    SCALE_DOWN_BLOCKED = "ScaleDownBlocked"
     SPEC_REJECTED = "SpecRejected"
 
 
