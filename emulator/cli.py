@@ -1,0 +1,152 @@
+"""`python -m emulator` / `devicepool emulator`: serve the BitCloudPhone emulator with uvicorn.
+
+Exit codes: 0 after a clean shutdown (SIGINT/SIGTERM), 2 for bad flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+from emulator.config import DEFAULT_ACCOUNT, DEFAULT_API_KEY, EmulatorConfig
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line on stderr, exit 2: easy to read in a terminal and to grep in a test.
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _account(value: str) -> tuple[str, list[str]]:
+    name, sep, keys = value.partition("=")
+    parsed = [key.strip() for key in keys.split(",")]
+    if not sep or not name.strip() or not all(parsed):
+        raise argparse.ArgumentTypeError(f"{value!r} is not NAME=KEY[,KEY...]")
+    return name.strip(), parsed
+
+
+def _positive_float(value: str) -> float:
+    number = _float(value)
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be > 0")
+    return number
+
+
+def _non_negative_float(value: str) -> float:
+    number = _float(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be >= 0")
+    return number
+
+
+def _float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a finite number")
+    return number
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} must be >= 1")
+    return number
+
+
+def _port(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"{value!r} is not between 0 and 65535")
+    return number
+
+
+def _seed(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="emulator",
+        description="Local BitCloudPhone-compatible provider with a virtual clock and faults.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    parser.add_argument("--port", type=_port, default=8088, help="listen port (default 8088)")
+    parser.add_argument(
+        "--account",
+        dest="accounts",
+        action="append",
+        type=_account,
+        metavar="NAME=KEY[,KEY...]",
+        help=f"an account and its API keys; repeatable (default {DEFAULT_ACCOUNT}={DEFAULT_API_KEY})",
+    )
+    parser.add_argument(
+        "--provision-seconds",
+        type=_non_negative_float,
+        default=45.0,
+        help="virtual seconds from create to ready (default 45)",
+    )
+    parser.add_argument(
+        "--creates-per-minute",
+        type=_positive_int,
+        default=20,
+        help="accepted creations per account per sliding minute (default 20)",
+    )
+    parser.add_argument(
+        "--speed",
+        type=_positive_float,
+        default=1.0,
+        help="virtual clock speed: every duration, the rate window included (default 1)",
+    )
+    parser.add_argument("--seed", type=_seed, default=None, help="seed for ids and faults")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
+    accounts: dict[str, list[str]] = {}
+    for name, keys in args.accounts or [(DEFAULT_ACCOUNT, [DEFAULT_API_KEY])]:
+        merged = accounts.setdefault(name, [])
+        merged.extend(key for key in keys if key not in merged)
+    return EmulatorConfig(
+        accounts=accounts,
+        provision_seconds=args.provision_seconds,
+        creates_per_minute=args.creates_per_minute,
+        speed=args.speed,
+        seed=args.seed,
+    )
+
+
+def serve(config: EmulatorConfig, host: str, port: int) -> None:
+    """Serve the emulator until SIGINT/SIGTERM (uvicorn handles both); blocks."""
+    import uvicorn
+
+    from emulator.app import create_app
+
+    uvicorn.run(create_app(config), host=host, port=port, log_level="info")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_args(args)
+    except ValueError as error:
+        parser.error(str(error))
+    serve(config, args.host, args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
