@@ -181,8 +181,15 @@ def _parse_documents(text: str, *, source: str) -> list[Any]:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         raise ManifestError([f"{source}: {where}{exc.problem or exc.context}"]) from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - text.rfind("\n", 0, exc.position)
+        character = chr(exc.character) if isinstance(exc.character, int) else exc.character
+        raise ManifestError(
+            [f"{source}: line {line}, column {column}: {exc.reason}: {character!r}"]
+        ) from None
     except yaml.YAMLError as exc:
-        raise ManifestError([f"{source}: {exc}"]) from None
+        raise ManifestError([f"{source}: {' '.join(str(exc).split())}"]) from None
     return [doc for doc in documents if doc is not None]
 
 
@@ -268,9 +275,23 @@ def _parse_document(data: Any, *, prefix: str, base: Loc) -> tuple[DevicePool | 
 def _format_errors(
     errors: list[ErrorDetails], *, model: type[pydantic.BaseModel] | None, prefix: str, base: Loc
 ) -> list[str]:
+    # An `invalid_key` error's loc ends in the bad key itself: report it at the mapping.
+    locs = [
+        _user_loc(error)[:-1] if error["type"] == "invalid_key" else _user_loc(error)
+        for error in errors
+    ]
+    # `replica: 5` is one mistake, not two: when an unknown field looks like a
+    # missing one, "spec.replicas: required" is left out.
+    suggested = {
+        (*loc[:-1], suggestion)
+        for error, loc in zip(errors, locs, strict=True)
+        if error["type"] == "extra_forbidden"
+        and (suggestion := _suggestion(model, loc)) is not None
+    }
     lines: list[str] = []
-    for error in errors:
-        loc = _user_loc(error)
+    for error, loc in zip(errors, locs, strict=True):
+        if error["type"] == "missing" and loc in suggested:
+            continue
         line = _line(prefix, base + loc, _rule(error, model=model, loc=loc))
         if line not in lines:
             lines.append(line)
@@ -318,6 +339,9 @@ def _rule(error: ErrorDetails, *, model: type[pydantic.BaseModel] | None, loc: L
     if kind == "missing":
         return "required"
     if kind == "extra_forbidden":
+        if loc[-2:] == ("metadata", "namespace"):
+            # Copied from a Kubernetes manifest; "did you mean 'name'?" would mislead.
+            return "unknown field (pools have no namespace; the Temporal namespace scopes them)"
         return _unknown_field(model, loc)
     if kind in ("value_error", "assertion_error"):
         return str(ctx.get("error", error["msg"])).removeprefix("Value error, ")
@@ -331,12 +355,19 @@ def _rule(error: ErrorDetails, *, model: type[pydantic.BaseModel] | None, loc: L
         return f"must be {op} {ctx.get(key)}, {got}"
     if kind in ("int_type", "int_parsing", "int_from_float", "int_parsing_size"):
         return f"must be an integer, {got}"
+    if kind == "finite_number":
+        return f"must be a finite number, {got}"
     if kind in ("float_type", "float_parsing"):
         return f"must be a number, {got}"
     if kind in ("bool_type", "bool_parsing"):
         return f"must be true or false, {got}"
     if kind in ("string_type", "string_unicode"):
+        if isinstance(value, bool):
+            # YAML 1.1: `region: no` is the boolean false, not the string "no".
+            return f"must be a string, {got} (quote it: YAML reads yes/no/on/off as booleans)"
         return f"must be a string, {got}"
+    if kind == "invalid_key":
+        return f"keys must be strings, {got}"
     if kind == "string_too_short":
         if ctx.get("min_length") == 1:
             return "must not be empty"
@@ -365,17 +396,25 @@ def _choices(expected: str) -> list[str]:
 
 
 def _unknown_field(model: type[pydantic.BaseModel] | None, loc: Loc) -> str:
+    suggestion = _suggestion(model, loc)
+    if suggestion is not None:
+        return f"unknown field (did you mean {suggestion!r}?)"
     known = _known_fields(model, loc[:-1]) if model is not None else []
-    if not known:
-        return "unknown field"
+    if known:
+        return f"unknown field (known fields: {', '.join(known)})"
+    return "unknown field"
+
+
+def _suggestion(model: type[pydantic.BaseModel] | None, loc: Loc) -> str | None:
+    """The known field an unknown one at `loc` was probably meant to be."""
+    if model is None or not loc:
+        return None
+    known = _known_fields(model, loc[:-1])
     name = str(loc[-1])
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-    if not close:
-        # Case slips (`stickyTtl`, `OSVersion`) are below difflib's radar when short.
-        close = [k for k in known if k.lower() == name.lower()]
-    if close:
-        return f"unknown field (did you mean {close[0]!r}?)"
-    return f"unknown field (known fields: {', '.join(known)})"
+    # Case slips (`stickyTtl`, `OSVersion`) first: they are the likeliest typo.
+    close = [k for k in known if k.lower() == name.lower()]
+    close = close or difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def _known_fields(model: type[pydantic.BaseModel], loc: Loc) -> list[str]:

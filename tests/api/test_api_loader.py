@@ -1,0 +1,543 @@
+"""The manifest loader: the article's manifest applies unchanged, and every bad
+input is refused with one line that names the field and the rule."""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from api import (
+    DevicePool,
+    DevicePoolSpec,
+    ManifestError,
+    format_validation_error,
+    load_manifests,
+    load_manifests_text,
+    parse_pool,
+)
+from api.v1alpha1 import MAX_REPLICAS, Platform, Provider
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ARTICLE = (EXAMPLES / "tiktok-us-pool.yaml").read_text()
+
+
+def manifest(name: str = "tiktok-us-pool", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "mobile.example.com/v1alpha1",
+        "kind": "DevicePool",
+        "metadata": {"name": name},
+        "spec": {"platform": "android", "region": "us-west", "replicas": 3, **spec},
+    }
+
+
+def problems_of(text: str, *, source: str = "pools.yaml") -> list[str]:
+    with pytest.raises(ManifestError) as info:
+        load_manifests_text(text, source=source)
+    return info.value.problems
+
+
+def only_problem(text: str, *, source: str = "pools.yaml") -> str:
+    problems = problems_of(text, source=source)
+    assert len(problems) == 1, problems
+    return problems[0]
+
+
+# --- the article's manifest -------------------------------------------------------
+
+
+def test_example_matches_the_design_document() -> None:
+    design = Path("/work/shared/DESIGN.md")
+    if not design.exists():
+        pytest.skip("DESIGN.md is not in this checkout")
+    block = design.read_text().split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert block == ARTICLE
+
+
+def test_article_manifest_loads_unchanged() -> None:
+    [pool] = load_manifests(EXAMPLES / "tiktok-us-pool.yaml")
+    assert pool.name == "tiktok-us-pool"
+    assert pool.spec.provider is Provider.BITCLOUDPHONE
+    assert pool.spec.platform is Platform.ANDROID
+    assert pool.spec.region == "us-west"
+    assert pool.spec.os_version == "14"
+    assert pool.spec.replicas == 50
+    assert pool.spec.proxy is not None
+    assert pool.spec.proxy.pool_ref == "proxyseller-us"
+    assert pool.spec.proxy.sticky_ttl == 900
+    assert pool.spec.provider_credential_ref == "default"
+
+
+def test_article_manifest_round_trips_in_camel_case() -> None:
+    [pool] = load_manifests_text(ARTICLE)
+    data = pool.to_json_dict()
+    assert data["apiVersion"] == "mobile.example.com/v1alpha1"
+    assert data["kind"] == "DevicePool"
+    assert data["spec"]["osVersion"] == "14"
+    assert data["spec"]["proxy"] == {"poolRef": "proxyseller-us", "stickyTTL": 900}
+    assert data["spec"]["providerCredentialRef"] == "default"
+    assert "os_version" not in data["spec"]
+    assert parse_pool(data) == pool
+    assert parse_pool(json.loads(json.dumps(data))) == pool
+    # ... and the YAML the CLI would print loads back to the same pool.
+    assert load_manifests_text(yaml.safe_dump(data)) == [pool]
+
+
+def test_quickstart_example() -> None:
+    [pool] = load_manifests(EXAMPLES / "quickstart.yaml")
+    assert pool.name == "quickstart"
+    assert pool.spec.replicas == 5
+    assert pool.spec.platform is Platform.ANDROID
+    assert pool.spec.region == "us-west"
+    assert pool.spec.os_version == "14"
+    assert pool.spec.proxy is not None
+    assert (pool.spec.proxy.pool_ref, pool.spec.proxy.sticky_ttl) == ("proxyseller-us", 900)
+
+
+def test_unquoted_integer_os_version_is_a_string() -> None:
+    [pool] = load_manifests_text(ARTICLE.replace('osVersion: "14"', "osVersion: 14"))
+    assert pool.spec.os_version == "14"
+
+
+# --- one line per mistake ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("replicas: 50", "replicas: 501", "spec.replicas: must be <= 500, got 501"),
+        ("replicas: 50", "replicas: -1", "spec.replicas: must be >= 0, got -1"),
+        (
+            "replicas: 50",
+            "replica: 50",
+            "spec.replica: unknown field (did you mean 'replicas'?)",
+        ),
+        (
+            "platform: android",
+            "platform: windows",
+            "spec.platform: must be one of android, ios, got 'windows'",
+        ),
+        (
+            "provider: bitcloudphone",
+            "provider: aws",
+            "spec.provider: must be one of bitcloudphone, got 'aws'",
+        ),
+        (
+            "name: tiktok-us-pool",
+            "name: Bad_Name",
+            "metadata.name: must be a DNS-1123 label (lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit), got 'Bad_Name'",
+        ),
+        ("region: us-west", 'region: ""', "spec.region: must not be empty"),
+        ("replicas: 50", "replicas: ten", "spec.replicas: must be an integer, got 'ten'"),
+        ("replicas: 50", "replicas: true", "spec.replicas: must be an integer, got true"),
+        ("replicas: 50", "replicas: yes", "spec.replicas: must be an integer, got true"),
+        ("replicas: 50", "replicas: 2.5", "spec.replicas: must be an integer, got 2.5"),
+        ("replicas: 50", "replicas: null", "spec.replicas: must be an integer, got null"),
+        ("replicas: 50", "replicas: [1]", "spec.replicas: must be an integer, got a list"),
+        (
+            "apiVersion: mobile.example.com/v1alpha1",
+            "apiVersion: mobile.example.com/v2",
+            "apiVersion: unsupported 'mobile.example.com/v2', supported: "
+            "mobile.example.com/v1alpha1",
+        ),
+        ("kind: DevicePool", "kind: Foo", "kind: unsupported 'Foo', supported: DevicePool"),
+        ("apiVersion: mobile.example.com/v1alpha1\n", "", "apiVersion: required"),
+        ("kind: DevicePool\n", "", "kind: required"),
+        ("  platform: android            # enum: android | ios\n", "", "spec.platform: required"),
+        (
+            "stickyTTL: 900",
+            "stickyTtl: 900",
+            "spec.proxy.stickyTtl: unknown field (did you mean 'stickyTTL'?)",
+        ),
+        ("stickyTTL: 900", "stickyTTL: -5", "spec.proxy.stickyTTL: must be >= 0, got -5"),
+        (
+            "stickyTTL: 900",
+            "stickyTTL: false",
+            "spec.proxy.stickyTTL: must be an integer, got false",
+        ),
+        ("poolRef: proxyseller-us", 'poolRef: ""', "spec.proxy.poolRef: must not be empty"),
+        (
+            "  proxy:\n    poolRef: proxyseller-us    # a proxy pool named in the worker's config\n"
+            "    stickyTTL: 900             # seconds a device keeps one exit IP\n",
+            "  proxy: proxyseller-us\n",
+            "spec.proxy: must be a mapping, got 'proxyseller-us'",
+        ),
+        (
+            'osVersion: "14"',
+            "osVersion: 14.10",
+            'spec.osVersion: must be a quoted string such as "14.1" '
+            "(unquoted, YAML reads it as a number)",
+        ),
+        (
+            "replicas: 50",
+            "replicas: 50\n  flavour: large",
+            "spec.flavour: unknown field (known fields: provider, platform, region, osVersion, "
+            "replicas, proxy, providerCredentialRef, maxUnhealthy)",
+        ),
+        (
+            "replicas: 50",
+            "replicas: 50\n  providerCredentialRef: ''",
+            "spec.providerCredentialRef: must not be empty",
+        ),
+    ],
+)
+def test_bad_manifest_is_one_clear_line(old: str, new: str, message: str) -> None:
+    assert old in ARTICLE
+    text = ARTICLE.replace(old, new)
+    assert only_problem(text) == f"pools.yaml: {message}"
+    with pytest.raises(ManifestError) as info:
+        load_manifests_text(text, source="pools.yaml")
+    assert str(info.value) == f"pools.yaml: {message}"
+    assert "\n" not in str(info.value)
+
+
+def test_wrong_kind_is_about_the_kind_not_the_spec() -> None:
+    text = "apiVersion: apps/v1\nkind: Deployment\nspec:\n  template: {}\n"
+    assert problems_of(text) == [
+        "pools.yaml: apiVersion: unsupported 'apps/v1', supported: mobile.example.com/v1alpha1",
+        "pools.yaml: kind: unsupported 'Deployment', supported: DevicePool",
+    ]
+
+
+def test_all_problems_of_a_document_are_reported() -> None:
+    text = ARTICLE.replace("replicas: 50", "replicas: 501").replace("region: us-west", "region: ''")
+    problems = problems_of(text)
+    assert problems == [
+        "pools.yaml: spec.region: must not be empty",
+        "pools.yaml: spec.replicas: must be <= 500, got 501",
+    ]
+    with pytest.raises(ManifestError) as info:
+        load_manifests_text(text, source="pools.yaml")
+    assert str(info.value) == "; ".join(problems)
+
+
+def test_missing_metadata_and_spec() -> None:
+    text = "apiVersion: mobile.example.com/v1alpha1\nkind: DevicePool\n"
+    assert problems_of(text) == ["pools.yaml: metadata: required", "pools.yaml: spec: required"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "just a string\n",
+            "pools.yaml: must be a mapping with apiVersion, kind, metadata and spec, "
+            "got 'just a string'",
+        ),
+        (
+            "42\n",
+            "pools.yaml: must be a mapping with apiVersion, kind, metadata and spec, got 42",
+        ),
+        ("", "pools.yaml: no documents (expected a DevicePool manifest)"),
+        ("# only a comment\n", "pools.yaml: no documents (expected a DevicePool manifest)"),
+        ("---\n---\n", "pools.yaml: no documents (expected a DevicePool manifest)"),
+        ("[]", "pools.yaml: no documents (expected a DevicePool manifest)"),
+    ],
+)
+def test_document_that_is_not_a_manifest(text: str, message: str) -> None:
+    assert only_problem(text) == message
+
+
+def test_yaml_syntax_error_names_line_and_column() -> None:
+    text = ARTICLE.replace("  region: us-west", "region: us-west: x")
+    assert (
+        only_problem(text) == "pools.yaml: line 8, column 16: mapping values are not allowed here"
+    )
+
+
+def test_yaml_error_in_indentation() -> None:
+    lines = ARTICLE.splitlines(keepends=True)
+    lines[6] = "  bad: indent\n    what: here\n"  # line 7 becomes a broken nested mapping
+    message = only_problem("".join(lines))
+    assert message == "pools.yaml: line 8, column 9: mapping values are not allowed here"
+
+
+def test_duplicate_key_is_an_error() -> None:
+    text = ARTICLE.replace("replicas: 50", "replicas: 50\n  replicas: 5")
+    assert only_problem(text) == "pools.yaml: line 11, column 3: duplicate key 'replicas'"
+
+
+def test_invalid_json_names_line_and_column() -> None:
+    text = '{\n  "apiVersion": "mobile.example.com/v1alpha1",\n  "kind" "DevicePool"\n}\n'
+    assert only_problem(text, source="pool.json") == (
+        "pool.json: line 3, column 10: Expecting ':' delimiter"
+    )
+
+
+def test_no_stack_trace_for_strange_input() -> None:
+    for text in ["\t\x00", "!!python/object:os.system {}", "a: !!binary zz\n", "? [a]\n: b\n"]:
+        with pytest.raises(ManifestError) as info:
+            load_manifests_text(text, source="x.yaml")
+        assert str(info.value).startswith("x.yaml: "), str(info.value)
+        assert "Traceback" not in str(info.value)
+
+
+# --- many documents ---------------------------------------------------------------
+
+
+def test_multiple_documents() -> None:
+    second = ARTICLE.replace("tiktok-us-pool", "ig-eu-pool").replace("android", "ios")
+    pools = load_manifests_text(f"---\n{ARTICLE}---\n\n---\n{second}---\n")
+    assert [p.name for p in pools] == ["tiktok-us-pool", "ig-eu-pool"]
+    assert pools[1].spec.platform is Platform.IOS
+
+
+def test_problems_of_several_documents_name_the_document() -> None:
+    second = ARTICLE.replace("tiktok-us-pool", "b").replace("replicas: 50", "replicas: 501")
+    third = ARTICLE.replace("tiktok-us-pool", "c").replace("kind: DevicePool", "kind: Foo")
+    assert problems_of(f"{ARTICLE}---\n{second}---\n{third}") == [
+        "pools.yaml[1]: spec.replicas: must be <= 500, got 501",
+        "pools.yaml[2]: kind: unsupported 'Foo', supported: DevicePool",
+    ]
+
+
+def test_duplicate_names_are_refused() -> None:
+    assert only_problem(f"{ARTICLE}---\n{ARTICLE}") == (
+        "pools.yaml[1]: metadata.name: duplicate pool name 'tiktok-us-pool' "
+        "(first defined in pools.yaml[0])"
+    )
+
+
+def test_json_object() -> None:
+    text = json.dumps(manifest(replicas=7, proxy={"poolRef": "p", "stickyTTL": 60}), indent="\t")
+    [pool] = load_manifests_text(text)
+    assert pool.spec.replicas == 7
+    assert pool.spec.proxy is not None
+    assert pool.spec.proxy.sticky_ttl == 60
+
+
+def test_json_list() -> None:
+    text = json.dumps([manifest("a"), manifest("b", platform="ios")])
+    assert [p.name for p in load_manifests_text(text)] == ["a", "b"]
+    bad = json.dumps([manifest("a"), manifest("b", replicas=True)])
+    assert only_problem(bad, source="p.json") == (
+        "p.json[1]: spec.replicas: must be an integer, got true"
+    )
+
+
+def test_kubernetes_list() -> None:
+    text = yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "List", "items": [manifest("a"), manifest("b")]}
+    )
+    assert [p.name for p in load_manifests_text(text)] == ["a", "b"]
+    bad = yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "List", "items": [manifest("a"), manifest("a", replicas=-3)]}
+    )
+    assert only_problem(bad) == "pools.yaml: items[1].spec.replicas: must be >= 0, got -3"
+    dup = yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "List", "items": [manifest("a"), manifest("a")]}
+    )
+    assert only_problem(dup) == (
+        "pools.yaml: items[1].metadata.name: duplicate pool name 'a' "
+        "(first defined in pools.yaml: items[0])"
+    )
+
+
+# --- files, directories, stdin ----------------------------------------------------
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nope.yaml"
+    with pytest.raises(ManifestError) as info:
+        load_manifests(path)
+    assert info.value.problems == [f"{path}: no such file or directory"]
+
+
+def test_file_problems_are_prefixed_with_the_file_name(tmp_path: Path) -> None:
+    path = tmp_path / "pools.yaml"
+    path.write_text(ARTICLE + "---\n" + ARTICLE.replace("replicas: 50", "replicas: 501"))
+    with pytest.raises(ManifestError) as info:
+        load_manifests(str(path))
+    assert info.value.problems == [
+        f"{path}[1]: spec.replicas: must be <= 500, got 501",
+    ]
+
+
+def test_empty_file_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("---\n")
+    with pytest.raises(ManifestError) as info:
+        load_manifests(path)
+    assert str(info.value) == f"{path}: no documents (expected a DevicePool manifest)"
+
+
+def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "bom.yaml"
+    path.write_bytes(b"\xef\xbb\xbf" + ARTICLE.encode())
+    assert [p.name for p in load_manifests(path)] == ["tiktok-us-pool"]
+
+
+def test_directory(tmp_path: Path) -> None:
+    (tmp_path / "b.yml").write_text(yaml.safe_dump(manifest("b")))
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(manifest("a")))
+    (tmp_path / "c.json").write_text(json.dumps(manifest("c")))
+    (tmp_path / "README.md").write_text("not a manifest")
+    (tmp_path / "nested").mkdir()
+    (tmp_path / "nested" / "d.yaml").write_text(yaml.safe_dump(manifest("d")))
+    assert [p.name for p in load_manifests(tmp_path)] == ["a", "b", "c"]
+
+
+def test_directory_collects_problems_of_every_file(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(manifest("a", replicas=501)))
+    (tmp_path / "b.yaml").write_text("a: b: c\n")
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(manifest("c")))
+    with pytest.raises(ManifestError) as info:
+        load_manifests(tmp_path)
+    assert info.value.problems == [
+        f"{tmp_path / 'a.yaml'}: spec.replicas: must be <= 500, got 501",
+        f"{tmp_path / 'b.yaml'}: line 1, column 5: mapping values are not allowed here",
+    ]
+
+
+def test_duplicate_names_across_files(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(manifest("same")))
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump(manifest("same")))
+    with pytest.raises(ManifestError) as info:
+        load_manifests(tmp_path)
+    assert info.value.problems == [
+        f"{tmp_path / 'b.yaml'}: metadata.name: duplicate pool name 'same' "
+        f"(first defined in {tmp_path / 'a.yaml'})"
+    ]
+
+
+def test_empty_directory(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError) as info:
+        load_manifests(tmp_path)
+    assert str(info.value) == f"{tmp_path}: no manifest files (*.yaml, *.yml, *.json)"
+
+
+def test_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(ARTICLE))
+    assert [p.name for p in load_manifests("-")] == ["tiktok-us-pool"]
+
+
+def test_stdin_problems_say_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(ARTICLE.replace("replicas: 50", "replicas: 501")))
+    with pytest.raises(ManifestError) as info:
+        load_manifests("-")
+    assert str(info.value) == "<stdin>: spec.replicas: must be <= 500, got 501"
+
+
+# --- parse_pool, format_validation_error, ManifestError ---------------------------
+
+
+def test_parse_pool() -> None:
+    assert parse_pool(manifest("a")).name == "a"
+    with pytest.raises(ManifestError) as info:
+        parse_pool(manifest("a", replicas=501))
+    assert str(info.value) == "<input>: spec.replicas: must be <= 500, got 501"
+    with pytest.raises(ManifestError) as info:
+        parse_pool(["not", "a", "mapping"], source="cli")
+    assert str(info.value) == (
+        "cli: must be a mapping with apiVersion, kind, metadata and spec, got a list"
+    )
+
+
+def test_format_validation_error_on_a_spec_alone() -> None:
+    with pytest.raises(pydantic.ValidationError) as info:
+        DevicePoolSpec.model_validate(
+            {"platform": "ios", "region": "x", "replicas": 1, "proxy": {"pol": "x"}}
+        )
+    # One mistake, one line: no "proxy.poolRef: required" next to the typo.
+    assert format_validation_error(info.value, prefix="scale: ") == [
+        "scale: proxy.pol: unknown field (did you mean 'poolRef'?)",
+    ]
+
+
+def test_format_validation_error_on_the_root() -> None:
+    with pytest.raises(pydantic.ValidationError) as info:
+        DevicePool.model_validate("nope")
+    assert format_validation_error(info.value) == ["must be a mapping, got 'nope'"]
+
+
+def test_manifest_error_is_a_value_error_and_pickles() -> None:
+    error = ManifestError(["a: x", "b: y"])
+    assert isinstance(error, ValueError)
+    assert str(error) == "a: x; b: y"
+    copy = pickle.loads(pickle.dumps(error))
+    assert copy.problems == ["a: x", "b: y"]
+    assert str(copy) == str(error)
+
+
+# --- the replicas bound, exhaustively-ish -----------------------------------------
+
+
+@pytest.mark.parametrize("replicas", [0, 1, MAX_REPLICAS])
+def test_replicas_in_range(replicas: int) -> None:
+    assert parse_pool(manifest(replicas=replicas)).spec.replicas == replicas
+
+
+@pytest.mark.parametrize(
+    ("replicas", "rule"),
+    [(-1, "must be >= 0, got -1"), (501, "must be <= 500, got 501")],
+)
+def test_replicas_out_of_range(replicas: int, rule: str) -> None:
+    with pytest.raises(ManifestError) as info:
+        parse_pool(manifest(replicas=replicas))
+    assert str(info.value) == f"<input>: spec.replicas: {rule}"
+
+
+@given(st.integers(min_value=0, max_value=MAX_REPLICAS))
+def test_any_replicas_in_range_is_accepted(replicas: int) -> None:
+    assert parse_pool(manifest(replicas=replicas)).spec.replicas == replicas
+
+
+@given(st.integers(max_value=-1) | st.integers(min_value=MAX_REPLICAS + 1))
+def test_any_replicas_out_of_range_is_refused(replicas: int) -> None:
+    with pytest.raises(ManifestError, match=r"^<input>: spec\.replicas: must be [<>]="):
+        parse_pool(manifest(replicas=replicas))
+
+
+@given(st.booleans() | st.floats().filter(lambda f: not f.is_integer()))
+def test_booleans_and_fractions_are_never_replicas(value: bool | float) -> None:
+    with pytest.raises(
+        ManifestError,
+        match=r"^<input>: spec\.replicas: must be (an integer|a finite number), got \S+$",
+    ):
+        parse_pool(manifest(replicas=value))
+
+
+# --- YAML and Kubernetes habits ---------------------------------------------------
+
+
+def test_control_character_names_line_and_column() -> None:
+    assert only_problem("a: b\n\t\x00") == (
+        "pools.yaml: line 2, column 2: special characters are not allowed: '\\x00'"
+    )
+
+
+def test_norway_problem_gets_a_hint() -> None:
+    assert only_problem(ARTICLE.replace("region: us-west", "region: no")) == (
+        "pools.yaml: spec.region: must be a string, got false "
+        "(quote it: YAML reads yes/no/on/off as booleans)"
+    )
+
+
+def test_non_string_key() -> None:
+    text = ARTICLE.replace("replicas: 50", "replicas: 50\n  1: x")
+    assert only_problem(text) == "pools.yaml: spec: keys must be strings, got 1"
+
+
+def test_kubernetes_namespace_is_explained() -> None:
+    text = ARTICLE.replace("name: tiktok-us-pool", "name: tiktok-us-pool\n  namespace: default")
+    assert only_problem(text) == (
+        "pools.yaml: metadata.namespace: unknown field "
+        "(pools have no namespace; the Temporal namespace scopes them)"
+    )
+
+
+def test_labels_and_annotations_are_kept() -> None:
+    text = ARTICLE.replace(
+        "name: tiktok-us-pool", "name: tiktok-us-pool\n  labels:\n    team: growth"
+    )
+    [pool] = load_manifests_text(text)
+    assert pool.metadata.labels == {"team": "growth"}
