@@ -1,0 +1,179 @@
+"""The devicepool worker process: Temporal workers, rate limits, probes, graceful shutdown.
+
+Task queues:
+
+- ``devicepool``: the DevicePool workflows (``workflows.WORKFLOWS``) and every
+  activity except ``create_device``.
+- ``devicepool-account-<name>`` (one per configured account): only
+  ``create_device``. The account's creation window is enforced here with
+  ``max_task_queue_activities_per_second = createsPerMinute / 60``, which the
+  server applies per task queue across all worker processes (every worker must
+  configure the same value; see TEMPORAL-NOTES "Rate limits"). Creates never
+  run eagerly: eager dispatch only targets the workflow's own task queue, and
+  it is disabled there too, so no create can bypass the queue's limit.
+
+SIGTERM/SIGINT stop polling and give in-flight activities
+``graceful_shutdown_seconds`` to finish; what does not finish is retried by
+another worker, and every create carries its idempotency key, so a retry never
+makes a second device.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.devices import DeviceActivities
+from api.names import TASK_QUEUE, account_task_queue
+from worker.config import WorkerConfig
+from worker.http import start_http_server
+
+log = logging.getLogger("devicepool.worker")
+
+ENV_METRICS_HOST = "DEVICEPOOL_METRICS_HOST"
+
+
+def _workflows() -> list[type]:
+    from workflows import WORKFLOWS  # type: ignore[attr-defined,unused-ignore]
+
+    return list(WORKFLOWS)
+
+
+def build_workers(
+    config: WorkerConfig, client: Client, activities: DeviceActivities
+) -> list[Worker]:
+    graceful = timedelta(seconds=config.graceful_shutdown_seconds)
+    main = Worker(
+        client,
+        task_queue=TASK_QUEUE,
+        workflows=_workflows(),
+        activities=[
+            activities.pool_settings,
+            activities.check_pool_refs,
+            activities.list_devices,
+            activities.watch_devices,
+            activities.get_statuses,
+            activities.terminate_device,
+            activities.terminate_pool,
+        ],
+        graceful_shutdown_timeout=graceful,
+        disable_eager_activity_execution=True,
+    )
+    workers = [main]
+    for account in config.accounts.values():
+        workers.append(
+            Worker(
+                client,
+                task_queue=account_task_queue(account.name),
+                activities=[activities.create_device],
+                max_task_queue_activities_per_second=account.creates_per_minute / 60.0,
+                graceful_shutdown_timeout=graceful,
+                disable_eager_activity_execution=True,
+            )
+        )
+    return workers
+
+
+async def run_worker(
+    config: WorkerConfig,
+    client: Client,
+    *,
+    shutdown_event: asyncio.Event,
+    metrics_host: str | None = None,
+) -> None:
+    """Run until `shutdown_event` is set (or a worker fails), then shut down gracefully."""
+    activities = DeviceActivities(
+        accounts=config.accounts, proxy_pools=config.proxy_pools, settings=config.settings
+    )
+    workers = build_workers(config, client, activities)
+    running: dict[str, bool] = {"workers": False}
+
+    async def ready() -> bool:
+        if not running["workers"]:
+            return False
+        try:
+            return await client.service_client.check_health(timeout=timedelta(seconds=2))
+        except Exception:
+            return False
+
+    host = metrics_host or os.environ.get(ENV_METRICS_HOST, "0.0.0.0")
+    server = None
+    if config.metrics_port:
+        server, port = await start_http_server(host=host, port=config.metrics_port, ready=ready)
+        log.info("metrics endpoint listening", extra={"address": f"{host}:{port}"})
+
+    tasks = [asyncio.create_task(w.run(), name=f"worker:{w.task_queue}") for w in workers]
+    running["workers"] = True
+    log.info(
+        "worker started",
+        extra={
+            "namespace": client.namespace,
+            "task_queues": ",".join(w.task_queue for w in workers),
+            **config.describe(),
+        },
+    )
+    stop = asyncio.create_task(shutdown_event.wait())
+    failure: BaseException | None = None
+    try:
+        done, _ = await asyncio.wait([stop, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not stop and task.exception() is not None:
+                failure = task.exception()
+                log.error(
+                    "worker failed", extra={"task_queue": task.get_name(), "error": str(failure)}
+                )
+            elif task is not stop:
+                failure = RuntimeError(f"{task.get_name()} stopped unexpectedly")
+    finally:
+        running["workers"] = False
+        log.info(
+            "shutting down",
+            extra={"graceful_seconds": config.graceful_shutdown_seconds},
+        )
+        await asyncio.gather(*(_shutdown(w) for w in workers))
+        await asyncio.gather(*tasks, return_exceptions=True)
+        stop.cancel()
+        if server is not None:
+            server.close()
+            await server.wait_closed()
+        await activities.aclose()
+        log.info("worker stopped")
+    if failure is not None:
+        raise failure
+
+
+async def _shutdown(worker: Worker) -> None:
+    # A worker whose run() already failed raises on shutdown(); that was logged.
+    with contextlib.suppress(Exception):
+        await worker.shutdown()
+
+
+def install_signal_handlers(event: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, _on_signal, event, sig)
+
+
+def _on_signal(event: asyncio.Event, sig: Any) -> None:
+    if event.is_set():
+        return
+    log.info("signal received, stopping", extra={"signal": signal.Signals(sig).name})
+    event.set()
+
+
+async def main_async(config: WorkerConfig) -> None:
+    """`devicepool worker`: connect (the SDK's env config), serve until SIGTERM/SIGINT."""
+    from client.connect import connect
+
+    shutdown_event = asyncio.Event()
+    install_signal_handlers(shutdown_event)
+    client = await connect(identity=f"devicepool-worker@{os.uname().nodename}:{os.getpid()}")
+    await run_worker(config, client, shutdown_event=shutdown_event)
