@@ -106,7 +106,10 @@ def _add_public_api(app: FastAPI, emulator: Emulator) -> None:
         return _json(answer.body, answer.status, answer.headers)
 
     @app.get("/api/v1/devices")
-    async def list_devices(request: Request) -> Response:
+    async def list_devices(
+        request: Request, page_size: int | None = None, page_token: str | None = None
+    ) -> Response:
+        # page_size is typed so FastAPI's own validation (answered as 400) checks it.
         account = account_of(request)
         query = request.query_params
         return _json(
@@ -114,8 +117,8 @@ def _add_public_api(app: FastAPI, emulator: Emulator) -> None:
                 account,
                 labels=query.getlist("label"),
                 statuses=query.getlist("status"),
-                page_size=query.get("page_size"),
-                page_token=query.get("page_token"),
+                page_size=page_size,
+                page_token=page_token,
             )
         )
 

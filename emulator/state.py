@@ -298,7 +298,7 @@ class Emulator:
         *,
         labels: list[str],
         statuses: list[str],
-        page_size: str | None,
+        page_size: int | None,
         page_token: str | None,
     ) -> dict[str, Any]:
         wanted_labels: dict[str, str] = {}
@@ -313,14 +313,9 @@ class Emulator:
                 if status not in STATUSES:
                     raise invalid(f"unknown status {status!r}; expected one of {list(STATUSES)}")
                 wanted_statuses.add(status)
-        size = DEFAULT_PAGE_SIZE
-        if page_size is not None:
-            try:
-                size = int(page_size)
-            except ValueError:
-                raise invalid("page_size must be an integer") from None
-            if not 1 <= size <= MAX_PAGE_SIZE:
-                raise invalid(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
+        size = DEFAULT_PAGE_SIZE if page_size is None else page_size
+        if not 1 <= size <= MAX_PAGE_SIZE:
+            raise invalid(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
         after = _decode_page_token(page_token) if page_token else None
 
         matches = []

@@ -1,0 +1,37 @@
+"""Fixtures for the emulator's own tests: a fresh app per test, driven with plain httpx."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+from _emulator_support import Provider
+
+from emulator.app import EmulatorConfig, create_app
+
+MakeProvider = Callable[..., Awaitable[Provider]]
+
+
+@pytest.fixture
+async def make_provider() -> AsyncIterator[MakeProvider]:
+    clients: list[httpx.AsyncClient] = []
+
+    async def make(**config: Any) -> Provider:
+        config.setdefault("seed", 7)
+        app = create_app(EmulatorConfig(**config))
+        client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://emulator"
+        )
+        clients.append(client)
+        return Provider(client, app.state.emulator)
+
+    yield make
+    for client in clients:
+        await client.aclose()
+
+
+@pytest.fixture
+async def provider(make_provider: MakeProvider) -> Provider:
+    return await make_provider()
