@@ -21,9 +21,8 @@ Activities (name → input → result):
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -62,6 +61,7 @@ from activities.models import (
     TerminatePoolResult,
     WatchDevicesInput,
     WatchDevicesResult,
+    device_fingerprint,
 )
 from activities.proxy import resolve_proxy
 from api.errors import ErrorType
@@ -118,19 +118,6 @@ def device_status_info(raw: Mapping[str, Any]) -> DeviceStatusInfo:
         last_activity_at=_parse_time(raw.get("lastActivityAt")),
         updated_at=_parse_time(raw.get("updatedAt")),
     )
-
-
-def device_fingerprint(devices: Iterable[DeviceInfo]) -> str:
-    """A stable short hash of what the pool loop reacts to: (id, status, sessionActive).
-
-    Order-independent; timestamps are left out on purpose so that a heartbeat-only
-    change at the provider does not wake the pool workflow.
-    """
-    rows = sorted((d.id, d.status, d.session_active) for d in devices)
-    digest = hashlib.sha256()
-    for device_id, status, session_active in rows:
-        digest.update(f"{device_id}\x1f{status}\x1f{int(session_active)}\x1e".encode())
-    return digest.hexdigest()[:16]
 
 
 # ---------------------------------------------------------------- the activities

@@ -188,3 +188,16 @@ class TerminatePoolInput(_Model):
 class TerminatePoolResult(_Model):
     terminated: int = 0
     remaining: int = 0
+
+
+def device_fingerprint(devices: list[DeviceInfo]) -> str:
+    """A short stable digest of what a reconcile pass cares about in a device list.
+
+    Pure (the workflow computes it too, to tell the watch activity what it last
+    saw): ids, statuses and sessions; timestamps are left out on purpose so a
+    heartbeat-only change at the provider does not wake the pool.
+    """
+    import hashlib
+
+    parts = sorted(f"{d.id}|{d.status}|{int(d.session_active)}" for d in devices)
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]

