@@ -6,10 +6,16 @@ Exit codes: 0 after a clean shutdown (SIGINT/SIGTERM), 2 for bad flags.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import NoReturn
 
 from emulator.config import DEFAULT_ACCOUNT, DEFAULT_API_KEY, EmulatorConfig
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -129,12 +135,28 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
 
 
 def serve(config: EmulatorConfig, host: str, port: int) -> None:
-    """Serve the emulator until SIGINT/SIGTERM (uvicorn handles both); blocks."""
+    """Serve the emulator until SIGINT/SIGTERM, then shut down gracefully and return."""
     import uvicorn
 
     from emulator.app import create_app
 
-    uvicorn.run(create_app(config), host=host, port=port, log_level="info")
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn's own version re-raises the signal after its graceful shutdown,
+            # so the process would still die "killed by SIGTERM"; a cleanly stopped
+            # emulator returns instead, and `main` exits 0.
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in _STOP_SIGNALS}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    Server(uvicorn.Config(create_app(config), host=host, port=port, log_level="info")).run()
 
 
 def main(argv: list[str] | None = None) -> int:

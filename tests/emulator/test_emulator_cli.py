@@ -1,0 +1,143 @@
+"""The emulator CLI: flag parsing, and a real server process on a loopback socket."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from emulator.cli import build_parser, config_from_args, main
+from emulator.config import EmulatorConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_defaults() -> None:
+    args = build_parser().parse_args([])
+    assert (args.host, args.port) == ("127.0.0.1", 8088)
+    config = config_from_args(args)
+    assert config == EmulatorConfig(
+        accounts={"default": ["devicepool-dev-key"]},
+        provision_seconds=45,
+        creates_per_minute=20,
+        speed=1,
+        seed=None,
+    )
+
+
+def test_all_flags() -> None:
+    args = build_parser().parse_args(
+        [
+            "--host=0.0.0.0",
+            "--port=9000",
+            "--account",
+            "acme=k1,k2",
+            "--account",
+            "other=k3",
+            "--account",
+            "acme=k4",
+            "--provision-seconds",
+            "2.5",
+            "--creates-per-minute",
+            "100",
+            "--speed",
+            "60",
+            "--seed",
+            "42",
+        ]
+    )
+    config = config_from_args(args)
+    assert (args.host, args.port) == ("0.0.0.0", 9000)
+    assert config.accounts == {"acme": ["k1", "k2", "k4"], "other": ["k3"]}
+    assert (config.provision_seconds, config.creates_per_minute) == (2.5, 100)
+    assert (config.speed, config.seed) == (60, 42)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--account", "foo"],
+        ["--account", "=key"],
+        ["--account", "foo="],
+        ["--account", "foo=a,,b"],
+        ["--port", "http"],
+        ["--port", "70000"],
+        ["--speed", "0"],
+        ["--speed", "nan"],
+        ["--provision-seconds", "-1"],
+        ["--creates-per-minute", "0"],
+        ["--seed", "abc"],
+        ["--bogus"],
+        ["--account", "a=k", "--account", "b=k"],  # one key, two accounts
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "error:" in err
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError, match="speed"):
+        EmulatorConfig(speed=0)
+    with pytest.raises(ValueError, match="two accounts"):
+        EmulatorConfig(accounts={"a": ["k"], "b": ["k"]})
+    with pytest.raises(ValueError, match="no API key"):
+        EmulatorConfig(accounts={"a": []})
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_serves_over_a_real_socket_and_stops_cleanly(tmp_path: Path, stop: signal.Signals) -> None:
+    port = free_port()
+    argv = ["--port", str(port), "--account", "acme=secret", "--provision-seconds", "0"]
+    log = (tmp_path / "emulator.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "emulator", *argv],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 8
+        while True:
+            try:
+                httpx.get(f"{base}/_emulator/clock", timeout=0.5)
+                break
+            except httpx.TransportError:
+                output = (tmp_path / "emulator.log").read_text
+                assert process.poll() is None, f"the emulator died: {output()}"
+                assert time.monotonic() < deadline, f"the emulator did not start: {output()}"
+                time.sleep(0.05)
+        headers = {"Authorization": "Bearer secret", "Idempotency-Key": "k"}
+        body = {"region": "us-west", "osVersion": "17", "name": "p", "labels": {"pool": "x"}}
+        created = httpx.post(f"{base}/api/v1/ios/devices", json=body, headers=headers)
+        assert created.status_code == 202
+        status = httpx.get(f"{base}/api/v1/devices/{created.json()['id']}/status", headers=headers)
+        assert status.json()["status"] == "ready"
+        process.send_signal(stop)
+        assert process.wait(timeout=5) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        log.close()
