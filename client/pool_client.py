@@ -219,7 +219,7 @@ class PoolClient:
         name: str,
         *,
         wait: bool = False,
-        timeout: float = 300.0,  # noqa: ASYNC109 - named in the WaitTimeout message
+        timeout: float = 300.0,
         on_progress: ProgressCallback | None = None,
     ) -> DeleteResult:
         """Cancel the pool workflow: it tears every device down, then ends CANCELED."""
@@ -262,7 +262,7 @@ class PoolClient:
         name: str,
         *,
         generation: int,
-        timeout: float = 300.0,  # noqa: ASYNC109 - named in the WaitTimeout message
+        timeout: float = 300.0,
         on_progress: ProgressCallback | None = None,
     ) -> dict[str, Any]:
         """Poll `status` until the pool has converged on `generation` (or `WaitTimeout`)."""
