@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emulator._problems import (
     INVALID_ARGUMENT,
+    SERVER_ERROR,
     ProblemError,
     code_for_status,
     problem_response,
@@ -77,6 +78,11 @@ def _install_error_handlers(app: FastAPI) -> None:
             )
         )
 
+    async def on_crash(_: Request, error: Exception) -> Response:
+        # Starlette still re-raises after answering, so the traceback reaches the log.
+        return problem_response(ProblemError(500, SERVER_ERROR, f"internal error: {error!r}"))
+
+    app.add_exception_handler(Exception, on_crash)
     app.add_exception_handler(ProblemError, on_problem)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)

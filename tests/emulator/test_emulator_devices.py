@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import httpx
 import pytest
 from _emulator_support import AUTH, Provider, assert_problem, device_body
 
@@ -367,3 +368,16 @@ async def test_regions_default_and_learned(provider: Provider) -> None:
     await provider.create_ok(region="mars-north-1")
     regions = (await provider.get("/api/v1/regions")).json()
     assert {"name": "mars-north-1", "status": "up"} in regions
+
+
+async def test_unexpected_errors_are_500_problems(monkeypatch: pytest.MonkeyPatch) -> None:
+    app = create_app(EmulatorConfig(seed=1))
+
+    def explode() -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(app.state.emulator, "list_regions", explode)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://emulator") as client:
+        response = await client.get("/api/v1/regions", headers=AUTH)
+    assert_problem(response, 500, "server_error")
