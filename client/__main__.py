@@ -5,4 +5,4 @@ import sys
 from client.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main())  # main() ends the process itself

@@ -19,6 +19,7 @@ configuration (`TEMPORAL_ADDRESS`, default 127.0.0.1:7233, `TEMPORAL_NAMESPACE`,
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from importlib import metadata
@@ -521,7 +522,23 @@ def _version(dist: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The console script: returns the exit code; usage errors are one line, exit 2."""
+    """The console script (no `argv`): run, flush, and end the process with the exit code.
+
+    Ending with `os._exit` is deliberate: the Temporal SDK's Rust runtime keeps
+    native threads that can touch the GIL while the interpreter finalizes,
+    which aborts the process (SIGABRT, exit 134) after the command already
+    succeeded. Every command has finished its own cleanup by now.
+    """
+    if argv is not None:
+        return run_cli(argv)
+    code = run_cli(None)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def run_cli(argv: list[str] | None) -> int:
+    """Parse and run one command; returns the exit code (usage errors: one line, exit 2)."""
     command = typer.main.get_command(app)
     try:
         result = command.main(args=argv, prog_name="devicepool", standalone_mode=False)

@@ -1,0 +1,43 @@
+# devicepool — developer entry points. Needs only python3 (>= 3.11), pip and make.
+#
+#   make test   venv + install (when pyproject.toml changed) + ruff + mypy + pytest (e2e included)
+#   make demo   venv + `devicepool dev --apply examples/quickstart.yaml`
+#   make lint   ruff check + ruff format --check + mypy
+#   make fmt    ruff format + ruff check --fix
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: test demo lint fmt venv clean
+
+venv: $(STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall only when pyproject.toml is newer than the last install.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -e '.[dev]'
+	touch $(STAMP)
+
+test: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/pytest
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+fmt: venv
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+demo: venv
+	$(BIN)/devicepool dev --apply examples/quickstart.yaml
+
+clean:
+	rm -rf .pytest_cache .mypy_cache .ruff_cache
