@@ -1,0 +1,22 @@
+"""Fixtures for the activities layer: a fresh in-process emulator per test."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from bcp_emulator_support import Emulator, running_emulator
+
+from activities.bitcloudphone import BitCloudPhoneClient
+
+
+@pytest.fixture
+async def emulator() -> AsyncIterator[Emulator]:
+    async with running_emulator() as emu:
+        yield emu
+
+
+@pytest.fixture
+async def client(emulator: Emulator) -> AsyncIterator[BitCloudPhoneClient]:
+    async with emulator.client() as bcp:
+        yield bcp
