@@ -26,8 +26,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-import click
 import typer
+
+try:  # typer >= 0.22 vendors click as typer._click; its exceptions are not click's
+    from typer._click.exceptions import ClickException, UsageError
+except ImportError:  # pragma: no cover - older typer on real click
+    from click.exceptions import ClickException, UsageError  # type: ignore[assignment]
 
 from client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME, BadInput, DevicePoolError
 from client.render import Output, age, print_data, print_fields, print_table, resolve_output
@@ -79,10 +83,13 @@ def run(body: Callable[[], Coroutine[Any, Any, T]]) -> T:
         raise fail(str(err), EXIT_BAD_INPUT) from None
 
 
-async def _pools() -> Any:
+async def _pools(name: str | None = None) -> Any:
+    """A `PoolClient`; `name` is validated first, so a bad one never reaches Temporal."""
     from client.connect import connect
-    from client.pool_client import PoolClient
+    from client.pool_client import PoolClient, validate_name
 
+    if name is not None:
+        validate_name(name)
     return PoolClient(await connect())
 
 
@@ -152,7 +159,7 @@ def get(
     fmt = resolve_output(output)
 
     async def body() -> list[Any]:
-        client = await _pools()
+        client = await _pools(name)
         if name is not None:
             return [await client.summary(name)]
         return list(await client.list_pools())
@@ -192,7 +199,7 @@ def describe(name: str, output: OutputOpt = None) -> None:
     fmt = resolve_output(output)
 
     async def body() -> dict[str, Any]:
-        client = await _pools()
+        client = await _pools(name)
         return dict(await client.describe(name))
 
     data = run(body)
@@ -261,7 +268,7 @@ def devices(name: str, output: OutputOpt = None) -> None:
     fmt = resolve_output(output)
 
     async def body() -> list[dict[str, Any]]:
-        client = await _pools()
+        client = await _pools(name)
         view = await client.devices(name)
         return [d.model_dump(mode="json", by_alias=True) for d in view.devices]
 
@@ -542,16 +549,16 @@ def run_cli(argv: list[str] | None) -> int:
     command = typer.main.get_command(app)
     try:
         result = command.main(args=argv, prog_name="devicepool", standalone_mode=False)
-    except click.UsageError as err:
+    except UsageError as err:
         hint = (
             f" (see `devicepool {err.ctx.info_name} --help`)" if err.ctx and err.ctx.parent else ""
         )
         sys.stderr.write(f"error: {err.format_message()}{hint}\n")
         return EXIT_BAD_INPUT
-    except click.ClickException as err:
+    except ClickException as err:
         sys.stderr.write(f"error: {err.format_message()}\n")
         return err.exit_code
-    except click.Abort:
+    except typer.Abort:
         sys.stderr.write("aborted\n")
         return 130
     except BadInput as err:  # raised outside run(), e.g. while parsing

@@ -190,6 +190,11 @@ class DevStack:
         self.out(f"starting Temporal on {o.address} and the emulator on port {o.emulator_port} ...")
         await asyncio.gather(self._wait_temporal(), self._wait_emulator())
 
+        await self._start_worker()
+        self._banner(accounts, proxy_pools)
+
+    async def _start_worker(self) -> None:
+        o = self.options
         await self._spawn(
             "worker",
             [
@@ -207,7 +212,13 @@ class DevStack:
         await self._wait_http(
             "worker", f"http://{DEV_HOST}:{o.metrics_port}/readyz", timeout=READY_TIMEOUT
         )
-        self._banner(accounts, proxy_pools)
+
+    async def restart_worker(self, old: _Child) -> None:
+        await _stop_child(old)
+        old.log.close()
+        self.children.remove(old)
+        await asyncio.sleep(0.5)
+        await self._start_worker()
 
     def _check_ports(self) -> None:
         o = self.options
@@ -464,15 +475,25 @@ async def run_dev(
         startup.result()
         if pools:
             await stack.apply(pools)
-        exited = asyncio.create_task(stack.wait_any_exit())
-        await asyncio.wait({exited, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        if exited.done():
+        restarts: list[float] = []
+        while True:
+            exited = asyncio.create_task(stack.wait_any_exit())
+            await asyncio.wait({exited, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if not exited.done():
+                exited.cancel()
+                break
             child = exited.result()
-            raise DevicePoolError(
+            why = (
                 f"the {child.name} exited with code {child.process.returncode}: "
                 f"{_last_line(child.log_path)} (log: {child.log_path})"
             )
-        exited.cancel()
+            # A crashed worker is replaced, as a Deployment would: pools resume
+            # from Temporal. The server or the emulator dying ends the stack.
+            restarts = [t for t in restarts if time.monotonic() - t < 60] + [time.monotonic()]
+            if child.name != "worker" or len(restarts) > 5:
+                raise DevicePoolError(why)
+            stack.out(f"{why}; restarting it")
+            await stack.restart_worker(child)
         stack.out("stopping ...")
     finally:
         stopper.cancel()

@@ -1,0 +1,380 @@
+"""The `devicepool` CLI: every command's exit code and one-line errors, no server needed.
+
+Temporal is pointed at a closed port, so a command that contacts it exits 1
+with the "cannot reach" line; a command that exits 2 instead proves it
+rejected its input locally, before contacting anything.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from client.cli import main
+from client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME
+
+GOOD = """\
+apiVersion: mobile.example.com/v1alpha1
+kind: DevicePool
+metadata:
+  name: cli-pool
+spec:
+  platform: android
+  region: us-west
+  replicas: 2
+"""
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def unreachable(monkeypatch: pytest.MonkeyPatch) -> str:
+    address = f"127.0.0.1:{closed_port()}"
+    monkeypatch.setenv("TEMPORAL_ADDRESS", address)
+    for name in ("TEMPORAL_API_KEY", "TEMPORAL_PROFILE", "TEMPORAL_TLS", "TEMPORAL_NAMESPACE"):
+        monkeypatch.delenv(name, raising=False)
+    return address
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(err: str) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in err
+
+
+def manifest(tmp_path: Path, text: str, name: str = "pool.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+# ---------------------------------------------------------------- exit 0
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "version")
+    assert code == EXIT_OK
+    assert out.startswith("devicepool ")
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--help")
+    assert code == EXIT_OK
+    for command in (
+        "apply",
+        "get",
+        "describe",
+        "scale",
+        "delete",
+        "devices",
+        "worker",
+        "emulator",
+        "dev",
+        "setup",
+        "version",
+    ):
+        assert command in out
+
+
+def test_dev_help_has_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "dev", "--help")
+    assert code == EXIT_OK
+    for flag in (
+        "--port",
+        "--ui-port",
+        "--emulator-port",
+        "--metrics-port",
+        "--data-dir",
+        "--provision-seconds",
+        "--creates-per-minute",
+        "--resync-seconds",
+        "--health-seconds",
+        "--offline-after-seconds",
+        "--startup-timeout-seconds",
+        "--apply",
+    ):
+        assert flag in out
+
+
+# ---------------------------------------------------------------- exit 1: unreachable server
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["get"],
+        ["get", "cli-pool", "-o", "json"],
+        ["describe", "cli-pool"],
+        ["devices", "cli-pool"],
+        ["scale", "cli-pool", "--replicas", "3"],
+        ["delete", "cli-pool", "--wait"],
+        ["setup"],
+    ],
+)
+def test_unreachable_server_is_exit_1_with_one_line(
+    capsys: pytest.CaptureFixture[str], unreachable: str, argv: list[str]
+) -> None:
+    code, out, err = run(capsys, *argv)
+    assert code == EXIT_RUNTIME
+    assert_one_line_error(err)
+    assert f"cannot reach Temporal at {unreachable} — is `devicepool dev` running?" in err
+    assert out == ""
+
+
+def test_apply_good_manifest_unreachable_is_exit_1(
+    capsys: pytest.CaptureFixture[str], unreachable: str, tmp_path: Path
+) -> None:
+    code, _, err = run(capsys, "apply", "-f", str(manifest(tmp_path, GOOD)))
+    assert code == EXIT_RUNTIME
+    assert f"cannot reach Temporal at {unreachable}" in err
+
+
+def test_default_address_is_loopback_7233(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from client.connect import target_address
+
+    assert target_address(env={}) == "127.0.0.1:7233"
+    assert target_address(env={"TEMPORAL_ADDRESS": "temporal.example:7233"}) == (
+        "temporal.example:7233"
+    )
+
+
+# ---------------------------------------------------------------- exit 2: bad input, nothing contacted
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (GOOD.replace("replicas: 2", "replicas: 501"), "spec.replicas: must be <= 500, got 501"),
+        (GOOD.replace("replicas: 2", "replica: 2"), "spec.replica: unknown field"),
+        (GOOD.replace("android", "symbian"), "spec.platform"),
+        (GOOD.replace("name: cli-pool", "name: Bad_Name"), "metadata.name"),
+        ("kind: [unclosed\n", "pool.yaml"),
+        ("apiVersion: apps/v1\nkind: Deployment\n", "apiVersion"),
+    ],
+)
+def test_bad_manifest_is_exit_2_before_contacting_temporal(
+    capsys: pytest.CaptureFixture[str],
+    unreachable: str,
+    tmp_path: Path,
+    text: str,
+    expected: str,
+) -> None:
+    code, out, err = run(capsys, "apply", "-f", str(manifest(tmp_path, text)))
+    assert code == EXIT_BAD_INPUT, err
+    assert_one_line_error(err)
+    assert expected in err
+    assert "cannot reach" not in err
+    assert out == ""
+
+
+def test_missing_manifest_file_is_exit_2(
+    capsys: pytest.CaptureFixture[str], unreachable: str, tmp_path: Path
+) -> None:
+    code, _, err = run(capsys, "apply", "-f", str(tmp_path / "nope.yaml"))
+    assert code == EXIT_BAD_INPUT
+    assert "no such file" in err
+
+
+def test_directory_with_one_bad_manifest_applies_nothing(
+    capsys: pytest.CaptureFixture[str], unreachable: str, tmp_path: Path
+) -> None:
+    manifest(tmp_path, GOOD, "a.yaml")
+    manifest(tmp_path, GOOD.replace("cli-pool", "other").replace("2", "900"), "b.yaml")
+    code, _, err = run(capsys, "apply", "-f", str(tmp_path))
+    assert code == EXIT_BAD_INPUT
+    assert "b.yaml" in err
+
+
+@pytest.mark.parametrize("replicas", ["501", "-1"])
+def test_scale_out_of_range_is_exit_2(
+    capsys: pytest.CaptureFixture[str], unreachable: str, replicas: str
+) -> None:
+    code, _, err = run(capsys, "scale", "cli-pool", "--replicas", replicas)
+    assert code == EXIT_BAD_INPUT
+    assert_one_line_error(err)
+    assert "replicas" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["scale", "Not_A_Name", "--replicas", "3"],
+        ["get", "Not_A_Name"],
+        ["describe", "bad.name"],
+        ["delete", "UPPER"],
+        ["devices", "x" * 64],
+    ],
+)
+def test_bad_pool_name_is_exit_2(
+    capsys: pytest.CaptureFixture[str], unreachable: str, argv: list[str]
+) -> None:
+    code, _, err = run(capsys, *argv)
+    assert code == EXIT_BAD_INPUT
+    assert_one_line_error(err)
+    assert "invalid pool name" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["scale", "cli-pool", "--replicas", "many"],
+        ["scale", "cli-pool"],
+        ["get", "-o", "xml"],
+        ["apply"],
+        ["frobnicate"],
+        ["get", "--bogus"],
+    ],
+)
+def test_bad_flags_are_exit_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], unreachable: str, argv: list[str]
+) -> None:
+    code, _, err = run(capsys, *argv)
+    assert code == EXIT_BAD_INPUT
+    assert_one_line_error(err)
+
+
+def test_dev_with_bad_apply_manifest_starts_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bad = manifest(tmp_path, GOOD.replace("replicas: 2", "replicas: 501"))
+    data = tmp_path / "data"
+    code, _, err = run(capsys, "dev", "--data-dir", str(data), "--apply", str(bad))
+    assert code == EXIT_BAD_INPUT
+    assert "spec.replicas" in err
+    assert not data.exists()
+
+
+def test_dev_refuses_a_busy_port(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code, _, err = run(
+            capsys, "dev", "--data-dir", str(tmp_path / "d"), "--emulator-port", str(port)
+        )
+    assert code == EXIT_RUNTIME
+    assert_one_line_error(err)
+    assert f"port {port} (--emulator-port) is already in use" in err
+
+
+# ---------------------------------------------------------------- worker config errors: exit 2
+
+
+def test_worker_missing_config_file_is_exit_2(
+    capsys: pytest.CaptureFixture[str], unreachable: str, tmp_path: Path
+) -> None:
+    code, _, err = run(capsys, "worker", "--config", str(tmp_path / "none.yaml"))
+    assert code == EXIT_BAD_INPUT
+    assert_one_line_error(err)
+    assert "config file not found" in err
+
+
+def test_worker_config_error_names_the_field(
+    capsys: pytest.CaptureFixture[str], unreachable: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "devicepool.yaml"
+    config.write_text(
+        "accounts:\n  default:\n    baseUrl: http://127.0.0.1:8088\n    apiKeyFile: missing.key\n"
+    )
+    code, _, err = run(capsys, "worker", "--config", str(config))
+    assert code == EXIT_BAD_INPUT
+    assert_one_line_error(err)
+    assert "accounts.default.apiKeyFile" in err
+
+
+def test_worker_good_config_unreachable_is_exit_1(
+    capsys: pytest.CaptureFixture[str], unreachable: str, tmp_path: Path
+) -> None:
+    (tmp_path / "k").write_text("secret-key-123\n")
+    config = tmp_path / "devicepool.yaml"
+    config.write_text(
+        "accounts:\n  default:\n    baseUrl: http://127.0.0.1:8088\n    apiKeyFile: k\n"
+        "metricsPort: 0\n"
+    )
+    code, _, err = run(capsys, "worker", "--config", str(config))
+    assert code == EXIT_RUNTIME
+    assert f"cannot reach Temporal at {unreachable}" in err.strip().splitlines()[-1]
+    assert "secret-key-123" not in err
+
+
+# ---------------------------------------------------------------- emulator delegates
+
+
+def test_emulator_delegates_its_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["emulator", "--help"])
+    assert exc.value.code == 0
+    out, _ = capsys.readouterr()
+    assert "--provision-seconds" in out
+    assert "--creates-per-minute" in out
+
+
+def test_emulator_bad_flag_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["emulator", "--port", "not-a-port"])
+    assert exc.value.code == 2
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def test_json_is_the_default_off_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from client import cli
+    from client.pool_client import PoolSummary
+
+    class FakePools:
+        async def list_pools(self) -> list[PoolSummary]:
+            return [
+                PoolSummary(
+                    name="p1",
+                    spec={"platform": "ios", "region": "eu", "replicas": 3},
+                    status={"phase": "Ready", "desiredReplicas": 3, "readyDevices": 3},
+                )
+            ]
+
+    async def fake_pools(name: str | None = None) -> FakePools:
+        return FakePools()
+
+    monkeypatch.setattr(cli, "_pools", fake_pools)
+    code, out, _ = run(capsys, "get")
+    assert code == EXIT_OK
+    [item] = json.loads(out)
+    assert item["metadata"]["name"] == "p1"
+    assert item["status"]["readyDevices"] == 3
+
+    code, out, _ = run(capsys, "get", "-o", "table")
+    header, row = out.strip().splitlines()
+    assert header.split() == [
+        "NAME",
+        "PLATFORM",
+        "REGION",
+        "DESIRED",
+        "READY",
+        "PROV",
+        "OFFLINE",
+        "AGE",
+        "PHASE",
+    ]
+    assert row.split()[:5] == ["p1", "ios", "eu", "3", "3"]
+
+    code, out, _ = run(capsys, "get", "-o", "yaml")
+    assert "name: p1" in out
