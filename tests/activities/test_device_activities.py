@@ -1,0 +1,457 @@
+"""`DeviceActivities` run in `ActivityEnvironment` against the real emulator app."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from bcp_emulator_support import BASE_URL, DEV_KEY, OTHER_KEY, Emulator, running_emulator
+from pydantic import SecretStr
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+from temporalio.testing import ActivityEnvironment
+
+from activities import DeviceActivities
+from activities.devices import device_fingerprint
+from activities.models import (
+    AccountSettings,
+    CheckRefsInput,
+    CreateDeviceInput,
+    DeviceInfo,
+    GetStatusesInput,
+    ListDevicesInput,
+    PoolSettings,
+    ProxyPoolSettings,
+    TerminateDeviceInput,
+    TerminatePoolInput,
+    WatchDevicesInput,
+)
+from activities.proxy import session_id
+from api.errors import ErrorType
+from api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY, create_idempotency_key
+from api.v1alpha1 import Platform
+
+PROXY_PASSWORD = "proxy-pass-s3cret"
+
+
+def _accounts() -> dict[str, AccountSettings]:
+    return {
+        "default": AccountSettings(name="default", base_url=BASE_URL, api_key=SecretStr(DEV_KEY)),
+        "other": AccountSettings(name="other", base_url=BASE_URL, api_key=SecretStr(OTHER_KEY)),
+    }
+
+
+PROXY_POOLS = {
+    "proxyseller-us": ProxyPoolSettings(
+        name="proxyseller-us",
+        type="socks5",
+        host="gw.proxy.example",
+        port=10000,
+        username_template="cust-session-{session}-ttl-{ttl}",
+        password=SecretStr(PROXY_PASSWORD),
+    )
+}
+
+
+@pytest.fixture
+async def acts(emulator: Emulator) -> AsyncIterator[DeviceActivities]:
+    activities = DeviceActivities(
+        accounts=_accounts(),
+        proxy_pools=PROXY_POOLS,
+        settings=PoolSettings(resync_seconds=5),
+        transport=emulator.transport,
+    )
+    yield activities
+    await activities.aclose()
+
+
+def _create_input(slot: int, *, pool: str = "p1", **overrides) -> CreateDeviceInput:
+    values = {
+        "account": "default",
+        "pool": pool,
+        "platform": Platform.ANDROID,
+        "region": "us-west",
+        "os_version": "14",
+        "name": f"{pool}-{slot}",
+        "idempotency_key": create_idempotency_key(pool, 1, slot),
+        "proxy_pool": "proxyseller-us",
+        "sticky_ttl": 900,
+    }
+    values.update(overrides)
+    return CreateDeviceInput(**values)
+
+
+class Heartbeats:
+    """Counts heartbeats; `await beats.reached(n)` waits for the n-th."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._loop_waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    def __call__(self, *details: object) -> None:
+        self.count += 1
+        for n, future in list(self._loop_waiters):
+            if self.count >= n and not future.done():
+                future.set_result(None)
+
+    async def reached(self, n: int) -> None:
+        if self.count >= n:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._loop_waiters.append((n, future))
+        await asyncio.wait_for(future, timeout=5)
+
+
+async def _create(acts: DeviceActivities, count: int, *, pool: str = "p1") -> list[DeviceInfo]:
+    env = ActivityEnvironment()
+    return [
+        (await env.run(acts.create_device, _create_input(slot, pool=pool))).device
+        for slot in range(count)
+    ]
+
+
+# ------------------------------------------------------------------ settings and refs
+
+
+async def test_pool_settings_are_the_workers(acts: DeviceActivities) -> None:
+    settings = await ActivityEnvironment().run(acts.pool_settings)
+    assert settings == PoolSettings(resync_seconds=5)
+    async with running_emulator() as emu:
+        defaults = DeviceActivities(accounts={}, proxy_pools={}, transport=emu.transport)
+        assert await ActivityEnvironment().run(defaults.pool_settings) == PoolSettings()
+
+
+async def test_check_pool_refs(acts: DeviceActivities) -> None:
+    env = ActivityEnvironment()
+    ok = await env.run(acts.check_pool_refs, CheckRefsInput(account="default"))
+    assert ok.problems == []
+    ok = await env.run(
+        acts.check_pool_refs, CheckRefsInput(account="other", proxy_pool="proxyseller-us")
+    )
+    assert ok.problems == []
+    bad = await env.run(acts.check_pool_refs, CheckRefsInput(account="foo", proxy_pool="x"))
+    assert bad.problems == [
+        "unknown account 'foo' (providerCredentialRef); known: default, other",
+        "unknown proxy pool 'x' (proxy.poolRef); known: proxyseller-us",
+    ]
+
+
+# ------------------------------------------------------------------ create
+
+
+async def test_create_labels_the_device_and_resolves_the_proxy(
+    acts: DeviceActivities, emulator: Emulator
+) -> None:
+    input = _create_input(0, extra_labels={"team": "growth", LABEL_POOL: "spoofed"})
+    result = await ActivityEnvironment().run(acts.create_device, input)
+    device = result.device
+    assert device.status == "provisioning"
+    assert device.labels == {LABEL_POOL: "p1", LABEL_MANAGED_BY: MANAGED_BY, "team": "growth"}
+    assert PROXY_PASSWORD not in result.model_dump_json()
+    # What the provider stored: the deterministic sticky-session username.
+    async with emulator.client() as client:
+        stored = await client.get_device(device.id)
+    assert stored["proxy"]["username"] == (
+        f"cust-session-{session_id(input.idempotency_key)}-ttl-900"
+    )
+    assert stored["proxy"]["host"] == "gw.proxy.example"
+
+
+async def test_a_retried_create_returns_the_same_device(
+    acts: DeviceActivities, emulator: Emulator
+) -> None:
+    env = ActivityEnvironment()
+    first = await env.run(acts.create_device, _create_input(0))
+    again = await env.run(acts.create_device, _create_input(0))
+    assert again.device.id == first.device.id
+    stats = await emulator.stats()
+    assert stats["creates"]["accepted"] == 1
+    assert stats["creates"]["idempotentReplays"] == 1
+
+
+async def test_create_unknown_account_or_proxy_pool_is_non_retryable(
+    acts: DeviceActivities, emulator: Emulator
+) -> None:
+    env = ActivityEnvironment()
+    with pytest.raises(ApplicationError) as info:
+        await env.run(acts.create_device, _create_input(0, account="nope"))
+    assert info.value.type == ErrorType.UNKNOWN_ACCOUNT.value
+    assert info.value.non_retryable
+    assert "known: default, other" in str(info.value)
+    with pytest.raises(ApplicationError) as info:
+        await env.run(acts.create_device, _create_input(0, proxy_pool="nope"))
+    assert info.value.type == ErrorType.UNKNOWN_PROXY_POOL.value
+    assert info.value.non_retryable
+    assert (await emulator.stats())["creates"]["accepted"] == 0
+
+
+async def test_create_without_proxy(acts: DeviceActivities, emulator: Emulator) -> None:
+    result = await ActivityEnvironment().run(
+        acts.create_device, _create_input(0, proxy_pool=None, platform=Platform.IOS)
+    )
+    async with emulator.client() as client:
+        assert (await client.get_device(result.device.id))["proxy"] is None
+
+
+async def test_create_rate_limited_sets_the_next_retry_delay() -> None:
+    async with running_emulator(creates_per_minute=2) as emu:
+        acts = DeviceActivities(
+            accounts=_accounts(), proxy_pools=PROXY_POOLS, transport=emu.transport
+        )
+        env = ActivityEnvironment()
+        await env.run(acts.create_device, _create_input(0))
+        await env.run(acts.create_device, _create_input(1))
+        with pytest.raises(ApplicationError) as info:
+            await env.run(acts.create_device, _create_input(2))
+        await acts.aclose()
+    assert info.value.type == ErrorType.RATE_LIMITED.value
+    assert not info.value.non_retryable
+    assert info.value.category is ApplicationErrorCategory.BENIGN
+    assert info.value.next_retry_delay is not None
+    assert timedelta(0) < info.value.next_retry_delay <= timedelta(seconds=60)
+
+
+async def test_create_in_a_down_region_is_retryable(
+    acts: DeviceActivities, emulator: Emulator
+) -> None:
+    await emulator.region("us-west", "down")
+    with pytest.raises(ApplicationError) as info:
+        await ActivityEnvironment().run(acts.create_device, _create_input(0))
+    assert info.value.type == ErrorType.REGION_UNAVAILABLE.value
+    assert not info.value.non_retryable
+
+
+async def test_a_changed_body_under_the_same_key_is_non_retryable(acts: DeviceActivities) -> None:
+    env = ActivityEnvironment()
+    await env.run(acts.create_device, _create_input(0))
+    with pytest.raises(ApplicationError) as info:
+        await env.run(acts.create_device, _create_input(0, sticky_ttl=60))
+    assert info.value.type == ErrorType.IDEMPOTENCY_KEY_REUSED.value
+    assert info.value.non_retryable
+
+
+async def test_no_secret_in_logs(
+    acts: DeviceActivities, emulator: Emulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    env = ActivityEnvironment()
+    await env.run(acts.create_device, _create_input(0))
+    await emulator.faults(serverErrorRate=1.0)
+    with pytest.raises(ApplicationError):
+        await env.run(acts.create_device, _create_input(1))
+    assert "p1" in caplog.text  # the pool name is logged ...
+    assert DEV_KEY not in caplog.text  # ... never the key or the proxy password
+    assert PROXY_PASSWORD not in caplog.text
+    assert DEV_KEY not in repr(acts)
+
+
+# ------------------------------------------------------------------ list, statuses, terminate
+
+
+async def test_list_devices_excludes_terminated(acts: DeviceActivities, emulator: Emulator) -> None:
+    env = ActivityEnvironment()
+    devices = await _create(acts, 3)
+    await _create(acts, 1, pool="p2")
+    await env.run(
+        acts.terminate_device, TerminateDeviceInput(account="default", device_id=devices[0].id)
+    )
+    listed = await env.run(acts.list_devices, ListDevicesInput(account="default", pool="p1"))
+    assert {d.id for d in listed.devices} == {d.id for d in devices}  # terminating still counts
+    await emulator.advance(10)
+    listed = await env.run(acts.list_devices, ListDevicesInput(account="default", pool="p1"))
+    assert {d.id for d in listed.devices} == {devices[1].id, devices[2].id}
+    assert all(d.created_at.tzinfo is not None for d in listed.devices)
+
+
+async def test_list_devices_unknown_account(acts: DeviceActivities) -> None:
+    with pytest.raises(ApplicationError) as info:
+        await ActivityEnvironment().run(
+            acts.list_devices, ListDevicesInput(account="ghost", pool="p1")
+        )
+    assert info.value.type == ErrorType.UNKNOWN_ACCOUNT.value
+
+
+async def test_get_statuses(acts: DeviceActivities, emulator: Emulator) -> None:
+    devices = await _create(acts, 2)
+    await emulator.advance(31)
+    await emulator.session(devices[1].id, active=True)
+    result = await ActivityEnvironment().run(
+        acts.get_statuses,
+        GetStatusesInput(account="default", ids=[devices[0].id, devices[1].id, "dev-gone"]),
+    )
+    by_id = {item.id: item for item in result.items}
+    assert by_id[devices[0].id].status == "ready"
+    assert (by_id[devices[1].id].status, by_id[devices[1].id].session_active) == ("busy", True)
+    assert result.not_found == ["dev-gone"]
+
+
+async def test_terminate_device_treats_404_as_gone(acts: DeviceActivities) -> None:
+    env = ActivityEnvironment()
+    (device,) = await _create(acts, 1)
+    first = await env.run(
+        acts.terminate_device, TerminateDeviceInput(account="default", device_id=device.id)
+    )
+    assert (first.device_id, first.already_gone) == (device.id, False)
+    missing = await env.run(
+        acts.terminate_device, TerminateDeviceInput(account="default", device_id="dev-nope")
+    )
+    assert missing.already_gone
+
+
+async def test_terminate_pool_completes_only_when_none_is_left(
+    acts: DeviceActivities, emulator: Emulator
+) -> None:
+    await _create(acts, 3)
+    (keeper,) = await _create(acts, 1, pool="p2")
+    await emulator.advance(31)
+    heartbeats: list[object] = []
+    env = ActivityEnvironment()
+    env.on_heartbeat = lambda *details: heartbeats.append(details)
+
+    with pytest.raises(ApplicationError) as info:
+        await env.run(acts.terminate_pool, TerminatePoolInput(account="default", pool="p1"))
+    assert not info.value.non_retryable
+    assert "3 device(s) not yet terminated" in str(info.value)
+    assert heartbeats
+    assert (await emulator.stats())["terminations"] == 3
+
+    # Still terminating: a retry deletes nothing new and still refuses to complete.
+    with pytest.raises(ApplicationError):
+        await env.run(acts.terminate_pool, TerminatePoolInput(account="default", pool="p1"))
+    assert (await emulator.stats())["terminations"] == 3
+
+    await emulator.advance(6)
+    done = await env.run(acts.terminate_pool, TerminatePoolInput(account="default", pool="p1"))
+    assert done.remaining == 0
+    stats = await emulator.stats()
+    assert stats["devices"]["byPool"] == {"p2": 1}  # the other pool is untouched
+    async with emulator.client() as client:
+        assert (await client.get_status(keeper.id))["status"] == "ready"
+
+
+async def test_terminate_pool_with_instant_termination() -> None:
+    async with running_emulator(terminate_seconds=0) as emu:
+        acts = DeviceActivities(
+            accounts=_accounts(), proxy_pools=PROXY_POOLS, transport=emu.transport
+        )
+        await _create(acts, 2)
+        result = await ActivityEnvironment().run(
+            acts.terminate_pool, TerminatePoolInput(account="default", pool="p1")
+        )
+        await acts.aclose()
+        assert (result.terminated, result.remaining) == (2, 0)
+        assert (await emu.stats())["devices"]["live"] == 0
+
+
+# ------------------------------------------------------------------ watch
+
+
+def _watch(fingerprint: str, *, max_seconds: float = 10.0) -> WatchDevicesInput:
+    return WatchDevicesInput(
+        account="default",
+        pool="p1",
+        fingerprint=fingerprint,
+        poll_seconds=0.01,
+        max_seconds=max_seconds,
+    )
+
+
+def test_fingerprint_is_stable_and_order_independent() -> None:
+    now = datetime.now(UTC)
+    a = DeviceInfo(id="a", status="ready", created_at=now)
+    b = DeviceInfo(id="b", status="busy", created_at=now, session_active=True)
+    assert device_fingerprint([a, b]) == device_fingerprint([b, a])
+    assert len(device_fingerprint([a])) == 16
+    a_later = a.model_copy(update={"updated_at": now + timedelta(seconds=5)})
+    assert device_fingerprint([a_later, b]) == device_fingerprint([a, b])
+    a_busy = a.model_copy(update={"status": "busy"})
+    assert device_fingerprint([a_busy, b]) != device_fingerprint([a, b])
+    a_session = a.model_copy(update={"session_active": True})
+    assert device_fingerprint([a_session, b]) != device_fingerprint([a, b])
+    assert device_fingerprint([]) != device_fingerprint([a])
+
+
+async def test_watch_returns_at_once_when_the_fingerprint_differs(acts: DeviceActivities) -> None:
+    devices = await _create(acts, 2)
+    result = await ActivityEnvironment().run(acts.watch_devices, _watch(""))
+    assert result.changed
+    assert result.fingerprint == device_fingerprint(devices)
+    assert {d.id for d in result.devices} == {d.id for d in devices}
+
+
+async def test_watch_returns_on_change(acts: DeviceActivities, emulator: Emulator) -> None:
+    devices = await _create(acts, 2)
+    heartbeats = Heartbeats()
+    env = ActivityEnvironment()
+    env.on_heartbeat = heartbeats
+    watch = asyncio.create_task(env.run(acts.watch_devices, _watch(device_fingerprint(devices))))
+    await heartbeats.reached(3)
+    assert not watch.done()
+    await emulator.advance(31)  # provisioning -> ready
+    result = await asyncio.wait_for(watch, timeout=5)
+    assert result.changed
+    assert {d.status for d in result.devices} == {"ready"}
+    assert result.fingerprint != device_fingerprint(devices)
+
+
+async def test_watch_times_out_unchanged(acts: DeviceActivities) -> None:
+    devices = await _create(acts, 1)
+    fingerprint = device_fingerprint(devices)
+    result = await ActivityEnvironment().run(
+        acts.watch_devices, _watch(fingerprint, max_seconds=0.1)
+    )
+    assert not result.changed
+    assert result.fingerprint == fingerprint
+    assert [d.id for d in result.devices] == [devices[0].id]
+
+
+async def test_watch_rides_out_server_errors(acts: DeviceActivities, emulator: Emulator) -> None:
+    await _create(acts, 1)
+    await emulator.advance(31)
+    env = ActivityEnvironment()
+    devices = (
+        await env.run(acts.list_devices, ListDevicesInput(account="default", pool="p1"))
+    ).devices
+    heartbeats = Heartbeats()
+    env.on_heartbeat = heartbeats
+    await emulator.faults(serverErrorRate=1.0)
+    watch = asyncio.create_task(env.run(acts.watch_devices, _watch(device_fingerprint(devices))))
+    await heartbeats.reached(3)
+    assert not watch.done()  # three failed polls, still watching
+    await emulator.faults()
+    await emulator.session(devices[0].id, active=True)
+    result = await asyncio.wait_for(watch, timeout=5)
+    assert result.changed
+    assert result.devices[0].session_active
+
+
+async def test_watch_fails_if_it_never_saw_the_pool(
+    emulator: Emulator, acts: DeviceActivities
+) -> None:
+    await emulator.faults(serverErrorRate=1.0)
+    with pytest.raises(ApplicationError) as info:
+        await ActivityEnvironment().run(acts.watch_devices, _watch("x", max_seconds=0.05))
+    assert info.value.type == ErrorType.SERVER_ERROR.value
+    assert not info.value.non_retryable
+
+
+async def test_watch_reacts_to_cancellation(acts: DeviceActivities) -> None:
+    devices = await _create(acts, 1)
+    heartbeats = Heartbeats()
+    env = ActivityEnvironment()
+    env.on_heartbeat = heartbeats
+    watch = asyncio.create_task(env.run(acts.watch_devices, _watch(device_fingerprint(devices))))
+    await heartbeats.reached(1)
+    env.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(watch, timeout=5)
+
+
+async def test_watch_unknown_account_fails_at_once(acts: DeviceActivities) -> None:
+    input = _watch("x").model_copy(update={"account": "ghost"})
+    with pytest.raises(ApplicationError) as info:
+        await ActivityEnvironment().run(acts.watch_devices, input)
+    assert info.value.type == ErrorType.UNKNOWN_ACCOUNT.value
+    assert info.value.non_retryable
