@@ -1,0 +1,125 @@
+"""Worker configuration: file + environment, one-line errors naming the field, secrets kept secret."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from worker.config import ConfigError, build_config, load_config
+
+KEY = "k-very-secret-0001"
+
+
+def account(**fields: object) -> dict[str, object]:
+    return {"accounts": {"default": {"baseUrl": "http://127.0.0.1:8088", **fields}}}
+
+
+def test_example_config_parses(tmp_path: Path) -> None:
+    example = Path(__file__).parents[2] / "examples" / "devicepool.yaml"
+    (tmp_path / "bcp").write_text(KEY)
+    text = example.read_text().replace("/run/secrets/bitcloudphone-default", str(tmp_path / "bcp"))
+    text = text.replace("/run/secrets/proxyseller", str(tmp_path / "bcp"))
+    config_file = tmp_path / "devicepool.yaml"
+    config_file.write_text(text)
+    config = load_config(config_file, env={"BITCLOUDPHONE_GROWTH_KEY": "growth-key"})
+    assert sorted(config.accounts) == ["default", "growth"]
+    assert config.accounts["default"].api_key.get_secret_value() == KEY
+    assert config.accounts["growth"].api_key.get_secret_value() == "growth-key"
+    assert config.proxy_pools["proxyseller-us"].port == 10000
+    assert config.settings.resync_seconds == 30
+    assert config.metrics_port == 9464
+
+
+def test_key_file_relative_to_config_and_secret_never_shown(tmp_path: Path) -> None:
+    (tmp_path / "key").write_text(f"{KEY}\n")
+    config_file = tmp_path / "c.yaml"
+    config_file.write_text(
+        "accounts:\n  default:\n    baseUrl: http://127.0.0.1:8088/\n    apiKeyFile: key\n"
+    )
+    config = load_config(config_file, env={})
+    account_settings = config.accounts["default"]
+    assert account_settings.api_key.get_secret_value() == KEY
+    assert account_settings.base_url == "http://127.0.0.1:8088"
+    assert KEY not in repr(config)
+    assert KEY not in str(config.describe())
+
+
+def test_environment_overrides_win(tmp_path: Path) -> None:
+    config = build_config(
+        {**account(apiKeyEnv="K"), "intervals": {"resyncSeconds": 30}},
+        env={
+            "K": KEY,
+            "DEVICEPOOL_RESYNC_SECONDS": "2",
+            "DEVICEPOOL_HEALTH_SECONDS": "3",
+            "DEVICEPOOL_METRICS_PORT": "0",
+        },
+    )
+    assert config.settings.resync_seconds == 2
+    assert config.settings.health_seconds == 3
+    assert config.metrics_port == 0
+
+
+@pytest.mark.parametrize(
+    ("data", "env", "expected"),
+    [
+        ({"acounts": {}}, {}, "acounts: unknown field"),
+        (
+            account(apiKeyEnv="K", colour="red"),
+            {"K": KEY},
+            "accounts.default.colour: unknown field",
+        ),
+        (account(), {}, "accounts.default.apiKeyFile: required"),
+        (account(apiKeyEnv="K"), {}, "accounts.default.apiKeyEnv: environment variable K"),
+        (account(apiKeyEnv="K"), {"K": "  "}, "accounts.default.apiKeyEnv"),
+        (
+            {"accounts": {"default": {"baseUrl": "ftp://x", "apiKeyEnv": "K"}}},
+            {"K": KEY},
+            "accounts.default.baseUrl: must be an http(s) URL",
+        ),
+        (
+            {"accounts": {"default": {"baseUrl": "not a url", "apiKeyEnv": "K"}}},
+            {"K": KEY},
+            "accounts.default.baseUrl",
+        ),
+        (
+            account(apiKeyEnv="K", createsPerMinute=0),
+            {"K": KEY},
+            "accounts.default.createsPerMinute",
+        ),
+        (
+            {"proxyPools": {"p": {"host": "h", "port": 1, "usernameTemplate": "{user}"}}},
+            {},
+            "proxyPools.p.usernameTemplate",
+        ),
+        ({"intervals": {"resyncSeconds": -1}}, {}, "intervals.resyncSeconds"),
+        ({}, {"DEVICEPOOL_RESYNC_SECONDS": "soon"}, "DEVICEPOOL_RESYNC_SECONDS"),
+        ("just a string", {}, "must be a mapping"),
+    ],
+)
+def test_config_errors_are_one_line_naming_the_field(
+    data: object, env: dict[str, str], expected: str
+) -> None:
+    with pytest.raises(ConfigError) as exc:
+        build_config(data, env=env, source="devicepool.yaml")
+    message = str(exc.value)
+    assert expected in message
+    assert "\n" not in message
+    assert KEY not in message
+
+
+def test_missing_and_empty_key_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"apiKeyFile: file .* not found"):
+        build_config(account(apiKeyFile="nope.key"), base_dir=tmp_path, env={})
+    (tmp_path / "empty.key").write_text("\n")
+    with pytest.raises(ConfigError, match=r"apiKeyFile: file .* is empty"):
+        build_config(account(apiKeyFile="empty.key"), base_dir=tmp_path, env={})
+
+
+def test_invalid_yaml_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("accounts: [unclosed\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(bad, env={})
+    assert str(exc.value).startswith(f"{bad}: ")
+    assert "\n" not in str(exc.value)
