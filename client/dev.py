@@ -15,7 +15,9 @@ Ctrl-C reaches only this supervisor, which then stops them in order:
 The worker starts only once the server answers for its namespace and the
 emulator answers; `--apply` runs once the worker is ready. Logs go to
 ``<data-dir>/logs/``. A second run with the same data dir resumes the running
-pools (the emulator is in-memory, so they re-provision their devices). On
+pools (the emulator is in-memory, so they re-provision their devices). A
+worker that dies is replaced (at most 5 times a minute), as a Deployment would
+replace it; the server or the emulator dying stops the stack. On
 Linux the children also get PR_SET_PDEATHSIG, so even a SIGKILLed supervisor
 leaves no process behind.
 """
