@@ -87,9 +87,7 @@ def plan_pool(
     create = max(0, replicas - members) if allow_create else 0
 
     surplus = max(0, members - replicas)
-    idle = sorted(
-        (d for d in counted if is_idle(d, now=now, idle_grace=idle_grace)), key=_age_key
-    )
+    idle = sorted((d for d in counted if is_idle(d, now=now, idle_grace=idle_grace)), key=_age_key)
     terminate = [d.id for d in idle[:surplus]]
     blocked = surplus - len(terminate)
 

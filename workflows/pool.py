@@ -36,7 +36,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributePair
-from temporalio.exceptions import ActivityError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         WatchDevicesResult,
         device_fingerprint,
     )
+    from api.errors import ErrorType
     from api.names import (
         LABEL_SLOT,
         QUERY_DEVICES,
@@ -107,7 +108,9 @@ KEY_READY = SearchAttributeKey.for_int(SA_READY)
 # Fields a running pool cannot change: its devices were rented under them.
 IMMUTABLE_FIELDS = ("provider", "platform", "region", "provider_credential_ref")
 
-SHORT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+SHORT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
+)
 # The finalizer and terminations keep going until the provider agrees.
 FOREVER_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
@@ -136,6 +139,7 @@ class DevicePoolWorkflow:
         self._devices: list[DeviceInfo] = []
         self._reports: list[BatchReport] = []
         self._refs_problems: list[str] | None = None
+        self._observe_failed = False
         self._dirty = False
         self._deleting = False
         self._details = ""
@@ -167,18 +171,11 @@ class DevicePoolWorkflow:
             if self._refs_problems is None:
                 await self._check_refs()
             if need_observe:
-                self._devices = (
-                    await workflow.execute_activity_method(
-                        DeviceActivities.list_devices,
-                        ListDevicesInput(account=self._account, pool=self._name),
-                        start_to_close_timeout=timedelta(seconds=60),
-                        retry_policy=SHORT_RETRY,
-                        summary="observe devices",
-                    )
-                ).devices
+                await self._observe()
             self._take_reports()
             plan = self._plan()
-            await self._act(plan)
+            if not self._observe_failed:
+                await self._act(plan)
             self._publish(plan)
 
             if workflow.info().is_continue_as_new_suggested():
@@ -188,6 +185,25 @@ class DevicePoolWorkflow:
             need_observe = await self._wait(plan)
 
     # ------------------------------------------------------------------ observe / plan / act
+
+    async def _observe(self) -> None:
+        try:
+            result = await workflow.execute_activity_method(
+                DeviceActivities.list_devices,
+                ListDevicesInput(account=self._account, pool=self._name),
+                start_to_close_timeout=timedelta(seconds=60),
+                schedule_to_close_timeout=timedelta(minutes=5),
+                retry_policy=SHORT_RETRY,
+                summary="observe devices",
+            )
+        except ActivityError as err:
+            # Keep the last observation; never create or terminate on a guess.
+            # The pool looks again after `resync_seconds`.
+            workflow.logger.warning("pool %s: cannot list devices: %s", self._name, err)
+            self._observe_failed = True
+            return
+        self._observe_failed = False
+        self._devices = result.devices
 
     def _plan(self) -> Plan:
         observed_slots = {d.labels.get(LABEL_SLOT) for d in self._devices}
@@ -318,7 +334,7 @@ class DevicePoolWorkflow:
     async def _wait(self, plan: Plan) -> bool:
         """Wait for something worth a pass; return whether devices must be listed again."""
         settings = self._settings_
-        if self._watch is None:
+        if self._watch is None and not self._observe_failed:
             self._watch = asyncio.ensure_future(
                 workflow.execute_activity_method(
                     DeviceActivities.watch_devices,
@@ -340,17 +356,17 @@ class DevicePoolWorkflow:
         timed_out = False
         try:
             await workflow.wait_condition(
-                lambda: self._dirty or watch.done(),
+                lambda: self._dirty or (watch is not None and watch.done()),
                 timeout=timeout,
                 timeout_summary="next check",
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             timed_out = True
 
         need_observe = timed_out or self._dirty
         if self._dirty:
             self._dirty = False
-        if watch.done():
+        if watch is not None and watch.done():
             self._watch = None
             try:
                 self._devices = watch.result().devices
@@ -367,7 +383,7 @@ class DevicePoolWorkflow:
         deadlines: list[datetime] = []
         if plan.next_idle_at is not None:
             deadlines.append(plan.next_idle_at)
-        if self._refs_problems or self._doomed:
+        if self._refs_problems or self._doomed or self._observe_failed:
             deadlines.append(now + timedelta(seconds=self._settings_.resync_seconds))
         if self._in_flight:
             limit = timedelta(seconds=2 * self._settings_.startup_timeout_seconds + 61)
@@ -438,9 +454,7 @@ class DevicePoolWorkflow:
         self._publish_search_attributes()
         self._publish_details()
 
-    def _ready_condition(
-        self, plan: Plan, serving: int
-    ) -> tuple[str, ConditionStatus, str, str]:
+    def _ready_condition(self, plan: Plan, serving: int) -> tuple[str, ConditionStatus, str, str]:
         if self._refs_problems:
             reason = (
                 "UnknownAccount"
@@ -500,9 +514,7 @@ class DevicePoolWorkflow:
         ]
         current = workflow.info().typed_search_attributes
         updates = [
-            pair.key.value_set(pair.value)
-            for pair in wanted
-            if current.get(pair.key) != pair.value
+            pair.key.value_set(pair.value) for pair in wanted if current.get(pair.key) != pair.value
         ]
         if updates:
             workflow.upsert_search_attributes(updates)
@@ -577,16 +589,39 @@ class DevicePoolWorkflow:
                 timeout=timedelta(seconds=self._settings_.startup_timeout_seconds + 60),
                 timeout_summary="wait for provisioning batches to stop",
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             workflow.logger.warning("pool %s: batches still running at teardown", self._name)
-        await workflow.execute_activity_method(
-            DeviceActivities.terminate_pool,
-            TerminatePoolInput(account=self._account, pool=self._name),
-            start_to_close_timeout=timedelta(minutes=5),
-            heartbeat_timeout=timedelta(seconds=60),
-            retry_policy=FOREVER_RETRY,
-            summary="terminate every device of the pool",
-        )
+        while True:
+            try:
+                await workflow.execute_activity_method(
+                    DeviceActivities.terminate_pool,
+                    TerminatePoolInput(account=self._account, pool=self._name),
+                    start_to_close_timeout=timedelta(minutes=5),
+                    heartbeat_timeout=timedelta(seconds=60),
+                    retry_policy=FOREVER_RETRY,
+                    summary="terminate every device of the pool",
+                )
+                return
+            except ActivityError as err:
+                if _error_type(err) != ErrorType.UNKNOWN_ACCOUNT:
+                    raise
+                if self._next_slot == 0 and not self._devices:
+                    return  # this pool never rented anything under that account
+                # Devices exist under an account the worker no longer knows: the
+                # finalizer waits for the configuration to come back.
+                self._set_condition(
+                    (
+                        ConditionType.READY,
+                        ConditionStatus.FALSE,
+                        "UnknownAccount",
+                        f"cannot delete devices: {_error_message(err)}",
+                    ),
+                    workflow.now(),
+                )
+                self._publish_details()
+                await workflow.sleep(
+                    timedelta(seconds=60), summary="wait for the account to be configured"
+                )
 
     # ------------------------------------------------------------------ continue-as-new
 
@@ -720,6 +755,16 @@ class DevicePoolWorkflow:
     @property
     def _settings_(self) -> PoolSettings:
         return self._settings or PoolSettings()
+
+
+def _error_type(err: ActivityError) -> str | None:
+    cause = err.cause
+    return cause.type if isinstance(cause, ApplicationError) else None
+
+
+def _error_message(err: ActivityError) -> str:
+    cause = err.cause
+    return cause.message if isinstance(cause, ApplicationError) else str(err)
 
 
 def _check_replicas(replicas: int) -> None:

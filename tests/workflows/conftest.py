@@ -9,6 +9,7 @@ children across it. Intervals are shrunk instead (FAST below).
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sys
 import uuid
@@ -46,9 +47,7 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
         dev_server_existing_path=temporal_binary(),
         data_converter=pydantic_data_converter,
         search_attributes=[
-            SearchAttributeKey.for_keyword(n)
-            if t == "Keyword"
-            else SearchAttributeKey.for_int(n)
+            SearchAttributeKey.for_keyword(n) if t == "Keyword" else SearchAttributeKey.for_int(n)
             for n, t in SEARCH_ATTRIBUTES.items()
         ],
         dev_server_extra_args=[
@@ -58,6 +57,32 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
         ],
     ) as env:
         yield env
+
+
+class TimedASGITransport(httpx.ASGITransport):
+    """ASGITransport that honours the client's read timeout like a socket would.
+
+    The emulator's `timeoutRate` fault processes a request and then withholds
+    the answer; over a real socket the client gives up and retries. In process,
+    httpx would wait forever, so this transport enforces the timeout itself.
+    """
+
+    # Test switch: answers of this many create calls are "lost" after the
+    # emulator processed them (the device exists; the client sees a timeout).
+    lose_create_answers = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and request.url.path.endswith("/devices"):
+            if TimedASGITransport.lose_create_answers > 0:
+                TimedASGITransport.lose_create_answers -= 1
+                response = await super().handle_async_request(request)
+                await response.aread()
+                raise httpx.ReadTimeout("answer lost on the way back", request=request)
+        read = (request.extensions.get("timeout") or {}).get("read")
+        try:
+            return await asyncio.wait_for(super().handle_async_request(request), read)
+        except TimeoutError as err:
+            raise httpx.ReadTimeout("emulated read timeout", request=request) from err
 
 
 @pytest.fixture(scope="session")
@@ -96,7 +121,7 @@ async def worker(env: WorkflowEnvironment, emulator: Any) -> AsyncIterator[Devic
             )
         },
         settings=FAST,
-        transport=httpx.ASGITransport(app=emulator),
+        transport=TimedASGITransport(app=emulator),
     )
     main = Worker(
         env.client,
@@ -113,7 +138,9 @@ async def worker(env: WorkflowEnvironment, emulator: Any) -> AsyncIterator[Devic
         ],
     )
     creators = [
-        Worker(env.client, task_queue=account_task_queue(name), activities=[activities.create_device])
+        Worker(
+            env.client, task_queue=account_task_queue(name), activities=[activities.create_device]
+        )
         for name in ACCOUNTS
     ]
     async with main, creators[0], creators[1]:
@@ -124,5 +151,3 @@ async def worker(env: WorkflowEnvironment, emulator: Any) -> AsyncIterator[Devic
 @pytest.fixture
 def pool_name() -> str:
     return f"wf-{uuid.uuid4().hex[:8]}"
-
-

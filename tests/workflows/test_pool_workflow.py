@@ -6,14 +6,19 @@ from typing import Any
 
 import httpx
 import pytest
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
+from conftest import TimedASGITransport
+from temporalio.client import (
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowUpdateFailedError,
+)
 from temporalio.testing import WorkflowEnvironment
+from wf_support import eventually, pool_devices, start_pool, stats
 
 from activities.devices import DeviceActivities
 from api.names import SIGNAL_SCALE, UPDATE_APPLY, UPDATE_SCALE
 from api.v1alpha1 import DevicePoolSpec, ObjectMeta
 from workflows.messages import Accepted, ApplyRequest, ScaleRequest
-from wf_support import eventually, pool_devices, start_pool, stats
 
 pytestmark = pytest.mark.devserver
 
@@ -51,7 +56,9 @@ async def test_converge_scale_up_down_and_delete(
     assert len(status["deviceIds"]) == 3
     assert any(c["type"] == "Ready" and c["status"] == "True" for c in status["conditions"])
 
-    accepted = await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=6), result_type=Accepted)
+    accepted = await handle.execute_update(
+        UPDATE_SCALE, ScaleRequest(replicas=6), result_type=Accepted
+    )
     assert accepted.replicas == 6 and accepted.generation == 2
     await eventually(ready_count(pool_name, 6, control), what="6 ready devices")
 
@@ -69,3 +76,205 @@ async def test_converge_scale_up_down_and_delete(
 async def _status_when(handle: Any, predicate: Any) -> dict[str, Any] | None:
     status = await status_of(handle)
     return status if predicate(status) else None
+
+
+async def _condition(handle: Any, type_: str) -> dict[str, Any] | None:
+    status = await status_of(handle)
+    return next((c for c in status["conditions"] if c["type"] == type_), None)
+
+
+async def test_scale_signal_with_invalid_value_is_refused_visibly(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start_pool(env.client, pool_name, 1)
+    await eventually(ready_count(pool_name, 1, control), what="1 ready device")
+
+    for bad in ({"replicas": 501}, {"replicas": -1}, {"replicas": "ten"}, {"replica": 3}, 7):
+        await handle.signal(SIGNAL_SCALE, bad)
+        cond = await eventually(
+            lambda: _condition(handle, "SpecRejected"), what=f"SpecRejected for {bad!r}"
+        )
+        assert cond["status"] == "True"
+        assert cond["reason"] == "InvalidScaleSignal"
+    cond = await _condition(handle, "SpecRejected")
+    assert cond is not None and "refused" in cond["message"]
+    spec = await handle.query("spec")
+    assert spec["spec"]["replicas"] == 1 and spec["generation"] == 1
+
+    # A valid signal is applied and clears the condition.
+    await handle.signal(SIGNAL_SCALE, {"replicas": 2})
+    await eventually(ready_count(pool_name, 2, control), what="2 ready devices")
+    assert await _condition(handle, "SpecRejected") is None
+    await delete_and_wait(handle)
+
+
+async def test_scale_down_spares_busy_devices_and_delete_removes_them(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start_pool(env.client, pool_name, 4)
+    await eventually(ready_count(pool_name, 4, control), what="4 ready devices")
+    devices = await pool_devices(control, pool_name)
+    busy = sorted(d["id"] for d in devices)[:3]
+    for device_id in busy:
+        r = await control.post(f"/_emulator/devices/{device_id}/session", json={"active": True})
+        r.raise_for_status()
+
+    await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted)
+    # Only the one idle device may go; three busy ones stay and the pool says so.
+    await eventually(
+        lambda: _len_is(pool_devices(control, pool_name), 3), what="idle device removed"
+    )
+    left = await pool_devices(control, pool_name)
+    assert sorted(d["id"] for d in left) == busy
+    cond = await eventually(lambda: _condition(handle, "ScaleDownBlocked"), what="ScaleDownBlocked")
+    assert cond["status"] == "True" and "busy" in cond["message"]
+
+    # A session ends: that device is now idle and goes.
+    await control.post(f"/_emulator/devices/{busy[0]}/session", json={"active": False})
+    await eventually(
+        lambda: _len_is(pool_devices(control, pool_name), 2), what="one freed device removed"
+    )
+
+    await delete_and_wait(handle)
+    assert (await stats(control))["devices"]["byPool"].get(pool_name, 0) == 0
+
+
+async def _len_is(coro: Any, n: int) -> bool:
+    return len(await coro) == n
+
+
+async def test_delete_while_provisioning_leaves_nothing(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    before = await stats(control)
+    handle = await start_pool(env.client, pool_name, 8)
+    # Wait until creates have landed but devices are still booting.
+    await eventually(
+        lambda: _len_is(pool_devices(control, pool_name), 8), what="8 devices created", timeout=20
+    )
+    await handle.cancel()
+    await handle.cancel()  # twice: the finalizer must still finish
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    after = await stats(control)
+    assert after["devices"]["byPool"].get(pool_name, 0) == 0
+    assert after["creates"]["accepted"] - before["creates"]["accepted"] == 8
+
+
+async def test_create_retried_after_a_lost_response_rents_one_device(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    before = await stats(control)
+    # Every create is processed and its answer withheld longer than the client waits.
+    # The provider makes the first two devices, but both answers are lost:
+    # the activity retries with the same idempotency key and gets a replay.
+    TimedASGITransport.lose_create_answers = 2
+    handle = await start_pool(env.client, pool_name, 3)
+    await eventually(
+        lambda: _replays_since(control, before, 2), what="two idempotent replays", timeout=20
+    )
+    await eventually(ready_count(pool_name, 3, control), what="3 ready devices", timeout=30)
+    after = await stats(control)
+    assert after["creates"]["accepted"] - before["creates"]["accepted"] == 3
+    assert len(await pool_devices(control, pool_name)) == 3
+    await delete_and_wait(handle)
+
+
+async def _replays_since(control: httpx.AsyncClient, before: dict[str, Any], n: int) -> bool:
+    now = await stats(control)
+    return now["creates"]["idempotentReplays"] - before["creates"]["idempotentReplays"] >= n
+
+
+async def test_spec_change_during_provisioning_converges_exactly(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    before = await stats(control)
+    handle = await start_pool(env.client, pool_name, 3)
+    spec = DevicePoolSpec.model_validate(
+        {
+            "platform": "android",
+            "region": "us-west",
+            "osVersion": "14",
+            "replicas": 7,
+            "proxy": {"poolRef": "proxyseller-us", "stickyTTL": 900},
+        }
+    )
+    accepted = await handle.execute_update(
+        UPDATE_APPLY,
+        ApplyRequest(metadata=ObjectMeta(name=pool_name), spec=spec),
+        result_type=Accepted,
+    )
+    assert accepted.generation == 2
+    await eventually(ready_count(pool_name, 7, control), what="7 ready devices")
+    after = await stats(control)
+    assert after["creates"]["accepted"] - before["creates"]["accepted"] == 7
+
+    # Applying the same spec again changes nothing.
+    again = await handle.execute_update(
+        UPDATE_APPLY,
+        ApplyRequest(metadata=ObjectMeta(name=pool_name), spec=spec),
+        result_type=Accepted,
+    )
+    assert again.generation == 2
+    await delete_and_wait(handle)
+
+
+async def test_apply_refuses_wrong_name_and_immutable_changes(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start_pool(env.client, pool_name, 0)
+    base = {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 1}
+    with pytest.raises(WorkflowUpdateFailedError) as wrong_name:
+        await handle.execute_update(
+            UPDATE_APPLY,
+            ApplyRequest(
+                metadata=ObjectMeta(name="other"), spec=DevicePoolSpec.model_validate(base)
+            ),
+        )
+    assert "metadata.name" in str(wrong_name.value.cause)
+    with pytest.raises(WorkflowUpdateFailedError) as region:
+        await handle.execute_update(
+            UPDATE_APPLY,
+            ApplyRequest(
+                metadata=ObjectMeta(name=pool_name),
+                spec=DevicePoolSpec.model_validate({**base, "region": "eu-west"}),
+            ),
+        )
+    assert "spec.region: cannot change" in str(region.value.cause)
+    with pytest.raises(WorkflowUpdateFailedError):
+        await handle.execute_update(UPDATE_SCALE, {"replicas": 501})
+    spec = await handle.query("spec")
+    assert spec["generation"] == 1 and spec["spec"]["replicas"] == 0
+    await delete_and_wait(handle)
+
+
+async def test_unknown_proxy_pool_stops_provisioning_with_a_reason(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start_pool(env.client, pool_name, 2, proxy_ref="no-such-proxies")
+    cond = await eventually(
+        lambda: _condition_with(handle, "Ready", "False", "UnknownProxyPool"), what="Ready=False"
+    )
+    assert "no-such-proxies" in cond["message"]
+    assert len(await pool_devices(control, pool_name)) == 0
+    status = await status_of(handle)
+    assert status["phase"] == "Degraded"
+    await delete_and_wait(handle)
+
+
+async def test_unknown_account_stops_provisioning_with_a_reason(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start_pool(env.client, pool_name, 2, account="nobody")
+    cond = await eventually(
+        lambda: _condition_with(handle, "Ready", "False", "UnknownAccount"), what="Ready=False"
+    )
+    assert "nobody" in cond["message"]
+    await delete_and_wait(handle)
+
+
+async def _condition_with(handle: Any, type_: str, status: str, reason: str) -> Any:
+    cond = await _condition(handle, type_)
+    if cond and cond["status"] == status and cond["reason"] == reason:
+        return cond
+    return None
