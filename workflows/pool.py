@@ -140,6 +140,8 @@ class DevicePoolWorkflow:
         self._reports: list[BatchReport] = []
         self._refs_problems: list[str] | None = None
         self._observe_failed = False
+        # Child starts in progress: continue-as-new waits for them to resolve.
+        self._starting: set[asyncio.Task[None]] = set()
         self._dirty = False
         self._deleting = False
         self._details = ""
@@ -179,7 +181,9 @@ class DevicePoolWorkflow:
             self._publish(plan)
 
             if workflow.info().is_continue_as_new_suggested():
-                await workflow.wait_condition(workflow.all_handlers_finished)
+                await workflow.wait_condition(
+                    lambda: workflow.all_handlers_finished() and not self._starting
+                )
                 self._continue_as_new()
 
             need_observe = await self._wait(plan)
@@ -249,7 +253,9 @@ class DevicePoolWorkflow:
             )
             # Not awaited: the child reports through `batch_done`, which also
             # reaches the next run after a continue-as-new.
-            asyncio.ensure_future(self._start_child(child_id, slots))
+            task = asyncio.ensure_future(self._start_child(child_id, slots))
+            self._starting.add(task)
+            task.add_done_callback(self._starting.discard)
 
     async def _start_child(self, child_id: str, slots: list[int]) -> None:
         settings = self._settings_
