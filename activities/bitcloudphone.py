@@ -27,6 +27,7 @@ from activities.errors import (
     TransportTimeoutError,
     error_from_response,
 )
+from activities.metrics import Metrics
 from api.errors import ErrorType
 from api.v1alpha1 import Platform
 
@@ -81,7 +82,9 @@ class BitCloudPhoneClient:
         api_key: SecretStr | str,
         timeout: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics
         self._api_key = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key)
         self.base_url = base_url.rstrip("/")
         self._http = httpx.AsyncClient(
@@ -221,6 +224,26 @@ class BitCloudPhoneClient:
         params: list[tuple[str, Any]] | None = None,
         headers: dict[str, str] | None = None,
     ) -> Any:
+        operation = _operation(method, path)
+        if self._metrics is None:
+            return await self._send(method, path, json=json, params=params, headers=headers)
+        self._metrics.api_call(operation)
+        try:
+            return await self._send(method, path, json=json, params=params, headers=headers)
+        except ProviderError as exc:
+            # The one place every provider failure passes: count it by its type.
+            self._metrics.api_error(exc.error_type)
+            raise
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: list[tuple[str, Any]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         try:
             response = await self._http.request(
                 method, path, json=json, params=params, headers=headers
@@ -267,6 +290,16 @@ class BitCloudPhoneClient:
     def _scrub(self, text: str) -> str:
         secret = self._api_key.get_secret_value()
         return text.replace(secret, _REDACTED) if secret else text
+
+
+def _operation(method: str, path: str) -> str:
+    """A low-cardinality name for a call (`GET /api/v1/devices/{id}` → `GET /devices/{id}`)."""
+    parts = path.removeprefix("/api/v1").strip("/").split("/")
+    if parts and parts[0] in ("android", "ios"):
+        parts[0] = "{platform}"
+    if len(parts) >= 2 and parts[0] == "devices" and parts[1] != "status:batch":
+        parts[1] = "{id}"
+    return f"{method} /{'/'.join(parts)}"
 
 
 def _path(device_id: str) -> str:

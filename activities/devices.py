@@ -38,6 +38,7 @@ from activities.errors import (
     configuration_error,
     to_application_error,
 )
+from activities.metrics import Metrics, replacement_reason
 from activities.models import (
     ALIVE_STATUSES,
     TERMINATED,
@@ -133,8 +134,11 @@ class DeviceActivities:
         proxy_pools: Mapping[str, ProxyPoolSettings],
         settings: PoolSettings | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._settings = settings or PoolSettings()
+        # A private registry unless the worker hands its own (the one it serves).
+        self.metrics = metrics if metrics is not None else Metrics()
         self._proxy_pools = dict(proxy_pools)
         for pool in self._proxy_pools.values():
             # Fail at worker start, not on the first create, if a template is broken.
@@ -145,6 +149,7 @@ class DeviceActivities:
                 api_key=account.api_key,
                 timeout=account.timeout_seconds,
                 transport=transport,
+                metrics=self.metrics,
             )
             for name, account in accounts.items()
         }
@@ -178,7 +183,12 @@ class DeviceActivities:
     async def _pool_devices(self, account: str, pool: str) -> list[DeviceInfo]:
         """The pool's devices at the provider that are not `terminated` (raises ProviderError)."""
         raw = await self._client(account).list_devices(labels={LABEL_POOL: pool})
-        return [device_info(d) for d in raw if d.get("status") != TERMINATED]
+        devices = [device_info(d) for d in raw if d.get("status") != TERMINATED]
+        for d in devices:
+            self.metrics.device_seen(
+                d.id, d.status, created_at=d.created_at, updated_at=d.updated_at
+            )
+        return devices
 
     # ------------------------------------------------------------ activities
 
@@ -274,7 +284,9 @@ class DeviceActivities:
         except ProviderError as exc:
             activity.logger.info("pool %s: create %s failed: %s", input.pool, input.name, exc)
             raise to_application_error(exc) from exc
-        return CreateDeviceResult(device=device_info(raw))
+        device = device_info(raw)
+        self.metrics.device_created(device.id, device.created_at)
+        return CreateDeviceResult(device=device)
 
     @activity.defn(name="get_statuses")
     async def get_statuses(self, input: GetStatusesInput) -> GetStatusesResult:
@@ -283,13 +295,18 @@ class DeviceActivities:
             items, not_found = await client.batch_status(input.ids)
         except ProviderError as exc:
             raise to_application_error(exc) from exc
-        return GetStatusesResult(
-            items=[device_status_info(item) for item in items], not_found=not_found
-        )
+        infos = [device_status_info(item) for item in items]
+        for info in infos:
+            self.metrics.device_seen(info.id, info.status, updated_at=info.updated_at)
+        return GetStatusesResult(items=infos, not_found=not_found)
 
     @activity.defn(name="terminate_device")
     async def terminate_device(self, input: TerminateDeviceInput) -> TerminateDeviceResult:
         client = self._client(input.account)
+        try:
+            await self._count_replacement(client, input)
+        except NotFoundError:
+            return TerminateDeviceResult(device_id=input.device_id, already_gone=True)
         try:
             await client.delete_device(input.device_id)
         except NotFoundError:
@@ -297,6 +314,32 @@ class DeviceActivities:
         except ProviderError as exc:
             raise to_application_error(exc) from exc
         return TerminateDeviceResult(device_id=input.device_id)
+
+    async def _count_replacement(
+        self, client: BitCloudPhoneClient, input: TerminateDeviceInput
+    ) -> None:
+        """Count `devicepool_replacements_total` for a device removed because it is unhealthy.
+
+        Without a reason from the caller, one GET tells offline/failed/never-booted
+        devices (replacements) from idle ones (a scale-down). Only a 404 matters
+        to the caller (the device is gone); any other failure of this lookup
+        must not stop the termination, so it only costs the count.
+        """
+        pool, reason = input.pool, input.reason
+        if reason is None:
+            try:
+                raw = await client.get_device(input.device_id)
+            except NotFoundError:
+                raise
+            except ProviderError as exc:
+                activity.logger.info(
+                    "device %s: status unknown before delete: %s", input.device_id, exc
+                )
+                return
+            reason = replacement_reason(str(raw.get("status") or ""))
+            pool = pool or str((raw.get("labels") or {}).get(LABEL_POOL) or "")
+        if reason is not None and activity.info().attempt == 1:
+            self.metrics.device_replaced(pool or "unknown", reason)
 
     @activity.defn(name="terminate_pool")
     async def terminate_pool(self, input: TerminatePoolInput) -> TerminatePoolResult:

@@ -173,6 +173,11 @@ class GetStatusesResult(_Model):
 class TerminateDeviceInput(_Model):
     account: str
     device_id: str
+    # Optional, for `devicepool_replacements_total`: why the device goes (e.g.
+    # "offline"). Without it, the activity reads the device's status first and
+    # counts a replacement only for an unhealthy one (offline, failed, never booted).
+    pool: str | None = None
+    reason: str | None = None
 
 
 class TerminateDeviceResult(_Model):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,12 +14,15 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowUpdateFailedError,
 )
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
 from wf_support import eventually, pool_devices, start_pool, stats
 
 from activities.devices import DeviceActivities
 from api.names import SIGNAL_SCALE, UPDATE_APPLY, UPDATE_SCALE
 from api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from workflows import WORKFLOWS
 from workflows.messages import Accepted, ApplyRequest, ScaleRequest
 
 pytestmark = pytest.mark.devserver
@@ -71,6 +76,15 @@ async def test_converge_scale_up_down_and_delete(
     await delete_and_wait(handle)
     after = await stats(control)
     assert after["devices"]["byPool"].get(pool_name, 0) == 0
+
+    # The whole lifecycle replays deterministically against today's code. Set
+    # DEVICEPOOL_SAVE_HISTORY=path to keep it as a new tests/replay fixture.
+    history = await handle.fetch_history()
+    await Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter).replay_workflow(
+        history
+    )
+    if target := os.environ.get("DEVICEPOOL_SAVE_HISTORY"):
+        Path(target).write_text(history.to_json())
 
 
 async def _status_when(handle: Any, predicate: Any) -> dict[str, Any] | None:

@@ -17,7 +17,7 @@ from workflows.messages import PoolInput
 
 EMULATOR_URL = "http://emulator.test"
 ACCOUNTS = {"default": "wf-test-key", "second": "wf-test-key-2"}
-CAN_THRESHOLD = 150
+CAN_THRESHOLD = 60
 
 FAST = PoolSettings(
     resync_seconds=0.3,

@@ -1,0 +1,136 @@
+"""The Prometheus metrics that activities (and the worker's interceptors) record.
+
+`Metrics` owns its collectors on one `CollectorRegistry`, so a worker process
+(or a test) builds one and passes it down; nothing here registers on the global
+default registry at import time.
+
+Recorded from activity code only, plus the workflow interceptor in
+`worker/metrics.py` that skips replay. Activities run once per attempt and are
+never replayed, so a counter incremented here counts real provider calls.
+
+- `devicepool_api_requests_total{operation}` / `devicepool_api_errors_total{type}`:
+  every provider HTTP call and every failed one, `type` from `api.errors.ErrorType`.
+- `devicepool_provisioning_seconds`: create → ready, from the provider's own
+  `createdAt`/`updatedAt` when it gives them, else from when this worker
+  created the device.
+- `devicepool_replacements_total{pool,reason}`: a device removed because it
+  was unhealthy (`offline`, `failed`, `startup_timeout`, or the reason the
+  caller gave), so the pool creates another in its place.
+- `devicepool_reconcile_duration_seconds`: one reconcile pass of a pool.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from datetime import datetime
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from api.errors import ErrorType
+
+__all__ = ["Metrics", "replacement_reason"]
+
+PROVISIONING_BUCKETS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600)
+RECONCILE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+# Devices whose create this process saw, waiting to be seen ready (bounded).
+_MAX_TRACKED = 10_000
+
+# Replacement reasons by the status the device had when it was removed; other
+# statuses (ready, busy) mean a scale-down, which is not a replacement.
+_REASON_BY_STATUS = {
+    "offline": "offline",
+    "rebooting": "offline",
+    "failed": "failed",
+    "provisioning": "startup_timeout",
+}
+
+
+def replacement_reason(status: str | None) -> str | None:
+    """The replacement reason for removing a device in `status`, or None (not a replacement)."""
+    return _REASON_BY_STATUS.get(status or "")
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.api_requests = Counter(
+            "devicepool_api_requests",
+            "Provider API calls made, by operation.",
+            ["operation"],
+            registry=r,
+        )
+        self.api_errors = Counter(
+            "devicepool_api_errors",
+            "Provider API calls that failed, by error type (api.errors.ErrorType).",
+            ["type"],
+            registry=r,
+        )
+        # Every series exists from the start, so rate() and alerts see 0, not nothing.
+        for error_type in ErrorType:
+            self.api_errors.labels(type=error_type.value)
+        self.provisioning = Histogram(
+            "devicepool_provisioning_seconds",
+            "Time from a device's create to the first time it is seen ready.",
+            buckets=PROVISIONING_BUCKETS,
+            registry=r,
+        )
+        self.replacements = Counter(
+            "devicepool_replacements",
+            "Unhealthy devices removed so that the pool replaces them, by reason.",
+            ["pool", "reason"],
+            registry=r,
+        )
+        self.reconcile = Histogram(
+            "devicepool_reconcile_duration_seconds",
+            "Wall time of one DevicePool reconcile pass (observe, plan, act, publish); "
+            "live executions only, never replays.",
+            buckets=RECONCILE_BUCKETS,
+            registry=r,
+        )
+        self._created: OrderedDict[str, tuple[datetime | None, float]] = OrderedDict()
+
+    # ------------------------------------------------------------ provider calls
+
+    def api_call(self, operation: str) -> None:
+        self.api_requests.labels(operation=operation).inc()
+
+    def api_error(self, error_type: ErrorType) -> None:
+        self.api_errors.labels(type=error_type.value).inc()
+
+    # ------------------------------------------------------------ provisioning latency
+
+    def device_created(self, device_id: str, created_at: datetime | None) -> None:
+        """A create answered; remember when, to time it when it turns ready."""
+        if device_id in self._created:
+            return  # an idempotent replay of the same create
+        self._created[device_id] = (created_at, time.monotonic())
+        while len(self._created) > _MAX_TRACKED:
+            self._created.popitem(last=False)
+
+    def device_seen(
+        self,
+        device_id: str,
+        status: str,
+        *,
+        created_at: datetime | None = None,
+        updated_at: datetime | None = None,
+    ) -> None:
+        """A status observation of a device; the first `ready`/`busy` after a create is timed."""
+        if status not in ("ready", "busy"):
+            return
+        entry = self._created.pop(device_id, None)
+        if entry is None:
+            return  # not created by this process, or already timed
+        local_created_at, created_mono = entry
+        created_at = created_at or local_created_at
+        if created_at is not None and updated_at is not None and updated_at >= created_at:
+            # The provider's own clock: exact, whatever our polling interval.
+            seconds = (updated_at - created_at).total_seconds()
+        else:
+            seconds = time.monotonic() - created_mono
+        self.provisioning.observe(seconds)
+
+    def device_replaced(self, pool: str, reason: str) -> None:
+        self.replacements.labels(pool=pool, reason=reason).inc()

@@ -1,0 +1,312 @@
+"""Horizontal workers: three `devicepool worker` processes share the pools; two die mid scale-up.
+
+A real Temporal dev server, the emulator and three real worker processes (the
+production entry point, `python -m client worker --config ...`) on free ports.
+Three pools scale up; one worker is SIGKILLed once the creates have started,
+a pool is scaled further, a second worker is SIGKILLed halfway through, and
+the last worker alone must converge every pool to exactly its replicas. The
+emulator's ground truth then shows no duplicate (accepted creates == devices,
+one device per slot) and no orphan (no device outside the pools, nothing
+terminated).
+
+Kept fast (about 15 s): provisioning takes 1 s, the account window is 300 a
+minute (so the 24 creates take a few seconds and the kills really land in the
+middle), resync every second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from api.loader import load_manifests_text
+from api.names import SEARCH_ATTRIBUTES
+from client.connect import connect
+from client.dev import find_temporal
+from client.errors import DevicePoolError
+from client.pool_client import PoolClient
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
+
+API_KEY = "three-workers-key"
+CREATES_PER_MINUTE = 300
+POOLS = {"hw-a": 6, "hw-b": 6, "hw-c": 6}
+SCALED = ("hw-a", 8)  # scaled up after the first kill, while one worker is down
+
+
+def _free_ports(count: int) -> list[int]:
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+async def _until(check: Callable[[], Awaitable[Any]], *, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = await check()
+        except (httpx.HTTPError, OSError, DevicePoolError) as err:
+            # A query can time out while a dead worker's sticky queue expires.
+            last = err
+        else:
+            if last:
+                return last
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+@dataclass
+class Cluster:
+    tmp: Path
+    temporal_port: int
+    emulator_port: int
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    workers: list[tuple[subprocess.Popen[bytes], int]] = field(default_factory=list)
+
+    @property
+    def emulator(self) -> str:
+        return f"http://127.0.0.1:{self.emulator_port}"
+
+    def spawn(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        with (self.tmp / f"{name}.log").open("ab") as log:
+            process = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+        self.processes.append(process)
+        return process
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {path.name}\n{path.read_text(errors='replace')[-3000:]}"
+            for path in sorted(self.tmp.glob("*.log"))
+        )
+
+    async def stats(self) -> dict[str, Any]:
+        async with httpx.AsyncClient(timeout=5) as http:
+            answer = await http.get(f"{self.emulator}/_emulator/stats")
+            answer.raise_for_status()
+            return dict(answer.json())
+
+    async def devices(self, pool: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        async with httpx.AsyncClient(
+            timeout=5, headers={"Authorization": f"Bearer {API_KEY}"}
+        ) as http:
+            while True:
+                params = {"label": f"pool={pool}", "page_size": "100"}
+                if token:
+                    params["page_token"] = token
+                answer = await http.get(f"{self.emulator}/api/v1/devices", params=params)
+                answer.raise_for_status()
+                body = answer.json()
+                items += body["items"]
+                token = body.get("nextPageToken")
+                if not token:
+                    return items
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    temporal_port, emulator_port, *metrics_ports = _free_ports(5)
+    cluster = Cluster(tmp_path, temporal_port, emulator_port)
+    base_env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TEMPORAL_") and not k.startswith("DEVICEPOOL_")
+    }
+    server = [
+        find_temporal(),
+        "server",
+        "start-dev",
+        "--headless",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        str(temporal_port),
+        "--log-level",
+        "warn",
+    ]
+    for name, type_ in SEARCH_ATTRIBUTES.items():
+        server += ["--search-attribute", f"{name}={type_}"]
+    cluster.spawn("temporal", server, base_env)
+    cluster.spawn(
+        "emulator",
+        [
+            sys.executable,
+            "-m",
+            "emulator",
+            "--port",
+            str(emulator_port),
+            "--provision-seconds",
+            "1",
+            "--creates-per-minute",
+            str(CREATES_PER_MINUTE),
+            "--account",
+            f"default={API_KEY}",
+        ],
+        base_env,
+    )
+    (tmp_path / "api-key").write_text(API_KEY + "\n")
+    config = {
+        "accounts": {
+            "default": {
+                "baseUrl": cluster.emulator,
+                "apiKeyFile": "api-key",
+                "createsPerMinute": CREATES_PER_MINUTE,
+            }
+        },
+        "proxyPools": {
+            "proxyseller-us": {"host": "proxyseller-us.gateway.invalid", "port": 10000}
+        },
+        "intervals": {
+            "resyncSeconds": 1,
+            "healthSeconds": 2,
+            "offlineAfterSeconds": 30,
+            "startupTimeoutSeconds": 20,
+            "idleGraceSeconds": 0,
+        },
+    }
+    (tmp_path / "worker.yaml").write_text(yaml.safe_dump(config))
+    worker_env = {
+        **base_env,
+        "TEMPORAL_ADDRESS": f"127.0.0.1:{temporal_port}",
+        "DEVICEPOOL_METRICS_HOST": "127.0.0.1",
+        "DEVICEPOOL_GRACEFUL_SHUTDOWN_SECONDS": "2",
+        "PYTHONUNBUFFERED": "1",
+    }
+    for index, port in enumerate(metrics_ports):
+        process = cluster.spawn(
+            f"worker-{index}",
+            [
+                sys.executable,
+                "-m",
+                "client",
+                "worker",
+                "--config",
+                str(tmp_path / "worker.yaml"),
+                "--metrics-port",
+                str(port),
+            ],
+            worker_env,
+        )
+        cluster.workers.append((process, port))
+    try:
+        yield cluster
+    finally:
+        for process in reversed(cluster.processes):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in cluster.processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=5)
+
+
+async def _ready(port: int) -> bool:
+    async with httpx.AsyncClient(timeout=2) as http:
+        return (await http.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200
+
+
+def _manifest(name: str, replicas: int) -> str:
+    return (
+        "apiVersion: mobile.example.com/v1alpha1\nkind: DevicePool\n"
+        f"metadata:\n  name: {name}\n"
+        "spec:\n  provider: bitcloudphone\n  platform: android\n  region: us-west\n"
+        f'  osVersion: "14"\n  replicas: {replicas}\n'
+        "  proxy:\n    poolRef: proxyseller-us\n    stickyTTL: 900\n"
+    )
+
+
+async def test_survivor_converges_every_pool_after_two_workers_die(cluster: Cluster) -> None:
+    started = time.monotonic()
+
+    async def all_ready() -> bool:
+        for process, port in cluster.workers:
+            assert process.poll() is None, cluster.logs()
+            if not await _ready(port):
+                return False
+        return True
+
+    await _until(all_ready, timeout=30, what="three workers ready")
+    pools = PoolClient(await connect(address=f"127.0.0.1:{cluster.temporal_port}"))
+    for name, replicas in POOLS.items():
+        (pool,) = load_manifests_text(_manifest(name, replicas), source=name)
+        await pools.apply(pool)
+
+    async def accepted_at_least(count: int) -> int | None:
+        accepted = int((await cluster.stats())["creates"]["accepted"])
+        return accepted if accepted >= count else None
+
+    # First death: as soon as the scale-ups are under way.
+    await _until(lambda: accepted_at_least(3), timeout=20, what="the first creates")
+    first, _ = cluster.workers[0]
+    first.kill()
+    name, replicas = SCALED
+    await pools.scale(name, replicas)
+    expected = {**POOLS, name: replicas}
+    total = sum(expected.values())
+
+    # Second death: halfway through what is left.
+    await _until(lambda: accepted_at_least(total // 2), timeout=20, what="half the creates")
+    accepted_at_second_kill = int((await cluster.stats())["creates"]["accepted"])
+    second, _ = cluster.workers[1]
+    second.kill()
+    assert accepted_at_second_kill < total, "the second kill must land mid scale-up"
+    survivor, _ = cluster.workers[2]
+
+    async def converged() -> dict[str, Any] | None:
+        assert survivor.poll() is None, cluster.logs()
+        for pool_name, want in expected.items():
+            status = await pools.get(pool_name)
+            if status.get("readyDevices") != want or status.get("desiredReplicas") != want:
+                return None
+        stats = await cluster.stats()
+        return stats if stats["devices"]["live"] == total else None
+
+    try:
+        stats = await _until(converged, timeout=40, what="every pool at exactly its replicas")
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{cluster.logs()}") from None
+    assert first.poll() is not None and second.poll() is not None
+
+    # Ground truth: exactly the replicas, created once each, nothing torn down.
+    await asyncio.sleep(1.5)  # a late duplicate create would show up within a resync
+    stats = await cluster.stats()
+    assert stats["devices"]["byPool"] == expected
+    assert stats["devices"]["live"] == total
+    assert stats["creates"]["accepted"] == total
+    assert stats["terminations"] == 0
+    for pool_name, want in expected.items():
+        devices = await cluster.devices(pool_name)
+        assert len(devices) == want
+        slots = [d["labels"].get("devicepool-slot") for d in devices]
+        assert len(set(slots)) == want, f"{pool_name}: a slot has two devices: {slots}"
+        assert {d["status"] for d in devices} <= {"ready", "busy"}
+    assert time.monotonic() - started < 25, "keep the three-worker test fast"
