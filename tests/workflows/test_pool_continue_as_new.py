@@ -10,9 +10,9 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
+from wf_support import FAST, eventually, pool_devices, start_pool, stats
 
 from activities.devices import DeviceActivities
-from wf_support import FAST, eventually, pool_devices, start_pool, stats
 
 pytestmark = pytest.mark.devserver
 
@@ -36,16 +36,24 @@ async def test_continue_as_new_with_batches_in_flight_keeps_every_device_once(
     # one carried provisioning batches that were still running.
     carried: list[dict[str, Any]] = []
     run_id = (await env.client.get_workflow_handle(handle.id).describe()).run_id
-    first = env.client.get_workflow_handle(handle.id, first_execution_run_id=handle.first_execution_run_id)
+    first = env.client.get_workflow_handle(
+        handle.id, first_execution_run_id=handle.first_execution_run_id
+    )
     del first
     async for execution in env.client.list_workflows(f'WorkflowId = "{handle.id}"'):
-        history = await env.client.get_workflow_handle(handle.id, run_id=execution.run_id).fetch_history()
+        history = await env.client.get_workflow_handle(
+            handle.id, run_id=execution.run_id
+        ).fetch_history()
         for event in history.events:
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-                payload = event.workflow_execution_continued_as_new_event_attributes.input.payloads[0]
+                payload = event.workflow_execution_continued_as_new_event_attributes.input.payloads[
+                    0
+                ]
                 carried.append(json.loads(payload.data)["state"])
     n = len((await handle.fetch_history()).events)
-    assert carried, f"continue-as-new never happened ({n} events) (is the dev server threshold applied?)"
+    assert carried, (
+        f"continue-as-new never happened ({n} events) (is the dev server threshold applied?)"
+    )
     assert any(state["inFlight"] for state in carried), carried
     assert run_id != handle.first_execution_run_id
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,7 +18,8 @@ from workflows.messages import PoolInput
 
 EMULATOR_URL = "http://emulator.test"
 ACCOUNTS = {"default": "wf-test-key", "second": "wf-test-key-2"}
-CAN_THRESHOLD = 60
+# Low, so continue-as-new happens inside tests (override to record long histories).
+CAN_THRESHOLD = int(os.environ.get("DEVICEPOOL_TEST_CAN_THRESHOLD", "60"))
 
 FAST = PoolSettings(
     resync_seconds=0.3,
