@@ -1,7 +1,8 @@
 """The worker's small HTTP endpoint: `/metrics`, `/healthz`, `/readyz`.
 
 Deliberately minimal (asyncio streams, no framework): Prometheus scrapes
-`/metrics` (the prometheus_client default registry); Kubernetes probes
+`/metrics` (the worker's registry; `before_scrape` lets collectors that read
+Temporal refresh first, asynchronously); Kubernetes probes
 `/healthz` (the process answers) and `/readyz` (connected to Temporal and every
 worker polling).
 """
@@ -12,13 +13,19 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
 ReadyCheck = Callable[[], Awaitable[bool]]
+BeforeScrape = Callable[[], Awaitable[None]]
 
 
 async def start_http_server(
-    *, host: str, port: int, ready: ReadyCheck
+    *,
+    host: str,
+    port: int,
+    ready: ReadyCheck,
+    registry: CollectorRegistry = REGISTRY,
+    before_scrape: BeforeScrape | None = None,
 ) -> tuple[asyncio.Server, int]:
     """Start serving; returns the server and the bound port (useful with port 0)."""
 
@@ -37,7 +44,9 @@ async def start_http_server(
                     b"method not allowed\n",
                 )
             elif path == "/metrics":
-                status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(REGISTRY)
+                if before_scrape is not None:
+                    await before_scrape()
+                status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(registry)
             elif path == "/healthz":
                 status, ctype, body = "200 OK", "text/plain", b"ok\n"
             elif path == "/readyz":

@@ -12,6 +12,13 @@ Task queues:
   run eagerly: eager dispatch only targets the workflow's own task queue, and
   it is disabled there too, so no create can bypass the queue's limit.
 
+Metrics: one `CollectorRegistry` per worker, served on ``metricsPort`` at
+``/metrics`` (see ``worker/metrics.py``): the activities' counters, the per-pool
+gauges read from Temporal visibility, reconcile durations (a replay-safe
+workflow interceptor) and the SDK's own worker metrics (a ``MetricBuffer`` on
+the client's runtime). ``/readyz`` answers 200 only while every worker is
+polling and the Temporal frontend answers its health check.
+
 SIGTERM/SIGINT stop polling and give in-flight activities
 ``graceful_shutdown_seconds`` to finish; what does not finish is retried by
 another worker, and every create carries its idempotency key, so a retry never
@@ -28,13 +35,23 @@ import signal
 from datetime import timedelta
 from typing import Any
 
+from prometheus_client import CollectorRegistry
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.runtime import MetricBuffer, MetricBufferDurationFormat, Runtime, TelemetryConfig
+from temporalio.worker import Interceptor, Worker
 
 from activities.devices import DeviceActivities
+from activities.metrics import Metrics
 from api.names import TASK_QUEUE, account_task_queue
 from worker.config import WorkerConfig
 from worker.http import start_http_server
+from worker.metrics import (
+    PoolCollector,
+    ReconcileInterceptor,
+    SdkMetricsCollector,
+    WorkerGauges,
+    drain_periodically,
+)
 
 log = logging.getLogger("devicepool.worker")
 
@@ -48,12 +65,17 @@ def _workflows() -> list[type]:
 
 
 def build_workers(
-    config: WorkerConfig, client: Client, activities: DeviceActivities
+    config: WorkerConfig,
+    client: Client,
+    activities: DeviceActivities,
+    *,
+    interceptors: list[Interceptor] | None = None,
 ) -> list[Worker]:
     graceful = timedelta(seconds=config.graceful_shutdown_seconds)
     main = Worker(
         client,
         task_queue=TASK_QUEUE,
+        interceptors=interceptors or [],
         workflows=_workflows(),
         activities=[
             activities.pool_settings,
@@ -88,16 +110,37 @@ async def run_worker(
     *,
     shutdown_event: asyncio.Event,
     metrics_host: str | None = None,
+    sdk_metrics: MetricBuffer | None = None,
 ) -> None:
-    """Run until `shutdown_event` is set (or a worker fails), then shut down gracefully."""
+    """Run until `shutdown_event` is set (or a worker fails), then shut down gracefully.
+
+    `sdk_metrics`: the `MetricBuffer` of the client's runtime (`sdk_runtime()`),
+    to serve the SDK's worker metrics on the same endpoint.
+    """
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    gauges = WorkerGauges(registry)
+    pools = PoolCollector(client)
+    registry.register(pools)
+    background: list[asyncio.Task[None]] = []
+    if sdk_metrics is not None:
+        sdk_collector = SdkMetricsCollector(sdk_metrics)
+        registry.register(sdk_collector)
+        background.append(asyncio.create_task(drain_periodically(sdk_collector)))
     activities = DeviceActivities(
-        accounts=config.accounts, proxy_pools=config.proxy_pools, settings=config.settings
+        accounts=config.accounts,
+        proxy_pools=config.proxy_pools,
+        settings=config.settings,
+        metrics=metrics,
     )
-    workers = build_workers(config, client, activities)
+    workers = build_workers(
+        config, client, activities, interceptors=[ReconcileInterceptor(metrics)]
+    )
     running: dict[str, bool] = {"workers": False}
 
     async def ready() -> bool:
-        if not running["workers"]:
+        # Polling: started and none stopped (a failed worker ends its run()).
+        if not running["workers"] or not all(w.is_running for w in workers):
             return False
         try:
             return await client.service_client.check_health(timeout=timedelta(seconds=2))
@@ -107,11 +150,18 @@ async def run_worker(
     host = metrics_host or os.environ.get(ENV_METRICS_HOST, "0.0.0.0")
     server = None
     if config.metrics_port:
-        server, port = await start_http_server(host=host, port=config.metrics_port, ready=ready)
+        server, port = await start_http_server(
+            host=host,
+            port=config.metrics_port,
+            ready=ready,
+            registry=registry,
+            before_scrape=pools.refresh,
+        )
         log.info("metrics endpoint listening", extra={"address": f"{host}:{port}"})
 
     tasks = [asyncio.create_task(w.run(), name=f"worker:{w.task_queue}") for w in workers]
     running["workers"] = True
+    gauges.polling.set(1)
     log.info(
         "worker started",
         extra={
@@ -134,6 +184,9 @@ async def run_worker(
                 failure = RuntimeError(f"{task.get_name()} stopped unexpectedly")
     finally:
         running["workers"] = False
+        gauges.polling.set(0)
+        for bg in background:
+            bg.cancel()
         log.info(
             "shutting down",
             extra={"graceful_seconds": config.graceful_shutdown_seconds},
@@ -171,9 +224,27 @@ def _on_signal(event: asyncio.Event, sig: Any) -> None:
 
 async def main_async(config: WorkerConfig) -> None:
     """`devicepool worker`: connect (the SDK's env config), serve until SIGTERM/SIGINT."""
-    from client.connect import connect
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    from client.connect import connect_config
+    from client.errors import TemporalUnreachable
 
     shutdown_event = asyncio.Event()
     install_signal_handlers(shutdown_event)
-    client = await connect(identity=f"devicepool-worker@{os.uname().nodename}:{os.getpid()}")
-    await run_worker(config, client, shutdown_event=shutdown_event)
+    runtime, buffer = sdk_runtime()
+    # `client.connect.connect`'s settings, plus the runtime that buffers SDK metrics.
+    connect_kwargs = connect_config()
+    connect_kwargs["identity"] = f"devicepool-worker@{os.uname().nodename}:{os.getpid()}"
+    try:
+        client = await Client.connect(
+            data_converter=pydantic_data_converter, runtime=runtime, **connect_kwargs
+        )
+    except RuntimeError as err:
+        raise TemporalUnreachable(connect_kwargs["target_host"], str(err)) from err
+    await run_worker(config, client, shutdown_event=shutdown_event, sdk_metrics=buffer)
+
+
+def sdk_runtime() -> tuple[Runtime, MetricBuffer]:
+    """A Temporal runtime whose Core metrics land in a buffer that `/metrics` drains."""
+    buffer = MetricBuffer(100_000, MetricBufferDurationFormat.SECONDS)
+    return Runtime(telemetry=TelemetryConfig(metrics=buffer)), buffer
