@@ -111,16 +111,20 @@ async def run_worker(
     shutdown_event: asyncio.Event,
     metrics_host: str | None = None,
     sdk_metrics: MetricBuffer | None = None,
+    pool_metrics_max_age: float = 5.0,
+    pool_status_max_age: float = 30.0,
 ) -> None:
     """Run until `shutdown_event` is set (or a worker fails), then shut down gracefully.
 
     `sdk_metrics`: the `MetricBuffer` of the client's runtime (`sdk_runtime()`),
-    to serve the SDK's worker metrics on the same endpoint.
+    to serve the SDK's worker metrics on the same endpoint. The pool gauges are
+    re-read from visibility at most every `pool_metrics_max_age` seconds and the
+    pools' `status` queries run at most every `pool_status_max_age` seconds.
     """
     registry = CollectorRegistry()
     metrics = Metrics(registry)
     gauges = WorkerGauges(registry)
-    pools = PoolCollector(client)
+    pools = PoolCollector(client, max_age=pool_metrics_max_age, status_max_age=pool_status_max_age)
     registry.register(pools)
     background: list[asyncio.Task[None]] = []
     if sdk_metrics is not None:

@@ -396,7 +396,7 @@ class ReconcileInterceptor(Interceptor):
 
         class _Inbound(WorkflowInboundInterceptor):
             def init(self, outbound: WorkflowOutboundInterceptor) -> None:
-                if workflow.info().workflow_type == WORKFLOW_DEVICE_POOL:
+                if outbound.info().workflow_type == WORKFLOW_DEVICE_POOL:
                     outbound = _ReconcileOutbound(outbound, metrics)
                 super().init(outbound)
 
