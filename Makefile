@@ -10,7 +10,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo lint fmt venv clean
+.PHONY: test demo lint fmt venv clean system-deps
 
 venv: $(STAMP)
 
@@ -22,7 +22,15 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -e '.[dev]'
 	touch $(STAMP)
 
-test: venv
+# promtool (Debian `prometheus`) and headless `chromium` for tests/observability:
+# installed with apt-get when missing and we are root; otherwise those tests skip.
+system-deps:
+	@if command -v promtool >/dev/null && command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus chromium; \
+	else echo "promtool/chromium missing and apt-get unavailable: their tests will skip"; fi
+
+test: venv system-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest

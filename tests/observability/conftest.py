@@ -155,9 +155,7 @@ async def obs_stack() -> AsyncIterator[ObsStack]:
                 pool_status_max_age=0.5,
             )
         )
-        stack = ObsStack(
-            env.client, ui_port, f"http://127.0.0.1:{metrics_port}", emulator_url
-        )
+        stack = ObsStack(env.client, ui_port, f"http://127.0.0.1:{metrics_port}", emulator_url)
         try:
             yield stack
         finally:

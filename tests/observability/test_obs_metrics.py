@@ -26,18 +26,16 @@ from temporalio.worker import Replayer
 from activities.metrics import Metrics
 from api.names import SIGNAL_SCALE, TASK_QUEUE, pool_workflow_id
 from api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from worker.metrics import ReconcileInterceptor
 from workflows import WORKFLOWS
 from workflows.messages import PoolInput
-from worker.metrics import ReconcileInterceptor
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(60)]
 
 POOL = "obs-metrics"
 
 
-async def eventually(
-    check: Callable[[], Awaitable[Any]], *, timeout: float = 15, what: str
-) -> Any:
+async def eventually(check: Callable[[], Awaitable[Any]], *, timeout: float = 15, what: str) -> Any:
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -155,16 +153,20 @@ async def test_probes(obs_stack: ObsStack) -> None:
         assert ready.status_code == 200, ready.text
 
 
-async def test_promtool_check_metrics_on_a_real_scrape(
-    obs_stack: ObsStack, tmp_path: Path
-) -> None:
+async def test_promtool_check_metrics_on_a_real_scrape(obs_stack: ObsStack, tmp_path: Path) -> None:
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.skip("promtool not installed (Debian package `prometheus`; `make test` installs it)")
     text = await obs_stack.scrape_text()
     assert "devicepool_api_errors_total" in text
     (tmp_path / "scrape.txt").write_text(text)
-    result = subprocess.run(
-        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False
+    proc = await asyncio.create_subprocess_exec(
+        promtool,
+        "check",
+        "metrics",
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
+    out, err = await asyncio.wait_for(proc.communicate(text.encode()), 30)
+    assert proc.returncode == 0, (out + err).decode()
