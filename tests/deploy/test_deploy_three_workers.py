@@ -180,9 +180,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
                 "createsPerMinute": CREATES_PER_MINUTE,
             }
         },
-        "proxyPools": {
-            "proxyseller-us": {"host": "proxyseller-us.gateway.invalid", "port": 10000}
-        },
+        "proxyPools": {"proxyseller-us": {"host": "proxyseller-us.gateway.invalid", "port": 10000}},
         "intervals": {
             "resyncSeconds": 1,
             "healthSeconds": 2,
@@ -301,7 +299,10 @@ async def test_survivor_converges_every_pool_after_two_workers_die(cluster: Clus
     stats = await cluster.stats()
     assert stats["devices"]["byPool"] == expected
     assert stats["devices"]["live"] == total
-    assert stats["creates"]["accepted"] == total
+    assert stats["creates"]["accepted"] == total, (
+        stats,
+        {p: await cluster.devices(p) for p in expected},
+    )
     assert stats["terminations"] == 0
     for pool_name, want in expected.items():
         devices = await cluster.devices(pool_name)

