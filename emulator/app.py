@@ -193,6 +193,11 @@ def _add_control_plane(app: FastAPI, emulator: Emulator) -> None:
     async def stats() -> Response:
         return _json(emulator.stats())
 
+    @app.get("/_emulator/creates")
+    async def creates() -> Response:
+        """Read-only: accepted-create timestamps per account (for window checks)."""
+        return _json(emulator.creates())
+
     @app.post("/_emulator/reset")
     async def reset() -> Response:
         emulator.reset()

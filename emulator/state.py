@@ -69,7 +69,13 @@ REASON_DELETED = "deleted"
 # Lifecycle statuses under which a device can be shown `offline`.
 _CAN_GO_OFFLINE = frozenset({"provisioning", "ready", "busy", "rebooting"})
 _REBOOTABLE = frozenset({"ready", "busy"})
-_FAULT_RATES = ("rateLimitRate", "serverErrorRate", "timeoutRate", "provisionFailureRate")
+_FAULT_RATES = (
+    "rateLimitRate",
+    "serverErrorRate",
+    "timeoutRate",
+    "provisionFailureRate",
+    "provisionStallRate",
+)
 
 
 @dataclass
@@ -101,6 +107,8 @@ class Faults:
     latency_ms: float = 0.0
     timeout_rate: float = 0.0
     provision_failure_rate: float = 0.0
+    # A stalled device stays `provisioning` forever (a wedged boot).
+    provision_stall_rate: float = 0.0
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
 
     def to_json(self) -> dict[str, float]:
@@ -110,6 +118,7 @@ class Faults:
             "latencyMs": self.latency_ms,
             "timeoutRate": self.timeout_rate,
             "provisionFailureRate": self.provision_failure_rate,
+            "provisionStallRate": self.provision_stall_rate,
             "timeoutSeconds": self.timeout_seconds,
         }
 
@@ -176,6 +185,8 @@ class Emulator:
         self._fault_rng = _rng(self.config.seed, "faults")
         self._remembered: dict[tuple[str, str], _Remembered] = {}
         self._windows: dict[str, deque[float]] = {}
+        # Every accepted create's virtual time, per account (GET /_emulator/creates).
+        self._accepted_at: dict[str, list[float]] = {}
         self._counters = _Counters()
 
     # ---------------------------------------------------------------- auth
@@ -277,11 +288,16 @@ class Emulator:
             created_at=now,
             status="provisioning",
             updated_at=now,
-            due_at=now + self.config.provision_seconds,
+            due_at=(
+                None
+                if self._draw(self.faults.provision_stall_rate, "provisionStall")
+                else now + self.config.provision_seconds
+            ),
             will_fail=self._draw(self.faults.provision_failure_rate, "provisionFailure"),
         )
         self.devices[device.id] = device
         window.append(now)
+        self._accepted_at.setdefault(account, []).append(now)
         self._counters.accepted += 1
         self._counters.accepted_by_account[account] += 1
         answer = Answer(
@@ -454,6 +470,7 @@ class Emulator:
             latency_ms=float(body.get("latencyMs", 0.0)),
             timeout_rate=float(body.get("timeoutRate", 0.0)),
             provision_failure_rate=float(body.get("provisionFailureRate", 0.0)),
+            provision_stall_rate=float(body.get("provisionStallRate", 0.0)),
             timeout_seconds=float(body.get("timeoutSeconds", DEFAULT_TIMEOUT_SECONDS)),
         )
         return self.faults.to_json()
@@ -540,6 +557,16 @@ class Emulator:
                 "accounts": accounts,
                 "faultsInjected": dict(sorted(counters.faults_injected.items())),
             },
+        }
+
+    def creates(self) -> dict[str, Any]:
+        """Accepted-create times per account, in virtual seconds since the emulator started."""
+        return {
+            "windowSeconds": RATE_WINDOW_SECONDS,
+            "limit": self.config.creates_per_minute,
+            "speed": self.clock.speed,
+            "now": self.clock.now(),
+            "accounts": {name: list(times) for name, times in sorted(self._accepted_at.items())},
         }
 
     # ------------------------------------------------------------ internal

@@ -16,6 +16,7 @@ async def test_faults_roundtrip_and_clear(provider: Provider) -> None:
         "latencyMs": 0,
         "timeoutRate": 0,
         "provisionFailureRate": 0,
+        "provisionStallRate": 0,
         "timeoutSeconds": 60,
     }
     body = {
@@ -123,3 +124,14 @@ async def test_timed_out_answer_arrives_late(provider: Provider) -> None:
     response = await provider.http.get("/api/v1/devices", headers=AUTH)
     assert response.status_code == 200
     assert time.monotonic() - started >= 0.19
+
+
+async def test_stalled_devices_stay_provisioning(provider: Provider) -> None:
+    await provider.control("faults", {"provisionStallRate": 1})
+    device = await provider.create_ok()
+    await provider.advance(3600)
+    assert await provider.status(device["id"]) == "provisioning"
+    await provider.control("faults", {})
+    normal = await provider.create_ok()
+    await provider.advance(3600)
+    assert await provider.status(normal["id"]) == "ready"
