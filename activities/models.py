@@ -45,6 +45,10 @@ class AccountSettings(BaseModel):
     api_key: SecretStr
     creates_per_minute: int = Field(default=20, ge=1)
     timeout_seconds: float = Field(default=10.0, gt=0)
+    # The provider's rate window (60 s; shorter only against a sped-up emulator)
+    # and the safety margin the permit ledger adds to it.
+    window_seconds: float = Field(default=60.0, gt=0)
+    window_margin_seconds: float = Field(default=1.0, ge=0)
 
 
 class ProxyPoolSettings(BaseModel):

@@ -82,3 +82,27 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
 SIGNAL_BATCH_DONE = "batch_done"
 # Label carrying the provisioning slot a device was created for.
 LABEL_SLOT = "devicepool-slot"
+
+# The per-account permit ledger (workflows/ledger.py): one entity workflow per
+# provider account, started (signal-with-start) by every worker that serves the
+# account. Its existence is also how `apply` knows an account is configured.
+WORKFLOW_ACCOUNT_LEDGER = "AccountLedger"
+LEDGER_ID_PREFIX = "devicepool-account/"
+SIGNAL_LEDGER_CONFIGURE = "configure"
+SIGNAL_PERMIT_REQUEST = "request_permits"
+SIGNAL_PERMIT_CANCEL = "cancel_permits"
+SIGNAL_PERMITS_USED = "permits_used"
+SIGNAL_RATE_LIMITED = "rate_limited"
+# Sent by the ledger to a provisioning batch.
+SIGNAL_PERMITS_GRANTED = "permits_granted"
+QUERY_LEDGER = "ledger"
+
+
+def ledger_workflow_id(account: str) -> str:
+    return f"{LEDGER_ID_PREFIX}{account}"
+
+
+def account_from_ledger_id(workflow_id: str) -> str | None:
+    if workflow_id.startswith(LEDGER_ID_PREFIX):
+        return workflow_id[len(LEDGER_ID_PREFIX) :]
+    return None

@@ -52,7 +52,10 @@ from api.names import (
     TASK_QUEUE,
     UPDATE_APPLY,
     UPDATE_SCALE,
+    WORKFLOW_ACCOUNT_LEDGER,
     WORKFLOW_DEVICE_POOL,
+    account_from_ledger_id,
+    ledger_workflow_id,
     pool_name_from_workflow_id,
     pool_workflow_id,
 )
@@ -168,6 +171,7 @@ class PoolClient:
         except pydantic.ValidationError as err:
             raise BadInput(f"{pool.metadata.name}: {err.errors()[0]['msg']}") from None
         spec = pool.spec
+        await self._check_account(spec.provider_credential_ref)
         summary = (
             f"DevicePool **{pool.name}**: {spec.platform.value} {spec.os_version} in "
             f"{spec.region}, account `{spec.provider_credential_ref}`"
@@ -356,6 +360,36 @@ class PoolClient:
         return resource
 
     # ------------------------------------------------------------ helpers
+
+    async def _check_account(self, account: str) -> None:
+        """Refuse a pool whose account no worker serves (`BadInput`, nothing started).
+
+        Every worker signal-with-starts the permit ledger `devicepool-account/<name>`
+        of each account in its configuration when it starts, so a running ledger
+        means some worker was configured with the account (its creates would
+        otherwise wait on a task queue nobody polls).
+        """
+        handle = self._client.get_workflow_handle(ledger_workflow_id(account))
+        try:
+            desc = await handle.describe()
+            if desc.status == WorkflowExecutionStatus.RUNNING:
+                return
+        except RPCError as err:
+            if err.status == RPCStatusCode.UNAVAILABLE:
+                raise TemporalUnreachable(self.address, str(err)) from err
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise DevicePoolError(f"Temporal: {err.message}") from err
+        known: list[str] = []
+        query = f"WorkflowType = '{WORKFLOW_ACCOUNT_LEDGER}' AND ExecutionStatus = 'Running'"
+        with contextlib.suppress(RPCError):
+            async for execution in self._client.list_workflows(query):
+                name = account_from_ledger_id(execution.id)
+                if name is not None:
+                    known.append(name)
+        raise BadInput(
+            f"unknown account {account!r} (spec.providerCredentialRef): no worker serves it; "
+            f"known accounts: {', '.join(sorted(known)) or '(none — is a worker running?)'}"
+        )
 
     async def _running(self, name: str) -> WorkflowHandle[Any, Any]:
         handle = self._client.get_workflow_handle(pool_workflow_id(name))

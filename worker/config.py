@@ -8,6 +8,8 @@ The file (``--config``, default ``devicepool.yaml``; see
         baseUrl: https://api.bitcloudphone.example
         apiKeyFile: /run/secrets/bcp-default   # or apiKeyEnv: BCP_DEFAULT_KEY
         createsPerMinute: 20       # the account's creation window
+        windowSeconds: 60          # its length (optional; shorter only for a sped-up emulator)
+        windowMarginSeconds: 1     # added to each window against clock skew (optional)
         timeoutSeconds: 10         # per HTTP call (optional)
     proxyPools:                    # proxy gateways, by the name pools use in
       proxyseller-us:              #   spec.proxy.poolRef
@@ -97,6 +99,8 @@ class AccountFile(_FileModel):
     api_key_env: str | None = None
     creates_per_minute: int = Field(default=20, ge=1, le=6000)
     timeout_seconds: float = Field(default=10.0, gt=0)
+    window_seconds: float = Field(default=60.0, gt=0)
+    window_margin_seconds: float = Field(default=1.0, ge=0)
 
 
 class ProxyPoolFile(_FileModel):
@@ -223,6 +227,8 @@ def build_config(
             api_key=key,
             creates_per_minute=account.creates_per_minute,
             timeout_seconds=account.timeout_seconds,
+            window_seconds=account.window_seconds,
+            window_margin_seconds=account.window_margin_seconds,
         )
     proxy_pools: dict[str, ProxyPoolSettings] = {}
     for name, pool in parsed.proxy_pools.items():

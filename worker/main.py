@@ -5,12 +5,15 @@ Task queues:
 - ``devicepool``: the DevicePool workflows (``workflows.WORKFLOWS``) and every
   activity except ``create_device``.
 - ``devicepool-account-<name>`` (one per configured account): only
-  ``create_device``. The account's creation window is enforced here with
-  ``max_task_queue_activities_per_second = createsPerMinute / 60``, which the
-  server applies per task queue across all worker processes (every worker must
-  configure the same value; see TEMPORAL-NOTES "Rate limits"). Creates never
-  run eagerly: eager dispatch only targets the workflow's own task queue, and
-  it is disabled there too, so no create can bypass the queue's limit.
+  ``create_device``, so only workers that know the account run its creates.
+  The account's creation window is not a queue rate limit (that spaces creates
+  evenly and needs an extra minute for a 20-device scale-up): every create
+  waits for a permit from the account's ledger workflow
+  ``devicepool-account/<name>`` (``workflows/ledger.py``), which hands out a
+  whole window at once. At startup each worker signal-with-starts the ledger
+  of every account it serves (``register_accounts``), which is also how
+  ``apply`` knows an account exists. Creates never run eagerly: eager dispatch
+  only targets the workflow's own task queue, and it is disabled there too.
 
 Metrics: one `CollectorRegistry` per worker, served on ``metricsPort`` at
 ``/metrics`` (see ``worker/metrics.py``): the activities' counters, the per-pool
@@ -42,6 +45,7 @@ from temporalio.worker import Interceptor, Worker
 
 from activities.devices import DeviceActivities
 from activities.metrics import Metrics
+from activities.permits import LedgerReportingActivities, register_accounts
 from api.names import TASK_QUEUE, account_task_queue
 from worker.config import WorkerConfig
 from worker.http import start_http_server
@@ -96,7 +100,6 @@ def build_workers(
                 client,
                 task_queue=account_task_queue(account.name),
                 activities=[activities.create_device],
-                max_task_queue_activities_per_second=account.creates_per_minute / 60.0,
                 graceful_shutdown_timeout=graceful,
                 disable_eager_activity_execution=True,
             )
@@ -131,7 +134,8 @@ async def run_worker(
         sdk_collector = SdkMetricsCollector(sdk_metrics)
         registry.register(sdk_collector)
         background.append(asyncio.create_task(drain_periodically(sdk_collector)))
-    activities = DeviceActivities(
+    # Creates report a 429 that still arrives to the account's ledger.
+    activities = LedgerReportingActivities(
         accounts=config.accounts,
         proxy_pools=config.proxy_pools,
         settings=config.settings,
@@ -163,6 +167,8 @@ async def run_worker(
         )
         log.info("metrics endpoint listening", extra={"address": f"{host}:{port}"})
 
+    # Every account this worker serves has its permit ledger running (idempotent).
+    await register_accounts(client, config.accounts)
     tasks = [asyncio.create_task(w.run(), name=f"worker:{w.task_queue}") for w in workers]
     running["workers"] = True
     gauges.polling.set(1)

@@ -42,6 +42,8 @@ class ProvisionBatchInput(CamelModel):
     slots: list[int]
     startup_timeout_seconds: float = 300.0
     poll_seconds: float = 5.0
+    # Replaces unhealthy devices: the account's ledger serves it before growth.
+    replacement: bool = False
 
 
 class BatchReport(CamelModel):

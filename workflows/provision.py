@@ -15,12 +15,24 @@ current, because signals address the workflow id.
 Every create carries the deterministic idempotency key (pool, generation,
 slot): an activity retry, a replay or a worker crash re-sends the same key and
 the provider answers with the device it already made.
+
+Rate limit: no create starts without a permit from the account's ledger
+(`workflows/ledger.py`, workflow `devicepool-account/<account>`). The batch
+signals `request_permits` for all its slots, receives `permits_granted`
+signals (a whole window's share at once), fires that many creates, and reports
+each grant back with `permits_used` (when each create finished, how many
+failed), which is what the ledger's sliding window counts. A cancelled batch
+hands back what it did not use. If the account has no ledger (a worker that
+never registered its accounts, e.g. a bare test worker) the batch logs a
+warning and creates without permits, as before the ledger existed; the 429
+path (Retry-After as the next retry delay) still protects the account.
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -41,10 +53,16 @@ with workflow.unsafe.imports_passed_through():
     from api.names import (
         LABEL_SLOT,
         SIGNAL_BATCH_DONE,
+        SIGNAL_PERMIT_CANCEL,
+        SIGNAL_PERMIT_REQUEST,
+        SIGNAL_PERMITS_GRANTED,
+        SIGNAL_PERMITS_USED,
         WORKFLOW_PROVISION_BATCH,
         account_task_queue,
         create_idempotency_key,
+        ledger_workflow_id,
     )
+    from workflows.ledger import PermitGrant, PermitRequest, PermitsUsed
     from workflows.messages import BatchReport, ProvisionBatchInput
 
 # A create that fails with one of these will not succeed by trying again.
@@ -76,6 +94,10 @@ STATUS_RETRY = RetryPolicy(
 class ProvisionBatchWorkflow:
     def __init__(self) -> None:
         self._report: BatchReport | None = None
+        self._grants: list[PermitGrant] = []
+        # grant id -> permits not yet reported back to the ledger
+        self._unreported: dict[str, int] = {}
+        self._gated = False
 
     @workflow.run
     async def run(self, input: ProvisionBatchInput) -> BatchReport:
@@ -86,6 +108,7 @@ class ProvisionBatchWorkflow:
             await self._wait_until_booted(input, report)
         except asyncio.CancelledError:
             report.cancelled = True
+            await self._release_permits(input)
             await self._tell_parent(input, report)
             raise
         await self._tell_parent(input, report)
@@ -95,38 +118,136 @@ class ProvisionBatchWorkflow:
     def report(self) -> BatchReport | None:
         return self._report
 
+    @workflow.signal(name=SIGNAL_PERMITS_GRANTED)
+    def permits_granted(self, grant: PermitGrant) -> None:
+        self._grants.append(grant)
+
     async def _create_all(self, input: ProvisionBatchInput, report: BatchReport) -> None:
-        total = len(input.slots)
+        ledger = workflow.get_external_workflow_handle(ledger_workflow_id(input.account))
+        request_id = workflow.info().workflow_id
 
-        async def create(index: int, slot: int) -> None:
+        async def ask(count: int) -> bool:
             try:
-                result = await workflow.execute_activity_method(
-                    DeviceActivities.create_device,
-                    CreateDeviceInput(
-                        account=input.account,
+                await ledger.signal(
+                    SIGNAL_PERMIT_REQUEST,
+                    PermitRequest(
+                        request_id=request_id,
+                        requester=workflow.info().workflow_id,
                         pool=input.pool,
-                        platform=input.platform,
-                        region=input.region,
-                        os_version=input.os_version,
-                        name=f"{input.pool}-{slot}",
-                        idempotency_key=create_idempotency_key(input.pool, input.generation, slot),
-                        proxy_pool=input.proxy_pool,
-                        sticky_ttl=input.sticky_ttl,
-                        extra_labels={LABEL_SLOT: str(slot)},
+                        count=count,
+                        replacement=input.replacement,
+                        # A create keeps its permit at most for its whole retry budget.
+                        lease_seconds=input.startup_timeout_seconds + 60,
                     ),
-                    task_queue=account_task_queue(input.account),
-                    start_to_close_timeout=timedelta(seconds=30),
-                    # The whole budget for one create, 429 waits included.
-                    schedule_to_close_timeout=timedelta(seconds=input.startup_timeout_seconds),
-                    retry_policy=CREATE_RETRY,
-                    summary=f"create device {index + 1}/{total} (slot {slot})",
                 )
-            except ActivityError as err:
-                report.failed_slots[slot] = _reason(err)
-                return
-            report.created[slot] = result.device.id
+            except FailureError as err:
+                workflow.logger.warning(
+                    "pool %s: account %s has no permit ledger (%s); creating without permits",
+                    input.pool,
+                    input.account,
+                    err,
+                )
+                return False
+            return True
 
-        await asyncio.gather(*(create(i, slot) for i, slot in enumerate(input.slots)))
+        async def used(grant_id: str, done_at: list[Any], failed: int, unused: int) -> None:
+            self._unreported.pop(grant_id, None)
+            try:
+                await ledger.signal(
+                    SIGNAL_PERMITS_USED,
+                    PermitsUsed(grant_id=grant_id, done_at=done_at, failed=failed, unused=unused),
+                )
+            except FailureError as err:
+                workflow.logger.info("ledger of %s did not take the report: %s", input.account, err)
+
+        async def run_grant(grant: PermitGrant | None, items: list[tuple[int, int]]) -> None:
+            outcomes = await asyncio.gather(
+                *(self._create_one(input, report, i, slot) for i, slot in items)
+            )
+            if grant is not None:
+                unused = grant.count - len(items)
+                await used(
+                    grant.grant_id,
+                    [at for at, _ in outcomes],
+                    sum(1 for _, ok in outcomes if not ok),
+                    unused,
+                )
+
+        pending = list(enumerate(input.slots))
+        runs: list[asyncio.Future[None]] = []
+        self._gated = await ask(len(pending))
+        while pending and self._gated:
+            try:
+                await workflow.wait_condition(
+                    lambda: bool(self._grants),
+                    timeout=timedelta(seconds=input.startup_timeout_seconds),
+                    timeout_summary="wait for create permits",
+                )
+            except TimeoutError:
+                # Nothing for a long time: ask again (the ledger may have restarted).
+                self._gated = await ask(len(pending))
+                continue
+            grant = self._grants.pop(0)
+            self._unreported[grant.grant_id] = grant.count
+            take, pending = pending[: grant.count], pending[grant.count :]
+            runs.append(asyncio.ensure_future(run_grant(grant, take)))
+        if pending:
+            runs.append(asyncio.ensure_future(run_grant(None, pending)))
+        await asyncio.gather(*runs)
+        # Grants that arrived after the last slot was covered go straight back.
+        for grant in self._grants:
+            await used(grant.grant_id, [], 0, grant.count)
+        self._grants.clear()
+
+    async def _release_permits(self, input: ProvisionBatchInput) -> None:
+        """On cancellation: withdraw the request, report unreported grants as used now."""
+        if not self._gated:
+            return
+        ledger = workflow.get_external_workflow_handle(ledger_workflow_id(input.account))
+        try:
+            await ledger.signal(SIGNAL_PERMIT_CANCEL, workflow.info().workflow_id)
+            for grant in self._grants:
+                self._unreported.setdefault(grant.grant_id, grant.count)
+            self._grants.clear()
+            for grant_id in list(self._unreported):
+                # Creates may have reached the provider: count them from now.
+                await ledger.signal(SIGNAL_PERMITS_USED, PermitsUsed(grant_id=grant_id))
+                self._unreported.pop(grant_id, None)
+        except FailureError as err:
+            workflow.logger.info("ledger of %s did not take the release: %s", input.account, err)
+
+    async def _create_one(
+        self, input: ProvisionBatchInput, report: BatchReport, index: int, slot: int
+    ) -> tuple[datetime, bool]:
+        """One create; returns when it finished (for the ledger) and whether it succeeded."""
+        total = len(input.slots)
+        try:
+            result = await workflow.execute_activity_method(
+                DeviceActivities.create_device,
+                CreateDeviceInput(
+                    account=input.account,
+                    pool=input.pool,
+                    platform=input.platform,
+                    region=input.region,
+                    os_version=input.os_version,
+                    name=f"{input.pool}-{slot}",
+                    idempotency_key=create_idempotency_key(input.pool, input.generation, slot),
+                    proxy_pool=input.proxy_pool,
+                    sticky_ttl=input.sticky_ttl,
+                    extra_labels={LABEL_SLOT: str(slot)},
+                ),
+                task_queue=account_task_queue(input.account),
+                start_to_close_timeout=timedelta(seconds=30),
+                # The whole budget for one create, 429 waits included.
+                schedule_to_close_timeout=timedelta(seconds=input.startup_timeout_seconds),
+                retry_policy=CREATE_RETRY,
+                summary=f"create device {index + 1}/{total} (slot {slot})",
+            )
+        except ActivityError as err:
+            report.failed_slots[slot] = _reason(err)
+            return workflow.now(), False
+        report.created[slot] = result.device.id
+        return workflow.now(), True
 
     async def _wait_until_booted(self, input: ProvisionBatchInput, report: BatchReport) -> None:
         pending = set(report.created.values())

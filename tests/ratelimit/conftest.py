@@ -1,0 +1,133 @@
+"""One dev server, one sped-up emulator and two in-process "worker processes" for the rate tests.
+
+The emulator runs 20x faster (its 60-s window lasts 3 s of real time) with a
+small cap per account; the workers' ledgers are configured with the same
+scaled window. The two workers are two sets of `Worker` objects on two
+separate Temporal clients in this process (real processes would cost seconds
+each to start): as far as Temporal is concerned they are two pollers of every
+queue, so a create may run on either.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from temporalio.client import Client
+from temporalio.common import SearchAttributeKey
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workflows"))
+
+from rl_support import ACCOUNTS, CAP, SPEED, URL, WINDOW, CountingTransport
+from wf_support import FAST
+
+from activities.models import AccountSettings
+from activities.permits import LedgerReportingActivities, register_accounts
+from api.names import SEARCH_ATTRIBUTES, TASK_QUEUE, account_task_queue
+from emulator.app import EmulatorConfig, create_app
+from workflows import WORKFLOWS
+
+
+@pytest.fixture(scope="session")
+async def rl_env() -> AsyncIterator[WorkflowEnvironment]:
+    temporal = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal,
+        data_converter=pydantic_data_converter,
+        search_attributes=[
+            SearchAttributeKey.for_keyword(n) if t == "Keyword" else SearchAttributeKey.for_int(n)
+            for n, t in SEARCH_ATTRIBUTES.items()
+        ],
+    ) as env:
+        yield env
+
+
+@pytest.fixture(scope="session")
+def rl_emulator() -> Any:
+    return create_app(
+        EmulatorConfig(
+            accounts={name: [key] for name, key in ACCOUNTS.items()},
+            provision_seconds=10,  # 0.5 s real
+            creates_per_minute=CAP,
+            terminate_seconds=1,
+            speed=SPEED,
+            seed=11,
+        )
+    )
+
+
+@pytest.fixture(scope="session")
+async def rl_control(rl_emulator: Any) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=rl_emulator), base_url=URL
+    ) as http:
+        yield http
+
+
+def account_settings() -> dict[str, AccountSettings]:
+    return {
+        name: AccountSettings(
+            name=name,
+            base_url=URL,
+            api_key=SecretStr(key),
+            creates_per_minute=CAP,
+            timeout_seconds=2,
+            window_seconds=WINDOW,
+            window_margin_seconds=0.3,
+        )
+        for name, key in ACCOUNTS.items()
+    }
+
+
+@pytest.fixture(scope="session")
+async def rl_workers(
+    rl_env: WorkflowEnvironment, rl_emulator: Any
+) -> AsyncIterator[list[CountingTransport]]:
+    """Two independent workers (own client, own activities), both registering the ledgers."""
+    transports: list[CountingTransport] = []
+    workers: list[Worker] = []
+    all_activities: list[LedgerReportingActivities] = []
+    target = rl_env.client.service_client.config.target_host
+    for _ in range(2):
+        client = await Client.connect(target, data_converter=pydantic_data_converter)
+        transport = CountingTransport(rl_emulator)
+        activities = LedgerReportingActivities(
+            accounts=account_settings(), proxy_pools={}, settings=FAST, transport=transport
+        )
+        await register_accounts(client, account_settings())
+        workers.append(
+            Worker(
+                client,
+                task_queue=TASK_QUEUE,
+                workflows=WORKFLOWS,
+                activities=activities.pool_queue_activities(),
+            )
+        )
+        workers += [
+            Worker(
+                client,
+                task_queue=account_task_queue(name),
+                activities=activities.account_queue_activities(),
+            )
+            for name in ACCOUNTS
+        ]
+        transports.append(transport)
+        all_activities.append(activities)
+    for w in workers:
+        await w.__aenter__()
+    try:
+        yield transports
+    finally:
+        for w in workers:
+            await w.__aexit__(None, None, None)
+        for a in all_activities:
+            await a.aclose()

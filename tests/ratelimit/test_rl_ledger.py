@@ -1,0 +1,191 @@
+"""The account permit ledger against the dev server and a 20x emulator (window = 3 s real).
+
+Ground truth is the emulator: `/_emulator/creates` (accepted-create times per
+account, virtual seconds) and `/_emulator/stats`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from rl_support import CAP, CountingTransport
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.testing import WorkflowEnvironment
+from wf_support import FAST, eventually, start_pool
+
+from api.names import QUERY_LEDGER, ledger_workflow_id, pool_workflow_id
+from api.v1alpha1 import DevicePool
+from client.errors import EXIT_BAD_INPUT, BadInput
+from client.pool_client import PoolClient
+
+pytestmark = [pytest.mark.devserver, pytest.mark.timeout(60)]
+
+WINDOW_V = 60.0  # the provider's window, in the emulator's virtual seconds
+SETTINGS = FAST.model_copy(update={"startup_timeout_seconds": 30.0})
+
+
+def name() -> str:
+    return f"rl-{uuid.uuid4().hex[:6]}"
+
+
+async def creates(control: httpx.AsyncClient, account: str) -> list[float]:
+    answer = (await control.get("/_emulator/creates")).json()
+    return sorted(answer["accounts"].get(account, []))
+
+
+def max_in_window(times: list[float]) -> int:
+    best, start = 0, 0
+    for end, t in enumerate(times):
+        while t - times[start] >= WINDOW_V:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
+
+
+async def provider_devices(control: httpx.AsyncClient, key: str, pool: str) -> list[dict[str, Any]]:
+    response = await control.get(
+        "/api/v1/devices",
+        params={"label": f"pool={pool}", "page_size": 100},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    response.raise_for_status()
+    return [d for d in response.json()["items"] if d["status"] != "terminated"]
+
+
+def all_ready(control: httpx.AsyncClient, key: str, pool: str, n: int) -> Any:
+    async def check() -> bool:
+        devices = await provider_devices(control, key, pool)
+        return len(devices) == n and all(d["status"] == "ready" for d in devices)
+
+    return check
+
+
+async def test_window_holds_across_two_workers(
+    rl_env: WorkflowEnvironment, rl_workers: list[CountingTransport], rl_control: httpx.AsyncClient
+) -> None:
+    pool = name()
+    before = [t.creates for t in rl_workers]
+    n = 2 * CAP + 2  # three windows
+    handle = await start_pool(
+        rl_env.client, pool, n, settings=SETTINGS, account="alpha", proxy_ref=None
+    )
+    await eventually(all_ready(rl_control, "rl-alpha", pool, n), timeout=30, what=f"{n} ready")
+    times = await creates(rl_control, "alpha")
+    assert len(times) == n  # one accepted create per device: no duplicates
+    assert max_in_window(times) <= CAP
+    # the ledger used each window whole: the last create is in the third window
+    assert times[-1] - times[0] < 2 * WINDOW_V + 40
+    stats = (await rl_control.get("/_emulator/stats")).json()
+    assert stats["extra"]["accounts"]["alpha"]["rateLimited"] == 0
+    # both "processes" ran creates
+    assert all(t.creates > b for t, b in zip(rl_workers, before, strict=True))
+    await handle.cancel()
+
+
+async def test_retry_after_is_honoured(
+    rl_env: WorkflowEnvironment, rl_workers: list[CountingTransport], rl_control: httpx.AsyncClient
+) -> None:
+    # Another tool fills the account's window behind the ledger's back.
+    for i in range(CAP):
+        response = await rl_control.post(
+            "/api/v1/android/devices",
+            json={
+                "region": "us-west",
+                "osVersion": "14",
+                "name": f"other-{i}",
+                "labels": {"pool": "other-tool"},
+            },
+            headers={"Authorization": "Bearer rl-beta", "Idempotency-Key": f"other-{uuid.uuid4()}"},
+        )
+        assert response.status_code == 202
+    filled_at = (await creates(rl_control, "beta"))[0]
+    pool = name()
+    handle = await start_pool(
+        rl_env.client, pool, 2, settings=SETTINGS, account="beta", proxy_ref=None
+    )
+    await eventually(all_ready(rl_control, "rl-beta", pool, 2), timeout=30, what="2 ready")
+    times = await creates(rl_control, "beta")
+    assert len(times) == CAP + 2
+    # The pool's creates were accepted only once the other tool's creates left the window.
+    assert min(times[CAP:]) >= filled_at + WINDOW_V
+    stats = (await rl_control.get("/_emulator/stats")).json()
+    limited = stats["extra"]["accounts"]["beta"]["rateLimited"]
+    # Honoured, not hammered: at most one 429 per create (a retry after Retry-After succeeds).
+    assert 1 <= limited <= 2
+    ledger = await rl_env.client.get_workflow_handle(ledger_workflow_id("beta")).query(QUERY_LEDGER)
+    assert ledger["stats"]["rateLimitedReports"] == limited
+    await handle.cancel()
+
+
+async def test_unknown_account_refused_at_apply(
+    rl_env: WorkflowEnvironment, rl_workers: list[CountingTransport]
+) -> None:
+    pool = name()
+    manifest = DevicePool.model_validate(
+        {
+            "apiVersion": "mobile.example.com/v1alpha1",
+            "kind": "DevicePool",
+            "metadata": {"name": pool},
+            "spec": {
+                "provider": "bitcloudphone",
+                "platform": "android",
+                "region": "us-west",
+                "osVersion": "14",
+                "replicas": 1,
+                "providerCredentialRef": "nope",
+            },
+        }
+    )
+    with pytest.raises(
+        BadInput, match=r"unknown account 'nope'.*known accounts: alpha, beta, gamma"
+    ) as err:
+        await PoolClient(rl_env.client).apply(manifest)
+    assert err.value.exit_code == EXIT_BAD_INPUT
+    with pytest.raises(RPCError) as missing:
+        await rl_env.client.get_workflow_handle(pool_workflow_id(pool)).describe()
+    assert missing.value.status == RPCStatusCode.NOT_FOUND
+    # A known account goes through.
+    manifest.spec.provider_credential_ref = "gamma"
+    manifest.spec.replicas = 0
+    accepted = await PoolClient(rl_env.client).apply(manifest)
+    assert accepted.generation == 1
+    handle = rl_env.client.get_workflow_handle(pool_workflow_id(pool))
+    assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    await handle.cancel()
+
+
+async def test_two_pools_share_the_first_window(
+    rl_env: WorkflowEnvironment, rl_workers: list[CountingTransport], rl_control: httpx.AsyncClient
+) -> None:
+    first, second = name(), name()
+    n = CAP  # each pool alone would take one whole window
+    handles = [
+        await start_pool(rl_env.client, p, n, settings=SETTINGS, account="gamma", proxy_ref=None)
+        for p in (first, second)
+    ]
+    await eventually(
+        lambda: _both_have_devices(rl_control, first, second),
+        timeout=10,
+        what="both pools creating",
+    )
+    start = min(await creates(rl_control, "gamma"))
+    for pool in (first, second):
+        devices = await provider_devices(rl_control, "rl-gamma", pool)
+        assert devices, pool
+    # Everything accepted within the first window is split between both pools.
+    times = await creates(rl_control, "gamma")
+    in_first = [t for t in times if t < start + WINDOW_V]
+    assert len(in_first) == CAP
+    for handle in handles:
+        await handle.cancel()
+
+
+async def _both_have_devices(control: httpx.AsyncClient, *pools: str) -> bool:
+    for pool in pools:
+        if not await provider_devices(control, "rl-gamma", pool):
+            return False
+    return True
