@@ -9,9 +9,11 @@ emulator's ground truth then shows no duplicate (accepted creates == devices,
 one device per slot) and no orphan (no device outside the pools, nothing
 terminated).
 
-Kept fast (about 15 s): provisioning takes 1 s, the account window is 300 a
-minute (so the 24 creates take a few seconds and the kills really land in the
-middle), resync every second.
+Kept fast: provisioning takes 1 s, the account window is 300 a minute (so the
+20 creates take a few seconds and the kills really land in the middle), resync
+every second, and an 8 s startup timeout, which is also each create's whole
+budget: a create caught on a killed worker is given up after 8 s instead of
+its 30 s start-to-close timeout, and the pool re-plans the slot.
 """
 
 from __future__ import annotations
@@ -185,7 +187,10 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
             "resyncSeconds": 1,
             "healthSeconds": 2,
             "offlineAfterSeconds": 30,
-            "startupTimeoutSeconds": 20,
+            # Also each create's whole budget (schedule-to-close): a create that was
+            # in flight on a killed worker gives up after this, instead of waiting
+            # out its 30 s start-to-close timeout, and the pool re-plans.
+            "startupTimeoutSeconds": 8,
             "idleGraceSeconds": 0,
         },
     }
@@ -279,19 +284,23 @@ async def test_survivor_converges_every_pool_after_two_workers_die(cluster: Clus
     assert accepted_at_second_kill < total, "the second kill must land mid scale-up"
     survivor, _ = cluster.workers[2]
 
+    seen: dict[str, Any] = {}
+
     async def converged() -> dict[str, Any] | None:
         assert survivor.poll() is None, cluster.logs()
         for pool_name, want in expected.items():
             status = await pools.get(pool_name)
+            seen[pool_name] = {k: v for k, v in status.items() if k != "conditions"}
             if status.get("readyDevices") != want or status.get("desiredReplicas") != want:
                 return None
-        stats = await cluster.stats()
+        stats = seen["stats"] = await cluster.stats()
         return stats if stats["devices"]["live"] == total else None
 
     try:
-        stats = await _until(converged, timeout=40, what="every pool at exactly its replicas")
+        stats = await _until(converged, timeout=30, what="every pool at exactly its replicas")
     except AssertionError as err:
-        raise AssertionError(f"{err}\n{cluster.logs()}") from None
+        seen["stats"] = await cluster.stats()
+        raise AssertionError(f"{err}\n{seen}\n{cluster.logs()}") from None
     assert first.poll() is not None and second.poll() is not None
 
     # Ground truth: exactly the replicas, created once each, nothing torn down.
