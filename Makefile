@@ -4,13 +4,14 @@
 #   make demo   venv + `devicepool dev --apply examples/quickstart.yaml`
 #   make lint   ruff check + ruff format --check + mypy
 #   make fmt    ruff format + ruff check --fix
+#   make bench  rate-limit benchmarks (bench/ratelimit.py: bound, article loop, fairness, 3 workers; ~4 min)
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo lint fmt venv clean system-deps
+.PHONY: test demo lint fmt venv clean bench system-deps
 
 venv: $(STAMP)
 
@@ -49,3 +50,6 @@ demo: venv
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
+
+bench: venv
+	$(BIN)/python bench/ratelimit.py

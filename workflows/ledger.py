@@ -142,6 +142,17 @@ class AccountLedgerWorkflow:
     @workflow.run
     async def run(self, input: LedgerInput) -> None:
         while True:
+            hold = self._s.hold_until
+            if hold is not None and hold > workflow.now() and self._s.queue:
+                # Let pools that start growing at the same moment share the first
+                # window. A local activity: a server timer would take ~1 s.
+                await workflow.execute_local_activity(
+                    "ledger_hold",
+                    (hold - workflow.now()).total_seconds(),
+                    start_to_close_timeout=timedelta(seconds=10),
+                    summary="gather simultaneous requests",
+                )
+                self._s.hold_until = None
             await self._grant_round()
             self._publish_details()
             if workflow.info().is_continue_as_new_suggested():
@@ -183,8 +194,6 @@ class AccountLedgerWorkflow:
         s = self._s
         if s.paused_until is not None and s.paused_until > now:
             return 0
-        if s.hold_until is not None and s.hold_until > now:
-            return 0
         free = s.config.capacity - self._counted()
         if s.allowance is not None:
             in_flight = sum(o.count for o in s.outstanding.values())
@@ -199,8 +208,6 @@ class AccountLedgerWorkflow:
         times: list[datetime] = []
         if s.paused_until is not None:
             times.append(s.paused_until)
-        if s.hold_until is not None and s.hold_until > workflow.now():
-            times.append(s.hold_until)
         if s.window:
             times.append(s.window[0])
         times.extend(o.lease_until for o in s.outstanding.values())

