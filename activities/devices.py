@@ -56,6 +56,8 @@ from activities.models import (
     ListDevicesResult,
     PoolSettings,
     ProxyPoolSettings,
+    RegionStatusInput,
+    RegionStatusResult,
     TerminateDeviceInput,
     TerminateDeviceResult,
     TerminatePoolInput,
@@ -191,6 +193,23 @@ class DeviceActivities:
         return devices
 
     # ------------------------------------------------------------ activities
+
+    def pool_queue_activities(self) -> list[Any]:
+        """Everything the `devicepool` task queue serves (all but creates)."""
+        return [
+            self.pool_settings,
+            self.check_pool_refs,
+            self.list_devices,
+            self.watch_devices,
+            self.get_statuses,
+            self.region_status,
+            self.terminate_device,
+            self.terminate_pool,
+        ]
+
+    def account_queue_activities(self) -> list[Any]:
+        """What each account's own task queue serves: creates, under its window."""
+        return [self.create_device]
 
     @activity.defn(name="pool_settings")
     async def pool_settings(self) -> PoolSettings:
@@ -340,6 +359,18 @@ class DeviceActivities:
             pool = pool or str((raw.get("labels") or {}).get(LABEL_POOL) or "")
         if reason is not None and activity.info().attempt == 1:
             self.metrics.device_replaced(pool or "unknown", reason)
+
+    @activity.defn(name="region_status")
+    async def region_status(self, input: RegionStatusInput) -> RegionStatusResult:
+        """The provider's word on one region (`up`, `degraded`, `down`, or `unknown`)."""
+        try:
+            regions = await self._client(input.account).regions()
+        except ProviderError as exc:
+            raise to_application_error(exc) from exc
+        for region in regions:
+            if region.get("name") == input.region:
+                return RegionStatusResult(region=input.region, status=str(region.get("status")))
+        return RegionStatusResult(region=input.region, status="unknown")
 
     @activity.defn(name="terminate_pool")
     async def terminate_pool(self, input: TerminatePoolInput) -> TerminatePoolResult:

@@ -80,6 +80,11 @@ class PoolSettings(_Model):
     provision_batch_size: int = Field(default=20, ge=1, le=100)
     # Longest a quiet pool goes without a workflow task (the watch activity's cap).
     watch_max_seconds: float = Field(default=3600.0, gt=0)
+    # Failing replacements: after this many devices in a row never reach ready,
+    # the pool stops creating in the region and backs off (capped).
+    failure_streak_limit: int = Field(default=3, ge=1)
+    backoff_initial_seconds: float = Field(default=30.0, gt=0)
+    backoff_max_seconds: float = Field(default=900.0, gt=0)
 
 
 # ---------------------------------------------------------------- device views
@@ -187,6 +192,18 @@ class TerminateDeviceInput(_Model):
 class TerminateDeviceResult(_Model):
     device_id: str
     already_gone: bool = False
+
+
+class RegionStatusInput(_Model):
+    account: str
+    region: str
+
+
+class RegionStatusResult(_Model):
+    """`up`, `degraded`, `down`, or `unknown` when the provider does not list the region."""
+
+    region: str
+    status: str
 
 
 class TerminatePoolInput(_Model):

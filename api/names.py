@@ -80,8 +80,19 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
 
 # Signal a provisioning child sends its parent pool when its batch is done.
 SIGNAL_BATCH_DONE = "batch_done"
+# ...and as soon as its creates are done (slot -> device), before waiting for boots.
+SIGNAL_BATCH_CREATED = "batch_created"
 # Label carrying the provisioning slot a device was created for.
 LABEL_SLOT = "devicepool-slot"
+
+# The health child of a pool, and the signals between them.
+WORKFLOW_POOL_HEALTH = "PoolHealth"
+SIGNAL_HEALTH_REPORT = "health_report"
+SIGNAL_HEALTH_CONFIG = "health_config"
+
+
+def health_workflow_id(pool: str) -> str:
+    return f"{WORKFLOW_ID_PREFIX}{pool}/health"
 
 # The per-account permit ledger (workflows/ledger.py): one entity workflow per
 # provider account, started (signal-with-start) by every worker that serves the

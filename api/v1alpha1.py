@@ -93,6 +93,15 @@ def _max_unhealthy(value: Any) -> Any:
     raise ValueError(f"must be a count or a percentage such as '40%', got {value!r}")
 
 
+def resolve_max_unhealthy(value: int | str, total: int) -> int:
+    """A count stays a count; a percentage of `total` rounds down (as Cluster API does)."""
+    if isinstance(value, int):
+        return value
+    if value.endswith("%"):
+        return (total * int(value[:-1])) // 100
+    return int(value)
+
+
 DNSLabel = Annotated[str, AfterValidator(_dns_label)]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 StrictishInt = Annotated[int, BeforeValidator(_strict_int)]
@@ -133,10 +142,7 @@ class DevicePoolSpec(CamelModel):
 
     def max_unhealthy_count(self, total: int) -> int:
         """`maxUnhealthy` resolved against a pool of `total` devices."""
-        if isinstance(self.max_unhealthy, int):
-            return self.max_unhealthy
-        percent = int(self.max_unhealthy.rstrip("%"))
-        return (total * percent) // 100
+        return resolve_max_unhealthy(self.max_unhealthy, total)
 
 
 class ConditionStatus(StrEnum):

@@ -72,7 +72,9 @@ async def main(idle_seconds: float, replicas: int) -> None:
     app = create_app(EmulatorConfig(accounts={"default": ["bench"]}, provision_seconds=1))
     transport = httpx.ASGITransport(app=app)
     activities = DeviceActivities(
-        accounts={"default": AccountSettings(name="default", base_url=URL, api_key=SecretStr("bench"))},
+        accounts={
+            "default": AccountSettings(name="default", base_url=URL, api_key=SecretStr("bench"))
+        },
         proxy_pools={},
         transport=transport,
     )
@@ -81,7 +83,9 @@ async def main(idle_seconds: float, replicas: int) -> None:
             dev_server_existing_path=temporal,
             data_converter=pydantic_data_converter,
             search_attributes=[
-                SearchAttributeKey.for_keyword(n) if t == "Keyword" else SearchAttributeKey.for_int(n)
+                SearchAttributeKey.for_keyword(n)
+                if t == "Keyword"
+                else SearchAttributeKey.for_int(n)
                 for n, t in SEARCH_ATTRIBUTES.items()
             ],
         ) as env,
@@ -90,17 +94,13 @@ async def main(idle_seconds: float, replicas: int) -> None:
             env.client,
             task_queue=TASK_QUEUE,
             workflows=WORKFLOWS,
-            activities=[
-                activities.pool_settings,
-                activities.check_pool_refs,
-                activities.list_devices,
-                activities.watch_devices,
-                activities.get_statuses,
-                activities.terminate_device,
-                activities.terminate_pool,
-            ],
+            activities=activities.pool_queue_activities(),
         ),
-        Worker(env.client, task_queue=account_task_queue("default"), activities=[activities.create_device]),
+        Worker(
+            env.client,
+            task_queue=account_task_queue("default"),
+            activities=activities.account_queue_activities(),
+        ),
     ):
         client = env.client
         default = PoolSettings(resync_seconds=1)
@@ -119,14 +119,22 @@ async def main(idle_seconds: float, replicas: int) -> None:
         await asyncio.sleep(cap * cycles)
         per_cycle = (await history_length(client, pool_workflow_id(name2)) - start2) / cycles
 
-        print(f"pool of {replicas} devices, resync every {default.resync_seconds:g}s at the provider")
-        print(f"idle window {idle_seconds:g}s with watchMaxSeconds={default.watch_max_seconds:g}: "
-              f"{idle_added} history events added")
-        print(f"one idle watch cycle costs {per_cycle:.1f} events "
-              f"(measured over {cycles} cycles of {cap:g}s)")
+        print(
+            f"pool of {replicas} devices, resync every {default.resync_seconds:g}s at the provider"
+        )
+        print(
+            f"idle window {idle_seconds:g}s with watchMaxSeconds={default.watch_max_seconds:g}: "
+            f"{idle_added} history events added"
+        )
+        print(
+            f"one idle watch cycle costs {per_cycle:.1f} events "
+            f"(measured over {cycles} cycles of {cap:g}s)"
+        )
         per_hour = per_cycle * 3600 / default.watch_max_seconds
-        print(f"=> idle pool: about {per_hour:.0f} events/hour "
-              f"(a 30-s timer loop: about 600/hour); budget: < 60/hour")
+        print(
+            f"=> idle pool: about {per_hour:.0f} events/hour "
+            f"(a 30-s timer loop: about 600/hour); budget: < 60/hour"
+        )
         for pool in (name, name2):
             await client.get_workflow_handle(pool_workflow_id(pool)).cancel()
         await asyncio.sleep(2)

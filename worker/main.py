@@ -81,15 +81,7 @@ def build_workers(
         task_queue=TASK_QUEUE,
         interceptors=interceptors or [],
         workflows=_workflows(),
-        activities=[
-            activities.pool_settings,
-            activities.check_pool_refs,
-            activities.list_devices,
-            activities.watch_devices,
-            activities.get_statuses,
-            activities.terminate_device,
-            activities.terminate_pool,
-        ],
+        activities=activities.pool_queue_activities(),
         graceful_shutdown_timeout=graceful,
         disable_eager_activity_execution=True,
     )
@@ -99,7 +91,7 @@ def build_workers(
             Worker(
                 client,
                 task_queue=account_task_queue(account.name),
-                activities=[activities.create_device],
+                activities=activities.account_queue_activities(),
                 graceful_shutdown_timeout=graceful,
                 disable_eager_activity_execution=True,
             )

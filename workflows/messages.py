@@ -73,6 +73,11 @@ class CarriedState(CamelModel):
     status: dict[str, Any] = Field(default_factory=dict)
     fingerprint: str = ""
     created_at: datetime | None = None
+    failure_streak: int = 0
+    backoff_seconds: float = 0.0
+    backoff_until: datetime | None = None
+    provider_problem: str | None = None
+    replaced_total: int = 0
 
 
 class PoolInput(CamelModel):
@@ -106,3 +111,34 @@ class Accepted(CamelModel):
 
 class DevicesView(CamelModel):
     devices: list[DeviceInfo] = Field(default_factory=list)
+
+
+class HealthConfig(CamelModel):
+    """What the health child needs from the pool's spec (sent again when it changes)."""
+
+    max_unhealthy: int | str = "40%"
+
+
+class HealthInput(CamelModel):
+    pool: str
+    parent_workflow_id: str
+    account: str
+    settings: PoolSettings
+    config: HealthConfig = Field(default_factory=HealthConfig)
+    # Carried across the health child's own continue-as-new: device id -> when
+    # it was first seen offline. Durable, so a worker restart keeps the clock.
+    offline_since: dict[str, datetime] = Field(default_factory=dict)
+    replaced_total: int = 0
+
+
+class HealthReport(CamelModel):
+    """Signal `health_report` to the pool: what the last check found and did."""
+
+    checked_at: datetime
+    devices: int
+    unhealthy: int
+    max_unhealthy: int
+    paused: bool
+    # device id -> reason, terminated by this check (the pool plans replacements now)
+    terminated: dict[str, str] = Field(default_factory=dict)
+    offline: list[str] = Field(default_factory=list)

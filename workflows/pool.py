@@ -36,7 +36,12 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributePair
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    FailureError,
+    WorkflowAlreadyStartedError,
+)
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -48,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         DeviceInfo,
         ListDevicesInput,
         PoolSettings,
+        RegionStatusInput,
         TerminateDeviceInput,
         TerminatePoolInput,
         WatchDevicesInput,
@@ -66,12 +72,16 @@ with workflow.unsafe.imports_passed_through():
         SA_PLATFORM,
         SA_READY,
         SA_REGION,
+        SIGNAL_BATCH_CREATED,
         SIGNAL_BATCH_DONE,
+        SIGNAL_HEALTH_CONFIG,
+        SIGNAL_HEALTH_REPORT,
         SIGNAL_SCALE,
         TASK_QUEUE,
         UPDATE_APPLY,
         UPDATE_SCALE,
         WORKFLOW_DEVICE_POOL,
+        health_workflow_id,
         provision_workflow_id,
     )
     from api.v1alpha1 import (
@@ -84,12 +94,16 @@ with workflow.unsafe.imports_passed_through():
         ObjectMeta,
         Phase,
     )
+    from workflows.health import PoolHealthWorkflow
     from workflows.messages import (
         Accepted,
         ApplyRequest,
         BatchReport,
         CarriedState,
         DevicesView,
+        HealthConfig,
+        HealthInput,
+        HealthReport,
         InFlightBatch,
         PoolInput,
         ProvisionBatchInput,
@@ -136,6 +150,16 @@ class DevicePoolWorkflow:
             else DevicePoolStatus(desired_replicas=input.spec.replicas)
         )
         self._created_at: datetime | None = state.created_at
+        # Failing replacements: consecutive devices that never became ready, and
+        # the durable back-off that stops creates in the region meanwhile.
+        self._failure_streak = state.failure_streak
+        self._backoff_seconds = state.backoff_seconds
+        self._backoff_until: datetime | None = state.backoff_until
+        self._provider_problem: str | None = state.provider_problem
+        self._health: HealthReport | None = None
+        # The maxUnhealthy the health child was started with or last told.
+        self._health_max_unhealthy: int | str = input.spec.max_unhealthy
+        self._replaced_total = state.replaced_total
         self._devices: list[DeviceInfo] = []
         self._reports: list[BatchReport] = []
         self._refs_problems: list[str] | None = None
@@ -161,11 +185,47 @@ class DevicePoolWorkflow:
                     retry_policy=SHORT_RETRY,
                     summary="read the worker's intervals",
                 )
+            await self._ensure_health()
             await self._reconcile_forever()
         except asyncio.CancelledError:
             await self._delete()
             raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _ensure_health(self) -> None:
+        """Start the health child, or find it still running from the previous run."""
+        try:
+            await workflow.start_child_workflow(
+                PoolHealthWorkflow.run,
+                HealthInput(
+                    pool=self._name,
+                    parent_workflow_id=workflow.info().workflow_id,
+                    account=self._account,
+                    settings=self._settings_,
+                    config=HealthConfig(max_unhealthy=self._spec.max_unhealthy),
+                ),
+                id=health_workflow_id(self._name),
+                task_queue=TASK_QUEUE,
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                static_summary=f"health checks of {self._name}",
+            )
+        except WorkflowAlreadyStartedError:
+            # Abandoned by the previous run at continue-as-new: it keeps its
+            # offline clocks and reports to this run (signals go by id).
+            workflow.logger.info("pool %s: health check already running", self._name)
+
+    async def _sync_health_config(self) -> None:
+        """Tell the health child when `maxUnhealthy` changed."""
+        if self._spec.max_unhealthy == self._health_max_unhealthy:
+            return
+        try:
+            await workflow.get_external_workflow_handle(health_workflow_id(self._name)).signal(
+                SIGNAL_HEALTH_CONFIG, HealthConfig(max_unhealthy=self._spec.max_unhealthy)
+            )
+        except FailureError as err:
+            workflow.logger.warning("health check of %s not told: %s", self._name, err)
+            return
+        self._health_max_unhealthy = self._spec.max_unhealthy
 
     async def _reconcile_forever(self) -> None:
         need_observe = True
@@ -175,6 +235,8 @@ class DevicePoolWorkflow:
             if need_observe:
                 await self._observe()
             self._take_reports()
+            await self._sync_health_config()
+            await self._probe_region_after_backoff()
             plan = self._plan()
             if not self._observe_failed:
                 await self._act(plan)
@@ -225,7 +287,7 @@ class DevicePoolWorkflow:
             in_flight=in_flight,
             now=workflow.now(),
             idle_grace=timedelta(seconds=self._settings_.idle_grace_seconds),
-            allow_create=not self._refs_problems,
+            allow_create=not self._refs_problems and not self._backing_off(),
         )
 
     async def _act(self, plan: Plan) -> None:
@@ -315,6 +377,7 @@ class DevicePoolWorkflow:
         for report in reports:
             self._in_flight.pop(report.workflow_id, None)
             self._doomed.update(report.failed_devices)
+            self._count_failures(report)
         # A batch whose report never came (its run was terminated by hand)
         # must not hold its slots forever.
         limit = timedelta(seconds=2 * self._settings_.startup_timeout_seconds + 60)
@@ -323,6 +386,65 @@ class DevicePoolWorkflow:
             if now - batch.started_at > limit:
                 workflow.logger.warning("batch %s never reported; forgetting it", child_id)
                 del self._in_flight[child_id]
+
+    def _count_failures(self, report: BatchReport) -> None:
+        region_down = [
+            r for r in report.failed_slots.values() if r.startswith("region_unavailable")
+        ]
+        failures = len(report.failed_slots) + len(report.failed_devices)
+        if report.ready:
+            # Devices come up again: the region works.
+            self._failure_streak = 0
+            self._backoff_seconds = 0
+            self._backoff_until = None
+            self._provider_problem = None
+        self._failure_streak += failures
+        settings = self._settings_
+        if region_down:
+            self._back_off(f"RegionUnavailable: {region_down[0]}")
+        elif self._failure_streak >= settings.failure_streak_limit:
+            self._back_off(
+                f"ReplacementsFailing: {self._failure_streak} device(s) in a row never became "
+                f"ready in {self._spec.region}"
+            )
+
+    def _back_off(self, problem: str) -> None:
+        settings = self._settings_
+        self._backoff_seconds = min(
+            settings.backoff_max_seconds,
+            max(settings.backoff_initial_seconds, 2 * self._backoff_seconds),
+        )
+        self._backoff_until = workflow.now() + timedelta(seconds=self._backoff_seconds)
+        self._provider_problem = problem
+        workflow.logger.warning(
+            "pool %s: creates paused for %ss: %s", self._name, self._backoff_seconds, problem
+        )
+
+    def _backing_off(self) -> bool:
+        return self._backoff_until is not None and workflow.now() < self._backoff_until
+
+    async def _probe_region_after_backoff(self) -> None:
+        """When a back-off ends, ask the provider about the region before creating again."""
+        if self._backoff_until is None or self._backing_off():
+            return
+        try:
+            region = await workflow.execute_activity_method(
+                DeviceActivities.region_status,
+                RegionStatusInput(account=self._account, region=self._spec.region),
+                start_to_close_timeout=timedelta(seconds=30),
+                schedule_to_close_timeout=timedelta(minutes=2),
+                retry_policy=SHORT_RETRY,
+                summary=f"probe region {self._spec.region}",
+            )
+        except ActivityError as err:
+            self._back_off(f"RegionProbeFailed: {_error_message(err)}")
+            return
+        if region.status == "down":
+            self._back_off(f"RegionDown: the provider reports {self._spec.region} down")
+            return
+        # Up (or degraded): try again, one failure away from a longer back-off.
+        self._backoff_until = None
+        self._failure_streak = max(0, self._settings_.failure_streak_limit - 1)
 
     async def _check_refs(self) -> None:
         proxy = self._spec.proxy
@@ -389,6 +511,8 @@ class DevicePoolWorkflow:
         deadlines: list[datetime] = []
         if plan.next_idle_at is not None:
             deadlines.append(plan.next_idle_at)
+        if self._backoff_until is not None:
+            deadlines.append(self._backoff_until)
         if self._refs_problems or self._doomed or self._observe_failed:
             deadlines.append(now + timedelta(seconds=self._settings_.resync_seconds))
         if self._in_flight:
@@ -417,6 +541,38 @@ class DevicePoolWorkflow:
             ),
             now,
         )
+        if self._provider_problem:
+            reason, _, message = self._provider_problem.partition(": ")
+            until = (
+                f"; next try at {self._backoff_until.isoformat(timespec='seconds')}"
+                if self._backoff_until
+                else ""
+            )
+            self._set_condition(
+                (ConditionType.PROVIDER_AVAILABLE, ConditionStatus.FALSE, reason, message + until),
+                now,
+            )
+        else:
+            self._set_condition(
+                (ConditionType.PROVIDER_AVAILABLE, ConditionStatus.TRUE, "Available", ""), now
+            )
+        health = self._health
+        if health is not None and health.paused:
+            self._set_condition(
+                (
+                    ConditionType.REMEDIATION_PAUSED,
+                    ConditionStatus.TRUE,
+                    "TooManyUnhealthy",
+                    f"{health.unhealthy} of {health.devices} devices unhealthy, more than "
+                    f"maxUnhealthy ({self._spec.max_unhealthy} = {health.max_unhealthy}); "
+                    "replacements wait until the count drops",
+                ),
+                now,
+            )
+        else:
+            self._set_condition(
+                (ConditionType.REMEDIATION_PAUSED, ConditionStatus.FALSE, "Healthy", ""), now
+            )
         if plan.blocked_surplus:
             self._set_condition(
                 (
@@ -431,9 +587,9 @@ class DevicePoolWorkflow:
         else:
             self._drop_condition(ConditionType.SCALE_DOWN_BLOCKED)
 
-        if self._refs_problems:
+        if self._refs_problems or self._provider_problem:
             phase = Phase.DEGRADED
-        elif counts["offline"] or counts["failed"]:
+        elif counts["offline"] or counts["failed"] or (health is not None and health.paused):
             phase = Phase.DEGRADED
         elif serving + counts["provisioning"] < spec.replicas or creating:
             phase = Phase.PROVISIONING
@@ -582,6 +738,10 @@ class DevicePoolWorkflow:
         self._publish_details()
 
     async def _teardown(self) -> None:
+        try:
+            await workflow.get_external_workflow_handle(health_workflow_id(self._name)).cancel()
+        except FailureError as err:
+            workflow.logger.info("health check of %s already ended: %s", self._name, err)
         for child_id in list(self._in_flight):
             try:
                 await workflow.get_external_workflow_handle(child_id).cancel()
@@ -649,6 +809,11 @@ class DevicePoolWorkflow:
                     status=self._status.to_json_dict(),
                     fingerprint=device_fingerprint(self._devices),
                     created_at=self._created_at,
+                    failure_streak=self._failure_streak,
+                    backoff_seconds=self._backoff_seconds,
+                    backoff_until=self._backoff_until,
+                    provider_problem=self._provider_problem,
+                    replaced_total=self._replaced_total,
                 ),
             )
         )
@@ -717,9 +882,26 @@ class DevicePoolWorkflow:
         self._drop_condition(ConditionType.SPEC_REJECTED)
         self._scale(request.replicas)
 
+    @workflow.signal(name=SIGNAL_BATCH_CREATED)
+    def batch_created(self, report: BatchReport) -> None:
+        batch = self._in_flight.get(report.workflow_id)
+        if batch is not None:
+            settled = set(report.created) | set(report.failed_slots)
+            batch.slots = [slot for slot in batch.slots if slot not in settled]
+        self._dirty = True
+
     @workflow.signal(name=SIGNAL_BATCH_DONE)
     def batch_done(self, report: BatchReport) -> None:
         self._reports.append(report)
+        self._dirty = True
+
+    @workflow.signal(name=SIGNAL_HEALTH_REPORT)
+    def health_report(self, report: HealthReport) -> None:
+        self._health = report
+        if report.terminated:
+            self._replaced_total += len(report.terminated)
+            for device_id, reason in sorted(report.terminated.items()):
+                workflow.logger.info("pool %s: replacing %s (%s)", self._name, device_id, reason)
         self._dirty = True
 
     @workflow.query(name=QUERY_STATUS)

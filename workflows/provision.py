@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from api.errors import ErrorType
     from api.names import (
         LABEL_SLOT,
+        SIGNAL_BATCH_CREATED,
         SIGNAL_BATCH_DONE,
         SIGNAL_PERMIT_CANCEL,
         SIGNAL_PERMIT_REQUEST,
@@ -105,6 +106,11 @@ class ProvisionBatchWorkflow:
         self._report = report
         try:
             await self._create_all(input, report)
+            # Tell the pool at once which slots became which devices: from now
+            # on it counts them by observation, not as creates in flight (a
+            # device removed while this batch still waits for boots must be
+            # replaced, not counted).
+            await self._tell_parent(input, report, SIGNAL_BATCH_CREATED)
             await self._wait_until_booted(input, report)
         except asyncio.CancelledError:
             report.cancelled = True
@@ -283,10 +289,12 @@ class ProvisionBatchWorkflow:
                 f"not ready after the startup timeout ({input.startup_timeout_seconds:g}s)"
             )
 
-    async def _tell_parent(self, input: ProvisionBatchInput, report: BatchReport) -> None:
+    async def _tell_parent(
+        self, input: ProvisionBatchInput, report: BatchReport, signal: str = SIGNAL_BATCH_DONE
+    ) -> None:
         try:
             await workflow.get_external_workflow_handle(input.parent_workflow_id).signal(
-                SIGNAL_BATCH_DONE, report
+                signal, report
             )
         except FailureError as err:
             # The pool is gone (deleted and finished): nobody to tell.

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import SecretStr
+from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -106,8 +107,48 @@ async def control(emulator: Any) -> AsyncIterator[httpx.AsyncClient]:
         yield http
 
 
+class Workers:
+    """The session's workers, restartable: a restart drops every cached
+    workflow (the next task replays from history) and cancels running
+    activities, as a killed worker process would."""
+
+    def __init__(self, client: Client, activities: DeviceActivities) -> None:
+        self.client = client
+        self.activities = activities
+        self._running: list[tuple[Worker, asyncio.Task[None]]] = []
+
+    def start(self) -> None:
+        workers = [
+            Worker(
+                self.client,
+                task_queue=TASK_QUEUE,
+                workflows=WORKFLOWS,
+                activities=self.activities.pool_queue_activities(),
+            ),
+            *(
+                Worker(
+                    self.client,
+                    task_queue=account_task_queue(name),
+                    activities=self.activities.account_queue_activities(),
+                )
+                for name in ACCOUNTS
+            ),
+        ]
+        self._running = [(w, asyncio.ensure_future(w.run())) for w in workers]
+
+    async def stop(self) -> None:
+        for worker, _ in self._running:
+            await worker.shutdown()
+        await asyncio.gather(*(task for _, task in self._running), return_exceptions=True)
+        self._running = []
+
+    async def restart(self) -> None:
+        await self.stop()
+        self.start()
+
+
 @pytest.fixture(scope="session")
-async def worker(env: WorkflowEnvironment, emulator: Any) -> AsyncIterator[DeviceActivities]:
+async def workers(env: WorkflowEnvironment, emulator: Any) -> AsyncIterator[Workers]:
     activities = DeviceActivities(
         accounts={
             name: AccountSettings(
@@ -123,29 +164,16 @@ async def worker(env: WorkflowEnvironment, emulator: Any) -> AsyncIterator[Devic
         settings=FAST,
         transport=TimedASGITransport(app=emulator),
     )
-    main = Worker(
-        env.client,
-        task_queue=TASK_QUEUE,
-        workflows=WORKFLOWS,
-        activities=[
-            activities.pool_settings,
-            activities.check_pool_refs,
-            activities.list_devices,
-            activities.watch_devices,
-            activities.get_statuses,
-            activities.terminate_device,
-            activities.terminate_pool,
-        ],
-    )
-    creators = [
-        Worker(
-            env.client, task_queue=account_task_queue(name), activities=[activities.create_device]
-        )
-        for name in ACCOUNTS
-    ]
-    async with main, creators[0], creators[1]:
-        yield activities
+    running = Workers(env.client, activities)
+    running.start()
+    yield running
+    await running.stop()
     await activities.aclose()
+
+
+@pytest.fixture(scope="session")
+def worker(workers: Workers) -> DeviceActivities:
+    return workers.activities
 
 
 @pytest.fixture

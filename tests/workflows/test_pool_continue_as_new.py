@@ -21,9 +21,9 @@ async def test_continue_as_new_with_batches_in_flight_keeps_every_device_once(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
     before = await stats(control)
-    # Small batches make many children, so history crosses the threshold while
+    # One-device batches make many children, so history crosses the threshold while
     # some of them are still provisioning.
-    settings = FAST.model_copy(update={"provision_batch_size": 2})
+    settings = FAST.model_copy(update={"provision_batch_size": 1})
     handle = await start_pool(env.client, pool_name, 16, settings=settings)
 
     async def converged() -> bool:
@@ -59,8 +59,12 @@ async def test_continue_as_new_with_batches_in_flight_keeps_every_device_once(
 
     after = await stats(control)
     assert after["creates"]["accepted"] - before["creates"]["accepted"] == 16
-    status = await handle.query("status")
-    assert status["readyDevices"] == 16
+
+    async def reports_ready() -> bool:
+        status = await env.client.get_workflow_handle(handle.id).query("status")
+        return status["readyDevices"] == 16
+
+    await eventually(reports_ready, what="the pool's own status to say 16 ready")
 
     await handle.cancel()
     with pytest.raises(WorkflowFailureError):

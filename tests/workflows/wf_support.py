@@ -40,10 +40,11 @@ async def start_pool(
     settings: PoolSettings = FAST,
     account: str = "default",
     proxy_ref: str | None = "proxyseller-us",
+    region: str = "us-west",
 ) -> WorkflowHandle[Any, Any]:
     spec: dict[str, Any] = {
         "platform": "android",
-        "region": "us-west",
+        "region": region,
         "osVersion": "14",
         "replicas": replicas,
         "providerCredentialRef": account,

@@ -1,0 +1,213 @@
+"""Health: replace, do not repair — and pause instead of a replacement storm.
+
+Thresholds come from FAST (offline after 3 s, health check every 1 s, startup
+timeout 15 s); the emulator's control plane makes devices go offline, stall or
+a region go down. Ground truth is the emulator's stats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+from conftest import Workers
+from temporalio.testing import WorkflowEnvironment
+from wf_support import FAST, eventually, pool_devices, start_pool, stats
+
+from api.names import health_workflow_id
+
+pytestmark = pytest.mark.devserver
+
+
+async def converged(control: httpx.AsyncClient, name: str, n: int) -> list[dict[str, Any]]:
+    async def check() -> list[dict[str, Any]] | None:
+        devices = await pool_devices(control, name)
+        ok = len(devices) == n and all(d["status"] == "ready" for d in devices)
+        return devices if ok else None
+
+    return await eventually(check, what=f"{n} ready devices in {name}", timeout=30)
+
+
+async def condition(handle: Any, type_: str) -> dict[str, Any] | None:
+    status = await handle.query("status")
+    return next((c for c in status["conditions"] if c["type"] == type_), None)
+
+
+async def delete(handle: Any, control: httpx.AsyncClient, name: str) -> None:
+    await handle.cancel()
+    await eventually(lambda: _zero(control, name), what=f"{name} torn down", timeout=30)
+
+
+async def _zero(control: httpx.AsyncClient, name: str) -> bool:
+    return (await stats(control))["devices"]["byPool"].get(name, 0) == 0
+
+
+async def test_offline_device_is_replaced_once_after_the_threshold(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start_pool(env.client, pool_name, 3)
+    devices = await converged(control, pool_name, 3)
+    before = await stats(control)
+    victim = devices[0]["id"]
+    went_offline = asyncio.get_running_loop().time()
+    (await control.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
+
+    # Terminated (never rebooted) and replaced: three ready devices again, the
+    # victim not among them.
+    async def replaced() -> bool:
+        now = await pool_devices(control, pool_name)
+        ids = {d["id"] for d in now}
+        return victim not in ids and len(now) == 3 and all(d["status"] == "ready" for d in now)
+
+    await eventually(replaced, what="replacement ready", timeout=30)
+    took = asyncio.get_running_loop().time() - went_offline
+    assert took >= FAST.offline_after_seconds
+
+    after = await stats(control)
+    assert after["creates"]["accepted"] - before["creates"]["accepted"] == 1
+    assert after["terminations"] - before["terminations"] == 1
+    assert after["extra"]["reboots"] == before["extra"]["reboots"]
+    # Nothing more happens afterwards: replaced exactly once.
+    await asyncio.sleep(FAST.offline_after_seconds + 2 * FAST.health_seconds)
+    assert (await stats(control))["creates"]["accepted"] == after["creates"]["accepted"]
+    await delete(handle, control, pool_name)
+
+
+async def test_device_back_before_the_threshold_is_left_alone(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start_pool(env.client, pool_name, 2)
+    devices = await converged(control, pool_name, 2)
+    before = await stats(control)
+    victim = devices[0]["id"]
+    await control.post(f"/_emulator/devices/{victim}/offline")
+    health = env.client.get_workflow_handle(health_workflow_id(pool_name))
+    await eventually(lambda: _has_clock(health, victim), what="health saw it offline", timeout=10)
+    await asyncio.sleep(FAST.offline_after_seconds / 3)
+    await control.post(f"/_emulator/devices/{victim}/online")
+    await asyncio.sleep(FAST.offline_after_seconds + 2 * FAST.health_seconds)
+
+    after = await stats(control)
+    assert after["creates"]["accepted"] == before["creates"]["accepted"]
+    assert after["terminations"] == before["terminations"]
+    assert victim in {d["id"] for d in await pool_devices(control, pool_name)}
+    assert victim not in await health.query("offline_since")
+    await delete(handle, control, pool_name)
+
+
+async def _has_clock(health: Any, device_id: str) -> bool:
+    return device_id in await health.query("offline_since")
+
+
+async def test_worker_restart_inside_the_offline_window_keeps_the_clock(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start_pool(env.client, pool_name, 2)
+    devices = await converged(control, pool_name, 2)
+    before = await stats(control)
+    victim = devices[0]["id"]
+    await control.post(f"/_emulator/devices/{victim}/offline")
+    health = env.client.get_workflow_handle(health_workflow_id(pool_name))
+    await eventually(lambda: _has_clock(health, victim), what="clock started", timeout=10)
+    first_seen = (await health.query("offline_since"))[victim]
+
+    await workers.restart()  # every cached workflow is gone; state comes back by replay
+
+    assert (await health.query("offline_since"))[victim] == first_seen
+
+    async def replaced() -> bool:
+        ids = {d["id"] for d in await pool_devices(control, pool_name)}
+        return victim not in ids and len(ids) == 2
+
+    await eventually(replaced, what="replaced after the restart", timeout=30)
+    after = await stats(control)
+    assert after["creates"]["accepted"] - before["creates"]["accepted"] == 1
+    await delete(handle, control, pool_name)
+
+
+async def test_stalled_provisioning_is_replaced_after_the_startup_timeout(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    settings = FAST.model_copy(update={"startup_timeout_seconds": 4})
+    before = await stats(control)
+    await control.post("/_emulator/faults", json={"provisionStallRate": 1})
+    try:
+        handle = await start_pool(env.client, pool_name, 1, settings=settings)
+        await eventually(
+            lambda: _accepted_since(control, before, 1), what="the stalled create", timeout=10
+        )
+    finally:
+        await control.post("/_emulator/faults", json={})
+    stalled = (await pool_devices(control, pool_name))[0]["id"]
+    devices = await converged(control, pool_name, 1)
+    assert devices[0]["id"] != stalled
+    after = await stats(control)
+    assert after["creates"]["accepted"] - before["creates"]["accepted"] == 2
+    await delete(handle, control, pool_name)
+
+
+async def _accepted_since(control: httpx.AsyncClient, before: dict[str, Any], n: int) -> bool:
+    now = await stats(control)
+    return now["creates"]["accepted"] - before["creates"]["accepted"] >= n
+
+
+async def test_region_outage_pauses_remediation_and_resumes(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    region = f"wf-region-{pool_name[-6:]}"
+    spec_region = {"region": region}
+    handle = await start_pool(env.client, pool_name, 4, region=spec_region["region"])
+    devices = await converged(control, pool_name, 4)
+    before = await stats(control)
+    (await control.post(f"/_emulator/regions/{region}", json={"status": "down"})).raise_for_status()
+
+    cond = await eventually(
+        lambda: _true(handle, "RemediationPaused"), what="RemediationPaused=True", timeout=15
+    )
+    assert "4 of 4 devices unhealthy" in cond["message"]
+    # Well past the offline threshold, nothing was terminated or re-created.
+    await asyncio.sleep(FAST.offline_after_seconds + 2 * FAST.health_seconds)
+    during = await stats(control)
+    assert during["terminations"] == before["terminations"]
+    assert during["creates"]["accepted"] == before["creates"]["accepted"]
+
+    (await control.post(f"/_emulator/regions/{region}", json={"status": "up"})).raise_for_status()
+    await eventually(lambda: _false(handle, "RemediationPaused"), what="resumed", timeout=15)
+    after_ids = {d["id"] for d in await converged(control, pool_name, 4)}
+    assert after_ids == {d["id"] for d in devices}  # they came back; nothing replaced
+    await delete(handle, control, pool_name)
+
+
+async def _true(handle: Any, type_: str) -> dict[str, Any] | None:
+    cond = await condition(handle, type_)
+    return cond if cond and cond["status"] == "True" else None
+
+
+async def _false(handle: Any, type_: str) -> dict[str, Any] | None:
+    cond = await condition(handle, type_)
+    return cond if cond and cond["status"] == "False" else None
+
+
+async def test_region_refusing_creates_backs_off_and_recovers(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    region = f"wf-down-{pool_name[-6:]}"
+    await control.post(f"/_emulator/regions/{region}", json={"status": "down"})
+    settings = FAST.model_copy(update={"backoff_initial_seconds": 2, "backoff_max_seconds": 4})
+    before = await stats(control)
+    handle = await start_pool(env.client, pool_name, 2, region=region, settings=settings)
+    cond = await eventually(
+        lambda: _false(handle, "ProviderAvailable"), what="ProviderAvailable=False", timeout=15
+    )
+    assert cond["reason"] in {"RegionUnavailable", "RegionDown"}
+    # Backing off: a handful of refused creates, not a storm.
+    await asyncio.sleep(6)
+    refused = (await stats(control))["creates"]["rejected"] - before["creates"]["rejected"]
+    assert 1 <= refused <= 8, refused
+
+    await control.post(f"/_emulator/regions/{region}", json={"status": "up"})
+    await converged(control, pool_name, 2)
+    await eventually(lambda: _true(handle, "ProviderAvailable"), what="recovered", timeout=15)
+    await delete(handle, control, pool_name)
