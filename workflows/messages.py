@@ -78,6 +78,8 @@ class CarriedState(CamelModel):
     backoff_until: datetime | None = None
     provider_problem: str | None = None
     replaced_total: int = 0
+    # Replacement devices not yet handed to a batch (served first by the ledger).
+    replacements_owed: int = 0
 
 
 class PoolInput(CamelModel):

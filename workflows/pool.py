@@ -139,6 +139,9 @@ class DevicePoolWorkflow:
         self._metadata: ObjectMeta = input.metadata
         self._spec: DevicePoolSpec = input.spec
         self._settings: PoolSettings | None = input.settings
+        # Settings given in the input (tests, a caller overriding the worker) are
+        # kept across continue-as-new; otherwise each run re-reads the worker's.
+        self._settings_pinned = input.settings is not None
         self._generation = state.generation
         self._next_slot = state.next_slot
         self._next_batch = state.next_batch
@@ -160,6 +163,7 @@ class DevicePoolWorkflow:
         # The maxUnhealthy the health child was started with or last told.
         self._health_max_unhealthy: int | str = input.spec.max_unhealthy
         self._replaced_total = state.replaced_total
+        self._replacements_owed = state.replacements_owed
         self._devices: list[DeviceInfo] = []
         self._reports: list[BatchReport] = []
         self._refs_problems: list[str] | None = None
@@ -301,7 +305,12 @@ class DevicePoolWorkflow:
         settings = self._settings_
         size = settings.provision_batch_size
         while count > 0:
-            n = min(size, count)
+            # Devices owed for unhealthy ones the health check removed go first,
+            # in batches of their own: the account's permit ledger serves
+            # replacements ahead of growth.
+            replacement = self._replacements_owed > 0
+            n = min(size, count, self._replacements_owed) if replacement else min(size, count)
+            self._replacements_owed -= n if replacement else 0
             slots = list(range(self._next_slot, self._next_slot + n))
             self._next_slot += n
             count -= n
@@ -315,11 +324,11 @@ class DevicePoolWorkflow:
             )
             # Not awaited: the child reports through `batch_done`, which also
             # reaches the next run after a continue-as-new.
-            task = asyncio.ensure_future(self._start_child(child_id, slots))
+            task = asyncio.ensure_future(self._start_child(child_id, slots, replacement))
             self._starting.add(task)
             task.add_done_callback(self._starting.discard)
 
-    async def _start_child(self, child_id: str, slots: list[int]) -> None:
+    async def _start_child(self, child_id: str, slots: list[int], replacement: bool) -> None:
         settings = self._settings_
         proxy = self._spec.proxy
         try:
@@ -328,6 +337,7 @@ class DevicePoolWorkflow:
                 ProvisionBatchInput(
                     pool=self._name,
                     parent_workflow_id=workflow.info().workflow_id,
+                    replacement=replacement,
                     account=self._account,
                     platform=self._spec.platform,
                     region=self._spec.region,
@@ -710,9 +720,7 @@ class DevicePoolWorkflow:
         self._status = self._status.model_copy(update={"phase": Phase.DELETING})
         self._publish_search_attributes()
         self._publish_details()
-        if self._watch is not None:
-            self._watch.cancel()
-            self._watch = None
+        self._drop_watch()
 
         teardown = asyncio.ensure_future(self._teardown())
         while not teardown.done():
@@ -791,15 +799,21 @@ class DevicePoolWorkflow:
 
     # ------------------------------------------------------------------ continue-as-new
 
-    def _continue_as_new(self) -> None:
+    def _drop_watch(self) -> None:
+        """Cancel the running watch without awaiting it (its outcome no longer matters)."""
         if self._watch is not None:
             self._watch.cancel()
+            # Retrieve the outcome so asyncio does not log "exception never retrieved".
+            self._watch.add_done_callback(lambda task: task.cancelled() or task.exception())
             self._watch = None
+
+    def _continue_as_new(self) -> None:
+        self._drop_watch()
         workflow.continue_as_new(
             PoolInput(
                 metadata=self._metadata,
                 spec=self._spec,
-                settings=None,  # the next run reads the worker's current intervals
+                settings=self._settings if self._settings_pinned else None,
                 state=CarriedState(
                     generation=self._generation,
                     next_slot=self._next_slot,
@@ -814,6 +828,7 @@ class DevicePoolWorkflow:
                     backoff_until=self._backoff_until,
                     provider_problem=self._provider_problem,
                     replaced_total=self._replaced_total,
+                    replacements_owed=self._replacements_owed,
                 ),
             )
         )
@@ -900,6 +915,7 @@ class DevicePoolWorkflow:
         self._health = report
         if report.terminated:
             self._replaced_total += len(report.terminated)
+            self._replacements_owed += len(report.terminated)
             for device_id, reason in sorted(report.terminated.items()):
                 workflow.logger.info("pool %s: replacing %s (%s)", self._name, device_id, reason)
         self._dirty = True

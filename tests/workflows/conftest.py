@@ -14,6 +14,7 @@ import shutil
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,10 @@ class Workers:
                 task_queue=TASK_QUEUE,
                 workflows=WORKFLOWS,
                 activities=self.activities.pool_queue_activities(),
+                # After a restart, tasks of workflows cached by the old worker
+                # wait this long on its sticky queue before anyone else may
+                # take them; shortened so the restart test stays quick.
+                sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
             ),
             *(
                 Worker(

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from conftest import Workers
 from temporalio.testing import WorkflowEnvironment
-from wf_support import FAST, eventually, pool_devices, start_pool, stats
+from wf_support import FAST, eventually, history_digest, pool_devices, start_pool, stats
 
 from api.names import health_workflow_id
 
@@ -208,6 +208,10 @@ async def test_region_refusing_creates_backs_off_and_recovers(
     assert 1 <= refused <= 8, refused
 
     await control.post(f"/_emulator/regions/{region}", json={"status": "up"})
-    await converged(control, pool_name, 2)
+    try:
+        await converged(control, pool_name, 2)
+    except BaseException:
+        print(await history_digest(env.client, handle.id))
+        raise
     await eventually(lambda: _true(handle, "ProviderAvailable"), what="recovered", timeout=15)
     await delete(handle, control, pool_name)

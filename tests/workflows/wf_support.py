@@ -102,3 +102,28 @@ async def eventually(
             return last
         await asyncio.sleep(0.2)
     pytest.fail(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+async def history_digest(client: Client, workflow_id: str) -> str:
+    """A compact, readable trace of a workflow's runs (for failure messages)."""
+    lines: list[str] = []
+    runs = [r async for r in client.list_workflows(f'WorkflowId = "{workflow_id}"')]
+    for run in sorted(runs, key=lambda r: r.start_time):
+        history = await client.get_workflow_handle(workflow_id, run_id=run.run_id).fetch_history()
+        for event in history.events:
+            kind = event.WhichOneof("attributes") or ""
+            if "workflow_task" in kind:
+                continue
+            detail = ""
+            if event.HasField("activity_task_scheduled_event_attributes"):
+                detail = event.user_metadata.summary.data.decode()
+            elif event.HasField("workflow_execution_signaled_event_attributes"):
+                attrs = event.workflow_execution_signaled_event_attributes
+                detail = attrs.signal_name + " " + attrs.input.payloads[0].data.decode()[:160]
+            elif event.HasField("activity_task_failed_event_attributes"):
+                detail = event.activity_task_failed_event_attributes.failure.message[:160]
+            elif event.HasField("timer_started_event_attributes"):
+                detail = str(event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta())
+            stamp = event.event_time.ToDatetime().strftime("%M:%S.%f")[:-3]
+            lines.append(f"{stamp} {kind.removesuffix('_event_attributes')} {detail}")
+    return "\n".join(lines)
