@@ -243,10 +243,16 @@ class ProvisionBatchWorkflow:
                     extra_labels={LABEL_SLOT: str(slot)},
                 ),
                 task_queue=account_task_queue(input.account),
-                start_to_close_timeout=timedelta(seconds=30),
+                # Twice the provider client's own timeout: an attempt lost with
+                # a killed worker is retried elsewhere (same key) that soon.
+                start_to_close_timeout=timedelta(seconds=20),
                 # The whole budget for one create, 429 waits included.
                 schedule_to_close_timeout=timedelta(seconds=input.startup_timeout_seconds),
                 retry_policy=CREATE_RETRY,
+                # On deletion, wait for a create already on its way to the
+                # provider to finish, so the pool's final sweep sees its device
+                # (a create landing after the sweep would be an orphan).
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 summary=f"create device {index + 1}/{total} (slot {slot})",
             )
         except ActivityError as err:
