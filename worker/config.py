@@ -118,6 +118,12 @@ class IntervalsFile(_FileModel):
     offline_after_seconds: float = Field(default=180.0, gt=0)
     startup_timeout_seconds: float = Field(default=300.0, gt=0)
     idle_grace_seconds: float = Field(default=60.0, ge=0)
+    # Failing replacements: stop creating in a region after this many devices in
+    # a row never became ready, and back off from backoffInitialSeconds doubling
+    # up to backoffMaxSeconds.
+    failure_streak_limit: int = Field(default=3, ge=1)
+    backoff_initial_seconds: float = Field(default=30.0, gt=0)
+    backoff_max_seconds: float = Field(default=900.0, gt=0)
 
 
 class ConfigFile(_FileModel):
@@ -257,6 +263,9 @@ def build_config(
         offline_after_seconds=intervals.offline_after_seconds,
         startup_timeout_seconds=intervals.startup_timeout_seconds,
         idle_grace_seconds=intervals.idle_grace_seconds,
+        failure_streak_limit=intervals.failure_streak_limit,
+        backoff_initial_seconds=intervals.backoff_initial_seconds,
+        backoff_max_seconds=intervals.backoff_max_seconds,
     )
     graceful = _env_float(env, ENV_GRACEFUL_SHUTDOWN, DEFAULT_GRACEFUL_SHUTDOWN_SECONDS, source)
     log_format = env.get(ENV_LOG_FORMAT, "logfmt").strip().lower() or "logfmt"
