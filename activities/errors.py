@@ -257,7 +257,5 @@ def configuration_error(error_type: ErrorType, message: str) -> ApplicationError
 
 
 # `terminate_pool` raises this (retryable) while devices are still on their way out,
-# so the activity's retry policy keeps the finalizer going. The vocabulary has no
-# member for "teardown not finished yet"; until `api.errors` grows one, this is the
-# single place that decides which member stands in for it.
-TEARDOWN_PENDING = ErrorType.SERVER_ERROR
+# so the activity's retry policy keeps the finalizer going.
+TEARDOWN_PENDING = ErrorType.TEARDOWN_PENDING

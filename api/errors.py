@@ -28,6 +28,8 @@ class ErrorType(StrEnum):
     # devicepool's own
     UNKNOWN_ACCOUNT = "unknown_account"
     UNKNOWN_PROXY_POOL = "unknown_proxy_pool"
+    # `terminate_pool` ran but devices are still on their way out: try again.
+    TEARDOWN_PENDING = "teardown_pending"
 
     @property
     def retryable(self) -> bool:
@@ -41,6 +43,7 @@ _RETRYABLE = frozenset(
         ErrorType.SERVER_ERROR,
         ErrorType.TIMEOUT,
         ErrorType.TRANSPORT,
+        ErrorType.TEARDOWN_PENDING,
     }
 )
 

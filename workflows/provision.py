@@ -49,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
         CreateDeviceInput,
         GetStatusesInput,
     )
-    from api.errors import ErrorType
+    from api.errors import NON_RETRYABLE_ERROR_TYPES, ErrorType
     from api.names import (
         LABEL_SLOT,
         SIGNAL_BATCH_CREATED,
@@ -66,24 +66,16 @@ with workflow.unsafe.imports_passed_through():
     from workflows.ledger import PermitGrant, PermitRequest, PermitsUsed
     from workflows.messages import BatchReport, ProvisionBatchInput
 
-# A create that fails with one of these will not succeed by trying again.
-CREATE_NON_RETRYABLE = [
-    ErrorType.INVALID_ARGUMENT,
-    ErrorType.UNAUTHENTICATED,
-    ErrorType.QUOTA_EXCEEDED,
-    ErrorType.NOT_FOUND,
-    ErrorType.INVALID_STATE,
-    ErrorType.IDEMPOTENCY_KEY_REUSED,
-    ErrorType.UNKNOWN_ACCOUNT,
-    ErrorType.UNKNOWN_PROXY_POOL,
-    ErrorType.REGION_UNAVAILABLE,
-]
+# A create that fails with one of these will not succeed by trying again. A
+# region outage is retryable in general, but for creates the pool handles it
+# itself (durable back-off, region probes) instead of a retry loop per device.
+CREATE_NON_RETRYABLE = [*NON_RETRYABLE_ERROR_TYPES, ErrorType.REGION_UNAVAILABLE.value]
 
 CREATE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=60),
-    non_retryable_error_types=[t.value for t in CREATE_NON_RETRYABLE],
+    non_retryable_error_types=CREATE_NON_RETRYABLE,
 )
 
 STATUS_RETRY = RetryPolicy(
