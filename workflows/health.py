@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW_POOL_HEALTH,
     )
     from api.v1alpha1 import resolve_max_unhealthy
+    from workflows.cancellation import raise_if_cancelled
     from workflows.messages import HealthConfig, HealthInput, HealthReport
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
@@ -84,7 +85,9 @@ class PoolHealthWorkflow:
         settings = input.settings
         threshold = timedelta(seconds=settings.offline_after_seconds)
         while True:
+            raise_if_cancelled()
             await self._check(input, threshold)
+            raise_if_cancelled()
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(

@@ -94,6 +94,7 @@ with workflow.unsafe.imports_passed_through():
         ObjectMeta,
         Phase,
     )
+    from workflows.cancellation import raise_if_cancelled
     from workflows.health import PoolHealthWorkflow
     from workflows.messages import (
         Accepted,
@@ -234,6 +235,9 @@ class DevicePoolWorkflow:
     async def _reconcile_forever(self) -> None:
         need_observe = True
         while True:
+            # A deletion that arrived while an activity was awaited surfaces
+            # here (see workflows/cancellation.py), before anything is acted on.
+            raise_if_cancelled()
             if self._refs_problems is None:
                 await self._check_refs()
             if need_observe:
@@ -241,15 +245,18 @@ class DevicePoolWorkflow:
             self._take_reports()
             await self._sync_health_config()
             await self._probe_region_after_backoff()
+            raise_if_cancelled()
             plan = self._plan()
             if not self._observe_failed:
                 await self._act(plan)
+            raise_if_cancelled()
             self._publish(plan)
 
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(
                     lambda: workflow.all_handlers_finished() and not self._starting
                 )
+                raise_if_cancelled()  # never carry a deletion into a new run
                 self._continue_as_new()
 
             need_observe = await self._wait(plan)

@@ -63,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
         create_idempotency_key,
         ledger_workflow_id,
     )
+    from workflows.cancellation import raise_if_cancelled
     from workflows.ledger import PermitGrant, PermitRequest, PermitsUsed
     from workflows.messages import BatchReport, ProvisionBatchInput
 
@@ -98,13 +99,18 @@ class ProvisionBatchWorkflow:
         self._report = report
         try:
             await self._create_all(input, report)
+            raise_if_cancelled()
             # Tell the pool at once which slots became which devices: from now
             # on it counts them by observation, not as creates in flight (a
             # device removed while this batch still waits for boots must be
             # replaced, not counted).
             await self._tell_parent(input, report, SIGNAL_BATCH_CREATED)
             await self._wait_until_booted(input, report)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, ActivityError) as err:
+            # A cancel that arrived during an activity may surface as that
+            # activity's failure (workflows/cancellation.py).
+            if isinstance(err, ActivityError) and workflow.cancellation_reason() is None:
+                raise
             report.cancelled = True
             await self._release_permits(input)
             await self._tell_parent(input, report)
@@ -257,6 +263,7 @@ class ProvisionBatchWorkflow:
         pending = set(report.created.values())
         deadline = workflow.now() + timedelta(seconds=input.startup_timeout_seconds)
         while pending:
+            raise_if_cancelled()
             remaining = (deadline - workflow.now()).total_seconds()
             if remaining <= 0:
                 break

@@ -50,6 +50,7 @@ async def test_offline_device_is_replaced_once_after_the_threshold(
     handle = await start_pool(env.client, pool_name, 3)
     devices = await converged(control, pool_name, 3)
     before = await stats(control)
+    started = asyncio.get_running_loop().time()
     victim = devices[0]["id"]
     went_offline = asyncio.get_running_loop().time()
     (await control.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
@@ -69,6 +70,11 @@ async def test_offline_device_is_replaced_once_after_the_threshold(
     assert after["creates"]["accepted"] - before["creates"]["accepted"] == 1
     assert after["terminations"] - before["terminations"] == 1
     assert after["extra"]["reboots"] == before["extra"]["reboots"]
+    # The cost side: no more device-time billed than 3 devices plus the one
+    # replacement for the length of the scenario (the emulator's own billing).
+    hours = (asyncio.get_running_loop().time() - started) / 3600
+    billed = after["deviceHoursBilled"] - before["deviceHoursBilled"]
+    assert billed <= 4 * hours + 0.001, (billed, hours)
     # Nothing more happens afterwards: replaced exactly once.
     await asyncio.sleep(FAST.offline_after_seconds + 2 * FAST.health_seconds)
     assert (await stats(control))["creates"]["accepted"] == after["creates"]["accepted"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -292,3 +293,32 @@ async def _condition_with(handle: Any, type_: str, status: str, reason: str) -> 
     if cond and cond["status"] == status and cond["reason"] == reason:
         return cond
     return None
+
+
+async def test_delete_during_an_activity_is_not_lost(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # Slow provider answers: the cancel arrives while the pool awaits its first
+    # `list_devices`. The SDK then hands the cancel to the activity, and the
+    # pool must still notice it was deleted (workflows/cancellation.py).
+    await control.post("/_emulator/faults", json={"latencyMs": 1500})
+    try:
+        handle = await start_pool(env.client, pool_name, 2)
+
+        async def observing() -> bool:
+            desc = await handle.describe()
+            return any(
+                a.activity_type.name == "list_devices"
+                for a in desc.raw_description.pending_activities
+            )
+
+        await eventually(observing, what="the pool awaiting list_devices", timeout=10)
+        await handle.cancel()
+    finally:
+        await control.post("/_emulator/faults", json={})
+    with pytest.raises(WorkflowFailureError):
+        await asyncio.wait_for(handle.result(), timeout=30)
+    assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+    await eventually(
+        lambda: _len_is(pool_devices(control, pool_name), 0), what="nothing left", timeout=15
+    )

@@ -123,7 +123,9 @@ async def history_digest(client: Client, workflow_id: str) -> str:
             elif event.HasField("activity_task_failed_event_attributes"):
                 detail = event.activity_task_failed_event_attributes.failure.message[:160]
             elif event.HasField("timer_started_event_attributes"):
-                detail = str(event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta())
+                detail = str(
+                    event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+                )
             stamp = event.event_time.ToDatetime().strftime("%M:%S.%f")[:-3]
             lines.append(f"{stamp} {kind.removesuffix('_event_attributes')} {detail}")
     return "\n".join(lines)

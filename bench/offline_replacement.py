@@ -1,0 +1,136 @@
+"""How long from a device going offline to its replacement being requested?
+
+Default thresholds (offline after 180 s, health check every 60 s): a pool of 3
+converges, one device is taken offline through the emulator's control plane,
+and the emulator's own timestamps tell when the device was terminated and when
+its replacement was created. Real time: about 3.5 minutes.
+
+    .venv/bin/python bench/offline_replacement.py [--offline-after 180] [--health 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sys
+import uuid
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+from pydantic import SecretStr
+from temporalio.common import SearchAttributeKey
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.devices import DeviceActivities
+from activities.models import AccountSettings, PoolSettings
+from api.names import SEARCH_ATTRIBUTES, TASK_QUEUE, account_task_queue, pool_workflow_id
+from api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from emulator.app import EmulatorConfig, create_app
+from workflows import WORKFLOWS
+from workflows.messages import PoolInput
+
+URL = "http://emulator.bench"
+KEY = {"Authorization": "Bearer bench"}
+
+
+def at(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+async def devices(http: httpx.AsyncClient, pool: str) -> list[dict]:
+    answer = await http.get("/api/v1/devices", params={"label": f"pool={pool}"}, headers=KEY)
+    return answer.json()["items"]
+
+
+async def main(offline_after: float, health: float) -> None:
+    temporal = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
+    app = create_app(EmulatorConfig(accounts={"default": ["bench"]}, provision_seconds=5))
+    transport = httpx.ASGITransport(app=app)
+    settings = PoolSettings(
+        resync_seconds=5, health_seconds=health, offline_after_seconds=offline_after
+    )
+    activities = DeviceActivities(
+        accounts={
+            "default": AccountSettings(name="default", base_url=URL, api_key=SecretStr("bench"))
+        },
+        proxy_pools={},
+        settings=settings,
+        transport=transport,
+    )
+    async with (
+        await WorkflowEnvironment.start_local(
+            dev_server_existing_path=temporal,
+            data_converter=pydantic_data_converter,
+            search_attributes=[
+                SearchAttributeKey.for_keyword(n)
+                if t == "Keyword"
+                else SearchAttributeKey.for_int(n)
+                for n, t in SEARCH_ATTRIBUTES.items()
+            ],
+        ) as env,
+        httpx.AsyncClient(transport=transport, base_url=URL) as http,
+        Worker(
+            env.client,
+            task_queue=TASK_QUEUE,
+            workflows=WORKFLOWS,
+            activities=activities.pool_queue_activities(),
+        ),
+        Worker(
+            env.client,
+            task_queue=account_task_queue("default"),
+            activities=activities.account_queue_activities(),
+        ),
+    ):
+        pool = f"offline-{uuid.uuid4().hex[:6]}"
+        handle = await env.client.start_workflow(
+            "DevicePool",
+            PoolInput(
+                metadata=ObjectMeta(name=pool),
+                spec=DevicePoolSpec(
+                    platform="android", region="us-west", os_version="14", replicas=3
+                ),
+                settings=settings,
+            ),
+            id=pool_workflow_id(pool),
+            task_queue=TASK_QUEUE,
+        )
+        while True:
+            items = await devices(http, pool)
+            if len(items) == 3 and all(d["status"] == "ready" for d in items):
+                break
+            await asyncio.sleep(0.5)
+        victim = items[0]["id"]
+        known = {d["id"] for d in items}
+        await http.post(f"/_emulator/devices/{victim}/offline")
+        went_offline = at(
+            (await http.get(f"/api/v1/devices/{victim}", headers=KEY)).json()["updatedAt"]
+        )
+        terminated = created = None
+        while terminated is None or created is None:
+            await asyncio.sleep(1)
+            for d in await devices(http, pool):
+                if d["id"] == victim and d["status"] in ("terminating", "terminated"):
+                    terminated = terminated or at(d["updatedAt"])
+                if d["id"] not in known:
+                    created = created or at(d["createdAt"])
+        print(f"offline threshold {offline_after:g}s, health interval {health:g}s")
+        print(
+            f"offline -> terminated:           {(terminated - went_offline).total_seconds():.1f}s"
+        )
+        print(f"offline -> replacement created:  {(created - went_offline).total_seconds():.1f}s")
+        print(f"terminated -> replacement created: {(created - terminated).total_seconds():.1f}s")
+        await handle.cancel()
+        await asyncio.sleep(3)
+    await activities.aclose()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--offline-after", type=float, default=180)
+    parser.add_argument("--health", type=float, default=60)
+    args = parser.parse_args()
+    asyncio.run(main(args.offline_after, args.health))
