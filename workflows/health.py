@@ -74,6 +74,9 @@ class PoolHealthWorkflow:
     def __init__(self, input: HealthInput) -> None:
         self._config = input.config
         self._offline_since: dict[str, datetime] = dict(input.offline_since)
+        # When the last successful check ran (a device it saw online went
+        # offline after it).
+        self._last_check_at: datetime | None = input.last_check_at
         self._replaced_total = input.replaced_total
         self._paused = False
         self._config_changed = False
@@ -96,6 +99,7 @@ class PoolHealthWorkflow:
                             "config": self._config,
                             "offline_since": self._offline_since,
                             "replaced_total": self._replaced_total,
+                            "last_check_at": self._last_check_at,
                         }
                     )
                 )
@@ -133,7 +137,9 @@ class PoolHealthWorkflow:
         for status, created_at in statuses:
             if status.status == OFFLINE:
                 offline.append(status.id)
-                since = self._offline_since.setdefault(status.id, now)
+                since = self._offline_since.setdefault(
+                    status.id, _went_offline(status, now, self._last_check_at)
+                )
                 unhealthy.append(status.id)
                 if now - since >= threshold:
                     due[status.id] = (
@@ -181,6 +187,7 @@ class PoolHealthWorkflow:
                 ),
             )
         self._was_reporting = bool(unhealthy or terminated or self._paused)
+        self._last_check_at = now
 
     async def _statuses(self, input: HealthInput) -> list[tuple[DeviceStatusInfo, datetime]]:
         devices = (
@@ -255,3 +262,20 @@ class PoolHealthWorkflow:
     @workflow.query(name="offline_since")
     def offline_since(self) -> dict[str, datetime]:
         return dict(self._offline_since)
+
+
+def _went_offline(
+    status: DeviceStatusInfo, now: datetime, last_check_at: datetime | None
+) -> datetime:
+    """When a device newly seen offline went offline.
+
+    The provider's `updatedAt` of the offline status, so the clock does not start
+    up to a whole health interval late; but never before the previous check
+    (which saw the device not offline: a provider that leaves `updatedAt`
+    alone must not get a device replaced at first sight) and never in the future
+    (clock skew with the provider).
+    """
+    since = status.updated_at if status.updated_at is not None else now
+    if last_check_at is not None:
+        since = max(since, last_check_at)
+    return min(since, now)

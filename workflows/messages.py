@@ -131,6 +131,7 @@ class HealthInput(CamelModel):
     # it was first seen offline. Durable, so a worker restart keeps the clock.
     offline_since: dict[str, datetime] = Field(default_factory=dict)
     replaced_total: int = 0
+    last_check_at: datetime | None = None
 
 
 class HealthReport(CamelModel):

@@ -200,7 +200,7 @@ class DevicePoolWorkflow:
     async def _ensure_health(self) -> None:
         """Start the health child, or find it still running from the previous run."""
         try:
-            await workflow.start_child_workflow(
+            child = await workflow.start_child_workflow(
                 PoolHealthWorkflow.run,
                 HealthInput(
                     pool=self._name,
@@ -214,6 +214,7 @@ class DevicePoolWorkflow:
                 parent_close_policy=ParentClosePolicy.ABANDON,
                 static_summary=f"health checks of {self._name}",
             )
+            _forget_outcome(child)
         except WorkflowAlreadyStartedError:
             # Abandoned by the previous run at continue-as-new: it keeps its
             # offline clocks and reports to this run (signals go by id).
@@ -339,7 +340,7 @@ class DevicePoolWorkflow:
         settings = self._settings_
         proxy = self._spec.proxy
         try:
-            await workflow.start_child_workflow(
+            child = await workflow.start_child_workflow(
                 ProvisionBatchWorkflow.run,
                 ProvisionBatchInput(
                     pool=self._name,
@@ -361,6 +362,7 @@ class DevicePoolWorkflow:
                 parent_close_policy=ParentClosePolicy.ABANDON,
                 static_summary=f"provision {len(slots)} device(s) for {self._name}",
             )
+            _forget_outcome(child)
         except FailureError as err:
             # Could not start (e.g. the id is taken by a batch of a terminated
             # earlier pool with the same name): forget it, the next pass re-plans.
@@ -966,6 +968,12 @@ class DevicePoolWorkflow:
     @property
     def _settings_(self) -> PoolSettings:
         return self._settings or PoolSettings()
+
+
+def _forget_outcome(child: asyncio.Future[Any]) -> None:
+    """An abandoned child reports by signal; its result future is never awaited.
+    Retrieve its outcome anyway, so a cancelled child logs no "never retrieved"."""
+    child.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
 def _error_type(err: ActivityError) -> str | None:

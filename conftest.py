@@ -1,0 +1,34 @@
+"""Test-run wiring for the whole suite (each layer's fixtures live in its own conftest).
+
+Under pytest-xdist (`make test` runs `-n 3 --dist loadgroup`), the layers that
+start servers keep all their tests in one worker, so each starts its Temporal
+dev server once; the unit layers spread freely over the workers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).parent / "tests"
+# Layers whose tests share a session-scoped stack (dev server, workers, ...) run
+# in one worker each; the two that spawn whole process trees share one, so they
+# never compete for the two cores at the same time.
+GROUPS = {
+    "workflows": "workflows",
+    "ratelimit": "ratelimit",
+    "observability": "observability",
+    "e2e": "processes",
+    "deploy": "processes",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            layer = item.path.relative_to(TESTS).parts[0]
+        except ValueError:
+            continue
+        if layer in GROUPS:
+            item.add_marker(pytest.mark.xdist_group(GROUPS[layer]))
