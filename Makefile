@@ -35,12 +35,12 @@ system-deps:
 # suite mostly waits on servers and timers, so this roughly halves its time.
 # `$(BIN)/pytest` alone runs it serially.
 test: venv system-deps
-	$(BIN)/ruff check .
+	$(BIN)/ruff check --no-cache .
 	$(BIN)/mypy
 	$(BIN)/pytest -n 3 --dist loadgroup
 
 lint: venv
-	$(BIN)/ruff check .
+	$(BIN)/ruff check --no-cache .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 

@@ -94,6 +94,7 @@ SIGNAL_HEALTH_CONFIG = "health_config"
 def health_workflow_id(pool: str) -> str:
     return f"{WORKFLOW_ID_PREFIX}{pool}/health"
 
+
 # The per-account permit ledger (workflows/ledger.py): one entity workflow per
 # provider account, started (signal-with-start) by every worker that serves the
 # account. Its existence is also how `apply` knows an account is configured.

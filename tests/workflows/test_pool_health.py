@@ -12,11 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import Workers
 from temporalio.testing import WorkflowEnvironment
 from wf_support import FAST, eventually, history_digest, pool_devices, start_pool, stats
 
 from api.names import health_workflow_id
+from conftest import Workers
 
 pytestmark = pytest.mark.devserver
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import TimedASGITransport
 from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
@@ -23,6 +22,7 @@ from wf_support import eventually, pool_devices, start_pool, stats
 from activities.devices import DeviceActivities
 from api.names import SIGNAL_SCALE, UPDATE_APPLY, UPDATE_SCALE
 from api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from conftest import TimedASGITransport
 from workflows import WORKFLOWS
 from workflows.messages import Accepted, ApplyRequest, ScaleRequest
 
