@@ -16,28 +16,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
-import sys
 import uuid
-from pathlib import Path
 
 import httpx
-from pydantic import SecretStr
+from _stack import local_stack
 from temporalio.client import Client
-from temporalio.common import SearchAttributeKey
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
-from activities.devices import DeviceActivities
-from activities.models import AccountSettings, PoolSettings
-from api.names import SEARCH_ATTRIBUTES, TASK_QUEUE, account_task_queue, pool_workflow_id
+from activities.models import PoolSettings
+from api.names import TASK_QUEUE, pool_workflow_id
 from api.v1alpha1 import DevicePoolSpec, ObjectMeta
-from emulator.app import EmulatorConfig, create_app
-from workflows import WORKFLOWS
 from workflows.messages import PoolInput
-
-URL = "http://emulator.bench"
 
 
 async def history_length(client: Client, workflow_id: str) -> int:
@@ -68,41 +56,7 @@ async def converge(client: Client, http: httpx.AsyncClient, settings: PoolSettin
 
 
 async def main(idle_seconds: float, replicas: int) -> None:
-    temporal = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
-    app = create_app(EmulatorConfig(accounts={"default": ["bench"]}, provision_seconds=1))
-    transport = httpx.ASGITransport(app=app)
-    activities = DeviceActivities(
-        accounts={
-            "default": AccountSettings(name="default", base_url=URL, api_key=SecretStr("bench"))
-        },
-        proxy_pools={},
-        transport=transport,
-    )
-    async with (
-        await WorkflowEnvironment.start_local(
-            dev_server_existing_path=temporal,
-            data_converter=pydantic_data_converter,
-            search_attributes=[
-                SearchAttributeKey.for_keyword(n)
-                if t == "Keyword"
-                else SearchAttributeKey.for_int(n)
-                for n, t in SEARCH_ATTRIBUTES.items()
-            ],
-        ) as env,
-        httpx.AsyncClient(transport=transport, base_url=URL) as http,
-        Worker(
-            env.client,
-            task_queue=TASK_QUEUE,
-            workflows=WORKFLOWS,
-            activities=activities.pool_queue_activities(),
-        ),
-        Worker(
-            env.client,
-            task_queue=account_task_queue("default"),
-            activities=activities.account_queue_activities(),
-        ),
-    ):
-        client = env.client
+    async with local_stack(provision_seconds=1) as (client, http):
         default = PoolSettings(resync_seconds=1)
         name = await converge(client, http, default, replicas)
         await asyncio.sleep(3)  # let the last status-driven passes settle
@@ -138,7 +92,6 @@ async def main(idle_seconds: float, replicas: int) -> None:
         for pool in (name, name2):
             await client.get_workflow_handle(pool_workflow_id(pool)).cancel()
         await asyncio.sleep(2)
-    await activities.aclose()
 
 
 if __name__ == "__main__":

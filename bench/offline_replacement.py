@@ -12,29 +12,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
-import sys
 import uuid
 from datetime import datetime
-from pathlib import Path
 
 import httpx
-from pydantic import SecretStr
-from temporalio.common import SearchAttributeKey
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
+from _stack import AUTH, local_stack
 
-from activities.devices import DeviceActivities
-from activities.models import AccountSettings, PoolSettings
-from api.names import SEARCH_ATTRIBUTES, TASK_QUEUE, account_task_queue, pool_workflow_id
+from activities.models import PoolSettings
+from api.names import TASK_QUEUE, pool_workflow_id
 from api.v1alpha1 import DevicePoolSpec, ObjectMeta
-from emulator.app import EmulatorConfig, create_app
-from workflows import WORKFLOWS
 from workflows.messages import PoolInput
-
-URL = "http://emulator.bench"
-KEY = {"Authorization": "Bearer bench"}
 
 
 def at(stamp: str) -> datetime:
@@ -42,51 +29,17 @@ def at(stamp: str) -> datetime:
 
 
 async def devices(http: httpx.AsyncClient, pool: str) -> list[dict]:
-    answer = await http.get("/api/v1/devices", params={"label": f"pool={pool}"}, headers=KEY)
+    answer = await http.get("/api/v1/devices", params={"label": f"pool={pool}"}, headers=AUTH)
     return answer.json()["items"]
 
 
 async def main(offline_after: float, health: float) -> None:
-    temporal = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
-    app = create_app(EmulatorConfig(accounts={"default": ["bench"]}, provision_seconds=5))
-    transport = httpx.ASGITransport(app=app)
     settings = PoolSettings(
         resync_seconds=5, health_seconds=health, offline_after_seconds=offline_after
     )
-    activities = DeviceActivities(
-        accounts={
-            "default": AccountSettings(name="default", base_url=URL, api_key=SecretStr("bench"))
-        },
-        proxy_pools={},
-        settings=settings,
-        transport=transport,
-    )
-    async with (
-        await WorkflowEnvironment.start_local(
-            dev_server_existing_path=temporal,
-            data_converter=pydantic_data_converter,
-            search_attributes=[
-                SearchAttributeKey.for_keyword(n)
-                if t == "Keyword"
-                else SearchAttributeKey.for_int(n)
-                for n, t in SEARCH_ATTRIBUTES.items()
-            ],
-        ) as env,
-        httpx.AsyncClient(transport=transport, base_url=URL) as http,
-        Worker(
-            env.client,
-            task_queue=TASK_QUEUE,
-            workflows=WORKFLOWS,
-            activities=activities.pool_queue_activities(),
-        ),
-        Worker(
-            env.client,
-            task_queue=account_task_queue("default"),
-            activities=activities.account_queue_activities(),
-        ),
-    ):
+    async with local_stack(provision_seconds=5, settings=settings) as (client, http):
         pool = f"offline-{uuid.uuid4().hex[:6]}"
-        handle = await env.client.start_workflow(
+        handle = await client.start_workflow(
             "DevicePool",
             PoolInput(
                 metadata=ObjectMeta(name=pool),
@@ -107,7 +60,7 @@ async def main(offline_after: float, health: float) -> None:
         known = {d["id"] for d in items}
         await http.post(f"/_emulator/devices/{victim}/offline")
         went_offline = at(
-            (await http.get(f"/api/v1/devices/{victim}", headers=KEY)).json()["updatedAt"]
+            (await http.get(f"/api/v1/devices/{victim}", headers=AUTH)).json()["updatedAt"]
         )
         terminated = created = None
         while terminated is None or created is None:
@@ -125,7 +78,6 @@ async def main(offline_after: float, health: float) -> None:
         print(f"terminated -> replacement created: {(created - terminated).total_seconds():.1f}s")
         await handle.cancel()
         await asyncio.sleep(3)
-    await activities.aclose()
 
 
 if __name__ == "__main__":

