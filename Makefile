@@ -4,7 +4,7 @@
 #   make demo   venv + `devicepool dev --apply examples/quickstart.yaml`
 #   make lint   ruff check + ruff format --check + mypy
 #   make fmt    ruff format + ruff check --fix
-#   make bench  rate-limit benchmarks (bench/ratelimit.py: bound, article loop, fairness, 3 workers; ~4 min)
+#   make bench  rate-limit benchmarks (bench/ratelimit.py: bound, article loop, fairness, 3 workers; ~10 min)
 
 PYTHON ?= python3
 VENV   := .venv

@@ -17,7 +17,7 @@ the same scaled window (and a scaled 1-s margin), so every figure below is in
 4. three `devicepool worker` processes: the largest number of creates in any
    60-s window (emulator-side timestamps), time vs bound.
 
-    .venv/bin/python bench/ratelimit.py [--speed 10] [--provision-seconds 45] [--only 1,2,3,4]
+    .venv/bin/python bench/ratelimit.py [--speed 5] [--provision-seconds 45] [--only 1,2,3,4]
 """
 
 from __future__ import annotations
@@ -503,7 +503,7 @@ async def main(speed: float, p: float, only: set[int]) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--speed", type=float, default=10)
+    parser.add_argument("--speed", type=float, default=5)
     parser.add_argument("--provision-seconds", type=float, default=45)
     parser.add_argument("--only", default="1,2,3,4")
     args = parser.parse_args()

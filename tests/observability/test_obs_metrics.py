@@ -109,6 +109,17 @@ async def test_pool_metrics_follow_the_scenario(obs_stack: ObsStack) -> None:
         await stack.faults()
     assert (await stack.value("devicepool_api_requests_total", operation="GET /devices")) or 0 > 0
 
+    # One device goes offline past the threshold: the health check replaces it.
+    async with httpx.AsyncClient(base_url=stack.emulator_url, timeout=5) as http:
+        status = await handle.query("status")
+        victim = status["deviceIds"][0]
+        (await http.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
+    await eventually(
+        lambda: stack.value("devicepool_replacements_total", pool=POOL, reason="offline"),
+        what="the offline device counted as a replacement",
+    )
+    await eventually(lambda: serving(3), what="3 ready after the replacement")
+
     # Replaying the pool's history with the interceptor must record nothing.
     replay_metrics = Metrics(CollectorRegistry())
     history = await handle.fetch_history()
