@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
-from wf_support import FAST, eventually, history_digest, pool_devices, start_pool, stats
+from wf_support import FAST, condition, eventually, history_digest, pool_devices, start_pool, stats
 
 from api.names import health_workflow_id
 from conftest import Workers
@@ -28,11 +28,6 @@ async def converged(control: httpx.AsyncClient, name: str, n: int) -> list[dict[
         return devices if ok else None
 
     return await eventually(check, what=f"{n} ready devices in {name}", timeout=30)
-
-
-async def condition(handle: Any, type_: str) -> dict[str, Any] | None:
-    status = await handle.query("status")
-    return next((c for c in status["conditions"] if c["type"] == type_), None)
 
 
 async def delete(handle: Any, control: httpx.AsyncClient, name: str) -> None:

@@ -17,7 +17,7 @@ from temporalio.client import (
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
-from wf_support import eventually, pool_devices, start_pool, stats
+from wf_support import condition, eventually, pool_devices, start_pool, stats
 
 from activities.devices import DeviceActivities
 from api.names import SIGNAL_SCALE, UPDATE_APPLY, UPDATE_SCALE
@@ -93,11 +93,6 @@ async def _status_when(handle: Any, predicate: Any) -> dict[str, Any] | None:
     return status if predicate(status) else None
 
 
-async def _condition(handle: Any, type_: str) -> dict[str, Any] | None:
-    status = await status_of(handle)
-    return next((c for c in status["conditions"] if c["type"] == type_), None)
-
-
 async def test_scale_signal_with_invalid_value_is_refused_visibly(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
@@ -107,11 +102,11 @@ async def test_scale_signal_with_invalid_value_is_refused_visibly(
     for bad in ({"replicas": 501}, {"replicas": -1}, {"replicas": "ten"}, {"replica": 3}, 7):
         await handle.signal(SIGNAL_SCALE, bad)
         cond = await eventually(
-            lambda: _condition(handle, "SpecRejected"), what=f"SpecRejected for {bad!r}"
+            lambda: condition(handle, "SpecRejected"), what=f"SpecRejected for {bad!r}"
         )
         assert cond["status"] == "True"
         assert cond["reason"] == "InvalidScaleSignal"
-    cond = await _condition(handle, "SpecRejected")
+    cond = await condition(handle, "SpecRejected")
     assert cond is not None and "refused" in cond["message"]
     spec = await handle.query("spec")
     assert spec["spec"]["replicas"] == 1 and spec["generation"] == 1
@@ -119,7 +114,7 @@ async def test_scale_signal_with_invalid_value_is_refused_visibly(
     # A valid signal is applied and clears the condition.
     await handle.signal(SIGNAL_SCALE, {"replicas": 2})
     await eventually(ready_count(pool_name, 2, control), what="2 ready devices")
-    assert await _condition(handle, "SpecRejected") is None
+    assert await condition(handle, "SpecRejected") is None
     await delete_and_wait(handle)
 
 
@@ -141,7 +136,7 @@ async def test_scale_down_spares_busy_devices_and_delete_removes_them(
     )
     left = await pool_devices(control, pool_name)
     assert sorted(d["id"] for d in left) == busy
-    cond = await eventually(lambda: _condition(handle, "ScaleDownBlocked"), what="ScaleDownBlocked")
+    cond = await eventually(lambda: condition(handle, "ScaleDownBlocked"), what="ScaleDownBlocked")
     assert cond["status"] == "True" and "busy" in cond["message"]
 
     # A session ends: that device is now idle and goes.
@@ -289,7 +284,7 @@ async def test_unknown_account_stops_provisioning_with_a_reason(
 
 
 async def _condition_with(handle: Any, type_: str, status: str, reason: str) -> Any:
-    cond = await _condition(handle, type_)
+    cond = await condition(handle, type_)
     if cond and cond["status"] == status and cond["reason"] == reason:
         return cond
     return None

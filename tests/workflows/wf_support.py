@@ -129,3 +129,9 @@ async def history_digest(client: Client, workflow_id: str) -> str:
             stamp = event.event_time.ToDatetime().strftime("%M:%S.%f")[:-3]
             lines.append(f"{stamp} {kind.removesuffix('_event_attributes')} {detail}")
     return "\n".join(lines)
+
+
+async def condition(handle: Any, type_: str) -> dict[str, Any] | None:
+    """The pool's condition of this type, from its `status` query (None if absent)."""
+    status = await handle.query("status")
+    return next((c for c in status["conditions"] if c["type"] == type_), None)
