@@ -6,6 +6,10 @@ accounts and proxy pools only; keys and passwords are resolved here, in the
 worker, and never logged. Every provider failure leaves through
 `activities.errors.to_application_error`, so workflows see one vocabulary.
 
+Provider calls run under `_heartbeating()`: workflows schedule them with
+`HEARTBEAT_TIMEOUT`, so an attempt lost with a killed worker is retried
+elsewhere within seconds.
+
 Activities (name → input → result):
 
 - `pool_settings` () → `PoolSettings`
@@ -21,8 +25,9 @@ Activities (name → input → result):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,6 +46,7 @@ from activities.errors import (
 from activities.metrics import Metrics, replacement_reason
 from activities.models import (
     ALIVE_STATUSES,
+    HEARTBEAT_EVERY,
     TERMINATED,
     TERMINATING,
     AccountSettings,
@@ -74,6 +80,29 @@ __all__ = ["DeviceActivities", "device_fingerprint", "device_info", "device_stat
 
 
 # ---------------------------------------------------------------- pure helpers
+
+
+@contextlib.asynccontextmanager
+async def _heartbeating() -> AsyncIterator[None]:
+    """Heartbeat in the background while the body runs (liveness, not progress).
+
+    The workflow schedules these activities with `HEARTBEAT_TIMEOUT`, so an
+    attempt that died with its worker is retried within seconds. A hung
+    provider call is still bounded by the start-to-close timeout.
+    """
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(HEARTBEAT_EVERY.total_seconds())
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def _parse_time(value: Any) -> datetime | None:
@@ -227,7 +256,8 @@ class DeviceActivities:
     @activity.defn(name="list_devices")
     async def list_devices(self, input: ListDevicesInput) -> ListDevicesResult:
         try:
-            devices = await self._pool_devices(input.account, input.pool)
+            async with _heartbeating():
+                devices = await self._pool_devices(input.account, input.pool)
         except ProviderError as exc:
             raise to_application_error(exc) from exc
         return ListDevicesResult(devices=devices)
@@ -291,15 +321,16 @@ class DeviceActivities:
             input.proxy_pool,
         )
         try:
-            raw = await client.create_device(
-                input.platform,
-                region=input.region,
-                os_version=input.os_version,
-                name=input.name,
-                labels=labels,
-                proxy=proxy_body,
-                idempotency_key=input.idempotency_key,
-            )
+            async with _heartbeating():
+                raw = await client.create_device(
+                    input.platform,
+                    region=input.region,
+                    os_version=input.os_version,
+                    name=input.name,
+                    labels=labels,
+                    proxy=proxy_body,
+                    idempotency_key=input.idempotency_key,
+                )
         except ProviderError as exc:
             activity.logger.info("pool %s: create %s failed: %s", input.pool, input.name, exc)
             raise to_application_error(exc) from exc
@@ -311,7 +342,8 @@ class DeviceActivities:
     async def get_statuses(self, input: GetStatusesInput) -> GetStatusesResult:
         client = self._client(input.account)
         try:
-            items, not_found = await client.batch_status(input.ids)
+            async with _heartbeating():
+                items, not_found = await client.batch_status(input.ids)
         except ProviderError as exc:
             raise to_application_error(exc) from exc
         infos = [device_status_info(item) for item in items]
@@ -322,16 +354,17 @@ class DeviceActivities:
     @activity.defn(name="terminate_device")
     async def terminate_device(self, input: TerminateDeviceInput) -> TerminateDeviceResult:
         client = self._client(input.account)
-        try:
-            await self._count_replacement(client, input)
-        except NotFoundError:
-            return TerminateDeviceResult(device_id=input.device_id, already_gone=True)
-        try:
-            await client.delete_device(input.device_id)
-        except NotFoundError:
-            return TerminateDeviceResult(device_id=input.device_id, already_gone=True)
-        except ProviderError as exc:
-            raise to_application_error(exc) from exc
+        async with _heartbeating():
+            try:
+                await self._count_replacement(client, input)
+            except NotFoundError:
+                return TerminateDeviceResult(device_id=input.device_id, already_gone=True)
+            try:
+                await client.delete_device(input.device_id)
+            except NotFoundError:
+                return TerminateDeviceResult(device_id=input.device_id, already_gone=True)
+            except ProviderError as exc:
+                raise to_application_error(exc) from exc
         return TerminateDeviceResult(device_id=input.device_id)
 
     async def _count_replacement(

@@ -8,7 +8,7 @@ into a workflow or activity payload).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -26,6 +26,12 @@ FAILED = "failed"
 DEVICE_STATUSES = (PROVISIONING, READY, BUSY, OFFLINE, REBOOTING, TERMINATING, TERMINATED, FAILED)
 # A device the pool still pays for and still counts (not on its way out).
 ALIVE_STATUSES = frozenset({PROVISIONING, READY, BUSY, OFFLINE, REBOOTING, FAILED})
+
+# Provider-calling activities heartbeat every HEARTBEAT_EVERY while they work, and
+# workflows schedule them with HEARTBEAT_TIMEOUT: an attempt lost with a killed
+# worker is retried elsewhere within seconds, not after its start-to-close timeout.
+HEARTBEAT_EVERY = timedelta(seconds=2)
+HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 
 
 class _Model(BaseModel):

@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.devices import DeviceActivities
     from activities.models import (
         FAILED,
+        HEARTBEAT_TIMEOUT,
         OFFLINE,
         PROVISIONING,
         DeviceStatusInfo,
@@ -195,6 +196,7 @@ class PoolHealthWorkflow:
                 DeviceActivities.list_devices,
                 ListDevicesInput(account=input.account, pool=input.pool),
                 start_to_close_timeout=timedelta(seconds=60),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 schedule_to_close_timeout=timedelta(minutes=2),
                 retry_policy=RETRY,
                 summary="list devices for the health check",
@@ -209,6 +211,7 @@ class PoolHealthWorkflow:
                 DeviceActivities.get_statuses,
                 GetStatusesInput(account=input.account, ids=chunk),
                 start_to_close_timeout=timedelta(seconds=30),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 schedule_to_close_timeout=timedelta(minutes=2),
                 retry_policy=RETRY,
                 summary=f"status of devices {start + 1}-{start + len(chunk)} of {len(ids)}",
@@ -227,6 +230,7 @@ class PoolHealthWorkflow:
                     reason=METRIC_REASON[due[device_id].split(":")[0]],
                 ),
                 start_to_close_timeout=timedelta(seconds=30),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 schedule_to_close_timeout=timedelta(minutes=2),
                 retry_policy=RETRY,
                 summary=f"replace {device_id} ({due[device_id].split(':')[0]})",

@@ -56,6 +56,10 @@ class BatchReport(CamelModel):
     ready: list[str] = Field(default_factory=list)
     # slots whose create failed for good, with the reason
     failed_slots: dict[int, str] = Field(default_factory=dict)
+    # the subset of `failed_slots` the provider never refused: the create was
+    # lost with a worker, timed out or stayed rate-limited past its budget.
+    # They say nothing about the region, so they do not count towards a back-off.
+    unanswered_slots: list[int] = Field(default_factory=list)
     # devices created that never became ready in time (the pool removes them)
     failed_devices: dict[str, str] = Field(default_factory=dict)
     cancelled: bool = False
@@ -74,6 +78,11 @@ class CarriedState(CamelModel):
     fingerprint: str = ""
     created_at: datetime | None = None
     failure_streak: int = 0
+    # (generation, slot) of creates that failed: re-planned under the same
+    # idempotency key, so a create that landed after all is found, not doubled.
+    retry_slots: list[tuple[int, int]] = Field(default_factory=list)
+    # the generation whose create body (osVersion, proxy) is still current
+    body_generation: int = 1
     backoff_seconds: float = 0.0
     backoff_until: datetime | None = None
     provider_problem: str | None = None

@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
 
     from activities.devices import DeviceActivities
     from activities.models import (
+        HEARTBEAT_TIMEOUT,
         CheckRefsInput,
         DeviceInfo,
         ListDevicesInput,
@@ -122,6 +123,8 @@ KEY_READY = SearchAttributeKey.for_int(SA_READY)
 
 # Fields a running pool cannot change: its devices were rented under them.
 IMMUTABLE_FIELDS = ("provider", "platform", "region", "provider_credential_ref")
+# Mutable spec fields that go into a create's body (with the immutable ones).
+CREATE_BODY_FIELDS = ("os_version", "proxy")
 
 SHORT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
@@ -146,6 +149,8 @@ class DevicePoolWorkflow:
         self._generation = state.generation
         self._next_slot = state.next_slot
         self._next_batch = state.next_batch
+        self._retry_slots: list[tuple[int, int]] = list(state.retry_slots)
+        self._body_generation = state.body_generation
         self._in_flight: dict[str, InFlightBatch] = {b.workflow_id: b for b in state.in_flight}
         self._doomed: set[str] = set(state.doomed)
         self._status = (
@@ -270,6 +275,7 @@ class DevicePoolWorkflow:
                 DeviceActivities.list_devices,
                 ListDevicesInput(account=self._account, pool=self._name),
                 start_to_close_timeout=timedelta(seconds=60),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 schedule_to_close_timeout=timedelta(minutes=5),
                 retry_policy=SHORT_RETRY,
                 summary="observe devices",
@@ -318,25 +324,55 @@ class DevicePoolWorkflow:
             # replacements ahead of growth.
             replacement = self._replacements_owed > 0
             n = min(size, count, self._replacements_owed) if replacement else min(size, count)
-            self._replacements_owed -= n if replacement else 0
-            slots = list(range(self._next_slot, self._next_slot + n))
-            self._next_slot += n
-            count -= n
+            generation, slots = self._take_slots(n)
+            self._replacements_owed -= len(slots) if replacement else 0
+            count -= len(slots)
             child_id = provision_workflow_id(self._name, self._generation, self._next_batch)
             self._next_batch += 1
             self._in_flight[child_id] = InFlightBatch(
                 workflow_id=child_id,
-                generation=self._generation,
+                generation=generation,
                 slots=slots,
                 started_at=workflow.now(),
             )
             # Not awaited: the child reports through `batch_done`, which also
             # reaches the next run after a continue-as-new.
-            task = asyncio.ensure_future(self._start_child(child_id, slots, replacement))
+            task = asyncio.ensure_future(
+                self._start_child(child_id, generation, slots, replacement)
+            )
             self._starting.add(task)
             task.add_done_callback(self._starting.discard)
 
-    async def _start_child(self, child_id: str, slots: list[int], replacement: bool) -> None:
+    def _take_slots(self, n: int) -> tuple[int, list[int]]:
+        """Up to `n` slots for one batch, and the generation of their idempotency keys.
+
+        Slots whose create failed come first, under their old key: a create the
+        provider accepted after its activity gave up (a killed worker, a timeout
+        racing the answer) is then found again instead of renting a second
+        device. A slot is dropped once its device is observed, and when the
+        create body changed since (a new osVersion or proxy would make the old
+        key a 422).
+        """
+        observed = {d.labels.get(LABEL_SLOT) for d in self._devices}
+        self._retry_slots = [
+            (generation, slot)
+            for generation, slot in self._retry_slots
+            if generation >= self._body_generation and str(slot) not in observed
+        ]
+        if self._retry_slots:
+            generation = self._retry_slots[0][0]
+            slots = [s for g, s in self._retry_slots if g == generation][:n]
+            self._retry_slots = [
+                (g, s) for g, s in self._retry_slots if g != generation or s not in slots
+            ]
+            return generation, slots
+        slots = list(range(self._next_slot, self._next_slot + n))
+        self._next_slot += n
+        return self._generation, slots
+
+    async def _start_child(
+        self, child_id: str, generation: int, slots: list[int], replacement: bool
+    ) -> None:
         settings = self._settings_
         proxy = self._spec.proxy
         try:
@@ -352,7 +388,7 @@ class DevicePoolWorkflow:
                     os_version=self._spec.os_version,
                     proxy_pool=proxy.pool_ref if proxy else None,
                     sticky_ttl=proxy.sticky_ttl if proxy else 0,
-                    generation=self._generation,
+                    generation=generation,
                     slots=slots,
                     startup_timeout_seconds=settings.startup_timeout_seconds,
                     poll_seconds=min(5.0, settings.resync_seconds),
@@ -376,6 +412,7 @@ class DevicePoolWorkflow:
                 DeviceActivities.terminate_device,
                 TerminateDeviceInput(account=self._account, device_id=device_id),
                 start_to_close_timeout=timedelta(seconds=30),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 schedule_to_close_timeout=timedelta(minutes=5),
                 retry_policy=FOREVER_RETRY,
                 summary=f"terminate {device_id}",
@@ -394,7 +431,9 @@ class DevicePoolWorkflow:
     def _take_reports(self) -> None:
         reports, self._reports = self._reports, []
         for report in reports:
-            self._in_flight.pop(report.workflow_id, None)
+            batch = self._in_flight.pop(report.workflow_id, None)
+            if batch is not None and not report.cancelled:
+                self._retry_slots += [(batch.generation, slot) for slot in report.failed_slots]
             self._doomed.update(report.failed_devices)
             self._count_failures(report)
         # A batch whose report never came (its run was terminated by hand)
@@ -408,9 +447,14 @@ class DevicePoolWorkflow:
 
     def _count_failures(self, report: BatchReport) -> None:
         region_down = [
-            r for r in report.failed_slots.values() if r.startswith("region_unavailable")
+            r
+            for r in report.failed_slots.values()
+            if r.startswith(ErrorType.REGION_UNAVAILABLE.value)
         ]
-        failures = len(report.failed_slots) + len(report.failed_devices)
+        # Creates the provider never answered (a worker died, the call timed out)
+        # are re-planned; only its refusals and devices that never booted count.
+        refused = len(report.failed_slots) - len(report.unanswered_slots)
+        failures = refused + len(report.failed_devices)
         if report.ready:
             # Devices come up again: the region works.
             self._failure_streak = 0
@@ -833,6 +877,8 @@ class DevicePoolWorkflow:
                     fingerprint=device_fingerprint(self._devices),
                     created_at=self._created_at,
                     failure_streak=self._failure_streak,
+                    retry_slots=self._retry_slots,
+                    body_generation=self._body_generation,
                     backoff_seconds=self._backoff_seconds,
                     backoff_until=self._backoff_until,
                     provider_problem=self._provider_problem,
@@ -847,8 +893,14 @@ class DevicePoolWorkflow:
     @workflow.update(name=UPDATE_APPLY)
     def apply(self, request: ApplyRequest) -> Accepted:
         if request.spec != self._spec:
+            body_changed = any(
+                getattr(request.spec, field) != getattr(self._spec, field)
+                for field in CREATE_BODY_FIELDS
+            )
             self._spec = request.spec
             self._generation += 1
+            if body_changed:
+                self._body_generation = self._generation
             self._refs_problems = None
             self._dirty = True
         self._metadata = request.metadata

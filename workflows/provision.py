@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.models import (
         BUSY,
         FAILED,
+        HEARTBEAT_TIMEOUT,
         READY,
         TERMINATED,
         TERMINATING,
@@ -244,6 +245,7 @@ class ProvisionBatchWorkflow:
                 # Twice the provider client's own timeout: an attempt lost with
                 # a killed worker is retried elsewhere (same key) that soon.
                 start_to_close_timeout=timedelta(seconds=20),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 # The whole budget for one create, 429 waits included.
                 schedule_to_close_timeout=timedelta(seconds=input.startup_timeout_seconds),
                 retry_policy=CREATE_RETRY,
@@ -255,6 +257,8 @@ class ProvisionBatchWorkflow:
             )
         except ActivityError as err:
             report.failed_slots[slot] = _reason(err)
+            if _provider_verdict(err) is None:
+                report.unanswered_slots.append(slot)
             return workflow.now(), False
         report.created[slot] = result.device.id
         return workflow.now(), True
@@ -276,6 +280,7 @@ class ProvisionBatchWorkflow:
                     DeviceActivities.get_statuses,
                     GetStatusesInput(account=input.account, ids=ids[start : start + 100]),
                     start_to_close_timeout=timedelta(seconds=30),
+                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
                     retry_policy=STATUS_RETRY,
                     summary=f"status of {len(ids[start : start + 100])} booting devices",
                 )
@@ -304,6 +309,38 @@ class ProvisionBatchWorkflow:
         except FailureError as err:
             # The pool is gone (deleted and finished): nobody to tell.
             workflow.logger.info("pool %s did not take the report: %s", input.pool, err)
+
+
+# Failures that are not the provider refusing the device: throttling, a call that
+# never got an answer, and devicepool's own configuration (the pool's reference
+# check reports those).
+_NOT_A_VERDICT = frozenset(
+    {
+        ErrorType.RATE_LIMITED,
+        ErrorType.TIMEOUT,
+        ErrorType.TRANSPORT,
+        ErrorType.UNKNOWN_ACCOUNT,
+        ErrorType.UNKNOWN_PROXY_POOL,
+    }
+)
+
+
+def _provider_verdict(err: ActivityError) -> ErrorType | None:
+    """The provider's refusal behind a failed create, or None when it never refused.
+
+    An activity timeout wraps the last attempt's failure (if any) as its cause;
+    a create lost with a killed worker has none.
+    """
+    cause: BaseException | None = err.cause
+    while cause is not None and not isinstance(cause, ApplicationError):
+        cause = cause.__cause__
+    if cause is None or cause.type is None:
+        return None
+    try:
+        verdict = ErrorType(cause.type)
+    except ValueError:
+        return None
+    return None if verdict in _NOT_A_VERDICT else verdict
 
 
 def _reason(err: ActivityError) -> str:

@@ -33,6 +33,8 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
 
 from api.loader import load_manifests_text
 from api.names import SEARCH_ATTRIBUTES
@@ -247,6 +249,23 @@ def _manifest(name: str, replicas: int) -> str:
     )
 
 
+async def _history_tail(client: Client, name: str, events: int = 20) -> str:
+    """The last events of a pool's history, for a failure message (what was it waiting on?)."""
+    history = await client.get_workflow_handle(f"devicepool/{name}").fetch_history()
+    lines = [f"--- history of devicepool/{name} (last {events})"]
+    for event in history.events[-events:]:
+        what = event.WhichOneof("attributes") or ""
+        attributes = getattr(event, what, None)
+        detail = getattr(getattr(attributes, "activity_type", None), "name", "") or getattr(
+            attributes, "signal_name", ""
+        )
+        lines.append(
+            f"{event.event_id} {event.event_time.ToDatetime():%H:%M:%S.%f} "
+            f"{EventType.Name(event.event_type)} {detail}"
+        )
+    return "\n".join(lines) + "\n"
+
+
 async def test_survivor_converges_every_pool_after_two_workers_die(cluster: Cluster) -> None:
 
     async def all_ready() -> bool:
@@ -257,7 +276,8 @@ async def test_survivor_converges_every_pool_after_two_workers_die(cluster: Clus
         return True
 
     await _until(all_ready, timeout=30, what="three workers ready")
-    pools = PoolClient(await connect(address=f"127.0.0.1:{cluster.temporal_port}"))
+    client = await connect(address=f"127.0.0.1:{cluster.temporal_port}")
+    pools = PoolClient(client)
     for name, replicas in POOLS.items():
         (pool,) = load_manifests_text(_manifest(name, replicas), source=name)
         await pools.apply(pool)
@@ -299,7 +319,8 @@ async def test_survivor_converges_every_pool_after_two_workers_die(cluster: Clus
         stats = await _until(converged, timeout=30, what="every pool at exactly its replicas")
     except AssertionError as err:
         seen["stats"] = await cluster.stats()
-        raise AssertionError(f"{err}\n{seen}\n{cluster.logs()}") from None
+        histories = [await _history_tail(client, p) for p in expected]
+        raise AssertionError(f"{err}\n{seen}\n{''.join(histories)}\n{cluster.logs()}") from None
     assert first.poll() is not None and second.poll() is not None
 
     # Ground truth: exactly the replicas, created once each, nothing torn down.

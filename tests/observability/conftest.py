@@ -15,13 +15,11 @@ import shutil
 import socket
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 import uvicorn
-from prometheus_client.parser import text_string_to_metric_families
+from obs_support import API_KEY, OBS_SETTINGS, ObsStack
 from pydantic import SecretStr
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import SearchAttributeKey
@@ -29,59 +27,17 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
+from activities.models import AccountSettings, ProxyPoolSettings
 from api.names import SEARCH_ATTRIBUTES, ledger_workflow_id
 from emulator.app import EmulatorConfig, create_app
 from worker.config import WorkerConfig
 from worker.main import run_worker, sdk_runtime
-
-API_KEY = "obs-test-key"
-OBS_SETTINGS = PoolSettings(
-    resync_seconds=0.3,
-    health_seconds=1,
-    offline_after_seconds=3,
-    startup_timeout_seconds=15,
-    idle_grace_seconds=0,
-    provision_batch_size=4,
-    watch_max_seconds=20,
-)
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-@dataclass
-class ObsStack:
-    client: Client
-    ui_port: int
-    metrics_url: str
-    emulator_url: str
-
-    async def scrape_text(self) -> str:
-        async with httpx.AsyncClient(timeout=10) as http:
-            answer = await http.get(f"{self.metrics_url}/metrics")
-        answer.raise_for_status()
-        return answer.text
-
-    async def samples(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-        """Every sample of a scrape, keyed by (name, labels)."""
-        text = await self.scrape_text()
-        return {
-            (s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-        }
-
-    async def value(self, name: str, **labels: str) -> float | None:
-        return (await self.samples()).get((name, frozenset(labels.items())))
-
-    async def faults(self, **rates: float) -> None:
-        async with httpx.AsyncClient(timeout=5) as http:
-            answer = await http.post(f"{self.emulator_url}/_emulator/faults", json=rates)
-        answer.raise_for_status()
 
 
 def temporal_binary() -> str:

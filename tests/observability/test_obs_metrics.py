@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from obs_support import OBS_SETTINGS, ObsStack
 from prometheus_client import CollectorRegistry
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -25,7 +26,6 @@ from temporalio.worker import Replayer
 from activities.metrics import Metrics
 from api.names import SIGNAL_SCALE, TASK_QUEUE, pool_workflow_id
 from api.v1alpha1 import DevicePoolSpec, ObjectMeta
-from conftest import OBS_SETTINGS, ObsStack
 from worker.metrics import ReconcileInterceptor
 from workflows import WORKFLOWS
 from workflows.messages import PoolInput

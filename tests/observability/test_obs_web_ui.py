@@ -20,12 +20,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from obs_support import ObsStack
 from playwright.async_api import Page, async_playwright, expect
 
 from api.loader import parse_pool
 from api.names import pool_workflow_id
 from client.pool_client import PoolClient
-from conftest import ObsStack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.devserver, pytest.mark.timeout(90)]
 

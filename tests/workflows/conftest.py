@@ -9,30 +9,25 @@ children across it. Intervals are shrunk instead (FAST below).
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import sys
 import uuid
 from collections.abc import AsyncIterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from pydantic import SecretStr
-from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
-from wf_support import ACCOUNTS, CAN_THRESHOLD, EMULATOR_URL, FAST
+from wf_support import ACCOUNTS, CAN_THRESHOLD, EMULATOR_URL, FAST, TimedASGITransport, Workers
 
 from activities.devices import DeviceActivities
 from activities.models import AccountSettings, ProxyPoolSettings
-from api.names import SEARCH_ATTRIBUTES, TASK_QUEUE, account_task_queue
+from api.names import SEARCH_ATTRIBUTES
 from emulator.app import EmulatorConfig, create_app
-from workflows import WORKFLOWS
 
 
 def temporal_binary() -> str:
@@ -61,32 +56,6 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
         yield env
 
 
-class TimedASGITransport(httpx.ASGITransport):
-    """ASGITransport that honours the client's read timeout like a socket would.
-
-    The emulator's `timeoutRate` fault processes a request and then withholds
-    the answer; over a real socket the client gives up and retries. In process,
-    httpx would wait forever, so this transport enforces the timeout itself.
-    """
-
-    # Test switch: answers of this many create calls are "lost" after the
-    # emulator processed them (the device exists; the client sees a timeout).
-    lose_create_answers = 0
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.method == "POST" and request.url.path.endswith("/devices"):
-            if TimedASGITransport.lose_create_answers > 0:
-                TimedASGITransport.lose_create_answers -= 1
-                response = await super().handle_async_request(request)
-                await response.aread()
-                raise httpx.ReadTimeout("answer lost on the way back", request=request)
-        read = (request.extensions.get("timeout") or {}).get("read")
-        try:
-            return await asyncio.wait_for(super().handle_async_request(request), read)
-        except TimeoutError as err:
-            raise httpx.ReadTimeout("emulated read timeout", request=request) from err
-
-
 @pytest.fixture(scope="session")
 def emulator() -> Any:
     return create_app(
@@ -106,50 +75,6 @@ async def control(emulator: Any) -> AsyncIterator[httpx.AsyncClient]:
         transport=httpx.ASGITransport(app=emulator), base_url=EMULATOR_URL
     ) as http:
         yield http
-
-
-class Workers:
-    """The session's workers, restartable: a restart drops every cached
-    workflow (the next task replays from history) and cancels running
-    activities, as a killed worker process would."""
-
-    def __init__(self, client: Client, activities: DeviceActivities) -> None:
-        self.client = client
-        self.activities = activities
-        self._running: list[tuple[Worker, asyncio.Task[None]]] = []
-
-    def start(self) -> None:
-        workers = [
-            Worker(
-                self.client,
-                task_queue=TASK_QUEUE,
-                workflows=WORKFLOWS,
-                activities=self.activities.pool_queue_activities(),
-                # After a restart, tasks of workflows cached by the old worker
-                # wait this long on its sticky queue before anyone else may
-                # take them; shortened so the restart test stays quick.
-                sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
-            ),
-            *(
-                Worker(
-                    self.client,
-                    task_queue=account_task_queue(name),
-                    activities=self.activities.account_queue_activities(),
-                )
-                for name in ACCOUNTS
-            ),
-        ]
-        self._running = [(w, asyncio.ensure_future(w.run())) for w in workers]
-
-    async def stop(self) -> None:
-        for worker, _ in self._running:
-            await worker.shutdown()
-        await asyncio.gather(*(task for _, task in self._running), return_exceptions=True)
-        self._running = []
-
-    async def restart(self) -> None:
-        await self.stop()
-        self.start()
 
 
 @pytest.fixture(scope="session")

@@ -13,10 +13,18 @@ from typing import Any
 import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
-from wf_support import FAST, condition, eventually, history_digest, pool_devices, start_pool, stats
+from wf_support import (
+    FAST,
+    Workers,
+    condition,
+    eventually,
+    history_digest,
+    pool_devices,
+    start_pool,
+    stats,
+)
 
 from api.names import health_workflow_id
-from conftest import Workers
 
 pytestmark = pytest.mark.devserver
 

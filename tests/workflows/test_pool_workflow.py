@@ -15,14 +15,28 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
-from wf_support import condition, eventually, pool_devices, start_pool, stats
+from wf_support import (
+    FAST,
+    TimedASGITransport,
+    condition,
+    eventually,
+    pool_devices,
+    start_pool,
+    stats,
+)
 
 from activities.devices import DeviceActivities
-from api.names import SIGNAL_SCALE, UPDATE_APPLY, UPDATE_SCALE
+from api.names import (
+    LABEL_SLOT,
+    SIGNAL_SCALE,
+    UPDATE_APPLY,
+    UPDATE_SCALE,
+    provision_workflow_id,
+)
 from api.v1alpha1 import DevicePoolSpec, ObjectMeta
-from conftest import TimedASGITransport
 from workflows import WORKFLOWS
 from workflows.messages import Accepted, ApplyRequest, ScaleRequest
 
@@ -188,6 +202,42 @@ async def test_create_retried_after_a_lost_response_rents_one_device(
     assert after["creates"]["accepted"] - before["creates"]["accepted"] == 3
     assert len(await pool_devices(control, pool_name)) == 3
     await delete_and_wait(handle)
+
+
+async def test_a_create_that_gave_up_is_planned_again_under_the_same_key(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # The create endpoint is unreachable for longer than a create's whole budget
+    # (the startup timeout): the batch gives the slot up and the pool plans it
+    # again. Had the lost call reached the provider after all, only the same
+    # idempotency key makes the second call find that device instead of renting
+    # another one: the slot must come back, not a new one.
+    before = await stats(control)
+    # One failure that was the provider's verdict would pause creates in the region.
+    settings = FAST.model_copy(update={"startup_timeout_seconds": 4, "failure_streak_limit": 1})
+    TimedASGITransport.creates_partitioned = True
+    try:
+        handle = await start_pool(env.client, pool_name, 1, settings=settings)
+        second_batch = env.client.get_workflow_handle(provision_workflow_id(pool_name, 1, 1))
+        await eventually(lambda: _started(second_batch), what="the slot planned again", timeout=20)
+    finally:
+        TimedASGITransport.creates_partitioned = False
+    await eventually(ready_count(pool_name, 1, control), what="1 ready device", timeout=20)
+    (device,) = await pool_devices(control, pool_name)
+    assert device["labels"][LABEL_SLOT] == "0"
+    after = await stats(control)
+    assert after["creates"]["accepted"] - before["creates"]["accepted"] == 1
+    provider = await condition(handle, "ProviderAvailable")
+    assert provider is not None and provider["status"] == "True", provider
+    await delete_and_wait(handle)
+
+
+async def _started(handle: Any) -> bool:
+    try:
+        await handle.describe()
+    except RPCError:
+        return False
+    return True
 
 
 async def _replays_since(control: httpx.AsyncClient, before: dict[str, Any], n: int) -> bool:

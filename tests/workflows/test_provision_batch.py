@@ -124,3 +124,42 @@ async def test_a_stalled_boot_fails_after_the_default_startup_timeout(
     assert all("startup timeout (300s)" in why for why in report.failed_devices.values())
     stats: dict[str, Any] = (await control.get("/_emulator/stats")).json()
     assert stats["devices"]["byPool"][input.pool] == 2  # the pool removes them, not the batch
+
+
+async def test_creates_no_worker_ever_ran_are_unanswered_not_refused(
+    skipping: tuple[WorkflowEnvironment, httpx.AsyncClient],
+) -> None:
+    # Nothing polls this account's queue: as when the only worker died mid-create.
+    # (A pending activity stops time skipping: a short real budget.)
+    env, _ = skipping
+    input = batch([0, 1]).model_copy(
+        update={"account": "nobody-polls-this", "startup_timeout_seconds": 2.0}
+    )
+    report = await run(env, input)
+    assert report.created == {}
+    assert sorted(report.failed_slots) == [0, 1]
+    assert sorted(report.unanswered_slots) == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("fault", "unanswered"),
+    [
+        ({"serverErrorRate": 1}, False),  # the provider refuses: evidence about the region
+        ({"rateLimitRate": 1}, True),  # throttled past the budget: no verdict
+    ],
+)
+async def test_a_refusal_counts_and_throttling_does_not(
+    skipping: tuple[WorkflowEnvironment, httpx.AsyncClient],
+    fault: dict[str, float],
+    unanswered: bool,
+) -> None:
+    env, control = skipping
+    input = batch([0]).model_copy(update={"startup_timeout_seconds": 4.0})
+    await control.post("/_emulator/faults", json=fault)
+    try:
+        report = await run(env, input)
+    finally:
+        await control.post("/_emulator/faults", json={})
+    assert report.created == {}
+    assert list(report.failed_slots) == [0]
+    assert report.unanswered_slots == ([0] if unanswered else [])

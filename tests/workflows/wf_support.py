@@ -1,19 +1,27 @@
-"""Helpers shared by the workflow tests (fixtures are in conftest.py)."""
+"""Helpers shared by the workflow tests (fixtures are in conftest.py).
+
+A uniquely named module: `from conftest import ...` would pick whichever
+`conftest` was imported first when several test folders run together.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
 from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Worker
 
+from activities.devices import DeviceActivities
 from activities.models import PoolSettings
-from api.names import TASK_QUEUE, pool_workflow_id
+from api.names import TASK_QUEUE, account_task_queue, pool_workflow_id
 from api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from workflows import WORKFLOWS
 from workflows.messages import PoolInput
 
 EMULATOR_URL = "http://emulator.test"
@@ -135,3 +143,79 @@ async def condition(handle: Any, type_: str) -> dict[str, Any] | None:
     """The pool's condition of this type, from its `status` query (None if absent)."""
     status = await handle.query("status")
     return next((c for c in status["conditions"] if c["type"] == type_), None)
+
+
+class TimedASGITransport(httpx.ASGITransport):
+    """ASGITransport that honours the client's read timeout like a socket would.
+
+    The emulator's `timeoutRate` fault processes a request and then withholds
+    the answer; over a real socket the client gives up and retries. In process,
+    httpx would wait forever, so this transport enforces the timeout itself.
+    """
+
+    # Test switch: answers of this many create calls are "lost" after the
+    # emulator processed them (the device exists; the client sees a timeout).
+    lose_create_answers = 0
+    # Test switch: a partition between workers and the provider's create
+    # endpoint. Calls hang until the caller gives up and never arrive.
+    creates_partitioned = False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and request.url.path.endswith("/devices"):
+            if TimedASGITransport.creates_partitioned:
+                await asyncio.sleep(float((request.extensions.get("timeout") or {})["read"]))
+                raise httpx.ReadTimeout("partitioned", request=request)
+            if TimedASGITransport.lose_create_answers > 0:
+                TimedASGITransport.lose_create_answers -= 1
+                response = await super().handle_async_request(request)
+                await response.aread()
+                raise httpx.ReadTimeout("answer lost on the way back", request=request)
+        read = (request.extensions.get("timeout") or {}).get("read")
+        try:
+            return await asyncio.wait_for(super().handle_async_request(request), read)
+        except TimeoutError as err:
+            raise httpx.ReadTimeout("emulated read timeout", request=request) from err
+
+
+class Workers:
+    """The session's workers, restartable: a restart drops every cached
+    workflow (the next task replays from history) and cancels running
+    activities, as a killed worker process would."""
+
+    def __init__(self, client: Client, activities: DeviceActivities) -> None:
+        self.client = client
+        self.activities = activities
+        self._running: list[tuple[Worker, asyncio.Task[None]]] = []
+
+    def start(self) -> None:
+        workers = [
+            Worker(
+                self.client,
+                task_queue=TASK_QUEUE,
+                workflows=WORKFLOWS,
+                activities=self.activities.pool_queue_activities(),
+                # After a restart, tasks of workflows cached by the old worker
+                # wait this long on its sticky queue before anyone else may
+                # take them; shortened so the restart test stays quick.
+                sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
+            ),
+            *(
+                Worker(
+                    self.client,
+                    task_queue=account_task_queue(name),
+                    activities=self.activities.account_queue_activities(),
+                )
+                for name in ACCOUNTS
+            ),
+        ]
+        self._running = [(w, asyncio.ensure_future(w.run())) for w in workers]
+
+    async def stop(self) -> None:
+        for worker, _ in self._running:
+            await worker.shutdown()
+        await asyncio.gather(*(task for _, task in self._running), return_exceptions=True)
+        self._running = []
+
+    async def restart(self) -> None:
+        await self.stop()
+        self.start()
