@@ -26,6 +26,14 @@ the requesting pools (replacement requests first, then growth), FIFO between
 one pool's requests; the starting pool rotates, so no pool waits for another's
 whole scale-up.
 
+The first window too: a pool that is about to grow (just created, or its
+replicas raised) says so at the start of its pass (`expect_request`), before
+it has observed, planned and started a batch. Nothing is dealt while such an
+announced request is still on its way (at most its `ttl_seconds`), so pools
+applied together all take part in the first round, however long their first
+passes take on a busy worker. A lone pool waits for nobody: its own request
+settles its announcement.
+
 Adapting: a create that still meets a 429 (another tool on the same account, a
 real limit lower than configured) is reported by the activity
 (`rate_limited`): the ledger stops granting until `Retry-After` has passed and
@@ -35,7 +43,8 @@ outstanding; the allowance starts at 1 and doubles with every report of only
 successful creates, back up to C.
 
 Messages: signals `configure` (`LedgerConfig`, from each worker at startup),
-`request_permits` (`PermitRequest`), `cancel_permits` (request id),
+`expect_request` (`PermitIntent`), `request_permits` (`PermitRequest`),
+`cancel_permits` (request id),
 `permits_used` (`PermitsUsed`), `rate_limited` (`RateLimitedReport`); it sends
 `permits_granted` (`PermitGrant`) to the requesting workflow. Query `ledger`.
 
@@ -60,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
         QUERY_LEDGER,
         SIGNAL_LEDGER_CONFIGURE,
         SIGNAL_PERMIT_CANCEL,
+        SIGNAL_PERMIT_INTENT,
         SIGNAL_PERMIT_REQUEST,
         SIGNAL_PERMITS_GRANTED,
         SIGNAL_PERMITS_USED,
@@ -79,6 +89,15 @@ class PermitRequest(CamelModel):
     replacement: bool = False
     # How long one create may keep its permit without reporting (its retry budget).
     lease_seconds: float = Field(default=600.0, gt=0)
+
+
+class PermitIntent(CamelModel):
+    """A pool announces a permit request on its way (`expecting`), or withdraws it."""
+
+    pool: str
+    expecting: bool = True
+    # How long the ledger holds the round for the announced request at most.
+    ttl_seconds: float = Field(default=5.0, gt=0, le=60)
 
 
 class PermitGrant(CamelModel):
@@ -122,6 +141,8 @@ class LedgerState(CamelModel):
     # After an idle spell the first request waits `margin` so that requests of
     # pools growing at the same moment share the first window.
     hold_until: datetime | None = None
+    # pool -> until when a request it announced is waited for
+    intents: dict[str, datetime] = Field(default_factory=dict)
     allowance: int | None = None  # None: the full capacity (no slow start in progress)
     next_grant: int = 0
     last_pool: str | None = None
@@ -153,6 +174,18 @@ class AccountLedgerWorkflow:
                     summary="gather simultaneous requests",
                 )
                 self._s.hold_until = None
+            if self._s.queue and self._pending_intents():
+                # A pool that said it is about to ask has not yet: deal it in.
+                expires = min(self._s.intents.values())
+                try:
+                    await workflow.wait_condition(
+                        lambda: not self._pending_intents(),
+                        timeout=max(expires - workflow.now(), timedelta(milliseconds=1)),
+                        timeout_summary="wait for announced requests",
+                    )
+                except TimeoutError:
+                    pass
+                continue
             await self._grant_round()
             self._publish_details()
             if workflow.info().is_continue_as_new_suggested():
@@ -186,6 +219,13 @@ class AccountLedgerWorkflow:
         s.window = sorted(t for t in s.window if t > now)
         if s.paused_until is not None and s.paused_until <= now:
             s.paused_until = None
+
+    def _pending_intents(self) -> bool:
+        """Whether an announced request is still due (expired announcements are dropped)."""
+        now = workflow.now()
+        s = self._s
+        s.intents = {pool: until for pool, until in s.intents.items() if until > now}
+        return bool(s.intents)
 
     def _counted(self) -> int:
         return len(self._s.window) + sum(o.count for o in self._s.outstanding.values())
@@ -294,9 +334,19 @@ class AccountLedgerWorkflow:
         self._s.config = config
         self._dirty = True
 
+    @workflow.signal(name=SIGNAL_PERMIT_INTENT)
+    def expect_request(self, intent: PermitIntent) -> None:
+        s = self._s
+        if intent.expecting:
+            s.intents[intent.pool] = workflow.now() + timedelta(seconds=intent.ttl_seconds)
+        else:
+            s.intents.pop(intent.pool, None)
+        self._dirty = True
+
     @workflow.signal(name=SIGNAL_PERMIT_REQUEST)
     def request_permits(self, request: PermitRequest) -> None:
         s = self._s
+        s.intents.pop(request.pool, None)
         # A re-sent request (the batch heard nothing for long) replaces the queued
         # one: its count is what the batch still needs. Surplus grants come back
         # as `unused`.
@@ -353,6 +403,7 @@ class AccountLedgerWorkflow:
             "counted": self._counted(),
             "outstanding": sum(o.count for o in s.outstanding.values()),
             "waiting": {r.request_id: r.count for r in s.queue},
+            "expecting": sorted(s.intents),
             "pausedUntil": s.paused_until.isoformat() if s.paused_until else None,
             "allowance": s.allowance,
             "stats": s.stats.model_dump(by_alias=True),

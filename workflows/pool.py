@@ -77,12 +77,14 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_BATCH_DONE,
         SIGNAL_HEALTH_CONFIG,
         SIGNAL_HEALTH_REPORT,
+        SIGNAL_PERMIT_INTENT,
         SIGNAL_SCALE,
         TASK_QUEUE,
         UPDATE_APPLY,
         UPDATE_SCALE,
         WORKFLOW_DEVICE_POOL,
         health_workflow_id,
+        ledger_workflow_id,
         provision_workflow_id,
     )
     from api.v1alpha1 import (
@@ -97,6 +99,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.cancellation import raise_if_cancelled
     from workflows.health import PoolHealthWorkflow
+    from workflows.ledger import PermitIntent
     from workflows.messages import (
         Accepted,
         ApplyRequest,
@@ -180,6 +183,11 @@ class DevicePoolWorkflow:
         self._deleting = False
         self._details = ""
         self._watch: asyncio.Task[WatchDevicesResult] | None = None
+        # Tell the account's ledger a permit request is on its way (a new pool,
+        # or replicas raised) so it deals this pool into the next round.
+        self._announce = input.state is None
+        self._announced = False
+        self._health_started = False
 
     # ------------------------------------------------------------------ run
 
@@ -188,19 +196,34 @@ class DevicePoolWorkflow:
         if self._created_at is None:
             self._created_at = workflow.now()
         try:
-            if self._settings is None:
-                self._settings = await workflow.execute_activity_method(
-                    DeviceActivities.pool_settings,
-                    start_to_close_timeout=timedelta(seconds=10),
-                    retry_policy=SHORT_RETRY,
-                    summary="read the worker's intervals",
-                )
-            await self._ensure_health()
             await self._reconcile_forever()
         except asyncio.CancelledError:
             await self._delete()
             raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _read_settings(self) -> None:
+        self._settings = await workflow.execute_activity_method(
+            DeviceActivities.pool_settings,
+            start_to_close_timeout=timedelta(seconds=10),
+            retry_policy=SHORT_RETRY,
+            summary="read the worker's intervals",
+        )
+
+    def _in_background(self, coroutine: Any) -> None:
+        """Run a command that needs no answer; continue-as-new and teardown wait for it."""
+        task = asyncio.ensure_future(coroutine)
+        self._starting.add(task)
+        task.add_done_callback(self._starting.discard)
+
+    async def _tell_ledger(self, expecting: bool) -> None:
+        try:
+            await workflow.get_external_workflow_handle(ledger_workflow_id(self._account)).signal(
+                SIGNAL_PERMIT_INTENT, PermitIntent(pool=self._name, expecting=expecting)
+            )
+        except FailureError as err:
+            # No ledger for this account (yet): batches then create without permits.
+            workflow.logger.info("ledger of %s not told: %s", self._account, err)
 
     async def _ensure_health(self) -> None:
         """Start the health child, or find it still running from the previous run."""
@@ -244,10 +267,21 @@ class DevicePoolWorkflow:
             # A deletion that arrived while an activity was awaited surfaces
             # here (see workflows/cancellation.py), before anything is acted on.
             raise_if_cancelled()
+            if self._announce:
+                self._announce, self._announced = False, True
+                self._in_background(self._tell_ledger(expecting=True))
+            # One round trip for everything the pass must know, not one each.
+            looks = []
+            if self._settings is None:
+                looks.append(self._read_settings())
             if self._refs_problems is None:
-                await self._check_refs()
+                looks.append(self._check_refs())
             if need_observe:
-                await self._observe()
+                looks.append(self._observe())
+            await asyncio.gather(*looks)
+            if not self._health_started:
+                self._health_started = True
+                self._in_background(self._ensure_health())
             self._take_reports()
             await self._sync_health_config()
             await self._probe_region_after_backoff()
@@ -255,6 +289,11 @@ class DevicePoolWorkflow:
             plan = self._plan()
             if not self._observe_failed:
                 await self._act(plan)
+            if self._announced:
+                self._announced = False
+                if self._observe_failed or not plan.create:
+                    # Nothing to ask for after all: the ledger need not wait.
+                    self._in_background(self._tell_ledger(expecting=False))
             raise_if_cancelled()
             self._publish(plan)
 
@@ -337,11 +376,7 @@ class DevicePoolWorkflow:
             )
             # Not awaited: the child reports through `batch_done`, which also
             # reaches the next run after a continue-as-new.
-            task = asyncio.ensure_future(
-                self._start_child(child_id, generation, slots, replacement)
-            )
-            self._starting.add(task)
-            task.add_done_callback(self._starting.discard)
+            self._in_background(self._start_child(child_id, generation, slots, replacement))
 
     def _take_slots(self, n: int) -> tuple[int, list[int]]:
         """Up to `n` slots for one batch, and the generation of their idempotency keys.
@@ -799,6 +834,8 @@ class DevicePoolWorkflow:
         self._publish_details()
 
     async def _teardown(self) -> None:
+        # Child starts still in progress resolve first, so their cancels land.
+        await workflow.wait_condition(lambda: not self._starting)
         try:
             await workflow.get_external_workflow_handle(health_workflow_id(self._name)).cancel()
         except FailureError as err:
@@ -893,6 +930,7 @@ class DevicePoolWorkflow:
     @workflow.update(name=UPDATE_APPLY)
     def apply(self, request: ApplyRequest) -> Accepted:
         if request.spec != self._spec:
+            self._announce = self._announce or request.spec.replicas > self._spec.replicas
             body_changed = any(
                 getattr(request.spec, field) != getattr(self._spec, field)
                 for field in CREATE_BODY_FIELDS
@@ -1001,6 +1039,7 @@ class DevicePoolWorkflow:
 
     def _scale(self, replicas: int) -> None:
         if replicas != self._spec.replicas:
+            self._announce = self._announce or replicas > self._spec.replicas
             self._spec = self._spec.model_copy(update={"replicas": replicas})
             self._generation += 1
             self._dirty = True

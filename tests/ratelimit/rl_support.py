@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, ClassVar
 
 import httpx
 
@@ -11,11 +12,15 @@ SPEED = 20.0
 WINDOW = 60.0 / SPEED
 CAP = 5
 # one account per test, so windows do not mix
-ACCOUNTS = {"alpha": "rl-alpha", "beta": "rl-beta", "gamma": "rl-gamma"}
+ACCOUNTS = {"alpha": "rl-alpha", "beta": "rl-beta", "gamma": "rl-gamma", "delta": "rl-delta"}
 
 
 class CountingTransport(httpx.ASGITransport):
     """Counts the create calls that went through this worker."""
+
+    # Test switch: pool name -> seconds every list of its devices is delayed
+    # (a pool whose first pass is slow on a busy worker).
+    slow_lists: ClassVar[dict[str, float]] = {}
 
     def __init__(self, app: Any) -> None:
         super().__init__(app=app)
@@ -24,4 +29,7 @@ class CountingTransport(httpx.ASGITransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if request.method == "POST" and request.url.path.endswith("/devices"):
             self.creates += 1
+        label = request.url.params.get("label", "")
+        if request.method == "GET" and label.startswith("pool="):
+            await asyncio.sleep(CountingTransport.slow_lists.get(label[len("pool=") :], 0.0))
         return await super().handle_async_request(request)

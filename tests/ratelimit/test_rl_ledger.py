@@ -6,7 +6,9 @@ account, virtual seconds) and `/_emulator/stats`.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -141,7 +143,7 @@ async def test_unknown_account_refused_at_apply(
         }
     )
     with pytest.raises(
-        BadInput, match=r"unknown account 'nope'.*known accounts: alpha, beta, gamma"
+        BadInput, match=r"unknown account 'nope'.*known accounts: alpha, beta, delta, gamma"
     ) as err:
         await PoolClient(rl_env.client).apply(manifest)
     assert err.value.exit_code == EXIT_BAD_INPUT
@@ -184,8 +186,48 @@ async def test_two_pools_share_the_first_window(
         await handle.cancel()
 
 
-async def _both_have_devices(control: httpx.AsyncClient, *pools: str) -> bool:
+async def test_a_pool_slow_to_ask_still_shares_the_first_window(
+    rl_env: WorkflowEnvironment, rl_workers: list[CountingTransport], rl_control: httpx.AsyncClient
+) -> None:
+    # The second pool's first pass takes far longer than the ledger's hold for
+    # simultaneous requests: its announcement makes the ledger deal it in.
+    first, second = name(), name()
+    CountingTransport.slow_lists[second] = 1.5
+    try:
+        handles = await asyncio.gather(
+            *(
+                start_pool(
+                    rl_env.client, p, CAP, settings=SETTINGS, account="delta", proxy_ref=None
+                )
+                for p in (first, second)
+            )
+        )
+        await eventually(
+            lambda: _both_have_devices(rl_control, first, second, key="rl-delta"),
+            timeout=15,
+            what="both pools creating",
+        )
+    finally:
+        CountingTransport.slow_lists.pop(second, None)
+    created = {
+        pool: sorted(
+            datetime.fromisoformat(d["createdAt"])
+            for d in await provider_devices(rl_control, "rl-delta", pool)
+        )
+        for pool in (first, second)
+    }
+    start = min(times[0] for times in created.values())
+    for pool, times in created.items():
+        # Each pool got part of the first window (CAP, 60 virtual seconds).
+        assert (times[0] - start).total_seconds() < WINDOW_V, (pool, created)
+    for handle in handles:
+        await handle.cancel()
+
+
+async def _both_have_devices(
+    control: httpx.AsyncClient, *pools: str, key: str = "rl-gamma"
+) -> bool:
     for pool in pools:
-        if not await provider_devices(control, "rl-gamma", pool):
+        if not await provider_devices(control, key, pool):
             return False
     return True
