@@ -27,9 +27,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from temporalio import activity
@@ -76,6 +76,8 @@ from activities.proxy import resolve_proxy
 from api.errors import ErrorType
 from api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
 
+T = TypeVar("T")
+
 __all__ = ["DeviceActivities", "device_fingerprint", "device_info", "device_status_info"]
 
 
@@ -103,6 +105,22 @@ async def _heartbeating() -> AsyncIterator[None]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def _finish_even_if_cancelled(call: Coroutine[Any, Any, T]) -> T:
+    """Await a provider call to its end, heartbeating, even if the activity is cancelled.
+
+    For creates: a pool being deleted cancels its batches and then sweeps the
+    provider. A create already on its way must land before that sweep (or not
+    at all), never after it as an orphan; so a cancel lets it finish, and the
+    activity completes with its device for the batch to report.
+    """
+    task = asyncio.ensure_future(call)
+    try:
+        async with _heartbeating():
+            return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        return await task
 
 
 def _parse_time(value: Any) -> datetime | None:
@@ -321,8 +339,8 @@ class DeviceActivities:
             input.proxy_pool,
         )
         try:
-            async with _heartbeating():
-                raw = await client.create_device(
+            raw = await _finish_even_if_cancelled(
+                client.create_device(
                     input.platform,
                     region=input.region,
                     os_version=input.os_version,
@@ -331,6 +349,7 @@ class DeviceActivities:
                     proxy=proxy_body,
                     idempotency_key=input.idempotency_key,
                 )
+            )
         except ProviderError as exc:
             activity.logger.info("pool %s: create %s failed: %s", input.pool, input.name, exc)
             raise to_application_error(exc) from exc

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import socket
@@ -42,6 +43,7 @@ from pydantic import SecretStr
 from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -483,6 +485,15 @@ async def main(speed: float, p: float, only: set[int]) -> None:
                     for n, t in SEARCH_ATTRIBUTES.items()
                 ],
                 dev_server_extra_args=["--log-level", "error"],
+                # Pools are terminated at the end of each run with their watch
+                # activities in flight; Core's warnings about that are noise here.
+                runtime=Runtime(
+                    telemetry=TelemetryConfig(
+                        logging=LoggingConfig(
+                            filter=TelemetryFilter(core_level="ERROR", other_level="ERROR")
+                        )
+                    )
+                ),
             ) as env,
             emulator(speed, p) as url,
         ):
@@ -507,4 +518,7 @@ if __name__ == "__main__":
     parser.add_argument("--provision-seconds", type=float, default=45)
     parser.add_argument("--only", default="1,2,3,4")
     args = parser.parse_args()
+    # Injected faults make activities fail and retry by design: the SDK's
+    # per-failure warnings would drown the figures.
+    logging.getLogger("temporalio").setLevel(logging.ERROR)
     asyncio.run(main(args.speed, args.provision_seconds, {int(x) for x in args.only.split(",")}))

@@ -337,9 +337,13 @@ class AccountLedgerWorkflow:
     @workflow.signal(name=SIGNAL_PERMIT_INTENT)
     def expect_request(self, intent: PermitIntent) -> None:
         s = self._s
-        if intent.expecting:
+        asked = any(r.pool == intent.pool for r in s.queue) or any(
+            o.pool == intent.pool for o in s.outstanding.values()
+        )
+        if intent.expecting and not asked:
+            # (A request that overtook its announcement has settled it already.)
             s.intents[intent.pool] = workflow.now() + timedelta(seconds=intent.ttl_seconds)
-        else:
+        elif not intent.expecting:
             s.intents.pop(intent.pool, None)
         self._dirty = True
 

@@ -247,6 +247,10 @@ class DevicePoolWorkflow:
             # Abandoned by the previous run at continue-as-new: it keeps its
             # offline clocks and reports to this run (signals go by id).
             workflow.logger.info("pool %s: health check already running", self._name)
+        except FailureError as err:
+            # Started in the background: try again on the next pass.
+            workflow.logger.warning("pool %s: health check not started: %s", self._name, err)
+            self._health_started = False
 
     async def _sync_health_config(self) -> None:
         """Tell the health child when `maxUnhealthy` changed."""

@@ -455,3 +455,21 @@ async def test_watch_unknown_account_fails_at_once(acts: DeviceActivities) -> No
         await ActivityEnvironment().run(acts.watch_devices, input)
     assert info.value.type == ErrorType.UNKNOWN_ACCOUNT.value
     assert info.value.non_retryable
+
+
+async def test_a_create_cancelled_on_its_way_lands_and_is_reported(
+    acts: DeviceActivities, emulator: Emulator
+) -> None:
+    # A deleted pool cancels its batches, then sweeps the provider: a create
+    # already sent must finish (and be reported), never land after the sweep.
+    await emulator.faults(latencyMs=300)
+    env = ActivityEnvironment()
+    heartbeats = Heartbeats()
+    env.on_heartbeat = heartbeats
+    run = asyncio.ensure_future(env.run(acts.create_device, _create_input(0, pool="gone")))
+    await heartbeats.reached(1)
+    env.cancel()
+    result = await run
+    await emulator.faults()
+    assert result.device.labels[LABEL_POOL] == "gone"
+    assert (await emulator.stats())["devices"]["byPool"] == {"gone": 1}
