@@ -78,6 +78,10 @@ class CarriedState(CamelModel):
     fingerprint: str = ""
     created_at: datetime | None = None
     failure_streak: int = 0
+    # batch reports received but not yet applied (they wait for an observation
+    # made after they arrived)
+    reports: list[BatchReport] = Field(default_factory=list)
+    created_reports: list[BatchReport] = Field(default_factory=list)
     # (generation, slot) of creates that failed: re-planned under the same
     # idempotency key, so a create that landed after all is found, not doubled.
     retry_slots: list[tuple[int, int]] = Field(default_factory=list)

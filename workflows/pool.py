@@ -174,7 +174,10 @@ class DevicePoolWorkflow:
         self._replaced_total = state.replaced_total
         self._replacements_owed = state.replacements_owed
         self._devices: list[DeviceInfo] = []
-        self._reports: list[BatchReport] = []
+        # Batch reports wait here until an observation made after their arrival
+        # (`batch_created`: slots whose creates landed; `batch_done`: the end).
+        self._reports: list[BatchReport] = list(state.reports)
+        self._created: list[BatchReport] = list(state.created_reports)
         self._refs_problems: list[str] | None = None
         self._observe_failed = False
         # Child starts in progress: continue-as-new waits for them to resolve.
@@ -271,6 +274,11 @@ class DevicePoolWorkflow:
             # A deletion that arrived while an activity was awaited surfaces
             # here (see workflows/cancellation.py), before anything is acted on.
             raise_if_cancelled()
+            # Reports are applied against an observation that started after they
+            # arrived. Applied to an older one, a batch would stop counting as
+            # in flight before its devices are seen, and the pool would create
+            # them again. Later ones wait for the next pass.
+            inbox = len(self._created), len(self._reports)
             if self._announce:
                 self._announce, self._announced = False, True
                 self._in_background(self._tell_ledger(expecting=True))
@@ -286,7 +294,8 @@ class DevicePoolWorkflow:
             if not self._health_started:
                 self._health_started = True
                 self._in_background(self._ensure_health())
-            self._take_reports()
+            self._settle_created(inbox[0])
+            self._take_reports(inbox[1])
             await self._sync_health_config()
             await self._probe_region_after_backoff()
             raise_if_cancelled()
@@ -467,12 +476,28 @@ class DevicePoolWorkflow:
             elif isinstance(result, BaseException):
                 raise result
 
-    def _take_reports(self) -> None:
-        reports, self._reports = self._reports, []
+    def _settle_created(self, count: int) -> None:
+        """Slots whose creates landed are counted by observation from now on."""
+        created, self._created = self._created[:count], self._created[count:]
+        for report in created:
+            batch = self._in_flight.get(report.workflow_id)
+            if batch is not None:
+                self._retry_failed(batch, report)
+                settled = set(report.created) | set(report.failed_slots)
+                batch.slots = [slot for slot in batch.slots if slot not in settled]
+
+    def _retry_failed(self, batch: InFlightBatch, report: BatchReport) -> None:
+        """Slots of `batch` whose create failed are planned again under their keys."""
+        self._retry_slots += [
+            (batch.generation, slot) for slot in batch.slots if slot in report.failed_slots
+        ]
+
+    def _take_reports(self, count: int) -> None:
+        reports, self._reports = self._reports[:count], self._reports[count:]
         for report in reports:
             batch = self._in_flight.pop(report.workflow_id, None)
             if batch is not None and not report.cancelled:
-                self._retry_slots += [(batch.generation, slot) for slot in report.failed_slots]
+                self._retry_failed(batch, report)
             self._doomed.update(report.failed_devices)
             self._count_failures(report)
         # A batch whose report never came (its run was terminated by hand)
@@ -633,7 +658,9 @@ class DevicePoolWorkflow:
         now = workflow.now()
 
         self._set_condition(self._ready_condition(plan, serving), now)
-        creating = bool(self._in_flight) or plan.create > 0
+        # A batch whose creates all landed only waits for boots: its devices are
+        # counted by observation (as provisioning), not as creates.
+        creating = any(b.slots for b in self._in_flight.values()) or plan.create > 0
         self._set_condition(
             (
                 ConditionType.PROGRESSING,
@@ -918,6 +945,8 @@ class DevicePoolWorkflow:
                     fingerprint=device_fingerprint(self._devices),
                     created_at=self._created_at,
                     failure_streak=self._failure_streak,
+                    reports=self._reports,
+                    created_reports=self._created,
                     retry_slots=self._retry_slots,
                     body_generation=self._body_generation,
                     backoff_seconds=self._backoff_seconds,
@@ -1002,10 +1031,7 @@ class DevicePoolWorkflow:
 
     @workflow.signal(name=SIGNAL_BATCH_CREATED)
     def batch_created(self, report: BatchReport) -> None:
-        batch = self._in_flight.get(report.workflow_id)
-        if batch is not None:
-            settled = set(report.created) | set(report.failed_slots)
-            batch.slots = [slot for slot in batch.slots if slot not in settled]
+        self._created.append(report)
         self._dirty = True
 
     @workflow.signal(name=SIGNAL_BATCH_DONE)

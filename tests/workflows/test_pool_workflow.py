@@ -232,6 +232,44 @@ async def test_a_create_that_gave_up_is_planned_again_under_the_same_key(
     await delete_and_wait(handle)
 
 
+async def test_a_report_that_overtakes_an_observation_waits_for_the_next_one(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # A scale-up starts a pass whose list is answered before the first batch's
+    # creates land but arrives after that batch's "created" report. Applied to
+    # that observation, the report would make the batch's devices neither in
+    # flight nor seen, and the pool would rent them twice.
+    before = await stats(control)
+    gate = asyncio.Event()
+    TimedASGITransport.create_gate, TimedASGITransport.at_gate = gate, 0
+    try:
+        handle = await start_pool(env.client, pool_name, 2)
+        await eventually(lambda: _settled(TimedASGITransport.at_gate >= 2), what="2 creates held")
+        TimedASGITransport.late_list_answers[pool_name] = 1.5
+        seen = TimedASGITransport.lists[pool_name]
+        await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=4), result_type=Accepted)
+        await eventually(
+            lambda: _settled(TimedASGITransport.lists[pool_name] > seen), what="a list after it"
+        )
+        await asyncio.sleep(0.3)  # the scale-up's own observation is on its way back
+        gate.set()
+        await asyncio.sleep(1.5)
+    finally:
+        gate.set()
+        TimedASGITransport.create_gate = None
+        TimedASGITransport.late_list_answers.pop(pool_name, None)
+    await eventually(ready_count(pool_name, 4, control), what="4 ready devices", timeout=30)
+    await asyncio.sleep(1)  # a pass after convergence
+    after = await stats(control)
+    assert after["creates"]["accepted"] - before["creates"]["accepted"] == 4
+    assert after["terminations"] == before["terminations"]
+    await delete_and_wait(handle)
+
+
+async def _settled(done: bool) -> bool:
+    return done
+
+
 async def _started(handle: Any) -> bool:
     try:
         await handle.describe()

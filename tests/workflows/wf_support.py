@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -159,9 +160,29 @@ class TimedASGITransport(httpx.ASGITransport):
     # Test switch: a partition between workers and the provider's create
     # endpoint. Calls hang until the caller gives up and never arrive.
     creates_partitioned = False
+    # Test switch: while set and closed, creates wait here before reaching the
+    # provider (`at_gate` counts them).
+    create_gate: asyncio.Event | None = None
+    at_gate = 0
+    # Test switch: pool -> seconds a list of its devices is answered late
+    # (processed at once, the answer held back); `lists` counts them per pool.
+    late_list_answers: ClassVar[dict[str, float]] = {}
+    lists: ClassVar[Counter[str]] = Counter()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        label = request.url.params.get("label", "")
+        if request.method == "GET" and label.startswith("pool="):
+            pool = label[len("pool=") :]
+            response = await super().handle_async_request(request)
+            await response.aread()
+            TimedASGITransport.lists[pool] += 1
+            await asyncio.sleep(TimedASGITransport.late_list_answers.get(pool, 0.0))
+            return response
         if request.method == "POST" and request.url.path.endswith("/devices"):
+            gate = TimedASGITransport.create_gate
+            if gate is not None and not gate.is_set():
+                TimedASGITransport.at_gate += 1
+                await gate.wait()
             if TimedASGITransport.creates_partitioned:
                 await asyncio.sleep(float((request.extensions.get("timeout") or {})["read"]))
                 raise httpx.ReadTimeout("partitioned", request=request)
