@@ -42,9 +42,14 @@ def provision_workflow_id(pool: str, generation: int, batch: int) -> str:
     return f"{WORKFLOW_ID_PREFIX}{pool}/provision/{generation}-{batch}"
 
 
-def create_idempotency_key(pool: str, generation: int, slot: int) -> str:
-    """Deterministic per (pool, generation, slot): a retry or replay reuses it."""
-    return f"devicepool:{pool}:g{generation}:s{slot}"
+def create_idempotency_key(pool: str, generation: int, slot: int, incarnation: str = "") -> str:
+    """Deterministic per (pool incarnation, generation, slot): a retry or replay reuses it.
+
+    `incarnation` tells a pool apart from an earlier one of the same name (deleted
+    and applied again), whose keys the provider may still remember.
+    """
+    prefix = f"devicepool:{pool}:{incarnation}:" if incarnation else f"devicepool:{pool}:"
+    return f"{prefix}g{generation}:s{slot}"
 
 
 # Messages (signals, updates, queries) of the DevicePool workflow

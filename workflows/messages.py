@@ -40,6 +40,8 @@ class ProvisionBatchInput(CamelModel):
     sticky_ttl: int = 0
     generation: int
     slots: list[int]
+    # the pool's first run id, shortened: part of every create's idempotency key
+    incarnation: str = ""
     startup_timeout_seconds: float = 300.0
     poll_seconds: float = 5.0
     # Replaces unhealthy devices: the account's ledger serves it before growth.

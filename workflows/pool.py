@@ -438,6 +438,9 @@ class DevicePoolWorkflow:
                     sticky_ttl=proxy.sticky_ttl if proxy else 0,
                     generation=generation,
                     slots=slots,
+                    # Constant across continue-as-new; new when the pool is
+                    # deleted and applied again under the same name.
+                    incarnation=workflow.info().first_execution_run_id[-12:],
                     startup_timeout_seconds=settings.startup_timeout_seconds,
                     poll_seconds=min(5.0, settings.resync_seconds),
                 ),

@@ -236,7 +236,9 @@ class ProvisionBatchWorkflow:
                     region=input.region,
                     os_version=input.os_version,
                     name=f"{input.pool}-{slot}",
-                    idempotency_key=create_idempotency_key(input.pool, input.generation, slot),
+                    idempotency_key=create_idempotency_key(
+                        input.pool, input.generation, slot, input.incarnation
+                    ),
                     proxy_pool=input.proxy_pool,
                     sticky_ttl=input.sticky_ttl,
                     extra_labels={LABEL_SLOT: str(slot)},

@@ -107,6 +107,25 @@ async def _status_when(handle: Any, predicate: Any) -> dict[str, Any] | None:
     return status if predicate(status) else None
 
 
+async def test_a_pool_deleted_and_applied_again_rents_new_devices(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # Same name, same generation and slot numbers: only the pool's incarnation in
+    # the idempotency key keeps the provider from replaying the deleted devices.
+    before = await stats(control)
+    first = await start_pool(env.client, pool_name, 2)
+    await eventually(ready_count(pool_name, 2, control), what="2 ready devices")
+    old = {d["id"] for d in await pool_devices(control, pool_name)}
+    await delete_and_wait(first)
+    again = await start_pool(env.client, pool_name, 2)
+    await eventually(ready_count(pool_name, 2, control), what="2 ready devices again", timeout=30)
+    assert not {d["id"] for d in await pool_devices(control, pool_name)} & old
+    after = await stats(control)
+    assert after["creates"]["accepted"] - before["creates"]["accepted"] == 4
+    assert after["creates"]["idempotentReplays"] == before["creates"]["idempotentReplays"]
+    await delete_and_wait(again)
+
+
 async def test_scale_signal_with_invalid_value_is_refused_visibly(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
