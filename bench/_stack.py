@@ -16,14 +16,14 @@ from pathlib import Path
 import httpx
 from pydantic import SecretStr
 from temporalio.client import Client
-from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.devices import DeviceActivities
 from activities.models import AccountSettings, PoolSettings
-from api.names import SEARCH_ATTRIBUTES, TASK_QUEUE, account_task_queue
+from api.names import TASK_QUEUE, account_task_queue
+from client.setup import search_attribute_keys
 from emulator.app import EmulatorConfig, create_app
 from workflows import WORKFLOWS
 
@@ -53,12 +53,7 @@ async def local_stack(
             await WorkflowEnvironment.start_local(
                 dev_server_existing_path=temporal,
                 data_converter=pydantic_data_converter,
-                search_attributes=[
-                    SearchAttributeKey.for_keyword(n)
-                    if t == "Keyword"
-                    else SearchAttributeKey.for_int(n)
-                    for n, t in SEARCH_ATTRIBUTES.items()
-                ],
+                search_attributes=search_attribute_keys(),
             ) as env,
             httpx.AsyncClient(transport=transport, base_url=URL) as http,
             Worker(

@@ -41,7 +41,6 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 from temporalio.client import Client
-from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.testing import WorkflowEnvironment
@@ -52,8 +51,9 @@ sys.path.insert(0, str(ROOT))
 
 from activities.models import AccountSettings, PoolSettings  # noqa: E402
 from activities.permits import LedgerReportingActivities, register_accounts  # noqa: E402
-from api.names import SEARCH_ATTRIBUTES, TASK_QUEUE, account_task_queue, pool_workflow_id  # noqa: E402
+from api.names import TASK_QUEUE, account_task_queue, pool_workflow_id  # noqa: E402
 from api.v1alpha1 import DevicePoolSpec, ObjectMeta  # noqa: E402
+from client.setup import search_attribute_keys  # noqa: E402
 from workflows import WORKFLOWS  # noqa: E402
 from workflows.messages import PoolInput  # noqa: E402
 
@@ -478,12 +478,7 @@ async def main(speed: float, p: float, only: set[int]) -> None:
             await WorkflowEnvironment.start_local(
                 dev_server_existing_path=temporal,
                 data_converter=pydantic_data_converter,
-                search_attributes=[
-                    SearchAttributeKey.for_keyword(n)
-                    if t == "Keyword"
-                    else SearchAttributeKey.for_int(n)
-                    for n, t in SEARCH_ATTRIBUTES.items()
-                ],
+                search_attributes=search_attribute_keys(),
                 dev_server_extra_args=["--log-level", "error"],
                 # Pools are terminated at the end of each run with their watch
                 # activities in flight; Core's warnings about that are noise here.

@@ -9,12 +9,15 @@ Temporal Cloud, create them with `tcld namespace search-attributes add` instead
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
     ListSearchAttributesRequest,
 )
 from temporalio.client import Client
+from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError
 
 from api.names import SEARCH_ATTRIBUTES
@@ -29,6 +32,19 @@ _TYPES: dict[str, IndexedValueType.ValueType] = {
     "Datetime": IndexedValueType.INDEXED_VALUE_TYPE_DATETIME,
     "KeywordList": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
 }
+
+
+def search_attribute_keys() -> list[SearchAttributeKey[Any]]:
+    """The pool search attributes as SDK keys (e.g. for `WorkflowEnvironment.start_local`)."""
+    keys: list[SearchAttributeKey[Any]] = []
+    for name, type_name in SEARCH_ATTRIBUTES.items():
+        if type_name == "Keyword":
+            keys.append(SearchAttributeKey.for_keyword(name))
+        elif type_name == "Int":
+            keys.append(SearchAttributeKey.for_int(name))
+        else:
+            raise ValueError(f"search attribute {name}: no SDK key for type {type_name}")
+    return keys
 
 
 async def register_search_attributes(client: Client) -> tuple[list[str], list[str]]:

@@ -47,33 +47,29 @@ def _logfmt_value(value: Any) -> str:
     return text
 
 
+def _fields(formatter: logging.Formatter, record: logging.LogRecord) -> dict[str, Any]:
+    """One record as its fields, the same for every output format."""
+    fields: dict[str, Any] = {
+        "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+        "level": record.levelname.lower(),
+        "logger": record.name,
+        # The SDK appends the context dict to the message text; ours is in fields.
+        "msg": record.getMessage().split(" ({'")[0],
+    }
+    fields.update(_context(record))
+    if record.exc_info:
+        fields["error"] = formatter.formatException(record.exc_info).strip().splitlines()[-1]
+    return fields
+
+
 class LogfmtFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        fields: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            # The SDK appends the context dict to the message text; ours is in fields.
-            "msg": record.getMessage().split(" ({'")[0],
-        }
-        fields.update(_context(record))
-        if record.exc_info:
-            fields["error"] = self.formatException(record.exc_info).strip().splitlines()[-1]
-        return " ".join(f"{k}={_logfmt_value(v)}" for k, v in fields.items())
+        return " ".join(f"{k}={_logfmt_value(v)}" for k, v in _fields(self, record).items())
 
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        fields: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage().split(" ({'")[0],
-        }
-        fields.update(_context(record))
-        if record.exc_info:
-            fields["error"] = self.formatException(record.exc_info).strip().splitlines()[-1]
-        return json.dumps(fields, default=str, ensure_ascii=False)
+        return json.dumps(_fields(self, record), default=str, ensure_ascii=False)
 
 
 def setup_logging(fmt: str = "logfmt", level: int = logging.INFO) -> None:

@@ -22,13 +22,13 @@ import uvicorn
 from obs_support import API_KEY, OBS_SETTINGS, ObsStack
 from pydantic import SecretStr
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.models import AccountSettings, ProxyPoolSettings
-from api.names import SEARCH_ATTRIBUTES, ledger_workflow_id
+from api.names import ledger_workflow_id
+from client.setup import search_attribute_keys
 from emulator.app import EmulatorConfig, create_app
 from worker.config import WorkerConfig
 from worker.main import run_worker, sdk_runtime
@@ -110,10 +110,7 @@ async def obs_stack() -> AsyncIterator[ObsStack]:
         runtime=runtime,
         ui=True,
         ui_port=ui_port,
-        search_attributes=[
-            SearchAttributeKey.for_keyword(n) if t == "Keyword" else SearchAttributeKey.for_int(n)
-            for n, t in SEARCH_ATTRIBUTES.items()
-        ],
+        search_attributes=search_attribute_keys(),
     ) as env:
         stop = asyncio.Event()
         worker = asyncio.create_task(

@@ -20,7 +20,6 @@ import httpx
 import pytest
 from pydantic import SecretStr
 from temporalio.client import Client
-from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -32,7 +31,8 @@ from wf_support import FAST
 
 from activities.models import AccountSettings
 from activities.permits import LedgerReportingActivities, register_accounts
-from api.names import SEARCH_ATTRIBUTES, TASK_QUEUE, account_task_queue
+from api.names import TASK_QUEUE, account_task_queue
+from client.setup import search_attribute_keys
 from emulator.app import EmulatorConfig, create_app
 from workflows import WORKFLOWS
 
@@ -43,10 +43,7 @@ async def rl_env() -> AsyncIterator[WorkflowEnvironment]:
     async with await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal,
         data_converter=pydantic_data_converter,
-        search_attributes=[
-            SearchAttributeKey.for_keyword(n) if t == "Keyword" else SearchAttributeKey.for_int(n)
-            for n, t in SEARCH_ATTRIBUTES.items()
-        ],
+        search_attributes=search_attribute_keys(),
     ) as env:
         yield env
 

@@ -19,14 +19,13 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import SecretStr
-from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from wf_support import ACCOUNTS, CAN_THRESHOLD, EMULATOR_URL, FAST, TimedASGITransport, Workers
 
 from activities.devices import DeviceActivities
 from activities.models import AccountSettings, ProxyPoolSettings
-from api.names import SEARCH_ATTRIBUTES
+from client.setup import search_attribute_keys
 from emulator.app import EmulatorConfig, create_app
 
 
@@ -39,16 +38,11 @@ def temporal_binary() -> str:
 
 @pytest.fixture(scope="session")
 async def env() -> AsyncIterator[WorkflowEnvironment]:
-    sa_args: list[str] = []
     async with await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_binary(),
         data_converter=pydantic_data_converter,
-        search_attributes=[
-            SearchAttributeKey.for_keyword(n) if t == "Keyword" else SearchAttributeKey.for_int(n)
-            for n, t in SEARCH_ATTRIBUTES.items()
-        ],
+        search_attributes=search_attribute_keys(),
         dev_server_extra_args=[
-            *sa_args,
             "--dynamic-config-value",
             f"limit.historyCount.suggestContinueAsNew={CAN_THRESHOLD}",
         ],
