@@ -1,8 +1,8 @@
 # devicepool — developer entry points. Needs only python3 (>= 3.11), pip and make.
 #
-#   make test   venv + install (when pyproject.toml changed) + ruff + mypy + pytest (e2e included)
+#   make test   venv + install (when pyproject.toml changed) + ruff + lint-imports + mypy + pytest (e2e included)
 #   make demo   venv + `devicepool dev --apply examples/quickstart.yaml`
-#   make lint   ruff check + ruff format --check + mypy
+#   make lint   ruff check + ruff format --check + lint-imports (layer contracts) + mypy
 #   make fmt    ruff format + ruff check --fix
 #   make bench  rate-limit benchmarks (bench/ratelimit.py: bound, article loop, fairness, 3 workers; ~10 min)
 
@@ -36,12 +36,14 @@ system-deps:
 # `$(BIN)/pytest` alone runs it serially.
 test: venv system-deps
 	$(BIN)/ruff check --no-cache .
+	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(BIN)/pytest -n 3 --dist loadgroup
 
 lint: venv
 	$(BIN)/ruff check --no-cache .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	$(BIN)/mypy
 
 fmt: venv

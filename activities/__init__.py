@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from activities.devices import DeviceActivities
+    from devicepool.activities.devices import DeviceActivities
 
 __all__ = ["DeviceActivities"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "DeviceActivities":
-        from activities.devices import DeviceActivities
+        from devicepool.activities.devices import DeviceActivities
 
         return DeviceActivities
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,15 +21,15 @@ from urllib.parse import quote
 import httpx
 from pydantic import SecretStr
 
-from activities.errors import (
+from devicepool.activities.errors import (
     ProviderError,
     TransportError,
     TransportTimeoutError,
     error_from_response,
 )
-from activities.metrics import Metrics
-from api.errors import ErrorType
-from api.v1alpha1 import Platform
+from devicepool.activities.metrics import Metrics
+from devicepool.api.errors import ErrorType
+from devicepool.api.v1alpha1 import Platform
 
 __all__ = ["MAX_BATCH_IDS", "BitCloudPhoneClient"]
 

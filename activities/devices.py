@@ -35,16 +35,17 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from activities.bitcloudphone import BitCloudPhoneClient
-from activities.errors import (
+from devicepool.activities.bitcloudphone import BitCloudPhoneClient
+from devicepool.activities.definitions import DeviceActivityDefinitions
+from devicepool.activities.errors import (
     TEARDOWN_PENDING,
     NotFoundError,
     ProviderError,
     configuration_error,
     to_application_error,
 )
-from activities.metrics import Metrics, replacement_reason
-from activities.models import (
+from devicepool.activities.metrics import Metrics, replacement_reason
+from devicepool.activities.models import (
     ALIVE_STATUSES,
     HEARTBEAT_EVERY,
     TERMINATED,
@@ -72,9 +73,9 @@ from activities.models import (
     WatchDevicesResult,
     device_fingerprint,
 )
-from activities.proxy import resolve_proxy
-from api.errors import ErrorType
-from api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
+from devicepool.activities.proxy import resolve_proxy
+from devicepool.api.errors import ErrorType
+from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
 
 T = TypeVar("T")
 
@@ -173,7 +174,7 @@ def device_status_info(raw: Mapping[str, Any]) -> DeviceStatusInfo:
 # ---------------------------------------------------------------- the activities
 
 
-class DeviceActivities:
+class DeviceActivities(DeviceActivityDefinitions):
     """Bound activities over the worker's accounts and proxy pools."""
 
     def __init__(

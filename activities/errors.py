@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from api.errors import ErrorType
+from devicepool.api.errors import ErrorType
 
 __all__ = [
     "TEARDOWN_PENDING",

@@ -27,7 +27,7 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from api.errors import ErrorType
+from devicepool.api.errors import ErrorType
 
 __all__ = ["Metrics", "replacement_reason"]
 

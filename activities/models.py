@@ -12,7 +12,8 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from api.v1alpha1 import Platform
+from devicepool.api.base import CamelModel
+from devicepool.api.v1alpha1 import Platform
 
 # Statuses of a device at the provider (the contract's lifecycle).
 PROVISIONING = "provisioning"
@@ -32,10 +33,6 @@ ALIVE_STATUSES = frozenset({PROVISIONING, READY, BUSY, OFFLINE, REBOOTING, FAILE
 # worker is retried elsewhere within seconds, not after its start-to-close timeout.
 HEARTBEAT_EVERY = timedelta(seconds=2)
 HEARTBEAT_TIMEOUT = timedelta(seconds=10)
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=False, extra="forbid")
 
 
 # ---------------------------------------------------------------- settings (worker-side only)
@@ -70,7 +67,7 @@ class ProxyPoolSettings(BaseModel):
     password: SecretStr = SecretStr("")
 
 
-class PoolSettings(_Model):
+class PoolSettings(CamelModel):
     """Intervals from the worker's configuration, passed in the workflow input.
 
     Workflows never read the environment or files: each pool run asks the worker
@@ -96,7 +93,7 @@ class PoolSettings(_Model):
 # ---------------------------------------------------------------- device views
 
 
-class DeviceInfo(_Model):
+class DeviceInfo(CamelModel):
     """What the pool needs to know about one device (no secrets: the proxy is by name)."""
 
     id: str
@@ -110,7 +107,7 @@ class DeviceInfo(_Model):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
-class DeviceStatusInfo(_Model):
+class DeviceStatusInfo(CamelModel):
     id: str
     status: str
     reason: str | None = None
@@ -122,27 +119,27 @@ class DeviceStatusInfo(_Model):
 # ---------------------------------------------------------------- activity inputs/results
 
 
-class CheckRefsInput(_Model):
+class CheckRefsInput(CamelModel):
     account: str
     proxy_pool: str | None = None
 
 
-class CheckRefsResult(_Model):
+class CheckRefsResult(CamelModel):
     """Empty `problems` means the account and proxy pool are known to the worker."""
 
     problems: list[str] = Field(default_factory=list)
 
 
-class ListDevicesInput(_Model):
+class ListDevicesInput(CamelModel):
     account: str
     pool: str
 
 
-class ListDevicesResult(_Model):
+class ListDevicesResult(CamelModel):
     devices: list[DeviceInfo] = Field(default_factory=list)
 
 
-class WatchDevicesInput(_Model):
+class WatchDevicesInput(CamelModel):
     """Poll the pool's devices inside one long activity; return on change or after `max_seconds`."""
 
     account: str
@@ -152,13 +149,13 @@ class WatchDevicesInput(_Model):
     max_seconds: float = 3600.0
 
 
-class WatchDevicesResult(_Model):
+class WatchDevicesResult(CamelModel):
     devices: list[DeviceInfo] = Field(default_factory=list)
     fingerprint: str
     changed: bool
 
 
-class CreateDeviceInput(_Model):
+class CreateDeviceInput(CamelModel):
     account: str
     pool: str
     platform: Platform
@@ -171,21 +168,21 @@ class CreateDeviceInput(_Model):
     extra_labels: dict[str, str] = Field(default_factory=dict)
 
 
-class CreateDeviceResult(_Model):
+class CreateDeviceResult(CamelModel):
     device: DeviceInfo
 
 
-class GetStatusesInput(_Model):
+class GetStatusesInput(CamelModel):
     account: str
     ids: list[str] = Field(max_length=100)
 
 
-class GetStatusesResult(_Model):
+class GetStatusesResult(CamelModel):
     items: list[DeviceStatusInfo] = Field(default_factory=list)
     not_found: list[str] = Field(default_factory=list)
 
 
-class TerminateDeviceInput(_Model):
+class TerminateDeviceInput(CamelModel):
     account: str
     device_id: str
     # Optional, for `devicepool_replacements_total`: why the device goes (e.g.
@@ -195,29 +192,29 @@ class TerminateDeviceInput(_Model):
     reason: str | None = None
 
 
-class TerminateDeviceResult(_Model):
+class TerminateDeviceResult(CamelModel):
     device_id: str
     already_gone: bool = False
 
 
-class RegionStatusInput(_Model):
+class RegionStatusInput(CamelModel):
     account: str
     region: str
 
 
-class RegionStatusResult(_Model):
+class RegionStatusResult(CamelModel):
     """`up`, `degraded`, `down`, or `unknown` when the provider does not list the region."""
 
     region: str
     status: str
 
 
-class TerminatePoolInput(_Model):
+class TerminatePoolInput(CamelModel):
     account: str
     pool: str
 
 
-class TerminatePoolResult(_Model):
+class TerminatePoolResult(CamelModel):
     terminated: int = 0
     remaining: int = 0
 
@@ -233,3 +230,36 @@ def device_fingerprint(devices: list[DeviceInfo]) -> str:
 
     parts = sorted(f"{d.id}|{d.status}|{int(d.session_active)}" for d in devices)
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- the permit ledger
+
+
+class LedgerConfig(CamelModel):
+    """One account's creation window: `capacity` creates per `window_seconds`."""
+
+    capacity: int = Field(default=20, ge=1)
+    window_seconds: float = Field(default=60.0, gt=0)
+    # Added to every window (clock skew between the provider and Temporal); also
+    # how long the first request after an idle spell waits for others to share.
+    margin_seconds: float = Field(default=1.0, ge=0)
+
+    @classmethod
+    def of(cls, account: AccountSettings) -> LedgerConfig:
+        return cls(
+            capacity=account.creates_per_minute,
+            window_seconds=account.window_seconds,
+            margin_seconds=account.window_margin_seconds,
+        )
+
+
+class LedgerInput(CamelModel):
+    account: str
+    config: LedgerConfig | None = None
+    # Carried across continue-as-new (a `workflows.ledger.LedgerState` as JSON).
+    state: dict[str, object] | None = None
+
+
+class RateLimitedReport(CamelModel):
+    pool: str
+    retry_after_seconds: float

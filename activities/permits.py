@@ -1,9 +1,9 @@
 """The worker's side of the per-account permit ledger (`workflows/ledger.py`).
 
-- `LedgerConfig`: an account's creation window as the worker is configured
+- `LedgerConfig` (in `activities.models`): an account's creation window as the worker is configured
   (capacity per window, window length, safety margin). Workers send it to the
   ledger at startup (`register_accounts`, a signal-with-start).
-- `RateLimitedReport`: what a create that still met a 429 tells the ledger, so
+- `RateLimitedReport` (in `activities.models`): what a create that still met a 429 tells the ledger, so
   it can pause and restart slowly (the activity itself retries after
   `Retry-After`, see `activities/errors.py`).
 - `LedgerReportingActivities`: `DeviceActivities` whose `create_device` also
@@ -20,59 +20,29 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 
-from activities.devices import DeviceActivities
-from activities.models import AccountSettings, CreateDeviceInput, CreateDeviceResult
-from api.errors import ErrorType
-from api.names import (
+from devicepool.activities.definitions import LEDGER_HOLD
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.models import (
+    AccountSettings,
+    CreateDeviceInput,
+    CreateDeviceResult,
+    LedgerConfig,
+    LedgerInput,
+    RateLimitedReport,
+)
+from devicepool.api.errors import ErrorType
+from devicepool.api.names import (
     SIGNAL_LEDGER_CONFIGURE,
     SIGNAL_RATE_LIMITED,
     TASK_QUEUE,
     WORKFLOW_ACCOUNT_LEDGER,
     ledger_workflow_id,
 )
-
-
-class _Camel(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", serialize_by_alias=True
-    )
-
-
-class LedgerConfig(_Camel):
-    """One account's creation window: `capacity` creates per `window_seconds`."""
-
-    capacity: int = Field(default=20, ge=1)
-    window_seconds: float = Field(default=60.0, gt=0)
-    # Added to every window (clock skew between the provider and Temporal); also
-    # how long the first request after an idle spell waits for others to share.
-    margin_seconds: float = Field(default=1.0, ge=0)
-
-    @classmethod
-    def of(cls, account: AccountSettings) -> LedgerConfig:
-        return cls(
-            capacity=account.creates_per_minute,
-            window_seconds=account.window_seconds,
-            margin_seconds=account.window_margin_seconds,
-        )
-
-
-class LedgerInput(_Camel):
-    account: str
-    config: LedgerConfig | None = None
-    # Carried across continue-as-new (a `workflows.ledger.LedgerState` as JSON).
-    state: dict[str, object] | None = None
-
-
-class RateLimitedReport(_Camel):
-    pool: str
-    retry_after_seconds: float
 
 
 async def register_accounts(client: Client, accounts: Mapping[str, AccountSettings]) -> None:
@@ -94,7 +64,7 @@ async def register_accounts(client: Client, accounts: Mapping[str, AccountSettin
         )
 
 
-@activity.defn(name="ledger_hold")
+@activity.defn(name=LEDGER_HOLD)
 async def ledger_hold(seconds: float) -> None:
     """A sub-second pause for the ledger, run as a local activity.
 

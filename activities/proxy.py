@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from activities.models import ProxyPoolSettings
+from devicepool.activities.models import ProxyPoolSettings
 
 __all__ = ["ResolvedProxy", "resolve_proxy", "session_id"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from api.v1alpha1 import (
+from devicepool.api.v1alpha1 import (
     Condition,
     ConditionStatus,
     ConditionType,
@@ -23,7 +23,7 @@ from api.v1alpha1 import (
 )
 
 if TYPE_CHECKING:
-    from api.loader import (
+    from devicepool.api.loader import (
         ManifestError,
         format_validation_error,
         load_manifests,
@@ -63,7 +63,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _LOADER_NAMES:
-        from api import loader
+        from devicepool.api import loader
 
         return getattr(loader, name)
     raise AttributeError(f"module 'api' has no attribute {name!r}")

@@ -31,8 +31,9 @@ import pydantic
 import yaml
 from pydantic_core import ErrorDetails
 
-from api.names import API_VERSION_V1ALPHA1, KIND_DEVICE_POOL
-from api.v1alpha1 import CamelModel, DevicePool
+from devicepool.api.base import CamelModel
+from devicepool.api.names import API_VERSION_V1ALPHA1, KIND_DEVICE_POOL
+from devicepool.api.v1alpha1 import DevicePool
 
 SUPPORTED_API_VERSIONS: tuple[str, ...] = (API_VERSION_V1ALPHA1,)
 SUPPORTED_KINDS: tuple[str, ...] = (KIND_DEVICE_POOL,)

@@ -14,32 +14,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     StringConstraints,
 )
-from pydantic.alias_generators import to_camel
 
-from api.names import API_VERSION_V1ALPHA1, KIND_DEVICE_POOL
+from devicepool.api.base import CamelModel
+from devicepool.api.names import API_VERSION_V1ALPHA1, KIND_DEVICE_POOL
 
 MAX_REPLICAS = 500
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _PERCENT = re.compile(r"^(100|[1-9]?[0-9])%$")
-
-
-class CamelModel(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        serialize_by_alias=True,
-    )
-
-    def to_json_dict(self) -> dict:
-        """The camelCase JSON form (what `status` queries and `-o json` show)."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def _dns_label(value: str) -> str:

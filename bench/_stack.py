@@ -20,12 +20,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.devices import DeviceActivities
-from activities.models import AccountSettings, PoolSettings
-from api.names import TASK_QUEUE, account_task_queue
-from client.setup import search_attribute_keys
-from emulator.app import EmulatorConfig, create_app
-from workflows import WORKFLOWS
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.models import AccountSettings, PoolSettings
+from devicepool.api.names import TASK_QUEUE, account_task_queue
+from devicepool.client.setup import search_attribute_keys
+from devicepool.emulator.app import EmulatorConfig, create_app
+from devicepool.workflows import WORKFLOWS
 
 URL = "http://emulator.bench"
 KEY = "bench"

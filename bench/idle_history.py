@@ -22,10 +22,10 @@ import httpx
 from _stack import local_stack
 from temporalio.client import Client
 
-from activities.models import PoolSettings
-from api.names import TASK_QUEUE, pool_workflow_id
-from api.v1alpha1 import DevicePoolSpec, ObjectMeta
-from workflows.messages import PoolInput
+from devicepool.activities.models import PoolSettings
+from devicepool.api.names import TASK_QUEUE, pool_workflow_id
+from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.workflows.messages import PoolInput
 
 
 async def history_length(client: Client, workflow_id: str) -> int:

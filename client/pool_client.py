@@ -39,7 +39,7 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.names import (
+from devicepool.api.names import (
     QUERY_DEVICES,
     QUERY_SPEC,
     QUERY_STATUS,
@@ -59,9 +59,21 @@ from api.names import (
     pool_name_from_workflow_id,
     pool_workflow_id,
 )
-from api.v1alpha1 import MAX_REPLICAS, DevicePool, ObjectMeta, Phase
-from client.errors import BadInput, DevicePoolError, PoolNotFound, TemporalUnreachable, WaitTimeout
-from workflows.messages import Accepted, ApplyRequest, DevicesView, PoolInput, ScaleRequest
+from devicepool.api.v1alpha1 import MAX_REPLICAS, DevicePool, ObjectMeta, Phase
+from devicepool.client.errors import (
+    BadInput,
+    DevicePoolError,
+    PoolNotFound,
+    TemporalUnreachable,
+    WaitTimeout,
+)
+from devicepool.workflows.messages import (
+    Accepted,
+    ApplyRequest,
+    DevicesView,
+    PoolInput,
+    ScaleRequest,
+)
 
 # Queries need a worker to answer; without one the server holds them. A short
 # timeout lets `get` fall back to the search attributes instead of hanging.

@@ -20,8 +20,8 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError
 
-from api.names import SEARCH_ATTRIBUTES
-from client.errors import DevicePoolError, TemporalUnreachable
+from devicepool.api.names import SEARCH_ATTRIBUTES
+from devicepool.client.errors import DevicePoolError, TemporalUnreachable
 
 _TYPES: dict[str, IndexedValueType.ValueType] = {
     "Text": IndexedValueType.INDEXED_VALUE_TYPE_TEXT,

@@ -1,7 +1,7 @@
-"""`python -m emulator --port 8088`."""
+"""`python -m devicepool.emulator --port 8088`."""
 
 import sys
 
-from emulator.cli import main
+from devicepool.emulator.cli import main
 
 sys.exit(main())

@@ -18,15 +18,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from emulator._problems import (
+from devicepool.emulator._problems import (
     INVALID_ARGUMENT,
     SERVER_ERROR,
     ProblemError,
     code_for_status,
     problem_response,
 )
-from emulator.config import EmulatorConfig
-from emulator.state import Emulator, parse_json_body
+from devicepool.emulator.config import EmulatorConfig
+from devicepool.emulator.state import Emulator, parse_json_body
 
 __all__ = ["EmulatorConfig", "create_app"]
 

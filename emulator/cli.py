@@ -1,4 +1,4 @@
-"""`python -m emulator` / `devicepool emulator`: serve the BitCloudPhone emulator with uvicorn.
+"""`python -m devicepool.emulator` / `devicepool emulator`: serve the BitCloudPhone emulator with uvicorn.
 
 Exit codes: 0 after a clean shutdown (SIGINT/SIGTERM), 2 for bad flags.
 """
@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from typing import NoReturn
 
-from emulator.config import DEFAULT_ACCOUNT, DEFAULT_API_KEY, EmulatorConfig
+from devicepool.emulator.config import DEFAULT_ACCOUNT, DEFAULT_API_KEY, EmulatorConfig
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -138,7 +138,7 @@ def serve(config: EmulatorConfig, host: str, port: int) -> None:
     """Serve the emulator until SIGINT/SIGTERM, then shut down gracefully and return."""
     import uvicorn
 
-    from emulator.app import create_app
+    from devicepool.emulator.app import create_app
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager

@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from emulator._clock import VirtualClock
-from emulator._problems import (
+from devicepool.emulator._clock import VirtualClock
+from devicepool.emulator._problems import (
     IDEMPOTENCY_KEY_REUSED,
     INVALID_STATE,
     NOT_FOUND,
@@ -37,7 +37,7 @@ from emulator._problems import (
     ProblemError,
     invalid,
 )
-from emulator.config import EmulatorConfig
+from devicepool.emulator.config import EmulatorConfig
 
 PLATFORMS = ("android", "ios")
 STATUSES = (

@@ -41,7 +41,7 @@ Environment overrides (each wins over the file):
 
 The Temporal connection is not configured here: it comes from the SDK's
 standard ``TEMPORAL_*`` environment variables and profiles (see
-``client.connect``).
+``devicepool.connect``).
 
 Every problem is a `ConfigError` whose `str()` is one line naming the file and
 the field. Secrets are read into `SecretStr` and never appear in a message.
@@ -62,7 +62,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic.alias_generators import to_camel
 
-from activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
+from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
 
 DEFAULT_CONFIG_FILE = "devicepool.yaml"
 DEFAULT_METRICS_PORT = 9464

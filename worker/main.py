@@ -43,13 +43,14 @@ from temporalio.client import Client
 from temporalio.runtime import MetricBuffer, MetricBufferDurationFormat, Runtime, TelemetryConfig
 from temporalio.worker import Interceptor, Worker
 
-from activities.devices import DeviceActivities
-from activities.metrics import Metrics
-from activities.permits import LedgerReportingActivities, register_accounts
-from api.names import TASK_QUEUE, account_task_queue
-from worker.config import WorkerConfig
-from worker.http import start_http_server
-from worker.metrics import (
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.metrics import Metrics
+from devicepool.activities.permits import LedgerReportingActivities, register_accounts
+from devicepool.api.names import TASK_QUEUE, account_task_queue
+from devicepool.connect import connect
+from devicepool.worker.config import WorkerConfig
+from devicepool.worker.http import start_http_server
+from devicepool.worker.metrics import (
     PoolCollector,
     ReconcileInterceptor,
     SdkMetricsCollector,
@@ -63,7 +64,7 @@ ENV_METRICS_HOST = "DEVICEPOOL_METRICS_HOST"
 
 
 def _workflows() -> list[type]:
-    from workflows import WORKFLOWS  # type: ignore[attr-defined,unused-ignore]
+    from devicepool.workflows import WORKFLOWS  # type: ignore[attr-defined,unused-ignore]
 
     return list(WORKFLOWS)
 
@@ -226,23 +227,12 @@ def _on_signal(event: asyncio.Event, sig: Any) -> None:
 
 async def main_async(config: WorkerConfig) -> None:
     """`devicepool worker`: connect (the SDK's env config), serve until SIGTERM/SIGINT."""
-    from temporalio.contrib.pydantic import pydantic_data_converter
-
-    from client.connect import connect_config
-    from client.errors import TemporalUnreachable
-
     shutdown_event = asyncio.Event()
     install_signal_handlers(shutdown_event)
     runtime, buffer = sdk_runtime()
-    # `client.connect.connect`'s settings, plus the runtime that buffers SDK metrics.
-    connect_kwargs = connect_config()
-    connect_kwargs["identity"] = f"devicepool-worker@{os.uname().nodename}:{os.getpid()}"
-    try:
-        client = await Client.connect(
-            data_converter=pydantic_data_converter, runtime=runtime, **connect_kwargs
-        )
-    except RuntimeError as err:
-        raise TemporalUnreachable(connect_kwargs["target_host"], str(err)) from err
+    client = await connect(
+        identity=f"devicepool-worker@{os.uname().nodename}:{os.getpid()}", runtime=runtime
+    )
     await run_worker(config, client, shutdown_event=shutdown_event, sdk_metrics=buffer)
 
 

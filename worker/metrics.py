@@ -50,8 +50,8 @@ from temporalio.worker import (
     WorkflowOutboundInterceptor,
 )
 
-from activities.metrics import Metrics
-from api.names import (
+from devicepool.activities.metrics import Metrics
+from devicepool.api.names import (
     QUERY_STATUS,
     SA_DESIRED,
     SA_PHASE,

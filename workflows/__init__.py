@@ -1,9 +1,9 @@
 """Deterministic orchestration: the pool loop, its provisioning children, the pure planner."""
 
-from workflows.health import PoolHealthWorkflow
-from workflows.ledger import AccountLedgerWorkflow
-from workflows.pool import DevicePoolWorkflow
-from workflows.provision import ProvisionBatchWorkflow
+from devicepool.workflows.health import PoolHealthWorkflow
+from devicepool.workflows.ledger import AccountLedgerWorkflow
+from devicepool.workflows.pool import DevicePoolWorkflow
+from devicepool.workflows.provision import ProvisionBatchWorkflow
 
 # Everything a `devicepool` worker registers.
 WORKFLOWS = [DevicePoolWorkflow, ProvisionBatchWorkflow, PoolHealthWorkflow]

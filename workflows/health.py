@@ -41,8 +41,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.devices import DeviceActivities
-    from activities.models import (
+    from devicepool.activities.definitions import DeviceActivityDefinitions
+    from devicepool.activities.models import (
         FAILED,
         HEARTBEAT_TIMEOUT,
         OFFLINE,
@@ -52,14 +52,14 @@ with workflow.unsafe.imports_passed_through():
         ListDevicesInput,
         TerminateDeviceInput,
     )
-    from api.names import (
+    from devicepool.api.names import (
         SIGNAL_HEALTH_CONFIG,
         SIGNAL_HEALTH_REPORT,
         WORKFLOW_POOL_HEALTH,
     )
-    from api.v1alpha1 import resolve_max_unhealthy
-    from workflows.cancellation import raise_if_cancelled
-    from workflows.messages import HealthConfig, HealthInput, HealthReport
+    from devicepool.api.v1alpha1 import resolve_max_unhealthy
+    from devicepool.workflows.cancellation import raise_if_cancelled
+    from devicepool.workflows.messages import HealthConfig, HealthInput, HealthReport
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 
@@ -193,7 +193,7 @@ class PoolHealthWorkflow:
     async def _statuses(self, input: HealthInput) -> list[tuple[DeviceStatusInfo, datetime]]:
         devices = (
             await workflow.execute_activity_method(
-                DeviceActivities.list_devices,
+                DeviceActivityDefinitions.list_devices,
                 ListDevicesInput(account=input.account, pool=input.pool),
                 start_to_close_timeout=timedelta(seconds=60),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
@@ -208,7 +208,7 @@ class PoolHealthWorkflow:
         for start in range(0, len(ids), 100):
             chunk = ids[start : start + 100]
             batch = await workflow.execute_activity_method(
-                DeviceActivities.get_statuses,
+                DeviceActivityDefinitions.get_statuses,
                 GetStatusesInput(account=input.account, ids=chunk),
                 start_to_close_timeout=timedelta(seconds=30),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
@@ -222,7 +222,7 @@ class PoolHealthWorkflow:
     async def _terminate(self, input: HealthInput, due: dict[str, str]) -> dict[str, str]:
         async def one(device_id: str) -> None:
             await workflow.execute_activity_method(
-                DeviceActivities.terminate_device,
+                DeviceActivityDefinitions.terminate_device,
                 TerminateDeviceInput(
                     account=input.account,
                     device_id=device_id,

@@ -64,8 +64,10 @@ from temporalio import workflow
 from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.permits import LedgerConfig, LedgerInput, RateLimitedReport
-    from api.names import (
+    from devicepool.activities.definitions import LEDGER_HOLD
+    from devicepool.activities.models import LedgerConfig, LedgerInput, RateLimitedReport
+    from devicepool.api.base import CamelModel
+    from devicepool.api.names import (
         QUERY_LEDGER,
         SIGNAL_LEDGER_CONFIGURE,
         SIGNAL_PERMIT_CANCEL,
@@ -76,7 +78,6 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_RATE_LIMITED,
         WORKFLOW_ACCOUNT_LEDGER,
     )
-    from api.v1alpha1 import CamelModel
 
 
 class PermitRequest(CamelModel):
@@ -168,7 +169,7 @@ class AccountLedgerWorkflow:
                 # Let pools that start growing at the same moment share the first
                 # window. A local activity: a server timer would take ~1 s.
                 await workflow.execute_local_activity(
-                    "ledger_hold",
+                    LEDGER_HOLD,
                     (hold - workflow.now()).total_seconds(),
                     start_to_close_timeout=timedelta(seconds=10),
                     summary="gather simultaneous requests",

@@ -12,8 +12,9 @@ from typing import Any
 
 from pydantic import Field
 
-from activities.models import DeviceInfo, PoolSettings
-from api.v1alpha1 import CamelModel, DevicePoolSpec, ObjectMeta, Platform
+from devicepool.activities.models import DeviceInfo, PoolSettings
+from devicepool.api.base import CamelModel
+from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta, Platform
 
 __all__ = ["PoolSettings"]  # re-exported: defined beside the activity that serves it
 

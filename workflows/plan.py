@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from activities.models import (
+from devicepool.activities.models import (
     BUSY,
     FAILED,
     OFFLINE,

@@ -47,8 +47,8 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from activities.devices import DeviceActivities
-    from activities.models import (
+    from devicepool.activities.definitions import DeviceActivityDefinitions
+    from devicepool.activities.models import (
         HEARTBEAT_TIMEOUT,
         CheckRefsInput,
         DeviceInfo,
@@ -61,8 +61,8 @@ with workflow.unsafe.imports_passed_through():
         WatchDevicesResult,
         device_fingerprint,
     )
-    from api.errors import ErrorType
-    from api.names import (
+    from devicepool.api.errors import ErrorType
+    from devicepool.api.names import (
         LABEL_SLOT,
         QUERY_DEVICES,
         QUERY_SPEC,
@@ -87,7 +87,7 @@ with workflow.unsafe.imports_passed_through():
         ledger_workflow_id,
         provision_workflow_id,
     )
-    from api.v1alpha1 import (
+    from devicepool.api.v1alpha1 import (
         MAX_REPLICAS,
         Condition,
         ConditionStatus,
@@ -97,10 +97,10 @@ with workflow.unsafe.imports_passed_through():
         ObjectMeta,
         Phase,
     )
-    from workflows.cancellation import raise_if_cancelled
-    from workflows.health import PoolHealthWorkflow
-    from workflows.ledger import PermitIntent
-    from workflows.messages import (
+    from devicepool.workflows.cancellation import raise_if_cancelled
+    from devicepool.workflows.health import PoolHealthWorkflow
+    from devicepool.workflows.ledger import PermitIntent
+    from devicepool.workflows.messages import (
         Accepted,
         ApplyRequest,
         BatchReport,
@@ -114,8 +114,8 @@ with workflow.unsafe.imports_passed_through():
         ProvisionBatchInput,
         ScaleRequest,
     )
-    from workflows.plan import Plan, plan_pool
-    from workflows.provision import ProvisionBatchWorkflow
+    from devicepool.workflows.plan import Plan, plan_pool
+    from devicepool.workflows.provision import ProvisionBatchWorkflow
 
 KEY_PLATFORM = SearchAttributeKey.for_keyword(SA_PLATFORM)
 KEY_REGION = SearchAttributeKey.for_keyword(SA_REGION)
@@ -207,7 +207,7 @@ class DevicePoolWorkflow:
 
     async def _read_settings(self) -> None:
         self._settings = await workflow.execute_activity_method(
-            DeviceActivities.pool_settings,
+            DeviceActivityDefinitions.pool_settings,
             start_to_close_timeout=timedelta(seconds=10),
             retry_policy=SHORT_RETRY,
             summary="read the worker's intervals",
@@ -324,7 +324,7 @@ class DevicePoolWorkflow:
     async def _observe(self) -> None:
         try:
             result = await workflow.execute_activity_method(
-                DeviceActivities.list_devices,
+                DeviceActivityDefinitions.list_devices,
                 ListDevicesInput(account=self._account, pool=self._name),
                 start_to_close_timeout=timedelta(seconds=60),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
@@ -460,7 +460,7 @@ class DevicePoolWorkflow:
     async def _terminate(self, device_ids: list[str]) -> None:
         async def one(device_id: str) -> None:
             await workflow.execute_activity_method(
-                DeviceActivities.terminate_device,
+                DeviceActivityDefinitions.terminate_device,
                 TerminateDeviceInput(account=self._account, device_id=device_id),
                 start_to_close_timeout=timedelta(seconds=30),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
@@ -559,7 +559,7 @@ class DevicePoolWorkflow:
             return
         try:
             region = await workflow.execute_activity_method(
-                DeviceActivities.region_status,
+                DeviceActivityDefinitions.region_status,
                 RegionStatusInput(account=self._account, region=self._spec.region),
                 start_to_close_timeout=timedelta(seconds=30),
                 schedule_to_close_timeout=timedelta(minutes=2),
@@ -579,7 +579,7 @@ class DevicePoolWorkflow:
     async def _check_refs(self) -> None:
         proxy = self._spec.proxy
         result = await workflow.execute_activity_method(
-            DeviceActivities.check_pool_refs,
+            DeviceActivityDefinitions.check_pool_refs,
             CheckRefsInput(account=self._account, proxy_pool=proxy.pool_ref if proxy else None),
             start_to_close_timeout=timedelta(seconds=10),
             retry_policy=SHORT_RETRY,
@@ -595,7 +595,7 @@ class DevicePoolWorkflow:
         if self._watch is None and not self._observe_failed:
             self._watch = asyncio.ensure_future(
                 workflow.execute_activity_method(
-                    DeviceActivities.watch_devices,
+                    DeviceActivityDefinitions.watch_devices,
                     WatchDevicesInput(
                         account=self._account,
                         pool=self._name,
@@ -892,7 +892,7 @@ class DevicePoolWorkflow:
         while True:
             try:
                 await workflow.execute_activity_method(
-                    DeviceActivities.terminate_pool,
+                    DeviceActivityDefinitions.terminate_pool,
                     TerminatePoolInput(account=self._account, pool=self._name),
                     start_to_close_timeout=timedelta(minutes=5),
                     heartbeat_timeout=timedelta(seconds=60),

@@ -39,8 +39,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.devices import DeviceActivities
-    from activities.models import (
+    from devicepool.activities.definitions import DeviceActivityDefinitions
+    from devicepool.activities.models import (
         BUSY,
         FAILED,
         HEARTBEAT_TIMEOUT,
@@ -50,8 +50,8 @@ with workflow.unsafe.imports_passed_through():
         CreateDeviceInput,
         GetStatusesInput,
     )
-    from api.errors import NON_RETRYABLE_ERROR_TYPES, ErrorType
-    from api.names import (
+    from devicepool.api.errors import NON_RETRYABLE_ERROR_TYPES, ErrorType
+    from devicepool.api.names import (
         LABEL_SLOT,
         SIGNAL_BATCH_CREATED,
         SIGNAL_BATCH_DONE,
@@ -64,9 +64,9 @@ with workflow.unsafe.imports_passed_through():
         create_idempotency_key,
         ledger_workflow_id,
     )
-    from workflows.cancellation import raise_if_cancelled
-    from workflows.ledger import PermitGrant, PermitRequest, PermitsUsed
-    from workflows.messages import BatchReport, ProvisionBatchInput
+    from devicepool.workflows.cancellation import raise_if_cancelled
+    from devicepool.workflows.ledger import PermitGrant, PermitRequest, PermitsUsed
+    from devicepool.workflows.messages import BatchReport, ProvisionBatchInput
 
 # A create that fails with one of these will not succeed by trying again. A
 # region outage is retryable in general, but for creates the pool handles it
@@ -228,7 +228,7 @@ class ProvisionBatchWorkflow:
         total = len(input.slots)
         try:
             result = await workflow.execute_activity_method(
-                DeviceActivities.create_device,
+                DeviceActivityDefinitions.create_device,
                 CreateDeviceInput(
                     account=input.account,
                     pool=input.pool,
@@ -279,7 +279,7 @@ class ProvisionBatchWorkflow:
             ids = sorted(pending)
             for start in range(0, len(ids), 100):
                 statuses = await workflow.execute_activity_method(
-                    DeviceActivities.get_statuses,
+                    DeviceActivityDefinitions.get_statuses,
                     GetStatusesInput(account=input.account, ids=ids[start : start + 100]),
                     start_to_close_timeout=timedelta(seconds=30),
                     heartbeat_timeout=HEARTBEAT_TIMEOUT,

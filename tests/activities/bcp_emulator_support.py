@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
-from activities.bitcloudphone import BitCloudPhoneClient
-from emulator.app import EmulatorConfig, create_app
+from devicepool.activities.bitcloudphone import BitCloudPhoneClient
+from devicepool.emulator.app import EmulatorConfig, create_app
 
 BASE_URL = "http://bitcloudphone.test"
 DEV_KEY = "devicepool-dev-key"

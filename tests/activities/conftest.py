@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 from bcp_emulator_support import Emulator, running_emulator
 
-from activities.bitcloudphone import BitCloudPhoneClient
+from devicepool.activities.bitcloudphone import BitCloudPhoneClient
 
 
 @pytest.fixture

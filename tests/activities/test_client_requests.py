@@ -8,8 +8,8 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from activities.bitcloudphone import BitCloudPhoneClient
-from api.v1alpha1 import Platform
+from devicepool.activities.bitcloudphone import BitCloudPhoneClient
+from devicepool.api.v1alpha1 import Platform
 
 
 def _client(handler) -> BitCloudPhoneClient:
@@ -97,7 +97,7 @@ async def test_list_follows_every_page_and_sends_filters() -> None:
 
 
 async def test_a_repeated_page_token_stops_the_listing() -> None:
-    from activities.errors import ProviderError
+    from devicepool.activities.errors import ProviderError
 
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json={"items": [], "nextPageToken": "same"})

@@ -13,9 +13,9 @@ from pydantic import SecretStr
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.testing import ActivityEnvironment
 
-from activities import DeviceActivities
-from activities.devices import device_fingerprint
-from activities.models import (
+from devicepool.activities import DeviceActivities
+from devicepool.activities.devices import device_fingerprint
+from devicepool.activities.models import (
     AccountSettings,
     CheckRefsInput,
     CreateDeviceInput,
@@ -28,10 +28,10 @@ from activities.models import (
     TerminatePoolInput,
     WatchDevicesInput,
 )
-from activities.proxy import session_id
-from api.errors import ErrorType
-from api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY, create_idempotency_key
-from api.v1alpha1 import Platform
+from devicepool.activities.proxy import session_id
+from devicepool.api.errors import ErrorType
+from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY, create_idempotency_key
+from devicepool.api.v1alpha1 import Platform
 
 PROXY_PASSWORD = "proxy-pass-s3cret"
 

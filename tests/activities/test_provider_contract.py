@@ -10,10 +10,10 @@ import pytest
 from bcp_emulator_support import DEV_KEY, Emulator, running_emulator
 from temporalio.exceptions import ApplicationErrorCategory
 
-from activities import errors
-from activities.bitcloudphone import BitCloudPhoneClient
-from api.errors import ErrorType
-from api.v1alpha1 import Platform
+from devicepool.activities import errors
+from devicepool.activities.bitcloudphone import BitCloudPhoneClient
+from devicepool.api.errors import ErrorType
+from devicepool.api.v1alpha1 import Platform
 
 PROXY = {"type": "socks5", "host": "gw.example", "port": 1080, "username": "u-1", "password": "pw"}
 

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from activities import errors
-from activities.bitcloudphone import BitCloudPhoneClient
-from api.errors import ErrorType
+from devicepool.activities import errors
+from devicepool.activities.bitcloudphone import BitCloudPhoneClient
+from devicepool.api.errors import ErrorType
 
 KEY = "sk-live-very-secret-0123456789"
 

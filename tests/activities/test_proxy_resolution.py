@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from activities.models import ProxyPoolSettings
-from activities.proxy import resolve_proxy, session_id
+from devicepool.activities.models import ProxyPoolSettings
+from devicepool.activities.proxy import resolve_proxy, session_id
 
 POOL = ProxyPoolSettings(
     name="proxyseller-us",

@@ -15,7 +15,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api import (
+from devicepool.api import (
     DevicePool,
     DevicePoolSpec,
     ManifestError,
@@ -24,7 +24,7 @@ from api import (
     load_manifests_text,
     parse_pool,
 )
-from api.v1alpha1 import MAX_REPLICAS, Platform, Provider
+from devicepool.api.v1alpha1 import MAX_REPLICAS, Platform, Provider
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ARTICLE = (EXAMPLES / "tiktok-us-pool.yaml").read_text()

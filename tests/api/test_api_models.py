@@ -8,7 +8,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from api import (
+from devicepool.api import (
     Condition,
     ConditionStatus,
     ConditionType,

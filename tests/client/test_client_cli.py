@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from client.cli import main
-from client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME
+from devicepool.client.cli import main
+from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME
 
 GOOD = """\
 apiVersion: mobile.example.com/v1alpha1
@@ -147,7 +147,7 @@ def test_apply_good_manifest_unreachable_is_exit_1(
 def test_default_address_is_loopback_7233(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from client.connect import target_address
+    from devicepool.connect import target_address
 
     assert target_address(env={}) == "127.0.0.1:7233"
     assert target_address(env={"TEMPORAL_ADDRESS": "temporal.example:7233"}) == (
@@ -338,8 +338,8 @@ def test_emulator_bad_flag_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None
 def test_json_is_the_default_off_a_terminal(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from client import cli
-    from client.pool_client import PoolSummary
+    from devicepool.client import cli
+    from devicepool.client.pool_client import PoolSummary
 
     class FakePools:
         async def list_pools(self) -> list[PoolSummary]:

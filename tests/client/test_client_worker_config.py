@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.config import ConfigError, build_config, load_config
+from devicepool.worker.config import ConfigError, build_config, load_config
 
 KEY = "k-very-secret-0001"
 

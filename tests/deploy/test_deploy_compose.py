@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from api.names import SEARCH_ATTRIBUTES
-from worker.config import build_config
+from devicepool.api.names import SEARCH_ATTRIBUTES
+from devicepool.worker.config import build_config
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_DIR = ROOT / "deploy" / "compose"
@@ -177,7 +177,10 @@ def test_admin_tools_register_exactly_the_pool_search_attributes(
 def test_dockerfile_builds_the_package_non_root_with_a_healthcheck() -> None:
     dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    packages = set(pyproject["tool"]["setuptools"]["packages"])
+    # The one installed package and the layer folders its symlinks point at.
+    assert pyproject["tool"]["setuptools"]["packages"]["find"]["include"][0] == "devicepool"
+    layers = {p.name for p in (ROOT / "devicepool").iterdir() if p.is_symlink()}
+    packages = {"devicepool", *layers}
     copied = set(re.findall(r"^COPY (\w+) \./\1$", dockerfile, re.MULTILINE))
     assert copied == packages
     ignore = [
@@ -199,4 +202,4 @@ def test_dockerfile_builds_the_package_non_root_with_a_healthcheck() -> None:
     assert "/healthz" in healthcheck and "9464" in healthcheck
     entrypoint = re.search(r"^ENTRYPOINT (.+)$", dockerfile, re.MULTILINE)
     assert entrypoint and yaml.safe_load(entrypoint[1]) == ["devicepool", "worker"]
-    assert pyproject["project"]["scripts"]["devicepool"] == "client.cli:main"
+    assert pyproject["project"]["scripts"]["devicepool"] == "devicepool.client.cli:main"

@@ -19,7 +19,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from worker.config import DEFAULT_GRACEFUL_SHUTDOWN_SECONDS, build_config
+from devicepool.worker.config import DEFAULT_GRACEFUL_SHUTDOWN_SECONDS, build_config
 
 ROOT = Path(__file__).resolve().parents[2]
 KUSTOMIZE_DIRS = ["deploy/kubernetes", "deploy/kubernetes/overlays/example"]

@@ -1,7 +1,7 @@
 """Horizontal workers: three `devicepool worker` processes share the pools; two die mid scale-up.
 
 A real Temporal dev server, the emulator and three real worker processes (the
-production entry point, `python -m client worker --config ...`) on free ports.
+production entry point, `python -m devicepool.client worker --config ...`) on free ports.
 Three pools scale up; one worker is SIGKILLed once the creates have started,
 a pool is scaled further, a second worker is SIGKILLed halfway through, and
 the last worker alone must converge every pool to exactly its replicas. The
@@ -36,12 +36,12 @@ import yaml
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from api.loader import load_manifests_text
-from api.names import SEARCH_ATTRIBUTES
-from client.connect import connect
-from client.dev import find_temporal
-from client.errors import DevicePoolError
-from client.pool_client import PoolClient
+from devicepool.api.loader import load_manifests_text
+from devicepool.api.names import SEARCH_ATTRIBUTES
+from devicepool.client.dev import find_temporal
+from devicepool.client.errors import DevicePoolError
+from devicepool.client.pool_client import PoolClient
+from devicepool.connect import connect
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 
@@ -163,7 +163,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         [
             sys.executable,
             "-m",
-            "emulator",
+            "devicepool.emulator",
             "--port",
             str(emulator_port),
             "--provision-seconds",
@@ -210,7 +210,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
             [
                 sys.executable,
                 "-m",
-                "client",
+                "devicepool.client",
                 "worker",
                 "--config",
                 str(tmp_path / "worker.yaml"),

@@ -108,7 +108,11 @@ class Stack:
 
     def cli(self, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
         devicepool = BIN / "devicepool"
-        command = [str(devicepool)] if devicepool.exists() else [sys.executable, "-m", "client"]
+        command = (
+            [str(devicepool)]
+            if devicepool.exists()
+            else [sys.executable, "-m", "devicepool.client"]
+        )
         return subprocess.run(
             [*command, *args],
             env=self.env(),
@@ -129,7 +133,9 @@ class Stack:
         return dict(answer.json())
 
     def worker_pid(self) -> int:
-        pids = [p for p in descendants(self.process.pid) if " client worker " in cmdline(p)]
+        pids = [
+            p for p in descendants(self.process.pid) if " devicepool.client worker " in cmdline(p)
+        ]
         assert len(pids) == 1, pids
         return pids[0]
 
@@ -142,7 +148,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     command = [
         sys.executable,
         "-m",
-        "client",
+        "devicepool.client",
         "dev",
         "--port",
         str(port),

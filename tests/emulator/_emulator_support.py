@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from emulator.state import Emulator
+from devicepool.emulator.state import Emulator
 
 DEV_KEY = "devicepool-dev-key"
 AUTH = {"Authorization": f"Bearer {DEV_KEY}"}

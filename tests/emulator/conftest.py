@@ -9,7 +9,7 @@ import httpx
 import pytest
 from _emulator_support import Provider
 
-from emulator.app import EmulatorConfig, create_app
+from devicepool.emulator.app import EmulatorConfig, create_app
 
 MakeProvider = Callable[..., Awaitable[Provider]]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from emulator.cli import build_parser, config_from_args, main
-from emulator.config import EmulatorConfig
+from devicepool.emulator.cli import build_parser, config_from_args, main
+from devicepool.emulator.config import EmulatorConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,7 +110,7 @@ def test_serves_over_a_real_socket_and_stops_cleanly(tmp_path: Path, stop: signa
     argv = ["--port", str(port), "--account", "acme=secret", "--provision-seconds", "0"]
     log = (tmp_path / "emulator.log").open("w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "emulator", *argv],
+        [sys.executable, "-m", "devicepool.emulator", *argv],
         cwd=ROOT,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         stdout=log,

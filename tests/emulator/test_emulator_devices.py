@@ -8,7 +8,7 @@ import httpx
 import pytest
 from _emulator_support import AUTH, Provider, assert_problem, device_body
 
-from emulator.app import EmulatorConfig, create_app
+from devicepool.emulator.app import EmulatorConfig, create_app
 
 DEVICE_FIELDS = {
     "id",

@@ -26,12 +26,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.models import AccountSettings, ProxyPoolSettings
-from api.names import ledger_workflow_id
-from client.setup import search_attribute_keys
-from emulator.app import EmulatorConfig, create_app
-from worker.config import WorkerConfig
-from worker.main import run_worker, sdk_runtime
+from devicepool.activities.models import AccountSettings, ProxyPoolSettings
+from devicepool.api.names import ledger_workflow_id
+from devicepool.client.setup import search_attribute_keys
+from devicepool.emulator.app import EmulatorConfig, create_app
+from devicepool.worker.config import WorkerConfig
+from devicepool.worker.main import run_worker, sdk_runtime
 
 
 def free_port() -> int:

@@ -12,7 +12,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client
 
-from activities.models import PoolSettings
+from devicepool.activities.models import PoolSettings
 
 API_KEY = "obs-test-key"
 OBS_SETTINGS = PoolSettings(

@@ -23,12 +23,12 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from activities.metrics import Metrics
-from api.names import SIGNAL_SCALE, TASK_QUEUE, pool_workflow_id
-from api.v1alpha1 import DevicePoolSpec, ObjectMeta
-from worker.metrics import ReconcileInterceptor
-from workflows import WORKFLOWS
-from workflows.messages import PoolInput
+from devicepool.activities.metrics import Metrics
+from devicepool.api.names import SIGNAL_SCALE, TASK_QUEUE, pool_workflow_id
+from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.worker.metrics import ReconcileInterceptor
+from devicepool.workflows import WORKFLOWS
+from devicepool.workflows.messages import PoolInput
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(60)]
 

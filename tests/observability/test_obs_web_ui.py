@@ -23,9 +23,9 @@ import pytest
 from obs_support import ObsStack
 from playwright.async_api import Page, async_playwright, expect
 
-from api.loader import parse_pool
-from api.names import pool_workflow_id
-from client.pool_client import PoolClient
+from devicepool.api.loader import parse_pool
+from devicepool.api.names import pool_workflow_id
+from devicepool.client.pool_client import PoolClient
 
 pytestmark = [pytest.mark.e2e, pytest.mark.devserver, pytest.mark.timeout(90)]
 

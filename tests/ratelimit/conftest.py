@@ -29,12 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workflows"))
 from rl_support import ACCOUNTS, CAP, SPEED, URL, WINDOW, CountingTransport
 from wf_support import FAST
 
-from activities.models import AccountSettings
-from activities.permits import LedgerReportingActivities, register_accounts
-from api.names import TASK_QUEUE, account_task_queue
-from client.setup import search_attribute_keys
-from emulator.app import EmulatorConfig, create_app
-from workflows import WORKFLOWS
+from devicepool.activities.models import AccountSettings
+from devicepool.activities.permits import LedgerReportingActivities, register_accounts
+from devicepool.api.names import TASK_QUEUE, account_task_queue
+from devicepool.client.setup import search_attribute_keys
+from devicepool.emulator.app import EmulatorConfig, create_app
+from devicepool.workflows import WORKFLOWS
 
 
 @pytest.fixture(scope="session")

@@ -20,10 +20,10 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from wf_support import FAST, eventually, start_pool
 
-from api.names import QUERY_LEDGER, ledger_workflow_id, pool_workflow_id
-from api.v1alpha1 import DevicePool
-from client.errors import EXIT_BAD_INPUT, BadInput
-from client.pool_client import PoolClient
+from devicepool.api.names import QUERY_LEDGER, ledger_workflow_id, pool_workflow_id
+from devicepool.api.v1alpha1 import DevicePool
+from devicepool.client.errors import EXIT_BAD_INPUT, BadInput
+from devicepool.client.pool_client import PoolClient
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(60)]
 

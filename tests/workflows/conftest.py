@@ -23,10 +23,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from wf_support import ACCOUNTS, CAN_THRESHOLD, EMULATOR_URL, FAST, TimedASGITransport, Workers
 
-from activities.devices import DeviceActivities
-from activities.models import AccountSettings, ProxyPoolSettings
-from client.setup import search_attribute_keys
-from emulator.app import EmulatorConfig, create_app
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.models import AccountSettings, ProxyPoolSettings
+from devicepool.client.setup import search_attribute_keys
+from devicepool.emulator.app import EmulatorConfig, create_app
 
 
 def temporal_binary() -> str:

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from activities.models import (
+from devicepool.activities.models import (
     BUSY,
     DEVICE_STATUSES,
     FAILED,
@@ -30,7 +30,7 @@ from activities.models import (
     TERMINATING,
     DeviceInfo,
 )
-from workflows.plan import Plan, plan_pool
+from devicepool.workflows.plan import Plan, plan_pool
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 GRACE = timedelta(seconds=60)

@@ -12,7 +12,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 from wf_support import FAST, eventually, pool_devices, start_pool, stats
 
-from activities.devices import DeviceActivities
+from devicepool.activities.devices import DeviceActivities
 
 pytestmark = pytest.mark.devserver
 

@@ -24,7 +24,7 @@ from wf_support import (
     stats,
 )
 
-from api.names import health_workflow_id
+from devicepool.api.names import health_workflow_id
 
 pytestmark = pytest.mark.devserver
 

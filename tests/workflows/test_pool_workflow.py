@@ -28,17 +28,17 @@ from wf_support import (
     stats,
 )
 
-from activities.devices import DeviceActivities
-from api.names import (
+from devicepool.activities.devices import DeviceActivities
+from devicepool.api.names import (
     LABEL_SLOT,
     SIGNAL_SCALE,
     UPDATE_APPLY,
     UPDATE_SCALE,
     provision_workflow_id,
 )
-from api.v1alpha1 import DevicePoolSpec, ObjectMeta
-from workflows import WORKFLOWS
-from workflows.messages import Accepted, ApplyRequest, ScaleRequest
+from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.workflows import WORKFLOWS
+from devicepool.workflows.messages import Accepted, ApplyRequest, ScaleRequest
 
 pytestmark = pytest.mark.devserver
 

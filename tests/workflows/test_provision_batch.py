@@ -22,14 +22,14 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.devices import DeviceActivities
-from activities.models import AccountSettings
-from api.names import account_task_queue
-from api.v1alpha1 import Platform
-from emulator.app import EmulatorConfig, create_app
-from workflows import WORKFLOWS
-from workflows.messages import BatchReport, ProvisionBatchInput
-from workflows.provision import ProvisionBatchWorkflow
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.models import AccountSettings
+from devicepool.api.names import account_task_queue
+from devicepool.api.v1alpha1 import Platform
+from devicepool.emulator.app import EmulatorConfig, create_app
+from devicepool.workflows import WORKFLOWS
+from devicepool.workflows.messages import BatchReport, ProvisionBatchInput
+from devicepool.workflows.provision import ProvisionBatchWorkflow
 
 URL = "http://emulator.batch"
 QUEUE = "provision-batch-test"

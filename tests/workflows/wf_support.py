@@ -18,12 +18,12 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
-from activities.devices import DeviceActivities
-from activities.models import PoolSettings
-from api.names import TASK_QUEUE, account_task_queue, pool_workflow_id
-from api.v1alpha1 import DevicePoolSpec, ObjectMeta
-from workflows import WORKFLOWS
-from workflows.messages import PoolInput
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.models import PoolSettings
+from devicepool.api.names import TASK_QUEUE, account_task_queue, pool_workflow_id
+from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.workflows import WORKFLOWS
+from devicepool.workflows.messages import PoolInput
 
 EMULATOR_URL = "http://emulator.test"
 ACCOUNTS = {"default": "wf-test-key", "second": "wf-test-key-2"}

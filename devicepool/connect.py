@@ -1,11 +1,12 @@
-"""The one factory for Temporal clients: the worker, the CLI and the tests all use it.
+"""The one factory for Temporal clients: the worker, the CLI, the tests and the benches all use it.
 
 Connection settings come from the SDK's own environment configuration
 (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, `TEMPORAL_TLS*`,
 `TEMPORAL_PROFILE` and the TOML profile file), so any standard Temporal setup
 (self-hosted, Temporal Cloud) works without devicepool-specific flags. The
 pydantic data converter is always set: every workflow and activity message is
-a pydantic model.
+a pydantic model. `DATA_CONVERTER` is the same converter for the places that
+build no client themselves (a `Replayer`, a time-skipping test environment).
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ from typing import Any
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfig
+from temporalio.runtime import Runtime
 
-from client.errors import TemporalUnreachable
+from devicepool.errors import TemporalUnreachable
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
+DATA_CONVERTER: DataConverter = pydantic_data_converter
 
 
 def connect_config(
@@ -48,13 +52,19 @@ async def connect(
     namespace: str | None = None,
     env: Mapping[str, str] | None = None,
     identity: str | None = None,
+    runtime: Runtime | None = None,
 ) -> Client:
-    """Connect with the pydantic data converter; an unreachable server is `TemporalUnreachable`."""
+    """Connect with the pydantic data converter; an unreachable server is `TemporalUnreachable`.
+
+    `runtime` is the worker's (it carries the SDK metrics); everyone else takes the default.
+    """
     config = connect_config(address=address, namespace=namespace, env=env)
     if identity:
         config["identity"] = identity
+    if runtime is not None:
+        config["runtime"] = runtime
     try:
-        return await Client.connect(data_converter=pydantic_data_converter, **config)
+        return await Client.connect(data_converter=DATA_CONVERTER, **config)
     except RuntimeError as err:
         # The SDK reports every transport failure as RuntimeError("Failed client connect: ...").
         raise TemporalUnreachable(config["target_host"], str(err)) from err

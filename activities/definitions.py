@@ -1,0 +1,80 @@
+"""What a workflow may know of the activities: names, inputs and results, no I/O.
+
+Workflows schedule activities through these definitions
+(`workflow.execute_activity_method(DeviceActivityDefinitions.list_devices, ...)`),
+so the modules they pass through the sandbox never import httpx or
+prometheus_client. `activities.devices.DeviceActivities` implements every
+method here under the same activity name (`tests/activities` checks that the
+two agree); the worker registers the implementation, never this class.
+"""
+
+from __future__ import annotations
+
+import abc
+
+from temporalio import activity
+
+from devicepool.activities.models import (
+    CheckRefsInput,
+    CheckRefsResult,
+    CreateDeviceInput,
+    CreateDeviceResult,
+    GetStatusesInput,
+    GetStatusesResult,
+    ListDevicesInput,
+    ListDevicesResult,
+    PoolSettings,
+    RegionStatusInput,
+    RegionStatusResult,
+    TerminateDeviceInput,
+    TerminateDeviceResult,
+    TerminatePoolInput,
+    TerminatePoolResult,
+    WatchDevicesInput,
+    WatchDevicesResult,
+)
+
+__all__ = ["LEDGER_HOLD", "DeviceActivityDefinitions"]
+
+# The ledger's sub-second pause (a local activity, `activities.permits.ledger_hold`).
+LEDGER_HOLD = "ledger_hold"
+
+
+class DeviceActivityDefinitions(abc.ABC):
+    """The device activities as workflows call them (implemented by `DeviceActivities`)."""
+
+    @activity.defn(name="pool_settings")
+    @abc.abstractmethod
+    async def pool_settings(self) -> PoolSettings: ...
+
+    @activity.defn(name="check_pool_refs")
+    @abc.abstractmethod
+    async def check_pool_refs(self, input: CheckRefsInput) -> CheckRefsResult: ...
+
+    @activity.defn(name="list_devices")
+    @abc.abstractmethod
+    async def list_devices(self, input: ListDevicesInput) -> ListDevicesResult: ...
+
+    @activity.defn(name="watch_devices")
+    @abc.abstractmethod
+    async def watch_devices(self, input: WatchDevicesInput) -> WatchDevicesResult: ...
+
+    @activity.defn(name="create_device")
+    @abc.abstractmethod
+    async def create_device(self, input: CreateDeviceInput) -> CreateDeviceResult: ...
+
+    @activity.defn(name="get_statuses")
+    @abc.abstractmethod
+    async def get_statuses(self, input: GetStatusesInput) -> GetStatusesResult: ...
+
+    @activity.defn(name="terminate_device")
+    @abc.abstractmethod
+    async def terminate_device(self, input: TerminateDeviceInput) -> TerminateDeviceResult: ...
+
+    @activity.defn(name="region_status")
+    @abc.abstractmethod
+    async def region_status(self, input: RegionStatusInput) -> RegionStatusResult: ...
+
+    @activity.defn(name="terminate_pool")
+    @abc.abstractmethod
+    async def terminate_pool(self, input: TerminatePoolInput) -> TerminatePoolResult: ...

@@ -1,0 +1,57 @@
+"""Workflows schedule activities by their definitions; the worker registers the implementations."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+
+from temporalio import activity
+
+from devicepool.activities.definitions import DeviceActivityDefinitions
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.permits import LedgerReportingActivities
+
+
+def _defined(cls: type) -> dict[str, activity._Definition]:
+    found = {}
+    for name, fn in inspect.getmembers(cls, inspect.isfunction):
+        definition = activity._Definition.from_callable(fn)
+        if definition is not None:
+            found[name] = definition
+    return found
+
+
+def test_every_definition_is_implemented_under_the_same_name_and_types() -> None:
+    definitions = _defined(DeviceActivityDefinitions)
+    assert len(definitions) == 9
+    for implementation in (DeviceActivities, LedgerReportingActivities):
+        implemented = _defined(implementation)
+        for name, definition in definitions.items():
+            assert name in implemented, f"{implementation.__name__} lacks {name}"
+            assert implemented[name].name == definition.name
+            ours = inspect.get_annotations(getattr(implementation, name))
+            theirs = inspect.get_annotations(getattr(DeviceActivityDefinitions, name))
+            assert ours == theirs, name
+    assert not inspect.isabstract(DeviceActivities)
+
+
+def test_the_worker_registers_implementations_not_definitions() -> None:
+    activities = DeviceActivities(accounts={}, proxy_pools={})
+    registered = activities.pool_queue_activities() + activities.account_queue_activities()
+    assert {activity._Definition.must_from_callable(fn).name for fn in registered} == set(
+        _defined(DeviceActivityDefinitions)
+    )
+    for fn in registered:
+        assert type(fn.__self__) is DeviceActivities
+
+
+def test_workflow_modules_import_without_httpx_or_prometheus() -> None:
+    """What the sandbox passes through must not load an HTTP client or metrics at import."""
+    script = (
+        "import sys; import devicepool.workflows; "
+        "bad = [m for m in ('httpx', 'prometheus_client', 'yaml') if m in sys.modules]; "
+        "print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
