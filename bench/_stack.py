@@ -23,9 +23,9 @@ from temporalio.worker import Worker
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, PoolSettings
 from devicepool.api.names import TASK_QUEUE, account_task_queue
-from devicepool.client.setup import search_attribute_keys
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.workflows import WORKFLOWS
+from devicepool.workflows.search_attributes import search_attribute_keys
 
 URL = "http://emulator.bench"
 KEY = "bench"

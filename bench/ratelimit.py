@@ -53,9 +53,9 @@ from devicepool.activities.models import AccountSettings, PoolSettings  # noqa: 
 from devicepool.activities.permits import LedgerReportingActivities, register_accounts  # noqa: E402
 from devicepool.api.names import TASK_QUEUE, account_task_queue, pool_workflow_id  # noqa: E402
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta  # noqa: E402
-from devicepool.client.setup import search_attribute_keys  # noqa: E402
 from devicepool.workflows import WORKFLOWS  # noqa: E402
 from devicepool.workflows.messages import PoolInput  # noqa: E402
+from devicepool.workflows.search_attributes import search_attribute_keys  # noqa: E402
 
 C = 20
 WINDOW = 60.0

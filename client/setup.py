@@ -9,19 +9,19 @@ Temporal Cloud, create them with `tcld namespace search-attributes add` instead
 
 from __future__ import annotations
 
-from typing import Any
-
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
     ListSearchAttributesRequest,
 )
 from temporalio.client import Client
-from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError
 
 from devicepool.api.names import SEARCH_ATTRIBUTES
 from devicepool.client.errors import DevicePoolError, TemporalUnreachable
+from devicepool.workflows.search_attributes import search_attribute_keys
+
+__all__ = ["register_search_attributes", "search_attribute_keys"]
 
 _TYPES: dict[str, IndexedValueType.ValueType] = {
     "Text": IndexedValueType.INDEXED_VALUE_TYPE_TEXT,
@@ -32,19 +32,6 @@ _TYPES: dict[str, IndexedValueType.ValueType] = {
     "Datetime": IndexedValueType.INDEXED_VALUE_TYPE_DATETIME,
     "KeywordList": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
 }
-
-
-def search_attribute_keys() -> list[SearchAttributeKey[Any]]:
-    """The pool search attributes as SDK keys (e.g. for `WorkflowEnvironment.start_local`)."""
-    keys: list[SearchAttributeKey[Any]] = []
-    for name, type_name in SEARCH_ATTRIBUTES.items():
-        if type_name == "Keyword":
-            keys.append(SearchAttributeKey.for_keyword(name))
-        elif type_name == "Int":
-            keys.append(SearchAttributeKey.for_int(name))
-        else:
-            raise ValueError(f"search attribute {name}: no SDK key for type {type_name}")
-    return keys
 
 
 async def register_search_attributes(client: Client) -> tuple[list[str], list[str]]:

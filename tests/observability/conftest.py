@@ -28,10 +28,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.models import AccountSettings, ProxyPoolSettings
 from devicepool.api.names import ledger_workflow_id
-from devicepool.client.setup import search_attribute_keys
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.worker.config import WorkerConfig
 from devicepool.worker.main import run_worker, sdk_runtime
+from devicepool.workflows.search_attributes import search_attribute_keys
 
 
 def free_port() -> int:

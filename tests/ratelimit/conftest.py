@@ -32,9 +32,9 @@ from wf_support import FAST
 from devicepool.activities.models import AccountSettings
 from devicepool.activities.permits import LedgerReportingActivities, register_accounts
 from devicepool.api.names import TASK_QUEUE, account_task_queue
-from devicepool.client.setup import search_attribute_keys
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.workflows import WORKFLOWS
+from devicepool.workflows.search_attributes import search_attribute_keys
 
 
 @pytest.fixture(scope="session")

@@ -25,8 +25,8 @@ from wf_support import ACCOUNTS, CAN_THRESHOLD, EMULATOR_URL, FAST, TimedASGITra
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, ProxyPoolSettings
-from devicepool.client.setup import search_attribute_keys
 from devicepool.emulator.app import EmulatorConfig, create_app
+from devicepool.workflows.search_attributes import search_attribute_keys
 
 
 def temporal_binary() -> str:

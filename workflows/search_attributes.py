@@ -1,0 +1,43 @@
+"""The pool's search attributes as typed SDK keys, defined once.
+
+The names and Temporal types are in `api.names.SEARCH_ATTRIBUTES` (the deploy
+files register exactly those); here they become `SearchAttributeKey`s for the
+workflow that upserts them, the client that lists pools by them and the test
+environments that register them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.common import SearchAttributeKey
+
+from devicepool.api.names import (
+    SA_ACCOUNT,
+    SA_DESIRED,
+    SA_PHASE,
+    SA_PLATFORM,
+    SA_READY,
+    SA_REGION,
+)
+
+KEY_PLATFORM = SearchAttributeKey.for_keyword(SA_PLATFORM)
+KEY_REGION = SearchAttributeKey.for_keyword(SA_REGION)
+KEY_ACCOUNT = SearchAttributeKey.for_keyword(SA_ACCOUNT)
+KEY_PHASE = SearchAttributeKey.for_keyword(SA_PHASE)
+KEY_DESIRED = SearchAttributeKey.for_int(SA_DESIRED)
+KEY_READY = SearchAttributeKey.for_int(SA_READY)
+
+ALL_KEYS: tuple[SearchAttributeKey[Any], ...] = (
+    KEY_PLATFORM,
+    KEY_REGION,
+    KEY_DESIRED,
+    KEY_READY,
+    KEY_PHASE,
+    KEY_ACCOUNT,
+)
+
+
+def search_attribute_keys() -> list[SearchAttributeKey[Any]]:
+    """Every pool search attribute as an SDK key (e.g. for `WorkflowEnvironment.start_local`)."""
+    return list(ALL_KEYS)
