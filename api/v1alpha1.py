@@ -27,6 +27,19 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _PERCENT = re.compile(r"^(100|[1-9]?[0-9])%$")
 
 
+def check_replicas(replicas: int) -> int:
+    """The replicas range rule (0..MAX_REPLICAS), for callers outside a model's validation.
+
+    The spec's `Field(ge=0, le=MAX_REPLICAS)` applies it to manifests; the
+    workflow's `scale` signal and the client's `scale` check plain ints with this.
+    """
+    if replicas < 0:
+        raise ValueError(f"replicas: must be >= 0, got {replicas}")
+    if replicas > MAX_REPLICAS:
+        raise ValueError(f"replicas: must be <= {MAX_REPLICAS}, got {replicas}")
+    return replicas
+
+
 def _dns_label(value: str) -> str:
     if len(value) > 63:
         raise ValueError(f"must be at most 63 characters, got {len(value)}")

@@ -17,6 +17,7 @@ from devicepool.api import (
     Phase,
     format_validation_error,
 )
+from devicepool.api.v1alpha1 import check_replicas
 
 
 def spec(**extra: Any) -> DevicePoolSpec:
@@ -133,3 +134,18 @@ def test_status_problems_use_json_paths() -> None:
         "status.conditions[0].lastTransitionTime: must be an RFC 3339 timestamp such as "
         "'2025-01-31T12:00:00Z', got 'soon'",
     ]
+
+
+@pytest.mark.parametrize("replicas", [0, 1, 500])
+def test_check_replicas_accepts_the_range(replicas: int) -> None:
+    assert check_replicas(replicas) == replicas
+
+
+@pytest.mark.parametrize(
+    ("replicas", "message"),
+    [(-1, "replicas: must be >= 0, got -1"), (501, "replicas: must be <= 500, got 501")],
+)
+def test_check_replicas_refuses_outside_the_range(replicas: int, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        check_replicas(replicas)
+    assert str(info.value) == message
