@@ -1,0 +1,91 @@
+"""From manifest text (or a file) to its parsed documents, with syntax errors located.
+
+JSON is tried first when the text looks like JSON (a JSON author wants JSON's
+own error message), then YAML, all documents of a stream. YAML mappings refuse
+duplicate keys: `replicas` twice is a mistake, not "the last one wins". Every
+failure is a `ManifestError` whose line names the source and, when known, the
+line and column; no YAML, JSON or OS exception escapes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from devicepool.api.problems import ManifestError
+
+__all__ = ["parse_documents", "read_text"]
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys."""
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+        try:
+            duplicate = key in seen
+            seen.add(key)
+        except TypeError:  # an unhashable key; SafeLoader reports it itself
+            continue
+        if duplicate:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+    return loader.construct_mapping(node, deep=deep)
+
+
+_Loader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,  # type: ignore[arg-type]
+)
+
+
+def read_text(path: Path) -> str:
+    """The file's text (UTF-8, a BOM tolerated), or a `ManifestError` naming the file."""
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise ManifestError([f"{path}: no such file or directory"]) from None
+    except UnicodeDecodeError as exc:
+        raise ManifestError([f"{path}: not UTF-8 text ({exc.reason})"]) from None
+    except OSError as exc:
+        raise ManifestError([f"{path}: {exc.strerror or exc}"]) from None
+
+
+def parse_documents(text: str, *, source: str) -> list[Any]:
+    """The non-empty documents of `text` (JSON first, when it looks like JSON)."""
+    text = text.removeprefix("\ufeff")
+    json_error: json.JSONDecodeError | None = None
+    if text.lstrip()[:1] in ("{", "["):
+        # JSON is YAML, but PyYAML chokes on some valid JSON (tabs), and a JSON
+        # author wants JSON's own error message.
+        try:
+            return [json.loads(text)]
+        except json.JSONDecodeError as exc:
+            json_error = exc
+    try:
+        documents = list(yaml.load_all(text, Loader=_Loader))
+    except yaml.MarkedYAMLError as exc:
+        if json_error is not None:
+            raise ManifestError(
+                [f"{source}: line {json_error.lineno}, column {json_error.colno}: {json_error.msg}"]
+            ) from None
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise ManifestError([f"{source}: {where}{exc.problem or exc.context}"]) from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - text.rfind("\n", 0, exc.position)
+        character = chr(exc.character) if isinstance(exc.character, int) else exc.character
+        raise ManifestError(
+            [f"{source}: line {line}, column {column}: {exc.reason}: {character!r}"]
+        ) from None
+    except yaml.YAMLError as exc:
+        raise ManifestError([f"{source}: {' '.join(str(exc).split())}"]) from None
+    return [doc for doc in documents if doc is not None]

@@ -1,0 +1,66 @@
+"""How a problem with a manifest is said: `ManifestError` and the one-line `where: rule` form.
+
+A problem names where it is, in the field names the user wrote (camelCase,
+dotted, `[i]` for list items), after its source and document::
+
+    pools.yaml[1]: spec.replicas: must be <= 500, got 501
+
+`ManifestError` carries every such line of one load in `.problems`; values are
+shown as the user would have written them in YAML (`null`, `true`, `'ios'`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["Loc", "ManifestError", "loc_path", "problem_line", "show_value"]
+
+# A field's place in a manifest: keys and list indexes, outermost first.
+Loc = tuple[int | str, ...]
+
+
+class ManifestError(ValueError):
+    """One or more problems with a manifest; `str()` is a single line."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems: list[str] = list(problems)
+        super().__init__("; ".join(self.problems))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The default would call ManifestError(joined_string), splitting it into characters.
+        return (type(self), (self.problems,))
+
+
+def problem_line(prefix: str, loc: Loc, rule: str) -> str:
+    """`{prefix}{field.path}: {rule}`, or `{prefix}{rule}` for the document itself."""
+    path = loc_path(loc)
+    return f"{prefix}{path}: {rule}" if path else f"{prefix}{rule}"
+
+
+def loc_path(loc: Loc) -> str:
+    """`("spec", "proxy", "poolRef")` → `spec.proxy.poolRef`; indexes as `[i]`."""
+    out = ""
+    for segment in loc:
+        if isinstance(segment, int):
+            out += f"[{segment}]"
+        else:
+            out += f".{segment}" if out else str(segment)
+    return out
+
+
+def show_value(value: Any) -> str:
+    """A value as the user would have written it in YAML."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return type(value).__name__
