@@ -1,10 +1,18 @@
-"""The emulator's virtual clock: real time times `speed`, plus explicit jumps."""
+"""The emulator's virtual clock: real time times `speed`, plus explicit jumps.
+
+Also the clock's control plane (`GET`/`POST /_emulator/clock`): its JSON shape
+and the validation of a change.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from devicepool.emulator._bodies import is_number
+from devicepool.emulator._problems import invalid
 
 
 class VirtualClock:
@@ -49,3 +57,23 @@ class VirtualClock:
     def isoformat(self, t: float) -> str:
         moment = self._epoch + timedelta(seconds=t)
         return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def clock_json(clock: VirtualClock) -> dict[str, Any]:
+    return {"now": clock.isoformat(clock.now()), "speed": clock.speed}
+
+
+def set_clock(clock: VirtualClock, body: Any) -> dict[str, Any]:
+    """Apply a `{"speed": ..., "advanceSeconds": ...}` body; nothing changes if it is invalid."""
+    if not isinstance(body, dict) or set(body) - {"speed", "advanceSeconds"}:
+        raise invalid('clock body is {"speed": number} and/or {"advanceSeconds": number}')
+    speed, advance = body.get("speed"), body.get("advanceSeconds")
+    if speed is not None and (not is_number(speed) or speed <= 0):
+        raise invalid("speed must be a number > 0")
+    if advance is not None and (not is_number(advance) or advance < 0):
+        raise invalid("advanceSeconds must be a number >= 0")
+    if speed is not None:
+        clock.set_speed(speed)
+    if advance is not None:
+        clock.advance(advance)
+    return clock_json(clock)

@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from devicepool.emulator._bodies import parse_json_body
 from devicepool.emulator._problems import (
     INVALID_ARGUMENT,
     SERVER_ERROR,
@@ -26,7 +27,7 @@ from devicepool.emulator._problems import (
     problem_response,
 )
 from devicepool.emulator.config import EmulatorConfig
-from devicepool.emulator.state import Emulator, parse_json_body
+from devicepool.emulator.state import Emulator
 
 __all__ = ["EmulatorConfig", "create_app"]
 

@@ -1,0 +1,127 @@
+"""Injected faults: the settings (`/_emulator/faults`) and the seeded dice that apply them.
+
+`Faults` is what the control plane sets and shows; `FaultDice` draws from a
+seeded RNG of its own, so that for one seed device ids do not shift when
+faults are switched on, and counts every fault it injects. What a drawn
+decision does to a request (delay, early answer, lost response) is the app's
+middleware.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from devicepool.emulator._bodies import is_number
+from devicepool.emulator._problems import RATE_LIMITED, ProblemError, invalid
+
+DEFAULT_TIMEOUT_SECONDS = 60.0
+
+_FAULT_RATES = (
+    "rateLimitRate",
+    "serverErrorRate",
+    "timeoutRate",
+    "provisionFailureRate",
+    "provisionStallRate",
+)
+
+
+@dataclass
+class Faults:
+    rate_limit_rate: float = 0.0
+    server_error_rate: float = 0.0
+    latency_ms: float = 0.0
+    timeout_rate: float = 0.0
+    provision_failure_rate: float = 0.0
+    # A stalled device stays `provisioning` forever (a wedged boot).
+    provision_stall_rate: float = 0.0
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+
+    def to_json(self) -> dict[str, float]:
+        return {
+            "rateLimitRate": self.rate_limit_rate,
+            "serverErrorRate": self.server_error_rate,
+            "latencyMs": self.latency_ms,
+            "timeoutRate": self.timeout_rate,
+            "provisionFailureRate": self.provision_failure_rate,
+            "provisionStallRate": self.provision_stall_rate,
+            "timeoutSeconds": self.timeout_seconds,
+        }
+
+    @classmethod
+    def parse(cls, body: Any) -> Faults:
+        """Validate a `POST /_emulator/faults` body; a field left out is switched off."""
+        if not isinstance(body, dict):
+            raise invalid("faults must be a JSON object")
+        known = {*_FAULT_RATES, "latencyMs", "timeoutSeconds"}
+        unknown = sorted(set(body) - known)
+        if unknown:
+            raise invalid(f"unknown fault fields {unknown}; known: {sorted(known)}")
+        for name, value in body.items():
+            if not is_number(value):
+                raise invalid(f"{name} must be a number")
+            if name in _FAULT_RATES and not 0 <= value <= 1:
+                raise invalid(f"{name} must be between 0 and 1")
+            if name == "latencyMs" and value < 0:
+                raise invalid("latencyMs must be >= 0")
+            if name == "timeoutSeconds" and value <= 0:
+                raise invalid("timeoutSeconds must be > 0")
+        return cls(
+            rate_limit_rate=float(body.get("rateLimitRate", 0.0)),
+            server_error_rate=float(body.get("serverErrorRate", 0.0)),
+            latency_ms=float(body.get("latencyMs", 0.0)),
+            timeout_rate=float(body.get("timeoutRate", 0.0)),
+            provision_failure_rate=float(body.get("provisionFailureRate", 0.0)),
+            provision_stall_rate=float(body.get("provisionStallRate", 0.0)),
+            timeout_seconds=float(body.get("timeoutSeconds", DEFAULT_TIMEOUT_SECONDS)),
+        )
+
+
+@dataclass
+class FaultDecision:
+    """What the fault injector does to one public request."""
+
+    latency_seconds: float = 0.0
+    reject: ProblemError | None = None
+    hang_seconds: float | None = None
+
+
+class FaultDice:
+    """The seeded draws behind every injected fault; `injected` counts hits by name."""
+
+    def __init__(self, rng: random.Random, injected: Counter[str]) -> None:
+        self._rng = rng
+        self._injected = injected
+
+    def draw(self, rate: float, name: str) -> bool:
+        # Only consult the RNG when the fault is on, so a seed's sequence is stable.
+        if rate <= 0:
+            return False
+        hit = self._rng.random() < rate
+        if hit:
+            self._injected[name] += 1
+        return hit
+
+    def decide(self, faults: Faults, *, rate_limit: int) -> FaultDecision:
+        """Decide what the faults do to one public request (at most one rejection)."""
+        decision = FaultDecision(latency_seconds=faults.latency_ms / 1000)
+        if self.draw(faults.rate_limit_rate, "rateLimit"):
+            limit = str(rate_limit)
+            decision.reject = ProblemError(
+                429,
+                RATE_LIMITED,
+                "rate limited (injected fault)",
+                headers={
+                    "Retry-After": "1",
+                    "RateLimit-Limit": limit,
+                    "RateLimit-Remaining": "0",
+                    "RateLimit-Reset": "1",
+                },
+            )
+        elif self.draw(faults.server_error_rate, "serverError"):
+            decision.reject = ProblemError(500, "server_error", "internal error (injected fault)")
+        elif self.draw(faults.timeout_rate, "timeout"):
+            decision.hang_seconds = faults.timeout_seconds
+        return decision
