@@ -27,6 +27,7 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from devicepool.activities.models import DeviceStatus
 from devicepool.api.errors import ErrorType
 
 __all__ = ["Metrics", "replacement_reason"]
@@ -38,12 +39,14 @@ _MAX_TRACKED = 10_000
 
 # Replacement reasons by the status the device had when it was removed; other
 # statuses (ready, busy) mean a scale-down, which is not a replacement.
-_REASON_BY_STATUS = {
-    "offline": "offline",
-    "rebooting": "offline",
-    "failed": "failed",
-    "provisioning": "startup_timeout",
+_REASON_BY_STATUS: dict[str, str] = {
+    DeviceStatus.OFFLINE: "offline",
+    DeviceStatus.REBOOTING: "offline",
+    DeviceStatus.FAILED: "failed",
+    DeviceStatus.PROVISIONING: "startup_timeout",
 }
+# Statuses that mean a device has booted: the first one seen ends its provisioning time.
+_BOOTED = frozenset({DeviceStatus.READY, DeviceStatus.BUSY})
 
 
 def replacement_reason(status: str | None) -> str | None:
@@ -118,7 +121,7 @@ class Metrics:
         updated_at: datetime | None = None,
     ) -> None:
         """A status observation of a device; the first `ready`/`busy` after a create is timed."""
-        if status not in ("ready", "busy"):
+        if status not in _BOOTED:
             return
         entry = self._created.pop(device_id, None)
         if entry is None:

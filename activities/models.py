@@ -4,29 +4,54 @@ These travel through Temporal history, so they carry names and references only:
 never an API key or a proxy password (those stay in `AccountSettings` /
 `ProxyPoolSettings`, which live in the worker process and are never serialized
 into a workflow or activity payload).
+
+Device statuses are one closed vocabulary, `DeviceStatus`; the models' `status`
+fields stay plain strings so that a status a provider adds later still loads.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from devicepool.api.base import CamelModel
 from devicepool.api.v1alpha1 import Platform
 
-# Statuses of a device at the provider (the contract's lifecycle).
-PROVISIONING = "provisioning"
-READY = "ready"
-BUSY = "busy"
-OFFLINE = "offline"
-REBOOTING = "rebooting"
-TERMINATING = "terminating"
-TERMINATED = "terminated"
-FAILED = "failed"
-DEVICE_STATUSES = (PROVISIONING, READY, BUSY, OFFLINE, REBOOTING, TERMINATING, TERMINATED, FAILED)
+
+class DeviceStatus(StrEnum):
+    """A device's status at the provider: the contract's lifecycle.
+
+    A `StrEnum`, so a member equals (and hashes like, and serializes as) its
+    plain string: `DeviceStatus.READY == "ready"`, and a `Counter` of raw
+    status strings can be read with a member.
+    """
+
+    PROVISIONING = "provisioning"
+    READY = "ready"
+    BUSY = "busy"
+    OFFLINE = "offline"
+    REBOOTING = "rebooting"
+    TERMINATING = "terminating"
+    TERMINATED = "terminated"
+    FAILED = "failed"
+
+
+# The module-level names existing code imports; each is the enum member itself.
+PROVISIONING = DeviceStatus.PROVISIONING
+READY = DeviceStatus.READY
+BUSY = DeviceStatus.BUSY
+OFFLINE = DeviceStatus.OFFLINE
+REBOOTING = DeviceStatus.REBOOTING
+TERMINATING = DeviceStatus.TERMINATING
+TERMINATED = DeviceStatus.TERMINATED
+FAILED = DeviceStatus.FAILED
+DEVICE_STATUSES: tuple[DeviceStatus, ...] = tuple(DeviceStatus)
 # A device the pool still pays for and still counts (not on its way out).
-ALIVE_STATUSES = frozenset({PROVISIONING, READY, BUSY, OFFLINE, REBOOTING, FAILED})
+ALIVE_STATUSES: frozenset[DeviceStatus] = frozenset(
+    {PROVISIONING, READY, BUSY, OFFLINE, REBOOTING, FAILED}
+)
 
 # Provider-calling activities heartbeat every HEARTBEAT_EVERY while they work, and
 # workflows schedule them with HEARTBEAT_TIMEOUT: an attempt lost with a killed
@@ -97,6 +122,10 @@ class DeviceInfo(CamelModel):
     """What the pool needs to know about one device (no secrets: the proxy is by name)."""
 
     id: str
+    # Plain `str`, not `DeviceStatus`: a provider may add a status the enum does
+    # not know yet, and one odd device must not fail the whole observation.
+    # Compare with `DeviceStatus` members (a member equals its string); the JSON
+    # is the provider's status string either way.
     status: str
     region: str = ""
     created_at: datetime
@@ -109,7 +138,7 @@ class DeviceInfo(CamelModel):
 
 class DeviceStatusInfo(CamelModel):
     id: str
-    status: str
+    status: str  # plain `str` on purpose, as in `DeviceInfo.status`
     reason: str | None = None
     session_active: bool = False
     last_activity_at: datetime | None = None
