@@ -6,9 +6,10 @@ accounts and proxy pools only; keys and passwords are resolved here, in the
 worker, and never logged. Every provider failure leaves through
 `activities.errors.to_application_error`, so workflows see one vocabulary.
 
-Provider calls run under `_heartbeating()`: workflows schedule them with
-`HEARTBEAT_TIMEOUT`, so an attempt lost with a killed worker is retried
-elsewhere within seconds.
+Provider calls run under `activities.heartbeats.heartbeating()`: workflows
+schedule them with `HEARTBEAT_TIMEOUT`, so an attempt lost with a killed worker
+is retried elsewhere within seconds. Provider JSON becomes the pool's view in
+`activities.device_views`.
 
 Activities (name → input → result):
 
@@ -25,11 +26,9 @@ Activities (name → input → result):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Coroutine, Mapping
-from datetime import UTC, datetime
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 import httpx
 from temporalio import activity
@@ -37,6 +36,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from devicepool.activities.bitcloudphone import BitCloudPhoneClient
 from devicepool.activities.definitions import DeviceActivityDefinitions
+from devicepool.activities.device_views import device_info, device_status_info
 from devicepool.activities.errors import (
     TEARDOWN_PENDING,
     NotFoundError,
@@ -44,19 +44,17 @@ from devicepool.activities.errors import (
     configuration_error,
     to_application_error,
 )
+from devicepool.activities.heartbeats import finish_even_if_cancelled, heartbeating
 from devicepool.activities.metrics import Metrics, replacement_reason
 from devicepool.activities.models import (
     ALIVE_STATUSES,
-    HEARTBEAT_EVERY,
-    TERMINATED,
-    TERMINATING,
     AccountSettings,
     CheckRefsInput,
     CheckRefsResult,
     CreateDeviceInput,
     CreateDeviceResult,
     DeviceInfo,
-    DeviceStatusInfo,
+    DeviceStatus,
     GetStatusesInput,
     GetStatusesResult,
     ListDevicesInput,
@@ -77,98 +75,7 @@ from devicepool.activities.proxy import resolve_proxy
 from devicepool.api.errors import ErrorType
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
 
-T = TypeVar("T")
-
 __all__ = ["DeviceActivities", "device_fingerprint", "device_info", "device_status_info"]
-
-
-# ---------------------------------------------------------------- pure helpers
-
-
-@contextlib.asynccontextmanager
-async def _heartbeating() -> AsyncIterator[None]:
-    """Heartbeat in the background while the body runs (liveness, not progress).
-
-    The workflow schedules these activities with `HEARTBEAT_TIMEOUT`, so an
-    attempt that died with its worker is retried within seconds. A hung
-    provider call is still bounded by the start-to-close timeout.
-    """
-
-    async def beat() -> None:
-        while True:
-            activity.heartbeat()
-            await asyncio.sleep(HEARTBEAT_EVERY.total_seconds())
-
-    task = asyncio.create_task(beat())
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-async def _finish_even_if_cancelled(call: Coroutine[Any, Any, T]) -> T:
-    """Await a provider call to its end, heartbeating, even if the activity is cancelled.
-
-    For creates: a pool being deleted cancels its batches and then sweeps the
-    provider. A create already on its way must land before that sweep (or not
-    at all), never after it as an orphan; so a cancel lets it finish, and the
-    activity completes with its device for the batch to report.
-    """
-    task = asyncio.ensure_future(call)
-    try:
-        async with _heartbeating():
-            return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        return await task
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, int | float):
-        return datetime.fromtimestamp(value, UTC)
-    text = str(value)
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        return None
-
-
-def device_info(raw: Mapping[str, Any]) -> DeviceInfo:
-    """The pool's view of a provider device (drops everything else, e.g. the proxy)."""
-    created = _parse_time(raw.get("createdAt"))
-    updated = _parse_time(raw.get("updatedAt"))
-    labels = raw.get("labels") or {}
-    return DeviceInfo(
-        id=str(raw["id"]),
-        status=str(raw.get("status") or ""),
-        region=str(raw.get("region") or ""),
-        # `created_at` is required by the model; a provider that omits it gets the
-        # best stand-in rather than a failed observation.
-        created_at=created or updated or datetime.fromtimestamp(0, UTC),
-        updated_at=updated,
-        session_active=bool(raw.get("sessionActive", False)),
-        last_activity_at=_parse_time(raw.get("lastActivityAt")),
-        reason=raw.get("reason"),
-        labels={str(k): str(v) for k, v in labels.items()},
-    )
-
-
-def device_status_info(raw: Mapping[str, Any]) -> DeviceStatusInfo:
-    return DeviceStatusInfo(
-        id=str(raw["id"]),
-        status=str(raw.get("status") or ""),
-        reason=raw.get("reason"),
-        session_active=bool(raw.get("sessionActive", False)),
-        last_activity_at=_parse_time(raw.get("lastActivityAt")),
-        updated_at=_parse_time(raw.get("updatedAt")),
-    )
 
 
 # ---------------------------------------------------------------- the activities
@@ -233,7 +140,7 @@ class DeviceActivities(DeviceActivityDefinitions):
     async def _pool_devices(self, account: str, pool: str) -> list[DeviceInfo]:
         """The pool's devices at the provider that are not `terminated` (raises ProviderError)."""
         raw = await self._client(account).list_devices(labels={LABEL_POOL: pool})
-        devices = [device_info(d) for d in raw if d.get("status") != TERMINATED]
+        devices = [device_info(d) for d in raw if d.get("status") != DeviceStatus.TERMINATED]
         for d in devices:
             self.metrics.device_seen(
                 d.id, d.status, created_at=d.created_at, updated_at=d.updated_at
@@ -275,7 +182,7 @@ class DeviceActivities(DeviceActivityDefinitions):
     @activity.defn(name="list_devices")
     async def list_devices(self, input: ListDevicesInput) -> ListDevicesResult:
         try:
-            async with _heartbeating():
+            async with heartbeating():
                 devices = await self._pool_devices(input.account, input.pool)
         except ProviderError as exc:
             raise to_application_error(exc) from exc
@@ -340,7 +247,7 @@ class DeviceActivities(DeviceActivityDefinitions):
             input.proxy_pool,
         )
         try:
-            raw = await _finish_even_if_cancelled(
+            raw = await finish_even_if_cancelled(
                 client.create_device(
                     input.platform,
                     region=input.region,
@@ -362,7 +269,7 @@ class DeviceActivities(DeviceActivityDefinitions):
     async def get_statuses(self, input: GetStatusesInput) -> GetStatusesResult:
         client = self._client(input.account)
         try:
-            async with _heartbeating():
+            async with heartbeating():
                 items, not_found = await client.batch_status(input.ids)
         except ProviderError as exc:
             raise to_application_error(exc) from exc
@@ -374,7 +281,7 @@ class DeviceActivities(DeviceActivityDefinitions):
     @activity.defn(name="terminate_device")
     async def terminate_device(self, input: TerminateDeviceInput) -> TerminateDeviceResult:
         client = self._client(input.account)
-        async with _heartbeating():
+        async with heartbeating():
             try:
                 await self._count_replacement(client, input)
             except NotFoundError:
@@ -437,7 +344,7 @@ class DeviceActivities(DeviceActivityDefinitions):
         try:
             for device in await self._pool_devices(input.account, input.pool):
                 activity.heartbeat(device.id)
-                if device.status == TERMINATING:
+                if device.status == DeviceStatus.TERMINATING:
                     continue
                 try:
                     await client.delete_device(device.id)
@@ -459,7 +366,7 @@ class DeviceActivities(DeviceActivityDefinitions):
             raise ApplicationError(
                 f"pool {input.pool!r}: {len(left)} device(s) not yet terminated "
                 f"({len(left) - alive} terminating); deleted {deleted} in this attempt",
-                TerminatePoolResult(terminated=deleted, remaining=len(left)).model_dump(),
+                TerminatePoolResult(terminated=deleted, remaining=len(left)).to_json_dict(),
                 type=TEARDOWN_PENDING.value,
                 non_retryable=False,
                 # Waiting on the provider is the expected path, not a failure to alert on.

@@ -1,0 +1,68 @@
+"""The provider's device JSON, reduced to the pool's view (`DeviceInfo`, `DeviceStatusInfo`).
+
+The provider answers in camelCase (`createdAt`, `sessionActive`, ...) and may
+omit fields or add ones devicepool does not use (the proxy, with its
+password, among them): only what a pool needs is kept. Timestamps are read
+leniently (RFC 3339 with `Z`, epoch seconds, or nothing), so one odd field
+never fails a whole observation. Statuses are kept as the provider's string,
+known to `DeviceStatus` or not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from devicepool.activities.models import DeviceInfo, DeviceStatusInfo
+
+__all__ = ["device_info", "device_status_info", "parse_time"]
+
+
+def parse_time(value: Any) -> datetime | None:
+    """A provider timestamp as a `datetime`, or None when absent or unreadable."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value, UTC)
+    text = str(value)
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def device_info(raw: Mapping[str, Any]) -> DeviceInfo:
+    """The pool's view of a provider device (drops everything else, e.g. the proxy)."""
+    created = parse_time(raw.get("createdAt"))
+    updated = parse_time(raw.get("updatedAt"))
+    labels = raw.get("labels") or {}
+    return DeviceInfo(
+        id=str(raw["id"]),
+        status=str(raw.get("status") or ""),
+        region=str(raw.get("region") or ""),
+        # `created_at` is required by the model; a provider that omits it gets the
+        # best stand-in rather than a failed observation.
+        created_at=created or updated or datetime.fromtimestamp(0, UTC),
+        updated_at=updated,
+        session_active=bool(raw.get("sessionActive", False)),
+        last_activity_at=parse_time(raw.get("lastActivityAt")),
+        reason=raw.get("reason"),
+        labels={str(k): str(v) for k, v in labels.items()},
+    )
+
+
+def device_status_info(raw: Mapping[str, Any]) -> DeviceStatusInfo:
+    """The pool's view of one entry of a status answer (`/status`, `status:batch`)."""
+    return DeviceStatusInfo(
+        id=str(raw["id"]),
+        status=str(raw.get("status") or ""),
+        reason=raw.get("reason"),
+        session_active=bool(raw.get("sessionActive", False)),
+        last_activity_at=parse_time(raw.get("lastActivityAt")),
+        updated_at=parse_time(raw.get("updatedAt")),
+    )

@@ -1,0 +1,57 @@
+"""Running a provider call inside an activity: liveness heartbeats, and finishing through a cancel.
+
+Workflows schedule provider-calling activities with `HEARTBEAT_TIMEOUT`, so an
+attempt that died with its worker is retried elsewhere within seconds;
+`heartbeating()` keeps a live attempt beating every `HEARTBEAT_EVERY` while
+its body waits on the provider. A hung call is still bounded by the
+activity's start-to-close timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, TypeVar
+
+from temporalio import activity
+
+from devicepool.activities.models import HEARTBEAT_EVERY
+
+__all__ = ["finish_even_if_cancelled", "heartbeating"]
+
+T = TypeVar("T")
+
+
+@contextlib.asynccontextmanager
+async def heartbeating() -> AsyncIterator[None]:
+    """Heartbeat in the background while the body runs (liveness, not progress)."""
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(HEARTBEAT_EVERY.total_seconds())
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def finish_even_if_cancelled(call: Coroutine[Any, Any, T]) -> T:
+    """Await a provider call to its end, heartbeating, even if the activity is cancelled.
+
+    For creates: a pool being deleted cancels its batches and then sweeps the
+    provider. A create already on its way must land before that sweep (or not
+    at all), never after it as an orphan; so a cancel lets it finish, and the
+    activity completes with its device for the batch to report.
+    """
+    task = asyncio.ensure_future(call)
+    try:
+        async with heartbeating():
+            return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        return await task
