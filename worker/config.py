@@ -45,95 +45,53 @@ standard ``TEMPORAL_*`` environment variables and profiles (see
 
 Every problem is a `ConfigError` whose `str()` is one line naming the file and
 the field. Secrets are read into `SecretStr` and never appear in a message.
+The file's schema is ``worker/config_file.py``; the environment, secret and
+field checks are ``worker/config_values.py``; this module puts them together.
 """
 
 from __future__ import annotations
 
 import os
-import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
-from pydantic.alias_generators import to_camel
 
 from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
+from devicepool.worker.config_file import (
+    DEFAULT_METRICS_PORT,
+    ConfigFile,
+    IntervalsFile,
+    first_error,
+)
+from devicepool.worker.config_values import (
+    ENV_CONFIG,
+    ENV_GRACEFUL_SHUTDOWN,
+    ConfigError,
+    apply_env,
+    check_template,
+    check_url,
+    env_float,
+    log_format,
+    read_secret,
+)
+
+__all__ = [
+    "DEFAULT_CONFIG_FILE",
+    "DEFAULT_GRACEFUL_SHUTDOWN_SECONDS",
+    "DEFAULT_METRICS_PORT",
+    "ConfigError",
+    "WorkerConfig",
+    "build_config",
+    "config_path",
+    "load_config",
+]
 
 DEFAULT_CONFIG_FILE = "devicepool.yaml"
-DEFAULT_METRICS_PORT = 9464
 DEFAULT_GRACEFUL_SHUTDOWN_SECONDS = 20.0
-
-ENV_CONFIG = "DEVICEPOOL_CONFIG"
-ENV_METRICS_PORT = "DEVICEPOOL_METRICS_PORT"
-ENV_GRACEFUL_SHUTDOWN = "DEVICEPOOL_GRACEFUL_SHUTDOWN_SECONDS"
-ENV_LOG_FORMAT = "DEVICEPOOL_LOG_FORMAT"
-# environment variable -> intervals field (camelCase, as in the file)
-ENV_INTERVALS: dict[str, str] = {
-    "DEVICEPOOL_RESYNC_SECONDS": "resyncSeconds",
-    "DEVICEPOOL_HEALTH_SECONDS": "healthSeconds",
-    "DEVICEPOOL_OFFLINE_AFTER_SECONDS": "offlineAfterSeconds",
-    "DEVICEPOOL_STARTUP_TIMEOUT_SECONDS": "startupTimeoutSeconds",
-    "DEVICEPOOL_IDLE_GRACE_SECONDS": "idleGraceSeconds",
-}
-
-
-class ConfigError(ValueError):
-    """A configuration problem; `str()` is one line naming the field."""
-
-
-# ---------------------------------------------------------------- the file's schema
-
-
-class _FileModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=False, extra="forbid")
-
-
-class AccountFile(_FileModel):
-    base_url: str
-    api_key_file: str | None = None
-    api_key_env: str | None = None
-    creates_per_minute: int = Field(default=20, ge=1, le=6000)
-    timeout_seconds: float = Field(default=10.0, gt=0)
-    window_seconds: float = Field(default=60.0, gt=0)
-    window_margin_seconds: float = Field(default=1.0, ge=0)
-
-
-class ProxyPoolFile(_FileModel):
-    type: str = "socks5"
-    host: str = Field(min_length=1)
-    port: int = Field(ge=1, le=65535)
-    username_template: str = "user-session-{session}-ttl-{ttl}"
-    password_file: str | None = None
-    password_env: str | None = None
-
-
-class IntervalsFile(_FileModel):
-    resync_seconds: float = Field(default=30.0, gt=0)
-    health_seconds: float = Field(default=60.0, gt=0)
-    offline_after_seconds: float = Field(default=180.0, gt=0)
-    startup_timeout_seconds: float = Field(default=300.0, gt=0)
-    idle_grace_seconds: float = Field(default=60.0, ge=0)
-    # Failing replacements: stop creating in a region after this many devices in
-    # a row never became ready, and back off from backoffInitialSeconds doubling
-    # up to backoffMaxSeconds.
-    failure_streak_limit: int = Field(default=3, ge=1)
-    backoff_initial_seconds: float = Field(default=30.0, gt=0)
-    backoff_max_seconds: float = Field(default=900.0, gt=0)
-
-
-class ConfigFile(_FileModel):
-    accounts: dict[str, AccountFile] = Field(default_factory=dict)
-    proxy_pools: dict[str, ProxyPoolFile] = Field(default_factory=dict)
-    intervals: IntervalsFile = Field(default_factory=IntervalsFile)
-    metrics_port: int = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535)
-
-
-# ---------------------------------------------------------------- the resolved configuration
 
 
 @dataclass(frozen=True)
@@ -205,21 +163,39 @@ def build_config(
     env: Mapping[str, str] | None = None,
     metrics_port: int | None = None,
 ) -> WorkerConfig:
+    """Validate and resolve an already-parsed config file (raises `ConfigError`)."""
     env = os.environ if env is None else env
     base_dir = base_dir or Path.cwd()
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: must be a mapping (accounts, proxyPools, intervals, ...)")
-    data = _apply_env(dict(data), env, source)
+    data = apply_env(dict(data), env, source)
     try:
         parsed = ConfigFile.model_validate(data)
     except pydantic.ValidationError as err:
-        raise ConfigError(f"{source}: {_first_error(err)}") from None
+        raise ConfigError(f"{source}: {first_error(err)}") from None
+    accounts = _accounts(parsed, source=source, base_dir=base_dir, env=env)
+    proxy_pools = _proxy_pools(parsed, source=source, base_dir=base_dir, env=env)
+    settings = _settings(parsed.intervals)
+    graceful = env_float(env, ENV_GRACEFUL_SHUTDOWN, DEFAULT_GRACEFUL_SHUTDOWN_SECONDS, source)
+    return WorkerConfig(
+        accounts=accounts,
+        proxy_pools=proxy_pools,
+        settings=settings,
+        metrics_port=parsed.metrics_port if metrics_port is None else metrics_port,
+        graceful_shutdown_seconds=graceful,
+        log_format=log_format(env),
+        source=source,
+    )
 
+
+def _accounts(
+    parsed: ConfigFile, *, source: str, base_dir: Path, env: Mapping[str, str]
+) -> dict[str, AccountSettings]:
     accounts: dict[str, AccountSettings] = {}
     for name, account in parsed.accounts.items():
         where = f"{source}: accounts.{name}"
-        _check_url(account.base_url, f"{where}.baseUrl")
-        key = _secret(
+        check_url(account.base_url, f"{where}.baseUrl")
+        key = read_secret(
             file=account.api_key_file,
             env_name=account.api_key_env,
             field_prefix=f"{where}.apiKey",
@@ -236,11 +212,17 @@ def build_config(
             window_seconds=account.window_seconds,
             window_margin_seconds=account.window_margin_seconds,
         )
+    return accounts
+
+
+def _proxy_pools(
+    parsed: ConfigFile, *, source: str, base_dir: Path, env: Mapping[str, str]
+) -> dict[str, ProxyPoolSettings]:
     proxy_pools: dict[str, ProxyPoolSettings] = {}
     for name, pool in parsed.proxy_pools.items():
         where = f"{source}: proxyPools.{name}"
-        _check_template(pool.username_template, f"{where}.usernameTemplate")
-        password = _secret(
+        check_template(pool.username_template, f"{where}.usernameTemplate")
+        password = read_secret(
             file=pool.password_file,
             env_name=pool.password_env,
             field_prefix=f"{where}.password",
@@ -256,8 +238,11 @@ def build_config(
             username_template=pool.username_template,
             password=password,
         )
-    intervals = parsed.intervals
-    settings = PoolSettings(
+    return proxy_pools
+
+
+def _settings(intervals: IntervalsFile) -> PoolSettings:
+    return PoolSettings(
         resync_seconds=intervals.resync_seconds,
         health_seconds=intervals.health_seconds,
         offline_after_seconds=intervals.offline_after_seconds,
@@ -267,129 +252,3 @@ def build_config(
         backoff_initial_seconds=intervals.backoff_initial_seconds,
         backoff_max_seconds=intervals.backoff_max_seconds,
     )
-    graceful = _env_float(env, ENV_GRACEFUL_SHUTDOWN, DEFAULT_GRACEFUL_SHUTDOWN_SECONDS, source)
-    log_format = env.get(ENV_LOG_FORMAT, "logfmt").strip().lower() or "logfmt"
-    if log_format not in ("logfmt", "json"):
-        raise ConfigError(f"{ENV_LOG_FORMAT}: must be logfmt or json, got {log_format!r}")
-    return WorkerConfig(
-        accounts=accounts,
-        proxy_pools=proxy_pools,
-        settings=settings,
-        metrics_port=parsed.metrics_port if metrics_port is None else metrics_port,
-        graceful_shutdown_seconds=graceful,
-        log_format=log_format,
-        source=source,
-    )
-
-
-# ---------------------------------------------------------------- helpers
-
-
-def _apply_env(data: dict[str, Any], env: Mapping[str, str], source: str) -> dict[str, Any]:
-    intervals = data.get("intervals")
-    intervals = dict(intervals) if isinstance(intervals, dict) else intervals
-    for name, key in ENV_INTERVALS.items():
-        if name in env:
-            if intervals is None:
-                intervals = {}
-            if isinstance(intervals, dict):
-                intervals[key] = _env_float(env, name, 0.0, source)
-    if intervals is not None:
-        data["intervals"] = intervals
-    if ENV_METRICS_PORT in env:
-        raw = env[ENV_METRICS_PORT]
-        try:
-            data["metricsPort"] = int(raw)
-        except ValueError:
-            raise ConfigError(f"{ENV_METRICS_PORT}: must be an integer, got {raw!r}") from None
-    return data
-
-
-def _env_float(env: Mapping[str, str], name: str, default: float, source: str) -> float:
-    raw = env.get(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name}: must be a number of seconds, got {raw!r}") from None
-    if value < 0:
-        raise ConfigError(f"{name}: must be >= 0, got {raw!r}")
-    return value
-
-
-def _first_error(err: pydantic.ValidationError) -> str:
-    """The first problem, as `field.path: message` with the file's camelCase names."""
-    first = err.errors()[0]
-    loc = ".".join(str(part) for part in first["loc"])
-    if first["type"] == "extra_forbidden":
-        return f"{loc}: unknown field"
-    if first["type"] == "missing":
-        return f"{loc}: required"
-    message = first["msg"]
-    value = first.get("input")
-    shown = "" if isinstance(value, dict | list) else f", got {value!r}"
-    extra = f" ({len(err.errors()) - 1} more problem(s))" if len(err.errors()) > 1 else ""
-    return f"{loc}: {message[:1].lower()}{message[1:]}{shown}{extra}"
-
-
-def _check_url(url: str, where: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(
-            f"{where}: must be an http(s) URL such as https://host[:port], got {url!r}"
-        )
-    try:
-        parts.port  # noqa: B018 - raises on a bad port
-    except ValueError:
-        raise ConfigError(f"{where}: bad port in {url!r}") from None
-
-
-def _check_template(template: str, where: str) -> None:
-    try:
-        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
-    except ValueError as err:
-        raise ConfigError(f"{where}: {err}") from None
-    unknown = {f for f in fields if f not in ("session", "ttl")}
-    if unknown or "" in fields:
-        raise ConfigError(f"{where}: may use {{session}} and {{ttl}} only, got {template!r}")
-
-
-def _secret(
-    *,
-    file: str | None,
-    env_name: str | None,
-    field_prefix: str,
-    base_dir: Path,
-    env: Mapping[str, str],
-    required: bool,
-) -> SecretStr:
-    if file and env_name:
-        raise ConfigError(
-            f"{field_prefix}File / {field_prefix.rsplit('.', 1)[-1]}Env: set one, not both"
-        )
-    if file:
-        path = Path(file).expanduser()
-        if not path.is_absolute():
-            path = base_dir / path
-        try:
-            value = path.read_text(encoding="utf-8").strip()
-        except FileNotFoundError:
-            raise ConfigError(f"{field_prefix}File: file {str(path)!r} not found") from None
-        except OSError as err:
-            raise ConfigError(
-                f"{field_prefix}File: cannot read {str(path)!r}: {err.strerror or err}"
-            ) from None
-        if not value:
-            raise ConfigError(f"{field_prefix}File: file {str(path)!r} is empty")
-        return SecretStr(value)
-    if env_name:
-        value = env.get(env_name, "").strip()
-        if not value:
-            raise ConfigError(
-                f"{field_prefix}Env: environment variable {env_name} is not set or empty"
-            )
-        return SecretStr(value)
-    if required:
-        raise ConfigError(f"{field_prefix}File: required (or {field_prefix.rsplit('.', 1)[-1]}Env)")
-    return SecretStr("")

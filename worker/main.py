@@ -1,19 +1,14 @@
 """The devicepool worker process: Temporal workers, rate limits, probes, graceful shutdown.
 
-Task queues:
-
-- ``devicepool``: the DevicePool workflows (``workflows.WORKFLOWS``) and every
-  activity except ``create_device``.
-- ``devicepool-account-<name>`` (one per configured account): only
-  ``create_device``, so only workers that know the account run its creates.
-  The account's creation window is not a queue rate limit (that spaces creates
-  evenly and needs an extra minute for a 20-device scale-up): every create
-  waits for a permit from the account's ledger workflow
-  ``devicepool-account/<name>`` (``workflows/ledger.py``), which hands out a
-  whole window at once. At startup each worker signal-with-starts the ledger
-  of every account it serves (``register_accounts``), which is also how
-  ``apply`` knows an account exists. Creates never run eagerly: eager dispatch
-  only targets the workflow's own task queue, and it is disabled there too.
+Task queues (``worker/build.py``): ``devicepool`` for the DevicePool
+workflows and every activity except ``create_device``, and one
+``devicepool-account-<name>`` queue per configured account for its creates.
+The account's creation window is not a queue rate limit (that spaces creates
+evenly and needs an extra minute for a 20-device scale-up): every create waits
+for a permit from the account's ledger workflow ``devicepool-account/<name>``
+(``workflows/ledger.py``), which hands out a whole window at once. At startup
+each worker signal-with-starts the ledger of every account it serves
+(``register_accounts``), which is also how ``apply`` knows an account exists.
 
 Metrics: one `CollectorRegistry` per worker, served on ``metricsPort`` at
 ``/metrics`` (see ``worker/metrics.py``): the activities' counters, the per-pool
@@ -38,66 +33,23 @@ import signal
 from datetime import timedelta
 from typing import Any
 
-from prometheus_client import CollectorRegistry
 from temporalio.client import Client
-from temporalio.runtime import MetricBuffer, MetricBufferDurationFormat, Runtime, TelemetryConfig
-from temporalio.worker import Interceptor, Worker
+from temporalio.runtime import MetricBuffer
+from temporalio.worker import Worker
 
-from devicepool.activities.devices import DeviceActivities
-from devicepool.activities.metrics import Metrics
 from devicepool.activities.permits import LedgerReportingActivities, register_accounts
-from devicepool.api.names import TASK_QUEUE, account_task_queue
 from devicepool.connect import connect
+from devicepool.worker.build import build_workers
 from devicepool.worker.config import WorkerConfig
 from devicepool.worker.http import start_http_server
-from devicepool.worker.metrics import (
-    PoolCollector,
-    ReconcileInterceptor,
-    SdkMetricsCollector,
-    WorkerGauges,
-    drain_periodically,
-)
+from devicepool.worker.metrics import ReconcileInterceptor, WorkerGauges, WorkerMetrics
+from devicepool.worker.sdk_metrics import sdk_runtime
+
+__all__ = ["install_signal_handlers", "main_async", "run_worker", "sdk_runtime"]
 
 log = logging.getLogger("devicepool.worker")
 
 ENV_METRICS_HOST = "DEVICEPOOL_METRICS_HOST"
-
-
-def _workflows() -> list[type]:
-    from devicepool.workflows import WORKFLOWS  # type: ignore[attr-defined,unused-ignore]
-
-    return list(WORKFLOWS)
-
-
-def build_workers(
-    config: WorkerConfig,
-    client: Client,
-    activities: DeviceActivities,
-    *,
-    interceptors: list[Interceptor] | None = None,
-) -> list[Worker]:
-    graceful = timedelta(seconds=config.graceful_shutdown_seconds)
-    main = Worker(
-        client,
-        task_queue=TASK_QUEUE,
-        interceptors=interceptors or [],
-        workflows=_workflows(),
-        activities=activities.pool_queue_activities(),
-        graceful_shutdown_timeout=graceful,
-        disable_eager_activity_execution=True,
-    )
-    workers = [main]
-    for account in config.accounts.values():
-        workers.append(
-            Worker(
-                client,
-                task_queue=account_task_queue(account.name),
-                activities=activities.account_queue_activities(),
-                graceful_shutdown_timeout=graceful,
-                disable_eager_activity_execution=True,
-            )
-        )
-    return workers
 
 
 async def run_worker(
@@ -117,85 +69,39 @@ async def run_worker(
     re-read from visibility at most every `pool_metrics_max_age` seconds and the
     pools' `status` queries run at most every `pool_status_max_age` seconds.
     """
-    registry = CollectorRegistry()
-    metrics = Metrics(registry)
-    gauges = WorkerGauges(registry)
-    pools = PoolCollector(client, max_age=pool_metrics_max_age, status_max_age=pool_status_max_age)
-    registry.register(pools)
-    background: list[asyncio.Task[None]] = []
-    if sdk_metrics is not None:
-        sdk_collector = SdkMetricsCollector(sdk_metrics)
-        registry.register(sdk_collector)
-        background.append(asyncio.create_task(drain_periodically(sdk_collector)))
+    telemetry = WorkerMetrics.create(
+        client,
+        sdk_metrics=sdk_metrics,
+        pool_max_age=pool_metrics_max_age,
+        pool_status_max_age=pool_status_max_age,
+    )
+    background = telemetry.start_background()
     # Creates report a 429 that still arrives to the account's ledger.
     activities = LedgerReportingActivities(
         accounts=config.accounts,
         proxy_pools=config.proxy_pools,
         settings=config.settings,
-        metrics=metrics,
+        metrics=telemetry.metrics,
     )
     workers = build_workers(
-        config, client, activities, interceptors=[ReconcileInterceptor(metrics)]
+        config, client, activities, interceptors=[ReconcileInterceptor(telemetry.metrics)]
     )
-    running: dict[str, bool] = {"workers": False}
-
-    async def ready() -> bool:
-        # Polling: started and none stopped (a failed worker ends its run()).
-        if not running["workers"] or not all(w.is_running for w in workers):
-            return False
-        try:
-            return await client.service_client.check_health(timeout=timedelta(seconds=2))
-        except Exception:
-            return False
-
-    host = metrics_host or os.environ.get(ENV_METRICS_HOST, "0.0.0.0")
-    server = None
-    if config.metrics_port:
-        server, port = await start_http_server(
-            host=host,
-            port=config.metrics_port,
-            ready=ready,
-            registry=registry,
-            before_scrape=pools.refresh,
-        )
-        log.info("metrics endpoint listening", extra={"address": f"{host}:{port}"})
+    running = _Running(client, workers, telemetry.gauges)
+    server = await _serve_metrics(config, telemetry, running, metrics_host)
 
     # Every account this worker serves has its permit ledger running (idempotent).
     await register_accounts(client, config.accounts)
-    tasks = [asyncio.create_task(w.run(), name=f"worker:{w.task_queue}") for w in workers]
-    running["workers"] = True
-    gauges.polling.set(1)
-    log.info(
-        "worker started",
-        extra={
-            "namespace": client.namespace,
-            "task_queues": ",".join(w.task_queue for w in workers),
-            **config.describe(),
-        },
-    )
+    running.start(config)
     stop = asyncio.create_task(shutdown_event.wait())
     failure: BaseException | None = None
     try:
-        done, _ = await asyncio.wait([stop, *tasks], return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            if task is not stop and task.exception() is not None:
-                failure = task.exception()
-                log.error(
-                    "worker failed", extra={"task_queue": task.get_name(), "error": str(failure)}
-                )
-            elif task is not stop:
-                failure = RuntimeError(f"{task.get_name()} stopped unexpectedly")
+        failure = await running.first_failure(stop)
     finally:
-        running["workers"] = False
-        gauges.polling.set(0)
+        running.mark_stopped()
         for bg in background:
             bg.cancel()
-        log.info(
-            "shutting down",
-            extra={"graceful_seconds": config.graceful_shutdown_seconds},
-        )
-        await asyncio.gather(*(_shutdown(w) for w in workers))
-        await asyncio.gather(*tasks, return_exceptions=True)
+        log.info("shutting down", extra={"graceful_seconds": config.graceful_shutdown_seconds})
+        await running.shutdown()
         stop.cancel()
         if server is not None:
             server.close()
@@ -204,6 +110,85 @@ async def run_worker(
         log.info("worker stopped")
     if failure is not None:
         raise failure
+
+
+class _Running:
+    """This process's workers while they run: what `/readyz` and the polling gauge report."""
+
+    def __init__(self, client: Client, workers: list[Worker], gauges: WorkerGauges) -> None:
+        self._client = client
+        self._workers = workers
+        self._gauges = gauges
+        self._tasks: list[asyncio.Task[None]] = []
+        self._polling = False
+
+    def start(self, config: WorkerConfig) -> None:
+        self._tasks = [
+            asyncio.create_task(w.run(), name=f"worker:{w.task_queue}") for w in self._workers
+        ]
+        self._polling = True
+        self._gauges.polling.set(1)
+        log.info(
+            "worker started",
+            extra={
+                "namespace": self._client.namespace,
+                "task_queues": ",".join(w.task_queue for w in self._workers),
+                **config.describe(),
+            },
+        )
+
+    async def ready(self) -> bool:
+        # Polling: started and none stopped (a failed worker ends its run()).
+        if not self._polling or not all(w.is_running for w in self._workers):
+            return False
+        try:
+            return await self._client.service_client.check_health(timeout=timedelta(seconds=2))
+        except Exception:
+            return False
+
+    async def first_failure(self, stop: asyncio.Task[Any]) -> BaseException | None:
+        """Wait for `stop` or for a worker to end; a worker that ends is a failure."""
+        failure: BaseException | None = None
+        done, _ = await asyncio.wait([stop, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not stop and task.exception() is not None:
+                failure = task.exception()
+                log.error(
+                    "worker failed", extra={"task_queue": task.get_name(), "error": str(failure)}
+                )
+            elif task is not stop:
+                failure = RuntimeError(f"{task.get_name()} stopped unexpectedly")
+        return failure
+
+    def mark_stopped(self) -> None:
+        self._polling = False
+        self._gauges.polling.set(0)
+
+    async def shutdown(self) -> None:
+        """Stop polling; in-flight activities get the graceful shutdown timeout."""
+        await asyncio.gather(*(_shutdown(w) for w in self._workers))
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+async def _serve_metrics(
+    config: WorkerConfig,
+    telemetry: WorkerMetrics,
+    running: _Running,
+    metrics_host: str | None,
+) -> asyncio.Server | None:
+    """Start `/metrics` and the probes on ``metricsPort`` (none when it is 0)."""
+    host = metrics_host or os.environ.get(ENV_METRICS_HOST, "0.0.0.0")
+    if not config.metrics_port:
+        return None
+    server, port = await start_http_server(
+        host=host,
+        port=config.metrics_port,
+        ready=running.ready,
+        registry=telemetry.registry,
+        before_scrape=telemetry.pools.refresh,
+    )
+    log.info("metrics endpoint listening", extra={"address": f"{host}:{port}"})
+    return server
 
 
 async def _shutdown(worker: Worker) -> None:
@@ -234,9 +219,3 @@ async def main_async(config: WorkerConfig) -> None:
         identity=f"devicepool-worker@{os.uname().nodename}:{os.getpid()}", runtime=runtime
     )
     await run_worker(config, client, shutdown_event=shutdown_event, sdk_metrics=buffer)
-
-
-def sdk_runtime() -> tuple[Runtime, MetricBuffer]:
-    """A Temporal runtime whose Core metrics land in a buffer that `/metrics` drains."""
-    buffer = MetricBuffer(100_000, MetricBufferDurationFormat.SECONDS)
-    return Runtime(telemetry=TelemetryConfig(metrics=buffer)), buffer

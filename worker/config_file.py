@@ -1,0 +1,74 @@
+"""The worker config file's schema: pydantic models in the file's camelCase names.
+
+`ConfigFile` is the whole file as written (every model forbids unknown
+fields); `first_error` turns a validation error into the one line a
+`ConfigError` carries. Resolving the parsed file (secrets, defaults, the
+environment's overrides) is ``worker/config.py``'s job.
+"""
+
+from __future__ import annotations
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+DEFAULT_METRICS_PORT = 9464
+
+
+class _FileModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=False, extra="forbid")
+
+
+class AccountFile(_FileModel):
+    base_url: str
+    api_key_file: str | None = None
+    api_key_env: str | None = None
+    creates_per_minute: int = Field(default=20, ge=1, le=6000)
+    timeout_seconds: float = Field(default=10.0, gt=0)
+    window_seconds: float = Field(default=60.0, gt=0)
+    window_margin_seconds: float = Field(default=1.0, ge=0)
+
+
+class ProxyPoolFile(_FileModel):
+    type: str = "socks5"
+    host: str = Field(min_length=1)
+    port: int = Field(ge=1, le=65535)
+    username_template: str = "user-session-{session}-ttl-{ttl}"
+    password_file: str | None = None
+    password_env: str | None = None
+
+
+class IntervalsFile(_FileModel):
+    resync_seconds: float = Field(default=30.0, gt=0)
+    health_seconds: float = Field(default=60.0, gt=0)
+    offline_after_seconds: float = Field(default=180.0, gt=0)
+    startup_timeout_seconds: float = Field(default=300.0, gt=0)
+    idle_grace_seconds: float = Field(default=60.0, ge=0)
+    # Failing replacements: stop creating in a region after this many devices in
+    # a row never became ready, and back off from backoffInitialSeconds doubling
+    # up to backoffMaxSeconds.
+    failure_streak_limit: int = Field(default=3, ge=1)
+    backoff_initial_seconds: float = Field(default=30.0, gt=0)
+    backoff_max_seconds: float = Field(default=900.0, gt=0)
+
+
+class ConfigFile(_FileModel):
+    accounts: dict[str, AccountFile] = Field(default_factory=dict)
+    proxy_pools: dict[str, ProxyPoolFile] = Field(default_factory=dict)
+    intervals: IntervalsFile = Field(default_factory=IntervalsFile)
+    metrics_port: int = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535)
+
+
+def first_error(err: pydantic.ValidationError) -> str:
+    """The first problem, as `field.path: message` with the file's camelCase names."""
+    first = err.errors()[0]
+    loc = ".".join(str(part) for part in first["loc"])
+    if first["type"] == "extra_forbidden":
+        return f"{loc}: unknown field"
+    if first["type"] == "missing":
+        return f"{loc}: required"
+    message = first["msg"]
+    value = first.get("input")
+    shown = "" if isinstance(value, dict | list) else f", got {value!r}"
+    extra = f" ({len(err.errors()) - 1} more problem(s))" if len(err.errors()) > 1 else ""
+    return f"{loc}: {message[:1].lower()}{message[1:]}{shown}{extra}"

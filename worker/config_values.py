@@ -1,0 +1,137 @@
+"""Checked values for the worker config: environment overrides, URLs, templates, secrets.
+
+Every problem is a `ConfigError` whose `str()` is one line naming the field
+(``accounts.default.baseUrl``) or the environment variable. Secrets are read
+into `SecretStr`, from a file (relative paths against the config file's
+directory) or an environment variable, and never appear in a message.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import SecretStr
+
+ENV_CONFIG = "DEVICEPOOL_CONFIG"
+ENV_METRICS_PORT = "DEVICEPOOL_METRICS_PORT"
+ENV_GRACEFUL_SHUTDOWN = "DEVICEPOOL_GRACEFUL_SHUTDOWN_SECONDS"
+ENV_LOG_FORMAT = "DEVICEPOOL_LOG_FORMAT"
+# environment variable -> intervals field (camelCase, as in the file)
+ENV_INTERVALS: dict[str, str] = {
+    "DEVICEPOOL_RESYNC_SECONDS": "resyncSeconds",
+    "DEVICEPOOL_HEALTH_SECONDS": "healthSeconds",
+    "DEVICEPOOL_OFFLINE_AFTER_SECONDS": "offlineAfterSeconds",
+    "DEVICEPOOL_STARTUP_TIMEOUT_SECONDS": "startupTimeoutSeconds",
+    "DEVICEPOOL_IDLE_GRACE_SECONDS": "idleGraceSeconds",
+}
+
+
+class ConfigError(ValueError):
+    """A configuration problem; `str()` is one line naming the field."""
+
+
+def apply_env(data: dict[str, Any], env: Mapping[str, str], source: str) -> dict[str, Any]:
+    intervals = data.get("intervals")
+    intervals = dict(intervals) if isinstance(intervals, dict) else intervals
+    for name, key in ENV_INTERVALS.items():
+        if name in env:
+            if intervals is None:
+                intervals = {}
+            if isinstance(intervals, dict):
+                intervals[key] = env_float(env, name, 0.0, source)
+    if intervals is not None:
+        data["intervals"] = intervals
+    if ENV_METRICS_PORT in env:
+        raw = env[ENV_METRICS_PORT]
+        try:
+            data["metricsPort"] = int(raw)
+        except ValueError:
+            raise ConfigError(f"{ENV_METRICS_PORT}: must be an integer, got {raw!r}") from None
+    return data
+
+
+def env_float(env: Mapping[str, str], name: str, default: float, source: str) -> float:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}: must be a number of seconds, got {raw!r}") from None
+    if value < 0:
+        raise ConfigError(f"{name}: must be >= 0, got {raw!r}")
+    return value
+
+
+def log_format(env: Mapping[str, str]) -> str:
+    """`DEVICEPOOL_LOG_FORMAT`: logfmt (the default) or json."""
+    value = env.get(ENV_LOG_FORMAT, "logfmt").strip().lower() or "logfmt"
+    if value not in ("logfmt", "json"):
+        raise ConfigError(f"{ENV_LOG_FORMAT}: must be logfmt or json, got {value!r}")
+    return value
+
+
+def check_url(url: str, where: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"{where}: must be an http(s) URL such as https://host[:port], got {url!r}"
+        )
+    try:
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        raise ConfigError(f"{where}: bad port in {url!r}") from None
+
+
+def check_template(template: str, where: str) -> None:
+    try:
+        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    unknown = {f for f in fields if f not in ("session", "ttl")}
+    if unknown or "" in fields:
+        raise ConfigError(f"{where}: may use {{session}} and {{ttl}} only, got {template!r}")
+
+
+def read_secret(
+    *,
+    file: str | None,
+    env_name: str | None,
+    field_prefix: str,
+    base_dir: Path,
+    env: Mapping[str, str],
+    required: bool,
+) -> SecretStr:
+    if file and env_name:
+        raise ConfigError(
+            f"{field_prefix}File / {field_prefix.rsplit('.', 1)[-1]}Env: set one, not both"
+        )
+    if file:
+        path = Path(file).expanduser()
+        if not path.is_absolute():
+            path = base_dir / path
+        try:
+            value = path.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            raise ConfigError(f"{field_prefix}File: file {str(path)!r} not found") from None
+        except OSError as err:
+            raise ConfigError(
+                f"{field_prefix}File: cannot read {str(path)!r}: {err.strerror or err}"
+            ) from None
+        if not value:
+            raise ConfigError(f"{field_prefix}File: file {str(path)!r} is empty")
+        return SecretStr(value)
+    if env_name:
+        value = env.get(env_name, "").strip()
+        if not value:
+            raise ConfigError(
+                f"{field_prefix}Env: environment variable {env_name} is not set or empty"
+            )
+        return SecretStr(value)
+    if required:
+        raise ConfigError(f"{field_prefix}File: required (or {field_prefix.rsplit('.', 1)[-1]}Env)")
+    return SecretStr("")

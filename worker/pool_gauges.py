@@ -1,0 +1,213 @@
+"""Per-pool gauges on `/metrics`, read from ONE source of truth: Temporal itself.
+
+Each scrape (at most every `max_age` seconds) lists the running DevicePool
+workflows through visibility and reads their search attributes (desired,
+ready, phase, platform); every `status_max_age` seconds it also asks each
+running pool its `status` query (a query costs no history) for devices by
+status and conditions. Whichever replica runs which pool, every replica
+exports the same numbers (dashboards take `max by (pool)`), and a deleted
+pool is no longer running, so its series vanish at the next scrape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from temporalio.client import Client
+
+from devicepool.api.names import (
+    QUERY_STATUS,
+    SA_DESIRED,
+    SA_PHASE,
+    SA_PLATFORM,
+    SA_READY,
+    WORKFLOW_DEVICE_POOL,
+    pool_name_from_workflow_id,
+    pool_workflow_id,
+)
+
+log = logging.getLogger("devicepool.metrics")
+
+RUNNING_POOLS_QUERY = f'WorkflowType="{WORKFLOW_DEVICE_POOL}" AND ExecutionStatus="Running"'
+DEVICE_STATUS_FIELDS = {
+    "ready": "readyDevices",
+    "busy": "busyDevices",
+    "provisioning": "provisioningDevices",
+    "offline": "offlineDevices",
+}
+
+
+@dataclass
+class _Pool:
+    name: str
+    platform: str
+    desired: int | None
+    ready: int | None
+    phase: str
+    status: dict[str, Any] | None = None
+
+
+@dataclass
+class _Snapshot:
+    pools: list[_Pool] = field(default_factory=list)
+    ok: bool = False
+
+
+class PoolCollector(Collector):
+    """Per-pool gauges from visibility (and the `status` query), refreshed on scrape."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        max_age: float = 5.0,
+        status_max_age: float = 30.0,
+        timeout: float = 5.0,
+        max_concurrent_queries: int = 8,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self._max_age = max_age
+        self._status_max_age = status_max_age
+        self._timeout = timeout
+        self._queries = asyncio.Semaphore(max_concurrent_queries)
+        self._clock = clock
+        self._snapshot = _Snapshot()
+        self._listed_at: float | None = None
+        self._statuses: dict[str, dict[str, Any]] = {}
+        self._statuses_at: float | None = None
+        self._lock = asyncio.Lock()
+
+    async def refresh(self, *, force: bool = False) -> None:
+        """Bring the snapshot up to date unless it is younger than `max_age`."""
+        async with self._lock:
+            now = self._clock()
+            if not force and self._listed_at is not None and now - self._listed_at < self._max_age:
+                return
+            try:
+                pools = await asyncio.wait_for(self._list(), self._timeout)
+            except Exception as exc:
+                # Keep serving the last good numbers; `devicepool_visibility_up` says they are old.
+                log.warning("visibility refresh failed: %s", exc)
+                self._snapshot = _Snapshot(pools=self._snapshot.pools, ok=False)
+                self._listed_at = now
+                return
+            if (
+                force
+                or self._statuses_at is None
+                or now - self._statuses_at >= self._status_max_age
+            ):
+                self._statuses = await self._query_statuses([p.name for p in pools])
+                self._statuses_at = now
+            for pool in pools:
+                pool.status = self._statuses.get(pool.name)
+            self._snapshot = _Snapshot(pools=pools, ok=True)
+            self._listed_at = now
+
+    async def _list(self) -> list[_Pool]:
+        pools: list[_Pool] = []
+        async for execution in self._client.list_workflows(RUNNING_POOLS_QUERY):
+            name = pool_name_from_workflow_id(execution.id)
+            if name is None:
+                continue
+            attrs = execution.search_attributes
+            pools.append(
+                _Pool(
+                    name=name,
+                    platform=str(_first(attrs.get(SA_PLATFORM)) or ""),
+                    desired=_int(_first(attrs.get(SA_DESIRED))),
+                    ready=_int(_first(attrs.get(SA_READY))),
+                    phase=str(_first(attrs.get(SA_PHASE)) or ""),
+                )
+            )
+        return pools
+
+    async def _query_statuses(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+        async def one(name: str) -> tuple[str, dict[str, Any] | None]:
+            async with self._queries:
+                try:
+                    handle = self._client.get_workflow_handle(pool_workflow_id(name))
+                    result = await handle.query(
+                        QUERY_STATUS, rpc_timeout=timedelta(seconds=self._timeout)
+                    )
+                except Exception as exc:
+                    log.info("status query of pool %s failed: %s", name, exc)
+                    return name, self._statuses.get(name)  # the previous answer, if any
+            return name, dict(result) if isinstance(result, dict) else None
+
+        answers = await asyncio.gather(*(one(n) for n in names))
+        return {name: status for name, status in answers if status is not None}
+
+    def collect(self) -> Iterable[Metric]:
+        snap = self._snapshot
+        up = GaugeMetricFamily(
+            "devicepool_visibility_up",
+            "1 if the last read of the pools from Temporal visibility succeeded.",
+        )
+        up.add_metric([], 1.0 if snap.ok else 0.0)
+        yield up
+        count = GaugeMetricFamily("devicepool_pools", "Running DevicePool workflows.")
+        count.add_metric([], len(snap.pools))
+        yield count
+
+        labels = ["pool", "platform"]
+        desired = GaugeMetricFamily(
+            "devicepool_replicas_desired",
+            "Desired devices (spec.replicas) of a pool.",
+            labels=labels,
+        )
+        ready = GaugeMetricFamily(
+            "devicepool_replicas_ready", "Serving devices (ready + busy) of a pool.", labels=labels
+        )
+        phase = GaugeMetricFamily(
+            "devicepool_pool_phase",
+            "1 for the pool's current phase.",
+            labels=[*labels, "phase"],
+        )
+        devices = GaugeMetricFamily(
+            "devicepool_devices",
+            "A pool's devices by status, from its `status` query.",
+            labels=[*labels, "status"],
+        )
+        conditions = GaugeMetricFamily(
+            "devicepool_pool_condition",
+            "1 if the pool's condition of this type is True, else 0.",
+            labels=[*labels, "type"],
+        )
+        for pool in snap.pools:
+            key = [pool.name, pool.platform]
+            if pool.desired is not None:
+                desired.add_metric(key, pool.desired)
+            if pool.ready is not None:
+                ready.add_metric(key, pool.ready)
+            if pool.phase:
+                phase.add_metric([*key, pool.phase], 1)
+            if pool.status is not None:
+                for status, json_field in DEVICE_STATUS_FIELDS.items():
+                    devices.add_metric([*key, status], float(pool.status.get(json_field) or 0))
+                for cond in pool.status.get("conditions") or []:
+                    conditions.add_metric(
+                        [*key, str(cond.get("type"))], 1.0 if cond.get("status") == "True" else 0.0
+                    )
+        yield from (desired, ready, phase, devices, conditions)
+
+
+def _first(value: Any) -> Any:
+    if isinstance(value, list):
+        return value[0] if value else None
+    return value
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None

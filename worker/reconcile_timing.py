@@ -1,0 +1,114 @@
+"""`devicepool_reconcile_duration_seconds`: DevicePool reconcile passes, timed from outside.
+
+`ReconcileInterceptor` is a worker interceptor: it watches the pool
+workflow's outbound commands instead of touching workflow code, and records
+only while a pass executes for the first time, never on replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, NoReturn
+
+from temporalio import workflow
+from temporalio.worker import (
+    ContinueAsNewInput,
+    Interceptor,
+    StartActivityInput,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
+    WorkflowOutboundInterceptor,
+)
+
+from devicepool.activities.metrics import Metrics
+from devicepool.api.names import WORKFLOW_DEVICE_POOL
+
+
+class ReconcileInterceptor(Interceptor):
+    """Times DevicePool reconcile passes from outside the workflow code.
+
+    Why this is replay-safe: calling prometheus-client from workflow code would
+    count again every time a worker replays a history (cache eviction, worker
+    restart, another replica picking the pool up). This interceptor observes
+    the workflow's outbound commands and records only when
+    `workflow.unsafe.is_replaying()` is False, i.e. while the pass is executing
+    for the first time; a pass that began during replay is discarded, never
+    completed, so nothing is ever observed twice. The clock it reads
+    (`time.monotonic`) is used only for the metric and never flows back into
+    workflow state, so determinism is untouched.
+
+    What a pass is, seen from the commands: it begins when the pool starts an
+    observation (`list_devices`) or when its `watch_devices` activity returns
+    with a change, and ends when the pool goes back to waiting, which it shows
+    by starting the next `watch_devices` (or by continuing as new). A pass woken
+    by a timer or a message while the watch is still running ends without a
+    new watch and is not measured.
+    """
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def workflow_interceptor_class(
+        self, input: WorkflowInterceptorClassInput
+    ) -> type[WorkflowInboundInterceptor] | None:
+        metrics = self._metrics
+
+        class _Inbound(WorkflowInboundInterceptor):
+            def init(self, outbound: WorkflowOutboundInterceptor) -> None:
+                if outbound.info().workflow_type == WORKFLOW_DEVICE_POOL:
+                    outbound = _ReconcileOutbound(outbound, metrics)
+                super().init(outbound)
+
+        return _Inbound
+
+
+OBSERVE_ACTIVITY = "list_devices"
+WATCH_ACTIVITY = "watch_devices"
+
+
+class _ReconcileOutbound(WorkflowOutboundInterceptor):
+    def __init__(self, next: WorkflowOutboundInterceptor, metrics: Metrics) -> None:
+        super().__init__(next)
+        self._metrics = metrics
+        self._started: float | None = None
+
+    def _live(self) -> bool:
+        if workflow.unsafe.is_replaying():
+            self._started = None
+            return False
+        return True
+
+    def _begin(self) -> None:
+        if self._live():
+            self._started = _now()
+
+    def _end(self) -> None:
+        started, self._started = self._started, None
+        if started is not None and self._live():
+            self._metrics.reconcile.observe(max(0.0, _now() - started))
+
+    def start_activity(self, input: StartActivityInput) -> workflow.ActivityHandle[Any]:
+        if input.activity == WATCH_ACTIVITY:
+            self._end()
+        elif input.activity == OBSERVE_ACTIVITY:
+            self._begin()
+        handle = super().start_activity(input)
+        if input.activity == WATCH_ACTIVITY:
+            handle.add_done_callback(self._watch_done)
+        return handle
+
+    def _watch_done(self, task: asyncio.Future[Any]) -> None:
+        # Cancelled at continue-as-new or deletion: no pass follows.
+        if not task.cancelled():
+            self._begin()
+
+    def continue_as_new(self, input: ContinueAsNewInput) -> NoReturn:
+        self._end()
+        super().continue_as_new(input)
+
+
+def _now() -> float:
+    # Metrics only, never workflow state: see ReconcileInterceptor.
+    with workflow.unsafe.sandbox_unrestricted():
+        return time.monotonic()

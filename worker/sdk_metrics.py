@@ -1,0 +1,141 @@
+"""The Temporal SDK's own worker metrics (pollers, task latencies, slots, ...) on `/metrics`.
+
+`sdk_runtime()` builds the worker's Temporal runtime with its Core metrics
+going to a `temporalio.runtime.MetricBuffer`; `SdkMetricsCollector` drains that
+buffer and re-exposes it in Prometheus form, so the SDK's metrics come out of
+the same endpoint as ours; `drain_periodically` keeps the buffer from
+overflowing between scrapes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+from temporalio.runtime import (
+    BUFFERED_METRIC_KIND_COUNTER,
+    BUFFERED_METRIC_KIND_GAUGE,
+    MetricBuffer,
+    MetricBufferDurationFormat,
+    Runtime,
+    TelemetryConfig,
+)
+
+
+def sdk_runtime() -> tuple[Runtime, MetricBuffer]:
+    """A Temporal runtime whose Core metrics land in a buffer that `/metrics` drains."""
+    buffer = MetricBuffer(100_000, MetricBufferDurationFormat.SECONDS)
+    return Runtime(telemetry=TelemetryConfig(metrics=buffer)), buffer
+
+
+@dataclass
+class _Hist:
+    buckets: list[float]
+    counts: list[int]
+    total: float = 0.0
+    count: int = 0
+
+
+SDK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class SdkMetricsCollector(Collector):
+    """The SDK Core's metrics (a `MetricBuffer`) re-exposed in Prometheus form.
+
+    Counters arrive as deltas and are summed here; histograms arrive as single
+    observations (durations in seconds) and are bucketed here. `drain()` must
+    run regularly even without scrapes (the buffer drops what overflows); the
+    worker calls it every few seconds and on every scrape.
+    """
+
+    def __init__(self, buffer: MetricBuffer, *, buckets: Sequence[float] = SDK_BUCKETS) -> None:
+        self._buffer = buffer
+        self._buckets = list(buckets)
+        self._help: dict[str, str] = {}
+        self._counters: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+        self._gauges: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+        self._hists: dict[str, dict[tuple[tuple[str, str], ...], _Hist]] = {}
+
+    def drain(self) -> None:
+        try:
+            updates = self._buffer.retrieve_updates()
+        except RuntimeError:
+            return  # no runtime attached yet
+        for update in updates:
+            metric = update.metric
+            name = _metric_name(metric.name)
+            self._help.setdefault(name, metric.description or metric.name)
+            attrs = tuple(sorted((str(k), str(v)) for k, v in update.attributes.items()))
+            if metric.kind == BUFFERED_METRIC_KIND_COUNTER:
+                series = self._counters.setdefault(name, {})
+                series[attrs] = series.get(attrs, 0.0) + float(update.value)
+            elif metric.kind == BUFFERED_METRIC_KIND_GAUGE:
+                self._gauges.setdefault(name, {})[attrs] = float(update.value)
+            else:
+                hist = self._hists.setdefault(name, {}).get(attrs)
+                if hist is None:
+                    hist = _Hist(self._buckets, [0] * len(self._buckets))
+                    self._hists[name][attrs] = hist
+                value = float(update.value)
+                for i, bound in enumerate(self._buckets):
+                    if value <= bound:
+                        hist.counts[i] += 1
+                hist.total += value
+                hist.count += 1
+
+    def collect(self) -> Iterable[Metric]:
+        self.drain()
+        for name, series in sorted(self._counters.items()):
+            counter = CounterMetricFamily(name, self._help[name], labels=_label_names(series))
+            for attrs, value in series.items():
+                counter.add_metric([v for _, v in attrs], value)
+            yield counter
+        for name, series in sorted(self._gauges.items()):
+            gauge = GaugeMetricFamily(name, self._help[name], labels=_label_names(series))
+            for attrs, value in series.items():
+                gauge.add_metric([v for _, v in attrs], value)
+            yield gauge
+        for name, hists in sorted(self._hists.items()):
+            family = HistogramMetricFamily(name, self._help[name], labels=_label_names(hists))
+            for attrs, hist in hists.items():
+                buckets = [
+                    (_le(bound), float(c))
+                    for bound, c in zip(hist.buckets, hist.counts, strict=True)
+                ]
+                buckets.append(("+Inf", float(hist.count)))
+                family.add_metric([v for _, v in attrs], buckets, hist.total)
+            yield family
+
+
+def _metric_name(name: str) -> str:
+    name = name if name.startswith("temporal_") else f"temporal_{name}"
+    # Durations come in seconds (MetricBufferDurationFormat.SECONDS): say so in the name.
+    if name.endswith("_latency"):
+        name += "_seconds"
+    return name
+
+
+def _label_names(series: dict[tuple[tuple[str, str], ...], Any]) -> list[str]:
+    first = next(iter(series))
+    return [k for k, _ in first]
+
+
+def _le(bound: float) -> str:
+    return repr(float(bound))
+
+
+async def drain_periodically(collector: SdkMetricsCollector, every: float = 5.0) -> None:
+    while True:
+        await asyncio.sleep(every)
+        with contextlib.suppress(Exception):
+            collector.drain()
