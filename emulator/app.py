@@ -1,8 +1,9 @@
 """The BitCloudPhone emulator as a FastAPI app: the public `/api/v1` contract and the
 `/_emulator` control plane (no auth) that tests and benchmarks drive.
 
-The HTTP layer only translates: every rule lives in `emulator.state.Emulator`,
-reachable as `app.state.emulator`. Faults (injected errors, latency, lost
+The HTTP layer only translates: every rule lives in the provider,
+`emulator.state.Emulator` and the private modules it composes, reachable as
+`app.state.emulator`. Faults (injected errors, latency, lost
 responses) wrap the public API only, in an ASGI middleware.
 """
 
