@@ -11,14 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pydantic
-from temporalio.api.enums.v1 import EventType
-from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import (
     Client,
     RPCTimeoutOrCancelledError,
@@ -28,27 +25,14 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
-    WorkflowUpdateFailedError,
 )
-from temporalio.common import (
-    SearchAttributeKey,
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-)
-from temporalio.exceptions import ApplicationError, FailureError
+from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api.names import (
     QUERY_DEVICES,
     QUERY_SPEC,
     QUERY_STATUS,
-    SA_ACCOUNT,
-    SA_DESIRED,
-    SA_PHASE,
-    SA_PLATFORM,
-    SA_READY,
-    SA_REGION,
     TASK_QUEUE,
     UPDATE_APPLY,
     UPDATE_SCALE,
@@ -59,7 +43,13 @@ from devicepool.api.names import (
     pool_name_from_workflow_id,
     pool_workflow_id,
 )
-from devicepool.api.v1alpha1 import MAX_REPLICAS, DevicePool, ObjectMeta, Phase
+from devicepool.api.v1alpha1 import DevicePool
+from devicepool.client._history import recent_events
+from devicepool.client._results import DeleteResult, PoolSummary, iso
+from devicepool.client._search_attributes import initial_search_attributes, stale_summary
+from devicepool.client._status import devices_left, is_converged
+from devicepool.client._temporal_errors import temporal_errors
+from devicepool.client._validation import validate_name, validate_replicas
 from devicepool.client.errors import (
     BadInput,
     DevicePoolError,
@@ -75,6 +65,8 @@ from devicepool.workflows.messages import (
     ScaleRequest,
 )
 
+__all__ = ["DeleteResult", "PoolClient", "PoolSummary", "ProgressCallback"]
+
 # Queries need a worker to answer; without one the server holds them. A short
 # timeout lets `get` fall back to the search attributes instead of hanging.
 QUERY_TIMEOUT = timedelta(seconds=5)
@@ -83,89 +75,14 @@ UPDATE_TIMEOUT = timedelta(seconds=60)
 POLL_SECONDS = 1.0
 RECENT_EVENTS = 20
 
-_PLATFORM = SearchAttributeKey.for_keyword(SA_PLATFORM)
-_REGION = SearchAttributeKey.for_keyword(SA_REGION)
-_DESIRED = SearchAttributeKey.for_int(SA_DESIRED)
-_READY = SearchAttributeKey.for_int(SA_READY)
-_PHASE = SearchAttributeKey.for_keyword(SA_PHASE)
-_ACCOUNT = SearchAttributeKey.for_keyword(SA_ACCOUNT)
-
-
-@dataclass
-class PoolSummary:
-    """One pool as `get` shows it: the resource shape (metadata, spec, status)."""
-
-    name: str
-    spec: dict[str, Any]
-    status: dict[str, Any]
-    created: datetime | None = None
-    # Set when the worker did not answer and the row comes from search attributes.
-    stale: bool = False
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    def to_resource(self) -> dict[str, Any]:
-        metadata = {"name": self.name, **{k: v for k, v in self.metadata.items() if k != "name"}}
-        if self.created is not None:
-            metadata["creationTimestamp"] = _iso(self.created)
-        return {
-            "apiVersion": DevicePool.model_fields["api_version"].default,
-            "kind": DevicePool.model_fields["kind"].default,
-            "metadata": metadata,
-            "spec": self.spec,
-            "status": self.status,
-        }
-
-
-@dataclass
-class DeleteResult:
-    name: str
-    closed: bool
-    execution_status: str
-    devices_left: int | None
-
-
+# Called with each status a wait reads (camelCase `DevicePoolStatus` JSON).
 ProgressCallback = Callable[[dict[str, Any]], None]
 
 
-def validate_name(name: str) -> str:
-    """A pool name is a DNS-1123 label; anything else is `BadInput` (exit 2)."""
-    try:
-        ObjectMeta.model_validate({"name": name})
-    except pydantic.ValidationError as err:
-        reason = err.errors()[0]["msg"].removeprefix("Value error, ")
-        raise BadInput(f"invalid pool name {name!r}: {reason}") from None
-    return name
-
-
-def validate_replicas(replicas: int) -> int:
-    if isinstance(replicas, bool) or not isinstance(replicas, int):
-        raise BadInput(f"replicas: must be an integer, got {replicas!r}")
-    if not 0 <= replicas <= MAX_REPLICAS:
-        raise BadInput(f"replicas: must be between 0 and {MAX_REPLICAS}, got {replicas}")
-    return replicas
-
-
-def devices_left(status: dict[str, Any]) -> int:
-    ids = status.get("deviceIds")
-    if isinstance(ids, list):
-        return len(ids)
-    return sum(
-        int(status.get(k) or 0)
-        for k in ("readyDevices", "provisioningDevices", "busyDevices", "offlineDevices")
-    )
-
-
-def is_converged(status: dict[str, Any], generation: int) -> bool:
-    """Every desired device is up (ready or busy) and no surplus or stragglers remain."""
-    desired = int(status.get("desiredReplicas") or 0)
-    up = int(status.get("readyDevices") or 0) + int(status.get("busyDevices") or 0)
-    total = (
-        up + int(status.get("provisioningDevices") or 0) + int(status.get("offlineDevices") or 0)
-    )
-    return int(status.get("observedGeneration") or 0) >= generation and up == desired == total
-
-
 class PoolClient:
+    """Pools over one Temporal client: `apply`, `scale`, `delete`, `wait_ready` write or wait;
+    `get`, `summary`, `list`, `devices`, `describe` read."""
+
     def __init__(self, client: Client) -> None:
         self._client = client
 
@@ -196,16 +113,7 @@ class PoolClient:
             task_queue=TASK_QUEUE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary=summary,
-            search_attributes=TypedSearchAttributes(
-                [
-                    SearchAttributePair(_PLATFORM, spec.platform.value),
-                    SearchAttributePair(_REGION, spec.region),
-                    SearchAttributePair(_DESIRED, spec.replicas),
-                    SearchAttributePair(_READY, 0),
-                    SearchAttributePair(_PHASE, Phase.PENDING.value),
-                    SearchAttributePair(_ACCOUNT, spec.provider_credential_ref),
-                ]
-            ),
+            search_attributes=initial_search_attributes(spec),
         )
         with self._errors(pool.name, writing=True):
             result = await self._client.execute_update_with_start_workflow(
@@ -355,7 +263,7 @@ class PoolClient:
             if isinstance(view, DevicesView)
             else None
         )
-        events = await self._recent_events(handle)
+        events = await recent_events(handle, limit=RECENT_EVENTS, rpc_timeout=QUERY_TIMEOUT)
         resource = summary.to_resource()
         resource["devices"] = devices
         resource["workflow"] = {
@@ -363,7 +271,7 @@ class PoolClient:
             "runId": desc.run_id,
             "taskQueue": desc.task_queue,
             "status": desc.status.name if desc.status else "UNKNOWN",
-            "startTime": _iso(desc.start_time),
+            "startTime": iso(desc.start_time),
             "historyLength": desc.history_length,
         }
         resource["events"] = events
@@ -430,25 +338,7 @@ class PoolClient:
                 created=execution.start_time,
                 metadata=dict(spec_answer.get("metadata") or {}),
             )
-        attrs: TypedSearchAttributes = execution.typed_search_attributes
-        spec = {
-            "platform": attrs.get(_PLATFORM),
-            "region": attrs.get(_REGION),
-            "replicas": attrs.get(_DESIRED),
-            "providerCredentialRef": attrs.get(_ACCOUNT),
-        }
-        status = {
-            "phase": attrs.get(_PHASE),
-            "desiredReplicas": attrs.get(_DESIRED),
-            "readyDevices": attrs.get(_READY),
-        }
-        return PoolSummary(
-            name=name,
-            spec={k: v for k, v in spec.items() if v is not None},
-            status={k: v for k, v in status.items() if v is not None},
-            created=execution.start_time,
-            stale=True,
-        )
+        return stale_summary(name, execution)
 
     async def _try_query(
         self, handle: WorkflowHandle[Any, Any], query: str, *, result_type: type = dict
@@ -466,130 +356,17 @@ class PoolClient:
                 raise TemporalUnreachable(self.address, str(err)) from err
             return None
 
-    async def _recent_events(self, handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = []
-        activity_names: dict[int, str] = {}
-        try:
-            async for event in _events(handle):
-                row = _event_row(event, activity_names)
-                if row is not None:
-                    events.append(row)
-        except (RPCError, RPCTimeoutOrCancelledError):
-            return []
-        return events[-RECENT_EVENTS:]
-
-    @contextlib.contextmanager
-    def _errors(self, name: str | None, *, writing: bool = False) -> Iterator[None]:
-        """Map Temporal client errors onto the devicepool error tree, one line each."""
-        try:
-            yield
-        except DevicePoolError:
-            raise
-        except WorkflowUpdateFailedError as err:
-            raise BadInput(f'pool "{name}" rejected the change: {_cause_message(err)}') from err
-        except RPCTimeoutOrCancelledError as err:
-            what = "accept the change" if writing else "answer"
-            raise DevicePoolError(
-                f'pool "{name}": no worker did {what} in time — is `devicepool worker` '
-                f"(or `devicepool dev`) running?"
-            ) from err
-        except RPCError as err:
-            if err.status == RPCStatusCode.UNAVAILABLE:
-                raise TemporalUnreachable(self.address, str(err)) from err
-            if err.status == RPCStatusCode.NOT_FOUND and name is not None:
-                raise PoolNotFound(name) from err
-            message = err.message.splitlines()[0] if err.message else str(err)
-            if "search attribute" in message.lower():
-                raise DevicePoolError(f"{message} — register them with `devicepool setup`") from err
-            raise DevicePoolError(f"Temporal: {message}") from err
+    def _errors(
+        self, name: str | None, *, writing: bool = False
+    ) -> contextlib.AbstractContextManager[None]:
+        return temporal_errors(self.address, name, writing=writing)
 
     # `PoolClient.list()`, defined last: a method named `list` would shadow the
     # builtin in the annotations of every method after it.
     list = list_pools
 
 
-async def _events(handle: WorkflowHandle[Any, Any]) -> AsyncIterator[HistoryEvent]:
-    async for event in handle.fetch_history_events(rpc_timeout=QUERY_TIMEOUT):
-        yield event
-
-
-_SKIPPED = {
-    EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
-    EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
-    EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
-    EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED,
-    EventType.EVENT_TYPE_MARKER_RECORDED,
-}
-
-
-def _event_row(event: HistoryEvent, activity_names: dict[int, str]) -> dict[str, Any] | None:
-    """One history event as `{time, type, detail}` (None for bookkeeping events)."""
-    kind = event.event_type
-    if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-        activity_names[event.event_id] = (
-            event.activity_task_scheduled_event_attributes.activity_type.name
-        )
-    if kind in _SKIPPED:
-        return None
-    name = EventType.Name(kind).removeprefix("EVENT_TYPE_")
-    type_ = "".join(part.capitalize() for part in name.split("_"))
-    detail = ""
-    if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-        detail = activity_names[event.event_id]
-    elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-        attrs = event.activity_task_completed_event_attributes
-        detail = activity_names.get(attrs.scheduled_event_id, "")
-    elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
-        attrs_f = event.activity_task_failed_event_attributes
-        detail = f"{activity_names.get(attrs_f.scheduled_event_id, '')}: {attrs_f.failure.message}"
-    elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
-        attrs_t = event.activity_task_timed_out_event_attributes
-        detail = activity_names.get(attrs_t.scheduled_event_id, "")
-    elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-        detail = event.workflow_execution_signaled_event_attributes.signal_name
-    elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-        detail = (
-            event.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
-        )
-    elif kind == EventType.EVENT_TYPE_TIMER_STARTED:
-        timeout = event.timer_started_event_attributes.start_to_fire_timeout
-        detail = f"{timeout.ToTimedelta().total_seconds():g}s"
-    elif kind == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
-        detail = event.start_child_workflow_execution_initiated_event_attributes.workflow_id
-    elif kind == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED:
-        detail = (
-            event.child_workflow_execution_completed_event_attributes.workflow_execution.workflow_id
-        )
-    elif kind == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_FAILED:
-        attrs_c = event.child_workflow_execution_failed_event_attributes
-        detail = f"{attrs_c.workflow_execution.workflow_id}: {attrs_c.failure.message}"
-    elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-        detail = "history handed to a new run"
-    elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-        detail = event.workflow_task_failed_event_attributes.failure.message
-    return {"time": _iso(event.event_time.ToDatetime(tzinfo=UTC)), "type": type_, "detail": detail}
-
-
-def _cause_message(err: BaseException) -> str:
-    cause = err.__cause__
-    while cause is not None:
-        if isinstance(cause, ApplicationError | FailureError):
-            return str(
-                cause.message if isinstance(cause, ApplicationError) else cause
-            ).splitlines()[0]
-        cause = cause.__cause__
-    return str(err)
-
-
 def _accepted(result: Any) -> Accepted:
     if isinstance(result, Accepted):
         return result
     return Accepted.model_validate(result)
-
-
-def _iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,55 @@
+"""Temporal client errors mapped onto the devicepool error tree (`client.errors`), one line each."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from temporalio.client import RPCTimeoutOrCancelledError, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError, FailureError
+from temporalio.service import RPCError, RPCStatusCode
+
+from devicepool.client.errors import (
+    BadInput,
+    DevicePoolError,
+    PoolNotFound,
+    TemporalUnreachable,
+)
+
+
+@contextlib.contextmanager
+def temporal_errors(address: str, name: str | None, *, writing: bool = False) -> Iterator[None]:
+    """Turn what the SDK raises for pool `name` (None: no pool yet) into one devicepool error."""
+    try:
+        yield
+    except DevicePoolError:
+        raise
+    except WorkflowUpdateFailedError as err:
+        raise BadInput(f'pool "{name}" rejected the change: {_cause_message(err)}') from err
+    except RPCTimeoutOrCancelledError as err:
+        what = "accept the change" if writing else "answer"
+        raise DevicePoolError(
+            f'pool "{name}": no worker did {what} in time — is `devicepool worker` '
+            f"(or `devicepool dev`) running?"
+        ) from err
+    except RPCError as err:
+        if err.status == RPCStatusCode.UNAVAILABLE:
+            raise TemporalUnreachable(address, str(err)) from err
+        if err.status == RPCStatusCode.NOT_FOUND and name is not None:
+            raise PoolNotFound(name) from err
+        message = err.message.splitlines()[0] if err.message else str(err)
+        if "search attribute" in message.lower():
+            raise DevicePoolError(f"{message} — register them with `devicepool setup`") from err
+        raise DevicePoolError(f"Temporal: {message}") from err
+
+
+def _cause_message(err: BaseException) -> str:
+    """The first line of the validator's own message, under the SDK's wrapping."""
+    cause = err.__cause__
+    while cause is not None:
+        if isinstance(cause, ApplicationError | FailureError):
+            return str(
+                cause.message if isinstance(cause, ApplicationError) else cause
+            ).splitlines()[0]
+        cause = cause.__cause__
+    return str(err)
