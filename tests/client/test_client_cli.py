@@ -338,8 +338,7 @@ def test_emulator_bad_flag_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None
 def test_json_is_the_default_off_a_terminal(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from devicepool.client import cli
-    from devicepool.client.pool_client import PoolSummary
+    from devicepool.client import PoolSummary, _cli_pools
 
     class FakePools:
         async def list_pools(self) -> list[PoolSummary]:
@@ -354,7 +353,7 @@ def test_json_is_the_default_off_a_terminal(
     async def fake_pools(name: str | None = None) -> FakePools:
         return FakePools()
 
-    monkeypatch.setattr(cli, "_pools", fake_pools)
+    monkeypatch.setattr(_cli_pools, "open_pools", fake_pools)
     code, out, _ = run(capsys, "get")
     assert code == EXIT_OK
     [item] = json.loads(out)
@@ -378,3 +377,61 @@ def test_json_is_the_default_off_a_terminal(
 
     code, out, _ = run(capsys, "get", "-o", "yaml")
     assert "name: p1" in out
+
+
+@pytest.mark.parametrize(
+    ("replicas", "message"),
+    [
+        ("501", "error: replicas: must be between 0 and 500, got 501"),
+        ("-1", "error: replicas: must be between 0 and 500, got -1"),
+    ],
+)
+def test_scale_out_of_range_message(
+    capsys: pytest.CaptureFixture[str], unreachable: str, replicas: str, message: str
+) -> None:
+    code, _, err = run(capsys, "scale", "cli-pool", "--replicas", replicas)
+    assert code == EXIT_BAD_INPUT
+    assert err.strip() == message
+
+
+def test_devices_table_reads_the_camel_case_query_answer(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from devicepool.client import _cli_pools
+    from devicepool.workflows.messages import DevicesView
+
+    class FakePools:
+        async def devices(self, name: str) -> DevicesView:
+            return DevicesView.model_validate(
+                {
+                    "devices": [
+                        {
+                            "id": "d-1",
+                            "status": "busy",
+                            "region": "us-west",
+                            "createdAt": "2025-01-01T00:00:00Z",
+                            "sessionActive": True,
+                            "lastActivityAt": "2025-01-02T00:00:00Z",
+                        }
+                    ]
+                }
+            )
+
+    async def fake_pools(name: str | None = None) -> FakePools:
+        return FakePools()
+
+    monkeypatch.setattr(_cli_pools, "open_pools", fake_pools)
+    code, out, _ = run(capsys, "devices", "cli-pool", "-o", "json")
+    assert code == EXIT_OK
+    [item] = json.loads(out)
+    assert {"createdAt", "sessionActive", "lastActivityAt"} <= item.keys()
+
+    code, out, _ = run(capsys, "devices", "cli-pool", "-o", "table")
+    assert code == EXIT_OK
+    header, row = out.strip().splitlines()
+    assert header.split()[:5] == ["ID", "STATUS", "REGION", "AGE", "SESSION"]
+    cells = row.split()
+    assert cells[:3] == ["d-1", "busy", "us-west"]
+    assert cells[3].endswith("d")  # an age from createdAt, not "-"
+    assert cells[4] == "yes"  # sessionActive
+    assert cells[5].endswith("d")  # an age from lastActivityAt

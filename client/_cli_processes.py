@@ -1,0 +1,130 @@
+"""The process commands: `worker`, `emulator`, `dev`, plus `setup` and `version`.
+
+`worker`, `emulator` and `dev` are the composition root: the only commands that
+start the worker (`devicepool.worker`) or the emulator (`devicepool.emulator`).
+Those are imported inside the commands, so the pool commands never load them.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from devicepool.client._cli_support import load_or_exit, run
+
+
+def worker(
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", help="worker config file (default: $DEVICEPOOL_CONFIG or devicepool.yaml)"
+        ),
+    ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option("--metrics-port", min=0, max=65535, help="/metrics, /healthz, /readyz port"),
+    ] = None,
+) -> None:
+    """Run the worker: pool workflows, provider activities, one queue per account."""
+    from devicepool.worker.config import load_config
+    from devicepool.worker.logs import setup_logging
+    from devicepool.worker.main import main_async
+
+    async def body() -> None:
+        cfg = load_config(config, metrics_port=metrics_port)
+        setup_logging(cfg.log_format)
+        await main_async(cfg)
+
+    run(body)
+
+
+# Registered with `allow_extra_args`, `ignore_unknown_options` and no help
+# option of its own: every argument goes to the emulator's own parser.
+def emulator(ctx: typer.Context) -> None:
+    """Run the BitCloudPhone emulator (--host --port --account NAME=KEY ... ; see --help)."""
+    from devicepool.emulator.cli import main as emulator_main
+
+    raise typer.Exit(emulator_main(list(ctx.args)))
+
+
+def dev(
+    port: Annotated[int, typer.Option(help="Temporal gRPC port")] = 7233,
+    ui_port: Annotated[int, typer.Option(help="Temporal Web UI port")] = 8233,
+    emulator_port: Annotated[int, typer.Option(help="emulator HTTP port")] = 8088,
+    metrics_port: Annotated[int, typer.Option(help="worker /metrics port")] = 9464,
+    data_dir: Annotated[Path, typer.Option(help="state: Temporal SQLite db, logs, config")] = Path(
+        ".devicepool"
+    ),
+    provision_seconds: Annotated[
+        float, typer.Option(min=0, help="emulator: seconds a device takes to provision")
+    ] = 45.0,
+    creates_per_minute: Annotated[
+        int, typer.Option(min=1, help="emulator and worker: account creation window")
+    ] = 20,
+    resync_seconds: Annotated[float, typer.Option(min=0.1, help="worker: resync interval")] = 30.0,
+    health_seconds: Annotated[
+        float, typer.Option(min=0.1, help="worker: health check interval")
+    ] = 60.0,
+    offline_after_seconds: Annotated[
+        float, typer.Option(min=0.1, help="worker: replace devices offline this long")
+    ] = 180.0,
+    startup_timeout_seconds: Annotated[
+        float, typer.Option(min=0.1, help="worker: give up on a device provisioning this long")
+    ] = 300.0,
+    apply_file: Annotated[
+        str | None,
+        typer.Option("--apply", help="apply these manifests once everything is up"),
+    ] = None,
+) -> None:
+    """Run the whole system locally: Temporal dev server + emulator + worker."""
+    from devicepool.client.dev import DevOptions, run_dev
+
+    options = DevOptions(
+        port=port,
+        ui_port=ui_port,
+        emulator_port=emulator_port,
+        metrics_port=metrics_port,
+        data_dir=data_dir,
+        provision_seconds=provision_seconds,
+        creates_per_minute=creates_per_minute,
+        resync_seconds=resync_seconds,
+        health_seconds=health_seconds,
+        offline_after_seconds=offline_after_seconds,
+        startup_timeout_seconds=startup_timeout_seconds,
+        apply=apply_file,
+    )
+    pools = load_or_exit(apply_file) if apply_file else []  # a bad manifest exits 2 before starting
+    code = run(lambda: run_dev(options, pools))
+    if code:
+        raise typer.Exit(code)
+
+
+def setup() -> None:
+    """Register the pool search attributes on a Temporal cluster (idempotent)."""
+    from devicepool.client.setup import register_search_attributes
+
+    async def body() -> tuple[list[str], list[str]]:
+        from devicepool.connect import connect
+
+        return await register_search_attributes(await connect())
+
+    added, present = run(body)
+    for name in added:
+        typer.echo(f"search attribute {name} registered")
+    for name in present:
+        typer.echo(f"search attribute {name} already registered")
+
+
+def version() -> None:
+    """Print the devicepool and Temporal SDK versions."""
+    typer.echo(f"devicepool {_version('devicepool')} (temporalio {_version('temporalio')})")
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,62 @@
+"""Live progress bars on stderr while `apply --wait` and `delete --wait` wait."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+# A wait: called with the progress callback (None: no progress shown), it waits.
+Wait = Callable[..., Awaitable[Any]]
+
+
+async def wait_with_progress(
+    waits: dict[str, Wait],
+    *,
+    total_key: str,
+    done_key: str,
+    label: str,
+    countdown: bool = False,
+) -> None:
+    """Run each wait with a live rich progress bar on stderr.
+
+    Each wait's callback gets a dict with `done_key` (and `total_key`): the bar
+    counts up to the total, or, with `countdown`, down from the first count seen.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[shown]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=not console.is_terminal,
+    ) as progress:
+        tasks = {
+            name: progress.add_task(f"devicepool/{name}", total=None, shown="") for name in waits
+        }
+        initial: dict[str, int] = {}
+
+        def callback(name: str) -> Callable[[dict[str, Any]], None]:
+            def update(status: dict[str, Any]) -> None:
+                done = int(status.get(done_key) or 0)
+                if countdown:
+                    first = initial.setdefault(name, max(done, 1))
+                    progress.update(
+                        tasks[name], total=first, completed=first - done, shown=f"{done} {label}"
+                    )
+                else:
+                    total = int(status.get(total_key) or 0)
+                    progress.update(
+                        tasks[name],
+                        total=max(total, 1),
+                        completed=done if total else 1,
+                        shown=f"{done}/{total} {label}",
+                    )
+
+            return update
+
+        await asyncio.gather(*(wait(cb=callback(name)) for name, wait in waits.items()))

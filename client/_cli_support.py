@@ -1,0 +1,72 @@
+"""What every `devicepool` command shares: its common options, one-line errors, the pool client.
+
+A command body runs through `run`, which maps the devicepool error tree (and a
+bad manifest or worker config) to `error: ...` on stderr and the exit code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from devicepool.client.errors import EXIT_BAD_INPUT, DevicePoolError
+from devicepool.client.render import Output
+
+T = TypeVar("T")
+
+OutputOpt = Annotated[
+    Output | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="table, json or yaml (default: table on a terminal, json otherwise)",
+        case_sensitive=False,
+    ),
+]
+TimeoutOpt = Annotated[
+    float, typer.Option("--timeout", min=0, help="seconds --wait waits before giving up")
+]
+
+
+def fail(message: str, code: int) -> typer.Exit:
+    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.flush()
+    return typer.Exit(code)
+
+
+def run(body: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run an async command body; map devicepool errors to one line + exit code."""
+    from devicepool.api.loader import ManifestError
+    from devicepool.worker.config import ConfigError
+
+    try:
+        return asyncio.run(body())
+    except DevicePoolError as err:
+        raise fail(str(err), err.exit_code) from None
+    except (ManifestError, ConfigError) as err:
+        raise fail(str(err), EXIT_BAD_INPUT) from None
+
+
+async def open_pools(name: str | None = None) -> Any:
+    """A `PoolClient`; `name` is validated first, so a bad one never reaches Temporal."""
+    from devicepool.client._validation import validate_name
+    from devicepool.client.pool_client import PoolClient
+    from devicepool.connect import connect
+
+    if name is not None:
+        validate_name(name)
+    return PoolClient(await connect())
+
+
+def load_or_exit(path: str) -> list[Any]:
+    """The manifests' pools; a bad manifest exits 2 before anything is contacted."""
+    from devicepool.api.loader import ManifestError, load_manifests
+
+    try:
+        return load_manifests(path)
+    except ManifestError as err:
+        raise fail(str(err), EXIT_BAD_INPUT) from None

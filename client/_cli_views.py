@@ -1,0 +1,121 @@
+"""The tables of the read commands: `get`, `describe` and `devices` as a person reads them.
+
+`-o json|yaml` prints the data as it is (`render.print_data`); these are the
+`-o table` views of the same data, in camelCase as the pool answers it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import typer
+
+from devicepool.client.render import age, print_fields, print_table
+
+POOL_HEADERS = ["NAME", "PLATFORM", "REGION", "DESIRED", "READY", "PROV", "OFFLINE", "AGE", "PHASE"]
+DEVICE_HEADERS = ["ID", "STATUS", "REGION", "AGE", "SESSION", "LAST ACTIVITY", "REASON"]
+
+
+def print_pools(pools: Sequence[Any]) -> None:
+    """One row per `PoolSummary`; a phase read from search attributes is marked `?`."""
+    if not pools:
+        sys.stderr.write("No pools found.\n")
+        return
+    rows = []
+    for p in pools:
+        s, st = p.spec, p.status
+        rows.append(
+            [
+                p.name,
+                s.get("platform"),
+                s.get("region"),
+                st.get("desiredReplicas", s.get("replicas")),
+                st.get("readyDevices"),
+                st.get("provisioningDevices"),
+                st.get("offlineDevices"),
+                age(p.created),
+                (st.get("phase") or "") + ("?" if p.stale else ""),
+            ]
+        )
+    print_table(POOL_HEADERS, rows)
+
+
+def print_description(data: dict[str, Any]) -> None:
+    """`describe`: the fields, then conditions, devices and recent events."""
+    print_fields(_fields(data))
+    if data.get("note"):
+        typer.echo(f"Note: {data['note']}")
+    typer.echo("\nConditions:")
+    print_table(
+        ["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"],
+        [
+            [
+                c.get("type"),
+                c.get("status"),
+                c.get("reason"),
+                age(c.get("lastTransitionTime")),
+                c.get("message"),
+            ]
+            for c in data["status"].get("conditions") or []
+        ],
+    )
+    typer.echo("\nDevices:")
+    devices = data.get("devices")
+    if devices is None:
+        typer.echo("  (no worker answered)")
+    else:
+        print_devices(devices)
+    typer.echo("\nEvents:")
+    print_table(
+        ["AGE", "TYPE", "DETAIL"],
+        [[age(e["time"]), e["type"], e["detail"]] for e in data.get("events") or []],
+    )
+
+
+def _fields(data: dict[str, Any]) -> list[tuple[str, Any]]:
+    spec, status, wf = data["spec"], data["status"], data["workflow"]
+    proxy = spec.get("proxy") or {}
+    return [
+        ("Name", data["metadata"]["name"]),
+        ("Workflow", f"{wf['id']} (run {wf['runId']}, {wf['status']})"),
+        ("Created", data["metadata"].get("creationTimestamp")),
+        ("Provider", spec.get("provider")),
+        ("Platform", f"{spec.get('platform')} {spec.get('osVersion', '')}".strip()),
+        ("Region", spec.get("region")),
+        ("Account", spec.get("providerCredentialRef")),
+        (
+            "Proxy",
+            f"{proxy.get('poolRef')} (sticky {proxy.get('stickyTTL', 0)}s)" if proxy else None,
+        ),
+        ("Phase", status.get("phase")),
+        (
+            "Replicas",
+            f"{status.get('desiredReplicas', spec.get('replicas'))} desired | "
+            f"{status.get('readyDevices', 0)} ready | {status.get('busyDevices', 0)} busy | "
+            f"{status.get('provisioningDevices', 0)} provisioning | "
+            f"{status.get('offlineDevices', 0)} offline",
+        ),
+        ("Generation", f"observed {status.get('observedGeneration', '-')}"),
+        ("Last reconciled", status.get("lastReconciled")),
+    ]
+
+
+def print_devices(items: list[dict[str, Any]]) -> None:
+    """Devices as the `devices` query answers them (camelCase `DeviceInfo`)."""
+    print_table(
+        DEVICE_HEADERS,
+        [
+            [
+                d.get("id"),
+                d.get("status"),
+                d.get("region"),
+                age(d.get("createdAt")),
+                d.get("sessionActive"),
+                age(d.get("lastActivityAt")),
+                d.get("reason"),
+            ]
+            for d in items
+        ],
+    )
