@@ -1,0 +1,132 @@
+"""What `devicepool dev` configures: its options, its accounts and keys, the worker's config file.
+
+The worker config is written to ``<data-dir>/worker.yaml`` at every start,
+with the API keys as files under ``<data-dir>/secrets/``: the default account,
+every account a previous run or an applied pool names, the example proxy pools
+(placeholder gateways: the emulator routes no traffic) and the interval flags.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from devicepool.api.v1alpha1 import DevicePool
+
+DEV_NAMESPACE = "default"
+DEV_HOST = "127.0.0.1"
+DEFAULT_ACCOUNT = "default"
+DEFAULT_API_KEY = "devicepool-dev-key"
+# Proxy pools the examples and the article name. The emulator routes no traffic,
+# so the gateways are placeholders (`.invalid` never resolves).
+DEV_PROXY_POOLS = ("proxyseller-us", "proxyseller-eu", "proxyseller-asia")
+
+
+@dataclass
+class DevOptions:
+    port: int = 7233
+    ui_port: int = 8233
+    emulator_port: int = 8088
+    metrics_port: int = 9464
+    data_dir: Path = Path(".devicepool")
+    provision_seconds: float = 45.0
+    creates_per_minute: int = 20
+    resync_seconds: float = 30.0
+    health_seconds: float = 60.0
+    offline_after_seconds: float = 180.0
+    startup_timeout_seconds: float = 300.0
+    apply: str | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{DEV_HOST}:{self.port}"
+
+
+def account_key(account: str) -> str:
+    return DEFAULT_API_KEY if account == DEFAULT_ACCOUNT else f"{DEFAULT_API_KEY}-{account}"
+
+
+def dev_worker_config(
+    options: DevOptions, *, accounts: Sequence[str], proxy_pools: Sequence[str]
+) -> dict[str, Any]:
+    """The worker config `devicepool dev` writes (keys are files under `secrets/`)."""
+    return {
+        "accounts": {
+            name: {
+                "baseUrl": f"http://{DEV_HOST}:{options.emulator_port}",
+                "apiKeyFile": f"secrets/{name}.key",
+                "createsPerMinute": options.creates_per_minute,
+            }
+            for name in accounts
+        },
+        "proxyPools": {
+            name: {
+                "type": "socks5",
+                "host": f"{name}.gateway.invalid",
+                "port": 10000,
+                "usernameTemplate": "user-session-{session}-ttl-{ttl}",
+            }
+            for name in proxy_pools
+        },
+        "intervals": {
+            "resyncSeconds": options.resync_seconds,
+            "healthSeconds": options.health_seconds,
+            "offlineAfterSeconds": options.offline_after_seconds,
+            "startupTimeoutSeconds": options.startup_timeout_seconds,
+        },
+        "metricsPort": options.metrics_port,
+    }
+
+
+def write_worker_config(
+    options: DevOptions, pools: Sequence[DevicePool]
+) -> tuple[list[str], list[str]]:
+    """Accounts and proxy pools: the defaults, the previous run's, and what pools name."""
+    data_dir = options.data_dir
+    accounts = {DEFAULT_ACCOUNT}
+    proxy_pools = set(DEV_PROXY_POOLS)
+    previous = data_dir / "worker.yaml"
+    if previous.is_file():
+        with contextlib.suppress(yaml.YAMLError, OSError, AttributeError):
+            old = yaml.safe_load(previous.read_text()) or {}
+            accounts.update(old.get("accounts") or {})
+            proxy_pools.update(old.get("proxyPools") or {})
+    for pool in pools:
+        accounts.add(pool.spec.provider_credential_ref)
+        if pool.spec.proxy is not None:
+            proxy_pools.add(pool.spec.proxy.pool_ref)
+    secrets = data_dir / "secrets"
+    secrets.mkdir(parents=True, exist_ok=True)
+    for account in accounts:
+        key_file = secrets / f"{account}.key"
+        key_file.write_text(account_key(account) + "\n")
+        key_file.chmod(0o600)
+    config = dev_worker_config(options, accounts=sorted(accounts), proxy_pools=sorted(proxy_pools))
+    header = "# Written by `devicepool dev` at every start; edit its flags, not this file.\n"
+    previous.write_text(header + yaml.safe_dump(config, sort_keys=False))
+    return sorted(accounts), sorted(proxy_pools)
+
+
+def worker_env(options: DevOptions) -> dict[str, str]:
+    """The dev worker's environment: this stack's server, whatever the user's shell points at.
+
+    The flags, not stray DEVICEPOOL_* overrides, set the intervals.
+    """
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TEMPORAL_") and not k.startswith("DEVICEPOOL_")
+    }
+    env.update(
+        TEMPORAL_ADDRESS=options.address,
+        TEMPORAL_NAMESPACE=DEV_NAMESPACE,
+        DEVICEPOOL_METRICS_HOST=DEV_HOST,
+        PYTHONUNBUFFERED="1",
+    )
+    return env

@@ -1,0 +1,265 @@
+"""`DevStack`: the three processes of `devicepool dev`, started in order, watched, stopped in order.
+
+Start: the Temporal dev server and the emulator together, then (once both
+answer) the worker, then the "is up" banner. Stop: worker first (it finishes
+in-flight activities), then the emulator, then the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from devicepool.api.names import SEARCH_ATTRIBUTES
+from devicepool.api.v1alpha1 import DevicePool
+from devicepool.client._dev_config import (
+    DEFAULT_API_KEY,
+    DEV_HOST,
+    DEV_NAMESPACE,
+    DevOptions,
+    account_key,
+    worker_env,
+    write_worker_config,
+)
+from devicepool.client._dev_processes import Child, find_temporal, killpg, spawn, stop_child
+from devicepool.client.errors import DevicePoolError, TemporalUnreachable
+
+READY_TIMEOUT = 90.0
+
+
+def server_command(temporal: str, options: DevOptions) -> list[str]:
+    """`temporal server start-dev` on the stack's SQLite file, with the pool search attributes."""
+    args = [
+        temporal,
+        "server",
+        "start-dev",
+        "--db-filename",
+        str(options.data_dir / "temporal.db"),
+        "--ip",
+        DEV_HOST,
+        "--port",
+        str(options.port),
+        "--ui-port",
+        str(options.ui_port),
+        "--log-level",
+        "warn",
+    ]
+    for name, type_ in SEARCH_ATTRIBUTES.items():
+        args += ["--search-attribute", f"{name}={type_}"]
+    return args
+
+
+def emulator_command(options: DevOptions, accounts: Sequence[str]) -> list[str]:
+    """`python -m devicepool.emulator` with the stack's knobs and every account's key."""
+    args = [
+        sys.executable,
+        "-m",
+        "devicepool.emulator",
+        "--host",
+        DEV_HOST,
+        "--port",
+        str(options.emulator_port),
+        "--provision-seconds",
+        f"{options.provision_seconds:g}",
+        "--creates-per-minute",
+        str(options.creates_per_minute),
+    ]
+    for account in accounts:
+        args += ["--account", f"{account}={account_key(account)}"]
+    return args
+
+
+@dataclass
+class DevStack:
+    options: DevOptions
+    out: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
+    children: list[Child] = field(default_factory=list)
+    stopping: bool = False
+
+    @property
+    def data_dir(self) -> Path:
+        return self.options.data_dir
+
+    # ------------------------------------------------------------ start
+
+    async def start(self, pools: Sequence[DevicePool]) -> None:
+        o = self.options
+        self._check_ports()
+        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
+        accounts, proxy_pools = write_worker_config(o, pools)
+        temporal = find_temporal()
+        await self._spawn("temporal", server_command(temporal, o))
+        await self._spawn("emulator", emulator_command(o, accounts))
+        self.out(f"starting Temporal on {o.address} and the emulator on port {o.emulator_port} ...")
+        await asyncio.gather(self._wait_temporal(), self._wait_emulator())
+
+        await self._start_worker()
+        self._banner(accounts, proxy_pools)
+
+    async def _start_worker(self) -> None:
+        o = self.options
+        await self._spawn(
+            "worker",
+            [
+                sys.executable,
+                "-m",
+                "devicepool.client",
+                "worker",
+                "--config",
+                str(self.data_dir / "worker.yaml"),
+                "--metrics-port",
+                str(o.metrics_port),
+            ],
+            env=worker_env(o),
+        )
+        await self._wait_http(
+            "worker", f"http://{DEV_HOST}:{o.metrics_port}/readyz", timeout=READY_TIMEOUT
+        )
+
+    async def restart_worker(self, old: Child) -> None:
+        await stop_child(old)
+        old.log.close()
+        self.children.remove(old)
+        await asyncio.sleep(0.5)
+        await self._start_worker()
+
+    def _check_ports(self) -> None:
+        o = self.options
+        for flag, port in (
+            ("--port", o.port),
+            ("--ui-port", o.ui_port),
+            ("--emulator-port", o.emulator_port),
+            ("--metrics-port", o.metrics_port),
+        ):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    sock.bind((DEV_HOST, port))
+                except OSError:
+                    raise DevicePoolError(
+                        f"port {port} ({flag}) is already in use — another `devicepool dev`? "
+                        f"choose free ports with --port/--ui-port/--emulator-port/--metrics-port"
+                    ) from None
+
+    async def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+        log_path = self.data_dir / "logs" / f"{name}.log"
+        self.children.append(await spawn(name, args, log_path=log_path, env=env))
+
+    async def _wait_temporal(self) -> None:
+        from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+
+        from devicepool.connect import connect
+
+        deadline = time.monotonic() + READY_TIMEOUT
+        last = ""
+        while time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                client = await connect(address=self.options.address, env={})
+                await client.workflow_service.describe_namespace(
+                    DescribeNamespaceRequest(namespace=DEV_NAMESPACE)
+                )
+                return
+            except (TemporalUnreachable, Exception) as err:  # not ready yet: any answer will do
+                last = str(err).splitlines()[0] if str(err) else type(err).__name__
+            await asyncio.sleep(0.25)
+        raise DevicePoolError(
+            f"Temporal did not become ready in {READY_TIMEOUT:g}s ({last}); "
+            f"see {self.data_dir / 'logs' / 'temporal.log'}"
+        )
+
+    async def _wait_emulator(self) -> None:
+        url = f"http://{DEV_HOST}:{self.options.emulator_port}/_emulator/stats"
+        await self._wait_http("emulator", url, timeout=READY_TIMEOUT)
+
+    async def _wait_http(self, name: str, url: str, *, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        async with httpx.AsyncClient(timeout=2.0) as http:
+            while time.monotonic() < deadline:
+                self._check_alive()
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await http.get(url)).status_code == 200:
+                        return
+                await asyncio.sleep(0.2)
+        raise DevicePoolError(
+            f"the {name} did not become ready in {timeout:g}s; "
+            f"see {self.data_dir / 'logs' / f'{name}.log'}"
+        )
+
+    def _check_alive(self) -> None:
+        for child in self.children:
+            if child.process.returncode is not None:
+                raise DevicePoolError(child.exit_reason())
+
+    def _banner(self, accounts: Sequence[str], proxy_pools: Sequence[str]) -> None:
+        o = self.options
+        logs = self.data_dir / "logs"
+        env_hint = (
+            ""
+            if o.port == 7233
+            else f"\n  Point the CLI at it:  export TEMPORAL_ADDRESS={o.address}"
+        )
+        self.out(
+            "devicepool dev is up\n"
+            f"  Temporal Web UI:  http://{DEV_HOST}:{o.ui_port}/namespaces/{DEV_NAMESPACE}/workflows\n"
+            f"  Temporal:         {o.address} (the CLI's TEMPORAL_ADDRESS)"
+            f"{env_hint}\n"
+            f"  Emulator:         http://{DEV_HOST}:{o.emulator_port} "
+            f"(accounts: {', '.join(accounts)}; key {DEFAULT_API_KEY})\n"
+            f"  Worker metrics:   http://{DEV_HOST}:{o.metrics_port}/metrics\n"
+            f"  Proxy pools:      {', '.join(proxy_pools)} (placeholder gateways)\n"
+            f"  Data and logs:    {self.data_dir}/ ({logs}/temporal.log, emulator.log, worker.log)\n"
+            "Try:  devicepool apply -f examples/quickstart.yaml --wait && devicepool get\n"
+            "Ctrl-C stops everything; running again with the same --data-dir resumes the pools."
+        )
+
+    # ------------------------------------------------------------ run
+
+    async def apply(self, pools: Sequence[DevicePool]) -> None:
+        from devicepool.client.pool_client import PoolClient
+        from devicepool.connect import connect
+
+        client = PoolClient(await connect(address=self.options.address, env={}))
+        for pool in pools:
+            try:
+                result = await client.apply(pool)
+            except DevicePoolError as err:
+                self.out(f"error: {err}")
+                continue
+            self.out(
+                f"devicepool/{pool.name} applied (generation {result.generation}, "
+                f"replicas {result.replicas})"
+            )
+
+    async def wait_any_exit(self) -> Child:
+        waits = {asyncio.create_task(c.process.wait()): c for c in self.children}
+        try:
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            return waits[next(iter(done))]
+        finally:
+            for task in waits:
+                task.cancel()
+
+    # ------------------------------------------------------------ stop
+
+    async def stop(self) -> None:
+        """Worker first (it finishes in-flight activities), then emulator, then server."""
+        self.stopping = True
+        order = {"worker": 0, "emulator": 1, "temporal": 2}
+        for child in sorted(self.children, key=lambda c: order.get(c.name, 9)):
+            await stop_child(child)
+            child.log.close()
+        self.children.clear()
+
+    def kill_all(self) -> None:
+        for child in self.children:
+            killpg(child.process.pid, signal.SIGKILL)
