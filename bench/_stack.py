@@ -16,14 +16,14 @@ from pathlib import Path
 import httpx
 from pydantic import SecretStr
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, PoolSettings
 from devicepool.api.names import TASK_QUEUE, account_task_queue
+from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
+from devicepool.worker.build import new_worker
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.search_attributes import search_attribute_keys
 
@@ -52,17 +52,17 @@ async def local_stack(
         async with (
             await WorkflowEnvironment.start_local(
                 dev_server_existing_path=temporal,
-                data_converter=pydantic_data_converter,
+                data_converter=DATA_CONVERTER,
                 search_attributes=search_attribute_keys(),
             ) as env,
             httpx.AsyncClient(transport=transport, base_url=URL) as http,
-            Worker(
+            new_worker(
                 env.client,
                 task_queue=TASK_QUEUE,
                 workflows=WORKFLOWS,
                 activities=activities.pool_queue_activities(),
             ),
-            Worker(
+            new_worker(
                 env.client,
                 task_queue=account_task_queue("default"),
                 activities=activities.account_queue_activities(),

@@ -41,10 +41,8 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -53,6 +51,8 @@ from devicepool.activities.models import AccountSettings, PoolSettings  # noqa: 
 from devicepool.activities.permits import LedgerReportingActivities, register_accounts  # noqa: E402
 from devicepool.api.names import TASK_QUEUE, account_task_queue, pool_workflow_id  # noqa: E402
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta  # noqa: E402
+from devicepool.connect import DATA_CONVERTER  # noqa: E402
+from devicepool.worker.build import new_worker  # noqa: E402
 from devicepool.workflows import WORKFLOWS  # noqa: E402
 from devicepool.workflows.messages import PoolInput  # noqa: E402
 from devicepool.workflows.search_attributes import search_attribute_keys  # noqa: E402
@@ -304,7 +304,7 @@ async def in_process_worker(bench: Bench) -> AsyncIterator[None]:
     )
     await register_accounts(bench.client, accounts)
     workers = [
-        Worker(
+        new_worker(
             bench.client,
             task_queue=TASK_QUEUE,
             workflows=WORKFLOWS,
@@ -312,7 +312,7 @@ async def in_process_worker(bench: Bench) -> AsyncIterator[None]:
             disable_eager_activity_execution=True,
         ),
         *(
-            Worker(
+            new_worker(
                 bench.client,
                 task_queue=account_task_queue(a),
                 activities=activities.account_queue_activities(),
@@ -477,7 +477,7 @@ async def main(speed: float, p: float, only: set[int]) -> None:
         async with (
             await WorkflowEnvironment.start_local(
                 dev_server_existing_path=temporal,
-                data_converter=pydantic_data_converter,
+                data_converter=DATA_CONVERTER,
                 search_attributes=search_attribute_keys(),
                 dev_server_extra_args=["--log-level", "error"],
                 # Pools are terminated at the end of each run with their watch

@@ -22,12 +22,12 @@ import uvicorn
 from obs_support import API_KEY, OBS_SETTINGS, ObsStack
 from pydantic import SecretStr
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.models import AccountSettings, ProxyPoolSettings
 from devicepool.api.names import ledger_workflow_id
+from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.worker.config import WorkerConfig
 from devicepool.worker.main import run_worker, sdk_runtime
@@ -106,7 +106,7 @@ async def obs_stack() -> AsyncIterator[ObsStack]:
     )
     async with await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_binary(),
-        data_converter=pydantic_data_converter,
+        data_converter=DATA_CONVERTER,
         runtime=runtime,
         ui=True,
         ui_port=ui_port,

@@ -20,12 +20,12 @@ import pytest
 from obs_support import OBS_SETTINGS, ObsStack
 from prometheus_client import CollectorRegistry
 from temporalio.client import WorkflowFailureError, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from devicepool.activities.metrics import Metrics
 from devicepool.api.names import SIGNAL_SCALE, TASK_QUEUE, pool_workflow_id
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.connect import DATA_CONVERTER
 from devicepool.worker.metrics import ReconcileInterceptor
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import PoolInput
@@ -125,7 +125,7 @@ async def test_pool_metrics_follow_the_scenario(obs_stack: ObsStack) -> None:
     history = await handle.fetch_history()
     await Replayer(
         workflows=WORKFLOWS,
-        data_converter=pydantic_data_converter,
+        data_converter=DATA_CONVERTER,
         interceptors=[ReconcileInterceptor(replay_metrics)],
     ).replay_workflow(history)
     assert _count(replay_metrics) == 0

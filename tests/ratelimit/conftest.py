@@ -19,8 +19,6 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import SecretStr
-from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -32,7 +30,9 @@ from wf_support import FAST
 from devicepool.activities.models import AccountSettings
 from devicepool.activities.permits import LedgerReportingActivities, register_accounts
 from devicepool.api.names import TASK_QUEUE, account_task_queue
+from devicepool.connect import DATA_CONVERTER, connect
 from devicepool.emulator.app import EmulatorConfig, create_app
+from devicepool.worker.build import new_worker
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.search_attributes import search_attribute_keys
 
@@ -42,7 +42,7 @@ async def rl_env() -> AsyncIterator[WorkflowEnvironment]:
     temporal = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
     async with await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal,
-        data_converter=pydantic_data_converter,
+        data_converter=DATA_CONVERTER,
         search_attributes=search_attribute_keys(),
     ) as env:
         yield env
@@ -95,14 +95,14 @@ async def rl_workers(
     all_activities: list[LedgerReportingActivities] = []
     target = rl_env.client.service_client.config.target_host
     for _ in range(2):
-        client = await Client.connect(target, data_converter=pydantic_data_converter)
+        client = await connect(address=target)
         transport = CountingTransport(rl_emulator)
         activities = LedgerReportingActivities(
             accounts=account_settings(), proxy_pools={}, settings=FAST, transport=transport
         )
         await register_accounts(client, account_settings())
         workers.append(
-            Worker(
+            new_worker(
                 client,
                 task_queue=TASK_QUEUE,
                 workflows=WORKFLOWS,
@@ -110,7 +110,7 @@ async def rl_workers(
             )
         )
         workers += [
-            Worker(
+            new_worker(
                 client,
                 task_queue=account_task_queue(name),
                 activities=activities.account_queue_activities(),

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from devicepool.connect import DATA_CONVERTER
 from devicepool.workflows import WORKFLOWS
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
@@ -30,6 +30,6 @@ async def test_recorded_history_replays(path: Path) -> None:
     text = path.read_text()
     workflow_id = "devicepool/recorded"
     history = WorkflowHistory.from_json(workflow_id, json.loads(text))
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure

@@ -19,12 +19,12 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import SecretStr
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from wf_support import ACCOUNTS, CAN_THRESHOLD, EMULATOR_URL, FAST, TimedASGITransport, Workers
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, ProxyPoolSettings
+from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.workflows.search_attributes import search_attribute_keys
 
@@ -40,7 +40,7 @@ def temporal_binary() -> str:
 async def env() -> AsyncIterator[WorkflowEnvironment]:
     async with await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_binary(),
-        data_converter=pydantic_data_converter,
+        data_converter=DATA_CONVERTER,
         search_attributes=search_attribute_keys(),
         dev_server_extra_args=[
             "--dynamic-config-value",

@@ -14,7 +14,6 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowUpdateFailedError,
 )
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
@@ -37,6 +36,7 @@ from devicepool.api.names import (
     provision_workflow_id,
 )
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.connect import DATA_CONVERTER
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import Accepted, ApplyRequest, ScaleRequest
 
@@ -95,9 +95,7 @@ async def test_converge_scale_up_down_and_delete(
     # The whole lifecycle replays deterministically against today's code. Set
     # DEVICEPOOL_SAVE_HISTORY=path to keep it as a new tests/replay fixture.
     history = await handle.fetch_history()
-    await Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter).replay_workflow(
-        history
-    )
+    await Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER).replay_workflow(history)
     if target := os.environ.get("DEVICEPOOL_SAVE_HISTORY"):
         Path(target).write_text(history.to_json())
 

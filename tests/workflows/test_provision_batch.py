@@ -18,15 +18,15 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import SecretStr
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings
 from devicepool.api.names import account_task_queue
 from devicepool.api.v1alpha1 import Platform
+from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
+from devicepool.worker.build import new_worker
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import BatchReport, ProvisionBatchInput
 from devicepool.workflows.provision import ProvisionBatchWorkflow
@@ -59,16 +59,16 @@ async def skipping() -> AsyncIterator[tuple[WorkflowEnvironment, httpx.AsyncClie
     )
     async with (
         await WorkflowEnvironment.start_time_skipping(
-            test_server_existing_path=_test_server_path(), data_converter=pydantic_data_converter
+            test_server_existing_path=_test_server_path(), data_converter=DATA_CONVERTER
         ) as env,
         httpx.AsyncClient(transport=transport, base_url=URL) as control,
-        Worker(
+        new_worker(
             env.client,
             task_queue=QUEUE,
             workflows=WORKFLOWS,
             activities=activities.pool_queue_activities(),
         ),
-        Worker(
+        new_worker(
             env.client,
             task_queue=account_task_queue("default"),
             activities=activities.account_queue_activities(),

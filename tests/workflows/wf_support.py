@@ -22,6 +22,7 @@ from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import PoolSettings
 from devicepool.api.names import TASK_QUEUE, account_task_queue, pool_workflow_id
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.worker.build import new_worker
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import PoolInput
 
@@ -210,7 +211,7 @@ class Workers:
 
     def start(self) -> None:
         workers = [
-            Worker(
+            new_worker(
                 self.client,
                 task_queue=TASK_QUEUE,
                 workflows=WORKFLOWS,
@@ -221,7 +222,7 @@ class Workers:
                 sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
             ),
             *(
-                Worker(
+                new_worker(
                     self.client,
                     task_queue=account_task_queue(name),
                     activities=self.activities.account_queue_activities(),
