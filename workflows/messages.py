@@ -8,24 +8,18 @@ them.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from pydantic import Field
 
 from devicepool.activities.models import DeviceInfo, PoolSettings
 from devicepool.api.base import CamelModel
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta, Platform
+from devicepool.workflows.pool_state import PoolState
+from devicepool.workflows.slots import BatchReport, InFlightBatch
 
-__all__ = ["PoolSettings"]  # re-exported: defined beside the activity that serves it
-
-
-class InFlightBatch(CamelModel):
-    """A provisioning child the pool is waiting on (carried across continue-as-new)."""
-
-    workflow_id: str
-    generation: int
-    slots: list[int]
-    started_at: datetime
+# Re-exported: `PoolSettings` is defined beside the activity that serves it, the
+# batch messages beside the slot book that applies them, `PoolState` on its own.
+__all__ = ["BatchReport", "InFlightBatch", "PoolSettings", "PoolState"]
 
 
 class ProvisionBatchInput(CamelModel):
@@ -49,61 +43,13 @@ class ProvisionBatchInput(CamelModel):
     replacement: bool = False
 
 
-class BatchReport(CamelModel):
-    """What a provisioning child tells its pool (signal `batch_done`) when it ends."""
-
-    workflow_id: str
-    slots: list[int]
-    # slot -> device id, for every slot whose create the provider accepted
-    created: dict[int, str] = Field(default_factory=dict)
-    ready: list[str] = Field(default_factory=list)
-    # slots whose create failed for good, with the reason
-    failed_slots: dict[int, str] = Field(default_factory=dict)
-    # the subset of `failed_slots` the provider never refused: the create was
-    # lost with a worker, timed out or stayed rate-limited past its budget.
-    # They say nothing about the region, so they do not count towards a back-off.
-    unanswered_slots: list[int] = Field(default_factory=list)
-    # devices created that never became ready in time (the pool removes them)
-    failed_devices: dict[str, str] = Field(default_factory=dict)
-    cancelled: bool = False
-
-
-class CarriedState(CamelModel):
-    """Everything a pool run hands to the next one at continue-as-new."""
-
-    generation: int = 1
-    next_slot: int = 0
-    next_batch: int = 0
-    in_flight: list[InFlightBatch] = Field(default_factory=list)
-    # devices a child reported as failed, still to be terminated
-    doomed: list[str] = Field(default_factory=list)
-    status: dict[str, Any] = Field(default_factory=dict)
-    fingerprint: str = ""
-    created_at: datetime | None = None
-    failure_streak: int = 0
-    # batch reports received but not yet applied (they wait for an observation
-    # made after they arrived)
-    reports: list[BatchReport] = Field(default_factory=list)
-    created_reports: list[BatchReport] = Field(default_factory=list)
-    # (generation, slot) of creates that failed: re-planned under the same
-    # idempotency key, so a create that landed after all is found, not doubled.
-    retry_slots: list[tuple[int, int]] = Field(default_factory=list)
-    # the generation whose create body (osVersion, proxy) is still current
-    body_generation: int = 1
-    backoff_seconds: float = 0.0
-    backoff_until: datetime | None = None
-    provider_problem: str | None = None
-    replaced_total: int = 0
-    # Replacement devices not yet handed to a batch (served first by the ledger).
-    replacements_owed: int = 0
-
-
 class PoolInput(CamelModel):
     metadata: ObjectMeta
     spec: DevicePoolSpec
     # None: the first task asks the worker (activity `pool_settings`) for its configured intervals.
     settings: PoolSettings | None = None
-    state: CarriedState | None = None
+    # None on a new pool; the whole carried state at continue-as-new.
+    state: PoolState | None = None
 
 
 class ApplyRequest(CamelModel):

@@ -54,7 +54,7 @@ async def test_continue_as_new_with_batches_in_flight_keeps_every_device_once(
     assert carried, (
         f"continue-as-new never happened ({n} events) (is the dev server threshold applied?)"
     )
-    assert any(state["inFlight"] for state in carried), carried
+    assert any(state["slots"]["inFlight"] for state in carried), carried  # PoolState.slots
     assert run_id != handle.first_execution_run_id
 
     after = await stats(control)

@@ -1,0 +1,262 @@
+"""The pure parts of the pool workflow, each on its own: slot book, back-off, status, spec rules."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from devicepool.activities.models import DeviceInfo, PoolSettings
+from devicepool.api.errors import ErrorType
+from devicepool.api.v1alpha1 import (
+    ConditionStatus,
+    ConditionType,
+    DevicePoolSpec,
+    DevicePoolStatus,
+    ObjectMeta,
+    Phase,
+)
+from devicepool.workflows import status as st
+from devicepool.workflows.backoff import Backoff
+from devicepool.workflows.finalizer import SweepVerdict, verdict
+from devicepool.workflows.messages import ApplyRequest, PoolInput
+from devicepool.workflows.plan import plan_pool
+from devicepool.workflows.pool_state import PoolState
+from devicepool.workflows.slots import BatchReport, SlotBook
+from devicepool.workflows.spec_changes import body_changed, parse_scale_signal, refuse_apply
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+SETTINGS = PoolSettings(failure_streak_limit=3, backoff_initial_seconds=30, backoff_max_seconds=900)
+
+
+def spec(**changes: object) -> DevicePoolSpec:
+    base = {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 4}
+    return DevicePoolSpec.model_validate({**base, **changes})
+
+
+# ---------------------------------------------------------------- slot book
+
+
+def test_fresh_slots_are_numbered_on_and_counted_until_observed() -> None:
+    book = SlotBook()
+    assert book.take(3, generation=1, observed_slots=set()) == (1, [0, 1, 2])
+    book.open_batch("b0", 1, [0, 1, 2], NOW)
+    assert book.take(2, generation=2, observed_slots=set()) == (2, [3, 4])
+    assert book.pending(set()) == 3
+    assert book.pending({"0", "2"}) == 1
+    assert book.creating()
+
+
+def test_a_failed_slot_is_taken_again_under_its_old_generation_until_seen() -> None:
+    book = SlotBook()
+    book.take(2, generation=1, observed_slots=set())
+    book.open_batch("b0", 1, [0, 1], NOW)
+    book.inbox.done.append(
+        BatchReport(workflow_id="b0", slots=[0, 1], created={0: "d0"}, failed_slots={1: "lost"})
+    )
+    (report,) = book.finish(1)
+    assert report.workflow_id == "b0" and book.in_flight == []
+    assert book.take(5, generation=3, observed_slots=set()) == (1, [1])
+    # Seen by a listing, or after a body change, the old key is not retried.
+    book.retry_slots = [(1, 1)]
+    assert book.take(1, generation=3, observed_slots={"1"}) == (3, [2])
+    book.retry_slots = [(1, 7)]
+    book.body_changed(2)
+    assert book.take(1, generation=3, observed_slots=set()) == (3, [3])
+
+
+def test_created_reports_settle_slots_and_only_the_marked_ones_apply() -> None:
+    book = SlotBook()
+    book.open_batch("b0", 1, [0, 1, 2], NOW)
+    book.inbox.created.append(BatchReport(workflow_id="b0", slots=[0, 1, 2], created={0: "d0"}))
+    mark = book.inbox.mark()
+    book.inbox.created.append(BatchReport(workflow_id="b0", slots=[0, 1, 2], created={1: "d1"}))
+    book.settle_created(mark[0])
+    assert book.in_flight[0].slots == [1, 2]
+    assert len(book.inbox.created) == 1  # arrived after the mark: waits for the next pass
+    assert book.unreported() == {"b0"}
+
+
+def test_batches_that_never_report_are_forgotten_after_the_limit() -> None:
+    book = SlotBook()
+    book.open_batch("old", 1, [0], NOW - timedelta(minutes=20))
+    book.open_batch("new", 1, [1], NOW)
+    assert book.forget_unreported(now=NOW, limit=timedelta(minutes=11)) == ["old"]
+    assert book.batch_ids() == ["new"]
+    assert book.oldest_start() == NOW
+
+
+# ---------------------------------------------------------------- back-off
+
+
+def test_failures_in_a_row_pause_creates_and_a_ready_device_resets() -> None:
+    backoff = Backoff()
+    failed = BatchReport(workflow_id="b", slots=[0], failed_devices={"d0": "StartupTimeout"})
+    assert backoff.record(failed, region="us-west", settings=SETTINGS, now=NOW) is None
+    assert backoff.record(failed, region="us-west", settings=SETTINGS, now=NOW) is None
+    problem = backoff.record(failed, region="us-west", settings=SETTINGS, now=NOW)
+    assert problem and problem.startswith("ReplacementsFailing: 3 device(s)")
+    assert backoff.active(NOW) and backoff.until == NOW + timedelta(seconds=30)
+    assert backoff.probe_due(NOW + timedelta(seconds=31))
+    backoff.pause("RegionDown: x", settings=SETTINGS, now=NOW)
+    assert backoff.seconds == 60
+    ok = BatchReport(workflow_id="b", slots=[0], ready=["d1"])
+    assert backoff.record(ok, region="us-west", settings=SETTINGS, now=NOW) is None
+    assert (backoff.failure_streak, backoff.until, backoff.problem) == (0, None, None)
+
+
+def test_unanswered_creates_are_no_verdict_on_the_region_but_region_down_is() -> None:
+    backoff = Backoff()
+    lost = BatchReport(
+        workflow_id="b",
+        slots=[0, 1, 2],
+        failed_slots={0: "t", 1: "t", 2: "t"},
+        unanswered_slots=[0, 1, 2],
+    )
+    assert backoff.record(lost, region="r", settings=SETTINGS, now=NOW) is None
+    assert backoff.failure_streak == 0
+    down = BatchReport(
+        workflow_id="b", slots=[0], failed_slots={0: f"{ErrorType.REGION_UNAVAILABLE.value}: r"}
+    )
+    assert backoff.record(down, region="r", settings=SETTINGS, now=NOW) == (
+        f"RegionUnavailable: {ErrorType.REGION_UNAVAILABLE.value}: r"
+    )
+    backoff.region_up(SETTINGS)
+    assert backoff.until is None and backoff.failure_streak == 2
+
+
+# ---------------------------------------------------------------- status
+
+
+def view(devices: list[DeviceInfo], **kw: object) -> st.PoolView:
+    s = kw.pop("spec", spec())
+    assert isinstance(s, DevicePoolSpec)
+    plan = plan_pool(
+        replicas=s.replicas, devices=devices, in_flight=0, now=NOW, idle_grace=timedelta(0)
+    )
+    base: dict[str, object] = {
+        "spec": s,
+        "generation": 2,
+        "plan": plan,
+        "creating": plan.create > 0,
+        "device_ids": sorted(d.id for d in devices),
+        "refs_problems": None,
+        "backoff": Backoff(),
+        "health": None,
+        "now": NOW,
+    }
+    return st.PoolView(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def ready(n: int) -> list[DeviceInfo]:
+    return [DeviceInfo(id=f"d{i}", status="ready", created_at=NOW) for i in range(n)]
+
+
+def test_a_converged_pool_is_ready_with_typed_conditions() -> None:
+    status = st.published(DevicePoolStatus(), view(ready(4)))
+    assert status.phase == Phase.READY and status.ready_devices == 4
+    ready_cond = status.condition(ConditionType.READY)
+    assert ready_cond and (ready_cond.status, ready_cond.reason) == (
+        ConditionStatus.TRUE,
+        "Converged",
+    )
+    assert status.condition(ConditionType.SCALE_DOWN_BLOCKED) is None
+    assert [c.type for c in status.conditions] == sorted(c.type for c in status.conditions)
+
+
+def test_transition_time_moves_only_when_a_condition_flips() -> None:
+    first = st.published(DevicePoolStatus(), view(ready(2)))
+    later = NOW + timedelta(minutes=5)
+    same = st.published(first, view(ready(3), now=later))
+    flipped = st.published(same, view(ready(4), now=later))
+    cond = lambda s: s.condition(ConditionType.READY)  # noqa: E731
+    assert cond(same).last_transition_time == NOW and cond(same).message == "3/4 devices ready"
+    assert cond(flipped).last_transition_time == later
+
+
+def test_unknown_refs_and_a_back_off_make_the_pool_degraded() -> None:
+    status = st.published(
+        DevicePoolStatus(), view(ready(4), refs_problems=["unknown proxy pool 'x'"])
+    )
+    cond = status.condition(ConditionType.READY)
+    assert status.phase == Phase.DEGRADED and cond and cond.reason == "UnknownProxyPool"
+    backoff = Backoff(problem="RegionDown: gone", until=NOW + timedelta(seconds=30))
+    status = st.published(DevicePoolStatus(), view(ready(4), backoff=backoff))
+    provider = status.condition(ConditionType.PROVIDER_AVAILABLE)
+    assert provider and provider.reason == "RegionDown" and "next try at" in provider.message
+
+
+def test_details_name_the_pool_and_every_condition() -> None:
+    status = st.published(DevicePoolStatus(), view(ready(1)))
+    text = st.details("p", spec(), 2, status)
+    assert text.startswith("**p** · android · us-west · account `default` · generation 2")
+    assert "| Ready | False | BelowDesired | 1/4 devices ready |" in text
+
+
+# ---------------------------------------------------------------- spec changes, finalizer, state
+
+
+def test_immutable_fields_and_names_are_refused_with_the_field() -> None:
+    meta = ObjectMeta(name="p")
+    with pytest.raises(ValueError, match=r"^spec\.region: cannot change"):
+        refuse_apply("p", spec(), ApplyRequest(metadata=meta, spec=spec(region="eu")))
+    with pytest.raises(ValueError, match=r"^metadata\.name:"):
+        refuse_apply("q", spec(), ApplyRequest(metadata=meta, spec=spec()))
+    refuse_apply("p", spec(), ApplyRequest(metadata=meta, spec=spec(replicas=9)))
+    assert body_changed(spec(), spec(osVersion="15")) and not body_changed(spec(), spec(replicas=1))
+
+
+def test_a_scale_signal_is_checked_to_one_line() -> None:
+    assert parse_scale_signal({"replicas": 3}).replicas == 3
+    with pytest.raises(ValueError, match=r"^replicas: must be <= 500, got 501$"):
+        parse_scale_signal({"replicas": 501})
+    with pytest.raises(ValueError, match=r"^replicas: Field required$"):
+        parse_scale_signal({"replica": 4})
+
+
+def test_the_finalizer_only_stops_when_nothing_can_be_left() -> None:
+    assert verdict(ErrorType.UNKNOWN_ACCOUNT.value, rented_anything=False) == SweepVerdict.DONE
+    assert verdict(ErrorType.UNKNOWN_ACCOUNT.value, rented_anything=True) == (
+        SweepVerdict.WAIT_FOR_ACCOUNT
+    )
+    assert verdict("Unauthenticated", rented_anything=True) == SweepVerdict.FAIL
+
+
+def test_pool_state_round_trips_whole_through_the_workflow_input() -> None:
+    state = PoolState(generation=3, doomed={"b", "a"}, replacements_owed=2)
+    state.slots.open_batch("b0", 3, [5], NOW)
+    state.backoff.pause("RegionDown: x", settings=SETTINGS, now=NOW)
+    payload = PoolInput(metadata=ObjectMeta(name="p"), spec=spec(), state=state).to_json_dict()
+    assert payload["state"]["doomed"] == ["a", "b"]
+    assert PoolInput.model_validate(payload).state == state
+
+
+def test_a_flat_carried_state_from_an_older_run_still_loads() -> None:
+    old = {
+        "generation": 4,
+        "nextSlot": 7,
+        "nextBatch": 2,
+        "inFlight": [
+            {"workflowId": "b1", "generation": 4, "slots": [6], "startedAt": NOW.isoformat()}
+        ],
+        "doomed": ["d9"],
+        "status": {},
+        "fingerprint": "abc",
+        "failureStreak": 2,
+        "reports": [{"workflowId": "b0", "slots": [5]}],
+        "createdReports": [],
+        "retrySlots": [[3, 5]],
+        "bodyGeneration": 3,
+        "backoffSeconds": 60.0,
+        "backoffUntil": None,
+        "providerProblem": "RegionDown: gone",
+        "replacedTotal": 1,
+        "replacementsOwed": 1,
+    }
+    state = PoolState.model_validate(old)
+    assert (state.slots.next_slot, state.slots.next_batch, state.slots.body_generation) == (7, 2, 3)
+    assert state.slots.batch_ids() == ["b1"] and state.slots.retry_slots == [(3, 5)]
+    assert [r.workflow_id for r in state.slots.inbox.done] == ["b0"]
+    assert (state.backoff.failure_streak, state.backoff.seconds) == (2, 60.0)
+    assert state.backoff.problem == "RegionDown: gone" and state.doomed == {"d9"}
+    assert (state.generation, state.replaced_total, state.replacements_owed) == (4, 1, 1)

@@ -1,0 +1,141 @@
+"""The pool's children and neighbours: its health check, its provisioning batches, its ledger.
+
+Children are started with `ParentClosePolicy.ABANDON` and addressed by id, so
+they survive the pool's continue-as-new and report to whichever run is
+current. Each function here is one command of the pool workflow; none of them
+raises for a failure the pool simply retries on its next pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import FailureError, WorkflowAlreadyStartedError
+from temporalio.workflow import ParentClosePolicy
+
+from devicepool.activities.models import PoolSettings
+from devicepool.api.names import (
+    SIGNAL_HEALTH_CONFIG,
+    SIGNAL_PERMIT_INTENT,
+    TASK_QUEUE,
+    health_workflow_id,
+    ledger_workflow_id,
+)
+from devicepool.api.v1alpha1 import DevicePoolSpec
+from devicepool.workflows.health import PoolHealthWorkflow
+from devicepool.workflows.ledger import PermitIntent
+from devicepool.workflows.messages import HealthConfig, HealthInput, ProvisionBatchInput
+from devicepool.workflows.provision import ProvisionBatchWorkflow
+
+__all__ = ["batch_input", "start_batch", "start_health", "tell_health", "tell_ledger"]
+
+
+async def tell_ledger(*, account: str, pool: str, expecting: bool) -> None:
+    """Announce (or withdraw) a permit request, so the ledger deals this pool into the next round."""
+    try:
+        await workflow.get_external_workflow_handle(ledger_workflow_id(account)).signal(
+            SIGNAL_PERMIT_INTENT, PermitIntent(pool=pool, expecting=expecting)
+        )
+    except FailureError as err:
+        # No ledger for this account (yet): batches then create without permits.
+        workflow.logger.info("ledger of %s not told: %s", account, err)
+
+
+async def start_health(
+    *, pool: str, account: str, settings: PoolSettings, max_unhealthy: int | str
+) -> bool:
+    """Start the health child, or find it still running; False if it must be tried again."""
+    try:
+        child = await workflow.start_child_workflow(
+            PoolHealthWorkflow.run,
+            HealthInput(
+                pool=pool,
+                parent_workflow_id=workflow.info().workflow_id,
+                account=account,
+                settings=settings,
+                config=HealthConfig(max_unhealthy=max_unhealthy),
+            ),
+            id=health_workflow_id(pool),
+            task_queue=TASK_QUEUE,
+            parent_close_policy=ParentClosePolicy.ABANDON,
+            static_summary=f"health checks of {pool}",
+        )
+        _forget_outcome(child)
+    except WorkflowAlreadyStartedError:
+        # Abandoned by the previous run at continue-as-new: it keeps its
+        # offline clocks and reports to this run (signals go by id).
+        workflow.logger.info("pool %s: health check already running", pool)
+    except FailureError as err:
+        workflow.logger.warning("pool %s: health check not started: %s", pool, err)
+        return False
+    return True
+
+
+async def tell_health(*, pool: str, max_unhealthy: int | str) -> bool:
+    """Send the health child a changed `maxUnhealthy`; False if it was not told."""
+    try:
+        await workflow.get_external_workflow_handle(health_workflow_id(pool)).signal(
+            SIGNAL_HEALTH_CONFIG, HealthConfig(max_unhealthy=max_unhealthy)
+        )
+    except FailureError as err:
+        workflow.logger.warning("health check of %s not told: %s", pool, err)
+        return False
+    return True
+
+
+def batch_input(
+    *,
+    pool: str,
+    spec: DevicePoolSpec,
+    settings: PoolSettings,
+    generation: int,
+    slots: list[int],
+    replacement: bool,
+) -> ProvisionBatchInput:
+    """What a batch needs to create `slots` under `generation`'s keys (names only, no secrets)."""
+    proxy, info = spec.proxy, workflow.info()
+    return ProvisionBatchInput(
+        pool=pool,
+        parent_workflow_id=info.workflow_id,
+        replacement=replacement,
+        account=spec.provider_credential_ref,
+        platform=spec.platform,
+        region=spec.region,
+        os_version=spec.os_version,
+        proxy_pool=proxy.pool_ref if proxy else None,
+        sticky_ttl=proxy.sticky_ttl if proxy else 0,
+        generation=generation,
+        slots=slots,
+        # Constant across continue-as-new; new when the pool is deleted and
+        # applied again under the same name.
+        incarnation=info.first_execution_run_id[-12:],
+        startup_timeout_seconds=settings.startup_timeout_seconds,
+        poll_seconds=min(5.0, settings.resync_seconds),
+    )
+
+
+async def start_batch(child_id: str, input: ProvisionBatchInput) -> bool:
+    """Start a provisioning batch; False if it could not start (the pool re-plans its slots)."""
+    try:
+        child = await workflow.start_child_workflow(
+            ProvisionBatchWorkflow.run,
+            input,
+            id=child_id,
+            task_queue=TASK_QUEUE,
+            parent_close_policy=ParentClosePolicy.ABANDON,
+            static_summary=f"provision {len(input.slots)} device(s) for {input.pool}",
+        )
+        _forget_outcome(child)
+    except FailureError as err:
+        # E.g. the id is taken by a batch of a terminated earlier pool of that name.
+        workflow.logger.warning("batch %s did not start: %s", child_id, err)
+        return False
+    return True
+
+
+def _forget_outcome(child: asyncio.Future[Any]) -> None:
+    """An abandoned child reports by signal; its result future is never awaited.
+    Retrieve its outcome anyway, so a cancelled child logs no "never retrieved"."""
+    child.add_done_callback(lambda done: done.cancelled() or done.exception())

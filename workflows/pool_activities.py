@@ -1,0 +1,118 @@
+"""The activities a pool schedules, with their timeouts and retries, as plain calls.
+
+Each function is one (or, for terminations, several parallel) activity
+commands of the pool workflow; the loop in `workflows/pool.py` decides when.
+Provider calls heartbeat (`HEARTBEAT_TIMEOUT`), so an attempt lost with a
+killed worker is retried elsewhere within seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from devicepool.activities import models as am
+from devicepool.activities.definitions import DeviceActivityDefinitions as Activities
+from devicepool.workflows.policies import PROVIDER_RETRY
+
+__all__ = [
+    "check_refs",
+    "list_devices",
+    "read_settings",
+    "region_status",
+    "terminate_devices",
+    "watch_devices",
+]
+
+
+async def read_settings() -> am.PoolSettings:
+    return await workflow.execute_activity_method(
+        Activities.pool_settings,
+        start_to_close_timeout=timedelta(seconds=10),
+        retry_policy=PROVIDER_RETRY,
+        summary="read the worker's intervals",
+    )
+
+
+async def check_refs(account: str, proxy_pool: str | None) -> list[str]:
+    """Problems with the pool's account and proxy pool as the worker is configured."""
+    result = await workflow.execute_activity_method(
+        Activities.check_pool_refs,
+        am.CheckRefsInput(account=account, proxy_pool=proxy_pool),
+        start_to_close_timeout=timedelta(seconds=10),
+        retry_policy=PROVIDER_RETRY,
+        summary="check account and proxy pool",
+    )
+    return result.problems
+
+
+async def list_devices(account: str, pool: str) -> list[am.DeviceInfo]:
+    result = await workflow.execute_activity_method(
+        Activities.list_devices,
+        am.ListDevicesInput(account=account, pool=pool),
+        start_to_close_timeout=timedelta(seconds=60),
+        heartbeat_timeout=am.HEARTBEAT_TIMEOUT,
+        schedule_to_close_timeout=timedelta(minutes=5),
+        retry_policy=PROVIDER_RETRY,
+        summary="observe devices",
+    )
+    return result.devices
+
+
+async def region_status(account: str, region: str) -> str:
+    result = await workflow.execute_activity_method(
+        Activities.region_status,
+        am.RegionStatusInput(account=account, region=region),
+        start_to_close_timeout=timedelta(seconds=30),
+        schedule_to_close_timeout=timedelta(minutes=2),
+        retry_policy=PROVIDER_RETRY,
+        summary=f"probe region {region}",
+    )
+    return result.status
+
+
+async def terminate_devices(account: str, device_ids: list[str]) -> dict[str, ActivityError]:
+    """Terminate these devices in parallel; the ones that failed, with their error."""
+
+    async def one(device_id: str) -> None:
+        await workflow.execute_activity_method(
+            Activities.terminate_device,
+            am.TerminateDeviceInput(account=account, device_id=device_id),
+            start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=am.HEARTBEAT_TIMEOUT,
+            schedule_to_close_timeout=timedelta(minutes=5),
+            retry_policy=PROVIDER_RETRY,
+            summary=f"terminate {device_id}",
+        )
+
+    results = await asyncio.gather(*(one(d) for d in device_ids), return_exceptions=True)
+    failed: dict[str, ActivityError] = {}
+    for device_id, result in zip(device_ids, results, strict=True):
+        if isinstance(result, ActivityError):
+            failed[device_id] = result
+        elif isinstance(result, BaseException):
+            raise result
+    return failed
+
+
+async def watch_devices(
+    account: str, pool: str, devices: list[am.DeviceInfo], settings: am.PoolSettings
+) -> am.WatchDevicesResult:
+    """Returns when the pool's devices differ from `devices`, or after `watch_max_seconds`."""
+    return await workflow.execute_activity_method(
+        Activities.watch_devices,
+        am.WatchDevicesInput(
+            account=account,
+            pool=pool,
+            fingerprint=am.device_fingerprint(devices),
+            poll_seconds=settings.resync_seconds,
+            max_seconds=settings.watch_max_seconds,
+        ),
+        start_to_close_timeout=timedelta(seconds=settings.watch_max_seconds + 120),
+        heartbeat_timeout=timedelta(seconds=max(30.0, 3 * settings.resync_seconds)),
+        retry_policy=PROVIDER_RETRY,
+        summary="watch for changes",
+    )

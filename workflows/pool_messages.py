@@ -1,0 +1,185 @@
+"""The DevicePool workflow's message handlers: what users and children tell a pool, what it answers.
+
+`PoolMessages` is the base of `DevicePoolWorkflow` (`workflows/pool.py`), which
+owns the loop; the Temporal SDK registers handlers found on base classes. The
+handlers only change state and set `_dirty`: the loop does the rest on its next
+pass. Update validators reject before anything is written to history.
+
+- update `apply` (`ApplyRequest` → `Accepted`), update `scale_update`
+  (`ScaleRequest` → `Accepted`), signal `scale` (plain JSON `{"replicas": N}`:
+  refused with `SpecRejected=True` when invalid, never applied);
+- signals `batch_created` / `batch_done` (`BatchReport`), `health_report`;
+- queries `status`, `devices`, `spec`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from devicepool.activities.models import DeviceInfo
+    from devicepool.api import names
+    from devicepool.api.v1alpha1 import (
+        ConditionStatus,
+        ConditionType,
+        DevicePoolSpec,
+        ObjectMeta,
+        check_replicas,
+    )
+    from devicepool.workflows import spec_changes
+    from devicepool.workflows import status as st
+    from devicepool.workflows.messages import (
+        Accepted,
+        ApplyRequest,
+        BatchReport,
+        DevicesView,
+        HealthReport,
+        ScaleRequest,
+    )
+    from devicepool.workflows.pool_state import PoolState
+
+__all__ = ["PoolMessages"]
+
+
+class PoolMessages:
+    # Set by `DevicePoolWorkflow.__init__`.
+    s: PoolState
+    _metadata: ObjectMeta
+    _spec: DevicePoolSpec
+    _devices: list[DeviceInfo]
+    _health: HealthReport | None
+    _refs_problems: list[str] | None
+    _details: str
+    _dirty: bool
+    _deleting: bool
+    _announce: bool
+
+    @workflow.update(name=names.UPDATE_APPLY)
+    def apply(self, request: ApplyRequest) -> Accepted:
+        if request.spec != self._spec:
+            self._announce = self._announce or request.spec.replicas > self._spec.replicas
+            body_changed = spec_changes.body_changed(self._spec, request.spec)
+            self._spec = request.spec
+            self.s.generation += 1
+            if body_changed:
+                self.s.slots.body_changed(self.s.generation)
+            self._refs_problems = None
+            self._dirty = True
+        self._metadata = request.metadata
+        return self._accepted()
+
+    @apply.validator
+    def _validate_apply(self, request: ApplyRequest) -> None:
+        self._refuse_while_deleting()
+        spec_changes.refuse_apply(self._name, self._spec, request)
+
+    @workflow.update(name=names.UPDATE_SCALE)
+    def scale_update(self, request: ScaleRequest) -> Accepted:
+        self._scale(request.replicas)
+        return self._accepted()
+
+    @scale_update.validator
+    def _validate_scale(self, request: ScaleRequest) -> None:
+        self._refuse_while_deleting()
+        check_replicas(request.replicas)
+
+    @workflow.signal(name=names.SIGNAL_SCALE)
+    def scale_signal(self, payload: Any = None) -> None:
+        """Signal `scale` `{"replicas": N}`: plain JSON, checked here, never trusted."""
+        try:
+            if self._deleting:
+                raise ValueError("the pool is being deleted")
+            request = spec_changes.parse_scale_signal(payload)
+        except ValueError as err:
+            workflow.logger.warning("pool %s: refused scale signal: %s", self._name, err)
+            message = f"signal scale {spec_changes.short_json(payload)} refused: {err}"
+            self._set_condition(
+                st.ConditionUpdate(
+                    ConditionType.SPEC_REJECTED, ConditionStatus.TRUE, "InvalidScaleSignal", message
+                )
+            )
+            self._show_details()
+            return
+        self.s.status = st.drop_condition(self.s.status, ConditionType.SPEC_REJECTED)
+        self._scale(request.replicas)
+
+    @workflow.signal(name=names.SIGNAL_BATCH_CREATED)
+    def batch_created(self, report: BatchReport) -> None:
+        self.s.slots.inbox.created.append(report)
+        self._dirty = True
+
+    @workflow.signal(name=names.SIGNAL_BATCH_DONE)
+    def batch_done(self, report: BatchReport) -> None:
+        self.s.slots.inbox.done.append(report)
+        self._dirty = True
+
+    @workflow.signal(name=names.SIGNAL_HEALTH_REPORT)
+    def health_report(self, report: HealthReport) -> None:
+        self._health = report
+        self.s.replaced_total += len(report.terminated)
+        self.s.replacements_owed += len(report.terminated)
+        for device_id, reason in sorted(report.terminated.items()):
+            workflow.logger.info("pool %s: replacing %s (%s)", self._name, device_id, reason)
+        self._dirty = True
+
+    @workflow.query(name=names.QUERY_STATUS)
+    def status(self) -> dict[str, Any]:
+        return self.s.status.to_json_dict()
+
+    @workflow.query(name=names.QUERY_DEVICES)
+    def devices(self) -> DevicesView:
+        return DevicesView(devices=list(self._devices))
+
+    @workflow.query(name=names.QUERY_SPEC)
+    def spec(self) -> dict[str, Any]:
+        return {
+            "metadata": self._metadata.to_json_dict(),
+            "spec": self._spec.to_json_dict(),
+            "generation": self.s.generation,
+        }
+
+    # ------------------------------------------------------------------ shared with the loop
+
+    def _scale(self, replicas: int) -> None:
+        if replicas != self._spec.replicas:
+            self._announce = self._announce or replicas > self._spec.replicas
+            self._spec = self._spec.model_copy(update={"replicas": replicas})
+            self.s.generation += 1
+            self._dirty = True
+
+    def _accepted(self) -> Accepted:
+        return Accepted(generation=self.s.generation, replicas=self._spec.replicas)
+
+    def _set_condition(self, cond: st.ConditionUpdate) -> None:
+        self.s.status = st.set_condition(
+            self.s.status, cond, now=workflow.now(), generation=self.s.generation
+        )
+
+    def _refuse_while_deleting(self) -> None:
+        if self._deleting:
+            raise ValueError(f"pool {self._name!r} is being deleted")
+
+    def _show(self) -> None:
+        """Search attributes and UI details, each written only when it changed."""
+        current = workflow.info().typed_search_attributes
+        updates = st.search_attribute_updates(self._spec, self.s.status, current)
+        if updates:
+            workflow.upsert_search_attributes(updates)
+        self._show_details()
+
+    def _show_details(self) -> None:
+        """The UI's live details (served by a built-in query: no history event)."""
+        details = st.details(self._name, self._spec, self.s.generation, self.s.status)
+        if details != self._details:
+            self._details = details
+            workflow.set_current_details(details)
+
+    @property
+    def _name(self) -> str:
+        return self._metadata.name
+
+    @property
+    def _account(self) -> str:
+        return self._spec.provider_credential_ref

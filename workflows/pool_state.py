@@ -1,0 +1,87 @@
+"""`PoolState`: everything a pool run hands to the next one, in one model carried as it is.
+
+The pool workflow reads and writes these fields directly; continue-as-new
+passes the object on whole, so a new field cannot be forgotten in a hand-made
+copy. What lives only for one run (the last listing, the running watch, the
+worker's settings) stays on the workflow.
+
+Payloads written by older runs had a flat `CarriedState` shape; the validator
+below reads them into this one, so a pool that continued-as-new before an
+upgrade carries on after it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field, field_serializer, model_validator
+
+from devicepool.api.base import CamelModel
+from devicepool.api.v1alpha1 import DevicePoolStatus
+from devicepool.workflows.backoff import Backoff
+from devicepool.workflows.slots import SlotBook
+
+__all__ = ["PoolState"]
+
+
+class PoolState(CamelModel):
+    # the spec's generation (each accepted change adds one)
+    generation: int = 1
+    created_at: datetime | None = None
+    status: DevicePoolStatus = Field(default_factory=DevicePoolStatus)
+    slots: SlotBook = Field(default_factory=SlotBook)
+    backoff: Backoff = Field(default_factory=Backoff)
+    # devices to terminate (a batch reported them failed, or a termination failed)
+    doomed: set[str] = Field(default_factory=set)
+    replaced_total: int = 0
+    # replacements not yet handed to a batch (the ledger serves them before growth)
+    replacements_owed: int = 0
+
+    @field_serializer("doomed")
+    def _sorted(self, doomed: set[str]) -> list[str]:
+        return sorted(doomed)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_carried_state(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "slots" in data:
+            return data
+        return _nest_flat(data)
+
+
+# The flat `CarriedState` fields (either spelling) and where each lives now.
+_FLAT = {
+    "nextSlot": ("slots", "nextSlot"),
+    "nextBatch": ("slots", "nextBatch"),
+    "inFlight": ("slots", "inFlight"),
+    "retrySlots": ("slots", "retrySlots"),
+    "bodyGeneration": ("slots", "bodyGeneration"),
+    "createdReports": ("slots", "inbox", "created"),
+    "reports": ("slots", "inbox", "done"),
+    "failureStreak": ("backoff", "failureStreak"),
+    "backoffSeconds": ("backoff", "seconds"),
+    "backoffUntil": ("backoff", "until"),
+    "providerProblem": ("backoff", "problem"),
+}
+
+
+def _nest_flat(flat: dict[str, Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for key, value in flat.items():
+        camel = _camel(key)
+        if camel == "fingerprint":
+            continue  # written by old runs, never read
+        if camel == "status" and not value:
+            continue  # an empty dict meant "not published yet"
+        path = _FLAT.get(camel, (camel,))
+        node = nested
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return nested
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)

@@ -1,0 +1,191 @@
+"""The slot book: which slots a pool creates, under which keys, and what is still in flight.
+
+A pool's devices are numbered slots. Every create carries an idempotency key
+made of (pool, incarnation, generation, slot), so a slot planned again under
+the same `(generation, slot)` can never rent a second device. The book knows:
+
+- `next_slot` / `next_batch`: the next fresh slot number and batch number;
+- `in_flight`: the provisioning batches the pool waits on, with the slots whose
+  creates have not landed yet (they count toward the pool's size);
+- `retry_slots`: slots whose create gave up; they are planned again under their
+  old key, while the create body (osVersion, proxy) is still the one of
+  `body_generation`;
+- two inboxes for batch reports (`created`: creates that landed; `done`: the
+  batch ended). Reports wait there until an observation that started after they
+  arrived: applied against an older listing, a batch would stop counting as in
+  flight before its devices are seen, and the pool would create them again.
+
+Pure: no Temporal, no clock (`now` comes in), mutated in place by the pool
+workflow and carried across continue-as-new inside `PoolState`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from pydantic import Field
+
+from devicepool.api.base import CamelModel
+
+__all__ = ["BatchReport", "InFlightBatch", "Inbox", "SlotBook"]
+
+
+class InFlightBatch(CamelModel):
+    """A provisioning child the pool is waiting on."""
+
+    workflow_id: str
+    generation: int
+    # slots whose creates have not landed yet
+    slots: list[int]
+    started_at: datetime
+
+
+class BatchReport(CamelModel):
+    """What a provisioning child tells its pool (`batch_created`, then `batch_done`)."""
+
+    workflow_id: str
+    slots: list[int]
+    # slot -> device id, for every slot whose create the provider accepted
+    created: dict[int, str] = Field(default_factory=dict)
+    ready: list[str] = Field(default_factory=list)
+    # slots whose create failed for good, with the reason
+    failed_slots: dict[int, str] = Field(default_factory=dict)
+    # the subset of `failed_slots` the provider never refused: the create was
+    # lost with a worker, timed out or stayed rate-limited past its budget.
+    # They say nothing about the region, so they do not count towards a back-off.
+    unanswered_slots: list[int] = Field(default_factory=list)
+    # devices created that never became ready in time (the pool removes them)
+    failed_devices: dict[str, str] = Field(default_factory=dict)
+    cancelled: bool = False
+
+
+class Inbox(CamelModel):
+    """Reports received and not yet applied; `mark()` says which ones an observation may apply."""
+
+    created: list[BatchReport] = Field(default_factory=list)
+    done: list[BatchReport] = Field(default_factory=list)
+
+    def mark(self) -> tuple[int, int]:
+        return len(self.created), len(self.done)
+
+
+class SlotBook(CamelModel):
+    next_slot: int = 0
+    next_batch: int = 0
+    in_flight: list[InFlightBatch] = Field(default_factory=list)
+    # (generation, slot) of creates that gave up: planned again under the same key.
+    retry_slots: list[tuple[int, int]] = Field(default_factory=list)
+    # the generation whose create body (osVersion, proxy) is still current
+    body_generation: int = 1
+    inbox: Inbox = Field(default_factory=Inbox)
+
+    # ------------------------------------------------------------ reading
+
+    def batch(self, workflow_id: str) -> InFlightBatch | None:
+        return next((b for b in self.in_flight if b.workflow_id == workflow_id), None)
+
+    def batch_ids(self) -> list[str]:
+        return [b.workflow_id for b in self.in_flight]
+
+    def pending(self, observed_slots: set[str]) -> int:
+        """Creates still in flight whose devices the pool has not seen yet."""
+        return sum(1 for b in self.in_flight for slot in b.slots if str(slot) not in observed_slots)
+
+    def creating(self) -> bool:
+        """Whether a batch still has creates that have not landed (not only boots)."""
+        return any(b.slots for b in self.in_flight)
+
+    def unreported(self) -> set[str]:
+        """Batches in flight that have not reported their end."""
+        return set(self.batch_ids()) - {r.workflow_id for r in self.inbox.done}
+
+    def oldest_start(self) -> datetime | None:
+        return min((b.started_at for b in self.in_flight), default=None)
+
+    # ------------------------------------------------------------ planning
+
+    def take(self, n: int, *, generation: int, observed_slots: set[str]) -> tuple[int, list[int]]:
+        """Up to `n` slots for one batch, and the generation of their idempotency keys.
+
+        Slots whose create gave up come first, under their old key: a create the
+        provider accepted after its activity gave up (a killed worker, a timeout
+        racing the answer) is then found again instead of renting a second
+        device. A slot is dropped once its device is observed, and when the
+        create body changed since (a new osVersion or proxy would make the old
+        key a 422).
+        """
+        self.retry_slots = [
+            (g, slot)
+            for g, slot in self.retry_slots
+            if g >= self.body_generation and str(slot) not in observed_slots
+        ]
+        if self.retry_slots:
+            first = self.retry_slots[0][0]
+            slots = [s for g, s in self.retry_slots if g == first][:n]
+            self.retry_slots = [(g, s) for g, s in self.retry_slots if g != first or s not in slots]
+            return first, slots
+        slots = list(range(self.next_slot, self.next_slot + n))
+        self.next_slot += n
+        return generation, slots
+
+    def open_batch(
+        self, workflow_id: str, generation: int, slots: list[int], now: datetime
+    ) -> None:
+        self.in_flight.append(
+            InFlightBatch(
+                workflow_id=workflow_id, generation=generation, slots=slots, started_at=now
+            )
+        )
+
+    def next_batch_number(self) -> int:
+        number, self.next_batch = self.next_batch, self.next_batch + 1
+        return number
+
+    def drop(self, workflow_id: str) -> InFlightBatch | None:
+        batch = self.batch(workflow_id)
+        if batch is not None:
+            self.in_flight.remove(batch)
+        return batch
+
+    def body_changed(self, generation: int) -> None:
+        """A new create body from `generation` on: older keys are not retried."""
+        self.body_generation = generation
+
+    # ------------------------------------------------------------ reports
+
+    def settle_created(self, count: int) -> None:
+        """Apply the first `count` `batch_created` reports: their slots are observed from now on."""
+        created, self.inbox.created = self.inbox.created[:count], self.inbox.created[count:]
+        for report in created:
+            batch = self.batch(report.workflow_id)
+            if batch is not None:
+                self._retry_failed(batch, report)
+                settled = set(report.created) | set(report.failed_slots)
+                batch.slots = [slot for slot in batch.slots if slot not in settled]
+
+    def finish(self, count: int) -> list[BatchReport]:
+        """Apply the first `count` `batch_done` reports: their batches leave the book."""
+        done, self.inbox.done = self.inbox.done[:count], self.inbox.done[count:]
+        for report in done:
+            batch = self.drop(report.workflow_id)
+            if batch is not None and not report.cancelled:
+                self._retry_failed(batch, report)
+        return done
+
+    def forget_unreported(self, *, now: datetime, limit: timedelta) -> list[str]:
+        """Batches older than `limit` that never reported (their run was terminated by hand)."""
+        stale = [b.workflow_id for b in self.in_flight if now - b.started_at > limit]
+        for workflow_id in stale:
+            self.drop(workflow_id)
+        return stale
+
+    def _retry_failed(self, batch: InFlightBatch, report: BatchReport) -> None:
+        self.retry_slots += [
+            (batch.generation, slot) for slot in batch.slots if slot in report.failed_slots
+        ]
+
+
+def observed_slots(labels: Iterable[dict[str, str]], key: str) -> set[str]:
+    """The slot labels of the devices a listing returned."""
+    return {slot for slot in (lab.get(key) for lab in labels) if slot is not None}

@@ -1,0 +1,67 @@
+"""Which spec changes a running pool accepts, and what a change means for its creates.
+
+Pure: the pool's update validators and its `scale` signal handler call these
+before anything is written to history.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from devicepool.api.v1alpha1 import DevicePoolSpec, check_replicas
+from devicepool.workflows.messages import ApplyRequest, ScaleRequest
+
+__all__ = ["body_changed", "one_line", "parse_scale_signal", "refuse_apply", "short_json"]
+
+# Fields a running pool cannot change: its devices were rented under them.
+IMMUTABLE_FIELDS = ("provider", "platform", "region", "provider_credential_ref")
+# Mutable spec fields that go into a create's body (with the immutable ones).
+CREATE_BODY_FIELDS = ("os_version", "proxy")
+
+
+def refuse_apply(name: str, spec: DevicePoolSpec, request: ApplyRequest) -> None:
+    """Raise `ValueError` naming the field if `request` cannot replace `spec` on pool `name`."""
+    if request.metadata.name != name:
+        raise ValueError(f"metadata.name: this pool is {name!r}, got {request.metadata.name!r}")
+    for field in IMMUTABLE_FIELDS:
+        old, new = getattr(spec, field), getattr(request.spec, field)
+        if old != new:
+            alias = DevicePoolSpec.model_fields[field].alias or field
+            raise ValueError(
+                f"spec.{alias}: cannot change from {_plain(old)!r} to {_plain(new)!r} on a "
+                "running pool; delete it and apply again"
+            )
+
+
+def body_changed(old: DevicePoolSpec, new: DevicePoolSpec) -> bool:
+    """Whether creates under `new` send another body (old idempotency keys would be a 422)."""
+    return any(getattr(new, field) != getattr(old, field) for field in CREATE_BODY_FIELDS)
+
+
+def parse_scale_signal(payload: Any) -> ScaleRequest:
+    """The `scale` signal's plain JSON, checked; `ValueError` with a one-line message if bad."""
+    try:
+        request = ScaleRequest.model_validate(payload)
+        check_replicas(request.replicas)
+    except (ValidationError, ValueError) as err:
+        raise ValueError(one_line(err)) from None
+    return request
+
+
+def one_line(err: Exception) -> str:
+    if isinstance(err, ValidationError):
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "payload"
+        return f"{where}: {first['msg']}"
+    return str(err)
+
+
+def short_json(payload: Any) -> str:
+    text = repr(payload)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _plain(value: Any) -> Any:
+    return getattr(value, "value", value)

@@ -1,0 +1,277 @@
+"""What a pool shows: its status counts, conditions and phase, search attributes and UI details.
+
+Pure functions of what a pass knows (`PoolView`); the workflow writes their
+results only when a value changed (a search-attribute upsert costs a history
+event; details and queries cost nothing). Conditions are typed
+(`ConditionUpdate`), in the Kubernetes shape: `lastTransitionTime` moves only
+when a condition's status flips.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from temporalio.common import SearchAttributePair, SearchAttributeUpdate, TypedSearchAttributes
+
+from devicepool.api.v1alpha1 import (
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    DevicePoolSpec,
+    DevicePoolStatus,
+    Phase,
+)
+from devicepool.workflows.backoff import Backoff
+from devicepool.workflows.messages import HealthReport
+from devicepool.workflows.plan import Plan
+from devicepool.workflows.search_attributes import (
+    KEY_ACCOUNT,
+    KEY_DESIRED,
+    KEY_PHASE,
+    KEY_PLATFORM,
+    KEY_READY,
+    KEY_REGION,
+)
+
+__all__ = [
+    "ConditionUpdate",
+    "PoolView",
+    "deleted",
+    "details",
+    "drop_condition",
+    "published",
+    "search_attribute_updates",
+    "set_condition",
+]
+
+TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
+
+
+@dataclass(frozen=True)
+class ConditionUpdate:
+    type: ConditionType
+    status: ConditionStatus
+    reason: str
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """Everything one pass knows that the status shows."""
+
+    spec: DevicePoolSpec
+    generation: int
+    plan: Plan
+    # creates that have not landed (in flight or planned this pass)
+    creating: bool
+    device_ids: list[str]
+    refs_problems: list[str] | None
+    backoff: Backoff
+    health: HealthReport | None
+    now: datetime
+
+
+# ---------------------------------------------------------------- conditions
+
+
+def set_condition(
+    status: DevicePoolStatus, cond: ConditionUpdate, *, now: datetime, generation: int
+) -> DevicePoolStatus:
+    old = status.condition(cond.type)
+    if old and (old.status, old.reason, old.message) == (cond.status, cond.reason, cond.message):
+        return status
+    new = Condition(
+        type=cond.type,
+        status=cond.status,
+        reason=cond.reason,
+        message=cond.message,
+        last_transition_time=old.last_transition_time if old and old.status == cond.status else now,
+        observed_generation=generation,
+    )
+    others = [c for c in status.conditions if c.type != cond.type]
+    return status.model_copy(update={"conditions": sorted([*others, new], key=lambda c: c.type)})
+
+
+def drop_condition(status: DevicePoolStatus, type_: ConditionType) -> DevicePoolStatus:
+    if status.condition(type_) is None:
+        return status
+    return status.model_copy(
+        update={"conditions": [c for c in status.conditions if c.type != type_]}
+    )
+
+
+def ready_condition(view: PoolView) -> ConditionUpdate:
+    if view.refs_problems:
+        account = any("account" in p for p in view.refs_problems)
+        return ConditionUpdate(
+            ConditionType.READY,
+            FALSE,
+            "UnknownAccount" if account else "UnknownProxyPool",
+            "; ".join(view.refs_problems) + " — provisioning stopped",
+        )
+    serving = _serving(view.plan)
+    if serving >= view.spec.replicas:
+        return ConditionUpdate(ConditionType.READY, TRUE, "Converged")
+    return ConditionUpdate(
+        ConditionType.READY, FALSE, "BelowDesired", f"{serving}/{view.spec.replicas} devices ready"
+    )
+
+
+def progressing_condition(view: PoolView) -> ConditionUpdate:
+    plan = view.plan
+    if view.creating:
+        provisioning = plan.counts["provisioning"]
+        return ConditionUpdate(
+            ConditionType.PROGRESSING,
+            TRUE,
+            "Provisioning",
+            f"{provisioning} device(s) provisioning",
+        )
+    if plan.terminate:
+        return ConditionUpdate(ConditionType.PROGRESSING, TRUE, "ScalingDown")
+    return ConditionUpdate(ConditionType.PROGRESSING, FALSE, "Stable")
+
+
+def provider_condition(view: PoolView) -> ConditionUpdate:
+    backoff = view.backoff
+    if not backoff.problem:
+        return ConditionUpdate(ConditionType.PROVIDER_AVAILABLE, TRUE, "Available")
+    reason, _, message = backoff.problem.partition(": ")
+    if backoff.until:
+        message += f"; next try at {backoff.until.isoformat(timespec='seconds')}"
+    return ConditionUpdate(ConditionType.PROVIDER_AVAILABLE, FALSE, reason, message)
+
+
+def remediation_condition(view: PoolView) -> ConditionUpdate:
+    health = view.health
+    if health is None or not health.paused:
+        return ConditionUpdate(ConditionType.REMEDIATION_PAUSED, FALSE, "Healthy")
+    return ConditionUpdate(
+        ConditionType.REMEDIATION_PAUSED,
+        TRUE,
+        "TooManyUnhealthy",
+        f"{health.unhealthy} of {health.devices} devices unhealthy, more than "
+        f"maxUnhealthy ({view.spec.max_unhealthy} = {health.max_unhealthy}); "
+        "replacements wait until the count drops",
+    )
+
+
+def scale_down_condition(view: PoolView) -> ConditionUpdate | None:
+    blocked = view.plan.blocked_surplus
+    if not blocked:
+        return None
+    return ConditionUpdate(
+        ConditionType.SCALE_DOWN_BLOCKED,
+        TRUE,
+        "DevicesBusy",
+        f"{blocked} device(s) above the desired size are busy or recently used; "
+        "they are removed once idle",
+    )
+
+
+def phase_of(view: PoolView) -> Phase:
+    counts, replicas = view.plan.counts, view.spec.replicas
+    serving = _serving(view.plan)
+    paused = view.health is not None and view.health.paused
+    if view.refs_problems or view.backoff.problem:
+        return Phase.DEGRADED
+    if counts["offline"] or counts["failed"] or paused:
+        return Phase.DEGRADED
+    if serving + counts["provisioning"] < replicas or view.creating:
+        return Phase.PROVISIONING
+    if view.plan.members > replicas:
+        return Phase.SCALING_DOWN
+    if serving >= replicas:
+        return Phase.READY
+    return Phase.PROVISIONING
+
+
+def published(status: DevicePoolStatus, view: PoolView) -> DevicePoolStatus:
+    """The status after a pass: conditions, phase and counts."""
+    now, generation = view.now, view.generation
+    for cond in (
+        ready_condition(view),
+        progressing_condition(view),
+        provider_condition(view),
+        remediation_condition(view),
+    ):
+        status = set_condition(status, cond, now=now, generation=generation)
+    blocked = scale_down_condition(view)
+    if blocked is None:
+        status = drop_condition(status, ConditionType.SCALE_DOWN_BLOCKED)
+    else:
+        status = set_condition(status, blocked, now=now, generation=generation)
+    counts = view.plan.counts
+    return status.model_copy(
+        update={
+            "phase": phase_of(view),
+            "desired_replicas": view.spec.replicas,
+            "ready_devices": counts["ready"],
+            "busy_devices": counts["busy"],
+            "provisioning_devices": counts["provisioning"],
+            "offline_devices": counts["offline"],
+            "last_reconciled": view.now,
+            "observed_generation": view.generation,
+            "device_ids": view.device_ids,
+        }
+    )
+
+
+def deleted(status: DevicePoolStatus, now: datetime) -> DevicePoolStatus:
+    return status.model_copy(
+        update={
+            "phase": Phase.DELETED,
+            "ready_devices": 0,
+            "busy_devices": 0,
+            "provisioning_devices": 0,
+            "offline_devices": 0,
+            "device_ids": [],
+            "last_reconciled": now,
+        }
+    )
+
+
+def _serving(plan: Plan) -> int:
+    return plan.counts["ready"] + plan.counts["busy"]
+
+
+# ---------------------------------------------------------------- search attributes and details
+
+
+def search_attribute_updates(
+    spec: DevicePoolSpec, status: DevicePoolStatus, current: TypedSearchAttributes
+) -> list[SearchAttributeUpdate[Any]]:
+    """Only what differs from the workflow's current search attributes."""
+    wanted: list[SearchAttributePair[Any]] = [
+        SearchAttributePair(KEY_PLATFORM, spec.platform.value),
+        SearchAttributePair(KEY_REGION, spec.region),
+        SearchAttributePair(KEY_ACCOUNT, spec.provider_credential_ref),
+        SearchAttributePair(KEY_PHASE, status.phase.value),
+        SearchAttributePair(KEY_DESIRED, spec.replicas),
+        SearchAttributePair(KEY_READY, status.ready_devices + status.busy_devices),
+    ]
+    return [
+        pair.key.value_set(pair.value) for pair in wanted if current.get(pair.key) != pair.value
+    ]
+
+
+def details(name: str, spec: DevicePoolSpec, generation: int, status: DevicePoolStatus) -> str:
+    """The Markdown the Web UI shows on the workflow page (`set_current_details`)."""
+    s = status
+    lines = [
+        f"**{name}** · {spec.platform.value} · {spec.region} · "
+        f"account `{spec.provider_credential_ref}` · generation {generation}",
+        "",
+        "| phase | desired | ready | busy | provisioning | offline |",
+        "|---|---|---|---|---|---|",
+        f"| {s.phase.value} | {s.desired_replicas} | {s.ready_devices} | {s.busy_devices} "
+        f"| {s.provisioning_devices} | {s.offline_devices} |",
+    ]
+    if s.conditions:
+        lines += ["", "| condition | status | reason | message |", "|---|---|---|---|"]
+        lines += [
+            f"| {c.type} | {c.status.value} | {c.reason} | {c.message} |" for c in s.conditions
+        ]
+    return "\n".join(lines)
