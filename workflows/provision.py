@@ -67,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.cancellation import raise_if_cancelled
     from devicepool.workflows.ledger import PermitGrant, PermitRequest, PermitsUsed
     from devicepool.workflows.messages import BatchReport, ProvisionBatchInput
+    from devicepool.workflows.policies import PROVIDER_RETRY
 
 # A create that fails with one of these will not succeed by trying again. A
 # region outage is retryable in general, but for creates the pool handles it
@@ -78,10 +79,6 @@ CREATE_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=60),
     non_retryable_error_types=CREATE_NON_RETRYABLE,
-)
-
-STATUS_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
 )
 
 
@@ -128,59 +125,10 @@ class ProvisionBatchWorkflow:
         self._grants.append(grant)
 
     async def _create_all(self, input: ProvisionBatchInput, report: BatchReport) -> None:
-        ledger = workflow.get_external_workflow_handle(ledger_workflow_id(input.account))
-        request_id = workflow.info().workflow_id
-
-        async def ask(count: int) -> bool:
-            try:
-                await ledger.signal(
-                    SIGNAL_PERMIT_REQUEST,
-                    PermitRequest(
-                        request_id=request_id,
-                        requester=workflow.info().workflow_id,
-                        pool=input.pool,
-                        count=count,
-                        replacement=input.replacement,
-                        # A create keeps its permit at most for its whole retry budget.
-                        lease_seconds=input.startup_timeout_seconds + 60,
-                    ),
-                )
-            except FailureError as err:
-                workflow.logger.warning(
-                    "pool %s: account %s has no permit ledger (%s); creating without permits",
-                    input.pool,
-                    input.account,
-                    err,
-                )
-                return False
-            return True
-
-        async def used(grant_id: str, done_at: list[Any], failed: int, unused: int) -> None:
-            self._unreported.pop(grant_id, None)
-            try:
-                await ledger.signal(
-                    SIGNAL_PERMITS_USED,
-                    PermitsUsed(grant_id=grant_id, done_at=done_at, failed=failed, unused=unused),
-                )
-            except FailureError as err:
-                workflow.logger.info("ledger of %s did not take the report: %s", input.account, err)
-
-        async def run_grant(grant: PermitGrant | None, items: list[tuple[int, int]]) -> None:
-            outcomes = await asyncio.gather(
-                *(self._create_one(input, report, i, slot) for i, slot in items)
-            )
-            if grant is not None:
-                unused = grant.count - len(items)
-                await used(
-                    grant.grant_id,
-                    [at for at, _ in outcomes],
-                    sum(1 for _, ok in outcomes if not ok),
-                    unused,
-                )
-
+        """Create every slot: under the account's permits when it has a ledger, else at once."""
         pending = list(enumerate(input.slots))
         runs: list[asyncio.Future[None]] = []
-        self._gated = await ask(len(pending))
+        self._gated = await self._ask(input, len(pending))
         while pending and self._gated:
             try:
                 await workflow.wait_condition(
@@ -190,25 +138,78 @@ class ProvisionBatchWorkflow:
                 )
             except TimeoutError:
                 # Nothing for a long time: ask again (the ledger may have restarted).
-                self._gated = await ask(len(pending))
+                self._gated = await self._ask(input, len(pending))
                 continue
             grant = self._grants.pop(0)
             self._unreported[grant.grant_id] = grant.count
             take, pending = pending[: grant.count], pending[grant.count :]
-            runs.append(asyncio.ensure_future(run_grant(grant, take)))
+            runs.append(asyncio.ensure_future(self._run_grant(input, report, grant, take)))
         if pending:
-            runs.append(asyncio.ensure_future(run_grant(None, pending)))
+            runs.append(asyncio.ensure_future(self._run_grant(input, report, None, pending)))
         await asyncio.gather(*runs)
         # Grants that arrived after the last slot was covered go straight back.
         for grant in self._grants:
-            await used(grant.grant_id, [], 0, grant.count)
+            await self._used(input, PermitsUsed(grant_id=grant.grant_id, unused=grant.count))
         self._grants.clear()
+
+    async def _ask(self, input: ProvisionBatchInput, count: int) -> bool:
+        """Ask the account's ledger for `count` permits; False if it has none (create ungated)."""
+        request_id = workflow.info().workflow_id
+        try:
+            await _ledger(input).signal(
+                SIGNAL_PERMIT_REQUEST,
+                PermitRequest(
+                    request_id=request_id,
+                    requester=request_id,
+                    pool=input.pool,
+                    count=count,
+                    replacement=input.replacement,
+                    # A create keeps its permit at most for its whole retry budget.
+                    lease_seconds=input.startup_timeout_seconds + 60,
+                ),
+            )
+        except FailureError as err:
+            workflow.logger.warning(
+                "pool %s: account %s has no permit ledger (%s); creating without permits",
+                input.pool,
+                input.account,
+                err,
+            )
+            return False
+        return True
+
+    async def _run_grant(
+        self,
+        input: ProvisionBatchInput,
+        report: BatchReport,
+        grant: PermitGrant | None,
+        items: list[tuple[int, int]],
+    ) -> None:
+        """The creates one grant (or, ungated, none) covers; then tell the ledger how they went."""
+        outcomes = await asyncio.gather(
+            *(self._create_one(input, report, i, slot) for i, slot in items)
+        )
+        if grant is not None:
+            used = PermitsUsed(
+                grant_id=grant.grant_id,
+                done_at=[at for at, _ in outcomes],
+                failed=sum(1 for _, ok in outcomes if not ok),
+                unused=grant.count - len(items),
+            )
+            await self._used(input, used)
+
+    async def _used(self, input: ProvisionBatchInput, used: PermitsUsed) -> None:
+        self._unreported.pop(used.grant_id, None)
+        try:
+            await _ledger(input).signal(SIGNAL_PERMITS_USED, used)
+        except FailureError as err:
+            workflow.logger.info("ledger of %s did not take the report: %s", input.account, err)
 
     async def _release_permits(self, input: ProvisionBatchInput) -> None:
         """On cancellation: withdraw the request, report unreported grants as used now."""
         if not self._gated:
             return
-        ledger = workflow.get_external_workflow_handle(ledger_workflow_id(input.account))
+        ledger = _ledger(input)
         try:
             await ledger.signal(SIGNAL_PERMIT_CANCEL, workflow.info().workflow_id)
             for grant in self._grants:
@@ -283,7 +284,7 @@ class ProvisionBatchWorkflow:
                     GetStatusesInput(account=input.account, ids=ids[start : start + 100]),
                     start_to_close_timeout=timedelta(seconds=30),
                     heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                    retry_policy=STATUS_RETRY,
+                    retry_policy=PROVIDER_RETRY,
                     summary=f"status of {len(ids[start : start + 100])} booting devices",
                 )
                 for item in statuses.items:
@@ -350,3 +351,7 @@ def _reason(err: ActivityError) -> str:
     if isinstance(cause, ApplicationError):
         return f"{cause.type}: {cause.message}" if cause.type else cause.message
     return str(cause or err)
+
+
+def _ledger(input: ProvisionBatchInput) -> workflow.ExternalWorkflowHandle[Any]:
+    return workflow.get_external_workflow_handle(ledger_workflow_id(input.account))
