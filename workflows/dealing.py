@@ -1,0 +1,79 @@
+"""Who gets the free permits of a round: the ledger's dealing, a pure function.
+
+No Temporal, no clock, no state of its own: the queue, the number of free
+permits and the pool served last come in, the deal goes out. Tested directly
+(tests/ratelimit/test_rl_dealing.py, with hypothesis properties);
+`workflows/ledger.py` books the deal and signals the grants.
+
+Rules:
+- Replacements first: every replacement request is served before any growth
+  request gets a permit (a pool that lost devices gets them back before
+  another pool grows).
+- Fairness between pools: within each class, permits go one at a time
+  round-robin over the requesting pools, so no pool waits for another's whole
+  scale-up; FIFO between one pool's requests.
+- Rotation: the round starts after the pool served last, so the remainder of
+  a window that does not divide evenly goes to a different pool next round.
+- Announced requests: a pool about to ask (`expect_request`) holds the round
+  until its request arrives or its announcement expires, so pools applied
+  together share the very first window. `due_announcements` says which still do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from devicepool.workflows.ledger_state import PermitRequest
+
+__all__ = ["Deal", "deal", "due_announcements"]
+
+
+@dataclass(frozen=True)
+class Deal:
+    # request id -> permits dealt to it, in the order requests were first served
+    counts: dict[str, int]
+    # the pool served last (where the next round starts after)
+    last_pool: str | None
+
+
+def deal(queue: Sequence[PermitRequest], free: int, last_pool: str | None) -> Deal:
+    """Split `free` permits over `queue`: replacements first, round-robin over pools, FIFO per pool."""
+    counts: dict[str, int] = {}
+    remaining = {r.request_id: r.count for r in queue}
+    for replacement in (True, False):
+        if free <= 0:
+            break
+        by_pool: dict[str, list[PermitRequest]] = {}
+        for r in queue:
+            if r.replacement == replacement:
+                by_pool.setdefault(r.pool, []).append(r)
+        pools = _rotated(list(by_pool), last_pool)
+        while free > 0 and pools:
+            for pool in list(pools):
+                if free <= 0:
+                    break
+                waiting = [r for r in by_pool[pool] if remaining[r.request_id] > 0]
+                if not waiting:
+                    pools.remove(pool)
+                    continue
+                first = waiting[0]
+                remaining[first.request_id] -= 1
+                counts[first.request_id] = counts.get(first.request_id, 0) + 1
+                last_pool = pool
+                free -= 1
+    return Deal(counts=counts, last_pool=last_pool)
+
+
+def _rotated(pools: list[str], last_pool: str | None) -> list[str]:
+    """Start after the pool served last, so remainders rotate between rounds."""
+    if last_pool in pools:
+        i = pools.index(last_pool) + 1
+        return pools[i:] + pools[:i]
+    return pools
+
+
+def due_announcements(intents: Mapping[str, datetime], now: datetime) -> dict[str, datetime]:
+    """The announced requests still awaited at `now` (pool -> until when); expired ones drop."""
+    return {pool: until for pool, until in intents.items() if until > now}

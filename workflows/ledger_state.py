@@ -1,0 +1,227 @@
+"""The permit ledger's messages and carried state, with its window bookkeeping.
+
+`LedgerState` is everything an `AccountLedgerWorkflow` run knows; it is handed
+whole to the next run at continue-as-new. Its methods are the accounting rules
+of `workflows/ledger.py` (see that module's docstring): no Temporal, no clock —
+`now` always comes in as an argument — so they are tested directly
+(tests/ratelimit/test_rl_ledger_state.py). Who gets the free permits of a round is
+`workflows/dealing.py`.
+
+The message models are imported from `devicepool.workflows.ledger` by the pool
+and the provisioning batch; they live here so that this module and the dealing
+need nothing of the workflow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from pydantic import Field
+
+from devicepool.activities.models import LedgerConfig, RateLimitedReport
+from devicepool.api.base import CamelModel
+
+
+class PermitRequest(CamelModel):
+    """A batch asks for `count` create permits; grants come back by signal."""
+
+    request_id: str
+    requester: str  # workflow id to signal `permits_granted` to
+    pool: str
+    count: int = Field(ge=1)
+    replacement: bool = False
+    # How long one create may keep its permit without reporting (its retry budget).
+    lease_seconds: float = Field(default=600.0, gt=0)
+
+
+class PermitIntent(CamelModel):
+    """A pool announces a permit request on its way (`expecting`), or withdraws it."""
+
+    pool: str
+    expecting: bool = True
+    # How long the ledger holds the round for the announced request at most.
+    ttl_seconds: float = Field(default=5.0, gt=0, le=60)
+
+
+class PermitGrant(CamelModel):
+    request_id: str
+    grant_id: str
+    count: int
+
+
+class PermitsUsed(CamelModel):
+    """Every permit of a grant is accounted for: when each create finished, and failures."""
+
+    grant_id: str
+    done_at: list[datetime] = Field(default_factory=list)
+    failed: int = 0
+    # Permits handed back without a create (more than the batch still needed,
+    # or it was cancelled first): they leave the window at once.
+    unused: int = 0
+
+
+class Outstanding(CamelModel):
+    request_id: str
+    pool: str
+    count: int
+    lease_until: datetime
+
+
+class LedgerStats(CamelModel):
+    granted: int = 0
+    used: int = 0
+    failed: int = 0
+    rate_limited_reports: int = 0
+
+
+@dataclass(frozen=True)
+class Issued:
+    """A grant just booked as outstanding, still to be signalled to its requester."""
+
+    request: PermitRequest
+    grant: PermitGrant
+
+
+class LedgerState(CamelModel):
+    config: LedgerConfig = Field(default_factory=LedgerConfig)
+    queue: list[PermitRequest] = Field(default_factory=list)
+    outstanding: dict[str, Outstanding] = Field(default_factory=dict)
+    # Expiry time of every used permit still counted in the window.
+    window: list[datetime] = Field(default_factory=list)
+    paused_until: datetime | None = None
+    # After an idle spell the first request waits `margin` so that requests of
+    # pools growing at the same moment share the first window.
+    hold_until: datetime | None = None
+    # pool -> until when a request it announced is waited for
+    intents: dict[str, datetime] = Field(default_factory=dict)
+    allowance: int | None = None  # None: the full capacity (no slow start in progress)
+    next_grant: int = 0
+    last_pool: str | None = None
+    stats: LedgerStats = Field(default_factory=LedgerStats)
+
+    # ------------------------------------------------------------------ counting
+
+    def span(self) -> timedelta:
+        """How long a used permit counts after its create finished."""
+        return timedelta(seconds=self.config.window_seconds + self.config.margin_seconds)
+
+    def in_flight(self) -> int:
+        return sum(o.count for o in self.outstanding.values())
+
+    def counted(self) -> int:
+        return len(self.window) + self.in_flight()
+
+    def expire(self, now: datetime) -> None:
+        """Drop what no longer counts at `now`; a lapsed lease becomes a used permit."""
+        for grant_id, out in list(self.outstanding.items()):
+            if out.lease_until <= now:
+                # Never reported: count it as used at the end of its lease.
+                self.window.extend([out.lease_until + self.span()] * out.count)
+                del self.outstanding[grant_id]
+        self.window = sorted(t for t in self.window if t > now)
+        if self.paused_until is not None and self.paused_until <= now:
+            self.paused_until = None
+
+    def free(self, now: datetime) -> int:
+        if self.paused_until is not None and self.paused_until > now:
+            return 0
+        free = self.config.capacity - self.counted()
+        if self.allowance is not None:
+            free = min(free, self.allowance - self.in_flight())
+        return max(0, free)
+
+    def next_wake(self) -> datetime | None:
+        """When a waiting request may get permits next (None: nobody waits)."""
+        if not self.queue:
+            # Nobody waits: nothing to compute until a message arrives.
+            return None
+        times: list[datetime] = []
+        if self.paused_until is not None:
+            times.append(self.paused_until)
+        if self.window:
+            times.append(self.window[0])
+        times.extend(o.lease_until for o in self.outstanding.values())
+        return min(times) if times else None
+
+    # ------------------------------------------------------------------ granting
+
+    def issue(self, dealt: dict[str, int], now: datetime) -> list[Issued]:
+        """Book a deal (request id -> permits) as outstanding grants, in the deal's order."""
+        requests = {r.request_id: r for r in self.queue}
+        issued: list[Issued] = []
+        for request_id, count in dealt.items():
+            request = requests[request_id]
+            grant_id = f"{self.next_grant}"
+            self.next_grant += 1
+            self.outstanding[grant_id] = Outstanding(
+                request_id=request_id,
+                pool=request.pool,
+                count=count,
+                lease_until=now + timedelta(seconds=request.lease_seconds),
+            )
+            request.count -= count
+            self.stats.granted += count
+            grant = PermitGrant(request_id=request_id, grant_id=grant_id, count=count)
+            issued.append(Issued(request=request, grant=grant))
+        self.queue = [r for r in self.queue if r.count > 0]
+        return issued
+
+    def undeliverable(self, issued: Issued) -> None:
+        """The requester is gone: it never got these permits, and wants no more."""
+        self.outstanding.pop(issued.grant.grant_id, None)
+        self.stats.granted -= issued.grant.count
+        self.queue = [r for r in self.queue if r.requester != issued.request.requester]
+
+    # ------------------------------------------------------------------ messages
+
+    def announce(self, intent: PermitIntent, now: datetime) -> None:
+        asked = any(r.pool == intent.pool for r in self.queue) or any(
+            o.pool == intent.pool for o in self.outstanding.values()
+        )
+        if intent.expecting and not asked:
+            # (A request that overtook its announcement has settled it already.)
+            self.intents[intent.pool] = now + timedelta(seconds=intent.ttl_seconds)
+        elif not intent.expecting:
+            self.intents.pop(intent.pool, None)
+
+    def enqueue(self, request: PermitRequest, now: datetime) -> None:
+        self.intents.pop(request.pool, None)
+        # A re-sent request (the batch heard nothing for long) replaces the queued
+        # one: its count is what the batch still needs. Surplus grants come back
+        # as `unused`.
+        if not self.queue and not self.outstanding and not self.window:
+            self.hold_until = now + timedelta(seconds=self.config.margin_seconds)
+        self.queue = [r for r in self.queue if r.request_id != request.request_id]
+        self.queue.append(request)
+
+    def cancel(self, request_id: str) -> None:
+        self.queue = [r for r in self.queue if r.request_id != request_id]
+
+    def record_used(self, used: PermitsUsed, now: datetime) -> bool:
+        """Move a reported grant into the window; False if it was not outstanding."""
+        out = self.outstanding.pop(used.grant_id, None)
+        if out is None:
+            return False  # already expired by its lease (and counted) or a duplicate report
+        spent = max(0, out.count - used.unused)
+        done = list(used.done_at)[:spent]
+        # A create not accounted for by time counts from now (never too early).
+        done += [now] * (spent - len(done))
+        self.window.extend(t + self.span() for t in done)
+        self.window.sort()
+        self.stats.used += spent
+        self.stats.failed += used.failed
+        if used.failed:
+            self.allowance = 1
+        elif self.allowance is not None:
+            self.allowance *= 2
+            if self.allowance >= self.config.capacity:
+                self.allowance = None
+        return True
+
+    def record_rate_limited(self, report: RateLimitedReport, now: datetime) -> None:
+        until = now + timedelta(seconds=report.retry_after_seconds)
+        if self.paused_until is None or until > self.paused_until:
+            self.paused_until = until
+        self.allowance = 1
+        self.stats.rate_limited_reports += 1
