@@ -21,8 +21,14 @@ Rules (replace, do not repair):
 - Busy devices that go offline are replaced like any other; healthy busy
   devices are never touched.
 
+The decisions (which devices are unhealthy or due, whether to pause, what to
+report, when to wake) are pure functions in `workflows/triage.py`; this module
+reads the statuses, terminates, reports and sleeps.
+
 The offline clocks live in workflow state, so they survive a worker restart
-(replay rebuilds them) and are carried across continue-as-new. The check sleeps
+(replay rebuilds them). That state is one `HealthInput` (config, clocks, last
+check, replaced total), handed whole to the next run at continue-as-new when
+Temporal suggests it. The check sleeps
 until the next interval or the earliest offline deadline, whichever is first,
 so a replacement is requested at the threshold, not up to an interval late.
 
@@ -37,16 +43,12 @@ import asyncio
 from datetime import datetime, timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities.definitions import DeviceActivityDefinitions
     from devicepool.activities.models import (
-        FAILED,
         HEARTBEAT_TIMEOUT,
-        OFFLINE,
-        PROVISIONING,
         DeviceStatusInfo,
         GetStatusesInput,
         ListDevicesInput,
@@ -57,28 +59,25 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_HEALTH_REPORT,
         WORKFLOW_POOL_HEALTH,
     )
-    from devicepool.api.v1alpha1 import resolve_max_unhealthy
     from devicepool.workflows.cancellation import raise_if_cancelled
     from devicepool.workflows.messages import HealthConfig, HealthInput, HealthReport
-
-RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
-
-REASON_OFFLINE = "Offline"
-REASON_STARTUP_TIMEOUT = "StartupTimeout"
-# `devicepool_replacements_total{reason}` label for each.
-METRIC_REASON = {REASON_OFFLINE: "offline", REASON_STARTUP_TIMEOUT: "startup_timeout"}
+    from devicepool.workflows.policies import PROVIDER_RETRY
+    from devicepool.workflows.triage import (
+        METRIC_REASON,
+        health_report,
+        next_check_at,
+        reason_kind,
+        triage,
+    )
 
 
 @workflow.defn(name=WORKFLOW_POOL_HEALTH)
 class PoolHealthWorkflow:
     @workflow.init
     def __init__(self, input: HealthInput) -> None:
-        self._config = input.config
-        self._offline_since: dict[str, datetime] = dict(input.offline_since)
-        # When the last successful check ran (a device it saw online went
-        # offline after it).
-        self._last_check_at: datetime | None = input.last_check_at
-        self._replaced_total = input.replaced_total
+        # The carried state (config, offline clocks, last check, replaced total)
+        # is this one model, handed to the next run as it is.
+        self._state = input.model_copy(deep=True)
         self._paused = False
         self._config_changed = False
         # Whether the last check had anything to say (so recovery is reported once).
@@ -94,20 +93,15 @@ class PoolHealthWorkflow:
             raise_if_cancelled()
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(
-                    input.model_copy(
-                        update={
-                            "config": self._config,
-                            "offline_since": self._offline_since,
-                            "replaced_total": self._replaced_total,
-                            "last_check_at": self._last_check_at,
-                        }
-                    )
-                )
+                workflow.continue_as_new(self._state)
             now = workflow.now()
-            wake = now + timedelta(seconds=settings.health_seconds)
-            if self._offline_since and not self._paused:
-                wake = min(wake, min(self._offline_since.values()) + threshold)
+            wake = next_check_at(
+                now,
+                interval=timedelta(seconds=settings.health_seconds),
+                offline_since=self._state.offline_since,
+                offline_after=threshold,
+                paused=self._paused,
+            )
             try:
                 await workflow.wait_condition(
                     lambda: self._config_changed,
@@ -119,6 +113,7 @@ class PoolHealthWorkflow:
             self._config_changed = False
 
     async def _check(self, input: HealthInput, threshold: timedelta) -> None:
+        state = self._state
         try:
             statuses = await self._statuses(input)
         except ActivityError as err:
@@ -126,69 +121,31 @@ class PoolHealthWorkflow:
             workflow.logger.warning("pool %s: health check skipped: %s", input.pool, err)
             return
         now = workflow.now()
-        startup_timeout = timedelta(seconds=input.settings.startup_timeout_seconds)
-
-        seen = {s.id for s, _ in statuses}
-        for gone in set(self._offline_since) - seen:
-            del self._offline_since[gone]
-
-        unhealthy: list[str] = []
-        due: dict[str, str] = {}
-        offline: list[str] = []
-        for status, created_at in statuses:
-            if status.status == OFFLINE:
-                offline.append(status.id)
-                since = self._offline_since.setdefault(
-                    status.id, _went_offline(status, now, self._last_check_at)
-                )
-                unhealthy.append(status.id)
-                if now - since >= threshold:
-                    due[status.id] = (
-                        f"{REASON_OFFLINE}: offline for {int((now - since).total_seconds())}s "
-                        f"(threshold {int(threshold.total_seconds())}s)"
-                    )
-                continue
-            self._offline_since.pop(status.id, None)  # back before the threshold
-            if status.status in (PROVISIONING, FAILED) and now - created_at >= startup_timeout:
-                unhealthy.append(status.id)
-                due[status.id] = (
-                    f"{REASON_STARTUP_TIMEOUT}: still {status.status} "
-                    f"{int((now - created_at).total_seconds())}s after creation"
-                )
-
-        limit = resolve_max_unhealthy(self._config.max_unhealthy, len(statuses))
-        self._paused = len(unhealthy) > limit
+        found = triage(
+            statuses,
+            offline_since=state.offline_since,
+            last_check_at=state.last_check_at,
+            max_unhealthy=state.config.max_unhealthy,
+            now=now,
+            offline_after=threshold,
+            startup_timeout=timedelta(seconds=input.settings.startup_timeout_seconds),
+        )
+        state.offline_since = found.offline_since
+        self._paused = found.paused
         terminated: dict[str, str] = {}
-        if due and not self._paused:
-            terminated = await self._terminate(input, due)
-
-        if unhealthy or terminated or self._paused:
-            await self._report(
-                input,
-                HealthReport(
-                    checked_at=now,
-                    devices=len(statuses),
-                    unhealthy=len(unhealthy),
-                    max_unhealthy=limit,
-                    paused=self._paused,
-                    terminated=terminated,
-                    offline=sorted(offline),
-                ),
-            )
-        elif self._was_reporting:
-            # Everything healthy again: one last report clears the pool's condition.
-            await self._report(
-                input,
-                HealthReport(
-                    checked_at=now,
-                    devices=len(statuses),
-                    unhealthy=0,
-                    max_unhealthy=limit,
-                    paused=False,
-                ),
-            )
-        self._was_reporting = bool(unhealthy or terminated or self._paused)
-        self._last_check_at = now
+        if found.due and not found.paused:
+            terminated = await self._terminate(input, found.due)
+        report = health_report(
+            found,
+            terminated=terminated,
+            devices=len(statuses),
+            now=now,
+            was_reporting=self._was_reporting,
+        )
+        if report is not None:
+            await self._report(input, report)
+        self._was_reporting = bool(found.unhealthy or terminated or found.paused)
+        state.last_check_at = now
 
     async def _statuses(self, input: HealthInput) -> list[tuple[DeviceStatusInfo, datetime]]:
         devices = (
@@ -198,7 +155,7 @@ class PoolHealthWorkflow:
                 start_to_close_timeout=timedelta(seconds=60),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 schedule_to_close_timeout=timedelta(minutes=2),
-                retry_policy=RETRY,
+                retry_policy=PROVIDER_RETRY,
                 summary="list devices for the health check",
             )
         ).devices
@@ -213,7 +170,7 @@ class PoolHealthWorkflow:
                 start_to_close_timeout=timedelta(seconds=30),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 schedule_to_close_timeout=timedelta(minutes=2),
-                retry_policy=RETRY,
+                retry_policy=PROVIDER_RETRY,
                 summary=f"status of devices {start + 1}-{start + len(chunk)} of {len(ids)}",
             )
             result += [(item, created[item.id]) for item in batch.items if item.id in created]
@@ -227,13 +184,13 @@ class PoolHealthWorkflow:
                     account=input.account,
                     device_id=device_id,
                     pool=input.pool,
-                    reason=METRIC_REASON[due[device_id].split(":")[0]],
+                    reason=METRIC_REASON[reason_kind(due[device_id])],
                 ),
                 start_to_close_timeout=timedelta(seconds=30),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 schedule_to_close_timeout=timedelta(minutes=2),
-                retry_policy=RETRY,
-                summary=f"replace {device_id} ({due[device_id].split(':')[0]})",
+                retry_policy=PROVIDER_RETRY,
+                summary=f"replace {device_id} ({reason_kind(due[device_id])})",
             )
 
         ids = sorted(due)
@@ -246,8 +203,8 @@ class PoolHealthWorkflow:
                 raise result
             else:
                 done[device_id] = due[device_id]
-                self._offline_since.pop(device_id, None)
-        self._replaced_total += len(done)
+                self._state.offline_since.pop(device_id, None)
+        self._state.replaced_total += len(done)
         return done
 
     async def _report(self, input: HealthInput, report: HealthReport) -> None:
@@ -260,26 +217,9 @@ class PoolHealthWorkflow:
 
     @workflow.signal(name=SIGNAL_HEALTH_CONFIG)
     def health_config(self, config: HealthConfig) -> None:
-        self._config = config
+        self._state.config = config
         self._config_changed = True
 
     @workflow.query(name="offline_since")
     def offline_since(self) -> dict[str, datetime]:
-        return dict(self._offline_since)
-
-
-def _went_offline(
-    status: DeviceStatusInfo, now: datetime, last_check_at: datetime | None
-) -> datetime:
-    """When a device newly seen offline went offline.
-
-    The provider's `updatedAt` of the offline status, so the clock does not start
-    up to a whole health interval late; but never before the previous check
-    (which saw the device not offline: a provider that leaves `updatedAt`
-    alone must not get a device replaced at first sight) and never in the future
-    (clock skew with the provider).
-    """
-    since = status.updated_at if status.updated_at is not None else now
-    if last_check_at is not None:
-        since = max(since, last_check_at)
-    return min(since, now)
+        return dict(self._state.offline_since)

@@ -1,0 +1,176 @@
+"""The health check's decisions, pure: which devices are unhealthy, which to replace, whether to pause.
+
+No Temporal, no I/O, no clock: the statuses just read, the offline clocks so
+far and `now` come in; `workflows/health.py` reads the statuses, terminates what
+is due and sends the report. Tested directly (tests/workflows/test_triage.py).
+
+Rules (replace, do not repair — see `workflows/health.py`):
+- offline: its clock starts when it went offline (`went_offline`); once it has
+  run `offline_after`, the device is due for replacement. A device seen not
+  offline, or not seen at all, loses its clock.
+- startup: a device still `provisioning` (or `failed`) `startup_timeout` after
+  its creation is due.
+- both kinds are unhealthy; more unhealthy devices than `maxUnhealthy` at once
+  (a region outage, not a bad device) pauses remediation: nothing is replaced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from devicepool.activities.models import FAILED, OFFLINE, PROVISIONING, DeviceStatusInfo
+from devicepool.api.v1alpha1 import resolve_max_unhealthy
+from devicepool.workflows.messages import HealthReport
+
+__all__ = [
+    "METRIC_REASON",
+    "REASON_OFFLINE",
+    "REASON_STARTUP_TIMEOUT",
+    "Triage",
+    "health_report",
+    "next_check_at",
+    "reason_kind",
+    "triage",
+    "went_offline",
+]
+
+REASON_OFFLINE = "Offline"
+REASON_STARTUP_TIMEOUT = "StartupTimeout"
+# `devicepool_replacements_total{reason}` label for each.
+METRIC_REASON = {REASON_OFFLINE: "offline", REASON_STARTUP_TIMEOUT: "startup_timeout"}
+
+
+@dataclass(frozen=True)
+class Triage:
+    """What one check found, and what it decided."""
+
+    # device id -> when it was first seen offline, after this check
+    offline_since: dict[str, datetime]
+    unhealthy: list[str]
+    # device id -> reason, due for replacement now (unless paused)
+    due: dict[str, str]
+    offline: list[str]
+    # the most unhealthy devices tolerated at once, for this many devices
+    max_unhealthy: int
+    paused: bool
+
+
+def triage(
+    statuses: Sequence[tuple[DeviceStatusInfo, datetime]],
+    *,
+    offline_since: Mapping[str, datetime],
+    last_check_at: datetime | None,
+    max_unhealthy: int | str,
+    now: datetime,
+    offline_after: timedelta,
+    startup_timeout: timedelta,
+) -> Triage:
+    """Judge each (status, created_at) of the pool's devices at `now`."""
+    clocks = dict(offline_since)
+    seen = {s.id for s, _ in statuses}
+    for gone in set(clocks) - seen:
+        del clocks[gone]
+    unhealthy: list[str] = []
+    due: dict[str, str] = {}
+    offline: list[str] = []
+    for status, created_at in statuses:
+        if status.status == OFFLINE:
+            offline.append(status.id)
+            since = clocks.setdefault(status.id, went_offline(status, now, last_check_at))
+            unhealthy.append(status.id)
+            if now - since >= offline_after:
+                due[status.id] = (
+                    f"{REASON_OFFLINE}: offline for {int((now - since).total_seconds())}s "
+                    f"(threshold {int(offline_after.total_seconds())}s)"
+                )
+            continue
+        clocks.pop(status.id, None)  # back before the threshold
+        if status.status in (PROVISIONING, FAILED) and now - created_at >= startup_timeout:
+            unhealthy.append(status.id)
+            due[status.id] = (
+                f"{REASON_STARTUP_TIMEOUT}: still {status.status} "
+                f"{int((now - created_at).total_seconds())}s after creation"
+            )
+    limit = resolve_max_unhealthy(max_unhealthy, len(statuses))
+    return Triage(
+        offline_since=clocks,
+        unhealthy=unhealthy,
+        due=due,
+        offline=offline,
+        max_unhealthy=limit,
+        paused=len(unhealthy) > limit,
+    )
+
+
+def reason_kind(reason: str) -> str:
+    """`REASON_OFFLINE` or `REASON_STARTUP_TIMEOUT`, from a reason `triage` wrote."""
+    return reason.split(":")[0]
+
+
+def health_report(
+    found: Triage,
+    *,
+    terminated: dict[str, str],
+    devices: int,
+    now: datetime,
+    was_reporting: bool,
+) -> HealthReport | None:
+    """What to tell the pool after a check, if anything.
+
+    Whenever something is unhealthy, was replaced or remediation is paused; and
+    once more when everything is healthy again after that, which clears the
+    pool's condition. Otherwise nothing (no signal every interval).
+    """
+    if found.unhealthy or terminated or found.paused:
+        return HealthReport(
+            checked_at=now,
+            devices=devices,
+            unhealthy=len(found.unhealthy),
+            max_unhealthy=found.max_unhealthy,
+            paused=found.paused,
+            terminated=terminated,
+            offline=sorted(found.offline),
+        )
+    if was_reporting:
+        return HealthReport(
+            checked_at=now,
+            devices=devices,
+            unhealthy=0,
+            max_unhealthy=found.max_unhealthy,
+            paused=False,
+        )
+    return None
+
+
+def next_check_at(
+    now: datetime,
+    *,
+    interval: timedelta,
+    offline_since: Mapping[str, datetime],
+    offline_after: timedelta,
+    paused: bool,
+) -> datetime:
+    """The next interval, or the earliest offline deadline if sooner (unless paused)."""
+    wake = now + interval
+    if offline_since and not paused:
+        wake = min(wake, min(offline_since.values()) + offline_after)
+    return wake
+
+
+def went_offline(
+    status: DeviceStatusInfo, now: datetime, last_check_at: datetime | None
+) -> datetime:
+    """When a device newly seen offline went offline.
+
+    The provider's `updatedAt` of the offline status, so the clock does not start
+    up to a whole health interval late; but never before the previous check
+    (which saw the device not offline: a provider that leaves `updatedAt`
+    alone must not get a device replaced at first sight) and never in the future
+    (clock skew with the provider).
+    """
+    since = status.updated_at if status.updated_at is not None else now
+    if last_check_at is not None:
+        since = max(since, last_check_at)
+    return min(since, now)
