@@ -26,6 +26,7 @@ import pytest
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_ports(count: int) -> list[int]:
@@ -302,6 +303,44 @@ def test_worker_killed_mid_scale_up_converges_without_duplicates(
     assert after["terminations"] == before["terminations"]
 
     deleted = stack.cli("delete", "e2e-kill", "--wait", "--timeout", "60")
+    assert deleted.returncode == 0, deleted.stderr
+    assert stack.stats()["devices"]["live"] == 0
+
+
+def readme_python_example() -> str:
+    """The first ```python block of the README's "## Python API" section, as written."""
+    text = (ROOT / "README.md").read_text()
+    assert "\n## Python API\n" in text, "README.md has no '## Python API' section"
+    section = text.split("\n## Python API\n", 1)[1].split("\n## ", 1)[0]
+    assert "```python\n" in section, "the Python API section has no python code block"
+    return section.split("```python\n", 1)[1].split("\n```", 1)[0]
+
+
+def test_readme_python_api_example_runs(stack: Stack) -> None:
+    # Run as a user would (`python example.py` from the repository root), against this stack.
+    code = readme_python_example()
+    assert "from devicepool.client import PoolClient, connect" in code
+    # Then end as the `devicepool` CLI does, without interpreter finalization: there
+    # the SDK's native threads can abort a process whose work is done (SIGABRT,
+    # temporalio/sdk-python#300). An exception in the example still exits non-zero.
+    script = f"{code}\n\nimport os, sys\nsys.stdout.flush()\nos._exit(0)\n"
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=ROOT,
+            env=stack.env(),
+            capture_output=True,
+            text=True,
+            timeout=150,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        status = stack.status("quickstart")
+        assert status["readyDevices"] == status["desiredReplicas"] == 8
+        assert "quickstart: 8/8 ready" in result.stdout
+    finally:
+        # Waited for: a worker stopped mid-teardown makes the next test's shutdown slow.
+        deleted = stack.cli("delete", "quickstart", "--wait", "--timeout", "60")
     assert deleted.returncode == 0, deleted.stderr
     assert stack.stats()["devices"]["live"] == 0
 
