@@ -61,7 +61,11 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.plan import Plan, plan_pool
     from devicepool.workflows.pool_messages import PoolMessages
     from devicepool.workflows.pool_state import PoolState
-    from devicepool.workflows.slots import observed_slots
+    from devicepool.workflows.slots import Observations, observed_slots
+
+
+# `workflow.patched` ids: behaviour changes that recorded runs must replay without.
+PATCH_ORDERED_OBSERVATIONS = "ordered-observations"
 
 
 @workflow.defn(name=names.WORKFLOW_DEVICE_POOL)
@@ -79,6 +83,8 @@ class DevicePoolWorkflow(PoolMessages):
         self._settings, self._settings_pinned = input.settings, input.settings is not None
         # What one run knows and the next one looks up again.
         self._devices: list[am.DeviceInfo] = []
+        self._observations = Observations()
+        self._watch_number = 0
         self._observe_failed = False
         self._refs_problems: list[str] | None = None
         self._health: HealthReport | None = None
@@ -158,14 +164,17 @@ class DevicePoolWorkflow(PoolMessages):
         )
 
     async def _observe(self) -> None:
+        number = self._observations.begin()
         try:
-            self._devices = await calls.list_devices(self._account, self._name)
+            devices = await calls.list_devices(self._account, self._name)
         except ActivityError as err:
             # Keep the last observation; never create or terminate on a guess.
             workflow.logger.warning("pool %s: cannot list devices: %s", self._name, err)
             self._observe_failed = True
             return
         self._observe_failed = False
+        if self._observations.accept(number):
+            self._devices = devices
 
     def _take_reports(self, count: int) -> None:
         for report in self.s.slots.finish(count):
@@ -283,6 +292,7 @@ class DevicePoolWorkflow(PoolMessages):
     async def _wait(self, plan: Plan) -> bool:
         """Wait for something worth a pass; return whether devices must be listed again."""
         if self._watch is None and not self._observe_failed:
+            self._watch_number = self._observations.begin()
             self._watch = asyncio.ensure_future(self._watch_devices())
         watch = self._watch
         timed_out = False
@@ -298,7 +308,14 @@ class DevicePoolWorkflow(PoolMessages):
         if watch is not None and watch.done():
             self._watch = None
             try:
-                self._devices = watch.result().devices
+                devices = watch.result().devices
+                # Runs recorded before the rule applied every watch answer.
+                if self._observations.accept(self._watch_number) or not workflow.patched(
+                    PATCH_ORDERED_OBSERVATIONS
+                ):
+                    self._devices = devices
+                else:
+                    workflow.logger.info("pool %s: an older watch answer dropped", self._name)
             except ActivityError as err:
                 workflow.logger.warning("watch failed: %s", err)
                 need_observe = True

@@ -1,0 +1,115 @@
+"""Observations are ordered: a listing older than the one applied never overwrites it.
+
+The pool's own activities run on the task queue of the pool's workflow, so a
+pool started on a queue of its own gets scripted activities here (the watch),
+while its children and creates go to the session's real worker and emulator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from temporalio import activity
+from temporalio.client import WorkflowFailureError
+from temporalio.testing import WorkflowEnvironment
+from wf_support import FAST, eventually, pool_devices, stats
+
+from devicepool.activities import models as am
+from devicepool.activities.devices import DeviceActivities
+from devicepool.api.names import pool_workflow_id
+from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.worker.build import new_worker
+from devicepool.workflows import WORKFLOWS
+from devicepool.workflows.messages import PoolInput
+
+pytestmark = pytest.mark.devserver
+
+
+class ScriptedWatch:
+    """The real activities, except that the first watch answers what the test says, when it says."""
+
+    def __init__(self, real: DeviceActivities) -> None:
+        self.real = real
+        self.release = asyncio.Event()
+        self.held = asyncio.Event()
+        self.stale: list[am.DeviceInfo] = []
+        self.watches = 0
+
+    @activity.defn(name="check_pool_refs")
+    async def check_pool_refs(self, input: am.CheckRefsInput) -> am.CheckRefsResult:
+        return await self.real.check_pool_refs(input)
+
+    @activity.defn(name="list_devices")
+    async def list_devices(self, input: am.ListDevicesInput) -> am.ListDevicesResult:
+        return await self.real.list_devices(input)
+
+    @activity.defn(name="terminate_device")
+    async def terminate_device(self, input: am.TerminateDeviceInput) -> am.TerminateDeviceResult:
+        return await self.real.terminate_device(input)
+
+    @activity.defn(name="terminate_pool")
+    async def terminate_pool(self, input: am.TerminatePoolInput) -> am.TerminatePoolResult:
+        return await self.real.terminate_pool(input)
+
+    @activity.defn(name="watch_devices")
+    async def watch_devices(self, input: am.WatchDevicesInput) -> am.WatchDevicesResult:
+        self.watches += 1
+        if self.watches == 1:
+            # The first watch polled before the pool's creates landed, and its
+            # answer is late: it comes back after fresher listings were applied.
+            self.held.set()
+            await self.release.wait()
+            return am.WatchDevicesResult(devices=self.stale, fingerprint="stale", changed=True)
+        return await self.real.watch_devices(input)
+
+    def all(self) -> list[Any]:
+        return [
+            self.check_pool_refs,
+            self.list_devices,
+            self.terminate_device,
+            self.terminate_pool,
+            self.watch_devices,
+        ]
+
+
+async def test_a_watch_answer_older_than_the_applied_listing_is_not_applied(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient
+) -> None:
+    name = f"wf-{uuid.uuid4().hex[:8]}"
+    queue = f"observations-{name}"
+    scripted = ScriptedWatch(worker)
+    before = await stats(control)
+    async with new_worker(
+        env.client, task_queue=queue, workflows=WORKFLOWS, activities=scripted.all()
+    ):
+        spec = DevicePoolSpec.model_validate(
+            {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 2}
+        )
+        handle = await env.client.start_workflow(
+            "DevicePool",
+            PoolInput(metadata=ObjectMeta(name=name), spec=spec, settings=FAST),
+            id=pool_workflow_id(name),
+            task_queue=queue,
+        )
+        await asyncio.wait_for(scripted.held.wait(), 10)
+
+        async def converged() -> bool:
+            status = await handle.query("status")
+            return status["readyDevices"] == 2
+
+        # Fresh listings (after each batch report) see both devices ready...
+        await eventually(converged, what="2 ready devices in the pool's status")
+        # ...then the first watch answers with what it saw before the creates.
+        scripted.release.set()
+        await asyncio.sleep(3)  # several resyncs: a pass that trusted it would rent 2 more
+        after = await stats(control)
+        assert after["creates"]["accepted"] - before["creates"]["accepted"] == 2
+        assert len(await pool_devices(control, name)) == 2
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):  # the run ends CANCELED
+            await handle.result()
+    assert await pool_devices(control, name) == []
