@@ -44,7 +44,7 @@ async def tell_ledger(*, account: str, pool: str, expecting: bool) -> None:
 
 
 async def start_health(
-    *, pool: str, account: str, settings: PoolSettings, max_unhealthy: int | str
+    *, pool: str, account: str, settings: PoolSettings, config: HealthConfig
 ) -> bool:
     """Start the health child, or find it still running; False if it must be tried again."""
     try:
@@ -55,7 +55,7 @@ async def start_health(
                 parent_workflow_id=workflow.info().workflow_id,
                 account=account,
                 settings=settings,
-                config=HealthConfig(max_unhealthy=max_unhealthy),
+                config=config,
             ),
             id=health_workflow_id(pool),
             task_queue=TASK_QUEUE,
@@ -73,11 +73,11 @@ async def start_health(
     return True
 
 
-async def tell_health(*, pool: str, max_unhealthy: int | str) -> bool:
-    """Send the health child a changed `maxUnhealthy`; False if it was not told."""
+async def tell_health(*, pool: str, config: HealthConfig) -> bool:
+    """Send the health child a changed spec (`maxUnhealthy`, replicas); False if it was not told."""
     try:
         await workflow.get_external_workflow_handle(health_workflow_id(pool)).signal(
-            SIGNAL_HEALTH_CONFIG, HealthConfig(max_unhealthy=max_unhealthy)
+            SIGNAL_HEALTH_CONFIG, config
         )
     except FailureError as err:
         workflow.logger.warning("health check of %s not told: %s", pool, err)

@@ -81,6 +81,9 @@ class HealthConfig(CamelModel):
     """What the health child needs from the pool's spec (sent again when it changes)."""
 
     max_unhealthy: int | str = "40%"
+    # The pool's desired size (percentages resolve against it). None: sent by a
+    # pool from before the field existed; the health check then uses its count.
+    replicas: int | None = None
 
 
 class HealthInput(CamelModel):

@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.cancellation import raise_if_cancelled
     from devicepool.workflows.errors import error_message
     from devicepool.workflows.messages import (
+        HealthConfig,
         HealthReport,
         PoolInput,
         ProvisionBatchInput,
@@ -66,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
 
 # `workflow.patched` ids: behaviour changes that recorded runs must replay without.
 PATCH_ORDERED_OBSERVATIONS = "ordered-observations"
+PATCH_HEALTH_KNOWS_REPLICAS = "health-knows-replicas"
 
 
 @workflow.defn(name=names.WORKFLOW_DEVICE_POOL)
@@ -89,7 +91,7 @@ class DevicePoolWorkflow(PoolMessages):
         self._refs_problems: list[str] | None = None
         self._health: HealthReport | None = None
         self._health_started = False
-        self._health_max_unhealthy: int | str = input.spec.max_unhealthy
+        self._health_told = self._health_config()
         self._watch: asyncio.Task[am.WatchDevicesResult] | None = None
         # Commands that need no answer (child starts, ledger signals): the
         # hand-over and the finalizer wait for them.
@@ -413,16 +415,25 @@ class DevicePoolWorkflow(PoolMessages):
             pool=self._name,
             account=self._account,
             settings=self.settings,
-            max_unhealthy=self._spec.max_unhealthy,
+            config=self._health_told,
         )
 
     async def _sync_health_config(self) -> None:
-        """Tell the health child when `maxUnhealthy` changed."""
-        wanted = self._spec.max_unhealthy
-        if wanted != self._health_max_unhealthy and await children.tell_health(
-            pool=self._name, max_unhealthy=wanted
+        """Tell the health child when `maxUnhealthy` or the desired size changed."""
+        wanted, told = self._health_config(), self._health_told
+        if wanted == told:
+            return
+        # Runs recorded before the health check knew the desired size told it
+        # only of a new maxUnhealthy.
+        if wanted.max_unhealthy == told.max_unhealthy and not workflow.patched(
+            PATCH_HEALTH_KNOWS_REPLICAS
         ):
-            self._health_max_unhealthy = wanted
+            return
+        if await children.tell_health(pool=self._name, config=wanted):
+            self._health_told = wanted
+
+    def _health_config(self) -> HealthConfig:
+        return HealthConfig(max_unhealthy=self._spec.max_unhealthy, replicas=self._spec.replicas)
 
     def _observed_slots(self) -> set[str]:
         return observed_slots((d.labels for d in self._devices), names.LABEL_SLOT)
