@@ -23,6 +23,8 @@ from devicepool.activities.models import (
     GetStatusesResult,
     ListDevicesInput,
     ListDevicesResult,
+    PoolRunInput,
+    PoolRunResult,
     PoolSettings,
     RegionStatusInput,
     RegionStatusResult,
@@ -78,3 +80,10 @@ class DeviceActivityDefinitions(abc.ABC):
     @activity.defn(name="terminate_pool")
     @abc.abstractmethod
     async def terminate_pool(self, input: TerminatePoolInput) -> TerminatePoolResult: ...
+
+    # ------------------------------------------------ asks Temporal, not the provider
+
+    @activity.defn(name="pool_running")
+    @abc.abstractmethod
+    async def pool_running(self, input: PoolRunInput) -> PoolRunResult:
+        """Is the pool that started a health check still running (`activities.pool_runs`)?"""

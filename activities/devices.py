@@ -21,6 +21,8 @@ Activities (name → input → result):
 - `get_statuses` `GetStatusesInput` → `GetStatusesResult`
 - `terminate_device` `TerminateDeviceInput` → `TerminateDeviceResult`
 - `terminate_pool` `TerminatePoolInput` → `TerminatePoolResult` (the finalizer; heartbeats)
+- `pool_running` `PoolRunInput` → `PoolRunResult` (asks Temporal, not the provider;
+  `activities.pool_runs`)
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from devicepool.activities import pool_runs
 from devicepool.activities.bitcloudphone import BitCloudPhoneClient
 from devicepool.activities.definitions import DeviceActivityDefinitions
 from devicepool.activities.device_views import device_info, device_status_info
@@ -59,6 +62,8 @@ from devicepool.activities.models import (
     GetStatusesResult,
     ListDevicesInput,
     ListDevicesResult,
+    PoolRunInput,
+    PoolRunResult,
     PoolSettings,
     ProxyPoolSettings,
     RegionStatusInput,
@@ -160,6 +165,7 @@ class DeviceActivities(DeviceActivityDefinitions):
             self.region_status,
             self.terminate_device,
             self.terminate_pool,
+            self.pool_running,
         ]
 
     def account_queue_activities(self) -> list[Any]:
@@ -374,3 +380,11 @@ class DeviceActivities(DeviceActivityDefinitions):
             )
         activity.logger.info("pool %s: torn down (%d deleted in this attempt)", input.pool, deleted)
         return TerminatePoolResult(terminated=deleted, remaining=0)
+
+    # ------------------------------------------------ asks Temporal, not the provider
+
+    @activity.defn(name="pool_running")
+    async def pool_running(self, input: PoolRunInput) -> PoolRunResult:
+        """Is the pool that started a health check still running? Through the
+        client the worker polls with (`activities.pool_runs`)."""
+        return await pool_runs.pool_running(activity.client(), input)

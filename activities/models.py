@@ -292,3 +292,28 @@ class LedgerInput(CamelModel):
 class RateLimitedReport(CamelModel):
     pool: str
     retry_after_seconds: float
+
+
+# ---------------------------------------------------------------- is the health check's pool still there
+
+
+class PoolRunInput(CamelModel):
+    """Activity `pool_running`: is the pool that started a health check still running?"""
+
+    # the pool's workflow id (`devicepool/<name>`)
+    workflow_id: str
+    # the pool run that started the health check (its parent), to learn the pool's chain from
+    run_id: str = ""
+    # the pool's first run id, once known: a pool applied again under the same name has another
+    first_run_id: str = ""
+
+
+class PoolRunResult(CamelModel):
+    # the id's latest run is running and belongs to the same pool (chain of runs)
+    running: bool
+    # the pool's first run id (learned from `run_id` when `first_run_id` was not given)
+    first_run_id: str = ""
+    # what Temporal says of the id's latest run: RUNNING, TERMINATED, ..., NOT_FOUND
+    status: str = ""
+    # the first run id of the id's latest run (another than `first_run_id`: another pool)
+    latest_first_run_id: str = ""
