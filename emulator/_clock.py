@@ -19,21 +19,37 @@ class VirtualClock:
     """Virtual seconds since the emulator started; never goes backwards.
 
     Changing the speed re-anchors the clock so that the time already elapsed is
-    kept; `advance` jumps forward. Timestamps are rendered relative to the real
-    UTC time at which the clock was created.
+    kept; `advance` jumps forward. Timestamps are rendered relative to `epoch`,
+    by default the real UTC time at which the clock was created. A clock
+    restored from a state file starts at `start` virtual seconds with the
+    `epoch` it had, so every timestamp it rendered before renders the same.
     """
 
-    def __init__(self, *, speed: float, real: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        speed: float,
+        real: Callable[[], float] = time.monotonic,
+        start: float = 0.0,
+        epoch: datetime | None = None,
+    ) -> None:
         self._real = real
         self._speed = float(speed)
         self._anchor_real = real()
-        self._anchor_virtual = 0.0
-        now = datetime.now(UTC)
-        self._epoch = now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+        self._anchor_virtual = float(start)
+        if epoch is None:
+            now = datetime.now(UTC)
+            epoch = now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+        self._epoch = epoch
 
     @property
     def speed(self) -> float:
         return self._speed
+
+    @property
+    def epoch(self) -> datetime:
+        """The real UTC moment that virtual second 0 stands for."""
+        return self._epoch
 
     def now(self) -> float:
         return self._anchor_virtual + (self._real() - self._anchor_real) * self._speed

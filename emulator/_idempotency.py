@@ -4,7 +4,8 @@ A create's answer is remembered under `(account, key)` with a fingerprint of
 the request (platform and canonical JSON body). The same key with the same
 request replays the answer, marked `Idempotent-Replayed: true`; with a
 different request it is a 422 `idempotency_key_reused`. Nothing is forgotten
-until the emulator is reset.
+until the emulator is reset (with a state file, not across a restart either:
+see `_statefile`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 `RateWindows` holds each account's recent accepted creates, renders the
 `RateLimit-*` headers (their reset in *real* seconds, so a client sleeping on
 it waits the right time at any clock speed), and keeps every accepted create's
-virtual time for `GET /_emulator/creates`.
+virtual time for `GET /_emulator/creates` (and, with a state file, for the
+window of the next run: see `restore`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,15 @@ class RateWindows:
         window.append(now)
         self._accepted_at.setdefault(account, []).append(now)
         return self._headers(window, now)
+
+    def restore(self, account: str, times: list[float]) -> None:
+        """Reload an account's accepted creates (from a state file), oldest first.
+
+        The window is rebuilt from the same times, so creates made just before a
+        restart still count against it; the old ones drop out on first use.
+        """
+        self._accepted_at[account] = list(times)
+        self._windows[account] = deque(times)
 
     def creates_json(self) -> dict[str, Any]:
         """Accepted-create times per account, in virtual seconds since the emulator started."""

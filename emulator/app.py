@@ -10,7 +10,9 @@ responses) wrap the public API only, in an ASGI middleware.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -27,22 +29,37 @@ from devicepool.emulator._problems import (
     code_for_status,
     problem_response,
 )
+from devicepool.emulator._statefile import StateFileError
 from devicepool.emulator.config import EmulatorConfig
 from devicepool.emulator.state import Emulator
 
-__all__ = ["EmulatorConfig", "create_app"]
+__all__ = ["EmulatorConfig", "StateFileError", "create_app"]
 
 _CREATE_PATH = re.compile(r"^/api/v1/[^/]+/devices/?$")
 
 
 def create_app(config: EmulatorConfig | None = None) -> FastAPI:
-    """Build a fresh emulator app with its own in-memory provider."""
+    """Build an emulator app with its own provider: in memory, or on `config.state_file`.
+
+    With a state file, the app's lifespan (or `app.state.emulator.close()`)
+    releases the file; every change is on disk as soon as it is answered.
+    Raises `StateFileError` if the file cannot be used.
+    """
     emulator = Emulator(config or EmulatorConfig())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            emulator.close()
+
     app = FastAPI(
         title="BitCloudPhone emulator",
         docs_url="/_emulator/docs",
         redoc_url=None,
         openapi_url="/_emulator/openapi.json",
+        lifespan=lifespan,
     )
     app.state.emulator = emulator
     app.add_middleware(_FaultInjection, emulator=emulator)

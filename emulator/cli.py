@@ -1,6 +1,8 @@
 """`python -m devicepool.emulator` / `devicepool emulator`: serve the BitCloudPhone emulator with uvicorn.
 
-Exit codes: 0 after a clean shutdown (SIGINT/SIGTERM), 2 for bad flags.
+Exit codes: 0 after a clean shutdown (SIGINT/SIGTERM), 2 for bad flags (a
+`--state` file that cannot be used included: another emulator holds it, it is
+not an emulator's SQLite file, ...).
 """
 
 from __future__ import annotations
@@ -11,9 +13,13 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from typing import NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from devicepool.emulator.config import DEFAULT_ACCOUNT, DEFAULT_API_KEY, EmulatorConfig
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -117,6 +123,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="virtual clock speed: every duration, the rate window included (default 1)",
     )
     parser.add_argument("--seed", type=_seed, default=None, help="seed for ids and faults")
+    parser.add_argument(
+        "--state",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="keep devices, idempotency keys, the rate window and billing in this SQLite file "
+        "(created if missing), so an emulator started again on it is the same provider; "
+        "the time it was down passes on its clock (default: in memory only)",
+    )
     return parser
 
 
@@ -131,14 +146,13 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         creates_per_minute=args.creates_per_minute,
         speed=args.speed,
         seed=args.seed,
+        state_file=args.state,
     )
 
 
-def serve(config: EmulatorConfig, host: str, port: int) -> None:
-    """Serve the emulator until SIGINT/SIGTERM, then shut down gracefully and return."""
+def serve(app: FastAPI, host: str, port: int) -> None:
+    """Serve the emulator app until SIGINT/SIGTERM, then shut down gracefully and return."""
     import uvicorn
-
-    from devicepool.emulator.app import create_app
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
@@ -156,7 +170,7 @@ def serve(config: EmulatorConfig, host: str, port: int) -> None:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
 
-    Server(uvicorn.Config(create_app(config), host=host, port=port, log_level="info")).run()
+    Server(uvicorn.Config(app, host=host, port=port, log_level="info")).run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,7 +180,13 @@ def main(argv: list[str] | None = None) -> int:
         config = config_from_args(args)
     except ValueError as error:
         parser.error(str(error))
-    serve(config, args.host, args.port)
+    from devicepool.emulator.app import StateFileError, create_app
+
+    try:
+        app = create_app(config)
+    except StateFileError as error:
+        parser.error(str(error))
+    serve(app, args.host, args.port)
     return 0
 
 

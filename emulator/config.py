@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 DEFAULT_ACCOUNT = "default"
 DEFAULT_API_KEY = "devicepool-dev-key"
@@ -18,6 +19,8 @@ class EmulatorConfig:
 
     Durations are in *virtual* seconds: the emulator's clock runs `speed` times
     faster than real time, and the rate-limit window (60 s) is virtual too.
+    `state_file`: keep the provider's state in this SQLite file, so that an
+    emulator started again on it is the same provider (None: in memory only).
     """
 
     accounts: dict[str, list[str]] = field(default_factory=_default_accounts)
@@ -27,6 +30,7 @@ class EmulatorConfig:
     seed: int | None = None
     terminate_seconds: float = 5
     max_devices_per_account: int | None = None
+    state_file: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.accounts:

@@ -12,10 +12,12 @@ which composes the parts and applies the cross-cutting rules of a create
     _stats        counters and the stats / billing shape
     _clock        the virtual clock and its control plane
     _bodies       request body parsing
+    _statefile    the state on disk (`--state FILE`), or nothing written without one
 
 Every method is synchronous: the app calls them from `async` handlers on one
 event loop, so each create's check-then-act (idempotency, quota, rate window)
-is atomic without locks.
+is atomic without locks. A method that changes state stages what it changed
+and commits it to the state file before it returns (`_commit`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from devicepool.emulator._problems import (
     invalid,
 )
 from devicepool.emulator._ratelimit import RateWindows
+from devicepool.emulator._statefile import open_state
 from devicepool.emulator._stats import Counters, stats_json
 from devicepool.emulator.config import EmulatorConfig
 
@@ -61,12 +64,35 @@ class Emulator:
 
     def __init__(self, config: EmulatorConfig) -> None:
         self.config = config
-        self.clock = VirtualClock(speed=config.speed)
+        # Raises StateFileError when the file cannot be used (another emulator holds it, ...).
+        self._disk = open_state(config.state_file)
+        self._closed = False
+        self.clock: VirtualClock = self._disk.load_clock(speed=config.speed)
         self._account_by_key = {key: name for name, keys in config.accounts.items() for key in keys}
-        self.reset()
+        self._new_parts()
+        self._disk.load_into(
+            store=self._store,
+            idempotency=self._idempotency,
+            rates=self._rates,
+            counters=self._counters,
+        )
+        self._commit()
 
     def reset(self) -> None:
         """Forget every device, counter, fault and region; the clock keeps running."""
+        self._new_parts()
+        self._disk.wipe()
+        self._commit()
+
+    def close(self) -> None:
+        """Write the clock one last time and release the state file (if any); idempotent."""
+        if self._closed:
+            return
+        self._commit()
+        self._disk.close()
+        self._closed = True
+
+    def _new_parts(self) -> None:
         self._store = DeviceStore(self.clock, _rng(self.config.seed, "ids"))
         self.faults = Faults()
         self._counters = Counters()
@@ -111,6 +137,8 @@ class Emulator:
         except ProblemError as error:
             self._counters.count_rejected_create(error.status)
             raise
+        finally:
+            self._commit()
 
     def _create_device(
         self,
@@ -153,6 +181,10 @@ class Emulator:
             {**rate_headers, "Location": f"/api/v1/devices/{device.id}"},
         )
         self._idempotency.remember(account, key, request, answer)
+        self._disk.stage_device(device)
+        self._disk.stage_create(
+            account=account, key=key, fingerprint=request, answer=answer, at=now
+        )
         return answer
 
     def _admit(self, account: str, region: str, now: float) -> None:
@@ -212,12 +244,14 @@ class Emulator:
         device = self._store.owned_device(account, device_id)
         self._store.reboot(device, seconds=self.config.provision_seconds / 3)
         self._counters.reboots += 1
+        self._commit(device)
         return self._store.device_json(device)
 
     def delete(self, account: str, device_id: str) -> dict[str, Any]:
         device = self._store.owned_device(account, device_id)
         if self._store.terminate(device, seconds=self.config.terminate_seconds):
             self._counters.terminations += 1
+            self._commit(device)
         return self._store.device_json(device)
 
     def list_regions(self) -> list[dict[str, str]]:
@@ -228,15 +262,20 @@ class Emulator:
     def set_session(self, device_id: str, active: bool) -> dict[str, Any]:
         device = self._store.any_device(device_id)
         self._store.set_session(device, active)
+        self._commit(device)
         return self._store.device_json(device)
 
     def set_offline(self, device_id: str, offline: bool) -> dict[str, Any]:
         device = self._store.any_device(device_id)
         self._store.set_offline(device, offline)
+        self._commit(device)
         return self._store.device_json(device)
 
     def set_region(self, name: str, status: Any) -> dict[str, str]:
-        return self._store.set_region(name, status)
+        answer = self._store.set_region(name, status)
+        # Its devices' `updatedAt` moved if what a client sees of them changed.
+        self._commit(*(d for d in self.devices.values() if d.region == name))
+        return answer
 
     def set_faults(self, body: Any) -> dict[str, float]:
         self.faults = Faults.parse(body)
@@ -244,16 +283,21 @@ class Emulator:
 
     def draw_faults(self, *, is_create: bool) -> FaultDecision:
         """Decide, with the seeded RNG, what the faults do to one public request."""
+        injected = self._counters.faults_injected.total()
         decision = self._dice.decide(self.faults, rate_limit=self.config.creates_per_minute)
         if decision.reject is not None and is_create:
             self._counters.count_rejected_create(decision.reject.status)
+        if self._counters.faults_injected.total() != injected:
+            self._commit()
         return decision
 
     def clock_json(self) -> dict[str, Any]:
         return _clock.clock_json(self.clock)
 
     def set_clock(self, body: Any) -> dict[str, Any]:
-        return _clock.set_clock(self.clock, body)
+        answer = _clock.set_clock(self.clock, body)
+        self._commit()  # a jump or a new speed re-anchors the clock on disk too
+        return answer
 
     def stats(self) -> dict[str, Any]:
         now = self.clock.now()
@@ -268,3 +312,11 @@ class Emulator:
     def creates(self) -> dict[str, Any]:
         """Accepted-create times per account, in virtual seconds since the emulator started."""
         return self._rates.creates_json()
+
+    # ------------------------------------------------------------ on disk
+
+    def _commit(self, *changed: Device) -> None:
+        """Write `changed` devices, the counters, regions and clock to the state file, if any."""
+        for device in changed:
+            self._disk.stage_device(device)
+        self._disk.commit(counters=self._counters, regions=self.regions, clock=self.clock)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -104,13 +106,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
-def test_serves_over_a_real_socket_and_stops_cleanly(tmp_path: Path, stop: signal.Signals) -> None:
+@contextlib.contextmanager
+def serving(log_path: Path, *argv: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """A real `python -m devicepool.emulator` process on a free port, once it answers."""
     port = free_port()
-    argv = ["--port", str(port), "--account", "acme=secret", "--provision-seconds", "0"]
-    log = (tmp_path / "emulator.log").open("w")
+    log = log_path.open("w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "devicepool.emulator", *argv],
+        [sys.executable, "-m", "devicepool.emulator", "--port", str(port), *argv],
         cwd=ROOT,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         stdout=log,
@@ -124,10 +126,23 @@ def test_serves_over_a_real_socket_and_stops_cleanly(tmp_path: Path, stop: signa
                 httpx.get(f"{base}/_emulator/clock", timeout=0.5)
                 break
             except httpx.TransportError:
-                output = (tmp_path / "emulator.log").read_text
-                assert process.poll() is None, f"the emulator died: {output()}"
-                assert time.monotonic() < deadline, f"the emulator did not start: {output()}"
+                assert process.poll() is None, f"the emulator died: {log_path.read_text()}"
+                assert time.monotonic() < deadline, (
+                    f"the emulator did not start: {log_path.read_text()}"
+                )
                 time.sleep(0.05)
+        yield process, base
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_serves_over_a_real_socket_and_stops_cleanly(tmp_path: Path, stop: signal.Signals) -> None:
+    argv = ["--account", "acme=secret", "--provision-seconds", "0"]
+    with serving(tmp_path / "emulator.log", *argv) as (process, base):
         headers = {"Authorization": "Bearer secret", "Idempotency-Key": "k"}
         body = {"region": "us-west", "osVersion": "17", "name": "p", "labels": {"pool": "x"}}
         created = httpx.post(f"{base}/api/v1/ios/devices", json=body, headers=headers)
@@ -136,8 +151,29 @@ def test_serves_over_a_real_socket_and_stops_cleanly(tmp_path: Path, stop: signa
         assert status.json()["status"] == "ready"
         process.send_signal(stop)
         assert process.wait(timeout=5) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        log.close()
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
+def test_a_process_started_again_on_its_state_file_keeps_its_devices(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    # SIGKILL too: every answered change is already committed to the file.
+    argv = ["--account", "acme=secret", "--state", str(tmp_path / "emulator.sqlite")]
+    headers = {"Authorization": "Bearer secret", "Idempotency-Key": "k"}
+    body = {"region": "us-west", "osVersion": "17", "name": "p", "labels": {"pool": "x"}}
+    with serving(tmp_path / "first.log", *argv) as (process, base):
+        created = httpx.post(f"{base}/api/v1/ios/devices", json=body, headers=headers)
+        assert created.status_code == 202
+        process.send_signal(stop)
+        process.wait(timeout=5)
+    with serving(tmp_path / "second.log", *argv) as (process, base):
+        listed = httpx.get(f"{base}/api/v1/devices", headers=headers).json()["items"]
+        assert [d["id"] for d in listed] == [created.json()["id"]]
+        replay = httpx.post(f"{base}/api/v1/ios/devices", json=body, headers=headers)
+        assert replay.status_code == 202
+        assert replay.headers["Idempotent-Replayed"] == "true"
+        stats = httpx.get(f"{base}/_emulator/stats").json()
+        assert stats["creates"]["accepted"] == 1
+        assert stats["creates"]["idempotentReplays"] == 1
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=5) == 0
