@@ -55,9 +55,9 @@ def dev(
     ui_port: Annotated[int, typer.Option(help="Temporal Web UI port")] = 8233,
     emulator_port: Annotated[int, typer.Option(help="emulator HTTP port")] = 8088,
     metrics_port: Annotated[int, typer.Option(help="worker /metrics port")] = 9464,
-    data_dir: Annotated[Path, typer.Option(help="state: Temporal SQLite db, logs, config")] = Path(
-        ".devicepool"
-    ),
+    data_dir: Annotated[
+        Path, typer.Option(help="state: Temporal and emulator SQLite files, logs, config")
+    ] = Path(".devicepool"),
     provision_seconds: Annotated[
         float, typer.Option(min=0, help="emulator: seconds a device takes to provision")
     ] = 45.0,

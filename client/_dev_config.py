@@ -1,5 +1,8 @@
 """What `devicepool dev` configures: its options, its accounts and keys, the worker's config file.
 
+The data dir holds the Temporal database (``temporal.db``), the emulator's
+state (``emulator.sqlite``), logs, secrets and the worker config.
+
 The worker config is written to ``<data-dir>/worker.yaml`` at every start,
 with the API keys as files under ``<data-dir>/secrets/``: the default account,
 every account a previous run or an applied pool names, the example proxy pools
@@ -46,6 +49,11 @@ class DevOptions:
     @property
     def address(self) -> str:
         return f"{DEV_HOST}:{self.port}"
+
+
+def emulator_state_file(options: DevOptions) -> Path:
+    """The emulator's SQLite state (devices, idempotency keys, rate window, billing)."""
+    return options.data_dir / "emulator.sqlite"
 
 
 def account_key(account: str) -> str:

@@ -27,6 +27,7 @@ from devicepool.client._dev_config import (
     DEV_NAMESPACE,
     DevOptions,
     account_key,
+    emulator_state_file,
     worker_env,
     write_worker_config,
 )
@@ -59,7 +60,11 @@ def server_command(temporal: str, options: DevOptions) -> list[str]:
 
 
 def emulator_command(options: DevOptions, accounts: Sequence[str]) -> list[str]:
-    """`python -m devicepool.emulator` with the stack's knobs and every account's key."""
+    """`python -m devicepool.emulator` with the stack's knobs, every account's key, its state file.
+
+    The state file in the data dir is what makes a restarted stack face the
+    same provider: the same devices, idempotency keys, rate window and billing.
+    """
     args = [
         sys.executable,
         "-m",
@@ -72,6 +77,8 @@ def emulator_command(options: DevOptions, accounts: Sequence[str]) -> list[str]:
         f"{options.provision_seconds:g}",
         "--creates-per-minute",
         str(options.creates_per_minute),
+        "--state",
+        str(emulator_state_file(options)),
     ]
     for account in accounts:
         args += ["--account", f"{account}={account_key(account)}"]
@@ -217,7 +224,8 @@ class DevStack:
             f"(accounts: {', '.join(accounts)}; key {DEFAULT_API_KEY})\n"
             f"  Worker metrics:   http://{DEV_HOST}:{o.metrics_port}/metrics\n"
             f"  Proxy pools:      {', '.join(proxy_pools)} (placeholder gateways)\n"
-            f"  Data and logs:    {self.data_dir}/ ({logs}/temporal.log, emulator.log, worker.log)\n"
+            f"  Data and logs:    {self.data_dir}/ (temporal.db, emulator.sqlite; "
+            f"{logs}/temporal.log, emulator.log, worker.log)\n"
             "Try:  devicepool apply -f examples/quickstart.yaml --wait && devicepool get\n"
             "Ctrl-C stops everything; running again with the same --data-dir resumes the pools."
         )

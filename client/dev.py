@@ -7,7 +7,8 @@ Ctrl-C reaches only this supervisor, which then stops them in order:
    at ``<data-dir>/temporal.db``, Web UI on, the pool search attributes
    registered);
 2. the BitCloudPhone emulator (``python -m devicepool.emulator``) with the ``default``
-   account (key ``devicepool-dev-key``) and every account a pool names;
+   account (key ``devicepool-dev-key``), every account a pool names, and its
+   state in ``<data-dir>/emulator.sqlite``;
 3. a worker (``python -m devicepool.client worker``) with ``<data-dir>/worker.yaml``,
    written here: the same accounts, the same creates-per-minute, placeholder
    proxy gateways, the interval flags.
@@ -15,7 +16,7 @@ Ctrl-C reaches only this supervisor, which then stops them in order:
 The worker starts only once the server answers for its namespace and the
 emulator answers; `--apply` runs once the worker is ready. Logs go to
 ``<data-dir>/logs/``. A second run with the same data dir resumes the running
-pools (the emulator is in-memory, so they re-provision their devices). A
+pools with the devices they had: the emulator keeps them in its state file. A
 worker that dies is replaced (at most 5 times a minute), as a Deployment would
 replace it; the server or the emulator dying stops the stack. On
 Linux the children also get PR_SET_PDEATHSIG, so even a SIGKILLed supervisor

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from devicepool.client.cli import main
-from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME
+from devicepool.client.dev import DevStack
+from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME, DevicePoolError
+from devicepool.emulator.cli import build_parser as emulator_parser
 
 GOOD = """\
 apiVersion: mobile.example.com/v1alpha1
@@ -272,6 +274,36 @@ def test_dev_refuses_a_busy_port(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert code == EXIT_RUNTIME
     assert_one_line_error(err)
     assert f"port {port} (--emulator-port) is already in use" in err
+
+
+def test_dev_gives_the_emulator_a_state_file_in_its_data_dir(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The real `devicepool dev` start-up, up to the point where it waits for its children.
+    spawned: dict[str, list[str]] = {}
+
+    async def record(stack: DevStack, name: str, args: list[str], env: object = None) -> None:
+        spawned[name] = args
+
+    async def stop_here(stack: DevStack) -> None:
+        raise DevicePoolError("stopped by the test before anything started")
+
+    monkeypatch.setattr(DevStack, "_spawn", record)
+    monkeypatch.setattr(DevStack, "_wait_temporal", stop_here)
+    monkeypatch.setattr(DevStack, "_wait_emulator", stop_here)
+    data = tmp_path / "data"
+    ports = [str(closed_port()) for _ in range(4)]
+    flags = ("--port", "--ui-port", "--emulator-port", "--metrics-port")
+    argv = [arg for flag, port in zip(flags, ports, strict=True) for arg in (flag, port)]
+    code, _, err = run(capsys, "dev", "--data-dir", str(data), *argv)
+    assert code == EXIT_RUNTIME, err
+    assert "stopped by the test" in err
+
+    command = spawned["emulator"]
+    assert command[1:3] == ["-m", "devicepool.emulator"]
+    emulator_args = emulator_parser().parse_args(command[3:])
+    assert emulator_args.state == data / "emulator.sqlite"
+    assert emulator_args.port == int(ports[2])
 
 
 # ---------------------------------------------------------------- worker config errors: exit 2
