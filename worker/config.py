@@ -24,6 +24,10 @@ The file (``--config``, default ``devicepool.yaml``; see
       offlineAfterSeconds: 180
       startupTimeoutSeconds: 300
       idleGraceSeconds: 60
+    capacity:                      # this process's Temporal workers, all optional
+      maxConcurrentActivities: 100 #   short activities at once (the `devicepool` queue)
+      maxConcurrentWatches: 2000   #   watches at once (the `devicepool-watch` queue)
+      maxCachedWorkflows: 4000     #   workflows kept in memory between their tasks
     metricsPort: 9464
 
 Relative secret file paths are resolved against the config file's directory.
@@ -35,6 +39,9 @@ Environment overrides (each wins over the file):
     DEVICEPOOL_OFFLINE_AFTER_SECONDS      intervals.offlineAfterSeconds
     DEVICEPOOL_STARTUP_TIMEOUT_SECONDS    intervals.startupTimeoutSeconds
     DEVICEPOOL_IDLE_GRACE_SECONDS         intervals.idleGraceSeconds
+    DEVICEPOOL_MAX_CONCURRENT_ACTIVITIES  capacity.maxConcurrentActivities
+    DEVICEPOOL_MAX_CONCURRENT_WATCHES     capacity.maxConcurrentWatches
+    DEVICEPOOL_MAX_CACHED_WORKFLOWS       capacity.maxCachedWorkflows
     DEVICEPOOL_METRICS_PORT               metricsPort
     DEVICEPOOL_GRACEFUL_SHUTDOWN_SECONDS  how long in-flight activities get at SIGTERM (default 20)
     DEVICEPOOL_LOG_FORMAT                 logfmt (default) or json
@@ -62,7 +69,11 @@ import yaml
 
 from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
 from devicepool.worker.config_file import (
+    DEFAULT_MAX_CACHED_WORKFLOWS,
+    DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+    DEFAULT_MAX_CONCURRENT_WATCHES,
     DEFAULT_METRICS_PORT,
+    CapacityFile,
     ConfigFile,
     IntervalsFile,
     first_error,
@@ -84,6 +95,7 @@ __all__ = [
     "DEFAULT_GRACEFUL_SHUTDOWN_SECONDS",
     "DEFAULT_METRICS_PORT",
     "ConfigError",
+    "WorkerCapacity",
     "WorkerConfig",
     "build_config",
     "config_path",
@@ -92,6 +104,28 @@ __all__ = [
 
 DEFAULT_CONFIG_FILE = "devicepool.yaml"
 DEFAULT_GRACEFUL_SHUTDOWN_SECONDS = 20.0
+
+
+@dataclass(frozen=True)
+class WorkerCapacity:
+    """Slot budgets and cache size of the process's Temporal workers (``worker/build.py``).
+
+    Short activities and watches draw on separate budgets: a watch sleeps for
+    up to an hour in its slot, so sharing one budget lets watches starve the
+    lists, status reads and terminations every pool needs.
+    """
+
+    max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES
+    max_concurrent_watches: int = DEFAULT_MAX_CONCURRENT_WATCHES
+    max_cached_workflows: int = DEFAULT_MAX_CACHED_WORKFLOWS
+
+    @classmethod
+    def of(cls, parsed: CapacityFile) -> WorkerCapacity:
+        return cls(
+            max_concurrent_activities=parsed.max_concurrent_activities,
+            max_concurrent_watches=parsed.max_concurrent_watches,
+            max_cached_workflows=parsed.max_cached_workflows,
+        )
 
 
 @dataclass(frozen=True)
@@ -104,6 +138,7 @@ class WorkerConfig:
     metrics_port: int = DEFAULT_METRICS_PORT
     graceful_shutdown_seconds: float = DEFAULT_GRACEFUL_SHUTDOWN_SECONDS
     log_format: str = "logfmt"
+    capacity: WorkerCapacity = field(default_factory=WorkerCapacity)
     source: str = field(default="<defaults>")
 
     def describe(self) -> dict[str, Any]:
@@ -116,6 +151,9 @@ class WorkerConfig:
             "proxy_pools": ",".join(sorted(self.proxy_pools)),
             "resync_seconds": self.settings.resync_seconds,
             "metrics_port": self.metrics_port,
+            "max_concurrent_activities": self.capacity.max_concurrent_activities,
+            "max_concurrent_watches": self.capacity.max_concurrent_watches,
+            "max_cached_workflows": self.capacity.max_cached_workflows,
         }
 
 
@@ -184,6 +222,7 @@ def build_config(
         metrics_port=parsed.metrics_port if metrics_port is None else metrics_port,
         graceful_shutdown_seconds=graceful,
         log_format=log_format(env),
+        capacity=WorkerCapacity.of(parsed.capacity),
         source=source,
     )
 

@@ -13,6 +13,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 DEFAULT_METRICS_PORT = 9464
+# One worker process serves at least 1,000 pools (see the README's Scaling section).
+# Short activities (lists, status reads, terminations): the SDK's own default.
+DEFAULT_MAX_CONCURRENT_ACTIVITIES = 100
+# Watches: one per pool, each a coroutine asleep between provider polls.
+DEFAULT_MAX_CONCURRENT_WATCHES = 2000
+# Long-running workflows stay cached: a pool and its health check each, plus
+# batches and ledgers; below that, every wake-up is a full replay.
+DEFAULT_MAX_CACHED_WORKFLOWS = 4000
 
 
 class _FileModel(BaseModel):
@@ -52,10 +60,17 @@ class IntervalsFile(_FileModel):
     backoff_max_seconds: float = Field(default=900.0, gt=0)
 
 
+class CapacityFile(_FileModel):
+    max_concurrent_activities: int = Field(default=DEFAULT_MAX_CONCURRENT_ACTIVITIES, ge=1)
+    max_concurrent_watches: int = Field(default=DEFAULT_MAX_CONCURRENT_WATCHES, ge=1)
+    max_cached_workflows: int = Field(default=DEFAULT_MAX_CACHED_WORKFLOWS, ge=1)
+
+
 class ConfigFile(_FileModel):
     accounts: dict[str, AccountFile] = Field(default_factory=dict)
     proxy_pools: dict[str, ProxyPoolFile] = Field(default_factory=dict)
     intervals: IntervalsFile = Field(default_factory=IntervalsFile)
+    capacity: CapacityFile = Field(default_factory=CapacityFile)
     metrics_port: int = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535)
 
 

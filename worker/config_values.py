@@ -9,7 +9,7 @@ directory) or an environment variable, and never appear in a message.
 from __future__ import annotations
 
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,6 +28,12 @@ ENV_INTERVALS: dict[str, str] = {
     "DEVICEPOOL_STARTUP_TIMEOUT_SECONDS": "startupTimeoutSeconds",
     "DEVICEPOOL_IDLE_GRACE_SECONDS": "idleGraceSeconds",
 }
+# environment variable -> capacity field (camelCase, as in the file)
+ENV_CAPACITY: dict[str, str] = {
+    "DEVICEPOOL_MAX_CONCURRENT_ACTIVITIES": "maxConcurrentActivities",
+    "DEVICEPOOL_MAX_CONCURRENT_WATCHES": "maxConcurrentWatches",
+    "DEVICEPOOL_MAX_CACHED_WORKFLOWS": "maxCachedWorkflows",
+}
 
 
 class ConfigError(ValueError):
@@ -35,16 +41,8 @@ class ConfigError(ValueError):
 
 
 def apply_env(data: dict[str, Any], env: Mapping[str, str], source: str) -> dict[str, Any]:
-    intervals = data.get("intervals")
-    intervals = dict(intervals) if isinstance(intervals, dict) else intervals
-    for name, key in ENV_INTERVALS.items():
-        if name in env:
-            if intervals is None:
-                intervals = {}
-            if isinstance(intervals, dict):
-                intervals[key] = env_float(env, name, 0.0, source)
-    if intervals is not None:
-        data["intervals"] = intervals
+    _override(data, "intervals", ENV_INTERVALS, env, lambda n: env_float(env, n, 0.0, source))
+    _override(data, "capacity", ENV_CAPACITY, env, lambda n: env_count(env, n))
     if ENV_METRICS_PORT in env:
         raw = env[ENV_METRICS_PORT]
         try:
@@ -52,6 +50,29 @@ def apply_env(data: dict[str, Any], env: Mapping[str, str], source: str) -> dict
         except ValueError:
             raise ConfigError(f"{ENV_METRICS_PORT}: must be an integer, got {raw!r}") from None
     return data
+
+
+def _override(
+    data: dict[str, Any],
+    section: str,
+    names: Mapping[str, str],
+    env: Mapping[str, str],
+    read: Callable[[str], Any],
+) -> None:
+    """Set `data[section][field]` from each environment variable of `names` that is set.
+
+    A section that is not a mapping is left as it is, for the schema to report.
+    """
+    values = data.get(section)
+    values = dict(values) if isinstance(values, dict) else values
+    for name, key in names.items():
+        if name in env:
+            if values is None:
+                values = {}
+            if isinstance(values, dict):
+                values[key] = read(name)
+    if values is not None:
+        data[section] = values
 
 
 def env_float(env: Mapping[str, str], name: str, default: float, source: str) -> float:
@@ -64,6 +85,18 @@ def env_float(env: Mapping[str, str], name: str, default: float, source: str) ->
         raise ConfigError(f"{name}: must be a number of seconds, got {raw!r}") from None
     if value < 0:
         raise ConfigError(f"{name}: must be >= 0, got {raw!r}")
+    return value
+
+
+def env_count(env: Mapping[str, str], name: str) -> int:
+    """A positive whole number from the environment (slots, cache entries)."""
+    raw = env[name]
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}: must be a whole number, got {raw!r}") from None
+    if value < 1:
+        raise ConfigError(f"{name}: must be >= 1, got {raw!r}")
     return value
 
 

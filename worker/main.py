@@ -1,7 +1,8 @@
 """The devicepool worker process: Temporal workers, rate limits, probes, graceful shutdown.
 
 Task queues (``worker/build.py``): ``devicepool`` for the DevicePool
-workflows and every activity except ``create_device``, and one
+workflows and their short activities, ``devicepool-watch`` for the pools'
+long ``watch_devices`` activities (a slot budget of their own), and one
 ``devicepool-account-<name>`` queue per configured account for its creates.
 The account's creation window is not a queue rate limit (that spaces creates
 evenly and needs an extra minute for a 20-device scale-up): every create waits

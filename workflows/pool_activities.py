@@ -16,6 +16,7 @@ from temporalio.exceptions import ActivityError
 
 from devicepool.activities import models as am
 from devicepool.activities.definitions import DeviceActivityDefinitions as Activities
+from devicepool.api.names import watch_task_queue
 from devicepool.workflows.policies import PROVIDER_RETRY
 
 __all__ = [
@@ -101,7 +102,12 @@ async def terminate_devices(account: str, device_ids: list[str]) -> dict[str, Ac
 async def watch_devices(
     account: str, pool: str, devices: list[am.DeviceInfo], settings: am.PoolSettings
 ) -> am.WatchDevicesResult:
-    """Returns when the pool's devices differ from `devices`, or after `watch_max_seconds`."""
+    """Returns when the pool's devices differ from `devices`, or after `watch_max_seconds`.
+
+    On the watch queue of the pool's own queue (`devicepool-watch`), never on the
+    pool's queue: a watch holds its slot for its whole life, and there one per
+    pool would leave no slot for the short activities every pool needs.
+    """
     return await workflow.execute_activity_method(
         Activities.watch_devices,
         am.WatchDevicesInput(
@@ -111,6 +117,7 @@ async def watch_devices(
             poll_seconds=settings.resync_seconds,
             max_seconds=settings.watch_max_seconds,
         ),
+        task_queue=watch_task_queue(workflow.info().task_queue),
         start_to_close_timeout=timedelta(seconds=settings.watch_max_seconds + 120),
         heartbeat_timeout=timedelta(seconds=max(30.0, 3 * settings.resync_seconds)),
         retry_policy=PROVIDER_RETRY,

@@ -38,7 +38,11 @@ def test_every_definition_is_implemented_under_the_same_name_and_types() -> None
 
 def test_the_worker_registers_implementations_not_definitions() -> None:
     activities = DeviceActivities(accounts={}, proxy_pools={})
-    registered = activities.pool_queue_activities() + activities.account_queue_activities()
+    registered = (
+        activities.pool_queue_activities()
+        + activities.watch_queue_activities()
+        + activities.account_queue_activities()
+    )
     assert {activity._Definition.must_from_callable(fn).name for fn in registered} == set(
         _defined(DeviceActivityDefinitions)
     )
@@ -55,3 +59,17 @@ def test_workflow_modules_import_without_httpx_or_prometheus() -> None:
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_long_watch_has_a_queue_of_its_own() -> None:
+    """A watch holds its slot for up to an hour: never among the short activities."""
+    activities = DeviceActivities(accounts={}, proxy_pools={})
+    names = {
+        queue: {activity._Definition.must_from_callable(fn).name for fn in fns}
+        for queue, fns in (
+            ("pool", activities.pool_queue_activities()),
+            ("watch", activities.watch_queue_activities()),
+        )
+    }
+    assert names["watch"] == {"watch_devices"}
+    assert "watch_devices" not in names["pool"]

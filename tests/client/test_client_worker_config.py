@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from devicepool.worker.config import ConfigError, build_config, load_config
+from devicepool.worker.config import ConfigError, WorkerCapacity, build_config, load_config
 
 KEY = "k-very-secret-0001"
 
@@ -29,6 +29,7 @@ def test_example_config_parses(tmp_path: Path) -> None:
     assert config.proxy_pools["proxyseller-us"].port == 10000
     assert config.settings.resync_seconds == 30
     assert config.metrics_port == 9464
+    assert config.capacity == WorkerCapacity()
 
 
 def test_key_file_relative_to_config_and_secret_never_shown(tmp_path: Path) -> None:
@@ -94,6 +95,10 @@ def test_environment_overrides_win(tmp_path: Path) -> None:
         ),
         ({"intervals": {"resyncSeconds": -1}}, {}, "intervals.resyncSeconds"),
         ({}, {"DEVICEPOOL_RESYNC_SECONDS": "soon"}, "DEVICEPOOL_RESYNC_SECONDS"),
+        ({"capacity": {"maxConcurrentWatches": 0}}, {}, "capacity.maxConcurrentWatches"),
+        ({"capacity": {"slots": 5}}, {}, "capacity.slots: unknown field"),
+        ({}, {"DEVICEPOOL_MAX_CACHED_WORKFLOWS": "many"}, "DEVICEPOOL_MAX_CACHED_WORKFLOWS"),
+        ({}, {"DEVICEPOOL_MAX_CONCURRENT_WATCHES": "0"}, "DEVICEPOOL_MAX_CONCURRENT_WATCHES"),
         ("just a string", {}, "must be a mapping"),
     ],
 )
@@ -106,6 +111,29 @@ def test_config_errors_are_one_line_naming_the_field(
     assert expected in message
     assert "\n" not in message
     assert KEY not in message
+
+
+def test_capacity_defaults_are_sized_for_a_thousand_pools() -> None:
+    capacity = build_config({}, env={}).capacity
+    # One watch per pool on its own queue; a pool and its health check cached each.
+    assert capacity.max_concurrent_watches >= 1000
+    assert capacity.max_cached_workflows > 2 * 1000
+    # The short queue keeps a bounded budget (the SDK's default).
+    assert capacity.max_concurrent_activities == 100
+
+
+def test_capacity_from_the_file_and_the_environment() -> None:
+    config = build_config(
+        {"capacity": {"maxConcurrentActivities": 50, "maxCachedWorkflows": 300}},
+        env={
+            "DEVICEPOOL_MAX_CONCURRENT_ACTIVITIES": "20",
+            "DEVICEPOOL_MAX_CONCURRENT_WATCHES": "5000",
+        },
+    )
+    assert config.capacity == WorkerCapacity(
+        max_concurrent_activities=20, max_concurrent_watches=5000, max_cached_workflows=300
+    )
+    assert config.describe()["max_concurrent_watches"] == 5000
 
 
 def test_missing_and_empty_key_files(tmp_path: Path) -> None:

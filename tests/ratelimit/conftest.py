@@ -29,11 +29,9 @@ from wf_support import FAST
 
 from devicepool.activities.models import AccountSettings
 from devicepool.activities.permits import LedgerReportingActivities, register_accounts
-from devicepool.api.names import TASK_QUEUE, account_task_queue
 from devicepool.connect import DATA_CONVERTER, connect
 from devicepool.emulator.app import EmulatorConfig, create_app
-from devicepool.worker.build import new_worker
-from devicepool.workflows import WORKFLOWS
+from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.search_attributes import search_attribute_keys
 
 
@@ -101,22 +99,8 @@ async def rl_workers(
             accounts=account_settings(), proxy_pools={}, settings=FAST, transport=transport
         )
         await register_accounts(client, account_settings())
-        workers.append(
-            new_worker(
-                client,
-                task_queue=TASK_QUEUE,
-                workflows=WORKFLOWS,
-                activities=activities.pool_queue_activities(),
-            )
-        )
-        workers += [
-            new_worker(
-                client,
-                task_queue=account_task_queue(name),
-                activities=activities.account_queue_activities(),
-            )
-            for name in ACCOUNTS
-        ]
+        workers += pool_queue_workers(client, activities)
+        workers += account_workers(client, activities, list(ACCOUNTS))
         transports.append(transport)
         all_activities.append(activities)
     for w in workers:

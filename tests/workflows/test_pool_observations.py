@@ -1,8 +1,9 @@
 """Observations are ordered: a listing older than the one applied never overwrites it.
 
-The pool's own activities run on the task queue of the pool's workflow, so a
-pool started on a queue of its own gets scripted activities here (the watch),
-while its children and creates go to the session's real worker and emulator.
+The pool's own activities run on the task queue of the pool's workflow (its
+watch on that queue's watch queue), so a pool started on a queue of its own
+gets scripted activities here (the watch), while its children and creates go
+to the session's real worker and emulator.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from wf_support import FAST, eventually, pool_devices, stats
 
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
-from devicepool.api.names import pool_workflow_id
+from devicepool.api.names import pool_workflow_id, watch_task_queue
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
 from devicepool.worker.build import new_worker
 from devicepool.workflows import WORKFLOWS
@@ -72,7 +73,6 @@ class ScriptedWatch:
             self.list_devices,
             self.terminate_device,
             self.terminate_pool,
-            self.watch_devices,
         ]
 
 
@@ -83,8 +83,11 @@ async def test_a_watch_answer_older_than_the_applied_listing_is_not_applied(
     queue = f"observations-{name}"
     scripted = ScriptedWatch(worker)
     before = await stats(control)
-    async with new_worker(
-        env.client, task_queue=queue, workflows=WORKFLOWS, activities=scripted.all()
+    async with (
+        new_worker(env.client, task_queue=queue, workflows=WORKFLOWS, activities=scripted.all()),
+        new_worker(
+            env.client, task_queue=watch_task_queue(queue), activities=[scripted.watch_devices]
+        ),
     ):
         spec = DevicePoolSpec.model_validate(
             {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 2}

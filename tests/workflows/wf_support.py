@@ -20,10 +20,9 @@ from temporalio.worker import Worker
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import PoolSettings
-from devicepool.api.names import TASK_QUEUE, account_task_queue, pool_workflow_id
+from devicepool.api.names import TASK_QUEUE, pool_workflow_id
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
-from devicepool.worker.build import new_worker
-from devicepool.workflows import WORKFLOWS
+from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.messages import PoolInput
 
 EMULATOR_URL = "http://emulator.test"
@@ -51,6 +50,7 @@ async def start_pool(
     account: str = "default",
     proxy_ref: str | None = "proxyseller-us",
     region: str = "us-west",
+    task_queue: str = TASK_QUEUE,
 ) -> WorkflowHandle[Any, Any]:
     spec: dict[str, Any] = {
         "platform": "android",
@@ -69,7 +69,7 @@ async def start_pool(
             settings=settings,
         ),
         id=pool_workflow_id(name),
-        task_queue=TASK_QUEUE,
+        task_queue=task_queue,
     )
 
 
@@ -211,24 +211,15 @@ class Workers:
 
     def start(self) -> None:
         workers = [
-            new_worker(
+            *pool_queue_workers(
                 self.client,
-                task_queue=TASK_QUEUE,
-                workflows=WORKFLOWS,
-                activities=self.activities.pool_queue_activities(),
+                self.activities,
                 # After a restart, tasks of workflows cached by the old worker
                 # wait this long on its sticky queue before anyone else may
                 # take them; shortened so the restart test stays quick.
                 sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
             ),
-            *(
-                new_worker(
-                    self.client,
-                    task_queue=account_task_queue(name),
-                    activities=self.activities.account_queue_activities(),
-                )
-                for name in ACCOUNTS
-            ),
+            *account_workers(self.client, self.activities, list(ACCOUNTS)),
         ]
         self._running = [(w, asyncio.ensure_future(w.run())) for w in workers]
 
