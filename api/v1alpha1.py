@@ -91,12 +91,23 @@ def _max_unhealthy(value: Any) -> Any:
     raise ValueError(f"must be a count or a percentage such as '40%', got {value!r}")
 
 
-def resolve_max_unhealthy(value: int | str, total: int) -> int:
-    """A count stays a count; a percentage of `total` rounds down (as Cluster API does)."""
+def resolve_max_unhealthy(value: int | str, total: int, *, at_least_one: bool = True) -> int:
+    """How many devices may be unhealthy at once before remediation pauses.
+
+    A count stays a count. A percentage is of `total` (the pool's desired
+    replicas), rounded down as Cluster API does, but never below 1: one bad
+    device at a time can always be replaced, or a pool of 1 or 2 devices would
+    pause on its first offline device (40% of 2 is 0) and never heal. An
+    explicit 0 (or `0%`) stays 0: remediation pauses whenever anything is
+    unhealthy, the one way to turn replacement off. `at_least_one=False` is
+    the rule before the floor (health checks recorded before it replay on it).
+    """
     if isinstance(value, int):
         return value
     if value.endswith("%"):
-        return (total * int(value[:-1])) // 100
+        percent = int(value[:-1])
+        share = (total * percent) // 100
+        return max(1, share) if at_least_one and percent > 0 else share
     return int(value)
 
 

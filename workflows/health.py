@@ -14,10 +14,11 @@ Rules (replace, do not repair):
   back before that is left alone (its clock is dropped).
 - A device still `provisioning` (or `failed`) past `startup_timeout_seconds`
   after creation is terminated.
-- Short-circuit: when more devices than `maxUnhealthy` (count or percentage of
-  the pool's devices) are unhealthy at once — a region outage, not a bad
-  device — remediation pauses and the pool shows `RemediationPaused=True`;
-  it resumes by itself when the count drops back.
+- Short-circuit: when more devices than `maxUnhealthy` (a count, or a
+  percentage of the pool's desired replicas, never less than one device) are
+  unhealthy at once — a region outage, not a bad device — remediation pauses
+  and the pool shows `RemediationPaused=True`; it resumes by itself when the
+  count drops back.
 - Busy devices that go offline are replaced like any other; healthy busy
   devices are never touched.
 
@@ -70,6 +71,10 @@ with workflow.unsafe.imports_passed_through():
         triage,
     )
 
+# Runs recorded before this change replay on the old commands:
+# `maxUnhealthy` percentages of the desired replicas, never below one device.
+PATCH_LIMIT_FOR_EVERY_SIZE = "health-max-unhealthy-for-every-size"
+
 
 @workflow.defn(name=WORKFLOW_POOL_HEALTH)
 class PoolHealthWorkflow:
@@ -121,11 +126,14 @@ class PoolHealthWorkflow:
             workflow.logger.warning("pool %s: health check skipped: %s", input.pool, err)
             return
         now = workflow.now()
+        every_size = workflow.patched(PATCH_LIMIT_FOR_EVERY_SIZE)
         found = triage(
             statuses,
             offline_since=state.offline_since,
             last_check_at=state.last_check_at,
             max_unhealthy=state.config.max_unhealthy,
+            replicas=state.config.replicas if every_size else None,
+            at_least_one=every_size,
             now=now,
             offline_after=threshold,
             startup_timeout=timedelta(seconds=input.settings.startup_timeout_seconds),

@@ -12,6 +12,8 @@ Rules (replace, do not repair — see `workflows/health.py`):
   its creation is due.
 - both kinds are unhealthy; more unhealthy devices than `maxUnhealthy` at once
   (a region outage, not a bad device) pauses remediation: nothing is replaced.
+  A percentage is of the desired replicas (of the devices seen when the pool
+  did not say), never less than one device (`api.v1alpha1.resolve_max_unhealthy`).
 """
 
 from __future__ import annotations
@@ -66,8 +68,15 @@ def triage(
     now: datetime,
     offline_after: timedelta,
     startup_timeout: timedelta,
+    replicas: int | None = None,
+    at_least_one: bool = True,
 ) -> Triage:
-    """Judge each (status, created_at) of the pool's devices at `now`."""
+    """Judge each (status, created_at) of the pool's devices at `now`.
+
+    `replicas`: the pool's desired size, what a percentage `max_unhealthy` is
+    of; None (a pool that did not say) falls back to the devices seen.
+    `at_least_one=False`: the rule of health checks recorded before the floor.
+    """
     clocks = dict(offline_since)
     seen = {s.id for s, _ in statuses}
     for gone in set(clocks) - seen:
@@ -93,7 +102,8 @@ def triage(
                 f"{REASON_STARTUP_TIMEOUT}: still {status.status} "
                 f"{int((now - created_at).total_seconds())}s after creation"
             )
-    limit = resolve_max_unhealthy(max_unhealthy, len(statuses))
+    total = len(statuses) if replicas is None else replicas
+    limit = resolve_max_unhealthy(max_unhealthy, total, at_least_one=at_least_one)
     return Triage(
         offline_since=clocks,
         unhealthy=unhealthy,

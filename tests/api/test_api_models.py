@@ -47,6 +47,12 @@ def test_max_unhealthy_default() -> None:
     assert spec().max_unhealthy_count(50) == 20
 
 
+@pytest.mark.parametrize(("total", "count"), [(0, 1), (1, 1), (2, 1), (4, 1), (5, 2), (10, 4)])
+def test_max_unhealthy_percentage_allows_at_least_one(total: int, count: int) -> None:
+    assert spec().max_unhealthy_count(total) == count
+    assert spec(maxUnhealthy="0%").max_unhealthy_count(total) == 0
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [

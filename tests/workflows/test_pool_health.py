@@ -224,3 +224,66 @@ async def test_region_refusing_creates_backs_off_and_recovers(
         raise
     await eventually(lambda: _true(handle, "ProviderAvailable"), what="recovered", timeout=15)
     await delete(handle, control, pool_name)
+
+
+# ---------------------------------------------------------------- maxUnhealthy for every size
+
+
+async def test_a_two_device_pool_heals_one_offline_device_with_the_default_limit(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # Default maxUnhealthy (40%): 40% of 2 rounds down to 0, but one replacement
+    # at a time is always allowed, so a small pool heals instead of pausing.
+    handle = await start_pool(env.client, pool_name, 2)
+    devices = await converged(control, pool_name, 2)
+    before = await stats(control)
+    victim = devices[0]["id"]
+    (await control.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
+    health = env.client.get_workflow_handle(health_workflow_id(pool_name))
+    await eventually(lambda: _has_clock(health, victim), what="health saw it offline", timeout=10)
+
+    async def healed() -> bool:
+        now = await pool_devices(control, pool_name)
+        ids = {d["id"] for d in now}
+        return victim not in ids and len(now) == 2 and all(d["status"] == "ready" for d in now)
+
+    try:
+        await eventually(healed, what="the offline device replaced", timeout=20)
+    except BaseException:
+        print(await history_digest(env.client, health.id))
+        raise
+    paused = await condition(handle, "RemediationPaused")
+    assert paused is None or paused["status"] == "False", paused
+    # Replaced by the health check at the threshold: one termination, one
+    # create (not a third device first, then a scale-down).
+    after = await stats(control)
+    assert after["terminations"] - before["terminations"] == 1
+    assert after["creates"]["accepted"] - before["creates"]["accepted"] == 1
+    await delete(handle, control, pool_name)
+
+
+async def test_six_of_ten_offline_at_once_still_pauses(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # 40% of 10 desired = 4: six devices down at once is an outage, not bad
+    # devices, and the floor of one does not loosen that.
+    handle = await start_pool(env.client, pool_name, 10)
+    devices = await converged(control, pool_name, 10)
+    before = await stats(control)
+    down = [d["id"] for d in devices[:6]]
+    for device_id in down:
+        (await control.post(f"/_emulator/devices/{device_id}/offline")).raise_for_status()
+
+    cond = await eventually(
+        lambda: _true(handle, "RemediationPaused"), what="RemediationPaused=True", timeout=15
+    )
+    assert "6 of 10 devices unhealthy" in cond["message"], cond
+    await asyncio.sleep(FAST.offline_after_seconds + 2 * FAST.health_seconds)
+    during = await stats(control)
+    assert during["terminations"] == before["terminations"]
+    assert during["creates"]["accepted"] == before["creates"]["accepted"]
+
+    for device_id in down:
+        (await control.post(f"/_emulator/devices/{device_id}/online")).raise_for_status()
+    await eventually(lambda: _false(handle, "RemediationPaused"), what="resumed", timeout=15)
+    await delete(handle, control, pool_name)

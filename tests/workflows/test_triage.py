@@ -54,6 +54,7 @@ def judge(
     offline_since: dict[str, datetime] | None = None,
     last_check_at: datetime | None = None,
     max_unhealthy: int | str = "40%",
+    replicas: int | None = None,
     now: datetime = NOW,
 ) -> Triage:
     return triage(
@@ -61,6 +62,7 @@ def judge(
         offline_since=offline_since or {},
         last_check_at=last_check_at,
         max_unhealthy=max_unhealthy,
+        replicas=replicas,
         now=now,
         offline_after=OFFLINE_AFTER,
         startup_timeout=STARTUP,
@@ -177,6 +179,66 @@ def test_paused_exactly_when_unhealthy_exceed_the_limit(kinds: list[str], limit:
     assert found.paused == (len(expected) > limit)
     assert set(found.due) <= set(found.unhealthy)
     assert set(found.offline_since) == {f"d{i}" for i, k in enumerate(kinds) if k == OFFLINE}
+
+
+# ---------------------------------------------------------------- maxUnhealthy for every size
+
+
+def offline_pool(size: int, offline: int) -> list[tuple[DeviceStatusInfo, datetime]]:
+    return [dev(f"d{i}", OFFLINE if i < offline else READY) for i in range(size)]
+
+
+def long_offline(offline: int) -> dict[str, datetime]:
+    return {f"d{i}": NOW - sec(999) for i in range(offline)}
+
+
+def test_a_one_or_two_device_pool_replaces_its_offline_device_with_the_default() -> None:
+    # 40% of 1 or 2 rounds down to 0; one replacement at a time is always allowed.
+    for size in (1, 2):
+        found = judge(offline_pool(size, 1), offline_since=long_offline(1), replicas=size)
+        assert found.max_unhealthy == 1, size
+        assert not found.paused, size
+        assert found.due.keys() == {"d0"}
+
+
+def test_two_of_two_offline_still_pauses() -> None:
+    found = judge(offline_pool(2, 2), offline_since=long_offline(2), replicas=2)
+    assert (found.max_unhealthy, found.paused) == (1, True)
+
+
+def test_six_of_ten_offline_is_an_outage_and_pauses() -> None:
+    found = judge(offline_pool(10, 6), offline_since=long_offline(6), replicas=10)
+    assert (found.max_unhealthy, found.paused) == (4, True)
+    assert not judge(offline_pool(10, 4), replicas=10).paused
+
+
+def test_a_percentage_is_of_the_desired_replicas_not_of_the_devices_seen() -> None:
+    # Scaling up to 20, 5 devices so far: 40% of 20 = 8 may be unhealthy...
+    assert judge(offline_pool(5, 5), replicas=20).max_unhealthy == 8
+    # ...scaling down to 5 from 20: 40% of 5 = 2, not 8.
+    assert judge(offline_pool(20, 3), replicas=5).paused
+    # A pool from before the desired size was told: the devices seen.
+    assert judge(offline_pool(5, 3), replicas=None).max_unhealthy == 2
+
+
+def test_a_count_is_a_count_and_zero_turns_replacement_off() -> None:
+    assert judge(offline_pool(10, 3), max_unhealthy=3, replicas=10).max_unhealthy == 3
+    for zero in (0, "0%"):
+        found = judge(offline_pool(2, 1), max_unhealthy=zero, replicas=2)
+        assert (found.max_unhealthy, found.paused) == (0, True), zero
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    replicas=st.integers(min_value=0, max_value=500),
+    percent=st.integers(min_value=1, max_value=100),
+)
+def test_any_percentage_allows_at_least_one_and_at_most_its_share(
+    replicas: int, percent: int
+) -> None:
+    found = judge(offline_pool(1, 1), max_unhealthy=f"{percent}%", replicas=replicas)
+    assert found.max_unhealthy == max(1, replicas * percent // 100)
+    assert not found.paused
 
 
 # ---------------------------------------------------------------- report and wake
