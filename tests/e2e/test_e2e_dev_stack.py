@@ -1,8 +1,9 @@
 """End to end: `devicepool dev` as a real process, driven by the real CLI and the stock `temporal` CLI.
 
 One stack per module (free ports, a temp data dir, fast knobs); the tests run
-in file order and the last one stops the stack with SIGINT and checks that no
-process is left behind.
+in file order, `test_sigint_stops_everything` stops that stack with SIGINT and
+checks that no process is left behind, and the last one restarts a stack of
+its own on the same data dir.
 """
 
 from __future__ import annotations
@@ -141,10 +142,8 @@ class Stack:
         return pids[0]
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    data_dir = tmp_path_factory.mktemp("devicepool-dev")
-    out = data_dir.parent / f"{data_dir.name}.out"
+def start_stack(data_dir: Path, out: Path) -> Stack:
+    """`devicepool dev` on `data_dir` (fast knobs, free ports), once it says it is up."""
     port, ui_port, emulator_port, metrics_port = free_ports(4)
     command = [
         sys.executable,
@@ -186,18 +185,36 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             what="devicepool dev to come up",
         )
         assert process.poll() is None, out.read_text()
-        stack.children = descendants(process.pid)
+    except BaseException:
+        stop_stack(stack)
+        raise
+    stack.children = descendants(process.pid)
+    return stack
+
+
+def stop_stack(stack: Stack) -> None:
+    """SIGINT, as Ctrl-C would; SIGKILL for everything if it does not stop within 60 s."""
+    process = stack.process
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        for pid in descendants(process.pid):
+            os.kill(pid, signal.SIGKILL)
+        raise
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    data_dir = tmp_path_factory.mktemp("devicepool-dev")
+    stack = start_stack(data_dir, data_dir.parent / f"{data_dir.name}.out")
+    try:
         yield stack
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                for pid in descendants(process.pid):
-                    os.kill(pid, signal.SIGKILL)
-                raise
+        stop_stack(stack)
 
 
 def manifest(tmp_path: Path, name: str, replicas: int) -> str:
@@ -356,3 +373,45 @@ def test_sigint_stops_everything(stack: Stack) -> None:
         what="every child process to exit",
     )
     assert "stopped" in stack.out.read_text()
+
+
+def test_a_restarted_dev_stack_keeps_its_pools_devices(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # After the module's stack has stopped: a stack of its own, stopped with
+    # SIGINT and started again on the same data dir (on other ports).
+    data_dir = tmp_path_factory.mktemp("devicepool-restart")
+    first = start_stack(data_dir, data_dir.parent / f"{data_dir.name}-1.out")
+    try:
+        applied = first.cli(
+            "apply", "-f", manifest(data_dir.parent, "e2e-restart", 3), "--wait", "--timeout", "60"
+        )
+        assert applied.returncode == 0, applied.stderr
+        devices = sorted(first.status("e2e-restart")["deviceIds"])
+        before = first.stats()
+    finally:
+        stop_stack(first)
+    assert first.process.returncode == 0, first.out.read_text()
+    assert (data_dir / "emulator.sqlite").is_file()
+
+    second = start_stack(data_dir, data_dir.parent / f"{data_dir.name}-2.out")
+    try:
+        assert second.stats()["devices"] == before["devices"]
+        status = wait_until(
+            lambda: (s := second.status("e2e-restart")).get("readyDevices") == 3 and s,
+            timeout=30,
+            what="the pool to report its 3 devices after the restart",
+        )
+        assert sorted(status["deviceIds"]) == devices
+        time.sleep(2 * 2)  # two more resyncs: nothing rented, nothing replaced
+        after = second.stats()
+        assert after["devices"]["byPool"] == {"e2e-restart": 3}
+        assert after["creates"] == before["creates"]
+        assert after["terminations"] == before["terminations"]
+        assert after["deviceHoursBilled"] > before["deviceHoursBilled"]
+        deleted = second.cli("delete", "e2e-restart", "--wait", "--timeout", "60")
+        assert deleted.returncode == 0, deleted.stderr
+        assert second.stats()["devices"]["live"] == 0
+    finally:
+        stop_stack(second)
+    assert second.process.returncode == 0, second.out.read_text()
