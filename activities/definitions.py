@@ -28,6 +28,8 @@ from devicepool.activities.models import (
     PoolSettings,
     RegionStatusInput,
     RegionStatusResult,
+    RunningWorkflowsInput,
+    RunningWorkflowsResult,
     TerminateDeviceInput,
     TerminateDeviceResult,
     TerminatePoolInput,
@@ -80,6 +82,10 @@ class DeviceActivityDefinitions(abc.ABC):
     @activity.defn(name="terminate_pool")
     @abc.abstractmethod
     async def terminate_pool(self, input: TerminatePoolInput) -> TerminatePoolResult: ...
+
+    @activity.defn(name="running_workflows")
+    @abc.abstractmethod
+    async def running_workflows(self, input: RunningWorkflowsInput) -> RunningWorkflowsResult: ...
 
     # ------------------------------------------------ asks Temporal, not the provider
 

@@ -35,7 +35,9 @@ from typing import Any
 
 import httpx
 from temporalio import activity
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.activities import pool_runs
 from devicepool.activities.bitcloudphone import BitCloudPhoneClient
@@ -69,6 +71,8 @@ from devicepool.activities.models import (
     ProxyPoolSettings,
     RegionStatusInput,
     RegionStatusResult,
+    RunningWorkflowsInput,
+    RunningWorkflowsResult,
     TerminateDeviceInput,
     TerminateDeviceResult,
     TerminatePoolInput,
@@ -166,6 +170,7 @@ class DeviceActivities(DeviceActivityDefinitions):
             self.terminate_device,
             self.terminate_pool,
             self.pool_running,
+            self.running_workflows,
         ]
 
     def watch_queue_activities(self) -> list[Any]:
@@ -341,6 +346,26 @@ class DeviceActivities(DeviceActivityDefinitions):
             if region.get("name") == input.region:
                 return RegionStatusResult(region=input.region, status=str(region.get("status")))
         return RegionStatusResult(region=input.region, status="unknown")
+
+    @activity.defn(name="running_workflows")
+    async def running_workflows(self, input: RunningWorkflowsInput) -> RunningWorkflowsResult:
+        """Which of these workflows still run (a batch that ended without reporting is lost).
+
+        Asks Temporal, not the provider: through the client the worker polls with.
+        An id Temporal does not know is not running.
+        """
+        client = activity.client()
+        running = []
+        for workflow_id in input.workflow_ids:
+            try:
+                described = await client.get_workflow_handle(workflow_id).describe()
+            except RPCError as err:
+                if err.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                continue
+            if described.status == WorkflowExecutionStatus.RUNNING:
+                running.append(workflow_id)
+        return RunningWorkflowsResult(running=running)
 
     @activity.defn(name="terminate_pool")
     async def terminate_pool(self, input: TerminatePoolInput) -> TerminatePoolResult:

@@ -248,6 +248,17 @@ class TerminatePoolResult(CamelModel):
     remaining: int = 0
 
 
+class RunningWorkflowsInput(CamelModel):
+    """Workflow ids (a pool's provisioning batches) whose liveness the pool asks about."""
+
+    workflow_ids: list[str]
+
+
+class RunningWorkflowsResult(CamelModel):
+    # the subset of the asked ids whose latest run is still running
+    running: list[str] = Field(default_factory=list)
+
+
 def device_fingerprint(devices: list[DeviceInfo]) -> str:
     """A short stable digest of what a reconcile pass cares about in a device list.
 

@@ -167,6 +167,7 @@ class ConditionType(StrEnum):
     REMEDIATION_PAUSED = "RemediationPaused"
     SCALE_DOWN_BLOCKED = "ScaleDownBlocked"
     SPEC_REJECTED = "SpecRejected"
+    TEARDOWN_BLOCKED = "TeardownBlocked"
 
 
 class Condition(CamelModel):

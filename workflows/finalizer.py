@@ -3,20 +3,24 @@
 Steps, in order (run by `DevicePoolWorkflow` when it is cancelled):
 
 1. child starts still in progress resolve, so their cancels land;
-2. the health child and every provisioning batch in flight are cancelled;
-3. the batches get a bounded wait to report their end, so no create lands after
-   the sweep (a create already sent finishes; see `activities.devices`);
+2. the health child and every provisioning batch in the book are cancelled;
+3. the batches get time to report their end, so no create lands after the
+   sweep (a create already sent finishes; see `activities.devices`); a batch
+   that is slow to answer is asked after, and waited for while it still runs;
 4. `terminate_pool` runs until the provider lists none of the pool's devices
-   alive. An account the worker no longer knows does not end the finalizer: it
-   shows the problem and waits for the configuration to come back — unless
-   the pool never rented anything.
+   alive. It never gives up: a provider error it cannot get past (a rotated
+   key, an account the worker no longer knows, a 402/403/409) keeps the pool
+   in phase Deleting with `TeardownBlocked=True` naming the error, and the
+   sweep is tried again (5 s doubling to a minute) until the cause is fixed — except an
+   unknown account under which the pool never rented anything. The pool
+   continues-as-new meanwhile when its history grows, so this can last.
 
 `verdict()` is the pure decision of step 4; the rest are the workflow steps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from enum import StrEnum
 
@@ -31,22 +35,32 @@ from devicepool.workflows.policies import PROVIDER_RETRY
 
 __all__ = ["SweepVerdict", "cancel_children", "sweep", "verdict", "wait_for_batches"]
 
-ACCOUNT_RETRY = timedelta(seconds=60)
+# Between sweeps that failed: 5 s doubling to a minute (a fixed key is used soon).
+SWEEP_RETRY_FIRST = timedelta(seconds=5)
+SWEEP_RETRY_MAX = timedelta(seconds=60)
 
 
 class SweepVerdict(StrEnum):
     DONE = "done"
-    WAIT_FOR_ACCOUNT = "wait_for_account"
+    RETRY = "retry"
+    # runs recorded before the finalizer stopped giving up ended here
     FAIL = "fail"
 
 
-def verdict(error: str | None, *, rented_anything: bool) -> SweepVerdict:
+def verdict(
+    error: str | None, *, rented_anything: bool, never_give_up: bool = True
+) -> SweepVerdict:
     """What a failed `terminate_pool` means for the finalizer."""
-    if error != ErrorType.UNKNOWN_ACCOUNT:
-        return SweepVerdict.FAIL
-    if not rented_anything:
+    if error == ErrorType.UNKNOWN_ACCOUNT and not rented_anything:
         return SweepVerdict.DONE  # this pool never rented anything under that account
-    return SweepVerdict.WAIT_FOR_ACCOUNT
+    if error == ErrorType.UNKNOWN_ACCOUNT or never_give_up:
+        return SweepVerdict.RETRY
+    return SweepVerdict.FAIL
+
+
+def condition_reason(error: str | None) -> str:
+    """An error type as a condition reason: `unknown_account` → `UnknownAccount`."""
+    return "".join(part.title() for part in (error or "provider_error").split("_"))
 
 
 async def cancel_children(workflow_ids: list[str]) -> None:
@@ -58,22 +72,51 @@ async def cancel_children(workflow_ids: list[str]) -> None:
             workflow.logger.info("%s already ended: %s", workflow_id, err)
 
 
-async def wait_for_batches(unreported: Callable[[], set[str]], *, timeout: timedelta) -> None:
-    """Let running batches stop creating before the sweep; one that never answers is waited out."""
-    try:
-        await workflow.wait_condition(
-            lambda: not unreported(),
-            timeout=timeout,
-            timeout_summary="wait for provisioning batches to stop",
-        )
-    except TimeoutError:
-        workflow.logger.warning("batches still running at teardown: %s", sorted(unreported()))
+async def wait_for_batches(
+    unreported: Callable[[], set[str]],
+    *,
+    timeout: timedelta,
+    running: Callable[[list[str]], Awaitable[list[str]]] | None = None,
+) -> None:
+    """Let running batches stop creating before the sweep.
+
+    After `timeout`, `running` (when given) asks which batches still run: those
+    are waited for again (a create on its way must land before the sweep, or
+    it would be an orphan); the ones that ended without reporting are not.
+    """
+    while True:
+        try:
+            await workflow.wait_condition(
+                lambda: not unreported(),
+                timeout=timeout,
+                timeout_summary="wait for provisioning batches to stop",
+            )
+            return
+        except TimeoutError:
+            left = sorted(unreported())
+            still = await running(left) if running is not None else []
+            if not still:
+                workflow.logger.warning("batches still unreported at teardown: %s", left)
+                return
+            workflow.logger.info("waiting for batches that still run: %s", still)
 
 
 async def sweep(
-    *, account: str, pool: str, rented_anything: bool, blocked: Callable[[str], None]
+    *,
+    account: str,
+    pool: str,
+    rented_anything: bool,
+    blocked: Callable[[str, str], None],
+    hand_over: Callable[[], Awaitable[None]],
+    never_give_up: Callable[[], bool],
 ) -> None:
-    """Terminate every device of the pool; `blocked(message)` while the account is unknown."""
+    """Terminate every device of the pool, trying again until it works.
+
+    `blocked(reason, message)` shows why the sweep cannot finish yet;
+    `hand_over()` continues-as-new when the history is long (it does not return
+    then).
+    """
+    pause = SWEEP_RETRY_FIRST
     while True:
         try:
             await workflow.execute_activity_method(
@@ -86,12 +129,16 @@ async def sweep(
             )
             return
         except ActivityError as err:
-            match verdict(error_type(err), rented_anything=rented_anything):
+            kind = error_type(err)
+            decision = verdict(kind, rented_anything=rented_anything, never_give_up=False)
+            if decision == SweepVerdict.FAIL and never_give_up():
+                decision = SweepVerdict.RETRY
+            match decision:
                 case SweepVerdict.DONE:
                     return
                 case SweepVerdict.FAIL:
                     raise
-            # Devices exist under an account the worker no longer knows: wait
-            # for the configuration to come back.
-            blocked(f"cannot delete devices: {error_message(err)}")
-            await workflow.sleep(ACCOUNT_RETRY, summary="wait for the account to be configured")
+            blocked(condition_reason(kind), f"cannot delete devices: {error_message(err)}")
+            await hand_over()
+            await workflow.sleep(pause, summary="wait, then sweep the provider again")
+            pause = min(SWEEP_RETRY_MAX, 2 * pause)

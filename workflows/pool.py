@@ -42,6 +42,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities import models as am
     from devicepool.api import names
+    from devicepool.api.errors import ErrorType
     from devicepool.api.v1alpha1 import (
         ConditionStatus,
         ConditionType,
@@ -68,6 +69,8 @@ with workflow.unsafe.imports_passed_through():
 # `workflow.patched` ids: behaviour changes that recorded runs must replay without.
 PATCH_ORDERED_OBSERVATIONS = "ordered-observations"
 PATCH_HEALTH_KNOWS_REPLICAS = "health-knows-replicas"
+PATCH_BATCH_LIVENESS = "batch-liveness"
+PATCH_FINALIZER_NEVER_GIVES_UP = "finalizer-never-gives-up"
 
 
 @workflow.defn(name=names.WORKFLOW_DEVICE_POOL)
@@ -97,7 +100,7 @@ class DevicePoolWorkflow(PoolMessages):
         # hand-over and the finalizer wait for them.
         self._starting: set[asyncio.Task[Any]] = set()
         self._need_observe = True
-        self._dirty = self._deleting = False
+        self._dirty, self._deleting = False, self.s.deleting
         self._details = ""
         # A new pool (or a raised replicas) announces its permit request to the ledger.
         self._announce, self._announced = input.state is None, False
@@ -105,6 +108,12 @@ class DevicePoolWorkflow(PoolMessages):
     @workflow.run
     async def run(self, input: PoolInput) -> dict[str, Any]:
         self.s.created_at = self.s.created_at or workflow.now()
+        if self.s.deleting:
+            # Continued-as-new while deleting: finish the finalizer, then end.
+            if self._settings is None:
+                await self._read_settings()
+            await self._delete()
+            return self.s.status.to_json_dict()
         try:
             while True:
                 await self._pass()
@@ -127,6 +136,7 @@ class DevicePoolWorkflow(PoolMessages):
             self._in_background(self._start_health())
         self.s.slots.settle_created(created_mark)
         self._take_reports(done_mark)
+        await self._check_batches()
         await self._sync_health_config()
         await self._probe_region()
         raise_if_cancelled()
@@ -186,11 +196,40 @@ class DevicePoolWorkflow(PoolMessages):
             )
             if problem:
                 workflow.logger.warning("pool %s: creates paused: %s", self._name, problem)
-        # A batch whose report never came (its run was terminated by hand)
-        # must not hold its slots forever.
-        limit = timedelta(seconds=2 * self.settings.startup_timeout_seconds + 60)
-        for child_id in self.s.slots.forget_unreported(now=workflow.now(), limit=limit):
-            workflow.logger.warning("batch %s never reported; forgetting it", child_id)
+
+    async def _check_batches(self) -> None:
+        """Batches quiet for long are asked after; one is let go only once it has ended.
+
+        A batch may wait for the account's window for many minutes (a long
+        backlog, other pools): that is not a failure, and its creates may still
+        land. Only a batch that ended without reporting (its run terminated by
+        hand) is settled, and its slots keep their keys.
+        """
+        slots, now, every = self.s.slots, workflow.now(), self._batch_check_every()
+        due = slots.due_for_check(now=now, every=every)
+        if not due:
+            return
+        if not workflow.patched(PATCH_BATCH_LIVENESS):
+            # Runs recorded before this forgot such batches (and re-planned new keys).
+            for child_id in slots.forget_unreported(now=now, limit=every):
+                workflow.logger.warning("batch %s never reported; forgetting it", child_id)
+            return
+        try:
+            running = set(await calls.running_workflows(due))
+        except ActivityError as err:
+            workflow.logger.warning("pool %s: cannot ask after batches: %s", self._name, err)
+            return
+        slots.still_running(running, workflow.now())
+        for child_id in sorted(set(due) - running - slots.reported()):
+            lost = slots.lost(child_id)
+            workflow.logger.warning(
+                "batch %s ended without reporting; slots %s planned again under their keys",
+                child_id,
+                lost,
+            )
+
+    def _batch_check_every(self) -> timedelta:
+        return timedelta(seconds=2 * self.settings.startup_timeout_seconds + 60)
 
     async def _probe_region(self) -> None:
         """When a back-off ends, ask the provider about the region before creating again."""
@@ -334,9 +373,9 @@ class DevicePoolWorkflow(PoolMessages):
         deadlines: list[datetime] = [d for d in (plan.next_idle_at, self.s.backoff.until) if d]
         if self._refs_problems or self.s.doomed or self._observe_failed:
             deadlines.append(now + timedelta(seconds=settings.resync_seconds))
-        oldest = self.s.slots.oldest_start()
-        if oldest is not None:
-            deadlines.append(oldest + timedelta(seconds=2 * settings.startup_timeout_seconds + 61))
+        check = self.s.slots.next_check_at(self._batch_check_every())
+        if check is not None:
+            deadlines.append(check + timedelta(seconds=1))
         if not deadlines:
             return None
         return max(timedelta(seconds=1), min(deadlines) - now)
@@ -345,7 +384,7 @@ class DevicePoolWorkflow(PoolMessages):
 
     async def _delete(self) -> None:
         """The finalizer: stop provisioning, remove every device, then end."""
-        self._deleting = True
+        self._deleting = self.s.deleting = True
         self.s.status = self.s.status.model_copy(update={"phase": Phase.DELETING})
         self._show()
         self._drop_watch()
@@ -365,21 +404,47 @@ class DevicePoolWorkflow(PoolMessages):
         slots = self.s.slots
         await finalizer.cancel_children([names.health_workflow_id(self._name), *slots.batch_ids()])
         timeout = timedelta(seconds=self.settings.startup_timeout_seconds + 60)
-        await finalizer.wait_for_batches(slots.unreported, timeout=timeout)
+        await finalizer.wait_for_batches(
+            slots.unreported, timeout=timeout, running=self._batches_still_running
+        )
         await finalizer.sweep(
             account=self._account,
             pool=self._name,
             rented_anything=slots.next_slot > 0 or bool(self._devices),
             blocked=self._blocked,
+            hand_over=self._hand_over_while_deleting,
+            never_give_up=lambda: workflow.patched(PATCH_FINALIZER_NEVER_GIVES_UP),
         )
 
-    def _blocked(self, message: str) -> None:
+    async def _batches_still_running(self, batch_ids: list[str]) -> list[str]:
+        if not workflow.patched(PATCH_BATCH_LIVENESS):
+            return []  # runs recorded before this swept after one bounded wait
+        try:
+            return await calls.running_workflows(batch_ids)
+        except ActivityError as err:
+            workflow.logger.warning("pool %s: cannot ask after batches: %s", self._name, err)
+            return []
+
+    def _blocked(self, reason: str, message: str) -> None:
+        true, false = ConditionStatus.TRUE, ConditionStatus.FALSE
+        if reason == finalizer.condition_reason(ErrorType.UNKNOWN_ACCOUNT):
+            self._set_condition(st.ConditionUpdate(ConditionType.READY, false, reason, message))
         self._set_condition(
-            st.ConditionUpdate(
-                ConditionType.READY, ConditionStatus.FALSE, "UnknownAccount", message
-            )
+            st.ConditionUpdate(ConditionType.TEARDOWN_BLOCKED, true, reason, message)
         )
         self._show_details()
+
+    async def _hand_over_while_deleting(self) -> None:
+        """Keep a long teardown's history bounded: continue-as-new, still deleting."""
+        if not workflow.info().is_continue_as_new_suggested():
+            return
+        await workflow.wait_condition(
+            lambda: workflow.all_handlers_finished() and not self._starting
+        )
+        settings = self._settings if self._settings_pinned else None
+        workflow.continue_as_new(
+            PoolInput(metadata=self._metadata, spec=self._spec, settings=settings, state=self.s)
+        )
 
     async def _continue_as_new(self) -> None:
         await workflow.wait_condition(

@@ -24,6 +24,7 @@ __all__ = [
     "list_devices",
     "read_settings",
     "region_status",
+    "running_workflows",
     "terminate_devices",
     "watch_devices",
 ]
@@ -73,6 +74,19 @@ async def region_status(account: str, region: str) -> str:
         summary=f"probe region {region}",
     )
     return result.status
+
+
+async def running_workflows(workflow_ids: list[str]) -> list[str]:
+    """Which of these workflows (the pool's batches) still run, says Temporal."""
+    result = await workflow.execute_activity_method(
+        Activities.running_workflows,
+        am.RunningWorkflowsInput(workflow_ids=workflow_ids),
+        start_to_close_timeout=timedelta(seconds=30),
+        schedule_to_close_timeout=timedelta(minutes=2),
+        retry_policy=PROVIDER_RETRY,
+        summary=f"are {len(workflow_ids)} batch(es) still running?",
+    )
+    return result.running
 
 
 async def terminate_devices(account: str, device_ids: list[str]) -> dict[str, ActivityError]:

@@ -37,6 +37,8 @@ class PoolState(CamelModel):
     replaced_total: int = 0
     # replacements not yet handed to a batch (the ledger serves them before growth)
     replacements_owed: int = 0
+    # set once the pool is deleted: a run continued while deleting only finishes the finalizer
+    deleting: bool = False
 
     @field_serializer("doomed")
     def _sorted(self, doomed: set[str]) -> list[str]:

@@ -39,6 +39,11 @@ class InFlightBatch(CamelModel):
     # slots whose creates have not landed yet
     slots: list[int]
     started_at: datetime
+    # when the pool last found it still running (it may wait for permits for long)
+    checked_at: datetime | None = None
+
+    def check_due(self, every: timedelta) -> datetime:
+        return (self.checked_at or self.started_at) + every
 
 
 class BatchReport(CamelModel):
@@ -98,7 +103,11 @@ class SlotBook(CamelModel):
 
     def unreported(self) -> set[str]:
         """Batches in flight that have not reported their end."""
-        return set(self.batch_ids()) - {r.workflow_id for r in self.inbox.done}
+        return set(self.batch_ids()) - self.reported()
+
+    def reported(self) -> set[str]:
+        """Batches whose end is reported (in the inbox, not applied yet)."""
+        return {r.workflow_id for r in self.inbox.done}
 
     def oldest_start(self) -> datetime | None:
         return min((b.started_at for b in self.in_flight), default=None)
@@ -173,8 +182,39 @@ class SlotBook(CamelModel):
                 self._retry_failed(batch, report)
         return done
 
+    def due_for_check(self, *, now: datetime, every: timedelta) -> list[str]:
+        """Batches not seen running for `every`, whose end has not been reported."""
+        reported = self.reported()
+        return [
+            b.workflow_id
+            for b in self.in_flight
+            if b.check_due(every) <= now and b.workflow_id not in reported
+        ]
+
+    def next_check_at(self, every: timedelta) -> datetime | None:
+        return min((b.check_due(every) for b in self.in_flight), default=None)
+
+    def still_running(self, workflow_ids: Iterable[str], now: datetime) -> None:
+        for workflow_id in workflow_ids:
+            batch = self.batch(workflow_id)
+            if batch is not None:
+                batch.checked_at = now
+
+    def lost(self, workflow_id: str) -> list[int]:
+        """A batch ended without reporting: its creates are planned again under the same keys.
+
+        A create of it may have landed (the device is then found by its key, or
+        already seen and dropped from the retries), so its slots are never given
+        new keys.
+        """
+        batch = self.drop(workflow_id)
+        if batch is None:
+            return []
+        self.retry_slots += [(batch.generation, slot) for slot in batch.slots]
+        return batch.slots
+
     def forget_unreported(self, *, now: datetime, limit: timedelta) -> list[str]:
-        """Batches older than `limit` that never reported (their run was terminated by hand)."""
+        """Batches older than `limit` that never reported (runs recorded before `lost`)."""
         stale = [b.workflow_id for b in self.in_flight if now - b.started_at > limit]
         for workflow_id in stale:
             self.drop(workflow_id)

@@ -220,6 +220,7 @@ def published(status: DevicePoolStatus, view: PoolView) -> DevicePoolStatus:
 
 
 def deleted(status: DevicePoolStatus, now: datetime) -> DevicePoolStatus:
+    status = drop_condition(status, ConditionType.TEARDOWN_BLOCKED)
     return status.model_copy(
         update={
             "phase": Phase.DELETED,

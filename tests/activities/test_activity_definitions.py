@@ -24,7 +24,7 @@ def _defined(cls: type) -> dict[str, activity._Definition]:
 
 def test_every_definition_is_implemented_under_the_same_name_and_types() -> None:
     definitions = _defined(DeviceActivityDefinitions)
-    assert len(definitions) == 10
+    assert len(definitions) == 11
     for implementation in (DeviceActivities, LedgerReportingActivities):
         implemented = _defined(implementation)
         for name, definition in definitions.items():

@@ -216,10 +216,12 @@ def test_a_scale_signal_is_checked_to_one_line() -> None:
 
 def test_the_finalizer_only_stops_when_nothing_can_be_left() -> None:
     assert verdict(ErrorType.UNKNOWN_ACCOUNT.value, rented_anything=False) == SweepVerdict.DONE
-    assert verdict(ErrorType.UNKNOWN_ACCOUNT.value, rented_anything=True) == (
-        SweepVerdict.WAIT_FOR_ACCOUNT
+    for error in (ErrorType.UNKNOWN_ACCOUNT.value, "Unauthenticated", "QuotaExceeded", None):
+        assert verdict(error, rented_anything=True) == SweepVerdict.RETRY
+    # Runs recorded before the finalizer stopped giving up failed on any other error.
+    assert verdict("Unauthenticated", rented_anything=True, never_give_up=False) == (
+        SweepVerdict.FAIL
     )
-    assert verdict("Unauthenticated", rented_anything=True) == SweepVerdict.FAIL
 
 
 def test_pool_state_round_trips_whole_through_the_workflow_input() -> None:

@@ -1,0 +1,144 @@
+"""The finalizer never gives up: a teardown blocked by the provider waits, shows why, then finishes."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from temporalio import activity
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.testing import WorkflowEnvironment
+from wf_support import ACCOUNTS, EMULATOR_URL, FAST, TimedASGITransport, eventually, pool_devices
+
+from devicepool.activities import models as am
+from devicepool.activities.devices import DeviceActivities
+from devicepool.api.names import pool_workflow_id, watch_task_queue
+from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.worker.build import new_worker
+from devicepool.workflows import WORKFLOWS
+from devicepool.workflows.messages import PoolInput
+
+pytestmark = pytest.mark.devserver
+
+
+class RotatingKey:
+    """The pool's own activities; `terminate_pool` goes through a worker with a stale key until fixed."""
+
+    def __init__(self, real: DeviceActivities, stale: DeviceActivities) -> None:
+        self.real, self.stale = real, stale
+        self.key_fixed = False
+        self.sweeps = 0
+
+    @activity.defn(name="check_pool_refs")
+    async def check_pool_refs(self, input: am.CheckRefsInput) -> am.CheckRefsResult:
+        return await self.real.check_pool_refs(input)
+
+    @activity.defn(name="list_devices")
+    async def list_devices(self, input: am.ListDevicesInput) -> am.ListDevicesResult:
+        return await self.real.list_devices(input)
+
+    @activity.defn(name="watch_devices")
+    async def watch_devices(self, input: am.WatchDevicesInput) -> am.WatchDevicesResult:
+        return await self.real.watch_devices(input)
+
+    @activity.defn(name="terminate_device")
+    async def terminate_device(self, input: am.TerminateDeviceInput) -> am.TerminateDeviceResult:
+        return await self.real.terminate_device(input)
+
+    @activity.defn(name="running_workflows")
+    async def running_workflows(self, input: am.RunningWorkflowsInput) -> am.RunningWorkflowsResult:
+        return await self.real.running_workflows(input)
+
+    @activity.defn(name="terminate_pool")
+    async def terminate_pool(self, input: am.TerminatePoolInput) -> am.TerminatePoolResult:
+        self.sweeps += 1
+        which = self.real if self.key_fixed else self.stale
+        return await which.terminate_pool(input)
+
+    def all(self) -> list[Any]:
+        return [
+            self.check_pool_refs,
+            self.list_devices,
+            self.terminate_device,
+            self.running_workflows,
+            self.terminate_pool,
+        ]
+
+
+async def test_a_rotated_key_blocks_the_teardown_visibly_until_it_is_fixed(
+    env: WorkflowEnvironment, worker: DeviceActivities, emulator: Any, control: httpx.AsyncClient
+) -> None:
+    assert "rotated" not in ACCOUNTS["default"]
+    stale = DeviceActivities(
+        accounts={
+            "default": am.AccountSettings(
+                name="default",
+                base_url=EMULATOR_URL,
+                api_key=SecretStr("key-rotated-away"),
+                timeout_seconds=2,
+            )
+        },
+        proxy_pools={},
+        transport=TimedASGITransport(app=emulator),
+    )
+    rotating = RotatingKey(worker, stale)
+    name = f"wf-{uuid.uuid4().hex[:8]}"
+    queue = f"teardown-{name}"
+    spec = DevicePoolSpec.model_validate(
+        {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 2}
+    )
+    try:
+        async with (
+            new_worker(
+                env.client, task_queue=queue, workflows=WORKFLOWS, activities=rotating.all()
+            ),
+            new_worker(
+                env.client, task_queue=watch_task_queue(queue), activities=[rotating.watch_devices]
+            ),
+        ):
+            handle = await env.client.start_workflow(
+                "DevicePool",
+                PoolInput(metadata=ObjectMeta(name=name), spec=spec, settings=FAST),
+                id=pool_workflow_id(name),
+                task_queue=queue,
+            )
+
+            async def ready() -> bool:
+                return (await handle.query("status"))["readyDevices"] == 2
+
+            await eventually(ready, what="2 ready devices")
+            await handle.cancel()
+
+            async def blocked() -> dict[str, Any] | None:
+                status = await handle.query("status")
+                found = [c for c in status["conditions"] if c["type"] == "TeardownBlocked"]
+                return status if found and status["phase"] == "Deleting" else None
+
+            status = await eventually(blocked, what="TeardownBlocked while Deleting")
+            cond = next(c for c in status["conditions"] if c["type"] == "TeardownBlocked")
+            assert (cond["status"], cond["reason"]) == ("True", "Unauthenticated")
+            assert "key-rotated-away" not in str(status)  # never a secret in status
+            await asyncio.sleep(6)  # it tries again, and stays blocked meanwhile
+            assert rotating.sweeps >= 2
+            assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+            assert len(await pool_devices(control, name)) == 2
+
+            rotating.key_fixed = True  # the worker restarted with the right key
+
+            async def closed() -> bool:
+                return (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
+
+            await eventually(closed, what="the teardown to finish", timeout=30)
+            # CANCELED, or COMPLETED by a run continued-as-new while deleting (the
+            # test server's low continue-as-new threshold makes that happen here).
+            assert (await handle.describe()).status in (
+                WorkflowExecutionStatus.CANCELED,
+                WorkflowExecutionStatus.COMPLETED,
+            )
+    finally:
+        await stale.aclose()
+    assert await pool_devices(control, name) == []
