@@ -17,6 +17,7 @@ import asyncio
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -67,6 +68,16 @@ async def ready_shown(page: Page) -> int:
     return int(cells[headers.index("ready")])
 
 
+async def listed_in_visibility(client: Any, workflow_id: str, timeout: float = 30) -> None:
+    query = f'WorkflowId = "{workflow_id}" AND ExecutionStatus = "Running"'
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        if [w async for w in client.list_workflows(query)]:
+            return
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"{workflow_id} never listed by visibility as running")
+
+
 async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> None:
     require_chromium()
     pools = PoolClient(obs_stack.client)
@@ -110,11 +121,24 @@ async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> Non
                 page = await browser.new_page(viewport={"width": 1400, "height": 900})
                 page.set_default_timeout(UI_TIMEOUT_MS)
 
-                # The list: the pool's row, its type and that it runs.
-                await page.goto(base)
+                # The list: the pool's row, its type and that it runs. The UI
+                # lists from visibility, which lags a start: wait until
+                # visibility has the run, and reload a list loaded too early.
+                await listed_in_visibility(obs_stack.client, pool_workflow_id(POOL))
                 # (exact: the pool's child `devicepool/<name>/health` is listed too)
                 wid_link = page.get_by_role("link", name=pool_workflow_id(POOL), exact=True)
-                row = page.locator("tr").filter(has=wid_link)
+                row = (
+                    page.locator("tr")
+                    .filter(has=wid_link)
+                    .filter(has_text=re.compile("running", re.IGNORECASE))
+                )
+                for _ in range(6):
+                    await page.goto(base)
+                    try:
+                        await expect(row).to_have_count(1, timeout=5_000)
+                        break
+                    except AssertionError:
+                        continue
                 await expect(row).to_have_count(1)
                 await expect(row).to_contain_text(description.run_id)
                 await expect(row).to_contain_text("DevicePool")
