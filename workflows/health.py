@@ -28,14 +28,24 @@ reads the statuses, terminates, reports and sleeps.
 
 The offline clocks live in workflow state, so they survive a worker restart
 (replay rebuilds them). That state is one `HealthInput` (config, clocks, last
-check, replaced total), handed whole to the next run at continue-as-new when
-Temporal suggests it. The check sleeps
+check, replaced total, whether it paused and whether it was telling the pool
+something, which pool it belongs to), handed whole to the next run at
+continue-as-new when Temporal suggests it: a recovery first seen by a new run
+still clears the pool's `RemediationPaused`. The check sleeps
 until the next interval or the earliest offline deadline, whichever is first,
 so a replacement is requested at the threshold, not up to an interval late.
 
 The pool starts this child with `ParentClosePolicy.ABANDON`: it outlives the
 pool's continue-as-new (the next run finds it running under the same id) and
-is cancelled by the pool's deletion.
+is cancelled by the pool's deletion. Nothing ends it when the pool is
+terminated, fails or completes, so every cycle starts by asking Temporal
+whether the pool is still there (activity `pool_running`: the id's latest run
+is running and is of the same chain of runs as the one that started this
+check); when it is not, the check ends before acting — within one cycle — and
+terminates nothing that nobody would replace. A pool continuing-as-new keeps
+its id running throughout, so that never misfires on a hand-over; a pool
+deleted and applied again under the same name is another chain, so an old
+pool's check ends rather than remediate the new pool with the old settings.
 """
 
 from __future__ import annotations
@@ -53,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
         DeviceStatusInfo,
         GetStatusesInput,
         ListDevicesInput,
+        PoolRunInput,
         TerminateDeviceInput,
     )
     from devicepool.api.names import (
@@ -71,8 +82,10 @@ with workflow.unsafe.imports_passed_through():
         triage,
     )
 
-# Runs recorded before this change replay on the old commands:
-# `maxUnhealthy` percentages of the desired replicas, never below one device.
+# Runs recorded before these changes replay on the old commands:
+# - each cycle first asks whether the pool is still there (one activity);
+PATCH_ENDS_WITHOUT_POOL = "health-ends-without-its-pool"
+# - `maxUnhealthy` percentages of the desired replicas, never below one device.
 PATCH_LIMIT_FOR_EVERY_SIZE = "health-max-unhealthy-for-every-size"
 
 
@@ -80,13 +93,11 @@ PATCH_LIMIT_FOR_EVERY_SIZE = "health-max-unhealthy-for-every-size"
 class PoolHealthWorkflow:
     @workflow.init
     def __init__(self, input: HealthInput) -> None:
-        # The carried state (config, offline clocks, last check, replaced total)
-        # is this one model, handed to the next run as it is.
+        # The carried state (config, offline clocks, last check, replaced total,
+        # paused, was_reporting, the pool's chain) is this one model, handed to
+        # the next run as it is.
         self._state = input.model_copy(deep=True)
-        self._paused = False
         self._config_changed = False
-        # Whether the last check had anything to say (so recovery is reported once).
-        self._was_reporting = False
 
     @workflow.run
     async def run(self, input: HealthInput) -> None:
@@ -94,6 +105,8 @@ class PoolHealthWorkflow:
         threshold = timedelta(seconds=settings.offline_after_seconds)
         while True:
             raise_if_cancelled()
+            if workflow.patched(PATCH_ENDS_WITHOUT_POOL) and await self._pool_gone(input):
+                return
             await self._check(input, threshold)
             raise_if_cancelled()
             if workflow.info().is_continue_as_new_suggested():
@@ -105,7 +118,7 @@ class PoolHealthWorkflow:
                 interval=timedelta(seconds=settings.health_seconds),
                 offline_since=self._state.offline_since,
                 offline_after=threshold,
-                paused=self._paused,
+                paused=self._state.paused,
             )
             try:
                 await workflow.wait_condition(
@@ -139,7 +152,7 @@ class PoolHealthWorkflow:
             startup_timeout=timedelta(seconds=input.settings.startup_timeout_seconds),
         )
         state.offline_since = found.offline_since
-        self._paused = found.paused
+        state.paused = found.paused
         terminated: dict[str, str] = {}
         if found.due and not found.paused:
             terminated = await self._terminate(input, found.due)
@@ -148,12 +161,51 @@ class PoolHealthWorkflow:
             terminated=terminated,
             devices=len(statuses),
             now=now,
-            was_reporting=self._was_reporting,
+            was_reporting=state.was_reporting,
         )
         if report is not None:
             await self._report(input, report)
-        self._was_reporting = bool(found.unhealthy or terminated or found.paused)
+        state.was_reporting = bool(found.unhealthy or terminated or found.paused)
         state.last_check_at = now
+
+    async def _pool_gone(self, input: HealthInput) -> bool:
+        """Whether the pool this check belongs to has ended, or is another pool by now.
+
+        Not knowing (Temporal did not answer) is not gone: the check goes on.
+        """
+        parent = workflow.info().parent
+        try:
+            found = await workflow.execute_activity_method(
+                DeviceActivityDefinitions.pool_running,
+                PoolRunInput(
+                    workflow_id=input.parent_workflow_id,
+                    run_id=parent.run_id if parent is not None else "",
+                    first_run_id=self._state.pool_first_run_id,
+                ),
+                # One or two describe calls: an attempt lost with its worker is
+                # tried again within seconds, not after half a minute.
+                start_to_close_timeout=timedelta(seconds=10),
+                schedule_to_close_timeout=timedelta(minutes=1),
+                summary="is the pool still running?",
+            )
+        except ActivityError as err:
+            raise_if_cancelled()  # the pool's deletion, not a failure to ask
+            workflow.logger.warning("pool %s: not known if still running: %s", input.pool, err)
+            return False
+        raise_if_cancelled()
+        self._state.pool_first_run_id = found.first_run_id
+        if found.running:
+            return False
+        why = (
+            "another pool of that name runs now"
+            if found.status == "RUNNING"
+            else f"its workflow is {found.status}"
+        )
+        workflow.logger.warning(
+            "pool %s is gone (%s): its health check ends, nothing is replaced", input.pool, why
+        )
+        workflow.set_current_details(f"Ended: pool {input.pool} is gone ({why}).")
+        return True
 
     async def _statuses(self, input: HealthInput) -> list[tuple[DeviceStatusInfo, datetime]]:
         devices = (

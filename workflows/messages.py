@@ -97,6 +97,16 @@ class HealthInput(CamelModel):
     offline_since: dict[str, datetime] = Field(default_factory=dict)
     replaced_total: int = 0
     last_check_at: datetime | None = None
+    # Also carried (absent, i.e. False, in runs from before they were): whether
+    # the last check paused remediation, and whether it told the pool anything
+    # (so the recovery that clears the pool's RemediationPaused is reported
+    # even when a new run is the first to see it).
+    paused: bool = False
+    was_reporting: bool = False
+    # The pool's first run id: which pool this check belongs to. Learned at the
+    # first check (from the parent run) when the pool did not pass it; a pool
+    # applied again under the same name has another.
+    pool_first_run_id: str = ""
 
 
 class HealthReport(CamelModel):
