@@ -298,6 +298,8 @@ class DeviceActivities(DeviceActivityDefinitions):
         client = self._client(input.account)
         async with heartbeating():
             try:
+                if input.only_if_idle and (busy := await self._not_idle(client, input.device_id)):
+                    return TerminateDeviceResult(device_id=input.device_id, skipped=busy)
                 await self._count_replacement(client, input)
             except NotFoundError:
                 return TerminateDeviceResult(device_id=input.device_id, already_gone=True)
@@ -308,6 +310,22 @@ class DeviceActivities(DeviceActivityDefinitions):
             except ProviderError as exc:
                 raise to_application_error(exc) from exc
         return TerminateDeviceResult(device_id=input.device_id)
+
+    async def _not_idle(self, client: BitCloudPhoneClient, device_id: str) -> str | None:
+        """Why the device is not idle right now (None if it is): read just before a scale-down."""
+        try:
+            raw = await client.get_device(device_id)
+        except NotFoundError:
+            raise
+        except ProviderError as exc:
+            # Unknown is not idle: the next pass tries again.
+            return f"status unknown ({exc.error_type.value})"
+        status = str(raw.get("status") or "")
+        if status != DeviceStatus.READY:
+            return f"status {status}"
+        if raw.get("sessionActive"):
+            return "session active"
+        return None
 
     async def _count_replacement(
         self, client: BitCloudPhoneClient, input: TerminateDeviceInput

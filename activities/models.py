@@ -219,11 +219,17 @@ class TerminateDeviceInput(CamelModel):
     # counts a replacement only for an unhealthy one (offline, failed, never booted).
     pool: str | None = None
     reason: str | None = None
+    # A scale-down: delete only if the device is idle right now at the provider
+    # (ready, no session). The plan's listing may be old; a device busy since
+    # is kept (`skipped`).
+    only_if_idle: bool = False
 
 
 class TerminateDeviceResult(CamelModel):
     device_id: str
     already_gone: bool = False
+    # why the device was kept (only_if_idle: it was busy by then)
+    skipped: str | None = None
 
 
 class RegionStatusInput(CamelModel):

@@ -265,7 +265,8 @@ class DevicePoolWorkflow(PoolMessages):
     async def _act(self, plan: Plan) -> None:
         doomed = sorted(self.s.doomed | set(plan.remove_failed))
         if plan.terminate or doomed:
-            await self._terminate(plan.terminate + doomed)
+            # Surplus goes only if still idle at the provider (the listing may be old).
+            await self._terminate(plan.terminate + doomed, only_if_idle=set(plan.terminate))
         count = plan.create
         while count > 0:
             count -= self._start_batch(count)
@@ -302,12 +303,20 @@ class DevicePoolWorkflow(PoolMessages):
             self.s.slots.drop(child_id)  # planned again on the next pass
             self._dirty = True
 
-    async def _terminate(self, device_ids: list[str]) -> None:
-        failed = await calls.terminate_devices(self._account, device_ids)
+    async def _terminate(self, device_ids: list[str], *, only_if_idle: set[str]) -> None:
+        done = await calls.terminate_devices(self._account, device_ids, only_if_idle=only_if_idle)
         for device_id in device_ids:
-            if device_id in failed:
+            if device_id in done.failed:
                 self.s.doomed.add(device_id)  # the next pass tries again
-                workflow.logger.warning("terminate %s failed: %s", device_id, failed[device_id])
+                workflow.logger.warning(
+                    "terminate %s failed: %s", device_id, done.failed[device_id]
+                )
+            elif device_id in done.skipped:
+                # Busy since the listing: kept; a fresh look decides again.
+                workflow.logger.info(
+                    "pool %s: kept %s (%s)", self._name, device_id, done.skipped[device_id]
+                )
+                self._dirty = True
             else:
                 self.s.doomed.discard(device_id)
 

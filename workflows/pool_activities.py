@@ -9,6 +9,7 @@ killed worker is retried elsewhere within seconds.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from temporalio import workflow
@@ -20,6 +21,7 @@ from devicepool.api.names import watch_task_queue
 from devicepool.workflows.policies import PROVIDER_RETRY
 
 __all__ = [
+    "Terminations",
     "check_refs",
     "list_devices",
     "read_settings",
@@ -89,13 +91,25 @@ async def running_workflows(workflow_ids: list[str]) -> list[str]:
     return result.running
 
 
-async def terminate_devices(account: str, device_ids: list[str]) -> dict[str, ActivityError]:
-    """Terminate these devices in parallel; the ones that failed, with their error."""
+@dataclass
+class Terminations:
+    # device id -> the error its termination failed with (the pool tries again)
+    failed: dict[str, ActivityError] = field(default_factory=dict)
+    # device id -> why it was kept (a scale-down found it busy at the provider)
+    skipped: dict[str, str] = field(default_factory=dict)
 
-    async def one(device_id: str) -> None:
-        await workflow.execute_activity_method(
+
+async def terminate_devices(
+    account: str, device_ids: list[str], *, only_if_idle: set[str] | frozenset[str] = frozenset()
+) -> Terminations:
+    """Terminate these devices in parallel; those in `only_if_idle` only if still idle."""
+
+    async def one(device_id: str) -> am.TerminateDeviceResult:
+        return await workflow.execute_activity_method(
             Activities.terminate_device,
-            am.TerminateDeviceInput(account=account, device_id=device_id),
+            am.TerminateDeviceInput(
+                account=account, device_id=device_id, only_if_idle=device_id in only_if_idle
+            ),
             start_to_close_timeout=timedelta(seconds=30),
             heartbeat_timeout=am.HEARTBEAT_TIMEOUT,
             schedule_to_close_timeout=timedelta(minutes=5),
@@ -104,13 +118,15 @@ async def terminate_devices(account: str, device_ids: list[str]) -> dict[str, Ac
         )
 
     results = await asyncio.gather(*(one(d) for d in device_ids), return_exceptions=True)
-    failed: dict[str, ActivityError] = {}
+    done = Terminations()
     for device_id, result in zip(device_ids, results, strict=True):
         if isinstance(result, ActivityError):
-            failed[device_id] = result
+            done.failed[device_id] = result
         elif isinstance(result, BaseException):
             raise result
-    return failed
+        elif result.skipped:
+            done.skipped[device_id] = result.skipped
+    return done
 
 
 async def watch_devices(

@@ -1,0 +1,64 @@
+"""Scale-down re-checks a device at the provider right before deleting it.
+
+The listing a plan is made from can be seconds old (behind a busy queue,
+minutes): a device it showed idle may have started a session since. The
+deletion skips a device that is not idle any more; the pool stays above its
+size (ScaleDownBlocked) or takes an idle one instead, as it does for devices it
+knows are busy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from temporalio.testing import WorkflowEnvironment
+from wf_support import TimedASGITransport, condition, eventually, pool_devices, start_pool, stats
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.api.names import UPDATE_SCALE
+from devicepool.workflows.messages import Accepted, ScaleRequest
+
+pytestmark = pytest.mark.devserver
+
+
+async def test_a_device_that_became_busy_after_the_listing_is_not_terminated(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start_pool(env.client, pool_name, 2)
+
+    async def two_ready() -> bool:
+        devices = await pool_devices(control, pool_name)
+        return len(devices) == 2 and all(d["status"] == "ready" for d in devices)
+
+    await eventually(two_ready, what="2 ready devices")
+    before = await stats(control)
+    # The oldest idle device is the one a scale-down to 1 picks.
+    oldest = min(await pool_devices(control, pool_name), key=lambda d: (d["createdAt"], d["id"]))
+    TimedASGITransport.late_list_answers[pool_name] = 1.5
+    try:
+        seen = TimedASGITransport.lists[pool_name]
+        await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted)
+
+        async def listed() -> bool:
+            return TimedASGITransport.lists[pool_name] > seen
+
+        await eventually(listed, what="the scale-down's listing")
+        # Listed idle; busy by the time the (late) answer reaches the pool.
+        started = await control.post(
+            f"/_emulator/devices/{oldest['id']}/session", json={"active": True}
+        )
+        started.raise_for_status()
+        await asyncio.sleep(3)
+    finally:
+        TimedASGITransport.late_list_answers.pop(pool_name, None)
+    # The busy device stays; the other one, idle, goes instead: the pool is at size.
+    devices = await pool_devices(control, pool_name)
+    alive = {d["id"]: d["status"] for d in devices if d["status"] != "terminating"}
+    assert alive == {oldest["id"]: "busy"}, devices
+    cond = await condition(handle, "ScaleDownBlocked")
+    assert cond is None or cond["status"] == "False"
+    after = await stats(control)
+    assert after["creates"]["accepted"] == before["creates"]["accepted"]
+    await handle.cancel()
