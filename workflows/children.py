@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import FailureError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
@@ -44,23 +45,40 @@ async def tell_ledger(*, account: str, pool: str, expecting: bool) -> None:
 
 
 async def start_health(
-    *, pool: str, account: str, settings: PoolSettings, config: HealthConfig
+    *,
+    pool: str,
+    account: str,
+    settings: PoolSettings,
+    config: HealthConfig,
+    replace_stale: bool = False,
 ) -> bool:
-    """Start the health child, or find it still running; False if it must be tried again."""
+    """Start the health child, or find it still running; False if it must be tried again.
+
+    `replace_stale`: the pool's first start of its check. A health check still
+    running under that id then belongs to an earlier pool of the same name (its
+    workflow was terminated by hand): it is replaced, never adopted with its
+    old settings. Later starts (after continue-as-new) adopt the running one.
+    """
+    info = workflow.info()
+    options: dict[str, Any] = {}
+    if replace_stale:
+        options["id_reuse_policy"] = WorkflowIDReusePolicy.TERMINATE_IF_RUNNING
     try:
         child = await workflow.start_child_workflow(
             PoolHealthWorkflow.run,
             HealthInput(
                 pool=pool,
-                parent_workflow_id=workflow.info().workflow_id,
+                parent_workflow_id=info.workflow_id,
                 account=account,
                 settings=settings,
                 config=config,
+                pool_first_run_id=info.first_execution_run_id,
             ),
             id=health_workflow_id(pool),
             task_queue=TASK_QUEUE,
             parent_close_policy=ParentClosePolicy.ABANDON,
             static_summary=f"health checks of {pool}",
+            **options,
         )
         _forget_outcome(child)
     except WorkflowAlreadyStartedError:

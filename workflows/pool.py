@@ -71,6 +71,7 @@ PATCH_ORDERED_OBSERVATIONS = "ordered-observations"
 PATCH_HEALTH_KNOWS_REPLICAS = "health-knows-replicas"
 PATCH_BATCH_LIVENESS = "batch-liveness"
 PATCH_FINALIZER_NEVER_GIVES_UP = "finalizer-never-gives-up"
+PATCH_REPLACE_STALE_HEALTH = "replace-stale-health"
 
 
 @workflow.defn(name=names.WORKFLOW_DEVICE_POOL)
@@ -81,7 +82,7 @@ class DevicePoolWorkflow(PoolMessages):
     def __init__(self, input: PoolInput) -> None:
         self._metadata, self._spec = input.metadata, input.spec
         self.s = input.state or PoolState(
-            status=DevicePoolStatus(desired_replicas=input.spec.replicas)
+            health_started=False, status=DevicePoolStatus(desired_replicas=input.spec.replicas)
         )
         # Settings given in the input (tests, a caller overriding the worker) are
         # kept across continue-as-new; otherwise each run re-reads the worker's.
@@ -485,12 +486,17 @@ class DevicePoolWorkflow(PoolMessages):
         await children.tell_ledger(account=self._account, pool=self._name, expecting=expecting)
 
     async def _start_health(self) -> None:
+        # A new pool replaces a check left running by a dead pool of its name.
+        replace = self.s.health_started is False and workflow.patched(PATCH_REPLACE_STALE_HEALTH)
         self._health_started = await children.start_health(
+            replace_stale=replace,
             pool=self._name,
             account=self._account,
             settings=self.settings,
             config=self._health_told,
         )
+        if self._health_started:
+            self.s.health_started = True
 
     async def _sync_health_config(self) -> None:
         """Tell the health child when `maxUnhealthy` or the desired size changed."""

@@ -39,6 +39,9 @@ class PoolState(CamelModel):
     replacements_owed: int = 0
     # set once the pool is deleted: a run continued while deleting only finishes the finalizer
     deleting: bool = False
+    # Whether this pool (this chain of runs) started its health check yet.
+    # None in state from before the field: such a pool adopts the running one.
+    health_started: bool | None = None
 
     @field_serializer("doomed")
     def _sorted(self, doomed: set[str]) -> list[str]:

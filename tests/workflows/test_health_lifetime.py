@@ -293,6 +293,10 @@ async def test_a_pool_applied_again_does_not_keep_the_old_pools_health_check(
             what="the old pool's health check ended",
             timeout=10,
         )
+        # ...and the new pool has a check of its own (it replaced the stale one
+        # at its first start instead of adopting it and then having none).
+        new_chain = await eventually(health_running, what="the new pool's check", timeout=10)
+        assert new_chain != old_chain
     except BaseException:
         print(await history_digest(env.client, health_id))
         raise
