@@ -7,7 +7,8 @@ pass. Update validators reject before anything is written to history.
 
 - update `apply` (`ApplyRequest` → `Accepted`), update `scale_update`
   (`ScaleRequest` → `Accepted`), signal `scale` (plain JSON `{"replicas": N}`:
-  refused with `SpecRejected=True` when invalid, never applied);
+  refused with `SpecRejected=True` when invalid, never applied; any accepted
+  change — either update, or a valid signal — clears it);
 - signals `batch_created` / `batch_done` (`BatchReport`), `health_report`;
 - queries `status`, `devices`, `spec`.
 """
@@ -68,6 +69,7 @@ class PoolMessages:
             self._refs_problems = None
             self._dirty = True
         self._metadata = request.metadata
+        self._clear_rejection()
         return self._accepted()
 
     @apply.validator
@@ -78,6 +80,7 @@ class PoolMessages:
     @workflow.update(name=names.UPDATE_SCALE)
     def scale_update(self, request: ScaleRequest) -> Accepted:
         self._scale(request.replicas)
+        self._clear_rejection()
         return self._accepted()
 
     @scale_update.validator
@@ -102,8 +105,8 @@ class PoolMessages:
             )
             self._show_details()
             return
-        self.s.status = st.drop_condition(self.s.status, ConditionType.SPEC_REJECTED)
         self._scale(request.replicas)
+        self._clear_rejection()
 
     @workflow.signal(name=names.SIGNAL_BATCH_CREATED)
     def batch_created(self, report: BatchReport) -> None:
@@ -148,6 +151,17 @@ class PoolMessages:
             self._spec = self._spec.model_copy(update={"replicas": replicas})
             self.s.generation += 1
             self._dirty = True
+
+    def _clear_rejection(self) -> None:
+        """An accepted spec change supersedes a refused `scale` signal: `SpecRejected` goes.
+
+        Only the status and the UI details change (no command), so recorded
+        histories replay as before.
+        """
+        if self.s.status.condition(ConditionType.SPEC_REJECTED) is None:
+            return
+        self.s.status = st.drop_condition(self.s.status, ConditionType.SPEC_REJECTED)
+        self._show_details()
 
     def _accepted(self) -> Accepted:
         return Accepted(generation=self.s.generation, replicas=self._spec.replicas)

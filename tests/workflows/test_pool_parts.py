@@ -23,7 +23,12 @@ from devicepool.workflows.messages import ApplyRequest, PoolInput
 from devicepool.workflows.plan import plan_pool
 from devicepool.workflows.pool_state import PoolState
 from devicepool.workflows.slots import BatchReport, SlotBook
-from devicepool.workflows.spec_changes import body_changed, parse_scale_signal, refuse_apply
+from devicepool.workflows.spec_changes import (
+    body_changed,
+    parse_scale_signal,
+    refuse_apply,
+    short_json,
+)
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 SETTINGS = PoolSettings(failure_streak_limit=3, backoff_initial_seconds=30, backoff_max_seconds=900)
@@ -210,8 +215,30 @@ def test_a_scale_signal_is_checked_to_one_line() -> None:
     assert parse_scale_signal({"replicas": 3}).replicas == 3
     with pytest.raises(ValueError, match=r"^replicas: must be <= 500, got 501$"):
         parse_scale_signal({"replicas": 501})
-    with pytest.raises(ValueError, match=r"^replicas: Field required$"):
-        parse_scale_signal({"replica": 4})
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        # A manifest's words: one mistake, one line, no pydantic "Field required".
+        ({"replica": 4}, "replica: unknown field (did you mean 'replicas'?)"),
+        ({"replicas": "ten"}, "replicas: must be an integer, got 'ten'"),
+        ({"replicas": True}, "replicas: must be an integer, got true"),
+        ({}, "replicas: required"),
+        (7, 'must be a JSON object such as {"replicas": 3}, got 7'),
+    ],
+)
+def test_a_bad_scale_signal_is_said_as_a_manifest_error_is(payload: object, message: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        parse_scale_signal(payload)
+    assert str(refused.value) == message
+
+
+def test_a_signal_payload_is_shown_as_json() -> None:
+    assert short_json({"replica": 4}) == '{"replica": 4}'
+    assert short_json({"replicas": None, "x": True}) == '{"replicas": null, "x": true}'
+    long = short_json({"replicas": "x" * 200})
+    assert len(long) == 80 and long.endswith("...")
 
 
 def test_the_finalizer_only_stops_when_nothing_can_be_left() -> None:

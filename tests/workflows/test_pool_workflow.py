@@ -149,6 +149,42 @@ async def test_scale_signal_with_invalid_value_is_refused_visibly(
     await delete_and_wait(handle)
 
 
+async def test_an_accepted_change_clears_a_refused_scale_signal(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start_pool(env.client, pool_name, 0)
+
+    async def refused(payload: object) -> dict[str, Any]:
+        await handle.signal(SIGNAL_SCALE, payload)
+        cond: dict[str, Any] = await eventually(
+            lambda: condition(handle, "SpecRejected"), what=f"SpecRejected for {payload!r}"
+        )
+        return cond
+
+    # Said as a manifest's mistake is: JSON as sent, one line, "did you mean".
+    cond = await refused({"replica": 4})
+    assert cond["status"] == "True" and cond["reason"] == "InvalidScaleSignal"
+    assert cond["message"] == (
+        "signal scale {\"replica\": 4} refused: replica: unknown field (did you mean 'replicas'?)"
+    )
+
+    # The CLI's scale (update `scale_update`) is an accepted change: the rejection goes.
+    await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted)
+    assert await condition(handle, "SpecRejected") is None
+
+    # So is `apply`.
+    await refused({"replicas": "ten"})
+    current = await handle.query("spec")
+    spec = DevicePoolSpec.model_validate({**current["spec"], "replicas": 0})
+    await handle.execute_update(
+        UPDATE_APPLY,
+        ApplyRequest(metadata=ObjectMeta(name=pool_name), spec=spec),
+        result_type=Accepted,
+    )
+    assert await condition(handle, "SpecRejected") is None
+    await delete_and_wait(handle)
+
+
 async def test_scale_down_spares_busy_devices_and_delete_removes_them(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
