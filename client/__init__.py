@@ -13,6 +13,7 @@ private to the `devicepool` command. The error tree is drawn in
 from devicepool.client.errors import (
     BadInput,
     DevicePoolError,
+    PoolBlocked,
     PoolNotFound,
     TemporalUnreachable,
     WaitTimeout,
@@ -24,6 +25,7 @@ __all__ = [
     "BadInput",
     "DeleteResult",
     "DevicePoolError",
+    "PoolBlocked",
     "PoolClient",
     "PoolNotFound",
     "PoolSummary",

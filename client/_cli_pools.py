@@ -15,6 +15,7 @@ import typer
 from devicepool.client._cli_progress import wait_with_progress
 from devicepool.client._cli_support import OutputOpt, TimeoutOpt, load_or_exit, open_pools, run
 from devicepool.client._cli_views import print_description, print_devices, print_pools
+from devicepool.client._results import applied_verb
 from devicepool.client._status import devices_left
 from devicepool.client._validation import validate_name, validate_replicas
 from devicepool.client.render import Output, print_data, resolve_output
@@ -36,9 +37,8 @@ def apply(
         for pool in pools:
             result = await client.apply(pool)
             accepted[pool.name] = result
-            verb = "created" if result.generation == 1 else "configured"
             typer.echo(
-                f"devicepool/{pool.name} {verb} (generation {result.generation}, "
+                f"devicepool/{pool.name} {applied_verb(result)} (generation {result.generation}, "
                 f"replicas {result.replicas})"
             )
         if wait:

@@ -1,4 +1,5 @@
-"""What `PoolClient` answers besides raw status JSON: `PoolSummary`, `DeleteResult`, timestamps."""
+"""What `PoolClient` answers besides raw status JSON: `PoolSummary`, `DeleteResult`, timestamps,
+and the word `apply` prints for an `Accepted`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from devicepool.api.v1alpha1 import DevicePool
+from devicepool.workflows.messages import Accepted
 
 
 @dataclass
@@ -49,3 +51,14 @@ def iso(value: datetime | None) -> str | None:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def applied_verb(accepted: Accepted) -> str:
+    """`created`, `configured` or `unchanged`, as kubectl says it.
+
+    A worker from before `Accepted.result` answers without it: then generation
+    1 is the best guess for a new pool.
+    """
+    if accepted.result is not None:
+        return accepted.result.value
+    return "created" if accepted.generation == 1 else "configured"

@@ -1,8 +1,16 @@
-"""Pure readings of a pool's status JSON (camelCase `DevicePoolStatus`): what `--wait` waits for."""
+"""Pure readings of a pool's status JSON (camelCase `DevicePoolStatus`): what `--wait` waits for,
+and what makes it stop waiting."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from devicepool.api.v1alpha1 import ConditionStatus, ConditionType
+
+# `Ready=False` reasons that are configuration, not progress: the pool stops
+# provisioning until the worker's config or the manifest changes
+# (`workflows.status.ready_condition`).
+CONFIGURATION_REASONS = frozenset({"UnknownProxyPool", "UnknownAccount"})
 
 
 def devices_left(status: dict[str, Any]) -> int:
@@ -24,3 +32,37 @@ def is_converged(status: dict[str, Any], generation: int) -> bool:
         up + int(status.get("provisioningDevices") or 0) + int(status.get("offlineDevices") or 0)
     )
     return int(status.get("observedGeneration") or 0) >= generation and up == desired == total
+
+
+def condition(status: dict[str, Any], type_: ConditionType) -> dict[str, Any] | None:
+    """The status's condition of this type (camelCase JSON), if it has one."""
+    for cond in status.get("conditions") or ():
+        if isinstance(cond, dict) and cond.get("type") == type_.value:
+            return cond
+    return None
+
+
+def configuration_problem(status: dict[str, Any], generation: int) -> dict[str, Any] | None:
+    """`Ready=False` for a configuration error, as seen by a pass over `generation` or later.
+
+    An older pass's verdict does not count: the change being waited for may
+    be the fix.
+    """
+    if int(status.get("observedGeneration") or 0) < generation:
+        return None
+    ready = condition(status, ConditionType.READY)
+    if (
+        ready is not None
+        and ready.get("status") == ConditionStatus.FALSE.value
+        and ready.get("reason") in CONFIGURATION_REASONS
+    ):
+        return ready
+    return None
+
+
+def teardown_blocked(status: dict[str, Any]) -> dict[str, Any] | None:
+    """`TeardownBlocked=True`: the finalizer meets an error it retries until someone fixes it."""
+    blocked = condition(status, ConditionType.TEARDOWN_BLOCKED)
+    if blocked is not None and blocked.get("status") == ConditionStatus.TRUE.value:
+        return blocked
+    return None

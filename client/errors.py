@@ -4,6 +4,9 @@
     ├── TemporalUnreachable    the Temporal frontend did not answer
     ├── PoolNotFound           no running pool workflow with that name
     ├── WaitTimeout            `--wait` ran out of time before the pool got there
+    ├── PoolBlocked            `--wait` stopped at once: the pool reports what
+    │                          waiting cannot fix (an unknown proxy pool or
+    │                          account; a blocked teardown)
     └── BadInput               exit_code 2: a manifest, flag or value was rejected
                                locally (nothing was started or updated) or by the
                                workflow's update validator
@@ -27,6 +30,7 @@ __all__ = [
     "EXIT_RUNTIME",
     "BadInput",
     "DevicePoolError",
+    "PoolBlocked",
     "PoolNotFound",
     "TemporalUnreachable",
     "WaitTimeout",
@@ -41,6 +45,15 @@ class PoolNotFound(DevicePoolError):
 
 class WaitTimeout(DevicePoolError):
     pass
+
+
+class PoolBlocked(DevicePoolError):
+    """The pool reports a condition that no amount of waiting fixes; `reason` and
+    `message` are the condition's."""
+
+    def __init__(self, name: str, what: str, reason: str, message: str, hint: str = "") -> None:
+        self.name, self.reason, self.message = name, reason, message
+        super().__init__(f'pool "{name}" {what}: {reason}: {message}{hint}')
 
 
 class BadInput(DevicePoolError):

@@ -47,12 +47,18 @@ from devicepool.api.v1alpha1 import DevicePool
 from devicepool.client._history import recent_events
 from devicepool.client._results import DeleteResult, PoolSummary, iso
 from devicepool.client._search_attributes import initial_search_attributes, stale_summary
-from devicepool.client._status import devices_left, is_converged
+from devicepool.client._status import (
+    configuration_problem,
+    devices_left,
+    is_converged,
+    teardown_blocked,
+)
 from devicepool.client._temporal_errors import temporal_errors
 from devicepool.client._validation import validate_name, validate_replicas
 from devicepool.client.errors import (
     BadInput,
     DevicePoolError,
+    PoolBlocked,
     PoolNotFound,
     TemporalUnreachable,
     WaitTimeout,
@@ -73,6 +79,9 @@ QUERY_TIMEOUT = timedelta(seconds=5)
 # How long an update waits for a worker to accept it.
 UPDATE_TIMEOUT = timedelta(seconds=60)
 POLL_SECONDS = 1.0
+# A teardown block that was already shown when `delete` was asked again may be
+# stale (the cause fixed since): the finalizer sweeps again at most 60 s later.
+BLOCKED_GRACE_SECONDS = 75.0
 RECENT_EVENTS = 20
 
 # Called with each status a wait reads (camelCase `DevicePoolStatus` JSON).
@@ -93,7 +102,11 @@ class PoolClient:
     # ------------------------------------------------------------ writes
 
     async def apply(self, pool: DevicePool) -> Accepted:
-        """Start the pool, or replace its spec: one atomic update-with-start."""
+        """Start the pool, or replace its spec: one atomic update-with-start.
+
+        The answer's `result` says what happened: `created` (this call started
+        the pool), `configured` (the spec or metadata changed) or `unchanged`.
+        """
         # Re-validate: a DevicePool built with model_construct() skipped its checks.
         try:
             pool = DevicePool.model_validate(pool.model_dump(by_alias=True))
@@ -146,9 +159,19 @@ class PoolClient:
         timeout: float = 300.0,
         on_progress: ProgressCallback | None = None,
     ) -> DeleteResult:
-        """Cancel the pool workflow: it tears every device down, then ends CANCELED."""
+        """Cancel the pool workflow: it tears every device down, then ends CANCELED.
+
+        With `wait`, `PoolBlocked` as soon as the pool shows `TeardownBlocked=True`
+        (it keeps retrying; only a person fixes the cause). A block already shown
+        before this call may be one the cause was fixed for since: it gets
+        `BLOCKED_GRACE_SECONDS` (one retry of the sweep) to clear first.
+        """
         validate_name(name)
         handle = await self._running(name)
+        before = await self._try_query(handle, QUERY_STATUS) if wait else None
+        grace_until = time.monotonic() + (
+            BLOCKED_GRACE_SECONDS if isinstance(before, dict) and teardown_blocked(before) else 0.0
+        )
         with self._errors(name):
             await handle.cancel()
         if not wait:
@@ -174,6 +197,16 @@ class PoolClient:
                 left = devices_left(status)
                 if on_progress is not None:
                     on_progress(status)
+                blocked = teardown_blocked(status)
+                if blocked is not None and time.monotonic() >= grace_until:
+                    raise PoolBlocked(
+                        name,
+                        "cannot finish deleting",
+                        str(blocked.get("reason") or "TeardownBlocked"),
+                        str(blocked.get("message") or ""),
+                        "; it keeps retrying until the cause is fixed "
+                        f"(devicepool describe {name})",
+                    )
             if time.monotonic() >= deadline:
                 shown = "unknown" if left is None else str(left)
                 raise WaitTimeout(
@@ -189,7 +222,12 @@ class PoolClient:
         timeout: float = 300.0,
         on_progress: ProgressCallback | None = None,
     ) -> dict[str, Any]:
-        """Poll `status` until the pool has converged on `generation` (or `WaitTimeout`)."""
+        """Poll `status` until the pool has converged on `generation` (or `WaitTimeout`).
+
+        `PoolBlocked` at once when a pass over `generation` reports `Ready=False`
+        for a configuration error (an unknown proxy pool or account): the pool
+        stopped provisioning, and waiting would only run out the timeout.
+        """
         handle = self._client.get_workflow_handle(pool_workflow_id(name))
         deadline = time.monotonic() + timeout
         status: dict[str, Any] = {}
@@ -201,6 +239,14 @@ class PoolClient:
                     on_progress(status)
                 if is_converged(status, generation):
                     return status
+                problem = configuration_problem(status, generation)
+                if problem is not None:
+                    raise PoolBlocked(
+                        name,
+                        "cannot become ready",
+                        str(problem.get("reason")),
+                        str(problem.get("message") or ""),
+                    )
             if time.monotonic() >= deadline:
                 raise WaitTimeout(
                     f'pool "{name}" not ready after {timeout:g}s '

@@ -8,8 +8,9 @@ them.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from devicepool.activities.models import DeviceInfo, PoolSettings
 from devicepool.api.base import CamelModel
@@ -66,11 +67,25 @@ class ScaleRequest(CamelModel):
     replicas: int = Field(strict=True)
 
 
+class ApplyResult(StrEnum):
+    """What an `apply` did, in kubectl's words."""
+
+    CREATED = "created"  # the update that started the pool
+    CONFIGURED = "configured"  # the spec (or metadata) changed
+    UNCHANGED = "unchanged"  # the pool already had this spec
+
+
 class Accepted(CamelModel):
     """What an update answers: the generation the change was accepted as."""
 
+    # Fields this version does not know are ignored, not refused: a worker newer
+    # than its client may answer with more.
+    model_config = ConfigDict(**{**CamelModel.model_config, "extra": "ignore"})
+
     generation: int
     replicas: int
+    # Set by `apply` only. None: `scale_update`, or a worker from before the field.
+    result: ApplyResult | None = None
 
 
 class DevicesView(CamelModel):

@@ -5,7 +5,8 @@ owns the loop; the Temporal SDK registers handlers found on base classes. The
 handlers only change state and set `_dirty`: the loop does the rest on its next
 pass. Update validators reject before anything is written to history.
 
-- update `apply` (`ApplyRequest` → `Accepted`), update `scale_update`
+- update `apply` (`ApplyRequest` → `Accepted`, whose `result` says created,
+  configured or unchanged), update `scale_update`
   (`ScaleRequest` → `Accepted`), signal `scale` (plain JSON `{"replicas": N}`:
   refused with `SpecRejected=True` when invalid, never applied; any accepted
   change — either update, or a valid signal — clears it);
@@ -34,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.messages import (
         Accepted,
         ApplyRequest,
+        ApplyResult,
         BatchReport,
         DevicesView,
         HealthReport,
@@ -59,6 +61,12 @@ class PoolMessages:
 
     @workflow.update(name=names.UPDATE_APPLY)
     def apply(self, request: ApplyRequest) -> Accepted:
+        # The update that came with the pool's start (update-with-start) is
+        # handled in the first activation, before the run method stamps
+        # `created_at`; every later `apply` finds it set (it is carried across
+        # continue-as-new).
+        created = self.s.created_at is None
+        changed = request.spec != self._spec or request.metadata != self._metadata
         if request.spec != self._spec:
             self._announce = self._announce or request.spec.replicas > self._spec.replicas
             body_changed = spec_changes.body_changed(self._spec, request.spec)
@@ -70,7 +78,9 @@ class PoolMessages:
             self._dirty = True
         self._metadata = request.metadata
         self._clear_rejection()
-        return self._accepted()
+        if created:
+            return self._accepted(ApplyResult.CREATED)
+        return self._accepted(ApplyResult.CONFIGURED if changed else ApplyResult.UNCHANGED)
 
     @apply.validator
     def _validate_apply(self, request: ApplyRequest) -> None:
@@ -163,8 +173,8 @@ class PoolMessages:
         self.s.status = st.drop_condition(self.s.status, ConditionType.SPEC_REJECTED)
         self._show_details()
 
-    def _accepted(self) -> Accepted:
-        return Accepted(generation=self.s.generation, replicas=self._spec.replicas)
+    def _accepted(self, result: ApplyResult | None = None) -> Accepted:
+        return Accepted(generation=self.s.generation, replicas=self._spec.replicas, result=result)
 
     def _set_condition(self, cond: st.ConditionUpdate) -> None:
         self.s.status = st.set_condition(

@@ -467,3 +467,186 @@ def test_devices_table_reads_the_camel_case_query_answer(
     assert cells[3].endswith("d")  # an age from createdAt, not "-"
     assert cells[4] == "yes"  # sessionActive
     assert cells[5].endswith("d")  # an age from lastActivityAt
+
+
+# ---------------------------------------------------------------- apply and delete answers
+
+
+class FakeHandle:
+    """A pool workflow as `PoolClient` sees it: running, answering `status` from a script."""
+
+    def __init__(self, statuses: list[dict[str, object]]) -> None:
+        self.statuses = statuses
+        self.cancelled = False
+
+    async def describe(self) -> object:
+        from types import SimpleNamespace
+
+        from temporalio.client import WorkflowExecutionStatus
+
+        return SimpleNamespace(status=WorkflowExecutionStatus.RUNNING)
+
+    async def query(self, name: str, **_: object) -> dict[str, object]:
+        assert name == "status"
+        # The last answer repeats: the pool stays as it is.
+        return self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+
+    async def cancel(self) -> None:
+        self.cancelled = True
+
+
+class FakeTemporal:
+    """Just enough of a Temporal client for `PoolClient.apply`, `wait_ready` and `delete`."""
+
+    def __init__(self, statuses: list[dict[str, object]], answers: list[object] = ()) -> None:
+        from types import SimpleNamespace
+
+        self.service_client = SimpleNamespace(config=SimpleNamespace(target_host="fake:7233"))
+        self.pool = FakeHandle(statuses)
+        self.answers = list(answers)
+
+    def get_workflow_handle(self, workflow_id: str, **_: object) -> FakeHandle:
+        # The account's ledger (`apply`'s account check) runs as well as the pool.
+        return self.pool
+
+    async def execute_update_with_start_workflow(self, *_: object, **__: object) -> object:
+        return self.answers.pop(0)
+
+
+def fake_temporal(monkeypatch: pytest.MonkeyPatch, temporal: FakeTemporal) -> None:
+    from devicepool.client import PoolClient, _cli_pools
+
+    async def fake_pools(name: str | None = None) -> PoolClient:
+        return PoolClient(temporal)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_cli_pools, "open_pools", fake_pools)
+
+
+def ready_false(reason: str, message: str, generation: int = 1) -> dict[str, object]:
+    return {
+        "phase": "Degraded",
+        "desiredReplicas": 2,
+        "readyDevices": 0,
+        "observedGeneration": generation,
+        "conditions": [{"type": "Ready", "status": "False", "reason": reason, "message": message}],
+    }
+
+
+def test_apply_says_created_configured_or_unchanged_as_kubectl_does(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from devicepool.workflows.messages import Accepted
+
+    path = manifest(tmp_path, GOOD)
+    answers = [
+        Accepted(generation=1, replicas=2, result="created"),
+        Accepted(generation=1, replicas=2, result="unchanged"),
+        Accepted(generation=2, replicas=2, result="configured"),
+        Accepted(generation=2, replicas=2, result="unchanged"),
+        # From a worker that predates `result`: generation 1 is the best guess.
+        Accepted(generation=1, replicas=2),
+        Accepted(generation=3, replicas=2),
+    ]
+    fake_temporal(monkeypatch, FakeTemporal([{}], answers))
+    lines = []
+    for _ in answers:
+        code, out, err = run(capsys, "apply", "-f", str(path))
+        assert code == EXIT_OK, err
+        lines.append(out.strip())
+    assert lines == [
+        "devicepool/cli-pool created (generation 1, replicas 2)",
+        "devicepool/cli-pool unchanged (generation 1, replicas 2)",
+        "devicepool/cli-pool configured (generation 2, replicas 2)",
+        "devicepool/cli-pool unchanged (generation 2, replicas 2)",
+        "devicepool/cli-pool created (generation 1, replicas 2)",
+        "devicepool/cli-pool configured (generation 3, replicas 2)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("reason", "message"),
+    [
+        (
+            "UnknownProxyPool",
+            "unknown proxy pool 'nope' (proxy.poolRef); known: proxyseller-us"
+            " — provisioning stopped",
+        ),
+        (
+            "UnknownAccount",
+            "unknown account 'gone' (providerCredentialRef); known: default — provisioning stopped",
+        ),
+    ],
+)
+def test_apply_wait_stops_at_once_on_a_configuration_error(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    reason: str,
+    message: str,
+) -> None:
+    from devicepool.workflows.messages import Accepted
+
+    statuses = [
+        {"observedGeneration": 0, "desiredReplicas": 2},  # not looked at yet
+        ready_false(reason, message),
+    ]
+    accepted = Accepted(generation=1, replicas=2, result="created")
+    fake_temporal(monkeypatch, FakeTemporal(statuses, [accepted]))
+    code, out, err = run(
+        capsys, "apply", "-f", str(manifest(tmp_path, GOOD)), "--wait", "--timeout", "5"
+    )
+    assert code == EXIT_RUNTIME
+    assert out.strip() == "devicepool/cli-pool created (generation 1, replicas 2)"
+    assert_one_line_error(err)
+    assert err.strip() == f'error: pool "cli-pool" cannot become ready: {reason}: {message}'
+
+
+def test_apply_wait_ignores_a_configuration_error_of_an_older_generation(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The change being waited for may be the fix: only a pass over it counts.
+    from devicepool.workflows.messages import Accepted
+
+    converged = {
+        "observedGeneration": 2,
+        "desiredReplicas": 2,
+        "readyDevices": 2,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "Converged"}],
+    }
+    statuses = [ready_false("UnknownProxyPool", "unknown proxy pool 'nope'", generation=1)]
+    statuses.append(converged)
+    accepted = Accepted(generation=2, replicas=2, result="configured")
+    fake_temporal(monkeypatch, FakeTemporal(statuses, [accepted]))
+    code, out, err = run(capsys, "apply", "-f", str(manifest(tmp_path, GOOD)), "--wait")
+    assert code == EXIT_OK, err
+    assert out.strip().splitlines()[-1] == "devicepool/cli-pool ready"
+
+
+def test_delete_wait_stops_at_once_on_a_blocked_teardown(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running = {"phase": "Ready", "deviceIds": ["d-1", "d-2"]}
+    blocked = {
+        "phase": "Deleting",
+        "deviceIds": ["d-1", "d-2"],
+        "conditions": [
+            {
+                "type": "TeardownBlocked",
+                "status": "True",
+                "reason": "Unauthenticated",
+                "message": "cannot delete devices: 401 unauthenticated: invalid API key",
+            }
+        ],
+    }
+    temporal = FakeTemporal([running, blocked])
+    fake_temporal(monkeypatch, temporal)
+    code, out, err = run(capsys, "delete", "cli-pool", "--wait", "--timeout", "5")
+    assert temporal.pool.cancelled
+    assert code == EXIT_RUNTIME
+    assert out == ""
+    assert_one_line_error(err)
+    assert err.strip() == (
+        'error: pool "cli-pool" cannot finish deleting: Unauthenticated: cannot delete devices: '
+        "401 unauthenticated: invalid API key; it keeps retrying until the cause is fixed "
+        "(devicepool describe cli-pool)"
+    )

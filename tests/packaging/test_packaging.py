@@ -53,6 +53,7 @@ def test_the_client_exports_exactly_its_public_names() -> None:
         "BadInput",
         "DeleteResult",
         "DevicePoolError",
+        "PoolBlocked",
         "PoolClient",
         "PoolNotFound",
         "PoolSummary",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import Any
 
@@ -18,6 +19,7 @@ from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import pool_workflow_id, watch_task_queue
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.client import PoolBlocked, PoolClient
 from devicepool.worker.build import new_worker
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import PoolInput
@@ -111,7 +113,20 @@ async def test_a_rotated_key_blocks_the_teardown_visibly_until_it_is_fixed(
                 return (await handle.query("status"))["readyDevices"] == 2
 
             await eventually(ready, what="2 ready devices")
-            await handle.cancel()
+            # `delete --wait` stops at once with the condition, instead of
+            # showing "2 devices left" until its timeout.
+            pools = PoolClient(env.client)
+            started = time.monotonic()
+            with pytest.raises(PoolBlocked) as stopped:
+                await pools.delete(name, wait=True, timeout=60)
+            assert time.monotonic() - started < 20
+            assert stopped.value.reason == "Unauthenticated"
+            assert str(stopped.value).startswith(
+                f'pool "{name}" cannot finish deleting: Unauthenticated: cannot delete devices: '
+            )
+            assert str(stopped.value).endswith(
+                f"; it keeps retrying until the cause is fixed (devicepool describe {name})"
+            )
 
             async def blocked() -> dict[str, Any] | None:
                 status = await handle.query("status")
@@ -120,6 +135,7 @@ async def test_a_rotated_key_blocks_the_teardown_visibly_until_it_is_fixed(
 
             status = await eventually(blocked, what="TeardownBlocked while Deleting")
             cond = next(c for c in status["conditions"] if c["type"] == "TeardownBlocked")
+            assert stopped.value.message == cond["message"]
             assert (cond["status"], cond["reason"]) == ("True", "Unauthenticated")
             assert "key-rotated-away" not in str(status)  # never a secret in status
             await asyncio.sleep(6)  # it tries again, and stays blocked meanwhile
@@ -127,12 +143,13 @@ async def test_a_rotated_key_blocks_the_teardown_visibly_until_it_is_fixed(
             assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
             assert len(await pool_devices(control, name)) == 2
 
-            rotating.key_fixed = True  # the worker restarted with the right key
-
-            async def closed() -> bool:
-                return (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
-
-            await eventually(closed, what="the teardown to finish", timeout=30)
+            # Asked again once the worker restarted with the right key: the block
+            # it finds is from before the fix, so it waits for the next sweep.
+            again = asyncio.ensure_future(pools.delete(name, wait=True, timeout=60))
+            await asyncio.sleep(1.5)
+            rotating.key_fixed = True
+            result = await again
+            assert result.closed and result.devices_left == 0
             # CANCELED, or COMPLETED by a run continued-as-new while deleting (the
             # test server's low continue-as-new threshold makes that happen here).
             assert (await handle.describe()).status in (
