@@ -101,6 +101,8 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
 
 # Signal a provisioning child sends its parent pool when its batch is done.
 SIGNAL_BATCH_DONE = "batch_done"
+# pool → its batch: slots it no longer needs (dropped if they hold no permit yet)
+SIGNAL_WITHDRAW_SLOTS = "withdraw_slots"
 # ...and as soon as its creates are done (slot -> device), before waiting for boots.
 SIGNAL_BATCH_CREATED = "batch_created"
 # Label carrying the provisioning slot a device was created for.

@@ -8,7 +8,7 @@ the same scaled window (and a scaled 1-s margin), so every figure below is in
 
     T(N) = 60 · floor((N − 1) / C) + P
 
-1. one pool 0 → N (N = 10, 30, 200): time to all-ready (emulator ground
+1. one pool 0 → N (N = 10, 30, 200, 500): time to all-ready (emulator ground
    truth), bound, ratio, 429s, duplicates;
 2. the article's loop (`baseline_controller` below) vs devicepool for N = 30,
    clean and with faults (10 % 5xx, 5 % answers lost after the device was made);
@@ -17,7 +17,7 @@ the same scaled window (and a scaled 1-s margin), so every figure below is in
 4. three `devicepool worker` processes: the largest number of creates in any
    60-s window (emulator-side timestamps), time vs bound.
 
-    .venv/bin/python bench/ratelimit.py [--speed 5] [--provision-seconds 45] [--only 1,2,3,4]
+    .venv/bin/python bench/ratelimit.py [--speed 5] [--provision-seconds 45] [--only 1,2,3,4] [--sizes 10,30,200,500]
 """
 
 from __future__ import annotations
@@ -83,8 +83,16 @@ def max_in_window(times: list[float]) -> int:
 
 
 class Bench:
-    def __init__(self, client: Client, url: str, speed: float, p: float) -> None:
+    def __init__(
+        self,
+        client: Client,
+        url: str,
+        speed: float,
+        p: float,
+        sizes: tuple[int, ...] = (10, 30, 200),
+    ) -> None:
         self.client = client
+        self.sizes = sizes
         self.url = url
         self.speed = speed
         self.p = p
@@ -106,7 +114,10 @@ class Bench:
         )
 
     def pool_settings(self) -> PoolSettings:
-        return PoolSettings(resync_seconds=1, startup_timeout_seconds=300)
+        # Every duration the pool relies on runs at the provider's speed too:
+        # an unscaled startup timeout would hide bookkeeping deadlines that a
+        # long backlog crosses at speed 1 (batches waiting for the window).
+        return PoolSettings(resync_seconds=1, startup_timeout_seconds=300 / self.speed)
 
     async def start_pool(self, name: str, n: int, account: str) -> None:
         await self.client.start_workflow(
@@ -324,7 +335,7 @@ async def bench_bound(bench: Bench) -> None:
     print(f"\n[1] one pool 0 -> N vs the bound 60*floor((N-1)/{C}) + P  (P = {bench.p:g} s)")
     await bench.ours(1)  # warm-up: the worker's sandbox loads each workflow type once
     print(row("N", "time s", "bound s", "ratio", "429s", "duplicates", "max/60s"))
-    for n in (10, 30, 200):
+    for n in bench.sizes:
         r = await bench.ours(n)
         b = bound(n, bench.p)
         print(
@@ -452,7 +463,7 @@ async def bench_three_workers(bench: Bench, temporal: str, tmp: Path) -> None:
             proc.wait(20)
 
 
-async def main(speed: float, p: float, only: set[int]) -> None:
+async def main(speed: float, p: float, only: set[int], sizes: tuple[int, ...]) -> None:
     temporal = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
     print(
         f"emulator speed {speed:g} (60-s window = {WINDOW / speed:g} s real), P = {p:g} s, "
@@ -477,7 +488,7 @@ async def main(speed: float, p: float, only: set[int]) -> None:
             ) as env,
             emulator(speed, p) as url,
         ):
-            bench = Bench(env.client, url, speed, p)
+            bench = Bench(env.client, url, speed, p, sizes)
             if only & {1, 2, 3}:
                 async with in_process_worker(bench):
                     if 1 in only:
@@ -497,8 +508,13 @@ if __name__ == "__main__":
     parser.add_argument("--speed", type=float, default=5)
     parser.add_argument("--provision-seconds", type=float, default=45)
     parser.add_argument("--only", default="1,2,3,4")
+    parser.add_argument(
+        "--sizes", default="10,30,200,500", help="pool sizes of benchmark 1 (500: the schema's cap)"
+    )
     args = parser.parse_args()
     # Injected faults make activities fail and retry by design: the SDK's
     # per-failure warnings would drown the figures.
     logging.getLogger("temporalio").setLevel(logging.ERROR)
-    asyncio.run(main(args.speed, args.provision_seconds, {int(x) for x in args.only.split(",")}))
+    sizes = tuple(int(x) for x in args.sizes.split(","))
+    only = {int(x) for x in args.only.split(",")}
+    asyncio.run(main(args.speed, args.provision_seconds, only, sizes))

@@ -20,6 +20,7 @@ from devicepool.activities.models import PoolSettings
 from devicepool.api.names import (
     SIGNAL_HEALTH_CONFIG,
     SIGNAL_PERMIT_INTENT,
+    SIGNAL_WITHDRAW_SLOTS,
     TASK_QUEUE,
     health_workflow_id,
     ledger_workflow_id,
@@ -29,8 +30,16 @@ from devicepool.workflows.health import PoolHealthWorkflow
 from devicepool.workflows.ledger import PermitIntent
 from devicepool.workflows.messages import HealthConfig, HealthInput, ProvisionBatchInput
 from devicepool.workflows.provision import ProvisionBatchWorkflow
+from devicepool.workflows.slots import WithdrawSlots
 
-__all__ = ["batch_input", "start_batch", "start_health", "tell_health", "tell_ledger"]
+__all__ = [
+    "batch_input",
+    "start_batch",
+    "start_health",
+    "tell_health",
+    "tell_ledger",
+    "withdraw_slots",
+]
 
 
 async def tell_ledger(*, account: str, pool: str, expecting: bool) -> None:
@@ -132,6 +141,16 @@ def batch_input(
         startup_timeout_seconds=settings.startup_timeout_seconds,
         poll_seconds=min(5.0, settings.resync_seconds),
     )
+
+
+async def withdraw_slots(batch_id: str, slots: list[int]) -> None:
+    """Ask a batch to drop slots the pool no longer needs (a batch already gone is fine)."""
+    try:
+        await workflow.get_external_workflow_handle(batch_id).signal(
+            SIGNAL_WITHDRAW_SLOTS, WithdrawSlots(slots=sorted(slots))
+        )
+    except FailureError as err:
+        workflow.logger.info("batch %s not told to withdraw: %s", batch_id, err)
 
 
 async def start_batch(child_id: str, input: ProvisionBatchInput) -> bool:

@@ -72,6 +72,7 @@ PATCH_HEALTH_KNOWS_REPLICAS = "health-knows-replicas"
 PATCH_BATCH_LIVENESS = "batch-liveness"
 PATCH_FINALIZER_NEVER_GIVES_UP = "finalizer-never-gives-up"
 PATCH_REPLACE_STALE_HEALTH = "replace-stale-health"
+PATCH_WITHDRAW_UNRENTED = "withdraw-unrented"
 
 
 @workflow.defn(name=names.WORKFLOW_DEVICE_POOL)
@@ -253,6 +254,28 @@ class DevicePoolWorkflow(PoolMessages):
     # ------------------------------------------------------------------ plan / act
 
     def _plan(self) -> Plan:
+        """The plan; a surplus first withdraws creates that have not landed."""
+        plan = self._plan_once()
+        surplus = plan.members - self._spec.replicas
+        if surplus <= 0 or self._observe_failed:
+            return plan
+        # Shrink what is not yet rented before touching a serving device: the
+        # batches drop slots that hold no permit yet (newest first) and say so.
+        asked = self.s.slots.withdraw(surplus, self._observed_slots())
+        if not asked:
+            return plan
+        if not workflow.patched(PATCH_WITHDRAW_UNRENTED):
+            # Runs recorded before this terminated idle devices instead.
+            for batch_id in asked:
+                batch = self.s.slots.batch(batch_id)
+                if batch is not None:
+                    batch.withdrawing.clear()
+            return plan
+        for batch_id, slots in asked.items():
+            self._in_background(children.withdraw_slots(batch_id, slots))
+        return self._plan_once()
+
+    def _plan_once(self) -> Plan:
         return plan_pool(
             replicas=self._spec.replicas,
             # Devices already on their way out are not members any more.

@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_PERMIT_REQUEST,
         SIGNAL_PERMITS_GRANTED,
         SIGNAL_PERMITS_USED,
+        SIGNAL_WITHDRAW_SLOTS,
         WORKFLOW_PROVISION_BATCH,
         account_task_queue,
         create_idempotency_key,
@@ -68,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.ledger import PermitGrant, PermitRequest, PermitsUsed
     from devicepool.workflows.messages import BatchReport, ProvisionBatchInput
     from devicepool.workflows.policies import PROVIDER_RETRY
+    from devicepool.workflows.slots import WithdrawSlots
 
 # A create that fails with one of these will not succeed by trying again. A
 # region outage is retryable in general, but for creates the pool handles it
@@ -90,6 +92,9 @@ class ProvisionBatchWorkflow:
         # grant id -> permits not yet reported back to the ledger
         self._unreported: dict[str, int] = {}
         self._gated = False
+        # (index, slot) still waiting for a permit, and slots the pool withdrew
+        self._pending: list[tuple[int, int]] = []
+        self._dropped: list[int] = []
 
     @workflow.run
     async def run(self, input: ProvisionBatchInput) -> BatchReport:
@@ -124,28 +129,54 @@ class ProvisionBatchWorkflow:
     def permits_granted(self, grant: PermitGrant) -> None:
         self._grants.append(grant)
 
+    @workflow.signal(name=SIGNAL_WITHDRAW_SLOTS)
+    def withdraw_slots(self, request: WithdrawSlots) -> None:
+        """The pool needs fewer devices: slots still waiting for a permit are dropped."""
+        wanted = set(request.slots)
+        self._dropped += [slot for _, slot in self._pending if slot in wanted]
+        self._pending = [(i, slot) for i, slot in self._pending if slot not in wanted]
+
+    async def _settle_withdrawn(self, input: ProvisionBatchInput, report: BatchReport) -> None:
+        """Tell the pool at once, and ask the ledger only for what is still needed."""
+        report.withdrawn += self._dropped
+        self._dropped = []
+        await self._tell_parent(input, report, SIGNAL_BATCH_CREATED)
+        if self._pending:
+            self._gated = await self._ask(input, len(self._pending))
+            return
+        try:
+            await _ledger(input).signal(SIGNAL_PERMIT_CANCEL, workflow.info().workflow_id)
+        except FailureError as err:
+            workflow.logger.info("ledger of %s did not take the cancel: %s", input.account, err)
+
     async def _create_all(self, input: ProvisionBatchInput, report: BatchReport) -> None:
         """Create every slot: under the account's permits when it has a ledger, else at once."""
-        pending = list(enumerate(input.slots))
+        self._pending = list(enumerate(input.slots))
         runs: list[asyncio.Future[None]] = []
-        self._gated = await self._ask(input, len(pending))
-        while pending and self._gated:
+        self._gated = await self._ask(input, len(self._pending))
+        while self._pending and self._gated:
             try:
                 await workflow.wait_condition(
-                    lambda: bool(self._grants),
+                    lambda: bool(self._grants) or bool(self._dropped),
                     timeout=timedelta(seconds=input.startup_timeout_seconds),
                     timeout_summary="wait for create permits",
                 )
             except TimeoutError:
                 # Nothing for a long time: ask again (the ledger may have restarted).
-                self._gated = await self._ask(input, len(pending))
+                self._gated = await self._ask(input, len(self._pending))
+                continue
+            if self._dropped:
+                await self._settle_withdrawn(input, report)
                 continue
             grant = self._grants.pop(0)
             self._unreported[grant.grant_id] = grant.count
-            take, pending = pending[: grant.count], pending[grant.count :]
+            take, self._pending = self._pending[: grant.count], self._pending[grant.count :]
             runs.append(asyncio.ensure_future(self._run_grant(input, report, grant, take)))
-        if pending:
-            runs.append(asyncio.ensure_future(self._run_grant(input, report, None, pending)))
+        if self._pending:
+            runs.append(asyncio.ensure_future(self._run_grant(input, report, None, self._pending)))
+            self._pending = []
+        if self._dropped:  # withdrawn while the last grant came in
+            await self._settle_withdrawn(input, report)
         await asyncio.gather(*runs)
         # Grants that arrived after the last slot was covered go straight back.
         for grant in self._grants:

@@ -41,6 +41,9 @@ class InFlightBatch(CamelModel):
     started_at: datetime
     # when the pool last found it still running (it may wait for permits for long)
     checked_at: datetime | None = None
+    # slots the pool asked the batch to drop (not counted while asked; the
+    # batch's report says which it dropped, or they land like any other)
+    withdrawing: list[int] = Field(default_factory=list)
 
     def check_due(self, every: timedelta) -> datetime:
         return (self.checked_at or self.started_at) + every
@@ -63,6 +66,14 @@ class BatchReport(CamelModel):
     # devices created that never became ready in time (the pool removes them)
     failed_devices: dict[str, str] = Field(default_factory=dict)
     cancelled: bool = False
+    # slots dropped before they held a permit (the pool needs fewer devices)
+    withdrawn: list[int] = Field(default_factory=list)
+
+
+class WithdrawSlots(CamelModel):
+    """Signal `withdraw_slots` to a batch: the pool no longer needs these slots."""
+
+    slots: list[int]
 
 
 class Inbox(CamelModel):
@@ -94,8 +105,27 @@ class SlotBook(CamelModel):
         return [b.workflow_id for b in self.in_flight]
 
     def pending(self, observed_slots: set[str]) -> int:
-        """Creates still in flight whose devices the pool has not seen yet."""
-        return sum(1 for b in self.in_flight for slot in b.slots if str(slot) not in observed_slots)
+        """Creates still in flight whose devices the pool has not seen yet (and still wants)."""
+        return sum(
+            1
+            for b in self.in_flight
+            for slot in b.slots
+            if str(slot) not in observed_slots and slot not in b.withdrawing
+        )
+
+    def withdraw(self, count: int, observed_slots: set[str]) -> dict[str, list[int]]:
+        """Ask to drop up to `count` creates that have not landed, newest first: batch id → slots."""
+        asked: dict[str, list[int]] = {}
+        for batch in reversed(self.in_flight):
+            for slot in sorted(batch.slots, reverse=True):
+                if count == 0:
+                    return asked
+                if str(slot) in observed_slots or slot in batch.withdrawing:
+                    continue
+                batch.withdrawing.append(slot)
+                asked.setdefault(batch.workflow_id, []).append(slot)
+                count -= 1
+        return asked
 
     def creating(self) -> bool:
         """Whether a batch still has creates that have not landed (not only boots)."""
@@ -170,8 +200,9 @@ class SlotBook(CamelModel):
             batch = self.batch(report.workflow_id)
             if batch is not None:
                 self._retry_failed(batch, report)
-                settled = set(report.created) | set(report.failed_slots)
+                settled = set(report.created) | set(report.failed_slots) | set(report.withdrawn)
                 batch.slots = [slot for slot in batch.slots if slot not in settled]
+                batch.withdrawing = [s for s in batch.withdrawing if s in batch.slots]
 
     def finish(self, count: int) -> list[BatchReport]:
         """Apply the first `count` `batch_done` reports: their batches leave the book."""

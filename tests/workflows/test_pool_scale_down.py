@@ -50,13 +50,19 @@ async def test_a_device_that_became_busy_after_the_listing_is_not_terminated(
             f"/_emulator/devices/{oldest['id']}/session", json={"active": True}
         )
         started.raise_for_status()
-        await asyncio.sleep(3)
+        await asyncio.sleep(2)  # the late answer is applied and acted on
     finally:
         TimedASGITransport.late_list_answers.pop(pool_name, None)
+
     # The busy device stays; the other one, idle, goes instead: the pool is at size.
-    devices = await pool_devices(control, pool_name)
-    alive = {d["id"]: d["status"] for d in devices if d["status"] != "terminating"}
-    assert alive == {oldest["id"]: "busy"}, devices
+    async def at_size() -> list[dict[str, object]] | None:
+        devices = await pool_devices(control, pool_name)
+        statuses = {str(d["id"]): d["status"] for d in devices}
+        assert statuses.get(oldest["id"]) == "busy", devices  # never terminated
+        alive = {k: v for k, v in statuses.items() if v != "terminating"}
+        return devices if alive == {oldest["id"]: "busy"} else None
+
+    await eventually(at_size, what="the idle one gone, the busy one kept", timeout=20)
     cond = await condition(handle, "ScaleDownBlocked")
     assert cond is None or cond["status"] == "False"
     after = await stats(control)
