@@ -76,7 +76,11 @@ def dev(
     ] = 300.0,
     apply_file: Annotated[
         str | None,
-        typer.Option("--apply", help="apply these manifests once everything is up"),
+        typer.Option(
+            "--apply",
+            help="apply these manifests once everything is up, on a new data dir only "
+            "(a restart keeps your changes)",
+        ),
     ] = None,
 ) -> None:
     """Run the whole system locally: Temporal dev server + emulator + worker."""

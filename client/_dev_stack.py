@@ -1,7 +1,9 @@
 """`DevStack`: the three processes of `devicepool dev`, started in order, watched, stopped in order.
 
 Start: the Temporal dev server and the emulator together, then (once both
-answer) the worker, then the "is up" banner. Stop: worker first (it finishes
+answer) the worker, then the `--apply` manifests (on a new data dir only: a
+restart must not undo what the user changed since), then the "is up" banner,
+which says whether they were applied. Stop: worker first (it finishes
 in-flight activities), then the emulator, then the server.
 """
 
@@ -32,6 +34,7 @@ from devicepool.client._dev_config import (
     write_worker_config,
 )
 from devicepool.client._dev_processes import Child, find_temporal, killpg, spawn, stop_child
+from devicepool.client._results import applied_verb
 from devicepool.client.errors import DevicePoolError, TemporalUnreachable
 
 READY_TIMEOUT = 90.0
@@ -99,8 +102,12 @@ class DevStack:
     # ------------------------------------------------------------ start
 
     async def start(self, pools: Sequence[DevicePool]) -> None:
+        """Start the processes; apply `pools` if the data dir is new; print the banner."""
         o = self.options
         self._check_ports()
+        # Looked at before the server creates it: without a Temporal database
+        # the data dir holds no pools, so there is nothing the user changed.
+        new_data_dir = not (self.data_dir / "temporal.db").exists()
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         accounts, proxy_pools = write_worker_config(o, pools)
         temporal = find_temporal()
@@ -110,7 +117,9 @@ class DevStack:
         await asyncio.gather(self._wait_temporal(), self._wait_emulator())
 
         await self._start_worker()
-        self._banner(accounts, proxy_pools)
+        if pools and new_data_dir:
+            await self.apply(pools)
+        self._banner(accounts, proxy_pools, manifests=self._manifests_line(pools, new_data_dir))
 
     async def _start_worker(self) -> None:
         o = self.options
@@ -207,7 +216,23 @@ class DevStack:
             if child.process.returncode is not None:
                 raise DevicePoolError(child.exit_reason())
 
-    def _banner(self, accounts: Sequence[str], proxy_pools: Sequence[str]) -> None:
+    def _manifests_line(self, pools: Sequence[DevicePool], new_data_dir: bool) -> str:
+        """The banner's word on `--apply`: applied, or skipped on a data dir that existed."""
+        if not pools:
+            return ""
+        source = self.options.apply or "the manifests"
+        if new_data_dir:
+            said = f"{source} applied (a new data dir)"
+        else:
+            said = (
+                f"{source} not applied: {self.data_dir} already existed, so its pools keep "
+                "their changes (apply it by hand to reset them)"
+            )
+        return f"  Manifests:        {said}\n"
+
+    def _banner(
+        self, accounts: Sequence[str], proxy_pools: Sequence[str], *, manifests: str = ""
+    ) -> None:
         o = self.options
         logs = self.data_dir / "logs"
         env_hint = (
@@ -226,6 +251,7 @@ class DevStack:
             f"  Proxy pools:      {', '.join(proxy_pools)} (placeholder gateways)\n"
             f"  Data and logs:    {self.data_dir}/ (temporal.db, emulator.sqlite; "
             f"{logs}/temporal.log, emulator.log, worker.log)\n"
+            f"{manifests}"
             "Try:  devicepool apply -f examples/quickstart.yaml --wait && devicepool get\n"
             "Ctrl-C stops everything; running again with the same --data-dir resumes the pools."
         )
@@ -244,7 +270,7 @@ class DevStack:
                 self.out(f"error: {err}")
                 continue
             self.out(
-                f"devicepool/{pool.name} applied (generation {result.generation}, "
+                f"devicepool/{pool.name} {applied_verb(result)} (generation {result.generation}, "
                 f"replicas {result.replicas})"
             )
 

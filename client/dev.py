@@ -14,7 +14,9 @@ Ctrl-C reaches only this supervisor, which then stops them in order:
    proxy gateways, the interval flags.
 
 The worker starts only once the server answers for its namespace and the
-emulator answers; `--apply` runs once the worker is ready. Logs go to
+emulator answers; `--apply` runs once the worker is ready, and only on a new
+data dir (no Temporal database yet): a restart keeps the user's changes to the
+pools, and the "is up" banner says which it was. Logs go to
 ``<data-dir>/logs/``. A second run with the same data dir resumes the running
 pools with the devices they had: the emulator keeps them in its state file. A
 worker that dies is replaced (at most 5 times a minute), as a Deployment would
@@ -49,7 +51,8 @@ async def run_dev(
     *,
     out: Callable[[str], None] | None = None,
 ) -> int:
-    """Start the stack, apply `pools`, run until SIGINT/SIGTERM or a child dies; 0 on a clean stop."""
+    """Start the stack, apply `pools` (on a new data dir), run until SIGINT/SIGTERM or a child
+    dies; 0 on a clean stop."""
     stack = DevStack(options) if out is None else DevStack(options, out=out)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -71,9 +74,7 @@ async def run_dev(
             with contextlib.suppress(asyncio.CancelledError, DevicePoolError):
                 await startup
             return 0
-        startup.result()
-        if pools:
-            await stack.apply(pools)
+        startup.result()  # the manifests are applied by now (on a new data dir)
         await _supervise(stack, stopper)
         stack.out("stopping ...")
     finally:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import devicepool.client._dev_stack
 from devicepool.client.cli import main
 from devicepool.client.dev import DevStack
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME, DevicePoolError
@@ -650,3 +651,55 @@ def test_delete_wait_stops_at_once_on_a_blocked_teardown(
         "401 unauthenticated: invalid API key; it keeps retrying until the cause is fixed "
         "(devicepool describe cli-pool)"
     )
+
+
+# ---------------------------------------------------------------- devicepool dev --apply
+
+
+@pytest.fixture
+def dev_stack_without_processes(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """`DevStack.start` with nothing spawned or waited for; records what it applied."""
+    applied: list[list[str]] = []
+
+    async def nothing(*_: object, **__: object) -> None:
+        return None
+
+    async def record(stack: DevStack, pools: list[object]) -> None:
+        applied.append([pool.name for pool in pools])  # type: ignore[attr-defined]
+
+    for method in ("_spawn", "_wait_temporal", "_wait_emulator", "_start_worker"):
+        monkeypatch.setattr(DevStack, method, nothing)
+    monkeypatch.setattr(DevStack, "_check_ports", lambda stack: None)
+    monkeypatch.setattr(devicepool.client._dev_stack, "find_temporal", lambda: "temporal")
+    monkeypatch.setattr(DevStack, "apply", record)
+    return applied
+
+
+async def test_dev_applies_its_manifests_on_a_new_data_dir_only(
+    tmp_path: Path, dev_stack_without_processes: list[list[str]]
+) -> None:
+    from devicepool.api.loader import load_manifests
+    from devicepool.client.dev import DevOptions
+
+    path = manifest(tmp_path, GOOD)
+    pools = load_manifests(path)
+    data = tmp_path / "data"
+    options = DevOptions(data_dir=data, apply=str(path))
+
+    lines: list[str] = []
+    await DevStack(options, out=lines.append).start(pools)
+    assert dev_stack_without_processes == [["cli-pool"]]
+    banner = next(line for line in lines if line.startswith("devicepool dev is up\n"))
+    assert f"  Manifests:        {path} applied (a new data dir)\n" in banner
+
+    # The stack ran: the Temporal database holds the pools, and the user's
+    # changes to them since. A restart must not apply the manifests again.
+    (data / "temporal.db").write_bytes(b"")
+    lines.clear()
+    await DevStack(options, out=lines.append).start(pools)
+    assert dev_stack_without_processes == [["cli-pool"]]
+    banner = next(line for line in lines if line.startswith("devicepool dev is up\n"))
+    assert (
+        f"  Manifests:        {path} not applied: {data} already existed, so its pools keep "
+        f"their changes (apply it by hand to reset them)\n"
+    ) in banner

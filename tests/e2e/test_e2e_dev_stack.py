@@ -142,8 +142,8 @@ class Stack:
         return pids[0]
 
 
-def start_stack(data_dir: Path, out: Path) -> Stack:
-    """`devicepool dev` on `data_dir` (fast knobs, free ports), once it says it is up."""
+def start_stack(data_dir: Path, out: Path, *extra: str) -> Stack:
+    """`devicepool dev` on `data_dir` (fast knobs, free ports, `extra` flags), once it says it is up."""
     port, ui_port, emulator_port, metrics_port = free_ports(4)
     command = [
         sys.executable,
@@ -172,6 +172,7 @@ def start_stack(data_dir: Path, out: Path) -> Stack:
         "10",
         "--startup-timeout-seconds",
         "30",
+        *extra,
     ]
     with out.open("wb") as log:
         process = subprocess.Popen(
@@ -378,34 +379,47 @@ def test_sigint_stops_everything(stack: Stack) -> None:
 def test_a_restarted_dev_stack_keeps_its_pools_devices(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    # After the module's stack has stopped: a stack of its own, stopped with
-    # SIGINT and started again on the same data dir (on other ports).
+    # After the module's stack has stopped: a stack of its own, started with
+    # `--apply` as `make demo` does, scaled by the user, stopped with SIGINT and
+    # started again on the same data dir (on other ports) with the same `--apply`.
     data_dir = tmp_path_factory.mktemp("devicepool-restart")
-    first = start_stack(data_dir, data_dir.parent / f"{data_dir.name}-1.out")
+    example = manifest(data_dir.parent, "e2e-restart", 3)
+    first = start_stack(data_dir, data_dir.parent / f"{data_dir.name}-1.out", "--apply", example)
     try:
-        applied = first.cli(
-            "apply", "-f", manifest(data_dir.parent, "e2e-restart", 3), "--wait", "--timeout", "60"
+        banner = first.out.read_text()
+        assert "devicepool/e2e-restart created (generation 1, replicas 3)" in banner
+        assert f"Manifests:        {example} applied (a new data dir)" in banner
+        scaled = first.cli("scale", "e2e-restart", "--replicas", "4")
+        assert scaled.returncode == 0, scaled.stderr
+        status = wait_until(
+            lambda: (s := first.status("e2e-restart")).get("readyDevices") == 4 and s,
+            timeout=60,
+            what="4 ready devices after the user's scale",
         )
-        assert applied.returncode == 0, applied.stderr
-        devices = sorted(first.status("e2e-restart")["deviceIds"])
+        devices = sorted(status["deviceIds"])
         before = first.stats()
     finally:
         stop_stack(first)
     assert first.process.returncode == 0, first.out.read_text()
     assert (data_dir / "emulator.sqlite").is_file()
 
-    second = start_stack(data_dir, data_dir.parent / f"{data_dir.name}-2.out")
+    second = start_stack(data_dir, data_dir.parent / f"{data_dir.name}-2.out", "--apply", example)
     try:
+        banner = second.out.read_text()
+        assert f"Manifests:        {example} not applied: {data_dir} already existed" in banner
+        assert "devicepool/e2e-restart" not in banner
         assert second.stats()["devices"] == before["devices"]
         status = wait_until(
-            lambda: (s := second.status("e2e-restart")).get("readyDevices") == 3 and s,
+            lambda: (s := second.status("e2e-restart")).get("readyDevices") == 4 and s,
             timeout=30,
-            what="the pool to report its 3 devices after the restart",
+            what="the pool to report its 4 devices after the restart",
         )
+        # The user's scale stands: the example was not applied again.
+        assert status["desiredReplicas"] == 4 and status["observedGeneration"] == 2
         assert sorted(status["deviceIds"]) == devices
         time.sleep(2 * 2)  # two more resyncs: nothing rented, nothing replaced
         after = second.stats()
-        assert after["devices"]["byPool"] == {"e2e-restart": 3}
+        assert after["devices"]["byPool"] == {"e2e-restart": 4}
         assert after["creates"] == before["creates"]
         assert after["terminations"] == before["terminations"]
         assert after["deviceHoursBilled"] > before["deviceHoursBilled"]
