@@ -9,11 +9,12 @@ raises for a failure the pool simply retries on its next pass.
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import WorkflowIDReusePolicy
-from temporalio.exceptions import FailureError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, FailureError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 from devicepool.activities.models import PoolSettings
@@ -26,14 +27,17 @@ from devicepool.api.names import (
     ledger_workflow_id,
 )
 from devicepool.api.v1alpha1 import DevicePoolSpec
+from devicepool.workflows import patches
+from devicepool.workflows import pool_activities as calls
 from devicepool.workflows.health import PoolHealthWorkflow
 from devicepool.workflows.ledger import PermitIntent
 from devicepool.workflows.messages import HealthConfig, HealthInput, ProvisionBatchInput
 from devicepool.workflows.provision import ProvisionBatchWorkflow
-from devicepool.workflows.slots import WithdrawSlots
+from devicepool.workflows.slots import SlotBook, WithdrawSlots
 
 __all__ = [
     "batch_input",
+    "check_batches",
     "start_batch",
     "start_health",
     "tell_health",
@@ -141,6 +145,38 @@ def batch_input(
         startup_timeout_seconds=settings.startup_timeout_seconds,
         poll_seconds=min(5.0, settings.resync_seconds),
     )
+
+
+async def check_batches(book: SlotBook, *, pool: str, every: timedelta) -> None:
+    """Batches quiet for `every` are asked after; one is let go only once it has ended.
+
+    A batch may wait for the account's window for many minutes (a long
+    backlog, other pools): that is not a failure, and its creates may still
+    land. Only a batch that ended without reporting (its run terminated by
+    hand) is settled, and its slots keep their keys.
+    """
+    now = workflow.now()
+    due = book.due_for_check(now=now, every=every)
+    if not due:
+        return
+    if not workflow.patched(patches.BATCH_LIVENESS):
+        # Runs recorded before this forgot such batches (and re-planned new keys).
+        for child_id in book.forget_unreported(now=now, limit=every):
+            workflow.logger.warning("batch %s never reported; forgetting it", child_id)
+        return
+    try:
+        running = set(await calls.running_workflows(due))
+    except ActivityError as err:
+        workflow.logger.warning("pool %s: cannot ask after batches: %s", pool, err)
+        return
+    book.still_running(running, workflow.now())
+    for child_id in sorted(set(due) - running - book.reported()):
+        lost = book.lost(child_id)
+        workflow.logger.warning(
+            "batch %s ended without reporting; slots %s planned again under their keys",
+            child_id,
+            lost,
+        )
 
 
 async def withdraw_slots(batch_id: str, slots: list[int]) -> None:

@@ -28,12 +28,15 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
 from devicepool.activities.definitions import DeviceActivityDefinitions
-from devicepool.activities.models import TerminatePoolInput
+from devicepool.activities.models import PoolSettings, TerminatePoolInput
 from devicepool.api.errors import ErrorType
+from devicepool.workflows import patches
+from devicepool.workflows import pool_activities as calls
 from devicepool.workflows.errors import error_message, error_type
 from devicepool.workflows.policies import PROVIDER_RETRY
+from devicepool.workflows.slots import SlotBook
 
-__all__ = ["SweepVerdict", "cancel_children", "sweep", "verdict", "wait_for_batches"]
+__all__ = ["SweepVerdict", "cancel_children", "sweep", "tear_down", "verdict", "wait_for_batches"]
 
 # Between sweeps that failed: 5 s doubling to a minute (a fixed key is used soon).
 SWEEP_RETRY_FIRST = timedelta(seconds=5)
@@ -61,6 +64,41 @@ def verdict(
 def condition_reason(error: str | None) -> str:
     """An error type as a condition reason: `unknown_account` → `UnknownAccount`."""
     return "".join(part.title() for part in (error or "provider_error").split("_"))
+
+
+async def tear_down(
+    book: SlotBook,
+    *,
+    pool: str,
+    account: str,
+    health_id: str,
+    settings: PoolSettings,
+    rented_anything: bool,
+    blocked: Callable[[str, str], None],
+    hand_over: Callable[[], Awaitable[None]],
+) -> None:
+    """Steps 2-4: cancel the children, wait for the batches, sweep the provider."""
+    await cancel_children([health_id, *book.batch_ids()])
+    timeout = timedelta(seconds=settings.startup_timeout_seconds + 60)
+    await wait_for_batches(book.unreported, timeout=timeout, running=_still_running)
+    await sweep(
+        account=account,
+        pool=pool,
+        rented_anything=rented_anything,
+        blocked=blocked,
+        hand_over=hand_over,
+        never_give_up=lambda: workflow.patched(patches.FINALIZER_NEVER_GIVES_UP),
+    )
+
+
+async def _still_running(batch_ids: list[str]) -> list[str]:
+    if not workflow.patched(patches.BATCH_LIVENESS):
+        return []  # runs recorded before this swept after one bounded wait
+    try:
+        return await calls.running_workflows(batch_ids)
+    except ActivityError as err:
+        workflow.logger.warning("cannot ask after batches %s: %s", batch_ids, err)
+        return []
 
 
 async def cancel_children(workflow_ids: list[str]) -> None:

@@ -49,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
         DevicePoolStatus,
         Phase,
     )
-    from devicepool.workflows import children, finalizer
+    from devicepool.workflows import children, finalizer, patches
     from devicepool.workflows import pool_activities as calls
     from devicepool.workflows import status as st
     from devicepool.workflows.cancellation import raise_if_cancelled
@@ -64,15 +64,6 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.pool_messages import PoolMessages
     from devicepool.workflows.pool_state import PoolState
     from devicepool.workflows.slots import Observations, observed_slots
-
-
-# `workflow.patched` ids: behaviour changes that recorded runs must replay without.
-PATCH_ORDERED_OBSERVATIONS = "ordered-observations"
-PATCH_HEALTH_KNOWS_REPLICAS = "health-knows-replicas"
-PATCH_BATCH_LIVENESS = "batch-liveness"
-PATCH_FINALIZER_NEVER_GIVES_UP = "finalizer-never-gives-up"
-PATCH_REPLACE_STALE_HEALTH = "replace-stale-health"
-PATCH_WITHDRAW_UNRENTED = "withdraw-unrented"
 
 
 @workflow.defn(name=names.WORKFLOW_DEVICE_POOL)
@@ -200,35 +191,7 @@ class DevicePoolWorkflow(PoolMessages):
                 workflow.logger.warning("pool %s: creates paused: %s", self._name, problem)
 
     async def _check_batches(self) -> None:
-        """Batches quiet for long are asked after; one is let go only once it has ended.
-
-        A batch may wait for the account's window for many minutes (a long
-        backlog, other pools): that is not a failure, and its creates may still
-        land. Only a batch that ended without reporting (its run terminated by
-        hand) is settled, and its slots keep their keys.
-        """
-        slots, now, every = self.s.slots, workflow.now(), self._batch_check_every()
-        due = slots.due_for_check(now=now, every=every)
-        if not due:
-            return
-        if not workflow.patched(PATCH_BATCH_LIVENESS):
-            # Runs recorded before this forgot such batches (and re-planned new keys).
-            for child_id in slots.forget_unreported(now=now, limit=every):
-                workflow.logger.warning("batch %s never reported; forgetting it", child_id)
-            return
-        try:
-            running = set(await calls.running_workflows(due))
-        except ActivityError as err:
-            workflow.logger.warning("pool %s: cannot ask after batches: %s", self._name, err)
-            return
-        slots.still_running(running, workflow.now())
-        for child_id in sorted(set(due) - running - slots.reported()):
-            lost = slots.lost(child_id)
-            workflow.logger.warning(
-                "batch %s ended without reporting; slots %s planned again under their keys",
-                child_id,
-                lost,
-            )
+        await children.check_batches(self.s.slots, pool=self._name, every=self._batch_check_every())
 
     def _batch_check_every(self) -> timedelta:
         return timedelta(seconds=2 * self.settings.startup_timeout_seconds + 60)
@@ -264,7 +227,7 @@ class DevicePoolWorkflow(PoolMessages):
         asked = self.s.slots.withdraw(surplus, self._observed_slots())
         if not asked:
             return plan
-        if not workflow.patched(PATCH_WITHDRAW_UNRENTED):
+        if not workflow.patched(patches.WITHDRAW_UNRENTED):
             # Runs recorded before this terminated idle devices instead.
             for batch_id in asked:
                 batch = self.s.slots.batch(batch_id)
@@ -385,7 +348,7 @@ class DevicePoolWorkflow(PoolMessages):
                 devices = watch.result().devices
                 # Runs recorded before the rule applied every watch answer.
                 if self._observations.accept(self._watch_number) or not workflow.patched(
-                    PATCH_ORDERED_OBSERVATIONS
+                    patches.ORDERED_OBSERVATIONS
                 ):
                     self._devices = devices
                 else:
@@ -435,28 +398,16 @@ class DevicePoolWorkflow(PoolMessages):
     async def _teardown(self) -> None:
         await workflow.wait_condition(lambda: not self._starting)
         slots = self.s.slots
-        await finalizer.cancel_children([names.health_workflow_id(self._name), *slots.batch_ids()])
-        timeout = timedelta(seconds=self.settings.startup_timeout_seconds + 60)
-        await finalizer.wait_for_batches(
-            slots.unreported, timeout=timeout, running=self._batches_still_running
-        )
-        await finalizer.sweep(
-            account=self._account,
+        await finalizer.tear_down(
+            slots,
             pool=self._name,
+            account=self._account,
+            health_id=names.health_workflow_id(self._name),
+            settings=self.settings,
             rented_anything=slots.next_slot > 0 or bool(self._devices),
             blocked=self._blocked,
             hand_over=self._hand_over_while_deleting,
-            never_give_up=lambda: workflow.patched(PATCH_FINALIZER_NEVER_GIVES_UP),
         )
-
-    async def _batches_still_running(self, batch_ids: list[str]) -> list[str]:
-        if not workflow.patched(PATCH_BATCH_LIVENESS):
-            return []  # runs recorded before this swept after one bounded wait
-        try:
-            return await calls.running_workflows(batch_ids)
-        except ActivityError as err:
-            workflow.logger.warning("pool %s: cannot ask after batches: %s", self._name, err)
-            return []
 
     def _blocked(self, reason: str, message: str) -> None:
         true, false = ConditionStatus.TRUE, ConditionStatus.FALSE
@@ -510,7 +461,7 @@ class DevicePoolWorkflow(PoolMessages):
 
     async def _start_health(self) -> None:
         # A new pool replaces a check left running by a dead pool of its name.
-        replace = self.s.health_started is False and workflow.patched(PATCH_REPLACE_STALE_HEALTH)
+        replace = self.s.health_started is False and workflow.patched(patches.REPLACE_STALE_HEALTH)
         self._health_started = await children.start_health(
             replace_stale=replace,
             pool=self._name,
@@ -529,7 +480,7 @@ class DevicePoolWorkflow(PoolMessages):
         # Runs recorded before the health check knew the desired size told it
         # only of a new maxUnhealthy.
         if wanted.max_unhealthy == told.max_unhealthy and not workflow.patched(
-            PATCH_HEALTH_KNOWS_REPLICAS
+            patches.HEALTH_KNOWS_REPLICAS
         ):
             return
         if await children.tell_health(pool=self._name, config=wanted):

@@ -1,0 +1,23 @@
+"""`workflow.patched` ids of the pool workflow: behaviour changes that recorded runs replay without.
+
+Each id guards the one place where the new behaviour issues other commands
+than the old one did. A run that started before a change replays (and, on
+its first call, keeps) the old path; new runs record a marker and take the
+new one. Once no run from before a change can exist any more, its id moves to
+`workflow.deprecate_patch` and then goes.
+"""
+
+from __future__ import annotations
+
+# A watch answer older than the applied listing is dropped.
+ORDERED_OBSERVATIONS = "ordered-observations"
+# The health check is told the desired size too.
+HEALTH_KNOWS_REPLICAS = "health-knows-replicas"
+# A quiet batch is asked after (running_workflows), never forgotten while it runs.
+BATCH_LIVENESS = "batch-liveness"
+# The finalizer retries any provider error instead of failing the pool.
+FINALIZER_NEVER_GIVES_UP = "finalizer-never-gives-up"
+# A new pool's first health start replaces a check left by a dead pool of its name.
+REPLACE_STALE_HEALTH = "replace-stale-health"
+# A scale-down first withdraws slots that hold no permit yet.
+WITHDRAW_UNRENTED = "withdraw-unrented"
