@@ -21,7 +21,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.common import RawValue
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner
-from wf_support import ACCOUNTS, FAST, eventually, start_pool, stats
+from wf_support import FAST, eventually, pool_devices, start_pool, stats
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import ledger_workflow_id
@@ -82,7 +82,7 @@ async def test_a_batch_waiting_past_the_old_deadline_is_not_planned_again(
         await ledger.terminate("the window is free again")
 
     async def ready() -> Any:
-        devices = await live_devices(control, name)
+        devices = await pool_devices(control, name, account=ACCOUNT)
         return len(devices) == 2 and all(d["status"] == "ready" for d in devices)
 
     await eventually(ready, what="2 ready devices", timeout=40)
@@ -93,15 +93,4 @@ async def test_a_batch_waiting_past_the_old_deadline_is_not_planned_again(
     await handle.cancel()
     with pytest.raises(WorkflowFailureError):
         await handle.result()
-    assert await live_devices(control, name) == []
-
-
-async def live_devices(control: httpx.AsyncClient, name: str) -> list[dict[str, Any]]:
-    """The pool's devices at the provider, under its account's key."""
-    response = await control.get(
-        "/api/v1/devices",
-        params={"label": f"pool={name}", "page_size": 100},
-        headers={"Authorization": f"Bearer {ACCOUNTS[ACCOUNT]}"},
-    )
-    response.raise_for_status()
-    return [d for d in response.json()["items"] if d["status"] != "terminated"]
+    assert await pool_devices(control, name, account=ACCOUNT) == []

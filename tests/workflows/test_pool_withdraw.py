@@ -19,7 +19,7 @@ from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner
-from wf_support import ACCOUNTS, FAST, eventually, start_pool, stats
+from wf_support import FAST, eventually, pool_devices, start_pool, stats
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import (
@@ -65,16 +65,6 @@ class OneGrant:
     @workflow.query
     def seen(self) -> int:
         return len(self.requests)
-
-
-async def live_devices(control: httpx.AsyncClient, name: str) -> list[dict[str, Any]]:
-    response = await control.get(
-        "/api/v1/devices",
-        params={"label": f"pool={name}", "page_size": 100},
-        headers={"Authorization": f"Bearer {ACCOUNTS[ACCOUNT]}"},
-    )
-    response.raise_for_status()
-    return [d for d in response.json()["items"] if d["status"] not in ("terminated", "terminating")]
 
 
 async def test_scale_down_mid_scale_up_drops_unrented_slots_not_serving_devices(
@@ -123,3 +113,8 @@ async def test_scale_down_mid_scale_up_drops_unrented_slots_not_serving_devices(
     assert after["terminations"] == before["terminations"]
     assert sorted(d["id"] for d in await live_devices(control, name)) == serving
     await handle.cancel()
+
+
+async def live_devices(control: httpx.AsyncClient, name: str) -> list[dict[str, Any]]:
+    devices = await pool_devices(control, name, account=ACCOUNT)
+    return [d for d in devices if d["status"] != "terminating"]

@@ -79,12 +79,14 @@ async def stats(control: httpx.AsyncClient) -> dict[str, Any]:
     return response.json()
 
 
-async def pool_devices(control: httpx.AsyncClient, name: str) -> list[dict[str, Any]]:
+async def pool_devices(
+    control: httpx.AsyncClient, name: str, *, account: str = "default"
+) -> list[dict[str, Any]]:
     """Ground truth for one pool: its non-terminated devices, straight from the emulator."""
     response = await control.get(
         "/api/v1/devices",
         params={"label": f"pool={name}", "page_size": 100},
-        headers={"Authorization": f"Bearer {ACCOUNTS['default']}"},
+        headers={"Authorization": f"Bearer {ACCOUNTS[account]}"},
     )
     response.raise_for_status()
     items = response.json()["items"]
@@ -93,7 +95,7 @@ async def pool_devices(control: httpx.AsyncClient, name: str) -> list[dict[str, 
         more = await control.get(
             "/api/v1/devices",
             params={"label": f"pool={name}", "page_size": 100, "page_token": token},
-            headers={"Authorization": f"Bearer {ACCOUNTS['default']}"},
+            headers={"Authorization": f"Bearer {ACCOUNTS[account]}"},
         )
         items += more.json()["items"]
         token = more.json().get("nextPageToken")
