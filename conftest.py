@@ -24,7 +24,12 @@ GROUPS = {
 }
 # Modules that mostly sleep on purpose (a minute past a deadline) get a worker
 # and a dev server of their own, so they wait beside the rest, not before it.
-MODULE_GROUPS = {"test_pool_backlog.py": "workflows-backlog"}
+MODULE_GROUPS = {
+    "test_pool_backlog.py": "workflows-backlog",
+    # The health child's tests wait on its clocks: a dev server of their own.
+    "test_pool_health.py": "workflows-health",
+    "test_health_lifetime.py": "workflows-health",
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

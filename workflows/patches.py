@@ -21,3 +21,6 @@ FINALIZER_NEVER_GIVES_UP = "finalizer-never-gives-up"
 REPLACE_STALE_HEALTH = "replace-stale-health"
 # A scale-down first withdraws slots that hold no permit yet.
 WITHDRAW_UNRENTED = "withdraw-unrented"
+# A deletion that surfaced as a cancelled activity's failure runs the finalizer
+# (before, the run ended CANCELED at once and left its devices billing).
+DELETE_ON_ABSORBED_CANCEL = "delete-on-absorbed-cancel"

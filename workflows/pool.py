@@ -110,7 +110,15 @@ class DevicePoolWorkflow(PoolMessages):
         try:
             while True:
                 await self._pass()
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, ActivityError) as err:
+            # A deletion can also surface as the failure of an activity it
+            # cancelled (the references check of a run's first pass, say):
+            # that is a deletion too, and the finalizer runs.
+            absorbed = isinstance(err, ActivityError)
+            if workflow.cancellation_reason() is None or (
+                absorbed and not workflow.patched(patches.DELETE_ON_ABSORBED_CANCEL)
+            ):
+                raise
             await self._delete()
             raise
 

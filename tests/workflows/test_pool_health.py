@@ -40,7 +40,11 @@ async def converged(control: httpx.AsyncClient, name: str, n: int) -> list[dict[
 
 async def delete(handle: Any, control: httpx.AsyncClient, name: str) -> None:
     await handle.cancel()
-    await eventually(lambda: _zero(control, name), what=f"{name} torn down", timeout=30)
+    try:
+        await eventually(lambda: _zero(control, name), what=f"{name} torn down", timeout=30)
+    except BaseException:
+        print(await history_digest(handle._client, handle.id))
+        raise
 
 
 async def _zero(control: httpx.AsyncClient, name: str) -> bool:

@@ -1,0 +1,128 @@
+"""A pool deleted while it awaits an activity still runs the finalizer.
+
+Deleting a pool cancels its workflow while it may be awaiting an activity (here
+the references check a spec change triggers). Whether the SDK hands the
+cancel to the workflow as a `CancelledError` or as that activity's
+`ActivityError`, the run must tear its devices down, not end CANCELED with
+them billing. (The `ActivityError` form was seen in a failing history of
+`test_worker_restart_inside_the_offline_window_keeps_the_clock`; this test
+has not been seen to produce it.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from temporalio import activity
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.testing import WorkflowEnvironment
+from wf_support import FAST, eventually, pool_devices
+
+from devicepool.activities import models as am
+from devicepool.activities.devices import DeviceActivities
+from devicepool.api.names import UPDATE_APPLY, pool_workflow_id, watch_task_queue
+from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.worker.build import new_worker
+from devicepool.workflows import WORKFLOWS
+from devicepool.workflows.messages import Accepted, ApplyRequest, PoolInput
+
+pytestmark = pytest.mark.devserver
+
+
+class SlowRefs:
+    """The pool's own activities; after the first, the references check hangs until released."""
+
+    def __init__(self, real: DeviceActivities) -> None:
+        self.real = real
+        self.checks = 0
+        self.hanging = asyncio.Event()
+        self.release = asyncio.Event()
+
+    @activity.defn(name="check_pool_refs")
+    async def check_pool_refs(self, input: am.CheckRefsInput) -> am.CheckRefsResult:
+        self.checks += 1
+        if self.checks > 1:
+            self.hanging.set()
+            await self.release.wait()
+        return await self.real.check_pool_refs(input)
+
+    @activity.defn(name="list_devices")
+    async def list_devices(self, input: am.ListDevicesInput) -> am.ListDevicesResult:
+        return await self.real.list_devices(input)
+
+    @activity.defn(name="watch_devices")
+    async def watch_devices(self, input: am.WatchDevicesInput) -> am.WatchDevicesResult:
+        return await self.real.watch_devices(input)
+
+    @activity.defn(name="terminate_device")
+    async def terminate_device(self, input: am.TerminateDeviceInput) -> am.TerminateDeviceResult:
+        return await self.real.terminate_device(input)
+
+    @activity.defn(name="running_workflows")
+    async def running_workflows(self, input: am.RunningWorkflowsInput) -> am.RunningWorkflowsResult:
+        return await self.real.running_workflows(input)
+
+    @activity.defn(name="terminate_pool")
+    async def terminate_pool(self, input: am.TerminatePoolInput) -> am.TerminatePoolResult:
+        return await self.real.terminate_pool(input)
+
+    def pool_queue(self) -> list[Any]:
+        return [
+            self.check_pool_refs,
+            self.list_devices,
+            self.terminate_device,
+            self.running_workflows,
+            self.terminate_pool,
+        ]
+
+
+async def test_a_delete_while_a_check_is_awaited_still_tears_down(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient
+) -> None:
+    name = f"wf-{uuid.uuid4().hex[:8]}"
+    queue = f"absorbed-{name}"
+    slow = SlowRefs(worker)
+    spec = {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 2}
+    try:
+        async with (
+            new_worker(
+                env.client, task_queue=queue, workflows=WORKFLOWS, activities=slow.pool_queue()
+            ),
+            new_worker(
+                env.client, task_queue=watch_task_queue(queue), activities=[slow.watch_devices]
+            ),
+        ):
+            handle = await env.client.start_workflow(
+                "DevicePool",
+                PoolInput(
+                    metadata=ObjectMeta(name=name),
+                    spec=DevicePoolSpec.model_validate(spec),
+                    settings=FAST,
+                ),
+                id=pool_workflow_id(name),
+                task_queue=queue,
+            )
+
+            async def ready() -> bool:
+                return (await handle.query("status"))["readyDevices"] == 2
+
+            await eventually(ready, what="2 ready devices")
+            # A spec change makes the next pass check the references again...
+            changed = DevicePoolSpec.model_validate({**spec, "maxUnhealthy": 1})
+            await handle.execute_update(
+                UPDATE_APPLY, ApplyRequest(metadata=ObjectMeta(name=name), spec=changed),
+                result_type=Accepted,
+            )  # fmt: skip
+            await asyncio.wait_for(slow.hanging.wait(), 10)
+            # ...and the pool is deleted while that check is awaited.
+            await handle.cancel()
+            with pytest.raises(WorkflowFailureError):
+                await asyncio.wait_for(handle.result(), 30)
+            assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+    finally:
+        slow.release.set()
+    assert await pool_devices(control, name) == []
