@@ -13,31 +13,28 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
 
 import httpx
 import pytest
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
-from wf_support import FAST, eventually, pool_devices
+from wf_support import FAST, OwnQueueActivities, eventually, pool_devices
 
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
-from devicepool.api.names import UPDATE_APPLY, pool_workflow_id, watch_task_queue
+from devicepool.api.names import UPDATE_APPLY, pool_workflow_id
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
-from devicepool.worker.build import new_worker
-from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import Accepted, ApplyRequest, PoolInput
 
 pytestmark = pytest.mark.devserver
 
 
-class SlowRefs:
+class SlowRefs(OwnQueueActivities):
     """The pool's own activities; after the first, the references check hangs until released."""
 
     def __init__(self, real: DeviceActivities) -> None:
-        self.real = real
+        super().__init__(real)
         self.checks = 0
         self.hanging = asyncio.Event()
         self.release = asyncio.Event()
@@ -50,35 +47,6 @@ class SlowRefs:
             await self.release.wait()
         return await self.real.check_pool_refs(input)
 
-    @activity.defn(name="list_devices")
-    async def list_devices(self, input: am.ListDevicesInput) -> am.ListDevicesResult:
-        return await self.real.list_devices(input)
-
-    @activity.defn(name="watch_devices")
-    async def watch_devices(self, input: am.WatchDevicesInput) -> am.WatchDevicesResult:
-        return await self.real.watch_devices(input)
-
-    @activity.defn(name="terminate_device")
-    async def terminate_device(self, input: am.TerminateDeviceInput) -> am.TerminateDeviceResult:
-        return await self.real.terminate_device(input)
-
-    @activity.defn(name="running_workflows")
-    async def running_workflows(self, input: am.RunningWorkflowsInput) -> am.RunningWorkflowsResult:
-        return await self.real.running_workflows(input)
-
-    @activity.defn(name="terminate_pool")
-    async def terminate_pool(self, input: am.TerminatePoolInput) -> am.TerminatePoolResult:
-        return await self.real.terminate_pool(input)
-
-    def pool_queue(self) -> list[Any]:
-        return [
-            self.check_pool_refs,
-            self.list_devices,
-            self.terminate_device,
-            self.running_workflows,
-            self.terminate_pool,
-        ]
-
 
 async def test_a_delete_while_a_check_is_awaited_still_tears_down(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient
@@ -88,14 +56,7 @@ async def test_a_delete_while_a_check_is_awaited_still_tears_down(
     slow = SlowRefs(worker)
     spec = {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 2}
     try:
-        async with (
-            new_worker(
-                env.client, task_queue=queue, workflows=WORKFLOWS, activities=slow.pool_queue()
-            ),
-            new_worker(
-                env.client, task_queue=watch_task_queue(queue), activities=[slow.watch_devices]
-            ),
-        ):
+        async with slow.serving(env.client, queue):
             handle = await env.client.start_workflow(
                 "DevicePool",
                 PoolInput(

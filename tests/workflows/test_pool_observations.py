@@ -10,51 +10,32 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
 
 import httpx
 import pytest
 from temporalio import activity
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
-from wf_support import FAST, eventually, pool_devices, stats
+from wf_support import FAST, OwnQueueActivities, eventually, pool_devices, stats
 
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
-from devicepool.api.names import pool_workflow_id, watch_task_queue
+from devicepool.api.names import pool_workflow_id
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
-from devicepool.worker.build import new_worker
-from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import PoolInput
 
 pytestmark = pytest.mark.devserver
 
 
-class ScriptedWatch:
+class ScriptedWatch(OwnQueueActivities):
     """The real activities, except that the first watch answers what the test says, when it says."""
 
     def __init__(self, real: DeviceActivities) -> None:
-        self.real = real
+        super().__init__(real)
         self.release = asyncio.Event()
         self.held = asyncio.Event()
         self.stale: list[am.DeviceInfo] = []
         self.watches = 0
-
-    @activity.defn(name="check_pool_refs")
-    async def check_pool_refs(self, input: am.CheckRefsInput) -> am.CheckRefsResult:
-        return await self.real.check_pool_refs(input)
-
-    @activity.defn(name="list_devices")
-    async def list_devices(self, input: am.ListDevicesInput) -> am.ListDevicesResult:
-        return await self.real.list_devices(input)
-
-    @activity.defn(name="terminate_device")
-    async def terminate_device(self, input: am.TerminateDeviceInput) -> am.TerminateDeviceResult:
-        return await self.real.terminate_device(input)
-
-    @activity.defn(name="terminate_pool")
-    async def terminate_pool(self, input: am.TerminatePoolInput) -> am.TerminatePoolResult:
-        return await self.real.terminate_pool(input)
 
     @activity.defn(name="watch_devices")
     async def watch_devices(self, input: am.WatchDevicesInput) -> am.WatchDevicesResult:
@@ -67,14 +48,6 @@ class ScriptedWatch:
             return am.WatchDevicesResult(devices=self.stale, fingerprint="stale", changed=True)
         return await self.real.watch_devices(input)
 
-    def all(self) -> list[Any]:
-        return [
-            self.check_pool_refs,
-            self.list_devices,
-            self.terminate_device,
-            self.terminate_pool,
-        ]
-
 
 async def test_a_watch_answer_older_than_the_applied_listing_is_not_applied(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient
@@ -83,12 +56,7 @@ async def test_a_watch_answer_older_than_the_applied_listing_is_not_applied(
     queue = f"observations-{name}"
     scripted = ScriptedWatch(worker)
     before = await stats(control)
-    async with (
-        new_worker(env.client, task_queue=queue, workflows=WORKFLOWS, activities=scripted.all()),
-        new_worker(
-            env.client, task_queue=watch_task_queue(queue), activities=[scripted.watch_devices]
-        ),
-    ):
+    async with scripted.serving(env.client, queue):
         spec = DevicePoolSpec.model_validate(
             {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 2}
         )

@@ -13,62 +13,40 @@ from pydantic import SecretStr
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
-from wf_support import ACCOUNTS, EMULATOR_URL, FAST, TimedASGITransport, eventually, pool_devices
+from wf_support import (
+    ACCOUNTS,
+    EMULATOR_URL,
+    FAST,
+    OwnQueueActivities,
+    TimedASGITransport,
+    eventually,
+    pool_devices,
+)
 
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
-from devicepool.api.names import pool_workflow_id, watch_task_queue
+from devicepool.api.names import pool_workflow_id
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
 from devicepool.client import PoolBlocked, PoolClient
-from devicepool.worker.build import new_worker
-from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import PoolInput
 
 pytestmark = pytest.mark.devserver
 
 
-class RotatingKey:
+class RotatingKey(OwnQueueActivities):
     """The pool's own activities; `terminate_pool` goes through a worker with a stale key until fixed."""
 
     def __init__(self, real: DeviceActivities, stale: DeviceActivities) -> None:
-        self.real, self.stale = real, stale
+        super().__init__(real)
+        self.stale = stale
         self.key_fixed = False
         self.sweeps = 0
-
-    @activity.defn(name="check_pool_refs")
-    async def check_pool_refs(self, input: am.CheckRefsInput) -> am.CheckRefsResult:
-        return await self.real.check_pool_refs(input)
-
-    @activity.defn(name="list_devices")
-    async def list_devices(self, input: am.ListDevicesInput) -> am.ListDevicesResult:
-        return await self.real.list_devices(input)
-
-    @activity.defn(name="watch_devices")
-    async def watch_devices(self, input: am.WatchDevicesInput) -> am.WatchDevicesResult:
-        return await self.real.watch_devices(input)
-
-    @activity.defn(name="terminate_device")
-    async def terminate_device(self, input: am.TerminateDeviceInput) -> am.TerminateDeviceResult:
-        return await self.real.terminate_device(input)
-
-    @activity.defn(name="running_workflows")
-    async def running_workflows(self, input: am.RunningWorkflowsInput) -> am.RunningWorkflowsResult:
-        return await self.real.running_workflows(input)
 
     @activity.defn(name="terminate_pool")
     async def terminate_pool(self, input: am.TerminatePoolInput) -> am.TerminatePoolResult:
         self.sweeps += 1
         which = self.real if self.key_fixed else self.stale
         return await which.terminate_pool(input)
-
-    def all(self) -> list[Any]:
-        return [
-            self.check_pool_refs,
-            self.list_devices,
-            self.terminate_device,
-            self.running_workflows,
-            self.terminate_pool,
-        ]
 
 
 async def test_a_rotated_key_blocks_the_teardown_visibly_until_it_is_fixed(
@@ -94,14 +72,7 @@ async def test_a_rotated_key_blocks_the_teardown_visibly_until_it_is_fixed(
         {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 2}
     )
     try:
-        async with (
-            new_worker(
-                env.client, task_queue=queue, workflows=WORKFLOWS, activities=rotating.all()
-            ),
-            new_worker(
-                env.client, task_queue=watch_task_queue(queue), activities=[rotating.watch_devices]
-            ),
-        ):
+        async with rotating.serving(env.client, queue):
             handle = await env.client.start_workflow(
                 "DevicePool",
                 PoolInput(metadata=ObjectMeta(name=name), spec=spec, settings=FAST),

@@ -7,22 +7,26 @@ A uniquely named module: `from conftest import ...` would pick whichever
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any, ClassVar
 
 import httpx
 import pytest
+from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
+from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import PoolSettings
-from devicepool.api.names import TASK_QUEUE, pool_workflow_id
+from devicepool.api.names import TASK_QUEUE, pool_workflow_id, watch_task_queue
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
-from devicepool.worker.build import account_workers, pool_queue_workers
+from devicepool.worker.build import account_workers, new_worker, pool_queue_workers
+from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import PoolInput
 
 EMULATOR_URL = "http://emulator.test"
@@ -234,3 +238,56 @@ class Workers:
     async def restart(self) -> None:
         await self.stop()
         self.start()
+
+
+class OwnQueueActivities:
+    """The pool's own activities, for a pool a test runs on a task queue of its own.
+
+    A pool's activities go to its workflow's task queue (and its watch to that
+    queue's `-watch`), while its children and creates go to the session's
+    workers: a test scripts only what it overrides (with `@activity.defn` of
+    the same name) and the rest is the session's real `DeviceActivities`.
+    """
+
+    def __init__(self, real: DeviceActivities) -> None:
+        self.real = real
+
+    @activity.defn(name="check_pool_refs")
+    async def check_pool_refs(self, input: am.CheckRefsInput) -> am.CheckRefsResult:
+        return await self.real.check_pool_refs(input)
+
+    @activity.defn(name="list_devices")
+    async def list_devices(self, input: am.ListDevicesInput) -> am.ListDevicesResult:
+        return await self.real.list_devices(input)
+
+    @activity.defn(name="watch_devices")
+    async def watch_devices(self, input: am.WatchDevicesInput) -> am.WatchDevicesResult:
+        return await self.real.watch_devices(input)
+
+    @activity.defn(name="terminate_device")
+    async def terminate_device(self, input: am.TerminateDeviceInput) -> am.TerminateDeviceResult:
+        return await self.real.terminate_device(input)
+
+    @activity.defn(name="running_workflows")
+    async def running_workflows(self, input: am.RunningWorkflowsInput) -> am.RunningWorkflowsResult:
+        return await self.real.running_workflows(input)
+
+    @activity.defn(name="terminate_pool")
+    async def terminate_pool(self, input: am.TerminatePoolInput) -> am.TerminatePoolResult:
+        return await self.real.terminate_pool(input)
+
+    @contextlib.asynccontextmanager
+    async def serving(self, client: Client, queue: str) -> AsyncIterator[None]:
+        """Workers for `queue` (the pool workflows and these activities) and its watch queue."""
+        short = [
+            self.check_pool_refs,
+            self.list_devices,
+            self.terminate_device,
+            self.running_workflows,
+            self.terminate_pool,
+        ]
+        async with (
+            new_worker(client, task_queue=queue, workflows=WORKFLOWS, activities=short),
+            new_worker(client, task_queue=watch_task_queue(queue), activities=[self.watch_devices]),
+        ):
+            yield
