@@ -167,11 +167,17 @@ def test_deployment_probes_shutdown_spread_and_selectors_agree(path: str) -> Non
     assert {e["port"] for e in monitor["spec"]["endpoints"]} <= set(service_ports)
     assert {e["path"] for e in monitor["spec"]["endpoints"]} == {"/metrics"}
 
+    # README: "a PodDisruptionBudget (one pod down at a time)".
     pdb = one(objects, "PodDisruptionBudget")
     assert matches(pdb["spec"]["selector"]["matchLabels"], labels)
-    assert (
-        pdb["spec"].get("maxUnavailable", 0) >= 1 or pdb["spec"]["minAvailable"] < spec["replicas"]
-    )
+    assert pdb["spec"].get("maxUnavailable") == 1, pdb["spec"]
+    assert "minAvailable" not in pdb["spec"], pdb["spec"]
+
+    # README, upgrading safely: "maxSurge: 1, maxUnavailable: 0, so a new pod is
+    # ready before an old one gets SIGTERM".
+    strategy = spec["strategy"]
+    assert strategy.get("type", "RollingUpdate") == "RollingUpdate", strategy
+    assert strategy["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}, strategy
 
     policy = one(objects, "NetworkPolicy")
     assert matches(policy["spec"]["podSelector"]["matchLabels"], labels)
