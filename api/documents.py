@@ -4,12 +4,15 @@ JSON is tried first when the text looks like JSON (a JSON author wants JSON's
 own error message), then YAML, all documents of a stream. YAML mappings refuse
 duplicate keys: `replicas` twice is a mistake, not "the last one wins". Every
 failure is a `ManifestError` whose line names the source and, when known, the
-line and column; no YAML, JSON or OS exception escapes.
+line and column; no YAML, JSON or OS exception escapes (not even Python's
+refusal to read an integer of more than 4,300 digits).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +43,25 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
     return loader.construct_mapping(node, deep=deep)
 
 
+def _construct_int(loader: _Loader, node: yaml.ScalarNode) -> Any:
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:  # more digits than Python reads (sys.get_int_max_str_digits)
+        digits = sum(c.isdigit() for c in str(node.value))
+        raise yaml.constructor.ConstructorError(
+            None, None, _too_long(digits), node.start_mark
+        ) from None
+
+
+def _too_long(digits: int) -> str:
+    return f"a number of {digits} digits is too long"
+
+
 _Loader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
     _construct_mapping,  # type: ignore[arg-type]
 )
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)  # type: ignore[arg-type]
 
 
 def read_text(path: Path) -> str:
@@ -69,6 +87,8 @@ def parse_documents(text: str, *, source: str) -> list[Any]:
             return [json.loads(text)]
         except json.JSONDecodeError as exc:
             json_error = exc
+        except ValueError:  # an integer of more digits than Python reads
+            raise ManifestError([_too_long_in_json(text, source=source)]) from None
     try:
         documents = list(yaml.load_all(text, Loader=_Loader))
     except yaml.MarkedYAMLError as exc:
@@ -89,3 +109,14 @@ def parse_documents(text: str, *, source: str) -> list[Any]:
     except yaml.YAMLError as exc:
         raise ManifestError([f"{source}: {' '.join(str(exc).split())}"]) from None
     return [doc for doc in documents if doc is not None]
+
+
+def _too_long_in_json(text: str, *, source: str) -> str:
+    """The problem line of JSON text holding a number longer than Python reads."""
+    limit = sys.get_int_max_str_digits() or 4300
+    found = re.search(rf"\d{{{limit + 1},}}", text)
+    if found is None:
+        return f"{source}: a number is too long"
+    line = text.count("\n", 0, found.start()) + 1
+    column = found.start() - text.rfind("\n", 0, found.start())
+    return f"{source}: line {line}, column {column}: {_too_long(len(found.group()))}"

@@ -7,6 +7,8 @@ dotted, `[i]` for list items), after its source and document::
 
 `ManifestError` carries every such line of one load in `.problems`; values are
 shown as the user would have written them in YAML (`null`, `true`, `'ios'`).
+A long string (a value or a key) is shown by its first characters and `…`, with
+its length: a 5,000-character value must not make a 5,000-character line.
 """
 
 from __future__ import annotations
@@ -14,10 +16,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Loc", "ManifestError", "loc_path", "problem_line", "show_value"]
+__all__ = [
+    "MAX_SHOWN",
+    "Loc",
+    "ManifestError",
+    "loc_path",
+    "problem_line",
+    "shorten",
+    "show_value",
+]
 
 # A field's place in a manifest: keys and list indexes, outermost first.
 Loc = tuple[int | str, ...]
+
+# The most characters of one string (a value, a key) a problem line quotes.
+MAX_SHOWN = 60
 
 
 class ManifestError(ValueError):
@@ -45,8 +58,14 @@ def loc_path(loc: Loc) -> str:
         if isinstance(segment, int):
             out += f"[{segment}]"
         else:
-            out += f".{segment}" if out else str(segment)
+            segment = shorten(segment)
+            out += f".{segment}" if out else segment
     return out
+
+
+def shorten(text: str, limit: int = MAX_SHOWN) -> str:
+    """`text`, or its first `limit - 1` characters and `…` when it is longer."""
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
 
 
 def show_value(value: Any) -> str:
@@ -56,8 +75,13 @@ def show_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
-        return str(value)
+        shown = str(value)
+        if len(shown) > MAX_SHOWN:
+            return f"{shorten(shown)} ({len(shown)} digits)"
+        return shown
     if isinstance(value, str):
+        if len(value) > MAX_SHOWN:
+            return f"{shorten(value)!r} ({len(value)} characters)"
         return repr(value)
     if isinstance(value, dict):
         return "a mapping"

@@ -21,6 +21,7 @@ from pydantic import (
 
 from devicepool.api.base import CamelModel
 from devicepool.api.names import API_VERSION_V1ALPHA1, KIND_DEVICE_POOL
+from devicepool.api.problems import show_value
 
 MAX_REPLICAS = 500
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -88,7 +89,7 @@ def _max_unhealthy(value: Any) -> Any:
             return value
         if value.isascii() and value.isdigit():
             return int(value)
-    raise ValueError(f"must be a count or a percentage such as '40%', got {value!r}")
+    raise ValueError(f"must be a count or a percentage such as '40%', got {show_value(value)}")
 
 
 def resolve_max_unhealthy(value: int | str, total: int, *, at_least_one: bool = True) -> int:

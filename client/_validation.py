@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pydantic
 
+from devicepool.api.problems import show_value
 from devicepool.api.v1alpha1 import MAX_REPLICAS, ObjectMeta, check_replicas
 from devicepool.client.errors import BadInput
 
@@ -19,7 +20,7 @@ def validate_name(name: str) -> str:
         ObjectMeta.model_validate({"name": name})
     except pydantic.ValidationError as err:
         reason = err.errors()[0]["msg"].removeprefix("Value error, ")
-        raise BadInput(f"invalid pool name {name!r}: {reason}") from None
+        raise BadInput(f"invalid pool name {show_value(name)}: {reason}") from None
     return name
 
 

@@ -43,6 +43,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},  # -h wherever --help works
 )
 
 # The command table, in the order `devicepool --help` lists it.

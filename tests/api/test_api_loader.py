@@ -541,3 +541,98 @@ def test_labels_and_annotations_are_kept() -> None:
     )
     [pool] = load_manifests_text(text)
     assert pool.metadata.labels == {"team": "growth"}
+
+
+# --- long values ------------------------------------------------------------------
+
+FULL = {
+    "apiVersion": "mobile.example.com/v1alpha1",
+    "kind": "DevicePool",
+    "metadata": {"name": "p", "labels": {"team": "growth"}},
+    "spec": {
+        "provider": "bitcloudphone",
+        "platform": "android",
+        "region": "us-west",
+        "osVersion": "14",
+        "replicas": 3,
+        "providerCredentialRef": "default",
+        "maxUnhealthy": "40%",
+        "proxy": {"poolRef": "proxyseller-us", "stickyTTL": 900},
+    },
+}
+
+
+def _field_paths(document: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    paths = []
+    for key, value in document.items():
+        paths.append((*prefix, key))
+        if isinstance(value, dict):
+            paths += _field_paths(value, (*prefix, key))
+    return paths
+
+
+def _with(path: tuple[str, ...], *, value: Any = None, key: str | None = None) -> dict[str, Any]:
+    document = json.loads(json.dumps(FULL))
+    parent = document
+    for segment in path[:-1]:
+        parent = parent[segment]
+    if key is None:
+        parent[path[-1]] = value
+    else:
+        parent[key] = parent.pop(path[-1])
+    return document
+
+
+@pytest.mark.parametrize("path", _field_paths(FULL), ids=".".join)
+@pytest.mark.parametrize("how", ["value", "digits", "key"])
+def test_a_long_value_or_key_is_shortened_in_its_error(path: tuple[str, ...], how: str) -> None:
+    # A mutation fuzz of the loader found 5,000-character "one-line" errors:
+    # every field, its value or its key replaced by 5,000 characters.
+    long = "9" * 5000 if how == "digits" else "x" * 5000
+    document = _with(path, key=long) if how == "key" else _with(path, value=long)
+    for text in (json.dumps(document), yaml.safe_dump(document)):
+        # Some fields take a long value (a region has no length limit): then
+        # there is no error to check.
+        problems = _problems_if_any(text)
+        assert all(len(problem) < 300 for problem in problems), [p[:300] for p in problems]
+
+
+def _problems_if_any(text: str) -> list[str]:
+    try:
+        load_manifests_text(text, source="pools.yaml")
+    except ManifestError as exc:
+        return exc.problems
+    return []
+
+
+def test_a_long_value_is_quoted_shortened_with_its_length() -> None:
+    text = ARTICLE.replace("platform: android", "platform: " + "a" * 5000)
+    assert only_problem(text) == (
+        "pools.yaml: spec.platform: must be one of android, ios, "
+        f"got '{'a' * 59}…' (5000 characters)"
+    )
+
+
+def test_a_long_unknown_key_is_shortened() -> None:
+    text = ARTICLE.replace("replicas: 50", "replicas: 50\n  " + "k" * 1000 + ": 1")
+    assert only_problem(text).startswith(f"pools.yaml: spec.{'k' * 59}…: unknown field")
+
+
+def test_a_long_number_is_shortened() -> None:
+    text = ARTICLE.replace("replicas: 50", "replicas: " + "9" * 100)
+    assert only_problem(text) == (
+        f"pools.yaml: spec.replicas: must be <= 500, got {'9' * 59}… (100 digits)"
+    )
+
+
+@pytest.mark.parametrize("json_text", [False, True])
+def test_a_number_too_long_for_python_is_a_manifest_error(json_text: bool) -> None:
+    # Python refuses to read an integer of more than 4,300 digits (a ValueError
+    # from YAML's or JSON's int()); it must still be a one-line ManifestError.
+    if json_text:
+        text = json.dumps(manifest()).replace('"replicas": 3', '"replicas": ' + "9" * 5000)
+    else:
+        text = ARTICLE.replace("replicas: 50", "replicas: " + "9" * 5000)
+    message = only_problem(text)
+    assert message.startswith("pools.yaml: line "), message
+    assert message.endswith("a number of 5000 digits is too long"), message

@@ -97,6 +97,21 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
         assert command in listed, (command, out)
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        [],
+        *([c] for c in "apply get describe devices scale delete worker dev setup version".split()),
+    ],
+    ids=lambda argv: " ".join(argv) or "devicepool",
+)
+def test_h_is_help_wherever_help_is(capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    code, out, err = run(capsys, *command, "-h")
+    assert code == EXIT_OK, err
+    assert out.lower().startswith("usage:"), out
+    assert run(capsys, *command, "--help")[1] == out
+
+
 def test_dev_help_has_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "dev", "--help")
     assert code == EXIT_OK
@@ -237,6 +252,16 @@ def test_bad_pool_name_is_exit_2(
     assert "invalid pool name" in err
 
 
+def test_a_long_pool_name_is_shortened_in_its_error(
+    capsys: pytest.CaptureFixture[str], unreachable: str
+) -> None:
+    code, _, err = run(capsys, "describe", "x" * 5000)
+    assert code == EXIT_BAD_INPUT
+    assert_one_line_error(err)
+    assert len(err) < 200, err[:300]
+    assert f"invalid pool name '{'x' * 59}…' (5000 characters)" in err
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -353,9 +378,10 @@ def test_worker_good_config_unreachable_is_exit_1(
 # ---------------------------------------------------------------- emulator delegates
 
 
-def test_emulator_delegates_its_flags(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("help_flag", ["--help", "-h"])
+def test_emulator_delegates_its_flags(capsys: pytest.CaptureFixture[str], help_flag: str) -> None:
     with pytest.raises(SystemExit) as exc:
-        main(["emulator", "--help"])
+        main(["emulator", help_flag])
     assert exc.value.code == 0
     out, _ = capsys.readouterr()
     assert "--provision-seconds" in out
