@@ -1,7 +1,7 @@
 """The worker's configuration: one YAML file plus environment overrides.
 
 The file (``--config``, default ``devicepool.yaml``; see
-``examples/devicepool.yaml``)::
+``examples/worker/devicepool.yaml``)::
 
     accounts:                      # provider accounts, by the name pools use
       default:                     #   in spec.providerCredentialRef

@@ -102,6 +102,14 @@ def test_quickstart_example() -> None:
     assert (pool.spec.proxy.pool_ref, pool.spec.proxy.sticky_ttl) == ("proxyseller-us", 900)
 
 
+def test_the_examples_directory_applies_as_a_whole() -> None:
+    # `devicepool apply -f examples/` (the worker config lives in examples/worker/).
+    assert sorted(pool.name for pool in load_manifests(EXAMPLES)) == [
+        "quickstart",
+        "tiktok-us-pool",
+    ]
+
+
 def test_unquoted_integer_os_version_is_a_string() -> None:
     [pool] = load_manifests_text(ARTICLE.replace('osVersion: "14"', "osVersion: 14"))
     assert pool.spec.os_version == "14"

@@ -165,6 +165,16 @@ def test_apply_good_manifest_unreachable_is_exit_1(
     assert f"cannot reach Temporal at {unreachable}" in err
 
 
+def test_apply_the_examples_directory_gets_past_its_manifests(
+    capsys: pytest.CaptureFixture[str], unreachable: str
+) -> None:
+    # The worker config used to sit among the manifests: exit 2, "apiVersion: required".
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    code, _, err = run(capsys, "apply", "-f", str(examples))
+    assert code == EXIT_RUNTIME, err
+    assert f"cannot reach Temporal at {unreachable}" in err
+
+
 def test_default_address_is_loopback_7233(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

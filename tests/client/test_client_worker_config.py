@@ -16,7 +16,7 @@ def account(**fields: object) -> dict[str, object]:
 
 
 def test_example_config_parses(tmp_path: Path) -> None:
-    example = Path(__file__).parents[2] / "examples" / "devicepool.yaml"
+    example = Path(__file__).parents[2] / "examples" / "worker" / "devicepool.yaml"
     (tmp_path / "bcp").write_text(KEY)
     text = example.read_text().replace("/run/secrets/bitcloudphone-default", str(tmp_path / "bcp"))
     text = text.replace("/run/secrets/proxyseller", str(tmp_path / "bcp"))
