@@ -8,6 +8,8 @@ reconcile histogram must not move when the pool's history is replayed.
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import shutil
 import subprocess
 import time
@@ -19,6 +21,7 @@ import httpx
 import pytest
 from obs_support import OBS_SETTINGS, ObsStack
 from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.worker import Replayer
 
@@ -107,7 +110,8 @@ async def test_pool_metrics_follow_the_scenario(obs_stack: ObsStack) -> None:
         )
     finally:
         await stack.faults()
-    assert (await stack.value("devicepool_api_requests_total", operation="GET /devices")) or 0 > 0
+    listed = await stack.value("devicepool_api_requests_total", operation="GET /devices")
+    assert listed is not None and listed > 0, listed
 
     # One device goes offline past the threshold: the health check replaces it.
     async with httpx.AsyncClient(base_url=stack.emulator_url, timeout=5) as http:
@@ -150,11 +154,14 @@ async def _above(stack: ObsStack, name: str, floor: float, **labels: str) -> boo
 
 
 def _count(metrics: Metrics) -> float:
+    """The reconcile histogram's count; a missing sample (a renamed metric) fails."""
+    names = []
     for family in metrics.registry.collect():
         for sample in family.samples:
+            names.append(sample.name)
             if sample.name == "devicepool_reconcile_duration_seconds_count":
                 return sample.value
-    return 0.0
+    raise AssertionError(f"no devicepool_reconcile_duration_seconds_count among {names}")
 
 
 async def test_probes(obs_stack: ObsStack) -> None:
@@ -181,3 +188,47 @@ async def test_promtool_check_metrics_on_a_real_scrape(obs_stack: ObsStack, tmp_
     )
     out, err = await asyncio.wait_for(proc.communicate(text.encode()), 30)
     assert proc.returncode == 0, (out + err).decode()
+
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def _names_used_by_dashboard_and_rules() -> set[str]:
+    dashboard = json.loads((DEPLOY / "grafana" / "devicepool-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    rules = (DEPLOY / "prometheus" / "devicepool-rules.yaml").read_text()
+    return set(re.findall(r"\b(devicepool_[a-z_]+)", " ".join(exprs) + rules))
+
+
+async def test_dashboard_and_rules_read_only_what_a_real_scrape_serves(
+    obs_stack: ObsStack,
+) -> None:
+    """Every `devicepool_*` series the dashboard and the alert rules read is served by a
+    real worker's `/metrics` (a renamed metric breaks a panel or silences an alert), and
+    the worker's own gauges say what they are for."""
+    # A pool of its own, so the pool gauges have something to count.
+    handle = await start_pool(obs_stack, "obs-scrape", 0)
+    try:
+
+        async def counted() -> dict[tuple[str, frozenset[tuple[str, str]]], float] | None:
+            s = await obs_stack.samples()
+            return s if (s.get(("devicepool_pools", frozenset())) or 0) >= 1 else None
+
+        samples = await eventually(counted, what="devicepool_pools counting the running pool")
+        assert samples[("devicepool_visibility_up", frozenset())] == 1
+        # `/readyz` is 200 in test_probes: every queue polls, and the gauge agrees.
+        assert samples[("devicepool_worker_polling", frozenset())] == 1
+        text = await obs_stack.scrape_text()
+        families = {f.name: f.type for f in text_string_to_metric_families(text)}
+        served = {name for name, _ in samples}
+        for family, kind in families.items():
+            # A labelled family with no sample yet still declares what it will serve.
+            served |= {
+                "counter": {f"{family}_total"},
+                "histogram": {f"{family}_bucket", f"{family}_count", f"{family}_sum"},
+            }.get(kind, {family})
+        used = _names_used_by_dashboard_and_rules()
+        assert {"devicepool_worker_polling", "devicepool_pool_condition"} <= used
+        assert used <= served, sorted(used - served)
+    finally:
+        await handle.cancel()
