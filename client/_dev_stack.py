@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
 import signal
 import socket
 import sys
@@ -86,6 +88,33 @@ def emulator_command(options: DevOptions, accounts: Sequence[str]) -> list[str]:
     for account in accounts:
         args += ["--account", f"{account}={account_key(account)}"]
     return args
+
+
+def cli_command() -> str:
+    """How the user's shell runs this install's `devicepool`.
+
+    The bare name when PATH finds this install's script (an activated venv, a
+    pipx install); else its path, relative when it is under the current
+    directory (`make demo` runs `.venv/bin/devicepool`, which is not on PATH).
+    """
+    script = Path(sys.executable).parent / "devicepool"
+    found = shutil.which("devicepool")
+    if found and script.exists() and os.path.samefile(found, script):
+        return "devicepool"
+    if not script.exists():
+        return f"{sys.executable} -m devicepool.client"
+    with contextlib.suppress(ValueError):
+        return str(script.absolute().relative_to(Path.cwd()))
+    return str(script)
+
+
+def try_line(command: str) -> str:
+    """The banner's first commands to try, and how to put the bare name on PATH."""
+    line = f"Try:  {command} apply -f examples/quickstart.yaml --wait && {command} get\n"
+    activate = Path(command).parent / "activate"
+    if command.endswith("/devicepool") and activate.is_file():
+        line += f"      (or `source {activate}` once, then plain `devicepool`)\n"
+    return line
 
 
 @dataclass
@@ -252,7 +281,7 @@ class DevStack:
             f"  Data and logs:    {self.data_dir}/ (temporal.db, emulator.sqlite; "
             f"{logs}/temporal.log, emulator.log, worker.log)\n"
             f"{manifests}"
-            "Try:  devicepool apply -f examples/quickstart.yaml --wait && devicepool get\n"
+            f"{try_line(cli_command())}"
             "Ctrl-C stops everything; running again with the same --data-dir resumes the pools."
         )
 

@@ -742,3 +742,41 @@ async def test_dev_applies_its_manifests_on_a_new_data_dir_only(
         f"  Manifests:        {path} not applied: {data} already existed, so its pools keep "
         f"their changes (apply it by hand to reset them)\n"
     ) in banner
+
+
+def _fake_venv(root: Path) -> Path:
+    bin_dir = root / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("python", "devicepool"):
+        (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / name).chmod(0o755)
+    (bin_dir / "activate").write_text("")
+    return bin_dir
+
+
+async def test_dev_banner_hint_is_a_command_that_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dev_stack_without_processes: list[list[str]]
+) -> None:
+    # `make demo` runs .venv/bin/devicepool: a bare `devicepool` is not on PATH.
+    from devicepool.client.dev import DevOptions
+
+    bin_dir = _fake_venv(tmp_path)
+    monkeypatch.setattr("sys.executable", str(bin_dir / "python"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    lines: list[str] = []
+    await DevStack(DevOptions(data_dir=tmp_path / "data"), out=lines.append).start([])
+    banner = next(line for line in lines if line.startswith("devicepool dev is up\n"))
+    assert (
+        "Try:  .venv/bin/devicepool apply -f examples/quickstart.yaml --wait "
+        "&& .venv/bin/devicepool get\n"
+    ) in banner
+    assert "source .venv/bin/activate" in banner
+
+    # With the venv's bin on PATH (activated), the bare name works.
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    lines.clear()
+    await DevStack(DevOptions(data_dir=tmp_path / "data"), out=lines.append).start([])
+    banner = next(line for line in lines if line.startswith("devicepool dev is up\n"))
+    assert "Try:  devicepool apply -f examples/quickstart.yaml --wait && devicepool get\n" in banner
+    assert "activate" not in banner
