@@ -5,7 +5,10 @@ a `region_unavailable` answer, pause the pool's creates on a durable timer that
 starts at `backoff_initial_seconds` and doubles to `backoff_max_seconds`. When
 the pause ends, the pool probes the region before it creates again; a device
 that comes up resets everything. Creates the provider never answered (a worker
-died, the call timed out) say nothing about the region and do not count.
+died, the call timed out) say nothing about the region and do not count, nor
+do devices that vanished while they booted (`BatchReport.vanished_devices`: not
+found, or terminated by a scale-down or by hand): only a device the provider
+reports `failed`, or one not ready at the startup timeout, is a failure.
 
 Pure: the pool passes `now` and its settings in and logs what this returns.
 """

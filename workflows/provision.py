@@ -322,12 +322,16 @@ class ProvisionBatchWorkflow:
                     if item.status in (READY, BUSY):
                         pending.discard(item.id)
                         report.ready.append(item.id)
-                    elif item.status in (FAILED, TERMINATING, TERMINATED):
+                    elif item.status == FAILED:
                         pending.discard(item.id)
                         report.failed_devices[item.id] = item.reason or item.status
+                    elif item.status in (TERMINATING, TERMINATED):
+                        # Removed, not broken: no verdict on the region.
+                        pending.discard(item.id)
+                        report.vanished_devices[item.id] = item.reason or item.status
                 for missing in statuses.not_found:
                     pending.discard(missing)
-                    report.failed_devices[missing] = "not found at the provider"
+                    report.vanished_devices[missing] = "not found at the provider"
         for device_id in sorted(pending):
             report.failed_devices[device_id] = (
                 f"not ready after the startup timeout ({input.startup_timeout_seconds:g}s)"

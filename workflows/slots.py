@@ -63,8 +63,13 @@ class BatchReport(CamelModel):
     # lost with a worker, timed out or stayed rate-limited past its budget.
     # They say nothing about the region, so they do not count towards a back-off.
     unanswered_slots: list[int] = Field(default_factory=list)
-    # devices created that never became ready in time (the pool removes them)
+    # devices created that never became ready: the provider says `failed`, or
+    # the startup timeout ran out (the pool removes them; they count towards a back-off)
     failed_devices: dict[str, str] = Field(default_factory=dict)
+    # devices created that left the provider before they booted: not found (a
+    # restarted provider forgot them) or terminating/terminated (removed by the
+    # pool's scale-down or by hand). They say nothing about the region.
+    vanished_devices: dict[str, str] = Field(default_factory=dict)
     cancelled: bool = False
     # slots dropped before they held a permit (the pool needs fewer devices)
     withdrawn: list[int] = Field(default_factory=list)

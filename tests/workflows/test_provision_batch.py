@@ -8,6 +8,7 @@ skipping, and only the dev server handles continue-as-new faithfully.)
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sys
 import uuid
@@ -163,3 +164,39 @@ async def test_a_refusal_counts_and_throttling_does_not(
     assert report.created == {}
     assert list(report.failed_slots) == [0]
     assert report.unanswered_slots == ([0] if unanswered else [])
+
+
+async def test_devices_that_vanish_while_booting_are_not_boot_failures(
+    skipping: tuple[WorkflowEnvironment, httpx.AsyncClient],
+) -> None:
+    # A restarted in-memory provider forgot one device; someone deleted the
+    # other. Neither says anything about the region: only `failed` or a boot
+    # past the startup timeout does (issue 15, item 7).
+    env, control = skipping
+    input = batch([0, 1])
+    await control.post("/_emulator/faults", json={"provisionStallRate": 1})
+    try:
+        # Started, not executed: time is not skipped until the result is awaited.
+        handle = await env.client.start_workflow(
+            ProvisionBatchWorkflow.run, input, id=f"batch-{uuid.uuid4().hex}", task_queue=QUEUE
+        )
+        for _ in range(100):
+            seen = await handle.query("report", result_type=BatchReport)
+            if seen is not None and len(seen.created) == 2:
+                break
+            await asyncio.sleep(0.1)
+        assert seen is not None and len(seen.created) == 2, seen
+        forgotten, deleted = seen.created[0], seen.created[1]
+        emulator = control._transport.app.state.emulator  # type: ignore[attr-defined]
+        del emulator.devices[forgotten]
+        answer = await control.delete(
+            f"/api/v1/devices/{deleted}", headers={"Authorization": "Bearer batch-key"}
+        )
+        assert answer.status_code == 202
+        report = await handle.result()
+    finally:
+        await control.post("/_emulator/faults", json={})
+    assert report.ready == []
+    assert report.failed_devices == {}
+    assert sorted(report.vanished_devices) == sorted([forgotten, deleted])
+    assert "not found" in report.vanished_devices[forgotten]
