@@ -1,10 +1,11 @@
 """`DevStack`: the three processes of `devicepool dev`, started in order, watched, stopped in order.
 
-Start: the Temporal dev server and the emulator together, then (once both
+Start: the data dir's lock (one stack per data dir, `_dev_lock`), then the
+Temporal dev server and the emulator together, then (once both
 answer) the worker, then the `--apply` manifests (on a new data dir only: a
 restart must not undo what the user changed since), then the "is up" banner,
 which says whether they were applied. Stop: worker first (it finishes
-in-flight activities), then the emulator, then the server.
+in-flight activities), then the emulator, then the server, then the lock.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from devicepool.client._dev_config import (
     worker_env,
     write_worker_config,
 )
+from devicepool.client._dev_lock import DataDirLock
 from devicepool.client._dev_processes import Child, find_temporal, killpg, spawn, stop_child
 from devicepool.client._results import applied_verb
 from devicepool.client.errors import DevicePoolError, TemporalUnreachable
@@ -123,6 +125,7 @@ class DevStack:
     out: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
     children: list[Child] = field(default_factory=list)
     stopping: bool = False
+    lock: DataDirLock | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -133,6 +136,12 @@ class DevStack:
     async def start(self, pools: Sequence[DevicePool]) -> None:
         """Start the processes; apply `pools` if the data dir is new; print the banner."""
         o = self.options
+        # First: a data dir another stack runs on must not be touched at all.
+        self.lock = self.lock or DataDirLock(self.data_dir)
+        self.lock.acquire(
+            f"pid {os.getpid()}, Temporal {o.address}, Web UI port {o.ui_port}, "
+            f"emulator port {o.emulator_port}, metrics port {o.metrics_port}"
+        )
         self._check_ports()
         # Looked at before the server creates it: without a Temporal database
         # the data dir holds no pools, so there is nothing the user changed.
@@ -322,6 +331,8 @@ class DevStack:
             await stop_child(child)
             child.log.close()
         self.children.clear()
+        if self.lock is not None:
+            self.lock.release()
 
     def kill_all(self) -> None:
         for child in self.children:

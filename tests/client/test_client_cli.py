@@ -8,6 +8,7 @@ rejected its input locally, before contacting anything.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import textwrap
 from pathlib import Path
@@ -726,7 +727,9 @@ async def test_dev_applies_its_manifests_on_a_new_data_dir_only(
     options = DevOptions(data_dir=data, apply=str(path))
 
     lines: list[str] = []
-    await DevStack(options, out=lines.append).start(pools)
+    stack = DevStack(options, out=lines.append)
+    await stack.start(pools)
+    await stack.stop()
     assert dev_stack_without_processes == [["cli-pool"]]
     banner = next(line for line in lines if line.startswith("devicepool dev is up\n"))
     assert f"  Manifests:        {path} applied (a new data dir)\n" in banner
@@ -765,7 +768,9 @@ async def test_dev_banner_hint_is_a_command_that_works(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     lines: list[str] = []
-    await DevStack(DevOptions(data_dir=tmp_path / "data"), out=lines.append).start([])
+    stack = DevStack(DevOptions(data_dir=tmp_path / "data"), out=lines.append)
+    await stack.start([])
+    await stack.stop()
     banner = next(line for line in lines if line.startswith("devicepool dev is up\n"))
     assert (
         "Try:  .venv/bin/devicepool apply -f examples/quickstart.yaml --wait "
@@ -780,3 +785,62 @@ async def test_dev_banner_hint_is_a_command_that_works(
     banner = next(line for line in lines if line.startswith("devicepool dev is up\n"))
     assert "Try:  devicepool apply -f examples/quickstart.yaml --wait && devicepool get\n" in banner
     assert "activate" not in banner
+
+
+def _files(root: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        str(path.relative_to(root)): (path.read_bytes(), path.stat().st_mtime_ns)
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_a_second_dev_on_the_same_data_dir_refuses_and_changes_nothing(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    dev_stack_without_processes: list[list[str]],
+) -> None:
+    # Following the port-in-use hint with other ports but the same data dir
+    # died with SQLITE_BUSY and rewrote the running stack's worker.yaml.
+    import asyncio
+    import subprocess
+    import sys
+
+    from devicepool.client.dev import DevOptions
+
+    data = tmp_path / "data"
+    first = DevStack(DevOptions(data_dir=data), out=lambda line: None)
+    asyncio.run(first.start([]))
+    before = _files(data)
+    assert "worker.yaml" in before
+    ports = [str(closed_port()) for _ in range(4)]
+    flags = ("--port", "--ui-port", "--emulator-port", "--metrics-port")
+    argv = ["dev", "--data-dir", str(data)]
+    argv += [arg for flag, port in zip(flags, ports, strict=True) for arg in (flag, port)]
+    expected = (
+        f"error: {data} is in use by another `devicepool dev` (pid {os.getpid()}, "
+        "Temporal 127.0.0.1:7233, Web UI port 8233, emulator port 8088, metrics port 9464): "
+        "stop it first, or give this one another --data-dir"
+    )
+    try:
+        code, _, err = run(capsys, *argv)
+        assert code == EXIT_RUNTIME
+        assert_one_line_error(err)
+        assert err.strip() == expected
+        # The real CLI in a process of its own, as a user would run it.
+        other = subprocess.run(
+            [sys.executable, "-m", "devicepool.client", *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert other.returncode == EXIT_RUNTIME, other.stderr
+        assert other.stderr.strip() == expected
+        assert _files(data) == before
+    finally:
+        asyncio.run(first.stop())
+
+    # Once the first stack has stopped, the data dir is free again.
+    again = DevStack(DevOptions(data_dir=data), out=lambda line: None)
+    asyncio.run(again.start([]))
+    asyncio.run(again.stop())
