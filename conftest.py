@@ -29,6 +29,8 @@ MODULE_GROUPS = {
     # The health child's tests wait on its clocks: a dev server of their own.
     "test_pool_health.py": "workflows-health",
     "test_health_lifetime.py": "workflows-health",
+    # The orphan sweep lists the whole account: no other test's pools beside it.
+    "test_orphan_sweep.py": "workflows-orphans",
 }
 
 

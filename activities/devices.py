@@ -24,6 +24,7 @@ Activities (name → input → result):
 - `terminate_pool` `TerminatePoolInput` → `TerminatePoolResult` (the finalizer; heartbeats)
 - `pool_running` `PoolRunInput` → `PoolRunResult` (asks Temporal, not the provider;
   `activities.pool_runs`)
+- `find_orphans`, `terminate_orphans`: the per-account orphan sweep (`activities.orphans`)
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ from devicepool.activities.models import (
     WatchDevicesResult,
     device_fingerprint,
 )
+from devicepool.activities.orphans import OrphanActivities
 from devicepool.activities.proxy import resolve_proxy
 from devicepool.api.errors import ErrorType
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
@@ -91,7 +93,7 @@ __all__ = ["DeviceActivities", "device_fingerprint", "device_info", "device_stat
 # ---------------------------------------------------------------- the activities
 
 
-class DeviceActivities(DeviceActivityDefinitions):
+class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
     """Bound activities over the worker's accounts and proxy pools."""
 
     def __init__(
@@ -171,6 +173,7 @@ class DeviceActivities(DeviceActivityDefinitions):
             self.terminate_pool,
             self.pool_running,
             self.running_workflows,
+            *self.orphan_activities(),
         ]
 
     def watch_queue_activities(self) -> list[Any]:

@@ -17,6 +17,8 @@ never replayed, so a counter incremented here counts real provider calls.
   was unhealthy (`offline`, `failed`, `startup_timeout`, or the reason the
   caller gave), so the pool creates another in its place.
 - `devicepool_reconcile_duration_seconds`: one reconcile pass of a pool.
+- `devicepool_orphans_terminated_total{account,platform}`: a device the orphan
+  sweep deleted because its pool had no running workflow (`activities/orphans.py`).
 """
 
 from __future__ import annotations
@@ -92,6 +94,14 @@ class Metrics:
             buckets=RECONCILE_BUCKETS,
             registry=r,
         )
+        self.orphans_terminated = Counter(
+            "devicepool_orphans_terminated",
+            "Devices the orphan sweep terminated: labelled managed-by=devicepool, "
+            "their pool without a running workflow for longer than the grace period "
+            "(or `devicepool orphans --delete`).",
+            ["account", "platform"],
+            registry=r,
+        )
         self._created: OrderedDict[str, tuple[datetime | None, float]] = OrderedDict()
 
     # ------------------------------------------------------------ provider calls
@@ -137,3 +147,6 @@ class Metrics:
 
     def device_replaced(self, pool: str, reason: str) -> None:
         self.replacements.labels(pool=pool, reason=reason).inc()
+
+    def orphan_terminated(self, account: str, platform: str) -> None:
+        self.orphans_terminated.labels(account=account, platform=platform or "unknown").inc()

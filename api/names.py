@@ -142,3 +142,23 @@ def account_from_ledger_id(workflow_id: str) -> str | None:
     if workflow_id.startswith(LEDGER_ID_PREFIX):
         return workflow_id[len(LEDGER_ID_PREFIX) :]
     return None
+
+
+# The per-account orphan sweep (workflows/orphans.py): one long-running workflow
+# per provider account, started (signal-with-start) by every worker that serves
+# the account. It terminates devices labelled managed-by=devicepool whose pool
+# has no running workflow, after the worker's `orphanGraceSeconds`.
+WORKFLOW_ORPHAN_SWEEP = "OrphanSweep"
+SIGNAL_JANITOR_CONFIGURE = "configure"
+UPDATE_SWEEP_ORPHANS = "sweep_orphans"
+QUERY_ORPHANS = "orphans"
+
+
+def janitor_workflow_id(account: str) -> str:
+    return f"{LEDGER_ID_PREFIX}{account}/janitor"
+
+
+def account_from_janitor_id(workflow_id: str) -> str | None:
+    if workflow_id.startswith(LEDGER_ID_PREFIX) and workflow_id.endswith("/janitor"):
+        return workflow_id[len(LEDGER_ID_PREFIX) : -len("/janitor")]
+    return None

@@ -74,6 +74,10 @@ def dev(
     startup_timeout_seconds: Annotated[
         float, typer.Option(min=0.1, help="worker: give up on a device provisioning this long")
     ] = 300.0,
+    orphan_grace_seconds: Annotated[
+        float,
+        typer.Option(min=0, help="worker: terminate devices whose pool has no workflow after this"),
+    ] = 600.0,
     apply_file: Annotated[
         str | None,
         typer.Option(
@@ -98,6 +102,7 @@ def dev(
         health_seconds=health_seconds,
         offline_after_seconds=offline_after_seconds,
         startup_timeout_seconds=startup_timeout_seconds,
+        orphan_grace_seconds=orphan_grace_seconds,
         apply=apply_file,
     )
     pools = load_or_exit(apply_file) if apply_file else []  # a bad manifest exits 2 before starting

@@ -44,6 +44,7 @@ class DevOptions:
     health_seconds: float = 60.0
     offline_after_seconds: float = 180.0
     startup_timeout_seconds: float = 300.0
+    orphan_grace_seconds: float = 600.0
     apply: str | None = None
 
     @property
@@ -87,6 +88,7 @@ def dev_worker_config(
             "healthSeconds": options.health_seconds,
             "offlineAfterSeconds": options.offline_after_seconds,
             "startupTimeoutSeconds": options.startup_timeout_seconds,
+            "orphanGraceSeconds": options.orphan_grace_seconds,
         },
         "metricsPort": options.metrics_port,
     }

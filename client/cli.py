@@ -32,6 +32,7 @@ try:  # typer >= 0.22 vendors click as typer._click; its exceptions are not clic
 except ImportError:  # pragma: no cover - older typer on real click
     from click.exceptions import ClickException, UsageError  # type: ignore[assignment]
 
+from devicepool.client._cli_orphans import orphans
 from devicepool.client._cli_pools import apply, delete, describe, devices, get, scale
 from devicepool.client._cli_processes import dev, emulator, setup, version, worker
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME, BadInput, DevicePoolError
@@ -53,6 +54,7 @@ app.command()(describe)
 app.command()(devices)
 app.command()(scale)
 app.command()(delete)
+app.command()(orphans)
 app.command()(worker)
 app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

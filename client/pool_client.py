@@ -45,6 +45,7 @@ from devicepool.api.names import (
 )
 from devicepool.api.v1alpha1 import DevicePool
 from devicepool.client._history import recent_events
+from devicepool.client._orphans import sweep_orphans
 from devicepool.client._results import DeleteResult, PoolSummary, iso
 from devicepool.client._search_attributes import initial_search_attributes, stale_summary
 from devicepool.client._status import (
@@ -70,6 +71,7 @@ from devicepool.workflows.messages import (
     PoolInput,
     ScaleRequest,
 )
+from devicepool.workflows.orphan_state import OrphanReport
 
 __all__ = ["DeleteResult", "PoolClient", "PoolSummary", "ProgressCallback"]
 
@@ -406,6 +408,19 @@ class PoolClient:
         self, name: str | None, *, writing: bool = False
     ) -> contextlib.AbstractContextManager[None]:
         return temporal_errors(self.address, name, writing=writing)
+
+    async def orphans(
+        self, *, delete: bool = False, accounts: list[str] | None = None
+    ) -> list[OrphanReport]:
+        """Devices whose pool has no running workflow, one report per account (`_orphans`).
+
+        Each account's janitor scans when asked; with `delete` it terminates them
+        now, grace or not (never a device whose pool runs). `accounts`: default,
+        every account whose janitor runs.
+        """
+        return await sweep_orphans(
+            self._client, self.address, accounts=accounts, delete=delete, timeout=UPDATE_TIMEOUT
+        )
 
     # `PoolClient.list()`, defined last: a method named `list` would shadow the
     # builtin in the annotations of every method after it.

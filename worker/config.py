@@ -24,6 +24,7 @@ The file (``--config``, default ``devicepool.yaml``; see
       offlineAfterSeconds: 180
       startupTimeoutSeconds: 300
       idleGraceSeconds: 60
+      orphanGraceSeconds: 600      # a device whose pool has no running workflow goes after this
     capacity:                      # this process's Temporal workers, all optional
       maxConcurrentActivities: 100 #   short activities at once (the `devicepool` queue)
       maxConcurrentWatches: 2000   #   watches at once (the `devicepool-watch` queue)
@@ -39,6 +40,7 @@ Environment overrides (each wins over the file):
     DEVICEPOOL_OFFLINE_AFTER_SECONDS      intervals.offlineAfterSeconds
     DEVICEPOOL_STARTUP_TIMEOUT_SECONDS    intervals.startupTimeoutSeconds
     DEVICEPOOL_IDLE_GRACE_SECONDS         intervals.idleGraceSeconds
+    DEVICEPOOL_ORPHAN_GRACE_SECONDS       intervals.orphanGraceSeconds
     DEVICEPOOL_MAX_CONCURRENT_ACTIVITIES  capacity.maxConcurrentActivities
     DEVICEPOOL_MAX_CONCURRENT_WATCHES     capacity.maxConcurrentWatches
     DEVICEPOOL_MAX_CACHED_WORKFLOWS       capacity.maxCachedWorkflows
@@ -73,6 +75,7 @@ from devicepool.worker.config_file import (
     DEFAULT_MAX_CONCURRENT_ACTIVITIES,
     DEFAULT_MAX_CONCURRENT_WATCHES,
     DEFAULT_METRICS_PORT,
+    DEFAULT_ORPHAN_GRACE_SECONDS,
     CapacityFile,
     ConfigFile,
     IntervalsFile,
@@ -140,6 +143,8 @@ class WorkerConfig:
     log_format: str = "logfmt"
     capacity: WorkerCapacity = field(default_factory=WorkerCapacity)
     source: str = field(default="<defaults>")
+    # The per-account orphan sweep's grace (intervals.orphanGraceSeconds).
+    orphan_grace_seconds: float = DEFAULT_ORPHAN_GRACE_SECONDS
 
     def describe(self) -> dict[str, Any]:
         """A secret-free summary, for the start-up log line."""
@@ -150,6 +155,7 @@ class WorkerConfig:
             ),
             "proxy_pools": ",".join(sorted(self.proxy_pools)),
             "resync_seconds": self.settings.resync_seconds,
+            "orphan_grace_seconds": self.orphan_grace_seconds,
             "metrics_port": self.metrics_port,
             "max_concurrent_activities": self.capacity.max_concurrent_activities,
             "max_concurrent_watches": self.capacity.max_concurrent_watches,
@@ -224,6 +230,7 @@ def build_config(
         log_format=log_format(env),
         capacity=WorkerCapacity.of(parsed.capacity),
         source=source,
+        orphan_grace_seconds=parsed.intervals.orphan_grace_seconds,
     )
 
 

@@ -21,6 +21,7 @@ DEFAULT_MAX_CONCURRENT_WATCHES = 2000
 # Long-running workflows stay cached: a pool and its health check each, plus
 # batches and ledgers; below that, every wake-up is a full replay.
 DEFAULT_MAX_CACHED_WORKFLOWS = 4000
+DEFAULT_ORPHAN_GRACE_SECONDS = 600.0
 
 
 class _FileModel(BaseModel):
@@ -58,6 +59,9 @@ class IntervalsFile(_FileModel):
     failure_streak_limit: int = Field(default=3, ge=1)
     backoff_initial_seconds: float = Field(default=30.0, gt=0)
     backoff_max_seconds: float = Field(default=900.0, gt=0)
+    # A device whose pool has no running workflow is terminated after this long
+    # (the per-account orphan sweep, workflows/orphans.py).
+    orphan_grace_seconds: float = Field(default=DEFAULT_ORPHAN_GRACE_SECONDS, ge=0)
 
 
 class CapacityFile(_FileModel):

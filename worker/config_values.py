@@ -27,6 +27,7 @@ ENV_INTERVALS: dict[str, str] = {
     "DEVICEPOOL_OFFLINE_AFTER_SECONDS": "offlineAfterSeconds",
     "DEVICEPOOL_STARTUP_TIMEOUT_SECONDS": "startupTimeoutSeconds",
     "DEVICEPOOL_IDLE_GRACE_SECONDS": "idleGraceSeconds",
+    "DEVICEPOOL_ORPHAN_GRACE_SECONDS": "orphanGraceSeconds",
 }
 # environment variable -> capacity field (camelCase, as in the file)
 ENV_CAPACITY: dict[str, str] = {

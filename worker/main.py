@@ -9,7 +9,9 @@ evenly and needs an extra minute for a 20-device scale-up): every create waits
 for a permit from the account's ledger workflow ``devicepool-account/<name>``
 (``workflows/ledger.py``), which hands out a whole window at once. At startup
 each worker signal-with-starts the ledger of every account it serves
-(``register_accounts``), which is also how ``apply`` knows an account exists.
+(``register_accounts``), which is also how ``apply`` knows an account exists,
+and its orphan sweep ``devicepool-account/<name>/janitor``
+(``workflows/orphans.py``, ``start_janitors``) with ``orphanGraceSeconds``.
 
 Metrics: one `CollectorRegistry` per worker, served on ``metricsPort`` at
 ``/metrics`` (see ``worker/metrics.py``): the activities' counters, the per-pool
@@ -38,6 +40,8 @@ from temporalio.client import Client
 from temporalio.runtime import MetricBuffer
 from temporalio.worker import Worker
 
+from devicepool.activities.orphan_models import JanitorConfig
+from devicepool.activities.orphans import start_janitors
 from devicepool.activities.permits import LedgerReportingActivities, register_accounts
 from devicepool.connect import connect
 from devicepool.worker.build import build_workers
@@ -92,6 +96,10 @@ async def run_worker(
 
     # Every account this worker serves has its permit ledger running (idempotent).
     await register_accounts(client, config.accounts)
+    # ...and its orphan sweep (workflows/orphans.py), with this worker's grace.
+    await start_janitors(
+        client, config.accounts, JanitorConfig(grace_seconds=config.orphan_grace_seconds)
+    )
     running.start(config)
     stop = asyncio.create_task(shutdown_event.wait())
     failure: BaseException | None = None

@@ -2,6 +2,7 @@
 
 from devicepool.workflows.health import PoolHealthWorkflow
 from devicepool.workflows.ledger import AccountLedgerWorkflow
+from devicepool.workflows.orphans import OrphanSweepWorkflow
 from devicepool.workflows.pool import DevicePoolWorkflow
 from devicepool.workflows.provision import ProvisionBatchWorkflow
 
@@ -9,11 +10,14 @@ from devicepool.workflows.provision import ProvisionBatchWorkflow
 WORKFLOWS = [DevicePoolWorkflow, ProvisionBatchWorkflow, PoolHealthWorkflow]
 # The per-account permit ledger (rate limits).
 WORKFLOWS.append(AccountLedgerWorkflow)
+# The per-account orphan sweep.
+WORKFLOWS.append(OrphanSweepWorkflow)
 
 __all__ = [
     "WORKFLOWS",
     "AccountLedgerWorkflow",
     "DevicePoolWorkflow",
+    "OrphanSweepWorkflow",
     "PoolHealthWorkflow",
     "ProvisionBatchWorkflow",
 ]

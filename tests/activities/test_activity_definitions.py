@@ -10,6 +10,7 @@ from temporalio import activity
 
 from devicepool.activities.definitions import DeviceActivityDefinitions
 from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.orphan_models import OrphanActivityDefinitions
 from devicepool.activities.permits import LedgerReportingActivities
 
 
@@ -36,6 +37,16 @@ def test_every_definition_is_implemented_under_the_same_name_and_types() -> None
     assert not inspect.isabstract(DeviceActivities)
 
 
+def test_the_orphan_sweep_definitions_are_implemented_by_the_device_activities() -> None:
+    definitions = _defined(OrphanActivityDefinitions)
+    assert set(definitions) == {"find_orphans", "terminate_orphans"}
+    implemented = _defined(DeviceActivities)
+    for name, definition in definitions.items():
+        assert implemented[name].name == definition.name
+        ours = inspect.get_annotations(getattr(DeviceActivities, name))
+        assert ours == inspect.get_annotations(getattr(OrphanActivityDefinitions, name)), name
+
+
 def test_the_worker_registers_implementations_not_definitions() -> None:
     activities = DeviceActivities(accounts={}, proxy_pools={})
     registered = (
@@ -45,7 +56,7 @@ def test_the_worker_registers_implementations_not_definitions() -> None:
     )
     assert {activity._Definition.must_from_callable(fn).name for fn in registered} == set(
         _defined(DeviceActivityDefinitions)
-    )
+    ) | set(_defined(OrphanActivityDefinitions))
     for fn in registered:
         assert type(fn.__self__) is DeviceActivities
 

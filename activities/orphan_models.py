@@ -1,0 +1,120 @@
+"""The orphan sweep's activities as workflows see them: inputs, results, definitions. No I/O.
+
+An *orphan* is a device labelled `managed-by=devicepool` at an account whose
+pool (its `pool` label) has no running workflow there: the pool's workflow was
+terminated by hand or by the server (past its history limit), or it ended
+while a create was still on its way. Nothing else would ever delete it. A
+device whose pool runs is never an orphan, listed in the pool's state or not:
+between a create and the pool's next observation it is in nobody's state.
+
+The janitor (`workflows/orphans.py`, one per account) calls `find_orphans`
+every scan and `terminate_orphans` for those orphaned for longer than the
+grace; `activities/orphans.py` implements both. `terminate_orphans` checks
+each device and its pool again right before the DELETE, so a pool applied
+again in the meantime keeps its devices.
+
+Like every activity model, these carry names and ids only, never a secret.
+"""
+
+from __future__ import annotations
+
+import abc
+from datetime import datetime
+
+from pydantic import Field
+from temporalio import activity
+
+from devicepool.api.base import CamelModel
+
+__all__ = [
+    "FIND_ORPHANS",
+    "TERMINATE_ORPHANS",
+    "FindOrphansInput",
+    "FindOrphansResult",
+    "JanitorConfig",
+    "JanitorInput",
+    "KeptDevice",
+    "OrphanActivityDefinitions",
+    "OrphanDevice",
+    "TerminateOrphansInput",
+    "TerminateOrphansResult",
+]
+
+FIND_ORPHANS = "find_orphans"
+TERMINATE_ORPHANS = "terminate_orphans"
+
+
+class JanitorConfig(CamelModel):
+    """The worker's orphan settings, sent to the janitor at every worker start."""
+
+    # How long a device must stay an orphan before it is terminated
+    # (`orphanGraceSeconds`, default 600).
+    grace_seconds: float = Field(default=600.0, ge=0)
+
+
+class JanitorInput(CamelModel):
+    account: str
+    config: JanitorConfig | None = None
+    # Carried across continue-as-new (a `workflows.orphan_state.JanitorState` as JSON).
+    state: dict[str, object] | None = None
+
+
+class OrphanDevice(CamelModel):
+    """One device whose pool has no running workflow at its account."""
+
+    id: str
+    pool: str
+    status: str
+    platform: str = ""
+    region: str = ""
+    created_at: datetime
+    # what Temporal says of the pool's workflow: TERMINATED, COMPLETED, NOT_FOUND, ...
+    # (or "runs on account X" when a pool of that name runs on another account)
+    pool_state: str = ""
+
+
+class FindOrphansInput(CamelModel):
+    account: str
+
+
+class FindOrphansResult(CamelModel):
+    # only the orphans, never the whole listing: compact at any fleet size
+    orphans: list[OrphanDevice] = Field(default_factory=list)
+    # what the listing saw (devices managed by devicepool that are not on their
+    # way out, and the distinct pools they name)
+    devices: int = 0
+    pools: int = 0
+
+
+class TerminateOrphansInput(CamelModel):
+    account: str
+    device_ids: list[str] = Field(max_length=500)
+    # why, for the log line: "grace" (orphaned past the grace) or "manual" (`orphans --delete`)
+    reason: str = "grace"
+
+
+class KeptDevice(CamelModel):
+    id: str
+    # e.g. "pool x is running", "already gone", "status unknown (timeout)"
+    why: str
+    # True: it is no longer an orphan (gone, leaving, its pool runs); False: the
+    # check or the DELETE failed, and the next scan decides again
+    settled: bool = True
+
+
+class TerminateOrphansResult(CamelModel):
+    # devices a DELETE was sent for (their pool still had no running workflow)
+    terminated: list[OrphanDevice] = Field(default_factory=list)
+    kept: list[KeptDevice] = Field(default_factory=list)
+
+
+class OrphanActivityDefinitions(abc.ABC):
+    """The orphan sweep's activities as workflows call them (implemented by `OrphanActivities`)."""
+
+    @activity.defn(name=FIND_ORPHANS)
+    @abc.abstractmethod
+    async def find_orphans(self, input: FindOrphansInput) -> FindOrphansResult: ...
+
+    @activity.defn(name=TERMINATE_ORPHANS)
+    @abc.abstractmethod
+    async def terminate_orphans(self, input: TerminateOrphansInput) -> TerminateOrphansResult: ...

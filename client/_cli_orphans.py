@@ -1,0 +1,145 @@
+"""`devicepool orphans [--delete] [--account A ...] [-o table|json|yaml]`.
+
+An orphan is a device labelled `managed-by=devicepool` whose pool has no
+running workflow at its account (the pool's workflow was terminated, or
+ended while a create was on its way). Each account's janitor terminates one
+after `orphanGraceSeconds`; this command asks the janitors to scan now and
+lists what they find, with each device's age and what it has cost so far (at
+`DEVICE_HOUR_USD`, about $0.10 per device-hour), and `--delete` terminates
+them now. A device whose pool runs is never listed nor deleted.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+
+from devicepool.client._cli_support import OutputOpt, open_pools, run
+from devicepool.client.render import Output, age, print_data, print_table, resolve_output
+
+__all__ = ["orphans"]
+
+HEADERS = ["ID", "POOL", "ACCOUNT", "PLATFORM", "STATUS", "AGE", "COST", "POOL WORKFLOW", "SWEEP"]
+
+
+def orphans(
+    delete: Annotated[
+        bool,
+        typer.Option(
+            "--delete",
+            help="terminate every orphan now, grace or not (never a device whose pool runs)",
+        ),
+    ] = False,
+    account: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--account",
+            metavar="NAME",
+            help="only this account (repeatable; default: every account's janitor)",
+        ),
+    ] = None,
+    output: OutputOpt = None,
+) -> None:
+    """Devices whose pool has no running workflow: id, pool, account, age, cost so far."""
+    fmt = resolve_output(output)
+
+    async def body() -> list[Any]:
+        client = await open_pools()
+        return list(await client.orphans(delete=delete, accounts=account or None))
+
+    data = orphan_data(run(body), now=datetime.now(UTC))
+    if fmt != Output.TABLE:
+        print_data(data, fmt)
+        return
+    print_orphans(data, deleted=delete)
+
+
+def orphan_data(reports: list[Any], *, now: datetime) -> dict[str, Any]:
+    """The janitors' reports as the command prints them (camelCase, age and cost added)."""
+    from devicepool.workflows.orphan_state import DEVICE_HOUR_USD, cost_usd
+
+    def row(device: Any, account: str) -> dict[str, Any]:
+        item = device.model_dump(mode="json", by_alias=True)
+        item["account"] = account
+        item["ageSeconds"] = round(max((now - device.created_at).total_seconds(), 0.0), 1)
+        item["costUsd"] = cost_usd(device.created_at, now)
+        return item
+
+    data: dict[str, Any] = {
+        "orphans": [row(o, r.account) for r in reports for o in r.orphans],
+        "terminated": [row(d, r.account) for r in reports for d in r.terminated],
+        "kept": [
+            {"id": k.id, "account": r.account, "why": k.why}
+            for r in reports
+            for k in r.kept
+            if not k.settled
+        ],
+        "accounts": [
+            r.model_dump(mode="json", by_alias=True, exclude={"orphans", "terminated", "kept"})
+            for r in reports
+        ],
+        "pricePerDeviceHourUsd": DEVICE_HOUR_USD,
+    }
+    return data
+
+
+def print_orphans(data: dict[str, Any], *, deleted: bool) -> None:
+    if deleted:
+        gone = data["terminated"]
+        cost = sum(d["costUsd"] for d in gone)
+        typer.echo(f"terminated {len(gone)} orphaned device(s) (${cost:.2f} billed so far)")
+        if gone:
+            _table(gone)
+        for kept in data["kept"]:
+            sys.stderr.write(f"kept {kept['id']} ({kept['account']}): {kept['why']}\n")
+        if data["orphans"]:
+            typer.echo("\nStill orphaned:")
+    for account in data["accounts"]:
+        if account.get("lastError"):
+            sys.stderr.write(f"account {account['account']}: {account['lastError']}\n")
+    if not data["orphans"]:
+        if not deleted:
+            sys.stderr.write("No orphans found.\n")
+        return
+    _table(data["orphans"])
+    cost = sum(d["costUsd"] for d in data["orphans"])
+    typer.echo(
+        f"\n{len(data['orphans'])} orphan(s), ${cost:.2f} so far at "
+        f"${data['pricePerDeviceHourUsd']:.2f} per device-hour"
+    )
+
+
+def _table(items: list[dict[str, Any]]) -> None:
+    print_table(
+        HEADERS,
+        [
+            [
+                d["id"],
+                d["pool"],
+                d["account"],
+                d.get("platform"),
+                d.get("status"),
+                age(d.get("createdAt")),
+                f"${d['costUsd']:.2f}",
+                d.get("poolState"),
+                _sweep(d.get("sweepAt")),
+            ]
+            for d in items
+        ],
+    )
+
+
+def _sweep(sweep_at: Any) -> str:
+    """When the janitor terminates it ("in 8m"), or "due" when its grace has run out."""
+    if not sweep_at:
+        return "-"
+    when, now = _time(sweep_at), datetime.now(UTC)
+    return "due" if when <= now else f"in {age(now, now=when)}"
+
+
+def _time(value: str) -> datetime:
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

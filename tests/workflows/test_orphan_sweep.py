@@ -1,0 +1,312 @@
+"""The orphan sweep: a device whose pool has no running workflow is terminated after the grace.
+
+Against the session's dev server, emulator and workers (conftest.py). Each
+test starts the `default` account's janitor as a worker does
+(`start_janitors`) with a short grace, and terminates it when done, so no
+other test of the session meets it. Its own dev server (conftest.py
+MODULE_GROUPS): the janitor sweeps the whole account.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+from wf_support import (
+    ACCOUNTS,
+    EMULATOR_URL,
+    FAST,
+    Workers,
+    eventually,
+    history_digest,
+    pool_devices,
+    start_pool,
+)
+
+from devicepool.activities.models import AccountSettings
+from devicepool.activities.orphan_models import JanitorConfig
+from devicepool.activities.orphans import start_janitors
+from devicepool.api.names import (
+    QUERY_ORPHANS,
+    health_workflow_id,
+    janitor_workflow_id,
+)
+from devicepool.client.pool_client import PoolClient
+from devicepool.workflows.orphan_state import OrphanReport
+
+pytestmark = pytest.mark.devserver
+
+AUTH = {"Authorization": f"Bearer {ACCOUNTS['default']}"}
+Janitor = Callable[[float], Awaitable[WorkflowHandle[Any, Any]]]
+
+
+@pytest.fixture
+async def janitor(env: WorkflowEnvironment, workers: Workers) -> AsyncIterator[Janitor]:
+    """Start the default account's janitor with a grace (as the worker does); ended after."""
+    started: list[WorkflowHandle[Any, Any]] = []
+    account = AccountSettings(
+        name="default", base_url=EMULATOR_URL, api_key=SecretStr(ACCOUNTS["default"])
+    )
+
+    async def start(grace: float) -> WorkflowHandle[Any, Any]:
+        await start_janitors(env.client, {"default": account}, JanitorConfig(grace_seconds=grace))
+        handle = env.client.get_workflow_handle(janitor_workflow_id("default"))
+        started.append(handle)
+        return handle
+
+    yield start
+    for handle in started:
+        try:
+            await handle.terminate("test over")
+        except RPCError:
+            pass  # already ended
+
+
+async def report(handle: WorkflowHandle[Any, Any]) -> OrphanReport:
+    return await handle.query(QUERY_ORPHANS, result_type=OrphanReport)
+
+
+async def alive(control: httpx.AsyncClient, device_id: str) -> bool:
+    answer = await control.get(f"/api/v1/devices/{device_id}", headers=AUTH)
+    return answer.status_code == 200 and answer.json()["status"] not in (
+        "terminating",
+        "terminated",
+    )
+
+
+async def rent(control: httpx.AsyncClient, pool: str) -> str:
+    """A device created for `pool` as a batch would (its labels), outside any pool's state."""
+    answer = await control.post(
+        "/api/v1/android/devices",
+        json={
+            "region": "us-west",
+            "osVersion": "14",
+            "name": f"{pool}-by-hand",
+            "labels": {"pool": pool, "managed-by": "devicepool"},
+        },
+        headers={**AUTH, "Idempotency-Key": uuid.uuid4().hex},
+    )
+    answer.raise_for_status()
+    return str(answer.json()["id"])
+
+
+async def status_of(client: Client, workflow_id: str) -> WorkflowExecutionStatus | None:
+    return (await client.get_workflow_handle(workflow_id).describe()).status
+
+
+async def scans_after(handle: WorkflowHandle[Any, Any], count: int) -> Callable[[], Any]:
+    """A check that is true once the janitor scanned `count` more times (across runs)."""
+    start = datetime.now(UTC)
+    seen: list[datetime] = []
+
+    async def check() -> bool:
+        scanned = (await report(handle)).scanned_at
+        if scanned is not None and scanned > start and (not seen or scanned > seen[-1]):
+            seen.append(scanned)
+        return len(seen) >= count
+
+    return check
+
+
+def swept_metric(workers: Workers) -> float:
+    counter = workers.activities.metrics.orphans_terminated
+    return float(counter.labels(account="default", platform="android")._value.get())
+
+
+# ---------------------------------------------------------------- a terminated pool
+
+
+async def test_a_terminated_pools_devices_are_swept_after_the_grace_and_its_children_end(
+    env: WorkflowEnvironment,
+    workers: Workers,
+    control: httpx.AsyncClient,
+    pool_name: str,
+    janitor: Janitor,
+) -> None:
+    handle = await start_pool(env.client, pool_name, 2)
+
+    async def converged() -> list[dict[str, Any]] | None:
+        devices = await pool_devices(control, pool_name)
+        return (
+            devices if len(devices) == 2 and all(d["status"] == "ready" for d in devices) else None
+        )
+
+    devices = {d["id"] for d in await eventually(converged, what="2 ready devices", timeout=30)}
+    grace = 3.0
+    sweeper = await janitor(grace)
+    before = swept_metric(workers)
+    try:
+        # A running pool's devices are no orphans, however many scans look.
+        await eventually(await scans_after(sweeper, 3), what="three scans", timeout=20)
+        assert not {o.id for o in (await report(sweeper)).orphans} & devices
+
+        await handle.terminate("test: a hurried operator")
+        terminated_at = datetime.now(UTC)
+
+        async def swept() -> bool:
+            return not await pool_devices(control, pool_name)
+
+        await eventually(swept, what="the orphans swept", timeout=grace + 20)
+        # Not before the grace: each was first seen orphaned at a scan after
+        # the termination and terminated at least `grace` later.
+        state = await report(sweeper)
+        events = {e.device.id: e for e in state.swept if e.device.pool == pool_name}
+        assert set(events) == devices
+        for event in events.values():
+            assert event.reason == "grace"
+            assert event.orphaned_seconds >= grace
+            assert (event.at - terminated_at).total_seconds() >= grace - 0.5
+            assert event.device.pool_state == "TERMINATED"
+        assert state.terminated_total >= 2
+        assert swept_metric(workers) - before == 2
+        # The pool's children end: the health check within a cycle, batches are done.
+        health = await eventually(
+            lambda: _ended(env.client, health_workflow_id(pool_name)),
+            what="the health check ended",
+            timeout=FAST.health_seconds + 10,
+        )
+        assert health == WorkflowExecutionStatus.COMPLETED
+        running = [
+            w.id
+            async for w in env.client.list_workflows(
+                f'WorkflowId STARTS_WITH "devicepool/{pool_name}/" '
+                "AND ExecutionStatus = 'Running'"
+            )
+        ]
+        assert running == []
+    except BaseException:
+        print(await history_digest(env.client, sweeper.id))
+        raise
+
+
+async def _ended(client: Client, workflow_id: str) -> WorkflowExecutionStatus | None:
+    status = await status_of(client, workflow_id)
+    return None if status == WorkflowExecutionStatus.RUNNING else status
+
+
+# ---------------------------------------------------------------- a running pool's new device
+
+
+async def test_a_running_pools_device_it_has_not_observed_yet_is_no_orphan(
+    env: WorkflowEnvironment,
+    workers: Workers,
+    control: httpx.AsyncClient,
+    pool_name: str,
+    janitor: Janitor,
+) -> None:
+    """Between a create and the pool's next listing a device is in no state: not an orphan.
+
+    The pool runs on a queue no worker polls, so it never observes anything:
+    its workflow runs, the device carries its labels, and it is not in its state.
+    """
+    pool = await start_pool(env.client, pool_name, 1, task_queue=f"nobody-{uuid.uuid4().hex}")
+    device = await rent(control, pool_name)
+    sweeper = await janitor(1.0)
+    try:
+        await eventually(await scans_after(sweeper, 4), what="four scans", timeout=20)
+        assert await alive(control, device)
+        assert device not in {o.id for o in (await report(sweeper)).orphans}
+
+        # Its pool gone, the same device is an orphan and goes after the grace.
+        await pool.terminate("test: gone")
+        await eventually(lambda: _not(alive(control, device)), what="the orphan swept", timeout=20)
+    except BaseException:
+        print(await history_digest(env.client, sweeper.id))
+        raise
+
+
+async def _not(check: Awaitable[bool]) -> bool:
+    return not await check
+
+
+# ---------------------------------------------------------------- the command
+
+
+async def test_orphans_lists_them_with_age_and_cost_and_delete_sweeps_now(
+    env: WorkflowEnvironment,
+    workers: Workers,
+    control: httpx.AsyncClient,
+    pool_name: str,
+    janitor: Janitor,
+) -> None:
+    """`PoolClient.orphans()` (what `devicepool orphans` prints) asks the janitor to scan now."""
+    running = await start_pool(env.client, pool_name, 1, task_queue=f"nobody-{uuid.uuid4().hex}")
+    kept = await rent(control, pool_name)
+    gone_pool = f"gone-{uuid.uuid4().hex[:8]}"  # a pool whose workflow never ran here
+    orphan = await rent(control, gone_pool)
+    await janitor(3600.0)  # the grace never runs out during the test
+    client = PoolClient(env.client)
+    try:
+        (listed,) = await client.orphans(accounts=["default"])
+        entries = {o.id: o for o in listed.orphans}
+        assert orphan in entries and kept not in entries
+        entry = entries[orphan]
+        assert (entry.pool, entry.pool_state, entry.platform) == (gone_pool, "NOT_FOUND", "android")
+        assert (entry.sweep_at - entry.first_seen_at).total_seconds() == 3600
+        assert await alive(control, orphan)  # listing deletes nothing
+
+        (swept,) = await client.orphans(delete=True, accounts=["default"])
+        assert orphan in {d.id for d in swept.terminated}
+        assert kept not in {d.id for d in swept.terminated}
+        assert orphan not in {o.id for o in swept.orphans}
+        assert not await alive(control, orphan)
+        assert await alive(control, kept)
+        assert [e.reason for e in swept.swept if e.device.id == orphan] == ["manual"]
+    finally:
+        await running.terminate("test over")
+
+
+async def test_the_cli_lists_orphans_with_cost_and_deletes_them(
+    env: WorkflowEnvironment,
+    workers: Workers,
+    control: httpx.AsyncClient,
+    janitor: Janitor,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import json
+
+    from devicepool.client.cli import run_cli
+
+    gone_pool = f"gone-{uuid.uuid4().hex[:8]}"
+    orphan = await rent(control, gone_pool)
+    await janitor(3600.0)
+    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+    monkeypatch.setenv("TEMPORAL_NAMESPACE", env.client.namespace)
+
+    async def cli(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = await asyncio.to_thread(run_cli, list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    code, out, err = await cli("orphans", "--account", "default", "-o", "json")
+    assert code == 0, err
+    listed = {o["id"]: o for o in json.loads(out)["orphans"]}
+    assert listed[orphan]["pool"] == gone_pool
+    assert listed[orphan]["account"] == "default"
+    assert listed[orphan]["ageSeconds"] >= 0
+    assert listed[orphan]["costUsd"] >= 0
+    assert json.loads(out)["pricePerDeviceHourUsd"] == 0.10
+
+    code, out, err = await cli("orphans", "--account", "default", "-o", "table")
+    assert code == 0, err
+    assert orphan in out and "$0.10 per device-hour" in out
+
+    code, out, err = await cli("orphans", "--account", "default", "--delete", "-o", "table")
+    assert code == 0, err
+    assert out.startswith("terminated ") and orphan in out
+    assert not await alive(control, orphan)
+
+    code, _, err = await cli("orphans", "--account", "nobody", "-o", "json")
+    assert code == 1
+    assert err.startswith("error: ") and "nobody" in err and len(err.splitlines()) == 1

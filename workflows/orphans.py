@@ -1,0 +1,219 @@
+"""`OrphanSweep`: one janitor per provider account, id `devicepool-account/<name>/janitor`.
+
+A pool's workflow that is terminated (by hand, or by the server past its
+history limit) runs no finalizer: its devices would bill forever. The janitor
+lists the account's devices labelled `managed-by=devicepool`, and those whose
+pool has no running workflow (`activities/orphans.py`) are orphans. One that
+stays an orphan for `grace_seconds` (the worker's `orphanGraceSeconds`,
+default 600) is terminated — the activity checks it and its pool once more
+right before the DELETE, so a pool applied again keeps its devices. A device
+whose pool runs is never an orphan, whether or not the pool has observed it
+yet: a create and the pool's next listing are some seconds apart.
+
+Every worker signal-with-starts the janitor of each account it serves
+(`activities.orphans.start_janitors`), as it does the account's ledger.
+
+Messages
+- signal `configure` (`JanitorConfig`): the worker's grace, at each worker start.
+- update `sweep_orphans` (`SweepRequest`) → `OrphanReport`: scan now (what
+  `devicepool orphans` lists); with `delete`, terminate every orphan now,
+  grace or not (`devicepool orphans --delete`).
+- query `orphans` → `OrphanReport`: what the last scan found, and the last
+  devices terminated (free: no scan, no history).
+
+What an operator finds: a log line per terminated device (worker side), the
+counter `devicepool_orphans_terminated_total{account,platform}`, this
+workflow's current details in the Web UI (orphans waiting, the last devices
+terminated, when, and why) and the `swept` list of its `orphans` query.
+
+Cost: one listing per scan (every grace/4, 1 s..150 s) and about 11 history
+events; continue-as-new when Temporal suggests it (or after `MAX_SCANS_PER_RUN`
+scans), carrying `JanitorState` whole. The bookkeeping (first seen, due, what
+to forget, when to wake) is pure, in `workflows/orphan_state.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from devicepool.activities.models import HEARTBEAT_TIMEOUT
+    from devicepool.activities.orphan_models import (
+        FindOrphansInput,
+        JanitorConfig,
+        JanitorInput,
+        OrphanActivityDefinitions,
+        TerminateOrphansInput,
+        TerminateOrphansResult,
+    )
+    from devicepool.api.names import (
+        QUERY_ORPHANS,
+        SIGNAL_JANITOR_CONFIGURE,
+        UPDATE_SWEEP_ORPHANS,
+        WORKFLOW_ORPHAN_SWEEP,
+    )
+    from devicepool.workflows.orphan_state import (
+        JanitorState,
+        OrphanReport,
+        SweepRequest,
+        scan_seconds,
+    )
+    from devicepool.workflows.policies import PROVIDER_RETRY
+
+__all__ = ["MAX_SCANS_PER_RUN", "OrphanSweepWorkflow"]
+
+# A backstop for servers that never suggest continue-as-new (the time-skipping one).
+MAX_SCANS_PER_RUN = 500
+# The terminate activity's input limit.
+TERMINATE_CHUNK = 500
+
+
+@workflow.defn(name=WORKFLOW_ORPHAN_SWEEP)
+class OrphanSweepWorkflow:
+    @workflow.init
+    def __init__(self, input: JanitorInput) -> None:
+        self._account = input.account
+        # Everything the janitor knows, carried whole across continue-as-new.
+        self._s = JanitorState.model_validate(input.state) if input.state else JanitorState()
+        if input.config is not None:
+            self._s.config = input.config
+        # Per run: a scan and a sweep never interleave (the loop's and an update's).
+        self._lock = asyncio.Lock()
+        self._dirty = False
+        self._scans = 0
+        self._details = ""
+
+    @workflow.run
+    async def run(self, input: JanitorInput) -> None:
+        while True:
+            async with self._lock:
+                if await self._scan():
+                    due = self._s.due(workflow.now())
+                    if due:
+                        await self._terminate(due, reason="grace")
+            self._publish_details()
+            if workflow.info().is_continue_as_new_suggested() or self._scans >= MAX_SCANS_PER_RUN:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(
+                    JanitorInput(account=self._account, state=self._s.to_json_dict())
+                )
+            await self._wait()
+
+    async def _wait(self) -> None:
+        """Until the next scan is due, or a worker sends its config."""
+        self._dirty = False
+        timeout = max(self._s.next_wake(workflow.now()) - workflow.now(), timedelta(milliseconds=1))
+        try:
+            await workflow.wait_condition(
+                lambda: self._dirty, timeout=timeout, timeout_summary="next orphan scan"
+            )
+        except TimeoutError:
+            pass
+
+    async def _scan(self, *, fail: bool = False) -> bool:
+        """List the account's orphans; False (or, with `fail`, an error) if it could not."""
+        self._scans += 1
+        try:
+            found = await workflow.execute_activity_method(
+                OrphanActivityDefinitions.find_orphans,
+                FindOrphansInput(account=self._account),
+                start_to_close_timeout=timedelta(minutes=2),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                schedule_to_close_timeout=timedelta(minutes=3),
+                retry_policy=PROVIDER_RETRY,
+                summary="find orphaned devices",
+            )
+        except ActivityError as err:
+            cause = err.cause if err.cause is not None else err
+            self._s.last_error = f"scan failed: {cause}"
+            workflow.logger.warning("orphan sweep of %s: %s", self._account, self._s.last_error)
+            if fail:
+                raise ApplicationError(
+                    f"account {self._account}: {self._s.last_error}", non_retryable=True
+                ) from err
+            return False
+        self._s.observe(found, workflow.now())
+        return True
+
+    async def _terminate(self, ids: list[str], *, reason: str) -> TerminateOrphansResult:
+        total = TerminateOrphansResult()
+        for start in range(0, len(ids), TERMINATE_CHUNK):
+            chunk = ids[start : start + TERMINATE_CHUNK]
+            try:
+                result = await workflow.execute_activity_method(
+                    OrphanActivityDefinitions.terminate_orphans,
+                    TerminateOrphansInput(account=self._account, device_ids=chunk, reason=reason),
+                    start_to_close_timeout=timedelta(minutes=5),
+                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                    schedule_to_close_timeout=timedelta(minutes=10),
+                    retry_policy=PROVIDER_RETRY,
+                    summary=f"terminate {len(chunk)} orphaned device(s)",
+                )
+            except ActivityError as err:
+                cause = err.cause if err.cause is not None else err
+                self._s.last_error = f"terminate failed: {cause}"
+                workflow.logger.warning("orphan sweep of %s: %s", self._account, cause)
+                continue
+            self._s.record(result, workflow.now(), reason=reason)
+            total.terminated += result.terminated
+            total.kept += result.kept
+        if total.terminated:
+            workflow.logger.warning(
+                "orphan sweep of %s: terminated %d orphaned device(s) (%s): %s",
+                self._account,
+                len(total.terminated),
+                reason,
+                ", ".join(f"{d.id} (pool {d.pool})" for d in total.terminated),
+            )
+        return total
+
+    # ------------------------------------------------------------------ messages
+
+    @workflow.signal(name=SIGNAL_JANITOR_CONFIGURE)
+    def configure(self, config: JanitorConfig) -> None:
+        self._s.config = config
+        self._dirty = True
+
+    @workflow.update(name=UPDATE_SWEEP_ORPHANS)
+    async def sweep_orphans(self, request: SweepRequest) -> OrphanReport:
+        async with self._lock:
+            await self._scan(fail=True)
+            result = None
+            if request.delete and self._s.seen:
+                result = await self._terminate(sorted(self._s.seen), reason="manual")
+        self._publish_details()
+        report = self._s.report(self._account, workflow.now())
+        if result is not None:
+            report.terminated, report.kept = result.terminated, result.kept
+        return report
+
+    @workflow.query(name=QUERY_ORPHANS)
+    def orphans(self) -> OrphanReport:
+        return self._s.report(self._account, workflow.now())
+
+    def _publish_details(self) -> None:
+        s = self._s
+        lines = [
+            f"orphan sweep of account `{self._account}` · grace {s.config.grace_seconds:g}s · "
+            f"scans every {scan_seconds(s.config.grace_seconds):g}s",
+            "",
+            f"last scan: {s.scanned_at.isoformat() if s.scanned_at else 'none yet'} · "
+            f"{s.devices} device(s) in {s.pools} pool(s) · orphans waiting: {len(s.seen)} · "
+            f"terminated so far: {s.terminated_total}"
+            + (f" · **{s.last_error}**" if s.last_error else ""),
+        ]
+        if s.swept:
+            lines += ["", "last terminated:"]
+            lines += [
+                f"- {e.at.isoformat()} `{e.device.id}` of pool `{e.device.pool}` "
+                f"({e.reason}, orphaned {e.orphaned_seconds:.0f}s; its pool {e.device.pool_state})"
+                for e in reversed(s.swept[-10:])
+            ]
+        details = "\n".join(lines)
+        if details != self._details:
+            self._details = details
+            workflow.set_current_details(details)
