@@ -19,8 +19,9 @@ import httpx
 import pytest
 from pydantic import SecretStr
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError
-from temporalio.testing import WorkflowEnvironment
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from wf_support import (
     ACCOUNTS,
     EMULATOR_URL,
@@ -33,15 +34,21 @@ from wf_support import (
 )
 
 from devicepool.activities.models import AccountSettings
-from devicepool.activities.orphan_models import JanitorConfig
+from devicepool.activities.orphan_models import (
+    FindOrphansInput,
+    JanitorConfig,
+    TerminateOrphansInput,
+)
 from devicepool.activities.orphans import start_janitors
 from devicepool.api.names import (
     QUERY_ORPHANS,
     health_workflow_id,
     janitor_workflow_id,
+    pool_workflow_id,
 )
 from devicepool.client.pool_client import PoolClient
 from devicepool.workflows.orphan_state import OrphanReport
+from devicepool.workflows.search_attributes import KEY_ACCOUNT
 
 pytestmark = pytest.mark.devserver
 
@@ -310,3 +317,55 @@ async def test_the_cli_lists_orphans_with_cost_and_deletes_them(
     code, _, err = await cli("orphans", "--account", "nobody", "-o", "json")
     assert code == 1
     assert err.startswith("error: ") and "nobody" in err and len(err.splitlines()) == 1
+
+
+# ---------------------------------------------------------------- checked again before the DELETE
+
+
+async def test_terminate_checks_each_device_and_its_pool_again_right_before_the_delete(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    """An orphan seen by a scan whose pool is applied again before its grace ends is kept;
+    a pool of that name on another account does not protect it (it never lists this one)."""
+    activities = ActivityEnvironment(client=env.client)
+    sweep = workers.activities
+    device = await rent(control, pool_name)
+    found = await activities.run(sweep.find_orphans, FindOrphansInput(account="default"))
+    assert device in {o.id for o in found.orphans}
+
+    pool = await start_pool(env.client, pool_name, 1, task_queue=f"nobody-{uuid.uuid4().hex}")
+    try:
+        result = await activities.run(
+            sweep.terminate_orphans,
+            TerminateOrphansInput(account="default", device_ids=[device, "no-such-device"]),
+        )
+        assert result.terminated == []
+        assert {k.id: (k.why, k.settled) for k in result.kept} == {
+            device: (f"pool {pool_name} is running", True),
+            "no-such-device": ("already gone", True),
+        }
+        assert await alive(control, device)
+    finally:
+        await pool.terminate("test: gone again")
+
+    # The same name, on the other account: this account's device is still an orphan.
+    other = await env.client.start_workflow(
+        "DevicePool",
+        id=pool_workflow_id(pool_name),
+        task_queue=f"nobody-{uuid.uuid4().hex}",
+        search_attributes=TypedSearchAttributes([SearchAttributePair(KEY_ACCOUNT, "second")]),
+    )
+    try:
+        result = await activities.run(
+            sweep.terminate_orphans,
+            TerminateOrphansInput(account="default", device_ids=[device], reason="manual"),
+        )
+        (gone,) = result.terminated
+        assert (gone.id, gone.pool, gone.pool_state) == (
+            device,
+            pool_name,
+            "runs on account second",
+        )
+        assert not await alive(control, device)
+    finally:
+        await other.terminate("test over")
