@@ -36,6 +36,8 @@ from devicepool.activities.models import (
     TerminatePoolResult,
     WatchDevicesInput,
     WatchDevicesResult,
+    WatchHealthInput,
+    WatchHealthResult,
 )
 
 __all__ = ["LEDGER_HOLD", "DeviceActivityDefinitions"]
@@ -62,6 +64,11 @@ class DeviceActivityDefinitions(abc.ABC):
     @activity.defn(name="watch_devices")
     @abc.abstractmethod
     async def watch_devices(self, input: WatchDevicesInput) -> WatchDevicesResult: ...
+
+    @activity.defn(name="watch_health")
+    @abc.abstractmethod
+    async def watch_health(self, input: WatchHealthInput) -> WatchHealthResult:
+        """The health check's long poll: returns when its suspects change, at `until`, or when the pool is gone."""
 
     @activity.defn(name="create_device")
     @abc.abstractmethod

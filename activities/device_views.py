@@ -10,13 +10,20 @@ known to `DeviceStatus` or not.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import UTC, datetime
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from devicepool.activities.models import DeviceInfo, DeviceStatusInfo
+from devicepool.activities.models import (
+    FAILED,
+    OFFLINE,
+    PROVISIONING,
+    DeviceInfo,
+    DeviceStatusInfo,
+    HealthSuspect,
+)
 
-__all__ = ["device_info", "device_status_info", "parse_time"]
+__all__ = ["device_info", "device_status_info", "health_suspects", "parse_time"]
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -65,4 +72,25 @@ def device_status_info(raw: Mapping[str, Any]) -> DeviceStatusInfo:
         session_active=bool(raw.get("sessionActive", False)),
         last_activity_at=parse_time(raw.get("lastActivityAt")),
         updated_at=parse_time(raw.get("updatedAt")),
+    )
+
+
+def health_suspects(
+    devices: Iterable[DeviceInfo], *, now: datetime, startup_timeout: timedelta
+) -> list[HealthSuspect]:
+    """The devices a health check must judge: offline, or provisioning/failed past the startup timeout.
+
+    Everything else is healthy (`workflows.triage`): the check needs only these
+    and a count, not the whole listing.
+    """
+    return sorted(
+        (
+            HealthSuspect(
+                id=d.id, status=d.status, created_at=d.created_at, updated_at=d.updated_at
+            )
+            for d in devices
+            if d.status == OFFLINE
+            or (d.status in (PROVISIONING, FAILED) and now - d.created_at >= startup_timeout)
+        ),
+        key=lambda s: s.id,
     )

@@ -18,6 +18,10 @@ Activities (name → input → result):
 - `list_devices` `ListDevicesInput` → `ListDevicesResult`
 - `watch_devices` `WatchDevicesInput` → `WatchDevicesResult` (long-running; heartbeats;
   on the watch queue, `watch_queue_activities()`)
+- `watch_health` `WatchHealthInput` → `WatchHealthResult` (the health check's long
+  poll; heartbeats; on the watch queue). It may reuse a listing of the same pool
+  this process made for the pool's own watch (at most `reuse_listing_seconds`
+  old), so a pool and its health check cost the provider one read per interval
 - `create_device` `CreateDeviceInput` → `CreateDeviceResult`
 - `get_statuses` `GetStatusesInput` → `GetStatusesResult`
 - `terminate_device` `TerminateDeviceInput` → `TerminateDeviceResult`
@@ -32,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -43,7 +48,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from devicepool.activities import pool_runs
 from devicepool.activities.bitcloudphone import BitCloudPhoneClient
 from devicepool.activities.definitions import DeviceActivityDefinitions
-from devicepool.activities.device_views import device_info, device_status_info
+from devicepool.activities.device_views import device_info, device_status_info, health_suspects
 from devicepool.activities.errors import (
     TEARDOWN_PENDING,
     NotFoundError,
@@ -80,7 +85,10 @@ from devicepool.activities.models import (
     TerminatePoolResult,
     WatchDevicesInput,
     WatchDevicesResult,
+    WatchHealthInput,
+    WatchHealthResult,
     device_fingerprint,
+    suspects_fingerprint,
 )
 from devicepool.activities.orphans import OrphanActivities
 from devicepool.activities.proxy import resolve_proxy
@@ -88,6 +96,9 @@ from devicepool.api.errors import ErrorType
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
 
 __all__ = ["DeviceActivities", "device_fingerprint", "device_info", "device_status_info"]
+
+# Listings older than this are dropped from the reuse cache (a deleted pool's among them).
+LISTING_KEEP_SECONDS = 600.0
 
 
 # ---------------------------------------------------------------- the activities
@@ -122,6 +133,9 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
             )
             for name, account in accounts.items()
         }
+        # (account, pool) -> (monotonic time, wall time, devices) of the last listing
+        self._listings: dict[tuple[str, str], tuple[float, datetime, list[DeviceInfo]]] = {}
+        self._listings_swept = time.monotonic()
 
     def __repr__(self) -> str:
         return (
@@ -157,7 +171,28 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
             self.metrics.device_seen(
                 d.id, d.status, created_at=d.created_at, updated_at=d.updated_at
             )
+        self._remember(account, pool, devices)
         return devices
+
+    def _remember(self, account: str, pool: str, devices: list[DeviceInfo]) -> None:
+        now = time.monotonic()
+        self._listings[(account, pool)] = (now, datetime.now(UTC), devices)
+        if now - self._listings_swept >= LISTING_KEEP_SECONDS:
+            self._listings_swept = now
+            for key, (at, _, _) in list(self._listings.items()):
+                if now - at > LISTING_KEEP_SECONDS:
+                    del self._listings[key]
+
+    async def _recent_devices(
+        self, account: str, pool: str, max_age: float
+    ) -> tuple[datetime, list[DeviceInfo]]:
+        """(when it was made, the listing): this process's last listing of the pool if
+        at most `max_age` seconds old, else a new one (raises ProviderError)."""
+        hit = self._listings.get((account, pool))
+        if max_age > 0 and hit is not None and time.monotonic() - hit[0] <= max_age:
+            return hit[1], hit[2]
+        devices = await self._pool_devices(account, pool)
+        return self._listings[(account, pool)][1], devices
 
     # ------------------------------------------------------------ activities
 
@@ -178,7 +213,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
 
     def watch_queue_activities(self) -> list[Any]:
         """What the `devicepool-watch` task queue serves: the long, mostly sleeping watches."""
-        return [self.watch_devices]
+        return [self.watch_devices, self.watch_health]
 
     def account_queue_activities(self) -> list[Any]:
         """What each account's own task queue serves: creates, under its window."""
@@ -242,6 +277,83 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
             activity.heartbeat()
             # Cancellation (delivered through the heartbeat) lands here as CancelledError.
             await asyncio.sleep(min(poll, remaining))
+
+    @activity.defn(name="watch_health")
+    async def watch_health(self, input: WatchHealthInput) -> WatchHealthResult:
+        """Poll every `poll_seconds` until the suspects differ from `fingerprint`, the
+        pool is gone, `until` (after a fresh read there) or `max_seconds`.
+
+        Each poll first asks Temporal whether the pool still runs (not knowing is
+        running); a provider error is polled past, except on a fresh read (`once`,
+        `until`), where the check must not judge on old data: it raises.
+        """
+        self._client(input.account)  # an unknown account fails at once, not at the deadline
+        start = time.monotonic()
+        deadline = start + input.max_seconds
+        until = (
+            None
+            if input.until is None
+            else start + (input.until - datetime.now(UTC)).total_seconds()
+        )
+        poll = max(input.poll_seconds, 0.0)
+        startup = timedelta(seconds=input.startup_timeout_seconds)
+        run = input.pool_run
+        previous: datetime | None = None
+        last: WatchHealthResult | None = None
+        last_error: ProviderError | None = None
+        while True:
+            fresh = input.once or (until is not None and time.monotonic() >= until)
+            pool = await self._pool_run(run)
+            run = run.model_copy(update={"first_run_id": pool.first_run_id or run.first_run_id})
+            if not pool.running:
+                return WatchHealthResult(
+                    pool=pool, checked_at=datetime.now(UTC), previous_check_at=previous
+                )
+            try:
+                checked_at, devices = await self._recent_devices(
+                    input.account, input.pool, 0.0 if fresh else input.reuse_listing_seconds
+                )
+                last_error = None
+            except ProviderError as exc:
+                if fresh or not exc.retryable:
+                    raise to_application_error(exc) from exc
+                last_error = exc
+                activity.logger.warning(
+                    "pool %s: health listing failed, will poll again: %s", input.pool, exc
+                )
+            else:
+                suspects = health_suspects(devices, now=checked_at, startup_timeout=startup)
+                last = WatchHealthResult(
+                    pool=pool,
+                    devices=len(devices),
+                    suspects=suspects,
+                    fingerprint=suspects_fingerprint(suspects),
+                    checked_at=checked_at,
+                    previous_check_at=previous,
+                )
+                if fresh or last.fingerprint != input.fingerprint:
+                    return last
+                previous = checked_at
+            now = time.monotonic()
+            if now >= deadline:
+                if last is None:
+                    assert last_error is not None
+                    raise to_application_error(last_error) from last_error
+                return last
+            activity.heartbeat()
+            wait = min(poll, deadline - now)
+            if until is not None:
+                wait = min(wait, max(until - now, 0.0))
+            # Cancellation (delivered through the heartbeat) lands here as CancelledError.
+            await asyncio.sleep(wait)
+
+    async def _pool_run(self, run: PoolRunInput) -> PoolRunResult:
+        """`pool_running`, where not knowing (Temporal did not answer) counts as running."""
+        try:
+            return await pool_runs.pool_running(activity.client(), run)
+        except RPCError as err:
+            activity.logger.warning("pool %s: not known if still running: %s", run.workflow_id, err)
+            return PoolRunResult(running=True, first_run_id=run.first_run_id, status="UNKNOWN")
 
     @activity.defn(name="create_device")
     async def create_device(self, input: CreateDeviceInput) -> CreateDeviceResult:

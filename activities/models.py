@@ -334,3 +334,65 @@ class PoolRunResult(CamelModel):
     status: str = ""
     # the first run id of the id's latest run (another than `first_run_id`: another pool)
     latest_first_run_id: str = ""
+
+
+# ---------------------------------------------------------------- the health check's watch
+
+
+class HealthSuspect(CamelModel):
+    """A device the health check must judge: offline, or still provisioning/failed too long."""
+
+    id: str
+    status: str
+    created_at: datetime
+    updated_at: datetime | None = None
+
+
+class WatchHealthInput(CamelModel):
+    """Activity `watch_health`: poll the pool's devices until a suspect appears, changes or goes.
+
+    One long activity instead of a list + status read + timer per interval: a
+    healthy pool's check costs its history a few events per `max_seconds`.
+    """
+
+    account: str
+    pool: str
+    # Asked of Temporal on every poll: the watch returns at once when the pool is gone.
+    pool_run: PoolRunInput
+    poll_seconds: float = 60.0
+    max_seconds: float = 3600.0
+    startup_timeout_seconds: float = 300.0
+    # `suspects_fingerprint` of the suspects the check already knows: the watch
+    # returns when what it sees differs.
+    fingerprint: str = ""
+    # Return after a fresh read at this time at the latest (the earliest offline deadline).
+    until: datetime | None = None
+    # Return after the first read (a check asked for now, e.g. after a config change).
+    once: bool = False
+    # A listing of the pool this worker made (for the pool's own watch) at most
+    # this old stands in for a provider call; the read at `until` is always fresh.
+    reuse_listing_seconds: float = 0.0
+
+
+class WatchHealthResult(CamelModel):
+    pool: PoolRunResult
+    # the pool's devices at the provider at `checked_at` (not terminated)
+    devices: int = 0
+    # only the suspects (offline; provisioning or failed past the startup
+    # timeout), never the whole listing: compact at any pool size
+    suspects: list[HealthSuspect] = Field(default_factory=list)
+    fingerprint: str = ""
+    # when the answer's listing was made, and when the read before it was (None:
+    # this is the watch's first read), which saw none of the new suspects offline
+    checked_at: datetime
+    previous_check_at: datetime | None = None
+
+
+def suspects_fingerprint(suspects: list[HealthSuspect]) -> str:
+    """A short digest of the suspects' ids and statuses (pure; the workflow computes it too)."""
+    import hashlib
+
+    if not suspects:
+        return ""
+    parts = sorted(f"{s.id}|{s.status}" for s in suspects)
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]

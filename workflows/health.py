@@ -7,9 +7,23 @@ Messages
   that found something or did something, so replacements are planned in the
   same pass, not at the next resync.
 
+How it reads (runs from before the patch `patches.HEALTH_WATCH` keep the
+old cycle: pool_running, a listing, status reads in batches of ≤ 100 and a
+timer every `health_seconds`, ~17 history events a check): one long
+`watch_health` activity on the watch queue lists the pool's devices every
+`health_seconds` inside the worker (reusing the listing the pool's own watch
+made within `resync_seconds` on that worker, so the provider sees one read per
+interval for both), asks Temporal whether the pool still runs, and answers
+only with the suspects (offline; provisioning or failed past the startup
+timeout) and a device count — never the whole listing — and only when they
+differ from what was judged last, when the pool is gone, at the earliest
+offline deadline (after a fresh read) or after `watch_max_seconds`. A healthy
+pool's check costs its history ~6 events per `watch_max_seconds`; the offline
+clocks stay here, in workflow state.
+
 Rules (replace, do not repair):
-- Every `health_seconds`, the pool's devices are listed and their status read
-  in batches of ≤ 100. A device continuously offline for more than
+- Every `health_seconds`, the pool's devices are read. A device
+  continuously offline for more than
   `offline_after_seconds` is terminated — never rebooted. A device that comes
   back before that is left alone (its clock is dropped).
 - A device still `provisioning` (or `failed`) past `startup_timeout_seconds`
@@ -64,18 +78,25 @@ with workflow.unsafe.imports_passed_through():
         GetStatusesInput,
         ListDevicesInput,
         PoolRunInput,
+        PoolRunResult,
         TerminateDeviceInput,
+        WatchHealthInput,
+        WatchHealthResult,
+        suspects_fingerprint,
     )
     from devicepool.api.names import (
         SIGNAL_HEALTH_CONFIG,
         SIGNAL_HEALTH_REPORT,
         WORKFLOW_POOL_HEALTH,
+        watch_task_queue,
     )
+    from devicepool.workflows import patches
     from devicepool.workflows.cancellation import raise_if_cancelled
     from devicepool.workflows.messages import HealthConfig, HealthInput, HealthReport
     from devicepool.workflows.policies import PROVIDER_RETRY
     from devicepool.workflows.triage import (
         METRIC_REASON,
+        Triage,
         health_report,
         next_check_at,
         reason_kind,
@@ -101,8 +122,13 @@ class PoolHealthWorkflow:
 
     @workflow.run
     async def run(self, input: HealthInput) -> None:
+        threshold = timedelta(seconds=input.settings.offline_after_seconds)
+        if workflow.patched(patches.HEALTH_WATCH):
+            await self._watching(input, threshold)
+            return
+        # Runs recorded before the watch: a pool_running, list, status reads and
+        # timer cycle every `health_seconds`.
         settings = input.settings
-        threshold = timedelta(seconds=settings.offline_after_seconds)
         while True:
             raise_if_cancelled()
             if workflow.patched(PATCH_ENDS_WITHOUT_POOL) and await self._pool_gone(input):
@@ -151,6 +177,19 @@ class PoolHealthWorkflow:
             offline_after=threshold,
             startup_timeout=timedelta(seconds=input.settings.startup_timeout_seconds),
         )
+        await self._act(input, found, devices=len(statuses), now=now, checked_at=now)
+
+    async def _act(
+        self,
+        input: HealthInput,
+        found: Triage,
+        *,
+        devices: int,
+        now: datetime,
+        checked_at: datetime,
+    ) -> dict[str, str]:
+        """Replace what is due (unless paused), tell the pool; returns what was terminated."""
+        state = self._state
         state.offline_since = found.offline_since
         state.paused = found.paused
         terminated: dict[str, str] = {}
@@ -159,14 +198,148 @@ class PoolHealthWorkflow:
         report = health_report(
             found,
             terminated=terminated,
-            devices=len(statuses),
+            devices=devices,
             now=now,
             was_reporting=state.was_reporting,
         )
         if report is not None:
             await self._report(input, report)
         state.was_reporting = bool(found.unhealthy or terminated or found.paused)
-        state.last_check_at = now
+        state.last_check_at = checked_at
+        return terminated
+
+    # ------------------------------------------------------------ the watch (new runs)
+
+    async def _watching(self, input: HealthInput, threshold: timedelta) -> None:
+        """The check as one long `watch_health` activity at a time.
+
+        The activity polls the provider every `health_seconds` inside the worker
+        and answers only with the suspects (offline; provisioning or failed past
+        the startup timeout) and a count, and only when they differ from what
+        was judged last, at the earliest offline deadline (after a fresh read),
+        when the pool is gone, or after `watch_max_seconds`. A healthy pool's
+        check thus costs its history a few events an hour, whatever its size.
+        A config change cancels the watch and judges again on a fresh read.
+        """
+        settings = input.settings
+        interval = timedelta(seconds=settings.health_seconds)
+        known: str | None = None  # fingerprint of the suspects judged last; None: read now
+        while True:
+            raise_if_cancelled()
+            once = known is None or self._config_changed
+            self._config_changed = False
+            now = workflow.now()
+            until = None
+            if self._state.offline_since and not self._state.paused:
+                deadline = min(self._state.offline_since.values()) + threshold
+                until = max(deadline, now + timedelta(seconds=1))
+            watch = asyncio.ensure_future(self._watch(input, known or "", until, once))
+            try:
+                await self._answer_or_change(watch)
+            except BaseException:
+                self._drop(watch)
+                raise
+            if not watch.done():
+                self._drop(watch)  # maxUnhealthy or the size changed: a fresh read next
+                continue
+            try:
+                found = watch.result()
+            except ActivityError as err:
+                raise_if_cancelled()  # the pool's deletion, not a failure to read
+                # The provider is unreachable: judge nothing on missing data.
+                workflow.logger.warning("pool %s: health check skipped: %s", input.pool, err)
+                known = None
+                try:
+                    await workflow.wait_condition(
+                        lambda: self._config_changed,
+                        timeout=interval,
+                        timeout_summary="next health check",
+                    )
+                except TimeoutError:
+                    pass
+                continue
+            raise_if_cancelled()
+            if found.pool.first_run_id:
+                self._state.pool_first_run_id = found.pool.first_run_id
+            if not found.pool.running:
+                self._ends(input, found.pool)
+                return
+            terminated = await self._judge(input, threshold, found)
+            known = suspects_fingerprint([s for s in found.suspects if s.id not in terminated])
+            raise_if_cancelled()
+            if workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(self._state)
+
+    async def _watch(
+        self, input: HealthInput, fingerprint: str, until: datetime | None, once: bool
+    ) -> WatchHealthResult:
+        settings = input.settings
+        parent = workflow.info().parent
+        return await workflow.execute_activity_method(
+            DeviceActivityDefinitions.watch_health,
+            WatchHealthInput(
+                account=input.account,
+                pool=input.pool,
+                pool_run=PoolRunInput(
+                    workflow_id=input.parent_workflow_id,
+                    run_id=parent.run_id if parent is not None else "",
+                    first_run_id=self._state.pool_first_run_id,
+                ),
+                poll_seconds=settings.health_seconds,
+                max_seconds=settings.watch_max_seconds,
+                startup_timeout_seconds=settings.startup_timeout_seconds,
+                fingerprint=fingerprint,
+                until=until,
+                once=once,
+                # the pool's own watch lists every resync: its listing will do
+                reuse_listing_seconds=settings.resync_seconds,
+            ),
+            # Long and mostly asleep: on the watch queue, never on the slots
+            # the pools' short activities need.
+            task_queue=watch_task_queue(workflow.info().task_queue),
+            start_to_close_timeout=timedelta(seconds=settings.watch_max_seconds + 120),
+            schedule_to_close_timeout=timedelta(seconds=settings.watch_max_seconds + 300),
+            heartbeat_timeout=timedelta(seconds=max(30.0, 3 * settings.health_seconds)),
+            retry_policy=PROVIDER_RETRY,
+            summary="read now" if once else "watch for unhealthy devices",
+        )
+
+    async def _judge(
+        self, input: HealthInput, threshold: timedelta, found: WatchHealthResult
+    ) -> dict[str, str]:
+        state = self._state
+        now = workflow.now()
+        verdict = triage(
+            [
+                (DeviceStatusInfo(id=s.id, status=s.status, updated_at=s.updated_at), s.created_at)
+                for s in found.suspects
+            ],
+            offline_since=state.offline_since,
+            # the watch's read before this one saw none of the new suspects offline
+            last_check_at=found.previous_check_at or state.last_check_at,
+            max_unhealthy=state.config.max_unhealthy,
+            replicas=state.config.replicas,
+            now=now,
+            offline_after=threshold,
+            startup_timeout=timedelta(seconds=input.settings.startup_timeout_seconds),
+            devices=found.devices,
+        )
+        return await self._act(
+            input, verdict, devices=found.devices, now=now, checked_at=found.checked_at
+        )
+
+    async def _answer_or_change(self, watch: asyncio.Future[WatchHealthResult]) -> None:
+        await workflow.wait_condition(lambda: watch.done() or self._config_changed)
+
+    @staticmethod
+    def _drop(watch: asyncio.Future[WatchHealthResult]) -> None:
+        """Cancel a watch without awaiting it (its answer no longer matters)."""
+        if not watch.done():
+            watch.cancel()
+        watch.add_done_callback(lambda task: task.cancelled() or task.exception())
+
+    # ------------------------------------------------------------ both
 
     async def _pool_gone(self, input: HealthInput) -> bool:
         """Whether the pool this check belongs to has ended, or is another pool by now.
@@ -196,6 +369,11 @@ class PoolHealthWorkflow:
         self._state.pool_first_run_id = found.first_run_id
         if found.running:
             return False
+        self._ends(input, found)
+        return True
+
+    def _ends(self, input: HealthInput, found: PoolRunResult) -> None:
+        """Say why the check ends: its pool is gone."""
         why = (
             "another pool of that name runs now"
             if found.status == "RUNNING"
@@ -205,7 +383,6 @@ class PoolHealthWorkflow:
             "pool %s is gone (%s): its health check ends, nothing is replaced", input.pool, why
         )
         workflow.set_current_details(f"Ended: pool {input.pool} is gone ({why}).")
-        return True
 
     async def _statuses(self, input: HealthInput) -> list[tuple[DeviceStatusInfo, datetime]]:
         devices = (

@@ -24,3 +24,11 @@ WITHDRAW_UNRENTED = "withdraw-unrented"
 # A deletion that surfaced as a cancelled activity's failure runs the finalizer
 # (before, the run ended CANCELED at once and left its devices billing).
 DELETE_ON_ABSORBED_CANCEL = "delete-on-absorbed-cancel"
+# A scale-down removes a device still booting before an idle one.
+SCALE_DOWN_BOOTING_FIRST = "scale-down-booting-first"
+
+# PoolHealth (`workflows/health.py`): one long `watch_health` activity on the
+# watch queue instead of a pool_running + list + status reads + timer cycle
+# every interval; it returns only when a suspect appears, changes or goes, at
+# the earliest offline deadline, or when the pool is gone.
+HEALTH_WATCH = "health-watch"

@@ -70,12 +70,16 @@ def triage(
     startup_timeout: timedelta,
     replicas: int | None = None,
     at_least_one: bool = True,
+    devices: int | None = None,
 ) -> Triage:
     """Judge each (status, created_at) of the pool's devices at `now`.
 
     `replicas`: the pool's desired size, what a percentage `max_unhealthy` is
     of; None (a pool that did not say) falls back to the devices seen.
     `at_least_one=False`: the rule of health checks recorded before the floor.
+    `devices`: how many devices the pool has, when `statuses` holds only the
+    suspects (the health watch's compact answer); a device not among them is
+    healthy, so it loses its clock as a device seen not offline does.
     """
     clocks = dict(offline_since)
     seen = {s.id for s, _ in statuses}
@@ -102,7 +106,8 @@ def triage(
                 f"{REASON_STARTUP_TIMEOUT}: still {status.status} "
                 f"{int((now - created_at).total_seconds())}s after creation"
             )
-    total = len(statuses) if replicas is None else replicas
+    seen_count = len(statuses) if devices is None else devices
+    total = seen_count if replicas is None else replicas
     limit = resolve_max_unhealthy(max_unhealthy, total, at_least_one=at_least_one)
     return Triage(
         offline_since=clocks,

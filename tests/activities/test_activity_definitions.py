@@ -25,7 +25,7 @@ def _defined(cls: type) -> dict[str, activity._Definition]:
 
 def test_every_definition_is_implemented_under_the_same_name_and_types() -> None:
     definitions = _defined(DeviceActivityDefinitions)
-    assert len(definitions) == 11
+    assert len(definitions) == 12
     for implementation in (DeviceActivities, LedgerReportingActivities):
         implemented = _defined(implementation)
         for name, definition in definitions.items():
@@ -82,5 +82,5 @@ def test_the_long_watch_has_a_queue_of_its_own() -> None:
             ("watch", activities.watch_queue_activities()),
         )
     }
-    assert names["watch"] == {"watch_devices"}
-    assert "watch_devices" not in names["pool"]
+    assert names["watch"] == {"watch_devices", "watch_health"}
+    assert not {"watch_devices", "watch_health"} & names["pool"]

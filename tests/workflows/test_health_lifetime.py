@@ -152,7 +152,10 @@ async def test_a_recovery_first_seen_by_a_new_run_is_still_reported(
                 pool=name,
                 parent_workflow_id=pool_workflow_id(name),
                 account="default",
-                settings=FAST,
+                # A paused check's watch answers (and reports) once per
+                # watchMaxSeconds: a short cap grows its history to the
+                # continue-as-new suggestion within seconds.
+                settings=FAST.model_copy(update={"watch_max_seconds": 1}),
                 config=HealthConfig(max_unhealthy="40%", replicas=2),
             ),
             id=pool_workflow_id(name),

@@ -1,0 +1,69 @@
+"""A healthy pool's health check costs (almost) nothing: no cycle of events per interval.
+
+Before the watch, every `healthSeconds` the check recorded a pool_running, a
+listing, a status read and a timer (~17 history events a check, ~1,020 per
+idle pool-hour at 60 s), and the whole listing travelled through its history.
+Now one `watch_health` activity polls inside the worker and answers only when
+a suspect appears (or after `watchMaxSeconds`): idle, its history stands still.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+from wf_support import FAST, Workers, eventually, pool_devices, start_pool, stats
+
+from devicepool.api.names import health_workflow_id
+
+pytestmark = pytest.mark.devserver
+
+
+async def _events(client: Client, workflow_id: str) -> list[str]:
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    out = []
+    for event in history.events:
+        kind = event.WhichOneof("attributes") or ""
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            kind += ":" + event.activity_task_scheduled_event_attributes.activity_type.name
+        out.append(kind)
+    return out
+
+
+async def test_an_idle_pools_health_check_adds_no_events_per_interval(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start_pool(env.client, pool_name, 2)
+
+    async def converged() -> bool:
+        devices = await pool_devices(control, pool_name)
+        return len(devices) == 2 and all(d["status"] == "ready" for d in devices)
+
+    await eventually(converged, what="2 ready devices", timeout=30)
+    health = health_workflow_id(pool_name)
+    await asyncio.sleep(2 * FAST.health_seconds)  # its first read has answered
+    before = await _events(env.client, health)
+    idle = 5 * FAST.health_seconds  # five intervals, well inside watchMaxSeconds
+    await asyncio.sleep(idle)
+    after = await _events(env.client, health)
+    # ~17 events a check before: 85 over five intervals. Now nothing wakes it.
+    assert len(after) - len(before) <= 3, after[len(before) :]
+    # The listing never travels through the check's history.
+    scheduled = [e for e in after if e.startswith("activity_task_scheduled")]
+    assert not [e for e in scheduled if e.endswith((":list_devices", ":get_statuses"))], scheduled
+
+    # And it still replaces: a device offline past the threshold goes.
+    victim = (await pool_devices(control, pool_name))[0]["id"]
+    terminations = (await stats(control))["terminations"]
+    (await control.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
+
+    async def replaced() -> bool:
+        ids = {d["id"] for d in await pool_devices(control, pool_name)}
+        return victim not in ids
+
+    await eventually(replaced, what=f"{victim} replaced", timeout=FAST.offline_after_seconds + 10)
+    assert (await stats(control))["terminations"] == terminations + 1
+    await handle.cancel()
