@@ -11,7 +11,11 @@ and `build_workers` is the process's set of workers on top of them:
 - ``devicepool-watch``: only ``watch_devices``, one per pool, each asleep for up
   to ``watchMaxSeconds`` between provider polls, under its own
   ``capacity.maxConcurrentWatches`` slots. On the pool queue, a hundred watches
-  held all its slots and no pool could list, terminate or be deleted.
+  held all its slots and no pool could list, terminate or be deleted. Its
+  worker's graceful shutdown timeout is 0: a watch is a read-only poll, cut off
+  at once at shutdown and retried (no attempt limit) by the next worker, which
+  lists the pool again. Waiting for them made every SIGTERM, and every Ctrl-C
+  of ``devicepool dev``, last the whole graceful timeout.
 - ``devicepool-account-<name>`` (one per configured account): only
   ``create_device``, so only workers that know the account run its creates.
   Creates never run eagerly: eager dispatch only targets the workflow's own
@@ -30,6 +34,9 @@ from temporalio.worker import Interceptor, Worker
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import TASK_QUEUE, account_task_queue, watch_task_queue
 from devicepool.worker.config import WorkerCapacity, WorkerConfig
+
+# How long a stopping worker lets its watches run on (see the module docstring).
+WATCH_SHUTDOWN_GRACE = timedelta(0)
 
 
 def new_worker(
@@ -85,7 +92,8 @@ def pool_queue_workers(
         task_queue=watch_task_queue(task_queue),
         activities=activities.watch_queue_activities(),
         max_concurrent_activities=capacity.max_concurrent_watches,
-        graceful_shutdown_timeout=graceful_shutdown_timeout,
+        # Not `graceful_shutdown_timeout`: nothing a watch does is worth waiting for.
+        graceful_shutdown_timeout=WATCH_SHUTDOWN_GRACE,
     )
     return [pools, watches]
 
