@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+# Billed vs requested device-hours for the e2e-like tests (tests/e2e and tests/deploy):
+# the `device_hours` fixture and the terminal summary's worst ratio.
+pytest_plugins = ["tests.e2e.device_hours"]
+
 TESTS = Path(__file__).parent / "tests"
 # Layers whose tests share a session-scoped stack (dev server, workers, ...) run
 # in one worker each; the two that spawn whole process trees share one, so they

@@ -1,211 +1,42 @@
 """End to end: `devicepool dev` as a real process, driven by the real CLI and the stock `temporal` CLI.
 
-One stack per module (free ports, a temp data dir, fast knobs); the tests run
-in file order, `test_sigint_stops_everything` stops that stack with SIGINT and
-checks that no process is left behind, and the last one restarts a stack of
-its own on the same data dir.
+One stack per module (free ports, a temp data dir, fast knobs: tests/e2e/e2e_stack.py);
+the tests run in file order, `test_sigint_stops_everything` stops that stack
+with SIGINT and checks that no process is left behind, and the last one
+restarts a stack of its own on the same data dir. Every test that rents
+devices keeps a `device_hours` book (tests/e2e/device_hours.py): creates
+accepted must equal the devices its pools needed, and billed device-hours are
+reported against requested ones.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
+
+from tests.e2e.device_hours import DeviceHours
+from tests.e2e.e2e_stack import (
+    NO_STATS,
+    Stack,
+    alive,
+    descendants,
+    manifest,
+    start_stack,
+    stop_stack,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
-BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_ports(count: int) -> list[int]:
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
-
-
-def descendants(pid: int) -> set[int]:
-    """Every live process below `pid` (Linux /proc)."""
-    found: set[int] = set()
-    stack = [pid]
-    while stack:
-        parent = stack.pop()
-        try:
-            tasks = os.listdir(f"/proc/{parent}/task")
-        except FileNotFoundError:
-            continue
-        for task in tasks:
-            try:
-                children = Path(f"/proc/{parent}/task/{task}/children").read_text().split()
-            except FileNotFoundError:
-                continue
-            for child in map(int, children):
-                if child not in found:
-                    found.add(child)
-                    stack.append(child)
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except FileNotFoundError:
-        return ""
-
-
-def wait_until(check: Callable[[], Any], *, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
-
-
-@dataclass
-class Stack:
-    process: subprocess.Popen[bytes]
-    data_dir: Path
-    out: Path
-    port: int
-    emulator_port: int
-    metrics_port: int
-    children: set[int]
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
-        env["TEMPORAL_ADDRESS"] = self.address
-        return env
-
-    def cli(self, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-        devicepool = BIN / "devicepool"
-        command = (
-            [str(devicepool)]
-            if devicepool.exists()
-            else [sys.executable, "-m", "devicepool.client"]
-        )
-        return subprocess.run(
-            [*command, *args],
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-
-    def status(self, name: str) -> dict[str, Any]:
-        result = self.cli("get", name, "-o", "json")
-        assert result.returncode == 0, result.stderr
-        return dict(json.loads(result.stdout)["status"])
-
-    def stats(self) -> dict[str, Any]:
-        answer = httpx.get(f"http://127.0.0.1:{self.emulator_port}/_emulator/stats", timeout=5)
-        answer.raise_for_status()
-        return dict(answer.json())
-
-    def worker_pid(self) -> int:
-        pids = [
-            p for p in descendants(self.process.pid) if " devicepool.client worker " in cmdline(p)
-        ]
-        assert len(pids) == 1, pids
-        return pids[0]
-
-
-def start_stack(data_dir: Path, out: Path, *extra: str) -> Stack:
-    """`devicepool dev` on `data_dir` (fast knobs, free ports, `extra` flags), once it says it is up."""
-    port, ui_port, emulator_port, metrics_port = free_ports(4)
-    command = [
-        sys.executable,
-        "-m",
-        "devicepool.client",
-        "dev",
-        "--port",
-        str(port),
-        "--ui-port",
-        str(ui_port),
-        "--emulator-port",
-        str(emulator_port),
-        "--metrics-port",
-        str(metrics_port),
-        "--data-dir",
-        str(data_dir),
-        "--provision-seconds",
-        "2",
-        "--creates-per-minute",
-        "120",
-        "--resync-seconds",
-        "2",
-        "--health-seconds",
-        "2",
-        "--offline-after-seconds",
-        "10",
-        "--startup-timeout-seconds",
-        "30",
-        *extra,
-    ]
-    with out.open("wb") as log:
-        process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    stack = Stack(process, data_dir, out, port, emulator_port, metrics_port, set())
-    try:
-        wait_until(
-            lambda: "devicepool dev is up" in out.read_text() or process.poll() is not None,
-            timeout=90,
-            what="devicepool dev to come up",
-        )
-        assert process.poll() is None, out.read_text()
-    except BaseException:
-        stop_stack(stack)
-        raise
-    stack.children = descendants(process.pid)
-    return stack
-
-
-def stop_stack(stack: Stack) -> None:
-    """SIGINT, as Ctrl-C would; SIGKILL for everything if it does not stop within 60 s."""
-    process = stack.process
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGINT)
-    try:
-        process.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        for pid in descendants(process.pid):
-            os.kill(pid, signal.SIGKILL)
-        raise
 
 
 @pytest.fixture(scope="module")
@@ -218,29 +49,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         stop_stack(stack)
 
 
-def manifest(tmp_path: Path, name: str, replicas: int) -> str:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(
-        "apiVersion: mobile.example.com/v1alpha1\n"
-        "kind: DevicePool\n"
-        f"metadata:\n  name: {name}\n"
-        "spec:\n"
-        "  provider: bitcloudphone\n"
-        "  platform: android\n"
-        "  region: us-west\n"
-        '  osVersion: "14"\n'
-        f"  replicas: {replicas}\n"
-        "  proxy:\n    poolRef: proxyseller-us\n    stickyTTL: 900\n"
-    )
-    return str(path)
-
-
-def test_apply_scale_with_temporal_cli_delete(stack: Stack, tmp_path: Path) -> None:
+def test_apply_scale_with_temporal_cli_delete(
+    stack: Stack, tmp_path: Path, device_hours: DeviceHours
+) -> None:
+    device_hours.start(stack.stats())
     # Bad input changes nothing, against a live server too.
     bad = stack.cli("apply", "-f", manifest(tmp_path, "e2e-bad", 501))
     assert bad.returncode == 2, bad.stderr
     assert stack.cli("get", "e2e-bad").returncode == 1
 
+    device_hours.want("e2e-pool", 2)
     applied = stack.cli(
         "apply", "-f", manifest(tmp_path, "e2e-pool", 2), "--wait", "--timeout", "60"
     )
@@ -248,26 +66,16 @@ def test_apply_scale_with_temporal_cli_delete(stack: Stack, tmp_path: Path) -> N
     assert "devicepool/e2e-pool created" in applied.stdout
     assert stack.status("e2e-pool")["readyDevices"] == 2
 
-    temporal = shutil.which("temporal", path=str(BIN)) or shutil.which("temporal")
-    assert temporal is not None
-    signalled = subprocess.run(
-        [
-            temporal,
-            "workflow",
-            "signal",
-            "--workflow-id",
-            "devicepool/e2e-pool",
-            "--name",
-            "scale",
-            "--input",
-            '{"replicas": 3}',
-            "--address",
-            stack.address,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
+    device_hours.want("e2e-pool", 3)
+    signalled = stack.temporal(
+        "workflow",
+        "signal",
+        "--workflow-id",
+        "devicepool/e2e-pool",
+        "--name",
+        "scale",
+        "--input",
+        '{"replicas": 3}',
     )
     assert signalled.returncode == 0, signalled.stderr
     wait_until(
@@ -276,10 +84,12 @@ def test_apply_scale_with_temporal_cli_delete(stack: Stack, tmp_path: Path) -> N
         what="3 ready devices after the scale signal",
     )
     assert stack.stats()["devices"]["byPool"]["e2e-pool"] == 3
+    assert stack.orphans() == {}
 
     listed = stack.cli("get", "-o", "json")
     assert [p["metadata"]["name"] for p in json.loads(listed.stdout)] == ["e2e-pool"]
 
+    device_hours.want("e2e-pool", 0)
     deleted = stack.cli("delete", "e2e-pool", "--wait", "--timeout", "60")
     assert deleted.returncode == 0, deleted.stderr
     assert "0 devices left" in deleted.stdout
@@ -289,17 +99,21 @@ def test_apply_scale_with_temporal_cli_delete(stack: Stack, tmp_path: Path) -> N
     gone = stack.cli("get", "e2e-pool")
     assert gone.returncode == 1
     assert "not found" in gone.stderr
+    device_hours.finish(stats)
 
 
 def test_worker_killed_mid_scale_up_converges_without_duplicates(
-    stack: Stack, tmp_path: Path
+    stack: Stack, tmp_path: Path, device_hours: DeviceHours
 ) -> None:
+    device_hours.start(stack.stats())
+    device_hours.want("e2e-kill", 1)
     applied = stack.cli(
         "apply", "-f", manifest(tmp_path, "e2e-kill", 1), "--wait", "--timeout", "60"
     )
     assert applied.returncode == 0, applied.stderr
     before = stack.stats()
 
+    device_hours.want("e2e-kill", 8)
     scaled = stack.cli("scale", "e2e-kill", "--replicas", "8")
     assert scaled.returncode == 0, scaled.stderr
     wait_until(
@@ -319,10 +133,14 @@ def test_worker_killed_mid_scale_up_converges_without_duplicates(
     assert after["devices"]["byPool"]["e2e-kill"] == 8
     assert after["creates"]["accepted"] - before["creates"]["accepted"] == 7
     assert after["terminations"] == before["terminations"]
+    assert stack.orphans() == {}
 
+    device_hours.want("e2e-kill", 0)
     deleted = stack.cli("delete", "e2e-kill", "--wait", "--timeout", "60")
     assert deleted.returncode == 0, deleted.stderr
-    assert stack.stats()["devices"]["live"] == 0
+    stats = stack.stats()
+    assert stats["devices"]["live"] == 0
+    device_hours.finish(stats)
 
 
 def readme_python_example() -> str:
@@ -334,8 +152,11 @@ def readme_python_example() -> str:
     return section.split("```python\n", 1)[1].split("\n```", 1)[0]
 
 
-def test_readme_python_api_example_runs(stack: Stack) -> None:
+def test_readme_python_api_example_runs(stack: Stack, device_hours: DeviceHours) -> None:
     # Run as a user would (`python example.py` from the repository root), against this stack.
+    device_hours.start(stack.stats())
+    # The example applies the quickstart and scales it to 8 at once: 8 wanted from the start.
+    device_hours.want("quickstart", 8)
     code = readme_python_example()
     assert "from devicepool.client import PoolClient, connect" in code
     # Then end as the `devicepool` CLI does, without interpreter finalization: there
@@ -356,11 +177,15 @@ def test_readme_python_api_example_runs(stack: Stack) -> None:
         status = stack.status("quickstart")
         assert status["readyDevices"] == status["desiredReplicas"] == 8
         assert "quickstart: 8/8 ready" in result.stdout
+        assert stack.orphans() == {}
     finally:
         # Waited for: a worker stopped mid-teardown makes the next test's shutdown slow.
+        device_hours.want("quickstart", 0)
         deleted = stack.cli("delete", "quickstart", "--wait", "--timeout", "60")
     assert deleted.returncode == 0, deleted.stderr
-    assert stack.stats()["devices"]["live"] == 0
+    stats = stack.stats()
+    assert stats["devices"]["live"] == 0
+    device_hours.finish(stats)
 
 
 def test_sigint_stops_everything(stack: Stack) -> None:
@@ -377,18 +202,21 @@ def test_sigint_stops_everything(stack: Stack) -> None:
 
 
 def test_a_restarted_dev_stack_keeps_its_pools_devices(
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory, device_hours: DeviceHours
 ) -> None:
     # After the module's stack has stopped: a stack of its own, started with
     # `--apply` as `make demo` does, scaled by the user, stopped with SIGINT and
     # started again on the same data dir (on other ports) with the same `--apply`.
     data_dir = tmp_path_factory.mktemp("devicepool-restart")
     example = manifest(data_dir.parent, "e2e-restart", 3)
+    device_hours.start(NO_STATS)  # a new data dir: the emulator starts from nothing
+    device_hours.want("e2e-restart", 3)
     first = start_stack(data_dir, data_dir.parent / f"{data_dir.name}-1.out", "--apply", example)
     try:
         banner = first.out.read_text()
         assert "devicepool/e2e-restart created (generation 1, replicas 3)" in banner
         assert f"Manifests:        {example} applied (a new data dir)" in banner
+        device_hours.want("e2e-restart", 4)
         scaled = first.cli("scale", "e2e-restart", "--replicas", "4")
         assert scaled.returncode == 0, scaled.stderr
         status = wait_until(
@@ -423,9 +251,13 @@ def test_a_restarted_dev_stack_keeps_its_pools_devices(
         assert after["creates"] == before["creates"]
         assert after["terminations"] == before["terminations"]
         assert after["deviceHoursBilled"] > before["deviceHoursBilled"]
+        assert second.orphans() == {}
+        device_hours.want("e2e-restart", 0)
         deleted = second.cli("delete", "e2e-restart", "--wait", "--timeout", "60")
         assert deleted.returncode == 0, deleted.stderr
-        assert second.stats()["devices"]["live"] == 0
+        stats = second.stats()
+        assert stats["devices"]["live"] == 0
+        device_hours.finish(stats)
     finally:
         stop_stack(second)
     assert second.process.returncode == 0, second.out.read_text()

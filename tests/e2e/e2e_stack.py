@@ -1,0 +1,272 @@
+"""The e2e stack: `devicepool dev` as a real process on free ports, and what tests ask of it.
+
+`start_stack` runs `python -m devicepool.client dev` on a data dir with fast
+knobs (any flag can be overridden by passing it again) and waits for its "is
+up" banner; `stop_stack` stops it with SIGINT, as Ctrl-C would. `Stack` drives
+it through the real CLI, the stock `temporal` CLI and the emulator's ground
+truth (`GET /_emulator/stats`), and finds its child processes in /proc.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+BIN = Path(sys.executable).parent
+TEMPORAL = shutil.which("temporal", path=str(BIN)) or shutil.which("temporal") or "temporal"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_ports(count: int) -> list[int]:
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (Linux /proc)."""
+    found: set[int] = set()
+    stack = [pid]
+    while stack:
+        parent = stack.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except FileNotFoundError:
+            continue
+        for task in tasks:
+            try:
+                children = Path(f"/proc/{parent}/task/{task}/children").read_text().split()
+            except FileNotFoundError:
+                continue
+            for child in map(int, children):
+                if child not in found:
+                    found.add(child)
+                    stack.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except FileNotFoundError:
+        return ""
+
+
+def wait_until(check: Callable[[], Any], *, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+@dataclass
+class Stack:
+    process: subprocess.Popen[bytes]
+    data_dir: Path
+    out: Path
+    port: int
+    emulator_port: int
+    metrics_port: int
+    children: set[int]
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
+        env["TEMPORAL_ADDRESS"] = self.address
+        return env
+
+    def cli(self, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+        devicepool = BIN / "devicepool"
+        command = (
+            [str(devicepool)]
+            if devicepool.exists()
+            else [sys.executable, "-m", "devicepool.client"]
+        )
+        return subprocess.run(
+            [*command, *args],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def status(self, name: str) -> dict[str, Any]:
+        result = self.cli("get", name, "-o", "json")
+        assert result.returncode == 0, result.stderr
+        return dict(json.loads(result.stdout)["status"])
+
+    def stats(self) -> dict[str, Any]:
+        answer = httpx.get(f"http://127.0.0.1:{self.emulator_port}/_emulator/stats", timeout=5)
+        answer.raise_for_status()
+        return dict(answer.json())
+
+    def temporal(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        """The stock `temporal` CLI against this stack."""
+        return subprocess.run(
+            [TEMPORAL, *args, "--address", self.address],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def worker_pid(self) -> int:
+        return self._child_pid(" devicepool.client worker ")
+
+    def temporal_pid(self) -> int:
+        """The Temporal dev server (`temporal server start-dev`) the stack runs."""
+        return self._child_pid(" server start-dev ")
+
+    def temporal_pid_or_none(self) -> int | None:
+        """The dev server's pid, or None while the stack has none running."""
+        pids = self._child_pids(" server start-dev ")
+        return pids[0] if len(pids) == 1 else None
+
+    def _child_pid(self, marker: str) -> int:
+        pids = self._child_pids(marker)
+        assert len(pids) == 1, pids
+        return pids[0]
+
+    def _child_pids(self, marker: str) -> list[int]:
+        return [p for p in descendants(self.process.pid) if marker in cmdline(p) and alive(p)]
+
+    def workflow_running(self, workflow_id: str) -> bool:
+        described = self.temporal(
+            "workflow", "describe", "--workflow-id", workflow_id, "-o", "json"
+        )
+        if described.returncode != 0:
+            assert "not found" in described.stderr.lower(), described.stderr
+            return False
+        status = json.loads(described.stdout)["workflowExecutionInfo"]["status"]
+        return bool(status in ("WORKFLOW_EXECUTION_STATUS_RUNNING", "Running"))
+
+    def orphans(self) -> dict[str, int]:
+        """Live devices, per pool label, whose pool has no running workflow (ground truth)."""
+        by_pool: dict[str, int] = self.stats()["devices"]["byPool"]
+        return {
+            pool: count
+            for pool, count in by_pool.items()
+            if not pool or not self.workflow_running(f"devicepool/{pool}")
+        }
+
+
+def start_stack(data_dir: Path, out: Path, *extra: str) -> Stack:
+    """`devicepool dev` on `data_dir` (fast knobs, free ports, `extra` flags), once it says it is up."""
+    port, ui_port, emulator_port, metrics_port = free_ports(4)
+    command = [
+        sys.executable,
+        "-m",
+        "devicepool.client",
+        "dev",
+        "--port",
+        str(port),
+        "--ui-port",
+        str(ui_port),
+        "--emulator-port",
+        str(emulator_port),
+        "--metrics-port",
+        str(metrics_port),
+        "--data-dir",
+        str(data_dir),
+        "--provision-seconds",
+        "2",
+        "--creates-per-minute",
+        "120",
+        "--resync-seconds",
+        "2",
+        "--health-seconds",
+        "2",
+        "--offline-after-seconds",
+        "10",
+        "--startup-timeout-seconds",
+        "30",
+        *extra,
+    ]
+    with out.open("wb") as log:
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    stack = Stack(process, data_dir, out, port, emulator_port, metrics_port, set())
+    try:
+        wait_until(
+            lambda: "devicepool dev is up" in out.read_text() or process.poll() is not None,
+            timeout=90,
+            what="devicepool dev to come up",
+        )
+        assert process.poll() is None, out.read_text()
+    except BaseException:
+        stop_stack(stack)
+        raise
+    stack.children = descendants(process.pid)
+    return stack
+
+
+def stop_stack(stack: Stack) -> None:
+    """SIGINT, as Ctrl-C would; SIGKILL for everything if it does not stop within 60 s."""
+    process = stack.process
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        for pid in descendants(process.pid):
+            os.kill(pid, signal.SIGKILL)
+        raise
+
+
+def manifest(tmp_path: Path, name: str, replicas: int) -> str:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(
+        "apiVersion: mobile.example.com/v1alpha1\n"
+        "kind: DevicePool\n"
+        f"metadata:\n  name: {name}\n"
+        "spec:\n"
+        "  provider: bitcloudphone\n"
+        "  platform: android\n"
+        "  region: us-west\n"
+        '  osVersion: "14"\n'
+        f"  replicas: {replicas}\n"
+        "  proxy:\n    poolRef: proxyseller-us\n    stickyTTL: 900\n"
+    )
+    return str(path)
+
+
+# The emulator's stats before anything happened (a new data dir), for a book
+# that starts before its stack does.
+NO_STATS: dict[str, Any] = {"creates": {"accepted": 0}, "deviceHoursBilled": 0.0}
