@@ -180,11 +180,20 @@ class DevStack:
         )
 
     async def restart_worker(self, old: Child) -> None:
+        await self._forget(old)
+        await asyncio.sleep(0.5)
+        await self._start_worker()
+
+    async def restart_temporal(self, old: Child) -> None:
+        """The dev server again, on the same database and ports; the worker reconnects by itself."""
+        await self._forget(old)
+        await self._spawn("temporal", server_command(find_temporal(), self.options))
+        await self._wait_temporal()
+
+    async def _forget(self, old: Child) -> None:
         await stop_child(old)
         old.log.close()
         self.children.remove(old)
-        await asyncio.sleep(0.5)
-        await self._start_worker()
 
     def _check_ports(self) -> None:
         o = self.options

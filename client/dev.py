@@ -20,7 +20,9 @@ pools, and the "is up" banner says which it was. Logs go to
 ``<data-dir>/logs/``. A second run with the same data dir resumes the running
 pools with the devices they had: the emulator keeps them in its state file. A
 worker that dies is replaced (at most 5 times a minute), as a Deployment would
-replace it; the server or the emulator dying stops the stack. On
+replace it; so is the Temporal server, on the same database and port (the
+worker reconnects, the pools carry on from their histories); the emulator
+dying stops the stack. On
 Linux the children also get PR_SET_PDEATHSIG, so even a SIGKILLed supervisor
 leaves no process behind.
 
@@ -87,7 +89,7 @@ async def run_dev(
 
 
 async def _supervise(stack: DevStack, stopper: asyncio.Task[object]) -> None:
-    """Until `stopper` is done: replace a dead worker; a dead server or emulator ends the stack."""
+    """Until `stopper` is done: replace a dead worker or server; a dead emulator ends the stack."""
     restarts: list[float] = []
     while True:
         exited = asyncio.create_task(stack.wait_any_exit())
@@ -98,9 +100,14 @@ async def _supervise(stack: DevStack, stopper: asyncio.Task[object]) -> None:
         child = exited.result()
         why = child.exit_reason()
         # A crashed worker is replaced, as a Deployment would: pools resume
-        # from Temporal. The server or the emulator dying ends the stack.
+        # from Temporal. A crashed server is started again on its SQLite file,
+        # as a cluster's frontend comes back: its state is all on disk. The
+        # emulator dying ends the stack (it stands for the provider).
         restarts = [t for t in restarts if time.monotonic() - t < 60] + [time.monotonic()]
-        if child.name != "worker" or len(restarts) > 5:
+        if child.name not in ("worker", "temporal") or len(restarts) > 5:
             raise DevicePoolError(why)
         stack.out(f"{why}; restarting it")
-        await stack.restart_worker(child)
+        if child.name == "worker":
+            await stack.restart_worker(child)
+        else:
+            await stack.restart_temporal(child)
