@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from devicepool.api.names import SEARCH_ATTRIBUTES
+from devicepool.api.names import SEARCH_ATTRIBUTES, WATCH_TASK_QUEUE_SUFFIX
 from devicepool.api.v1alpha1 import DevicePool
 from devicepool.client._dev_config import (
     DEFAULT_API_KEY,
@@ -40,8 +41,13 @@ from devicepool.client._dev_lock import DataDirLock
 from devicepool.client._dev_processes import Child, find_temporal, killpg, spawn, stop_child
 from devicepool.client._results import applied_verb
 from devicepool.client.errors import DevicePoolError, TemporalUnreachable
+from devicepool.worker.config import DEFAULT_GRACEFUL_SHUTDOWN_SECONDS
 
 READY_TIMEOUT = 90.0
+# What Ctrl-C says while each child stops (the worker's line adds what it waits for).
+STOPPING = {"worker": "the worker", "emulator": "the emulator", "temporal": "Temporal"}
+_SLOTS_USED = re.compile(r"^temporal_worker_task_slots_used\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 def server_command(temporal: str, options: DevOptions) -> list[str]:
@@ -90,6 +96,27 @@ def emulator_command(options: DevOptions, accounts: Sequence[str]) -> list[str]:
     for account in accounts:
         args += ["--account", f"{account}={account_key(account)}"]
     return args
+
+
+def in_flight_activities(metrics: str) -> int:
+    """The activities a stopping worker waits for, read from its `/metrics` text.
+
+    The SDK's used activity slots (`temporal_worker_task_slots_used`), except
+    on the watch queues: a stopping worker cuts its watches off at once.
+    """
+    total = 0.0
+    for line in metrics.splitlines():
+        found = _SLOTS_USED.match(line)
+        if found is None:
+            continue
+        labels = dict(_LABEL.findall(found["labels"]))
+        if labels.get("worker_type") not in ("ActivityWorker", "LocalActivityWorker"):
+            continue
+        if labels.get("task_queue", "").endswith(WATCH_TASK_QUEUE_SUFFIX):
+            continue
+        with contextlib.suppress(ValueError):
+            total += float(found["value"])
+    return round(total)
 
 
 def cli_command() -> str:
@@ -337,11 +364,32 @@ class DevStack:
         self.stopping = True
         order = {"worker": 0, "emulator": 1, "temporal": 2}
         for child in sorted(self.children, key=lambda c: order.get(c.name, 9)):
+            if child.process.returncode is None:
+                self.out(await self._stopping_line(child.name))
             await stop_child(child)
             child.log.close()
         self.children.clear()
         if self.lock is not None:
             self.lock.release()
+
+    async def _stopping_line(self, name: str) -> str:
+        """`stopping the worker (waiting for 3 activities in flight, at most 20 s) ...`."""
+        what = STOPPING.get(name, f"the {name}")
+        if name != "worker":
+            return f"stopping {what} ..."
+        url = f"http://{DEV_HOST}:{self.options.metrics_port}/metrics"
+        try:
+            async with httpx.AsyncClient(timeout=1.0) as http:
+                busy = in_flight_activities((await http.get(url)).text)
+        except httpx.HTTPError:
+            busy = 0  # not answering: nothing to say about it
+        if not busy:
+            return f"stopping {what} ..."
+        activities = "activity" if busy == 1 else "activities"
+        return (
+            f"stopping {what} (waiting for {busy} {activities} in flight, "
+            f"at most {DEFAULT_GRACEFUL_SHUTDOWN_SECONDS:g} s) ..."
+        )
 
     def kill_all(self) -> None:
         for child in self.children:

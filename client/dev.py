@@ -78,7 +78,6 @@ async def run_dev(
             return 0
         startup.result()  # the manifests are applied by now (on a new data dir)
         await _supervise(stack, stopper)
-        stack.out("stopping ...")
     finally:
         stopper.cancel()
         await stack.stop()

@@ -442,6 +442,7 @@ def test_json_is_the_default_off_a_terminal(
         "DESIRED",
         "READY",
         "PROV",
+        "PENDING",
         "OFFLINE",
         "AGE",
         "PHASE",
@@ -844,3 +845,53 @@ def test_a_second_dev_on_the_same_data_dir_refuses_and_changes_nothing(
     again = DevStack(DevOptions(data_dir=data), out=lambda line: None)
     asyncio.run(again.start([]))
     asyncio.run(again.stop())
+
+
+# ---------------------------------------------------------------- devicepool dev: Ctrl-C
+
+METRICS = """\
+# TYPE temporal_worker_task_slots_used gauge
+temporal_worker_task_slots_used{task_queue="devicepool",worker_type="ActivityWorker"} 2.0
+temporal_worker_task_slots_used{task_queue="devicepool",worker_type="WorkflowWorker"} 1.0
+temporal_worker_task_slots_used{task_queue="devicepool",worker_type="LocalActivityWorker"} 0.0
+temporal_worker_task_slots_used{task_queue="devicepool-watch",worker_type="ActivityWorker"} 40.0
+temporal_worker_task_slots_used{task_queue="devicepool-account-default",worker_type="ActivityWorker"} 1.0
+"""
+
+
+def test_in_flight_activities_leave_the_watches_out() -> None:
+    from devicepool.client._dev_stack import in_flight_activities
+
+    # Watches are cut off at once at shutdown: only the others are waited for.
+    assert in_flight_activities(METRICS) == 3
+    assert in_flight_activities("") == 0
+
+
+async def test_ctrl_c_says_what_the_stack_is_waiting_for(tmp_path: Path) -> None:
+    import asyncio
+    import sys
+
+    from devicepool.client._dev_processes import spawn
+    from devicepool.client.dev import DevOptions
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        body = METRICS.encode()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    metrics_port = server.sockets[0].getsockname()[1]
+    lines: list[str] = []
+    stack = DevStack(DevOptions(data_dir=tmp_path, metrics_port=metrics_port), out=lines.append)
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    for name in ("temporal", "emulator", "worker"):
+        stack.children.append(await spawn(name, sleeper, log_path=tmp_path / f"{name}.log"))
+    async with server:
+        await stack.stop()
+    assert lines == [
+        "stopping the worker (waiting for 3 activities in flight, at most 20 s) ...",
+        "stopping the emulator ...",
+        "stopping Temporal ...",
+    ]
