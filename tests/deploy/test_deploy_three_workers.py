@@ -42,6 +42,7 @@ from devicepool.client.dev import find_temporal
 from devicepool.client.errors import DevicePoolError
 from devicepool.client.pool_client import PoolClient
 from devicepool.connect import connect
+from tests.e2e.device_hours import DeviceHours
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 
@@ -266,7 +267,9 @@ async def _history_tail(client: Client, name: str, events: int = 20) -> str:
     return "\n".join(lines) + "\n"
 
 
-async def test_survivor_converges_every_pool_after_two_workers_die(cluster: Cluster) -> None:
+async def test_survivor_converges_every_pool_after_two_workers_die(
+    cluster: Cluster, device_hours: DeviceHours
+) -> None:
 
     async def all_ready() -> bool:
         for process, port in cluster.workers:
@@ -278,8 +281,10 @@ async def test_survivor_converges_every_pool_after_two_workers_die(cluster: Clus
     await _until(all_ready, timeout=30, what="three workers ready")
     client = await connect(address=f"127.0.0.1:{cluster.temporal_port}")
     pools = PoolClient(client)
+    device_hours.start(await cluster.stats())
     for name, replicas in POOLS.items():
         (pool,) = load_manifests_text(_manifest(name, replicas), source=name)
+        device_hours.want(name, replicas)
         await pools.apply(pool)
 
     async def accepted_at_least(count: int) -> int | None:
@@ -291,6 +296,7 @@ async def test_survivor_converges_every_pool_after_two_workers_die(cluster: Clus
     first, _ = cluster.workers[0]
     first.kill()
     name, replicas = SCALED
+    device_hours.want(name, replicas)
     await pools.scale(name, replicas)
     expected = {**POOLS, name: replicas}
     total = sum(expected.values())
@@ -333,6 +339,7 @@ async def test_survivor_converges_every_pool_after_two_workers_die(cluster: Clus
         {p: await cluster.devices(p) for p in expected},
     )
     assert stats["terminations"] == 0
+    device_hours.finish(stats)  # creates accepted == devices needed (the total), device-hours
     for pool_name, want in expected.items():
         devices = await cluster.devices(pool_name)
         assert len(devices) == want
