@@ -88,6 +88,7 @@ from devicepool.activities.models import (
     WatchHealthInput,
     WatchHealthResult,
     device_fingerprint,
+    device_rows,
     suspects_fingerprint,
 )
 from devicepool.activities.orphans import OrphanActivities
@@ -99,6 +100,15 @@ __all__ = ["DeviceActivities", "device_fingerprint", "device_info", "device_stat
 
 # Listings older than this are dropped from the reuse cache (a deleted pool's among them).
 LISTING_KEEP_SECONDS = 600.0
+
+
+def _watch_answer(
+    input: WatchDevicesInput, devices: list[DeviceInfo], fingerprint: str, *, changed: bool
+) -> WatchDevicesResult:
+    if input.compact:
+        rows = device_rows(devices, pool=input.pool)
+        return WatchDevicesResult(rows=rows, fingerprint=fingerprint, changed=changed)
+    return WatchDevicesResult(devices=devices, fingerprint=fingerprint, changed=changed)
 
 
 # ---------------------------------------------------------------- the activities
@@ -239,6 +249,8 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
                 devices = await self._pool_devices(input.account, input.pool)
         except ProviderError as exc:
             raise to_application_error(exc) from exc
+        if input.compact:
+            return ListDevicesResult(rows=device_rows(devices, pool=input.pool))
         return ListDevicesResult(devices=devices)
 
     @activity.defn(name="watch_devices")
@@ -262,18 +274,14 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
             if devices is not None and last_error is None:
                 fingerprint = device_fingerprint(devices)
                 if fingerprint != input.fingerprint:
-                    return WatchDevicesResult(
-                        devices=devices, fingerprint=fingerprint, changed=True
-                    )
+                    return _watch_answer(input, devices, fingerprint, changed=True)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 if devices is None:
                     # Never saw the pool at all: an empty "unchanged" answer would lie.
                     assert last_error is not None
                     raise to_application_error(last_error) from last_error
-                return WatchDevicesResult(
-                    devices=devices, fingerprint=device_fingerprint(devices), changed=False
-                )
+                return _watch_answer(input, devices, device_fingerprint(devices), changed=False)
             activity.heartbeat()
             # Cancellation (delivered through the heartbeat) lands here as CancelledError.
             await asyncio.sleep(min(poll, remaining))

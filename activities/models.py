@@ -11,12 +11,14 @@ fields stay plain strings so that a status a provider adds later still loads.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from devicepool.api.base import CamelModel
+from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
 from devicepool.api.v1alpha1 import Platform
 
 
@@ -162,10 +164,18 @@ class CheckRefsResult(CamelModel):
 class ListDevicesInput(CamelModel):
     account: str
     pool: str
+    # Answer in `rows` (`device_rows`), not `devices`: what a pool's history
+    # holds per listing, ~100 bytes a device instead of ~290.
+    compact: bool = False
 
 
 class ListDevicesResult(CamelModel):
     devices: list[DeviceInfo] = Field(default_factory=list)
+    rows: list[list[Any]] = Field(default_factory=list)
+
+    def listing(self, pool: str) -> list[DeviceInfo]:
+        """The devices, whichever form the answer came in."""
+        return self.devices or devices_from_rows(self.rows, pool=pool)
 
 
 class WatchDevicesInput(CamelModel):
@@ -176,12 +186,19 @@ class WatchDevicesInput(CamelModel):
     fingerprint: str
     poll_seconds: float = 30.0
     max_seconds: float = 3600.0
+    # Answer in `rows`, as `ListDevicesInput.compact`.
+    compact: bool = False
 
 
 class WatchDevicesResult(CamelModel):
     devices: list[DeviceInfo] = Field(default_factory=list)
     fingerprint: str
     changed: bool
+    rows: list[list[Any]] = Field(default_factory=list)
+
+    def listing(self, pool: str) -> list[DeviceInfo]:
+        """The devices, whichever form the answer came in."""
+        return self.devices or devices_from_rows(self.rows, pool=pool)
 
 
 class CreateDeviceInput(CamelModel):
@@ -276,6 +293,86 @@ def device_fingerprint(devices: list[DeviceInfo]) -> str:
 
     parts = sorted(f"{d.id}|{d.status}|{int(d.session_active)}" for d in devices)
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+# A compact listing: one JSON array per device, in this order. The pool's own
+# label is implied by the listing (by `pool=<name>`); `managed-by=devicepool`
+# is bit 1 of `flags` (bit 0: session active); timestamps are epoch seconds to
+# the millisecond; trailing empty cells are left out.
+DEVICE_ROW = (
+    "id",
+    "status",
+    "region",
+    "createdAt",
+    "updatedAt",
+    "flags",
+    "lastActivityAt",
+    "reason",
+    "labels",
+)
+_SESSION, _MANAGED = 1, 2
+
+
+def _epoch(value: datetime | None) -> float | None:
+    return None if value is None else round(value.timestamp(), 3)
+
+
+def _time(value: Any) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(float(value), UTC)
+
+
+def device_rows(devices: list[DeviceInfo], *, pool: str) -> list[list[Any]]:
+    """`devices` as compact rows (`DEVICE_ROW`); `devices_from_rows` reads them back."""
+    rows: list[list[Any]] = []
+    for d in devices:
+        labels = dict(d.labels)
+        if labels.get(LABEL_POOL) == pool:
+            del labels[LABEL_POOL]
+        flags = _SESSION if d.session_active else 0
+        if labels.get(LABEL_MANAGED_BY) == MANAGED_BY:
+            del labels[LABEL_MANAGED_BY]
+            flags |= _MANAGED
+        row: list[Any] = [
+            d.id,
+            d.status,
+            d.region,
+            _epoch(d.created_at),
+            _epoch(d.updated_at),
+            flags,
+            _epoch(d.last_activity_at),
+            d.reason,
+            labels or None,
+        ]
+        while row[-1] is None:
+            row.pop()
+        rows.append(row)
+    return rows
+
+
+def devices_from_rows(rows: list[list[Any]], *, pool: str) -> list[DeviceInfo]:
+    """The devices `device_rows` made rows of (pure: the workflow reads them)."""
+    devices = []
+    for row in rows:
+        cell = dict(zip(DEVICE_ROW, row, strict=False))
+        flags = int(cell.get("flags") or 0)
+        labels = {LABEL_POOL: pool}
+        if flags & _MANAGED:
+            labels[LABEL_MANAGED_BY] = MANAGED_BY
+        labels.update(cell.get("labels") or {})
+        devices.append(
+            DeviceInfo(
+                id=cell["id"],
+                status=cell["status"],
+                region=cell.get("region") or "",
+                created_at=_time(cell["createdAt"]) or datetime.fromtimestamp(0, UTC),
+                updated_at=_time(cell.get("updatedAt")),
+                session_active=bool(flags & _SESSION),
+                last_activity_at=_time(cell.get("lastActivityAt")),
+                reason=cell.get("reason"),
+                labels=labels,
+            )
+        )
+    return devices
 
 
 # ---------------------------------------------------------------- the permit ledger

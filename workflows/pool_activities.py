@@ -18,6 +18,7 @@ from temporalio.exceptions import ActivityError
 from devicepool.activities import models as am
 from devicepool.activities.definitions import DeviceActivityDefinitions as Activities
 from devicepool.api.names import watch_task_queue
+from devicepool.workflows import patches
 from devicepool.workflows.policies import PROVIDER_RETRY
 
 __all__ = [
@@ -53,17 +54,22 @@ async def check_refs(account: str, proxy_pool: str | None) -> list[str]:
     return result.problems
 
 
+def _compact() -> bool:
+    """Listings come as compact rows (runs recorded before keep whole devices)."""
+    return workflow.patched(patches.COMPACT_LISTINGS)
+
+
 async def list_devices(account: str, pool: str) -> list[am.DeviceInfo]:
     result = await workflow.execute_activity_method(
         Activities.list_devices,
-        am.ListDevicesInput(account=account, pool=pool),
+        am.ListDevicesInput(account=account, pool=pool, compact=_compact()),
         start_to_close_timeout=timedelta(seconds=60),
         heartbeat_timeout=am.HEARTBEAT_TIMEOUT,
         schedule_to_close_timeout=timedelta(minutes=5),
         retry_policy=PROVIDER_RETRY,
         summary="observe devices",
     )
-    return result.devices
+    return result.listing(pool)
 
 
 async def region_status(account: str, region: str) -> str:
@@ -134,11 +140,13 @@ async def watch_devices(
 ) -> am.WatchDevicesResult:
     """Returns when the pool's devices differ from `devices`, or after `watch_max_seconds`.
 
+    The answer's `devices` are filled in either way (from compact rows, or whole).
+
     On the watch queue of the pool's own queue (`devicepool-watch`), never on the
     pool's queue: a watch holds its slot for its whole life, and there one per
     pool would leave no slot for the short activities every pool needs.
     """
-    return await workflow.execute_activity_method(
+    result = await workflow.execute_activity_method(
         Activities.watch_devices,
         am.WatchDevicesInput(
             account=account,
@@ -146,6 +154,7 @@ async def watch_devices(
             fingerprint=am.device_fingerprint(devices),
             poll_seconds=settings.resync_seconds,
             max_seconds=settings.watch_max_seconds,
+            compact=_compact(),
         ),
         task_queue=watch_task_queue(workflow.info().task_queue),
         start_to_close_timeout=timedelta(seconds=settings.watch_max_seconds + 120),
@@ -153,3 +162,6 @@ async def watch_devices(
         retry_policy=PROVIDER_RETRY,
         summary="watch for changes",
     )
+    if result.rows:
+        result = result.model_copy(update={"devices": result.listing(pool), "rows": []})
+    return result
