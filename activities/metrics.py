@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Iterable
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from devicepool.activities.models import DeviceStatus
 from devicepool.api.errors import ErrorType
+from devicepool.api.v1alpha1 import Platform
 
 __all__ = ["Metrics", "replacement_reason"]
 
@@ -147,6 +149,12 @@ class Metrics:
 
     def device_replaced(self, pool: str, reason: str) -> None:
         self.replacements.labels(pool=pool, reason=reason).inc()
+
+    def orphan_accounts(self, accounts: Iterable[str]) -> None:
+        """Start every (account, platform) orphan series at 0, so the first sweep is an increase."""
+        for account in accounts:
+            for platform in Platform:
+                self.orphans_terminated.labels(account=account, platform=platform.value)
 
     def orphan_terminated(self, account: str, platform: str) -> None:
         self.orphans_terminated.labels(account=account, platform=platform or "unknown").inc()

@@ -90,7 +90,7 @@ def print_orphans(data: dict[str, Any], *, deleted: bool) -> None:
     if deleted:
         gone = data["terminated"]
         cost = sum(d["costUsd"] for d in gone)
-        typer.echo(f"terminated {len(gone)} orphaned device(s) (${cost:.2f} billed so far)")
+        typer.echo(f"terminated {len(gone)} orphaned device(s) ({_usd(cost)} billed so far)")
         if gone:
             _table(gone)
         for kept in data["kept"]:
@@ -107,7 +107,7 @@ def print_orphans(data: dict[str, Any], *, deleted: bool) -> None:
     _table(data["orphans"])
     cost = sum(d["costUsd"] for d in data["orphans"])
     typer.echo(
-        f"\n{len(data['orphans'])} orphan(s), ${cost:.2f} so far at "
+        f"\n{len(data['orphans'])} orphan(s), {_usd(cost)} so far at "
         f"${data['pricePerDeviceHourUsd']:.2f} per device-hour"
     )
 
@@ -123,13 +123,18 @@ def _table(items: list[dict[str, Any]]) -> None:
                 d.get("platform"),
                 d.get("status"),
                 age(d.get("createdAt")),
-                f"${d['costUsd']:.2f}",
+                _usd(d["costUsd"]),
                 d.get("poolState"),
                 _sweep(d.get("sweepAt")),
             ]
             for d in items
         ],
     )
+
+
+def _usd(value: float) -> str:
+    """Dollars to the cent; below a cent (a few minutes of one device), to a hundredth of one."""
+    return f"${value:,.2f}" if value >= 0.01 or value == 0 else f"${value:.4f}"
 
 
 def _sweep(sweep_at: Any) -> str:

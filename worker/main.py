@@ -88,6 +88,7 @@ async def run_worker(
         settings=config.settings,
         metrics=telemetry.metrics,
     )
+    telemetry.metrics.orphan_accounts(config.accounts)
     workers = build_workers(
         config, client, activities, interceptors=[ReconcileInterceptor(telemetry.metrics)]
     )

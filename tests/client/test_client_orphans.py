@@ -137,3 +137,24 @@ def test_each_orphan_is_shown_with_its_account_age_and_cost_so_far() -> None:
         pytest.approx(0.5),
     )
     assert data["orphans"] == [] and data["accounts"][0]["account"] == "growth"
+
+
+def test_every_accounts_orphan_series_starts_at_zero() -> None:
+    """A counter series born at 1 is no increase to Prometheus: the first sweep would not alert."""
+    from devicepool.activities.metrics import Metrics
+
+    metrics = Metrics()
+    metrics.orphan_accounts(["default", "growth"])
+    for account in ("default", "growth"):
+        for platform in ("android", "ios"):
+            value = metrics.registry.get_sample_value(
+                "devicepool_orphans_terminated_total", {"account": account, "platform": platform}
+            )
+            assert value == 0
+    metrics.orphan_terminated("growth", "ios")
+    assert (
+        metrics.registry.get_sample_value(
+            "devicepool_orphans_terminated_total", {"account": "growth", "platform": "ios"}
+        )
+        == 1
+    )

@@ -174,6 +174,10 @@ async def test_a_terminated_pools_devices_are_swept_after_the_grace_and_its_chil
             assert (event.at - terminated_at).total_seconds() >= grace - 0.5
             assert event.device.pool_state == "TERMINATED"
         assert state.terminated_total >= 2
+        # A scan a second, past the test server's low threshold: the janitor
+        # continued-as-new on the way, and its record of the sweep came along.
+        info = (await sweeper.describe()).raw_description.workflow_execution_info
+        assert info.execution.run_id != info.first_run_id
         assert swept_metric(workers) - before == 2
         # The pool's children end: the health check within a cycle, batches are done.
         health = await eventually(
