@@ -1,16 +1,16 @@
 """Chaos on the embedded stack, in the middle of a scale-up (issue 13).
 
-Each test runs a `devicepool dev` of its own on a new data dir (tests/e2e/e2e_stack.py),
-applies a pool and, once its first creates have landed but before it is
-ready, breaks something:
+A `devicepool dev` of the test's own on a new data dir (tests/e2e/e2e_stack.py)
+scales a pool up and, once the first creates have landed but before it is
+ready, something breaks:
 
-- the whole stack is stopped with SIGINT (Ctrl-C) and started again on the
-  same data dir: the emulator's devices, idempotency keys and billing come
-  back from ``emulator.sqlite``, the pools from ``temporal.db``;
-- only the Temporal dev server is SIGKILLed: the stack starts it again on the
-  same database and ports, and the worker reconnects.
+1. only the Temporal dev server is SIGKILLed (0 -> 4): the stack starts it
+   again on the same database and ports, and the worker reconnects;
+2. the whole stack is stopped with SIGINT, Ctrl-C (4 -> 8), and started again
+   on the same data dir: the emulator's devices, idempotency keys and billing
+   come back from ``emulator.sqlite``, the pools from ``temporal.db``.
 
-Either way the pool ends with exactly its replicas live, creates accepted equal
+After each the pool ends with exactly its replicas live, creates accepted equal
 to the devices it needed (no device rented twice), and no orphan (no live
 device labelled with a pool whose workflow is not running). The emulator holds
 every create's answer back for a while (`latencyMs`), so creates are really in
@@ -38,7 +38,6 @@ from tests.e2e.e2e_stack import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
-REPLICAS = 6
 # Slow enough that a blow lands with creates in flight and devices still booting.
 KNOBS = ("--provision-seconds", "4")
 CREATE_LATENCY_MS = 700
@@ -51,97 +50,86 @@ def faults(stack: Stack, body: dict[str, object]) -> None:
     answer.raise_for_status()
 
 
-def scale_up_under_way(stack: Stack, pool: str, device_hours: DeviceHours, tmp: Path) -> None:
-    """Apply `pool` (REPLICAS, slow creates) and return once its first creates are accepted."""
+def scale_up_under_way(
+    stack: Stack, pool: str, replicas: int, device_hours: DeviceHours, tmp: Path
+) -> None:
+    """Apply `pool` at `replicas` (slow creates); return once its first new creates landed."""
+    before = stack.stats()
     faults(stack, {"latencyMs": CREATE_LATENCY_MS})
-    device_hours.want(pool, REPLICAS)
-    applied = stack.cli("apply", "-f", manifest(tmp, pool, REPLICAS))
+    device_hours.want(pool, replicas)
+    applied = stack.cli("apply", "-f", manifest(tmp, pool, replicas))
     assert applied.returncode == 0, applied.stderr
     wait_until(
-        lambda: stack.stats()["creates"]["accepted"] >= 2,
+        lambda: stack.stats()["creates"]["accepted"] >= before["creates"]["accepted"] + 2,
         timeout=30,
         what="the first creates to land",
     )
     ready = stack.stats()["devices"]["byStatus"].get("ready", 0)
-    assert ready < REPLICAS, "the scale-up finished before the blow: nothing was tested"
+    assert ready < replicas, "the scale-up finished before the blow: nothing was tested"
 
 
-def converged(stack: Stack, pool: str) -> None:
-    """Exactly REPLICAS live and ready, the pool says so, and nothing is orphaned."""
+def converged(stack: Stack, pool: str, replicas: int, after: str) -> None:
+    """Exactly `replicas` live and ready, the pool says so, and nothing is orphaned."""
     faults(stack, {})
     wait_until(
         lambda: (
-            (s := stack.status(pool)).get("readyDevices") == REPLICAS
-            and s.get("desiredReplicas") == REPLICAS
+            (s := stack.status(pool)).get("readyDevices") == replicas
+            and s.get("desiredReplicas") == replicas
         ),
         timeout=60,
-        what=f"{REPLICAS} ready devices",
+        what=f"{replicas} ready devices after {after}",
     )
     stats = stack.stats()
-    assert stats["devices"]["byPool"] == {pool: REPLICAS}, stats
-    assert stats["devices"]["byStatus"] == {"ready": REPLICAS}, stats
-    assert stack.orphans() == {}
+    assert stats["devices"]["byPool"] == {pool: replicas}, (after, stats)
+    assert stats["devices"]["byStatus"] == {"ready": replicas}, (after, stats)
+    assert stats["terminations"] == 0, (after, stats)
+    assert stack.orphans() == {}, after
 
 
-def delete(stack: Stack, pool: str, device_hours: DeviceHours) -> None:
-    device_hours.want(pool, 0)
-    deleted = stack.cli("delete", pool, "--wait", "--timeout", "60")
-    assert deleted.returncode == 0, deleted.stderr
-    stats = stack.stats()
-    assert stats["devices"]["live"] == 0
-    device_hours.finish(stats)
-
-
-def test_ctrl_c_mid_scale_up_and_start_again(
+def test_temporal_killed_then_ctrl_c_mid_scale_up(
     tmp_path_factory: pytest.TempPathFactory, device_hours: DeviceHours
 ) -> None:
-    data_dir = tmp_path_factory.mktemp("chaos-sigint")
+    # One data dir, two blows (one test: each stack start costs seconds of `make test`).
+    pool = "chaos"
+    data_dir = tmp_path_factory.mktemp("chaos")
     device_hours.start(NO_STATS)  # a new data dir: the emulator starts from nothing
     first = start_stack(data_dir, data_dir.parent / f"{data_dir.name}-1.out", *KNOBS)
     try:
-        scale_up_under_way(first, "chaos-sigint", device_hours, data_dir.parent)
+        # 1. Only the Temporal server dies, in the middle of 0 -> 4.
+        scale_up_under_way(first, pool, 4, device_hours, data_dir.parent)
+        killed = first.temporal_pid()
+        worker = first.worker_pid()
+        os.kill(killed, signal.SIGKILL)
+        wait_until(
+            lambda: "restarting it" in first.out.read_text(),
+            timeout=20,
+            what="the stack to notice its server died",
+        )
+        assert first.process.poll() is None, first.out.read_text()
+        wait_until(
+            lambda: first.temporal_pid_or_none() not in (None, killed),
+            timeout=30,
+            what="a new Temporal server",
+        )
+        converged(first, pool, 4, "the server was killed")
+        kept = first.worker_pid() == worker
+        print(f"\nthe worker was {'kept' if kept else 'replaced'} through the server's restart")
+
+        # 2. Ctrl-C in the middle of 4 -> 8; started again on the same data dir.
+        scale_up_under_way(first, pool, 8, device_hours, data_dir.parent)
     finally:
         stop_stack(first)
     assert first.process.returncode == 0, first.out.read_text()
 
     second = start_stack(data_dir, data_dir.parent / f"{data_dir.name}-2.out", *KNOBS)
     try:
-        converged(second, "chaos-sigint")
-        delete(second, "chaos-sigint", device_hours)
+        converged(second, pool, 8, "Ctrl-C and a restart")
+        device_hours.want(pool, 0)
+        deleted = second.cli("delete", pool, "--wait", "--timeout", "60")
+        assert deleted.returncode == 0, deleted.stderr
+        stats = second.stats()
+        assert stats["devices"]["live"] == 0
+        device_hours.finish(stats)
     finally:
         stop_stack(second)
     assert second.process.returncode == 0, second.out.read_text()
-
-
-def test_temporal_killed_mid_scale_up_is_restarted_on_its_database(
-    tmp_path_factory: pytest.TempPathFactory, device_hours: DeviceHours
-) -> None:
-    data_dir = tmp_path_factory.mktemp("chaos-temporal")
-    device_hours.start(NO_STATS)
-    stack = start_stack(data_dir, data_dir.parent / f"{data_dir.name}.out", *KNOBS)
-    try:
-        scale_up_under_way(stack, "chaos-temporal", device_hours, data_dir.parent)
-        killed = stack.temporal_pid()
-        worker = stack.worker_pid()
-        os.kill(killed, signal.SIGKILL)
-        wait_until(
-            lambda: "restarting it" in stack.out.read_text(),
-            timeout=20,
-            what="the stack to notice its server died",
-        )
-        assert stack.process.poll() is None, stack.out.read_text()
-        restarted = wait_until(
-            lambda: (pid := stack.temporal_pid_or_none()) not in (None, killed) and pid,
-            timeout=30,
-            what="a new Temporal server",
-        )
-        assert restarted != killed
-        converged(stack, "chaos-temporal")
-        print(
-            "worker kept" if stack.worker_pid() == worker else "worker replaced",
-            "through the server's restart",
-        )
-        delete(stack, "chaos-temporal", device_hours)
-    finally:
-        stop_stack(stack)
-    assert stack.process.returncode == 0, stack.out.read_text()
