@@ -6,7 +6,9 @@ ended while a create was on its way). Each account's janitor terminates one
 after `orphanGraceSeconds`; this command asks the janitors to scan now and
 lists what they find, with each device's age and what it has cost so far (at
 `DEVICE_HOUR_USD`, about $0.10 per device-hour), and `--delete` terminates
-them now. A device whose pool runs is never listed nor deleted.
+them now. A device whose pool runs is never listed nor deleted. An account
+whose janitor could not scan (its key refused, say) is one `error:` line on
+stderr and exit 1, after the other accounts' answers.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from devicepool.client._cli_support import OutputOpt, open_pools, run
+from devicepool.client.errors import EXIT_RUNTIME
 from devicepool.client.render import Output, age, print_data, print_table, resolve_output
 
 __all__ = ["orphans"]
@@ -53,8 +56,13 @@ def orphans(
     data = orphan_data(run(body), now=datetime.now(UTC))
     if fmt != Output.TABLE:
         print_data(data, fmt)
-        return
-    print_orphans(data, deleted=delete)
+    else:
+        print_orphans(data, deleted=delete)
+    failed = [a for a in data["accounts"] if a.get("lastError")]
+    for report in failed:
+        sys.stderr.write(f"error: account {report['account']}: {report['lastError']}\n")
+    if failed:
+        raise typer.Exit(EXIT_RUNTIME)
 
 
 def orphan_data(reports: list[Any], *, now: datetime) -> dict[str, Any]:
@@ -97,9 +105,6 @@ def print_orphans(data: dict[str, Any], *, deleted: bool) -> None:
             sys.stderr.write(f"kept {kept['id']} ({kept['account']}): {kept['why']}\n")
         if data["orphans"]:
             typer.echo("\nStill orphaned:")
-    for account in data["accounts"]:
-        if account.get("lastError"):
-            sys.stderr.write(f"account {account['account']}: {account['lastError']}\n")
     if not data["orphans"]:
         if not deleted:
             sys.stderr.write("No orphans found.\n")

@@ -17,7 +17,8 @@ Messages
 - signal `configure` (`JanitorConfig`): the worker's grace, at each worker start.
 - update `sweep_orphans` (`SweepRequest`) → `OrphanReport`: scan now (what
   `devicepool orphans` lists); with `delete`, terminate every orphan now,
-  grace or not (`devicepool orphans --delete`).
+  grace or not (`devicepool orphans --delete`). A scan that failed is
+  answered with its `lastError` (and nothing deleted).
 - query `orphans` → `OrphanReport`: what the last scan found, and the last
   devices terminated (free: no scan, no history).
 
@@ -38,7 +39,7 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities.models import HEARTBEAT_TIMEOUT
@@ -114,8 +115,8 @@ class OrphanSweepWorkflow:
         except TimeoutError:
             pass
 
-    async def _scan(self, *, fail: bool = False) -> bool:
-        """List the account's orphans; False (or, with `fail`, an error) if it could not."""
+    async def _scan(self) -> bool:
+        """List the account's orphans; False if it could not (`last_error` says why)."""
         self._scans += 1
         try:
             found = await workflow.execute_activity_method(
@@ -131,10 +132,6 @@ class OrphanSweepWorkflow:
             cause = err.cause if err.cause is not None else err
             self._s.last_error = f"scan failed: {cause}"
             workflow.logger.warning("orphan sweep of %s: %s", self._account, self._s.last_error)
-            if fail:
-                raise ApplicationError(
-                    f"account {self._account}: {self._s.last_error}", non_retryable=True
-                ) from err
             return False
         self._s.observe(found, workflow.now())
         return True
@@ -181,9 +178,11 @@ class OrphanSweepWorkflow:
     @workflow.update(name=UPDATE_SWEEP_ORPHANS)
     async def sweep_orphans(self, request: SweepRequest) -> OrphanReport:
         async with self._lock:
-            await self._scan(fail=True)
+            # A failed scan is answered too (its `last_error`), so that one
+            # account's trouble does not hide the others' orphans.
+            scanned = await self._scan()
             result = None
-            if request.delete and self._s.seen:
+            if scanned and request.delete and self._s.seen:
                 result = await self._terminate(sorted(self._s.seen), reason="manual")
         self._publish_details()
         report = self._s.report(self._account, workflow.now())

@@ -53,20 +53,20 @@ from devicepool.workflows.search_attributes import KEY_ACCOUNT
 pytestmark = pytest.mark.devserver
 
 AUTH = {"Authorization": f"Bearer {ACCOUNTS['default']}"}
-Janitor = Callable[[float], Awaitable[WorkflowHandle[Any, Any]]]
+Janitor = Callable[..., Awaitable[WorkflowHandle[Any, Any]]]
 
 
 @pytest.fixture
 async def janitor(env: WorkflowEnvironment, workers: Workers) -> AsyncIterator[Janitor]:
     """Start the default account's janitor with a grace (as the worker does); ended after."""
     started: list[WorkflowHandle[Any, Any]] = []
-    account = AccountSettings(
-        name="default", base_url=EMULATOR_URL, api_key=SecretStr(ACCOUNTS["default"])
-    )
 
-    async def start(grace: float) -> WorkflowHandle[Any, Any]:
-        await start_janitors(env.client, {"default": account}, JanitorConfig(grace_seconds=grace))
-        handle = env.client.get_workflow_handle(janitor_workflow_id("default"))
+    async def start(grace: float, name: str = "default") -> WorkflowHandle[Any, Any]:
+        account = AccountSettings(
+            name=name, base_url=EMULATOR_URL, api_key=SecretStr(ACCOUNTS.get(name, "none"))
+        )
+        await start_janitors(env.client, {name: account}, JanitorConfig(grace_seconds=grace))
+        handle = env.client.get_workflow_handle(janitor_workflow_id(name))
         started.append(handle)
         return handle
 
@@ -321,6 +321,35 @@ async def test_the_cli_lists_orphans_with_cost_and_deletes_them(
     code, _, err = await cli("orphans", "--account", "nobody", "-o", "json")
     assert code == 1
     assert err.startswith("error: ") and "nobody" in err and len(err.splitlines()) == 1
+
+
+async def test_an_account_whose_scan_fails_is_one_error_line_after_the_others_answers(
+    env: WorkflowEnvironment,
+    workers: Workers,
+    control: httpx.AsyncClient,
+    janitor: Janitor,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A janitor left for an account no worker serves any more must not hide the rest."""
+    import json
+
+    from devicepool.client.cli import run_cli
+
+    orphan = await rent(control, f"gone-{uuid.uuid4().hex[:8]}")
+    await janitor(3600.0)
+    await janitor(3600.0, "retired")  # the session's workers do not know this account
+    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+    monkeypatch.setenv("TEMPORAL_NAMESPACE", env.client.namespace)
+    capsys.readouterr()
+    argv = ["orphans", "--account", "default", "--account", "retired", "-o", "json"]
+    code = await asyncio.to_thread(run_cli, argv)
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert orphan in {o["id"] for o in json.loads(out)["orphans"]}
+    (line,) = err.splitlines()
+    assert line.startswith("error: account retired: scan failed") and "retired" in line
+    assert await alive(control, orphan)
 
 
 # ---------------------------------------------------------------- checked again before the DELETE
