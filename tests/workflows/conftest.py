@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +98,14 @@ async def workers(env: WorkflowEnvironment, emulator: Any) -> AsyncIterator[Work
 @pytest.fixture(scope="session")
 def worker(workers: Workers) -> DeviceActivities:
     return workers.activities
+
+
+@pytest.fixture(autouse=True)
+def _transport_switches_reset() -> Iterator[None]:
+    """Each test starts with the transport's switches off, whatever the previous one left."""
+    TimedASGITransport.reset()
+    yield
+    TimedASGITransport.reset()
 
 
 @pytest.fixture

@@ -8,13 +8,16 @@ a region go down. Ground truth is the emulator's stats.
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
 from wf_support import (
+    ACCOUNTS,
     FAST,
+    TimedASGITransport,
     Workers,
     condition,
     eventually,
@@ -117,18 +120,31 @@ async def _has_clock(health: Any, device_id: str) -> bool:
 async def test_worker_restart_inside_the_offline_window_keeps_the_clock(
     env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    handle = await start_pool(env.client, pool_name, 2)
+    # The provider leaves `updatedAt` out of the victim's status, so the clock
+    # can only come from the check's own state: a check that lost it in the
+    # restart would start a new clock after it, and replace the device a whole
+    # restart late (with `updatedAt` it would rebuild the same value and hide the loss).
+    settings = FAST.model_copy(update={"offline_after_seconds": 6})
+    handle = await start_pool(env.client, pool_name, 2, settings=settings)
     devices = await converged(control, pool_name, 2)
     before = await stats(control)
     victim = devices[0]["id"]
+    TimedASGITransport.hide_updated_at.add(victim)
     await control.post(f"/_emulator/devices/{victim}/offline")
+    went_offline = await _updated_at(control, victim)  # the emulator's own clock
     health = env.client.get_workflow_handle(health_workflow_id(pool_name))
     await eventually(lambda: _has_clock(health, victim), what="clock started", timeout=10)
-    first_seen = (await health.query("offline_since"))[victim]
+    first_seen = _instant((await health.query("offline_since"))[victim])
+    restart_at = 4.0  # seconds into the offline window, emulator time
+    await eventually(
+        lambda: _emulator_past(control, went_offline + timedelta(seconds=restart_at)),
+        what="the restart's moment",
+        timeout=10,
+    )
 
     await workers.restart()  # every cached workflow is gone; state comes back by replay
 
-    assert (await health.query("offline_since"))[victim] == first_seen
+    assert _instant((await health.query("offline_since"))[victim]) == first_seen
 
     async def replaced() -> bool:
         ids = {d["id"] for d in await pool_devices(control, pool_name)}
@@ -137,7 +153,32 @@ async def test_worker_restart_inside_the_offline_window_keeps_the_clock(
     await eventually(replaced, what="replaced after the restart", timeout=30)
     after = await stats(control)
     assert after["creates"]["accepted"] - before["creates"]["accepted"] == 1
+    # Timed from the first sighting, not from the restart: terminated at the
+    # threshold (+ up to a health interval to notice, + slack for a busy
+    # machine), where a clock restarted by the restart would make it at least
+    # `restart_at` + the restart itself later.
+    took = (await _updated_at(control, victim) - went_offline).total_seconds()
+    threshold = settings.offline_after_seconds
+    assert threshold <= took < threshold + FAST.health_seconds + 2.5, took
     await delete(handle, control, pool_name)
+
+
+def _instant(value: Any) -> datetime:
+    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
+
+
+async def _updated_at(control: httpx.AsyncClient, device_id: str) -> datetime:
+    """The emulator's `updatedAt` of a device (when its status last changed)."""
+    response = await control.get(
+        f"/api/v1/devices/{device_id}", headers={"Authorization": f"Bearer {ACCOUNTS['default']}"}
+    )
+    response.raise_for_status()
+    return _instant(response.json()["updatedAt"])
+
+
+async def _emulator_past(control: httpx.AsyncClient, moment: datetime) -> bool:
+    clock = (await control.get("/_emulator/clock")).json()
+    return _instant(clock["now"]) >= moment
 
 
 async def test_stalled_provisioning_is_replaced_after_the_startup_timeout(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from wf_support import (
     TimedASGITransport,
     condition,
     eventually,
+    history_digest,
     pool_devices,
     start_pool,
     stats,
@@ -30,6 +32,7 @@ from wf_support import (
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import (
     LABEL_SLOT,
+    SIGNAL_BATCH_CREATED,
     SIGNAL_SCALE,
     UPDATE_APPLY,
     UPDATE_SCALE,
@@ -224,17 +227,29 @@ async def test_delete_while_provisioning_leaves_nothing(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
     before = await stats(control)
-    handle = await start_pool(env.client, pool_name, 8)
-    # Wait until creates have landed but devices are still booting.
-    await eventually(
-        lambda: _len_is(pool_devices(control, pool_name), 8), what="8 devices created", timeout=20
-    )
-    await handle.cancel()
-    await handle.cancel()  # twice: the finalizer must still finish
-    with pytest.raises(WorkflowFailureError):
-        await handle.result()
+    # Every boot stalls, so the devices are certainly still booting when the
+    # cancel lands (a 1.5-s boot could finish first and leave only ready ones).
+    await control.post("/_emulator/faults", json={"provisionStallRate": 1})
+    try:
+        handle = await start_pool(env.client, pool_name, 8)
+        await eventually(
+            lambda: _len_is(pool_devices(control, pool_name), 8),
+            what="8 devices created",
+            timeout=20,
+        )
+        await handle.cancel()
+        await handle.cancel()  # twice: the finalizer must still finish
+        booting = [
+            d for d in await pool_devices(control, pool_name) if d["status"] == "provisioning"
+        ]
+        assert len(booting) == 8, booting  # still booting once the cancel was accepted
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+    finally:
+        await control.post("/_emulator/faults", json={})
     after = await stats(control)
     assert after["devices"]["byPool"].get(pool_name, 0) == 0
+    assert await pool_devices(control, pool_name) == []
     assert after["creates"]["accepted"] - before["creates"]["accepted"] == 8
 
 
@@ -316,7 +331,42 @@ async def test_a_report_that_overtakes_an_observation_waits_for_the_next_one(
     after = await stats(control)
     assert after["creates"]["accepted"] - before["creates"]["accepted"] == 4
     assert after["terminations"] == before["terminations"]
+    # The race happened: a `batch_created` report reached the pool while a list
+    # that was answered without the report's devices was still on its way back.
+    assert await _overtaken_lists(env, handle.id), await history_digest(env.client, handle.id)
     await delete_and_wait(handle)
+
+
+async def _overtaken_lists(env: WorkflowEnvironment, workflow_id: str) -> list[str]:
+    """Device ids of `batch_created` reports that arrived between a `list_devices`
+    being scheduled and its result, when that result did not have them."""
+    found: list[str] = []
+    runs = [r async for r in env.client.list_workflows(f'WorkflowId = "{workflow_id}"')]
+    for run in runs:
+        history = await env.client.get_workflow_handle(
+            workflow_id, run_id=run.run_id
+        ).fetch_history()
+        open_lists: dict[int, set[str]] = {}  # scheduled event id -> devices reported since
+        for event in history.events:
+            if event.HasField("activity_task_scheduled_event_attributes"):
+                if (
+                    event.activity_task_scheduled_event_attributes.activity_type.name
+                    == "list_devices"
+                ):
+                    open_lists[event.event_id] = set()
+            elif event.HasField("workflow_execution_signaled_event_attributes"):
+                signal = event.workflow_execution_signaled_event_attributes
+                if signal.signal_name == SIGNAL_BATCH_CREATED:
+                    created = json.loads(signal.input.payloads[0].data).get("created") or {}
+                    for reported in open_lists.values():
+                        reported.update(created.values())
+            elif event.HasField("activity_task_completed_event_attributes"):
+                done = event.activity_task_completed_event_attributes
+                since = open_lists.pop(done.scheduled_event_id, set())
+                if since:
+                    listed = {d["id"] for d in json.loads(done.result.payloads[0].data)["devices"]}
+                    found += sorted(since - listed)
+    return found
 
 
 async def _settled(done: bool) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -175,8 +176,36 @@ class TimedASGITransport(httpx.ASGITransport):
     # (processed at once, the answer held back); `lists` counts them per pool.
     late_list_answers: ClassVar[dict[str, float]] = {}
     lists: ClassVar[Counter[str]] = Counter()
+    # Test switch: device ids whose status answers leave `updatedAt` out (a
+    # provider that does not say when a status changed), so a health check that
+    # lost its clocks cannot rebuild them from the provider.
+    hide_updated_at: ClassVar[set[str]] = set()
+
+    @classmethod
+    def reset(cls) -> None:
+        """Every switch back to its default (tests/workflows/conftest.py does it after each test)."""
+        cls.lose_create_answers = 0
+        cls.creates_partitioned = False
+        cls.create_gate = None
+        cls.at_gate = 0
+        cls.late_list_answers.clear()
+        cls.lists.clear()
+        cls.hide_updated_at.clear()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._handle(request)
+        hidden = TimedASGITransport.hide_updated_at
+        if not hidden or "json" not in response.headers.get("content-type", ""):
+            return response
+        body = json.loads(await response.aread())
+        items = body.get("items") if isinstance(body, dict) and "items" in body else [body]
+        for item in items or []:
+            if isinstance(item, dict) and item.get("id") in hidden:
+                item.pop("updatedAt", None)
+        headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+        return httpx.Response(response.status_code, headers=headers, json=body, request=request)
+
+    async def _handle(self, request: httpx.Request) -> httpx.Response:
         label = request.url.params.get("label", "")
         if request.method == "GET" and label.startswith("pool="):
             pool = label[len("pool=") :]
