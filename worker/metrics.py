@@ -81,7 +81,9 @@ class WorkerMetrics:
         return cls(registry=registry, metrics=metrics, gauges=gauges, pools=pools, sdk=sdk)
 
     def start_background(self) -> list[asyncio.Task[None]]:
-        """The tasks that must run between scrapes (cancel them at shutdown)."""
-        if self.sdk is None:
-            return []
-        return [asyncio.create_task(drain_periodically(self.sdk))]
+        """The tasks that must run between scrapes (cancel them at shutdown): the pool
+        gauges' refresh (so a scrape asks Temporal nothing) and the SDK metrics' drain."""
+        tasks = [self.pools.start()]
+        if self.sdk is not None:
+            tasks.append(asyncio.create_task(drain_periodically(self.sdk)))
+        return tasks
