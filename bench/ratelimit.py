@@ -15,9 +15,23 @@ the same scaled window (and a scaled 1-s margin), so every figure below is in
 3. two accounts, four pools growing at once: each pool's time to first device
    and to all-ready, each account's window utilisation;
 4. three `devicepool worker` processes: the largest number of creates in any
-   60-s window (emulator-side timestamps), time vs bound.
+   60-s window (emulator-side timestamps), time vs bound;
+5. two pools of 250 growing at once on one account: each pool's time vs their
+   shared bound T(500), creates accepted vs 500, terminations;
+6. 100 -> 20 in the middle of a 0 -> 100 scale-up, scaled once the first 20
+   are ready, (a) before and (b) after the second window's creates: serving
+   devices terminated (of those ready at the scale-down), extra creates
+   (accepted - 20; at most one window, 20, is allowed), time to exactly 20
+   live. (b) runs only at `--speed 1` (its surplus waits out the idle grace,
+   which the emulator's fast clock never lets elapse).
 
-    .venv/bin/python bench/ratelimit.py [--speed 5] [--provision-seconds 45] [--only 1,2,3,4] [--sizes 10,30,200,500]
+Every duration the pool relies on (startup timeout, idle grace, health and
+offline intervals, back-off) is divided by the speed, so a backlog crosses the
+same deadlines it would at speed 1; `--default-intervals` passes the worker's
+defaults unscaled instead (for the speed-1 run of 0 -> 500: `--speed 1 --only 1
+--sizes 500 --default-intervals`, about 25 minutes).
+
+    .venv/bin/python bench/ratelimit.py [--speed 5] [--provision-seconds 45] [--only 1,2,3,4,5,6] [--sizes 10,30,200,500] [--default-intervals]
 """
 
 from __future__ import annotations
@@ -90,8 +104,11 @@ class Bench:
         speed: float,
         p: float,
         sizes: tuple[int, ...] = (10, 30, 200),
+        *,
+        default_intervals: bool = False,
     ) -> None:
         self.client = client
+        self.default_intervals = default_intervals
         self.sizes = sizes
         self.url = url
         self.speed = speed
@@ -117,7 +134,21 @@ class Bench:
         # Every duration the pool relies on runs at the provider's speed too:
         # an unscaled startup timeout would hide bookkeeping deadlines that a
         # long backlog crosses at speed 1 (batches waiting for the window).
-        return PoolSettings(resync_seconds=1, startup_timeout_seconds=300 / self.speed)
+        if self.default_intervals:
+            return PoolSettings()  # the worker's defaults, as a production worker runs
+        d = PoolSettings()
+        return PoolSettings(
+            resync_seconds=1,
+            health_seconds=d.health_seconds / self.speed,
+            offline_after_seconds=d.offline_after_seconds / self.speed,
+            startup_timeout_seconds=d.startup_timeout_seconds / self.speed,
+            # Scaled, but at speed > 1 it never elapses: the emulator stamps
+            # `lastActivityAt` in its virtual time, which runs ahead of the
+            # worker's clock, so a ready device never looks idle (see [6]).
+            idle_grace_seconds=d.idle_grace_seconds / self.speed,
+            backoff_initial_seconds=d.backoff_initial_seconds / self.speed,
+            backoff_max_seconds=d.backoff_max_seconds / self.speed,
+        )
 
     async def start_pool(self, name: str, n: int, account: str) -> None:
         await self.client.start_workflow(
@@ -138,7 +169,16 @@ class Bench:
         )
 
     async def devices(self, account: str, pool: str, status: str | None = None) -> int:
-        count, token = 0, None
+        return sum(
+            1 for d in await self.listing(account, pool, status) if d["status"] != "terminated"
+        )
+
+    async def listing(
+        self, account: str, pool: str, status: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Every device of `pool` the provider lists, terminated ones included."""
+        items: list[dict[str, Any]] = []
+        token = None
         while True:
             params: dict[str, Any] = {"label": f"pool={pool}", "page_size": 100}
             if status:
@@ -154,10 +194,10 @@ class Bench:
                 await asyncio.sleep(0.05)
                 continue
             answer = response.json()
-            count += sum(1 for d in answer["items"] if d["status"] != "terminated")
+            items += answer["items"]
             token = answer.get("nextPageToken")
             if not token:
-                return count
+                return items
 
     async def watch(self, account: str, pool: str, n: int, t0: float) -> tuple[float, float]:
         """Provider seconds from t0 to the pool's first device, and to n ready."""
@@ -174,6 +214,10 @@ class Bench:
     async def account_stats(self, account: str) -> dict[str, int]:
         stats = (await self.http.get("/_emulator/stats")).json()
         return dict(stats["extra"]["accounts"][account])
+
+    async def terminations(self) -> int:
+        """The provider's terminations so far (every account: each run has its own)."""
+        return int((await self.http.get("/_emulator/stats")).json()["terminations"])
 
     async def creates(self, account: str) -> list[float]:
         answer = (await self.http.get("/_emulator/creates")).json()
@@ -194,16 +238,19 @@ class Bench:
     async def ours(self, n: int, *, account: str | None = None) -> dict[str, Any]:
         account = account or next(self.accounts)
         pool = f"b-{uuid.uuid4().hex[:6]}"
+        terminated = await self.terminations()
         t0 = time.monotonic()
         await self.start_pool(pool, n, account)
         _, ready = await self.watch(account, pool, n, t0)
         stats = await self.account_stats(account)
+        terminated = await self.terminations() - terminated
         await self.terminate(pool)
         return {
             "time": ready,
             "rateLimited": stats["rateLimited"],
             "accepted": stats["accepted"],
             "duplicates": stats["accepted"] - n,
+            "terminated": terminated,
             "maxWindow": max_in_window(await self.creates(account)),
         }
 
@@ -324,7 +371,7 @@ async def in_process_worker(bench: Bench) -> AsyncIterator[None]:
     await activities.aclose()
 
 
-def row(*cells: Any, widths: tuple[int, ...] = (22, 9, 9, 7, 8, 11, 10)) -> str:
+def row(*cells: Any, widths: tuple[int, ...] = (22, 9, 9, 7, 8, 11, 10, 11)) -> str:
     return "".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=False))
 
 
@@ -334,7 +381,7 @@ def row(*cells: Any, widths: tuple[int, ...] = (22, 9, 9, 7, 8, 11, 10)) -> str:
 async def bench_bound(bench: Bench) -> None:
     print(f"\n[1] one pool 0 -> N vs the bound 60*floor((N-1)/{C}) + P  (P = {bench.p:g} s)")
     await bench.ours(1)  # warm-up: the worker's sandbox loads each workflow type once
-    print(row("N", "time s", "bound s", "ratio", "429s", "duplicates", "max/60s"))
+    print(row("N", "time s", "bound s", "ratio", "429s", "duplicates", "max/60s", "terminated"))
     for n in bench.sizes:
         r = await bench.ours(n)
         b = bound(n, bench.p)
@@ -347,7 +394,9 @@ async def bench_bound(bench: Bench) -> None:
                 f"{r['rateLimited']}",
                 r["duplicates"],
                 r["maxWindow"],
-            )
+                r["terminated"],
+            ),
+            flush=True,
         )
 
 
@@ -403,6 +452,105 @@ async def bench_fairness(bench: Bench) -> None:
             f"{stats['rateLimited']} 429s"
         )
     await bench.terminate(*(p for p, _ in pools))
+
+
+async def bench_two_pools(bench: Bench, n: int = 250) -> None:
+    account = next(bench.accounts)
+    pools = [f"t{i}-{uuid.uuid4().hex[:4]}" for i in range(2)]
+    shared = bound(2 * n, bench.p)
+    print(
+        f"\n[5] two pools of {n} growing at once on one account "
+        f"(their shared bound T({2 * n}) = {shared:.0f} s; allowed 1.15 x = {1.15 * shared:.0f} s)",
+        flush=True,
+    )
+    await bench.ours(1)  # warm-up, as in [1]: the sandbox loads each workflow type once
+    terminated = await bench.terminations()
+    t0 = time.monotonic()
+    await asyncio.gather(*(bench.start_pool(p, n, account) for p in pools))
+    results = await asyncio.gather(*(bench.watch(account, p, n, t0) for p in pools))
+    stats = await bench.account_stats(account)
+    terminated = await bench.terminations() - terminated
+    print(row("pool", "first s", "ready s", "ratio", widths=(16, 10, 10, 10)))
+    for pool, (first, ready) in zip(pools, results, strict=True):
+        print(
+            row(
+                pool,
+                f"{first:.1f}",
+                f"{ready:.1f}",
+                f"{ready / shared:.3f}",
+                widths=(16, 10, 10, 10),
+            )
+        )
+    times = await bench.creates(account)
+    print(
+        f"    creates accepted {stats['accepted']} for {2 * n} devices (extra "
+        f"{stats['accepted'] - 2 * n}), {terminated} terminated, {stats['rateLimited']} 429s, "
+        f"max {max_in_window(times)} in any 60 s",
+        flush=True,
+    )
+    await bench.terminate(*pools)
+
+
+async def bench_scale_down_mid_scale_up(bench: Bench, n: int = 100, to: int = 20) -> None:
+    print(
+        f"\n[6] {n} -> {to} in the middle of a 0 -> {n} scale-up, scaled once the first {C} are "
+        f"ready (a) before and (b) after the second window's creates (allowed: 0 serving "
+        f"terminated, extra creates <= {C})",
+        flush=True,
+    )
+    if bench.speed != 1:
+        print(
+            "    (b) needs --speed 1: the emulator's timestamps run ahead of the worker's clock, "
+            "so ready surplus never looks idle and is never removed",
+            flush=True,
+        )
+    for label, accepted in (("a", C), ("b", 2 * C))[: 2 if bench.speed == 1 else 1]:
+        await scale_down_mid_scale_up(bench, label, n, to, after_accepted=accepted)
+
+
+async def scale_down_mid_scale_up(
+    bench: Bench, label: str, n: int, to: int, *, after_accepted: int
+) -> None:
+    account = next(bench.accounts)
+    pool = f"d-{uuid.uuid4().hex[:6]}"
+    terminated = await bench.terminations()
+    t0 = time.monotonic()
+    await bench.start_pool(pool, n, account)
+    while True:  # the first window's devices are up and serving
+        listed = await bench.listing(account, pool)
+        serving = [d for d in listed if d["status"] in ("ready", "busy")]
+        if len(serving) >= C and len(listed) >= after_accepted:
+            break
+        await asyncio.sleep(0.05)
+    scaled_at = (time.monotonic() - t0) * bench.speed
+    accepted_then = (await bench.account_stats(account))["accepted"]
+    await bench.client.get_workflow_handle(pool_workflow_id(pool)).signal("scale", {"replicas": to})
+    deadline = t0 + 3 * bound(n, bench.p) / bench.speed
+    settled: float | None = None
+    while time.monotonic() < deadline:  # exactly `to` live, none of them still provisioning
+        items = [d for d in await bench.listing(account, pool) if d["status"] != "terminated"]
+        if len(items) == to and all(d["status"] in ("ready", "busy") for d in items):
+            settled = (time.monotonic() - t0) * bench.speed
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(5)  # a late create would show up within a few resyncs
+    stats = await bench.account_stats(account)
+    live = {d["id"] for d in await bench.listing(account, pool) if d["status"] != "terminated"}
+    serving_ids = {d["id"] for d in serving}
+    when = (
+        f"exactly {to} live at {settled:.1f} s"
+        if settled is not None
+        else f"NOT {to} live by {3 * bound(n, bench.p):.0f} s"
+    )
+    print(
+        f"    ({label}) scaled at {scaled_at:.1f} s with {len(serving)} serving and {accepted_then} creates "
+        f"accepted; {when} ({len(live)} live 5 real s later)\n"
+        f"        serving devices terminated {len(serving_ids - live)} of {len(serving_ids)}; creates "
+        f"accepted {stats['accepted']} -> extra {stats['accepted'] - to}; "
+        f"{await bench.terminations() - terminated} terminated in all; {stats['rateLimited']} 429s",
+        flush=True,
+    )
+    await bench.terminate(pool)
 
 
 async def bench_three_workers(bench: Bench, temporal: str, tmp: Path) -> None:
@@ -463,7 +611,9 @@ async def bench_three_workers(bench: Bench, temporal: str, tmp: Path) -> None:
             proc.wait(20)
 
 
-async def main(speed: float, p: float, only: set[int], sizes: tuple[int, ...]) -> None:
+async def main(
+    speed: float, p: float, only: set[int], sizes: tuple[int, ...], *, default_intervals: bool
+) -> None:
     temporal = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
     print(
         f"emulator speed {speed:g} (60-s window = {WINDOW / speed:g} s real), P = {p:g} s, "
@@ -488,8 +638,8 @@ async def main(speed: float, p: float, only: set[int], sizes: tuple[int, ...]) -
             ) as env,
             emulator(speed, p) as url,
         ):
-            bench = Bench(env.client, url, speed, p, sizes)
-            if only & {1, 2, 3}:
+            bench = Bench(env.client, url, speed, p, sizes, default_intervals=default_intervals)
+            if only & {1, 2, 3, 5, 6}:
                 async with in_process_worker(bench):
                     if 1 in only:
                         await bench_bound(bench)
@@ -497,6 +647,10 @@ async def main(speed: float, p: float, only: set[int], sizes: tuple[int, ...]) -
                         await bench_baseline(bench)
                     if 3 in only:
                         await bench_fairness(bench)
+                    if 5 in only:
+                        await bench_two_pools(bench)
+                    if 6 in only:
+                        await bench_scale_down_mid_scale_up(bench)
             if 4 in only:
                 address = env.client.service_client.config.target_host
                 await bench_three_workers(bench, address, Path(tmpdir))
@@ -507,9 +661,14 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--speed", type=float, default=5)
     parser.add_argument("--provision-seconds", type=float, default=45)
-    parser.add_argument("--only", default="1,2,3,4")
+    parser.add_argument("--only", default="1,2,3,4,5,6")
     parser.add_argument(
         "--sizes", default="10,30,200,500", help="pool sizes of benchmark 1 (500: the schema's cap)"
+    )
+    parser.add_argument(
+        "--default-intervals",
+        action="store_true",
+        help="give the pools the worker's default intervals, unscaled (for --speed 1)",
     )
     args = parser.parse_args()
     # Injected faults make activities fail and retry by design: the SDK's
@@ -517,4 +676,12 @@ if __name__ == "__main__":
     logging.getLogger("temporalio").setLevel(logging.ERROR)
     sizes = tuple(int(x) for x in args.sizes.split(","))
     only = {int(x) for x in args.only.split(",")}
-    asyncio.run(main(args.speed, args.provision_seconds, only, sizes))
+    asyncio.run(
+        main(
+            args.speed,
+            args.provision_seconds,
+            only,
+            sizes,
+            default_intervals=args.default_intervals,
+        )
+    )
