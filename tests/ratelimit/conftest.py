@@ -10,15 +10,17 @@ queue, so a create may run on either.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from pydantic import SecretStr
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -33,6 +35,27 @@ from devicepool.connect import DATA_CONVERTER, connect
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.search_attributes import search_attribute_keys
+
+
+@pytest.fixture(autouse=True)
+async def _no_pool_left_running(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """A test that failed before its own cleanup leaves no pool running into the next one."""
+    yield
+    if "rl_env" not in request.fixturenames:
+        return
+    client = request.getfixturevalue("rl_env").client
+    query = "WorkflowType = 'DevicePool' AND ExecutionStatus = 'Running'"
+    async for execution in client.list_workflows(query):
+        with contextlib.suppress(RPCError):
+            await client.get_workflow_handle(execution.id, run_id=execution.run_id).cancel()
+
+
+@pytest.fixture(autouse=True)
+def _transport_switches_reset() -> Iterator[None]:
+    """Each test starts with the transports' switches off, whatever the previous one left."""
+    CountingTransport.reset()
+    yield
+    CountingTransport.reset()
 
 
 @pytest.fixture(scope="session")

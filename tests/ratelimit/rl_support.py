@@ -21,13 +21,29 @@ class CountingTransport(httpx.ASGITransport):
     # Test switch: pool name -> seconds every list of its devices is delayed
     # (a pool whose first pass is slow on a busy worker).
     slow_lists: ClassVar[dict[str, float]] = {}
+    # Test switch: while set and closed, creates wait here before reaching the
+    # provider (`at_gate` counts them).
+    create_gate: ClassVar[asyncio.Event | None] = None
+    at_gate: ClassVar[int] = 0
 
     def __init__(self, app: Any) -> None:
         super().__init__(app=app)
         self.creates = 0
 
+    @classmethod
+    def reset(cls) -> None:
+        """Every switch back to its default (the conftest does it around each test)."""
+        cls.slow_lists.clear()
+        if cls.create_gate is not None:
+            cls.create_gate.set()
+        cls.create_gate, cls.at_gate = None, 0
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if request.method == "POST" and request.url.path.endswith("/devices"):
+            gate = CountingTransport.create_gate
+            if gate is not None and not gate.is_set():
+                CountingTransport.at_gate += 1
+                await gate.wait()
             self.creates += 1
         label = request.url.params.get("label", "")
         if request.method == "GET" and label.startswith("pool="):

@@ -9,6 +9,7 @@ children across it. Intervals are shrunk instead (FAST below).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 import uuid
@@ -19,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import SecretStr
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from wf_support import ACCOUNTS, CAN_THRESHOLD, EMULATOR_URL, FAST, TimedASGITransport, Workers
 
@@ -98,6 +100,19 @@ async def workers(env: WorkflowEnvironment, emulator: Any) -> AsyncIterator[Work
 @pytest.fixture(scope="session")
 def worker(workers: Workers) -> DeviceActivities:
     return workers.activities
+
+
+@pytest.fixture(autouse=True)
+async def _no_pool_left_running(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """A test that failed before its own cleanup leaves no pool running into the next one."""
+    yield
+    if "env" not in request.fixturenames:
+        return
+    client = request.getfixturevalue("env").client
+    query = "WorkflowType = 'DevicePool' AND ExecutionStatus = 'Running'"
+    async for execution in client.list_workflows(query):
+        with contextlib.suppress(RPCError):
+            await client.get_workflow_handle(execution.id, run_id=execution.run_id).cancel()
 
 
 @pytest.fixture(autouse=True)
