@@ -5,13 +5,14 @@
 #   make lint   ruff check + ruff format --check + lint-imports (layer contracts) + mypy
 #   make fmt    ruff format + ruff check --fix
 #   make bench  rate-limit benchmarks (bench/ratelimit.py: bound, article loop, fairness, 3 workers; ~10 min)
+#   make ui-screenshot  refresh the README's Web UI screenshots (docs/ui-pool.png, docs/ui-pools.png)
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo lint fmt venv clean bench system-deps
+.PHONY: test demo lint fmt venv clean bench system-deps ui-screenshot
 
 venv: $(STAMP)
 
@@ -52,6 +53,11 @@ fmt: venv
 
 demo: venv
 	$(BIN)/devicepool dev --apply examples/quickstart.yaml
+
+# The browser test (headless chromium) writes its screenshots to its tmp dir;
+# only here are they copied to docs/.
+ui-screenshot: venv system-deps
+	DEVICEPOOL_UI_SCREENSHOTS=docs $(BIN)/pytest tests/observability/test_obs_web_ui.py -q
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache

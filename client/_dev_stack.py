@@ -22,10 +22,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 
-from devicepool.api.names import SEARCH_ATTRIBUTES, WATCH_TASK_QUEUE_SUFFIX
+from devicepool.api.names import SEARCH_ATTRIBUTES, WATCH_TASK_QUEUE_SUFFIX, WORKFLOW_DEVICE_POOL
 from devicepool.api.v1alpha1 import DevicePool
 from devicepool.client._dev_config import (
     DEFAULT_API_KEY,
@@ -96,6 +97,13 @@ def emulator_command(options: DevOptions, accounts: Sequence[str]) -> list[str]:
     for account in accounts:
         args += ["--account", f"{account}={account_key(account)}"]
     return args
+
+
+def pools_only(workflows_url: str) -> str:
+    """The Web UI's workflow list showing only the pools (not their batches, health checks,
+    ledgers or janitors): the list's own `?query=` visibility filter."""
+    query = f'WorkflowType="{WORKFLOW_DEVICE_POOL}"'
+    return f"{workflows_url}?query={quote(query, safe='')}"
 
 
 def in_flight_activities(metrics: str) -> int:
@@ -314,9 +322,11 @@ class DevStack:
             if o.port == 7233
             else f"\n  Point the CLI at it:  export TEMPORAL_ADDRESS={o.address}"
         )
+        workflows = f"http://{DEV_HOST}:{o.ui_port}/namespaces/{DEV_NAMESPACE}/workflows"
         self.out(
             "devicepool dev is up\n"
-            f"  Temporal Web UI:  http://{DEV_HOST}:{o.ui_port}/namespaces/{DEV_NAMESPACE}/workflows\n"
+            f"  Temporal Web UI:  {workflows}\n"
+            f"  Pools only:       {pools_only(workflows)}\n"
             f"  Temporal:         {o.address} (the CLI's TEMPORAL_ADDRESS)"
             f"{env_hint}\n"
             f"  Emulator:         http://{DEV_HOST}:{o.emulator_port} "

@@ -259,20 +259,36 @@ def search_attribute_updates(
 
 
 def details(name: str, spec: DevicePoolSpec, generation: int, status: DevicePoolStatus) -> str:
-    """The Markdown the Web UI shows on the workflow page (`set_current_details`)."""
+    """The Markdown the Web UI shows on the workflow page (`set_current_details`).
+
+    The UI's Markdown has no tables (a table ran together into
+    `phasedesiredreadybusyprovisioningoffline`): the figures are an aligned
+    code block, one `name  value` line each, and the conditions a list, one
+    item each. It reads the same in `temporal workflow describe`.
+    """
     s = status
+    figures = [
+        ("phase", s.phase.value),
+        ("desired", s.desired_replicas),
+        ("ready", s.ready_devices),
+        ("busy", s.busy_devices),
+        ("provisioning", s.provisioning_devices),
+        ("offline", s.offline_devices),
+    ]
+    width = max(len(label) for label, _ in figures) + 2
     lines = [
         f"**{name}** · {spec.platform.value} · {spec.region} · "
         f"account `{spec.provider_credential_ref}` · generation {generation}",
         "",
-        "| phase | desired | ready | busy | provisioning | offline |",
-        "|---|---|---|---|---|---|",
-        f"| {s.phase.value} | {s.desired_replicas} | {s.ready_devices} | {s.busy_devices} "
-        f"| {s.provisioning_devices} | {s.offline_devices} |",
+        "```",
+        *(f"{label:<{width}}{value}" for label, value in figures),
+        "```",
     ]
     if s.conditions:
-        lines += ["", "| condition | status | reason | message |", "|---|---|---|---|"]
+        lines += ["", "**Conditions**", ""]
         lines += [
-            f"| {c.type} | {c.status.value} | {c.reason} | {c.message} |" for c in s.conditions
+            f"- **{c.type}** {c.status.value} · {c.reason}"
+            + (f": {c.message}" if c.message else "")
+            for c in s.conditions
         ]
     return "\n".join(lines)

@@ -895,3 +895,27 @@ async def test_ctrl_c_says_what_the_stack_is_waiting_for(tmp_path: Path) -> None
         "stopping the emulator ...",
         "stopping Temporal ...",
     ]
+
+
+async def test_dev_banner_links_the_pools_alone_in_the_web_ui(
+    tmp_path: Path, dev_stack_without_processes: list[list[str]]
+) -> None:
+    # The UI's default list mixes pools with their batches, health checks and ledgers.
+    from urllib.parse import parse_qs, urlsplit
+
+    from devicepool.client.dev import DevOptions
+
+    lines: list[str] = []
+    stack = DevStack(DevOptions(data_dir=tmp_path / "data", ui_port=8299), out=lines.append)
+    await stack.start([])
+    await stack.stop()
+    banner = next(line for line in lines if line.startswith("devicepool dev is up\n"))
+    [link] = [line.split()[-1] for line in banner.splitlines() if "Pools only:" in line]
+    url = urlsplit(link)
+    assert (url.scheme, url.netloc, url.path) == (
+        "http",
+        "127.0.0.1:8299",
+        "/namespaces/default/workflows",
+    )
+    assert parse_qs(url.query) == {"query": ['WorkflowType="DevicePool"']}
+    assert " " not in link and '"' not in link

@@ -3,17 +3,25 @@
 Playwright (the `playwright` wheel, driving `/usr/bin/chromium`; never its own
 browser download) opens the dev server's UI (started by the obs_stack fixture
 with the UI on), finds the pool in the workflow list (id `devicepool/<name>`,
-type `DevicePool`, running), opens the pool's page and its "User Metadata"
-tab, and checks the static summary set by `PoolClient.apply` and the ready
-count in the current details (`_publish_details` in workflows/pool.py) against
-the pool's `status` query. UI 2.54 renders both as markdown inside iframes
-(`#user-metadata-summary`, `#user-metadata-current-details`). The screenshot
-goes to the test's tmp dir and is copied to docs/ui-pool.png for the README.
+type `DevicePool`, running), then the pools-only list the dev banner and the
+README link (`?query=WorkflowType="DevicePool"`: the pool, not its health
+child) with the pool columns added as the README says (Configure Columns, the
+`DevicePool*` search attributes), opens the pool's page and its "User
+Metadata" tab, and checks the static summary set by `PoolClient.apply` and the
+current details (`workflows/status.py` `details`: an aligned block, one line
+per figure, no Markdown table, which the UI does not render) against the
+pool's `status` query. UI 2.54 renders both as markdown inside iframes
+(`#user-metadata-summary`, `#user-metadata-current-details`).
+
+Screenshots go to the test's tmp dir; `make ui-screenshot` sets
+DEVICEPOOL_UI_SCREENSHOTS=docs to refresh docs/ui-pool.png and
+docs/ui-pools.png for the README (a plain test run never touches docs/).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 from pathlib import Path
@@ -25,13 +33,15 @@ from obs_support import ObsStack
 from playwright.async_api import Page, async_playwright, expect
 
 from devicepool.api.loader import parse_pool
-from devicepool.api.names import pool_workflow_id
+from devicepool.api.names import SEARCH_ATTRIBUTES, health_workflow_id, pool_workflow_id
+from devicepool.client._dev_stack import pools_only
 from devicepool.client.pool_client import PoolClient
 
 pytestmark = [pytest.mark.e2e, pytest.mark.devserver, pytest.mark.timeout(90)]
 
 POOL = "obs-ui-pool"
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+# A directory to copy the screenshots to (`make ui-screenshot`: docs/).
+SCREENSHOTS_ENV = "DEVICEPOOL_UI_SCREENSHOTS"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -57,15 +67,15 @@ def plain(markdown: str) -> str:
 
 
 async def ready_shown(page: Page) -> int:
-    """The `ready` cell of the status table in the rendered current details."""
-    table = page.frame_locator("#user-metadata-current-details").locator("table").first
-    await expect(table).to_be_visible(timeout=UI_TIMEOUT_MS)
-    headers = [h.strip() for h in await table.locator("th").all_inner_texts()]
-    cells = [
-        c.strip() for c in await table.locator("tbody tr").first.locator("td").all_inner_texts()
-    ]
-    assert headers[:6] == ["phase", "desired", "ready", "busy", "provisioning", "offline"], headers
-    return int(cells[headers.index("ready")])
+    """The `ready` line of the figures block in the rendered current details."""
+    details = page.frame_locator("#user-metadata-current-details")
+    block = details.locator("pre").first
+    await expect(block).to_be_visible(timeout=UI_TIMEOUT_MS)
+    # No Markdown table: the UI runs its cells together (`phasedesiredready...`).
+    await expect(details.locator("table")).to_have_count(0)
+    figures = dict(line.split(None, 1) for line in (await block.inner_text()).splitlines())
+    assert list(figures)[:6] == ["phase", "desired", "ready", "busy", "provisioning", "offline"]
+    return int(figures["ready"])
 
 
 async def listed_in_visibility(client: Any, workflow_id: str, timeout: float = 30) -> None:
@@ -144,6 +154,41 @@ async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> Non
                 await expect(row).to_contain_text("DevicePool")
                 await expect(row).to_contain_text(re.compile("running", re.IGNORECASE))
 
+                # The pools-only link (banner, README): the pool and none of
+                # its children, which the full list shows beside it.
+                health = page.get_by_role("link", name=health_workflow_id(POOL), exact=True)
+                await listed_in_visibility(obs_stack.client, health_workflow_id(POOL))
+                for _ in range(6):
+                    await page.goto(base)
+                    try:
+                        await expect(health).to_have_count(1, timeout=5_000)
+                        break
+                    except AssertionError:
+                        continue
+                await expect(health).to_have_count(1)
+                await page.goto(pools_only(base))
+                await expect(row).to_have_count(1)
+                await expect(health).to_have_count(0)
+
+                # The pool columns, added as the README says (and the run id,
+                # type, start and end taken out, so that they fit the screen).
+                await page.get_by_role("button", name="Configure Columns").click()
+                for attribute in SEARCH_ATTRIBUTES:
+                    await page.get_by_role("button", name=f"Add {attribute} column").click()
+                for column in ("Run ID", "Type", "Start", "End"):
+                    await page.get_by_role("button", name=f"Remove {column} column").click()
+                headers = [h.strip() for h in await page.locator("thead th").all_inner_texts()]
+                cells = [c.strip() for c in await row.locator("td").all_inner_texts()]
+                shown = {a: cells[headers.index(a)] for a in SEARCH_ATTRIBUTES}
+                assert shown["DevicePoolPlatform"] == "android", shown
+                assert shown["DevicePoolRegion"] == "us-west", shown
+                assert shown["DevicePoolDesired"] == "2", shown
+                assert shown["DevicePoolAccount"] == "default", shown
+                await page.reload()  # closes the drawer; the columns stay (browser storage)
+                await expect(page.locator("thead th", has_text="DevicePoolReady")).to_have_count(1)
+                await expect(row).to_have_count(1)
+                await page.screenshot(path=tmp_path / "ui-pools.png")
+
                 # The pool's page by workflow id (the slash is %2F); the UI
                 # redirects to the current run.
                 page_url = f"{base}/{quote(pool_workflow_id(POOL), safe='')}"
@@ -168,13 +213,17 @@ async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> Non
                 assert ready == expected, f"UI shows ready={ready}, status query {expected}"
                 details = page.frame_locator("#user-metadata-current-details").locator("body")
                 await expect(details).to_contain_text(f"{POOL} · android · us-west")
+                await expect(details.locator("li")).to_have_count(len(status["conditions"]))
 
-                shot = tmp_path / "ui-pool.png"
-                await page.screenshot(path=shot)
+                await page.screenshot(path=tmp_path / "ui-pool.png")
             finally:
                 await browser.close()
-        assert shot.stat().st_size > 10_000
-        DOCS.mkdir(exist_ok=True)
-        shutil.copyfile(shot, DOCS / "ui-pool.png")
+        shots = [tmp_path / "ui-pool.png", tmp_path / "ui-pools.png"]
+        assert all(shot.stat().st_size > 10_000 for shot in shots)
+        if os.environ.get(SCREENSHOTS_ENV):
+            target = Path(os.environ[SCREENSHOTS_ENV])
+            target.mkdir(parents=True, exist_ok=True)
+            for shot in shots:
+                shutil.copyfile(shot, target / shot.name)
     finally:
         await handle.cancel()

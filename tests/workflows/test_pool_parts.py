@@ -195,7 +195,26 @@ def test_details_name_the_pool_and_every_condition() -> None:
     status = st.published(DevicePoolStatus(), view(ready(1)))
     text = st.details("p", spec(), 2, status)
     assert text.startswith("**p** · android · us-west · account `default` · generation 2")
-    assert "| Ready | False | BelowDesired | 1/4 devices ready |" in text
+    assert "- **Ready** False · BelowDesired: 1/4 devices ready" in text.splitlines()
+
+
+def test_details_read_well_without_markdown_tables() -> None:
+    # The Web UI's Markdown has no tables: they ran together into
+    # `phasedesiredreadybusyprovisioningoffline`. One aligned line per figure.
+    status = st.published(DevicePoolStatus(), view(ready(1)))
+    lines = st.details("p", spec(), 2, status).splitlines()
+    assert not any(line.startswith("|") for line in lines), lines
+    block = lines[lines.index("```") + 1 :]
+    block = block[: block.index("```")]
+    assert block == [
+        f"phase         {status.phase.value}",
+        "desired       4",
+        "ready         1",
+        "busy          0",
+        "provisioning  0",
+        "offline       0",
+    ]
+    assert len([line for line in lines if line.startswith("- **")]) == len(status.conditions)
 
 
 # ---------------------------------------------------------------- spec changes, finalizer, state
