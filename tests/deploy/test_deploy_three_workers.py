@@ -44,7 +44,10 @@ from devicepool.client.pool_client import PoolClient
 from devicepool.connect import connect
 from tests.e2e.device_hours import DeviceHours
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
+# Above the sum of the test's own waits (30 + 20 + 20 + 30 + 1.5 s) plus the
+# stack's start and stop: a slow step fails with its own message ("timed out
+# waiting for ...", with the logs), never in a thread dump from pytest-timeout.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 API_KEY = "three-workers-key"
 CREATES_PER_MINUTE = 300

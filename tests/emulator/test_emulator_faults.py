@@ -92,14 +92,16 @@ async def test_provision_failures(provider: Provider) -> None:
 
 
 async def test_latency(provider: Provider) -> None:
-    await provider.control("faults", {"latencyMs": 150})
+    # A latency far above what an in-process call costs on a busy machine, so the
+    # control plane's "not delayed" has half a second of room.
+    await provider.control("faults", {"latencyMs": 1000})
     started = time.monotonic()
     response = await provider.get("/api/v1/regions")
     assert response.status_code == 200
-    assert time.monotonic() - started >= 0.14
+    assert time.monotonic() - started >= 0.99
     started = time.monotonic()
     await provider.http.get("/_emulator/stats")
-    assert time.monotonic() - started < 0.14
+    assert time.monotonic() - started < 0.5
 
 
 async def test_timed_out_create_was_created(provider: Provider) -> None:

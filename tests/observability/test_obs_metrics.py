@@ -33,7 +33,9 @@ from devicepool.worker.metrics import ReconcileInterceptor
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import PoolInput
 
-pytestmark = [pytest.mark.devserver, pytest.mark.timeout(60)]
+# Above the scenario's own waits (eight of at most 15 s each): a slow step fails
+# with its own "timed out waiting for ..." message, not a pytest-timeout dump.
+pytestmark = [pytest.mark.devserver, pytest.mark.timeout(150)]
 
 POOL = "obs-metrics"
 
