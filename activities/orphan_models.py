@@ -28,6 +28,7 @@ from devicepool.api.base import CamelModel
 
 __all__ = [
     "FIND_ORPHANS",
+    "MAX_ORPHANS_PER_SCAN",
     "TERMINATE_ORPHANS",
     "FindOrphansInput",
     "FindOrphansResult",
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 FIND_ORPHANS = "find_orphans"
+# ~250 bytes each in history: 1,000 is ~250 KB, well under the 2 MB payload limit.
+MAX_ORPHANS_PER_SCAN = 1000
 TERMINATE_ORPHANS = "terminate_orphans"
 
 
@@ -78,8 +81,12 @@ class FindOrphansInput(CamelModel):
 
 
 class FindOrphansResult(CamelModel):
-    # only the orphans, never the whole listing: compact at any fleet size
+    # only the orphans, never the whole listing, and at most MAX_ORPHANS_PER_SCAN
+    # of them (the oldest first): compact at any fleet size, under Temporal's
+    # payload limit however many pools were terminated at once
     orphans: list[OrphanDevice] = Field(default_factory=list)
+    # every orphan the listing found, returned or not
+    orphans_found: int = 0
     # what the listing saw (devices managed by devicepool that are not on their
     # way out, and the distinct pools they name)
     devices: int = 0

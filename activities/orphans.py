@@ -10,7 +10,8 @@ clients and metrics) and implements `activities.orphan_models.OrphanActivityDefi
   that workflow is not running (terminated, failed, completed, timed out,
   unknown), or when the pool of that name that runs is on another account (it
   lists only its own account, so it would never see the device). Only the
-  orphans come back, never the whole listing.
+  orphans come back, never the whole listing, and at most
+  `MAX_ORPHANS_PER_SCAN` (the oldest): more are handled at later scans.
 - `terminate_orphans` `TerminateOrphansInput` → `TerminateOrphansResult`:
   for each device, read it again at the provider and its pool again at
   Temporal right before the DELETE; a device whose pool runs by now (applied
@@ -50,6 +51,7 @@ from devicepool.activities.metrics import Metrics
 from devicepool.activities.models import AccountSettings, DeviceStatus
 from devicepool.activities.orphan_models import (
     FIND_ORPHANS,
+    MAX_ORPHANS_PER_SCAN,
     TERMINATE_ORPHANS,
     FindOrphansInput,
     FindOrphansResult,
@@ -121,9 +123,13 @@ async def check_pool(client: Client, pool: str, account: str) -> PoolCheck:
     try:
         described = await client.get_workflow_handle(pool_workflow_id(pool)).describe()
     except RPCError as err:
-        if err.status != RPCStatusCode.NOT_FOUND:
-            raise
-        return PoolCheck(orphaned=True, state=NOT_FOUND)
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return PoolCheck(orphaned=True, state=NOT_FOUND)
+        if err.status == RPCStatusCode.INVALID_ARGUMENT:
+            # No workflow can have that id (a label devicepool never wrote):
+            # no pool will ever list the device either.
+            return PoolCheck(orphaned=True, state="no such pool (invalid name)")
+        raise
     status = WorkflowExecutionStatus(described.status).name if described.status else ""
     if described.status != WorkflowExecutionStatus.RUNNING:
         return PoolCheck(orphaned=True, state=status)
@@ -184,13 +190,28 @@ class OrphanActivities(OrphanActivityDefinitions):
 
         pools = sorted(by_pool)
         checks = await asyncio.gather(*(check(pool) for pool in pools))
-        orphans = [
-            _orphan(d, found)
-            for pool, found in zip(pools, checks, strict=True)
-            if found.orphaned
-            for d in by_pool[pool]
-        ]
-        return FindOrphansResult(orphans=orphans, devices=len(devices), pools=len(by_pool))
+        orphans = sorted(
+            (
+                _orphan(d, found)
+                for pool, found in zip(pools, checks, strict=True)
+                if found.orphaned
+                for d in by_pool[pool]
+            ),
+            key=lambda o: (o.created_at, o.id),
+        )
+        if len(orphans) > MAX_ORPHANS_PER_SCAN:
+            activity.logger.warning(
+                "orphan sweep of %s: %d orphans, the oldest %d handled this scan",
+                input.account,
+                len(orphans),
+                MAX_ORPHANS_PER_SCAN,
+            )
+        return FindOrphansResult(
+            orphans=orphans[:MAX_ORPHANS_PER_SCAN],
+            orphans_found=len(orphans),
+            devices=len(devices),
+            pools=len(by_pool),
+        )
 
     @activity.defn(name=TERMINATE_ORPHANS)
     async def terminate_orphans(self, input: TerminateOrphansInput) -> TerminateOrphansResult:

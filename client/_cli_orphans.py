@@ -115,6 +115,9 @@ def print_orphans(data: dict[str, Any], *, deleted: bool) -> None:
         f"\n{len(data['orphans'])} orphan(s), {_usd(cost)} so far at "
         f"${data['pricePerDeviceHourUsd']:.2f} per device-hour"
     )
+    more = sum(a.get("orphansFound", 0) for a in data["accounts"]) - len(data["orphans"])
+    if more > 0 and not deleted:
+        typer.echo(f"({more} more, newer: each scan handles the oldest first)")
 
 
 def _table(items: list[dict[str, Any]]) -> None:

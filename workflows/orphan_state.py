@@ -106,6 +106,8 @@ class OrphanReport(CamelModel):
     last_error: str | None = None
     devices: int = 0
     pools: int = 0
+    # every orphan the last scan found (`orphans` holds at most MAX_ORPHANS_PER_SCAN)
+    orphans_found: int = 0
     orphans: list[OrphanEntry] = Field(default_factory=list)
     terminated_total: int = 0
     swept: list[SweptDevice] = Field(default_factory=list)
@@ -126,6 +128,7 @@ class JanitorState(CamelModel):
     last_error: str | None = None
     devices: int = 0
     pools: int = 0
+    orphans_found: int = 0
 
     @property
     def grace(self) -> timedelta:
@@ -143,6 +146,7 @@ class JanitorState(CamelModel):
         self.scans += 1
         self.scanned_at = now
         self.devices, self.pools = found.devices, found.pools
+        self.orphans_found = max(found.orphans_found, len(found.orphans))
         self.last_error = None
 
     def due(self, now: datetime) -> list[str]:
@@ -187,6 +191,7 @@ class JanitorState(CamelModel):
             last_error=self.last_error,
             devices=self.devices,
             pools=self.pools,
+            orphans_found=self.orphans_found,
             orphans=[
                 OrphanEntry(
                     **r.device.model_dump(),

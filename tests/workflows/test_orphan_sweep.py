@@ -420,3 +420,37 @@ async def test_terminate_checks_each_device_and_its_pool_again_right_before_the_
         assert not await alive(control, device)
     finally:
         await other.terminate("test over")
+
+
+async def test_a_scan_returns_the_oldest_orphans_first_and_at_most_its_cap(
+    env: WorkflowEnvironment,
+    workers: Workers,
+    control: httpx.AsyncClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """However many pools were terminated at once, a scan's answer stays small."""
+    import devicepool.activities.orphans
+
+    gone = f"gone-{uuid.uuid4().hex[:8]}"
+    rented = []
+    for _ in range(3):
+        rented.append(await rent(control, gone))
+        await asyncio.sleep(0.01)  # distinct creation times (the emulator counts in ms)
+    activities = ActivityEnvironment(client=env.client)
+    before = await activities.run(
+        workers.activities.find_orphans, FindOrphansInput(account="default")
+    )
+    cap = before.orphans_found - 1  # all but the newest: the third one
+    monkeypatch.setattr(devicepool.activities.orphans, "MAX_ORPHANS_PER_SCAN", cap)
+    found = await activities.run(
+        workers.activities.find_orphans, FindOrphansInput(account="default")
+    )
+    assert found.orphans_found == before.orphans_found
+    ids = [o.id for o in found.orphans]
+    assert len(ids) == cap
+    assert rented[0] in ids and rented[1] in ids and rented[2] not in ids
+    assert ids == [o.id for o in sorted(found.orphans, key=lambda o: (o.created_at, o.id))]
+    await activities.run(
+        workers.activities.terminate_orphans,
+        TerminateOrphansInput(account="default", device_ids=rented, reason="manual"),
+    )
