@@ -421,9 +421,12 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
         client = self._client(input.account)
         async with heartbeating():
             try:
-                if input.only_if_idle and (busy := await self._not_idle(client, input.device_id)):
-                    return TerminateDeviceResult(device_id=input.device_id, skipped=busy)
-                await self._count_replacement(client, input)
+                if input.only_if_idle:
+                    # A scale-down: never counted as a replacement.
+                    if busy := await self._not_idle(client, input.device_id):
+                        return TerminateDeviceResult(device_id=input.device_id, skipped=busy)
+                else:
+                    await self._count_replacement(client, input)
             except NotFoundError:
                 return TerminateDeviceResult(device_id=input.device_id, already_gone=True)
             try:
@@ -435,7 +438,11 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
         return TerminateDeviceResult(device_id=input.device_id)
 
     async def _not_idle(self, client: BitCloudPhoneClient, device_id: str) -> str | None:
-        """Why the device is not idle right now (None if it is): read just before a scale-down."""
+        """Why the device serves right now (None if not): read just before a scale-down.
+
+        Idle (ready, no session) or still booting may go; a scale-down removes
+        a booting device before an idle one.
+        """
         try:
             raw = await client.get_device(device_id)
         except NotFoundError:
@@ -444,7 +451,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
             # Unknown is not idle: the next pass tries again.
             return f"status unknown ({exc.error_type.value})"
         status = str(raw.get("status") or "")
-        if status != DeviceStatus.READY:
+        if status not in (DeviceStatus.READY, DeviceStatus.PROVISIONING):
             return f"status {status}"
         if raw.get("sessionActive"):
             return "session active"

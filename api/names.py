@@ -75,6 +75,8 @@ UPDATE_SCALE = "scale_update"
 QUERY_STATUS = "status"
 QUERY_DEVICES = "devices"
 QUERY_SPEC = "spec"
+# the pool's own recent events (workflows/events.py), for `devicepool describe`
+QUERY_EVENTS = "events"
 
 # Provider labels
 LABEL_POOL = "pool"

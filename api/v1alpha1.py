@@ -196,9 +196,12 @@ class DevicePoolStatus(CamelModel):
     phase: Phase = Phase.PENDING
     desired_replicas: int = 0
     ready_devices: int = 0
+    # devices that exist at the provider and are booting (or rebooting)
     provisioning_devices: int = 0
     busy_devices: int = 0
     offline_devices: int = 0
+    # creates planned or on their way, whose device the provider does not show yet
+    pending_devices: int = 0
     last_reconciled: datetime | None = None
     observed_generation: int = 0
     device_ids: list[str] = Field(default_factory=list)

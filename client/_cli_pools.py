@@ -67,7 +67,7 @@ def get(
     name: Annotated[str | None, typer.Argument(help="a pool name (default: every pool)")] = None,
     output: OutputOpt = None,
 ) -> None:
-    """List pools: NAME PLATFORM REGION DESIRED READY PROV OFFLINE AGE PHASE."""
+    """List pools: NAME PLATFORM REGION DESIRED READY PROV PENDING OFFLINE AGE PHASE."""
     fmt = resolve_output(output)
 
     async def body() -> list[Any]:

@@ -8,13 +8,25 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import typer
 
 from devicepool.client.render import age, print_fields, print_table
 
-POOL_HEADERS = ["NAME", "PLATFORM", "REGION", "DESIRED", "READY", "PROV", "OFFLINE", "AGE", "PHASE"]
+POOL_HEADERS = [
+    "NAME",
+    "PLATFORM",
+    "REGION",
+    "DESIRED",
+    "READY",
+    "PROV",
+    "PENDING",
+    "OFFLINE",
+    "AGE",
+    "PHASE",
+]
 DEVICE_HEADERS = ["ID", "STATUS", "REGION", "AGE", "SESSION", "LAST ACTIVITY", "REASON"]
 
 
@@ -34,6 +46,7 @@ def print_pools(pools: Sequence[Any]) -> None:
                 st.get("desiredReplicas", s.get("replicas")),
                 st.get("readyDevices"),
                 st.get("provisioningDevices"),
+                st.get("pendingDevices"),
                 st.get("offlineDevices"),
                 age(p.created),
                 (st.get("phase") or "") + ("?" if p.stale else ""),
@@ -68,10 +81,25 @@ def print_description(data: dict[str, Any]) -> None:
     else:
         print_devices(devices)
     typer.echo("\nEvents:")
-    print_table(
-        ["AGE", "TYPE", "DETAIL"],
-        [[age(e["time"]), e["type"], e["detail"]] for e in data.get("events") or []],
-    )
+    events = data.get("events")
+    if events is None:
+        typer.echo("  (no worker answered)")
+    elif not events:
+        typer.echo("  <none>")
+    else:
+        print_table(
+            ["TYPE", "REASON", "AGE", "MESSAGE"],
+            [[e.get("type"), e.get("reason"), event_age(e), e.get("message")] for e in events],
+        )
+
+
+def event_age(event: dict[str, Any], now: datetime | None = None) -> str:
+    """kubectl's event age: `3m`, or `3m (x4 over 10m)` for a repeated event."""
+    last = age(event.get("time"), now)
+    count = int(event.get("count") or 1)
+    if count <= 1 or not event.get("firstTime"):
+        return last
+    return f"{last} (x{count} over {age(event['firstTime'], now)})"
 
 
 def _fields(data: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -95,6 +123,7 @@ def _fields(data: dict[str, Any]) -> list[tuple[str, Any]]:
             f"{status.get('desiredReplicas', spec.get('replicas'))} desired | "
             f"{status.get('readyDevices', 0)} ready | {status.get('busyDevices', 0)} busy | "
             f"{status.get('provisioningDevices', 0)} provisioning | "
+            f"{status.get('pendingDevices', 0)} pending | "
             f"{status.get('offlineDevices', 0)} offline",
         ),
         ("Generation", f"observed {status.get('observedGeneration', '-')}"),

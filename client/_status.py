@@ -20,7 +20,13 @@ def devices_left(status: dict[str, Any]) -> int:
         return len(ids)
     return sum(
         int(status.get(k) or 0)
-        for k in ("readyDevices", "provisioningDevices", "busyDevices", "offlineDevices")
+        for k in (
+            "readyDevices",
+            "provisioningDevices",
+            "pendingDevices",
+            "busyDevices",
+            "offlineDevices",
+        )
     )
 
 
@@ -28,8 +34,9 @@ def is_converged(status: dict[str, Any], generation: int) -> bool:
     """Every desired device is up (ready or busy) and no surplus or stragglers remain."""
     desired = int(status.get("desiredReplicas") or 0)
     up = int(status.get("readyDevices") or 0) + int(status.get("busyDevices") or 0)
-    total = (
-        up + int(status.get("provisioningDevices") or 0) + int(status.get("offlineDevices") or 0)
+    # Creates still pending are not there yet (a status from before the field has none).
+    total = up + sum(
+        int(status.get(k) or 0) for k in ("provisioningDevices", "pendingDevices", "offlineDevices")
     )
     return int(status.get("observedGeneration") or 0) >= generation and up == desired == total
 

@@ -9,9 +9,15 @@ Rules (DESIGN.md "How a pool converges"):
   provisioning, ready, busy, offline, rebooting. Creates still in flight count
   too ("expectations"), so a running provisioning child is never doubled.
 - `failed` devices never become ready: they are removed (and so no longer count).
-- Surplus is removed from *idle* devices only — ready, no active session, no
-  activity for `idle_grace` — oldest first. Busy or recently used devices are
-  never planned for termination; the pool then stays above size and says so.
+- Surplus is removed from what does not serve yet before what serves, as the
+  ReplicaSet controller does: creates not yet landed are withdrawn by the pool
+  (`SlotBook.withdraw`) before it plans; then devices still `provisioning`,
+  newest first (the least boot time lost); then *idle* devices — ready, no
+  active session, no activity for `idle_grace` — oldest first. Busy or recently
+  used devices are never planned for termination; the pool then stays above
+  size and says so.
+- Counts say what exists at the provider: `provisioning` is devices booting
+  there (and rebooting); creates in flight, not seen yet, are `pending`.
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ COUNTED_STATUSES = frozenset({PROVISIONING, READY, BUSY, OFFLINE, REBOOTING})
 @dataclass(frozen=True)
 class Plan:
     create: int
-    # Surplus idle devices to terminate (scale-down), oldest first.
+    # Surplus to terminate (scale-down): booting devices newest first, then
+    # idle ones oldest first.
     terminate: list[str]
     # Devices that will never serve (status `failed`): removed and replaced.
     remove_failed: list[str]
@@ -72,6 +79,7 @@ def plan_pool(
     now: datetime,
     idle_grace: timedelta,
     allow_create: bool = True,
+    remove_booting_first: bool = True,
 ) -> Plan:
     """Decide what to create and what to terminate to bring the pool to `replicas`."""
     if replicas < 0:
@@ -88,7 +96,12 @@ def plan_pool(
 
     surplus = max(0, members - replicas)
     idle = sorted((d for d in counted if is_idle(d, now=now, idle_grace=idle_grace)), key=_age_key)
-    terminate = [d.id for d in idle[:surplus]]
+    booting = sorted(
+        (d for d in counted if _booting(d) and remove_booting_first),
+        key=_age_key,
+        reverse=True,
+    )
+    terminate = [d.id for d in [*booting, *idle][:surplus]]
     blocked = surplus - len(terminate)
 
     next_idle_at: datetime | None = None
@@ -105,7 +118,8 @@ def plan_pool(
     counts = {
         "ready": by_status[READY],
         "busy": by_status[BUSY],
-        "provisioning": by_status[PROVISIONING] + by_status[REBOOTING] + in_flight,
+        "provisioning": by_status[PROVISIONING] + by_status[REBOOTING],
+        "pending": in_flight,
         "offline": by_status[OFFLINE],
         "failed": by_status[FAILED],
     }
@@ -119,6 +133,11 @@ def plan_pool(
         next_idle_at=next_idle_at,
         by_status=dict(by_status),
     )
+
+
+def _booting(device: DeviceInfo) -> bool:
+    """Still coming up and serving nobody: removed before any idle device."""
+    return device.status == PROVISIONING and not device.session_active
 
 
 def _age_key(device: DeviceInfo) -> tuple[datetime, str]:

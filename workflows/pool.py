@@ -11,7 +11,9 @@ Messages
   and never applied.
 - signals `batch_created` / `batch_done` (`BatchReport`) from provisioning
   children, `health_report` (`HealthReport`) from the health child.
-- queries `status` (camelCase status JSON), `devices` (`DevicesView`), `spec`.
+- queries `status` (camelCase status JSON), `devices` (`DevicesView`), `spec`,
+  `events` (the pool's own recent events: `workflows/events.py`, said by
+  `workflows/pool_events.py`).
 - cancellation = deletion: the finalizer (`workflows/finalizer.py`), then the
   run ends CANCELED.
 
@@ -49,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
         DevicePoolStatus,
         Phase,
     )
-    from devicepool.workflows import children, finalizer, patches
+    from devicepool.workflows import children, finalizer, patches, pool_events
     from devicepool.workflows import pool_activities as calls
     from devicepool.workflows import status as st
     from devicepool.workflows.cancellation import raise_if_cancelled
@@ -100,6 +102,8 @@ class DevicePoolWorkflow(PoolMessages):
 
     @workflow.run
     async def run(self, input: PoolInput) -> dict[str, Any]:
+        if self.s.created_at is None:
+            self._happened(pool_events.created(self._spec.replicas))
         self.s.created_at = self.s.created_at or workflow.now()
         if self.s.deleting:
             # Continued-as-new while deleting: finish the finalizer, then end.
@@ -135,6 +139,8 @@ class DevicePoolWorkflow(PoolMessages):
         if not self._health_started:
             self._health_started = True
             self._in_background(self._start_health())
+        created = self.s.slots.inbox.created[:created_mark]
+        self._happened(*pool_events.batches_settled(self.s.slots, created))
         self.s.slots.settle_created(created_mark)
         self._take_reports(done_mark)
         await self._check_batches()
@@ -191,12 +197,14 @@ class DevicePoolWorkflow(PoolMessages):
 
     def _take_reports(self, count: int) -> None:
         for report in self.s.slots.finish(count):
+            self._happened(*pool_events.batch_done(report))
             self.s.doomed.update(report.failed_devices)
             problem = self.s.backoff.record(
                 report, region=self._spec.region, settings=self.settings, now=workflow.now()
             )
             if problem:
                 workflow.logger.warning("pool %s: creates paused: %s", self._name, problem)
+                self._happened(pool_events.backed_off(self.s.backoff))
 
     async def _check_batches(self) -> None:
         await children.check_batches(self.s.slots, pool=self._name, every=self._batch_check_every())
@@ -215,12 +223,15 @@ class DevicePoolWorkflow(PoolMessages):
             backoff.pause(
                 f"RegionProbeFailed: {error_message(err)}", settings=self.settings, now=now
             )
+            self._happened(pool_events.backed_off(backoff))
             return
         if region == "down":
             problem = f"RegionDown: the provider reports {self._spec.region} down"
             backoff.pause(problem, settings=self.settings, now=now)
+            self._happened(pool_events.backed_off(backoff))
         else:
             backoff.region_up(self.settings)
+            self._happened(pool_events.region_up(self._spec.region, region))
 
     # ------------------------------------------------------------------ plan / act
 
@@ -246,8 +257,8 @@ class DevicePoolWorkflow(PoolMessages):
             self._in_background(children.withdraw_slots(batch_id, slots))
         return self._plan_once()
 
-    def _plan_once(self) -> Plan:
-        return plan_pool(
+    def _plan_once(self, *, booting_first: bool = True) -> Plan:
+        plan = plan_pool(
             replicas=self._spec.replicas,
             # Devices already on their way out are not members any more.
             devices=[d for d in self._devices if d.id not in self.s.doomed],
@@ -255,7 +266,14 @@ class DevicePoolWorkflow(PoolMessages):
             now=workflow.now(),
             idle_grace=timedelta(seconds=self.settings.idle_grace_seconds),
             allow_create=not self._refs_problems and not self.s.backoff.active(workflow.now()),
+            remove_booting_first=booting_first,
         )
+        # Runs recorded before a booting device went first terminated idle ones.
+        booting = {d.id for d in self._devices if d.status == am.PROVISIONING}
+        if booting_first and booting & set(plan.terminate):
+            if not workflow.patched(patches.SCALE_DOWN_BOOTING_FIRST):
+                return self._plan_once(booting_first=False)
+        return plan
 
     async def _act(self, plan: Plan) -> None:
         doomed = sorted(self.s.doomed | set(plan.remove_failed))
@@ -281,6 +299,7 @@ class DevicePoolWorkflow(PoolMessages):
             self._name, self.s.generation, slots.next_batch_number()
         )
         slots.open_batch(child_id, generation, taken, workflow.now())
+        self._happened(pool_events.batch_started(len(taken), replacement=owed > 0))
         input = children.batch_input(
             pool=self._name,
             spec=self._spec,
@@ -300,6 +319,13 @@ class DevicePoolWorkflow(PoolMessages):
 
     async def _terminate(self, device_ids: list[str], *, only_if_idle: set[str]) -> None:
         done = await calls.terminate_devices(self._account, device_ids, only_if_idle=only_if_idle)
+        self._happened(
+            *pool_events.terminations(
+                surplus=[d for d in device_ids if d in only_if_idle and d not in done.failed],
+                doomed=[d for d in device_ids if d not in only_if_idle and d not in done.failed],
+                skipped=done.skipped,
+            )
+        )
         for device_id in device_ids:
             if device_id in done.failed:
                 self.s.doomed.add(device_id)  # the next pass tries again
@@ -388,6 +414,8 @@ class DevicePoolWorkflow(PoolMessages):
 
     async def _delete(self) -> None:
         """The finalizer: stop provisioning, remove every device, then end."""
+        if not self.s.deleting:
+            self._happened(pool_events.Happened("Deleting", "removing every device of the pool"))
         self._deleting = self.s.deleting = True
         self.s.status = self.s.status.model_copy(update={"phase": Phase.DELETING})
         self._show()
@@ -400,6 +428,7 @@ class DevicePoolWorkflow(PoolMessages):
                 # A second delete must not abort the finalizer halfway.
                 workflow.logger.info("pool %s: already deleting", self._name)
         teardown.result()
+        self._happened(pool_events.Happened("Deleted", "no device of the pool is left"))
         self.s.status = st.deleted(self.s.status, workflow.now())
         self._show()
 
@@ -424,6 +453,7 @@ class DevicePoolWorkflow(PoolMessages):
         self._set_condition(
             st.ConditionUpdate(ConditionType.TEARDOWN_BLOCKED, true, reason, message)
         )
+        self._happened(pool_events.Happened("TeardownBlocked", f"{reason}: {message}", True))
         self._show_details()
 
     async def _hand_over_while_deleting(self) -> None:

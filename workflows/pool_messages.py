@@ -11,7 +11,8 @@ pass. Update validators reject before anything is written to history.
   refused with `SpecRejected=True` when invalid, never applied; any accepted
   change — either update, or a valid signal — clears it);
 - signals `batch_created` / `batch_done` (`BatchReport`), `health_report`;
-- queries `status`, `devices`, `spec`.
+- queries `status`, `devices`, `spec`, `events` (`PoolEvents`: the pool's own
+  recent events, `workflows/events.py`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ with workflow.unsafe.imports_passed_through():
         ObjectMeta,
         check_replicas,
     )
-    from devicepool.workflows import spec_changes
+    from devicepool.workflows import events as ev
+    from devicepool.workflows import pool_events, spec_changes
     from devicepool.workflows import status as st
     from devicepool.workflows.messages import (
         Accepted,
@@ -67,6 +69,14 @@ class PoolMessages:
         # continue-as-new).
         created = self.s.created_at is None
         changed = request.spec != self._spec or request.metadata != self._metadata
+        if not created and request.spec != self._spec:
+            self._happened(
+                pool_events.applied(
+                    old_replicas=self._spec.replicas,
+                    new_replicas=request.spec.replicas,
+                    generation=self.s.generation + 1,
+                )
+            )
         if request.spec != self._spec:
             self._announce = self._announce or request.spec.replicas > self._spec.replicas
             body_changed = spec_changes.body_changed(self._spec, request.spec)
@@ -108,6 +118,7 @@ class PoolMessages:
         except ValueError as err:
             workflow.logger.warning("pool %s: refused scale signal: %s", self._name, err)
             message = f"signal scale {spec_changes.short_json(payload)} refused: {err}"
+            self._happened(pool_events.Happened("SpecRejected", message, warning=True))
             self._set_condition(
                 st.ConditionUpdate(
                     ConditionType.SPEC_REJECTED, ConditionStatus.TRUE, "InvalidScaleSignal", message
@@ -130,6 +141,10 @@ class PoolMessages:
 
     @workflow.signal(name=names.SIGNAL_HEALTH_REPORT)
     def health_report(self, report: HealthReport) -> None:
+        for happened in pool_events.health(
+            self._health, report, max_unhealthy=str(self._spec.max_unhealthy)
+        ):
+            self._happened(happened)
         self._health = report
         self.s.replaced_total += len(report.terminated)
         self.s.replacements_owed += len(report.terminated)
@@ -145,6 +160,10 @@ class PoolMessages:
     def devices(self) -> DevicesView:
         return DevicesView(devices=list(self._devices))
 
+    @workflow.query(name=names.QUERY_EVENTS)
+    def events(self) -> ev.PoolEvents:
+        return ev.PoolEvents(events=list(self.s.events))
+
     @workflow.query(name=names.QUERY_SPEC)
     def spec(self) -> dict[str, Any]:
         return {
@@ -157,6 +176,13 @@ class PoolMessages:
 
     def _scale(self, replicas: int) -> None:
         if replicas != self._spec.replicas:
+            self._happened(
+                pool_events.applied(
+                    old_replicas=self._spec.replicas,
+                    new_replicas=replicas,
+                    generation=self.s.generation + 1,
+                )
+            )
             self._announce = self._announce or replicas > self._spec.replicas
             self._spec = self._spec.model_copy(update={"replicas": replicas})
             self.s.generation += 1
@@ -180,6 +206,17 @@ class PoolMessages:
         self.s.status = st.set_condition(
             self.s.status, cond, now=workflow.now(), generation=self.s.generation
         )
+
+    def _happened(self, *happened: pool_events.Happened) -> None:
+        """Record the pool's own events (state only: no command, no history event)."""
+        for one in happened:
+            self.s.events = ev.record(
+                self.s.events,
+                now=workflow.now(),
+                reason=one.reason,
+                message=one.message,
+                warning=one.warning,
+            )
 
     def _refuse_while_deleting(self) -> None:
         if self._deleting:

@@ -20,6 +20,7 @@ from pydantic import Field, field_serializer, model_validator
 from devicepool.api.base import CamelModel
 from devicepool.api.v1alpha1 import DevicePoolStatus
 from devicepool.workflows.backoff import Backoff
+from devicepool.workflows.events import PoolEvent
 from devicepool.workflows.slots import SlotBook
 
 __all__ = ["PoolState"]
@@ -42,6 +43,8 @@ class PoolState(CamelModel):
     # Whether this pool (this chain of runs) started its health check yet.
     # None in state from before the field: such a pool adopts the running one.
     health_started: bool | None = None
+    # The pool's own recent events, newest last (a ring of `events.LIMIT`), for `describe`.
+    events: list[PoolEvent] = Field(default_factory=list)
 
     @field_serializer("doomed")
     def _sorted(self, doomed: set[str]) -> list[str]:

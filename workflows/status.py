@@ -121,14 +121,14 @@ def ready_condition(view: PoolView) -> ConditionUpdate:
 
 def progressing_condition(view: PoolView) -> ConditionUpdate:
     plan = view.plan
-    if view.creating:
-        provisioning = plan.counts["provisioning"]
-        return ConditionUpdate(
-            ConditionType.PROGRESSING,
-            TRUE,
-            "Provisioning",
-            f"{provisioning} device(s) provisioning",
-        )
+    # True while anything is being created or booting, not only while creates
+    # are on their way: a first start's devices boot for a minute after them.
+    provisioning, pending = plan.counts["provisioning"], _pending(view)
+    if view.creating or provisioning or pending:
+        message = f"{provisioning} device(s) provisioning"
+        if pending:
+            message += f", {pending} pending"
+        return ConditionUpdate(ConditionType.PROGRESSING, TRUE, "Provisioning", message)
     if plan.terminate:
         return ConditionUpdate(ConditionType.PROGRESSING, TRUE, "ScalingDown")
     return ConditionUpdate(ConditionType.PROGRESSING, FALSE, "Stable")
@@ -179,7 +179,7 @@ def phase_of(view: PoolView) -> Phase:
         return Phase.DEGRADED
     if counts["offline"] or counts["failed"] or paused:
         return Phase.DEGRADED
-    if serving + counts["provisioning"] < replicas or view.creating:
+    if serving + counts["provisioning"] + counts["pending"] < replicas or view.creating:
         return Phase.PROVISIONING
     if view.plan.members > replicas:
         return Phase.SCALING_DOWN
@@ -212,6 +212,7 @@ def published(status: DevicePoolStatus, view: PoolView) -> DevicePoolStatus:
             "busy_devices": counts["busy"],
             "provisioning_devices": counts["provisioning"],
             "offline_devices": counts["offline"],
+            "pending_devices": _pending(view),
             "last_reconciled": view.now,
             "observed_generation": view.generation,
             "device_ids": view.device_ids,
@@ -228,6 +229,7 @@ def deleted(status: DevicePoolStatus, now: datetime) -> DevicePoolStatus:
             "busy_devices": 0,
             "provisioning_devices": 0,
             "offline_devices": 0,
+            "pending_devices": 0,
             "device_ids": [],
             "last_reconciled": now,
         }
@@ -236,6 +238,11 @@ def deleted(status: DevicePoolStatus, now: datetime) -> DevicePoolStatus:
 
 def _serving(plan: Plan) -> int:
     return plan.counts["ready"] + plan.counts["busy"]
+
+
+def _pending(view: PoolView) -> int:
+    """Creates in flight whose devices are not seen yet, plus those this pass plans."""
+    return view.plan.counts["pending"] + view.plan.create
 
 
 # ---------------------------------------------------------------- search attributes and details
@@ -273,6 +280,7 @@ def details(name: str, spec: DevicePoolSpec, generation: int, status: DevicePool
         ("ready", s.ready_devices),
         ("busy", s.busy_devices),
         ("provisioning", s.provisioning_devices),
+        ("pending", s.pending_devices),
         ("offline", s.offline_devices),
     ]
     width = max(len(label) for label, _ in figures) + 2

@@ -473,3 +473,29 @@ async def test_a_create_cancelled_on_its_way_lands_and_is_reported(
     await emulator.faults()
     assert result.device.labels[LABEL_POOL] == "gone"
     assert (await emulator.stats())["devices"]["byPool"] == {"gone": 1}
+
+
+async def test_a_scale_down_removes_a_booting_or_idle_device_and_keeps_a_busy_one(
+    acts: DeviceActivities, emulator: Emulator
+) -> None:
+    # The pool removes a device still booting before an idle one (issue 15,
+    # item 5); the re-check right before the DELETE lets it go, and does not
+    # count it as a replacement (it is a scale-down, not an unhealthy device).
+    env = ActivityEnvironment()
+    booting, busy = await _create(acts, 2)
+    assert booting.status == "provisioning"
+    await emulator.advance(31)
+    await emulator.session(busy.id, active=True)
+    [fresh] = await _create(acts, 1, pool="p2")
+
+    def down(device_id: str) -> TerminateDeviceInput:
+        return TerminateDeviceInput(account="default", device_id=device_id, only_if_idle=True)
+
+    gone = await env.run(acts.terminate_device, down(fresh.id))
+    assert (gone.skipped, gone.already_gone) == (None, False)
+    kept = await env.run(acts.terminate_device, down(busy.id))
+    assert kept.skipped and "busy" in kept.skipped
+    replaced = acts.metrics.registry.get_sample_value(
+        "devicepool_replacements_total", {"pool": "p2", "reason": "startup_timeout"}
+    )
+    assert replaced is None

@@ -111,6 +111,7 @@ def test_status_serializes_camel_case_with_kubernetes_conditions() -> None:
         "provisioningDevices": 1,
         "busyDevices": 0,
         "offlineDevices": 0,
+        "pendingDevices": 0,
         "lastReconciled": "2025-01-31T12:00:00Z",
         "observedGeneration": 3,
         "deviceIds": ["d-1", "d-2"],

@@ -136,13 +136,61 @@ def test_equal_creation_times_break_ties_by_id() -> None:
     assert plan(1, devices).terminate == ["a", "b"]
 
 
-def test_scale_to_zero_removes_every_idle_device_but_no_busy_one() -> None:
+def test_scale_to_zero_removes_every_idle_or_booting_device_but_no_busy_one() -> None:
     devices = [*ready(3), dev("b0", BUSY, session=True), dev("p0", PROVISIONING)]
     p = plan(0, devices)
-    assert p.terminate == ["r0", "r1", "r2"]
+    assert p.terminate == ["p0", "r0", "r1", "r2"]
     assert p.create == 0
-    # busy + provisioning remain above size, and the plan says so
+    # the busy one remains above size, and the plan says so
+    assert p.blocked_surplus == 1
+
+
+# ---------------------------------------------------------------- examples: what goes first (issue 15)
+
+
+def test_scale_down_removes_a_booting_device_before_a_ready_one() -> None:
+    # 6 -> 5 with one device still provisioning: it goes, the five serving stay.
+    p = plan(5, [*ready(5), dev("p", PROVISIONING, created=10)])
+    assert p.terminate == ["p"]
+    assert p.blocked_surplus == 0
+
+
+def test_booting_devices_go_newest_first_then_idle_oldest_first() -> None:
+    devices = [
+        dev("p-old", PROVISIONING, created=50),
+        dev("p-new", PROVISIONING, created=5),
+        *ready(2),
+        dev("b", BUSY, session=True),
+    ]
+    assert plan(2, devices).terminate == ["p-new", "p-old", "r0"]
+    assert plan(4, devices).terminate == ["p-new"]
+
+
+def test_a_booting_device_in_session_and_a_rebooting_one_are_never_removed() -> None:
+    devices = [dev("p", PROVISIONING, session=True), dev("rb", REBOOTING)]
+    p = plan(0, devices)
+    assert p.terminate == []
     assert p.blocked_surplus == 2
+
+
+def test_recorded_runs_keep_the_old_choice_of_idle_devices_only() -> None:
+    p = plan_pool(
+        replicas=5,
+        devices=[*ready(5), dev("p", PROVISIONING, created=10)],
+        in_flight=0,
+        now=NOW,
+        idle_grace=GRACE,
+        remove_booting_first=False,
+    )
+    assert p.terminate == ["r0"]
+
+
+def test_counts_say_what_exists_at_the_provider_and_pending_creates_apart() -> None:
+    # 15 devices exist, 80 creates are planned or waiting for the window.
+    devices = [dev(f"p{i}", PROVISIONING) for i in range(15)]
+    p = plan(95, devices, in_flight=80)
+    assert p.counts["provisioning"] == 15
+    assert p.counts["pending"] == 80
 
 
 # ---------------------------------------------------------------- examples: in-flight creates
@@ -292,12 +340,12 @@ def test_offline_devices_count_toward_replicas_so_no_extra_create() -> None:
     assert p.members == 3
 
 
-def test_provisioning_and_rebooting_count_but_are_never_terminated() -> None:
+def test_provisioning_and_rebooting_count_and_only_rebooting_is_never_terminated() -> None:
     devices = [dev("p", PROVISIONING, created=99_999), dev("rb", REBOOTING, created=99_999)]
     p = plan(0, devices)
     assert p.members == 2
-    assert p.terminate == []
-    assert p.blocked_surplus == 2
+    assert p.terminate == ["p"]
+    assert p.blocked_surplus == 1
     assert plan(2, devices).create == 0
 
 
@@ -353,7 +401,8 @@ def test_counts_and_by_status() -> None:
     assert p.counts == {
         "ready": 2,
         "busy": 1,
-        "provisioning": 1 + 1 + 3,  # provisioning + rebooting + in flight
+        "provisioning": 1 + 1,  # provisioning + rebooting at the provider
+        "pending": 3,  # in flight, not seen yet
         "offline": 2,
         "failed": 1,
     }
@@ -373,7 +422,14 @@ def test_counts_and_by_status() -> None:
 
 def test_counts_of_an_empty_pool_are_all_zero() -> None:
     p = plan(0, [])
-    assert p.counts == {"ready": 0, "busy": 0, "provisioning": 0, "offline": 0, "failed": 0}
+    assert p.counts == {
+        "ready": 0,
+        "busy": 0,
+        "provisioning": 0,
+        "pending": 0,
+        "offline": 0,
+        "failed": 0,
+    }
     assert p.by_status == {}
 
 
@@ -461,6 +517,18 @@ def idle_oldest_first(devices: list[DeviceInfo], grace: timedelta) -> list[str]:
     return [d.id for d in sorted(idle, key=lambda d: (d.created_at, d.id))]
 
 
+def oracle_booting(d: DeviceInfo) -> bool:
+    return d.status == PROVISIONING and not d.session_active
+
+
+def removal_order(devices: list[DeviceInfo], grace: timedelta) -> list[str]:
+    """What a surplus removes, in order: booting newest first, then idle oldest first."""
+    booting = sorted(
+        (d for d in devices if oracle_booting(d)), key=lambda d: (d.created_at, d.id), reverse=True
+    )
+    return [d.id for d in booting] + idle_oldest_first(devices, grace)
+
+
 def counted(devices: list[DeviceInfo]) -> int:
     return sum(d.status in COUNTED for d in devices)
 
@@ -506,16 +574,17 @@ def check_never_terminates_a_device_that_is_not_idle(c: Case, p: Plan) -> None:
     assert len(set(p.terminate)) == len(p.terminate), "duplicate termination"
     for id in p.terminate:
         d = by_id[id]
-        assert d.status == READY, f"terminates non-ready {d}"
+        assert d.status in (READY, PROVISIONING), f"terminates a serving or broken device {d}"
         assert not d.session_active, f"terminates a device in session {d}"
-        assert NOW - last_active(d) >= c.grace, f"terminates inside the grace period {d}"
+        if d.status == READY:
+            assert NOW - last_active(d) >= c.grace, f"terminates inside the grace period {d}"
 
 
-def check_terminations_are_the_oldest_idle_devices(c: Case, p: Plan) -> None:
-    idle = idle_oldest_first(c.devices, c.grace)
-    assert p.terminate == idle[: len(p.terminate)], "not a prefix of idle oldest-first"
+def check_terminations_are_booting_then_the_oldest_idle_devices(c: Case, p: Plan) -> None:
+    order = removal_order(c.devices, c.grace)
+    assert p.terminate == order[: len(p.terminate)], "not booting newest-first, then idle oldest"
     # ...and as many of them as the surplus allows, not fewer
-    assert len(p.terminate) == min(c.surplus, len(idle)), "leaves removable surplus"
+    assert len(p.terminate) == min(c.surplus, len(order)), "leaves removable surplus"
 
 
 def check_terminate_is_bounded_by_surplus_and_the_rest_is_blocked(c: Case, p: Plan) -> None:
@@ -559,8 +628,9 @@ def check_counts_add_up(c: Case, p: Plan) -> None:
     assert sum(p.by_status.values()) == len(c.devices)
     assert p.counts["failed"] == len(p.remove_failed)
     served = p.counts["ready"] + p.counts["busy"] + p.counts["offline"]
-    # provisioning includes rebooting and in-flight creates
-    assert served + p.counts["provisioning"] == p.members
+    # provisioning (and rebooting) exist at the provider; pending are in flight
+    assert p.counts["pending"] == c.in_flight
+    assert served + p.counts["provisioning"] + p.counts["pending"] == p.members
 
 
 def check_next_idle_at_is_when_the_first_waiting_device_turns_idle(c: Case, p: Plan) -> None:
@@ -593,7 +663,7 @@ def check_applying_the_plan_converges(c: Case, p: Plan) -> None:
 def test_terminations_are_safe_oldest_first_and_bounded(case: Case) -> None:
     p = case.plan()
     check_never_terminates_a_device_that_is_not_idle(case, p)
-    check_terminations_are_the_oldest_idle_devices(case, p)
+    check_terminations_are_booting_then_the_oldest_idle_devices(case, p)
     check_terminate_is_bounded_by_surplus_and_the_rest_is_blocked(case, p)
     check_next_idle_at_is_when_the_first_waiting_device_turns_idle(case, p)
 
@@ -611,10 +681,10 @@ def test_pool_size_and_statuses(case: Case) -> None:
 
 @PROPERTY
 @given(case=CASES)
-def test_zero_replicas_removes_every_idle_device(case: Case) -> None:
+def test_zero_replicas_removes_every_idle_or_booting_device(case: Case) -> None:
     p = case.plan(replicas=0)
     assert p.create == 0
-    assert p.terminate == idle_oldest_first(case.devices, case.grace)
+    assert p.terminate == removal_order(case.devices, case.grace)
     assert p.blocked_surplus == case.members - len(p.terminate)
 
 

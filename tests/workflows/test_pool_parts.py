@@ -212,6 +212,7 @@ def test_details_read_well_without_markdown_tables() -> None:
         "ready         1",
         "busy          0",
         "provisioning  0",
+        "pending       3",  # created this pass, not at the provider yet
         "offline       0",
     ]
     assert len([line for line in lines if line.startswith("- **")]) == len(status.conditions)

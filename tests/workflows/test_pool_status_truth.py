@@ -1,26 +1,124 @@
-"""What a pool says is what the provider has (issue 15, items 5 and 7).
+"""What a pool says is what the provider has, and what happened to it (issue 15, items 5-7).
 
+- `provisioningDevices` counts devices that exist at the provider and boot;
+  creates planned or waiting for the window are `pendingDevices`. Progressing
+  stays True while anything is being created or booting.
+- A scale-down removes a device that is still booting before a serving one.
 - Devices that vanish from the provider while they boot (a restarted
   in-memory provider forgot them) are no evidence against the region:
   ProviderAvailable stays True and creates are not paused.
+- `describe` shows the pool's own events (scaled, created, terminated), not
+  raw history.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
-from wf_support import condition, eventually, pool_devices, start_pool
+from wf_support import TimedASGITransport, condition, eventually, pool_devices, start_pool
 
 from devicepool.activities.devices import DeviceActivities
+from devicepool.api.names import UPDATE_SCALE
+from devicepool.client.pool_client import PoolClient
+from devicepool.workflows.messages import Accepted, ScaleRequest
 
 pytestmark = pytest.mark.devserver
 
 
 async def _faults(control: httpx.AsyncClient, faults: dict[str, float]) -> None:
     (await control.post("/_emulator/faults", json=faults)).raise_for_status()
+
+
+async def test_creates_waiting_are_pending_and_booting_devices_keep_it_progressing(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    gate = asyncio.Event()
+    TimedASGITransport.create_gate, TimedASGITransport.at_gate = gate, 0
+    await _faults(control, {"provisionStallRate": 1})  # the devices keep booting
+    handle = await start_pool(env.client, pool_name, 2)
+    try:
+
+        async def held() -> bool:
+            return TimedASGITransport.at_gate == 2
+
+        await eventually(held, what="2 creates held before the provider")
+
+        async def planned() -> dict[str, Any] | None:
+            status = await handle.query("status")
+            return status if status.get("pendingDevices") == 2 else None
+
+        # Nothing exists at the provider yet: nothing is provisioning there.
+        status = await eventually(planned, what="2 pending creates")
+        assert status["provisioningDevices"] == 0, status
+        progressing = await condition(handle, "Progressing")
+        assert progressing and progressing["status"] == "True", progressing
+        gate.set()
+
+        async def booting() -> dict[str, Any] | None:
+            status = await handle.query("status")
+            at_provider = await pool_devices(control, pool_name)
+            if (
+                len(at_provider) == 2
+                and status["provisioningDevices"] == 2
+                and status["pendingDevices"] == 0
+            ):
+                return status
+            return None
+
+        status = await eventually(booting, what="2 devices booting, none pending")
+        progressing = status and next(c for c in status["conditions"] if c["type"] == "Progressing")
+        assert progressing["status"] == "True", status
+        assert progressing["reason"] == "Provisioning", progressing
+    finally:
+        TimedASGITransport.create_gate = None
+        gate.set()
+        await _faults(control, {})
+        await handle.cancel()
+
+
+async def test_scale_down_removes_a_booting_device_before_a_ready_one(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start_pool(env.client, pool_name, 5)
+    try:
+
+        async def ready(n: int) -> list[dict[str, Any]] | None:
+            devices = await pool_devices(control, pool_name)
+            ok = len(devices) == n and all(d["status"] == "ready" for d in devices)
+            return devices if ok else None
+
+        serving = await eventually(lambda: ready(5), what="5 ready devices")
+        await _faults(control, {"provisionStallRate": 1})
+        try:
+            await handle.execute_update(
+                UPDATE_SCALE, ScaleRequest(replicas=6), result_type=Accepted
+            )
+
+            async def booting() -> list[dict[str, Any]]:
+                devices = await pool_devices(control, pool_name)
+                return [d for d in devices if d["status"] == "provisioning"]
+
+            stalled = (await eventually(booting, what="a sixth device booting"))[0]
+        finally:
+            await _faults(control, {})
+        await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=5), result_type=Accepted)
+
+        async def booting_one_gone() -> list[dict[str, Any]] | None:
+            devices = await pool_devices(control, pool_name)
+            live = [d for d in devices if d["status"] != "terminating"]
+            return live if stalled["id"] not in {d["id"] for d in live} else None
+
+        await eventually(booting_one_gone, what="the booting device terminated")
+        await asyncio.sleep(1)  # a wrong pick would have gone by now too
+        live = {d["id"]: d["status"] for d in await pool_devices(control, pool_name)}
+        assert {d["id"] for d in serving} <= set(live), live
+        assert all(live[d["id"]] == "ready" for d in serving), live
+    finally:
+        await handle.cancel()
 
 
 async def test_devices_that_vanish_while_booting_do_not_blame_the_region(
@@ -58,5 +156,42 @@ async def test_devices_that_vanish_while_booting_do_not_blame_the_region(
         assert not bad, bad[0]
         after = await condition(handle, "ProviderAvailable")
         assert before and after and after["lastTransitionTime"] == before["lastTransitionTime"]
+    finally:
+        await handle.cancel()
+
+
+async def test_describe_shows_what_happened_to_the_pool(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start_pool(env.client, pool_name, 2)
+    pools = PoolClient(env.client)
+
+    def said(last: str) -> Any:
+        async def check() -> list[dict[str, Any]] | None:
+            events = (await pools.describe(pool_name))["events"]
+            return events if events and events[-1]["reason"] == last else None
+
+        return check
+
+    try:
+        await eventually(said("Ready"), what="the batch's Ready event")
+        await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted)
+        events = await eventually(said("ScaledDown"), what="the scale-down's event")
+        assert [(e["type"], e["reason"]) for e in events] == [
+            ("Normal", "Created"),
+            ("Normal", "Creating"),
+            ("Normal", "Created"),
+            ("Normal", "Ready"),
+            ("Normal", "Scaled"),
+            ("Normal", "ScaledDown"),
+        ], events
+        messages = [e["message"] for e in events]
+        assert messages[0] == "pool created with 2 replica(s)"
+        assert messages[1] == "creating 2 device(s)"
+        assert messages[2].startswith("created 2 device(s): dev-")
+        assert messages[3] == "2 device(s) ready"
+        assert messages[4] == "replicas 2 -> 1 (generation 2)"
+        assert messages[5].startswith("terminated 1 device(s): dev-")
+        assert all(e["time"] for e in events)
     finally:
         await handle.cancel()

@@ -1,0 +1,211 @@
+"""What the pool's events say: one pure function per kind of thing that happens to a pool.
+
+Each returns the `(reason, message, warning)` triples the pool records
+(`workflows/events.py`); the workflow only says when. Messages name devices and
+counts, never secrets, and read as kubectl's do ("created 4 device(s)").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from devicepool.workflows.backoff import Backoff
+from devicepool.workflows.messages import HealthReport
+from devicepool.workflows.slots import BatchReport, SlotBook
+
+__all__ = [
+    "Happened",
+    "applied",
+    "backed_off",
+    "batch_done",
+    "batch_started",
+    "batches_settled",
+    "created",
+    "health",
+    "ids",
+    "region_up",
+    "terminations",
+]
+
+# Device ids named in one message, before "and N more".
+NAMED = 5
+# What the scale-down's re-check says of a device already being removed.
+_LEAVING = frozenset({"status terminating", "status terminated"})
+
+
+@dataclass(frozen=True)
+class Happened:
+    reason: str
+    message: str = ""
+    warning: bool = False
+
+
+def ids(device_ids: Iterable[str]) -> str:
+    """`a, b, c` — or the first few and how many more."""
+    listed = sorted(device_ids)
+    shown = ", ".join(listed[:NAMED])
+    return shown + (f" and {len(listed) - NAMED} more" if len(listed) > NAMED else "")
+
+
+def created(replicas: int) -> Happened:
+    return Happened("Created", f"pool created with {replicas} replica(s)")
+
+
+def applied(*, old_replicas: int, new_replicas: int, generation: int) -> Happened:
+    """A spec change was accepted (apply, scale): `Scaled` when the size changed."""
+    if old_replicas != new_replicas:
+        return Happened(
+            "Scaled", f"replicas {old_replicas} -> {new_replicas} (generation {generation})"
+        )
+    return Happened("Configured", f"spec changed (generation {generation})")
+
+
+def backed_off(backoff: Backoff) -> Happened:
+    """Creates paused in the region (the problem, and for how long)."""
+    reason, _, message = (backoff.problem or "BackOff").partition(": ")
+    return Happened(
+        "BackOff", f"creates paused {backoff.seconds:g}s: {reason}: {message}", warning=True
+    )
+
+
+def region_up(region: str, status: str) -> Happened:
+    return Happened("CreatesResumed", f"the provider reports {region} {status}; creating again")
+
+
+def batch_started(count: int, *, replacement: bool) -> Happened:
+    what = "replacement device(s)" if replacement else "device(s)"
+    return Happened("Creating", f"creating {count} {what}")
+
+
+def batches_settled(book: SlotBook, reports: Iterable[BatchReport]) -> list[Happened]:
+    """`batch_created` reports about to be applied to `book`: what they newly settle.
+
+    Read before `SlotBook.settle_created`: a batch may report more than once
+    (each withdrawal, then its creates), each time with everything so far, so
+    only slots the book still waits on are news.
+    """
+    out: list[Happened] = []
+    for report in reports:
+        batch = book.batch(report.workflow_id)
+        if batch is None:
+            continue
+        waiting = set(batch.slots)
+        created = [report.created[s] for s in sorted(waiting & set(report.created))]
+        failed = {s: why for s, why in report.failed_slots.items() if s in waiting}
+        withdrawn = sorted(waiting & set(report.withdrawn))
+        if created:
+            out.append(Happened("Created", f"created {len(created)} device(s): {ids(created)}"))
+        if failed:
+            first = next(iter(failed.values()))
+            unanswered = len(set(failed) & set(report.unanswered_slots))
+            note = f" ({unanswered} never answered)" if unanswered else ""
+            out.append(
+                Happened(
+                    "CreateFailed",
+                    f"{len(failed)} create(s) failed{note}, retried: {first}",
+                    warning=True,
+                )
+            )
+        if withdrawn:
+            out.append(
+                Happened(
+                    "Withdrawn",
+                    f"{len(withdrawn)} create(s) not yet rented dropped (fewer replicas wanted)",
+                )
+            )
+    return out
+
+
+def batch_done(report: BatchReport) -> list[Happened]:
+    """A batch ended: how its devices came up."""
+    if report.cancelled:
+        return []
+    out: list[Happened] = []
+    if report.ready:
+        out.append(Happened("Ready", f"{len(report.ready)} device(s) ready"))
+    if report.failed_devices:
+        first = next(iter(report.failed_devices.values()))
+        out.append(
+            Happened(
+                "BootFailed",
+                f"{len(report.failed_devices)} device(s) never became ready, removed: "
+                f"{ids(report.failed_devices)} ({first})",
+                warning=True,
+            )
+        )
+    if report.vanished_devices:
+        first = next(iter(report.vanished_devices.values()))
+        out.append(
+            Happened(
+                "Vanished",
+                f"{len(report.vanished_devices)} device(s) gone before they booted, "
+                f"replaced: {ids(report.vanished_devices)} ({first})",
+            )
+        )
+    return out
+
+
+def health(old: HealthReport | None, new: HealthReport, *, max_unhealthy: str) -> list[Happened]:
+    """A health report: devices replaced, remediation paused or resumed."""
+    out: list[Happened] = []
+    if new.terminated:
+        out.append(Happened("Replaced", _replaced(new.terminated)))
+    was_paused = old is not None and old.paused
+    if new.paused and not was_paused:
+        out.append(
+            Happened(
+                "RemediationPaused",
+                f"{new.unhealthy} of {new.devices} devices unhealthy, more than maxUnhealthy "
+                f"({max_unhealthy} = {new.max_unhealthy}); replacements wait",
+                warning=True,
+            )
+        )
+    elif was_paused and not new.paused:
+        out.append(
+            Happened("RemediationResumed", f"{new.unhealthy} of {new.devices} devices unhealthy")
+        )
+    return out
+
+
+def terminations(
+    *, surplus: Iterable[str], doomed: Iterable[str], skipped: Mapping[str, str]
+) -> list[Happened]:
+    """What one round of terminations removed (and kept).
+
+    A device the re-check found already on its way out (a listing older than
+    the last termination planned it again) is no news either way.
+    """
+    out: list[Happened] = []
+    leaving = {d for d, why in skipped.items() if why in _LEAVING}
+    skipped = {d: why for d, why in skipped.items() if d not in leaving}
+    gone = sorted(set(surplus) - set(skipped) - leaving)
+    if gone:
+        out.append(Happened("ScaledDown", f"terminated {len(gone)} device(s): {ids(gone)}"))
+    removed = sorted(set(doomed))
+    if removed:
+        out.append(
+            Happened("Removed", f"terminated {len(removed)} failed device(s): {ids(removed)}")
+        )
+    if skipped:
+        first = next(iter(skipped.values()))
+        out.append(
+            Happened(
+                "Kept", f"{len(skipped)} device(s) busy since the plan: {ids(skipped)} ({first})"
+            )
+        )
+    return out
+
+
+def _replaced(terminated: Mapping[str, str]) -> str:
+    """`replaced dev-1 (offline for 185s (threshold 180s))`, or a count and the first few."""
+    parts = [f"{d} ({_why(why)})" for d, why in sorted(terminated.items())]
+    shown = ", ".join(parts[:NAMED])
+    more = f" and {len(parts) - NAMED} more" if len(parts) > NAMED else ""
+    return f"replaced {shown}{more}"
+
+
+def _why(reason: str) -> str:
+    # Triage writes "Kind: detail"; the detail reads on its own.
+    _, sep, detail = reason.partition(": ")
+    return detail if sep else reason
