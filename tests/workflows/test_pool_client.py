@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import textwrap
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
 from wf_support import Workers
 
+from devicepool.api.names import pool_workflow_id
 from devicepool.api.v1alpha1 import DevicePool
 from devicepool.client import PoolBlocked, PoolClient
-from devicepool.client.errors import EXIT_RUNTIME
+from devicepool.client.cli import main
+from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME
 from devicepool.workflows.messages import ApplyResult
 
 pytestmark = pytest.mark.devserver
@@ -85,4 +90,111 @@ async def test_wait_ready_stops_at_once_on_an_unknown_proxy_pool(
         f'pool "{pool_name}" cannot become ready: UnknownProxyPool: unknown proxy pool '
         "'nope' (proxy.poolRef); known: proxyseller-us — provisioning stopped"
     )
+    await pools.delete(pool_name, wait=True, timeout=60)
+
+
+# ---------------------------------------------------------------- the CLI, against live pools
+
+
+@pytest.fixture
+def cli(
+    env: WorkflowEnvironment,
+    pools: PoolClient,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> Any:
+    """Run `devicepool ARGS` (in a thread: it runs its own event loop) against the
+    session's dev server; returns (exit code, stdout, stderr)."""
+    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+    for name in ("TEMPORAL_API_KEY", "TEMPORAL_PROFILE", "TEMPORAL_TLS", "TEMPORAL_NAMESPACE"):
+        monkeypatch.delenv(name, raising=False)
+
+    async def run(*argv: str) -> tuple[int, str, str]:
+        capfd.readouterr()
+        code = await asyncio.to_thread(main, list(argv))
+        out, err = capfd.readouterr()
+        return code, out, err
+
+    return run
+
+
+def manifest_file(tmp_path: Path, name: str, **spec: str | int) -> str:
+    fields = {
+        "platform": "android",
+        "region": "us-west",
+        "osVersion": "14",
+        "replicas": 0,
+        "providerCredentialRef": "default",
+        **spec,
+    }
+    body = "\n".join(f"  {key}: {value}" for key, value in fields.items())
+    path = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}.yaml"
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            apiVersion: mobile.example.com/v1alpha1
+            kind: DevicePool
+            metadata:
+              name: {name}
+            spec:
+            """
+        )
+        + body
+        + "\n"
+    )
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("platform", "ios"), ("region", "eu-west"), ("providerCredentialRef", "second")],
+)
+async def test_a_refused_change_is_exit_2_names_the_field_and_changes_nothing(
+    cli: Any,
+    env: WorkflowEnvironment,
+    pools: PoolClient,
+    pool_name: str,
+    tmp_path: Path,
+    field: str,
+    value: str,
+) -> None:
+    # README: "Platform, region, provider and account cannot change on a running
+    # pool"; exit 2 for "a change the pool refuses", and bad input changes nothing.
+    code, out, err = await cli("apply", "-f", manifest_file(tmp_path, pool_name))
+    assert code == 0, err
+    code, out, err = await cli(
+        "apply", "-f", manifest_file(tmp_path, pool_name, replicas=1, **{field: value})
+    )
+    assert code == EXIT_BAD_INPUT, (out, err)
+    (line,) = err.strip().splitlines()
+    assert f"spec.{field}: cannot change" in line, line
+    live = await env.client.get_workflow_handle(pool_workflow_id(pool_name)).query("spec")
+    assert live["generation"] == 1, live
+    assert live["spec"][field] != value and live["spec"]["replicas"] == 0, live
+    await pools.delete(pool_name, wait=True, timeout=60)
+
+
+async def test_wait_timeout_expires_with_exit_1_and_says_how_far_it_got(
+    cli: Any, pools: PoolClient, control: Any, pool_name: str, tmp_path: Path
+) -> None:
+    # Every boot stalls: the pool cannot become ready, and nothing tells `--wait`
+    # to stop early (no configuration error), so only `--timeout` ends it.
+    await control.post("/_emulator/faults", json={"provisionStallRate": 1})
+    try:
+        started = time.monotonic()
+        code, out, err = await cli(
+            "apply",
+            "-f",
+            manifest_file(tmp_path, pool_name, replicas=2),
+            "--wait",
+            "--timeout",
+            "2",
+        )
+        took = time.monotonic() - started
+    finally:
+        await control.post("/_emulator/faults", json={})
+    assert code == EXIT_RUNTIME, (out, err)
+    assert 2 <= took < 15, took
+    assert f'pool "{pool_name}" not ready after 2s' in err.strip().splitlines()[-1], err
     await pools.delete(pool_name, wait=True, timeout=60)
