@@ -71,13 +71,20 @@ def scale_up_under_way(
 def converged(stack: Stack, pool: str, replicas: int, after: str) -> None:
     """Exactly `replicas` live and ready, the pool says so, and nothing is orphaned."""
     faults(stack, {})
+    # Polled at the emulator (an HTTP GET), then asked of the pool once it holds:
+    # each `devicepool get` is a Python process, a second of CPU on a busy machine.
+    wait_until(
+        lambda: stack.stats()["devices"]["byStatus"] == {"ready": replicas},
+        timeout=60,
+        what=f"{replicas} ready devices after {after}",
+    )
     wait_until(
         lambda: (
             (s := stack.status(pool)).get("readyDevices") == replicas
             and s.get("desiredReplicas") == replicas
         ),
-        timeout=60,
-        what=f"{replicas} ready devices after {after}",
+        timeout=30,
+        what=f"the pool to report {replicas} ready after {after}",
     )
     stats = stack.stats()
     assert stats["devices"]["byPool"] == {pool: replicas}, (after, stats)
@@ -124,12 +131,9 @@ def test_temporal_killed_then_ctrl_c_mid_scale_up(
     second = start_stack(data_dir, data_dir.parent / f"{data_dir.name}-2.out", *KNOBS)
     try:
         converged(second, pool, 8, "Ctrl-C and a restart")
-        device_hours.want(pool, 0)
-        deleted = second.cli("delete", pool, "--wait", "--timeout", "60")
-        assert deleted.returncode == 0, deleted.stderr
-        stats = second.stats()
-        assert stats["devices"]["live"] == 0
-        device_hours.finish(stats)
+        # Not deleted: the other e2e tests cover delete, and the emulator's
+        # 5-s terminations would add ~12 s to `make test`. The book ends here.
+        device_hours.finish(second.stats())
     finally:
         stop_stack(second)
     assert second.process.returncode == 0, second.out.read_text()
