@@ -197,7 +197,9 @@ class DevicePoolWorkflow(PoolMessages):
 
     def _take_reports(self, count: int) -> None:
         for report in self.s.slots.finish(count):
-            self._happened(*pool_events.batch_done(report))
+            ours = self.s.scaled_down_booting
+            self._happened(*pool_events.batch_done(report, ours=ours))
+            self.s.scaled_down_booting = [d for d in ours if d not in report.vanished_devices]
             self.s.doomed.update(report.failed_devices)
             problem = self.s.backoff.record(
                 report, region=self._spec.region, settings=self.settings, now=workflow.now()
@@ -319,6 +321,9 @@ class DevicePoolWorkflow(PoolMessages):
 
     async def _terminate(self, device_ids: list[str], *, only_if_idle: set[str]) -> None:
         done = await calls.terminate_devices(self._account, device_ids, only_if_idle=only_if_idle)
+        self.s.scaled_down_booting = pool_events.remember_booting(
+            self.s.scaled_down_booting, self._devices, only_if_idle, done.failed, done.skipped
+        )
         self._happened(
             *pool_events.terminations(
                 surplus=[d for d in device_ids if d in only_if_idle and d not in done.failed],

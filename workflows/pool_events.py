@@ -7,10 +7,12 @@ counts, never secrets, and read as kubectl's do ("created 4 device(s)").
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
+from devicepool.activities.models import PROVISIONING, DeviceInfo
 from devicepool.workflows.backoff import Backoff
+from devicepool.workflows.events import LIMIT
 from devicepool.workflows.messages import HealthReport
 from devicepool.workflows.slots import BatchReport, SlotBook
 
@@ -25,6 +27,7 @@ __all__ = [
     "health",
     "ids",
     "region_up",
+    "remember_booting",
     "terminations",
 ]
 
@@ -117,8 +120,26 @@ def batches_settled(book: SlotBook, reports: Iterable[BatchReport]) -> list[Happ
     return out
 
 
-def batch_done(report: BatchReport) -> list[Happened]:
-    """A batch ended: how its devices came up."""
+def remember_booting(
+    known: list[str],
+    devices: Iterable[DeviceInfo],
+    terminated: Collection[str],
+    failed: Collection[str],
+    skipped: Collection[str],
+) -> list[str]:
+    """`known` plus the booting devices a scale-down just terminated (the newest `LIMIT`)."""
+    booting = {d.id for d in devices if d.status == PROVISIONING}
+    new = sorted((booting & set(terminated)) - set(failed) - set(skipped) - set(known))
+    return [*known, *new][-LIMIT:]
+
+
+def batch_done(report: BatchReport, *, ours: Collection[str] = ()) -> list[Happened]:
+    """A batch ended: how its devices came up.
+
+    `ours`: booting devices the pool itself terminated (a scale-down); their
+    batch sees them vanish, which is no news (`ScaledDown` said it).
+    """
+    vanished = {d: why for d, why in report.vanished_devices.items() if d not in ours}
     if report.cancelled:
         return []
     out: list[Happened] = []
@@ -134,13 +155,13 @@ def batch_done(report: BatchReport) -> list[Happened]:
                 warning=True,
             )
         )
-    if report.vanished_devices:
-        first = next(iter(report.vanished_devices.values()))
+    if vanished:
+        first = next(iter(vanished.values()))
         out.append(
             Happened(
                 "Vanished",
-                f"{len(report.vanished_devices)} device(s) gone before they booted, "
-                f"replaced: {ids(report.vanished_devices)} ({first})",
+                f"{len(vanished)} device(s) gone before they booted, "
+                f"replaced: {ids(vanished)} ({first})",
             )
         )
     return out

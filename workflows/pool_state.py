@@ -45,6 +45,9 @@ class PoolState(CamelModel):
     health_started: bool | None = None
     # The pool's own recent events, newest last (a ring of `events.LIMIT`), for `describe`.
     events: list[PoolEvent] = Field(default_factory=list)
+    # Booting devices a scale-down terminated, until their batch reports them
+    # vanished (so that is not told as news); the newest `events.LIMIT` at most.
+    scaled_down_booting: list[str] = Field(default_factory=list)
 
     @field_serializer("doomed")
     def _sorted(self, doomed: set[str]) -> list[str]:

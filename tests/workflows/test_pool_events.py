@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from devicepool.activities.models import DeviceInfo
 from devicepool.workflows import events as ev
 from devicepool.workflows import pool_events as pe
 from devicepool.workflows.backoff import Backoff
@@ -99,6 +100,19 @@ def test_how_a_batch_ended() -> None:
         "1 device(s) gone before they booted, replaced: d2 (not found at the provider)"
     )
     assert pe.batch_done(report.model_copy(update={"cancelled": True})) == []
+    # A booting device the pool's own scale-down removed is no news here.
+    assert [h.reason for h in pe.batch_done(report, ours={"d2"})] == ["Ready", "BootFailed"]
+
+
+def test_booting_devices_a_scale_down_removed_are_remembered_a_while() -> None:
+    devices = [
+        DeviceInfo(id=i, status=s, created_at=NOW)
+        for i, s in [("p1", "provisioning"), ("p2", "provisioning"), ("r1", "ready")]
+    ]
+    known = pe.remember_booting(["old"], devices, {"p1", "p2", "r1"}, {"p2"}, set())
+    assert known == ["old", "p1"]  # not the ready one, not the one whose DELETE failed
+    many = pe.remember_booting([f"x{i}" for i in range(30)], devices, {"p1"}, set(), set())
+    assert len(many) == ev.LIMIT and many[-1] == "p1"
 
 
 def test_replaced_paused_and_resumed() -> None:

@@ -117,6 +117,11 @@ async def test_scale_down_removes_a_booting_device_before_a_ready_one(
         live = {d["id"]: d["status"] for d in await pool_devices(control, pool_name)}
         assert {d["id"] for d in serving} <= set(live), live
         assert all(live[d["id"]] == "ready" for d in serving), live
+        # The pool says what it did, and not that the device it removed "vanished".
+        events = (await PoolClient(env.client).describe(pool_name))["events"]
+        said = [(e["reason"], e["message"]) for e in events]
+        assert ("ScaledDown", f"terminated 1 device(s): {stalled['id']}") in said, said
+        assert not [m for r, m in said if r == "Vanished"], said
     finally:
         await handle.cancel()
 
