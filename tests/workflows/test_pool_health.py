@@ -285,6 +285,62 @@ async def test_region_refusing_creates_backs_off_and_recovers(
     await delete(handle, control, pool_name)
 
 
+async def test_failing_boots_stop_creates_then_a_probe_lets_them_resume(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # README: `failureStreakLimit` devices in a row that never reach ready stop
+    # creates in the region (ProviderAvailable=False, ReplacementsFailing), on a
+    # back-off, and the region's status is probed before creating again.
+    settings = FAST.model_copy(
+        update={"failure_streak_limit": 2, "backoff_initial_seconds": 2, "backoff_max_seconds": 2}
+    )
+    await control.post("/_emulator/faults", json={"provisionFailureRate": 1})
+    try:
+        handle = await start_pool(env.client, pool_name, 2, settings=settings)
+        cond = await eventually(
+            lambda: _false(handle, "ProviderAvailable"), what="ProviderAvailable=False"
+        )
+        assert cond["reason"] == "ReplacementsFailing", cond
+        assert "2 device(s) in a row" in cond["message"], cond
+    finally:
+        await control.post("/_emulator/faults", json={})
+    await converged(control, pool_name, 2)
+    await eventually(lambda: _true(handle, "ProviderAvailable"), what="ProviderAvailable=True")
+    # The region was probed before creates resumed.
+    digest = await history_digest(env.client, handle.id)
+    assert 'activity_task_scheduled "probe region us-west"' in digest, digest
+    await delete(handle, control, pool_name)
+
+
+async def test_a_custom_max_unhealthy_heals_what_the_default_would_pause_busy_included(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # maxUnhealthy 75% of 4 is 3: two offline at once is healed (the default 40%
+    # would allow 1 and pause). One of them is busy: offline busy devices are
+    # replaced like any other.
+    handle = await start_pool(env.client, pool_name, 4, spec_fields={"maxUnhealthy": "75%"})
+    devices = await converged(control, pool_name, 4)
+    before = await stats(control)
+    busy, idle = devices[0]["id"], devices[1]["id"]
+    session = await control.post(f"/_emulator/devices/{busy}/session", json={"active": True})
+    session.raise_for_status()
+    for victim in (busy, idle):
+        (await control.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
+
+    async def healed() -> bool:
+        now = await pool_devices(control, pool_name)
+        ids = {d["id"] for d in now}
+        return not ids & {busy, idle} and len(now) == 4 and all(d["status"] == "ready" for d in now)
+
+    await eventually(healed, what="both offline devices replaced", timeout=30)
+    paused = await condition(handle, "RemediationPaused")
+    assert paused is None or paused["status"] == "False", paused
+    after = await stats(control)
+    assert after["terminations"] - before["terminations"] == 2
+    assert after["creates"]["accepted"] - before["creates"]["accepted"] == 2
+    await delete(handle, control, pool_name)
+
+
 # ---------------------------------------------------------------- maxUnhealthy for every size
 
 

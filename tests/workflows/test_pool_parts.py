@@ -231,6 +231,23 @@ def test_immutable_fields_and_names_are_refused_with_the_field() -> None:
     assert body_changed(spec(), spec(osVersion="15")) and not body_changed(spec(), spec(replicas=1))
 
 
+@pytest.mark.parametrize(
+    ("field", "alias", "other"),
+    [
+        ("platform", "platform", "ios"),
+        ("region", "region", "eu-west"),
+        # One provider is known today: a stored pool of another is what would differ.
+        ("provider", "provider", "othercloud"),
+        ("provider_credential_ref", "providerCredentialRef", "second"),
+    ],
+)
+def test_each_immutable_field_is_refused_by_its_name(field: str, alias: str, other: str) -> None:
+    # README: "Platform, region, provider and account cannot change on a running pool."
+    changed = spec().model_copy(update={field: other})
+    with pytest.raises(ValueError, match=rf"^spec\.{alias}: cannot change from .* to '{other}'"):
+        refuse_apply("p", spec(), ApplyRequest(metadata=ObjectMeta(name="p"), spec=changed))
+
+
 def test_a_scale_signal_is_checked_to_one_line() -> None:
     assert parse_scale_signal({"replicas": 3}).replicas == 3
     with pytest.raises(ValueError, match=r"^replicas: must be <= 500, got 501$"):

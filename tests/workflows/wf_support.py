@@ -56,6 +56,7 @@ async def start_pool(
     proxy_ref: str | None = "proxyseller-us",
     region: str = "us-west",
     task_queue: str = TASK_QUEUE,
+    spec_fields: dict[str, Any] | None = None,
 ) -> WorkflowHandle[Any, Any]:
     spec: dict[str, Any] = {
         "platform": "android",
@@ -63,6 +64,7 @@ async def start_pool(
         "osVersion": "14",
         "replicas": replicas,
         "providerCredentialRef": account,
+        **(spec_fields or {}),
     }
     if proxy_ref:
         spec["proxy"] = {"poolRef": proxy_ref, "stickyTTL": 900}
