@@ -25,6 +25,9 @@ class CountingTransport(httpx.ASGITransport):
     # provider (`at_gate` counts them).
     create_gate: ClassVar[asyncio.Event | None] = None
     at_gate: ClassVar[int] = 0
+    # Test switch: while set and closed, every list of a pool's devices waits
+    # here (a pool's first pass cannot get to its request).
+    list_gate: ClassVar[asyncio.Event | None] = None
 
     def __init__(self, app: Any) -> None:
         super().__init__(app=app)
@@ -34,9 +37,10 @@ class CountingTransport(httpx.ASGITransport):
     def reset(cls) -> None:
         """Every switch back to its default (the conftest does it around each test)."""
         cls.slow_lists.clear()
-        if cls.create_gate is not None:
-            cls.create_gate.set()
-        cls.create_gate, cls.at_gate = None, 0
+        for gate in (cls.create_gate, cls.list_gate):
+            if gate is not None:
+                gate.set()
+        cls.create_gate, cls.at_gate, cls.list_gate = None, 0, None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if request.method == "POST" and request.url.path.endswith("/devices"):
@@ -47,5 +51,7 @@ class CountingTransport(httpx.ASGITransport):
             self.creates += 1
         label = request.url.params.get("label", "")
         if request.method == "GET" and label.startswith("pool="):
+            if CountingTransport.list_gate is not None:
+                await CountingTransport.list_gate.wait()
             await asyncio.sleep(CountingTransport.slow_lists.get(label[len("pool=") :], 0.0))
         return await super().handle_async_request(request)

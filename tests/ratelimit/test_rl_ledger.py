@@ -176,13 +176,19 @@ async def test_two_pools_share_the_first_window(
 ) -> None:
     first, second = name(), name()
     n = CAP  # each pool alone would take one whole window
-    # Both first passes are slow (a busy worker), so each pool's announcement
-    # is in before either request: the window is shared by design, not by luck.
-    CountingTransport.slow_lists.update({first: 1.0, second: 1.0})
+    # Both first passes are held at their listing until the ledger expects both
+    # pools, so neither request can be dealt before the other pool announced
+    # itself: the window is shared by design, not by how busy the machine is.
+    CountingTransport.list_gate = asyncio.Event()
     handles = [
         await start_pool(rl_env.client, p, n, settings=SETTINGS, account="gamma", proxy_ref=None)
         for p in (first, second)
     ]
+    ledger = rl_env.client.get_workflow_handle(ledger_workflow_id("gamma"))
+    await eventually(
+        lambda: _expecting(ledger, first, second), timeout=15, what="both pools announced"
+    )
+    CountingTransport.list_gate.set()
     await eventually(
         lambda: _both_have_devices(rl_control, first, second),
         timeout=10,
@@ -265,8 +271,8 @@ async def _true(value: bool) -> bool:
     return value
 
 
-async def _expecting(ledger: Any, pool: str) -> bool:
-    return pool in (await ledger.query(QUERY_LEDGER))["expecting"]
+async def _expecting(ledger: Any, *pools: str) -> bool:
+    return set(pools) <= set((await ledger.query(QUERY_LEDGER))["expecting"])
 
 
 async def _at_least(n: int, times: Awaitable[list[float]]) -> list[float] | None:
