@@ -264,8 +264,11 @@ class PoolHealthWorkflow:
             if not found.pool.running:
                 self._ends(input, found.pool)
                 return
-            terminated = await self._judge(input, threshold, found)
-            known = suspects_fingerprint([s for s in found.suspects if s.id not in terminated])
+            attempted = await self._judge(input, threshold, found)
+            # What was due and not paused was terminated (gone by the next read)
+            # or failed to be (to be tried again at once): the watch waits for
+            # news of the others only.
+            known = suspects_fingerprint([s for s in found.suspects if s.id not in attempted])
             raise_if_cancelled()
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -309,7 +312,8 @@ class PoolHealthWorkflow:
 
     async def _judge(
         self, input: HealthInput, threshold: timedelta, found: WatchHealthResult
-    ) -> dict[str, str]:
+    ) -> set[str]:
+        """Triage the watch's answer and act on it; the devices it tried to terminate."""
         state = self._state
         now = workflow.now()
         verdict = triage(
@@ -327,9 +331,8 @@ class PoolHealthWorkflow:
             startup_timeout=timedelta(seconds=input.settings.startup_timeout_seconds),
             devices=found.devices,
         )
-        return await self._act(
-            input, verdict, devices=found.devices, now=now, checked_at=found.checked_at
-        )
+        await self._act(input, verdict, devices=found.devices, now=now, checked_at=found.checked_at)
+        return set() if verdict.paused else set(verdict.due)
 
     async def _answer_or_change(self, watch: asyncio.Future[WatchHealthResult]) -> None:
         await workflow.wait_condition(lambda: watch.done() or self._config_changed)
