@@ -35,3 +35,5 @@ HEALTH_WATCH = "health-watch"
 # The pool's listings (list_devices, watch_devices) come as compact rows
 # (`activities.models.device_rows`): ~50 KB of history at 500 devices, not ~145 KB.
 COMPACT_LISTINGS = "compact-listings"
+# A batch whose pool has ended rents nothing more (it asks before each grant).
+BATCH_ENDS_WITH_POOL = "batch-ends-with-pool"

@@ -6,6 +6,12 @@ its parent pool the signal `batch_done` with a `BatchReport`.
 Continue-as-new: never; a batch is short (≤ one startup timeout plus the
 creates' own retry budget).
 
+A batch outlives a pool whose workflow was terminated (or failed): before it
+spends a grant, and after each long wait for one, it asks Temporal whether
+its pool still runs (activity `pool_running`); when not, it hands its request
+and unspent permits back to the ledger, rents nothing more and ends. What it
+created before is an orphan, for the account's orphan sweep (workflows/orphans.py).
+
 Why a child: the pool's own history stays small and each batch's creates,
 retries and boot polling are readable on their own in the Web UI. The parent
 starts it with `ParentClosePolicy.ABANDON`, so a parent's continue-as-new does
@@ -49,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
         TERMINATING,
         CreateDeviceInput,
         GetStatusesInput,
+        PoolRunInput,
     )
     from devicepool.api.errors import NON_RETRYABLE_ERROR_TYPES, ErrorType
     from devicepool.api.names import (
@@ -68,6 +75,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.cancellation import raise_if_cancelled
     from devicepool.workflows.ledger import PermitGrant, PermitRequest, PermitsUsed
     from devicepool.workflows.messages import BatchReport, ProvisionBatchInput
+    from devicepool.workflows.patches import BATCH_ENDS_WITH_POOL
     from devicepool.workflows.policies import PROVIDER_RETRY
     from devicepool.workflows.slots import WithdrawSlots
 
@@ -95,6 +103,8 @@ class ProvisionBatchWorkflow:
         # (index, slot) still waiting for a permit, and slots the pool withdrew
         self._pending: list[tuple[int, int]] = []
         self._dropped: list[int] = []
+        # The pool that started this batch has ended (terminated, failed, completed).
+        self._gone = False
 
     @workflow.run
     async def run(self, input: ProvisionBatchInput) -> BatchReport:
@@ -108,7 +118,8 @@ class ProvisionBatchWorkflow:
             # device removed while this batch still waits for boots must be
             # replaced, not counted).
             await self._tell_parent(input, report, SIGNAL_BATCH_CREATED)
-            await self._wait_until_booted(input, report)
+            if not self._gone:
+                await self._wait_until_booted(input, report)
         except (asyncio.CancelledError, ActivityError) as err:
             # A cancel that arrived during an activity may surface as that
             # activity's failure (workflows/cancellation.py).
@@ -162,16 +173,29 @@ class ProvisionBatchWorkflow:
                     timeout_summary="wait for create permits",
                 )
             except TimeoutError:
+                if await self._pool_gone(input):
+                    break
                 # Nothing for a long time: ask again (the ledger may have restarted).
                 self._gated = await self._ask(input, len(self._pending))
                 continue
             if self._dropped:
                 await self._settle_withdrawn(input, report)
                 continue
+            if await self._pool_gone(input):
+                break  # the grant goes back with the others below
             grant = self._grants.pop(0)
             self._unreported[grant.grant_id] = grant.count
             take, self._pending = self._pending[: grant.count], self._pending[grant.count :]
             runs.append(asyncio.ensure_future(self._run_grant(input, report, grant, take)))
+        if self._gone:
+            # Nobody needs the rest: the ledger gets the request back, and the
+            # grants not spent go back unused below.
+            report.withdrawn += [slot for _, slot in self._pending]
+            self._pending = []
+            try:
+                await _ledger(input).signal(SIGNAL_PERMIT_CANCEL, workflow.info().workflow_id)
+            except FailureError as err:
+                workflow.logger.info("ledger of %s did not take the cancel: %s", input.account, err)
         if self._pending:
             runs.append(asyncio.ensure_future(self._run_grant(input, report, None, self._pending)))
             self._pending = []
@@ -182,6 +206,41 @@ class ProvisionBatchWorkflow:
         for grant in self._grants:
             await self._used(input, PermitsUsed(grant_id=grant.grant_id, unused=grant.count))
         self._grants.clear()
+
+    async def _pool_gone(self, input: ProvisionBatchInput) -> bool:
+        """Whether the pool that started this batch has ended: then nobody needs the rest.
+
+        Asked before each grant is spent and after each long wait for one (not
+        knowing is not gone). A pool continuing-as-new is still the same pool.
+        """
+        if not workflow.patched(BATCH_ENDS_WITH_POOL):
+            return False
+        parent = workflow.info().parent
+        try:
+            found = await workflow.execute_activity_method(
+                DeviceActivityDefinitions.pool_running,
+                PoolRunInput(
+                    workflow_id=input.parent_workflow_id,
+                    run_id=parent.run_id if parent is not None else "",
+                ),
+                start_to_close_timeout=timedelta(seconds=10),
+                schedule_to_close_timeout=timedelta(minutes=1),
+                summary="is the pool still running?",
+            )
+        except ActivityError as err:
+            raise_if_cancelled()
+            workflow.logger.warning("pool %s: not known if still running: %s", input.pool, err)
+            return False
+        raise_if_cancelled()
+        if found.running:
+            return False
+        workflow.logger.warning(
+            "pool %s is gone (its workflow is %s): its batch rents nothing more",
+            input.pool,
+            found.status,
+        )
+        self._gone = True
+        return True
 
     async def _ask(self, input: ProvisionBatchInput, count: int) -> bool:
         """Ask the account's ledger for `count` permits; False if it has none (create ungated)."""

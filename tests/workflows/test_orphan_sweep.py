@@ -21,7 +21,11 @@ import httpx
 import pytest
 from pydantic import SecretStr
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+)
 from temporalio.service import RPCError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from temporalio.worker import Replayer
@@ -37,7 +41,7 @@ from wf_support import (
     start_pool,
 )
 
-from devicepool.activities.models import AccountSettings
+from devicepool.activities.models import AccountSettings, LedgerConfig, LedgerInput
 from devicepool.activities.orphan_models import (
     FindOrphansInput,
     JanitorConfig,
@@ -46,9 +50,14 @@ from devicepool.activities.orphan_models import (
 from devicepool.activities.orphans import start_janitors
 from devicepool.api.names import (
     QUERY_ORPHANS,
+    SIGNAL_LEDGER_CONFIGURE,
+    TASK_QUEUE,
+    WORKFLOW_ACCOUNT_LEDGER,
     health_workflow_id,
     janitor_workflow_id,
+    ledger_workflow_id,
     pool_workflow_id,
+    provision_workflow_id,
 )
 from devicepool.client.pool_client import PoolClient
 from devicepool.connect import DATA_CONVERTER
@@ -454,3 +463,51 @@ async def test_a_scan_returns_the_oldest_orphans_first_and_at_most_its_cap(
         workers.activities.terminate_orphans,
         TerminateOrphansInput(account="default", device_ids=rented, reason="manual"),
     )
+
+
+# ---------------------------------------------------------------- children that outlive their pool
+
+
+async def test_a_terminated_pools_batch_waiting_for_permits_ends_and_rents_nothing_more(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    """A batch of a pool that is gone stops at its next look (a permit wait or a grant)
+    instead of renting the rest of its slots for nobody when the window opens."""
+    ledger = await env.client.start_workflow(
+        WORKFLOW_ACCOUNT_LEDGER,
+        LedgerInput(account="default"),
+        id=ledger_workflow_id("default"),
+        task_queue=TASK_QUEUE,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        start_signal=SIGNAL_LEDGER_CONFIGURE,
+        # one create per five minutes: the batch's second and third slots wait
+        start_signal_args=[LedgerConfig(capacity=1, window_seconds=300, margin_seconds=0)],
+    )
+    batch_id = provision_workflow_id(pool_name, 1, 0)
+    try:
+        pool = await start_pool(env.client, pool_name, 3)
+
+        async def one_rented() -> bool:
+            return len(await pool_devices(control, pool_name)) == 1
+
+        await eventually(one_rented, what="the window's one create", timeout=20)
+        assert await status_of(env.client, batch_id) == WorkflowExecutionStatus.RUNNING
+        await pool.terminate("test: a hurried operator")
+
+        ended = await eventually(
+            lambda: _ended(env.client, batch_id),
+            what="the batch ended",
+            timeout=FAST.startup_timeout_seconds + 15,
+        )
+        assert ended == WorkflowExecutionStatus.COMPLETED
+        report = await env.client.get_workflow_handle(batch_id).result()
+        assert len(report["created"]) == 1
+        await asyncio.sleep(2)
+        assert len(await pool_devices(control, pool_name)) == 1
+    except BaseException:
+        print(await history_digest(env.client, batch_id))
+        raise
+    finally:
+        await ledger.terminate("test over")
+        for device in await pool_devices(control, pool_name):
+            await control.delete(f"/api/v1/devices/{device['id']}", headers=AUTH)
