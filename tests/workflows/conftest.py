@@ -24,6 +24,7 @@ from wf_support import (
     CAN_THRESHOLD,
     EMULATOR_URL,
     FAST,
+    PROXY_PASSWORD,
     TimedASGITransport,
     Workers,
     temporal_binary,
@@ -82,7 +83,10 @@ async def workers(env: WorkflowEnvironment, emulator: Any) -> AsyncIterator[Work
         },
         proxy_pools={
             "proxyseller-us": ProxyPoolSettings(
-                name="proxyseller-us", host="gw.proxy.test", port=1080, password=SecretStr("pw")
+                name="proxyseller-us",
+                host="gw.proxy.test",
+                port=1080,
+                password=SecretStr(PROXY_PASSWORD),
             )
         },
         settings=FAST,

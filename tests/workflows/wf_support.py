@@ -35,6 +35,8 @@ from devicepool.workflows.messages import PoolInput
 
 EMULATOR_URL = "http://emulator.test"
 ACCOUNTS = {"default": "wf-test-key", "second": "wf-test-key-2"}
+# The proxy pool's password: distinctive, so a history can be searched for it.
+PROXY_PASSWORD = "wf-proxy-password-3d9c"
 # Low, so continue-as-new happens inside tests (override to record long histories).
 CAN_THRESHOLD = int(os.environ.get("DEVICEPOOL_TEST_CAN_THRESHOLD", "60"))
 
