@@ -1,6 +1,7 @@
 # devicepool — developer entry points. Needs only python3 (>= 3.11), pip and make.
 #
 #   make test   venv + install (when pyproject.toml changed) + ruff + lint-imports + mypy + pytest (e2e included)
+#   make test-fast  only the tests that start no server and no process (-m "not devserver and not e2e")
 #   make demo   venv + `devicepool dev --apply examples/quickstart.yaml`
 #   make lint   ruff check + ruff format --check + lint-imports (layer contracts) + mypy
 #   make fmt    ruff format + ruff check --fix
@@ -12,7 +13,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo lint fmt venv clean bench system-deps ui-screenshot
+.PHONY: test test-fast demo lint fmt venv clean bench system-deps ui-screenshot
 
 venv: $(STAMP)
 
@@ -40,6 +41,11 @@ test: venv system-deps
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(BIN)/pytest -n 3 --dist loadgroup
+
+# No Temporal server, emulator process, dev stack or wheel build: a quick check
+# while editing (`make test` still runs everything).
+test-fast: venv
+	$(BIN)/pytest -n 3 -m "not devserver and not e2e"
 
 lint: venv
 	$(BIN)/ruff check --no-cache .

@@ -796,6 +796,7 @@ def _files(root: Path) -> dict[str, tuple[bytes, int]]:
     }
 
 
+@pytest.mark.e2e  # a second `devicepool dev` as a separate process
 def test_a_second_dev_on_the_same_data_dir_refuses_and_changes_nothing(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,

@@ -139,6 +139,7 @@ def serving(log_path: Path, *argv: str) -> Iterator[tuple[subprocess.Popen[bytes
         log.close()
 
 
+@pytest.mark.e2e  # a real emulator process
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_serves_over_a_real_socket_and_stops_cleanly(tmp_path: Path, stop: signal.Signals) -> None:
     argv = ["--account", "acme=secret", "--provision-seconds", "0"]
@@ -153,6 +154,7 @@ def test_serves_over_a_real_socket_and_stops_cleanly(tmp_path: Path, stop: signa
         assert process.wait(timeout=5) == 0
 
 
+@pytest.mark.e2e  # a real emulator process
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
 def test_a_process_started_again_on_its_state_file_keeps_its_devices(
     tmp_path: Path, stop: signal.Signals

@@ -79,6 +79,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+@pytest.mark.e2e  # builds and installs the wheel (pip processes)
 def test_the_wheel_installs_only_devicepool_at_top_level(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top = {name.split("/")[0] for name in names}
@@ -88,6 +89,7 @@ def test_the_wheel_installs_only_devicepool_at_top_level(wheel: Path) -> None:
     assert "devicepool/workflows/pool.py" in names
 
 
+@pytest.mark.e2e  # builds and installs the wheel (pip processes)
 def test_an_installed_wheel_imports_beside_a_users_own_api_and_client(
     wheel: Path, tmp_path: Path
 ) -> None:

@@ -32,6 +32,9 @@ from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import BatchReport, ProvisionBatchInput
 from devicepool.workflows.provision import ProvisionBatchWorkflow
 
+# The time-skipping test server is a server too: not in the server-free run.
+pytestmark = pytest.mark.devserver
+
 URL = "http://emulator.batch"
 QUEUE = "provision-batch-test"
 
