@@ -133,6 +133,13 @@ class Stack:
         answer.raise_for_status()
         return dict(answer.json())
 
+    def faults(self, body: dict[str, Any]) -> None:
+        """Set the emulator's faults (`{}` clears them)."""
+        answer = httpx.post(
+            f"http://127.0.0.1:{self.emulator_port}/_emulator/faults", json=body, timeout=5
+        )
+        answer.raise_for_status()
+
     def temporal(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
         """The stock `temporal` CLI against this stack."""
         return subprocess.run(

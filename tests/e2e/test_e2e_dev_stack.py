@@ -3,7 +3,10 @@
 One stack per module (free ports, a temp data dir, fast knobs: tests/e2e/e2e_stack.py);
 the tests run in file order, `test_sigint_stops_everything` stops that stack
 with SIGINT and checks that no process is left behind, and the last one
-restarts a stack of its own on the same data dir. Every test that rents
+restarts a stack of its own on the same data dir. The chaos of issue 13 rides
+on them, in the middle of a scale-up: the module's Temporal server is
+SIGKILLed (the stack restarts it on its database), and the restarted stack is
+stopped with Ctrl-C and started a third time. Every test that rents
 devices keeps a `device_hours` book (tests/e2e/device_hours.py): creates
 accepted must equal the devices its pools needed, and billed device-hours are
 reported against requested ones.
@@ -188,6 +191,81 @@ def test_readme_python_api_example_runs(stack: Stack, device_hours: DeviceHours)
     device_hours.finish(stats)
 
 
+# Chaos in the middle of a scale-up (issue 13): the emulator holds every answer
+# back this long, so creates are really in flight when the blow lands.
+CREATE_LATENCY_MS = 700
+
+
+def scale_up_under_way(stack: Stack, pool: str, replicas: int, tmp: Path) -> None:
+    """Apply `pool` at `replicas` with slow answers; return once its first new creates landed."""
+    before = stack.stats()["creates"]["accepted"]
+    stack.faults({"latencyMs": CREATE_LATENCY_MS})
+    applied = stack.cli("apply", "-f", manifest(tmp, pool, replicas))
+    assert applied.returncode == 0, applied.stderr
+    wait_until(
+        lambda: stack.stats()["creates"]["accepted"] >= before + 2,
+        timeout=30,
+        what="the first creates to land",
+    )
+    # (The only pool on its stack: every ready device is one of its.)
+    ready = stack.stats()["devices"]["byStatus"].get("ready", 0)
+    assert ready < replicas, "the scale-up finished before the blow: nothing was tested"
+
+
+def converged(stack: Stack, pool: str, replicas: int, *, after: str) -> None:
+    """Exactly `replicas` of `pool` live and ready, the pool says so, nothing is orphaned."""
+    stack.faults({})
+    # Polled at the emulator (an HTTP GET), then asked of the pool once it holds:
+    # each `devicepool get` is a Python process, a second of CPU on a busy machine.
+    wait_until(
+        lambda: (
+            (d := stack.stats()["devices"])["byPool"].get(pool) == replicas
+            and d["byStatus"] == {"ready": d["live"]}
+        ),
+        timeout=60,
+        what=f"{replicas} ready devices after {after}",
+    )
+    wait_until(
+        lambda: (
+            (s := stack.status(pool)).get("readyDevices") == replicas
+            and s.get("desiredReplicas") == replicas
+        ),
+        timeout=30,
+        what=f"the pool to report {replicas} ready after {after}",
+    )
+    assert stack.stats()["devices"]["byPool"][pool] == replicas, after
+    assert stack.orphans() == {}, after
+
+
+def test_temporal_killed_mid_scale_up_is_restarted_on_its_database(
+    stack: Stack, tmp_path: Path, device_hours: DeviceHours
+) -> None:
+    # Only the Temporal dev server dies (SIGKILL) while 0 -> 5 is under way: the
+    # stack starts it again on the same database and ports, the worker reconnects.
+    device_hours.start(stack.stats())
+    device_hours.want("e2e-temporal", 5)
+    scale_up_under_way(stack, "e2e-temporal", 5, tmp_path)
+    killed, worker = stack.temporal_pid(), stack.worker_pid()
+    os.kill(killed, signal.SIGKILL)
+    wait_until(
+        lambda: "restarting it" in stack.out.read_text(),
+        timeout=20,
+        what="the stack to notice its server died",
+    )
+    assert stack.process.poll() is None, stack.out.read_text()
+    wait_until(
+        lambda: stack.temporal_pid_or_none() not in (None, killed),
+        timeout=30,
+        what="a new Temporal server",
+    )
+    converged(stack, "e2e-temporal", 5, after="the server was killed")
+    kept = stack.worker_pid() == worker
+    print(f"\nthe worker was {'kept' if kept else 'replaced'} through the server's restart")
+    # Not deleted: the next test stops this stack (and the emulator's 5-s
+    # terminations would cost make test ~12 s).
+    device_hours.finish(stack.stats())
+
+
 def test_sigint_stops_everything(stack: Stack) -> None:
     children = descendants(stack.process.pid) | stack.children
     assert children, "the stack has child processes"
@@ -252,12 +330,22 @@ def test_a_restarted_dev_stack_keeps_its_pools_devices(
         assert after["terminations"] == before["terminations"]
         assert after["deviceHoursBilled"] > before["deviceHoursBilled"]
         assert second.orphans() == {}
-        device_hours.want("e2e-restart", 0)
-        deleted = second.cli("delete", "e2e-restart", "--wait", "--timeout", "60")
-        assert deleted.returncode == 0, deleted.stderr
-        stats = second.stats()
-        assert stats["devices"]["live"] == 0
-        device_hours.finish(stats)
+
+        # Chaos (issue 13): Ctrl-C in the middle of 4 -> 8, and a start on the same data dir.
+        device_hours.want("e2e-restart", 8)
+        scale_up_under_way(second, "e2e-restart", 8, data_dir.parent)
     finally:
         stop_stack(second)
     assert second.process.returncode == 0, second.out.read_text()
+
+    third = start_stack(data_dir, data_dir.parent / f"{data_dir.name}-3.out")
+    try:
+        converged(third, "e2e-restart", 8, after="Ctrl-C mid scale-up and a restart")
+        stats = third.stats()
+        assert stats["devices"]["live"] == 8
+        assert stats["terminations"] == before["terminations"]
+        # Not deleted (the other tests cover delete): the book ends on 8 live devices.
+        device_hours.finish(stats)
+    finally:
+        stop_stack(third)
+    assert third.process.returncode == 0, third.out.read_text()
