@@ -456,8 +456,8 @@ async def step_big(stack: Stack, threshold: float) -> None:
     largest.sort(reverse=True)
     top = ", ".join(f"{what} {size / 1024:.1f} KB ({wid})" for size, what, wid in largest[:3])
     print(
-        f"[5] one pool of 500 devices (ready {time.monotonic() - t0:.0f} s after its apply; "
-        f"3 devices replaced): largest activity payloads: {top} (goal <= 64 KB)",
+        f"[5] one pool of 500 devices (ready, then 3 devices replaced, {time.monotonic() - t0:.0f} s "
+        f"after its apply): largest activity payloads: {top} (goal <= 64 KB)",
         flush=True,
     )
 
