@@ -70,4 +70,4 @@ clean:
 
 bench: venv
 	$(BIN)/python bench/ratelimit.py
-	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/scale.py --pools 300
