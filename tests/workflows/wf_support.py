@@ -122,6 +122,33 @@ async def pool_devices(
     return [d for d in items if d["status"] != "terminated"]
 
 
+async def pool_counts(
+    control: httpx.AsyncClient, name: str, *, account: str = "default"
+) -> dict[str, int]:
+    """One pool's own counters, from the emulator's devices labelled with it
+    (terminated ones included): `created` (accepted creates), `terminated`
+    (deleted: terminating or terminated). Unlike the session-wide `/_emulator/stats`,
+    nothing another test left running moves them."""
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        params: dict[str, Any] = {"label": f"pool={name}", "page_size": 100}
+        if token:
+            params["page_token"] = token
+        response = await control.get(
+            "/api/v1/devices",
+            params=params,
+            headers={"Authorization": f"Bearer {ACCOUNTS[account]}"},
+        )
+        response.raise_for_status()
+        items += response.json()["items"]
+        token = response.json().get("nextPageToken")
+        if not token:
+            break
+    gone = {"terminating", "terminated"}
+    return {"created": len(items), "terminated": sum(1 for d in items if d["status"] in gone)}
+
+
 async def eventually(
     check: Callable[[], Awaitable[Any]], *, timeout: float = 30, what: str = "condition"
 ) -> Any:
