@@ -10,14 +10,19 @@ a suspect appears (or after `watchMaxSeconds`): idle, its history stands still.
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 
 import httpx
 import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
 from wf_support import FAST, Workers, eventually, pool_devices, start_pool, stats
 
 from devicepool.api.names import health_workflow_id
+from devicepool.connect import DATA_CONVERTER
+from devicepool.workflows import WORKFLOWS
 
 pytestmark = pytest.mark.devserver
 
@@ -66,4 +71,10 @@ async def test_an_idle_pools_health_check_adds_no_events_per_interval(
 
     await eventually(replaced, what=f"{victim} replaced", timeout=FAST.offline_after_seconds + 10)
     assert (await stats(control))["terminations"] == terminations + 1
+    # The watch's history (idle, a suspect, its replacement) replays on today's
+    # code. DEVICEPOOL_SAVE_HEALTH_HISTORY=path keeps it as a tests/replay fixture.
+    recorded = await env.client.get_workflow_handle(health).fetch_history()
+    await Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER).replay_workflow(recorded)
+    if target := os.environ.get("DEVICEPOOL_SAVE_HEALTH_HISTORY"):
+        Path(target).write_text(recorded.to_json())
     await handle.cancel()
