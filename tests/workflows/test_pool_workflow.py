@@ -26,6 +26,7 @@ from wf_support import (
     condition,
     eventually,
     history_digest,
+    pool_counts,
     pool_devices,
     start_pool,
     stats,
@@ -228,7 +229,7 @@ async def _len_is(coro: Any, n: int) -> bool:
 async def test_delete_while_provisioning_leaves_nothing(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    before = await stats(control)
+    before = await pool_counts(control, pool_name)
     # Every boot stalls, so the devices are certainly still booting when the
     # cancel lands (a 1.5-s boot could finish first and leave only ready ones).
     await control.post("/_emulator/faults", json={"provisionStallRate": 1})
@@ -250,9 +251,10 @@ async def test_delete_while_provisioning_leaves_nothing(
     finally:
         await control.post("/_emulator/faults", json={})
     after = await stats(control)
+    own = await pool_counts(control, pool_name)
     assert after["devices"]["byPool"].get(pool_name, 0) == 0
     assert await pool_devices(control, pool_name) == []
-    assert after["creates"]["accepted"] - before["creates"]["accepted"] == 8
+    assert own["created"] - before["created"] == 8
 
 
 async def test_create_retried_after_a_lost_response_rents_one_device(
@@ -282,7 +284,7 @@ async def test_a_create_that_gave_up_is_planned_again_under_the_same_key(
     # again. Had the lost call reached the provider after all, only the same
     # idempotency key makes the second call find that device instead of renting
     # another one: the slot must come back, not a new one.
-    before = await stats(control)
+    before = await pool_counts(control, pool_name)
     # One failure that was the provider's verdict would pause creates in the region.
     settings = FAST.model_copy(update={"startup_timeout_seconds": 4, "failure_streak_limit": 1})
     TimedASGITransport.creates_partitioned = True
@@ -295,8 +297,8 @@ async def test_a_create_that_gave_up_is_planned_again_under_the_same_key(
     await eventually(ready_count(pool_name, 1, control), what="1 ready device", timeout=20)
     (device,) = await pool_devices(control, pool_name)
     assert device["labels"][LABEL_SLOT] == "0"
-    after = await stats(control)
-    assert after["creates"]["accepted"] - before["creates"]["accepted"] == 1
+    own = await pool_counts(control, pool_name)
+    assert own["created"] - before["created"] == 1
     provider = await condition(handle, "ProviderAvailable")
     assert provider is not None and provider["status"] == "True", provider
     await delete_and_wait(handle)
@@ -309,7 +311,7 @@ async def test_a_report_that_overtakes_an_observation_waits_for_the_next_one(
     # creates land but arrives after that batch's "created" report. Applied to
     # that observation, the report would make the batch's devices neither in
     # flight nor seen, and the pool would rent them twice.
-    before = await stats(control)
+    before = await pool_counts(control, pool_name)
     gate = asyncio.Event()
     TimedASGITransport.create_gate, TimedASGITransport.at_gate = gate, 0
     try:
@@ -330,9 +332,9 @@ async def test_a_report_that_overtakes_an_observation_waits_for_the_next_one(
         TimedASGITransport.late_list_answers.pop(pool_name, None)
     await eventually(ready_count(pool_name, 4, control), what="4 ready devices", timeout=30)
     await asyncio.sleep(1)  # a pass after convergence
-    after = await stats(control)
-    assert after["creates"]["accepted"] - before["creates"]["accepted"] == 4
-    assert after["terminations"] == before["terminations"]
+    own = await pool_counts(control, pool_name)
+    assert own["created"] - before["created"] == 4
+    assert own["terminated"] == before["terminated"]
     # The race happened: a `batch_created` report reached the pool while a list
     # that was answered without the report's devices was still on its way back.
     assert await _overtaken_lists(env, handle.id), await history_digest(env.client, handle.id)
@@ -391,7 +393,7 @@ async def _replays_since(control: httpx.AsyncClient, before: dict[str, Any], n: 
 async def test_spec_change_during_provisioning_converges_exactly(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    before = await stats(control)
+    before = await pool_counts(control, pool_name)
     handle = await start_pool(env.client, pool_name, 3)
     spec = DevicePoolSpec.model_validate(
         {
@@ -409,8 +411,8 @@ async def test_spec_change_during_provisioning_converges_exactly(
     )
     assert accepted.generation == 2
     await eventually(ready_count(pool_name, 7, control), what="7 ready devices")
-    after = await stats(control)
-    assert after["creates"]["accepted"] - before["creates"]["accepted"] == 7
+    own = await pool_counts(control, pool_name)
+    assert own["created"] - before["created"] == 7
 
     # Applying the same spec again changes nothing.
     again = await handle.execute_update(
