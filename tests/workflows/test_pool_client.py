@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
-from wf_support import TimedASGITransport, Workers, eventually, temporal_binary
+from wf_support import TimedASGITransport, Workers, eventually, pool_devices, temporal_binary
 
 from devicepool.api.names import pool_workflow_id
 from devicepool.api.v1alpha1 import DevicePool
@@ -242,4 +242,35 @@ async def test_the_stock_temporal_cli_queries_status_as_the_readme_shows(
     (status,) = answer["queryResult"]
     assert status["desiredReplicas"] == 0 and status["observedGeneration"] >= 1, status
     assert {c["type"] for c in status["conditions"]} >= {"Ready", "ProviderAvailable"}, status
+    await pools.delete(pool_name, wait=True, timeout=60)
+
+
+async def test_describe_and_devices_against_a_live_pool(
+    cli: Any, pools: PoolClient, control: Any, pool_name: str, tmp_path: Path
+) -> None:
+    # README: `describe` shows spec, status, conditions, devices and recent
+    # events; `devices` the pool's devices. Checked against the provider's truth.
+    code, _, err = await cli(
+        "apply", "-f", manifest_file(tmp_path, pool_name, replicas=2), "--wait"
+    )
+    assert code == 0, err
+    truth = sorted(d["id"] for d in await pool_devices(control, pool_name))
+    assert len(truth) == 2
+
+    code, out, err = await cli("devices", pool_name, "-o", "json")
+    assert code == 0, err
+    listed = json.loads(out)
+    assert sorted(d["id"] for d in listed) == truth
+    assert {d["status"] for d in listed} == {"ready"}
+
+    code, out, err = await cli("describe", pool_name, "-o", "json")
+    assert code == 0, err
+    described = json.dumps(json.loads(out))
+    assert all(device_id in described for device_id in truth), described
+    for word in ('"replicas": 2', '"Ready"', '"readyDevices": 2', "Created"):
+        assert word in described, (word, described)
+    # The table a person reads names the same devices and the Ready condition.
+    code, out, err = await cli("describe", pool_name, "-o", "table")
+    assert code == 0, err
+    assert all(device_id in out for device_id in truth) and "Ready" in out, out
     await pools.delete(pool_name, wait=True, timeout=60)
