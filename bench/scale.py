@@ -187,10 +187,13 @@ class Stack:
         )
         return [d["id"] for d in answer.json()["items"] if d["status"] != "terminated"]
 
-    async def api_requests(self, port: int) -> dict[str, float]:
-        """The worker's provider calls so far, by operation."""
+    async def api_requests(self) -> dict[str, float]:
+        """The running workers' provider calls so far, by operation."""
+        text = ""
         async with httpx.AsyncClient(timeout=30) as http:
-            text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+            for proc, port in zip(self.workers, self.metrics_ports, strict=True):
+                if proc.poll() is None:
+                    text += (await http.get(f"http://127.0.0.1:{port}/metrics")).text + "\n"
         calls: dict[str, float] = {}
         for line in text.splitlines():
             if line.startswith("devicepool_api_requests_total{"):
@@ -360,13 +363,13 @@ async def step_idle(
     ids = [wid for n in chosen for wid in (pool_workflow_id(n), health_workflow_id(n))]
     await asyncio.sleep(15)  # let the last passes of steps 2-3 settle
     start = await gather_limited(20, [stack.run_and_length(w) for w in ids])
-    calls0 = await stack.api_requests(port)
+    calls0 = await stack.api_requests()
     cpu0 = worker.cpu_seconds()
     t0 = time.monotonic()
     await asyncio.sleep(idle)
     window = time.monotonic() - t0
     cpu = worker.cpu_seconds() - cpu0
-    calls1 = await stack.api_requests(port)
+    calls1 = await stack.api_requests()
     by_operation = {op: n - calls0.get(op, 0.0) for op, n in calls1.items()}
     calls = sum(by_operation.values())
     added = await gather_limited(
@@ -551,7 +554,8 @@ async def main(args: argparse.Namespace) -> None:
     names = [f"s{i:04d}" for i in range(args.pools)]
     print(
         f"bench/scale.py: {args.pools} pools, {args.workers} worker process(es), emulator "
-        f"provisioning {args.provision_seconds:g} s, offlineAfterSeconds {args.offline_after:g}",
+        f"provisioning {args.provision_seconds:g} s, offlineAfterSeconds {args.offline_after:g}"
+        + ("; RSS and CPU are the first worker's" if args.workers > 1 else ""),
         flush=True,
     )
     with tempfile.TemporaryDirectory() as tmpdir:
