@@ -27,7 +27,7 @@ The file (``--config``, default ``devicepool.yaml``; see
       orphanGraceSeconds: 600      # a device whose pool has no running workflow goes after this
     capacity:                      # this process's Temporal workers, all optional
       maxConcurrentActivities: 100 #   short activities at once (the `devicepool` queue)
-      maxConcurrentWatches: 2000   #   watches at once (the `devicepool-watch` queue)
+      maxConcurrentWatches: 4000   #   watches at once (the `devicepool-watch` queue)
       maxCachedWorkflows: 4000     #   workflows kept in memory between their tasks
     metricsPort: 9464
 

@@ -16,8 +16,9 @@ DEFAULT_METRICS_PORT = 9464
 # One worker process serves at least 1,000 pools (see the README's Scaling section).
 # Short activities (lists, status reads, terminations): the SDK's own default.
 DEFAULT_MAX_CONCURRENT_ACTIVITIES = 100
-# Watches: one per pool, each a coroutine asleep between provider polls.
-DEFAULT_MAX_CONCURRENT_WATCHES = 2000
+# Watches: two per pool (its own, its health check's), each a coroutine asleep
+# between provider polls; 1,000 pools twice over.
+DEFAULT_MAX_CONCURRENT_WATCHES = 4000
 # Long-running workflows stay cached: a pool and its health check each, plus
 # batches and ledgers; below that, every wake-up is a full replay.
 DEFAULT_MAX_CACHED_WORKFLOWS = 4000

@@ -115,8 +115,9 @@ def test_config_errors_are_one_line_naming_the_field(
 
 def test_capacity_defaults_are_sized_for_a_thousand_pools() -> None:
     capacity = build_config({}, env={}).capacity
-    # One watch per pool on its own queue; a pool and its health check cached each.
-    assert capacity.max_concurrent_watches >= 1000
+    # Two watches per pool on their own queue (the pool's and its health check's),
+    # with room to spare; a pool and its health check cached each.
+    assert capacity.max_concurrent_watches > 2 * 1000
     assert capacity.max_cached_workflows > 2 * 1000
     # The short queue keeps a bounded budget (the SDK's default).
     assert capacity.max_concurrent_activities == 100
