@@ -120,7 +120,7 @@ def serving(log_path: Path, *argv: str) -> Iterator[tuple[subprocess.Popen[bytes
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 8
+        deadline = time.monotonic() + 30  # a busy 2-core machine starts Python slowly
         while True:
             try:
                 httpx.get(f"{base}/_emulator/clock", timeout=0.5)

@@ -87,8 +87,10 @@ async def test_a_scrape_asks_no_pool_its_status_and_serves_the_background_snapsh
             await collector.refresh()  # what the /metrics handler awaits
             generate_latest(registry)
             took = time.monotonic() - started
-            # Nothing of the scrape's own: at most what the background task did meanwhile.
-            assert took < 0.1, took
+            # The scrape does not wait for the background refresh (~0.75 s of
+            # queries): a loose bound, as this machine is busy; the counts below
+            # are the real check.
+            assert took < 0.5, took
             assert (temporal.listings - listings, temporal.queries - queries) in {(0, 0)}, (
                 "the scrape path asked Temporal"
             )
