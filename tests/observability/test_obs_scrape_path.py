@@ -21,7 +21,7 @@ from devicepool.api.names import SA_DESIRED, SA_PHASE, SA_PLATFORM, SA_READY, po
 from devicepool.worker.pool_gauges import PoolCollector
 
 POOLS = 300
-QUERY_SECONDS = 0.05  # each status query: 300 of them, 8 at a time, take ~1.9 s
+QUERY_SECONDS = 0.02  # each status query: 300 of them, 8 at a time, take ~0.75 s
 
 
 @dataclass
