@@ -27,6 +27,10 @@ DELETE_ON_ABSORBED_CANCEL = "delete-on-absorbed-cancel"
 # A scale-down removes a device still booting before an idle one.
 SCALE_DOWN_BOOTING_FIRST = "scale-down-booting-first"
 
+# A failed device the pool removed before its batch read it counts as a failed
+# boot (the batch reports it vanished); asked only when that happens.
+REMOVED_FAILED_COUNTS = "removed-failed-counts"
+
 # PoolHealth (`workflows/health.py`): one long `watch_health` activity on the
 # watch queue instead of a pool_running + list + status reads + timer cycle
 # every interval; it returns only when a suspect appears, changes or goes, at

@@ -51,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
         DevicePoolStatus,
         Phase,
     )
-    from devicepool.workflows import children, finalizer, patches, pool_events
+    from devicepool.workflows import children, events, finalizer, patches, pool_events
     from devicepool.workflows import pool_activities as calls
     from devicepool.workflows import status as st
     from devicepool.workflows.cancellation import raise_if_cancelled
@@ -65,7 +65,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.plan import Plan, plan_pool
     from devicepool.workflows.pool_messages import PoolMessages
     from devicepool.workflows.pool_state import PoolState
-    from devicepool.workflows.slots import Observations, observed_slots
+    from devicepool.workflows.slots import BatchReport, Observations, observed_slots
 
 
 @workflow.defn(name=names.WORKFLOW_DEVICE_POOL)
@@ -197,6 +197,7 @@ class DevicePoolWorkflow(PoolMessages):
 
     def _take_reports(self, count: int) -> None:
         for report in self.s.slots.finish(count):
+            self._count_removed_failed(report)
             ours = self.s.scaled_down_booting
             self._happened(*pool_events.batch_done(report, ours=ours))
             self.s.scaled_down_booting = [d for d in ours if d not in report.vanished_devices]
@@ -207,6 +208,16 @@ class DevicePoolWorkflow(PoolMessages):
             if problem:
                 workflow.logger.warning("pool %s: creates paused: %s", self._name, problem)
                 self._happened(pool_events.backed_off(self.s.backoff))
+
+    def _count_removed_failed(self, report: BatchReport) -> None:
+        """A failed device this pool removed first is still a failed boot, not a vanished one."""
+        removed = [d for d in report.vanished_devices if d in self.s.removed_failed]
+        if not removed or not workflow.patched(patches.REMOVED_FAILED_COUNTS):
+            return
+        for device_id in removed:
+            report.vanished_devices.pop(device_id)
+            report.failed_devices[device_id] = "failed (removed by the pool)"
+        self.s.removed_failed = [d for d in self.s.removed_failed if d not in removed]
 
     async def _check_batches(self) -> None:
         await children.check_batches(self.s.slots, pool=self._name, every=self._batch_check_every())
@@ -282,6 +293,8 @@ class DevicePoolWorkflow(PoolMessages):
         if plan.terminate or doomed:
             # Surplus goes only if still idle at the provider (the listing may be old).
             await self._terminate(plan.terminate + doomed, only_if_idle=set(plan.terminate))
+            removed = [d for d in plan.remove_failed if d not in self.s.doomed]
+            self.s.removed_failed = (self.s.removed_failed + removed)[-events.LIMIT :]
         count = plan.create
         while count > 0:
             count -= self._start_batch(count)

@@ -48,6 +48,10 @@ class PoolState(CamelModel):
     # Booting devices a scale-down terminated, until their batch reports them
     # vanished (so that is not told as news); the newest `events.LIMIT` at most.
     scaled_down_booting: list[str] = Field(default_factory=list)
+    # Devices this pool removed because the provider listed them `failed`,
+    # before their batch read them: the batch then finds them terminating, and
+    # they still count as failed boots (the newest `events.LIMIT` at most).
+    removed_failed: list[str] = Field(default_factory=list)
 
     @field_serializer("doomed")
     def _sorted(self, doomed: set[str]) -> list[str]:

@@ -293,20 +293,25 @@ async def test_region_refusing_creates_backs_off_and_recovers(
     await delete(handle, control, pool_name)
 
 
+@pytest.mark.parametrize("resync_seconds", [30, FAST.resync_seconds])
 async def test_failing_boots_stop_creates_then_a_probe_lets_them_resume(
-    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+    env: WorkflowEnvironment,
+    workers: Workers,
+    control: httpx.AsyncClient,
+    pool_name: str,
+    resync_seconds: float,
 ) -> None:
     # README: `failureStreakLimit` devices in a row that never reach ready stop
     # creates in the region (ProviderAvailable=False, ReplacementsFailing), on a
     # back-off, and the region's status is probed before creating again.
-    # The pool's own look at its devices every 30 s, as by default, and the
-    # batch's every 5 s (min(5, resync)): the batch reads a failed boot first.
-    # With FAST's 0.3 s for both, the pool's watch removed every failed device
-    # before its batch read it, the batch reported it vanished, and nothing
-    # counted towards the limit (seen on every boot in a 12-s run).
+    # At 30 s (the default) the batch, which looks every min(5, resync) s,
+    # reads a failed boot first. At FAST's 0.3 s the pool's watch removes a
+    # failed device before its batch reads it, and the batch finds it
+    # terminating: the pool must still count it as a failed boot (it counted
+    # nothing, on every boot of a 12-s run, while it called it "vanished").
     settings = FAST.model_copy(
         update={
-            "resync_seconds": 30,
+            "resync_seconds": resync_seconds,
             "failure_streak_limit": 1,
             "backoff_initial_seconds": 2,
             "backoff_max_seconds": 2,
