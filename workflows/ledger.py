@@ -81,6 +81,7 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_RATE_LIMITED,
         WORKFLOW_ACCOUNT_LEDGER,
     )
+    from devicepool.workflows import patches
     from devicepool.workflows.dealing import deal, due_announcements
     from devicepool.workflows.ledger_state import (
         Issued,
@@ -149,6 +150,19 @@ class AccountLedgerWorkflow:
         """Wait while a pool that said it is about to ask has not yet; True if it waited."""
         if not (self._s.queue and self._pending_intents()):
             return False
+        if workflow.patched(patches.LEDGER_HOLD_BOUNDED):
+            until = self._s.announcement_hold(workflow.now())
+            if until is None:
+                return False
+            try:
+                await workflow.wait_condition(
+                    lambda: not self._pending_intents(),
+                    timeout=max(until - workflow.now(), timedelta(milliseconds=1)),
+                    timeout_summary="wait for announced requests",
+                )
+            except TimeoutError:
+                pass
+            return True
         expires = min(self._s.intents.values())
         try:
             await workflow.wait_condition(

@@ -22,6 +22,10 @@ from pydantic import Field
 from devicepool.activities.models import LedgerConfig, RateLimitedReport
 from devicepool.api.base import CamelModel
 
+# The longest announcements hold dealing in one busy spell (the longest an
+# announcement itself holds, `PermitIntent.ttl_seconds`, by default).
+ANNOUNCE_HOLD_SECONDS = 5.0
+
 
 class PermitRequest(CamelModel):
     """A batch asks for `count` create permits; grants come back by signal."""
@@ -95,6 +99,10 @@ class LedgerState(CamelModel):
     hold_until: datetime | None = None
     # pool -> until when a request it announced is waited for
     intents: dict[str, datetime] = Field(default_factory=dict)
+    # Until when announcements may hold dealing in this busy spell (set at the
+    # spell's first hold, cleared when the ledger is idle again), so a stream
+    # of announcements (pools applied one after another) never starves the queue.
+    announce_hold_until: datetime | None = None
     allowance: int | None = None  # None: the full capacity (no slow start in progress)
     next_grant: int = 0
     last_pool: str | None = None
@@ -185,6 +193,22 @@ class LedgerState(CamelModel):
         elif not intent.expecting:
             self.intents.pop(intent.pool, None)
 
+    def announcement_hold(self, now: datetime) -> datetime | None:
+        """Until when to wait for announced requests before dealing (None: deal now).
+
+        At most `ANNOUNCE_HOLD_SECONDS` in one busy spell, however many pools
+        announce themselves one after another: the first window is shared
+        among pools that start together, and nobody waits for ever.
+        """
+        self.intents = {pool: until for pool, until in self.intents.items() if until > now}
+        if not (self.queue and self.intents):
+            return None
+        if self.announce_hold_until is None:
+            self.announce_hold_until = now + timedelta(seconds=ANNOUNCE_HOLD_SECONDS)
+        if self.announce_hold_until <= now:
+            return None
+        return min(min(self.intents.values()), self.announce_hold_until)
+
     def enqueue(self, request: PermitRequest, now: datetime) -> None:
         self.intents.pop(request.pool, None)
         # A re-sent request (the batch heard nothing for long) replaces the queued
@@ -192,6 +216,7 @@ class LedgerState(CamelModel):
         # as `unused`.
         if not self.queue and not self.outstanding and not self.window:
             self.hold_until = now + timedelta(seconds=self.config.margin_seconds)
+            self.announce_hold_until = None  # a new busy spell
         self.queue = [r for r in self.queue if r.request_id != request.request_id]
         self.queue.append(request)
 

@@ -41,3 +41,7 @@ HEALTH_WATCH = "health-watch"
 COMPACT_LISTINGS = "compact-listings"
 # A batch whose pool has ended rents nothing more (it asks before each grant).
 BATCH_ENDS_WITH_POOL = "batch-ends-with-pool"
+
+# AccountLedger (`workflows/ledger.py`): announcements hold dealing for at most
+# 5 s per busy spell, not 5 s from each new one (a stream of them starved it).
+LEDGER_HOLD_BOUNDED = "ledger-hold-bounded"

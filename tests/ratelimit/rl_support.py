@@ -12,7 +12,13 @@ SPEED = 20.0
 WINDOW = 60.0 / SPEED
 CAP = 5
 # one account per test, so windows do not mix
-ACCOUNTS = {"alpha": "rl-alpha", "beta": "rl-beta", "gamma": "rl-gamma", "delta": "rl-delta"}
+ACCOUNTS = {
+    "alpha": "rl-alpha",
+    "beta": "rl-beta",
+    "gamma": "rl-gamma",
+    "delta": "rl-delta",
+    "epsilon": "rl-epsilon",
+}
 
 
 class CountingTransport(httpx.ASGITransport):

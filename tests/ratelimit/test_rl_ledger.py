@@ -20,10 +20,16 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from wf_support import FAST, eventually, start_pool
 
-from devicepool.api.names import QUERY_LEDGER, ledger_workflow_id, pool_workflow_id
+from devicepool.api.names import (
+    QUERY_LEDGER,
+    SIGNAL_PERMIT_INTENT,
+    ledger_workflow_id,
+    pool_workflow_id,
+)
 from devicepool.api.v1alpha1 import DevicePool
 from devicepool.client.errors import EXIT_BAD_INPUT, BadInput
 from devicepool.client.pool_client import PoolClient
+from devicepool.workflows.ledger_state import PermitIntent
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(60)]
 
@@ -154,7 +160,7 @@ async def test_unknown_account_refused_at_apply(
         }
     )
     with pytest.raises(
-        BadInput, match=r"unknown account 'nope'.*known accounts: alpha, beta, delta, gamma"
+        BadInput, match=r"unknown account 'nope'.*known accounts: alpha, beta, delta, epsilon, gamma"
     ) as err:
         await PoolClient(rl_env.client).apply(manifest)
     assert err.value.exit_code == EXIT_BAD_INPUT
@@ -291,3 +297,39 @@ async def _both_have_devices(
         if not await provider_devices(control, key, pool):
             return False
     return True
+
+
+async def test_a_stream_of_announcements_never_starves_a_waiting_request(
+    rl_env: WorkflowEnvironment, rl_workers: list[CountingTransport], rl_control: httpx.AsyncClient
+) -> None:
+    # A thousand pools applied one after another each announce their first
+    # request (held for at most 5 s each). Every announcement used to hold the
+    # round afresh: with a new one every second, the ledger dealt nobody, for
+    # as long as pools kept arriving (seen at 1,000 pools: no create in 20 min).
+    pool = name()
+    ledger = rl_env.client.get_workflow_handle(ledger_workflow_id("epsilon"))
+    stop = asyncio.Event()
+
+    async def announce_forever() -> None:
+        i = 0
+        while not stop.is_set():
+            intent = PermitIntent(pool=f"arriving-{pool}-{i}")
+            await ledger.signal(SIGNAL_PERMIT_INTENT, intent)
+            i += 1
+            await asyncio.sleep(1.0)
+
+    handle = await start_pool(
+        rl_env.client, pool, 2, settings=SETTINGS, account="epsilon", proxy_ref=None
+    )
+    announcing = asyncio.create_task(announce_forever())
+    try:
+        await eventually(
+            lambda: _expecting(ledger, f"arriving-{pool}-0"), timeout=15, what="announcements"
+        )
+        # Dealt within the hold's bound (5 s) though announcements never stop.
+        await eventually(all_ready(rl_control, "rl-epsilon", pool, 2), timeout=25, what="2 ready")
+        assert not announcing.done()
+    finally:
+        stop.set()
+        await announcing
+        await handle.cancel()

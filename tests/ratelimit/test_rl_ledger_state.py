@@ -162,6 +162,32 @@ def test_a_request_settles_its_announcement() -> None:
     assert list(s.intents) == ["b"]
 
 
+def test_announcements_hold_a_busy_spell_for_five_seconds_at_most() -> None:
+    s = state()
+    s.enqueue(req("a1", "a", 2), NOW)
+    s.announce(PermitIntent(pool="b"), NOW)
+    assert s.announcement_hold(NOW) == NOW + sec(5)
+    # A new pool announces itself every second: the hold does not move.
+    for i in range(1, 5):
+        s.announce(PermitIntent(pool=f"p{i}"), NOW + sec(i))
+        assert s.announcement_hold(NOW + sec(i)) == NOW + sec(5)
+    s.announce(PermitIntent(pool="late"), NOW + sec(5))
+    assert s.announcement_hold(NOW + sec(5)) is None
+    # Idle again (the window and the queue empty): the next spell may hold again.
+    s.queue, s.intents = [], {}
+    s.enqueue(req("c1", "c", 1), NOW + sec(100))
+    s.announce(PermitIntent(pool="d"), NOW + sec(100))
+    assert s.announcement_hold(NOW + sec(100)) == NOW + sec(105)
+
+
+def test_no_hold_without_a_waiting_request_or_an_announcement() -> None:
+    s = state()
+    s.announce(PermitIntent(pool="b"), NOW)
+    assert s.announcement_hold(NOW) is None
+    s = state(queue=[req("a1", "a", 1)])
+    assert s.announcement_hold(NOW) is None
+
+
 def test_the_first_request_after_an_idle_spell_is_held_for_the_margin() -> None:
     s = state()
     s.enqueue(req("a1", "a", 2), NOW)
