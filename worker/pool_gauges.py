@@ -47,6 +47,8 @@ DEVICE_STATUS_FIELDS = {
     "ready": "readyDevices",
     "busy": "busyDevices",
     "provisioning": "provisioningDevices",
+    # planned creates not yet at the provider (waiting for the window)
+    "pending": "pendingDevices",
     "offline": "offlineDevices",
 }
 

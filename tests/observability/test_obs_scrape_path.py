@@ -59,7 +59,11 @@ class FakeTemporal:
             async def query(self, name: str, **_: Any) -> dict[str, Any]:
                 fake.queries += 1
                 await asyncio.sleep(QUERY_SECONDS)
-                return {"readyDevices": 2, "conditions": [{"type": "Ready", "status": "True"}]}
+                return {
+                    "readyDevices": 2,
+                    "pendingDevices": 1,
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                }
 
         return _Handle()
 
@@ -81,6 +85,9 @@ async def test_a_scrape_asks_no_pool_its_status_and_serves_the_background_snapsh
         body = generate_latest(registry).decode()
         assert "devicepool_pools 300.0" in body
         assert f'devicepool_devices{{platform="android",pool="p{POOLS - 1:04d}"' in body
+        # Planned creates not yet at the provider are their own status.
+        last = f'platform="android",pool="p{POOLS - 1:04d}"'
+        assert f'devicepool_devices{{{last},status="pending"}} 1.0' in body, body[-2000:]
         for _ in range(5):
             queries, listings = temporal.queries, temporal.listings
             started = time.monotonic()
