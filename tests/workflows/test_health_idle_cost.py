@@ -18,7 +18,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
-from wf_support import FAST, Workers, eventually, pool_devices, start_pool, stats
+from wf_support import FAST, Workers, eventually, pool_counts, pool_devices, start_pool
 
 from devicepool.api.names import health_workflow_id
 from devicepool.connect import DATA_CONVERTER
@@ -62,7 +62,8 @@ async def test_an_idle_pools_health_check_adds_no_events_per_interval(
 
     # And it still replaces: a device offline past the threshold goes.
     victim = (await pool_devices(control, pool_name))[0]["id"]
-    terminations = (await stats(control))["terminations"]
+    # This pool's own count: another test's teardown moves the session-wide one.
+    terminations = (await pool_counts(control, pool_name))["terminated"]
     (await control.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
 
     async def replaced() -> bool:
@@ -70,7 +71,7 @@ async def test_an_idle_pools_health_check_adds_no_events_per_interval(
         return victim not in ids
 
     await eventually(replaced, what=f"{victim} replaced", timeout=FAST.offline_after_seconds + 10)
-    assert (await stats(control))["terminations"] == terminations + 1
+    assert (await pool_counts(control, pool_name))["terminated"] == terminations + 1
     # The watch's history (idle, a suspect, its replacement) replays on today's
     # code. DEVICEPOOL_SAVE_HEALTH_HISTORY=path keeps it as a tests/replay fixture.
     recorded = await env.client.get_workflow_handle(health).fetch_history()

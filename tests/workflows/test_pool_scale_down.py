@@ -14,7 +14,14 @@ import asyncio
 import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
-from wf_support import TimedASGITransport, condition, eventually, pool_devices, start_pool, stats
+from wf_support import (
+    TimedASGITransport,
+    condition,
+    eventually,
+    pool_counts,
+    pool_devices,
+    start_pool,
+)
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import UPDATE_SCALE
@@ -33,7 +40,8 @@ async def test_a_device_that_became_busy_after_the_listing_is_not_terminated(
         return len(devices) == 2 and all(d["status"] == "ready" for d in devices)
 
     await eventually(two_ready, what="2 ready devices")
-    before = await stats(control)
+    # This pool's own count: another test's teardown moves the session-wide one.
+    before = await pool_counts(control, pool_name)
     # The oldest idle device is the one a scale-down to 1 picks.
     oldest = min(await pool_devices(control, pool_name), key=lambda d: (d["createdAt"], d["id"]))
     TimedASGITransport.late_list_answers[pool_name] = 1.5
@@ -65,6 +73,5 @@ async def test_a_device_that_became_busy_after_the_listing_is_not_terminated(
     await eventually(at_size, what="the idle one gone, the busy one kept", timeout=20)
     cond = await condition(handle, "ScaleDownBlocked")
     assert cond is None or cond["status"] == "False"
-    after = await stats(control)
-    assert after["creates"]["accepted"] == before["creates"]["accepted"]
+    assert (await pool_counts(control, pool_name))["created"] == before["created"]
     await handle.cancel()
