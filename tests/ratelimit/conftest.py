@@ -10,7 +10,6 @@ queue, so a create may run on either.
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -20,14 +19,13 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import SecretStr
-from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workflows"))
 
 from rl_support import ACCOUNTS, CAP, SPEED, URL, WINDOW, CountingTransport
-from wf_support import FAST
+from wf_support import FAST, cancel_running_pools
 
 from devicepool.activities.models import AccountSettings
 from devicepool.activities.permits import LedgerReportingActivities, register_accounts
@@ -43,11 +41,7 @@ async def _no_pool_left_running(request: pytest.FixtureRequest) -> AsyncIterator
     yield
     if "rl_env" not in request.fixturenames:
         return
-    client = request.getfixturevalue("rl_env").client
-    query = "WorkflowType = 'DevicePool' AND ExecutionStatus = 'Running'"
-    async for execution in client.list_workflows(query):
-        with contextlib.suppress(RPCError):
-            await client.get_workflow_handle(execution.id, run_id=execution.run_id).cancel()
+    await cancel_running_pools(request.getfixturevalue("rl_env").client)
 
 
 @pytest.fixture(autouse=True)

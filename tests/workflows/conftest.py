@@ -9,7 +9,6 @@ children across it. Intervals are shrunk instead (FAST below).
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -17,7 +16,6 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import SecretStr
-from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from wf_support import (
     ACCOUNTS,
@@ -27,6 +25,7 @@ from wf_support import (
     PROXY_PASSWORD,
     TimedASGITransport,
     Workers,
+    cancel_running_pools,
     temporal_binary,
 )
 
@@ -110,11 +109,7 @@ async def _no_pool_left_running(request: pytest.FixtureRequest) -> AsyncIterator
     yield
     if "env" not in request.fixturenames:
         return
-    client = request.getfixturevalue("env").client
-    query = "WorkflowType = 'DevicePool' AND ExecutionStatus = 'Running'"
-    async for execution in client.list_workflows(query):
-        with contextlib.suppress(RPCError):
-            await client.get_workflow_handle(execution.id, run_id=execution.run_id).cancel()
+    await cancel_running_pools(request.getfixturevalue("env").client)
 
 
 @pytest.fixture(autouse=True)

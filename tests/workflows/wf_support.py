@@ -22,6 +22,7 @@ import httpx
 import pytest
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from devicepool.activities import models as am
@@ -371,3 +372,11 @@ class OwnQueueActivities:
             new_worker(client, task_queue=watch_task_queue(queue), activities=[self.watch_devices]),
         ):
             yield
+
+
+async def cancel_running_pools(client: Client) -> None:
+    """Cancel every pool still running (a test that failed before its own cleanup)."""
+    query = "WorkflowType = 'DevicePool' AND ExecutionStatus = 'Running'"
+    async for execution in client.list_workflows(query):
+        with contextlib.suppress(RPCError):
+            await client.get_workflow_handle(execution.id, run_id=execution.run_id).cancel()
