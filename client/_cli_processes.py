@@ -61,6 +61,9 @@ def dev(
     provision_seconds: Annotated[
         float, typer.Option(min=0, help="emulator: seconds a device takes to provision")
     ] = 45.0,
+    terminate_seconds: Annotated[
+        float, typer.Option(min=0, help="emulator: seconds a terminated device takes to go")
+    ] = 5.0,
     creates_per_minute: Annotated[
         int, typer.Option(min=1, help="emulator and worker: account creation window")
     ] = 20,
@@ -97,6 +100,7 @@ def dev(
         metrics_port=metrics_port,
         data_dir=data_dir,
         provision_seconds=provision_seconds,
+        terminate_seconds=terminate_seconds,
         creates_per_minute=creates_per_minute,
         resync_seconds=resync_seconds,
         health_seconds=health_seconds,

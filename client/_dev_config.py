@@ -39,6 +39,7 @@ class DevOptions:
     metrics_port: int = 9464
     data_dir: Path = Path(".devicepool")
     provision_seconds: float = 45.0
+    terminate_seconds: float = 5.0
     creates_per_minute: int = 20
     resync_seconds: float = 30.0
     health_seconds: float = 60.0

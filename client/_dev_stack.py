@@ -89,6 +89,8 @@ def emulator_command(options: DevOptions, accounts: Sequence[str]) -> list[str]:
         str(options.emulator_port),
         "--provision-seconds",
         f"{options.provision_seconds:g}",
+        "--terminate-seconds",
+        f"{options.terminate_seconds:g}",
         "--creates-per-minute",
         str(options.creates_per_minute),
         "--state",

@@ -111,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="virtual seconds from create to ready (default 45)",
     )
     parser.add_argument(
+        "--terminate-seconds",
+        type=_non_negative_float,
+        default=5.0,
+        help="virtual seconds from a terminate call to the device gone (default 5)",
+    )
+    parser.add_argument(
         "--creates-per-minute",
         type=_positive_int,
         default=20,
@@ -143,6 +149,7 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
     return EmulatorConfig(
         accounts=accounts,
         provision_seconds=args.provision_seconds,
+        terminate_seconds=args.terminate_seconds,
         creates_per_minute=args.creates_per_minute,
         speed=args.speed,
         seed=args.seed,

@@ -17,7 +17,7 @@ import pytest
 
 import devicepool.client._dev_stack
 from devicepool.client.cli import main
-from devicepool.client.dev import DevStack
+from devicepool.client.dev import DevOptions, DevStack
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME, DevicePoolError
 from devicepool.emulator.cli import build_parser as emulator_parser
 
@@ -123,6 +123,7 @@ def test_dev_help_has_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
         "--metrics-port",
         "--data-dir",
         "--provision-seconds",
+        "--terminate-seconds",
         "--creates-per-minute",
         "--resync-seconds",
         "--health-seconds",
@@ -920,3 +921,14 @@ async def test_dev_banner_links_the_pools_alone_in_the_web_ui(
     )
     assert parse_qs(url.query) == {"query": ['WorkflowType="DevicePool"']}
     assert " " not in link and '"' not in link
+
+
+def test_dev_hands_the_emulator_its_termination_time() -> None:
+    def flag(command: list[str], name: str) -> str:
+        return command[command.index(name) + 1]
+
+    emulator_command = devicepool.client._dev_stack.emulator_command
+    default = emulator_command(DevOptions(), ["default"])
+    assert flag(default, "--terminate-seconds") == "5"
+    fast = emulator_command(DevOptions(terminate_seconds=0.5, provision_seconds=2), ["default"])
+    assert (flag(fast, "--terminate-seconds"), flag(fast, "--provision-seconds")) == ("0.5", "2")

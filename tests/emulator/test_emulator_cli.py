@@ -28,6 +28,7 @@ def test_defaults() -> None:
     assert config == EmulatorConfig(
         accounts={"default": ["devicepool-dev-key"]},
         provision_seconds=45,
+        terminate_seconds=5,
         creates_per_minute=20,
         speed=1,
         seed=None,
@@ -47,6 +48,8 @@ def test_all_flags() -> None:
             "acme=k4",
             "--provision-seconds",
             "2.5",
+            "--terminate-seconds",
+            "0.5",
             "--creates-per-minute",
             "100",
             "--speed",
@@ -59,6 +62,7 @@ def test_all_flags() -> None:
     assert (args.host, args.port) == ("0.0.0.0", 9000)
     assert config.accounts == {"acme": ["k1", "k2", "k4"], "other": ["k3"]}
     assert (config.provision_seconds, config.creates_per_minute) == (2.5, 100)
+    assert config.terminate_seconds == 0.5
     assert (config.speed, config.seed) == (60, 42)
 
 
@@ -74,6 +78,7 @@ def test_all_flags() -> None:
         ["--speed", "0"],
         ["--speed", "nan"],
         ["--provision-seconds", "-1"],
+        ["--terminate-seconds", "-1"],
         ["--creates-per-minute", "0"],
         ["--seed", "abc"],
         ["--bogus"],
