@@ -42,7 +42,6 @@ import contextlib
 import logging
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -69,17 +68,12 @@ from devicepool.connect import DATA_CONVERTER  # noqa: E402
 from devicepool.worker.build import account_workers, pool_queue_workers  # noqa: E402
 from devicepool.workflows.messages import PoolInput  # noqa: E402
 from devicepool.workflows.search_attributes import search_attribute_keys  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
 
 C = 20
 WINDOW = 60.0
 # one account per run: ledgers and provider windows never mix between runs
 ACCOUNTS = [f"acct{i}" for i in range(12)]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def bound(n: int, p: float) -> float:

@@ -40,7 +40,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -62,18 +61,13 @@ from devicepool.api.names import health_workflow_id, pool_workflow_id  # noqa: E
 from devicepool.client.pool_client import PoolClient  # noqa: E402
 from devicepool.connect import DATA_CONVERTER  # noqa: E402
 from devicepool.workflows.search_attributes import search_attribute_keys  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
 
 KEY = "bench-scale-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 CAP = 6000  # creates per minute, both sides (the most a worker config takes): not what this bench measures
 WATCH_ANSWER_EVENTS = 6  # events one idle watch answer costs (bench/idle_history.py)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def pct(values: list[float], q: float) -> float:

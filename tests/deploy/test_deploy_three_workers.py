@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -43,6 +42,7 @@ from devicepool.client.errors import DevicePoolError
 from devicepool.client.pool_client import PoolClient
 from devicepool.connect import connect
 from tests.e2e.device_hours import DeviceHours
+from tests.support.ports import free_ports
 
 # Above the sum of the test's own waits (30 + 20 + 20 + 30 + 1.5 s) plus the
 # stack's start and stop: a slow step fails with its own message ("timed out
@@ -53,17 +53,6 @@ API_KEY = "three-workers-key"
 CREATES_PER_MINUTE = 300
 POOLS = {"hw-a": 6, "hw-b": 6, "hw-c": 6}
 SCALED = ("hw-a", 8)  # scaled up after the first kill, while one worker is down
-
-
-def _free_ports(count: int) -> list[int]:
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 async def _until(check: Callable[[], Awaitable[Any]], *, timeout: float, what: str) -> Any:
@@ -140,7 +129,7 @@ class Cluster:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    temporal_port, emulator_port, *metrics_ports = _free_ports(5)
+    temporal_port, emulator_port, *metrics_ports = free_ports(5)
     cluster = Cluster(tmp_path, temporal_port, emulator_port)
     base_env = {
         k: v

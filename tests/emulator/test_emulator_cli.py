@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 
 from devicepool.emulator.cli import build_parser, config_from_args, main
 from devicepool.emulator.config import EmulatorConfig
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -103,12 +103,6 @@ def test_config_validation() -> None:
         EmulatorConfig(accounts={"a": ["k"], "b": ["k"]})
     with pytest.raises(ValueError, match="no API key"):
         EmulatorConfig(accounts={"a": []})
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextlib.contextmanager

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
-import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -32,12 +31,7 @@ from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.worker.config import WorkerConfig
 from devicepool.worker.main import run_worker, sdk_runtime
 from devicepool.workflows.search_attributes import search_attribute_keys
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.support.ports import free_port
 
 
 def temporal_binary() -> str:
