@@ -8,11 +8,8 @@ on the `devicepool` queue, its watch queue and the `default` account's queue.
 from __future__ import annotations
 
 import contextlib
-import shutil
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import httpx
 from pydantic import SecretStr
@@ -21,6 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, PoolSettings
+from devicepool.client.dev import find_temporal
 from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.worker.build import account_workers, pool_queue_workers
@@ -36,7 +34,7 @@ async def local_stack(
     *, provision_seconds: float, settings: PoolSettings | None = None
 ) -> AsyncIterator[tuple[Client, httpx.AsyncClient]]:
     """Yield a Temporal client and an HTTP client for the emulator (public API and control plane)."""
-    temporal = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
+    temporal = find_temporal()
     app = create_app(
         EmulatorConfig(accounts={"default": [KEY]}, provision_seconds=provision_seconds)
     )

@@ -41,7 +41,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -64,6 +63,7 @@ from devicepool.activities.models import AccountSettings, PoolSettings  # noqa: 
 from devicepool.activities.permits import LedgerReportingActivities, register_accounts  # noqa: E402
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id  # noqa: E402
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta  # noqa: E402
+from devicepool.client.dev import find_temporal  # noqa: E402
 from devicepool.connect import DATA_CONVERTER  # noqa: E402
 from devicepool.worker.build import account_workers, pool_queue_workers  # noqa: E402
 from devicepool.workflows.messages import PoolInput  # noqa: E402
@@ -608,7 +608,7 @@ async def bench_three_workers(bench: Bench, temporal: str, tmp: Path) -> None:
 async def main(
     speed: float, p: float, only: set[int], sizes: tuple[int, ...], *, default_intervals: bool
 ) -> None:
-    temporal = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
+    temporal = find_temporal()
     print(
         f"emulator speed {speed:g} (60-s window = {WINDOW / speed:g} s real), P = {p:g} s, "
         f"C = {C}; all times in provider seconds (real x {speed:g})"

@@ -38,7 +38,6 @@ import asyncio
 import contextlib
 import os
 import random
-import shutil
 import signal
 import statistics
 import subprocess
@@ -58,6 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from devicepool.api.names import health_workflow_id, pool_workflow_id  # noqa: E402
+from devicepool.client.dev import find_temporal  # noqa: E402
 from devicepool.client.pool_client import PoolClient  # noqa: E402
 from devicepool.connect import DATA_CONVERTER  # noqa: E402
 from devicepool.workflows.search_attributes import search_attribute_keys  # noqa: E402
@@ -544,7 +544,7 @@ async def emulator(provision_seconds: float) -> AsyncIterator[str]:
 
 async def main(args: argparse.Namespace) -> None:
     random.seed(14)
-    temporal = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
+    temporal = find_temporal()
     names = [f"s{i:04d}" for i in range(args.pools)]
     print(
         f"bench/scale.py: {args.pools} pools, {args.workers} worker process(es), emulator "

