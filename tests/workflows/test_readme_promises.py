@@ -1,0 +1,191 @@
+"""README promises the other workflow tests leave untested, against the session's dev server.
+
+- Scale down, what does not serve first: an idle surplus device is kept until
+  it has been idle for `idleGraceSeconds` (every other workflow test runs with
+  a grace of 0), then removed; a busy one never is, and goes once it has been
+  idle for the grace too.
+- Health, replace do not repair: the check wakes at a device's offline
+  deadline, not at its next `healthSeconds` read (the interval here is far
+  longer than the test).
+
+Times come from the emulator's own clock (`updatedAt`, `lastActivityAt`,
+`/_emulator/clock`), the clock the pool's plan compares with.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.testing import WorkflowEnvironment
+from wf_support import (
+    ACCOUNTS,
+    FAST,
+    Workers,
+    condition,
+    eventually,
+    history_digest,
+    pool_counts,
+    pool_devices,
+    start_pool,
+)
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.api.names import UPDATE_SCALE, health_workflow_id
+from devicepool.workflows.messages import Accepted, ScaleRequest
+
+pytestmark = pytest.mark.devserver
+
+GONE = {"terminating", "terminated"}
+
+
+def _instant(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+async def _device(control: httpx.AsyncClient, device_id: str) -> dict[str, Any]:
+    response = await control.get(
+        f"/api/v1/devices/{device_id}", headers={"Authorization": f"Bearer {ACCOUNTS['default']}"}
+    )
+    response.raise_for_status()
+    return dict(response.json())
+
+
+async def _emulator_now(control: httpx.AsyncClient) -> datetime:
+    return _instant((await control.get("/_emulator/clock")).json()["now"])
+
+
+async def _session(control: httpx.AsyncClient, device_id: str, *, active: bool) -> None:
+    response = await control.post(
+        f"/_emulator/devices/{device_id}/session", json={"active": active}
+    )
+    response.raise_for_status()
+
+
+async def _ready(control: httpx.AsyncClient, name: str, n: int) -> list[dict[str, Any]]:
+    async def check() -> list[dict[str, Any]] | None:
+        devices = await pool_devices(control, name)
+        ok = len(devices) == n and all(d["status"] == "ready" for d in devices)
+        return devices if ok else None
+
+    return list(await eventually(check, what=f"{n} ready devices in {name}", timeout=30))
+
+
+async def _removed_at(
+    control: httpx.AsyncClient, device_id: str, *, keep_busy: str | None, timeout: float
+) -> datetime:
+    """When the provider started removing `device_id` (its `updatedAt` once it is
+    terminating; a later `terminated` only moves that later). Meanwhile the busy
+    device `keep_busy` must stay busy."""
+
+    async def check() -> datetime | None:
+        if keep_busy is not None:
+            kept = await _device(control, keep_busy)
+            assert kept["status"] == "busy", kept  # a busy device is never terminated
+        device = await _device(control, device_id)
+        return _instant(device["updatedAt"]) if device["status"] in GONE else None
+
+    return await eventually(check, what=f"{device_id} removed", timeout=timeout)
+
+
+async def test_an_idle_surplus_device_stays_for_the_grace_and_a_busy_one_until_idle_that_long(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    grace = timedelta(seconds=3)
+    settings = FAST.model_copy(update={"idle_grace_seconds": grace.total_seconds()})
+    handle = await start_pool(env.client, pool_name, 2, settings=settings)
+    busy, idle = sorted(d["id"] for d in await _ready(control, pool_name, 2))
+    await _session(control, busy, active=True)
+    # A session that just ended: the device is ready, and its idle clock starts now.
+    await _session(control, idle, active=True)
+    await _session(control, idle, active=False)
+    idle_since = _instant((await _device(control, idle))["lastActivityAt"])
+
+    await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=0), result_type=Accepted)
+
+    # Inside the grace the pool keeps both and says why.
+    async def blocked() -> dict[str, Any] | None:
+        cond = await condition(handle, "ScaleDownBlocked")
+        return cond if cond is not None and cond["status"] == "True" else None
+
+    await eventually(blocked, what="ScaleDownBlocked=True", timeout=10)
+    if await _emulator_now(control) >= idle_since + grace:
+        pytest.fail("the pool took the whole grace to plan the scale-down: nothing was shown")
+    assert {d["id"]: d["status"] for d in await pool_devices(control, pool_name)} == {
+        busy: "busy",
+        idle: "ready",
+    }
+
+    # Idle for the grace: removed then (not a whole resync later); the busy one stays.
+    removed = await _removed_at(control, idle, keep_busy=busy, timeout=15)
+    assert removed - idle_since >= grace, (removed, idle_since)
+    assert removed - idle_since < grace + timedelta(seconds=2.5), (removed, idle_since)
+    cond = await condition(handle, "ScaleDownBlocked")
+    assert cond is not None and cond["status"] == "True", cond
+    assert {d["id"] for d in await pool_devices(control, pool_name) if d["status"] not in GONE} == {
+        busy
+    }
+
+    # Its session over, the busy device is idle too, and goes once the grace has passed.
+    await _session(control, busy, active=False)
+    busy_idle_since = _instant((await _device(control, busy))["lastActivityAt"])
+    removed = await _removed_at(control, busy, keep_busy=None, timeout=15)
+    assert removed - busy_idle_since >= grace, (removed, busy_idle_since)
+
+    async def unblocked() -> bool:
+        return await condition(handle, "ScaleDownBlocked") is None
+
+    await eventually(unblocked, what="ScaleDownBlocked dropped", timeout=10)
+    counts = await pool_counts(control, pool_name)
+    assert counts == {"created": 2, "terminated": 2}, counts
+    await handle.cancel()
+
+
+async def test_the_health_check_wakes_at_the_offline_deadline_not_at_its_next_read(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # One read a minute: a check that noticed the deadline only at its next
+    # read would replace the device about a minute late.
+    settings = FAST.model_copy(
+        update={"health_seconds": 60.0, "offline_after_seconds": 5.0, "watch_max_seconds": 120.0}
+    )
+    threshold = timedelta(seconds=settings.offline_after_seconds)
+    handle = await start_pool(env.client, pool_name, 2, settings=settings)
+    devices = await _ready(control, pool_name, 2)
+    before = await pool_counts(control, pool_name)
+    victim = devices[0]["id"]
+    (await control.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
+    went_offline = _instant((await _device(control, victim))["updatedAt"])
+    # The check reads every 60 s; a new desired size makes it read at once (the
+    # pool tells it), so it sees the device offline well before the deadline.
+    await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=3), result_type=Accepted)
+    health = env.client.get_workflow_handle(health_workflow_id(pool_name))
+
+    async def clock_started() -> bool:
+        return victim in await health.query("offline_since")
+
+    await eventually(clock_started, what="the health check saw it offline", timeout=10)
+    if await _emulator_now(control) >= went_offline + threshold - timedelta(seconds=0.5):
+        pytest.fail("the health check saw the device offline only at its deadline: inconclusive")
+
+    try:
+        removed = await _removed_at(control, victim, keep_busy=None, timeout=15)
+    except BaseException:
+        print(await history_digest(env.client, health_workflow_id(pool_name)))
+        raise
+    took = removed - went_offline
+    assert threshold <= took < threshold + timedelta(seconds=2.5), took
+
+    async def replaced() -> bool:
+        now = await pool_devices(control, pool_name)
+        ready = {d["id"] for d in now if d["status"] == "ready"}
+        return victim not in ready and len(ready) == 3
+
+    await eventually(replaced, what="3 ready devices, the victim not among them", timeout=15)
+    after = await pool_counts(control, pool_name)
+    # One for the new size, one replacement.
+    assert after["created"] - before["created"] == 2, after
+    assert after["terminated"] - before["terminated"] == 1, after
+    await handle.cancel()
