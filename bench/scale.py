@@ -44,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ from devicepool.client.pool_client import PoolClient  # noqa: E402
 from devicepool.connect import DATA_CONVERTER  # noqa: E402
 from devicepool.workflows.search_attributes import search_attribute_keys  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
+from tests.support.waits import eventually  # noqa: E402
 
 KEY = "bench-scale-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -213,19 +214,6 @@ class Stack:
             return now_len - length
         old = await self.history(workflow_id, run_id)
         return len(old.events) - length + now_len  # (runs in between: not expected in a window)
-
-
-async def eventually(
-    check: Callable[[], Awaitable[Any]], *, timeout: float, what: str, every: float = 0.5
-) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(every)
 
 
 def manifest(name: str, replicas: int) -> str:

@@ -23,7 +23,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +42,7 @@ from devicepool.client.pool_client import PoolClient
 from devicepool.connect import connect
 from tests.e2e.device_hours import DeviceHours
 from tests.support.ports import free_ports
+from tests.support.waits import eventually
 
 # Above the sum of the test's own waits (30 + 20 + 20 + 30 + 1.5 s) plus the
 # stack's start and stop: a slow step fails with its own message ("timed out
@@ -56,19 +56,10 @@ SCALED = ("hw-a", 8)  # scaled up after the first kill, while one worker is down
 
 
 async def _until(check: Callable[[], Awaitable[Any]], *, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = await check()
-        except (httpx.HTTPError, OSError, DevicePoolError) as err:
-            # A query can time out while a dead worker's sticky queue expires.
-            last = err
-        else:
-            if last:
-                return last
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+    # A query can time out while a dead worker's sticky queue expires: try again.
+    return await eventually(
+        check, timeout=timeout, what=what, retry_on=(httpx.HTTPError, OSError, DevicePoolError)
+    )
 
 
 @dataclass

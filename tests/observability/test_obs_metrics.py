@@ -8,12 +8,11 @@ reconcile histogram must not move when the pool's history is replayed.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import shutil
 import subprocess
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from devicepool.connect import DATA_CONVERTER
 from devicepool.worker.metrics import ReconcileInterceptor
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import PoolInput
+from tests.support import waits
 
 # Above the scenario's own waits (eight of at most 15 s each): a slow step fails
 # with its own "timed out waiting for ..." message, not a pytest-timeout dump.
@@ -40,15 +40,8 @@ pytestmark = [pytest.mark.devserver, pytest.mark.timeout(150)]
 POOL = "obs-metrics"
 
 
-async def eventually(check: Callable[[], Awaitable[Any]], *, timeout: float = 15, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+# The scenario's waits: 15 s each (see the timeout above).
+eventually = functools.partial(waits.eventually, timeout=15)
 
 
 async def start_pool(stack: ObsStack, name: str, replicas: int) -> WorkflowHandle[Any, Any]:

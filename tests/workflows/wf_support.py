@@ -11,12 +11,11 @@ import contextlib
 import json
 import os
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any, ClassVar
 
 import httpx
-import pytest
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
@@ -31,6 +30,7 @@ from devicepool.worker.build import account_workers, new_worker, pool_queue_work
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import PoolInput
 from tests.support.binaries import temporal_binary as temporal_binary  # re-exported
+from tests.support.waits import eventually as eventually  # re-exported
 
 EMULATOR_URL = "http://emulator.test"
 ACCOUNTS = {"default": "wf-test-key", "second": "wf-test-key-2"}
@@ -138,20 +138,6 @@ async def pool_counts(
             break
     gone = {"terminating", "terminated"}
     return {"created": len(items), "terminated": sum(1 for d in items if d["status"] in gone)}
-
-
-async def eventually(
-    check: Callable[[], Awaitable[Any]], *, timeout: float = 30, what: str = "condition"
-) -> Any:
-    """Poll `check` until it returns something truthy (and return it) or fail."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    last: Any = None
-    while asyncio.get_running_loop().time() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.2)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 async def history_digest(client: Client, workflow_id: str) -> str:
