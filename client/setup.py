@@ -48,7 +48,7 @@ async def register_search_attributes(client: Client) -> tuple[list[str], list[st
             if name not in known:
                 missing[name] = wanted
             elif known[name] != wanted:
-                have = IndexedValueType.Name(known[name]).removeprefix("INDEXED_VALUE_TYPE_")
+                have = _type_name(known[name])
                 raise DevicePoolError(
                     f"search attribute {name} exists with type {have}, devicepool needs {type_name}"
                 )
@@ -63,3 +63,11 @@ async def register_search_attributes(client: Client) -> tuple[list[str], list[st
             raise TemporalUnreachable(str(client.service_client.config.target_host)) from err
         raise DevicePoolError(f"Temporal: {err.message.splitlines()[0]}") from err
     return sorted(missing), present
+
+
+def _type_name(value: IndexedValueType.ValueType) -> str:
+    """The type as `SEARCH_ATTRIBUTES` and the README spell it ("Int", not "INT")."""
+    for type_name, known in _TYPES.items():
+        if known == value:
+            return type_name
+    return IndexedValueType.Name(value).removeprefix("INDEXED_VALUE_TYPE_")
