@@ -20,6 +20,7 @@ from devicepool.client.cli import main
 from devicepool.client.dev import DevOptions, DevStack
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME, DevicePoolError
 from devicepool.emulator.cli import build_parser as emulator_parser
+from tests.support.ports import free_port as closed_port  # nothing listens on it
 
 GOOD = """\
 apiVersion: mobile.example.com/v1alpha1
@@ -31,12 +32,6 @@ spec:
   region: us-west
   replicas: 2
 """
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

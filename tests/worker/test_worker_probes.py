@@ -9,7 +9,6 @@ stand-ins that only say whether they run (all `/readyz` reads of them).
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
@@ -22,12 +21,7 @@ from devicepool.worker.config import WorkerConfig
 from devicepool.worker.http import start_http_server
 from devicepool.worker.main import _Running
 from devicepool.worker.metrics import WorkerGauges
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.support.ports import free_port as closed_port  # nothing listens on it
 
 
 @pytest.fixture
