@@ -46,7 +46,7 @@ from devicepool.activities.permits import LedgerReportingActivities, register_ac
 from devicepool.connect import connect
 from devicepool.worker.build import build_workers
 from devicepool.worker.config import WorkerConfig
-from devicepool.worker.http import start_http_server
+from devicepool.worker.http import HttpEndpoint, start_http_server
 from devicepool.worker.metrics import ReconcileInterceptor, WorkerGauges, WorkerMetrics
 from devicepool.worker.sdk_metrics import sdk_runtime
 
@@ -185,7 +185,7 @@ async def _serve_metrics(
     telemetry: WorkerMetrics,
     running: _Running,
     metrics_host: str | None,
-) -> asyncio.Server | None:
+) -> HttpEndpoint | None:
     """Start `/metrics` and the probes on ``metricsPort`` (none when it is 0)."""
     host = metrics_host or os.environ.get(ENV_METRICS_HOST, "0.0.0.0")
     if not config.metrics_port:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,7 +56,9 @@ class SdkMetricsCollector(Collector):
     Counters arrive as deltas and are summed here; histograms arrive as single
     observations (durations in seconds) and are bucketed here. `drain()` must
     run regularly even without scrapes (the buffer drops what overflows); the
-    worker calls it every few seconds and on every scrape.
+    worker calls it every few seconds and on every render of `/metrics`, both
+    in worker threads (a drain at load is tens of thousands of updates: not on
+    the event loop), so a lock keeps the two apart.
     """
 
     def __init__(self, buffer: MetricBuffer, *, buckets: Sequence[float] = SDK_BUCKETS) -> None:
@@ -65,8 +68,13 @@ class SdkMetricsCollector(Collector):
         self._counters: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
         self._gauges: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
         self._hists: dict[str, dict[tuple[tuple[str, str], ...], _Hist]] = {}
+        self._lock = threading.Lock()
 
     def drain(self) -> None:
+        with self._lock:
+            self._drain()
+
+    def _drain(self) -> None:
         try:
             updates = self._buffer.retrieve_updates()
         except RuntimeError:
@@ -94,7 +102,12 @@ class SdkMetricsCollector(Collector):
                 hist.count += 1
 
     def collect(self) -> Iterable[Metric]:
-        self.drain()
+        with self._lock:
+            self._drain()
+            families = list(self._families())
+        yield from families
+
+    def _families(self) -> Iterable[Metric]:
         for name, series in sorted(self._counters.items()):
             counter = CounterMetricFamily(name, self._help[name], labels=_label_names(series))
             for attrs, value in series.items():
@@ -138,4 +151,4 @@ async def drain_periodically(collector: SdkMetricsCollector, every: float = 5.0)
     while True:
         await asyncio.sleep(every)
         with contextlib.suppress(Exception):
-            collector.drain()
+            await asyncio.to_thread(collector.drain)
