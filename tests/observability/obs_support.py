@@ -12,18 +12,11 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client
 
-from devicepool.activities.models import PoolSettings
+from tests.support.settings import FAST
 
 API_KEY = "obs-test-key"
-OBS_SETTINGS = PoolSettings(
-    resync_seconds=0.3,
-    health_seconds=1,
-    offline_after_seconds=3,
-    startup_timeout_seconds=15,
-    idle_grace_seconds=0,
-    provision_batch_size=4,
-    watch_max_seconds=20,
-)
+# The workflow tests' intervals (a copy: what changes here changes the observability tests only).
+OBS_SETTINGS = FAST.model_copy()
 
 
 @dataclass

@@ -30,6 +30,7 @@ from devicepool.worker.build import account_workers, new_worker, pool_queue_work
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import PoolInput
 from tests.support.binaries import temporal_binary as temporal_binary  # re-exported
+from tests.support.settings import FAST as FAST  # re-exported
 from tests.support.waits import eventually as eventually  # re-exported
 
 EMULATOR_URL = "http://emulator.test"
@@ -38,16 +39,6 @@ ACCOUNTS = {"default": "wf-test-key", "second": "wf-test-key-2"}
 PROXY_PASSWORD = "wf-proxy-password-3d9c"
 # Low, so continue-as-new happens inside tests (override to record long histories).
 CAN_THRESHOLD = int(os.environ.get("DEVICEPOOL_TEST_CAN_THRESHOLD", "60"))
-
-FAST = PoolSettings(
-    resync_seconds=0.3,
-    health_seconds=1,
-    offline_after_seconds=3,
-    startup_timeout_seconds=15,
-    idle_grace_seconds=0,
-    provision_batch_size=4,
-    watch_max_seconds=20,
-)
 
 
 async def start_pool(
