@@ -61,6 +61,7 @@ from devicepool.client.dev import find_temporal  # noqa: E402
 from devicepool.client.pool_client import PoolClient  # noqa: E402
 from devicepool.connect import DATA_CONVERTER  # noqa: E402
 from devicepool.workflows.search_attributes import search_attribute_keys  # noqa: E402
+from tests.support.manifests import pool_yaml  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
 from tests.support.waits import eventually  # noqa: E402
 
@@ -217,13 +218,8 @@ class Stack:
 
 
 def manifest(name: str, replicas: int) -> str:
-    return (
-        "apiVersion: mobile.example.com/v1alpha1\n"
-        "kind: DevicePool\n"
-        f"metadata:\n  name: {name}\n"
-        "spec:\n  provider: bitcloudphone\n  platform: android\n  region: us-west\n"
-        f'  osVersion: "14"\n  replicas: {replicas}\n'
-    )
+    """A pool with no proxy: the worker here has no proxy pools."""
+    return pool_yaml(name, provider="bitcloudphone", replicas=replicas, proxy=None)
 
 
 def cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:

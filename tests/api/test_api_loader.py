@@ -25,18 +25,15 @@ from devicepool.api import (
     parse_pool,
 )
 from devicepool.api.v1alpha1 import MAX_REPLICAS, Platform, Provider
+from tests.support.manifests import pool_manifest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ARTICLE = (EXAMPLES / "tiktok-us-pool.yaml").read_text()
 
 
 def manifest(name: str = "tiktok-us-pool", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "mobile.example.com/v1alpha1",
-        "kind": "DevicePool",
-        "metadata": {"name": name},
-        "spec": {"platform": "android", "region": "us-west", "replicas": 3, **spec},
-    }
+    """The least a manifest says: platform, region and 3 replicas (the loader fills in the rest)."""
+    return pool_manifest(name, **{"osVersion": None, "proxy": None, "replicas": 3, **spec})
 
 
 def problems_of(text: str, *, source: str = "pools.yaml") -> list[str]:

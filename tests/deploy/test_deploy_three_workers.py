@@ -41,6 +41,7 @@ from devicepool.client.errors import DevicePoolError
 from devicepool.client.pool_client import PoolClient
 from devicepool.connect import connect
 from tests.e2e.device_hours import DeviceHours
+from tests.support.manifests import pool_yaml
 from tests.support.ports import free_ports
 from tests.support.waits import eventually
 
@@ -223,16 +224,6 @@ async def _ready(port: int) -> bool:
         return (await http.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200
 
 
-def _manifest(name: str, replicas: int) -> str:
-    return (
-        "apiVersion: mobile.example.com/v1alpha1\nkind: DevicePool\n"
-        f"metadata:\n  name: {name}\n"
-        "spec:\n  provider: bitcloudphone\n  platform: android\n  region: us-west\n"
-        f'  osVersion: "14"\n  replicas: {replicas}\n'
-        "  proxy:\n    poolRef: proxyseller-us\n    stickyTTL: 900\n"
-    )
-
-
 async def _history_tail(client: Client, name: str, events: int = 20) -> str:
     """The last events of a pool's history, for a failure message (what was it waiting on?)."""
     history = await client.get_workflow_handle(f"devicepool/{name}").fetch_history()
@@ -266,7 +257,9 @@ async def test_survivor_converges_every_pool_after_two_workers_die(
     pools = PoolClient(client)
     device_hours.start(await cluster.stats())
     for name, replicas in POOLS.items():
-        (pool,) = load_manifests_text(_manifest(name, replicas), source=name)
+        (pool,) = load_manifests_text(
+            pool_yaml(name, provider="bitcloudphone", replicas=replicas), source=name
+        )
         device_hours.want(name, replicas)
         await pools.apply(pool)
 

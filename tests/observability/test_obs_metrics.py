@@ -32,6 +32,7 @@ from devicepool.worker.metrics import ReconcileInterceptor
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import PoolInput
 from tests.support import waits
+from tests.support.manifests import pool_manifest
 
 # Above the scenario's own waits (eight of at most 15 s each): a slow step fails
 # with its own "timed out waiting for ..." message, not a pytest-timeout dump.
@@ -45,15 +46,7 @@ eventually = functools.partial(waits.eventually, timeout=15)
 
 
 async def start_pool(stack: ObsStack, name: str, replicas: int) -> WorkflowHandle[Any, Any]:
-    spec = DevicePoolSpec.model_validate(
-        {
-            "platform": "android",
-            "region": "us-west",
-            "osVersion": "14",
-            "replicas": replicas,
-            "proxy": {"poolRef": "proxyseller-us", "stickyTTL": 900},
-        }
-    )
+    spec = DevicePoolSpec.model_validate(pool_manifest(name, replicas=replicas)["spec"])
     return await stack.client.start_workflow(
         "DevicePool",
         PoolInput(metadata=ObjectMeta(name=name), spec=spec, settings=OBS_SETTINGS),

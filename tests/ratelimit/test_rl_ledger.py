@@ -30,6 +30,7 @@ from devicepool.api.v1alpha1 import DevicePool
 from devicepool.client.errors import EXIT_BAD_INPUT, BadInput
 from devicepool.client.pool_client import PoolClient
 from devicepool.workflows.ledger_state import PermitIntent
+from tests.support.manifests import pool_manifest
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(60)]
 
@@ -145,22 +146,13 @@ async def test_unknown_account_refused_at_apply(
 ) -> None:
     pool = name()
     manifest = DevicePool.model_validate(
-        {
-            "apiVersion": "mobile.example.com/v1alpha1",
-            "kind": "DevicePool",
-            "metadata": {"name": pool},
-            "spec": {
-                "provider": "bitcloudphone",
-                "platform": "android",
-                "region": "us-west",
-                "osVersion": "14",
-                "replicas": 1,
-                "providerCredentialRef": "nope",
-            },
-        }
+        pool_manifest(
+            pool, provider="bitcloudphone", replicas=1, providerCredentialRef="nope", proxy=None
+        )
     )
     with pytest.raises(
-        BadInput, match=r"unknown account 'nope'.*known accounts: alpha, beta, delta, epsilon, gamma"
+        BadInput,
+        match=r"unknown account 'nope'.*known accounts: alpha, beta, delta, epsilon, gamma",
     ) as err:
         await PoolClient(rl_env.client).apply(manifest)
     assert err.value.exit_code == EXIT_BAD_INPUT

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from devicepool.client import PoolBlocked, PoolClient
 from devicepool.client.cli import main
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME
 from devicepool.workflows.messages import ApplyResult
+from tests.support.manifests import pool_manifest, write_pool
 
 pytestmark = pytest.mark.devserver
 
@@ -39,21 +39,7 @@ def pools(
 
 
 def manifest(name: str, **spec: Any) -> DevicePool:
-    return DevicePool.model_validate(
-        {
-            "apiVersion": "mobile.example.com/v1alpha1",
-            "kind": "DevicePool",
-            "metadata": {"name": name},
-            "spec": {
-                "platform": "android",
-                "region": "us-west",
-                "osVersion": "14",
-                "replicas": 0,
-                "proxy": {"poolRef": "proxyseller-us", "stickyTTL": 900},
-                **spec,
-            },
-        }
-    )
+    return DevicePool.model_validate(pool_manifest(name, **spec))
 
 
 async def test_apply_says_created_configured_or_unchanged(
@@ -122,30 +108,10 @@ def cli(
 
 
 def manifest_file(tmp_path: Path, name: str, **spec: str | int) -> str:
-    fields = {
-        "platform": "android",
-        "region": "us-west",
-        "osVersion": "14",
-        "replicas": 0,
-        "providerCredentialRef": "default",
-        **spec,
-    }
-    body = "\n".join(f"  {key}: {value}" for key, value in fields.items())
+    """A manifest file of its own (a new name each call) for the pool, with no proxy."""
     path = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}.yaml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
-            apiVersion: mobile.example.com/v1alpha1
-            kind: DevicePool
-            metadata:
-              name: {name}
-            spec:
-            """
-        )
-        + body
-        + "\n"
-    )
-    return str(path)
+    fields: dict[str, Any] = {"proxy": None, "providerCredentialRef": "default", **spec}
+    return str(write_pool(path, name, **fields))
 
 
 async def test_a_refused_change_is_exit_2_names_the_field_and_changes_nothing(

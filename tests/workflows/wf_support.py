@@ -30,6 +30,7 @@ from devicepool.worker.build import account_workers, new_worker, pool_queue_work
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import PoolInput
 from tests.support.binaries import temporal_binary as temporal_binary  # re-exported
+from tests.support.manifests import pool_manifest
 from tests.support.settings import FAST as FAST  # re-exported
 from tests.support.waits import eventually as eventually  # re-exported
 
@@ -53,21 +54,20 @@ async def start_pool(
     task_queue: str = TASK_QUEUE,
     spec_fields: dict[str, Any] | None = None,
 ) -> WorkflowHandle[Any, Any]:
-    spec: dict[str, Any] = {
-        "platform": "android",
+    fields: dict[str, Any] = {
         "region": region,
-        "osVersion": "14",
         "replicas": replicas,
         "providerCredentialRef": account,
+        "proxy": None,
         **(spec_fields or {}),
     }
     if proxy_ref:
-        spec["proxy"] = {"poolRef": proxy_ref, "stickyTTL": 900}
+        fields["proxy"] = {"poolRef": proxy_ref, "stickyTTL": 900}
     return await client.start_workflow(
         "DevicePool",
         PoolInput(
             metadata=ObjectMeta(name=name),
-            spec=DevicePoolSpec.model_validate(spec),
+            spec=DevicePoolSpec.model_validate(pool_manifest(name, **fields)["spec"]),
             settings=settings,
         ),
         id=pool_workflow_id(name),
