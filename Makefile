@@ -40,7 +40,7 @@ test: venv system-deps
 	$(BIN)/ruff check --no-cache .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/pytest -n 3 --dist loadgroup
+	$(BIN)/pytest -n 4 --dist loadgroup --no-loadscope-reorder
 
 # No Temporal server, emulator process, dev stack or wheel build: a quick check
 # while editing (`make test` still runs everything).

@@ -1,8 +1,10 @@
 """Test-run wiring for the whole suite (each layer's fixtures live in its own conftest).
 
-Under pytest-xdist (`make test` runs `-n 3 --dist loadgroup`), the layers that
-start servers keep all their tests in one worker, so each starts its Temporal
-dev server once; the unit layers spread freely over the workers.
+Under pytest-xdist (`make test` runs `-n 4 --dist loadgroup --no-loadscope-reorder`),
+the tests that start servers or processes run in groups: a group stays in one
+worker, so it starts its Temporal dev server (or its process tree) once. Tests
+that start nothing spread freely over the workers. The groups go out longest
+first (`GROUP_SECONDS`), so no long group starts at the end of the run.
 """
 
 from __future__ import annotations
@@ -16,34 +18,100 @@ import pytest
 pytest_plugins = ["tests.e2e.device_hours"]
 
 TESTS = Path(__file__).parent / "tests"
-# Layers whose tests share a session-scoped stack (dev server, workers, ...) run
-# in one worker each; the two that spawn whole process trees share one, so they
-# never compete for the two cores at the same time.
+# Layers whose server-backed tests share a session-scoped stack (dev server,
+# emulator, workers) run in one worker each.
 GROUPS = {
     "workflows": "workflows",
     "ratelimit": "ratelimit",
     "observability": "observability",
-    "e2e": "processes",
-    "deploy": "processes",
+    "e2e": "e2e",
+    "deploy": "deploy",
 }
-# Modules that mostly sleep on purpose (a minute past a deadline) get a worker
-# and a dev server of their own, so they wait beside the rest, not before it.
+# Modules with a worker and a dev server of their own, so that they wait beside
+# the rest, not before or after it.
 MODULE_GROUPS = {
+    # Sleeps a minute past an old deadline on purpose.
     "test_pool_backlog.py": "workflows-backlog",
-    # The health child's tests wait on its clocks: a dev server of their own.
+    # The health child's tests wait on its clocks.
     "test_pool_health.py": "workflows-health",
-    "test_health_lifetime.py": "workflows-health",
+    "test_health_lifetime.py": "workflows-lifetime",
     # The orphan sweep lists the whole account: no other test's pools beside it.
     "test_orphan_sweep.py": "workflows-orphans",
+    # The rest of the pool's workflow tests, in two halves of about 100 s each.
+    "test_pool_client.py": "workflows-2",
+    "test_pool_teardown.py": "workflows-2",
+    "test_health_idle_cost.py": "workflows-2",
+    "test_pool_withdraw.py": "workflows-2",
+    "test_pool_scale_down.py": "workflows-2",
+    "test_provision_batch.py": "workflows-2",
+    # A dev stack of its own, started three times on one data dir.
+    "test_e2e_restart.py": "e2e-restart",
 }
+# About how long each group runs alone (seconds, from `pytest --durations=0`):
+# only the order they are handed out in, longest first. A group missing here
+# goes out after these, before the tests that start nothing.
+GROUP_SECONDS = {
+    "e2e": 110,
+    "workflows-health": 110,
+    "workflows": 100,
+    "workflows-2": 80,
+    "workflows-backlog": 76,
+    "observability": 65,
+    "ratelimit": 55,
+    "deploy": 41,
+    "e2e-restart": 37,
+    "workflows-orphans": 36,
+    "workflows-lifetime": 33,
+}
+SERVER_MARKERS = ("devserver", "e2e")
 
 
+def group_of(item: pytest.Item) -> str | None:
+    """The xdist group of a test that starts a server or a process; None for the rest."""
+    try:
+        layer = item.path.relative_to(TESTS).parts[0]
+    except ValueError:
+        return None
+    if not any(item.get_closest_marker(name) for name in SERVER_MARKERS):
+        return None
+    return MODULE_GROUPS.get(item.path.name) or GROUPS.get(layer)
+
+
+# First: xdist's own hook turns the `xdist_group` marks into the "@group" node id
+# suffix its scheduler groups by, so they must be on the items before it runs.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups = {id(item): group_of(item) for item in items}
     for item in items:
-        try:
-            layer = item.path.relative_to(TESTS).parts[0]
-        except ValueError:
-            continue
-        group = MODULE_GROUPS.get(item.path.name) or GROUPS.get(layer)
-        if group:
+        if group := groups[id(item)]:
             item.add_marker(pytest.mark.xdist_group(group))
+
+    def rank(item: pytest.Item) -> float:
+        group = groups[id(item)]
+        return -GROUP_SECONDS.get(group, 1) if group else 0
+
+    # A stable sort: each module's tests keep their order (and stay together).
+    items.sort(key=rank)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On an xdist worker under `--dist loadgroup`: refuse to run if the groups did not take.
+
+    pytest-xdist groups by an "@group" suffix it writes onto each marked item's
+    node id; a pytest it does not know how to write that for (see the pin in
+    pyproject.toml) runs every test anyway, spread over the workers, each
+    starting its own servers beside the others: slower, and no longer alone
+    where a test needs to be (test_orphan_sweep.py).
+    """
+    if not hasattr(session.config, "workerinput") or not session.config.getvalue("loadgroup"):
+        return
+    lost = [
+        item.nodeid
+        for item in session.items
+        if item.get_closest_marker("xdist_group") and "@" not in item.nodeid
+    ]
+    if lost:
+        raise pytest.UsageError(
+            f"pytest-xdist did not group {len(lost)} tests (first: {lost[0]}): "
+            f"pytest {pytest.__version__} is outside what pyproject.toml pins"
+        )

@@ -211,6 +211,9 @@ def start_stack(data_dir: Path, out: Path, *extra: str) -> Stack:
         str(data_dir),
         "--provision-seconds",
         "2",
+        # (5 s by default: every delete here would wait it out)
+        "--terminate-seconds",
+        "0.5",
         "--creates-per-minute",
         "120",
         "--resync-seconds",

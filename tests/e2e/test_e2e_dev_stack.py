@@ -1,12 +1,11 @@
 """End to end: `devicepool dev` as a real process, driven by the real CLI and the stock `temporal` CLI.
 
 One stack per module (free ports, a temp data dir, fast knobs: tests/e2e/e2e_stack.py);
-the tests run in file order, `test_sigint_stops_everything` stops that stack
-with SIGINT and checks that no process is left behind, and the last one
-restarts a stack of its own on the same data dir. The chaos of issue 13 rides
-on them, in the middle of a scale-up: the module's Temporal server is
-SIGKILLed (the stack restarts it on its database), and the restarted stack is
-stopped with Ctrl-C and started a third time. Every test that rents
+the tests run in file order and `test_sigint_stops_everything` stops that stack
+with SIGINT and checks that no process is left behind (a stack restarted on
+its data dir is test_e2e_restart.py). The chaos of issue 13 rides on them: the
+module's Temporal server is SIGKILLed in the middle of a scale-up (the stack
+restarts it on its database; tests/e2e/chaos.py). Every test that rents
 devices keeps a `device_hours` book (tests/e2e/device_hours.py): creates
 accepted must equal the devices its pools needed, and billed device-hours are
 reported against requested ones.
@@ -19,15 +18,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.chaos import converged, scale_up_under_way
 from tests.e2e.device_hours import DeviceHours
 from tests.e2e.e2e_stack import (
-    NO_STATS,
     Stack,
     alive,
     descendants,
@@ -191,52 +189,6 @@ def test_readme_python_api_example_runs(stack: Stack, device_hours: DeviceHours)
     device_hours.finish(stats)
 
 
-# Chaos in the middle of a scale-up (issue 13): the emulator holds every answer
-# back this long, so creates are really in flight when the blow lands.
-CREATE_LATENCY_MS = 700
-
-
-def scale_up_under_way(stack: Stack, pool: str, replicas: int, tmp: Path) -> None:
-    """Apply `pool` at `replicas` with slow answers; return once its first new creates landed."""
-    before = stack.stats()["creates"]["accepted"]
-    stack.faults({"latencyMs": CREATE_LATENCY_MS})
-    applied = stack.cli("apply", "-f", manifest(tmp, pool, replicas))
-    assert applied.returncode == 0, applied.stderr
-    wait_until(
-        lambda: stack.stats()["creates"]["accepted"] >= before + 2,
-        timeout=30,
-        what="the first creates to land",
-    )
-    # (The only pool on its stack: every ready device is one of its.)
-    ready = stack.stats()["devices"]["byStatus"].get("ready", 0)
-    assert ready < replicas, "the scale-up finished before the blow: nothing was tested"
-
-
-def converged(stack: Stack, pool: str, replicas: int, *, after: str) -> None:
-    """Exactly `replicas` of `pool` live and ready, the pool says so, nothing is orphaned."""
-    stack.faults({})
-    # Polled at the emulator (an HTTP GET), then asked of the pool once it holds:
-    # each `devicepool get` is a Python process, a second of CPU on a busy machine.
-    wait_until(
-        lambda: (
-            (d := stack.stats()["devices"])["byPool"].get(pool) == replicas
-            and d["byStatus"] == {"ready": d["live"]}
-        ),
-        timeout=60,
-        what=f"{replicas} ready devices after {after}",
-    )
-    wait_until(
-        lambda: (
-            (s := stack.status(pool)).get("readyDevices") == replicas
-            and s.get("desiredReplicas") == replicas
-        ),
-        timeout=30,
-        what=f"the pool to report {replicas} ready after {after}",
-    )
-    assert stack.stats()["devices"]["byPool"][pool] == replicas, after
-    assert stack.orphans() == {}, after
-
-
 def test_temporal_killed_mid_scale_up_is_restarted_on_its_database(
     stack: Stack, tmp_path: Path, device_hours: DeviceHours
 ) -> None:
@@ -261,8 +213,7 @@ def test_temporal_killed_mid_scale_up_is_restarted_on_its_database(
     converged(stack, "e2e-temporal", 5, after="the server was killed")
     kept = stack.worker_pid() == worker
     print(f"\nthe worker was {'kept' if kept else 'replaced'} through the server's restart")
-    # Not deleted: the next test stops this stack (and the emulator's 5-s
-    # terminations would cost make test ~12 s).
+    # Not deleted: the next test stops this stack (the other tests cover delete).
     device_hours.finish(stack.stats())
 
 
@@ -277,75 +228,3 @@ def test_sigint_stops_everything(stack: Stack) -> None:
         what="every child process to exit",
     )
     assert "stopped" in stack.out.read_text()
-
-
-def test_a_restarted_dev_stack_keeps_its_pools_devices(
-    tmp_path_factory: pytest.TempPathFactory, device_hours: DeviceHours
-) -> None:
-    # After the module's stack has stopped: a stack of its own, started with
-    # `--apply` as `make demo` does, scaled by the user, stopped with SIGINT and
-    # started again on the same data dir (on other ports) with the same `--apply`.
-    data_dir = tmp_path_factory.mktemp("devicepool-restart")
-    example = manifest(data_dir.parent, "e2e-restart", 3)
-    device_hours.start(NO_STATS)  # a new data dir: the emulator starts from nothing
-    device_hours.want("e2e-restart", 3)
-    first = start_stack(data_dir, data_dir.parent / f"{data_dir.name}-1.out", "--apply", example)
-    try:
-        banner = first.out.read_text()
-        assert "devicepool/e2e-restart created (generation 1, replicas 3)" in banner
-        assert f"Manifests:        {example} applied (a new data dir)" in banner
-        device_hours.want("e2e-restart", 4)
-        scaled = first.cli("scale", "e2e-restart", "--replicas", "4")
-        assert scaled.returncode == 0, scaled.stderr
-        status = wait_until(
-            lambda: (s := first.status("e2e-restart")).get("readyDevices") == 4 and s,
-            timeout=60,
-            what="4 ready devices after the user's scale",
-        )
-        devices = sorted(status["deviceIds"])
-        before = first.stats()
-    finally:
-        stop_stack(first)
-    assert first.process.returncode == 0, first.out.read_text()
-    assert (data_dir / "emulator.sqlite").is_file()
-
-    second = start_stack(data_dir, data_dir.parent / f"{data_dir.name}-2.out", "--apply", example)
-    try:
-        banner = second.out.read_text()
-        assert f"Manifests:        {example} not applied: {data_dir} already existed" in banner
-        assert "devicepool/e2e-restart" not in banner
-        assert second.stats()["devices"] == before["devices"]
-        status = wait_until(
-            lambda: (s := second.status("e2e-restart")).get("readyDevices") == 4 and s,
-            timeout=30,
-            what="the pool to report its 4 devices after the restart",
-        )
-        # The user's scale stands: the example was not applied again.
-        assert status["desiredReplicas"] == 4 and status["observedGeneration"] == 2
-        assert sorted(status["deviceIds"]) == devices
-        time.sleep(2 * 2)  # two more resyncs: nothing rented, nothing replaced
-        after = second.stats()
-        assert after["devices"]["byPool"] == {"e2e-restart": 4}
-        assert after["creates"] == before["creates"]
-        assert after["terminations"] == before["terminations"]
-        assert after["deviceHoursBilled"] > before["deviceHoursBilled"]
-        assert second.orphans() == {}
-
-        # Chaos (issue 13): Ctrl-C in the middle of 4 -> 8, and a start on the same data dir.
-        device_hours.want("e2e-restart", 8)
-        scale_up_under_way(second, "e2e-restart", 8, data_dir.parent)
-    finally:
-        stop_stack(second)
-    assert second.process.returncode == 0, second.out.read_text()
-
-    third = start_stack(data_dir, data_dir.parent / f"{data_dir.name}-3.out")
-    try:
-        converged(third, "e2e-restart", 8, after="Ctrl-C mid scale-up and a restart")
-        stats = third.stats()
-        assert stats["devices"]["live"] == 8
-        assert stats["terminations"] == before["terminations"]
-        # Not deleted (the other tests cover delete): the book ends on 8 live devices.
-        device_hours.finish(stats)
-    finally:
-        stop_stack(third)
-    assert third.process.returncode == 0, third.out.read_text()
