@@ -46,6 +46,9 @@ MODULE_GROUPS = {
     "test_provision_batch.py": "workflows-2",
     # A dev stack of its own, started three times on one data dir.
     "test_e2e_restart.py": "e2e-restart",
+    # A module-scoped dev server (setup) and wheel build (packaging), made once.
+    "test_client_setup.py": "client-setup",
+    "test_packaging.py": "packaging",
 }
 # About how long each group runs alone (seconds, from `pytest --durations=0`):
 # only the order they are handed out in, longest first. A group missing here
