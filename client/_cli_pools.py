@@ -18,6 +18,8 @@ from devicepool.client._cli_views import print_description, print_devices, print
 from devicepool.client._results import applied_verb
 from devicepool.client._status import devices_left
 from devicepool.client._validation import validate_name, validate_replicas
+from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME, BadInput, DevicePoolError
+from devicepool.client.pool_client import APPLY_CONCURRENCY
 from devicepool.client.render import Output, print_data, resolve_output
 
 
@@ -27,20 +29,43 @@ def apply(
     ],
     wait: Annotated[bool, typer.Option("--wait", help="wait until every pool is ready")] = False,
     timeout: TimeoutOpt = 300.0,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            "--concurrency",
+            min=1,
+            help="pools applied at once (1: one after another); results print in file order",
+        ),
+    ] = APPLY_CONCURRENCY,
 ) -> None:
-    """Start pools, or update their spec (atomic start-or-update)."""
+    """Start pools, or update their spec (atomic start-or-update).
+
+    A bad manifest anywhere applies nothing (exit 2). A change a pool refuses
+    is an error line for that pool while the others are applied (exit 2); any
+    other failure stops starting more (exit 1).
+    """
     pools = load_or_exit(filename)  # a bad manifest exits 2 before anything is contacted
 
     async def body() -> None:
         client = await open_pools()
         accepted = {}
-        for pool in pools:
-            result = await client.apply(pool)
-            accepted[pool.name] = result
+        failures: list[DevicePoolError] = []
+
+        def show(pool: Any, answer: Any) -> None:
+            if isinstance(answer, DevicePoolError):
+                failures.append(answer)
+                typer.echo(f"error: {answer}", err=True)
+                return
+            accepted[pool.name] = answer
             typer.echo(
-                f"devicepool/{pool.name} {applied_verb(result)} (generation {result.generation}, "
-                f"replicas {result.replicas})"
+                f"devicepool/{pool.name} {applied_verb(answer)} (generation {answer.generation}, "
+                f"replicas {answer.replicas})"
             )
+
+        await client.apply_many(pools, concurrency=concurrency, on_result=show)
+        if failures:
+            refused_only = all(isinstance(f, BadInput) for f in failures)
+            raise typer.Exit(EXIT_BAD_INPUT if refused_only else EXIT_RUNTIME)
         if wait:
 
             def waiter(name: str, generation: int) -> Callable[..., Awaitable[Any]]:

@@ -17,6 +17,10 @@ from devicepool.client.errors import (
 )
 
 
+class NoWorkerInTime(DevicePoolError):
+    """No worker took the update within its RPC timeout: none runs, or all are busy."""
+
+
 @contextlib.contextmanager
 def temporal_errors(address: str, name: str | None, *, writing: bool = False) -> Iterator[None]:
     """Turn what the SDK raises for pool `name` (None: no pool yet) into one devicepool error."""
@@ -28,7 +32,7 @@ def temporal_errors(address: str, name: str | None, *, writing: bool = False) ->
         raise BadInput(f'pool "{name}" rejected the change: {_cause_message(err)}') from err
     except RPCTimeoutOrCancelledError as err:
         what = "accept the change" if writing else "answer"
-        raise DevicePoolError(
+        raise NoWorkerInTime(
             f'pool "{name}": no worker did {what} in time — is `devicepool worker` '
             f"(or `devicepool dev`) running?"
         ) from err

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -54,7 +55,7 @@ from devicepool.client._status import (
     is_converged,
     teardown_blocked,
 )
-from devicepool.client._temporal_errors import temporal_errors
+from devicepool.client._temporal_errors import NoWorkerInTime, temporal_errors
 from devicepool.client._validation import validate_name, validate_replicas
 from devicepool.client.errors import (
     BadInput,
@@ -88,6 +89,10 @@ RECENT_EVENTS = 20
 
 # Called with each status a wait reads (camelCase `DevicePoolStatus` JSON).
 ProgressCallback = Callable[[dict[str, Any]], None]
+# Pools `apply_many` (`devicepool apply -f DIR/`) applies at once. Each apply
+# mostly waits for a worker to run the pool's first workflow task, so a few
+# dozen in flight keep a worker busy without queueing 1,000 updates on it.
+APPLY_CONCURRENCY = 16
 
 
 class PoolClient:
@@ -96,6 +101,8 @@ class PoolClient:
 
     def __init__(self, client: Client) -> None:
         self._client = client
+        # Accounts whose ledger was seen running: checked once per client, not once a pool.
+        self._served_accounts: set[str] = set()
 
     @property
     def address(self) -> str:
@@ -103,11 +110,13 @@ class PoolClient:
 
     # ------------------------------------------------------------ writes
 
-    async def apply(self, pool: DevicePool) -> Accepted:
+    async def apply(self, pool: DevicePool, *, update_id: str | None = None) -> Accepted:
         """Start the pool, or replace its spec: one atomic update-with-start.
 
         The answer's `result` says what happened: `created` (this call started
         the pool), `configured` (the spec or metadata changed) or `unchanged`.
+        Sent again with the same `update_id`, it answers the first send's outcome
+        (Temporal deduplicates updates by id) instead of applying twice.
         """
         # Re-validate: a DevicePool built with model_construct() skipped its checks.
         try:
@@ -135,10 +144,78 @@ class PoolClient:
                 UPDATE_APPLY,
                 ApplyRequest(metadata=pool.metadata, spec=spec),
                 start_workflow_operation=start,
+                id=update_id,
                 result_type=Accepted,
                 rpc_timeout=UPDATE_TIMEOUT,
             )
         return _accepted(result)
+
+    async def apply_many(
+        self,
+        pools: Sequence[DevicePool],
+        *,
+        concurrency: int = APPLY_CONCURRENCY,
+        on_result: Callable[[DevicePool, Accepted | DevicePoolError], None] | None = None,
+    ) -> list[Accepted | DevicePoolError]:
+        """`apply` each pool, at most `concurrency` at once; the answers in the pools' order.
+
+        Every account the pools name is checked first, so an unknown one anywhere
+        raises `BadInput` with nothing applied. A pool whose change is refused
+        answers its `BadInput` and the others go on; after any other failure
+        (Temporal, no worker accepting) no further pool is started, so the
+        answers cover the pools up to those already in flight. Pools start in
+        their order, and `on_result` sees each answer in that order as soon as it
+        and every one before it are in.
+
+        A pool no worker took within `UPDATE_TIMEOUT` is sent again (the same
+        update id, so it is never applied twice) if other pools were answered
+        meanwhile: the workers are busy with the pools just started, not gone.
+        """
+        if concurrency < 1:
+            raise BadInput(f"concurrency: must be at least 1, got {concurrency}")
+        for account in dict.fromkeys(p.spec.provider_credential_ref for p in pools):
+            await self._check_account(account)
+        answers: dict[int, Accepted | DevicePoolError] = {}
+        shown = 0
+        upcoming = iter(range(len(pools)))
+        stopped = False
+        last_answer = float("-inf")  # monotonic time some pool was last answered
+
+        async def one(pool: DevicePool) -> Accepted | DevicePoolError:
+            nonlocal last_answer
+            update_id = str(uuid.uuid4())
+            while True:
+                sent = time.monotonic()
+                try:
+                    answer: Accepted | DevicePoolError = await self.apply(pool, update_id=update_id)
+                except NoWorkerInTime as err:
+                    if last_answer > sent:
+                        continue
+                    return err
+                except BadInput as err:
+                    answer = err
+                last_answer = time.monotonic()
+                return answer
+
+        async def applier() -> None:
+            nonlocal shown, stopped
+            for index in upcoming:
+                if stopped:
+                    return
+                try:
+                    answer = await one(pools[index])
+                except DevicePoolError as err:
+                    answer = err
+                if isinstance(answer, DevicePoolError) and not isinstance(answer, BadInput):
+                    stopped = True
+                answers[index] = answer
+                while shown in answers:
+                    if on_result is not None:
+                        on_result(pools[shown], answers[shown])
+                    shown += 1
+
+        await asyncio.gather(*(applier() for _ in range(min(concurrency, len(pools)))))
+        return [answers[i] for i in range(shown)]
 
     async def scale(self, name: str, replicas: int) -> Accepted:
         validate_name(name)
@@ -337,10 +414,13 @@ class PoolClient:
         means some worker was configured with the account (its creates would
         otherwise wait on a task queue nobody polls).
         """
+        if account in self._served_accounts:
+            return
         handle = self._client.get_workflow_handle(ledger_workflow_id(account))
         try:
             desc = await handle.describe()
             if desc.status == WorkflowExecutionStatus.RUNNING:
+                self._served_accounts.add(account)
                 return
         except RPCError as err:
             if err.status == RPCStatusCode.UNAVAILABLE:
