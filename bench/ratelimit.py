@@ -68,6 +68,7 @@ from devicepool.connect import DATA_CONVERTER  # noqa: E402
 from devicepool.worker.build import account_workers, pool_queue_workers  # noqa: E402
 from devicepool.workflows.messages import PoolInput  # noqa: E402
 from devicepool.workflows.search_attributes import search_attribute_keys  # noqa: E402
+from tests.support.emulator import stats as emulator_stats  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
 
 C = 20
@@ -206,12 +207,12 @@ class Bench:
             await asyncio.sleep(0.05)
 
     async def account_stats(self, account: str) -> dict[str, int]:
-        stats = (await self.http.get("/_emulator/stats")).json()
+        stats = await emulator_stats(self.http)
         return dict(stats["extra"]["accounts"][account])
 
     async def terminations(self) -> int:
         """The provider's terminations so far (every account: each run has its own)."""
-        return int((await self.http.get("/_emulator/stats")).json()["terminations"])
+        return int((await emulator_stats(self.http))["terminations"])
 
     async def creates(self, account: str) -> list[float]:
         answer = (await self.http.get("/_emulator/creates")).json()

@@ -61,6 +61,7 @@ from devicepool.client.dev import find_temporal  # noqa: E402
 from devicepool.client.pool_client import PoolClient  # noqa: E402
 from devicepool.connect import DATA_CONVERTER  # noqa: E402
 from devicepool.workflows.search_attributes import search_attribute_keys  # noqa: E402
+from tests.support import emulator as ground_truth  # noqa: E402
 from tests.support.manifests import pool_yaml  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
 from tests.support.waits import eventually  # noqa: E402
@@ -175,13 +176,11 @@ class Stack:
     # ------------------------------------------------ the provider's ground truth
 
     async def stats(self) -> dict[str, Any]:
-        return dict((await self.http.get("/_emulator/stats")).json())
+        return await ground_truth.stats(self.http)
 
     async def pool_device_ids(self, name: str) -> list[str]:
-        answer = await self.http.get(
-            "/api/v1/devices", params={"label": f"pool={name}", "page_size": 100}, headers=AUTH
-        )
-        return [d["id"] for d in answer.json()["items"] if d["status"] != "terminated"]
+        devices = await ground_truth.labelled_devices(self.http, name, api_key=KEY)
+        return [d["id"] for d in devices if d["status"] != "terminated"]
 
     async def api_requests(self) -> dict[str, float]:
         """The running workers' provider calls so far, by operation."""
@@ -444,17 +443,8 @@ async def step_big(stack: Stack, threshold: float) -> None:
 
 
 async def _pool_ids(stack: Stack, name: str) -> list[str]:
-    ids: list[str] = []
-    token = None
-    while True:
-        params: dict[str, Any] = {"label": f"pool={name}", "page_size": 100}
-        if token:
-            params["page_token"] = token
-        page = (await stack.http.get("/api/v1/devices", params=params, headers=AUTH)).json()
-        ids += [d["id"] for d in page["items"] if d["status"] not in ("terminated", "terminating")]
-        token = page.get("nextPageToken")
-        if not token:
-            return ids
+    devices = await ground_truth.labelled_devices(stack.http, name, api_key=KEY)
+    return [d["id"] for d in devices if d["status"] not in ("terminated", "terminating")]
 
 
 async def _ready_count(stack: Stack, name: str, n: int) -> bool:

@@ -15,6 +15,7 @@ import httpx
 
 from devicepool.activities.bitcloudphone import BitCloudPhoneClient
 from devicepool.emulator.app import EmulatorConfig, create_app
+from tests.support.emulator import stats as emulator_stats
 
 BASE_URL = "http://bitcloudphone.test"
 DEV_KEY = "devicepool-dev-key"
@@ -49,9 +50,7 @@ class Emulator:
         await self._post(f"/_emulator/devices/{device_id}/session", {"active": active})
 
     async def stats(self) -> dict[str, Any]:
-        response = await self.control.get("/_emulator/stats")
-        response.raise_for_status()
-        return response.json()
+        return await emulator_stats(self.control)
 
 
 def config(**overrides: Any) -> EmulatorConfig:

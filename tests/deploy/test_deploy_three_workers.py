@@ -41,6 +41,7 @@ from devicepool.client.errors import DevicePoolError
 from devicepool.client.pool_client import PoolClient
 from devicepool.connect import connect
 from tests.e2e.device_hours import DeviceHours
+from tests.support import emulator as ground_truth
 from tests.support.manifests import pool_yaml
 from tests.support.ports import free_ports
 from tests.support.waits import eventually
@@ -95,28 +96,12 @@ class Cluster:
         )
 
     async def stats(self) -> dict[str, Any]:
-        async with httpx.AsyncClient(timeout=5) as http:
-            answer = await http.get(f"{self.emulator}/_emulator/stats")
-            answer.raise_for_status()
-            return dict(answer.json())
+        async with httpx.AsyncClient(base_url=self.emulator, timeout=5) as http:
+            return await ground_truth.stats(http)
 
     async def devices(self, pool: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        async with httpx.AsyncClient(
-            timeout=5, headers={"Authorization": f"Bearer {API_KEY}"}
-        ) as http:
-            while True:
-                params = {"label": f"pool={pool}", "page_size": "100"}
-                if token:
-                    params["page_token"] = token
-                answer = await http.get(f"{self.emulator}/api/v1/devices", params=params)
-                answer.raise_for_status()
-                body = answer.json()
-                items += body["items"]
-                token = body.get("nextPageToken")
-                if not token:
-                    return items
+        async with httpx.AsyncClient(base_url=self.emulator, timeout=5) as http:
+            return await ground_truth.labelled_devices(http, pool, api_key=API_KEY)
 
 
 @pytest.fixture

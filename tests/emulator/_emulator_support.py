@@ -7,6 +7,7 @@ from typing import Any
 import httpx
 
 from devicepool.emulator.state import Emulator
+from tests.support import emulator as ground_truth
 
 DEV_KEY = "devicepool-dev-key"
 AUTH = {"Authorization": f"Bearer {DEV_KEY}"}
@@ -75,9 +76,7 @@ class Provider:
         assert response.status_code == 200, response.text
 
     async def stats(self) -> dict[str, Any]:
-        response = await self.http.get("/_emulator/stats")
-        assert response.status_code == 200
-        return response.json()
+        return await ground_truth.stats(self.http)
 
 
 def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import pytest
 
 from devicepool.emulator.cli import build_parser, config_from_args, main
 from devicepool.emulator.config import EmulatorConfig
+from tests.support.emulator import stats_sync
 from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,7 +174,7 @@ def test_a_process_started_again_on_its_state_file_keeps_its_devices(
         replay = httpx.post(f"{base}/api/v1/ios/devices", json=body, headers=headers)
         assert replay.status_code == 202
         assert replay.headers["Idempotent-Replayed"] == "true"
-        stats = httpx.get(f"{base}/_emulator/stats").json()
+        stats = stats_sync(base)
         assert stats["creates"]["accepted"] == 1
         assert stats["creates"]["idempotentReplays"] == 1
         process.send_signal(signal.SIGTERM)

@@ -30,6 +30,7 @@ from devicepool.api.v1alpha1 import DevicePool
 from devicepool.client.errors import EXIT_BAD_INPUT, BadInput
 from devicepool.client.pool_client import PoolClient
 from devicepool.workflows.ledger_state import PermitIntent
+from tests.support.emulator import stats as emulator_stats
 from tests.support.manifests import pool_manifest
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(60)]
@@ -92,7 +93,7 @@ async def test_window_holds_across_two_workers(
     # than a window). Not a bound on the total time, which a busy machine stretches.
     for first in range(0, n - CAP + 1, CAP):
         assert times[first + CAP - 1] - times[first] < WINDOW_V, (first, times)
-    stats = (await rl_control.get("/_emulator/stats")).json()
+    stats = await emulator_stats(rl_control)
     assert stats["extra"]["accounts"]["alpha"]["rateLimited"] == 0
     # both "processes" ran creates
     assert all(t.creates > b for t, b in zip(rl_workers, before, strict=True))
@@ -131,7 +132,7 @@ async def test_retry_after_is_honoured(
     assert len(times) == CAP + 2
     # The pool's creates were accepted only once the other tool's creates left the window.
     assert min(times[CAP:]) >= filled_at + WINDOW_V
-    stats = (await rl_control.get("/_emulator/stats")).json()
+    stats = await emulator_stats(rl_control)
     limited = stats["extra"]["accounts"]["beta"]["rateLimited"]
     # Both met the full window; honoured, not hammered: at most one 429 per
     # create (a retry after Retry-After succeeds).

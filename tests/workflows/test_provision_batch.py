@@ -14,7 +14,6 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -31,6 +30,7 @@ from devicepool.worker.build import new_worker
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import BatchReport, ProvisionBatchInput
 from devicepool.workflows.provision import ProvisionBatchWorkflow
+from tests.support.emulator import stats as emulator_stats
 
 # The time-skipping test server is a server too: not in the server-free run.
 pytestmark = pytest.mark.devserver
@@ -126,7 +126,7 @@ async def test_a_stalled_boot_fails_after_the_default_startup_timeout(
     assert report.ready == []
     assert set(report.failed_devices) == set(report.created.values())
     assert all("startup timeout (300s)" in why for why in report.failed_devices.values())
-    stats: dict[str, Any] = (await control.get("/_emulator/stats")).json()
+    stats = await emulator_stats(control)
     assert stats["devices"]["byPool"][input.pool] == 2  # the pool removes them, not the batch
 
 

@@ -29,7 +29,9 @@ from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
 from devicepool.worker.build import account_workers, new_worker, pool_queue_workers
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.messages import PoolInput
+from tests.support import emulator as ground_truth
 from tests.support.binaries import temporal_binary as temporal_binary  # re-exported
+from tests.support.emulator import stats as stats  # re-exported
 from tests.support.manifests import pool_manifest
 from tests.support.settings import FAST as FAST  # re-exported
 from tests.support.waits import eventually as eventually  # re-exported
@@ -75,60 +77,19 @@ async def start_pool(
     )
 
 
-async def stats(control: httpx.AsyncClient) -> dict[str, Any]:
-    response = await control.get("/_emulator/stats")
-    response.raise_for_status()
-    return response.json()
-
-
 async def pool_devices(
     control: httpx.AsyncClient, name: str, *, account: str = "default"
 ) -> list[dict[str, Any]]:
     """Ground truth for one pool: its non-terminated devices, straight from the emulator."""
-    response = await control.get(
-        "/api/v1/devices",
-        params={"label": f"pool={name}", "page_size": 100},
-        headers={"Authorization": f"Bearer {ACCOUNTS[account]}"},
-    )
-    response.raise_for_status()
-    items = response.json()["items"]
-    token = response.json().get("nextPageToken")
-    while token:
-        more = await control.get(
-            "/api/v1/devices",
-            params={"label": f"pool={name}", "page_size": 100, "page_token": token},
-            headers={"Authorization": f"Bearer {ACCOUNTS[account]}"},
-        )
-        items += more.json()["items"]
-        token = more.json().get("nextPageToken")
-    return [d for d in items if d["status"] != "terminated"]
+    devices = await ground_truth.labelled_devices(control, name, api_key=ACCOUNTS[account])
+    return [d for d in devices if d["status"] != "terminated"]
 
 
 async def pool_counts(
     control: httpx.AsyncClient, name: str, *, account: str = "default"
 ) -> dict[str, int]:
-    """One pool's own counters, from the emulator's devices labelled with it
-    (terminated ones included): `created` (accepted creates), `terminated`
-    (deleted: terminating or terminated). Unlike the session-wide `/_emulator/stats`,
-    nothing another test left running moves them."""
-    items: list[dict[str, Any]] = []
-    token: str | None = None
-    while True:
-        params: dict[str, Any] = {"label": f"pool={name}", "page_size": 100}
-        if token:
-            params["page_token"] = token
-        response = await control.get(
-            "/api/v1/devices",
-            params=params,
-            headers={"Authorization": f"Bearer {ACCOUNTS[account]}"},
-        )
-        response.raise_for_status()
-        items += response.json()["items"]
-        token = response.json().get("nextPageToken")
-        if not token:
-            break
-    gone = {"terminating", "terminated"}
-    return {"created": len(items), "terminated": sum(1 for d in items if d["status"] in gone)}
+    """One pool's own `created` and `terminated` counts (tests.support.emulator.pool_counts)."""
+    return await ground_truth.pool_counts(control, name, api_key=ACCOUNTS[account])
 
 
 async def history_digest(client: Client, workflow_id: str) -> str:

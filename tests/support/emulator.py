@@ -1,0 +1,59 @@
+"""The emulator's ground truth, read alike in process (`httpx.ASGITransport`) and over HTTP.
+
+Every reader takes an `httpx.AsyncClient` whose base URL is the emulator,
+whatever its transport; `stats_sync` is the one for synchronous tests of a
+real emulator process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+STATS = "/_emulator/stats"
+
+
+def _json(response: httpx.Response) -> Any:
+    response.raise_for_status()
+    return response.json()
+
+
+async def stats(http: httpx.AsyncClient) -> dict[str, Any]:
+    """`GET /_emulator/stats`: every account's counters (session-wide, not one pool's)."""
+    return dict(_json(await http.get(STATS)))
+
+
+def stats_sync(base_url: str, *, timeout: float = 5) -> dict[str, Any]:
+    """`stats` of the emulator at `base_url` (`http://127.0.0.1:PORT`), blocking."""
+    return dict(_json(httpx.get(f"{base_url}{STATS}", timeout=timeout)))
+
+
+async def labelled_devices(
+    http: httpx.AsyncClient, pool: str, *, api_key: str
+) -> list[dict[str, Any]]:
+    """Every device of one account labelled `pool=POOL`, terminated ones included (all pages)."""
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        params: dict[str, Any] = {"label": f"pool={pool}", "page_size": 100}
+        if token:
+            params["page_token"] = token
+        body = _json(
+            await http.get(
+                "/api/v1/devices", params=params, headers={"Authorization": f"Bearer {api_key}"}
+            )
+        )
+        items += body["items"]
+        token = body.get("nextPageToken")
+        if not token:
+            return items
+
+
+async def pool_counts(http: httpx.AsyncClient, pool: str, *, api_key: str) -> dict[str, int]:
+    """One pool's own counters, from its labelled devices: `created` (accepted creates) and
+    `terminated` (deleted: terminating or terminated). Unlike `stats`, nothing another
+    test left running moves them."""
+    devices = await labelled_devices(http, pool, api_key=api_key)
+    gone = {"terminating", "terminated"}
+    return {"created": len(devices), "terminated": sum(1 for d in devices if d["status"] in gone)}
