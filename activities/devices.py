@@ -21,7 +21,9 @@ Activities (name → input → result):
 - `watch_health` `WatchHealthInput` → `WatchHealthResult` (the health check's long
   poll; heartbeats; on the watch queue). It may reuse a listing of the same pool
   this process made for the pool's own watch (at most `reuse_listing_seconds`
-  old), so a pool and its health check cost the provider one read per interval
+  old), so a pool and its health check cost the provider one read per interval;
+  without one (that watch runs on another worker) its own reads are at least
+  `own_read_seconds` apart
 - `create_device` `CreateDeviceInput` → `CreateDeviceResult`
 - `get_statuses` `GetStatusesInput` → `GetStatusesResult`
 - `terminate_device` `TerminateDeviceInput` → `TerminateDeviceResult`
@@ -193,14 +195,18 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
                 if now - at > LISTING_KEEP_SECONDS:
                     del self._listings[key]
 
-    async def _recent_devices(
+    def _shared_listing(
         self, account: str, pool: str, max_age: float
-    ) -> tuple[datetime, list[DeviceInfo]]:
+    ) -> tuple[datetime, list[DeviceInfo]] | None:
         """(when it was made, the listing): this process's last listing of the pool if
-        at most `max_age` seconds old, else a new one (raises ProviderError)."""
+        at most `max_age` seconds old, else None."""
         hit = self._listings.get((account, pool))
         if max_age > 0 and hit is not None and time.monotonic() - hit[0] <= max_age:
             return hit[1], hit[2]
+        return None
+
+    async def _new_listing(self, account: str, pool: str) -> tuple[datetime, list[DeviceInfo]]:
+        """(when it was made, the listing) of a provider read now (raises ProviderError)."""
         devices = await self._pool_devices(account, pool)
         return self._listings[(account, pool)][1], devices
 
@@ -291,6 +297,11 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
         """Poll every `poll_seconds` until the suspects differ from `fingerprint`, the
         pool is gone, `until` (after a fresh read there) or `max_seconds`.
 
+        A poll reads the pool's listing this process made for the pool's own
+        watch when there is one; otherwise the provider, but no sooner than
+        `own_read_seconds` after this watch's last read of its own (a poll in
+        between only asks whether the pool still runs).
+
         Each poll first asks Temporal whether the pool still runs (not knowing is
         running); a provider error is polled past, except on a fresh read (`once`,
         `until`), where the check must not judge on old data: it raises.
@@ -309,6 +320,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
         previous: datetime | None = None
         last: WatchHealthResult | None = None
         last_error: ProviderError | None = None
+        own_read_at: float | None = None  # monotonic time of this watch's last provider read
         while True:
             fresh = input.once or (until is not None and time.monotonic() >= until)
             pool = await self._pool_run(run)
@@ -317,19 +329,34 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
                 return WatchHealthResult(
                     pool=pool, checked_at=datetime.now(UTC), previous_check_at=previous
                 )
-            try:
-                checked_at, devices = await self._recent_devices(
-                    input.account, input.pool, 0.0 if fresh else input.reuse_listing_seconds
-                )
-                last_error = None
-            except ProviderError as exc:
-                if fresh or not exc.retryable:
-                    raise to_application_error(exc) from exc
-                last_error = exc
-                activity.logger.warning(
-                    "pool %s: health listing failed, will poll again: %s", input.pool, exc
-                )
-            else:
+            listing = (
+                None
+                if fresh
+                else self._shared_listing(input.account, input.pool, input.reuse_listing_seconds)
+            )
+            # No listing of the pool's own watch here (it runs on another worker):
+            # this watch's own reads keep their spacing, or the pool would cost
+            # the provider a read per health poll on top of its resyncs.
+            put_off = (
+                listing is None
+                and not fresh
+                and own_read_at is not None
+                and time.monotonic() - own_read_at < input.own_read_seconds
+            )
+            if listing is None and not put_off:
+                own_read_at = time.monotonic()
+                try:
+                    listing = await self._new_listing(input.account, input.pool)
+                    last_error = None
+                except ProviderError as exc:
+                    if fresh or not exc.retryable:
+                        raise to_application_error(exc) from exc
+                    last_error = exc
+                    activity.logger.warning(
+                        "pool %s: health listing failed, will poll again: %s", input.pool, exc
+                    )
+            if listing is not None:
+                checked_at, devices = listing
                 suspects = health_suspects(devices, now=checked_at, startup_timeout=startup)
                 last = WatchHealthResult(
                     pool=pool,

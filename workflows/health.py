@@ -13,7 +13,8 @@ timer every `health_seconds`, ~17 history events a check): one long
 `watch_health` activity on the watch queue lists the pool's devices every
 `health_seconds` inside the worker (reusing the listing the pool's own watch
 made within `resync_seconds` on that worker, so the provider sees one read per
-interval for both), asks Temporal whether the pool still runs, and answers
+interval for both; on another worker, its own reads are
+`triage.own_read_seconds` apart), asks Temporal whether the pool still runs, and answers
 only with the suspects (offline; provisioning or failed past the startup
 timeout) and a device count — never the whole listing — and only when they
 differ from what was judged last, when the pool is gone, at the earliest
@@ -99,6 +100,7 @@ with workflow.unsafe.imports_passed_through():
         Triage,
         health_report,
         next_check_at,
+        own_read_seconds,
         reason_kind,
         triage,
     )
@@ -299,6 +301,13 @@ class PoolHealthWorkflow:
                 # (with half an interval of slack, or every other poll would
                 # just miss it).
                 reuse_listing_seconds=1.5 * settings.resync_seconds,
+                # Where that watch runs on another worker, the check's own reads
+                # are a few polls apart (the pool's read budget), never past the
+                # offline threshold. Only the input changes: same commands.
+                own_read_seconds=own_read_seconds(
+                    health_seconds=settings.health_seconds,
+                    offline_after_seconds=settings.offline_after_seconds,
+                ),
             ),
             # Long and mostly asleep: on the watch queue, never on the slots
             # the pools' short activities need.

@@ -33,6 +33,7 @@ __all__ = [
     "Triage",
     "health_report",
     "next_check_at",
+    "own_read_seconds",
     "reason_kind",
     "triage",
     "went_offline",
@@ -189,3 +190,21 @@ def went_offline(
     if last_check_at is not None:
         since = max(since, last_check_at)
     return min(since, now)
+
+
+# Health polls between two provider reads of the check's own (see `own_read_seconds`).
+OWN_READ_POLLS = 3
+
+
+def own_read_seconds(*, health_seconds: float, offline_after_seconds: float) -> float:
+    """How far apart the health watch's own provider reads are, where it has no listing
+    of the pool's own watch to reuse (that watch runs on another worker).
+
+    A few polls apart (at the defaults, 120 resync reads + 20 of these an hour:
+    within the 150 budget, where a read every poll made 180), but never further
+    than the offline threshold, nor closer than one poll: a device going offline
+    right after a read is seen by its deadline, its clock started at the
+    provider's `updatedAt` (`went_offline`), so it is replaced on time.
+    """
+    spacing = OWN_READ_POLLS * health_seconds
+    return max(health_seconds, min(spacing, offline_after_seconds))

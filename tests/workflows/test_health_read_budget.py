@@ -1,0 +1,47 @@
+"""The provider's read budget of one idle pool, whichever workers run its two watches.
+
+The pool's `watch_devices` lists every `resyncSeconds`; its health check's
+`watch_health` reuses that listing on the same worker and otherwise reads for
+itself, at most once per `triage.own_read_seconds`. At the default intervals
+that keeps an idle pool within 150 provider reads an hour (README, Scaling), and
+the spacing never exceeds the offline threshold: a device going offline is
+still seen by its deadline (its clock starts at the provider's `updatedAt`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from devicepool.activities.models import PoolSettings
+from devicepool.workflows.triage import own_read_seconds
+
+READ_BUDGET_PER_POOL_HOUR = 150
+
+
+def reads_per_pool_hour(settings: PoolSettings) -> float:
+    """The pool's own watch, plus the health check's reads when they run on different workers."""
+    spacing = own_read_seconds(
+        health_seconds=settings.health_seconds,
+        offline_after_seconds=settings.offline_after_seconds,
+    )
+    return 3600 / settings.resync_seconds + 3600 / spacing
+
+
+def test_an_idle_pool_stays_within_the_read_budget_at_the_defaults() -> None:
+    # Before: one health read per 60-s poll on another worker, 120 + 60 = 180.
+    assert reads_per_pool_hour(PoolSettings()) <= READ_BUDGET_PER_POOL_HOUR
+
+
+@pytest.mark.parametrize(
+    ("health", "offline_after", "expected"),
+    [
+        (60, 180, 180),  # the defaults: three polls apart, the threshold itself
+        (60, 120, 120),  # a shorter threshold caps it (bench/scale.py's 120 s)
+        (60, 30, 60),  # never closer than one poll
+        (5, 120, 15),  # fast test settings
+    ],
+)
+def test_the_spacing_is_a_few_polls_never_past_the_offline_threshold(
+    health: float, offline_after: float, expected: float
+) -> None:
+    assert own_read_seconds(health_seconds=health, offline_after_seconds=offline_after) == expected
