@@ -8,49 +8,29 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from devicepool.activities.bitcloudphone import BitCloudPhoneClient
 from devicepool.emulator.app import EmulatorConfig, create_app
-from tests.support.emulator import stats as emulator_stats
+from tests.support.emulator import ControlPlane
 
 BASE_URL = "http://bitcloudphone.test"
 DEV_KEY = "devicepool-dev-key"
 OTHER_KEY = "other-account-key"
 
 
-@dataclass
-class Emulator:
-    """One emulator app, its transport, and a control-plane client for `/_emulator/`."""
+class Emulator(ControlPlane):
+    """One emulator app, its transport, and its control plane (`/_emulator/`, through `control`)."""
 
-    transport: httpx.ASGITransport
-    control: httpx.AsyncClient
+    def __init__(self, transport: httpx.ASGITransport, control: httpx.AsyncClient) -> None:
+        super().__init__(control)
+        self.transport = transport
+        self.control = control
 
     def client(self, api_key: str = DEV_KEY) -> BitCloudPhoneClient:
         return BitCloudPhoneClient(base_url=BASE_URL, api_key=api_key, transport=self.transport)
-
-    async def _post(self, path: str, body: Any) -> Any:
-        response = await self.control.post(path, json=body)
-        response.raise_for_status()
-        return response.json()
-
-    async def advance(self, seconds: float) -> None:
-        await self._post("/_emulator/clock", {"advanceSeconds": seconds})
-
-    async def faults(self, **faults: Any) -> None:
-        await self._post("/_emulator/faults", faults)
-
-    async def region(self, name: str, status: str) -> None:
-        await self._post(f"/_emulator/regions/{name}", {"status": status})
-
-    async def session(self, device_id: str, *, active: bool) -> None:
-        await self._post(f"/_emulator/devices/{device_id}/session", {"active": active})
-
-    async def stats(self) -> dict[str, Any]:
-        return await emulator_stats(self.control)
 
 
 def config(**overrides: Any) -> EmulatorConfig:

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 
 from devicepool.emulator.state import Emulator
-from tests.support import emulator as ground_truth
+from tests.support.emulator import ControlPlane
 
 DEV_KEY = "devicepool-dev-key"
 AUTH = {"Authorization": f"Bearer {DEV_KEY}"}
@@ -24,11 +24,12 @@ def device_body(**overrides: Any) -> dict[str, Any]:
     return body
 
 
-class Provider:
-    """A thin test driver over one emulator app; every call returns the raw response."""
+class Provider(ControlPlane):
+    """A thin test driver over one emulator app: its public API's calls return the raw
+    response (`control` too); the control plane's helpers (ControlPlane) raise on an error."""
 
     def __init__(self, client: httpx.AsyncClient, emulator: Emulator) -> None:
-        self.http = client
+        super().__init__(client)
         self.emulator = emulator
         self._keys = 0
 
@@ -70,13 +71,6 @@ class Provider:
 
     async def control(self, path: str, body: Any = None) -> httpx.Response:
         return await self.http.post(f"/_emulator/{path}", json=body)
-
-    async def advance(self, seconds: float) -> None:
-        response = await self.control("clock", {"advanceSeconds": seconds})
-        assert response.status_code == 200, response.text
-
-    async def stats(self) -> dict[str, Any]:
-        return await ground_truth.stats(self.http)
 
 
 def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client
 
+from tests.support.emulator import ControlPlane
 from tests.support.settings import FAST
 
 API_KEY = "obs-test-key"
@@ -45,6 +46,5 @@ class ObsStack:
         return (await self.samples()).get((name, frozenset(labels.items())))
 
     async def faults(self, **rates: float) -> None:
-        async with httpx.AsyncClient(timeout=5) as http:
-            answer = await http.post(f"{self.emulator_url}/_emulator/faults", json=rates)
-        answer.raise_for_status()
+        async with httpx.AsyncClient(base_url=self.emulator_url, timeout=5) as http:
+            await ControlPlane(http).faults(**rates)

@@ -57,3 +57,30 @@ async def pool_counts(http: httpx.AsyncClient, pool: str, *, api_key: str) -> di
     devices = await labelled_devices(http, pool, api_key=api_key)
     gone = {"terminating", "terminated"}
     return {"created": len(devices), "terminated": sum(1 for d in devices if d["status"] in gone)}
+
+
+class ControlPlane:
+    """The emulator's `/_emulator/` endpoints through `http` (in process or over HTTP); every
+    call raises `httpx.HTTPStatusError` on an error status."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self.http = http
+
+    async def post(self, path: str, body: Any = None) -> Any:
+        """`POST /_emulator/PATH` with `body` as JSON; its JSON answer."""
+        return _json(await self.http.post(f"/_emulator/{path}", json=body))
+
+    async def advance(self, seconds: float) -> None:
+        await self.post("clock", {"advanceSeconds": seconds})
+
+    async def faults(self, **faults: Any) -> None:
+        await self.post("faults", faults)
+
+    async def region(self, name: str, status: str) -> None:
+        await self.post(f"regions/{name}", {"status": status})
+
+    async def session(self, device_id: str, *, active: bool) -> None:
+        await self.post(f"devices/{device_id}/session", {"active": active})
+
+    async def stats(self) -> dict[str, Any]:
+        return await stats(self.http)
