@@ -30,6 +30,7 @@ from devicepool.api.v1alpha1 import DevicePool
 from devicepool.client.errors import EXIT_BAD_INPUT, BadInput
 from devicepool.client.pool_client import PoolClient
 from devicepool.workflows.ledger_state import PermitIntent
+from tests.support.emulator import create_device
 from tests.support.emulator import stats as emulator_stats
 from tests.support.manifests import pool_manifest
 
@@ -114,15 +115,12 @@ async def test_retry_after_is_honoured(
     )
     await eventually(lambda: _true(CountingTransport.at_gate >= 2), what="2 creates held")
     for i in range(CAP):
-        response = await rl_control.post(
-            "/api/v1/android/devices",
-            json={
-                "region": "us-west",
-                "osVersion": "14",
-                "name": f"other-{i}",
-                "labels": {"pool": "other-tool"},
-            },
-            headers={"Authorization": "Bearer rl-beta", "Idempotency-Key": f"other-{uuid.uuid4()}"},
+        response = await create_device(
+            rl_control,
+            api_key="rl-beta",
+            name=f"other-{i}",
+            labels={"pool": "other-tool"},
+            idempotency_key=f"other-{uuid.uuid4()}",
         )
         assert response.status_code == 202
     filled_at = (await creates(rl_control, "beta"))[0]

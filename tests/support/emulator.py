@@ -50,6 +50,24 @@ async def labelled_devices(
             return items
 
 
+async def create_device(
+    http: httpx.AsyncClient,
+    *,
+    api_key: str,
+    name: str,
+    labels: dict[str, str],
+    idempotency_key: str,
+    platform: str = "android",
+) -> httpx.Response:
+    """A create straight at the provider (Android 14 in us-west), as another tool or a
+    batch that lost its answer would make it; the raw response."""
+    return await http.post(
+        f"/api/v1/{platform}/devices",
+        json={"region": "us-west", "osVersion": "14", "name": name, "labels": labels},
+        headers={"Authorization": f"Bearer {api_key}", "Idempotency-Key": idempotency_key},
+    )
+
+
 async def pool_counts(http: httpx.AsyncClient, pool: str, *, api_key: str) -> dict[str, int]:
     """One pool's own counters, from its labelled devices: `created` (accepted creates) and
     `terminated` (deleted: terminating or terminated). Unlike `stats`, nothing another

@@ -41,6 +41,7 @@ from devicepool.api.names import (
 from devicepool.connect import DATA_CONVERTER
 from devicepool.worker.build import new_worker
 from devicepool.workflows.messages import HealthConfig, HealthInput, HealthReport
+from tests.support.emulator import create_device
 
 pytestmark = pytest.mark.devserver
 
@@ -78,15 +79,12 @@ async def rent(control: httpx.AsyncClient, pool: str, n: int) -> list[str]:
     """`n` devices labelled as `pool`'s, created straight at the provider; ready."""
     ids = []
     for i in range(n):
-        response = await control.post(
-            "/api/v1/android/devices",
-            json={
-                "region": "us-west",
-                "osVersion": "14",
-                "name": f"{pool}-{i}",
-                "labels": {"pool": pool},
-            },
-            headers={**AUTH, "Idempotency-Key": f"{pool}-{i}-{uuid.uuid4().hex}"},
+        response = await create_device(
+            control,
+            api_key=ACCOUNTS["default"],
+            name=f"{pool}-{i}",
+            labels={"pool": pool},
+            idempotency_key=f"{pool}-{i}-{uuid.uuid4().hex}",
         )
         response.raise_for_status()
         ids.append(response.json()["id"])

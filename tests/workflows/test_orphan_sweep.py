@@ -64,6 +64,7 @@ from devicepool.connect import DATA_CONVERTER
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.orphan_state import OrphanReport
 from devicepool.workflows.search_attributes import KEY_ACCOUNT
+from tests.support.emulator import create_device
 
 pytestmark = pytest.mark.devserver
 
@@ -107,15 +108,12 @@ async def alive(control: httpx.AsyncClient, device_id: str) -> bool:
 
 async def rent(control: httpx.AsyncClient, pool: str) -> str:
     """A device created for `pool` as a batch would (its labels), outside any pool's state."""
-    answer = await control.post(
-        "/api/v1/android/devices",
-        json={
-            "region": "us-west",
-            "osVersion": "14",
-            "name": f"{pool}-by-hand",
-            "labels": {"pool": pool, "managed-by": "devicepool"},
-        },
-        headers={**AUTH, "Idempotency-Key": uuid.uuid4().hex},
+    answer = await create_device(
+        control,
+        api_key=ACCOUNTS["default"],
+        name=f"{pool}-by-hand",
+        labels={"pool": pool, "managed-by": "devicepool"},
+        idempotency_key=uuid.uuid4().hex,
     )
     answer.raise_for_status()
     return str(answer.json()["id"])
