@@ -285,10 +285,13 @@ async def test_a_replacement_is_granted_ahead_of_growth_in_a_full_window(
         )
         (await rl_control.post(f"/_emulator/devices/{victim['id']}/offline")).raise_for_status()
 
+        seen: list[Any] = []
+
         async def dealt() -> list[Event] | None:
             """The ledger's events once it dealt the replacement and either some growth
             after the replacement asked or all of the growth."""
             events = await ledger_events(client, account)
+            seen[:] = [(e.kind, e.body) for e in events if e.body.get("pool") == pool][-6:]
             found = _replacement_and_growth(events, pool)
             if found is None:
                 return None
@@ -296,7 +299,12 @@ async def test_a_replacement_is_granted_ahead_of_growth_in_a_full_window(
             done = its_grant is not None and (growth_after or growth_total == 2 * CAP)
             return events if done else None
 
-        events = await eventually(dealt, timeout=20, what="the replacement and growth dealt")
+        try:
+            events = await eventually(dealt, timeout=20, what="the replacement and growth dealt")
+        except AssertionError as err:
+            devices = await provider_devices(rl_control, account, pool)
+            statuses = sorted(d["status"] for d in devices)
+            raise AssertionError(f"{err}; the pool's last requests: {seen}; {statuses}") from None
     finally:
         await handle.cancel()
 
