@@ -11,33 +11,23 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from tests.support.binaries import temporal_binary
+from tests.support.emulator import stats_sync
+from tests.support.manifests import write_pool
+from tests.support.ports import free_ports
+from tests.support.waits import wait_until as wait_until  # re-exported
+
 BIN = Path(sys.executable).parent
-TEMPORAL = shutil.which("temporal", path=str(BIN)) or shutil.which("temporal") or "temporal"
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_ports(count: int) -> list[int]:
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 def descendants(pid: int) -> set[int]:
@@ -75,17 +65,6 @@ def cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except FileNotFoundError:
         return ""
-
-
-def wait_until(check: Callable[[], Any], *, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
 @dataclass
@@ -129,9 +108,7 @@ class Stack:
         return dict(json.loads(result.stdout)["status"])
 
     def stats(self) -> dict[str, Any]:
-        answer = httpx.get(f"http://127.0.0.1:{self.emulator_port}/_emulator/stats", timeout=5)
-        answer.raise_for_status()
-        return dict(answer.json())
+        return stats_sync(f"http://127.0.0.1:{self.emulator_port}")
 
     def faults(self, body: dict[str, Any]) -> None:
         """Set the emulator's faults (`{}` clears them)."""
@@ -143,7 +120,7 @@ class Stack:
     def temporal(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
         """The stock `temporal` CLI against this stack."""
         return subprocess.run(
-            [TEMPORAL, *args, "--address", self.address],
+            [temporal_binary(), *args, "--address", self.address],
             env=self.env(),
             capture_output=True,
             text=True,
@@ -261,19 +238,8 @@ def stop_stack(stack: Stack) -> None:
 
 
 def manifest(tmp_path: Path, name: str, replicas: int) -> str:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(
-        "apiVersion: mobile.example.com/v1alpha1\n"
-        "kind: DevicePool\n"
-        f"metadata:\n  name: {name}\n"
-        "spec:\n"
-        "  provider: bitcloudphone\n"
-        "  platform: android\n"
-        "  region: us-west\n"
-        '  osVersion: "14"\n'
-        f"  replicas: {replicas}\n"
-        "  proxy:\n    poolRef: proxyseller-us\n    stickyTTL: 900\n"
-    )
+    """`NAME.yaml` in `tmp_path`: the pool at `replicas`, on the stack's proxy pool."""
+    path = write_pool(tmp_path / f"{name}.yaml", name, provider="bitcloudphone", replicas=replicas)
     return str(path)
 
 
