@@ -1,0 +1,90 @@
+"""The shared test helpers do what the tests lean on them for (no server: milliseconds)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from devicepool.api import load_manifests_text, parse_pool
+from tests.support.manifests import BASE_SPEC, pool_manifest, pool_yaml
+from tests.support.ports import free_ports
+from tests.support.waits import eventually, wait_until
+
+
+async def test_eventually_returns_the_first_truthy_answer() -> None:
+    answers = iter([None, 0, "", "ready"])
+
+    async def check() -> str | int | None:
+        return next(answers)
+
+    assert await eventually(check, timeout=5, every=0.01) == "ready"
+
+
+async def test_eventually_fails_with_what_and_the_last_answer() -> None:
+    async def check() -> int:
+        return 0
+
+    with pytest.raises(
+        AssertionError, match=r"^timed out after 0.2s waiting for the pool \(last: 0\)$"
+    ):
+        await eventually(check, timeout=0.2, what="the pool", every=0.05)
+
+
+async def test_eventually_retries_only_the_errors_it_is_told_to() -> None:
+    calls = itertools.count()
+
+    async def flaky() -> bool:
+        if next(calls) < 2:
+            raise OSError("not yet")
+        return True
+
+    assert await eventually(flaky, timeout=5, every=0.01, retry_on=(OSError,)) is True
+
+    async def broken() -> bool:
+        raise KeyError("a bug")
+
+    with pytest.raises(KeyError):
+        await eventually(broken, timeout=5, every=0.01, retry_on=(OSError,))
+
+    async def never() -> bool:
+        raise OSError("down")
+
+    with pytest.raises(AssertionError, match=r"last: OSError\('down'\)"):
+        await eventually(never, timeout=0.1, every=0.02, retry_on=(OSError,))
+
+
+def test_wait_until_is_the_same_loop_for_synchronous_code() -> None:
+    answers = iter([False, True])
+    assert wait_until(lambda: next(answers), timeout=5, what="x", every=0.01) is True
+    with pytest.raises(
+        AssertionError, match=r"^timed out after 0.1s waiting for y \(last: None\)$"
+    ):
+        wait_until(lambda: None, timeout=0.1, what="y", every=0.02)
+
+
+def test_pool_manifest_overrides_drops_and_never_shares_the_base() -> None:
+    manifest = pool_manifest("p", replicas=3, proxy=None, providerCredentialRef="second")
+    assert manifest["metadata"] == {"name": "p"}
+    assert manifest["spec"] == {
+        "platform": "android",
+        "region": "us-west",
+        "osVersion": "14",
+        "replicas": 3,
+        "providerCredentialRef": "second",
+    }
+    pool_manifest("q")["spec"]["proxy"]["poolRef"] = "changed"
+    assert BASE_SPEC["proxy"] == {"poolRef": "proxyseller-us", "stickyTTL": 900}
+    assert parse_pool(pool_manifest("q")).spec.proxy is not None
+
+
+def test_pool_yaml_is_what_the_loader_reads_as_the_same_pool() -> None:
+    (pool,) = load_manifests_text(pool_yaml("y", replicas=2, region="eu-west"))
+    assert pool == parse_pool(pool_manifest("y", replicas=2, region="eu-west"))
+    assert (pool.name, pool.spec.replicas, pool.spec.region) == ("y", 2, "eu-west")
+
+
+def test_free_ports_are_distinct() -> None:
+    ports = free_ports(5)
+    assert len(set(ports)) == 5
+    assert all(1024 <= p <= 65535 for p in ports)
