@@ -10,7 +10,6 @@ queue, so a create may run on either.
 
 from __future__ import annotations
 
-import shutil
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -33,6 +32,7 @@ from devicepool.connect import DATA_CONVERTER, connect
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.search_attributes import search_attribute_keys
+from tests.support.binaries import temporal_binary
 
 
 @pytest.fixture(autouse=True)
@@ -54,9 +54,8 @@ def _transport_switches_reset() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 async def rl_env() -> AsyncIterator[WorkflowEnvironment]:
-    temporal = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
     async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal,
+        dev_server_existing_path=temporal_binary(),
         data_converter=DATA_CONVERTER,
         search_attributes=search_attribute_keys(),
     ) as env:
