@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 from pydantic import SecretStr
@@ -47,6 +48,28 @@ async def dev_server(**options: Any) -> WorkflowEnvironment:
         data_converter=DATA_CONVERTER,
         search_attributes=search_attribute_keys(),
         **options,
+    )
+
+
+def worker_process(
+    config: Path, *, address: str, key: str, log: IO[bytes] | int = subprocess.DEVNULL
+) -> subprocess.Popen[bytes]:
+    """`devicepool worker --config CONFIG` (the installed entry point, run in CONFIG's
+    folder) against the Temporal server at `address`; the account's API key in
+    $BENCH_KEY (the config's `apiKeyEnv`), JSON logs to `log`."""
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": address,
+        "BENCH_KEY": key,
+        "DEVICEPOOL_LOG_FORMAT": "json",
+    }
+    exe = str(Path(sys.executable).with_name("devicepool"))
+    return subprocess.Popen(
+        [exe, "worker", "--config", str(config)],
+        cwd=config.parent,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
 
 

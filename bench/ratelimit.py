@@ -40,8 +40,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -58,7 +56,7 @@ from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, Telemetr
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _stack import dev_server, emulator_process  # noqa: E402  (bench/, the script's folder)
+from _stack import dev_server, emulator_process, worker_process  # noqa: E402  (bench/, the script's folder)
 
 from devicepool.activities.models import AccountSettings, PoolSettings  # noqa: E402
 from devicepool.activities.permits import LedgerReportingActivities, register_accounts  # noqa: E402
@@ -547,23 +545,7 @@ async def bench_three_workers(bench: Bench, temporal: str, tmp: Path) -> None:
         "metricsPort: 0",
     ]
     config.write_text("\n".join(lines) + "\n")
-    env = {
-        **os.environ,
-        "TEMPORAL_ADDRESS": temporal,
-        "BENCH_KEY": bench.key(account),
-        "DEVICEPOOL_LOG_FORMAT": "json",
-    }
-    exe = str(Path(sys.executable).with_name("devicepool"))
-    procs = [
-        subprocess.Popen(  # noqa: ASYNC220
-            [exe, "worker", "--config", str(config)],
-            cwd=tmp,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for _ in range(3)
-    ]
+    procs = [worker_process(config, address=temporal, key=bench.key(account)) for _ in range(3)]
     try:
         await asyncio.sleep(3)  # the workers connect and register the account's ledger
         pool = f"w3-{uuid.uuid4().hex[:4]}"

@@ -55,7 +55,7 @@ from temporalio.client import Client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _stack import dev_server, emulator_process  # noqa: E402  (bench/, the script's folder)
+from _stack import dev_server, emulator_process, worker_process  # noqa: E402  (bench/, the script's folder)
 
 from devicepool.api.names import health_workflow_id, pool_workflow_id  # noqa: E402
 from devicepool.client.pool_client import PoolClient  # noqa: E402
@@ -129,23 +129,8 @@ class Stack:
             )
             + "\n"
         )
-        env = {
-            **os.environ,
-            "TEMPORAL_ADDRESS": self.address,
-            "BENCH_KEY": KEY,
-            "DEVICEPOOL_LOG_FORMAT": "json",
-        }
-        exe = str(Path(sys.executable).with_name("devicepool"))
         log = (self.tmp / f"worker-{port}.log").open("wb")
-        self.workers.append(
-            subprocess.Popen(
-                [exe, "worker", "--config", str(config)],
-                cwd=self.tmp,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        )
+        self.workers.append(worker_process(config, address=self.address, key=KEY, log=log))
         self.metrics_ports.append(port)
 
     async def workers_ready(self, timeout: float = 60) -> None:
