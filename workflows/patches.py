@@ -30,6 +30,10 @@ SCALE_DOWN_BOOTING_FIRST = "scale-down-booting-first"
 # A failed device the pool removed before its batch read it counts as a failed
 # boot (the batch reports it vanished); asked only when that happens.
 REMOVED_FAILED_COUNTS = "removed-failed-counts"
+# An offline device the pool's listing shows gone before the health check's
+# report arrived is owed a replacement then (its create asks ahead of growth);
+# asked only when that happens.
+LOST_OFFLINE_IS_REPLACEMENT = "lost-offline-is-replacement"
 
 # PoolHealth (`workflows/health.py`): one long `watch_health` activity on the
 # watch queue instead of a pool_running + list + status reads + timer cycle

@@ -23,6 +23,7 @@ Rules (DESIGN.md "How a pool converges"):
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -33,6 +34,8 @@ from devicepool.activities.models import (
     PROVISIONING,
     READY,
     REBOOTING,
+    TERMINATED,
+    TERMINATING,
     DeviceInfo,
 )
 
@@ -142,3 +145,12 @@ def _booting(device: DeviceInfo) -> bool:
 
 def _age_key(device: DeviceInfo) -> tuple[datetime, str]:
     return (device.created_at, device.id)
+
+
+def lost_offline(before: Sequence[DeviceInfo], after: Sequence[DeviceInfo]) -> list[str]:
+    """Devices offline in the listing `before` that `after` shows gone (terminating,
+    terminated or absent): removed by someone else — the health check, whose report
+    may come after the listing, or a person — so what replaces them is a replacement."""
+    now = {d.id: d.status for d in after}
+    gone = (TERMINATING, TERMINATED)
+    return sorted(d.id for d in before if d.status == OFFLINE and now.get(d.id, TERMINATED) in gone)

@@ -62,9 +62,9 @@ with workflow.unsafe.imports_passed_through():
         PoolInput,
         ProvisionBatchInput,
     )
-    from devicepool.workflows.plan import Plan, plan_pool
+    from devicepool.workflows.plan import Plan, lost_offline, plan_pool
     from devicepool.workflows.pool_messages import PoolMessages
-    from devicepool.workflows.pool_state import PoolState
+    from devicepool.workflows.pool_state import REPLACING_LIMIT, PoolState
     from devicepool.workflows.slots import BatchReport, Observations, observed_slots
 
 
@@ -193,7 +193,20 @@ class DevicePoolWorkflow(PoolMessages):
             return
         self._observe_failed = False
         if self._observations.accept(number):
-            self._devices = devices
+            self._take_listing(devices)
+
+    def _take_listing(self, devices: list[am.DeviceInfo]) -> None:
+        """The pool's devices are these now. An offline device they show gone was
+        removed by someone else (the health check, whose report may arrive after
+        this listing, or a person): its create is a replacement, served ahead of growth."""
+        gone = lost_offline(self._devices, devices)
+        fresh = [d for d in gone if d not in self.s.replacing and d not in self.s.doomed]
+        # Credited by the health check's report first: settled now.
+        self.s.replacing = [d for d in self.s.replacing if d not in gone]
+        if fresh and not self.s.deleting and workflow.patched(patches.LOST_OFFLINE_IS_REPLACEMENT):
+            self.s.replacements_owed += len(fresh)
+            self.s.replacing = (self.s.replacing + fresh)[-REPLACING_LIMIT:]
+        self._devices = devices
 
     def _take_reports(self, count: int) -> None:
         for report in self.s.slots.finish(count):
@@ -402,7 +415,7 @@ class DevicePoolWorkflow(PoolMessages):
                 if self._observations.accept(self._watch_number) or not workflow.patched(
                     patches.ORDERED_OBSERVATIONS
                 ):
-                    self._devices = devices
+                    self._take_listing(devices)
                 else:
                     workflow.logger.info("pool %s: an older watch answer dropped", self._name)
             except ActivityError as err:

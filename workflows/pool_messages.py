@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         HealthReport,
         ScaleRequest,
     )
-    from devicepool.workflows.pool_state import PoolState
+    from devicepool.workflows.pool_state import REPLACING_LIMIT, PoolState
 
 __all__ = ["PoolMessages"]
 
@@ -147,7 +147,11 @@ class PoolMessages:
             self._happened(happened)
         self._health = report
         self.s.replaced_total += len(report.terminated)
-        self.s.replacements_owed += len(report.terminated)
+        # A device the pool's listing already showed gone while offline was credited then.
+        fresh = sorted(d for d in report.terminated if d not in self.s.replacing)
+        self.s.replacing = [d for d in self.s.replacing if d not in report.terminated]
+        self.s.replacing = (self.s.replacing + fresh)[-REPLACING_LIMIT:]
+        self.s.replacements_owed += len(fresh)
         for device_id, reason in sorted(report.terminated.items()):
             workflow.logger.info("pool %s: replacing %s (%s)", self._name, device_id, reason)
         self._dirty = True

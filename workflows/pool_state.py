@@ -23,7 +23,9 @@ from devicepool.workflows.backoff import Backoff
 from devicepool.workflows.events import PoolEvent
 from devicepool.workflows.slots import SlotBook
 
-__all__ = ["PoolState"]
+__all__ = ["REPLACING_LIMIT", "PoolState"]
+
+REPLACING_LIMIT = 100
 
 
 class PoolState(CamelModel):
@@ -38,6 +40,10 @@ class PoolState(CamelModel):
     replaced_total: int = 0
     # replacements not yet handed to a batch (the ledger serves them before growth)
     replacements_owed: int = 0
+    # Devices already credited to `replacements_owed`, by the health check's report
+    # or by a listing that showed them gone while offline, so the other of the two
+    # does not credit them again (the newest `REPLACING_LIMIT`).
+    replacing: list[str] = Field(default_factory=list)
     # set once the pool is deleted: a run continued while deleting only finishes the finalizer
     deleting: bool = False
     # Whether this pool (this chain of runs) started its health check yet.

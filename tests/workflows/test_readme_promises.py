@@ -188,3 +188,37 @@ async def test_the_health_check_wakes_at_the_offline_deadline_not_at_its_next_re
     assert after["created"] - before["created"] == 2, after
     assert after["terminated"] - before["terminated"] == 1, after
     await handle.cancel()
+
+
+async def test_an_offline_device_gone_before_the_health_report_is_replaced_as_a_replacement(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # Replacements ask the account's ledger ahead of growth. The pool learns of
+    # one from the health check's report, but its own watch may see the device
+    # gone first (seen under load: the create then went out as growth, and the
+    # report's credit went to a later batch). Here the device goes with no report
+    # at all: deleted by hand while offline, long before the health check's
+    # threshold.
+    settings = FAST.model_copy(update={"offline_after_seconds": 60.0})
+    handle = await start_pool(env.client, pool_name, 2, settings=settings)
+    victim = (await _ready(control, pool_name, 2))[0]["id"]
+    (await control.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
+
+    async def seen_offline() -> bool:
+        return bool((await handle.query("status"))["offlineDevices"] == 1)
+
+    await eventually(seen_offline, what="the pool saw it offline", timeout=10)
+    deleted = await control.delete(
+        f"/api/v1/devices/{victim}", headers={"Authorization": f"Bearer {ACCOUNTS['default']}"}
+    )
+    assert deleted.status_code == 202, deleted.text
+
+    async def creating() -> list[str] | None:
+        events = (await handle.query("events"))["events"]
+        found = [e["message"] for e in events if e["reason"] == "Creating"]
+        return found if len(found) >= 2 else None
+
+    messages = await eventually(creating, what="the second Creating event", timeout=15)
+    assert messages[1] == "creating 1 replacement device(s)", messages
+    await _ready(control, pool_name, 2)
+    await handle.cancel()

@@ -1,0 +1,45 @@
+"""`plan.lost_offline`: which offline devices a new listing shows removed by someone else.
+
+The pool credits each with a replacement (asked ahead of growth) even when the
+health check's report of the termination has not arrived yet.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from devicepool.activities.models import (
+    BUSY,
+    OFFLINE,
+    PROVISIONING,
+    READY,
+    TERMINATED,
+    TERMINATING,
+    DeviceInfo,
+)
+from devicepool.workflows.plan import lost_offline
+
+NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def dev(id: str, status: str) -> DeviceInfo:
+    return DeviceInfo(id=id, status=status, created_at=NOW)
+
+
+def test_an_offline_device_terminating_terminated_or_absent_is_lost() -> None:
+    before = [dev("a", OFFLINE), dev("b", OFFLINE), dev("c", OFFLINE), dev("d", READY)]
+    after = [dev("a", TERMINATING), dev("b", TERMINATED), dev("d", READY)]
+    assert lost_offline(before, after) == ["a", "b", "c"]
+
+
+def test_back_online_or_still_offline_is_not_lost() -> None:
+    before = [dev("a", OFFLINE), dev("b", OFFLINE), dev("c", OFFLINE)]
+    after = [dev("a", READY), dev("b", OFFLINE), dev("c", BUSY)]
+    assert lost_offline(before, after) == []
+
+
+def test_only_devices_that_were_offline_count() -> None:
+    # A ready device scaled down, a booting one removed: the pool's own doing, not a loss.
+    before = [dev("a", READY), dev("b", PROVISIONING), dev("c", BUSY)]
+    assert lost_offline(before, []) == []
+    assert lost_offline([], [dev("x", TERMINATING)]) == []
