@@ -33,9 +33,9 @@ system-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus chromium; \
 	else echo "promtool/chromium missing and apt-get unavailable: their tests will skip"; fi
 
-# Three xdist workers, one per server-backed layer (see conftest.py): the
-# suite mostly waits on servers and timers, so this roughly halves its time.
-# `$(BIN)/pytest` alone runs it serially.
+# Four xdist workers: the suite mostly waits on servers and timers. The tests
+# that start a server or a process run in groups (one stack each), handed out
+# longest first; see conftest.py. `$(BIN)/pytest` alone runs it serially.
 test: venv system-deps
 	$(BIN)/ruff check --no-cache .
 	$(BIN)/lint-imports
