@@ -40,7 +40,7 @@ test: venv system-deps
 	$(BIN)/ruff check --no-cache .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/pytest -n 4 --dist loadgroup --no-loadscope-reorder
+	$(BIN)/pytest -n 4 --dist loadgroup --no-loadscope-reorder --durations=12
 
 # No Temporal server, emulator process, dev stack or wheel build: a quick check
 # while editing (`make test` still runs everything).
