@@ -31,18 +31,21 @@ pytestmark = pytest.mark.devserver
 
 
 class SlowRefs(OwnQueueActivities):
-    """The pool's own activities; after the first, the references check hangs until released."""
+    """The pool's own activities; once armed, the references check hangs until released.
+
+    Armed by the test, not by counting checks: on a busy machine the first
+    check can time out and be retried, and that retry must not hang.
+    """
 
     def __init__(self, real: DeviceActivities) -> None:
         super().__init__(real)
-        self.checks = 0
+        self.armed = False
         self.hanging = asyncio.Event()
         self.release = asyncio.Event()
 
     @activity.defn(name="check_pool_refs")
     async def check_pool_refs(self, input: am.CheckRefsInput) -> am.CheckRefsResult:
-        self.checks += 1
-        if self.checks > 1:
+        if self.armed:
             self.hanging.set()
             await self.release.wait()
         return await self.real.check_pool_refs(input)
@@ -73,6 +76,7 @@ async def test_a_delete_while_a_check_is_awaited_still_tears_down(
 
             await eventually(ready, what="2 ready devices")
             # A spec change makes the next pass check the references again...
+            slow.armed = True
             changed = DevicePoolSpec.model_validate({**spec, "maxUnhealthy": 1})
             await handle.execute_update(
                 UPDATE_APPLY, ApplyRequest(metadata=ObjectMeta(name=name), spec=changed),
