@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any, ClassVar
 
 import httpx
+
+from tests.support.settings import FAST
 
 URL = "http://emulator.rl"
 SPEED = 20.0
 WINDOW = 60.0 / SPEED
 CAP = 5
+WINDOW_V = 60.0  # the provider's window, in the emulator's virtual seconds
+# The rate-limit tests' pools: fast, and patient with a create waiting for its window.
+SETTINGS = FAST.model_copy(update={"startup_timeout_seconds": 30.0})
 # one account per test, so windows do not mix
 ACCOUNTS = {
     "alpha": "rl-alpha",
@@ -19,6 +25,11 @@ ACCOUNTS = {
     "delta": "rl-delta",
     "epsilon": "rl-epsilon",
 }
+
+
+def name() -> str:
+    """A new pool name for a rate-limit test."""
+    return f"rl-{uuid.uuid4().hex[:6]}"
 
 
 class CountingTransport(httpx.ASGITransport):

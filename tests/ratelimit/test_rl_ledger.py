@@ -14,11 +14,11 @@ from typing import Any
 
 import httpx
 import pytest
-from rl_support import CAP, CountingTransport
+from rl_support import CAP, SETTINGS, WINDOW_V, CountingTransport, name
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
-from wf_support import FAST, eventually, start_pool
+from wf_support import eventually, start_pool
 
 from devicepool.api.names import (
     QUERY_LEDGER,
@@ -35,13 +35,6 @@ from tests.support.emulator import stats as emulator_stats
 from tests.support.manifests import pool_manifest
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(60)]
-
-WINDOW_V = 60.0  # the provider's window, in the emulator's virtual seconds
-SETTINGS = FAST.model_copy(update={"startup_timeout_seconds": 30.0})
-
-
-def name() -> str:
-    return f"rl-{uuid.uuid4().hex[:6]}"
 
 
 async def creates(control: httpx.AsyncClient, account: str) -> list[float]:

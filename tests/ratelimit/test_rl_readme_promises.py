@@ -29,10 +29,10 @@ from typing import Any
 
 import httpx
 import pytest
-from rl_support import ACCOUNTS, CAP, SPEED, CountingTransport
+from rl_support import ACCOUNTS, CAP, SETTINGS, SPEED, WINDOW_V, CountingTransport, name
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
-from wf_support import FAST, eventually, start_pool
+from wf_support import eventually, start_pool
 
 from devicepool.api.names import (
     QUERY_LEDGER,
@@ -46,13 +46,6 @@ from devicepool.api.names import (
 from devicepool.workflows.messages import Accepted, ScaleRequest
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(60)]
-
-WINDOW_V = 60.0  # the provider's window, in the emulator's virtual seconds
-SETTINGS = FAST.model_copy(update={"startup_timeout_seconds": 30.0})
-
-
-def name() -> str:
-    return f"rl-{uuid.uuid4().hex[:6]}"
 
 
 @dataclass(frozen=True)
