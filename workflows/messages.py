@@ -15,12 +15,13 @@ from pydantic import ConfigDict, Field
 from devicepool.activities.models import DeviceInfo, PoolSettings
 from devicepool.api.base import CamelModel
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta, Platform
-from devicepool.workflows.pool_state import PoolState
+from devicepool.workflows.pool_state import HealthReport, PoolState
 from devicepool.workflows.slots import BatchReport, InFlightBatch
 
 # Re-exported: `PoolSettings` is defined beside the activity that serves it, the
-# batch messages beside the slot book that applies them, `PoolState` on its own.
-__all__ = ["BatchReport", "InFlightBatch", "PoolSettings", "PoolState"]
+# batch messages beside the slot book that applies them, `PoolState` on its own
+# (with the health report it carries).
+__all__ = ["BatchReport", "HealthReport", "InFlightBatch", "PoolSettings", "PoolState"]
 
 
 class ProvisionBatchInput(CamelModel):
@@ -122,16 +123,3 @@ class HealthInput(CamelModel):
     # first check (from the parent run) when the pool did not pass it; a pool
     # applied again under the same name has another.
     pool_first_run_id: str = ""
-
-
-class HealthReport(CamelModel):
-    """Signal `health_report` to the pool: what the last check found and did."""
-
-    checked_at: datetime
-    devices: int
-    unhealthy: int
-    max_unhealthy: int
-    paused: bool
-    # device id -> reason, terminated by this check (the pool plans replacements now)
-    terminated: dict[str, str] = Field(default_factory=dict)
-    offline: list[str] = Field(default_factory=list)

@@ -45,6 +45,11 @@ HEALTH_WATCH = "health-watch"
 COMPACT_LISTINGS = "compact-listings"
 # A batch whose pool has ended rents nothing more (it asks before each grant).
 BATCH_ENDS_WITH_POOL = "batch-ends-with-pool"
+# A device the batch sees offline while it boots (a region outage, a device the
+# provider cannot reach) is handed to the health check, which pauses for an
+# outage, instead of being removed as a failed boot at the startup timeout;
+# asked only when that happens.
+OFFLINE_AT_BOOT_TO_HEALTH = "offline-at-boot-to-health"
 
 # AccountLedger (`workflows/ledger.py`): announcements hold dealing for at most
 # 5 s per busy spell, not 5 s from each new one (a stream of them starved it).

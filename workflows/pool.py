@@ -58,7 +58,6 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.errors import error_message
     from devicepool.workflows.messages import (
         HealthConfig,
-        HealthReport,
         PoolInput,
         ProvisionBatchInput,
     )
@@ -87,7 +86,6 @@ class DevicePoolWorkflow(PoolMessages):
         self._watch_number = 0
         self._observe_failed = False
         self._refs_problems: list[str] | None = None
-        self._health: HealthReport | None = None
         self._health_started = False
         self._health_told = self._health_config()
         self._watch: asyncio.Task[am.WatchDevicesResult] | None = None
@@ -385,7 +383,7 @@ class DevicePoolWorkflow(PoolMessages):
             device_ids=sorted(d.id for d in self._devices if d.id not in self.s.doomed),
             refs_problems=self._refs_problems,
             backoff=self.s.backoff,
-            health=self._health,
+            health=self.s.health,
             now=workflow.now(),
         )
         self.s.status = st.published(self.s.status, view)

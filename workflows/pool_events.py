@@ -155,6 +155,15 @@ def batch_done(report: BatchReport, *, ours: Collection[str] = ()) -> list[Happe
                 warning=True,
             )
         )
+    if report.offline_devices:
+        out.append(
+            Happened(
+                "OfflineWhileBooting",
+                f"{len(report.offline_devices)} device(s) went offline before they booted, "
+                f"left to the health check: {ids(report.offline_devices)}",
+                warning=True,
+            )
+        )
     if vanished:
         first = next(iter(vanished.values()))
         out.append(

@@ -54,7 +54,6 @@ class PoolMessages:
     _metadata: ObjectMeta
     _spec: DevicePoolSpec
     _devices: list[DeviceInfo]
-    _health: HealthReport | None
     _refs_problems: list[str] | None
     _details: str
     _dirty: bool
@@ -142,10 +141,11 @@ class PoolMessages:
     @workflow.signal(name=names.SIGNAL_HEALTH_REPORT)
     def health_report(self, report: HealthReport) -> None:
         for happened in pool_events.health(
-            self._health, report, max_unhealthy=str(self._spec.max_unhealthy)
+            self.s.health, report, max_unhealthy=str(self._spec.max_unhealthy)
         ):
             self._happened(happened)
-        self._health = report
+        # Carried across continue-as-new; the device lists are this signal's news only.
+        self.s.health = report.model_copy(update={"terminated": {}, "offline": []})
         self.s.replaced_total += len(report.terminated)
         # A device the pool's listing already showed gone while offline was credited then.
         fresh = sorted(d for d in report.terminated if d not in self.s.replacing)

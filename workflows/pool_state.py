@@ -23,9 +23,22 @@ from devicepool.workflows.backoff import Backoff
 from devicepool.workflows.events import PoolEvent
 from devicepool.workflows.slots import SlotBook
 
-__all__ = ["REPLACING_LIMIT", "PoolState"]
+__all__ = ["REPLACING_LIMIT", "HealthReport", "PoolState"]
 
 REPLACING_LIMIT = 100
+
+
+class HealthReport(CamelModel):
+    """Signal `health_report` to the pool: what the last check found and did."""
+
+    checked_at: datetime
+    devices: int
+    unhealthy: int
+    max_unhealthy: int
+    paused: bool
+    # device id -> reason, terminated by this check (the pool plans replacements now)
+    terminated: dict[str, str] = Field(default_factory=dict)
+    offline: list[str] = Field(default_factory=list)
 
 
 class PoolState(CamelModel):
@@ -58,6 +71,11 @@ class PoolState(CamelModel):
     # before their batch read them: the batch then finds them terminating, and
     # they still count as failed boots (the newest `events.LIMIT` at most).
     removed_failed: list[str] = Field(default_factory=list)
+    # The health check's last report, without its device lists: the check
+    # reports only when something changes, so a run that continued as new must
+    # still know that remediation is paused. None in state from before the
+    # field (the next report fills it).
+    health: HealthReport | None = None
 
     @field_serializer("doomed")
     def _sorted(self, doomed: set[str]) -> list[str]:

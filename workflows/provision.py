@@ -18,6 +18,13 @@ starts it with `ParentClosePolicy.ABANDON`, so a parent's continue-as-new does
 not terminate a batch halfway; the report reaches whichever run of the pool is
 current, because signals address the workflow id.
 
+A device seen offline while it boots ends the wait for it: it stays in the
+pool (offline counts toward the replicas) and the health check judges it, with
+its offline clock and its pause when too many are out at once (a region outage:
+the devices boot on behind it). Waiting out the startup timeout instead made
+a region outage look like failed boots, which the pool removed and replaced
+with creates that failed too.
+
 Every create carries the deterministic idempotency key (pool, generation,
 slot): an activity retry, a replay or a worker crash re-sends the same key and
 the provider answers with the device it already made.
@@ -50,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         BUSY,
         FAILED,
         HEARTBEAT_TIMEOUT,
+        OFFLINE,
         READY,
         TERMINATED,
         TERMINATING,
@@ -75,7 +83,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.cancellation import raise_if_cancelled
     from devicepool.workflows.ledger import PermitGrant, PermitRequest, PermitsUsed
     from devicepool.workflows.messages import BatchReport, ProvisionBatchInput
-    from devicepool.workflows.patches import BATCH_ENDS_WITH_POOL
+    from devicepool.workflows.patches import BATCH_ENDS_WITH_POOL, OFFLINE_AT_BOOT_TO_HEALTH
     from devicepool.workflows.policies import PROVIDER_RETRY
     from devicepool.workflows.slots import WithdrawSlots
 
@@ -388,6 +396,11 @@ class ProvisionBatchWorkflow:
                         # Removed, not broken: no verdict on the region.
                         pending.discard(item.id)
                         report.vanished_devices[item.id] = item.reason or item.status
+                    elif item.status == OFFLINE and workflow.patched(OFFLINE_AT_BOOT_TO_HEALTH):
+                        # Unreachable, not a failed boot: the health check judges
+                        # it (offline clock; a pause when a whole region is out).
+                        pending.discard(item.id)
+                        report.offline_devices[item.id] = item.reason or item.status
                 for missing in statuses.not_found:
                     pending.discard(missing)
                     report.vanished_devices[missing] = "not found at the provider"

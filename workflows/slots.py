@@ -70,6 +70,10 @@ class BatchReport(CamelModel):
     # restarted provider forgot them) or terminating/terminated (removed by the
     # pool's scale-down or by hand). They say nothing about the region.
     vanished_devices: dict[str, str] = Field(default_factory=dict)
+    # devices created that the provider showed offline before they booted (a
+    # region outage, an unreachable device): they stay in the pool for the
+    # health check to judge. Neither a failed boot nor a verdict on the region.
+    offline_devices: dict[str, str] = Field(default_factory=dict)
     cancelled: bool = False
     # slots dropped before they held a permit (the pool needs fewer devices)
     withdrawn: list[int] = Field(default_factory=list)

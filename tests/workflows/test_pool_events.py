@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from devicepool.activities.models import DeviceInfo
+from devicepool.activities.models import DeviceInfo, PoolSettings
 from devicepool.workflows import events as ev
 from devicepool.workflows import pool_events as pe
 from devicepool.workflows.backoff import Backoff
@@ -102,6 +102,20 @@ def test_how_a_batch_ended() -> None:
     assert pe.batch_done(report.model_copy(update={"cancelled": True})) == []
     # A booting device the pool's own scale-down removed is no news here.
     assert [h.reason for h in pe.batch_done(report, ours={"d2"})] == ["Ready", "BootFailed"]
+
+
+def test_devices_offline_before_they_booted_are_left_to_the_health_check() -> None:
+    report = BatchReport(workflow_id="b", slots=[0, 1], offline_devices={"d0": "region_down"})
+    [said] = pe.batch_done(report)
+    assert (said.reason, said.warning) == ("OfflineWhileBooting", True)
+    assert said.message == (
+        "1 device(s) went offline before they booted, left to the health check: d0"
+    )
+    # Neither a failed boot nor a success: the failure streak is left as it was.
+    backoff = Backoff(failure_streak=2)
+    settings = PoolSettings(failure_streak_limit=3)
+    assert backoff.record(report, region="r", settings=settings, now=NOW) is None
+    assert backoff.failure_streak == 2
 
 
 def test_booting_devices_a_scale_down_removed_are_remembered_a_while() -> None:

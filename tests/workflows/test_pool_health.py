@@ -24,11 +24,14 @@ from wf_support import (
     history_digest,
     pool_counts,
     pool_devices,
+    pool_manifest,
     start_pool,
     stats,
 )
 
-from devicepool.api.names import health_workflow_id
+from devicepool.api.names import UPDATE_APPLY, health_workflow_id
+from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.workflows.messages import Accepted, ApplyRequest
 
 pytestmark = pytest.mark.devserver
 
@@ -426,5 +429,90 @@ async def test_six_of_ten_offline_at_once_still_pauses(
 
     for device_id in down:
         (await control.post(f"/_emulator/devices/{device_id}/online")).raise_for_status()
+    await eventually(lambda: _false(handle, "RemediationPaused"), what="resumed", timeout=30)
+    await delete(handle, control, pool_name)
+
+
+async def test_a_region_down_while_devices_boot_is_an_outage_not_failed_boots(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # The region goes down after the creates landed and before the devices
+    # booted, and stays down past the startup timeout. The provisioning batch
+    # sees them offline: that is the health check's to judge (an outage: it
+    # pauses), not four failed boots that the pool removes and replaces (with
+    # creates that fail too, until "ReplacementsFailing" stops them).
+    region = f"wf-boot-{pool_name[-6:]}"
+    settings = FAST.model_copy(update={"startup_timeout_seconds": 6})
+    handle = await start_pool(env.client, pool_name, 4, region=region, settings=settings)
+
+    async def booting() -> list[dict[str, Any]] | None:
+        devices = await pool_devices(control, pool_name)
+        return devices if len(devices) == 4 else None
+
+    devices = await eventually(booting, what="4 devices created", timeout=30, every=0.05)
+    (await control.post(f"/_emulator/regions/{region}", json={"status": "down"})).raise_for_status()
+    assert any(d["status"] == "provisioning" for d in devices), devices  # the race happened
+    before = await pool_counts(control, pool_name)
+
+    cond = await eventually(
+        lambda: _true(handle, "RemediationPaused"), what="RemediationPaused=True", timeout=30
+    )
+    assert "4 of 4 devices unhealthy" in cond["message"], cond
+    # Past the batch's startup timeout: nothing removed, nothing created.
+    await asyncio.sleep(settings.startup_timeout_seconds + 2 * settings.health_seconds)
+    during = await pool_counts(control, pool_name)
+    assert (during["terminated"], during["created"]) == (before["terminated"], 4)
+    status = await handle.query("status")
+    provider = next((c for c in status["conditions"] if c["type"] == "ProviderAvailable"), None)
+    assert provider is None or provider["status"] == "True", provider
+
+    (await control.post(f"/_emulator/regions/{region}", json={"status": "up"})).raise_for_status()
+    after = await converged(control, pool_name, 4)
+    assert {d["id"] for d in after} == {d["id"] for d in devices}  # the same four, booted
+    events = [e["reason"] for e in (await handle.query("events"))["events"]]
+    assert "BootFailed" not in events, events
+    await delete(handle, control, pool_name)
+
+
+async def test_remediation_paused_survives_the_pools_continue_as_new(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # The health check tells the pool once that remediation is paused (it
+    # reports again only when something changes, or after watch_max_seconds).
+    # A pool that continues as new in between must still say so.
+    region = f"wf-can-{pool_name[-6:]}"
+    spec = pool_manifest(pool_name, region=region, replicas=4, proxy=None)["spec"]
+    handle = await start_pool(env.client, pool_name, 4, region=region, proxy_ref=None)
+    await converged(control, pool_name, 4)
+    (await control.post(f"/_emulator/regions/{region}", json={"status": "down"})).raise_for_status()
+    await eventually(
+        lambda: _true(handle, "RemediationPaused"), what="RemediationPaused=True", timeout=30
+    )
+    paused_run = (await handle.describe()).run_id
+
+    # Spec changes the health check does not hear of (its config is maxUnhealthy
+    # and replicas) grow the pool's history past the dev server's lowered
+    # continue-as-new threshold (tests/workflows/conftest.py).
+    versions = iter(["15", "14"] * 20)
+
+    async def next_run() -> str | None:
+        changed = DevicePoolSpec.model_validate({**spec, "osVersion": next(versions)})
+        await handle.execute_update(
+            UPDATE_APPLY,
+            ApplyRequest(metadata=ObjectMeta(name=pool_name), spec=changed),
+            result_type=Accepted,
+        )
+        run = (await handle.describe()).run_id
+        return run if run != paused_run else None
+
+    await eventually(next_run, what="the pool's next run", timeout=30, every=0.3)
+    # The new run's passes keep the condition (well inside watch_max_seconds,
+    # so no fresh health report is what keeps it).
+    deadline = asyncio.get_running_loop().time() + 3
+    while asyncio.get_running_loop().time() < deadline:
+        cond = await condition(handle, "RemediationPaused")
+        assert cond is not None and cond["status"] == "True", cond
+        await asyncio.sleep(0.1)
+    (await control.post(f"/_emulator/regions/{region}", json={"status": "up"})).raise_for_status()
     await eventually(lambda: _false(handle, "RemediationPaused"), what="resumed", timeout=30)
     await delete(handle, control, pool_name)

@@ -19,7 +19,7 @@ from devicepool.api.v1alpha1 import (
 from devicepool.workflows import status as st
 from devicepool.workflows.backoff import Backoff
 from devicepool.workflows.finalizer import SweepVerdict, verdict
-from devicepool.workflows.messages import ApplyRequest, PoolInput
+from devicepool.workflows.messages import ApplyRequest, HealthReport, PoolInput
 from devicepool.workflows.plan import plan_pool
 from devicepool.workflows.pool_state import PoolState
 from devicepool.workflows.slots import BatchReport, SlotBook
@@ -292,6 +292,10 @@ def test_pool_state_round_trips_whole_through_the_workflow_input() -> None:
     state = PoolState(generation=3, doomed={"b", "a"}, replacements_owed=2)
     state.slots.open_batch("b0", 3, [5], NOW)
     state.backoff.pause("RegionDown: x", settings=SETTINGS, now=NOW)
+    # The health check's last word (it reports again only on news).
+    state.health = HealthReport(
+        checked_at=NOW, devices=4, unhealthy=4, max_unhealthy=1, paused=True
+    )
     payload = PoolInput(metadata=ObjectMeta(name="p"), spec=spec(), state=state).to_json_dict()
     assert payload["state"]["doomed"] == ["a", "b"]
     assert PoolInput.model_validate(payload).state == state
