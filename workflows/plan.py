@@ -23,7 +23,7 @@ Rules (DESIGN.md "How a pool converges"):
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -147,10 +147,16 @@ def _age_key(device: DeviceInfo) -> tuple[datetime, str]:
     return (device.created_at, device.id)
 
 
-def lost_offline(before: Sequence[DeviceInfo], after: Sequence[DeviceInfo]) -> list[str]:
-    """Devices offline in the listing `before` that `after` shows gone (terminating,
-    terminated or absent): removed by someone else — the health check, whose report
-    may come after the listing, or a person — so what replaces them is a replacement."""
+def offline_ids(devices: Sequence[DeviceInfo]) -> list[str]:
+    """The devices a listing shows offline (what `lost_offline` compares the next one with)."""
+    return sorted(d.id for d in devices if d.status == OFFLINE)
+
+
+def lost_offline(offline_before: Collection[str], after: Sequence[DeviceInfo]) -> list[str]:
+    """Devices offline in the previous listing (`offline_ids`) that `after` shows gone
+    (terminating, terminated or absent): removed by someone else — the health check,
+    whose report may come after the listing, or a person — so what replaces them is a
+    replacement."""
     now = {d.id: d.status for d in after}
     gone = (TERMINATING, TERMINATED)
-    return sorted(d.id for d in before if d.status == OFFLINE and now.get(d.id, TERMINATED) in gone)
+    return sorted(d for d in offline_before if now.get(d, TERMINATED) in gone)

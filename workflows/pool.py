@@ -61,7 +61,7 @@ with workflow.unsafe.imports_passed_through():
         PoolInput,
         ProvisionBatchInput,
     )
-    from devicepool.workflows.plan import Plan, lost_offline, plan_pool
+    from devicepool.workflows.plan import Plan, lost_offline, offline_ids, plan_pool
     from devicepool.workflows.pool_messages import PoolMessages
     from devicepool.workflows.pool_state import REPLACING_LIMIT, PoolState
     from devicepool.workflows.slots import BatchReport, Observations, observed_slots
@@ -197,7 +197,9 @@ class DevicePoolWorkflow(PoolMessages):
         """The pool's devices are these now. An offline device they show gone was
         removed by someone else (the health check, whose report may arrive after
         this listing, or a person): its create is a replacement, served ahead of growth."""
-        gone = lost_offline(self._devices, devices)
+        # The previous listing's offline devices come from the state: a run that
+        # continued as new in between still knows them.
+        gone = lost_offline(self.s.offline_seen, devices)
         fresh = [d for d in gone if d not in self.s.replacing and d not in self.s.doomed]
         # Credited by the health check's report first: settled now.
         self.s.replacing = [d for d in self.s.replacing if d not in gone]
@@ -205,6 +207,7 @@ class DevicePoolWorkflow(PoolMessages):
             self.s.replacements_owed += len(fresh)
             self.s.replacing = (self.s.replacing + fresh)[-REPLACING_LIMIT:]
         self._devices = devices
+        self.s.offline_seen = offline_ids(devices)
 
     def _take_reports(self, count: int) -> None:
         for report in self.s.slots.finish(count):

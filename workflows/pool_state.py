@@ -76,6 +76,10 @@ class PoolState(CamelModel):
     # still know that remediation is paused. None in state from before the
     # field (the next report fills it).
     health: HealthReport | None = None
+    # The devices the pool's last listing showed offline: one the next listing
+    # shows gone was removed by someone else, and is owed a replacement
+    # (`plan.lost_offline`), also when a continue-as-new came in between.
+    offline_seen: list[str] = Field(default_factory=list)
 
     @field_serializer("doomed")
     def _sorted(self, doomed: set[str]) -> list[str]:
