@@ -35,9 +35,9 @@ def name() -> str:
 class CountingTransport(httpx.ASGITransport):
     """Counts the create calls that went through this worker."""
 
-    # Test switch: pool name -> seconds every list of its devices is delayed
-    # (a pool whose first pass is slow on a busy worker).
-    slow_lists: ClassVar[dict[str, float]] = {}
+    # Test switch: pool name -> while closed, every list of that pool's devices
+    # waits here (a pool whose first pass is slow on a busy worker).
+    held_lists: ClassVar[dict[str, asyncio.Event]] = {}
     # Test switch: while set and closed, creates wait here before reaching the
     # provider (`at_gate` counts them).
     create_gate: ClassVar[asyncio.Event | None] = None
@@ -53,11 +53,11 @@ class CountingTransport(httpx.ASGITransport):
     @classmethod
     def reset(cls) -> None:
         """Every switch back to its default (the conftest does it around each test)."""
-        cls.slow_lists.clear()
-        for gate in (cls.create_gate, cls.list_gate):
+        for gate in (cls.create_gate, cls.list_gate, *cls.held_lists.values()):
             if gate is not None:
                 gate.set()
         cls.create_gate, cls.at_gate, cls.list_gate = None, 0, None
+        cls.held_lists.clear()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if request.method == "POST" and request.url.path.endswith("/devices"):
@@ -70,5 +70,7 @@ class CountingTransport(httpx.ASGITransport):
         if request.method == "GET" and label.startswith("pool="):
             if CountingTransport.list_gate is not None:
                 await CountingTransport.list_gate.wait()
-            await asyncio.sleep(CountingTransport.slow_lists.get(label[len("pool=") :], 0.0))
+            held = CountingTransport.held_lists.get(label[len("pool=") :])
+            if held is not None:
+                await held.wait()
         return await super().handle_async_request(request)

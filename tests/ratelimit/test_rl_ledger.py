@@ -221,11 +221,11 @@ async def test_a_pool_slow_to_ask_still_shares_the_first_window(
     # The second pool's first pass takes far longer than the ledger's hold for
     # simultaneous requests: its announcement makes the ledger deal it in.
     first, second = name(), name()
-    CountingTransport.slow_lists[second] = 1.5
+    held = CountingTransport.held_lists[second] = asyncio.Event()
     ledger = rl_env.client.get_workflow_handle(ledger_workflow_id("delta"))
     try:
-        # The slow pool starts first and the other once the ledger expects the
-        # slow one: the other's request then always finds that announcement.
+        # The slow pool announces, then waits on its listing; the other pool
+        # starts once the ledger expects the slow one, and asks at once.
         handles = [
             await start_pool(
                 rl_env.client, second, CAP, settings=SETTINGS, account="delta", proxy_ref=None
@@ -240,12 +240,20 @@ async def test_a_pool_slow_to_ask_still_shares_the_first_window(
             )
         )
         await eventually(
+            lambda: _waiting(ledger, first), timeout=15, what="the other pool's request"
+        )
+        # Well past the hold for simultaneous requests (window_margin_seconds,
+        # 0.3 s here), well inside the announcement's (5 s): nothing dealt yet.
+        await asyncio.sleep(1.0)
+        assert (await ledger.query(QUERY_LEDGER))["counted"] == 0
+        held.set()
+        await eventually(
             lambda: _both_have_devices(rl_control, first, second, key="rl-delta"),
             timeout=15,
             what="both pools creating",
         )
     finally:
-        CountingTransport.slow_lists.pop(second, None)
+        held.set()
     created = {
         pool: sorted(
             datetime.fromisoformat(d["createdAt"])
@@ -267,6 +275,10 @@ async def _true(value: bool) -> bool:
 
 async def _expecting(ledger: Any, *pools: str) -> bool:
     return set(pools) <= set((await ledger.query(QUERY_LEDGER))["expecting"])
+
+
+async def _waiting(ledger: Any, pool: str) -> bool:
+    return any(pool in request for request in (await ledger.query(QUERY_LEDGER))["waiting"])
 
 
 async def _at_least(n: int, times: Awaitable[list[float]]) -> list[float] | None:
