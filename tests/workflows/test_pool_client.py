@@ -89,19 +89,23 @@ def cli(
     env: WorkflowEnvironment,
     pools: PoolClient,
     monkeypatch: pytest.MonkeyPatch,
-    capfd: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> Any:
     """Run `devicepool ARGS` (in a thread: it runs its own event loop) against the
-    session's dev server; returns (exit code, stdout, stderr)."""
+    session's dev server; returns (exit code, stdout, stderr).
+
+    `capsys`, not `capfd`: the session's workers run in this process, and the
+    Temporal core's own log lines go straight to file descriptor 1 (seen once
+    in front of `devices -o json`, which then did not parse)."""
     monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
     for name in ("TEMPORAL_API_KEY", "TEMPORAL_PROFILE", "TEMPORAL_TLS", "TEMPORAL_NAMESPACE"):
         monkeypatch.delenv(name, raising=False)
 
     async def run(*argv: str) -> tuple[int, str, str]:
-        capfd.readouterr()
+        capsys.readouterr()
         code = await asyncio.to_thread(main, list(argv))
-        out, err = capfd.readouterr()
+        out, err = capsys.readouterr()
         return code, out, err
 
     return run
