@@ -33,14 +33,14 @@ system-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus chromium; \
 	else echo "promtool/chromium missing and apt-get unavailable: their tests will skip"; fi
 
-# Four xdist workers: the suite mostly waits on servers and timers. The tests
+# Five xdist workers: the suite mostly waits on servers and timers. The tests
 # that start a server or a process run in groups (one stack each), handed out
 # longest first; see conftest.py. `$(BIN)/pytest` alone runs it serially.
 test: venv system-deps
 	$(BIN)/ruff check --no-cache .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/pytest -n 4 --dist loadgroup --no-loadscope-reorder --durations=12
+	$(BIN)/pytest -n 5 --dist loadgroup --no-loadscope-reorder --durations=12
 
 # No Temporal server, emulator process, dev stack or wheel build: a quick check
 # while editing (`make test` still runs everything).

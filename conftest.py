@@ -1,10 +1,10 @@
 """Test-run wiring for the whole suite (each layer's fixtures live in its own conftest).
 
-Under pytest-xdist (`make test` runs `-n 4 --dist loadgroup --no-loadscope-reorder`),
+Under pytest-xdist (`make test` runs `-n 5 --dist loadgroup --no-loadscope-reorder`),
 the tests that start servers or processes run in groups: a group stays in one
 worker, so it starts its Temporal dev server (or its process tree) once. Tests
 that start nothing spread freely over the workers. The groups go out longest
-first (`GROUP_SECONDS`), so no long group starts at the end of the run.
+first (`GROUP_ORDER`), so no long group starts at the end of the run.
 """
 
 from __future__ import annotations
@@ -32,12 +32,20 @@ GROUPS = {
 MODULE_GROUPS = {
     # Sleeps a minute past an old deadline on purpose.
     "test_pool_backlog.py": "workflows-backlog",
-    # The health child's tests wait on its clocks.
+    # The health child's tests wait on its clocks: replacements, and outages apart.
     "test_pool_health.py": "workflows-health",
+    "test_pool_outage.py": "workflows-outage",
     "test_health_lifetime.py": "workflows-lifetime",
     # The orphan sweep lists the whole account: no other test's pools beside it.
     "test_orphan_sweep.py": "workflows-orphans",
-    # The rest of the pool's workflow tests, in two halves of about 100 s each.
+    # The rest of the pool's workflow tests, in three parts of 60-80 s each
+    # (the pool workflow's own tests, test_pool_workflow.py and the modules not
+    # named here, are the "workflows" group).
+    "test_readme_promises.py": "workflows-3",
+    "test_pool_status_truth.py": "workflows-3",
+    "test_pool_continue_as_new.py": "workflows-3",
+    "test_pool_observations.py": "workflows-3",
+    "test_pool_worker_shutdown.py": "workflows-3",
     "test_pool_client.py": "workflows-2",
     "test_pool_teardown.py": "workflows-2",
     "test_health_idle_cost.py": "workflows-2",
@@ -50,21 +58,27 @@ MODULE_GROUPS = {
     "test_client_setup.py": "client-setup",
     "test_packaging.py": "packaging",
 }
-# About how long each group runs alone (seconds, from `pytest --durations=0`):
-# only the order they are handed out in, longest first. A group missing here
-# goes out after these, before the tests that start nothing.
-GROUP_SECONDS = {
-    "e2e": 110,
-    "workflows-health": 110,
-    "workflows": 100,
-    "workflows-2": 80,
-    "workflows-backlog": 76,
-    "observability": 65,
-    "ratelimit": 55,
-    "deploy": 41,
-    "e2e-restart": 37,
-    "workflows-orphans": 36,
-    "workflows-lifetime": 33,
+# The order the groups are handed out in, with about how long each runs alone
+# (seconds, from `pytest --durations=0`): the longest first, so none starts at
+# the end of the run; a group missing here goes out after these, before the
+# tests that start nothing. One exception: pytest-xdist gives a worker a second
+# unit at once when its first has at most two tests pending, so the backlog
+# group (two tests, mostly asleep) goes out first and the short deploy group
+# right after the first `-n` (5, see the Makefile) units, onto its worker.
+GROUP_ORDER = {
+    "workflows-backlog": 78,
+    "workflows-2": 82,
+    "workflows": 77,
+    "workflows-outage": 74,
+    "e2e": 70,
+    "deploy": 22,
+    "workflows-3": 58,
+    "workflows-health": 57,
+    "observability": 56,
+    "ratelimit": 43,
+    "e2e-restart": 38,
+    "workflows-orphans": 34,
+    "workflows-lifetime": 34,
 }
 SERVER_MARKERS = ("devserver", "e2e")
 
@@ -91,7 +105,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     def rank(item: pytest.Item) -> float:
         group = groups[id(item)]
-        return -GROUP_SECONDS.get(group, 1) if group else 0
+        if not group:
+            return len(GROUP_ORDER) + 1
+        return list(GROUP_ORDER).index(group) if group in GROUP_ORDER else len(GROUP_ORDER)
 
     # A stable sort: each module's tests keep their order (and stay together).
     items.sort(key=rank)

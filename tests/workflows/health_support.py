@@ -1,0 +1,47 @@
+"""Helpers of the health and outage tests (test_pool_health.py, test_pool_outage.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from wf_support import condition, eventually, history_digest, pool_counts, pool_devices, stats
+
+__all__ = ["converged", "created_at_least", "delete", "false_condition", "true_condition"]
+
+
+async def converged(control: httpx.AsyncClient, name: str, n: int) -> list[dict[str, Any]]:
+    async def check() -> list[dict[str, Any]] | None:
+        devices = await pool_devices(control, name)
+        ok = len(devices) == n and all(d["status"] == "ready" for d in devices)
+        return devices if ok else None
+
+    return await eventually(check, what=f"{n} ready devices in {name}", timeout=30)
+
+
+async def delete(handle: Any, control: httpx.AsyncClient, name: str) -> None:
+    await handle.cancel()
+    try:
+        await eventually(lambda: _zero(control, name), what=f"{name} torn down", timeout=30)
+    except BaseException:
+        print(await history_digest(handle._client, handle.id))
+        raise
+
+
+async def _zero(control: httpx.AsyncClient, name: str) -> bool:
+    return (await stats(control))["devices"]["byPool"].get(name, 0) == 0
+
+
+async def true_condition(handle: Any, type_: str) -> dict[str, Any] | None:
+    cond = await condition(handle, type_)
+    return cond if cond and cond["status"] == "True" else None
+
+
+async def false_condition(handle: Any, type_: str) -> dict[str, Any] | None:
+    cond = await condition(handle, type_)
+    return cond if cond and cond["status"] == "False" else None
+
+
+async def created_at_least(control: httpx.AsyncClient, name: str, n: int) -> bool:
+    """Whether the emulator accepted at least `n` creates for this pool."""
+    return (await pool_counts(control, name))["created"] >= n
