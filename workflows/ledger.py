@@ -47,6 +47,10 @@ Messages: signals `configure` (`LedgerConfig`, from each worker at startup),
 `cancel_permits` (request id),
 `permits_used` (`PermitsUsed`), `rate_limited` (`RateLimitedReport`); it sends
 `permits_granted` (`PermitGrant`) to the requesting workflow. Query `ledger`.
+Grants go out in the background: the next round does not wait for a
+delivery (one the server is slow to complete, or never completes, would stop
+every create of the account); a requester found gone hands its permits back
+whenever its delivery fails, and a lost delivery's come back with its lease.
 
 Continue-as-new when Temporal suggests it, carrying `LedgerState` whole. Idle
 (no request waiting, nothing counted) it sits in one `wait_condition` without a
@@ -92,6 +96,9 @@ with workflow.unsafe.imports_passed_through():
         PermitsUsed,
     )
 
+# How long continue-as-new waits for grants still on their way.
+DELIVERY_WAIT = timedelta(seconds=60)
+
 # The messages are part of this workflow's contract (the pool and the batch
 # import them from here); they are defined beside the state that holds them.
 __all__ = [
@@ -117,6 +124,8 @@ class AccountLedgerWorkflow:
         # the details last published (a new run publishes its own).
         self._dirty = False
         self._details = ""
+        # Grant deliveries still on their way (patch LEDGER_SENDS_IN_BACKGROUND).
+        self._sending: set[asyncio.Future[None]] = set()
 
     @workflow.run
     async def run(self, input: LedgerInput) -> None:
@@ -128,6 +137,7 @@ class AccountLedgerWorkflow:
             self._publish_details()
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
+                await self._deliveries_settled()
                 workflow.continue_as_new(
                     LedgerInput(account=self._account, state=self._s.to_json_dict())
                 )
@@ -204,7 +214,36 @@ class AccountLedgerWorkflow:
         dealt = deal(s.queue, free, s.last_pool)
         s.last_pool = dealt.last_pool
         issued = s.issue(dealt.counts, now)
+        if not issued:
+            return
+        if workflow.patched(patches.LEDGER_SENDS_IN_BACKGROUND):
+            # The next round does not wait for these: a requester that is gone
+            # hands its permits back whenever its delivery fails (`_send`).
+            for one in issued:
+                task = asyncio.ensure_future(self._send(one))
+                self._sending.add(task)
+                task.add_done_callback(self._sending.discard)
+            return
         await asyncio.gather(*(self._send(one) for one in issued))
+
+    async def _deliveries_settled(self) -> None:
+        """Before continue-as-new, let grants on their way land (their failures
+        hand permits back in this run), but not for ever: a lost delivery's
+        permits come back with its lease."""
+        if not self._sending:
+            return
+        try:
+            await workflow.wait_condition(
+                lambda: not self._sending,
+                timeout=DELIVERY_WAIT,
+                timeout_summary="grants on their way",
+            )
+        except TimeoutError:
+            workflow.logger.warning(
+                "ledger %s: continuing as new with %d grant(s) undelivered",
+                self._account,
+                len(self._sending),
+            )
 
     async def _send(self, issued: Issued) -> None:
         try:
@@ -215,6 +254,7 @@ class AccountLedgerWorkflow:
             # The batch is gone: it never got these permits, and wants no more.
             workflow.logger.info("ledger %s: %s is gone: %s", self._account, issued.request, err)
             self._s.undeliverable(issued)
+            self._dirty = True  # its permits are free again
 
     # ------------------------------------------------------------------ messages
 

@@ -54,3 +54,7 @@ OFFLINE_AT_BOOT_TO_HEALTH = "offline-at-boot-to-health"
 # AccountLedger (`workflows/ledger.py`): announcements hold dealing for at most
 # 5 s per busy spell, not 5 s from each new one (a stream of them starved it).
 LEDGER_HOLD_BOUNDED = "ledger-hold-bounded"
+# Grants go out in the background: a round no longer waits for every grant's
+# delivery before the next (a delivery the server never completed, seen on an
+# overloaded dev server at 1,000 pools, stopped the account's creates for good).
+LEDGER_SENDS_IN_BACKGROUND = "ledger-sends-in-background"
