@@ -130,10 +130,7 @@ async def test_a_grant_on_its_way_does_not_hold_up_the_next_round(
             started = asyncio.get_running_loop().time()
             await ledger.signal(SIGNAL_PERMIT_REQUEST, _request(fast.id, "fast"))
 
-            async def fast_got() -> bool:
-                return bool(await fast.query(GrantCatcher.got) == 2)
-
-            await eventually(fast_got, what="the other requester's grant", timeout=30)
+            await eventually(lambda: _got(fast, 2), what="the other requester's grant", timeout=30)
             took = asyncio.get_running_loop().time() - started
             assert took < HELD.total_seconds() / 2, took  # not after the held delivery
             assert await slow.query(GrantCatcher.got) == 0  # still on its way

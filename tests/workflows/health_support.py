@@ -7,7 +7,15 @@ from typing import Any
 import httpx
 from wf_support import condition, eventually, history_digest, pool_counts, pool_devices, stats
 
-__all__ = ["converged", "created_at_least", "delete", "false_condition", "true_condition"]
+__all__ = [
+    "converged",
+    "created_at_least",
+    "delete",
+    "false_condition",
+    "paused",
+    "resumed",
+    "true_condition",
+]
 
 
 async def converged(control: httpx.AsyncClient, name: str, n: int) -> list[dict[str, Any]]:
@@ -45,3 +53,23 @@ async def false_condition(handle: Any, type_: str) -> dict[str, Any] | None:
 async def created_at_least(control: httpx.AsyncClient, name: str, n: int) -> bool:
     """Whether the emulator accepted at least `n` creates for this pool."""
     return (await pool_counts(control, name))["created"] >= n
+
+
+async def paused(handle: Any) -> dict[str, Any]:
+    """Wait for the pool's `RemediationPaused=True` and return the condition.
+
+    (A health check's own reads are a few polls apart, triage.own_read_seconds,
+    and this wait shares two cores with the rest of make test: a generous bound.)
+    """
+    return await eventually(
+        lambda: true_condition(handle, "RemediationPaused"),
+        what="RemediationPaused=True",
+        timeout=30,
+    )
+
+
+async def resumed(handle: Any) -> dict[str, Any]:
+    """Wait for the pool's `RemediationPaused=False` and return the condition."""
+    return await eventually(
+        lambda: false_condition(handle, "RemediationPaused"), what="resumed", timeout=30
+    )

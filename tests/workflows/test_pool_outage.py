@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from health_support import converged, delete, false_condition, true_condition
+from health_support import converged, delete, false_condition, paused, resumed, true_condition
 from temporalio.testing import WorkflowEnvironment
 from wf_support import (
     FAST,
@@ -39,19 +39,12 @@ async def test_region_outage_pauses_remediation_and_resumes(
     env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
 ) -> None:
     region = f"wf-region-{pool_name[-6:]}"
-    spec_region = {"region": region}
-    handle = await start_pool(env.client, pool_name, 4, region=spec_region["region"])
+    handle = await start_pool(env.client, pool_name, 4, region=region)
     devices = await converged(control, pool_name, 4)
     before = await pool_counts(control, pool_name)
     (await control.post(f"/_emulator/regions/{region}", json={"status": "down"})).raise_for_status()
 
-    # (A health check's own reads are a few polls apart, triage.own_read_seconds,
-    # and this wait shares two cores with the rest of make test: a generous bound.)
-    cond = await eventually(
-        lambda: true_condition(handle, "RemediationPaused"),
-        what="RemediationPaused=True",
-        timeout=30,
-    )
+    cond = await paused(handle)
     assert "4 of 4 devices unhealthy" in cond["message"]
     # Well past the offline threshold, nothing was terminated or re-created.
     await asyncio.sleep(FAST.offline_after_seconds + 2 * FAST.health_seconds)
@@ -60,9 +53,7 @@ async def test_region_outage_pauses_remediation_and_resumes(
     assert during["created"] == before["created"]
 
     (await control.post(f"/_emulator/regions/{region}", json={"status": "up"})).raise_for_status()
-    await eventually(
-        lambda: false_condition(handle, "RemediationPaused"), what="resumed", timeout=30
-    )
+    await resumed(handle)
     after_ids = {d["id"] for d in await converged(control, pool_name, 4)}
     assert after_ids == {d["id"] for d in devices}  # they came back; nothing replaced
     await delete(handle, control, pool_name)
@@ -155,13 +146,7 @@ async def test_six_of_ten_offline_at_once_still_pauses(
     for device_id in down:
         (await control.post(f"/_emulator/devices/{device_id}/offline")).raise_for_status()
 
-    # (A health check's own reads are a few polls apart, triage.own_read_seconds,
-    # and this wait shares two cores with the rest of make test: a generous bound.)
-    cond = await eventually(
-        lambda: true_condition(handle, "RemediationPaused"),
-        what="RemediationPaused=True",
-        timeout=30,
-    )
+    cond = await paused(handle)
     assert "6 of 10 devices unhealthy" in cond["message"], cond
     await asyncio.sleep(FAST.offline_after_seconds + 2 * FAST.health_seconds)
     during = await pool_counts(control, pool_name)
@@ -170,9 +155,7 @@ async def test_six_of_ten_offline_at_once_still_pauses(
 
     for device_id in down:
         (await control.post(f"/_emulator/devices/{device_id}/online")).raise_for_status()
-    await eventually(
-        lambda: false_condition(handle, "RemediationPaused"), what="resumed", timeout=30
-    )
+    await resumed(handle)
     await delete(handle, control, pool_name)
 
 
@@ -197,18 +180,13 @@ async def test_a_region_down_while_devices_boot_is_an_outage_not_failed_boots(
     assert any(d["status"] == "provisioning" for d in devices), devices  # the race happened
     before = await pool_counts(control, pool_name)
 
-    cond = await eventually(
-        lambda: true_condition(handle, "RemediationPaused"),
-        what="RemediationPaused=True",
-        timeout=30,
-    )
+    cond = await paused(handle)
     assert "4 of 4 devices unhealthy" in cond["message"], cond
     # Past the batch's startup timeout: nothing removed, nothing created.
     await asyncio.sleep(settings.startup_timeout_seconds + 2 * settings.health_seconds)
     during = await pool_counts(control, pool_name)
     assert (during["terminated"], during["created"]) == (before["terminated"], 4)
-    status = await handle.query("status")
-    provider = next((c for c in status["conditions"] if c["type"] == "ProviderAvailable"), None)
+    provider = await condition(handle, "ProviderAvailable")
     assert provider is None or provider["status"] == "True", provider
 
     (await control.post(f"/_emulator/regions/{region}", json={"status": "up"})).raise_for_status()
@@ -230,11 +208,7 @@ async def test_remediation_paused_survives_the_pools_continue_as_new(
     handle = await start_pool(env.client, pool_name, 4, region=region, proxy_ref=None)
     await converged(control, pool_name, 4)
     (await control.post(f"/_emulator/regions/{region}", json={"status": "down"})).raise_for_status()
-    await eventually(
-        lambda: true_condition(handle, "RemediationPaused"),
-        what="RemediationPaused=True",
-        timeout=30,
-    )
+    await paused(handle)
     paused_run = (await handle.describe()).run_id
 
     # Spec changes the health check does not hear of (its config is maxUnhealthy
@@ -261,7 +235,5 @@ async def test_remediation_paused_survives_the_pools_continue_as_new(
         assert cond is not None and cond["status"] == "True", cond
         await asyncio.sleep(0.1)
     (await control.post(f"/_emulator/regions/{region}", json={"status": "up"})).raise_for_status()
-    await eventually(
-        lambda: false_condition(handle, "RemediationPaused"), what="resumed", timeout=30
-    )
+    await resumed(handle)
     await delete(handle, control, pool_name)
