@@ -2,70 +2,100 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
-from wf_support import FAST, eventually, pool_counts, pool_devices, start_pool, stats
+from wf_support import (
+    FAST,
+    TimedASGITransport,
+    eventually,
+    pool_counts,
+    pool_devices,
+    start_pool,
+    stats,
+)
 
 from devicepool.activities.devices import DeviceActivities
 
 pytestmark = pytest.mark.devserver
 
+CONTINUED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+
+
+async def carried_states(client: Client, handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
+    """The `PoolState` each hand-over carried, first run to last.
+
+    The chain is walked through each run's own history (the continued-as-new
+    event names the next run), not through visibility, which lags.
+    """
+    carried: list[dict[str, Any]] = []
+    run_id: str | None = handle.first_execution_run_id
+    while run_id:
+        history = await client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+        run_id = None
+        for event in history.events:
+            if event.event_type == CONTINUED:
+                attributes = event.workflow_execution_continued_as_new_event_attributes
+                carried.append(json.loads(attributes.input.payloads[0].data)["state"])
+                run_id = attributes.new_execution_run_id
+    return carried
+
 
 async def test_continue_as_new_with_batches_in_flight_keeps_every_device_once(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    # One-device batches make many children, so history crosses the threshold while
-    # some of them are still provisioning.
+    # One-device batches make many children. Their creates wait at a closed
+    # gate, so whenever the history crosses the threshold, however loaded the
+    # machine, the hand-over carries batches that are still provisioning.
+    gate = TimedASGITransport.create_gate = asyncio.Event()
     settings = FAST.model_copy(update={"provision_batch_size": 1})
     handle = await start_pool(env.client, pool_name, 16, settings=settings)
+    await eventually(lambda: _true(TimedASGITransport.at_gate >= 1), what="a create at the gate")
+
+    # Scale up one at a time until the pool has handed over: each step adds a
+    # signal, a pass and a batch to the history.
+    replicas = 16
+    carried: list[dict[str, Any]] = []
+    try:
+        for _ in range(40):
+            carried = await carried_states(env.client, handle)
+            if carried:
+                break
+            replicas += 1
+            await handle.signal("scale", {"replicas": replicas})
+            await asyncio.sleep(0.5)
+        assert carried, "continue-as-new never happened (is the dev server threshold applied?)"
+        assert carried[0]["slots"]["inFlight"], carried[0]  # PoolState.slots
+        assert (await pool_counts(control, pool_name))["created"] == 0  # all still at the gate
+    finally:
+        gate.set()
 
     async def converged() -> bool:
         devices = await pool_devices(control, pool_name)
-        return len(devices) == 16 and all(d["status"] == "ready" for d in devices)
+        return len(devices) == replicas and all(d["status"] == "ready" for d in devices)
 
-    await eventually(converged, what="16 ready devices", timeout=40)
-
-    # Walk the chain of runs: every hand-over carried its state, and at least
-    # one carried provisioning batches that were still running.
-    carried: list[dict[str, Any]] = []
-    run_id = (await env.client.get_workflow_handle(handle.id).describe()).run_id
-    first = env.client.get_workflow_handle(
-        handle.id, first_execution_run_id=handle.first_execution_run_id
-    )
-    del first
-    async for execution in env.client.list_workflows(f'WorkflowId = "{handle.id}"'):
-        history = await env.client.get_workflow_handle(
-            handle.id, run_id=execution.run_id
-        ).fetch_history()
-        for event in history.events:
-            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-                payload = event.workflow_execution_continued_as_new_event_attributes.input.payloads[
-                    0
-                ]
-                carried.append(json.loads(payload.data)["state"])
-    n = len((await handle.fetch_history()).events)
-    assert carried, (
-        f"continue-as-new never happened ({n} events) (is the dev server threshold applied?)"
-    )
-    assert any(state["slots"]["inFlight"] for state in carried), carried  # PoolState.slots
-    assert run_id != handle.first_execution_run_id
+    await eventually(converged, what=f"{replicas} ready devices", timeout=60)
 
     # This pool's own count (a new pool): another test's teardown moves the session-wide one.
-    assert (await pool_counts(control, pool_name))["created"] == 16
+    assert (await pool_counts(control, pool_name))["created"] == replicas
 
     async def reports_ready() -> bool:
         status = await env.client.get_workflow_handle(handle.id).query("status")
-        return status["readyDevices"] == 16
+        return status["readyDevices"] == replicas
 
-    await eventually(reports_ready, what="the pool's own status to say 16 ready")
+    await eventually(reports_ready, what=f"the pool's own status to say {replicas} ready")
 
     await handle.cancel()
     with pytest.raises(WorkflowFailureError):
         await env.client.get_workflow_handle(handle.id).result()
     assert (await stats(control))["devices"]["byPool"].get(pool_name, 0) == 0
+
+
+async def _true(value: bool) -> bool:
+    return value
