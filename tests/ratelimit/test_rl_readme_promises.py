@@ -32,7 +32,7 @@ import pytest
 from rl_support import ACCOUNTS, CAP, SETTINGS, SPEED, WINDOW_V, CountingTransport, name
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
-from wf_support import eventually, start_pool
+from wf_support import eventually, run_histories, start_pool
 
 from devicepool.api.names import (
     QUERY_LEDGER,
@@ -62,10 +62,8 @@ class Event:
 async def ledger_events(client: Client, account: str) -> list[Event]:
     """Received request/used/429 signals and sent grants, in history order (every run)."""
     workflow_id = ledger_workflow_id(account)
-    runs = [r async for r in client.list_workflows(f'WorkflowId = "{workflow_id}"')]
     events: list[Event] = []
-    for n, run in enumerate(sorted(runs, key=lambda r: r.start_time)):
-        history = await client.get_workflow_handle(workflow_id, run_id=run.run_id).fetch_history()
+    for n, history in enumerate(await run_histories(client, workflow_id)):
         # Event ids start again in each run (continue-as-new): ordered by run, then id.
         base, task = n * 10**9, 0
         for e in history.events:

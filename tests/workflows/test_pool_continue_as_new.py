@@ -17,6 +17,7 @@ from wf_support import (
     eventually,
     pool_counts,
     pool_devices,
+    run_histories,
     start_pool,
     stats,
 )
@@ -29,22 +30,14 @@ CONTINUED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
 
 
 async def carried_states(client: Client, handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
-    """The `PoolState` each hand-over carried, first run to last.
-
-    The chain is walked through each run's own history (the continued-as-new
-    event names the next run), not through visibility, which lags.
-    """
-    carried: list[dict[str, Any]] = []
-    run_id: str | None = handle.first_execution_run_id
-    while run_id:
-        history = await client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
-        run_id = None
-        for event in history.events:
-            if event.event_type == CONTINUED:
-                attributes = event.workflow_execution_continued_as_new_event_attributes
-                carried.append(json.loads(attributes.input.payloads[0].data)["state"])
-                run_id = attributes.new_execution_run_id
-    return carried
+    """The `PoolState` each hand-over carried, first run to last."""
+    return [
+        json.loads(attributes.input.payloads[0].data)["state"]
+        for history in await run_histories(client, handle.id)
+        for event in history.events
+        if event.event_type == CONTINUED
+        for attributes in [event.workflow_execution_continued_as_new_event_attributes]
+    ]
 
 
 async def test_continue_as_new_with_batches_in_flight_keeps_every_device_once(

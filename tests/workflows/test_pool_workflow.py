@@ -28,6 +28,7 @@ from wf_support import (
     history_digest,
     pool_counts,
     pool_devices,
+    run_histories,
     start_pool,
     stats,
 )
@@ -347,11 +348,7 @@ async def _overtaken_lists(env: WorkflowEnvironment, workflow_id: str) -> list[s
     """Device ids of `batch_created` reports that arrived between a `list_devices`
     being scheduled and its result, when that result did not have them."""
     found: list[str] = []
-    runs = [r async for r in env.client.list_workflows(f'WorkflowId = "{workflow_id}"')]
-    for run in runs:
-        history = await env.client.get_workflow_handle(
-            workflow_id, run_id=run.run_id
-        ).fetch_history()
+    for history in await run_histories(env.client, workflow_id):
         open_lists: dict[int, set[str]] = {}  # scheduled event id -> devices reported since
         for event in history.events:
             if event.HasField("activity_task_scheduled_event_attributes"):

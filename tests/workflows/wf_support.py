@@ -32,6 +32,7 @@ from devicepool.workflows.messages import PoolInput
 from tests.support import emulator as ground_truth
 from tests.support.binaries import temporal_binary as temporal_binary  # re-exported
 from tests.support.emulator import stats as stats  # re-exported
+from tests.support.histories import run_histories as run_histories  # re-exported
 from tests.support.manifests import pool_manifest
 from tests.support.settings import FAST as FAST  # re-exported
 from tests.support.waits import eventually as eventually  # re-exported
@@ -95,9 +96,7 @@ async def pool_counts(
 async def history_digest(client: Client, workflow_id: str) -> str:
     """A compact, readable trace of a workflow's runs (for failure messages)."""
     lines: list[str] = []
-    runs = [r async for r in client.list_workflows(f'WorkflowId = "{workflow_id}"')]
-    for run in sorted(runs, key=lambda r: r.start_time):
-        history = await client.get_workflow_handle(workflow_id, run_id=run.run_id).fetch_history()
+    for history in await run_histories(client, workflow_id):
         for event in history.events:
             kind = event.WhichOneof("attributes") or ""
             if "workflow_task" in kind:
