@@ -6,7 +6,8 @@ account, from any pool and any worker process, stays inside that window, and
 the whole capacity of a window is usable at once (a 20-device scale-up goes
 out in one burst instead of one create every 3 s). The first request after an
 idle spell waits `margin` before anything is dealt, so pools that start growing
-at the same moment share the very first window too.
+at the same moment share the very first window too (replacements, dealt first
+anyway, do not wait).
 
 Accounting (a sliding window, like the provider's):
 - a permit is *outstanding* from its grant until the batch reports the create
@@ -147,6 +148,13 @@ class AccountLedgerWorkflow:
         """After an idle spell, let pools that start growing together share the first window."""
         hold = self._s.hold_until
         if hold is not None and hold > workflow.now() and self._s.queue:
+            # Replacements are dealt ahead of growth whoever else asks: a
+            # window that starts with them only is dealt at once.
+            if all(r.replacement for r in self._s.queue) and workflow.patched(
+                patches.LEDGER_REPLACEMENTS_UNHELD
+            ):
+                self._s.hold_until = None
+                return
             # A local activity: a server timer would take ~1 s.
             await workflow.execute_local_activity(
                 LEDGER_HOLD,

@@ -50,6 +50,11 @@ BATCH_ENDS_WITH_POOL = "batch-ends-with-pool"
 # outage, instead of being removed as a failed boot at the startup timeout;
 # asked only when that happens.
 OFFLINE_AT_BOOT_TO_HEALTH = "offline-at-boot-to-health"
+# A health report needs no fresh listing: its replacements are planned on the
+# pool's last listing less the devices the report says were terminated (also
+# dropped from a listing that was on its way), one `list_devices` less between
+# the offline threshold and the create; asked when a report arrives.
+HEALTH_REPORT_PLANS_AT_ONCE = "health-report-plans-at-once"
 
 # AccountLedger (`workflows/ledger.py`): announcements hold dealing for at most
 # 5 s per busy spell, not 5 s from each new one (a stream of them starved it).
@@ -58,3 +63,7 @@ LEDGER_HOLD_BOUNDED = "ledger-hold-bounded"
 # delivery before the next (a delivery the server never completed, seen on an
 # overloaded dev server at 1,000 pools, stopped the account's creates for good).
 LEDGER_SENDS_IN_BACKGROUND = "ledger-sends-in-background"
+# A first window that starts with replacement requests only is dealt at once,
+# not after the `margin` that lets growing pools share it (replacements go
+# first anyway); asked only when that happens.
+LEDGER_REPLACEMENTS_UNHELD = "ledger-replacements-unheld"

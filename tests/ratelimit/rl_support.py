@@ -7,7 +7,11 @@ import uuid
 from typing import Any, ClassVar
 
 import httpx
+from temporalio import workflow
+from temporalio.client import WorkflowHandle
 
+from devicepool.api.names import SIGNAL_PERMITS_GRANTED
+from devicepool.workflows.ledger import PermitGrant
 from tests.support.settings import FAST
 
 URL = "http://emulator.rl"
@@ -74,3 +78,28 @@ class CountingTransport(httpx.ASGITransport):
             if held is not None:
                 await held.wait()
         return await super().handle_async_request(request)
+
+
+@workflow.defn(name="GrantCatcher")
+class GrantCatcher:
+    """A requester that only counts the permits granted to it."""
+
+    def __init__(self) -> None:
+        self.granted = 0
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
+
+    @workflow.signal(name=SIGNAL_PERMITS_GRANTED)
+    def permits_granted(self, grant: PermitGrant) -> None:
+        self.granted += grant.count
+
+    @workflow.query
+    def got(self) -> int:
+        return self.granted
+
+
+async def got(handle: WorkflowHandle[Any, Any], n: int) -> bool:
+    """Whether the catcher behind `handle` has been granted `n` permits."""
+    return bool(await handle.query(GrantCatcher.got) == n)

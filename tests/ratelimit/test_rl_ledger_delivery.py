@@ -14,11 +14,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import timedelta
-from typing import Any
 
 import pytest
+from rl_support import GrantCatcher, got
 from temporalio import workflow
-from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import (
     Interceptor,
@@ -34,37 +33,16 @@ from devicepool.activities.permits import ledger_hold
 from devicepool.api.names import (
     QUERY_LEDGER,
     SIGNAL_PERMIT_REQUEST,
-    SIGNAL_PERMITS_GRANTED,
     WORKFLOW_ACCOUNT_LEDGER,
     ledger_workflow_id,
 )
 from devicepool.worker.build import new_worker
-from devicepool.workflows.ledger import AccountLedgerWorkflow, PermitGrant, PermitRequest
+from devicepool.workflows.ledger import AccountLedgerWorkflow, PermitRequest
 from tests.support.waits import eventually
 
 pytestmark = pytest.mark.devserver
 
 HELD = timedelta(seconds=20)
-
-
-@workflow.defn(name="GrantCatcher")
-class GrantCatcher:
-    """A requester that only counts the permits granted to it."""
-
-    def __init__(self) -> None:
-        self.granted = 0
-
-    @workflow.run
-    async def run(self) -> None:
-        await workflow.wait_condition(lambda: False)
-
-    @workflow.signal(name=SIGNAL_PERMITS_GRANTED)
-    def permits_granted(self, grant: PermitGrant) -> None:
-        self.granted += grant.count
-
-    @workflow.query
-    def got(self) -> int:
-        return self.granted
 
 
 class SlowDelivery(Interceptor):
@@ -130,12 +108,12 @@ async def test_a_grant_on_its_way_does_not_hold_up_the_next_round(
             started = asyncio.get_running_loop().time()
             await ledger.signal(SIGNAL_PERMIT_REQUEST, _request(fast.id, "fast"))
 
-            await eventually(lambda: _got(fast, 2), what="the other requester's grant", timeout=30)
+            await eventually(lambda: got(fast, 2), what="the other requester's grant", timeout=30)
             took = asyncio.get_running_loop().time() - started
             assert took < HELD.total_seconds() / 2, took  # not after the held delivery
             assert await slow.query(GrantCatcher.got) == 0  # still on its way
             await eventually(
-                lambda: _got(slow, 2), what="the held grant, delivered late", timeout=40
+                lambda: got(slow, 2), what="the held grant, delivered late", timeout=40
             )
         finally:
             for handle in (ledger, slow, fast):
@@ -144,7 +122,3 @@ async def test_a_grant_on_its_way_does_not_hold_up_the_next_round(
 
 def _request(requester: str, pool: str) -> PermitRequest:
     return PermitRequest(request_id=f"{requester}/1", requester=requester, pool=pool, count=2)
-
-
-async def _got(handle: WorkflowHandle[Any, Any], n: int) -> bool:
-    return bool(await handle.query(GrantCatcher.got) == n)
