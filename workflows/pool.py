@@ -94,6 +94,10 @@ class DevicePoolWorkflow(PoolMessages):
         self._starting: set[asyncio.Task[Any]] = set()
         self._need_observe = True
         self._dirty, self._deleting = False, self.s.deleting
+        # A pass is due that needs no fresh listing (a health report), and the
+        # devices the health check reported terminated in this run.
+        self._replan = False
+        self._reported_gone: set[str] = set()
         self._details = ""
         # A new pool (or a raised replicas) announces its permit request to the ledger.
         self._announce, self._announced = input.state is None, False
@@ -197,6 +201,9 @@ class DevicePoolWorkflow(PoolMessages):
         """The pool's devices are these now. An offline device they show gone was
         removed by someone else (the health check, whose report may arrive after
         this listing, or a person): its create is a replacement, served ahead of growth."""
+        # A device the health check reported terminated is gone, whatever a
+        # listing that started before its termination says.
+        devices = [d for d in devices if d.id not in self._reported_gone]
         # The previous listing's offline devices come from the state: a run that
         # continued as new in between still knows them.
         gone = lost_offline(self.s.offline_seen, devices)
@@ -401,13 +408,14 @@ class DevicePoolWorkflow(PoolMessages):
         timed_out = False
         try:
             await workflow.wait_condition(
-                lambda: self._dirty or (watch is not None and watch.done()),
+                lambda: self._dirty or self._replan or (watch is not None and watch.done()),
                 timeout=self._wake_after(plan),
                 timeout_summary="next check",
             )
         except TimeoutError:
             timed_out = True
-        need_observe, self._dirty = timed_out or self._dirty, False
+        need_observe = timed_out or self._dirty
+        self._dirty = self._replan = False
         if watch is not None and watch.done():
             self._watch = None
             try:

@@ -26,11 +26,12 @@ from wf_support import (
     history_digest,
     pool_counts,
     pool_devices,
+    run_histories,
     start_pool,
     stats,
 )
 
-from devicepool.api.names import health_workflow_id
+from devicepool.api.names import SIGNAL_HEALTH_REPORT, health_workflow_id
 
 pytestmark = pytest.mark.devserver
 
@@ -72,6 +73,59 @@ async def test_offline_device_is_replaced_once_after_the_threshold(
     await asyncio.sleep(FAST.offline_after_seconds + 2 * FAST.health_seconds)
     assert (await pool_counts(control, pool_name))["created"] == own["created"]
     await delete(handle, control, pool_name)
+
+
+async def test_a_health_report_replaces_without_waiting_for_a_fresh_listing(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    """The report names the terminated devices: the pool plans their replacements
+    on the listing it has (one `list_devices` less between threshold and create)."""
+    handle = await start_pool(env.client, pool_name, 2)
+    devices = await converged(control, pool_name, 2)
+    # From now on the provider answers every listing of this pool late: a fresh
+    # listing before the replacement would show in the pool's history.
+    TimedASGITransport.late_list_answers[pool_name] = LATE_LISTS
+    victim = devices[0]["id"]
+    (await control.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
+    await eventually(
+        lambda: created_at_least(control, pool_name, 3), what="the replacement", timeout=40
+    )
+    between = await _between_report_and_replacement(env, handle.id, victim)
+    if "list_devices" in between:
+        print(await history_digest(env.client, handle.id))
+    assert "list_devices" not in between, between
+    TimedASGITransport.late_list_answers.clear()
+    await converged(control, pool_name, 2)
+    assert (await pool_counts(control, pool_name))["created"] == 3
+    await delete(handle, control, pool_name)
+
+
+LATE_LISTS = 6.0
+
+
+async def _between_report_and_replacement(
+    env: WorkflowEnvironment, workflow_id: str, victim: str
+) -> list[str]:
+    """Activities the pool scheduled after the health report that terminated
+    `victim` and before the next provisioning batch started."""
+    seen: list[str] | None = None
+    for history in await run_histories(env.client, workflow_id):
+        for event in history.events:
+            if event.HasField("workflow_execution_signaled_event_attributes"):
+                attrs = event.workflow_execution_signaled_event_attributes
+                if attrs.signal_name == SIGNAL_HEALTH_REPORT and victim.encode() in b"".join(
+                    p.data for p in attrs.input.payloads
+                ):
+                    seen = []
+            elif seen is None:
+                continue
+            elif event.HasField("activity_task_scheduled_event_attributes"):
+                seen.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+            elif event.HasField("start_child_workflow_execution_initiated_event_attributes"):
+                attrs_child = event.start_child_workflow_execution_initiated_event_attributes
+                if attrs_child.workflow_type.name == "ProvisionBatch":
+                    return seen
+    raise AssertionError(f"no health report about {victim} followed by a batch")
 
 
 async def test_device_back_before_the_threshold_is_left_alone(
