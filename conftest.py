@@ -58,26 +58,29 @@ MODULE_GROUPS = {
     "test_client_setup.py": "client-setup",
     "test_packaging.py": "packaging",
 }
-# The order the groups are handed out in, with about how long each runs alone
-# (seconds, from `pytest --durations=0`): the longest first, so none starts at
-# the end of the run; a group missing here goes out after these, before the
-# tests that start nothing. One exception: pytest-xdist gives a worker a second
-# unit at once when its first has at most two tests pending, so the backlog
-# group (two tests, mostly asleep) goes out first and the short deploy group
-# right after the first `-n` (5, see the Makefile) units, onto its worker.
+# The order the groups are handed out in, with about how long each took in a
+# full `make test` (seconds, its workers side by side on 2 cores; a group alone
+# runs up to twice as fast): the longest first, so none starts at the end of
+# the run; a group missing here goes out after these, before the tests that
+# start nothing. One exception: pytest-xdist gives a worker a second unit at
+# once when its first has at most two tests pending, so the backlog group (one
+# test, mostly asleep) goes out first and the short deploy group right after
+# the first `-n` (5, see the Makefile) units, onto its worker. Per-worker
+# timelines of a run at 9744479: the slowest worker ended at 217 s with the
+# order before this one, the others at 192-196 s.
 GROUP_ORDER = {
-    "workflows-backlog": 78,
-    "workflows-2": 82,
-    "workflows": 77,
-    "workflows-outage": 74,
-    "e2e": 70,
-    "deploy": 22,
-    "workflows-3": 58,
-    "workflows-health": 57,
-    "observability": 56,
-    "ratelimit": 43,
-    "e2e-restart": 38,
-    "workflows-orphans": 34,
+    "workflows-backlog": 83,
+    "ratelimit": 103,
+    "workflows-health": 83,
+    "observability": 83,
+    "workflows-2": 81,
+    "deploy": 36,
+    "workflows-outage": 79,
+    "workflows": 73,
+    "e2e": 68,
+    "workflows-3": 67,
+    "e2e-restart": 64,
+    "workflows-orphans": 40,
     "workflows-lifetime": 34,
 }
 SERVER_MARKERS = ("devserver", "e2e")

@@ -9,6 +9,7 @@ truth (`GET /_emulator/stats`), and finds its child processes in /proc.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -20,6 +21,8 @@ from typing import Any
 
 import httpx
 
+from devicepool.client.pool_client import PoolClient
+from devicepool.connect import connect
 from tests.support.binaries import temporal_binary
 from tests.support.emulator import stats_sync
 from tests.support.manifests import write_pool
@@ -103,9 +106,15 @@ class Stack:
         )
 
     def status(self, name: str) -> dict[str, Any]:
-        result = self.cli("get", name, "-o", "json")
-        assert result.returncode == 0, result.stderr
-        return dict(json.loads(result.stdout)["status"])
+        """The pool's status, the one `devicepool get NAME -o json` prints, read
+        through the Python client (`PoolClient.get`, the CLI's own call): the
+        waits poll it twice a second, and a CLI process per poll cost ~0.7
+        CPU-s. The tests run the CLI itself wherever they check what it says."""
+        return asyncio.run(self._status(name))
+
+    async def _status(self, name: str) -> dict[str, Any]:
+        client = await connect(address=self.address)
+        return await PoolClient(client).get(name)
 
     def stats(self) -> dict[str, Any]:
         return stats_sync(f"http://127.0.0.1:{self.emulator_port}")

@@ -53,7 +53,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--disable-dev-shm-usage",
 ]
-UI_TIMEOUT_MS = 10_000
+UI_TIMEOUT_MS = 20_000
 
 
 def require_chromium() -> None:
@@ -131,6 +131,10 @@ async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> Non
             try:
                 page = await browser.new_page(viewport={"width": 1400, "height": 900})
                 page.set_default_timeout(UI_TIMEOUT_MS)
+                # Assertions too (their own default is 5 s): the UI re-renders
+                # slowly on a loaded machine (a full run once missed a column
+                # header 5 s after a reload).
+                expect.set_options(timeout=UI_TIMEOUT_MS)
 
                 # The list: the pool's row, its type and that it runs. The UI
                 # lists from visibility, which lags a start: wait until
