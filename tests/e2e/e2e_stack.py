@@ -106,15 +106,16 @@ class Stack:
         )
 
     def status(self, name: str) -> dict[str, Any]:
-        """The pool's status, the one `devicepool get NAME -o json` prints, read
-        through the Python client (`PoolClient.get`, the CLI's own call): the
-        waits poll it twice a second, and a CLI process per poll cost ~0.7
-        CPU-s. The tests run the CLI itself wherever they check what it says."""
+        """The pool's status as `devicepool get NAME -o json` prints it, read
+        through the Python client's call behind it (`PoolClient.summary`: with
+        no worker to answer the query, the last status the pool published):
+        the waits poll it twice a second, and a CLI process per poll cost
+        ~0.7 CPU-s. The tests run the CLI itself wherever they check what it says."""
         return asyncio.run(self._status(name))
 
     async def _status(self, name: str) -> dict[str, Any]:
         client = await connect(address=self.address)
-        return await PoolClient(client).get(name)
+        return dict((await PoolClient(client).summary(name)).status)
 
     def stats(self) -> dict[str, Any]:
         return stats_sync(f"http://127.0.0.1:{self.emulator_port}")

@@ -37,8 +37,11 @@ POOLS = SLOTS + 2
 SETTINGS = FAST.model_copy(
     update={"resync_seconds": 2.0, "health_seconds": 5.0, "watch_max_seconds": 120.0}
 )
-# "Within one resync", plus the time to act: the benchmark's goal, p95 ≤ resync + 5 s.
-DEADLINE = SETTINGS.resync_seconds + 5
+# "Within one resync", plus the time to act, on a machine busy with the rest of
+# `make test` (a full run once needed more than resync + 5 s, the benchmark's
+# goal, which bench/scale.py measures). A starved queue never lands at all: the
+# issue's worker created none of 150 devices in ten minutes.
+DEADLINE = SETTINGS.resync_seconds + 10
 
 
 async def watching(handle: Any) -> bool:
