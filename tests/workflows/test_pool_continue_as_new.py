@@ -32,11 +32,12 @@ CONTINUED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
 async def carried_states(client: Client, handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
     """The `PoolState` each hand-over carried, first run to last."""
     return [
-        json.loads(attributes.input.payloads[0].data)["state"]
+        json.loads(
+            event.workflow_execution_continued_as_new_event_attributes.input.payloads[0].data
+        )["state"]
         for history in await run_histories(client, handle.id)
         for event in history.events
         if event.event_type == CONTINUED
-        for attributes in [event.workflow_execution_continued_as_new_event_attributes]
     ]
 
 

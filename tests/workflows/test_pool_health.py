@@ -35,6 +35,9 @@ from devicepool.api.names import SIGNAL_HEALTH_REPORT, health_workflow_id
 
 pytestmark = pytest.mark.devserver
 
+# Seconds every listing of a pool is answered late (a fresh listing shows in its history).
+LATE_LISTS = 6.0
+
 
 async def test_offline_device_is_replaced_once_after_the_threshold(
     env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
@@ -98,9 +101,6 @@ async def test_a_health_report_replaces_without_waiting_for_a_fresh_listing(
     await converged(control, pool_name, 2)
     assert (await pool_counts(control, pool_name))["created"] == 3
     await delete(handle, control, pool_name)
-
-
-LATE_LISTS = 6.0
 
 
 async def _between_report_and_replacement(
