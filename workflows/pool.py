@@ -80,8 +80,10 @@ class DevicePoolWorkflow(PoolMessages):
         # Settings given in the input (tests, a caller overriding the worker) are
         # kept across continue-as-new; otherwise each run re-reads the worker's.
         self._settings, self._settings_pinned = input.settings, input.settings is not None
-        # What one run knows and the next one looks up again.
-        self._devices: list[am.DeviceInfo] = []
+        # What one run knows and the next one looks up again; the listing the
+        # last run handed over stands until this run's first one lands.
+        self._devices = am.devices_from_rows(self.s.listing, pool=input.metadata.name)
+        self.s.listing = []
         self._observations = Observations()
         self._watch_number = 0
         self._observe_failed = False
@@ -504,6 +506,7 @@ class DevicePoolWorkflow(PoolMessages):
             lambda: workflow.all_handlers_finished() and not self._starting
         )
         settings = self._settings if self._settings_pinned else None
+        self.s.listing = am.device_rows(self._devices, pool=self._name)
         workflow.continue_as_new(
             PoolInput(metadata=self._metadata, spec=self._spec, settings=settings, state=self.s)
         )
@@ -515,6 +518,7 @@ class DevicePoolWorkflow(PoolMessages):
         raise_if_cancelled()  # never carry a deletion into a new run
         self._drop_watch()
         settings = self._settings if self._settings_pinned else None
+        self.s.listing = am.device_rows(self._devices, pool=self._name)
         workflow.continue_as_new(
             PoolInput(metadata=self._metadata, spec=self._spec, settings=settings, state=self.s)
         )

@@ -80,6 +80,11 @@ class PoolState(CamelModel):
     # shows gone was removed by someone else, and is owed a replacement
     # (`plan.lost_offline`), also when a continue-as-new came in between.
     offline_seen: list[str] = Field(default_factory=list)
+    # The pool's last listing (compact rows, `activities.models.device_rows`),
+    # written at a hand-over only: the next run answers `devices` and publishes
+    # from it until its own first listing lands (which replaces it), instead of
+    # showing an empty pool in between. Empty in state from before the field.
+    listing: list[list[Any]] = Field(default_factory=list)
 
     @field_serializer("doomed")
     def _sorted(self, doomed: set[str]) -> list[str]:

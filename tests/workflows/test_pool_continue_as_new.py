@@ -12,6 +12,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from wf_support import (
+    CAN_THRESHOLD,
     FAST,
     TimedASGITransport,
     eventually,
@@ -23,6 +24,7 @@ from wf_support import (
 )
 
 from devicepool.activities.devices import DeviceActivities
+from devicepool.workflows.messages import DevicesView
 
 pytestmark = pytest.mark.devserver
 
@@ -93,3 +95,48 @@ async def test_continue_as_new_with_batches_in_flight_keeps_every_device_once(
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_new_run_answers_devices_and_status_before_its_first_listing_lands(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # Seen in a fresh-clone `make test`: `apply --wait` said 2/2 ready, then
+    # `devicepool devices` printed [] — the pool had continued as new, and the
+    # new run knew no device until its first listing came back. Here every
+    # listing of the pool is answered late, so that window is long and certain.
+    handle = await start_pool(env.client, pool_name, 2)
+
+    async def ready() -> bool:
+        status = await handle.query("status")
+        return status["readyDevices"] == 2
+
+    await eventually(ready, what="2 ready devices", timeout=60)
+    truth = sorted(d["id"] for d in await pool_devices(control, pool_name))
+    assert len(truth) == 2
+    first_run = (await handle.describe()).run_id
+    TimedASGITransport.late_list_answers[pool_name] = 8.0
+    # Signals that change nothing fill the history past the threshold without a
+    # pass; 3 then back to 2 makes one pass, which then hands over.
+    for _ in range(CAN_THRESHOLD):
+        await handle.signal("scale", {"replicas": 2})
+    await handle.signal("scale", {"replicas": 3})
+    await handle.signal("scale", {"replicas": 2})
+
+    async def new_run() -> bool:
+        return (await handle.describe()).run_id != first_run
+
+    await eventually(new_run, what="a continue-as-new", timeout=30, every=0.1)
+    lists_before = TimedASGITransport.lists[pool_name]
+    live = env.client.get_workflow_handle(handle.id)
+    view = await live.query("devices", result_type=DevicesView)
+    status = await live.query("status")
+    # Still inside the new run's first (late) listing: nothing was listed since.
+    assert TimedASGITransport.lists[pool_name] <= lists_before + 1
+    assert sorted(d.id for d in view.devices) == truth
+    assert status["readyDevices"] == 2 and sorted(status["deviceIds"]) == truth, status
+
+    TimedASGITransport.late_list_answers.clear()
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await env.client.get_workflow_handle(handle.id).result()
+    assert (await pool_counts(control, pool_name))["created"] == 2
