@@ -1,6 +1,6 @@
 """Test-run wiring for the whole suite (each layer's fixtures live in its own conftest).
 
-Under pytest-xdist (`make test` runs `-n 5 --dist loadgroup --no-loadscope-reorder`),
+Under pytest-xdist (`make test` runs `-n 6 --dist loadgroup --no-loadscope-reorder`),
 the tests that start servers or processes run in groups: a group stays in one
 worker, so it starts its Temporal dev server (or its process tree) once. Tests
 that start nothing spread freely over the workers. The groups go out longest
@@ -65,23 +65,23 @@ MODULE_GROUPS = {
 # start nothing. One exception: pytest-xdist gives a worker a second unit at
 # once when its first has at most two tests pending, so the backlog group (one
 # test, mostly asleep) goes out first and the short deploy group right after
-# the first `-n` (5, see the Makefile) units, onto its worker. Per-worker
-# timelines of a run at 9744479: the slowest worker ended at 217 s with the
-# order before this one, the others at 192-196 s.
+# the first `-n` (6, see the Makefile) units, onto its worker. Per-worker
+# timelines of a run at 3de1ee5 (-n 6): with the outage group in deploy's place
+# the backlog worker ended at 156 s (83 + 73), the others at 139-148 s.
 GROUP_ORDER = {
     "workflows-backlog": 83,
-    "ratelimit": 103,
-    "workflows-health": 83,
-    "observability": 83,
-    "workflows-2": 81,
-    "deploy": 36,
-    "workflows-outage": 79,
-    "workflows": 73,
-    "e2e": 68,
-    "workflows-3": 67,
-    "e2e-restart": 64,
-    "workflows-orphans": 40,
-    "workflows-lifetime": 34,
+    "ratelimit": 72,
+    "workflows-health": 72,
+    "observability": 56,
+    "workflows-2": 73,
+    "workflows-outage": 73,
+    "deploy": 31,
+    "workflows": 74,
+    "workflows-3": 71,
+    "e2e": 61,
+    "e2e-restart": 38,
+    "workflows-orphans": 38,
+    "workflows-lifetime": 35,
 }
 SERVER_MARKERS = ("devserver", "e2e")
 
