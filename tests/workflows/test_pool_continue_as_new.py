@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import datetime
 from typing import Any
 
 import httpx
 import pytest
+from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from wf_support import (
     CAN_THRESHOLD,
     FAST,
+    OwnQueueActivities,
     TimedASGITransport,
     eventually,
     pool_counts,
@@ -23,6 +27,7 @@ from wf_support import (
     stats,
 )
 
+from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
 from devicepool.workflows.messages import DevicesView
 
@@ -31,6 +36,7 @@ pytestmark = pytest.mark.devserver
 CONTINUED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
 SCHEDULED = EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
 COMPLETED = EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+FAILED = EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED
 
 
 async def carried_states(client: Client, handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
@@ -95,20 +101,25 @@ async def test_continue_as_new_with_batches_in_flight_keeps_every_device_once(
     assert (await stats(control))["devices"]["byPool"].get(pool_name, 0) == 0
 
 
-async def listings_done(handle: WorkflowHandle[Any, Any]) -> int:
-    """How many `list_devices` activities the workflow's (current) run has completed."""
+async def activity_outcomes(
+    handle: WorkflowHandle[Any, Any], activity: str, outcome: EventType.ValueType
+) -> int:
+    """How many `activity` activities of the workflow's current run ended as `outcome`."""
     history = await handle.fetch_history()
-    listings = {
+    scheduled = {
         event.event_id
         for event in history.events
         if event.event_type == SCHEDULED
-        and event.activity_task_scheduled_event_attributes.activity_type.name == "list_devices"
+        and event.activity_task_scheduled_event_attributes.activity_type.name == activity
     }
+    field = {
+        COMPLETED: "activity_task_completed_event_attributes",
+        FAILED: "activity_task_failed_event_attributes",
+    }[outcome]
     return sum(
         1
         for event in history.events
-        if event.event_type == COMPLETED
-        and event.activity_task_completed_event_attributes.scheduled_event_id in listings
+        if event.event_type == outcome and getattr(event, field).scheduled_event_id in scheduled
     )
 
 
@@ -149,7 +160,8 @@ async def test_a_new_run_answers_devices_and_status_before_its_first_listing_lan
     view = await live.query("devices", result_type=DevicesView)
     status = await live.query("status")
     # Asked inside the window: the new run's first listing had not landed yet.
-    assert not await listings_done(live), "the first listing landed first: no window tested"
+    landed = await activity_outcomes(live, "list_devices", COMPLETED)
+    assert not landed, "the first listing landed first: no window tested"
     assert sorted(d.id for d in view.devices) == truth
     assert status["readyDevices"] == 2 and sorted(status["deviceIds"]) == truth, status
 
@@ -157,4 +169,73 @@ async def test_a_new_run_answers_devices_and_status_before_its_first_listing_lan
     await handle.cancel()
     with pytest.raises(WorkflowFailureError):
         await env.client.get_workflow_handle(handle.id).result()
+    assert (await pool_counts(control, pool_name))["created"] == 2
+
+
+class RefusedListings(OwnQueueActivities):
+    """The pool's own activities; its listings fail for good while `refusing` (a revoked key)."""
+
+    refusing = False
+
+    def _refuse(self) -> None:
+        if self.refusing:
+            raise ApplicationError(
+                "provider refused the listing", type="Unauthorized", non_retryable=True
+            )
+
+    @activity.defn(name="list_devices")
+    async def list_devices(self, input: am.ListDevicesInput) -> am.ListDevicesResult:
+        self._refuse()
+        return await self.real.list_devices(input)
+
+    @activity.defn(name="watch_devices")
+    async def watch_devices(self, input: am.WatchDevicesInput) -> am.WatchDevicesResult:
+        self._refuse()
+        return await self.real.watch_devices(input)
+
+
+async def test_a_new_run_whose_first_listing_fails_still_publishes_the_devices_it_has(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # The pool keeps its last observation when a listing fails ("never create
+    # or terminate on a guess"); a run that had just continued as new had none,
+    # and published 0 ready and no device ids for a pool of 2 ready devices.
+    activities = RefusedListings(worker)
+    async with activities.serving(env.client, f"can-{pool_name}"):
+        handle = await start_pool(env.client, pool_name, 2, task_queue=f"can-{pool_name}")
+
+        async def ready() -> bool:
+            return (await handle.query("status"))["readyDevices"] == 2
+
+        await eventually(ready, what="2 ready devices", timeout=60)
+        truth = sorted(d["id"] for d in await pool_devices(control, pool_name))
+        first_run = (await handle.describe()).run_id
+        activities.refusing = True
+        for _ in range(CAN_THRESHOLD):
+            await handle.signal("scale", {"replicas": 2})
+        await handle.signal("scale", {"replicas": 3})
+        await handle.signal("scale", {"replicas": 2})
+
+        async def new_run_published() -> dict[str, Any] | None:
+            described = await handle.describe()
+            if described.run_id == first_run:
+                return None
+            live = env.client.get_workflow_handle(handle.id, run_id=described.run_id)
+            status = await live.query("status")
+            # A pass of the new run published: its reconcile time is its own.
+            published = datetime.fromisoformat(status["lastReconciled"])
+            return status if published >= described.start_time else None
+
+        status = await eventually(new_run_published, what="a pass of the new run", timeout=30)
+        assert await activity_outcomes(handle, "list_devices", FAILED), "no listing failed"
+        assert not await activity_outcomes(handle, "list_devices", COMPLETED)
+        assert status["readyDevices"] == 2 and sorted(status["deviceIds"]) == truth, status
+        view = await handle.query("devices", result_type=DevicesView)
+        assert sorted(d.id for d in view.devices) == truth
+
+        activities.refusing = False
+        await eventually(ready, what="2 ready devices again", timeout=30)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await env.client.get_workflow_handle(handle.id).result()
     assert (await pool_counts(control, pool_name))["created"] == 2
