@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -505,11 +505,7 @@ class DevicePoolWorkflow(PoolMessages):
         await workflow.wait_condition(
             lambda: workflow.all_handlers_finished() and not self._starting
         )
-        settings = self._settings if self._settings_pinned else None
-        self.s.listing = am.device_rows(self._devices, pool=self._name)
-        workflow.continue_as_new(
-            PoolInput(metadata=self._metadata, spec=self._spec, settings=settings, state=self.s)
-        )
+        self._hand_over()
 
     async def _continue_as_new(self) -> None:
         await workflow.wait_condition(
@@ -517,6 +513,10 @@ class DevicePoolWorkflow(PoolMessages):
         )
         raise_if_cancelled()  # never carry a deletion into a new run
         self._drop_watch()
+        self._hand_over()
+
+    def _hand_over(self) -> NoReturn:
+        """Continue as new with the whole state and the last listing (`PoolState.listing`)."""
         settings = self._settings if self._settings_pinned else None
         self.s.listing = am.device_rows(self._devices, pool=self._name)
         workflow.continue_as_new(

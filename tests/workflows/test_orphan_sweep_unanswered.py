@@ -55,7 +55,7 @@ async def test_a_sweep_no_worker_answers_ends_at_the_timeout_with_one_line(
             with pytest.raises(DevicePoolError) as refused:
                 await sweep_orphans(
                     client,
-                    "127.0.0.1:7233",
+                    client.service_client.config.target_host,
                     accounts=[account],
                     delete=True,
                     timeout=timedelta(seconds=TIMEOUT),

@@ -123,6 +123,18 @@ async def activity_outcomes(
     )
 
 
+async def hand_over(handle: WorkflowHandle[Any, Any], *, replicas: int) -> None:
+    """Make the pool continue as new after its next pass, its size unchanged.
+
+    Signals that change nothing fill the history past the threshold without a
+    pass; one more replica and back makes one pass, which then hands over.
+    """
+    for _ in range(CAN_THRESHOLD):
+        await handle.signal("scale", {"replicas": replicas})
+    await handle.signal("scale", {"replicas": replicas + 1})
+    await handle.signal("scale", {"replicas": replicas})
+
+
 async def _true(value: bool) -> bool:
     return value
 
@@ -145,12 +157,7 @@ async def test_a_new_run_answers_devices_and_status_before_its_first_listing_lan
     assert len(truth) == 2
     first_run = (await handle.describe()).run_id
     TimedASGITransport.late_list_answers[pool_name] = 8.0
-    # Signals that change nothing fill the history past the threshold without a
-    # pass; 3 then back to 2 makes one pass, which then hands over.
-    for _ in range(CAN_THRESHOLD):
-        await handle.signal("scale", {"replicas": 2})
-    await handle.signal("scale", {"replicas": 3})
-    await handle.signal("scale", {"replicas": 2})
+    await hand_over(handle, replicas=2)
 
     async def new_run() -> bool:
         return (await handle.describe()).run_id != first_run
@@ -211,10 +218,7 @@ async def test_a_new_run_whose_first_listing_fails_still_publishes_the_devices_i
         truth = sorted(d["id"] for d in await pool_devices(control, pool_name))
         first_run = (await handle.describe()).run_id
         activities.refusing = True
-        for _ in range(CAN_THRESHOLD):
-            await handle.signal("scale", {"replicas": 2})
-        await handle.signal("scale", {"replicas": 3})
-        await handle.signal("scale", {"replicas": 2})
+        await hand_over(handle, replicas=2)
 
         async def new_run_published() -> dict[str, Any] | None:
             described = await handle.describe()
