@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import math
 import time
 from collections.abc import Generator
+from datetime import UTC
 from types import TracebackType
 from typing import Any, Self
 from urllib.parse import quote
@@ -28,6 +30,7 @@ from devicepool.activities.errors import (
     error_from_response,
 )
 from devicepool.activities.metrics import Metrics
+from devicepool.activities.models import bounded_retry_after
 from devicepool.api.errors import ErrorType
 from devicepool.api.v1alpha1 import Platform
 
@@ -37,6 +40,9 @@ logger = logging.getLogger(__name__)
 
 MAX_BATCH_IDS = 100
 _REDACTED = "**********"
+# A `Retry-After` / `RateLimit-Reset` number above this (September 2001 as an epoch
+# timestamp; 31 years as a delta) is a point in time.
+_EPOCH_FROM = 1e9
 
 
 class _BearerAuth(httpx.Auth):
@@ -54,22 +60,38 @@ class _BearerAuth(httpx.Auth):
 
 
 def _parse_retry_after(response: httpx.Response) -> float | None:
-    """`Retry-After` as seconds (delta-seconds or an HTTP date); `RateLimit-Reset` as fallback."""
+    """`Retry-After` as seconds (delta-seconds or an HTTP date); `RateLimit-Reset` as fallback.
+
+    Read defensively: a number above `_EPOCH_FROM` is a point in time (several
+    APIs send an epoch timestamp), not a delta; NaN, infinities, negatives and
+    garbage count as absent; the result never exceeds `MAX_RETRY_AFTER_SECONDS`.
+    """
     for header in ("retry-after", "ratelimit-reset"):
         raw = response.headers.get(header)
         if raw is None:
             continue
-        raw = raw.strip()
-        try:
-            return max(0.0, float(raw))
-        except ValueError:
-            pass
-        try:
-            when = email.utils.parsedate_to_datetime(raw)
-        except (TypeError, ValueError):
-            continue
-        return max(0.0, when.timestamp() - time.time())
+        seconds = _seconds_from(raw.strip())
+        if seconds is not None:
+            return bounded_retry_after(seconds)
     return None
+
+
+def _seconds_from(raw: str) -> float | None:
+    try:
+        value = float(raw)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(value) or value < 0:
+            return None
+        return max(0.0, value - time.time()) if value > _EPOCH_FROM else value
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # an HTTP date is GMT; a date without a zone is read as such
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - time.time())
 
 
 class BitCloudPhoneClient:

@@ -21,8 +21,9 @@ on the HTTP status when the body carries no known code (`error_from_response`).
 
 `to_application_error` is the only place that turns one into a Temporal
 `ApplicationError`: `type` is the `ErrorType` value; 4xx are non-retryable; 429
-is retryable, BENIGN, with `next_retry_delay` taken from `Retry-After`; 5xx and
-transport errors are retryable on the activity's retry policy.
+is retryable, BENIGN, with `next_retry_delay` taken from `Retry-After` (at most
+`MAX_RETRY_AFTER_SECONDS`); 5xx and transport errors are retryable on the
+activity's retry policy.
 
 No message built here ever contains the API key: the client never hands it to
 this module, and it scrubs the key out of anything the provider echoes back.
@@ -35,9 +36,11 @@ from typing import Any, ClassVar
 
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from devicepool.activities.models import MAX_RETRY_AFTER_SECONDS, bounded_retry_after
 from devicepool.api.errors import ErrorType
 
 __all__ = [
+    "MAX_RETRY_AFTER_SECONDS",
     "TEARDOWN_PENDING",
     "IdempotencyKeyReusedError",
     "InvalidArgumentError",
@@ -232,11 +235,13 @@ def error_from_response(
 def to_application_error(exc: ProviderError) -> ApplicationError:
     """The Temporal failure for a provider error (the house's retry rules live here)."""
     error_type = exc.error_type
+    # Bounded again here: whoever built `exc`, the delay must fit a timedelta and the cap.
+    retry_after = bounded_retry_after(exc.retry_after)
     if error_type is ErrorType.RATE_LIMITED:
-        delay = timedelta(seconds=exc.retry_after) if exc.retry_after is not None else None
+        delay = timedelta(seconds=retry_after) if retry_after is not None else None
         return ApplicationError(
             str(exc),
-            {"status": exc.status, "retryAfter": exc.retry_after},
+            {"status": exc.status, "retryAfter": retry_after},
             type=error_type.value,
             non_retryable=False,
             next_retry_delay=delay,
@@ -245,7 +250,7 @@ def to_application_error(exc: ProviderError) -> ApplicationError:
         )
     return ApplicationError(
         str(exc),
-        {"status": exc.status, "retryAfter": exc.retry_after},
+        {"status": exc.status, "retryAfter": retry_after},
         type=error_type.value,
         non_retryable=not error_type.retryable,
     )

@@ -11,6 +11,7 @@ fields stay plain strings so that a status a provider adds later still loads.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -403,8 +404,22 @@ class LedgerInput(CamelModel):
     state: dict[str, object] | None = None
 
 
+# The longest a provider's `Retry-After` / `RateLimit-Reset` may hold an account's
+# creates: a wrong header (an epoch timestamp read as a delta, a day) must not
+# stop an account for longer; a real longer limit costs one more 429 per cap.
+MAX_RETRY_AFTER_SECONDS = 600.0
+
+
+def bounded_retry_after(seconds: float | None) -> float | None:
+    """`seconds` within [0, MAX_RETRY_AFTER_SECONDS]; None for none, NaN or a negative."""
+    if seconds is None or math.isnan(seconds) or seconds < 0:
+        return None
+    return min(seconds, MAX_RETRY_AFTER_SECONDS)
+
+
 class RateLimitedReport(CamelModel):
     pool: str
+    # Bounded by the sender; the ledger bounds it again (any worker may send anything).
     retry_after_seconds: float
 
 

@@ -37,8 +37,8 @@ settles its announcement.
 
 Adapting: a create that still meets a 429 (another tool on the same account, a
 real limit lower than configured) is reported by the activity
-(`rate_limited`): the ledger stops granting until `Retry-After` has passed and
-restarts slowly. Slow start (as Kubernetes' ReplicaSet controller): after a
+(`rate_limited`): the ledger stops granting until `Retry-After` has passed (at
+most `MAX_RETRY_AFTER_SECONDS`; `pausedReason` says why) and restarts slowly. Slow start (as Kubernetes' ReplicaSet controller): after a
 429 or a create that failed for good, at most `allowance` permits may be
 outstanding; the allowance starts at 1 and doubles with every report of only
 successful creates, back up to C.
@@ -307,6 +307,7 @@ class AccountLedgerWorkflow:
             "waiting": {r.request_id: r.count for r in s.queue},
             "expecting": sorted(s.intents),
             "pausedUntil": s.paused_until.isoformat() if s.paused_until else None,
+            "pausedReason": s.paused_reason,
             "allowance": s.allowance,
             "stats": s.stats.model_dump(by_alias=True),
         }

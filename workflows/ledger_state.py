@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from pydantic import Field
 
-from devicepool.activities.models import LedgerConfig, RateLimitedReport
+from devicepool.activities.models import LedgerConfig, RateLimitedReport, bounded_retry_after
 from devicepool.api.base import CamelModel
 
 # The longest announcements hold dealing in one busy spell (the longest an
@@ -94,6 +94,8 @@ class LedgerState(CamelModel):
     # Expiry time of every used permit still counted in the window.
     window: list[datetime] = Field(default_factory=list)
     paused_until: datetime | None = None
+    # Why creates are paused until `paused_until` (None when not paused).
+    paused_reason: str | None = None
     # After an idle spell the first request waits `margin` so that requests of
     # pools growing at the same moment share the first window.
     hold_until: datetime | None = None
@@ -130,6 +132,7 @@ class LedgerState(CamelModel):
         self.window = sorted(t for t in self.window if t > now)
         if self.paused_until is not None and self.paused_until <= now:
             self.paused_until = None
+            self.paused_reason = None
 
     def free(self, now: datetime) -> int:
         if self.paused_until is not None and self.paused_until > now:
@@ -245,8 +248,17 @@ class LedgerState(CamelModel):
         return True
 
     def record_rate_limited(self, report: RateLimitedReport, now: datetime) -> None:
-        until = now + timedelta(seconds=report.retry_after_seconds)
-        if self.paused_until is None or until > self.paused_until:
-            self.paused_until = until
+        """Pause for the report's `Retry-After` (bounded: never raises), then start slowly."""
+        # Any worker, an older one included, may report anything (1e12, inf, NaN):
+        # an exception here would fail every workflow task of the ledger.
+        seconds = bounded_retry_after(report.retry_after_seconds)
+        if seconds is not None:
+            until = now + timedelta(seconds=seconds)
+            if self.paused_until is None or until > self.paused_until:
+                self.paused_until = until
+                self.paused_reason = (
+                    f"provider answered 429 to a create of pool {report.pool!r}: "
+                    f"retry after {seconds:g}s"
+                )
         self.allowance = 1
         self.stats.rate_limited_reports += 1

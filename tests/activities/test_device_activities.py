@@ -7,6 +7,7 @@ import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 from bcp_emulator_support import BASE_URL, DEV_KEY, OTHER_KEY, Emulator, running_emulator
 from pydantic import SecretStr
@@ -16,6 +17,7 @@ from temporalio.testing import ActivityEnvironment
 from devicepool.activities import DeviceActivities
 from devicepool.activities.devices import device_fingerprint
 from devicepool.activities.models import (
+    MAX_RETRY_AFTER_SECONDS,
     AccountSettings,
     CheckRefsInput,
     CreateDeviceInput,
@@ -211,6 +213,23 @@ async def test_create_rate_limited_sets_the_next_retry_delay() -> None:
     assert info.value.category is ApplicationErrorCategory.BENIGN
     assert info.value.next_retry_delay is not None
     assert timedelta(0) < info.value.next_retry_delay <= timedelta(seconds=60)
+
+
+@pytest.mark.parametrize("retry_after", ["inf", "nan", "1e12", "86400"])
+async def test_a_wild_retry_after_still_maps_to_a_bounded_rate_limit(retry_after: str) -> None:
+    def too_many(request: httpx.Request) -> httpx.Response:
+        problem = {"status": 429, "code": "rate_limited", "detail": "slow down"}
+        return httpx.Response(429, json=problem, headers={"Retry-After": retry_after})
+
+    acts = DeviceActivities(
+        accounts=_accounts(), proxy_pools=PROXY_POOLS, transport=httpx.MockTransport(too_many)
+    )
+    with pytest.raises(ApplicationError) as info:
+        await ActivityEnvironment().run(acts.create_device, _create_input(0))
+    await acts.aclose()
+    assert info.value.type == ErrorType.RATE_LIMITED.value
+    delay = info.value.next_retry_delay
+    assert delay is None or delay <= timedelta(seconds=MAX_RETRY_AFTER_SECONDS)
 
 
 async def test_create_in_a_down_region_is_retryable(

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 
 import httpx
@@ -236,3 +237,51 @@ async def test_the_key_is_not_in_transport_errors() -> None:
             await client.regions()
     assert KEY not in str(info.value)
     assert info.value.__cause__ is None  # the httpx exception (and its request) is not chained
+
+
+# ------------------------------------------------------------------ Retry-After, defensively
+
+CAP = errors.MAX_RETRY_AFTER_SECONDS
+
+
+async def _retry_after(headers: dict[str, str]) -> float | None:
+    async with _client(lambda request: _problem(429, "rate_limited", **headers)) as client:
+        with pytest.raises(errors.RateLimitedError) as info:
+            await client.list_devices(labels={"pool": "p"})
+    return info.value.retry_after
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"RateLimit-Reset": "1767225600"},  # an epoch timestamp, as several real APIs send
+        {"Retry-After": "86400"},  # a day
+        {"Retry-After": "1e12"},
+        {"Retry-After": "Fri, 01 Jan 2100 00:00:00 GMT"},
+        {"RateLimit-Reset": str(int(time.time()) + 10 * 86400)},  # ten days from now
+    ],
+)
+async def test_a_retry_after_is_never_longer_than_the_cap(headers) -> None:
+    retry_after = await _retry_after(headers)
+    assert retry_after is not None
+    assert 0.0 <= retry_after <= CAP
+
+
+async def test_an_epoch_timestamp_is_a_point_in_time_not_a_delta() -> None:
+    retry_after = await _retry_after({"RateLimit-Reset": str(int(time.time()) + 120)})
+    assert retry_after is not None
+    assert 110 <= retry_after <= 121
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "-5", "soon", ""])
+async def test_a_nonsense_retry_after_counts_as_absent(value) -> None:
+    assert await _retry_after({"Retry-After": value}) is None
+    # ... and the next header still counts.
+    assert await _retry_after({"Retry-After": value, "RateLimit-Reset": "7"}) == 7.0
+
+
+@pytest.mark.parametrize("seconds", [float("inf"), float("nan"), 1e12, 86400.0, -3.0])
+def test_the_next_retry_delay_is_clamped_whatever_the_error_carries(seconds) -> None:
+    exc = errors.RateLimitedError(ErrorType.RATE_LIMITED, 429, "slow down", seconds)
+    delay = errors.to_application_error(exc).next_retry_delay
+    assert delay is None or timedelta(0) <= delay <= timedelta(seconds=CAP)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from devicepool.activities.models import LedgerConfig, RateLimitedReport
+import pytest
+
+from devicepool.activities.models import MAX_RETRY_AFTER_SECONDS, LedgerConfig, RateLimitedReport
 from devicepool.workflows.dealing import deal
 from devicepool.workflows.ledger_state import (
     LedgerState,
@@ -237,6 +239,27 @@ def test_a_429_pauses_for_the_longest_retry_after_and_restarts_slowly() -> None:
     assert s.paused_until == NOW + sec(10)
     assert s.allowance == 1
     assert s.stats.rate_limited_reports == 2
+
+
+@pytest.mark.parametrize("seconds", [1e12, float("inf"), float("nan"), -5.0, 86400.0])
+def test_any_retry_after_pauses_at_most_the_cap_and_never_raises(seconds: float) -> None:
+    # A report from any worker (an older one included) may carry anything.
+    s = state()
+    s.record_rate_limited(RateLimitedReport(pool="a", retry_after_seconds=seconds), NOW)
+    assert s.paused_until is None or NOW <= s.paused_until <= NOW + sec(MAX_RETRY_AFTER_SECONDS)
+    assert s.allowance == 1
+    assert s.stats.rate_limited_reports == 1
+    assert LedgerState.model_validate(s.to_json_dict()) == s  # and it still carries over
+
+
+def test_a_pause_says_why_and_ends_with_its_reason() -> None:
+    s = state()
+    s.record_rate_limited(RateLimitedReport(pool="a", retry_after_seconds=10), NOW)
+    assert s.paused_until == NOW + sec(10)
+    assert s.paused_reason is not None
+    assert "429" in s.paused_reason and "'a'" in s.paused_reason
+    s.expire(NOW + sec(10))
+    assert s.paused_until is None and s.paused_reason is None
 
 
 def test_the_state_survives_continue_as_new_whole() -> None:
