@@ -100,6 +100,8 @@ class DevicePoolWorkflow(PoolMessages):
         # devices the health check reported terminated in this run.
         self._replan = False
         self._reported_gone: set[str] = set()
+        # A scale-down termination failed: plan again after a resync.
+        self._retry_terminations = False
         self._details = ""
         # A new pool (or a raised replicas) announces its permit request to the ledger.
         self._announce, self._announced = input.state is None, False
@@ -356,6 +358,7 @@ class DevicePoolWorkflow(PoolMessages):
             self._dirty = True
 
     async def _terminate(self, device_ids: list[str], *, only_if_idle: set[str]) -> None:
+        self._retry_terminations = False
         done = await calls.terminate_devices(self._account, device_ids, only_if_idle=only_if_idle)
         self.s.scaled_down_booting = pool_events.remember_booting(
             self.s.scaled_down_booting, self._devices, only_if_idle, done.failed, done.skipped
@@ -367,12 +370,19 @@ class DevicePoolWorkflow(PoolMessages):
                 skipped=done.skipped,
             )
         )
+        if done.failed:
+            self._happened(pool_events.termination_failed(done.failed))
         for device_id in device_ids:
             if device_id in done.failed:
-                self.s.doomed.add(device_id)  # the next pass tries again
                 workflow.logger.warning(
                     "terminate %s failed: %s", device_id, done.failed[device_id]
                 )
+                if device_id in only_if_idle:
+                    # A scale-down that failed leaves a member like any other:
+                    # the next pass plans again, and re-checks it is idle.
+                    self._retry_terminations = True
+                else:
+                    self.s.doomed.add(device_id)  # must go whatever its state: tried again
             elif device_id in done.skipped:
                 # Busy since the listing: kept; a fresh look decides again.
                 workflow.logger.info(
@@ -443,7 +453,7 @@ class DevicePoolWorkflow(PoolMessages):
         """A timer only when a deadline exists; an idle converged pool sets none."""
         now, settings = workflow.now(), self.settings
         deadlines: list[datetime] = [d for d in (plan.next_idle_at, self.s.backoff.until) if d]
-        if self._refs_problems or self.s.doomed or self._observe_failed:
+        if self._refs_problems or self.s.doomed or self._observe_failed or self._retry_terminations:
             deadlines.append(now + timedelta(seconds=settings.resync_seconds))
         check = self.s.slots.next_check_at(self._batch_check_every())
         if check is not None:

@@ -28,6 +28,7 @@ __all__ = [
     "ids",
     "region_up",
     "remember_booting",
+    "termination_failed",
     "terminations",
 ]
 
@@ -225,6 +226,16 @@ def terminations(
             )
         )
     return out
+
+
+def termination_failed(failed: Mapping[str, object]) -> Happened:
+    """Terminations the provider did not take: tried again (a surplus one re-checked first)."""
+    first = next(iter(failed.values()))
+    return Happened(
+        "TerminateFailed",
+        f"{len(failed)} termination(s) failed, tried again: {ids(failed)} ({first})",
+        warning=True,
+    )
 
 
 def _replaced(terminated: Mapping[str, str]) -> str:

@@ -75,3 +75,62 @@ async def test_a_device_that_became_busy_after_the_listing_is_not_terminated(
     assert cond is None or cond["status"] == "False"
     assert (await pool_counts(control, pool_name))["created"] == before["created"]
     await handle.cancel()
+
+
+async def test_a_device_whose_scale_down_delete_failed_is_never_killed_busy(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    """Issue 23 #1: scale 2 -> 1, the idle device's DELETE is refused once (409); it
+    becomes busy; it must stay a member (counted, in deviceIds) and never be killed."""
+    handle = await start_pool(env.client, pool_name, 2)
+
+    async def two_ready() -> bool:
+        devices = await pool_devices(control, pool_name)
+        return len(devices) == 2 and all(d["status"] == "ready" for d in devices)
+
+    await eventually(two_ready, what="2 ready devices")
+    before = await pool_counts(control, pool_name)
+    devices = await pool_devices(control, pool_name)
+    oldest = min(devices, key=lambda d: (d["createdAt"], d["id"]))
+    other = next(d for d in devices if d["id"] != oldest["id"])
+    TimedASGITransport.refuse_deletes[oldest["id"]] = 1
+
+    async def session_starts(device_id: str) -> None:
+        # Read idle, its DELETE refused, then a session starts on it.
+        path = f"/_emulator/devices/{device_id}/session"
+        (await control.post(path, json={"active": True})).raise_for_status()
+
+    TimedASGITransport.after_refused_delete = session_starts
+    await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted)
+
+    async def refused() -> bool:
+        return TimedASGITransport.refuse_deletes[oldest["id"]] == 0
+
+    await eventually(refused, what="the refused DELETE")
+
+    # The busy device stays a member; the idle one goes instead.
+    async def at_size() -> bool:
+        statuses = {str(d["id"]): d["status"] for d in await pool_devices(control, pool_name)}
+        assert statuses.get(oldest["id"]) == "busy", statuses  # never terminated
+        return statuses.get(other["id"], "terminated") in ("terminating", "terminated")
+
+    await eventually(at_size, what="the idle one gone, the busy one kept", timeout=20)
+    await asyncio.sleep(2)  # passes that would retry a doomed device
+    statuses = {str(d["id"]): d["status"] for d in await pool_devices(control, pool_name)}
+    assert statuses.get(oldest["id"]) == "busy", statuses
+    status = await handle.query("status")
+    assert oldest["id"] in status["deviceIds"], status
+
+    # A scale-up back to 2 rents one device, for the one that went: not a third.
+    await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=2), result_type=Accepted)
+
+    async def two_alive() -> bool:
+        alive = [d for d in await pool_devices(control, pool_name) if d["status"] != "terminating"]
+        return len(alive) == 2
+
+    await eventually(two_alive, what="back at 2", timeout=20)
+    await asyncio.sleep(1)
+    statuses = {str(d["id"]): d["status"] for d in await pool_devices(control, pool_name)}
+    assert statuses.get(oldest["id"]) == "busy", statuses
+    assert (await pool_counts(control, pool_name))["created"] == before["created"] + 1
+    await handle.cancel()

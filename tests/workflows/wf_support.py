@@ -11,7 +11,7 @@ import contextlib
 import json
 import os
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any, ClassVar
 
@@ -153,6 +153,11 @@ class TimedASGITransport(httpx.ASGITransport):
     # Test switch: while set and closed, DELETEs wait here before reaching the
     # provider (a teardown that takes its time).
     delete_gate: asyncio.Event | None = None
+    # Test switch: device id -> how many of its DELETEs are refused with 409
+    # invalid_state before one reaches the provider.
+    refuse_deletes: ClassVar[dict[str, int]] = {}
+    # ...and what happens at the provider right after such a refusal (a session starts).
+    after_refused_delete: ClassVar[Callable[[str], Awaitable[Any]] | None] = None
 
     @classmethod
     def reset(cls) -> None:
@@ -169,6 +174,8 @@ class TimedASGITransport(httpx.ASGITransport):
         if cls.delete_gate is not None:
             cls.delete_gate.set()
         cls.delete_gate = None
+        cls.refuse_deletes.clear()
+        cls.after_refused_delete = None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self._handle(request)
@@ -187,6 +194,20 @@ class TimedASGITransport(httpx.ASGITransport):
         gate = TimedASGITransport.delete_gate
         if request.method == "DELETE" and gate is not None:
             await gate.wait()
+        device_id = request.url.path.rsplit("/", 1)[-1]
+        if request.method == "DELETE" and TimedASGITransport.refuse_deletes.get(device_id, 0) > 0:
+            TimedASGITransport.refuse_deletes[device_id] -= 1
+            problem = {
+                "type": "about:blank",
+                "title": "Conflict",
+                "status": 409,
+                "code": "invalid_state",
+                "detail": f"device {device_id} cannot be terminated right now",
+            }
+            headers = {"content-type": "application/problem+json"}
+            if TimedASGITransport.after_refused_delete is not None:
+                await TimedASGITransport.after_refused_delete(device_id)
+            return httpx.Response(409, json=problem, headers=headers, request=request)
         label = request.url.params.get("label", "")
         if request.method == "GET" and label.startswith("pool="):
             pool = label[len("pool=") :]
