@@ -5,7 +5,9 @@ Methods return the provider's JSON (camelCase dicts) and raise the typed errors
 of `activities.errors`; turning those into Temporal failures is the activities'
 job. The API key is held as a `SecretStr` and only ever leaves the process in
 the `Authorization` header: not in `repr()`, `str()`, log records or exception
-messages.
+messages. Whatever the provider answers passes the worker's `Scrubber` (every
+secret the worker holds, `activities.secrets`) before it leaves the client:
+error details, transport error messages, an answer's free text (`_TEXT_FIELDS`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from devicepool.activities.errors import (
 )
 from devicepool.activities.metrics import Metrics
 from devicepool.activities.models import bounded_retry_after
+from devicepool.activities.secrets import REDACTED, Scrubber
 from devicepool.api.errors import ErrorType
 from devicepool.api.v1alpha1 import Platform
 
@@ -39,7 +42,10 @@ __all__ = ["MAX_BATCH_IDS", "BitCloudPhoneClient"]
 logger = logging.getLogger(__name__)
 
 MAX_BATCH_IDS = 100
-_REDACTED = "**********"
+# The free-text fields of the contract's answers (a device's `reason`, a
+# problem's `detail` and `title`, ...), where a provider may echo what it was
+# sent; scrubbed of the worker's secrets. Ids, statuses and labels are not.
+_TEXT_FIELDS = frozenset({"reason", "detail", "title", "message", "error", "errors"})
 # A `Retry-After` / `RateLimit-Reset` number above this (September 2001 as an epoch
 # timestamp; 31 years as a delta) is a point in time.
 _EPOCH_FROM = 1e9
@@ -105,9 +111,12 @@ class BitCloudPhoneClient:
         timeout: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
         metrics: Metrics | None = None,
+        scrubber: Scrubber | None = None,
     ) -> None:
         self._metrics = metrics
         self._api_key = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key)
+        # The worker's secrets (all accounts, all proxy pools), and this client's key in any case.
+        self._scrubber = (scrubber or Scrubber()).including(self._api_key)
         self.base_url = base_url.rstrip("/")
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
@@ -122,7 +131,7 @@ class BitCloudPhoneClient:
         )
 
     def __repr__(self) -> str:
-        return f"BitCloudPhoneClient(base_url={self.base_url!r}, api_key=SecretStr({_REDACTED!r}))"
+        return f"BitCloudPhoneClient(base_url={self.base_url!r}, api_key=SecretStr({REDACTED!r}))"
 
     __str__ = __repr__
 
@@ -284,23 +293,27 @@ class BitCloudPhoneClient:
             if response.status_code == 204 or not response.content:
                 return {}
             try:
-                return response.json()
+                answer = response.json()
             except ValueError:
                 raise ProviderError(
                     ErrorType.SERVER_ERROR,
                     response.status_code,
                     f"{method} {path}: answer is not JSON",
                 ) from None
+            if self._scrubber.may_hold(response.content):
+                answer = self._scrubber.scrub_fields(answer, _TEXT_FIELDS)
+            return answer
         error = self._error(response)
         logger.debug("provider answered %s %s: %s", method, path, error)
         raise error
 
     def _error(self, response: httpx.Response) -> ProviderError:
+        # Scrubbed whole, before anything is cut to length: a cut must not leave half a secret.
         body: Any
         try:
-            body = response.json()
+            body = self._scrubber.scrub_fields(response.json(), _TEXT_FIELDS)
         except ValueError:
-            body = response.text
+            body = self._scrub(response.text)
         error = error_from_response(
             response.status_code, body, retry_after=_parse_retry_after(response)
         )
@@ -310,8 +323,7 @@ class BitCloudPhoneClient:
         return error
 
     def _scrub(self, text: str) -> str:
-        secret = self._api_key.get_secret_value()
-        return text.replace(secret, _REDACTED) if secret else text
+        return self._scrubber.scrub(text)
 
 
 def _operation(method: str, path: str) -> str:

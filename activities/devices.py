@@ -4,7 +4,9 @@ The class owns one `BitCloudPhoneClient` per provider account (built once, close
 by `aclose()` at worker shutdown) and the proxy pools. Inputs and results name
 accounts and proxy pools only; keys and passwords are resolved here, in the
 worker, and never logged. Every provider failure leaves through
-`activities.errors.to_application_error`, so workflows see one vocabulary.
+`activities.errors.to_application_error`, so workflows see one vocabulary;
+every provider text has passed the worker's `Scrubber` (`activities.secrets`)
+in the client first.
 
 Provider calls run under `activities.heartbeats.heartbeating()`: workflows
 schedule them with `HEARTBEAT_TIMEOUT`, so an attempt lost with a killed worker
@@ -95,6 +97,7 @@ from devicepool.activities.models import (
 )
 from devicepool.activities.orphans import OrphanActivities
 from devicepool.activities.proxy import resolve_proxy
+from devicepool.activities.secrets import Scrubber
 from devicepool.api.errors import ErrorType
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
 
@@ -127,8 +130,13 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
         settings: PoolSettings | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         metrics: Metrics | None = None,
+        scrubber: Scrubber | None = None,
     ) -> None:
         self._settings = settings or PoolSettings()
+        # Every secret the worker holds (`scrubber`, built once from its config)
+        # and, in any case, those handed here: cleaned out of every provider text.
+        own = Scrubber.of(accounts=accounts.values(), proxy_pools=proxy_pools.values())
+        self._scrubber = own if scrubber is None else scrubber | own
         # A private registry unless the worker hands its own (the one it serves).
         self.metrics = metrics if metrics is not None else Metrics()
         self._proxy_pools = dict(proxy_pools)
@@ -142,6 +150,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
                 timeout=account.timeout_seconds,
                 transport=transport,
                 metrics=self.metrics,
+                scrubber=self._scrubber,
             )
             for name, account in accounts.items()
         }

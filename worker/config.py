@@ -70,6 +70,7 @@ import pydantic
 import yaml
 
 from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
+from devicepool.activities.secrets import Scrubber
 from devicepool.worker.config_file import (
     DEFAULT_MAX_CACHED_WORKFLOWS,
     DEFAULT_MAX_CONCURRENT_ACTIVITIES,
@@ -145,6 +146,10 @@ class WorkerConfig:
     source: str = field(default="<defaults>")
     # The per-account orphan sweep's grace (intervals.orphanGraceSeconds).
     orphan_grace_seconds: float = DEFAULT_ORPHAN_GRACE_SECONDS
+
+    def scrubber(self) -> Scrubber:
+        """Every secret this worker holds (API keys, proxy passwords), for its provider clients."""
+        return Scrubber.of(accounts=self.accounts.values(), proxy_pools=self.proxy_pools.values())
 
     def describe(self) -> dict[str, Any]:
         """A secret-free summary, for the start-up log line."""

@@ -87,6 +87,7 @@ async def run_worker(
         proxy_pools=config.proxy_pools,
         settings=config.settings,
         metrics=telemetry.metrics,
+        scrubber=config.scrubber(),
     )
     telemetry.metrics.orphan_accounts(config.accounts)
     workers = build_workers(

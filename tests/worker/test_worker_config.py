@@ -152,3 +152,24 @@ def test_invalid_yaml_is_one_line(tmp_path: Path) -> None:
         load_config(bad, env={})
     assert str(exc.value).startswith(f"{bad}: ")
     assert "\n" not in str(exc.value)
+
+
+def test_the_scrubber_holds_every_key_and_proxy_password_of_the_config() -> None:
+    config = build_config(
+        {
+            "accounts": {
+                "default": {"baseUrl": "http://127.0.0.1:8088", "apiKeyEnv": "K1"},
+                "growth": {"baseUrl": "http://127.0.0.1:8089", "apiKeyEnv": "K2"},
+            },
+            "proxyPools": {
+                "us": {"host": "gw.example", "port": 10000, "passwordEnv": "P1"},
+                "eu": {"host": "gw.example", "port": 10001, "passwordEnv": "P2"},
+                "open": {"host": "gw.example", "port": 10002},  # no password
+            },
+        },
+        env={"K1": KEY, "K2": "k-growth-0002", "P1": "proxy-us-pass", "P2": "proxy-eu-pass"},
+    )
+    scrubber = config.scrubber()
+    text = f"{KEY} k-growth-0002 proxy-us-pass proxy-eu-pass gw.example"
+    assert scrubber.scrub(text) == "********** ********** ********** ********** gw.example"
+    assert KEY not in repr(scrubber)
