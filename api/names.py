@@ -107,8 +107,16 @@ SIGNAL_BATCH_DONE = "batch_done"
 SIGNAL_WITHDRAW_SLOTS = "withdraw_slots"
 # ...and as soon as its creates are done (slot -> device), before waiting for boots.
 SIGNAL_BATCH_CREATED = "batch_created"
-# Label carrying the provisioning slot a device was created for.
+# Label carrying the provisioning slot a device was created for (`slot_label`).
 LABEL_SLOT = "devicepool-slot"
+
+
+def slot_label(slot: int, incarnation: str = "") -> str:
+    """`<incarnation>-<slot>`: a pool applied again under the same name (a new
+    incarnation) adopts the devices an earlier one left, and must not take their
+    slot numbers for its own creates in flight."""
+    return f"{incarnation}-{slot}" if incarnation else str(slot)
+
 
 # The health child of a pool, and the signals between them.
 WORKFLOW_POOL_HEALTH = "PoolHealth"

@@ -126,10 +126,10 @@ def batch_input(
     replacement: bool,
 ) -> ProvisionBatchInput:
     """What a batch needs to create `slots` under `generation`'s keys (names only, no secrets)."""
-    proxy, info = spec.proxy, workflow.info()
+    proxy = spec.proxy
     return ProvisionBatchInput(
         pool=pool,
-        parent_workflow_id=info.workflow_id,
+        parent_workflow_id=workflow.info().workflow_id,
         replacement=replacement,
         account=spec.provider_credential_ref,
         platform=spec.platform,
@@ -139,12 +139,16 @@ def batch_input(
         sticky_ttl=proxy.sticky_ttl if proxy else 0,
         generation=generation,
         slots=slots,
-        # Constant across continue-as-new; new when the pool is deleted and
-        # applied again under the same name.
-        incarnation=info.first_execution_run_id[-12:],
+        incarnation=incarnation(),
         startup_timeout_seconds=settings.startup_timeout_seconds,
         poll_seconds=min(5.0, settings.resync_seconds),
     )
+
+
+def incarnation() -> str:
+    """This pool's incarnation: constant across continue-as-new, new when the pool
+    is deleted (or terminated) and applied again under the same name."""
+    return workflow.info().first_execution_run_id[-12:]
 
 
 async def check_batches(book: SlotBook, *, pool: str, every: timedelta) -> None:

@@ -582,7 +582,9 @@ class DevicePoolWorkflow(PoolMessages):
         return HealthConfig(max_unhealthy=self._spec.max_unhealthy, replicas=self._spec.replicas)
 
     def _observed_slots(self) -> set[str]:
-        return observed_slots((d.labels for d in self._devices), names.LABEL_SLOT)
+        return observed_slots(
+            (d.labels for d in self._devices), names.LABEL_SLOT, children.incarnation()
+        )
 
     @property
     def settings(self) -> am.PoolSettings:

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows import events as ev
     from devicepool.workflows import patches, pool_events, spec_changes
     from devicepool.workflows import status as st
+    from devicepool.workflows.children import incarnation
     from devicepool.workflows.messages import (
         Accepted,
         ApplyRequest,
@@ -132,13 +133,28 @@ class PoolMessages:
 
     @workflow.signal(name=names.SIGNAL_BATCH_CREATED)
     def batch_created(self, report: BatchReport) -> None:
-        self.s.slots.inbox.created.append(report)
-        self._dirty = True
+        if self._ours(report):
+            self.s.slots.inbox.created.append(report)
+            self._dirty = True
 
     @workflow.signal(name=names.SIGNAL_BATCH_DONE)
     def batch_done(self, report: BatchReport) -> None:
-        self.s.slots.inbox.done.append(report)
-        self._dirty = True
+        if self._ours(report):
+            self.s.slots.inbox.done.append(report)
+            self._dirty = True
+
+    def _ours(self, report: BatchReport) -> bool:
+        """A batch of an earlier pool of this name (terminated by hand, applied again)
+        reports to this one's workflow id: its slots, failures and devices are not ours
+        (its devices are adopted through the listing)."""
+        if report.incarnation in ("", incarnation()):
+            return True
+        workflow.logger.info(
+            "pool %s: report of %s, a batch of an earlier pool of this name, ignored",
+            self._name,
+            report.workflow_id,
+        )
+        return False
 
     @workflow.signal(name=names.SIGNAL_HEALTH_REPORT)
     def health_report(self, report: HealthReport) -> None:

@@ -79,6 +79,7 @@ with workflow.unsafe.imports_passed_through():
         account_task_queue,
         create_idempotency_key,
         ledger_workflow_id,
+        slot_label,
     )
     from devicepool.workflows.cancellation import raise_if_cancelled
     from devicepool.workflows.ledger import PermitGrant, PermitRequest, PermitsUsed
@@ -116,7 +117,11 @@ class ProvisionBatchWorkflow:
 
     @workflow.run
     async def run(self, input: ProvisionBatchInput) -> BatchReport:
-        report = BatchReport(workflow_id=workflow.info().workflow_id, slots=list(input.slots))
+        report = BatchReport(
+            workflow_id=workflow.info().workflow_id,
+            slots=list(input.slots),
+            incarnation=input.incarnation,
+        )
         self._report = report
         try:
             await self._create_all(input, report)
@@ -340,7 +345,7 @@ class ProvisionBatchWorkflow:
                     ),
                     proxy_pool=input.proxy_pool,
                     sticky_ttl=input.sticky_ttl,
-                    extra_labels={LABEL_SLOT: str(slot)},
+                    extra_labels={LABEL_SLOT: slot_label(slot, input.incarnation)},
                 ),
                 task_queue=account_task_queue(input.account),
                 # Twice the provider client's own timeout: an attempt lost with

@@ -77,6 +77,9 @@ class BatchReport(CamelModel):
     cancelled: bool = False
     # slots dropped before they held a permit (the pool needs fewer devices)
     withdrawn: list[int] = Field(default_factory=list)
+    # the pool incarnation that started the batch: a pool terminated by hand and
+    # applied again (same workflow id) ignores what an earlier one's batches say
+    incarnation: str = ""
 
 
 class WithdrawSlots(CamelModel):
@@ -266,9 +269,15 @@ class SlotBook(CamelModel):
         ]
 
 
-def observed_slots(labels: Iterable[dict[str, str]], key: str) -> set[str]:
-    """The slot labels of the devices a listing returned."""
-    return {slot for slot in (lab.get(key) for lab in labels) if slot is not None}
+def observed_slots(labels: Iterable[dict[str, str]], key: str, incarnation: str = "") -> set[str]:
+    """The slots (as strings) of the devices a listing returned that this incarnation created.
+
+    Slot labels are `<incarnation>-<slot>` (`api.names.slot_label`): a device an
+    earlier incarnation of the pool left (adopted) shows no slot of this one.
+    """
+    prefix = f"{incarnation}-" if incarnation else ""
+    values = (lab.get(key) for lab in labels)
+    return {v.removeprefix(prefix) for v in values if v is not None and v.startswith(prefix)}
 
 
 class Observations:

@@ -299,7 +299,7 @@ async def test_a_create_that_gave_up_is_planned_again_under_the_same_key(
         TimedASGITransport.creates_partitioned = False
     await eventually(ready_count(pool_name, 1, control), what="1 ready device", timeout=20)
     (device,) = await pool_devices(control, pool_name)
-    assert device["labels"][LABEL_SLOT] == "0"
+    assert device["labels"][LABEL_SLOT].endswith("-0")  # <incarnation>-<slot>
     own = await pool_counts(control, pool_name)
     assert own["created"] - before["created"] == 1
     provider = await condition(handle, "ProviderAvailable")
