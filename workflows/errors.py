@@ -13,3 +13,13 @@ def error_type(err: ActivityError) -> str | None:
 def error_message(err: ActivityError) -> str:
     cause = err.cause
     return cause.message if isinstance(cause, ApplicationError) else str(err)
+
+
+def condition_reason(error: str | None) -> str:
+    """An error type as a condition reason: `unknown_account` → `UnknownAccount`."""
+    return "".join(part.title() for part in (error or "provider_error").split("_"))
+
+
+def problem(err: ActivityError) -> str:
+    """`Reason: message` of an activity failure, as conditions and events say it."""
+    return f"{condition_reason(error_type(err))}: {error_message(err)}"

@@ -55,7 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows import pool_activities as calls
     from devicepool.workflows import status as st
     from devicepool.workflows.cancellation import raise_if_cancelled
-    from devicepool.workflows.errors import error_message
+    from devicepool.workflows.errors import error_message, problem
     from devicepool.workflows.messages import (
         HealthConfig,
         PoolInput,
@@ -87,6 +87,7 @@ class DevicePoolWorkflow(PoolMessages):
         self._observations = Observations()
         self._watch_number = 0
         self._observe_failed = False
+        self._observe_problem: str | None = None
         self._refs_problems: list[str] | None = None
         self._health_started = False
         self._health_told = self._health_config()
@@ -196,8 +197,13 @@ class DevicePoolWorkflow(PoolMessages):
             # Keep the last observation; never create or terminate on a guess.
             workflow.logger.warning("pool %s: cannot list devices: %s", self._name, err)
             self._observe_failed = True
+            if self._observe_problem != problem(err):
+                self._happened(pool_events.Happened("ListFailed", problem(err), warning=True))
+            self._observe_problem = problem(err)
             return
-        self._observe_failed = False
+        if self._observe_problem:
+            self._happened(pool_events.Happened("Listed", "the pool's devices are listed again"))
+        self._observe_failed, self._observe_problem = False, None
         if self._observations.accept(number):
             self._take_listing(devices)
 
@@ -407,6 +413,7 @@ class DevicePoolWorkflow(PoolMessages):
             backoff=self.s.backoff,
             health=self.s.health,
             now=workflow.now(),
+            observe_problem=self._observe_problem,
         )
         self.s.status = st.published(self.s.status, view)
         self._show()

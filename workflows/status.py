@@ -71,6 +71,9 @@ class PoolView:
     backoff: Backoff
     health: HealthReport | None
     now: datetime
+    # `Reason: message` while the pool's devices cannot be listed: the status
+    # shows the last listing, and says that it is not current.
+    observe_problem: str | None = None
 
 
 # ---------------------------------------------------------------- conditions
@@ -111,6 +114,13 @@ def ready_condition(view: PoolView) -> ConditionUpdate:
             "UnknownAccount" if account else "UnknownProxyPool",
             "; ".join(view.refs_problems) + " — provisioning stopped",
         )
+    if view.observe_problem:
+        return ConditionUpdate(
+            ConditionType.READY,
+            ConditionStatus.UNKNOWN,
+            "NotObserved",
+            "the pool's devices cannot be listed; the counts are from the last listing",
+        )
     serving = _serving(view.plan)
     if serving >= view.spec.replicas:
         return ConditionUpdate(ConditionType.READY, TRUE, "Converged")
@@ -135,6 +145,14 @@ def progressing_condition(view: PoolView) -> ConditionUpdate:
 
 
 def provider_condition(view: PoolView) -> ConditionUpdate:
+    if view.observe_problem:
+        reason, _, message = view.observe_problem.partition(": ")
+        return ConditionUpdate(
+            ConditionType.PROVIDER_AVAILABLE,
+            FALSE,
+            reason,
+            f"cannot list the pool's devices: {message}",
+        )
     backoff = view.backoff
     if not backoff.problem:
         return ConditionUpdate(ConditionType.PROVIDER_AVAILABLE, TRUE, "Available")
@@ -175,7 +193,7 @@ def phase_of(view: PoolView) -> Phase:
     counts, replicas = view.plan.counts, view.spec.replicas
     serving = _serving(view.plan)
     paused = view.health is not None and view.health.paused
-    if view.refs_problems or view.backoff.problem:
+    if view.refs_problems or view.backoff.problem or view.observe_problem:
         return Phase.DEGRADED
     if counts["offline"] or counts["failed"] or paused:
         return Phase.DEGRADED
@@ -213,7 +231,8 @@ def published(status: DevicePoolStatus, view: PoolView) -> DevicePoolStatus:
             "provisioning_devices": counts["provisioning"],
             "offline_devices": counts["offline"],
             "pending_devices": _pending(view),
-            "last_reconciled": view.now,
+            # Reconciled means observed: not while the devices cannot be listed.
+            "last_reconciled": status.last_reconciled if view.observe_problem else view.now,
             "observed_generation": view.generation,
             "device_ids": view.device_ids,
         }

@@ -200,3 +200,46 @@ async def test_describe_shows_what_happened_to_the_pool(
         assert all(e["time"] for e in events)
     finally:
         await handle.cancel()
+
+
+async def test_a_pool_that_cannot_list_its_devices_does_not_say_ready(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    """Issue 23 #4: the key revoked (listings answer 401), the pool keeps its last
+    listing for planning but says it cannot see: ProviderAvailable=False
+    (Unauthenticated), Ready=Unknown, lastReconciled not advanced; nothing rented."""
+    handle = await start_pool(env.client, pool_name, 2)
+
+    async def converged() -> dict[str, Any] | None:
+        ready = await condition(handle, "Ready")
+        return ready if ready and ready["status"] == "True" else None
+
+    await eventually(converged, what="Ready=True")
+    created = len(await pool_devices(control, pool_name))
+    last = (await handle.query("status"))["lastReconciled"]
+    TimedASGITransport.unauthenticated_lists.add(pool_name)
+    # A change at the provider, which the pool can no longer see.
+    device = (await pool_devices(control, pool_name))[0]["id"]
+    (await control.post(f"/_emulator/devices/{device}/offline")).raise_for_status()
+
+    async def blind() -> dict[str, Any] | None:
+        provider = await condition(handle, "ProviderAvailable")
+        return provider if provider and provider["status"] == "False" else None
+
+    provider = await eventually(blind, what="ProviderAvailable=False", timeout=20)
+    assert provider["reason"] == "Unauthenticated", provider
+    await asyncio.sleep(1)  # a few more passes
+    status = await handle.query("status")
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "Unknown", status
+    assert status["phase"] != "Ready", status
+    assert status["lastReconciled"] <= last or status["lastReconciled"] == last, status
+    assert len(status["deviceIds"]) == 2, status  # the last listing, kept
+
+    TimedASGITransport.unauthenticated_lists.discard(pool_name)
+    (await control.post(f"/_emulator/devices/{device}/online")).raise_for_status()
+    await eventually(converged, what="Ready=True again", timeout=20)
+    provider = await condition(handle, "ProviderAvailable")
+    assert provider is not None and provider["status"] == "True", provider
+    assert len(await pool_devices(control, pool_name)) == created  # nothing rented on a guess
+    await handle.cancel()

@@ -156,6 +156,8 @@ class TimedASGITransport(httpx.ASGITransport):
     # Test switch: device id -> how many of its DELETEs are refused with 409
     # invalid_state before one reaches the provider.
     refuse_deletes: ClassVar[dict[str, int]] = {}
+    # Test switch: pools whose listings are refused with 401 (a revoked or rotated key).
+    unauthenticated_lists: ClassVar[set[str]] = set()
     # ...and what happens at the provider right after such a refusal (a session starts).
     after_refused_delete: ClassVar[Callable[[str], Awaitable[Any]] | None] = None
 
@@ -176,6 +178,7 @@ class TimedASGITransport(httpx.ASGITransport):
         cls.delete_gate = None
         cls.refuse_deletes.clear()
         cls.after_refused_delete = None
+        cls.unauthenticated_lists.clear()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self._handle(request)
@@ -211,6 +214,16 @@ class TimedASGITransport(httpx.ASGITransport):
         label = request.url.params.get("label", "")
         if request.method == "GET" and label.startswith("pool="):
             pool = label[len("pool=") :]
+            if pool in TimedASGITransport.unauthenticated_lists:
+                problem = {
+                    "type": "about:blank",
+                    "title": "Unauthorized",
+                    "status": 401,
+                    "code": "unauthenticated",
+                    "detail": "the API key is not valid",
+                }
+                headers = {"content-type": "application/problem+json"}
+                return httpx.Response(401, json=problem, headers=headers, request=request)
             response = await super().handle_async_request(request)
             await response.aread()
             TimedASGITransport.lists[pool] += 1
