@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from devicepool.api.problems import ManifestError
+from devicepool.api.problems import ManifestError, one_line, show_value
 
 __all__ = ["parse_documents", "read_text"]
 
@@ -37,8 +37,9 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
         except TypeError:  # an unhashable key; SafeLoader reports it itself
             continue
         if duplicate:
+            shown = show_value(key) if isinstance(key, str) else repr(key)
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
+                None, None, f"duplicate key {shown}", key_node.start_mark
             )
     return loader.construct_mapping(node, deep=deep)
 
@@ -93,22 +94,29 @@ def parse_documents(text: str, *, source: str) -> list[Any]:
         documents = list(yaml.load_all(text, Loader=_Loader))
     except yaml.MarkedYAMLError as exc:
         if json_error is not None:
-            raise ManifestError(
-                [f"{source}: line {json_error.lineno}, column {json_error.colno}: {json_error.msg}"]
-            ) from None
+            where = f"line {json_error.lineno}, column {json_error.colno}: "
+            raise ManifestError([_problem(source, where, json_error.msg)]) from None
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise ManifestError([f"{source}: {where}{exc.problem or exc.context}"]) from None
+        raise ManifestError([_problem(source, where, f"{exc.problem or exc.context}")]) from None
     except yaml.reader.ReaderError as exc:
-        line = text.count("\n", 0, exc.position) + 1
-        column = exc.position - text.rfind("\n", 0, exc.position)
         character = chr(exc.character) if isinstance(exc.character, int) else exc.character
-        raise ManifestError(
-            [f"{source}: line {line}, column {column}: {exc.reason}: {character!r}"]
-        ) from None
+        where = _line_column(text, exc.position)
+        raise ManifestError([_problem(source, where, f"{exc.reason}: {character!r}")]) from None
     except yaml.YAMLError as exc:
-        raise ManifestError([f"{source}: {' '.join(str(exc).split())}"]) from None
+        raise ManifestError([_problem(source, "", " ".join(str(exc).split()))]) from None
     return [doc for doc in documents if doc is not None]
+
+
+def _problem(source: str, where: str, problem: str) -> str:
+    """The problem line: the parser's words can quote a 5,000-character tag or alias."""
+    return f"{source}: {one_line(where + problem)}"
+
+
+def _line_column(text: str, position: int) -> str:
+    line = text.count("\n", 0, position) + 1
+    column = position - text.rfind("\n", 0, position)
+    return f"line {line}, column {column}: "
 
 
 def _too_long_in_json(text: str, *, source: str) -> str:
@@ -117,6 +125,4 @@ def _too_long_in_json(text: str, *, source: str) -> str:
     found = re.search(rf"\d{{{limit + 1},}}", text)
     if found is None:
         return f"{source}: a number is too long"
-    line = text.count("\n", 0, found.start()) + 1
-    column = found.start() - text.rfind("\n", 0, found.start())
-    return f"{source}: line {line}, column {column}: {_too_long(len(found.group()))}"
+    return _problem(source, _line_column(text, found.start()), _too_long(len(found.group())))

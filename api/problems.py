@@ -9,18 +9,23 @@ dotted, `[i]` for list items), after its source and document::
 shown as the user would have written them in YAML (`null`, `true`, `'ios'`).
 A long string (a value or a key) is shown by its first characters and `…`, with
 its length: a 5,000-character value must not make a 5,000-character line.
+Characters that do not print (a line break in a key, `\x00`) are shown as
+escapes and count as what they take to show, and what follows the source is
+cut at `MAX_LINE` characters whatever it holds: every problem is one short line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = [
+    "MAX_LINE",
     "MAX_SHOWN",
     "Loc",
     "ManifestError",
     "loc_path",
+    "one_line",
     "problem_line",
     "shorten",
     "show_value",
@@ -31,6 +36,9 @@ Loc = tuple[int | str, ...]
 
 # The most characters of one string (a value, a key) a problem line quotes.
 MAX_SHOWN = 60
+
+# The most characters of a problem line after its source (`pools.yaml[1]: `).
+MAX_LINE = 200
 
 
 class ManifestError(ValueError):
@@ -48,7 +56,13 @@ class ManifestError(ValueError):
 def problem_line(prefix: str, loc: Loc, rule: str) -> str:
     """`{prefix}{field.path}: {rule}`, or `{prefix}{rule}` for the document itself."""
     path = loc_path(loc)
-    return f"{prefix}{path}: {rule}" if path else f"{prefix}{rule}"
+    # Every part is short already; one_line holds the bound when several long ones meet.
+    return prefix + one_line(f"{path}: {rule}" if path else rule)
+
+
+def one_line(text: str) -> str:
+    """`text` with what does not print escaped, cut at `MAX_LINE` characters."""
+    return shorten(_escaped(text), MAX_LINE)
 
 
 def loc_path(loc: Loc) -> str:
@@ -58,7 +72,7 @@ def loc_path(loc: Loc) -> str:
         if isinstance(segment, int):
             out += f"[{segment}]"
         else:
-            segment = shorten(segment)
+            segment = _shown_key(segment)
             out += f".{segment}" if out else segment
     return out
 
@@ -80,11 +94,34 @@ def show_value(value: Any) -> str:
             return f"{shorten(shown)} ({len(shown)} digits)"
         return shown
     if isinstance(value, str):
-        if len(value) > MAX_SHOWN:
-            return f"{shorten(value)!r} ({len(value)} characters)"
-        return repr(value)
+        # Quotes included; a character that does not print takes its escape's length.
+        if len(shown := repr(value)) <= MAX_SHOWN + 2:
+            return shown
+        return f"{_fitting(value, MAX_SHOWN + 2, repr)!r} ({len(value)} characters)"
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list | tuple):
         return "a list"
     return type(value).__name__
+
+
+def _shown_key(key: str) -> str:
+    """A key as a path segment: unquoted, escaped where it does not print, short."""
+    if len(shown := _escaped(key)) <= MAX_SHOWN:
+        return shown
+    return _escaped(_fitting(key, MAX_SHOWN, _escaped))
+
+
+def _fitting(text: str, limit: int, show: Callable[[str], str]) -> str:
+    """The longest start of `text`, plus `…`, that `show` shows in at most `limit` characters."""
+    keep = min(len(text), limit - 1)
+    while keep > 0 and len(show(f"{text[:keep]}…")) > limit:
+        keep -= 1
+    return f"{text[:keep]}…"
+
+
+def _escaped(text: str) -> str:
+    """`text` with the characters that do not print (line breaks among them) escaped."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -47,7 +47,7 @@ def _dns_label(value: str) -> str:
     if not _DNS_LABEL.match(value):
         raise ValueError(
             f"must be a DNS-1123 label (lowercase letters, digits and '-', "
-            f"starting and ending with a letter or digit), got {value!r}"
+            f"starting and ending with a letter or digit), got {show_value(value)}"
         )
     return value
 

@@ -3,6 +3,7 @@ input is refused with one line that names the field and the rule."""
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import pickle
@@ -12,7 +13,7 @@ from typing import Any
 import pydantic
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from devicepool.api import (
@@ -658,3 +659,101 @@ def test_a_number_too_long_for_python_is_a_manifest_error(json_text: bool) -> No
     message = only_problem(text)
     assert message.startswith("pools.yaml: line "), message
     assert message.endswith("a number of 5000 digits is too long"), message
+
+
+# --- every problem is one short line ----------------------------------------------
+
+# What a problem may say after its source (`pools.yaml: `).
+LINE_BOUND = 200
+
+
+def _assert_short_lines(text: str) -> None:
+    for problem in _problems_if_any(text):
+        assert problem.startswith("pools.yaml"), problem
+        said = problem.split(": ", 1)[1]
+        assert len(said) <= LINE_BOUND, (len(said), problem[:400])
+        assert problem.splitlines() == [problem], problem[:400]
+
+
+_TEXT = (
+    st.text(max_size=20)
+    | st.text(min_size=50, max_size=300)
+    | st.text(st.characters(codec="utf-8"), max_size=100)
+    | st.text(st.characters(categories=["Cc", "Zl", "Zp", "Co", "Cn"]), min_size=1, max_size=80)
+)
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | _TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@st.composite
+def _mutated_manifest(draw: st.DrawFn) -> str:
+    """FULL with a few keys renamed, values replaced, fields added or removed, as JSON or YAML."""
+    document = copy.deepcopy(FULL)
+    for _ in range(draw(st.integers(1, 4))):
+        paths = _field_paths(document)
+        if not paths:
+            break
+        path = draw(st.sampled_from(paths))
+        parent = document
+        for segment in path[:-1]:
+            parent = parent[segment]
+        how = draw(st.sampled_from(["value", "key", "add", "remove"]))
+        if how == "value":
+            parent[path[-1]] = draw(_VALUES)
+        elif how == "key":
+            parent[draw(_TEXT)] = parent.pop(path[-1])
+        elif how == "add":
+            parent[draw(_TEXT)] = draw(_VALUES)
+        else:
+            del parent[path[-1]]
+    form = draw(st.sampled_from(["json", "yaml", "yaml-unicode"]))
+    if form == "json":
+        return json.dumps(document)
+    return yaml.safe_dump(document, allow_unicode=form == "yaml-unicode")
+
+
+@st.composite
+def _mangled_article(draw: st.DrawFn) -> str:
+    """The article's text with a few characters replaced by random text (syntax errors)."""
+    start = draw(st.integers(0, len(ARTICLE)))
+    end = draw(st.integers(start, min(len(ARTICLE), start + 20)))
+    return ARTICLE[:start] + draw(_TEXT) + ARTICLE[end:]
+
+
+def _json_with(path: tuple[str, ...], *, value: Any = None, key: str | None = None) -> str:
+    return json.dumps(_with(path, value=value, key=key))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_mutated_manifest() | _mangled_article())
+# Found by the mutation fuzz: escapes make a 60-character value hundreds of
+# characters long, and a key holding a line break broke the line in two.
+@example(_json_with(("spec", "platform"), value="\x00" * 60))
+@example(_json_with(("spec", "maxUnhealthy"), value="\U000e0001" * 60))
+@example(_json_with(("kind",), value="\x85" * 40))
+@example(_json_with(("metadata", "name"), value="\U000e0001" * 63))
+@example(_json_with(("spec", "region"), key="region\nfoo"))
+@example(_json_with(("spec", "replicas"), key="\u2028"))
+@example(_json_with(("metadata", "labels", "team"), key="\r" * 70))
+@example(_json_with(("metadata", "labels", "team"), key="\x00" * 59 + "a"))
+@example(_json_with(("status",), value={"k" * 60: 1}))
+def test_a_mutated_manifest_gets_one_short_line_per_problem(text: str) -> None:
+    _assert_short_lines(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"{'k' * 1000}: 1\n{'k' * 1000}: 2\n",  # duplicate key
+        "a: *" + "x" * 5000 + "\n",  # undefined alias
+        "a: !" + "x" * 5000 + " 1\n",  # unknown tag
+        "a: !<" + "x" * 5000 + "> 1\n",
+    ],
+    ids=["duplicate-key", "alias", "tag", "verbatim-tag"],
+)
+def test_a_long_yaml_token_is_shortened_in_its_syntax_error(text: str) -> None:
+    _assert_short_lines(text)
+    assert _problems_if_any(text)
