@@ -12,11 +12,14 @@ error details, transport error messages, an answer's free text (`_TEXT_FIELDS`).
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
+import json as jsonlib
 import logging
 import math
 import time
 from collections.abc import Generator
+from dataclasses import dataclass
 from datetime import UTC
 from types import TracebackType
 from typing import Any, Self
@@ -37,11 +40,32 @@ from devicepool.activities.secrets import REDACTED, Scrubber
 from devicepool.api.errors import ErrorType
 from devicepool.api.v1alpha1 import Platform
 
-__all__ = ["MAX_BATCH_IDS", "BitCloudPhoneClient"]
+__all__ = [
+    "MAX_BATCH_IDS",
+    "MAX_BODY_BYTES",
+    "MAX_LIST_BYTES",
+    "MAX_LIST_ITEMS",
+    "MAX_LIST_PAGES",
+    "MAX_LIST_SECONDS",
+    "BitCloudPhoneClient",
+]
 
 logger = logging.getLogger(__name__)
 
 MAX_BATCH_IDS = 100
+# What one answer, and one listing across its pages, may cost at most. A pool
+# has at most 500 devices (pages of 100, about 1 KiB a device): far below
+# these. A provider that answers a fresh `nextPageToken` for ever, or a body
+# without end, gets a `SERVER_ERROR` naming the limit instead of the worker's
+# memory. A body is read in chunks and refused once over its limit (on its
+# Content-Length, before any of it is read), never held whole.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+# Of an error answer only this much is read: its detail is cut to 500 characters anyway.
+MAX_ERROR_BODY_BYTES = 64 * 1024
+MAX_LIST_PAGES = 200
+MAX_LIST_ITEMS = 20_000
+MAX_LIST_BYTES = 32 * 1024 * 1024
+MAX_LIST_SECONDS = 60.0
 # The free-text fields of the contract's answers (a device's `reason`, a
 # problem's `detail` and `title`, ...), where a provider may echo what it was
 # sent; scrubbed of the worker's secrets. Ids, statuses and labels are not.
@@ -189,33 +213,73 @@ class BitCloudPhoneClient:
         statuses: list[str] | None = None,
         page_size: int = 100,
     ) -> list[dict[str, Any]]:
-        """Every device matching all `labels` (and one of `statuses`), across all pages."""
+        """Every device matching all `labels` (and one of `statuses`), across all pages.
+
+        Bounded: at most `MAX_LIST_PAGES` pages, `MAX_LIST_ITEMS` devices,
+        `MAX_LIST_BYTES` of answers and `MAX_LIST_SECONDS`; past any of them a
+        `ProviderError` (SERVER_ERROR) names the limit.
+        """
         params: list[tuple[str, Any]] = [("label", f"{k}={v}") for k, v in labels.items()]
         for status in statuses or ():
             params.append(("status", status))
         params.append(("page_size", page_size))
         devices: list[dict[str, Any]] = []
-        token: str | None = None
-        seen_tokens: set[str] = set()
-        while True:
-            page_params = list(params)
-            if token:
-                page_params.append(("page_token", token))
-            page = await self._request("GET", "/api/v1/devices", params=page_params)
-            devices.extend(page.get("items") or [])
-            token = page.get("nextPageToken") or None
-            if not token:
-                break
-            if token in seen_tokens:
-                raise ProviderError(
-                    ErrorType.SERVER_ERROR, None, "provider repeated a page token while listing"
-                )
-            seen_tokens.add(token)
+        deadline = asyncio.timeout(MAX_LIST_SECONDS)
+        try:
+            async with deadline:
+                await self._list_pages(params, devices)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            raise _listing_stopped(
+                f"still listing after {MAX_LIST_SECONDS:g}s (MAX_LIST_SECONDS), "
+                f"{len(devices)} devices so far"
+            ) from None
         if statuses:
             # Belt and braces: the result must honour the filter whatever the server did.
             wanted = set(statuses)
             devices = [d for d in devices if d.get("status") in wanted]
         return devices
+
+    async def _list_pages(
+        self, params: list[tuple[str, Any]], devices: list[dict[str, Any]]
+    ) -> None:
+        """Follow `nextPageToken` to the end, appending to `devices`, within the limits."""
+        token: str | None = None
+        seen_tokens: set[str] = set()
+        size = 0
+        for page_number in range(1, MAX_LIST_PAGES + 1):
+            page_params = list(params)
+            if token:
+                page_params.append(("page_token", token))
+            left = MAX_LIST_BYTES - size
+            page = await self._exchange(
+                "GET",
+                "/api/v1/devices",
+                params=page_params,
+                max_bytes=min(MAX_BODY_BYTES, left),
+                limit="MAX_BODY_BYTES"
+                if left > MAX_BODY_BYTES
+                else f"MAX_LIST_BYTES, {MAX_LIST_BYTES} for one listing",
+            )
+            size += page.size
+            devices.extend(page.data.get("items") or [])
+            if len(devices) > MAX_LIST_ITEMS:
+                raise _listing_stopped(
+                    f"more than {MAX_LIST_ITEMS} devices (MAX_LIST_ITEMS) after {page_number} pages"
+                )
+            token = page.data.get("nextPageToken") or None
+            if not token:
+                return
+            if token in seen_tokens:
+                raise ProviderError(
+                    ErrorType.SERVER_ERROR, None, "provider repeated a page token while listing"
+                )
+            seen_tokens.add(token)
+        raise _listing_stopped(
+            f"still a nextPageToken after {MAX_LIST_PAGES} pages (MAX_LIST_PAGES), "
+            f"{len(devices)} devices so far"
+        )
 
     async def get_device(self, device_id: str) -> dict[str, Any]:
         return dict(await self._request("GET", f"/api/v1/devices/{_path(device_id)}"))
@@ -255,12 +319,36 @@ class BitCloudPhoneClient:
         params: list[tuple[str, Any]] | None = None,
         headers: dict[str, str] | None = None,
     ) -> Any:
+        answer = await self._exchange(method, path, json=json, params=params, headers=headers)
+        return answer.data
+
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: list[tuple[str, Any]] | None = None,
+        headers: dict[str, str] | None = None,
+        max_bytes: int = MAX_BODY_BYTES,
+        limit: str = "MAX_BODY_BYTES",
+    ) -> _Answer:
+        """One call: the decoded answer and its size, or a `ProviderError` (counted)."""
         operation = _operation(method, path)
+        send = self._send(
+            method,
+            path,
+            json=json,
+            params=params,
+            headers=headers,
+            max_bytes=max_bytes,
+            limit=limit,
+        )
         if self._metrics is None:
-            return await self._send(method, path, json=json, params=params, headers=headers)
+            return await send
         self._metrics.api_call(operation)
         try:
-            return await self._send(method, path, json=json, params=params, headers=headers)
+            return await send
         except ProviderError as exc:
             # The one place every provider failure passes: count it by its type.
             self._metrics.api_error(exc.error_type)
@@ -271,14 +359,20 @@ class BitCloudPhoneClient:
         method: str,
         path: str,
         *,
-        json: Any = None,
-        params: list[tuple[str, Any]] | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> Any:
+        json: Any,
+        params: list[tuple[str, Any]] | None,
+        headers: dict[str, str] | None,
+        max_bytes: int,
+        limit: str,
+    ) -> _Answer:
         try:
-            response = await self._http.request(
+            async with self._http.stream(
                 method, path, json=json, params=params, headers=headers
-            )
+            ) as response:
+                if response.is_success:
+                    body = await _read_at_most(response, max_bytes)
+                else:
+                    body = await _read_at_most(response, MAX_ERROR_BODY_BYTES, cut=True)
         except httpx.TimeoutException as exc:
             raise TransportTimeoutError(
                 ErrorType.TIMEOUT, None, self._scrub(f"{method} {path}: {type(exc).__name__}")
@@ -290,30 +384,36 @@ class BitCloudPhoneClient:
                 self._scrub(f"{method} {path}: {type(exc).__name__}: {exc}"),
             ) from None
         if response.is_success:
-            if response.status_code == 204 or not response.content:
-                return {}
+            if body is None:
+                raise ProviderError(
+                    ErrorType.SERVER_ERROR,
+                    response.status_code,
+                    f"{method} {path}: answer over {max_bytes} bytes refused ({limit})",
+                )
+            if response.status_code == 204 or not body:
+                return _Answer({}, len(body))
             try:
-                answer = response.json()
+                answer = jsonlib.loads(body)
             except ValueError:
                 raise ProviderError(
                     ErrorType.SERVER_ERROR,
                     response.status_code,
                     f"{method} {path}: answer is not JSON",
                 ) from None
-            if self._scrubber.may_hold(response.content):
+            if self._scrubber.may_hold(body):
                 answer = self._scrubber.scrub_fields(answer, _TEXT_FIELDS)
-            return answer
-        error = self._error(response)
+            return _Answer(answer, len(body))
+        error = self._error(response, body or b"")
         logger.debug("provider answered %s %s: %s", method, path, error)
         raise error
 
-    def _error(self, response: httpx.Response) -> ProviderError:
+    def _error(self, response: httpx.Response, raw: bytes) -> ProviderError:
         # Scrubbed whole, before anything is cut to length: a cut must not leave half a secret.
         body: Any
         try:
-            body = self._scrubber.scrub_fields(response.json(), _TEXT_FIELDS)
+            body = self._scrubber.scrub_fields(jsonlib.loads(raw), _TEXT_FIELDS)
         except ValueError:
-            body = self._scrub(response.text)
+            body = self._scrub(_text(response, raw))
         error = error_from_response(
             response.status_code, body, retry_after=_parse_retry_after(response)
         )
@@ -324,6 +424,47 @@ class BitCloudPhoneClient:
 
     def _scrub(self, text: str) -> str:
         return self._scrubber.scrub(text)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    data: Any  # the decoded JSON ({} for an empty body)
+    size: int  # bytes of the body, as decoded from its transfer encoding
+
+
+async def _read_at_most(
+    response: httpx.Response, max_bytes: int, *, cut: bool = False
+) -> bytes | None:
+    """The body, read in chunks, if it is at most `max_bytes`; else None (or, `cut`, its start).
+
+    Never holds more than `max_bytes` (and one chunk): an answer declaring more
+    in its Content-Length is not read at all.
+    """
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes and not cut:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > max_bytes:
+            if not cut:
+                return None
+            chunks.append(chunk[: len(chunk) - (size - max_bytes)])
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _listing_stopped(why: str) -> ProviderError:
+    return ProviderError(ErrorType.SERVER_ERROR, None, f"listing devices stopped: {why}")
+
+
+def _text(response: httpx.Response, raw: bytes) -> str:
+    try:
+        return raw.decode(response.charset_encoding or "utf-8", errors="replace")
+    except LookupError:  # a charset Python does not know
+        return raw.decode("utf-8", errors="replace")
 
 
 def _operation(method: str, path: str) -> str:

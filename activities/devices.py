@@ -277,7 +277,9 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
         last_error: ProviderError | None = None
         while True:
             try:
-                devices = await self._pool_devices(input.account, input.pool)
+                # Heartbeats while listing too: a slow or endless listing stays cancellable.
+                async with heartbeating():
+                    devices = await self._pool_devices(input.account, input.pool)
                 last_error = None
             except ProviderError as exc:
                 if not exc.retryable:
@@ -355,7 +357,8 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
             if listing is None and not put_off:
                 own_read_at = time.monotonic()
                 try:
-                    listing = await self._new_listing(input.account, input.pool)
+                    async with heartbeating():
+                        listing = await self._new_listing(input.account, input.pool)
                     last_error = None
                 except ProviderError as exc:
                     if fresh or not exc.retryable:
@@ -561,17 +564,17 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
         client = self._client(input.account)
         deleted = 0
         try:
-            for device in await self._pool_devices(input.account, input.pool):
-                activity.heartbeat(device.id)
-                if device.status == DeviceStatus.TERMINATING:
-                    continue
-                try:
-                    await client.delete_device(device.id)
-                except NotFoundError:
-                    continue
-                deleted += 1
-            activity.heartbeat()
-            left = await self._pool_devices(input.account, input.pool)
+            async with heartbeating():
+                for device in await self._pool_devices(input.account, input.pool):
+                    activity.heartbeat(device.id)
+                    if device.status == DeviceStatus.TERMINATING:
+                        continue
+                    try:
+                        await client.delete_device(device.id)
+                    except NotFoundError:
+                        continue
+                    deleted += 1
+                left = await self._pool_devices(input.account, input.pool)
         except ProviderError as exc:
             raise to_application_error(exc) from exc
         if left:

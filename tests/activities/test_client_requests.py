@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 from pydantic import SecretStr
 
+from devicepool.activities import bitcloudphone
 from devicepool.activities.bitcloudphone import BitCloudPhoneClient
+from devicepool.activities.errors import ProviderError
+from devicepool.api.errors import ErrorType
 from devicepool.api.v1alpha1 import Platform
 
 
@@ -97,8 +103,6 @@ async def test_list_follows_every_page_and_sends_filters() -> None:
 
 
 async def test_a_repeated_page_token_stops_the_listing() -> None:
-    from devicepool.activities.errors import ProviderError
-
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json={"items": [], "nextPageToken": "same"})
 
@@ -142,3 +146,123 @@ async def test_timeouts_are_explicit() -> None:
     assert (timeout.connect, timeout.read, timeout.write, timeout.pool) == (3.0, 3.0, 3.0, 3.0)
     assert await client.regions() == []
     await client.aclose()
+
+
+# ------------------------------------------------------------------ bounded listings
+
+
+async def test_a_listing_that_never_ends_stops_at_the_page_cap_quickly() -> None:
+    pages = 0
+
+    def fresh_token_forever(request: httpx.Request) -> httpx.Response:
+        nonlocal pages
+        pages += 1
+        items = [{"id": f"d-{pages}-{i}", "status": "ready"} for i in range(100)]
+        return httpx.Response(200, json={"items": items, "nextPageToken": f"t{pages}"})
+
+    started = time.monotonic()
+    async with _client(fresh_token_forever) as client:
+        with pytest.raises(ProviderError) as info:
+            await client.list_devices(labels={"pool": "p"})
+    assert time.monotonic() - started < 10
+    assert info.value.error_type is ErrorType.SERVER_ERROR
+    assert info.value.retryable
+    assert "MAX_LIST_PAGES" in str(info.value)
+    assert pages == bitcloudphone.MAX_LIST_PAGES
+
+
+async def test_a_listing_stops_at_the_item_cap() -> None:
+    def huge_pages(request: httpx.Request) -> httpx.Response:
+        token = int(request.url.params.get("page_token") or 0)
+        items = [{"id": f"d-{token}-{i}", "status": "ready"} for i in range(5000)]
+        return httpx.Response(200, json={"items": items, "nextPageToken": str(token + 1)})
+
+    async with _client(huge_pages) as client:
+        with pytest.raises(ProviderError) as info:
+            await client.list_devices(labels={"pool": "p"})
+    assert info.value.error_type is ErrorType.SERVER_ERROR
+    assert "MAX_LIST_ITEMS" in str(info.value)
+
+
+async def test_a_listing_stops_at_the_time_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bitcloudphone, "MAX_LIST_SECONDS", 0.3)
+
+    async def slow_pages(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.05)
+        token = int(request.url.params.get("page_token") or 0)
+        return httpx.Response(200, json={"items": [], "nextPageToken": str(token + 1)})
+
+    started = time.monotonic()
+    async with _client(slow_pages) as client:
+        with pytest.raises(ProviderError) as info:
+            await client.list_devices(labels={"pool": "p"})
+    assert time.monotonic() - started < 2
+    assert info.value.error_type is ErrorType.SERVER_ERROR
+    assert "MAX_LIST_SECONDS" in str(info.value)
+
+
+async def test_a_listing_stops_at_its_total_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bitcloudphone, "MAX_LIST_BYTES", 200_000)
+
+    def fat_pages(request: httpx.Request) -> httpx.Response:
+        token = int(request.url.params.get("page_token") or 0)
+        items = [{"id": f"d-{token}-{i}", "reason": "x" * 1000} for i in range(50)]
+        return httpx.Response(200, json={"items": items, "nextPageToken": str(token + 1)})
+
+    async with _client(fat_pages) as client:
+        with pytest.raises(ProviderError) as info:
+            await client.list_devices(labels={"pool": "p"})
+    assert "MAX_LIST_BYTES" in str(info.value)
+
+
+async def test_an_oversized_answer_is_refused_by_its_content_length_unread() -> None:
+    read: list[int] = []
+
+    async def body() -> AsyncIterator[bytes]:
+        for _ in range(64):
+            read.append(1)
+            yield b" " * 1024 * 1024
+
+    def huge(request: httpx.Request) -> httpx.Response:
+        headers = {"content-length": str(64 * 1024 * 1024), "content-type": "application/json"}
+        return httpx.Response(200, headers=headers, content=body())
+
+    async with _client(huge) as client:
+        with pytest.raises(ProviderError) as info:
+            await client.list_devices(labels={"pool": "p"})
+    assert info.value.error_type is ErrorType.SERVER_ERROR
+    assert "MAX_BODY_BYTES" in str(info.value)
+    assert read == []  # refused on its Content-Length, before a byte was read
+
+
+async def test_an_oversized_answer_without_a_length_is_cut_off_while_read() -> None:
+    read: list[int] = []
+
+    async def endless() -> AsyncIterator[bytes]:
+        while True:  # a body that never ends: never held whole
+            read.append(1)
+            yield b"[" * 1024 * 1024
+
+    async with _client(lambda request: httpx.Response(200, content=endless())) as client:
+        with pytest.raises(ProviderError) as info:
+            await client.get_device("d-1")
+    assert info.value.error_type is ErrorType.SERVER_ERROR
+    assert "MAX_BODY_BYTES" in str(info.value)
+    assert len(read) <= bitcloudphone.MAX_BODY_BYTES // (1024 * 1024) + 1
+
+
+async def test_an_oversized_error_answer_keeps_its_status_and_is_read_only_in_part() -> None:
+    read: list[int] = []
+
+    async def endless() -> AsyncIterator[bytes]:
+        while True:
+            read.append(1)
+            yield b"no " * 100_000
+
+    async with _client(lambda request: httpx.Response(400, content=endless())) as client:
+        with pytest.raises(ProviderError) as info:
+            await client.get_device("d-1")
+    assert info.value.error_type is ErrorType.INVALID_ARGUMENT  # not retried for its size
+    assert not info.value.retryable
+    assert info.value.detail.startswith("no no no")
+    assert len(read) == 1

@@ -15,6 +15,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.testing import ActivityEnvironment
 
 from devicepool.activities import DeviceActivities
+from devicepool.activities import heartbeats as heartbeats_module
 from devicepool.activities.devices import device_fingerprint
 from devicepool.activities.models import (
     MAX_RETRY_AFTER_SECONDS,
@@ -24,11 +25,14 @@ from devicepool.activities.models import (
     DeviceInfo,
     GetStatusesInput,
     ListDevicesInput,
+    PoolRunInput,
+    PoolRunResult,
     PoolSettings,
     ProxyPoolSettings,
     TerminateDeviceInput,
     TerminatePoolInput,
     WatchDevicesInput,
+    WatchHealthInput,
 )
 from devicepool.activities.proxy import session_id
 from devicepool.api.errors import ErrorType
@@ -466,6 +470,44 @@ async def test_watch_reacts_to_cancellation(acts: DeviceActivities) -> None:
     env.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(watch, timeout=5)
+
+
+@pytest.mark.parametrize("watch", ["watch_devices", "watch_health", "terminate_pool"])
+async def test_a_watch_heartbeats_while_it_lists(
+    watch: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(heartbeats_module, "HEARTBEAT_EVERY", timedelta(milliseconds=10))
+    monkeypatch.setattr(DeviceActivities, "_pool_run", _still_running)
+    beats = Heartbeats()
+    during_listing: list[int] = []
+
+    async def slow_listing(request: httpx.Request) -> httpx.Response:
+        before = beats.count
+        await asyncio.sleep(0.2)  # a slow provider: the listing alone outlasts heartbeats
+        during_listing.append(beats.count - before)
+        return httpx.Response(200, json={"items": [], "nextPageToken": None})
+
+    acts = DeviceActivities(
+        accounts=_accounts(), proxy_pools={}, transport=httpx.MockTransport(slow_listing)
+    )
+    env = ActivityEnvironment()
+    env.on_heartbeat = beats
+    if watch == "watch_devices":
+        await env.run(acts.watch_devices, _watch("x"))
+    elif watch == "terminate_pool":
+        await env.run(acts.terminate_pool, TerminatePoolInput(account="default", pool="p1"))
+    else:
+        run = PoolRunInput(workflow_id="devicepool/p1")
+        await env.run(
+            acts.watch_health,
+            WatchHealthInput(account="default", pool="p1", pool_run=run, once=True),
+        )
+    await acts.aclose()
+    assert during_listing and during_listing[0] >= 3
+
+
+async def _still_running(self: DeviceActivities, run: PoolRunInput) -> PoolRunResult:
+    return PoolRunResult(running=True, first_run_id="r", status="RUNNING")
 
 
 async def test_watch_unknown_account_fails_at_once(acts: DeviceActivities) -> None:
