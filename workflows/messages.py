@@ -15,13 +15,20 @@ from pydantic import ConfigDict, Field
 from devicepool.activities.models import DeviceInfo, PoolSettings
 from devicepool.api.base import CamelModel
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta, Platform
-from devicepool.workflows.pool_state import HealthReport, PoolState
+from devicepool.workflows.pool_state import HealthConfig, HealthReport, PoolState
 from devicepool.workflows.slots import BatchReport, InFlightBatch
 
 # Re-exported: `PoolSettings` is defined beside the activity that serves it, the
 # batch messages beside the slot book that applies them, `PoolState` on its own
 # (with the health report it carries).
-__all__ = ["BatchReport", "HealthReport", "InFlightBatch", "PoolSettings", "PoolState"]
+__all__ = [
+    "BatchReport",
+    "HealthConfig",
+    "HealthReport",
+    "InFlightBatch",
+    "PoolSettings",
+    "PoolState",
+]
 
 
 class ProvisionBatchInput(CamelModel):
@@ -91,15 +98,6 @@ class Accepted(CamelModel):
 
 class DevicesView(CamelModel):
     devices: list[DeviceInfo] = Field(default_factory=list)
-
-
-class HealthConfig(CamelModel):
-    """What the health child needs from the pool's spec (sent again when it changes)."""
-
-    max_unhealthy: int | str = "40%"
-    # The pool's desired size (percentages resolve against it). None: sent by a
-    # pool from before the field existed; the health check then uses its count.
-    replicas: int | None = None
 
 
 class HealthInput(CamelModel):

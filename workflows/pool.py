@@ -75,7 +75,9 @@ class DevicePoolWorkflow(PoolMessages):
     def __init__(self, input: PoolInput) -> None:
         self._metadata, self._spec = input.metadata, input.spec
         self.s = input.state or PoolState(
-            health_started=False, status=DevicePoolStatus(desired_replicas=input.spec.replicas)
+            health_started=False,
+            status=DevicePoolStatus(desired_replicas=input.spec.replicas),
+            announce=True,
         )
         # Settings given in the input (tests, a caller overriding the worker) are
         # kept across continue-as-new; otherwise each run re-reads the worker's.
@@ -90,7 +92,8 @@ class DevicePoolWorkflow(PoolMessages):
         self._observe_problem: str | None = None
         self._refs_problems: list[str] | None = None
         self._health_started = False
-        self._health_told = self._health_config()
+        if self.s.health_told is None:
+            self.s.health_told = self._health_config()
         self._watch: asyncio.Task[am.WatchDevicesResult] | None = None
         # Commands that need no answer (child starts, ledger signals): the
         # hand-over and the finalizer wait for them.
@@ -104,8 +107,8 @@ class DevicePoolWorkflow(PoolMessages):
         # A scale-down termination failed: plan again after a resync.
         self._retry_terminations = False
         self._details = ""
-        # A new pool (or a raised replicas) announces its permit request to the ledger.
-        self._announce, self._announced = input.state is None, False
+        # Announced to the ledger in this pass (`PoolState.announce`): say if nothing came of it.
+        self._announced = False
 
     @workflow.run
     async def run(self, input: PoolInput) -> dict[str, Any]:
@@ -139,8 +142,8 @@ class DevicePoolWorkflow(PoolMessages):
         raise_if_cancelled()
         # Reports apply only against an observation that started after they arrived.
         created_mark, done_mark = self.s.slots.inbox.mark()
-        if self._announce:
-            self._announce, self._announced = False, True
+        if self.s.announce:
+            self.s.announce, self._announced = False, True
             self._in_background(self._tell_ledger(expecting=True))
         await self._observe_all()
         if not self._health_started:
@@ -566,24 +569,26 @@ class DevicePoolWorkflow(PoolMessages):
             pool=self._name,
             account=self._account,
             settings=self.settings,
-            config=self._health_told,
+            config=self.s.health_told or self._health_config(),
         )
         if self._health_started:
             self.s.health_started = True
 
     async def _sync_health_config(self) -> None:
         """Tell the health child when `maxUnhealthy` or the desired size changed."""
-        wanted, told = self._health_config(), self._health_told
+        wanted, told = self._health_config(), self.s.health_told
         if wanted == told:
             return
         # Runs recorded before the health check knew the desired size told it
         # only of a new maxUnhealthy.
-        if wanted.max_unhealthy == told.max_unhealthy and not workflow.patched(
-            patches.HEALTH_KNOWS_REPLICAS
+        if (
+            told
+            and wanted.max_unhealthy == told.max_unhealthy
+            and not workflow.patched(patches.HEALTH_KNOWS_REPLICAS)
         ):
             return
         if await children.tell_health(pool=self._name, config=wanted):
-            self._health_told = wanted
+            self.s.health_told = wanted
 
     def _health_config(self) -> HealthConfig:
         return HealthConfig(max_unhealthy=self._spec.max_unhealthy, replicas=self._spec.replicas)

@@ -61,7 +61,6 @@ class PoolMessages:
     _replan: bool
     _reported_gone: set[str]
     _deleting: bool
-    _announce: bool
 
     @workflow.update(name=names.UPDATE_APPLY)
     def apply(self, request: ApplyRequest) -> Accepted:
@@ -80,7 +79,7 @@ class PoolMessages:
                 )
             )
         if request.spec != self._spec:
-            self._announce = self._announce or request.spec.replicas > self._spec.replicas
+            self.s.announce = self.s.announce or request.spec.replicas > self._spec.replicas
             body_changed = spec_changes.body_changed(self._spec, request.spec)
             self._spec = request.spec
             self.s.generation += 1
@@ -213,7 +212,7 @@ class PoolMessages:
                     generation=self.s.generation + 1,
                 )
             )
-            self._announce = self._announce or replicas > self._spec.replicas
+            self.s.announce = self.s.announce or replicas > self._spec.replicas
             self._spec = self._spec.model_copy(update={"replicas": replicas})
             self.s.generation += 1
             self._dirty = True

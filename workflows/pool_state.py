@@ -23,7 +23,7 @@ from devicepool.workflows.backoff import Backoff
 from devicepool.workflows.events import PoolEvent
 from devicepool.workflows.slots import SlotBook
 
-__all__ = ["REPLACING_LIMIT", "HealthReport", "PoolState"]
+__all__ = ["REPLACING_LIMIT", "HealthConfig", "HealthReport", "PoolState"]
 
 REPLACING_LIMIT = 100
 
@@ -39,6 +39,15 @@ class HealthReport(CamelModel):
     # device id -> reason, terminated by this check (the pool plans replacements now)
     terminated: dict[str, str] = Field(default_factory=dict)
     offline: list[str] = Field(default_factory=list)
+
+
+class HealthConfig(CamelModel):
+    """What the health child needs from the pool's spec (sent again when it changes)."""
+
+    max_unhealthy: int | str = "40%"
+    # The pool's desired size (percentages resolve against it). None: sent by a
+    # pool from before the field existed; the health check then uses its count.
+    replicas: int | None = None
 
 
 class PoolState(CamelModel):
@@ -85,6 +94,12 @@ class PoolState(CamelModel):
     # from it until its own first listing lands (which replaces it), instead of
     # showing an empty pool in between. Empty in state from before the field.
     listing: list[list[Any]] = Field(default_factory=list)
+    # What the health check was last told (None until the pool first sets it): a
+    # spec change that lands in the pass that hands over is told by the next run.
+    health_told: HealthConfig | None = None
+    # The ledger is still to hear that this pool will ask for permits (a new
+    # pool, or more replicas), also when the change landed in a handing-over pass.
+    announce: bool = False
 
     @field_serializer("doomed")
     def _sorted(self, doomed: set[str]) -> list[str]:

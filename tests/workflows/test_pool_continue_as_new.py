@@ -19,6 +19,7 @@ from wf_support import (
     FAST,
     OwnQueueActivities,
     TimedASGITransport,
+    condition,
     eventually,
     pool_counts,
     pool_devices,
@@ -225,12 +226,24 @@ async def test_a_new_run_whose_first_listing_fails_still_publishes_the_devices_i
             if described.run_id == first_run:
                 return None
             live = env.client.get_workflow_handle(handle.id, run_id=described.run_id)
-            status = await live.query("status")
-            # A pass of the new run published: its reconcile time is its own.
-            published = datetime.fromisoformat(status["lastReconciled"])
-            return status if published >= described.start_time else None
+            # A pass of the new run failed to list (a run says that once, when it
+            # starts failing), and the passes after it published. A failed listing
+            # does not move lastReconciled (it is not an observation).
+            events = (await live.query("events"))["events"]
+            failed = [
+                e
+                for e in events
+                if e["reason"] == "ListFailed"
+                and datetime.fromisoformat(e["time"]) >= described.start_time
+            ]
+            if not failed:
+                return None
+            await asyncio.sleep(1)
+            return dict(await live.query("status"))
 
         status = await eventually(new_run_published, what="a pass of the new run", timeout=30)
+        ready_cond = next(c for c in status["conditions"] if c["type"] == "Ready")
+        assert ready_cond["status"] == "Unknown", status
         assert await activity_outcomes(handle, "list_devices", FAILED), "no listing failed"
         assert not await activity_outcomes(handle, "list_devices", COMPLETED)
         assert status["readyDevices"] == 2 and sorted(status["deviceIds"]) == truth, status
@@ -243,3 +256,54 @@ async def test_a_new_run_whose_first_listing_fails_still_publishes_the_devices_i
         with pytest.raises(WorkflowFailureError):
             await env.client.get_workflow_handle(handle.id).result()
     assert (await pool_counts(control, pool_name))["created"] == 2
+
+
+async def test_a_spec_change_during_the_handing_over_pass_reaches_the_health_check(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    """Issue 23 #6: a scale arrives while the pass that then continues as new awaits a
+    termination; the next run must still tell the health check the new size."""
+    handle = await start_pool(env.client, pool_name, 3)
+
+    async def serving(n: int) -> bool:
+        devices = await pool_devices(control, pool_name)
+        return sum(d["status"] == "ready" for d in devices) == n
+
+    await eventually(lambda: serving(3), what="3 ready devices", timeout=60)
+    first_run = (await handle.describe()).run_id
+    # History past the threshold without a pass: the next pass hands over.
+    for _ in range(CAN_THRESHOLD):
+        await handle.signal("scale", {"replicas": 3})
+    gate = TimedASGITransport.delete_gate = asyncio.Event()
+    await handle.signal("scale", {"replicas": 2})  # a pass that terminates one device
+
+    async def deleting() -> bool:
+        history = await handle.fetch_history()
+        return any(
+            e.activity_task_scheduled_event_attributes.activity_type.name == "terminate_device"
+            for e in history.events
+            if e.HasField("activity_task_scheduled_event_attributes")
+        )
+
+    await eventually(deleting, what="the scale-down's termination", timeout=30)
+    await handle.signal("scale", {"replicas": 10})  # while that pass awaits it
+    gate.set()
+
+    async def new_run() -> bool:
+        return (await handle.describe()).run_id != first_run
+
+    await eventually(new_run, what="a continue-as-new", timeout=30, every=0.1)
+    await eventually(lambda: serving(10), what="10 ready devices", timeout=60)
+    # Two offline: within maxUnhealthy (40%) of 10, not of a stale 2 or 3.
+    offline = [d["id"] for d in await pool_devices(control, pool_name)][:2]
+    for device in offline:
+        (await control.post(f"/_emulator/devices/{device}/offline")).raise_for_status()
+
+    async def replaced() -> bool:
+        statuses = {d["id"]: d["status"] for d in await pool_devices(control, pool_name)}
+        return all(statuses.get(d) in (None, "terminating") for d in offline)
+
+    await eventually(replaced, what="both offline devices replaced", timeout=30)
+    paused = await condition(env.client.get_workflow_handle(handle.id), "RemediationPaused")
+    assert paused is None or paused["status"] == "False", paused
+    await handle.cancel()
