@@ -9,13 +9,24 @@ Steps, in order (run by `DevicePoolWorkflow` when it is cancelled):
    that is slow to answer is asked after, and waited for while it still runs;
 4. `terminate_pool` runs until the provider lists none of the pool's devices
    alive. It never gives up: a provider error it cannot get past (a rotated
-   key, an account the worker no longer knows, a 402/403/409) keeps the pool
-   in phase Deleting with `TeardownBlocked=True` naming the error, and the
-   sweep is tried again (5 s doubling to a minute) until the cause is fixed — except an
-   unknown account under which the pool never rented anything. The pool
-   continues-as-new meanwhile when its history grows, so this can last.
+   key, an account the worker no longer knows, a 402/403/409), or retryable
+   errors (5xx, timeouts, 429s) that last `teardown_blocked_after_seconds`,
+   keep the pool in phase Deleting with `TeardownBlocked=True` naming the
+   error, and the sweep is tried again (5 s doubling to a minute) until the
+   cause is fixed — except an unknown account under which the pool never
+   rented anything. The pool continues-as-new meanwhile when its history
+   grows, so this can last.
 
-`verdict()` is the pure decision of step 4; the rest are the workflow steps.
+   Each sweep is one window of attempts (the activity's retry policy inside a
+   schedule-to-close of `teardown_blocked_after_seconds`): without the bound, a
+   retryable error never reached the workflow and the block never showed. A
+   window that ran out while devices were only on their way out, or while an
+   attempt still worked, is no block: the next window starts a second later.
+   Failing attempts end a window as soon as the next retry would not fit in
+   it, so the block shows within the bound, not only at its end.
+
+`verdict()` and `window_failure()` are the pure decisions of step 4; the rest
+are the workflow steps.
 """
 
 from __future__ import annotations
@@ -25,7 +36,14 @@ from datetime import timedelta
 from enum import StrEnum
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, FailureError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    FailureError,
+    RetryState,
+    TimeoutError,
+    TimeoutType,
+)
 
 from devicepool.activities.definitions import DeviceActivityDefinitions
 from devicepool.activities.models import PoolSettings, TerminatePoolInput
@@ -36,7 +54,15 @@ from devicepool.workflows.errors import error_message, error_type
 from devicepool.workflows.policies import PROVIDER_RETRY
 from devicepool.workflows.slots import SlotBook
 
-__all__ = ["SweepVerdict", "cancel_children", "sweep", "tear_down", "verdict", "wait_for_batches"]
+__all__ = [
+    "SweepVerdict",
+    "cancel_children",
+    "sweep",
+    "tear_down",
+    "verdict",
+    "wait_for_batches",
+    "window_failure",
+]
 
 # Between sweeps that failed: 5 s doubling to a minute (a fixed key is used soon).
 SWEEP_RETRY_FIRST = timedelta(seconds=5)
@@ -59,6 +85,27 @@ def verdict(
     if error == ErrorType.UNKNOWN_ACCOUNT or never_give_up:
         return SweepVerdict.RETRY
     return SweepVerdict.FAIL
+
+
+def window_failure(err: ActivityError) -> tuple[str | None, str] | None:
+    """What a sweep window that ran out of time failed on: `(error type, message)`.
+
+    None when it is no block: the last attempt found devices still on their
+    way out (`teardown_pending`), or the window closed on an attempt that was
+    still working with none failed before it (a large pool's long sweep).
+    """
+    failure: BaseException | None = err.cause
+    if isinstance(failure, TimeoutError) and failure.type == TimeoutType.SCHEDULE_TO_CLOSE:
+        failure = failure.cause  # the last failed attempt's error, if one failed
+    if failure is None:
+        return None
+    if isinstance(failure, ApplicationError):
+        if failure.type == ErrorType.TEARDOWN_PENDING:
+            return None
+        return failure.type, failure.message
+    if isinstance(failure, TimeoutError):  # an attempt's heartbeat or start-to-close
+        return ErrorType.TIMEOUT, str(failure)
+    return None, str(failure)
 
 
 def condition_reason(error: str | None) -> str:
@@ -88,6 +135,7 @@ async def tear_down(
         blocked=blocked,
         hand_over=hand_over,
         never_give_up=lambda: workflow.patched(patches.FINALIZER_NEVER_GIVES_UP),
+        blocked_after=timedelta(seconds=settings.teardown_blocked_after_seconds),
     )
 
 
@@ -147,12 +195,13 @@ async def sweep(
     blocked: Callable[[str, str], None],
     hand_over: Callable[[], Awaitable[None]],
     never_give_up: Callable[[], bool],
+    blocked_after: timedelta,
 ) -> None:
     """Terminate every device of the pool, trying again until it works.
 
-    `blocked(reason, message)` shows why the sweep cannot finish yet;
-    `hand_over()` continues-as-new when the history is long (it does not return
-    then).
+    `blocked(reason, message)` shows why the sweep cannot finish yet, at the
+    latest `blocked_after` into a failing window; `hand_over()` continues-as-new
+    when the history is long (it does not return then).
     """
     pause = SWEEP_RETRY_FIRST
     while True:
@@ -160,6 +209,7 @@ async def sweep(
             await workflow.execute_activity_method(
                 DeviceActivityDefinitions.terminate_pool,
                 TerminatePoolInput(account=account, pool=pool),
+                schedule_to_close_timeout=blocked_after,
                 start_to_close_timeout=timedelta(minutes=5),
                 heartbeat_timeout=timedelta(seconds=60),
                 retry_policy=PROVIDER_RETRY,
@@ -167,16 +217,25 @@ async def sweep(
             )
             return
         except ActivityError as err:
-            kind = error_type(err)
-            decision = verdict(kind, rented_anything=rented_anything, never_give_up=False)
-            if decision == SweepVerdict.FAIL and never_give_up():
-                decision = SweepVerdict.RETRY
-            match decision:
-                case SweepVerdict.DONE:
-                    return
-                case SweepVerdict.FAIL:
-                    raise
-            blocked(condition_reason(kind), f"cannot delete devices: {error_message(err)}")
+            if err.retry_state == RetryState.TIMEOUT:
+                failed = window_failure(err)
+                if failed is None:
+                    await hand_over()
+                    # The policy's first interval: never a hot loop, however short the window.
+                    await workflow.sleep(PROVIDER_RETRY.initial_interval, summary="sweep again")
+                    continue
+                kind, message = failed
+            else:
+                kind, message = error_type(err), error_message(err)
+                decision = verdict(kind, rented_anything=rented_anything, never_give_up=False)
+                if decision == SweepVerdict.FAIL and never_give_up():
+                    decision = SweepVerdict.RETRY
+                match decision:
+                    case SweepVerdict.DONE:
+                        return
+                    case SweepVerdict.FAIL:
+                        raise
+            blocked(condition_reason(kind), f"cannot delete devices: {message}")
             await hand_over()
             await workflow.sleep(pause, summary="wait, then sweep the provider again")
             pause = min(SWEEP_RETRY_MAX, 2 * pause)

@@ -20,7 +20,9 @@ from wf_support import (
     OwnQueueActivities,
     TimedASGITransport,
     eventually,
+    pool_counts,
     pool_devices,
+    start_pool,
 )
 
 from devicepool.activities import models as am
@@ -130,3 +132,58 @@ async def test_a_rotated_key_blocks_the_teardown_visibly_until_it_is_fixed(
     finally:
         await stale.aclose()
     assert await pool_devices(control, name) == []
+
+
+async def test_a_teardown_held_up_by_retryable_errors_shows_blocked_then_finishes(
+    env: WorkflowEnvironment,
+    worker: DeviceActivities,
+    control: httpx.AsyncClient,
+    pool_name: str,
+) -> None:
+    # Every provider call answers 500: the sweep's errors are all retryable, so
+    # only the `teardownBlockedAfterSeconds` bound can make the block visible.
+    bound = FAST.teardown_blocked_after_seconds
+    handle = await start_pool(env.client, pool_name, 2)
+
+    async def ready() -> bool:
+        return (await handle.query("status"))["readyDevices"] == 2
+
+    await eventually(ready, what="2 ready devices")
+    pools = PoolClient(env.client)
+    try:
+        (await control.post("/_emulator/faults", json={"serverErrorRate": 1.0})).raise_for_status()
+        started = time.monotonic()
+        with pytest.raises(PoolBlocked) as stopped:
+            await pools.delete(pool_name, wait=True, timeout=bound + 15)
+        assert time.monotonic() - started < bound + 10
+        assert stopped.value.reason == "ServerError"
+        status = await handle.query("status")
+        conditions = {c["type"]: c for c in status["conditions"]}
+        blocked = conditions["TeardownBlocked"]
+        assert (blocked["status"], blocked["reason"]) == ("True", "ServerError")
+        assert "internal error (injected fault)" in blocked["message"]
+        assert stopped.value.message == blocked["message"]
+        assert status["phase"] == "Deleting"
+        # A pool that cannot finish deleting does not say it is ready.
+        assert conditions["Ready"]["status"] != "True"
+        assert conditions["Ready"]["reason"] == "TeardownBlocked"
+        events = (await handle.query("events"))["events"]
+        assert [e["type"] for e in events if e["reason"] == "TeardownBlocked"] == ["Warning"]
+        # It never gives up: still deleting a while later.
+        await asyncio.sleep(bound + 1)
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    finally:
+        (await control.post("/_emulator/faults", json={})).raise_for_status()
+
+    async def ended() -> bool:
+        return (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
+
+    # The fault is gone: the next sweep (at most a retry pause away) finishes it.
+    await eventually(ended, what="the pool ends once the provider answers", timeout=90)
+    # CANCELED, or COMPLETED by a run continued-as-new while deleting.
+    assert (await handle.describe()).status in (
+        WorkflowExecutionStatus.CANCELED,
+        WorkflowExecutionStatus.COMPLETED,
+    )
+    assert await pool_devices(control, pool_name) == []
+    assert await pool_counts(control, pool_name) == {"created": 2, "terminated": 2}
