@@ -2,10 +2,12 @@
 
 JSON is tried first when the text looks like JSON (a JSON author wants JSON's
 own error message), then YAML, all documents of a stream. YAML mappings refuse
-duplicate keys: `replicas` twice is a mistake, not "the last one wins". Every
-failure is a `ManifestError` whose line names the source and, when known, the
-line and column; no YAML, JSON or OS exception escapes (not even Python's
-refusal to read an integer of more than 4,300 digits).
+duplicate keys: `replicas` twice is a mistake, not "the last one wins".
+Nesting deeper than `MAX_DEPTH` levels is refused where it starts: both
+parsers recurse once per level, and a `[[[…` 200,000 deep ended in Python's
+RecursionError. Every failure is a `ManifestError` whose line names the source
+and, when known, the line and column; no YAML, JSON or OS exception escapes
+(not even Python's refusal to read an integer of more than 4,300 digits).
 """
 
 from __future__ import annotations
@@ -20,11 +22,48 @@ import yaml
 
 from devicepool.api.problems import ManifestError, one_line, show_value
 
-__all__ = ["parse_documents", "read_text"]
+__all__ = ["MAX_DEPTH", "parse_documents", "read_text"]
+
+# The most levels of lists and mappings a manifest may nest (a DevicePool
+# needs 5). Far below where Python's recursion limit stops either parser.
+MAX_DEPTH = 100
+
+_TOO_DEEP = f"nesting deeper than {MAX_DEPTH} levels"
+
+# A JSON string (escapes included) or a bracket; brackets inside strings do not count.
+_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys."""
+    """SafeLoader that refuses duplicate keys and nesting deeper than `MAX_DEPTH`."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:
+        # The scanner reads up to 1,024 characters ahead for a key, at a cost
+        # growing with the flow level (half a second for `a: [[[…`): it stops
+        # at the level too many as well. Its count (flow levels and block
+        # indents) is never more than the real depth, so what it says is true.
+        if self.flow_level + len(self.indents) >= MAX_DEPTH:
+            raise yaml.scanner.ScannerError(None, None, _TOO_DEEP, self.get_mark())
+        super().fetch_flow_collection_start(TokenClass)
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        # Composing recurses once per level: count the levels and stop at the
+        # one too many, with its line and column, before Python does.
+        event = self.peek_event()
+        if not isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        if self._depth == MAX_DEPTH:
+            mark = event.start_mark  # the pure-Python parser's Mark (the stubs allow libyaml's)
+            raise yaml.composer.ComposerError(None, None, _TOO_DEEP, mark)  # type: ignore[arg-type]
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        finally:
+            self._depth -= 1
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> Any:
@@ -85,11 +124,21 @@ def parse_documents(text: str, *, source: str) -> list[Any]:
         # JSON is YAML, but PyYAML chokes on some valid JSON (tabs), and a JSON
         # author wants JSON's own error message.
         try:
-            return [json.loads(text)]
+            document = json.loads(text)
         except json.JSONDecodeError as exc:
             json_error = exc
         except ValueError:  # an integer of more digits than Python reads
             raise ManifestError([_too_long_in_json(text, source=source)]) from None
+        except RecursionError:
+            # What was read so far is JSON, so the scan finds where it got too deep.
+            raise ManifestError(
+                [_too_deep_in_json(text, source=source) or _problem(source, "", _TOO_DEEP)]
+            ) from None
+        else:
+            too_deep = _too_deep_in_json(text, source=source)
+            if too_deep is not None:
+                raise ManifestError([too_deep])
+            return [document]
     try:
         documents = list(yaml.load_all(text, Loader=_Loader))
     except yaml.MarkedYAMLError as exc:
@@ -105,6 +154,10 @@ def parse_documents(text: str, *, source: str) -> list[Any]:
         raise ManifestError([_problem(source, where, f"{exc.reason}: {character!r}")]) from None
     except yaml.YAMLError as exc:
         raise ManifestError([_problem(source, "", " ".join(str(exc).split()))]) from None
+    except RecursionError:
+        # No text is deeper than MAX_DEPTH by now, but aliases can nest an
+        # anchored mapping inside another, and construction recurses through them.
+        raise ManifestError([_problem(source, "", _TOO_DEEP)]) from None
     return [doc for doc in documents if doc is not None]
 
 
@@ -117,6 +170,23 @@ def _line_column(text: str, position: int) -> str:
     line = text.count("\n", 0, position) + 1
     column = position - text.rfind("\n", 0, position)
     return f"line {line}, column {column}: "
+
+
+def _too_deep_in_json(text: str, *, source: str) -> str | None:
+    """The problem line of JSON text nesting deeper than `MAX_DEPTH`, or None.
+
+    Exact for JSON (and for a JSON prefix): a linear scan, no recursion.
+    """
+    depth = 0
+    for token in _JSON_TOKEN.finditer(text):
+        bracket = token.group()
+        if bracket in ("[", "{"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return _problem(source, _line_column(text, token.start()), _TOO_DEEP)
+        elif bracket in ("]", "}"):
+            depth -= 1
+    return None
 
 
 def _too_long_in_json(text: str, *, source: str) -> str:

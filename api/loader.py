@@ -13,8 +13,9 @@ collected before anything is raised, so one run shows every mistake.
 
 Errors: everything this module refuses is a `ManifestError` (a `ValueError`)
 carrying the list of problem lines in `.problems`; no pydantic, YAML or OS
-exception escapes it. A problem says at most `problems.MAX_LINE` characters
-after its source.
+exception escapes it, nor a RecursionError (nesting deeper than
+`documents.MAX_DEPTH` levels is a problem). A problem says at most
+`problems.MAX_LINE` characters after its source.
 
 This module is the public surface and owns what a set of manifests is (files,
 documents, `kind: List`, unique pool names). Behind it: `api.documents` parses

@@ -7,6 +7,9 @@ import copy
 import io
 import json
 import pickle
+import time
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -659,6 +662,107 @@ def test_a_number_too_long_for_python_is_a_manifest_error(json_text: bool) -> No
     message = only_problem(text)
     assert message.startswith("pools.yaml: line "), message
     assert message.endswith("a number of 5000 digits is too long"), message
+
+
+# --- deep nesting -----------------------------------------------------------------
+
+DEEP = 200_000
+TOO_DEEP = "nesting deeper than 100 levels"
+
+
+def _alias_chain(anchors: int = 5, depth: int = 50) -> str:
+    # Each anchor is 50 mappings deep, with the previous one at its bottom: no
+    # line of the text is deeper than 52 levels, yet `y` is 250 levels deep
+    # once the aliases are followed, past what PyYAML's constructor recurses.
+    lines = []
+    for i in range(anchors):
+        bottom = f"*a{i - 1}" if i else "1"
+        lines.append(f"x{i}: [&a{i} " + "{k: " * depth + bottom + "}" * depth + "]")
+    lines.append(f"y: *a{anchors - 1}")
+    return "\n".join(lines) + "\n"
+
+
+def _in_region(nested: str) -> str:
+    return ARTICLE.replace("region: us-west", f"region: {nested}")
+
+
+def _json_region(nested: str) -> str:
+    return json.dumps(manifest()).replace('"us-west"', nested)
+
+
+# (text, where): the 101st level opens at `where`. `region:` is at level 3
+# (the document, spec), so there the 99th bracket is the one too many.
+DEEP_CASES: dict[str, tuple[Callable[[], str], str]] = {
+    "json-list": (lambda: "[" * DEEP + "]" * DEEP, "line 1, column 101: "),
+    "json-object": (lambda: '{"a":' * DEEP + "1" + "}" * DEEP, "line 1, column 501: "),
+    "json-manifest": (
+        lambda: _json_region("[" * DEEP + "]" * DEEP),
+        f"line 1, column {_json_region('[').index('[') + 99}: ",
+    ),
+    # Deep enough to refuse, not so deep that Python's json module gives up.
+    "json-500": (lambda: "[" * 500 + "]" * 500, "line 1, column 101: "),
+    "yaml-flow-list": (lambda: _in_region("[" * 5000 + "]" * 5000), "line 8, column 109: "),
+    "yaml-flow-list-200k": (lambda: "a: " + "[" * DEEP + "]" * DEEP, "line 1, column 103: "),
+    "yaml-flow-mapping": (
+        lambda: _in_region("{a: " * 5000 + "1" + "}" * 5000),
+        "line 8, column 403: ",
+    ),
+    "yaml-block-list": (lambda: "- " * 5000 + "x\n", "line 1, column 201: "),
+    "yaml-block-mapping": (
+        lambda: "".join(" " * i + "a:\n" for i in range(1000)) + " " * 1000 + "b\n",
+        "line 101, column 101: ",
+    ),
+    # Too deep only through aliases: no place in the text to name.
+    "yaml-aliases": (_alias_chain, ""),
+}
+
+
+@pytest.mark.parametrize("case", DEEP_CASES)
+def test_deep_nesting_is_one_short_line_quickly(case: str) -> None:
+    # `devicepool apply -f` of such a file ended in a RecursionError traceback.
+    make_text, where = DEEP_CASES[case]
+    text = make_text()
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        message = only_problem(text)
+    finally:
+        elapsed = time.perf_counter() - started
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert message == f"pools.yaml: {where}{TOO_DEEP}"
+    assert elapsed < 2, f"{elapsed:.1f} s"
+    assert peak < 20_000_000, f"{peak / 1e6:.0f} MB"
+
+
+def test_deep_nesting_of_one_file_is_reported_with_the_others(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text("[" * DEEP + "]" * DEEP)
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump(manifest("b", replicas=501)))
+    with pytest.raises(ManifestError) as info:
+        load_manifests(tmp_path)
+    assert info.value.problems == [
+        f"{tmp_path / 'a.json'}: line 1, column 101: {TOO_DEEP}",
+        f"{tmp_path / 'b.yaml'}: spec.replicas: must be <= 500, got 501",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "too_deep"),
+    [
+        ("[" * 100 + "]" * 100, None),
+        ("[" * 101 + "]" * 101, "line 1, column 101"),
+        ("- " * 100 + "x\n", None),
+        ("- " * 101 + "x\n", "line 1, column 201"),
+    ],
+    ids=["json-100", "json-101", "yaml-100", "yaml-101"],
+)
+def test_a_hundred_levels_are_read(text: str, too_deep: str | None) -> None:
+    if too_deep is None:
+        assert only_problem(text) == (
+            "pools.yaml: must be a mapping with apiVersion, kind, metadata and spec, got a list"
+        )
+    else:
+        assert only_problem(text) == f"pools.yaml: {too_deep}: {TOO_DEEP}"
 
 
 # --- every problem is one short line ----------------------------------------------

@@ -212,6 +212,25 @@ def test_bad_manifest_is_exit_2_before_contacting_temporal(
     assert out == ""
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 200_000 + "]" * 200_000, "- " * 5000 + "x\n"],
+    ids=["json-200000-deep", "yaml-5000-deep"],
+)
+def test_deeply_nested_manifest_is_exit_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], unreachable: str, tmp_path: Path, text: str
+) -> None:
+    # It was a RecursionError traceback.
+    path = tmp_path / "pool.yaml"
+    path.write_text(text)
+    code, out, err = run(capsys, "apply", "-f", str(path))
+    assert code == EXIT_BAD_INPUT, err[-300:]
+    assert_one_line_error(err)
+    assert err.endswith("nesting deeper than 100 levels\n"), err[-300:]
+    assert len(err) < 300
+    assert out == ""
+
+
 def test_missing_manifest_file_is_exit_2(
     capsys: pytest.CaptureFixture[str], unreachable: str, tmp_path: Path
 ) -> None:
