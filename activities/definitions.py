@@ -11,6 +11,7 @@ two agree); the worker registers the implementation, never this class.
 from __future__ import annotations
 
 import abc
+from datetime import timedelta
 
 from temporalio import activity
 
@@ -40,10 +41,15 @@ from devicepool.activities.models import (
     WatchHealthResult,
 )
 
-__all__ = ["LEDGER_HOLD", "DeviceActivityDefinitions"]
+__all__ = ["CREATE_START_TO_CLOSE_TIMEOUT", "LEDGER_HOLD", "DeviceActivityDefinitions"]
 
 # The ledger's sub-second pause (a local activity, `activities.permits.ledger_hold`).
 LEDGER_HOLD = "ledger_hold"
+
+# How long one `create_device` attempt may run (workflows/provision.py). An
+# account's HTTP timeout (`timeoutSeconds`) must be below it, or every attempt
+# times out before its call can answer; the worker's config refuses one that is not.
+CREATE_START_TO_CLOSE_TIMEOUT = timedelta(seconds=20)
 
 
 class DeviceActivityDefinitions(abc.ABC):

@@ -10,7 +10,7 @@ The file (``--config``, default ``devicepool.yaml``; see
         createsPerMinute: 20       # the account's creation window
         windowSeconds: 60          # its length (optional; shorter only for a sped-up emulator)
         windowMarginSeconds: 1     # added to each window against clock skew (optional)
-        timeoutSeconds: 10         # per HTTP call (optional)
+        timeoutSeconds: 10         # per HTTP call (optional; below 20, a create attempt's limit)
     proxyPools:                    # proxy gateways, by the name pools use in
       proxyseller-us:              #   spec.proxy.poolRef
         type: socks5
@@ -69,6 +69,7 @@ from typing import Any
 import pydantic
 import yaml
 
+from devicepool.activities.definitions import CREATE_START_TO_CLOSE_TIMEOUT
 from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
 from devicepool.activities.secrets import Scrubber
 from devicepool.worker.config_file import (
@@ -246,6 +247,7 @@ def _accounts(
     for name, account in parsed.accounts.items():
         where = f"{source}: accounts.{name}"
         check_url(account.base_url, f"{where}.baseUrl")
+        _check_timeout(account.timeout_seconds, f"{where}.timeoutSeconds")
         key = read_secret(
             file=account.api_key_file,
             env_name=account.api_key_env,
@@ -264,6 +266,16 @@ def _accounts(
             window_margin_seconds=account.window_margin_seconds,
         )
     return accounts
+
+
+def _check_timeout(seconds: float, where: str) -> None:
+    """A call that may take longer than a create attempt may run would fail every attempt."""
+    limit = CREATE_START_TO_CLOSE_TIMEOUT.total_seconds()
+    if seconds >= limit:
+        raise ConfigError(
+            f"{where}: must be below {limit:g} (seconds; the create activity's "
+            f"start-to-close timeout), got {seconds:g}"
+        )
 
 
 def _proxy_pools(

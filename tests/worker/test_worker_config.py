@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
 
+from devicepool.activities.definitions import CREATE_START_TO_CLOSE_TIMEOUT
 from devicepool.worker.config import ConfigError, WorkerCapacity, build_config, load_config
 
 KEY = "k-very-secret-0001"
@@ -173,3 +175,40 @@ def test_the_scrubber_holds_every_key_and_proxy_password_of_the_config() -> None
     text = f"{KEY} k-growth-0002 proxy-us-pass proxy-eu-pass gw.example"
     assert scrubber.scrub(text) == "********** ********** ********** ********** gw.example"
     assert KEY not in repr(scrubber)
+
+
+# The create activity's start-to-close timeout (workflows/provision.py schedules it).
+LIMIT = CREATE_START_TO_CLOSE_TIMEOUT.total_seconds()
+
+
+@pytest.mark.parametrize("timeout", [LIMIT, LIMIT + 10, 600])
+def test_an_account_timeout_the_create_attempt_cannot_outlive_is_refused(timeout: float) -> None:
+    with pytest.raises(ConfigError) as exc:
+        build_config(
+            account(apiKeyEnv="K", timeoutSeconds=timeout), env={"K": KEY}, source="w.yaml"
+        )
+    message = str(exc.value)
+    assert message.startswith("w.yaml: accounts.default.timeoutSeconds: must be below 20 ")
+    assert "start-to-close" in message
+    assert "\n" not in message
+
+
+def test_an_account_timeout_below_the_create_timeout_is_taken() -> None:
+    config = build_config(account(apiKeyEnv="K", timeoutSeconds=LIMIT - 0.5), env={"K": KEY})
+    assert config.accounts["default"].timeout_seconds == LIMIT - 0.5
+
+
+def test_the_limit_is_the_start_to_close_timeout_provision_schedules_creates_with() -> None:
+    # workflows/provision.py is read, not imported or changed: the check must follow it.
+    tree = ast.parse((Path(__file__).parents[2] / "workflows" / "provision.py").read_text())
+    (create,) = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and any(isinstance(a, ast.Attribute) and a.attr == "create_device" for a in node.args)
+    ]
+    (timeout,) = [k.value for k in create.keywords if k.arg == "start_to_close_timeout"]
+    assert ast.unparse(timeout) in (
+        f"timedelta(seconds={LIMIT:g})",
+        "CREATE_START_TO_CLOSE_TIMEOUT",
+    )
