@@ -38,10 +38,11 @@ settles its announcement.
 Adapting: a create that still meets a 429 (another tool on the same account, a
 real limit lower than configured) is reported by the activity
 (`rate_limited`): the ledger stops granting until `Retry-After` has passed (at
-most `MAX_RETRY_AFTER_SECONDS`; `pausedReason` says why) and restarts slowly. Slow start (as Kubernetes' ReplicaSet controller): after a
-429 or a create that failed for good, at most `allowance` permits may be
-outstanding; the allowance starts at 1 and doubles with every report of only
-successful creates, back up to C.
+most `MAX_RETRY_AFTER_SECONDS`; `pausedReason` says why) and restarts slowly.
+Slow start (as Kubernetes' ReplicaSet controller): after a 429 or a create
+that failed for good, at most `allowance` permits may be outstanding; the
+allowance starts at 1 and doubles with every report of only successful
+creates, back up to C.
 
 Messages: signals `configure` (`LedgerConfig`, from each worker at startup),
 `expect_request` (`PermitIntent`), `request_permits` (`PermitRequest`),
