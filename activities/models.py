@@ -111,11 +111,17 @@ class PoolSettings(CamelModel):
     provision_batch_size: int = Field(default=20, ge=1, le=100)
     # Longest a quiet pool goes without a workflow task (the watch activity's cap).
     watch_max_seconds: float = Field(default=3600.0, gt=0)
+    # How often the pool's watch asks Temporal whether the pool's health check
+    # still runs (a check that ended is started again): in the worker, no history.
+    health_liveness_seconds: float = Field(default=300.0, gt=0)
     # Failing replacements: after this many devices in a row never reach ready,
     # the pool stops creating in the region and backs off (capped).
     failure_streak_limit: int = Field(default=3, ge=1)
     backoff_initial_seconds: float = Field(default=30.0, gt=0)
     backoff_max_seconds: float = Field(default=900.0, gt=0)
+    # A deleted pool whose teardown keeps failing (any error, retryable too)
+    # shows `TeardownBlocked=True` within this many seconds; it keeps trying.
+    teardown_blocked_after_seconds: float = Field(default=60.0, gt=0)
 
 
 # ---------------------------------------------------------------- device views

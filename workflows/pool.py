@@ -510,8 +510,14 @@ class DevicePoolWorkflow(PoolMessages):
 
     def _blocked(self, reason: str, message: str) -> None:
         true, false = ConditionStatus.TRUE, ConditionStatus.FALSE
+        # A pool that cannot finish deleting is not ready: an unknown account by
+        # its own reason (as a pass shows it), any other block as TeardownBlocked.
         if reason == finalizer.condition_reason(ErrorType.UNKNOWN_ACCOUNT):
             self._set_condition(st.ConditionUpdate(ConditionType.READY, false, reason, message))
+        else:
+            blocked = ConditionType.TEARDOWN_BLOCKED.value
+            ready = st.ConditionUpdate(ConditionType.READY, false, blocked, f"{reason}: {message}")
+            self._set_condition(ready)
         self._set_condition(
             st.ConditionUpdate(ConditionType.TEARDOWN_BLOCKED, true, reason, message)
         )

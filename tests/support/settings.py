@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from devicepool.activities.models import PoolSettings
 
-# Resync every 0.3 s, health checks every second, offline after 3 s, no idle grace.
+# Resync every 0.3 s, health checks every second, offline after 3 s, no idle grace,
+# a failing teardown shown blocked after 3 s.
 FAST = PoolSettings(
     resync_seconds=0.3,
     health_seconds=1,
@@ -13,4 +14,5 @@ FAST = PoolSettings(
     idle_grace_seconds=0,
     provision_batch_size=4,
     watch_max_seconds=20,
+    teardown_blocked_after_seconds=3,
 )
