@@ -116,6 +116,15 @@ def _watch_answer(
     return WatchDevicesResult(devices=devices, fingerprint=fingerprint, changed=changed)
 
 
+async def _still_running(workflow_id: str) -> bool:
+    """Whether Temporal runs this workflow; not knowing (an RPC error) counts as running."""
+    try:
+        described = await activity.client().get_workflow_handle(workflow_id).describe()
+    except RPCError as err:
+        return err.status != RPCStatusCode.NOT_FOUND
+    return described.status == WorkflowExecutionStatus.RUNNING
+
+
 # ---------------------------------------------------------------- the activities
 
 
@@ -272,6 +281,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
     async def watch_devices(self, input: WatchDevicesInput) -> WatchDevicesResult:
         self._client(input.account)  # an unknown account fails at once, not at the deadline
         deadline = time.monotonic() + input.max_seconds
+        health_due = time.monotonic() + input.health_every_seconds
         poll = max(input.poll_seconds, 0.0)
         devices: list[DeviceInfo] | None = None
         last_error: ProviderError | None = None
@@ -292,6 +302,13 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
                 fingerprint = device_fingerprint(devices)
                 if fingerprint != input.fingerprint:
                     return _watch_answer(input, devices, fingerprint, changed=True)
+            if input.health_workflow_id and devices is not None and time.monotonic() >= health_due:
+                health_due = time.monotonic() + input.health_every_seconds
+                if not await _still_running(input.health_workflow_id):
+                    answer = _watch_answer(
+                        input, devices, device_fingerprint(devices), changed=False
+                    )
+                    return answer.model_copy(update={"health_ended": True})
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 if devices is None:

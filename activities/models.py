@@ -195,6 +195,10 @@ class WatchDevicesInput(CamelModel):
     max_seconds: float = 3600.0
     # Answer in `rows`, as `ListDevicesInput.compact`.
     compact: bool = False
+    # The pool's health check: every `health_every_seconds` the watch asks Temporal
+    # whether it still runs, and answers (`health_ended`) when it does not.
+    health_workflow_id: str | None = None
+    health_every_seconds: float = 300.0
 
 
 class WatchDevicesResult(CamelModel):
@@ -202,6 +206,7 @@ class WatchDevicesResult(CamelModel):
     fingerprint: str
     changed: bool
     rows: list[list[Any]] = Field(default_factory=list)
+    health_ended: bool = False
 
     def listing(self, pool: str) -> list[DeviceInfo]:
         """The devices, whichever form the answer came in."""

@@ -441,7 +441,18 @@ class DevicePoolWorkflow(PoolMessages):
         if watch is not None and watch.done():
             self._watch = None
             try:
-                devices = watch.result().devices
+                answer = watch.result()
+                devices = answer.devices
+                if answer.health_ended:
+                    workflow.logger.warning(
+                        "pool %s: health check ended; started again", self._name
+                    )
+                    self._happened(
+                        pool_events.Happened(
+                            "HealthCheckRestarted", "the health check had ended", warning=True
+                        )
+                    )
+                    self._health_started = False
                 # Runs recorded before the rule applied every watch answer.
                 if self._observations.accept(self._watch_number) or not workflow.patched(
                     patches.ORDERED_OBSERVATIONS
@@ -457,7 +468,11 @@ class DevicePoolWorkflow(PoolMessages):
         return need_observe
 
     async def _watch_devices(self) -> am.WatchDevicesResult:
-        return await calls.watch_devices(self._account, self._name, self._devices, self.settings)
+        # Only once this run started (or found) the health check may it be missed.
+        health = names.health_workflow_id(self._name) if self._health_started else None
+        return await calls.watch_devices(
+            self._account, self._name, self._devices, self.settings, health_workflow_id=health
+        )
 
     def _wake_after(self, plan: Plan) -> timedelta | None:
         """A timer only when a deadline exists; an idle converged pool sets none."""

@@ -136,11 +136,17 @@ async def terminate_devices(
 
 
 async def watch_devices(
-    account: str, pool: str, devices: list[am.DeviceInfo], settings: am.PoolSettings
+    account: str,
+    pool: str,
+    devices: list[am.DeviceInfo],
+    settings: am.PoolSettings,
+    *,
+    health_workflow_id: str | None = None,
 ) -> am.WatchDevicesResult:
     """Returns when the pool's devices differ from `devices`, or after `watch_max_seconds`.
 
     The answer's `devices` are filled in either way (from compact rows, or whole).
+    With `health_workflow_id`, it also answers when that workflow no longer runs.
 
     On the watch queue of the pool's own queue (`devicepool-watch`), never on the
     pool's queue: a watch holds its slot for its whole life, and there one per
@@ -155,6 +161,8 @@ async def watch_devices(
             poll_seconds=settings.resync_seconds,
             max_seconds=settings.watch_max_seconds,
             compact=_compact(),
+            health_workflow_id=health_workflow_id,
+            health_every_seconds=settings.health_liveness_seconds,
         ),
         task_queue=watch_task_queue(workflow.info().task_queue),
         start_to_close_timeout=timedelta(seconds=settings.watch_max_seconds + 120),

@@ -14,5 +14,6 @@ FAST = PoolSettings(
     idle_grace_seconds=0,
     provision_batch_size=4,
     watch_max_seconds=20,
+    health_liveness_seconds=2,
     teardown_blocked_after_seconds=3,
 )

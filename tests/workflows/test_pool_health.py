@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from health_support import converged, created_at_least, delete
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 from wf_support import (
     ACCOUNTS,
@@ -321,3 +322,44 @@ async def test_a_two_device_pool_heals_one_offline_device_with_the_default_limit
     assert after["terminated"] - before["terminated"] == 1
     assert after["created"] - before["created"] == 1
     await delete(handle, control, pool_name)
+
+
+async def test_a_health_check_that_ended_is_started_again(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    """Issue 23 #7: the pool's health check ends (terminated by hand here) while the
+    pool runs on, idle: the run that sees it gone starts it again (before, only the
+    next continue-as-new did: weeks for an idle pool), and an offline device is replaced."""
+    # No watch timeout inside the test: an idle pool makes no pass of its own.
+    settings = FAST.model_copy(update={"watch_max_seconds": 600})
+    handle = await start_pool(env.client, pool_name, 2, settings=settings)
+    devices = await converged(control, pool_name, 2)
+
+    async def quiet() -> str | None:
+        run = (await handle.describe()).run_id
+        await asyncio.sleep(1.5)
+        return run if (await handle.describe()).run_id == run else None
+
+    run = await eventually(quiet, what="the pool idle in one run")
+    health = env.client.get_workflow_handle(health_workflow_id(pool_name))
+    await health.terminate("by hand")
+
+    async def checking_again() -> Any:
+        described = await env.client.get_workflow_handle(health.id).describe()
+        return described if described.status == WorkflowExecutionStatus.RUNNING else None
+
+    wait = settings.health_liveness_seconds + 6
+    described = await eventually(checking_again, what="a health check running again", timeout=wait)
+    assert described.parent_run_id == run, (
+        "started again by a later run, not the one that saw it gone"
+    )
+    victim = devices[0]["id"]
+    (await control.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
+
+    async def replaced() -> bool:
+        statuses = {d["id"]: d["status"] for d in await pool_devices(control, pool_name)}
+        return statuses.get(victim) in (None, "terminating")
+
+    await eventually(replaced, what="the offline device replaced", timeout=20)
+    await converged(control, pool_name, 2)
+    await handle.cancel()
