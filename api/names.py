@@ -139,6 +139,8 @@ SIGNAL_PERMIT_INTENT = "expect_request"
 SIGNAL_PERMIT_CANCEL = "cancel_permits"
 SIGNAL_PERMITS_USED = "permits_used"
 SIGNAL_RATE_LIMITED = "rate_limited"
+# ledger → pool: the provider paused the account's creates for longer than a window
+SIGNAL_ACCOUNT_PAUSED = "account_paused"
 # Sent by the ledger to a provisioning batch.
 SIGNAL_PERMITS_GRANTED = "permits_granted"
 QUERY_LEDGER = "ledger"

@@ -78,6 +78,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.activities.models import LedgerConfig, LedgerInput, RateLimitedReport
     from devicepool.api.names import (
         QUERY_LEDGER,
+        SIGNAL_ACCOUNT_PAUSED,
         SIGNAL_LEDGER_CONFIGURE,
         SIGNAL_PERMIT_CANCEL,
         SIGNAL_PERMIT_INTENT,
@@ -86,6 +87,7 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_PERMITS_USED,
         SIGNAL_RATE_LIMITED,
         WORKFLOW_ACCOUNT_LEDGER,
+        pool_workflow_id,
     )
     from devicepool.workflows import patches
     from devicepool.workflows.dealing import deal, due_announcements
@@ -97,6 +99,7 @@ with workflow.unsafe.imports_passed_through():
         PermitRequest,
         PermitsUsed,
     )
+    from devicepool.workflows.pool_state import AccountPause
 
 # How long continue-as-new waits for grants still on their way.
 DELIVERY_WAIT = timedelta(seconds=60)
@@ -126,7 +129,7 @@ class AccountLedgerWorkflow:
         # the details last published (a new run publishes its own).
         self._dirty = False
         self._details = ""
-        # Grant deliveries still on their way (patch LEDGER_SENDS_IN_BACKGROUND).
+        # Grant deliveries and pause news still on their way (continue-as-new waits).
         self._sending: set[asyncio.Future[None]] = set()
 
     @workflow.run
@@ -294,8 +297,26 @@ class AccountLedgerWorkflow:
 
     @workflow.signal(name=SIGNAL_RATE_LIMITED)
     def rate_limited(self, report: RateLimitedReport) -> None:
-        self._s.record_rate_limited(report, workflow.now())
+        now = workflow.now()
+        self._s.record_rate_limited(report, now)
         self._dirty = True
+        until = self._s.pause_news(now)
+        if until is None:
+            return
+        # A pause longer than a window is said on the pools it holds (a condition).
+        pause = AccountPause(account=self._account, until=until, reason=self._s.paused_reason or "")
+        for pool in self._s.held_pools(also=report.pool):
+            task = asyncio.ensure_future(self._tell_pool(pool, pause))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+    async def _tell_pool(self, pool: str, pause: AccountPause) -> None:
+        try:
+            await workflow.get_external_workflow_handle(pool_workflow_id(pool)).signal(
+                SIGNAL_ACCOUNT_PAUSED, pause
+            )
+        except FailureError as err:
+            workflow.logger.info("ledger %s: pool %s not told: %s", self._account, pool, err)
 
     @workflow.query(name=QUERY_LEDGER)
     def ledger(self) -> dict[str, Any]:

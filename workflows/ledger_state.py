@@ -96,6 +96,8 @@ class LedgerState(CamelModel):
     paused_until: datetime | None = None
     # Why creates are paused until `paused_until` (None when not paused).
     paused_reason: str | None = None
+    # The end of the pause the held pools were last told of (`pause_news`).
+    told_pause_until: datetime | None = None
     # After an idle spell the first request waits `margin` so that requests of
     # pools growing at the same moment share the first window.
     hold_until: datetime | None = None
@@ -262,3 +264,19 @@ class LedgerState(CamelModel):
                 )
         self.allowance = 1
         self.stats.rate_limited_reports += 1
+
+    def pause_news(self, now: datetime) -> datetime | None:
+        """The pause to tell the pools it holds, if there is news: it outlasts a window,
+        and ends a window or more later than what they were last told (None: no news)."""
+        until, window = self.paused_until, timedelta(seconds=self.config.window_seconds)
+        if until is None or until - now <= window:
+            return None
+        if self.told_pause_until is not None and until - self.told_pause_until < window:
+            return None
+        self.told_pause_until = until
+        return until
+
+    def held_pools(self, also: str) -> list[str]:
+        """The pools with requests waiting or permits outstanding, and `also`."""
+        pools = {r.pool for r in self.queue} | {o.pool for o in self.outstanding.values()}
+        return sorted(pools | {also})

@@ -404,6 +404,9 @@ class DevicePoolWorkflow(PoolMessages):
     # ------------------------------------------------------------------ publish / wait
 
     def _publish(self, plan: Plan) -> None:
+        pause = self.s.account_pause
+        if pause is not None and pause.until <= workflow.now():
+            self.s.account_pause = None  # over: said by the condition going back to True
         view = st.PoolView(
             spec=self._spec,
             generation=self.s.generation,
@@ -417,6 +420,7 @@ class DevicePoolWorkflow(PoolMessages):
             health=self.s.health,
             now=workflow.now(),
             observe_problem=self._observe_problem,
+            account_pause=self.s.account_pause,
         )
         self.s.status = st.published(self.s.status, view)
         self._show()
@@ -477,7 +481,10 @@ class DevicePoolWorkflow(PoolMessages):
     def _wake_after(self, plan: Plan) -> timedelta | None:
         """A timer only when a deadline exists; an idle converged pool sets none."""
         now, settings = workflow.now(), self.settings
-        deadlines: list[datetime] = [d for d in (plan.next_idle_at, self.s.backoff.until) if d]
+        pause = self.s.account_pause.until if self.s.account_pause else None
+        deadlines: list[datetime] = [
+            d for d in (plan.next_idle_at, self.s.backoff.until, pause) if d
+        ]
         if self._refs_problems or self.s.doomed or self._observe_failed or self._retry_terminations:
             deadlines.append(now + timedelta(seconds=settings.resync_seconds))
         check = self.s.slots.next_check_at(self._batch_check_every())

@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
         HealthReport,
         ScaleRequest,
     )
-    from devicepool.workflows.pool_state import REPLACING_LIMIT, PoolState
+    from devicepool.workflows.pool_state import REPLACING_LIMIT, AccountPause, PoolState
 
 __all__ = ["PoolMessages"]
 
@@ -180,6 +180,13 @@ class PoolMessages:
         self._reported_gone.update(report.terminated)
         self._devices = [d for d in self._devices if d.id not in self._reported_gone]
         self._replan = True
+
+    @workflow.signal(name=names.SIGNAL_ACCOUNT_PAUSED)
+    def account_paused(self, pause: AccountPause) -> None:
+        self.s.account_pause = pause
+        message = f"creates of account {pause.account!r} wait until {st.iso(pause.until)}"
+        self._happened(pool_events.Happened("ProviderRateLimited", message, warning=True))
+        self._replan = True  # published without a fresh listing
 
     @workflow.query(name=names.QUERY_STATUS)
     def status(self) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from devicepool.workflows.backoff import Backoff
 from devicepool.workflows.events import PoolEvent
 from devicepool.workflows.slots import SlotBook
 
-__all__ = ["REPLACING_LIMIT", "HealthConfig", "HealthReport", "PoolState"]
+__all__ = ["REPLACING_LIMIT", "AccountPause", "HealthConfig", "HealthReport", "PoolState"]
 
 REPLACING_LIMIT = 100
 
@@ -48,6 +48,15 @@ class HealthConfig(CamelModel):
     # The pool's desired size (percentages resolve against it). None: sent by a
     # pool from before the field existed; the health check then uses its count.
     replicas: int | None = None
+
+
+class AccountPause(CamelModel):
+    """Signal `account_paused` from the account's ledger: the provider asked it to wait
+    longer than a window (a 429's Retry-After); the pool says so until `until`."""
+
+    account: str
+    until: datetime
+    reason: str = ""
 
 
 class PoolState(CamelModel):
@@ -100,6 +109,8 @@ class PoolState(CamelModel):
     # The ledger is still to hear that this pool will ask for permits (a new
     # pool, or more replicas), also when the change landed in a handing-over pass.
     announce: bool = False
+    # The provider's long pause of the account's creates (from the ledger), until it ends.
+    account_pause: AccountPause | None = None
 
     @field_serializer("doomed")
     def _sorted(self, doomed: set[str]) -> list[str]:

@@ -26,6 +26,7 @@ from devicepool.api.v1alpha1 import (
 from devicepool.workflows.backoff import Backoff
 from devicepool.workflows.messages import HealthReport
 from devicepool.workflows.plan import Plan
+from devicepool.workflows.pool_state import AccountPause
 from devicepool.workflows.search_attributes import (
     KEY_ACCOUNT,
     KEY_DESIRED,
@@ -74,6 +75,8 @@ class PoolView:
     # `Reason: message` while the pool's devices cannot be listed: the status
     # shows the last listing, and says that it is not current.
     observe_problem: str | None = None
+    # The provider's long pause of the account's creates, while it lasts.
+    account_pause: AccountPause | None = None
 
 
 # ---------------------------------------------------------------- conditions
@@ -153,12 +156,20 @@ def provider_condition(view: PoolView) -> ConditionUpdate:
             reason,
             f"cannot list the pool's devices: {message}",
         )
-    backoff = view.backoff
+    backoff, pause = view.backoff, view.account_pause
+    if not backoff.problem and pause is not None and pause.until > view.now:
+        return ConditionUpdate(
+            ConditionType.PROVIDER_AVAILABLE,
+            FALSE,
+            "ProviderRateLimited",
+            f"the provider asked account {pause.account!r} to wait: creates resume at "
+            f"{iso(pause.until)}" + (f" ({pause.reason})" if pause.reason else ""),
+        )
     if not backoff.problem:
         return ConditionUpdate(ConditionType.PROVIDER_AVAILABLE, TRUE, "Available")
     reason, _, message = backoff.problem.partition(": ")
     if backoff.until:
-        message += f"; next try at {backoff.until.isoformat(timespec='seconds')}"
+        message += f"; next try at {iso(backoff.until)}"
     return ConditionUpdate(ConditionType.PROVIDER_AVAILABLE, FALSE, reason, message)
 
 
@@ -253,6 +264,11 @@ def deleted(status: DevicePoolStatus, now: datetime) -> DevicePoolStatus:
             "last_reconciled": now,
         }
     )
+
+
+def iso(when: datetime) -> str:
+    """A moment as conditions and events say it (to the second)."""
+    return when.isoformat(timespec="seconds")
 
 
 def _serving(plan: Plan) -> int:

@@ -14,15 +14,17 @@ from typing import Any
 
 import httpx
 import pytest
-from rl_support import CAP, SETTINGS, WINDOW_V, CountingTransport, name
+from rl_support import CAP, SETTINGS, WINDOW, WINDOW_V, CountingTransport, name
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from wf_support import eventually, start_pool
 
+from devicepool.activities.models import RateLimitedReport
 from devicepool.api.names import (
     QUERY_LEDGER,
     SIGNAL_PERMIT_INTENT,
+    SIGNAL_RATE_LIMITED,
     ledger_workflow_id,
     pool_workflow_id,
 )
@@ -329,3 +331,31 @@ async def test_a_stream_of_announcements_never_starves_a_waiting_request(
         stop.set()
         await announcing
         await handle.cancel()
+
+
+async def test_a_long_provider_pause_shows_on_the_pools_it_holds(
+    rl_env: WorkflowEnvironment, rl_workers: list[CountingTransport], rl_control: httpx.AsyncClient
+) -> None:
+    """Issue 23 #3: a 429 whose Retry-After pauses the account longer than its window
+    is said on the pool: ProviderAvailable=False (ProviderRateLimited) until it ends."""
+    pool = name()
+    handle = await start_pool(
+        rl_env.client, pool, 1, settings=SETTINGS, account="beta", proxy_ref=None
+    )
+    await eventually(all_ready(rl_control, "rl-beta", pool, 1), timeout=30, what="1 ready")
+    pause = 4 * WINDOW  # longer than the account's window
+    ledger = rl_env.client.get_workflow_handle(ledger_workflow_id("beta"))
+    await ledger.signal(
+        SIGNAL_RATE_LIMITED, RateLimitedReport(pool=pool, retry_after_seconds=pause)
+    )
+
+    async def provider(status: str) -> dict[str, Any] | None:
+        conditions = (await handle.query("status"))["conditions"]
+        found = next((c for c in conditions if c["type"] == "ProviderAvailable"), None)
+        return found if found and found["status"] == status else None
+
+    paused = await eventually(lambda: provider("False"), what="the pause said", timeout=10)
+    assert paused["reason"] == "ProviderRateLimited", paused
+    assert "beta" in paused["message"], paused
+    await eventually(lambda: provider("True"), what="the pause over", timeout=pause + 10)
+    await handle.cancel()

@@ -262,6 +262,20 @@ def test_a_pause_says_why_and_ends_with_its_reason() -> None:
     assert s.paused_until is None and s.paused_reason is None
 
 
+def test_only_a_pause_longer_than_the_window_is_news_and_told_once() -> None:
+    s = state(queue=[req("r1", "b", 2)], outstanding={"g": out(1, NOW + sec(600), pool="c")})
+    s.record_rate_limited(RateLimitedReport(pool="a", retry_after_seconds=30), NOW)
+    assert s.pause_news(NOW) is None  # within a window: the ledger just waits
+    s.record_rate_limited(RateLimitedReport(pool="a", retry_after_seconds=300), NOW)
+    assert s.pause_news(NOW) == NOW + sec(300)
+    assert s.held_pools(also="a") == ["a", "b", "c"]
+    assert s.pause_news(NOW) is None  # told already
+    s.record_rate_limited(RateLimitedReport(pool="a", retry_after_seconds=330), NOW)
+    assert s.pause_news(NOW) is None  # extended by less than a window
+    s.record_rate_limited(RateLimitedReport(pool="a", retry_after_seconds=400), NOW)
+    assert s.pause_news(NOW) == NOW + sec(400)
+
+
 def test_the_state_survives_continue_as_new_whole() -> None:
     s = state(
         queue=[req("a1", "a", 2)],
