@@ -479,7 +479,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
             try:
                 if input.only_if_idle:
                     # A scale-down: never counted as a replacement.
-                    if busy := await self._not_idle(client, input.device_id):
+                    if busy := await self._not_idle(client, input.device_id, input.idle_since):
                         return TerminateDeviceResult(device_id=input.device_id, skipped=busy)
                 else:
                     await self._count_replacement(client, input)
@@ -493,10 +493,13 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
                 raise to_application_error(exc) from exc
         return TerminateDeviceResult(device_id=input.device_id)
 
-    async def _not_idle(self, client: BitCloudPhoneClient, device_id: str) -> str | None:
+    async def _not_idle(
+        self, client: BitCloudPhoneClient, device_id: str, seen_idle_since: datetime | None
+    ) -> str | None:
         """Why the device serves right now (None if not): read just before a scale-down.
 
-        Idle (ready, no session) or still booting may go; a scale-down removes
+        Idle (ready, no session, not used since the plan's listing saw it idle
+        since `seen_idle_since`) or still booting may go; a scale-down removes
         a booting device before an idle one.
         """
         try:
@@ -511,6 +514,11 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
             return f"status {status}"
         if raw.get("sessionActive"):
             return "session active"
+        if seen_idle_since is not None and status == DeviceStatus.READY:
+            since = device_info(raw).idle_since
+            # A second of slack: listings travel as compact rows, to the millisecond.
+            if since > seen_idle_since + timedelta(seconds=1):
+                return f"used since the plan's listing (at {since.isoformat(timespec='seconds')})"
         return None
 
     async def _count_replacement(

@@ -144,6 +144,11 @@ class DeviceInfo(CamelModel):
     reason: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
 
+    @property
+    def idle_since(self) -> datetime:
+        """The moment the device last did anything (its idle clock starts there)."""
+        return self.last_activity_at or self.updated_at or self.created_at
+
 
 class DeviceStatusInfo(CamelModel):
     id: str
@@ -252,6 +257,10 @@ class TerminateDeviceInput(CamelModel):
     # (ready, no session). The plan's listing may be old; a device busy since
     # is kept (`skipped`).
     only_if_idle: bool = False
+    # With `only_if_idle`: when the plan's listing last saw the device do anything
+    # (`DeviceInfo.idle_since`). A device used since (a session that started and
+    # ended after that listing) is inside its idle grace again: kept.
+    idle_since: datetime | None = None
 
 
 class TerminateDeviceResult(CamelModel):

@@ -63,7 +63,7 @@ class Plan:
 
 def idle_since(device: DeviceInfo) -> datetime:
     """The moment a device last did anything (its idle clock starts there)."""
-    return device.last_activity_at or device.updated_at or device.created_at
+    return device.idle_since
 
 
 def is_idle(device: DeviceInfo, *, now: datetime, idle_grace: timedelta) -> bool:

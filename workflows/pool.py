@@ -368,7 +368,10 @@ class DevicePoolWorkflow(PoolMessages):
 
     async def _terminate(self, device_ids: list[str], *, only_if_idle: set[str]) -> None:
         self._retry_terminations = False
-        done = await calls.terminate_devices(self._account, device_ids, only_if_idle=only_if_idle)
+        seen = {d.id: d.idle_since for d in self._devices if d.id in only_if_idle}
+        done = await calls.terminate_devices(
+            self._account, device_ids, only_if_idle=only_if_idle, idle_since=seen
+        )
         self.s.scaled_down_booting = pool_events.remember_booting(
             self.s.scaled_down_booting, self._devices, only_if_idle, done.failed, done.skipped
         )

@@ -9,8 +9,9 @@ killed worker is retried elsewhere within seconds.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -106,15 +107,23 @@ class Terminations:
 
 
 async def terminate_devices(
-    account: str, device_ids: list[str], *, only_if_idle: set[str] | frozenset[str] = frozenset()
+    account: str,
+    device_ids: list[str],
+    *,
+    only_if_idle: set[str] | frozenset[str] = frozenset(),
+    idle_since: Mapping[str, datetime] | None = None,
 ) -> Terminations:
-    """Terminate these devices in parallel; those in `only_if_idle` only if still idle."""
+    """Terminate these devices in parallel; those in `only_if_idle` only if still idle
+    (and not used since `idle_since`, what the plan's listing showed)."""
 
     async def one(device_id: str) -> am.TerminateDeviceResult:
         return await workflow.execute_activity_method(
             Activities.terminate_device,
             am.TerminateDeviceInput(
-                account=account, device_id=device_id, only_if_idle=device_id in only_if_idle
+                account=account,
+                device_id=device_id,
+                only_if_idle=device_id in only_if_idle,
+                idle_since=(idle_since or {}).get(device_id) if device_id in only_if_idle else None,
             ),
             start_to_close_timeout=timedelta(seconds=30),
             heartbeat_timeout=am.HEARTBEAT_TIMEOUT,

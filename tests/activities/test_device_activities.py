@@ -560,3 +560,34 @@ async def test_a_scale_down_removes_a_booting_or_idle_device_and_keeps_a_busy_on
         "devicepool_replacements_total", {"pool": "p2", "reason": "startup_timeout"}
     )
     assert replaced is None
+
+
+async def test_a_scale_down_keeps_a_device_used_since_the_plans_listing(
+    acts: DeviceActivities, emulator: Emulator
+) -> None:
+    # Issue 23 (suspected): the re-check looked at status and session only. A
+    # session that started and ended after the plan's listing leaves the device
+    # ready and sessionless, but used within the idle grace: it stays.
+    env = ActivityEnvironment()
+    [device] = await _create(acts, 1, pool="p3")
+    await emulator.advance(31)
+    [seen] = (
+        await env.run(acts.list_devices, ListDevicesInput(account="default", pool="p3"))
+    ).devices
+    assert seen.status == "ready"
+    await emulator.advance(5)
+    await emulator.session(device.id, active=True)
+    await emulator.session(device.id, active=False)
+    down = TerminateDeviceInput(
+        account="default", device_id=device.id, only_if_idle=True, idle_since=seen.idle_since
+    )
+    kept = await env.run(acts.terminate_device, down)
+    assert kept.skipped and "used since" in kept.skipped, kept
+    # Judged on what the listing shows now, it goes.
+    [now] = (
+        await env.run(acts.list_devices, ListDevicesInput(account="default", pool="p3"))
+    ).devices
+    gone = await env.run(
+        acts.terminate_device, down.model_copy(update={"idle_since": now.idle_since})
+    )
+    assert (gone.skipped, gone.already_gone) == (None, False)
