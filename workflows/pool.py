@@ -151,7 +151,7 @@ class DevicePoolWorkflow(PoolMessages):
             self._in_background(self._start_health())
         created = self.s.slots.inbox.created[:created_mark]
         self._happened(*pool_events.batches_settled(self.s.slots, created))
-        self.s.slots.settle_created(created_mark)
+        self.s.slots.settle_created(created_mark, listed=(d.id for d in self._devices))
         self._take_reports(done_mark)
         await self._check_batches()
         await self._sync_health_config()
@@ -216,6 +216,7 @@ class DevicePoolWorkflow(PoolMessages):
         this listing, or a person): its create is a replacement, served ahead of growth."""
         # A device the health check reported terminated is gone, whatever a
         # listing that started before its termination says.
+        self.s.slots.seen(d.id for d in devices)
         devices = [d for d in devices if d.id not in self._reported_gone]
         # The previous listing's offline devices come from the state: a run that
         # continued as new in between still knows them.

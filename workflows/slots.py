@@ -107,6 +107,11 @@ class SlotBook(CamelModel):
     # the generation whose create body (osVersion, proxy) is still current
     body_generation: int = 1
     inbox: Inbox = Field(default_factory=Inbox)
+    # Devices whose creates landed (their batch said so) that no listing has shown
+    # yet: still pending, until a listing shows them or their batch ends. A
+    # provider's listing may lag its creates by seconds; counted as landed in
+    # between, they would be rented again.
+    unseen: list[str] = Field(default_factory=list)
 
     # ------------------------------------------------------------ reading
 
@@ -117,13 +122,20 @@ class SlotBook(CamelModel):
         return [b.workflow_id for b in self.in_flight]
 
     def pending(self, observed_slots: set[str]) -> int:
-        """Creates still in flight whose devices the pool has not seen yet (and still wants)."""
-        return sum(
+        """Creates still in flight whose devices the pool has not seen yet (and still wants),
+        and devices created that no listing has shown yet (`unseen`)."""
+        in_flight = sum(
             1
             for b in self.in_flight
             for slot in b.slots
             if str(slot) not in observed_slots and slot not in b.withdrawing
         )
+        return in_flight + len(self.unseen)
+
+    def seen(self, listed: Iterable[str]) -> None:
+        """A listing showed these devices: none of them is pending any more."""
+        shown = set(listed)
+        self.unseen = [d for d in self.unseen if d not in shown]
 
     def withdraw(self, count: int, observed_slots: set[str]) -> dict[str, list[int]]:
         """Ask to drop up to `count` creates that have not landed, newest first: batch id → slots."""
@@ -205,12 +217,16 @@ class SlotBook(CamelModel):
 
     # ------------------------------------------------------------ reports
 
-    def settle_created(self, count: int) -> None:
-        """Apply the first `count` `batch_created` reports: their slots are observed from now on."""
+    def settle_created(self, count: int, listed: Iterable[str] = ()) -> None:
+        """Apply the first `count` `batch_created` reports: their slots are observed from now on
+        (the devices the last listing, `listed`, does not show yet stay pending: `unseen`)."""
         created, self.inbox.created = self.inbox.created[:count], self.inbox.created[count:]
+        shown = set(listed)
         for report in created:
             batch = self.batch(report.workflow_id)
             if batch is not None:
+                landed = [report.created[s] for s in batch.slots if s in report.created]
+                self.unseen += [d for d in landed if d not in shown and d not in self.unseen]
                 self._retry_failed(batch, report)
                 settled = set(report.created) | set(report.failed_slots) | set(report.withdrawn)
                 batch.slots = [slot for slot in batch.slots if slot not in settled]
@@ -220,6 +236,10 @@ class SlotBook(CamelModel):
         """Apply the first `count` `batch_done` reports: their batches leave the book."""
         done, self.inbox.done = self.inbox.done[:count], self.inbox.done[count:]
         for report in done:
+            # Its devices booted (or failed, or vanished) by now: a listing that lags
+            # that long is not waited for (a device removed unseen must not count forever).
+            ended = set(report.created.values())
+            self.unseen = [d for d in self.unseen if d not in ended]
             batch = self.drop(report.workflow_id)
             if batch is not None and not report.cancelled:
                 self._retry_failed(batch, report)

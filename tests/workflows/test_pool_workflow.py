@@ -542,3 +542,21 @@ async def test_no_credential_in_any_workflow_history(
             assert b"proxyseller-us" in history.events[0].SerializeToString()
     assert scanned >= 3, scanned  # at least the pool, its batch and its health check
     assert not leaks, leaks
+
+
+async def test_a_listing_that_lags_behind_the_creates_rents_nothing_extra(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # Issue 23 (suspected): creates are counted by observation once their batch
+    # reports them; a provider whose listing shows a new device only seconds
+    # after its create returned made the pool rent it again.
+    # Shorter than a boot (1.5 s here, ~45 s at a real provider): a batch that ended
+    # has seen its devices ready, and a listing that lags longer is not waited for.
+    TimedASGITransport.listing_lag[pool_name] = 1.2
+    handle = await start_pool(env.client, pool_name, 4)
+    await eventually(ready_count(pool_name, 4, control), what="4 ready devices", timeout=30)
+    await asyncio.sleep(5)  # past the lag: anything rented twice is listed by now
+    assert (await pool_counts(control, pool_name))["created"] == 4
+    status = await handle.query("status")
+    assert status["readyDevices"] == 4, status
+    await delete_and_wait(handle)

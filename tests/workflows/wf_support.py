@@ -156,6 +156,10 @@ class TimedASGITransport(httpx.ASGITransport):
     # Test switch: device id -> how many of its DELETEs are refused with 409
     # invalid_state before one reaches the provider.
     refuse_deletes: ClassVar[dict[str, int]] = {}
+    # Test switch: pool -> seconds a device it creates stays out of its listings (a
+    # provider whose label index lags behind its creates); `born` is when each was.
+    listing_lag: ClassVar[dict[str, float]] = {}
+    born: ClassVar[dict[str, float]] = {}
     # Test switch: pools whose listings are refused with 401 (a revoked or rotated key).
     unauthenticated_lists: ClassVar[set[str]] = set()
     # ...and what happens at the provider right after such a refusal (a session starts).
@@ -179,9 +183,13 @@ class TimedASGITransport(httpx.ASGITransport):
         cls.refuse_deletes.clear()
         cls.after_refused_delete = None
         cls.unauthenticated_lists.clear()
+        cls.listing_lag.clear()
+        cls.born.clear()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self._handle(request)
+        if TimedASGITransport.listing_lag:
+            response = await self._lag(request, response)
         hidden = TimedASGITransport.hide_updated_at
         if not hidden or "json" not in response.headers.get("content-type", ""):
             return response
@@ -190,6 +198,24 @@ class TimedASGITransport(httpx.ASGITransport):
         for item in items or []:
             if isinstance(item, dict) and item.get("id") in hidden:
                 item.pop("updatedAt", None)
+        headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+        return httpx.Response(response.status_code, headers=headers, json=body, request=request)
+
+    async def _lag(self, request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        """Keep a lagging pool's new devices out of its listings for a while."""
+        lag, now = TimedASGITransport.listing_lag, asyncio.get_running_loop().time()
+        body = json.loads(await response.aread() or b"null")
+        if request.method == "POST" and request.url.path.endswith("/devices"):
+            if isinstance(body, dict) and (body.get("labels") or {}).get("pool") in lag:
+                TimedASGITransport.born.setdefault(body["id"], now)
+            return response
+        pool = request.url.params.get("label", "").removeprefix("pool=")
+        if request.method != "GET" or pool not in lag or not isinstance(body, dict):
+            return response
+        born = TimedASGITransport.born
+        body["items"] = [
+            d for d in body.get("items") or [] if now - born.get(d["id"], -1e9) >= lag[pool]
+        ]
         headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
         return httpx.Response(response.status_code, headers=headers, json=body, request=request)
 
