@@ -46,11 +46,27 @@ class ManifestError(ValueError):
 
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems: list[str] = list(problems)
-        super().__init__("; ".join(self.problems))
+        super().__init__(joined(self.problems))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The default would call ManifestError(joined_string), splitting it into characters.
         return (type(self), (self.problems,))
+
+
+# What `str(ManifestError)` (the CLI's one error line) shows at most: the problems
+# that fit, then how many more (`ManifestError.problems` holds them all).
+MAX_ERROR_LINE = 400
+
+
+def joined(problems: Sequence[str]) -> str:
+    """`a; b; c`, as many whole problems as fit in `MAX_ERROR_LINE`, then `and N more`."""
+    shown: list[str] = []
+    for problem in problems:
+        if shown and len("; ".join([*shown, problem])) > MAX_ERROR_LINE:
+            break
+        shown.append(problem)
+    rest = len(problems) - len(shown)
+    return "; ".join(shown) + (f"; and {rest} more problem(s)" if rest else "")
 
 
 def problem_line(prefix: str, loc: Loc, rule: str) -> str:

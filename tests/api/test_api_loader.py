@@ -861,3 +861,17 @@ def test_a_mutated_manifest_gets_one_short_line_per_problem(text: str) -> None:
 def test_a_long_yaml_token_is_shortened_in_its_syntax_error(text: str) -> None:
     _assert_short_lines(text)
     assert _problems_if_any(text)
+
+
+def test_many_problems_make_one_short_line_that_counts_the_rest() -> None:
+    # Issue 23 #11: each problem was bounded, but the CLI's one line joined all of them.
+    docs = "\n---\n".join(
+        ARTICLE.replace("tiktok-us-pool", f"pool-{i}").replace("replicas: 50", "replicas: 501")
+        for i in range(40)
+    )
+    with pytest.raises(ManifestError) as info:
+        load_manifests_text(docs, source="pools.yaml")
+    assert len(info.value.problems) == 40
+    line = str(info.value)
+    assert "\n" not in line and len(line) <= 400 + 40, len(line)
+    assert line.endswith("more problem(s)"), line
