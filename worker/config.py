@@ -314,4 +314,6 @@ def _settings(intervals: IntervalsFile) -> PoolSettings:
         failure_streak_limit=intervals.failure_streak_limit,
         backoff_initial_seconds=intervals.backoff_initial_seconds,
         backoff_max_seconds=intervals.backoff_max_seconds,
+        teardown_blocked_after_seconds=intervals.teardown_blocked_after_seconds,
+        health_liveness_seconds=intervals.health_liveness_seconds,
     )

@@ -60,6 +60,10 @@ class IntervalsFile(_FileModel):
     failure_streak_limit: int = Field(default=3, ge=1)
     backoff_initial_seconds: float = Field(default=30.0, gt=0)
     backoff_max_seconds: float = Field(default=900.0, gt=0)
+    # A deletion that keeps failing (any error) shows TeardownBlocked within this long.
+    teardown_blocked_after_seconds: float = Field(default=60.0, gt=0)
+    # How often a pool's watch checks that its health check still runs.
+    health_liveness_seconds: float = Field(default=300.0, gt=0)
     # A device whose pool has no running workflow is terminated after this long
     # (the per-account orphan sweep, workflows/orphans.py).
     orphan_grace_seconds: float = Field(default=DEFAULT_ORPHAN_GRACE_SECONDS, ge=0)

@@ -212,3 +212,10 @@ def test_the_limit_is_the_start_to_close_timeout_provision_schedules_creates_wit
         f"timedelta(seconds={LIMIT:g})",
         "CREATE_START_TO_CLOSE_TIMEOUT",
     )
+
+
+def test_the_teardown_and_health_liveness_intervals_reach_the_pools() -> None:
+    intervals = {"teardownBlockedAfterSeconds": 20, "healthLivenessSeconds": 45}
+    config = build_config({**account(apiKeyEnv="K"), "intervals": intervals}, env={"K": KEY})
+    assert config.settings.teardown_blocked_after_seconds == 20
+    assert config.settings.health_liveness_seconds == 45
