@@ -30,16 +30,16 @@ from devicepool.workflows.messages import Accepted, ScaleRequest
 pytestmark = pytest.mark.devserver
 
 
+async def all_ready(control: httpx.AsyncClient, pool_name: str, count: int) -> bool:
+    devices = await pool_devices(control, pool_name)
+    return len(devices) == count and all(d["status"] == "ready" for d in devices)
+
+
 async def test_a_device_that_became_busy_after_the_listing_is_not_terminated(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
     handle = await start_pool(env.client, pool_name, 2)
-
-    async def two_ready() -> bool:
-        devices = await pool_devices(control, pool_name)
-        return len(devices) == 2 and all(d["status"] == "ready" for d in devices)
-
-    await eventually(two_ready, what="2 ready devices")
+    await eventually(lambda: all_ready(control, pool_name, 2), what="2 ready devices")
     # This pool's own count: another test's teardown moves the session-wide one.
     before = await pool_counts(control, pool_name)
     # The oldest idle device is the one a scale-down to 1 picks.
@@ -83,12 +83,7 @@ async def test_a_device_whose_scale_down_delete_failed_is_never_killed_busy(
     """Issue 23 #1: scale 2 -> 1, the idle device's DELETE is refused once (409); it
     becomes busy; it must stay a member (counted, in deviceIds) and never be killed."""
     handle = await start_pool(env.client, pool_name, 2)
-
-    async def two_ready() -> bool:
-        devices = await pool_devices(control, pool_name)
-        return len(devices) == 2 and all(d["status"] == "ready" for d in devices)
-
-    await eventually(two_ready, what="2 ready devices")
+    await eventually(lambda: all_ready(control, pool_name, 2), what="2 ready devices")
     before = await pool_counts(control, pool_name)
     devices = await pool_devices(control, pool_name)
     oldest = min(devices, key=lambda d: (d["createdAt"], d["id"]))

@@ -226,30 +226,15 @@ class TimedASGITransport(httpx.ASGITransport):
         device_id = request.url.path.rsplit("/", 1)[-1]
         if request.method == "DELETE" and TimedASGITransport.refuse_deletes.get(device_id, 0) > 0:
             TimedASGITransport.refuse_deletes[device_id] -= 1
-            problem = {
-                "type": "about:blank",
-                "title": "Conflict",
-                "status": 409,
-                "code": "invalid_state",
-                "detail": f"device {device_id} cannot be terminated right now",
-            }
-            headers = {"content-type": "application/problem+json"}
             if TimedASGITransport.after_refused_delete is not None:
                 await TimedASGITransport.after_refused_delete(device_id)
-            return httpx.Response(409, json=problem, headers=headers, request=request)
+            detail = f"device {device_id} cannot be terminated right now"
+            return _problem(request, 409, "invalid_state", detail)
         label = request.url.params.get("label", "")
         if request.method == "GET" and label.startswith("pool="):
             pool = label[len("pool=") :]
             if pool in TimedASGITransport.unauthenticated_lists:
-                problem = {
-                    "type": "about:blank",
-                    "title": "Unauthorized",
-                    "status": 401,
-                    "code": "unauthenticated",
-                    "detail": "the API key is not valid",
-                }
-                headers = {"content-type": "application/problem+json"}
-                return httpx.Response(401, json=problem, headers=headers, request=request)
+                return _problem(request, 401, "unauthenticated", "the API key is not valid")
             response = await super().handle_async_request(request)
             await response.aread()
             TimedASGITransport.lists[pool] += 1
@@ -273,6 +258,19 @@ class TimedASGITransport(httpx.ASGITransport):
             return await asyncio.wait_for(super().handle_async_request(request), read)
         except TimeoutError as err:
             raise httpx.ReadTimeout("emulated read timeout", request=request) from err
+
+
+def _problem(request: httpx.Request, status: int, code: str, detail: str) -> httpx.Response:
+    """An error answer in the provider contract's problem+json shape."""
+    problem = {
+        "type": "about:blank",
+        "title": code,
+        "status": status,
+        "code": code,
+        "detail": detail,
+    }
+    headers = {"content-type": "application/problem+json"}
+    return httpx.Response(status, json=problem, headers=headers, request=request)
 
 
 class Workers:
