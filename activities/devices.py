@@ -24,8 +24,8 @@ Activities (name → input → result):
   poll; heartbeats; on the watch queue). It may reuse a listing of the same pool
   this process made for the pool's own watch (at most `reuse_listing_seconds`
   old), so a pool and its health check cost the provider one read per interval;
-  without one (that watch runs on another worker) its own reads are at least
-  `own_read_seconds` apart
+  without one (that watch runs on another worker, or lists less often than the
+  check polls) its own reads are at least `own_read_seconds` apart
 - `create_device` `CreateDeviceInput` → `CreateDeviceResult`
 - `get_statuses` `GetStatusesInput` → `GetStatusesResult`
 - `terminate_device` `TerminateDeviceInput` → `TerminateDeviceResult`
@@ -362,9 +362,10 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
                 if fresh
                 else self._shared_listing(input.account, input.pool, input.reuse_listing_seconds)
             )
-            # No listing of the pool's own watch here (it runs on another worker):
-            # this watch's own reads keep their spacing, or the pool would cost
-            # the provider a read per health poll on top of its resyncs.
+            # No listing of the pool's own watch here (it runs on another worker, or
+            # lists less often than this watch polls): this watch's own reads keep
+            # their spacing, or the pool would cost the provider a read per health
+            # poll on top of its resyncs.
             put_off = (
                 listing is None
                 and not fresh

@@ -504,9 +504,9 @@ class WatchHealthInput(CamelModel):
     # A listing of the pool this worker made (for the pool's own watch) at most
     # this old stands in for a provider call; the read at `until` is always fresh.
     reuse_listing_seconds: float = 0.0
-    # Without such a listing (the pool's watch runs on another worker), the
-    # watch's own provider reads are at least this far apart (0: every poll);
-    # fresh reads (`once`, `until`) are never put off.
+    # Without such a listing (the pool's watch runs on another worker, or lists
+    # less often), the watch's own provider reads are at least this far apart
+    # (0: every poll); fresh reads (`once`, `until`) are never put off.
     own_read_seconds: float = 0.0
 
 

@@ -12,8 +12,9 @@ old cycle: pool_running, a listing, status reads in batches of ≤ 100 and a
 timer every `health_seconds`, ~17 history events a check): one long
 `watch_health` activity on the watch queue lists the pool's devices every
 `health_seconds` inside the worker (reusing the listing the pool's own watch
-made within `resync_seconds` on that worker, so the provider sees one read per
-interval for both; on another worker, its own reads are
+made on that worker while at most `triage.reuse_listing_seconds` old, so the
+provider sees one read per interval for both; without one — that watch runs on
+another worker, or lists less often than the check polls — its own reads are
 `triage.own_read_seconds` apart), asks Temporal whether the pool still runs, and answers
 only with the suspects (offline; provisioning or failed past the startup
 timeout) and a device count — never the whole listing — and only when they
@@ -102,6 +103,7 @@ with workflow.unsafe.imports_passed_through():
         next_check_at,
         own_read_seconds,
         reason_kind,
+        reuse_listing_seconds,
         triage,
     )
 
@@ -298,12 +300,15 @@ class PoolHealthWorkflow:
                 until=until,
                 once=once,
                 # The pool's own watch lists every resync: its listing will do
-                # (with half an interval of slack, or every other poll would
-                # just miss it).
-                reuse_listing_seconds=1.5 * settings.resync_seconds,
-                # Where that watch runs on another worker, the check's own reads
-                # are a few polls apart (the pool's read budget), never past the
-                # offline threshold. Only the input changes: same commands.
+                # while about as fresh as a poll of the check's own.
+                reuse_listing_seconds=reuse_listing_seconds(
+                    resync_seconds=settings.resync_seconds,
+                    health_seconds=settings.health_seconds,
+                ),
+                # Where that watch runs on another worker, or lists less often,
+                # the check's own reads are a few polls apart (the pool's read
+                # budget), never past the offline threshold. Only the input
+                # changes: same commands.
                 own_read_seconds=own_read_seconds(
                     health_seconds=settings.health_seconds,
                     offline_after_seconds=settings.offline_after_seconds,

@@ -35,6 +35,7 @@ __all__ = [
     "next_check_at",
     "own_read_seconds",
     "reason_kind",
+    "reuse_listing_seconds",
     "triage",
     "went_offline",
 ]
@@ -192,13 +193,30 @@ def went_offline(
     return min(since, now)
 
 
+def reuse_listing_seconds(*, resync_seconds: float, health_seconds: float) -> float:
+    """How old a listing the pool's own watch made on the same worker may be for the
+    health watch to judge it instead of reading the provider.
+
+    Half an interval over the shorter of the pool's resync and the check's poll (at
+    exactly one interval, every other poll would just miss it). Never much past one
+    `health_seconds`: where the pool lists less often than the check polls, an older
+    listing let the resync interval decide how late an offline device is seen (issue
+    23: resync 30, health 2, threshold 10, replaced after 23 s); the check then reads
+    for itself, `own_read_seconds` apart (its own reads are kept in the same memory:
+    a longer window stretched that spacing too). At the defaults (30, 60): 45, as
+    before.
+    """
+    return 1.5 * min(resync_seconds, health_seconds)
+
+
 # Health polls between two provider reads of the check's own (see `own_read_seconds`).
 OWN_READ_POLLS = 3
 
 
 def own_read_seconds(*, health_seconds: float, offline_after_seconds: float) -> float:
     """How far apart the health watch's own provider reads are, where it has no listing
-    of the pool's own watch to reuse (that watch runs on another worker).
+    of the pool's own watch to reuse (that watch runs on another worker, or lists less
+    often than the check polls: `reuse_listing_seconds`).
 
     A few polls apart (at the defaults, 120 resync reads + 20 of these an hour:
     within the 150 budget, where a read every poll made 180), but never further

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
-from wf_support import condition, eventually, history_digest, pool_counts, pool_devices, stats
+from wf_support import (
+    TimedASGITransport,
+    condition,
+    eventually,
+    history_digest,
+    pool_counts,
+    pool_devices,
+    stats,
+)
 
 __all__ = [
     "converged",
     "created_at_least",
     "delete",
     "false_condition",
+    "just_after_a_listing",
     "paused",
     "resumed",
     "true_condition",
@@ -73,3 +83,21 @@ async def resumed(handle: Any) -> dict[str, Any]:
     return await eventually(
         lambda: false_condition(handle, "RemediationPaused"), what="resumed", timeout=30
     )
+
+
+async def just_after_a_listing(pool: str) -> None:
+    """Return right after a provider listing of the pool (by any worker activity),
+    with no other one for 0.6 s after it (a watch that restarts lists twice in a row)."""
+
+    async def quiet() -> bool:
+        count = TimedASGITransport.lists[pool]
+        await asyncio.sleep(0.6)
+        return TimedASGITransport.lists[pool] == count
+
+    count = TimedASGITransport.lists[pool]
+    await eventually(lambda: _listed_since(pool, count), what="a listing", timeout=40, every=0.02)
+    await eventually(quiet, what="no second listing right after it", timeout=30, every=0.02)
+
+
+async def _listed_since(pool: str, count: int) -> bool:
+    return TimedASGITransport.lists[pool] > count

@@ -1,8 +1,9 @@
 """The provider's read budget of one idle pool, whichever workers run its two watches.
 
 The pool's `watch_devices` lists every `resyncSeconds`; its health check's
-`watch_health` reuses that listing on the same worker and otherwise reads for
-itself, at most once per `triage.own_read_seconds`. At the default intervals
+`watch_health` reuses that listing on the same worker while it is about as fresh
+as a poll (`triage.reuse_listing_seconds`) and otherwise reads for itself, at
+most once per `triage.own_read_seconds`. At the default intervals
 that keeps an idle pool within 150 provider reads an hour (README, Scaling), and
 the spacing never exceeds the offline threshold: a device going offline is
 still seen by its deadline (its clock starts at the provider's `updatedAt`).
@@ -13,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from devicepool.activities.models import PoolSettings
-from devicepool.workflows.triage import own_read_seconds
+from devicepool.workflows.triage import own_read_seconds, reuse_listing_seconds
 
 READ_BUDGET_PER_POOL_HOUR = 150
 
@@ -45,3 +46,21 @@ def test_the_spacing_is_a_few_polls_never_past_the_offline_threshold(
     health: float, offline_after: float, expected: float
 ) -> None:
     assert own_read_seconds(health_seconds=health, offline_after_seconds=offline_after) == expected
+
+
+@pytest.mark.parametrize(
+    ("resync", "health", "expected"),
+    [
+        (30, 60, 45),  # the defaults: every listing of the pool's watch, as before
+        (0.3, 1, 0.45),  # FAST: likewise
+        (30, 2, 3),  # issue 23: resync 30, health 2 reused listings up to 45 s old
+        (15, 1, 1.5),
+    ],
+)
+def test_a_listing_of_the_pools_watch_is_reused_while_about_as_fresh_as_a_poll(
+    resync: float, health: float, expected: float
+) -> None:
+    # Older, it let the resync interval, not healthSeconds, decide how late an
+    # offline device is seen (tests/workflows/test_health_sighting.py).
+    reuse = reuse_listing_seconds(resync_seconds=resync, health_seconds=health)
+    assert reuse == pytest.approx(expected)
