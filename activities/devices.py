@@ -25,7 +25,8 @@ Activities (name → input → result):
   this process made for the pool's own watch (at most `reuse_listing_seconds`
   old), so a pool and its health check cost the provider one read per interval;
   without one (that watch runs on another worker, or lists less often than the
-  check polls) its own reads are at least `own_read_seconds` apart
+  check polls) its own reads are at least `own_read_seconds` apart. A change is
+  answered on a read of its own, never on that listing alone
 - `create_device` `CreateDeviceInput` → `CreateDeviceResult`
 - `get_statuses` `GetStatusesInput` → `GetStatusesResult`
 - `terminate_device` `TerminateDeviceInput` → `TerminateDeviceResult`
@@ -114,6 +115,26 @@ def _watch_answer(
         rows = device_rows(devices, pool=input.pool)
         return WatchDevicesResult(rows=rows, fingerprint=fingerprint, changed=changed)
     return WatchDevicesResult(devices=devices, fingerprint=fingerprint, changed=changed)
+
+
+def _health_answer(
+    pool: PoolRunResult,
+    listing: tuple[datetime, list[DeviceInfo]],
+    *,
+    startup: timedelta,
+    previous: datetime | None,
+) -> WatchHealthResult:
+    """`watch_health`'s answer on one listing: the suspects in it and a count."""
+    checked_at, devices = listing
+    suspects = health_suspects(devices, now=checked_at, startup_timeout=startup)
+    return WatchHealthResult(
+        pool=pool,
+        devices=len(devices),
+        suspects=suspects,
+        fingerprint=suspects_fingerprint(suspects),
+        checked_at=checked_at,
+        previous_check_at=previous,
+    )
 
 
 async def _still_running(workflow_id: str) -> bool:
@@ -326,9 +347,11 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
         pool is gone, `until` (after a fresh read there) or `max_seconds`.
 
         A poll reads the pool's listing this process made for the pool's own
-        watch when there is one; otherwise the provider, but no sooner than
-        `own_read_seconds` after this watch's last read of its own (a poll in
-        between only asks whether the pool still runs).
+        watch when there is one at most `reuse_listing_seconds` old; otherwise
+        the provider, but no sooner than `own_read_seconds` after this watch's
+        last read of its own (a poll in between only asks whether the pool still
+        runs). What it answers is always a read of its own: a change seen on the
+        pool's listing is read again first.
 
         Each poll first asks Temporal whether the pool still runs (not knowing is
         running); a provider error is polled past, except on a fresh read (`once`,
@@ -357,27 +380,40 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
                 return WatchHealthResult(
                     pool=pool, checked_at=datetime.now(UTC), previous_check_at=previous
                 )
-            listing = (
+            shared = (
                 None
                 if fresh
                 else self._shared_listing(input.account, input.pool, input.reuse_listing_seconds)
             )
-            # No listing of the pool's own watch here (it runs on another worker, or
-            # lists less often than this watch polls): this watch's own reads keep
-            # their spacing, or the pool would cost the provider a read per health
-            # poll on top of its resyncs.
+            found = (
+                None
+                if shared is None
+                else _health_answer(pool, shared, startup=startup, previous=previous)
+            )
+            # A change on that listing is read again before it is answered: the check
+            # acts on an answer at once (a device whose clock ran out is terminated, as
+            # when a pause ends), and the listing may be `reuse_listing_seconds` old: a
+            # device back since then would go.
+            confirm = found is not None and found.fingerprint != input.fingerprint
+            if confirm:
+                found = None
+            # No listing of the pool's own watch to reuse (it runs on another worker, or
+            # lists less often than this watch polls): this watch's own reads keep their
+            # spacing, or the pool would cost the provider a read per health poll on top
+            # of its resyncs.
             put_off = (
-                listing is None
-                and not fresh
+                found is None
+                and not (fresh or confirm)
                 and own_read_at is not None
                 and time.monotonic() - own_read_at < input.own_read_seconds
             )
-            if listing is None and not put_off:
+            if found is None and not put_off:
                 own_read_at = time.monotonic()
                 try:
                     async with heartbeating():
                         listing = await self._new_listing(input.account, input.pool)
                     last_error = None
+                    found = _health_answer(pool, listing, startup=startup, previous=previous)
                 except ProviderError as exc:
                     if fresh or not exc.retryable:
                         raise to_application_error(exc) from exc
@@ -385,20 +421,11 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
                     activity.logger.warning(
                         "pool %s: health listing failed, will poll again: %s", input.pool, exc
                     )
-            if listing is not None:
-                checked_at, devices = listing
-                suspects = health_suspects(devices, now=checked_at, startup_timeout=startup)
-                last = WatchHealthResult(
-                    pool=pool,
-                    devices=len(devices),
-                    suspects=suspects,
-                    fingerprint=suspects_fingerprint(suspects),
-                    checked_at=checked_at,
-                    previous_check_at=previous,
-                )
-                if fresh or last.fingerprint != input.fingerprint:
-                    return last
-                previous = checked_at
+            if found is not None:
+                last = found
+                if fresh or found.fingerprint != input.fingerprint:
+                    return found
+                previous = found.checked_at
             now = time.monotonic()
             if now >= deadline:
                 if last is None:

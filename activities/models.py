@@ -502,11 +502,12 @@ class WatchHealthInput(CamelModel):
     # Return after the first read (a check asked for now, e.g. after a config change).
     once: bool = False
     # A listing of the pool this worker made (for the pool's own watch) at most
-    # this old stands in for a provider call; the read at `until` is always fresh.
+    # this old stands in for a provider call while it shows no change; a change
+    # is read again before it is answered, and the read at `until` is always fresh.
     reuse_listing_seconds: float = 0.0
     # Without such a listing (the pool's watch runs on another worker, or lists
     # less often), the watch's own provider reads are at least this far apart
-    # (0: every poll); fresh reads (`once`, `until`) are never put off.
+    # (0: every poll); fresh reads (`once`, `until`, a change) are never put off.
     own_read_seconds: float = 0.0
 
 

@@ -24,7 +24,9 @@ pool's check costs its history ~6 events per `watch_max_seconds`; the offline
 clocks stay here, in workflow state.
 
 Rules (replace, do not repair):
-- Every `health_seconds`, the pool's devices are read. A device
+- Every `health_seconds`, the pool's devices are read; what is terminated is
+  judged on a read of the check's own, never on the pool's listing alone (a
+  device back since that listing is kept, as when an outage ends). A device
   continuously offline for more than
   `offline_after_seconds` is terminated — never rebooted. A device that comes
   back before that is left alone (its clock is dropped).

@@ -191,3 +191,36 @@ async def test_a_device_going_offline_is_seen_within_the_own_read_spacing(
     assert found.checked_at <= datetime.now(UTC)
     assert seen_after <= own + 0.5, seen_after
     assert len(reads) <= 3, reads  # its first read, then one per spacing
+
+
+async def test_a_change_on_the_pools_listing_is_read_again_before_it_is_answered(
+    two_workers: tuple[DeviceActivities, DeviceActivities], emulator: Emulator
+) -> None:
+    """The check acts on an answer at once (a device whose clock ran out goes, as when
+    a pause ends), so an answer is never the pool's listing alone: a device back
+    since that listing was made would be terminated (issue 23)."""
+    worker, _ = two_workers
+    first, second = await make_devices(worker, 2)
+    for device_id in (first, second):
+        (await emulator.control.post(f"/_emulator/devices/{device_id}/offline")).raise_for_status()
+    judged = await health_env().run(worker.watch_health, health_input(once=True))
+    assert sorted(s.id for s in judged.suspects) == sorted([first, second])
+    # The pool's watch lists mid-recovery (the first back), then the second comes back.
+    (await emulator.control.post(f"/_emulator/devices/{first}/online")).raise_for_status()
+    await ActivityEnvironment().run(
+        worker.list_devices, ListDevicesInput(account="default", pool=POOL)
+    )
+    (await emulator.control.post(f"/_emulator/devices/{second}/online")).raise_for_status()
+    reads = count_lists(worker)
+    health = health_input(
+        fingerprint=judged.fingerprint,
+        poll_seconds=0.05,
+        max_seconds=5,
+        reuse_listing_seconds=10.0,
+        own_read_seconds=10.0,
+    )
+    found = await health_env().run(worker.watch_health, health)
+    # Before: the listing's suspects, the second among them though it is back.
+    assert found.suspects == [], found.suspects
+    assert found.devices == 2
+    assert len(reads) == 1, reads  # the one read that checked the change
