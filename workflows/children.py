@@ -27,7 +27,6 @@ from devicepool.api.names import (
     ledger_workflow_id,
 )
 from devicepool.api.v1alpha1 import DevicePoolSpec
-from devicepool.workflows import patches
 from devicepool.workflows import pool_activities as calls
 from devicepool.workflows.health import PoolHealthWorkflow
 from devicepool.workflows.ledger import PermitIntent
@@ -162,11 +161,6 @@ async def check_batches(book: SlotBook, *, pool: str, every: timedelta) -> None:
     now = workflow.now()
     due = book.due_for_check(now=now, every=every)
     if not due:
-        return
-    if not workflow.patched(patches.BATCH_LIVENESS):
-        # Runs recorded before this forgot such batches (and re-planned new keys).
-        for child_id in book.forget_unreported(now=now, limit=every):
-            workflow.logger.warning("batch %s never reported; forgetting it", child_id)
         return
     try:
         running = set(await calls.running_workflows(due))

@@ -48,7 +48,6 @@ from temporalio.exceptions import (
 from devicepool.activities.definitions import DeviceActivityDefinitions
 from devicepool.activities.models import PoolSettings, TerminatePoolInput
 from devicepool.api.errors import ErrorType
-from devicepool.workflows import patches
 from devicepool.workflows import pool_activities as calls
 from devicepool.workflows.errors import error_message, error_type
 from devicepool.workflows.policies import PROVIDER_RETRY
@@ -72,19 +71,14 @@ SWEEP_RETRY_MAX = timedelta(seconds=60)
 class SweepVerdict(StrEnum):
     DONE = "done"
     RETRY = "retry"
-    # runs recorded before the finalizer stopped giving up ended here
-    FAIL = "fail"
 
 
-def verdict(
-    error: str | None, *, rented_anything: bool, never_give_up: bool = True
-) -> SweepVerdict:
-    """What a failed `terminate_pool` means for the finalizer."""
+def verdict(error: str | None, *, rented_anything: bool) -> SweepVerdict:
+    """What a failed `terminate_pool` means for the finalizer: it never gives up,
+    unless the pool never rented anything under an account the worker does not know."""
     if error == ErrorType.UNKNOWN_ACCOUNT and not rented_anything:
-        return SweepVerdict.DONE  # this pool never rented anything under that account
-    if error == ErrorType.UNKNOWN_ACCOUNT or never_give_up:
-        return SweepVerdict.RETRY
-    return SweepVerdict.FAIL
+        return SweepVerdict.DONE
+    return SweepVerdict.RETRY
 
 
 def window_failure(err: ActivityError) -> tuple[str | None, str] | None:
@@ -134,14 +128,11 @@ async def tear_down(
         rented_anything=rented_anything,
         blocked=blocked,
         hand_over=hand_over,
-        never_give_up=lambda: workflow.patched(patches.FINALIZER_NEVER_GIVES_UP),
         blocked_after=timedelta(seconds=settings.teardown_blocked_after_seconds),
     )
 
 
 async def _still_running(batch_ids: list[str]) -> list[str]:
-    if not workflow.patched(patches.BATCH_LIVENESS):
-        return []  # runs recorded before this swept after one bounded wait
     try:
         return await calls.running_workflows(batch_ids)
     except ActivityError as err:
@@ -194,7 +185,6 @@ async def sweep(
     rented_anything: bool,
     blocked: Callable[[str, str], None],
     hand_over: Callable[[], Awaitable[None]],
-    never_give_up: Callable[[], bool],
     blocked_after: timedelta,
 ) -> None:
     """Terminate every device of the pool, trying again until it works.
@@ -227,14 +217,8 @@ async def sweep(
                 kind, message = failed
             else:
                 kind, message = error_type(err), error_message(err)
-                decision = verdict(kind, rented_anything=rented_anything, never_give_up=False)
-                if decision == SweepVerdict.FAIL and never_give_up():
-                    decision = SweepVerdict.RETRY
-                match decision:
-                    case SweepVerdict.DONE:
-                        return
-                    case SweepVerdict.FAIL:
-                        raise
+                if verdict(kind, rented_anything=rented_anything) == SweepVerdict.DONE:
+                    return
             blocked(condition_reason(kind), f"cannot delete devices: {message}")
             await hand_over()
             await workflow.sleep(pause, summary="wait, then sweep the provider again")

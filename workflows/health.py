@@ -7,9 +7,7 @@ Messages
   that found something or did something, so replacements are planned in the
   same pass, not at the next resync.
 
-How it reads (runs from before the patch `patches.HEALTH_WATCH` keep the
-old cycle: pool_running, a listing, status reads in batches of ≤ 100 and a
-timer every `health_seconds`, ~17 history events a check): one long
+How it reads: one long
 `watch_health` activity on the watch queue lists the pool's devices every
 `health_seconds` inside the worker (reusing the listing the pool's own watch
 made on that worker while at most `triage.reuse_listing_seconds` old, so the
@@ -79,8 +77,6 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.activities.models import (
         HEARTBEAT_TIMEOUT,
         DeviceStatusInfo,
-        GetStatusesInput,
-        ListDevicesInput,
         PoolRunInput,
         PoolRunResult,
         TerminateDeviceInput,
@@ -94,7 +90,6 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW_POOL_HEALTH,
         watch_task_queue,
     )
-    from devicepool.workflows import patches
     from devicepool.workflows.cancellation import raise_if_cancelled
     from devicepool.workflows.messages import HealthConfig, HealthInput, HealthReport
     from devicepool.workflows.policies import PROVIDER_RETRY
@@ -102,18 +97,11 @@ with workflow.unsafe.imports_passed_through():
         METRIC_REASON,
         Triage,
         health_report,
-        next_check_at,
         own_read_seconds,
         reason_kind,
         reuse_listing_seconds,
         triage,
     )
-
-# Runs recorded before these changes replay on the old commands:
-# - each cycle first asks whether the pool is still there (one activity);
-PATCH_ENDS_WITHOUT_POOL = "health-ends-without-its-pool"
-# - `maxUnhealthy` percentages of the desired replicas, never below one device.
-PATCH_LIMIT_FOR_EVERY_SIZE = "health-max-unhealthy-for-every-size"
 
 
 @workflow.defn(name=WORKFLOW_POOL_HEALTH)
@@ -129,61 +117,7 @@ class PoolHealthWorkflow:
     @workflow.run
     async def run(self, input: HealthInput) -> None:
         threshold = timedelta(seconds=input.settings.offline_after_seconds)
-        if workflow.patched(patches.HEALTH_WATCH):
-            await self._watching(input, threshold)
-            return
-        # Runs recorded before the watch: a pool_running, list, status reads and
-        # timer cycle every `health_seconds`.
-        settings = input.settings
-        while True:
-            raise_if_cancelled()
-            if workflow.patched(PATCH_ENDS_WITHOUT_POOL) and await self._pool_gone(input):
-                return
-            await self._check(input, threshold)
-            raise_if_cancelled()
-            if workflow.info().is_continue_as_new_suggested():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(self._state)
-            now = workflow.now()
-            wake = next_check_at(
-                now,
-                interval=timedelta(seconds=settings.health_seconds),
-                offline_since=self._state.offline_since,
-                offline_after=threshold,
-                paused=self._state.paused,
-            )
-            try:
-                await workflow.wait_condition(
-                    lambda: self._config_changed,
-                    timeout=max(timedelta(seconds=1), wake - now),
-                    timeout_summary="next health check",
-                )
-            except TimeoutError:
-                pass
-            self._config_changed = False
-
-    async def _check(self, input: HealthInput, threshold: timedelta) -> None:
-        state = self._state
-        try:
-            statuses = await self._statuses(input)
-        except ActivityError as err:
-            # The provider is unreachable: judge nothing on missing data.
-            workflow.logger.warning("pool %s: health check skipped: %s", input.pool, err)
-            return
-        now = workflow.now()
-        every_size = workflow.patched(PATCH_LIMIT_FOR_EVERY_SIZE)
-        found = triage(
-            statuses,
-            offline_since=state.offline_since,
-            last_check_at=state.last_check_at,
-            max_unhealthy=state.config.max_unhealthy,
-            replicas=state.config.replicas if every_size else None,
-            at_least_one=every_size,
-            now=now,
-            offline_after=threshold,
-            startup_timeout=timedelta(seconds=input.settings.startup_timeout_seconds),
-        )
-        await self._act(input, found, devices=len(statuses), now=now, checked_at=now)
+        await self._watching(input, threshold)
 
     async def _act(
         self,
@@ -362,37 +296,6 @@ class PoolHealthWorkflow:
 
     # ------------------------------------------------------------ both
 
-    async def _pool_gone(self, input: HealthInput) -> bool:
-        """Whether the pool this check belongs to has ended, or is another pool by now.
-
-        Not knowing (Temporal did not answer) is not gone: the check goes on.
-        """
-        parent = workflow.info().parent
-        try:
-            found = await workflow.execute_activity_method(
-                DeviceActivityDefinitions.pool_running,
-                PoolRunInput(
-                    workflow_id=input.parent_workflow_id,
-                    run_id=parent.run_id if parent is not None else "",
-                    first_run_id=self._state.pool_first_run_id,
-                ),
-                # One or two describe calls: an attempt lost with its worker is
-                # tried again within seconds, not after half a minute.
-                start_to_close_timeout=timedelta(seconds=10),
-                schedule_to_close_timeout=timedelta(minutes=1),
-                summary="is the pool still running?",
-            )
-        except ActivityError as err:
-            raise_if_cancelled()  # the pool's deletion, not a failure to ask
-            workflow.logger.warning("pool %s: not known if still running: %s", input.pool, err)
-            return False
-        raise_if_cancelled()
-        self._state.pool_first_run_id = found.first_run_id
-        if found.running:
-            return False
-        self._ends(input, found)
-        return True
-
     def _ends(self, input: HealthInput, found: PoolRunResult) -> None:
         """Say why the check ends: its pool is gone."""
         why = (
@@ -404,35 +307,6 @@ class PoolHealthWorkflow:
             "pool %s is gone (%s): its health check ends, nothing is replaced", input.pool, why
         )
         workflow.set_current_details(f"Ended: pool {input.pool} is gone ({why}).")
-
-    async def _statuses(self, input: HealthInput) -> list[tuple[DeviceStatusInfo, datetime]]:
-        devices = (
-            await workflow.execute_activity_method(
-                DeviceActivityDefinitions.list_devices,
-                ListDevicesInput(account=input.account, pool=input.pool),
-                start_to_close_timeout=timedelta(seconds=60),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                schedule_to_close_timeout=timedelta(minutes=2),
-                retry_policy=PROVIDER_RETRY,
-                summary="list devices for the health check",
-            )
-        ).devices
-        created = {d.id: d.created_at for d in devices}
-        ids = sorted(created)
-        result: list[tuple[DeviceStatusInfo, datetime]] = []
-        for start in range(0, len(ids), 100):
-            chunk = ids[start : start + 100]
-            batch = await workflow.execute_activity_method(
-                DeviceActivityDefinitions.get_statuses,
-                GetStatusesInput(account=input.account, ids=chunk),
-                start_to_close_timeout=timedelta(seconds=30),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                schedule_to_close_timeout=timedelta(minutes=2),
-                retry_policy=PROVIDER_RETRY,
-                summary=f"status of devices {start + 1}-{start + len(chunk)} of {len(ids)}",
-            )
-            result += [(item, created[item.id]) for item in batch.items if item.id in created]
-        return result
 
     async def _terminate(self, input: HealthInput, due: dict[str, str]) -> dict[str, str]:
         async def one(device_id: str) -> None:

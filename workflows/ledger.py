@@ -89,7 +89,6 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW_ACCOUNT_LEDGER,
         pool_workflow_id,
     )
-    from devicepool.workflows import patches
     from devicepool.workflows.dealing import deal, due_announcements
     from devicepool.workflows.ledger_state import (
         Issued,
@@ -154,9 +153,7 @@ class AccountLedgerWorkflow:
         if hold is not None and hold > workflow.now() and self._s.queue:
             # Replacements are dealt ahead of growth whoever else asks: a
             # window that starts with them only is dealt at once.
-            if all(r.replacement for r in self._s.queue) and workflow.patched(
-                patches.LEDGER_REPLACEMENTS_UNHELD
-            ):
+            if all(r.replacement for r in self._s.queue):
                 self._s.hold_until = None
                 return
             # A local activity: a server timer would take ~1 s.
@@ -172,24 +169,13 @@ class AccountLedgerWorkflow:
         """Wait while a pool that said it is about to ask has not yet; True if it waited."""
         if not (self._s.queue and self._pending_intents()):
             return False
-        if workflow.patched(patches.LEDGER_HOLD_BOUNDED):
-            until = self._s.announcement_hold(workflow.now())
-            if until is None:
-                return False
-            try:
-                await workflow.wait_condition(
-                    lambda: not self._pending_intents(),
-                    timeout=max(until - workflow.now(), timedelta(milliseconds=1)),
-                    timeout_summary="wait for announced requests",
-                )
-            except TimeoutError:
-                pass
-            return True
-        expires = min(self._s.intents.values())
+        until = self._s.announcement_hold(workflow.now())
+        if until is None:
+            return False
         try:
             await workflow.wait_condition(
                 lambda: not self._pending_intents(),
-                timeout=max(expires - workflow.now(), timedelta(milliseconds=1)),
+                timeout=max(until - workflow.now(), timedelta(milliseconds=1)),
                 timeout_summary="wait for announced requests",
             )
         except TimeoutError:
@@ -228,15 +214,12 @@ class AccountLedgerWorkflow:
         issued = s.issue(dealt.counts, now)
         if not issued:
             return
-        if workflow.patched(patches.LEDGER_SENDS_IN_BACKGROUND):
-            # The next round does not wait for these: a requester that is gone
-            # hands its permits back whenever its delivery fails (`_send`).
-            for one in issued:
-                task = asyncio.ensure_future(self._send(one))
-                self._sending.add(task)
-                task.add_done_callback(self._sending.discard)
-            return
-        await asyncio.gather(*(self._send(one) for one in issued))
+        # The next round does not wait for these: a requester that is gone
+        # hands its permits back whenever its delivery fails (`_send`).
+        for one in issued:
+            task = asyncio.ensure_future(self._send(one))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
 
     async def _deliveries_settled(self) -> None:
         """Before continue-as-new, let grants on their way land (their failures

@@ -82,7 +82,6 @@ def plan_pool(
     now: datetime,
     idle_grace: timedelta,
     allow_create: bool = True,
-    remove_booting_first: bool = True,
 ) -> Plan:
     """Decide what to create and what to terminate to bring the pool to `replicas`."""
     if replicas < 0:
@@ -100,7 +99,7 @@ def plan_pool(
     surplus = max(0, members - replicas)
     idle = sorted((d for d in counted if is_idle(d, now=now, idle_grace=idle_grace)), key=_age_key)
     booting = sorted(
-        (d for d in counted if _booting(d) and remove_booting_first),
+        (d for d in counted if _booting(d)),
         key=_age_key,
         reverse=True,
     )

@@ -51,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
         DevicePoolStatus,
         Phase,
     )
-    from devicepool.workflows import children, events, finalizer, patches, pool_events
+    from devicepool.workflows import children, events, finalizer, pool_events
     from devicepool.workflows import pool_activities as calls
     from devicepool.workflows import status as st
     from devicepool.workflows.cancellation import raise_if_cancelled
@@ -124,14 +124,11 @@ class DevicePoolWorkflow(PoolMessages):
         try:
             while True:
                 await self._pass()
-        except (asyncio.CancelledError, ActivityError) as err:
+        except (asyncio.CancelledError, ActivityError):
             # A deletion can also surface as the failure of an activity it
             # cancelled (the references check of a run's first pass, say):
             # that is a deletion too, and the finalizer runs.
-            absorbed = isinstance(err, ActivityError)
-            if workflow.cancellation_reason() is None or (
-                absorbed and not workflow.patched(patches.DELETE_ON_ABSORBED_CANCEL)
-            ):
+            if workflow.cancellation_reason() is None:
                 raise
             await self._delete()
             raise
@@ -224,7 +221,7 @@ class DevicePoolWorkflow(PoolMessages):
         fresh = [d for d in gone if d not in self.s.replacing and d not in self.s.doomed]
         # Credited by the health check's report first: settled now.
         self.s.replacing = [d for d in self.s.replacing if d not in gone]
-        if fresh and not self.s.deleting and workflow.patched(patches.LOST_OFFLINE_IS_REPLACEMENT):
+        if fresh and not self.s.deleting:
             self.s.replacements_owed += len(fresh)
             self.s.replacing = (self.s.replacing + fresh)[-REPLACING_LIMIT:]
         self._devices = devices
@@ -247,7 +244,7 @@ class DevicePoolWorkflow(PoolMessages):
     def _count_removed_failed(self, report: BatchReport) -> None:
         """A failed device this pool removed first is still a failed boot, not a vanished one."""
         removed = [d for d in report.vanished_devices if d in self.s.removed_failed]
-        if not removed or not workflow.patched(patches.REMOVED_FAILED_COUNTS):
+        if not removed:
             return
         for device_id in removed:
             report.vanished_devices.pop(device_id)
@@ -294,19 +291,12 @@ class DevicePoolWorkflow(PoolMessages):
         asked = self.s.slots.withdraw(surplus, self._observed_slots())
         if not asked:
             return plan
-        if not workflow.patched(patches.WITHDRAW_UNRENTED):
-            # Runs recorded before this terminated idle devices instead.
-            for batch_id in asked:
-                batch = self.s.slots.batch(batch_id)
-                if batch is not None:
-                    batch.withdrawing.clear()
-            return plan
         for batch_id, slots in asked.items():
             self._in_background(children.withdraw_slots(batch_id, slots))
         return self._plan_once()
 
-    def _plan_once(self, *, booting_first: bool = True) -> Plan:
-        plan = plan_pool(
+    def _plan_once(self) -> Plan:
+        return plan_pool(
             replicas=self._spec.replicas,
             # Devices already on their way out are not members any more.
             devices=[d for d in self._devices if d.id not in self.s.doomed],
@@ -314,14 +304,7 @@ class DevicePoolWorkflow(PoolMessages):
             now=workflow.now(),
             idle_grace=timedelta(seconds=self.settings.idle_grace_seconds),
             allow_create=not self._refs_problems and not self.s.backoff.active(workflow.now()),
-            remove_booting_first=booting_first,
         )
-        # Runs recorded before a booting device went first terminated idle ones.
-        booting = {d.id for d in self._devices if d.status == am.PROVISIONING}
-        if booting_first and booting & set(plan.terminate):
-            if not workflow.patched(patches.SCALE_DOWN_BOOTING_FIRST):
-                return self._plan_once(booting_first=False)
-        return plan
 
     async def _act(self, plan: Plan) -> None:
         doomed = sorted(self.s.doomed | set(plan.remove_failed))
@@ -461,10 +444,7 @@ class DevicePoolWorkflow(PoolMessages):
                         )
                     )
                     self._health_started = False
-                # Runs recorded before the rule applied every watch answer.
-                if self._observations.accept(self._watch_number) or not workflow.patched(
-                    patches.ORDERED_OBSERVATIONS
-                ):
+                if self._observations.accept(self._watch_number):
                     self._take_listing(devices)
                 else:
                     workflow.logger.info("pool %s: an older watch answer dropped", self._name)
@@ -595,9 +575,8 @@ class DevicePoolWorkflow(PoolMessages):
 
     async def _start_health(self) -> None:
         # A new pool replaces a check left running by a dead pool of its name.
-        replace = self.s.health_started is False and workflow.patched(patches.REPLACE_STALE_HEALTH)
         self._health_started = await children.start_health(
-            replace_stale=replace,
+            replace_stale=not self.s.health_started,
             pool=self._name,
             account=self._account,
             settings=self.settings,
@@ -610,14 +589,6 @@ class DevicePoolWorkflow(PoolMessages):
         """Tell the health child when `maxUnhealthy` or the desired size changed."""
         wanted, told = self._health_config(), self.s.health_told
         if wanted == told:
-            return
-        # Runs recorded before the health check knew the desired size told it
-        # only of a new maxUnhealthy.
-        if (
-            told
-            and wanted.max_unhealthy == told.max_unhealthy
-            and not workflow.patched(patches.HEALTH_KNOWS_REPLICAS)
-        ):
             return
         if await children.tell_health(pool=self._name, config=wanted):
             self.s.health_told = wanted

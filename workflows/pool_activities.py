@@ -19,7 +19,6 @@ from temporalio.exceptions import ActivityError
 from devicepool.activities import models as am
 from devicepool.activities.definitions import DeviceActivityDefinitions as Activities
 from devicepool.api.names import watch_task_queue
-from devicepool.workflows import patches
 from devicepool.workflows.policies import PROVIDER_RETRY
 
 __all__ = [
@@ -55,15 +54,10 @@ async def check_refs(account: str, proxy_pool: str | None) -> list[str]:
     return result.problems
 
 
-def _compact() -> bool:
-    """Listings come as compact rows (runs recorded before keep whole devices)."""
-    return workflow.patched(patches.COMPACT_LISTINGS)
-
-
 async def list_devices(account: str, pool: str) -> list[am.DeviceInfo]:
     result = await workflow.execute_activity_method(
         Activities.list_devices,
-        am.ListDevicesInput(account=account, pool=pool, compact=_compact()),
+        am.ListDevicesInput(account=account, pool=pool, compact=True),
         start_to_close_timeout=timedelta(seconds=60),
         heartbeat_timeout=am.HEARTBEAT_TIMEOUT,
         schedule_to_close_timeout=timedelta(minutes=5),
@@ -169,7 +163,7 @@ async def watch_devices(
             fingerprint=am.device_fingerprint(devices),
             poll_seconds=settings.resync_seconds,
             max_seconds=settings.watch_max_seconds,
-            compact=_compact(),
+            compact=True,
             health_workflow_id=health_workflow_id,
             health_every_seconds=settings.health_liveness_seconds,
         ),

@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
         check_replicas,
     )
     from devicepool.workflows import events as ev
-    from devicepool.workflows import patches, pool_events, spec_changes
+    from devicepool.workflows import pool_events, spec_changes
     from devicepool.workflows import status as st
     from devicepool.workflows.children import incarnation
     from devicepool.workflows.messages import (
@@ -171,9 +171,6 @@ class PoolMessages:
         self.s.replacements_owed += len(fresh)
         for device_id, reason in sorted(report.terminated.items()):
             workflow.logger.info("pool %s: replacing %s (%s)", self._name, device_id, reason)
-        if not workflow.patched(patches.HEALTH_REPORT_PLANS_AT_ONCE):
-            self._dirty = True  # runs recorded before this listed the devices again first
-            return
         # The report says which devices went: their replacements are planned on
         # the listing the pool has (less those devices), without a fresh one. A
         # listing already on its way may still show them: it is read without.

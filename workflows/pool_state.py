@@ -4,10 +4,6 @@ The pool workflow reads and writes these fields directly; continue-as-new
 passes the object on whole, so a new field cannot be forgotten in a hand-made
 copy. What lives only for one run (the last listing, the running watch, the
 worker's settings) stays on the workflow.
-
-Payloads written by older runs had a flat `CarriedState` shape; the validator
-below reads them into this one, so a pool that continued-as-new before an
-upgrade carries on after it.
 """
 
 from __future__ import annotations
@@ -15,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import Field, field_serializer, model_validator
+from pydantic import Field, field_serializer
 
 from devicepool.api.base import CamelModel
 from devicepool.api.v1alpha1 import DevicePoolStatus
@@ -77,9 +73,9 @@ class PoolState(CamelModel):
     replacing: list[str] = Field(default_factory=list)
     # set once the pool is deleted: a run continued while deleting only finishes the finalizer
     deleting: bool = False
-    # Whether this pool (this chain of runs) started its health check yet.
-    # None in state from before the field: such a pool adopts the running one.
-    health_started: bool | None = None
+    # Whether this pool (this chain of runs) started its health check yet: its
+    # first start replaces a check an earlier pool of its name left running.
+    health_started: bool = False
     # The pool's own recent events, newest last (a ring of `events.LIMIT`), for `describe`.
     events: list[PoolEvent] = Field(default_factory=list)
     # Booting devices a scale-down terminated, until their batch reports them
@@ -115,47 +111,3 @@ class PoolState(CamelModel):
     @field_serializer("doomed")
     def _sorted(self, doomed: set[str]) -> list[str]:
         return sorted(doomed)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_carried_state(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or "slots" in data:
-            return data
-        return _nest_flat(data)
-
-
-# The flat `CarriedState` fields (either spelling) and where each lives now.
-_FLAT = {
-    "nextSlot": ("slots", "nextSlot"),
-    "nextBatch": ("slots", "nextBatch"),
-    "inFlight": ("slots", "inFlight"),
-    "retrySlots": ("slots", "retrySlots"),
-    "bodyGeneration": ("slots", "bodyGeneration"),
-    "createdReports": ("slots", "inbox", "created"),
-    "reports": ("slots", "inbox", "done"),
-    "failureStreak": ("backoff", "failureStreak"),
-    "backoffSeconds": ("backoff", "seconds"),
-    "backoffUntil": ("backoff", "until"),
-    "providerProblem": ("backoff", "problem"),
-}
-
-
-def _nest_flat(flat: dict[str, Any]) -> dict[str, Any]:
-    nested: dict[str, Any] = {}
-    for key, value in flat.items():
-        camel = _camel(key)
-        if camel == "fingerprint":
-            continue  # written by old runs, never read
-        if camel == "status" and not value:
-            continue  # an empty dict meant "not published yet"
-        path = _FLAT.get(camel, (camel,))
-        node = nested
-        for part in path[:-1]:
-            node = node.setdefault(part, {})
-        node[path[-1]] = value
-    return nested
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)

@@ -84,7 +84,6 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.cancellation import raise_if_cancelled
     from devicepool.workflows.ledger import PermitGrant, PermitRequest, PermitsUsed
     from devicepool.workflows.messages import BatchReport, ProvisionBatchInput
-    from devicepool.workflows.patches import BATCH_ENDS_WITH_POOL, OFFLINE_AT_BOOT_TO_HEALTH
     from devicepool.workflows.policies import PROVIDER_RETRY
     from devicepool.workflows.slots import WithdrawSlots
 
@@ -226,8 +225,6 @@ class ProvisionBatchWorkflow:
         Asked before each grant is spent and after each long wait for one (not
         knowing is not gone). A pool continuing-as-new is still the same pool.
         """
-        if not workflow.patched(BATCH_ENDS_WITH_POOL):
-            return False
         parent = workflow.info().parent
         try:
             found = await workflow.execute_activity_method(
@@ -401,7 +398,7 @@ class ProvisionBatchWorkflow:
                         # Removed, not broken: no verdict on the region.
                         pending.discard(item.id)
                         report.vanished_devices[item.id] = item.reason or item.status
-                    elif item.status == OFFLINE and workflow.patched(OFFLINE_AT_BOOT_TO_HEALTH):
+                    elif item.status == OFFLINE:
                         # Unreachable, not a failed boot: the health check judges
                         # it (offline clock; a pause when a whole region is out).
                         pending.discard(item.id)

@@ -276,13 +276,6 @@ class SlotBook(CamelModel):
         self.retry_slots += [(batch.generation, slot) for slot in batch.slots]
         return batch.slots
 
-    def forget_unreported(self, *, now: datetime, limit: timedelta) -> list[str]:
-        """Batches older than `limit` that never reported (runs recorded before `lost`)."""
-        stale = [b.workflow_id for b in self.in_flight if now - b.started_at > limit]
-        for workflow_id in stale:
-            self.drop(workflow_id)
-        return stale
-
     def _retry_failed(self, batch: InFlightBatch, report: BatchReport) -> None:
         self.retry_slots += [
             (batch.generation, slot) for slot in batch.slots if slot in report.failed_slots

@@ -10,11 +10,9 @@ MODULE_GROUPS): the janitor sweeps the whole account.
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -196,13 +194,10 @@ async def test_a_terminated_pools_devices_are_swept_after_the_grace_and_its_chil
         (now,) = await PoolClient(env.client).orphans(delete=True, accounts=["default"])
         assert not {d.id for d in now.terminated} & devices
 
-        # The janitor's current run replays on today's code. Recorded for
-        # tests/replay with DEVICEPOOL_TEST_CAN_THRESHOLD=2000 (one run holds it
-        # all) DEVICEPOOL_SAVE_HISTORY=tests/replay/histories/orphan_sweep.json.
+        # The janitor's current run replays on today's code (the release corpus
+        # is recorded by tests/replay/record.py).
         history = await sweeper.fetch_history()
         await Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER).replay_workflow(history)
-        if target := os.environ.get("DEVICEPOOL_SAVE_HISTORY"):
-            Path(target).write_text(history.to_json())
         assert swept_metric(workers) - before == 2
         # The pool's children end: the health check within a cycle, batches are done.
         health = await eventually(

@@ -173,18 +173,6 @@ def test_a_booting_device_in_session_and_a_rebooting_one_are_never_removed() -> 
     assert p.blocked_surplus == 2
 
 
-def test_recorded_runs_keep_the_old_choice_of_idle_devices_only() -> None:
-    p = plan_pool(
-        replicas=5,
-        devices=[*ready(5), dev("p", PROVISIONING, created=10)],
-        in_flight=0,
-        now=NOW,
-        idle_grace=GRACE,
-        remove_booting_first=False,
-    )
-    assert p.terminate == ["r0"]
-
-
 def test_counts_say_what_exists_at_the_provider_and_pending_creates_apart() -> None:
     # 15 devices exist, 80 creates are planned or waiting for the window.
     devices = [dev(f"p{i}", PROVISIONING) for i in range(15)]

@@ -82,15 +82,6 @@ def test_created_reports_settle_slots_and_only_the_marked_ones_apply() -> None:
     assert book.unreported() == {"b0"}
 
 
-def test_batches_that_never_report_are_forgotten_after_the_limit() -> None:
-    book = SlotBook()
-    book.open_batch("old", 1, [0], NOW - timedelta(minutes=20))
-    book.open_batch("new", 1, [1], NOW)
-    assert book.forget_unreported(now=NOW, limit=timedelta(minutes=11)) == ["old"]
-    assert book.batch_ids() == ["new"]
-    assert book.oldest_start() == NOW
-
-
 # ---------------------------------------------------------------- back-off
 
 
@@ -282,10 +273,6 @@ def test_the_finalizer_only_stops_when_nothing_can_be_left() -> None:
     assert verdict(ErrorType.UNKNOWN_ACCOUNT.value, rented_anything=False) == SweepVerdict.DONE
     for error in (ErrorType.UNKNOWN_ACCOUNT.value, "Unauthenticated", "QuotaExceeded", None):
         assert verdict(error, rented_anything=True) == SweepVerdict.RETRY
-    # Runs recorded before the finalizer stopped giving up failed on any other error.
-    assert verdict("Unauthenticated", rented_anything=True, never_give_up=False) == (
-        SweepVerdict.FAIL
-    )
 
 
 def test_pool_state_round_trips_whole_through_the_workflow_input() -> None:
@@ -299,34 +286,3 @@ def test_pool_state_round_trips_whole_through_the_workflow_input() -> None:
     payload = PoolInput(metadata=ObjectMeta(name="p"), spec=spec(), state=state).to_json_dict()
     assert payload["state"]["doomed"] == ["a", "b"]
     assert PoolInput.model_validate(payload).state == state
-
-
-def test_a_flat_carried_state_from_an_older_run_still_loads() -> None:
-    old = {
-        "generation": 4,
-        "nextSlot": 7,
-        "nextBatch": 2,
-        "inFlight": [
-            {"workflowId": "b1", "generation": 4, "slots": [6], "startedAt": NOW.isoformat()}
-        ],
-        "doomed": ["d9"],
-        "status": {},
-        "fingerprint": "abc",
-        "failureStreak": 2,
-        "reports": [{"workflowId": "b0", "slots": [5]}],
-        "createdReports": [],
-        "retrySlots": [[3, 5]],
-        "bodyGeneration": 3,
-        "backoffSeconds": 60.0,
-        "backoffUntil": None,
-        "providerProblem": "RegionDown: gone",
-        "replacedTotal": 1,
-        "replacementsOwed": 1,
-    }
-    state = PoolState.model_validate(old)
-    assert (state.slots.next_slot, state.slots.next_batch, state.slots.body_generation) == (7, 2, 3)
-    assert state.slots.batch_ids() == ["b1"] and state.slots.retry_slots == [(3, 5)]
-    assert [r.workflow_id for r in state.slots.inbox.done] == ["b0"]
-    assert (state.backoff.failure_streak, state.backoff.seconds) == (2, 60.0)
-    assert state.backoff.problem == "RegionDown: gone" and state.doomed == {"d9"}
-    assert (state.generation, state.replaced_total, state.replacements_owed) == (4, 1, 1)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -99,12 +97,10 @@ async def test_converge_scale_up_down_and_delete(
     after = await stats(control)
     assert after["devices"]["byPool"].get(pool_name, 0) == 0
 
-    # The whole lifecycle replays deterministically against today's code. Set
-    # DEVICEPOOL_SAVE_HISTORY=path to keep it as a new tests/replay fixture.
+    # The whole lifecycle replays deterministically against today's code (the
+    # release corpus is recorded by tests/replay/record.py).
     history = await handle.fetch_history()
     await Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER).replay_workflow(history)
-    if target := os.environ.get("DEVICEPOOL_SAVE_HISTORY"):
-        Path(target).write_text(history.to_json())
 
 
 async def _status_when(handle: Any, predicate: Any) -> dict[str, Any] | None:
