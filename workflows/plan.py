@@ -82,6 +82,7 @@ def plan_pool(
     now: datetime,
     idle_grace: timedelta,
     allow_create: bool = True,
+    unseen: int = 0,
 ) -> Plan:
     """Decide what to create and what to terminate to bring the pool to `replicas`."""
     if replicas < 0:
@@ -92,11 +93,14 @@ def plan_pool(
     by_status = Counter(d.status for d in devices)
     counted = [d for d in devices if d.status in COUNTED_STATUSES]
     failed = sorted((d for d in devices if d.status == FAILED), key=_age_key)
-    members = len(counted) + in_flight
+    members = len(counted) + in_flight + unseen
 
     create = max(0, replicas - members) if allow_create else 0
 
-    surplus = max(0, members - replicas)
+    # Devices created but not listed yet count, but cannot be picked: a surplus
+    # they make waits until a listing shows them (booting, they go first then),
+    # rather than taking a serving device now.
+    surplus = max(0, members - replicas - unseen)
     idle = sorted((d for d in counted if is_idle(d, now=now, idle_grace=idle_grace)), key=_age_key)
     booting = sorted(
         (d for d in counted if _booting(d)),
@@ -121,7 +125,7 @@ def plan_pool(
         "ready": by_status[READY],
         "busy": by_status[BUSY],
         "provisioning": by_status[PROVISIONING] + by_status[REBOOTING],
-        "pending": in_flight,
+        "pending": in_flight + unseen,
         "offline": by_status[OFFLINE],
         "failed": by_status[FAILED],
     }

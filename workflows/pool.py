@@ -301,6 +301,7 @@ class DevicePoolWorkflow(PoolMessages):
             # Devices already on their way out are not members any more.
             devices=[d for d in self._devices if d.id not in self.s.doomed],
             in_flight=self.s.slots.pending(self._observed_slots()),
+            unseen=len(self.s.slots.unseen),
             now=workflow.now(),
             idle_grace=timedelta(seconds=self.settings.idle_grace_seconds),
             allow_create=not self._refs_problems and not self.s.backoff.active(workflow.now()),

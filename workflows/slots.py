@@ -122,15 +122,14 @@ class SlotBook(CamelModel):
         return [b.workflow_id for b in self.in_flight]
 
     def pending(self, observed_slots: set[str]) -> int:
-        """Creates still in flight whose devices the pool has not seen yet (and still wants),
-        and devices created that no listing has shown yet (`unseen`)."""
-        in_flight = sum(
+        """Creates still in flight whose devices the pool has not seen yet (and still wants);
+        devices created that no listing has shown yet are `unseen`, apart."""
+        return sum(
             1
             for b in self.in_flight
             for slot in b.slots
             if str(slot) not in observed_slots and slot not in b.withdrawing
         )
-        return in_flight + len(self.unseen)
 
     def seen(self, listed: Iterable[str]) -> None:
         """A listing showed these devices: none of them is pending any more."""

@@ -686,3 +686,17 @@ def test_allow_create_false_and_listing_order_change_nothing_else(case: Case, se
     shuffled = list(case.devices)
     random.Random(seed).shuffle(shuffled)
     assert case.plan(devices=shuffled) == p
+
+
+def test_devices_created_but_not_listed_count_but_are_never_picked() -> None:
+    # 5 listed and ready, 1 created but not listed yet (a lagging listing), replicas 5:
+    # nothing to create, and the surplus waits for the listing instead of taking a
+    # serving device (once listed, booting, it goes first).
+    p = plan_pool(replicas=5, devices=ready(5), in_flight=0, now=NOW, idle_grace=GRACE, unseen=1)
+    assert (p.create, p.terminate, p.blocked_surplus) == (0, [], 0)
+    assert p.members == 6 and p.counts["pending"] == 1
+    # They still keep the pool from renting them again.
+    grown = plan_pool(
+        replicas=7, devices=ready(5), in_flight=0, now=NOW, idle_grace=GRACE, unseen=1
+    )
+    assert grown.create == 1
