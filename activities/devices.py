@@ -62,6 +62,7 @@ from devicepool.activities.errors import (
     to_application_error,
 )
 from devicepool.activities.heartbeats import finish_even_if_cancelled, heartbeating
+from devicepool.activities.ledger_calls import ledger_hold, report_rate_limited
 from devicepool.activities.metrics import Metrics, replacement_reason
 from devicepool.activities.models import (
     ALIVE_STATUSES,
@@ -263,6 +264,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
             self.terminate_pool,
             self.pool_running,
             self.running_workflows,
+            ledger_hold,
             *self.orphan_activities(),
         ]
 
@@ -482,7 +484,10 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
             )
         except ProviderError as exc:
             activity.logger.info("pool %s: create %s failed: %s", input.pool, input.name, exc)
-            raise to_application_error(exc) from exc
+            failure = to_application_error(exc)
+            # A 429 the ledger did not prevent: it pauses the account and restarts slowly.
+            await report_rate_limited(failure, account=input.account, pool=input.pool)
+            raise failure from exc
         device = device_info(raw)
         self.metrics.device_created(device.id, device.created_at)
         return CreateDeviceResult(device=device)

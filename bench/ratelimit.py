@@ -58,8 +58,9 @@ sys.path.insert(0, str(ROOT))
 
 from _stack import dev_server, emulator_process, worker_process  # noqa: E402  (bench/, the script's folder)
 
+from devicepool.activities.devices import DeviceActivities  # noqa: E402
 from devicepool.activities.models import AccountSettings, PoolSettings  # noqa: E402
-from devicepool.activities.permits import LedgerReportingActivities, register_accounts  # noqa: E402
+from devicepool.activities.permits import register_accounts  # noqa: E402
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id  # noqa: E402
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta  # noqa: E402
 from devicepool.worker.build import account_workers, pool_queue_workers  # noqa: E402
@@ -330,9 +331,7 @@ def emulator(speed: float, p: float) -> contextlib.AbstractAsyncContextManager[s
 @contextlib.asynccontextmanager
 async def in_process_worker(bench: Bench) -> AsyncIterator[None]:
     accounts = {a: bench.settings(a) for a in ACCOUNTS}
-    activities = LedgerReportingActivities(
-        accounts=accounts, proxy_pools={}, settings=bench.pool_settings()
-    )
+    activities = DeviceActivities(accounts=accounts, proxy_pools={}, settings=bench.pool_settings())
     await register_accounts(bench.client, accounts)
     workers = [
         *pool_queue_workers(bench.client, activities),

@@ -40,9 +40,10 @@ from temporalio.client import Client
 from temporalio.runtime import MetricBuffer
 from temporalio.worker import Worker
 
+from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.orphan_models import JanitorConfig
 from devicepool.activities.orphans import start_janitors
-from devicepool.activities.permits import LedgerReportingActivities, register_accounts
+from devicepool.activities.permits import register_accounts
 from devicepool.connect import connect
 from devicepool.worker.build import build_workers
 from devicepool.worker.config import WorkerConfig
@@ -82,7 +83,7 @@ async def run_worker(
     )
     background = telemetry.start_background()
     # Creates report a 429 that still arrives to the account's ledger.
-    activities = LedgerReportingActivities(
+    activities = DeviceActivities(
         accounts=config.accounts,
         proxy_pools=config.proxy_pools,
         settings=config.settings,

@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workflows"))
 from rl_support import ACCOUNTS, CAP, SPEED, URL, WINDOW, CountingTransport
 from wf_support import FAST, cancel_running_pools
 
+from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings
-from devicepool.activities.permits import LedgerReportingActivities, register_accounts
+from devicepool.activities.permits import register_accounts
 from devicepool.connect import DATA_CONVERTER, connect
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.worker.build import account_workers, pool_queue_workers
@@ -106,12 +107,12 @@ async def rl_workers(
     """Two independent workers (own client, own activities), both registering the ledgers."""
     transports: list[CountingTransport] = []
     workers: list[Worker] = []
-    all_activities: list[LedgerReportingActivities] = []
+    all_activities: list[DeviceActivities] = []
     target = rl_env.client.service_client.config.target_host
     for _ in range(2):
         client = await connect(address=target)
         transport = CountingTransport(rl_emulator)
-        activities = LedgerReportingActivities(
+        activities = DeviceActivities(
             accounts=account_settings(), proxy_pools={}, settings=FAST, transport=transport
         )
         await register_accounts(client, account_settings())

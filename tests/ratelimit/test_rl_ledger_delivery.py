@@ -28,8 +28,8 @@ from temporalio.worker import (
     WorkflowOutboundInterceptor,
 )
 
+from devicepool.activities.ledger_calls import ledger_hold
 from devicepool.activities.models import LedgerConfig, LedgerInput
-from devicepool.activities.permits import ledger_hold
 from devicepool.api.names import (
     QUERY_LEDGER,
     SIGNAL_PERMIT_REQUEST,

@@ -17,8 +17,8 @@ from rl_support import GrantCatcher, got
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner
 
+from devicepool.activities.ledger_calls import ledger_hold
 from devicepool.activities.models import LedgerConfig, LedgerInput
-from devicepool.activities.permits import ledger_hold
 from devicepool.api.names import SIGNAL_PERMIT_REQUEST, ledger_workflow_id
 from devicepool.worker.build import new_worker
 from devicepool.workflows.ledger import AccountLedgerWorkflow, PermitRequest

