@@ -354,7 +354,7 @@ async def test_a_long_provider_pause_shows_on_the_pools_it_holds(
         found = next((c for c in conditions if c["type"] == "ProviderAvailable"), None)
         return found if found and found["status"] == status else None
 
-    paused = await eventually(lambda: provider("False"), what="the pause said", timeout=10)
+    paused = await eventually(lambda: provider("False"), what="the pause said", timeout=30)
     assert paused["reason"] == "ProviderRateLimited", paused
     assert "beta" in paused["message"], paused
     await eventually(lambda: provider("True"), what="the pause over", timeout=pause + 10)

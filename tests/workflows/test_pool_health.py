@@ -348,7 +348,7 @@ async def test_a_health_check_that_ended_is_started_again(
         described = await env.client.get_workflow_handle(health.id).describe()
         return described if described.status == WorkflowExecutionStatus.RUNNING else None
 
-    wait = settings.health_liveness_seconds + 6
+    wait = settings.health_liveness_seconds + 20  # a loaded machine: a pass, a child start
     described = await eventually(checking_again, what="a health check running again", timeout=wait)
     if described.parent_run_id != run:
         # A health report made the pool pass and hand over in between (a loaded
