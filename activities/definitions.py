@@ -40,13 +40,24 @@ from devicepool.activities.models import (
     WatchHealthInput,
     WatchHealthResult,
 )
+from devicepool.activities.orphan_models import (
+    FindOrphansInput,
+    FindOrphansResult,
+    TerminateOrphansInput,
+    TerminateOrphansResult,
+)
 
-__all__ = ["CREATE_START_TO_CLOSE_TIMEOUT", "LEDGER_HOLD", "DeviceActivityDefinitions"]
+__all__ = [
+    "CREATE_START_TO_CLOSE_TIMEOUT",
+    "LEDGER_HOLD",
+    "DeviceActivityDefinitions",
+    "OrphanActivityDefinitions",
+]
 
 # The ledger's sub-second pause (a local activity, `activities.permits.ledger_hold`).
 LEDGER_HOLD = "ledger_hold"
 
-# How long one `create_device` attempt may run (workflows/provision.py). An
+# How long one `create_device` attempt may run (workflows/provision/workflow.py). An
 # account's HTTP timeout (`timeoutSeconds`) must be below it, or every attempt
 # times out before its call can answer; the worker's config refuses one that is not.
 CREATE_START_TO_CLOSE_TIMEOUT = timedelta(seconds=20)
@@ -55,54 +66,66 @@ CREATE_START_TO_CLOSE_TIMEOUT = timedelta(seconds=20)
 class DeviceActivityDefinitions(abc.ABC):
     """The device activities as workflows call them (implemented by `DeviceActivities`)."""
 
-    @activity.defn(name="pool_settings")
+    @activity.defn
     @abc.abstractmethod
     async def pool_settings(self) -> PoolSettings: ...
 
-    @activity.defn(name="check_pool_refs")
+    @activity.defn
     @abc.abstractmethod
     async def check_pool_refs(self, input: CheckRefsInput) -> CheckRefsResult: ...
 
-    @activity.defn(name="list_devices")
+    @activity.defn
     @abc.abstractmethod
     async def list_devices(self, input: ListDevicesInput) -> ListDevicesResult: ...
 
-    @activity.defn(name="watch_devices")
+    @activity.defn
     @abc.abstractmethod
     async def watch_devices(self, input: WatchDevicesInput) -> WatchDevicesResult: ...
 
-    @activity.defn(name="watch_health")
+    @activity.defn
     @abc.abstractmethod
     async def watch_health(self, input: WatchHealthInput) -> WatchHealthResult:
         """The health check's long poll: returns when its suspects change, at `until`, or when the pool is gone."""
 
-    @activity.defn(name="create_device")
+    @activity.defn
     @abc.abstractmethod
     async def create_device(self, input: CreateDeviceInput) -> CreateDeviceResult: ...
 
-    @activity.defn(name="get_statuses")
+    @activity.defn
     @abc.abstractmethod
     async def get_statuses(self, input: GetStatusesInput) -> GetStatusesResult: ...
 
-    @activity.defn(name="terminate_device")
+    @activity.defn
     @abc.abstractmethod
     async def terminate_device(self, input: TerminateDeviceInput) -> TerminateDeviceResult: ...
 
-    @activity.defn(name="region_status")
+    @activity.defn
     @abc.abstractmethod
     async def region_status(self, input: RegionStatusInput) -> RegionStatusResult: ...
 
-    @activity.defn(name="terminate_pool")
+    @activity.defn
     @abc.abstractmethod
     async def terminate_pool(self, input: TerminatePoolInput) -> TerminatePoolResult: ...
 
-    @activity.defn(name="running_workflows")
+    @activity.defn
     @abc.abstractmethod
     async def running_workflows(self, input: RunningWorkflowsInput) -> RunningWorkflowsResult: ...
 
     # ------------------------------------------------ asks Temporal, not the provider
 
-    @activity.defn(name="pool_running")
+    @activity.defn
     @abc.abstractmethod
     async def pool_running(self, input: PoolRunInput) -> PoolRunResult:
         """Is the pool that started a health check still running (`activities.pool_runs`)?"""
+
+
+class OrphanActivityDefinitions(abc.ABC):
+    """The orphan sweep's activities as workflows call them (implemented by `OrphanActivities`)."""
+
+    @activity.defn
+    @abc.abstractmethod
+    async def find_orphans(self, input: FindOrphansInput) -> FindOrphansResult: ...
+
+    @activity.defn
+    @abc.abstractmethod
+    async def terminate_orphans(self, input: TerminateOrphansInput) -> TerminateOrphansResult: ...

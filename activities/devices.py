@@ -276,11 +276,11 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
         """What each account's own task queue serves: creates, under its window."""
         return [self.create_device]
 
-    @activity.defn(name="pool_settings")
+    @activity.defn
     async def pool_settings(self) -> PoolSettings:
         return self._settings.model_copy()
 
-    @activity.defn(name="check_pool_refs")
+    @activity.defn
     async def check_pool_refs(self, input: CheckRefsInput) -> CheckRefsResult:
         problems: list[str] = []
         if input.account not in self._clients:
@@ -289,7 +289,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
             problems.append(self._unknown_proxy_pool(input.proxy_pool))
         return CheckRefsResult(problems=problems)
 
-    @activity.defn(name="list_devices")
+    @activity.defn
     async def list_devices(self, input: ListDevicesInput) -> ListDevicesResult:
         try:
             async with heartbeating():
@@ -300,7 +300,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
             return ListDevicesResult(rows=device_rows(devices, pool=input.pool))
         return ListDevicesResult(devices=devices)
 
-    @activity.defn(name="watch_devices")
+    @activity.defn
     async def watch_devices(self, input: WatchDevicesInput) -> WatchDevicesResult:
         self._client(input.account)  # an unknown account fails at once, not at the deadline
         deadline = time.monotonic() + input.max_seconds
@@ -343,7 +343,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
             # Cancellation (delivered through the heartbeat) lands here as CancelledError.
             await asyncio.sleep(min(poll, remaining))
 
-    @activity.defn(name="watch_health")
+    @activity.defn
     async def watch_health(self, input: WatchHealthInput) -> WatchHealthResult:
         """Poll every `poll_seconds` until the suspects differ from `fingerprint`, the
         pool is gone, `until` (after a fresh read there) or `max_seconds`.
@@ -449,7 +449,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
             activity.logger.warning("pool %s: not known if still running: %s", run.workflow_id, err)
             return PoolRunResult(running=True, first_run_id=run.first_run_id, status="UNKNOWN")
 
-    @activity.defn(name="create_device")
+    @activity.defn
     async def create_device(self, input: CreateDeviceInput) -> CreateDeviceResult:
         client = self._client(input.account)
         proxy_body: dict[str, Any] | None = None
@@ -492,7 +492,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
         self.metrics.device_created(device.id, device.created_at)
         return CreateDeviceResult(device=device)
 
-    @activity.defn(name="get_statuses")
+    @activity.defn
     async def get_statuses(self, input: GetStatusesInput) -> GetStatusesResult:
         client = self._client(input.account)
         try:
@@ -505,7 +505,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
             self.metrics.device_seen(info.id, info.status, updated_at=info.updated_at)
         return GetStatusesResult(items=infos, not_found=not_found)
 
-    @activity.defn(name="terminate_device")
+    @activity.defn
     async def terminate_device(self, input: TerminateDeviceInput) -> TerminateDeviceResult:
         client = self._client(input.account)
         async with heartbeating():
@@ -580,7 +580,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
         if reason is not None and activity.info().attempt == 1:
             self.metrics.device_replaced(pool or "unknown", reason)
 
-    @activity.defn(name="region_status")
+    @activity.defn
     async def region_status(self, input: RegionStatusInput) -> RegionStatusResult:
         """The provider's word on one region (`up`, `degraded`, `down`, or `unknown`)."""
         try:
@@ -592,7 +592,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
                 return RegionStatusResult(region=input.region, status=str(region.get("status")))
         return RegionStatusResult(region=input.region, status="unknown")
 
-    @activity.defn(name="running_workflows")
+    @activity.defn
     async def running_workflows(self, input: RunningWorkflowsInput) -> RunningWorkflowsResult:
         """Which of these workflows still run (a batch that ended without reporting is lost).
 
@@ -612,7 +612,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
                 running.append(workflow_id)
         return RunningWorkflowsResult(running=running)
 
-    @activity.defn(name="terminate_pool")
+    @activity.defn
     async def terminate_pool(self, input: TerminatePoolInput) -> TerminatePoolResult:
         """Delete every device of the pool; succeed only once the provider lists none left.
 
@@ -657,7 +657,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
 
     # ------------------------------------------------ asks Temporal, not the provider
 
-    @activity.defn(name="pool_running")
+    @activity.defn
     async def pool_running(self, input: PoolRunInput) -> PoolRunResult:
         """Is the pool that started a health check still running? Through the
         client the worker polls with (`activities.pool_runs`)."""

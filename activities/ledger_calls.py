@@ -1,4 +1,4 @@
-"""What activities tell or do for an account's permit ledger (`workflows/ledger.py`).
+"""What activities tell or do for an account's permit ledger (`workflows/ledger/workflow.py`).
 
 - `report_rate_limited`: a create that still met a 429 tells its account's ledger,
   which pauses and restarts slowly (best effort: the report never fails the create).
@@ -13,7 +13,6 @@ import contextlib
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from devicepool.activities.definitions import LEDGER_HOLD
 from devicepool.activities.models import RateLimitedReport
 from devicepool.api.errors import ErrorType
 from devicepool.api.names import SIGNAL_RATE_LIMITED, ledger_workflow_id
@@ -34,7 +33,7 @@ async def report_rate_limited(err: ApplicationError, *, account: str, pool: str)
         )
 
 
-@activity.defn(name=LEDGER_HOLD)
+@activity.defn
 async def ledger_hold(seconds: float) -> None:
     """A sub-second pause for the ledger, run as a local activity.
 

@@ -7,7 +7,7 @@ while a create was still on its way. Nothing else would ever delete it. A
 device whose pool runs is never an orphan, listed in the pool's state or not:
 between a create and the pool's next observation it is in nobody's state.
 
-The janitor (`workflows/orphans.py`, one per account) calls `find_orphans`
+The janitor (`workflows/orphans/workflow.py`, one per account) calls `find_orphans`
 every scan and `terminate_orphans` for those orphaned for longer than the
 grace; `activities/orphans.py` implements both. `terminate_orphans` checks
 each device and its pool again right before the DELETE, so a pool applied
@@ -18,33 +18,27 @@ Like every activity model, these carry names and ids only, never a secret.
 
 from __future__ import annotations
 
-import abc
 from datetime import datetime
 
 from pydantic import Field
-from temporalio import activity
 
 from devicepool.api.base import CamelModel
 
 __all__ = [
-    "FIND_ORPHANS",
     "MAX_ORPHANS_PER_SCAN",
-    "TERMINATE_ORPHANS",
     "FindOrphansInput",
     "FindOrphansResult",
     "JanitorConfig",
     "JanitorInput",
     "KeptDevice",
-    "OrphanActivityDefinitions",
     "OrphanDevice",
     "TerminateOrphansInput",
     "TerminateOrphansResult",
 ]
 
-FIND_ORPHANS = "find_orphans"
+
 # ~250 bytes each in history: 1,000 is ~250 KB, well under the 2 MB payload limit.
 MAX_ORPHANS_PER_SCAN = 1000
-TERMINATE_ORPHANS = "terminate_orphans"
 
 
 class JanitorConfig(CamelModel):
@@ -113,15 +107,3 @@ class TerminateOrphansResult(CamelModel):
     # devices a DELETE was sent for (their pool still had no running workflow)
     terminated: list[OrphanDevice] = Field(default_factory=list)
     kept: list[KeptDevice] = Field(default_factory=list)
-
-
-class OrphanActivityDefinitions(abc.ABC):
-    """The orphan sweep's activities as workflows call them (implemented by `OrphanActivities`)."""
-
-    @activity.defn(name=FIND_ORPHANS)
-    @abc.abstractmethod
-    async def find_orphans(self, input: FindOrphansInput) -> FindOrphansResult: ...
-
-    @activity.defn(name=TERMINATE_ORPHANS)
-    @abc.abstractmethod
-    async def terminate_orphans(self, input: TerminateOrphansInput) -> TerminateOrphansResult: ...

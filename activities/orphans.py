@@ -1,7 +1,7 @@
 """The orphan sweep's side effects: find devices whose pool is gone, terminate them.
 
 `OrphanActivities` is mixed into `DeviceActivities` (it uses its provider
-clients and metrics) and implements `activities.orphan_models.OrphanActivityDefinitions`:
+clients and metrics) and implements `activities.definitions.OrphanActivityDefinitions`:
 
 - `find_orphans` `FindOrphansInput` → `FindOrphansResult`: one listing of the
   account's devices labelled `managed-by=devicepool` (not terminating or
@@ -44,21 +44,19 @@ from temporalio.common import SearchAttributeKey, WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.activities.bitcloudphone import BitCloudPhoneClient
+from devicepool.activities.definitions import OrphanActivityDefinitions
 from devicepool.activities.device_views import parse_time
 from devicepool.activities.errors import NotFoundError, ProviderError, to_application_error
 from devicepool.activities.heartbeats import heartbeating
 from devicepool.activities.metrics import Metrics
 from devicepool.activities.models import AccountSettings, DeviceStatus
 from devicepool.activities.orphan_models import (
-    FIND_ORPHANS,
     MAX_ORPHANS_PER_SCAN,
-    TERMINATE_ORPHANS,
     FindOrphansInput,
     FindOrphansResult,
     JanitorConfig,
     JanitorInput,
     KeptDevice,
-    OrphanActivityDefinitions,
     OrphanDevice,
     TerminateOrphansInput,
     TerminateOrphansResult,
@@ -166,7 +164,7 @@ class OrphanActivities(OrphanActivityDefinitions):
     def orphan_activities(self) -> list[Any]:
         return [self.find_orphans, self.terminate_orphans]
 
-    @activity.defn(name=FIND_ORPHANS)
+    @activity.defn
     async def find_orphans(self, input: FindOrphansInput) -> FindOrphansResult:
         provider = self._client(input.account)
         try:
@@ -213,7 +211,7 @@ class OrphanActivities(OrphanActivityDefinitions):
             pools=len(by_pool),
         )
 
-    @activity.defn(name=TERMINATE_ORPHANS)
+    @activity.defn
     async def terminate_orphans(self, input: TerminateOrphansInput) -> TerminateOrphansResult:
         provider = self._client(input.account)
         temporal = activity.client()

@@ -1,4 +1,4 @@
-"""The worker's side of the per-account permit ledger (`workflows/ledger.py`).
+"""The worker's side of the per-account permit ledger (`workflows/ledger/workflow.py`).
 
 - `LedgerConfig` (in `activities.models`): an account's creation window as the worker is configured
   (capacity per window, window length, safety margin). Workers send it to the

@@ -2,7 +2,7 @@
 
 A health check is started with `ParentClosePolicy.ABANDON`, so nothing ends it
 when its pool is terminated, fails or completes. Each cycle it asks this first
-(`workflows/health.py`), and ends when the answer is no.
+(`workflows/health/workflow.py`), and ends when the answer is no.
 
 "Still there" means: the pool's workflow id has a running run, and that run
 belongs to the same chain of runs as the one that started the check (same

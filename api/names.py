@@ -75,7 +75,7 @@ UPDATE_SCALE = "scale_update"
 QUERY_STATUS = "status"
 QUERY_DEVICES = "devices"
 QUERY_SPEC = "spec"
-# the pool's own recent events (workflows/events.py), for `devicepool describe`
+# the pool's own recent events (workflows/pool/event_log.py), for `devicepool describe`
 QUERY_EVENTS = "events"
 
 # Provider labels
@@ -128,7 +128,7 @@ def health_workflow_id(pool: str) -> str:
     return f"{WORKFLOW_ID_PREFIX}{pool}/health"
 
 
-# The per-account permit ledger (workflows/ledger.py): one entity workflow per
+# The per-account permit ledger (workflows/ledger/workflow.py): one entity workflow per
 # provider account, started (signal-with-start) by every worker that serves the
 # account. Its existence is also how `apply` knows an account is configured.
 WORKFLOW_ACCOUNT_LEDGER = "AccountLedger"
@@ -156,7 +156,7 @@ def account_from_ledger_id(workflow_id: str) -> str | None:
     return None
 
 
-# The per-account orphan sweep (workflows/orphans.py): one long-running workflow
+# The per-account orphan sweep (workflows/orphans/workflow.py): one long-running workflow
 # per provider account, started (signal-with-start) by every worker that serves
 # the account. It terminates devices labelled managed-by=devicepool whose pool
 # has no running workflow, after the worker's `orphanGraceSeconds`.

@@ -31,7 +31,7 @@ from devicepool.client.dev import find_temporal
 from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.worker.build import account_workers, pool_queue_workers
-from devicepool.workflows.search_attributes import search_attribute_keys
+from devicepool.workflows.pool.search_attributes import search_attribute_keys
 from tests.support.ports import free_port
 
 URL = "http://emulator.bench"

@@ -67,7 +67,7 @@ def orphans(
 
 def orphan_data(reports: list[Any], *, now: datetime) -> dict[str, Any]:
     """The janitors' reports as the command prints them (camelCase, age and cost added)."""
-    from devicepool.workflows.orphan_state import DEVICE_HOUR_USD, cost_usd
+    from devicepool.workflows.orphans.state import DEVICE_HOUR_USD, cost_usd
 
     def row(device: Any, account: str) -> dict[str, Any]:
         item = device.model_dump(mode="json", by_alias=True)

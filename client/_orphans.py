@@ -1,4 +1,4 @@
-"""`PoolClient.orphans`: ask each account's janitor (`workflows/orphans.py`) for its orphans.
+"""`PoolClient.orphans`: ask each account's janitor (`workflows/orphans/workflow.py`) for its orphans.
 
 The client never calls the provider (it has no HTTP client, and no keys): the
 janitor scans when asked (update `sweep_orphans`), so the answer is fresh, and
@@ -26,7 +26,7 @@ from devicepool.api.names import (
 )
 from devicepool.client._temporal_errors import temporal_errors
 from devicepool.client.errors import DevicePoolError, TemporalUnreachable
-from devicepool.workflows.orphan_state import OrphanReport, SweepRequest
+from devicepool.workflows.orphans.state import OrphanReport, SweepRequest
 
 __all__ = ["janitor_accounts", "sweep_orphans"]
 

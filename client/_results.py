@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from devicepool.api.v1alpha1 import DevicePool
-from devicepool.workflows.messages import Accepted
+from devicepool.workflows.pool.messages import Accepted
 
 
 @dataclass

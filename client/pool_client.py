@@ -65,14 +65,14 @@ from devicepool.client.errors import (
     TemporalUnreachable,
     WaitTimeout,
 )
-from devicepool.workflows.messages import (
+from devicepool.workflows.orphans.state import OrphanReport
+from devicepool.workflows.pool.messages import (
     Accepted,
     ApplyRequest,
     DevicesView,
     PoolInput,
     ScaleRequest,
 )
-from devicepool.workflows.orphan_state import OrphanReport
 
 __all__ = ["DeleteResult", "PoolClient", "PoolSummary", "ProgressCallback"]
 

@@ -77,7 +77,13 @@ def workflow_runner() -> SandboxedWorkflowRunner:
     from devicepool import workflows
 
     ours = {f"devicepool.{m.name}" for m in pkgutil.iter_modules(devicepool.__path__)}
-    helpers = {f"{workflows.__name__}.{m.name}" for m in pkgutil.iter_modules(workflows.__path__)}
+    # Every module below `workflows` but the workflow modules themselves; the
+    # packages stay out too (passing one would pass all it holds).
+    helpers = {
+        m.name
+        for m in pkgutil.walk_packages(workflows.__path__, prefix=f"{workflows.__name__}.")
+        if not m.ispkg
+    }
     passed = (ours - {workflows.__name__}) | (helpers - workflows.WORKFLOW_MODULES)
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*sorted(passed))
@@ -85,7 +91,7 @@ def workflow_runner() -> SandboxedWorkflowRunner:
 
 
 def _workflows() -> list[type]:
-    from devicepool.workflows import WORKFLOWS  # type: ignore[attr-defined,unused-ignore]
+    from devicepool.workflows import WORKFLOWS
 
     return list(WORKFLOWS)
 

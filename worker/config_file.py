@@ -65,7 +65,7 @@ class IntervalsFile(_FileModel):
     # How often a pool's watch checks that its health check still runs.
     health_liveness_seconds: float = Field(default=300.0, gt=0)
     # A device whose pool has no running workflow is terminated after this long
-    # (the per-account orphan sweep, workflows/orphans.py).
+    # (the per-account orphan sweep, workflows/orphans/workflow.py).
     orphan_grace_seconds: float = Field(default=DEFAULT_ORPHAN_GRACE_SECONDS, ge=0)
 
 

@@ -7,11 +7,11 @@ long ``watch_devices`` activities (a slot budget of their own), and one
 The account's creation window is not a queue rate limit (that spaces creates
 evenly and needs an extra minute for a 20-device scale-up): every create waits
 for a permit from the account's ledger workflow ``devicepool-account/<name>``
-(``workflows/ledger.py``), which hands out a whole window at once. At startup
+(``workflows/ledger/workflow.py``), which hands out a whole window at once. At startup
 each worker signal-with-starts the ledger of every account it serves
 (``register_accounts``), which is also how ``apply`` knows an account exists,
 and its orphan sweep ``devicepool-account/<name>/janitor``
-(``workflows/orphans.py``, ``start_janitors``) with ``orphanGraceSeconds``.
+(``workflows/orphans/workflow.py``, ``start_janitors``) with ``orphanGraceSeconds``.
 
 Metrics: one `CollectorRegistry` per worker, served on ``metricsPort`` at
 ``/metrics`` (see ``worker/metrics.py``): the activities' counters, the per-pool
@@ -99,7 +99,7 @@ async def run_worker(
 
     # Every account this worker serves has its permit ledger running (idempotent).
     await register_accounts(client, config.accounts)
-    # ...and its orphan sweep (workflows/orphans.py), with this worker's grace.
+    # ...and its orphan sweep (workflows/orphans/workflow.py), with this worker's grace.
     await start_janitors(
         client, config.accounts, JanitorConfig(grace_seconds=config.orphan_grace_seconds)
     )

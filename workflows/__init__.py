@@ -13,11 +13,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from devicepool.workflows.health import PoolHealthWorkflow
-    from devicepool.workflows.ledger import AccountLedgerWorkflow
-    from devicepool.workflows.orphans import OrphanSweepWorkflow
-    from devicepool.workflows.pool import DevicePoolWorkflow
-    from devicepool.workflows.provision import ProvisionBatchWorkflow
+    from devicepool.workflows.health.workflow import PoolHealthWorkflow
+    from devicepool.workflows.ledger.workflow import AccountLedgerWorkflow
+    from devicepool.workflows.orphans.workflow import OrphanSweepWorkflow
+    from devicepool.workflows.pool.workflow import DevicePoolWorkflow
+    from devicepool.workflows.provision.workflow import ProvisionBatchWorkflow
 
     WORKFLOWS: list[type]
 
@@ -25,11 +25,11 @@ if TYPE_CHECKING:
 # pool, its batches and health check, the per-account permit ledger (rate
 # limits) and the per-account orphan sweep; each class and its module.
 _MODULES = {
-    "DevicePoolWorkflow": "pool",
-    "ProvisionBatchWorkflow": "provision",
-    "PoolHealthWorkflow": "health",
-    "AccountLedgerWorkflow": "ledger",
-    "OrphanSweepWorkflow": "orphans",
+    "DevicePoolWorkflow": "pool.workflow",
+    "ProvisionBatchWorkflow": "provision.workflow",
+    "PoolHealthWorkflow": "health.workflow",
+    "AccountLedgerWorkflow": "ledger.workflow",
+    "OrphanSweepWorkflow": "orphans.workflow",
 }
 WORKFLOW_MODULES = frozenset(f"{__name__}.{module}" for module in _MODULES.values())
 

@@ -8,10 +8,13 @@ import sys
 
 from temporalio import activity
 
-from devicepool.activities.definitions import LEDGER_HOLD, DeviceActivityDefinitions
+from devicepool.activities.definitions import (
+    LEDGER_HOLD,
+    DeviceActivityDefinitions,
+    OrphanActivityDefinitions,
+)
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.ledger_calls import ledger_hold
-from devicepool.activities.orphan_models import OrphanActivityDefinitions
 
 
 def _defined(cls: type) -> dict[str, activity._Definition]:

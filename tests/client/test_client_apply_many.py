@@ -29,7 +29,7 @@ from devicepool.client import PoolClient, _cli_pools
 from devicepool.client.cli import main
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME, BadInput
 from devicepool.client.pool_client import APPLY_CONCURRENCY
-from devicepool.workflows.messages import Accepted
+from devicepool.workflows.pool.messages import Accepted
 
 MANIFEST = """\
 apiVersion: mobile.example.com/v1alpha1

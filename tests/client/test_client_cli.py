@@ -487,7 +487,7 @@ def test_devices_table_reads_the_camel_case_query_answer(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from devicepool.client import _cli_pools
-    from devicepool.workflows.messages import DevicesView
+    from devicepool.workflows.pool.messages import DevicesView
 
     class FakePools:
         async def devices(self, name: str) -> DevicesView:
@@ -592,7 +592,7 @@ def ready_false(reason: str, message: str, generation: int = 1) -> dict[str, obj
 def test_apply_says_created_configured_or_unchanged_as_kubectl_does(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from devicepool.workflows.messages import Accepted
+    from devicepool.workflows.pool.messages import Accepted
 
     path = manifest(tmp_path, GOOD)
     answers = [
@@ -641,7 +641,7 @@ def test_apply_wait_stops_at_once_on_a_configuration_error(
     reason: str,
     message: str,
 ) -> None:
-    from devicepool.workflows.messages import Accepted
+    from devicepool.workflows.pool.messages import Accepted
 
     statuses = [
         {"observedGeneration": 0, "desiredReplicas": 2},  # not looked at yet
@@ -662,7 +662,7 @@ def test_apply_wait_ignores_a_configuration_error_of_an_older_generation(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # The change being waited for may be the fix: only a pass over it counts.
-    from devicepool.workflows.messages import Accepted
+    from devicepool.workflows.pool.messages import Accepted
 
     converged = {
         "observedGeneration": 2,

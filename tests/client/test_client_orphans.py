@@ -20,7 +20,7 @@ from devicepool.client._dev_config import DevOptions, dev_worker_config
 from devicepool.client.cli import main
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME
 from devicepool.worker.config import ConfigError, build_config
-from devicepool.workflows.orphan_state import OrphanReport
+from devicepool.workflows.orphans.state import OrphanReport
 
 KEY = "k-very-secret-0002"
 

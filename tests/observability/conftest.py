@@ -27,7 +27,7 @@ from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.worker.config import WorkerConfig
 from devicepool.worker.main import run_worker, sdk_runtime
-from devicepool.workflows.search_attributes import search_attribute_keys
+from devicepool.workflows.pool.search_attributes import search_attribute_keys
 from tests.support.binaries import temporal_binary
 from tests.support.ports import free_port
 

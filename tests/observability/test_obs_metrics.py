@@ -32,7 +32,7 @@ from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
 from devicepool.connect import DATA_CONVERTER
 from devicepool.worker.metrics import ReconcileInterceptor
 from devicepool.workflows import WORKFLOWS
-from devicepool.workflows.messages import PoolInput
+from devicepool.workflows.pool.messages import PoolInput
 from tests.support import waits
 from tests.support.manifests import pool_manifest
 

@@ -8,7 +8,7 @@ README link (`?query=WorkflowType="DevicePool"`: the pool, not its health
 child) with the pool columns added as the README says (Configure Columns, the
 `DevicePool*` search attributes), opens the pool's page and its "User
 Metadata" tab, and checks the static summary set by `PoolClient.apply` and the
-current details (`workflows/status.py` `details`: an aligned block, one line
+current details (`workflows/pool/status.py` `details`: an aligned block, one line
 per figure, no Markdown table, which the UI does not render) against the
 pool's `status` query. UI 2.54 renders both as markdown inside iframes
 (`#user-metadata-summary`, `#user-metadata-current-details`).

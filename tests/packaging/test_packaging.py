@@ -86,7 +86,7 @@ def test_the_wheel_installs_only_devicepool_at_top_level(wheel: Path) -> None:
     assert top == {"devicepool", f"devicepool-{devicepool.__version__}.dist-info"}
     for layer in LAYERS:
         assert f"devicepool/{layer}/__init__.py" in names
-    assert "devicepool/workflows/pool.py" in names
+    assert "devicepool/workflows/pool/workflow.py" in names
 
 
 @pytest.mark.e2e  # builds and installs the wheel (pip processes)

@@ -32,7 +32,7 @@ from devicepool.activities.permits import register_accounts
 from devicepool.connect import DATA_CONVERTER, connect
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.worker.build import account_workers, pool_queue_workers
-from devicepool.workflows.search_attributes import search_attribute_keys
+from devicepool.workflows.pool.search_attributes import search_attribute_keys
 from tests.support.binaries import temporal_binary
 
 

@@ -11,7 +11,7 @@ from temporalio import workflow
 from temporalio.client import WorkflowHandle
 
 from devicepool.api.names import SIGNAL_PERMITS_GRANTED
-from devicepool.workflows.ledger import PermitGrant
+from devicepool.workflows.shared.protocol import PermitGrant
 from tests.support.settings import FAST
 
 URL = "http://emulator.rl"

@@ -1,4 +1,4 @@
-"""The ledger's dealing (workflows/dealing.py): examples first, then hypothesis properties.
+"""The ledger's dealing (workflows/ledger/dealing.py): examples first, then hypothesis properties.
 
 Pure: no fixture of conftest.py is requested, so no server starts. The
 properties state the rules of the module docstring (replacements first,
@@ -14,8 +14,8 @@ from itertools import pairwise
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from devicepool.workflows.dealing import deal, due_announcements
-from devicepool.workflows.ledger_state import PermitRequest
+from devicepool.workflows.ledger.dealing import deal, due_announcements
+from devicepool.workflows.shared.protocol import PermitRequest
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -31,7 +31,7 @@ from devicepool.api.names import (
 from devicepool.api.v1alpha1 import DevicePool
 from devicepool.client.errors import EXIT_BAD_INPUT, BadInput
 from devicepool.client.pool_client import PoolClient
-from devicepool.workflows.ledger_state import PermitIntent
+from devicepool.workflows.shared.protocol import PermitIntent
 from tests.support.emulator import create_device
 from tests.support.emulator import stats as emulator_stats
 from tests.support.manifests import pool_manifest

@@ -37,7 +37,8 @@ from devicepool.api.names import (
     ledger_workflow_id,
 )
 from devicepool.worker.build import new_worker
-from devicepool.workflows.ledger import AccountLedgerWorkflow, PermitRequest
+from devicepool.workflows.ledger.workflow import AccountLedgerWorkflow
+from devicepool.workflows.shared.protocol import PermitRequest
 from tests.support.waits import eventually
 
 pytestmark = pytest.mark.devserver

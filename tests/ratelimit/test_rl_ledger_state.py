@@ -1,7 +1,7 @@
-"""The ledger's carried state and window bookkeeping (workflows/ledger_state.py), pure.
+"""The ledger's carried state and window bookkeeping (workflows/ledger/state.py), pure.
 
 No fixture of conftest.py is requested, so no server starts. Times are
-explicit: the rules of workflows/ledger.py's docstring, one at a time.
+explicit: the rules of workflows/ledger/workflow.py's docstring, one at a time.
 """
 
 from __future__ import annotations
@@ -11,14 +11,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from devicepool.activities.models import MAX_RETRY_AFTER_SECONDS, LedgerConfig, RateLimitedReport
-from devicepool.workflows.dealing import deal
-from devicepool.workflows.ledger_state import (
-    LedgerState,
-    Outstanding,
-    PermitIntent,
-    PermitRequest,
-    PermitsUsed,
-)
+from devicepool.workflows.ledger.dealing import deal
+from devicepool.workflows.ledger.state import LedgerState, Outstanding
+from devicepool.workflows.shared.protocol import PermitIntent, PermitRequest, PermitsUsed
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 CONFIG = LedgerConfig(capacity=5, window_seconds=60, margin_seconds=1)

@@ -43,7 +43,7 @@ from devicepool.api.names import (
     UPDATE_SCALE,
     ledger_workflow_id,
 )
-from devicepool.workflows.messages import Accepted, ScaleRequest
+from devicepool.workflows.pool.messages import Accepted, ScaleRequest
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(60)]
 

@@ -44,8 +44,8 @@ from devicepool.api.names import (
 from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.worker.build import account_workers, pool_queue_workers
-from devicepool.workflows.messages import Accepted, ScaleRequest
-from devicepool.workflows.search_attributes import search_attribute_keys
+from devicepool.workflows.pool.messages import Accepted, ScaleRequest
+from devicepool.workflows.pool.search_attributes import search_attribute_keys
 from tests.support.binaries import temporal_binary
 from tests.support.histories import run_histories
 from tests.workflows.wf_support import start_pool

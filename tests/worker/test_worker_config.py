@@ -177,7 +177,7 @@ def test_the_scrubber_holds_every_key_and_proxy_password_of_the_config() -> None
     assert KEY not in repr(scrubber)
 
 
-# The create activity's start-to-close timeout (workflows/provision.py schedules it).
+# The create activity's start-to-close timeout (workflows/provision/workflow.py schedules it).
 LIMIT = CREATE_START_TO_CLOSE_TIMEOUT.total_seconds()
 
 
@@ -199,8 +199,10 @@ def test_an_account_timeout_below_the_create_timeout_is_taken() -> None:
 
 
 def test_the_limit_is_the_start_to_close_timeout_provision_schedules_creates_with() -> None:
-    # workflows/provision.py is read, not imported or changed: the check must follow it.
-    tree = ast.parse((Path(__file__).parents[2] / "workflows" / "provision.py").read_text())
+    # workflows/provision/workflow.py is read, not imported or changed: the check must follow it.
+    tree = ast.parse(
+        (Path(__file__).parents[2] / "workflows" / "provision" / "workflow.py").read_text()
+    )
     (create,) = [
         node
         for node in ast.walk(tree)

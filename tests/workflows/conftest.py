@@ -33,7 +33,7 @@ from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, ProxyPoolSettings
 from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
-from devicepool.workflows.search_attributes import search_attribute_keys
+from devicepool.workflows.pool.search_attributes import search_attribute_keys
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from temporalio.exceptions import (
 )
 
 from devicepool.api.errors import ErrorType
-from devicepool.workflows.finalizer import condition_reason, window_failure
+from devicepool.workflows.pool.finalizer import condition_reason, window_failure
 
 
 def ran_out(cause: BaseException) -> ActivityError:

@@ -40,7 +40,7 @@ from devicepool.api.names import (
 )
 from devicepool.connect import DATA_CONVERTER
 from devicepool.worker.build import new_worker
-from devicepool.workflows.messages import HealthConfig, HealthInput, HealthReport
+from devicepool.workflows.shared.protocol import HealthConfig, HealthInput, HealthReport
 from tests.support.emulator import create_device
 
 pytestmark = pytest.mark.devserver

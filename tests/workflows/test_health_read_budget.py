@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from devicepool.activities.models import PoolSettings
-from devicepool.workflows.triage import own_read_seconds, reuse_listing_seconds
+from devicepool.workflows.health.triage import own_read_seconds, reuse_listing_seconds
 
 READ_BUDGET_PER_POOL_HOUR = 150
 

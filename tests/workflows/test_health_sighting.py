@@ -33,7 +33,7 @@ from wf_support import (
 )
 
 from devicepool.api.names import health_workflow_id
-from devicepool.workflows.triage import own_read_seconds
+from devicepool.workflows.health.triage import own_read_seconds
 
 pytestmark = pytest.mark.devserver
 

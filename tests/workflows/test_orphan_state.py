@@ -1,4 +1,4 @@
-"""The janitor's bookkeeping (`workflows/orphan_state.py`): pure, no server."""
+"""The janitor's bookkeeping (`workflows/orphans/state.py`): pure, no server."""
 
 from __future__ import annotations
 
@@ -13,12 +13,7 @@ from devicepool.activities.orphan_models import (
     OrphanDevice,
     TerminateOrphansResult,
 )
-from devicepool.workflows.orphan_state import (
-    RECENT_SWEPT,
-    JanitorState,
-    cost_usd,
-    scan_seconds,
-)
+from devicepool.workflows.orphans.state import RECENT_SWEPT, JanitorState, cost_usd, scan_seconds
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

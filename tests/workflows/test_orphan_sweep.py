@@ -60,8 +60,8 @@ from devicepool.api.names import (
 from devicepool.client.pool_client import PoolClient
 from devicepool.connect import DATA_CONVERTER
 from devicepool.workflows import WORKFLOWS
-from devicepool.workflows.orphan_state import OrphanReport
-from devicepool.workflows.search_attributes import KEY_ACCOUNT
+from devicepool.workflows.orphans.state import OrphanReport
+from devicepool.workflows.pool.search_attributes import KEY_ACCOUNT
 from tests.support.emulator import create_device
 
 pytestmark = pytest.mark.devserver

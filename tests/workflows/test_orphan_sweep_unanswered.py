@@ -19,7 +19,7 @@ from devicepool.api.names import UPDATE_SWEEP_ORPHANS, WORKFLOW_ORPHAN_SWEEP, ja
 from devicepool.client._orphans import sweep_orphans
 from devicepool.client.errors import DevicePoolError
 from devicepool.worker.build import new_worker
-from devicepool.workflows.orphan_state import OrphanReport, SweepRequest
+from devicepool.workflows.orphans.state import OrphanReport, SweepRequest
 
 pytestmark = pytest.mark.devserver
 

@@ -1,4 +1,4 @@
-"""The pure planning step (workflows/plan.py): examples first, then hypothesis properties.
+"""The pure planning step (workflows/pool/plan.py): examples first, then hypothesis properties.
 
 Nothing here touches Temporal: none of the session fixtures in conftest.py
 (`env`, `worker`, `emulator`, `control`) is requested, so no server starts.
@@ -30,7 +30,7 @@ from devicepool.activities.models import (
     TERMINATING,
     DeviceInfo,
 )
-from devicepool.workflows.plan import Plan, plan_pool
+from devicepool.workflows.pool.plan import Plan, plan_pool
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 GRACE = timedelta(seconds=60)
@@ -485,7 +485,7 @@ IN_FLIGHT = st.integers(min_value=0, max_value=50)
 PROPERTY = settings(max_examples=200, deadline=None)
 
 
-# The oracle, from DESIGN.md, independent of workflows/plan.py's helpers.
+# The oracle, from DESIGN.md, independent of workflows/pool/plan.py's helpers.
 
 
 def last_active(d: DeviceInfo) -> datetime:

@@ -17,8 +17,8 @@ from devicepool.activities.models import (
     TERMINATING,
     DeviceInfo,
 )
-from devicepool.workflows.plan import lost_offline, offline_ids
-from devicepool.workflows.pool_state import PoolState
+from devicepool.workflows.pool.plan import lost_offline, offline_ids
+from devicepool.workflows.pool.state import PoolState
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 

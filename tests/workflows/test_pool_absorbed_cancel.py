@@ -25,7 +25,7 @@ from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import UPDATE_APPLY, pool_workflow_id
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
-from devicepool.workflows.messages import Accepted, ApplyRequest, PoolInput
+from devicepool.workflows.pool.messages import Accepted, ApplyRequest, PoolInput
 
 pytestmark = pytest.mark.devserver
 

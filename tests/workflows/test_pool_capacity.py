@@ -26,7 +26,7 @@ from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import UPDATE_SCALE
 from devicepool.worker.build import pool_queue_workers
 from devicepool.worker.config import WorkerCapacity
-from devicepool.workflows.messages import Accepted, ScaleRequest
+from devicepool.workflows.pool.messages import Accepted, ScaleRequest
 
 pytestmark = pytest.mark.devserver
 

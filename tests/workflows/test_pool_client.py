@@ -18,7 +18,7 @@ from devicepool.api.v1alpha1 import DevicePool
 from devicepool.client import PoolBlocked, PoolClient
 from devicepool.client.cli import main
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME
-from devicepool.workflows.messages import ApplyResult
+from devicepool.workflows.pool.messages import ApplyResult
 from tests.support.manifests import pool_manifest, write_pool
 
 pytestmark = pytest.mark.devserver

@@ -30,7 +30,7 @@ from wf_support import (
 
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
-from devicepool.workflows.messages import DevicesView
+from devicepool.workflows.pool.messages import DevicesView
 
 pytestmark = pytest.mark.devserver
 

@@ -30,7 +30,7 @@ from wf_support import (
 
 from devicepool.api.names import UPDATE_APPLY
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
-from devicepool.workflows.messages import Accepted, ApplyRequest
+from devicepool.workflows.pool.messages import Accepted, ApplyRequest
 
 pytestmark = pytest.mark.devserver
 

@@ -16,19 +16,20 @@ from devicepool.api.v1alpha1 import (
     ObjectMeta,
     Phase,
 )
-from devicepool.workflows import status as st
-from devicepool.workflows.backoff import Backoff
-from devicepool.workflows.finalizer import SweepVerdict, verdict
-from devicepool.workflows.messages import ApplyRequest, HealthReport, PoolInput
-from devicepool.workflows.plan import plan_pool
-from devicepool.workflows.pool_state import PoolState
-from devicepool.workflows.slots import BatchReport, SlotBook
-from devicepool.workflows.spec_changes import (
+from devicepool.workflows.pool import status as st
+from devicepool.workflows.pool.backoff import Backoff
+from devicepool.workflows.pool.finalizer import SweepVerdict, verdict
+from devicepool.workflows.pool.messages import ApplyRequest, PoolInput
+from devicepool.workflows.pool.plan import plan_pool
+from devicepool.workflows.pool.slots import SlotBook
+from devicepool.workflows.pool.spec_changes import (
     body_changed,
     parse_scale_signal,
     refuse_apply,
     short_json,
 )
+from devicepool.workflows.pool.state import PoolState
+from devicepool.workflows.shared.protocol import BatchReport, HealthReport
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 SETTINGS = PoolSettings(failure_streak_limit=3, backoff_initial_seconds=30, backoff_max_seconds=900)

@@ -25,7 +25,7 @@ from wf_support import (
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import UPDATE_SCALE
-from devicepool.workflows.messages import Accepted, ScaleRequest
+from devicepool.workflows.pool.messages import Accepted, ScaleRequest
 
 pytestmark = pytest.mark.devserver
 

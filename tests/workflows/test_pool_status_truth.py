@@ -24,7 +24,7 @@ from wf_support import TimedASGITransport, condition, eventually, pool_devices, 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import UPDATE_SCALE
 from devicepool.client.pool_client import PoolClient
-from devicepool.workflows.messages import Accepted, ScaleRequest
+from devicepool.workflows.pool.messages import Accepted, ScaleRequest
 
 pytestmark = pytest.mark.devserver
 

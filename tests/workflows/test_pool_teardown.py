@@ -30,7 +30,7 @@ from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import pool_workflow_id
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
 from devicepool.client import PoolBlocked, PoolClient
-from devicepool.workflows.messages import PoolInput
+from devicepool.workflows.pool.messages import PoolInput
 
 pytestmark = pytest.mark.devserver
 

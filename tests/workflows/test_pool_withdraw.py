@@ -29,7 +29,7 @@ from devicepool.api.names import (
     ledger_workflow_id,
 )
 from devicepool.worker.build import new_worker
-from devicepool.workflows.messages import Accepted, ScaleRequest
+from devicepool.workflows.pool.messages import Accepted, ScaleRequest
 
 pytestmark = pytest.mark.devserver
 

@@ -26,7 +26,7 @@ from wf_support import FAST, eventually, pool_devices, start_pool
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import UPDATE_SCALE
 from devicepool.worker.build import pool_queue_workers
-from devicepool.workflows.messages import Accepted, ScaleRequest
+from devicepool.workflows.pool.messages import Accepted, ScaleRequest
 
 pytestmark = pytest.mark.devserver
 

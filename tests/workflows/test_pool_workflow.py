@@ -43,7 +43,7 @@ from devicepool.api.names import (
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
 from devicepool.connect import DATA_CONVERTER
 from devicepool.workflows import WORKFLOWS
-from devicepool.workflows.messages import Accepted, ApplyRequest, ScaleRequest
+from devicepool.workflows.pool.messages import Accepted, ApplyRequest, ScaleRequest
 
 pytestmark = pytest.mark.devserver
 
@@ -485,7 +485,7 @@ async def test_delete_during_an_activity_is_not_lost(
 ) -> None:
     # Slow provider answers: the cancel arrives while the pool awaits its first
     # `list_devices`. The SDK then hands the cancel to the activity, and the
-    # pool must still notice it was deleted (workflows/cancellation.py).
+    # pool must still notice it was deleted (workflows/shared/cancellation.py).
     await control.post("/_emulator/faults", json={"latencyMs": 1500})
     try:
         handle = await start_pool(env.client, pool_name, 2)

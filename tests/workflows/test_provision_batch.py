@@ -28,8 +28,8 @@ from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.worker.build import new_worker
 from devicepool.workflows import WORKFLOWS
-from devicepool.workflows.messages import BatchReport, ProvisionBatchInput
-from devicepool.workflows.provision import ProvisionBatchWorkflow
+from devicepool.workflows.provision.workflow import ProvisionBatchWorkflow
+from devicepool.workflows.shared.protocol import BatchReport, ProvisionBatchInput
 from tests.support.emulator import stats as emulator_stats
 
 # The time-skipping test server is a server too: not in the server-free run.

@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from devicepool.activities.models import DeviceInfo
-from devicepool.workflows.plan import plan_pool
-from devicepool.workflows.slots import BatchReport, SlotBook
+from devicepool.workflows.pool.plan import plan_pool
+from devicepool.workflows.pool.slots import SlotBook
+from devicepool.workflows.shared.protocol import BatchReport
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 BATCH = 4

@@ -17,9 +17,9 @@ from devicepool.api.v1alpha1 import (
     DevicePoolStatus,
     Phase,
 )
-from devicepool.workflows import status as st
-from devicepool.workflows.backoff import Backoff
-from devicepool.workflows.plan import plan_pool
+from devicepool.workflows.pool import status as st
+from devicepool.workflows.pool.backoff import Backoff
+from devicepool.workflows.pool.plan import plan_pool
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

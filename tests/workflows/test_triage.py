@@ -1,4 +1,4 @@
-"""The health check's pure decisions (workflows/triage.py): unhealthy, due, paused, reported.
+"""The health check's pure decisions (workflows/health/triage.py): unhealthy, due, paused, reported.
 
 Nothing here touches Temporal: none of the session fixtures in conftest.py is
 requested, so no server starts.
@@ -20,7 +20,7 @@ from devicepool.activities.models import (
     READY,
     DeviceStatusInfo,
 )
-from devicepool.workflows.triage import (
+from devicepool.workflows.health.triage import (
     METRIC_REASON,
     REASON_OFFLINE,
     REASON_STARTUP_TIMEOUT,

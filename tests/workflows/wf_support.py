@@ -28,7 +28,7 @@ from devicepool.api.names import TASK_QUEUE, pool_workflow_id, watch_task_queue
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
 from devicepool.worker.build import account_workers, new_worker, pool_queue_workers
 from devicepool.workflows import WORKFLOWS
-from devicepool.workflows.messages import PoolInput
+from devicepool.workflows.pool.messages import PoolInput
 from tests.support import emulator as ground_truth
 from tests.support.binaries import temporal_binary as temporal_binary  # re-exported
 from tests.support.emulator import stats as stats  # re-exported

@@ -23,11 +23,9 @@ from devicepool.api.v1alpha1 import (
     DevicePoolStatus,
     Phase,
 )
-from devicepool.workflows.backoff import Backoff
-from devicepool.workflows.messages import HealthReport
-from devicepool.workflows.plan import Plan
-from devicepool.workflows.pool_state import AccountPause
-from devicepool.workflows.search_attributes import (
+from devicepool.workflows.pool.backoff import Backoff
+from devicepool.workflows.pool.plan import Plan
+from devicepool.workflows.pool.search_attributes import (
     KEY_ACCOUNT,
     KEY_DESIRED,
     KEY_PHASE,
@@ -35,6 +33,7 @@ from devicepool.workflows.search_attributes import (
     KEY_READY,
     KEY_REGION,
 )
+from devicepool.workflows.shared.protocol import AccountPause, HealthReport
 
 __all__ = [
     "ConditionUpdate",

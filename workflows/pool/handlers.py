@@ -1,6 +1,6 @@
 """The DevicePool workflow's message handlers: what users and children tell a pool, what it answers.
 
-`PoolMessages` is the base of `DevicePoolWorkflow` (`workflows/pool.py`), which
+`PoolMessages` is the base of `DevicePoolWorkflow` (`workflows/pool/workflow.py`), which
 owns the loop; the Temporal SDK registers handlers found on base classes. The
 handlers only change state and set `_dirty`: the loop does the rest on its next
 pass. Update validators reject before anything is written to history.
@@ -12,7 +12,7 @@ pass. Update validators reject before anything is written to history.
   change — either update, or a valid signal — clears it);
 - signals `batch_created` / `batch_done` (`BatchReport`), `health_report`;
 - queries `status`, `devices`, `spec`, `events` (`PoolEvents`: the pool's own
-  recent events, `workflows/events.py`).
+  recent events, `workflows/pool/event_log.py`).
 """
 
 from __future__ import annotations
@@ -31,20 +31,20 @@ with workflow.unsafe.imports_passed_through():
         ObjectMeta,
         check_replicas,
     )
-    from devicepool.workflows import events as ev
-    from devicepool.workflows import pool_events, spec_changes
-    from devicepool.workflows import status as st
-    from devicepool.workflows.children import incarnation
-    from devicepool.workflows.messages import (
+    from devicepool.workflows.pool import event_log as ev
+    from devicepool.workflows.pool import events as pool_events
+    from devicepool.workflows.pool import spec_changes
+    from devicepool.workflows.pool import status as st
+    from devicepool.workflows.pool.children import incarnation
+    from devicepool.workflows.pool.messages import (
         Accepted,
         ApplyRequest,
         ApplyResult,
-        BatchReport,
         DevicesView,
-        HealthReport,
         ScaleRequest,
     )
-    from devicepool.workflows.pool_state import REPLACING_LIMIT, AccountPause, PoolState
+    from devicepool.workflows.pool.state import REPLACING_LIMIT, PoolState
+    from devicepool.workflows.shared.protocol import AccountPause, BatchReport, HealthReport
 
 __all__ = ["PoolMessages"]
 

@@ -1,6 +1,6 @@
 """The orphan sweep's carried state and its bookkeeping, pure (no Temporal calls).
 
-`JanitorState` is everything the janitor (`workflows/orphans.py`) knows,
+`JanitorState` is everything the janitor (`workflows/orphans/workflow.py`) knows,
 handed whole to the next run at continue-as-new: its config, the orphans it
 has seen and since when, the devices it terminated lately, its counters.
 The rules, each a method here with its own tests:

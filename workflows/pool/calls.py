@@ -1,7 +1,7 @@
 """The activities a pool schedules, with their timeouts and retries, as plain calls.
 
 Each function is one (or, for terminations, several parallel) activity
-commands of the pool workflow; the loop in `workflows/pool.py` decides when.
+commands of the pool workflow; the loop in `workflows/pool/workflow.py` decides when.
 Provider calls heartbeat (`HEARTBEAT_TIMEOUT`), so an attempt lost with a
 killed worker is retried elsewhere within seconds.
 """
@@ -19,7 +19,7 @@ from temporalio.exceptions import ActivityError
 from devicepool.activities import models as am
 from devicepool.activities.definitions import DeviceActivityDefinitions as Activities
 from devicepool.api.names import watch_task_queue
-from devicepool.workflows.policies import PROVIDER_RETRY
+from devicepool.workflows.shared.policies import PROVIDER_RETRY
 
 __all__ = [
     "Terminations",

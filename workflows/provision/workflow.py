@@ -10,7 +10,7 @@ A batch outlives a pool whose workflow was terminated (or failed): before it
 spends a grant, and after each long wait for one, it asks Temporal whether
 its pool still runs (activity `pool_running`); when not, it hands its request
 and unspent permits back to the ledger, rents nothing more and ends. What it
-created before is an orphan, for the account's orphan sweep (workflows/orphans.py).
+created before is an orphan, for the account's orphan sweep (workflows/orphans/workflow.py).
 
 Why a child: the pool's own history stays small and each batch's creates,
 retries and boot polling are readable on their own in the Web UI. The parent
@@ -30,7 +30,7 @@ slot): an activity retry, a replay or a worker crash re-sends the same key and
 the provider answers with the device it already made.
 
 Rate limit: no create starts without a permit from the account's ledger
-(`workflows/ledger.py`, workflow `devicepool-account/<account>`). The batch
+(`workflows/ledger/workflow.py`, workflow `devicepool-account/<account>`). The batch
 signals `request_permits` for all its slots, receives `permits_granted`
 signals (a whole window's share at once), fires that many creates, and reports
 each grant back with `permits_used` (when each create finished, how many
@@ -81,11 +81,16 @@ with workflow.unsafe.imports_passed_through():
         ledger_workflow_id,
         slot_label,
     )
-    from devicepool.workflows.cancellation import raise_if_cancelled
-    from devicepool.workflows.ledger import PermitGrant, PermitRequest, PermitsUsed
-    from devicepool.workflows.messages import BatchReport, ProvisionBatchInput
-    from devicepool.workflows.policies import PROVIDER_RETRY
-    from devicepool.workflows.slots import WithdrawSlots
+    from devicepool.workflows.shared.cancellation import raise_if_cancelled
+    from devicepool.workflows.shared.policies import PROVIDER_RETRY
+    from devicepool.workflows.shared.protocol import (
+        BatchReport,
+        PermitGrant,
+        PermitRequest,
+        PermitsUsed,
+        ProvisionBatchInput,
+        WithdrawSlots,
+    )
 
 # A create that fails with one of these will not succeed by trying again. A
 # region outage is retryable in general, but for creates the pool handles it
@@ -134,7 +139,7 @@ class ProvisionBatchWorkflow:
                 await self._wait_until_booted(input, report)
         except (asyncio.CancelledError, ActivityError) as err:
             # A cancel that arrived during an activity may surface as that
-            # activity's failure (workflows/cancellation.py).
+            # activity's failure (workflows/shared/cancellation.py).
             if isinstance(err, ActivityError) and workflow.cancellation_reason() is None:
                 raise
             report.cancelled = True

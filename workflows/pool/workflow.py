@@ -12,15 +12,15 @@ Messages
 - signals `batch_created` / `batch_done` (`BatchReport`) from provisioning
   children, `health_report` (`HealthReport`) from the health child.
 - queries `status` (camelCase status JSON), `devices` (`DevicesView`), `spec`,
-  `events` (the pool's own recent events: `workflows/events.py`, said by
-  `workflows/pool_events.py`).
-- cancellation = deletion: the finalizer (`workflows/finalizer.py`), then the
+  `events` (the pool's own recent events: `workflows/pool/event_log.py`, said by
+  `workflows/pool/events.py`).
+- cancellation = deletion: the finalizer (`workflows/pool/finalizer.py`), then the
   run ends CANCELED.
 
-Loop: observe → plan (`workflows/plan.py`) → act → publish (`workflows/status.py`)
-→ wait. What the pool carries is one `PoolState` (`workflows/pool_state.py`):
-the slot book (`workflows/slots.py`), the failure back-off
-(`workflows/backoff.py`), the status, the doomed devices.
+Loop: observe → plan (`workflows/pool/plan.py`) → act → publish (`workflows/pool/status.py`)
+→ wait. What the pool carries is one `PoolState` (`workflows/pool/state.py`):
+the slot book (`workflows/pool/slots.py`), the failure back-off
+(`workflows/pool/backoff.py`), the status, the doomed devices.
 
 Cheap when idle: instead of a resync timer (≈5 history events per tick), the
 pool runs one long `watch_devices` activity that polls the provider every
@@ -51,20 +51,18 @@ with workflow.unsafe.imports_passed_through():
         DevicePoolStatus,
         Phase,
     )
-    from devicepool.workflows import children, events, finalizer, pool_events
-    from devicepool.workflows import pool_activities as calls
-    from devicepool.workflows import status as st
-    from devicepool.workflows.cancellation import raise_if_cancelled
-    from devicepool.workflows.errors import error_message, problem
-    from devicepool.workflows.messages import (
-        HealthConfig,
-        PoolInput,
-        ProvisionBatchInput,
-    )
-    from devicepool.workflows.plan import Plan, lost_offline, offline_ids, plan_pool
-    from devicepool.workflows.pool_messages import PoolMessages
-    from devicepool.workflows.pool_state import REPLACING_LIMIT, PoolState
-    from devicepool.workflows.slots import BatchReport, Observations, observed_slots
+    from devicepool.workflows.pool import calls, children, finalizer
+    from devicepool.workflows.pool import event_log as events
+    from devicepool.workflows.pool import events as pool_events
+    from devicepool.workflows.pool import status as st
+    from devicepool.workflows.pool.handlers import PoolMessages
+    from devicepool.workflows.pool.messages import PoolInput
+    from devicepool.workflows.pool.plan import Plan, lost_offline, offline_ids, plan_pool
+    from devicepool.workflows.pool.slots import Observations, observed_slots
+    from devicepool.workflows.pool.state import REPLACING_LIMIT, PoolState
+    from devicepool.workflows.shared.cancellation import raise_if_cancelled
+    from devicepool.workflows.shared.errors import error_message, problem
+    from devicepool.workflows.shared.protocol import BatchReport, HealthConfig, ProvisionBatchInput
 
 
 @workflow.defn(name=names.WORKFLOW_DEVICE_POOL)
@@ -135,7 +133,7 @@ class DevicePoolWorkflow(PoolMessages):
 
     async def _pass(self) -> None:
         """One round: observe → plan → act → publish, then wait (or hand over)."""
-        # A deletion absorbed by an awaited activity surfaces here (workflows/cancellation.py).
+        # A deletion absorbed by an awaited activity surfaces here (workflows/shared/cancellation.py).
         raise_if_cancelled()
         # Reports apply only against an observation that started after they arrived.
         created_mark, done_mark = self.s.slots.inbox.mark()

@@ -7,16 +7,16 @@ them.
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
 
 from pydantic import ConfigDict, Field
 
 from devicepool.activities.models import DeviceInfo, PoolSettings
 from devicepool.api.base import CamelModel
-from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta, Platform
-from devicepool.workflows.pool_state import HealthConfig, HealthReport, PoolState
-from devicepool.workflows.slots import BatchReport, InFlightBatch
+from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.workflows.pool.slots import InFlightBatch
+from devicepool.workflows.pool.state import PoolState
+from devicepool.workflows.shared.protocol import BatchReport, HealthConfig, HealthReport
 
 # Re-exported: `PoolSettings` is defined beside the activity that serves it, the
 # batch messages beside the slot book that applies them, `PoolState` on its own
@@ -29,27 +29,6 @@ __all__ = [
     "PoolSettings",
     "PoolState",
 ]
-
-
-class ProvisionBatchInput(CamelModel):
-    """Input of the `ProvisionBatch` child: create these slots, wait until they boot."""
-
-    pool: str
-    parent_workflow_id: str
-    account: str
-    platform: Platform
-    region: str
-    os_version: str
-    proxy_pool: str | None = None
-    sticky_ttl: int = 0
-    generation: int
-    slots: list[int]
-    # the pool's first run id, shortened: part of every create's idempotency key
-    incarnation: str = ""
-    startup_timeout_seconds: float = 300.0
-    poll_seconds: float = 5.0
-    # Replaces unhealthy devices: the account's ledger serves it before growth.
-    replacement: bool = False
 
 
 class PoolInput(CamelModel):
@@ -98,26 +77,3 @@ class Accepted(CamelModel):
 
 class DevicesView(CamelModel):
     devices: list[DeviceInfo] = Field(default_factory=list)
-
-
-class HealthInput(CamelModel):
-    pool: str
-    parent_workflow_id: str
-    account: str
-    settings: PoolSettings
-    config: HealthConfig = Field(default_factory=HealthConfig)
-    # Carried across the health child's own continue-as-new: device id -> when
-    # it was first seen offline. Durable, so a worker restart keeps the clock.
-    offline_since: dict[str, datetime] = Field(default_factory=dict)
-    replaced_total: int = 0
-    last_check_at: datetime | None = None
-    # Also carried (absent, i.e. False, in runs from before they were): whether
-    # the last check paused remediation, and whether it told the pool anything
-    # (so the recovery that clears the pool's RemediationPaused is reported
-    # even when a new run is the first to see it).
-    paused: bool = False
-    was_reporting: bool = False
-    # The pool's first run id: which pool this check belongs to. Learned at the
-    # first check (from the parent run) when the pool did not pass it; a pool
-    # applied again under the same name has another.
-    pool_first_run_id: str = ""

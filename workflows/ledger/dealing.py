@@ -3,7 +3,7 @@
 No Temporal, no clock, no state of its own: the queue, the number of free
 permits and the pool served last come in, the deal goes out. Tested directly
 (tests/ratelimit/test_rl_dealing.py, with hypothesis properties);
-`workflows/ledger.py` books the deal and signals the grants.
+`workflows/ledger/workflow.py` books the deal and signals the grants.
 
 Rules:
 - Replacements first: every replacement request is served before any growth
@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from devicepool.workflows.ledger_state import PermitRequest
+from devicepool.workflows.shared.protocol import PermitRequest
 
 __all__ = ["Deal", "deal", "due_announcements"]
 

@@ -48,10 +48,10 @@ from temporalio.exceptions import (
 from devicepool.activities.definitions import DeviceActivityDefinitions
 from devicepool.activities.models import PoolSettings, TerminatePoolInput
 from devicepool.api.errors import ErrorType
-from devicepool.workflows import pool_activities as calls
-from devicepool.workflows.errors import error_message, error_type
-from devicepool.workflows.policies import PROVIDER_RETRY
-from devicepool.workflows.slots import SlotBook
+from devicepool.workflows.pool import calls
+from devicepool.workflows.pool.slots import SlotBook
+from devicepool.workflows.shared.errors import error_message, error_type
+from devicepool.workflows.shared.policies import PROVIDER_RETRY
 
 __all__ = [
     "SweepVerdict",

@@ -4,7 +4,7 @@
 succeed (lists, status reads, terminations, the finalizer): 1 s doubling to
 30 s, no attempt limit. How long a call may keep trying is each call's
 `schedule_to_close_timeout`, never the policy. Creates have their own policy in
-`workflows/provision.py`: they stop on the provider's permanent refusals.
+`workflows/provision/workflow.py`: they stop on the provider's permanent refusals.
 """
 
 from __future__ import annotations

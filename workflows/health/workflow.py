@@ -39,7 +39,7 @@ Rules (replace, do not repair):
   devices are never touched.
 
 The decisions (which devices are unhealthy or due, whether to pause, what to
-report, when to wake) are pure functions in `workflows/triage.py`; this module
+report, when to wake) are pure functions in `workflows/health/triage.py`; this module
 reads the statuses, terminates, reports and sleeps.
 
 The offline clocks live in workflow state, so they survive a worker restart
@@ -90,10 +90,7 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW_POOL_HEALTH,
         watch_task_queue,
     )
-    from devicepool.workflows.cancellation import raise_if_cancelled
-    from devicepool.workflows.messages import HealthConfig, HealthInput, HealthReport
-    from devicepool.workflows.policies import PROVIDER_RETRY
-    from devicepool.workflows.triage import (
+    from devicepool.workflows.health.triage import (
         METRIC_REASON,
         Triage,
         health_report,
@@ -102,6 +99,9 @@ with workflow.unsafe.imports_passed_through():
         reuse_listing_seconds,
         triage,
     )
+    from devicepool.workflows.shared.cancellation import raise_if_cancelled
+    from devicepool.workflows.shared.policies import PROVIDER_RETRY
+    from devicepool.workflows.shared.protocol import HealthConfig, HealthInput, HealthReport
 
 
 @workflow.defn(name=WORKFLOW_POOL_HEALTH)

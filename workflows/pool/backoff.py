@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from devicepool.activities.models import PoolSettings
 from devicepool.api.base import CamelModel
 from devicepool.api.errors import ErrorType
-from devicepool.workflows.slots import BatchReport
+from devicepool.workflows.shared.protocol import BatchReport
 
 __all__ = ["Backoff"]
 

@@ -58,9 +58,9 @@ Continue-as-new when Temporal suggests it, carrying `LedgerState` whole. Idle
 (no request waiting, nothing counted) it sits in one `wait_condition` without a
 timer: zero history events.
 
-Pure parts, tested on their own: the dealing (`workflows/dealing.py`), the
+Pure parts, tested on their own: the dealing (`workflows/ledger/dealing.py`), the
 messages, the carried state and its window bookkeeping
-(`workflows/ledger_state.py`). This module is the loop around them: it waits,
+(`workflows/ledger/state.py`). This module is the loop around them: it waits,
 deals, books and signals.
 """
 
@@ -89,16 +89,15 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW_ACCOUNT_LEDGER,
         pool_workflow_id,
     )
-    from devicepool.workflows.dealing import deal, due_announcements
-    from devicepool.workflows.ledger_state import (
-        Issued,
-        LedgerState,
+    from devicepool.workflows.ledger.dealing import deal, due_announcements
+    from devicepool.workflows.ledger.state import Issued, LedgerState
+    from devicepool.workflows.shared.protocol import (
+        AccountPause,
         PermitGrant,
         PermitIntent,
         PermitRequest,
         PermitsUsed,
     )
-    from devicepool.workflows.pool_state import AccountPause
 
 # How long continue-as-new waits for grants still on their way.
 DELIVERY_WAIT = timedelta(seconds=60)

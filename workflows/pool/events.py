@@ -1,7 +1,7 @@
 """What the pool's events say: one pure function per kind of thing that happens to a pool.
 
 Each returns the `(reason, message, warning)` triples the pool records
-(`workflows/events.py`); the workflow only says when. Messages name devices and
+(`workflows/pool/event_log.py`); the workflow only says when. Messages name devices and
 counts, never secrets, and read as kubectl's do ("created 4 device(s)").
 """
 
@@ -11,10 +11,10 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from devicepool.activities.models import PROVISIONING, DeviceInfo
-from devicepool.workflows.backoff import Backoff
-from devicepool.workflows.events import LIMIT
-from devicepool.workflows.messages import HealthReport
-from devicepool.workflows.slots import BatchReport, SlotBook
+from devicepool.workflows.pool.backoff import Backoff
+from devicepool.workflows.pool.event_log import LIMIT
+from devicepool.workflows.pool.slots import SlotBook
+from devicepool.workflows.shared.protocol import BatchReport, HealthReport
 
 __all__ = [
     "Happened",

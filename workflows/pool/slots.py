@@ -27,8 +27,9 @@ from datetime import datetime, timedelta
 from pydantic import Field
 
 from devicepool.api.base import CamelModel
+from devicepool.workflows.shared.protocol import BatchReport
 
-__all__ = ["BatchReport", "InFlightBatch", "Inbox", "Observations", "SlotBook"]
+__all__ = ["InFlightBatch", "Inbox", "Observations", "SlotBook"]
 
 
 class InFlightBatch(CamelModel):
@@ -47,45 +48,6 @@ class InFlightBatch(CamelModel):
 
     def check_due(self, every: timedelta) -> datetime:
         return (self.checked_at or self.started_at) + every
-
-
-class BatchReport(CamelModel):
-    """What a provisioning child tells its pool (`batch_created`, then `batch_done`)."""
-
-    workflow_id: str
-    slots: list[int]
-    # slot -> device id, for every slot whose create the provider accepted
-    created: dict[int, str] = Field(default_factory=dict)
-    ready: list[str] = Field(default_factory=list)
-    # slots whose create failed for good, with the reason
-    failed_slots: dict[int, str] = Field(default_factory=dict)
-    # the subset of `failed_slots` the provider never refused: the create was
-    # lost with a worker, timed out or stayed rate-limited past its budget.
-    # They say nothing about the region, so they do not count towards a back-off.
-    unanswered_slots: list[int] = Field(default_factory=list)
-    # devices created that never became ready: the provider says `failed`, or
-    # the startup timeout ran out (the pool removes them; they count towards a back-off)
-    failed_devices: dict[str, str] = Field(default_factory=dict)
-    # devices created that left the provider before they booted: not found (a
-    # restarted provider forgot them) or terminating/terminated (removed by the
-    # pool's scale-down or by hand). They say nothing about the region.
-    vanished_devices: dict[str, str] = Field(default_factory=dict)
-    # devices created that the provider showed offline before they booted (a
-    # region outage, an unreachable device): they stay in the pool for the
-    # health check to judge. Neither a failed boot nor a verdict on the region.
-    offline_devices: dict[str, str] = Field(default_factory=dict)
-    cancelled: bool = False
-    # slots dropped before they held a permit (the pool needs fewer devices)
-    withdrawn: list[int] = Field(default_factory=list)
-    # the pool incarnation that started the batch: a pool terminated by hand and
-    # applied again (same workflow id) ignores what an earlier one's batches say
-    incarnation: str = ""
-
-
-class WithdrawSlots(CamelModel):
-    """Signal `withdraw_slots` to a batch: the pool no longer needs these slots."""
-
-    slots: list[int]
 
 
 class Inbox(CamelModel):

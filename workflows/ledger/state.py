@@ -2,12 +2,12 @@
 
 `LedgerState` is everything an `AccountLedgerWorkflow` run knows; it is handed
 whole to the next run at continue-as-new. Its methods are the accounting rules
-of `workflows/ledger.py` (see that module's docstring): no Temporal, no clock —
+of `workflows/ledger/workflow.py` (see that module's docstring): no Temporal, no clock —
 `now` always comes in as an argument — so they are tested directly
 (tests/ratelimit/test_rl_ledger_state.py). Who gets the free permits of a round is
-`workflows/dealing.py`.
+`workflows/ledger/dealing.py`.
 
-The message models are imported from `devicepool.workflows.ledger` by the pool
+The message models are imported from `devicepool.workflows.ledger.workflow` by the pool
 and the provisioning batch; they live here so that this module and the dealing
 need nothing of the workflow.
 """
@@ -21,48 +21,16 @@ from pydantic import Field
 
 from devicepool.activities.models import LedgerConfig, RateLimitedReport, bounded_retry_after
 from devicepool.api.base import CamelModel
+from devicepool.workflows.shared.protocol import (
+    PermitGrant,
+    PermitIntent,
+    PermitRequest,
+    PermitsUsed,
+)
 
 # The longest announcements hold dealing in one busy spell (the longest an
 # announcement itself holds, `PermitIntent.ttl_seconds`, by default).
 ANNOUNCE_HOLD_SECONDS = 5.0
-
-
-class PermitRequest(CamelModel):
-    """A batch asks for `count` create permits; grants come back by signal."""
-
-    request_id: str
-    requester: str  # workflow id to signal `permits_granted` to
-    pool: str
-    count: int = Field(ge=1)
-    replacement: bool = False
-    # How long one create may keep its permit without reporting (its retry budget).
-    lease_seconds: float = Field(default=600.0, gt=0)
-
-
-class PermitIntent(CamelModel):
-    """A pool announces a permit request on its way (`expecting`), or withdraws it."""
-
-    pool: str
-    expecting: bool = True
-    # How long the ledger holds the round for the announced request at most.
-    ttl_seconds: float = Field(default=5.0, gt=0, le=60)
-
-
-class PermitGrant(CamelModel):
-    request_id: str
-    grant_id: str
-    count: int
-
-
-class PermitsUsed(CamelModel):
-    """Every permit of a grant is accounted for: when each create finished, and failures."""
-
-    grant_id: str
-    done_at: list[datetime] = Field(default_factory=list)
-    failed: int = 0
-    # Permits handed back without a create (more than the batch still needed,
-    # or it was cancelled first): they leave the window at once.
-    unused: int = 0
 
 
 class Outstanding(CamelModel):

@@ -1,10 +1,10 @@
 """The health check's decisions, pure: which devices are unhealthy, which to replace, whether to pause.
 
 No Temporal, no I/O, no clock: the statuses just read, the offline clocks so
-far and `now` come in; `workflows/health.py` reads the statuses, terminates what
+far and `now` come in; `workflows/health/workflow.py` reads the statuses, terminates what
 is due and sends the report. Tested directly (tests/workflows/test_triage.py).
 
-Rules (replace, do not repair — see `workflows/health.py`):
+Rules (replace, do not repair — see `workflows/health/workflow.py`):
 - offline: its clock starts when it went offline (`went_offline`); once it has
   run `offline_after`, the device is due for replacement. A device seen not
   offline, or not seen at all, loses its clock.
@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from devicepool.activities.models import FAILED, OFFLINE, PROVISIONING, DeviceStatusInfo
 from devicepool.api.v1alpha1 import resolve_max_unhealthy
-from devicepool.workflows.messages import HealthReport
+from devicepool.workflows.shared.protocol import HealthReport
 
 __all__ = [
     "METRIC_REASON",

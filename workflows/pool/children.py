@@ -23,16 +23,21 @@ from devicepool.api.names import (
     SIGNAL_PERMIT_INTENT,
     SIGNAL_WITHDRAW_SLOTS,
     TASK_QUEUE,
+    WORKFLOW_POOL_HEALTH,
+    WORKFLOW_PROVISION_BATCH,
     health_workflow_id,
     ledger_workflow_id,
 )
 from devicepool.api.v1alpha1 import DevicePoolSpec
-from devicepool.workflows import pool_activities as calls
-from devicepool.workflows.health import PoolHealthWorkflow
-from devicepool.workflows.ledger import PermitIntent
-from devicepool.workflows.messages import HealthConfig, HealthInput, ProvisionBatchInput
-from devicepool.workflows.provision import ProvisionBatchWorkflow
-from devicepool.workflows.slots import SlotBook, WithdrawSlots
+from devicepool.workflows.pool import calls
+from devicepool.workflows.pool.slots import SlotBook
+from devicepool.workflows.shared.protocol import (
+    HealthConfig,
+    HealthInput,
+    PermitIntent,
+    ProvisionBatchInput,
+    WithdrawSlots,
+)
 
 __all__ = [
     "batch_input",
@@ -77,7 +82,7 @@ async def start_health(
         options["id_reuse_policy"] = WorkflowIDReusePolicy.TERMINATE_IF_RUNNING
     try:
         child = await workflow.start_child_workflow(
-            PoolHealthWorkflow.run,
+            WORKFLOW_POOL_HEALTH,
             HealthInput(
                 pool=pool,
                 parent_workflow_id=info.workflow_id,
@@ -191,7 +196,7 @@ async def start_batch(child_id: str, input: ProvisionBatchInput) -> bool:
     """Start a provisioning batch; False if it could not start (the pool re-plans its slots)."""
     try:
         child = await workflow.start_child_workflow(
-            ProvisionBatchWorkflow.run,
+            WORKFLOW_PROVISION_BATCH,
             input,
             id=child_id,
             task_queue=TASK_QUEUE,

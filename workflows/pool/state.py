@@ -15,44 +15,14 @@ from pydantic import Field, field_serializer
 
 from devicepool.api.base import CamelModel
 from devicepool.api.v1alpha1 import DevicePoolStatus
-from devicepool.workflows.backoff import Backoff
-from devicepool.workflows.events import PoolEvent
-from devicepool.workflows.slots import SlotBook
+from devicepool.workflows.pool.backoff import Backoff
+from devicepool.workflows.pool.event_log import PoolEvent
+from devicepool.workflows.pool.slots import SlotBook
+from devicepool.workflows.shared.protocol import AccountPause, HealthConfig, HealthReport
 
-__all__ = ["REPLACING_LIMIT", "AccountPause", "HealthConfig", "HealthReport", "PoolState"]
+__all__ = ["REPLACING_LIMIT", "PoolState"]
 
 REPLACING_LIMIT = 100
-
-
-class HealthReport(CamelModel):
-    """Signal `health_report` to the pool: what the last check found and did."""
-
-    checked_at: datetime
-    devices: int
-    unhealthy: int
-    max_unhealthy: int
-    paused: bool
-    # device id -> reason, terminated by this check (the pool plans replacements now)
-    terminated: dict[str, str] = Field(default_factory=dict)
-    offline: list[str] = Field(default_factory=list)
-
-
-class HealthConfig(CamelModel):
-    """What the health child needs from the pool's spec (sent again when it changes)."""
-
-    max_unhealthy: int | str = "40%"
-    # The pool's desired size (percentages resolve against it). None: sent by a
-    # pool from before the field existed; the health check then uses its count.
-    replicas: int | None = None
-
-
-class AccountPause(CamelModel):
-    """Signal `account_paused` from the account's ledger: the provider asked it to wait
-    longer than a window (a 429's Retry-After); the pool says so until `until`."""
-
-    account: str
-    until: datetime
-    reason: str = ""
 
 
 class PoolState(CamelModel):

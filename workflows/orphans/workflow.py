@@ -30,7 +30,7 @@ terminated, when, and why) and the `swept` list of its `orphans` query.
 Cost: one listing per scan (every grace/4, 1 s..150 s) and about 11 history
 events; continue-as-new when Temporal suggests it (or after `MAX_SCANS_PER_RUN`
 scans), carrying `JanitorState` whole. The bookkeeping (first seen, due, what
-to forget, when to wake) is pure, in `workflows/orphan_state.py`.
+to forget, when to wake) is pure, in `workflows/orphans/state.py`.
 """
 
 from __future__ import annotations
@@ -42,12 +42,12 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from devicepool.activities.definitions import OrphanActivityDefinitions
     from devicepool.activities.models import HEARTBEAT_TIMEOUT
     from devicepool.activities.orphan_models import (
         FindOrphansInput,
         JanitorConfig,
         JanitorInput,
-        OrphanActivityDefinitions,
         TerminateOrphansInput,
         TerminateOrphansResult,
     )
@@ -57,13 +57,13 @@ with workflow.unsafe.imports_passed_through():
         UPDATE_SWEEP_ORPHANS,
         WORKFLOW_ORPHAN_SWEEP,
     )
-    from devicepool.workflows.orphan_state import (
+    from devicepool.workflows.orphans.state import (
         JanitorState,
         OrphanReport,
         SweepRequest,
         scan_seconds,
     )
-    from devicepool.workflows.policies import PROVIDER_RETRY
+    from devicepool.workflows.shared.policies import PROVIDER_RETRY
 
 __all__ = ["MAX_SCANS_PER_RUN", "OrphanSweepWorkflow"]
 

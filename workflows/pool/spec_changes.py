@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from devicepool.api.v1alpha1 import DevicePoolSpec, check_replicas
 from devicepool.api.validation_messages import format_errors
-from devicepool.workflows.messages import ApplyRequest, ScaleRequest
+from devicepool.workflows.pool.messages import ApplyRequest, ScaleRequest
 
 __all__ = ["body_changed", "parse_scale_signal", "refuse_apply", "short_json"]
 

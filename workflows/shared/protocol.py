@@ -1,0 +1,188 @@
+"""What the workflows tell each other: the messages that cross from one workflow type to another.
+
+The pool starts its provisioning batches (`ProvisionBatchInput`) and its health
+check (`HealthInput`); batches report back (`BatchReport`) and are told to drop
+slots (`WithdrawSlots`); the health check is told the spec it checks against
+(`HealthConfig`) and reports what it found (`HealthReport`); batches ask the
+account's ledger for create permits (`PermitRequest` → `PermitGrant` →
+`PermitsUsed`), pools announce theirs (`PermitIntent`) and the ledger tells
+pools of a long provider pause (`AccountPause`). Signal names are in
+`devicepool.api.names`. Each workflow sub-package imports these from here and
+nothing from another sub-package.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Field
+
+from devicepool.activities.models import PoolSettings
+from devicepool.api.base import CamelModel
+from devicepool.api.v1alpha1 import Platform
+
+__all__ = [
+    "AccountPause",
+    "BatchReport",
+    "HealthConfig",
+    "HealthInput",
+    "HealthReport",
+    "PermitGrant",
+    "PermitIntent",
+    "PermitRequest",
+    "PermitsUsed",
+    "ProvisionBatchInput",
+    "WithdrawSlots",
+]
+
+
+class ProvisionBatchInput(CamelModel):
+    """Input of the `ProvisionBatch` child: create these slots, wait until they boot."""
+
+    pool: str
+    parent_workflow_id: str
+    account: str
+    platform: Platform
+    region: str
+    os_version: str
+    proxy_pool: str | None = None
+    sticky_ttl: int = 0
+    generation: int
+    slots: list[int]
+    # the pool's first run id, shortened: part of every create's idempotency key
+    incarnation: str = ""
+    startup_timeout_seconds: float = 300.0
+    poll_seconds: float = 5.0
+    # Replaces unhealthy devices: the account's ledger serves it before growth.
+    replacement: bool = False
+
+
+class BatchReport(CamelModel):
+    """What a provisioning child tells its pool (`batch_created`, then `batch_done`)."""
+
+    workflow_id: str
+    slots: list[int]
+    # slot -> device id, for every slot whose create the provider accepted
+    created: dict[int, str] = Field(default_factory=dict)
+    ready: list[str] = Field(default_factory=list)
+    # slots whose create failed for good, with the reason
+    failed_slots: dict[int, str] = Field(default_factory=dict)
+    # the subset of `failed_slots` the provider never refused: the create was
+    # lost with a worker, timed out or stayed rate-limited past its budget.
+    # They say nothing about the region, so they do not count towards a back-off.
+    unanswered_slots: list[int] = Field(default_factory=list)
+    # devices created that never became ready: the provider says `failed`, or
+    # the startup timeout ran out (the pool removes them; they count towards a back-off)
+    failed_devices: dict[str, str] = Field(default_factory=dict)
+    # devices created that left the provider before they booted: not found (a
+    # restarted provider forgot them) or terminating/terminated (removed by the
+    # pool's scale-down or by hand). They say nothing about the region.
+    vanished_devices: dict[str, str] = Field(default_factory=dict)
+    # devices created that the provider showed offline before they booted (a
+    # region outage, an unreachable device): they stay in the pool for the
+    # health check to judge. Neither a failed boot nor a verdict on the region.
+    offline_devices: dict[str, str] = Field(default_factory=dict)
+    cancelled: bool = False
+    # slots dropped before they held a permit (the pool needs fewer devices)
+    withdrawn: list[int] = Field(default_factory=list)
+    # the pool incarnation that started the batch: a pool terminated by hand and
+    # applied again (same workflow id) ignores what an earlier one's batches say
+    incarnation: str = ""
+
+
+class WithdrawSlots(CamelModel):
+    """Signal `withdraw_slots` to a batch: the pool no longer needs these slots."""
+
+    slots: list[int]
+
+
+class HealthConfig(CamelModel):
+    """What the health child needs from the pool's spec (sent again when it changes)."""
+
+    max_unhealthy: int | str = "40%"
+    # The pool's desired size (percentages resolve against it). None: sent by a
+    # pool from before the field existed; the health check then uses its count.
+    replicas: int | None = None
+
+
+class HealthInput(CamelModel):
+    pool: str
+    parent_workflow_id: str
+    account: str
+    settings: PoolSettings
+    config: HealthConfig = Field(default_factory=HealthConfig)
+    # Carried across the health child's own continue-as-new: device id -> when
+    # it was first seen offline. Durable, so a worker restart keeps the clock.
+    offline_since: dict[str, datetime] = Field(default_factory=dict)
+    replaced_total: int = 0
+    last_check_at: datetime | None = None
+    # Also carried (absent, i.e. False, in runs from before they were): whether
+    # the last check paused remediation, and whether it told the pool anything
+    # (so the recovery that clears the pool's RemediationPaused is reported
+    # even when a new run is the first to see it).
+    paused: bool = False
+    was_reporting: bool = False
+    # The pool's first run id: which pool this check belongs to. Learned at the
+    # first check (from the parent run) when the pool did not pass it; a pool
+    # applied again under the same name has another.
+    pool_first_run_id: str = ""
+
+
+class HealthReport(CamelModel):
+    """Signal `health_report` to the pool: what the last check found and did."""
+
+    checked_at: datetime
+    devices: int
+    unhealthy: int
+    max_unhealthy: int
+    paused: bool
+    # device id -> reason, terminated by this check (the pool plans replacements now)
+    terminated: dict[str, str] = Field(default_factory=dict)
+    offline: list[str] = Field(default_factory=list)
+
+
+class PermitRequest(CamelModel):
+    """A batch asks for `count` create permits; grants come back by signal."""
+
+    request_id: str
+    requester: str  # workflow id to signal `permits_granted` to
+    pool: str
+    count: int = Field(ge=1)
+    replacement: bool = False
+    # How long one create may keep its permit without reporting (its retry budget).
+    lease_seconds: float = Field(default=600.0, gt=0)
+
+
+class PermitIntent(CamelModel):
+    """A pool announces a permit request on its way (`expecting`), or withdraws it."""
+
+    pool: str
+    expecting: bool = True
+    # How long the ledger holds the round for the announced request at most.
+    ttl_seconds: float = Field(default=5.0, gt=0, le=60)
+
+
+class PermitGrant(CamelModel):
+    request_id: str
+    grant_id: str
+    count: int
+
+
+class PermitsUsed(CamelModel):
+    """Every permit of a grant is accounted for: when each create finished, and failures."""
+
+    grant_id: str
+    done_at: list[datetime] = Field(default_factory=list)
+    failed: int = 0
+    # Permits handed back without a create (more than the batch still needed,
+    # or it was cancelled first): they leave the window at once.
+    unused: int = 0
+
+
+class AccountPause(CamelModel):
+    """Signal `account_paused` from the account's ledger: the provider asked it to wait
+    longer than a window (a 429's Retry-After); the pool says so until `until`."""
+
+    account: str
+    until: datetime
+    reason: str = ""
