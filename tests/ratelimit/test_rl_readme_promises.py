@@ -1,12 +1,14 @@
-"""README rate-limit promises no other test checks end to end (dev server, 20x emulator).
+"""Rate-limit promises of docs/ no other test checks end to end (dev server, 20x emulator).
 
-- "A 429 that still arrives ... is retried after its Retry-After and pauses the
-  ledger, which restarts slowly (1 permit, doubling after each clean report)":
-  no permit is granted before the pause ends, and after it the permits
-  outstanding never exceed 1, 2, 4, ... until the allowance is whole again.
-- "Replacement creates go ahead of growth in the account's creation window":
-  a pool that is growing and also replacing an offline device, with the window
-  full, gets its replacement permit before any more growth permits.
+- docs/scaling.md, "Rate limits": "A 429 that still arrives ... is retried
+  after its `Retry-After` and pauses the ledger, which restarts slowly (1
+  permit, doubling after each clean report)": no permit is granted before the
+  pause ends, and after it the permits outstanding never exceed 1, 2, 4, ...
+  until the allowance is whole again.
+- docs/pools.md, "Health": "Replacement creates go ahead of growth in the
+  account's creation window": a pool that is growing and also replacing an
+  offline device, with the window full, gets its replacement permit before any
+  more growth permits.
 
 What the ledger granted and when is read from its own history (the
 `permits_granted` signals it sent, the reports it received), the provider's
@@ -351,3 +353,16 @@ def _replacement_and_growth(
     growth_after = [e for e in later if e.body["requestId"] in growth]
     growth_total = sum(e.body["count"] for e in grants if e.body["requestId"] in growth)
     return replacement, its_grant, growth_after, growth_total
+
+def test_the_promises_tested_here_are_still_documented() -> None:
+    # If the docs stop saying it, this file's tests lose their reason: say so.
+    import pathlib
+
+    docs = pathlib.Path(__file__).resolve().parents[2] / "docs"
+    words = " ".join((docs / "scaling.md").read_text().split())
+    assert (
+        "pauses the ledger, which restarts slowly (1 permit, doubling after each clean report)"
+        in words
+    )
+    words = " ".join((docs / "pools.md").read_text().split())
+    assert "Replacement creates go ahead of growth in the account's creation window" in words

@@ -1,15 +1,17 @@
-"""README promises the other workflow tests leave untested, against the session's dev server.
+"""Promises of docs/pools.md the other workflow tests leave untested, on the session's dev server.
 
-- Scale down, what does not serve first: an idle surplus device is kept until
-  it has been idle for `idleGraceSeconds` (every other workflow test runs with
-  a grace of 0), then removed; a busy one never is, and goes once it has been
-  idle for the grace too.
-- Health, replace do not repair: the check wakes at a device's offline
-  deadline, not at its next `healthSeconds` read (the interval here is far
-  longer than the test).
+- Scale down, what does not serve first (docs/pools.md, "Converging, scaling,
+  teardown"): an idle surplus device is kept until it has been idle for
+  `idleGraceSeconds` (every other workflow test runs with a grace of 0), then
+  removed; a busy one never is, and goes once it has been idle for the grace
+  too.
+- Health, replace do not repair (docs/pools.md): the check wakes at a device's
+  offline deadline, not at its next `healthSeconds` read (the interval here is
+  far longer than the test).
 
 Times come from the emulator's own clock (`updatedAt`, `lastActivityAt`,
-`/_emulator/clock`), the clock the pool's plan compares with.
+`/_emulator/clock`), the clock the pool's plan compares with. The file's name
+is older than docs/: these promises were the README's.
 """
 
 from __future__ import annotations
@@ -222,3 +224,14 @@ async def test_an_offline_device_gone_before_the_health_report_is_replaced_as_a_
     assert messages[1] == "creating 1 replacement device(s)", messages
     await _ready(control, pool_name, 2)
     await handle.cancel()
+
+def test_the_promises_tested_here_are_still_documented() -> None:
+    # If the docs stop saying it, this file's tests lose their reason: say so.
+    import pathlib
+
+    docs = pathlib.Path(__file__).resolve().parents[2] / "docs"
+    words = " ".join((docs / "pools.md").read_text().split())
+    assert "then idle ones — ready, no active session, no activity for a grace period" in words
+    assert "Busy devices are never terminated" in words
+    assert "the check wakes at the exact deadline rather than at the next interval" in words
+    assert "Replacement creates go ahead of growth in the account's creation window" in words
