@@ -354,6 +354,7 @@ def _replacement_and_growth(
     growth_total = sum(e.body["count"] for e in grants if e.body["requestId"] in growth)
     return replacement, its_grant, growth_after, growth_total
 
+
 def test_the_promises_tested_here_are_still_documented() -> None:
     # If the docs stop saying it, this file's tests lose their reason: say so.
     import pathlib

@@ -225,6 +225,7 @@ async def test_an_offline_device_gone_before_the_health_report_is_replaced_as_a_
     await _ready(control, pool_name, 2)
     await handle.cancel()
 
+
 def test_the_promises_tested_here_are_still_documented() -> None:
     # If the docs stop saying it, this file's tests lose their reason: say so.
     import pathlib
