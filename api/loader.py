@@ -1,26 +1,16 @@
 """Reading DevicePool manifests from YAML/JSON and explaining what is wrong with them.
 
-Every problem is reported as one line that names where it is and the rule it
-breaks, in the field names the user wrote (camelCase, dotted, `[i]` for list
-items)::
+Every problem is one line that names where it is and the rule it breaks, in
+the field names the user wrote::
 
     pools.yaml[1]: spec.replicas: must be <= 500, got 501
-    pools.yaml: line 7, column 3: mapping values are not allowed here
 
-The source (a file name, `<stdin>`, `<input>`) comes first, with the index of
-the document when the source holds several. All problems of all documents are
-collected before anything is raised, so one run shows every mistake.
-
-Errors: everything this module refuses is a `ManifestError` (a `ValueError`)
-carrying the list of problem lines in `.problems`; no pydantic, YAML or OS
-exception escapes it, nor a RecursionError (nesting deeper than
-`documents.MAX_DEPTH` levels is a problem). A problem says at most
-`problems.MAX_LINE` characters after its source.
-
-This module is the public surface and owns what a set of manifests is (files,
-documents, `kind: List`, unique pool names). Behind it: `api.documents` parses
-text into documents, `api.validation_messages` words pydantic's errors, and
-`api.problems` holds `ManifestError` and the line format.
+All problems of all documents are collected before anything is raised, so one
+run shows every mistake. Everything refused is a `ManifestError` (a
+`ValueError`, its lines in `.problems`); no pydantic, YAML or OS exception, nor
+a RecursionError (nesting past `documents.MAX_DEPTH` is a problem), escapes. This module owns what a set of manifests is (files,
+documents, `kind: List`, unique pool names); `api.documents` parses text,
+`api.validation_messages` words pydantic's errors, `api.problems` says them.
 """
 
 from __future__ import annotations

@@ -5,13 +5,10 @@ dotted, `[i]` for list items), after its source and document::
 
     pools.yaml[1]: spec.replicas: must be <= 500, got 501
 
-`ManifestError` carries every such line of one load in `.problems`; values are
-shown as the user would have written them in YAML (`null`, `true`, `'ios'`).
-A long string (a value or a key) is shown by its first characters and `…`, with
-its length: a 5,000-character value must not make a 5,000-character line.
-Characters that do not print (a line break in a key, `\x00`) are shown as
-escapes and count as what they take to show, and what follows the source is
-cut at `MAX_LINE` characters whatever it holds: every problem is one short line.
+Values are shown as the user would have written them in YAML (`null`, `true`,
+`'ios'`). Every problem is one short line: a long string shows its first
+characters, `…` and its length; characters that do not print are escaped; what
+follows the source is cut at `MAX_LINE` characters.
 """
 
 from __future__ import annotations

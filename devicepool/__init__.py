@@ -1,7 +1,7 @@
 """devicepool: keeps pools of rented cloud phones at their declared size, on Temporal.
 
 The only top-level name this distribution installs. Its layers are subpackages,
-each a folder at the top of the repository (see the README's layout section)::
+each a folder at the top of the repository (docs/architecture.md)::
 
     devicepool.api         the DevicePool resource: models, validation, status
     devicepool.workflows   deterministic orchestration (the pool loop, its children)

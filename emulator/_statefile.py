@@ -1,38 +1,17 @@
 """The emulator's state on disk (`devicepool emulator --state FILE`): one SQLite file.
 
-With a state file, an emulator stopped and started again is the same provider:
-the same devices (ids, labels, statuses, lifecycle timers), the same
-idempotency keys with their recorded answers, the same rate window, the same
-billing and counters behind `/_emulator/stats`. Without one, `InMemory` stands
-in and writes nothing.
+With a state file, an emulator stopped and started again is the same provider
+(docs/providers.md says what carries over); without one, `InMemory` stands in.
+Tables: `meta` (schema version, the clock), `devices` (terminated ones too:
+they were billed), `regions`, `answers` (each accepted create's answer by
+account and Idempotency-Key), `creates` (the rate window), `counters` (stats).
 
-Tables (the schema version is in `meta`):
-
-    meta      schema version; the clock: epoch, virtual seconds, the wall time they were read, speed
-    devices   one row per device, terminated ones included (they were billed)
-    regions   region statuses
-    answers   the recorded answer of every accepted create, by (account, Idempotency-Key)
-    creates   every accepted create's virtual time per account, in order (the rate window)
-    counters  the stats counters as (name, key) -> value; key is '' for a plain count
-
-The facade (`state.Emulator`) stages the rows a request changed and commits
-once per request, in one transaction, so a killed emulator loses at most the
-request it was answering. What a device does on the clock alone (provisioning
--> ready, terminating -> terminated) is not written: a restarted emulator
-settles it again from the stored timers, with the same result.
-
-The clock across a restart: the provider does not stop when the emulator does.
-Every commit records the virtual time, the wall-clock time it was read at, and
-the speed; the next run starts at that virtual time plus the wall time since,
-times that speed (never less: a wall clock set back does not rewind it), then
-runs at its own `--speed`. So at speed 1 timestamps stay real UTC time across
-restarts (the worker's offline and idle clocks compare them with its own), a
-device that was provisioning is ready once its time has come, during the
-downtime or after, and devices are billed for the downtime as a real provider
-would bill them. Faults and a speed set through `/_emulator/` belong to one run
-and are not kept.
-
-One emulator at a time: the file is held in SQLite's exclusive locking mode.
+The facade (`state.Emulator`) commits once per request, in one transaction, so
+a killed emulator loses at most the request it was answering. What a device
+does on the clock alone is not written: a restart settles it again from the
+stored timers. Every commit records the virtual time, the wall time and the
+speed, so the clock runs on through a restart (never backwards). One emulator
+at a time: the file is held in SQLite's exclusive locking mode.
 """
 
 from __future__ import annotations

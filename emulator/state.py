@@ -1,23 +1,15 @@
 """The in-memory BitCloudPhone provider that the emulator's HTTP layer serves.
 
 All state lives in one `Emulator` object (reachable as `app.state.emulator`),
-which composes the parts and applies the cross-cutting rules of a create
-(auth, idempotency, region, quota, rate window, counters):
-
-    _devices      the device store: records, lifecycle on the virtual clock, JSON shapes
-    _listing      list filters and page tokens
-    _idempotency  Idempotency-Key rules and the cache of create answers
-    _ratelimit    the per-account create window and its RateLimit-* headers
-    _faults       injected faults and their seeded dice
-    _stats        counters and the stats / billing shape
-    _clock        the virtual clock and its control plane
-    _bodies       request body parsing
-    _statefile    the state on disk (`--state FILE`), or nothing written without one
+which composes the parts (`_devices`, `_listing`, `_idempotency`, `_ratelimit`,
+`_faults`, `_stats`, `_clock`, `_bodies`, `_statefile`) and applies the
+cross-cutting rules of a create: auth, idempotency, region, quota, rate window,
+counters.
 
 Every method is synchronous: the app calls them from `async` handlers on one
-event loop, so each create's check-then-act (idempotency, quota, rate window)
-is atomic without locks. A method that changes state stages what it changed
-and commits it to the state file before it returns (`_commit`).
+event loop, so each create's check-then-act is atomic without locks. A method
+that changes state stages what it changed and commits it to the state file
+before it returns (`_commit`).
 """
 
 from __future__ import annotations
