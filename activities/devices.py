@@ -1,59 +1,32 @@
-"""`DeviceActivities`: every BitCloudPhone side effect of a DevicePool, as bound activities.
+"""`DeviceActivities`: every side effect of a DevicePool, as bound activities over the provider seam.
 
-The class owns one `BitCloudPhoneClient` per provider account (built once, closed
-by `aclose()` at worker shutdown) and the proxy pools. Inputs and results name
-accounts and proxy pools only; keys and passwords are resolved here, in the
-worker, and never logged. Every provider failure leaves through
-`activities.errors.to_application_error`, so workflows see one vocabulary;
-every provider text has passed the worker's `Scrubber` (`activities.secrets`)
-in the client first.
+The class reaches each account through its adapter (`activities.providers`,
+built by `AccountProviders`), never through HTTP itself. Every provider
+failure leaves through `activities.errors.to_application_error`, so workflows
+see one vocabulary; provider calls run under `heartbeats.heartbeating()`.
 
-Provider calls run under `activities.heartbeats.heartbeating()`: workflows
-schedule them with `HEARTBEAT_TIMEOUT`, so an attempt lost with a killed worker
-is retried elsewhere within seconds. Provider JSON becomes the pool's view in
-`activities.device_views`.
+**What a create does** is `create_device` below, whole: resolve the proxy pool
+worker-side, label the device with its pool, hand the adapter the template
+and the idempotency key, and on a 429 tell the account's ledger
+(`ledger_calls.report_rate_limited`) before the activity retries after it.
 
-Activities (name → input → result):
-
-- `pool_settings` () → `PoolSettings`
-- `check_pool_refs` `CheckRefsInput` → `CheckRefsResult`
-- `list_devices` `ListDevicesInput` → `ListDevicesResult`
-- `watch_devices` `WatchDevicesInput` → `WatchDevicesResult` (long-running; heartbeats;
-  on the watch queue, `watch_queue_activities()`)
-- `watch_health` `WatchHealthInput` → `WatchHealthResult` (the health check's long
-  poll; heartbeats; on the watch queue). It may reuse a listing of the same pool
-  this process made for the pool's own watch (at most `reuse_listing_seconds`
-  old), so a pool and its health check cost the provider one read per interval;
-  without one (that watch runs on another worker, or lists less often than the
-  check polls) its own reads are at least `own_read_seconds` apart. A change is
-  answered on a read of its own, never on that listing alone
-- `create_device` `CreateDeviceInput` → `CreateDeviceResult`
-- `get_statuses` `GetStatusesInput` → `GetStatusesResult`
-- `terminate_device` `TerminateDeviceInput` → `TerminateDeviceResult`
-- `terminate_pool` `TerminatePoolInput` → `TerminatePoolResult` (the finalizer; heartbeats)
-- `pool_running` `PoolRunInput` → `PoolRunResult` (asks Temporal, not the provider;
-  `activities.pool_runs`)
-- `find_orphans`, `terminate_orphans`: the per-account orphan sweep (`activities.orphans`)
+Activities: `pool_settings`, `check_pool_refs`, `list_devices`, `create_device`,
+`get_statuses`, `terminate_device`, `terminate_pool`, `region_status` here; the
+watches in `activities.watches`; the orphan sweep in `activities.orphans`;
+`pool_running` and `running_workflows` ask Temporal (`activities.pool_runs`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-import httpx
 from temporalio import activity
-from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
-from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.activities import pool_runs
-from devicepool.activities.bitcloudphone import BitCloudPhoneClient
 from devicepool.activities.definitions import DeviceActivityDefinitions
-from devicepool.activities.device_views import device_info, device_status_info, health_suspects
+from devicepool.activities.device_views import device_info, device_status_info
 from devicepool.activities.errors import (
     TEARDOWN_PENDING,
     NotFoundError,
@@ -63,15 +36,13 @@ from devicepool.activities.errors import (
 )
 from devicepool.activities.heartbeats import finish_even_if_cancelled, heartbeating
 from devicepool.activities.ledger_calls import ledger_hold, report_rate_limited
-from devicepool.activities.metrics import Metrics, replacement_reason
+from devicepool.activities.metrics import replacement_reason
 from devicepool.activities.models import (
     ALIVE_STATUSES,
-    AccountSettings,
     CheckRefsInput,
     CheckRefsResult,
     CreateDeviceInput,
     CreateDeviceResult,
-    DeviceInfo,
     DeviceStatus,
     GetStatusesInput,
     GetStatusesResult,
@@ -80,7 +51,6 @@ from devicepool.activities.models import (
     PoolRunInput,
     PoolRunResult,
     PoolSettings,
-    ProxyPoolSettings,
     RegionStatusInput,
     RegionStatusResult,
     RunningWorkflowsInput,
@@ -89,168 +59,27 @@ from devicepool.activities.models import (
     TerminateDeviceResult,
     TerminatePoolInput,
     TerminatePoolResult,
-    WatchDevicesInput,
-    WatchDevicesResult,
-    WatchHealthInput,
-    WatchHealthResult,
     device_fingerprint,
     device_rows,
-    suspects_fingerprint,
 )
 from devicepool.activities.orphans import OrphanActivities
-from devicepool.activities.proxy import resolve_proxy
-from devicepool.activities.secrets import Scrubber
+from devicepool.activities.providers import NewDevice, Provider
+from devicepool.activities.proxy import ResolvedProxy, resolve_proxy
+from devicepool.activities.watches import WatchActivities
 from devicepool.api.errors import ErrorType
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
 
 __all__ = ["DeviceActivities", "device_fingerprint", "device_info", "device_status_info"]
 
-# Listings older than this are dropped from the reuse cache (a deleted pool's among them).
-LISTING_KEEP_SECONDS = 600.0
 
-
-def _watch_answer(
-    input: WatchDevicesInput, devices: list[DeviceInfo], fingerprint: str, *, changed: bool
-) -> WatchDevicesResult:
-    if input.compact:
-        rows = device_rows(devices, pool=input.pool)
-        return WatchDevicesResult(rows=rows, fingerprint=fingerprint, changed=changed)
-    return WatchDevicesResult(devices=devices, fingerprint=fingerprint, changed=changed)
-
-
-def _health_answer(
-    pool: PoolRunResult,
-    listing: tuple[datetime, list[DeviceInfo]],
-    *,
-    startup: timedelta,
-    previous: datetime | None,
-) -> WatchHealthResult:
-    """`watch_health`'s answer on one listing: the suspects in it and a count."""
-    checked_at, devices = listing
-    suspects = health_suspects(devices, now=checked_at, startup_timeout=startup)
-    return WatchHealthResult(
-        pool=pool,
-        devices=len(devices),
-        suspects=suspects,
-        fingerprint=suspects_fingerprint(suspects),
-        checked_at=checked_at,
-        previous_check_at=previous,
-    )
-
-
-async def _still_running(workflow_id: str) -> bool:
-    """Whether Temporal runs this workflow; not knowing (an RPC error) counts as running."""
-    try:
-        described = await activity.client().get_workflow_handle(workflow_id).describe()
-    except RPCError as err:
-        return err.status != RPCStatusCode.NOT_FOUND
-    return described.status == WorkflowExecutionStatus.RUNNING
-
-
-# ---------------------------------------------------------------- the activities
-
-
-class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
-    """Bound activities over the worker's accounts and proxy pools."""
-
-    def __init__(
-        self,
-        *,
-        accounts: Mapping[str, AccountSettings],
-        proxy_pools: Mapping[str, ProxyPoolSettings],
-        settings: PoolSettings | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        metrics: Metrics | None = None,
-        scrubber: Scrubber | None = None,
-    ) -> None:
-        self._settings = settings or PoolSettings()
-        # Every secret the worker holds (`scrubber`, built once from its config)
-        # and, in any case, those handed here: cleaned out of every provider text.
-        own = Scrubber.of(accounts=accounts.values(), proxy_pools=proxy_pools.values())
-        self._scrubber = own if scrubber is None else scrubber | own
-        # A private registry unless the worker hands its own (the one it serves).
-        self.metrics = metrics if metrics is not None else Metrics()
-        self._proxy_pools = dict(proxy_pools)
-        for pool in self._proxy_pools.values():
-            # Fail at worker start, not on the first create, if a template is broken.
-            resolve_proxy(pool, idempotency_key="check", ttl=0)
-        self._clients: dict[str, BitCloudPhoneClient] = {
-            name: BitCloudPhoneClient(
-                base_url=account.base_url,
-                api_key=account.api_key,
-                timeout=account.timeout_seconds,
-                transport=transport,
-                metrics=self.metrics,
-                scrubber=self._scrubber,
-            )
-            for name, account in accounts.items()
-        }
-        # (account, pool) -> (monotonic time, wall time, devices) of the last listing
-        self._listings: dict[tuple[str, str], tuple[float, datetime, list[DeviceInfo]]] = {}
-        self._listings_swept = time.monotonic()
+class DeviceActivities(WatchActivities, OrphanActivities, DeviceActivityDefinitions):
+    """Bound activities over the worker's accounts (one adapter each) and proxy pools."""
 
     def __repr__(self) -> str:
         return (
-            f"DeviceActivities(accounts={sorted(self._clients)!r}, "
+            f"DeviceActivities(accounts={sorted(self._providers)!r}, "
             f"proxy_pools={sorted(self._proxy_pools)!r})"
         )
-
-    async def aclose(self) -> None:
-        for client in self._clients.values():
-            await client.aclose()
-
-    # ------------------------------------------------------------ helpers
-
-    def _client(self, account: str) -> BitCloudPhoneClient:
-        client = self._clients.get(account)
-        if client is None:
-            raise configuration_error(ErrorType.UNKNOWN_ACCOUNT, self._unknown_account(account))
-        return client
-
-    def _unknown_account(self, account: str) -> str:
-        known = ", ".join(sorted(self._clients)) or "(none)"
-        return f"unknown account {account!r} (providerCredentialRef); known: {known}"
-
-    def _unknown_proxy_pool(self, pool: str) -> str:
-        known = ", ".join(sorted(self._proxy_pools)) or "(none)"
-        return f"unknown proxy pool {pool!r} (proxy.poolRef); known: {known}"
-
-    async def _pool_devices(self, account: str, pool: str) -> list[DeviceInfo]:
-        """The pool's devices at the provider that are not `terminated` (raises ProviderError)."""
-        raw = await self._client(account).list_devices(labels={LABEL_POOL: pool})
-        devices = [device_info(d) for d in raw if d.get("status") != DeviceStatus.TERMINATED]
-        for d in devices:
-            self.metrics.device_seen(
-                d.id, d.status, created_at=d.created_at, updated_at=d.updated_at
-            )
-        self._remember(account, pool, devices)
-        return devices
-
-    def _remember(self, account: str, pool: str, devices: list[DeviceInfo]) -> None:
-        now = time.monotonic()
-        self._listings[(account, pool)] = (now, datetime.now(UTC), devices)
-        if now - self._listings_swept >= LISTING_KEEP_SECONDS:
-            self._listings_swept = now
-            for key, (at, _, _) in list(self._listings.items()):
-                if now - at > LISTING_KEEP_SECONDS:
-                    del self._listings[key]
-
-    def _shared_listing(
-        self, account: str, pool: str, max_age: float
-    ) -> tuple[datetime, list[DeviceInfo]] | None:
-        """(when it was made, the listing): this process's last listing of the pool if
-        at most `max_age` seconds old, else None."""
-        hit = self._listings.get((account, pool))
-        if max_age > 0 and hit is not None and time.monotonic() - hit[0] <= max_age:
-            return hit[1], hit[2]
-        return None
-
-    async def _new_listing(self, account: str, pool: str) -> tuple[datetime, list[DeviceInfo]]:
-        """(when it was made, the listing) of a provider read now (raises ProviderError)."""
-        devices = await self._pool_devices(account, pool)
-        return self._listings[(account, pool)][1], devices
-
-    # ------------------------------------------------------------ activities
 
     def pool_queue_activities(self) -> list[Any]:
         """The short activities the `devicepool` task queue serves (all but creates and watches)."""
@@ -276,6 +105,49 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
         """What each account's own task queue serves: creates, under its window."""
         return [self.create_device]
 
+    # ------------------------------------------------------------ create
+
+    @activity.defn
+    async def create_device(self, input: CreateDeviceInput) -> CreateDeviceResult:
+        """Create one device of the pool's template (the only create there is)."""
+        provider = self._provider(input.account)
+        template = input.template
+        new = NewDevice(
+            template=template,
+            name=input.name,
+            labels={**input.extra_labels, LABEL_POOL: input.pool, LABEL_MANAGED_BY: MANAGED_BY},
+            idempotency_key=input.idempotency_key,
+            proxy=self._proxy(template.proxy_pool, input.idempotency_key, template.sticky_ttl),
+        )
+        activity.logger.info(
+            "pool %s: creating device %s (key %s, proxy pool %s)",
+            input.pool,
+            input.name,
+            input.idempotency_key,
+            template.proxy_pool,
+        )
+        try:
+            device = await finish_even_if_cancelled(provider.create_device(new))
+        except ProviderError as exc:
+            activity.logger.info("pool %s: create %s failed: %s", input.pool, input.name, exc)
+            failure = to_application_error(exc)
+            # A 429 the ledger did not prevent: it pauses the account and restarts slowly.
+            await report_rate_limited(failure, account=input.account, pool=input.pool)
+            raise failure from exc
+        self.metrics.device_created(device.id, device.created_at)
+        return CreateDeviceResult(device=device)
+
+    def _proxy(self, pool: str | None, idempotency_key: str, ttl: int) -> ResolvedProxy | None:
+        """The proxy pool's gateway for one create (its sticky session derived from the key)."""
+        if pool is None:
+            return None
+        settings = self._proxy_pools.get(pool)
+        if settings is None:
+            raise configuration_error(ErrorType.UNKNOWN_PROXY_POOL, self._unknown_proxy_pool(pool))
+        return resolve_proxy(settings, idempotency_key=idempotency_key, ttl=ttl)
+
+    # ------------------------------------------------------------ reads
+
     @activity.defn
     async def pool_settings(self) -> PoolSettings:
         return self._settings.model_copy()
@@ -283,7 +155,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
     @activity.defn
     async def check_pool_refs(self, input: CheckRefsInput) -> CheckRefsResult:
         problems: list[str] = []
-        if input.account not in self._clients:
+        if input.account not in self._providers:
             problems.append(self._unknown_account(input.account))
         if input.proxy_pool is not None and input.proxy_pool not in self._proxy_pools:
             problems.append(self._unknown_proxy_pool(input.proxy_pool))
@@ -301,225 +173,43 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
         return ListDevicesResult(devices=devices)
 
     @activity.defn
-    async def watch_devices(self, input: WatchDevicesInput) -> WatchDevicesResult:
-        self._client(input.account)  # an unknown account fails at once, not at the deadline
-        deadline = time.monotonic() + input.max_seconds
-        health_due = time.monotonic() + input.health_every_seconds
-        poll = max(input.poll_seconds, 0.0)
-        devices: list[DeviceInfo] | None = None
-        last_error: ProviderError | None = None
-        while True:
-            try:
-                # Heartbeats while listing too: a slow or endless listing stays cancellable.
-                async with heartbeating():
-                    devices = await self._pool_devices(input.account, input.pool)
-                last_error = None
-            except ProviderError as exc:
-                if not exc.retryable:
-                    raise to_application_error(exc) from exc
-                last_error = exc
-                activity.logger.warning(
-                    "pool %s: listing devices failed, will poll again: %s", input.pool, exc
-                )
-            if devices is not None and last_error is None:
-                fingerprint = device_fingerprint(devices)
-                if fingerprint != input.fingerprint:
-                    return _watch_answer(input, devices, fingerprint, changed=True)
-            if input.health_workflow_id and devices is not None and time.monotonic() >= health_due:
-                health_due = time.monotonic() + input.health_every_seconds
-                if not await _still_running(input.health_workflow_id):
-                    answer = _watch_answer(
-                        input, devices, device_fingerprint(devices), changed=False
-                    )
-                    return answer.model_copy(update={"health_ended": True})
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                if devices is None:
-                    # Never saw the pool at all: an empty "unchanged" answer would lie.
-                    assert last_error is not None
-                    raise to_application_error(last_error) from last_error
-                return _watch_answer(input, devices, device_fingerprint(devices), changed=False)
-            activity.heartbeat()
-            # Cancellation (delivered through the heartbeat) lands here as CancelledError.
-            await asyncio.sleep(min(poll, remaining))
-
-    @activity.defn
-    async def watch_health(self, input: WatchHealthInput) -> WatchHealthResult:
-        """Poll every `poll_seconds` until the suspects differ from `fingerprint`, the
-        pool is gone, `until` (after a fresh read there) or `max_seconds`.
-
-        A poll reads the pool's listing this process made for the pool's own
-        watch when there is one at most `reuse_listing_seconds` old; otherwise
-        the provider, but no sooner than `own_read_seconds` after this watch's
-        last read of its own (a poll in between only asks whether the pool still
-        runs). What it answers is always a read of its own: a change seen on the
-        pool's listing is read again first.
-
-        Each poll first asks Temporal whether the pool still runs (not knowing is
-        running); a provider error is polled past, except on a fresh read (`once`,
-        `until`), where the check must not judge on old data: it raises.
-        """
-        self._client(input.account)  # an unknown account fails at once, not at the deadline
-        start = time.monotonic()
-        deadline = start + input.max_seconds
-        until = (
-            None
-            if input.until is None
-            else start + (input.until - datetime.now(UTC)).total_seconds()
-        )
-        poll = max(input.poll_seconds, 0.0)
-        startup = timedelta(seconds=input.startup_timeout_seconds)
-        run = input.pool_run
-        previous: datetime | None = None
-        last: WatchHealthResult | None = None
-        last_error: ProviderError | None = None
-        own_read_at: float | None = None  # monotonic time of this watch's last provider read
-        while True:
-            fresh = input.once or (until is not None and time.monotonic() >= until)
-            pool = await self._pool_run(run)
-            run = run.model_copy(update={"first_run_id": pool.first_run_id or run.first_run_id})
-            if not pool.running:
-                return WatchHealthResult(
-                    pool=pool, checked_at=datetime.now(UTC), previous_check_at=previous
-                )
-            shared = (
-                None
-                if fresh
-                else self._shared_listing(input.account, input.pool, input.reuse_listing_seconds)
-            )
-            found = (
-                None
-                if shared is None
-                else _health_answer(pool, shared, startup=startup, previous=previous)
-            )
-            # A change on that listing is read again before it is answered: the check
-            # acts on an answer at once (a device whose clock ran out is terminated, as
-            # when a pause ends), and the listing may be `reuse_listing_seconds` old: a
-            # device back since then would go.
-            confirm = found is not None and found.fingerprint != input.fingerprint
-            if confirm:
-                found = None
-            # No listing of the pool's own watch to reuse (it runs on another worker, or
-            # lists less often than this watch polls): this watch's own reads keep their
-            # spacing, or the pool would cost the provider a read per health poll on top
-            # of its resyncs.
-            put_off = (
-                found is None
-                and not (fresh or confirm)
-                and own_read_at is not None
-                and time.monotonic() - own_read_at < input.own_read_seconds
-            )
-            if found is None and not put_off:
-                own_read_at = time.monotonic()
-                try:
-                    async with heartbeating():
-                        listing = await self._new_listing(input.account, input.pool)
-                    last_error = None
-                    found = _health_answer(pool, listing, startup=startup, previous=previous)
-                except ProviderError as exc:
-                    if fresh or not exc.retryable:
-                        raise to_application_error(exc) from exc
-                    last_error = exc
-                    activity.logger.warning(
-                        "pool %s: health listing failed, will poll again: %s", input.pool, exc
-                    )
-            if found is not None:
-                last = found
-                if fresh or found.fingerprint != input.fingerprint:
-                    return found
-                previous = found.checked_at
-            now = time.monotonic()
-            if now >= deadline:
-                if last is None:
-                    assert last_error is not None
-                    raise to_application_error(last_error) from last_error
-                return last
-            activity.heartbeat()
-            wait = min(poll, deadline - now)
-            if until is not None:
-                wait = min(wait, max(until - now, 0.0))
-            # Cancellation (delivered through the heartbeat) lands here as CancelledError.
-            await asyncio.sleep(wait)
-
-    async def _pool_run(self, run: PoolRunInput) -> PoolRunResult:
-        """`pool_running`, where not knowing (Temporal did not answer) counts as running."""
-        try:
-            return await pool_runs.pool_running(activity.client(), run)
-        except RPCError as err:
-            activity.logger.warning("pool %s: not known if still running: %s", run.workflow_id, err)
-            return PoolRunResult(running=True, first_run_id=run.first_run_id, status="UNKNOWN")
-
-    @activity.defn
-    async def create_device(self, input: CreateDeviceInput) -> CreateDeviceResult:
-        client = self._client(input.account)
-        proxy_body: dict[str, Any] | None = None
-        if input.proxy_pool is not None:
-            proxy_settings = self._proxy_pools.get(input.proxy_pool)
-            if proxy_settings is None:
-                raise configuration_error(
-                    ErrorType.UNKNOWN_PROXY_POOL, self._unknown_proxy_pool(input.proxy_pool)
-                )
-            proxy_body = resolve_proxy(
-                proxy_settings, idempotency_key=input.idempotency_key, ttl=input.sticky_ttl
-            ).body()
-        labels = {**input.extra_labels, LABEL_POOL: input.pool, LABEL_MANAGED_BY: MANAGED_BY}
-        activity.logger.info(
-            "pool %s: creating device %s (key %s, proxy pool %s)",
-            input.pool,
-            input.name,
-            input.idempotency_key,
-            input.proxy_pool,
-        )
-        try:
-            raw = await finish_even_if_cancelled(
-                client.create_device(
-                    input.platform,
-                    region=input.region,
-                    os_version=input.os_version,
-                    name=input.name,
-                    labels=labels,
-                    proxy=proxy_body,
-                    idempotency_key=input.idempotency_key,
-                )
-            )
-        except ProviderError as exc:
-            activity.logger.info("pool %s: create %s failed: %s", input.pool, input.name, exc)
-            failure = to_application_error(exc)
-            # A 429 the ledger did not prevent: it pauses the account and restarts slowly.
-            await report_rate_limited(failure, account=input.account, pool=input.pool)
-            raise failure from exc
-        device = device_info(raw)
-        self.metrics.device_created(device.id, device.created_at)
-        return CreateDeviceResult(device=device)
-
-    @activity.defn
     async def get_statuses(self, input: GetStatusesInput) -> GetStatusesResult:
-        client = self._client(input.account)
+        provider = self._provider(input.account)
         try:
             async with heartbeating():
-                items, not_found = await client.batch_status(input.ids)
+                infos, not_found = await provider.read_statuses(input.ids)
         except ProviderError as exc:
             raise to_application_error(exc) from exc
-        infos = [device_status_info(item) for item in items]
         for info in infos:
             self.metrics.device_seen(info.id, info.status, updated_at=info.updated_at)
         return GetStatusesResult(items=infos, not_found=not_found)
 
     @activity.defn
+    async def region_status(self, input: RegionStatusInput) -> RegionStatusResult:
+        """The provider's word on one region (`up`, `degraded`, `down`, or `unknown`)."""
+        try:
+            status = await self._provider(input.account).region_status(input.region)
+        except ProviderError as exc:
+            raise to_application_error(exc) from exc
+        return RegionStatusResult(region=input.region, status=status)
+
+    # ------------------------------------------------------------ removals
+
+    @activity.defn
     async def terminate_device(self, input: TerminateDeviceInput) -> TerminateDeviceResult:
-        client = self._client(input.account)
+        provider = self._provider(input.account)
         async with heartbeating():
             try:
                 if input.only_if_idle:
                     # A scale-down: never counted as a replacement.
-                    if busy := await self._not_idle(client, input.device_id, input.idle_since):
+                    if busy := await self._not_idle(provider, input.device_id, input.idle_since):
                         return TerminateDeviceResult(device_id=input.device_id, skipped=busy)
                 else:
-                    await self._count_replacement(client, input)
+                    await self._count_replacement(provider, input)
             except NotFoundError:
                 return TerminateDeviceResult(device_id=input.device_id, already_gone=True)
             try:
-                await client.delete_device(input.device_id)
+                await provider.remove_device(input.device_id)
             except NotFoundError:
                 return TerminateDeviceResult(device_id=input.device_id, already_gone=True)
             except ProviderError as exc:
@@ -527,7 +217,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
         return TerminateDeviceResult(device_id=input.device_id)
 
     async def _not_idle(
-        self, client: BitCloudPhoneClient, device_id: str, seen_idle_since: datetime | None
+        self, provider: Provider, device_id: str, seen_idle_since: datetime | None
     ) -> str | None:
         """Why the device serves right now (None if not): read just before a scale-down.
 
@@ -536,30 +226,27 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
         a booting device before an idle one.
         """
         try:
-            raw = await client.get_device(device_id)
+            device = (await provider.get_device(device_id)).info
         except NotFoundError:
             raise
         except ProviderError as exc:
             # Unknown is not idle: the next pass tries again.
             return f"status unknown ({exc.error_type.value})"
-        status = str(raw.get("status") or "")
-        if status not in (DeviceStatus.READY, DeviceStatus.PROVISIONING):
-            return f"status {status}"
-        if raw.get("sessionActive"):
+        if device.status not in (DeviceStatus.READY, DeviceStatus.PROVISIONING):
+            return f"status {device.status}"
+        if device.session_active:
             return "session active"
-        if seen_idle_since is not None and status == DeviceStatus.READY:
-            since = device_info(raw).idle_since
+        if seen_idle_since is not None and device.status == DeviceStatus.READY:
+            since = device.idle_since
             # A second of slack: listings travel as compact rows, to the millisecond.
             if since > seen_idle_since + timedelta(seconds=1):
                 return f"used since the plan's listing (at {since.isoformat(timespec='seconds')})"
         return None
 
-    async def _count_replacement(
-        self, client: BitCloudPhoneClient, input: TerminateDeviceInput
-    ) -> None:
+    async def _count_replacement(self, provider: Provider, input: TerminateDeviceInput) -> None:
         """Count `devicepool_replacements_total` for a device removed because it is unhealthy.
 
-        Without a reason from the caller, one GET tells offline/failed/never-booted
+        Without a reason from the caller, one read tells offline/failed/never-booted
         devices (replacements) from idle ones (a scale-down). Only a 404 matters
         to the caller (the device is gone); any other failure of this lookup
         must not stop the termination, so it only costs the count.
@@ -567,7 +254,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
         pool, reason = input.pool, input.reason
         if reason is None:
             try:
-                raw = await client.get_device(input.device_id)
+                device = (await provider.get_device(input.device_id)).info
             except NotFoundError:
                 raise
             except ProviderError as exc:
@@ -575,51 +262,19 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
                     "device %s: status unknown before delete: %s", input.device_id, exc
                 )
                 return
-            reason = replacement_reason(str(raw.get("status") or ""))
-            pool = pool or str((raw.get("labels") or {}).get(LABEL_POOL) or "")
+            reason = replacement_reason(device.status)
+            pool = pool or device.labels.get(LABEL_POOL, "")
         if reason is not None and activity.info().attempt == 1:
             self.metrics.device_replaced(pool or "unknown", reason)
 
     @activity.defn
-    async def region_status(self, input: RegionStatusInput) -> RegionStatusResult:
-        """The provider's word on one region (`up`, `degraded`, `down`, or `unknown`)."""
-        try:
-            regions = await self._client(input.account).regions()
-        except ProviderError as exc:
-            raise to_application_error(exc) from exc
-        for region in regions:
-            if region.get("name") == input.region:
-                return RegionStatusResult(region=input.region, status=str(region.get("status")))
-        return RegionStatusResult(region=input.region, status="unknown")
-
-    @activity.defn
-    async def running_workflows(self, input: RunningWorkflowsInput) -> RunningWorkflowsResult:
-        """Which of these workflows still run (a batch that ended without reporting is lost).
-
-        Asks Temporal, not the provider: through the client the worker polls with.
-        An id Temporal does not know is not running.
-        """
-        client = activity.client()
-        running = []
-        for workflow_id in input.workflow_ids:
-            try:
-                described = await client.get_workflow_handle(workflow_id).describe()
-            except RPCError as err:
-                if err.status != RPCStatusCode.NOT_FOUND:
-                    raise
-                continue
-            if described.status == WorkflowExecutionStatus.RUNNING:
-                running.append(workflow_id)
-        return RunningWorkflowsResult(running=running)
-
-    @activity.defn
     async def terminate_pool(self, input: TerminatePoolInput) -> TerminatePoolResult:
-        """Delete every device of the pool; succeed only once the provider lists none left.
+        """Remove every device of the pool; succeed only once the provider lists none left.
 
         Devices still `terminating` make it raise a retryable error, so the
         activity's retry policy carries the finalizer until the provider is done.
         """
-        client = self._client(input.account)
+        provider = self._provider(input.account)
         deleted = 0
         try:
             async with heartbeating():
@@ -628,7 +283,7 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
                     if device.status == DeviceStatus.TERMINATING:
                         continue
                     try:
-                        await client.delete_device(device.id)
+                        await provider.remove_device(device.id)
                     except NotFoundError:
                         continue
                     deleted += 1
@@ -659,6 +314,11 @@ class DeviceActivities(OrphanActivities, DeviceActivityDefinitions):
 
     @activity.defn
     async def pool_running(self, input: PoolRunInput) -> PoolRunResult:
-        """Is the pool that started a health check still running? Through the
-        client the worker polls with (`activities.pool_runs`)."""
+        """Is the pool that started a health check or a batch still running?"""
         return await pool_runs.pool_running(activity.client(), input)
+
+    @activity.defn
+    async def running_workflows(self, input: RunningWorkflowsInput) -> RunningWorkflowsResult:
+        """Which of these workflows still run (a batch that ended without reporting is lost)."""
+        running = await pool_runs.workflows_running(activity.client(), input.workflow_ids)
+        return RunningWorkflowsResult(running=running)

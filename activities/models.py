@@ -1,60 +1,111 @@
-"""Inputs and results of every activity, and the worker-side settings activities own.
+"""Inputs and results of every activity, and the template a device is created from.
 
 These travel through Temporal history, so they carry names and references only:
-never an API key or a proxy password (those stay in `AccountSettings` /
-`ProxyPoolSettings`, which live in the worker process and are never serialized
-into a workflow or activity payload).
+never an API key or a proxy password (those stay in `activities.settings`,
+worker-side). What the pool knows of a device (`DeviceInfo`, the statuses, the
+compact rows) is `activities.device_models`; this module re-exports it and the
+settings, so `activities.models` stays the one import of a workflow.
 
-Device statuses are one closed vocabulary, `DeviceStatus`; the models' `status`
-fields stay plain strings so that a status a provider adds later still loads.
+`DeviceTemplate` is what a device is created from, built once from the spec
+(`device_template`) and carried whole from the pool through its batch to the
+adapter. v0.1.0 carried its fields flat beside the others; `fold_template`
+reads those payloads (recorded histories, creates in flight at an upgrade).
 """
 
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
-from enum import StrEnum
+from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import Field, model_validator
 
-from devicepool.api.base import CamelModel
-from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
-from devicepool.api.v1alpha1 import Platform
-
-
-class DeviceStatus(StrEnum):
-    """A device's status at the provider: the contract's lifecycle.
-
-    A `StrEnum`, so a member equals (and hashes like, and serializes as) its
-    plain string: `DeviceStatus.READY == "ready"`, and a `Counter` of raw
-    status strings can be read with a member.
-    """
-
-    PROVISIONING = "provisioning"
-    READY = "ready"
-    BUSY = "busy"
-    OFFLINE = "offline"
-    REBOOTING = "rebooting"
-    TERMINATING = "terminating"
-    TERMINATED = "terminated"
-    FAILED = "failed"
-
-
-# The module-level names existing code imports; each is the enum member itself.
-PROVISIONING = DeviceStatus.PROVISIONING
-READY = DeviceStatus.READY
-BUSY = DeviceStatus.BUSY
-OFFLINE = DeviceStatus.OFFLINE
-REBOOTING = DeviceStatus.REBOOTING
-TERMINATING = DeviceStatus.TERMINATING
-TERMINATED = DeviceStatus.TERMINATED
-FAILED = DeviceStatus.FAILED
-DEVICE_STATUSES: tuple[DeviceStatus, ...] = tuple(DeviceStatus)
-# A device the pool still pays for and still counts (not on its way out).
-ALIVE_STATUSES: frozenset[DeviceStatus] = frozenset(
-    {PROVISIONING, READY, BUSY, OFFLINE, REBOOTING, FAILED}
+from devicepool.activities.device_models import (
+    ALIVE_STATUSES,
+    BUSY,
+    DEVICE_ROW,
+    DEVICE_STATUSES,
+    FAILED,
+    OFFLINE,
+    PROVISIONING,
+    READY,
+    REBOOTING,
+    TERMINATED,
+    TERMINATING,
+    DeviceInfo,
+    DeviceStatus,
+    DeviceStatusInfo,
+    HealthSuspect,
+    device_fingerprint,
+    device_rows,
+    devices_from_rows,
+    suspects_fingerprint,
 )
+from devicepool.activities.settings import (
+    AccountSettings,
+    LedgerConfig,
+    PoolSettings,
+    ProxyPoolSettings,
+)
+from devicepool.api.base import CamelModel
+from devicepool.api.v1alpha1 import DevicePoolSpec, Platform
+
+__all__ = [
+    "ALIVE_STATUSES",
+    "BUSY",
+    "DEVICE_ROW",
+    "DEVICE_STATUSES",
+    "FAILED",
+    "HEARTBEAT_EVERY",
+    "HEARTBEAT_TIMEOUT",
+    "MAX_RETRY_AFTER_SECONDS",
+    "OFFLINE",
+    "PROVISIONING",
+    "READY",
+    "REBOOTING",
+    "TERMINATED",
+    "TERMINATING",
+    "AccountSettings",
+    "CheckRefsInput",
+    "CheckRefsResult",
+    "CreateDeviceInput",
+    "CreateDeviceResult",
+    "DeviceInfo",
+    "DeviceStatus",
+    "DeviceStatusInfo",
+    "DeviceTemplate",
+    "GetStatusesInput",
+    "GetStatusesResult",
+    "HealthSuspect",
+    "LedgerConfig",
+    "ListDevicesInput",
+    "ListDevicesResult",
+    "PoolRunInput",
+    "PoolRunResult",
+    "PoolSettings",
+    "ProxyPoolSettings",
+    "RateLimitedReport",
+    "RegionStatusInput",
+    "RegionStatusResult",
+    "RunningWorkflowsInput",
+    "RunningWorkflowsResult",
+    "TerminateDeviceInput",
+    "TerminateDeviceResult",
+    "TerminatePoolInput",
+    "TerminatePoolResult",
+    "WatchDevicesInput",
+    "WatchDevicesResult",
+    "WatchHealthInput",
+    "WatchHealthResult",
+    "bounded_retry_after",
+    "device_fingerprint",
+    "device_rows",
+    "device_template",
+    "devices_from_rows",
+    "fold_template",
+    "suspects_fingerprint",
+]
+
 
 # Provider-calling activities heartbeat every HEARTBEAT_EVERY while they work, and
 # workflows schedule them with HEARTBEAT_TIMEOUT: an attempt lost with a killed
@@ -63,100 +114,47 @@ HEARTBEAT_EVERY = timedelta(seconds=2)
 HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 
 
-# ---------------------------------------------------------------- settings (worker-side only)
+# ---------------------------------------------------------------- the device template
 
 
-class AccountSettings(BaseModel):
-    """One provider account as the worker knows it. Holds the secret; never serialized."""
+class DeviceTemplate(CamelModel):
+    """What a device is created from: the spec's create fields, names only (no secrets)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    base_url: str
-    api_key: SecretStr
-    creates_per_minute: int = Field(default=20, ge=1)
-    timeout_seconds: float = Field(default=10.0, gt=0)
-    # The provider's rate window (60 s; shorter only against a sped-up emulator)
-    # and the safety margin the permit ledger adds to it.
-    window_seconds: float = Field(default=60.0, gt=0)
-    window_margin_seconds: float = Field(default=1.0, ge=0)
+    platform: Platform
+    region: str
+    os_version: str
+    # the worker's proxy pool (`spec.proxy.poolRef`) and its sticky-session ttl
+    proxy_pool: str | None = None
+    sticky_ttl: int = 0
 
 
-class ProxyPoolSettings(BaseModel):
-    """A proxy gateway. `username_template` may use `{session}` and `{ttl}`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    type: str = "socks5"
-    host: str
-    port: int = Field(ge=1, le=65535)
-    username_template: str = "user-session-{session}-ttl-{ttl}"
-    password: SecretStr = SecretStr("")
-
-
-class PoolSettings(CamelModel):
-    """Intervals from the worker's configuration, passed in the workflow input.
-
-    Workflows never read the environment or files: each pool run asks the worker
-    for these through the `pool_settings` activity (or a test passes them in
-    the workflow input), and carries them in its state.
-    """
-
-    resync_seconds: float = Field(default=30.0, gt=0)
-    health_seconds: float = Field(default=60.0, gt=0)
-    offline_after_seconds: float = Field(default=180.0, gt=0)
-    startup_timeout_seconds: float = Field(default=300.0, gt=0)
-    idle_grace_seconds: float = Field(default=60.0, ge=0)
-    provision_batch_size: int = Field(default=20, ge=1, le=100)
-    # Longest a quiet pool goes without a workflow task (the watch activity's cap).
-    watch_max_seconds: float = Field(default=3600.0, gt=0)
-    # How often the pool's watch asks Temporal whether the pool's health check
-    # still runs (a check that ended is started again): in the worker, no history.
-    health_liveness_seconds: float = Field(default=300.0, gt=0)
-    # Failing replacements: after this many devices in a row never reach ready,
-    # the pool stops creating in the region and backs off (capped).
-    failure_streak_limit: int = Field(default=3, ge=1)
-    backoff_initial_seconds: float = Field(default=30.0, gt=0)
-    backoff_max_seconds: float = Field(default=900.0, gt=0)
-    # A deleted pool whose teardown keeps failing (any error, retryable too)
-    # shows `TeardownBlocked=True` within this many seconds; it keeps trying.
-    teardown_blocked_after_seconds: float = Field(default=60.0, gt=0)
+def device_template(spec: DevicePoolSpec) -> DeviceTemplate:
+    """The template every device of a pool with this spec is created from."""
+    proxy = spec.proxy
+    return DeviceTemplate(
+        platform=spec.platform,
+        region=spec.region,
+        os_version=spec.os_version,
+        proxy_pool=proxy.pool_ref if proxy else None,
+        sticky_ttl=proxy.sticky_ttl if proxy else 0,
+    )
 
 
-# ---------------------------------------------------------------- device views
+# The template's fields as v0.1.0 carried them, flat (either spelling).
+_FLAT_TEMPLATE = frozenset(
+    {"platform", "region", "os_version", "osVersion", "proxy_pool", "proxyPool"}
+    | {"sticky_ttl", "stickyTtl"}
+)
 
 
-class DeviceInfo(CamelModel):
-    """What the pool needs to know about one device (no secrets: the proxy is by name)."""
-
-    id: str
-    # Plain `str`, not `DeviceStatus`: a provider may add a status the enum does
-    # not know yet, and one odd device must not fail the whole observation.
-    # Compare with `DeviceStatus` members (a member equals its string); the JSON
-    # is the provider's status string either way.
-    status: str
-    region: str = ""
-    created_at: datetime
-    updated_at: datetime | None = None
-    session_active: bool = False
-    last_activity_at: datetime | None = None
-    reason: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
-
-    @property
-    def idle_since(self) -> datetime:
-        """The moment the device last did anything (its idle clock starts there)."""
-        return self.last_activity_at or self.updated_at or self.created_at
-
-
-class DeviceStatusInfo(CamelModel):
-    id: str
-    status: str  # plain `str` on purpose, as in `DeviceInfo.status`
-    reason: str | None = None
-    session_active: bool = False
-    last_activity_at: datetime | None = None
-    updated_at: datetime | None = None
+def fold_template(data: Any) -> Any:
+    """A message with the template's fields flat (v0.1.0) as one with a `template`."""
+    if not isinstance(data, dict) or "template" in data:
+        return data
+    flat = {k: v for k, v in data.items() if k in _FLAT_TEMPLATE}
+    if not flat:
+        return data
+    return {**{k: v for k, v in data.items() if k not in _FLAT_TEMPLATE}, "template": flat}
 
 
 # ---------------------------------------------------------------- activity inputs/results
@@ -219,16 +217,19 @@ class WatchDevicesResult(CamelModel):
 
 
 class CreateDeviceInput(CamelModel):
+    """Create one device of `template` under `idempotency_key` (the adapter's `create_device`)."""
+
     account: str
     pool: str
-    platform: Platform
-    region: str
-    os_version: str
+    template: DeviceTemplate
     name: str
     idempotency_key: str
-    proxy_pool: str | None = None
-    sticky_ttl: int = 0
     extra_labels: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_v0_1_0(cls, data: Any) -> Any:
+        return fold_template(data)
 
 
 class CreateDeviceResult(CamelModel):
@@ -303,125 +304,7 @@ class RunningWorkflowsResult(CamelModel):
     running: list[str] = Field(default_factory=list)
 
 
-def device_fingerprint(devices: list[DeviceInfo]) -> str:
-    """A short stable digest of what a reconcile pass cares about in a device list.
-
-    Pure (the workflow computes it too, to tell the watch activity what it last
-    saw): ids, statuses and sessions; timestamps are left out on purpose so a
-    heartbeat-only change at the provider does not wake the pool.
-    """
-    import hashlib
-
-    parts = sorted(f"{d.id}|{d.status}|{int(d.session_active)}" for d in devices)
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-
-
-# A compact listing: one JSON array per device, in this order. The pool's own
-# label is implied by the listing (by `pool=<name>`); `managed-by=devicepool`
-# is bit 1 of `flags` (bit 0: session active); timestamps are epoch seconds to
-# the millisecond; trailing empty cells are left out.
-DEVICE_ROW = (
-    "id",
-    "status",
-    "region",
-    "createdAt",
-    "updatedAt",
-    "flags",
-    "lastActivityAt",
-    "reason",
-    "labels",
-)
-_SESSION, _MANAGED = 1, 2
-
-
-def _epoch(value: datetime | None) -> float | None:
-    return None if value is None else round(value.timestamp(), 3)
-
-
-def _time(value: Any) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(float(value), UTC)
-
-
-def device_rows(devices: list[DeviceInfo], *, pool: str) -> list[list[Any]]:
-    """`devices` as compact rows (`DEVICE_ROW`); `devices_from_rows` reads them back."""
-    rows: list[list[Any]] = []
-    for d in devices:
-        labels = dict(d.labels)
-        if labels.get(LABEL_POOL) == pool:
-            del labels[LABEL_POOL]
-        flags = _SESSION if d.session_active else 0
-        if labels.get(LABEL_MANAGED_BY) == MANAGED_BY:
-            del labels[LABEL_MANAGED_BY]
-            flags |= _MANAGED
-        row: list[Any] = [
-            d.id,
-            d.status,
-            d.region,
-            _epoch(d.created_at),
-            _epoch(d.updated_at),
-            flags,
-            _epoch(d.last_activity_at),
-            d.reason,
-            labels or None,
-        ]
-        while row[-1] is None:
-            row.pop()
-        rows.append(row)
-    return rows
-
-
-def devices_from_rows(rows: list[list[Any]], *, pool: str) -> list[DeviceInfo]:
-    """The devices `device_rows` made rows of (pure: the workflow reads them)."""
-    devices = []
-    for row in rows:
-        cell = dict(zip(DEVICE_ROW, row, strict=False))
-        flags = int(cell.get("flags") or 0)
-        labels = {LABEL_POOL: pool}
-        if flags & _MANAGED:
-            labels[LABEL_MANAGED_BY] = MANAGED_BY
-        labels.update(cell.get("labels") or {})
-        devices.append(
-            DeviceInfo(
-                id=cell["id"],
-                status=cell["status"],
-                region=cell.get("region") or "",
-                created_at=_time(cell["createdAt"]) or datetime.fromtimestamp(0, UTC),
-                updated_at=_time(cell.get("updatedAt")),
-                session_active=bool(flags & _SESSION),
-                last_activity_at=_time(cell.get("lastActivityAt")),
-                reason=cell.get("reason"),
-                labels=labels,
-            )
-        )
-    return devices
-
-
 # ---------------------------------------------------------------- the permit ledger
-
-
-class LedgerConfig(CamelModel):
-    """One account's creation window: `capacity` creates per `window_seconds`."""
-
-    capacity: int = Field(default=20, ge=1)
-    window_seconds: float = Field(default=60.0, gt=0)
-    # Added to every window (clock skew between the provider and Temporal); also
-    # how long the first request after an idle spell waits for others to share.
-    margin_seconds: float = Field(default=1.0, ge=0)
-
-    @classmethod
-    def of(cls, account: AccountSettings) -> LedgerConfig:
-        return cls(
-            capacity=account.creates_per_minute,
-            window_seconds=account.window_seconds,
-            margin_seconds=account.window_margin_seconds,
-        )
-
-
-class LedgerInput(CamelModel):
-    account: str
-    config: LedgerConfig | None = None
-    # Carried across continue-as-new (a `workflows.ledger.LedgerState` as JSON).
-    state: dict[str, object] | None = None
 
 
 # The longest a provider's `Retry-After` / `RateLimit-Reset` may hold an account's
@@ -471,15 +354,6 @@ class PoolRunResult(CamelModel):
 # ---------------------------------------------------------------- the health check's watch
 
 
-class HealthSuspect(CamelModel):
-    """A device the health check must judge: offline, or still provisioning/failed too long."""
-
-    id: str
-    status: str
-    created_at: datetime
-    updated_at: datetime | None = None
-
-
 class WatchHealthInput(CamelModel):
     """Activity `watch_health`: poll the pool's devices until a suspect appears, changes or goes.
 
@@ -523,13 +397,3 @@ class WatchHealthResult(CamelModel):
     # this is the watch's first read), which saw none of the new suspects offline
     checked_at: datetime
     previous_check_at: datetime | None = None
-
-
-def suspects_fingerprint(suspects: list[HealthSuspect]) -> str:
-    """A short digest of the suspects' ids and statuses (pure; the workflow computes it too)."""
-    import hashlib
-
-    if not suspects:
-        return ""
-    parts = sorted(f"{s.id}|{s.status}" for s in suspects)
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]

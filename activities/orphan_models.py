@@ -29,7 +29,6 @@ __all__ = [
     "FindOrphansInput",
     "FindOrphansResult",
     "JanitorConfig",
-    "JanitorInput",
     "KeptDevice",
     "OrphanDevice",
     "TerminateOrphansInput",
@@ -47,13 +46,6 @@ class JanitorConfig(CamelModel):
     # How long a device must stay an orphan before it is terminated
     # (`orphanGraceSeconds`, default 600).
     grace_seconds: float = Field(default=600.0, ge=0)
-
-
-class JanitorInput(CamelModel):
-    account: str
-    config: JanitorConfig | None = None
-    # Carried across continue-as-new (a `workflows.orphan_state.JanitorState` as JSON).
-    state: dict[str, object] | None = None
 
 
 class OrphanDevice(CamelModel):

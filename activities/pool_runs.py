@@ -1,53 +1,127 @@
-"""Activity `pool_running`: asks Temporal (not the provider) whether a health check's pool is still there.
+"""Is my pool running? The one place activities ask Temporal (not the provider) about workflows.
 
-A health check is started with `ParentClosePolicy.ABANDON`, so nothing ends it
-when its pool is terminated, fails or completes. Each cycle it asks this first
-(`workflows/health/workflow.py`), and ends when the answer is no.
+`pool_running` answers for a health check or a batch: the pool's workflow id
+has a running run *of the same chain* as the run that started the asker
+(same first run id). A pool continuing-as-new keeps its id running throughout,
+so this never misfires on a hand-over; a pool deleted and applied again under
+the same name is another chain, and must not keep an old pool's children.
 
-"Still there" means: the pool's workflow id has a running run, and that run
-belongs to the same chain of runs as the one that started the check (same
-first run id). A pool continuing-as-new keeps its id running throughout (the
-next run starts in the same server transaction that closes the last), so this
-never misfires on a hand-over; a pool deleted and applied again under the same
-name is another chain, and its new run must not keep an old pool's check.
+`check_pool` answers for the orphan sweep on the same call, without a chain
+(any pool of that name adopts the devices by their `pool` label) but with the
+account: a pool of that name running on another account never lists them.
+`still_running` and `workflows_running` ask the same of any workflow id.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
+from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.activities.models import PoolRunInput, PoolRunResult
+from devicepool.api.names import SA_ACCOUNT, pool_workflow_id
 
-__all__ = ["NOT_FOUND", "pool_running"]
+__all__ = [
+    "NOT_FOUND",
+    "PoolCheck",
+    "check_pool",
+    "pool_running",
+    "still_running",
+    "workflows_running",
+]
 
 NOT_FOUND = "NOT_FOUND"
+_KEY_ACCOUNT = SearchAttributeKey.for_keyword(SA_ACCOUNT)
 
 
 async def pool_running(client: Client, input: PoolRunInput) -> PoolRunResult:
-    """Describe the pool's latest run (and, once, the run that started the check)."""
+    """Describe the pool's latest run (and, once, the run that started the asker)."""
+    found, _ = await _pool_run(client, input)
+    return found
+
+
+@dataclass(frozen=True)
+class PoolCheck:
+    """What Temporal says of the pool a device names."""
+
+    orphaned: bool
+    # RUNNING, TERMINATED, ..., NOT_FOUND, or "runs on account X"
+    state: str
+
+
+async def check_pool(client: Client, pool: str, account: str) -> PoolCheck:
+    """Whether devices of `pool` at `account` are orphans: no pool of that name runs there.
+
+    Raises `RPCError` when Temporal does not answer (not knowing is not orphaned).
+    """
+    try:
+        found, latest = await _pool_run(client, PoolRunInput(workflow_id=pool_workflow_id(pool)))
+    except RPCError as err:
+        if err.status == RPCStatusCode.INVALID_ARGUMENT:
+            # No workflow can have that id (a label devicepool never wrote):
+            # no pool will ever list the device either.
+            return PoolCheck(orphaned=True, state="no such pool (invalid name)")
+        raise
+    if not found.running or latest is None:
+        return PoolCheck(orphaned=True, state=found.status)
+    # A pool started without its attributes (a bare test, the stock CLI) is
+    # taken to be on this account: when in doubt, a device is not an orphan.
+    runs_on = latest.typed_search_attributes.get(_KEY_ACCOUNT)
+    if runs_on and runs_on != account:
+        return PoolCheck(orphaned=True, state=f"runs on account {runs_on}")
+    return PoolCheck(orphaned=False, state=found.status)
+
+
+async def still_running(client: Client, workflow_id: str) -> bool:
+    """Whether the id's latest run runs; not knowing (an RPC error) counts as running."""
+    try:
+        described = await _describe(client, workflow_id)
+    except RPCError:
+        return True
+    return described is not None and described.status == WorkflowExecutionStatus.RUNNING
+
+
+async def workflows_running(client: Client, workflow_ids: Iterable[str]) -> list[str]:
+    """The ids whose latest run runs; an id Temporal does not know is not running."""
+    running = []
+    for workflow_id in workflow_ids:
+        described = await _describe(client, workflow_id)
+        if described is not None and described.status == WorkflowExecutionStatus.RUNNING:
+            running.append(workflow_id)
+    return running
+
+
+async def _pool_run(
+    client: Client, input: PoolRunInput
+) -> tuple[PoolRunResult, WorkflowExecutionDescription | None]:
     latest = await _describe(client, input.workflow_id)
     if latest is None:
         # Unknown to Temporal: ended and past its retention, or never there.
-        return PoolRunResult(running=False, first_run_id=input.first_run_id, status=NOT_FOUND)
+        found = PoolRunResult(running=False, first_run_id=input.first_run_id, status=NOT_FOUND)
+        return found, None
     current_chain = _first_run_id(latest)
     chain = input.first_run_id
     if not chain and input.run_id:
         started = await _describe(client, input.workflow_id, run_id=input.run_id)
         chain = _first_run_id(started) if started is not None else ""
-    # Nothing to compare with (a check started without a parent, or its
-    # parent's run is past retention): trust the id, as before chains were known.
+    # Nothing to compare with (asked without a chain, or the asker's parent
+    # run is past retention): trust the id.
     chain = chain or current_chain
     status = WorkflowExecutionStatus(latest.status).name if latest.status else ""
     running = latest.status == WorkflowExecutionStatus.RUNNING and current_chain == chain
-    return PoolRunResult(
+    found = PoolRunResult(
         running=running, first_run_id=chain, status=status, latest_first_run_id=current_chain
     )
+    return found, latest
 
 
 async def _describe(
     client: Client, workflow_id: str, *, run_id: str | None = None
 ) -> WorkflowExecutionDescription | None:
+    """The run's description; None when Temporal does not know it."""
     try:
         return await client.get_workflow_handle(workflow_id, run_id=run_id or None).describe()
     except RPCError as err:

@@ -60,9 +60,9 @@ from _stack import dev_server, emulator_process, worker_process  # noqa: E402  (
 
 from devicepool.activities.devices import DeviceActivities  # noqa: E402
 from devicepool.activities.models import AccountSettings, PoolSettings  # noqa: E402
-from devicepool.activities.permits import register_accounts  # noqa: E402
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id  # noqa: E402
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta  # noqa: E402
+from devicepool.worker.accounts import register_accounts  # noqa: E402
 from devicepool.worker.build import account_workers, pool_queue_workers  # noqa: E402
 from devicepool.workflows.pool.messages import PoolInput  # noqa: E402
 from tests.support.emulator import stats as emulator_stats  # noqa: E402

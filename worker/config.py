@@ -5,6 +5,7 @@ The file (``--config``, default ``devicepool.yaml``; see
 
     accounts:                      # provider accounts, by the name pools use
       default:                     #   in spec.providerCredentialRef
+        api: rest                  # the provider adapter (optional; rest, the only one so far)
         baseUrl: https://api.bitcloudphone.example
         apiKeyFile: /run/secrets/bcp-default   # or apiKeyEnv: BCP_DEFAULT_KEY
         createsPerMinute: 20       # the account's creation window
@@ -71,6 +72,7 @@ import yaml
 
 from devicepool.activities.definitions import CREATE_START_TO_CLOSE_TIMEOUT
 from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
+from devicepool.activities.providers import PROVIDER_APIS
 from devicepool.activities.secrets import Scrubber
 from devicepool.worker.config_file import (
     DEFAULT_MAX_CACHED_WORKFLOWS,
@@ -246,6 +248,11 @@ def _accounts(
     accounts: dict[str, AccountSettings] = {}
     for name, account in parsed.accounts.items():
         where = f"{source}: accounts.{name}"
+        if account.api not in PROVIDER_APIS:
+            raise ConfigError(
+                f"{where}.api: unknown provider API {account.api!r} "
+                f"(known: {', '.join(PROVIDER_APIS)})"
+            )
         check_url(account.base_url, f"{where}.baseUrl")
         _check_timeout(account.timeout_seconds, f"{where}.timeoutSeconds")
         key = read_secret(
@@ -258,6 +265,7 @@ def _accounts(
         )
         accounts[name] = AccountSettings(
             name=name,
+            api=account.api,
             base_url=account.base_url.rstrip("/"),
             api_key=key,
             creates_per_minute=account.creates_per_minute,

@@ -30,6 +30,8 @@ class _FileModel(BaseModel):
 
 
 class AccountFile(_FileModel):
+    # The provider adapter that speaks to the account (`activities.providers.PROVIDER_APIS`).
+    api: str = "rest"
     base_url: str
     api_key_file: str | None = None
     api_key_env: str | None = None

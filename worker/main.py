@@ -42,9 +42,8 @@ from temporalio.worker import Worker
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.orphan_models import JanitorConfig
-from devicepool.activities.orphans import start_janitors
-from devicepool.activities.permits import register_accounts
 from devicepool.connect import connect
+from devicepool.worker.accounts import register_accounts, start_janitors
 from devicepool.worker.build import build_workers
 from devicepool.worker.config import WorkerConfig
 from devicepool.worker.http import HttpEndpoint, start_http_server

@@ -71,15 +71,15 @@ async def two_workers(
 
 def count_lists(acts: DeviceActivities) -> list[float]:
     """The monotonic times of each provider listing this worker makes."""
-    client = acts._client("default")
+    provider = acts._provider("default")
     calls: list[float] = []
-    real = client.list_devices
+    real = provider.list_pool
 
-    async def counted(**kwargs: Any) -> Any:
+    async def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(time.monotonic())
-        return await real(**kwargs)
+        return await real(*args, **kwargs)
 
-    client.list_devices = counted  # type: ignore[method-assign]
+    provider.list_pool = counted  # type: ignore[method-assign]
     return calls
 
 

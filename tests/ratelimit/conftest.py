@@ -28,9 +28,9 @@ from wf_support import FAST, cancel_running_pools
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings
-from devicepool.activities.permits import register_accounts
 from devicepool.connect import DATA_CONVERTER, connect
 from devicepool.emulator.app import EmulatorConfig, create_app
+from devicepool.worker.accounts import register_accounts
 from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.pool.search_attributes import search_attribute_keys
 from tests.support.binaries import temporal_binary

@@ -29,7 +29,7 @@ from temporalio.worker import (
 )
 
 from devicepool.activities.ledger_calls import ledger_hold
-from devicepool.activities.models import LedgerConfig, LedgerInput
+from devicepool.activities.models import LedgerConfig
 from devicepool.api.names import (
     QUERY_LEDGER,
     SIGNAL_PERMIT_REQUEST,
@@ -37,6 +37,7 @@ from devicepool.api.names import (
     ledger_workflow_id,
 )
 from devicepool.worker.build import new_worker
+from devicepool.workflows.ledger.state import LedgerInput
 from devicepool.workflows.ledger.workflow import AccountLedgerWorkflow
 from devicepool.workflows.shared.protocol import PermitRequest
 from tests.support.waits import eventually

@@ -32,7 +32,6 @@ from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, PoolSettings
 from devicepool.activities.orphan_models import JanitorConfig
 from devicepool.activities.orphans import start_janitors
-from devicepool.activities.permits import register_accounts
 from devicepool.api.names import (
     UPDATE_SCALE,
     health_workflow_id,
@@ -43,6 +42,7 @@ from devicepool.api.names import (
 )
 from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
+from devicepool.worker.accounts import register_accounts
 from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.pool.messages import Accepted, ScaleRequest
 from devicepool.workflows.pool.search_attributes import search_attribute_keys

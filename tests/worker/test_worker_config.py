@@ -73,6 +73,11 @@ def test_environment_overrides_win(tmp_path: Path) -> None:
             "accounts.default.colour: unknown field",
         ),
         (account(), {}, "accounts.default.apiKeyFile: required"),
+        (
+            account(apiKeyEnv="K", api="bitbrowser"),
+            {"K": KEY},
+            "accounts.default.api: unknown provider API 'bitbrowser' (known: rest)",
+        ),
         (account(apiKeyEnv="K"), {}, "accounts.default.apiKeyEnv: environment variable K"),
         (account(apiKeyEnv="K"), {"K": "  "}, "accounts.default.apiKeyEnv"),
         (
@@ -221,3 +226,16 @@ def test_the_teardown_and_health_liveness_intervals_reach_the_pools() -> None:
     config = build_config({**account(apiKeyEnv="K"), "intervals": intervals}, env={"K": KEY})
     assert config.settings.teardown_blocked_after_seconds == 20
     assert config.settings.health_liveness_seconds == 45
+
+
+def test_an_account_speaks_rest_unless_it_names_another_provider_api() -> None:
+    plain = build_config(account(apiKeyEnv="K"), env={"K": KEY}).accounts["default"]
+    named = build_config(account(apiKeyEnv="K", api="rest"), env={"K": KEY}).accounts["default"]
+    assert (plain.api, named.api) == ("rest", "rest")
+
+
+def test_every_provider_api_the_config_takes_has_an_adapter() -> None:
+    from devicepool.activities.providers import PROVIDER_APIS
+    from devicepool.activities.providers.registry import ADAPTERS
+
+    assert set(PROVIDER_APIS) == set(ADAPTERS)

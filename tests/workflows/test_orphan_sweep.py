@@ -39,13 +39,12 @@ from wf_support import (
     start_pool,
 )
 
-from devicepool.activities.models import AccountSettings, LedgerConfig, LedgerInput
+from devicepool.activities.models import AccountSettings, LedgerConfig
 from devicepool.activities.orphan_models import (
     FindOrphansInput,
     JanitorConfig,
     TerminateOrphansInput,
 )
-from devicepool.activities.orphans import start_janitors
 from devicepool.api.names import (
     QUERY_ORPHANS,
     SIGNAL_LEDGER_CONFIGURE,
@@ -59,7 +58,9 @@ from devicepool.api.names import (
 )
 from devicepool.client.pool_client import PoolClient
 from devicepool.connect import DATA_CONVERTER
+from devicepool.worker.accounts import start_janitors
 from devicepool.workflows import WORKFLOWS
+from devicepool.workflows.ledger.state import LedgerInput
 from devicepool.workflows.orphans.state import OrphanReport
 from devicepool.workflows.pool.search_attributes import KEY_ACCOUNT
 from tests.support.emulator import create_device

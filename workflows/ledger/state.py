@@ -7,9 +7,8 @@ of `workflows/ledger/workflow.py` (see that module's docstring): no Temporal, no
 (tests/ratelimit/test_rl_ledger_state.py). Who gets the free permits of a round is
 `workflows/ledger/dealing.py`.
 
-The message models are imported from `devicepool.workflows.ledger.workflow` by the pool
-and the provisioning batch; they live here so that this module and the dealing
-need nothing of the workflow.
+`LedgerInput` starts a run (from a worker, `worker/accounts.py`) and carries the
+state to the next; `LedgerView` is the `ledger` query's answer.
 """
 
 from __future__ import annotations
@@ -248,3 +247,45 @@ class LedgerState(CamelModel):
         """The pools with requests waiting or permits outstanding, and `also`."""
         pools = {r.pool for r in self.queue} | {o.pool for o in self.outstanding.values()}
         return sorted(pools | {also})
+
+
+class LedgerInput(CamelModel):
+    account: str
+    config: LedgerConfig | None = None
+    # Carried across continue-as-new (None: a new ledger).
+    state: LedgerState | None = None
+
+
+class LedgerView(CamelModel):
+    """Query `ledger`: the account's window as the ledger counts it now."""
+
+    account: str
+    capacity: int
+    window_seconds: float
+    margin_seconds: float
+    counted: int
+    outstanding: int
+    # request id -> permits it still waits for
+    waiting: dict[str, int]
+    expecting: list[str]
+    paused_until: datetime | None
+    paused_reason: str | None
+    allowance: int | None
+    stats: LedgerStats
+
+    @classmethod
+    def of(cls, account: str, s: LedgerState) -> LedgerView:
+        return cls(
+            account=account,
+            capacity=s.config.capacity,
+            window_seconds=s.config.window_seconds,
+            margin_seconds=s.config.margin_seconds,
+            counted=s.counted(),
+            outstanding=s.in_flight(),
+            waiting={r.request_id: r.count for r in s.queue},
+            expecting=sorted(s.intents),
+            paused_until=s.paused_until,
+            paused_reason=s.paused_reason,
+            allowance=s.allowance,
+            stats=s.stats.model_copy(),
+        )

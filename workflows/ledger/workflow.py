@@ -68,14 +68,13 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities.definitions import LEDGER_HOLD
-    from devicepool.activities.models import LedgerConfig, LedgerInput, RateLimitedReport
+    from devicepool.activities.models import LedgerConfig, RateLimitedReport
     from devicepool.api.names import (
         QUERY_LEDGER,
         SIGNAL_ACCOUNT_PAUSED,
@@ -90,7 +89,7 @@ with workflow.unsafe.imports_passed_through():
         pool_workflow_id,
     )
     from devicepool.workflows.ledger.dealing import deal, due_announcements
-    from devicepool.workflows.ledger.state import Issued, LedgerState
+    from devicepool.workflows.ledger.state import Issued, LedgerInput, LedgerState, LedgerView
     from devicepool.workflows.shared.protocol import (
         AccountPause,
         PermitGrant,
@@ -106,6 +105,7 @@ DELIVERY_WAIT = timedelta(seconds=60)
 # import them from here); they are defined beside the state that holds them.
 __all__ = [
     "AccountLedgerWorkflow",
+    "LedgerInput",
     "LedgerState",
     "PermitGrant",
     "PermitIntent",
@@ -120,7 +120,7 @@ class AccountLedgerWorkflow:
     def __init__(self, input: LedgerInput) -> None:
         self._account = input.account
         # Everything the ledger knows, carried whole across continue-as-new.
-        self._s = LedgerState.model_validate(input.state) if input.state else LedgerState()
+        self._s = input.state or LedgerState()
         if input.config is not None:
             self._s.config = input.config
         # Per run, never carried: a message arrived since the last round, and
@@ -141,9 +141,7 @@ class AccountLedgerWorkflow:
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 await self._deliveries_settled()
-                workflow.continue_as_new(
-                    LedgerInput(account=self._account, state=self._s.to_json_dict())
-                )
+                workflow.continue_as_new(LedgerInput(account=self._account, state=self._s))
             await self._wait_for_change()
 
     async def _hold_first_window(self) -> None:
@@ -301,20 +299,8 @@ class AccountLedgerWorkflow:
             workflow.logger.info("ledger %s: pool %s not told: %s", self._account, pool, err)
 
     @workflow.query(name=QUERY_LEDGER)
-    def ledger(self) -> dict[str, Any]:
-        s = self._s
-        return {
-            "account": self._account,
-            **s.config.model_dump(by_alias=True),
-            "counted": s.counted(),
-            "outstanding": s.in_flight(),
-            "waiting": {r.request_id: r.count for r in s.queue},
-            "expecting": sorted(s.intents),
-            "pausedUntil": s.paused_until.isoformat() if s.paused_until else None,
-            "pausedReason": s.paused_reason,
-            "allowance": s.allowance,
-            "stats": s.stats.model_dump(by_alias=True),
-        }
+    def ledger(self) -> LedgerView:
+        return LedgerView.of(self._account, self._s)
 
     def _publish_details(self) -> None:
         s = self._s

@@ -17,6 +17,9 @@ The rules, each a method here with its own tests:
   account every 150 s). The janitor also wakes when the earliest orphan falls
   due, so a device goes within one scan of its grace, not two.
 
+`JanitorInput` starts a run (from a worker, `worker/accounts.py`) and carries
+the state to the next.
+
 `DEVICE_HOUR_USD` is what an orphan costs while it lives: the provider's
 price of about $0.10 per device-hour (DESIGN.md; no config names a price).
 """
@@ -39,6 +42,7 @@ from devicepool.api.base import CamelModel
 __all__ = [
     "DEVICE_HOUR_USD",
     "RECENT_SWEPT",
+    "JanitorInput",
     "JanitorState",
     "OrphanEntry",
     "OrphanRecord",
@@ -203,3 +207,10 @@ class JanitorState(CamelModel):
             terminated_total=self.terminated_total,
             swept=list(self.swept),
         )
+
+
+class JanitorInput(CamelModel):
+    account: str
+    config: JanitorConfig | None = None
+    # Carried across continue-as-new (None: a new janitor).
+    state: JanitorState | None = None

@@ -11,7 +11,7 @@ whose pool runs is never an orphan, whether or not the pool has observed it
 yet: a create and the pool's next listing are some seconds apart.
 
 Every worker signal-with-starts the janitor of each account it serves
-(`activities.orphans.start_janitors`), as it does the account's ledger.
+(`worker.accounts.start_janitors`), as it does the account's ledger.
 
 Messages
 - signal `configure` (`JanitorConfig`): the worker's grace, at each worker start.
@@ -47,7 +47,6 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.activities.orphan_models import (
         FindOrphansInput,
         JanitorConfig,
-        JanitorInput,
         TerminateOrphansInput,
         TerminateOrphansResult,
     )
@@ -58,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW_ORPHAN_SWEEP,
     )
     from devicepool.workflows.orphans.state import (
+        JanitorInput,
         JanitorState,
         OrphanReport,
         SweepRequest,
@@ -79,7 +79,7 @@ class OrphanSweepWorkflow:
     def __init__(self, input: JanitorInput) -> None:
         self._account = input.account
         # Everything the janitor knows, carried whole across continue-as-new.
-        self._s = JanitorState.model_validate(input.state) if input.state else JanitorState()
+        self._s = input.state or JanitorState()
         if input.config is not None:
             self._s.config = input.config
         # Per run: a scan and a sweep never interleave (the loop's and an update's).
@@ -99,9 +99,7 @@ class OrphanSweepWorkflow:
             self._publish_details()
             if workflow.info().is_continue_as_new_suggested() or self._scans >= MAX_SCANS_PER_RUN:
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(
-                    JanitorInput(account=self._account, state=self._s.to_json_dict())
-                )
+                workflow.continue_as_new(JanitorInput(account=self._account, state=self._s))
             await self._wait()
 
     async def _wait(self) -> None:

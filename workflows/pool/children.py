@@ -17,7 +17,7 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import ActivityError, FailureError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
-from devicepool.activities.models import PoolSettings
+from devicepool.activities.models import PoolSettings, device_template
 from devicepool.api.names import (
     SIGNAL_HEALTH_CONFIG,
     SIGNAL_PERMIT_INTENT,
@@ -130,17 +130,12 @@ def batch_input(
     replacement: bool,
 ) -> ProvisionBatchInput:
     """What a batch needs to create `slots` under `generation`'s keys (names only, no secrets)."""
-    proxy = spec.proxy
     return ProvisionBatchInput(
         pool=pool,
         parent_workflow_id=workflow.info().workflow_id,
         replacement=replacement,
         account=spec.provider_credential_ref,
-        platform=spec.platform,
-        region=spec.region,
-        os_version=spec.os_version,
-        proxy_pool=proxy.pool_ref if proxy else None,
-        sticky_ttl=proxy.sticky_ttl if proxy else 0,
+        template=device_template(spec),
         generation=generation,
         slots=slots,
         incarnation=incarnation(),

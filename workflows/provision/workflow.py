@@ -338,15 +338,11 @@ class ProvisionBatchWorkflow:
                 CreateDeviceInput(
                     account=input.account,
                     pool=input.pool,
-                    platform=input.platform,
-                    region=input.region,
-                    os_version=input.os_version,
+                    template=input.template,
                     name=f"{input.pool}-{slot}",
                     idempotency_key=create_idempotency_key(
                         input.pool, input.generation, slot, input.incarnation
                     ),
-                    proxy_pool=input.proxy_pool,
-                    sticky_ttl=input.sticky_ttl,
                     extra_labels={LABEL_SLOT: slot_label(slot, input.incarnation)},
                 ),
                 task_queue=account_task_queue(input.account),

@@ -14,12 +14,12 @@ nothing from another sub-package.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from devicepool.activities.models import PoolSettings
+from devicepool.activities.models import DeviceTemplate, PoolSettings, fold_template
 from devicepool.api.base import CamelModel
-from devicepool.api.v1alpha1 import Platform
 
 __all__ = [
     "AccountPause",
@@ -42,11 +42,8 @@ class ProvisionBatchInput(CamelModel):
     pool: str
     parent_workflow_id: str
     account: str
-    platform: Platform
-    region: str
-    os_version: str
-    proxy_pool: str | None = None
-    sticky_ttl: int = 0
+    # what each device is created from, handed whole to every create
+    template: DeviceTemplate
     generation: int
     slots: list[int]
     # the pool's first run id, shortened: part of every create's idempotency key
@@ -55,6 +52,11 @@ class ProvisionBatchInput(CamelModel):
     poll_seconds: float = 5.0
     # Replaces unhealthy devices: the account's ledger serves it before growth.
     replacement: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_v0_1_0(cls, data: Any) -> Any:
+        return fold_template(data)
 
 
 class BatchReport(CamelModel):

@@ -1,0 +1,219 @@
+"""What the pool knows of a device: its status vocabulary, its view, its compact rows.
+
+`DeviceInfo` is one device as a listing shows it and `DeviceStatusInfo` one
+entry of a status read; every provider adapter answers in these, whatever its
+own JSON. `device_fingerprint` and `suspects_fingerprint` are the digests the
+watches and the workflows compare; `device_rows` / `devices_from_rows` are the
+compact form a pool's history holds per listing. Pure: workflows import this.
+
+Device statuses are one closed vocabulary, `DeviceStatus`; the models' `status`
+fields stay plain strings so that a status a provider adds later still loads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field
+
+from devicepool.api.base import CamelModel
+from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
+
+__all__ = [
+    "ALIVE_STATUSES",
+    "BUSY",
+    "DEVICE_ROW",
+    "DEVICE_STATUSES",
+    "FAILED",
+    "OFFLINE",
+    "PROVISIONING",
+    "READY",
+    "REBOOTING",
+    "TERMINATED",
+    "TERMINATING",
+    "DeviceInfo",
+    "DeviceStatus",
+    "DeviceStatusInfo",
+    "HealthSuspect",
+    "device_fingerprint",
+    "device_rows",
+    "devices_from_rows",
+    "suspects_fingerprint",
+]
+
+
+class DeviceStatus(StrEnum):
+    """A device's status at the provider: the contract's lifecycle.
+
+    A `StrEnum`, so a member equals (and hashes like, and serializes as) its
+    plain string: `DeviceStatus.READY == "ready"`, and a `Counter` of raw
+    status strings can be read with a member.
+    """
+
+    PROVISIONING = "provisioning"
+    READY = "ready"
+    BUSY = "busy"
+    OFFLINE = "offline"
+    REBOOTING = "rebooting"
+    TERMINATING = "terminating"
+    TERMINATED = "terminated"
+    FAILED = "failed"
+
+
+# The module-level names existing code imports; each is the enum member itself.
+PROVISIONING = DeviceStatus.PROVISIONING
+READY = DeviceStatus.READY
+BUSY = DeviceStatus.BUSY
+OFFLINE = DeviceStatus.OFFLINE
+REBOOTING = DeviceStatus.REBOOTING
+TERMINATING = DeviceStatus.TERMINATING
+TERMINATED = DeviceStatus.TERMINATED
+FAILED = DeviceStatus.FAILED
+DEVICE_STATUSES: tuple[DeviceStatus, ...] = tuple(DeviceStatus)
+# A device the pool still pays for and still counts (not on its way out).
+ALIVE_STATUSES: frozenset[DeviceStatus] = frozenset(
+    {PROVISIONING, READY, BUSY, OFFLINE, REBOOTING, FAILED}
+)
+
+
+class DeviceInfo(CamelModel):
+    """What the pool needs to know about one device (no secrets: the proxy is by name)."""
+
+    id: str
+    # Plain `str`, not `DeviceStatus`: a provider may add a status the enum does
+    # not know yet, and one odd device must not fail the whole observation.
+    # Compare with `DeviceStatus` members (a member equals its string); the JSON
+    # is the provider's status string either way.
+    status: str
+    region: str = ""
+    created_at: datetime
+    updated_at: datetime | None = None
+    session_active: bool = False
+    last_activity_at: datetime | None = None
+    reason: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def idle_since(self) -> datetime:
+        """The moment the device last did anything (its idle clock starts there)."""
+        return self.last_activity_at or self.updated_at or self.created_at
+
+
+class DeviceStatusInfo(CamelModel):
+    id: str
+    status: str  # plain `str` on purpose, as in `DeviceInfo.status`
+    reason: str | None = None
+    session_active: bool = False
+    last_activity_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class HealthSuspect(CamelModel):
+    """A device the health check must judge: offline, or still provisioning/failed too long."""
+
+    id: str
+    status: str
+    created_at: datetime
+    updated_at: datetime | None = None
+
+
+def device_fingerprint(devices: list[DeviceInfo]) -> str:
+    """A short stable digest of what a reconcile pass cares about in a device list.
+
+    Pure (the workflow computes it too, to tell the watch activity what it last
+    saw): ids, statuses and sessions; timestamps are left out on purpose so a
+    heartbeat-only change at the provider does not wake the pool.
+    """
+    parts = sorted(f"{d.id}|{d.status}|{int(d.session_active)}" for d in devices)
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+# A compact listing: one JSON array per device, in this order. The pool's own
+# label is implied by the listing (by `pool=<name>`); `managed-by=devicepool`
+# is bit 1 of `flags` (bit 0: session active); timestamps are epoch seconds to
+# the millisecond; trailing empty cells are left out.
+DEVICE_ROW = (
+    "id",
+    "status",
+    "region",
+    "createdAt",
+    "updatedAt",
+    "flags",
+    "lastActivityAt",
+    "reason",
+    "labels",
+)
+_SESSION, _MANAGED = 1, 2
+
+
+def _epoch(value: datetime | None) -> float | None:
+    return None if value is None else round(value.timestamp(), 3)
+
+
+def _time(value: Any) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(float(value), UTC)
+
+
+def device_rows(devices: list[DeviceInfo], *, pool: str) -> list[list[Any]]:
+    """`devices` as compact rows (`DEVICE_ROW`); `devices_from_rows` reads them back."""
+    rows: list[list[Any]] = []
+    for d in devices:
+        labels = dict(d.labels)
+        if labels.get(LABEL_POOL) == pool:
+            del labels[LABEL_POOL]
+        flags = _SESSION if d.session_active else 0
+        if labels.get(LABEL_MANAGED_BY) == MANAGED_BY:
+            del labels[LABEL_MANAGED_BY]
+            flags |= _MANAGED
+        row: list[Any] = [
+            d.id,
+            d.status,
+            d.region,
+            _epoch(d.created_at),
+            _epoch(d.updated_at),
+            flags,
+            _epoch(d.last_activity_at),
+            d.reason,
+            labels or None,
+        ]
+        while row[-1] is None:
+            row.pop()
+        rows.append(row)
+    return rows
+
+
+def devices_from_rows(rows: list[list[Any]], *, pool: str) -> list[DeviceInfo]:
+    """The devices `device_rows` made rows of (pure: the workflow reads them)."""
+    devices = []
+    for row in rows:
+        cell = dict(zip(DEVICE_ROW, row, strict=False))
+        flags = int(cell.get("flags") or 0)
+        labels = {LABEL_POOL: pool}
+        if flags & _MANAGED:
+            labels[LABEL_MANAGED_BY] = MANAGED_BY
+        labels.update(cell.get("labels") or {})
+        devices.append(
+            DeviceInfo(
+                id=cell["id"],
+                status=cell["status"],
+                region=cell.get("region") or "",
+                created_at=_time(cell["createdAt"]) or datetime.fromtimestamp(0, UTC),
+                updated_at=_time(cell.get("updatedAt")),
+                session_active=bool(flags & _SESSION),
+                last_activity_at=_time(cell.get("lastActivityAt")),
+                reason=cell.get("reason"),
+                labels=labels,
+            )
+        )
+    return devices
+
+
+def suspects_fingerprint(suspects: list[HealthSuspect]) -> str:
+    """A short digest of the suspects' ids and statuses (pure; the workflow computes it too)."""
+    if not suspects:
+        return ""
+    parts = sorted(f"{s.id}|{s.status}" for s in suspects)
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]

@@ -1,0 +1,58 @@
+"""One adapter per account, chosen by the account's `api` (the worker config's `accounts.<name>.api`).
+
+A second transport is one more entry in `ADAPTERS` (and its name in
+`base.PROVIDER_APIS`, which the config checks without loading any adapter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+
+from devicepool.activities.bitcloudphone import BitCloudPhoneClient
+from devicepool.activities.metrics import Metrics
+from devicepool.activities.providers.base import Provider
+from devicepool.activities.providers.rest import RestProvider
+from devicepool.activities.secrets import Scrubber
+from devicepool.activities.settings import AccountSettings
+
+__all__ = ["ADAPTERS", "Transport", "build_provider"]
+
+# What tests hand an adapter instead of the network (an in-process emulator).
+Transport = httpx.AsyncBaseTransport
+
+
+def _rest(
+    account: AccountSettings, transport: Transport | None, metrics: Metrics, scrubber: Scrubber
+) -> Provider:
+    return RestProvider(
+        BitCloudPhoneClient(
+            base_url=account.base_url,
+            api_key=account.api_key,
+            timeout=account.timeout_seconds,
+            transport=transport,
+            metrics=metrics,
+            scrubber=scrubber,
+        )
+    )
+
+
+ADAPTERS: dict[str, Callable[[AccountSettings, Transport | None, Metrics, Scrubber], Provider]] = {
+    "rest": _rest,
+}
+
+
+def build_provider(
+    account: AccountSettings,
+    *,
+    transport: Transport | None = None,
+    metrics: Metrics,
+    scrubber: Scrubber,
+) -> Provider:
+    """The adapter for `account` (a `ValueError` for an `api` no adapter speaks)."""
+    build = ADAPTERS.get(account.api)
+    if build is None:
+        known = ", ".join(sorted(ADAPTERS))
+        raise ValueError(f"account {account.name!r}: unknown api {account.api!r} (known: {known})")
+    return build(account, transport, metrics, scrubber)

@@ -1,0 +1,69 @@
+"""The `rest` adapter: the REST contract of DESIGN.md, through `BitCloudPhoneClient`.
+
+The client (`activities/bitcloudphone.py`) does the HTTP: auth, paging, bounds,
+error mapping and scrubbing. This adapter turns the engine's questions into its
+calls and the contract's JSON into the pool's views (`activities.device_views`).
+Pool membership is the `pool` label, the devices devicepool manages carry
+`managed-by=devicepool`, and the idempotency key travels as the contract's
+`Idempotency-Key` header.
+"""
+
+from __future__ import annotations
+
+from devicepool.activities.bitcloudphone import BitCloudPhoneClient
+from devicepool.activities.device_models import DeviceInfo, DeviceStatusInfo
+from devicepool.activities.device_views import device_info, device_status_info
+from devicepool.activities.providers.base import NewDevice, ProviderDevice
+from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
+
+__all__ = ["RestProvider"]
+
+
+class RestProvider:
+    """One account at a REST provider (implements `providers.Provider`)."""
+
+    def __init__(self, client: BitCloudPhoneClient) -> None:
+        self.client = client
+
+    def __repr__(self) -> str:
+        return f"RestProvider({self.client!r})"
+
+    async def list_pool(self, pool: str) -> list[DeviceInfo]:
+        return [device_info(d) for d in await self.client.list_devices(labels={LABEL_POOL: pool})]
+
+    async def list_managed(self) -> list[ProviderDevice]:
+        raw = await self.client.list_devices(labels={LABEL_MANAGED_BY: MANAGED_BY})
+        return [ProviderDevice(device_info(d), str(d.get("platform") or "")) for d in raw]
+
+    async def get_device(self, device_id: str) -> ProviderDevice:
+        raw = await self.client.get_device(device_id)
+        return ProviderDevice(device_info(raw), str(raw.get("platform") or ""))
+
+    async def create_device(self, new: NewDevice) -> DeviceInfo:
+        template = new.template
+        raw = await self.client.create_device(
+            template.platform,
+            region=template.region,
+            os_version=template.os_version,
+            name=new.name,
+            labels=dict(new.labels),
+            proxy=None if new.proxy is None else new.proxy.body(),
+            idempotency_key=new.idempotency_key,
+        )
+        return device_info(raw)
+
+    async def remove_device(self, device_id: str) -> None:
+        await self.client.delete_device(device_id)
+
+    async def read_statuses(self, ids: list[str]) -> tuple[list[DeviceStatusInfo], list[str]]:
+        items, not_found = await self.client.batch_status(ids)
+        return [device_status_info(item) for item in items], not_found
+
+    async def region_status(self, region: str) -> str:
+        for listed in await self.client.regions():
+            if listed.get("name") == region:
+                return str(listed.get("status"))
+        return "unknown"
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

@@ -1,0 +1,94 @@
+"""What the worker is configured with, as the activities hold it: accounts, proxy pools, intervals.
+
+`AccountSettings` and `ProxyPoolSettings` hold secrets and live in the worker
+process only: they are never serialized into a workflow or activity payload.
+`PoolSettings` (the intervals) and `LedgerConfig` (an account's creation
+window) carry none, and travel to the workflows. Built once by
+``worker/config.py``.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from devicepool.api.base import CamelModel
+
+__all__ = ["AccountSettings", "LedgerConfig", "PoolSettings", "ProxyPoolSettings"]
+
+
+class AccountSettings(BaseModel):
+    """One provider account as the worker knows it. Holds the secret; never serialized."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    # Which provider adapter speaks to it (`activities.providers.PROVIDER_APIS`).
+    api: str = "rest"
+    base_url: str
+    api_key: SecretStr
+    creates_per_minute: int = Field(default=20, ge=1)
+    timeout_seconds: float = Field(default=10.0, gt=0)
+    # The provider's rate window (60 s; shorter only against a sped-up emulator)
+    # and the safety margin the permit ledger adds to it.
+    window_seconds: float = Field(default=60.0, gt=0)
+    window_margin_seconds: float = Field(default=1.0, ge=0)
+
+
+class ProxyPoolSettings(BaseModel):
+    """A proxy gateway. `username_template` may use `{session}` and `{ttl}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    type: str = "socks5"
+    host: str
+    port: int = Field(ge=1, le=65535)
+    username_template: str = "user-session-{session}-ttl-{ttl}"
+    password: SecretStr = SecretStr("")
+
+
+class PoolSettings(CamelModel):
+    """Intervals from the worker's configuration, passed in the workflow input.
+
+    Workflows never read the environment or files: each pool run asks the worker
+    for these through the `pool_settings` activity (or a test passes them in
+    the workflow input), and carries them in its state.
+    """
+
+    resync_seconds: float = Field(default=30.0, gt=0)
+    health_seconds: float = Field(default=60.0, gt=0)
+    offline_after_seconds: float = Field(default=180.0, gt=0)
+    startup_timeout_seconds: float = Field(default=300.0, gt=0)
+    idle_grace_seconds: float = Field(default=60.0, ge=0)
+    provision_batch_size: int = Field(default=20, ge=1, le=100)
+    # Longest a quiet pool goes without a workflow task (the watch activity's cap).
+    watch_max_seconds: float = Field(default=3600.0, gt=0)
+    # How often the pool's watch asks Temporal whether the pool's health check
+    # still runs (a check that ended is started again): in the worker, no history.
+    health_liveness_seconds: float = Field(default=300.0, gt=0)
+    # Failing replacements: after this many devices in a row never reach ready,
+    # the pool stops creating in the region and backs off (capped).
+    failure_streak_limit: int = Field(default=3, ge=1)
+    backoff_initial_seconds: float = Field(default=30.0, gt=0)
+    backoff_max_seconds: float = Field(default=900.0, gt=0)
+    # A deleted pool whose teardown keeps failing (any error, retryable too)
+    # shows `TeardownBlocked=True` within this many seconds; it keeps trying.
+    teardown_blocked_after_seconds: float = Field(default=60.0, gt=0)
+
+
+class LedgerConfig(CamelModel):
+    """One account's creation window: `capacity` creates per `window_seconds`."""
+
+    capacity: int = Field(default=20, ge=1)
+    window_seconds: float = Field(default=60.0, gt=0)
+    # Added to every window (clock skew between the provider and Temporal); also
+    # how long the first request after an idle spell waits for others to share.
+    margin_seconds: float = Field(default=1.0, ge=0)
+
+    @classmethod
+    def of(cls, account: AccountSettings) -> LedgerConfig:
+        return cls(
+            capacity=account.creates_per_minute,
+            window_seconds=account.window_seconds,
+            margin_seconds=account.window_margin_seconds,
+        )

@@ -1,0 +1,222 @@
+"""The long watches: a pool's (`watch_devices`) and its health check's (`watch_health`).
+
+Both run on the `devicepool-watch` task queue, heartbeat while they poll, and
+return only when something changed (or at `max_seconds`), so a quiet pool costs
+its history a few events an hour. `watch_health` may reuse the listing this
+process made for the pool's own watch (at most `reuse_listing_seconds` old),
+so a pool and its check cost the provider one read per interval; without one
+its own reads are at least `own_read_seconds` apart. A change is answered on a
+read of its own, never on that shared listing alone. A mixin of
+`DeviceActivities` over `AccountProviders`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+
+from temporalio import activity
+from temporalio.service import RPCError
+
+from devicepool.activities import pool_runs
+from devicepool.activities.accounts import AccountProviders
+from devicepool.activities.device_views import health_suspects
+from devicepool.activities.errors import ProviderError, to_application_error
+from devicepool.activities.heartbeats import heartbeating
+from devicepool.activities.models import (
+    DeviceInfo,
+    PoolRunInput,
+    PoolRunResult,
+    WatchDevicesInput,
+    WatchDevicesResult,
+    WatchHealthInput,
+    WatchHealthResult,
+    device_fingerprint,
+    device_rows,
+    suspects_fingerprint,
+)
+
+__all__ = ["WatchActivities"]
+
+
+def _watch_answer(
+    input: WatchDevicesInput, devices: list[DeviceInfo], fingerprint: str, *, changed: bool
+) -> WatchDevicesResult:
+    if input.compact:
+        rows = device_rows(devices, pool=input.pool)
+        return WatchDevicesResult(rows=rows, fingerprint=fingerprint, changed=changed)
+    return WatchDevicesResult(devices=devices, fingerprint=fingerprint, changed=changed)
+
+
+def _health_answer(
+    pool: PoolRunResult,
+    listing: tuple[datetime, list[DeviceInfo]],
+    *,
+    startup: timedelta,
+    previous: datetime | None,
+) -> WatchHealthResult:
+    """`watch_health`'s answer on one listing: the suspects in it and a count."""
+    checked_at, devices = listing
+    suspects = health_suspects(devices, now=checked_at, startup_timeout=startup)
+    return WatchHealthResult(
+        pool=pool,
+        devices=len(devices),
+        suspects=suspects,
+        fingerprint=suspects_fingerprint(suspects),
+        checked_at=checked_at,
+        previous_check_at=previous,
+    )
+
+
+class WatchActivities(AccountProviders):
+    """The two long-running activities (`watch_queue_activities()` of `DeviceActivities`)."""
+
+    @activity.defn
+    async def watch_devices(self, input: WatchDevicesInput) -> WatchDevicesResult:
+        self._provider(input.account)  # an unknown account fails at once, not at the deadline
+        deadline = time.monotonic() + input.max_seconds
+        health_due = time.monotonic() + input.health_every_seconds
+        poll = max(input.poll_seconds, 0.0)
+        devices: list[DeviceInfo] | None = None
+        last_error: ProviderError | None = None
+        while True:
+            try:
+                # Heartbeats while listing too: a slow or endless listing stays cancellable.
+                async with heartbeating():
+                    devices = await self._pool_devices(input.account, input.pool)
+                last_error = None
+            except ProviderError as exc:
+                if not exc.retryable:
+                    raise to_application_error(exc) from exc
+                last_error = exc
+                activity.logger.warning(
+                    "pool %s: listing devices failed, will poll again: %s", input.pool, exc
+                )
+            if devices is not None and last_error is None:
+                fingerprint = device_fingerprint(devices)
+                if fingerprint != input.fingerprint:
+                    return _watch_answer(input, devices, fingerprint, changed=True)
+            if input.health_workflow_id and devices is not None and time.monotonic() >= health_due:
+                health_due = time.monotonic() + input.health_every_seconds
+                if not await pool_runs.still_running(activity.client(), input.health_workflow_id):
+                    answer = _watch_answer(
+                        input, devices, device_fingerprint(devices), changed=False
+                    )
+                    return answer.model_copy(update={"health_ended": True})
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if devices is None:
+                    # Never saw the pool at all: an empty "unchanged" answer would lie.
+                    assert last_error is not None
+                    raise to_application_error(last_error) from last_error
+                return _watch_answer(input, devices, device_fingerprint(devices), changed=False)
+            activity.heartbeat()
+            # Cancellation (delivered through the heartbeat) lands here as CancelledError.
+            await asyncio.sleep(min(poll, remaining))
+
+    @activity.defn
+    async def watch_health(self, input: WatchHealthInput) -> WatchHealthResult:
+        """Poll every `poll_seconds` until the suspects differ from `fingerprint`, the
+        pool is gone, `until` (after a fresh read there) or `max_seconds`.
+
+        A poll reads the pool's listing this process made for the pool's own
+        watch when there is one at most `reuse_listing_seconds` old; otherwise
+        the provider, but no sooner than `own_read_seconds` after this watch's
+        last read of its own (a poll in between only asks whether the pool still
+        runs). What it answers is always a read of its own: a change seen on the
+        pool's listing is read again first.
+
+        Each poll first asks Temporal whether the pool still runs (not knowing is
+        running); a provider error is polled past, except on a fresh read (`once`,
+        `until`), where the check must not judge on old data: it raises.
+        """
+        self._provider(input.account)  # an unknown account fails at once, not at the deadline
+        start = time.monotonic()
+        deadline = start + input.max_seconds
+        until = (
+            None
+            if input.until is None
+            else start + (input.until - datetime.now(UTC)).total_seconds()
+        )
+        poll = max(input.poll_seconds, 0.0)
+        startup = timedelta(seconds=input.startup_timeout_seconds)
+        run = input.pool_run
+        previous: datetime | None = None
+        last: WatchHealthResult | None = None
+        last_error: ProviderError | None = None
+        own_read_at: float | None = None  # monotonic time of this watch's last provider read
+        while True:
+            fresh = input.once or (until is not None and time.monotonic() >= until)
+            pool = await self._pool_run(run)
+            run = run.model_copy(update={"first_run_id": pool.first_run_id or run.first_run_id})
+            if not pool.running:
+                return WatchHealthResult(
+                    pool=pool, checked_at=datetime.now(UTC), previous_check_at=previous
+                )
+            shared = (
+                None
+                if fresh
+                else self._shared_listing(input.account, input.pool, input.reuse_listing_seconds)
+            )
+            found = (
+                None
+                if shared is None
+                else _health_answer(pool, shared, startup=startup, previous=previous)
+            )
+            # A change on that listing is read again before it is answered: the check
+            # acts on an answer at once (a device whose clock ran out is terminated, as
+            # when a pause ends), and the listing may be `reuse_listing_seconds` old: a
+            # device back since then would go.
+            confirm = found is not None and found.fingerprint != input.fingerprint
+            if confirm:
+                found = None
+            # No listing of the pool's own watch to reuse (it runs on another worker, or
+            # lists less often than this watch polls): this watch's own reads keep their
+            # spacing, or the pool would cost the provider a read per health poll on top
+            # of its resyncs.
+            put_off = (
+                found is None
+                and not (fresh or confirm)
+                and own_read_at is not None
+                and time.monotonic() - own_read_at < input.own_read_seconds
+            )
+            if found is None and not put_off:
+                own_read_at = time.monotonic()
+                try:
+                    async with heartbeating():
+                        listing = await self._new_listing(input.account, input.pool)
+                    last_error = None
+                    found = _health_answer(pool, listing, startup=startup, previous=previous)
+                except ProviderError as exc:
+                    if fresh or not exc.retryable:
+                        raise to_application_error(exc) from exc
+                    last_error = exc
+                    activity.logger.warning(
+                        "pool %s: health listing failed, will poll again: %s", input.pool, exc
+                    )
+            if found is not None:
+                last = found
+                if fresh or found.fingerprint != input.fingerprint:
+                    return found
+                previous = found.checked_at
+            now = time.monotonic()
+            if now >= deadline:
+                if last is None:
+                    assert last_error is not None
+                    raise to_application_error(last_error) from last_error
+                return last
+            activity.heartbeat()
+            wait = min(poll, deadline - now)
+            if until is not None:
+                wait = min(wait, max(until - now, 0.0))
+            # Cancellation (delivered through the heartbeat) lands here as CancelledError.
+            await asyncio.sleep(wait)
+
+    async def _pool_run(self, run: PoolRunInput) -> PoolRunResult:
+        """`pool_running`, where not knowing (Temporal did not answer) counts as running."""
+        try:
+            return await pool_runs.pool_running(activity.client(), run)
+        except RPCError as err:
+            activity.logger.warning("pool %s: not known if still running: %s", run.workflow_id, err)
+            return PoolRunResult(running=True, first_run_id=run.first_run_id, status="UNKNOWN")
