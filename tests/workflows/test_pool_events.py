@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from devicepool.activities.models import DeviceInfo, PoolSettings
+from devicepool.activities.models import PoolSettings
 from devicepool.workflows.pool import event_log as ev
 from devicepool.workflows.pool import events as pe
 from devicepool.workflows.pool.backoff import Backoff
@@ -116,17 +116,6 @@ def test_devices_offline_before_they_booted_are_left_to_the_health_check() -> No
     settings = PoolSettings(failure_streak_limit=3)
     assert backoff.record(report, region="r", settings=settings, now=NOW) is None
     assert backoff.failure_streak == 2
-
-
-def test_booting_devices_a_scale_down_removed_are_remembered_a_while() -> None:
-    devices = [
-        DeviceInfo(id=i, status=s, created_at=NOW)
-        for i, s in [("p1", "provisioning"), ("p2", "provisioning"), ("r1", "ready")]
-    ]
-    known = pe.remember_booting(["old"], devices, {"p1", "p2", "r1"}, {"p2"}, set())
-    assert known == ["old", "p1"]  # not the ready one, not the one whose DELETE failed
-    many = pe.remember_booting([f"x{i}" for i in range(30)], devices, {"p1"}, set(), set())
-    assert len(many) == ev.LIMIT and many[-1] == "p1"
 
 
 def test_replaced_paused_and_resumed() -> None:

@@ -18,6 +18,7 @@ from devicepool.api.v1alpha1 import (
 )
 from devicepool.workflows.pool import status as st
 from devicepool.workflows.pool.backoff import Backoff
+from devicepool.workflows.pool.fates import Fate
 from devicepool.workflows.pool.finalizer import SweepVerdict, verdict
 from devicepool.workflows.pool.messages import ApplyRequest, PoolInput
 from devicepool.workflows.pool.plan import plan_pool
@@ -277,7 +278,8 @@ def test_the_finalizer_only_stops_when_nothing_can_be_left() -> None:
 
 
 def test_pool_state_round_trips_whole_through_the_workflow_input() -> None:
-    state = PoolState(generation=3, doomed={"b", "a"}, replacements_owed=2)
+    state = PoolState(generation=3, replacements_owed=2)
+    state.fates.set(["b", "a"], Fate.DOOMED)
     state.slots.open_batch("b0", 3, [5], NOW)
     state.backoff.pause("RegionDown: x", settings=SETTINGS, now=NOW)
     # The health check's last word (it reports again only on news).
@@ -285,5 +287,5 @@ def test_pool_state_round_trips_whole_through_the_workflow_input() -> None:
         checked_at=NOW, devices=4, unhealthy=4, max_unhealthy=1, paused=True
     )
     payload = PoolInput(metadata=ObjectMeta(name="p"), spec=spec(), state=state).to_json_dict()
-    assert payload["state"]["doomed"] == ["a", "b"]
+    assert payload["state"]["fates"] == {"b": "doomed", "a": "doomed"}
     assert PoolInput.model_validate(payload).state == state

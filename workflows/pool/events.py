@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from devicepool.activities.models import PROVISIONING, DeviceInfo
 from devicepool.workflows.pool.backoff import Backoff
-from devicepool.workflows.pool.event_log import LIMIT
 from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.shared.protocol import BatchReport, HealthReport
 
@@ -27,7 +25,6 @@ __all__ = [
     "health",
     "ids",
     "region_up",
-    "remember_booting",
     "termination_failed",
     "terminations",
 ]
@@ -119,19 +116,6 @@ def batches_settled(book: SlotBook, reports: Iterable[BatchReport]) -> list[Happ
                 )
             )
     return out
-
-
-def remember_booting(
-    known: list[str],
-    devices: Iterable[DeviceInfo],
-    terminated: Collection[str],
-    failed: Collection[str],
-    skipped: Collection[str],
-) -> list[str]:
-    """`known` plus the booting devices a scale-down just terminated (the newest `LIMIT`)."""
-    booting = {d.id for d in devices if d.status == PROVISIONING}
-    new = sorted((booting & set(terminated)) - set(failed) - set(skipped) - set(known))
-    return [*known, *new][-LIMIT:]
 
 
 def batch_done(report: BatchReport, *, ours: Collection[str] = ()) -> list[Happened]:

@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         DevicesView,
         ScaleRequest,
     )
-    from devicepool.workflows.pool.state import REPLACING_LIMIT, PoolState
+    from devicepool.workflows.pool.state import PoolState
     from devicepool.workflows.shared.protocol import AccountPause, BatchReport, HealthReport
 
 __all__ = ["PoolMessages"]
@@ -157,18 +157,8 @@ class PoolMessages:
 
     @workflow.signal(name=names.SIGNAL_HEALTH_REPORT)
     def health_report(self, report: HealthReport) -> None:
-        for happened in pool_events.health(
-            self.s.health, report, max_unhealthy=str(self._spec.max_unhealthy)
-        ):
-            self._happened(happened)
-        # Carried across continue-as-new; the device lists are this signal's news only.
-        self.s.health = report.model_copy(update={"terminated": {}, "offline": []})
-        self.s.replaced_total += len(report.terminated)
-        # A device the pool's listing already showed gone while offline was credited then.
-        fresh = sorted(d for d in report.terminated if d not in self.s.replacing)
-        self.s.replacing = [d for d in self.s.replacing if d not in report.terminated]
-        self.s.replacing = (self.s.replacing + fresh)[-REPLACING_LIMIT:]
-        self.s.replacements_owed += len(fresh)
+        said = self.s.take_health(report, max_unhealthy=str(self._spec.max_unhealthy))
+        self._happened(*said.events)
         for device_id, reason in sorted(report.terminated.items()):
             workflow.logger.info("pool %s: replacing %s (%s)", self._name, device_id, reason)
         # The report says which devices went: their replacements are planned on

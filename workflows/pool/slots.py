@@ -29,7 +29,7 @@ from pydantic import Field
 from devicepool.api.base import CamelModel
 from devicepool.workflows.shared.protocol import BatchReport
 
-__all__ = ["InFlightBatch", "Inbox", "Observations", "SlotBook"]
+__all__ = ["InFlightBatch", "Inbox", "SlotBook", "observed_slots"]
 
 
 class InFlightBatch(CamelModel):
@@ -252,31 +252,3 @@ def observed_slots(labels: Iterable[dict[str, str]], key: str, incarnation: str 
     prefix = f"{incarnation}-" if incarnation else ""
     values = (lab.get(key) for lab in labels)
     return {v.removeprefix(prefix) for v in values if v is not None and v.startswith(prefix)}
-
-
-class Observations:
-    """Listings are applied in the order they began, never an older one over a newer one.
-
-    A pass's fresh listing and the long-running watch overlap: a watch that
-    polled before a batch's creates landed can answer after a fresh listing
-    already showed them (and the batch's report was applied against it).
-    Applied then, it would make those devices neither seen nor in flight, and
-    the pool would rent them again. Each listing takes a number when it starts;
-    one that began before the newest applied one is dropped. Per run: a new run
-    starts with no listing and no watch.
-    """
-
-    def __init__(self) -> None:
-        self._started = 0
-        self._applied = 0
-
-    def begin(self) -> int:
-        self._started += 1
-        return self._started
-
-    def accept(self, number: int) -> bool:
-        """Whether the listing that began as `number` may be applied (and is, from now on)."""
-        if number <= self._applied:
-            return False
-        self._applied = number
-        return True

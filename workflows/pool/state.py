@@ -1,28 +1,58 @@
-"""`PoolState`: everything a pool run hands to the next one, in one model carried as it is.
+"""`PoolState`: everything a pool run hands to the next one, and the reducers that change it.
 
-The pool workflow reads and writes these fields directly; continue-as-new
-passes the object on whole, so a new field cannot be forgotten in a hand-made
-copy. What lives only for one run (the last listing, the running watch, the
-worker's settings) stays on the workflow.
+Continue-as-new passes the object on whole, so a new field cannot be forgotten
+in a hand-made copy. The reducers are what the news does to it — a listing
+(`take_listing`), a batch's end (`take_report`), a health report
+(`take_health`), the outcome of terminations (`take_terminations`) — each
+returning what to say about it; the workflow's handlers and passes are thin
+calls to them. What lives only for one run (the last listing, the watch, the
+worker's settings) stays on the workflow. Pure: `now` comes in.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pydantic import Field, field_serializer
+from pydantic import Field, model_validator
 
+from devicepool.activities.models import PROVISIONING, DeviceInfo, PoolSettings
 from devicepool.api.base import CamelModel
 from devicepool.api.v1alpha1 import DevicePoolStatus
+from devicepool.workflows.pool import events as say
 from devicepool.workflows.pool.backoff import Backoff
 from devicepool.workflows.pool.event_log import PoolEvent
+from devicepool.workflows.pool.fates import Fate, Fates
+from devicepool.workflows.pool.plan import lost_offline, offline_ids
 from devicepool.workflows.pool.slots import SlotBook
-from devicepool.workflows.shared.protocol import AccountPause, HealthConfig, HealthReport
+from devicepool.workflows.shared.protocol import (
+    AccountPause,
+    BatchReport,
+    HealthConfig,
+    HealthReport,
+)
 
-__all__ = ["REPLACING_LIMIT", "PoolState"]
+__all__ = ["PoolState", "Said"]
 
-REPLACING_LIMIT = 100
+# The id lists of state carried by v0.1.0, each now a fate in `PoolState.fates`.
+_V010_FATES = (
+    ("replacing", Fate.REPLACED),
+    ("scaledDownBooting", Fate.SCALED_DOWN),
+    ("scaled_down_booting", Fate.SCALED_DOWN),
+    ("removedFailed", Fate.REMOVED_FAILED),
+    ("removed_failed", Fate.REMOVED_FAILED),
+    ("doomed", Fate.DOOMED),
+)
+
+
+@dataclass
+class Said:
+    """What a reducer found worth saying: events for `describe`, a line for the log."""
+
+    events: list[say.Happened] = field(default_factory=list)
+    warning: str | None = None
 
 
 class PoolState(CamelModel):
@@ -32,15 +62,11 @@ class PoolState(CamelModel):
     status: DevicePoolStatus = Field(default_factory=DevicePoolStatus)
     slots: SlotBook = Field(default_factory=SlotBook)
     backoff: Backoff = Field(default_factory=Backoff)
-    # devices to terminate (a batch reported them failed, or a termination failed)
-    doomed: set[str] = Field(default_factory=set)
+    # device id -> what the pool decided or learned about it (`workflows/pool/fates.py`)
+    fates: Fates = Field(default_factory=Fates)
     replaced_total: int = 0
     # replacements not yet handed to a batch (the ledger serves them before growth)
     replacements_owed: int = 0
-    # Devices already credited to `replacements_owed`, by the health check's report
-    # or by a listing that showed them gone while offline, so the other of the two
-    # does not credit them again (the newest `REPLACING_LIMIT`).
-    replacing: list[str] = Field(default_factory=list)
     # set once the pool is deleted: a run continued while deleting only finishes the finalizer
     deleting: bool = False
     # Whether this pool (this chain of runs) started its health check yet: its
@@ -48,17 +74,9 @@ class PoolState(CamelModel):
     health_started: bool = False
     # The pool's own recent events, newest last (a ring of `events.LIMIT`), for `describe`.
     events: list[PoolEvent] = Field(default_factory=list)
-    # Booting devices a scale-down terminated, until their batch reports them
-    # vanished (so that is not told as news); the newest `events.LIMIT` at most.
-    scaled_down_booting: list[str] = Field(default_factory=list)
-    # Devices this pool removed because the provider listed them `failed`,
-    # before their batch read them: the batch then finds them terminating, and
-    # they still count as failed boots (the newest `events.LIMIT` at most).
-    removed_failed: list[str] = Field(default_factory=list)
     # The health check's last report, without its device lists: the check
     # reports only when something changes, so a run that continued as new must
-    # still know that remediation is paused. None in state from before the
-    # field (the next report fills it).
+    # still know that remediation is paused. None until the first report.
     health: HealthReport | None = None
     # The devices the pool's last listing showed offline: one the next listing
     # shows gone was removed by someone else, and is owed a replacement
@@ -67,7 +85,7 @@ class PoolState(CamelModel):
     # The pool's last listing (compact rows, `activities.models.device_rows`),
     # written at a hand-over only: the next run answers `devices` and publishes
     # from it until its own first listing lands (which replaces it), instead of
-    # showing an empty pool in between. Empty in state from before the field.
+    # showing an empty pool in between.
     listing: list[list[Any]] = Field(default_factory=list)
     # What the health check was last told (None until the pool first sets it): a
     # spec change that lands in the pass that hands over is told by the next run.
@@ -78,6 +96,108 @@ class PoolState(CamelModel):
     # The provider's long pause of the account's creates (from the ledger), until it ends.
     account_pause: AccountPause | None = None
 
-    @field_serializer("doomed")
-    def _sorted(self, doomed: set[str]) -> list[str]:
-        return sorted(doomed)
+    @model_validator(mode="before")
+    @classmethod
+    def _fates_from_v010(cls, data: Any) -> Any:
+        """State handed over by a v0.1.0 run kept four id lists; they are fates now."""
+        if not isinstance(data, dict) or not any(k in data for k, _ in _V010_FATES):
+            return data
+        data = dict(data)
+        fates = Fates.model_validate(data.get("fates", {}))
+        for key, fate in _V010_FATES:
+            fates.set(data.pop(key, None) or (), fate)
+        data["fates"] = fates
+        return data
+
+    @property
+    def doomed(self) -> list[str]:
+        return self.fates.of(Fate.DOOMED)
+
+    # ------------------------------------------------------------ reducers
+
+    def take_listing(
+        self, devices: list[DeviceInfo], *, reported_gone: Collection[str]
+    ) -> list[DeviceInfo]:
+        """The pool's devices are these now (less those the health check reported gone,
+        whatever a listing that started before their termination says). An offline
+        device the listing shows gone was removed by someone else (the health check,
+        whose report may come later, or a person): it is owed a replacement, served
+        ahead of growth. Returns the devices the pool goes by."""
+        self.slots.seen(d.id for d in devices)
+        devices = [d for d in devices if d.id not in reported_gone]
+        gone = lost_offline(self.offline_seen, devices)
+        fresh = [
+            d
+            for d in gone
+            if not (self.fates.has(d, Fate.REPLACED) or self.fates.has(d, Fate.DOOMED))
+        ]
+        self.fates.clear(gone, Fate.REPLACED)  # credited by the health check's report first
+        if fresh and not self.deleting:
+            self.replacements_owed += len(fresh)
+            self.fates.set(fresh, Fate.REPLACED)
+        self.offline_seen = offline_ids(devices)
+        return devices
+
+    def take_report(
+        self, report: BatchReport, *, region: str, settings: PoolSettings, now: datetime
+    ) -> Said:
+        """A batch ended: its failed devices are doomed, its failed boots may pause creates."""
+        removed = [d for d in report.vanished_devices if self.fates.has(d, Fate.REMOVED_FAILED)]
+        for device_id in removed:
+            # A failed device this pool removed first is still a failed boot.
+            report.vanished_devices.pop(device_id)
+            report.failed_devices[device_id] = "failed (removed by the pool)"
+        self.fates.clear(removed, Fate.REMOVED_FAILED)
+        said = Said(say.batch_done(report, ours=self.fates.of(Fate.SCALED_DOWN)))
+        self.fates.clear(report.vanished_devices, Fate.SCALED_DOWN)
+        self.fates.set(sorted(report.failed_devices), Fate.DOOMED)
+        problem = self.backoff.record(report, region=region, settings=settings, now=now)
+        if problem:
+            said.warning = f"creates paused: {problem}"
+            said.events.append(say.backed_off(self.backoff))
+        return said
+
+    def take_health(self, report: HealthReport, *, max_unhealthy: str) -> Said:
+        """The health check's report: the devices it terminated are owed replacements."""
+        said = Said(say.health(self.health, report, max_unhealthy=max_unhealthy))
+        # Carried across continue-as-new; the device lists are this signal's news only.
+        self.health = report.model_copy(update={"terminated": {}, "offline": []})
+        self.replaced_total += len(report.terminated)
+        # A device the pool's listing already showed gone while offline was credited then.
+        fresh = sorted(d for d in report.terminated if not self.fates.has(d, Fate.REPLACED))
+        self.fates.clear(report.terminated, Fate.REPLACED)
+        self.fates.set(fresh, Fate.REPLACED)
+        self.replacements_owed += len(fresh)
+        return said
+
+    def take_terminations(
+        self,
+        device_ids: list[str],
+        *,
+        only_if_idle: Collection[str],
+        failed: Mapping[str, object],
+        skipped: Mapping[str, str],
+        devices: list[DeviceInfo],
+    ) -> Said:
+        """What came of terminating `device_ids`: a device that must go and could not is
+        doomed (tried again); a scale-down that failed or found the device busy leaves a
+        member like any other, planned again next pass."""
+        booting = {d.id for d in devices if d.status == PROVISIONING}
+        known = self.fates.of(Fate.SCALED_DOWN)
+        scaled_down = (booting & set(only_if_idle)) - set(failed) - set(skipped) - set(known)
+        self.fates.set(sorted(scaled_down), Fate.SCALED_DOWN)
+        said = Said(
+            say.terminations(
+                surplus=[d for d in device_ids if d in only_if_idle and d not in failed],
+                doomed=[d for d in device_ids if d not in only_if_idle and d not in failed],
+                skipped=dict(skipped),
+            )
+        )
+        if failed:
+            said.events.append(say.termination_failed(failed))
+        for device_id in device_ids:
+            if device_id in failed and device_id not in only_if_idle:
+                self.fates.set([device_id], Fate.DOOMED)
+            elif device_id not in failed and device_id not in skipped:
+                self.fates.clear([device_id], Fate.DOOMED)
+        return said

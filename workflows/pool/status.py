@@ -334,3 +334,16 @@ def details(name: str, spec: DevicePoolSpec, generation: int, status: DevicePool
             for c in s.conditions
         ]
     return "\n".join(lines)
+
+
+def teardown_blocked(reason: str, message: str, *, unknown_account: bool) -> list[ConditionUpdate]:
+    """A deletion that cannot finish: `TeardownBlocked=True` naming the error, and the pool
+    is not ready — an unknown account by its own reason (as a pass shows it), any other
+    block as `TeardownBlocked`."""
+    true, false = ConditionStatus.TRUE, ConditionStatus.FALSE
+    if unknown_account:
+        ready = ConditionUpdate(ConditionType.READY, false, reason, message)
+    else:
+        blocked = ConditionType.TEARDOWN_BLOCKED.value
+        ready = ConditionUpdate(ConditionType.READY, false, blocked, f"{reason}: {message}")
+    return [ready, ConditionUpdate(ConditionType.TEARDOWN_BLOCKED, true, reason, message)]

@@ -1,0 +1,129 @@
+"""The pool's decision, pure: what it sees and wants → the commands of one pass.
+
+`decide` plans (`plan.py`), and when the pool is too big it first withdraws
+creates that have not landed (newest first) and plans again; then it turns the
+plan into commands: the devices to terminate (surplus only if still idle,
+then those that must go) and the provisioning batches to start, replacements
+first in batches of their own (the account's ledger serves them ahead of
+growth). The slot book it returns holds the withdrawals and the new batches;
+the given one is not changed. `wake_after` says when the pool must look again
+without news. The workflow carries the commands out in the order they are
+listed here and adopts the new book. No Temporal, no clock: `now` comes in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from devicepool.activities.models import DeviceInfo, PoolSettings
+from devicepool.api.names import provision_workflow_id
+from devicepool.workflows.pool.plan import Plan, plan_pool
+from devicepool.workflows.pool.slots import SlotBook
+
+__all__ = ["BatchOrder", "Decision", "decide", "wake_after"]
+
+
+@dataclass(frozen=True)
+class BatchOrder:
+    """Start provisioning child `child_id` for `slots` under `generation`'s keys."""
+
+    child_id: str
+    generation: int
+    slots: list[int]
+    replacement: bool
+
+
+@dataclass
+class Decision:
+    plan: Plan
+    generation: int  # the spec's generation it was made for
+    slots: SlotBook
+    replacements_owed: int
+    # batch id -> slots it is asked to drop (not landed; the pool needs fewer)
+    withdraw: dict[str, list[int]] = field(default_factory=dict)
+    # surplus first (terminated only if still idle: `only_if_idle`), then what must go
+    terminate: list[str] = field(default_factory=list)
+    only_if_idle: set[str] = field(default_factory=set)
+    batches: list[BatchOrder] = field(default_factory=list)
+
+
+def decide(
+    *,
+    pool: str,
+    replicas: int,
+    generation: int,
+    devices: list[DeviceInfo],
+    doomed: Collection[str],
+    slots: SlotBook,
+    observed_slots: set[str],
+    replacements_owed: int,
+    settings: PoolSettings,
+    now: datetime,
+    allow_create: bool,
+    act: bool,
+) -> Decision:
+    """What this pass does. `act` False (the listing failed): only the plan, for the status."""
+    book = slots.model_copy(deep=True)
+    members = [d for d in devices if d.id not in doomed]  # those on their way out are not
+
+    def planned() -> Plan:
+        return plan_pool(
+            replicas=replicas,
+            devices=members,
+            in_flight=book.pending(observed_slots),
+            unseen=len(book.unseen),
+            now=now,
+            idle_grace=timedelta(seconds=settings.idle_grace_seconds),
+            allow_create=allow_create,
+        )
+
+    plan = planned()
+    decision = Decision(
+        plan=plan, generation=generation, slots=book, replacements_owed=replacements_owed
+    )
+    if not act:
+        return decision
+    surplus = plan.members - replicas
+    if surplus > 0:
+        # Shrink what is not yet rented before touching a serving device.
+        decision.withdraw = book.withdraw(surplus, observed_slots)
+        if decision.withdraw:
+            decision.plan = plan = planned()
+    must_go = sorted(set(doomed) | set(plan.remove_failed))
+    decision.terminate = plan.terminate + must_go
+    decision.only_if_idle = set(plan.terminate)
+    count, owed = plan.create, replacements_owed
+    while count > 0:
+        n = min(settings.provision_batch_size, count, owed or count)
+        batch_generation, taken = book.take(n, generation=generation, observed_slots=observed_slots)
+        child_id = provision_workflow_id(pool, generation, book.next_batch_number())
+        book.open_batch(child_id, batch_generation, taken, now)
+        decision.batches.append(BatchOrder(child_id, batch_generation, taken, owed > 0))
+        owed -= len(taken) if owed else 0
+        count -= len(taken)
+    decision.replacements_owed = owed
+    return decision
+
+
+def wake_after(
+    *,
+    now: datetime,
+    plan: Plan,
+    settings: PoolSettings,
+    deadlines: Collection[datetime | None],
+    resync: bool,
+    next_batch_check: datetime | None,
+) -> timedelta | None:
+    """How long the pool waits without news: a timer only when a deadline exists (an idle,
+    converged pool sets none). `resync`: something must be looked at again (a failed
+    listing, devices that must go, a failed scale-down, unknown references)."""
+    due: list[datetime] = [d for d in (plan.next_idle_at, *deadlines) if d]
+    if resync:
+        due.append(now + timedelta(seconds=settings.resync_seconds))
+    if next_batch_check is not None:
+        due.append(next_batch_check + timedelta(seconds=1))
+    if not due:
+        return None
+    return max(timedelta(seconds=1), min(due) - now)

@@ -1,0 +1,71 @@
+"""What the pool has decided or learned about single devices: one map, device id → fate.
+
+A device in the map is on its way out or already gone, and the pool must
+remember why until the news about it has been read:
+
+- `doomed`: to be terminated whatever its state (its batch reported it failed,
+  or the termination of a device that must go failed); tried every pass.
+- `removedFailed`: the pool removed it because the provider listed it `failed`,
+  before its batch read it: when the batch then finds it gone, that is still a
+  failed boot (it counts towards a back-off), not a device that vanished.
+- `scaledDown`: a scale-down terminated it while it was booting: its batch
+  finding it gone is not news.
+- `replaced`: gone, and its replacement already credited (by the health
+  check's report or by a listing that showed it gone while offline), so the
+  other of the two does not credit it again.
+
+Setting a fate replaces the device's previous one and makes it the newest;
+each fate but `doomed` keeps only its newest `LIMITS[fate]` devices. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+
+from pydantic import Field, RootModel
+
+__all__ = ["LIMITS", "Fate", "Fates"]
+
+
+class Fate(StrEnum):
+    DOOMED = "doomed"
+    REMOVED_FAILED = "removedFailed"
+    SCALED_DOWN = "scaledDown"
+    REPLACED = "replaced"
+
+
+# The newest devices each fate keeps (what a batch report or a health report
+# can still mention); `doomed` devices stay until they are gone.
+LIMITS: dict[Fate, int | None] = {
+    Fate.DOOMED: None,
+    Fate.REMOVED_FAILED: 20,
+    Fate.SCALED_DOWN: 20,
+    Fate.REPLACED: 100,
+}
+
+
+class Fates(RootModel[dict[str, Fate]]):
+    root: dict[str, Fate] = Field(default_factory=dict)
+
+    def of(self, fate: Fate) -> list[str]:
+        """The devices with `fate`, oldest first."""
+        return [d for d, f in self.root.items() if f is fate]
+
+    def has(self, device_id: str, fate: Fate) -> bool:
+        return self.root.get(device_id) is fate
+
+    def set(self, device_ids: Iterable[str], fate: Fate) -> None:
+        for device_id in device_ids:
+            self.root.pop(device_id, None)
+            self.root[device_id] = fate
+        limit = LIMITS[fate]
+        if limit is not None:
+            for device_id in self.of(fate)[:-limit]:
+                del self.root[device_id]
+
+    def clear(self, device_ids: Iterable[str], fate: Fate) -> None:
+        """Forget the devices' fate if it is `fate` (the news about them was read)."""
+        for device_id in device_ids:
+            if self.root.get(device_id) is fate:
+                del self.root[device_id]

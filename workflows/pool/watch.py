@@ -1,0 +1,82 @@
+"""Where the pool waits for its devices to change: one long `watch_devices` activity.
+
+Instead of a resync timer (about five history events a tick), a pool runs one
+long activity that polls the provider every `resync_seconds` inside the
+worker, heartbeating, and answers only when the pool's devices changed, its
+health check ended, or `watch_max_seconds` passed (`activities/devices.py`).
+`DeviceWatch` holds that activity for the workflow; `Observations` orders it
+against the pass's own listings. Both live for one run: a new run starts with
+no listing and no watch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from devicepool.activities.models import WatchDevicesResult
+
+__all__ = ["DeviceWatch", "Observations"]
+
+
+class Observations:
+    """Listings are applied in the order they began, never an older one over a newer one.
+
+    A pass's fresh listing and the long-running watch overlap: a watch that
+    polled before a batch's creates landed can answer after a fresh listing
+    already showed them (and the batch's report was applied against it).
+    Applied then, it would make those devices neither seen nor in flight, and
+    the pool would rent them again. Each listing takes a number when it starts;
+    one that began before the newest applied one is dropped. Per run: a new run
+    starts with no listing and no watch.
+    """
+
+    def __init__(self) -> None:
+        self._started = 0
+        self._applied = 0
+
+    def begin(self) -> int:
+        self._started += 1
+        return self._started
+
+    def accept(self, number: int) -> bool:
+        """Whether the listing that began as `number` may be applied (and is, from now on)."""
+        if number <= self._applied:
+            return False
+        self._applied = number
+        return True
+
+
+class DeviceWatch:
+    """The pool's running watch, if any, and the observation number it began as."""
+
+    def __init__(self, observations: Observations) -> None:
+        self._observations = observations
+        self._task: asyncio.Task[WatchDevicesResult] | None = None
+        self._number = 0
+
+    def ensure(self, start: Callable[[], Awaitable[WatchDevicesResult]]) -> None:
+        """Start a watch unless one runs (`start` schedules the activity)."""
+        if self._task is None:
+            self._number = self._observations.begin()
+            self._task = asyncio.ensure_future(start())
+
+    def answered(self) -> bool:
+        return self._task is not None and self._task.done()
+
+    def answer(self) -> tuple[WatchDevicesResult, bool] | None:
+        """The answer of a watch that is done (then forgotten), and whether its listing is
+        still news (none began after it); None if none is done. Raises what it failed with."""
+        task = self._task
+        if task is None or not task.done():
+            return None
+        self._task = None
+        return task.result(), self._observations.accept(self._number)
+
+    def drop(self) -> None:
+        """Cancel the running watch without awaiting it (its outcome no longer matters)."""
+        if self._task is not None:
+            self._task.cancel()
+            # Retrieve the outcome so asyncio does not log "exception never retrieved".
+            self._task.add_done_callback(lambda task: task.cancelled() or task.exception())
+            self._task = None
