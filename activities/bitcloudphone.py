@@ -13,14 +13,9 @@ error details, transport error messages, an answer's free text (`_TEXT_FIELDS`).
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json as jsonlib
 import logging
-import math
-import time
 from collections.abc import Generator
-from dataclasses import dataclass
-from datetime import UTC
 from types import TracebackType
 from typing import Any, Self
 from urllib.parse import quote
@@ -34,8 +29,13 @@ from devicepool.activities.errors import (
     TransportTimeoutError,
     error_from_response,
 )
+from devicepool.activities.http_answers import (
+    Answer,
+    parse_retry_after,
+    read_at_most,
+    text_of,
+)
 from devicepool.activities.metrics import Metrics
-from devicepool.activities.models import bounded_retry_after
 from devicepool.activities.secrets import REDACTED, Scrubber
 from devicepool.api.errors import ErrorType
 from devicepool.api.v1alpha1 import Platform
@@ -70,9 +70,6 @@ MAX_LIST_SECONDS = 60.0
 # problem's `detail` and `title`, ...), where a provider may echo what it was
 # sent; scrubbed of the worker's secrets. Ids, statuses and labels are not.
 _TEXT_FIELDS = frozenset({"reason", "detail", "title", "message", "error", "errors"})
-# A `Retry-After` / `RateLimit-Reset` number above this (September 2001 as an epoch
-# timestamp; 31 years as a delta) is a point in time.
-_EPOCH_FROM = 1e9
 
 
 class _BearerAuth(httpx.Auth):
@@ -87,41 +84,6 @@ class _BearerAuth(httpx.Auth):
 
     def __repr__(self) -> str:
         return "_BearerAuth(api_key=SecretStr('**********'))"
-
-
-def _parse_retry_after(response: httpx.Response) -> float | None:
-    """`Retry-After` as seconds (delta-seconds or an HTTP date); `RateLimit-Reset` as fallback.
-
-    Read defensively: a number above `_EPOCH_FROM` is a point in time (several
-    APIs send an epoch timestamp), not a delta; NaN, infinities, negatives and
-    garbage count as absent; the result never exceeds `MAX_RETRY_AFTER_SECONDS`.
-    """
-    for header in ("retry-after", "ratelimit-reset"):
-        raw = response.headers.get(header)
-        if raw is None:
-            continue
-        seconds = _seconds_from(raw.strip())
-        if seconds is not None:
-            return bounded_retry_after(seconds)
-    return None
-
-
-def _seconds_from(raw: str) -> float | None:
-    try:
-        value = float(raw)
-    except ValueError:
-        pass
-    else:
-        if not math.isfinite(value) or value < 0:
-            return None
-        return max(0.0, value - time.time()) if value > _EPOCH_FROM else value
-    try:
-        when = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    if when.tzinfo is None:  # an HTTP date is GMT; a date without a zone is read as such
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, when.timestamp() - time.time())
 
 
 class BitCloudPhoneClient:
@@ -332,7 +294,7 @@ class BitCloudPhoneClient:
         headers: dict[str, str] | None = None,
         max_bytes: int = MAX_BODY_BYTES,
         limit: str = "MAX_BODY_BYTES",
-    ) -> _Answer:
+    ) -> Answer:
         """One call: the decoded answer and its size, or a `ProviderError` (counted)."""
         operation = _operation(method, path)
         send = self._send(
@@ -364,15 +326,15 @@ class BitCloudPhoneClient:
         headers: dict[str, str] | None,
         max_bytes: int,
         limit: str,
-    ) -> _Answer:
+    ) -> Answer:
         try:
             async with self._http.stream(
                 method, path, json=json, params=params, headers=headers
             ) as response:
                 if response.is_success:
-                    body = await _read_at_most(response, max_bytes)
+                    body = await read_at_most(response, max_bytes)
                 else:
-                    body = await _read_at_most(response, MAX_ERROR_BODY_BYTES, cut=True)
+                    body = await read_at_most(response, MAX_ERROR_BODY_BYTES, cut=True)
         except httpx.TimeoutException as exc:
             raise TransportTimeoutError(
                 ErrorType.TIMEOUT, None, self._scrub(f"{method} {path}: {type(exc).__name__}")
@@ -391,7 +353,7 @@ class BitCloudPhoneClient:
                     f"{method} {path}: answer over {max_bytes} bytes refused ({limit})",
                 )
             if response.status_code == 204 or not body:
-                return _Answer({}, len(body))
+                return Answer({}, len(body))
             try:
                 answer = jsonlib.loads(body)
             except ValueError:
@@ -402,7 +364,7 @@ class BitCloudPhoneClient:
                 ) from None
             if self._scrubber.may_hold(body):
                 answer = self._scrubber.scrub_fields(answer, _TEXT_FIELDS)
-            return _Answer(answer, len(body))
+            return Answer(answer, len(body))
         error = self._error(response, body or b"")
         logger.debug("provider answered %s %s: %s", method, path, error)
         raise error
@@ -413,9 +375,9 @@ class BitCloudPhoneClient:
         try:
             body = self._scrubber.scrub_fields(jsonlib.loads(raw), _TEXT_FIELDS)
         except ValueError:
-            body = self._scrub(_text(response, raw))
+            body = self._scrub(text_of(response, raw))
         error = error_from_response(
-            response.status_code, body, retry_after=_parse_retry_after(response)
+            response.status_code, body, retry_after=parse_retry_after(response)
         )
         scrubbed = self._scrub(error.detail)
         if scrubbed != error.detail:
@@ -426,45 +388,8 @@ class BitCloudPhoneClient:
         return self._scrubber.scrub(text)
 
 
-@dataclass(frozen=True)
-class _Answer:
-    data: Any  # the decoded JSON ({} for an empty body)
-    size: int  # bytes of the body, as decoded from its transfer encoding
-
-
-async def _read_at_most(
-    response: httpx.Response, max_bytes: int, *, cut: bool = False
-) -> bytes | None:
-    """The body, read in chunks, if it is at most `max_bytes`; else None (or, `cut`, its start).
-
-    Never holds more than `max_bytes` (and one chunk): an answer declaring more
-    in its Content-Length is not read at all.
-    """
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes and not cut:
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > max_bytes:
-            if not cut:
-                return None
-            chunks.append(chunk[: len(chunk) - (size - max_bytes)])
-            break
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def _listing_stopped(why: str) -> ProviderError:
     return ProviderError(ErrorType.SERVER_ERROR, None, f"listing devices stopped: {why}")
-
-
-def _text(response: httpx.Response, raw: bytes) -> str:
-    try:
-        return raw.decode(response.charset_encoding or "utf-8", errors="replace")
-    except LookupError:  # a charset Python does not know
-        return raw.decode("utf-8", errors="replace")
 
 
 def _operation(method: str, path: str) -> str:

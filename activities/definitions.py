@@ -54,7 +54,7 @@ __all__ = [
     "OrphanActivityDefinitions",
 ]
 
-# The ledger's sub-second pause (a local activity, `activities.permits.ledger_hold`).
+# The ledger's sub-second pause (a local activity, `activities.ledger_calls.ledger_hold`).
 LEDGER_HOLD = "ledger_hold"
 
 # How long one `create_device` attempt may run (workflows/provision/workflow.py). An

@@ -1,44 +1,18 @@
 """`ProvisionBatch`: the child workflow that rents one batch of devices for a pool.
 
-Messages: none received; when it ends (completed, failed or cancelled) it sends
-its parent pool the signal `batch_done` with a `BatchReport`.
+Messages: signals `permits_granted` (`PermitGrant`, from the account's ledger)
+and `withdraw_slots` (`WithdrawSlots`, from the pool); it tells its pool
+`batch_created` and, when it ends, `batch_done` (`BatchReport`). Query
+`report`. Continue-as-new: never (a batch lasts one startup timeout plus its
+creates' retry budget).
 
-Continue-as-new: never; a batch is short (≤ one startup timeout plus the
-creates' own retry budget).
-
-A batch outlives a pool whose workflow was terminated (or failed): before it
-spends a grant, and after each long wait for one, it asks Temporal whether
-its pool still runs (activity `pool_running`); when not, it hands its request
-and unspent permits back to the ledger, rents nothing more and ends. What it
-created before is an orphan, for the account's orphan sweep (workflows/orphans/workflow.py).
-
-Why a child: the pool's own history stays small and each batch's creates,
-retries and boot polling are readable on their own in the Web UI. The parent
-starts it with `ParentClosePolicy.ABANDON`, so a parent's continue-as-new does
-not terminate a batch halfway; the report reaches whichever run of the pool is
-current, because signals address the workflow id.
-
-A device seen offline while it boots ends the wait for it: it stays in the
-pool (offline counts toward the replicas) and the health check judges it, with
-its offline clock and its pause when too many are out at once (a region outage:
-the devices boot on behind it). Waiting out the startup timeout instead made
-a region outage look like failed boots, which the pool removed and replaced
-with creates that failed too.
-
-Every create carries the deterministic idempotency key (pool, generation,
-slot): an activity retry, a replay or a worker crash re-sends the same key and
-the provider answers with the device it already made.
-
-Rate limit: no create starts without a permit from the account's ledger
-(`workflows/ledger/workflow.py`, workflow `devicepool-account/<account>`). The batch
-signals `request_permits` for all its slots, receives `permits_granted`
-signals (a whole window's share at once), fires that many creates, and reports
-each grant back with `permits_used` (when each create finished, how many
-failed), which is what the ledger's sliding window counts. A cancelled batch
-hands back what it did not use. If the account has no ledger (a worker that
-never registered its accounts, e.g. a bare test worker) the batch logs a
-warning and creates without permits, as before the ledger existed; the 429
-path (Retry-After as the next retry delay) still protects the account.
+Each slot is one `create_device` of the pool's `DeviceTemplate` under the
+deterministic key (pool, generation, slot, incarnation), under a permit of
+the account's ledger (`workflows/ledger/workflow.py`; without a ledger it
+creates ungated). Then it polls the devices until they boot: a device seen
+offline ends its wait and stays for the health check to judge. Before it
+spends a grant it asks whether its pool still runs (`pool_running`); a pool
+that is gone gets nothing more rented, and its permits go back.
 """
 
 from __future__ import annotations

@@ -1,0 +1,99 @@
+"""Reading an HTTP answer defensively: its body within a limit, its `Retry-After`.
+
+Helpers of `BitCloudPhoneClient` (`activities/bitcloudphone.py`), for any
+HTTP adapter: a body is read in chunks and refused once over its limit (on
+its Content-Length, before any of it is read), never held whole; a
+`Retry-After` / `RateLimit-Reset` header is read as delta seconds, an HTTP
+date or an epoch timestamp, and bounded (`MAX_RETRY_AFTER_SECONDS`).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import time
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any
+
+import httpx
+
+from devicepool.activities.models import bounded_retry_after
+
+__all__ = ["Answer", "parse_retry_after", "read_at_most", "text_of"]
+
+# A `Retry-After` / `RateLimit-Reset` number above this (September 2001 as an epoch
+# timestamp; 31 years as a delta) is a point in time.
+_EPOCH_FROM = 1e9
+
+
+def parse_retry_after(response: httpx.Response) -> float | None:
+    """`Retry-After` as seconds (delta-seconds or an HTTP date); `RateLimit-Reset` as fallback.
+
+    Read defensively: a number above `_EPOCH_FROM` is a point in time (several
+    APIs send an epoch timestamp), not a delta; NaN, infinities, negatives and
+    garbage count as absent; the result never exceeds `MAX_RETRY_AFTER_SECONDS`.
+    """
+    for header in ("retry-after", "ratelimit-reset"):
+        raw = response.headers.get(header)
+        if raw is None:
+            continue
+        seconds = _seconds_from(raw.strip())
+        if seconds is not None:
+            return bounded_retry_after(seconds)
+    return None
+
+
+def _seconds_from(raw: str) -> float | None:
+    try:
+        value = float(raw)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(value) or value < 0:
+            return None
+        return max(0.0, value - time.time()) if value > _EPOCH_FROM else value
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # an HTTP date is GMT; a date without a zone is read as such
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - time.time())
+
+
+@dataclass(frozen=True)
+class Answer:
+    data: Any  # the decoded JSON ({} for an empty body)
+    size: int  # bytes of the body, as decoded from its transfer encoding
+
+
+async def read_at_most(
+    response: httpx.Response, max_bytes: int, *, cut: bool = False
+) -> bytes | None:
+    """The body, read in chunks, if it is at most `max_bytes`; else None (or, `cut`, its start).
+
+    Never holds more than `max_bytes` (and one chunk): an answer declaring more
+    in its Content-Length is not read at all.
+    """
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes and not cut:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > max_bytes:
+            if not cut:
+                return None
+            chunks.append(chunk[: len(chunk) - (size - max_bytes)])
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def text_of(response: httpx.Response, raw: bytes) -> str:
+    try:
+        return raw.decode(response.charset_encoding or "utf-8", errors="replace")
+    except LookupError:  # a charset Python does not know
+        return raw.decode("utf-8", errors="replace")
