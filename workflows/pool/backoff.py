@@ -72,6 +72,21 @@ class Backoff(CamelModel):
         self.problem = problem
         return problem
 
+    def probed(
+        self, answer: str, *, failed: bool, region: str, settings: PoolSettings, now: datetime
+    ) -> bool:
+        """What the region probe found (`answer`: the region's status, or the error if
+        `failed`); whether creates stay paused."""
+        if failed:
+            self.pause(f"RegionProbeFailed: {answer}", settings=settings, now=now)
+        elif answer == "down":
+            self.pause(
+                f"RegionDown: the provider reports {region} down", settings=settings, now=now
+            )
+        else:
+            self.region_up(settings)
+        return self.until is not None
+
     def region_up(self, settings: PoolSettings) -> None:
         """The probe found the region up (or degraded): try again, one failure from a longer pause."""
         self.until = None

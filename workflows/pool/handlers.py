@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         DevicesView,
         ScaleRequest,
     )
+    from devicepool.workflows.pool.search_attributes import search_attribute_updates
     from devicepool.workflows.pool.state import PoolState
     from devicepool.workflows.shared.protocol import AccountPause, BatchReport, HealthReport
 
@@ -64,29 +65,13 @@ class PoolMessages:
 
     @workflow.update(name=names.UPDATE_APPLY)
     def apply(self, request: ApplyRequest) -> Accepted:
-        # The update that came with the pool's start (update-with-start) is
-        # handled in the first activation, before the run method stamps
-        # `created_at`; every later `apply` finds it set (it is carried across
-        # continue-as-new).
+        # The update that came with the pool's start (update-with-start) is handled
+        # in the first activation, before the run stamps `created_at` (carried on).
         created = self.s.created_at is None
         changed = request.spec != self._spec or request.metadata != self._metadata
-        if not created and request.spec != self._spec:
-            self._happened(
-                pool_events.applied(
-                    old_replicas=self._spec.replicas,
-                    new_replicas=request.spec.replicas,
-                    generation=self.s.generation + 1,
-                )
-            )
         if request.spec != self._spec:
-            self.s.announce = self.s.announce or request.spec.replicas > self._spec.replicas
-            body_changed = spec_changes.body_changed(self._spec, request.spec)
-            self._spec = request.spec
-            self.s.generation += 1
-            if body_changed:
-                self.s.slots.body_changed(self.s.generation)
+            self._respec(request.spec, said=not created)
             self._refs_problems = None
-            self._dirty = True
         self._metadata = request.metadata
         self._clear_rejection()
         if created:
@@ -199,47 +184,28 @@ class PoolMessages:
 
     def _scale(self, replicas: int) -> None:
         if replicas != self._spec.replicas:
-            self._happened(
-                pool_events.applied(
-                    old_replicas=self._spec.replicas,
-                    new_replicas=replicas,
-                    generation=self.s.generation + 1,
-                )
-            )
-            self.s.announce = self.s.announce or replicas > self._spec.replicas
-            self._spec = self._spec.model_copy(update={"replicas": replicas})
-            self.s.generation += 1
-            self._dirty = True
+            self._respec(self._spec.model_copy(update={"replicas": replicas}), said=True)
+
+    def _respec(self, spec: DevicePoolSpec, *, said: bool) -> None:
+        body_changed = spec_changes.body_changed(self._spec, spec)
+        now = workflow.now() if said else None
+        self.s.respec(self._spec, spec, body_changed=body_changed, now=now)
+        self._spec = spec
+        self._dirty = True
 
     def _clear_rejection(self) -> None:
-        """An accepted spec change supersedes a refused `scale` signal: `SpecRejected` goes.
-
-        Only the status and the UI details change (no command), so recorded
-        histories replay as before.
-        """
-        if self.s.status.condition(ConditionType.SPEC_REJECTED) is None:
-            return
-        self.s.status = st.drop_condition(self.s.status, ConditionType.SPEC_REJECTED)
-        self._show_details()
+        """An accepted spec change supersedes a refused `scale` signal: `SpecRejected` goes."""
+        if self.s.drop_rejection():
+            self._show_details()
 
     def _accepted(self, result: ApplyResult | None = None) -> Accepted:
         return Accepted(generation=self.s.generation, replicas=self._spec.replicas, result=result)
 
     def _set_condition(self, cond: st.ConditionUpdate) -> None:
-        self.s.status = st.set_condition(
-            self.s.status, cond, now=workflow.now(), generation=self.s.generation
-        )
+        self.s.set_condition(cond, workflow.now())
 
     def _happened(self, *happened: pool_events.Happened) -> None:
-        """Record the pool's own events (state only: no command, no history event)."""
-        for one in happened:
-            self.s.events = ev.record(
-                self.s.events,
-                now=workflow.now(),
-                reason=one.reason,
-                message=one.message,
-                warning=one.warning,
-            )
+        self.s.record(workflow.now(), *happened)
 
     def _refuse_while_deleting(self) -> None:
         if self._deleting:
@@ -248,7 +214,7 @@ class PoolMessages:
     def _show(self) -> None:
         """Search attributes and UI details, each written only when it changed."""
         current = workflow.info().typed_search_attributes
-        updates = st.search_attribute_updates(self._spec, self.s.status, current)
+        updates = search_attribute_updates(self._spec, self.s.status, current)
         if updates:
             workflow.upsert_search_attributes(updates)
         self._show_details()

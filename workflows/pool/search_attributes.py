@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from temporalio.common import SearchAttributeKey
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    SearchAttributeUpdate,
+    TypedSearchAttributes,
+)
 
 from devicepool.api.names import (
     SA_ACCOUNT,
@@ -20,6 +25,7 @@ from devicepool.api.names import (
     SA_READY,
     SA_REGION,
 )
+from devicepool.api.v1alpha1 import DevicePoolSpec, DevicePoolStatus
 
 KEY_PLATFORM = SearchAttributeKey.for_keyword(SA_PLATFORM)
 KEY_REGION = SearchAttributeKey.for_keyword(SA_REGION)
@@ -41,3 +47,20 @@ ALL_KEYS: tuple[SearchAttributeKey[Any], ...] = (
 def search_attribute_keys() -> list[SearchAttributeKey[Any]]:
     """Every pool search attribute as an SDK key (e.g. for `WorkflowEnvironment.start_local`)."""
     return list(ALL_KEYS)
+
+
+def search_attribute_updates(
+    spec: DevicePoolSpec, status: DevicePoolStatus, current: TypedSearchAttributes
+) -> list[SearchAttributeUpdate[Any]]:
+    """Only what differs from the workflow's current search attributes."""
+    wanted: list[SearchAttributePair[Any]] = [
+        SearchAttributePair(KEY_PLATFORM, spec.platform.value),
+        SearchAttributePair(KEY_REGION, spec.region),
+        SearchAttributePair(KEY_ACCOUNT, spec.provider_credential_ref),
+        SearchAttributePair(KEY_PHASE, status.phase.value),
+        SearchAttributePair(KEY_DESIRED, spec.replicas),
+        SearchAttributePair(KEY_READY, status.ready_devices + status.busy_devices),
+    ]
+    return [
+        pair.key.value_set(pair.value) for pair in wanted if current.get(pair.key) != pair.value
+    ]

@@ -20,8 +20,10 @@ from pydantic import Field, model_validator
 
 from devicepool.activities.models import PROVISIONING, DeviceInfo, PoolSettings
 from devicepool.api.base import CamelModel
-from devicepool.api.v1alpha1 import DevicePoolStatus
+from devicepool.api.v1alpha1 import ConditionType, DevicePoolSpec, DevicePoolStatus
+from devicepool.workflows.pool import event_log
 from devicepool.workflows.pool import events as say
+from devicepool.workflows.pool import status as st
 from devicepool.workflows.pool.backoff import Backoff
 from devicepool.workflows.pool.event_log import PoolEvent
 from devicepool.workflows.pool.fates import Fate, Fates
@@ -114,6 +116,42 @@ class PoolState(CamelModel):
         return self.fates.of(Fate.DOOMED)
 
     # ------------------------------------------------------------ reducers
+
+    def record(self, now: datetime, *happened: say.Happened) -> None:
+        """The pool's own events (state only: no command, no history event)."""
+        for one in happened:
+            self.events = event_log.record(
+                self.events, now=now, reason=one.reason, message=one.message, warning=one.warning
+            )
+
+    def set_condition(self, condition: st.ConditionUpdate, now: datetime) -> None:
+        self.status = st.set_condition(self.status, condition, now=now, generation=self.generation)
+
+    def drop_rejection(self) -> bool:
+        """An accepted spec change supersedes a refused `scale` signal; whether one was shown."""
+        if self.status.condition(ConditionType.SPEC_REJECTED) is None:
+            return False
+        self.status = st.drop_condition(self.status, ConditionType.SPEC_REJECTED)
+        return True
+
+    def respec(
+        self, old: DevicePoolSpec, new: DevicePoolSpec, *, body_changed: bool, now: datetime | None
+    ) -> None:
+        """A new spec is accepted as the next generation (`now`: said as an event; None for
+        the spec the pool was created with). Creates under an older body are not retried."""
+        if now is not None:
+            self.record(
+                now,
+                say.applied(
+                    old_replicas=old.replicas,
+                    new_replicas=new.replicas,
+                    generation=self.generation + 1,
+                ),
+            )
+        self.announce = self.announce or new.replicas > old.replicas
+        self.generation += 1
+        if body_changed:
+            self.slots.body_changed(self.generation)
 
     def take_listing(
         self, devices: list[DeviceInfo], *, reported_gone: Collection[str]

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-
-from temporalio.common import SearchAttributePair, SearchAttributeUpdate, TypedSearchAttributes
 
 from devicepool.api.v1alpha1 import (
     Condition,
@@ -25,14 +22,6 @@ from devicepool.api.v1alpha1 import (
 )
 from devicepool.workflows.pool.backoff import Backoff
 from devicepool.workflows.pool.plan import Plan
-from devicepool.workflows.pool.search_attributes import (
-    KEY_ACCOUNT,
-    KEY_DESIRED,
-    KEY_PHASE,
-    KEY_PLATFORM,
-    KEY_READY,
-    KEY_REGION,
-)
 from devicepool.workflows.shared.protocol import AccountPause, HealthReport
 
 __all__ = [
@@ -42,7 +31,6 @@ __all__ = [
     "details",
     "drop_condition",
     "published",
-    "search_attribute_updates",
     "set_condition",
 ]
 
@@ -280,23 +268,6 @@ def _pending(view: PoolView) -> int:
 
 
 # ---------------------------------------------------------------- search attributes and details
-
-
-def search_attribute_updates(
-    spec: DevicePoolSpec, status: DevicePoolStatus, current: TypedSearchAttributes
-) -> list[SearchAttributeUpdate[Any]]:
-    """Only what differs from the workflow's current search attributes."""
-    wanted: list[SearchAttributePair[Any]] = [
-        SearchAttributePair(KEY_PLATFORM, spec.platform.value),
-        SearchAttributePair(KEY_REGION, spec.region),
-        SearchAttributePair(KEY_ACCOUNT, spec.provider_credential_ref),
-        SearchAttributePair(KEY_PHASE, status.phase.value),
-        SearchAttributePair(KEY_DESIRED, spec.replicas),
-        SearchAttributePair(KEY_READY, status.ready_devices + status.busy_devices),
-    ]
-    return [
-        pair.key.value_set(pair.value) for pair in wanted if current.get(pair.key) != pair.value
-    ]
 
 
 def details(name: str, spec: DevicePoolSpec, generation: int, status: DevicePoolStatus) -> str:

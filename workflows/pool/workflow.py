@@ -186,20 +186,14 @@ class DevicePoolWorkflow(PoolMessages):
         if not backoff.probe_due(now):
             return
         try:
-            region = await calls.region_status(self._account, self._spec.region)
+            answer, failed = await calls.region_status(self._account, self._spec.region), False
         except ActivityError as err:
-            backoff.pause(
-                f"RegionProbeFailed: {error_message(err)}", settings=self.settings, now=now
-            )
-            self._happened(say.backed_off(backoff))
-            return
-        if region == "down":
-            problem = f"RegionDown: the provider reports {self._spec.region} down"
-            backoff.pause(problem, settings=self.settings, now=now)
+            answer, failed = error_message(err), True
+        region, settings = self._spec.region, self.settings
+        if backoff.probed(answer, failed=failed, region=region, settings=settings, now=now):
             self._happened(say.backed_off(backoff))
         else:
-            backoff.region_up(self.settings)
-            self._happened(say.region_up(self._spec.region, region))
+            self._happened(say.region_up(region, answer))
 
     # ------------------------------------------------------------------ decide / act
 
