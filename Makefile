@@ -5,7 +5,8 @@
 #   make demo   venv + `devicepool dev --apply examples/quickstart.yaml`
 #   make lint   ruff check + ruff format --check + lint-imports (layer contracts) + mypy
 #   make fmt    ruff format + ruff check --fix
-#   make bench  rate-limit benchmarks (bench/ratelimit.py: bound, article loop, fairness, 3 workers; ~10 min)
+#   make bench  the benchmarks (rate limits, 300 pools on one worker, idle history, offline
+#               replacement; ~20 min); each writes its section of bench/RESULTS.md
 #   make ui-screenshot  refresh the README's Web UI screenshots (docs/ui-pool.png, docs/ui-pools.png)
 
 PYTHON ?= python3
@@ -78,6 +79,9 @@ ui-screenshot: venv system-deps
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
+# Each script replaces its own section of bench/RESULTS.md (machine, date, command, figures).
 bench: venv
 	$(BIN)/python bench/ratelimit.py
 	$(BIN)/python bench/scale.py --pools 300
+	$(BIN)/python bench/idle_history.py
+	$(BIN)/python bench/offline_replacement.py

@@ -15,7 +15,7 @@ import pytest
 
 # Billed vs requested device-hours for the e2e-like tests (tests/e2e and tests/deploy):
 # the `device_hours` fixture and the terminal summary's worst ratio.
-pytest_plugins = ["tests.e2e.device_hours"]
+pytest_plugins = ["tests.helpers.device_hours"]
 
 TESTS = Path(__file__).parent / "tests"
 # Layers whose server-backed tests share a session-scoped stack (dev server,

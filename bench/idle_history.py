@@ -19,6 +19,7 @@ import asyncio
 import uuid
 
 import httpx
+from _results import recorded
 from _stack import local_stack
 from temporalio.client import Client
 
@@ -99,4 +100,5 @@ if __name__ == "__main__":
     parser.add_argument("--idle-seconds", type=float, default=20)
     parser.add_argument("--replicas", type=int, default=5)
     args = parser.parse_args()
-    asyncio.run(main(args.idle_seconds, args.replicas))
+    with recorded("idle_history", "Idle history", parser, args):
+        asyncio.run(main(args.idle_seconds, args.replicas))

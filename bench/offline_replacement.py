@@ -16,6 +16,7 @@ import uuid
 from datetime import datetime
 
 import httpx
+from _results import recorded
 from _stack import AUTH, local_stack
 
 from devicepool.activities.models import PoolSettings
@@ -85,4 +86,5 @@ if __name__ == "__main__":
     parser.add_argument("--offline-after", type=float, default=180)
     parser.add_argument("--health", type=float, default=60)
     args = parser.parse_args()
-    asyncio.run(main(args.offline_after, args.health))
+    with recorded("offline_replacement", "Offline device replacement", parser, args):
+        asyncio.run(main(args.offline_after, args.health))

@@ -40,7 +40,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import sys
 import tempfile
 import time
 import uuid
@@ -49,23 +48,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _results import recorded
+from _stack import dev_server, emulator_process, worker_process
 from pydantic import SecretStr
 from temporalio.client import Client
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from _stack import dev_server, emulator_process, worker_process  # noqa: E402  (bench/, the script's folder)
-
-from devicepool.activities.devices import DeviceActivities  # noqa: E402
-from devicepool.activities.models import AccountSettings, PoolSettings  # noqa: E402
-from devicepool.api.names import TASK_QUEUE, pool_workflow_id  # noqa: E402
-from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta  # noqa: E402
-from devicepool.worker.accounts import register_accounts  # noqa: E402
-from devicepool.worker.build import account_workers, pool_queue_workers  # noqa: E402
-from devicepool.workflows.pool.messages import PoolInput  # noqa: E402
-from tests.support.emulator import stats as emulator_stats  # noqa: E402
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.models import AccountSettings, PoolSettings
+from devicepool.api.names import TASK_QUEUE, pool_workflow_id
+from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.testing import stats as emulator_stats
+from devicepool.worker.accounts import register_accounts
+from devicepool.worker.build import account_workers, pool_queue_workers
+from devicepool.workflows.pool.messages import PoolInput
 
 C = 20
 WINDOW = 60.0
@@ -629,12 +625,13 @@ if __name__ == "__main__":
     logging.getLogger("temporalio").setLevel(logging.ERROR)
     sizes = tuple(int(x) for x in args.sizes.split(","))
     only = {int(x) for x in args.only.split(",")}
-    asyncio.run(
-        main(
-            args.speed,
-            args.provision_seconds,
-            only,
-            sizes,
-            default_intervals=args.default_intervals,
+    with recorded("ratelimit", "Rate limits", parser, args):
+        asyncio.run(
+            main(
+                args.speed,
+                args.provision_seconds,
+                only,
+                sizes,
+                default_intervals=args.default_intervals,
+            )
         )
-    )

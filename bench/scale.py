@@ -51,20 +51,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _results import recorded
+from _stack import dev_server, emulator_process, worker_process
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from _stack import dev_server, emulator_process, worker_process  # noqa: E402  (bench/, the script's folder)
-
-from devicepool.api.names import health_workflow_id, pool_workflow_id  # noqa: E402
-from devicepool.client.pool_client import PoolClient  # noqa: E402
-from tests.support import emulator as ground_truth  # noqa: E402
-from tests.support.manifests import pool_yaml  # noqa: E402
-from tests.support.ports import free_port  # noqa: E402
-from tests.support.waits import eventually  # noqa: E402
+from devicepool import testing as ground_truth
+from devicepool.api.names import health_workflow_id, pool_workflow_id
+from devicepool.client.pool_client import PoolClient
+from devicepool.testing import eventually, free_port, pool_yaml
 
 KEY = "bench-scale-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -573,4 +568,6 @@ if __name__ == "__main__":
     parser.add_argument("--offline-after", type=float, default=120)
     parser.add_argument("--provision-seconds", type=float, default=5)
     parser.add_argument("--no-big", dest="big", action="store_false", help="skip step 5")
-    asyncio.run(main(parser.parse_args()))
+    args = parser.parse_args()
+    with recorded("scale", "One worker, many pools", parser, args):
+        asyncio.run(main(args))

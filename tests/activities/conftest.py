@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from bcp_emulator_support import Emulator, running_emulator
 
 from devicepool.activities.bitcloudphone import BitCloudPhoneClient
+from tests.helpers.emulator import Emulator, running_emulator
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from bcp_emulator_support import BASE_URL, DEV_KEY, OTHER_KEY, Emulator, running_emulator
 from pydantic import SecretStr
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.testing import ActivityEnvironment
@@ -38,6 +37,7 @@ from devicepool.activities.proxy import session_id
 from devicepool.api.errors import ErrorType
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY, create_idempotency_key
 from devicepool.api.v1alpha1 import Platform
+from tests.helpers.emulator import BASE_URL, DEV_KEY, OTHER_KEY, Emulator, running_emulator
 
 PROXY_PASSWORD = "proxy-pass-s3cret"
 

@@ -22,7 +22,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from bcp_emulator_support import BASE_URL, DEV_KEY, Emulator
 from pydantic import SecretStr
 from temporalio.testing import ActivityEnvironment
 
@@ -39,6 +38,7 @@ from devicepool.activities.models import (
 )
 from devicepool.api.names import create_idempotency_key, pool_workflow_id
 from devicepool.api.v1alpha1 import Platform
+from tests.helpers.emulator import BASE_URL, DEV_KEY, Emulator
 
 POOL = "budget"
 

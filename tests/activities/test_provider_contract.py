@@ -7,13 +7,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from bcp_emulator_support import DEV_KEY, Emulator, running_emulator
 from temporalio.exceptions import ApplicationErrorCategory
 
 from devicepool.activities import errors
 from devicepool.activities.bitcloudphone import BitCloudPhoneClient
 from devicepool.api.errors import ErrorType
 from devicepool.api.v1alpha1 import Platform
+from tests.helpers.emulator import DEV_KEY, Emulator, running_emulator
 
 PROXY = {"type": "socks5", "host": "gw.example", "port": 1080, "username": "u-1", "password": "pw"}
 

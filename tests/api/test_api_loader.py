@@ -29,7 +29,7 @@ from devicepool.api import (
     parse_pool,
 )
 from devicepool.api.v1alpha1 import MAX_REPLICAS, Platform, Provider
-from tests.support.manifests import pool_manifest
+from devicepool.testing import pool_manifest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ARTICLE = (EXAMPLES / "tiktok-us-pool.yaml").read_text()

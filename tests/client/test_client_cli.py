@@ -20,7 +20,7 @@ from devicepool.client.cli import main
 from devicepool.client.dev import DevOptions, DevStack
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME, DevicePoolError
 from devicepool.emulator.cli import build_parser as emulator_parser
-from tests.support.ports import free_port as closed_port  # nothing listens on it
+from devicepool.testing import free_port as closed_port  # nothing listens on it
 
 GOOD = """\
 apiVersion: mobile.example.com/v1alpha1

@@ -19,9 +19,8 @@ import pytest
 from devicepool.api.names import SEARCH_ATTRIBUTES
 from devicepool.client.cli import main
 from devicepool.client.errors import EXIT_OK, EXIT_RUNTIME
-from tests.support.binaries import temporal_binary
-from tests.support.ports import free_port
-from tests.support.waits import wait_until
+from devicepool.testing import free_port, wait_until
+from tests.helpers.servers import temporal_binary
 
 pytestmark = pytest.mark.devserver
 

@@ -34,17 +34,15 @@ import yaml
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
+from devicepool import testing as ground_truth
 from devicepool.api.loader import load_manifests_text
 from devicepool.api.names import SEARCH_ATTRIBUTES
 from devicepool.client.dev import find_temporal
 from devicepool.client.errors import DevicePoolError
 from devicepool.client.pool_client import PoolClient
 from devicepool.connect import connect
-from tests.e2e.device_hours import DeviceHours
-from tests.support import emulator as ground_truth
-from tests.support.manifests import pool_yaml
-from tests.support.ports import free_ports
-from tests.support.waits import eventually
+from devicepool.testing import eventually, free_ports, pool_yaml
+from tests.helpers.device_hours import DeviceHours
 
 # Above the sum of the test's own waits (30 + 20 + 20 + 30 + 1.5 s) plus the
 # stack's start and stop: a slow step fails with its own message ("timed out

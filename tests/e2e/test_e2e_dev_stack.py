@@ -23,17 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.chaos import converged, scale_up_under_way
-from tests.e2e.device_hours import DeviceHours
-from tests.e2e.e2e_stack import (
-    Stack,
-    alive,
-    descendants,
-    manifest,
-    start_stack,
-    stop_stack,
-    wait_until,
-)
+from devicepool.testing import wait_until
+from tests.helpers.chaos import converged, scale_up_under_way
+from tests.helpers.dev_stack import Stack, alive, descendants, manifest, start_stack, stop_stack
+from tests.helpers.device_hours import DeviceHours
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import httpx
 import pytest
-from _emulator_support import Provider
 
 from devicepool.emulator.app import EmulatorConfig, create_app
+from tests.helpers.emulator import Provider
 
 MakeProvider = Callable[..., Awaitable[Provider]]
 

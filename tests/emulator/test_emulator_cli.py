@@ -16,8 +16,7 @@ import pytest
 
 from devicepool.emulator.cli import build_parser, config_from_args, main
 from devicepool.emulator.config import EmulatorConfig
-from tests.support.emulator import stats_sync
-from tests.support.ports import free_port
+from devicepool.testing import free_port, stats_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 

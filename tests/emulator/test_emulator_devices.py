@@ -6,9 +6,9 @@ import re
 
 import httpx
 import pytest
-from _emulator_support import AUTH, Provider, assert_problem, device_body
 
 from devicepool.emulator.app import EmulatorConfig, create_app
+from tests.helpers.emulator import AUTH, Provider, assert_problem, device_body
 
 DEVICE_FIELDS = {
     "id",

@@ -6,7 +6,8 @@ import asyncio
 import time
 
 import pytest
-from _emulator_support import AUTH, Provider, assert_problem
+
+from tests.helpers.emulator import AUTH, Provider, assert_problem
 
 
 async def test_faults_roundtrip_and_clear(provider: Provider) -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from _emulator_support import AUTH, Provider, assert_problem
+
+from tests.helpers.emulator import AUTH, Provider, assert_problem
 
 
 async def test_provisioning_becomes_ready(provider: Provider) -> None:

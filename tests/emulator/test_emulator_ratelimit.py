@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from _emulator_support import AUTH, Provider, assert_problem, device_body
+from tests.helpers.emulator import AUTH, Provider, assert_problem, device_body
 
 
 async def burst(provider: Provider, count: int, **kwargs) -> list:

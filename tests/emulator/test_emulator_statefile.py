@@ -9,12 +9,12 @@ from typing import Any
 
 import httpx
 import pytest
-from _emulator_support import AUTH, Provider, assert_problem
 
 from devicepool.emulator import _statefile
 from devicepool.emulator import cli as emulator_cli
 from devicepool.emulator.app import EmulatorConfig, StateFileError, create_app
 from devicepool.emulator.cli import build_parser, config_from_args, main
+from tests.helpers.emulator import AUTH, Provider, assert_problem
 
 Open = Callable[..., Awaitable[Provider]]
 Close = Callable[[Provider], Awaitable[None]]

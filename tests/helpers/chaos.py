@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.e2e_stack import Stack, manifest, wait_until
+from devicepool.testing import wait_until
+from tests.helpers.dev_stack import Stack, manifest
 
 CREATE_LATENCY_MS = 700
 

@@ -1,4 +1,4 @@
-"""The e2e stack: `devicepool dev` as a real process on free ports, and what tests ask of it.
+"""The e2e tests' stack: `devicepool dev` as a real process on free ports, and what tests ask.
 
 `start_stack` runs `python -m devicepool.client dev` on a data dir with fast
 knobs (any flag can be overridden by passing it again) and waits for its "is
@@ -23,14 +23,10 @@ import httpx
 
 from devicepool.client.pool_client import PoolClient
 from devicepool.connect import connect
-from tests.support.binaries import temporal_binary
-from tests.support.emulator import stats_sync
-from tests.support.manifests import write_pool
-from tests.support.ports import free_ports
-from tests.support.waits import wait_until as wait_until  # re-exported
+from devicepool.testing import free_ports, stats_sync, wait_until, write_pool
+from tests.helpers.servers import temporal_binary
 
 BIN = Path(sys.executable).parent
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def descendants(pid: int) -> set[int]:

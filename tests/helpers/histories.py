@@ -1,4 +1,4 @@
-"""Every run of a workflow, read from the runs' own histories.
+"""Every run of a workflow, read from the runs' own histories, and a readable digest of them.
 
 Tests that read a chain of continue-as-new runs walk it back from the latest
 run (each run's started event names the run it continued), not through
@@ -23,3 +23,28 @@ async def run_histories(client: Client, workflow_id: str) -> list[WorkflowHistor
             break
     runs.reverse()
     return runs
+
+
+async def history_digest(client: Client, workflow_id: str) -> str:
+    """A compact, readable trace of a workflow's runs (for failure messages)."""
+    lines: list[str] = []
+    for history in await run_histories(client, workflow_id):
+        for event in history.events:
+            kind = event.WhichOneof("attributes") or ""
+            if "workflow_task" in kind:
+                continue
+            detail = ""
+            if event.HasField("activity_task_scheduled_event_attributes"):
+                detail = event.user_metadata.summary.data.decode()
+            elif event.HasField("workflow_execution_signaled_event_attributes"):
+                attrs = event.workflow_execution_signaled_event_attributes
+                detail = attrs.signal_name + " " + attrs.input.payloads[0].data.decode()[:160]
+            elif event.HasField("activity_task_failed_event_attributes"):
+                detail = event.activity_task_failed_event_attributes.failure.message[:160]
+            elif event.HasField("timer_started_event_attributes"):
+                detail = str(
+                    event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+                )
+            stamp = event.event_time.ToDatetime().strftime("%M:%S.%f")[:-3]
+            lines.append(f"{stamp} {kind.removesuffix('_event_attributes')} {detail}")
+    return "\n".join(lines)

@@ -1,4 +1,9 @@
-"""Helpers of the health and outage tests (test_pool_health.py, test_pool_outage.py)."""
+"""Waits on a pool of the workflow stack, for the health and outage tests.
+
+Converged, torn down, remediation paused or resumed, a condition true or false,
+right after a provider listing: each reads the emulator's ground truth or the
+pool's `status` query (tests/workflows: test_pool_health.py, test_pool_outage.py).
+"""
 
 from __future__ import annotations
 
@@ -6,15 +11,11 @@ import asyncio
 from typing import Any
 
 import httpx
-from wf_support import (
-    TimedASGITransport,
-    condition,
-    eventually,
-    history_digest,
-    pool_counts,
-    pool_devices,
-    stats,
-)
+
+from devicepool.testing import eventually, stats
+from tests.helpers.histories import history_digest
+from tests.helpers.transports import TimedASGITransport
+from tests.helpers.workflow_stack import condition, pool_counts, pool_devices
 
 __all__ = [
     "converged",

@@ -1,4 +1,4 @@
-"""The shared test helpers do what the tests lean on them for (no server: milliseconds)."""
+"""`devicepool.testing` does what the tests and benches lean on it for (no server: milliseconds)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,14 @@ import itertools
 import pytest
 
 from devicepool.api import load_manifests_text, parse_pool
-from tests.support.manifests import BASE_SPEC, pool_manifest, pool_yaml
-from tests.support.ports import free_ports
-from tests.support.waits import eventually, wait_until
+from devicepool.testing import (
+    BASE_SPEC,
+    eventually,
+    free_ports,
+    pool_manifest,
+    pool_yaml,
+    wait_until,
+)
 
 
 async def test_eventually_returns_the_first_truthy_answer() -> None:

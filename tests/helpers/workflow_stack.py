@@ -1,19 +1,21 @@
-"""Helpers shared by the workflow tests (fixtures are in conftest.py).
+"""The session stack of tests/workflows, and how its tests start and read pools.
 
-A uniquely named module: `from conftest import ...` would pick whichever
-`conftest` was imported first when several test folders run together.
+Its constants (the emulator's URL, the accounts and their keys, the proxy
+password, the continue-as-new threshold) are what tests/workflows/conftest.py
+builds the stack from; `Workers` is the session's restartable workers;
+`OwnQueueActivities` serves a pool on a task queue of its own; `start_pool`,
+`pool_devices`, `pool_counts` and `condition` start a pool and read it (the
+emulator's ground truth, the pool's `status` query).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
-from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any, ClassVar
+from typing import Any
 
 import httpx
 from temporalio import activity
@@ -21,21 +23,17 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from devicepool import testing as ground_truth
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import PoolSettings
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id, watch_task_queue
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.testing import pool_manifest
 from devicepool.worker.build import account_workers, new_worker, pool_queue_workers
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.pool.messages import PoolInput
-from tests.support import emulator as ground_truth
-from tests.support.binaries import temporal_binary as temporal_binary  # re-exported
-from tests.support.emulator import stats as stats  # re-exported
-from tests.support.histories import run_histories as run_histories  # re-exported
-from tests.support.manifests import pool_manifest
-from tests.support.settings import FAST as FAST  # re-exported
-from tests.support.waits import eventually as eventually  # re-exported
+from tests.helpers.settings import FAST
 
 EMULATOR_URL = "http://emulator.test"
 ACCOUNTS = {"default": "wf-test-key", "second": "wf-test-key-2"}
@@ -89,188 +87,14 @@ async def pool_devices(
 async def pool_counts(
     control: httpx.AsyncClient, name: str, *, account: str = "default"
 ) -> dict[str, int]:
-    """One pool's own `created` and `terminated` counts (tests.support.emulator.pool_counts)."""
+    """One pool's own `created` and `terminated` counts (devicepool.testing.pool_counts)."""
     return await ground_truth.pool_counts(control, name, api_key=ACCOUNTS[account])
-
-
-async def history_digest(client: Client, workflow_id: str) -> str:
-    """A compact, readable trace of a workflow's runs (for failure messages)."""
-    lines: list[str] = []
-    for history in await run_histories(client, workflow_id):
-        for event in history.events:
-            kind = event.WhichOneof("attributes") or ""
-            if "workflow_task" in kind:
-                continue
-            detail = ""
-            if event.HasField("activity_task_scheduled_event_attributes"):
-                detail = event.user_metadata.summary.data.decode()
-            elif event.HasField("workflow_execution_signaled_event_attributes"):
-                attrs = event.workflow_execution_signaled_event_attributes
-                detail = attrs.signal_name + " " + attrs.input.payloads[0].data.decode()[:160]
-            elif event.HasField("activity_task_failed_event_attributes"):
-                detail = event.activity_task_failed_event_attributes.failure.message[:160]
-            elif event.HasField("timer_started_event_attributes"):
-                detail = str(
-                    event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
-                )
-            stamp = event.event_time.ToDatetime().strftime("%M:%S.%f")[:-3]
-            lines.append(f"{stamp} {kind.removesuffix('_event_attributes')} {detail}")
-    return "\n".join(lines)
 
 
 async def condition(handle: Any, type_: str) -> dict[str, Any] | None:
     """The pool's condition of this type, from its `status` query (None if absent)."""
     status = await handle.query("status")
     return next((c for c in status["conditions"] if c["type"] == type_), None)
-
-
-class TimedASGITransport(httpx.ASGITransport):
-    """ASGITransport that honours the client's read timeout like a socket would.
-
-    The emulator's `timeoutRate` fault processes a request and then withholds
-    the answer; over a real socket the client gives up and retries. In process,
-    httpx would wait forever, so this transport enforces the timeout itself.
-    """
-
-    # Test switch: answers of this many create calls are "lost" after the
-    # emulator processed them (the device exists; the client sees a timeout).
-    lose_create_answers = 0
-    # Test switch: a partition between workers and the provider's create
-    # endpoint. Calls hang until the caller gives up and never arrive.
-    creates_partitioned = False
-    # Test switch: while set and closed, creates wait here before reaching the
-    # provider (`at_gate` counts them).
-    create_gate: asyncio.Event | None = None
-    at_gate = 0
-    # Test switch: pool -> seconds a list of its devices is answered late
-    # (processed at once, the answer held back); `lists` counts them per pool.
-    late_list_answers: ClassVar[dict[str, float]] = {}
-    lists: ClassVar[Counter[str]] = Counter()
-    # Test switch: device ids whose status answers leave `updatedAt` out (a
-    # provider that does not say when a status changed), so a health check that
-    # lost its clocks cannot rebuild them from the provider.
-    hide_updated_at: ClassVar[set[str]] = set()
-    # Test switch: while set and closed, DELETEs wait here before reaching the
-    # provider (a teardown that takes its time).
-    delete_gate: asyncio.Event | None = None
-    # Test switch: device id -> how many of its DELETEs are refused with 409
-    # invalid_state before one reaches the provider.
-    refuse_deletes: ClassVar[dict[str, int]] = {}
-    # Test switch: pool -> seconds a device it creates stays out of its listings (a
-    # provider whose label index lags behind its creates); `born` is when each was.
-    listing_lag: ClassVar[dict[str, float]] = {}
-    born: ClassVar[dict[str, float]] = {}
-    # Test switch: pools whose listings are refused with 401 (a revoked or rotated key).
-    unauthenticated_lists: ClassVar[set[str]] = set()
-    # ...and what happens at the provider right after such a refusal (a session starts).
-    after_refused_delete: ClassVar[Callable[[str], Awaitable[Any]] | None] = None
-
-    @classmethod
-    def reset(cls) -> None:
-        """Every switch back to its default (tests/workflows/conftest.py does it after each test)."""
-        cls.lose_create_answers = 0
-        cls.creates_partitioned = False
-        if cls.create_gate is not None:
-            cls.create_gate.set()  # creates held by a failed test go on
-        cls.create_gate = None
-        cls.at_gate = 0
-        cls.late_list_answers.clear()
-        cls.lists.clear()
-        cls.hide_updated_at.clear()
-        if cls.delete_gate is not None:
-            cls.delete_gate.set()
-        cls.delete_gate = None
-        cls.refuse_deletes.clear()
-        cls.after_refused_delete = None
-        cls.unauthenticated_lists.clear()
-        cls.listing_lag.clear()
-        cls.born.clear()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self._handle(request)
-        if TimedASGITransport.listing_lag:
-            response = await self._lag(request, response)
-        hidden = TimedASGITransport.hide_updated_at
-        if not hidden or "json" not in response.headers.get("content-type", ""):
-            return response
-        body = json.loads(await response.aread())
-        items = body.get("items") if isinstance(body, dict) and "items" in body else [body]
-        for item in items or []:
-            if isinstance(item, dict) and item.get("id") in hidden:
-                item.pop("updatedAt", None)
-        headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
-        return httpx.Response(response.status_code, headers=headers, json=body, request=request)
-
-    async def _lag(self, request: httpx.Request, response: httpx.Response) -> httpx.Response:
-        """Keep a lagging pool's new devices out of its listings for a while."""
-        lag, now = TimedASGITransport.listing_lag, asyncio.get_running_loop().time()
-        body = json.loads(await response.aread() or b"null")
-        if request.method == "POST" and request.url.path.endswith("/devices"):
-            if isinstance(body, dict) and (body.get("labels") or {}).get("pool") in lag:
-                TimedASGITransport.born.setdefault(body["id"], now)
-            return response
-        pool = request.url.params.get("label", "").removeprefix("pool=")
-        if request.method != "GET" or pool not in lag or not isinstance(body, dict):
-            return response
-        born = TimedASGITransport.born
-        body["items"] = [
-            d for d in body.get("items") or [] if now - born.get(d["id"], -1e9) >= lag[pool]
-        ]
-        headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
-        return httpx.Response(response.status_code, headers=headers, json=body, request=request)
-
-    async def _handle(self, request: httpx.Request) -> httpx.Response:
-        gate = TimedASGITransport.delete_gate
-        if request.method == "DELETE" and gate is not None:
-            await gate.wait()
-        device_id = request.url.path.rsplit("/", 1)[-1]
-        if request.method == "DELETE" and TimedASGITransport.refuse_deletes.get(device_id, 0) > 0:
-            TimedASGITransport.refuse_deletes[device_id] -= 1
-            if TimedASGITransport.after_refused_delete is not None:
-                await TimedASGITransport.after_refused_delete(device_id)
-            detail = f"device {device_id} cannot be terminated right now"
-            return _problem(request, 409, "invalid_state", detail)
-        label = request.url.params.get("label", "")
-        if request.method == "GET" and label.startswith("pool="):
-            pool = label[len("pool=") :]
-            if pool in TimedASGITransport.unauthenticated_lists:
-                return _problem(request, 401, "unauthenticated", "the API key is not valid")
-            response = await super().handle_async_request(request)
-            await response.aread()
-            TimedASGITransport.lists[pool] += 1
-            await asyncio.sleep(TimedASGITransport.late_list_answers.get(pool, 0.0))
-            return response
-        if request.method == "POST" and request.url.path.endswith("/devices"):
-            gate = TimedASGITransport.create_gate
-            if gate is not None and not gate.is_set():
-                TimedASGITransport.at_gate += 1
-                await gate.wait()
-            if TimedASGITransport.creates_partitioned:
-                await asyncio.sleep(float((request.extensions.get("timeout") or {})["read"]))
-                raise httpx.ReadTimeout("partitioned", request=request)
-            if TimedASGITransport.lose_create_answers > 0:
-                TimedASGITransport.lose_create_answers -= 1
-                response = await super().handle_async_request(request)
-                await response.aread()
-                raise httpx.ReadTimeout("answer lost on the way back", request=request)
-        read = (request.extensions.get("timeout") or {}).get("read")
-        try:
-            return await asyncio.wait_for(super().handle_async_request(request), read)
-        except TimeoutError as err:
-            raise httpx.ReadTimeout("emulated read timeout", request=request) from err
-
-
-def _problem(request: httpx.Request, status: int, code: str, detail: str) -> httpx.Response:
-    """An error answer in the provider contract's problem+json shape."""
-    problem = {
-        "type": "about:blank",
-        "title": code,
-        "status": status,
-        "code": code,
-        "detail": detail,
-    }
-    headers = {"content-type": "application/problem+json"}
-    return httpx.Response(status, json=problem, headers=headers, request=request)
 
 
 class Workers:

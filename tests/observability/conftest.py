@@ -15,36 +15,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 import uvicorn
-from obs_support import API_KEY, OBS_SETTINGS, ObsStack
 from pydantic import SecretStr
-from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.service import RPCError
-from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.models import AccountSettings, ProxyPoolSettings
-from devicepool.api.names import ledger_workflow_id
-from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
+from devicepool.testing import free_port
 from devicepool.worker.config import WorkerConfig
 from devicepool.worker.main import run_worker, sdk_runtime
-from devicepool.workflows.pool.search_attributes import search_attribute_keys
-from tests.support.binaries import temporal_binary
-from tests.support.ports import free_port
-
-
-async def worker_serves(client: Client, account: str, worker: asyncio.Task[None]) -> None:
-    """Wait for the worker's permit ledger of `account`: `PoolClient.apply` refuses
-    a pool whose account no worker serves, and the worker starts it asynchronously."""
-    handle = client.get_workflow_handle(ledger_workflow_id(account))
-    for _ in range(150):
-        if worker.done():
-            worker.result()
-            raise AssertionError("the worker stopped before it started its ledger")
-        with contextlib.suppress(RPCError):
-            if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
-                return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"no running ledger for account {account!r} after 15 s")
+from tests.helpers.obs_stack import API_KEY, OBS_SETTINGS, ObsStack, worker_serves
+from tests.helpers.servers import dev_server
 
 
 @pytest.fixture(scope="session")
@@ -89,14 +68,7 @@ async def obs_stack() -> AsyncIterator[ObsStack]:
         metrics_port=metrics_port,
         graceful_shutdown_seconds=1,
     )
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_binary(),
-        data_converter=DATA_CONVERTER,
-        runtime=runtime,
-        ui=True,
-        ui_port=ui_port,
-        search_attributes=search_attribute_keys(),
-    ) as env:
+    async with await dev_server(runtime=runtime, ui=True, ui_port=ui_port) as env:
         stop = asyncio.Event()
         worker = asyncio.create_task(
             run_worker(

@@ -19,22 +19,22 @@ from typing import Any
 
 import httpx
 import pytest
-from obs_support import OBS_SETTINGS, ObsStack
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowHistory
 from temporalio.worker import Replayer
 
+from devicepool import testing as waits
 from devicepool.activities.metrics import Metrics
 from devicepool.api.names import SIGNAL_SCALE, TASK_QUEUE, pool_workflow_id
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
 from devicepool.connect import DATA_CONVERTER
+from devicepool.testing import pool_manifest
 from devicepool.worker.metrics import ReconcileInterceptor
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.pool.messages import PoolInput
-from tests.support import waits
-from tests.support.manifests import pool_manifest
+from tests.helpers.obs_stack import OBS_SETTINGS, ObsStack
 
 # Above the scenario's own waits (eight of at most 15 s each): a slow step fails
 # with its own "timed out waiting for ..." message, not a pytest-timeout dump.

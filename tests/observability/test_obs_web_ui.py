@@ -29,13 +29,13 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from obs_support import ObsStack
 from playwright.async_api import Page, async_playwright, expect
 
 from devicepool.api.loader import parse_pool
 from devicepool.api.names import SEARCH_ATTRIBUTES, health_workflow_id, pool_workflow_id
 from devicepool.client._dev_stack import pools_only
 from devicepool.client.pool_client import PoolClient
+from tests.helpers.obs_stack import ObsStack
 
 # 25-45 s alone or in a full run; once over 90 s on a loaded machine (fresh-clone CI),
 # where pytest-timeout then ends the whole xdist worker.

@@ -10,9 +10,7 @@ queue, so a create may run on either.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,19 +19,17 @@ from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workflows"))
-
-from rl_support import ACCOUNTS, CAP, SPEED, URL, WINDOW, CountingTransport
-from wf_support import FAST, cancel_running_pools
-
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings
-from devicepool.connect import DATA_CONVERTER, connect
+from devicepool.connect import connect
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.worker.accounts import register_accounts
 from devicepool.worker.build import account_workers, pool_queue_workers
-from devicepool.workflows.pool.search_attributes import search_attribute_keys
-from tests.support.binaries import temporal_binary
+from tests.helpers.ratelimit_stack import ACCOUNTS, CAP, SPEED, URL, WINDOW
+from tests.helpers.servers import dev_server
+from tests.helpers.settings import FAST
+from tests.helpers.transports import CountingTransport
+from tests.helpers.workflow_stack import cancel_running_pools
 
 
 @pytest.fixture(autouse=True)
@@ -55,11 +51,7 @@ def _transport_switches_reset() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 async def rl_env() -> AsyncIterator[WorkflowEnvironment]:
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_binary(),
-        data_converter=DATA_CONVERTER,
-        search_attributes=search_attribute_keys(),
-    ) as env:
+    async with await dev_server() as env:
         yield env
 
 

@@ -14,11 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
-from rl_support import CAP, SETTINGS, WINDOW, WINDOW_V, CountingTransport, name
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
-from wf_support import eventually, start_pool
 
 from devicepool.activities.models import RateLimitedReport
 from devicepool.api.names import (
@@ -31,10 +29,12 @@ from devicepool.api.names import (
 from devicepool.api.v1alpha1 import DevicePool
 from devicepool.client.errors import EXIT_BAD_INPUT, BadInput
 from devicepool.client.pool_client import PoolClient
+from devicepool.testing import create_device, eventually, pool_manifest
+from devicepool.testing import stats as emulator_stats
 from devicepool.workflows.shared.protocol import PermitIntent
-from tests.support.emulator import create_device
-from tests.support.emulator import stats as emulator_stats
-from tests.support.manifests import pool_manifest
+from tests.helpers.ratelimit_stack import CAP, SETTINGS, WINDOW, WINDOW_V, name
+from tests.helpers.transports import CountingTransport
+from tests.helpers.workflow_stack import start_pool
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(60)]
 

@@ -16,7 +16,6 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from rl_support import GrantCatcher, got
 from temporalio import workflow
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import (
@@ -36,11 +35,12 @@ from devicepool.api.names import (
     WORKFLOW_ACCOUNT_LEDGER,
     ledger_workflow_id,
 )
+from devicepool.testing import eventually
 from devicepool.worker.build import new_worker
 from devicepool.workflows.ledger.state import LedgerInput
 from devicepool.workflows.ledger.workflow import AccountLedgerWorkflow
 from devicepool.workflows.shared.protocol import PermitRequest
-from tests.support.waits import eventually
+from tests.helpers.ratelimit_stack import GrantCatcher, got
 
 pytestmark = pytest.mark.devserver
 

@@ -13,18 +13,18 @@ import asyncio
 import uuid
 
 import pytest
-from rl_support import GrantCatcher, got
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner
 
 from devicepool.activities.ledger_calls import ledger_hold
 from devicepool.activities.models import LedgerConfig
 from devicepool.api.names import SIGNAL_PERMIT_REQUEST, ledger_workflow_id
+from devicepool.testing import eventually
 from devicepool.worker.build import new_worker
 from devicepool.workflows.ledger.state import LedgerInput
 from devicepool.workflows.ledger.workflow import AccountLedgerWorkflow
 from devicepool.workflows.shared.protocol import PermitRequest
-from tests.support.waits import eventually
+from tests.helpers.ratelimit_stack import GrantCatcher, got
 
 pytestmark = pytest.mark.devserver
 

@@ -31,10 +31,8 @@ from typing import Any
 
 import httpx
 import pytest
-from rl_support import ACCOUNTS, CAP, SETTINGS, SPEED, WINDOW_V, CountingTransport, name
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
-from wf_support import eventually, run_histories, start_pool
 
 from devicepool.api.names import (
     QUERY_LEDGER,
@@ -45,7 +43,12 @@ from devicepool.api.names import (
     UPDATE_SCALE,
     ledger_workflow_id,
 )
+from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import Accepted, ScaleRequest
+from tests.helpers.histories import run_histories
+from tests.helpers.ratelimit_stack import ACCOUNTS, CAP, SETTINGS, SPEED, WINDOW_V, name
+from tests.helpers.transports import CountingTransport
+from tests.helpers.workflow_stack import start_pool
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(60)]
 

@@ -26,7 +26,6 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 from temporalio.client import Client, WorkflowHistory
-from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, PoolSettings
@@ -40,15 +39,14 @@ from devicepool.api.names import (
     pool_workflow_id,
     provision_workflow_id,
 )
-from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
+from devicepool.testing import eventually, labelled_devices
 from devicepool.worker.accounts import register_accounts
 from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.pool.messages import Accepted, ScaleRequest
-from devicepool.workflows.pool.search_attributes import search_attribute_keys
-from tests.support.binaries import temporal_binary
-from tests.support.histories import run_histories
-from tests.workflows.wf_support import start_pool
+from tests.helpers.histories import run_histories
+from tests.helpers.servers import dev_server
+from tests.helpers.workflow_stack import start_pool
 
 URL = "http://emulator.record"
 KEY = "record-key"
@@ -83,15 +81,7 @@ async def record(out: Path) -> None:
         transport=httpx.ASGITransport(app=emulator),
     )
     async with (
-        await WorkflowEnvironment.start_local(
-            dev_server_existing_path=temporal_binary(),
-            data_converter=DATA_CONVERTER,
-            search_attributes=search_attribute_keys(),
-            dev_server_extra_args=[
-                "--dynamic-config-value",
-                f"limit.historyCount.suggestContinueAsNew={CAN_THRESHOLD}",
-            ],
-        ) as env,
+        await dev_server(continue_as_new_after=CAN_THRESHOLD) as env,
         httpx.AsyncClient(transport=httpx.ASGITransport(app=emulator), base_url=URL) as control,
     ):
         client = env.client
@@ -159,13 +149,8 @@ async def _save(client: Client, out: Path) -> None:
 
 
 async def _devices(control: httpx.AsyncClient, pool: str) -> list[dict[str, Any]]:
-    answer = await control.get(
-        "/api/v1/devices",
-        params={"label": f"pool={pool}", "page_size": 100},
-        headers={"Authorization": f"Bearer {KEY}"},
-    )
-    answer.raise_for_status()
-    return [d for d in answer.json()["items"] if d["status"] not in ("terminating", "terminated")]
+    devices = await labelled_devices(control, pool, api_key=KEY)
+    return [d for d in devices if d["status"] not in ("terminating", "terminated")]
 
 
 async def _ready(control: httpx.AsyncClient, pool: str, count: int) -> bool:
@@ -187,11 +172,7 @@ async def _new_run(client: Client, first: str) -> bool:
 
 
 async def _until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 60) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError(f"recording: no {what} after {timeout:g}s")
-        await asyncio.sleep(0.2)
+    await eventually(check, what=f"{what} (recording)", timeout=timeout)
 
 
 def main() -> None:

@@ -17,11 +17,11 @@ from prometheus_client import CollectorRegistry
 from temporalio.client import Client
 
 from devicepool.activities.models import PoolSettings
+from devicepool.testing import free_port as closed_port  # nothing listens on it
 from devicepool.worker.config import WorkerConfig
 from devicepool.worker.http import start_http_server
 from devicepool.worker.main import _Running
 from devicepool.worker.metrics import WorkerGauges
-from tests.support.ports import free_port as closed_port  # nothing listens on it
 
 
 @pytest.fixture

@@ -17,36 +17,26 @@ import httpx
 import pytest
 from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
-from wf_support import (
-    ACCOUNTS,
-    CAN_THRESHOLD,
-    EMULATOR_URL,
-    FAST,
-    PROXY_PASSWORD,
-    TimedASGITransport,
-    Workers,
-    cancel_running_pools,
-    temporal_binary,
-)
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, ProxyPoolSettings
-from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
-from devicepool.workflows.pool.search_attributes import search_attribute_keys
+from tests.helpers.servers import dev_server
+from tests.helpers.settings import FAST
+from tests.helpers.transports import TimedASGITransport
+from tests.helpers.workflow_stack import (
+    ACCOUNTS,
+    CAN_THRESHOLD,
+    EMULATOR_URL,
+    PROXY_PASSWORD,
+    Workers,
+    cancel_running_pools,
+)
 
 
 @pytest.fixture(scope="session")
 async def env() -> AsyncIterator[WorkflowEnvironment]:
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_binary(),
-        data_converter=DATA_CONVERTER,
-        search_attributes=search_attribute_keys(),
-        dev_server_extra_args=[
-            "--dynamic-config-value",
-            f"limit.historyCount.suggestContinueAsNew={CAN_THRESHOLD}",
-        ],
-    ) as env:
+    async with await dev_server(continue_as_new_after=CAN_THRESHOLD) as env:
         yield env
 
 

@@ -18,11 +18,13 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
-from wf_support import FAST, Workers, eventually, pool_counts, pool_devices, start_pool
 
 from devicepool.api.names import health_workflow_id
 from devicepool.connect import DATA_CONVERTER
+from devicepool.testing import eventually
 from devicepool.workflows import WORKFLOWS
+from tests.helpers.settings import FAST
+from tests.helpers.workflow_stack import Workers, pool_counts, pool_devices, start_pool
 
 pytestmark = pytest.mark.devserver
 

@@ -18,18 +18,6 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner
-from wf_support import (
-    ACCOUNTS,
-    FAST,
-    TimedASGITransport,
-    Workers,
-    eventually,
-    history_digest,
-    pool_counts,
-    pool_devices,
-    start_pool,
-    stats,
-)
 
 from devicepool.api.names import (
     SIGNAL_HEALTH_REPORT,
@@ -39,9 +27,13 @@ from devicepool.api.names import (
     pool_workflow_id,
 )
 from devicepool.connect import DATA_CONVERTER
+from devicepool.testing import create_device, eventually, stats
 from devicepool.worker.build import new_worker
 from devicepool.workflows.shared.protocol import HealthConfig, HealthInput, HealthReport
-from tests.support.emulator import create_device
+from tests.helpers.histories import history_digest
+from tests.helpers.settings import FAST
+from tests.helpers.transports import TimedASGITransport
+from tests.helpers.workflow_stack import ACCOUNTS, Workers, pool_counts, pool_devices, start_pool
 
 pytestmark = pytest.mark.devserver
 

@@ -22,13 +22,22 @@ import asyncio
 
 import httpx
 import pytest
-from health_support import converged, delete, just_after_a_listing, resumed, true_condition
 from temporalio.testing import WorkflowEnvironment
-from wf_support import FAST, Workers, eventually, history_digest, pool_counts, start_pool
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import DeviceStatus
 from devicepool.api.names import health_workflow_id
+from devicepool.testing import eventually
+from tests.helpers.histories import history_digest
+from tests.helpers.pool_waits import (
+    converged,
+    delete,
+    just_after_a_listing,
+    resumed,
+    true_condition,
+)
+from tests.helpers.settings import FAST
+from tests.helpers.workflow_stack import Workers, pool_counts, start_pool
 
 pytestmark = pytest.mark.devserver
 

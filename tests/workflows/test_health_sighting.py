@@ -20,20 +20,16 @@ from typing import Any
 
 import httpx
 import pytest
-from health_support import converged, delete, just_after_a_listing
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
-from wf_support import (
-    FAST,
-    Workers,
-    eventually,
-    history_digest,
-    pool_devices,
-    start_pool,
-)
 
 from devicepool.api.names import health_workflow_id
+from devicepool.testing import eventually
 from devicepool.workflows.health.triage import own_read_seconds
+from tests.helpers.histories import history_digest
+from tests.helpers.pool_waits import converged, delete, just_after_a_listing
+from tests.helpers.settings import FAST
+from tests.helpers.workflow_stack import Workers, pool_devices, start_pool
 
 pytestmark = pytest.mark.devserver
 

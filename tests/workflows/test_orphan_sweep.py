@@ -27,17 +27,6 @@ from temporalio.common import (
 from temporalio.service import RPCError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from temporalio.worker import Replayer
-from wf_support import (
-    ACCOUNTS,
-    CAN_THRESHOLD,
-    EMULATOR_URL,
-    FAST,
-    Workers,
-    eventually,
-    history_digest,
-    pool_devices,
-    start_pool,
-)
 
 from devicepool.activities.models import AccountSettings, LedgerConfig
 from devicepool.activities.orphan_models import (
@@ -58,12 +47,22 @@ from devicepool.api.names import (
 )
 from devicepool.client.pool_client import PoolClient
 from devicepool.connect import DATA_CONVERTER
+from devicepool.testing import create_device, eventually
 from devicepool.worker.accounts import start_janitors
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.ledger.state import LedgerInput
 from devicepool.workflows.orphans.state import OrphanReport
 from devicepool.workflows.pool.search_attributes import KEY_ACCOUNT
-from tests.support.emulator import create_device
+from tests.helpers.histories import history_digest
+from tests.helpers.settings import FAST
+from tests.helpers.workflow_stack import (
+    ACCOUNTS,
+    CAN_THRESHOLD,
+    EMULATOR_URL,
+    Workers,
+    pool_devices,
+    start_pool,
+)
 
 pytestmark = pytest.mark.devserver
 

@@ -19,13 +19,15 @@ import pytest
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
-from wf_support import FAST, OwnQueueActivities, eventually, pool_devices
 
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import UPDATE_APPLY, pool_workflow_id
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import Accepted, ApplyRequest, PoolInput
+from tests.helpers.settings import FAST
+from tests.helpers.workflow_stack import OwnQueueActivities, pool_devices
 
 pytestmark = pytest.mark.devserver
 

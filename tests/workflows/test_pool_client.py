@@ -11,15 +11,17 @@ from typing import Any
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
-from wf_support import TimedASGITransport, Workers, eventually, pool_devices, temporal_binary
 
 from devicepool.api.names import pool_workflow_id
 from devicepool.api.v1alpha1 import DevicePool
 from devicepool.client import PoolBlocked, PoolClient
 from devicepool.client.cli import main
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME
+from devicepool.testing import eventually, pool_manifest, write_pool
 from devicepool.workflows.pool.messages import ApplyResult
-from tests.support.manifests import pool_manifest, write_pool
+from tests.helpers.servers import temporal_binary
+from tests.helpers.transports import TimedASGITransport
+from tests.helpers.workflow_stack import Workers, pool_devices
 
 pytestmark = pytest.mark.devserver
 

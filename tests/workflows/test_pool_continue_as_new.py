@@ -14,23 +14,22 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
-from wf_support import (
-    CAN_THRESHOLD,
-    FAST,
-    OwnQueueActivities,
-    TimedASGITransport,
-    condition,
-    eventually,
-    pool_counts,
-    pool_devices,
-    run_histories,
-    start_pool,
-    stats,
-)
 
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
+from devicepool.testing import eventually, stats
 from devicepool.workflows.pool.messages import DevicesView
+from tests.helpers.histories import run_histories
+from tests.helpers.settings import FAST
+from tests.helpers.transports import TimedASGITransport
+from tests.helpers.workflow_stack import (
+    CAN_THRESHOLD,
+    OwnQueueActivities,
+    condition,
+    pool_counts,
+    pool_devices,
+    start_pool,
+)
 
 pytestmark = pytest.mark.devserver
 

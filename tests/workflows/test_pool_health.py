@@ -14,25 +14,23 @@ from typing import Any
 
 import httpx
 import pytest
-from health_support import converged, created_at_least, delete
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
-from wf_support import (
-    ACCOUNTS,
-    FAST,
-    TimedASGITransport,
-    Workers,
-    condition,
-    eventually,
-    history_digest,
-    pool_counts,
-    pool_devices,
-    run_histories,
-    start_pool,
-    stats,
-)
 
 from devicepool.api.names import SIGNAL_HEALTH_REPORT, health_workflow_id
+from devicepool.testing import eventually, stats
+from tests.helpers.histories import history_digest, run_histories
+from tests.helpers.pool_waits import converged, created_at_least, delete
+from tests.helpers.settings import FAST
+from tests.helpers.transports import TimedASGITransport
+from tests.helpers.workflow_stack import (
+    ACCOUNTS,
+    Workers,
+    condition,
+    pool_counts,
+    pool_devices,
+    start_pool,
+)
 
 pytestmark = pytest.mark.devserver
 

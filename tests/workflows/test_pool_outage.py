@@ -13,24 +13,30 @@ from typing import Any
 
 import httpx
 import pytest
-from health_support import converged, delete, false_condition, paused, resumed, true_condition
 from temporalio.testing import WorkflowEnvironment
-from wf_support import (
-    FAST,
+
+from devicepool.api.names import UPDATE_APPLY
+from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.testing import eventually, stats
+from devicepool.workflows.pool.messages import Accepted, ApplyRequest
+from tests.helpers.histories import history_digest
+from tests.helpers.pool_waits import (
+    converged,
+    delete,
+    false_condition,
+    paused,
+    resumed,
+    true_condition,
+)
+from tests.helpers.settings import FAST
+from tests.helpers.workflow_stack import (
     Workers,
     condition,
-    eventually,
-    history_digest,
     pool_counts,
     pool_devices,
     pool_manifest,
     start_pool,
-    stats,
 )
-
-from devicepool.api.names import UPDATE_APPLY
-from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
-from devicepool.workflows.pool.messages import Accepted, ApplyRequest
 
 pytestmark = pytest.mark.devserver
 

@@ -12,17 +12,13 @@ import asyncio
 import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
-from wf_support import (
-    FAST,
-    TimedASGITransport,
-    eventually,
-    pool_counts,
-    pool_devices,
-    start_pool,
-)
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import provision_workflow_id
+from devicepool.testing import eventually
+from tests.helpers.settings import FAST
+from tests.helpers.transports import TimedASGITransport
+from tests.helpers.workflow_stack import pool_counts, pool_devices, start_pool
 
 pytestmark = pytest.mark.devserver
 

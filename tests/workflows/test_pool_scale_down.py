@@ -14,18 +14,13 @@ import asyncio
 import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
-from wf_support import (
-    TimedASGITransport,
-    condition,
-    eventually,
-    pool_counts,
-    pool_devices,
-    start_pool,
-)
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import UPDATE_SCALE
+from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import Accepted, ScaleRequest
+from tests.helpers.transports import TimedASGITransport
+from tests.helpers.workflow_stack import condition, pool_counts, pool_devices, start_pool
 
 pytestmark = pytest.mark.devserver
 

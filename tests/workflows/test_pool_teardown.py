@@ -13,24 +13,24 @@ from pydantic import SecretStr
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
-from wf_support import (
-    ACCOUNTS,
-    EMULATOR_URL,
-    FAST,
-    OwnQueueActivities,
-    TimedASGITransport,
-    eventually,
-    pool_counts,
-    pool_devices,
-    start_pool,
-)
 
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import pool_workflow_id
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
 from devicepool.client import PoolBlocked, PoolClient
+from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import PoolInput
+from tests.helpers.settings import FAST
+from tests.helpers.transports import TimedASGITransport
+from tests.helpers.workflow_stack import (
+    ACCOUNTS,
+    EMULATOR_URL,
+    OwnQueueActivities,
+    pool_counts,
+    pool_devices,
+    start_pool,
+)
 
 pytestmark = pytest.mark.devserver
 

@@ -19,7 +19,6 @@ from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner
-from wf_support import FAST, eventually, pool_counts, pool_devices, start_pool
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import (
@@ -28,8 +27,11 @@ from devicepool.api.names import (
     UPDATE_SCALE,
     ledger_workflow_id,
 )
+from devicepool.testing import eventually
 from devicepool.worker.build import new_worker
 from devicepool.workflows.pool.messages import Accepted, ScaleRequest
+from tests.helpers.settings import FAST
+from tests.helpers.workflow_stack import pool_counts, pool_devices, start_pool
 
 pytestmark = pytest.mark.devserver
 

@@ -21,12 +21,14 @@ import pytest
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
-from wf_support import FAST, eventually, pool_devices, start_pool
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import UPDATE_SCALE
+from devicepool.testing import eventually
 from devicepool.worker.build import pool_queue_workers
 from devicepool.workflows.pool.messages import Accepted, ScaleRequest
+from tests.helpers.settings import FAST
+from tests.helpers.workflow_stack import pool_devices, start_pool
 
 pytestmark = pytest.mark.devserver
 

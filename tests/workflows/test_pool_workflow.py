@@ -16,20 +16,6 @@ from temporalio.client import (
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
-from wf_support import (
-    ACCOUNTS,
-    FAST,
-    PROXY_PASSWORD,
-    TimedASGITransport,
-    condition,
-    eventually,
-    history_digest,
-    pool_counts,
-    pool_devices,
-    run_histories,
-    start_pool,
-    stats,
-)
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import (
@@ -42,8 +28,20 @@ from devicepool.api.names import (
 )
 from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
 from devicepool.connect import DATA_CONVERTER
+from devicepool.testing import eventually, stats
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.pool.messages import Accepted, ApplyRequest, ScaleRequest
+from tests.helpers.histories import history_digest, run_histories
+from tests.helpers.settings import FAST
+from tests.helpers.transports import TimedASGITransport
+from tests.helpers.workflow_stack import (
+    ACCOUNTS,
+    PROXY_PASSWORD,
+    condition,
+    pool_counts,
+    pool_devices,
+    start_pool,
+)
 
 pytestmark = pytest.mark.devserver
 

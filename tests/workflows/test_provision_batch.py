@@ -26,11 +26,11 @@ from devicepool.api.names import account_task_queue
 from devicepool.api.v1alpha1 import Platform
 from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
+from devicepool.testing import stats as emulator_stats
 from devicepool.worker.build import new_worker
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.provision.workflow import ProvisionBatchWorkflow
 from devicepool.workflows.shared.protocol import BatchReport, ProvisionBatchInput
-from tests.support.emulator import stats as emulator_stats
 
 # The time-skipping test server is a server too: not in the server-free run.
 pytestmark = pytest.mark.devserver

@@ -22,21 +22,21 @@ from typing import Any
 import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
-from wf_support import (
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.api.names import UPDATE_SCALE, health_workflow_id
+from devicepool.testing import eventually
+from devicepool.workflows.pool.messages import Accepted, ScaleRequest
+from tests.helpers.histories import history_digest
+from tests.helpers.settings import FAST
+from tests.helpers.workflow_stack import (
     ACCOUNTS,
-    FAST,
     Workers,
     condition,
-    eventually,
-    history_digest,
     pool_counts,
     pool_devices,
     start_pool,
 )
-
-from devicepool.activities.devices import DeviceActivities
-from devicepool.api.names import UPDATE_SCALE, health_workflow_id
-from devicepool.workflows.pool.messages import Accepted, ScaleRequest
 
 pytestmark = pytest.mark.devserver
 
