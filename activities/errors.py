@@ -1,7 +1,7 @@
 """Typed provider errors, and their one translation into Temporal failures.
 
-Every failure of a provider call surfaces as a `ProviderError`; the subclass says
-what happened, `error_type` names it in the shared vocabulary (`api.errors.ErrorType`)::
+Every failed provider call is a `ProviderError`; the subclass says what happened
+and `error_type` names it in the shared vocabulary (`api.errors.ErrorType`)::
 
     ProviderError                       error_type               HTTP   retryable
     ├── InvalidArgumentError            INVALID_ARGUMENT         400    no
@@ -16,17 +16,12 @@ what happened, `error_type` names it in the shared vocabulary (`api.errors.Error
     └── TransportError                  TRANSPORT                -      yes
         └── TransportTimeoutError       TIMEOUT                  -      yes
 
-The subclass is chosen from the problem+json `code` of the answer, falling back
-on the HTTP status when the body carries no known code (`error_from_response`).
-
-`to_application_error` is the only place that turns one into a Temporal
-`ApplicationError`: `type` is the `ErrorType` value; 4xx are non-retryable; 429
-is retryable, BENIGN, with `next_retry_delay` taken from `Retry-After` (at most
-`MAX_RETRY_AFTER_SECONDS`); 5xx and transport errors are retryable on the
-activity's retry policy.
-
-No message built here ever contains the API key: the client never hands it to
-this module, and it scrubs the key out of anything the provider echoes back.
+`error_from_response` picks the subclass from the problem+json `code`, else the
+HTTP status. `to_application_error` is the only way into a Temporal
+`ApplicationError` (`type` is the `ErrorType` value; a 429 is BENIGN, its
+`next_retry_delay` from `Retry-After`, at most `MAX_RETRY_AFTER_SECONDS`). No
+message built here holds the API key: the client never hands it over, and
+scrubs it out of anything the provider echoes back.
 """
 
 from __future__ import annotations

@@ -1,24 +1,19 @@
 """The Prometheus metrics that activities (and the worker's interceptors) record.
 
-`Metrics` owns its collectors on one `CollectorRegistry`, so a worker process
-(or a test) builds one and passes it down; nothing here registers on the global
-default registry at import time.
+`Metrics` owns its collectors on one `CollectorRegistry`, which a worker process
+(or a test) builds and passes down; nothing registers on the global default
+registry at import time. Recorded from activity code only, plus the replay-safe
+workflow interceptor in `worker/metrics.py`: activities run once per attempt and
+are never replayed, so a counter here counts real provider calls.
 
-Recorded from activity code only, plus the workflow interceptor in
-`worker/metrics.py` that skips replay. Activities run once per attempt and are
-never replayed, so a counter incremented here counts real provider calls.
-
-- `devicepool_api_requests_total{operation}` / `devicepool_api_errors_total{type}`:
-  every provider HTTP call and every failed one, `type` from `api.errors.ErrorType`.
-- `devicepool_provisioning_seconds`: create → ready, from the provider's own
-  `createdAt`/`updatedAt` when it gives them, else from when this worker
-  created the device.
-- `devicepool_replacements_total{pool,reason}`: a device removed because it
-  was unhealthy (`offline`, `failed`, `startup_timeout`, or the reason the
-  caller gave), so the pool creates another in its place.
-- `devicepool_reconcile_duration_seconds`: one reconcile pass of a pool.
-- `devicepool_orphans_terminated_total{account,platform}`: a device the orphan
-  sweep deleted because its pool had no running workflow (`activities/orphans.py`).
+Collectors: `devicepool_api_requests_total{operation}`,
+`devicepool_api_errors_total{type}` (an `api.errors.ErrorType`),
+`devicepool_provisioning_seconds` (create → ready, from the provider's
+`createdAt`/`updatedAt` when given, else this worker's clock),
+`devicepool_replacements_total{pool,reason}`,
+`devicepool_reconcile_duration_seconds`,
+`devicepool_orphans_terminated_total{account,platform}`. What each means:
+docs/operations.md, "Metrics, alerts and the dashboard".
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """The orphan sweep's activities as workflows see them: inputs, results, definitions. No I/O.
 
-An *orphan* is a device labelled `managed-by=devicepool` at an account whose
-pool (its `pool` label) has no running workflow there: the pool's workflow was
-terminated by hand or by the server (past its history limit), or it ended
-while a create was still on its way. Nothing else would ever delete it. A
-device whose pool runs is never an orphan, listed in the pool's state or not:
-between a create and the pool's next observation it is in nobody's state.
-
-The janitor (`workflows/orphans/workflow.py`, one per account) calls `find_orphans`
-every scan and `terminate_orphans` for those orphaned for longer than the
-grace; `activities/orphans.py` implements both. `terminate_orphans` checks
-each device and its pool again right before the DELETE, so a pool applied
-again in the meantime keeps its devices.
-
-Like every activity model, these carry names and ids only, never a secret.
+An *orphan* is a device labelled `managed-by=devicepool` at an account whose pool
+(its `pool` label) has no running workflow there (docs/pools.md, "Orphans"). The
+janitor (`workflows/orphans/workflow.py`) calls `find_orphans` every scan and
+`terminate_orphans` for those past the grace; `activities/orphans.py` implements
+both, and `terminate_orphans` reads each device and its pool again right before
+the DELETE. Like every activity model, these carry names and ids only, never a
+secret.
 """
 
 from __future__ import annotations

@@ -1,34 +1,19 @@
 """Building Temporal `Worker`s: the one place a `Worker(...)` is constructed.
 
 `new_worker` is the constructor the worker process, the tests and the benches
-share; `pool_queue_workers` is the pair that serves pools on one task queue,
-and `build_workers` is the process's set of workers on top of them:
+share; `build_workers` is the process's set of workers:
 
-- ``devicepool``: the DevicePool workflows (``workflows.WORKFLOWS``) and the
-  short activities (lists, status reads, terminations, settings), under
-  ``capacity.maxConcurrentActivities`` slots; ``capacity.maxCachedWorkflows``
-  workflows stay cached (a pool and its health check each, at least).
-- ``devicepool-watch``: only ``watch_devices``, one per pool, each asleep for up
-  to ``watchMaxSeconds`` between provider polls, under its own
-  ``capacity.maxConcurrentWatches`` slots. On the pool queue, a hundred watches
-  held all its slots and no pool could list, terminate or be deleted. Its
-  worker's graceful shutdown timeout is 0: a watch is a read-only poll, cut off
-  at once at shutdown and retried (no attempt limit) by the next worker, which
-  lists the pool again. Waiting for them made every SIGTERM, and every Ctrl-C
-  of ``devicepool dev``, last the whole graceful timeout.
-- ``devicepool-account-<name>`` (one per configured account): only
-  ``create_device``, so only workers that know the account run its creates.
-  Creates never run eagerly: eager dispatch only targets the workflow's own
-  task queue, and it is disabled there too.
+- ``devicepool`` (`pool_queue_workers`): the workflows (``workflows.WORKFLOWS``)
+  and the short activities, ``capacity.maxConcurrentActivities`` slots and
+  ``capacity.maxCachedWorkflows`` cached workflows;
+- ``devicepool-watch``: the long watches, ``capacity.maxConcurrentWatches`` slots,
+  cut off at once at shutdown;
+- ``devicepool-account-<name>`` (`account_workers`), one per configured account:
+  only ``create_device``, so only workers that know the account run its creates.
 
-Workflows run in the SDK's sandbox (`workflow_runner`), which re-imports for
-every workflow run (and keeps, for every cached workflow) each module not
-passed through. With the SDK's defaults that was all of ``devicepool.workflows``
-(five workflow modules and seven helpers): ~450 KiB and ~40 ms of CPU a
-workflow, ~900 MiB at 1,000 pools. Every module of ours is passed through now
-except each workflow's own module (and the two tiny package ``__init__`` modules):
-~90 KiB and ~12 ms a workflow; the own module stays sandboxed, so a clock read
-or a ``random`` call in workflow code still fails the workflow task.
+`workflow_runner` is the sandbox: every module of ours is passed through but each
+workflow's own. Why these queues and that sandbox: docs/scaling.md, "What one
+worker carries".
 """
 
 from __future__ import annotations
@@ -48,7 +33,10 @@ from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import TASK_QUEUE, account_task_queue, watch_task_queue
 from devicepool.worker.config import WorkerCapacity, WorkerConfig
 
-# How long a stopping worker lets its watches run on (see the module docstring).
+# How long a stopping worker lets its watches run on: not at all. A watch is a
+# read-only poll that the next worker retries (no attempt limit) by listing the
+# pool again; waiting for them made every SIGTERM, and every Ctrl-C of
+# `devicepool dev`, last the whole graceful timeout.
 WATCH_SHUTDOWN_GRACE = timedelta(0)
 
 
@@ -73,7 +61,7 @@ def new_worker(
 
 @functools.cache
 def workflow_runner() -> SandboxedWorkflowRunner:
-    """The sandbox that re-imports only each workflow's own module (module docstring)."""
+    """The sandbox that re-imports only each workflow's own module (docs/scaling.md)."""
     from devicepool import workflows
 
     ours = {f"devicepool.{m.name}" for m in pkgutil.iter_modules(devicepool.__path__)}

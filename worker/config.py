@@ -1,62 +1,18 @@
-"""The worker's configuration: one YAML file plus environment overrides.
+"""The worker's configuration: one YAML file plus `DEVICEPOOL_*` environment overrides.
 
-The file (``--config``, default ``devicepool.yaml``; see
-``examples/worker/devicepool.yaml``)::
+The file (``--config``, else ``DEVICEPOOL_CONFIG``, else ``devicepool.yaml``) has
+``accounts``, ``proxyPools``, ``intervals``, ``capacity`` and ``metricsPort``; the
+full reference, every field and override with its default, is
+``examples/worker/devicepool.yaml``, and docs/operations.md ("The worker and its
+configuration") explains them. Relative secret file paths are resolved against
+the config file's directory. The Temporal connection is not configured here: it
+comes from the SDK's ``TEMPORAL_*`` environment and profiles (``devicepool.connect``).
 
-    accounts:                      # provider accounts, by the name pools use
-      default:                     #   in spec.providerCredentialRef
-        api: rest                  # the provider adapter (optional; rest, the only one so far)
-        baseUrl: https://api.bitcloudphone.example
-        apiKeyFile: /run/secrets/bcp-default   # or apiKeyEnv: BCP_DEFAULT_KEY
-        createsPerMinute: 20       # the account's creation window
-        windowSeconds: 60          # its length (optional; shorter only for a sped-up emulator)
-        windowMarginSeconds: 1     # added to each window against clock skew (optional)
-        timeoutSeconds: 10         # per HTTP call (optional; below 20, a create attempt's limit)
-    proxyPools:                    # proxy gateways, by the name pools use in
-      proxyseller-us:              #   spec.proxy.poolRef
-        type: socks5
-        host: gw.proxyseller.example
-        port: 10000
-        usernameTemplate: "user-session-{session}-ttl-{ttl}"
-        passwordFile: /run/secrets/proxyseller   # or passwordEnv (optional)
-    intervals:                     # all optional, in seconds
-      resyncSeconds: 30
-      healthSeconds: 60
-      offlineAfterSeconds: 180
-      startupTimeoutSeconds: 300
-      idleGraceSeconds: 60
-      orphanGraceSeconds: 600      # a device whose pool has no running workflow goes after this
-    capacity:                      # this process's Temporal workers, all optional
-      maxConcurrentActivities: 100 #   short activities at once (the `devicepool` queue)
-      maxConcurrentWatches: 4000   #   watches at once (the `devicepool-watch` queue)
-      maxCachedWorkflows: 4000     #   workflows kept in memory between their tasks
-    metricsPort: 9464
-
-Relative secret file paths are resolved against the config file's directory.
-Environment overrides (each wins over the file):
-
-    DEVICEPOOL_CONFIG                     the config file, when --config is not given
-    DEVICEPOOL_RESYNC_SECONDS             intervals.resyncSeconds
-    DEVICEPOOL_HEALTH_SECONDS             intervals.healthSeconds
-    DEVICEPOOL_OFFLINE_AFTER_SECONDS      intervals.offlineAfterSeconds
-    DEVICEPOOL_STARTUP_TIMEOUT_SECONDS    intervals.startupTimeoutSeconds
-    DEVICEPOOL_IDLE_GRACE_SECONDS         intervals.idleGraceSeconds
-    DEVICEPOOL_ORPHAN_GRACE_SECONDS       intervals.orphanGraceSeconds
-    DEVICEPOOL_MAX_CONCURRENT_ACTIVITIES  capacity.maxConcurrentActivities
-    DEVICEPOOL_MAX_CONCURRENT_WATCHES     capacity.maxConcurrentWatches
-    DEVICEPOOL_MAX_CACHED_WORKFLOWS       capacity.maxCachedWorkflows
-    DEVICEPOOL_METRICS_PORT               metricsPort
-    DEVICEPOOL_GRACEFUL_SHUTDOWN_SECONDS  how long in-flight activities get at SIGTERM (default 20)
-    DEVICEPOOL_LOG_FORMAT                 logfmt (default) or json
-
-The Temporal connection is not configured here: it comes from the SDK's
-standard ``TEMPORAL_*`` environment variables and profiles (see
-``devicepool.connect``).
-
-Every problem is a `ConfigError` whose `str()` is one line naming the file and
-the field. Secrets are read into `SecretStr` and never appear in a message.
-The file's schema is ``worker/config_file.py``; the environment, secret and
-field checks are ``worker/config_values.py``; this module puts them together.
+`build_config` / `load_config` give a `WorkerConfig`. Every problem is a
+`ConfigError` whose `str()` is one line naming the file and the field; secrets
+are read into `SecretStr` and never appear in a message. The schema is
+``worker/config_file.py``; the environment, secret and field checks are
+``worker/config_values.py``; this module puts them together.
 """
 
 from __future__ import annotations

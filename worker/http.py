@@ -1,18 +1,13 @@
 """The worker's small HTTP endpoint: `/metrics`, `/healthz`, `/readyz`.
 
-Deliberately minimal (the standard library's threaded HTTP server, no
-framework). Requests are answered by the server's own threads, not by the event
-loop: that loop runs every workflow activation and thousands of watches, and at
-1,000 pools a scrape answered on it took 290 ms (median) and up to 2.7 s.
-
-`/metrics` answers with the body `RenderedMetrics` rendered last: from the
-first scrape on, it renders the worker's registry every `render_every` seconds
-in a worker thread (never on the loop), after `before_scrape` (collectors that
-read Temporal refresh first, asynchronously). A scrape therefore takes the same
-few milliseconds whatever the worker is doing, and serves numbers at most one
-render old. Kubernetes probes `/healthz` (the process answers) and `/readyz`
-(connected to Temporal and every worker polling: `ready`, a coroutine, asked on
-the loop; a loop that does not answer within `READY_TIMEOUT` is not ready).
+The standard library's threaded HTTP server, no framework: requests are answered
+by its own threads, never by the event loop that runs every workflow activation
+and watch (why: docs/operations.md, "Metrics, alerts and the dashboard").
+`/metrics` serves the body `RenderedMetrics` rendered last: from the first scrape
+on, the registry is rendered every `render_every` seconds in a worker thread,
+after `before_scrape` (collectors that read Temporal refresh first). `/healthz`:
+the process answers. `/readyz`: `ready`, a coroutine asked on the loop (connected
+to Temporal, every worker polling); a loop silent for `READY_TIMEOUT` is not ready.
 """
 
 from __future__ import annotations

@@ -1,29 +1,15 @@
-"""The devicepool worker process: Temporal workers, rate limits, probes, graceful shutdown.
+"""The devicepool worker process: `run_worker` and `main_async`.
 
-Task queues (``worker/build.py``): ``devicepool`` for the DevicePool
-workflows and their short activities, ``devicepool-watch`` for the pools'
-long ``watch_devices`` activities (a slot budget of their own), and one
-``devicepool-account-<name>`` queue per configured account for its creates.
-The account's creation window is not a queue rate limit (that spaces creates
-evenly and needs an extra minute for a 20-device scale-up): every create waits
-for a permit from the account's ledger workflow ``devicepool-account/<name>``
-(``workflows/ledger/workflow.py``), which hands out a whole window at once. At startup
-each worker signal-with-starts the ledger of every account it serves
-(``register_accounts``), which is also how ``apply`` knows an account exists,
-and its orphan sweep ``devicepool-account/<name>/janitor``
-(``workflows/orphans/workflow.py``, ``start_janitors``) with ``orphanGraceSeconds``.
-
-Metrics: one `CollectorRegistry` per worker, served on ``metricsPort`` at
-``/metrics`` (see ``worker/metrics.py``): the activities' counters, the per-pool
-gauges read from Temporal visibility, reconcile durations (a replay-safe
-workflow interceptor) and the SDK's own worker metrics (a ``MetricBuffer`` on
-the client's runtime). ``/readyz`` answers 200 only while every worker is
-polling and the Temporal frontend answers its health check.
-
-SIGTERM/SIGINT stop polling and give in-flight activities
-``graceful_shutdown_seconds`` to finish; what does not finish is retried by
-another worker, and every create carries its idempotency key, so a retry never
-makes a second device.
+Starts the process's Temporal workers (``worker/build.py``: the ``devicepool``,
+``devicepool-watch`` and per-account queues); at start-up signal-with-starts the
+ledger ``devicepool-account/<name>`` (`register_accounts`) and the orphan sweep
+``devicepool-account/<name>/janitor`` (`start_janitors`) of every account it
+serves; serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``metricsPort``
+(``worker/http.py``, ``worker/metrics.py``; ``/readyz`` is 200 only while every
+worker polls and the Temporal frontend answers). On SIGTERM/SIGINT it stops
+polling and gives in-flight activities ``graceful_shutdown_seconds``. Why the
+ledger and not a queue rate limit: docs/scaling.md, "Rate limits"; probes,
+metrics and shutdown: docs/operations.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
 """What the worker's `/metrics` serves, beyond the activities' own counters.
 
-One `CollectorRegistry` per worker (`WorkerMetrics.create`) holds:
-
-- the activities' counters and histograms (`devicepool.activities.metrics.Metrics`);
-- `WorkerGauges`: this process's own health (`devicepool_worker_polling`);
-- `PoolCollector` (``pool_gauges.py``): per-pool gauges read from Temporal
-  visibility and the pools' `status` query, the same on every replica;
-- `SdkMetricsCollector` (``sdk_metrics.py``): the Temporal SDK's own worker
-  metrics, drained from the client runtime's `MetricBuffer`.
-
-`ReconcileInterceptor` (``reconcile_timing.py``) times DevicePool reconcile
-passes into the activities' `devicepool_reconcile_duration_seconds` without
-touching workflow code. The names below are this module's public surface; the
-modules behind it are the worker's own.
+One `CollectorRegistry` per worker (`WorkerMetrics.create`) holds the activities'
+collectors (`devicepool.activities.metrics.Metrics`); `WorkerGauges`, this
+process's health (`devicepool_worker_polling`); `PoolCollector`
+(``pool_gauges.py``), per-pool gauges from Temporal, the same on every replica;
+and `SdkMetricsCollector` (``sdk_metrics.py``), the SDK's own worker metrics from
+the client runtime's `MetricBuffer`. `ReconcileInterceptor`
+(``reconcile_timing.py``) times DevicePool passes into
+`devicepool_reconcile_duration_seconds`, skipping replays, without touching
+workflow code. These names are the public surface; the modules behind them are
+the worker's own.
 """
 
 from __future__ import annotations

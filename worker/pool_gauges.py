@@ -1,17 +1,13 @@
 """Per-pool gauges on `/metrics`, read from ONE source of truth: Temporal itself.
 
-A background task (`PoolCollector.run`, started by the worker) lists the
-running DevicePool workflows through visibility every `max_age` seconds and
-reads their search attributes (desired, ready, phase, platform); every
-`status_max_age` seconds it also asks each running pool its `status` query (a
-query costs no history) for devices by status and conditions. A scrape only
-serves that snapshot: nothing on the scrape path asks Temporal, so it takes
-the same few milliseconds at 1,000 pools as at one (it used to wait on a
-query per pool). Without the background task (a collector used on its own),
-`refresh` before a scrape does the same work inline. Whichever replica runs
-which pool, every replica exports the same numbers (dashboards take `max by
-(pool)`), and a deleted pool is no longer running, so its series vanish at
-the next listing.
+`PoolCollector.run`, a background task the worker starts, lists the running
+DevicePool workflows through visibility every `max_age` seconds (their search
+attributes: desired, ready, phase, platform) and every `status_max_age` seconds
+asks each its `status` query (devices by status, conditions). A scrape serves
+that snapshot only; a collector used without the task does the same work inline
+in `refresh` before a scrape. Every replica exports the same numbers, and a
+deleted pool's series vanish at the next listing (docs/operations.md,
+"Metrics, alerts and the dashboard").
 """
 
 from __future__ import annotations

@@ -1,19 +1,16 @@
 """The health check's decisions, pure: which devices are unhealthy, which to replace, whether to pause.
 
-No Temporal, no I/O, no clock: the statuses just read, the offline clocks so
-far and `now` come in; `workflows/health/workflow.py` reads the statuses, terminates what
-is due and sends the report. Tested directly (tests/workflows/test_triage.py).
-
-Rules (replace, do not repair — see `workflows/health/workflow.py`):
-- offline: its clock starts when it went offline (`went_offline`); once it has
-  run `offline_after`, the device is due for replacement. A device seen not
-  offline, or not seen at all, loses its clock.
+No Temporal, no I/O, no clock: the statuses just read, the offline clocks so far
+and `now` come in; `workflow.py` reads, terminates and reports. Tested directly
+(tests/workflows/test_triage.py). Rules (why: docs/pools.md, "Health"):
+- offline: the clock starts when the device went offline (`went_offline`) and
+  makes it due after `offline_after`; a device seen not offline, or not seen,
+  loses its clock;
 - startup: a device still `provisioning` (or `failed`) `startup_timeout` after
-  its creation is due.
-- both kinds are unhealthy; more unhealthy devices than `maxUnhealthy` at once
-  (a region outage, not a bad device) pauses remediation: nothing is replaced.
-  A percentage is of the desired replicas (of the devices seen when the pool
-  did not say), never less than one device (`api.v1alpha1.resolve_max_unhealthy`).
+  creation is due;
+- more unhealthy than `maxUnhealthy` at once pauses remediation (a percentage of
+  the desired replicas, or of the devices seen when the pool did not say, never
+  below one device: `api.v1alpha1.resolve_max_unhealthy`).
 """
 
 from __future__ import annotations

@@ -1,67 +1,16 @@
 """`PoolHealth`: the long-running health check of one pool, id `devicepool/<name>/health`.
 
-Messages
-- signal `health_config` (`HealthConfig`): the pool's `maxUnhealthy` changed.
-- query `offline_since`: device id → when it was first seen offline.
-- sends the pool the signal `health_report` (`HealthReport`) after every check
-  that found something or did something, so replacements are planned in the
-  same pass, not at the next resync.
+Replace, do not repair: a device offline past `offline_after_seconds`, or still
+booting (or failed) past `startup_timeout_seconds`, is terminated and the pool
+told; more unhealthy at once than `maxUnhealthy` pauses remediation.
 
-How it reads: one long
-`watch_health` activity on the watch queue lists the pool's devices every
-`health_seconds` inside the worker (reusing the listing the pool's own watch
-made on that worker while at most `triage.reuse_listing_seconds` old, so the
-provider sees one read per interval for both; without one — that watch runs on
-another worker, or lists less often than the check polls — its own reads are
-`triage.own_read_seconds` apart), asks Temporal whether the pool still runs, and answers
-only with the suspects (offline; provisioning or failed past the startup
-timeout) and a device count — never the whole listing — and only when they
-differ from what was judged last, when the pool is gone, at the earliest
-offline deadline (after a fresh read) or after `watch_max_seconds`. A healthy
-pool's check costs its history ~6 events per `watch_max_seconds`; the offline
-clocks stay here, in workflow state.
-
-Rules (replace, do not repair):
-- Every `health_seconds`, the pool's devices are read; what is terminated is
-  judged on a read of the check's own, never on the pool's listing alone (a
-  device back since that listing is kept, as when an outage ends). A device
-  continuously offline for more than
-  `offline_after_seconds` is terminated — never rebooted. A device that comes
-  back before that is left alone (its clock is dropped).
-- A device still `provisioning` (or `failed`) past `startup_timeout_seconds`
-  after creation is terminated.
-- Short-circuit: when more devices than `maxUnhealthy` (a count, or a
-  percentage of the pool's desired replicas, never less than one device) are
-  unhealthy at once — a region outage, not a bad device — remediation pauses
-  and the pool shows `RemediationPaused=True`; it resumes by itself when the
-  count drops back.
-- Busy devices that go offline are replaced like any other; healthy busy
-  devices are never touched.
-
-The decisions (which devices are unhealthy or due, whether to pause, what to
-report, when to wake) are pure functions in `workflows/health/triage.py`; this module
-reads the statuses, terminates, reports and sleeps.
-
-The offline clocks live in workflow state, so they survive a worker restart
-(replay rebuilds them). That state is one `HealthInput` (config, clocks, last
-check, replaced total, whether it paused and whether it was telling the pool
-something, which pool it belongs to), handed whole to the next run at
-continue-as-new when Temporal suggests it: a recovery first seen by a new run
-still clears the pool's `RemediationPaused`. The check sleeps
-until the next interval or the earliest offline deadline, whichever is first,
-so a replacement is requested at the threshold, not up to an interval late.
-
-The pool starts this child with `ParentClosePolicy.ABANDON`: it outlives the
-pool's continue-as-new (the next run finds it running under the same id) and
-is cancelled by the pool's deletion. Nothing ends it when the pool is
-terminated, fails or completes, so every cycle starts by asking Temporal
-whether the pool is still there (activity `pool_running`: the id's latest run
-is running and is of the same chain of runs as the one that started this
-check); when it is not, the check ends before acting — within one cycle — and
-terminates nothing that nobody would replace. A pool continuing-as-new keeps
-its id running throughout, so that never misfires on a hand-over; a pool
-deleted and applied again under the same name is another chain, so an old
-pool's check ends rather than remediate the new pool with the old settings.
+Messages: signal `health_config` (`HealthConfig`: the pool's `maxUnhealthy`
+changed); query `offline_since` (device id → first seen offline); sends its pool
+`health_report` (`HealthReport`) after a check that found or did something.
+Activities: one long `watch_health` on the watch queue (answers with the
+suspects, and when the pool is gone), `terminate_device`. Continue-as-new when
+suggested, carrying `HealthInput` (offline clocks included) whole. Decisions are
+pure, in `triage.py`; why and how: docs/pools.md, "Health: replace, do not repair".
 """
 
 from __future__ import annotations

@@ -1,22 +1,15 @@
 """Who gets the free permits of a round: the ledger's dealing, a pure function.
 
-No Temporal, no clock, no state of its own: the queue, the number of free
-permits and the pool served last come in, the deal goes out. Tested directly
-(tests/ratelimit/test_rl_dealing.py, with hypothesis properties);
-`workflows/ledger/workflow.py` books the deal and signals the grants.
+No Temporal, no clock, no state: the queue, the free permits and the pool served
+last come in, the deal goes out (tests/ratelimit/test_rl_dealing.py, with
+hypothesis properties); `workflows/ledger/workflow.py` books it and signals.
 
-Rules:
-- Replacements first: every replacement request is served before any growth
-  request gets a permit (a pool that lost devices gets them back before
-  another pool grows).
-- Fairness between pools: within each class, permits go one at a time
-  round-robin over the requesting pools, so no pool waits for another's whole
-  scale-up; FIFO between one pool's requests.
-- Rotation: the round starts after the pool served last, so the remainder of
-  a window that does not divide evenly goes to a different pool next round.
-- Announced requests: a pool about to ask (`expect_request`) holds the round
-  until its request arrives or its announcement expires, so pools applied
-  together share the very first window. `due_announcements` says which still do.
+Rules (why: docs/scaling.md, "Rate limits"):
+- replacement requests are all served before any growth request;
+- within each class, one permit at a time round-robin over the pools, FIFO
+  between one pool's requests, starting after the pool served last;
+- an announced request (`expect_request`) holds the round until it arrives or
+  expires; `due_announcements` says which still do.
 """
 
 from __future__ import annotations

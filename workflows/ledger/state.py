@@ -1,11 +1,11 @@
 """The permit ledger's messages and carried state, with its window bookkeeping.
 
 `LedgerState` is everything an `AccountLedgerWorkflow` run knows; it is handed
-whole to the next run at continue-as-new. Its methods are the accounting rules
-of `workflows/ledger/workflow.py` (see that module's docstring): no Temporal, no clock —
-`now` always comes in as an argument — so they are tested directly
-(tests/ratelimit/test_rl_ledger_state.py). Who gets the free permits of a round is
-`workflows/ledger/dealing.py`.
+whole to the next run at continue-as-new. Its methods are the ledger's
+accounting rules (docs/scaling.md, "Rate limits": what counts, for how long,
+leases, pauses, slow start): no Temporal, no clock — `now` always comes in as
+an argument — so they are tested directly (tests/ratelimit/test_rl_ledger_state.py).
+Who gets the free permits of a round is `workflows/ledger/dealing.py`.
 
 `LedgerInput` starts a run (from a worker, `worker/accounts.py`) and carries the
 state to the next; `LedgerView` is the `ledger` query's answer.

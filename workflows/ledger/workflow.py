@@ -1,67 +1,16 @@
-"""`AccountLedger`: one entity workflow per provider account, id `devicepool-account/<name>`.
+"""`AccountLedger`: the permit ledger of one provider account, id `devicepool-account/<name>`.
 
-The provider accepts at most C creates in any sliding window of W seconds per
-account. The ledger hands out create permits so that every create of the
-account, from any pool and any worker process, stays inside that window, and
-the whole capacity of a window is usable at once (a 20-device scale-up goes
-out in one burst instead of one create every 3 s). The first request after an
-idle spell waits `margin` before anything is dealt, so pools that start growing
-at the same moment share the very first window too (replacements, dealt first
-anyway, do not wait).
+Every create of the account, from any pool and worker, waits for a permit from
+here, so the account stays inside its sliding creation window.
 
-Accounting (a sliding window, like the provider's):
-- a permit is *outstanding* from its grant until the batch reports the create
-  finished (`permits_used`); an outstanding permit always counts;
-- a used permit counts until `done_at + W + margin`. `done_at` is the batch's
-  workflow time after the create activity returned, so it is never earlier
-  than the moment the provider accepted the create: the window can only be
-  over-estimated, never under. `margin` covers clock skew with the provider.
-- an outstanding permit whose batch never reports (terminated by hand) counts
-  until its lease (the create's whole retry budget) ends, then for W more.
-
-free = C − counted; the ledger grants all of it at once and sleeps on a durable
-timer until the earliest counted permit expires.
-
-Fairness: each round's free permits are dealt one at a time round-robin over
-the requesting pools (replacement requests first, then growth), FIFO between
-one pool's requests; the starting pool rotates, so no pool waits for another's
-whole scale-up.
-
-The first window too: a pool that is about to grow (just created, or its
-replicas raised) says so at the start of its pass (`expect_request`), before
-it has observed, planned and started a batch. Nothing is dealt while such an
-announced request is still on its way (at most its `ttl_seconds`), so pools
-applied together all take part in the first round, however long their first
-passes take on a busy worker. A lone pool waits for nobody: its own request
-settles its announcement.
-
-Adapting: a create that still meets a 429 (another tool on the same account, a
-real limit lower than configured) is reported by the activity
-(`rate_limited`): the ledger stops granting until `Retry-After` has passed (at
-most `MAX_RETRY_AFTER_SECONDS`; `pausedReason` says why) and restarts slowly.
-Slow start (as Kubernetes' ReplicaSet controller): after a 429 or a create
-that failed for good, at most `allowance` permits may be outstanding; the
-allowance starts at 1 and doubles with every report of only successful
-creates, back up to C.
-
-Messages: signals `configure` (`LedgerConfig`, from each worker at startup),
-`expect_request` (`PermitIntent`), `request_permits` (`PermitRequest`),
-`cancel_permits` (request id),
-`permits_used` (`PermitsUsed`), `rate_limited` (`RateLimitedReport`); it sends
-`permits_granted` (`PermitGrant`) to the requesting workflow. Query `ledger`.
-Grants go out in the background: the next round does not wait for a
-delivery (one the server is slow to complete, or never completes, would stop
-every create of the account); a requester found gone hands its permits back
-whenever its delivery fails, and a lost delivery's come back with its lease.
-
-Continue-as-new when Temporal suggests it, carrying `LedgerState` whole. Idle
-(no request waiting, nothing counted) it sits in one `wait_condition` without a
-timer: zero history events.
-
-Pure parts, tested on their own: the dealing (`workflows/ledger/dealing.py`), the
-messages, the carried state and its window bookkeeping
-(`workflows/ledger/state.py`). This module is the loop around them: it waits,
-deals, books and signals.
+Signals in: `configure` (`LedgerConfig`, each worker at start-up), `expect_request`
+(`PermitIntent`), `request_permits` (`PermitRequest`), `cancel_permits` (request
+id), `permits_used` (`PermitsUsed`), `rate_limited` (`RateLimitedReport`). Out,
+in the background: `permits_granted` (`PermitGrant`) to requesters,
+`account_paused` (`AccountPause`) to pools a long pause holds. Query `ledger`;
+local activity `ledger_hold`. Continue-as-new when suggested, carrying
+`LedgerState` whole. The loop around pure parts (`state.py`: the window;
+`dealing.py`: who gets what); why and how: docs/scaling.md, "Rate limits".
 """
 
 from __future__ import annotations

@@ -1,27 +1,17 @@
 """The orphan sweep's carried state and its bookkeeping, pure (no Temporal calls).
 
-`JanitorState` is everything the janitor (`workflows/orphans/workflow.py`) knows,
-handed whole to the next run at continue-as-new: its config, the orphans it
-has seen and since when, the devices it terminated lately, its counters.
-The rules, each a method here with its own tests:
+`JanitorState` is everything the janitor (`workflow.py`) knows, handed whole to
+the next run at continue-as-new: its config, the orphans seen and since when,
+the devices it terminated lately, its counters. The rules, each a method with
+its own tests (why: docs/pools.md, "Orphans"): an orphan is first seen at a scan
+and forgotten by a scan that no longer finds it (its grace starts over if it
+comes back); it is due `grace_seconds` after the scan that first saw it; scans
+run every `scan_seconds(grace)` (a quarter of the grace, 1 s to 150 s), and the
+janitor also wakes when the earliest orphan falls due.
 
-- A device is first seen as an orphan at a scan; it stays "the same orphan"
-  as long as every later scan finds it orphaned. A scan that no longer finds
-  it (its pool runs again, it was deleted) forgets it: were it orphaned again
-  later, its grace starts over.
-- It is due once it has been an orphan for `grace_seconds`, measured from the
-  scan that first saw it (so a device is never terminated sooner than the
-  grace after its pool was seen gone).
-- Scans run every `scan_seconds(grace)`: a quarter of the grace, at least 1 s
-  and at most 150 s (the default grace of 600 s: one provider listing per
-  account every 150 s). The janitor also wakes when the earliest orphan falls
-  due, so a device goes within one scan of its grace, not two.
-
-`JanitorInput` starts a run (from a worker, `worker/accounts.py`) and carries
-the state to the next.
-
-`DEVICE_HOUR_USD` is what an orphan costs while it lives: the provider's
-price of about $0.10 per device-hour (DESIGN.md; no config names a price).
+`JanitorInput` starts a run (from a worker, `worker/accounts.py`) and carries the
+state to the next. `DEVICE_HOUR_USD` is an orphan's cost while it lives, about
+$0.10 per device-hour (a documented constant: no config names a price).
 """
 
 from __future__ import annotations

@@ -1,36 +1,17 @@
 """`OrphanSweep`: one janitor per provider account, id `devicepool-account/<name>/janitor`.
 
-A pool's workflow that is terminated (by hand, or by the server past its
-history limit) runs no finalizer: its devices would bill forever. The janitor
-lists the account's devices labelled `managed-by=devicepool`, and those whose
-pool has no running workflow (`activities/orphans.py`) are orphans. One that
-stays an orphan for `grace_seconds` (the worker's `orphanGraceSeconds`,
-default 600) is terminated — the activity checks it and its pool once more
-right before the DELETE, so a pool applied again keeps its devices. A device
-whose pool runs is never an orphan, whether or not the pool has observed it
-yet: a create and the pool's next listing are some seconds apart.
+Terminates the account's managed devices whose pool has no running workflow,
+once they have stayed orphans for the worker's `orphanGraceSeconds`. Every worker
+signal-with-starts it for each account it serves (`worker.accounts.start_janitors`).
 
-Every worker signal-with-starts the janitor of each account it serves
-(`worker.accounts.start_janitors`), as it does the account's ledger.
-
-Messages
-- signal `configure` (`JanitorConfig`): the worker's grace, at each worker start.
-- update `sweep_orphans` (`SweepRequest`) → `OrphanReport`: scan now (what
-  `devicepool orphans` lists); with `delete`, terminate every orphan now,
-  grace or not (`devicepool orphans --delete`). A scan that failed is
-  answered with its `lastError` (and nothing deleted).
-- query `orphans` → `OrphanReport`: what the last scan found, and the last
-  devices terminated (free: no scan, no history).
-
-What an operator finds: a log line per terminated device (worker side), the
-counter `devicepool_orphans_terminated_total{account,platform}`, this
-workflow's current details in the Web UI (orphans waiting, the last devices
-terminated, when, and why) and the `swept` list of its `orphans` query.
-
-Cost: one listing per scan (every grace/4, 1 s..150 s) and about 11 history
-events; continue-as-new when Temporal suggests it (or after `MAX_SCANS_PER_RUN`
-scans), carrying `JanitorState` whole. The bookkeeping (first seen, due, what
-to forget, when to wake) is pure, in `workflows/orphans/state.py`.
+Messages: signal `configure` (`JanitorConfig`: the grace, at each worker start);
+update `sweep_orphans` (`SweepRequest` → `OrphanReport`: scan now, with `delete`
+terminate every orphan now; a failed scan answers with its `lastError`); query
+`orphans` (`OrphanReport`: the last scan and the recent terminations, in
+`swept`). Activities `find_orphans`, `terminate_orphans` (`activities/orphans.py`).
+Continue-as-new when suggested or after `MAX_SCANS_PER_RUN` scans, carrying
+`JanitorState` whole; its bookkeeping is pure, in `state.py`. What counts as an
+orphan, the grace and the cost: docs/pools.md, "Orphans".
 """
 
 from __future__ import annotations

@@ -1,18 +1,16 @@
 """`ProvisionBatch`: the child workflow that rents one batch of devices for a pool.
 
 Messages: signals `permits_granted` (`PermitGrant`, from the account's ledger)
-and `withdraw_slots` (`WithdrawSlots`, from the pool); it tells its pool
-`batch_created` and, when it ends, `batch_done` (`BatchReport`). Query
-`report`. Continue-as-new: never (a batch lasts one startup timeout plus its
-creates' retry budget).
+and `withdraw_slots` (`WithdrawSlots`, from the pool); to the ledger
+`request_permits`, `cancel_permits`, `permits_used`; to its pool `batch_created`
+and, when it ends, `batch_done` (`BatchReport`). Query `report`. Continue-as-new:
+never (a batch lasts one startup timeout plus its creates' retry budget).
 
-Each slot is one `create_device` of the pool's `DeviceTemplate` under the
-deterministic key (pool, generation, slot, incarnation), under a permit of
-the account's ledger (`workflows/ledger/workflow.py`; without a ledger it
-creates ungated). Then it polls the devices until they boot: a device seen
-offline ends its wait and stays for the health check to judge. Before it
-spends a grant it asks whether its pool still runs (`pool_running`); a pool
-that is gone gets nothing more rented, and its permits go back.
+Each slot is one `create_device` on the account's queue, of the pool's
+`DeviceTemplate` under the key (pool, generation, slot, incarnation) and a ledger
+permit (ungated without a ledger); then `get_statuses` until the devices boot (one
+seen offline is left to the health check). Before spending a grant it asks
+`pool_running`; a gone pool's permits go back. Why: docs/pools.md, docs/scaling.md.
 """
 
 from __future__ import annotations
