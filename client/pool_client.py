@@ -4,6 +4,8 @@ A pool is the workflow ``devicepool/<name>`` on task queue ``devicepool``.
 Writes are updates (they validate and answer); reads are queries (free, no
 history). Every method rejects bad input locally, before any call to Temporal,
 so a rejected command changes nothing; errors are the `client.errors` tree.
+The account check and `apply_many`'s ordering live in `client/_apply.py`; the
+answers, status reading and Temporal error mapping in the other `client/_*`.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -37,14 +38,12 @@ from devicepool.api.names import (
     TASK_QUEUE,
     UPDATE_APPLY,
     UPDATE_SCALE,
-    WORKFLOW_ACCOUNT_LEDGER,
     WORKFLOW_DEVICE_POOL,
-    account_from_ledger_id,
-    ledger_workflow_id,
     pool_name_from_workflow_id,
     pool_workflow_id,
 )
 from devicepool.api.v1alpha1 import DevicePool
+from devicepool.client._apply import APPLY_CONCURRENCY, apply_in_order, check_account
 from devicepool.client._history import recent_events
 from devicepool.client._orphans import sweep_orphans
 from devicepool.client._results import DeleteResult, PoolSummary, iso
@@ -55,7 +54,7 @@ from devicepool.client._status import (
     is_converged,
     teardown_blocked,
 )
-from devicepool.client._temporal_errors import NoWorkerInTime, temporal_errors
+from devicepool.client._temporal_errors import temporal_errors
 from devicepool.client._validation import validate_name, validate_replicas
 from devicepool.client.errors import (
     BadInput,
@@ -89,10 +88,6 @@ RECENT_EVENTS = 20
 
 # Called with each status a wait reads (camelCase `DevicePoolStatus` JSON).
 ProgressCallback = Callable[[dict[str, Any]], None]
-# Pools `apply_many` (`devicepool apply -f DIR/`) applies at once. Each apply
-# mostly waits for a worker to run the pool's first workflow task, so a few
-# dozen in flight keep a worker busy without queueing 1,000 updates on it.
-APPLY_CONCURRENCY = 16
 
 
 class PoolClient:
@@ -175,47 +170,7 @@ class PoolClient:
             raise BadInput(f"concurrency: must be at least 1, got {concurrency}")
         for account in dict.fromkeys(p.spec.provider_credential_ref for p in pools):
             await self._check_account(account)
-        answers: dict[int, Accepted | DevicePoolError] = {}
-        shown = 0
-        upcoming = iter(range(len(pools)))
-        stopped = False
-        last_answer = float("-inf")  # monotonic time some pool was last answered
-
-        async def one(pool: DevicePool) -> Accepted | DevicePoolError:
-            nonlocal last_answer
-            update_id = str(uuid.uuid4())
-            while True:
-                sent = time.monotonic()
-                try:
-                    answer: Accepted | DevicePoolError = await self.apply(pool, update_id=update_id)
-                except NoWorkerInTime as err:
-                    if last_answer > sent:
-                        continue
-                    return err
-                except BadInput as err:
-                    answer = err
-                last_answer = time.monotonic()
-                return answer
-
-        async def applier() -> None:
-            nonlocal shown, stopped
-            for index in upcoming:
-                if stopped:
-                    return
-                try:
-                    answer = await one(pools[index])
-                except DevicePoolError as err:
-                    answer = err
-                if isinstance(answer, DevicePoolError) and not isinstance(answer, BadInput):
-                    stopped = True
-                answers[index] = answer
-                while shown in answers:
-                    if on_result is not None:
-                        on_result(pools[shown], answers[shown])
-                    shown += 1
-
-        await asyncio.gather(*(applier() for _ in range(min(concurrency, len(pools)))))
-        return [answers[i] for i in range(shown)]
+        return await apply_in_order(self.apply, pools, concurrency=concurrency, on_result=on_result)
 
     async def scale(self, name: str, replicas: int) -> Accepted:
         validate_name(name)
@@ -407,37 +362,8 @@ class PoolClient:
     # ------------------------------------------------------------ helpers
 
     async def _check_account(self, account: str) -> None:
-        """Refuse a pool whose account no worker serves (`BadInput`, nothing started).
-
-        Every worker signal-with-starts the permit ledger `devicepool-account/<name>`
-        of each account in its configuration when it starts, so a running ledger
-        means some worker was configured with the account (its creates would
-        otherwise wait on a task queue nobody polls).
-        """
-        if account in self._served_accounts:
-            return
-        handle = self._client.get_workflow_handle(ledger_workflow_id(account))
-        try:
-            desc = await handle.describe()
-            if desc.status == WorkflowExecutionStatus.RUNNING:
-                self._served_accounts.add(account)
-                return
-        except RPCError as err:
-            if err.status == RPCStatusCode.UNAVAILABLE:
-                raise TemporalUnreachable(self.address, str(err)) from err
-            if err.status != RPCStatusCode.NOT_FOUND:
-                raise DevicePoolError(f"Temporal: {err.message}") from err
-        known: list[str] = []
-        query = f"WorkflowType = '{WORKFLOW_ACCOUNT_LEDGER}' AND ExecutionStatus = 'Running'"
-        with contextlib.suppress(RPCError):
-            async for execution in self._client.list_workflows(query):
-                name = account_from_ledger_id(execution.id)
-                if name is not None:
-                    known.append(name)
-        raise BadInput(
-            f"unknown account {account!r} (spec.providerCredentialRef): no worker serves it; "
-            f"known accounts: {', '.join(sorted(known)) or '(none — is a worker running?)'}"
-        )
+        """Refuse a pool whose account no worker serves (`_apply.check_account`)."""
+        await check_account(self._client, self.address, account, self._served_accounts)
 
     async def _running(self, name: str) -> WorkflowHandle[Any, Any]:
         handle = self._client.get_workflow_handle(pool_workflow_id(name))

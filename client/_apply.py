@@ -1,0 +1,120 @@
+"""What `PoolClient.apply` and `apply_many` need besides the update itself.
+
+`check_account` refuses a pool whose account no worker serves, before anything
+starts; `apply_in_order` runs many applies at once and answers them in the
+pools' order (`devicepool apply -f DIR/`). Both work on what `PoolClient` hands
+them (its Temporal client, its `apply`), so `pool_client.py` stays the class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from devicepool.api.names import WORKFLOW_ACCOUNT_LEDGER, account_from_ledger_id, ledger_workflow_id
+from devicepool.api.v1alpha1 import DevicePool
+from devicepool.client._temporal_errors import NoWorkerInTime
+from devicepool.client.errors import BadInput, DevicePoolError, TemporalUnreachable
+from devicepool.workflows.pool.messages import Accepted
+
+__all__ = ["APPLY_CONCURRENCY", "apply_in_order", "check_account"]
+
+# Pools `apply_many` (`devicepool apply -f DIR/`) applies at once. Each apply
+# mostly waits for a worker to run the pool's first workflow task, so a few
+# dozen in flight keep a worker busy without queueing 1,000 updates on it.
+APPLY_CONCURRENCY = 16
+
+# `PoolClient.apply(pool, update_id=...)`.
+ApplyOne = Callable[..., Awaitable[Accepted]]
+
+
+async def check_account(client: Client, address: str, account: str, served: set[str]) -> None:
+    """Refuse a pool whose account no worker serves (`BadInput`, nothing started).
+
+    Every worker signal-with-starts the permit ledger `devicepool-account/<name>`
+    of each account in its configuration when it starts, so a running ledger
+    means some worker was configured with the account (its creates would
+    otherwise wait on a task queue nobody polls). `served` holds the accounts
+    already seen served, so each is checked once per client, not once a pool.
+    """
+    if account in served:
+        return
+    handle = client.get_workflow_handle(ledger_workflow_id(account))
+    try:
+        desc = await handle.describe()
+        if desc.status == WorkflowExecutionStatus.RUNNING:
+            served.add(account)
+            return
+    except RPCError as err:
+        if err.status == RPCStatusCode.UNAVAILABLE:
+            raise TemporalUnreachable(address, str(err)) from err
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise DevicePoolError(f"Temporal: {err.message}") from err
+    known: list[str] = []
+    query = f"WorkflowType = '{WORKFLOW_ACCOUNT_LEDGER}' AND ExecutionStatus = 'Running'"
+    with contextlib.suppress(RPCError):
+        async for execution in client.list_workflows(query):
+            name = account_from_ledger_id(execution.id)
+            if name is not None:
+                known.append(name)
+    raise BadInput(
+        f"unknown account {account!r} (spec.providerCredentialRef): no worker serves it; "
+        f"known accounts: {', '.join(sorted(known)) or '(none — is a worker running?)'}"
+    )
+
+
+async def apply_in_order(
+    apply: ApplyOne,
+    pools: Sequence[DevicePool],
+    *,
+    concurrency: int,
+    on_result: Callable[[DevicePool, Accepted | DevicePoolError], None] | None,
+) -> list[Accepted | DevicePoolError]:
+    """`apply` each pool, at most `concurrency` at once: the body of `PoolClient.apply_many`."""
+    answers: dict[int, Accepted | DevicePoolError] = {}
+    shown = 0
+    upcoming = iter(range(len(pools)))
+    stopped = False
+    last_answer = float("-inf")  # monotonic time some pool was last answered
+
+    async def one(pool: DevicePool) -> Accepted | DevicePoolError:
+        nonlocal last_answer
+        update_id = str(uuid.uuid4())
+        while True:
+            sent = time.monotonic()
+            try:
+                answer: Accepted | DevicePoolError = await apply(pool, update_id=update_id)
+            except NoWorkerInTime as err:
+                if last_answer > sent:
+                    continue
+                return err
+            except BadInput as err:
+                answer = err
+            last_answer = time.monotonic()
+            return answer
+
+    async def applier() -> None:
+        nonlocal shown, stopped
+        for index in upcoming:
+            if stopped:
+                return
+            try:
+                answer = await one(pools[index])
+            except DevicePoolError as err:
+                answer = err
+            if isinstance(answer, DevicePoolError) and not isinstance(answer, BadInput):
+                stopped = True
+            answers[index] = answer
+            while shown in answers:
+                if on_result is not None:
+                    on_result(pools[shown], answers[shown])
+                shown += 1
+
+    await asyncio.gather(*(applier() for _ in range(min(concurrency, len(pools)))))
+    return [answers[i] for i in range(shown)]
