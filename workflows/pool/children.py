@@ -9,6 +9,7 @@ raises for a failure the pool simply retries on its next pass.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from datetime import timedelta
 from typing import Any
 
@@ -31,6 +32,7 @@ from devicepool.api.names import (
 from devicepool.api.v1alpha1 import DevicePoolSpec
 from devicepool.workflows.pool import calls
 from devicepool.workflows.pool.slots import SlotBook
+from devicepool.workflows.pool.state import PoolState
 from devicepool.workflows.shared.protocol import (
     HealthConfig,
     HealthInput,
@@ -40,6 +42,7 @@ from devicepool.workflows.shared.protocol import (
 )
 
 __all__ = [
+    "Neighbours",
     "batch_input",
     "check_batches",
     "start_batch",
@@ -48,6 +51,58 @@ __all__ = [
     "tell_ledger",
     "withdraw_slots",
 ]
+
+
+class Neighbours:
+    """One run's dealings with the pool's ledger, health check and batches.
+
+    Commands that need no answer (child starts, signals) run in the background,
+    in the order they are asked for; the hand-over and the finalizer wait until
+    they all resolved (`quiet`).
+    """
+
+    def __init__(self, *, pool: str, account: str) -> None:
+        self.pool, self.account = pool, account
+        self.health_running = False  # this run started (or found) the health check
+        self._pending: set[asyncio.Task[Any]] = set()
+
+    def later(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    def quiet(self) -> bool:
+        return not self._pending
+
+    def tell_ledger(self, *, expecting: bool) -> None:
+        self.later(tell_ledger(account=self.account, pool=self.pool, expecting=expecting))
+
+    def withdraw(self, batch_id: str, slots: list[int]) -> None:
+        self.later(withdraw_slots(batch_id, slots))
+
+    def ensure_health(self, state: PoolState, settings: PoolSettings, config: HealthConfig) -> None:
+        """Start the health check unless this run has it (a new pool replaces a check a
+        dead pool of its name left running; a continued run adopts its own)."""
+        if not self.health_running:
+            self.health_running = True
+            self.later(self._start_health(state, settings, state.health_told or config))
+
+    async def _start_health(
+        self, state: PoolState, settings: PoolSettings, config: HealthConfig
+    ) -> None:
+        self.health_running = await start_health(
+            replace_stale=not state.health_started,
+            pool=self.pool,
+            account=self.account,
+            settings=settings,
+            config=config,
+        )
+        state.health_started = state.health_started or self.health_running
+
+    async def sync_health(self, state: PoolState, wanted: HealthConfig) -> None:
+        """Tell the health check when `maxUnhealthy` or the desired size changed."""
+        if wanted != state.health_told and await tell_health(pool=self.pool, config=wanted):
+            state.health_told = wanted
 
 
 async def tell_ledger(*, account: str, pool: str, expecting: bool) -> None:

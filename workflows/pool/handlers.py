@@ -25,8 +25,6 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.activities.models import DeviceInfo
     from devicepool.api import names
     from devicepool.api.v1alpha1 import (
-        ConditionStatus,
-        ConditionType,
         DevicePoolSpec,
         ObjectMeta,
         check_replicas,
@@ -104,12 +102,7 @@ class PoolMessages:
         except ValueError as err:
             workflow.logger.warning("pool %s: refused scale signal: %s", self._name, err)
             message = f"signal scale {spec_changes.short_json(payload)} refused: {err}"
-            self._happened(pool_events.Happened("SpecRejected", message, warning=True))
-            self._set_condition(
-                st.ConditionUpdate(
-                    ConditionType.SPEC_REJECTED, ConditionStatus.TRUE, "InvalidScaleSignal", message
-                )
-            )
+            self.s.reject_scale(message, workflow.now())
             self._show_details()
             return
         self._scale(request.replicas)
@@ -155,9 +148,7 @@ class PoolMessages:
 
     @workflow.signal(name=names.SIGNAL_ACCOUNT_PAUSED)
     def account_paused(self, pause: AccountPause) -> None:
-        self.s.account_pause = pause
-        message = f"creates of account {pause.account!r} wait until {st.iso(pause.until)}"
-        self._happened(pool_events.Happened("ProviderRateLimited", message, warning=True))
+        self.s.take_pause(pause, workflow.now())
         self._replan = True  # published without a fresh listing
 
     @workflow.query(name=names.QUERY_STATUS)

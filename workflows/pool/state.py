@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 
 from devicepool.activities.models import PROVISIONING, DeviceInfo, PoolSettings
 from devicepool.api.base import CamelModel
-from devicepool.api.v1alpha1 import ConditionType, DevicePoolSpec, DevicePoolStatus
+from devicepool.api.v1alpha1 import ConditionStatus, ConditionType, DevicePoolSpec, DevicePoolStatus
 from devicepool.workflows.pool import event_log
 from devicepool.workflows.pool import events as say
 from devicepool.workflows.pool import status as st
@@ -133,6 +133,20 @@ class PoolState(CamelModel):
             return False
         self.status = st.drop_condition(self.status, ConditionType.SPEC_REJECTED)
         return True
+
+    def reject_scale(self, message: str, now: datetime) -> None:
+        """A `scale` signal refused: said as `SpecRejected=True` until a change is accepted."""
+        self.record(now, say.Happened("SpecRejected", message, warning=True))
+        rejected = st.ConditionUpdate(
+            ConditionType.SPEC_REJECTED, ConditionStatus.TRUE, "InvalidScaleSignal", message
+        )
+        self.set_condition(rejected, now)
+
+    def take_pause(self, pause: AccountPause, now: datetime) -> None:
+        """The account's ledger says the provider paused its creates until `pause.until`."""
+        self.account_pause = pause
+        message = f"creates of account {pause.account!r} wait until {st.iso(pause.until)}"
+        self.record(now, say.Happened("ProviderRateLimited", message, warning=True))
 
     def respec(
         self, old: DevicePoolSpec, new: DevicePoolSpec, *, body_changed: bool, now: datetime | None

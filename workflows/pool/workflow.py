@@ -64,10 +64,7 @@ class DevicePoolWorkflow(PoolMessages):
         # (None: it worked), unknown references (None: not checked yet).
         self._observe_problem: str | None = None
         self._refs_problems: list[str] | None = None
-        self._health_running = False  # started (or found) by this run
-        # Commands that need no answer (child starts, ledger and batch signals):
-        # the hand-over and the finalizer wait for them.
-        self._starting: set[asyncio.Task[Any]] = set()
+        self._neighbours = children.Neighbours(pool=self._name, account=self._account)
         self._need_observe = True
         # Why the next pass is due: a message that needs a fresh listing
         # (`_dirty`), one that does not (`_replan`: a health report).
@@ -105,14 +102,12 @@ class DevicePoolWorkflow(PoolMessages):
         created_mark, done_mark = self.s.slots.inbox.mark()
         if self.s.announce:
             self.s.announce, self._announced = False, True
-            self._in_background(self._tell_ledger(expecting=True))
+            self._neighbours.tell_ledger(expecting=True)
         await self._observe_all()
-        if not self._health_running:
-            self._health_running = True
-            self._in_background(self._start_health())
+        self._neighbours.ensure_health(self.s, self.settings, self._health_config())
         self._take_reports(created_mark, done_mark)
         await children.check_batches(self.s.slots, pool=self._name, every=self._check_every)
-        await self._sync_health_config()
+        await self._neighbours.sync_health(self.s, self._health_config())
         await self._probe_region()
         raise_if_cancelled()
         decision = self._decide()
@@ -120,7 +115,7 @@ class DevicePoolWorkflow(PoolMessages):
         if self._announced:
             self._announced = False
             if self._observe_problem is not None or not decision.plan.create:
-                self._in_background(self._tell_ledger(expecting=False))
+                self._neighbours.tell_ledger(expecting=False)
         raise_if_cancelled()
         self._publish(decision.plan)
         if workflow.info().is_continue_as_new_suggested():
@@ -219,7 +214,7 @@ class DevicePoolWorkflow(PoolMessages):
         """Withdrawals, then terminations, then batches: the decision's order."""
         self.s.slots, self.s.replacements_owed = decision.slots, decision.replacements_owed
         for batch_id, slots in decision.withdraw.items():
-            self._in_background(children.withdraw_slots(batch_id, slots))
+            self._neighbours.withdraw(batch_id, slots)
         if decision.terminate:
             await self._terminate(decision.terminate, only_if_idle=decision.only_if_idle)
             removed = [d for d in decision.plan.remove_failed if d not in self.s.doomed]
@@ -242,7 +237,7 @@ class DevicePoolWorkflow(PoolMessages):
                 replacement=order.replacement,
             )
             # Not awaited: the child reports through signals, to this run or the next.
-            self._in_background(self._start_child(order.child_id, input))
+            self._neighbours.later(self._start_child(order.child_id, input))
 
     async def _start_child(self, child_id: str, input: ProvisionBatchInput) -> None:
         if not await children.start_batch(child_id, input):
@@ -337,7 +332,7 @@ class DevicePoolWorkflow(PoolMessages):
                 self._happened(
                     say.Happened("HealthCheckRestarted", "the health check had ended", True)
                 )
-                self._health_running = False
+                self._neighbours.health_running = False
             if news:
                 self._take_listing(answer.devices)
             else:
@@ -348,7 +343,7 @@ class DevicePoolWorkflow(PoolMessages):
 
     async def _watch_devices(self) -> am.WatchDevicesResult:
         # Only once this run started (or found) the health check may it be missed.
-        health = names.health_workflow_id(self._name) if self._health_running else None
+        health = names.health_workflow_id(self._name) if self._neighbours.health_running else None
         return await calls.watch_devices(
             self._account, self._name, self._devices, self.settings, health_workflow_id=health
         )
@@ -376,7 +371,7 @@ class DevicePoolWorkflow(PoolMessages):
         self._show()
 
     async def _teardown(self) -> None:
-        await workflow.wait_condition(lambda: not self._starting)
+        await workflow.wait_condition(self._neighbours.quiet)
         await finalizer.tear_down(
             self.s.slots,
             pool=self._name,
@@ -409,7 +404,7 @@ class DevicePoolWorkflow(PoolMessages):
 
     async def _quiet(self) -> None:
         await workflow.wait_condition(
-            lambda: workflow.all_handlers_finished() and not self._starting
+            lambda: workflow.all_handlers_finished() and self._neighbours.quiet()
         )
 
     def _hand_over(self) -> NoReturn:
@@ -421,33 +416,6 @@ class DevicePoolWorkflow(PoolMessages):
         )
 
     # ------------------------------------------------------------------ neighbours
-
-    def _in_background(self, coroutine: Any) -> None:
-        task = asyncio.ensure_future(coroutine)
-        self._starting.add(task)
-        task.add_done_callback(self._starting.discard)
-
-    async def _tell_ledger(self, *, expecting: bool) -> None:
-        await children.tell_ledger(account=self._account, pool=self._name, expecting=expecting)
-
-    async def _start_health(self) -> None:
-        # A new pool replaces a check left running by a dead pool of its name.
-        self._health_running = await children.start_health(
-            replace_stale=not self.s.health_started,
-            pool=self._name,
-            account=self._account,
-            settings=self.settings,
-            config=self.s.health_told or self._health_config(),
-        )
-        self.s.health_started = self.s.health_started or self._health_running
-
-    async def _sync_health_config(self) -> None:
-        """Tell the health child when `maxUnhealthy` or the desired size changed."""
-        wanted = self._health_config()
-        if wanted != self.s.health_told and await children.tell_health(
-            pool=self._name, config=wanted
-        ):
-            self.s.health_told = wanted
 
     def _health_config(self) -> HealthConfig:
         return HealthConfig(max_unhealthy=self._spec.max_unhealthy, replicas=self._spec.replicas)
