@@ -5,25 +5,68 @@ Connection settings come from the SDK's own environment configuration
 `TEMPORAL_PROFILE` and the TOML profile file), so any standard Temporal setup
 (self-hosted, Temporal Cloud) works without devicepool-specific flags. The
 pydantic data converter is always set: every workflow and activity message is
-a pydantic model. `DATA_CONVERTER` is the same converter for the places that
-build no client themselves (a `Replayer`, a time-skipping test environment).
+a pydantic model. It decodes every payload ignoring fields it does not know, so
+two builds can talk while both run (a newer one's messages carry more); what a
+user types — manifests, the stock CLI's `scale` signal, CLI flags — is checked
+strictly where it enters. `DATA_CONVERTER` is the same converter for the places
+that build no client themselves (a `Replayer`, a time-skipping test environment).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
+import temporalio.api.common.v1
+from pydantic import TypeAdapter
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultPayloadConverter,
+    JSONPlainPayloadConverter,
+)
 from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 
 from devicepool.errors import TemporalUnreachable
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
-DATA_CONVERTER: DataConverter = pydantic_data_converter
+
+
+@functools.lru_cache(maxsize=1024)
+def _adapter(type_hint: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(type_hint)
+
+
+class TolerantJSONPayloadConverter(PydanticJSONPlainPayloadConverter):
+    """The SDK's pydantic JSON converter, decoding with `extra="ignore"`."""
+
+    def from_payload(
+        self, payload: temporalio.api.common.v1.Payload, type_hint: type | None = None
+    ) -> Any:
+        hint = type_hint if type_hint is not None else Any
+        try:
+            adapter = _adapter(hint)
+        except TypeError:  # an unhashable hint
+            adapter = TypeAdapter(hint)
+        return adapter.validate_json(payload.data, extra="ignore")
+
+
+class TolerantPayloadConverter(CompositePayloadConverter):
+    def __init__(self) -> None:
+        json = TolerantJSONPayloadConverter()
+        super().__init__(
+            *(
+                json if isinstance(c, JSONPlainPayloadConverter) else c
+                for c in DefaultPayloadConverter.default_encoding_payload_converters
+            )
+        )
+
+
+DATA_CONVERTER = DataConverter(payload_converter_class=TolerantPayloadConverter)
 
 
 def connect_config(
