@@ -70,6 +70,9 @@ def create_idempotency_key(pool: str, generation: int, slot: int, incarnation: s
 
 # Messages (signals, updates, queries) of the DevicePool workflow
 SIGNAL_SCALE = "scale"
+# Signal `wake` (no payload): look again now — list the devices, and on a versioned
+# worker move to the current build if a newer one was promoted (`devicepool upgrade`).
+SIGNAL_WAKE = "wake"
 UPDATE_APPLY = "apply"
 UPDATE_SCALE = "scale_update"
 QUERY_STATUS = "status"

@@ -32,6 +32,7 @@ import devicepool
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import TASK_QUEUE, account_task_queue, watch_task_queue
 from devicepool.worker.config import WorkerCapacity, WorkerConfig
+from devicepool.worker.versioning import deployment_config
 
 # How long a stopping worker lets its watches run on: not at all. A watch is a
 # read-only poll that the next worker retries (no attempt limit) by listing the
@@ -152,6 +153,10 @@ def build_workers(
 ) -> list[Worker]:
     """The pool queue's worker, its watch queue's, then one per configured account's queue."""
     graceful = timedelta(seconds=config.graceful_shutdown_seconds)
+    versioned: dict[str, Any] = {}
+    if config.deployment_name:
+        # Only the workflow queue is versioned: activity-only queues serve every build.
+        versioned["deployment_config"] = deployment_config(config.deployment_name, config.build_id)
     return [
         *pool_queue_workers(
             client,
@@ -159,6 +164,7 @@ def build_workers(
             capacity=config.capacity,
             graceful_shutdown_timeout=graceful,
             interceptors=interceptors or [],
+            **versioned,
         ),
         *account_workers(
             client,

@@ -52,6 +52,7 @@ from devicepool.worker.config_values import (
     log_format,
     read_secret,
 )
+from devicepool.worker.versioning import default_build_id
 
 __all__ = [
     "DEFAULT_CONFIG_FILE",
@@ -105,6 +106,10 @@ class WorkerConfig:
     source: str = field(default="<defaults>")
     # The per-account orphan sweep's grace (intervals.orphanGraceSeconds).
     orphan_grace_seconds: float = DEFAULT_ORPHAN_GRACE_SECONDS
+    # Worker Versioning (`worker/versioning.py`): a deployment name makes the
+    # workflow worker a version of it; "" runs unversioned.
+    deployment_name: str = ""
+    build_id: str = ""
 
     def scrubber(self) -> Scrubber:
         """Every secret this worker holds (API keys, proxy passwords), for its provider clients."""
@@ -124,6 +129,7 @@ class WorkerConfig:
             "max_concurrent_activities": self.capacity.max_concurrent_activities,
             "max_concurrent_watches": self.capacity.max_concurrent_watches,
             "max_cached_workflows": self.capacity.max_cached_workflows,
+            "deployment": f"{self.deployment_name}:{self.build_id}" if self.deployment_name else "",
         }
 
 
@@ -195,6 +201,10 @@ def build_config(
         capacity=WorkerCapacity.of(parsed.capacity),
         source=source,
         orphan_grace_seconds=parsed.intervals.orphan_grace_seconds,
+        deployment_name=parsed.deployment.name,
+        build_id=(parsed.deployment.build_id or default_build_id())
+        if parsed.deployment.name
+        else "",
     )
 
 

@@ -9,7 +9,7 @@ environment's overrides) is ``worker/config.py``'s job.
 from __future__ import annotations
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 DEFAULT_METRICS_PORT = 9464
@@ -77,12 +77,27 @@ class CapacityFile(_FileModel):
     max_cached_workflows: int = Field(default=DEFAULT_MAX_CACHED_WORKFLOWS, ge=1)
 
 
+class DeploymentFile(_FileModel):
+    # The Temporal worker deployment this worker is a version of ("" = unversioned).
+    name: str = ""
+    # Its build id ("" = the package version and a digest of the workflow code).
+    build_id: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _no_dot(cls, name: str) -> str:
+        if "." in name:
+            raise ValueError("must not contain a dot (Temporal reads it as the build id's start)")
+        return name
+
+
 class ConfigFile(_FileModel):
     accounts: dict[str, AccountFile] = Field(default_factory=dict)
     proxy_pools: dict[str, ProxyPoolFile] = Field(default_factory=dict)
     intervals: IntervalsFile = Field(default_factory=IntervalsFile)
     capacity: CapacityFile = Field(default_factory=CapacityFile)
     metrics_port: int = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535)
+    deployment: DeploymentFile = Field(default_factory=DeploymentFile)
 
 
 def first_error(err: pydantic.ValidationError) -> str:
@@ -94,6 +109,8 @@ def first_error(err: pydantic.ValidationError) -> str:
     if first["type"] == "missing":
         return f"{loc}: required"
     message = first["msg"]
+    if first["type"] == "value_error":  # our own validators' words, without pydantic's prefix
+        message = str(first.get("ctx", {}).get("error", message))
     value = first.get("input")
     shown = "" if isinstance(value, dict | list) else f", got {value!r}"
     extra = f" ({len(err.errors()) - 1} more problem(s))" if len(err.errors()) > 1 else ""

@@ -20,6 +20,11 @@ ENV_CONFIG = "DEVICEPOOL_CONFIG"
 ENV_METRICS_PORT = "DEVICEPOOL_METRICS_PORT"
 ENV_GRACEFUL_SHUTDOWN = "DEVICEPOOL_GRACEFUL_SHUTDOWN_SECONDS"
 ENV_LOG_FORMAT = "DEVICEPOOL_LOG_FORMAT"
+# Worker Versioning (`deployment.name`, `deployment.buildId`).
+ENV_DEPLOYMENT: dict[str, str] = {
+    "DEVICEPOOL_DEPLOYMENT_NAME": "name",
+    "DEVICEPOOL_BUILD_ID": "buildId",
+}
 # environment variable -> intervals field (camelCase, as in the file)
 ENV_INTERVALS: dict[str, str] = {
     "DEVICEPOOL_RESYNC_SECONDS": "resyncSeconds",
@@ -44,6 +49,7 @@ class ConfigError(ValueError):
 def apply_env(data: dict[str, Any], env: Mapping[str, str], source: str) -> dict[str, Any]:
     _override(data, "intervals", ENV_INTERVALS, env, lambda n: env_float(env, n, 0.0, source))
     _override(data, "capacity", ENV_CAPACITY, env, lambda n: env_count(env, n))
+    _override(data, "deployment", ENV_DEPLOYMENT, env, lambda n: env[n].strip())
     if ENV_METRICS_PORT in env:
         raw = env[ENV_METRICS_PORT]
         try:

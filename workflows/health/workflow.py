@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         reuse_listing_seconds,
         triage,
     )
+    from devicepool.workflows.shared import versions
     from devicepool.workflows.shared.cancellation import raise_if_cancelled
     from devicepool.workflows.shared.policies import PROVIDER_RETRY
     from devicepool.workflows.shared.protocol import HealthConfig, HealthInput, HealthReport
@@ -159,9 +160,9 @@ class PoolHealthWorkflow:
             # news of the others only.
             known = suspects_fingerprint([s for s in found.suspects if s.id not in attempted])
             raise_if_cancelled()
-            if workflow.info().is_continue_as_new_suggested():
+            if versions.hand_over_due():
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(self._state)
+                versions.continue_as_new(self._state)
 
     async def _watch(
         self, input: HealthInput, fingerprint: str, until: datetime | None, once: bool

@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from devicepool.workflows.ledger.dealing import deal, due_announcements
     from devicepool.workflows.ledger.state import Issued, LedgerInput, LedgerState, LedgerView
+    from devicepool.workflows.shared import versions
     from devicepool.workflows.shared.protocol import (
         AccountPause,
         PermitGrant,
@@ -87,10 +88,10 @@ class AccountLedgerWorkflow:
                 continue
             await self._grant_round()
             self._publish_details()
-            if workflow.info().is_continue_as_new_suggested():
+            if versions.hand_over_due():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 await self._deliveries_settled()
-                workflow.continue_as_new(LedgerInput(account=self._account, state=self._s))
+                versions.continue_as_new(LedgerInput(account=self._account, state=self._s))
             await self._wait_for_change()
 
     async def _hold_first_window(self) -> None:

@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         SweepRequest,
         scan_seconds,
     )
+    from devicepool.workflows.shared import versions
     from devicepool.workflows.shared.policies import PROVIDER_RETRY
 
 __all__ = ["MAX_SCANS_PER_RUN", "OrphanSweepWorkflow"]
@@ -78,9 +79,9 @@ class OrphanSweepWorkflow:
                     if due:
                         await self._terminate(due, reason="grace")
             self._publish_details()
-            if workflow.info().is_continue_as_new_suggested() or self._scans >= MAX_SCANS_PER_RUN:
+            if versions.hand_over_due() or self._scans >= MAX_SCANS_PER_RUN:
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(JanitorInput(account=self._account, state=self._s))
+                versions.continue_as_new(JanitorInput(account=self._account, state=self._s))
             await self._wait()
 
     async def _wait(self) -> None:

@@ -10,7 +10,8 @@ pass. Update validators reject before anything is written to history.
   (`ScaleRequest` → `Accepted`), signal `scale` (plain JSON `{"replicas": N}`:
   refused with `SpecRejected=True` when invalid, never applied; any accepted
   change — either update, or a valid signal — clears it);
-- signals `batch_created` / `batch_done` (`BatchReport`), `health_report`;
+- signals `batch_created` / `batch_done` (`BatchReport`), `health_report`,
+  `account_paused`, `wake` (look again now; `devicepool upgrade` sends it);
 - queries `status`, `devices`, `spec`, `events` (`PoolEvents`: the pool's own
   recent events, `workflows/pool/event_log.py`).
 """
@@ -145,6 +146,11 @@ class PoolMessages:
         self._reported_gone.update(report.terminated)
         self._devices = [d for d in self._devices if d.id not in self._reported_gone]
         self._replan = True
+
+    @workflow.signal(name=names.SIGNAL_WAKE)
+    def wake(self, payload: Any = None) -> None:
+        """Signal `wake`: a pass now, with a fresh listing (and an upgrade if one is due)."""
+        self._dirty = True
 
     @workflow.signal(name=names.SIGNAL_ACCOUNT_PAUSED)
     def account_paused(self, pause: AccountPause) -> None:

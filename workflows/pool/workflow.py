@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.pool.slots import observed_slots
     from devicepool.workflows.pool.state import PoolState, Said
     from devicepool.workflows.pool.watch import DeviceWatch, Observations
+    from devicepool.workflows.shared import versions
     from devicepool.workflows.shared.cancellation import raise_if_cancelled
     from devicepool.workflows.shared.errors import error_message, problem
     from devicepool.workflows.shared.protocol import HealthConfig, ProvisionBatchInput
@@ -118,7 +119,7 @@ class DevicePoolWorkflow(PoolMessages):
                 self._neighbours.tell_ledger(expecting=False)
         raise_if_cancelled()
         self._publish(decision.plan)
-        if workflow.info().is_continue_as_new_suggested():
+        if versions.hand_over_due():
             await self._continue_as_new()
         self._need_observe = await self._wait(decision.plan)
 
@@ -311,7 +312,9 @@ class DevicePoolWorkflow(PoolMessages):
         )
         try:
             await workflow.wait_condition(
-                lambda: self._dirty or self._replan or self._watch.answered(),
+                lambda: (
+                    self._dirty or self._replan or self._watch.answered() or versions.upgrade_due()
+                ),
                 timeout=timeout,
                 timeout_summary="next check",
             )
@@ -392,7 +395,7 @@ class DevicePoolWorkflow(PoolMessages):
 
     async def _hand_over_while_deleting(self) -> None:
         """Keep a long teardown's history bounded: continue-as-new, still deleting."""
-        if workflow.info().is_continue_as_new_suggested():
+        if versions.hand_over_due():
             await self._quiet()
             self._hand_over()
 
@@ -411,7 +414,7 @@ class DevicePoolWorkflow(PoolMessages):
         """Continue as new with the whole state and the last listing (`PoolState.listing`)."""
         settings = self._settings if self._settings_pinned else None
         self.s.listing = am.device_rows(self._devices, pool=self._name)
-        workflow.continue_as_new(
+        versions.continue_as_new(
             PoolInput(metadata=self._metadata, spec=self._spec, settings=settings, state=self.s)
         )
 

@@ -1,0 +1,139 @@
+"""Worker Versioning: a pool pinned to one build moves to a newer one at its next hand-over.
+
+On a dev server of its own (versioned workers would take the session's queue):
+build A runs a pool, build B starts beside it and is promoted, a `wake` signal
+makes the pool look again, and it continues as new on B, carrying its state —
+no device rented twice, no workflow task failure — then scales and is deleted
+on B. The time-skipping server does not support versioning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.api.names import SIGNAL_WAKE, TASK_QUEUE
+from devicepool.testing import eventually
+from devicepool.worker.build import account_workers, new_worker, pool_queue_workers
+from devicepool.worker.versioning import current_build, deployment_config, promote
+from devicepool.workflows import WORKFLOWS
+from tests.helpers.servers import dev_server
+from tests.helpers.workflow_stack import ACCOUNTS, pool_devices, start_pool
+
+pytestmark = pytest.mark.devserver
+
+DEPLOYMENT = "devicepool-test"
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[Client]:
+    async with await dev_server() as env:
+        yield env.client
+
+
+class Build:
+    """One build's workers: the versioned workflow queue and, for the first build, the
+    unversioned activity queues (one process may poll each of those only once; a second
+    build's process would poll them too, serving every build)."""
+
+    def __init__(
+        self, client: Client, activities: DeviceActivities, build_id: str, *, first: bool
+    ) -> None:
+        self.build_id = build_id
+        versioned = deployment_config(DEPLOYMENT, build_id)
+        if first:
+            self.workers = [
+                *pool_queue_workers(client, activities, deployment_config=versioned),
+                *account_workers(client, activities, list(ACCOUNTS)),
+            ]
+        else:
+            self.workers = [
+                new_worker(
+                    client,
+                    task_queue=TASK_QUEUE,
+                    workflows=WORKFLOWS,
+                    activities=[*activities.pool_queue_activities(), activities.watch_devices],
+                    disable_eager_activity_execution=True,
+                    deployment_config=versioned,
+                )
+            ]
+        self.tasks = [asyncio.ensure_future(w.run()) for w in self.workers]
+
+    async def stop(self) -> None:
+        for worker in self.workers:
+            await worker.shutdown()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+async def build_of(handle: WorkflowHandle[Any, Any]) -> str:
+    """The build the pool's current run is pinned to."""
+    described = await handle.describe()
+    info = described.raw_description.workflow_execution_info.versioning_info
+    return str(info.deployment_version.build_id)
+
+
+async def task_failures(client: Client, workflow_id: str, run_ids: list[str]) -> int:
+    failed = 0
+    for run_id in run_ids:
+        async for event in client.get_workflow_handle(
+            workflow_id, run_id=run_id
+        ).fetch_history_events():
+            failed += event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    return failed
+
+
+async def test_a_pinned_pool_moves_to_the_promoted_build_at_its_next_hand_over(
+    client: Client, worker: DeviceActivities, control: Any
+) -> None:
+    name = f"versioned-{uuid.uuid4().hex[:6]}"
+    a = Build(client, worker, "build-a", first=True)
+    b: Build | None = None
+    try:
+        await promote(client, DEPLOYMENT, "build-a")
+        handle = await start_pool(client, name, 2)
+        first_run = (await handle.describe()).run_id
+        assert first_run is not None
+
+        async def ready(want: int) -> bool:
+            status = await client.get_workflow_handle(handle.id).query("status")
+            return bool(status["readyDevices"] == want)
+
+        await eventually(lambda: ready(2), timeout=60, what="2 ready on build A")
+        assert await build_of(handle) == "build-a"
+
+        b = Build(client, worker, "build-b", first=False)
+        await promote(client, DEPLOYMENT, "build-b")
+        assert await current_build(client, DEPLOYMENT) == "build-b"
+        await handle.signal(SIGNAL_WAKE)
+
+        latest = client.get_workflow_handle(handle.id)
+
+        async def moved() -> bool:
+            described = await latest.describe()
+            return described.run_id != first_run and await build_of(latest) == "build-b"
+
+        await eventually(moved, timeout=60, what="the pool's new run on build B")
+        await latest.execute_update("scale_update", {"replicas": 3})
+        await eventually(lambda: ready(3), timeout=60, what="3 ready on build B")
+        devices = await pool_devices(control, name)
+        assert len(devices) == 3  # nothing rented twice across the move
+        second_run = (await latest.describe()).run_id
+        assert second_run is not None
+        await latest.cancel()
+        await eventually(lambda: _gone(control, name), timeout=60, what="teardown")
+        assert await task_failures(client, handle.id, [first_run, second_run]) == 0
+    finally:
+        await a.stop()
+        if b is not None:
+            await b.stop()
+
+
+async def _gone(control: Any, name: str) -> bool:
+    return not [d for d in await pool_devices(control, name) if d["status"] != "terminating"]
