@@ -27,16 +27,39 @@ def worker(
         int | None,
         typer.Option("--metrics-port", min=0, max=65535, help="/metrics, /healthz, /readyz port"),
     ] = None,
+    deployment_name: Annotated[
+        str | None,
+        typer.Option(
+            "--deployment-name",
+            help="serve as a version of this Temporal worker deployment (Worker Versioning; "
+            "default: the config's deployment.name, else unversioned)",
+        ),
+    ] = None,
+    build_id: Annotated[
+        str | None,
+        typer.Option(
+            "--build-id",
+            help="this build's id (default: the package version and a digest of the workflow code)",
+        ),
+    ] = None,
+    promote: Annotated[
+        bool,
+        typer.Option(
+            "--promote", help="once polling, make this build the deployment's current version"
+        ),
+    ] = False,
 ) -> None:
     """Run the worker: pool workflows, provider activities, one queue per account."""
-    from devicepool.worker.config import load_config
+    from devicepool.worker.config import load_config, with_deployment
     from devicepool.worker.logs import setup_logging
     from devicepool.worker.main import main_async
 
     async def body() -> None:
-        cfg = load_config(config, metrics_port=metrics_port)
+        cfg = with_deployment(
+            load_config(config, metrics_port=metrics_port), name=deployment_name, build_id=build_id
+        )
         setup_logging(cfg.log_format)
-        await main_async(cfg)
+        await main_async(cfg, promote_self=promote)
 
     run(body)
 

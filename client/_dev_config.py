@@ -24,6 +24,8 @@ from devicepool.api.v1alpha1 import DevicePool
 
 DEV_NAMESPACE = "default"
 DEV_HOST = "127.0.0.1"
+# The Temporal worker deployment the dev worker is a version of (Worker Versioning).
+DEV_DEPLOYMENT = "devicepool"
 DEFAULT_ACCOUNT = "default"
 DEFAULT_API_KEY = "devicepool-dev-key"
 # Proxy pools the examples and the article name. The emulator routes no traffic,
@@ -92,6 +94,10 @@ def dev_worker_config(
             "orphanGraceSeconds": options.orphan_grace_seconds,
         },
         "metricsPort": options.metrics_port,
+        # Versioned, and promoted at every start (`--promote`): one process and no
+        # older build beside it, so workflows follow the current build (an edited
+        # workflow module is a new build).
+        "deployment": {"name": DEV_DEPLOYMENT, "behavior": "autoUpgrade"},
     }
 
 

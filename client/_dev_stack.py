@@ -209,6 +209,7 @@ class DevStack:
                 str(self.data_dir / "worker.yaml"),
                 "--metrics-port",
                 str(o.metrics_port),
+                "--promote",
             ],
             env=worker_env(o),
         )

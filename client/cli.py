@@ -28,6 +28,7 @@ except ImportError:  # pragma: no cover - older typer on real click
 from devicepool.client._cli_orphans import orphans
 from devicepool.client._cli_pools import apply, delete, describe, devices, get, scale
 from devicepool.client._cli_processes import dev, emulator, setup, version, worker
+from devicepool.client._cli_upgrade import upgrade
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME, BadInput, DevicePoolError
 
 app = typer.Typer(
@@ -55,6 +56,7 @@ app.command(
 )(emulator)
 app.command()(dev)
 app.command()(setup)
+app.command()(upgrade)
 app.command()(version)
 
 

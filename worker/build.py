@@ -156,7 +156,9 @@ def build_workers(
     versioned: dict[str, Any] = {}
     if config.deployment_name:
         # Only the workflow queue is versioned: activity-only queues serve every build.
-        versioned["deployment_config"] = deployment_config(config.deployment_name, config.build_id)
+        versioned["deployment_config"] = deployment_config(
+            config.deployment_name, config.build_id, pinned=config.pinned
+        )
     return [
         *pool_queue_workers(
             client,

@@ -17,6 +17,7 @@ are read into `SecretStr` and never appear in a message. The schema is
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -110,6 +111,7 @@ class WorkerConfig:
     # workflow worker a version of it; "" runs unversioned.
     deployment_name: str = ""
     build_id: str = ""
+    pinned: bool = True
 
     def scrubber(self) -> Scrubber:
         """Every secret this worker holds (API keys, proxy passwords), for its provider clients."""
@@ -205,6 +207,7 @@ def build_config(
         build_id=(parsed.deployment.build_id or default_build_id())
         if parsed.deployment.name
         else "",
+        pinned=parsed.deployment.behavior == "pinned",
     )
 
 
@@ -290,4 +293,17 @@ def _settings(intervals: IntervalsFile) -> PoolSettings:
         backoff_max_seconds=intervals.backoff_max_seconds,
         teardown_blocked_after_seconds=intervals.teardown_blocked_after_seconds,
         health_liveness_seconds=intervals.health_liveness_seconds,
+    )
+
+
+def with_deployment(
+    config: WorkerConfig, *, name: str | None = None, build_id: str | None = None
+) -> WorkerConfig:
+    """`config` with the command line's deployment name and build id over the file's."""
+    if name is not None and "." in name:
+        raise ConfigError(f"--deployment-name: must not contain a dot, got {name!r}")
+    name = config.deployment_name if name is None else name
+    build_id = build_id or (config.build_id if name == config.deployment_name else "")
+    return dataclasses.replace(
+        config, deployment_name=name, build_id=(build_id or default_build_id()) if name else ""
     )

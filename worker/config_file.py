@@ -8,6 +8,8 @@ environment's overrides) is ``worker/config.py``'s job.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
@@ -82,6 +84,10 @@ class DeploymentFile(_FileModel):
     name: str = ""
     # Its build id ("" = the package version and a digest of the workflow code).
     build_id: str = ""
+    # What a workflow's runs do by default: stay on the build they started on
+    # ("pinned", moving at their next hand-over) or follow the current build at
+    # their next task ("autoUpgrade": one process and no older build beside it).
+    behavior: Literal["pinned", "autoUpgrade"] = "pinned"
 
     @field_validator("name")
     @classmethod

@@ -35,6 +35,7 @@ from devicepool.worker.config import WorkerConfig
 from devicepool.worker.http import HttpEndpoint, start_http_server
 from devicepool.worker.metrics import ReconcileInterceptor, WorkerGauges, WorkerMetrics
 from devicepool.worker.sdk_metrics import sdk_runtime
+from devicepool.worker.versioning import current_build, promote
 
 __all__ = ["install_signal_handlers", "main_async", "run_worker", "sdk_runtime"]
 
@@ -52,6 +53,7 @@ async def run_worker(
     sdk_metrics: MetricBuffer | None = None,
     pool_metrics_max_age: float = 5.0,
     pool_status_max_age: float = 30.0,
+    promote_self: bool = False,
 ) -> None:
     """Run until `shutdown_event` is set (or a worker fails), then shut down gracefully.
 
@@ -92,6 +94,16 @@ async def run_worker(
     stop = asyncio.create_task(shutdown_event.wait())
     failure: BaseException | None = None
     try:
+        if config.deployment_name and (
+            promote_self or await current_build(client, config.deployment_name) is None
+        ):
+            # New workflows wait until their deployment has a current version: the
+            # first build of a deployment makes itself current; later ones are promoted.
+            await promote(client, config.deployment_name, config.build_id)
+            log.info(
+                "promoted to the current version",
+                extra={"deployment": config.deployment_name, "build_id": config.build_id},
+            )
         failure = await running.first_failure(stop)
     finally:
         running.mark_stopped()
@@ -207,12 +219,20 @@ def _on_signal(event: asyncio.Event, sig: Any) -> None:
     event.set()
 
 
-async def main_async(config: WorkerConfig) -> None:
-    """`devicepool worker`: connect (the SDK's env config), serve until SIGTERM/SIGINT."""
+async def main_async(config: WorkerConfig, *, promote_self: bool = False) -> None:
+    """`devicepool worker`: connect (the SDK's env config), serve until SIGTERM/SIGINT.
+
+    `promote_self`: once polling, make this build the deployment's current version."""
     shutdown_event = asyncio.Event()
     install_signal_handlers(shutdown_event)
     runtime, buffer = sdk_runtime()
     client = await connect(
         identity=f"devicepool-worker@{os.uname().nodename}:{os.getpid()}", runtime=runtime
     )
-    await run_worker(config, client, shutdown_event=shutdown_event, sdk_metrics=buffer)
+    await run_worker(
+        config,
+        client,
+        shutdown_event=shutdown_event,
+        sdk_metrics=buffer,
+        promote_self=promote_self,
+    )

@@ -56,12 +56,14 @@ def default_build_id() -> str:
     return f"{devicepool.__version__}-{workflow_code_digest()}"
 
 
-def deployment_config(name: str, build_id: str) -> WorkerDeploymentConfig:
-    """A versioned worker of deployment `name`, build `build_id`; workflows default to PINNED."""
+def deployment_config(name: str, build_id: str, *, pinned: bool = True) -> WorkerDeploymentConfig:
+    """A versioned worker of deployment `name`, build `build_id`; workflows default to PINNED
+    (or AUTO_UPGRADE: they follow the current build at their next task)."""
+    behavior = VersioningBehavior.PINNED if pinned else VersioningBehavior.AUTO_UPGRADE
     return WorkerDeploymentConfig(
         version=WorkerDeploymentVersion(deployment_name=name, build_id=build_id),
         use_worker_versioning=True,
-        default_versioning_behavior=VersioningBehavior.PINNED,
+        default_versioning_behavior=behavior,
     )
 
 
@@ -78,6 +80,8 @@ async def promote(
         identity=identity,
         ignore_missing_task_queues=True,
     )
+    if await current_build(client, name) == build_id:
+        return
     deadline = time.monotonic() + wait
     while True:
         try:

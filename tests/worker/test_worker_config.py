@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from devicepool import __version__
 from devicepool.activities.definitions import CREATE_START_TO_CLOSE_TIMEOUT
 from devicepool.worker.config import ConfigError, WorkerCapacity, build_config, load_config
 
@@ -239,3 +240,27 @@ def test_every_provider_api_the_config_takes_has_an_adapter() -> None:
     from devicepool.activities.providers.registry import ADAPTERS
 
     assert set(PROVIDER_APIS) == set(ADAPTERS)
+
+
+def test_a_worker_is_unversioned_unless_it_names_a_deployment() -> None:
+    from devicepool.worker.config import with_deployment
+    from devicepool.worker.versioning import default_build_id, workflow_code_digest
+
+    plain = build_config({}, env={})
+    assert (plain.deployment_name, plain.build_id, plain.pinned) == ("", "", True)
+    # The default build id changes with the workflow code, so an edited workflow is a new build.
+    named = build_config({}, env={"DEVICEPOOL_DEPLOYMENT_NAME": "devicepool"})
+    assert named.build_id == default_build_id() == f"{__version__}-{workflow_code_digest()}"
+    given = build_config(
+        {"deployment": {"name": "dp", "buildId": "b7", "behavior": "autoUpgrade"}}, env={}
+    )
+    assert (given.deployment_name, given.build_id, given.pinned) == ("dp", "b7", False)
+    flags = with_deployment(given, name="dp", build_id="b8")
+    assert (flags.deployment_name, flags.build_id) == ("dp", "b8")
+    assert with_deployment(plain, name="other").build_id == default_build_id()
+    with pytest.raises(ConfigError, match=r"^w.yaml: deployment.name: must not contain a dot"):
+        build_config({"deployment": {"name": "a.b"}}, env={}, source="w.yaml")
+    with pytest.raises(ConfigError, match=r"deployment.behavior"):
+        build_config({"deployment": {"name": "a", "behavior": "sometimes"}}, env={}, source="w")
+    with pytest.raises(ConfigError, match=r"^--deployment-name: must not contain a dot"):
+        with_deployment(plain, name="x.y")

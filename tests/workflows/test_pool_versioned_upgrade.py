@@ -10,6 +10,9 @@ on B. The time-skipping server does not support versioning.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,7 +22,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.api.names import SIGNAL_WAKE, TASK_QUEUE
+from devicepool.api.names import TASK_QUEUE
 from devicepool.testing import eventually
 from devicepool.worker.build import account_workers, new_worker, pool_queue_workers
 from devicepool.worker.versioning import current_build, deployment_config, promote
@@ -72,6 +75,29 @@ class Build:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
+async def upgrade_cli(client: Client, *args: str) -> dict[str, Any]:
+    """`devicepool upgrade --deployment-name DEPLOYMENT ARGS -o json` against this server."""
+    target = client.service_client.config.target_host
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "devicepool.client",
+        "upgrade",
+        "--deployment-name",
+        DEPLOYMENT,
+        *args,
+        "-o",
+        "json",
+        env={**os.environ, "TEMPORAL_ADDRESS": target, "TEMPORAL_NAMESPACE": client.namespace},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    answer: dict[str, Any] = json.loads(out)
+    return answer
+
+
 async def build_of(handle: WorkflowHandle[Any, Any]) -> str:
     """The build the pool's current run is pinned to."""
     described = await handle.describe()
@@ -109,9 +135,10 @@ async def test_a_pinned_pool_moves_to_the_promoted_build_at_its_next_hand_over(
         assert await build_of(handle) == "build-a"
 
         b = Build(client, worker, "build-b", first=False)
-        await promote(client, DEPLOYMENT, "build-b")
+        # The operator's step: promote B and wake the pools (`devicepool upgrade`).
+        promoted = await upgrade_cli(client, "--build-id", "build-b")
+        assert promoted["currentBuild"] == "build-b"
         assert await current_build(client, DEPLOYMENT) == "build-b"
-        await handle.signal(SIGNAL_WAKE)
 
         latest = client.get_workflow_handle(handle.id)
 
@@ -120,6 +147,11 @@ async def test_a_pinned_pool_moves_to_the_promoted_build_at_its_next_hand_over(
             return described.run_id != first_run and await build_of(latest) == "build-b"
 
         await eventually(moved, timeout=60, what="the pool's new run on build B")
+
+        async def none_behind() -> bool:
+            return (await upgrade_cli(client))["poolsBehind"] == []
+
+        await eventually(none_behind, timeout=30, what="upgrade to list no pool behind")
         await latest.execute_update("scale_update", {"replicas": 3})
         await eventually(lambda: ready(3), timeout=60, what="3 ready on build B")
         devices = await pool_devices(control, name)

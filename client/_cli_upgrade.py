@@ -1,0 +1,101 @@
+"""`devicepool upgrade`: promote a build of the worker deployment, and show who runs where.
+
+With `--build-id`, the build becomes the deployment's current version (its
+workers must be polling: start them first), and every running pool is woken
+(signal `wake`) so it continues as new on it now instead of at its next wake.
+Without it, nothing changes. Either way the command then lists the current
+build and the pools not on it yet, with the build each still runs on: the old
+build's workers may stop once that list is empty and its batches ended. The
+procedure is docs/operations.md, "Upgrading".
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+import typer
+
+from devicepool.client._cli_support import OutputOpt, run
+from devicepool.client.errors import DevicePoolError
+from devicepool.client.render import print_data, resolve_output
+
+DEFAULT_DEPLOYMENT = "devicepool"
+RUNNING_POOLS = 'WorkflowType="DevicePool" AND ExecutionStatus="Running"'
+
+
+def upgrade(
+    build_id: Annotated[
+        str | None,
+        typer.Option("--build-id", help="make this build the current version (default: only show)"),
+    ] = None,
+    deployment_name: Annotated[
+        str, typer.Option("--deployment-name", help="the Temporal worker deployment")
+    ] = DEFAULT_DEPLOYMENT,
+    wake: Annotated[
+        bool,
+        typer.Option("--wake/--no-wake", help="signal every running pool to move now"),
+    ] = True,
+    output: OutputOpt = None,
+) -> None:
+    """Promote a worker build (Worker Versioning) and show which pools still run an older one."""
+
+    async def body() -> None:
+        from temporalio.service import RPCError
+
+        from devicepool.connect import connect
+        from devicepool.worker.versioning import current_build, promote
+
+        client = await connect()
+        if build_id:
+            try:
+                await promote(client, deployment_name, build_id, identity="devicepool upgrade")
+            except RPCError as err:
+                raise DevicePoolError(
+                    f"cannot make build {build_id!r} current in deployment {deployment_name!r}: "
+                    f"{err.message} (are its workers running?)"
+                ) from None
+            if wake:
+                await _wake_pools(client)
+        current = await current_build(client, deployment_name)
+        behind = await _pools_not_on(client, deployment_name, current) if current else []
+        data = {"deployment": deployment_name, "currentBuild": current, "poolsBehind": behind}
+        out = resolve_output(output)
+        if out.value != "table":
+            print_data(data, out)
+            return
+        typer.echo(f"deployment {deployment_name}: current build {current or '(none)'}")
+        if not behind:
+            typer.echo("every running pool is on it")
+        for pool in behind:
+            typer.echo(f"  {pool['pool']}  still on {pool['build'] or '(unversioned)'}")
+
+    run(body)
+
+
+async def _wake_pools(client: Any) -> None:
+    from devicepool.api.names import SIGNAL_WAKE
+
+    ids = [wf.id async for wf in client.list_workflows(RUNNING_POOLS)]
+    for start in range(0, len(ids), 50):
+        await asyncio.gather(
+            *(client.get_workflow_handle(i).signal(SIGNAL_WAKE) for i in ids[start : start + 50]),
+            return_exceptions=True,  # a pool that ended meanwhile
+        )
+
+
+async def _pools_not_on(client: Any, deployment: str, build: str) -> list[dict[str, str]]:
+    """Running pools whose run is not on `build` (visibility lags a few seconds)."""
+    from devicepool.api.names import WORKFLOW_ID_PREFIX
+
+    on = f'{RUNNING_POOLS} AND TemporalWorkerDeploymentVersion="{deployment}:{build}"'
+    current = {wf.id async for wf in client.list_workflows(on)}
+    behind = []
+    async for wf in client.list_workflows(RUNNING_POOLS):
+        if wf.id in current:
+            continue
+        described = await client.get_workflow_handle(wf.id).describe()
+        info = described.raw_description.workflow_execution_info.versioning_info
+        name = wf.id.removeprefix(WORKFLOW_ID_PREFIX)
+        behind.append({"pool": name, "build": str(info.deployment_version.build_id)})
+    return sorted(behind, key=lambda p: p["pool"])
