@@ -66,7 +66,9 @@ from devicepool.workflows.pool.messages import PoolInput
 C = 20
 WINDOW = 60.0
 # one account per run: ledgers and provider windows never mix between runs
-ACCOUNTS = [f"acct{i}" for i in range(12)]
+# One fresh account per measured run (its own rate window): sections 1-6 with their
+# warm-ups take 13 of them.
+ACCOUNTS = [f"acct{i}" for i in range(16)]
 
 
 def bound(n: int, p: float) -> float:
