@@ -19,29 +19,21 @@ its 30 s start-to-close timeout, and the pool re-plans the slot.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import yaml
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from devicepool import testing as ground_truth
 from devicepool.api.loader import load_manifests_text
-from devicepool.api.names import SEARCH_ATTRIBUTES
-from devicepool.client.dev import find_temporal
 from devicepool.client.errors import DevicePoolError
 from devicepool.client.pool_client import PoolClient
 from devicepool.connect import connect
-from devicepool.testing import eventually, free_ports, pool_yaml
+from devicepool.testing import eventually, pool_yaml
+from tests.helpers.cluster import Cluster, running_cluster, worker_ready
 from tests.helpers.device_hours import DeviceHours
 
 # Above the sum of the test's own waits (30 + 20 + 20 + 30 + 1.5 s) plus the
@@ -62,149 +54,28 @@ async def _until(check: Callable[[], Awaitable[Any]], *, timeout: float, what: s
     )
 
 
-@dataclass
-class Cluster:
-    tmp: Path
-    temporal_port: int
-    emulator_port: int
-    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    workers: list[tuple[subprocess.Popen[bytes], int]] = field(default_factory=list)
-
-    @property
-    def emulator(self) -> str:
-        return f"http://127.0.0.1:{self.emulator_port}"
-
-    def spawn(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-        with (self.tmp / f"{name}.log").open("ab") as log:
-            process = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
-        self.processes.append(process)
-        return process
-
-    def logs(self) -> str:
-        return "\n".join(
-            f"--- {path.name}\n{path.read_text(errors='replace')[-3000:]}"
-            for path in sorted(self.tmp.glob("*.log"))
-        )
-
-    async def stats(self) -> dict[str, Any]:
-        async with httpx.AsyncClient(base_url=self.emulator, timeout=5) as http:
-            return await ground_truth.stats(http)
-
-    async def devices(self, pool: str) -> list[dict[str, Any]]:
-        async with httpx.AsyncClient(base_url=self.emulator, timeout=5) as http:
-            return await ground_truth.labelled_devices(http, pool, api_key=API_KEY)
-
-
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    temporal_port, emulator_port, *metrics_ports = free_ports(5)
-    cluster = Cluster(tmp_path, temporal_port, emulator_port)
-    base_env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("TEMPORAL_") and not k.startswith("DEVICEPOOL_")
+    intervals = {
+        "resyncSeconds": 1,
+        "healthSeconds": 2,
+        "offlineAfterSeconds": 30,
+        # Also each create's whole budget (schedule-to-close): a create that was
+        # in flight on a killed worker gives up after this, instead of waiting
+        # out its 30 s start-to-close timeout, and the pool re-plans.
+        "startupTimeoutSeconds": 8,
+        "idleGraceSeconds": 0,
     }
-    server = [
-        find_temporal(),
-        "server",
-        "start-dev",
-        "--headless",
-        "--ip",
-        "127.0.0.1",
-        "--port",
-        str(temporal_port),
-        "--log-level",
-        "warn",
-    ]
-    for name, type_ in SEARCH_ATTRIBUTES.items():
-        server += ["--search-attribute", f"{name}={type_}"]
-    cluster.spawn("temporal", server, base_env)
-    cluster.spawn(
-        "emulator",
-        [
-            sys.executable,
-            "-m",
-            "devicepool.emulator",
-            "--port",
-            str(emulator_port),
-            "--provision-seconds",
-            "1",
-            "--creates-per-minute",
-            str(CREATES_PER_MINUTE),
-            "--account",
-            f"default={API_KEY}",
-        ],
-        base_env,
-    )
-    (tmp_path / "api-key").write_text(API_KEY + "\n")
-    config = {
-        "accounts": {
-            "default": {
-                "baseUrl": cluster.emulator,
-                "apiKeyFile": "api-key",
-                "createsPerMinute": CREATES_PER_MINUTE,
-            }
-        },
-        "proxyPools": {"proxyseller-us": {"host": "proxyseller-us.gateway.invalid", "port": 10000}},
-        "intervals": {
-            "resyncSeconds": 1,
-            "healthSeconds": 2,
-            "offlineAfterSeconds": 30,
-            # Also each create's whole budget (schedule-to-close): a create that was
-            # in flight on a killed worker gives up after this, instead of waiting
-            # out its 30 s start-to-close timeout, and the pool re-plans.
-            "startupTimeoutSeconds": 8,
-            "idleGraceSeconds": 0,
-        },
-    }
-    (tmp_path / "worker.yaml").write_text(yaml.safe_dump(config))
-    worker_env = {
-        **base_env,
-        "TEMPORAL_ADDRESS": f"127.0.0.1:{temporal_port}",
-        "DEVICEPOOL_METRICS_HOST": "127.0.0.1",
-        "DEVICEPOOL_GRACEFUL_SHUTDOWN_SECONDS": "2",
-        "PYTHONUNBUFFERED": "1",
-    }
-    for index, port in enumerate(metrics_ports):
-        process = cluster.spawn(
-            f"worker-{index}",
-            [
-                sys.executable,
-                "-m",
-                "devicepool.client",
-                "worker",
-                "--config",
-                str(tmp_path / "worker.yaml"),
-                "--metrics-port",
-                str(port),
-            ],
-            worker_env,
-        )
-        cluster.workers.append((process, port))
-    try:
+    with running_cluster(
+        tmp_path,
+        api_key=API_KEY,
+        creates_per_minute=CREATES_PER_MINUTE,
+        provision_seconds=1,
+        intervals=intervals,
+    ) as cluster:
+        for _ in range(3):
+            cluster.start_worker()
         yield cluster
-    finally:
-        for process in reversed(cluster.processes):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in cluster.processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=5)
-
-
-async def _ready(port: int) -> bool:
-    async with httpx.AsyncClient(timeout=2) as http:
-        return (await http.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200
 
 
 async def _history_tail(client: Client, name: str, events: int = 20) -> str:
@@ -231,7 +102,7 @@ async def test_survivor_converges_every_pool_after_two_workers_die(
     async def all_ready() -> bool:
         for process, port in cluster.workers:
             assert process.poll() is None, cluster.logs()
-            if not await _ready(port):
+            if not await worker_ready(port):
                 return False
         return True
 

@@ -1,0 +1,169 @@
+"""An upgrade from the v0.1.0 release: its worker dies mid scale-up, this build carries on.
+
+The commit tagged `v0.1.0` is exported with `git archive` and its worker runs with
+this environment's dependencies (its `devicepool` package first on `PYTHONPATH`),
+unversioned, as v0.1.0 shipped. Two pools scale up on it; it is SIGKILLed with
+creates in flight; a worker of this build takes over. Every pool must converge,
+scale and delete with nothing duplicated or lost (the emulator's ground truth),
+and no workflow task may fail in any run of any pool: this build replays what
+v0.1.0 recorded and reads the state and batch inputs it wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from devicepool.api.loader import load_manifests_text
+from devicepool.client.errors import DevicePoolError
+from devicepool.client.pool_client import PoolClient
+from devicepool.connect import connect
+from devicepool.testing import eventually, pool_yaml
+from tests.helpers.cluster import Cluster, running_cluster, worker_ready
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+ROOT = Path(__file__).resolve().parents[2]
+# The commit tagged v0.1.0 (CHANGELOG.md); by hash, as a clone may come without tags.
+RELEASE = "8a87418db561fad6f289d0a486deca8abd45ae91"
+API_KEY = "upgrade-key"
+POOLS = {"up-a": 6, "up-b": 6}
+
+
+def export(release: str, into: Path) -> Path:
+    """`git archive` of `release` unpacked into `into` (its symlinked layer folders kept)."""
+    found = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{release}^{{commit}}"],
+        capture_output=True,
+        check=False,
+    )
+    if found.returncode != 0:
+        pytest.skip(f"commit {release} (v0.1.0) is not in this clone's history")
+    archive = into.with_suffix(".tar")
+    subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), release],
+        check=True,
+    )
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="tar")
+    # The release's package, not this checkout's, is what a worker started from it imports
+    # (v0.1.0's pool workflow was one module, `workflows/pool.py`).
+    where = subprocess.run(
+        [sys.executable, "-c", "import devicepool.workflows.pool as m; print(m.__file__)"],
+        env={**os.environ, "PYTHONPATH": str(into)},
+        cwd=into,  # not the checkout, whose `devicepool/` would come first
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert where.startswith(str(into)) and where.endswith("workflows/pool.py"), where
+    return into
+
+
+async def _until(check: Any, *, timeout: float, what: str) -> Any:
+    return await eventually(
+        check, timeout=timeout, what=what, retry_on=(httpx.HTTPError, OSError, DevicePoolError)
+    )
+
+
+async def _task_failures(client: Client, workflow_id: str) -> list[str]:
+    """WORKFLOW_TASK_FAILED events in every run of `workflow_id`, with their cause."""
+    failures = []
+    runs = [wf.run_id async for wf in client.list_workflows(f'WorkflowId="{workflow_id}"')]
+    for run_id in runs:
+        handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+        async for event in handle.fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                failure = event.workflow_task_failed_event_attributes.failure
+                failures.append(f"{workflow_id} {run_id}: {failure.message[:300]}")
+    return failures
+
+
+async def test_pools_of_v0_1_0_carry_on_under_this_build(tmp_path: Path) -> None:
+    source = export(RELEASE, tmp_path / "release")
+    intervals = {
+        "resyncSeconds": 1,
+        "healthSeconds": 2,
+        "offlineAfterSeconds": 30,
+        "startupTimeoutSeconds": 8,
+        "idleGraceSeconds": 0,
+    }
+    with running_cluster(
+        tmp_path,
+        api_key=API_KEY,
+        creates_per_minute=30,  # a create every 2 s: the kill lands mid scale-up
+        provision_seconds=1,
+        intervals=intervals,
+    ) as cluster:
+        await _run(cluster, source)
+
+
+async def _run(cluster: Cluster, source: Path) -> None:
+    old, old_port = cluster.start_worker(source=source)
+    await _until(lambda: worker_ready(old_port), timeout=40, what="the v0.1.0 worker ready")
+    client = await connect(address=cluster.address)
+    pools = PoolClient(client)
+    for name, replicas in POOLS.items():
+        (pool,) = load_manifests_text(
+            pool_yaml(name, provider="bitcloudphone", replicas=replicas), source=name
+        )
+        await pools.apply(pool)
+
+    async def accepted_at_least(count: int) -> int | None:
+        accepted = int((await cluster.stats())["creates"]["accepted"])
+        return accepted if accepted >= count else None
+
+    await _until(lambda: accepted_at_least(3), timeout=40, what="the first creates on v0.1.0")
+    old.kill()
+    old.wait(timeout=10)
+    new, new_port = cluster.start_worker()
+    await _until(lambda: worker_ready(new_port), timeout=40, what="this build's worker ready")
+    total = sum(POOLS.values())
+
+    async def converged(expected: dict[str, int]) -> bool:
+        assert new.poll() is None, cluster.logs()
+        for name, want in expected.items():
+            status = await pools.get(name)
+            if status.get("readyDevices") != want:
+                return False
+        stats = await cluster.stats()
+        return bool(stats["devices"]["live"] == sum(expected.values()))
+
+    try:
+        await _until(
+            lambda: converged(POOLS), timeout=90, what="every pool converged on this build"
+        )
+        await pools.scale("up-a", 8)
+        scaled = {**POOLS, "up-a": 8}
+        await _until(lambda: converged(scaled), timeout=60, what="the scale-up on this build")
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{cluster.logs()}") from None
+    await asyncio.sleep(1.5)  # a late duplicate create would show up within a resync
+    stats = await cluster.stats()
+    assert stats["creates"]["accepted"] == total + 2, stats  # nothing rented twice
+    assert stats["terminations"] == 0  # nothing lost and replaced
+    for name in POOLS:
+        slots = [d["labels"].get("devicepool-slot") for d in await cluster.devices(name)]
+        assert len(set(slots)) == len(slots), f"{name}: a slot has two devices: {slots}"
+
+    for name in POOLS:
+        await pools.delete(name)
+
+    async def all_gone() -> bool:
+        return bool((await cluster.stats())["devices"]["live"] == 0)
+
+    await _until(all_gone, timeout=60, what="every device torn down")
+    failures = []
+    for name in POOLS:
+        failures += await _task_failures(client, f"devicepool/{name}")
+    assert failures == [], "\n".join(failures)

@@ -1,0 +1,152 @@
+"""A small production-shaped cluster: a Temporal dev server, the emulator and `devicepool
+worker` processes (the real entry point) on free ports, each logging to a file.
+
+`running_cluster` starts the server and the emulator and writes the workers' config;
+`Cluster.start_worker` starts one more worker, optionally from another build's source
+tree (`source`: a folder holding that build's `devicepool` package, put first on
+`PYTHONPATH`, run with this environment's dependencies). On exit every process gets
+SIGTERM, then SIGKILL after 10 s.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from devicepool import testing as ground_truth
+from devicepool.api.names import SEARCH_ATTRIBUTES
+from devicepool.client.dev import find_temporal
+from devicepool.testing import free_ports
+
+
+@dataclass
+class Cluster:
+    tmp: Path
+    temporal_port: int
+    emulator_port: int
+    api_key: str
+    base_env: dict[str, str]
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    workers: list[tuple[subprocess.Popen[bytes], int]] = field(default_factory=list)
+
+    @property
+    def emulator(self) -> str:
+        return f"http://127.0.0.1:{self.emulator_port}"
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.temporal_port}"
+
+    def spawn(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        with (self.tmp / f"{name}.log").open("ab") as log:
+            process = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                # Not the checkout: its `devicepool/` folder would shadow `PYTHONPATH`.
+                cwd=self.tmp,
+                start_new_session=True,
+            )
+        self.processes.append(process)
+        return process
+
+    def start_worker(self, *, source: Path | None = None) -> tuple[subprocess.Popen[bytes], int]:
+        """One more `devicepool worker` on the shared config (from `source` if given)."""
+        (port,) = free_ports(1)
+        env = {
+            **self.base_env,
+            "TEMPORAL_ADDRESS": self.address,
+            "DEVICEPOOL_METRICS_HOST": "127.0.0.1",
+            "DEVICEPOOL_GRACEFUL_SHUTDOWN_SECONDS": "2",
+            "PYTHONUNBUFFERED": "1",
+        }
+        if source is not None:
+            env["PYTHONPATH"] = str(source)
+        command = [sys.executable, "-m", "devicepool.client", "worker"]
+        command += ["--config", str(self.tmp / "worker.yaml"), "--metrics-port", str(port)]
+        process = self.spawn(f"worker-{len(self.workers)}", command, env)
+        self.workers.append((process, port))
+        return process, port
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {path.name}\n{path.read_text(errors='replace')[-3000:]}"
+            for path in sorted(self.tmp.glob("*.log"))
+        )
+
+    async def stats(self) -> dict[str, Any]:
+        async with httpx.AsyncClient(base_url=self.emulator, timeout=5) as http:
+            return await ground_truth.stats(http)
+
+    async def devices(self, pool: str) -> list[dict[str, Any]]:
+        async with httpx.AsyncClient(base_url=self.emulator, timeout=5) as http:
+            return await ground_truth.labelled_devices(http, pool, api_key=self.api_key)
+
+
+async def worker_ready(port: int) -> bool:
+    async with httpx.AsyncClient(timeout=2) as http:
+        return (await http.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200
+
+
+@contextmanager
+def running_cluster(
+    tmp: Path,
+    *,
+    api_key: str,
+    creates_per_minute: int,
+    provision_seconds: float,
+    intervals: dict[str, float],
+) -> Iterator[Cluster]:
+    temporal_port, emulator_port = free_ports(2)
+    base_env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TEMPORAL_") and not k.startswith("DEVICEPOOL_")
+    }
+    cluster = Cluster(tmp, temporal_port, emulator_port, api_key, base_env)
+    server = [find_temporal(), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
+    server += ["--port", str(temporal_port), "--log-level", "warn"]
+    for name, type_ in SEARCH_ATTRIBUTES.items():
+        server += ["--search-attribute", f"{name}={type_}"]
+    cluster.spawn("temporal", server, base_env)
+    emulator = [sys.executable, "-m", "devicepool.emulator", "--port", str(emulator_port)]
+    emulator += ["--provision-seconds", str(provision_seconds)]
+    emulator += ["--creates-per-minute", str(creates_per_minute), "--account", f"default={api_key}"]
+    cluster.spawn("emulator", emulator, base_env)
+    (tmp / "api-key").write_text(api_key + "\n")
+    config = {
+        "accounts": {
+            "default": {
+                "baseUrl": cluster.emulator,
+                "apiKeyFile": "api-key",
+                "createsPerMinute": creates_per_minute,
+            }
+        },
+        "proxyPools": {"proxyseller-us": {"host": "proxyseller-us.gateway.invalid", "port": 10000}},
+        "intervals": intervals,
+    }
+    (tmp / "worker.yaml").write_text(yaml.safe_dump(config))
+    try:
+        yield cluster
+    finally:
+        for process in reversed(cluster.processes):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in cluster.processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=5)
