@@ -89,6 +89,15 @@ async def _task_failures(client: Client, workflow_id: str) -> list[str]:
     return failures
 
 
+async def _task_identities(client: Client, workflow_id: str) -> str:
+    """The identities of the workers that completed the latest run's workflow tasks."""
+    seen = []
+    async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            seen.append(event.workflow_task_completed_event_attributes.identity)
+    return " ".join(seen)
+
+
 async def test_pools_of_v0_1_0_carry_on_under_this_build(tmp_path: Path) -> None:
     source = export(RELEASE, tmp_path / "release")
     intervals = {
@@ -167,3 +176,70 @@ async def _run(cluster: Cluster, source: Path) -> None:
     for name in POOLS:
         failures += await _task_failures(client, f"devicepool/{name}")
     assert failures == [], "\n".join(failures)
+
+
+async def test_a_rollback_to_v0_1_0_keeps_pools_this_build_only_watched(tmp_path: Path) -> None:
+    """Back from this build to v0.1.0, for pools that never continued-as-new here.
+
+    What a rollback can undo: pools this build only watched (no batch started, no
+    continue-as-new) go back to v0.1.0 and scale there, because this build issues
+    the same commands v0.1.0 recorded. What it cannot: a provisioning batch this
+    build started carries its device template whole, which v0.1.0 cannot decode,
+    nor state this build handed over at a continue-as-new (docs/operations.md).
+    """
+    source = export(RELEASE, tmp_path / "release")
+    intervals = {"resyncSeconds": 1, "healthSeconds": 2, "offlineAfterSeconds": 30}
+    intervals |= {"startupTimeoutSeconds": 8, "idleGraceSeconds": 0}
+    with running_cluster(
+        tmp_path,
+        api_key=API_KEY,
+        creates_per_minute=300,
+        provision_seconds=1,
+        intervals=intervals,
+    ) as cluster:
+        old, port = cluster.start_worker(source=source)
+        await _until(lambda: worker_ready(port), timeout=40, what="the v0.1.0 worker ready")
+        client = await connect(address=cluster.address)
+        pools = PoolClient(client)
+        (pool,) = load_manifests_text(
+            pool_yaml("back", provider="bitcloudphone", replicas=3), source="back"
+        )
+        await pools.apply(pool)
+
+        async def ready(want: int) -> bool:
+            status = await pools.get("back")
+            return bool(status.get("readyDevices", 0) + status.get("busyDevices", 0) == want)
+
+        await _until(lambda: ready(3), timeout=60, what="3 ready on v0.1.0")
+        old.terminate()
+        old.wait(timeout=20)
+        new, port = cluster.start_worker()
+        await _until(lambda: worker_ready(port), timeout=40, what="this build's worker ready")
+        # This build takes the pool over: a device turns busy, its watch answers, and
+        # this build's worker runs the pool's next workflow tasks.
+        (device, *_) = await cluster.devices("back")
+        async with httpx.AsyncClient(base_url=cluster.emulator, timeout=5) as http:
+            session = f"/_emulator/devices/{device['id']}/session"
+            (await http.post(session, json={"active": True})).raise_for_status()
+
+        async def worked_on_this_build() -> bool:
+            return f":{new.pid}" in await _task_identities(client, "devicepool/back")
+
+        await _until(worked_on_this_build, timeout=30, what="a pool task on this build")
+        new.terminate()
+        new.wait(timeout=20)
+        old, port = cluster.start_worker(source=source)
+        await _until(lambda: worker_ready(port), timeout=40, what="v0.1.0 back")
+        await pools.scale("back", 5)
+        try:
+            await _until(lambda: ready(5), timeout=60, what="the scale-up back on v0.1.0")
+        except AssertionError as err:
+            failures = []
+            async for wf in client.list_workflows():
+                failures += await _task_failures(client, wf.id)
+            status = await pools.get("back")
+            raise AssertionError(f"{err}\n{failures}\n{status}\n{cluster.logs()}") from None
+        stats = await cluster.stats()
+        assert stats["creates"]["accepted"] == 5 and stats["terminations"] == 0, stats
+        await pools.delete("back")
+        assert await _task_failures(client, "devicepool/back") == []
