@@ -57,6 +57,8 @@ MODULE_GROUPS = {
     # A module-scoped dev server (setup) and wheel build (packaging), made once.
     "test_client_setup.py": "client-setup",
     "test_packaging.py": "packaging",
+    # v0.1.0's worker from `git archive`, then this build's, twice (two clusters).
+    "test_deploy_upgrade_from_v010.py": "deploy-upgrade",
 }
 # The order the groups are handed out in, with about how long each took in a
 # full `make test` (seconds, its workers side by side on 2 cores; a group alone
@@ -71,6 +73,7 @@ MODULE_GROUPS = {
 # 139-148 s; with this order every worker ended at 131-145 s.
 GROUP_ORDER = {
     "workflows-backlog": 83,
+    "deploy-upgrade": 80,
     "ratelimit": 72,
     "workflows-health": 72,
     "observability": 56,
