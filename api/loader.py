@@ -32,6 +32,22 @@ SUPPORTED_API_VERSIONS: tuple[str, ...] = (API_VERSION_V1ALPHA1,)
 SUPPORTED_KINDS: tuple[str, ...] = (KIND_DEVICE_POOL,)
 MANIFEST_SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".json")
 
+# What the server sets and `get -o yaml` prints: ignored on apply, as kubectl
+# does, so that a pool read back applies again. Only these: any other unknown
+# field is still a mistake.
+SERVER_SET_METADATA: frozenset[str] = frozenset(
+    {
+        "creationTimestamp",
+        "deletionGracePeriodSeconds",
+        "deletionTimestamp",
+        "generation",
+        "managedFields",
+        "resourceVersion",
+        "selfLink",
+        "uid",
+    }
+)
+
 __all__ = [
     "ManifestError",
     "format_validation_error",
@@ -171,6 +187,15 @@ def _parse_document(data: Any, *, prefix: str, base: Loc) -> tuple[DevicePool | 
     if problems:
         return None, problems
     try:
-        return DevicePool.model_validate(data), []
+        return DevicePool.model_validate(_without_server_set(data)), []
     except pydantic.ValidationError as exc:
         return None, format_errors(exc.errors(), model=DevicePool, prefix=prefix, base=base)
+
+
+def _without_server_set(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` without `status` and the server-set metadata (`SERVER_SET_METADATA`)."""
+    data = {k: v for k, v in data.items() if k != "status"}
+    metadata = data.get("metadata")
+    if isinstance(metadata, dict):
+        data["metadata"] = {k: v for k, v in metadata.items() if k not in SERVER_SET_METADATA}
+    return data
