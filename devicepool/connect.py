@@ -31,7 +31,7 @@ from temporalio.converter import (
 from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 
-from devicepool.errors import TemporalUnreachable
+from devicepool.errors import TemporalUnreachable, address_problem
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 
@@ -102,6 +102,10 @@ async def connect(
     `runtime` is the worker's (it carries the SDK metrics); everyone else takes the default.
     """
     config = connect_config(address=address, namespace=namespace, env=env)
+    if address_problem(str(config["target_host"])):
+        # Checked here: the SDK would try `host:80` for a bare host, and refuse a
+        # bad port with a ValueError of its own.
+        raise TemporalUnreachable(str(config["target_host"]))
     if identity:
         config["identity"] = identity
     if runtime is not None:
