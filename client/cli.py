@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -31,9 +33,19 @@ from devicepool.client._cli_processes import dev, emulator, setup, version, work
 from devicepool.client._cli_upgrade import upgrade
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME, BadInput, DevicePoolError
 
+# `\b` keeps click from rewrapping the lines that follow it into one paragraph.
+EPILOG = """\b
+Temporal connection (the SDK's environment configuration):
+  TEMPORAL_ADDRESS    host:port of the frontend (default 127.0.0.1:7233)
+  TEMPORAL_NAMESPACE  namespace (default: default)
+  TEMPORAL_PROFILE    a profile of the Temporal config file (TEMPORAL_CONFIG_FILE)
+
+Exit codes: 0 ok, 1 a runtime failure, 2 bad input (nothing was changed)."""
+
 app = typer.Typer(
     name="devicepool",
     help="Keep pools of cloud phones at their declared size, on Temporal.",
+    epilog=EPILOG,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -41,23 +53,55 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},  # -h wherever --help works
 )
 
+
+def _command(func: Callable[..., Any], **settings: Any) -> None:
+    """Register a command; `--help` lists it with its docstring's whole first line.
+
+    Without `short_help`, click cuts a description at ~45 characters ("...").
+    """
+    doc = (func.__doc__ or "").strip().splitlines()
+    app.command(short_help=doc[0] if doc else None, **settings)(func)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        version()
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="Print the devicepool and Temporal SDK versions and exit.",
+        ),
+    ] = False,
+) -> None:
+    pass
+
+
 # The command table, in the order `devicepool --help` lists it.
-app.command()(apply)
-app.command()(get)
-app.command()(describe)
-app.command()(devices)
-app.command()(scale)
-app.command()(delete)
-app.command()(orphans)
-app.command()(worker)
-app.command(
+_command(apply)
+_command(get)
+_command(describe)
+_command(devices)
+_command(scale)
+_command(delete)
+_command(orphans)
+_command(worker)
+_command(
+    emulator,
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     add_help_option=False,
-)(emulator)
-app.command()(dev)
-app.command()(setup)
-app.command()(upgrade)
-app.command()(version)
+)
+_command(dev)
+_command(setup)
+_command(upgrade)
+_command(version)
 
 
 # ---------------------------------------------------------------- entry point
@@ -88,7 +132,7 @@ def run_cli(argv: list[str] | None) -> int:
         hint = (
             f" (see `devicepool {err.ctx.info_name} --help`)" if err.ctx and err.ctx.parent else ""
         )
-        sys.stderr.write(f"error: {err.format_message()}{hint}\n")
+        sys.stderr.write(f"error: {_plain(err.format_message())}{hint}\n")
         return EXIT_BAD_INPUT
     except ClickException as err:
         sys.stderr.write(f"error: {err.format_message()}\n")
@@ -103,6 +147,12 @@ def run_cli(argv: list[str] | None) -> int:
         sys.stderr.write(f"error: {err}\n")
         return EXIT_RUNTIME
     return result if isinstance(result, int) else 0
+
+
+def _plain(message: str) -> str:
+    """Typer checks option values with pydantic, whose messages read "...: Value error, X";
+    the user needs X alone (`-o wide`: "'wide' is not one of 'table', 'json', 'yaml'.")."""
+    return message.replace("Value error, ", "")
 
 
 if __name__ == "__main__":

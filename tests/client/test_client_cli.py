@@ -93,6 +93,29 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
         assert command in listed, (command, out)
 
 
+def test_dash_dash_version_is_the_version_command(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--version")
+    assert code == EXIT_OK
+    assert out == run(capsys, "version")[1]
+    assert out.startswith("devicepool ")
+
+
+def test_help_shows_whole_descriptions_and_the_temporal_environment(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, "--help")
+    assert code == EXIT_OK
+    # Without care click cuts a description longer than ~45 characters ("...").
+    from devicepool.client.cli import app
+
+    flat = " ".join(out.split())
+    for command in app.registered_commands:
+        first_line = (command.callback.__doc__ or "").strip().splitlines()[0]
+        assert " ".join(first_line.split()) in flat, command.name
+    assert "TEMPORAL_ADDRESS" in out and "127.0.0.1:7233" in out
+    assert "TEMPORAL_NAMESPACE" in out and "TEMPORAL_PROFILE" in out
+
+
 @pytest.mark.parametrize(
     "command",
     [
@@ -305,6 +328,15 @@ def test_bad_flags_are_exit_2_with_one_line(
     code, _, err = run(capsys, *argv)
     assert code == EXIT_BAD_INPUT
     assert_one_line_error(err)
+
+
+def test_a_bad_choice_is_said_plainly(capsys: pytest.CaptureFixture[str]) -> None:
+    # Typer checks choices with pydantic; its "Value error," prefix is not for users.
+    code, _, err = run(capsys, "get", "-o", "wide")
+    assert code == EXIT_BAD_INPUT
+    assert_one_line_error(err)
+    assert "Value error" not in err
+    assert "'wide' is not one of 'table', 'json', 'yaml'" in err
 
 
 def test_dev_with_bad_apply_manifest_starts_nothing(
