@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from devicepool.api.problems import ManifestError, one_line, show_value
+from devicepool.api.problems import ManifestError, WrittenFloat, one_line, show_value
 
 __all__ = ["MAX_DEPTH", "parse_documents", "read_text"]
 
@@ -93,6 +93,12 @@ def _construct_int(loader: _Loader, node: yaml.ScalarNode) -> Any:
         ) from None
 
 
+def _construct_float(loader: _Loader, node: yaml.ScalarNode) -> Any:
+    # Keep the digits as written: `14.10` is read as 14.1, and a message must say 14.10.
+    value = loader.construct_yaml_float(node)
+    return WrittenFloat(value, str(node.value))
+
+
 def _too_long(digits: int) -> str:
     return f"a number of {digits} digits is too long"
 
@@ -102,6 +108,7 @@ _Loader.add_constructor(
     _construct_mapping,  # type: ignore[arg-type]
 )
 _Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)  # type: ignore[arg-type]
+_Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)  # type: ignore[arg-type]
 
 
 def read_text(path: Path) -> str:
@@ -124,7 +131,7 @@ def parse_documents(text: str, *, source: str) -> list[Any]:
         # JSON is YAML, but PyYAML chokes on some valid JSON (tabs), and a JSON
         # author wants JSON's own error message.
         try:
-            document = json.loads(text)
+            document = json.loads(text, parse_float=_json_float)
         except json.JSONDecodeError as exc:
             json_error = exc
         except ValueError:  # an integer of more digits than Python reads
@@ -147,7 +154,9 @@ def parse_documents(text: str, *, source: str) -> list[Any]:
             raise ManifestError([_problem(source, where, json_error.msg)]) from None
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise ManifestError([_problem(source, where, f"{exc.problem or exc.context}")]) from None
+        said = f"{exc.problem or exc.context}"
+        hint = _indentation_hint(said, text, mark.line, mark.column) if mark else ""
+        raise ManifestError([_problem(source, where, said + hint)]) from None
     except yaml.reader.ReaderError as exc:
         character = chr(exc.character) if isinstance(exc.character, int) else exc.character
         where = _line_column(text, exc.position)
@@ -159,6 +168,24 @@ def parse_documents(text: str, *, source: str) -> list[Any]:
         # anchored mapping inside another, and construction recurses through them.
         raise ManifestError([_problem(source, "", _TOO_DEEP)]) from None
     return [doc for doc in documents if doc is not None]
+
+
+def _indentation_hint(problem: str, text: str, line: int, column: int) -> str:
+    """What to look at when PyYAML's words mean a key is indented wrong (0-based mark)."""
+    if problem.startswith("mapping values are not allowed"):
+        lines = text.splitlines()
+        before = lines[line][:column] if line < len(lines) else ""
+        if ": " in before:  # `region: us-west: x`: a second key on one line
+            return " (quote a value that holds ': ')"
+        # `bad: indent` then `    what: here`: a key deeper than its siblings.
+        return f" (check the indentation of line {line + 1})"
+    if problem.startswith(("expected <block end>", "did not find expected key")):
+        return f" (check the indentation of line {line + 1})"
+    return ""
+
+
+def _json_float(text: str) -> WrittenFloat:
+    return WrittenFloat(float(text), text)
 
 
 def _problem(source: str, where: str, problem: str) -> str:

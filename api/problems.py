@@ -21,11 +21,13 @@ __all__ = [
     "MAX_SHOWN",
     "Loc",
     "ManifestError",
+    "WrittenFloat",
     "loc_path",
     "one_line",
     "problem_line",
     "shorten",
     "show_value",
+    "written",
 ]
 
 # A field's place in a manifest: keys and list indexes, outermost first.
@@ -66,6 +68,26 @@ def joined(problems: Sequence[str]) -> str:
     return "; ".join(shown) + (f"; and {rest} more problem(s)" if rest else "")
 
 
+class WrittenFloat(float):
+    """A number as the manifest's text wrote it: YAML reads `osVersion: 14.10` as 14.1,
+    and a message that quotes "14.1" back repeats the misreading."""
+
+    written: str
+
+    def __new__(cls, value: float, written: str) -> WrittenFloat:
+        self = super().__new__(cls, value)
+        self.written = written
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (float(self), self.written))
+
+
+def written(value: float) -> str:
+    """`value` as the user wrote it, when the parser kept that, else as Python shows it."""
+    return value.written if isinstance(value, WrittenFloat) else str(value)
+
+
 def problem_line(prefix: str, loc: Loc, rule: str) -> str:
     """`{prefix}{field.path}: {rule}`, or `{prefix}{rule}` for the document itself."""
     path = loc_path(loc)
@@ -102,7 +124,7 @@ def show_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
-        shown = str(value)
+        shown = written(value) if isinstance(value, float) else str(value)
         if len(shown) > MAX_SHOWN:
             return f"{shorten(shown)} ({len(shown)} digits)"
         return shown

@@ -21,7 +21,7 @@ from pydantic import (
 
 from devicepool.api.base import CamelModel
 from devicepool.api.names import API_VERSION_V1ALPHA1, KIND_DEVICE_POOL
-from devicepool.api.problems import show_value
+from devicepool.api.problems import show_value, written
 
 MAX_REPLICAS = 500
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -63,14 +63,16 @@ def _strict_int(value: Any) -> Any:
 
 def _os_version(value: Any) -> Any:
     # `osVersion: 14` is fine, but YAML reads `osVersion: 14.10` as the float
-    # 14.1: refuse floats rather than silently store the wrong version.
+    # 14.1: refuse floats rather than silently store the wrong version, and
+    # suggest the digits the user wrote (the loader keeps them), not 14.1.
     if isinstance(value, bool):
         raise ValueError(f"must be a string, got {str(value).lower()}")
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
         raise ValueError(
-            f'must be a quoted string such as "{value}" (unquoted, YAML reads it as a number)'
+            f'must be a quoted string: write osVersion: "{written(value)}" '
+            f"(unquoted, it reads as the number {float(value)})"
         )
     return value
 

@@ -200,8 +200,9 @@ def test_unquoted_integer_os_version_is_a_string() -> None:
         (
             'osVersion: "14"',
             "osVersion: 14.10",
-            'spec.osVersion: must be a quoted string such as "14.1" '
-            "(unquoted, YAML reads it as a number)",
+            # Issue 28: the digits the user wrote, not YAML's misreading "14.1".
+            'spec.osVersion: must be a quoted string: write osVersion: "14.10" '
+            "(unquoted, it reads as the number 14.1)",
         ),
         (
             "replicas: 50",
@@ -277,6 +278,7 @@ def test_yaml_syntax_error_names_line_and_column() -> None:
     text = ARTICLE.replace("  region: us-west", "region: us-west: x")
     assert (
         only_problem(text) == "pools.yaml: line 8, column 16: mapping values are not allowed here"
+        " (quote a value that holds ': ')"
     )
 
 
@@ -284,7 +286,37 @@ def test_yaml_error_in_indentation() -> None:
     lines = ARTICLE.splitlines(keepends=True)
     lines[6] = "  bad: indent\n    what: here\n"  # line 7 becomes a broken nested mapping
     message = only_problem("".join(lines))
-    assert message == "pools.yaml: line 8, column 9: mapping values are not allowed here"
+    assert message == (
+        "pools.yaml: line 8, column 9: mapping values are not allowed here"
+        " (check the indentation of line 8)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("platform", "region", "line"),
+    [
+        ("  platform: android", "   region: us-west", 8),  # one space too deep
+        ("  platform: android", " region: us-west", 8),  # one space too shallow
+        ("    platform: android", "  region: us-west", 7),  # the first one too deep
+    ],
+)
+def test_mis_indented_yaml_gets_an_indentation_hint(platform: str, region: str, line: int) -> None:
+    # Issue 28: PyYAML's "expected <block end>" says nothing of the cause.
+    lines = ARTICLE.splitlines()
+    assert lines[6].startswith("  platform:") and lines[7].startswith("  region:")
+    lines[6:8] = [platform, region]
+    assert only_problem("\n".join(lines)).endswith(f" (check the indentation of line {line})")
+
+
+def test_an_unquoted_float_version_is_quoted_with_the_digits_written() -> None:
+    # Issue 28: YAML reads 14.10 as 14.1; the suggestion must not repeat the misreading.
+    text = ARTICLE.replace('osVersion: "14"', "osVersion: 14.10")
+    assert only_problem(text) == (
+        'pools.yaml: spec.osVersion: must be a quoted string: write osVersion: "14.10" '
+        "(unquoted, it reads as the number 14.1)"
+    )
+    as_json = json.dumps(yaml.safe_load(ARTICLE)).replace('"osVersion": "14"', '"osVersion": 14.10')
+    assert '"14.10"' in only_problem(as_json)
 
 
 def test_duplicate_key_is_an_error() -> None:
@@ -420,7 +452,8 @@ def test_directory_collects_problems_of_every_file(tmp_path: Path) -> None:
         load_manifests(tmp_path)
     assert info.value.problems == [
         f"{tmp_path / 'a.yaml'}: spec.replicas: must be <= 500, got 501",
-        f"{tmp_path / 'b.yaml'}: line 1, column 5: mapping values are not allowed here",
+        f"{tmp_path / 'b.yaml'}: line 1, column 5: mapping values are not allowed here"
+        " (quote a value that holds ': ')",
     ]
 
 
