@@ -124,3 +124,28 @@ async def test_a_device_whose_scale_down_delete_failed_is_never_killed_busy(
     assert statuses.get(oldest["id"]) == "busy", statuses
     assert (await pool_counts(control, pool_name))["created"] == before["created"] + 1
     await handle.cancel()
+
+
+async def test_the_status_after_a_scale_down_counts_what_it_terminated_as_gone(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    """8 -> 3 in the article's words: right after the pass that terminated five devices,
+    `status` must not show them ready beside `Ready=True Converged` (issue 28)."""
+    handle = await start_pool(env.client, pool_name, 4)
+    await eventually(lambda: all_ready(control, pool_name, 4), what="4 ready devices")
+    # Every listing after the scale-down answers late: the status the terminating
+    # pass publishes stands for seconds before a listing shows the devices leaving.
+    TimedASGITransport.late_list_answers[pool_name] = 3.0
+    try:
+        await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted)
+
+        async def published() -> dict[str, object] | None:
+            status: dict[str, object] = await handle.query("status")
+            return status if status["observedGeneration"] == 2 else None
+
+        status = await eventually(published, timeout=15, what="the scale-down's status")
+    finally:
+        TimedASGITransport.late_list_answers.pop(pool_name, None)
+    assert (await pool_counts(control, pool_name))["terminated"] == 3
+    assert status["readyDevices"] == 1, status
+    assert status["deviceIds"] and len(status["deviceIds"]) == 1, status  # type: ignore[arg-type]

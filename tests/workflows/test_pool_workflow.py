@@ -457,6 +457,10 @@ async def test_unknown_proxy_pool_stops_provisioning_with_a_reason(
     assert len(await pool_devices(control, pool_name)) == 0
     status = await status_of(handle)
     assert status["phase"] == "Degraded"
+    # ...and `describe` says it as a Warning event, not only as a condition (issue 28).
+    said = (await handle.query("events"))["events"]
+    warnings = [e for e in said if e["type"] == "Warning" and e["reason"] == "UnknownProxyPool"]
+    assert warnings and "no-such-proxies" in warnings[0]["message"], said
     await delete_and_wait(handle)
 
 

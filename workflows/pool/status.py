@@ -95,15 +95,18 @@ def drop_condition(status: DevicePoolStatus, type_: ConditionType) -> DevicePool
     )
 
 
+def refs_problem(problems: list[str]) -> tuple[str, str]:
+    """The reason and message of references the worker does not know (an account, a
+    proxy pool, a region): as the `Ready` condition and the Warning event say them."""
+    kinds = (("account", "UnknownAccount"), ("region", "UnknownRegion"))
+    reason = next((r for word, r in kinds if any(word in p for p in problems)), "UnknownProxyPool")
+    return reason, "; ".join(problems) + " — provisioning stopped"
+
+
 def ready_condition(view: PoolView) -> ConditionUpdate:
     if view.refs_problems:
-        account = any("account" in p for p in view.refs_problems)
-        return ConditionUpdate(
-            ConditionType.READY,
-            FALSE,
-            "UnknownAccount" if account else "UnknownProxyPool",
-            "; ".join(view.refs_problems) + " — provisioning stopped",
-        )
+        reason, message = refs_problem(view.refs_problems)
+        return ConditionUpdate(ConditionType.READY, FALSE, reason, message)
     if view.observe_problem:
         return ConditionUpdate(
             ConditionType.READY,

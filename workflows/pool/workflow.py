@@ -113,15 +113,16 @@ class DevicePoolWorkflow(PoolMessages):
         raise_if_cancelled()
         decision = self._decide()
         await self._act(decision)
+        plan = self._decide().plan if decision.terminate else decision.plan  # after them
         if self._announced:
             self._announced = False
             if self._observe_problem is not None or not decision.plan.create:
                 self._neighbours.tell_ledger(expecting=False)
         raise_if_cancelled()
-        self._publish(decision.plan)
+        self._publish(plan)
         if versions.hand_over_due():
             await self._continue_as_new()
-        self._need_observe = await self._wait(decision.plan)
+        self._need_observe = await self._wait(plan)
 
     # ------------------------------------------------------------------ observe
 
@@ -144,6 +145,9 @@ class DevicePoolWorkflow(PoolMessages):
         self._refs_problems = await calls.check_refs(
             self._account, proxy.pool_ref if proxy else None
         )
+        if self._refs_problems:  # said each time it is checked again (repeats are counted)
+            reason, message = st.refs_problem(self._refs_problems)
+            self._happened(say.Happened(reason, message, warning=True))
 
     async def _observe(self) -> None:
         number = self._observations.begin()
@@ -259,6 +263,12 @@ class DevicePoolWorkflow(PoolMessages):
                 devices=self._devices,
             )
         )
+        # What went is leaving, as the next listing will say: not counted any more.
+        gone = set(device_ids) - set(done.failed) - set(done.skipped)
+        self._devices = [
+            d.model_copy(update={"status": am.TERMINATING}) if d.id in gone else d
+            for d in self._devices
+        ]
         for device_id, err in done.failed.items():
             workflow.logger.warning("terminate %s failed: %s", device_id, err)
         for device_id, why in done.skipped.items():
@@ -281,7 +291,12 @@ class DevicePoolWorkflow(PoolMessages):
             # A batch whose creates all landed only waits for boots: its devices
             # are counted by observation (as provisioning), not as creates.
             creating=self.s.slots.creating() or plan.create > 0,
-            device_ids=sorted(d.id for d in self._devices if d.id not in self.s.doomed),
+            # Members: not those on their way out (doomed, or terminating at the provider).
+            device_ids=sorted(
+                d.id
+                for d in self._devices
+                if d.id not in self.s.doomed and d.status != am.TERMINATING
+            ),
             refs_problems=self._refs_problems,
             backoff=self.s.backoff,
             health=self.s.health,
