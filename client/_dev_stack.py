@@ -246,9 +246,11 @@ class DevStack:
                 try:
                     sock.bind((DEV_HOST, port))
                 except OSError:
+                    other = port + 10000 if port < 55536 else port - 10000
                     raise DevicePoolError(
                         f"port {port} ({flag}) is already in use — another `devicepool dev`? "
-                        f"choose free ports with --port/--ui-port/--emulator-port/--metrics-port"
+                        f"choose free ports with --port/--ui-port/--emulator-port/--metrics-port "
+                        f'(through make: make demo ARGS="{flag} {other}")'
                     ) from None
 
     async def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
