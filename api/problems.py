@@ -41,7 +41,7 @@ MAX_LINE = 200
 
 
 class ManifestError(ValueError):
-    """One or more problems with a manifest; `str()` is a single line."""
+    """One or more problems with a manifest; `str()` is one problem a line (`joined`)."""
 
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems: list[str] = list(problems)
@@ -52,20 +52,24 @@ class ManifestError(ValueError):
         return (type(self), (self.problems,))
 
 
-# What `str(ManifestError)` (the CLI's one error line) shows at most: the problems
-# that fit, then how many more (`ManifestError.problems` holds them all).
-MAX_ERROR_LINE = 400
+# What `str(ManifestError)` (what the CLI prints after `error: `) lists at most:
+# one problem a line, then how many more (`ManifestError.problems` holds them all).
+MAX_ERROR_LINES = 20
 
 
 def joined(problems: Sequence[str]) -> str:
-    """`a; b; c`, as many whole problems as fit in `MAX_ERROR_LINE`, then `and N more`."""
-    shown: list[str] = []
-    for problem in problems:
-        if shown and len("; ".join([*shown, problem])) > MAX_ERROR_LINE:
-            break
-        shown.append(problem)
+    """The one problem, or `N problems:` and then one indented problem a line.
+
+    A directory of manifests can have dozens: one line joining them all was
+    900 characters no one could read. At most `MAX_ERROR_LINES` are listed,
+    then `and N more problem(s)`.
+    """
+    if len(problems) == 1:
+        return problems[0]
+    shown = [f"  {problem}" for problem in problems[:MAX_ERROR_LINES]]
     rest = len(problems) - len(shown)
-    return "; ".join(shown) + (f"; and {rest} more problem(s)" if rest else "")
+    more = [f"  and {rest} more problem(s)"] if rest else []
+    return "\n".join([f"{len(problems)} problems:", *shown, *more])
 
 
 class WrittenFloat(float):

@@ -1,0 +1,55 @@
+"""`devicepool apply -f DIR/` with bad manifests: one problem a line, exit 2, nothing applied
+(issue 28: the problems of a directory were one ~900-character line)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from devicepool.client.cli import main
+from devicepool.client.errors import EXIT_BAD_INPUT
+from devicepool.testing import free_port as closed_port  # nothing listens on it
+
+POOL = """\
+apiVersion: mobile.example.com/v1alpha1
+kind: DevicePool
+metadata:
+  name: {name}
+spec:
+  platform: android
+  region: us-west
+  replicas: {replicas}
+"""
+
+
+@pytest.fixture
+def unreachable(monkeypatch: pytest.MonkeyPatch) -> str:
+    # Nothing is contacted: a bad manifest exits before Temporal is dialled.
+    address = f"127.0.0.1:{closed_port()}"
+    monkeypatch.setenv("TEMPORAL_ADDRESS", address)
+    for name in ("TEMPORAL_API_KEY", "TEMPORAL_PROFILE", "TEMPORAL_TLS", "TEMPORAL_NAMESPACE"):
+        monkeypatch.delenv(name, raising=False)
+    return address
+
+
+def test_a_directory_of_bad_manifests_prints_one_problem_a_line(
+    capsys: pytest.CaptureFixture[str], unreachable: str, tmp_path: Path
+) -> None:
+    (tmp_path / "a.yaml").write_text(POOL.format(name="a", replicas=2))
+    for name in ("b", "c", "d", "e", "f", "g"):
+        bad = POOL.format(name=name, replicas=900).replace("us-west", "''")
+        (tmp_path / f"{name}.yaml").write_text(bad)
+    code = main(["apply", "-f", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == EXIT_BAD_INPUT, err
+    assert out == ""  # nothing applied
+    assert "cannot reach" not in err and "Traceback" not in err
+    lines = err.splitlines()
+    assert lines[0] == "error: 12 problems:"
+    problems = lines[1:]
+    assert len(problems) == 12
+    for name, region, replicas in zip("bcdefg", problems[::2], problems[1::2], strict=True):
+        assert region == f"  {tmp_path / f'{name}.yaml'}: spec.region: must not be empty"
+        assert replicas == f"  {tmp_path / f'{name}.yaml'}: spec.replicas: must be <= 500, got 900"
+    assert max(len(line) for line in lines) < 200
