@@ -4,19 +4,42 @@ The SDK's workflow and activity loggers put the Temporal context on each record
 (`temporal_workflow` / `temporal_activity` extras); this formatter lifts the
 workflow id out of it and derives the pool name from `devicepool/<name>`.
 Nothing here ever sees a secret: settings objects hold them as `SecretStr`.
+
+The SDK's Rust core logs to the console by itself, coloured (ANSI escapes that
+a log file or a log shipper shows as `\x1b[33m`); `core_logging()` forwards
+those lines to the `temporalio.core` Python logger instead, so they are
+formatted here like every other line, and every line is stripped of escapes.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from temporalio.runtime import LogForwardingConfig, LoggingConfig, TelemetryFilter
+
 from devicepool.api.names import pool_name_from_workflow_id
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+# CSI sequences (colours, cursor moves): ESC [ parameters intermediates final.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+CORE_LOGGER = "temporalio.core"
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def core_logging() -> LoggingConfig:
+    """The SDK's default levels (core WARN, the rest ERROR), forwarded to `CORE_LOGGER`."""
+    return LoggingConfig(
+        filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+        forwarding=LogForwardingConfig(logger=logging.getLogger(CORE_LOGGER)),
+    )
 
 
 def _context(record: logging.LogRecord) -> dict[str, Any]:
@@ -59,7 +82,7 @@ def _fields(formatter: logging.Formatter, record: logging.LogRecord) -> dict[str
     fields.update(_context(record))
     if record.exc_info:
         fields["error"] = formatter.formatException(record.exc_info).strip().splitlines()[-1]
-    return fields
+    return {k: strip_ansi(v) if isinstance(v, str) else v for k, v in fields.items()}
 
 
 class LogfmtFormatter(logging.Formatter):

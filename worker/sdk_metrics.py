@@ -32,11 +32,15 @@ from temporalio.runtime import (
     TelemetryConfig,
 )
 
+from devicepool.worker.logs import core_logging
+
 
 def sdk_runtime() -> tuple[Runtime, MetricBuffer]:
     """A Temporal runtime whose Core metrics land in a buffer that `/metrics` drains."""
     buffer = MetricBuffer(100_000, MetricBufferDurationFormat.SECONDS)
-    return Runtime(telemetry=TelemetryConfig(metrics=buffer)), buffer
+    # Core's own log lines go through the worker's formatter (no colour codes).
+    telemetry = TelemetryConfig(metrics=buffer, logging=core_logging())
+    return Runtime(telemetry=telemetry), buffer
 
 
 @dataclass
