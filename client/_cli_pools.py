@@ -7,6 +7,8 @@ as a line, a table (`_cli_views`) or `-o json|yaml`.
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
@@ -14,13 +16,29 @@ import typer
 
 from devicepool.client._cli_progress import wait_with_progress
 from devicepool.client._cli_support import OutputOpt, TimeoutOpt, load_or_exit, open_pools, run
-from devicepool.client._cli_views import print_description, print_devices, print_pools
+from devicepool.client._cli_views import (
+    POOL_HEADERS,
+    RowStream,
+    pool_row,
+    print_description,
+    print_devices,
+    print_pools,
+)
 from devicepool.client._results import applied_verb
 from devicepool.client._status import devices_left
 from devicepool.client._validation import validate_name, validate_replicas
-from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME, BadInput, DevicePoolError
+from devicepool.client.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_RUNTIME,
+    BadInput,
+    DevicePoolError,
+    PoolNotFound,
+)
 from devicepool.client.pool_client import APPLY_CONCURRENCY
 from devicepool.client.render import Output, print_data, resolve_output
+
+# How often `get --watch` reads the pools again.
+WATCH_SECONDS = 2.0
 
 
 def apply(
@@ -91,15 +109,30 @@ def apply(
 def get(
     name: Annotated[str | None, typer.Argument(help="a pool name (default: every pool)")] = None,
     output: OutputOpt = None,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch", "-w", help="after the list, print a pool again whenever it changes (Ctrl-C)"
+        ),
+    ] = False,
 ) -> None:
     """List pools: NAME PLATFORM REGION DESIRED READY PROV PENDING OFFLINE AGE PHASE."""
     fmt = resolve_output(output)
 
-    async def body() -> list[Any]:
-        client = await open_pools(name)
+    async def fetch(client: Any) -> list[Any]:
         if name is not None:
             return [await client.summary(name)]
         return list(await client.list_pools())
+
+    if watch:
+        try:
+            run(lambda: watch_pools(fetch, fmt, name=name))
+        except KeyboardInterrupt:  # Ctrl-C is how a watch ends, as kubectl's does
+            pass
+        return
+
+    async def body() -> list[Any]:
+        return await fetch(await open_pools(name))
 
     pools = run(body)
     if fmt != Output.TABLE:
@@ -109,9 +142,64 @@ def get(
     print_pools(pools)
 
 
-def describe(name: str, output: OutputOpt = None) -> None:
+async def watch_pools(
+    fetch: Callable[[Any], Awaitable[list[Any]]], fmt: Output, *, name: str | None
+) -> None:
+    """`get --watch`: print every pool, then each pool again when its figures change.
+
+    Polls the pools' `status` every `WATCH_SECONDS`; AGE alone changing is no
+    change. A watched pool that goes away is forgotten (printed again if it
+    comes back); with `-o json|yaml` each change is one whole resource.
+    """
+    client = await open_pools(name)
+    stream = RowStream(POOL_HEADERS)
+    seen: dict[str, list[Any]] = {}
+    first = True
+    while True:
+        try:
+            pools = await fetch(client)
+        except PoolNotFound:
+            if first:
+                raise
+            pools = []
+        changed = []
+        for pool in pools:
+            figures = pool_row(pool)
+            del figures[POOL_HEADERS.index("AGE")]
+            if seen.get(pool.name) != figures:
+                seen[pool.name] = figures
+                changed.append(pool)
+        for gone in seen.keys() - {p.name for p in pools}:
+            del seen[gone]
+        if first and not pools and fmt == Output.TABLE:
+            sys.stderr.write("No pools found.\n")
+        first = False
+        if changed and fmt == Output.TABLE:
+            stream.print_rows([pool_row(p) for p in changed])
+        elif changed:
+            for pool in changed:
+                if fmt == Output.YAML:
+                    sys.stdout.write("---\n")
+                print_data(pool.to_resource(), fmt)
+            sys.stdout.flush()
+        await asyncio.sleep(WATCH_SECONDS)
+
+
+def describe(
+    name: str,
+    output: Annotated[
+        Output | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="table (the default, terminal or not, as kubectl describe), json or yaml",
+            case_sensitive=False,
+        ),
+    ] = None,
+) -> None:
     """Spec, status, conditions, devices and recent events of one pool."""
-    fmt = resolve_output(output)
+    # Text wherever it goes (`describe POOL | less`): JSON only when asked for.
+    fmt = output or Output.TABLE
 
     async def body() -> dict[str, Any]:
         client = await open_pools(name)
@@ -143,17 +231,35 @@ def devices(name: str, output: OutputOpt = None) -> None:
 def scale(
     name: str,
     replicas: Annotated[int, typer.Option("--replicas", help="desired device count (0..500)")],
+    wait: Annotated[
+        bool, typer.Option("--wait", help="wait until the pool has that many ready devices")
+    ] = False,
+    timeout: TimeoutOpt = 300.0,
 ) -> None:
     """Set a pool's replica count (validated by the pool, which answers)."""
 
-    async def body() -> Any:
+    async def body() -> None:
         validate_name(name)
         validate_replicas(replicas)  # before connecting: bad input changes nothing
         client = await open_pools()
-        return await client.scale(name, replicas)
+        result = await client.scale(name, replicas)
+        typer.echo(
+            f"devicepool/{name} scaled to {result.replicas} (generation {result.generation})"
+        )
+        if not wait:
+            return
 
-    result = run(body)
-    typer.echo(f"devicepool/{name} scaled to {result.replicas} (generation {result.generation})")
+        async def go(cb: Callable[[dict[str, Any]], None] | None) -> None:
+            await client.wait_ready(
+                name, generation=result.generation, timeout=timeout, on_progress=cb
+            )
+
+        await wait_with_progress(
+            {name: go}, total_key="desiredReplicas", done_key="readyDevices", label="ready"
+        )
+        typer.echo(f"devicepool/{name} ready")
+
+    run(body)
 
 
 def delete(
@@ -162,12 +268,26 @@ def delete(
         bool, typer.Option("--wait", help="wait until every device is torn down")
     ] = False,
     timeout: TimeoutOpt = 300.0,
+    ignore_not_found: Annotated[
+        bool,
+        typer.Option(
+            "--ignore-not-found", help="a pool that does not exist is not an error (exit 0)"
+        ),
+    ] = False,
 ) -> None:
     """Delete a pool: tear every device down, then end the workflow."""
 
     async def body() -> Any:
         validate_name(name)
         client = await open_pools()
+        try:
+            return await delete_one(client)
+        except PoolNotFound:
+            if ignore_not_found:
+                return None
+            raise
+
+    async def delete_one(client: Any) -> Any:
         if not wait:
             return await client.delete(name, wait=False)
         result: Any = None
@@ -187,6 +307,8 @@ def delete(
         return result
 
     result = run(body)
+    if result is None:  # --ignore-not-found, and there was nothing to delete
+        return
     if result.closed:
         typer.echo(f"devicepool/{name} deleted ({result.devices_left} devices left)")
     else:

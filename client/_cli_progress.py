@@ -1,4 +1,4 @@
-"""Live progress bars on stderr while `apply --wait` and `delete --wait` wait."""
+"""Live progress bars on stderr while `apply --wait`, `scale --wait` and `delete --wait` wait."""
 
 from __future__ import annotations
 
@@ -27,36 +27,47 @@ async def wait_with_progress(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
-    with Progress(
+    progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         TextColumn("{task.fields[shown]}"),
         TimeElapsedColumn(),
         console=console,
         transient=not console.is_terminal,
-    ) as progress:
-        tasks = {
-            name: progress.add_task(f"devicepool/{name}", total=None, shown="") for name in waits
-        }
-        initial: dict[str, int] = {}
+    )
+    # A bar appears with its first count, not before: a wait that fails at once
+    # (a pool not found) leaves its error line alone, without an empty bar.
+    tasks: dict[str, Any] = {}
+    initial: dict[str, int] = {}
 
-        def callback(name: str) -> Callable[[dict[str, Any]], None]:
-            def update(status: dict[str, Any]) -> None:
-                done = int(status.get(done_key) or 0)
-                if countdown:
-                    first = initial.setdefault(name, max(done, 1))
-                    progress.update(
-                        tasks[name], total=first, completed=first - done, shown=f"{done} {label}"
-                    )
-                else:
-                    total = int(status.get(total_key) or 0)
-                    progress.update(
-                        tasks[name],
-                        total=max(total, 1),
-                        completed=done if total else 1,
-                        shown=f"{done}/{total} {label}",
-                    )
+    def task(name: str) -> Any:
+        if not tasks:
+            progress.start()
+        if name not in tasks:
+            tasks[name] = progress.add_task(f"devicepool/{name}", total=None, shown="")
+        return tasks[name]
 
-            return update
+    def callback(name: str) -> Callable[[dict[str, Any]], None]:
+        def update(status: dict[str, Any]) -> None:
+            done = int(status.get(done_key) or 0)
+            if countdown:
+                first = initial.setdefault(name, max(done, 1))
+                progress.update(
+                    task(name), total=first, completed=first - done, shown=f"{done} {label}"
+                )
+            else:
+                total = int(status.get(total_key) or 0)
+                progress.update(
+                    task(name),
+                    total=max(total, 1),
+                    completed=done if total else 1,
+                    shown=f"{done}/{total} {label}",
+                )
 
+        return update
+
+    try:
         await asyncio.gather(*(wait(cb=callback(name)) for name, wait in waits.items()))
+    finally:
+        if tasks:
+            progress.stop()

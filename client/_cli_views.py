@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from devicepool.client.render import age, print_fields, print_table
+from devicepool.client.render import age, cell, print_fields, print_table
 
 POOL_HEADERS = [
     "NAME",
@@ -35,24 +35,49 @@ def print_pools(pools: Sequence[Any]) -> None:
     if not pools:
         sys.stderr.write("No pools found.\n")
         return
-    rows = []
-    for p in pools:
-        s, st = p.spec, p.status
-        rows.append(
-            [
-                p.name,
-                s.get("platform"),
-                s.get("region"),
-                st.get("desiredReplicas", s.get("replicas")),
-                st.get("readyDevices"),
-                st.get("provisioningDevices"),
-                st.get("pendingDevices"),
-                st.get("offlineDevices"),
-                age(p.created),
-                (st.get("phase") or "") + ("?" if p.stale else ""),
-            ]
-        )
-    print_table(POOL_HEADERS, rows)
+    print_table(POOL_HEADERS, [pool_row(p) for p in pools])
+
+
+def pool_row(p: Any) -> list[Any]:
+    """A `PoolSummary` as `get` shows it, in `POOL_HEADERS` order."""
+    s, st = p.spec, p.status
+    return [
+        p.name,
+        s.get("platform"),
+        s.get("region"),
+        st.get("desiredReplicas", s.get("replicas")),
+        st.get("readyDevices"),
+        st.get("provisioningDevices"),
+        st.get("pendingDevices"),
+        st.get("offlineDevices"),
+        age(p.created),
+        (st.get("phase") or "") + ("?" if p.stale else ""),
+    ]
+
+
+class RowStream:
+    """`get --watch`'s table: the header once, then rows as they come, in steady columns.
+
+    A row is printed by itself, long after the first ones, so it cannot be laid
+    out with the others: the first rows set the widths and later rows pad to them
+    (a longer cell widens its column from then on). Plain text, terminal or not.
+    """
+
+    def __init__(self, headers: Sequence[str]) -> None:
+        self.headers = list(headers)
+        self.widths: list[int] | None = None
+
+    def print_rows(self, rows: Sequence[Sequence[Any]]) -> None:
+        cells = [[cell(v) for v in row] for row in rows]
+        if self.widths is None:
+            self.widths = [len(h) for h in self.headers]
+            cells.insert(0, self.headers)
+        for row in cells:
+            self.widths = [max(w, len(c)) for w, c in zip(self.widths, row, strict=False)]
+        for row in cells:
+            line = "   ".join(c.ljust(w) for c, w in zip(row, self.widths, strict=False))
+            sys.stdout.write(line.rstrip() + "\n")
+        sys.stdout.flush()
 
 
 def print_description(data: dict[str, Any]) -> None:

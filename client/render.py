@@ -49,7 +49,7 @@ def print_data(data: Any, output: Output) -> None:
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str = "") -> None:
-    cells = [[_cell(v) for v in row] for row in rows]
+    cells = [[cell(v) for v in row] for row in rows]
     if _isatty(sys.stdout):
         table = Table(box=None, header_style="bold", pad_edge=False, title=title or None)
         for header in headers:
@@ -71,7 +71,7 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, title:
 def print_fields(pairs: Sequence[tuple[str, Any]]) -> None:
     width = max((len(k) for k, _ in pairs), default=0) + 1
     for key, value in pairs:
-        sys.stdout.write(f"{(key + ':').ljust(width + 1)} {_cell(value)}\n")
+        sys.stdout.write(f"{(key + ':').ljust(width + 1)} {cell(value)}\n")
 
 
 def age(value: Any, now: datetime | None = None) -> str:
@@ -101,7 +101,8 @@ def _parse_time(value: Any) -> datetime | None:
     return None
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
+    """A value as a table shows it: `-` for nothing, `yes`/`no` for a bool."""
     if value is None or value == "":
         return "-"
     if isinstance(value, bool):

@@ -584,6 +584,24 @@ class FakeHandle:
     async def cancel(self) -> None:
         self.cancelled = True
 
+    async def execute_update(self, name: str, request: object, **_: object) -> object:
+        from devicepool.api.names import UPDATE_SCALE
+        from devicepool.workflows.pool.messages import Accepted
+
+        assert name == UPDATE_SCALE
+        return Accepted(generation=2, replicas=request.replicas, result="configured")  # type: ignore[attr-defined]
+
+
+class MissingHandle(FakeHandle):
+    """No pool by that name: the workflow ran once and is closed."""
+
+    async def describe(self) -> object:
+        from types import SimpleNamespace
+
+        from temporalio.client import WorkflowExecutionStatus
+
+        return SimpleNamespace(status=WorkflowExecutionStatus.COMPLETED)
+
 
 class FakeTemporal:
     """Just enough of a Temporal client for `PoolClient.apply`, `wait_ready` and `delete`."""
@@ -740,6 +758,92 @@ def test_delete_wait_stops_at_once_on_a_blocked_teardown(
         "401 unauthenticated: invalid API key; it keeps retrying until the cause is fixed "
         "(devicepool describe cli-pool)"
     )
+
+
+def test_scale_wait_waits_until_ready_equals_desired(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    statuses: list[dict[str, object]] = [
+        {"observedGeneration": 1, "desiredReplicas": 2, "readyDevices": 2},  # before the scale
+        {"observedGeneration": 2, "desiredReplicas": 3, "readyDevices": 2, "pendingDevices": 1},
+        {"observedGeneration": 2, "desiredReplicas": 3, "readyDevices": 3},
+    ]
+    temporal = FakeTemporal(statuses)
+    fake_temporal(monkeypatch, temporal)
+    monkeypatch.setattr("devicepool.client.pool_client.POLL_SECONDS", 0.01)
+    code, out, err = run(capsys, "scale", "cli-pool", "--replicas", "3", "--wait")
+    assert code == EXIT_OK, err
+    assert out.splitlines() == [
+        "devicepool/cli-pool scaled to 3 (generation 2)",
+        "devicepool/cli-pool ready",
+    ]
+    assert len(temporal.pool.statuses) == 1  # it read until the last status
+
+
+def test_scale_wait_gives_up_at_its_timeout(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pending = {"observedGeneration": 2, "desiredReplicas": 3, "readyDevices": 2}
+    fake_temporal(monkeypatch, FakeTemporal([pending]))
+    monkeypatch.setattr("devicepool.client.pool_client.POLL_SECONDS", 0.01)
+    code, out, err = run(
+        capsys, "scale", "cli-pool", "--replicas", "3", "--wait", "--timeout", "0.1"
+    )
+    assert code == EXIT_RUNTIME
+    assert out.strip() == "devicepool/cli-pool scaled to 3 (generation 2)"
+    assert_one_line_error(err)
+    assert "not ready after 0.1s (2/3 ready" in err
+
+
+def test_delete_wait_of_a_missing_pool_says_so_without_a_progress_bar(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich draws (and keeps) its bars as on a terminal
+    temporal = FakeTemporal([{}])
+    temporal.pool = MissingHandle([{}])
+    fake_temporal(monkeypatch, temporal)
+    code, out, err = run(capsys, "delete", "gone", "--wait")
+    assert code == EXIT_RUNTIME
+    assert out == ""
+    assert_one_line_error(err)
+    assert err.strip() == 'error: pool "gone" not found (no running workflow devicepool/gone)'
+    assert not temporal.pool.cancelled
+
+    for argv in (["--wait"], []):
+        code, out, err = run(capsys, "delete", "gone", "--ignore-not-found", *argv)
+        assert (code, out, err) == (EXIT_OK, "", "")
+
+
+def test_describe_prints_text_off_a_terminal_and_json_when_asked(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from devicepool.client import _cli_pools
+
+    described = {
+        "metadata": {"name": "p1", "creationTimestamp": "2025-01-01T00:00:00Z"},
+        "spec": {"platform": "android", "region": "us-west", "replicas": 2},
+        "status": {"phase": "Ready", "desiredReplicas": 2, "readyDevices": 2, "conditions": []},
+        "workflow": {"id": "devicepool/p1", "runId": "r", "status": "RUNNING"},
+        "devices": [],
+        "events": [],
+    }
+
+    class FakePools:
+        async def describe(self, name: str) -> dict[str, object]:
+            return described
+
+    async def fake_pools(name: str | None = None) -> FakePools:
+        return FakePools()
+
+    monkeypatch.setattr(_cli_pools, "open_pools", fake_pools)
+    code, out, _ = run(capsys, "describe", "p1")  # stdout is a pipe here, as in `| less`
+    assert code == EXIT_OK
+    assert out.startswith("Name:")
+    assert "Conditions:" in out and "Events:" in out
+    code, out, _ = run(capsys, "describe", "p1", "-o", "json")
+    assert json.loads(out) == described
+    code, out, _ = run(capsys, "describe", "p1", "-o", "yaml")
+    assert out.startswith("metadata:")
 
 
 # ---------------------------------------------------------------- devicepool dev --apply

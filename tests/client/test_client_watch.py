@@ -1,0 +1,142 @@
+"""`devicepool get --watch`: the table, then a row per change, until Ctrl-C (exit 0)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from typing import Any
+
+import pytest
+
+from devicepool.client import PoolSummary, _cli_pools
+from devicepool.client.cli import main
+from devicepool.client.errors import EXIT_OK, EXIT_RUNTIME, PoolNotFound
+
+
+def pool(name: str, ready: int, phase: str = "Provisioning") -> PoolSummary:
+    return PoolSummary(
+        name=name,
+        spec={"platform": "android", "region": "us-west", "replicas": 2},
+        status={"phase": phase, "desiredReplicas": 2, "readyDevices": ready},
+    )
+
+
+class ScriptedPools:
+    """Answers each read with the next list of pools; after the last, presses Ctrl-C."""
+
+    def __init__(self, script: list[list[PoolSummary]]) -> None:
+        self.script = script
+        self.reads = 0
+
+    async def list_pools(self) -> list[PoolSummary]:
+        return self._next()
+
+    async def summary(self, name: str) -> PoolSummary:
+        pools = [p for p in self._next() if p.name == name]
+        if not pools:
+            raise PoolNotFound(name)
+        return pools[0]
+
+    def _next(self) -> list[PoolSummary]:
+        self.reads += 1
+        if self.reads > len(self.script):
+            # A real SIGINT, as a terminal sends it: asyncio turns it into KeyboardInterrupt.
+            os.kill(os.getpid(), signal.SIGINT)
+            return self.script[-1]
+        return self.script[self.reads - 1]
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def install(script: list[list[PoolSummary]]) -> ScriptedPools:
+        pools = ScriptedPools(script)
+
+        async def fake_pools(name: str | None = None) -> ScriptedPools:
+            return pools
+
+        monkeypatch.setattr(_cli_pools, "open_pools", fake_pools)
+        monkeypatch.setattr(_cli_pools, "WATCH_SECONDS", 0.01)
+        return pools
+
+    return install
+
+
+def test_watch_prints_the_table_then_a_row_per_change_and_ctrl_c_is_exit_0(
+    capsys: pytest.CaptureFixture[str], scripted: Any
+) -> None:
+    scripted(
+        [
+            [pool("p1", 0)],
+            [pool("p1", 0)],  # nothing changed: no row
+            [pool("p1", 1)],
+            [pool("p1", 2, "Ready"), pool("p2", 0)],
+            [pool("p1", 2, "Ready"), pool("p2", 0)],
+        ]
+    )
+    code = main(["get", "--watch", "-o", "table"])
+    out, err = capsys.readouterr()
+    assert code == EXIT_OK, err
+    lines = out.splitlines()
+    assert lines[0].split() == [
+        "NAME",
+        "PLATFORM",
+        "REGION",
+        "DESIRED",
+        "READY",
+        "PROV",
+        "PENDING",
+        "OFFLINE",
+        "AGE",
+        "PHASE",
+    ]
+    rows = [(line.split()[0], line.split()[4], line.split()[-1]) for line in lines[1:]]
+    assert rows == [
+        ("p1", "0", "Provisioning"),
+        ("p1", "1", "Provisioning"),
+        ("p1", "2", "Ready"),
+        ("p2", "0", "Provisioning"),
+    ]
+    # Rows printed apart still line up under the header.
+    col = lines[0].index("READY")
+    assert [line[col - 1 :].split()[0] for line in lines[1:]] == ["0", "1", "2", "0"]
+
+
+def test_watch_one_pool_and_the_short_flag(
+    capsys: pytest.CaptureFixture[str], scripted: Any
+) -> None:
+    scripted([[pool("p1", 0), pool("p2", 0)], [pool("p1", 1), pool("p2", 1)]])
+    code = main(["get", "p1", "-w", "-o", "table"])
+    out, err = capsys.readouterr()
+    assert code == EXIT_OK, err
+    assert [line.split()[:5] for line in out.splitlines()[1:]] == [
+        ["p1", "android", "us-west", "2", "0"],
+        ["p1", "android", "us-west", "2", "1"],
+    ]
+
+
+def test_watch_json_prints_each_change_as_one_resource(
+    capsys: pytest.CaptureFixture[str], scripted: Any
+) -> None:
+    scripted([[pool("p1", 0)], [pool("p1", 0)], [pool("p1", 2, "Ready")]])
+    code = main(["get", "-w", "-o", "json"])
+    out, err = capsys.readouterr()
+    assert code == EXIT_OK, err
+    decoder, docs, at = json.JSONDecoder(), [], 0
+    while out[at:].strip():
+        doc, end = decoder.raw_decode(out[at:].lstrip())
+        at += len(out[at:]) - len(out[at:].lstrip()) + end
+        docs.append(doc)
+    assert [d["status"]["readyDevices"] for d in docs] == [0, 2]
+
+
+def test_watching_a_missing_pool_is_exit_1(
+    capsys: pytest.CaptureFixture[str], scripted: Any
+) -> None:
+    scripted([[pool("p1", 0)]])
+    code = main(["get", "nope", "--watch"])
+    _, err = capsys.readouterr()
+    assert code == EXIT_RUNTIME
+    assert err.strip().splitlines() == [
+        'error: pool "nope" not found (no running workflow devicepool/nope)'
+    ]
