@@ -13,12 +13,13 @@ check's watch can reuse the pool's own (`activities.watches`).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from devicepool.activities.device_models import DeviceInfo, DeviceStatus
-from devicepool.activities.errors import configuration_error
+from devicepool.activities.errors import ProviderError, configuration_error
 from devicepool.activities.metrics import Metrics
 from devicepool.activities.providers.base import Provider
 from devicepool.activities.providers.registry import Transport, build_provider
@@ -27,10 +28,16 @@ from devicepool.activities.secrets import Scrubber
 from devicepool.activities.settings import AccountSettings, PoolSettings, ProxyPoolSettings
 from devicepool.api.errors import ErrorType
 
-__all__ = ["LISTING_KEEP_SECONDS", "AccountProviders"]
+__all__ = ["LISTING_KEEP_SECONDS", "REGIONS_KEEP_SECONDS", "AccountProviders"]
+
+logger = logging.getLogger(__name__)
 
 # Listings older than this are dropped from the reuse cache (a deleted pool's among them).
 LISTING_KEEP_SECONDS = 600.0
+
+# How long an account's region list is trusted: every pool pass checks its region,
+# and regions change about never.
+REGIONS_KEEP_SECONDS = 60.0
 
 
 class AccountProviders:
@@ -66,6 +73,8 @@ class AccountProviders:
         # (account, pool) -> (monotonic time, wall time, devices) of the last listing
         self._listings: dict[tuple[str, str], tuple[float, datetime, list[DeviceInfo]]] = {}
         self._listings_swept = time.monotonic()
+        # account -> (monotonic time, the provider's regions or None when it cannot list them)
+        self._regions: dict[str, tuple[float, list[str] | None]] = {}
 
     async def aclose(self) -> None:
         for provider in self._providers.values():
@@ -84,6 +93,31 @@ class AccountProviders:
     def _unknown_proxy_pool(self, pool: str) -> str:
         known = ", ".join(sorted(self._proxy_pools)) or "(none)"
         return f"unknown proxy pool {pool!r} (proxy.poolRef); known: {known}"
+
+    def _unknown_region(self, region: str, known: list[str]) -> str:
+        return f"unknown region {region!r} (spec.region); known: {', '.join(known) or '(none)'}"
+
+    async def _region_names(self, account: str) -> list[str] | None:
+        """The account's provider's regions, sorted (kept `REGIONS_KEEP_SECONDS`), or
+        None when it cannot list them: then regions are not checked, never refused."""
+        hit = self._regions.get(account)
+        if hit is not None and time.monotonic() - hit[0] <= REGIONS_KEEP_SECONDS:
+            return hit[1]
+        names: list[str] | None
+        try:
+            names = sorted(set(await self._provider(account).region_names())) or None
+        except ProviderError as exc:
+            logger.warning(
+                "account %s: cannot list the provider's regions, so regions are not checked: %s",
+                account,
+                exc,
+            )
+            names = None
+        else:
+            if names is None:
+                logger.warning("account %s: the provider lists no regions; not checked", account)
+        self._regions[account] = (time.monotonic(), names)
+        return names
 
     async def _pool_devices(self, account: str, pool: str) -> list[DeviceInfo]:
         """The pool's devices at the provider that are not `terminated` (raises ProviderError)."""

@@ -157,6 +157,10 @@ class DeviceActivities(WatchActivities, OrphanActivities, DeviceActivityDefiniti
             problems.append(self._unknown_account(input.account))
         if input.proxy_pool is not None and input.proxy_pool not in self._proxy_pools:
             problems.append(self._unknown_proxy_pool(input.proxy_pool))
+        if input.region is not None and input.account in self._providers:
+            known = await self._region_names(input.account)
+            if known is not None and input.region not in known:
+                problems.append(self._unknown_region(input.region, known))
         return CheckRefsResult(problems=problems)
 
     @activity.defn

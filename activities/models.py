@@ -163,10 +163,12 @@ def fold_template(data: Any) -> Any:
 class CheckRefsInput(CamelModel):
     account: str
     proxy_pool: str | None = None
+    # Checked against the account's provider when given (a pool from before it sends none).
+    region: str | None = None
 
 
 class CheckRefsResult(CamelModel):
-    """Empty `problems` means the account and proxy pool are known to the worker."""
+    """Empty `problems` means the account, proxy pool and region are known."""
 
     problems: list[str] = Field(default_factory=list)
 

@@ -65,5 +65,8 @@ class RestProvider:
                 return str(listed.get("status"))
         return "unknown"
 
+    async def region_names(self) -> list[str]:
+        return [str(listed["name"]) for listed in await self.client.regions() if listed.get("name")]
+
     async def aclose(self) -> None:
         await self.client.aclose()

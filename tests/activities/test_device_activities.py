@@ -591,3 +591,64 @@ async def test_a_scale_down_keeps_a_device_used_since_the_plans_listing(
         acts.terminate_device, down.model_copy(update={"idle_since": now.idle_since})
     )
     assert (gone.skipped, gone.already_gone) == (None, False)
+
+
+class _RegionsAnswer(httpx.AsyncBaseTransport):
+    """The emulator, except `GET /api/v1/regions` answers `status` (404: a provider
+    without the call) when set; counts the region calls that reach the provider."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, status: int | None = None) -> None:
+        self.inner = inner
+        self.status = status
+        self.calls = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/v1/regions":
+            self.calls += 1
+            if self.status is not None:
+                problem = {"type": "about:blank", "title": "Not Found", "status": self.status}
+                problem |= {"detail": "no such route", "code": "not_found"}
+                return httpx.Response(self.status, json=problem)
+        return await self.inner.handle_async_request(request)
+
+
+async def test_check_pool_refs_refuses_an_unknown_region(emulator: Emulator) -> None:
+    # Issue 28: `region: us-wset` was applied and rented devices there.
+    transport = _RegionsAnswer(emulator.transport)
+    acts = DeviceActivities(accounts=_accounts(), proxy_pools=PROXY_POOLS, transport=transport)
+    env = ActivityEnvironment()
+    try:
+        ok = await env.run(
+            acts.check_pool_refs, CheckRefsInput(account="default", region="us-west")
+        )
+        assert ok.problems == []
+        bad = await env.run(
+            acts.check_pool_refs, CheckRefsInput(account="default", region="us-wset")
+        )
+        assert bad.problems == [
+            "unknown region 'us-wset' (spec.region); known: ap-southeast, eu-central, eu-west, "
+            "us-east, us-west"
+        ]
+        assert transport.calls == 1  # the list is kept, not asked for every pool pass
+        # An unknown account is the one problem: its regions cannot be asked.
+        unknown = await env.run(acts.check_pool_refs, CheckRefsInput(account="x", region="nope"))
+        assert len(unknown.problems) == 1 and "unknown account 'x'" in unknown.problems[0]
+    finally:
+        await acts.aclose()
+
+
+@pytest.mark.parametrize("status", [404, 500])
+async def test_a_provider_that_cannot_list_regions_blocks_no_pool(
+    emulator: Emulator, status: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    transport = _RegionsAnswer(emulator.transport, status=status)
+    acts = DeviceActivities(accounts=_accounts(), proxy_pools=PROXY_POOLS, transport=transport)
+    try:
+        with caplog.at_level(logging.WARNING):
+            result = await ActivityEnvironment().run(
+                acts.check_pool_refs, CheckRefsInput(account="default", region="anywhere")
+            )
+        assert result.problems == []
+        assert "cannot list the provider's regions, so regions are not checked" in caplog.text
+    finally:
+        await acts.aclose()
