@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from devicepool.client._cli_views import event_age, print_description, print_pools
+from devicepool.client._cli_views import (
+    POOL_HEADERS,
+    event_age,
+    print_description,
+    print_pools,
+)
 from devicepool.client._results import PoolSummary
 
 NOW = datetime.now(UTC)
@@ -90,3 +96,11 @@ def test_get_shows_pending_apart_from_provisioning(capsys: pytest.CaptureFixture
     header, row = capsys.readouterr().out.strip().splitlines()
     columns = dict(zip(header.split(), row.split(), strict=True))
     assert (columns["PROV"], columns["PENDING"]) == ("15", "80")
+
+
+def test_the_readme_names_the_columns_get_prints() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    said = [line for line in readme.splitlines() if "NAME PLATFORM" in line]
+    assert said, "the README no longer shows get's columns"
+    for line in said:
+        assert " ".join(POOL_HEADERS) in line, line
