@@ -133,7 +133,8 @@ def _load_text(text: str, *, source: str) -> list[tuple[_Where, DevicePool]]:
             pool, item_problems = _parse_document(item, prefix=prefix, base=base)
             problems.extend(item_problems)
             if pool is not None:
-                found.append(((prefix, base), pool))
+                where = prefix.removesuffix(": ") + (f" ({loc_path(base)})" if base else "")
+                found.append(((prefix, base), pool.read_from(where)))
     if problems:
         raise ManifestError(problems)
     return found

@@ -16,6 +16,7 @@ from pydantic import (
     AfterValidator,
     BeforeValidator,
     Field,
+    PrivateAttr,
     StringConstraints,
 )
 
@@ -219,7 +220,27 @@ class DevicePool(CamelModel):
     metadata: ObjectMeta
     spec: DevicePoolSpec
     status: DevicePoolStatus | None = None
+    # Where the loader read it (`pools.yaml`, `pools.yaml[1]`); never sent anywhere.
+    _source: str | None = PrivateAttr(default=None)
 
     @property
     def name(self) -> str:
         return self.metadata.name
+
+    @property
+    def source(self) -> str | None:
+        """The file (and document) the pool was loaded from, for messages; None if built."""
+        return self._source
+
+    def __eq__(self, other: object) -> bool:
+        # Where a pool was read is no part of it: the same pool from two files is equal.
+        if not isinstance(other, DevicePool):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # as BaseModel: mutable, unhashable
+
+    def read_from(self, source: str) -> DevicePool:
+        """This pool, marked as loaded from `source`."""
+        self._source = source
+        return self

@@ -34,8 +34,10 @@ APPLY_CONCURRENCY = 16
 ApplyOne = Callable[..., Awaitable[Accepted]]
 
 
-async def check_account(client: Client, address: str, account: str, served: set[str]) -> None:
+async def check_account(client: Client, address: str, pool: DevicePool, served: set[str]) -> None:
     """Refuse a pool whose account no worker serves (`BadInput`, nothing started).
+
+    The message names the pool, and its file when it was loaded from one.
 
     Every worker signal-with-starts the permit ledger `devicepool-account/<name>`
     of each account in its configuration when it starts, so a running ledger
@@ -43,6 +45,7 @@ async def check_account(client: Client, address: str, account: str, served: set[
     otherwise wait on a task queue nobody polls). `served` holds the accounts
     already seen served, so each is checked once per client, not once a pool.
     """
+    account = pool.spec.provider_credential_ref
     if account in served:
         return
     handle = client.get_workflow_handle(ledger_workflow_id(account))
@@ -63,7 +66,9 @@ async def check_account(client: Client, address: str, account: str, served: set[
             name = account_from_ledger_id(execution.id)
             if name is not None:
                 known.append(name)
+    where = f"{pool.source}: " if pool.source else ""
     raise BadInput(
+        f"{where}pool {pool.name!r}: "
         f"unknown account {account!r} (spec.providerCredentialRef): no worker serves it; "
         f"known accounts: {', '.join(sorted(known)) or '(none — is a worker running?)'}"
     )

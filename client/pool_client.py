@@ -115,11 +115,12 @@ class PoolClient:
         """
         # Re-validate: a DevicePool built with model_construct() skipped its checks.
         try:
-            pool = DevicePool.model_validate(pool.model_dump(by_alias=True))
+            checked = DevicePool.model_validate(pool.model_dump(by_alias=True))
         except pydantic.ValidationError as err:
             raise BadInput(f"{pool.metadata.name}: {err.errors()[0]['msg']}") from None
+        pool = checked if pool.source is None else checked.read_from(pool.source)
         spec = pool.spec
-        await self._check_account(spec.provider_credential_ref)
+        await self._check_account(pool)
         summary = (
             f"DevicePool **{pool.name}**: {spec.platform.value} {spec.os_version} in "
             f"{spec.region}, account `{spec.provider_credential_ref}`"
@@ -168,8 +169,11 @@ class PoolClient:
         """
         if concurrency < 1:
             raise BadInput(f"concurrency: must be at least 1, got {concurrency}")
-        for account in dict.fromkeys(p.spec.provider_credential_ref for p in pools):
-            await self._check_account(account)
+        first: dict[str, DevicePool] = {}  # each account's first pool names it in a refusal
+        for pool in pools:
+            first.setdefault(pool.spec.provider_credential_ref, pool)
+        for pool in first.values():
+            await self._check_account(pool)
         return await apply_in_order(self.apply, pools, concurrency=concurrency, on_result=on_result)
 
     async def scale(self, name: str, replicas: int) -> Accepted:
@@ -361,9 +365,9 @@ class PoolClient:
 
     # ------------------------------------------------------------ helpers
 
-    async def _check_account(self, account: str) -> None:
+    async def _check_account(self, pool: DevicePool) -> None:
         """Refuse a pool whose account no worker serves (`_apply.check_account`)."""
-        await check_account(self._client, self.address, account, self._served_accounts)
+        await check_account(self._client, self.address, pool, self._served_accounts)
 
     async def _running(self, name: str) -> WorkflowHandle[Any, Any]:
         handle = self._client.get_workflow_handle(pool_workflow_id(name))

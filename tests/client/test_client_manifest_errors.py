@@ -53,3 +53,30 @@ def test_a_directory_of_bad_manifests_prints_one_problem_a_line(
         assert region == f"  {tmp_path / f'{name}.yaml'}: spec.region: must not be empty"
         assert replicas == f"  {tmp_path / f'{name}.yaml'}: spec.replicas: must be <= 500, got 900"
     assert max(len(line) for line in lines) < 200
+
+
+def test_an_unknown_account_names_the_file_and_the_pool(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Issue 28: "unknown account 'gone'" named neither the pool nor its file.
+    from tests.client.test_client_apply_many import SlowTemporal, manifests, use
+
+    temporal = SlowTemporal()
+    use(monkeypatch, temporal)
+    manifests(tmp_path, 5, p003="gone")
+    code = main(["apply", "-f", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == EXIT_BAD_INPUT
+    assert out == "" and temporal.started == []
+    assert err == (
+        f"error: {tmp_path / 'p003.yaml'}: pool 'p003': unknown account 'gone' "
+        "(spec.providerCredentialRef): no worker serves it; known accounts: default\n"
+    )
+
+
+def test_the_document_of_a_many_document_file_is_named(tmp_path: Path) -> None:
+    from devicepool.api import load_manifests
+
+    path = tmp_path / "pools.yaml"
+    path.write_text("---\n".join(POOL.format(name=n, replicas=1) for n in ("a", "b")))
+    assert [p.source for p in load_manifests(path)] == [f"{path}[0]", f"{path}[1]"]
