@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import signal
 import sys
+import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,10 +25,65 @@ if TYPE_CHECKING:
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+PROG = "devicepool emulator"
+# The help reads as every other `devicepool` command's (click's layout, typer's
+# metavars): `Usage:`, the description indented, `Options:` with `[default: X]`.
+_METAVARS = {"_port": "<int>", "_positive_int": "<int>", "_seed": "<int>", "Path": "<path>"}
+_HELP_WIDTH = 80
+_FIRST_COLUMN = 30
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        # One line on stderr, exit 2: easy to read in a terminal and to grep in a test.
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        # One line on stderr, exit 2, worded as the other commands' usage errors.
+        flag, sep, why = message.partition(": ")
+        if sep and flag.startswith("argument "):
+            message = f"Invalid value for '{flag.removeprefix('argument ').split('/')[0]}': {why}"
+        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+
+    def format_help(self) -> str:
+        rows = [(_option_column(action), _help_column(action)) for action in self._actions]
+        first = min(max(len(opts) for opts, _ in rows), _FIRST_COLUMN)
+        lines = [f"Usage: {self.prog} [OPTIONS]", ""]
+        lines += textwrap.wrap(
+            self.description or "", _HELP_WIDTH - 2, initial_indent="  ", subsequent_indent="  "
+        )
+        lines += ["", "Options:"]
+        for opts, text in rows:
+            # "[default: X]" stays whole on one line, as click keeps it.
+            text = text.replace("[default: ", "[default:\u00a0")
+            width = _HELP_WIDTH - first - 4
+            wrapped = [part.replace("\u00a0", " ") for part in textwrap.wrap(text, width)] or [""]
+            if len(opts) > first:
+                lines.append(f"  {opts}")
+                lines += [" " * (first + 4) + part for part in wrapped]
+                continue
+            lines.append(f"  {opts.ljust(first)}  {wrapped[0]}")
+            lines += [" " * (first + 4) + part for part in wrapped[1:]]
+        return "\n".join(lines) + "\n"
+
+
+def _option_column(action: argparse.Action) -> str:
+    flags = ", ".join(action.option_strings)
+    if action.nargs == 0:
+        return flags
+    if action.metavar:
+        return f"{flags} {action.metavar}"
+    kind = getattr(action.type, "__name__", "str")
+    return f"{flags} {_METAVARS.get(kind, '<float>' if 'float' in kind else '<str>')}"
+
+
+def _help_column(action: argparse.Action) -> str:
+    if isinstance(action, argparse._HelpAction):
+        return "Show this message and exit."
+    text = action.help or ""
+    if action.default is not None and action.default is not argparse.SUPPRESS:
+        text += (
+            f"  [default: {action.default:g}]"
+            if isinstance(action.default, float)
+            else (f"  [default: {action.default}]")
+        )
+    return text
 
 
 def _account(value: str) -> tuple[str, list[str]]:
@@ -91,42 +147,44 @@ def _seed(value: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="emulator",
-        description="Local BitCloudPhone-compatible provider with a virtual clock and faults.",
+        prog=PROG,
+        description="Run the BitCloudPhone emulator: a local provider with a virtual clock "
+        "and faults.",
+        add_help=False,
     )
-    parser.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
-    parser.add_argument("--port", type=_port, default=8088, help="listen port (default 8088)")
+    parser.add_argument("--host", default="127.0.0.1", help="listen address")
+    parser.add_argument("--port", type=_port, default=8088, help="listen port")
     parser.add_argument(
         "--account",
         dest="accounts",
         action="append",
         type=_account,
         metavar="NAME=KEY[,KEY...]",
-        help=f"an account and its API keys; repeatable (default {DEFAULT_ACCOUNT}={DEFAULT_API_KEY})",
+        help=f"an account and its API keys; repeatable  [default: {DEFAULT_ACCOUNT}={DEFAULT_API_KEY}]",
     )
     parser.add_argument(
         "--provision-seconds",
         type=_non_negative_float,
         default=45.0,
-        help="virtual seconds from create to ready (default 45)",
+        help="virtual seconds from create to ready",
     )
     parser.add_argument(
         "--terminate-seconds",
         type=_non_negative_float,
         default=5.0,
-        help="virtual seconds from a terminate call to the device gone (default 5)",
+        help="virtual seconds from a terminate call to the device gone",
     )
     parser.add_argument(
         "--creates-per-minute",
         type=_positive_int,
         default=20,
-        help="accepted creations per account per sliding minute (default 20)",
+        help="accepted creations per account per sliding minute",
     )
     parser.add_argument(
         "--speed",
         type=_positive_float,
         default=1.0,
-        help="virtual clock speed: every duration, the rate window included (default 1)",
+        help="virtual clock speed: every duration, the rate window included",
     )
     parser.add_argument("--seed", type=_seed, default=None, help="seed for ids and faults")
     parser.add_argument(
@@ -138,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(created if missing), so an emulator started again on it is the same provider; "
         "the time it was down passes on its clock (default: in memory only)",
     )
+    parser.add_argument("-h", "--help", action="help", help="Show this message and exit.")
     return parser
 
 
