@@ -464,6 +464,19 @@ async def test_unknown_proxy_pool_stops_provisioning_with_a_reason(
     await delete_and_wait(handle)
 
 
+async def test_unknown_region_stops_provisioning_with_the_known_ones_listed(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    """`region: us-wset` (a typo) rented devices there before (issue 28)."""
+    handle = await start_pool(env.client, pool_name, 2, region="us-wset")
+    cond = await eventually(
+        lambda: _condition_with(handle, "Ready", "False", "UnknownRegion"), what="Ready=False"
+    )
+    assert "us-wset" in cond["message"] and "us-west" in cond["message"], cond
+    assert len(await pool_devices(control, pool_name)) == 0
+    await delete_and_wait(handle)
+
+
 async def test_unknown_account_stops_provisioning_with_a_reason(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:

@@ -42,14 +42,15 @@ async def read_settings() -> am.PoolSettings:
     )
 
 
-async def check_refs(account: str, proxy_pool: str | None) -> list[str]:
-    """Problems with the pool's account and proxy pool as the worker is configured."""
+async def check_refs(account: str, proxy_pool: str | None, region: str) -> list[str]:
+    """Problems with the pool's account, proxy pool and region (the worker's config and
+    the provider's region list)."""
     result = await workflow.execute_activity_method(
         Activities.check_pool_refs,
-        am.CheckRefsInput(account=account, proxy_pool=proxy_pool),
+        am.CheckRefsInput(account=account, proxy_pool=proxy_pool, region=region),
         start_to_close_timeout=timedelta(seconds=10),
         retry_policy=PROVIDER_RETRY,
-        summary="check account and proxy pool",
+        summary="check account, proxy pool and region",
     )
     return result.problems
 

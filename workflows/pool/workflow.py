@@ -143,7 +143,7 @@ class DevicePoolWorkflow(PoolMessages):
     async def _check_refs(self) -> None:
         proxy = self._spec.proxy
         self._refs_problems = await calls.check_refs(
-            self._account, proxy.pool_ref if proxy else None
+            self._account, proxy.pool_ref if proxy else None, self._spec.region
         )
         if self._refs_problems:  # said each time it is checked again (repeats are counted)
             reason, message = st.refs_problem(self._refs_problems)
