@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 # A wait: called with the progress callback (None: no progress shown), it waits.
@@ -61,7 +62,7 @@ async def wait_with_progress(
                     task(name),
                     total=max(total, 1),
                     completed=done if total else 1,
-                    shown=f"{done}/{total} {label}",
+                    shown=f"{done}/{total} {label}{why(status)}",
                 )
 
         return update
@@ -71,3 +72,23 @@ async def wait_with_progress(
     finally:
         if tasks:
             progress.stop()
+
+
+def why(status: dict[str, Any], now: datetime | None = None) -> str:
+    """What a pool that is not ready yet is doing: devices booting, creates pending, and
+    whether those wait for the account's window (`accountWindow`: the ledger's view)."""
+    parts = []
+    if booting := int(status.get("provisioningDevices") or 0):
+        parts.append(f"{booting} booting")
+    if pending := int(status.get("pendingDevices") or 0):
+        parts.append(f"{pending} pending")
+    window = status.get("accountWindow") or {}
+    if pending and window.get("waiting"):
+        rate = f"{window.get('capacity')}/{float(window.get('windowSeconds') or 60):g}s"
+        said = f"waiting for the account's window ({rate})"
+        at = window.get("nextPermitAt")
+        if at:
+            seconds = (datetime.fromisoformat(at) - (now or datetime.now(UTC))).total_seconds()
+            said += f", next in {max(0, round(seconds))} s"
+        parts.append(said)
+    return f" · {' · '.join(parts)}" if parts else ""

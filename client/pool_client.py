@@ -33,12 +33,14 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api.names import (
     QUERY_DEVICES,
+    QUERY_LEDGER,
     QUERY_SPEC,
     QUERY_STATUS,
     TASK_QUEUE,
     UPDATE_APPLY,
     UPDATE_SCALE,
     WORKFLOW_DEVICE_POOL,
+    ledger_workflow_id,
     pool_name_from_workflow_id,
     pool_workflow_id,
 )
@@ -274,6 +276,9 @@ class PoolClient:
             if isinstance(answer, dict):
                 status = answer
                 if on_progress is not None:
+                    if status.get("pendingDevices"):
+                        # Creates not landed yet: say whether they wait for the account's window.
+                        status = {**status, "accountWindow": await self._window(handle)}
                     on_progress(status)
                 if is_converged(status, generation):
                     return status
@@ -397,6 +402,16 @@ class PoolClient:
                 metadata=dict(spec_answer.get("metadata") or {}),
             )
         return stale_summary(name, execution)
+
+    async def _window(self, pool: WorkflowHandle[Any, Any]) -> dict[str, Any] | None:
+        """The pool's account window as its ledger counts it (`ledger` query), or None."""
+        spec = await self._try_query(pool, QUERY_SPEC)
+        account = ((spec or {}).get("spec") or {}).get("providerCredentialRef")
+        if not account:
+            return None
+        ledger = self._client.get_workflow_handle(ledger_workflow_id(str(account)))
+        view = await self._try_query(ledger, QUERY_LEDGER)
+        return view if isinstance(view, dict) else None
 
     async def _try_query(
         self, handle: WorkflowHandle[Any, Any], query: str, *, result_type: type = dict

@@ -577,6 +577,11 @@ class FakeHandle:
         return SimpleNamespace(status=WorkflowExecutionStatus.RUNNING)
 
     async def query(self, name: str, **_: object) -> dict[str, object]:
+        # While creates are pending, `--wait` also reads the pool's account and its window.
+        if name == "spec":
+            return {"spec": {"providerCredentialRef": "default"}}
+        if name == "ledger":
+            return {"capacity": 20, "windowSeconds": 60.0, "waiting": {}}
         assert name == "status"
         # The last answer repeats: the pool stays as it is.
         return self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]

@@ -284,3 +284,15 @@ def test_the_state_survives_continue_as_new_whole() -> None:
     )
     s.stats.granted = 3
     assert LedgerState.model_validate(s.to_json_dict()) == s
+
+
+def test_the_ledger_view_says_when_a_waiting_request_gets_permits_next() -> None:
+    """`devicepool apply --wait` shows it ("next in 34 s")."""
+    from devicepool.workflows.ledger.state import LedgerView
+
+    s = LedgerState(config=LedgerConfig(capacity=1, window_seconds=60, margin_seconds=0))
+    assert LedgerView.of("a", s).next_permit_at is None  # nobody waits
+    s.enqueue(PermitRequest(request_id="r1", requester="w", pool="p", count=2), NOW)
+    (issued,) = s.issue({"r1": 1}, NOW)
+    s.record_used(PermitsUsed(grant_id=issued.grant.grant_id, done_at=[NOW]), NOW)
+    assert LedgerView.of("a", s).next_permit_at == NOW + timedelta(seconds=60)

@@ -272,6 +272,8 @@ class LedgerView(CamelModel):
     paused_reason: str | None
     allowance: int | None
     stats: LedgerStats
+    # When a waiting request may get permits next (None: nobody waits).
+    next_permit_at: datetime | None = None
 
     @classmethod
     def of(cls, account: str, s: LedgerState) -> LedgerView:
@@ -288,4 +290,5 @@ class LedgerView(CamelModel):
             paused_reason=s.paused_reason,
             allowance=s.allowance,
             stats=s.stats.model_copy(),
+            next_permit_at=s.next_wake(),
         )
