@@ -28,7 +28,12 @@ from devicepool.activities.secrets import Scrubber
 from devicepool.activities.settings import AccountSettings, PoolSettings, ProxyPoolSettings
 from devicepool.api.errors import ErrorType
 
-__all__ = ["LISTING_KEEP_SECONDS", "REGIONS_KEEP_SECONDS", "AccountProviders"]
+__all__ = [
+    "LISTING_KEEP_SECONDS",
+    "REGIONS_KEEP_SECONDS",
+    "REGIONS_RECHECK_SECONDS",
+    "AccountProviders",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +43,8 @@ LISTING_KEEP_SECONDS = 600.0
 # How long an account's region list is trusted: every pool pass checks its region,
 # and regions change about never.
 REGIONS_KEEP_SECONDS = 60.0
+# A region missing from the kept list is looked up again if the list is older than this.
+REGIONS_RECHECK_SECONDS = 2.0
 
 
 class AccountProviders:
@@ -97,11 +104,15 @@ class AccountProviders:
     def _unknown_region(self, region: str, known: list[str]) -> str:
         return f"unknown region {region!r} (spec.region); known: {', '.join(known) or '(none)'}"
 
-    async def _region_names(self, account: str) -> list[str] | None:
-        """The account's provider's regions, sorted (kept `REGIONS_KEEP_SECONDS`), or
-        None when it cannot list them: then regions are not checked, never refused."""
+    async def _region_names(
+        self, account: str, *, newer_than: float | None = None
+    ) -> list[str] | None:
+        """The account's provider's regions, sorted (kept `REGIONS_KEEP_SECONDS`, or listed
+        again when the kept list is older than `newer_than` seconds), or None when it cannot
+        list them: then regions are not checked, never refused."""
         hit = self._regions.get(account)
-        if hit is not None and time.monotonic() - hit[0] <= REGIONS_KEEP_SECONDS:
+        keep = REGIONS_KEEP_SECONDS if newer_than is None else newer_than
+        if hit is not None and time.monotonic() - hit[0] <= keep:
             return hit[1]
         names: list[str] | None
         try:

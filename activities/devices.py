@@ -23,6 +23,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from devicepool.activities import pool_runs
+from devicepool.activities.accounts import REGIONS_RECHECK_SECONDS
 from devicepool.activities.definitions import DeviceActivityDefinitions
 from devicepool.activities.device_views import device_info, device_status_info
 from devicepool.activities.errors import (
@@ -159,6 +160,9 @@ class DeviceActivities(WatchActivities, OrphanActivities, DeviceActivityDefiniti
             problems.append(self._unknown_proxy_pool(input.proxy_pool))
         if input.region is not None and input.account in self._providers:
             known = await self._region_names(input.account)
+            if known is not None and input.region not in known:
+                # A region the provider opened since the list was kept: look once more.
+                known = await self._region_names(input.account, newer_than=REGIONS_RECHECK_SECONDS)
             if known is not None and input.region not in known:
                 problems.append(self._unknown_region(input.region, known))
         return CheckRefsResult(problems=problems)

@@ -191,3 +191,9 @@ async def cancel_running_pools(client: Client) -> None:
     async for execution in client.list_workflows(query):
         with contextlib.suppress(RPCError):
             await client.get_workflow_handle(execution.id, run_id=execution.run_id).cancel()
+
+
+async def open_region(control: httpx.AsyncClient, region: str, status: str = "up") -> None:
+    """A region of the test's own at the provider (pools are refused one it does not list)."""
+    answer = await control.post(f"/_emulator/regions/{region}", json={"status": status})
+    answer.raise_for_status()

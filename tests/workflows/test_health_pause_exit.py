@@ -37,7 +37,7 @@ from tests.helpers.pool_waits import (
     true_condition,
 )
 from tests.helpers.settings import FAST
-from tests.helpers.workflow_stack import Workers, pool_counts, start_pool
+from tests.helpers.workflow_stack import Workers, open_region, pool_counts, start_pool
 
 pytestmark = pytest.mark.devserver
 
@@ -54,6 +54,7 @@ async def test_a_device_back_after_the_listing_that_ends_a_pause_is_kept(
     pool_name: str,
 ) -> None:
     region = f"wf-exit-{pool_name[-6:]}"
+    await open_region(control, region)
     handle = await start_pool(env.client, pool_name, 3, region=region, settings=SETTINGS)
     devices = await converged(control, pool_name, 3)
     ids = sorted(d["id"] for d in devices)

@@ -32,6 +32,7 @@ from tests.helpers.settings import FAST
 from tests.helpers.workflow_stack import (
     Workers,
     condition,
+    open_region,
     pool_counts,
     pool_devices,
     pool_manifest,
@@ -45,6 +46,7 @@ async def test_region_outage_pauses_remediation_and_resumes(
     env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
 ) -> None:
     region = f"wf-region-{pool_name[-6:]}"
+    await open_region(control, region)
     handle = await start_pool(env.client, pool_name, 4, region=region)
     devices = await converged(control, pool_name, 4)
     before = await pool_counts(control, pool_name)
@@ -174,6 +176,7 @@ async def test_a_region_down_while_devices_boot_is_an_outage_not_failed_boots(
     # pauses), not four failed boots that the pool removes and replaces (with
     # creates that fail too, until "ReplacementsFailing" stops them).
     region = f"wf-boot-{pool_name[-6:]}"
+    await open_region(control, region)
     settings = FAST.model_copy(update={"startup_timeout_seconds": 6})
     handle = await start_pool(env.client, pool_name, 4, region=region, settings=settings)
 
@@ -210,6 +213,7 @@ async def test_remediation_paused_survives_the_pools_continue_as_new(
     # reports again only when something changes, or after watch_max_seconds).
     # A pool that continues as new in between must still say so.
     region = f"wf-can-{pool_name[-6:]}"
+    await open_region(control, region)
     spec = pool_manifest(pool_name, region=region, replicas=4, proxy=None)["spec"]
     handle = await start_pool(env.client, pool_name, 4, region=region, proxy_ref=None)
     await converged(control, pool_name, 4)
