@@ -22,7 +22,11 @@ import yaml
 from devicepool.worker.config import DEFAULT_GRACEFUL_SHUTDOWN_SECONDS, build_config
 
 ROOT = Path(__file__).resolve().parents[2]
-KUSTOMIZE_DIRS = ["deploy/kubernetes", "deploy/kubernetes/overlays/example"]
+BLUE_GREEN = [
+    "deploy/kubernetes/overlays/blue-green/blue",
+    "deploy/kubernetes/overlays/blue-green/green",
+]
+KUSTOMIZE_DIRS = ["deploy/kubernetes", "deploy/kubernetes/overlays/example", *BLUE_GREEN]
 K8S_VERSIONS = ["1.30", kubernetes_validate.latest_version()]
 CRDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
@@ -71,8 +75,9 @@ def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
 def test_every_object_validates_against_the_kubernetes_schemas(path: str) -> None:
     objects = render(path)
     kinds = {o["kind"] for o in objects}
+    # A blue-green colour leaves the shared namespace out (test below).
+    assert {"Namespace"} - kinds == ({"Namespace"} if path in BLUE_GREEN else set())
     assert {
-        "Namespace",
         "ServiceAccount",
         "ConfigMap",
         "Secret",
@@ -105,7 +110,8 @@ def test_the_validator_rejects_a_broken_deployment() -> None:
 @pytest.mark.parametrize("path", KUSTOMIZE_DIRS)
 def test_objects_live_in_mobile_system_with_no_kubernetes_api_rights(path: str) -> None:
     objects = render(path)
-    assert one(objects, "Namespace")["metadata"]["name"] == "mobile-system"
+    if path not in BLUE_GREEN:
+        assert one(objects, "Namespace")["metadata"]["name"] == "mobile-system"
     for obj in objects:
         if obj["kind"] not in CLUSTER_SCOPED:
             assert obj["metadata"].get("namespace") == "mobile-system", obj["metadata"]
@@ -256,3 +262,29 @@ def test_example_overlay_changes_what_it_says() -> None:
     assert one(base, "Secret")["metadata"]["name"] != secret["metadata"]["name"]
     for value in secret["data"].values():
         assert base64.b64decode(value) != b"replace-me"
+
+
+def test_blue_and_green_are_two_builds_that_run_side_by_side() -> None:
+    """Worker Versioning's blue-green (docs/operations.md): each colour is one build of the
+    worker deployment `devicepool`; nothing of one colour has the other's name or selects
+    its pods; neither owns the shared namespace (deleting one colour must not take it)."""
+    names: dict[str, set[tuple[str, str]]] = {}
+    builds = []
+    for path in BLUE_GREEN:
+        objects = render(path)
+        assert not [o for o in objects if o["kind"] == "Namespace"], path
+        names[path] = {(o["kind"], o["metadata"]["name"]) for o in objects}
+        deployment = one(objects, "Deployment", "devicepool-worker")
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["DEVICEPOOL_DEPLOYMENT_NAME"] == "devicepool"
+        # The build id is the image's tag: a new image is a new build, in the other colour.
+        assert env["DEVICEPOOL_BUILD_ID"] == container["image"].rsplit(":", 1)[1]
+        builds.append(env["DEVICEPOOL_BUILD_ID"])
+        colour = path.rsplit("/", 1)[1]
+        assert deployment["spec"]["selector"]["matchLabels"]["devicepool.dev/color"] == colour
+        pdb = one(objects, "PodDisruptionBudget")
+        assert pdb["spec"]["selector"]["matchLabels"]["devicepool.dev/color"] == colour
+    blue, green = (names[p] for p in BLUE_GREEN)
+    assert not blue & green, blue & green
+    assert len(set(builds)) == 2
