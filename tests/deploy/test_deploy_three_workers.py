@@ -19,21 +19,19 @@ its 30 s start-to-close timeout, and the pool re-plans the slot.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from devicepool.api.loader import load_manifests_text
-from devicepool.client.errors import DevicePoolError
 from devicepool.client.pool_client import PoolClient
 from devicepool.connect import connect
-from devicepool.testing import eventually, pool_yaml
-from tests.helpers.cluster import Cluster, running_cluster, worker_ready
+from devicepool.testing import pool_yaml
+from tests.helpers.cluster import QUICK_INTERVALS, Cluster, running_cluster, until, worker_ready
 from tests.helpers.device_hours import DeviceHours
 
 # Above the sum of the test's own waits (30 + 20 + 20 + 30 + 1.5 s) plus the
@@ -47,31 +45,14 @@ POOLS = {"hw-a": 6, "hw-b": 6, "hw-c": 6}
 SCALED = ("hw-a", 8)  # scaled up after the first kill, while one worker is down
 
 
-async def _until(check: Callable[[], Awaitable[Any]], *, timeout: float, what: str) -> Any:
-    # A query can time out while a dead worker's sticky queue expires: try again.
-    return await eventually(
-        check, timeout=timeout, what=what, retry_on=(httpx.HTTPError, OSError, DevicePoolError)
-    )
-
-
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    intervals = {
-        "resyncSeconds": 1,
-        "healthSeconds": 2,
-        "offlineAfterSeconds": 30,
-        # Also each create's whole budget (schedule-to-close): a create that was
-        # in flight on a killed worker gives up after this, instead of waiting
-        # out its 30 s start-to-close timeout, and the pool re-plans.
-        "startupTimeoutSeconds": 8,
-        "idleGraceSeconds": 0,
-    }
     with running_cluster(
         tmp_path,
         api_key=API_KEY,
         creates_per_minute=CREATES_PER_MINUTE,
         provision_seconds=1,
-        intervals=intervals,
+        intervals=QUICK_INTERVALS,
     ) as cluster:
         for _ in range(3):
             cluster.start_worker()
@@ -106,7 +87,7 @@ async def test_survivor_converges_every_pool_after_two_workers_die(
                 return False
         return True
 
-    await _until(all_ready, timeout=30, what="three workers ready")
+    await until(all_ready, timeout=30, what="three workers ready")
     client = await connect(address=f"127.0.0.1:{cluster.temporal_port}")
     pools = PoolClient(client)
     device_hours.start(await cluster.stats())
@@ -122,7 +103,7 @@ async def test_survivor_converges_every_pool_after_two_workers_die(
         return accepted if accepted >= count else None
 
     # First death: as soon as the scale-ups are under way.
-    await _until(lambda: accepted_at_least(3), timeout=20, what="the first creates")
+    await until(lambda: accepted_at_least(3), timeout=20, what="the first creates")
     first, _ = cluster.workers[0]
     first.kill()
     name, replicas = SCALED
@@ -132,7 +113,7 @@ async def test_survivor_converges_every_pool_after_two_workers_die(
     total = sum(expected.values())
 
     # Second death: halfway through what is left.
-    await _until(lambda: accepted_at_least(total // 2), timeout=20, what="half the creates")
+    await until(lambda: accepted_at_least(total // 2), timeout=20, what="half the creates")
     second, _ = cluster.workers[1]
     second.kill()
     # On a busy machine the last creates may already have landed by now; the
@@ -152,7 +133,7 @@ async def test_survivor_converges_every_pool_after_two_workers_die(
         return stats if stats["devices"]["live"] == total else None
 
     try:
-        stats = await _until(converged, timeout=30, what="every pool at exactly its replicas")
+        stats = await until(converged, timeout=30, what="every pool at exactly its replicas")
     except AssertionError as err:
         seen["stats"] = await cluster.stats()
         histories = [await _history_tail(client, p) for p in expected]

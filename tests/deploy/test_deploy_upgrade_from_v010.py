@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -25,11 +24,11 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from devicepool.api.loader import load_manifests_text
-from devicepool.client.errors import DevicePoolError
 from devicepool.client.pool_client import PoolClient
 from devicepool.connect import connect
-from devicepool.testing import eventually, pool_yaml
-from tests.helpers.cluster import Cluster, running_cluster, worker_ready
+from devicepool.testing import pool_yaml
+from tests.helpers.cluster import QUICK_INTERVALS, Cluster, running_cluster, until, worker_ready
+from tests.helpers.histories import task_failures
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -70,25 +69,6 @@ def export(release: str, into: Path) -> Path:
     return into
 
 
-async def _until(check: Any, *, timeout: float, what: str) -> Any:
-    return await eventually(
-        check, timeout=timeout, what=what, retry_on=(httpx.HTTPError, OSError, DevicePoolError)
-    )
-
-
-async def _task_failures(client: Client, workflow_id: str) -> list[str]:
-    """WORKFLOW_TASK_FAILED events in every run of `workflow_id`, with their cause."""
-    failures = []
-    runs = [wf.run_id async for wf in client.list_workflows(f'WorkflowId="{workflow_id}"')]
-    for run_id in runs:
-        handle = client.get_workflow_handle(workflow_id, run_id=run_id)
-        async for event in handle.fetch_history_events():
-            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-                failure = event.workflow_task_failed_event_attributes.failure
-                failures.append(f"{workflow_id} {run_id}: {failure.message[:300]}")
-    return failures
-
-
 async def _task_identities(client: Client, workflow_id: str) -> str:
     """The identities of the workers that completed the latest run's workflow tasks."""
     seen = []
@@ -100,26 +80,19 @@ async def _task_identities(client: Client, workflow_id: str) -> str:
 
 async def test_pools_of_v0_1_0_carry_on_under_this_build(tmp_path: Path) -> None:
     source = export(RELEASE, tmp_path / "release")
-    intervals = {
-        "resyncSeconds": 1,
-        "healthSeconds": 2,
-        "offlineAfterSeconds": 30,
-        "startupTimeoutSeconds": 8,
-        "idleGraceSeconds": 0,
-    }
     with running_cluster(
         tmp_path,
         api_key=API_KEY,
         creates_per_minute=30,  # a create every 2 s: the kill lands mid scale-up
         provision_seconds=1,
-        intervals=intervals,
+        intervals=QUICK_INTERVALS,
     ) as cluster:
         await _run(cluster, source)
 
 
 async def _run(cluster: Cluster, source: Path) -> None:
     old, old_port = cluster.start_worker(source=source)
-    await _until(lambda: worker_ready(old_port), timeout=40, what="the v0.1.0 worker ready")
+    await until(lambda: worker_ready(old_port), timeout=40, what="the v0.1.0 worker ready")
     client = await connect(address=cluster.address)
     pools = PoolClient(client)
     for name, replicas in POOLS.items():
@@ -132,11 +105,11 @@ async def _run(cluster: Cluster, source: Path) -> None:
         accepted = int((await cluster.stats())["creates"]["accepted"])
         return accepted if accepted >= count else None
 
-    await _until(lambda: accepted_at_least(3), timeout=40, what="the first creates on v0.1.0")
+    await until(lambda: accepted_at_least(3), timeout=40, what="the first creates on v0.1.0")
     old.kill()
     old.wait(timeout=10)
     new, new_port = cluster.start_worker()
-    await _until(lambda: worker_ready(new_port), timeout=40, what="this build's worker ready")
+    await until(lambda: worker_ready(new_port), timeout=40, what="this build's worker ready")
     total = sum(POOLS.values())
 
     async def converged(expected: dict[str, int]) -> bool:
@@ -149,12 +122,10 @@ async def _run(cluster: Cluster, source: Path) -> None:
         return bool(stats["devices"]["live"] == sum(expected.values()))
 
     try:
-        await _until(
-            lambda: converged(POOLS), timeout=90, what="every pool converged on this build"
-        )
+        await until(lambda: converged(POOLS), timeout=90, what="every pool converged on this build")
         await pools.scale("up-a", 8)
         scaled = {**POOLS, "up-a": 8}
-        await _until(lambda: converged(scaled), timeout=60, what="the scale-up on this build")
+        await until(lambda: converged(scaled), timeout=60, what="the scale-up on this build")
     except AssertionError as err:
         raise AssertionError(f"{err}\n{cluster.logs()}") from None
     await asyncio.sleep(1.5)  # a late duplicate create would show up within a resync
@@ -171,10 +142,10 @@ async def _run(cluster: Cluster, source: Path) -> None:
     async def all_gone() -> bool:
         return bool((await cluster.stats())["devices"]["live"] == 0)
 
-    await _until(all_gone, timeout=60, what="every device torn down")
+    await until(all_gone, timeout=60, what="every device torn down")
     failures = []
     for name in POOLS:
-        failures += await _task_failures(client, f"devicepool/{name}")
+        failures += await task_failures(client, f"devicepool/{name}")
     assert failures == [], "\n".join(failures)
 
 
@@ -188,17 +159,15 @@ async def test_a_rollback_to_v0_1_0_keeps_pools_this_build_only_watched(tmp_path
     nor state this build handed over at a continue-as-new (docs/operations.md).
     """
     source = export(RELEASE, tmp_path / "release")
-    intervals = {"resyncSeconds": 1, "healthSeconds": 2, "offlineAfterSeconds": 30}
-    intervals |= {"startupTimeoutSeconds": 8, "idleGraceSeconds": 0}
     with running_cluster(
         tmp_path,
         api_key=API_KEY,
         creates_per_minute=300,
         provision_seconds=1,
-        intervals=intervals,
+        intervals=QUICK_INTERVALS,
     ) as cluster:
         old, port = cluster.start_worker(source=source)
-        await _until(lambda: worker_ready(port), timeout=40, what="the v0.1.0 worker ready")
+        await until(lambda: worker_ready(port), timeout=40, what="the v0.1.0 worker ready")
         client = await connect(address=cluster.address)
         pools = PoolClient(client)
         (pool,) = load_manifests_text(
@@ -210,11 +179,11 @@ async def test_a_rollback_to_v0_1_0_keeps_pools_this_build_only_watched(tmp_path
             status = await pools.get("back")
             return bool(status.get("readyDevices", 0) + status.get("busyDevices", 0) == want)
 
-        await _until(lambda: ready(3), timeout=60, what="3 ready on v0.1.0")
+        await until(lambda: ready(3), timeout=60, what="3 ready on v0.1.0")
         old.terminate()
         old.wait(timeout=20)
         new, port = cluster.start_worker()
-        await _until(lambda: worker_ready(port), timeout=40, what="this build's worker ready")
+        await until(lambda: worker_ready(port), timeout=40, what="this build's worker ready")
         # This build takes the pool over: a device turns busy, its watch answers, and
         # this build's worker runs the pool's next workflow tasks.
         (device, *_) = await cluster.devices("back")
@@ -225,21 +194,21 @@ async def test_a_rollback_to_v0_1_0_keeps_pools_this_build_only_watched(tmp_path
         async def worked_on_this_build() -> bool:
             return f":{new.pid}" in await _task_identities(client, "devicepool/back")
 
-        await _until(worked_on_this_build, timeout=30, what="a pool task on this build")
+        await until(worked_on_this_build, timeout=30, what="a pool task on this build")
         new.terminate()
         new.wait(timeout=20)
         old, port = cluster.start_worker(source=source)
-        await _until(lambda: worker_ready(port), timeout=40, what="v0.1.0 back")
+        await until(lambda: worker_ready(port), timeout=40, what="v0.1.0 back")
         await pools.scale("back", 5)
         try:
-            await _until(lambda: ready(5), timeout=60, what="the scale-up back on v0.1.0")
+            await until(lambda: ready(5), timeout=60, what="the scale-up back on v0.1.0")
         except AssertionError as err:
             failures = []
             async for wf in client.list_workflows():
-                failures += await _task_failures(client, wf.id)
+                failures += await task_failures(client, wf.id)
             status = await pools.get("back")
             raise AssertionError(f"{err}\n{failures}\n{status}\n{cluster.logs()}") from None
         stats = await cluster.stats()
         assert stats["creates"]["accepted"] == 5 and stats["terminations"] == 0, stats
         await pools.delete("back")
-        assert await _task_failures(client, "devicepool/back") == []
+        assert await task_failures(client, "devicepool/back") == []

@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +26,8 @@ import yaml
 from devicepool import testing as ground_truth
 from devicepool.api.names import SEARCH_ATTRIBUTES
 from devicepool.client.dev import find_temporal
-from devicepool.testing import free_ports
+from devicepool.client.errors import DevicePoolError
+from devicepool.testing import eventually, free_ports
 
 
 @dataclass
@@ -93,6 +94,26 @@ class Cluster:
     async def devices(self, pool: str) -> list[dict[str, Any]]:
         async with httpx.AsyncClient(base_url=self.emulator, timeout=5) as http:
             return await ground_truth.labelled_devices(http, pool, api_key=self.api_key)
+
+
+# Quick intervals for a cluster test. The startup timeout is also each create's whole
+# budget (schedule-to-close): a create in flight on a killed worker gives up after
+# it, instead of waiting out its 30 s start-to-close timeout, and the pool re-plans.
+QUICK_INTERVALS = {
+    "resyncSeconds": 1,
+    "healthSeconds": 2,
+    "offlineAfterSeconds": 30,
+    "startupTimeoutSeconds": 8,
+    "idleGraceSeconds": 0,
+}
+
+
+async def until(check: Callable[[], Awaitable[Any]], *, timeout: float, what: str) -> Any:
+    """`eventually`, trying again when a query or a worker's endpoint fails meanwhile (a
+    dead worker's sticky queue expiring, a worker still starting)."""
+    return await eventually(
+        check, timeout=timeout, what=what, retry_on=(httpx.HTTPError, OSError, DevicePoolError)
+    )
 
 
 async def worker_ready(port: int) -> bool:

@@ -7,6 +7,7 @@ visibility (`list_workflows`), which lags the server on a loaded machine.
 
 from __future__ import annotations
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 
 
@@ -23,6 +24,20 @@ async def run_histories(client: Client, workflow_id: str) -> list[WorkflowHistor
             break
     runs.reverse()
     return runs
+
+
+async def task_failures(client: Client, workflow_id: str) -> list[str]:
+    """Every failed workflow task in every run of `workflow_id`, with its message."""
+    failures = []
+    for history in await run_histories(client, workflow_id):
+        run_id = history.events[
+            0
+        ].workflow_execution_started_event_attributes.original_execution_run_id
+        for event in history.events:
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                failure = event.workflow_task_failed_event_attributes.failure
+                failures.append(f"{workflow_id} {run_id}: {failure.message[:300]}")
+    return failures
 
 
 async def history_digest(client: Client, workflow_id: str) -> str:

@@ -113,7 +113,8 @@ class DevicePoolWorkflow(PoolMessages):
         raise_if_cancelled()
         decision = self._decide()
         await self._act(decision)
-        plan = self._decide().plan if decision.terminate else decision.plan  # after them
+        # What the status shows is the pool after its terminations.
+        plan = self._decide(act=False).plan if decision.terminate else decision.plan
         if self._announced:
             self._announced = False
             if self._observe_problem is not None or not decision.plan.create:
@@ -197,7 +198,8 @@ class DevicePoolWorkflow(PoolMessages):
 
     # ------------------------------------------------------------------ decide / act
 
-    def _decide(self) -> Decision:
+    def _decide(self, *, act: bool = True) -> Decision:
+        """This pass's decision (`act` False: only the plan, as the status shows it)."""
         return decide(
             pool=self._name,
             replicas=self._spec.replicas,
@@ -212,7 +214,7 @@ class DevicePoolWorkflow(PoolMessages):
             settings=self.settings,
             now=workflow.now(),
             allow_create=not self._refs_problems and not self.s.backoff.active(workflow.now()),
-            act=self._observe_problem is None,
+            act=act and self._observe_problem is None,
         )
 
     async def _act(self, decision: Decision) -> None:
