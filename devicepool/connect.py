@@ -10,28 +10,40 @@ two builds can talk while both run (a newer one's messages carry more); what a
 user types — manifests, the stock CLI's `scale` signal, CLI flags — is checked
 strictly where it enters. `DATA_CONVERTER` is the same converter for the places
 that build no client themselves (a `Replayer`, a time-skipping test environment).
+
+Two opt-ins ride on every client it makes, so the worker, the CLI and the
+tests get them alike: encrypted payloads (`devicepool.codec`: the key files in
+``DEVICEPOOL_ENCRYPTION_KEY_FILES``, or the worker config's, passed as `codec`)
+and tracing (`devicepool.tracing`: the standard ``OTEL_*`` environment). With
+neither set, the codec only turns an encrypted payload into a clear error and
+no interceptor is added.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import temporalio.api.common.v1
 from pydantic import TypeAdapter
-from temporalio.client import Client
+from temporalio.client import Client, Interceptor
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
 from temporalio.converter import (
     CompositePayloadConverter,
     DataConverter,
     DefaultPayloadConverter,
     JSONPlainPayloadConverter,
+    PayloadCodec,
 )
 from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 
+from devicepool.codec import codec_from_env
 from devicepool.errors import TemporalUnreachable, address_problem
+from devicepool.tracing import interceptors_from_env
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 
@@ -69,6 +81,11 @@ class TolerantPayloadConverter(CompositePayloadConverter):
 DATA_CONVERTER = DataConverter(payload_converter_class=TolerantPayloadConverter)
 
 
+def data_converter_for(codec: PayloadCodec | None) -> DataConverter:
+    """`DATA_CONVERTER` with `codec` (a `devicepool.codec` codec) on every payload."""
+    return dataclasses.replace(DATA_CONVERTER, payload_codec=codec)
+
+
 def connect_config(
     *,
     address: str | None = None,
@@ -96,11 +113,19 @@ async def connect(
     env: Mapping[str, str] | None = None,
     identity: str | None = None,
     runtime: Runtime | None = None,
+    codec: PayloadCodec | None = None,
+    interceptors: Sequence[Interceptor] = (),
 ) -> Client:
     """Connect with the pydantic data converter; an unreachable server is `TemporalUnreachable`.
 
     `runtime` is the worker's (it carries the SDK metrics); everyone else takes the default.
+    `codec`: the payload codec (the worker passes its config's); None reads the key files
+    from `env` (`codec_from_env`). `interceptors` go after the tracing one the `OTEL_*`
+    environment asks for (`interceptors_from_env`). `env` None is the process environment.
     """
+    environ: Mapping[str, str] = os.environ if env is None else env
+    data_converter = data_converter_for(codec if codec is not None else codec_from_env(environ))
+    interceptors = [*interceptors_from_env(environ), *interceptors]
     config = connect_config(address=address, namespace=namespace, env=env)
     if address_problem(str(config["target_host"])):
         # Checked here: the SDK would try `host:80` for a bare host, and refuse a
@@ -111,7 +136,9 @@ async def connect(
     if runtime is not None:
         config["runtime"] = runtime
     try:
-        return await Client.connect(data_converter=DATA_CONVERTER, **config)
+        return await Client.connect(
+            data_converter=data_converter, interceptors=interceptors, **config
+        )
     except RuntimeError as err:
         # The SDK reports every transport failure as RuntimeError("Failed client connect: ...").
         raise TemporalUnreachable(config["target_host"], str(err)) from err

@@ -26,11 +26,20 @@ from typing import Any
 
 import pydantic
 import yaml
+from temporalio.converter import PayloadCodec
 
 from devicepool.activities.definitions import CREATE_START_TO_CLOSE_TIMEOUT
 from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
 from devicepool.activities.providers import PROVIDER_APIS
 from devicepool.activities.secrets import Scrubber
+from devicepool.codec import (
+    ENV_KEY_FILES,
+    EncryptedPayloadGuard,
+    EncryptionCodec,
+    EncryptionKeyError,
+    KeyRing,
+    key_files_from_env,
+)
 from devicepool.worker.config_file import (
     DEFAULT_MAX_CACHED_WORKFLOWS,
     DEFAULT_MAX_CONCURRENT_ACTIVITIES,
@@ -112,6 +121,15 @@ class WorkerConfig:
     deployment_name: str = ""
     build_id: str = ""
     pinned: bool = True
+    # Encrypted history (`encryption.keyFiles`, DEVICEPOOL_ENCRYPTION_KEY_FILES): the keys
+    # read at load time, so a bad key file stops the worker before it connects.
+    encryption_keys: KeyRing | None = None
+
+    def codec(self) -> PayloadCodec:
+        """The payload codec the worker's client uses (`devicepool.codec`)."""
+        if self.encryption_keys is None:
+            return EncryptedPayloadGuard()
+        return EncryptionCodec(self.encryption_keys)
 
     def scrubber(self) -> Scrubber:
         """Every secret this worker holds (API keys, proxy passwords), for its provider clients."""
@@ -132,6 +150,8 @@ class WorkerConfig:
             "max_concurrent_watches": self.capacity.max_concurrent_watches,
             "max_cached_workflows": self.capacity.max_cached_workflows,
             "deployment": f"{self.deployment_name}:{self.build_id}" if self.deployment_name else "",
+            # Key ids only (never key material): the encrypting key, then the others.
+            "encryption": ",".join(self.encryption_keys.key_ids) if self.encryption_keys else "off",
         }
 
 
@@ -208,7 +228,27 @@ def build_config(
         if parsed.deployment.name
         else "",
         pinned=parsed.deployment.behavior == "pinned",
+        encryption_keys=_encryption_keys(parsed, source=source, base_dir=base_dir, env=env),
     )
+
+
+def _encryption_keys(
+    parsed: ConfigFile, *, source: str, base_dir: Path, env: Mapping[str, str]
+) -> KeyRing | None:
+    """The key ring: DEVICEPOOL_ENCRYPTION_KEY_FILES over `encryption.keyFiles`; None when off."""
+    if ENV_KEY_FILES in env:
+        files, where = [Path(f) for f in key_files_from_env(env)], ENV_KEY_FILES
+    else:
+        files = [base_dir / f for f in parsed.encryption.key_files]
+        where = f"{source}: encryption.keyFiles"
+    if not files:
+        return None
+    try:
+        keys = KeyRing.from_files(files)
+        EncryptionCodec(keys)  # the `cryptography` package is there
+    except EncryptionKeyError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    return keys
 
 
 def _accounts(

@@ -97,6 +97,11 @@ class DeploymentFile(_FileModel):
         return name
 
 
+class EncryptionFile(_FileModel):
+    # Encrypted history (devicepool.codec): key files, the first encrypting, all decoding.
+    key_files: list[str] = Field(default_factory=list)
+
+
 class ConfigFile(_FileModel):
     accounts: dict[str, AccountFile] = Field(default_factory=dict)
     proxy_pools: dict[str, ProxyPoolFile] = Field(default_factory=dict)
@@ -104,6 +109,7 @@ class ConfigFile(_FileModel):
     capacity: CapacityFile = Field(default_factory=CapacityFile)
     metrics_port: int = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535)
     deployment: DeploymentFile = Field(default_factory=DeploymentFile)
+    encryption: EncryptionFile = Field(default_factory=EncryptionFile)
 
 
 def first_error(err: pydantic.ValidationError) -> str:

@@ -227,7 +227,9 @@ async def main_async(config: WorkerConfig, *, promote_self: bool = False) -> Non
     install_signal_handlers(shutdown_event)
     runtime, buffer = sdk_runtime()
     client = await connect(
-        identity=f"devicepool-worker@{os.uname().nodename}:{os.getpid()}", runtime=runtime
+        identity=f"devicepool-worker@{os.uname().nodename}:{os.getpid()}",
+        runtime=runtime,
+        codec=config.codec(),
     )
     await run_worker(
         config,
