@@ -1,0 +1,140 @@
+"""Injected faults: the settings (`/_emulator/faults`) and the seeded dice that apply them.
+
+Public-API faults (the middleware's): `latencyMs`; `failureRate` (a refusal in
+the envelope, `系统繁忙`); `serverErrorRate` (HTTP 500 without the envelope);
+`timeoutRate` (the call does its work, then the answer is held
+`timeoutSeconds`, like a response lost on the way: a retried create makes a
+second profile). Open faults: `openFailures` (the next N opens fail),
+`openFailureRate`, `openStuckRate` (the open times out and leaves the profile
+stuck `opening`). `phoneRequestsPerSecond` overrides the configured budget.
+`{}` clears them all.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from devicepool.emulator._problems import invalid
+
+DEFAULT_TIMEOUT_SECONDS = 60.0
+_RATES = ("failureRate", "serverErrorRate", "timeoutRate", "openFailureRate", "openStuckRate")
+_COUNTS = ("openFailures", "phoneRequestsPerSecond")
+_KNOWN = (*_RATES, *_COUNTS, "latencyMs", "timeoutSeconds")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@dataclass
+class Faults:
+    latency_ms: float = 0.0
+    failure_rate: float = 0.0
+    server_error_rate: float = 0.0
+    timeout_rate: float = 0.0
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    open_failures: int = 0
+    open_failure_rate: float = 0.0
+    open_stuck_rate: float = 0.0
+    phone_requests_per_second: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "latencyMs": self.latency_ms,
+            "failureRate": self.failure_rate,
+            "serverErrorRate": self.server_error_rate,
+            "timeoutRate": self.timeout_rate,
+            "timeoutSeconds": self.timeout_seconds,
+            "openFailures": self.open_failures,
+            "openFailureRate": self.open_failure_rate,
+            "openStuckRate": self.open_stuck_rate,
+            "phoneRequestsPerSecond": self.phone_requests_per_second,
+        }
+
+    @classmethod
+    def parse(cls, body: Any) -> Faults:
+        """Validate a `POST /_emulator/faults` body; a field left out is switched off."""
+        if not isinstance(body, dict):
+            raise invalid("faults must be a JSON object")
+        unknown = sorted(set(body) - set(_KNOWN))
+        if unknown:
+            raise invalid(f"unknown fault fields {unknown}; known: {sorted(_KNOWN)}")
+        for name, value in body.items():
+            if name == "phoneRequestsPerSecond" and value is None:
+                continue
+            if not _is_number(value):
+                raise invalid(f"{name} must be a number")
+            if name in _RATES and not 0 <= value <= 1:
+                raise invalid(f"{name} must be between 0 and 1")
+            if name in _COUNTS and (value != int(value) or value < 0):
+                raise invalid(f"{name} must be a whole number >= 0")
+            if name == "phoneRequestsPerSecond" and value < 1:
+                raise invalid("phoneRequestsPerSecond must be >= 1 (null: the configured one)")
+            if name == "latencyMs" and value < 0:
+                raise invalid("latencyMs must be >= 0")
+            if name == "timeoutSeconds" and value <= 0:
+                raise invalid("timeoutSeconds must be > 0")
+        per_second = body.get("phoneRequestsPerSecond")
+        return cls(
+            latency_ms=float(body.get("latencyMs", 0.0)),
+            failure_rate=float(body.get("failureRate", 0.0)),
+            server_error_rate=float(body.get("serverErrorRate", 0.0)),
+            timeout_rate=float(body.get("timeoutRate", 0.0)),
+            timeout_seconds=float(body.get("timeoutSeconds", DEFAULT_TIMEOUT_SECONDS)),
+            open_failures=int(body.get("openFailures", 0)),
+            open_failure_rate=float(body.get("openFailureRate", 0.0)),
+            open_stuck_rate=float(body.get("openStuckRate", 0.0)),
+            phone_requests_per_second=None if per_second is None else int(per_second),
+        )
+
+
+@dataclass
+class Decision:
+    """What the faults do to one public request."""
+
+    latency_seconds: float = 0.0
+    failure: bool = False
+    server_error: bool = False
+    hang_seconds: float | None = None
+
+
+class Dice:
+    """The seeded draws behind every injected fault; `injected` counts hits by name."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self._rng = rng
+        self.injected: Counter[str] = Counter()
+
+    def draw(self, rate: float, name: str) -> bool:
+        # Only consult the RNG when the fault is on, so a seed's sequence is stable.
+        if rate <= 0:
+            return False
+        hit = self._rng.random() < rate
+        if hit:
+            self.injected[name] += 1
+        return hit
+
+    def decide(self, faults: Faults) -> Decision:
+        decision = Decision(latency_seconds=faults.latency_ms / 1000)
+        if self.draw(faults.server_error_rate, "serverError"):
+            decision.server_error = True
+        elif self.draw(faults.failure_rate, "failure"):
+            decision.failure = True
+        elif self.draw(faults.timeout_rate, "timeout"):
+            decision.hang_seconds = faults.timeout_seconds
+        return decision
+
+    def open_outcome(self, faults: Faults) -> str:
+        """`ok`, `failed` (back to closed) or `stuck` (left `opening`) for one open."""
+        if faults.open_failures > 0:
+            faults.open_failures -= 1
+            self.injected["openFailure"] += 1
+            return "failed"
+        if self.draw(faults.open_stuck_rate, "openStuck"):
+            return "stuck"
+        if self.draw(faults.open_failure_rate, "openFailure"):
+            return "failed"
+        return "ok"

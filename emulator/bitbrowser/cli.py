@@ -1,0 +1,231 @@
+"""`devicepool-bitbrowser-emulator` / `python -m devicepool.emulator.bitbrowser`.
+
+Serves one emulated BitBrowser account to N nodes (desktop clients) from one
+process: node i listens on `--port` + i (with `--port 0`, each on a free
+port), and every node lists the same profiles and phones. Once all listen, one
+line per node goes to stdout: `node-1 http://127.0.0.1:54345`.
+
+Exit codes: 0 after a clean shutdown (SIGINT/SIGTERM), 2 for bad flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from devicepool.emulator.bitbrowser.config import (
+    AUTH_REFUSAL_STATUSES,
+    DEFAULT_ACCOUNT,
+    DEFAULT_PORT,
+    PHONE_RATE_MODES,
+    PHONE_RATE_SCOPES,
+    BitBrowserConfig,
+)
+from devicepool.emulator.cli import (
+    _non_negative_float,
+    _Parser,
+    _port,
+    _positive_float,
+    _positive_int,
+    _seed,
+)
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+PROG = "devicepool-bitbrowser-emulator"
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=prog,
+        description="Run the BitBrowser Local API emulator: one account's browser profiles "
+        "and cloud phones, served to N nodes (desktop clients) that share them.",
+        add_help=False,
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="listen address")
+    parser.add_argument(
+        "--port", type=_port, default=DEFAULT_PORT, help="the first node's port; node i: +i"
+    )
+    parser.add_argument(
+        "--nodes", type=_positive_int, default=1, help="nodes named node-1..N (one account)"
+    )
+    parser.add_argument(
+        "--node",
+        dest="node_names",
+        action="append",
+        metavar="NAME",
+        help="a node's name instead; repeatable (overrides --nodes)",
+    )
+    parser.add_argument("--account", default=DEFAULT_ACCOUNT, help="the account's name")
+    parser.add_argument(
+        "--api-key",
+        default=None,
+        metavar="KEY",
+        help="switch API auth on: x-api-key must be KEY (default: auth off)",
+    )
+    parser.add_argument(
+        "--auth-refusal-status",
+        type=int,
+        choices=AUTH_REFUSAL_STATUSES,
+        default=403,
+        metavar="403|200",
+        help="HTTP status of a missing or wrong key",
+    )
+    parser.add_argument(
+        "--open-seconds",
+        type=_non_negative_float,
+        default=1.0,
+        help="virtual seconds /browser/open takes to launch a browser",
+    )
+    parser.add_argument(
+        "--close-linger-seconds",
+        type=_non_negative_float,
+        default=3.0,
+        help="virtual seconds a closed browser's process lives on",
+    )
+    parser.add_argument(
+        "--phone-boot-seconds",
+        type=_non_negative_float,
+        default=60.0,
+        help="virtual seconds a phone takes to power on from off",
+    )
+    parser.add_argument(
+        "--phone-resume-seconds",
+        type=_non_negative_float,
+        default=5.0,
+        help="virtual seconds a suspended phone takes to open",
+    )
+    parser.add_argument(
+        "--phone-restart-seconds",
+        type=_non_negative_float,
+        default=30.0,
+        help="virtual seconds /phone/restart takes",
+    )
+    parser.add_argument(
+        "--phone-requests-per-second",
+        type=_positive_int,
+        default=1,
+        help="cloud-phone calls allowed in any second",
+    )
+    parser.add_argument(
+        "--phone-rate-limit",
+        choices=PHONE_RATE_MODES,
+        default="refuse",
+        metavar="|".join(PHONE_RATE_MODES),
+        help="a phone call past the budget: refused in the envelope, HTTP 429, or delayed",
+    )
+    parser.add_argument(
+        "--phone-rate-scope",
+        choices=PHONE_RATE_SCOPES,
+        default="account",
+        metavar="|".join(PHONE_RATE_SCOPES),
+        help="whose budget: the account's (all nodes) or each node's",
+    )
+    parser.add_argument(
+        "--phone-region",
+        dest="phone_regions",
+        action="append",
+        metavar="ID",
+        help="a valid regionId (compute type); repeatable (default: any)",
+    )
+    parser.add_argument(
+        "--speed",
+        type=_positive_float,
+        default=1.0,
+        help="virtual clock speed: every duration and the phone budget's second",
+    )
+    parser.add_argument("--seed", type=_seed, default=None, help="seed for ids and faults")
+    parser.add_argument("-h", "--help", action="help", help="Show this message and exit.")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> BitBrowserConfig:
+    nodes = args.node_names or [f"node-{i}" for i in range(1, args.nodes + 1)]
+    return BitBrowserConfig(
+        account=args.account,
+        nodes=nodes,
+        api_key=args.api_key,
+        auth_refusal_status=args.auth_refusal_status,
+        open_seconds=args.open_seconds,
+        close_linger_seconds=args.close_linger_seconds,
+        phone_boot_seconds=args.phone_boot_seconds,
+        phone_resume_seconds=args.phone_resume_seconds,
+        phone_restart_seconds=args.phone_restart_seconds,
+        phone_requests_per_second=args.phone_requests_per_second,
+        phone_rate_mode=args.phone_rate_limit,
+        phone_rate_scope=args.phone_rate_scope,
+        phone_regions=args.phone_regions,
+        speed=args.speed,
+        seed=args.seed,
+    )
+
+
+def node_ports(first: int, count: int) -> list[int]:
+    """Node i's port: `first` + i, or 0 (a free port each) when `first` is 0."""
+    if first and first + count - 1 > 65535:
+        raise ValueError(f"{count} nodes from port {first} run past 65535")
+    return [first + i if first else 0 for i in range(count)]
+
+
+def serve(apps: dict[str, FastAPI], host: str, ports: list[int]) -> None:
+    """Serve every node's app until SIGINT/SIGTERM, then shut all down and return."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # One handler stops every node's server (uvicorn's own would stop one of them).
+            yield
+
+    servers = [
+        Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
+        for app, port in zip(apps.values(), ports, strict=True)
+    ]
+    asyncio.run(_serve_all(servers, list(apps)))
+
+
+async def _serve_all(servers: list, names: list[str]) -> None:  # type: ignore[type-arg]
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        for server in servers:
+            server.should_exit = True
+
+    for sig in _STOP_SIGNALS:
+        loop.add_signal_handler(sig, stop)
+    tasks = [asyncio.create_task(server.serve()) for server in servers]
+    while not all(server.started for server in servers):
+        if any(task.done() for task in tasks):
+            stop()
+            break
+        await asyncio.sleep(0.05)
+    else:
+        for name, server in zip(names, servers, strict=True):
+            host, port = server.servers[0].sockets[0].getsockname()[:2]
+            print(f"{name} http://{host}:{port}", flush=True)
+    await asyncio.gather(*tasks)
+
+
+def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_args(args)
+        ports = node_ports(args.port, len(config.nodes))
+    except ValueError as error:
+        parser.error(str(error))
+    from devicepool.emulator.bitbrowser.app import create_apps
+
+    serve(create_apps(config), args.host, ports)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
