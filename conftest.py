@@ -26,6 +26,8 @@ GROUPS = {
     "observability": "observability",
     "e2e": "e2e",
     "deploy": "deploy",
+    # devicepool dev --encrypt and the Web UI through the codec server; the codec-server process.
+    "encryption": "encryption",
 }
 # Modules with a worker and a dev server of their own, so that they wait beside
 # the rest, not before or after it.

@@ -27,11 +27,13 @@ try:  # typer >= 0.22 vendors click as typer._click; its exceptions are not clic
 except ImportError:  # pragma: no cover - older typer on real click
     from click.exceptions import ClickException, UsageError  # type: ignore[assignment]
 
+from devicepool.client._cli_codec import codec_server
 from devicepool.client._cli_orphans import orphans
 from devicepool.client._cli_pools import apply, delete, describe, devices, get, scale
 from devicepool.client._cli_processes import dev, emulator, setup, version, worker
 from devicepool.client._cli_upgrade import upgrade
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME, BadInput, DevicePoolError
+from devicepool.tracing import flush as flush_traces
 
 # `\b` keeps click from rewrapping the lines that follow it into one paragraph.
 EPILOG = """\b
@@ -99,6 +101,7 @@ _command(
     add_help_option=False,
 )
 _command(dev)
+_command(codec_server, name="codec-server")
 _command(setup)
 _command(upgrade)
 _command(version)
@@ -118,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is not None:
         return run_cli(argv)
     code = run_cli(None)
+    flush_traces()  # the spans a tracing process still holds (atexit never runs here)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
