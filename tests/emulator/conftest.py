@@ -9,6 +9,8 @@ import httpx
 import pytest
 
 from devicepool.emulator.app import EmulatorConfig, create_app
+from devicepool.emulator.bitbrowser import BitBrowserConfig
+from tests.helpers.bitbrowser import Account
 from tests.helpers.emulator import Provider
 
 MakeProvider = Callable[..., Awaitable[Provider]]
@@ -35,3 +37,31 @@ async def make_provider() -> AsyncIterator[MakeProvider]:
 @pytest.fixture
 async def provider(make_provider: MakeProvider) -> Provider:
     return await make_provider()
+
+
+# ---------------------------------------------------------------- the BitBrowser emulator
+
+MakeAccount = Callable[..., Awaitable[Account]]
+
+
+@pytest.fixture
+async def make_account() -> AsyncIterator[MakeAccount]:
+    """Build an emulated BitBrowser account: two nodes, instant opens, seeded, unless told."""
+    accounts: list[Account] = []
+
+    async def make(**config: Any) -> Account:
+        config.setdefault("nodes", ["node-1", "node-2"])
+        config.setdefault("open_seconds", 0)
+        config.setdefault("seed", 7)
+        account = Account(BitBrowserConfig(**config))
+        accounts.append(account)
+        return account
+
+    yield make
+    for account in accounts:
+        await account.aclose()
+
+
+@pytest.fixture
+async def account(make_account: MakeAccount) -> Account:
+    return await make_account()
