@@ -1,0 +1,170 @@
+"""`devicepool-bitbrowser-emulator`: flags, help in the house layout, and real node servers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from devicepool.emulator.bitbrowser.cli import build_parser, config_from_args, main, node_ports
+from devicepool.emulator.bitbrowser.config import BitBrowserConfig
+from tests.helpers.bitbrowser import profile_body
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_defaults() -> None:
+    args = build_parser().parse_args([])
+    assert (args.host, args.port) == ("127.0.0.1", 54345)
+    assert config_from_args(args) == BitBrowserConfig()
+    assert BitBrowserConfig().nodes == ["node-1"] and BitBrowserConfig().api_key is None
+
+
+def test_all_flags() -> None:
+    args = build_parser().parse_args(
+        [
+            "--nodes=3",
+            "--account=acme",
+            "--api-key=k",
+            "--auth-refusal-status=200",
+            "--open-seconds=0",
+            "--close-linger-seconds=5",
+            "--phone-boot-seconds=6",
+            "--phone-resume-seconds=1",
+            "--phone-restart-seconds=2",
+            "--phone-requests-per-second=4",
+            "--phone-rate-limit=delay",
+            "--phone-rate-scope=node",
+            "--phone-region=r1",
+            "--phone-region=r2",
+            "--speed=60",
+            "--seed=9",
+        ]
+    )
+    config = config_from_args(args)
+    assert config.nodes == ["node-1", "node-2", "node-3"]
+    assert (config.account, config.api_key, config.auth_refusal_status) == ("acme", "k", 200)
+    assert (config.open_seconds, config.close_linger_seconds) == (0, 5)
+    assert (config.phone_boot_seconds, config.phone_resume_seconds) == (6, 1)
+    assert (config.phone_requests_per_second, config.phone_rate_mode) == (4, "delay")
+    assert (config.phone_rate_scope, config.phone_regions) == ("node", ["r1", "r2"])
+    assert (config.speed, config.seed) == (60, 9)
+    named = config_from_args(build_parser().parse_args(["--node", "a", "--node", "b"]))
+    assert named.nodes == ["a", "b"]
+
+
+def test_node_ports() -> None:
+    assert node_ports(54345, 3) == [54345, 54346, 54347]
+    assert node_ports(0, 2) == [0, 0]
+    with pytest.raises(ValueError, match="65535"):
+        node_ports(65535, 2)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--nodes", "0"],
+        ["--port", "http"],
+        ["--speed", "0"],
+        ["--open-seconds", "-1"],
+        ["--phone-requests-per-second", "0"],
+        ["--phone-rate-limit", "drop"],
+        ["--auth-refusal-status", "401"],
+        ["--node", "a", "--node", "a"],
+        ["--api-key", ""],
+        ["--port", "65535", "--nodes", "2"],
+        ["--bogus"],
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert err.rstrip().endswith("(see `devicepool-bitbrowser-emulator --help`)")
+
+
+def test_help_has_the_layout_of_the_other_emulator(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == "Usage: devicepool-bitbrowser-emulator [OPTIONS]"
+    assert lines[1] == "" and lines[2].startswith("  Run the BitBrowser Local API emulator")
+    assert "Options:" in lines
+    assert lines[-1].split() == ["-h,", "--help", "Show", "this", "message", "and", "exit."]
+    assert "--port <int>" in out and "[default: 54345]" in out and "--nodes <int>" in out
+    assert "--phone-rate-limit refuse|http429|delay" in out and "[default: refuse]" in out
+    assert max(len(line) for line in lines) <= 80
+    # The name a caller gives it (e.g. a `devicepool emulator --bitbrowser`) is the usage's.
+    assert (
+        build_parser("devicepool emulator")
+        .format_help()
+        .startswith("Usage: devicepool emulator [OPTIONS]")
+    )
+
+
+@contextlib.contextmanager
+def serving(log: Path, *argv: str) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
+    """`python -m devicepool.emulator.bitbrowser --port 0 ...`, once every node listens."""
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "devicepool.emulator.bitbrowser", "--port", "0", *argv],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.PIPE,
+            stderr=sink,
+        )
+        try:
+            assert process.stdout is not None
+            nodes: dict[str, str] = {}
+            deadline = time.monotonic() + 30  # a busy 2-core machine starts Python slowly
+            while len(nodes) < argv.count("--node") and time.monotonic() < deadline:
+                line = process.stdout.readline().decode()
+                assert line, f"the emulator died: {log.read_text()}"
+                name, _, url = line.strip().partition(" ")
+                nodes[name] = url
+            yield process, nodes
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+@pytest.mark.e2e  # a real emulator process
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_two_nodes_of_one_account_over_real_sockets(tmp_path: Path, stop: signal.Signals) -> None:
+    log = tmp_path / "emulator.log"
+    argv = ["--node", "node-a", "--node", "node-b", "--api-key", "k", "--open-seconds", "0"]
+    with serving(log, *argv) as (process, nodes):
+        assert sorted(nodes) == ["node-a", "node-b"]
+        key = {"x-api-key": "k"}
+        body = profile_body(password="pw-in-no-log", cookie="cookie-in-no-log")
+        created = httpx.post(f"{nodes['node-a']}/browser/update", json=body, headers=key)
+        assert created.json()["success"] is True
+        listed = httpx.post(f"{nodes['node-b']}/browser/list", json={"page": 0}, headers=key)
+        assert [p["id"] for p in listed.json()["data"]["list"]] == [created.json()["data"]["id"]]
+        refused = httpx.post(f"{nodes['node-b']}/health", headers={"x-api-key": "nope"})
+        assert refused.status_code == 403 and refused.json()["success"] is False
+        process.send_signal(stop)
+        assert process.wait(timeout=10) == 0
+        assert process.stdout is not None
+        access_log = process.stdout.read().decode()  # uvicorn writes it to stdout
+    text = log.read_text() + access_log
+    assert "POST /browser/list" in text  # the access log is there, and holds no secret
+    for secret in ("pw-in-no-log", "cookie-in-no-log", "proxy-secret-0"):
+        assert secret not in text
