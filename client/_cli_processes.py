@@ -112,6 +112,17 @@ def dev(
             "(a restart keeps your changes)",
         ),
     ] = None,
+    encrypt: Annotated[
+        bool,
+        typer.Option(
+            "--encrypt",
+            help="encrypt history with a key of the data dir's and start a codec server for the "
+            "Web UI (a data dir once encrypted stays so)",
+        ),
+    ] = False,
+    codec_port: Annotated[
+        int, typer.Option(min=1, max=65535, help="codec server port (with --encrypt)")
+    ] = 8234,
 ) -> None:
     """Run the whole system locally: Temporal dev server + emulator + worker."""
     from devicepool.client.dev import DevOptions, run_dev
@@ -131,6 +142,8 @@ def dev(
         startup_timeout_seconds=startup_timeout_seconds,
         orphan_grace_seconds=orphan_grace_seconds,
         apply=apply_file,
+        encrypt=encrypt,
+        codec_port=codec_port,
     )
     pools = load_or_exit(apply_file) if apply_file else []  # a bad manifest exits 2 before starting
     code = run(lambda: run_dev(options, pools))

@@ -49,6 +49,9 @@ class DevOptions:
     startup_timeout_seconds: float = 300.0
     orphan_grace_seconds: float = 600.0
     apply: str | None = None
+    # Encrypted history and the codec server for the Web UI (`_dev_codec`).
+    encrypt: bool = False
+    codec_port: int = 8234
 
     @property
     def address(self) -> str:
@@ -65,10 +68,14 @@ def account_key(account: str) -> str:
 
 
 def dev_worker_config(
-    options: DevOptions, *, accounts: Sequence[str], proxy_pools: Sequence[str]
+    options: DevOptions,
+    *,
+    accounts: Sequence[str],
+    proxy_pools: Sequence[str],
+    key_files: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The worker config `devicepool dev` writes (keys are files under `secrets/`)."""
-    return {
+    config: dict[str, Any] = {
         "accounts": {
             name: {
                 "baseUrl": f"http://{DEV_HOST}:{options.emulator_port}",
@@ -99,10 +106,13 @@ def dev_worker_config(
         # workflow module is a new build).
         "deployment": {"name": DEV_DEPLOYMENT, "behavior": "autoUpgrade"},
     }
+    if key_files:  # `--encrypt` (`_dev_codec`)
+        config["encryption"] = {"keyFiles": list(key_files)}
+    return config
 
 
 def write_worker_config(
-    options: DevOptions, pools: Sequence[DevicePool]
+    options: DevOptions, pools: Sequence[DevicePool], *, key_files: Sequence[str] = ()
 ) -> tuple[list[str], list[str]]:
     """Accounts and proxy pools: the defaults, the previous run's, and what pools name."""
     data_dir = options.data_dir
@@ -124,7 +134,9 @@ def write_worker_config(
         key_file = secrets / f"{account}.key"
         key_file.write_text(account_key(account) + "\n")
         key_file.chmod(0o600)
-    config = dev_worker_config(options, accounts=sorted(accounts), proxy_pools=sorted(proxy_pools))
+    config = dev_worker_config(
+        options, accounts=sorted(accounts), proxy_pools=sorted(proxy_pools), key_files=key_files
+    )
     header = "# Written by `devicepool dev` at every start; edit its flags, not this file.\n"
     previous.write_text(header + yaml.safe_dump(config, sort_keys=False))
     return sorted(accounts), sorted(proxy_pools)

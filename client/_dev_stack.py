@@ -25,9 +25,17 @@ from pathlib import Path
 from urllib.parse import quote
 
 import httpx
+from temporalio.converter import PayloadCodec
 
 from devicepool.api.names import SEARCH_ATTRIBUTES, WATCH_TASK_QUEUE_SUFFIX, WORKFLOW_DEVICE_POOL
 from devicepool.api.v1alpha1 import DevicePool
+from devicepool.client._dev_codec import (
+    banner_line,
+    codec_command,
+    codec_url,
+    encryption_on,
+    ensure_dev_key,
+)
 from devicepool.client._dev_config import (
     DEFAULT_API_KEY,
     DEV_HOST,
@@ -46,7 +54,12 @@ from devicepool.worker.config import DEFAULT_GRACEFUL_SHUTDOWN_SECONDS
 
 READY_TIMEOUT = 90.0
 # What Ctrl-C says while each child stops (the worker's line adds what it waits for).
-STOPPING = {"worker": "the worker", "emulator": "the emulator", "temporal": "Temporal"}
+STOPPING = {
+    "worker": "the worker",
+    "emulator": "the emulator",
+    "codec-server": "the codec server",
+    "temporal": "Temporal",
+}
 _SLOTS_USED = re.compile(r"^temporal_worker_task_slots_used\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 
@@ -70,6 +83,8 @@ def server_command(temporal: str, options: DevOptions) -> list[str]:
     ]
     for name, type_ in SEARCH_ATTRIBUTES.items():
         args += ["--search-attribute", f"{name}={type_}"]
+    if encryption_on(options):  # the UI decodes through the stack's codec server
+        args += ["--ui-codec-endpoint", codec_url(options)]
     return args
 
 
@@ -184,12 +199,20 @@ class DevStack:
         # the data dir holds no pools, so there is nothing the user changed.
         new_data_dir = not (self.data_dir / "temporal.db").exists()
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
-        accounts, proxy_pools = write_worker_config(o, pools)
+        encrypted = encryption_on(o)
+        key_files = [str(ensure_dev_key(o).relative_to(self.data_dir))] if encrypted else []
+        accounts, proxy_pools = write_worker_config(o, pools, key_files=key_files)
         temporal = find_temporal()
         await self._spawn("temporal", server_command(temporal, o))
         await self._spawn("emulator", emulator_command(o, accounts))
+        waits = [self._wait_temporal(), self._wait_emulator()]
+        if encrypted:
+            await self._spawn("codec-server", codec_command(o))
+            waits.append(
+                self._wait_http("codec-server", f"{codec_url(o)}/healthz", timeout=READY_TIMEOUT)
+            )
         self.out(f"starting Temporal on {o.address} and the emulator on port {o.emulator_port} ...")
-        await asyncio.gather(self._wait_temporal(), self._wait_emulator())
+        await asyncio.gather(*waits)
 
         await self._start_worker()
         if pools and new_data_dir:
@@ -240,6 +263,7 @@ class DevStack:
             ("--ui-port", o.ui_port),
             ("--emulator-port", o.emulator_port),
             ("--metrics-port", o.metrics_port),
+            *([("--codec-port", o.codec_port)] if encryption_on(o) else []),
         ):
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -338,6 +362,7 @@ class DevStack:
             f"(accounts: {', '.join(accounts)}; key {DEFAULT_API_KEY})\n"
             f"  Worker metrics:   http://{DEV_HOST}:{o.metrics_port}/metrics\n"
             f"  Proxy pools:      {', '.join(proxy_pools)} (placeholder gateways)\n"
+            f"{banner_line(o) if encryption_on(o) else ''}"
             f"  Data and logs:    {self.data_dir}/ (temporal.db, emulator.sqlite; "
             f"{logs}/temporal.log, emulator.log, worker.log)\n"
             f"{manifests}"
@@ -351,7 +376,9 @@ class DevStack:
         from devicepool.client.pool_client import PoolClient
         from devicepool.connect import connect
 
-        client = PoolClient(await connect(address=self.options.address, env={}))
+        client = PoolClient(
+            await connect(address=self.options.address, env={}, codec=self._codec())
+        )
         for pool in pools:
             try:
                 result = await client.apply(pool)
@@ -362,6 +389,14 @@ class DevStack:
                 f"devicepool/{pool.name} {applied_verb(result)} (generation {result.generation}, "
                 f"replicas {result.replicas})"
             )
+
+    def _codec(self) -> PayloadCodec | None:
+        """The stack's own codec (`--encrypt`), whatever the user's environment says."""
+        if not encryption_on(self.options):
+            return None
+        from devicepool.codec import EncryptionCodec, KeyRing
+
+        return EncryptionCodec(KeyRing.from_files([ensure_dev_key(self.options)]))
 
     async def wait_any_exit(self) -> Child:
         waits = {asyncio.create_task(c.process.wait()): c for c in self.children}
@@ -377,7 +412,7 @@ class DevStack:
     async def stop(self) -> None:
         """Worker first (it finishes in-flight activities), then emulator, then server."""
         self.stopping = True
-        order = {"worker": 0, "emulator": 1, "temporal": 2}
+        order = {"worker": 0, "emulator": 1, "codec-server": 2, "temporal": 3}
         for child in sorted(self.children, key=lambda c: order.get(c.name, 9)):
             if child.process.returncode is None:
                 self.out(await self._stopping_line(child.name))
