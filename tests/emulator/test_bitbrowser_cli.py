@@ -168,3 +168,10 @@ def test_two_nodes_of_one_account_over_real_sockets(tmp_path: Path, stop: signal
     assert "POST /browser/list" in text  # the access log is there, and holds no secret
     for secret in ("pw-in-no-log", "cookie-in-no-log", "proxy-secret-0"):
         assert secret not in text
+
+
+def test_the_console_script_is_the_cli() -> None:
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["devicepool-bitbrowser-emulator"] == "devicepool.emulator.bitbrowser.cli:main"
