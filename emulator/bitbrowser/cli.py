@@ -5,7 +5,8 @@ process: node i listens on `--port` + i (with `--port 0`, each on a free
 port), and every node lists the same profiles and phones. Once all listen, one
 line per node goes to stdout: `node-1 http://127.0.0.1:54345`.
 
-Exit codes: 0 after a clean shutdown (SIGINT/SIGTERM), 2 for bad flags.
+Exit codes: 0 after a clean shutdown (SIGINT/SIGTERM), 2 for bad flags or a
+port it cannot listen on (every node's socket is bound before any serves).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import argparse
 import asyncio
 import contextlib
 import signal
+import socket
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from devicepool.emulator.bitbrowser.config import (
     AUTH_REFUSAL_STATUSES,
@@ -174,8 +176,25 @@ def node_ports(first: int, count: int) -> list[int]:
     return [first + i if first else 0 for i in range(count)]
 
 
-def serve(apps: dict[str, FastAPI], host: str, ports: list[int]) -> None:
-    """Serve every node's app until SIGINT/SIGTERM, then shut all down and return."""
+def bind(host: str, ports: list[int]) -> list[socket.socket]:
+    """One listening socket per node, all or none (ValueError names the port that failed)."""
+    bound: list[socket.socket] = []
+    for port in ports:
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+        except OSError as error:
+            sock.close()
+            for other in bound:
+                other.close()
+            raise ValueError(f"cannot listen on {host}:{port}: {error.strerror}") from None
+        bound.append(sock)
+    return bound
+
+
+def serve(apps: dict[str, FastAPI], sockets: list[socket.socket]) -> None:
+    """Serve every node's app on its socket until SIGINT/SIGTERM, then stop all and return."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -184,14 +203,11 @@ def serve(apps: dict[str, FastAPI], host: str, ports: list[int]) -> None:
             # One handler stops every node's server (uvicorn's own would stop one of them).
             yield
 
-    servers = [
-        Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
-        for app, port in zip(apps.values(), ports, strict=True)
-    ]
-    asyncio.run(_serve_all(servers, list(apps)))
+    servers = [Server(uvicorn.Config(app, log_level="info")) for app in apps.values()]
+    asyncio.run(_serve_all(servers, list(apps), sockets))
 
 
-async def _serve_all(servers: list, names: list[str]) -> None:  # type: ignore[type-arg]
+async def _serve_all(servers: list[Any], names: list[str], sockets: list[socket.socket]) -> None:
     loop = asyncio.get_running_loop()
 
     def stop() -> None:
@@ -200,15 +216,18 @@ async def _serve_all(servers: list, names: list[str]) -> None:  # type: ignore[t
 
     for sig in _STOP_SIGNALS:
         loop.add_signal_handler(sig, stop)
-    tasks = [asyncio.create_task(server.serve()) for server in servers]
+    tasks = [
+        asyncio.create_task(server.serve(sockets=[sock]))
+        for server, sock in zip(servers, sockets, strict=True)
+    ]
     while not all(server.started for server in servers):
         if any(task.done() for task in tasks):
             stop()
             break
         await asyncio.sleep(0.05)
     else:
-        for name, server in zip(names, servers, strict=True):
-            host, port = server.servers[0].sockets[0].getsockname()[:2]
+        for name, sock in zip(names, sockets, strict=True):
+            host, port = sock.getsockname()[:2]
             print(f"{name} http://{host}:{port}", flush=True)
     await asyncio.gather(*tasks)
 
@@ -218,12 +237,12 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
     args = parser.parse_args(argv)
     try:
         config = config_from_args(args)
-        ports = node_ports(args.port, len(config.nodes))
+        sockets = bind(args.host, node_ports(args.port, len(config.nodes)))
     except ValueError as error:
         parser.error(str(error))
     from devicepool.emulator.bitbrowser.app import create_apps
 
-    serve(create_apps(config), args.host, ports)
+    serve(create_apps(config), sockets)
     return 0
 
 
