@@ -19,18 +19,27 @@ docs/bitbrowser-emulator.md; in short:
 - cloud phones: power-billed, asynchronous power-on, no delete, a budget of 1
   request per second (what happens past it is configurable);
 - the `/_emulator` control plane: stats, secrets, faults, clock, node up/down,
-  kill a browser, take a phone offline, reset.
+  kill a browser, take a phone offline, reset;
+- `--state FILE` keeps the account across restarts (browsers do not survive one).
 
-Public surface: `BitBrowserConfig`, `BitBrowserEmulator`, `create_app`,
-`create_apps`, `main` (the CLI).
+Public surface: `BitBrowserConfig`, `BitBrowserEmulator`, `StateFileError`,
+`create_app`, `create_apps`, `main` (the CLI).
 """
 
 from devicepool.emulator.bitbrowser.app import (
     BitBrowserConfig,
     BitBrowserEmulator,
+    StateFileError,
     create_app,
     create_apps,
 )
 from devicepool.emulator.bitbrowser.cli import main
 
-__all__ = ["BitBrowserConfig", "BitBrowserEmulator", "create_app", "create_apps", "main"]
+__all__ = [
+    "BitBrowserConfig",
+    "BitBrowserEmulator",
+    "StateFileError",
+    "create_app",
+    "create_apps",
+    "main",
+]

@@ -129,7 +129,7 @@ class PhoneStore:
         self.phones: dict[str, Phone] = {}
         self.groups: dict[str, dict[str, Any]] = {}
         self.counters = PhoneCounters()
-        self._next_seq = 1
+        self.next_seq = 1
 
     def _new_id(self) -> str:
         return f"{self._rng.getrandbits(128):032x}"
@@ -156,11 +156,11 @@ class PhoneStore:
         if body.get("computeType") in (None, ""):
             fields["computeType"] = 0
         self._check(fields, body)
-        phone = Phone(self._new_id(), self._next_seq, fields, now, stamp, stamp)
+        phone = Phone(self._new_id(), self.next_seq, fields, now, stamp, stamp)
         phone.adb_code = f"{self._rng.getrandbits(72):018x}"
         if fields["computeType"] == MONTHLY:
             phone.billing_since = now
-        self._next_seq += 1
+        self.next_seq += 1
         self.phones[phone.id] = phone
         self.counters.created += 1
         return phone

@@ -19,21 +19,28 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from devicepool.emulator._problems import ProblemError, problem_response
 from devicepool.emulator.bitbrowser import _envelope as text
 from devicepool.emulator.bitbrowser._bodies import parse_body
 from devicepool.emulator.bitbrowser._envelope import LocalApiError, ok, refusal
+from devicepool.emulator.bitbrowser._statefile import StateFileError
 from devicepool.emulator.bitbrowser.config import BitBrowserConfig
 from devicepool.emulator.bitbrowser.state import BitBrowserEmulator, Node
 
-__all__ = ["BitBrowserConfig", "BitBrowserEmulator", "create_app", "create_apps"]
+__all__ = ["BitBrowserConfig", "BitBrowserEmulator", "StateFileError", "create_app", "create_apps"]
 
 NODE_DOWN_BODY = "node down (emulated): the BitBrowser client is not running"
 
 
 def create_apps(config: BitBrowserConfig | None = None) -> dict[str, FastAPI]:
-    """One app per configured node, all on one new emulated account (in node order)."""
+    """One app per configured node, all on one emulated account (in node order).
+
+    With `config.state_file`, the account is read from it (or starts empty) and
+    written after every call; `app.state.emulator.close()` releases the file.
+    Raises `StateFileError` if the file cannot be used.
+    """
     emulator = BitBrowserEmulator(config or BitBrowserConfig())
     return {name: create_app(emulator, name) for name in emulator.nodes}
 
@@ -55,6 +62,7 @@ def create_app(emulator: BitBrowserEmulator, node_name: str) -> FastAPI:
         return problem_response(error)
 
     app.add_exception_handler(ProblemError, on_problem)
+    app.add_middleware(_CommitControlPlane, emulator=emulator)
     _add_control_plane(app, emulator, node)
     _add_local_api(app, emulator, node)
     return app
@@ -153,10 +161,40 @@ def _add_local_api(app: FastAPI, emulator: BitBrowserEmulator, node: Node) -> No
             if decision.failure:
                 raise LocalApiError(text.BUSY)
             body = parse_body(await request.body())
-            answer = ok(await emulator.call(node, "/" + path, body))
+            try:
+                answer = ok(await emulator.call(node, "/" + path, body))
+            finally:
+                emulator.commit()
         except LocalApiError as error:
             return refusal(error)
         if decision.hang_seconds is not None:
             # The work is done; the answer is lost on the way (the client times out).
             await asyncio.sleep(decision.hang_seconds)
         return answer
+
+
+class _CommitControlPlane:
+    """Writes the account to its state file before a control-plane `POST` is answered.
+
+    (The Local API commits in its own handler.)
+    """
+
+    def __init__(self, app: ASGIApp, emulator: BitBrowserEmulator) -> None:
+        self.app = app
+        self.emulator = emulator
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope["path"].startswith("/_emulator/")
+        ):
+            await self.app(scope, receive, send)
+            return
+
+        async def commit_first(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self.emulator.commit()
+            await send(message)
+
+        await self.app(scope, receive, commit_first)

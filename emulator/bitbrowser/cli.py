@@ -18,6 +18,7 @@ import signal
 import socket
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devicepool.emulator.bitbrowser.config import (
@@ -144,6 +145,15 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="virtual clock speed: every duration and the phone budget's second",
     )
     parser.add_argument("--seed", type=_seed, default=None, help="seed for ids and faults")
+    parser.add_argument(
+        "--state",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="keep the account (profiles, phones, billing, counters, clock) in this JSON file, "
+        "so an emulator started again on it is the same account; browsers do not survive a "
+        "restart (default: in memory only)",
+    )
     parser.add_argument("-h", "--help", action="help", help="Show this message and exit.")
     return parser
 
@@ -166,6 +176,7 @@ def config_from_args(args: argparse.Namespace) -> BitBrowserConfig:
         phone_regions=args.phone_regions,
         speed=args.speed,
         seed=args.seed,
+        state_file=args.state,
     )
 
 
@@ -240,9 +251,18 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
         sockets = bind(args.host, node_ports(args.port, len(config.nodes)))
     except ValueError as error:
         parser.error(str(error))
-    from devicepool.emulator.bitbrowser.app import create_apps
+    from devicepool.emulator.bitbrowser.app import StateFileError, create_apps
 
-    serve(create_apps(config), sockets)
+    try:
+        apps = create_apps(config)
+    except StateFileError as error:
+        for sock in sockets:
+            sock.close()
+        parser.error(str(error))
+    try:
+        serve(apps, sockets)
+    finally:
+        next(iter(apps.values())).state.emulator.close()
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 DEFAULT_PORT = 54345
 DEFAULT_ACCOUNT = "default"
@@ -44,6 +45,9 @@ class BitBrowserConfig:
     phone_regions: list[str] | None = None
     speed: float = 1.0
     seed: int | None = None
+    # Keep the account in this JSON file, so an emulator started again on it is the same
+    # account (None: in memory only).
+    state_file: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.account:

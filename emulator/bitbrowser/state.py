@@ -3,7 +3,8 @@
 One `BitBrowserEmulator` holds the account's state: its browser profiles and
 groups (`_profiles`), the browser processes (`_browsers`), its cloud phones
 (`_phones`) and their request budget (`_phone_rate`), faults (`_faults`),
-counters and the virtual clock. Each `Node` is one desktop client: the app of
+counters and the virtual clock; with a state file (`_statefile`) it is written
+after every call and read back at start. Each `Node` is one desktop client: the app of
 each node serves the same emulator, so every node lists the same profiles and
 phones, while a browser process belongs to the node that opened it.
 
@@ -16,10 +17,13 @@ what they rely on after waking.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
+import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from devicepool.emulator import _clock
@@ -31,8 +35,9 @@ from devicepool.emulator.bitbrowser._browsers import Process, Processes
 from devicepool.emulator.bitbrowser._envelope import NO_DATA, LocalApiError
 from devicepool.emulator.bitbrowser._faults import Decision, Dice, Faults
 from devicepool.emulator.bitbrowser._phone_rate import PhoneRate
-from devicepool.emulator.bitbrowser._phones import Phone, PhoneStore, PhoneTimes
-from devicepool.emulator.bitbrowser._profiles import Profile, ProfileStore
+from devicepool.emulator.bitbrowser._phones import Phone, PhoneCounters, PhoneStore, PhoneTimes
+from devicepool.emulator.bitbrowser._profiles import Group, Profile, ProfileStore
+from devicepool.emulator.bitbrowser._statefile import StateFile
 from devicepool.emulator.bitbrowser.config import BitBrowserConfig
 
 __all__ = ["BitBrowserEmulator", "Node"]
@@ -43,6 +48,19 @@ Handler = Callable[["BitBrowserEmulator", "Node", dict[str, Any]], Awaitable[Any
 def _rng(seed: int | None, purpose: str) -> random.Random:
     # Separate streams, so that for one seed ids do not shift when faults are switched on.
     return random.Random() if seed is None else random.Random(f"{seed}:{purpose}")
+
+
+def _clock_from(saved: dict[str, Any] | None, speed: float) -> VirtualClock:
+    """A new clock, or the saved one run on by the (wall) time the emulator was down."""
+    if saved is None:
+        return VirtualClock(speed=speed)
+    clock = saved["clock"]
+    down = max(0.0, time.time() - clock["wall"])
+    return VirtualClock(
+        speed=speed,
+        start=clock["virtual"] + down * speed,
+        epoch=datetime.fromisoformat(clock["epoch"]),
+    )
 
 
 @dataclass
@@ -71,16 +89,28 @@ class BitBrowserEmulator:
 
     def __init__(self, config: BitBrowserConfig) -> None:
         self.config = config
-        self.clock = VirtualClock(speed=config.speed)
+        # Raises StateFileError when the file cannot be used (another emulator holds it, ...).
+        self._disk = StateFile(config.state_file) if config.state_file is not None else None
+        try:
+            saved = self._disk.load() if self._disk is not None else None
+        except BaseException:
+            if self._disk is not None:
+                self._disk.close()
+            raise
+        self.clock = _clock_from(saved, config.speed)
         self.nodes = {name: Node(name) for name in config.nodes}
         self._new_parts()
+        if saved is not None:
+            self._restore(saved)
+        self.commit()
 
     def _new_parts(self) -> None:
         seed = self.config.seed
-        self.profiles = ProfileStore(_rng(seed, "profiles"))
-        self.processes = Processes(_rng(seed, "processes"))
+        self._rngs = {p: _rng(seed, p) for p in ("profiles", "processes", "phones", "faults")}
+        self.profiles = ProfileStore(self._rngs["profiles"])
+        self.processes = Processes(self._rngs["processes"])
         self.phones = PhoneStore(
-            _rng(seed, "phones"),
+            self._rngs["phones"],
             times=PhoneTimes(
                 boot=self.config.phone_boot_seconds,
                 resume=self.config.phone_resume_seconds,
@@ -92,7 +122,7 @@ class BitBrowserEmulator:
         )
         self.phone_rate = PhoneRate()
         self.faults = Faults()
-        self.dice = Dice(_rng(seed, "faults"))
+        self.dice = Dice(self._rngs["faults"])
         self.counters = Counters()
 
     def reset(self) -> None:
@@ -100,6 +130,58 @@ class BitBrowserEmulator:
         self._new_parts()
         for node in self.nodes.values():
             node.up = True
+        self.commit()
+
+    def close(self) -> None:
+        """Write the account one last time and release the state file (if any); idempotent."""
+        if self._disk is not None:
+            self.commit()
+            self._disk.close()
+            self._disk = None
+
+    # ------------------------------------------------------------ on disk
+
+    def commit(self) -> None:
+        """Write the account to the state file, if there is one."""
+        if self._disk is not None:
+            self._disk.save(self._snapshot())
+
+    def _snapshot(self) -> dict[str, Any]:
+        rate = self.phone_rate
+        return {
+            "account": self.config.account,
+            "clock": {
+                "virtual": self.now(),
+                "wall": time.time(),
+                "epoch": self.clock.epoch.isoformat(),
+            },
+            "profiles": [dataclasses.asdict(p) for p in self.profiles.profiles.values()],
+            "groups": [dataclasses.asdict(g) for g in self.profiles.groups.values()],
+            "nextSeq": self.profiles.next_seq,
+            "phones": [dataclasses.asdict(p) for p in self.phones.phones.values()],
+            "phoneGroups": list(self.phones.groups.values()),
+            "phoneNextSeq": self.phones.next_seq,
+            "counters": dataclasses.asdict(self.counters),
+            "phoneCounters": dataclasses.asdict(self.phones.counters),
+            "phoneRate": [rate.requests, rate.rate_limited, rate.max_per_second],
+            "faultsInjected": dict(self.dice.injected),
+            "rng": {purpose: rng.getstate() for purpose, rng in self._rngs.items()},
+        }
+
+    def _restore(self, saved: dict[str, Any]) -> None:
+        self.profiles.profiles = {p["id"]: Profile(**p) for p in saved["profiles"]}
+        self.profiles.groups = {g["id"]: Group(**g) for g in saved["groups"]}
+        self.profiles.next_seq = saved["nextSeq"]
+        self.phones.phones = {p["id"]: Phone(**p) for p in saved["phones"]}
+        self.phones.groups = {g["id"]: g for g in saved["phoneGroups"]}
+        self.phones.next_seq = saved["phoneNextSeq"]
+        self.counters = Counters(**saved["counters"])
+        self.phones.counters = PhoneCounters(**saved["phoneCounters"])
+        requests, limited, most = saved["phoneRate"]
+        self.phone_rate = PhoneRate(requests=requests, rate_limited=limited, max_per_second=most)
+        self.dice.injected = Counter(saved["faultsInjected"])
+        for purpose, (version, internal, gauss) in saved["rng"].items():
+            self._rngs[purpose].setstate((version, tuple(internal), gauss))
 
     def node(self, name: str) -> Node:
         node = self.nodes.get(name)
@@ -189,7 +271,7 @@ class BitBrowserEmulator:
     async def list_profiles(self, node: Node, body: dict[str, Any]) -> Any:
         return self.profiles.listing(body)
 
-    async def open(self, node: Node, body: dict[str, Any]) -> Any:
+    async def open_browser(self, node: Node, body: dict[str, Any]) -> Any:
         profile_id = required_id(body)
         profile = self.profiles.get(profile_id)
         running = self._openable(profile.id, node)
@@ -235,7 +317,7 @@ class BitBrowserEmulator:
             raise LocalApiError(text.CLOSING)
         return process
 
-    async def close(self, node: Node, body: dict[str, Any]) -> Any:
+    async def close_browser(self, node: Node, body: dict[str, Any]) -> Any:
         profile = self.profiles.get(required_id(body))
         process = self.processes.get(profile.id, self.now())
         if process is None or process.state == "closing":
@@ -525,8 +607,8 @@ _ROUTES: dict[str, Handler] = {
     "/browser/update/partial": BitBrowserEmulator.update_partial,
     "/browser/detail": BitBrowserEmulator.detail,
     "/browser/list": BitBrowserEmulator.list_profiles,
-    "/browser/open": BitBrowserEmulator.open,
-    "/browser/close": BitBrowserEmulator.close,
+    "/browser/open": BitBrowserEmulator.open_browser,
+    "/browser/close": BitBrowserEmulator.close_browser,
     "/browser/closing/reset": BitBrowserEmulator.closing_reset,
     "/browser/delete": BitBrowserEmulator.delete,
     "/browser/delete/ids": BitBrowserEmulator.delete_ids,

@@ -48,6 +48,7 @@ def test_all_flags() -> None:
             "--phone-region=r2",
             "--speed=60",
             "--seed=9",
+            "--state=/tmp/account.json",
         ]
     )
     config = config_from_args(args)
@@ -58,6 +59,7 @@ def test_all_flags() -> None:
     assert (config.phone_requests_per_second, config.phone_rate_mode) == (4, "delay")
     assert (config.phone_rate_scope, config.phone_regions) == ("node", ["r1", "r2"])
     assert (config.speed, config.seed) == (60, 9)
+    assert config.state_file == Path("/tmp/account.json")
     named = config_from_args(build_parser().parse_args(["--node", "a", "--node", "b"]))
     assert named.nodes == ["a", "b"]
 
@@ -107,6 +109,7 @@ def test_help_has_the_layout_of_the_other_emulator(capsys: pytest.CaptureFixture
     assert "Options:" in lines
     assert lines[-1].split() == ["-h,", "--help", "Show", "this", "message", "and", "exit."]
     assert "--port <int>" in out and "[default: 54345]" in out and "--nodes <int>" in out
+    assert "--state FILE" in out
     assert "--phone-rate-limit refuse|http429|delay" in out and "[default: refuse]" in out
     assert max(len(line) for line in lines) <= 80
     # The name a caller gives it (e.g. a `devicepool emulator --bitbrowser`) is the usage's.

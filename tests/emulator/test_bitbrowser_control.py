@@ -16,6 +16,7 @@ def test_the_public_surface() -> None:
     assert sorted(bitbrowser.__all__) == [
         "BitBrowserConfig",
         "BitBrowserEmulator",
+        "StateFileError",
         "create_app",
         "create_apps",
         "main",
