@@ -117,7 +117,14 @@ def _provider_from_env(env: Mapping[str, str]) -> Any:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
     except ImportError:
         raise _missing("opentelemetry-sdk") from None
-    provider = TracerProvider(resource=Resource.create({"service.name": "devicepool"}))
+    # Attributes given here win over the environment's: name the service only when
+    # neither OTEL_SERVICE_NAME nor OTEL_RESOURCE_ATTRIBUTES does.
+    service = env.get("OTEL_SERVICE_NAME", "").strip()
+    if not service and "service.name=" not in env.get("OTEL_RESOURCE_ATTRIBUTES", ""):
+        service = "devicepool"
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": service} if service else {})
+    )
     for name in exporters:
         if name == "console":
             provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +21,8 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from fastapi import FastAPI, Request, Response
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -58,6 +61,24 @@ def exporter(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[InMemorySpanExpo
         provider.shutdown()
 
 
+def collector(received: list[ExportTraceServiceRequest]) -> FastAPI:
+    """An OTLP/HTTP trace receiver (what an OpenTelemetry Collector listens with on 4318)."""
+    app = FastAPI()
+
+    @app.post("/v1/traces")
+    async def traces(request: Request) -> Response:
+        received.append(ExportTraceServiceRequest.FromString(await request.body()))
+        return Response(b"", media_type="application/x-protobuf")
+
+    return app
+
+
+def serve(app: Any, port: int) -> uvicorn.Server:
+    return uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
+
+
 def tree(spans: tuple[ReadableSpan, ...], leaf: ReadableSpan) -> list[str]:
     """The names from the trace's root down to `leaf`."""
     by_id = {s.context.span_id: s for s in spans}
@@ -91,6 +112,10 @@ async def test_one_scale_up_is_one_trace(exporter: tuple[InMemorySpanExporter, A
         )
     )
     serving = asyncio.create_task(emulator.serve())
+    received: list[ExportTraceServiceRequest] = []
+    collector_port = free_port()
+    otlp = serve(collector(received), collector_port)
+    collecting = asyncio.create_task(otlp.serve())
     config = WorkerConfig(
         accounts={
             "default": AccountSettings(
@@ -143,6 +168,21 @@ async def test_one_scale_up_is_one_trace(exporter: tuple[InMemorySpanExporter, A
                 # takes its key there would): the span keeps the name, not the value.
                 async with httpx.AsyncClient(base_url=emulator_url) as http:
                     await http.get("/api/v1/regions", params={"api_key": API_KEY, "region": "us"})
+
+                # The real CLI, traced by the environment alone, exporting OTLP before it
+                # exits (os._exit skips atexit): the worker's handling links to its span.
+                env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+                env.update(
+                    TEMPORAL_ADDRESS=address,
+                    OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{collector_port}",
+                    OTEL_SERVICE_NAME="devicepool-cli-test",
+                )
+                cli = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "devicepool.client", "scale", POOL, "--replicas", "2",
+                    env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                )  # fmt: skip
+                out, err = await asyncio.wait_for(cli.communicate(), 60)
+                assert cli.returncode == 0, (out, err)
             finally:
                 stop.set()
                 with contextlib.suppress(Exception):
@@ -151,7 +191,9 @@ async def test_one_scale_up_is_one_trace(exporter: tuple[InMemorySpanExporter, A
                     await client.get_workflow_handle(f"devicepool/{POOL}").terminate()
     finally:
         emulator.should_exit = True
+        otlp.should_exit = True
         await serving
+        await collecting
 
     spans = memory.get_finished_spans()
     # apply → pool workflow → batch → create activity → httpx call, all one trace.
@@ -184,6 +226,28 @@ async def test_one_scale_up_is_one_trace(exporter: tuple[InMemorySpanExporter, A
 
     regions = next(s for s in spans if "region=us" in str(url_of(s)))
     assert str(url_of(regions)).endswith("/api/v1/regions?api_key=REDACTED&region=us")
+
+    exported = [
+        (resource.resource, span)
+        for request in received
+        for resource in request.resource_spans
+        for scope in resource.scope_spans
+        for span in scope.spans
+    ]
+    updates = [(r, s) for r, s in exported if s.name == "StartWorkflowUpdate:scale_update"]
+    assert len(updates) == 1, [s.name for _, s in exported]
+    resource, update = updates[0]
+    names = {a.key: a.value.string_value for a in resource.attributes}
+    assert names["service.name"] == "devicepool-cli-test"
+    handled = [s for s in spans if s.name == "HandleUpdate:scale_update"]
+    assert handled, sorted({s.name for s in spans})
+    # The SDK hangs a handler under the pool's own trace and links it to the caller.
+    linked = {
+        (link.context.trace_id.to_bytes(16, "big"), link.context.span_id.to_bytes(8, "big"))
+        for s in handled
+        for link in s.links
+    }
+    assert (update.trace_id, update.span_id) in linked, linked
 
     # No span of the whole run carries a secret, whatever the attribute.
     for span in spans:
@@ -233,6 +297,9 @@ def test_a_process_without_tracing_loads_no_opentelemetry() -> None:
         "except TemporalUnreachable:\n"
         "    pass\n"
         "print(sorted(m for m in sys.modules if m.startswith(('opentelemetry', 'cryptography'))))\n"
+        # As the CLI ends: the SDK's native threads can abort a finalizing interpreter.
+        "sys.stdout.flush()\n"
+        "import os; os._exit(0)\n"
     )
     shown = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
