@@ -38,7 +38,7 @@ from devicepool.activities.http_answers import (
 from devicepool.activities.metrics import Metrics
 from devicepool.activities.secrets import REDACTED, Scrubber
 from devicepool.api.errors import ErrorType
-from devicepool.api.v1alpha1 import Platform
+from devicepool.api.v1beta1 import Platform
 
 __all__ = [
     "MAX_BATCH_IDS",

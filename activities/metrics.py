@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from devicepool.activities.models import DeviceStatus
 from devicepool.api.errors import ErrorType
-from devicepool.api.v1alpha1 import Platform
+from devicepool.api.v1beta1 import Platform
 
 __all__ = ["Metrics", "replacement_reason"]
 

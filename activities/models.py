@@ -48,7 +48,7 @@ from devicepool.activities.settings import (
     ProxyPoolSettings,
 )
 from devicepool.api.base import CamelModel
-from devicepool.api.v1alpha1 import DevicePoolSpec, Platform
+from devicepool.api.v1beta1 import DevicePoolSpec, Platform
 
 __all__ = [
     "ALIVE_STATUSES",
@@ -123,7 +123,7 @@ class DeviceTemplate(CamelModel):
     platform: Platform
     region: str
     os_version: str
-    # the worker's proxy pool (`spec.proxy.poolRef`) and its sticky-session ttl
+    # the worker's proxy pool (`spec.proxy.poolRef`) and its session ttl (`sessionTTL`) in seconds
     proxy_pool: str | None = None
     sticky_ttl: int = 0
 
@@ -136,7 +136,7 @@ def device_template(spec: DevicePoolSpec) -> DeviceTemplate:
         region=spec.region,
         os_version=spec.os_version,
         proxy_pool=proxy.pool_ref if proxy else None,
-        sticky_ttl=proxy.sticky_ttl if proxy else 0,
+        sticky_ttl=proxy.session_ttl if proxy else 0,
     )
 
 

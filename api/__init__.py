@@ -1,5 +1,8 @@
 """The DevicePool resource: models, validation and the manifest loader.
 
+The names here are the stored version's (`v1beta1`); `api.v1alpha1` is the
+article's version, which still applies (`api.conversion`).
+
 `api.loader` (which needs PyYAML) is imported lazily, so workflow code that
 imports the models through the sandbox does not pull a YAML parser in with them.
 """
@@ -8,18 +11,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from devicepool.api.v1alpha1 import (
+from devicepool.api.v1beta1 import (
     Condition,
     ConditionStatus,
     ConditionType,
     DevicePool,
     DevicePoolSpec,
     DevicePoolStatus,
+    HealthSpec,
     ObjectMeta,
     Phase,
     Platform,
     Provider,
+    ProviderRef,
     ProxySpec,
+    ScaleDownSpec,
 )
 
 if TYPE_CHECKING:
@@ -48,12 +54,15 @@ __all__ = [
     "DevicePool",
     "DevicePoolSpec",
     "DevicePoolStatus",
+    "HealthSpec",
     "ManifestError",
     "ObjectMeta",
     "Phase",
     "Platform",
     "Provider",
+    "ProviderRef",
     "ProxySpec",
+    "ScaleDownSpec",
     "format_validation_error",
     "load_manifests",
     "load_manifests_text",

@@ -22,13 +22,16 @@ from typing import Any
 
 import pydantic
 
+from devicepool.api import v1alpha1
+from devicepool.api.conversion import API_VERSIONS, ConversionError, to_v1beta1
 from devicepool.api.documents import parse_documents, read_text
 from devicepool.api.names import API_VERSION_V1ALPHA1, KIND_DEVICE_POOL
 from devicepool.api.problems import Loc, ManifestError, loc_path, problem_line, show_value
-from devicepool.api.v1alpha1 import DevicePool
+from devicepool.api.v1beta1 import DevicePool
 from devicepool.api.validation_messages import format_errors, format_validation_error
 
-SUPPORTED_API_VERSIONS: tuple[str, ...] = (API_VERSION_V1ALPHA1,)
+# Both apply; what is loaded is the stored version (v1beta1), converted.
+SUPPORTED_API_VERSIONS: tuple[str, ...] = API_VERSIONS
 SUPPORTED_KINDS: tuple[str, ...] = (KIND_DEVICE_POOL,)
 MANIFEST_SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".json")
 
@@ -63,7 +66,7 @@ _Where = tuple[str, Loc]  # (message prefix, base loc) of a pool, for duplicate 
 
 
 def parse_pool(data: Any, *, source: str = "<input>") -> DevicePool:
-    """Validate one already-parsed manifest (a mapping) into a `DevicePool`."""
+    """Validate one already-parsed manifest (a mapping) into a `DevicePool` (v1beta1)."""
     pool, problems = _parse_document(data, prefix=f"{source}: ", base=())
     if pool is None:
         raise ManifestError(problems)
@@ -187,10 +190,17 @@ def _parse_document(data: Any, *, prefix: str, base: Loc) -> tuple[DevicePool | 
             problems.append(problem_line(prefix, (*base, key), rule))
     if problems:
         return None, problems
+    model = v1alpha1.DevicePool if data["apiVersion"] == API_VERSION_V1ALPHA1 else DevicePool
     try:
-        return DevicePool.model_validate(_without_server_set(data)), []
+        pool = model.model_validate(_without_server_set(data))
     except pydantic.ValidationError as exc:
-        return None, format_errors(exc.errors(), model=DevicePool, prefix=prefix, base=base)
+        return None, format_errors(exc.errors(), model=model, prefix=prefix, base=base)
+    if isinstance(pool, DevicePool):
+        return pool, []
+    try:
+        return to_v1beta1(pool), []
+    except ConversionError as exc:
+        return None, [f"{prefix}{loc_path(base) + '.' if base else ''}{exc}"]
 
 
 def _without_server_set(data: dict[str, Any]) -> dict[str, Any]:

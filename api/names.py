@@ -10,6 +10,9 @@ from __future__ import annotations
 
 API_GROUP = "mobile.example.com"
 API_VERSION_V1ALPHA1 = f"{API_GROUP}/v1alpha1"
+# The version pools are stored in (and `get -o yaml` shows); v1alpha1 converts to it.
+API_VERSION_V1BETA1 = f"{API_GROUP}/v1beta1"
+API_VERSION_STORED = API_VERSION_V1BETA1
 KIND_DEVICE_POOL = "DevicePool"
 
 # Task queues

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from devicepool.api.base import CamelModel
+from devicepool.api.durations import MAX_SECONDS
 from devicepool.api.names import API_VERSION_V1ALPHA1, KIND_DEVICE_POOL
 from devicepool.api.problems import show_value, written
 
@@ -138,7 +139,8 @@ class ObjectMeta(CamelModel):
 class ProxySpec(CamelModel):
     pool_ref: NonEmpty
     # `stickyTTL` in the article's manifest; to_camel would say `stickyTtl`.
-    sticky_ttl: StrictishInt = Field(default=0, ge=0, alias="stickyTTL")
+    # At most the longest duration v1beta1's `sessionTTL` can hold (Go's, ~292 years).
+    sticky_ttl: StrictishInt = Field(default=0, ge=0, le=MAX_SECONDS, alias="stickyTTL")
 
 
 class DevicePoolSpec(CamelModel):
@@ -214,14 +216,13 @@ class DevicePoolStatus(CamelModel):
         return next((c for c in self.conditions if c.type == type_), None)
 
 
-class DevicePool(CamelModel):
-    api_version: Literal["mobile.example.com/v1alpha1"] = API_VERSION_V1ALPHA1  # type: ignore[assignment]
-    kind: Literal["DevicePool"] = KIND_DEVICE_POOL  # type: ignore[assignment]
-    metadata: ObjectMeta
-    spec: DevicePoolSpec
-    status: DevicePoolStatus | None = None
+class PoolResource(CamelModel):
+    """What every version of a pool resource has besides its fields: a name, where it was read."""
+
     # Where the loader read it (`pools.yaml`, `pools.yaml[1]`); never sent anywhere.
     _source: str | None = PrivateAttr(default=None)
+    if TYPE_CHECKING:  # each version declares it, after apiVersion and kind
+        metadata: ObjectMeta
 
     @property
     def name(self) -> str:
@@ -234,13 +235,23 @@ class DevicePool(CamelModel):
 
     def __eq__(self, other: object) -> bool:
         # Where a pool was read is no part of it: the same pool from two files is equal.
-        if not isinstance(other, DevicePool):
+        if not isinstance(other, PoolResource):
             return NotImplemented
         return type(self) is type(other) and self.__dict__ == other.__dict__
 
     __hash__ = None  # type: ignore[assignment]  # as BaseModel: mutable, unhashable
 
-    def read_from(self, source: str) -> DevicePool:
+    def read_from(self, source: str | None) -> Self:
         """This pool, marked as loaded from `source`."""
         self._source = source
         return self
+
+
+class DevicePool(PoolResource):
+    """The article's version. Pools are stored as v1beta1; this one still applies, converted."""
+
+    api_version: Literal["mobile.example.com/v1alpha1"] = API_VERSION_V1ALPHA1  # type: ignore[assignment]
+    kind: Literal["DevicePool"] = KIND_DEVICE_POOL  # type: ignore[assignment]
+    metadata: ObjectMeta
+    spec: DevicePoolSpec
+    status: DevicePoolStatus | None = None

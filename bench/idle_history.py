@@ -25,7 +25,7 @@ from temporalio.client import Client
 
 from devicepool.activities.models import PoolSettings
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id
-from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta
 from devicepool.workflows.pool.messages import PoolInput
 
 

@@ -21,7 +21,7 @@ from _stack import AUTH, local_stack
 
 from devicepool.activities.models import PoolSettings
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id
-from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta
 from devicepool.workflows.pool.messages import PoolInput
 
 

@@ -57,7 +57,7 @@ from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, Telemetr
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, PoolSettings
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id
-from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta, ProviderRef
 from devicepool.testing import stats as emulator_stats
 from devicepool.worker.accounts import register_accounts
 from devicepool.worker.build import account_workers, pool_queue_workers
@@ -149,7 +149,7 @@ class Bench:
                     region="us-west",
                     os_version="14",
                     replicas=n,
-                    provider_credential_ref=account,
+                    provider=ProviderRef(account=account),
                 ),
                 settings=self.pool_settings(),
             ),

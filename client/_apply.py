@@ -18,7 +18,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api.names import WORKFLOW_ACCOUNT_LEDGER, account_from_ledger_id, ledger_workflow_id
-from devicepool.api.v1alpha1 import DevicePool
+from devicepool.api.v1beta1 import DevicePool
 from devicepool.client._temporal_errors import NoWorkerInTime
 from devicepool.client.errors import BadInput, DevicePoolError, TemporalUnreachable
 from devicepool.workflows.pool.messages import Accepted
@@ -45,7 +45,7 @@ async def check_account(client: Client, address: str, pool: DevicePool, served: 
     otherwise wait on a task queue nobody polls). `served` holds the accounts
     already seen served, so each is checked once per client, not once a pool.
     """
-    account = pool.spec.provider_credential_ref
+    account = pool.spec.account
     if account in served:
         return
     handle = client.get_workflow_handle(ledger_workflow_id(account))
@@ -69,7 +69,8 @@ async def check_account(client: Client, address: str, pool: DevicePool, served: 
     where = f"{pool.source}: " if pool.source else ""
     raise BadInput(
         f"{where}pool {pool.name!r}: "
-        f"unknown account {account!r} (spec.providerCredentialRef): no worker serves it; "
+        f"unknown account {account!r} (spec.provider.account; v1alpha1: spec.providerCredentialRef): "
+        "no worker serves it; "
         f"known accounts: {', '.join(sorted(known)) or '(none — is a worker running?)'}"
     )
 

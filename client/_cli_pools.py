@@ -14,8 +14,17 @@ from typing import Annotated, Any
 
 import typer
 
+from devicepool.api.conversion import API_VERSIONS, ConversionError, api_version_named
+from devicepool.api.names import API_VERSION_STORED
 from devicepool.client._cli_progress import wait_with_progress
-from devicepool.client._cli_support import OutputOpt, TimeoutOpt, load_or_exit, open_pools, run
+from devicepool.client._cli_support import (
+    OutputOpt,
+    TimeoutOpt,
+    fail,
+    load_or_exit,
+    open_pools,
+    run,
+)
 from devicepool.client._cli_views import (
     POOL_HEADERS,
     RowStream,
@@ -115,9 +124,21 @@ def get(
             "--watch", "-w", help="after the list, print a pool again whenever it changes (Ctrl-C)"
         ),
     ] = False,
+    api_version: Annotated[
+        str,
+        typer.Option(
+            "--api-version",
+            help=f"with -o json|yaml: the version to show the pools in ({', '.join(API_VERSIONS)};"
+            " v1alpha1 or v1beta1 for short)",
+        ),
+    ] = API_VERSION_STORED,
 ) -> None:
     """List pools: NAME PLATFORM REGION DESIRED READY PROV PENDING OFFLINE AGE PHASE."""
     fmt = resolve_output(output)
+    try:
+        api_version = api_version_named(api_version, option="--api-version")
+    except ConversionError as err:
+        raise fail(str(err), EXIT_BAD_INPUT) from None
 
     async def fetch(client: Any) -> list[Any]:
         if name is not None:
@@ -126,7 +147,7 @@ def get(
 
     if watch:
         try:
-            run(lambda: watch_pools(fetch, fmt, name=name))
+            run(lambda: watch_pools(fetch, fmt, name=name, api_version=api_version))
         except KeyboardInterrupt:  # Ctrl-C is how a watch ends, as kubectl's does
             pass
         return
@@ -136,14 +157,18 @@ def get(
 
     pools = run(body)
     if fmt != Output.TABLE:
-        items = [p.to_resource() for p in pools]
+        items = [p.to_resource(api_version) for p in pools]
         print_data(items[0] if name is not None else items, fmt)
         return
     print_pools(pools)
 
 
 async def watch_pools(
-    fetch: Callable[[Any], Awaitable[list[Any]]], fmt: Output, *, name: str | None
+    fetch: Callable[[Any], Awaitable[list[Any]]],
+    fmt: Output,
+    *,
+    name: str | None,
+    api_version: str = API_VERSION_STORED,
 ) -> None:
     """`get --watch`: print every pool, then each pool again when its figures change.
 
@@ -180,7 +205,7 @@ async def watch_pools(
             for pool in changed:
                 if fmt == Output.YAML:
                     sys.stdout.write("---\n")
-                print_data(pool.to_resource(), fmt)
+                print_data(pool.to_resource(api_version), fmt)
             sys.stdout.flush()
         await asyncio.sleep(WATCH_SECONDS)
 

@@ -129,19 +129,28 @@ def event_age(event: dict[str, Any], now: datetime | None = None) -> str:
 
 def _fields(data: dict[str, Any]) -> list[tuple[str, Any]]:
     spec, status, wf = data["spec"], data["status"], data["workflow"]
-    proxy = spec.get("proxy") or {}
+    proxy, provider = spec.get("proxy") or {}, spec.get("provider") or {}
+    health, scale_down = spec.get("health") or {}, spec.get("scaleDown") or {}
+    default = "worker's setting"
     return [
         ("Name", data["metadata"]["name"]),
         ("Workflow", f"{wf['id']} (run {wf['runId']}, {wf['status']})"),
         ("Created", data["metadata"].get("creationTimestamp")),
-        ("Provider", spec.get("provider")),
+        ("Provider", provider.get("name")),
         ("Platform", f"{spec.get('platform')} {spec.get('osVersion', '')}".strip()),
         ("Region", spec.get("region")),
-        ("Account", spec.get("providerCredentialRef")),
+        ("Account", provider.get("account")),
         (
             "Proxy",
-            f"{proxy.get('poolRef')} (sticky {proxy.get('stickyTTL', 0)}s)" if proxy else None,
+            f"{proxy.get('poolRef')} (session {proxy.get('sessionTTL', '0s')})" if proxy else None,
         ),
+        (
+            "Health",
+            f"maxUnhealthy {health.get('maxUnhealthy', '40%')}, "
+            f"offlineAfter {health.get('offlineAfter', default)}, "
+            f"startupTimeout {health.get('startupTimeout', default)}",
+        ),
+        ("Scale-down", f"idleGrace {scale_down.get('idleGrace', default)}"),
         ("Phase", status.get("phase")),
         (
             "Replicas",

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from devicepool.api.v1alpha1 import DevicePool
+from devicepool.api.v1beta1 import DevicePool
 
 DEV_NAMESPACE = "default"
 DEV_HOST = "127.0.0.1"
@@ -125,7 +125,7 @@ def write_worker_config(
             accounts.update(old.get("accounts") or {})
             proxy_pools.update(old.get("proxyPools") or {})
     for pool in pools:
-        accounts.add(pool.spec.provider_credential_ref)
+        accounts.add(pool.spec.account)
         if pool.spec.proxy is not None:
             proxy_pools.add(pool.spec.proxy.pool_ref)
     secrets = data_dir / "secrets"

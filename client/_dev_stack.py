@@ -28,7 +28,7 @@ import httpx
 from temporalio.converter import PayloadCodec
 
 from devicepool.api.names import SEARCH_ATTRIBUTES, WATCH_TASK_QUEUE_SUFFIX, WORKFLOW_DEVICE_POOL
-from devicepool.api.v1alpha1 import DevicePool
+from devicepool.api.v1beta1 import DevicePool
 from devicepool.client._dev_codec import (
     banner_line,
     codec_command,

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from devicepool.api.v1alpha1 import DevicePool
+from devicepool.api.conversion import resource_json_in
+from devicepool.api.names import API_VERSION_STORED
 from devicepool.workflows.pool.messages import Accepted
 
 
@@ -23,17 +24,15 @@ class PoolSummary:
     stale: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
 
-    def to_resource(self) -> dict[str, Any]:
+    def to_resource(self, api_version: str = API_VERSION_STORED) -> dict[str, Any]:
+        """The pool as `get -o json|yaml` prints it, in `api_version` (default: the stored one)."""
         metadata = {"name": self.name, **{k: v for k, v in self.metadata.items() if k != "name"}}
+        resource = resource_json_in(
+            {"metadata": metadata, "spec": self.spec}, api_version=api_version
+        )
         if self.created is not None:
-            metadata["creationTimestamp"] = iso(self.created)
-        return {
-            "apiVersion": DevicePool.model_fields["api_version"].default,
-            "kind": DevicePool.model_fields["kind"].default,
-            "metadata": metadata,
-            "spec": self.spec,
-            "status": self.status,
-        }
+            resource["metadata"]["creationTimestamp"] = iso(self.created)
+        return {**resource, "status": self.status}
 
 
 @dataclass

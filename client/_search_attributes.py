@@ -12,7 +12,7 @@ from typing import Any
 
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from devicepool.api.v1alpha1 import DevicePoolSpec, Phase
+from devicepool.api.v1beta1 import DevicePoolSpec, Phase
 from devicepool.client._results import PoolSummary
 from devicepool.workflows.pool.search_attributes import (
     KEY_ACCOUNT,
@@ -33,7 +33,7 @@ def initial_search_attributes(spec: DevicePoolSpec) -> TypedSearchAttributes:
             SearchAttributePair(KEY_DESIRED, spec.replicas),
             SearchAttributePair(KEY_READY, 0),
             SearchAttributePair(KEY_PHASE, Phase.PENDING.value),
-            SearchAttributePair(KEY_ACCOUNT, spec.provider_credential_ref),
+            SearchAttributePair(KEY_ACCOUNT, spec.account),
         ]
     )
 
@@ -41,12 +41,13 @@ def initial_search_attributes(spec: DevicePoolSpec) -> TypedSearchAttributes:
 def stale_summary(name: str, execution: Any) -> PoolSummary:
     """A `PoolSummary` from a listed or described execution's attributes (`stale=True`)."""
     attrs: TypedSearchAttributes = execution.typed_search_attributes
-    spec = {
+    spec: dict[str, Any] = {
         "platform": attrs.get(KEY_PLATFORM),
         "region": attrs.get(KEY_REGION),
         "replicas": attrs.get(KEY_DESIRED),
-        "providerCredentialRef": attrs.get(KEY_ACCOUNT),
     }
+    if attrs.get(KEY_ACCOUNT) is not None:
+        spec["provider"] = {"account": attrs.get(KEY_ACCOUNT)}
     status = {
         "phase": attrs.get(KEY_PHASE),
         "desiredReplicas": attrs.get(KEY_DESIRED),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from devicepool.api.v1alpha1 import ConditionStatus, ConditionType
+from devicepool.api.v1beta1 import ConditionStatus, ConditionType
 
 # `Ready=False` reasons that are configuration, not progress: the pool stops
 # provisioning until the worker's config or the manifest changes

@@ -2,7 +2,7 @@
 
 A value refused here is `BadInput` (exit 2) and nothing was contacted, so a
 rejected command changes nothing. The replicas range itself is the resource's
-rule (`api.v1alpha1.check_replicas`); this module only words it for the CLI.
+rule (`api.v1beta1.check_replicas`); this module only words it for the CLI.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pydantic
 
 from devicepool.api.problems import show_value
-from devicepool.api.v1alpha1 import MAX_REPLICAS, ObjectMeta, check_replicas
+from devicepool.api.v1beta1 import MAX_REPLICAS, ObjectMeta, check_replicas
 from devicepool.client.errors import BadInput
 
 

@@ -28,6 +28,7 @@ except ImportError:  # pragma: no cover - older typer on real click
     from click.exceptions import ClickException, UsageError  # type: ignore[assignment]
 
 from devicepool.client._cli_codec import codec_server
+from devicepool.client._cli_convert import convert
 from devicepool.client._cli_orphans import orphans
 from devicepool.client._cli_pools import apply, delete, describe, devices, get, scale
 from devicepool.client._cli_processes import dev, emulator, setup, version, worker
@@ -104,6 +105,7 @@ _command(dev)
 _command(codec_server, name="codec-server")
 _command(setup)
 _command(upgrade)
+_command(convert)
 _command(version)
 
 

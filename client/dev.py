@@ -21,7 +21,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 
-from devicepool.api.v1alpha1 import DevicePool
+from devicepool.api.v1beta1 import DevicePool
 from devicepool.client._dev_config import DevOptions, account_key, dev_worker_config
 from devicepool.client._dev_processes import find_temporal
 from devicepool.client._dev_stack import DevStack

@@ -31,6 +31,8 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from devicepool.api import v1alpha1
+from devicepool.api.conversion import stored_spec_json, to_v1beta1, wire_spec
 from devicepool.api.names import (
     QUERY_DEVICES,
     QUERY_LEDGER,
@@ -44,7 +46,7 @@ from devicepool.api.names import (
     pool_name_from_workflow_id,
     pool_workflow_id,
 )
-from devicepool.api.v1alpha1 import DevicePool
+from devicepool.api.v1beta1 import DevicePool
 from devicepool.client._apply import APPLY_CONCURRENCY, apply_in_order, check_account
 from devicepool.client._history import recent_events
 from devicepool.client._orphans import sweep_orphans
@@ -69,9 +71,7 @@ from devicepool.client.errors import (
 from devicepool.workflows.orphans.state import OrphanReport
 from devicepool.workflows.pool.messages import (
     Accepted,
-    ApplyRequest,
     DevicesView,
-    PoolInput,
     ScaleRequest,
 )
 
@@ -107,7 +107,9 @@ class PoolClient:
 
     # ------------------------------------------------------------ writes
 
-    async def apply(self, pool: DevicePool, *, update_id: str | None = None) -> Accepted:
+    async def apply(
+        self, pool: DevicePool | v1alpha1.DevicePool, *, update_id: str | None = None
+    ) -> Accepted:
         """Start the pool, or replace its spec: one atomic update-with-start.
 
         The answer's `result` says what happened: `created` (this call started
@@ -115,6 +117,8 @@ class PoolClient:
         Sent again with the same `update_id`, it answers the first send's outcome
         (Temporal deduplicates updates by id) instead of applying twice.
         """
+        if isinstance(pool, v1alpha1.DevicePool):  # the article's version, from Python
+            pool = to_v1beta1(pool)
         # Re-validate: a DevicePool built with model_construct() skipped its checks.
         try:
             checked = DevicePool.model_validate(pool.model_dump(by_alias=True))
@@ -125,12 +129,14 @@ class PoolClient:
         await self._check_account(pool)
         summary = (
             f"DevicePool **{pool.name}**: {spec.platform.value} {spec.os_version} in "
-            f"{spec.region}, account `{spec.provider_credential_ref}`"
+            f"{spec.region}, account `{spec.account}`"
             + (f", proxy `{spec.proxy.pool_ref}`" if spec.proxy else "")
         )
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             WORKFLOW_DEVICE_POOL,
-            PoolInput(metadata=pool.metadata, spec=spec),
+            # Sent in the oldest version that holds the spec (`wire_spec`); the
+            # worker stores v1beta1. A dict: `PoolInput` would serialize v1beta1.
+            {"metadata": pool.metadata.to_json_dict(), "spec": wire_spec(spec)},
             id=pool_workflow_id(pool.name),
             task_queue=TASK_QUEUE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -140,7 +146,7 @@ class PoolClient:
         with self._errors(pool.name, writing=True):
             result = await self._client.execute_update_with_start_workflow(
                 UPDATE_APPLY,
-                ApplyRequest(metadata=pool.metadata, spec=spec),
+                {"metadata": pool.metadata.to_json_dict(), "spec": wire_spec(spec)},
                 start_workflow_operation=start,
                 id=update_id,
                 result_type=Accepted,
@@ -173,7 +179,7 @@ class PoolClient:
             raise BadInput(f"concurrency: must be at least 1, got {concurrency}")
         first: dict[str, DevicePool] = {}  # each account's first pool names it in a refusal
         for pool in pools:
-            first.setdefault(pool.spec.provider_credential_ref, pool)
+            first.setdefault(pool.spec.account, pool)
         for pool in first.values():
             await self._check_account(pool)
         return await apply_in_order(self.apply, pools, concurrency=concurrency, on_result=on_result)
@@ -396,7 +402,7 @@ class PoolClient:
         if isinstance(spec_answer, dict) and isinstance(status_answer, dict):
             return PoolSummary(
                 name=name,
-                spec=dict(spec_answer.get("spec") or {}),
+                spec=stored_spec_json(spec_answer.get("spec") or {}),
                 status=dict(status_answer),
                 created=execution.start_time,
                 metadata=dict(spec_answer.get("metadata") or {}),
@@ -406,7 +412,8 @@ class PoolClient:
     async def _window(self, pool: WorkflowHandle[Any, Any]) -> dict[str, Any] | None:
         """The pool's account window as its ledger counts it (`ledger` query), or None."""
         spec = await self._try_query(pool, QUERY_SPEC)
-        account = ((spec or {}).get("spec") or {}).get("providerCredentialRef")
+        provider = stored_spec_json((spec or {}).get("spec") or {}).get("provider") or {}
+        account = provider.get("account")
         if not account:
             return None
         ledger = self._client.get_workflow_handle(ledger_workflow_id(str(account)))

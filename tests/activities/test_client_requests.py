@@ -15,7 +15,7 @@ from devicepool.activities import bitcloudphone
 from devicepool.activities.bitcloudphone import BitCloudPhoneClient
 from devicepool.activities.errors import ProviderError
 from devicepool.api.errors import ErrorType
-from devicepool.api.v1alpha1 import Platform
+from devicepool.api.v1beta1 import Platform
 
 
 def _client(handler) -> BitCloudPhoneClient:

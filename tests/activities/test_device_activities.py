@@ -36,7 +36,7 @@ from devicepool.activities.models import (
 from devicepool.activities.proxy import session_id
 from devicepool.api.errors import ErrorType
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY, create_idempotency_key
-from devicepool.api.v1alpha1 import Platform
+from devicepool.api.v1beta1 import Platform
 from tests.helpers.emulator import BASE_URL, DEV_KEY, OTHER_KEY, Emulator, running_emulator
 
 PROXY_PASSWORD = "proxy-pass-s3cret"

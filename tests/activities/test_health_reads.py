@@ -37,7 +37,7 @@ from devicepool.activities.models import (
     WatchHealthInput,
 )
 from devicepool.api.names import create_idempotency_key, pool_workflow_id
-from devicepool.api.v1alpha1 import Platform
+from devicepool.api.v1beta1 import Platform
 from tests.helpers.emulator import BASE_URL, DEV_KEY, Emulator
 
 POOL = "budget"

@@ -12,7 +12,7 @@ from temporalio.exceptions import ApplicationErrorCategory
 from devicepool.activities import errors
 from devicepool.activities.bitcloudphone import BitCloudPhoneClient
 from devicepool.api.errors import ErrorType
-from devicepool.api.v1alpha1 import Platform
+from devicepool.api.v1beta1 import Platform
 from tests.helpers.emulator import DEV_KEY, Emulator, running_emulator
 
 PROXY = {"type": "socks5", "host": "gw.example", "port": 1080, "username": "u-1", "password": "pw"}

@@ -28,7 +28,7 @@ from devicepool.activities.models import (
 )
 from devicepool.activities.secrets import Scrubber
 from devicepool.api.errors import ErrorType
-from devicepool.api.v1alpha1 import Platform
+from devicepool.api.v1beta1 import Platform
 from devicepool.connect import DATA_CONVERTER
 
 # Characters that JSON and URLs both encode: the echoed forms differ from the secret.

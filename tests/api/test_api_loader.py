@@ -83,25 +83,27 @@ def test_example_matches_the_design_document() -> None:
 def test_article_manifest_loads_unchanged() -> None:
     [pool] = load_manifests(EXAMPLES / "tiktok-us-pool.yaml")
     assert pool.name == "tiktok-us-pool"
-    assert pool.spec.provider is Provider.BITCLOUDPHONE
+    # Read in the article's v1alpha1, kept in the stored v1beta1.
+    assert pool.api_version == "mobile.example.com/v1beta1"
+    assert pool.spec.provider.name is Provider.BITCLOUDPHONE
     assert pool.spec.platform is Platform.ANDROID
     assert pool.spec.region == "us-west"
     assert pool.spec.os_version == "14"
     assert pool.spec.replicas == 50
     assert pool.spec.proxy is not None
     assert pool.spec.proxy.pool_ref == "proxyseller-us"
-    assert pool.spec.proxy.sticky_ttl == 900
-    assert pool.spec.provider_credential_ref == "default"
+    assert pool.spec.proxy.session_ttl == 900
+    assert pool.spec.provider.account == "default"
 
 
 def test_article_manifest_round_trips_in_camel_case() -> None:
     [pool] = load_manifests_text(ARTICLE)
     data = pool.to_json_dict()
-    assert data["apiVersion"] == "mobile.example.com/v1alpha1"
+    assert data["apiVersion"] == "mobile.example.com/v1beta1"
     assert data["kind"] == "DevicePool"
     assert data["spec"]["osVersion"] == "14"
-    assert data["spec"]["proxy"] == {"poolRef": "proxyseller-us", "stickyTTL": 900}
-    assert data["spec"]["providerCredentialRef"] == "default"
+    assert data["spec"]["proxy"] == {"poolRef": "proxyseller-us", "sessionTTL": "15m"}
+    assert data["spec"]["provider"] == {"name": "bitcloudphone", "account": "default"}
     assert "os_version" not in data["spec"]
     assert parse_pool(data) == pool
     assert parse_pool(json.loads(json.dumps(data))) == pool
@@ -117,7 +119,7 @@ def test_quickstart_example() -> None:
     assert pool.spec.region == "us-west"
     assert pool.spec.os_version == "14"
     assert pool.spec.proxy is not None
-    assert (pool.spec.proxy.pool_ref, pool.spec.proxy.sticky_ttl) == ("proxyseller-us", 900)
+    assert (pool.spec.proxy.pool_ref, pool.spec.proxy.session_ttl) == ("proxyseller-us", 900)
 
 
 def test_the_examples_directory_applies_as_a_whole() -> None:
@@ -173,7 +175,7 @@ def test_unquoted_integer_os_version_is_a_string() -> None:
             "apiVersion: mobile.example.com/v1alpha1",
             "apiVersion: mobile.example.com/v2",
             "apiVersion: unsupported 'mobile.example.com/v2', supported: "
-            "mobile.example.com/v1alpha1",
+            "mobile.example.com/v1alpha1, mobile.example.com/v1beta1",
         ),
         ("kind: DevicePool", "kind: Foo", "kind: unsupported 'Foo', supported: DevicePool"),
         ("apiVersion: mobile.example.com/v1alpha1\n", "", "apiVersion: required"),
@@ -230,7 +232,8 @@ def test_bad_manifest_is_one_clear_line(old: str, new: str, message: str) -> Non
 def test_wrong_kind_is_about_the_kind_not_the_spec() -> None:
     text = "apiVersion: apps/v1\nkind: Deployment\nspec:\n  template: {}\n"
     assert problems_of(text) == [
-        "pools.yaml: apiVersion: unsupported 'apps/v1', supported: mobile.example.com/v1alpha1",
+        "pools.yaml: apiVersion: unsupported 'apps/v1', supported: mobile.example.com/v1alpha1, "
+        "mobile.example.com/v1beta1",
         "pools.yaml: kind: unsupported 'Deployment', supported: DevicePool",
     ]
 
@@ -370,7 +373,7 @@ def test_json_object() -> None:
     [pool] = load_manifests_text(text)
     assert pool.spec.replicas == 7
     assert pool.spec.proxy is not None
-    assert pool.spec.proxy.sticky_ttl == 60
+    assert pool.spec.proxy.session_ttl == 60
 
 
 def test_json_list() -> None:

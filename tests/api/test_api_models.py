@@ -12,12 +12,11 @@ from devicepool.api import (
     Condition,
     ConditionStatus,
     ConditionType,
-    DevicePoolSpec,
     DevicePoolStatus,
     Phase,
     format_validation_error,
 )
-from devicepool.api.v1alpha1 import check_replicas
+from devicepool.api.v1alpha1 import DevicePoolSpec, check_replicas
 
 
 def spec(**extra: Any) -> DevicePoolSpec:

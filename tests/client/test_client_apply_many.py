@@ -24,7 +24,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api.names import account_from_ledger_id, ledger_workflow_id
-from devicepool.api.v1alpha1 import DevicePool
+from devicepool.api.v1beta1 import DevicePool
 from devicepool.client import PoolClient, _cli_pools
 from devicepool.client.cli import main
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME, BadInput
@@ -204,7 +204,7 @@ def test_an_unknown_account_anywhere_applies_nothing(
     code, out, err = run(capsys, "apply", "-f", str(tmp_path))
     assert code == EXIT_BAD_INPUT
     assert out == []
-    assert len(err) == 1 and "unknown account 'gone' (spec.providerCredentialRef)" in err[0], err
+    assert len(err) == 1 and "unknown account 'gone' (spec.provider.account; v1alpha1: spec.providerCredentialRef)" in err[0], err
     assert temporal.started == []
 
 
@@ -279,7 +279,7 @@ async def test_apply_many_answers_in_the_pools_order() -> None:
     pools = [
         DevicePool.model_validate(
             {
-                "apiVersion": "mobile.example.com/v1alpha1",
+                "apiVersion": "mobile.example.com/v1beta1",
                 "kind": "DevicePool",
                 "metadata": {"name": f"p{i:03d}"},
                 "spec": {"platform": "android", "region": "us-west", "replicas": 2},

@@ -579,7 +579,7 @@ class FakeHandle:
     async def query(self, name: str, **_: object) -> dict[str, object]:
         # While creates are pending, `--wait` also reads the pool's account and its window.
         if name == "spec":
-            return {"spec": {"providerCredentialRef": "default"}}
+            return {"spec": {"provider": {"account": "default"}}}
         if name == "ledger":
             return {"capacity": 20, "windowSeconds": 60.0, "waiting": {}}
         assert name == "status"

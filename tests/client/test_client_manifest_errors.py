@@ -70,7 +70,8 @@ def test_an_unknown_account_names_the_file_and_the_pool(
     assert out == "" and temporal.started == []
     assert err == (
         f"error: {tmp_path / 'p003.yaml'}: pool 'p003': unknown account 'gone' "
-        "(spec.providerCredentialRef): no worker serves it; known accounts: default\n"
+        "(spec.provider.account; v1alpha1: spec.providerCredentialRef): no worker serves it; "
+        "known accounts: default\n"
     )
 
 

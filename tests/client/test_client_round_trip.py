@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from devicepool.api import ManifestError, load_manifests, load_manifests_text
-from devicepool.api.v1alpha1 import (
+from devicepool.api.conversion import API_VERSIONS
+from devicepool.api.names import API_VERSION_STORED
+from devicepool.api.v1beta1 import (
     Condition,
     ConditionStatus,
     DevicePoolSpec,
@@ -30,12 +32,13 @@ SPEC = DevicePoolSpec.model_validate(
         "region": "us-west",
         "osVersion": "14",
         "replicas": 50,
-        "proxy": {"poolRef": "proxyseller-us", "stickyTTL": 900},
+        "proxy": {"poolRef": "proxyseller-us", "sessionTTL": "15m"},
+        "health": {"offlineAfter": "2m30s"},
     }
 )
 
 
-def _get_yaml(capsys: pytest.CaptureFixture[str]) -> str:
+def _get_yaml(capsys: pytest.CaptureFixture[str], api_version: str = API_VERSION_STORED) -> str:
     status = DevicePoolStatus(
         phase=Phase.READY,
         desired_replicas=50,
@@ -52,12 +55,18 @@ def _get_yaml(capsys: pytest.CaptureFixture[str]) -> str:
         created=datetime(2025, 1, 30, 8, tzinfo=UTC),
         metadata=ObjectMeta(name="tiktok-us-pool", labels={"team": "growth"}).to_json_dict(),
     )
-    print_data(summary.to_resource(), Output.YAML)
+    print_data(summary.to_resource(api_version), Output.YAML)
     return capsys.readouterr().out
 
 
-def test_what_get_prints_applies_again(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    text = _get_yaml(capsys)
+@pytest.mark.parametrize("api_version", API_VERSIONS)
+def test_what_get_prints_applies_again(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, api_version: str
+) -> None:
+    # `get -o yaml` shows the stored v1beta1; `--api-version v1alpha1` converts
+    # back, the v1beta1-only fields kept in an annotation. Either applies again.
+    text = _get_yaml(capsys, api_version)
+    assert f"apiVersion: {api_version}\n" in text
     assert "creationTimestamp" in text and "status:" in text  # what used to be refused
     edited = tmp_path / "f.yaml"
     edited.write_text(text.replace("replicas: 50", "replicas: 80"))

@@ -27,8 +27,9 @@ from devicepool import testing as ground_truth
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import PoolSettings
+from devicepool.api import parse_pool
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id, watch_task_queue
-from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.api.v1beta1 import ObjectMeta
 from devicepool.testing import pool_manifest
 from devicepool.worker.build import account_workers, new_worker, pool_queue_workers
 from devicepool.workflows import WORKFLOWS
@@ -68,7 +69,8 @@ async def start_pool(
         "DevicePool",
         PoolInput(
             metadata=ObjectMeta(name=name),
-            spec=DevicePoolSpec.model_validate(pool_manifest(name, **fields)["spec"]),
+            # the article's v1alpha1 fields, converted to the stored v1beta1
+            spec=parse_pool(pool_manifest(name, **fields)).spec,
             settings=settings,
         ),
         id=pool_workflow_id(name),

@@ -27,8 +27,9 @@ from temporalio.worker import Replayer
 
 from devicepool import testing as waits
 from devicepool.activities.metrics import Metrics
+from devicepool.api import parse_pool
 from devicepool.api.names import SIGNAL_SCALE, TASK_QUEUE, pool_workflow_id
-from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.api.v1beta1 import ObjectMeta
 from devicepool.connect import DATA_CONVERTER
 from devicepool.testing import pool_manifest
 from devicepool.worker.metrics import ReconcileInterceptor
@@ -54,7 +55,7 @@ eventually = functools.partial(waits.eventually, timeout=15)
 
 
 async def start_pool(stack: ObsStack, name: str, replicas: int) -> WorkflowHandle[Any, Any]:
-    spec = DevicePoolSpec.model_validate(pool_manifest(name, replicas=replicas)["spec"])
+    spec = parse_pool(pool_manifest(name, replicas=replicas)).spec
     return await stack.client.start_workflow(
         "DevicePool",
         PoolInput(metadata=ObjectMeta(name=name), spec=spec, settings=SETTINGS),

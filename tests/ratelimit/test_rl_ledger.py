@@ -19,6 +19,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.models import RateLimitedReport
+from devicepool.api import parse_pool
 from devicepool.api.names import (
     QUERY_LEDGER,
     SIGNAL_PERMIT_INTENT,
@@ -26,7 +27,6 @@ from devicepool.api.names import (
     ledger_workflow_id,
     pool_workflow_id,
 )
-from devicepool.api.v1alpha1 import DevicePool
 from devicepool.client.errors import EXIT_BAD_INPUT, BadInput
 from devicepool.client.pool_client import PoolClient
 from devicepool.testing import create_device, eventually, pool_manifest
@@ -139,7 +139,7 @@ async def test_unknown_account_refused_at_apply(
     rl_env: WorkflowEnvironment, rl_workers: list[CountingTransport]
 ) -> None:
     pool = name()
-    manifest = DevicePool.model_validate(
+    manifest = parse_pool(
         pool_manifest(
             pool, provider="bitcloudphone", replicas=1, providerCredentialRef="nope", proxy=None
         )
@@ -154,7 +154,7 @@ async def test_unknown_account_refused_at_apply(
         await rl_env.client.get_workflow_handle(pool_workflow_id(pool)).describe()
     assert missing.value.status == RPCStatusCode.NOT_FOUND
     # A known account goes through.
-    manifest.spec.provider_credential_ref = "gamma"
+    manifest.spec.provider.account = "gamma"
     manifest.spec.replicas = 0
     accepted = await PoolClient(rl_env.client).apply(manifest)
     assert accepted.generation == 1

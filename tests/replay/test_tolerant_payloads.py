@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 from devicepool.activities.definitions import DeviceActivityDefinitions, OrphanActivityDefinitions
-from devicepool.api.v1alpha1 import DevicePoolSpec
+from devicepool.api.v1beta1 import DevicePoolSpec
 from devicepool.connect import DATA_CONVERTER
 from devicepool.workflows import WORKFLOWS
 

@@ -23,7 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import UPDATE_APPLY, pool_workflow_id
-from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta
 from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import Accepted, ApplyRequest, PoolInput
 from tests.helpers.settings import FAST
@@ -79,7 +79,7 @@ async def test_a_delete_while_a_check_is_awaited_still_tears_down(
             await eventually(ready, what="2 ready devices")
             # A spec change makes the next pass check the references again...
             slow.armed = True
-            changed = DevicePoolSpec.model_validate({**spec, "maxUnhealthy": 1})
+            changed = DevicePoolSpec.model_validate({**spec, "health": {"maxUnhealthy": 1}})
             await handle.execute_update(
                 UPDATE_APPLY, ApplyRequest(metadata=ObjectMeta(name=name), spec=changed),
                 result_type=Accepted,

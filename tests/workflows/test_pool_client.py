@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from devicepool.api import parse_pool
 from devicepool.api.names import pool_workflow_id
-from devicepool.api.v1alpha1 import DevicePool
+from devicepool.api.v1beta1 import DevicePool
 from devicepool.client import PoolBlocked, PoolClient
 from devicepool.client.cli import main
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME
@@ -41,7 +42,7 @@ def pools(
 
 
 def manifest(name: str, **spec: Any) -> DevicePool:
-    return DevicePool.model_validate(pool_manifest(name, **spec))
+    return parse_pool(pool_manifest(name, **spec))
 
 
 async def test_apply_says_created_configured_or_unchanged(
@@ -128,10 +129,11 @@ async def test_a_refused_change_is_exit_2_names_the_field_and_changes_nothing(
     code, out, err = await cli("apply", "-f", manifest_file(tmp_path, pool_name))
     assert code == 0, err
     handle = env.client.get_workflow_handle(pool_workflow_id(pool_name))
-    for field, value in (
-        ("platform", "ios"),
-        ("region", "eu-west"),
-        ("providerCredentialRef", "second"),
+    # The manifest is the article's v1alpha1; the pool (and its message) is v1beta1.
+    for field, value, path in (
+        ("platform", "ios", "platform"),
+        ("region", "eu-west", "region"),
+        ("providerCredentialRef", "second", "provider.account"),
     ):
         changed = manifest_file(tmp_path, pool_name, replicas=1, **{field: value})
         code, out, err = await cli("apply", "-f", changed)
@@ -139,10 +141,13 @@ async def test_a_refused_change_is_exit_2_names_the_field_and_changes_nothing(
         # One line of the CLI's own (stderr here also carries what the
         # session's in-process workers log meanwhile).
         (line,) = [line for line in err.splitlines() if line.startswith("error: ")]
-        assert f"spec.{field}: cannot change" in line, line
+        assert f"spec.{path}: cannot change" in line, line
         live = await handle.query("spec")
         assert live["generation"] == 1, live
-        assert live["spec"][field] != value and live["spec"]["replicas"] == 0, live
+        kept = live["spec"]
+        for key in path.split("."):
+            kept = kept[key]
+        assert kept != value and live["spec"]["replicas"] == 0, live
     await pools.delete(pool_name, wait=True, timeout=60)
 
 

@@ -20,7 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import pool_workflow_id
-from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta
 from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import PoolInput
 from tests.helpers.settings import FAST

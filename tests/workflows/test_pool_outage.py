@@ -16,7 +16,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.api.names import UPDATE_APPLY
-from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta
 from devicepool.testing import eventually, stats
 from devicepool.workflows.pool.messages import Accepted, ApplyRequest
 from tests.helpers.histories import history_digest

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from devicepool.activities.models import DeviceInfo, PoolSettings
 from devicepool.api.errors import ErrorType
-from devicepool.api.v1alpha1 import (
+from devicepool.api.v1beta1 import (
     ConditionStatus,
     ConditionType,
     DevicePoolSpec,
     DevicePoolStatus,
     ObjectMeta,
     Phase,
+    ProviderRef,
 )
 from devicepool.workflows.pool import status as st
 from devicepool.workflows.pool.backoff import Backoff
@@ -225,20 +227,35 @@ def test_immutable_fields_and_names_are_refused_with_the_field() -> None:
 
 
 @pytest.mark.parametrize(
-    ("field", "alias", "other"),
+    ("path", "changed"),
     [
-        ("platform", "platform", "ios"),
-        ("region", "region", "eu-west"),
+        ("platform", spec(platform="ios")),
+        ("region", spec(region="eu-west")),
         # One provider is known today: a stored pool of another is what would differ.
-        ("provider", "provider", "othercloud"),
-        ("provider_credential_ref", "providerCredentialRef", "second"),
+        (
+            "provider.name",
+            spec().model_copy(
+                update={
+                    "provider": ProviderRef.model_construct(name="othercloud", account="default")
+                }
+            ),
+        ),
+        ("provider.account", spec(provider={"account": "second"})),
     ],
 )
-def test_each_immutable_field_is_refused_by_its_name(field: str, alias: str, other: str) -> None:
+# A provider name no build knows serializes with pydantic's warning: it is the point here.
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")
+def test_each_immutable_field_is_refused_by_its_name(path: str, changed: DevicePoolSpec) -> None:
     # README: "Platform, region, provider and account cannot change on a running pool."
-    changed = spec().model_copy(update={field: other})
-    with pytest.raises(ValueError, match=rf"^spec\.{alias}: cannot change from .* to '{other}'"):
+    other = _at(changed.to_json_dict(), path)
+    with pytest.raises(ValueError, match=rf"^spec\.{path}: cannot change from .* to '{other}'"):
         refuse_apply("p", spec(), ApplyRequest(metadata=ObjectMeta(name="p"), spec=changed))
+
+
+def _at(fields: dict[str, Any], path: str) -> Any:
+    for key in path.split("."):
+        fields = fields[key]
+    return fields
 
 
 def test_a_scale_signal_is_checked_to_one_line() -> None:

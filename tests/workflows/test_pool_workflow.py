@@ -26,7 +26,7 @@ from devicepool.api.names import (
     UPDATE_SCALE,
     provision_workflow_id,
 )
-from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta
 from devicepool.connect import DATA_CONVERTER
 from devicepool.testing import eventually, stats
 from devicepool.workflows import WORKFLOWS
@@ -394,7 +394,7 @@ async def test_spec_change_during_provisioning_converges_exactly(
             "region": "us-west",
             "osVersion": "14",
             "replicas": 7,
-            "proxy": {"poolRef": "proxyseller-us", "stickyTTL": 900},
+            "proxy": {"poolRef": "proxyseller-us", "sessionTTL": "15m"},
         }
     )
     accepted = await handle.execute_update(

@@ -23,7 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings
 from devicepool.api.names import account_task_queue
-from devicepool.api.v1alpha1 import Platform
+from devicepool.api.v1beta1 import Platform
 from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.testing import stats as emulator_stats

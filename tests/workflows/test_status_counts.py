@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from devicepool.activities.models import PROVISIONING, READY, DeviceInfo
-from devicepool.api.v1alpha1 import (
+from devicepool.api.v1beta1 import (
     ConditionStatus,
     ConditionType,
     DevicePoolSpec,

@@ -10,7 +10,7 @@ and `now` come in; `workflow.py` reads, terminates and reports. Tested directly
   creation is due;
 - more unhealthy than `maxUnhealthy` at once pauses remediation (a percentage of
   the desired replicas, or of the devices seen when the pool did not say, never
-  below one device: `api.v1alpha1.resolve_max_unhealthy`).
+  below one device: `api.v1beta1.resolve_max_unhealthy`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from devicepool.activities.models import FAILED, OFFLINE, PROVISIONING, DeviceStatusInfo
-from devicepool.api.v1alpha1 import resolve_max_unhealthy
+from devicepool.api.v1beta1 import resolve_max_unhealthy
 from devicepool.workflows.shared.protocol import HealthReport
 
 __all__ = [

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         DeviceStatusInfo,
         PoolRunInput,
         PoolRunResult,
+        PoolSettings,
         TerminateDeviceInput,
         WatchHealthInput,
         WatchHealthResult,
@@ -64,10 +65,18 @@ class PoolHealthWorkflow:
         self._state = input.model_copy(deep=True)
         self._config_changed = False
 
+    @property
+    def _settings(self) -> PoolSettings:
+        """The worker's settings with the pool's own thresholds (its latest `health_config`)."""
+        return self._state.config.applied_to(self._state.settings)
+
+    @property
+    def _offline_after(self) -> timedelta:
+        return timedelta(seconds=self._settings.offline_after_seconds)
+
     @workflow.run
     async def run(self, input: HealthInput) -> None:
-        threshold = timedelta(seconds=input.settings.offline_after_seconds)
-        await self._watching(input, threshold)
+        await self._watching(input)
 
     async def _act(
         self,
@@ -100,7 +109,7 @@ class PoolHealthWorkflow:
 
     # ------------------------------------------------------------ the watch (new runs)
 
-    async def _watching(self, input: HealthInput, threshold: timedelta) -> None:
+    async def _watching(self, input: HealthInput) -> None:
         """The check as one long `watch_health` activity at a time.
 
         The activity polls the provider every `health_seconds` inside the worker
@@ -111,7 +120,7 @@ class PoolHealthWorkflow:
         check thus costs its history a few events an hour, whatever its size.
         A config change cancels the watch and judges again on a fresh read.
         """
-        settings = input.settings
+        settings = self._settings
         interval = timedelta(seconds=settings.health_seconds)
         known: str | None = None  # fingerprint of the suspects judged last; None: read now
         while True:
@@ -121,7 +130,7 @@ class PoolHealthWorkflow:
             now = workflow.now()
             until = None
             if self._state.offline_since and not self._state.paused:
-                deadline = min(self._state.offline_since.values()) + threshold
+                deadline = min(self._state.offline_since.values()) + self._offline_after
                 until = max(deadline, now + timedelta(seconds=1))
             watch = asyncio.ensure_future(self._watch(input, known or "", until, once))
             try:
@@ -154,7 +163,7 @@ class PoolHealthWorkflow:
             if not found.pool.running:
                 self._ends(input, found.pool)
                 return
-            attempted = await self._judge(input, threshold, found)
+            attempted = await self._judge(input, found)
             # What was due and not paused was terminated (gone by the next read)
             # or failed to be (to be tried again at once): the watch waits for
             # news of the others only.
@@ -167,7 +176,7 @@ class PoolHealthWorkflow:
     async def _watch(
         self, input: HealthInput, fingerprint: str, until: datetime | None, once: bool
     ) -> WatchHealthResult:
-        settings = input.settings
+        settings = self._settings
         parent = workflow.info().parent
         return await workflow.execute_activity_method(
             DeviceActivityDefinitions.watch_health,
@@ -210,9 +219,7 @@ class PoolHealthWorkflow:
             summary="read now" if once else "watch for unhealthy devices",
         )
 
-    async def _judge(
-        self, input: HealthInput, threshold: timedelta, found: WatchHealthResult
-    ) -> set[str]:
+    async def _judge(self, input: HealthInput, found: WatchHealthResult) -> set[str]:
         """Triage the watch's answer and act on it; the devices it tried to terminate."""
         state = self._state
         now = workflow.now()
@@ -227,8 +234,8 @@ class PoolHealthWorkflow:
             max_unhealthy=state.config.max_unhealthy,
             replicas=state.config.replicas,
             now=now,
-            offline_after=threshold,
-            startup_timeout=timedelta(seconds=input.settings.startup_timeout_seconds),
+            offline_after=self._offline_after,
+            startup_timeout=timedelta(seconds=self._settings.startup_timeout_seconds),
             devices=found.devices,
         )
         await self._act(input, verdict, devices=found.devices, now=now, checked_at=found.checked_at)

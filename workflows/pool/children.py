@@ -29,7 +29,7 @@ from devicepool.api.names import (
     health_workflow_id,
     ledger_workflow_id,
 )
-from devicepool.api.v1alpha1 import DevicePoolSpec
+from devicepool.api.v1beta1 import DevicePoolSpec
 from devicepool.workflows.pool import calls
 from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.pool.state import PoolState
@@ -189,7 +189,7 @@ def batch_input(
         pool=pool,
         parent_workflow_id=workflow.info().workflow_id,
         replacement=replacement,
-        account=spec.provider_credential_ref,
+        account=spec.account,
         template=device_template(spec),
         generation=generation,
         slots=slots,

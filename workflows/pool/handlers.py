@@ -25,7 +25,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities.models import DeviceInfo
     from devicepool.api import names
-    from devicepool.api.v1alpha1 import (
+    from devicepool.api.v1beta1 import (
         DevicePoolSpec,
         ObjectMeta,
         check_replicas,
@@ -136,7 +136,7 @@ class PoolMessages:
 
     @workflow.signal(name=names.SIGNAL_HEALTH_REPORT)
     def health_report(self, report: HealthReport) -> None:
-        said = self.s.take_health(report, max_unhealthy=str(self._spec.max_unhealthy))
+        said = self.s.take_health(report, max_unhealthy=str(self._spec.health.max_unhealthy))
         self._happened(*said.events)
         for device_id, reason in sorted(report.terminated.items()):
             workflow.logger.info("pool %s: replacing %s (%s)", self._name, device_id, reason)
@@ -229,4 +229,4 @@ class PoolMessages:
 
     @property
     def _account(self) -> str:
-        return self._spec.provider_credential_ref
+        return self._spec.account

@@ -8,12 +8,14 @@ them.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import ConfigDict, Field
+from pydantic import BeforeValidator, ConfigDict, Field
 
 from devicepool.activities.models import DeviceInfo, PoolSettings
 from devicepool.api.base import CamelModel
-from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.api.conversion import stored_spec
+from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta
 from devicepool.workflows.pool.slots import InFlightBatch
 from devicepool.workflows.pool.state import PoolState
 from devicepool.workflows.shared.protocol import BatchReport, HealthConfig, HealthReport
@@ -31,9 +33,15 @@ __all__ = [
 ]
 
 
+# The stored version (v1beta1). A pool started before it, or an `apply` from a
+# client before it, carries a v1alpha1 spec: read into v1beta1 (`api.conversion`),
+# and handed over in v1beta1 at the pool's next continue-as-new.
+StoredSpec = Annotated[DevicePoolSpec, BeforeValidator(stored_spec)]
+
+
 class PoolInput(CamelModel):
     metadata: ObjectMeta
-    spec: DevicePoolSpec
+    spec: StoredSpec
     # None: the first task asks the worker (activity `pool_settings`) for its configured intervals.
     settings: PoolSettings | None = None
     # None on a new pool; the whole carried state at continue-as-new.
@@ -44,7 +52,7 @@ class ApplyRequest(CamelModel):
     """Update `apply`: replace the whole spec (name must match the pool)."""
 
     metadata: ObjectMeta
-    spec: DevicePoolSpec
+    spec: StoredSpec
 
 
 class ScaleRequest(CamelModel):

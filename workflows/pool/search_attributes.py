@@ -25,7 +25,7 @@ from devicepool.api.names import (
     SA_READY,
     SA_REGION,
 )
-from devicepool.api.v1alpha1 import DevicePoolSpec, DevicePoolStatus
+from devicepool.api.v1beta1 import DevicePoolSpec, DevicePoolStatus
 
 KEY_PLATFORM = SearchAttributeKey.for_keyword(SA_PLATFORM)
 KEY_REGION = SearchAttributeKey.for_keyword(SA_REGION)
@@ -56,7 +56,7 @@ def search_attribute_updates(
     wanted: list[SearchAttributePair[Any]] = [
         SearchAttributePair(KEY_PLATFORM, spec.platform.value),
         SearchAttributePair(KEY_REGION, spec.region),
-        SearchAttributePair(KEY_ACCOUNT, spec.provider_credential_ref),
+        SearchAttributePair(KEY_ACCOUNT, spec.account),
         SearchAttributePair(KEY_PHASE, status.phase.value),
         SearchAttributePair(KEY_DESIRED, spec.replicas),
         SearchAttributePair(KEY_READY, status.ready_devices + status.busy_devices),

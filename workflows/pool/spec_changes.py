@@ -11,14 +11,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from devicepool.api.v1alpha1 import DevicePoolSpec, check_replicas
+from devicepool.api.v1beta1 import DevicePoolSpec, check_replicas
 from devicepool.api.validation_messages import format_errors
 from devicepool.workflows.pool.messages import ApplyRequest, ScaleRequest
 
 __all__ = ["body_changed", "parse_scale_signal", "refuse_apply", "short_json"]
 
-# Fields a running pool cannot change: its devices were rented under them.
-IMMUTABLE_FIELDS = ("provider", "platform", "region", "provider_credential_ref")
+# Fields a running pool cannot change (their JSON paths): its devices were rented under them.
+IMMUTABLE_FIELDS = ("provider.name", "provider.account", "platform", "region")
 # Mutable spec fields that go into a create's body (with the immutable ones).
 CREATE_BODY_FIELDS = ("os_version", "proxy")
 
@@ -27,12 +27,12 @@ def refuse_apply(name: str, spec: DevicePoolSpec, request: ApplyRequest) -> None
     """Raise `ValueError` naming the field if `request` cannot replace `spec` on pool `name`."""
     if request.metadata.name != name:
         raise ValueError(f"metadata.name: this pool is {name!r}, got {request.metadata.name!r}")
-    for field in IMMUTABLE_FIELDS:
-        old, new = getattr(spec, field), getattr(request.spec, field)
+    old_fields, new_fields = spec.to_json_dict(), request.spec.to_json_dict()
+    for path in IMMUTABLE_FIELDS:
+        old, new = _at(old_fields, path), _at(new_fields, path)
         if old != new:
-            alias = DevicePoolSpec.model_fields[field].alias or field
             raise ValueError(
-                f"spec.{alias}: cannot change from {_plain(old)!r} to {_plain(new)!r} on a "
+                f"spec.{path}: cannot change from {old!r} to {new!r} on a "
                 "running pool; delete it and apply again"
             )
 
@@ -70,5 +70,7 @@ def short_json(payload: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _plain(value: Any) -> Any:
-    return getattr(value, "value", value)
+def _at(fields: dict[str, Any], path: str) -> Any:
+    for key in path.split("."):
+        fields = fields.get(key, {})
+    return fields

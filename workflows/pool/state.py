@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 
 from devicepool.activities.models import PROVISIONING, DeviceInfo, PoolSettings
 from devicepool.api.base import CamelModel
-from devicepool.api.v1alpha1 import ConditionStatus, ConditionType, DevicePoolSpec, DevicePoolStatus
+from devicepool.api.v1beta1 import ConditionStatus, ConditionType, DevicePoolSpec, DevicePoolStatus
 from devicepool.workflows.pool import event_log
 from devicepool.workflows.pool import events as say
 from devicepool.workflows.pool import status as st

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from devicepool.api.v1alpha1 import (
+from devicepool.api.v1beta1 import (
     Condition,
     ConditionStatus,
     ConditionType,
@@ -172,7 +172,7 @@ def remediation_condition(view: PoolView) -> ConditionUpdate:
         TRUE,
         "TooManyUnhealthy",
         f"{health.unhealthy} of {health.devices} devices unhealthy, more than "
-        f"maxUnhealthy ({view.spec.max_unhealthy} = {health.max_unhealthy}); "
+        f"maxUnhealthy ({view.spec.health.max_unhealthy} = {health.max_unhealthy}); "
         "replacements wait until the count drops",
     )
 
@@ -294,7 +294,7 @@ def details(name: str, spec: DevicePoolSpec, generation: int, status: DevicePool
     width = max(len(label) for label, _ in figures) + 2
     lines = [
         f"**{name}** · {spec.platform.value} · {spec.region} · "
-        f"account `{spec.provider_credential_ref}` · generation {generation}",
+        f"account `{spec.account}` · generation {generation}",
         "",
         "```",
         *(f"{label:<{width}}{value}" for label, value in figures),

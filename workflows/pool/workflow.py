@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.activities import models as am
     from devicepool.api import names
     from devicepool.api.errors import ErrorType
-    from devicepool.api.v1alpha1 import DevicePoolStatus, Phase
+    from devicepool.api.v1beta1 import DevicePoolStatus, Phase
     from devicepool.workflows.pool import calls, children, finalizer
     from devicepool.workflows.pool import events as say
     from devicepool.workflows.pool import status as st
@@ -438,7 +438,13 @@ class DevicePoolWorkflow(PoolMessages):
     # ------------------------------------------------------------------ neighbours
 
     def _health_config(self) -> HealthConfig:
-        return HealthConfig(max_unhealthy=self._spec.max_unhealthy, replicas=self._spec.replicas)
+        health = self._spec.health
+        return HealthConfig(
+            max_unhealthy=health.max_unhealthy,
+            replicas=self._spec.replicas,
+            offline_after_seconds=health.offline_after,
+            startup_timeout_seconds=health.startup_timeout,
+        )
 
     def _said(self, said: Said) -> None:
         if said.warning:
@@ -452,4 +458,6 @@ class DevicePoolWorkflow(PoolMessages):
 
     @property
     def settings(self) -> am.PoolSettings:
-        return self._settings or am.PoolSettings()
+        """The worker's settings, with what the pool's spec sets itself (v1beta1 `health`, `scaleDown`)."""
+        worker = self._settings or am.PoolSettings()
+        return worker.model_copy(update=self._spec.setting_overrides())

@@ -105,6 +105,19 @@ class HealthConfig(CamelModel):
     # The pool's desired size (percentages resolve against it). None: sent by a
     # pool from before the field existed; the health check then uses its count.
     replicas: int | None = None
+    # The pool's own thresholds (v1beta1 `spec.health`). None: the worker's setting.
+    offline_after_seconds: float | None = None
+    startup_timeout_seconds: float | None = None
+
+    def applied_to(self, settings: PoolSettings) -> PoolSettings:
+        """`settings` with this pool's own thresholds in place of the worker's."""
+        overrides = {
+            "offline_after_seconds": self.offline_after_seconds,
+            "startup_timeout_seconds": self.startup_timeout_seconds,
+        }
+        return settings.model_copy(
+            update={name: value for name, value in overrides.items() if value is not None}
+        )
 
 
 class HealthInput(CamelModel):

@@ -1,0 +1,76 @@
+"""Durations as kubectl writes them: `90s`, `3m`, `1h30m`, `1.5h`, `500ms`.
+
+The grammar is Go's `time.ParseDuration` (what `metav1.Duration` reads): one
+or more decimal numbers, each with a unit of `ns`, `us` (or `µs`), `ms`, `s`,
+`m`, `h`; no sign. A bare number is refused: `offlineAfter: 180` could mean
+seconds or minutes, and kubectl refuses it too.
+
+`format_duration` writes the shortest form Go also reads (`15m`, `1h30m`,
+`1m30s`, `2.5s`): what `devicepool get -o yaml` prints, so it applies again.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Any
+
+from devicepool.api.problems import show_value
+
+__all__ = ["MAX_SECONDS", "format_duration", "parse_duration"]
+
+_UNITS = {
+    "ns": Decimal("1e-9"),
+    "us": Decimal("1e-6"),
+    "µs": Decimal("1e-6"),
+    "μs": Decimal("1e-6"),
+    "ms": Decimal("1e-3"),
+    "s": Decimal(1),
+    "m": Decimal(60),
+    "h": Decimal(3600),
+}
+_TERM = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+# Go's longest duration (2^63 - 1 nanoseconds, about 292 years), in whole seconds.
+MAX_SECONDS = (2**63 - 1) // 10**9
+
+_EXAMPLE = "a duration such as '90s', '3m' or '1h30m'"
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds in `value` (a duration string); ValueError in the manifest's words if not one."""
+    if isinstance(value, bool) or not isinstance(value, str):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            raise ValueError(f"must be {_EXAMPLE} (a number has no unit), got {show_value(value)}")
+        raise ValueError(f"must be {_EXAMPLE}, got {show_value(value)}")
+    text = value.strip()
+    total = Decimal(0)
+    position = 0
+    for match in _TERM.finditer(text):
+        if match.start() != position:
+            break
+        total += Decimal(match.group(1)) * _UNITS[match.group(2)]
+        position = match.end()
+    if not text or position != len(text):
+        unitless = " (a number has no unit)" if re.fullmatch(r"[\d.]+", text) else ""
+        raise ValueError(f"must be {_EXAMPLE}{unitless}, got {show_value(value)}")
+    if total > MAX_SECONDS:
+        raise ValueError(f"must be at most {format_duration(MAX_SECONDS)}, got {show_value(value)}")
+    return float(total)
+
+
+def format_duration(seconds: float) -> str:
+    """`seconds` in the shortest form Go reads back: 900 -> '15m', 5400 -> '1h30m', 0 -> '0s'."""
+    if seconds < 0:
+        raise ValueError(f"a duration cannot be negative, got {seconds}")
+    exact = Decimal(repr(float(seconds)))
+    hours, rest = divmod(exact, 3600)
+    minutes, rest = divmod(rest, 60)
+    parts = []
+    if hours:
+        parts.append(f"{int(hours)}h")
+    if minutes:
+        parts.append(f"{int(minutes)}m")
+    if rest or not parts:
+        text = format(rest.normalize(), "f")
+        parts.append(f"{text}s")
+    return "".join(parts)

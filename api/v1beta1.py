@@ -1,0 +1,166 @@
+"""DevicePool `mobile.example.com/v1beta1`: the version pools are stored in.
+
+What changed from v1alpha1 (`api.conversion` converts both ways, losslessly):
+- `provider: {name, account}` replaces `provider` + `providerCredentialRef`;
+- `health: {offlineAfter, startupTimeout, maxUnhealthy}` and `scaleDown:
+  {idleGrace}` set per pool what was only the worker's configuration (unset:
+  the worker's value); `maxUnhealthy` moved under `health`;
+- `proxy.sessionTTL: 15m` (a duration) replaces `stickyTTL: 900` (seconds).
+
+Durations are written as kubectl writes them (`api.durations`). Unknown fields
+are rejected, as in v1alpha1.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, PlainSerializer
+
+from devicepool.api.base import CamelModel
+from devicepool.api.durations import format_duration, parse_duration
+from devicepool.api.names import API_VERSION_V1BETA1, KIND_DEVICE_POOL
+from devicepool.api.problems import show_value
+from devicepool.api.v1alpha1 import (
+    MAX_REPLICAS,
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    DevicePoolStatus,
+    NonEmpty,
+    ObjectMeta,
+    Phase,
+    Platform,
+    PoolResource,
+    Provider,
+    StrictishInt,
+    _max_unhealthy,
+    _os_version,
+    check_replicas,
+    resolve_max_unhealthy,
+)
+
+# What did not change is shared with v1alpha1 and exported here too: code
+# outside `api/` knows only the stored version, this module.
+__all__ = [
+    "MAX_REPLICAS",
+    "Condition",
+    "ConditionStatus",
+    "ConditionType",
+    "DevicePool",
+    "DevicePoolSpec",
+    "DevicePoolStatus",
+    "Duration",
+    "HealthSpec",
+    "ObjectMeta",
+    "Phase",
+    "Platform",
+    "Provider",
+    "ProviderRef",
+    "ProxySpec",
+    "ScaleDownSpec",
+    "check_replicas",
+    "resolve_max_unhealthy",
+]
+
+
+def _seconds(value: Any) -> float:
+    # Python callers may pass a timedelta; manifests and payloads carry the string.
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return parse_duration(value)
+
+
+def _whole_seconds(value: Any) -> int:
+    seconds = _seconds(value)
+    if seconds != int(seconds):
+        raise ValueError(f"must be whole seconds, got {show_value(value)}")
+    return int(seconds)
+
+
+# Seconds in Python, a duration string (`3m`) in JSON and YAML.
+Duration = Annotated[
+    float, BeforeValidator(_seconds), PlainSerializer(format_duration, return_type=str)
+]
+WholeSecondsDuration = Annotated[
+    int, BeforeValidator(_whole_seconds), PlainSerializer(format_duration, return_type=str)
+]
+
+
+def _provider_ref(value: Any) -> Any:
+    if isinstance(value, str):
+        raise ValueError(
+            f"must be a mapping such as {{name: {Provider.BITCLOUDPHONE.value}, account: default}}"
+            f" (v1alpha1's `provider: {value}` and `providerCredentialRef` moved here),"
+            f" got {show_value(value)}"
+        )
+    return value
+
+
+class ProviderRef(CamelModel):
+    """Which provider, and which of the worker's configured accounts at it."""
+
+    name: Provider = Provider.BITCLOUDPHONE
+    account: NonEmpty = "default"
+
+
+class ProxySpec(CamelModel):
+    pool_ref: NonEmpty
+    # How long the provider keeps one proxy session (exit IP) for a device. 0s: not sticky.
+    session_ttl: WholeSecondsDuration = Field(default=0, alias="sessionTTL")
+
+
+class HealthSpec(CamelModel):
+    """Replace-not-repair thresholds for this pool. Unset: the worker's configured value."""
+
+    offline_after: Duration | None = Field(default=None, gt=0)
+    startup_timeout: Duration | None = Field(default=None, gt=0)
+    max_unhealthy: Annotated[int | str, BeforeValidator(_max_unhealthy)] = "40%"
+
+
+class ScaleDownSpec(CamelModel):
+    """How scale-down treats this pool's devices. Unset: the worker's configured value."""
+
+    idle_grace: Duration | None = Field(default=None, ge=0)
+
+
+class DevicePoolSpec(CamelModel):
+    provider: Annotated[ProviderRef, BeforeValidator(_provider_ref)] = Field(
+        default_factory=ProviderRef
+    )
+    platform: Platform
+    region: NonEmpty
+    os_version: Annotated[str, BeforeValidator(_os_version)] = Field(
+        default="", json_schema_extra={"example": "14"}
+    )
+    replicas: StrictishInt = Field(ge=0, le=MAX_REPLICAS)
+    proxy: ProxySpec | None = None
+    health: HealthSpec = Field(default_factory=HealthSpec)
+    scale_down: ScaleDownSpec = Field(default_factory=ScaleDownSpec)
+
+    @property
+    def account(self) -> str:
+        """The worker-configured provider account this pool's devices are rented from."""
+        return self.provider.account
+
+    def max_unhealthy_count(self, total: int) -> int:
+        """`health.maxUnhealthy` resolved against a pool of `total` devices."""
+        return resolve_max_unhealthy(self.health.max_unhealthy, total)
+
+    def setting_overrides(self) -> dict[str, float]:
+        """The worker settings this spec sets for its pool (`PoolSettings` field -> value)."""
+        overrides = {
+            "offline_after_seconds": self.health.offline_after,
+            "startup_timeout_seconds": self.health.startup_timeout,
+            "idle_grace_seconds": self.scale_down.idle_grace,
+        }
+        return {name: value for name, value in overrides.items() if value is not None}
+
+
+class DevicePool(PoolResource):
+    api_version: Literal["mobile.example.com/v1beta1"] = API_VERSION_V1BETA1  # type: ignore[assignment]
+    kind: Literal["DevicePool"] = KIND_DEVICE_POOL  # type: ignore[assignment]
+    metadata: ObjectMeta
+    spec: DevicePoolSpec
+    status: DevicePoolStatus | None = None

@@ -1,0 +1,327 @@
+"""v1beta1, the stored version: its fields, its durations, and conversion to and from v1alpha1.
+
+Conversion is lossless both ways (a hypothesis property over each version's
+pools); the article's v1alpha1 manifest keeps applying, converted; a pool's
+workflow input written in v1alpha1 (a pool started before v1beta1) reads into
+v1beta1.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from devicepool.api import ManifestError, load_manifests_text, v1alpha1, v1beta1
+from devicepool.api.conversion import (
+    CONVERSION_ANNOTATION,
+    convert,
+    stored_spec,
+    to_v1alpha1,
+    to_v1beta1,
+    wire_spec,
+)
+from devicepool.api.durations import MAX_SECONDS, format_duration, parse_duration
+from devicepool.workflows.pool.messages import PoolInput
+
+BETA = """\
+apiVersion: mobile.example.com/v1beta1
+kind: DevicePool
+metadata:
+  name: tiktok-us-pool
+spec:
+  provider: {name: bitcloudphone, account: second}
+  platform: android
+  region: us-west
+  osVersion: "14"
+  replicas: 50
+  proxy: {poolRef: proxyseller-us, sessionTTL: 15m}
+  health: {offlineAfter: 3m, startupTimeout: 5m, maxUnhealthy: 40%}
+  scaleDown: {idleGrace: 1m}
+"""
+
+
+def load_one(text: str) -> v1beta1.DevicePool:
+    [pool] = load_manifests_text(text, source="f.yaml")
+    return pool
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(ManifestError) as info:
+        load_manifests_text(text, source="f.yaml")
+    return info.value.problems
+
+
+# ---------------------------------------------------------------- the v1beta1 manifest
+
+
+def test_a_v1beta1_manifest_applies_with_every_field() -> None:
+    pool = load_one(BETA)
+    spec = pool.spec
+    assert pool.api_version == "mobile.example.com/v1beta1"
+    assert (spec.provider.name, spec.account) == (v1beta1.Provider.BITCLOUDPHONE, "second")
+    assert spec.proxy is not None and spec.proxy.session_ttl == 900
+    assert (spec.health.offline_after, spec.health.startup_timeout) == (180, 300)
+    assert spec.health.max_unhealthy == "40%" and spec.max_unhealthy_count(50) == 20
+    assert spec.scale_down.idle_grace == 60
+    # The durations are written back as they were read.
+    assert spec.to_json_dict()["health"] == {
+        "offlineAfter": "3m",
+        "startupTimeout": "5m",
+        "maxUnhealthy": "40%",
+    }
+
+
+def test_unset_thresholds_are_the_workers_and_set_ones_override_it() -> None:
+    bare = load_one(BETA.split("  health:")[0])
+    assert bare.spec.setting_overrides() == {}
+    assert bare.spec.health.max_unhealthy == "40%"  # the same default as v1alpha1
+    assert load_one(BETA).spec.setting_overrides() == {
+        "offline_after_seconds": 180,
+        "startup_timeout_seconds": 300,
+        "idle_grace_seconds": 60,
+    }
+
+
+@pytest.mark.parametrize(
+    ("line", "written", "message"),
+    [
+        (
+            "offlineAfter: 3m",
+            "offlineAfter: 180",
+            "spec.health.offlineAfter: must be a duration such as '90s', '3m' or '1h30m' "
+            "(a number has no unit), got 180",
+        ),
+        (
+            "offlineAfter: 3m",
+            "offlineAfter: 3 minutes",
+            "spec.health.offlineAfter: must be a duration such as '90s', '3m' or '1h30m', "
+            "got '3 minutes'",
+        ),
+        ("offlineAfter: 3m", "offlineAfter: 0s", "spec.health.offlineAfter: must be > 0, got '0s'"),
+        (
+            "sessionTTL: 15m",
+            "sessionTTL: 1.5s",
+            "spec.proxy.sessionTTL: must be whole seconds, got '1.5s'",
+        ),
+        (
+            "idleGrace: 1m",
+            "idleGrace: -1m",
+            "spec.scaleDown.idleGrace: must be a duration such as '90s', '3m' or '1h30m', "
+            "got '-1m'",
+        ),
+        (
+            "maxUnhealthy: 40%",
+            "maxUnhealthy: 140%",
+            "spec.health.maxUnhealthy: must be a count or a percentage such as '40%', got '140%'",
+        ),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_the_field(line: str, written: str, message: str) -> None:
+    assert problems(BETA.replace(line, written)) == [f"f.yaml: {message}"]
+
+
+def test_v1alpha1_fields_under_v1beta1_say_where_they_went() -> None:
+    text = BETA.replace(
+        "  provider: {name: bitcloudphone, account: second}\n", "  provider: bitcloudphone\n"
+    )
+    [line] = problems(text)
+    assert line.startswith("f.yaml: spec.provider: must be a mapping such as {name: bitcloudphone")
+    assert "providerCredentialRef` moved here" in line
+
+
+# ---------------------------------------------------------------- durations
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds", "shortest"),
+    [
+        ("90s", 90, "1m30s"),
+        ("3m", 180, "3m"),
+        ("1h30m", 5400, "1h30m"),
+        ("1.5h", 5400, "1h30m"),
+        ("15m0s", 900, "15m"),  # kubectl's own spelling reads
+        ("500ms", 0.5, "0.5s"),
+        ("0s", 0, "0s"),
+    ],
+)
+def test_durations_read_as_kubectl_writes_them(text: str, seconds: float, shortest: str) -> None:
+    assert parse_duration(text) == seconds
+    assert format_duration(seconds) == shortest
+
+
+@given(st.decimals(min_value=0, max_value=MAX_SECONDS, places=3, allow_nan=False))
+def test_a_written_duration_reads_back_the_same(seconds: Any) -> None:
+    value = float(seconds)
+    assert parse_duration(format_duration(value)) == value
+
+
+# ---------------------------------------------------------------- conversion
+
+
+def test_the_articles_manifest_converts_and_back() -> None:
+    article = load_one(
+        "apiVersion: mobile.example.com/v1alpha1\nkind: DevicePool\nmetadata: {name: p}\n"
+        "spec: {platform: ios, region: eu, replicas: 3, maxUnhealthy: 2,"
+        " providerCredentialRef: second, proxy: {poolRef: r, stickyTTL: 60}}\n"
+    )
+    assert article.api_version == "mobile.example.com/v1beta1"
+    assert article.spec.account == "second" and article.spec.health.max_unhealthy == 2
+    assert article.spec.proxy is not None and article.spec.proxy.session_ttl == 60
+    back = to_v1alpha1(article)
+    assert back.spec.provider_credential_ref == "second"
+    assert back.spec.proxy is not None and back.spec.proxy.sticky_ttl == 60
+    assert CONVERSION_ANNOTATION not in back.metadata.annotations  # nothing to keep
+
+
+def test_v1beta1_only_fields_travel_in_an_annotation() -> None:
+    pool = load_one(BETA)
+    alpha = to_v1alpha1(pool)
+    kept = json.loads(alpha.metadata.annotations[CONVERSION_ANNOTATION])
+    assert kept == {
+        "health": {"offlineAfter": "3m", "startupTimeout": "5m"},
+        "scaleDown": {"idleGrace": "1m"},
+    }
+    assert to_v1beta1(alpha) == pool
+    assert convert(pool, "mobile.example.com/v1beta1") is pool
+
+
+@pytest.mark.parametrize(
+    "value", ["not json", '["health"]', '{"owner": {}}', '{"health": 3}', '{"health": {"x": 1}}']
+)
+def test_a_conversion_annotation_not_ours_is_one_line(value: str) -> None:
+    text = (
+        "apiVersion: mobile.example.com/v1alpha1\nkind: DevicePool\n"
+        f"metadata: {{name: p, annotations: {{{CONVERSION_ANNOTATION}: {json.dumps(value)}}}}}\n"
+        "spec: {platform: ios, region: eu, replicas: 3}\n"
+    )
+    [line] = problems(text)
+    assert line.startswith(f"f.yaml: metadata.annotations.{CONVERSION_ANNOTATION}: ")
+
+
+durations = st.one_of(
+    st.none(), st.integers(min_value=1, max_value=10**6).map(lambda s: timedelta(seconds=s))
+)
+names = st.from_regex(r"[a-z][a-z0-9-]{0,20}[a-z0-9]", fullmatch=True)
+texts = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=8)
+max_unhealthy = st.one_of(
+    st.integers(min_value=0, max_value=600), st.integers(0, 100).map(lambda p: f"{p}%")
+)
+metadata = st.builds(
+    v1alpha1.ObjectMeta,
+    name=names,
+    labels=st.dictionaries(names, texts, max_size=2),
+    annotations=st.dictionaries(names, texts, max_size=2),
+)
+
+
+@st.composite
+def beta_pools(draw: st.DrawFn) -> v1beta1.DevicePool:
+    proxy = draw(
+        st.none()
+        | st.builds(
+            lambda ref, ttl: v1beta1.ProxySpec(pool_ref=ref, session_ttl=timedelta(seconds=ttl)),
+            texts,
+            st.integers(0, MAX_SECONDS),
+        )
+    )
+    spec = v1beta1.DevicePoolSpec(
+        provider=v1beta1.ProviderRef(account=draw(texts)),
+        platform=draw(st.sampled_from(v1beta1.Platform)),
+        region=draw(texts),
+        os_version=draw(st.sampled_from(["", "14", "17.2"])),
+        replicas=draw(st.integers(0, 500)),
+        proxy=proxy,
+        health=v1beta1.HealthSpec(
+            offline_after=draw(durations),
+            startup_timeout=draw(durations),
+            max_unhealthy=draw(max_unhealthy),
+        ),
+        scale_down=v1beta1.ScaleDownSpec(idle_grace=draw(durations)),
+    )
+    return v1beta1.DevicePool(metadata=draw(metadata), spec=spec)
+
+
+@st.composite
+def alpha_pools(draw: st.DrawFn) -> v1alpha1.DevicePool:
+    proxy = draw(
+        st.none()
+        | st.builds(
+            lambda ref, ttl: v1alpha1.ProxySpec(pool_ref=ref, sticky_ttl=ttl),
+            texts,
+            st.integers(0, MAX_SECONDS),
+        )
+    )
+    spec = v1alpha1.DevicePoolSpec(
+        platform=draw(st.sampled_from(v1alpha1.Platform)),
+        region=draw(texts),
+        os_version=draw(st.sampled_from(["", "14", "17.2"])),
+        replicas=draw(st.integers(0, 500)),
+        proxy=proxy,
+        provider_credential_ref=draw(texts),
+        max_unhealthy=draw(max_unhealthy),
+    )
+    return v1alpha1.DevicePool(metadata=draw(metadata), spec=spec)
+
+
+@settings(max_examples=200)
+@given(beta_pools())
+def test_v1beta1_to_v1alpha1_and_back_is_the_same_pool(pool: v1beta1.DevicePool) -> None:
+    alpha = to_v1alpha1(pool)
+    # ...through JSON too, as `get --api-version v1alpha1 -o json` then `apply` would.
+    again = v1alpha1.DevicePool.model_validate(json.loads(alpha.model_dump_json()))
+    assert to_v1beta1(again) == pool
+
+
+@settings(max_examples=200)
+@given(alpha_pools())
+def test_v1alpha1_to_v1beta1_and_back_is_the_same_pool(pool: v1alpha1.DevicePool) -> None:
+    beta = to_v1beta1(pool)
+    again = v1beta1.DevicePool.model_validate(json.loads(beta.model_dump_json()))
+    assert to_v1alpha1(again) == pool
+
+
+# ---------------------------------------------------------------- pools started in v1alpha1
+
+
+def test_a_v1alpha1_workflow_input_reads_into_v1beta1() -> None:
+    # What a pool started by v0.1.0 carries in its input (and its `apply` updates).
+    spec = {
+        "provider": "bitcloudphone",
+        "platform": "android",
+        "region": "us-west",
+        "osVersion": "14",
+        "replicas": 5,
+        "proxy": {"poolRef": "proxyseller-us", "stickyTTL": 900},
+        "providerCredentialRef": "second",
+        "maxUnhealthy": "40%",
+        "aFieldFromTheFuture": 1,  # between builds, unknown fields are ignored
+    }
+    stored = stored_spec(spec)
+    assert isinstance(stored, v1beta1.DevicePoolSpec)
+    assert stored.account == "second" and stored.proxy is not None
+    assert stored.proxy.session_ttl == 900
+    read = PoolInput.model_validate({"metadata": {"name": "p"}, "spec": spec})
+    assert read.spec == stored
+    # A spec in the fields both versions share is read as it is.
+    shared = {"platform": "ios", "region": "eu", "replicas": 1}
+    assert stored_spec(shared) is shared
+
+
+def test_a_client_sends_the_oldest_version_that_holds_the_spec() -> None:
+    # A build from before v1beta1 (a rollback) still reads what a newer client sends.
+    article = load_one(BETA.split("  health:")[0])
+    assert wire_spec(article.spec)["provider"] == "bitcloudphone"
+    assert wire_spec(article.spec)["proxy"] == {"poolRef": "proxyseller-us", "stickyTTL": 900}
+    # A v1beta1-only field cannot go as v1alpha1: it goes as v1beta1.
+    tuned = load_one(BETA).spec
+    assert wire_spec(tuned) == tuned.to_json_dict()
+    for spec in (article.spec, tuned):
+        assert (
+            PoolInput.model_validate({"metadata": {"name": "p"}, "spec": wire_spec(spec)}).spec
+            == spec
+        )
