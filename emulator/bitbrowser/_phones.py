@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from devicepool.emulator.bitbrowser import _envelope as text
-from devicepool.emulator.bitbrowser._bodies import Page, as_int, optional_int, optional_str
+from devicepool.emulator.bitbrowser._bodies import (
+    Page,
+    as_int,
+    optional_int,
+    optional_str,
+    required_id,
+)
 from devicepool.emulator.bitbrowser._envelope import LocalApiError
 
 Power = Literal["off", "booting", "running", "suspended"]
@@ -230,7 +236,9 @@ class PhoneStore:
             raise LocalApiError(f"udp {text.BAD_FIELD}")
         if not isinstance(fields["cloudPhonesFingerPrint"], dict):
             raise LocalApiError(f"cloudPhonesFingerPrint {text.BAD_FIELD}")
-        if fields["groupId"] and fields["groupId"] not in self.groups:
+        if fields["groupId"] and (
+            not isinstance(fields["groupId"], str) or fields["groupId"] not in self.groups
+        ):
             raise LocalApiError(text.GROUP_NOT_FOUND)
 
     # ------------------------------------------------------------- power
@@ -303,7 +311,7 @@ class PhoneStore:
         return group
 
     def edit_group(self, body: dict[str, Any]) -> dict[str, Any]:
-        group = self.groups.get(body.get("id"))  # type: ignore[arg-type]
+        group = self.groups.get(required_id(body, text.GROUP_NOT_FOUND))
         if group is None:
             raise LocalApiError(text.GROUP_NOT_FOUND)
         name = optional_str(body, "groupName")
@@ -313,10 +321,11 @@ class PhoneStore:
         return group
 
     def delete_group(self, body: dict[str, Any]) -> None:
-        if self.groups.pop(body.get("id"), None) is None:  # type: ignore[arg-type]
+        group_id = required_id(body, text.GROUP_NOT_FOUND)
+        if self.groups.pop(group_id, None) is None:
             raise LocalApiError(text.GROUP_NOT_FOUND)
         for phone in self.phones.values():
-            if phone.fields["groupId"] == body["id"]:
+            if phone.fields["groupId"] == group_id:
                 phone.fields["groupId"] = ""
 
     def list_groups(self, body: dict[str, Any]) -> dict[str, Any]:

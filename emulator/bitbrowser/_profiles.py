@@ -255,7 +255,7 @@ class ProfileStore:
             if port is None or not 0 < port < 65536:
                 raise LocalApiError(f"port {text.BAD_FIELD}")
             fields["port"] = port
-        if fields["groupId"] not in self.groups:
+        if not isinstance(fields["groupId"], str) or fields["groupId"] not in self.groups:
             raise LocalApiError(text.GROUP_NOT_FOUND)
         for name, default in DEFAULTS.items():
             value = fields[name]

@@ -402,7 +402,7 @@ class BitBrowserEmulator:
 
     async def browser_group_update(self, node: Node, body: dict[str, Any]) -> Any:
         profiles = [self.profiles.get(i) for i in id_list(body, "browserIds", limit=None)]
-        if body.get("groupId") not in self.profiles.groups:
+        if not isinstance(body.get("groupId"), str) or body["groupId"] not in self.profiles.groups:
             raise LocalApiError(text.GROUP_NOT_FOUND)
         self.profiles.update_partial(profiles, {"groupId": body["groupId"]}, self.stamp())
         return NO_DATA
@@ -475,7 +475,7 @@ class BitBrowserEmulator:
 
     async def phone_batch_group(self, node: Node, body: dict[str, Any]) -> Any:
         phones = self.phones.phones_of(body)
-        if body.get("groupId") not in self.phones.groups:
+        if not isinstance(body.get("groupId"), str) or body["groupId"] not in self.phones.groups:
             raise LocalApiError(text.GROUP_NOT_FOUND)
         for phone in phones:
             self.phones.update(phone, {"groupId": body["groupId"]}, self.stamp())
