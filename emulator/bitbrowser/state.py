@@ -30,7 +30,7 @@ from devicepool.emulator import _clock
 from devicepool.emulator._clock import VirtualClock
 from devicepool.emulator._problems import NOT_FOUND, ProblemError, invalid
 from devicepool.emulator.bitbrowser import _envelope as text
-from devicepool.emulator.bitbrowser._bodies import MAX_IDS, Page, id_list, required_id
+from devicepool.emulator.bitbrowser._bodies import MAX_IDS, Page, id_list, is_int, required_id
 from devicepool.emulator.bitbrowser._browsers import Process, Processes
 from devicepool.emulator.bitbrowser._envelope import NO_DATA, LocalApiError
 from devicepool.emulator.bitbrowser._faults import Decision, Dice, Faults
@@ -326,10 +326,36 @@ class BitBrowserEmulator:
             raise LocalApiError(text.OPEN_ELSEWHERE)
         if process.state == "opening":
             raise LocalApiError(text.OPENING)
+        self._close_process(process)
+        return NO_DATA
+
+    def _close_process(self, process: Process) -> None:
         # Success now; the process exits a moment later (pids/alive shows it until then).
         process.state = "closing"
         process.exits_at = self.now() + self.config.close_linger_seconds
         self.counters.closes += 1
+
+    async def close_all(self, node: Node, body: dict[str, Any]) -> Any:
+        for process in self.processes.on_node(node.name, self.now()):
+            if process.state == "open":
+                self._close_process(process)
+        return NO_DATA
+
+    async def close_by_seqs(self, node: Node, body: dict[str, Any]) -> Any:
+        seqs = body.get("seqs")
+        if not isinstance(seqs, list) or not seqs or not all(is_int(s) for s in seqs):
+            raise LocalApiError(f"seqs {text.BAD_FIELD}")
+        ids = {p.id for p in self.profiles.profiles.values() if p.seq in seqs}
+        for process in self.processes.on_node(node.name, self.now()):
+            if process.state == "open" and process.profile_id in ids:
+                self._close_process(process)
+        return NO_DATA
+
+    async def proxy_update(self, node: Node, body: dict[str, Any]) -> Any:
+        profiles = [self.profiles.get(i) for i in id_list(body, limit=None)]
+        if "proxyMethod" not in body:
+            raise LocalApiError(text.PROXY_METHOD_REQUIRED)
+        self.profiles.update_partial(profiles, body, self.stamp())
         return NO_DATA
 
     async def closing_reset(self, node: Node, body: dict[str, Any]) -> Any:
@@ -609,6 +635,9 @@ _ROUTES: dict[str, Handler] = {
     "/browser/list": BitBrowserEmulator.list_profiles,
     "/browser/open": BitBrowserEmulator.open_browser,
     "/browser/close": BitBrowserEmulator.close_browser,
+    "/browser/close/all": BitBrowserEmulator.close_all,
+    "/browser/close/byseqs": BitBrowserEmulator.close_by_seqs,
+    "/browser/proxy/update": BitBrowserEmulator.proxy_update,
     "/browser/closing/reset": BitBrowserEmulator.closing_reset,
     "/browser/delete": BitBrowserEmulator.delete,
     "/browser/delete/ids": BitBrowserEmulator.delete_ids,

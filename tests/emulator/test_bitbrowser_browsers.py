@@ -163,3 +163,37 @@ async def test_node_and_kill_control_plane_refusals(account: Account) -> None:
     response = await account.http["node-1"].post(f"/_emulator/browsers/{'0' * 32}/kill")
     assert response.status_code == 404
     refusal_of(await account.call("/browser/close", {}))
+
+
+async def test_close_all_and_by_seqs_close_this_nodes_browsers(account: Account) -> None:
+    a, b, c = [await account.create(name=n) for n in "abc"]
+    await account.ok("/browser/open", {"id": a["id"]})
+    await account.ok("/browser/open", {"id": b["id"]})
+    await account.ok("/browser/open", {"id": c["id"]}, node="node-2")
+    await account.ok("/browser/close/byseqs", {"seqs": [a["seq"], c["seq"]]})
+    await account.advance(3)
+    assert list(await account.ok("/browser/pids/all")) == [b["id"]]
+    assert list(await account.ok("/browser/pids/all", node="node-2")) == [c["id"]]
+    await account.ok("/browser/close/all")
+    await account.advance(3)
+    assert await account.ok("/browser/pids/all") == {}
+    assert (await account.stats())["profiles"]["openByNode"] == {"node-1": 0, "node-2": 1}
+
+
+async def test_batch_proxy_update(account: Account) -> None:
+    one, two = await account.create(), await account.create(name="b")
+    body = {
+        "ids": [one["id"], two["id"]],
+        "proxyMethod": 2,
+        "proxyType": "http",
+        "host": "h2",
+        "port": 8080,
+        "proxyUserName": "u2",
+        "proxyPassword": "p2",
+    }
+    await account.ok("/browser/proxy/update", body)
+    detail = await account.ok("/browser/detail", {"id": two["id"]})
+    assert (detail["proxyType"], detail["host"], detail["proxyPassword"]) == ("http", "h2", "p2")
+    assert detail["name"] == "b"
+    del body["proxyMethod"]
+    assert await account.refused("/browser/proxy/update", body) == "请选择代理方式"
