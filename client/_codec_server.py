@@ -5,7 +5,9 @@ and the stock CLI (`temporal workflow show --codec-endpoint URL`) send
 `POST /decode` (and `/encode`) with ``{"payloads": [...]}``, the JSON form of
 ``temporal.api.common.v1.Payloads``, and the header ``X-Namespace``; the answer
 has the same shape. The browser calls it across origins, so CORS answers the
-UI's origins (``--cors-origin``) and no other. `GET /healthz` says it serves.
+UI's origins (``--cors-origin``) and no other; a hosted UI (https) calling a
+codec server on the user's machine also gets the Private Network Access answer
+browsers ask for. `GET /healthz` says it serves.
 
 Whoever reaches `/decode` reads the history: it listens on 127.0.0.1 unless told
 otherwise, and in production belongs behind the same access control as the UI
@@ -14,7 +16,9 @@ otherwise, and in production belongs behind the same access control as the UI
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
@@ -33,6 +37,11 @@ Transform = Callable[[Sequence[Payload]], Awaitable[list[Payload]]]
 
 def create_app(codec: PayloadCodec, *, cors_origins: Sequence[str]) -> FastAPI:
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    options: dict[str, Any] = {}
+    if "allow_private_network" in inspect.signature(CORSMiddleware.__init__).parameters:
+        # Private Network Access (Starlette >= 1.0; an older one does not know the header,
+        # and Chrome then refuses a hosted UI's calls to a codec server on localhost).
+        options["allow_private_network"] = True
     app.add_middleware(
         CORSMiddleware,
         allow_origins=list(cors_origins),
@@ -40,6 +49,7 @@ def create_app(codec: PayloadCodec, *, cors_origins: Sequence[str]) -> FastAPI:
         allow_headers=ALLOWED_HEADERS,
         allow_credentials=True,
         max_age=600,
+        **options,
     )
 
     @app.post("/encode")

@@ -87,6 +87,17 @@ async def test_cors_preflight_answers_the_ui_and_no_one_else(http: httpx.AsyncCl
         h.strip() for h in allowed.split(",")
     }
 
+    assert "access-control-allow-private-network" not in ok.headers  # not asked
+
+    # A hosted UI calling a codec server on the user's machine (Private Network Access).
+    private = {**asked, "Access-Control-Request-Private-Network": "true"}
+    hosted = await http.options("/decode", headers={"Origin": UI, **private})
+    assert hosted.status_code == 200
+    assert hosted.headers["access-control-allow-private-network"] == "true"
+    stranger = await http.options("/decode", headers={"Origin": "http://evil.test", **private})
+    assert stranger.status_code == 400  # refused: no allow-origin, whatever else it says
+    assert "access-control-allow-origin" not in stranger.headers
+
     other = await http.options("/decode", headers={"Origin": "http://evil.test", **asked})
     assert other.status_code == 400
     assert "access-control-allow-origin" not in other.headers
