@@ -26,7 +26,7 @@ ARGS ?=
 # which .gitignore leaves out.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: test test-fast demo lint fmt venv venv-run clean bench system-deps ui-screenshot
+.PHONY: test test-fast demo lint fmt venv venv-run clean bench system-deps ui-screenshot replay-corpus
 
 venv: $(STAMP)
 venv-run: $(RUN_STAMP)
@@ -89,6 +89,12 @@ demo: venv-run
 # only here are they copied to docs/.
 ui-screenshot: venv system-deps
 	DEVICEPOOL_UI_SCREENSHOTS=docs $(BIN)/pytest tests/observability/test_obs_web_ui.py -q
+
+# A release's replay histories, recorded by that release's own code (git worktree):
+# make replay-corpus RELEASE=v0.2.0 -> tests/replay/histories/v0.2.0/, replayed by CI.
+replay-corpus: venv
+	@test -n "$(RELEASE)" || { echo "usage: make replay-corpus RELEASE=vX.Y.Z (a tag or commit)"; exit 2; }
+	$(BIN)/python -m tests.replay.record_release $(RELEASE)
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
