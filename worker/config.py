@@ -236,7 +236,7 @@ def _encryption_keys(
     parsed: ConfigFile, *, source: str, base_dir: Path, env: Mapping[str, str]
 ) -> KeyRing | None:
     """The key ring: DEVICEPOOL_ENCRYPTION_KEY_FILES over `encryption.keyFiles`; None when off."""
-    if ENV_KEY_FILES in env:
+    if key_files_from_env(env):  # set and not empty: it wins over the file
         files, where = [Path(f) for f in key_files_from_env(env)], ENV_KEY_FILES
     else:
         files = [base_dir / f for f in parsed.encryption.key_files]

@@ -161,6 +161,10 @@ def test_worker_config_reads_the_key_files(tmp_path: Path) -> None:
     # The environment names the files instead of the config (paths as given, `:`-separated).
     env = {ENV_KEY_FILES: f"{tmp_path / 'old.key'}"}
     assert build_config(data, base_dir=tmp_path, env=env).encryption_keys.key_ids == ["old"]  # type: ignore[union-attr]
+    # Set but empty is unset: an empty override must not silently turn encryption off.
+    empty = build_config(data, base_dir=tmp_path, env={ENV_KEY_FILES: ""})
+    assert empty.encryption_keys is not None
+    assert empty.encryption_keys.key_ids == ["new", "old"]
 
     with pytest.raises(ConfigError, match=r"^w.yaml: encryption.keyFiles: .*gone.key: not found$"):
         build_config(
