@@ -119,7 +119,7 @@ async def test_open_failures_n_times_then_success(account: Account) -> None:
 async def test_one_open_in_flight_per_node_queue_waits_its_turn(
     make_account: MakeAccount,
 ) -> None:
-    account = await make_account(open_seconds=1, speed=5)  # an open takes 0.2 s
+    account = await make_account(open_seconds=1, speed=2)  # an open takes 0.5 s
     a, b, c = [await account.create(name=n) for n in "abc"]
     first = asyncio.create_task(account.call("/browser/open", {"id": a["id"]}))
     await asyncio.sleep(0.05)
