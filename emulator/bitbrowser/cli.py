@@ -45,6 +45,13 @@ PROG = "devicepool-bitbrowser-emulator"
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+def _node(value: str) -> tuple[str, int | None]:
+    name, sep, port = value.partition("=")
+    if not name.strip():
+        raise argparse.ArgumentTypeError(f"{value!r} is not NAME or NAME=PORT")
+    return name.strip(), _port(port) if sep else None
+
+
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = _Parser(
         prog=prog,
@@ -61,10 +68,11 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--node",
-        dest="node_names",
+        dest="named_nodes",
         action="append",
-        metavar="NAME",
-        help="a node's name instead; repeatable (overrides --nodes)",
+        type=_node,
+        metavar="NAME[=PORT]",
+        help="a node by name, on PORT or the next port; repeatable (overrides --nodes)",
     )
     parser.add_argument("--account", default=DEFAULT_ACCOUNT, help="the account's name")
     parser.add_argument(
@@ -159,7 +167,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> BitBrowserConfig:
-    nodes = args.node_names or [f"node-{i}" for i in range(1, args.nodes + 1)]
+    nodes = [name for name, _ in args.named_nodes or []] or [
+        f"node-{i}" for i in range(1, args.nodes + 1)
+    ]
     return BitBrowserConfig(
         account=args.account,
         nodes=nodes,
@@ -180,11 +190,19 @@ def config_from_args(args: argparse.Namespace) -> BitBrowserConfig:
     )
 
 
-def node_ports(first: int, count: int) -> list[int]:
-    """Node i's port: `first` + i, or 0 (a free port each) when `first` is 0."""
-    if first and first + count - 1 > 65535:
+def node_ports(first: int, count: int, explicit: list[int | None] | None = None) -> list[int]:
+    """Node i's port: its own (`--node NAME=PORT`), else `first` + i, or 0 (a free port) when
+    `first` is 0."""
+    given = explicit or [None] * count
+    ports = [
+        port if port is not None else (first + i if first else 0) for i, port in enumerate(given)
+    ]
+    if any(port > 65535 for port in ports):
         raise ValueError(f"{count} nodes from port {first} run past 65535")
-    return [first + i if first else 0 for i in range(count)]
+    taken = [port for port in ports if port]
+    if len(set(taken)) != len(taken):
+        raise ValueError(f"two nodes on one port: {ports}")
+    return ports
 
 
 def bind(host: str, ports: list[int]) -> list[socket.socket]:
@@ -248,7 +266,8 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
     args = parser.parse_args(argv)
     try:
         config = config_from_args(args)
-        sockets = bind(args.host, node_ports(args.port, len(config.nodes)))
+        explicit = [port for _, port in args.named_nodes] if args.named_nodes else None
+        sockets = bind(args.host, node_ports(args.port, len(config.nodes), explicit))
     except ValueError as error:
         parser.error(str(error))
     from devicepool.emulator.bitbrowser.app import StateFileError, create_apps

@@ -17,6 +17,7 @@ import pytest
 
 from devicepool.emulator.bitbrowser.cli import build_parser, config_from_args, main, node_ports
 from devicepool.emulator.bitbrowser.config import BitBrowserConfig
+from devicepool.testing import free_port
 from tests.helpers.bitbrowser import profile_body
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,15 +61,20 @@ def test_all_flags() -> None:
     assert (config.phone_rate_scope, config.phone_regions) == ("node", ["r1", "r2"])
     assert (config.speed, config.seed) == (60, 9)
     assert config.state_file == Path("/tmp/account.json")
-    named = config_from_args(build_parser().parse_args(["--node", "a", "--node", "b"]))
-    assert named.nodes == ["a", "b"]
+    named = build_parser().parse_args(["--node", "a=6001", "--node", "b"])
+    assert config_from_args(named).nodes == ["a", "b"]
+    assert named.named_nodes == [("a", 6001), ("b", None)]
 
 
 def test_node_ports() -> None:
     assert node_ports(54345, 3) == [54345, 54346, 54347]
     assert node_ports(0, 2) == [0, 0]
+    assert node_ports(54345, 3, [6001, None, 6003]) == [6001, 54346, 6003]
+    assert node_ports(0, 2, [6001, None]) == [6001, 0]
     with pytest.raises(ValueError, match="65535"):
         node_ports(65535, 2)
+    with pytest.raises(ValueError, match="one port"):
+        node_ports(0, 2, [6001, 6001])
 
 
 @pytest.mark.parametrize(
@@ -82,6 +88,9 @@ def test_node_ports() -> None:
         ["--phone-rate-limit", "drop"],
         ["--auth-refusal-status", "401"],
         ["--node", "a", "--node", "a"],
+        ["--node", "=6001"],
+        ["--node", "a=port"],
+        ["--node", "a=6001", "--node", "b=6001"],
         ["--api-key", ""],
         ["--port", "65535", "--nodes", "2"],
         ["--bogus"],
@@ -153,9 +162,11 @@ def serving(log: Path, *argv: str) -> Iterator[tuple[subprocess.Popen[bytes], di
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_two_nodes_of_one_account_over_real_sockets(tmp_path: Path, stop: signal.Signals) -> None:
     log = tmp_path / "emulator.log"
-    argv = ["--node", "node-a", "--node", "node-b", "--api-key", "k", "--open-seconds", "0"]
+    port = free_port()
+    argv = ["--node", f"node-a={port}", "--node", "node-b", "--api-key", "k", "--open-seconds", "0"]
     with serving(log, *argv) as (process, nodes):
         assert sorted(nodes) == ["node-a", "node-b"]
+        assert nodes["node-a"] == f"http://127.0.0.1:{port}"
         key = {"x-api-key": "k"}
         body = profile_body(password="pw-in-no-log", cookie="cookie-in-no-log")
         created = httpx.post(f"{nodes['node-a']}/browser/update", json=body, headers=key)
