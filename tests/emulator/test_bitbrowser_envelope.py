@@ -3,8 +3,11 @@ the `{success, data}` / `{success: false, msg}` envelope with Chinese text, and 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from devicepool.emulator.bitbrowser import _envelope
 from tests.emulator.conftest import MakeAccount
 from tests.helpers.bitbrowser import KEY, Account, refusal_of
 
@@ -83,3 +86,16 @@ async def test_a_refused_key_can_be_answered_in_the_envelope_with_200(
 ) -> None:
     account = await make_account(api_key=KEY, auth_refusal_status=200)
     assert "x-api-key" in refusal_of(await account.call("/health", key="bad"), 200)
+
+
+def test_the_docs_list_every_refusal_text() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "bitbrowser-emulator.md").read_text()
+    texts = {
+        name: value
+        for name, value in vars(_envelope).items()
+        if name.isupper() and isinstance(value, str)
+    }
+    assert len(texts) > 30
+    for name, value in texts.items():
+        for fixed in value.replace("{", "}").split("}")[::2]:  # the parts around {placeholders}
+            assert fixed.strip(" ：") in docs, (name, fixed)
