@@ -202,3 +202,22 @@ def test_a_port_in_use_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"cannot listen on 127.0.0.1:{port}" in err
+
+
+@pytest.mark.e2e  # real emulator processes
+def test_a_process_killed_and_started_again_on_its_state_file_keeps_the_account(
+    tmp_path: Path,
+) -> None:
+    # SIGKILL: every answered call is already on disk.
+    argv = ["--node", "node-1", "--state", str(tmp_path / "account.json")]
+    with serving(tmp_path / "first.log", *argv) as (process, nodes):
+        created = httpx.post(f"{nodes['node-1']}/browser/update", json=profile_body()).json()
+        assert created["success"] is True
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+    with serving(tmp_path / "second.log", *argv) as (process, nodes):
+        listed = httpx.post(f"{nodes['node-1']}/browser/list", json={"page": 0}).json()
+        assert [p["id"] for p in listed["data"]["list"]] == [created["data"]["id"]]
+        assert httpx.get(f"{nodes['node-1']}/_emulator/stats").json()["creates"] == 1
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
