@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 
 from devicepool.emulator.bitbrowser import _envelope
 from tests.emulator.conftest import MakeAccount
-from tests.helpers.bitbrowser import KEY, Account, refusal_of
+from tests.helpers.bitbrowser import KEY, Account, profile_body, refusal_of
 
 
 async def test_health_answers_success_without_data(account: Account) -> None:
@@ -99,3 +100,12 @@ def test_the_docs_list_every_refusal_text() -> None:
     for name, value in texts.items():
         for fixed in value.replace("{", "}").split("}")[::2]:  # the parts around {placeholders}
             assert fixed.strip(" ：") in docs, (name, fixed)
+
+
+async def test_a_client_of_its_own_reaches_a_node_through_its_transport(account: Account) -> None:
+    async with httpx.AsyncClient(
+        transport=account.transports["node-2"], base_url="http://127.0.0.1:54345"
+    ) as client:
+        created = (await client.post("/browser/update", json=profile_body())).json()
+    assert created["success"] is True
+    assert (await account.ok("/browser/detail", {"id": created["data"]["id"]}))["id"]

@@ -61,11 +61,11 @@ class Account:
         apps = create_apps(config)
         self.emulator: BitBrowserEmulator = next(iter(apps.values())).state.emulator
         self.nodes = list(apps)
+        # A client under test takes a node's transport (its base URL is its own).
+        self.transports = {name: httpx.ASGITransport(app=app) for name, app in apps.items()}
         self.http = {
-            name: httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=app), base_url=f"http://{name}.local"
-            )
-            for name, app in apps.items()
+            name: httpx.AsyncClient(transport=transport, base_url=f"http://{name}.local")
+            for name, transport in self.transports.items()
         }
         self.key = config.api_key
 
