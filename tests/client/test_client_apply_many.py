@@ -87,7 +87,7 @@ class SlowTemporal:
     async def execute_update_with_start_workflow(
         self, update: str, request: Any, id: str | None = None, **_: object
     ) -> Accepted:
-        name = request.metadata.name
+        name = request["metadata"]["name"]  # what PoolClient sends: plain JSON (`wire_spec`)
         sends = self.update_ids.setdefault(name, [])
         sends.append(id)
         if self.no_worker or (name in self.slow_once and len(sends) == 1):

@@ -3,8 +3,9 @@
 On a dev server of its own (versioned workers would take the session's queue):
 build A runs a pool, build B starts beside it and is promoted, a `wake` signal
 makes the pool look again, and it continues as new on B, carrying its state —
-no device rented twice, no workflow task failure — then scales and is deleted
-on B. The time-skipping server does not support versioning.
+no device rented twice, no workflow task failure — and scales on B. Promoting A
+again (a rollback) moves it back the same way, its devices kept; it is deleted
+on A. The time-skipping server does not support versioning.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ async def build_of(handle: WorkflowHandle[Any, Any]) -> str:
     return str(info.deployment_version.build_id)
 
 
-async def test_a_pinned_pool_moves_to_the_promoted_build_at_its_next_hand_over(
+async def test_a_pinned_pool_moves_to_the_promoted_build_and_back_at_its_hand_overs(
     client: Client, worker: DeviceActivities, control: Any
 ) -> None:
     name = f"versioned-{uuid.uuid4().hex[:6]}"
@@ -146,6 +147,20 @@ async def test_a_pinned_pool_moves_to_the_promoted_build_at_its_next_hand_over(
         await eventually(lambda: ready(3), timeout=60, what="3 ready on build B")
         devices = await pool_devices(control, name)
         assert len(devices) == 3  # nothing rented twice across the move
+
+        # Rolling back is promoting the old build again: the pool moves back the same way.
+        on_b = (await latest.describe()).run_id
+        rolled_back = await upgrade_cli(client, "--build-id", "build-a")
+        assert rolled_back["currentBuild"] == "build-a"
+
+        async def moved_back() -> bool:
+            described = await latest.describe()
+            return described.run_id != on_b and await build_of(latest) == "build-a"
+
+        await eventually(moved_back, timeout=60, what="the pool's next run back on build A")
+        await eventually(lambda: ready(3), timeout=60, what="3 still ready on build A")
+        kept = sorted(d["id"] for d in await pool_devices(control, name))
+        assert kept == sorted(d["id"] for d in devices)  # the same three, none rented again
         await latest.cancel()
         await eventually(lambda: _gone(control, name), timeout=60, what="teardown")
         assert await task_failures(client, handle.id) == []  # in both runs of the chain
