@@ -17,9 +17,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
+from devicepool.api.names import TASK_QUEUE, pool_workflow_id
 from devicepool.testing import eventually, stats
 from devicepool.workflows.pool.messages import DevicesView
-from tests.helpers.histories import run_histories
+from tests.helpers.histories import run_histories, task_failures
 from tests.helpers.settings import FAST
 from tests.helpers.transports import TimedASGITransport
 from tests.helpers.workflow_stack import (
@@ -304,3 +305,59 @@ async def test_a_spec_change_during_the_handing_over_pass_reaches_the_health_che
     paused = await condition(env.client.get_workflow_handle(handle.id), "RemediationPaused")
     assert paused is None or paused["status"] == "False", paused
     await handle.cancel()
+
+
+async def test_a_pool_started_in_v1alpha1_hands_over_in_v1beta1(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # The input a v0.1.0 client started pools with: the article's v1alpha1 spec.
+    alpha = {
+        "provider": "bitcloudphone",
+        "platform": "android",
+        "region": "us-west",
+        "osVersion": "14",
+        "replicas": 1,
+        "proxy": {"poolRef": "proxyseller-us", "stickyTTL": 900},
+        "providerCredentialRef": "default",
+        "maxUnhealthy": 1,
+    }
+    handle = await env.client.start_workflow(
+        "DevicePool",
+        {"metadata": {"name": pool_name}, "spec": alpha, "settings": FAST.to_json_dict()},
+        id=pool_workflow_id(pool_name),
+        task_queue=TASK_QUEUE,
+    )
+
+    async def ready() -> bool:
+        status = await env.client.get_workflow_handle(handle.id).query("status")
+        return bool(status["readyDevices"] == 1)
+
+    await eventually(ready, what="1 ready device")
+    spec = (await handle.query("spec"))["spec"]  # read into v1beta1 from the first task
+    assert spec["provider"] == {"name": "bitcloudphone", "account": "default"}, spec
+    await hand_over(handle, replicas=1)
+
+    async def handed_over() -> list[dict[str, Any]]:
+        return [
+            json.loads(
+                event.workflow_execution_continued_as_new_event_attributes.input.payloads[0].data
+            )["spec"]
+            for history in await run_histories(env.client, handle.id)
+            for event in history.events
+            if event.event_type == CONTINUED
+        ]
+
+    await eventually(handed_over, what="the hand-over")
+    [carried, *_] = await handed_over()
+    assert carried["provider"] == {"name": "bitcloudphone", "account": "default"}, carried
+    assert carried["proxy"] == {"poolRef": "proxyseller-us", "sessionTTL": "15m"}, carried
+    assert carried["health"]["maxUnhealthy"] == 1 and "providerCredentialRef" not in carried
+    await eventually(ready, what="1 ready device on the new run")
+    assert len(await pool_devices(control, pool_name)) == 1  # nothing rented again
+    assert await task_failures(env.client, handle.id) == []
+    await handle.cancel()
+    await eventually(lambda: _gone(control, pool_name), what="teardown")
+
+
+async def _gone(control: httpx.AsyncClient, name: str) -> bool:
+    return not await pool_devices(control, name)
