@@ -38,6 +38,8 @@ MODULE_GROUPS = {
     "test_pool_health.py": "workflows-health",
     "test_pool_outage.py": "workflows-outage",
     "test_health_lifetime.py": "workflows-lifetime",
+    # Thirty pools applied at once, twice (~25 s): beside the shortest group.
+    "test_pool_apply_many.py": "workflows-lifetime",
     # The orphan sweep lists the whole account: no other test's pools beside it.
     "test_orphan_sweep.py": "workflows-orphans",
     # The rest of the pool's workflow tests, in three parts of 60-80 s each
@@ -85,9 +87,9 @@ GROUP_ORDER = {
     "workflows": 74,
     "workflows-3": 71,
     "e2e": 61,
+    "workflows-lifetime": 60,
     "e2e-restart": 38,
     "workflows-orphans": 38,
-    "workflows-lifetime": 35,
 }
 SERVER_MARKERS = ("devserver", "e2e")
 

@@ -2,8 +2,9 @@
 
 `check_account` refuses a pool whose account no worker serves, before anything
 starts; `apply_in_order` runs many applies at once and answers them in the
-pools' order (`devicepool apply -f DIR/`). Both work on what `PoolClient` hands
-them (its Temporal client, its `apply`), so `pool_client.py` stays the class.
+pools' order (`devicepool apply -f DIR/`), and `tally` counts those answers in
+the line `apply` ends with. They work on what `PoolClient` hands them (its
+Temporal client, its `apply`), so `pool_client.py` stays the class.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api.names import WORKFLOW_ACCOUNT_LEDGER, account_from_ledger_id, ledger_workflow_id
 from devicepool.api.v1beta1 import DevicePool
+from devicepool.client._results import applied_verb
 from devicepool.client._temporal_errors import NoWorkerInTime
 from devicepool.client.errors import BadInput, DevicePoolError, TemporalUnreachable
 from devicepool.workflows.pool.messages import Accepted
 
-__all__ = ["APPLY_CONCURRENCY", "apply_in_order", "check_account"]
+__all__ = ["APPLY_CONCURRENCY", "apply_in_order", "check_account", "tally"]
 
 # Pools `apply_many` (`devicepool apply -f DIR/`) applies at once. Each apply
 # mostly waits for a worker to run the pool's first workflow task, so a few
@@ -124,3 +126,24 @@ async def apply_in_order(
 
     await asyncio.gather(*(applier() for _ in range(min(concurrency, len(pools)))))
     return [answers[i] for i in range(shown)]
+
+
+def tally(answers: Sequence[Accepted | DevicePoolError], pools: int) -> str:
+    """`apply`'s last line over `pools` pools: `1000 pools: 998 created, 2 unchanged`.
+
+    Only the outcomes that happened are named; a pool with no answer was never
+    sent (`apply_in_order` starts no further pool after a failure other than a
+    refused change).
+    """
+    counts: dict[str, int] = {}
+    for answer in answers:
+        what = "failed" if isinstance(answer, DevicePoolError) else applied_verb(answer)
+        counts[what] = counts.get(what, 0) + 1
+    parts = [
+        f"{counts[what]} {what}"
+        for what in ("created", "configured", "unchanged", "failed")
+        if counts.get(what)
+    ]
+    if pools > len(answers):
+        parts.append(f"{pools - len(answers)} not sent (stopped after the failure)")
+    return f"{pools} pool{'' if pools == 1 else 's'}: {', '.join(parts) or 'none applied'}"

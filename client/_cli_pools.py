@@ -16,6 +16,7 @@ import typer
 
 from devicepool.api.conversion import API_VERSIONS, ConversionError, api_version_named
 from devicepool.api.names import API_VERSION_STORED
+from devicepool.client._apply import tally
 from devicepool.client._cli_progress import wait_with_progress
 from devicepool.client._cli_support import (
     OutputOpt,
@@ -67,9 +68,12 @@ def apply(
 ) -> None:
     """Start pools, or update their spec (atomic start-or-update).
 
-    A bad manifest anywhere applies nothing (exit 2). A change a pool refuses
-    is an error line for that pool while the others are applied (exit 2); any
-    other failure stops starting more (exit 1).
+    One line a pool (`devicepool/NAME created|configured|unchanged`) in the
+    files' order, whichever pool answers first, so two runs print alike; with
+    more than one pool, a count on stderr last. A bad manifest anywhere
+    applies nothing (exit 2). A change a pool refuses is an error line for
+    that pool while the others are applied (exit 2); any other failure stops
+    starting more (exit 1).
     """
     pools = load_or_exit(filename)  # a bad manifest exits 2 before anything is contacted
 
@@ -89,7 +93,10 @@ def apply(
                 f"replicas {answer.replicas})"
             )
 
-        await client.apply_many(pools, concurrency=concurrency, on_result=show)
+        answers = await client.apply_many(pools, concurrency=concurrency, on_result=show)
+        if len(pools) > 1:
+            # On stderr, so that stdout stays one line a pool for scripts, as kubectl's.
+            typer.echo(tally(answers, len(pools)), err=True)
         if failures:
             refused_only = all(isinstance(f, BadInput) for f in failures)
             raise typer.Exit(EXIT_BAD_INPUT if refused_only else EXIT_RUNTIME)

@@ -220,7 +220,7 @@ def test_refused_pools_are_reported_each_and_the_rest_applied(
     assert err == [
         f'error: pool "{n}" rejected the change: spec.platform: cannot change on a running pool'
         for n in ("p003", "p011")
-    ]
+    ] + ["14 pools: 12 created, 2 failed"]
 
 
 def test_a_runtime_failure_is_exit_1_and_starts_no_further_pool(
@@ -234,9 +234,11 @@ def test_a_runtime_failure_is_exit_1_and_starts_no_further_pool(
     # Started in file order; once p005 failed, nothing after those already in flight.
     assert temporal.started == names[: len(temporal.started)]
     assert len(temporal.started) <= 6 + 4
+    tried = len(temporal.started)
     assert err == [
         'error: pool "p002" rejected the change: spec.platform: cannot change on a running pool',
         "error: Temporal: the history service is down",
+        f"30 pools: {tried - 2} created, 2 failed, {30 - tried} not sent (stopped after the failure)",
     ]
     assert out == [created(n) for n in temporal.started if n not in ("p002", "p005")]
 
@@ -269,7 +271,7 @@ def test_no_worker_at_all_is_one_error_per_pool_tried_and_exit_1(
         f'error: pool "p{i:03d}": no worker did accept the change in time — is `devicepool '
         "worker` (or `devicepool dev`) running?"
         for i in range(3)
-    ]
+    ] + ["12 pools: 3 failed, 9 not sent (stopped after the failure)"]
     assert all(len(sends) == 1 for sends in temporal.update_ids.values())
 
 
