@@ -47,6 +47,10 @@ class ProxyPoolSettings(BaseModel):
     password: SecretStr = SecretStr("")
 
 
+# About $0.10 a device-hour at BitCloudPhone (the article); each account may say its own.
+DEFAULT_PRICE_PER_HOUR = 0.10
+
+
 class PoolSettings(CamelModel):
     """Intervals from the worker's configuration, passed in the workflow input.
 
@@ -74,6 +78,13 @@ class PoolSettings(CamelModel):
     # A deleted pool whose teardown keeps failing (any error, retryable too)
     # shows `TeardownBlocked=True` within this many seconds; it keeps trying.
     teardown_blocked_after_seconds: float = Field(default=60.0, gt=0)
+    # Each account's price of a device-hour (worker config `pricePerHour`); an
+    # account not listed costs `DEFAULT_PRICE_PER_HOUR`.
+    account_prices: dict[str, float] = Field(default_factory=dict)
+
+    def price_per_hour(self, account: str) -> float:
+        """What one device of `account` costs an hour, in dollars."""
+        return self.account_prices.get(account, DEFAULT_PRICE_PER_HOUR)
 
 
 class LedgerConfig(CamelModel):

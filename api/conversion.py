@@ -48,6 +48,8 @@ __all__ = [
 
 # Holds, on a v1alpha1 pool, the v1beta1 fields it has no place for (compact JSON).
 CONVERSION_ANNOTATION = "mobile.example.com/v1beta1-fields"
+# The v1beta1 spec fields v1alpha1 has no place for (each a mapping).
+KEPT_FIELDS = frozenset({"health", "scaleDown", "spendCap"})
 
 API_VERSIONS: tuple[str, ...] = (API_VERSION_V1ALPHA1, API_VERSION_V1BETA1)
 
@@ -67,6 +69,7 @@ def spec_to_v1beta1(
     """`spec` in v1beta1; `kept`: v1beta1-only fields a conversion to v1alpha1 set aside."""
     kept = kept or {}
     health = {"maxUnhealthy": spec.max_unhealthy, **kept.get("health", {})}
+    spend_cap = kept.get("spendCap")
     proxy = None
     if spec.proxy is not None:
         ttl = timedelta(seconds=spec.proxy.sticky_ttl)
@@ -81,6 +84,7 @@ def spec_to_v1beta1(
             "proxy": proxy,
             "health": health,
             "scaleDown": kept.get("scaleDown", {}),
+            "spendCap": spend_cap,
         }
     )
 
@@ -104,7 +108,11 @@ def spec_to_v1alpha1(
     )
     health = spec.health.model_dump(mode="json", exclude_none=True, exclude={"max_unhealthy"})
     scale_down = spec.scale_down.model_dump(mode="json", exclude_none=True)
-    kept = {key: value for key, value in (("health", health), ("scaleDown", scale_down)) if value}
+    spend_cap = spec.spend_cap.to_json_dict() if spec.spend_cap is not None else None
+    fields = (("health", health), ("scaleDown", scale_down), ("spendCap", spend_cap))
+    kept = {
+        key: value for key, value in fields if value is not None and (value or key == "spendCap")
+    }
     return alpha, kept
 
 
@@ -349,12 +357,12 @@ def _read_kept(raw: str | None) -> dict[str, Any]:
         kept = None
     if (
         not isinstance(kept, dict)
-        or not set(kept) <= {"health", "scaleDown"}
+        or not set(kept) <= KEPT_FIELDS
         or not all(isinstance(value, dict) for value in kept.values())
     ):
         raise ConversionError(
             f"metadata.annotations.{CONVERSION_ANNOTATION}: not what devicepool writes "
-            "(a JSON object with health and scaleDown); remove it or convert the pool again"
+            f"(a JSON object with {', '.join(sorted(KEPT_FIELDS))}); remove it or convert the pool again"
         )
     return kept
 

@@ -173,6 +173,7 @@ class ConditionType(StrEnum):
     REMEDIATION_PAUSED = "RemediationPaused"
     SCALE_DOWN_BLOCKED = "ScaleDownBlocked"
     SPEC_REJECTED = "SpecRejected"
+    SPEND_CAP_REACHED = "SpendCapReached"
     TEARDOWN_BLOCKED = "TeardownBlocked"
 
 
@@ -207,6 +208,10 @@ class DevicePoolStatus(CamelModel):
     offline_devices: int = 0
     # creates planned or on their way, whose device the provider does not show yet
     pending_devices: int = 0
+    # Dollars an hour the pool's devices bill now (every device not yet
+    # terminated, at the account's price), and what they billed so far.
+    hourly_cost: float = 0.0
+    cost_to_date: float = 0.0
     last_reconciled: datetime | None = None
     observed_generation: int = 0
     device_ids: list[str] = Field(default_factory=list)

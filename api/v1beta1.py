@@ -5,7 +5,9 @@ What changed from v1alpha1 (`api.conversion` converts both ways, losslessly):
 - `health: {offlineAfter, startupTimeout, maxUnhealthy}` and `scaleDown:
   {idleGrace}` set per pool what was only the worker's configuration (unset:
   the worker's value); `maxUnhealthy` moved under `health`;
-- `proxy.sessionTTL: 15m` (a duration) replaces `stickyTTL: 900` (seconds).
+- `proxy.sessionTTL: 15m` (a duration) replaces `stickyTTL: 900` (seconds);
+- `spendCap: {maxDevices, maxHourlyCost}` caps what the pool rents (v1alpha1
+  carries it only in the conversion annotation).
 
 Durations are written as kubectl writes them (`api.durations`). Unknown fields
 are rejected, as in v1alpha1.
@@ -60,6 +62,7 @@ __all__ = [
     "ProviderRef",
     "ProxySpec",
     "ScaleDownSpec",
+    "SpendCapSpec",
     "check_replicas",
     "resolve_max_unhealthy",
 ]
@@ -125,6 +128,29 @@ class ScaleDownSpec(CamelModel):
     idle_grace: Duration | None = Field(default=None, ge=0)
 
 
+class SpendCapSpec(CamelModel):
+    """A money cap: a create that would take the pool past it is not made.
+
+    A cap never terminates a running device: lowered below what runs, it only
+    stops growth (and replacements) until the pool is back under it.
+    """
+
+    max_devices: StrictishInt | None = Field(default=None, ge=0)
+    # Dollars an hour, at the account's `pricePerHour` (worker config; 0.10 by default).
+    max_hourly_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+    def devices_allowed(self, price_per_hour: float) -> int | None:
+        """How many devices may bill at once under this cap, or None (no cap)."""
+        limits = []
+        if self.max_devices is not None:
+            limits.append(self.max_devices)
+        # Free devices never cross a money cap.
+        if self.max_hourly_cost is not None and price_per_hour > 0:
+            # A hair of slack: 0.3 / 0.1 is 2.9999999999999996 in floats.
+            limits.append(int(self.max_hourly_cost / price_per_hour + 1e-9))
+        return min(limits) if limits else None
+
+
 class DevicePoolSpec(CamelModel):
     provider: Annotated[ProviderRef, BeforeValidator(_provider_ref)] = Field(
         default_factory=ProviderRef
@@ -138,6 +164,7 @@ class DevicePoolSpec(CamelModel):
     proxy: ProxySpec | None = None
     health: HealthSpec = Field(default_factory=HealthSpec)
     scale_down: ScaleDownSpec = Field(default_factory=ScaleDownSpec)
+    spend_cap: SpendCapSpec | None = None
 
     @property
     def account(self) -> str:

@@ -140,7 +140,7 @@ def get(
         ),
     ] = API_VERSION_STORED,
 ) -> None:
-    """List pools: NAME PLATFORM REGION DESIRED READY PROV PENDING OFFLINE AGE PHASE."""
+    """List pools: NAME PLATFORM REGION DESIRED READY PROV PENDING OFFLINE $/H AGE PHASE."""
     fmt = resolve_output(output)
     try:
         api_version = api_version_named(api_version, option="--api-version")

@@ -24,6 +24,7 @@ POOL_HEADERS = [
     "PROV",
     "PENDING",
     "OFFLINE",
+    "$/H",
     "AGE",
     "PHASE",
 ]
@@ -50,9 +51,15 @@ def pool_row(p: Any) -> list[Any]:
         st.get("provisioningDevices"),
         st.get("pendingDevices"),
         st.get("offlineDevices"),
+        _dollars(st.get("hourlyCost")),
         age(p.created),
         (st.get("phase") or "") + ("?" if p.stale else ""),
     ]
+
+
+def _dollars(value: Any) -> str | None:
+    """An hourly cost as `get` shows it (`1.20`); None (a blank) from a worker before it."""
+    return f"{value:.2f}" if isinstance(value, int | float) else None
 
 
 class RowStream:

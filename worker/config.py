@@ -211,7 +211,9 @@ def build_config(
         raise ConfigError(f"{source}: {first_error(err)}") from None
     accounts = _accounts(parsed, source=source, base_dir=base_dir, env=env)
     proxy_pools = _proxy_pools(parsed, source=source, base_dir=base_dir, env=env)
-    settings = _settings(parsed.intervals)
+    settings = _settings(parsed.intervals).model_copy(
+        update={"account_prices": {name: a.price_per_hour for name, a in parsed.accounts.items()}}
+    )
     graceful = env_float(env, ENV_GRACEFUL_SHUTDOWN, DEFAULT_GRACEFUL_SHUTDOWN_SECONDS, source)
     return WorkerConfig(
         accounts=accounts,

@@ -41,6 +41,8 @@ class AccountFile(_FileModel):
     timeout_seconds: float = Field(default=10.0, gt=0)
     window_seconds: float = Field(default=60.0, gt=0)
     window_margin_seconds: float = Field(default=1.0, ge=0)
+    # Dollars per device-hour: a pool's hourlyCost, costToDate and spendCap use it.
+    price_per_hour: float = Field(default=0.10, ge=0, allow_inf_nan=False)
 
 
 class ProxyPoolFile(_FileModel):

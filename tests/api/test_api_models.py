@@ -111,6 +111,8 @@ def test_status_serializes_camel_case_with_kubernetes_conditions() -> None:
         "busyDevices": 0,
         "offlineDevices": 0,
         "pendingDevices": 0,
+        "hourlyCost": 0.0,
+        "costToDate": 0.0,
         "lastReconciled": "2025-01-31T12:00:00Z",
         "observedGeneration": 3,
         "deviceIds": ["d-1", "d-2"],

@@ -242,6 +242,16 @@ def beta_pools(draw: st.DrawFn) -> v1beta1.DevicePool:
             max_unhealthy=draw(max_unhealthy),
         ),
         scale_down=v1beta1.ScaleDownSpec(idle_grace=draw(durations)),
+        spend_cap=draw(
+            st.none()
+            | st.builds(
+                lambda devices, cost: v1beta1.SpendCapSpec(
+                    max_devices=devices, max_hourly_cost=cost
+                ),
+                st.none() | st.integers(0, 1000),
+                st.none() | st.floats(0, 1e6, allow_nan=False),
+            )
+        ),
     )
     return v1beta1.DevicePool(metadata=draw(metadata), spec=spec)
 
@@ -325,3 +335,32 @@ def test_a_client_sends_the_oldest_version_that_holds_the_spec() -> None:
             PoolInput.model_validate({"metadata": {"name": "p"}, "spec": wire_spec(spec)}).spec
             == spec
         )
+
+
+@pytest.mark.parametrize(
+    ("cap", "price", "allowed"),
+    [
+        ({"maxDevices": 5}, 0.10, 5),
+        ({"maxHourlyCost": 0.3}, 0.10, 3),  # not 2: 0.3 / 0.1 is 2.999… in floats
+        ({"maxHourlyCost": 2, "maxDevices": 50}, 0.10, 20),  # the tighter one
+        ({"maxHourlyCost": 2}, 0.0, None),  # free devices cross no money cap
+        ({}, 0.10, None),
+    ],
+)
+def test_a_spend_cap_is_a_number_of_devices_at_the_accounts_price(
+    cap: dict[str, Any], price: float, allowed: int | None
+) -> None:
+    assert v1beta1.SpendCapSpec.model_validate(cap).devices_allowed(price) == allowed
+
+
+def test_a_spend_cap_in_v1alpha1_rides_in_the_annotation() -> None:
+    pool = load_one(BETA + "  spendCap: {maxDevices: 200, maxHourlyCost: 20}\n")
+    alpha = to_v1alpha1(pool)
+    assert json.loads(alpha.metadata.annotations[CONVERSION_ANNOTATION])["spendCap"] == {
+        "maxDevices": 200,
+        "maxHourlyCost": 20.0,
+    }
+    assert to_v1beta1(alpha) == pool
+    assert problems(BETA + "  spendCap: {maxDevices: -1}\n") == [
+        "f.yaml: spec.spendCap.maxDevices: must be >= 0, got -1"
+    ]

@@ -492,6 +492,7 @@ def test_json_is_the_default_off_a_terminal(
         "PROV",
         "PENDING",
         "OFFLINE",
+        "$/H",
         "AGE",
         "PHASE",
     ]

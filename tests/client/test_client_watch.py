@@ -87,6 +87,7 @@ def test_watch_prints_the_table_then_a_row_per_change_and_ctrl_c_is_exit_0(
         "PROV",
         "PENDING",
         "OFFLINE",
+        "$/H",
         "AGE",
         "PHASE",
     ]

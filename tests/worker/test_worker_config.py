@@ -96,6 +96,7 @@ def test_environment_overrides_win(tmp_path: Path) -> None:
             {"K": KEY},
             "accounts.default.createsPerMinute",
         ),
+        (account(apiKeyEnv="K", pricePerHour=-1), {"K": KEY}, "accounts.default.pricePerHour"),
         (
             {"proxyPools": {"p": {"host": "h", "port": 1, "usernameTemplate": "{user}"}}},
             {},
@@ -264,3 +265,17 @@ def test_a_worker_is_unversioned_unless_it_names_a_deployment() -> None:
         build_config({"deployment": {"name": "a", "behavior": "sometimes"}}, env={}, source="w")
     with pytest.raises(ConfigError, match=r"^--deployment-name: must not contain a dot"):
         with_deployment(plain, name="x.y")
+
+
+def test_each_accounts_price_reaches_the_pools(tmp_path: Path) -> None:
+    data = {
+        "accounts": {
+            "default": {"baseUrl": "http://127.0.0.1:1", "apiKeyEnv": "K"},
+            "cheap": {"baseUrl": "http://127.0.0.1:2", "apiKeyEnv": "K", "pricePerHour": 0.04},
+        }
+    }
+    settings = build_config(data, env={"K": KEY}, source="devicepool.yaml").settings
+    assert settings.account_prices == {"default": 0.10, "cheap": 0.04}
+    assert settings.price_per_hour("cheap") == 0.04
+    assert settings.price_per_hour("unknown") == 0.10  # the article's figure
+

@@ -700,3 +700,29 @@ def test_devices_created_but_not_listed_count_but_are_never_picked() -> None:
         replicas=7, devices=ready(5), in_flight=0, now=NOW, idle_grace=GRACE, unseen=1
     )
     assert grown.create == 1
+
+
+# ---------------------------------------------------------------- the spend cap
+
+
+@PROPERTY
+@given(case=CASES, cap=st.integers(min_value=0, max_value=40))
+def test_a_spend_cap_only_holds_creates_back(case: Case, cap: int) -> None:
+    uncapped, capped = case.plan(), case.plan(cap=cap)
+    billing = case.members + sum(d.status == FAILED for d in case.devices)
+    # No create takes the devices that bill past the cap...
+    assert capped.create == min(uncapped.create, max(0, cap - billing))
+    assert billing + capped.create <= max(cap, billing)
+    # ...the rest is said as held back, and nothing else changes: a cap never terminates.
+    assert capped.capped == uncapped.create - capped.create
+    assert capped == dataclasses.replace(uncapped, create=capped.create, capped=capped.capped)
+
+
+def test_a_cap_below_what_runs_keeps_every_device_and_creates_none() -> None:
+    p = plan(10, ready(6))
+    capped = plan_pool(replicas=10, devices=ready(6), in_flight=0, now=NOW, idle_grace=GRACE, cap=4)
+    assert (p.create, capped.create, capped.capped, capped.terminate) == (4, 0, 4, [])
+    # A failed device bills until it is gone: its replacement waits for the room.
+    failed = [*ready(3), dev("f", FAILED)]
+    held = plan_pool(replicas=4, devices=failed, in_flight=0, now=NOW, idle_grace=GRACE, cap=4)
+    assert (held.create, held.capped, held.remove_failed) == (0, 1, ["f"])

@@ -164,6 +164,57 @@ def test_a_converged_pool_is_ready_with_typed_conditions() -> None:
     assert [c.type for c in status.conditions] == sorted(c.type for c in status.conditions)
 
 
+def capped_view(
+    devices: list[DeviceInfo], cap: dict[str, object], replicas: int = 4
+) -> st.PoolView:
+    s = spec(replicas=replicas, spendCap=cap)
+    assert s.spend_cap is not None
+    plan = plan_pool(
+        replicas=replicas,
+        devices=devices,
+        in_flight=0,
+        now=NOW,
+        idle_grace=timedelta(0),
+        cap=s.spend_cap.devices_allowed(0.10),
+    )
+    return view(devices, spec=s, plan=plan, creating=plan.create > 0, price_per_hour=0.10)
+
+
+def test_a_pool_held_at_its_spend_cap_says_so_and_does_not_look_fine() -> None:
+    status = st.published(DevicePoolStatus(), capped_view(ready(2), {"maxHourlyCost": 0.2}))
+    reached = status.condition(ConditionType.SPEND_CAP_REACHED)
+    assert reached is not None and reached.status == ConditionStatus.TRUE
+    assert reached.message == (
+        "spendCap (maxHourlyCost $0.2/h at $0.1/h a device) allows 2 device(s); 4 desired, "
+        "2 create(s) held back — raise spendCap to grow (running devices are kept)"
+    )
+    ready_cond = status.condition(ConditionType.READY)
+    assert ready_cond is not None and ready_cond.reason == "SpendCapReached"
+    assert status.phase == Phase.DEGRADED
+    # Within the cap it is False; without a cap there is no such condition.
+    within = st.published(status, capped_view(ready(4), {"maxDevices": 10}))
+    again = within.condition(ConditionType.SPEND_CAP_REACHED)
+    assert again is not None and (again.status, again.reason) == (
+        ConditionStatus.FALSE,
+        "WithinCap",
+    )
+    assert within.phase == Phase.READY
+    assert st.published(within, view(ready(4))).condition(ConditionType.SPEND_CAP_REACHED) is None
+
+
+def test_cost_accrues_at_the_rate_each_pass_saw_and_a_cap_is_said_once() -> None:
+    state = PoolState()
+    state.accrue(NOW, 0.4)  # 4 devices at $0.10
+    state.accrue(NOW + timedelta(minutes=30), 0.2)  # then 2 for an hour
+    state.accrue(NOW + timedelta(minutes=90), 0.2)
+    assert round(state.cost_to_date, 6) == 0.4  # 0.4 * 0.5 h + 0.2 * 1 h
+    capped = st.published(DevicePoolStatus(), capped_view(ready(2), {"maxDevices": 2}))
+    said = state.publish(capped)
+    assert [e.reason for e in said.events] == ["SpendCapReached"] and said.events[0].warning
+    assert (state.status.hourly_cost, state.status.cost_to_date) == (0.2, 0.4)
+    assert state.publish(capped).events == []  # still reached: not said again
+
+
 def test_transition_time_moves_only_when_a_condition_flips() -> None:
     first = st.published(DevicePoolStatus(), view(ready(2)))
     later = NOW + timedelta(minutes=5)

@@ -63,6 +63,7 @@ def decide(
     now: datetime,
     allow_create: bool,
     act: bool,
+    cap: int | None = None,
 ) -> Decision:
     """What this pass does. `act` False (the listing failed): only the plan, for the status."""
     book = slots.model_copy(deep=True)
@@ -77,6 +78,7 @@ def decide(
             now=now,
             idle_grace=timedelta(seconds=settings.idle_grace_seconds),
             allow_create=allow_create,
+            cap=cap,
         )
 
     plan = planned()

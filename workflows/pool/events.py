@@ -25,6 +25,7 @@ __all__ = [
     "health",
     "ids",
     "region_up",
+    "spend_cap_reached",
     "termination_failed",
     "terminations",
 ]
@@ -234,3 +235,8 @@ def _why(reason: str) -> str:
     # Triage writes "Kind: detail"; the detail reads on its own.
     _, sep, detail = reason.partition(": ")
     return detail if sep else reason
+
+
+def spend_cap_reached(message: str) -> Happened:
+    """The pool wants more devices than its `spendCap` allows (said once, when it starts)."""
+    return Happened("SpendCapReached", message, warning=True)

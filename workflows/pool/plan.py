@@ -18,6 +18,9 @@ Rules (DESIGN.md "How a pool converges"):
   size and says so.
 - Counts say what exists at the provider: `provisioning` is devices booting
   there (and rebooting); creates in flight, not seen yet, are `pending`.
+- A spend cap (`cap`, in devices) stops creates that would make more devices
+  bill than it allows: members, creates in flight and `failed` devices (they
+  bill until they are gone). It never terminates anything.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ class Plan:
     # When the next not-yet-idle surplus device becomes idle (to re-plan then).
     next_idle_at: datetime | None = None
     by_status: dict[str, int] = field(default_factory=dict)
+    # Creates the spend cap held back (the pool wants them; the cap says no).
+    capped: int = 0
 
 
 def idle_since(device: DeviceInfo) -> datetime:
@@ -83,6 +88,7 @@ def plan_pool(
     idle_grace: timedelta,
     allow_create: bool = True,
     unseen: int = 0,
+    cap: int | None = None,
 ) -> Plan:
     """Decide what to create and what to terminate to bring the pool to `replicas`."""
     if replicas < 0:
@@ -96,6 +102,10 @@ def plan_pool(
     members = len(counted) + in_flight + unseen
 
     create = max(0, replicas - members) if allow_create else 0
+    capped = 0
+    if cap is not None:
+        room = max(0, cap - members - len(failed))
+        capped, create = max(0, create - room), min(create, room)
 
     # Devices created but not listed yet count, but cannot be picked: a surplus
     # they make waits until a listing shows them (booting, they go first then),
@@ -138,6 +148,7 @@ def plan_pool(
         blocked_surplus=blocked,
         next_idle_at=next_idle_at,
         by_status=dict(by_status),
+        capped=capped,
     )
 
 

@@ -97,6 +97,11 @@ class PoolState(CamelModel):
     announce: bool = False
     # The provider's long pause of the account's creates (from the ledger), until it ends.
     account_pause: AccountPause | None = None
+    # What the pool's devices billed so far (dollars), and at what hourly rate
+    # since when: each pass adds the time since at the rate it saw last.
+    cost_to_date: float = 0.0
+    cost_rate: float = 0.0
+    cost_since: datetime | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -147,6 +152,30 @@ class PoolState(CamelModel):
         self.account_pause = pause
         message = f"creates of account {pause.account!r} wait until {st.iso(pause.until)}"
         self.record(now, say.Happened("ProviderRateLimited", message, warning=True))
+
+    def accrue(self, now: datetime, hourly_cost: float) -> None:
+        """Add what the pool billed since the last pass (at the rate seen then); bill on at
+        `hourly_cost`. Between passes the devices did not change, or a pass would have run."""
+        if self.cost_since is not None and now > self.cost_since:
+            hours = (now - self.cost_since).total_seconds() / 3600
+            self.cost_to_date += self.cost_rate * hours
+        self.cost_rate, self.cost_since = hourly_cost, now
+
+    def publish(self, status: DevicePoolStatus) -> Said:
+        """Take the status a pass published; say what it newly shows that needs a word."""
+        before = self.status.condition(ConditionType.SPEND_CAP_REACHED)
+        self.status = status.model_copy(
+            update={
+                "hourly_cost": round(self.cost_rate, 4),
+                "cost_to_date": round(self.cost_to_date, 4),
+            }
+        )
+        after = self.status.condition(ConditionType.SPEND_CAP_REACHED)
+        reached = after is not None and after.status == ConditionStatus.TRUE
+        if reached and (before is None or before.status != ConditionStatus.TRUE):
+            assert after is not None
+            return Said([say.spend_cap_reached(after.message)])
+        return Said()
 
     def respec(
         self, old: DevicePoolSpec, new: DevicePoolSpec, *, body_changed: bool, now: datetime | None

@@ -64,6 +64,8 @@ class PoolView:
     observe_problem: str | None = None
     # The provider's long pause of the account's creates, while it lasts.
     account_pause: AccountPause | None = None
+    # The account's price of a device-hour (spendCap.maxHourlyCost is in it).
+    price_per_hour: float = 0.10
 
 
 # ---------------------------------------------------------------- conditions
@@ -117,6 +119,14 @@ def ready_condition(view: PoolView) -> ConditionUpdate:
     serving = _serving(view.plan)
     if serving >= view.spec.replicas:
         return ConditionUpdate(ConditionType.READY, TRUE, "Converged")
+    if view.plan.capped:
+        return ConditionUpdate(
+            ConditionType.READY,
+            FALSE,
+            "SpendCapReached",
+            f"{serving}/{view.spec.replicas} devices ready; the spend cap allows "
+            f"{view.plan.members} (see SpendCapReached)",
+        )
     return ConditionUpdate(
         ConditionType.READY, FALSE, "BelowDesired", f"{serving}/{view.spec.replicas} devices ready"
     )
@@ -190,6 +200,31 @@ def scale_down_condition(view: PoolView) -> ConditionUpdate | None:
     )
 
 
+def spend_cap_condition(view: PoolView) -> ConditionUpdate | None:
+    """`SpendCapReached` while the cap holds creates back; None for a pool without a cap."""
+    cap = view.spec.spend_cap
+    if cap is None:
+        return None
+    allowed = cap.devices_allowed(view.price_per_hour)
+    if not view.plan.capped:
+        return ConditionUpdate(ConditionType.SPEND_CAP_REACHED, FALSE, "WithinCap")
+    limits = []
+    if cap.max_devices is not None:
+        limits.append(f"maxDevices {cap.max_devices}")
+    if cap.max_hourly_cost is not None:
+        limits.append(
+            f"maxHourlyCost ${cap.max_hourly_cost:g}/h at ${view.price_per_hour:g}/h a device"
+        )
+    return ConditionUpdate(
+        ConditionType.SPEND_CAP_REACHED,
+        TRUE,
+        "CapReached",
+        f"spendCap ({', '.join(limits)}) allows {allowed} device(s); "
+        f"{view.spec.replicas} desired, {view.plan.capped} create(s) held back — "
+        "raise spendCap to grow (running devices are kept)",
+    )
+
+
 def phase_of(view: PoolView) -> Phase:
     counts, replicas = view.plan.counts, view.spec.replicas
     serving = _serving(view.plan)
@@ -198,6 +233,8 @@ def phase_of(view: PoolView) -> Phase:
         return Phase.DEGRADED
     if counts["offline"] or counts["failed"] or paused:
         return Phase.DEGRADED
+    if view.plan.capped and not view.creating and not counts["provisioning"]:
+        return Phase.DEGRADED  # held below its size by its spend cap: not fine, not failing
     if serving + counts["provisioning"] + counts["pending"] < replicas or view.creating:
         return Phase.PROVISIONING
     if view.plan.members > replicas:
@@ -217,11 +254,14 @@ def published(status: DevicePoolStatus, view: PoolView) -> DevicePoolStatus:
         remediation_condition(view),
     ):
         status = set_condition(status, cond, now=now, generation=generation)
-    blocked = scale_down_condition(view)
-    if blocked is None:
-        status = drop_condition(status, ConditionType.SCALE_DOWN_BLOCKED)
-    else:
-        status = set_condition(status, blocked, now=now, generation=generation)
+    for type_, optional in (
+        (ConditionType.SCALE_DOWN_BLOCKED, scale_down_condition(view)),
+        (ConditionType.SPEND_CAP_REACHED, spend_cap_condition(view)),
+    ):
+        if optional is None:
+            status = drop_condition(status, type_)
+        else:
+            status = set_condition(status, optional, now=now, generation=generation)
     counts = view.plan.counts
     return status.model_copy(
         update={

@@ -215,6 +215,7 @@ class DevicePoolWorkflow(PoolMessages):
             now=workflow.now(),
             allow_create=not self._refs_problems and not self.s.backoff.active(workflow.now()),
             act=act and self._observe_problem is None,
+            cap=self._spec.spend_cap.devices_allowed(self._price) if self._spec.spend_cap else None,
         )
 
     async def _act(self, decision: Decision) -> None:
@@ -305,8 +306,11 @@ class DevicePoolWorkflow(PoolMessages):
             now=now,
             observe_problem=self._observe_problem,
             account_pause=self.s.account_pause,
+            price_per_hour=self._price,
         )
-        self.s.status = st.published(self.s.status, view)
+        billing = sum(1 for d in self._devices if d.status != am.TERMINATED)
+        self.s.accrue(now, billing * self._price)
+        self._said(self.s.publish(st.published(self.s.status, view)))
         self._show()
 
     async def _wait(self, plan: Plan) -> bool:
@@ -455,6 +459,11 @@ class DevicePoolWorkflow(PoolMessages):
     def _check_every(self) -> timedelta:
         """How long a batch may stay quiet before the pool asks whether it still runs."""
         return timedelta(seconds=2 * self.settings.startup_timeout_seconds + 60)
+
+    @property
+    def _price(self) -> float:
+        """What one of the pool's devices costs an hour (its account's `pricePerHour`)."""
+        return self.settings.price_per_hour(self._account)
 
     @property
     def settings(self) -> am.PoolSettings:

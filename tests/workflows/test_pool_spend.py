@@ -1,0 +1,83 @@
+"""A pool's spend: `spendCap` stops growth at the cap and raising it resumes; the cost is shown.
+
+Against the dev server and the emulator's ground truth: a pool of 5 capped at 3
+rents 3 and says `SpendCapReached`; raising the cap (an `apply`) rents the other
+2 and nothing more; the status says what the devices cost an hour.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.api import parse_pool
+from devicepool.api.names import TASK_QUEUE, UPDATE_APPLY, pool_workflow_id
+from devicepool.testing import eventually
+from devicepool.workflows.pool.messages import Accepted, ApplyRequest, PoolInput
+from tests.helpers.settings import FAST
+from tests.helpers.workflow_stack import pool_counts, pool_devices
+
+pytestmark = pytest.mark.devserver
+
+
+def manifest(name: str, **spend_cap: Any) -> Any:
+    return parse_pool(
+        {
+            "apiVersion": "mobile.example.com/v1beta1",
+            "kind": "DevicePool",
+            "metadata": {"name": name},
+            "spec": {
+                "platform": "android",
+                "region": "us-west",
+                "osVersion": "14",
+                "replicas": 5,
+                "spendCap": spend_cap,
+            },
+        }
+    )
+
+
+async def test_a_spend_cap_stops_growth_and_raising_it_resumes(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    pool = manifest(pool_name, maxHourlyCost=0.3)  # 3 devices at the default $0.10
+    handle = await env.client.start_workflow(
+        "DevicePool",
+        PoolInput(metadata=pool.metadata, spec=pool.spec, settings=FAST),
+        id=pool_workflow_id(pool_name),
+        task_queue=TASK_QUEUE,
+    )
+
+    async def status_says(ready: int, cap: str) -> dict[str, Any] | None:
+        status: dict[str, Any] = await handle.query("status")
+        conditions = {c["type"]: c["status"] for c in status["conditions"]}
+        if status["readyDevices"] == ready and conditions.get("SpendCapReached") == cap:
+            return status
+        return None
+
+    capped = await eventually(lambda: status_says(3, "True"), what="3 ready, held at the cap")
+    assert capped is not None and capped["phase"] == "Degraded"
+    assert capped["hourlyCost"] == pytest.approx(0.3)
+    assert len(await pool_devices(control, pool_name)) == 3
+    events = (await handle.query("events"))["events"]
+    assert any(e["reason"] == "SpendCapReached" and e["type"] == "Warning" for e in events), events
+
+    raised = manifest(pool_name, maxHourlyCost=0.3, maxDevices=10)
+    raised.spec.spend_cap.max_hourly_cost = None  # type: ignore[union-attr]
+    await handle.execute_update(
+        UPDATE_APPLY, ApplyRequest(metadata=raised.metadata, spec=raised.spec), result_type=Accepted
+    )
+    done = await eventually(lambda: status_says(5, "False"), what="5 ready once the cap allows")
+    assert done is not None and done["phase"] == "Ready"
+    assert done["costToDate"] > 0
+    assert (await pool_counts(control, pool_name))["created"] == 5  # no create past either cap
+    await handle.cancel()
+    await eventually(lambda: _gone(control, pool_name), what="teardown")
+
+
+async def _gone(control: httpx.AsyncClient, name: str) -> bool:
+    return not await pool_devices(control, name)
