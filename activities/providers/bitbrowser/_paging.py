@@ -1,0 +1,100 @@
+"""Paging the Local API's lists, and the marks that stand in for labels and idempotency keys.
+
+Lists page from 0 with `pageSize` at most 100 and answer `{list, total}`. A
+listing asks pages of 100 until a page is empty or `total` objects were seen
+(without a `total`, until a page is shorter than asked), keeps each id once
+(objects made or removed while it pages shift the pages under it), and stops
+with a `ServerError` past `MAX_LIST_PAGES`.
+
+A mark is the caller's text for one object (pool and slot key), written into
+`name` and `remark` at create and matched *exactly* by the client: the
+server-side filters are fuzzy (`name` contains, `remark` likewise), so they only
+narrow what is fetched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from devicepool.activities.errors import ServerError
+from devicepool.activities.providers.bitbrowser.models import MAX_PAGE_SIZE
+from devicepool.api.errors import ErrorType
+
+__all__ = ["MAX_LIST_PAGES", "check_mark", "page_items", "read_all_pages", "validated"]
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+# 1,000 pages of 100: far beyond an account devicepool manages, a stop for a server that loops.
+MAX_LIST_PAGES = 1000
+
+
+def check_mark(mark: str, *, max_length: int) -> str:
+    """A mark as written: non-empty, no outer or inner line breaks, within the field's length."""
+    if not isinstance(mark, str) or not mark.strip():
+        raise ValueError("a mark must be a non-empty string")
+    if mark != mark.strip() or any(c in mark for c in "\r\n\t"):
+        raise ValueError(f"a mark has no surrounding spaces or line breaks: {mark!r}")
+    if len(mark) > max_length:
+        raise ValueError(f"a mark here is at most {max_length} characters: {mark!r}")
+    return mark
+
+
+def validated(model: type[M], data: Any, call: str) -> M:
+    """`data` as `model`, or a `ServerError` naming the call (never the data: it holds secrets)."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        where = ", ".join(".".join(str(p) for p in e["loc"]) or "(answer)" for e in exc.errors())
+        raise ServerError(
+            ErrorType.SERVER_ERROR, 200, f"{call}: unexpected answer (at {where[:200]})"
+        ) from None
+
+
+def page_items(data: Any, call: str) -> tuple[list[Any], int | None]:
+    """The items and `total` of a list answer: `{list, total}` (a bare list is tolerated)."""
+    if isinstance(data, list):
+        return data, None
+    if not isinstance(data, dict):
+        raise ServerError(ErrorType.SERVER_ERROR, 200, f"{call}: the answer is not a list page")
+    items = data.get("list")
+    if items is None:
+        items = data.get("records", data.get("items", []))
+    if not isinstance(items, list):
+        raise ServerError(ErrorType.SERVER_ERROR, 200, f"{call}: `list` is not a list")
+    total = data.get("total")
+    return items, total if isinstance(total, int) and not isinstance(total, bool) else None
+
+
+async def read_all_pages(
+    fetch: Callable[[int, int], Awaitable[tuple[list[T], int | None]]],
+    key: Callable[[T], str],
+    *,
+    what: str,
+) -> list[T]:
+    """Every item of a paged list, each id once, in the order first seen."""
+    seen: dict[str, T] = {}
+    for page in range(MAX_LIST_PAGES):
+        items, total = await fetch(page, MAX_PAGE_SIZE)
+        before = len(seen)
+        for item in items:
+            seen.setdefault(key(item), item)
+        if not items or len(items) < MAX_PAGE_SIZE:
+            return list(seen.values())  # an empty or short page is the last one
+        if total is not None and len(seen) >= total:
+            return list(seen.values())
+        if len(seen) == before:
+            # A full page of nothing new: the server does not page (it ignores `page`).
+            raise ServerError(
+                ErrorType.SERVER_ERROR,
+                None,
+                f"listing {what} stopped: page {page} repeated items already seen",
+            )
+    raise ServerError(
+        ErrorType.SERVER_ERROR,
+        None,
+        f"listing {what} stopped: still more after {MAX_LIST_PAGES} pages (MAX_LIST_PAGES)",
+    )

@@ -1,0 +1,343 @@
+"""`BrowserProfiles`: the browser-profile family (`/browser/*`) of one node's Local API.
+
+What the vendor documents and this client relies on (DESIGN.md, "The BitBrowser
+Local API"): `/browser/update` without an `id` creates (needing `proxyMethod`,
+`proxyType` and `browserFingerPrint`, `{}` for a random one) and with an `id`
+replaces the whole record; `/browser/update/partial {ids, ...}` changes fields;
+`/browser/open {id, queue}` answers `{ws, http, pid, coreVersion, ...}`;
+`/browser/close` answers before the process is gone (`/browser/pids/alive`
+confirms); `/browser/closing/reset` clears a profile stuck opening or closing;
+`/browser/delete/ids` takes at most 100 ids; `/browser/list` pages from 0.
+
+There is no idempotency key: `create_marked` looks for its mark before each
+create, so a create whose answer was lost is found instead of made twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from devicepool.activities.errors import ProviderError, ServerError, TransportError
+from devicepool.activities.providers.bitbrowser._paging import (
+    check_mark,
+    page_items,
+    read_all_pages,
+    validated,
+)
+from devicepool.activities.providers.bitbrowser.errors import (
+    CloseUnconfirmedError,
+    LocalApiError,
+)
+from devicepool.activities.providers.bitbrowser.local_api import LocalApi
+from devicepool.activities.providers.bitbrowser.models import (
+    MAX_PAGE_SIZE,
+    BrowserPage,
+    BrowserProfile,
+    MarkedCreate,
+    OpenedBrowser,
+    ProfileProxy,
+)
+from devicepool.api.errors import ErrorType
+
+__all__ = ["MAX_BROWSER_MARK", "MAX_IDS_PER_CALL", "SECRET_PROFILE_FIELDS", "BrowserProfiles"]
+
+# `/browser/delete/ids` takes at most 100 ids; other id-list calls are cut to the same.
+MAX_IDS_PER_CALL = 100
+# A browser profile's `remark` length is undocumented; the cloud-phone family allows 500.
+MAX_BROWSER_MARK = 500
+# Fields of a create or update body whose values are secrets: never in an error.
+SECRET_PROFILE_FIELDS = frozenset({"password", "cookie", "proxyPassword", "faSecretKey"})
+# The fields `create_marked` writes itself (the mark, and the body's shape).
+_OWN_FIELDS = frozenset({"id", "name", "remark", "ids"})
+
+
+class BrowserProfiles:
+    """The browser profiles the account holds, through one node (its browsers are its own)."""
+
+    def __init__(
+        self,
+        api: LocalApi,
+        *,
+        open_timeout: float = 180.0,
+        settle_seconds: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.api = api
+        # `queue: true` waits its turn behind the node's other opens: a long call.
+        self.open_timeout = open_timeout
+        # How long after an uncertain create the look-up for its mark waits: the desktop
+        # client may still be writing the profile when our deadline ran out.
+        self.settle_seconds = settle_seconds
+        self._clock = clock
+        self._sleep = sleep
+
+    def __repr__(self) -> str:
+        return f"BrowserProfiles({self.api!r})"
+
+    # ------------------------------------------------------------ create, find, update
+
+    async def create(
+        self,
+        *,
+        mark: str,
+        name: str | None = None,
+        group_id: str | None = None,
+        proxy: ProfileProxy | None = None,
+        fingerprint: Mapping[str, Any] | None = None,
+        fields: Mapping[str, Any] | None = None,
+    ) -> str:
+        """One create (`/browser/update` without `id`): the new profile's id. Not retried.
+
+        `mark` goes into `remark` (and `name`, unless given). A lost answer may
+        have made the profile: use `create_marked`, which checks the mark first.
+        """
+        body = _create_body(mark, name, group_id, proxy, fingerprint, fields)
+        data = await self.api.call("/browser/update", body, secrets=_secrets_of(body))
+        profile_id = data.get("id") if isinstance(data, dict) else data
+        if not isinstance(profile_id, str) or not profile_id:
+            raise ServerError(
+                ErrorType.SERVER_ERROR, 200, "POST /browser/update: the answer has no profile id"
+            )
+        return profile_id
+
+    async def create_marked(
+        self,
+        *,
+        mark: str,
+        name: str | None = None,
+        group_id: str | None = None,
+        proxy: ProfileProxy | None = None,
+        fingerprint: Mapping[str, Any] | None = None,
+        fields: Mapping[str, Any] | None = None,
+        attempts: int = 3,
+    ) -> MarkedCreate:
+        """The profile holding `mark`: found if one exists, else created (at most once per try).
+
+        Before each create the mark is looked up; after an answer that leaves the
+        outcome open (no answer, a timeout, a 5xx) the next look-up says whether
+        that create happened. A refusal (`success: false`) made nothing and is raised.
+        """
+        check_mark(mark, max_length=MAX_BROWSER_MARK)
+        last: ProviderError | None = None
+        for attempt in range(attempts):
+            if attempt and self.settle_seconds > 0:
+                await self._sleep(self.settle_seconds)
+            found = await self.find_by_mark(mark)
+            if found:
+                return _marked(found, created=False)
+            try:
+                profile_id = await self.create(
+                    mark=mark,
+                    name=name,
+                    group_id=group_id,
+                    proxy=proxy,
+                    fingerprint=fingerprint,
+                    fields=fields,
+                )
+            except (TransportError, ServerError) as exc:
+                if isinstance(exc, LocalApiError):
+                    raise  # refused: nothing was made
+                last = exc
+                continue
+            found = await self.find_by_mark(mark)
+            others = [p.id for p in found if p.id != profile_id]
+            return MarkedCreate(id=profile_id, created=True, duplicates=others)
+        assert last is not None
+        raise last
+
+    async def find_by_mark(self, mark: str) -> list[BrowserProfile]:
+        """Every profile whose `remark` is exactly `mark`, oldest first (`seq`)."""
+        check_mark(mark, max_length=MAX_BROWSER_MARK)
+        found = await self._list_all({"remark": mark}, what=f"profiles marked {mark!r}")
+        exact = [p for p in found if p.remark == mark]
+        return sorted(exact, key=lambda p: (p.seq is None, p.seq or 0, p.id))
+
+    async def list_all(
+        self, *, group_id: str | None = None, mark_prefix: str | None = None
+    ) -> list[BrowserProfile]:
+        """Every profile of `group_id` and/or whose `remark` starts with `mark_prefix`."""
+        body: dict[str, Any] = {}
+        if group_id:
+            body["groupId"] = group_id
+        if mark_prefix:
+            body["remark"] = mark_prefix
+        found = await self._list_all(body, what="profiles")
+        if mark_prefix:
+            found = [p for p in found if p.remark.startswith(mark_prefix)]
+        return found
+
+    async def list_page(
+        self,
+        page: int,
+        *,
+        page_size: int = MAX_PAGE_SIZE,
+        group_id: str | None = None,
+        name: str | None = None,
+        remark: str | None = None,
+    ) -> BrowserPage:
+        """One page of `/browser/list` (0-based; `page_size` at most 100), oldest first."""
+        if page < 0 or not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise ValueError(f"page >= 0 and 1 <= page_size <= {MAX_PAGE_SIZE}")
+        body: dict[str, Any] = {"page": page, "pageSize": page_size, "sort": "asc"}
+        for key, value in (("groupId", group_id), ("name", name), ("remark", remark)):
+            if value:
+                body[key] = value
+        data = await self.api.call("/browser/list", body)
+        items, total = page_items(data, "POST /browser/list")
+        return validated(BrowserPage, {"items": items, "total": total}, "POST /browser/list")
+
+    async def update_partial(self, ids: Sequence[str], fields: Mapping[str, Any]) -> None:
+        """`/browser/update/partial`: only `fields` change, on every id (in chunks of 100)."""
+        if not fields:
+            raise ValueError("update_partial needs at least one field")
+        if "ids" in fields or "id" in fields:
+            raise ValueError("the ids go in `ids`, not in `fields`")
+        secrets = _secrets_of(fields)
+        for chunk in _chunks(ids):
+            await self.api.call(
+                "/browser/update/partial", {"ids": chunk, **fields}, secrets=secrets
+            )
+
+    async def replace(self, profile_id: str, record: Mapping[str, Any]) -> None:
+        """`/browser/update` with an `id`: the *whole* record is replaced by `record`.
+
+        A body that leaves fields out is refused (or, where it is not, resets them):
+        for changes use `update_partial`.
+        """
+        body = {**record, "id": profile_id}
+        await self.api.call("/browser/update", body, secrets=_secrets_of(body))
+
+    async def get(self, profile_id: str) -> BrowserProfile:
+        """`/browser/detail`: one profile (`LocalApiNotFoundError` when it is unknown)."""
+        data = await self.api.call("/browser/detail", {"id": profile_id})
+        return validated(BrowserProfile, data, "POST /browser/detail")
+
+    # ------------------------------------------------------------ browsers
+
+    async def open(
+        self, profile_id: str, *, queue: bool = True, args: Sequence[str] = ()
+    ) -> OpenedBrowser:
+        """`/browser/open`: the browser's ws and http (`host:port`) addresses, pid, core."""
+        body: dict[str, Any] = {"id": profile_id}
+        if queue:
+            body["queue"] = True
+        if args:
+            body["args"] = list(args)
+        data = await self.api.call("/browser/open", body, timeout=self.open_timeout)
+        if isinstance(data, dict) and not data.get("id"):
+            data = {**data, "id": profile_id}
+        return validated(OpenedBrowser, data, "POST /browser/open")
+
+    async def close(self, profile_id: str) -> None:
+        """`/browser/close`: asks the browser to close (its process may live on a while)."""
+        await self.api.call("/browser/close", {"id": profile_id})
+
+    async def alive(self, ids: Sequence[str]) -> dict[str, int]:
+        """`/browser/pids/alive`: `{id: pid}` of those whose browser still runs on this node."""
+        alive: dict[str, int] = {}
+        for chunk in _chunks(ids):
+            data = await self.api.call("/browser/pids/alive", {"ids": chunk})
+            if data is None:
+                continue
+            if not isinstance(data, dict):
+                raise ServerError(
+                    ErrorType.SERVER_ERROR, 200, "POST /browser/pids/alive: not an {id: pid} map"
+                )
+            for key, pid in data.items():
+                alive[str(key)] = pid if isinstance(pid, int) else int(pid or 0)
+        return alive
+
+    async def close_and_confirm(
+        self, profile_id: str, *, wait_seconds: float = 30.0, poll_seconds: float = 0.5
+    ) -> None:
+        """Close, then poll `/browser/pids/alive` until the id is absent (at most `wait_seconds`).
+
+        Raises `CloseUnconfirmedError` (retryable) if the process outlives the wait.
+        """
+        await self.close(profile_id)
+        deadline = self._clock() + wait_seconds
+        while True:
+            if profile_id not in await self.alive([profile_id]):
+                return
+            left = deadline - self._clock()
+            if left <= 0:
+                raise CloseUnconfirmedError(
+                    f"profile {profile_id}: its browser still ran {wait_seconds:g}s after close"
+                )
+            await self._sleep(min(poll_seconds, left))
+
+    async def reset_closing(self, profile_id: str) -> None:
+        """`/browser/closing/reset`: a profile stuck opening or closing is closed again.
+
+        Only for a browser known to be gone (confirm with `alive` first).
+        """
+        await self.api.call("/browser/closing/reset", {"id": profile_id})
+
+    # ------------------------------------------------------------ delete
+
+    async def delete(self, ids: Sequence[str]) -> None:
+        """`/browser/delete/ids` in chunks of at most 100. Close and confirm each first."""
+        for chunk in _chunks(ids):
+            await self.api.call("/browser/delete/ids", {"ids": chunk})
+
+    # ------------------------------------------------------------ plumbing
+
+    async def _list_all(self, filters: dict[str, Any], *, what: str) -> list[BrowserProfile]:
+        async def fetch(page: int, size: int) -> tuple[list[BrowserProfile], int | None]:
+            answer = await self.list_page(
+                page,
+                page_size=size,
+                group_id=filters.get("groupId"),
+                remark=filters.get("remark"),
+            )
+            return answer.items, answer.total
+
+        return await read_all_pages(fetch, lambda p: p.id, what=what)
+
+
+def _create_body(
+    mark: str,
+    name: str | None,
+    group_id: str | None,
+    proxy: ProfileProxy | None,
+    fingerprint: Mapping[str, Any] | None,
+    fields: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    check_mark(mark, max_length=MAX_BROWSER_MARK)
+    extra = dict(fields or {})
+    if _OWN_FIELDS & set(extra):
+        raise ValueError(f"`fields` may not set {sorted(_OWN_FIELDS & set(extra))}")
+    body: dict[str, Any] = {**extra, "name": name or mark, "remark": mark}
+    if group_id:
+        body["groupId"] = group_id
+    body["browserFingerPrint"] = dict(fingerprint or {})  # {}: a random fingerprint
+    if proxy is None or proxy.type == "noproxy":
+        body.update(proxyMethod=2, proxyType="noproxy")
+    else:
+        body.update(
+            proxyMethod=2,
+            proxyType=proxy.type,
+            host=proxy.host,
+            port=proxy.port,
+            proxyUserName=proxy.username,
+            proxyPassword=proxy.password.get_secret_value(),
+        )
+    return body
+
+
+def _secrets_of(body: Mapping[str, Any]) -> list[str]:
+    return [str(v) for k, v in body.items() if k in SECRET_PROFILE_FIELDS and v]
+
+
+def _chunks(ids: Sequence[str]) -> list[list[str]]:
+    unique = list(dict.fromkeys(ids))
+    return [unique[i : i + MAX_IDS_PER_CALL] for i in range(0, len(unique), MAX_IDS_PER_CALL)]
+
+
+def _marked(found: list[BrowserProfile], *, created: bool) -> MarkedCreate:
+    first, *others = found
+    return MarkedCreate(id=first.id, created=created, duplicates=[p.id for p in others])

@@ -1,0 +1,234 @@
+"""One node's BitBrowser Local API: the HTTP, the envelope, the errors, the secrets.
+
+`LocalApi` is the connection to one desktop client (default
+`http://127.0.0.1:54345`), shared by both families (`BrowserProfiles`,
+`CloudPhones`) and living as long as the worker. Every call is a `POST` with a
+JSON body; an answer is HTTP 200 `{"success": true, "data": ...}` (`data` may be
+absent: None) or `{"success": false, "msg": "..."}`, which raises the typed
+error its text reads as (`errors.classify`).
+
+Secrets: the API key (optional, `x-api-key`) is a `SecretStr` added per request,
+never in the client's headers, `repr`, logs or errors. Every text that leaves
+the client (a refusal's `msg`, a transport error, the name or remark of an
+answer) passes the worker's `Scrubber`, this client's key and the secrets of
+the request that was refused. Answers are validated into the allow-list models
+of `models`, which cannot hold the vendor's secrets.
+
+Every call has one deadline for the whole exchange (`timeout`, or the call's
+own): httpx's per-phase timeouts alone let a trickling answer last for ever, and
+an in-process transport honours none of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json as jsonlib
+import logging
+from collections.abc import Generator, Iterable
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+from pydantic import SecretStr
+
+from devicepool.activities.errors import (
+    ProviderError,
+    ServerError,
+    TransportError,
+    TransportTimeoutError,
+)
+from devicepool.activities.http_answers import parse_retry_after, read_at_most, text_of
+from devicepool.activities.metrics import Metrics
+from devicepool.activities.providers.bitbrowser.errors import (
+    Refusal,
+    refusal_error,
+    unsupported_error,
+)
+from devicepool.activities.secrets import REDACTED, Scrubber
+from devicepool.api.errors import ErrorType
+
+__all__ = ["DEFAULT_BASE_URL", "MAX_BODY_BYTES", "LocalApi"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "http://127.0.0.1:54345"
+# A page of 100 profiles with their fingerprints is some 300 KiB; a detail with cookies more.
+MAX_BODY_BYTES = 8 * 1024 * 1024
+MAX_ERROR_BODY_BYTES = 64 * 1024
+# The answers' free text a provider could echo a secret into; scrubbed like refusals.
+_TEXT_FIELDS = frozenset({"name", "remark", "msg"})
+
+
+class _ApiKeyAuth(httpx.Auth):
+    """Adds `x-api-key` per request, so the key never sits in the client's default headers."""
+
+    def __init__(self, api_key: SecretStr) -> None:
+        self._api_key = api_key
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["x-api-key"] = self._api_key.get_secret_value()
+        yield request
+
+    def __repr__(self) -> str:
+        return f"_ApiKeyAuth(api_key=SecretStr({REDACTED!r}))"
+
+
+class LocalApi:
+    """One node's Local API. Use as `async with`, or call `aclose()`."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        api_key: SecretStr | str | None = None,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        metrics: Metrics | None = None,
+        scrubber: Scrubber | None = None,
+    ) -> None:
+        if isinstance(api_key, str):
+            api_key = SecretStr(api_key)
+        if api_key is not None and not api_key.get_secret_value():
+            api_key = None  # an empty key file means auth off, not an empty header
+        self._api_key = api_key
+        self._scrubber = (scrubber or Scrubber()).including(*([api_key] if api_key else []))
+        self._metrics = metrics
+        self.timeout = timeout
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            auth=_ApiKeyAuth(api_key) if api_key is not None else None,
+            timeout=httpx.Timeout(timeout),
+            headers={"Accept": "application/json"},
+            transport=transport,
+            follow_redirects=False,
+            # The Local API is on the desktop's loopback: a proxy from the environment
+            # (HTTP_PROXY) would send every call, and the key, somewhere else.
+            trust_env=False,
+        )
+
+    def __repr__(self) -> str:
+        key = f"SecretStr({REDACTED!r})" if self._api_key is not None else "None"
+        return f"LocalApi(base_url={self.base_url!r}, api_key={key})"
+
+    __str__ = __repr__
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def scrub(self, text: str) -> str:
+        return self._scrubber.scrub(text)
+
+    async def health(self) -> None:
+        """`/health`: the desktop client answers (and takes the key). Raises when not."""
+        await self.call("/health")
+
+    async def call(
+        self,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        secrets: Iterable[str] = (),
+        timeout: float | None = None,
+    ) -> Any:
+        """`POST path` with `body`: the answer's `data` (None when absent), or a `ProviderError`.
+
+        `secrets`: values in `body` that must not come back in an error (a proxy
+        password the desktop client might quote in its refusal).
+        """
+        if self._metrics is not None:
+            self._metrics.api_call(f"POST {path}")
+        try:
+            return await self._call(path, body or {}, secrets, timeout or self.timeout)
+        except ProviderError as exc:
+            if self._metrics is not None:
+                self._metrics.api_error(exc.error_type)
+            logger.debug("Local API %s failed: %s", path, exc.error_type.value)
+            raise
+
+    async def _call(
+        self, path: str, body: dict[str, Any], secrets: Iterable[str], timeout: float
+    ) -> Any:
+        scrubber = self._scrubber.including(*(s for s in secrets if s))
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._http.stream("POST", path, json=body) as response:
+                    limit = MAX_BODY_BYTES if response.is_success else MAX_ERROR_BODY_BYTES
+                    raw = await read_at_most(response, limit, cut=not response.is_success)
+        except (TimeoutError, httpx.TimeoutException):
+            raise TransportTimeoutError(
+                ErrorType.TIMEOUT, None, f"POST {path}: no answer within {timeout:g}s"
+            ) from None
+        except httpx.TransportError as exc:
+            raise TransportError(
+                ErrorType.TRANSPORT,
+                None,
+                scrubber.scrub(f"POST {path}: {type(exc).__name__}: {exc}"),
+            ) from None
+        return self._answer(path, response, raw, scrubber)
+
+    def _answer(
+        self, path: str, response: httpx.Response, raw: bytes | None, scrubber: Scrubber
+    ) -> Any:
+        status = response.status_code
+        if raw is None:
+            raise ServerError(
+                ErrorType.SERVER_ERROR, status, f"POST {path}: answer over {MAX_BODY_BYTES} bytes"
+            )
+        envelope = _envelope(raw)
+        msg = scrubber.scrub(str(envelope.get("msg") or "")) if envelope is not None else ""
+        if status in (401, 403):
+            # However the desktop client words it: the key was refused.
+            raise refusal_error(f"POST {path}", msg, status=status, kind=Refusal.AUTH)
+        if status == 404:
+            raise unsupported_error(f"POST {path}", msg, status)
+        if status == 429:
+            raise refusal_error(
+                f"POST {path}",
+                msg or "HTTP 429",
+                status=status,
+                kind=Refusal.RATE_LIMITED,
+                retry_after=parse_retry_after(response),
+            )
+        if status >= 500 or envelope is None:
+            text = msg or " ".join(scrubber.scrub(text_of(response, raw)).split())[:200]
+            raise ServerError(
+                ErrorType.SERVER_ERROR,
+                status,
+                f"POST {path}: {'HTTP ' + str(status) if status >= 300 else 'not the envelope'}"
+                + (f": {text}" if text else ""),
+            )
+        if envelope.get("success") is True and status < 300:
+            data = envelope.get("data")
+            if scrubber.may_hold(raw):
+                data = scrubber.scrub_fields(data, _TEXT_FIELDS)
+            return data
+        if envelope.get("success") is False:
+            raise refusal_error(f"POST {path}", msg, status=status)
+        raise ServerError(
+            ErrorType.SERVER_ERROR,
+            status,
+            f"POST {path}: HTTP {status}, no `success` in the answer",
+        )
+
+
+def _envelope(raw: bytes) -> dict[str, Any] | None:
+    """The decoded `{success, ...}` object, or None for anything else."""
+    try:
+        decoded = jsonlib.loads(raw) if raw.strip() else None
+    except ValueError:
+        return None
+    if isinstance(decoded, dict) and isinstance(decoded.get("success"), bool):
+        return decoded
+    return None

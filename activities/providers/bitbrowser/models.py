@@ -1,0 +1,221 @@
+"""What the Local API client returns: allow-lists of the vendor's answers, without their secrets.
+
+A list or detail answer carries the profile's secrets (`password`, `cookie`,
+`proxyPassword`, the 2FA key; a phone's `proxyPassword` and the adb password
+inside `adb`). These models name the fields devicepool reads and ignore every
+other one, so a secret is not stripped after the fact: it never becomes part of
+a returned object (not in a field, not in `model_extra`, not in `repr`). A field
+a caller needs later is added here by name, never by letting extras through.
+
+Validation is tolerant where the vendor's documentation is (numbers may come as
+strings, `""` means absent, unknown fields are ignored); `id` is the one field an
+object cannot do without.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import IntEnum
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, ConfigDict, Field, SecretStr, field_validator
+
+from devicepool.api.base import CamelModel
+
+__all__ = [
+    "MAX_PAGE_SIZE",
+    "AdbEndpoint",
+    "BrowserPage",
+    "BrowserProfile",
+    "ComputeType",
+    "MarkedCreate",
+    "OpenedBrowser",
+    "Phone",
+    "PhonePage",
+    "PhoneProxy",
+    "PhoneStatus",
+    "ProfileProxy",
+]
+
+# The documented page-size cap of `/browser/list` and `/phone/list` (more is cut to it).
+MAX_PAGE_SIZE = 100
+
+
+def _optional_int(value: Any) -> Any:
+    """`""`, None and garbage are absent; `"59059"` is 59059 (the docs send ports as both)."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
+    return None
+
+
+def _text(value: Any) -> Any:
+    """A free-text field: None is `""`, a number is its text."""
+    if value is None:
+        return ""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+OptionalInt = Annotated[int | None, BeforeValidator(_optional_int)]
+Text = Annotated[str, BeforeValidator(_text)]
+
+
+class _Answer(CamelModel):
+    """An answer of the vendor: unknown fields ignored (so never kept), frozen."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class _Identified(_Answer):
+    id: str = Field(min_length=1)
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class BrowserProfile(_Identified):
+    """A browser profile as `/browser/list` or `/browser/detail` shows it, secrets left out."""
+
+    seq: OptionalInt = None
+    name: Text = ""
+    remark: Text = ""
+    group_id: Text = ""
+    proxy_method: OptionalInt = None
+    proxy_type: Text = ""
+    host: Text = ""
+    port: OptionalInt = None
+    last_ip: Text = ""
+    status: OptionalInt = None
+    created_time: Text = ""
+    update_time: Text = ""
+
+
+class BrowserPage(_Answer):
+    """One page of `/browser/list`: `total` is None when the answer does not say."""
+
+    items: list[BrowserProfile]
+    total: OptionalInt = None
+
+
+class OpenedBrowser(_Answer):
+    """What `/browser/open` answers: where to drive the browser, and its process."""
+
+    id: str
+    ws: Text = ""
+    # `host:port` without a scheme, as the vendor answers it (`http_url` adds one).
+    http: Text = ""
+    pid: OptionalInt = None
+    core_version: Text = ""
+    driver: Text = ""
+    seq: OptionalInt = None
+
+    @property
+    def http_url(self) -> str:
+        return self.http if "://" in self.http or not self.http else f"http://{self.http}"
+
+
+class ComputeType(IntEnum):
+    """`computeType` of a cloud phone: what it is billed by."""
+
+    SMART = 0
+    TEMPORARY = 1
+    MONTHLY = 2
+
+
+class PhoneStatus(IntEnum):
+    """`status` of a `/phone/list` item, as far as it is known (undocumented: check it)."""
+
+    OFF = 0
+    BOOTING = 1
+    RUNNING = 2
+    SUSPENDED = 3
+
+
+class AdbEndpoint(_Answer):
+    """Where adb reaches a running phone. The vendor's `code` (the adb password) is not kept."""
+
+    ip: Text = ""
+    port: OptionalInt = None
+
+
+def _adb(value: Any) -> Any:
+    """`adb` is a JSON *string* (`{"code", "port", "ip"}`) while adb is on, else `""`."""
+    if isinstance(value, str):
+        if not value.strip():
+            return None
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, dict):
+        return None
+    # Only what AdbEndpoint names: the password never reaches a model, even an ignored extra.
+    return {k: value[k] for k in ("ip", "port") if k in value}
+
+
+class Phone(_Identified):
+    """A cloud-phone profile as `/phone/list` shows it, secrets (proxy, adb password) left out."""
+
+    seq: OptionalInt = None
+    name: Text = ""
+    remark: Text = ""
+    group_id: Text = ""
+    region_id: Text = ""
+    compute_type: OptionalInt = None
+    # An int of `PhoneStatus`, kept raw: a status the vendor adds still loads.
+    status: OptionalInt = None
+    host: Text = ""
+    port: OptionalInt = None
+    adb: Annotated[AdbEndpoint | None, BeforeValidator(_adb)] = None
+    created_time: Text = ""
+    update_time: Text = ""
+
+
+class PhonePage(_Answer):
+    items: list[Phone]
+    total: OptionalInt = None
+
+
+class MarkedCreate(_Answer):
+    """The answer of a create checked by its mark.
+
+    `created` is False when an earlier attempt had made it; `duplicates` are the
+    ids of other objects holding the same mark (an answer lost on the way, a
+    create the server finished after the look-up): the caller removes them.
+    """
+
+    id: str
+    created: bool
+    duplicates: list[str] = Field(default_factory=list)
+
+
+class ProfileProxy(CamelModel):
+    """A browser profile's proxy (`proxyMethod` 2, custom). Worker-side only: it holds a password."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str = "socks5"  # noproxy | http | https | socks5 | ssh
+    host: str = ""
+    port: int | None = None
+    username: str = ""
+    password: SecretStr = SecretStr("")
+
+
+class PhoneProxy(CamelModel):
+    """A cloud phone's proxy (all four are required by `/phone/profile/add`). Worker-side only."""
+
+    model_config = ConfigDict(frozen=True)
+
+    host: str = Field(min_length=1)
+    port: int = Field(ge=1, le=65535)
+    username: str = Field(max_length=200)
+    password: SecretStr

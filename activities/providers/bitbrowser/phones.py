@@ -1,0 +1,308 @@
+"""`CloudPhones`: the cloud-phone family (`/phone/*`) of the Local API, paced to 1 call a second.
+
+What the vendor documents and this client relies on (DESIGN.md, "Cloud
+phones"): `/phone/profile/add` makes a profile, powered off (`regionId`,
+`computeType`, proxy `host`/`port`/`proxyUserName`/`proxyPassword` required;
+`name` at most 30 characters); `/phone/profile/update {id, ...}` takes partial
+bodies (not `regionId`); `/phone/list` pages from 0 and filters `groupId`,
+`name` (fuzzy), `seq`, `host`; power is asynchronous: `/phone/openphone`,
+then `/phone/running` until true; `/phone/suspend` keeps billing,
+`/phone/shutdown` stops it; `/phone/restart`; `/phone/profile/recover` (60 a
+month per profile). There is no delete.
+
+Every call waits its turn on the account's `PhonePacer` first (listings and
+status reads count as much as power calls); a refusal for going too fast
+holds the pacer for its `retry_after`. The mark (pool and slot key) is the
+phone's `name`, since `/phone/list` filters by name and not by remark: at most
+30 characters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from devicepool.activities.errors import ProviderError, ServerError, TransportError
+from devicepool.activities.providers.bitbrowser._paging import (
+    check_mark,
+    page_items,
+    read_all_pages,
+    validated,
+)
+from devicepool.activities.providers.bitbrowser.errors import (
+    LocalApiError,
+    LocalApiRateLimitedError,
+)
+from devicepool.activities.providers.bitbrowser.local_api import LocalApi
+from devicepool.activities.providers.bitbrowser.models import (
+    MAX_PAGE_SIZE,
+    ComputeType,
+    MarkedCreate,
+    Phone,
+    PhonePage,
+    PhoneProxy,
+)
+from devicepool.activities.providers.bitbrowser.pacer import PhonePacer
+from devicepool.api.errors import ErrorType
+
+__all__ = ["MAX_PHONE_MARK", "MAX_PHONE_REMARK", "SECRET_PHONE_FIELDS", "CloudPhones"]
+
+MAX_PHONE_MARK = 30  # `name`: at most 30 characters
+MAX_PHONE_REMARK = 500
+SECRET_PHONE_FIELDS = frozenset({"proxyPassword"})
+_OWN_FIELDS = frozenset({"id", "name", "remark", "regionId", "computeType"})
+
+
+class CloudPhones:
+    """The account's cloud phones, through one node's Local API, at most one call per turn."""
+
+    def __init__(
+        self,
+        api: LocalApi,
+        *,
+        pacer: PhonePacer | None = None,
+        settle_seconds: float = 2.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api
+        # Share one pacer between every CloudPhones of one account (module docstring).
+        self.pacer = pacer if pacer is not None else PhonePacer()
+        self.settle_seconds = settle_seconds
+        self._sleep = sleep
+        self._clock = clock
+
+    def __repr__(self) -> str:
+        return f"CloudPhones({self.api!r}, pacer={self.pacer!r})"
+
+    # ------------------------------------------------------------ profiles
+
+    async def add(
+        self,
+        *,
+        mark: str,
+        region_id: str,
+        compute_type: ComputeType,
+        proxy: PhoneProxy,
+        remark: str | None = None,
+        ip_check_service: str = "ip123in",
+        udp: bool = True,
+        fingerprint: Mapping[str, Any] | None = None,
+        group_id: str | None = None,
+    ) -> str:
+        """One `/phone/profile/add` (powered off): the new phone's id. Not retried.
+
+        A lost answer may have made the phone: use `add_marked`, which checks first.
+        """
+        check_mark(mark, max_length=MAX_PHONE_MARK)
+        if not region_id:
+            raise ValueError("region_id (the compute type id copied from the client) is required")
+        remark = mark if remark is None else remark
+        if len(remark) > MAX_PHONE_REMARK:
+            raise ValueError(f"remark is at most {MAX_PHONE_REMARK} characters")
+        body: dict[str, Any] = {
+            "regionId": region_id,
+            "computeType": int(ComputeType(compute_type)),
+            "name": mark,
+            "remark": remark,
+            "host": proxy.host,
+            "port": proxy.port,
+            "proxyUserName": proxy.username,
+            "proxyPassword": proxy.password.get_secret_value(),
+            "ipCheckService": ip_check_service,
+            "udp": 1 if udp else 0,
+            "cloudPhonesFingerPrint": dict(fingerprint or {}),
+        }
+        if group_id:
+            body["groupId"] = group_id
+        data = await self._call("/phone/profile/add", body)
+        phone_id = data.get("id") if isinstance(data, dict) else data
+        if not isinstance(phone_id, str) or not phone_id:
+            raise ServerError(
+                ErrorType.SERVER_ERROR, 200, "POST /phone/profile/add: the answer has no phone id"
+            )
+        return phone_id
+
+    async def add_marked(
+        self,
+        *,
+        mark: str,
+        region_id: str,
+        compute_type: ComputeType,
+        proxy: PhoneProxy,
+        remark: str | None = None,
+        ip_check_service: str = "ip123in",
+        udp: bool = True,
+        fingerprint: Mapping[str, Any] | None = None,
+        group_id: str | None = None,
+        attempts: int = 3,
+    ) -> MarkedCreate:
+        """The phone named `mark`: found if one exists, else added (looked up before each add).
+
+        A phone found holding the mark is answered as it is (not updated to this
+        call's proxy or region). A refusal made nothing and is raised; an open
+        outcome (no answer, timeout, 5xx) is settled by the next look-up.
+        """
+        check_mark(mark, max_length=MAX_PHONE_MARK)
+        last: ProviderError | None = None
+        for attempt in range(attempts):
+            if attempt and self.settle_seconds > 0:
+                await self._sleep(self.settle_seconds)
+            found = await self.find_by_mark(mark)
+            if found:
+                first, *others = found
+                return MarkedCreate(id=first.id, created=False, duplicates=[p.id for p in others])
+            try:
+                phone_id = await self.add(
+                    mark=mark,
+                    region_id=region_id,
+                    compute_type=compute_type,
+                    proxy=proxy,
+                    remark=remark,
+                    ip_check_service=ip_check_service,
+                    udp=udp,
+                    fingerprint=fingerprint,
+                    group_id=group_id,
+                )
+            except (TransportError, ServerError) as exc:
+                if isinstance(exc, LocalApiError):
+                    raise
+                last = exc
+                continue
+            # No second look-up here (each costs a second of the budget): a duplicate made
+            # by a create the server finished late shows in the pool's next listing.
+            return MarkedCreate(id=phone_id, created=True)
+        assert last is not None
+        raise last
+
+    async def update(self, phone_id: str, fields: Mapping[str, Any]) -> None:
+        """`/phone/profile/update`: only `fields` change (`regionId` cannot)."""
+        if not fields:
+            raise ValueError("update needs at least one field")
+        if "id" in fields:
+            raise ValueError("the id goes in `phone_id`, not in `fields`")
+        if "name" in fields:
+            check_mark(str(fields["name"]), max_length=MAX_PHONE_MARK)
+        await self._call("/phone/profile/update", {**fields, "id": phone_id})
+
+    async def set_proxy(self, phone_id: str, proxy: PhoneProxy) -> None:
+        """A partial update of the phone's proxy (all four fields, the password too)."""
+        await self.update(
+            phone_id,
+            {
+                "host": proxy.host,
+                "port": proxy.port,
+                "proxyUserName": proxy.username,
+                "proxyPassword": proxy.password.get_secret_value(),
+            },
+        )
+
+    async def find_by_mark(self, mark: str) -> list[Phone]:
+        """Every phone whose `name` is exactly `mark`, oldest first (`seq`)."""
+        check_mark(mark, max_length=MAX_PHONE_MARK)
+        found = await self._list_all({"name": mark}, what=f"phones named {mark!r}")
+        exact = [p for p in found if p.name == mark]
+        return sorted(exact, key=lambda p: (p.seq is None, p.seq or 0, p.id))
+
+    async def list_all(
+        self,
+        *,
+        group_id: str | None = None,
+        mark_prefix: str | None = None,
+        host: str | None = None,
+    ) -> list[Phone]:
+        """Every phone of `group_id` / proxy `host` and/or whose name starts with `mark_prefix`.
+
+        Each page is one call of the budget: 500 phones take 5 seconds.
+        """
+        filters: dict[str, Any] = {}
+        if group_id:
+            filters["groupId"] = group_id
+        if mark_prefix:
+            filters["name"] = mark_prefix
+        if host:
+            filters["host"] = host
+        found = await self._list_all(filters, what="phones")
+        if mark_prefix:
+            found = [p for p in found if p.name.startswith(mark_prefix)]
+        return found
+
+    async def list_page(
+        self,
+        page: int,
+        *,
+        page_size: int = MAX_PAGE_SIZE,
+        group_id: str | None = None,
+        name: str | None = None,
+        seq: int | None = None,
+        host: str | None = None,
+    ) -> PhonePage:
+        """One page of `/phone/list` (0-based, `page_size` at most 100)."""
+        if page < 0 or not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise ValueError(f"page >= 0 and 1 <= page_size <= {MAX_PAGE_SIZE}")
+        body: dict[str, Any] = {"page": page, "pageSize": page_size}
+        for key, value in (("groupId", group_id), ("name", name), ("host", host)):
+            if value:
+                body[key] = value
+        if seq is not None:
+            body["seq"] = seq
+        data = await self._call("/phone/list", body)
+        items, total = page_items(data, "POST /phone/list")
+        return validated(PhonePage, {"items": items, "total": total}, "POST /phone/list")
+
+    # ------------------------------------------------------------ power
+
+    async def open(self, phone_id: str) -> None:
+        """`/phone/openphone`: power on, asynchronously (about 60 s from off, 5 s suspended)."""
+        await self._call("/phone/openphone", {"id": phone_id})
+
+    async def running(self, phone_id: str) -> bool:
+        """`/phone/running`: whether the phone is powered on and up."""
+        data = await self._call("/phone/running", {"id": phone_id})
+        if isinstance(data, bool):
+            return data
+        if isinstance(data, dict) and isinstance(data.get("running"), bool):
+            return bool(data["running"])
+        raise ServerError(ErrorType.SERVER_ERROR, 200, "POST /phone/running: not true or false")
+
+    async def suspend(self, phone_id: str) -> None:
+        """`/phone/suspend`: the window closes, the phone runs on (and is still billed)."""
+        await self._call("/phone/suspend", {"id": phone_id})
+
+    async def shutdown(self, phone_id: str) -> None:
+        """`/phone/shutdown`: powered off; billing stops (temporary compute)."""
+        await self._call("/phone/shutdown", {"id": phone_id})
+
+    async def restart(self, phone_id: str) -> None:
+        """`/phone/restart`: a reboot (devicepool replaces rather than repairs; here for tools)."""
+        await self._call("/phone/restart", {"id": phone_id})
+
+    async def recover(self, phone_id: str) -> None:
+        """`/phone/profile/recover`: a fresh start (60 per profile per month: `LocalApiQuotaError`)."""
+        await self._call("/phone/profile/recover", {"id": phone_id})
+
+    # ------------------------------------------------------------ plumbing
+
+    async def _call(self, path: str, body: dict[str, Any]) -> Any:
+        await self.pacer.turn()
+        secrets = [str(v) for k, v in body.items() if k in SECRET_PHONE_FIELDS and v]
+        try:
+            return await self.api.call(path, body, secrets=secrets)
+        except LocalApiRateLimitedError as exc:
+            self.pacer.hold(exc.retry_after or self.pacer.interval)
+            raise
+
+    async def _list_all(self, filters: dict[str, Any], *, what: str) -> list[Phone]:
+        async def fetch(page: int, size: int) -> tuple[list[Phone], int | None]:
+            answer = await self.list_page(
+                page,
+                page_size=size,
+                group_id=filters.get("groupId"),
+                name=filters.get("name"),
+                host=filters.get("host"),
+            )
+            return answer.items, answer.total
+
+        return await read_all_pages(fetch, lambda p: p.id, what=what)
