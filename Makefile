@@ -46,13 +46,13 @@ $(RUN_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -e .
 	touch $(RUN_STAMP)
 
-# promtool (Debian `prometheus`) and headless `chromium` for tests/observability:
+# prometheus and promtool (Debian `prometheus`) and headless `chromium` for tests/observability:
 # installed with apt-get when missing and we are root; otherwise those tests skip.
 system-deps:
-	@if command -v promtool >/dev/null && command -v chromium >/dev/null; then :; \
+	@if command -v promtool >/dev/null && command -v prometheus >/dev/null && command -v chromium >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus chromium; \
-	else echo "promtool/chromium missing and apt-get unavailable: their tests will skip"; fi
+	else echo "prometheus/promtool/chromium missing and apt-get unavailable: their tests will skip"; fi
 
 # Six xdist workers on two cores: the suite mostly waits on servers and timers
 # (about 260 CPU-s over 175 s). The tests that start a server or a process run
