@@ -38,6 +38,8 @@ MODULE_GROUPS = {
     "test_pool_health.py": "workflows-health",
     "test_pool_outage.py": "workflows-outage",
     "test_health_lifetime.py": "workflows-lifetime",
+    # A Prometheus process of its own scraping a stack of its own (~50 s).
+    "test_obs_alerts_prometheus.py": "observability-alerts",
     # Thirty pools applied at once, twice (~25 s): beside the shortest group.
     "test_pool_apply_many.py": "workflows-lifetime",
     # The orphan sweep lists the whole account: no other test's pools beside it.
@@ -88,6 +90,7 @@ GROUP_ORDER = {
     "workflows-3": 71,
     "e2e": 61,
     "workflows-lifetime": 60,
+    "observability-alerts": 50,
     "e2e-restart": 38,
     "workflows-orphans": 38,
 }
