@@ -48,6 +48,8 @@ DEVICE_STATUS_FIELDS = {
     "offline": "offlineDevices",
 }
 
+CONDITION_STATUSES = ("True", "False", "Unknown")
+
 
 @dataclass
 class _Pool:
@@ -224,6 +226,13 @@ class PoolCollector(Collector):
             "1 if the pool's condition of this type is True, else 0.",
             labels=[*labels, "type"],
         )
+        # As kube-state-metrics' `kube_node_status_condition`: one series a status, 1 for
+        # the current one, so `Unknown` (a pool that cannot list its devices) is visible.
+        statuses = GaugeMetricFamily(
+            "devicepool_pool_condition_status",
+            "1 for the status (True, False, Unknown) the pool's condition of this type has.",
+            labels=[*labels, "type", "status"],
+        )
         for pool in snap.pools:
             key = [pool.name, pool.platform]
             if pool.desired is not None:
@@ -236,10 +245,11 @@ class PoolCollector(Collector):
                 for status, json_field in DEVICE_STATUS_FIELDS.items():
                     devices.add_metric([*key, status], float(pool.status.get(json_field) or 0))
                 for cond in pool.status.get("conditions") or []:
-                    conditions.add_metric(
-                        [*key, str(cond.get("type"))], 1.0 if cond.get("status") == "True" else 0.0
-                    )
-        yield from (desired, ready, phase, devices, conditions)
+                    type_, now = str(cond.get("type")), cond.get("status")
+                    conditions.add_metric([*key, type_], 1.0 if now == "True" else 0.0)
+                    for status in CONDITION_STATUSES:
+                        statuses.add_metric([*key, type_, status], 1.0 if now == status else 0.0)
+        yield from (desired, ready, phase, devices, conditions, statuses)
 
 
 def _first(value: Any) -> Any:

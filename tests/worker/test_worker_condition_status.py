@@ -1,0 +1,86 @@
+"""`devicepool_pool_condition_status`: a condition's status, `Unknown` included, one series each.
+
+`devicepool_pool_condition` is 1 for True and 0 for anything else, so a pool
+that cannot list its devices (`Ready=Unknown`) looked like one merely below
+its size; the blind-pool alert needs the difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from devicepool.api.names import SA_DESIRED, SA_PHASE, SA_PLATFORM, SA_READY, pool_workflow_id
+from devicepool.worker.pool_gauges import PoolCollector
+
+CONDITIONS = [
+    {"type": "Ready", "status": "Unknown", "reason": "NotObserved"},
+    {"type": "TeardownBlocked", "status": "True", "reason": "ServerError"},
+    {"type": "Progressing", "status": "False", "reason": "Stable"},
+]
+
+
+@dataclass
+class _Execution:
+    id: str
+    search_attributes: dict[str, list[Any]]
+
+
+class OnePool:
+    async def list_workflows(self, query: str) -> AsyncIterator[_Execution]:
+        attributes = {SA_PLATFORM: ["ios"], SA_DESIRED: [2], SA_READY: [2], SA_PHASE: ["Degraded"]}
+        yield _Execution(id=pool_workflow_id("blind"), search_attributes=attributes)
+
+    def get_workflow_handle(self, workflow_id: str) -> Any:
+        class _Handle:
+            async def query(self, name: str, **_: Any) -> dict[str, Any]:
+                return {"readyDevices": 2, "conditions": CONDITIONS}
+
+        return _Handle()
+
+
+async def samples() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    collector = PoolCollector(OnePool(), max_age=0, status_max_age=0)  # type: ignore[arg-type]
+    await collector.refresh()
+    registry = CollectorRegistry()
+    registry.register(collector)
+    text = generate_latest(registry).decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+async def test_each_condition_has_one_series_a_status_and_1_for_the_current_one() -> None:
+    seen = await samples()
+    statuses = {
+        (dict(labels)["type"], dict(labels)["status"]): value
+        for (name, labels), value in seen.items()
+        if name == "devicepool_pool_condition_status"
+    }
+    assert statuses == {
+        ("Ready", "True"): 0,
+        ("Ready", "False"): 0,
+        ("Ready", "Unknown"): 1,
+        ("TeardownBlocked", "True"): 1,
+        ("TeardownBlocked", "False"): 0,
+        ("TeardownBlocked", "Unknown"): 0,
+        ("Progressing", "True"): 0,
+        ("Progressing", "False"): 1,
+        ("Progressing", "Unknown"): 0,
+    }
+    labels = {"pool": "blind", "platform": "ios", "type": "Ready", "status": "Unknown"}
+    assert ("devicepool_pool_condition_status", frozenset(labels.items())) in seen
+
+
+async def test_the_true_or_not_gauge_is_unchanged() -> None:
+    seen = await samples()
+    ready = {"pool": "blind", "platform": "ios", "type": "Ready"}
+    blocked = {**ready, "type": "TeardownBlocked"}
+    assert seen[("devicepool_pool_condition", frozenset(ready.items()))] == 0
+    assert seen[("devicepool_pool_condition", frozenset(blocked.items()))] == 1
