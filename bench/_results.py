@@ -54,9 +54,17 @@ class _Tee(io.TextIOBase):
 
 @contextlib.contextmanager
 def recorded(
-    name: str, title: str, parser: argparse.ArgumentParser, args: argparse.Namespace
+    name: str,
+    title: str,
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    *,
+    script: str | None = None,
 ) -> Iterator[None]:
-    """Tee stdout for the block; on success, write the section `name` of RESULTS.md."""
+    """Tee stdout for the block; on success, write the section `name` of RESULTS.md.
+
+    `script`: the bench script's name when it writes more than one section (its
+    `name` by default)."""
     started, host = datetime.now(UTC), machine()
     tee = _Tee(sys.stdout)
     with contextlib.redirect_stdout(tee):
@@ -65,6 +73,7 @@ def recorded(
     section = render(
         name,
         title,
+        script=script or name,
         started=started,
         host=host,
         command=shlex.join(["python", *sys.argv]),
@@ -79,6 +88,7 @@ def render(
     name: str,
     title: str,
     *,
+    script: str | None = None,
     started: datetime,
     host: str,
     command: str,
@@ -93,7 +103,7 @@ def render(
     )
     lines = [
         f"<!-- bench:{name} -->",
-        f"## {title} (`bench/{name}.py`)",
+        f"## {title} (`bench/{script or name}.py`)",
         "",
         f"- date: {started:%Y-%m-%d %H:%M} UTC; commit {_commit()}",
         f"- machine: {host}",

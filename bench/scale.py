@@ -25,7 +25,12 @@ worker` process with the default intervals (except `offlineAfterSeconds`,
 7. with `--workers 3`: three worker processes; one is SIGKILLed, then a sample
    of pools is scaled: time until each answers.
 
+With `--apply-only`, step 1's apply alone (no waiting for devices, no other
+step): the figure `apply -f DIR/` is judged by, written to its own section of
+bench/RESULTS.md; `--apply-concurrency N` is passed on as `apply --concurrency N`.
+
     .venv/bin/python bench/scale.py [--pools 1000] [--idle-seconds 120] [--workers 1]
+    .venv/bin/python bench/scale.py --apply-only [--apply-concurrency 16]
 
 Not a timed test: it prints figures. The idle window is scaled to an hour; a
 pool's and its health check's watches each also answer once per
@@ -93,6 +98,17 @@ class Proc:
         stat = Path(f"/proc/{self.pid}/stat").read_text()
         after = stat[stat.rindex(")") + 2 :].split()
         return (int(after[11]) + int(after[12])) / CLK_TCK
+
+
+def dev_server_pid() -> int:
+    """The Temporal dev server this process started (the SDK runs it as our child)."""
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_text()
+            parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+            if parent == os.getpid() and b"start-dev" in (entry / "cmdline").read_bytes():
+                return int(entry.name)
+    raise SystemExit("no Temporal dev server among this process's children")
 
 
 class Stack:
@@ -220,17 +236,48 @@ async def gather_limited(n: int, coros: list[Awaitable[Any]]) -> list[Any]:
 # ---------------------------------------------------------------- the steps
 
 
-async def step_apply(stack: Stack, names: list[str], worker: Proc) -> None:
+async def apply_all(
+    stack: Stack, names: list[str], concurrency: int | None
+) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """One `devicepool apply -f DIR/` of `names` (2 devices each): (seconds, the CLI's answer)."""
     manifests = stack.tmp / "pools"
     manifests.mkdir()
     for name in names:
         (manifests / f"{name}.yaml").write_text(manifest(name, 2))
-    cpu0 = worker.cpu_seconds()
+    flags = [] if concurrency is None else ["--concurrency", str(concurrency)]
     t0 = time.monotonic()
-    done = await asyncio.to_thread(cli, stack, "apply", "-f", f"{manifests}/")
+    done = await asyncio.to_thread(cli, stack, "apply", "-f", f"{manifests}/", *flags)
     applied = time.monotonic() - t0
     if done.returncode != 0:
         raise SystemExit(f"apply failed ({done.returncode}): {done.stderr[-2000:]}")
+    return applied, done
+
+
+async def step_apply_only(
+    stack: Stack, names: list[str], concurrency: int | None, procs: dict[str, Proc]
+) -> None:
+    cpu0 = {what: proc.cpu_seconds() for what, proc in procs.items()}
+    load0 = os.getloadavg()[0]
+    applied, done = await apply_all(stack, names, concurrency)
+    lines = done.stdout.splitlines()
+    cpu = ", ".join(f"{what} {proc.cpu_seconds() - cpu0[what]:.0f}" for what, proc in procs.items())
+    print(
+        f"[1] {len(names)} pools x 2 devices, one `devicepool apply -f DIR/` "
+        f"(--concurrency {concurrency or 'default'}): applied in {applied:.1f} s "
+        f"(goal < 60 s at 1,000 pools); {len(lines)} lines, the last: {done.stderr.splitlines()[-1]!r}",
+        flush=True,
+    )
+    print(
+        f"    CPU-s meanwhile: {cpu}; load average {load0:.2f} at the start, "
+        f"{os.getloadavg()[0]:.2f} at the end (2 cores, shared)",
+        flush=True,
+    )
+
+
+async def step_apply(stack: Stack, names: list[str], worker: Proc) -> None:
+    cpu0 = worker.cpu_seconds()
+    t0 = time.monotonic()
+    applied, _ = await apply_all(stack, names, None)
     want = 2 * len(names)
 
     async def ready() -> bool:
@@ -542,6 +589,10 @@ async def main(args: argparse.Namespace) -> None:
                 await stack.workers_ready()
                 worker = Proc(stack.workers[0].pid)
                 port = stack.metrics_ports[0]
+                if args.apply_only:
+                    procs = {"worker": worker, "Temporal dev server": Proc(dev_server_pid())}
+                    await step_apply_only(stack, names, args.apply_concurrency, procs)
+                    return
                 await step_apply(stack, names, worker)
                 await step_settle(stack)
                 touched: set[str] = set()
@@ -568,6 +619,16 @@ if __name__ == "__main__":
     parser.add_argument("--offline-after", type=float, default=120)
     parser.add_argument("--provision-seconds", type=float, default=5)
     parser.add_argument("--no-big", dest="big", action="store_false", help="skip step 5")
+    parser.add_argument(
+        "--apply-only", action="store_true", help="step 1's apply alone, in a section of its own"
+    )
+    parser.add_argument(
+        "--apply-concurrency", type=int, default=None, help="`apply --concurrency` (its default)"
+    )
     args = parser.parse_args()
-    with recorded("scale", "One worker, many pools", parser, args):
-        asyncio.run(main(args))
+    if args.apply_only:
+        with recorded("scale-apply", "Many manifests at once", parser, args, script="scale"):
+            asyncio.run(main(args))
+    else:
+        with recorded("scale", "One worker, many pools", parser, args):
+            asyncio.run(main(args))
