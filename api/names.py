@@ -14,6 +14,17 @@ API_VERSION_V1ALPHA1 = f"{API_GROUP}/v1alpha1"
 API_VERSION_V1BETA1 = f"{API_GROUP}/v1beta1"
 API_VERSION_STORED = API_VERSION_V1BETA1
 KIND_DEVICE_POOL = "DevicePool"
+# BitBrowser desktop browser profiles on tagged node workers (DESIGN.md, "BrowserPool").
+KIND_BROWSER_POOL = "BrowserPool"
+# Every kind `apply -f` takes, as messages list them (sorted).
+KINDS: tuple[str, ...] = (KIND_BROWSER_POOL, KIND_DEVICE_POOL)
+# How the CLI addresses a kind, as kubectl does: `get browserpools`, `describe browserpool/NAME`.
+KIND_BY_RESOURCE_NAME: dict[str, str] = {
+    "devicepool": KIND_DEVICE_POOL,
+    "devicepools": KIND_DEVICE_POOL,
+    "browserpool": KIND_BROWSER_POOL,
+    "browserpools": KIND_BROWSER_POOL,
+}
 
 # Task queues
 TASK_QUEUE = "devicepool"
@@ -40,6 +51,21 @@ def watch_task_queue(task_queue: str = TASK_QUEUE) -> str:
 
 WATCH_TASK_QUEUE = watch_task_queue(TASK_QUEUE)  # "devicepool-watch"
 
+# A node worker (`devicepool worker --node NAME`) serves the activities of the
+# BitBrowser Local API on its desktop from a queue of its own.
+NODE_TASK_QUEUE_PREFIX = "devicepool-node-"
+
+
+def node_task_queue(node: str) -> str:
+    """The task queue of the node worker `node` (`devicepool-node-node-1`)."""
+    return f"{NODE_TASK_QUEUE_PREFIX}{node}"
+
+
+def node_from_task_queue(task_queue: str) -> str | None:
+    if task_queue.startswith(NODE_TASK_QUEUE_PREFIX):
+        return task_queue[len(NODE_TASK_QUEUE_PREFIX) :] or None
+    return None
+
 
 # Workflow types and ids
 WORKFLOW_DEVICE_POOL = "DevicePool"
@@ -54,6 +80,39 @@ def pool_workflow_id(pool: str) -> str:
 def pool_name_from_workflow_id(workflow_id: str) -> str | None:
     if workflow_id.startswith(WORKFLOW_ID_PREFIX):
         return workflow_id[len(WORKFLOW_ID_PREFIX) :]
+    return None
+
+
+# A BrowserPool is the workflow `browserpool/<name>`: a DevicePool and a BrowserPool
+# may share a name (names are unique per kind), their workflow ids may not.
+BROWSER_POOL_WORKFLOW_ID_PREFIX = "browserpool/"
+WORKFLOW_ID_PREFIXES: dict[str, str] = {
+    KIND_DEVICE_POOL: WORKFLOW_ID_PREFIX,
+    KIND_BROWSER_POOL: BROWSER_POOL_WORKFLOW_ID_PREFIX,
+}
+
+
+def browser_pool_workflow_id(pool: str) -> str:
+    return f"{BROWSER_POOL_WORKFLOW_ID_PREFIX}{pool}"
+
+
+def browser_pool_name_from_workflow_id(workflow_id: str) -> str | None:
+    if workflow_id.startswith(BROWSER_POOL_WORKFLOW_ID_PREFIX):
+        return workflow_id[len(BROWSER_POOL_WORKFLOW_ID_PREFIX) :]
+    return None
+
+
+def resource_workflow_id(kind: str, pool: str) -> str:
+    """The workflow id of the pool `pool` of `kind` (KeyError for a kind not in `KINDS`)."""
+    return f"{WORKFLOW_ID_PREFIXES[kind]}{pool}"
+
+
+def resource_from_workflow_id(workflow_id: str) -> tuple[str, str] | None:
+    """`(kind, name)` of a pool's own workflow id; None for anything else (a child's id too)."""
+    for kind, prefix in WORKFLOW_ID_PREFIXES.items():
+        if workflow_id.startswith(prefix):
+            name = workflow_id[len(prefix) :]
+            return (kind, name) if name and "/" not in name else None
     return None
 
 
@@ -81,6 +140,12 @@ UPDATE_SCALE = "scale_update"
 QUERY_STATUS = "status"
 QUERY_DEVICES = "devices"
 QUERY_SPEC = "spec"
+# Per-device and remediation control (updates; `devicepool replace|protect|unprotect|pause|resume`)
+UPDATE_REPLACE_DEVICE = "replace_device"
+UPDATE_PROTECT_DEVICE = "protect_device"
+UPDATE_UNPROTECT_DEVICE = "unprotect_device"
+UPDATE_PAUSE_REMEDIATION = "pause_remediation"
+UPDATE_RESUME_REMEDIATION = "resume_remediation"
 # the pool's own recent events (workflows/pool/event_log.py), for `devicepool describe`
 QUERY_EVENTS = "events"
 
@@ -88,6 +153,8 @@ QUERY_EVENTS = "events"
 LABEL_POOL = "pool"
 LABEL_MANAGED_BY = "managed-by"
 MANAGED_BY = "devicepool"
+# The label `devicepool dev --browser-nodes N` gives each of its node workers: node=<name>.
+LABEL_NODE = "node"
 
 # Search attributes (registered by `devicepool dev` and `devicepool setup`)
 SA_PLATFORM = "DevicePoolPlatform"
