@@ -13,9 +13,9 @@ otherwise the shipped ones. Each scenario reads `/api/v1/alerts`:
 - every provider call answering 500: `DevicePoolProviderErrorRate` fires, and a
   pool deleted meanwhile fires `DevicePoolTeardownBlocked` (cleared once it is gone);
 - an account's key revoked: its pool cannot list its devices and
-  `DevicePoolBlind` fires, then clears when the key works again.
-
-A spend-cap alert waits for the fleet-lifecycle work (spec.spendCap) to land.
+  `DevicePoolBlind` fires, then clears when the key works again;
+- a pool of 2 capped at 1 device (`spec.spendCap`): `DevicePoolSpendCapReached`
+  fires, and clears once the cap is raised.
 """
 
 from __future__ import annotations
@@ -310,7 +310,34 @@ async def test_alerts_fire_and_clear_on_a_real_prometheus(stack: AlertStack) -> 
     finally:
         stack.provider.revoked.clear()
     await stack.clears("DevicePoolBlind", "alerts-blind")
+
+    # A pool of 2 that may rent 1 device.
+    assert await stack.alerts("DevicePoolSpendCapReached") == {}
+    await stack.pools.apply(capped("alerts-cap", max_devices=1))
+    await stack.fires("DevicePoolSpendCapReached", "alerts-cap")
+    await stack.pools.apply(capped("alerts-cap", max_devices=2))
+    await stack.clears("DevicePoolSpendCapReached", "alerts-cap")
     await asyncio.gather(
-        stack.pools.delete("alerts-region", wait=True, timeout=30),
-        stack.pools.delete("alerts-blind", wait=True, timeout=30),
+        *(
+            stack.pools.delete(name, wait=True, timeout=30)
+            for name in ("alerts-region", "alerts-blind", "alerts-cap")
+        )
+    )
+
+
+def capped(name: str, *, max_devices: int) -> Any:
+    """A v1beta1 pool of 2 devices whose spend cap allows `max_devices`."""
+    return parse_pool(
+        {
+            "apiVersion": "mobile.example.com/v1beta1",
+            "kind": "DevicePool",
+            "metadata": {"name": name},
+            "spec": {
+                "platform": "android",
+                "region": "ap-southeast",
+                "osVersion": "14",
+                "replicas": 2,
+                "spendCap": {"maxDevices": max_devices},
+            },
+        }
     )

@@ -32,7 +32,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_rules_are_valid() -> None:
     result = run("check", "rules", str(RULES))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "10 rules found" in result.stdout
+    assert "11 rules found" in result.stdout
 
 
 def test_rule_unit_tests_pass_and_cover_at_least_three_alerts() -> None:
