@@ -1,0 +1,182 @@
+"""BrowserPool `mobile.example.com/v1alpha1`: BitBrowser profiles kept on tagged node workers.
+
+The resource as DESIGN.md ("BrowserPool and node workers") writes it::
+
+    apiVersion: mobile.example.com/v1alpha1
+    kind: BrowserPool
+    metadata: {name: shop-eu}
+    spec:
+      replicas: 6                    # 0..500 profiles
+      nodeSelector: {os: windows}    # node workers labelled so (--node-label k=v); {} = any
+      fingerprint: {}                # BitBrowser's browserFingerPrint; {} = a random one
+      proxy: {poolRef: proxyseller-eu, stickyTTL: 900}
+      groupId: 2c9c29a2824c6b1a01825e01d3b10071
+      open: true                     # keep every profile's browser open
+
+The status, and the pieces both versions share (the fingerprint, the selector,
+the status), are defined here; `api.browserpool.v1beta1` (the stored version)
+imports them. Unknown fields are rejected, as in DevicePool.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BeforeValidator, Field, JsonValue, StrictBool
+
+from devicepool.api.base import CamelModel
+from devicepool.api.labels import LabelKey, LabelValue, selector_matches
+from devicepool.api.names import API_VERSION_V1ALPHA1, KIND_BROWSER_POOL
+from devicepool.api.problems import loc_path, show_value
+from devicepool.api.v1alpha1 import (
+    MAX_REPLICAS,
+    Condition,
+    NonEmpty,
+    ObjectMeta,
+    Phase,
+    PoolResource,
+    ProxySpec,
+    StrictishInt,
+)
+
+__all__ = [
+    "MAX_REPLICAS",
+    "SECRET_FINGERPRINT_KEYS",
+    "BrowserConditionType",
+    "BrowserPool",
+    "BrowserPoolSpec",
+    "BrowserPoolStatus",
+    "Fingerprint",
+    "GroupId",
+    "NodeSelector",
+    "ProxySpec",
+]
+
+# A profile's secrets (the Local API's own field names): a pool's spec is in
+# Temporal history, readable by everyone with UI access, so none may be written
+# in it, not even by mistake inside the fingerprint. Proxy credentials come from
+# `proxy.poolRef`, resolved worker-side.
+SECRET_FINGERPRINT_KEYS = frozenset(
+    {"password", "cookie", "proxyPassword", "proxyUserName", "faSecretKey"}
+)
+
+
+def _json_mapping(value: Any) -> Any:
+    # What `dict[str, JsonValue]` lets through but JSON cannot carry: YAML's
+    # `.nan` and `.inf` (Temporal's JSON payloads would hold `NaN`).
+    if not isinstance(value, Mapping):
+        return value  # "must be a mapping" is said by the type
+    for path, leaf in _leaves(value, ()):
+        if isinstance(leaf, float) and not math.isfinite(leaf):
+            raise ValueError(f"{loc_path(path)}: must be a finite number, got {show_value(leaf)}")
+    return value
+
+
+def _no_secrets(value: dict[str, Any]) -> dict[str, Any]:
+    for path, _ in _leaves(value, ()):
+        for key in path:
+            if key in SECRET_FINGERPRINT_KEYS:
+                raise ValueError(
+                    f"{loc_path(path[: path.index(key) + 1])}: a profile secret is no fingerprint"
+                    " field (a pool's spec is in Temporal history; proxies come from proxy.poolRef)"
+                )
+    return value
+
+
+def _leaves(value: Any, path: tuple[int | str, ...]) -> list[tuple[tuple[int | str, ...], Any]]:
+    if isinstance(value, Mapping):
+        if not value:
+            return [(path, value)]
+        found: list[tuple[tuple[int | str, ...], Any]] = []
+        for key, item in value.items():
+            found.extend(_leaves(item, (*path, key)))
+        return found
+    if isinstance(value, list | tuple) and value:
+        return [leaf for i, item in enumerate(value) for leaf in _leaves(item, (*path, i))]
+    return [(path, value)]
+
+
+def _group_id(value: Any) -> Any:
+    # BitBrowser group ids are strings (32 hex digits). YAML reads an all-digit
+    # one as a number, and `0123` as the octal 83: refuse rather than guess.
+    if isinstance(value, bool) or isinstance(value, int | float):
+        raise ValueError(
+            f'must be a string, got {show_value(value)} (quote it: groupId: "...", an id from'
+            " BitBrowser's /group/list)"
+        )
+    return value
+
+
+# The JSON object passed to BitBrowser as `browserFingerPrint`, as written (its
+# keys are the vendor's, not checked here: `{}` asks for a random fingerprint).
+Fingerprint = Annotated[
+    dict[str, JsonValue], BeforeValidator(_json_mapping), AfterValidator(_no_secrets)
+]
+# Labels a node worker must have (all of them) to hold the pool's profiles.
+NodeSelector = dict[LabelKey, LabelValue]
+GroupId = Annotated[NonEmpty, BeforeValidator(_group_id)]
+
+
+class BrowserPoolSpec(CamelModel):
+    replicas: StrictishInt = Field(ge=0, le=MAX_REPLICAS)
+    node_selector: NodeSelector = Field(default_factory=dict)
+    fingerprint: Fingerprint = Field(default_factory=dict)
+    # The DevicePool's: a proxy pool of the worker's config; `stickyTTL` seconds per exit IP.
+    proxy: ProxySpec | None = None
+    # The BitBrowser group the profiles are created in; unset: none is given.
+    group_id: GroupId | None = None
+    # Keep every profile's browser open (re-opened when it dies); false: profiles only.
+    open: StrictBool = True
+
+    def selects(self, node_labels: Mapping[str, str]) -> bool:
+        """Whether a node worker with `node_labels` may hold this pool's profiles."""
+        return selector_matches(self.node_selector, node_labels)
+
+
+class BrowserConditionType(StrEnum):
+    READY = "Ready"
+    PROGRESSING = "Progressing"
+    # Live node workers match the selector (False: none does, or they are lost; the
+    # reason names them).
+    NODES_AVAILABLE = "NodesAvailable"
+    # Too many profiles failing at once (`health.maxUnhealthy`): none is deleted.
+    REMEDIATION_PAUSED = "RemediationPaused"
+    SPEC_REJECTED = "SpecRejected"
+    # Teardown cannot finish (a node down holds the pool in Deleting; the message names it).
+    TEARDOWN_BLOCKED = "TeardownBlocked"
+
+
+class BrowserPoolStatus(CamelModel):
+    """What a BrowserPool reports (the same in both versions)."""
+
+    phase: Phase = Phase.PENDING
+    desired_replicas: int = 0
+    # Profiles that exist, marked as the pool's, on a live node; with `open`, also open.
+    ready_profiles: int = 0
+    # Profiles whose browser is open (alive at its node's Local API).
+    open_profiles: int = 0
+    # Profiles placed on a node silent past `nodeLostAfterSeconds`: counted lost, replaced elsewhere.
+    lost_profiles: int = 0
+    # Profiles placed on each node (`{"node-1": 3, "node-2": 3}`).
+    by_node: dict[str, int] = Field(default_factory=dict)
+    profile_ids: list[str] = Field(default_factory=list)
+    last_reconciled: datetime | None = None
+    observed_generation: int = 0
+    conditions: list[Condition] = Field(default_factory=list)
+
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+class BrowserPool(PoolResource):
+    """The version DESIGN.md writes. Pools are stored as v1beta1; this one applies, converted."""
+
+    api_version: Literal["mobile.example.com/v1alpha1"] = API_VERSION_V1ALPHA1  # type: ignore[assignment]
+    kind: Literal["BrowserPool"] = KIND_BROWSER_POOL  # type: ignore[assignment]
+    metadata: ObjectMeta
+    spec: BrowserPoolSpec
+    status: BrowserPoolStatus | None = None

@@ -1,0 +1,99 @@
+"""BrowserPool `mobile.example.com/v1beta1`: the version browser pools are stored in.
+
+What changed from v1alpha1 (`api.browserpool.conversion` converts both ways,
+losslessly), as for DevicePool:
+- `proxy.sessionTTL: 15m` (a duration) replaces `stickyTTL: 900` (seconds);
+- `health: {failureStreakLimit, maxUnhealthy}` sets per pool when a profile is
+  given up on (v1alpha1 carries it only in the conversion annotation).
+
+DevicePool's other v1beta1 fields have no BrowserPool meaning: `provider` (the
+selected nodes' BitBrowser account is the provider), `health.offlineAfter` and
+`startupTimeout` (a browser that is not alive is simply opened again; a node's
+silence is the worker's `nodeLostAfterSeconds`, a fact about the node that every
+pool on it must agree on), `scaleDown`, `spendCap`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator, Field, StrictBool
+
+from devicepool.api.base import CamelModel
+from devicepool.api.browserpool.v1alpha1 import (
+    MAX_REPLICAS,
+    SECRET_FINGERPRINT_KEYS,
+    BrowserConditionType,
+    BrowserPoolStatus,
+    Fingerprint,
+    GroupId,
+    NodeSelector,
+)
+from devicepool.api.labels import selector_matches
+from devicepool.api.names import API_VERSION_V1BETA1, KIND_BROWSER_POOL
+from devicepool.api.v1alpha1 import (
+    ObjectMeta,
+    PoolResource,
+    StrictishInt,
+    _max_unhealthy,
+    resolve_max_unhealthy,
+)
+from devicepool.api.v1beta1 import ProxySpec
+
+# What did not change is shared with v1alpha1 and exported here too: code
+# outside `api/` knows only the stored version.
+__all__ = [
+    "DEFAULT_MAX_UNHEALTHY",
+    "MAX_REPLICAS",
+    "SECRET_FINGERPRINT_KEYS",
+    "BrowserConditionType",
+    "BrowserHealthSpec",
+    "BrowserPool",
+    "BrowserPoolSpec",
+    "BrowserPoolStatus",
+    "ProxySpec",
+]
+
+# The same default as a DevicePool's `health.maxUnhealthy`.
+DEFAULT_MAX_UNHEALTHY = "40%"
+
+
+class BrowserHealthSpec(CamelModel):
+    """When a profile is given up on. `failureStreakLimit` unset: the worker's value.
+
+    A profile whose browser is not alive is opened again (cheap, and it keeps its
+    cookies); one that fails to open `failureStreakLimit` times in a row is
+    deleted and created again, which loses them. When more profiles than
+    `maxUnhealthy` fail at once, the trouble is the node or the account, not the
+    profiles: none is deleted (`RemediationPaused`) until fewer fail.
+    """
+
+    failure_streak_limit: StrictishInt | None = Field(default=None, ge=1)
+    max_unhealthy: Annotated[int | str, BeforeValidator(_max_unhealthy)] = DEFAULT_MAX_UNHEALTHY
+
+
+class BrowserPoolSpec(CamelModel):
+    replicas: StrictishInt = Field(ge=0, le=MAX_REPLICAS)
+    node_selector: NodeSelector = Field(default_factory=dict)
+    fingerprint: Fingerprint = Field(default_factory=dict)
+    proxy: ProxySpec | None = None
+    group_id: GroupId | None = None
+    open: StrictBool = True
+    health: BrowserHealthSpec = Field(default_factory=BrowserHealthSpec)
+
+    def selects(self, node_labels: Mapping[str, str]) -> bool:
+        """Whether a node worker with `node_labels` may hold this pool's profiles."""
+        return selector_matches(self.node_selector, node_labels)
+
+    def max_unhealthy_count(self, total: int) -> int:
+        """`health.maxUnhealthy` resolved against a pool of `total` profiles."""
+        return resolve_max_unhealthy(self.health.max_unhealthy, total)
+
+
+class BrowserPool(PoolResource):
+    api_version: Literal["mobile.example.com/v1beta1"] = API_VERSION_V1BETA1  # type: ignore[assignment]
+    kind: Literal["BrowserPool"] = KIND_BROWSER_POOL  # type: ignore[assignment]
+    metadata: ObjectMeta
+    spec: BrowserPoolSpec
+    status: BrowserPoolStatus | None = None
