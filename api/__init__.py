@@ -1,7 +1,8 @@
-"""The DevicePool resource: models, validation and the manifest loader.
+"""The DevicePool and BrowserPool resources: models, validation and the manifest loader.
 
 The names here are the stored version's (`v1beta1`); `api.v1alpha1` is the
-article's version, which still applies (`api.conversion`).
+article's version, which still applies (`api.conversion`); BrowserPool's
+versions live in `api.browserpool`.
 
 `api.loader` (which needs PyYAML) is imported lazily, so workflow code that
 imports the models through the sandbox does not pull a YAML parser in with them.
@@ -11,6 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from devicepool.api.browserpool import (
+    BrowserConditionType,
+    BrowserHealthSpec,
+    BrowserPool,
+    BrowserPoolSpec,
+    BrowserPoolStatus,
+)
 from devicepool.api.v1beta1 import (
     Condition,
     ConditionStatus,
@@ -34,7 +42,10 @@ if TYPE_CHECKING:
         format_validation_error,
         load_manifests,
         load_manifests_text,
+        load_resources,
+        load_resources_text,
         parse_pool,
+        parse_resource,
     )
 
 _LOADER_NAMES = frozenset(
@@ -43,11 +54,19 @@ _LOADER_NAMES = frozenset(
         "format_validation_error",
         "load_manifests",
         "load_manifests_text",
+        "load_resources",
+        "load_resources_text",
         "parse_pool",
+        "parse_resource",
     }
 )
 
 __all__ = [
+    "BrowserConditionType",
+    "BrowserHealthSpec",
+    "BrowserPool",
+    "BrowserPoolSpec",
+    "BrowserPoolStatus",
     "Condition",
     "ConditionStatus",
     "ConditionType",
@@ -66,7 +85,10 @@ __all__ = [
     "format_validation_error",
     "load_manifests",
     "load_manifests_text",
+    "load_resources",
+    "load_resources_text",
     "parse_pool",
+    "parse_resource",
 ]
 
 

@@ -1,4 +1,4 @@
-"""Reading DevicePool manifests from YAML/JSON and explaining what is wrong with them.
+"""Reading pool manifests from YAML/JSON and explaining what is wrong with them.
 
 Every problem is one line that names where it is and the rule it breaks, in
 the field names the user wrote::
@@ -9,30 +9,54 @@ All problems of all documents are collected before anything is raised, so one
 run shows every mistake. Everything refused is a `ManifestError` (a
 `ValueError`, its lines in `.problems`); no pydantic, YAML or OS exception, nor
 a RecursionError (nesting past `documents.MAX_DEPTH` is a problem), escapes. This module owns what a set of manifests is (files,
-documents, `kind: List`, unique pool names); `api.documents` parses text,
+documents, `kind: List`, pool names unique per kind); `api.documents` parses text,
 `api.validation_messages` words pydantic's errors, `api.problems` says them.
+
+`load_manifests` takes DevicePools only (what `apply` runs today);
+`load_resources` takes both kinds, DevicePool and BrowserPool, mixed. Both
+return the stored version (v1beta1) of what they read, in either version.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pydantic
 
 from devicepool.api import v1alpha1
+from devicepool.api.browserpool import conversion as browser_conversion
+from devicepool.api.browserpool import v1alpha1 as browser_v1alpha1
+from devicepool.api.browserpool.v1beta1 import BrowserPool
 from devicepool.api.conversion import API_VERSIONS, ConversionError, to_v1beta1
 from devicepool.api.documents import parse_documents, read_text
-from devicepool.api.names import API_VERSION_V1ALPHA1, KIND_DEVICE_POOL
+from devicepool.api.names import API_VERSION_V1ALPHA1, KIND_BROWSER_POOL, KIND_DEVICE_POOL, KINDS
 from devicepool.api.problems import Loc, ManifestError, loc_path, problem_line, show_value
+from devicepool.api.v1alpha1 import PoolResource
 from devicepool.api.v1beta1 import DevicePool
 from devicepool.api.validation_messages import format_errors, format_validation_error
 
 # Both apply; what is loaded is the stored version (v1beta1), converted.
 SUPPORTED_API_VERSIONS: tuple[str, ...] = API_VERSIONS
+# What `load_manifests` takes.
 SUPPORTED_KINDS: tuple[str, ...] = (KIND_DEVICE_POOL,)
+# What `load_resources` takes.
+RESOURCE_KINDS: tuple[str, ...] = KINDS
+
+# A pool of either kind, in the stored version.
+Resource = DevicePool | BrowserPool
+
+# kind -> (its v1alpha1 model, its stored v1beta1 model, the conversion between them)
+_MODELS: dict[str, tuple[type[PoolResource], type[PoolResource], Callable[[Any], Resource]]] = {
+    KIND_DEVICE_POOL: (v1alpha1.DevicePool, DevicePool, to_v1beta1),
+    KIND_BROWSER_POOL: (
+        browser_v1alpha1.BrowserPool,
+        BrowserPool,
+        browser_conversion.to_v1beta1,
+    ),
+}
 MANIFEST_SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".json")
 
 # What the server sets and `get -o yaml` prints: ignored on apply, as kubectl
@@ -53,10 +77,14 @@ SERVER_SET_METADATA: frozenset[str] = frozenset(
 
 __all__ = [
     "ManifestError",
+    "Resource",
     "format_validation_error",
     "load_manifests",
     "load_manifests_text",
+    "load_resources",
+    "load_resources_text",
     "parse_pool",
+    "parse_resource",
 ]
 
 _Where = tuple[str, Loc]  # (message prefix, base loc) of a pool, for duplicate reports
@@ -67,10 +95,12 @@ _Where = tuple[str, Loc]  # (message prefix, base loc) of a pool, for duplicate 
 
 def parse_pool(data: Any, *, source: str = "<input>") -> DevicePool:
     """Validate one already-parsed manifest (a mapping) into a `DevicePool` (v1beta1)."""
-    pool, problems = _parse_document(data, prefix=f"{source}: ", base=())
-    if pool is None:
-        raise ManifestError(problems)
-    return pool
+    return cast(DevicePool, _parse_one(data, source=source, kinds=SUPPORTED_KINDS))
+
+
+def parse_resource(data: Any, *, source: str = "<input>") -> Resource:
+    """Validate one already-parsed manifest of either kind into its stored version."""
+    return _parse_one(data, source=source, kinds=RESOURCE_KINDS)
 
 
 def load_manifests_text(text: str, *, source: str = "<stdin>") -> list[DevicePool]:
@@ -79,19 +109,47 @@ def load_manifests_text(text: str, *, source: str = "<stdin>") -> list[DevicePoo
     A JSON list of objects and a Kubernetes `kind: List` with `items` are
     unpacked. Empty documents are skipped; text without any document is an error.
     """
-    return _check_unique(_load_text(text, source=source))
+    found = _load_text(text, source=source, kinds=SUPPORTED_KINDS)
+    return cast(list[DevicePool], _check_unique(found))
 
 
 def load_manifests(path: str | Path) -> list[DevicePool]:
     """Every DevicePool in a file, in a directory's `*.yaml|*.yml|*.json` files
     (sorted by name, not recursive), or on stdin when `path` is `-`."""
+    return cast(list[DevicePool], _load_path(path, kinds=SUPPORTED_KINDS))
+
+
+def load_resources_text(text: str, *, source: str = "<stdin>") -> list[Resource]:
+    """Every pool of either kind in `text`, as `load_manifests_text` reads them.
+
+    DevicePools and BrowserPools may be mixed, in either version, in one
+    stream or one `kind: List`; names are unique per kind (a DevicePool and a
+    BrowserPool may share one). Each comes back in the stored version, in the
+    order written.
+    """
+    return _check_unique(_load_text(text, source=source, kinds=RESOURCE_KINDS))
+
+
+def load_resources(path: str | Path) -> list[Resource]:
+    """Every pool of either kind in a file, a directory or stdin (`-`), as `load_manifests`."""
+    return _load_path(path, kinds=RESOURCE_KINDS)
+
+
+def _parse_one(data: Any, *, source: str, kinds: tuple[str, ...]) -> Resource:
+    pool, problems = _parse_document(data, prefix=f"{source}: ", base=(), kinds=kinds)
+    if pool is None:
+        raise ManifestError(problems)
+    return pool
+
+
+def _load_path(path: str | Path, *, kinds: tuple[str, ...]) -> list[Resource]:
     if str(path) == "-":
-        return load_manifests_text(sys.stdin.read(), source="<stdin>")
-    found: list[tuple[_Where, DevicePool]] = []
+        return _check_unique(_load_text(sys.stdin.read(), source="<stdin>", kinds=kinds))
+    found: list[tuple[_Where, Resource]] = []
     problems: list[str] = []
     for file in _manifest_files(Path(path)):
         try:
-            found.extend(_load_text(read_text(file), source=str(file)))
+            found.extend(_load_text(read_text(file), source=str(file), kinds=kinds))
         except ManifestError as exc:
             problems.extend(exc.problems)
     if problems:
@@ -123,17 +181,18 @@ def _expand(documents: list[Any]) -> list[Any]:
     return documents
 
 
-def _load_text(text: str, *, source: str) -> list[tuple[_Where, DevicePool]]:
-    """(where, pool) for every pool in `text`."""
+def _load_text(text: str, *, source: str, kinds: tuple[str, ...]) -> list[tuple[_Where, Resource]]:
+    """(where, pool) for every pool of one of `kinds` in `text`."""
     documents = _expand(parse_documents(text, source=source))
     if not documents:
-        raise ManifestError([f"{source}: no documents (expected a DevicePool manifest)"])
-    found: list[tuple[_Where, DevicePool]] = []
+        expected = " or ".join(kinds)
+        raise ManifestError([f"{source}: no documents (expected a {expected} manifest)"])
+    found: list[tuple[_Where, Resource]] = []
     problems: list[str] = []
     for index, document in enumerate(documents):
         prefix = f"{source}[{index}]: " if len(documents) > 1 else f"{source}: "
         for base, item in _items(document):
-            pool, item_problems = _parse_document(item, prefix=prefix, base=base)
+            pool, item_problems = _parse_document(item, prefix=prefix, base=base, kinds=kinds)
             problems.extend(item_problems)
             if pool is not None:
                 where = prefix.removesuffix(": ") + (f" ({loc_path(base)})" if base else "")
@@ -156,17 +215,20 @@ def _items(document: Any) -> Iterator[tuple[Loc, Any]]:
         yield (), document
 
 
-def _check_unique(found: list[tuple[_Where, DevicePool]]) -> list[DevicePool]:
-    first: dict[str, _Where] = {}
+def _check_unique(found: list[tuple[_Where, Resource]]) -> list[Resource]:
+    # Per kind: a DevicePool and a BrowserPool of one name are two pools
+    # (`devicepool/NAME` and `browserpool/NAME`).
+    first: dict[tuple[str, str], _Where] = {}
     problems: list[str] = []
     for (prefix, base), pool in found:
-        if pool.name in first:
-            first_prefix, first_base = first[pool.name]
+        key = (pool.kind, pool.name)
+        if key in first:
+            first_prefix, first_base = first[key]
             first_at = f"{first_prefix}{loc_path(first_base)}".rstrip(": ")
             rule = f"duplicate pool name {pool.name!r} (first defined in {first_at})"
             problems.append(problem_line(prefix, (*base, "metadata", "name"), rule))
         else:
-            first[pool.name] = (prefix, base)
+            first[key] = (prefix, base)
     if problems:
         raise ManifestError(problems)
     return [pool for _, pool in found]
@@ -175,14 +237,16 @@ def _check_unique(found: list[tuple[_Where, DevicePool]]) -> list[DevicePool]:
 # --- one document -----------------------------------------------------------------
 
 
-def _parse_document(data: Any, *, prefix: str, base: Loc) -> tuple[DevicePool | None, list[str]]:
-    """The pool, or None and the problems (each a full message line)."""
+def _parse_document(
+    data: Any, *, prefix: str, base: Loc, kinds: tuple[str, ...]
+) -> tuple[Resource | None, list[str]]:
+    """The pool (stored version), or None and the problems (each a full message line)."""
     if not isinstance(data, dict):
         rule = f"must be a mapping with apiVersion, kind, metadata and spec, got {show_value(data)}"
         return None, [problem_line(prefix, base, rule)]
     # apiVersion and kind first: for a Deployment, "spec.platform: required" is noise.
     problems: list[str] = []
-    for key, supported in (("apiVersion", SUPPORTED_API_VERSIONS), ("kind", SUPPORTED_KINDS)):
+    for key, supported in (("apiVersion", SUPPORTED_API_VERSIONS), ("kind", kinds)):
         if key not in data:
             problems.append(problem_line(prefix, (*base, key), "required"))
         elif data[key] not in supported:
@@ -190,15 +254,16 @@ def _parse_document(data: Any, *, prefix: str, base: Loc) -> tuple[DevicePool | 
             problems.append(problem_line(prefix, (*base, key), rule))
     if problems:
         return None, problems
-    model = v1alpha1.DevicePool if data["apiVersion"] == API_VERSION_V1ALPHA1 else DevicePool
+    alpha, stored, convert = _MODELS[data["kind"]]
+    model = alpha if data["apiVersion"] == API_VERSION_V1ALPHA1 else stored
     try:
         pool = model.model_validate(_without_server_set(data))
     except pydantic.ValidationError as exc:
         return None, format_errors(exc.errors(), model=model, prefix=prefix, base=base)
-    if isinstance(pool, DevicePool):
+    if isinstance(pool, DevicePool | BrowserPool):
         return pool, []
     try:
-        return to_v1beta1(pool), []
+        return convert(pool), []
     except ConversionError as exc:
         return None, [f"{prefix}{loc_path(base) + '.' if base else ''}{exc}"]
 
