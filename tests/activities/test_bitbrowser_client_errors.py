@@ -283,34 +283,46 @@ class FakeTime:
         await asyncio.sleep(0)
 
 
-async def test_the_pacer_spaces_turns_by_its_interval_in_arrival_order() -> None:
+async def test_the_pacer_lets_one_call_through_at_a_time_interval_after_its_answer() -> None:
     fake = FakeTime()
     pacer = PhonePacer(interval=1.0, clock=fake.clock, sleep=fake.sleep)
-    starts: list[tuple[int, float]] = []
+    spans: list[tuple[int, float, float]] = []
 
     async def caller(i: int) -> None:
-        await pacer.turn()
-        starts.append((i, fake.now))
+        async with pacer.turn():
+            start = fake.now
+            await fake.sleep(0.5)  # the call's own latency
+            spans.append((i, start, fake.now))
 
     await asyncio.gather(*(caller(i) for i in range(5)))
-    assert [i for i, _ in starts] == [0, 1, 2, 3, 4]
-    times = [t for _, t in starts]
-    assert all(b - a >= 1.0 for a, b in itertools.pairwise(times))
-    assert times[-1] - times[0] == pytest.approx(4.0)
+    assert [i for i, _, _ in spans] == [0, 1, 2, 3, 4]  # in the order they asked
+    for (_, _, ended), (_, started, _) in itertools.pairwise(spans):
+        assert started - ended == pytest.approx(1.0)  # never overlapping, 1 s after the answer
     assert pacer.calls == 5
+
+
+async def test_a_failed_call_still_spaces_the_next_one() -> None:
+    fake = FakeTime()
+    pacer = PhonePacer(interval=1.0, clock=fake.clock, sleep=fake.sleep)
+    with pytest.raises(RuntimeError):
+        async with pacer.turn():
+            raise RuntimeError("refused")
+    async with pacer.turn():
+        assert fake.now == pytest.approx(101.0)
 
 
 async def test_the_pacer_is_held_by_a_refusal_and_a_cancelled_wait_takes_no_turn() -> None:
     fake = FakeTime()
     pacer = PhonePacer(interval=1.0, clock=fake.clock, sleep=fake.sleep)
-    await pacer.turn()
-    pacer.hold(5.0)
-    await pacer.turn()
-    assert fake.now == pytest.approx(105.0)
+    async with pacer.turn():
+        pacer.hold(5.0)  # "too many requests, come back in 5 s"
+    async with pacer.turn():
+        assert fake.now == pytest.approx(105.0)
 
     blocked = PhonePacer(interval=60.0)
-    await blocked.turn()
-    waiter = asyncio.create_task(blocked.turn())
+    async with blocked.turn():
+        pass
+    waiter = asyncio.create_task(_take_a_turn(blocked))
     await asyncio.sleep(0.01)
     waiter.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -318,6 +330,11 @@ async def test_the_pacer_is_held_by_a_refusal_and_a_cancelled_wait_takes_no_turn
     assert blocked.calls == 1
     with pytest.raises(ValueError):
         PhonePacer(interval=0)
+
+
+async def _take_a_turn(pacer: PhonePacer) -> None:
+    async with pacer.turn():
+        pass
 
 
 def test_the_public_surface_is_deliberate() -> None:

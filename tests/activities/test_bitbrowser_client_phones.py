@@ -2,7 +2,7 @@
 
 The emulator runs 5 times faster than real time, so its budget of 1 request per
 (virtual) second is one per 0.2 s of real time; the clients under test pace at
-0.3 s. Power-on times are skipped with the emulator's clock.
+0.25 s. Power-on times are skipped with the emulator's clock.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from tests.helpers.bitbrowser import CJK, KEY, Account
 from tests.helpers.bitbrowser_client import Node, node
 
 SPEED = 5.0
-PACE = 0.3  # real seconds between phone calls: 1.5 virtual seconds
+PACE = 0.25  # real seconds from a phone call's answer to the next call: 1.25 virtual seconds
 REGION = "d69bcf13db844d1cb81e779f64161223"
 PROXY = PhoneProxy(host="1.2.3.4", port=45001, username="phone-user", password="phone-pass-Lx9")
 
@@ -259,10 +259,11 @@ async def test_the_pacer_keeps_every_node_of_the_account_under_one_call_a_second
     assert phones["requests"] == 13 and shared.calls == 13
 
 
-async def test_without_pacing_the_budget_refuses_and_the_pacer_is_held(
-    account: Account,
-) -> None:
-    # The same burst with no real pacing: the emulator refuses, typed, with a retry delay.
+@pytest.mark.parametrize("mode", ["refuse", "http429"])
+async def test_without_pacing_the_budget_refuses_and_the_pacer_is_held(mode: str) -> None:
+    # The same burst with no real pacing: refused (in the envelope, or as an HTTP 429),
+    # typed, with a retry delay that holds the pacer.
+    account = Account(BitBrowserConfig(api_key=KEY, speed=SPEED, phone_rate_mode=mode))
     pacer = PhonePacer(interval=0.001)
     client = node(account, pacer=pacer)
     try:
@@ -270,12 +271,14 @@ async def test_without_pacing_the_budget_refuses_and_the_pacer_is_held(
         results = await asyncio.gather(
             *(client.phones.running(phone_id) for _ in range(5)), return_exceptions=True
         )
+        phones = (await account.stats())["phones"]
     finally:
         await client.aclose()
+        await account.aclose()
     refused = [r for r in results if isinstance(r, Exception)]
     assert refused and all(isinstance(r, LocalApiRateLimitedError) for r in refused)
     first = refused[0]
     assert isinstance(first, LocalApiRateLimitedError)
     assert first.retryable and first.retry_after == 1.0 and CJK.search(first.raw_msg)
-    phones = (await account.stats())["phones"]
+    assert first.status == (429 if mode == "http429" else 200)
     assert phones["rateLimited"] == len(refused) and phones["maxRequestsPerSecond"] > 1

@@ -1,12 +1,18 @@
-"""`PhonePacer`: at most one cloud-phone call per interval, for every caller that shares it.
+"""`PhonePacer`: one cloud-phone call at a time, the next `interval` after the last answer.
 
 The vendor allows 1 cloud-phone request a second (all `/phone/*` calls of the
 client; what happens past it is not documented). One pacer per BitBrowser
 *account* in a process, shared by every `CloudPhones` of that account (every
-node logged into it), spaces the calls' starts at least `interval` apart, in
-the order they asked (an `asyncio.Lock` is first come, first served). The
-default interval is 1.1 s: the budget is counted where the answers are made,
-and a call's way there is not the same length each time.
+node logged into it), lets one call through at a time, in the order they
+asked (an `asyncio.Lock` is first come, first served), and the next one no
+sooner than `interval` after the previous call's answer (or failure).
+
+Why from the answer and not from the start: the budget is counted where the
+requests arrive, and the way there is not the same length each time (a cold
+handler, a loaded machine). A request has arrived before it is answered, so
+counting from the answer puts at least `interval` between two arrivals
+whatever the way costs; counting from the start would need a margin as large
+as the worst delay. The price is the call's own latency on each turn.
 
 It is a process-local guard, not the account's budget: two worker processes
 with a pacer each make two calls a second. Sharing the budget across workers
@@ -20,15 +26,17 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 __all__ = ["DEFAULT_PHONE_INTERVAL", "PhonePacer"]
 
-DEFAULT_PHONE_INTERVAL = 1.1
+# A hair over the second: a window that counts an arrival exactly 1 s old still sees nothing.
+DEFAULT_PHONE_INTERVAL = 1.05
 
 
 class PhonePacer:
-    """Spaces call starts `interval` seconds apart. Asyncio-safe; share it per account."""
+    """One call at a time, `interval` seconds between an answer and the next call. Share it."""
 
     def __init__(
         self,
@@ -50,8 +58,9 @@ class PhonePacer:
     def __repr__(self) -> str:
         return f"PhonePacer(interval={self.interval:g})"
 
-    async def turn(self) -> None:
-        """Wait for this caller's turn; the next one comes `interval` seconds later.
+    @asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        """`async with pacer.turn():` one call; the next turn starts `interval` after it ends.
 
         A caller cancelled while it waits gives its turn up (nothing is reserved).
         """
@@ -62,8 +71,11 @@ class PhonePacer:
                 await self._sleep(delay)
                 self.waited_seconds += delay
                 now = self._clock()
-            self._next = now + self.interval
             self.calls += 1
+            try:
+                yield
+            finally:
+                self._next = max(self._next, self._clock() + self.interval)
 
     def hold(self, seconds: float) -> None:
         """Push the next turn at least `seconds` from now (the API said: too many, come back)."""

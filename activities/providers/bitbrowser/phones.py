@@ -10,9 +10,9 @@ then `/phone/running` until true; `/phone/suspend` keeps billing,
 `/phone/shutdown` stops it; `/phone/restart`; `/phone/profile/recover` (60 a
 month per profile). There is no delete.
 
-Every call waits its turn on the account's `PhonePacer` first (listings and
-status reads count as much as power calls); a refusal for going too fast
-holds the pacer for its `retry_after`. The mark (pool and slot key) is the
+Every call takes its turn on the account's `PhonePacer` (listings and status
+reads count as much as power calls); a refusal for going too fast holds the
+pacer for its `retry_after`. The mark (pool and slot key) is the
 phone's `name`, since `/phone/list` filters by name and not by remark: at most
 30 characters.
 """
@@ -286,13 +286,13 @@ class CloudPhones:
     # ------------------------------------------------------------ plumbing
 
     async def _call(self, path: str, body: dict[str, Any]) -> Any:
-        await self.pacer.turn()
         secrets = [str(v) for k, v in body.items() if k in SECRET_PHONE_FIELDS and v]
-        try:
-            return await self.api.call(path, body, secrets=secrets)
-        except LocalApiRateLimitedError as exc:
-            self.pacer.hold(exc.retry_after or self.pacer.interval)
-            raise
+        async with self.pacer.turn():
+            try:
+                return await self.api.call(path, body, secrets=secrets)
+            except LocalApiRateLimitedError as exc:
+                self.pacer.hold(exc.retry_after or self.pacer.interval)
+                raise
 
     async def _list_all(self, filters: dict[str, Any], *, what: str) -> list[Phone]:
         async def fetch(page: int, size: int) -> tuple[list[Phone], int | None]:
