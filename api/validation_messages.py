@@ -64,9 +64,10 @@ def format_errors(
 ) -> list[str]:
     """The problem lines of `errors` raised by `model` for the document at `base`."""
     # An `invalid_key` error's loc ends in the bad key itself: report it at the mapping.
+    # So does a `dict[str, ...]` key that is no string (`{1: x}`), or it would read
+    # as a list index (`labels[1]`).
     locs = [
-        _user_loc(error)[:-1] if error["type"] == "invalid_key" else _user_loc(error)
-        for error in errors
+        _user_loc(error)[:-1] if _is_key_type_error(error) else _user_loc(error) for error in errors
     ]
     # `replica: 5` is one mistake, not two: when an unknown field looks like a
     # missing one, "spec.replicas: required" is left out.
@@ -84,6 +85,12 @@ def format_errors(
         if line not in lines:
             lines.append(line)
     return lines
+
+
+def _is_key_type_error(error: ErrorDetails) -> bool:
+    if error["type"] == "invalid_key":
+        return True
+    return error["type"] == "string_type" and error["loc"][-1:] == ("[key]",)
 
 
 def _user_loc(error: ErrorDetails) -> Loc:
@@ -118,6 +125,8 @@ def _rule(error: ErrorDetails, *, model: type[pydantic.BaseModel] | None, loc: L
         return f"must be {op} {ctx.get(key)}, {got}"
     if kind in _EXPECTED:
         return f"{_EXPECTED[kind]}, {got}"
+    if kind == "string_type" and error["loc"][-1:] == ("[key]",):
+        return f"keys must be strings, {got}"
     if kind in ("string_type", "string_unicode"):
         if isinstance(value, bool):
             # YAML 1.1: `region: no` is the boolean false, not the string "no".

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -66,14 +66,29 @@ SECRET_FINGERPRINT_KEYS = frozenset(
 
 
 def _json_mapping(value: Any) -> Any:
-    # What `dict[str, JsonValue]` lets through but JSON cannot carry: YAML's
-    # `.nan` and `.inf` (Temporal's JSON payloads would hold `NaN`).
+    # What JSON cannot carry, said in YAML's terms: `.nan` and `.inf` (which
+    # `dict[str, JsonValue]` would let through, and Temporal's JSON payloads
+    # would hold as `NaN`), an unquoted date, a `!!set` or `!!binary`.
     if not isinstance(value, Mapping):
         return value  # "must be a mapping" is said by the type
     for path, leaf in _leaves(value, ()):
+        where = loc_path(path)
         if isinstance(leaf, float) and not math.isfinite(leaf):
-            raise ValueError(f"{loc_path(path)}: must be a finite number, got {show_value(leaf)}")
+            raise ValueError(f"{where}: must be a finite number, got {show_value(leaf)}")
+        if isinstance(leaf, date):
+            raise ValueError(
+                f"{where}: must be a string, got the date {leaf.isoformat()}"
+                " (quote it: YAML reads an unquoted date as a date)"
+            )
+        if not isinstance(leaf, _JSON_TYPES):
+            raise ValueError(
+                f"{where}: must be a string, number, true/false, null, list or mapping,"
+                f" got {show_value(leaf)}"
+            )
     return value
+
+
+_JSON_TYPES = (str, int, float, type(None), list, tuple, Mapping)
 
 
 def _no_secrets(value: dict[str, Any]) -> dict[str, Any]:
@@ -103,9 +118,10 @@ def _leaves(value: Any, path: tuple[int | str, ...]) -> list[tuple[tuple[int | s
 def _group_id(value: Any) -> Any:
     # BitBrowser group ids are strings (32 hex digits). YAML reads an all-digit
     # one as a number, and `0123` as the octal 83: refuse rather than guess.
-    if isinstance(value, bool) or isinstance(value, int | float):
+    if isinstance(value, int | float):
+        got = show_value(value) if isinstance(value, bool) else f"the number {show_value(value)}"
         raise ValueError(
-            f'must be a string, got {show_value(value)} (quote it: groupId: "...", an id from'
+            f'must be a string, got {got} (quote it: groupId: "...", an id from'
             " BitBrowser's /group/list)"
         )
     return value
