@@ -341,3 +341,17 @@ def test_the_public_surface_is_deliberate() -> None:
     assert set(bitbrowser.__all__) == {
         name for name in dir(bitbrowser) if not name.startswith("_") and name.isidentifier()
     } - {"browsers", "errors", "local_api", "models", "pacer", "phones"}
+
+
+async def test_pids_alive_reads_each_id_and_tolerates_an_odd_pid() -> None:
+    asked: list[Any] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        ids = json.loads(request.content)["ids"]
+        asked.append(ids)
+        return _envelope({"success": True, "data": {ids[0]: "4242", ids[1]: None}})
+
+    async with _api(handler) as api:
+        alive = await BrowserProfiles(api).alive([f"id-{i}" for i in range(150)])
+    assert [len(ids) for ids in asked] == [100, 50]
+    assert alive == {"id-0": 4242, "id-1": 0, "id-100": 4242, "id-101": 0}

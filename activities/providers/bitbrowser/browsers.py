@@ -248,7 +248,8 @@ class BrowserProfiles:
                     ErrorType.SERVER_ERROR, 200, "POST /browser/pids/alive: not an {id: pid} map"
                 )
             for key, pid in data.items():
-                alive[str(key)] = pid if isinstance(pid, int) else int(pid or 0)
+                # A pid the answer spells oddly is still a live browser: 0 stands for "unknown".
+                alive[str(key)] = pid if isinstance(pid, int) else _pid(pid)
         return alive
 
     async def close_and_confirm(
@@ -336,6 +337,13 @@ def _secrets_of(body: Mapping[str, Any]) -> list[str]:
 def _chunks(ids: Sequence[str]) -> list[list[str]]:
     unique = list(dict.fromkeys(ids))
     return [unique[i : i + MAX_IDS_PER_CALL] for i in range(0, len(unique), MAX_IDS_PER_CALL)]
+
+
+def _pid(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _marked(found: list[BrowserProfile], *, created: bool) -> MarkedCreate:

@@ -17,6 +17,7 @@ secrets) for the pool's conditions::
     QUOTA            LocalApiQuotaError       QUOTA_EXCEEDED     no
     UNAVAILABLE      LocalApiUnavailableError SERVER_ERROR       yes
     UNKNOWN          LocalApiRefusedError     SERVER_ERROR       yes
+    (not a refusal)  CloseUnconfirmedError    TEARDOWN_PENDING   yes (closed, process still alive)
 
 Besides refusals: HTTP 401/403 are `AUTH` whatever the body; 429 is
 `RATE_LIMITED` (its `Retry-After`); 5xx and an answer that is not the
