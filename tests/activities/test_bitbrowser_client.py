@@ -262,6 +262,7 @@ async def test_open_answers_the_debugging_addresses(n1: Node) -> None:
 async def test_close_answers_before_the_process_is_gone_and_confirm_waits_for_it(
     account: Account, n1: Node
 ) -> None:
+    await account.control("clock", {"speed": 2})  # the process lingers 1.5 s after close
     profile_id = await _create(n1, "pool-e/1")
     await n1.profiles.open(profile_id)
     await n1.profiles.close(profile_id)
@@ -277,7 +278,10 @@ async def test_close_answers_before_the_process_is_gone_and_confirm_waits_for_it
     assert (await account.stats())["profiles"]["total"] == 0
 
 
-async def test_a_close_not_confirmed_in_time_is_a_retryable_error(n1: Node) -> None:
+async def test_a_close_not_confirmed_in_time_is_a_retryable_error(
+    account: Account, n1: Node
+) -> None:
+    await account.control("clock", {"speed": 1})  # the process lingers 3 s after close
     profile_id = await _create(n1, "pool-e/2")
     await n1.profiles.open(profile_id)
     with pytest.raises(CloseUnconfirmedError) as caught:
@@ -291,12 +295,20 @@ async def test_a_second_open_without_queue_is_busy_and_with_queue_waits(
     await account.control("clock", {"speed": 2})  # a launch takes half a second
     first, second, third = [await _create(n1, f"pool-f/{i}") for i in range(3)]
     opening = asyncio.create_task(n1.profiles.open(first))
-    await asyncio.sleep(0.1)
+    await _until_opening(account)
     with pytest.raises(LocalApiBusyError) as busy:
         await n1.profiles.open(second, queue=False)
     assert CJK.search(busy.value.raw_msg) and not busy.value.retryable
     queued = await n1.profiles.open(third)  # queue: true by default
     assert (await opening).pid and queued.pid
+
+
+async def _until_opening(account: Account) -> None:
+    for _ in range(500):
+        if (await account.stats())["profiles"]["opening"]:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the first open never reached the emulator")
 
 
 async def test_a_profile_stuck_closing_opens_again_after_reset(account: Account, n1: Node) -> None:

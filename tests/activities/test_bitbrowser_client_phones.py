@@ -263,7 +263,8 @@ async def test_the_pacer_keeps_every_node_of_the_account_under_one_call_a_second
 async def test_without_pacing_the_budget_refuses_and_the_pacer_is_held(mode: str) -> None:
     # The same burst with no real pacing: refused (in the envelope, or as an HTTP 429),
     # typed, with a retry delay that holds the pacer.
-    account = Account(BitBrowserConfig(api_key=KEY, speed=SPEED, phone_rate_mode=mode))
+    # At speed 1 the budget's window is a real second: six quick calls all fall in it.
+    account = Account(BitBrowserConfig(api_key=KEY, speed=1, phone_rate_mode=mode))
     pacer = PhonePacer(interval=0.001)
     client = node(account, pacer=pacer)
     try:
