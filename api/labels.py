@@ -11,6 +11,9 @@ a selector that could never match a valid label is refused where it is written.
   at most 253 characters).
 - value: empty, or 1..63 characters of the name's alphabet.
 
+Node worker names (`--node NAME`) are DNS-1123 labels, as pool names are
+(`check_node_name`), so `node=<name>` is always a valid label.
+
 Every rule raises a `ValueError` whose text is the rule alone (the caller says
 where: `spec.nodeSelector.gpu: ...`, `--node-label: ...`).
 """
@@ -31,8 +34,10 @@ __all__ = [
     "MAX_LABEL_VALUE",
     "LabelKey",
     "LabelValue",
+    "NodeName",
     "check_label_key",
     "check_label_value",
+    "check_node_name",
     "parse_label",
     "selector_matches",
 ]
@@ -43,6 +48,7 @@ MAX_LABEL_PREFIX = 253
 
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ALPHABET = "letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
 
 
@@ -102,6 +108,28 @@ def _string_value(value: Any) -> Any:
 
 LabelKey = Annotated[str, AfterValidator(check_label_key)]
 LabelValue = Annotated[str, BeforeValidator(_string_value), AfterValidator(check_label_value)]
+
+
+def check_node_name(name: str) -> str:
+    """`name` if it can name a node worker (`--node NAME`), else ValueError.
+
+    A DNS-1123 label, as a pool's name: it is the value of the node's `node=<name>`
+    label (`devicepool dev`), a key of a BrowserPool's `byNode`, and part of its
+    task queue (`names.node_task_queue`).
+    """
+    if not name:
+        raise ValueError("must not be empty")
+    if len(name) > MAX_LABEL_VALUE:
+        raise ValueError(f"must be at most {MAX_LABEL_VALUE} characters, got {len(name)}")
+    if not _DNS_LABEL.match(name):
+        raise ValueError(
+            "must be a DNS-1123 label (lowercase letters, digits and '-', starting and ending"
+            f" with a letter or digit), got {show_value(name)}"
+        )
+    return name
+
+
+NodeName = Annotated[str, AfterValidator(check_node_name)]
 
 
 def parse_label(text: str) -> tuple[str, str]:

@@ -34,7 +34,13 @@ from devicepool.api import (
 from devicepool.api.browserpool import conversion, v1alpha1, v1beta1
 from devicepool.api.conversion import CONVERSION_ANNOTATION, ConversionError, written_in
 from devicepool.api.durations import MAX_SECONDS
-from devicepool.api.labels import check_label_key, parse_label, selector_matches
+from devicepool.api.labels import (
+    check_label_key,
+    check_label_value,
+    check_node_name,
+    parse_label,
+    selector_matches,
+)
 from devicepool.api.v1alpha1 import ObjectMeta
 from devicepool.api.v1beta1 import ProxySpec as BetaProxySpec
 
@@ -436,6 +442,28 @@ def test_a_node_label_argument_is_read_by_the_same_rules() -> None:
         parse_label("windows")
     with pytest.raises(ValueError, match=r"^label key must not be empty$"):
         parse_label("=windows")
+
+
+@pytest.mark.parametrize("name", ["node-1", "win-desk-07", "a", "n" * 63])
+def test_a_node_name_is_a_dns_label_so_node_equals_name_is_a_label(name: str) -> None:
+    assert check_node_name(name) == name
+    assert check_label_value(name) == name
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [
+        ("", "must not be empty"),
+        ("WIN-DESK", "must be a DNS-1123 label"),
+        ("node_1", "must be a DNS-1123 label"),
+        ("node.1", "must be a DNS-1123 label"),
+        ("-node", "must be a DNS-1123 label"),
+        ("n" * 64, "must be at most 63 characters, got 64"),
+    ],
+)
+def test_a_node_name_that_could_not_be_a_label_is_refused(name: str, rule: str) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(rule)}"):
+        check_node_name(name)
 
 
 @pytest.mark.parametrize(
