@@ -364,11 +364,13 @@ async def test_listing_pages_by_100_from_0_and_delete_goes_in_chunks_of_100(
 
 
 async def test_list_all_of_a_group(account: Account, n1: Node) -> None:
-    group = await account.ok("/group/add", {"groupName": "pool-q", "sortNum": 1})
-    group_id = group["id"] if isinstance(group, dict) else group
+    group_id = await n1.profiles.ensure_group("pool-q")
+    assert await n1.profiles.ensure_group("pool-q") == group_id  # found, not made again
+    assert [g.group_name for g in await n1.profiles.list_groups()].count("pool-q") == 1
     inside = {await _create(n1, f"pool-q/{i}", group_id=group_id) for i in range(3)}
     await _create(n1, "elsewhere/0")
     assert {p.id for p in await n1.profiles.list_all(group_id=group_id)} == inside
+    assert {p.group_id for p in await n1.profiles.list_all(mark_prefix="pool-q/")} == {group_id}
 
 
 async def test_a_server_that_ignores_page_stops_the_listing(n1: Node) -> None:

@@ -36,6 +36,7 @@ from devicepool.activities.providers.bitbrowser.models import (
     MAX_PAGE_SIZE,
     BrowserPage,
     BrowserProfile,
+    Group,
     MarkedCreate,
     OpenedBrowser,
     ProfileProxy,
@@ -284,6 +285,38 @@ class BrowserProfiles:
         """`/browser/delete/ids` in chunks of at most 100. Close and confirm each first."""
         for chunk in _chunks(ids):
             await self.api.call("/browser/delete/ids", {"ids": chunk})
+
+    # ------------------------------------------------------------ groups
+
+    async def add_group(self, name: str, *, sort_num: int = 0) -> str:
+        """`/group/add`: a new group's id (a second group of the same name is another group)."""
+        if not name:
+            raise ValueError("a group needs a name")
+        data = await self.api.call("/group/add", {"groupName": name, "sortNum": sort_num})
+        group_id = data.get("id") if isinstance(data, dict) else data
+        if not isinstance(group_id, str) or not group_id:
+            raise ServerError(
+                ErrorType.SERVER_ERROR, 200, "POST /group/add: the answer has no group id"
+            )
+        return group_id
+
+    async def list_groups(self) -> list[Group]:
+        """Every group the account's user may use (`/group/list`, `all: true`, every page)."""
+
+        async def fetch(page: int, size: int) -> tuple[list[Group], int | None]:
+            body = {"page": page, "pageSize": size, "all": True}
+            data = await self.api.call("/group/list", body)
+            items, total = page_items(data, "POST /group/list")
+            return [validated(Group, item, "POST /group/list") for item in items], total
+
+        return await read_all_pages(fetch, lambda g: g.id, what="groups")
+
+    async def ensure_group(self, name: str, *, sort_num: int = 0) -> str:
+        """The id of the (oldest listed) group called exactly `name`, made if there is none."""
+        for group in await self.list_groups():
+            if group.group_name == name:
+                return group.id
+        return await self.add_group(name, sort_num=sort_num)
 
     # ------------------------------------------------------------ plumbing
 

@@ -28,6 +28,7 @@ __all__ = [
     "BrowserPage",
     "BrowserProfile",
     "ComputeType",
+    "Group",
     "MarkedCreate",
     "OpenedBrowser",
     "Phone",
@@ -104,6 +105,13 @@ class BrowserPage(_Answer):
 
     items: list[BrowserProfile]
     total: OptionalInt = None
+
+
+class Group(_Identified):
+    """A browser-profile group (`/group/list`, `/group/detail`)."""
+
+    group_name: Text = ""
+    sort_num: OptionalInt = None
 
 
 class OpenedBrowser(_Answer):
