@@ -65,12 +65,22 @@ def worker(
 
 
 # Registered with `allow_extra_args`, `ignore_unknown_options` and no help
-# option of its own: every argument goes to the emulator's own parser.
+# option of its own: every argument goes to the emulator's own parser, the
+# BitBrowser emulator's with `--bitbrowser` (anywhere among them).
 def emulator(ctx: typer.Context) -> None:
-    """Run the BitCloudPhone emulator (--host --port --account NAME=KEY ... ; see --help)."""
+    """Run the BitCloudPhone emulator (see --help), or the BitBrowser one (--bitbrowser --help)."""
+    args = list(ctx.args)
+    if BITBROWSER_FLAG in args:
+        from devicepool.emulator.bitbrowser.cli import main as bitbrowser_main
+
+        args.remove(BITBROWSER_FLAG)
+        raise typer.Exit(bitbrowser_main(args, prog=f"devicepool emulator {BITBROWSER_FLAG}"))
     from devicepool.emulator.cli import main as emulator_main
 
-    raise typer.Exit(emulator_main(list(ctx.args)))
+    raise typer.Exit(emulator_main(args))
+
+
+BITBROWSER_FLAG = "--bitbrowser"
 
 
 def dev(

@@ -14,6 +14,7 @@ open that times out (`opening`): both need `/browser/closing/reset`.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 from dataclasses import dataclass
@@ -93,6 +94,14 @@ class Processes:
 
     def on_node(self, node: str, now: float) -> list[Process]:
         return [p for p in self.settled(now) if p.node == node]
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every process record, for the account's file (processes of one account share them)."""
+        return [dataclasses.asdict(p) for p in self._by_profile.values()]
+
+    def restore(self, records: list[dict[str, Any]]) -> None:
+        self._by_profile = {r["profile_id"]: Process(**r) for r in records}
+        self._used_ports = {p.port for p in self._by_profile.values()}
 
     def clear(self) -> None:
         self._by_profile.clear()

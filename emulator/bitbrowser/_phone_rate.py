@@ -24,6 +24,17 @@ class PhoneRate:
     _slots: dict[str, deque[float]] = field(default_factory=dict)
     _arrivals: dict[str, deque[float]] = field(default_factory=dict)
 
+    def windows(self) -> dict[str, dict[str, list[float]]]:
+        """The sliding windows, for the account's file (processes of one account share them)."""
+        return {
+            "slots": {scope: list(times) for scope, times in self._slots.items()},
+            "arrivals": {scope: list(times) for scope, times in self._arrivals.items()},
+        }
+
+    def restore_windows(self, saved: dict[str, dict[str, list[float]]]) -> None:
+        self._slots = {scope: deque(times) for scope, times in saved["slots"].items()}
+        self._arrivals = {scope: deque(times) for scope, times in saved["arrivals"].items()}
+
     def arrive(self, scope: str, now: float) -> None:
         """Meter one request as it arrives, before it is admitted or refused."""
         self.requests += 1

@@ -3,10 +3,14 @@
 Serves one emulated BitBrowser account to N nodes (desktop clients) from one
 process: node i listens on `--port` + i (with `--port 0`, each on a free
 port), and every node lists the same profiles and phones. Once all listen, one
-line per node goes to stdout: `node-1 http://127.0.0.1:54345`.
+line per node goes to stdout: `node-1 http://127.0.0.1:54345`. Processes
+started with the same `--account` (and `--accounts-dir`), or on the same
+`--state FILE`, share the account too: each serves its own nodes of it.
+`devicepool emulator --bitbrowser ...` is this CLI.
 
-Exit codes: 0 after a clean shutdown (SIGINT/SIGTERM), 2 for bad flags or a
-port it cannot listen on (every node's socket is bound before any serves).
+Exit codes: 0 after a clean shutdown (SIGINT/SIGTERM), 2 for bad flags, a
+port it cannot listen on (every node's socket is bound before any serves) or
+a node another process of the account already serves.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devicepool.emulator.bitbrowser.config import (
+    ACCOUNTS_DIR_ENV,
     AUTH_REFUSAL_STATUSES,
     DEFAULT_ACCOUNT,
     DEFAULT_PORT,
     PHONE_RATE_MODES,
     PHONE_RATE_SCOPES,
     BitBrowserConfig,
+    default_accounts_dir,
 )
 from devicepool.emulator.cli import (
     _non_negative_float,
@@ -162,6 +168,15 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "so an emulator started again on it is the same account; browsers do not survive a "
         "restart (default: in memory only)",
     )
+    parser.add_argument(
+        "--accounts-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="without --state: where an account is kept while any emulator process of it "
+        "runs, so that processes started with the same --account share it (default: "
+        f"${ACCOUNTS_DIR_ENV}, else devicepool-bitbrowser-UID under the temp dir)",
+    )
     parser.add_argument("-h", "--help", action="help", help="Show this message and exit.")
     return parser
 
@@ -187,6 +202,7 @@ def config_from_args(args: argparse.Namespace) -> BitBrowserConfig:
         speed=args.speed,
         seed=args.seed,
         state_file=args.state,
+        accounts_dir=None if args.state else (args.accounts_dir or default_accounts_dir()),
     )
 
 

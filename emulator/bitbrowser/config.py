@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,6 +13,19 @@ DEFAULT_ACCOUNT = "default"
 PHONE_RATE_MODES = ("refuse", "http429", "delay")
 PHONE_RATE_SCOPES = ("account", "node")
 AUTH_REFUSAL_STATUSES = (403, 200)
+
+
+# Where the CLI keeps accounts that separate emulator processes share (`--accounts-dir`).
+ACCOUNTS_DIR_ENV = "DEVICEPOOL_BITBROWSER_ACCOUNTS_DIR"
+
+
+def default_accounts_dir() -> Path:
+    """$DEVICEPOOL_BITBROWSER_ACCOUNTS_DIR, else a directory of this user's under the temp dir:
+    every emulator process of one account on this machine finds the account there."""
+    given = os.environ.get(ACCOUNTS_DIR_ENV)
+    if given:
+        return Path(given)
+    return Path(tempfile.gettempdir()) / f"devicepool-bitbrowser-{os.getuid()}"
 
 
 def _default_nodes() -> list[str]:
@@ -48,6 +63,10 @@ class BitBrowserConfig:
     # Keep the account in this JSON file, so an emulator started again on it is the same
     # account (None: in memory only).
     state_file: Path | None = None
+    # Without a state file: keep the account in `<accounts_dir>/<account>.json` while any
+    # process of it runs, so that separate emulator processes of one account share it
+    # (None: this process's memory only).
+    accounts_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.account:

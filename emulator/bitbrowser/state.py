@@ -3,28 +3,38 @@
 One `BitBrowserEmulator` holds the account's state: its browser profiles and
 groups (`_profiles`), the browser processes (`_browsers`), its cloud phones
 (`_phones`) and their request budget (`_phone_rate`), faults (`_faults`),
-counters and the virtual clock; with a state file (`_statefile`) it is written
-after every call and read back at start. Each `Node` is one desktop client: the app of
+counters and the virtual clock. Each `Node` is one desktop client: the app of
 each node serves the same emulator, so every node lists the same profiles and
 phones, while a browser process belongs to the node that opened it.
+
+Kept on disk (`_statefile`: a state file, or a store shared by the account's
+processes), the account is shared by every emulator process started on it:
+each call is a `transaction` (lock the file, read it again if another process
+wrote, answer, write it), and the nodes of every process are the account's
+(`nodes`; this process serves `local`). Per process: faults and each node's
+open gate.
 
 The Local API calls are the `_ROUTES`; the app only translates HTTP. Handlers
 run on one event loop: each check-then-act is atomic between awaits, and the
 awaits (an open's launch time, a queued open, a delayed phone call) re-check
-what they rely on after waking.
+what they rely on after waking. Those awaits are also where a transaction lets
+the file go (`_unlocked`) and takes it again, re-reading what others wrote.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from devicepool.emulator import _clock
 from devicepool.emulator._clock import VirtualClock
@@ -50,17 +60,28 @@ def _rng(seed: int | None, purpose: str) -> random.Random:
     return random.Random() if seed is None else random.Random(f"{seed}:{purpose}")
 
 
-def _clock_from(saved: dict[str, Any] | None, speed: float) -> VirtualClock:
-    """A new clock, or the saved one run on by the (wall) time the emulator was down."""
+def _clock_from(
+    saved: dict[str, Any] | None, speed: float, *, at_least: float = 0.0
+) -> VirtualClock:
+    """A new clock, or the saved one run on by the (wall) time since it was written."""
     if saved is None:
         return VirtualClock(speed=speed)
     clock = saved["clock"]
-    down = max(0.0, time.time() - clock["wall"])
+    since = max(0.0, time.time() - clock["wall"])
     return VirtualClock(
         speed=speed,
-        start=clock["virtual"] + down * speed,
+        start=max(at_least, clock["virtual"] + since * speed),
         epoch=datetime.fromisoformat(clock["epoch"]),
     )
+
+
+def account_file(config: BitBrowserConfig) -> tuple[Path, bool] | None:
+    """Where the account lives on disk, and whether it outlives its processes (None: memory)."""
+    if config.state_file is not None:
+        return config.state_file, True
+    if config.accounts_dir is not None:
+        return config.accounts_dir / f"{quote(config.account, safe='')}.json", False
+    return None
 
 
 @dataclass
@@ -89,20 +110,42 @@ class BitBrowserEmulator:
 
     def __init__(self, config: BitBrowserConfig) -> None:
         self.config = config
-        # Raises StateFileError when the file cannot be used (another emulator holds it, ...).
-        self._disk = StateFile(config.state_file) if config.state_file is not None else None
-        try:
-            saved = self._disk.load() if self._disk is not None else None
-        except BaseException:
-            if self._disk is not None:
-                self._disk.close()
-            raise
-        self.clock = _clock_from(saved, config.speed)
+        # The nodes this process serves; `nodes` are the account's (other processes' too).
+        self.local = list(config.nodes)
         self.nodes = {name: Node(name) for name in config.nodes}
-        self._new_parts()
-        if saved is not None:
-            self._restore(saved)
-        self.commit()
+        where = account_file(config)
+        self._disk: StateFile | None = None
+        if where is None:
+            self.clock = _clock_from(None, config.speed)
+            self._new_parts()
+            return
+        # Raises StateFileError when the file cannot be used (a node served elsewhere, ...);
+        # holds the file's lock until the account, with this process's nodes, is written.
+        disk = StateFile(where[0], persistent=where[1])
+        saved, first = disk.join(self.local)
+        try:
+            if first or saved is None:
+                # The first process in starts the account; what ran on it is gone (browsers
+                # do not survive a restart, nor do nodes' switches).
+                self.clock = _clock_from(saved, config.speed)
+                self._new_parts()
+                if saved is not None:
+                    self._restore(saved, running=False)
+            else:
+                # Joining processes already serving the account: their clock, browsers, nodes.
+                self.clock = _clock_from(saved, saved["clock"].get("speed", config.speed))
+                self._new_parts()
+                self._restore(saved, running=True)
+                for name in [n for n in self.nodes if n not in self.local]:
+                    if not disk.node_alive(name):  # its process died without leaving
+                        self._drop_node(name)
+            disk.save(self._snapshot())
+        except BaseException:
+            disk.end()
+            disk.leave()
+            raise
+        disk.end()
+        self._disk = disk
 
     def _new_parts(self) -> None:
         seed = self.config.seed
@@ -130,21 +173,75 @@ class BitBrowserEmulator:
         self._new_parts()
         for node in self.nodes.values():
             node.up = True
-        self.commit()
 
     def close(self) -> None:
-        """Write the account one last time and release the state file (if any); idempotent."""
-        if self._disk is not None:
-            self.commit()
-            self._disk.close()
-            self._disk = None
+        """Stop serving this process's nodes (their browsers die with them), write the account
+        one last time and let its file go (a shared store's last process removes it);
+        idempotent."""
+        disk = self._disk
+        if disk is None:
+            return
+        with self.transaction():
+            for name in self.local:
+                self._drop_node(name)
+        self._disk = None
+        disk.leave()
+
+    def _drop_node(self, name: str) -> None:
+        for process in self.processes.on_node(name, self.now()):
+            self.processes.forget(process.profile_id)
+        self.nodes.pop(name, None)
 
     # ------------------------------------------------------------ on disk
 
+    @contextlib.contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[None]:
+        """One call on the account: with a file, under its lock, on what other processes wrote,
+        and written at the end (`write`). Never held across an await but `_unlocked`'s."""
+        disk = self._disk
+        if disk is None:
+            yield
+            return
+        if disk.begin():
+            self._reload(disk.load())
+        try:
+            yield
+        finally:
+            if disk.held:
+                try:
+                    if write:
+                        disk.save(self._snapshot())
+                finally:
+                    disk.end()
+
+    @contextlib.contextmanager
+    def _unlocked(self) -> Iterator[None]:
+        """Around an await inside a transaction: write and let the file go, then take it again
+        and re-read what other processes wrote meanwhile."""
+        disk = self._disk
+        if disk is None or not disk.held:
+            yield
+            return
+        disk.save(self._snapshot())
+        disk.end()
+        try:
+            yield
+        finally:
+            if self._disk is disk and disk.begin():
+                self._reload(disk.load())
+
     def commit(self) -> None:
-        """Write the account to the state file, if there is one."""
-        if self._disk is not None:
-            self._disk.save(self._snapshot())
+        """Write the account to its file now, if there is one."""
+        with self.transaction():
+            pass
+
+    def _reload(self, saved: dict[str, Any] | None) -> None:
+        if saved is None:
+            return
+        self.clock = _clock_from(
+            saved, saved["clock"].get("speed", self.clock.speed), at_least=self.now()
+        )
+        self._restore(saved, running=True)
 
     def _snapshot(self) -> dict[str, Any]:
         rate = self.phone_rate
@@ -154,7 +251,12 @@ class BitBrowserEmulator:
                 "virtual": self.now(),
                 "wall": time.time(),
                 "epoch": self.clock.epoch.isoformat(),
+                "speed": self.clock.speed,
             },
+            # What runs now, for the account's other processes (not kept across a restart).
+            "nodes": {name: node.up for name, node in self.nodes.items()},
+            "processes": self.processes.records(),
+            "phoneWindows": self.phone_rate.windows(),
             "profiles": [dataclasses.asdict(p) for p in self.profiles.profiles.values()],
             "groups": [dataclasses.asdict(g) for g in self.profiles.groups.values()],
             "nextSeq": self.profiles.next_seq,
@@ -168,7 +270,9 @@ class BitBrowserEmulator:
             "rng": {purpose: rng.getstate() for purpose, rng in self._rngs.items()},
         }
 
-    def _restore(self, saved: dict[str, Any]) -> None:
+    def _restore(self, saved: dict[str, Any], *, running: bool) -> None:
+        """The account from its file; `running`: with what runs now (browsers, nodes, the
+        phone budget's windows), as another process of the account left it."""
         self.profiles.profiles = {p["id"]: Profile(**p) for p in saved["profiles"]}
         self.profiles.groups = {g["id"]: Group(**g) for g in saved["groups"]}
         self.profiles.next_seq = saved["nextSeq"]
@@ -182,6 +286,18 @@ class BitBrowserEmulator:
         self.dice.injected = Counter(saved["faultsInjected"])
         for purpose, (version, internal, gauss) in saved["rng"].items():
             self._rngs[purpose].setstate((version, tuple(internal), gauss))
+        if not running:
+            return
+        self.processes.restore(saved.get("processes", []))
+        if "phoneWindows" in saved:
+            self.phone_rate.restore_windows(saved["phoneWindows"])
+        nodes: dict[str, Node] = {}
+        for name, up in saved.get("nodes", {}).items():
+            nodes[name] = self.nodes.get(name) or Node(name)
+            nodes[name].up = up
+        for name in self.local:  # ours, whatever the file says
+            nodes.setdefault(name, self.nodes.get(name) or Node(name))
+        self.nodes = nodes
 
     def node(self, name: str) -> Node:
         node = self.nodes.get(name)
@@ -201,9 +317,15 @@ class BitBrowserEmulator:
     def _month_of(self, t: float) -> str:
         return (self.clock.epoch + timedelta(seconds=t)).strftime("%Y-%m")
 
+    async def pause(self, real_seconds: float) -> None:
+        """An injected latency inside a call (real seconds; 0 still lets other calls run)."""
+        with self._unlocked():
+            await asyncio.sleep(real_seconds)
+
     async def sleep(self, virtual_seconds: float) -> None:
         if virtual_seconds > 0:
-            await asyncio.sleep(self.clock.to_real_seconds(virtual_seconds))
+            with self._unlocked():
+                await asyncio.sleep(self.clock.to_real_seconds(virtual_seconds))
 
     # ------------------------------------------------------- the Local API
 
@@ -277,32 +399,46 @@ class BitBrowserEmulator:
         running = self._openable(profile.id, node)
         if running is not None:
             return running.open_json(profile.to_json())
-        if node.open_gate.locked() and body.get("queue") is not True:
-            raise LocalApiError(text.OPEN_IN_FLIGHT)
-        async with node.open_gate:
-            # Re-read after waiting our turn: deleted, or opened by a call queued before ours?
-            profile = self.profiles.get(profile_id)
-            running = self._openable(profile.id, node)
-            if running is not None:
-                return running.open_json(profile.to_json())
-            core = str(profile.fields["browserFingerPrint"].get("coreVersion", "130"))
-            process = self.processes.start_opening(profile.id, node.name, core)
-            await self.sleep(self.config.open_seconds)
-            outcome = self.dice.open_outcome(self.faults)
-            if self.processes.get(profile.id, self.now()) is not process or not node.up:
-                outcome = "failed"  # reset, killed or node down while launching
-            if outcome == "failed":
-                if self.processes.get(profile.id, self.now()) is process:
-                    self.processes.forget(profile.id)
-                self.counters.open_failures += 1
-                raise LocalApiError(text.OPEN_FAILED)
-            if outcome == "stuck":
-                process.alive = False
-                self.counters.open_failures += 1
-                raise LocalApiError(text.OPEN_TIMED_OUT)
-            process.state = "open"
-            self.counters.opens += 1
-            return process.open_json(self.profiles.get(profile_id).to_json())
+        if node.open_gate.locked():
+            if body.get("queue") is not True:
+                raise LocalApiError(text.OPEN_IN_FLIGHT)
+            with self._unlocked():
+                await node.open_gate.acquire()
+        else:
+            await node.open_gate.acquire()  # free: taken without suspending
+        try:
+            return await self._open_in_turn(node, profile_id)
+        finally:
+            node.open_gate.release()
+
+    async def _open_in_turn(self, node: Node, profile_id: str) -> Any:
+        # Re-read after waiting our turn: deleted, or opened by a call queued before ours?
+        profile = self.profiles.get(profile_id)
+        running = self._openable(profile.id, node)
+        if running is not None:
+            return running.open_json(profile.to_json())
+        core = str(profile.fields["browserFingerPrint"].get("coreVersion", "130"))
+        launched = self.processes.start_opening(profile.id, node.name, core)
+        await self.sleep(self.config.open_seconds)
+        outcome = self.dice.open_outcome(self.faults)
+        # The record as it is now: another process of the account may have rewritten it
+        # meanwhile, so the same launch is known by its ws path, not by identity.
+        process = self.processes.get(profile.id, self.now())
+        if process is None or process.ws_path != launched.ws_path or not node.up:
+            outcome = "failed"  # reset, killed or node down while launching
+        if outcome == "failed":
+            if process is not None and process.ws_path == launched.ws_path:
+                self.processes.forget(profile.id)
+            self.counters.open_failures += 1
+            raise LocalApiError(text.OPEN_FAILED)
+        assert process is not None
+        if outcome == "stuck":
+            process.alive = False
+            self.counters.open_failures += 1
+            raise LocalApiError(text.OPEN_TIMED_OUT)
+        process.state = "open"
+        self.counters.opens += 1
+        return process.open_json(self.profiles.get(profile_id).to_json())
 
     def _openable(self, profile_id: str, node: Node) -> Process | None:
         """The live process if the profile is open on `node`; refuse if it cannot be opened."""

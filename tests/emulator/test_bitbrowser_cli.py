@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from devicepool.emulator.bitbrowser.cli import build_parser, config_from_args, main, node_ports
-from devicepool.emulator.bitbrowser.config import BitBrowserConfig
+from devicepool.emulator.bitbrowser.config import BitBrowserConfig, default_accounts_dir
 from devicepool.testing import free_port
 from tests.helpers.bitbrowser import profile_body
 
@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_defaults() -> None:
     args = build_parser().parse_args([])
     assert (args.host, args.port) == ("127.0.0.1", 54345)
-    assert config_from_args(args) == BitBrowserConfig()
+    # Without --state, the account is shared by this user's processes of it (test_bitbrowser_shared).
+    assert config_from_args(args) == BitBrowserConfig(accounts_dir=default_accounts_dir())
     assert BitBrowserConfig().nodes == ["node-1"] and BitBrowserConfig().api_key is None
 
 
@@ -221,3 +222,44 @@ def test_a_process_killed_and_started_again_on_its_state_file_keeps_the_account(
         assert httpx.get(f"{nodes['node-1']}/_emulator/stats").json()["creates"] == 1
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
+
+
+# ------------------------------------------------- `devicepool emulator --bitbrowser`
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["--port", "abc"], "--port"),
+        (["--nodes", "0"], "--nodes"),
+        (["--node", "=3"], "--node"),
+        (["--accounts-dir"], "--accounts-dir"),
+        (["--phone-rate-scope", "world"], "--phone-rate-scope"),
+    ],
+)
+def test_devicepool_emulator_bitbrowser_refuses_a_bad_flag_in_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], flag: str
+) -> None:
+    from devicepool.client.cli import main as cli_main
+
+    with pytest.raises(SystemExit) as exited:
+        cli_main(["emulator", *argv, "--bitbrowser"])  # the flag goes anywhere
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: Invalid value for '{flag}'")
+    assert err.rstrip().endswith("(see `devicepool emulator --bitbrowser --help`)")
+
+
+def test_devicepool_emulator_bitbrowser_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from devicepool.client.cli import main as cli_main
+
+    with pytest.raises(SystemExit) as exited:
+        cli_main(["emulator", "--bitbrowser", "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "Usage: devicepool emulator --bitbrowser [OPTIONS]"
+    assert "--node NAME[=PORT]" in out and "--account" in out and "--accounts-dir DIR" in out
+    # Without --bitbrowser it is the BitCloudPhone emulator, as before.
+    with pytest.raises(SystemExit):
+        cli_main(["emulator", "--help"])
+    assert capsys.readouterr().out.splitlines()[0] == "Usage: devicepool emulator [OPTIONS]"
