@@ -355,3 +355,12 @@ async def test_pids_alive_reads_each_id_and_tolerates_an_odd_pid() -> None:
         alive = await BrowserProfiles(api).alive([f"id-{i}" for i in range(150)])
     assert [len(ids) for ids in asked] == [100, 50]
     assert alive == {"id-0": 4242, "id-1": 0, "id-100": 4242, "id-101": 0}
+
+
+async def test_a_bare_answer_is_an_error_that_does_not_quote_it() -> None:
+    # `/browser/pids/all` is documented without the envelope; a bare answer may be data.
+    bare = httpx.Response(200, json={"id-1": {"cookie": "bare-cookie-Uu6"}})
+    async with _api(lambda request: bare) as api:
+        with pytest.raises(ServerError, match="not the envelope") as caught:
+            await api.call("/browser/detail", {"id": "id-1"})
+    assert "bare-cookie-Uu6" not in str(caught.value) and caught.value.retryable

@@ -201,14 +201,15 @@ class LocalApi:
                 kind=Refusal.RATE_LIMITED,
                 retry_after=parse_retry_after(response),
             )
-        if status >= 500 or envelope is None:
+        if status >= 500:
+            # A proxy's or a crashed client's page: its start, scrubbed, says what happened.
             text = msg or " ".join(scrubber.scrub(text_of(response, raw)).split())[:200]
             raise ServerError(
-                ErrorType.SERVER_ERROR,
-                status,
-                f"POST {path}: {'HTTP ' + str(status) if status >= 300 else 'not the envelope'}"
-                + (f": {text}" if text else ""),
+                ErrorType.SERVER_ERROR, status, f"POST {path}: HTTP {status}: {text or '-'}"
             )
+        if envelope is None:
+            # Not quoted: a bare answer may be data (with its secrets, which no scrubber knows).
+            raise ServerError(ErrorType.SERVER_ERROR, status, f"POST {path}: not the envelope")
         if envelope.get("success") is True and status < 300:
             data = envelope.get("data")
             if scrubber.may_hold(raw):
