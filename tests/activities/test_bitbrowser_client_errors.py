@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ from devicepool.activities.errors import (
     TransportTimeoutError,
     to_application_error,
 )
+from devicepool.activities.metrics import Metrics
 from devicepool.activities.providers import bitbrowser
 from devicepool.activities.providers.bitbrowser import (
     BrowserProfiles,
@@ -364,3 +366,23 @@ async def test_a_bare_answer_is_an_error_that_does_not_quote_it() -> None:
         with pytest.raises(ServerError, match="not the envelope") as caught:
             await api.call("/browser/detail", {"id": "id-1"})
     assert "bare-cookie-Uu6" not in str(caught.value) and caught.value.retryable
+
+
+async def test_calls_and_errors_are_counted_and_the_logs_hold_no_secret(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    metrics = Metrics()
+    refusal = _envelope({"success": False, "msg": f"参数错误 {KEY}"})
+    caplog.set_level(logging.DEBUG)
+    async with _api(lambda request: refusal, metrics=metrics) as api:
+        with pytest.raises(LocalApiError):
+            await api.call("/browser/update/partial", {"ids": ["a"], "password": "pw-Ee5"})
+    registry = metrics.registry
+    calls = registry.get_sample_value(
+        "devicepool_api_requests_total", {"operation": "POST /browser/update/partial"}
+    )
+    errors = registry.get_sample_value("devicepool_api_errors_total", {"type": "invalid_argument"})
+    assert (calls, errors) == (1.0, 1.0)
+    logged = " ".join(record.getMessage() for record in caplog.records)
+    assert "/browser/update/partial" in logged
+    assert KEY not in logged and "pw-Ee5" not in logged
