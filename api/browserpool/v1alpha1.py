@@ -21,7 +21,7 @@ imports them. Unknown fields are rejected, as in DevicePool.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import date, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -44,6 +44,7 @@ from devicepool.api.v1alpha1 import (
 )
 
 __all__ = [
+    "MAX_FINGERPRINT_VALUES",
     "MAX_REPLICAS",
     "SECRET_FINGERPRINT_KEYS",
     "BrowserConditionType",
@@ -65,54 +66,68 @@ SECRET_FINGERPRINT_KEYS = frozenset(
 )
 
 
+# A real fingerprint is a few dozen fields. The bound also keeps YAML aliases
+# (`&b [*a, *a, ...]`, each level nine times the last) from unfolding into
+# billions of values before anything is checked.
+MAX_FINGERPRINT_VALUES = 1000
+
+_Path = tuple[int | str, ...]
+_JSON_TYPES = (str, int, float, type(None), list, tuple, Mapping)
+
+
+def _walk(value: Any) -> Iterator[tuple[_Path, Any]]:
+    """Every value in `value` with its path, in document order (the root first, path ()).
+
+    ValueError past `MAX_FINGERPRINT_VALUES` values below the root.
+    """
+    stack: list[tuple[_Path, Any]] = [((), value)]
+    seen = 0
+    while stack:
+        path, item = stack.pop()
+        seen += 1 if path else 0
+        if seen > MAX_FINGERPRINT_VALUES:
+            raise ValueError(
+                f"must hold at most {MAX_FINGERPRINT_VALUES} values"
+                " (fields and list items, at every depth), has more"
+            )
+        yield path, item
+        if isinstance(item, Mapping):
+            stack.extend(reversed([((*path, key), child) for key, child in item.items()]))
+        elif isinstance(item, list | tuple):
+            stack.extend(reversed([((*path, i), child) for i, child in enumerate(item)]))
+
+
 def _json_mapping(value: Any) -> Any:
     # What JSON cannot carry, said in YAML's terms: `.nan` and `.inf` (which
     # `dict[str, JsonValue]` would let through, and Temporal's JSON payloads
     # would hold as `NaN`), an unquoted date, a `!!set` or `!!binary`.
     if not isinstance(value, Mapping):
         return value  # "must be a mapping" is said by the type
-    for path, leaf in _leaves(value, ()):
+    for path, item in _walk(value):
         where = loc_path(path)
-        if isinstance(leaf, float) and not math.isfinite(leaf):
-            raise ValueError(f"{where}: must be a finite number, got {show_value(leaf)}")
-        if isinstance(leaf, date):
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"{where}: must be a finite number, got {show_value(item)}")
+        if isinstance(item, date):
             raise ValueError(
-                f"{where}: must be a string, got the date {leaf.isoformat()}"
+                f"{where}: must be a string, got the date {item.isoformat()}"
                 " (quote it: YAML reads an unquoted date as a date)"
             )
-        if not isinstance(leaf, _JSON_TYPES):
+        if not isinstance(item, _JSON_TYPES):
             raise ValueError(
                 f"{where}: must be a string, number, true/false, null, list or mapping,"
-                f" got {show_value(leaf)}"
+                f" got {show_value(item)}"
             )
     return value
-
-
-_JSON_TYPES = (str, int, float, type(None), list, tuple, Mapping)
 
 
 def _no_secrets(value: dict[str, Any]) -> dict[str, Any]:
-    for path, _ in _leaves(value, ()):
-        for key in path:
-            if key in SECRET_FINGERPRINT_KEYS:
-                raise ValueError(
-                    f"{loc_path(path[: path.index(key) + 1])}: a profile secret is no fingerprint"
-                    " field (a pool's spec is in Temporal history; proxies come from proxy.poolRef)"
-                )
+    for path, _ in _walk(value):
+        if path and path[-1] in SECRET_FINGERPRINT_KEYS:
+            raise ValueError(
+                f"{loc_path(path)}: a profile secret is no fingerprint field"
+                " (a pool's spec is in Temporal history; proxies come from proxy.poolRef)"
+            )
     return value
-
-
-def _leaves(value: Any, path: tuple[int | str, ...]) -> list[tuple[tuple[int | str, ...], Any]]:
-    if isinstance(value, Mapping):
-        if not value:
-            return [(path, value)]
-        found: list[tuple[tuple[int | str, ...], Any]] = []
-        for key, item in value.items():
-            found.extend(_leaves(item, (*path, key)))
-        return found
-    if isinstance(value, list | tuple) and value:
-        return [leaf for i, item in enumerate(value) for leaf in _leaves(item, (*path, i))]
-    return [(path, value)]
 
 
 def _group_id(value: Any) -> Any:

@@ -22,6 +22,7 @@ from pydantic import BeforeValidator, Field, StrictBool
 
 from devicepool.api.base import CamelModel
 from devicepool.api.browserpool.v1alpha1 import (
+    MAX_FINGERPRINT_VALUES,
     MAX_REPLICAS,
     SECRET_FINGERPRINT_KEYS,
     BrowserConditionType,
@@ -45,6 +46,7 @@ from devicepool.api.v1beta1 import ProxySpec
 # outside `api/` knows only the stored version.
 __all__ = [
     "DEFAULT_MAX_UNHEALTHY",
+    "MAX_FINGERPRINT_VALUES",
     "MAX_REPLICAS",
     "SECRET_FINGERPRINT_KEYS",
     "BrowserConditionType",

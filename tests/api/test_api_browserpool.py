@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,29 @@ def test_a_fingerprint_is_passed_through_as_written() -> None:
     assert pool.spec.fingerprint == fingerprint
     # None stays: `exclude_none` of the JSON form applies to fields, not to what the user wrote.
     assert pool.to_json_dict()["spec"]["fingerprint"] == fingerprint
+
+
+def test_a_fingerprint_holds_at_most_a_thousand_values() -> None:
+    fields = {f"f{i}": i for i in range(v1beta1.MAX_FINGERPRINT_VALUES)}
+    assert len(v1beta1.BrowserPoolSpec(replicas=1, fingerprint=fields).fingerprint) == 1000
+    nested = {"a": [{"b": i} for i in range(499)]}  # 1 + 499 items + 499 fields = 999
+    assert v1beta1.BrowserPoolSpec(replicas=1, fingerprint=nested).fingerprint == nested
+    text = ALPHA.replace("fingerprint: {}", f"fingerprint: {json.dumps({**fields, 'x': 0})}")
+    assert only_problem(text) == (
+        "f.yaml: spec.fingerprint: must hold at most 1000 values "
+        "(fields and list items, at every depth), has more"
+    )
+
+
+def test_aliases_that_unfold_into_billions_of_values_are_refused_quickly() -> None:
+    # Nine levels of nine aliases each: 9**9 values once unfolded, a few lines of text.
+    lines = ['l0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"l{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    text = ALPHA.replace("fingerprint: {}", "fingerprint:\n" + "".join(f"    {x}\n" for x in lines))
+    started = time.perf_counter()
+    assert only_problem(text).startswith("f.yaml: spec.fingerprint: must hold at most 1000 values")
+    # A guard against unfolding them (minutes), not a timing target (milliseconds).
+    assert time.perf_counter() - started < 10
 
 
 # The manifests docs/browserpools.md shows are the ones a user copies: they must load.
