@@ -215,6 +215,8 @@ class DevicePoolStatus(CamelModel):
     last_reconciled: datetime | None = None
     observed_generation: int = 0
     device_ids: list[str] = Field(default_factory=list)
+    # Devices `devicepool protect` keeps from scale-down and expiry.
+    protected_devices: list[str] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)
 
     def condition(self, type_: str) -> Condition | None:

@@ -55,6 +55,7 @@ __all__ = [
     "DevicePoolStatus",
     "Duration",
     "HealthSpec",
+    "LifetimeSpec",
     "ObjectMeta",
     "Phase",
     "Platform",
@@ -128,6 +129,17 @@ class ScaleDownSpec(CamelModel):
     idle_grace: Duration | None = Field(default=None, ge=0)
 
 
+class LifetimeSpec(CamelModel):
+    """Replace devices by age (Karpenter's `expireAfter` + `terminationGracePeriod`).
+
+    Past `maxAge` a device is replaced as soon as it is idle; past `maxAge +
+    gracePeriod` even if busy. No `gracePeriod`: never forced, only when idle.
+    """
+
+    max_age: Duration = Field(gt=0)
+    grace_period: Duration | None = Field(default=None, ge=0)
+
+
 class SpendCapSpec(CamelModel):
     """A money cap: a create that would take the pool past it is not made.
 
@@ -165,6 +177,7 @@ class DevicePoolSpec(CamelModel):
     health: HealthSpec = Field(default_factory=HealthSpec)
     scale_down: ScaleDownSpec = Field(default_factory=ScaleDownSpec)
     spend_cap: SpendCapSpec | None = None
+    lifetime: LifetimeSpec | None = None
 
     @property
     def account(self) -> str:

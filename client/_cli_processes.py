@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from devicepool.client._cli_support import load_or_exit, run
+from devicepool.client._dev_config import MAX_BROWSER_NODES
 
 
 def worker(
@@ -133,6 +134,15 @@ def dev(
     codec_port: Annotated[
         int, typer.Option(min=1, max=65535, help="codec server port (with --encrypt)")
     ] = 8234,
+    browser_nodes: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=MAX_BROWSER_NODES,
+            help="BitBrowser emulator nodes node-1..N of one account, on free ports (the "
+            "banner lists them); Local API only: no BrowserPool node workers yet",
+        ),
+    ] = 0,
 ) -> None:
     """Run the whole system locally: Temporal dev server + emulator + worker."""
     from devicepool.client.dev import DevOptions, run_dev
@@ -154,6 +164,7 @@ def dev(
         apply=apply_file,
         encrypt=encrypt,
         codec_port=codec_port,
+        browser_nodes=browser_nodes,
     )
     pools = load_or_exit(apply_file) if apply_file else []  # a bad manifest exits 2 before starting
     code = run(lambda: run_dev(options, pools))

@@ -167,6 +167,7 @@ def _fields(data: dict[str, Any]) -> list[tuple[str, Any]]:
             f"{status.get('pendingDevices', 0)} pending | "
             f"{status.get('offlineDevices', 0)} offline",
         ),
+        ("Protected", ", ".join(status.get("protectedDevices") or []) or None),
         ("Generation", f"observed {status.get('observedGeneration', '-')}"),
         ("Last reconciled", status.get("lastReconciled")),
     ]

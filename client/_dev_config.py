@@ -1,7 +1,8 @@
 """What `devicepool dev` configures: its options, its accounts and keys, the worker's config file.
 
 The data dir holds the Temporal database (``temporal.db``), the emulator's
-state (``emulator.sqlite``), logs, secrets and the worker config.
+state (``emulator.sqlite``), with ``--browser-nodes`` the BitBrowser emulator's
+account (``bitbrowser.json``), logs, secrets and the worker config.
 
 The worker config is written to ``<data-dir>/worker.yaml`` at every start,
 with the API keys as files under ``<data-dir>/secrets/``: the default account,
@@ -31,6 +32,9 @@ DEFAULT_API_KEY = "devicepool-dev-key"
 # Proxy pools the examples and the article name. The emulator routes no traffic,
 # so the gateways are placeholders (`.invalid` never resolves).
 DEV_PROXY_POOLS = ("proxyseller-us", "proxyseller-eu", "proxyseller-asia")
+# `--browser-nodes N`: the BitBrowser account the nodes node-1..N are logged into.
+BITBROWSER_ACCOUNT = "bitbrowser"
+MAX_BROWSER_NODES = 20
 
 
 @dataclass
@@ -52,6 +56,8 @@ class DevOptions:
     # Encrypted history and the codec server for the Web UI (`_dev_codec`).
     encrypt: bool = False
     codec_port: int = 8234
+    # BitBrowser emulator nodes node-1..N of one account, on free ports (0: none).
+    browser_nodes: int = 0
 
     @property
     def address(self) -> str:
@@ -61,6 +67,15 @@ class DevOptions:
 def emulator_state_file(options: DevOptions) -> Path:
     """The emulator's SQLite state (devices, idempotency keys, rate window, billing)."""
     return options.data_dir / "emulator.sqlite"
+
+
+def bitbrowser_state_file(options: DevOptions) -> Path:
+    """The BitBrowser account (profiles, phones, counters) its nodes share and a restart keeps."""
+    return options.data_dir / "bitbrowser.json"
+
+
+def browser_node_names(options: DevOptions) -> list[str]:
+    return [f"node-{i}" for i in range(1, options.browser_nodes + 1)]
 
 
 def account_key(account: str) -> str:

@@ -97,6 +97,24 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
     ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
+def log_size(path: Path) -> int:
+    """Where what a child writes next will start in its log."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def log_since(path: Path, offset: int) -> str:
+    """A child's log from `offset` on (what this run of it wrote)."""
+    try:
+        with path.open("rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def last_line(path: Path) -> str:
     try:
         lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]

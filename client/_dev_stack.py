@@ -1,7 +1,8 @@
 """`DevStack`: the three processes of `devicepool dev`, started in order, watched, stopped in order.
 
 Start: the data dir's lock (one stack per data dir, `_dev_lock`), then the
-Temporal dev server and the emulator together, then (once both
+Temporal dev server and the emulator together (with `--browser-nodes N`, the
+BitBrowser emulator's N nodes beside them, one process), then (once all
 answer) the worker, then the `--apply` manifests (on a new data dir only: a
 restart must not undo what the user changed since), then the "is up" banner,
 which says whether they were applied. Stop: worker first (it finishes
@@ -37,17 +38,28 @@ from devicepool.client._dev_codec import (
     ensure_dev_key,
 )
 from devicepool.client._dev_config import (
+    BITBROWSER_ACCOUNT,
     DEFAULT_API_KEY,
     DEV_HOST,
     DEV_NAMESPACE,
     DevOptions,
     account_key,
+    bitbrowser_state_file,
+    browser_node_names,
     emulator_state_file,
     worker_env,
     write_worker_config,
 )
 from devicepool.client._dev_lock import DataDirLock
-from devicepool.client._dev_processes import Child, find_temporal, killpg, spawn, stop_child
+from devicepool.client._dev_processes import (
+    Child,
+    find_temporal,
+    killpg,
+    log_since,
+    log_size,
+    spawn,
+    stop_child,
+)
 from devicepool.client._results import applied_verb
 from devicepool.client.errors import DevicePoolError, TemporalUnreachable
 from devicepool.worker.config import DEFAULT_GRACEFUL_SHUTDOWN_SECONDS
@@ -57,11 +69,14 @@ READY_TIMEOUT = 90.0
 STOPPING = {
     "worker": "the worker",
     "emulator": "the emulator",
+    "bitbrowser": "the BitBrowser emulator",
     "codec-server": "the codec server",
     "temporal": "Temporal",
 }
 _SLOTS_USED = re.compile(r"^temporal_worker_task_slots_used\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
+# What the BitBrowser emulator prints once every node listens: `node-1 http://127.0.0.1:PORT`.
+_NODE_LINE = re.compile(r"^(node-\d+) (http://\S+)$", re.MULTILINE)
 
 
 def server_command(temporal: str, options: DevOptions) -> list[str]:
@@ -113,6 +128,27 @@ def emulator_command(options: DevOptions, accounts: Sequence[str]) -> list[str]:
     ]
     for account in accounts:
         args += ["--account", f"{account}={account_key(account)}"]
+    return args
+
+
+def bitbrowser_command(options: DevOptions) -> list[str]:
+    """The BitBrowser Local API emulator: nodes node-1..N of one account, each on a free port
+    (it prints them), the account in the data dir (a restart keeps its profiles)."""
+    args = [
+        sys.executable,
+        "-m",
+        "devicepool.emulator.bitbrowser",
+        "--host",
+        DEV_HOST,
+        "--port",
+        "0",
+        "--account",
+        BITBROWSER_ACCOUNT,
+        "--state",
+        str(bitbrowser_state_file(options)),
+    ]
+    for name in browser_node_names(options):
+        args += ["--node", name]
     return args
 
 
@@ -178,6 +214,8 @@ class DevStack:
     children: list[Child] = field(default_factory=list)
     stopping: bool = False
     lock: DataDirLock | None = None
+    # `--browser-nodes`: each node's address, as the BitBrowser emulator printed it.
+    browser_nodes: dict[str, str] = field(default_factory=dict)
 
     @property
     def data_dir(self) -> Path:
@@ -206,6 +244,10 @@ class DevStack:
         await self._spawn("temporal", server_command(temporal, o))
         await self._spawn("emulator", emulator_command(o, accounts))
         waits = [self._wait_temporal(), self._wait_emulator()]
+        if o.browser_nodes:
+            log_from = log_size(self.data_dir / "logs" / "bitbrowser.log")
+            await self._spawn("bitbrowser", bitbrowser_command(o))
+            waits.append(self._wait_bitbrowser(log_from))
         if encrypted:
             await self._spawn("codec-server", codec_command(o))
             waits.append(
@@ -308,6 +350,24 @@ class DevStack:
         url = f"http://{DEV_HOST}:{self.options.emulator_port}/_emulator/stats"
         await self._wait_http("emulator", url, timeout=READY_TIMEOUT)
 
+    async def _wait_bitbrowser(self, log_from: int) -> None:
+        """Each node's address from the lines it prints once all listen, then its stats."""
+        log = self.data_dir / "logs" / "bitbrowser.log"
+        wanted = browser_node_names(self.options)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            self._check_alive()
+            found = dict(_NODE_LINE.findall(log_since(log, log_from)))
+            if all(name in found for name in wanted):
+                self.browser_nodes = {name: found[name] for name in wanted}
+                for url in self.browser_nodes.values():
+                    await self._wait_http("bitbrowser", f"{url}/_emulator/stats", timeout=10)
+                return
+            await asyncio.sleep(0.2)
+        raise DevicePoolError(
+            f"the BitBrowser emulator did not become ready in {READY_TIMEOUT:g}s; see {log}"
+        )
+
     async def _wait_http(self, name: str, url: str, *, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         async with httpx.AsyncClient(timeout=2.0) as http:
@@ -360,6 +420,7 @@ class DevStack:
             f"{env_hint}\n"
             f"  Emulator:         http://{DEV_HOST}:{o.emulator_port} "
             f"(accounts: {', '.join(accounts)}; key {DEFAULT_API_KEY})\n"
+            f"{self._browser_nodes_lines()}"
             f"  Worker metrics:   http://{DEV_HOST}:{o.metrics_port}/metrics\n"
             f"  Proxy pools:      {', '.join(proxy_pools)} (placeholder gateways)\n"
             f"{banner_line(o) if encryption_on(o) else ''}"
@@ -368,6 +429,19 @@ class DevStack:
             f"{manifests}"
             f"{try_line(cli_command())}"
             "Ctrl-C stops everything; running again with the same --data-dir resumes the pools."
+        )
+
+    def _browser_nodes_lines(self) -> str:
+        """The banner's BitBrowser nodes (`--browser-nodes`), one per line; none without."""
+        if not self.browser_nodes:
+            return ""
+        indent = " " * len("  BitBrowser nodes: ")
+        nodes = [f"{name} {url}" for name, url in self.browser_nodes.items()]
+        return (
+            f"  BitBrowser nodes: {nodes[0]}\n"
+            + "".join(f"{indent}{line}\n" for line in nodes[1:])
+            + f"{indent}(account {BITBROWSER_ACCOUNT} in {bitbrowser_state_file(self.options).name}, "
+            "log bitbrowser.log; no node workers yet)\n"
         )
 
     # ------------------------------------------------------------ run
@@ -412,7 +486,7 @@ class DevStack:
     async def stop(self) -> None:
         """Worker first (it finishes in-flight activities), then emulator, then server."""
         self.stopping = True
-        order = {"worker": 0, "emulator": 1, "codec-server": 2, "temporal": 3}
+        order = {"worker": 0, "emulator": 1, "bitbrowser": 1, "codec-server": 2, "temporal": 3}
         for child in sorted(self.children, key=lambda c: order.get(c.name, 9)):
             if child.process.returncode is None:
                 self.out(await self._stopping_line(child.name))

@@ -28,6 +28,7 @@ except ImportError:  # pragma: no cover - older typer on real click
     from click.exceptions import ClickException, UsageError  # type: ignore[assignment]
 
 from devicepool.client._cli_codec import codec_server
+from devicepool.client._cli_control import pause, protect, replace, resume, unprotect
 from devicepool.client._cli_convert import convert
 from devicepool.client._cli_orphans import orphans
 from devicepool.client._cli_pools import apply, delete, describe, devices, get, scale
@@ -106,6 +107,11 @@ _command(codec_server, name="codec-server")
 _command(setup)
 _command(upgrade)
 _command(convert)
+_command(replace)
+_command(protect)
+_command(unprotect)
+_command(pause)
+_command(resume)
 _command(version)
 
 

@@ -40,7 +40,12 @@ from devicepool.api.names import (
     QUERY_STATUS,
     TASK_QUEUE,
     UPDATE_APPLY,
+    UPDATE_PAUSE_REMEDIATION,
+    UPDATE_PROTECT_DEVICE,
+    UPDATE_REPLACE_DEVICE,
+    UPDATE_RESUME_REMEDIATION,
     UPDATE_SCALE,
+    UPDATE_UNPROTECT_DEVICE,
     WORKFLOW_DEVICE_POOL,
     ledger_workflow_id,
     pool_name_from_workflow_id,
@@ -71,7 +76,11 @@ from devicepool.client.errors import (
 from devicepool.workflows.orphans.state import OrphanReport
 from devicepool.workflows.pool.messages import (
     Accepted,
+    ControlAnswer,
+    DeviceRef,
     DevicesView,
+    ProtectRequest,
+    ReplaceRequest,
     ScaleRequest,
 )
 
@@ -196,6 +205,42 @@ class PoolClient:
                 rpc_timeout=UPDATE_TIMEOUT,
             )
         return _accepted(result)
+
+    # ------------------------------------------------------------ one device, remediation
+
+    async def replace_device(self, name: str, device: str, *, when_idle: bool = False) -> str:
+        """Replace one device now (busy or not) or once idle; the pool's one-line answer."""
+        return await self._control(
+            name, UPDATE_REPLACE_DEVICE, ReplaceRequest(device=device, when_idle=when_idle)
+        )
+
+    async def protect_device(self, name: str, device: str, *, duration: str | None = None) -> str:
+        """Keep a device from scale-down and expiry (for `duration`, e.g. `2h`, or until unprotected)."""
+        try:
+            request = ProtectRequest.model_validate({"device": device, "duration": duration})
+        except pydantic.ValidationError as err:
+            raise BadInput(f"--for: {err.errors()[0]['msg']}") from None
+        return await self._control(name, UPDATE_PROTECT_DEVICE, request)
+
+    async def unprotect_device(self, name: str, device: str) -> str:
+        return await self._control(name, UPDATE_UNPROTECT_DEVICE, DeviceRef(device=device))
+
+    async def pause_remediation(self, name: str) -> str:
+        """The health check stops replacing unhealthy devices (it still shows them)."""
+        return await self._control(name, UPDATE_PAUSE_REMEDIATION, None)
+
+    async def resume_remediation(self, name: str) -> str:
+        return await self._control(name, UPDATE_RESUME_REMEDIATION, None)
+
+    async def _control(self, name: str, update: str, request: Any) -> str:
+        validate_name(name)
+        handle = await self._running(name)
+        args = [] if request is None else [request]
+        with self._errors(name, writing=True):
+            answer = await handle.execute_update(
+                update, args=args, result_type=ControlAnswer, rpc_timeout=UPDATE_TIMEOUT
+            )
+        return str(answer.message)
 
     async def delete(
         self,

@@ -116,6 +116,7 @@ def test_status_serializes_camel_case_with_kubernetes_conditions() -> None:
         "lastReconciled": "2025-01-31T12:00:00Z",
         "observedGeneration": 3,
         "deviceIds": ["d-1", "d-2"],
+        "protectedDevices": [],
         "conditions": [
             {
                 "type": "Ready",

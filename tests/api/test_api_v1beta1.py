@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from devicepool.api import ManifestError, load_manifests_text, v1alpha1, v1beta1
@@ -252,6 +252,17 @@ def beta_pools(draw: st.DrawFn) -> v1beta1.DevicePool:
                 st.none() | st.floats(0, 1e6, allow_nan=False),
             )
         ),
+        lifetime=draw(
+            st.none()
+            | st.builds(
+                lambda age, grace: v1beta1.LifetimeSpec(
+                    max_age=timedelta(seconds=age),
+                    grace_period=None if grace is None else timedelta(seconds=grace),
+                ),
+                st.integers(1, 10**7),
+                st.none() | st.integers(0, 10**6),
+            )
+        ),
     )
     return v1beta1.DevicePool(metadata=draw(metadata), spec=spec)
 
@@ -278,7 +289,9 @@ def alpha_pools(draw: st.DrawFn) -> v1alpha1.DevicePool:
     return v1alpha1.DevicePool(metadata=draw(metadata), spec=spec)
 
 
-@settings(max_examples=200)
+@settings(
+    max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(beta_pools())
 def test_v1beta1_to_v1alpha1_and_back_is_the_same_pool(pool: v1beta1.DevicePool) -> None:
     alpha = to_v1alpha1(pool)
@@ -287,7 +300,9 @@ def test_v1beta1_to_v1alpha1_and_back_is_the_same_pool(pool: v1beta1.DevicePool)
     assert to_v1beta1(again) == pool
 
 
-@settings(max_examples=200)
+@settings(
+    max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(alpha_pools())
 def test_v1alpha1_to_v1beta1_and_back_is_the_same_pool(pool: v1alpha1.DevicePool) -> None:
     beta = to_v1beta1(pool)

@@ -92,7 +92,8 @@ class PoolHealthWorkflow:
         state.offline_since = found.offline_since
         state.paused = found.paused
         terminated: dict[str, str] = {}
-        if found.due and not found.paused:
+        # Paused by maxUnhealthy (an outage), or by a person (`devicepool pause`).
+        if found.due and not found.paused and not state.config.paused:
             terminated = await self._terminate(input, found.due)
         report = health_report(
             found,
@@ -129,7 +130,7 @@ class PoolHealthWorkflow:
             self._config_changed = False
             now = workflow.now()
             until = None
-            if self._state.offline_since and not self._state.paused:
+            if self._state.offline_since and not (self._state.paused or self._state.config.paused):
                 deadline = min(self._state.offline_since.values()) + self._offline_after
                 until = max(deadline, now + timedelta(seconds=1))
             watch = asyncio.ensure_future(self._watch(input, known or "", until, once))
@@ -239,7 +240,7 @@ class PoolHealthWorkflow:
             devices=found.devices,
         )
         await self._act(input, verdict, devices=found.devices, now=now, checked_at=found.checked_at)
-        return set() if verdict.paused else set(verdict.due)
+        return set() if verdict.paused or self._state.config.paused else set(verdict.due)
 
     async def _answer_or_change(self, watch: asyncio.Future[WatchHealthResult]) -> None:
         await workflow.wait_condition(lambda: watch.done() or self._config_changed)

@@ -64,8 +64,15 @@ def decide(
     allow_create: bool,
     act: bool,
     cap: int | None = None,
+    retire: Collection[str] = (),
+    protected: Collection[str] = (),
 ) -> Decision:
-    """What this pass does. `act` False (the listing failed): only the plan, for the status."""
+    """What this pass does. `act` False (the listing failed): only the plan, for the status.
+
+    `retire`: devices to replace once idle (their lifetime is up, or a person asked):
+    not members (their replacement is planned now), terminated only if idle, and asked
+    again every pass until they are gone. `protected`: never picked for scale-down.
+    """
     book = slots.model_copy(deep=True)
     members = [d for d in devices if d.id not in doomed]  # those on their way out are not
 
@@ -79,6 +86,8 @@ def decide(
             idle_grace=timedelta(seconds=settings.idle_grace_seconds),
             allow_create=allow_create,
             cap=cap,
+            protected=protected,
+            retiring=retire,
         )
 
     plan = planned()
@@ -94,8 +103,10 @@ def decide(
         if decision.withdraw:
             decision.plan = plan = planned()
     must_go = sorted(set(doomed) | set(plan.remove_failed))
-    decision.terminate = plan.terminate + must_go
-    decision.only_if_idle = set(plan.terminate)
+    listed = {d.id for d in devices}
+    retiring = sorted(d for d in set(retire) - set(must_go) if d in listed)
+    decision.terminate = plan.terminate + retiring + must_go
+    decision.only_if_idle = set(plan.terminate) | set(retiring)
     count, owed = plan.create, replacements_owed
     while count > 0:
         n = min(settings.provision_batch_size, count, owed or count)

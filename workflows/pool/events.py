@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
+from devicepool.api.durations import format_duration
+from devicepool.api.v1beta1 import LifetimeSpec
 from devicepool.workflows.pool.backoff import Backoff
 from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.shared.protocol import BatchReport, HealthReport
@@ -22,6 +24,7 @@ __all__ = [
     "batch_started",
     "batches_settled",
     "created",
+    "expired_forced",
     "health",
     "ids",
     "region_up",
@@ -240,3 +243,12 @@ def _why(reason: str) -> str:
 def spend_cap_reached(message: str) -> Happened:
     """The pool wants more devices than its `spendCap` allows (said once, when it starts)."""
     return Happened("SpendCapReached", message, warning=True)
+
+
+def expired_forced(devices: Collection[str], lifetime: LifetimeSpec | None) -> Happened:
+    """Devices past `maxAge + gracePeriod`: replaced even if busy (said as a Warning)."""
+    past = ""
+    if lifetime is not None:
+        grace = lifetime.grace_period or 0
+        past = f" (past maxAge {format_duration(lifetime.max_age)} + gracePeriod {format_duration(grace)})"
+    return Happened("Expired", f"replacing {ids(devices)} even if busy{past}", warning=True)

@@ -15,7 +15,7 @@ from pydantic import BeforeValidator, ConfigDict, Field
 from devicepool.activities.models import DeviceInfo, PoolSettings
 from devicepool.api.base import CamelModel
 from devicepool.api.conversion import stored_spec
-from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta
+from devicepool.api.v1beta1 import DevicePoolSpec, Duration, ObjectMeta
 from devicepool.workflows.pool.slots import InFlightBatch
 from devicepool.workflows.pool.state import PoolState
 from devicepool.workflows.shared.protocol import BatchReport, HealthConfig, HealthReport
@@ -85,3 +85,32 @@ class Accepted(CamelModel):
 
 class DevicesView(CamelModel):
     devices: list[DeviceInfo] = Field(default_factory=list)
+
+
+class ReplaceRequest(CamelModel):
+    """Update `replace_device`: replace one device now (busy or not), or once it is idle."""
+
+    device: str = Field(min_length=1)
+    when_idle: bool = False
+
+
+class ProtectRequest(CamelModel):
+    """Update `protect_device`: never pick the device for scale-down or expiry, for
+    `duration` (a kubectl duration such as `2h`) or until `unprotect_device`."""
+
+    device: str = Field(min_length=1)
+    duration: Duration | None = Field(default=None, gt=0)
+
+
+class DeviceRef(CamelModel):
+    """Update `unprotect_device`: the device to take the protection from."""
+
+    device: str = Field(min_length=1)
+
+
+class ControlAnswer(CamelModel):
+    """What a control update did, in a line (`devicepool replace|protect|...` print it)."""
+
+    model_config = ConfigDict(**{**CamelModel.model_config, "extra": "ignore"})
+
+    message: str

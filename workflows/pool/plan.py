@@ -21,6 +21,9 @@ Rules (DESIGN.md "How a pool converges"):
 - A spend cap (`cap`, in devices) stops creates that would make more devices
   bill than it allows: members, creates in flight and `failed` devices (they
   bill until they are gone). It never terminates anything.
+- `protected` devices are never picked for scale-down; `retiring` ones (their
+  lifetime is up, or a person asked) are counted by status but are not members,
+  so their replacements are planned while they still serve.
 """
 
 from __future__ import annotations
@@ -89,6 +92,8 @@ def plan_pool(
     allow_create: bool = True,
     unseen: int = 0,
     cap: int | None = None,
+    protected: Collection[str] = (),
+    retiring: Collection[str] = (),
 ) -> Plan:
     """Decide what to create and what to terminate to bring the pool to `replicas`."""
     if replicas < 0:
@@ -99,21 +104,26 @@ def plan_pool(
     by_status = Counter(d.status for d in devices)
     counted = [d for d in devices if d.status in COUNTED_STATUSES]
     failed = sorted((d for d in devices if d.status == FAILED), key=_age_key)
-    members = len(counted) + in_flight + unseen
+    # A retiring device (to be replaced once idle) still serves and is counted as
+    # what it is, but not as a member: its replacement is planned beside it.
+    leaving = sum(1 for d in counted if d.id in retiring)
+    members = len(counted) - leaving + in_flight + unseen
 
     create = max(0, replicas - members) if allow_create else 0
     capped = 0
     if cap is not None:
-        room = max(0, cap - members - len(failed))
+        room = max(0, cap - members - leaving - len(failed))
         capped, create = max(0, create - room), min(create, room)
 
     # Devices created but not listed yet count, but cannot be picked: a surplus
     # they make waits until a listing shows them (booting, they go first then),
     # rather than taking a serving device now.
     surplus = max(0, members - replicas - unseen)
-    idle = sorted((d for d in counted if is_idle(d, now=now, idle_grace=idle_grace)), key=_age_key)
+    # A protected device (`devicepool protect`) is never picked for scale-down.
+    pickable = [d for d in counted if d.id not in protected and d.id not in retiring]
+    idle = sorted((d for d in pickable if is_idle(d, now=now, idle_grace=idle_grace)), key=_age_key)
     booting = sorted(
-        (d for d in counted if _booting(d)),
+        (d for d in pickable if _booting(d)),
         key=_age_key,
         reverse=True,
     )
@@ -126,7 +136,7 @@ def plan_pool(
         # will become idle on their own: the pool should look again then.
         waiting = [
             idle_since(d) + idle_grace
-            for d in counted
+            for d in pickable
             if d.status == READY and not d.session_active and d.id not in terminate
         ]
         next_idle_at = min(waiting) if waiting else None

@@ -102,6 +102,11 @@ class PoolState(CamelModel):
     cost_to_date: float = 0.0
     cost_rate: float = 0.0
     cost_since: datetime | None = None
+    # Per-device control: device id -> protected until (None: until unprotected);
+    # devices a person asked to replace once idle; remediation paused by a person.
+    protected: dict[str, datetime | None] = Field(default_factory=dict)
+    retiring: list[str] = Field(default_factory=list)
+    remediation_paused: bool = False
 
     @model_validator(mode="before")
     @classmethod

@@ -66,6 +66,10 @@ class PoolView:
     account_pause: AccountPause | None = None
     # The account's price of a device-hour (spendCap.maxHourlyCost is in it).
     price_per_hour: float = 0.10
+    # `devicepool pause`: remediation stopped by a person, until `resume`.
+    paused_by_user: bool = False
+    # Devices `devicepool protect` keeps from scale-down and expiry.
+    protected: tuple[str, ...] | list[str] = ()
 
 
 # ---------------------------------------------------------------- conditions
@@ -174,6 +178,15 @@ def provider_condition(view: PoolView) -> ConditionUpdate:
 
 
 def remediation_condition(view: PoolView) -> ConditionUpdate:
+    if view.paused_by_user:
+        unhealthy = view.health.unhealthy if view.health is not None else 0
+        return ConditionUpdate(
+            ConditionType.REMEDIATION_PAUSED,
+            TRUE,
+            "PausedByUser",
+            f"remediation paused by `devicepool pause`; {unhealthy} device(s) unhealthy, "
+            "shown and not replaced until `devicepool resume`",
+        )
     health = view.health
     if health is None or not health.paused:
         return ConditionUpdate(ConditionType.REMEDIATION_PAUSED, FALSE, "Healthy")
@@ -276,6 +289,7 @@ def published(status: DevicePoolStatus, view: PoolView) -> DevicePoolStatus:
             "last_reconciled": status.last_reconciled if view.observe_problem else view.now,
             "observed_generation": view.generation,
             "device_ids": view.device_ids,
+            "protected_devices": list(view.protected),
         }
     )
 

@@ -29,8 +29,10 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.pool import events as say
     from devicepool.workflows.pool import status as st
     from devicepool.workflows.pool.decide import Decision, decide, wake_after
+    from devicepool.workflows.pool.device_control import DeviceControl
     from devicepool.workflows.pool.fates import Fate
     from devicepool.workflows.pool.handlers import PoolMessages
+    from devicepool.workflows.pool.lifecycle import Expiry, expiries, protected_now
     from devicepool.workflows.pool.messages import PoolInput
     from devicepool.workflows.pool.plan import Plan
     from devicepool.workflows.pool.slots import observed_slots
@@ -43,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
 
 
 @workflow.defn(name=names.WORKFLOW_DEVICE_POOL)
-class DevicePoolWorkflow(PoolMessages):
+class DevicePoolWorkflow(PoolMessages, DeviceControl):
     """The loop: observe → decide → act → publish → wait; deletion runs the finalizer."""
 
     @workflow.init
@@ -111,6 +113,7 @@ class DevicePoolWorkflow(PoolMessages):
         await self._neighbours.sync_health(self.s, self._health_config())
         await self._probe_region()
         raise_if_cancelled()
+        self._expire()
         decision = self._decide()
         await self._act(decision)
         # What the status shows is the pool after its terminations.
@@ -216,7 +219,32 @@ class DevicePoolWorkflow(PoolMessages):
             allow_create=not self._refs_problems and not self.s.backoff.active(workflow.now()),
             act=act and self._observe_problem is None,
             cap=self._spec.spend_cap.devices_allowed(self._price) if self._spec.spend_cap else None,
+            retire=sorted({*self.s.retiring, *self._expiry().retire}),
+            protected=protected_now(self.s.protected, workflow.now()),
         )
+
+    def _expiry(self) -> Expiry:
+        now = workflow.now()
+        protected = protected_now(self.s.protected, now)
+        return expiries(self._devices, lifetime=self._spec.lifetime, protected=protected, now=now)
+
+    def _expire(self) -> None:
+        """Doom what is past `maxAge + gracePeriod` (busy or not, said as a Warning), and
+        forget control entries of devices the listing no longer shows."""
+        if self._observe_problem is not None:
+            return
+        forced = [d for d in self._expiry().force if d not in self.s.doomed]
+        if forced:
+            self.s.fates.set(forced, Fate.DOOMED)
+            self._happened(say.expired_forced(forced, self._spec.lifetime))
+        listed = {d.id for d in self._devices if d.status not in (am.TERMINATING, am.TERMINATED)}
+        self.s.retiring = [d for d in self.s.retiring if d in listed]
+        now = workflow.now()
+        self.s.protected = {
+            d: until
+            for d, until in self.s.protected.items()
+            if d in listed and (until is None or until > now)
+        }
 
     async def _act(self, decision: Decision) -> None:
         """Withdrawals, then terminations, then batches: the decision's order."""
@@ -307,6 +335,8 @@ class DevicePoolWorkflow(PoolMessages):
             observe_problem=self._observe_problem,
             account_pause=self.s.account_pause,
             price_per_hour=self._price,
+            paused_by_user=self.s.remediation_paused,
+            protected=sorted(protected_now(self.s.protected, now)),
         )
         billing = sum(1 for d in self._devices if d.status != am.TERMINATED)
         self.s.accrue(now, billing * self._price)
@@ -322,12 +352,19 @@ class DevicePoolWorkflow(PoolMessages):
             now=now,
             plan=plan,
             settings=self.settings,
-            deadlines=(self.s.backoff.until, pause.until if pause else None),
+            deadlines=(
+                self.s.backoff.until,
+                pause.until if pause else None,
+                self._expiry().next_at,
+                min((u for u in self.s.protected.values() if u is not None), default=None),
+            ),
             resync=bool(
                 self._refs_problems
                 or self.s.doomed
                 or self._observe_problem is not None
                 or self._retry_terminations
+                or self.s.retiring
+                or self._expiry().retire
             ),
             next_batch_check=self.s.slots.next_check_at(self._check_every),
         )
@@ -448,6 +485,7 @@ class DevicePoolWorkflow(PoolMessages):
             replicas=self._spec.replicas,
             offline_after_seconds=health.offline_after,
             startup_timeout_seconds=health.startup_timeout,
+            paused=self.s.remediation_paused,
         )
 
     def _said(self, said: Said) -> None:

@@ -108,6 +108,9 @@ class HealthConfig(CamelModel):
     # The pool's own thresholds (v1beta1 `spec.health`). None: the worker's setting.
     offline_after_seconds: float | None = None
     startup_timeout_seconds: float | None = None
+    # A person paused remediation (`devicepool pause`): unhealthy devices are found
+    # and reported, not replaced.
+    paused: bool = False
 
     def applied_to(self, settings: PoolSettings) -> PoolSettings:
         """`settings` with this pool's own thresholds in place of the worker's."""

@@ -1,0 +1,186 @@
+"""One device and the pool's remediation, by hand; devices replaced by age (`spec.lifetime`).
+
+Against the dev server and the emulator's ground truth (FAST settings: offline
+after 3 s, no idle grace):
+- `protect` keeps a device through a scale-down that would otherwise take it
+  (the oldest idle goes first); `replace` takes one now; `--when-idle` waits
+  for a busy device's session to end, its replacement already created;
+- `pause` stops the health check replacing an offline device (it is still
+  shown), `resume` lets it;
+- past `lifetime.maxAge` an idle device is replaced and a busy one waits; past
+  `maxAge + gracePeriod` it goes busy or not, with a Warning event;
+- a device the pool does not have is refused by the update, and nothing changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.testing import WorkflowEnvironment
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.api import parse_pool
+from devicepool.api.names import TASK_QUEUE, pool_workflow_id
+from devicepool.client import PoolClient
+from devicepool.testing import eventually
+from devicepool.workflows.pool.messages import PoolInput
+from tests.helpers.settings import FAST
+from tests.helpers.workflow_stack import pool_devices
+
+pytestmark = pytest.mark.devserver
+
+
+async def start(env: WorkflowEnvironment, name: str, replicas: int, **spec: Any) -> Any:
+    pool = parse_pool(
+        {
+            "apiVersion": "mobile.example.com/v1beta1",
+            "kind": "DevicePool",
+            "metadata": {"name": name},
+            "spec": {
+                "platform": "android",
+                "region": "us-west",
+                "osVersion": "14",
+                "replicas": replicas,
+                **spec,
+            },
+        }
+    )
+    return await env.client.start_workflow(
+        "DevicePool",
+        PoolInput(metadata=pool.metadata, spec=pool.spec, settings=FAST),
+        id=pool_workflow_id(name),
+        task_queue=TASK_QUEUE,
+    )
+
+
+async def ready_ids(control: httpx.AsyncClient, name: str, want: int) -> list[str] | None:
+    devices = await pool_devices(control, name)
+    ready = sorted((d["createdAt"], d["id"]) for d in devices if d["status"] == "ready")
+    return [i for _, i in ready] if len(ready) == want and len(devices) == want else None
+
+
+async def events(handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
+    return list((await handle.query("events"))["events"])
+
+
+async def session(control: httpx.AsyncClient, device: str, active: bool) -> None:
+    answer = await control.post(f"/_emulator/devices/{device}/session", json={"active": active})
+    answer.raise_for_status()
+
+
+async def test_protect_replace_and_pause_by_hand(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    pools = PoolClient(env.client)
+    handle = await start(env, pool_name, 3)
+    oldest, middle, newest = await eventually(
+        lambda: ready_ids(control, pool_name, 3), timeout=60, what="3 ready"
+    )
+
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await handle.execute_update("protect_device", {"device": "nope"})
+    assert "device 'nope' is not in this pool (its devices: " in str(refused.value.cause)
+
+    # Protected, the oldest idle device is passed over by a scale-down to 2.
+    assert "protected until unprotected" in await pools.protect_device(pool_name, oldest)
+    assert "Protected" in [e["reason"] for e in await events(handle)]
+    await pools.scale(pool_name, 2)
+    kept = await eventually(lambda: ready_ids(control, pool_name, 2), what="2 left")
+    assert oldest in kept and middle not in kept
+    status = await handle.query("status")
+    assert status["protectedDevices"] == [oldest]
+
+    # Replace now: the device goes and another takes its place.
+    await pools.replace_device(pool_name, oldest)
+    renewed = await eventually(
+        lambda: _without(control, pool_name, 2, oldest), timeout=60, what="the replacement"
+    )
+    assert newest in renewed
+    # ...and once idle: a busy device stays until its session ends.
+    await session(control, newest, True)
+    await pools.replace_device(pool_name, newest, when_idle=True)
+    three = await eventually(lambda: _count(control, pool_name, 3), timeout=60, what="surge")
+    assert newest in three  # its replacement is created beside it
+    await session(control, newest, False)
+    await eventually(lambda: _without(control, pool_name, 2, newest), timeout=60, what="retired")
+
+    # Paused, an offline device is shown and not replaced; resumed, it is.
+    await pools.pause_remediation(pool_name)
+    victim = (await eventually(lambda: ready_ids(control, pool_name, 2)))[0]
+    (await control.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
+
+    async def paused_and_shown() -> bool:
+        status = await handle.query("status")
+        paused = {c["type"]: c for c in status["conditions"]}.get("RemediationPaused", {})
+        return status["offlineDevices"] == 1 and paused.get("reason") == "PausedByUser"
+
+    await eventually(paused_and_shown, what="RemediationPaused=PausedByUser with 1 offline")
+    await _still_there(control, pool_name, victim, seconds=FAST.offline_after_seconds + 2)
+    await pools.resume_remediation(pool_name)
+    await eventually(
+        lambda: _without(control, pool_name, 2, victim), timeout=60, what="the offline one replaced"
+    )
+    reasons = [e["reason"] for e in await events(handle)]
+    for said in ("ReplaceRequested", "RemediationPausedByUser", "RemediationResumed"):
+        assert said in reasons, reasons
+    await handle.cancel()
+    await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")
+
+
+async def test_devices_past_their_lifetime_are_replaced_idle_first_then_forced(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start(env, pool_name, 2, lifetime={"maxAge": "20s", "gracePeriod": "10s"})
+    first = await eventually(lambda: ready_ids(control, pool_name, 2), timeout=60, what="2 ready")
+    busy, idle = first
+    await session(control, busy, True)
+
+    async def idle_replaced() -> bool:
+        # Past maxAge: the idle one is replaced; the busy one waits, its replacement beside it.
+        devices = {d["id"]: d["status"] for d in await pool_devices(control, pool_name)}
+        fresh = [i for i, status in devices.items() if i not in first and status == "ready"]
+        return idle not in devices and devices.get(busy) == "busy" and len(fresh) == 2
+
+    await eventually(idle_replaced, timeout=40, what="the idle device replaced, the busy kept")
+
+    async def busy_forced() -> bool:
+        # Past maxAge + gracePeriod: it goes, busy or not.
+        return busy not in [d["id"] for d in await pool_devices(control, pool_name)]
+
+    await eventually(busy_forced, timeout=40, what="the busy device forced out")
+    forced = [e for e in await events(handle) if e["reason"] == "Expired"]
+    assert forced and forced[0]["type"] == "Warning" and busy in forced[0]["message"]
+    await handle.cancel()
+    await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")
+
+
+async def _without(
+    control: httpx.AsyncClient, name: str, count: int, gone: str
+) -> list[str] | None:
+    """The pool's device ids once it has `count` ready and `gone` is not among them."""
+    devices = await pool_devices(control, name)
+    ids = [d["id"] for d in devices]
+    ready = [d for d in devices if d["status"] == "ready"]
+    return ids if gone not in ids and len(ready) == count == len(devices) else None
+
+
+async def _count(control: httpx.AsyncClient, name: str, count: int) -> list[str] | None:
+    devices = await pool_devices(control, name)
+    ready = [d["id"] for d in devices if d["status"] in ("ready", "busy")]
+    return ready if len(ready) == count else None
+
+
+async def _still_there(
+    control: httpx.AsyncClient, name: str, device: str, *, seconds: float
+) -> None:
+    import asyncio
+
+    await asyncio.sleep(seconds)
+    assert device in [d["id"] for d in await pool_devices(control, name)]
+
+
+async def _gone(control: httpx.AsyncClient, name: str) -> bool:
+    return not await pool_devices(control, name)
