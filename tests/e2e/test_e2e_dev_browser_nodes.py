@@ -1,0 +1,60 @@
+"""`devicepool dev --browser-nodes 2`: two BitBrowser emulator nodes of one account come up with
+the stack, the banner lists them, and Ctrl-C stops them with the rest.
+
+(The node workers and BrowserPools that will use them are not built yet: the
+dev worker config has no `bitbrowser` account.)
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from devicepool.testing import wait_until
+from tests.helpers.bitbrowser import profile_body
+from tests.helpers.dev_stack import alive, cmdline, descendants, start_stack, stop_stack
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
+
+NODE_LINE = re.compile(r"^(?:  BitBrowser nodes: | {20})(node-\d+) (http://127\.0\.0\.1:\d+)$")
+
+
+def post(url: str, path: str, body: dict[str, Any]) -> Any:
+    answer = httpx.post(f"{url}{path}", json=body, timeout=10).json()
+    assert answer["success"] is True, answer
+    return answer.get("data")
+
+
+def test_dev_browser_nodes_come_up_in_the_banner_and_go_with_the_stack(tmp_path: Path) -> None:
+    data_dir = tmp_path / "dev"
+    stack = start_stack(data_dir, tmp_path / "dev.out", "--browser-nodes", "2")
+    try:
+        banner = stack.out.read_text().split("devicepool dev is up\n", 1)[1]
+        nodes = {m[1]: m[2] for line in banner.splitlines() if (m := NODE_LINE.match(line))}
+        assert sorted(nodes) == ["node-1", "node-2"], banner
+        assert "(account bitbrowser" in banner and "no node workers yet" in banner
+        assert "  Emulator:         http://127.0.0.1:" in banner  # the rest as without the flag
+
+        # One account: what node-1 creates, node-2 lists; each node is its own desktop client.
+        created = post(nodes["node-1"], "/browser/update", profile_body())
+        listed = post(nodes["node-2"], "/browser/list", {"page": 0})
+        assert [p["id"] for p in listed["list"]] == [created["id"]]
+        stats = httpx.get(f"{nodes['node-2']}/_emulator/stats", timeout=10).json()
+        assert stats["nodes"] == {"node-1": True, "node-2": True}
+        assert stats["account"] == "bitbrowser"
+
+        [emulator] = [
+            pid
+            for pid in descendants(stack.process.pid)
+            if "devicepool.emulator.bitbrowser" in cmdline(pid)
+        ]
+    finally:
+        stop_stack(stack)
+    assert stack.process.returncode == 0, stack.out.read_text()
+    wait_until(lambda: not alive(emulator), timeout=10, what="the BitBrowser emulator to stop")
+    # Its account stays in the data dir for the next run.
+    assert "pool-a/0" in (data_dir / "bitbrowser.json").read_text()
