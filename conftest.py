@@ -9,6 +9,9 @@ first (`GROUP_ORDER`), so no long group starts at the end of the run.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -60,6 +63,8 @@ MODULE_GROUPS = {
     "test_provision_batch.py": "workflows-2",
     # A dev stack of its own, started three times on one data dir.
     "test_e2e_restart.py": "e2e-restart",
+    # A dev stack of its own with two BitBrowser emulator nodes (~25 s).
+    "test_e2e_dev_browser_nodes.py": "e2e-browser-nodes",
     # A module-scoped dev server (setup) and wheel build (packaging), made once.
     "test_client_setup.py": "client-setup",
     "test_packaging.py": "packaging",
@@ -93,8 +98,34 @@ GROUP_ORDER = {
     "observability-alerts": 50,
     "e2e-restart": 38,
     "workflows-orphans": 38,
+    "e2e-browser-nodes": 26,
 }
 SERVER_MARKERS = ("devserver", "e2e")
+# BitBrowser emulator processes of one account share it through a directory of the
+# user's (docs/bitbrowser-emulator.md): each test process (xdist worker) gets its own,
+# so tests started side by side, or a developer's own emulator, never share an account.
+BITBROWSER_ACCOUNTS_DIR = "DEVICEPOOL_BITBROWSER_ACCOUNTS_DIR"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # (An xdist worker inherits the controller's directory: it makes its own too.)
+    if BITBROWSER_ACCOUNTS_DIR in os.environ and not os.environ.get(_MADE_FOR_TESTS):
+        return  # the user's own choice
+    made = tempfile.mkdtemp(prefix="devicepool-bitbrowser-")
+    os.environ[BITBROWSER_ACCOUNTS_DIR] = os.environ[_MADE_FOR_TESTS] = made
+    config.stash[_ACCOUNTS_DIR_KEY] = made
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    made = config.stash.get(_ACCOUNTS_DIR_KEY, None)
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
+        os.environ.pop(BITBROWSER_ACCOUNTS_DIR, None)
+        os.environ.pop(_MADE_FOR_TESTS, None)
+
+
+_MADE_FOR_TESTS = "DEVICEPOOL_TEST_BITBROWSER_ACCOUNTS_DIR"
+_ACCOUNTS_DIR_KEY = pytest.StashKey[str]()
 
 
 def group_of(item: pytest.Item) -> str | None:
