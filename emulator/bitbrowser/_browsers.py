@@ -97,7 +97,10 @@ class Processes:
 
     def records(self) -> list[dict[str, Any]]:
         """Every process record, for the account's file (processes of one account share them)."""
-        return [dataclasses.asdict(p) for p in self._by_profile.values()]
+        return [
+            {f.name: getattr(p, f.name) for f in dataclasses.fields(p)}
+            for p in self._by_profile.values()
+        ]
 
     def restore(self, records: list[dict[str, Any]]) -> None:
         self._by_profile = {r["profile_id"]: Process(**r) for r in records}

@@ -182,6 +182,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> BitBrowserConfig:
+    if args.state and args.accounts_dir:
+        raise ValueError("--accounts-dir has no use with --state: the state file is the account")
     nodes = [name for name, _ in args.named_nodes or []] or [
         f"node-{i}" for i in range(1, args.nodes + 1)
     ]

@@ -235,6 +235,7 @@ def test_a_process_killed_and_started_again_on_its_state_file_keeps_the_account(
         (["--node", "=3"], "--node"),
         (["--accounts-dir"], "--accounts-dir"),
         (["--phone-rate-scope", "world"], "--phone-rate-scope"),
+        (["--state", "a.json", "--accounts-dir", "d"], "--accounts-dir"),
     ],
 )
 def test_devicepool_emulator_bitbrowser_refuses_a_bad_flag_in_one_line(
@@ -246,7 +247,7 @@ def test_devicepool_emulator_bitbrowser_refuses_a_bad_flag_in_one_line(
         cli_main(["emulator", *argv, "--bitbrowser"])  # the flag goes anywhere
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"error: Invalid value for '{flag}'")
+    assert err.count("\n") == 1 and err.startswith("error: ") and flag in err
     assert err.rstrip().endswith("(see `devicepool emulator --bitbrowser --help`)")
 
 

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +185,7 @@ def post(url: str, path: str, body: dict[str, Any]) -> Any:
 
 
 @pytest.mark.e2e  # real emulator processes
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(120)  # four Python processes on a busy 2-core machine
 def test_emulator_processes_of_one_account_share_it(tmp_path: Path) -> None:
     shared = ["--account", "acme", "--accounts-dir", str(tmp_path / "accounts")]
     with (
@@ -200,6 +201,18 @@ def test_emulator_processes_of_one_account_share_it(tmp_path: Path) -> None:
         assert created["id"] in post(url_b, "/browser/pids/alive", {"ids": [created["id"]]})
         stats = httpx.get(f"{url_a}/_emulator/stats", timeout=10).json()
         assert stats["profiles"]["openByNode"] == {"desk-a": 0, "desk-b": 1}
+
+        # Creates through both at once: none lost, none doubled (each call holds the file).
+        def create(i: int) -> str:
+            url = url_a if i % 2 else url_b
+            return str(post(url, "/browser/update", profile_body(name=f"pool-a/{i}"))["id"])
+
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            ids = set(pool.map(create, range(1, 21)))
+        stats = httpx.get(f"{url_b}/_emulator/stats", timeout=10).json()
+        assert len(ids) == 20 and stats["creates"] == 21 and stats["profiles"]["total"] == 21
+        assert stats["duplicates"]["byName"] == {}
+        post(url_a, "/browser/delete/ids", {"ids": sorted(ids)})
 
         # A second process for a node already served: one line, exit 2.
         refused = subprocess.run(
