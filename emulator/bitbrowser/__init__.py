@@ -20,7 +20,10 @@ docs/bitbrowser-emulator.md; in short:
   request per second (what happens past it is configurable);
 - the `/_emulator` control plane: stats, secrets, faults, clock, node up/down,
   kill a browser, take a phone offline, reset;
-- `--state FILE` keeps the account across restarts (browsers do not survive one).
+- separate processes of one account share it through a file (the `--state`
+  file, which keeps it across restarts, or one under `--accounts-dir` while
+  any of them runs), each call a transaction under its lock (`_statefile`);
+  browsers stay on their node and do not survive a restart.
 
 Public surface: `BitBrowserConfig`, `BitBrowserEmulator`, `StateFileError`,
 `create_app`, `create_apps`, `main` (the CLI).
