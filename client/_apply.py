@@ -21,7 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from devicepool.api.names import WORKFLOW_ACCOUNT_LEDGER, account_from_ledger_id, ledger_workflow_id
 from devicepool.api.v1beta1 import DevicePool
 from devicepool.client._results import applied_verb
-from devicepool.client._temporal_errors import NoWorkerInTime
+from devicepool.client._temporal_errors import NoWorkerInTime, WorkflowTaskFailing
 from devicepool.client.errors import BadInput, DevicePoolError, TemporalUnreachable
 from devicepool.workflows.pool.messages import Accepted
 
@@ -31,6 +31,12 @@ __all__ = ["APPLY_CONCURRENCY", "apply_in_order", "check_account", "tally"]
 # mostly waits for a worker to run the pool's first workflow task, so a few
 # dozen in flight keep a worker busy without queueing 1,000 updates on it.
 APPLY_CONCURRENCY = 16
+
+# A pool whose workflow task keeps failing (Temporal refuses its update at once) is
+# sent again this often, at most this many times: under load, a worker that let the
+# task time out finishes it once it catches up.
+TASK_FAILING_PAUSE = 5.0
+TASK_FAILING_TRIES = 12
 
 # `PoolClient.apply(pool, update_id=...)`.
 ApplyOne = Callable[..., Awaitable[Accepted]]
@@ -84,7 +90,13 @@ async def apply_in_order(
     concurrency: int,
     on_result: Callable[[DevicePool, Accepted | DevicePoolError], None] | None,
 ) -> list[Accepted | DevicePoolError]:
-    """`apply` each pool, at most `concurrency` at once: the body of `PoolClient.apply_many`."""
+    """`apply` each pool, at most `concurrency` at once: the body of `PoolClient.apply_many`.
+
+    A pool whose workflow task keeps failing (`WorkflowTaskFailing`: the worker
+    let it time out under load) is sent again with the same update id every
+    `TASK_FAILING_PAUSE` seconds, `TASK_FAILING_TRIES` times in all, before its
+    error is its answer; the other pools go on meanwhile.
+    """
     answers: dict[int, Accepted | DevicePoolError] = {}
     shown = 0
     upcoming = iter(range(len(pools)))
@@ -94,6 +106,7 @@ async def apply_in_order(
     async def one(pool: DevicePool) -> Accepted | DevicePoolError:
         nonlocal last_answer
         update_id = str(uuid.uuid4())
+        failing = 0
         while True:
             sent = time.monotonic()
             try:
@@ -102,6 +115,12 @@ async def apply_in_order(
                 if last_answer > sent:
                     continue
                 return err
+            except WorkflowTaskFailing as err:
+                failing += 1
+                if failing >= TASK_FAILING_TRIES:
+                    return err
+                await asyncio.sleep(TASK_FAILING_PAUSE)
+                continue
             except BadInput as err:
                 answer = err
             last_answer = time.monotonic()
@@ -116,7 +135,10 @@ async def apply_in_order(
                 answer = await one(pools[index])
             except DevicePoolError as err:
                 answer = err
-            if isinstance(answer, DevicePoolError) and not isinstance(answer, BadInput):
+            # A pool's own trouble (its change refused, its task failing) stops no other.
+            if isinstance(answer, DevicePoolError) and not isinstance(
+                answer, BadInput | WorkflowTaskFailing
+            ):
                 stopped = True
             answers[index] = answer
             while shown in answers:

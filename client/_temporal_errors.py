@@ -21,6 +21,16 @@ class NoWorkerInTime(DevicePoolError):
     """No worker took the update within its RPC timeout: none runs, or all are busy."""
 
 
+class WorkflowTaskFailing(DevicePoolError):
+    """Temporal refuses the update at once: the pool's workflow task failed or timed out
+    several times in a row (a worker too busy to finish it in time, or one failing it)."""
+
+
+# What the server answers an update while the workflow task keeps failing (it fails
+# updates fast from the third attempt on, rather than queue them behind it).
+TASK_FAILING = "Workflow Task in failed state"
+
+
 @contextlib.contextmanager
 def temporal_errors(address: str, name: str | None, *, writing: bool = False) -> Iterator[None]:
     """Turn what the SDK raises for pool `name` (None: no pool yet) into one devicepool error."""
@@ -39,6 +49,11 @@ def temporal_errors(address: str, name: str | None, *, writing: bool = False) ->
     except RPCError as err:
         if err.status == RPCStatusCode.UNAVAILABLE:
             raise TemporalUnreachable(address, str(err)) from err
+        if TASK_FAILING in (err.message or ""):
+            raise WorkflowTaskFailing(
+                f'pool "{name}": its workflow task keeps failing or timing out, so Temporal '
+                "refuses changes for now — is the worker overloaded, or failing it (its log)?"
+            ) from err
         if err.status == RPCStatusCode.NOT_FOUND and name is not None:
             raise PoolNotFound(name) from err
         message = err.message.splitlines()[0] if err.message else str(err)
