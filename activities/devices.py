@@ -60,13 +60,14 @@ from devicepool.activities.models import (
     TerminatePoolResult,
     device_fingerprint,
     device_rows,
+    template_hash,
 )
 from devicepool.activities.orphans import OrphanActivities
 from devicepool.activities.providers import NewDevice, Provider
 from devicepool.activities.proxy import ResolvedProxy, resolve_proxy
 from devicepool.activities.watches import WatchActivities
 from devicepool.api.errors import ErrorType
-from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
+from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, LABEL_TEMPLATE_HASH, MANAGED_BY
 
 __all__ = ["DeviceActivities", "device_fingerprint", "device_info", "device_status_info"]
 
@@ -114,7 +115,12 @@ class DeviceActivities(WatchActivities, OrphanActivities, DeviceActivityDefiniti
         new = NewDevice(
             template=template,
             name=input.name,
-            labels={**input.extra_labels, LABEL_POOL: input.pool, LABEL_MANAGED_BY: MANAGED_BY},
+            labels={
+                **input.extra_labels,
+                LABEL_POOL: input.pool,
+                LABEL_MANAGED_BY: MANAGED_BY,
+                LABEL_TEMPLATE_HASH: template_hash(template),
+            },
             idempotency_key=input.idempotency_key,
             proxy=self._proxy(template.proxy_pool, input.idempotency_key, template.sticky_ttl),
         )

@@ -14,6 +14,8 @@ reads those payloads (recorded histories, creates in flight at an upgrade).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from datetime import datetime, timedelta
 from typing import Any
@@ -126,6 +128,12 @@ class DeviceTemplate(CamelModel):
     # the worker's proxy pool (`spec.proxy.poolRef`) and its session ttl (`sessionTTL`) in seconds
     proxy_pool: str | None = None
     sticky_ttl: int = 0
+
+
+def template_hash(template: DeviceTemplate) -> str:
+    """A short, stable hash of what a device is created from (label `template-hash`)."""
+    canonical = json.dumps(template.to_json_dict(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
 def device_template(spec: DevicePoolSpec) -> DeviceTemplate:

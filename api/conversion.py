@@ -49,7 +49,9 @@ __all__ = [
 # Holds, on a v1alpha1 pool, the v1beta1 fields it has no place for (compact JSON).
 CONVERSION_ANNOTATION = "mobile.example.com/v1beta1-fields"
 # The v1beta1 spec fields v1alpha1 has no place for (each a mapping).
-KEPT_FIELDS = frozenset({"health", "scaleDown", "spendCap", "lifetime"})
+KEPT_FIELDS = frozenset({"health", "scaleDown", "spendCap", "lifetime", "rollout"})
+# Kept whenever present (an empty mapping is a choice too).
+_WHOLE = ("spendCap", "lifetime", "rollout")
 
 API_VERSIONS: tuple[str, ...] = (API_VERSION_V1ALPHA1, API_VERSION_V1BETA1)
 
@@ -69,7 +71,7 @@ def spec_to_v1beta1(
     """`spec` in v1beta1; `kept`: v1beta1-only fields a conversion to v1alpha1 set aside."""
     kept = kept or {}
     health = {"maxUnhealthy": spec.max_unhealthy, **kept.get("health", {})}
-    spend_cap, lifetime = kept.get("spendCap"), kept.get("lifetime")
+    spend_cap, lifetime, rollout = kept.get("spendCap"), kept.get("lifetime"), kept.get("rollout")
     proxy = None
     if spec.proxy is not None:
         ttl = timedelta(seconds=spec.proxy.sticky_ttl)
@@ -86,6 +88,7 @@ def spec_to_v1beta1(
             "scaleDown": kept.get("scaleDown", {}),
             "spendCap": spend_cap,
             "lifetime": lifetime,
+            "rollout": rollout,
         }
     )
 
@@ -111,18 +114,16 @@ def spec_to_v1alpha1(
     scale_down = spec.scale_down.model_dump(mode="json", exclude_none=True)
     spend_cap = spec.spend_cap.to_json_dict() if spec.spend_cap is not None else None
     lifetime = spec.lifetime.to_json_dict() if spec.lifetime is not None else None
+    rollout = spec.rollout.to_json_dict() if spec.rollout is not None else None
     fields = (
         ("health", health),
         ("scaleDown", scale_down),
         ("spendCap", spend_cap),
         ("lifetime", lifetime),
+        ("rollout", rollout),
     )
-    # health and scaleDown: only what is set; spendCap and lifetime: present or not.
-    kept = {
-        key: value
-        for key, value in fields
-        if value is not None and (value or key in ("spendCap", "lifetime"))
-    }
+    # health and scaleDown: only what is set; the others: present or not.
+    kept = {key: value for key, value in fields if value is not None and (value or key in _WHOLE)}
     return alpha, kept
 
 

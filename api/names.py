@@ -182,6 +182,9 @@ SIGNAL_WITHDRAW_SLOTS = "withdraw_slots"
 SIGNAL_BATCH_CREATED = "batch_created"
 # Label carrying the provisioning slot a device was created for (`slot_label`).
 LABEL_SLOT = "devicepool-slot"
+# The hash of the template a device was created from (`activities.models.template_hash`):
+# a device whose hash is not the spec's has drifted (`spec.rollout` replaces it).
+LABEL_TEMPLATE_HASH = "template-hash"
 
 
 def slot_label(slot: int, incarnation: str = "") -> str:

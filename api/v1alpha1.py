@@ -174,6 +174,7 @@ class ConditionType(StrEnum):
     SCALE_DOWN_BLOCKED = "ScaleDownBlocked"
     SPEC_REJECTED = "SpecRejected"
     SPEND_CAP_REACHED = "SpendCapReached"
+    ROLLING_OUT = "RollingOut"
     TEARDOWN_BLOCKED = "TeardownBlocked"
 
 
@@ -217,6 +218,8 @@ class DevicePoolStatus(CamelModel):
     device_ids: list[str] = Field(default_factory=list)
     # Devices `devicepool protect` keeps from scale-down and expiry.
     protected_devices: list[str] = Field(default_factory=list)
+    # Devices made from the spec's current template (what a rollout brings all to).
+    updated_devices: int = 0
     conditions: list[Condition] = Field(default_factory=list)
 
     def condition(self, type_: str) -> Condition | None:

@@ -18,13 +18,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, PlainSerializer
+from pydantic import BeforeValidator, Field, PlainSerializer, model_validator
 
 from devicepool.api.base import CamelModel
 from devicepool.api.durations import format_duration, parse_duration
 from devicepool.api.names import API_VERSION_V1BETA1, KIND_DEVICE_POOL
 from devicepool.api.problems import show_value
 from devicepool.api.v1alpha1 import (
+    _PERCENT,
     MAX_REPLICAS,
     Condition,
     ConditionStatus,
@@ -62,6 +63,7 @@ __all__ = [
     "Provider",
     "ProviderRef",
     "ProxySpec",
+    "RolloutSpec",
     "ScaleDownSpec",
     "SpendCapSpec",
     "check_replicas",
@@ -129,6 +131,55 @@ class ScaleDownSpec(CamelModel):
     idle_grace: Duration | None = Field(default=None, ge=0)
 
 
+def _count_or_percent(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"must be a count or a percentage such as '25%', got {show_value(value)}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"must be >= 0, got {value}")
+        return value
+    if _PERCENT.match(value):
+        return value
+    if value.isascii() and value.isdigit():
+        return int(value)
+    raise ValueError(f"must be a count or a percentage such as '25%', got {show_value(value)}")
+
+
+CountOrPercent = Annotated[int | str, BeforeValidator(_count_or_percent)]
+
+
+def resolve_count(value: int | str, total: int, *, round_up: bool) -> int:
+    """A count, or a percentage of `total` rounded up (surge) or down (unavailable)."""
+    if isinstance(value, int):
+        return value
+    percent = int(value[:-1])
+    share, rest = divmod(total * percent, 100)
+    return share + (1 if round_up and rest else 0)
+
+
+class RolloutSpec(CamelModel):
+    """How a template change replaces the devices made from the old one (Cluster API's
+    semantics): `maxSurge` devices above `replicas` while replacing (a percentage rounds
+    up), `maxUnavailable` below it (rounds down); not both 0."""
+
+    max_surge: CountOrPercent = 1
+    max_unavailable: CountOrPercent = 0
+
+    @model_validator(mode="after")
+    def _not_both_zero(self) -> RolloutSpec:
+        if self.max_surge in (0, "0%") and self.max_unavailable in (0, "0%"):
+            raise ValueError(
+                "maxSurge and maxUnavailable cannot both be 0: nothing could be replaced"
+            )
+        return self
+
+    def limits(self, replicas: int) -> tuple[int, int]:
+        """(surge, unavailable) in devices for a pool of `replicas`; never both 0."""
+        surge = resolve_count(self.max_surge, replicas, round_up=True)
+        unavailable = resolve_count(self.max_unavailable, replicas, round_up=False)
+        return (surge, unavailable) if surge or unavailable else (1, 0)
+
+
 class LifetimeSpec(CamelModel):
     """Replace devices by age (Karpenter's `expireAfter` + `terminationGracePeriod`).
 
@@ -178,6 +229,8 @@ class DevicePoolSpec(CamelModel):
     scale_down: ScaleDownSpec = Field(default_factory=ScaleDownSpec)
     spend_cap: SpendCapSpec | None = None
     lifetime: LifetimeSpec | None = None
+    # Set: devices made from an older template are replaced (drift). Unset: they stay.
+    rollout: RolloutSpec | None = None
 
     @property
     def account(self) -> str:

@@ -32,10 +32,17 @@ from devicepool.activities.models import (
     TerminatePoolInput,
     WatchDevicesInput,
     WatchHealthInput,
+    template_hash,
 )
 from devicepool.activities.proxy import session_id
 from devicepool.api.errors import ErrorType
-from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY, create_idempotency_key
+from devicepool.api.names import (
+    LABEL_MANAGED_BY,
+    LABEL_POOL,
+    LABEL_TEMPLATE_HASH,
+    MANAGED_BY,
+    create_idempotency_key,
+)
 from devicepool.api.v1beta1 import Platform
 from tests.helpers.emulator import BASE_URL, DEV_KEY, OTHER_KEY, Emulator, running_emulator
 
@@ -154,7 +161,13 @@ async def test_create_labels_the_device_and_resolves_the_proxy(
     result = await ActivityEnvironment().run(acts.create_device, input)
     device = result.device
     assert device.status == "provisioning"
-    assert device.labels == {LABEL_POOL: "p1", LABEL_MANAGED_BY: MANAGED_BY, "team": "growth"}
+    assert device.labels == {
+        LABEL_POOL: "p1",
+        LABEL_MANAGED_BY: MANAGED_BY,
+        "team": "growth",
+        # what it was made from: a later template change sees it drifted (spec.rollout)
+        LABEL_TEMPLATE_HASH: template_hash(input.template),
+    }
     assert PROXY_PASSWORD not in result.model_dump_json()
     # What the provider stored: the deterministic sticky-session username.
     async with emulator.client() as client:

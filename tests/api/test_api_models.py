@@ -117,6 +117,7 @@ def test_status_serializes_camel_case_with_kubernetes_conditions() -> None:
         "observedGeneration": 3,
         "deviceIds": ["d-1", "d-2"],
         "protectedDevices": [],
+        "updatedDevices": 0,
         "conditions": [
             {
                 "type": "Ready",

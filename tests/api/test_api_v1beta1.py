@@ -252,6 +252,16 @@ def beta_pools(draw: st.DrawFn) -> v1beta1.DevicePool:
                 st.none() | st.floats(0, 1e6, allow_nan=False),
             )
         ),
+        rollout=draw(
+            st.none()
+            | st.builds(
+                lambda surge, unavailable: v1beta1.RolloutSpec(
+                    max_surge=surge, max_unavailable=unavailable
+                ),
+                st.integers(1, 50) | st.integers(1, 100).map(lambda p: f"{p}%"),
+                st.integers(0, 50) | st.integers(0, 100).map(lambda p: f"{p}%"),
+            )
+        ),
         lifetime=draw(
             st.none()
             | st.builds(
@@ -379,3 +389,23 @@ def test_a_spend_cap_in_v1alpha1_rides_in_the_annotation() -> None:
     assert problems(BETA + "  spendCap: {maxDevices: -1}\n") == [
         "f.yaml: spec.spendCap.maxDevices: must be >= 0, got -1"
     ]
+
+
+@given(
+    replicas=st.integers(0, 500),
+    surge=st.integers(0, 100),
+    unavailable=st.integers(0, 100),
+)
+def test_rollout_percentages_round_as_cluster_api_does(
+    replicas: int, surge: int, unavailable: int
+) -> None:
+    if surge == unavailable == 0:
+        with pytest.raises(ValueError, match="cannot both be 0"):
+            v1beta1.RolloutSpec(max_surge="0%", max_unavailable=0)
+        return
+    spec = v1beta1.RolloutSpec(max_surge=f"{surge}%", max_unavailable=f"{unavailable}%")
+    got_surge, got_unavailable = spec.limits(replicas)
+    exact_surge, exact_unavailable = replicas * surge / 100, replicas * unavailable / 100
+    if (got_surge, got_unavailable) != (1, 0):  # both rounded to 0 on a tiny pool: 1 surge
+        assert got_surge == -(-replicas * surge // 100) >= exact_surge  # up
+        assert got_unavailable == replicas * unavailable // 100 <= exact_unavailable  # down

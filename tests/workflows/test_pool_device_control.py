@@ -26,9 +26,9 @@ from devicepool.api import parse_pool
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id
 from devicepool.client import PoolClient
 from devicepool.testing import eventually
-from devicepool.workflows.pool.messages import PoolInput
+from devicepool.workflows.pool.messages import Accepted, ApplyRequest, PoolInput
 from tests.helpers.settings import FAST
-from tests.helpers.workflow_stack import pool_devices
+from tests.helpers.workflow_stack import pool_counts, pool_devices
 
 pytestmark = pytest.mark.devserver
 
@@ -184,3 +184,63 @@ async def _still_there(
 
 async def _gone(control: httpx.AsyncClient, name: str) -> bool:
     return not await pool_devices(control, name)
+
+
+async def test_a_template_change_rolls_out_one_surge_device_at_a_time(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # spec.rollout {maxSurge: 1, maxUnavailable: 0}: osVersion 14 -> 15 replaces all 4,
+    # never fewer than 4 serving; a busy device is replaced only after its session.
+    rollout = {"maxSurge": 1, "maxUnavailable": 0}
+    handle = await start(env, pool_name, 4, rollout=rollout)
+    old = await eventually(lambda: ready_ids(control, pool_name, 4), timeout=60, what="4 ready")
+    busy = old[0]
+    await session(control, busy, True)
+    changed = parse_pool(
+        {
+            "apiVersion": "mobile.example.com/v1beta1",
+            "kind": "DevicePool",
+            "metadata": {"name": pool_name},
+            "spec": {
+                "platform": "android",
+                "region": "us-west",
+                "osVersion": "15",
+                "replicas": 4,
+                "rollout": rollout,
+            },
+        }
+    )
+    await handle.execute_update(
+        "apply", ApplyRequest(metadata=changed.metadata, spec=changed.spec), result_type=Accepted
+    )
+    fewest, most = 4, 4
+
+    async def rolled_except_busy() -> bool:
+        nonlocal fewest, most
+        devices = await pool_devices(control, pool_name)
+        serving = [d for d in devices if d["status"] in ("ready", "busy")]
+        staying = [d for d in devices if d["status"] != "terminating"]
+        fewest, most = min(fewest, len(serving)), max(most, len(staying))
+        return [d["id"] for d in devices if d["id"] in old] == [busy] and len(serving) == 5
+
+    await eventually(rolled_except_busy, timeout=90, every=0.1, what="all but the busy one rolled")
+    status = await handle.query("status")
+    rolling = {c["type"]: c for c in status["conditions"]}["RollingOut"]
+    assert rolling["status"] == "True" and status["updatedDevices"] == 4, status
+    await session(control, busy, False)
+
+    async def done() -> bool:
+        nonlocal fewest
+        devices = await pool_devices(control, pool_name)
+        fewest = min(fewest, sum(d["status"] in ("ready", "busy") for d in devices))
+        status = await handle.query("status")
+        complete = {c["type"]: c["status"] for c in status["conditions"]}["RollingOut"] == "False"
+        return complete and len(devices) == 4 and not {d["id"] for d in devices} & set(old)
+
+    await eventually(done, timeout=60, every=0.1, what="the rollout complete")
+    assert fewest >= 4, f"only {fewest} serving during the rollout"
+    # (a device being terminated is not counted, as Cluster API does not count one being deleted)
+    assert most <= 5, f"{most} devices at once: more than maxSurge 1 above 4"
+    assert (await pool_counts(control, pool_name))["created"] == 8  # 4 + 4, nothing extra
+    await handle.cancel()
+    await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")

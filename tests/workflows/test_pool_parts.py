@@ -357,3 +357,20 @@ def test_pool_state_round_trips_whole_through_the_workflow_input() -> None:
     payload = PoolInput(metadata=ObjectMeta(name="p"), spec=spec(), state=state).to_json_dict()
     assert payload["state"]["fates"] == {"b": "doomed", "a": "doomed"}
     assert PoolInput.model_validate(payload).state == state
+
+
+def test_a_rollout_takes_idle_drifted_devices_first_within_surge_and_unavailable() -> None:
+    from devicepool.workflows.pool.lifecycle import roll
+
+    drift = ["old-busy", "old-1", "old-2", "old-3"]  # oldest first
+    first = roll([], drift, surge=1, unavailable=0, protected=(), busy={"old-busy"})
+    assert first == ["old-1"]  # the busy one waits for its session
+    assert roll(first, drift, surge=2, unavailable=1, protected={"old-2"}, busy=()) == [
+        "old-1",
+        "old-busy",
+        "old-3",
+    ]
+    # With nothing idle left, the busy one is next.
+    assert roll([], ["old-busy"], surge=1, unavailable=0, protected=(), busy={"old-busy"}) == [
+        "old-busy"
+    ]

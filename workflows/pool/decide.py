@@ -17,7 +17,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from devicepool.activities.models import DeviceInfo, PoolSettings
+from devicepool.activities.models import BUSY, READY, DeviceInfo, PoolSettings
 from devicepool.api.names import provision_workflow_id
 from devicepool.workflows.pool.plan import Plan, plan_pool
 from devicepool.workflows.pool.slots import SlotBook
@@ -66,12 +66,17 @@ def decide(
     cap: int | None = None,
     retire: Collection[str] = (),
     protected: Collection[str] = (),
+    rolling: Collection[str] = (),
+    unavailable: int = 0,
 ) -> Decision:
     """What this pass does. `act` False (the listing failed): only the plan, for the status.
 
     `retire`: devices to replace once idle (their lifetime is up, or a person asked):
     not members (their replacement is planned now), terminated only if idle, and asked
     again every pass until they are gone. `protected`: never picked for scale-down.
+    `rolling`: drifted devices being replaced (`spec.rollout`): not members either, but
+    terminated (if idle, oldest first) only while the pool keeps `replicas - unavailable`
+    devices ready or busy without them.
     """
     book = slots.model_copy(deep=True)
     members = [d for d in devices if d.id not in doomed]  # those on their way out are not
@@ -87,7 +92,7 @@ def decide(
             allow_create=allow_create,
             cap=cap,
             protected=protected,
-            retiring=retire,
+            retiring=[*retire, *rolling],
         )
 
     plan = planned()
@@ -105,8 +110,11 @@ def decide(
     must_go = sorted(set(doomed) | set(plan.remove_failed))
     listed = {d.id for d in devices}
     retiring = sorted(d for d in set(retire) - set(must_go) if d in listed)
-    decision.terminate = plan.terminate + retiring + must_go
-    decision.only_if_idle = set(plan.terminate) | set(retiring)
+    serving = sum(1 for d in members if d.status in (READY, BUSY))
+    spare = max(0, serving - (replicas - unavailable))
+    rolled = [d for d in rolling if d in listed and d not in must_go and d not in retiring][:spare]
+    decision.terminate = plan.terminate + retiring + rolled + must_go
+    decision.only_if_idle = set(plan.terminate) | set(retiring) | set(rolled)
     count, owed = plan.create, replacements_owed
     while count > 0:
         n = min(settings.provision_batch_size, count, owed or count)

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from devicepool.activities.models import TERMINATED, TERMINATING, DeviceInfo
+from devicepool.api.names import LABEL_TEMPLATE_HASH
 from devicepool.api.v1beta1 import LifetimeSpec
+from devicepool.workflows.pool.plan import COUNTED_STATUSES
 
-__all__ = ["Expiry", "expiries", "protected_now"]
+__all__ = ["Expiry", "drifted", "expiries", "protected_now", "roll"]
 
 
 @dataclass(frozen=True)
@@ -63,3 +65,38 @@ def expiries(
         else:
             upcoming.append(expires)
     return Expiry(retire=retire, force=force, next_at=min(upcoming) if upcoming else None)
+
+
+def drifted(
+    devices: Collection[DeviceInfo], *, current: str, unlabelled: str, leaving: Collection[str]
+) -> list[str]:
+    """Devices made from another template than `current`, oldest first (a device without
+    the `template-hash` label was made from `unlabelled`); not those already leaving."""
+    found = [
+        d
+        for d in devices
+        if d.status in COUNTED_STATUSES
+        and d.id not in leaving
+        and d.labels.get(LABEL_TEMPLATE_HASH, unlabelled) != current
+    ]
+    return [d.id for d in sorted(found, key=lambda d: (d.created_at, d.id))]
+
+
+def roll(
+    rolling: Collection[str],
+    drift: list[str],
+    *,
+    surge: int,
+    unavailable: int,
+    protected: Collection[str],
+    busy: Collection[str],
+) -> list[str]:
+    """The drifted devices to replace now, at most `surge + unavailable` at once: those
+    already rolling that still drifted, then idle ones oldest first, busy ones last (a
+    busy device carries a live session: it is replaced when nothing idle is left to
+    roll). Protected ones wait."""
+    still = [d for d in drift if d in rolling]
+    waiting = [d for d in drift if d not in rolling and d not in protected]
+    others = [d for d in waiting if d not in busy] + [d for d in waiting if d in busy]
+    room = max(0, surge + unavailable - len(still))
+    return still + others[:room]

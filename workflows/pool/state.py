@@ -107,6 +107,11 @@ class PoolState(CamelModel):
     protected: dict[str, datetime | None] = Field(default_factory=dict)
     retiring: list[str] = Field(default_factory=list)
     remediation_paused: bool = False
+    # Drift (`spec.rollout`): the drifted devices being replaced now (their
+    # replacements first), and the template hash devices without the label were
+    # made from (those rented before devices carried it).
+    rolling: list[str] = Field(default_factory=list)
+    unlabelled_hash: str | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -70,6 +70,10 @@ class PoolView:
     paused_by_user: bool = False
     # Devices `devicepool protect` keeps from scale-down and expiry.
     protected: tuple[str, ...] | list[str] = ()
+    # With `spec.rollout`: how many members were made from an older template, and
+    # how many from the current one.
+    drifted: int | None = None
+    updated: int = 0
 
 
 # ---------------------------------------------------------------- conditions
@@ -238,6 +242,22 @@ def spend_cap_condition(view: PoolView) -> ConditionUpdate | None:
     )
 
 
+def rollout_condition(view: PoolView) -> ConditionUpdate | None:
+    """`RollingOut` while devices of an older template are replaced; None without a rollout."""
+    if view.drifted is None:
+        return None
+    if not view.drifted:
+        return ConditionUpdate(ConditionType.ROLLING_OUT, FALSE, "Complete")
+    return ConditionUpdate(
+        ConditionType.ROLLING_OUT,
+        TRUE,
+        "Drifted",
+        f"{view.updated} of {view.spec.replicas} devices on the current template; "
+        f"{view.drifted} to replace "
+        "(idle ones first, within maxSurge and maxUnavailable)",
+    )
+
+
 def phase_of(view: PoolView) -> Phase:
     counts, replicas = view.plan.counts, view.spec.replicas
     serving = _serving(view.plan)
@@ -270,6 +290,7 @@ def published(status: DevicePoolStatus, view: PoolView) -> DevicePoolStatus:
     for type_, optional in (
         (ConditionType.SCALE_DOWN_BLOCKED, scale_down_condition(view)),
         (ConditionType.SPEND_CAP_REACHED, spend_cap_condition(view)),
+        (ConditionType.ROLLING_OUT, rollout_condition(view)),
     ):
         if optional is None:
             status = drop_condition(status, type_)
@@ -290,6 +311,7 @@ def published(status: DevicePoolStatus, view: PoolView) -> DevicePoolStatus:
             "observed_generation": view.generation,
             "device_ids": view.device_ids,
             "protected_devices": list(view.protected),
+            "updated_devices": view.updated,
         }
     )
 

@@ -32,9 +32,9 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.pool.device_control import DeviceControl
     from devicepool.workflows.pool.fates import Fate
     from devicepool.workflows.pool.handlers import PoolMessages
-    from devicepool.workflows.pool.lifecycle import Expiry, expiries, protected_now
+    from devicepool.workflows.pool.lifecycle import Expiry, drifted, expiries, protected_now, roll
     from devicepool.workflows.pool.messages import PoolInput
-    from devicepool.workflows.pool.plan import Plan
+    from devicepool.workflows.pool.plan import COUNTED_STATUSES, Plan
     from devicepool.workflows.pool.slots import observed_slots
     from devicepool.workflows.pool.state import PoolState, Said
     from devicepool.workflows.pool.watch import DeviceWatch, Observations
@@ -221,7 +221,21 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             cap=self._spec.spend_cap.devices_allowed(self._price) if self._spec.spend_cap else None,
             retire=sorted({*self.s.retiring, *self._expiry().retire}),
             protected=protected_now(self.s.protected, workflow.now()),
+            rolling=self.s.rolling,
+            unavailable=self._rollout_limits()[1],
         )
+
+    def _rollout_limits(self) -> tuple[int, int]:
+        """(surge, unavailable) of `spec.rollout` for the pool's size; (0, 0) without one."""
+        rollout = self._spec.rollout
+        return rollout.limits(self._spec.replicas) if rollout is not None else (0, 0)
+
+    def _drift(self) -> list[str]:
+        """The pool's members made from another template than its spec's, oldest first."""
+        current = am.template_hash(am.device_template(self._spec))
+        leaving = {*self.s.doomed, *self.s.retiring}
+        unlabelled = self.s.unlabelled_hash or current
+        return drifted(self._devices, current=current, unlabelled=unlabelled, leaving=leaving)
 
     def _expiry(self) -> Expiry:
         now = workflow.now()
@@ -239,6 +253,17 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             self._happened(say.expired_forced(forced, self._spec.lifetime))
         listed = {d.id for d in self._devices if d.status not in (am.TERMINATING, am.TERMINATED)}
         self.s.retiring = [d for d in self.s.retiring if d in listed]
+        if self.s.unlabelled_hash is None:  # devices rented before the label: this template
+            self.s.unlabelled_hash = am.template_hash(am.device_template(self._spec))
+        surge, unavailable = self._rollout_limits()
+        self.s.rolling = roll(
+            self.s.rolling,
+            self._drift() if self._spec.rollout is not None else [],
+            surge=surge,
+            unavailable=unavailable,
+            protected=protected_now(self.s.protected, workflow.now()),
+            busy={d.id for d in self._devices if d.status == am.BUSY or d.session_active},
+        )
         now = workflow.now()
         self.s.protected = {
             d: until
@@ -315,6 +340,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
         pause, now = self.s.account_pause, workflow.now()
         if pause is not None and pause.until <= now:
             self.s.account_pause = None  # over: said by the condition going back to True
+        drift = self._drift()
         view = st.PoolView(
             spec=self._spec,
             generation=self.s.generation,
@@ -337,6 +363,12 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             price_per_hour=self._price,
             paused_by_user=self.s.remediation_paused,
             protected=sorted(protected_now(self.s.protected, now)),
+            drifted=len(drift) if self._spec.rollout is not None else None,
+            updated=sum(
+                1
+                for d in self._devices
+                if d.status in COUNTED_STATUSES and d.id not in self.s.doomed and d.id not in drift
+            ),
         )
         billing = sum(1 for d in self._devices if d.status != am.TERMINATED)
         self.s.accrue(now, billing * self._price)
@@ -364,6 +396,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
                 or self._observe_problem is not None
                 or self._retry_terminations
                 or self.s.retiring
+                or self.s.rolling
                 or self._expiry().retire
             ),
             next_batch_check=self.s.slots.next_check_at(self._check_every),
