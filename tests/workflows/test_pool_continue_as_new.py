@@ -354,7 +354,10 @@ async def test_a_pool_started_in_v1alpha1_hands_over_in_v1beta1(
     assert carried["health"]["maxUnhealthy"] == 1 and "providerCredentialRef" not in carried
     await eventually(ready, what="1 ready device on the new run")
     assert len(await pool_devices(control, pool_name)) == 1  # nothing rented again
-    assert await task_failures(env.client, handle.id) == []
+    # UnhandledCommand: the server refused a completion because signals came in
+    # meanwhile (the burst that makes the hand-over); the task ran again. Not code.
+    failures = await task_failures(env.client, handle.id)
+    assert [f for f in failures if not f.endswith(": UnhandledCommand")] == []
     await handle.cancel()
     await eventually(lambda: _gone(control, pool_name), what="teardown")
 
