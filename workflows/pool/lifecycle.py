@@ -14,12 +14,22 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from devicepool.activities.models import TERMINATED, TERMINATING, DeviceInfo
+from devicepool.activities.models import (
+    BUSY,
+    TERMINATED,
+    TERMINATING,
+    DeviceInfo,
+    device_template,
+    template_hash,
+)
 from devicepool.api.names import LABEL_TEMPLATE_HASH
-from devicepool.api.v1beta1 import LifetimeSpec
+from devicepool.api.v1beta1 import DevicePoolSpec, LifetimeSpec
+from devicepool.workflows.pool import events as say
+from devicepool.workflows.pool.fates import Fate
 from devicepool.workflows.pool.plan import COUNTED_STATUSES
+from devicepool.workflows.pool.state import PoolState
 
-__all__ = ["Expiry", "drifted", "expiries", "protected_now", "roll"]
+__all__ = ["Expiry", "Lifecycle", "drifted", "expiries", "protected_now", "roll"]
 
 
 @dataclass(frozen=True)
@@ -100,3 +110,67 @@ def roll(
     others = [d for d in waiting if d not in busy] + [d for d in waiting if d in busy]
     room = max(0, surge + unavailable - len(still))
     return still + others[:room]
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """The pool's voluntary replacements at `now`: what the pass hands `decide`, and the
+    state it keeps (expired devices forced out, control entries of gone devices dropped,
+    the drifted devices rolling)."""
+
+    spec: DevicePoolSpec
+    state: PoolState
+    devices: list[DeviceInfo]
+    now: datetime
+
+    def protected(self) -> set[str]:
+        return protected_now(self.state.protected, self.now)
+
+    def expiry(self) -> Expiry:
+        return expiries(
+            self.devices, lifetime=self.spec.lifetime, protected=self.protected(), now=self.now
+        )
+
+    def limits(self) -> tuple[int, int]:
+        """(surge, unavailable) of `spec.rollout` for the pool's size; (0, 0) without one."""
+        rollout = self.spec.rollout
+        return rollout.limits(self.spec.replicas) if rollout is not None else (0, 0)
+
+    def drift(self) -> list[str]:
+        """The members made from another template than the spec's, oldest first."""
+        current = template_hash(device_template(self.spec))
+        leaving = {*self.state.doomed, *self.state.retiring}
+        unlabelled = self.state.unlabelled_hash or current
+        return drifted(self.devices, current=current, unlabelled=unlabelled, leaving=leaving)
+
+    def retire(self) -> list[str]:
+        """Devices to replace once idle: asked for by a person, or past `maxAge`."""
+        return sorted({*self.state.retiring, *self.expiry().retire})
+
+    def advance(self) -> list[say.Happened]:
+        """One pass on a fresh listing: force out what is past `maxAge + gracePeriod`,
+        forget entries of devices gone, pick the drifted devices to roll. What to say."""
+        state, said = self.state, []
+        forced = [d for d in self.expiry().force if d not in state.doomed]
+        if forced:
+            state.fates.set(forced, Fate.DOOMED)
+            said.append(say.expired_forced(forced, self.spec.lifetime))
+        listed = {d.id for d in self.devices if d.status not in (TERMINATING, TERMINATED)}
+        state.retiring = [d for d in state.retiring if d in listed]
+        if state.unlabelled_hash is None:  # devices rented before the label: this template
+            state.unlabelled_hash = template_hash(device_template(self.spec))
+        surge, unavailable = self.limits()
+        state.rolling = roll(
+            state.rolling,
+            self.drift() if self.spec.rollout is not None else [],
+            surge=surge,
+            unavailable=unavailable,
+            protected=self.protected(),
+            busy={d.id for d in self.devices if d.status == BUSY or d.session_active},
+        )
+        state.protected = {
+            d: until
+            for d, until in state.protected.items()
+            if d in listed and (until is None or until > self.now)
+        }
+        return said

@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.pool.device_control import DeviceControl
     from devicepool.workflows.pool.fates import Fate
     from devicepool.workflows.pool.handlers import PoolMessages
-    from devicepool.workflows.pool.lifecycle import Expiry, drifted, expiries, protected_now, roll
+    from devicepool.workflows.pool.lifecycle import Lifecycle, protected_now
     from devicepool.workflows.pool.messages import PoolInput
     from devicepool.workflows.pool.plan import COUNTED_STATUSES, Plan
     from devicepool.workflows.pool.slots import observed_slots
@@ -203,6 +203,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
 
     def _decide(self, *, act: bool = True) -> Decision:
         """This pass's decision (`act` False: only the plan, as the status shows it)."""
+        life = self._life()
         return decide(
             pool=self._name,
             replicas=self._spec.replicas,
@@ -219,57 +220,18 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             allow_create=not self._refs_problems and not self.s.backoff.active(workflow.now()),
             act=act and self._observe_problem is None,
             cap=self._spec.spend_cap.devices_allowed(self._price) if self._spec.spend_cap else None,
-            retire=sorted({*self.s.retiring, *self._expiry().retire}),
-            protected=protected_now(self.s.protected, workflow.now()),
+            retire=life.retire(),
+            protected=life.protected(),
             rolling=self.s.rolling,
-            unavailable=self._rollout_limits()[1],
+            unavailable=life.limits()[1],
         )
 
-    def _rollout_limits(self) -> tuple[int, int]:
-        """(surge, unavailable) of `spec.rollout` for the pool's size; (0, 0) without one."""
-        rollout = self._spec.rollout
-        return rollout.limits(self._spec.replicas) if rollout is not None else (0, 0)
-
-    def _drift(self) -> list[str]:
-        """The pool's members made from another template than its spec's, oldest first."""
-        current = am.template_hash(am.device_template(self._spec))
-        leaving = {*self.s.doomed, *self.s.retiring}
-        unlabelled = self.s.unlabelled_hash or current
-        return drifted(self._devices, current=current, unlabelled=unlabelled, leaving=leaving)
-
-    def _expiry(self) -> Expiry:
-        now = workflow.now()
-        protected = protected_now(self.s.protected, now)
-        return expiries(self._devices, lifetime=self._spec.lifetime, protected=protected, now=now)
+    def _life(self) -> Lifecycle:
+        return Lifecycle(self._spec, self.s, self._devices, workflow.now())
 
     def _expire(self) -> None:
-        """Doom what is past `maxAge + gracePeriod` (busy or not, said as a Warning), and
-        forget control entries of devices the listing no longer shows."""
-        if self._observe_problem is not None:
-            return
-        forced = [d for d in self._expiry().force if d not in self.s.doomed]
-        if forced:
-            self.s.fates.set(forced, Fate.DOOMED)
-            self._happened(say.expired_forced(forced, self._spec.lifetime))
-        listed = {d.id for d in self._devices if d.status not in (am.TERMINATING, am.TERMINATED)}
-        self.s.retiring = [d for d in self.s.retiring if d in listed]
-        if self.s.unlabelled_hash is None:  # devices rented before the label: this template
-            self.s.unlabelled_hash = am.template_hash(am.device_template(self._spec))
-        surge, unavailable = self._rollout_limits()
-        self.s.rolling = roll(
-            self.s.rolling,
-            self._drift() if self._spec.rollout is not None else [],
-            surge=surge,
-            unavailable=unavailable,
-            protected=protected_now(self.s.protected, workflow.now()),
-            busy={d.id for d in self._devices if d.status == am.BUSY or d.session_active},
-        )
-        now = workflow.now()
-        self.s.protected = {
-            d: until
-            for d, until in self.s.protected.items()
-            if d in listed and (until is None or until > now)
-        }
+        if self._observe_problem is None:  # on a fresh listing only
+            self._happened(*self._life().advance())
 
     async def _act(self, decision: Decision) -> None:
         """Withdrawals, then terminations, then batches: the decision's order."""
@@ -340,7 +302,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
         pause, now = self.s.account_pause, workflow.now()
         if pause is not None and pause.until <= now:
             self.s.account_pause = None  # over: said by the condition going back to True
-        drift = self._drift()
+        drift = self._life().drift()
         view = st.PoolView(
             spec=self._spec,
             generation=self.s.generation,
@@ -379,7 +341,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
         """Wait for something worth a pass; return whether devices must be listed again."""
         if self._observe_problem is None:
             self._watch.ensure(self._watch_devices)
-        now, pause = workflow.now(), self.s.account_pause
+        now, pause, life = workflow.now(), self.s.account_pause, self._life()
         timeout = wake_after(
             now=now,
             plan=plan,
@@ -387,7 +349,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             deadlines=(
                 self.s.backoff.until,
                 pause.until if pause else None,
-                self._expiry().next_at,
+                life.expiry().next_at,
                 min((u for u in self.s.protected.values() if u is not None), default=None),
             ),
             resync=bool(
@@ -397,7 +359,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
                 or self._retry_terminations
                 or self.s.retiring
                 or self.s.rolling
-                or self._expiry().retire
+                or life.expiry().retire
             ),
             next_batch_check=self.s.slots.next_check_at(self._check_every),
         )
