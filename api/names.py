@@ -140,6 +140,8 @@ UPDATE_SCALE = "scale_update"
 QUERY_STATUS = "status"
 QUERY_DEVICES = "devices"
 QUERY_SPEC = "spec"
+# what the pool's devices billed, by the hour (`devicepool cost`)
+QUERY_COST = "cost"
 # Per-device and remediation control (updates; `devicepool replace|protect|unprotect|pause|resume`)
 UPDATE_REPLACE_DEVICE = "replace_device"
 UPDATE_PROTECT_DEVICE = "protect_device"

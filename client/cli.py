@@ -30,6 +30,7 @@ except ImportError:  # pragma: no cover - older typer on real click
 from devicepool.client._cli_codec import codec_server
 from devicepool.client._cli_control import pause, protect, replace, resume, unprotect
 from devicepool.client._cli_convert import convert
+from devicepool.client._cli_cost import cost
 from devicepool.client._cli_orphans import orphans
 from devicepool.client._cli_pools import apply, delete, describe, devices, get, scale
 from devicepool.client._cli_processes import dev, emulator, setup, version, worker
@@ -107,6 +108,7 @@ _command(codec_server, name="codec-server")
 _command(setup)
 _command(upgrade)
 _command(convert)
+_command(cost)
 _command(replace)
 _command(protect)
 _command(unprotect)

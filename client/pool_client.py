@@ -34,6 +34,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from devicepool.api import v1alpha1
 from devicepool.api.conversion import stored_spec_json, to_v1beta1, wire_spec
 from devicepool.api.names import (
+    QUERY_COST,
     QUERY_DEVICES,
     QUERY_LEDGER,
     QUERY_SPEC,
@@ -79,6 +80,7 @@ from devicepool.workflows.pool.messages import (
     ControlAnswer,
     DeviceRef,
     DevicesView,
+    PoolCost,
     ProtectRequest,
     ReplaceRequest,
     ScaleRequest,
@@ -205,6 +207,21 @@ class PoolClient:
                 rpc_timeout=UPDATE_TIMEOUT,
             )
         return _accepted(result)
+
+    async def costs(self, name: str | None = None) -> list[tuple[str, PoolCost | None]]:
+        """What each running pool's devices billed (query `cost`), or None where no worker
+        answered (or the pool's build predates the query); one pool with `name`."""
+        if name is not None:
+            validate_name(name)
+            handle = await self._running(name)
+            return [(name, await self._try_query(handle, QUERY_COST, result_type=PoolCost))]
+        pools = await self.list_pools()
+
+        async def one(pool: PoolSummary) -> tuple[str, PoolCost | None]:
+            handle = self._client.get_workflow_handle(pool_workflow_id(pool.name))
+            return pool.name, await self._try_query(handle, QUERY_COST, result_type=PoolCost)
+
+        return list(await asyncio.gather(*(one(p) for p in pools)))
 
     # ------------------------------------------------------------ one device, remediation
 

@@ -7,6 +7,8 @@ rents 3 and says `SpendCapReached`; raising the cap (an `apply`) rents the other
 
 from __future__ import annotations
 
+import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -16,6 +18,8 @@ from temporalio.testing import WorkflowEnvironment
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api import parse_pool
 from devicepool.api.names import TASK_QUEUE, UPDATE_APPLY, pool_workflow_id
+from devicepool.client import PoolClient
+from devicepool.client._cli_cost import cost_rows
 from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import Accepted, ApplyRequest, PoolInput
 from tests.helpers.settings import FAST
@@ -81,3 +85,40 @@ async def test_a_spend_cap_stops_growth_and_raising_it_resumes(
 
 async def _gone(control: httpx.AsyncClient, name: str) -> bool:
     return not await pool_devices(control, name)
+
+
+async def test_cost_agrees_with_what_the_emulator_bills(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # What the emulator bills a device (`deviceHoursBilled`): from its creation until
+    # it is terminated. The pool counts from its first listing of it, so a little less.
+    pool = manifest(pool_name)  # 5 devices, no cap
+    pool.spec.spend_cap = None
+    handle = await env.client.start_workflow(
+        "DevicePool",
+        PoolInput(metadata=pool.metadata, spec=pool.spec, settings=FAST),
+        id=pool_workflow_id(pool_name),
+        task_queue=TASK_QUEUE,
+    )
+
+    async def five() -> list[dict[str, Any]] | None:
+        devices = await pool_devices(control, pool_name)
+        return devices if sum(d["status"] == "ready" for d in devices) == 5 else None
+
+    devices = await eventually(five, what="5 ready")
+    await asyncio.sleep(3)
+    answers = await PoolClient(env.client).costs(pool_name)
+    now = datetime.now(UTC)
+    [(name, seen)] = answers
+    assert name == pool_name and seen is not None and seen.account == "default"
+    billed = sum((now - datetime.fromisoformat(d["createdAt"])).total_seconds() for d in devices)
+    slack = 5 * (2 + FAST.resync_seconds)  # per device: the create's answer, then a listing
+    hours, dollars = seen.totals(now)
+    assert (billed - slack) / 3600 <= hours <= billed / 3600 + 1e-4
+    assert dollars == pytest.approx(hours * 0.10, abs=1e-4)
+    counted = sum(h.device_hours for h in seen.hours)
+    assert counted == pytest.approx(seen.device_hours_to_date, abs=1e-3)
+    report = cost_rows(answers, since=now - timedelta(hours=1), now=now)
+    assert report["accounts"][0]["deviceHours"] == pytest.approx(hours, abs=1e-3)
+    await handle.cancel()
+    await eventually(lambda: _gone(control, pool_name), what="teardown")

@@ -18,7 +18,7 @@ pass. Update validators reject before anything is written to history.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
 
@@ -39,7 +39,9 @@ with workflow.unsafe.imports_passed_through():
         Accepted,
         ApplyRequest,
         ApplyResult,
+        BilledHour,
         DevicesView,
+        PoolCost,
         ScaleRequest,
     )
     from devicepool.workflows.pool.search_attributes import search_attribute_updates
@@ -169,6 +171,23 @@ class PoolMessages:
     def events(self) -> ev.PoolEvents:
         return ev.PoolEvents(events=list(self.s.events))
 
+    @workflow.query(name=names.QUERY_COST)
+    def cost(self) -> PoolCost:
+        s, price = self.s, self._price
+        return PoolCost(
+            account=self._account,
+            price_per_hour=price,
+            hourly_cost=round(s.cost_rate, 4),
+            cost_to_date=round(s.cost_to_date, 4),
+            device_hours_to_date=round(s.device_hours_to_date, 4),
+            hours=[
+                BilledHour(start=hour, device_hours=round(hours, 4), cost=round(dollars, 4))
+                for hour, (hours, dollars) in sorted(s.billed_hours.items())
+            ],
+            counted_until=s.cost_since,
+            billing_devices=s.cost_devices,
+        )
+
     @workflow.query(name=names.QUERY_SPEC)
     def spec(self) -> dict[str, Any]:
         return {
@@ -230,3 +249,8 @@ class PoolMessages:
     @property
     def _account(self) -> str:
         return self._spec.account
+
+    if TYPE_CHECKING:  # `DevicePoolWorkflow` has it (its account's price of a device-hour)
+
+        @property
+        def _price(self) -> float: ...

@@ -7,6 +7,7 @@ them.
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated
 
@@ -114,3 +115,34 @@ class ControlAnswer(CamelModel):
     model_config = ConfigDict(**{**CamelModel.model_config, "extra": "ignore"})
 
     message: str
+
+
+class BilledHour(CamelModel):
+    start: datetime
+    device_hours: float
+    cost: float
+
+
+class PoolCost(CamelModel):
+    """Query `cost`: what the pool's devices billed, from its own listings (every device
+    the provider had not terminated, at the account's price), by the hour for a week."""
+
+    model_config = ConfigDict(**{**CamelModel.model_config, "extra": "ignore"})
+
+    account: str
+    price_per_hour: float
+    hourly_cost: float = 0.0
+    cost_to_date: float = 0.0
+    device_hours_to_date: float = 0.0
+    hours: list[BilledHour] = Field(default_factory=list)
+    # The figures count until `counted_until` (the pool's last pass); since then
+    # `billing_devices` bill on (a quiet pool does not wake to count them).
+    counted_until: datetime | None = None
+    billing_devices: int = 0
+
+    def totals(self, now: datetime) -> tuple[float, float]:
+        """(device-hours, dollars) to date at `now`: counted, and billed on since."""
+        extra = 0.0
+        if self.counted_until is not None and now > self.counted_until:
+            extra = self.billing_devices * (now - self.counted_until).total_seconds() / 3600
+        return self.device_hours_to_date + extra, self.cost_to_date + extra * self.price_per_hour

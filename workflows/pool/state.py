@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -55,6 +55,10 @@ class Said:
 
     events: list[say.Happened] = field(default_factory=list)
     warning: str | None = None
+
+
+# The hours of billing a pool keeps for `devicepool cost --since` (a week).
+BILLED_HOURS_KEPT = 168
 
 
 class PoolState(CamelModel):
@@ -102,6 +106,11 @@ class PoolState(CamelModel):
     cost_to_date: float = 0.0
     cost_rate: float = 0.0
     cost_since: datetime | None = None
+    # How many devices billed since `cost_since`, and what they billed by the hour
+    # (hour start -> [device-hours, dollars]) for the last `BILLED_HOURS_KEPT` hours.
+    cost_devices: int = 0
+    device_hours_to_date: float = 0.0
+    billed_hours: dict[datetime, list[float]] = Field(default_factory=dict)
     # Per-device control: device id -> protected until (None: until unprotected);
     # devices a person asked to replace once idle; remediation paused by a person.
     protected: dict[str, datetime | None] = Field(default_factory=dict)
@@ -163,13 +172,27 @@ class PoolState(CamelModel):
         message = f"creates of account {pause.account!r} wait until {st.iso(pause.until)}"
         self.record(now, say.Happened("ProviderRateLimited", message, warning=True))
 
-    def accrue(self, now: datetime, hourly_cost: float) -> None:
-        """Add what the pool billed since the last pass (at the rate seen then); bill on at
-        `hourly_cost`. Between passes the devices did not change, or a pass would have run."""
-        if self.cost_since is not None and now > self.cost_since:
-            hours = (now - self.cost_since).total_seconds() / 3600
-            self.cost_to_date += self.cost_rate * hours
-        self.cost_rate, self.cost_since = hourly_cost, now
+    def accrue(self, now: datetime, devices: int, price_per_hour: float) -> None:
+        """Add what the pool billed since the last pass (the devices and rate seen then),
+        hour by hour; bill on with `devices` at `price_per_hour`. Between passes the devices
+        did not change, or a pass would have run."""
+        start = self.cost_since
+        if start is not None and now > start:
+            rate = self.cost_rate / self.cost_devices if self.cost_devices else 0.0
+            while start < now:
+                hour = start.replace(minute=0, second=0, microsecond=0)
+                end = min(now, hour + timedelta(hours=1))
+                device_hours = self.cost_devices * (end - start).total_seconds() / 3600
+                bucket = self.billed_hours.setdefault(hour, [0.0, 0.0])
+                bucket[0] += device_hours
+                bucket[1] += device_hours * rate
+                self.device_hours_to_date += device_hours
+                self.cost_to_date += device_hours * rate
+                start = end
+            for hour in sorted(self.billed_hours)[:-BILLED_HOURS_KEPT]:
+                del self.billed_hours[hour]
+        self.cost_devices, self.cost_rate = devices, devices * price_per_hour
+        self.cost_since = now
 
     def publish(self, status: DevicePoolStatus) -> Said:
         """Take the status a pass published; say what it newly shows that needs a word."""

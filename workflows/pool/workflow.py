@@ -333,7 +333,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             ),
         )
         billing = sum(1 for d in self._devices if d.status != am.TERMINATED)
-        self.s.accrue(now, billing * self._price)
+        self.s.accrue(now, billing, self._price)
         self._said(self.s.publish(st.published(self.s.status, view)))
         self._show()
 

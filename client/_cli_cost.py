@@ -1,0 +1,123 @@
+"""`devicepool cost [POOL] [--since 24h]`: device-hours and money per pool and per account.
+
+Each pool counts what its devices bill from its own listings of the provider
+(every device not yet terminated, at its account's `pricePerHour`), by the
+hour for a week (query `cost`). `--since` sums the hours that began at or after
+that long ago, so it counts up to an hour more than asked (say so when it
+matters); without it, everything since the pool was created. The provider's
+own bill is the truth: the pool sees a device from its first listing after the
+create, so it counts a little less than the provider bills (up to one resync
+interval a device).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+import typer
+
+from devicepool.client._cli_support import OutputOpt, fail, open_pools, run
+from devicepool.client.errors import EXIT_BAD_INPUT
+from devicepool.client.render import Output, print_data, print_table, resolve_output
+
+__all__ = ["cost", "cost_rows"]
+
+HEADERS = ["POOL", "ACCOUNT", "DEVICE-HOURS", "COST", "$/H"]
+
+
+def cost(
+    name: Annotated[str | None, typer.Argument(help="a pool name (default: every pool)")] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="only the last DURATION (24h, 90m; whole hours counted)"),
+    ] = None,
+    output: OutputOpt = None,
+) -> None:
+    """Device-hours and money per pool and per account (what the pools saw billing)."""
+    fmt = resolve_output(output)
+    window: timedelta | None = None
+    if since is not None:
+        from devicepool.api.durations import parse_duration
+
+        try:
+            seconds = parse_duration(since)
+            if seconds <= 0:
+                raise ValueError(f"must be more than 0s, got {since!r}")
+        except ValueError as err:
+            raise fail(f"--since: {err}", EXIT_BAD_INPUT) from None
+        window = timedelta(seconds=seconds)
+
+    async def body() -> list[Any]:
+        return await (await open_pools(name)).costs(name)
+
+    now = datetime.now(UTC)
+    report = cost_rows(run(body), since=None if window is None else now - window, now=now)
+    if fmt != Output.TABLE:
+        print_data(report, fmt)
+        return
+    rows = [
+        [
+            p["pool"],
+            p["account"],
+            _num(p["deviceHours"]),
+            _money(p["cost"]),
+            _money(p["hourlyCost"]),
+        ]
+        for p in report["pools"]
+    ]
+    rows += [
+        [f"(account {a['account']})", a["account"], _num(a["deviceHours"]), _money(a["cost"]),
+         _money(a["hourlyCost"])]
+        for a in report["accounts"]
+    ]  # fmt: skip
+    print_table(HEADERS, rows)
+
+
+def cost_rows(
+    answers: list[tuple[str, Any]], *, since: datetime | None, now: datetime
+) -> dict[str, Any]:
+    """The report at `now`: one entry per pool (None answers shown as unknown) and per
+    account; what the pools' devices billed since their last pass is added."""
+    pools: list[dict[str, Any]] = []
+    accounts: dict[str, dict[str, Any]] = {}
+    for pool, answer in sorted(answers, key=lambda a: a[0]):
+        if answer is None:
+            pools.append({"pool": pool, "account": None, "deviceHours": None, "cost": None,
+                          "hourlyCost": None})  # fmt: skip
+            continue
+        total_hours, total_dollars = answer.totals(now)
+        if since is None:
+            hours, dollars = total_hours, total_dollars
+        else:
+            floor = since.replace(minute=0, second=0, microsecond=0)
+            kept = [h for h in answer.hours if h.start >= floor]
+            hours = sum(h.device_hours for h in kept) + total_hours - answer.device_hours_to_date
+            dollars = sum(h.cost for h in kept) + total_dollars - answer.cost_to_date
+        entry = {
+            "pool": pool,
+            "account": answer.account,
+            "deviceHours": round(hours, 4),
+            "cost": round(dollars, 4),
+            "hourlyCost": answer.hourly_cost,
+        }
+        pools.append(entry)
+        total = accounts.setdefault(
+            answer.account,
+            {"account": answer.account, "deviceHours": 0.0, "cost": 0.0, "hourlyCost": 0.0},
+        )
+        for key in ("deviceHours", "cost", "hourlyCost"):
+            total[key] = round(total[key] + entry[key], 4)
+    return {
+        "since": None if since is None else since.isoformat().replace("+00:00", "Z"),
+        "pools": pools,
+        "accounts": [accounts[a] for a in sorted(accounts)],
+    }
+
+
+def _num(value: float | None) -> str:
+    return "?" if value is None else f"{value:.2f}"
+
+
+def _money(value: float | None) -> str:
+    return "?" if value is None else f"${value:.2f}"
