@@ -49,9 +49,9 @@ __all__ = [
 # Holds, on a v1alpha1 pool, the v1beta1 fields it has no place for (compact JSON).
 CONVERSION_ANNOTATION = "mobile.example.com/v1beta1-fields"
 # The v1beta1 spec fields v1alpha1 has no place for (each a mapping).
-KEPT_FIELDS = frozenset({"health", "scaleDown", "spendCap", "lifetime", "rollout"})
+KEPT_FIELDS = frozenset({"health", "scaleDown", "spendCap", "lifetime", "rollout", "disruption"})
 # Kept whenever present (an empty mapping is a choice too).
-_WHOLE = ("spendCap", "lifetime", "rollout")
+_WHOLE = ("spendCap", "lifetime", "rollout", "disruption")
 
 API_VERSIONS: tuple[str, ...] = (API_VERSION_V1ALPHA1, API_VERSION_V1BETA1)
 
@@ -72,6 +72,7 @@ def spec_to_v1beta1(
     kept = kept or {}
     health = {"maxUnhealthy": spec.max_unhealthy, **kept.get("health", {})}
     spend_cap, lifetime, rollout = kept.get("spendCap"), kept.get("lifetime"), kept.get("rollout")
+    disruption = kept.get("disruption")
     proxy = None
     if spec.proxy is not None:
         ttl = timedelta(seconds=spec.proxy.sticky_ttl)
@@ -89,6 +90,7 @@ def spec_to_v1beta1(
             "spendCap": spend_cap,
             "lifetime": lifetime,
             "rollout": rollout,
+            "disruption": disruption,
         }
     )
 
@@ -115,12 +117,14 @@ def spec_to_v1alpha1(
     spend_cap = spec.spend_cap.to_json_dict() if spec.spend_cap is not None else None
     lifetime = spec.lifetime.to_json_dict() if spec.lifetime is not None else None
     rollout = spec.rollout.to_json_dict() if spec.rollout is not None else None
+    disruption = spec.disruption.to_json_dict() if spec.disruption is not None else None
     fields = (
         ("health", health),
         ("scaleDown", scale_down),
         ("spendCap", spend_cap),
         ("lifetime", lifetime),
         ("rollout", rollout),
+        ("disruption", disruption),
     )
     # health and scaleDown: only what is set; the others: present or not.
     kept = {key: value for key, value in fields if value is not None and (value or key in _WHOLE)}

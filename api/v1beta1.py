@@ -15,7 +15,8 @@ are rejected, as in v1alpha1.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, PlainSerializer, model_validator
@@ -54,6 +55,9 @@ __all__ = [
     "DevicePool",
     "DevicePoolSpec",
     "DevicePoolStatus",
+    "DisruptionBudget",
+    "DisruptionReason",
+    "DisruptionSpec",
     "Duration",
     "HealthSpec",
     "LifetimeSpec",
@@ -180,6 +184,79 @@ class RolloutSpec(CamelModel):
         return (surge, unavailable) if surge or unavailable else (1, 0)
 
 
+class DisruptionReason(StrEnum):
+    """Why the pool itself takes a serving device away (a person's `replace` is not limited)."""
+
+    DRIFTED = "Drifted"
+    EXPIRED = "Expired"
+    SCALE_DOWN = "ScaleDown"
+
+
+def _cron(value: Any) -> Any:
+    if not isinstance(value, str):
+        raise ValueError(
+            f"must be a cron expression such as '0 9 * * mon-fri', got {show_value(value)}"
+        )
+    from cronsim import CronSim, CronSimError
+
+    try:
+        CronSim(value, datetime(2000, 1, 1, tzinfo=UTC))
+    except CronSimError as err:
+        raise ValueError(
+            f"must be a cron expression such as '0 9 * * mon-fri' ({err}), got {show_value(value)}"
+        ) from None
+    return value
+
+
+class DisruptionBudget(CamelModel):
+    """At most `devices` (a count, or a percentage of `replicas` rounded up) taken away at
+    once for `reasons` (all if unset), while active: always without `schedule`; with one,
+    for `duration` from each time the cron `schedule` (UTC) fires."""
+
+    devices: CountOrPercent
+    reasons: list[DisruptionReason] | None = None
+    schedule: Annotated[str, BeforeValidator(_cron)] | None = None
+    duration: Duration | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _schedule_with_duration(self) -> DisruptionBudget:
+        if (self.schedule is None) != (self.duration is None):
+            raise ValueError("schedule and duration go together: set both or neither")
+        return self
+
+    def covers(self, reason: DisruptionReason) -> bool:
+        return self.reasons is None or reason in self.reasons
+
+    def active(self, now: datetime) -> bool:
+        """Whether the budget applies at `now` (UTC)."""
+        if self.schedule is None or self.duration is None:
+            return True
+        from cronsim import CronSim
+
+        since = now - timedelta(seconds=self.duration)
+        fired = next(
+            CronSim(self.schedule, since.replace(tzinfo=UTC) if since.tzinfo is None else since),
+            None,
+        )
+        return fired is not None and fired <= now
+
+    def allowed(self, replicas: int) -> int:
+        return resolve_count(self.devices, replicas, round_up=True)
+
+
+class DisruptionSpec(CamelModel):
+    """Limits on what the pool takes away at once of its own accord (drift, lifetime,
+    scale-down). Outside every scheduled window only the unscheduled budgets apply; with
+    none active, nothing is limited. Health repairs are governed by `maxUnhealthy`."""
+
+    budgets: list[DisruptionBudget] = Field(default_factory=list)
+
+    def allowed(self, reason: DisruptionReason, *, replicas: int, now: datetime) -> int | None:
+        """The most restrictive active budget's count for `reason`; None: no limit."""
+        counts = [b.allowed(replicas) for b in self.budgets if b.covers(reason) and b.active(now)]
+        return min(counts) if counts else None
+
+
 class LifetimeSpec(CamelModel):
     """Replace devices by age (Karpenter's `expireAfter` + `terminationGracePeriod`).
 
@@ -231,6 +308,7 @@ class DevicePoolSpec(CamelModel):
     lifetime: LifetimeSpec | None = None
     # Set: devices made from an older template are replaced (drift). Unset: they stay.
     rollout: RolloutSpec | None = None
+    disruption: DisruptionSpec | None = None
 
     @property
     def account(self) -> str:

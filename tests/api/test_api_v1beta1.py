@@ -409,3 +409,31 @@ def test_rollout_percentages_round_as_cluster_api_does(
     if (got_surge, got_unavailable) != (1, 0):  # both rounded to 0 on a tiny pool: 1 surge
         assert got_surge == -(-replicas * surge // 100) >= exact_surge  # up
         assert got_unavailable == replicas * unavailable // 100 <= exact_unavailable  # down
+
+
+@pytest.mark.parametrize(
+    ("budget", "message"),
+    [
+        (
+            "{devices: 1, schedule: '0 9 * * *'}",
+            "spec.disruption.budgets[0]: schedule and duration go together: set both or neither",
+        ),
+        (
+            "{devices: 1, schedule: 'at nine', duration: 8h}",
+            "spec.disruption.budgets[0].schedule: must be a cron expression such as",
+        ),
+        ("{devices: 1, reasons: [Bored]}", "spec.disruption.budgets[0].reasons[0]: must be one of"),
+        ("{devices: 150%}", "spec.disruption.budgets[0].devices: must be a count or a percentage"),
+    ],
+)
+def test_a_bad_disruption_budget_is_one_line(budget: str, message: str) -> None:
+    [line] = problems(BETA + f"  disruption: {{budgets: [{budget}]}}\n")
+    assert line.startswith(f"f.yaml: {message}"), line
+
+
+def test_a_disruption_budget_in_v1alpha1_rides_in_the_annotation() -> None:
+    pool = load_one(
+        BETA + "  disruption: {budgets: [{devices: 10%, reasons: [Drifted],"
+        " schedule: '0 9 * * mon-fri', duration: 8h}]}\n"
+    )
+    assert to_v1beta1(to_v1alpha1(pool)) == pool

@@ -244,3 +244,35 @@ async def test_a_template_change_rolls_out_one_surge_device_at_a_time(
     assert (await pool_counts(control, pool_name))["created"] == 8  # 4 + 4, nothing extra
     await handle.cancel()
     await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")
+
+
+async def test_a_disruption_budget_of_zero_holds_a_scale_down_until_lifted(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    freeze = {"budgets": [{"devices": 0, "reasons": ["ScaleDown"]}]}
+    handle = await start(env, pool_name, 3, disruption=freeze)
+    await eventually(lambda: ready_ids(control, pool_name, 3), timeout=60, what="3 ready")
+    await PoolClient(env.client).scale(pool_name, 1)
+
+    async def blocked() -> bool:
+        status = await handle.query("status")
+        kinds = {c["type"]: c for c in status["conditions"]}
+        held = kinds.get("ScaleDownBlocked", {})
+        return held.get("status") == "True" and held.get("reason") == "DisruptionBudget"
+
+    await eventually(blocked, what="ScaleDownBlocked while the budget is 0")
+    assert len(await pool_devices(control, pool_name)) == 3  # nothing taken
+    lifted = parse_pool(
+        {
+            "apiVersion": "mobile.example.com/v1beta1",
+            "kind": "DevicePool",
+            "metadata": {"name": pool_name},
+            "spec": {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 1},
+        }
+    )
+    await handle.execute_update(
+        "apply", ApplyRequest(metadata=lifted.metadata, spec=lifted.spec), result_type=Accepted
+    )
+    await eventually(lambda: ready_ids(control, pool_name, 1), timeout=60, what="scaled to 1")
+    await handle.cancel()
+    await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")

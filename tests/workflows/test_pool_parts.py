@@ -380,3 +380,38 @@ def test_a_rollout_takes_idle_drifted_devices_first_within_surge_and_unavailable
     assert roll([], ["old-busy"], surge=1, unavailable=0, protected=(), busy={"old-busy"}) == [
         "old-busy"
     ]
+
+
+def test_disruption_budgets_hold_voluntary_replacements_within_the_tightest_active_one() -> None:
+    from devicepool.api.v1beta1 import DisruptionReason as R
+    from devicepool.api.v1beta1 import DisruptionSpec
+    from devicepool.workflows.pool.lifecycle import Budgets
+
+    spec = DisruptionSpec.model_validate(
+        {
+            "budgets": [
+                {"devices": "10%", "reasons": ["Drifted", "Expired"]},  # 2 of 20, rounded up
+                # weekdays 09:00-17:00 UTC: nothing expires (NOW is a Tuesday, 12:00)
+                {
+                    "devices": 0,
+                    "reasons": ["Expired"],
+                    "schedule": "0 9 * * mon-fri",
+                    "duration": "8h",
+                },
+            ]
+        }
+    )
+    budgets = Budgets(spec, replicas=20, now=NOW)
+    assert budgets.take(R.EXPIRED, ["e1", "e2"]) == []  # the business-hours window is on
+    assert budgets.take(R.DRIFTED, ["d1", "d2", "d3"]) == ["d1", "d2"]
+    assert budgets.left(R.SCALE_DOWN) is None  # no budget covers it: not limited
+    evening = Budgets(spec, replicas=20, now=NOW.replace(hour=18))
+    assert evening.take(R.EXPIRED, ["e1", "e2", "e3"]) == ["e1", "e2"]  # outside: 10% only
+    assert evening.take(R.DRIFTED, ["d1"]) == []  # the shared 10% is spent
+
+
+def test_a_scale_down_budget_leaves_the_rest_blocked() -> None:
+    p = plan_pool(
+        replicas=1, devices=ready(4), in_flight=0, now=NOW, idle_grace=timedelta(0), max_terminate=1
+    )
+    assert (len(p.terminate), p.blocked_surplus) == (1, 2)

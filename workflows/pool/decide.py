@@ -68,6 +68,7 @@ def decide(
     protected: Collection[str] = (),
     rolling: Collection[str] = (),
     unavailable: int = 0,
+    scale_down_limit: int | None = None,
 ) -> Decision:
     """What this pass does. `act` False (the listing failed): only the plan, for the status.
 
@@ -93,6 +94,7 @@ def decide(
             cap=cap,
             protected=protected,
             retiring=[*retire, *rolling],
+            max_terminate=scale_down_limit,
         )
 
     plan = planned()

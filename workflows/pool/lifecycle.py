@@ -23,13 +23,19 @@ from devicepool.activities.models import (
     template_hash,
 )
 from devicepool.api.names import LABEL_TEMPLATE_HASH
-from devicepool.api.v1beta1 import DevicePoolSpec, LifetimeSpec
+from devicepool.api.v1beta1 import (
+    DevicePoolSpec,
+    DisruptionBudget,
+    DisruptionReason,
+    DisruptionSpec,
+    LifetimeSpec,
+)
 from devicepool.workflows.pool import events as say
 from devicepool.workflows.pool.fates import Fate
 from devicepool.workflows.pool.plan import COUNTED_STATUSES
 from devicepool.workflows.pool.state import PoolState
 
-__all__ = ["Expiry", "Lifecycle", "drifted", "expiries", "protected_now", "roll"]
+__all__ = ["Budgets", "Expiry", "Lifecycle", "drifted", "expiries", "protected_now", "roll"]
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,7 @@ def roll(
     unavailable: int,
     protected: Collection[str],
     busy: Collection[str],
+    limit: int | None = None,
 ) -> list[str]:
     """The drifted devices to replace now, at most `surge + unavailable` at once: those
     already rolling that still drifted, then idle ones oldest first, busy ones last (a
@@ -109,7 +116,38 @@ def roll(
     waiting = [d for d in drift if d not in rolling and d not in protected]
     others = [d for d in waiting if d not in busy] + [d for d in waiting if d in busy]
     room = max(0, surge + unavailable - len(still))
+    if limit is not None:  # a disruption budget: never more rolling at once
+        room = min(room, max(0, limit - len(still)))
     return still + others[:room]
+
+
+class Budgets:
+    """What the active disruption budgets still allow this pass, reason by reason.
+
+    A budget counts every device taken away for any of its reasons; a reason is held
+    to the least that any active budget covering it still allows. No active budget
+    covering a reason: that reason is not limited.
+    """
+
+    def __init__(self, spec: DisruptionSpec | None, *, replicas: int, now: datetime) -> None:
+        budgets = spec.budgets if spec is not None else []
+        self._left: list[tuple[DisruptionBudget, int]] = [
+            (b, b.allowed(replicas)) for b in budgets if b.active(now)
+        ]
+
+    def left(self, reason: DisruptionReason) -> int | None:
+        counts = [left for b, left in self._left if b.covers(reason)]
+        return max(0, min(counts)) if counts else None
+
+    def spend(self, reason: DisruptionReason, count: int) -> None:
+        self._left = [(b, left - count if b.covers(reason) else left) for b, left in self._left]
+
+    def take(self, reason: DisruptionReason, wanted: list[str]) -> list[str]:
+        """The first of `wanted` the budgets allow now (and count them as taken)."""
+        left = self.left(reason)
+        taken = wanted if left is None else wanted[:left]
+        self.spend(reason, len(taken))
+        return taken
 
 
 @dataclass(frozen=True)
@@ -143,9 +181,33 @@ class Lifecycle:
         unlabelled = self.state.unlabelled_hash or current
         return drifted(self.devices, current=current, unlabelled=unlabelled, leaving=leaving)
 
+    def budgets(self) -> Budgets:
+        return Budgets(self.spec.disruption, replicas=self.spec.replicas, now=self.now)
+
+    def allocation(self) -> tuple[list[str], Budgets]:
+        """The expired devices to retire now (oldest first, within the budgets), and the
+        budgets left for drift and scale-down after them and the rolling in progress."""
+        budgets = self.budgets()
+        expired = budgets.take(DisruptionReason.EXPIRED, self.expiry().retire)
+        rolling = [d for d in self.state.rolling if d in set(self.drift())]
+        budgets.spend(DisruptionReason.DRIFTED, len(rolling))
+        return expired, budgets
+
     def retire(self) -> list[str]:
         """Devices to replace once idle: asked for by a person, or past `maxAge`."""
-        return sorted({*self.state.retiring, *self.expiry().retire})
+        return sorted({*self.state.retiring, *self.allocation()[0]})
+
+    def next_window_check(self, *, pending: bool) -> datetime | None:
+        """With scheduled budgets and voluntary work waiting (`pending`), the next minute:
+        a window opening or closing changes what may go (cron fires by the minute)."""
+        spec = self.spec.disruption
+        if not pending or spec is None or not any(b.schedule for b in spec.budgets):
+            return None
+        return self.now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+
+    def scale_down_limit(self) -> int | None:
+        """How many devices a scale-down may take this pass (None: no budget limits it)."""
+        return self.allocation()[1].left(DisruptionReason.SCALE_DOWN)
 
     def advance(self) -> list[say.Happened]:
         """One pass on a fresh listing: force out what is past `maxAge + gracePeriod`,
@@ -160,13 +222,17 @@ class Lifecycle:
         if state.unlabelled_hash is None:  # devices rented before the label: this template
             state.unlabelled_hash = template_hash(device_template(self.spec))
         surge, unavailable = self.limits()
+        drift = self.drift() if self.spec.rollout is not None else []
+        budgets = self.budgets()
+        budgets.take(DisruptionReason.EXPIRED, self.expiry().retire)
         state.rolling = roll(
             state.rolling,
-            self.drift() if self.spec.rollout is not None else [],
+            drift,
             surge=surge,
             unavailable=unavailable,
             protected=self.protected(),
             busy={d.id for d in self.devices if d.status == BUSY or d.session_active},
+            limit=budgets.left(DisruptionReason.DRIFTED),
         )
         state.protected = {
             d: until

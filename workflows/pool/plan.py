@@ -67,6 +67,8 @@ class Plan:
     by_status: dict[str, int] = field(default_factory=dict)
     # Creates the spend cap held back (the pool wants them; the cap says no).
     capped: int = 0
+    # Of `blocked_surplus`, devices a disruption budget held (they could have gone).
+    budget_held: int = 0
 
 
 def idle_since(device: DeviceInfo) -> datetime:
@@ -94,6 +96,7 @@ def plan_pool(
     cap: int | None = None,
     protected: Collection[str] = (),
     retiring: Collection[str] = (),
+    max_terminate: int | None = None,
 ) -> Plan:
     """Decide what to create and what to terminate to bring the pool to `replicas`."""
     if replicas < 0:
@@ -127,7 +130,11 @@ def plan_pool(
         key=_age_key,
         reverse=True,
     )
-    terminate = [d.id for d in [*booting, *idle][:surplus]]
+    # A disruption budget may hold a scale-down to fewer devices a pass (None: no limit).
+    removable = surplus if max_terminate is None else min(surplus, max_terminate)
+    candidates = [*booting, *idle]
+    terminate = [d.id for d in candidates[:removable]]
+    budget_held = min(surplus, len(candidates)) - len(terminate)
     blocked = surplus - len(terminate)
 
     next_idle_at: datetime | None = None
@@ -159,6 +166,7 @@ def plan_pool(
         next_idle_at=next_idle_at,
         by_status=dict(by_status),
         capped=capped,
+        budget_held=budget_held,
     )
 
 

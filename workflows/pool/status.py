@@ -205,9 +205,18 @@ def remediation_condition(view: PoolView) -> ConditionUpdate:
 
 
 def scale_down_condition(view: PoolView) -> ConditionUpdate | None:
-    blocked = view.plan.blocked_surplus
+    blocked, held = view.plan.blocked_surplus, view.plan.budget_held
     if not blocked:
         return None
+    if held:
+        return ConditionUpdate(
+            ConditionType.SCALE_DOWN_BLOCKED,
+            TRUE,
+            "DisruptionBudget",
+            f"{blocked} device(s) above the desired size wait: {held} held by "
+            "spec.disruption's budgets (they go when a budget allows), "
+            f"{blocked - held} busy or recently used",
+        )
     return ConditionUpdate(
         ConditionType.SCALE_DOWN_BLOCKED,
         TRUE,

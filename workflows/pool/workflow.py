@@ -224,6 +224,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             protected=life.protected(),
             rolling=self.s.rolling,
             unavailable=life.limits()[1],
+            scale_down_limit=life.scale_down_limit(),
         )
 
     def _life(self) -> Lifecycle:
@@ -350,6 +351,14 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
                 self.s.backoff.until,
                 pause.until if pause else None,
                 life.expiry().next_at,
+                life.next_window_check(
+                    pending=bool(
+                        self.s.rolling
+                        or (self._spec.rollout is not None and life.drift())
+                        or life.expiry().retire
+                        or plan.blocked_surplus
+                    )
+                ),
                 min((u for u in self.s.protected.values() if u is not None), default=None),
             ),
             resync=bool(
