@@ -186,16 +186,18 @@ async def _gone(control: httpx.AsyncClient, name: str) -> bool:
     return not await pool_devices(control, name)
 
 
-async def test_a_template_change_rolls_out_one_surge_device_at_a_time(
+async def test_a_template_change_rolls_out_within_surge_busy_devices_last(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    # spec.rollout {maxSurge: 1, maxUnavailable: 0}: osVersion 14 -> 15 replaces all 4,
-    # never fewer than 4 serving; a busy device is replaced only after its session.
-    rollout = {"maxSurge": 1, "maxUnavailable": 0}
-    handle = await start(env, pool_name, 4, rollout=rollout)
-    old = await eventually(lambda: ready_ids(control, pool_name, 4), timeout=60, what="4 ready")
-    busy = old[0]
-    await session(control, busy, True)
+    # The scenario: osVersion 14 -> 15 on a pool of 10 with 3 busy devices under
+    # rollout {maxSurge: 2, maxUnavailable: 0}: never fewer than 10 serving, the 3 busy
+    # replaced only after their sessions end, creates 10 + 10.
+    rollout = {"maxSurge": 2, "maxUnavailable": 0}
+    handle = await start(env, pool_name, 10, rollout=rollout)
+    old = await eventually(lambda: ready_ids(control, pool_name, 10), timeout=90, what="10 ready")
+    busy = old[:3]
+    for device in busy:
+        await session(control, device, True)
     changed = parse_pool(
         {
             "apiVersion": "mobile.example.com/v1beta1",
@@ -205,7 +207,7 @@ async def test_a_template_change_rolls_out_one_surge_device_at_a_time(
                 "platform": "android",
                 "region": "us-west",
                 "osVersion": "15",
-                "replicas": 4,
+                "replicas": 10,
                 "rollout": rollout,
             },
         }
@@ -213,7 +215,7 @@ async def test_a_template_change_rolls_out_one_surge_device_at_a_time(
     await handle.execute_update(
         "apply", ApplyRequest(metadata=changed.metadata, spec=changed.spec), result_type=Accepted
     )
-    fewest, most = 4, 4
+    fewest, most = 10, 10
 
     async def rolled_except_busy() -> bool:
         nonlocal fewest, most
@@ -221,13 +223,15 @@ async def test_a_template_change_rolls_out_one_surge_device_at_a_time(
         serving = [d for d in devices if d["status"] in ("ready", "busy")]
         staying = [d for d in devices if d["status"] != "terminating"]
         fewest, most = min(fewest, len(serving)), max(most, len(staying))
-        return [d["id"] for d in devices if d["id"] in old] == [busy] and len(serving) == 5
+        left = sorted(d["id"] for d in devices if d["id"] in old)
+        return left == sorted(busy) and len(serving) == 12
 
-    await eventually(rolled_except_busy, timeout=90, every=0.1, what="all but the busy one rolled")
+    await eventually(rolled_except_busy, timeout=120, every=0.1, what="all but the busy rolled")
     status = await handle.query("status")
     rolling = {c["type"]: c for c in status["conditions"]}["RollingOut"]
-    assert rolling["status"] == "True" and status["updatedDevices"] == 4, status
-    await session(control, busy, False)
+    assert rolling["status"] == "True" and status["updatedDevices"] == 9, status
+    for device in busy:
+        await session(control, device, False)
 
     async def done() -> bool:
         nonlocal fewest
@@ -235,13 +239,13 @@ async def test_a_template_change_rolls_out_one_surge_device_at_a_time(
         fewest = min(fewest, sum(d["status"] in ("ready", "busy") for d in devices))
         status = await handle.query("status")
         complete = {c["type"]: c["status"] for c in status["conditions"]}["RollingOut"] == "False"
-        return complete and len(devices) == 4 and not {d["id"] for d in devices} & set(old)
+        return complete and len(devices) == 10 and not {d["id"] for d in devices} & set(old)
 
-    await eventually(done, timeout=60, every=0.1, what="the rollout complete")
-    assert fewest >= 4, f"only {fewest} serving during the rollout"
+    await eventually(done, timeout=90, every=0.1, what="the rollout complete")
+    assert fewest >= 10, f"only {fewest} serving during the rollout"
     # (a device being terminated is not counted, as Cluster API does not count one being deleted)
-    assert most <= 5, f"{most} devices at once: more than maxSurge 1 above 4"
-    assert (await pool_counts(control, pool_name))["created"] == 8  # 4 + 4, nothing extra
+    assert most <= 12, f"{most} devices at once: more than maxSurge 2 above 10"
+    assert (await pool_counts(control, pool_name))["created"] == 20  # 10 + 10, nothing extra
     await handle.cancel()
     await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")
 
