@@ -120,19 +120,24 @@ async def test_the_web_ui_reads_encrypted_history_through_the_codec_server(
                     re.compile(re.escape(page_url) + r"/[0-9a-f-]{36}/"), timeout=UI_TIMEOUT_MS
                 )
                 # The Input panel: the pool's start input, decoded by the codec server.
+                # (expect()'s own timeout is 5 s, not the page's: a loaded machine needs more.)
                 body = page.locator("body")
-                await expect(body).to_contain_text('"poolRef": "proxyseller-eu"')
-                await expect(body).to_contain_text('"region": "eu-west"')
-                await expect(body).to_contain_text(f'"name": "{POOL}"')
-                await expect(body).not_to_contain_text("YmluYXJ5L2VuY3J5cHRlZA==")
+                await expect(body).to_contain_text(
+                    '"poolRef": "proxyseller-eu"', timeout=UI_TIMEOUT_MS
+                )
+                await expect(body).to_contain_text('"region": "eu-west"', timeout=UI_TIMEOUT_MS)
+                await expect(body).to_contain_text(f'"name": "{POOL}"', timeout=UI_TIMEOUT_MS)
+                await expect(body).not_to_contain_text(
+                    "YmluYXJ5L2VuY3J5cHRlZA==", timeout=UI_TIMEOUT_MS
+                )
                 assert decodes, "the UI never called the codec server"
                 await page.screenshot(path=tmp_path / "ui-encrypted-input.png")
 
                 # The summary is encrypted too, and decoded the same way.
                 await page.get_by_text("User Metadata", exact=True).first.click()
                 summary = page.frame_locator("#user-metadata-summary").locator("body")
-                await expect(summary).to_contain_text(POOL)
-                await expect(summary).to_contain_text("eu-west")
+                await expect(summary).to_contain_text(POOL, timeout=UI_TIMEOUT_MS)
+                await expect(summary).to_contain_text("eu-west", timeout=UI_TIMEOUT_MS)
             finally:
                 await browser.close()
     finally:

@@ -7,6 +7,7 @@ in flight when the blow (a SIGKILL, a Ctrl-C) lands.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from devicepool.testing import wait_until
 from tests.helpers.dev_stack import Stack, manifest
@@ -20,13 +21,17 @@ def scale_up_under_way(stack: Stack, pool: str, replicas: int, tmp: Path) -> Non
     stack.faults({"latencyMs": CREATE_LATENCY_MS})
     applied = stack.cli("apply", "-f", manifest(tmp, pool, replicas))
     assert applied.returncode == 0, applied.stderr
-    wait_until(
-        lambda: stack.stats()["creates"]["accepted"] >= before + 2,
-        timeout=30,
-        what="the first creates to land",
-    )
-    # (The only pool on its stack: every ready device is one of its.)
-    ready = stack.stats()["devices"]["byStatus"].get("ready", 0)
+    seen: dict[str, Any] = {}
+
+    def landed() -> bool:
+        seen.update(stack.stats())
+        return bool(seen["creates"]["accepted"] >= before + 2)
+
+    wait_until(landed, timeout=30, what="the first creates to land")
+    # Read from the same answer that saw the creates land: on a loaded machine a
+    # second read could come after the 2-s boots. (The only pool on its stack:
+    # every ready device is one of its.)
+    ready = seen["devices"]["byStatus"].get("ready", 0)
     assert ready < replicas, "the scale-up finished before the blow: nothing was tested"
 
 
