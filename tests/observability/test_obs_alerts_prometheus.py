@@ -269,7 +269,10 @@ async def ready(stack: AlertStack, name: str, replicas: int) -> None:
 async def test_alerts_fire_and_clear_on_a_real_prometheus(stack: AlertStack) -> None:
     async def scraped() -> bool:
         async with httpx.AsyncClient(timeout=5) as http:
-            answer = await http.get(f"{stack.prometheus_url}/api/v1/targets")
+            try:
+                answer = await http.get(f"{stack.prometheus_url}/api/v1/targets")
+            except httpx.TransportError:  # Prometheus is still starting to listen
+                return False
         targets = answer.json()["data"]["activeTargets"] if answer.status_code == 200 else []
         return bool(targets) and all(t["health"] == "up" for t in targets)
 
