@@ -45,6 +45,10 @@ MODULE_GROUPS = {
     "test_obs_alerts_prometheus.py": "observability-alerts",
     # Thirty pools applied at once, twice (~25 s): beside the shortest group.
     "test_pool_apply_many.py": "workflows-lifetime",
+    # Per-device control, lifetime, drift, budgets and spend wait on devices' clocks
+    # and sessions (~80 s): beside the pool's own tests, not after them.
+    "test_pool_device_control.py": "workflows-control",
+    "test_pool_spend.py": "workflows-control",
     # The orphan sweep lists the whole account: no other test's pools beside it.
     "test_orphan_sweep.py": "workflows-orphans",
     # The rest of the pool's workflow tests, in three parts of 60-80 s each
@@ -93,6 +97,7 @@ GROUP_ORDER = {
     "deploy": 31,
     "workflows": 74,
     "workflows-3": 71,
+    "workflows-control": 70,
     "e2e": 61,
     "workflows-lifetime": 60,
     "observability-alerts": 50,
