@@ -15,6 +15,7 @@ keeps running on the new build.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -35,11 +36,13 @@ __all__ = [
     "api_version_named",
     "convert",
     "looks_v1alpha1",
+    "put_kept",
     "resource_json_in",
     "spec_to_v1alpha1",
     "spec_to_v1beta1",
     "stored_spec",
     "stored_spec_json",
+    "take_kept",
     "to_v1alpha1",
     "to_v1beta1",
     "wire_spec",
@@ -135,8 +138,7 @@ def spec_to_v1alpha1(
 
 
 def to_v1beta1(pool: v1alpha1.DevicePool) -> v1beta1.DevicePool:
-    annotations = dict(pool.metadata.annotations)
-    kept = _read_kept(annotations.pop(CONVERSION_ANNOTATION, None))
+    annotations, kept = take_kept(pool.metadata.annotations, fields=KEPT_FIELDS)
     try:
         spec = spec_to_v1beta1(pool.spec, kept)
     except pydantic.ValidationError as exc:
@@ -148,9 +150,7 @@ def to_v1beta1(pool: v1alpha1.DevicePool) -> v1beta1.DevicePool:
 
 def to_v1alpha1(pool: v1beta1.DevicePool) -> v1alpha1.DevicePool:
     spec, kept = spec_to_v1alpha1(pool.spec)
-    annotations = dict(pool.metadata.annotations)
-    if kept:
-        annotations[CONVERSION_ANNOTATION] = json.dumps(kept, separators=(",", ":"), sort_keys=True)
+    annotations = put_kept(pool.metadata.annotations, kept)
     metadata = pool.metadata.model_copy(update={"annotations": annotations})
     converted = v1alpha1.DevicePool(metadata=metadata, spec=spec, status=pool.status)
     return converted.read_from(pool.source)
@@ -363,23 +363,39 @@ def _put(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
 # --- the annotation -----------------------------------------------------------------
 
 
-def _read_kept(raw: str | None) -> dict[str, Any]:
+def take_kept(
+    annotations: Mapping[str, str], *, fields: frozenset[str], kind: str = ""
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """`annotations` without `CONVERSION_ANNOTATION`, and the v1beta1 fields it kept (each
+    of `fields`, a mapping); ConversionError if it is not what devicepool writes (`kind`:
+    the resource, said in that message)."""
+    rest = dict(annotations)
+    raw = rest.pop(CONVERSION_ANNOTATION, None)
     if raw is None:
-        return {}
+        return rest, {}
     try:
         kept = json.loads(raw)
     except ValueError:
         kept = None
     if (
         not isinstance(kept, dict)
-        or not set(kept) <= KEPT_FIELDS
+        or not set(kept) <= fields
         or not all(isinstance(value, dict) for value in kept.values())
     ):
         raise ConversionError(
-            f"metadata.annotations.{CONVERSION_ANNOTATION}: not what devicepool writes "
-            f"(a JSON object with {', '.join(sorted(KEPT_FIELDS))}); remove it or convert the pool again"
+            f"metadata.annotations.{CONVERSION_ANNOTATION}: not what devicepool writes"
+            f"{f' for a {kind}' if kind else ''} (a JSON object with"
+            f" {', '.join(sorted(fields))}); remove it or convert the pool again"
         )
-    return kept
+    return rest, kept
+
+
+def put_kept(annotations: Mapping[str, str], kept: Mapping[str, Any]) -> dict[str, str]:
+    """`annotations` with `kept` (fields v1alpha1 cannot hold) in `CONVERSION_ANNOTATION`."""
+    written = dict(annotations)
+    if kept:
+        written[CONVERSION_ANNOTATION] = json.dumps(kept, separators=(",", ":"), sort_keys=True)
+    return written
 
 
 def _bad_annotation(exc: pydantic.ValidationError) -> ConversionError:

@@ -11,14 +11,19 @@ BrowserPool predates v1beta1, so a client always sends the stored version.
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from typing import Any
 
 import pydantic
 
 from devicepool.api.browserpool import v1alpha1, v1beta1
-from devicepool.api.conversion import API_VERSIONS, CONVERSION_ANNOTATION, ConversionError
+from devicepool.api.conversion import (
+    API_VERSIONS,
+    CONVERSION_ANNOTATION,
+    ConversionError,
+    put_kept,
+    take_kept,
+)
 from devicepool.api.names import API_VERSION_V1ALPHA1, API_VERSION_V1BETA1, KIND_BROWSER_POOL
 from devicepool.api.v1alpha1 import ProxySpec as AlphaProxySpec
 from devicepool.api.v1beta1 import ProxySpec as BetaProxySpec
@@ -92,8 +97,9 @@ def spec_to_v1alpha1(
 
 
 def to_v1beta1(pool: v1alpha1.BrowserPool) -> v1beta1.BrowserPool:
-    annotations = dict(pool.metadata.annotations)
-    kept = _read_kept(annotations.pop(CONVERSION_ANNOTATION, None))
+    annotations, kept = take_kept(
+        pool.metadata.annotations, fields=KEPT_FIELDS, kind=KIND_BROWSER_POOL
+    )
     try:
         spec = spec_to_v1beta1(pool.spec, kept)
     except pydantic.ValidationError as exc:
@@ -105,9 +111,7 @@ def to_v1beta1(pool: v1alpha1.BrowserPool) -> v1beta1.BrowserPool:
 
 def to_v1alpha1(pool: v1beta1.BrowserPool) -> v1alpha1.BrowserPool:
     spec, kept = spec_to_v1alpha1(pool.spec)
-    annotations = dict(pool.metadata.annotations)
-    if kept:
-        annotations[CONVERSION_ANNOTATION] = json.dumps(kept, separators=(",", ":"), sort_keys=True)
+    annotations = put_kept(pool.metadata.annotations, kept)
     metadata = pool.metadata.model_copy(update={"annotations": annotations})
     converted = v1alpha1.BrowserPool(metadata=metadata, spec=spec, status=pool.status)
     return converted.read_from(pool.source)
@@ -183,26 +187,6 @@ def resource_json_in(resource: dict[str, Any], *, api_version: str) -> dict[str,
 
 
 # --- the annotation -----------------------------------------------------------------
-
-
-def _read_kept(raw: str | None) -> dict[str, Any]:
-    if raw is None:
-        return {}
-    try:
-        kept = json.loads(raw)
-    except ValueError:
-        kept = None
-    if (
-        not isinstance(kept, dict)
-        or not set(kept) <= KEPT_FIELDS
-        or not all(isinstance(value, dict) for value in kept.values())
-    ):
-        raise ConversionError(
-            f"metadata.annotations.{CONVERSION_ANNOTATION}: not what devicepool writes for a"
-            f" BrowserPool (a JSON object with {', '.join(sorted(KEPT_FIELDS))});"
-            " remove it or convert the pool again"
-        )
-    return kept
 
 
 def _bad_annotation(exc: pydantic.ValidationError) -> ConversionError:
