@@ -227,9 +227,15 @@ async def test_a_template_change_rolls_out_within_surge_busy_devices_last(
         return left == sorted(busy) and len(serving) == 12
 
     await eventually(rolled_except_busy, timeout=120, every=0.1, what="all but the busy rolled")
-    status = await handle.query("status")
+
+    async def seen_by_the_pool() -> dict | None:
+        # The pool learns of the last boot at its next watch, a moment after the provider.
+        status = await handle.query("status")
+        return status if status["updatedDevices"] == 9 else None
+
+    status = await eventually(seen_by_the_pool, timeout=30, what="updatedDevices 9 in the status")
     rolling = {c["type"]: c for c in status["conditions"]}["RollingOut"]
-    assert rolling["status"] == "True" and status["updatedDevices"] == 9, status
+    assert rolling["status"] == "True", status
     for device in busy:
         await session(control, device, False)
 
