@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from devicepool.activities.device_models import DeviceInfo, DeviceStatus
 from devicepool.activities.errors import ProviderError, configuration_error
 from devicepool.activities.metrics import Metrics
-from devicepool.activities.providers.base import Provider
+from devicepool.activities.providers.base import Provider, provider_call
 from devicepool.activities.providers.registry import Transport, build_provider
 from devicepool.activities.proxy import resolve_proxy
 from devicepool.activities.secrets import Scrubber
@@ -132,7 +132,8 @@ class AccountProviders:
 
     async def _pool_devices(self, account: str, pool: str) -> list[DeviceInfo]:
         """The pool's devices at the provider that are not `terminated` (raises ProviderError)."""
-        listed = await self._provider(account).list_pool(pool)
+        with provider_call(pool=pool):
+            listed = await self._provider(account).list_pool(pool)
         devices = [d for d in listed if d.status != DeviceStatus.TERMINATED]
         for d in devices:
             self.metrics.device_seen(

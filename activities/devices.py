@@ -63,7 +63,7 @@ from devicepool.activities.models import (
     template_hash,
 )
 from devicepool.activities.orphans import OrphanActivities
-from devicepool.activities.providers import NewDevice, Provider
+from devicepool.activities.providers import NewDevice, Provider, provider_call
 from devicepool.activities.proxy import ResolvedProxy, resolve_proxy
 from devicepool.activities.watches import WatchActivities
 from devicepool.api.errors import ErrorType
@@ -132,7 +132,8 @@ class DeviceActivities(WatchActivities, OrphanActivities, DeviceActivityDefiniti
             template.proxy_pool,
         )
         try:
-            device = await finish_even_if_cancelled(provider.create_device(new))
+            with provider_call(pool=input.pool, replacement=input.replacement):
+                device = await finish_even_if_cancelled(provider.create_device(new))
         except ProviderError as exc:
             activity.logger.info("pool %s: create %s failed: %s", input.pool, input.name, exc)
             failure = to_application_error(exc)
@@ -164,6 +165,10 @@ class DeviceActivities(WatchActivities, OrphanActivities, DeviceActivityDefiniti
             problems.append(self._unknown_account(input.account))
         if input.proxy_pool is not None and input.proxy_pool not in self._proxy_pools:
             problems.append(self._unknown_proxy_pool(input.proxy_pool))
+        if input.platform is not None and input.account in self._providers:
+            refused = self._providers[input.account].platform_problem(input.platform)
+            if refused is not None:
+                problems.append(f"{refused} (providerCredentialRef {input.account!r})")
         if input.region is not None and input.account in self._providers:
             known = await self._region_names(input.account)
             if known is not None and input.region not in known:
@@ -210,6 +215,13 @@ class DeviceActivities(WatchActivities, OrphanActivities, DeviceActivityDefiniti
     @activity.defn
     async def terminate_device(self, input: TerminateDeviceInput) -> TerminateDeviceResult:
         provider = self._provider(input.account)
+        # A device that must go (unhealthy, replaced) is a replacement's first step.
+        with provider_call(pool=input.pool or "", replacement=not input.only_if_idle):
+            return await self._terminate_device(provider, input)
+
+    async def _terminate_device(
+        self, provider: Provider, input: TerminateDeviceInput
+    ) -> TerminateDeviceResult:
         async with heartbeating():
             try:
                 if input.only_if_idle:
@@ -289,17 +301,20 @@ class DeviceActivities(WatchActivities, OrphanActivities, DeviceActivityDefiniti
         provider = self._provider(input.account)
         deleted = 0
         try:
-            async with heartbeating():
-                for device in await self._pool_devices(input.account, input.pool):
-                    activity.heartbeat(device.id)
-                    if device.status == DeviceStatus.TERMINATING:
-                        continue
-                    try:
-                        await provider.remove_device(device.id)
-                    except NotFoundError:
-                        continue
-                    deleted += 1
-                left = await self._pool_devices(input.account, input.pool)
+            with provider_call(pool=input.pool):
+                async with heartbeating():
+                    for device in await self._pool_devices(input.account, input.pool):
+                        activity.heartbeat(device.id)
+                        if device.status == DeviceStatus.TERMINATING:
+                            continue
+                        try:
+                            await provider.remove_device(device.id)
+                        except NotFoundError:
+                            continue
+                        deleted += 1
+                    left = await self._pool_devices(input.account, input.pool)
+                    # What the provider keeps of a pool (cloud phones' profiles) is let go last.
+                    released = 0 if left else await provider.release_pool(input.pool)
         except ProviderError as exc:
             raise to_application_error(exc) from exc
         if left:
@@ -319,7 +334,12 @@ class DeviceActivities(WatchActivities, OrphanActivities, DeviceActivityDefiniti
                 # Waiting on the provider is the expected path, not a failure to alert on.
                 category=ApplicationErrorCategory.BENIGN,
             )
-        activity.logger.info("pool %s: torn down (%d deleted in this attempt)", input.pool, deleted)
+        activity.logger.info(
+            "pool %s: torn down (%d deleted in this attempt, %d kept profile(s) retired)",
+            input.pool,
+            deleted,
+            released,
+        )
         return TerminatePoolResult(terminated=deleted, remaining=0)
 
     # ------------------------------------------------ asks Temporal, not the provider

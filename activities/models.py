@@ -173,6 +173,8 @@ class CheckRefsInput(CamelModel):
     proxy_pool: str | None = None
     # Checked against the account's provider when given (a pool from before it sends none).
     region: str | None = None
+    # Likewise: an account whose provider cannot make this platform is a problem.
+    platform: str | None = None
 
 
 class CheckRefsResult(CamelModel):
@@ -235,6 +237,8 @@ class CreateDeviceInput(CamelModel):
     name: str
     idempotency_key: str
     extra_labels: dict[str, str] = Field(default_factory=dict)
+    # A replacement's create goes first where the account's calls queue (`api: bitbrowser`).
+    replacement: bool = False
 
     @model_validator(mode="before")
     @classmethod

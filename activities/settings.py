@@ -32,6 +32,9 @@ class AccountSettings(BaseModel):
     # and the safety margin the permit ledger adds to it.
     window_seconds: float = Field(default=60.0, gt=0)
     window_margin_seconds: float = Field(default=1.0, ge=0)
+    # `api: bitbrowser`: seconds from one cloud-phone call's answer to the next call
+    # (the Local API allows 1 a second; shorter only against a sped-up emulator).
+    phone_interval_seconds: float = Field(default=1.05, gt=0)
 
 
 class ProxyPoolSettings(BaseModel):

@@ -4,7 +4,18 @@ from devicepool.activities.providers.base import (
     PROVIDER_APIS,
     NewDevice,
     Provider,
+    ProviderCall,
     ProviderDevice,
+    current_call,
+    provider_call,
 )
 
-__all__ = ["PROVIDER_APIS", "NewDevice", "Provider", "ProviderDevice"]
+__all__ = [
+    "PROVIDER_APIS",
+    "NewDevice",
+    "Provider",
+    "ProviderCall",
+    "ProviderDevice",
+    "current_call",
+    "provider_call",
+]

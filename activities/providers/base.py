@@ -1,10 +1,15 @@
 """The provider seam: the one narrow interface the activities use to reach a provider.
 
 An adapter speaks one provider transport for one account: `rest` (the REST
-contract of DESIGN.md, `providers/rest.py`) today; BitBrowser's Local API for
-cloud phones and for browser profiles fit behind the same methods (no
-idempotency key: a create first looks for its mark; no delete: `remove_device`
-powers the phone off). The engine never learns which one it talks to.
+contract of DESIGN.md, `providers/rest.py`) and `bitbrowser` (cloud phones over
+BitBrowser's Local API, `providers/bitbrowser/phone_provider.py`: no
+idempotency key, so a create first looks for its mark; no delete, so
+`remove_device` powers the phone off and keeps its profile). The engine never
+learns which one it talks to.
+
+`provider_call(pool=..., replacement=...)` says whom the provider calls made
+inside it serve; an adapter with a shared request budget (the Local API's one
+cloud-phone request a second) hands its turns out by it, replacements first.
 
 Adapters answer in the pool's own views (`DeviceInfo`, `DeviceStatusInfo`)
 and fail only with the `ProviderError` tree of `activities.errors`. They hold
@@ -13,7 +18,9 @@ the account's secret; what they return never does. No HTTP client here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -21,10 +28,54 @@ from devicepool.activities.device_models import DeviceInfo, DeviceStatusInfo
 from devicepool.activities.models import DeviceTemplate
 from devicepool.activities.proxy import ResolvedProxy
 
-__all__ = ["PROVIDER_APIS", "NewDevice", "Provider", "ProviderDevice"]
+__all__ = [
+    "PROVIDER_APIS",
+    "NewDevice",
+    "Provider",
+    "ProviderCall",
+    "ProviderDevice",
+    "current_call",
+    "provider_call",
+]
 
 # The adapters a worker config may name per account (`accounts.<name>.api`).
-PROVIDER_APIS = ("rest",)
+PROVIDER_APIS = ("rest", "bitbrowser")
+
+
+@dataclass(frozen=True)
+class ProviderCall:
+    """Whom a provider call serves: a pool (`""`: none known) and whether it replaces a device."""
+
+    pool: str = ""
+    replacement: bool = False
+
+
+_NOBODY = ProviderCall()
+_CALL: ContextVar[ProviderCall | None] = ContextVar("devicepool_provider_call", default=None)
+
+
+def current_call() -> ProviderCall:
+    """The `ProviderCall` of the code running now (no pool, not a replacement outside one)."""
+    return _CALL.get() or _NOBODY
+
+
+@contextmanager
+def provider_call(*, pool: str | None = None, replacement: bool | None = None) -> Iterator[None]:
+    """Provider calls made inside are for `pool` (a replacement's when `replacement`).
+
+    What is not given is kept from the enclosing `provider_call`.
+    """
+    outer = current_call()
+    token = _CALL.set(
+        ProviderCall(
+            pool=outer.pool if pool is None else pool,
+            replacement=outer.replacement if replacement is None else replacement,
+        )
+    )
+    try:
+        yield
+    finally:
+        _CALL.reset(token)
 
 
 @dataclass(frozen=True)
@@ -81,6 +132,15 @@ class Provider(Protocol):
 
     async def region_names(self) -> list[str]:
         """Every region the provider lists (`ProviderError` when it cannot list them)."""
+        ...
+
+    def platform_problem(self, platform: str) -> str | None:
+        """Why the account cannot make devices of `platform` (None: it can)."""
+        ...
+
+    async def release_pool(self, pool: str) -> int:
+        """A deleted pool's devices are all removed: let go of what the provider keeps of it
+        (profiles kept powered off are marked retired); how many were let go."""
         ...
 
     async def aclose(self) -> None: ...

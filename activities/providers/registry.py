@@ -13,6 +13,12 @@ import httpx
 from devicepool.activities.bitcloudphone import BitCloudPhoneClient
 from devicepool.activities.metrics import Metrics
 from devicepool.activities.providers.base import Provider
+from devicepool.activities.providers.bitbrowser import (
+    CloudPhones,
+    LocalApi,
+    PhonePacer,
+    PhoneProvider,
+)
 from devicepool.activities.providers.rest import RestProvider
 from devicepool.activities.secrets import Scrubber
 from devicepool.activities.settings import AccountSettings
@@ -38,8 +44,25 @@ def _rest(
     )
 
 
+def _bitbrowser(
+    account: AccountSettings, transport: Transport | None, metrics: Metrics, scrubber: Scrubber
+) -> Provider:
+    # One pacer per account: every pool's calls share the 1-a-second budget.
+    api = LocalApi(
+        base_url=account.base_url,
+        api_key=account.api_key,
+        timeout=account.timeout_seconds,
+        transport=transport,
+        metrics=metrics,
+        scrubber=scrubber,
+    )
+    pacer = PhonePacer(interval=account.phone_interval_seconds)
+    return PhoneProvider(CloudPhones(api, pacer=pacer))
+
+
 ADAPTERS: dict[str, Callable[[AccountSettings, Transport | None, Metrics, Scrubber], Provider]] = {
     "rest": _rest,
+    "bitbrowser": _bitbrowser,
 }
 
 

@@ -68,5 +68,11 @@ class RestProvider:
     async def region_names(self) -> list[str]:
         return [str(listed["name"]) for listed in await self.client.regions() if listed.get("name")]
 
+    def platform_problem(self, platform: str) -> str | None:
+        return None  # both of the contract's platforms
+
+    async def release_pool(self, pool: str) -> int:
+        return 0  # a deleted device is gone: nothing is kept
+
     async def aclose(self) -> None:
         await self.client.aclose()

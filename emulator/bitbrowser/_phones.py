@@ -287,13 +287,15 @@ class PhoneStore:
         self.counters.restarts += 1
 
     def recover(self, phone: Phone, now: float) -> None:
-        """A fresh start: a new fingerprint and adb password; a powered phone boots again."""
+        """A fresh start: a new fingerprint and adb password; a powered phone boots again, and an
+        offline one is back (a reset is what fixes a wedged phone, if anything does)."""
         month = self._month_of(now)
         if phone.recovers.get(month, 0) >= self._recovers_per_month:
             raise LocalApiError(text.PHONE_RECOVER_QUOTA)
         phone.recovers[month] = phone.recovers.get(month, 0) + 1
         phone.fields["cloudPhonesFingerPrint"] = {}
         phone.adb_code = f"{self._rng.getrandbits(72):018x}"
+        phone.offline = False
         if phone.power != "off":
             phone.power = "booting"
             phone.ready_at = now + self.times.boot

@@ -75,9 +75,9 @@ def test_environment_overrides_win(tmp_path: Path) -> None:
         ),
         (account(), {}, "accounts.default.apiKeyFile: required"),
         (
-            account(apiKeyEnv="K", api="bitbrowser"),
+            account(apiKeyEnv="K", api="adb"),
             {"K": KEY},
-            "accounts.default.api: unknown provider API 'bitbrowser' (known: rest)",
+            "accounts.default.api: unknown provider API 'adb' (known: rest, bitbrowser)",
         ),
         (account(apiKeyEnv="K"), {}, "accounts.default.apiKeyEnv: environment variable K"),
         (account(apiKeyEnv="K"), {"K": "  "}, "accounts.default.apiKeyEnv"),
@@ -234,6 +234,23 @@ def test_an_account_speaks_rest_unless_it_names_another_provider_api() -> None:
     plain = build_config(account(apiKeyEnv="K"), env={"K": KEY}).accounts["default"]
     named = build_config(account(apiKeyEnv="K", api="rest"), env={"K": KEY}).accounts["default"]
     assert (plain.api, named.api) == ("rest", "rest")
+
+
+def test_an_account_on_the_bitbrowser_local_api_is_its_cloud_phones() -> None:
+    from devicepool.activities.metrics import Metrics
+    from devicepool.activities.providers.bitbrowser.phone_provider import PhoneProvider
+    from devicepool.activities.providers.registry import build_provider
+    from devicepool.activities.secrets import Scrubber
+
+    local = "http://127.0.0.1:54345"
+    settings = build_config(
+        account(apiKeyEnv="K", api="bitbrowser", baseUrl=local), env={"K": KEY}
+    ).accounts["default"]
+    assert (settings.api, settings.base_url) == ("bitbrowser", local)
+    provider = build_provider(settings, metrics=Metrics(), scrubber=Scrubber())
+    assert isinstance(provider, PhoneProvider)
+    assert provider.phones.pacer.interval == settings.phone_interval_seconds > 1
+    assert KEY not in repr(provider)
 
 
 def test_every_provider_api_the_config_takes_has_an_adapter() -> None:

@@ -42,12 +42,14 @@ async def read_settings() -> am.PoolSettings:
     )
 
 
-async def check_refs(account: str, proxy_pool: str | None, region: str) -> list[str]:
-    """Problems with the pool's account, proxy pool and region (the worker's config and
-    the provider's region list)."""
+async def check_refs(
+    account: str, proxy_pool: str | None, region: str, platform: str | None = None
+) -> list[str]:
+    """Problems with the pool's account, proxy pool, region and platform (the worker's
+    config and what the account's provider offers)."""
     result = await workflow.execute_activity_method(
         Activities.check_pool_refs,
-        am.CheckRefsInput(account=account, proxy_pool=proxy_pool, region=region),
+        am.CheckRefsInput(account=account, proxy_pool=proxy_pool, region=region, platform=platform),
         start_to_close_timeout=timedelta(seconds=10),
         retry_policy=PROVIDER_RETRY,
         summary="check account, proxy pool and region",

@@ -107,8 +107,13 @@ def drop_condition(status: DevicePoolStatus, type_: ConditionType) -> DevicePool
 
 def refs_problem(problems: list[str]) -> tuple[str, str]:
     """The reason and message of references the worker does not know (an account, a
-    proxy pool, a region): as the `Ready` condition and the Warning event say them."""
-    kinds = (("account", "UnknownAccount"), ("region", "UnknownRegion"))
+    proxy pool, a region) or cannot serve (a platform the account's provider lacks):
+    as the `Ready` condition and the Warning event say them."""
+    kinds = (
+        ("platform", "UnsupportedPlatform"),  # checked first: its message names the account
+        ("account", "UnknownAccount"),
+        ("region", "UnknownRegion"),
+    )
     reason = next((r for word, r in kinds if any(word in p for p in problems)), "UnknownProxyPool")
     return reason, "; ".join(problems) + " — provisioning stopped"
 

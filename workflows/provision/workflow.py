@@ -316,6 +316,7 @@ class ProvisionBatchWorkflow:
                         input.pool, input.generation, slot, input.incarnation
                     ),
                     extra_labels={LABEL_SLOT: slot_label(slot, input.incarnation)},
+                    replacement=input.replacement,
                 ),
                 task_queue=account_task_queue(input.account),
                 # Twice the provider client's own timeout: an attempt lost with

@@ -9,8 +9,8 @@ API"; docs/providers.md has what it assumes where the documentation is silent),
 and checked against the emulator (tests/activities/test_bitbrowser_client*.py).
 Failures are the `ProviderError` tree of `activities.errors`; refusals are its
 `LocalApi*Error` subclasses with the vendor's text in `raw_msg` (`errors`).
-Returned models carry no secret (`models`). The provider adapters built on it
-(BrowserPool, DevicePool on `api: bitbrowser`) are issues 26 and 30.
+Returned models carry no secret (`models`). `PhoneProvider` (`phone_provider`)
+is the DevicePool adapter on it (`api: bitbrowser`); BrowserPool's is issue 26.
 """
 
 from devicepool.activities.providers.bitbrowser.browsers import (
@@ -51,6 +51,7 @@ from devicepool.activities.providers.bitbrowser.models import (
     ProfileProxy,
 )
 from devicepool.activities.providers.bitbrowser.pacer import DEFAULT_PHONE_INTERVAL, PhonePacer
+from devicepool.activities.providers.bitbrowser.phone_provider import PhoneProvider
 from devicepool.activities.providers.bitbrowser.phones import MAX_PHONE_MARK, CloudPhones
 
 __all__ = [
@@ -85,6 +86,7 @@ __all__ = [
     "Phone",
     "PhonePacer",
     "PhonePage",
+    "PhoneProvider",
     "PhoneProxy",
     "PhoneStatus",
     "ProfileProxy",

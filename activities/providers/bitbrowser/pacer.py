@@ -3,9 +3,16 @@
 The vendor allows 1 cloud-phone request a second (all `/phone/*` calls of the
 client; what happens past it is not documented). One pacer per BitBrowser
 *account* in a process, shared by every `CloudPhones` of that account (every
-node logged into it), lets one call through at a time, in the order they
-asked (an `asyncio.Lock` is first come, first served), and the next one no
-sooner than `interval` after the previous call's answer (or failure).
+node logged into it) and so by every pool of the account, lets one call
+through at a time, and the next one no sooner than `interval` after the
+previous call's answer (or failure).
+
+Who goes next is fair, the way the account's ledger deals create permits
+(`workflows/ledger/dealing.py`): a waiting call for a replacement goes first
+(first come, first served among them), then the pools take turns round-robin,
+one call each, first come, first served within a pool. Whom a call serves is
+the `providers.base.provider_call` it runs in (`turn(call)` to say it
+directly); calls outside any are one pool of their own (`""`).
 
 Why from the answer and not from the start: the budget is counted where the
 requests arrive, and the way there is not the same length each time (a cold
@@ -14,11 +21,10 @@ counting from the answer puts at least `interval` between two arrivals
 whatever the way costs; counting from the start would need a margin as large
 as the worst delay. The price is the call's own latency on each turn.
 
-It is a process-local guard, not the account's budget: two worker processes
-with a pacer each make two calls a second. Sharing the budget across workers
-and pools (fairly, replacements first) is the ledger's job (issue 30), which
-hands each call its turn; this class only makes sure one process never
-exceeds it on its own.
+It is process-local: two worker processes serving one account, with a pacer
+each, make two calls a second. Sharing the budget across processes is the
+node workers' job (issue 26: one node worker per desktop client serves the
+account's phone calls).
 """
 
 from __future__ import annotations
@@ -26,8 +32,11 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+
+from devicepool.activities.providers.base import ProviderCall, current_call
 
 __all__ = ["DEFAULT_PHONE_INTERVAL", "PhonePacer"]
 
@@ -50,21 +59,34 @@ class PhonePacer:
         self.interval = interval
         self._clock = clock
         self._sleep = sleep
-        self._lock = asyncio.Lock()
+        self._busy = False
+        self._replacements: deque[asyncio.Future[None]] = deque()
+        # pool -> its waiting calls; the dict's order is the round-robin's
+        self._pools: dict[str, deque[asyncio.Future[None]]] = {}
         self._next = -math.inf
         self.calls = 0
         self.waited_seconds = 0.0
+        # turns given, by pool (replacements under their pool too), for tests and metrics
+        self.turns: Counter[str] = Counter()
+        self.replacement_turns = 0
 
     def __repr__(self) -> str:
         return f"PhonePacer(interval={self.interval:g})"
 
+    @property
+    def waiting(self) -> int:
+        """Calls waiting for a turn."""
+        return len(self._replacements) + sum(len(q) for q in self._pools.values())
+
     @asynccontextmanager
-    async def turn(self) -> AsyncIterator[None]:
+    async def turn(self, call: ProviderCall | None = None) -> AsyncIterator[None]:
         """`async with pacer.turn():` one call; the next turn starts `interval` after it ends.
 
         A caller cancelled while it waits gives its turn up (nothing is reserved).
         """
-        async with self._lock:
+        call = current_call() if call is None else call
+        await self._acquire(call)
+        try:
             now = self._clock()
             while now < self._next:
                 delay = self._next - now
@@ -72,12 +94,60 @@ class PhonePacer:
                 self.waited_seconds += delay
                 now = self._clock()
             self.calls += 1
-            try:
-                yield
-            finally:
-                self._next = max(self._next, self._clock() + self.interval)
+            self.turns[call.pool] += 1
+            self.replacement_turns += call.replacement
+            yield
+        finally:
+            self._next = max(self._next, self._clock() + self.interval)
+            self._release()
 
     def hold(self, seconds: float) -> None:
         """Push the next turn at least `seconds` from now (the API said: too many, come back)."""
         if math.isfinite(seconds) and seconds > 0:
             self._next = max(self._next, self._clock() + seconds)
+
+    async def _acquire(self, call: ProviderCall) -> None:
+        if not self._busy and not self.waiting:
+            self._busy = True
+            return
+        granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if call.replacement:
+            queue = self._replacements
+        else:
+            queue = self._pools.setdefault(call.pool, deque())
+        queue.append(granted)
+        try:
+            await granted
+        except asyncio.CancelledError:
+            if granted.done() and not granted.cancelled():
+                self._release()  # given the turn, then cancelled: the next one has it
+            else:
+                self._forget(call, granted)
+            raise
+
+    def _forget(self, call: ProviderCall, granted: asyncio.Future[None]) -> None:
+        queue = self._replacements if call.replacement else self._pools.get(call.pool)
+        if queue is not None and granted in queue:
+            queue.remove(granted)
+            if not queue and not call.replacement:
+                del self._pools[call.pool]
+
+    def _release(self) -> None:
+        """The turn goes to the next waiting call, or back to whoever comes first."""
+        while (granted := self._next_waiting()) is not None:
+            if not granted.done():
+                granted.set_result(None)
+                return
+        self._busy = False
+
+    def _next_waiting(self) -> asyncio.Future[None] | None:
+        if self._replacements:
+            return self._replacements.popleft()
+        pool = next(iter(self._pools), None)
+        if pool is None:
+            return None
+        queue = self._pools.pop(pool)
+        granted = queue.popleft()
+        if queue:
+            self._pools[pool] = queue  # to the end of the round
+        return granted

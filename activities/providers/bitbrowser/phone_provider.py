@@ -1,0 +1,488 @@
+"""The `bitbrowser` adapter: a DevicePool's devices as BitBrowser cloud phones (`CloudPhones`).
+
+One adapter per account (`api: bitbrowser`, `baseUrl` the Local API of the
+desktop client logged into it). The vendor has no labels, no idempotency key
+and no delete, and bills power, not existence (DESIGN.md, "Cloud phones over
+the Local API"); so:
+
+- **Membership** lives in the profile. `name` (at most 30 characters, the only
+  field `/phone/list` filters by) is `dvp-<pool digest>-<slot digest>`, a
+  deterministic mark per slot from the create's idempotency key; a profile
+  not serving holds `dvp-<pool digest>-reserve` or `-retired`. `remark` holds
+  the state (`active`, `reserve`, `retired`), the incarnation counter, when
+  the incarnation started and the device's labels (`Remark`); listings
+  rebuild `DeviceInfo.labels` from it.
+- **Device ids** are `<phone id>.<incarnation>`: a profile that serves again
+  is a new device to the engine, so an id it removed never comes back.
+- **Creates** look the slot's mark up before anything else (an answer lost on
+  the way is found, never rented twice), then take a `reserve` profile of the
+  same pool and template hash (re-marked, its proxy set to the slot's, powered
+  on: no new profile), and only then add a profile and power it on.
+- **Removes** shut the phone down (billing stops) and keep the profile as
+  `reserve`. A phone that is offline (listed running, `/phone/running` false)
+  is fresh-started (`recover`) first, or marked `retired` when the month's
+  recover quota is used up: replace, do not repair. `release_pool` (a deleted
+  pool) marks its reserve `retired`.
+- **Statuses**: listed booting is `provisioning`; powered off (while `active`)
+  is `provisioning` too, so the health check's startup timeout replaces it;
+  suspended is `offline`; listed running is `ready` when `/phone/running`
+  says so and `offline` when not. That read costs a turn of the budget, so
+  its answer is kept `PROBE_TURNS` intervals (a change of the listed status
+  reads it again). Profiles not `active` are not listed. No session: never
+  `busy`.
+- **Regions**: the Local API has no region list or status (a `regionId` is a
+  compute type id copied from the desktop client): `region_names` is empty,
+  so the engine does not check a pool's region, and `region_status` is
+  `unknown` (the engine treats it as up).
+- Cloud phones are Android only: an iOS create is refused, permanently.
+
+Every call takes its turn on the account's `PhonePacer` (1 a second). The
+reserve claim is guarded in this process only; two worker processes on one
+account could claim one reserve profile twice (node workers, issue 26).
+Secrets (the API key, the proxy password) never reach a result or an error:
+the client scrubs what it raises and its models hold none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, unquote
+
+from devicepool.activities.device_models import (
+    OFFLINE,
+    PROVISIONING,
+    READY,
+    DeviceInfo,
+    DeviceStatusInfo,
+)
+from devicepool.activities.errors import (
+    InvalidArgumentError,
+    NotFoundError,
+    QuotaExceededError,
+)
+from devicepool.activities.providers.base import NewDevice, ProviderDevice, provider_call
+from devicepool.activities.providers.bitbrowser.models import (
+    ComputeType,
+    Phone,
+    PhoneProxy,
+    PhoneStatus,
+)
+from devicepool.activities.providers.bitbrowser.phones import (
+    MAX_PHONE_REMARK,
+    CloudPhones,
+)
+from devicepool.api.errors import ErrorType
+from devicepool.api.names import LABEL_POOL, LABEL_TEMPLATE_HASH
+
+__all__ = [
+    "ACTIVE",
+    "ANDROID_ONLY",
+    "MARK_PREFIX",
+    "PROBE_TURNS",
+    "RESERVE",
+    "RETIRED",
+    "PhoneProvider",
+    "Remark",
+    "device_id",
+    "parked_mark",
+    "parse_device_id",
+    "pool_prefix",
+    "slot_mark",
+]
+
+ACTIVE, RESERVE, RETIRED = "active", "reserve", "retired"
+STATES = (ACTIVE, RESERVE, RETIRED)
+ANDROID_ONLY = "the BitBrowser Local API has Android cloud phones only"
+MARK_PREFIX = "dvp-"
+REMARK_HEAD = "devicepool/1"
+# A phone's `/phone/running` answer is trusted this many budget intervals (30 s at 1/s).
+PROBE_TURNS = 30
+_OWN = ("dp.state", "dp.inc", "dp.at")
+
+
+def _digest(text: str, size: int) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:size]
+
+
+def pool_prefix(pool: str) -> str:
+    """What every profile of `pool` has its `name` start with (13 characters)."""
+    return f"{MARK_PREFIX}{_digest(pool, 8)}-"
+
+
+def slot_mark(pool: str, idempotency_key: str) -> str:
+    """The `name` of the profile serving the slot whose creates carry `idempotency_key`."""
+    return pool_prefix(pool) + _digest(idempotency_key, 16)
+
+
+def parked_mark(pool: str, state: str) -> str:
+    """The `name` of a profile of `pool` not serving (`reserve`, `retired`)."""
+    return pool_prefix(pool) + state
+
+
+def device_id(phone_id: str, incarnation: int) -> str:
+    return f"{phone_id}.{incarnation}"
+
+
+def parse_device_id(value: str) -> tuple[str, int] | None:
+    """(phone id, incarnation) of a device id of this adapter; None for anything else."""
+    phone_id, dot, incarnation = value.rpartition(".")
+    if not dot or not phone_id or not incarnation.isdigit():
+        return None
+    return phone_id, int(incarnation)
+
+
+@dataclass(frozen=True)
+class Remark:
+    """A profile's `remark`: `devicepool/1 dp.state=active dp.inc=2 dp.at=<epoch> <label>=<v> ...`.
+
+    Values are percent-encoded, so a label value with a space or `=` survives.
+    """
+
+    state: str
+    incarnation: int
+    started: float
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def pool(self) -> str:
+        return self.labels.get(LABEL_POOL, "")
+
+    def text(self) -> str:
+        own = (self.state, str(self.incarnation), str(int(self.started)))
+        parts = [REMARK_HEAD, *(f"{k}={v}" for k, v in zip(_OWN, own, strict=True))]
+        parts += [f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in self.labels.items()]
+        text = " ".join(parts)
+        if len(text) > MAX_PHONE_REMARK:
+            raise InvalidArgumentError(
+                ErrorType.INVALID_ARGUMENT,
+                None,
+                f"the device's labels do not fit a cloud phone's remark ({MAX_PHONE_REMARK} chars)",
+            )
+        return text
+
+    @classmethod
+    def parse(cls, text: str) -> Remark | None:
+        """The remark devicepool wrote, or None for a remark it did not."""
+        head, *tokens = text.split() or [""]
+        if head != REMARK_HEAD:
+            return None
+        values: dict[str, str] = {}
+        for token in tokens:
+            key, eq, value = token.partition("=")
+            if eq:
+                values[unquote(key)] = unquote(value)
+        state, inc, at = (values.pop(k, "") for k in _OWN)
+        if state not in STATES or not inc.isdigit():
+            return None
+        try:
+            started = float(at)
+        except ValueError:
+            started = 0.0
+        return cls(state=state, incarnation=int(inc), started=started, labels=values)
+
+
+@dataclass
+class _Probe:
+    at: float
+    running: bool
+    listed: int | None
+
+
+class PhoneProvider:
+    """One account's cloud phones as a DevicePool's devices (implements `providers.Provider`)."""
+
+    def __init__(
+        self,
+        phones: CloudPhones,
+        *,
+        compute_type: ComputeType = ComputeType.TEMPORARY,
+        probe_seconds: float | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.phones = phones
+        # Temporary compute: billed exactly while powered on (monthly ignores power).
+        self.compute_type = compute_type
+        self.probe_seconds = (
+            PROBE_TURNS * phones.pacer.interval if probe_seconds is None else probe_seconds
+        )
+        self._wall = wall_clock
+        self._clock = clock
+        self._seqs: dict[str, int] = {}  # phone id -> seq: one listing call finds it again
+        self._probes: dict[str, _Probe] = {}
+        self._claims = asyncio.Lock()  # one reserve claim at a time (this process)
+
+    def __repr__(self) -> str:
+        return f"PhoneProvider({self.phones!r})"
+
+    # ------------------------------------------------------------ reads
+
+    async def list_pool(self, pool: str) -> list[DeviceInfo]:
+        with provider_call(pool=pool):
+            found = await self._pool_phones(pool)
+            return [await self._info(p, r) for p, r in found if r.state == ACTIVE]
+
+    async def list_managed(self) -> list[ProviderDevice]:
+        found = await self._marked(MARK_PREFIX)
+        return [
+            ProviderDevice(await self._info(p, r), "android") for p, r in found if r.state == ACTIVE
+        ]
+
+    async def get_device(self, device_id: str) -> ProviderDevice:
+        phone, remark = await self._serving(device_id)
+        with provider_call(pool=remark.pool):
+            return ProviderDevice(await self._info(phone, remark), "android")
+
+    async def read_statuses(self, ids: list[str]) -> tuple[list[DeviceStatusInfo], list[str]]:
+        by_id = {p.id: (p, r) for p, r in await self._marked(MARK_PREFIX)}
+        items: list[DeviceStatusInfo] = []
+        not_found: list[str] = []
+        for wanted in ids:
+            parsed = parse_device_id(wanted)
+            hit = by_id.get(parsed[0]) if parsed else None
+            if parsed is None or hit is None or not _serves(hit[1], parsed[1]):
+                not_found.append(wanted)
+                continue
+            info = await self._info(*hit)
+            items.append(
+                DeviceStatusInfo(
+                    id=info.id, status=info.status, reason=info.reason, updated_at=info.updated_at
+                )
+            )
+        return items, not_found
+
+    async def region_status(self, region: str) -> str:
+        return "unknown"  # the Local API says nothing of a region's health
+
+    async def region_names(self) -> list[str]:
+        return []  # no region list: the engine does not check a pool's region
+
+    def platform_problem(self, platform: str) -> str | None:
+        return None if platform == "android" else f"platform {platform}: {ANDROID_ONLY}"
+
+    # ------------------------------------------------------------ create
+
+    async def create_device(self, new: NewDevice) -> DeviceInfo:
+        template = new.template
+        problem = self.platform_problem(str(template.platform))
+        if problem is not None:
+            raise InvalidArgumentError(ErrorType.INVALID_ARGUMENT, None, problem)
+        if new.proxy is None:
+            raise InvalidArgumentError(
+                ErrorType.INVALID_ARGUMENT,
+                None,
+                "a cloud phone needs a proxy (host, port, user, password): set spec.proxy.poolRef",
+            )
+        proxy = PhoneProxy(
+            host=new.proxy.host,
+            port=new.proxy.port,
+            username=new.proxy.username,
+            password=new.proxy.password,
+        )
+        labels = dict(new.labels)
+        pool = labels.get(LABEL_POOL, "")
+        mark = slot_mark(pool, new.idempotency_key)
+        with provider_call(pool=pool):
+            # First, always: an earlier attempt whose answer was lost made it.
+            found = [(p, Remark.parse(p.remark)) for p in await self.phones.find_by_mark(mark)]
+            mine = [(p, r) for p, r in found if r is not None and r.state == ACTIVE]
+            if mine:
+                (phone, remark), *others = mine
+                for other, other_remark in others:  # a create the server finished late
+                    await self._park(other, other_remark, broken=False)
+                return await self._power_on(phone, remark)
+            async with self._claims:
+                taken = await self._claim_reserve(pool, labels, mark, proxy)
+            if taken is not None:
+                return await self._power_on(*taken)
+            remark = Remark(ACTIVE, 1, self._wall(), labels)
+            phone_id = await self.phones.add(
+                mark=mark,
+                region_id=template.region,
+                compute_type=self.compute_type,
+                proxy=proxy,
+                remark=remark.text(),
+            )
+            phone = Phone(
+                id=phone_id,
+                name=mark,
+                remark=remark.text(),
+                region_id=template.region,
+                status=PhoneStatus.OFF,
+            )
+            return await self._power_on(phone, remark)
+
+    async def _claim_reserve(
+        self, pool: str, labels: dict[str, str], mark: str, proxy: PhoneProxy
+    ) -> tuple[Phone, Remark] | None:
+        """A reserve profile of the pool and template, re-marked for this slot (or None)."""
+        wanted = labels.get(LABEL_TEMPLATE_HASH, "")
+        reserve = [
+            (p, r)
+            for p, r in await self._pool_phones(pool)
+            if r.state == RESERVE and r.labels.get(LABEL_TEMPLATE_HASH, "") == wanted
+        ]
+        if not reserve:
+            return None
+        phone, old = min(reserve, key=lambda pr: (pr[0].seq is None, pr[0].seq or 0, pr[0].id))
+        remark = Remark(ACTIVE, old.incarnation + 1, self._wall(), labels)
+        # One partial update: a lost answer is found by the mark on the next attempt.
+        await self.phones.update(
+            phone.id, {"name": mark, "remark": remark.text(), **_proxy_fields(proxy)}
+        )
+        self._probes.pop(phone.id, None)
+        return phone.model_copy(update={"name": mark, "remark": remark.text()}), remark
+
+    async def _power_on(self, phone: Phone, remark: Remark) -> DeviceInfo:
+        if phone.status not in (PhoneStatus.BOOTING, PhoneStatus.RUNNING):
+            await self.phones.open(phone.id)
+            phone = phone.model_copy(update={"status": PhoneStatus.BOOTING})
+        return await self._info(phone, remark)
+
+    # ------------------------------------------------------------ removals
+
+    async def remove_device(self, device_id: str) -> None:
+        phone, remark = await self._serving(device_id)
+        with provider_call(pool=remark.pool):
+            broken = phone.status == PhoneStatus.RUNNING and not await self._probe(
+                phone, fresh=True
+            )
+            await self._park(phone, remark, broken=broken)
+
+    async def _park(self, phone: Phone, remark: Remark, *, broken: bool) -> str:
+        """Power the phone off and keep its profile: `reserve`, or `retired` if it is broken
+        and cannot be fresh-started this month. Shut down first: a profile marked
+        reserve while still on would be billed and listed nowhere."""
+        await self.phones.shutdown(phone.id)
+        state = RESERVE
+        if broken:
+            try:
+                await self.phones.recover(phone.id)
+            except QuotaExceededError:
+                state = RETIRED
+        self._probes.pop(phone.id, None)
+        await self.phones.update(
+            phone.id,
+            {
+                "name": parked_mark(remark.pool, state),
+                "remark": replace(remark, state=state).text(),
+            },
+        )
+        return state
+
+    async def release_pool(self, pool: str) -> int:
+        with provider_call(pool=pool):
+            kept = [(p, r) for p, r in await self._pool_phones(pool) if r.state == RESERVE]
+            for phone, remark in kept:
+                await self.phones.update(
+                    phone.id,
+                    {
+                        "name": parked_mark(pool, RETIRED),
+                        "remark": replace(remark, state=RETIRED).text(),
+                    },
+                )
+        return len(kept)
+
+    async def aclose(self) -> None:
+        await self.phones.api.aclose()
+
+    # ------------------------------------------------------------ plumbing
+
+    async def _pool_phones(self, pool: str) -> list[tuple[Phone, Remark]]:
+        return [(p, r) for p, r in await self._marked(pool_prefix(pool)) if r.pool == pool]
+
+    async def _marked(self, prefix: str) -> list[tuple[Phone, Remark]]:
+        """devicepool's profiles whose name starts with `prefix`, with their remarks."""
+        found = []
+        for phone in await self.phones.list_all(mark_prefix=prefix):
+            remark = Remark.parse(phone.remark)
+            if remark is not None:
+                self._remember(phone)
+                found.append((phone, remark))
+        return found
+
+    def _remember(self, phone: Phone) -> None:
+        if phone.seq is not None:
+            self._seqs[phone.id] = phone.seq
+
+    async def _serving(self, device: str) -> tuple[Phone, Remark]:
+        """The profile serving `device` now (`NotFoundError`: no such device, or one removed)."""
+        parsed = parse_device_id(device)
+        if parsed is not None:
+            phone = await self._phone(parsed[0])
+            remark = None if phone is None else Remark.parse(phone.remark)
+            if phone is not None and remark is not None and _serves(remark, parsed[1]):
+                return phone, remark
+        raise NotFoundError(ErrorType.NOT_FOUND, None, f"no cloud phone serves device {device}")
+
+    async def _phone(self, phone_id: str) -> Phone | None:
+        """One profile by id: one call when its `seq` is known, else the managed listing."""
+        seq = self._seqs.get(phone_id)
+        if seq is not None:
+            page = await self.phones.list_page(0, seq=seq)
+            for phone in page.items:
+                if phone.id == phone_id:
+                    return phone
+        for phone, _ in await self._marked(MARK_PREFIX):
+            if phone.id == phone_id:
+                return phone
+        return None
+
+    async def _probe(self, phone: Phone, *, fresh: bool = False) -> bool:
+        """`/phone/running`, kept `probe_seconds` while the listed status stays the same."""
+        now = self._clock()
+        kept = self._probes.get(phone.id)
+        if (
+            not fresh
+            and kept is not None
+            and kept.listed == phone.status
+            and now - kept.at < self.probe_seconds
+        ):
+            return kept.running
+        running = await self.phones.running(phone.id)
+        self._probes[phone.id] = _Probe(now, running, phone.status)
+        return running
+
+    async def _info(self, phone: Phone, remark: Remark) -> DeviceInfo:
+        status, reason = await self._status(phone)
+        return DeviceInfo(
+            id=device_id(phone.id, remark.incarnation),
+            status=status,
+            region=phone.region_id,
+            created_at=datetime.fromtimestamp(remark.started, UTC),
+            reason=reason,
+            labels=dict(remark.labels),
+        )
+
+    async def _status(self, phone: Phone) -> tuple[str, str | None]:
+        listed = phone.status
+        if listed == PhoneStatus.BOOTING:
+            return PROVISIONING, None
+        if listed == PhoneStatus.OFF:
+            return PROVISIONING, "powered off"
+        if listed == PhoneStatus.SUSPENDED:
+            return OFFLINE, "suspended (window closed, still billed)"
+        if await self._probe(phone):
+            return READY, None
+        if listed == PhoneStatus.RUNNING:
+            return OFFLINE, "powered on, not running"
+        return PROVISIONING, f"listed status {listed}"
+
+
+def _serves(remark: Remark, incarnation: int) -> bool:
+    return remark.state == ACTIVE and remark.incarnation == incarnation
+
+
+def _proxy_fields(proxy: PhoneProxy) -> dict[str, Any]:
+    return {
+        "host": proxy.host,
+        "port": proxy.port,
+        "proxyUserName": proxy.username,
+        "proxyPassword": proxy.password.get_secret_value(),
+    }

@@ -1,0 +1,295 @@
+"""Contract tests: the `bitbrowser` adapter (DevicePool on cloud phones) against the emulator.
+
+The emulator runs 5 times faster than real time (its budget of 1 request per
+virtual second is one per 0.2 s); the adapter paces at 0.25 s. Boots are
+skipped with the emulator's clock. The emulator's stats are the ground truth:
+profiles made (`created`), power-ons, shutdowns, recovers, the budget.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from devicepool.activities.device_models import OFFLINE, PROVISIONING, READY
+from devicepool.activities.errors import InvalidArgumentError, NotFoundError, ProviderError
+from devicepool.activities.models import DeviceTemplate, template_hash
+from devicepool.activities.providers import NewDevice
+from devicepool.activities.providers.bitbrowser import PhonePacer
+from devicepool.activities.providers.bitbrowser.phone_provider import (
+    ANDROID_ONLY,
+    PhoneProvider,
+    Remark,
+    parse_device_id,
+    pool_prefix,
+    slot_mark,
+)
+from devicepool.activities.proxy import ResolvedProxy
+from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, LABEL_SLOT, LABEL_TEMPLATE_HASH
+from devicepool.emulator.bitbrowser import BitBrowserConfig
+from tests.helpers.bitbrowser import KEY, Account
+from tests.helpers.bitbrowser_client import Node, node
+
+SPEED = 5.0
+PACE = 0.25
+REGION = "d69bcf13db844d1cb81e779f64161223"
+PROXY_PASSWORD = "phone-proxy-pass-Qv7"
+TEMPLATE = DeviceTemplate(platform="android", region=REGION, os_version="13", proxy_pool="gw")
+
+
+def new_device(
+    pool: str = "phones-a", slot: int = 0, template: DeviceTemplate = TEMPLATE
+) -> NewDevice:
+    return NewDevice(
+        template=template,
+        name=f"{pool}-{slot}",
+        labels={
+            LABEL_SLOT: str(slot),
+            LABEL_POOL: pool,
+            LABEL_MANAGED_BY: "devicepool",
+            LABEL_TEMPLATE_HASH: template_hash(template),
+        },
+        idempotency_key=f"devicepool:{pool}:g1:s{slot}",
+        proxy=ResolvedProxy(
+            pool="gw",
+            type="socks5",
+            host="gw.proxy.test",
+            port=1080,
+            username=f"user-session-{slot}",
+            password=SecretStr(PROXY_PASSWORD),
+        ),
+    )
+
+
+@pytest.fixture
+async def account() -> AsyncIterator[Account]:
+    acc = Account(BitBrowserConfig(api_key=KEY, speed=SPEED, seed=5, phone_recovers_per_month=1))
+    yield acc
+    await acc.aclose()
+
+
+@pytest.fixture
+async def n1(account: Account) -> AsyncIterator[Node]:
+    client = node(account, pacer=PhonePacer(interval=PACE))
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def provider(n1: Node) -> PhoneProvider:
+    return PhoneProvider(n1.phones)
+
+
+async def phones_stats(account: Account) -> dict[str, Any]:
+    return dict((await account.stats())["phones"])
+
+
+async def ready(account: Account, provider: PhoneProvider, pool: str = "phones-a") -> list[Any]:
+    await account.advance(61)  # a boot from off takes about a minute
+    return await provider.list_pool(pool)
+
+
+async def test_a_create_boots_a_marked_profile_that_lists_ready_with_its_labels(
+    account: Account, provider: PhoneProvider, n1: Node
+) -> None:
+    new = new_device()
+    made = await provider.create_device(new)
+    assert made.status == PROVISIONING and parse_device_id(made.id) is not None
+    phone_id, incarnation = parse_device_id(made.id) or ("", 0)
+    assert incarnation == 1
+    (listed,) = await ready(account, provider)
+    assert (listed.id, listed.status, listed.region) == (made.id, READY, REGION)
+    assert listed.labels == dict(new.labels)
+    (phone,) = await n1.phones.find_by_mark(slot_mark("phones-a", new.idempotency_key))
+    assert phone.id == phone_id and phone.name.startswith(pool_prefix("phones-a"))
+    remark = Remark.parse(phone.remark)
+    assert remark is not None and (remark.state, remark.pool) == ("active", "phones-a")
+    stats = await phones_stats(account)
+    assert (stats["created"], stats["powerOns"], stats["running"]) == (1, 1, 1)
+    assert (await provider.get_device(made.id)).platform == "android"
+    assert await provider.list_pool("phones-b") == []
+
+
+async def test_a_retry_after_a_lost_add_answer_finds_the_mark_and_rents_nothing_more(
+    account: Account,
+) -> None:
+    client = node(account, timeout=0.5, pacer=PhonePacer(interval=PACE))
+    provider = PhoneProvider(client.phones)
+    lost: list[str] = []
+
+    async def lose_the_add(path: str, body: Any) -> None:
+        if path == "/phone/profile/add" and not lost:
+            lost.append(body["name"])
+            await account.faults(timeoutRate=1.0, timeoutSeconds=30)
+        elif lost:
+            await account.faults()
+
+    client.recorder.before = lose_the_add
+    try:
+        with pytest.raises(ProviderError) as caught:
+            await provider.create_device(new_device())
+        assert caught.value.retryable  # the activity tries again, same key
+        again = await provider.create_device(new_device())
+    finally:
+        await client.aclose()
+    assert lost == [slot_mark("phones-a", new_device().idempotency_key)]
+    stats = await phones_stats(account)
+    assert stats["created"] == 1 and stats["powerOns"] == 1
+    assert again.id.endswith(".1") and again.status == PROVISIONING
+    # The retry looked its mark up before anything else, and added nothing.
+    paths = [p for p, _ in client.recorder.calls]
+    after_loss = paths[paths.index("/phone/profile/add") + 1 :]
+    assert after_loss[0] == "/phone/list" and "/phone/profile/add" not in after_loss
+
+
+async def test_the_same_slot_created_twice_is_one_device(
+    account: Account, provider: PhoneProvider
+) -> None:
+    first = await provider.create_device(new_device())
+    second = await provider.create_device(new_device())
+    assert first.id == second.id
+    assert (await phones_stats(account))["created"] == 1
+
+
+async def test_remove_shuts_the_phone_down_and_keeps_the_profile_in_reserve(
+    account: Account, provider: PhoneProvider, n1: Node
+) -> None:
+    made = await provider.create_device(new_device())
+    await ready(account, provider)
+    await provider.remove_device(made.id)
+    stats = await phones_stats(account)
+    assert (stats["profiles"], stats["running"], stats["shutdowns"]) == (1, 0, 1)
+    assert stats["recovers"] == 0  # it was healthy: no fresh start
+    assert await provider.list_pool("phones-a") == []
+    (phone,) = await n1.phones.list_all(mark_prefix=pool_prefix("phones-a"))
+    remark = Remark.parse(phone.remark)
+    assert remark is not None and remark.state == "reserve"
+    assert phone.name == pool_prefix("phones-a") + "reserve"
+    with pytest.raises(NotFoundError):
+        await provider.remove_device(made.id)  # a retried remove: already gone
+    with pytest.raises(NotFoundError):
+        await provider.get_device(made.id)
+    items, not_found = await provider.read_statuses([made.id])
+    assert items == [] and not_found == [made.id]
+
+
+async def test_a_create_powers_a_reserve_profile_on_before_it_adds_one(
+    account: Account, provider: PhoneProvider
+) -> None:
+    first = await provider.create_device(new_device(slot=0))
+    await ready(account, provider)
+    await provider.remove_device(first.id)
+    other_template = TEMPLATE.model_copy(update={"os_version": "14"})
+    again = await provider.create_device(new_device(slot=1))
+    phone_id, incarnation = parse_device_id(again.id) or ("", 0)
+    assert phone_id == parse_device_id(first.id)[0] and incarnation == 2  # type: ignore[index]
+    stats = await phones_stats(account)
+    assert (stats["created"], stats["powerOns"]) == (1, 2)
+    (listed,) = await ready(account, provider)
+    assert (listed.id, listed.status, listed.labels[LABEL_SLOT]) == (again.id, READY, "1")
+    # Another template never takes that profile: it adds its own.
+    await provider.create_device(new_device(slot=2, template=other_template))
+    assert (await phones_stats(account))["created"] == 2
+    items, not_found = await provider.read_statuses([first.id, again.id])
+    assert [i.id for i in items] == [again.id] and not_found == [first.id]
+
+
+async def test_an_offline_phone_is_shut_down_fresh_started_and_kept(
+    account: Account, provider: PhoneProvider
+) -> None:
+    made = await provider.create_device(new_device())
+    await ready(account, provider)
+    phone_id = (parse_device_id(made.id) or ("", 0))[0]
+    await account.control(f"phones/{phone_id}/offline")
+    provider.probe_seconds = 0  # read `running` again now
+    (listed,) = await provider.list_pool("phones-a")
+    assert listed.status == OFFLINE
+    await provider.remove_device(made.id)
+    stats = await phones_stats(account)
+    assert (stats["recovers"], stats["running"], stats["offline"]) == (1, 0, 0)
+    replacement = await provider.create_device(new_device(slot=1))
+    (listed,) = await ready(account, provider)
+    assert listed.id == replacement.id and listed.status == READY
+    assert (await phones_stats(account))["created"] == 1
+
+
+async def test_an_offline_phone_past_its_recover_quota_is_retired_not_reused(
+    account: Account, provider: PhoneProvider, n1: Node
+) -> None:
+    made = await provider.create_device(new_device())
+    await ready(account, provider)
+    phone_id = (parse_device_id(made.id) or ("", 0))[0]
+    await n1.phones.recover(phone_id)  # the month's one fresh start, used up
+    await account.advance(61)
+    await account.control(f"phones/{phone_id}/offline")
+    provider.probe_seconds = 0
+    await provider.remove_device(made.id)
+    (phone,) = await n1.phones.list_all(mark_prefix=pool_prefix("phones-a"))
+    remark = Remark.parse(phone.remark)
+    assert remark is not None and remark.state == "retired"
+    assert (await phones_stats(account))["running"] == 0
+    await provider.create_device(new_device(slot=1))
+    assert (await phones_stats(account))["created"] == 2  # a new profile, not the broken one
+
+
+async def test_an_ios_create_is_refused_for_good_before_any_call(
+    provider: PhoneProvider, n1: Node
+) -> None:
+    ios = DeviceTemplate(platform="ios", region=REGION, os_version="17", proxy_pool="gw")
+    with pytest.raises(InvalidArgumentError) as caught:
+        await provider.create_device(new_device(template=ios))
+    assert not caught.value.retryable and ANDROID_ONLY in str(caught.value)
+    assert n1.recorder.calls == []
+    assert provider.platform_problem("ios") is not None
+    assert provider.platform_problem("android") is None
+
+
+async def test_release_pool_retires_the_reserve_of_a_deleted_pool(
+    account: Account, provider: PhoneProvider, n1: Node
+) -> None:
+    made = [await provider.create_device(new_device(slot=s)) for s in range(2)]
+    await ready(account, provider)
+    for device in made:
+        await provider.remove_device(device.id)
+    assert await provider.release_pool("phones-a") == 2
+    states = [Remark.parse(p.remark) for p in await n1.phones.list_all(mark_prefix="dvp-")]
+    assert sorted(r.state for r in states if r) == ["retired", "retired"]
+    await provider.create_device(new_device(slot=5))
+    assert (await phones_stats(account))["created"] == 3  # retired profiles are never reused
+
+
+async def test_no_secret_in_any_result_or_error(
+    account: Account, provider: PhoneProvider, n1: Node
+) -> None:
+    seen: list[str] = []
+    made = await provider.create_device(new_device())
+    seen.append(made.model_dump_json())
+    seen += [d.model_dump_json() for d in await ready(account, provider)]
+    seen += [d.info.model_dump_json() for d in await provider.list_managed()]
+    seen.append(repr(await provider.get_device(made.id)))
+    await account.faults(failureRate=1.0)
+    with pytest.raises(ProviderError) as caught:
+        await provider.create_device(new_device(slot=3))
+    seen += [str(caught.value), repr(caught.value)]
+    await account.faults()
+    seen.append(repr(provider))
+    response = await account.http["node-1"].get("/_emulator/secrets")
+    secrets = response.json()["secrets"]
+    assert PROXY_PASSWORD in secrets  # the phone holds it: what must not come back
+    text = json.dumps(seen)
+    for secret in [*secrets, KEY, PROXY_PASSWORD]:
+        assert secret not in text
+
+
+async def test_never_more_than_one_request_a_second(
+    account: Account, provider: PhoneProvider
+) -> None:
+    for slot in range(3):
+        await provider.create_device(new_device(slot=slot))
+    await ready(account, provider)
+    stats = await phones_stats(account)
+    assert stats["maxRequestsPerSecond"] <= 1 and stats["rateLimited"] == 0
