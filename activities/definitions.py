@@ -41,6 +41,8 @@ from devicepool.activities.models import (
     WatchHealthResult,
 )
 from devicepool.activities.orphan_models import (
+    CountDevicesInput,
+    CountDevicesResult,
     FindOrphansInput,
     FindOrphansResult,
     TerminateOrphansInput,
@@ -129,3 +131,8 @@ class OrphanActivityDefinitions(abc.ABC):
     @activity.defn
     @abc.abstractmethod
     async def terminate_orphans(self, input: TerminateOrphansInput) -> TerminateOrphansResult: ...
+
+    @activity.defn
+    @abc.abstractmethod
+    async def count_devices(self, input: CountDevicesInput) -> CountDevicesResult:
+        """How many of the account's managed devices bill now (its ledger's `spendCap` count)."""

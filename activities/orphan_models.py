@@ -19,6 +19,8 @@ from devicepool.api.base import CamelModel
 
 __all__ = [
     "MAX_ORPHANS_PER_SCAN",
+    "CountDevicesInput",
+    "CountDevicesResult",
     "FindOrphansInput",
     "FindOrphansResult",
     "JanitorConfig",
@@ -92,3 +94,14 @@ class TerminateOrphansResult(CamelModel):
     # devices a DELETE was sent for (their pool still had no running workflow)
     terminated: list[OrphanDevice] = Field(default_factory=list)
     kept: list[KeptDevice] = Field(default_factory=list)
+
+
+class CountDevicesInput(CamelModel):
+    """`count_devices`: how many managed devices of `account` bill now (its ledger's spend cap)."""
+
+    account: str
+
+
+class CountDevicesResult(CamelModel):
+    # Managed devices not terminating or terminated, any pool.
+    devices: int

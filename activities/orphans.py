@@ -11,6 +11,9 @@
   whose pool runs by now (applied again) is kept. Each removal counts
   `devicepool_orphans_terminated_total{account, platform}` and logs one line;
   a failure on one device keeps it (with the reason) for the next scan.
+- `count_devices` `CountDevicesInput` → `CountDevicesResult`: how many managed
+  devices of the account bill now (the same listing, any pool): the account
+  ledger's count for the worker config's per-account `spendCap`.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from devicepool.activities.heartbeats import heartbeating
 from devicepool.activities.models import DeviceStatus
 from devicepool.activities.orphan_models import (
     MAX_ORPHANS_PER_SCAN,
+    CountDevicesInput,
+    CountDevicesResult,
     FindOrphansInput,
     FindOrphansResult,
     KeptDevice,
@@ -65,7 +70,7 @@ class OrphanActivities(AccountProviders, OrphanActivityDefinitions):
     """The orphan sweep's activities, over the accounts' adapters and metrics."""
 
     def orphan_activities(self) -> list[Any]:
-        return [self.find_orphans, self.terminate_orphans]
+        return [self.find_orphans, self.terminate_orphans, self.count_devices]
 
     @activity.defn
     async def find_orphans(self, input: FindOrphansInput) -> FindOrphansResult:
@@ -111,6 +116,16 @@ class OrphanActivities(AccountProviders, OrphanActivityDefinitions):
             devices=len(devices),
             pools=len(by_pool),
         )
+
+    @activity.defn
+    async def count_devices(self, input: CountDevicesInput) -> CountDevicesResult:
+        provider = self._provider(input.account)
+        try:
+            async with heartbeating():
+                listed = await provider.list_managed()
+        except ProviderError as exc:
+            raise to_application_error(exc) from exc
+        return CountDevicesResult(devices=sum(d.info.status not in _LEAVING for d in listed))
 
     @activity.defn
     async def terminate_orphans(self, input: TerminateOrphansInput) -> TerminateOrphansResult:

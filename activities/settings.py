@@ -12,8 +12,13 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from devicepool.api.base import CamelModel
+from devicepool.api.v1beta1 import SpendCapSpec
 
 __all__ = ["AccountSettings", "LedgerConfig", "PoolSettings", "ProxyPoolSettings"]
+
+
+# About $0.10 a device-hour at BitCloudPhone (the article); each account may say its own.
+DEFAULT_PRICE_PER_HOUR = 0.10
 
 
 class AccountSettings(BaseModel):
@@ -35,6 +40,11 @@ class AccountSettings(BaseModel):
     # `api: bitbrowser`: seconds from one cloud-phone call's answer to the next call
     # (the Local API allows 1 a second; shorter only against a sped-up emulator).
     phone_interval_seconds: float = Field(default=1.05, gt=0)
+    # Dollars a device-hour (worker config `pricePerHour`).
+    price_per_hour: float = Field(default=DEFAULT_PRICE_PER_HOUR, ge=0)
+    # The account's `spendCap` (worker config): every pool of the account together
+    # (None: no account cap). Its ledger holds the creates that would cross it.
+    spend_cap: SpendCapSpec | None = None
 
 
 class ProxyPoolSettings(BaseModel):
@@ -48,10 +58,6 @@ class ProxyPoolSettings(BaseModel):
     port: int = Field(ge=1, le=65535)
     username_template: str = "user-session-{session}-ttl-{ttl}"
     password: SecretStr = SecretStr("")
-
-
-# About $0.10 a device-hour at BitCloudPhone (the article); each account may say its own.
-DEFAULT_PRICE_PER_HOUR = 0.10
 
 
 class PoolSettings(CamelModel):
@@ -98,11 +104,19 @@ class LedgerConfig(CamelModel):
     # Added to every window (clock skew between the provider and Temporal); also
     # how long the first request after an idle spell waits for others to share.
     margin_seconds: float = Field(default=1.0, ge=0)
+    # The account's spendCap as devices billing at once, over every pool of the
+    # account (None: no cap): a permit that would take the account past it waits.
+    max_devices: int | None = Field(default=None, ge=0)
+    # The cap as the worker config says it, for the held pools' `SpendCapReached`.
+    cap_text: str = ""
 
     @classmethod
     def of(cls, account: AccountSettings) -> LedgerConfig:
+        cap = account.spend_cap
         return cls(
             capacity=account.creates_per_minute,
             window_seconds=account.window_seconds,
             margin_seconds=account.window_margin_seconds,
+            max_devices=cap.devices_allowed(account.price_per_hour) if cap else None,
+            cap_text=cap.describe(account.price_per_hour) if cap else "",
         )

@@ -219,6 +219,8 @@ SIGNAL_PERMITS_USED = "permits_used"
 SIGNAL_RATE_LIMITED = "rate_limited"
 # ledger → pool: the provider paused the account's creates for longer than a window
 SIGNAL_ACCOUNT_PAUSED = "account_paused"
+# ledger → pool: the account's spendCap (worker config) holds the pool's creates, or no longer
+SIGNAL_ACCOUNT_CAPPED = "account_capped"
 # Sent by the ledger to a provisioning batch.
 SIGNAL_PERMITS_GRANTED = "permits_granted"
 QUERY_LEDGER = "ledger"

@@ -290,6 +290,17 @@ class SpendCapSpec(CamelModel):
             limits.append(int(self.max_hourly_cost / price_per_hour + 1e-9))
         return min(limits) if limits else None
 
+    def describe(self, price_per_hour: float) -> str:
+        """The cap's limits as a person reads them: `maxDevices 20, maxHourlyCost $2/h at ...`."""
+        limits = []
+        if self.max_devices is not None:
+            limits.append(f"maxDevices {self.max_devices}")
+        if self.max_hourly_cost is not None:
+            limits.append(
+                f"maxHourlyCost ${self.max_hourly_cost:g}/h at ${price_per_hour:g}/h a device"
+            )
+        return ", ".join(limits)
+
 
 class DevicePoolSpec(CamelModel):
     provider: Annotated[ProviderRef, BeforeValidator(_provider_ref)] = Field(

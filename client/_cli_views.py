@@ -167,10 +167,32 @@ def _fields(data: dict[str, Any]) -> list[tuple[str, Any]]:
             f"{status.get('pendingDevices', 0)} pending | "
             f"{status.get('offlineDevices', 0)} offline",
         ),
+        ("Rollout", _rollout_line(spec, status)),
+        ("Spend", _spend_line(spec, status)),
         ("Protected", ", ".join(status.get("protectedDevices") or []) or None),
         ("Generation", f"observed {status.get('observedGeneration', '-')}"),
         ("Last reconciled", status.get("lastReconciled")),
     ]
+
+
+def _rollout_line(spec: dict[str, Any], status: dict[str, Any]) -> str | None:
+    """`describe`'s rollout progress: devices of the current template, and the limits."""
+    rollout = spec.get("rollout")
+    if not rollout:
+        return None
+    replicas = status.get("desiredReplicas", spec.get("replicas"))
+    return (
+        f"{status.get('updatedDevices', 0)}/{replicas} updated "
+        f"(maxSurge {rollout.get('maxSurge', 1)}, maxUnavailable {rollout.get('maxUnavailable', 0)})"
+    )
+
+
+def _spend_line(spec: dict[str, Any], status: dict[str, Any]) -> str:
+    """`describe`'s spend: what the pool bills now and so far, and its cap."""
+    line = f"${status.get('hourlyCost', 0):g}/h now, ${status.get('costToDate', 0):g} to date"
+    cap = spec.get("spendCap") or {}
+    limits = [f"{k} {cap[k]}" for k in ("maxDevices", "maxHourlyCost") if cap.get(k) is not None]
+    return line + (f" (spendCap {', '.join(limits)})" if limits else "")
 
 
 def print_devices(items: list[dict[str, Any]]) -> None:

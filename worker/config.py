@@ -32,6 +32,7 @@ from devicepool.activities.definitions import CREATE_START_TO_CLOSE_TIMEOUT
 from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
 from devicepool.activities.providers import PROVIDER_APIS
 from devicepool.activities.secrets import Scrubber
+from devicepool.api.v1beta1 import SpendCapSpec
 from devicepool.codec import (
     ENV_KEY_FILES,
     EncryptedPayloadGuard,
@@ -49,6 +50,7 @@ from devicepool.worker.config_file import (
     CapacityFile,
     ConfigFile,
     IntervalsFile,
+    SpendCapFile,
     first_error,
 )
 from devicepool.worker.config_values import (
@@ -283,8 +285,17 @@ def _accounts(
             timeout_seconds=account.timeout_seconds,
             window_seconds=account.window_seconds,
             window_margin_seconds=account.window_margin_seconds,
+            price_per_hour=account.price_per_hour,
+            spend_cap=_spend_cap(account.spend_cap),
         )
     return accounts
+
+
+def _spend_cap(cap: SpendCapFile | None) -> SpendCapSpec | None:
+    """The account's cap; one that limits nothing (both unset) is no cap."""
+    if cap is None or (cap.max_devices is None and cap.max_hourly_cost is None):
+        return None
+    return SpendCapSpec(max_devices=cap.max_devices, max_hourly_cost=cap.max_hourly_cost)
 
 
 def _check_timeout(seconds: float, where: str) -> None:

@@ -31,6 +31,13 @@ class _FileModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=False, extra="forbid")
 
 
+class SpendCapFile(_FileModel):
+    """`accounts.<name>.spendCap`: the account's money cap (either or both)."""
+
+    max_devices: int | None = Field(default=None, ge=0)
+    max_hourly_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
 class AccountFile(_FileModel):
     # The provider adapter that speaks to the account (`activities.providers.PROVIDER_APIS`).
     api: str = "rest"
@@ -43,6 +50,8 @@ class AccountFile(_FileModel):
     window_margin_seconds: float = Field(default=1.0, ge=0)
     # Dollars per device-hour: a pool's hourlyCost, costToDate and spendCap use it.
     price_per_hour: float = Field(default=0.10, ge=0, allow_inf_nan=False)
+    # Every pool of the account together: a create that would cross it waits.
+    spend_cap: SpendCapFile | None = None
 
 
 class ProxyPoolFile(_FileModel):

@@ -42,7 +42,7 @@ def test_every_definition_is_implemented_under_the_same_name_and_types() -> None
 
 def test_the_orphan_sweep_definitions_are_implemented_by_the_device_activities() -> None:
     definitions = _defined(OrphanActivityDefinitions)
-    assert set(definitions) == {"find_orphans", "terminate_orphans"}
+    assert set(definitions) == {"find_orphans", "terminate_orphans", "count_devices"}
     implemented = _defined(DeviceActivities)
     for name, definition in definitions.items():
         assert implemented[name].name == definition.name

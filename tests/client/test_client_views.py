@@ -104,3 +104,20 @@ def test_the_readme_names_the_columns_get_prints() -> None:
     assert said, "the README no longer shows get's columns"
     for line in said:
         assert " ".join(POOL_HEADERS) in line, line
+
+
+def test_describe_shows_rollout_progress_and_spend(capsys: pytest.CaptureFixture[str]) -> None:
+    data = description([])
+    data["spec"] |= {
+        "rollout": {"maxSurge": 2, "maxUnavailable": 0},
+        "spendCap": {"maxDevices": 8},
+    }
+    data["status"] |= {"updatedDevices": 4, "hourlyCost": 0.6, "costToDate": 1.25}
+    print_description(data)
+    out = capsys.readouterr().out
+    assert "4/6 updated (maxSurge 2, maxUnavailable 0)" in out
+    assert "$0.6/h now, $1.25 to date (spendCap maxDevices 8)" in out
+    print_description(description([]))
+    out = capsys.readouterr().out
+    assert "updated" not in out  # no rollout: no line
+    assert "$0/h now, $0 to date\n" in out

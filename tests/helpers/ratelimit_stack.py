@@ -31,7 +31,10 @@ ACCOUNTS = {
     "gamma": "rl-gamma",
     "delta": "rl-delta",
     "epsilon": "rl-epsilon",
+    "zeta": "rl-zeta",
 }
+# The one account with a spendCap in the worker config: 6 devices over all its pools.
+CAPPED_ACCOUNT, ACCOUNT_MAX_DEVICES = "zeta", 6
 
 
 def name() -> str:

@@ -21,11 +21,20 @@ from temporalio.worker import Worker
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings
+from devicepool.api.v1beta1 import SpendCapSpec
 from devicepool.connect import connect
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.worker.accounts import register_accounts
 from devicepool.worker.build import account_workers, pool_queue_workers
-from tests.helpers.ratelimit_stack import ACCOUNTS, CAP, SPEED, URL, WINDOW
+from tests.helpers.ratelimit_stack import (
+    ACCOUNT_MAX_DEVICES,
+    ACCOUNTS,
+    CAP,
+    CAPPED_ACCOUNT,
+    SPEED,
+    URL,
+    WINDOW,
+)
 from tests.helpers.servers import dev_server
 from tests.helpers.settings import FAST
 from tests.helpers.transports import CountingTransport
@@ -87,6 +96,9 @@ def account_settings() -> dict[str, AccountSettings]:
             timeout_seconds=2,
             window_seconds=WINDOW,
             window_margin_seconds=0.3,
+            spend_cap=SpendCapSpec(max_devices=ACCOUNT_MAX_DEVICES)
+            if name == CAPPED_ACCOUNT
+            else None,
         )
         for name, key in ACCOUNTS.items()
     }

@@ -9,6 +9,7 @@ import pytest
 
 from devicepool import __version__
 from devicepool.activities.definitions import CREATE_START_TO_CLOSE_TIMEOUT
+from devicepool.activities.settings import LedgerConfig
 from devicepool.worker.config import ConfigError, WorkerCapacity, build_config, load_config
 
 KEY = "k-very-secret-0001"
@@ -97,6 +98,16 @@ def test_environment_overrides_win(tmp_path: Path) -> None:
             "accounts.default.createsPerMinute",
         ),
         (account(apiKeyEnv="K", pricePerHour=-1), {"K": KEY}, "accounts.default.pricePerHour"),
+        (
+            account(apiKeyEnv="K", spendCap={"maxDevices": -1}),
+            {"K": KEY},
+            "accounts.default.spendCap.maxDevices",
+        ),
+        (
+            account(apiKeyEnv="K", spendCap={"devices": 5}),
+            {"K": KEY},
+            "accounts.default.spendCap.devices: unknown field",
+        ),
         (
             {"proxyPools": {"p": {"host": "h", "port": 1, "usernameTemplate": "{user}"}}},
             {},
@@ -296,3 +307,23 @@ def test_each_accounts_price_reaches_the_pools(tmp_path: Path) -> None:
     assert settings.price_per_hour("cheap") == 0.04
     assert settings.price_per_hour("unknown") == 0.10  # the article's figure
 
+
+def test_an_accounts_spend_cap_reaches_its_ledger_as_devices() -> None:
+    data = {
+        "accounts": {
+            "default": {"baseUrl": "http://127.0.0.1:1", "apiKeyEnv": "K"},
+            "capped": {
+                "baseUrl": "http://127.0.0.1:2",
+                "apiKeyEnv": "K",
+                "pricePerHour": 0.2,
+                "spendCap": {"maxDevices": 30, "maxHourlyCost": 5},
+            },
+            "empty": {"baseUrl": "http://127.0.0.1:3", "apiKeyEnv": "K", "spendCap": {}},
+        }
+    }
+    accounts = build_config(data, env={"K": KEY}, source="devicepool.yaml").accounts
+    capped = LedgerConfig.of(accounts["capped"])
+    assert capped.max_devices == 25  # $5/h at $0.20/h is tighter than 30 devices
+    assert capped.cap_text == "maxDevices 30, maxHourlyCost $5/h at $0.2/h a device"
+    assert LedgerConfig.of(accounts["default"]).max_devices is None
+    assert LedgerConfig.of(accounts["empty"]).max_devices is None  # a cap of nothing is no cap

@@ -30,6 +30,10 @@ from devicepool.workflows.shared.protocol import (
 # The longest announcements hold dealing in one busy spell (the longest an
 # announcement itself holds, `PermitIntent.ttl_seconds`, by default).
 ANNOUNCE_HOLD_SECONDS = 5.0
+# While the account's spendCap holds requests back, its devices are counted
+# again this often (one listing of the account), so a device that went away
+# anywhere in the account frees its place.
+CAP_RECOUNT = timedelta(seconds=5)
 
 
 class Outstanding(CamelModel):
@@ -78,6 +82,18 @@ class LedgerState(CamelModel):
     next_grant: int = 0
     last_pool: str | None = None
     stats: LedgerStats = Field(default_factory=LedgerStats)
+    # The account's spendCap (`config.max_devices`), counted conservatively:
+    # the devices billing at the last listing (None: not listed yet), when that
+    # listing began, `cap_spent` then, and every permit spent since the ledger
+    # began (used, or lapsed unreported: each may be a device). A device made
+    # before the listing began is listed; one made after is a permit spent (or
+    # outstanding) since: none is missed, a few are counted twice until the next.
+    cap_base: int | None = None
+    cap_counted_at: datetime | None = None
+    cap_mark: int = 0
+    cap_spent: int = 0
+    # pool -> the spendCap that holds it, as it was told (only pools told they are held).
+    cap_held: dict[str, str] = Field(default_factory=dict)
 
     # ------------------------------------------------------------------ counting
 
@@ -97,6 +113,7 @@ class LedgerState(CamelModel):
             if out.lease_until <= now:
                 # Never reported: count it as used at the end of its lease.
                 self.window.extend([out.lease_until + self.span()] * out.count)
+                self.cap_spent += out.count
                 del self.outstanding[grant_id]
         self.window = sorted(t for t in self.window if t > now)
         if self.paused_until is not None and self.paused_until <= now:
@@ -109,7 +126,85 @@ class LedgerState(CamelModel):
         free = self.config.capacity - self.counted()
         if self.allowance is not None:
             free = min(free, self.allowance - self.in_flight())
+        room = self.cap_room()
+        if room is not None:
+            free = min(free, room)
         return max(0, free)
+
+    # ------------------------------------------------------------------ spendCap
+
+    def cap_count(self) -> int | None:
+        """The account's devices as the cap counts them (None: no cap, or not listed yet)."""
+        if self.config.max_devices is None or self.cap_base is None:
+            return None
+        return self.cap_base + (self.cap_spent - self.cap_mark) + self.in_flight()
+
+    def cap_room(self) -> int | None:
+        """How many more devices the account's spendCap allows (None: no cap; 0 until listed)."""
+        cap = self.config.max_devices
+        if cap is None:
+            return None
+        count = self.cap_count()
+        return 0 if count is None else max(0, cap - count)
+
+    def cap_holds(self) -> bool:
+        """Whether the spendCap keeps a waiting request from what it asks."""
+        room = self.cap_room()
+        return room is not None and room < sum(r.count for r in self.queue)
+
+    def recount_due(self, now: datetime) -> bool:
+        """Whether to list the account before dealing: never listed, or the cap holds
+        a request and the last count is `CAP_RECOUNT` old."""
+        if self.config.max_devices is None or not self.queue:
+            return False
+        if self.cap_base is None or self.cap_counted_at is None:
+            return True
+        return self.cap_holds() and now - self.cap_counted_at >= CAP_RECOUNT
+
+    def begin_count(self, now: datetime) -> int:
+        """A listing of the account begins: the mark to hand `counted` with its answer."""
+        self.cap_counted_at = now
+        return self.cap_spent
+
+    def counted_devices(self, devices: int, mark: int) -> None:
+        """The listing begun at `mark` found `devices` billing."""
+        self.cap_base, self.cap_mark = devices, mark
+
+    def cap_news(self, account: str) -> dict[str, str]:
+        """Pools to tell about the spendCap now -> the message ("": released).
+
+        Held: a pool with a waiting request while the cap leaves no room. Told when
+        held, again if the cap changes while it holds, and once when released (its
+        requests were dealt or withdrawn, or the cap was raised or removed).
+        """
+        cap, room = self.config.max_devices, self.cap_room()
+        waiting: dict[str, int] = {}
+        for r in self.queue:
+            waiting[r.pool] = waiting.get(r.pool, 0) + r.count
+        held: dict[str, str] = {}
+        if cap is not None and room == 0:
+            limit = f"({self.config.cap_text or f'maxDevices {cap}'})"
+            held = {pool: limit for pool in waiting}
+        counted = self.cap_count()
+        news = {
+            pool: (
+                f"account {account!r} spendCap {limit} allows {cap} device(s) over all "
+                "its pools; "
+                + (
+                    f"{counted} bill or are being created"
+                    if counted is not None
+                    else "not counted yet"
+                )
+                + f", and {waiting[pool]} create(s) of this pool wait — raise "
+                f"accounts.{account}.spendCap in the worker config to grow "
+                "(running devices are kept)"
+            )
+            for pool, limit in held.items()
+            if self.cap_held.get(pool) != limit
+        }
+        news |= {pool: "" for pool in self.cap_held if pool not in held}
+        self.cap_held = held
+        return news
 
     def next_wake(self) -> datetime | None:
         """When a waiting request may get permits next (None: nobody waits)."""
@@ -122,6 +217,8 @@ class LedgerState(CamelModel):
         if self.window:
             times.append(self.window[0])
         times.extend(o.lease_until for o in self.outstanding.values())
+        if self.cap_holds() and self.cap_counted_at is not None:
+            times.append(self.cap_counted_at + CAP_RECOUNT)
         return min(times) if times else None
 
     # ------------------------------------------------------------------ granting
@@ -207,6 +304,7 @@ class LedgerState(CamelModel):
         self.window.extend(t + self.span() for t in done)
         self.window.sort()
         self.stats.used += spent
+        self.cap_spent += spent
         self.stats.failed += used.failed
         if used.failed:
             self.allowance = 1
@@ -274,6 +372,11 @@ class LedgerView(CamelModel):
     stats: LedgerStats
     # When a waiting request may get permits next (None: nobody waits).
     next_permit_at: datetime | None = None
+    # The account's spendCap (devices over all its pools; None: no cap), the
+    # devices it counts now (None: not listed yet), and the pools it holds.
+    max_devices: int | None = None
+    cap_count: int | None = None
+    cap_held: list[str] = Field(default_factory=list)
 
     @classmethod
     def of(cls, account: str, s: LedgerState) -> LedgerView:
@@ -291,4 +394,7 @@ class LedgerView(CamelModel):
             allowance=s.allowance,
             stats=s.stats.model_copy(),
             next_permit_at=s.next_wake(),
+            max_devices=s.config.max_devices,
+            cap_count=s.cap_count(),
+            cap_held=sorted(s.cap_held),
         )

@@ -7,7 +7,10 @@ Signals in: `configure` (`LedgerConfig`, each worker at start-up), `expect_reque
 (`PermitIntent`), `request_permits` (`PermitRequest`), `cancel_permits` (request
 id), `permits_used` (`PermitsUsed`), `rate_limited` (`RateLimitedReport`). Out,
 in the background: `permits_granted` (`PermitGrant`) to requesters,
-`account_paused` (`AccountPause`) to pools a long pause holds. Query `ledger`;
+`account_paused` (`AccountPause`) to pools a long pause holds, `account_capped`
+(`AccountCap`) to pools the account's `spendCap` holds and then releases (a
+ledger with a cap counts the account's devices with the `count_devices`
+activity before dealing, and again while the cap holds). Query `ledger`;
 local activity `ledger_hold`. Continue-as-new when suggested, carrying
 `LedgerState` whole. The loop around pure parts (`state.py`: the window;
 `dealing.py`: who gets what); why and how: docs/scaling.md, "Rate limits".
@@ -19,13 +22,15 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import FailureError
+from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from devicepool.activities.definitions import LEDGER_HOLD
+    from devicepool.activities.definitions import LEDGER_HOLD, OrphanActivityDefinitions
     from devicepool.activities.models import LedgerConfig, RateLimitedReport
+    from devicepool.activities.orphan_models import CountDevicesInput
     from devicepool.api.names import (
         QUERY_LEDGER,
+        SIGNAL_ACCOUNT_CAPPED,
         SIGNAL_ACCOUNT_PAUSED,
         SIGNAL_LEDGER_CONFIGURE,
         SIGNAL_PERMIT_CANCEL,
@@ -41,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.ledger.state import Issued, LedgerInput, LedgerState, LedgerView
     from devicepool.workflows.shared import versions
     from devicepool.workflows.shared.protocol import (
+        AccountCap,
         AccountPause,
         PermitGrant,
         PermitIntent,
@@ -50,6 +56,8 @@ with workflow.unsafe.imports_passed_through():
 
 # How long continue-as-new waits for grants still on their way.
 DELIVERY_WAIT = timedelta(seconds=60)
+# One listing of the account for its spendCap (`count_devices`), all attempts.
+COUNT_TIMEOUT = timedelta(seconds=60)
 
 # The messages are part of this workflow's contract (the pool and the batch
 # import them from here); they are defined beside the state that holds them.
@@ -87,6 +95,7 @@ class AccountLedgerWorkflow:
             if await self._await_announced():
                 continue
             await self._grant_round()
+            self._tell_cap_news()
             self._publish_details()
             if versions.hand_over_due():
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -150,8 +159,10 @@ class AccountLedgerWorkflow:
             pass
 
     async def _grant_round(self) -> None:
-        now = workflow.now()
         s = self._s
+        if s.recount_due(workflow.now()):
+            await self._count_devices()
+        now = workflow.now()
         s.expire(now)
         free = s.free(now)
         if free <= 0 or not s.queue:
@@ -165,6 +176,35 @@ class AccountLedgerWorkflow:
         # hands its permits back whenever its delivery fails (`_send`).
         for one in issued:
             task = asyncio.ensure_future(self._send(one))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+    async def _count_devices(self) -> None:
+        """List the account for its spendCap (only a ledger with a cap ever does)."""
+        mark = self._s.begin_count(workflow.now())
+        try:
+            counted = await workflow.execute_activity_method(
+                OrphanActivityDefinitions.count_devices,
+                CountDevicesInput(account=self._account),
+                start_to_close_timeout=COUNT_TIMEOUT,
+                schedule_to_close_timeout=COUNT_TIMEOUT,
+                summary="count the account's devices for its spendCap",
+            )
+        except ActivityError as err:
+            # The last count stands (none yet: nothing is granted); tried again in CAP_RECOUNT.
+            workflow.logger.warning(
+                "ledger %s: cannot count the account's devices for its spendCap: %s",
+                self._account,
+                err.cause or err,
+            )
+            return
+        self._s.counted_devices(counted.devices, mark)
+
+    def _tell_cap_news(self) -> None:
+        """Tell pools the account's spendCap newly holds, or no longer holds."""
+        for pool, message in self._s.cap_news(self._account).items():
+            news = AccountCap(account=self._account, reached=bool(message), message=message)
+            task = asyncio.ensure_future(self._tell(pool, SIGNAL_ACCOUNT_CAPPED, news))
             self._sending.add(task)
             task.add_done_callback(self._sending.discard)
 
@@ -236,15 +276,13 @@ class AccountLedgerWorkflow:
         # A pause longer than a window is said on the pools it holds (a condition).
         pause = AccountPause(account=self._account, until=until, reason=self._s.paused_reason or "")
         for pool in self._s.held_pools(also=report.pool):
-            task = asyncio.ensure_future(self._tell_pool(pool, pause))
+            task = asyncio.ensure_future(self._tell(pool, SIGNAL_ACCOUNT_PAUSED, pause))
             self._sending.add(task)
             task.add_done_callback(self._sending.discard)
 
-    async def _tell_pool(self, pool: str, pause: AccountPause) -> None:
+    async def _tell(self, pool: str, signal: str, news: AccountPause | AccountCap) -> None:
         try:
-            await workflow.get_external_workflow_handle(pool_workflow_id(pool)).signal(
-                SIGNAL_ACCOUNT_PAUSED, pause
-            )
+            await workflow.get_external_workflow_handle(pool_workflow_id(pool)).signal(signal, news)
         except FailureError as err:
             workflow.logger.info("ledger %s: pool %s not told: %s", self._account, pool, err)
 

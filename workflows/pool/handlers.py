@@ -11,7 +11,7 @@ pass. Update validators reject before anything is written to history.
   refused with `SpecRejected=True` when invalid, never applied; any accepted
   change — either update, or a valid signal — clears it);
 - signals `batch_created` / `batch_done` (`BatchReport`), `health_report`,
-  `account_paused`, `wake` (look again now; `devicepool upgrade` sends it);
+  `account_paused`, `account_capped`, `wake` (look again now; `devicepool upgrade` sends it);
 - queries `status`, `devices`, `spec`, `events` (`PoolEvents`: the pool's own
   recent events, `workflows/pool/event_log.py`).
 """
@@ -46,7 +46,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from devicepool.workflows.pool.search_attributes import search_attribute_updates
     from devicepool.workflows.pool.state import PoolState
-    from devicepool.workflows.shared.protocol import AccountPause, BatchReport, HealthReport
+    from devicepool.workflows.shared.protocol import (
+        AccountCap,
+        AccountPause,
+        BatchReport,
+        HealthReport,
+    )
 
 __all__ = ["PoolMessages"]
 
@@ -153,6 +158,11 @@ class PoolMessages:
     def wake(self, payload: Any = None) -> None:
         """Signal `wake`: a pass now, with a fresh listing (and an upgrade if one is due)."""
         self._dirty = True
+
+    @workflow.signal(name=names.SIGNAL_ACCOUNT_CAPPED)
+    def account_capped(self, cap: AccountCap) -> None:
+        self.s.take_cap(cap, workflow.now())
+        self._replan = True  # published without a fresh listing
 
     @workflow.signal(name=names.SIGNAL_ACCOUNT_PAUSED)
     def account_paused(self, pause: AccountPause) -> None:

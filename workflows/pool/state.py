@@ -30,6 +30,7 @@ from devicepool.workflows.pool.fates import Fate, Fates
 from devicepool.workflows.pool.plan import lost_offline, offline_ids
 from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.shared.protocol import (
+    AccountCap,
     AccountPause,
     BatchReport,
     HealthConfig,
@@ -101,6 +102,8 @@ class PoolState(CamelModel):
     announce: bool = False
     # The provider's long pause of the account's creates (from the ledger), until it ends.
     account_pause: AccountPause | None = None
+    # The account's spendCap (worker config), as its ledger last told it (None: never).
+    account_cap: AccountCap | None = None
     # What the pool's devices billed so far (dollars), and at what hourly rate
     # since when: each pass adds the time since at the rate it saw last.
     cost_to_date: float = 0.0
@@ -171,6 +174,18 @@ class PoolState(CamelModel):
         self.account_pause = pause
         message = f"creates of account {pause.account!r} wait until {st.iso(pause.until)}"
         self.record(now, say.Happened("ProviderRateLimited", message, warning=True))
+
+    def take_cap(self, cap: AccountCap, now: datetime) -> None:
+        """The account's ledger says its spendCap holds this pool's creates, or no longer."""
+        self.account_cap = cap
+        if not cap.reached:
+            self.record(
+                now,
+                say.Happened(
+                    "SpendCapReleased",
+                    f"account {cap.account!r}: its spendCap allows this pool's creates again",
+                ),
+            )
 
     def accrue(self, now: datetime, devices: int, price_per_hour: float) -> None:
         """Add what the pool billed since the last pass (the devices and rate seen then),

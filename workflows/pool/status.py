@@ -22,7 +22,7 @@ from devicepool.api.v1beta1 import (
 )
 from devicepool.workflows.pool.backoff import Backoff
 from devicepool.workflows.pool.plan import Plan
-from devicepool.workflows.shared.protocol import AccountPause, HealthReport
+from devicepool.workflows.shared.protocol import AccountCap, AccountPause, HealthReport
 
 __all__ = [
     "ConditionUpdate",
@@ -64,6 +64,8 @@ class PoolView:
     observe_problem: str | None = None
     # The provider's long pause of the account's creates, while it lasts.
     account_pause: AccountPause | None = None
+    # The account's spendCap as its ledger last told it (None: never held).
+    account_cap: AccountCap | None = None
     # The account's price of a device-hour (spendCap.maxHourlyCost is in it).
     price_per_hour: float = 0.10
     # `devicepool pause`: remediation stopped by a person, until `resume`.
@@ -132,6 +134,14 @@ def ready_condition(view: PoolView) -> ConditionUpdate:
     serving = _serving(view.plan)
     if serving >= view.spec.replicas:
         return ConditionUpdate(ConditionType.READY, TRUE, "Converged")
+    if view.account_cap is not None and view.account_cap.reached and not view.plan.capped:
+        return ConditionUpdate(
+            ConditionType.READY,
+            FALSE,
+            "SpendCapReached",
+            f"{serving}/{view.spec.replicas} devices ready; account "
+            f"{view.account_cap.account!r}'s spend cap holds the rest (see SpendCapReached)",
+        )
     if view.plan.capped:
         return ConditionUpdate(
             ConditionType.READY,
@@ -233,24 +243,21 @@ def scale_down_condition(view: PoolView) -> ConditionUpdate | None:
 
 def spend_cap_condition(view: PoolView) -> ConditionUpdate | None:
     """`SpendCapReached` while the cap holds creates back; None for a pool without a cap."""
-    cap = view.spec.spend_cap
-    if cap is None:
-        return None
-    allowed = cap.devices_allowed(view.price_per_hour)
-    if not view.plan.capped:
+    cap, account = view.spec.spend_cap, view.account_cap
+    if cap is None or not view.plan.capped:
+        if account is not None and account.reached:
+            return ConditionUpdate(
+                ConditionType.SPEND_CAP_REACHED, TRUE, "AccountCapReached", account.message
+            )
+        if cap is None and account is None:
+            return None
         return ConditionUpdate(ConditionType.SPEND_CAP_REACHED, FALSE, "WithinCap")
-    limits = []
-    if cap.max_devices is not None:
-        limits.append(f"maxDevices {cap.max_devices}")
-    if cap.max_hourly_cost is not None:
-        limits.append(
-            f"maxHourlyCost ${cap.max_hourly_cost:g}/h at ${view.price_per_hour:g}/h a device"
-        )
+    allowed = cap.devices_allowed(view.price_per_hour)
     return ConditionUpdate(
         ConditionType.SPEND_CAP_REACHED,
         TRUE,
         "CapReached",
-        f"spendCap ({', '.join(limits)}) allows {allowed} device(s); "
+        f"spendCap ({cap.describe(view.price_per_hour)}) allows {allowed} device(s); "
         f"{view.spec.replicas} desired, {view.plan.capped} create(s) held back — "
         "raise spendCap to grow (running devices are kept)",
     )

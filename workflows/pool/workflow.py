@@ -323,6 +323,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             now=now,
             observe_problem=self._observe_problem,
             account_pause=self.s.account_pause,
+            account_cap=self.s.account_cap,
             price_per_hour=self._price,
             paused_by_user=self.s.remediation_paused,
             protected=sorted(protected_now(self.s.protected, now)),

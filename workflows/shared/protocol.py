@@ -22,6 +22,7 @@ from devicepool.activities.models import DeviceTemplate, PoolSettings, fold_temp
 from devicepool.api.base import CamelModel
 
 __all__ = [
+    "AccountCap",
     "AccountPause",
     "BatchReport",
     "HealthConfig",
@@ -195,6 +196,15 @@ class PermitsUsed(CamelModel):
     # Permits handed back without a create (more than the batch still needed,
     # or it was cancelled first): they leave the window at once.
     unused: int = 0
+
+
+class AccountCap(CamelModel):
+    """Signal `account_capped` from the account's ledger: the account's `spendCap` (worker
+    config) holds this pool's creates back (`reached`), or no longer does."""
+
+    account: str
+    reached: bool
+    message: str = ""
 
 
 class AccountPause(CamelModel):
