@@ -51,6 +51,8 @@ MODULE_GROUPS = {
     "test_pool_spend.py": "workflows-control",
     # The orphan sweep lists the whole account: no other test's pools beside it.
     "test_orphan_sweep.py": "workflows-orphans",
+    # A dev server and worker of its own on a BitBrowser cloud-phone account (~25 s).
+    "test_pool_cloud_phones.py": "workflows-phones",
     # The rest of the pool's workflow tests, in three parts of 60-80 s each
     # (the pool workflow's own tests, test_pool_workflow.py and the modules not
     # named here, are the "workflows" group).
@@ -104,6 +106,7 @@ GROUP_ORDER = {
     "e2e-restart": 38,
     "workflows-orphans": 38,
     "e2e-browser-nodes": 26,
+    "workflows-phones": 25,
 }
 SERVER_MARKERS = ("devserver", "e2e")
 # BitBrowser emulator processes of one account share it through a directory of the

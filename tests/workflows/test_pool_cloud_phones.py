@@ -1,0 +1,218 @@
+"""A DevicePool on an `api: bitbrowser` account: cloud phones over the Local API, end to end.
+
+A dev server of its own (the session's workers do not know this account), a
+worker whose one account speaks to an in-process BitBrowser emulator, the real
+pool, batch and health workflows. The emulator runs 10 times faster than real
+time (a boot from off: 20 virtual seconds, 2 real ones) and the adapter paces
+its calls 1.1 virtual seconds apart. Its stats are the ground truth: phones
+running, profiles made, power-ons, and the 1-request-a-second budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from temporalio.client import Client, WorkflowHandle
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
+from devicepool.activities.providers.bitbrowser.phone_provider import (
+    ANDROID_ONLY,
+    Remark,
+    parse_device_id,
+)
+from devicepool.api.names import UPDATE_SCALE
+from devicepool.emulator.bitbrowser import BitBrowserConfig, create_apps
+from devicepool.testing import eventually
+from devicepool.worker.build import account_workers, pool_queue_workers
+from devicepool.workflows.pool.messages import Accepted, ScaleRequest
+from tests.helpers.servers import dev_server
+from tests.helpers.workflow_stack import CAN_THRESHOLD, start_pool
+
+pytestmark = pytest.mark.devserver
+
+ACCOUNT = "phones"
+KEY = "bb-local-key-e2e"
+URL = "http://phones.local"
+SPEED = 10.0
+PROXY_PASSWORD = "phones-proxy-pass-7c1"
+SETTINGS = PoolSettings(
+    resync_seconds=1.0,
+    health_seconds=1.0,
+    offline_after_seconds=3,
+    startup_timeout_seconds=30,
+    idle_grace_seconds=0,
+    provision_batch_size=4,
+    watch_max_seconds=20,
+    health_liveness_seconds=2,
+    teardown_blocked_after_seconds=5,
+)
+
+
+class PhoneStack:
+    def __init__(self, client: Client, app: Any) -> None:
+        self.client = client
+        self.control = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=URL)
+
+    async def phones(self) -> dict[str, Any]:
+        answer = await self.control.get("/_emulator/stats")
+        answer.raise_for_status()
+        return dict(answer.json()["phones"])
+
+    async def until(self, what: str, timeout: float = 30, **wanted: int) -> dict[str, Any]:
+        async def check() -> dict[str, Any] | None:
+            phones = await self.phones()
+            return phones if all(phones[k] == v for k, v in wanted.items()) else None
+
+        return dict(await eventually(check, what=what, timeout=timeout))
+
+
+@pytest.fixture(scope="module")
+async def stack() -> AsyncIterator[PhoneStack]:
+    apps = create_apps(
+        BitBrowserConfig(
+            account="phones-e2e",
+            api_key=KEY,
+            speed=SPEED,
+            seed=30,
+            phone_boot_seconds=20,
+            phone_resume_seconds=5,
+        )
+    )
+    app = apps["node-1"]
+    activities = DeviceActivities(
+        accounts={
+            ACCOUNT: AccountSettings(
+                name=ACCOUNT,
+                api="bitbrowser",
+                base_url=URL,
+                api_key=SecretStr(KEY),
+                timeout_seconds=5,
+                phone_interval_seconds=1.1 / SPEED,
+            )
+        },
+        proxy_pools={
+            "proxyseller-us": ProxyPoolSettings(
+                name="proxyseller-us",
+                host="gw.proxy.test",
+                port=1080,
+                password=SecretStr(PROXY_PASSWORD),
+            )
+        },
+        settings=SETTINGS,
+        transport=httpx.ASGITransport(app=app),
+    )
+    async with await dev_server(continue_as_new_after=CAN_THRESHOLD) as env:
+        workers = [
+            *pool_queue_workers(env.client, activities),
+            *account_workers(env.client, activities, [ACCOUNT]),
+        ]
+        running = [asyncio.ensure_future(w.run()) for w in workers]
+        phones = PhoneStack(env.client, app)
+        try:
+            yield phones
+        finally:
+            for worker in workers:
+                await worker.shutdown()
+            await asyncio.gather(*running, return_exceptions=True)
+            await activities.aclose()
+            await phones.control.aclose()
+
+
+async def scale(handle: WorkflowHandle[Any, Any], replicas: int) -> None:
+    await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=replicas), result_type=Accepted)
+
+
+async def test_a_pool_of_cloud_phones_scales_on_its_warm_reserve_and_never_rents_twice(
+    stack: PhoneStack,
+) -> None:
+    started = time.monotonic()
+    handle = await start_pool(
+        stack.client, "phones-a", 4, settings=SETTINGS, account=ACCOUNT, task_queue="devicepool"
+    )
+    await stack.until("4 phones running", running=4, created=4)
+
+    # Scale-down shuts 3 down: billing stops, their profiles stay.
+    await scale(handle, 1)
+    after_down = await stack.until("1 phone running", running=1, shutdowns=3, profiles=4)
+    assert after_down["created"] == 4
+
+    # Scale-up powers the reserve on: no new profile.
+    await scale(handle, 4)
+    again = await stack.until("4 phones running again", running=4, powerOns=7)
+    assert again["created"] == 4
+
+    # A phone taken offline is shut down, fresh-started and serves again as the replacement.
+    offline = await _a_ready_phone(handle)
+    (await stack.control.post(f"/_emulator/phones/{offline}/offline")).raise_for_status()
+    replaced = await stack.until("the offline phone replaced", recovers=1, running=4, offline=0)
+    assert replaced["created"] == 4
+
+    # Delete: every phone shut down, no profile deleted (the API has none).
+    await handle.cancel()
+    with pytest.raises(Exception):  # noqa: B017 - a cancelled workflow's result raises
+        await asyncio.wait_for(handle.result(), timeout=30)
+    final = await stack.until("0 phones running", running=0)
+    elapsed = time.monotonic() - started
+    assert final["profiles"] == 4 and final["created"] == 4
+    assert final["maxRequestsPerSecond"] <= 1 and final["rateLimited"] == 0
+    # Billed phone-hours (virtual) at most 4 phones the whole run, plus boot slack.
+    assert final["hoursBilled"] <= 4 * elapsed * SPEED / 3600 + 4 * 20 / 3600
+
+    await asyncio.sleep(2.2 / SPEED)  # this read is outside the worker's budget
+    states = await _states(stack)
+    assert sorted(states) == ["retired"] * 4
+
+
+async def test_an_ios_pool_on_a_local_api_account_is_refused_with_a_clear_reason(
+    stack: PhoneStack,
+) -> None:
+    before = await stack.phones()
+    handle = await start_pool(
+        stack.client,
+        "phones-ios",
+        1,
+        settings=SETTINGS,
+        account=ACCOUNT,
+        task_queue="devicepool",
+        spec_fields={"platform": "ios", "osVersion": "17"},
+    )
+
+    async def refused() -> str | None:
+        for event in (await handle.query("events"))["events"]:
+            if event["reason"] == "CreateFailed" and ANDROID_ONLY in event["message"]:
+                return str(event["message"])
+        return None
+
+    message = await eventually(refused, what="the create refused", timeout=20)
+    assert message.startswith("1 create(s) failed") and "invalid_argument" in message
+    await handle.cancel()
+    assert (await stack.phones())["created"] == before["created"]
+
+
+async def _a_ready_phone(handle: WorkflowHandle[Any, Any]) -> str:
+    devices = (await handle.query("devices"))["devices"]
+    ready = [d["id"] for d in devices if d["status"] == "ready"]
+    assert ready, devices
+    phone = parse_device_id(ready[0])
+    assert phone is not None
+    return phone[0]
+
+
+async def _states(stack: PhoneStack) -> list[str]:
+    async def listed() -> list[dict[str, Any]] | None:
+        answer = (
+            await stack.control.post(
+                "/phone/list", json={"page": 0, "pageSize": 100}, headers={"x-api-key": KEY}
+            )
+        ).json()
+        return list(answer["data"]["list"]) if answer.get("success") else None
+
+    items = await eventually(listed, what="the phones listed", every=0.3, timeout=5)
+    return [r.state for p in items if (r := Remark.parse(p["remark"])) is not None]
