@@ -293,3 +293,25 @@ async def test_never_more_than_one_request_a_second(
     await ready(account, provider)
     stats = await phones_stats(account)
     assert stats["maxRequestsPerSecond"] <= 1 and stats["rateLimited"] == 0
+
+
+async def test_a_listing_reads_running_for_a_few_phones_and_still_finds_the_offline_one(
+    account: Account, provider: PhoneProvider, n1: Node
+) -> None:
+    made = [await provider.create_device(new_device(slot=s)) for s in range(5)]
+    await account.advance(61)
+    provider.probe_seconds = 0  # every answer is old at once: only the cap limits the reads
+    broken = (parse_device_id(made[3].id) or ("", 0))[0]
+    await account.control(f"phones/{broken}/offline")
+    seen: list[dict[str, str]] = []
+    for _ in range(2):
+        before = len(n1.recorder.bodies("/phone/running"))
+        listed = await provider.list_pool("phones-a")
+        assert len(n1.recorder.bodies("/phone/running")) - before <= 3
+        seen.append({d.id: d.status for d in listed})
+    # Unread phones are what the listing says (running: ready) until their turn comes.
+    assert all(len(s) == 5 for s in seen)
+    assert seen[-1][made[3].id] == OFFLINE
+    assert [d.id for d in made if seen[-1][d.id] == READY] == [
+        d.id for d in made if d.id != made[3].id
+    ]

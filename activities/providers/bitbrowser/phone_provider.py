@@ -26,10 +26,12 @@ the Local API"); so:
 - **Statuses**: listed booting is `provisioning`; powered off (while `active`)
   is `provisioning` too, so the health check's startup timeout replaces it;
   suspended is `offline`; listed running is `ready` when `/phone/running`
-  says so and `offline` when not. That read costs a turn of the budget, so
-  its answer is kept `PROBE_TURNS` intervals (a change of the listed status
-  reads it again). Profiles not `active` are not listed. No session: never
-  `busy`.
+  says so and `offline` when not. That read costs a turn of the budget, so a
+  listing makes at most `PROBES_PER_LISTING` of them (phones whose listed
+  status changed first, then the longest unread) and an answer is kept
+  `PROBE_TURNS` intervals; a phone not read yet is what the listing says. A
+  pool of N sees a phone go offline within about N / 3 of its listings.
+  Profiles not `active` are not listed. No session: never `busy`.
 - **Regions**: the Local API has no region list or status (a `regionId` is a
   compute type id copied from the desktop client): `region_names` is empty,
   so the engine does not check a pool's region, and `region_status` is
@@ -84,6 +86,7 @@ __all__ = [
     "ACTIVE",
     "ANDROID_ONLY",
     "MARK_PREFIX",
+    "PROBES_PER_LISTING",
     "PROBE_TURNS",
     "RESERVE",
     "RETIRED",
@@ -101,8 +104,10 @@ STATES = (ACTIVE, RESERVE, RETIRED)
 ANDROID_ONLY = "the BitBrowser Local API has Android cloud phones only"
 MARK_PREFIX = "dvp-"
 REMARK_HEAD = "devicepool/1"
-# A phone's `/phone/running` answer is trusted this many budget intervals (30 s at 1/s).
+# A phone's `/phone/running` answer is trusted this many budget intervals (30 s at 1/s),
+# and a listing reads at most this many (a pool of 100 would spend its budget on them).
 PROBE_TURNS = 30
+PROBES_PER_LISTING = 3
 _OWN = ("dp.state", "dp.inc", "dp.at")
 
 
@@ -203,6 +208,7 @@ class PhoneProvider:
         *,
         compute_type: ComputeType = ComputeType.TEMPORARY,
         probe_seconds: float | None = None,
+        probes_per_listing: int = PROBES_PER_LISTING,
         wall_clock: Callable[[], float] = time.time,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -212,6 +218,7 @@ class PhoneProvider:
         self.probe_seconds = (
             PROBE_TURNS * phones.pacer.interval if probe_seconds is None else probe_seconds
         )
+        self.probes_per_listing = probes_per_listing
         self._wall = wall_clock
         self._clock = clock
         self._seqs: dict[str, int] = {}  # phone id -> seq: one listing call finds it again
@@ -226,13 +233,12 @@ class PhoneProvider:
     async def list_pool(self, pool: str) -> list[DeviceInfo]:
         with provider_call(pool=pool):
             found = await self._pool_phones(pool)
-            return [await self._info(p, r) for p, r in found if r.state == ACTIVE]
+            return await self._infos([(p, r) for p, r in found if r.state == ACTIVE])
 
     async def list_managed(self) -> list[ProviderDevice]:
         found = await self._marked(MARK_PREFIX)
-        return [
-            ProviderDevice(await self._info(p, r), "android") for p, r in found if r.state == ACTIVE
-        ]
+        infos = await self._infos([(p, r) for p, r in found if r.state == ACTIVE])
+        return [ProviderDevice(info, "android") for info in infos]
 
     async def get_device(self, device_id: str) -> ProviderDevice:
         phone, remark = await self._serving(device_id)
@@ -241,20 +247,19 @@ class PhoneProvider:
 
     async def read_statuses(self, ids: list[str]) -> tuple[list[DeviceStatusInfo], list[str]]:
         by_id = {p.id: (p, r) for p, r in await self._marked(MARK_PREFIX)}
-        items: list[DeviceStatusInfo] = []
+        hits: list[tuple[Phone, Remark]] = []
         not_found: list[str] = []
         for wanted in ids:
             parsed = parse_device_id(wanted)
             hit = by_id.get(parsed[0]) if parsed else None
             if parsed is None or hit is None or not _serves(hit[1], parsed[1]):
                 not_found.append(wanted)
-                continue
-            info = await self._info(*hit)
-            items.append(
-                DeviceStatusInfo(
-                    id=info.id, status=info.status, reason=info.reason, updated_at=info.updated_at
-                )
-            )
+            else:
+                hits.append(hit)
+        items = [
+            DeviceStatusInfo(id=i.id, status=i.status, reason=i.reason, updated_at=i.updated_at)
+            for i in await self._infos(hits)
+        ]
         return items, not_found
 
     async def region_status(self, region: str) -> str:
@@ -350,9 +355,7 @@ class PhoneProvider:
     async def remove_device(self, device_id: str) -> None:
         phone, remark = await self._serving(device_id)
         with provider_call(pool=remark.pool):
-            broken = phone.status == PhoneStatus.RUNNING and not await self._probe(
-                phone, fresh=True
-            )
+            broken = phone.status == PhoneStatus.RUNNING and not await self._probe(phone)
             await self._park(phone, remark, broken=broken)
 
     async def _park(self, phone: Phone, remark: Remark, *, broken: bool) -> str:
@@ -434,23 +437,39 @@ class PhoneProvider:
                 return phone
         return None
 
-    async def _probe(self, phone: Phone, *, fresh: bool = False) -> bool:
-        """`/phone/running`, kept `probe_seconds` while the listed status stays the same."""
-        now = self._clock()
-        kept = self._probes.get(phone.id)
-        if (
-            not fresh
-            and kept is not None
-            and kept.listed == phone.status
-            and now - kept.at < self.probe_seconds
-        ):
-            return kept.running
+    async def _probe(self, phone: Phone) -> bool:
+        """`/phone/running` now (one turn of the budget), kept for the listings after."""
         running = await self.phones.running(phone.id)
-        self._probes[phone.id] = _Probe(now, running, phone.status)
+        self._probes[phone.id] = _Probe(self._clock(), running, phone.status)
         return running
 
+    def _probe_due(self, phone: Phone, now: float) -> bool:
+        if phone.status not in (PhoneStatus.RUNNING, None):
+            return False  # the listing alone says what it is
+        kept = self._probes.get(phone.id)
+        return kept is None or kept.listed != phone.status or now - kept.at >= self.probe_seconds
+
     async def _info(self, phone: Phone, remark: Remark) -> DeviceInfo:
-        status, reason = await self._status(phone)
+        (info,) = await self._infos([(phone, remark)])
+        return info
+
+    async def _infos(self, found: list[tuple[Phone, Remark]]) -> list[DeviceInfo]:
+        """The devices of `found`, after at most `probes_per_listing` reads of `running`:
+        a phone whose listed status changed first, then the longest unread."""
+        now = self._clock()
+        due = [p for p, _ in found if self._probe_due(p, now)]
+        kept = self._probes
+
+        def unread_for(phone: Phone) -> tuple[bool, float]:
+            last = kept.get(phone.id)
+            return (last is not None and last.listed == phone.status, last.at if last else 0.0)
+
+        for phone in sorted(due, key=unread_for)[: self.probes_per_listing]:
+            await self._probe(phone)
+        return [self._view(phone, remark) for phone, remark in found]
+
+    def _view(self, phone: Phone, remark: Remark) -> DeviceInfo:
+        status, reason = self._status(phone)
         return DeviceInfo(
             id=device_id(phone.id, remark.incarnation),
             status=status,
@@ -460,7 +479,7 @@ class PhoneProvider:
             labels=dict(remark.labels),
         )
 
-    async def _status(self, phone: Phone) -> tuple[str, str | None]:
+    def _status(self, phone: Phone) -> tuple[str, str | None]:
         listed = phone.status
         if listed == PhoneStatus.BOOTING:
             return PROVISIONING, None
@@ -468,7 +487,13 @@ class PhoneProvider:
             return PROVISIONING, "powered off"
         if listed == PhoneStatus.SUSPENDED:
             return OFFLINE, "suspended (window closed, still billed)"
-        if await self._probe(phone):
+        kept = self._probes.get(phone.id)
+        running = kept.running if kept is not None and kept.listed == listed else None
+        if running is None:  # not read yet: the listing's word
+            if listed == PhoneStatus.RUNNING:
+                return READY, None
+            return PROVISIONING, f"listed status {listed}"
+        if running:
             return READY, None
         if listed == PhoneStatus.RUNNING:
             return OFFLINE, "powered on, not running"
