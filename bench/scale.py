@@ -62,7 +62,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from devicepool import testing as ground_truth
-from devicepool.api.names import health_workflow_id, pool_workflow_id
+from devicepool.api.names import SA_PHASE, health_workflow_id, pool_workflow_id
 from devicepool.client.pool_client import PoolClient
 from devicepool.testing import eventually, free_port, pool_yaml
 
@@ -258,6 +258,7 @@ async def step_apply_only(
 ) -> None:
     cpu0 = {what: proc.cpu_seconds() for what, proc in procs.items()}
     load0 = os.getloadavg()[0]
+    t0 = time.monotonic()
     applied, done = await apply_all(stack, names, concurrency)
     lines = done.stdout.splitlines()
     cpu = ", ".join(f"{what} {proc.cpu_seconds() - cpu0[what]:.0f}" for what, proc in procs.items())
@@ -270,6 +271,20 @@ async def step_apply_only(
     print(
         f"    CPU-s meanwhile: {cpu}; load average {load0:.2f} at the start, "
         f"{os.getloadavg()[0]:.2f} at the end (2 cores, shared)",
+        flush=True,
+    )
+    # `apply` answers once Temporal stored each new pool (kubectl's promise); the
+    # worker runs them after. How long until every pool had run its first pass
+    # (its phase is no longer the `Pending` it started with):
+    pending = f"WorkflowType = 'DevicePool' AND {SA_PHASE} = 'Pending'"
+
+    async def all_ran() -> bool:
+        return (await stack.client.count_workflows(pending)).count == 0
+
+    await eventually(all_ran, timeout=3600, what="every pool's first pass", every=1.0)
+    print(
+        f"    every pool had run its first pass {time.monotonic() - t0:.1f} s after the apply "
+        "began (the worker's pace: apply no longer waits for it)",
         flush=True,
     )
 

@@ -27,9 +27,10 @@ from devicepool.workflows.pool.messages import Accepted
 
 __all__ = ["APPLY_CONCURRENCY", "apply_in_order", "check_account", "tally"]
 
-# Pools `apply_many` (`devicepool apply -f DIR/`) applies at once. Each apply
-# mostly waits for a worker to run the pool's first workflow task, so a few
-# dozen in flight keep a worker busy without queueing 1,000 updates on it.
+# Pools `apply_many` (`devicepool apply -f DIR/`) applies at once. A new pool
+# is one start (Temporal answers once it is stored); a pool that exists waits
+# for a worker to run its update, so a few dozen in flight keep a worker busy
+# without queueing 1,000 updates on it.
 APPLY_CONCURRENCY = 16
 
 # A pool whose workflow task keeps failing (Temporal refuses its update at once) is

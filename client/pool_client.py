@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -29,6 +30,7 @@ from temporalio.client import (
     WorkflowQueryRejectedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api import v1alpha1
@@ -77,6 +79,7 @@ from devicepool.client.errors import (
 from devicepool.workflows.orphans.state import OrphanReport
 from devicepool.workflows.pool.messages import (
     Accepted,
+    ApplyResult,
     ControlAnswer,
     DeviceRef,
     DevicesView,
@@ -119,7 +122,11 @@ class PoolClient:
     # ------------------------------------------------------------ writes
 
     async def apply(
-        self, pool: DevicePool | v1alpha1.DevicePool, *, update_id: str | None = None
+        self,
+        pool: DevicePool | v1alpha1.DevicePool,
+        *,
+        update_id: str | None = None,
+        start_first: bool = False,
     ) -> Accepted:
         """Start the pool, or replace its spec: one atomic update-with-start.
 
@@ -127,6 +134,12 @@ class PoolClient:
         the pool), `configured` (the spec or metadata changed) or `unchanged`.
         Sent again with the same `update_id`, it answers the first send's outcome
         (Temporal deduplicates updates by id) instead of applying twice.
+
+        `start_first` (`apply_many`): try a plain start first, which Temporal
+        answers once it has stored the pool, without waiting for a worker to run
+        it (as `kubectl apply` answers once the API server stored the object);
+        a pool that exists already gets the update. A new pool's first apply
+        cannot be refused (nothing to compare with), so the outcome is the same.
         """
         if isinstance(pool, v1alpha1.DevicePool):  # the article's version, from Python
             pool = to_v1beta1(pool)
@@ -143,27 +156,54 @@ class PoolClient:
             f"{spec.region}, account `{spec.account}`"
             + (f", proxy `{spec.proxy.pool_ref}`" if spec.proxy else "")
         )
+        # Sent in the oldest version that holds the spec (`wire_spec`); the
+        # worker stores v1beta1. A dict: `PoolInput` would serialize v1beta1.
+        body = {"metadata": pool.metadata.to_json_dict(), "spec": wire_spec(spec)}
+        starting: dict[str, Any] = {
+            "id": pool_workflow_id(pool.name),
+            "task_queue": TASK_QUEUE,
+            "static_summary": summary,
+            "search_attributes": initial_search_attributes(spec),
+        }
+        existed = False
+        if start_first:
+            with self._errors(pool.name, writing=True):
+                try:
+                    await self._client.start_workflow(
+                        WORKFLOW_DEVICE_POOL,
+                        body,
+                        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                        **starting,
+                    )
+                except WorkflowAlreadyStartedError:
+                    existed = True  # it runs: the update below changes it (or not)
+                else:
+                    return Accepted(
+                        generation=1, replicas=spec.replicas, result=ApplyResult.CREATED
+                    )
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             WORKFLOW_DEVICE_POOL,
-            # Sent in the oldest version that holds the spec (`wire_spec`); the
-            # worker stores v1beta1. A dict: `PoolInput` would serialize v1beta1.
-            {"metadata": pool.metadata.to_json_dict(), "spec": wire_spec(spec)},
-            id=pool_workflow_id(pool.name),
-            task_queue=TASK_QUEUE,
+            body,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=summary,
-            search_attributes=initial_search_attributes(spec),
+            **starting,
         )
         with self._errors(pool.name, writing=True):
             result = await self._client.execute_update_with_start_workflow(
                 UPDATE_APPLY,
-                {"metadata": pool.metadata.to_json_dict(), "spec": wire_spec(spec)},
+                body,
                 start_workflow_operation=start,
                 id=update_id,
                 result_type=Accepted,
                 rpc_timeout=UPDATE_TIMEOUT,
             )
-        return _accepted(result)
+        accepted = _accepted(result)
+        if existed and accepted.result == ApplyResult.CREATED:
+            # Started by another apply whose pool had not run its first task yet:
+            # this update was the first the pool handled, but it created nothing.
+            changed = accepted.generation > 1
+            outcome = ApplyResult.CONFIGURED if changed else ApplyResult.UNCHANGED
+            accepted = accepted.model_copy(update={"result": outcome})
+        return accepted
 
     async def apply_many(
         self,
@@ -193,7 +233,12 @@ class PoolClient:
             first.setdefault(pool.spec.account, pool)
         for pool in first.values():
             await self._check_account(pool)
-        return await apply_in_order(self.apply, pools, concurrency=concurrency, on_result=on_result)
+        return await apply_in_order(
+            functools.partial(self.apply, start_first=True),
+            pools,
+            concurrency=concurrency,
+            on_result=on_result,
+        )
 
     async def scale(self, name: str, replicas: int) -> Accepted:
         validate_name(name)

@@ -20,7 +20,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api.names import account_from_ledger_id, ledger_workflow_id
@@ -67,6 +67,7 @@ class SlowTemporal:
         accounts: tuple[str, ...] = ("default",),
         slow_once: tuple[str, ...] = (),
         no_worker: bool = False,
+        new: bool = False,
     ) -> None:
         self.service_client = SimpleNamespace(config=SimpleNamespace(target_host="fake:7233"))
         self.delay, self.refuse, self.broken, self.accounts = delay, refuse, broken, accounts
@@ -76,6 +77,23 @@ class SlowTemporal:
         self.described: list[str] = []
         self.slow_once, self.no_worker = slow_once, no_worker
         self.update_ids: dict[str, list[str | None]] = {}
+        # `new`: no pool runs yet, so each plain start succeeds (once a pool);
+        # otherwise every pool exists and each apply is its update.
+        self.new = new
+        self.plain_starts: list[str] = []
+
+    async def start_workflow(self, workflow: str, body: Any, *, id: str, **_: object) -> object:
+        name = body["metadata"]["name"]
+        if not self.new or name in self.plain_starts:
+            raise WorkflowAlreadyStartedError(id, workflow)
+        self.plain_starts.append(name)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay / 4)  # stored: no worker to wait for
+        finally:
+            self.in_flight -= 1
+        return SimpleNamespace(id=id)
 
     def get_workflow_handle(self, workflow_id: str, **_: object) -> LedgerHandle:
         return LedgerHandle(self, workflow_id)
@@ -106,7 +124,7 @@ class SlowTemporal:
                 )
             if name in self.broken:
                 raise RPCError("the history service is down", RPCStatusCode.INTERNAL, b"")
-            return Accepted(generation=1, replicas=2, result="created")
+            return Accepted(generation=2, replicas=2, result="configured")
         finally:
             self.in_flight -= 1
 
@@ -142,6 +160,11 @@ def created(name: str) -> str:
     return f"devicepool/{name} created (generation 1, replicas 2)"
 
 
+def configured(name: str) -> str:
+    """What each running pool answers the fake's update: its spec changed."""
+    return f"devicepool/{name} configured (generation 2, replicas 2)"
+
+
 def test_a_directory_is_applied_concurrently_up_to_the_default_bound_in_file_order(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -152,9 +175,28 @@ def test_a_directory_is_applied_concurrently_up_to_the_default_bound_in_file_ord
     assert code == EXIT_OK, err
     assert temporal.max_in_flight == APPLY_CONCURRENCY
     assert sorted(temporal.started) == names
-    assert out == [created(n) for n in names]
+    assert out == [configured(n) for n in names]
     # One account, checked once, not once a pool.
     assert temporal.described == [ledger_workflow_id("default")]
+
+
+def test_new_pools_are_plain_starts_that_wait_for_no_worker(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    temporal = SlowTemporal(new=True)
+    use(monkeypatch, temporal)
+    names = manifests(tmp_path, 2 * APPLY_CONCURRENCY + 3)
+    code, out, err = run(capsys, "apply", "-f", str(tmp_path))
+    assert code == EXIT_OK, err
+    assert sorted(temporal.plain_starts) == names
+    assert temporal.started == []  # no update: nothing waited for a worker
+    assert temporal.max_in_flight == APPLY_CONCURRENCY
+    assert out == [created(n) for n in names]
+    # Applied again, each runs: its update answers.
+    code, out, err = run(capsys, "apply", "-f", str(tmp_path))
+    assert code == EXIT_OK, err
+    assert sorted(temporal.started) == names
+    assert out == [configured(n) for n in names]
 
 
 def test_concurrency_flag_sets_the_bound(
@@ -166,7 +208,7 @@ def test_concurrency_flag_sets_the_bound(
     code, out, err = run(capsys, "apply", "-f", str(tmp_path), "--concurrency", "3")
     assert code == EXIT_OK, err
     assert temporal.max_in_flight == 3
-    assert out == [created(n) for n in names]
+    assert out == [configured(n) for n in names]
     code, out, err = run(capsys, "apply", "-f", str(tmp_path), "--concurrency", "0")
     assert code == EXIT_BAD_INPUT
     assert len(err) == 1 and err[0].startswith("error: ") and "--concurrency" in err[0], err
@@ -204,7 +246,11 @@ def test_an_unknown_account_anywhere_applies_nothing(
     code, out, err = run(capsys, "apply", "-f", str(tmp_path))
     assert code == EXIT_BAD_INPUT
     assert out == []
-    assert len(err) == 1 and "unknown account 'gone' (spec.provider.account; v1alpha1: spec.providerCredentialRef)" in err[0], err
+    assert (
+        len(err) == 1
+        and "unknown account 'gone' (spec.provider.account; v1alpha1: spec.providerCredentialRef)"
+        in err[0]
+    ), err
     assert temporal.started == []
 
 
@@ -216,11 +262,11 @@ def test_refused_pools_are_reported_each_and_the_rest_applied(
     names = manifests(tmp_path, 14)
     code, out, err = run(capsys, "apply", "-f", str(tmp_path))
     assert code == EXIT_BAD_INPUT
-    assert out == [created(n) for n in names if n not in ("p003", "p011")]
+    assert out == [configured(n) for n in names if n not in ("p003", "p011")]
     assert err == [
         f'error: pool "{n}" rejected the change: spec.platform: cannot change on a running pool'
         for n in ("p003", "p011")
-    ] + ["14 pools: 12 created, 2 failed"]
+    ] + ["14 pools: 12 configured, 2 failed"]
 
 
 def test_a_runtime_failure_is_exit_1_and_starts_no_further_pool(
@@ -238,9 +284,9 @@ def test_a_runtime_failure_is_exit_1_and_starts_no_further_pool(
     assert err == [
         'error: pool "p002" rejected the change: spec.platform: cannot change on a running pool',
         "error: Temporal: the history service is down",
-        f"30 pools: {tried - 2} created, 2 failed, {30 - tried} not sent (stopped after the failure)",
+        f"30 pools: {tried - 2} configured, 2 failed, {30 - tried} not sent (stopped after the failure)",
     ]
-    assert out == [created(n) for n in temporal.started if n not in ("p002", "p005")]
+    assert out == [configured(n) for n in temporal.started if n not in ("p002", "p005")]
 
 
 def test_a_pool_no_worker_took_in_time_is_sent_again_while_others_are_answered(
@@ -253,7 +299,7 @@ def test_a_pool_no_worker_took_in_time_is_sent_again_while_others_are_answered(
     names = manifests(tmp_path, 12)
     code, out, err = run(capsys, "apply", "-f", str(tmp_path), "--concurrency", "4")
     assert code == EXIT_OK, err
-    assert out == [created(n) for n in names]
+    assert out == [configured(n) for n in names]
     (first, again) = temporal.update_ids["p004"]
     assert first is not None and first == again  # the same update: never applied twice
 

@@ -612,18 +612,45 @@ class MissingHandle(FakeHandle):
 class FakeTemporal:
     """Just enough of a Temporal client for `PoolClient.apply`, `wait_ready` and `delete`."""
 
-    def __init__(self, statuses: list[dict[str, object]], answers: list[object] = ()) -> None:
+    def __init__(
+        self,
+        statuses: list[dict[str, object]],
+        answers: list[object] = (),
+        *,
+        new: bool = False,
+        running: bool = False,
+    ) -> None:
         from types import SimpleNamespace
 
         self.service_client = SimpleNamespace(config=SimpleNamespace(target_host="fake:7233"))
         self.pool = FakeHandle(statuses)
         self.answers = list(answers)
+        # `new`: no pool by that name runs, so `apply`'s plain start succeeds.
+        self.new = new
+        # `running`: the pool runs already whatever the answers (another apply started it).
+        self.running = running
+        self.started: list[str] = []
+        self.updates = 0
+
+    async def start_workflow(self, workflow: str, arg: object, *, id: str, **_: object) -> object:
+        """A new pool (`new`, or the next answer says `created`) starts; else it runs already."""
+        from temporalio.exceptions import WorkflowAlreadyStartedError
+
+        creating = bool(self.answers) and getattr(self.answers[0], "result", None) == "created"
+        if self.running or not (self.new or creating):
+            raise WorkflowAlreadyStartedError(id, workflow)
+        if creating:
+            self.answers.pop(0)
+        self.new = False
+        self.started.append(id)
+        return self.pool
 
     def get_workflow_handle(self, workflow_id: str, **_: object) -> FakeHandle:
         # The account's ledger (`apply`'s account check) runs as well as the pool.
         return self.pool
 
     async def execute_update_with_start_workflow(self, *_: object, **__: object) -> object:
+        self.updates += 1
         return self.answers.pop(0)
 
 
@@ -675,6 +702,44 @@ def test_apply_says_created_configured_or_unchanged_as_kubectl_does(
         "devicepool/cli-pool created (generation 1, replicas 2)",
         "devicepool/cli-pool configured (generation 3, replicas 2)",
     ]
+
+
+def test_apply_of_a_new_pool_is_one_start_and_of_a_running_one_an_update(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from devicepool.workflows.pool.messages import Accepted
+
+    path = manifest(tmp_path, GOOD)
+    temporal = FakeTemporal(
+        [{}], [Accepted(generation=1, replicas=2, result="unchanged")], new=True
+    )
+    fake_temporal(monkeypatch, temporal)
+    code, out, err = run(capsys, "apply", "-f", str(path))
+    assert code == EXIT_OK, err
+    assert out.strip() == "devicepool/cli-pool created (generation 1, replicas 2)"
+    assert (temporal.started, temporal.updates) == (["devicepool/cli-pool"], 0)
+    code, out, err = run(capsys, "apply", "-f", str(path))  # it runs now: the update answers
+    assert out.strip() == "devicepool/cli-pool unchanged (generation 1, replicas 2)"
+    assert (temporal.started, temporal.updates) == (["devicepool/cli-pool"], 1)
+
+
+def test_a_pool_another_apply_started_is_not_reported_created_twice(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Two applies race: the other's start won, and this update was the first the
+    # pool handled (it answers `created`); this apply created nothing.
+    from devicepool.workflows.pool.messages import Accepted
+
+    path = manifest(tmp_path, GOOD)
+    answers = [
+        Accepted(generation=1, replicas=2, result="created"),
+        Accepted(generation=2, replicas=2, result="created"),
+    ]
+    fake_temporal(monkeypatch, FakeTemporal([{}], answers, running=True))
+    _, same, _ = run(capsys, "apply", "-f", str(path))
+    _, changed, _ = run(capsys, "apply", "-f", str(path))
+    assert same.strip() == "devicepool/cli-pool unchanged (generation 1, replicas 2)"
+    assert changed.strip() == "devicepool/cli-pool configured (generation 2, replicas 2)"
 
 
 @pytest.mark.parametrize(
