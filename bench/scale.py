@@ -51,7 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -331,6 +331,58 @@ async def workflow_task_wait(stack: Stack) -> tuple[float, float]:
     return count, total
 
 
+# Worker counters that tell whether workflows left their worker's cache (`--converge-only`).
+STICKY_COUNTERS = (
+    "temporal_sticky_cache_hit",
+    "temporal_sticky_cache_miss",
+    "temporal_sticky_cache_total_forced_eviction",
+    "temporal_workflow_task_replay_latency_seconds_count",
+    "temporal_workflow_task_schedule_to_start_latency_seconds_count",
+    "temporal_workflow_task_schedule_to_start_latency_seconds_sum",
+    "temporal_workflow_task_execution_failed",
+    "temporal_activity_execution_latency_seconds_count",
+)
+
+
+async def worker_counters(stack: Stack, names: Sequence[str]) -> dict[str, float]:
+    """The running workers' SDK counters named `names`, summed over workers and labels."""
+    sums = dict.fromkeys(names, 0.0)
+    async with httpx.AsyncClient(timeout=30) as http:
+        for proc, port in zip(stack.workers, stack.metrics_ports, strict=True):
+            if proc.poll() is not None:
+                continue
+            for line in (await http.get(f"http://127.0.0.1:{port}/metrics")).text.splitlines():
+                # Prometheus names a counter `<name>_total`.
+                name = line.split("{", 1)[0].split(" ", 1)[0].removesuffix("_total")
+                if name in sums:
+                    sums[name] += float(line.rsplit(" ", 1)[1])
+    return sums
+
+
+async def step_converge_only(stack: Stack, names: list[str], procs: dict[str, Proc]) -> None:
+    """Step 1 alone, and what the workers did for it: is a second worker a loss, and why?"""
+    cpu0 = {what: proc.cpu_seconds() for what, proc in procs.items()}
+    await step_apply(stack, names, procs["worker"])
+    await step_settle(stack)
+    counters = await worker_counters(stack, STICKY_COUNTERS)
+    cpu = ", ".join(f"{what} {proc.cpu_seconds() - cpu0[what]:.0f}" for what, proc in procs.items())
+    waited = counters.pop("temporal_workflow_task_schedule_to_start_latency_seconds_sum")
+    short = {
+        k.removeprefix("temporal_").removesuffix("_seconds_count"): v for k, v in counters.items()
+    }
+    tasks = short["workflow_task_schedule_to_start_latency"]
+    print(f"    after settling: CPU-s {cpu}", flush=True)
+    print(
+        "    workers' SDK counters: " + ", ".join(f"{k} {v:.0f}" for k, v in short.items()),
+        flush=True,
+    )
+    print(
+        f"    a workflow task waited {1000 * waited / max(tasks, 1):.0f} ms on average to "
+        f"start; {tasks / len(names):.1f} workflow tasks a pool",
+        flush=True,
+    )
+
+
 async def step_settle(stack: Stack, *, window: float = 10.0, timeout: float = 600.0) -> None:
     """Wait until the workers have caught up with the convergence's tail of workflow
     tasks (batches ending, health checks starting): a 10-s window in which workflow
@@ -608,6 +660,10 @@ async def main(args: argparse.Namespace) -> None:
                     procs = {"worker": worker, "Temporal dev server": Proc(dev_server_pid())}
                     await step_apply_only(stack, names, args.apply_concurrency, procs)
                     return
+                if args.converge_only:
+                    procs = {"worker": worker, "Temporal dev server": Proc(dev_server_pid())}
+                    await step_converge_only(stack, names, procs)
+                    return
                 await step_apply(stack, names, worker)
                 await step_settle(stack)
                 touched: set[str] = set()
@@ -640,8 +696,22 @@ if __name__ == "__main__":
     parser.add_argument(
         "--apply-concurrency", type=int, default=None, help="`apply --concurrency` (its default)"
     )
+    parser.add_argument(
+        "--converge-only",
+        action="store_true",
+        help="step 1 and the settling alone, with the workers' cache counters",
+    )
     args = parser.parse_args()
-    if args.apply_only:
+    if args.converge_only:
+        with recorded(
+            f"scale-converge-{args.workers}w",
+            "Converging with N workers",
+            parser,
+            args,
+            script="scale",
+        ):
+            asyncio.run(main(args))
+    elif args.apply_only:
         with recorded("scale-apply", "Many manifests at once", parser, args, script="scale"):
             asyncio.run(main(args))
     else:
