@@ -50,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -222,6 +223,16 @@ class PhoneProvider:
         self._wall = wall_clock
         self._clock = clock
         self._seqs: dict[str, int] = {}  # phone id -> seq: one listing call finds it again
+        # phone id -> (when, the profile) of a look-up by id: a scale-down's idle check and
+        # its remove, a moment apart, read the profile once.
+        self._looked: dict[str, tuple[float, Phone]] = {}
+        self.lookup_seconds = 2 * phones.pacer.interval
+        # pool -> (when, its reserve profiles): a batch of creates lists the reserve once.
+        # Claims and parks of this process keep it right; it is listed again after
+        # `reserve_seconds`.
+        self._reserves: dict[str, tuple[float, list[tuple[Phone, Remark]]]] = {}
+        self.reserve_seconds = 10 * phones.pacer.interval
+        self._parks: Counter[str] = Counter()
         self._probes: dict[str, _Probe] = {}
         self._claims = asyncio.Lock()  # one reserve claim at a time (this process)
 
@@ -328,25 +339,34 @@ class PhoneProvider:
     ) -> tuple[Phone, Remark] | None:
         """A reserve profile of the pool and template, re-marked for this slot (or None)."""
         wanted = labels.get(LABEL_TEMPLATE_HASH, "")
-        reserve = [
-            (p, r)
-            for p, r in await self._pool_phones(pool)
-            if r.state == RESERVE and r.labels.get(LABEL_TEMPLATE_HASH, "") == wanted
-        ]
+        kept = self._reserves.get(pool)
+        if kept is None or self._clock() - kept[0] >= self.reserve_seconds:
+            parks = self._parks[pool]
+            listed = [(p, r) for p, r in await self._pool_phones(pool) if r.state == RESERVE]
+            kept = (self._clock(), listed)
+            if self._parks[pool] == parks:  # no phone parked while it listed
+                self._reserves[pool] = kept
+        reserve = [pr for pr in kept[1] if pr[1].labels.get(LABEL_TEMPLATE_HASH, "") == wanted]
         if not reserve:
             return None
         phone, old = min(reserve, key=lambda pr: (pr[0].seq is None, pr[0].seq or 0, pr[0].id))
+        kept[1].remove((phone, old))
         remark = Remark(ACTIVE, old.incarnation + 1, self._wall(), labels)
         # One partial update: a lost answer is found by the mark on the next attempt.
-        await self.phones.update(
-            phone.id, {"name": mark, "remark": remark.text(), **_proxy_fields(proxy)}
-        )
-        self._probes.pop(phone.id, None)
+        try:
+            await self.phones.update(
+                phone.id, {"name": mark, "remark": remark.text(), **_proxy_fields(proxy)}
+            )
+        except BaseException:
+            self._reserves.pop(pool, None)  # not known what it holds now: list it again
+            raise
+        self._forget(phone.id)
         return phone.model_copy(update={"name": mark, "remark": remark.text()}), remark
 
     async def _power_on(self, phone: Phone, remark: Remark) -> DeviceInfo:
         if phone.status not in (PhoneStatus.BOOTING, PhoneStatus.RUNNING):
             await self.phones.open(phone.id)
+            self._forget(phone.id)
             phone = phone.model_copy(update={"status": PhoneStatus.BOOTING})
         return await self._info(phone, remark)
 
@@ -355,7 +375,7 @@ class PhoneProvider:
     async def remove_device(self, device_id: str) -> None:
         phone, remark = await self._serving(device_id)
         with provider_call(pool=remark.pool):
-            broken = phone.status == PhoneStatus.RUNNING and not await self._probe(phone)
+            broken = phone.status == PhoneStatus.RUNNING and not await self._running(phone)
             await self._park(phone, remark, broken=broken)
 
     async def _park(self, phone: Phone, remark: Remark, *, broken: bool) -> str:
@@ -369,7 +389,7 @@ class PhoneProvider:
                 await self.phones.recover(phone.id)
             except QuotaExceededError:
                 state = RETIRED
-        self._probes.pop(phone.id, None)
+        self._forget(phone.id)
         await self.phones.update(
             phone.id,
             {
@@ -377,9 +397,12 @@ class PhoneProvider:
                 "remark": replace(remark, state=state).text(),
             },
         )
+        self._parks[remark.pool] += 1
+        self._reserves.pop(remark.pool, None)  # listed again with this one
         return state
 
     async def release_pool(self, pool: str) -> int:
+        self._reserves.pop(pool, None)
         with provider_call(pool=pool):
             kept = [(p, r) for p, r in await self._pool_phones(pool) if r.state == RESERVE]
             for phone, remark in kept:
@@ -424,8 +447,23 @@ class PhoneProvider:
                 return phone, remark
         raise NotFoundError(ErrorType.NOT_FOUND, None, f"no cloud phone serves device {device}")
 
+    def _forget(self, phone_id: str) -> None:
+        """What this adapter kept of a phone it just changed."""
+        self._probes.pop(phone_id, None)
+        self._looked.pop(phone_id, None)
+
     async def _phone(self, phone_id: str) -> Phone | None:
-        """One profile by id: one call when its `seq` is known, else the managed listing."""
+        """One profile by id: one call when its `seq` is known, else the managed listing;
+        a look-up less than `lookup_seconds` old is answered again."""
+        looked = self._looked.get(phone_id)
+        if looked is not None and self._clock() - looked[0] < self.lookup_seconds:
+            return looked[1]
+        found = await self._look_up(phone_id)
+        if found is not None:
+            self._looked[phone_id] = (self._clock(), found)
+        return found
+
+    async def _look_up(self, phone_id: str) -> Phone | None:
         seq = self._seqs.get(phone_id)
         if seq is not None:
             page = await self.phones.list_page(0, seq=seq)
@@ -442,6 +480,15 @@ class PhoneProvider:
         running = await self.phones.running(phone.id)
         self._probes[phone.id] = _Probe(self._clock(), running, phone.status)
         return running
+
+    async def _running(self, phone: Phone) -> bool:
+        """The kept `/phone/running` answer (for the phone's listed status, less than
+        `probe_seconds` old), else one read."""
+        kept = self._probes.get(phone.id)
+        fresh = kept is not None and self._clock() - kept.at < self.probe_seconds
+        if kept is not None and fresh and kept.listed == phone.status:
+            return kept.running
+        return await self._probe(phone)
 
     def _probe_due(self, phone: Phone, now: float) -> bool:
         if phone.status not in (PhoneStatus.RUNNING, None):

@@ -1,0 +1,176 @@
+"""How close does a pool on BitBrowser cloud phones get to the Local API's 1 request a second?
+
+A pool on an `api: bitbrowser` account (the in-process BitBrowser emulator,
+its clock `--speed` times faster; the adapter paces 1.1 virtual seconds apart)
+scales 0 -> N on new profiles (cold), N -> 0 (phones shut down, profiles kept),
+then 0 -> N again on that warm reserve. The bound for 0 -> N is the calls that
+cannot be avoided, one a second: cold, N adds + N power-ons (the last power-on
+at 2N - 1 s); warm, N re-marks + N power-ons; then one boot (about 60 s from
+off, what `--boot` sets); N -> 0, N shutdowns (the last one's second counted
+as its "boot"). Figures are virtual seconds, from the emulator's own request
+counter and stats; `requests` counts every `/phone/*` call (listings,
+look-ups, status reads included). The engine's intervals run at the same
+speed; the scale-down has no idle grace.
+
+    .venv/bin/python bench/cloud_phones.py [--phones 10] [--speed 10] [--boot 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import httpx
+from _results import recorded
+from _stack import dev_server
+from pydantic import SecretStr
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
+from devicepool.api.names import TASK_QUEUE, UPDATE_SCALE, pool_workflow_id
+from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta, ProviderRef, ProxySpec
+from devicepool.emulator.bitbrowser import BitBrowserConfig, create_apps
+from devicepool.worker.build import account_workers, pool_queue_workers
+from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
+
+ACCOUNT, KEY, URL = "phones", "bench-local-key", "http://phones.bench"
+
+
+async def phones(http: httpx.AsyncClient) -> dict[str, Any]:
+    return dict((await http.get("/_emulator/stats")).json()["phones"])
+
+
+async def until(http: httpx.AsyncClient, **wanted: int) -> dict[str, Any]:
+    while True:
+        stats = await phones(http)
+        if all(stats[k] == v for k, v in wanted.items()):
+            return stats
+        await asyncio.sleep(0.02)
+
+
+async def leg(
+    http: httpx.AsyncClient, speed: float, name: str, *, calls: int, boot: float, **done: int
+) -> dict[str, Any]:
+    """Wait for `done`; print when the `calls` unavoidable calls could have been made and when
+    the leg ended (`boot` after the last), against what they took (virtual seconds)."""
+    start, before = time.monotonic(), await phones(http)
+    marks: dict[str, float] = {}
+    while True:
+        stats = await phones(http)
+        now = (time.monotonic() - start) * speed
+        if "power" not in marks and stats["powerOns"] - before["powerOns"] >= done.get("on", 0):
+            marks["power"] = now
+        if all(stats[k] == v for k, v in done.items() if k != "on"):
+            break
+        await asyncio.sleep(0.02)
+    requests = stats["requests"] - before["requests"]
+    last, bound = calls - 1, calls - 1 + boot
+    line = f"{name:<24} done {now:6.1f}s (bound {bound:5.1f}s, {now / bound:4.2f}x)"
+    if done.get("on"):
+        line += f"; last power-on {marks['power']:5.1f}s (bound {last:4.1f}s)"
+    print(f"{line}; {requests} requests, {requests / now:4.2f}/s")
+    return stats
+
+
+async def main(n: int, speed: float, boot: float) -> None:
+    app = create_apps(
+        BitBrowserConfig(account="bench", api_key=KEY, speed=speed, phone_boot_seconds=boot)
+    )["node-1"]
+    # The engine's intervals at the emulator's speed; no idle grace, so a scale-down's pace
+    # is the shutdowns' own.
+    settings = PoolSettings(
+        resync_seconds=30 / speed,
+        health_seconds=60 / speed,
+        offline_after_seconds=180 / speed,
+        startup_timeout_seconds=300 / speed,
+        idle_grace_seconds=0,
+    )
+    activities = DeviceActivities(
+        accounts={
+            ACCOUNT: AccountSettings(
+                name=ACCOUNT,
+                api="bitbrowser",
+                base_url=URL,
+                api_key=SecretStr(KEY),
+                phone_interval_seconds=1.1 / speed,
+                window_seconds=60 / speed,
+                creates_per_minute=max(20, 2 * n),
+                window_margin_seconds=1 / speed,
+            )
+        },
+        proxy_pools={
+            "gw": ProxyPoolSettings(
+                name="gw", host="gw.bench", port=1080, password=SecretStr("bench-proxy")
+            )
+        },
+        settings=settings,
+        transport=httpx.ASGITransport(app=app),
+    )
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=URL)
+    async with await dev_server() as env:
+        workers = [
+            *pool_queue_workers(env.client, activities),
+            *account_workers(env.client, activities, [ACCOUNT]),
+        ]
+        running = [asyncio.ensure_future(w.run()) for w in workers]
+        try:
+            pool = f"phones-{uuid.uuid4().hex[:6]}"
+            print(f"pool of {n} cloud phones, 1 request/s, boot {boot:g}s (virtual seconds)")
+            handle = await env.client.start_workflow(
+                "DevicePool",
+                PoolInput(
+                    metadata=ObjectMeta(name=pool),
+                    spec=DevicePoolSpec(
+                        platform="android",
+                        region="bench-region",
+                        os_version="14",
+                        replicas=n,
+                        proxy=ProxySpec(pool_ref="gw"),
+                        provider=ProviderRef(account=ACCOUNT),
+                    ),
+                    settings=settings,
+                ),
+                id=pool_workflow_id(pool),
+                task_queue=TASK_QUEUE,
+            )
+            cold = await leg(
+                http, speed, f"0 -> {n} (new profiles)", calls=2 * n, boot=boot, running=n, on=n
+            )
+
+            async def scale(replicas: int) -> None:
+                await handle.execute_update(
+                    UPDATE_SCALE, ScaleRequest(replicas=replicas), result_type=Accepted
+                )
+
+            await scale(0)
+            await leg(http, speed, f"{n} -> 0 (shut down)", calls=n, boot=1, running=0, shutdowns=n)
+            await scale(n)
+            warm = await leg(
+                http, speed, f"0 -> {n} (warm reserve)", calls=2 * n, boot=boot, running=n, on=n
+            )
+            print(
+                f"profiles made: {warm['created']} (cold {cold['created']}), "
+                f"power-ons {warm['powerOns']}, most requests in one second "
+                f"{warm['maxRequestsPerSecond']}, refused for going too fast {warm['rateLimited']}"
+            )
+            await handle.cancel()
+            await until(http, running=0)
+        finally:
+            for worker in workers:
+                await worker.shutdown()
+            await asyncio.gather(*running, return_exceptions=True)
+            await activities.aclose()
+            await http.aclose()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--phones", type=int, default=10)
+    parser.add_argument("--speed", type=float, default=10)
+    parser.add_argument("--boot", type=float, default=60)
+    args = parser.parse_args()
+    with recorded("cloud_phones", "Cloud phones at 1 request a second", parser, args):
+        asyncio.run(main(args.phones, args.speed, args.boot))
