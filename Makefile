@@ -7,7 +7,7 @@
 #   make lint   ruff check + ruff format --check + lint-imports (layer contracts) + mypy
 #   make fmt    ruff format + ruff check --fix
 #   make bench  the benchmarks (rate limits, 300 pools on one worker, idle history, offline
-#               replacement; ~20 min); each writes its section of bench/RESULTS.md
+#               replacement, cloud phones; ~20 min); each writes its section of bench/RESULTS.md
 #   make ui-screenshot  refresh the README's Web UI screenshots (docs/ui-pool.png, docs/ui-pools.png)
 
 PYTHON ?= python3
@@ -105,3 +105,4 @@ bench: venv
 	$(BIN)/python bench/scale.py --pools 300
 	$(BIN)/python bench/idle_history.py
 	$(BIN)/python bench/offline_replacement.py
+	$(BIN)/python bench/cloud_phones.py
