@@ -1,0 +1,123 @@
+"""What a BrowserPool pass does: a pure function of the profiles, the nodes and the spec.
+
+No Temporal, no clock, no I/O: `plan` takes what the pass saw and answers what
+to create where, what to delete, what to open, and the counts the status shows
+(tests/browserpool/test_bp_plan.py, with hypothesis properties). Rules (why:
+docs/browserpools.md):
+
+- A pool of N keeps slots 0..N-1. A slot is *held* by a profile of the pool
+  on a live node that selects; a profile on a lost node (silent past
+  `nodeLostAfterSeconds`) is counted lost and its slot is held again
+  elsewhere.
+- Placement spreads: each slot to hold goes to the live node with the fewest
+  of the pool's profiles (ties: the node's name), so 6 on 2 nodes is 3/3.
+- Surplus goes, only from live nodes (a profile is closed where it runs):
+  slots at or above N (scale-down), a second profile holding one slot (a lost
+  node came back: the one on the busier node goes), profiles on a live node
+  the selector no longer picks, and a profile that failed to open
+  `failure_streak_limit` times (its slot is held again, by a new profile).
+- With `open`, every held profile whose browser is not alive is opened (it
+  keeps its cookies): one per node per pass, as each node opens one at a time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass, field
+
+__all__ = ["NodeProfile", "Placement", "plan"]
+
+
+@dataclass(frozen=True)
+class NodeProfile:
+    """A profile of the pool as the listing shows it."""
+
+    id: str
+    slot: int
+    node: str
+    open: bool = False
+
+
+@dataclass(frozen=True)
+class Placement:
+    # (slot, node) to create, in slot order
+    create: list[tuple[int, str]] = field(default_factory=list)
+    # (profile id, node) to close, confirm and delete; why, by id
+    delete: list[tuple[str, str]] = field(default_factory=list)
+    why: dict[str, str] = field(default_factory=dict)
+    # (profile id, node) to open this pass
+    open: list[tuple[str, str]] = field(default_factory=list)
+    # what the status counts
+    held: list[NodeProfile] = field(default_factory=list)
+    lost: list[NodeProfile] = field(default_factory=list)
+
+    def by_node(self) -> dict[str, int]:
+        return dict(sorted(Counter(p.node for p in self.held).items()))
+
+
+def plan(
+    *,
+    replicas: int,
+    profiles: Sequence[NodeProfile],
+    alive: Set[str],
+    lost: Set[str],
+    open_wanted: bool,
+    failures: Mapping[str, int],
+    failure_limit: int,
+) -> Placement:
+    """This pass's placement (`alive`: live nodes the selector picks; `lost`: silent ones)."""
+    on_live = [p for p in profiles if p.node in alive]
+    lost_profiles = [p for p in profiles if p.node in lost and p.slot < replicas]
+    delete: dict[str, tuple[str, str]] = {}  # id -> (node, why)
+
+    def drop(p: NodeProfile, why: str) -> None:
+        delete.setdefault(p.id, (p.node, why))
+
+    # Profiles on a live node that is neither selected nor lost are another
+    # matter: a node that left the selector is live but not in `alive` (the
+    # caller passes it in neither set), so its profiles cannot be closed here;
+    # they are listed by the caller as `elsewhere` and handled there.
+    for p in on_live:
+        if p.slot >= replicas:
+            drop(p, f"slot {p.slot} is above replicas {replicas}")
+        elif failures.get(p.id, 0) >= failure_limit:
+            drop(p, f"failed to open {failures[p.id]} times in a row")
+    load = Counter(p.node for p in on_live if p.id not in delete)
+    by_slot: dict[int, list[NodeProfile]] = {}
+    for p in sorted(on_live, key=lambda p: (p.slot, p.id)):
+        if p.id not in delete:
+            by_slot.setdefault(p.slot, []).append(p)
+    held: list[NodeProfile] = []
+    for slot, holders in sorted(by_slot.items()):
+        # Keep an open one, then the one on the least loaded node; the rest go.
+        keep = min(holders, key=lambda p: (not p.open, load[p.node], p.node, p.id))
+        held.append(keep)
+        for p in holders:
+            if p is not keep:
+                drop(p, f"a second profile for slot {slot}")
+                load[p.node] -= 1
+    creates: list[tuple[int, str]] = []
+    if alive:
+        taken = {p.slot for p in held}
+        for slot in range(replicas):
+            if slot in taken:
+                continue
+            node = min(sorted(alive), key=lambda n: load[n])
+            creates.append((slot, node))
+            load[node] += 1
+    opens: list[tuple[str, str]] = []
+    if open_wanted:
+        busy: set[str] = set()
+        for p in held:
+            if not p.open and p.node not in busy:
+                opens.append((p.id, p.node))
+                busy.add(p.node)
+    return Placement(
+        create=creates,
+        delete=[(pid, node) for pid, (node, _) in delete.items()],
+        why={pid: why for pid, (_, why) in delete.items()},
+        open=opens,
+        held=held,
+        lost=lost_profiles,
+    )
