@@ -88,8 +88,12 @@ def dev_worker_config(
     accounts: Sequence[str],
     proxy_pools: Sequence[str],
     key_files: Sequence[str] = (),
+    bitbrowser_url: str | None = None,
 ) -> dict[str, Any]:
-    """The worker config `devicepool dev` writes (keys are files under `secrets/`)."""
+    """The worker config `devicepool dev` writes (keys are files under `secrets/`).
+
+    `bitbrowser_url` (`--browser-nodes`): node-1's Local API, which the account
+    `bitbrowser` (`api: bitbrowser`: cloud phones) speaks to."""
     config: dict[str, Any] = {
         "accounts": {
             name: {
@@ -121,15 +125,28 @@ def dev_worker_config(
         # workflow module is a new build).
         "deployment": {"name": DEV_DEPLOYMENT, "behavior": "autoUpgrade"},
     }
+    if bitbrowser_url:
+        config["accounts"][BITBROWSER_ACCOUNT] = {
+            "api": "bitbrowser",
+            "baseUrl": bitbrowser_url,
+            # The dev emulator runs without API auth: any key is taken.
+            "apiKeyFile": f"secrets/{BITBROWSER_ACCOUNT}.key",
+        }
     if key_files:  # `--encrypt` (`_dev_codec`)
         config["encryption"] = {"keyFiles": list(key_files)}
     return config
 
 
 def write_worker_config(
-    options: DevOptions, pools: Sequence[DevicePool], *, key_files: Sequence[str] = ()
+    options: DevOptions,
+    pools: Sequence[DevicePool],
+    *,
+    key_files: Sequence[str] = (),
+    bitbrowser_url: str | None = None,
 ) -> tuple[list[str], list[str]]:
-    """Accounts and proxy pools: the defaults, the previous run's, and what pools name."""
+    """Accounts and proxy pools: the defaults, the previous run's, and what pools name; with
+    `bitbrowser_url`, the account `bitbrowser` on that node. The REST accounts are
+    answered (the emulator's), `bitbrowser` never among them."""
     data_dir = options.data_dir
     accounts = {DEFAULT_ACCOUNT}
     proxy_pools = set(DEV_PROXY_POOLS)
@@ -143,14 +160,19 @@ def write_worker_config(
         accounts.add(pool.spec.account)
         if pool.spec.proxy is not None:
             proxy_pools.add(pool.spec.proxy.pool_ref)
+    accounts.discard(BITBROWSER_ACCOUNT)  # the Local API's, only with its nodes
     secrets = data_dir / "secrets"
     secrets.mkdir(parents=True, exist_ok=True)
-    for account in accounts:
+    for account in [*accounts, *([BITBROWSER_ACCOUNT] if bitbrowser_url else [])]:
         key_file = secrets / f"{account}.key"
         key_file.write_text(account_key(account) + "\n")
         key_file.chmod(0o600)
     config = dev_worker_config(
-        options, accounts=sorted(accounts), proxy_pools=sorted(proxy_pools), key_files=key_files
+        options,
+        accounts=sorted(accounts),
+        proxy_pools=sorted(proxy_pools),
+        key_files=key_files,
+        bitbrowser_url=bitbrowser_url,
     )
     header = "# Written by `devicepool dev` at every start; edit its flags, not this file.\n"
     previous.write_text(header + yaml.safe_dump(config, sort_keys=False))

@@ -255,6 +255,10 @@ class DevStack:
             )
         self.out(f"starting Temporal on {o.address} and the emulator on port {o.emulator_port} ...")
         await asyncio.gather(*waits)
+        if self.browser_nodes:  # their ports are known now: the account on node-1
+            write_worker_config(
+                o, pools, key_files=key_files, bitbrowser_url=self.browser_nodes["node-1"]
+            )
 
         await self._start_worker()
         if pools and new_data_dir:

@@ -1,8 +1,9 @@
 """`devicepool dev --browser-nodes 2`: two BitBrowser emulator nodes of one account come up with
 the stack, the banner lists them, and Ctrl-C stops them with the rest.
 
-(The node workers and BrowserPools that will use them are not built yet: the
-dev worker config has no `bitbrowser` account.)
+The dev worker config gets the account `bitbrowser` (`api: bitbrowser`: DevicePools
+on the nodes' cloud phones) on node-1. (The node workers and BrowserPools that will
+use them are not built yet.)
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from devicepool.testing import wait_until
 from tests.helpers.bitbrowser import profile_body
@@ -38,6 +40,13 @@ def test_dev_browser_nodes_come_up_in_the_banner_and_go_with_the_stack(tmp_path:
         assert sorted(nodes) == ["node-1", "node-2"], banner
         assert "(account bitbrowser" in banner and "no node workers yet" in banner
         assert "  Emulator:         http://127.0.0.1:" in banner  # the rest as without the flag
+        config = yaml.safe_load((data_dir / "worker.yaml").read_text())
+        assert config["accounts"]["bitbrowser"] == {
+            "api": "bitbrowser",
+            "baseUrl": nodes["node-1"],
+            "apiKeyFile": "secrets/bitbrowser.key",
+        }
+        assert "default" in config["accounts"]
 
         # One account: what node-1 creates, node-2 lists; each node is its own desktop client.
         created = post(nodes["node-1"], "/browser/update", profile_body())
