@@ -62,6 +62,7 @@ from devicepool.activities.models import (
     device_rows,
     template_hash,
 )
+from devicepool.activities.node_registry import NodeRegistryActivities
 from devicepool.activities.orphans import OrphanActivities
 from devicepool.activities.providers import NewDevice, Provider, provider_call
 from devicepool.activities.proxy import ResolvedProxy, resolve_proxy
@@ -72,7 +73,9 @@ from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, LABEL_TEMPLATE_HA
 __all__ = ["DeviceActivities", "device_fingerprint", "device_info", "device_status_info"]
 
 
-class DeviceActivities(WatchActivities, OrphanActivities, DeviceActivityDefinitions):
+class DeviceActivities(
+    WatchActivities, OrphanActivities, NodeRegistryActivities, DeviceActivityDefinitions
+):
     """Bound activities over the worker's accounts (one adapter each) and proxy pools."""
 
     def __repr__(self) -> str:
@@ -93,6 +96,8 @@ class DeviceActivities(WatchActivities, OrphanActivities, DeviceActivityDefiniti
             self.terminate_pool,
             self.pool_running,
             self.running_workflows,
+            # BrowserPool placement: the node registry read (activities/node_registry.py).
+            self.live_nodes,
             ledger_hold,
             *self.orphan_activities(),
         ]

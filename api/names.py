@@ -254,3 +254,12 @@ def account_from_janitor_id(workflow_id: str) -> str | None:
     if workflow_id.startswith(LEDGER_ID_PREFIX) and workflow_id.endswith("/janitor"):
         return workflow_id[len(LEDGER_ID_PREFIX) : -len("/janitor")]
     return None
+
+
+# The node registry (workflows/nodes/workflow.py): one entity workflow that keeps the
+# last beat of every node worker (`devicepool worker --node NAME`), which
+# signal-with-starts it every `--node-heartbeat-seconds`.
+WORKFLOW_NODE_REGISTRY = "NodeRegistry"
+NODE_REGISTRY_WORKFLOW_ID = "devicepool-nodes"
+SIGNAL_NODE_BEAT = "node_beat"
+QUERY_NODES = "nodes"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from devicepool.workflows.health.workflow import PoolHealthWorkflow
     from devicepool.workflows.ledger.workflow import AccountLedgerWorkflow
+    from devicepool.workflows.nodes.workflow import NodeRegistryWorkflow
     from devicepool.workflows.orphans.workflow import OrphanSweepWorkflow
     from devicepool.workflows.pool.workflow import DevicePoolWorkflow
     from devicepool.workflows.provision.workflow import ProvisionBatchWorkflow
@@ -30,6 +31,8 @@ _MODULES = {
     "PoolHealthWorkflow": "health.workflow",
     "AccountLedgerWorkflow": "ledger.workflow",
     "OrphanSweepWorkflow": "orphans.workflow",
+    # The node workers' registry (BrowserPool placement reads it through `live_nodes`).
+    "NodeRegistryWorkflow": "nodes.workflow",
 }
 WORKFLOW_MODULES = frozenset(f"{__name__}.{module}" for module in _MODULES.values())
 
@@ -50,6 +53,7 @@ __all__ = [
     "WORKFLOW_MODULES",
     "AccountLedgerWorkflow",
     "DevicePoolWorkflow",
+    "NodeRegistryWorkflow",
     "OrphanSweepWorkflow",
     "PoolHealthWorkflow",
     "ProvisionBatchWorkflow",

@@ -15,6 +15,7 @@ from devicepool.activities.definitions import (
 )
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.ledger_calls import ledger_hold
+from devicepool.activities.node_definitions import NodeRegistryActivityDefinitions
 
 
 def _defined(cls: type) -> dict[str, activity._Definition]:
@@ -60,7 +61,9 @@ def test_the_worker_registers_implementations_not_definitions() -> None:
     # ...and the ledger's local activity (a plain function: it needs nothing of theirs).
     assert {activity._Definition.must_from_callable(fn).name for fn in registered} == set(
         _defined(DeviceActivityDefinitions)
-    ) | set(_defined(OrphanActivityDefinitions)) | {LEDGER_HOLD}
+    ) | set(_defined(OrphanActivityDefinitions)) | set(
+        _defined(NodeRegistryActivityDefinitions)
+    ) | {LEDGER_HOLD}
     for fn in registered:
         assert fn is ledger_hold or type(fn.__self__) is DeviceActivities
 

@@ -1,0 +1,61 @@
+"""What a workflow may know of the node activities: names, inputs and results, no I/O.
+
+`NodeRegistryActivityDefinitions.live_nodes` runs on the main task queue
+(`activities.node_registry.NodeRegistryActivities`, part of `DeviceActivities`).
+`NodeActivityDefinitions` run only on a node worker's own queue,
+`node_task_queue(node)` (`activities.node_browsers.NodeBrowserActivities`):
+schedule them with `task_queue=node_task_queue(node)`.
+"""
+
+from __future__ import annotations
+
+import abc
+
+from temporalio import activity
+
+from devicepool.activities.node_models import (
+    LiveNodesInput,
+    LiveNodesResult,
+    NodeCreateInput,
+    NodeDeleteInput,
+    NodeListInput,
+    NodeListResult,
+    NodeOpenInput,
+    NodeOpenResult,
+    ProfileView,
+)
+
+__all__ = ["NodeActivityDefinitions", "NodeRegistryActivityDefinitions"]
+
+
+class NodeRegistryActivityDefinitions(abc.ABC):
+    """The registry's reader as workflows call it (implemented by `NodeRegistryActivities`)."""
+
+    @activity.defn
+    @abc.abstractmethod
+    async def live_nodes(self, input: LiveNodesInput) -> LiveNodesResult:
+        """The registry's nodes matching `selector`, alive or lost (empty if it never started)."""
+
+
+class NodeActivityDefinitions(abc.ABC):
+    """A node worker's Local API activities (implemented by `NodeBrowserActivities`)."""
+
+    @activity.defn
+    @abc.abstractmethod
+    async def node_list_profiles(self, input: NodeListInput) -> NodeListResult:
+        """Every profile of the pool, account-wide; `open` as this node's Local API sees it."""
+
+    @activity.defn
+    @abc.abstractmethod
+    async def node_create_profile(self, input: NodeCreateInput) -> ProfileView:
+        """The pool's profile for the slot: found by its mark, else created on this node."""
+
+    @activity.defn
+    @abc.abstractmethod
+    async def node_open_profile(self, input: NodeOpenInput) -> NodeOpenResult:
+        """Open the profile's browser on this node (one open in flight per node)."""
+
+    @activity.defn
+    @abc.abstractmethod
+    async def node_delete_profile(self, input: NodeDeleteInput) -> None:
+        """Close, confirm closed, delete; a profile already gone is success."""

@@ -1,0 +1,133 @@
+"""Node workers as workflows see them: the registry's messages, the node activities' models.
+
+A node worker (`devicepool worker --node NAME`) runs beside one BitBrowser
+desktop client and serves the activities of its Local API on
+`node_task_queue(NAME)`; every few seconds it signals the node registry
+(`workflows/nodes/workflow.py`) a `NodeBeat`. `live_nodes` (on the main queue)
+reads the registry for a pool: which matching nodes beat lately, which went
+silent. Like every activity model, these carry names and ids only: the proxy's
+address and password stay in the node worker's config, the Local API's key in
+its key file, and a profile's secrets are never read into them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import ConfigDict, Field
+
+from devicepool.api.base import CamelModel
+
+__all__ = [
+    "DEFAULT_NODE_HEARTBEAT_SECONDS",
+    "LiveNodesInput",
+    "LiveNodesResult",
+    "NodeBeat",
+    "NodeCreateInput",
+    "NodeDeleteInput",
+    "NodeInfo",
+    "NodeListInput",
+    "NodeListResult",
+    "NodeOpenInput",
+    "NodeOpenResult",
+    "NodesView",
+    "ProfileView",
+]
+
+# How often a node worker beats (`--node-heartbeat-seconds`).
+DEFAULT_NODE_HEARTBEAT_SECONDS = 10.0
+
+
+class NodeBeat(CamelModel):
+    """`node_beat`: a node worker is alive, with its labels (signal-with-start, every interval).
+
+    Unknown fields are ignored, not refused: a newer node worker's beat must
+    still reach an older registry (the SDK drops a signal it cannot decode).
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    node: str = Field(min_length=1)
+    labels: dict[str, str] = Field(default_factory=dict)
+    # The BitBrowser account the node's desktop client is logged into, if known.
+    account: str = ""
+    interval_seconds: float = Field(default=DEFAULT_NODE_HEARTBEAT_SECONDS, gt=0)
+
+
+class NodeInfo(CamelModel):
+    """A node as the registry last heard of it."""
+
+    node: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    account: str = ""
+    last_seen: datetime
+    interval_seconds: float = DEFAULT_NODE_HEARTBEAT_SECONDS
+
+
+class NodesView(CamelModel):
+    """The registry's `nodes` query: every node it remembers, by name."""
+
+    nodes: list[NodeInfo] = Field(default_factory=list)
+
+
+class LiveNodesInput(CamelModel):
+    """`live_nodes`: the nodes whose labels match `selector` ({} matches every node)."""
+
+    selector: dict[str, str] = Field(default_factory=dict)
+    lost_after_seconds: float = Field(default=120.0, gt=0)
+
+
+class LiveNodesResult(CamelModel):
+    """Matching nodes, split by whether they beat within `lost_after_seconds` (by name)."""
+
+    alive: list[NodeInfo] = Field(default_factory=list)
+    lost: list[NodeInfo] = Field(default_factory=list)
+
+
+# ------------------------------------------------------------ node activities
+
+
+class ProfileView(CamelModel):
+    """One browser profile of a pool, as a node sees it (no proxy, no secret)."""
+
+    id: str
+    slot: str
+    # The node recorded in the profile's remark when it was created (its placement).
+    node: str
+    # Its browser runs at the answering node's Local API (False for one placed elsewhere).
+    open: bool = False
+
+
+class NodeListInput(CamelModel):
+    pool: str = Field(min_length=1)
+
+
+class NodeListResult(CamelModel):
+    profiles: list[ProfileView] = Field(default_factory=list)
+
+
+class NodeCreateInput(CamelModel):
+    """One profile of `pool` for `slot`, placed on the node that runs the activity."""
+
+    pool: str = Field(min_length=1)
+    slot: str = Field(min_length=1)
+    # Passed as `browserFingerPrint` ({} = random).
+    fingerprint: dict[str, Any] = Field(default_factory=dict)
+    # A proxy pool of the node worker's config; None: no proxy.
+    proxy_pool: str | None = None
+    session_ttl_seconds: int = Field(default=0, ge=0)
+    group_id: str | None = None
+
+
+class NodeOpenInput(CamelModel):
+    id: str = Field(min_length=1)
+
+
+class NodeOpenResult(CamelModel):
+    open: bool
+    reason: str = ""
+
+
+class NodeDeleteInput(CamelModel):
+    id: str = Field(min_length=1)

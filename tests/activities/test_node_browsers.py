@@ -1,0 +1,278 @@
+"""A node worker's BrowserPool activities against the BitBrowser emulator, in process.
+
+Two nodes of one account (profiles are account-wide, browsers per node); each
+test drives the activities through `ActivityEnvironment` and checks the
+emulator's ground truth (`/_emulator/stats`, `/_emulator/secrets`) and the calls
+the client sent (`Recorder`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from devicepool.activities.node_browsers import NodeBrowserActivities, parse_mark, profile_mark
+from devicepool.activities.node_models import (
+    NodeCreateInput,
+    NodeDeleteInput,
+    NodeListInput,
+    NodeOpenInput,
+)
+from devicepool.activities.providers.bitbrowser import BrowserProfiles, LocalApi
+from devicepool.activities.secrets import Scrubber
+from devicepool.activities.settings import ProxyPoolSettings
+from devicepool.emulator.bitbrowser import BitBrowserConfig
+from tests.helpers.bitbrowser import KEY, Account
+from tests.helpers.bitbrowser_client import Recorder
+
+SPEED = 20.0
+PROXY_PASSWORD = "node-proxy-pass-R4t9"
+PROXY_POOLS = {
+    "gw": ProxyPoolSettings(
+        name="gw",
+        type="socks5",
+        host="gw.proxy.example",
+        port=1080,
+        username_template="u-{session}-ttl-{ttl}",
+        password=SecretStr(PROXY_PASSWORD),
+    )
+}
+
+
+class Counting(httpx.AsyncBaseTransport):
+    """Counts the `/browser/open` calls in flight at once (the most seen)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.in_flight = 0
+        self.most = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        opening = request.url.path == "/browser/open"
+        if opening:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+        try:
+            return await self.inner.handle_async_request(request)
+        finally:
+            if opening:
+                self.in_flight -= 1
+
+
+class NodeUnderTest:
+    def __init__(self, account: Account, name: str, *, timeout: float = 5.0) -> None:
+        self.counting = Counting(account.transports[name])
+        self.recorder = Recorder(self.counting)
+        api = LocalApi(
+            base_url=f"http://{name}.local",
+            api_key=account.key,
+            timeout=timeout,
+            transport=self.recorder,
+            scrubber=Scrubber.of(proxy_pools=PROXY_POOLS.values()),
+        )
+        self.activities = NodeBrowserActivities(
+            BrowserProfiles(api, settle_seconds=0.0),
+            node=name,
+            proxy_pools=PROXY_POOLS,
+            closing_wait_seconds=2.0,
+        )
+        self.env = ActivityEnvironment()
+
+    async def run(self, fn: Callable[..., Any], arg: Any) -> Any:
+        return await self.env.run(fn, arg)
+
+    async def create(self, pool: str, slot: str, **kwargs: Any) -> Any:
+        return await self.run(
+            self.activities.node_create_profile, NodeCreateInput(pool=pool, slot=slot, **kwargs)
+        )
+
+    async def list(self, pool: str) -> Any:
+        return (
+            await self.run(self.activities.node_list_profiles, NodeListInput(pool=pool))
+        ).profiles
+
+    async def open(self, profile_id: str) -> Any:
+        return await self.run(self.activities.node_open_profile, NodeOpenInput(id=profile_id))
+
+    async def delete(self, profile_id: str) -> Any:
+        return await self.run(self.activities.node_delete_profile, NodeDeleteInput(id=profile_id))
+
+
+@pytest.fixture
+async def account() -> AsyncIterator[Account]:
+    acc = Account(BitBrowserConfig(nodes=["node-1", "node-2"], api_key=KEY, speed=SPEED, seed=11))
+    yield acc
+    await acc.aclose()
+
+
+@pytest.fixture
+async def nodes(account: Account) -> AsyncIterator[dict[str, NodeUnderTest]]:
+    made = {name: NodeUnderTest(account, name) for name in ("node-1", "node-2")}
+    yield made
+    for n in made.values():
+        await n.activities.aclose()
+
+
+def test_the_mark_names_pool_slot_and_node_and_reads_back() -> None:
+    mark = profile_mark("pool-a", "3", "node-2")
+    assert mark == "devicepool pool=pool-a slot=3 node=node-2"
+    found = parse_mark(mark)
+    assert found is not None and (found.pool, found.slot, found.node) == ("pool-a", "3", "node-2")
+    assert parse_mark("someone's own profile") is None
+    with pytest.raises(ValueError, match="slot"):
+        profile_mark("pool-a", "3 4", "node-2")
+
+
+async def test_create_after_a_lost_answer_is_found_not_made_twice(account: Account) -> None:
+    node = NodeUnderTest(account, "node-1", timeout=0.5)
+    sent: list[str] = []
+
+    async def lose_the_first_create(path: str, body: Any) -> None:
+        if path == "/browser/update":
+            sent.append(body["remark"])
+            await account.faults(timeoutRate=1.0, timeoutSeconds=30)
+        elif sent:
+            await account.faults()
+
+    node.recorder.before = lose_the_first_create
+    try:
+        first = await node.create("pool-a", "0", proxy_pool="gw", session_ttl_seconds=600)
+        node.recorder.before = None
+        again = await node.create("pool-a", "0", proxy_pool="gw", session_ttl_seconds=600)
+    finally:
+        await node.activities.aclose()
+    stats = await account.stats()
+    assert sent == ["devicepool pool=pool-a slot=0 node=node-1"]  # one create, its answer lost
+    assert stats["creates"] == 1 and stats["profiles"]["total"] == 1
+    assert first.id == again.id and (first.slot, first.node, first.open) == ("0", "node-1", False)
+    # The proxy came from the node's config; the username carries a per-slot session.
+    (body,) = node.recorder.bodies("/browser/update")
+    assert body["host"] == "gw.proxy.example" and body["port"] == 1080
+    assert body["proxyUserName"].startswith("u-") and body["proxyUserName"].endswith("-ttl-600")
+
+
+async def test_a_duplicate_mark_keeps_the_oldest_and_deletes_the_rest(
+    account: Account, nodes: dict[str, NodeUnderTest]
+) -> None:
+    mark = profile_mark("pool-d", "1", "node-1")
+    older = await nodes["node-1"].activities.profiles.create(mark=mark)
+    await nodes["node-1"].activities.profiles.create(mark=mark)  # a blind retry's second
+    view = await nodes["node-1"].create("pool-d", "1")
+    assert view.id == older
+    assert [p.id for p in await nodes["node-1"].list("pool-d")] == [older]
+
+
+async def test_the_list_shows_every_nodes_profiles_with_placement_and_open(
+    nodes: dict[str, NodeUnderTest],
+) -> None:
+    a = await nodes["node-1"].create("pool-l", "0")
+    b = await nodes["node-2"].create("pool-l", "1")
+    await nodes["node-1"].create("pool-other", "0")
+    assert (await nodes["node-1"].open(a.id)).open is True
+
+    from_1 = {(p.id, p.slot, p.node, p.open) for p in await nodes["node-1"].list("pool-l")}
+    from_2 = {(p.id, p.slot, p.node, p.open) for p in await nodes["node-2"].list("pool-l")}
+    assert from_1 == {(a.id, "0", "node-1", True), (b.id, "1", "node-2", False)}
+    # Account-wide listing; `open` is what each node's own Local API says.
+    assert from_2 == {(a.id, "0", "node-1", False), (b.id, "1", "node-2", False)}
+    # A profile open on another node is not opened here (nor reset there).
+    elsewhere = await nodes["node-2"].open(a.id)
+    assert elsewhere.open is False and "invalid_state" in elsewhere.reason
+    assert (await nodes["node-1"].list("pool-l"))[0].open is True
+
+
+async def test_one_open_in_flight_per_node(
+    account: Account, nodes: dict[str, NodeUnderTest]
+) -> None:
+    node = nodes["node-1"]
+    ids = [(await node.create("pool-o", str(slot))).id for slot in range(4)]
+    results = await asyncio.gather(*(node.open(i) for i in ids))
+    assert [r.open for r in results] == [True] * 4
+    assert node.counting.most == 1
+    assert all(body.get("queue") is True for body in node.recorder.bodies("/browser/open"))
+    stats = await account.stats()
+    assert stats["profiles"]["open"] == 4
+
+
+async def test_a_profile_stuck_opening_is_reset_and_opened_once_more(
+    account: Account, nodes: dict[str, NodeUnderTest]
+) -> None:
+    node = nodes["node-1"]
+    view = await node.create("pool-s", "0")
+    await account.faults(openStuckRate=1.0)
+    stuck = await node.open(view.id)
+    assert stuck.open is False and stuck.reason.startswith("server_error")
+    await account.faults()
+    node.recorder.calls.clear()
+    assert (await node.open(view.id)).open is True
+    paths = [path for path, _ in node.recorder.calls]
+    assert paths[0] == "/browser/open" and "/browser/closing/reset" in paths
+    assert paths[-1] == "/browser/open"
+    assert (await account.stats())["profiles"]["open"] == 1
+
+
+async def test_delete_closes_and_confirms_before_deleting_and_gone_is_success(
+    account: Account, nodes: dict[str, NodeUnderTest]
+) -> None:
+    node = nodes["node-1"]
+    view = await node.create("pool-x", "0")
+    assert (await node.open(view.id)).open is True
+    node.recorder.calls.clear()
+    await node.delete(view.id)
+    paths = [path for path, _ in node.recorder.calls]
+    assert paths[0] == "/browser/close"
+    assert paths[-1] == "/browser/delete/ids"
+    # The delete came only after pids/alive no longer listed the browser.
+    alive_answers = [p for p in paths if p == "/browser/pids/alive"]
+    assert alive_answers, paths
+    assert await node.list("pool-x") == []
+    await node.delete(view.id)  # already gone: success
+    stats = await account.stats()
+    assert stats["deletes"] == 1 and stats["profiles"]["total"] == 0
+
+
+async def test_errors_are_classified_and_nothing_returned_holds_a_secret(
+    account: Account, nodes: dict[str, NodeUnderTest]
+) -> None:
+    node = nodes["node-1"]
+    view = await node.create("pool-z", "0", proxy_pool="gw", session_ttl_seconds=60)
+    await node.activities.profiles.update_partial(
+        [view.id], {"password": "acct-pass-W2e", "cookie": "sid=cookie-value-P0o"}
+    )
+    returned: list[Any] = [view, *(await node.list("pool-z")), await node.open(view.id)]
+
+    errors: list[ApplicationError] = []
+    with pytest.raises(ApplicationError) as unknown_pool:
+        await node.create("pool-z", "1", proxy_pool="nowhere")
+    errors.append(unknown_pool.value)
+    assert unknown_pool.value.type == "unknown_proxy_pool" and unknown_pool.value.non_retryable
+
+    # Node 2 cannot close a browser open on node 1: a classified, non-retryable refusal.
+    with pytest.raises(ApplicationError) as elsewhere:
+        await nodes["node-2"].delete(view.id)
+    errors.append(elsewhere.value)
+    assert elsewhere.value.type == "invalid_state" and elsewhere.value.non_retryable
+
+    await account.control("node", {"up": False}, node="node-1")
+    with pytest.raises(ApplicationError) as down:
+        await node.list("pool-z")
+    errors.append(down.value)
+    assert not down.value.non_retryable
+    await account.control("node", {"up": True}, node="node-1")
+
+    secrets = (await account.http["node-1"].get("/_emulator/secrets")).json()["secrets"]
+    assert PROXY_PASSWORD in secrets
+    shown = " ".join(
+        [m.model_dump_json() for m in returned]
+        + [f"{e} {e.details!r} {e.type}" for e in errors]
+        + [repr(node.activities)]
+    )
+    for secret in [*secrets, KEY]:
+        assert secret not in shown

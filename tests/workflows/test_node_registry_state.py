@@ -1,0 +1,82 @@
+"""The node registry's bookkeeping and the `live_nodes` split, pure (no Temporal)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from devicepool.activities.node_models import NodeBeat, NodeInfo
+from devicepool.activities.node_registry import split_nodes
+from devicepool.workflows.nodes.state import (
+    FORGET_AFTER,
+    MAX_NODES,
+    NodeRegistryInput,
+    NodeRegistryState,
+)
+
+T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+
+
+def beat(node: str, **labels: str) -> NodeBeat:
+    return NodeBeat(node=node, labels=labels, account="bb", interval_seconds=10)
+
+
+def test_the_last_beat_of_each_node_is_kept() -> None:
+    s = NodeRegistryState()
+    s.beat(beat("node-1", gpu="yes"), T0)
+    s.beat(beat("node-2"), T0 + timedelta(seconds=1))
+    s.beat(beat("node-1", gpu="no"), T0 + timedelta(seconds=10))
+    view = s.view()
+    assert [n.node for n in view.nodes] == ["node-1", "node-2"]
+    assert view.nodes[0].labels == {"gpu": "no"}
+    assert view.nodes[0].last_seen == T0 + timedelta(seconds=10)
+    assert view.nodes[0].account == "bb" and view.nodes[0].interval_seconds == 10
+    assert s.beats == 3
+
+
+def test_a_node_is_lost_after_its_silence_and_alive_again_at_its_next_beat() -> None:
+    s = NodeRegistryState()
+    s.beat(beat("node-1", zone="a"), T0)
+    s.beat(beat("node-2", zone="a"), T0)
+    s.beat(beat("node-3", zone="b"), T0)
+    s.beat(beat("node-2", zone="a"), T0 + timedelta(seconds=100))
+    now = T0 + timedelta(seconds=130)
+    split = split_nodes(s.view().nodes, selector={"zone": "a"}, lost_after_seconds=120, now=now)
+    assert [n.node for n in split.alive] == ["node-2"]
+    assert [n.node for n in split.lost] == ["node-1"]  # node-3 does not match
+    s.beat(beat("node-1", zone="a"), now)
+    split = split_nodes(s.view().nodes, selector={"zone": "a"}, lost_after_seconds=120, now=now)
+    assert [n.node for n in split.alive] == ["node-1", "node-2"] and split.lost == []
+    everything = split_nodes(s.view().nodes, selector={}, lost_after_seconds=120, now=now)
+    assert len(everything.alive) + len(everything.lost) == 3
+
+
+def test_the_registry_is_bounded_by_age_and_by_count() -> None:
+    s = NodeRegistryState()
+    s.beat(beat("old"), T0)
+    s.beat(beat("recent"), T0 + FORGET_AFTER)
+    assert [n.node for n in s.view().nodes] == ["old", "recent"]  # exactly at the limit
+    s.beat(beat("recent"), T0 + FORGET_AFTER + timedelta(seconds=1))
+    assert [n.node for n in s.view().nodes] == ["recent"]
+
+    s = NodeRegistryState()
+    for i in range(MAX_NODES + 5):
+        s.beat(beat(f"n-{i:05d}"), T0 + timedelta(seconds=i))
+    names = [n.node for n in s.view().nodes]
+    assert len(names) == MAX_NODES
+    assert "n-00000" not in names and f"n-{MAX_NODES + 4:05d}" in names  # the silent go first
+
+
+def test_the_state_is_carried_whole_across_continue_as_new() -> None:
+    s = NodeRegistryState()
+    s.beat(beat("node-1", gpu="yes"), T0)
+    carried = NodeRegistryInput(state=s)
+    # As Temporal hands it to the next run: JSON, camelCase.
+    again = NodeRegistryInput.model_validate_json(carried.model_dump_json())
+    assert again.state == s
+    assert '"lastSeen"' in carried.model_dump_json()
+
+
+def test_a_beat_from_a_newer_node_worker_still_decodes() -> None:
+    data = {"node": "node-1", "labels": {}, "intervalSeconds": 5, "someNewField": 1}
+    assert NodeBeat.model_validate(data).interval_seconds == 5
+    assert NodeInfo.model_fields.keys() >= {"node", "labels", "account", "last_seen"}

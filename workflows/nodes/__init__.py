@@ -1,0 +1,1 @@
+"""The node registry: which node workers beat lately, with their labels (`workflow.py`)."""

@@ -1,0 +1,62 @@
+"""The node registry's carried state and its bookkeeping, pure (no Temporal calls).
+
+`NodeRegistryState` keeps the last beat of each node worker, by name, and is
+handed whole to the next run at continue-as-new. It stays bounded: a node silent
+for `FORGET_AFTER` is forgotten at the next beat of any node, and past
+`MAX_NODES` the longest silent ones go first. Whether a node is alive or lost is
+not decided here but by the reader (`activities.node_registry.split_nodes`),
+against its pool's own `nodeLostAfterSeconds`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from pydantic import Field
+
+from devicepool.activities.node_models import NodeBeat, NodeInfo, NodesView
+from devicepool.api.base import CamelModel
+
+__all__ = ["FORGET_AFTER", "MAX_NODES", "NodeRegistryInput", "NodeRegistryState"]
+
+# A node silent this long is forgotten (a pool still holding its profiles counts a
+# node it does not find as lost, as it counts one past its nodeLostAfterSeconds).
+FORGET_AFTER = timedelta(days=7)
+# Far above any fleet of desktops; a bound, not a plan.
+MAX_NODES = 1000
+
+
+class NodeRegistryState(CamelModel):
+    """The last beat of each node, by name."""
+
+    nodes: dict[str, NodeInfo] = Field(default_factory=dict)
+    beats: int = 0
+
+    def beat(self, beat: NodeBeat, now: datetime) -> None:
+        """Record `beat` as seen at `now`, then forget what is too old or too many."""
+        self.nodes[beat.node] = NodeInfo(
+            node=beat.node,
+            labels=dict(beat.labels),
+            account=beat.account,
+            last_seen=now,
+            interval_seconds=beat.interval_seconds,
+        )
+        self.beats += 1
+        self.prune(now)
+
+    def prune(self, now: datetime) -> None:
+        old = [name for name, info in self.nodes.items() if now - info.last_seen > FORGET_AFTER]
+        for name in old:
+            del self.nodes[name]
+        if len(self.nodes) > MAX_NODES:
+            newest = sorted(self.nodes.values(), key=lambda n: (n.last_seen, n.node), reverse=True)
+            self.nodes = {n.node: n for n in sorted(newest[:MAX_NODES], key=lambda n: n.node)}
+
+    def view(self) -> NodesView:
+        return NodesView(nodes=[self.nodes[name] for name in sorted(self.nodes)])
+
+
+class NodeRegistryInput(CamelModel):
+    """Starts a run (a node worker's signal-with-start: no state) or carries the state on."""
+
+    state: NodeRegistryState | None = None

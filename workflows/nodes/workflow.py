@@ -1,0 +1,54 @@
+"""`NodeRegistry`: the node workers that beat lately, one workflow, id `devicepool-nodes`.
+
+Every node worker (`devicepool worker --node NAME`) signal-with-starts it every
+`--node-heartbeat-seconds` on the main task queue. It does nothing but remember.
+
+Messages: signal `node_beat` (`NodeBeat`: name, labels, account, interval);
+query `nodes` (`NodesView`: the last beat of every node remembered). Pools read
+it through the `live_nodes` activity (`activities/node_registry.py`).
+Continue-as-new when Temporal suggests it (or a newer build is current), or
+after `MAX_BEATS_PER_RUN` beats, carrying `NodeRegistryState` whole; the
+bookkeeping (bounded by age and count) is pure, in `state.py`.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from devicepool.activities.node_models import NodeBeat, NodesView
+    from devicepool.api.names import QUERY_NODES, SIGNAL_NODE_BEAT, WORKFLOW_NODE_REGISTRY
+    from devicepool.workflows.nodes.state import NodeRegistryInput, NodeRegistryState
+    from devicepool.workflows.shared import versions
+
+__all__ = ["MAX_BEATS_PER_RUN", "NodeRegistryWorkflow"]
+
+# A backstop for servers that never suggest continue-as-new (the time-skipping one):
+# a beat costs about 4 events.
+MAX_BEATS_PER_RUN = 1000
+
+
+@workflow.defn(name=WORKFLOW_NODE_REGISTRY)
+class NodeRegistryWorkflow:
+    @workflow.init
+    def __init__(self, input: NodeRegistryInput) -> None:
+        # Everything the registry knows, carried whole across continue-as-new.
+        self._s = input.state or NodeRegistryState()
+        self._beats_this_run = 0
+
+    @workflow.run
+    async def run(self, input: NodeRegistryInput) -> None:
+        await workflow.wait_condition(
+            lambda: versions.hand_over_due() or self._beats_this_run >= MAX_BEATS_PER_RUN
+        )
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        versions.continue_as_new(NodeRegistryInput(state=self._s))
+
+    @workflow.signal(name=SIGNAL_NODE_BEAT)
+    def node_beat(self, beat: NodeBeat) -> None:
+        self._s.beat(beat, workflow.now())
+        self._beats_this_run += 1
+
+    @workflow.query(name=QUERY_NODES)
+    def nodes(self) -> NodesView:
+        return self._s.view()
