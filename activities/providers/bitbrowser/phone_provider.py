@@ -27,8 +27,9 @@ the Local API"); so:
   is `provisioning` too, so the health check's startup timeout replaces it;
   suspended is `offline`; listed running is `ready` when `/phone/running`
   says so and `offline` when not. That read costs a turn of the budget, so a
-  listing makes at most `PROBES_PER_LISTING` of them (phones whose listed
-  status changed first, then the longest unread) and an answer is kept
+  listing makes at most `PROBES_PER_LISTING` of them, one while other calls
+  wait for the budget (phones whose listed status changed first, then the
+  longest unread), and an answer is kept
   `PROBE_TURNS` intervals; a phone not read yet is what the listing says. A
   pool of N sees a phone go offline within about N / 3 of its listings.
   Profiles not `active` are not listed. No session: never `busy`.
@@ -501,8 +502,9 @@ class PhoneProvider:
         return info
 
     async def _infos(self, found: list[tuple[Phone, Remark]]) -> list[DeviceInfo]:
-        """The devices of `found`, after at most `probes_per_listing` reads of `running`:
-        a phone whose listed status changed first, then the longest unread."""
+        """The devices of `found`, after at most `probes_per_listing` reads of `running` (one
+        while other calls wait for the budget): a phone whose listed status changed
+        first, then the longest unread."""
         now = self._clock()
         due = [p for p, _ in found if self._probe_due(p, now)]
         kept = self._probes
@@ -511,7 +513,8 @@ class PhoneProvider:
             last = kept.get(phone.id)
             return (last is not None and last.listed == phone.status, last.at if last else 0.0)
 
-        for phone in sorted(due, key=unread_for)[: self.probes_per_listing]:
+        reads = self.probes_per_listing if not self.phones.pacer.waiting else 1
+        for phone in sorted(due, key=unread_for)[:reads]:
             await self._probe(phone)
         return [self._view(phone, remark) for phone, remark in found]
 
