@@ -1,0 +1,126 @@
+"""The engine's activities on an `api: bitbrowser` account: whom each call serves reaches the
+account's pacer (pool, replacement), and a pool's teardown retires what it kept.
+
+`DeviceActivities` builds the adapter itself (`providers.registry`) and talks to the
+in-process BitBrowser emulator; activities run in `ActivityEnvironment`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from pydantic import SecretStr
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.models import (
+    AccountSettings,
+    CreateDeviceInput,
+    DeviceTemplate,
+    ListDevicesInput,
+    ProxyPoolSettings,
+    TerminateDeviceInput,
+    TerminatePoolInput,
+)
+from devicepool.activities.providers.bitbrowser import PhonePacer, PhoneProvider
+from devicepool.activities.providers.bitbrowser.phone_provider import ANDROID_ONLY
+from devicepool.emulator.bitbrowser import BitBrowserConfig
+from tests.helpers.bitbrowser import KEY, Account
+
+SPEED = 5.0
+
+
+@pytest.fixture
+async def account() -> AsyncIterator[Account]:
+    acc = Account(BitBrowserConfig(api_key=KEY, speed=SPEED, seed=3))
+    yield acc
+    await acc.aclose()
+
+
+@pytest.fixture
+async def acts(account: Account) -> AsyncIterator[DeviceActivities]:
+    activities = DeviceActivities(
+        accounts={
+            "phones": AccountSettings(
+                name="phones",
+                api="bitbrowser",
+                base_url="http://node-1.local",
+                api_key=SecretStr(KEY),
+                phone_interval_seconds=0.25,
+            )
+        },
+        proxy_pools={
+            "gw": ProxyPoolSettings(name="gw", host="gw.test", port=1080, password=SecretStr("pw"))
+        },
+        transport=account.transports["node-1"],
+    )
+    yield activities
+    await activities.aclose()
+
+
+def pacer(acts: DeviceActivities) -> PhonePacer:
+    provider = acts._provider("phones")
+    assert isinstance(provider, PhoneProvider)
+    return provider.phones.pacer
+
+
+def create(
+    pool: str, slot: int, *, replacement: bool = False, platform: str = "android"
+) -> CreateDeviceInput:
+    return CreateDeviceInput(
+        account="phones",
+        pool=pool,
+        template=DeviceTemplate(platform=platform, region="r-1", os_version="14", proxy_pool="gw"),
+        name=f"{pool}-{slot}",
+        idempotency_key=f"devicepool:{pool}:g1:s{slot}",
+        replacement=replacement,
+    )
+
+
+async def test_each_call_takes_its_turn_as_its_pool_and_a_replacement_first(
+    acts: DeviceActivities,
+) -> None:
+    env = ActivityEnvironment()
+    turns = pacer(acts)
+    await env.run(acts.create_device, create("pa", 0))
+    # the mark's look-up, the pool's reserve (none), the add, the power-on
+    assert (turns.turns["pa"], turns.replacement_turns) == (4, 0)
+    made = await env.run(acts.create_device, create("pb", 0, replacement=True))
+    assert (turns.turns["pb"], turns.replacement_turns) == (4, 4)
+    await env.run(acts.list_devices, ListDevicesInput(account="phones", pool="pa"))
+    assert turns.turns["pa"] == 5 and turns.replacement_turns == 4
+    # An unhealthy device's removal is a replacement's first step; a scale-down is not.
+    await env.run(
+        acts.terminate_device,
+        TerminateDeviceInput(account="phones", device_id=made.device.id, pool="pb"),
+    )
+    assert turns.replacement_turns > 4 and set(turns.turns) == {"pa", "pb"}
+
+
+async def test_an_ios_create_fails_for_good_naming_android_only(acts: DeviceActivities) -> None:
+    with pytest.raises(ApplicationError) as caught:
+        await ActivityEnvironment().run(acts.create_device, create("pi", 0, platform="ios"))
+    assert caught.value.non_retryable and ANDROID_ONLY in str(caught.value)
+    assert pacer(acts).calls == 0
+
+
+async def test_a_pool_teardown_shuts_every_phone_down_and_retires_the_profiles(
+    account: Account, acts: DeviceActivities
+) -> None:
+    env = ActivityEnvironment()
+    for slot in range(2):
+        await env.run(acts.create_device, create("pt", slot))
+    await account.advance(61)
+    done = await env.run(acts.terminate_pool, TerminatePoolInput(account="phones", pool="pt"))
+    assert (done.terminated, done.remaining) == (2, 0)
+    phones = (await account.stats())["phones"]
+    assert (phones["running"], phones["profiles"], phones["shutdowns"]) == (0, 2, 2)
+    await asyncio.sleep(1.2 / SPEED)  # a second (virtual) after the adapter's last call
+    listed = await account.ok("/phone/list", {"page": 0, "pageSize": 100})
+    assert sorted(" dp.state=retired " in f" {p['remark']} " for p in listed["list"]) == [
+        True,
+        True,
+    ]
