@@ -31,6 +31,8 @@ GROUPS = {
     "deploy": "deploy",
     # devicepool dev --encrypt and the Web UI through the codec server; the codec-server process.
     "encryption": "encryption",
+    # A dev server, a pool worker and two node workers in process (~35 s).
+    "browserpool": "browserpool",
 }
 # Modules with a worker and a dev server of their own, so that they wait beside
 # the rest, not before or after it.
@@ -107,6 +109,7 @@ GROUP_ORDER = {
     "workflows-orphans": 38,
     "e2e-browser-nodes": 26,
     "workflows-phones": 25,
+    "browserpool": 35,
 }
 SERVER_MARKERS = ("devserver", "e2e")
 # BitBrowser emulator processes of one account share it through a directory of the

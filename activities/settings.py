@@ -87,6 +87,9 @@ class PoolSettings(CamelModel):
     # A deleted pool whose teardown keeps failing (any error, retryable too)
     # shows `TeardownBlocked=True` within this many seconds; it keeps trying.
     teardown_blocked_after_seconds: float = Field(default=60.0, gt=0)
+    # A node worker silent this long (no beat at the node registry) is lost: a
+    # BrowserPool counts its profiles lost and holds their slots elsewhere.
+    node_lost_after_seconds: float = Field(default=120.0, gt=0)
     # Each account's price of a device-hour (worker config `pricePerHour`); an
     # account not listed costs `DEFAULT_PRICE_PER_HOUR`.
     account_prices: dict[str, float] = Field(default_factory=dict)

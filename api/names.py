@@ -92,6 +92,9 @@ WORKFLOW_ID_PREFIXES: dict[str, str] = {
 }
 
 
+WORKFLOW_BROWSER_POOL = "BrowserPool"
+
+
 def browser_pool_workflow_id(pool: str) -> str:
     return f"{BROWSER_POOL_WORKFLOW_ID_PREFIX}{pool}"
 

@@ -346,6 +346,7 @@ def _settings(intervals: IntervalsFile) -> PoolSettings:
         backoff_max_seconds=intervals.backoff_max_seconds,
         teardown_blocked_after_seconds=intervals.teardown_blocked_after_seconds,
         health_liveness_seconds=intervals.health_liveness_seconds,
+        node_lost_after_seconds=intervals.node_lost_after_seconds,
     )
 
 

@@ -77,6 +77,8 @@ class IntervalsFile(_FileModel):
     backoff_max_seconds: float = Field(default=900.0, gt=0)
     # A deletion that keeps failing (any error) shows TeardownBlocked within this long.
     teardown_blocked_after_seconds: float = Field(default=60.0, gt=0)
+    # A node worker silent this long is lost (BrowserPool): its profiles go elsewhere.
+    node_lost_after_seconds: float = Field(default=120.0, gt=0)
     # How often a pool's watch checks that its health check still runs.
     health_liveness_seconds: float = Field(default=300.0, gt=0)
     # A device whose pool has no running workflow is terminated after this long

@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from devicepool.workflows.browserpool.workflow import BrowserPoolWorkflow
     from devicepool.workflows.health.workflow import PoolHealthWorkflow
     from devicepool.workflows.ledger.workflow import AccountLedgerWorkflow
     from devicepool.workflows.nodes.workflow import NodeRegistryWorkflow
@@ -33,6 +34,8 @@ _MODULES = {
     "OrphanSweepWorkflow": "orphans.workflow",
     # The node workers' registry (BrowserPool placement reads it through `live_nodes`).
     "NodeRegistryWorkflow": "nodes.workflow",
+    # The second kind: BitBrowser profiles on the node workers it places them on.
+    "BrowserPoolWorkflow": "browserpool.workflow",
 }
 WORKFLOW_MODULES = frozenset(f"{__name__}.{module}" for module in _MODULES.values())
 
@@ -52,6 +55,7 @@ __all__ = [
     "WORKFLOWS",
     "WORKFLOW_MODULES",
     "AccountLedgerWorkflow",
+    "BrowserPoolWorkflow",
     "DevicePoolWorkflow",
     "NodeRegistryWorkflow",
     "OrphanSweepWorkflow",

@@ -184,14 +184,15 @@ async def test_an_ios_pool_on_a_local_api_account_is_refused_with_a_clear_reason
         spec_fields={"platform": "ios", "osVersion": "17"},
     )
 
-    async def refused() -> str | None:
-        for event in (await handle.query("events"))["events"]:
-            if event["reason"] == "CreateFailed" and ANDROID_ONLY in event["message"]:
-                return str(event["message"])
-        return None
+    async def refused() -> dict[str, Any] | None:
+        conditions = (await handle.query("status"))["conditions"]
+        ready = next((c for c in conditions if c["type"] == "Ready"), None)
+        return ready if ready and ready["reason"] == "UnsupportedPlatform" else None
 
-    message = await eventually(refused, what="the create refused", timeout=20)
-    assert message.startswith("1 create(s) failed") and "invalid_argument" in message
+    ready = await eventually(refused, what="Ready=False UnsupportedPlatform", timeout=20)
+    assert ready["status"] == "False" and ANDROID_ONLY in ready["message"], ready
+    reasons = [e["reason"] for e in (await handle.query("events"))["events"]]
+    assert "CreateFailed" not in reasons, reasons  # refused before any create was tried
     await handle.cancel()
     assert (await stack.phones())["created"] == before["created"]
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
+from devicepool.api.browserpool.v1beta1 import BrowserConditionType, BrowserPoolStatus
 from devicepool.api.v1beta1 import (
     Condition,
     ConditionStatus,
@@ -39,7 +41,7 @@ TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
 
 @dataclass(frozen=True)
 class ConditionUpdate:
-    type: ConditionType
+    type: ConditionType | BrowserConditionType
     status: ConditionStatus
     reason: str
     message: str = ""
@@ -81,9 +83,13 @@ class PoolView:
 # ---------------------------------------------------------------- conditions
 
 
+# Either kind's status: they hold conditions alike (a BrowserPool sets them with this too).
+AnyStatus = TypeVar("AnyStatus", DevicePoolStatus, BrowserPoolStatus)
+
+
 def set_condition(
-    status: DevicePoolStatus, cond: ConditionUpdate, *, now: datetime, generation: int
-) -> DevicePoolStatus:
+    status: AnyStatus, cond: ConditionUpdate, *, now: datetime, generation: int
+) -> AnyStatus:
     old = status.condition(cond.type)
     if old and (old.status, old.reason, old.message) == (cond.status, cond.reason, cond.message):
         return status
@@ -95,7 +101,7 @@ def set_condition(
         last_transition_time=old.last_transition_time if old and old.status == cond.status else now,
         observed_generation=generation,
     )
-    others = [c for c in status.conditions if c.type != cond.type]
+    others: list[Condition] = [c for c in status.conditions if c.type != cond.type]
     return status.model_copy(update={"conditions": sorted([*others, new], key=lambda c: c.type)})
 
 

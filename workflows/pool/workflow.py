@@ -147,7 +147,10 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
     async def _check_refs(self) -> None:
         proxy = self._spec.proxy
         self._refs_problems = await calls.check_refs(
-            self._account, proxy.pool_ref if proxy else None, self._spec.region
+            self._account,
+            proxy.pool_ref if proxy else None,
+            self._spec.region,
+            platform=self._spec.platform.value,
         )
         if self._refs_problems:  # said each time it is checked again (repeats are counted)
             reason, message = st.refs_problem(self._refs_problems)

@@ -1,0 +1,64 @@
+"""The BrowserPool workflow's messages and carried state. No I/O, no Temporal.
+
+`BrowserPoolInput` starts a run (and carries `BrowserPoolState` whole across
+continue-as-new); `BrowserApplyRequest` is the update `apply`, `ScaleRequest`
+(shared with DevicePool) the update `scale_update`. Every message tolerates
+fields it does not know (`CamelModel`), so a newer client or worker may add some.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Field
+
+from devicepool.activities.settings import PoolSettings
+from devicepool.api.base import CamelModel
+from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec, BrowserPoolStatus
+from devicepool.api.v1alpha1 import ObjectMeta
+from devicepool.workflows.pool.event_log import PoolEvent
+
+__all__ = ["BrowserApplyRequest", "BrowserPoolInput", "BrowserPoolState", "ProfilesView"]
+
+
+class BrowserPoolState(CamelModel):
+    """Everything a BrowserPool run knows that the next run needs."""
+
+    generation: int = 1
+    status: BrowserPoolStatus = Field(default_factory=BrowserPoolStatus)
+    # profile id -> opens failed in a row (reset by an open that works)
+    failures: dict[str, int] = Field(default_factory=dict)
+    events: list[PoolEvent] = Field(default_factory=list)
+    deleting: bool = False
+    # When teardown first failed to finish (TeardownBlocked after a while).
+    teardown_stuck_since: datetime | None = None
+
+
+class BrowserPoolInput(CamelModel):
+    metadata: ObjectMeta
+    spec: BrowserPoolSpec
+    # None: the first task asks the worker (activity `pool_settings`).
+    settings: PoolSettings | None = None
+    state: BrowserPoolState | None = None
+
+
+class BrowserApplyRequest(CamelModel):
+    """Update `apply` of a BrowserPool: the whole spec (the name must match the pool)."""
+
+    metadata: ObjectMeta
+    spec: BrowserPoolSpec
+
+
+class ProfileRow(CamelModel):
+    id: str
+    slot: int
+    node: str
+    open: bool = False
+    # held (counted), lost (its node is silent), or leaving (being deleted)
+    state: str = "held"
+
+
+class ProfilesView(CamelModel):
+    """Query `devices` of a BrowserPool: its profiles as the last pass saw them."""
+
+    profiles: list[ProfileRow] = Field(default_factory=list)
