@@ -55,6 +55,8 @@ MODULE_GROUPS = {
     "test_orphan_sweep.py": "workflows-orphans",
     # A dev server and worker of its own on a BitBrowser cloud-phone account (~25 s).
     "test_pool_cloud_phones.py": "workflows-phones",
+    # Two node workers and the node registry on a dev server of their own (~6 s).
+    "test_node_workers.py": "workflows-nodes",
     # The rest of the pool's workflow tests, in three parts of 60-80 s each
     # (the pool workflow's own tests, test_pool_workflow.py and the modules not
     # named here, are the "workflows" group).
@@ -110,6 +112,7 @@ GROUP_ORDER = {
     "e2e-browser-nodes": 26,
     "workflows-phones": 25,
     "browserpool": 35,
+    "workflows-nodes": 6,
 }
 SERVER_MARKERS = ("devserver", "e2e")
 # BitBrowser emulator processes of one account share it through a directory of the

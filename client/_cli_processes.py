@@ -7,14 +7,16 @@ Those are imported inside the commands, so the pool commands never load them.
 
 from __future__ import annotations
 
+import os
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from devicepool.client._cli_support import load_or_exit, run
+from devicepool.client._cli_support import fail, load_or_exit, run
 from devicepool.client._dev_config import MAX_BROWSER_NODES
+from devicepool.client.errors import EXIT_BAD_INPUT
 
 
 def worker(
@@ -49,8 +51,70 @@ def worker(
             "--promote", help="once polling, make this build the deployment's current version"
         ),
     ] = False,
+    node: Annotated[
+        str | None,
+        typer.Option(
+            "--node",
+            help="run as the node worker NAME beside a BitBrowser desktop client: its Local API "
+            "activities on the queue devicepool-node-NAME, no workflows",
+        ),
+    ] = None,
+    node_labels: Annotated[
+        list[str] | None,
+        typer.Option("--node-label", help="with --node: a label k=v pools select on (repeatable)"),
+    ] = None,
+    bitbrowser_url: Annotated[
+        str | None,
+        typer.Option(
+            "--bitbrowser-url",
+            help="with --node: the desktop client's Local API (default http://127.0.0.1:54345)",
+        ),
+    ] = None,
+    bitbrowser_key_file: Annotated[
+        Path | None,
+        typer.Option("--bitbrowser-key-file", help="with --node: a file holding its x-api-key"),
+    ] = None,
+    node_heartbeat_seconds: Annotated[
+        float | None,
+        typer.Option("--node-heartbeat-seconds", help="with --node: seconds between beats (10)"),
+    ] = None,
+    node_account: Annotated[
+        str | None,
+        typer.Option(
+            "--node-account", help="with --node: the BitBrowser account it is logged into"
+        ),
+    ] = None,
 ) -> None:
-    """Run the worker: pool workflows, provider activities, one queue per account."""
+    """Run the worker: pool workflows, provider activities, one queue per account.
+
+    With --node NAME: a node worker for BrowserPools (docs/browserpools.md).
+    """
+    if node is not None:
+        _node_worker(
+            node=node,
+            labels=node_labels or [],
+            bitbrowser_url=bitbrowser_url,
+            key_file=bitbrowser_key_file,
+            config=config,
+            heartbeat_seconds=node_heartbeat_seconds,
+            account=node_account or "",
+            main_only={
+                "--metrics-port": metrics_port is not None,
+                "--deployment-name": deployment_name is not None,
+                "--build-id": build_id is not None,
+                "--promote": promote,
+            },
+        )
+        return
+    node_only = {
+        "--node-label": bool(node_labels),
+        "--bitbrowser-url": bitbrowser_url is not None,
+        "--bitbrowser-key-file": bitbrowser_key_file is not None,
+        "--node-heartbeat-seconds": node_heartbeat_seconds is not None,
+        "--node-account": node_account is not None,
+    }
+    if given := [flag for flag, used in node_only.items() if used]:
+        raise fail(f"{given[0]} is a node worker's flag: it needs --node NAME", EXIT_BAD_INPUT)
     from devicepool.worker.config import load_config, with_deployment
     from devicepool.worker.logs import setup_logging
     from devicepool.worker.main import main_async
@@ -61,6 +125,44 @@ def worker(
         )
         setup_logging(cfg.log_format)
         await main_async(cfg, promote_self=promote)
+
+    run(body)
+
+
+def _node_worker(
+    *,
+    node: str,
+    labels: list[str],
+    bitbrowser_url: str | None,
+    key_file: Path | None,
+    config: Path | None,
+    heartbeat_seconds: float | None,
+    account: str,
+    main_only: dict[str, bool],
+) -> None:
+    """`devicepool worker --node NAME ...`: bad flags exit 2 with one line, before connecting."""
+    if given := [flag for flag, used in main_only.items() if used]:
+        raise fail(f"{given[0]} is the main worker's flag, not a node worker's", EXIT_BAD_INPUT)
+    from devicepool.activities.node_models import DEFAULT_NODE_HEARTBEAT_SECONDS
+    from devicepool.activities.providers.bitbrowser import DEFAULT_BASE_URL
+    from devicepool.worker.config_values import log_format
+    from devicepool.worker.logs import setup_logging
+    from devicepool.worker.node import load_node_options, node_main_async
+
+    async def body() -> None:
+        options = load_node_options(
+            node=node,
+            labels=labels,
+            bitbrowser_url=bitbrowser_url or DEFAULT_BASE_URL,
+            key_file=key_file,
+            config=config,
+            heartbeat_seconds=(
+                DEFAULT_NODE_HEARTBEAT_SECONDS if heartbeat_seconds is None else heartbeat_seconds
+            ),
+            account=account,
+        )
+        setup_logging(log_format(os.environ))
+        await node_main_async(options)
 
     run(body)
 

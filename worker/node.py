@@ -1,0 +1,287 @@
+"""A node worker: `devicepool worker --node NAME`, beside one BitBrowser desktop client.
+
+It serves `node_task_queue(NAME)` with the node activities only
+(`activities.node_browsers`: list, create, open, delete over the desktop's Local
+API) and no workflows, and every `--node-heartbeat-seconds` signal-with-starts
+the node registry (`workflows/nodes/workflow.py`) with a `node_beat` carrying its
+name and labels: pools place profiles on the nodes that beat. The desktop client
+runs on Windows and macOS only, so this is a plain `pip install` on that machine
+(docs/browserpools.md, "Running a node worker").
+
+The optional config file gives `proxyPools` (the gateways and passwords of the
+proxies its profiles use); `accounts` are refused (a node serves none) and the
+rest is the main worker's and ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import yaml
+from pydantic import SecretStr
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.converter import PayloadCodec
+from temporalio.worker import Worker
+
+from devicepool.activities.errors import ProviderError
+from devicepool.activities.node_browsers import NodeBrowserActivities
+from devicepool.activities.node_models import DEFAULT_NODE_HEARTBEAT_SECONDS, NodeBeat
+from devicepool.activities.providers.bitbrowser import (
+    DEFAULT_BASE_URL,
+    BrowserProfiles,
+    LocalApi,
+)
+from devicepool.activities.secrets import Scrubber
+from devicepool.activities.settings import ProxyPoolSettings
+from devicepool.api.labels import check_node_name, parse_label
+from devicepool.api.names import (
+    NODE_REGISTRY_WORKFLOW_ID,
+    SIGNAL_NODE_BEAT,
+    TASK_QUEUE,
+    WORKFLOW_NODE_REGISTRY,
+    node_task_queue,
+)
+from devicepool.worker.build import new_worker
+from devicepool.worker.config import ConfigError, load_config
+from devicepool.worker.config_values import check_url
+from devicepool.workflows.nodes.state import NodeRegistryInput
+
+__all__ = [
+    "NodeOptions",
+    "beat_forever",
+    "load_node_options",
+    "node_activities",
+    "node_main_async",
+    "node_worker",
+    "run_node_worker",
+    "send_beat",
+]
+
+log = logging.getLogger("devicepool.worker.node")
+
+GRACEFUL_SHUTDOWN = timedelta(seconds=10)
+
+
+@dataclass(frozen=True)
+class NodeOptions:
+    """What a node worker runs with: checked flags, the key read, the proxy pools loaded."""
+
+    node: str
+    labels: dict[str, str] = field(default_factory=dict)
+    bitbrowser_url: str = DEFAULT_BASE_URL
+    api_key: SecretStr | None = field(default=None, repr=False)
+    proxy_pools: dict[str, ProxyPoolSettings] = field(default_factory=dict)
+    heartbeat_seconds: float = DEFAULT_NODE_HEARTBEAT_SECONDS
+    # The BitBrowser account the desktop client is logged into, if known (shown in the registry).
+    account: str = ""
+    # The config file's payload codec (its `encryption`); None: the environment's.
+    codec: PayloadCodec | None = field(default=None, repr=False, compare=False)
+
+    def beat(self) -> NodeBeat:
+        return NodeBeat(
+            node=self.node,
+            labels=self.labels,
+            account=self.account,
+            interval_seconds=self.heartbeat_seconds,
+        )
+
+
+def load_node_options(
+    *,
+    node: str,
+    labels: list[str],
+    bitbrowser_url: str,
+    key_file: Path | None = None,
+    config: Path | None = None,
+    heartbeat_seconds: float = DEFAULT_NODE_HEARTBEAT_SECONDS,
+    account: str = "",
+    env: Mapping[str, str] | None = None,
+) -> NodeOptions:
+    """Check the flags and read the files (raises `ConfigError`, one line naming the flag)."""
+    try:
+        check_node_name(node)
+    except ValueError as err:
+        raise ConfigError(f"--node: {err}") from None
+    parsed: dict[str, str] = {}
+    for text in labels:
+        try:
+            key, value = parse_label(text)
+        except ValueError as err:
+            raise ConfigError(f"--node-label: {err}") from None
+        parsed[key] = value
+    check_url(bitbrowser_url, "--bitbrowser-url")
+    if not heartbeat_seconds > 0:
+        raise ConfigError(f"--node-heartbeat-seconds: must be > 0, got {heartbeat_seconds:g}")
+    api_key: SecretStr | None = None
+    if key_file is not None:
+        try:
+            api_key = SecretStr(key_file.read_text(encoding="utf-8").strip())
+        except OSError as err:
+            raise ConfigError(
+                f"--bitbrowser-key-file: cannot read {key_file}: {err.strerror or err}"
+            ) from None
+    proxy_pools: dict[str, ProxyPoolSettings] = {}
+    codec: PayloadCodec | None = None
+    if config is not None:
+        if _names_accounts(config):
+            raise ConfigError(
+                f"{config}: accounts: a node worker serves no provider accounts (it serves "
+                "the Local API at --bitbrowser-url); remove them, or run them on a main worker"
+            )
+        loaded = load_config(config, env=env if env is not None else os.environ)
+        proxy_pools = loaded.proxy_pools
+        codec = loaded.codec()
+    return NodeOptions(
+        node=node,
+        labels=parsed,
+        bitbrowser_url=bitbrowser_url.rstrip("/"),
+        api_key=api_key,
+        proxy_pools=proxy_pools,
+        heartbeat_seconds=heartbeat_seconds,
+        account=account,
+        codec=codec,
+    )
+
+
+def _names_accounts(config: Path) -> bool:
+    """Whether the file has `accounts` (checked before their secrets are read)."""
+    try:
+        data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return False  # `load_config` says what is wrong with it
+    return isinstance(data, dict) and bool(data.get("accounts"))
+
+
+def node_activities(
+    options: NodeOptions, *, transport: httpx.AsyncBaseTransport | None = None
+) -> NodeBrowserActivities:
+    """The node's activities over its Local API (one client, as long as the worker lives)."""
+    api = LocalApi(
+        base_url=options.bitbrowser_url,
+        api_key=options.api_key,
+        transport=transport,
+        scrubber=Scrubber.of(proxy_pools=options.proxy_pools.values()),
+    )
+    return NodeBrowserActivities(
+        BrowserProfiles(api), node=options.node, proxy_pools=options.proxy_pools
+    )
+
+
+def node_worker(client: Client, activities: NodeBrowserActivities) -> Worker:
+    """The Temporal worker of `node_task_queue(node)`: the node activities, no workflows."""
+    return new_worker(
+        client,
+        task_queue=node_task_queue(activities.node),
+        activities=activities.activities(),
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+        disable_eager_activity_execution=True,
+    )
+
+
+async def send_beat(client: Client, beat: NodeBeat) -> None:
+    """One `node_beat`, starting the registry if it does not run (idempotent)."""
+    await client.start_workflow(
+        WORKFLOW_NODE_REGISTRY,
+        NodeRegistryInput(),
+        id=NODE_REGISTRY_WORKFLOW_ID,
+        task_queue=TASK_QUEUE,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        start_signal=SIGNAL_NODE_BEAT,
+        start_signal_args=[beat],
+        static_summary="node workers and their last beats",
+    )
+
+
+async def beat_forever(client: Client, beat: NodeBeat, *, stop: asyncio.Event) -> None:
+    """A beat every `beat.interval_seconds` until `stop` is set; a failed beat is logged."""
+    failing = False
+    while not stop.is_set():
+        try:
+            await send_beat(client, beat)
+            if failing:
+                log.info("node %s: beats reach the registry again", beat.node)
+            failing = False
+        except Exception as err:  # Temporal away: keep beating, say so once
+            if not failing:
+                log.warning("node %s: beat failed: %s", beat.node, str(err).splitlines()[0])
+            failing = True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=beat.interval_seconds)
+
+
+async def run_node_worker(
+    options: NodeOptions,
+    client: Client,
+    *,
+    shutdown_event: asyncio.Event,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> None:
+    """Serve the node's queue and beat until `shutdown_event` (or the worker fails)."""
+    activities = node_activities(options, transport=transport)
+    try:
+        await activities.profiles.api.health()
+    except ProviderError as err:
+        # The desktop client may start later: the activities fail (retryably) until it does.
+        log.warning("node %s: the Local API does not answer yet: %s", options.node, err)
+    worker = node_worker(client, activities)
+    labels = ",".join(f"{k}={v}" for k, v in sorted(options.labels.items())) or "(none)"
+    log.info(
+        "node worker %s serving %s, labels %s, Local API %s, proxy pools %s",
+        options.node,
+        node_task_queue(options.node),
+        labels,
+        options.bitbrowser_url,
+        ",".join(sorted(options.proxy_pools)) or "(none)",
+    )
+    serving = asyncio.create_task(worker.run(), name=f"worker:{worker.task_queue}")
+    beating = asyncio.create_task(beat_forever(client, options.beat(), stop=shutdown_event))
+    stop = asyncio.create_task(shutdown_event.wait())
+    try:
+        await asyncio.wait({serving, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        shutdown_event.set()
+        await beating
+        if not serving.done():
+            await worker.shutdown()
+            with contextlib.suppress(Exception):
+                await serving
+        stop.cancel()
+        await activities.aclose()
+        log.info("node worker %s stopped", options.node)
+    failure = serving.exception() if serving.done() and not serving.cancelled() else None
+    if failure is not None:
+        raise failure
+
+
+async def node_main_async(options: NodeOptions) -> None:
+    """`devicepool worker --node NAME`: connect (the SDK's env config), serve until a signal."""
+    from devicepool.connect import connect
+
+    shutdown_event = asyncio.Event()
+    _stop_on_signals(shutdown_event)
+    client = await connect(
+        identity=f"devicepool-node-{options.node}@{socket.gethostname()}:{os.getpid()}",
+        codec=options.codec,
+    )
+    await run_node_worker(options, client, shutdown_event=shutdown_event)
+
+
+def _stop_on_signals(event: asyncio.Event) -> None:
+    """SIGINT/SIGTERM set `event`; on Windows (no loop signal handlers) through `signal.signal`."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, event.set)
+        except NotImplementedError:
+            signal.signal(sig, lambda *_: loop.call_soon_threadsafe(event.set))
