@@ -15,14 +15,24 @@ from typing import Annotated, Any
 import typer
 
 from devicepool.api.conversion import API_VERSIONS, ConversionError, api_version_named
-from devicepool.api.names import API_VERSION_STORED
+from devicepool.api.names import API_VERSION_STORED, KIND_BROWSER_POOL, KIND_DEVICE_POOL
 from devicepool.client._apply import tally
+from devicepool.client._cli_browser import (
+    apply_browser_pools,
+    open_browser_pools,
+    other_kind,
+    print_browser_description,
+    print_browser_pools,
+    print_profiles,
+    split_kind,
+    wait_browser_pools,
+)
 from devicepool.client._cli_progress import wait_with_progress
 from devicepool.client._cli_support import (
     OutputOpt,
     TimeoutOpt,
     fail,
-    load_or_exit,
+    load_resources_or_exit,
     open_pools,
     run,
 )
@@ -75,12 +85,15 @@ def apply(
     that pool while the others are applied (exit 2); any other failure stops
     starting more (exit 1).
     """
-    pools = load_or_exit(filename)  # a bad manifest exits 2 before anything is contacted
+    # A bad manifest exits 2 before anything is contacted; both kinds may be mixed.
+    resources = load_resources_or_exit(filename)
+    pools = [r for r in resources if r.kind == KIND_DEVICE_POOL]
+    browsers = [r for r in resources if r.kind == KIND_BROWSER_POOL]
 
     async def body() -> None:
-        client = await open_pools()
         accepted = {}
         failures: list[DevicePoolError] = []
+        answers: list[Any] = []
 
         def show(pool: Any, answer: Any) -> None:
             if isinstance(answer, DevicePoolError):
@@ -93,14 +106,20 @@ def apply(
                 f"replicas {answer.replicas})"
             )
 
-        answers = await client.apply_many(pools, concurrency=concurrency, on_result=show)
-        if len(pools) > 1:
+        if pools:
+            client = await open_pools()
+            answers = await client.apply_many(pools, concurrency=concurrency, on_result=show)
+        if browsers and not any(not isinstance(f, BadInput) for f in failures):
+            more = await apply_browser_pools(browsers)
+            failures.extend(a for a in more if isinstance(a, DevicePoolError))
+            answers = [*answers, *more]
+        if len(resources) > 1:
             # On stderr, so that stdout stays one line a pool for scripts, as kubectl's.
-            typer.echo(tally(answers, len(pools)), err=True)
+            typer.echo(tally(answers, len(resources)), err=True)
         if failures:
             refused_only = all(isinstance(f, BadInput) for f in failures)
             raise typer.Exit(EXIT_BAD_INPUT if refused_only else EXIT_RUNTIME)
-        if wait:
+        if wait and accepted:
 
             def waiter(name: str, generation: int) -> Callable[..., Awaitable[Any]]:
                 async def go(cb: Callable[[dict[str, Any]], None] | None) -> None:
@@ -118,6 +137,8 @@ def apply(
             )
             for name in accepted:
                 typer.echo(f"devicepool/{name} ready")
+        if wait and browsers:
+            await wait_browser_pools(browsers, answers[len(pools) :], timeout=timeout)
 
     run(body)
 
@@ -144,8 +165,14 @@ def get(
     fmt = resolve_output(output)
     try:
         api_version = api_version_named(api_version, option="--api-version")
+        kind, name = split_kind(name)
     except ConversionError as err:
         raise fail(str(err), EXIT_BAD_INPUT) from None
+    except BadInput as err:
+        raise fail(str(err), EXIT_BAD_INPUT) from None
+    if kind == KIND_BROWSER_POOL:
+        get_browser_pools(name, fmt)
+        return
 
     async def fetch(client: Any) -> list[Any]:
         if name is not None:
@@ -159,15 +186,41 @@ def get(
             pass
         return
 
+    async def body() -> tuple[list[Any], list[Any]]:
+        client = await open_pools(name)
+        pools = await fetch(client)
+        return pools, [] if name is not None else await other_kind(client)
+
+    pools, browsers = run(body)
+    if fmt != Output.TABLE:
+        items = [p.to_resource(api_version) for p in pools]
+        items += [browser_resource(b) for b in browsers]
+        print_data(items[0] if name is not None else items, fmt)
+        return
+    if pools or not browsers:
+        print_pools(pools)
+    if browsers:
+        if pools:
+            typer.echo("")
+        print_browser_pools(browsers)
+
+
+def get_browser_pools(name: str | None, fmt: Output) -> None:
+    """`get browserpools` and `get browserpool/NAME`."""
+
     async def body() -> list[Any]:
-        return await fetch(await open_pools(name))
+        client = await open_browser_pools(name)
+        return [await client.summary(name)] if name is not None else await client.list_pools()
 
     pools = run(body)
     if fmt != Output.TABLE:
-        items = [p.to_resource(api_version) for p in pools]
+        items = [browser_resource(p) for p in pools]
         print_data(items[0] if name is not None else items, fmt)
         return
-    print_pools(pools)
+    if not pools:
+        sys.stderr.write("No browser pools found.\n")
+        return
+    print_browser_pools(pools)
 
 
 async def watch_pools(
@@ -232,14 +285,20 @@ def describe(
     """Spec, status, conditions, devices and recent events of one pool."""
     # Text wherever it goes (`describe POOL | less`): JSON only when asked for.
     fmt = output or Output.TABLE
+    kind, pool = kind_or_exit(name)
 
     async def body() -> dict[str, Any]:
-        client = await open_pools(name)
-        return dict(await client.describe(name))
+        if kind == KIND_BROWSER_POOL:
+            return await (await open_browser_pools(pool)).describe(pool)
+        client = await open_pools(pool)
+        return dict(await client.describe(pool))
 
     data = run(body)
     if fmt != Output.TABLE:
         print_data(data, fmt)
+        return
+    if kind == KIND_BROWSER_POOL:
+        print_browser_description(data)
         return
     print_description(data)
 
@@ -247,15 +306,21 @@ def describe(
 def devices(name: str, output: OutputOpt = None) -> None:
     """The devices of one pool."""
     fmt = resolve_output(output)
+    kind, pool = kind_or_exit(name)
 
     async def body() -> list[dict[str, Any]]:
-        client = await open_pools(name)
-        view = await client.devices(name)
+        if kind == KIND_BROWSER_POOL:
+            return await (await open_browser_pools(pool)).profiles(pool)
+        client = await open_pools(pool)
+        view = await client.devices(pool)
         return [d.model_dump(mode="json", by_alias=True) for d in view.devices]
 
     items = run(body)
     if fmt != Output.TABLE:
         print_data(items, fmt)
+        return
+    if kind == KIND_BROWSER_POOL:
+        print_profiles(items)
         return
     print_devices(items)
 
@@ -269,10 +334,17 @@ def scale(
     timeout: TimeoutOpt = 300.0,
 ) -> None:
     """Set a pool's replica count (validated by the pool, which answers)."""
+    kind, name = kind_or_exit(name)
 
     async def body() -> None:
         validate_name(name)
         validate_replicas(replicas)  # before connecting: bad input changes nothing
+        if kind == KIND_BROWSER_POOL:
+            answer = await (await open_browser_pools(name)).scale(name, replicas)
+            typer.echo(
+                f"browserpool/{name} scaled to {answer.replicas} (generation {answer.generation})"
+            )
+            return
         client = await open_pools()
         result = await client.scale(name, replicas)
         typer.echo(
@@ -308,6 +380,10 @@ def delete(
     ] = False,
 ) -> None:
     """Delete a pool: tear every device down, then end the workflow."""
+    kind, name = kind_or_exit(name)
+    if kind == KIND_BROWSER_POOL:
+        delete_browser_pool(name, ignore_not_found=ignore_not_found)
+        return
 
     async def body() -> Any:
         validate_name(name)
@@ -345,3 +421,44 @@ def delete(
         typer.echo(f"devicepool/{name} deleted ({result.devices_left} devices left)")
     else:
         typer.echo(f"devicepool/{name} deleting (use --wait to follow the teardown)")
+
+
+def delete_browser_pool(name: str, *, ignore_not_found: bool) -> None:
+    """`delete browserpool/NAME`: the pool closes and deletes every profile, then ends."""
+
+    async def body() -> bool:
+        try:
+            await (await open_browser_pools(name)).delete(name)
+        except PoolNotFound:
+            if ignore_not_found:
+                return False
+            raise
+        return True
+
+    if run(body):
+        typer.echo(
+            f"browserpool/{name} deleting (every profile is closed and deleted on its node; "
+            f"`devicepool get browserpool/{name}` follows it)"
+        )
+
+
+def kind_or_exit(name: str) -> tuple[str, str]:
+    """The kind and pool a command names (`browserpool/NAME`, or a DevicePool's NAME)."""
+    try:
+        kind, pool = split_kind(name)
+    except BadInput as err:
+        raise fail(str(err), EXIT_BAD_INPUT) from None
+    if pool is None:
+        raise fail(f"{name}: name one pool, as browserpool/NAME", EXIT_BAD_INPUT)
+    return kind, pool
+
+
+def browser_resource(pool: Any) -> dict[str, Any]:
+    """A BrowserPool as `get -o json|yaml` shows it (the stored version)."""
+    return {
+        "apiVersion": API_VERSION_STORED,
+        "kind": KIND_BROWSER_POOL,
+        "metadata": {"name": pool.name},
+        "spec": pool.spec,
+        "status": pool.status,
+    }

@@ -62,6 +62,16 @@ async def open_pools(name: str | None = None) -> Any:
     return PoolClient(await connect())
 
 
+def load_resources_or_exit(path: str) -> list[Any]:
+    """The manifests' pools of either kind; a bad manifest exits 2 before anything is contacted."""
+    from devicepool.api.loader import ManifestError, load_resources
+
+    try:
+        return load_resources(path)
+    except ManifestError as err:
+        raise fail(str(err), EXIT_BAD_INPUT) from None
+
+
 def load_or_exit(path: str) -> list[Any]:
     """The manifests' pools; a bad manifest exits 2 before anything is contacted."""
     from devicepool.api.loader import ManifestError, load_manifests

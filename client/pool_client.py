@@ -68,6 +68,7 @@ from devicepool.client._status import (
 )
 from devicepool.client._temporal_errors import temporal_errors
 from devicepool.client._validation import validate_name, validate_replicas
+from devicepool.client.browser_pools import BrowserPoolClient
 from devicepool.client.errors import (
     BadInput,
     DevicePoolError,
@@ -118,6 +119,10 @@ class PoolClient:
     @property
     def address(self) -> str:
         return str(self._client.service_client.config.target_host)
+
+    def browser_pool_client(self) -> BrowserPoolClient:
+        """The same Temporal client, for the second kind (`browserpool/NAME`)."""
+        return BrowserPoolClient(self._client)
 
     # ------------------------------------------------------------ writes
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.testing import WorkflowEnvironment
@@ -27,6 +30,7 @@ from devicepool.activities.node_models import NodeBeat
 from devicepool.activities.node_registry import NodeRegistryActivities
 from devicepool.activities.providers.bitbrowser import BrowserProfiles, LocalApi
 from devicepool.activities.secrets import Scrubber
+from devicepool.activities.settings import PoolSettings
 from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
 from devicepool.api.names import (
     NODE_REGISTRY_WORKFLOW_ID,
@@ -37,6 +41,7 @@ from devicepool.api.names import (
     node_task_queue,
 )
 from devicepool.api.v1alpha1 import ObjectMeta
+from devicepool.client.cli import main
 from devicepool.emulator.bitbrowser import BitBrowserConfig
 from devicepool.testing import eventually
 from devicepool.worker.build import new_worker
@@ -141,95 +146,184 @@ async def status(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
     return dict(await handle.query("status"))
 
 
-async def test_a_pool_of_6_spreads_survives_a_lost_node_and_tears_down(
-    env: WorkflowEnvironment,
-) -> None:
-    client = env.client
+@contextlib.asynccontextmanager
+async def node_stack(client: Client) -> AsyncIterator[tuple[Account, dict[str, Node]]]:
+    """The pool worker and two node workers (node-1, node-2) over one emulated account."""
     account = Account(BitBrowserConfig(nodes=["node-1", "node-2"], api_key=KEY, speed=20.0, seed=7))
     nodes = {name: Node(client, account, name) for name in ("node-1", "node-2")}
-    pool = f"bp-{uuid.uuid4().hex[:6]}"
     registry = NodeRegistryActivities()
     async with new_worker(
         client,
         task_queue=TASK_QUEUE,
         workflows=[BrowserPoolWorkflow, NodeRegistryWorkflow],
-        activities=[registry.live_nodes],
+        activities=[registry.live_nodes, pool_settings],
     ):
         for node in nodes.values():
             await node.start()
         try:
-            handle = await client.start_workflow(
-                BrowserPoolWorkflow.run,
-                BrowserPoolInput(
-                    metadata=ObjectMeta(name=pool),
-                    spec=BrowserPoolSpec(replicas=6),
-                    settings=SETTINGS,
-                ),
-                id=browser_pool_workflow_id(pool),
-                task_queue=TASK_QUEUE,
-            )
-
-            async def spread(
-                by_node: dict[str, int], truth_by_node: dict[str, int] | None = None
-            ) -> dict[str, Any] | None:
-                """The status says `by_node` with 6 ready; the emulator agrees (`truth_by_node`:
-                what it holds, a lost node's profiles included), every profile open."""
-                s = await status(handle)
-                truth = placement(account, pool)
-                held = truth_by_node or by_node
-                done = (
-                    s.get("readyProfiles") == 6
-                    and s.get("byNode") == by_node
-                    and truth["by_node"] == held
-                    and truth["open"] == sum(held.values())
-                )
-                return s if done else None
-
-            first = await eventually(
-                lambda: spread({"node-1": 3, "node-2": 3}), timeout=40, what="6 open, 3/3"
-            )
-            assert first["phase"] == "Ready", first
-            before = placement(account, pool)["ids"]
-
-            # node-1's worker dies: its 3 profiles are lost and held again on node-2.
-            await nodes["node-1"].stop()
-            lost = await eventually(
-                lambda: spread({"node-2": 6}, {"node-1": 3, "node-2": 6}),
-                timeout=LOST_AFTER + 25,
-                what="node-1's profiles recreated on node-2",
-            )
-            conditions = {c["type"]: c for c in lost["conditions"]}
-            assert conditions["NodesAvailable"]["reason"] == "NodesLost", conditions
-            assert "node-1" in conditions["NodesAvailable"]["message"]
-            assert lost["lostProfiles"] == 3, lost
-            # (the emulator still has node-1's three: 9 in all while it is away)
-            assert placement(account, pool)["total"] == 9
-
-            # node-1 comes back: the surplus goes, and the spread is 3/3 again.
-            await nodes["node-1"].start()
-            back = await eventually(
-                lambda: spread({"node-1": 3, "node-2": 3}), timeout=30, what="3/3 again"
-            )
-            assert back["lostProfiles"] == 0
-            truth = placement(account, pool)
-            assert truth["total"] == 6
-            # The replacements on the busier node-2 went; node-1's own three stayed.
-            assert truth["ids"] == before
-
-            await handle.cancel()
-
-            async def gone() -> bool:
-                return placement(account, pool)["total"] == 0
-
-            await eventually(gone, timeout=30, what="every profile deleted")
-            stats = account.emulator.stats()
-            assert stats["duplicates"] == {"byName": {}, "byRemark": {}}, stats["duplicates"]
-            # No profile secret in the pool's history.
-            history = (await handle.fetch_history()).to_json()
-            for secret in account.emulator.secrets():
-                assert secret not in history
+            yield account, nodes
         finally:
             for node in nodes.values():
                 await node.stop()
                 await node.activities.aclose()
             await account.aclose()
+
+
+@activity.defn(name="pool_settings")
+async def pool_settings() -> PoolSettings:
+    """The worker's intervals, as a pool started by `apply` (no settings in its input) asks."""
+    return SETTINGS
+
+
+async def test_a_pool_of_6_spreads_survives_a_lost_node_and_tears_down(
+    env: WorkflowEnvironment,
+) -> None:
+    client = env.client
+    pool = f"bp-{uuid.uuid4().hex[:6]}"
+    async with node_stack(client) as (account, nodes):
+        handle = await client.start_workflow(
+            BrowserPoolWorkflow.run,
+            BrowserPoolInput(
+                metadata=ObjectMeta(name=pool),
+                spec=BrowserPoolSpec(replicas=6),
+                settings=SETTINGS,
+            ),
+            id=browser_pool_workflow_id(pool),
+            task_queue=TASK_QUEUE,
+        )
+
+        async def spread(
+            by_node: dict[str, int], truth_by_node: dict[str, int] | None = None
+        ) -> dict[str, Any] | None:
+            """The status says `by_node` with 6 ready; the emulator agrees (`truth_by_node`:
+            what it holds, a lost node's profiles included), every profile open."""
+            s = await status(handle)
+            truth = placement(account, pool)
+            held = truth_by_node or by_node
+            done = (
+                s.get("readyProfiles") == 6
+                and s.get("byNode") == by_node
+                and truth["by_node"] == held
+                and truth["open"] == sum(held.values())
+            )
+            return s if done else None
+
+        first = await eventually(
+            lambda: spread({"node-1": 3, "node-2": 3}), timeout=40, what="6 open, 3/3"
+        )
+        assert first["phase"] == "Ready", first
+        before = placement(account, pool)["ids"]
+
+        # node-1's worker dies: its 3 profiles are lost and held again on node-2.
+        await nodes["node-1"].stop()
+        lost = await eventually(
+            lambda: spread({"node-2": 6}, {"node-1": 3, "node-2": 6}),
+            timeout=LOST_AFTER + 25,
+            what="node-1's profiles recreated on node-2",
+        )
+        conditions = {c["type"]: c for c in lost["conditions"]}
+        assert conditions["NodesAvailable"]["reason"] == "NodesLost", conditions
+        assert "node-1" in conditions["NodesAvailable"]["message"]
+        assert lost["lostProfiles"] == 3, lost
+        # (the emulator still has node-1's three: 9 in all while it is away)
+        assert placement(account, pool)["total"] == 9
+
+        # node-1 comes back: the surplus goes, and the spread is 3/3 again.
+        await nodes["node-1"].start()
+        back = await eventually(
+            lambda: spread({"node-1": 3, "node-2": 3}), timeout=30, what="3/3 again"
+        )
+        assert back["lostProfiles"] == 0
+        truth = placement(account, pool)
+        assert truth["total"] == 6
+        # The replacements on the busier node-2 went; node-1's own three stayed.
+        assert truth["ids"] == before
+
+        await handle.cancel()
+
+        async def gone() -> bool:
+            return placement(account, pool)["total"] == 0
+
+        await eventually(gone, timeout=30, what="every profile deleted")
+        stats = account.emulator.stats()
+        assert stats["duplicates"] == {"byName": {}, "byRemark": {}}, stats["duplicates"]
+        # No profile secret in the pool's history.
+        history = (await handle.fetch_history()).to_json()
+        for secret in account.emulator.secrets():
+            assert secret not in history
+
+
+@pytest.fixture
+def cli(
+    env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Any:
+    """`devicepool ARGS` in a thread against this module's dev server: (code, stdout, stderr)."""
+    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+    for name in ("TEMPORAL_API_KEY", "TEMPORAL_PROFILE", "TEMPORAL_TLS", "TEMPORAL_NAMESPACE"):
+        monkeypatch.delenv(name, raising=False)
+
+    async def run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = await asyncio.to_thread(main, list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+async def test_the_cli_addresses_browser_pools_as_kubectl_does(
+    env: WorkflowEnvironment, cli: Any, tmp_path: Path
+) -> None:
+    pool = f"bp-cli-{uuid.uuid4().hex[:4]}"
+    manifest = tmp_path / "browsers.yaml"
+    manifest.write_text(
+        "apiVersion: mobile.example.com/v1alpha1\n"
+        "kind: BrowserPool\n"
+        f"metadata: {{name: {pool}}}\n"
+        "spec: {replicas: 2, nodeSelector: {node: node-2}}\n"
+    )
+    async with node_stack(env.client) as (account, _):
+        code, out, err = await cli("apply", "-f", str(manifest))
+        assert code == 0, err
+        assert out.strip() == f"browserpool/{pool} created (generation 1, replicas 2)"
+
+        async def shown(ready: int) -> dict[str, Any] | None:
+            code, out, _ = await cli("get", f"browserpool/{pool}", "-o", "json")
+            status = json.loads(out)["status"] if code == 0 else {}
+            return status if status.get("readyProfiles") == ready else None
+
+        status = await eventually(lambda: shown(2), timeout=40, what="2 profiles ready")
+        assert status["byNode"] == {"node-2": 2}  # the selector picks node-2 only
+        code, out, _ = await cli("get", "browserpools", "-o", "table")
+        assert code == 0 and f"browserpool/{pool}" in out and "node-2=2" in out, out
+        code, out, _ = await cli("get", "-o", "table")  # every pool, both kinds
+        assert code == 0 and f"browserpool/{pool}" in out, out
+
+        code, out, err = await cli("scale", f"browserpool/{pool}", "--replicas", "1")
+        assert code == 0, err
+        assert out.strip() == f"browserpool/{pool} scaled to 1 (generation 2)"
+        await eventually(lambda: shown(1), timeout=30, what="scaled to 1")
+        code, out, _ = await cli("describe", f"browserpool/{pool}")
+        assert code == 0 and "node=node-2" in out and "Profiles:" in out, out
+
+        async def one_profile() -> dict[str, Any] | None:
+            code, out, _ = await cli("devices", f"browserpool/{pool}", "-o", "json")
+            profiles = json.loads(out) if code == 0 else []
+            return profiles[0] if len(profiles) == 1 else None
+
+        profile = await eventually(one_profile, timeout=20, what="one profile listed")
+        assert profile["node"] == "node-2" and profile["open"] is True, profile
+        assert profile["state"] == "held", profile
+
+        code, out, err = await cli("get", f"nodepool/{pool}")
+        assert code == 2 and "unknown kind 'nodepool'" in err, err
+
+        code, out, err = await cli("delete", f"browserpool/{pool}")
+        assert code == 0 and out.startswith(f"browserpool/{pool} deleting"), (out, err)
+
+        async def gone() -> bool:
+            return placement(account, pool)["total"] == 0
+
+        await eventually(gone, timeout=30, what="every profile deleted")
+        code, _, err = await cli("scale", f"browserpool/{pool}", "--replicas", "3")
+        assert code != 0 and pool in err, err

@@ -1,0 +1,191 @@
+"""The pool commands for the second kind: `browserpool/NAME` and `browserpools`, as kubectl does.
+
+`split_kind` reads how a command names its pool (`browserpool/NAME`,
+`devicepool/NAME`, `browserpools`, or a bare NAME: a DevicePool); the
+functions here are the BrowserPool halves of `_cli_pools`' commands, over
+`BrowserPoolClient`, printing `browserpool/NAME ...` lines and tables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import typer
+
+from devicepool.api.names import KIND_BY_RESOURCE_NAME, KIND_DEVICE_POOL
+from devicepool.client._results import applied_verb
+from devicepool.client._validation import validate_name
+from devicepool.client.browser_pools import BrowserPoolClient, BrowserPoolSummary
+from devicepool.client.errors import BadInput, DevicePoolError
+from devicepool.client.render import age, print_fields, print_table
+
+__all__ = [
+    "BROWSER_HEADERS",
+    "apply_browser_pools",
+    "browser_rows",
+    "open_browser_pools",
+    "other_kind",
+    "print_browser_description",
+    "print_browser_pools",
+    "print_profiles",
+    "split_kind",
+    "wait_browser_pools",
+]
+
+BROWSER_HEADERS = ["NAME", "DESIRED", "READY", "OPEN", "LOST", "NODES", "AGE", "PHASE"]
+PROFILE_HEADERS = ["ID", "SLOT", "NODE", "OPEN", "STATE"]
+
+
+def split_kind(name: str | None) -> tuple[str, str | None]:
+    """(kind, pool name or None) for `browserpool/NAME`, `browserpools`, or a bare NAME."""
+    if name is None:
+        return KIND_DEVICE_POOL, None
+    if name.lower() in KIND_BY_RESOURCE_NAME:
+        return KIND_BY_RESOURCE_NAME[name.lower()], None
+    kind_name, slash, rest = name.partition("/")
+    if slash:
+        kind = KIND_BY_RESOURCE_NAME.get(kind_name.lower())
+        if kind is None:
+            known = ", ".join(sorted({k for k in KIND_BY_RESOURCE_NAME if not k.endswith("s")}))
+            raise BadInput(f"{name}: unknown kind {kind_name!r} (known: {known})")
+        return kind, rest
+    return KIND_DEVICE_POOL, name
+
+
+async def open_browser_pools(name: str | None = None) -> BrowserPoolClient:
+    from devicepool.connect import connect
+
+    if name is not None:
+        validate_name(name)
+    return BrowserPoolClient(await connect())
+
+
+async def apply_browser_pools(pools: list[Any]) -> list[Any]:
+    """Apply each BrowserPool, one line each (its answer, or its error on stderr)."""
+    client = await open_browser_pools()
+    answers: list[Any] = []
+    for pool in pools:
+        try:
+            answer: Any = await client.apply(pool)
+        except DevicePoolError as err:
+            typer.echo(f"error: {err}", err=True)
+            answers.append(err)
+            continue
+        answers.append(answer)
+        typer.echo(
+            f"browserpool/{pool.name} {applied_verb(answer)} (generation {answer.generation}, "
+            f"replicas {answer.replicas})"
+        )
+    return answers
+
+
+async def wait_browser_pools(pools: list[Any], answers: list[Any], *, timeout: float) -> None:
+    """`apply --wait`: until each BrowserPool applied has its ready profiles."""
+    client = await open_browser_pools()
+    for pool, answer in zip(pools, answers, strict=True):
+        await _wait_ready(client, pool.name, answer.generation, timeout)
+        typer.echo(f"browserpool/{pool.name} ready")
+
+
+async def _wait_ready(
+    client: BrowserPoolClient, name: str, generation: int, timeout: float
+) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = (await client.summary(name)).status
+        if status.get("observedGeneration", 0) >= generation and status.get(
+            "readyProfiles", 0
+        ) >= status.get("desiredReplicas", 0):
+            return
+        if time.monotonic() > deadline:
+            raise DevicePoolError(
+                f"browserpool/{name}: {status.get('readyProfiles', 0)}/"
+                f"{status.get('desiredReplicas', 0)} ready after {timeout:g}s"
+            )
+        await asyncio.sleep(1.0)
+
+
+def browser_rows(pools: list[BrowserPoolSummary]) -> list[list[Any]]:
+    rows = []
+    for p in pools:
+        s = p.status
+        nodes = ", ".join(f"{n}={c}" for n, c in (s.get("byNode") or {}).items()) or "-"
+        rows.append(
+            [
+                f"browserpool/{p.name}",
+                s.get("desiredReplicas", p.spec.get("replicas")),
+                s.get("readyProfiles", 0),
+                s.get("openProfiles", 0),
+                s.get("lostProfiles", 0),
+                nodes,
+                age(p.created),
+                s.get("phase", "Pending"),
+            ]
+        )
+    return rows
+
+
+def print_browser_pools(pools: list[BrowserPoolSummary]) -> None:
+    print_table(BROWSER_HEADERS, browser_rows(pools))
+
+
+def print_profiles(profiles: list[dict[str, Any]]) -> None:
+    print_table(
+        PROFILE_HEADERS,
+        [
+            [p.get("id"), p.get("slot"), p.get("node"), p.get("open"), p.get("state")]
+            for p in profiles
+        ],
+    )
+
+
+def print_browser_description(data: dict[str, Any]) -> None:
+    spec, status = data["spec"], data["status"]
+    selector = ", ".join(f"{k}={v}" for k, v in (spec.get("nodeSelector") or {}).items()) or "any"
+    print_fields(
+        [
+            ("Name", f"browserpool/{data['metadata']['name']}"),
+            ("Node selector", selector),
+            ("Open", spec.get("open", True)),
+            ("Phase", status.get("phase")),
+            (
+                "Profiles",
+                f"{status.get('desiredReplicas', spec.get('replicas'))} desired | "
+                f"{status.get('readyProfiles', 0)} ready | {status.get('openProfiles', 0)} open | "
+                f"{status.get('lostProfiles', 0)} lost",
+            ),
+            ("By node", ", ".join(f"{n}={c}" for n, c in (status.get("byNode") or {}).items())),
+            ("Generation", f"observed {status.get('observedGeneration', '-')}"),
+            ("Last reconciled", status.get("lastReconciled")),
+        ]
+    )
+    typer.echo("\nConditions:")
+    print_table(
+        ["TYPE", "STATUS", "REASON", "MESSAGE"],
+        [
+            [c.get("type"), c.get("status"), c.get("reason"), c.get("message", "")]
+            for c in status.get("conditions") or []
+        ],
+    )
+    typer.echo("\nProfiles:")
+    print_profiles(data.get("profiles") or [])
+    typer.echo("\nEvents:")
+    events = data.get("events") or []
+    if not events:
+        typer.echo("  <none>")
+        return
+    print_table(
+        ["TYPE", "REASON", "AGE", "MESSAGE"],
+        [
+            [e.get("type"), e.get("reason"), age(e.get("time")), e.get("message", "")]
+            for e in events
+        ],
+    )
+
+
+async def other_kind(client: Any) -> list[BrowserPoolSummary]:
+    """The BrowserPools beside a `get` of every DevicePool (none from a client without them)."""
+    browsers = getattr(client, "browser_pool_client", None)
+    return [] if browsers is None else await browsers().list_pools()

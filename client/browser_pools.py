@@ -1,0 +1,163 @@
+"""`BrowserPoolClient`: BrowserPools over one Temporal client (`apply`, `scale`, `delete`, reads).
+
+The same shape as `PoolClient` for the second kind (workflow id
+`browserpool/<name>`): `apply` is a plain start for a new pool (Temporal
+answers once it stored it) and the `apply` update for one that runs; `delete`
+cancels the workflow, which closes and deletes every profile on its node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
+
+from devicepool.api.browserpool.v1beta1 import BrowserPool
+from devicepool.api.names import (
+    BROWSER_POOL_WORKFLOW_ID_PREFIX,
+    QUERY_DEVICES,
+    QUERY_EVENTS,
+    QUERY_SPEC,
+    QUERY_STATUS,
+    TASK_QUEUE,
+    UPDATE_APPLY,
+    UPDATE_SCALE,
+    WORKFLOW_BROWSER_POOL,
+    browser_pool_workflow_id,
+)
+from devicepool.client._temporal_errors import temporal_errors
+from devicepool.client.errors import PoolNotFound
+from devicepool.workflows.pool.messages import Accepted, ApplyResult, ScaleRequest
+
+__all__ = ["BrowserPoolClient", "BrowserPoolSummary"]
+
+QUERY_TIMEOUT = timedelta(seconds=5)
+UPDATE_TIMEOUT = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class BrowserPoolSummary:
+    name: str
+    spec: dict[str, Any]
+    status: dict[str, Any]
+    created: datetime | None
+
+
+class BrowserPoolClient:
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    @property
+    def address(self) -> str:
+        return str(self._client.service_client.config.target_host)
+
+    def _errors(self, name: str | None, *, writing: bool = False) -> Any:
+        return temporal_errors(self.address, name, writing=writing)
+
+    async def apply(self, pool: BrowserPool) -> Accepted:
+        """Start the pool (`created`), or replace its spec (`configured` / `unchanged`)."""
+        body = {"metadata": pool.metadata.to_json_dict(), "spec": pool.spec.to_json_dict()}
+        workflow_id = browser_pool_workflow_id(pool.name)
+        with self._errors(pool.name, writing=True):
+            try:
+                await self._client.start_workflow(
+                    WORKFLOW_BROWSER_POOL,
+                    body,
+                    id=workflow_id,
+                    task_queue=TASK_QUEUE,
+                    id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                    static_summary=f"BrowserPool **{pool.name}**: {pool.spec.replicas} profiles",
+                )
+            except WorkflowAlreadyStartedError:
+                pass
+            else:
+                return Accepted(
+                    generation=1, replicas=pool.spec.replicas, result=ApplyResult.CREATED
+                )
+            handle = self._client.get_workflow_handle(workflow_id)
+            result = await handle.execute_update(
+                UPDATE_APPLY, body, result_type=Accepted, rpc_timeout=UPDATE_TIMEOUT
+            )
+        if result.result == ApplyResult.CREATED:  # another apply's start won the race
+            outcome = ApplyResult.CONFIGURED if result.generation > 1 else ApplyResult.UNCHANGED
+            result = result.model_copy(update={"result": outcome})
+        return result
+
+    async def scale(self, name: str, replicas: int) -> Accepted:
+        handle = await self._running(name)
+        with self._errors(name, writing=True):
+            return await handle.execute_update(
+                UPDATE_SCALE,
+                ScaleRequest(replicas=replicas),
+                result_type=Accepted,
+                rpc_timeout=UPDATE_TIMEOUT,
+            )
+
+    async def delete(self, name: str) -> None:
+        """Ask the pool to tear down (it deletes every profile, then ends)."""
+        handle = await self._running(name)
+        with self._errors(name, writing=True):
+            await handle.cancel()
+
+    async def summary(self, name: str) -> BrowserPoolSummary:
+        handle = await self._running(name)
+        desc_time = None
+        with self._errors(name):
+            spec, status = await asyncio.gather(
+                handle.query(QUERY_SPEC, rpc_timeout=QUERY_TIMEOUT),
+                handle.query(QUERY_STATUS, rpc_timeout=QUERY_TIMEOUT),
+            )
+        return BrowserPoolSummary(name, dict(spec.get("spec") or {}), dict(status), desc_time)
+
+    async def list_pools(self) -> list[BrowserPoolSummary]:
+        query = f"WorkflowType = '{WORKFLOW_BROWSER_POOL}' AND ExecutionStatus = 'Running'"
+        found: list[tuple[str, datetime | None]] = []
+        with self._errors(None):
+            async for execution in self._client.list_workflows(query):
+                if execution.id.startswith(BROWSER_POOL_WORKFLOW_ID_PREFIX):
+                    name = execution.id[len(BROWSER_POOL_WORKFLOW_ID_PREFIX) :]
+                    found.append((name, execution.start_time))
+
+        async def one(name: str, started: datetime | None) -> BrowserPoolSummary | None:
+            try:
+                got = await self.summary(name)
+            except (PoolNotFound, RPCError):
+                return None
+            return BrowserPoolSummary(got.name, got.spec, got.status, started)
+
+        answers = await asyncio.gather(*(one(n, t) for n, t in sorted(found)))
+        return [a for a in answers if a is not None]
+
+    async def profiles(self, name: str) -> list[dict[str, Any]]:
+        handle = await self._running(name)
+        with self._errors(name):
+            view = await handle.query(QUERY_DEVICES, rpc_timeout=QUERY_TIMEOUT)
+        return list(view.get("profiles") or [])
+
+    async def describe(self, name: str) -> dict[str, Any]:
+        got = await self.summary(name)
+        handle = self._client.get_workflow_handle(browser_pool_workflow_id(name))
+        with self._errors(name):
+            events = await handle.query(QUERY_EVENTS, rpc_timeout=QUERY_TIMEOUT)
+        return {
+            "kind": "BrowserPool",
+            "metadata": {"name": name},
+            "spec": got.spec,
+            "status": got.status,
+            "profiles": await self.profiles(name),
+            "events": list(events.get("events") or []),
+        }
+
+    async def _running(self, name: str) -> WorkflowHandle[Any, Any]:
+        handle = self._client.get_workflow_handle(browser_pool_workflow_id(name))
+        with self._errors(name):
+            desc = await handle.describe()
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            raise PoolNotFound(name)
+        return handle
