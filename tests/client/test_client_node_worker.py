@@ -1,0 +1,98 @@
+"""`devicepool worker --node NAME`: its flags, checked before anything is contacted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from devicepool.client.cli import main
+from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME
+from devicepool.testing import free_port
+from devicepool.worker.config import ConfigError
+from devicepool.worker.node import load_node_options
+
+
+@pytest.fixture
+def unreachable(monkeypatch: pytest.MonkeyPatch) -> str:
+    address = f"127.0.0.1:{free_port()}"
+    monkeypatch.setenv("TEMPORAL_ADDRESS", address)
+    for name in ("TEMPORAL_API_KEY", "TEMPORAL_PROFILE", "TEMPORAL_TLS", "TEMPORAL_NAMESPACE"):
+        monkeypatch.delenv(name, raising=False)
+    return address
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    _, err = capsys.readouterr()
+    return code, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--node", "Node_1"], "--node: must be a DNS-1123 label"),
+        (["--node", "n1", "--node-label", "zone"], "--node-label: must be key=value"),
+        (["--node", "n1", "--node-label", "bad key=x"], "--node-label: label key"),
+        (["--node", "n1", "--bitbrowser-url", "127.0.0.1:54345"], "--bitbrowser-url: must be"),
+        (["--node", "n1", "--node-heartbeat-seconds", "0"], "--node-heartbeat-seconds"),
+        (["--node", "n1", "--promote"], "--promote is the main worker's flag"),
+        (["--node-label", "zone=a"], "--node-label is a node worker's flag: it needs --node"),
+        (["--node", "n1", "--bitbrowser-key-file", "/no/such/key"], "--bitbrowser-key-file"),
+    ],
+)
+def test_a_bad_flag_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], unreachable: str, argv: list[str], said: str
+) -> None:
+    code, err = run(capsys, "worker", *argv)
+    assert code == EXIT_BAD_INPUT
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert said in lines[0]
+
+
+def test_a_config_with_accounts_is_refused_before_their_secrets_are_read(
+    capsys: pytest.CaptureFixture[str], unreachable: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "node.yaml"
+    config.write_text("accounts:\n  a:\n    baseUrl: http://x:1\n    apiKeyFile: missing\n")
+    code, err = run(capsys, "worker", "--node", "n1", "--config", str(config))
+    assert code == EXIT_BAD_INPUT
+    assert "accounts: a node worker serves no provider accounts" in err
+
+
+def test_the_shipped_node_example_loads() -> None:
+    example = Path(__file__).parents[2] / "examples" / "worker" / "node.yaml"
+    options = load_node_options(
+        node="node-1",
+        labels=["zone=eu", "gpu=yes"],
+        bitbrowser_url="http://127.0.0.1:54345",
+        config=example,
+        env={"PROXYSELLER_EU_PASSWORD": "pw-node-1"},
+    )
+    assert options.labels == {"zone": "eu", "gpu": "yes"}
+    assert set(options.proxy_pools) == {"proxyseller-eu"}
+    assert options.proxy_pools["proxyseller-eu"].password.get_secret_value() == "pw-node-1"
+    assert "pw-node-1" not in repr(options)
+    with pytest.raises(ConfigError, match="--node"):
+        load_node_options(node="", labels=[], bitbrowser_url="http://127.0.0.1:54345")
+
+
+def test_good_flags_get_as_far_as_temporal(
+    capsys: pytest.CaptureFixture[str], unreachable: str, tmp_path: Path
+) -> None:
+    key = tmp_path / "bb.key"
+    key.write_text("bb-key-Zx81\n")
+    code, err = run(
+        capsys,
+        "worker",
+        "--node",
+        "n1",
+        "--node-label",
+        "zone=a",
+        "--bitbrowser-key-file",
+        str(key),
+    )
+    assert code == EXIT_RUNTIME
+    assert f"cannot reach Temporal at {unreachable}" in err.strip().splitlines()[-1]
+    assert "bb-key-Zx81" not in err
