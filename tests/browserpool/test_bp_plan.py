@@ -89,9 +89,7 @@ def test_a_profile_that_keeps_failing_to_open_is_deleted_and_its_slot_held_again
     replicas=st.integers(0, 12),
     nodes=st.integers(1, 4),
     lost_nodes=st.integers(0, 2),
-    existing=st.lists(
-        st.tuples(st.integers(0, 15), st.integers(0, 5), st.booleans()), max_size=20
-    ),
+    existing=st.lists(st.tuples(st.integers(0, 15), st.integers(0, 5), st.booleans()), max_size=20),
 )
 def test_after_a_pass_every_slot_is_held_once_and_the_spread_is_even(
     replicas: int, nodes: int, lost_nodes: int, existing: list[tuple[int, int, bool]]
