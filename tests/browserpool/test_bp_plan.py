@@ -115,3 +115,31 @@ def test_after_a_pass_every_slot_is_held_once_and_the_spread_is_even(
     least = min(load.get(n, 0) for n in alive)
     for node in {node for _, node in placed.create}:
         assert load[node] <= least + 1, (load, placed.create)
+
+
+def test_more_failing_than_max_unhealthy_deletes_none_and_says_how_many() -> None:
+    profiles = [NodeProfile(f"p{i}", i, "node-1", False) for i in range(4)]
+    failing = {"p0": 3, "p1": 3, "p2": 3}
+    paused = plan(
+        replicas=4,
+        profiles=profiles,
+        alive={"node-1"},
+        lost=set(),
+        open_wanted=True,
+        failures=failing,
+        failure_limit=3,
+        max_unhealthy=2,
+    )
+    assert paused.delete == [] and paused.paused == 3
+    assert paused.open  # opening goes on
+    within = plan(
+        replicas=4,
+        profiles=profiles,
+        alive={"node-1"},
+        lost=set(),
+        open_wanted=True,
+        failures=failing,
+        failure_limit=3,
+        max_unhealthy=3,
+    )
+    assert sorted(pid for pid, _ in within.delete) == ["p0", "p1", "p2"] and within.paused == 0

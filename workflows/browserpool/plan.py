@@ -18,6 +18,9 @@ docs/browserpools.md):
   `failure_streak_limit` times (its slot is held again, by a new profile).
 - With `open`, every held profile whose browser is not alive is opened (it
   keeps its cookies): one per node per pass, as each node opens one at a time.
+- More profiles past their failure limit at once than `max_unhealthy`: none
+  of them is deleted (a node or the account is the trouble then, and deleting
+  loses cookies); `paused` says how many wait, and opening goes on.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ class Placement:
     # what the status counts
     held: list[NodeProfile] = field(default_factory=list)
     lost: list[NodeProfile] = field(default_factory=list)
+    # profiles past their failure limit kept because more than `max_unhealthy` are (0: none)
+    paused: int = 0
 
     def by_node(self) -> dict[str, int]:
         return dict(sorted(Counter(p.node for p in self.held).items()))
@@ -65,6 +70,7 @@ def plan(
     open_wanted: bool,
     failures: Mapping[str, int],
     failure_limit: int,
+    max_unhealthy: int | None = None,
 ) -> Placement:
     """This pass's placement (`alive`: live nodes the selector picks; `lost`: silent ones)."""
     on_live = [p for p in profiles if p.node in alive]
@@ -78,10 +84,12 @@ def plan(
     # matter: a node that left the selector is live but not in `alive` (the
     # caller passes it in neither set), so its profiles cannot be closed here;
     # they are listed by the caller as `elsewhere` and handled there.
+    failing = [p for p in on_live if p.slot < replicas and failures.get(p.id, 0) >= failure_limit]
+    paused = len(failing) if max_unhealthy is not None and len(failing) > max_unhealthy else 0
     for p in on_live:
         if p.slot >= replicas:
             drop(p, f"slot {p.slot} is above replicas {replicas}")
-        elif failures.get(p.id, 0) >= failure_limit:
+        elif p in failing and not paused:
             drop(p, f"failed to open {failures[p.id]} times in a row")
     load = Counter(p.node for p in on_live if p.id not in delete)
     by_slot: dict[int, list[NodeProfile]] = {}
@@ -120,4 +128,5 @@ def plan(
         open=opens,
         held=held,
         lost=lost_profiles,
+        paused=paused,
     )

@@ -40,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.activities.settings import PoolSettings
     from devicepool.api import names
     from devicepool.api.browserpool.v1beta1 import BrowserConditionType, BrowserPoolSpec
-    from devicepool.api.v1alpha1 import ConditionStatus, Phase
+    from devicepool.api.v1alpha1 import ConditionStatus, Phase, resolve_max_unhealthy
     from devicepool.workflows.browserpool.messages import (
         BrowserApplyRequest,
         BrowserPoolInput,
@@ -119,7 +119,8 @@ class BrowserPoolWorkflow:
         alive -= unreachable
         lost |= unreachable
         raise_if_cancelled()
-        limit = self._spec.health.failure_streak_limit or self.settings.failure_streak_limit
+        limit = self._failure_limit()
+        max_unhealthy = resolve_max_unhealthy(self._spec.health.max_unhealthy, self._spec.replicas)
         placement = plan(
             replicas=self._spec.replicas,
             profiles=profiles,
@@ -128,6 +129,7 @@ class BrowserPoolWorkflow:
             open_wanted=self._spec.open,
             failures=self.s.failures,
             failure_limit=limit,
+            max_unhealthy=max_unhealthy,
         )
         await self._act(placement)
         self._publish(placement, profiles, alive, lost)
@@ -316,6 +318,18 @@ class BrowserPoolWorkflow:
                 ),
             ),
         ]
+        conditions.append(
+            ConditionUpdate(
+                BrowserConditionType.REMEDIATION_PAUSED,
+                TRUE,
+                "TooManyUnhealthy",
+                f"{placement.paused} profiles failed to open {self._failure_limit()} times in a "
+                f"row, more than maxUnhealthy ({spec.health.max_unhealthy}): none is deleted "
+                "until fewer fail (a node or the account is likely the trouble)",
+            )
+            if placement.paused
+            else ConditionUpdate(BrowserConditionType.REMEDIATION_PAUSED, FALSE, "Healthy")
+        )
         for cond in conditions:
             status = set_condition(status, cond, now=now, generation=self.s.generation)
         self.s.status = status
@@ -323,6 +337,9 @@ class BrowserPoolWorkflow:
             f"BrowserPool **{self._name}** · {phase.value} · {ready}/{spec.replicas} ready · "
             + (", ".join(f"{n}: {c}" for n, c in status.by_node.items()) or "no node")
         )
+
+    def _failure_limit(self) -> int:
+        return self._spec.health.failure_streak_limit or self.settings.failure_streak_limit
 
     def _event(self, reason: str, message: str, *, warning: bool = False) -> None:
         self.s.events = event_log.record(
