@@ -242,7 +242,7 @@ def dev(
             min=0,
             max=MAX_BROWSER_NODES,
             help="BitBrowser emulator nodes node-1..N of one account, on free ports (the "
-            "banner lists them); Local API only: no BrowserPool node workers yet",
+            "banner lists them), each with a node worker labelled node=<name>",
         ),
     ] = 0,
 ) -> None:

@@ -35,6 +35,8 @@ DEV_PROXY_POOLS = ("proxyseller-us", "proxyseller-eu", "proxyseller-asia")
 # `--browser-nodes N`: the BitBrowser account the nodes node-1..N are logged into.
 BITBROWSER_ACCOUNT = "bitbrowser"
 MAX_BROWSER_NODES = 20
+# `--browser-nodes N`: node-K's node worker is the child (and log) `node-K-worker`.
+NODE_WORKER_SUFFIX = "-worker"
 
 
 @dataclass
@@ -76,6 +78,32 @@ def bitbrowser_state_file(options: DevOptions) -> Path:
 
 def browser_node_names(options: DevOptions) -> list[str]:
     return [f"node-{i}" for i in range(1, options.browser_nodes + 1)]
+
+
+def node_worker_name(node: str) -> str:
+    """The dev stack's child (and log) name of node `node`'s worker: `node-1-worker`."""
+    return f"{node}{NODE_WORKER_SUFFIX}"
+
+
+def is_node_worker(child_name: str) -> bool:
+    return child_name.endswith(NODE_WORKER_SUFFIX)
+
+
+def node_config_file(options: DevOptions) -> Path:
+    """The node workers' config: the dev proxy pools only (a node serves no accounts)."""
+    return options.data_dir / "node.yaml"
+
+
+def write_node_config(
+    options: DevOptions, proxy_pools: Sequence[str], *, key_files: Sequence[str] = ()
+) -> Path:
+    """The dev proxy pools, and with `--encrypt` the history key (activity inputs are encrypted)."""
+    config = dev_worker_config(options, accounts=[], proxy_pools=proxy_pools, key_files=key_files)
+    node_config = {k: config[k] for k in ("proxyPools", "encryption") if k in config}
+    path = node_config_file(options)
+    header = "# Written by `devicepool dev --browser-nodes N` at every start (node workers).\n"
+    path.write_text(header + yaml.safe_dump(node_config, sort_keys=False))
+    return path
 
 
 def account_key(account: str) -> str:

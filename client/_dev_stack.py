@@ -3,10 +3,11 @@
 Start: the data dir's lock (one stack per data dir, `_dev_lock`), then the
 Temporal dev server and the emulator together (with `--browser-nodes N`, the
 BitBrowser emulator's N nodes beside them, one process), then (once all
-answer) the worker, then the `--apply` manifests (on a new data dir only: a
+answer) the worker (and a node worker per BitBrowser node, labelled
+node=<name>, on the proxy pools of ``node.yaml``), then the `--apply` manifests (on a new data dir only: a
 restart must not undo what the user changed since), then the "is up" banner,
-which says whether they were applied. Stop: worker first (it finishes
-in-flight activities), then the emulator, then the server, then the lock.
+which says whether they were applied. Stop: worker and node workers first (they
+finish in-flight activities), then the emulator, then the server, then the lock.
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ from urllib.parse import quote
 import httpx
 from temporalio.converter import PayloadCodec
 
-from devicepool.api.names import SEARCH_ATTRIBUTES, WATCH_TASK_QUEUE_SUFFIX, WORKFLOW_DEVICE_POOL
+from devicepool.api.names import (
+    LABEL_NODE,
+    SEARCH_ATTRIBUTES,
+    WATCH_TASK_QUEUE_SUFFIX,
+    WORKFLOW_DEVICE_POOL,
+)
 from devicepool.api.v1beta1 import DevicePool
 from devicepool.client._dev_codec import (
     banner_line,
@@ -42,12 +48,17 @@ from devicepool.client._dev_config import (
     DEFAULT_API_KEY,
     DEV_HOST,
     DEV_NAMESPACE,
+    NODE_WORKER_SUFFIX,
     DevOptions,
     account_key,
     bitbrowser_state_file,
     browser_node_names,
     emulator_state_file,
+    is_node_worker,
+    node_config_file,
+    node_worker_name,
     worker_env,
+    write_node_config,
     write_worker_config,
 )
 from devicepool.client._dev_lock import DataDirLock
@@ -261,6 +272,8 @@ class DevStack:
             )
 
         await self._start_worker()
+        if o.browser_nodes:
+            await self._start_node_workers(proxy_pools, key_files)
         if pools and new_data_dir:
             await self.apply(pools)
         self._banner(accounts, proxy_pools, manifests=self._manifests_line(pools, new_data_dir))
@@ -285,6 +298,44 @@ class DevStack:
         await self._wait_http(
             "worker", f"http://{DEV_HOST}:{o.metrics_port}/readyz", timeout=READY_TIMEOUT
         )
+
+    async def _start_node_workers(
+        self, proxy_pools: Sequence[str], key_files: Sequence[str] = ()
+    ) -> None:
+        """`--browser-nodes N`: a node worker per emulator node, labelled node=<name>."""
+        write_node_config(self.options, proxy_pools, key_files=key_files)
+        for node in self.browser_nodes:
+            await self._start_node_worker(node)
+
+    async def _start_node_worker(self, node: str) -> None:
+        name = node_worker_name(node)
+        log_from = log_size(self.data_dir / "logs" / f"{name}.log")
+        await self._spawn(name, self.node_worker_command(node), env=worker_env(self.options))
+        await self._wait_log(name, f"node worker {node} serving", log_from)
+
+    def node_worker_command(self, node: str) -> list[str]:
+        """`devicepool worker --node NAME` on its emulator node, with the dev proxy pools."""
+        return [
+            sys.executable,
+            "-m",
+            "devicepool.client",
+            "worker",
+            "--node",
+            node,
+            "--node-label",
+            f"{LABEL_NODE}={node}",
+            "--bitbrowser-url",
+            self.browser_nodes[node],
+            "--node-account",
+            BITBROWSER_ACCOUNT,
+            "--config",
+            str(node_config_file(self.options)),
+        ]
+
+    async def restart_node_worker(self, old: Child) -> None:
+        await self._forget(old)
+        await asyncio.sleep(0.5)
+        await self._start_node_worker(old.name.removesuffix(NODE_WORKER_SUFFIX))
 
     async def restart_worker(self, old: Child) -> None:
         await self._forget(old)
@@ -372,6 +423,17 @@ class DevStack:
             f"the BitBrowser emulator did not become ready in {READY_TIMEOUT:g}s; see {log}"
         )
 
+    async def _wait_log(self, name: str, line: str, log_from: int) -> None:
+        """Until the child `name` logs `line` (after `log_from`)."""
+        log = self.data_dir / "logs" / f"{name}.log"
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            self._check_alive()
+            if line in log_since(log, log_from):
+                return
+            await asyncio.sleep(0.2)
+        raise DevicePoolError(f"the {name} did not become ready in {READY_TIMEOUT:g}s; see {log}")
+
     async def _wait_http(self, name: str, url: str, *, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         async with httpx.AsyncClient(timeout=2.0) as http:
@@ -445,7 +507,9 @@ class DevStack:
             f"  BitBrowser nodes: {nodes[0]}\n"
             + "".join(f"{indent}{line}\n" for line in nodes[1:])
             + f"{indent}(account {BITBROWSER_ACCOUNT} in {bitbrowser_state_file(self.options).name}, "
-            "log bitbrowser.log; no node workers yet)\n"
+            "log bitbrowser.log)\n"
+            + f"  Node workers:     {', '.join(self.browser_nodes)} (labelled {LABEL_NODE}=<name>; "
+            f"logs {node_worker_name('<name>')}.log)\n"
         )
 
     # ------------------------------------------------------------ run
@@ -491,7 +555,12 @@ class DevStack:
         """Worker first (it finishes in-flight activities), then emulator, then server."""
         self.stopping = True
         order = {"worker": 0, "emulator": 1, "bitbrowser": 1, "codec-server": 2, "temporal": 3}
-        for child in sorted(self.children, key=lambda c: order.get(c.name, 9)):
+
+        def rank(child: Child) -> int:
+            # Node workers with the worker: before the emulator nodes they call.
+            return 0 if is_node_worker(child.name) else order.get(child.name, 9)
+
+        for child in sorted(self.children, key=rank):
             if child.process.returncode is None:
                 self.out(await self._stopping_line(child.name))
             await stop_child(child)

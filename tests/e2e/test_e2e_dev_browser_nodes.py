@@ -2,12 +2,13 @@
 the stack, the banner lists them, and Ctrl-C stops them with the rest.
 
 The dev worker config gets the account `bitbrowser` (`api: bitbrowser`: DevicePools
-on the nodes' cloud phones) on node-1. (The node workers and BrowserPools that will
-use them are not built yet.)
+on the nodes' cloud phones) on node-1; each node gets a node worker (`devicepool
+worker --node node-K`, labelled node=node-K) that beats at the node registry.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,11 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from temporalio.service import RPCError
 
+from devicepool.activities.node_models import NodesView
+from devicepool.api.names import NODE_REGISTRY_WORKFLOW_ID, QUERY_NODES
+from devicepool.connect import connect
 from devicepool.testing import wait_until
 from tests.helpers.bitbrowser import profile_body
 from tests.helpers.dev_stack import alive, cmdline, descendants, start_stack, stop_stack
@@ -23,6 +28,16 @@ from tests.helpers.dev_stack import alive, cmdline, descendants, start_stack, st
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
 NODE_LINE = re.compile(r"^(?:  BitBrowser nodes: | {20})(node-\d+) (http://127\.0\.0\.1:\d+)$")
+
+
+async def live_nodes(address: str) -> NodesView | None:
+    """The node registry the dev stack's node workers beat at (None before it runs)."""
+    client = await connect(address=address)
+    handle = client.get_workflow_handle(NODE_REGISTRY_WORKFLOW_ID)
+    try:
+        return await handle.query(QUERY_NODES, result_type=NodesView)
+    except RPCError:
+        return None
 
 
 def post(url: str, path: str, body: dict[str, Any]) -> Any:
@@ -38,7 +53,19 @@ def test_dev_browser_nodes_come_up_in_the_banner_and_go_with_the_stack(tmp_path:
         banner = stack.out.read_text().split("devicepool dev is up\n", 1)[1]
         nodes = {m[1]: m[2] for line in banner.splitlines() if (m := NODE_LINE.match(line))}
         assert sorted(nodes) == ["node-1", "node-2"], banner
-        assert "(account bitbrowser" in banner and "no node workers yet" in banner
+        assert "(account bitbrowser" in banner
+        assert "  Node workers:     node-1, node-2 (labelled node=<name>" in banner
+        registry = wait_until(
+            lambda: (
+                (view := asyncio.run(live_nodes(stack.address))) and len(view.nodes) == 2 and view
+            ),
+            timeout=20,
+            what="both node workers to beat",
+        )
+        assert {n.node: n.labels for n in registry.nodes} == {
+            "node-1": {"node": "node-1"},
+            "node-2": {"node": "node-2"},
+        }
         assert "  Emulator:         http://127.0.0.1:" in banner  # the rest as without the flag
         config = yaml.safe_load((data_dir / "worker.yaml").read_text())
         assert config["accounts"]["bitbrowser"] == {
@@ -61,9 +88,20 @@ def test_dev_browser_nodes_come_up_in_the_banner_and_go_with_the_stack(tmp_path:
             for pid in descendants(stack.process.pid)
             if "devicepool.emulator.bitbrowser" in cmdline(pid)
         ]
+        node_workers = [
+            pid
+            for pid in descendants(stack.process.pid)
+            if "devicepool.client worker --node" in cmdline(pid)
+        ]
+        assert len(node_workers) == 2
     finally:
         stop_stack(stack)
     assert stack.process.returncode == 0, stack.out.read_text()
     wait_until(lambda: not alive(emulator), timeout=10, what="the BitBrowser emulator to stop")
+    wait_until(
+        lambda: not any(alive(pid) for pid in node_workers),
+        timeout=10,
+        what="the node workers to stop",
+    )
     # Its account stays in the data dir for the next run.
     assert "pool-a/0" in (data_dir / "bitbrowser.json").read_text()
