@@ -41,9 +41,9 @@ def split_nodes(
     return LiveNodesResult(alive=alive, lost=lost)
 
 
-async def query_nodes(client: Client) -> NodesView:
-    """The registry's `nodes` query; no nodes when it does not exist (or no longer runs)."""
-    handle = client.get_workflow_handle(NODE_REGISTRY_WORKFLOW_ID)
+async def query_nodes(client: Client, *, workflow_id: str = NODE_REGISTRY_WORKFLOW_ID) -> NodesView:
+    """The registry's `nodes` query; no nodes when it was never started."""
+    handle = client.get_workflow_handle(workflow_id)
     try:
         return await handle.query(QUERY_NODES, result_type=NodesView)
     except RPCError as err:

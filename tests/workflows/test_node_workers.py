@@ -34,6 +34,7 @@ from devicepool.activities.node_models import (
     NodeListResult,
     NodesView,
 )
+from devicepool.activities.node_registry import query_nodes
 from devicepool.api.base import CamelModel
 from devicepool.api.names import (
     NODE_REGISTRY_WORKFLOW_ID,
@@ -180,6 +181,11 @@ async def test_live_nodes_reports_both_and_their_queues_serve_the_shared_account
     listed = (await stack.probe(create_on="node-1", list_on="node-2")).listed
     assert listed is not None
     assert [(p.slot, p.node, p.open) for p in listed.profiles] == [("0", "node-1", False)]
+
+
+async def test_a_registry_never_started_answers_no_nodes(stack: Stack) -> None:
+    view = await query_nodes(stack.client, workflow_id=f"no-registry-{uuid.uuid4()}")
+    assert view.nodes == []
 
 
 async def test_a_node_whose_beats_stop_is_lost_and_the_registry_carries_on(
