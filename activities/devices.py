@@ -221,7 +221,11 @@ class DeviceActivities(
     async def terminate_device(self, input: TerminateDeviceInput) -> TerminateDeviceResult:
         provider = self._provider(input.account)
         # A device that must go (unhealthy, replaced) is a replacement's first step.
-        with provider_call(pool=input.pool or "", replacement=not input.only_if_idle):
+        with provider_call(
+            pool=input.pool or "",
+            replacement=not input.only_if_idle,
+            reserve_keep=input.reserve_keep,
+        ):
             return await self._terminate_device(provider, input)
 
     async def _terminate_device(

@@ -272,6 +272,9 @@ class TerminateDeviceInput(CamelModel):
     # (ready, no session). The plan's listing may be old; a device busy since
     # is kept (`skipped`).
     only_if_idle: bool = False
+    # The pool's `spec.reserve.keep` (None: keep every profile): what a power-billed
+    # account's scale-down keeps in reserve before it retires profiles.
+    reserve_keep: int | None = None
     # With `only_if_idle`: when the plan's listing last saw the device do anything
     # (`DeviceInfo.idle_since`). A device used since (a session that started and
     # ended after that listing) is inside its idle grace again: kept.

@@ -52,9 +52,11 @@ __all__ = [
 # Holds, on a v1alpha1 pool, the v1beta1 fields it has no place for (compact JSON).
 CONVERSION_ANNOTATION = "mobile.example.com/v1beta1-fields"
 # The v1beta1 spec fields v1alpha1 has no place for (each a mapping).
-KEPT_FIELDS = frozenset({"health", "scaleDown", "spendCap", "lifetime", "rollout", "disruption"})
+KEPT_FIELDS = frozenset(
+    {"health", "scaleDown", "spendCap", "lifetime", "rollout", "disruption", "reserve"}
+)
 # Kept whenever present (an empty mapping is a choice too).
-_WHOLE = ("spendCap", "lifetime", "rollout", "disruption")
+_WHOLE = ("spendCap", "lifetime", "rollout", "disruption", "reserve")
 
 API_VERSIONS: tuple[str, ...] = (API_VERSION_V1ALPHA1, API_VERSION_V1BETA1)
 
@@ -94,6 +96,7 @@ def spec_to_v1beta1(
             "lifetime": lifetime,
             "rollout": rollout,
             "disruption": disruption,
+            "reserve": kept.get("reserve"),
         }
     )
 
@@ -121,6 +124,7 @@ def spec_to_v1alpha1(
     lifetime = spec.lifetime.to_json_dict() if spec.lifetime is not None else None
     rollout = spec.rollout.to_json_dict() if spec.rollout is not None else None
     disruption = spec.disruption.to_json_dict() if spec.disruption is not None else None
+    reserve = spec.reserve.to_json_dict() if spec.reserve is not None else None
     fields = (
         ("health", health),
         ("scaleDown", scale_down),
@@ -128,6 +132,7 @@ def spec_to_v1alpha1(
         ("lifetime", lifetime),
         ("rollout", rollout),
         ("disruption", disruption),
+        ("reserve", reserve),
     )
     # health and scaleDown: only what is set; the others: present or not.
     kept = {key: value for key, value in fields if value is not None and (value or key in _WHOLE)}

@@ -67,6 +67,7 @@ __all__ = [
     "Provider",
     "ProviderRef",
     "ProxySpec",
+    "ReserveSpec",
     "RolloutSpec",
     "ScaleDownSpec",
     "SpendCapSpec",
@@ -302,6 +303,20 @@ class SpendCapSpec(CamelModel):
         return ", ".join(limits)
 
 
+class ReserveSpec(CamelModel):
+    """What scale-down keeps on a power-billed account (`api: bitbrowser` cloud phones).
+
+    A phone scaled away is shut down (billing stops) and its profile kept as a
+    warm reserve that a later scale-up powers on before it makes a new one.
+    `keep`: at most this many profiles in reserve; past it, a profile scaled
+    away is retired (kept, marked retired: the Local API has no delete).
+    `keep: 0` retires every one. Unset `reserve`: every profile is kept. An
+    account with a delete (`api: rest`) deletes its devices and ignores this.
+    """
+
+    keep: StrictishInt = Field(ge=0, le=MAX_REPLICAS)
+
+
 class DevicePoolSpec(CamelModel):
     provider: Annotated[ProviderRef, BeforeValidator(_provider_ref)] = Field(
         default_factory=ProviderRef
@@ -320,6 +335,7 @@ class DevicePoolSpec(CamelModel):
     # Set: devices made from an older template are replaced (drift). Unset: they stay.
     rollout: RolloutSpec | None = None
     disruption: DisruptionSpec | None = None
+    reserve: ReserveSpec | None = None
 
     @property
     def account(self) -> str:

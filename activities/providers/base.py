@@ -48,6 +48,8 @@ class ProviderCall:
 
     pool: str = ""
     replacement: bool = False
+    # The pool's `spec.reserve.keep` on a removal (None: keep every profile in reserve).
+    reserve_keep: int | None = None
 
 
 _NOBODY = ProviderCall()
@@ -60,7 +62,9 @@ def current_call() -> ProviderCall:
 
 
 @contextmanager
-def provider_call(*, pool: str | None = None, replacement: bool | None = None) -> Iterator[None]:
+def provider_call(
+    *, pool: str | None = None, replacement: bool | None = None, reserve_keep: int | None = None
+) -> Iterator[None]:
     """Provider calls made inside are for `pool` (a replacement's when `replacement`).
 
     What is not given is kept from the enclosing `provider_call`.
@@ -70,6 +74,7 @@ def provider_call(*, pool: str | None = None, replacement: bool | None = None) -
         ProviderCall(
             pool=outer.pool if pool is None else pool,
             replacement=outer.replacement if replacement is None else replacement,
+            reserve_keep=outer.reserve_keep if reserve_keep is None else reserve_keep,
         )
     )
     try:

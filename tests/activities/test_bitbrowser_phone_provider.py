@@ -19,6 +19,7 @@ from devicepool.activities.device_models import OFFLINE, PROVISIONING, READY
 from devicepool.activities.errors import InvalidArgumentError, NotFoundError, ProviderError
 from devicepool.activities.models import DeviceTemplate, template_hash
 from devicepool.activities.providers import NewDevice
+from devicepool.activities.providers.base import provider_call
 from devicepool.activities.providers.bitbrowser import PhonePacer
 from devicepool.activities.providers.bitbrowser.phone_provider import (
     ANDROID_ONLY,
@@ -175,6 +176,29 @@ async def test_remove_shuts_the_phone_down_and_keeps_the_profile_in_reserve(
         await provider.get_device(made.id)
     items, not_found = await provider.read_statuses([made.id])
     assert items == [] and not_found == [made.id]
+
+
+async def test_reserve_keep_retires_what_scale_down_takes_past_it(
+    account: Account, provider: PhoneProvider, n1: Node
+) -> None:
+    # spec.reserve.keep: 1 -> of three phones scaled away, one is kept in reserve and
+    # two are retired; every one is shut down (billing stops) either way.
+    made = [await provider.create_device(new_device(slot=i)) for i in range(3)]
+    await ready(account, provider)
+    with provider_call(pool="phones-a", reserve_keep=1):
+        for device in made:
+            await provider.remove_device(device.id)
+    stats = await phones_stats(account)
+    assert (stats["profiles"], stats["running"], stats["shutdowns"]) == (3, 0, 3)
+    states = sorted(
+        Remark.parse(p.remark).state  # type: ignore[union-attr]
+        for p in await n1.phones.list_all(mark_prefix=pool_prefix("phones-a"))
+    )
+    assert states == ["reserve", "retired", "retired"]
+    # A retired profile is never powered on again: a scale-up takes the one in reserve, then adds.
+    await provider.create_device(new_device(slot=0))
+    await provider.create_device(new_device(slot=1))
+    assert (await phones_stats(account))["created"] == 4
 
 
 async def test_a_create_powers_a_reserve_profile_on_before_it_adds_one(

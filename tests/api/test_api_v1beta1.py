@@ -252,6 +252,7 @@ def beta_pools(draw: st.DrawFn) -> v1beta1.DevicePool:
                 st.none() | st.floats(0, 1e6, allow_nan=False),
             )
         ),
+        reserve=draw(st.none() | st.builds(v1beta1.ReserveSpec, keep=st.integers(0, 500))),
         rollout=draw(
             st.none()
             | st.builds(
@@ -437,3 +438,17 @@ def test_a_disruption_budget_in_v1alpha1_rides_in_the_annotation() -> None:
         " schedule: '0 9 * * mon-fri', duration: 8h}]}\n"
     )
     assert to_v1beta1(to_v1alpha1(pool)) == pool
+
+
+def test_a_reserve_policy_in_v1alpha1_rides_in_the_annotation() -> None:
+    pool = load_one(BETA + "  reserve: {keep: 2}\n")
+    assert pool.spec.reserve == v1beta1.ReserveSpec(keep=2)
+    alpha = to_v1alpha1(pool)
+    assert json.loads(alpha.metadata.annotations[CONVERSION_ANNOTATION])["reserve"] == {"keep": 2}
+    assert to_v1beta1(alpha).spec.reserve == pool.spec.reserve
+
+
+@pytest.mark.parametrize("keep", ["-1", "501", "two", "1.5"])
+def test_a_reserve_keep_out_of_range_is_one_line_naming_the_field(keep: str) -> None:
+    with pytest.raises(ManifestError, match=r"spec\.reserve\.keep"):
+        load_one(BETA + f"  reserve: {{keep: {keep}}}\n")

@@ -109,6 +109,7 @@ async def terminate_devices(
     *,
     only_if_idle: set[str] | frozenset[str] = frozenset(),
     idle_since: Mapping[str, datetime] | None = None,
+    reserve_keep: int | None = None,
 ) -> Terminations:
     """Terminate these devices in parallel; those in `only_if_idle` only if still idle
     (and not used since `idle_since`, what the plan's listing showed)."""
@@ -121,6 +122,7 @@ async def terminate_devices(
                 device_id=device_id,
                 only_if_idle=device_id in only_if_idle,
                 idle_since=(idle_since or {}).get(device_id) if device_id in only_if_idle else None,
+                reserve_keep=reserve_keep,
             ),
             start_to_close_timeout=timedelta(seconds=30),
             heartbeat_timeout=am.HEARTBEAT_TIMEOUT,

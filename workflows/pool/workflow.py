@@ -273,8 +273,13 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
 
     async def _terminate(self, device_ids: list[str], *, only_if_idle: set[str]) -> None:
         seen = {d.id: d.idle_since for d in self._devices if d.id in only_if_idle}
+        reserve = self._spec.reserve
         done = await calls.terminate_devices(
-            self._account, device_ids, only_if_idle=only_if_idle, idle_since=seen
+            self._account,
+            device_ids,
+            only_if_idle=only_if_idle,
+            idle_since=seen,
+            reserve_keep=reserve.keep if reserve is not None else None,
         )
         self._said(
             self.s.take_terminations(

@@ -70,7 +70,12 @@ from devicepool.activities.errors import (
     NotFoundError,
     QuotaExceededError,
 )
-from devicepool.activities.providers.base import NewDevice, ProviderDevice, provider_call
+from devicepool.activities.providers.base import (
+    NewDevice,
+    ProviderDevice,
+    current_call,
+    provider_call,
+)
 from devicepool.activities.providers.bitbrowser.models import (
     ComputeType,
     Phone,
@@ -385,7 +390,13 @@ class PhoneProvider:
         reserve while still on would be billed and listed nowhere."""
         await self.phones.shutdown(phone.id)
         state = RESERVE
-        if broken:
+        keep = current_call().reserve_keep
+        if keep is not None:
+            # `spec.reserve.keep`: past it, a profile scaled away is retired, not kept.
+            kept = [p for p, r in await self._pool_phones(remark.pool) if r.state == RESERVE]
+            if len(kept) >= keep:
+                state = RETIRED
+        if broken and state == RESERVE:
             try:
                 await self.phones.recover(phone.id)
             except QuotaExceededError:
