@@ -19,7 +19,7 @@ import httpx
 import pytest
 from temporalio import workflow
 from temporalio.client import Client
-from temporalio.worker import UnsandboxedWorkflowRunner
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.node_definitions import (
@@ -42,10 +42,12 @@ from devicepool.api.names import (
     TASK_QUEUE,
     node_task_queue,
 )
+from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.bitbrowser import BitBrowserConfig, create_apps
 from devicepool.testing import eventually
 from devicepool.worker.build import new_worker, pool_queue_workers
 from devicepool.worker.node import NodeOptions, run_node_worker
+from devicepool.workflows.nodes.workflow import NodeRegistryWorkflow
 from tests.helpers.servers import dev_server
 
 pytestmark = pytest.mark.devserver
@@ -209,3 +211,7 @@ async def test_a_node_whose_beats_stop_is_lost_and_the_registry_carries_on(
     await eventually(handed_over, what="the registry to continue as new", timeout=15)
     view = await handle.query(QUERY_NODES, result_type=NodesView)
     assert [n.node for n in view.nodes] == list(NODES)
+    # The first run's history (beats, then continue-as-new) replays on this code.
+    first = stack.client.get_workflow_handle(NODE_REGISTRY_WORKFLOW_ID, run_id=first_run)
+    replayer = Replayer(workflows=[NodeRegistryWorkflow], data_converter=DATA_CONVERTER)
+    await replayer.replay_workflow(await first.fetch_history())
