@@ -2,7 +2,7 @@
 #
 #   make test   venv + install (when pyproject.toml changed) + ruff + lint-imports + mypy + pytest (e2e included)
 #   make test-fast  only the tests that start no server and no process (-m "not devserver and not e2e")
-#   make demo   venv with the runtime only + `devicepool dev --apply examples/quickstart.yaml $(ARGS)`,
+#   make demo   venv with the runtime only + `devicepool dev --browser-nodes 2 --apply examples/quickstart.yaml --apply examples/browserpool.yaml $(ARGS)`,
 #               e.g. `make demo ARGS="--port 17233 --ui-port 18233"` when 7233 or 8233 is taken
 #   make lint   ruff check + ruff format --check + lint-imports (layer contracts) + mypy
 #   make fmt    ruff format + ruff check --fix
@@ -83,7 +83,8 @@ fmt: venv
 	$(BIN)/ruff check --fix .
 
 demo: venv-run
-	$(BIN)/devicepool dev --apply examples/quickstart.yaml $(ARGS)
+	$(BIN)/devicepool dev --browser-nodes 2 --apply examples/quickstart.yaml \
+		--apply examples/browserpool.yaml $(ARGS)
 
 # The browser test (headless chromium) writes its screenshots to its tmp dir;
 # only here are they copied to docs/.

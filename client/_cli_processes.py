@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from devicepool.client._cli_support import fail, load_or_exit, run
+from devicepool.client._cli_support import fail, load_resources_or_exit, run
 from devicepool.client._dev_config import MAX_BROWSER_NODES
 from devicepool.client.errors import EXIT_BAD_INPUT
 
@@ -217,11 +217,12 @@ def dev(
         float,
         typer.Option(min=0, help="worker: terminate devices whose pool has no workflow after this"),
     ] = 600.0,
-    apply_file: Annotated[
-        str | None,
+    apply_files: Annotated[
+        list[str] | None,
         typer.Option(
             "--apply",
-            help="apply these manifests once everything is up, on a new data dir only "
+            help="apply these manifests (a file or a directory; repeatable; DevicePools and "
+            "BrowserPools) once everything is up, on a new data dir only "
             "(a restart keeps your changes)",
         ),
     ] = None,
@@ -263,12 +264,13 @@ def dev(
         offline_after_seconds=offline_after_seconds,
         startup_timeout_seconds=startup_timeout_seconds,
         orphan_grace_seconds=orphan_grace_seconds,
-        apply=apply_file,
+        apply=", ".join(apply_files) if apply_files else None,
         encrypt=encrypt,
         codec_port=codec_port,
         browser_nodes=browser_nodes,
     )
-    pools = load_or_exit(apply_file) if apply_file else []  # a bad manifest exits 2 before starting
+    # A bad manifest exits 2 before anything starts.
+    pools = [pool for path in apply_files or [] for pool in load_resources_or_exit(path)]
     code = run(lambda: run_dev(options, pools))
     if code:
         raise typer.Exit(code)

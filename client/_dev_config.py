@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from devicepool.api.v1beta1 import DevicePool
+from devicepool.api.names import KIND_DEVICE_POOL
 
 DEV_NAMESPACE = "default"
 DEV_HOST = "127.0.0.1"
@@ -167,7 +167,7 @@ def dev_worker_config(
 
 def write_worker_config(
     options: DevOptions,
-    pools: Sequence[DevicePool],
+    pools: Sequence[Any],
     *,
     key_files: Sequence[str] = (),
     bitbrowser_url: str | None = None,
@@ -185,7 +185,8 @@ def write_worker_config(
             accounts.update(old.get("accounts") or {})
             proxy_pools.update(old.get("proxyPools") or {})
     for pool in pools:
-        accounts.add(pool.spec.account)
+        if pool.kind == KIND_DEVICE_POOL:  # a BrowserPool's account is its nodes'
+            accounts.add(pool.spec.account)
         if pool.spec.proxy is not None:
             proxy_pools.add(pool.spec.proxy.pool_ref)
     accounts.discard(BITBROWSER_ACCOUNT)  # the Local API's, only with its nodes

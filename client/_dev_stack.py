@@ -24,18 +24,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import httpx
 from temporalio.converter import PayloadCodec
 
 from devicepool.api.names import (
+    KIND_BROWSER_POOL,
     LABEL_NODE,
     SEARCH_ATTRIBUTES,
     WATCH_TASK_QUEUE_SUFFIX,
     WORKFLOW_DEVICE_POOL,
 )
-from devicepool.api.v1beta1 import DevicePool
 from devicepool.client._dev_codec import (
     banner_line,
     codec_command,
@@ -234,7 +235,7 @@ class DevStack:
 
     # ------------------------------------------------------------ start
 
-    async def start(self, pools: Sequence[DevicePool]) -> None:
+    async def start(self, pools: Sequence[Any]) -> None:
         """Start the processes; apply `pools` if the data dir is new; print the banner."""
         o = self.options
         # First: a data dir another stack runs on must not be touched at all.
@@ -453,7 +454,7 @@ class DevStack:
             if child.process.returncode is not None:
                 raise DevicePoolError(child.exit_reason())
 
-    def _manifests_line(self, pools: Sequence[DevicePool], new_data_dir: bool) -> str:
+    def _manifests_line(self, pools: Sequence[Any], new_data_dir: bool) -> str:
         """The banner's word on `--apply`: applied, or skipped on a data dir that existed."""
         if not pools:
             return ""
@@ -514,22 +515,25 @@ class DevStack:
 
     # ------------------------------------------------------------ run
 
-    async def apply(self, pools: Sequence[DevicePool]) -> None:
+    async def apply(self, pools: Sequence[Any]) -> None:
+        """Apply the `--apply` manifests: DevicePools and BrowserPools, in their order."""
         from devicepool.client.pool_client import PoolClient
         from devicepool.connect import connect
 
         client = PoolClient(
             await connect(address=self.options.address, env={}, codec=self._codec())
         )
+        browsers = client.browser_pool_client()
         for pool in pools:
+            browser = pool.kind == KIND_BROWSER_POOL
             try:
-                result = await client.apply(pool)
+                result = await (browsers.apply(pool) if browser else client.apply(pool))
             except DevicePoolError as err:
                 self.out(f"error: {err}")
                 continue
             self.out(
-                f"devicepool/{pool.name} {applied_verb(result)} (generation {result.generation}, "
-                f"replicas {result.replicas})"
+                f"{'browserpool' if browser else 'devicepool'}/{pool.name} {applied_verb(result)} "
+                f"(generation {result.generation}, replicas {result.replicas})"
             )
 
     def _codec(self) -> PayloadCodec | None:

@@ -9,6 +9,7 @@ worker --node node-K`, labelled node=node-K) that beats at the node registry.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -105,3 +106,43 @@ def test_dev_browser_nodes_come_up_in_the_banner_and_go_with_the_stack(tmp_path:
     )
     # Its account stays in the data dir for the next run.
     assert "pool-a/0" in (data_dir / "bitbrowser.json").read_text()
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "browserpool.yaml"
+
+
+def test_the_demos_browser_pool_spreads_over_both_node_workers_and_goes(tmp_path: Path) -> None:
+    """`make demo`'s second manifest: examples/browserpool.yaml, 4 profiles on 2 nodes."""
+    stack = start_stack(
+        tmp_path / "dev", tmp_path / "dev.out", "--browser-nodes", "2", "--apply", str(EXAMPLE)
+    )
+    try:
+        out = stack.out.read_text()
+        assert "browserpool/quickstart-browsers created (generation 1, replicas 4)" in out, out
+
+        def shown() -> dict[str, Any] | None:
+            done = stack.cli("get", "browserpool/quickstart-browsers", "-o", "json")
+            if done.returncode != 0:
+                return None
+            status = json.loads(done.stdout)["status"]
+            return status if status.get("readyProfiles") == 4 else None
+
+        status = wait_until(shown, timeout=60, what="4 profiles ready")
+        assert status["byNode"] == {"node-1": 2, "node-2": 2}, status
+        assert status["openProfiles"] == 4 and status["phase"] == "Ready", status
+        listed = stack.cli("get", "-o", "table")
+        assert "browserpool/quickstart-browsers" in listed.stdout, listed.stdout
+        assert "quickstart" not in listed.stdout.replace("quickstart-browsers", "")
+
+        deleting = stack.cli("delete", "browserpool/quickstart-browsers")
+        assert deleting.returncode == 0, deleting.stderr
+
+        def gone() -> bool:
+            return stack.cli("get", "browserpool/quickstart-browsers").returncode != 0
+
+        wait_until(gone, timeout=60, what="the pool's teardown to end")
+    finally:
+        stop_stack(stack)
+    assert stack.process.returncode == 0, stack.out.read_text()
+    left = json.loads((tmp_path / "dev" / "bitbrowser.json").read_text())
+    assert "quickstart-browsers" not in json.dumps(left.get("profiles", left))

@@ -372,11 +372,9 @@ class BrowserPoolWorkflow:
             profiles, unreachable = await self._list(sorted(alive))
             alive -= unreachable
             stuck = sorted({p.node for p in profiles if p.node not in alive})
-            gone = True
-            for p in profiles:
-                if p.node not in alive:
-                    gone = False
-                    continue
+            reachable = [p for p in profiles if p.node in alive]
+
+            async def delete(p: NodeProfile) -> bool:
                 try:
                     await self._on(
                         p.node,
@@ -385,11 +383,16 @@ class BrowserPoolWorkflow:
                         None,
                         "close, confirm and delete a profile",
                     )
+                    return True
                 except ActivityError as err:
-                    gone = False
                     self._event(
                         "DeleteFailed", f"profile {p.id} on {p.node}: {_cause(err)}", warning=True
                     )
+                    return False
+
+            # All at once: each node closes its own browsers side by side.
+            deleted = await asyncio.gather(*(delete(p) for p in reachable))
+            gone = all(deleted) and len(reachable) == len(profiles)
             if gone and not unreachable:
                 self._set_phase(Phase.DELETED)
                 return
