@@ -57,6 +57,8 @@ from devicepool.client.errors import (
 from devicepool.client.pool_client import APPLY_CONCURRENCY
 from devicepool.client.render import Output, print_data, resolve_output
 
+# `delete NAME` found no DevicePool but a BrowserPool of that name runs.
+BROWSER_INSTEAD = object()
 # How often `get --watch` reads the pools again.
 WATCH_SECONDS = 2.0
 
@@ -165,6 +167,7 @@ def get(
     fmt = resolve_output(output)
     try:
         api_version = api_version_named(api_version, option="--api-version")
+        bare = name is not None and "/" not in name
         kind, name = split_kind(name)
     except ConversionError as err:
         raise fail(str(err), EXIT_BAD_INPUT) from None
@@ -188,7 +191,16 @@ def get(
 
     async def body() -> tuple[list[Any], list[Any]]:
         client = await open_pools(name)
-        pools = await fetch(client)
+        try:
+            pools = await fetch(client)
+        except PoolNotFound:
+            if name is None or bare is False:
+                raise
+            # A bare NAME no DevicePool has: the BrowserPool of that name, if one runs.
+            browsers = client.browser_pool_client()
+            if not await browsers.running(name):
+                raise
+            return [], [await browsers.summary(name)]
         return pools, [] if name is not None else await other_kind(client)
 
     pools, browsers = run(body)
@@ -287,13 +299,13 @@ def describe(
     fmt = output or Output.TABLE
     kind, pool = kind_or_exit(name)
 
-    async def body() -> dict[str, Any]:
-        if kind == KIND_BROWSER_POOL:
-            return await (await open_browser_pools(pool)).describe(pool)
-        client = await open_pools(pool)
-        return dict(await client.describe(pool))
+    async def device() -> dict[str, Any]:
+        return dict(await (await open_pools(pool)).describe(pool))
 
-    data = run(body)
+    async def browser() -> dict[str, Any]:
+        return await (await open_browser_pools(pool)).describe(pool)
+
+    kind, data = run(lambda: either_kind(kind, name, device, browser))
     if fmt != Output.TABLE:
         print_data(data, fmt)
         return
@@ -308,14 +320,14 @@ def devices(name: str, output: OutputOpt = None) -> None:
     fmt = resolve_output(output)
     kind, pool = kind_or_exit(name)
 
-    async def body() -> list[dict[str, Any]]:
-        if kind == KIND_BROWSER_POOL:
-            return await (await open_browser_pools(pool)).profiles(pool)
-        client = await open_pools(pool)
-        view = await client.devices(pool)
+    async def device() -> list[dict[str, Any]]:
+        view = await (await open_pools(pool)).devices(pool)
         return [d.model_dump(mode="json", by_alias=True) for d in view.devices]
 
-    items = run(body)
+    async def browser() -> list[dict[str, Any]]:
+        return await (await open_browser_pools(pool)).profiles(pool)
+
+    kind, items = run(lambda: either_kind(kind, name, device, browser))
     if fmt != Output.TABLE:
         print_data(items, fmt)
         return
@@ -334,19 +346,26 @@ def scale(
     timeout: TimeoutOpt = 300.0,
 ) -> None:
     """Set a pool's replica count (validated by the pool, which answers)."""
-    kind, name = kind_or_exit(name)
+    named, (kind, name) = name, kind_or_exit(name)
+
+    async def browser() -> None:
+        answer = await (await open_browser_pools(name)).scale(name, replicas)
+        typer.echo(
+            f"browserpool/{name} scaled to {answer.replicas} (generation {answer.generation})"
+        )
 
     async def body() -> None:
         validate_name(name)
         validate_replicas(replicas)  # before connecting: bad input changes nothing
         if kind == KIND_BROWSER_POOL:
-            answer = await (await open_browser_pools(name)).scale(name, replicas)
-            typer.echo(
-                f"browserpool/{name} scaled to {answer.replicas} (generation {answer.generation})"
-            )
-            return
+            return await browser()
         client = await open_pools()
-        result = await client.scale(name, replicas)
+        try:
+            result = await client.scale(name, replicas)
+        except PoolNotFound:
+            if "/" in named:
+                raise
+            return await browser()  # a bare NAME no DevicePool has: the BrowserPool's
         typer.echo(
             f"devicepool/{name} scaled to {result.replicas} (generation {result.generation})"
         )
@@ -380,7 +399,7 @@ def delete(
     ] = False,
 ) -> None:
     """Delete a pool: tear every device down, then end the workflow."""
-    kind, name = kind_or_exit(name)
+    named, (kind, name) = name, kind_or_exit(name)
     if kind == KIND_BROWSER_POOL:
         delete_browser_pool(name, ignore_not_found=ignore_not_found)
         return
@@ -391,6 +410,8 @@ def delete(
         try:
             return await delete_one(client)
         except PoolNotFound:
+            if "/" not in named and await client.browser_pool_client().running(name):
+                return BROWSER_INSTEAD  # a bare NAME no DevicePool has: the BrowserPool's
             if ignore_not_found:
                 return None
             raise
@@ -415,6 +436,9 @@ def delete(
         return result
 
     result = run(body)
+    if result is BROWSER_INSTEAD:
+        delete_browser_pool(name, ignore_not_found=ignore_not_found)
+        return
     if result is None:  # --ignore-not-found, and there was nothing to delete
         return
     if result.closed:
@@ -440,6 +464,28 @@ def delete_browser_pool(name: str, *, ignore_not_found: bool) -> None:
             f"browserpool/{name} deleting (every profile is closed and deleted on its node; "
             f"`devicepool get browserpool/{name}` follows it)"
         )
+
+
+async def either_kind(
+    kind: str,
+    named: str,
+    device: Callable[[], Awaitable[Any]],
+    browser: Callable[[], Awaitable[Any]],
+) -> tuple[str, Any]:
+    """The kind that answered, and its answer: a BrowserPool's for `browserpool/NAME`, else
+    the DevicePool's, or for a bare NAME no DevicePool has, the BrowserPool's of that name."""
+    if kind == KIND_BROWSER_POOL:
+        return kind, await browser()
+    try:
+        return kind, await device()
+    except PoolNotFound:
+        if "/" in named:
+            raise
+        try:
+            return KIND_BROWSER_POOL, await browser()
+        except PoolNotFound:
+            pass
+        raise
 
 
 def kind_or_exit(name: str) -> tuple[str, str]:

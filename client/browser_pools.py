@@ -154,6 +154,14 @@ class BrowserPoolClient:
             "events": list(events.get("events") or []),
         }
 
+    async def running(self, name: str) -> bool:
+        """Whether a BrowserPool of that name runs."""
+        try:
+            await self._running(name)
+        except PoolNotFound:
+            return False
+        return True
+
     async def _running(self, name: str) -> WorkflowHandle[Any, Any]:
         handle = self._client.get_workflow_handle(browser_pool_workflow_id(name))
         with self._errors(name):

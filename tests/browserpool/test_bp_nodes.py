@@ -315,10 +315,18 @@ async def test_the_cli_addresses_browser_pools_as_kubectl_does(
         assert profile["node"] == "node-2" and profile["open"] is True, profile
         assert profile["state"] == "held", profile
 
+        # A bare NAME that only a BrowserPool has is that BrowserPool.
+        code, out, _ = await cli("get", pool, "-o", "json")
+        assert code == 0 and json.loads(out)["kind"] == "BrowserPool", out
+        code, out, _ = await cli("describe", pool)
+        assert code == 0 and f"browserpool/{pool}" in out, out
+        code, out, err = await cli("get", f"devicepool/{pool}")
+        assert code != 0 and pool in err, err  # named as a DevicePool: not found
+
         code, out, err = await cli("get", f"nodepool/{pool}")
         assert code == 2 and "unknown kind 'nodepool'" in err, err
 
-        code, out, err = await cli("delete", f"browserpool/{pool}")
+        code, out, err = await cli("delete", pool)  # bare: the BrowserPool of that name
         assert code == 0 and out.startswith(f"browserpool/{pool} deleting"), (out, err)
 
         async def gone() -> bool:
