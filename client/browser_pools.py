@@ -32,7 +32,7 @@ from devicepool.api.names import (
     browser_pool_workflow_id,
 )
 from devicepool.client._temporal_errors import temporal_errors
-from devicepool.client.errors import PoolNotFound
+from devicepool.client.errors import DevicePoolError, PoolNotFound
 from devicepool.workflows.pool.messages import Accepted, ApplyResult, ScaleRequest
 
 __all__ = ["BrowserPoolClient", "BrowserPoolSummary"]
@@ -127,7 +127,9 @@ class BrowserPoolClient:
         async def one(name: str, started: datetime | None) -> BrowserPoolSummary | None:
             try:
                 got = await self.summary(name)
-            except (PoolNotFound, RPCError):
+            except (DevicePoolError, RPCError):
+                # One that cannot answer (gone, no worker, its task failing) is left out:
+                # it must not fail a `get` of every pool.
                 return None
             return BrowserPoolSummary(got.name, got.spec, got.status, started)
 

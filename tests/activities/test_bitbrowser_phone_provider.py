@@ -8,6 +8,7 @@ profiles made (`created`), power-ons, shutdowns, recovers, the budget.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -186,8 +187,8 @@ async def test_reserve_keep_retires_what_scale_down_takes_past_it(
     made = [await provider.create_device(new_device(slot=i)) for i in range(3)]
     await ready(account, provider)
     with provider_call(pool="phones-a", reserve_keep=1):
-        for device in made:
-            await provider.remove_device(device.id)
+        # All at once, as a scale-down removes them: still only one kept.
+        await asyncio.gather(*(provider.remove_device(device.id) for device in made))
     stats = await phones_stats(account)
     assert (stats["profiles"], stats["running"], stats["shutdowns"]) == (3, 0, 3)
     states = sorted(

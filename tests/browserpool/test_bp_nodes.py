@@ -335,3 +335,63 @@ async def test_the_cli_addresses_browser_pools_as_kubectl_does(
         await eventually(gone, timeout=30, what="every profile deleted")
         code, _, err = await cli("scale", f"browserpool/{pool}", "--replicas", "3")
         assert code != 0 and pool in err, err
+
+
+async def test_a_delete_with_every_node_down_waits_and_finishes_when_one_is_back(
+    env: WorkflowEnvironment,
+) -> None:
+    client = env.client
+    pool = f"bp-down-{uuid.uuid4().hex[:4]}"
+    async with node_stack(client) as (account, nodes):
+        handle = await client.start_workflow(
+            BrowserPoolWorkflow.run,
+            BrowserPoolInput(
+                metadata=ObjectMeta(name=pool), spec=BrowserPoolSpec(replicas=2), settings=SETTINGS
+            ),
+            id=browser_pool_workflow_id(pool),
+            task_queue=TASK_QUEUE,
+        )
+
+        async def ready() -> bool:
+            return (await status(handle)).get("readyProfiles") == 2
+
+        await eventually(ready, timeout=30, what="2 ready")
+        for node in nodes.values():
+            await node.stop()
+        await asyncio.sleep(LOST_AFTER + 1)  # both silent past nodeLostAfterSeconds
+        await handle.cancel()
+
+        async def blocked() -> dict[str, Any] | None:
+            s = await status(handle)
+            found = next((c for c in s["conditions"] if c["type"] == "TeardownBlocked"), None)
+            return s if found and found["status"] == "True" and s["phase"] == "Deleting" else None
+
+        held = await eventually(blocked, timeout=30, what="TeardownBlocked while no node lives")
+        reason = next(c for c in held["conditions"] if c["type"] == "TeardownBlocked")["reason"]
+        assert reason == "NoLiveNode", held
+        assert placement(account, pool)["total"] == 2  # nothing was claimed deleted
+
+        await nodes["node-2"].start()  # node-2 back: its profile goes; node-1's waits for node-1
+
+        async def down_node_named() -> bool:
+            s = await status(handle)
+            found = next((c for c in s["conditions"] if c["type"] == "TeardownBlocked"), {})
+            return found.get("reason") == "NodeDown" and "node-1" in found.get("message", "")
+
+        await eventually(down_node_named, timeout=30, what="TeardownBlocked naming node-1")
+        assert placement(account, pool)["by_node"] == {"node-1": 1}
+        await nodes["node-1"].start()
+
+        async def gone() -> bool:
+            return placement(account, pool)["total"] == 0
+
+        await eventually(gone, timeout=40, what="every profile deleted")
+        described = await handle.describe()
+        await eventually(lambda: _closed(handle), timeout=20, what="the pool's workflow to end")
+        assert described is not None
+
+
+async def _closed(handle: WorkflowHandle[Any, Any]) -> bool:
+    from temporalio.client import WorkflowExecutionStatus
+
+    return (await handle.describe()).status != WorkflowExecutionStatus.RUNNING

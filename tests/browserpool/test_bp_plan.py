@@ -143,3 +143,20 @@ def test_more_failing_than_max_unhealthy_deletes_none_and_says_how_many() -> Non
         max_unhealthy=3,
     )
     assert sorted(pid for pid, _ in within.delete) == ["p0", "p1", "p2"] and within.paused == 0
+
+
+def test_a_node_the_selector_no_longer_picks_gives_its_profiles_up() -> None:
+    profiles = [NodeProfile("old", 0, "node-9", True), NodeProfile("kept", 1, "node-1", True)]
+    placed = plan(
+        replicas=2,
+        profiles=profiles,
+        alive={"node-1"},
+        lost=set(),
+        open_wanted=True,
+        failures={},
+        failure_limit=3,
+        unselected={"node-9"},
+    )
+    assert placed.delete == [("old", "node-9")]
+    assert "no longer matches nodeSelector" in placed.why["old"]
+    assert placed.create == [(0, "node-1")]

@@ -30,6 +30,8 @@ class BrowserPoolState(CamelModel):
     failures: dict[str, int] = Field(default_factory=dict)
     events: list[PoolEvent] = Field(default_factory=list)
     deleting: bool = False
+    # A profile was ever made: a teardown that sees no live node cannot say none is left.
+    made_profiles: bool = False
     # When teardown first failed to finish (TeardownBlocked after a while).
     teardown_stuck_since: datetime | None = None
 

@@ -14,7 +14,7 @@ docs/browserpools.md):
 - Surplus goes, only from live nodes (a profile is closed where it runs):
   slots at or above N (scale-down), a second profile holding one slot (a lost
   node came back: the one on the busier node goes), profiles on a live node
-  the selector no longer picks, and a profile that failed to open
+  the selector no longer picks (`unselected`), and a profile that failed to open
   `failure_streak_limit` times (its slot is held again, by a new profile).
 - With `open`, every held profile whose browser is not alive is opened (it
   keeps its cookies): one per node per pass, as each node opens one at a time.
@@ -71,6 +71,7 @@ def plan(
     failures: Mapping[str, int],
     failure_limit: int,
     max_unhealthy: int | None = None,
+    unselected: Set[str] = frozenset(),
 ) -> Placement:
     """This pass's placement (`alive`: live nodes the selector picks; `lost`: silent ones)."""
     on_live = [p for p in profiles if p.node in alive]
@@ -80,10 +81,11 @@ def plan(
     def drop(p: NodeProfile, why: str) -> None:
         delete.setdefault(p.id, (p.node, why))
 
-    # Profiles on a live node that is neither selected nor lost are another
-    # matter: a node that left the selector is live but not in `alive` (the
-    # caller passes it in neither set), so its profiles cannot be closed here;
-    # they are listed by the caller as `elsewhere` and handled there.
+    # A live node the selector no longer picks (`unselected`): its profiles go,
+    # closed where they run, and their slots are held on the selected nodes.
+    for p in profiles:
+        if p.node in unselected:
+            drop(p, f"node {p.node} no longer matches nodeSelector")
     failing = [p for p in on_live if p.slot < replicas and failures.get(p.id, 0) >= failure_limit]
     paused = len(failing) if max_unhealthy is not None and len(failing) > max_unhealthy else 0
     for p in on_live:

@@ -87,8 +87,10 @@ class BrowserPoolWorkflow:
             try:
                 while True:
                     await self._pass()
+                    raise_if_cancelled()  # a deletion an awaited activity absorbed
                     if versions.hand_over_due():
                         await workflow.wait_condition(workflow.all_handlers_finished)
+                        raise_if_cancelled()  # never carry a deletion into a new run
                         versions.continue_as_new(self._input())
                     await self._wait()
             except (asyncio.CancelledError, ActivityError):
@@ -115,10 +117,21 @@ class BrowserPoolWorkflow:
         nodes = await self._nodes()
         alive = {n.node for n in nodes.alive}
         lost = {n.node for n in nodes.lost}
-        profiles, unreachable = await self._list(sorted(alive))
-        alive -= unreachable
-        lost |= unreachable
+        # Live nodes the selector no longer picks: their profiles go (closed where they run).
+        unselected = {n.node for n in (await self._nodes(everywhere=True)).alive} - alive
+        profiles, unreachable = await self._list(sorted(alive | unselected))
         raise_if_cancelled()
+        if unreachable:
+            # A node that did not answer one listing is not lost (only the registry says
+            # that): this pass changes nothing, rather than replace what may be fine.
+            self._event(
+                "ListingFailed",
+                f"node(s) {', '.join(sorted(unreachable))} did not list the pool's profiles; "
+                "nothing changed this pass",
+                warning=True,
+            )
+            self._dirty = True
+            return
         limit = self._failure_limit()
         max_unhealthy = resolve_max_unhealthy(self._spec.health.max_unhealthy, self._spec.replicas)
         placement = plan(
@@ -130,15 +143,17 @@ class BrowserPoolWorkflow:
             failures=self.s.failures,
             failure_limit=limit,
             max_unhealthy=max_unhealthy,
+            unselected=unselected,
         )
         await self._act(placement)
         self._publish(placement, profiles, alive, lost)
 
-    async def _nodes(self) -> LiveNodesResult:
+    async def _nodes(self, *, everywhere: bool = False) -> LiveNodesResult:
+        """The live and lost node workers the selector picks (`everywhere`: any)."""
         return await workflow.execute_activity(
             "live_nodes",
             LiveNodesInput(
-                selector=dict(self._spec.node_selector),
+                selector={} if everywhere else dict(self._spec.node_selector),
                 lost_after_seconds=self.settings.node_lost_after_seconds,
             ),
             result_type=LiveNodesResult,
@@ -215,6 +230,7 @@ class BrowserPoolWorkflow:
                 made = await self._on(
                     node, "node_create_profile", body, ProfileView, "create a profile"
                 )
+                self.s.made_profiles = True
                 self._event("Created", f"slot {slot} on {node}" + (f": {made.id}" if made else ""))
             except ActivityError as err:
                 self._event("CreateFailed", f"slot {slot} on {node}: {_cause(err)}", warning=True)
@@ -364,15 +380,19 @@ class BrowserPoolWorkflow:
     # ------------------------------------------------------------------ teardown
 
     async def _teardown(self) -> None:
-        """Delete every profile of the pool on its node; hold while a node is down."""
+        """Delete every profile of the pool on its node; hold while one cannot be reached.
+
+        Any live node worker serves (a node the selector no longer picks too): profiles
+        belong to the account, and each is closed on the node it runs on. Finished only
+        when a listing shows none left; with no live node to list from, a pool that ever
+        made a profile waits (`TeardownBlocked`). Continues as new while it waits long.
+        """
         self._set_phase(Phase.DELETING)
         while True:
-            nodes = await self._nodes()
+            nodes = await self._nodes(everywhere=True)
             alive = {n.node for n in nodes.alive}
             profiles, unreachable = await self._list(sorted(alive))
-            alive -= unreachable
-            stuck = sorted({p.node for p in profiles if p.node not in alive})
-            reachable = [p for p in profiles if p.node in alive]
+            reachable = [p for p in profiles if p.node in alive - unreachable]
 
             async def delete(p: NodeProfile) -> bool:
                 try:
@@ -392,26 +412,31 @@ class BrowserPoolWorkflow:
 
             # All at once: each node closes its own browsers side by side.
             deleted = await asyncio.gather(*(delete(p) for p in reachable))
-            gone = all(deleted) and len(reachable) == len(profiles)
-            if gone and not unreachable:
+            down = sorted({p.node for p in profiles if p.node not in alive} | unreachable)
+            blind = not (alive - unreachable) and self.s.made_profiles
+            if all(deleted) and len(reachable) == len(profiles) and not down and not blind:
                 self._set_phase(Phase.DELETED)
                 return
-            blocked = stuck or sorted(unreachable)
+            if down:
+                reason = "NodeDown"
+                message = f"profiles on node(s) {', '.join(down)} wait for the node to come back"
+            elif blind:
+                reason = "NoLiveNode"
+                message = (
+                    "no live node worker to list the pool's profiles from; "
+                    "they are deleted once one beats again"
+                )
+            else:
+                reason, message = "DeleteFailed", "a profile could not be deleted; trying again"
             self.s.status = set_condition(
                 self.s.status,
-                ConditionUpdate(
-                    BrowserConditionType.TEARDOWN_BLOCKED,
-                    TRUE,
-                    "NodeDown" if blocked else "DeleteFailed",
-                    (
-                        f"profiles on node(s) {', '.join(blocked)} wait for the node to come back"
-                        if blocked
-                        else "a profile could not be deleted; trying again"
-                    ),
-                ),
+                ConditionUpdate(BrowserConditionType.TEARDOWN_BLOCKED, TRUE, reason, message),
                 now=workflow.now(),
                 generation=self.s.generation,
             )
+            if versions.hand_over_due():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                versions.continue_as_new(self._input())  # `deleting` carried: it goes on
             await workflow.sleep(timedelta(seconds=min(self.settings.resync_seconds, 10)))
 
     def _set_phase(self, phase: Phase) -> None:
@@ -421,18 +446,14 @@ class BrowserPoolWorkflow:
 
     @workflow.update(name=names.UPDATE_APPLY)
     def apply(self, request: BrowserApplyRequest) -> Accepted:
-        created = self.s.status.last_reconciled is None and self.s.generation == 1
+        # A BrowserPool is started plainly (`BrowserPoolClient.apply`): an update never creates.
         changed = request.spec != self._spec or request.metadata != self._metadata
         if request.spec != self._spec:
-            self.s.generation += 1 if not created else 0
+            self.s.generation += 1
             self._event("Configured", f"spec changed (generation {self.s.generation})")
         self._spec, self._metadata = request.spec, request.metadata
         self._dirty = True
-        result = (
-            ApplyResult.CREATED
-            if created
-            else (ApplyResult.CONFIGURED if changed else ApplyResult.UNCHANGED)
-        )
+        result = ApplyResult.CONFIGURED if changed else ApplyResult.UNCHANGED
         return Accepted(generation=self.s.generation, replicas=self._spec.replicas, result=result)
 
     @apply.validator

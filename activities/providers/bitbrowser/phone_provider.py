@@ -220,6 +220,8 @@ class PhoneProvider:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.phones = phones
+        # pool -> the lock its `spec.reserve.keep` count-and-mark holds (`_park`).
+        self._park_locks: dict[str, asyncio.Lock] = {}
         # Temporary compute: billed exactly while powered on (monthly ignores power).
         self.compute_type = compute_type
         self.probe_seconds = (
@@ -386,16 +388,20 @@ class PhoneProvider:
 
     async def _park(self, phone: Phone, remark: Remark, *, broken: bool) -> str:
         """Power the phone off and keep its profile: `reserve`, or `retired` if it is broken
-        and cannot be fresh-started this month. Shut down first: a profile marked
-        reserve while still on would be billed and listed nowhere."""
+        and cannot be fresh-started this month, or past the pool's `spec.reserve.keep`.
+        Shut down first: a profile marked reserve while still on would be billed and
+        listed nowhere."""
         await self.phones.shutdown(phone.id)
-        state = RESERVE
         keep = current_call().reserve_keep
-        if keep is not None:
-            # `spec.reserve.keep`: past it, a profile scaled away is retired, not kept.
+        if keep is None:
+            return await self._mark_parked(phone, remark, RESERVE, broken=broken)
+        # One count-and-mark at a time per pool: a scale-down removes its devices at once.
+        async with self._park_locks.setdefault(remark.pool, asyncio.Lock()):
             kept = [p for p, r in await self._pool_phones(remark.pool) if r.state == RESERVE]
-            if len(kept) >= keep:
-                state = RETIRED
+            state = RETIRED if len(kept) >= keep else RESERVE
+            return await self._mark_parked(phone, remark, state, broken=broken)
+
+    async def _mark_parked(self, phone: Phone, remark: Remark, state: str, *, broken: bool) -> str:
         if broken and state == RESERVE:
             try:
                 await self.phones.recover(phone.id)
