@@ -83,8 +83,7 @@ fmt: venv
 	$(BIN)/ruff check --fix .
 
 demo: venv-run
-	$(BIN)/devicepool dev --browser-nodes 2 --apply examples/quickstart.yaml \
-		--apply examples/browserpool.yaml $(ARGS)
+	$(BIN)/devicepool dev --browser-nodes 2 --apply examples/quickstart.yaml --apply examples/browserpool.yaml $(ARGS)
 
 # The browser test (headless chromium) writes its screenshots to its tmp dir;
 # only here are they copied to docs/.

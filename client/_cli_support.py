@@ -70,13 +70,3 @@ def load_resources_or_exit(path: str) -> list[Any]:
         return load_resources(path)
     except ManifestError as err:
         raise fail(str(err), EXIT_BAD_INPUT) from None
-
-
-def load_or_exit(path: str) -> list[Any]:
-    """The manifests' pools; a bad manifest exits 2 before anything is contacted."""
-    from devicepool.api.loader import ManifestError, load_manifests
-
-    try:
-        return load_manifests(path)
-    except ManifestError as err:
-        raise fail(str(err), EXIT_BAD_INPUT) from None

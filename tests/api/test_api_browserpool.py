@@ -226,9 +226,13 @@ def test_the_documented_manifests_load() -> None:
 
 
 def test_the_examples_directory_loads_as_resources_too() -> None:
-    # No BrowserPool example there yet: `apply -f examples/` takes DevicePools
-    # only until the engine exists (the example is in docs/browserpools.md).
-    assert load_resources(EXAMPLES) == load_manifests(EXAMPLES)
+    # `apply -f examples/` takes both kinds: the DevicePools and make demo's BrowserPool.
+    found = {(pool.kind, pool.name) for pool in load_resources(EXAMPLES)}
+    assert found == {
+        ("DevicePool", "quickstart"),
+        ("DevicePool", "tiktok-us-pool"),
+        ("BrowserPool", "quickstart-browsers"),
+    }
 
 
 # ---------------------------------------------------------------- one line per mistake

@@ -26,6 +26,7 @@ from devicepool.api import (
     format_validation_error,
     load_manifests,
     load_manifests_text,
+    load_resources,
     parse_pool,
 )
 from devicepool.api.v1alpha1 import MAX_REPLICAS, Platform, Provider
@@ -124,8 +125,9 @@ def test_quickstart_example() -> None:
 
 def test_the_examples_directory_applies_as_a_whole() -> None:
     # `devicepool apply -f examples/` (the worker config lives in examples/worker/).
-    assert sorted(pool.name for pool in load_manifests(EXAMPLES)) == [
+    assert sorted(pool.name for pool in load_resources(EXAMPLES)) == [
         "quickstart",
+        "quickstart-browsers",
         "tiktok-us-pool",
     ]
 

@@ -54,7 +54,8 @@ def test_a_fresh_demo_installs_the_runtime_only_and_passes_args(checkout: Path) 
     lines = make_n(checkout, "demo", "ARGS=--port 17233 --ui-port 18233")
     assert installs(lines) == [".venv/bin/python -m pip install -e ."]
     assert lines[-1] == (
-        ".venv/bin/devicepool dev --apply examples/quickstart.yaml --port 17233 --ui-port 18233"
+        ".venv/bin/devicepool dev --browser-nodes 2 --apply examples/quickstart.yaml "
+        "--apply examples/browserpool.yaml --port 17233 --ui-port 18233"
     )
 
 
@@ -81,7 +82,9 @@ def test_a_changed_pyproject_reinstalls_the_runtime_for_the_demo(checkout: Path)
 def test_the_readme_shows_the_ports_the_second_terminal_and_the_venv_python() -> None:
     readme = (ROOT / "README.md").read_text()
     assert 'make demo ARGS="--port 17233 --ui-port 18233"' in readme
-    direct = readme.split(".venv/bin/devicepool dev --apply examples/quickstart.yaml", 1)[1]
+    direct = readme.split(
+        ".venv/bin/devicepool dev --browser-nodes 2 --apply examples/quickstart.yaml", 1
+    )[1]
     command = direct.split("\nexport", 1)[0]
     for flag in ("--port", "--ui-port", "--emulator-port", "--metrics-port"):
         assert f"{flag} " in command
