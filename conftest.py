@@ -73,7 +73,7 @@ MODULE_GROUPS = {
     "test_provision_batch.py": "workflows-2",
     # A dev stack of its own, started three times on one data dir.
     "test_e2e_restart.py": "e2e-restart",
-    # A dev stack of its own with two BitBrowser emulator nodes (~25 s).
+    # Dev stacks of their own with two BitBrowser nodes and node workers (~150 s).
     "test_e2e_dev_browser_nodes.py": "e2e-browser-nodes",
     # A module-scoped dev server (setup) and wheel build (packaging), made once.
     "test_client_setup.py": "client-setup",
@@ -94,6 +94,8 @@ MODULE_GROUPS = {
 # 139-148 s; with this order every worker ended at 131-145 s.
 GROUP_ORDER = {
     "workflows-backlog": 83,
+    # Three dev stacks with BitBrowser nodes, one losing a node and getting it back.
+    "e2e-browser-nodes": 150,
     "deploy-upgrade": 80,
     "ratelimit": 72,
     "workflows-health": 72,
@@ -109,7 +111,6 @@ GROUP_ORDER = {
     "observability-alerts": 50,
     "e2e-restart": 38,
     "workflows-orphans": 38,
-    "e2e-browser-nodes": 26,
     "workflows-phones": 25,
     "browserpool": 35,
     "workflows-nodes": 6,

@@ -217,6 +217,14 @@ def dev(
         float,
         typer.Option(min=0, help="worker: terminate devices whose pool has no workflow after this"),
     ] = 600.0,
+    node_lost_after_seconds: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            help="worker: a node worker silent this long is lost; a BrowserPool's profiles there "
+            "are made again elsewhere",
+        ),
+    ] = 120.0,
     apply_files: Annotated[
         list[str] | None,
         typer.Option(
@@ -264,6 +272,7 @@ def dev(
         offline_after_seconds=offline_after_seconds,
         startup_timeout_seconds=startup_timeout_seconds,
         orphan_grace_seconds=orphan_grace_seconds,
+        node_lost_after_seconds=node_lost_after_seconds,
         apply=", ".join(apply_files) if apply_files else None,
         encrypt=encrypt,
         codec_port=codec_port,

@@ -54,6 +54,7 @@ class DevOptions:
     offline_after_seconds: float = 180.0
     startup_timeout_seconds: float = 300.0
     orphan_grace_seconds: float = 600.0
+    node_lost_after_seconds: float = 120.0
     apply: str | None = None
     # Encrypted history and the codec server for the Web UI (`_dev_codec`).
     encrypt: bool = False
@@ -146,6 +147,7 @@ def dev_worker_config(
             "offlineAfterSeconds": options.offline_after_seconds,
             "startupTimeoutSeconds": options.startup_timeout_seconds,
             "orphanGraceSeconds": options.orphan_grace_seconds,
+            "nodeLostAfterSeconds": options.node_lost_after_seconds,
         },
         "metricsPort": options.metrics_port,
         # Versioned, and promoted at every start (`--promote`): one process and no

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +148,69 @@ def test_the_demos_browser_pool_spreads_over_both_node_workers_and_goes(tmp_path
     assert stack.process.returncode == 0, stack.out.read_text()
     left = json.loads((tmp_path / "dev" / "bitbrowser.json").read_text())
     assert "quickstart-browsers" not in json.dumps(left.get("profiles", left))
+
+
+@pytest.mark.timeout(300)  # about 100 s: a stack, a node lost and back, a teardown
+def test_a_silent_node_worker_loses_its_profiles_to_the_other_and_gets_them_back(
+    tmp_path: Path,
+) -> None:
+    """Issue 26's scenario on real processes. `devicepool dev` restarts a node worker that
+    dies within a second, as a supervisor would, so the node is held silent by freezing
+    its worker (SIGSTOP) past `--node-lost-after-seconds`, then let go (SIGCONT)."""
+    stack = start_stack(
+        tmp_path / "dev",
+        tmp_path / "dev.out",
+        "--browser-nodes",
+        "2",
+        "--node-lost-after-seconds",
+        "6",
+        "--apply",
+        str(EXAMPLE),
+    )
+    frozen: int | None = None
+    try:
+
+        def spread(by_node: dict[str, int]) -> dict[str, Any] | None:
+            done = stack.cli("get", "browserpool/quickstart-browsers", "-o", "json")
+            if done.returncode != 0:
+                return None
+            status = json.loads(done.stdout)["status"]
+            ok = status.get("readyProfiles") == 4 and status.get("byNode") == by_node
+            return status if ok else None
+
+        wait_until(lambda: spread({"node-1": 2, "node-2": 2}), timeout=60, what="2/2")
+        [frozen] = [
+            pid for pid in descendants(stack.process.pid) if "worker --node node-1" in cmdline(pid)
+        ]
+        os.kill(frozen, signal.SIGSTOP)
+        lost = wait_until(
+            lambda: spread({"node-2": 4}), timeout=90, what="node-1's two made again on node-2"
+        )
+        assert lost["lostProfiles"] == 2, lost
+        os.kill(frozen, signal.SIGCONT)
+        frozen = None
+        wait_until(lambda: spread({"node-1": 2, "node-2": 2}), timeout=60, what="2/2 again")
+        assert stack.cli("delete", "browserpool/quickstart-browsers").returncode == 0
+        wait_until(
+            lambda: stack.cli("get", "browserpool/quickstart-browsers").returncode != 0,
+            timeout=60,
+            what="the teardown to end",
+        )
+        stats = httpx.get(
+            f"{_node_url(stack.out.read_text(), 'node-2')}/_emulator/stats", timeout=10
+        ).json()
+        assert stats["profiles"]["total"] == 0 and stats["duplicates"] == {
+            "byName": {},
+            "byRemark": {},
+        }, stats
+    finally:
+        if frozen is not None:
+            os.kill(frozen, signal.SIGCONT)
+        stop_stack(stack)
+    assert stack.process.returncode == 0, stack.out.read_text()
+
+
+def _node_url(out: str, node: str) -> str:
+    banner = out.split("devicepool dev is up\n", 1)[1]
+    found = {m[1]: m[2] for line in banner.splitlines() if (m := NODE_LINE.match(line))}
+    return found[node]

@@ -59,6 +59,9 @@ with workflow.unsafe.imports_passed_through():
 # costs one pass this much, and the next pass asks the registry again.
 NODE_PICKUP = timedelta(seconds=15)
 NODE_CALL = timedelta(seconds=90)
+# A listing is one or two Local API calls: a node that took one and went silent
+# (frozen, its machine asleep) costs a pass this much, not NODE_CALL.
+NODE_LISTING = timedelta(seconds=15)
 ONCE = RetryPolicy(maximum_attempts=1)
 TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
 
@@ -172,6 +175,7 @@ class BrowserPoolWorkflow:
                     NodeListInput(pool=self._name),
                     NodeListResult,
                     "list the pool's profiles",
+                    within=NODE_LISTING,
                 )
             except ActivityError:
                 return None
@@ -190,14 +194,23 @@ class BrowserPoolWorkflow:
                     seen[p.id] = NodeProfile(id=p.id, slot=slot, node=p.node, open=p.open and mine)
         return sorted(seen.values(), key=lambda p: (p.slot, p.id)), unreachable
 
-    async def _on(self, node: str, activity: str, arg: Any, result_type: Any, summary: str) -> Any:
+    async def _on(
+        self,
+        node: str,
+        activity: str,
+        arg: Any,
+        result_type: Any,
+        summary: str,
+        *,
+        within: timedelta = NODE_CALL,
+    ) -> Any:
         return await workflow.execute_activity(
             activity,
             arg,
             result_type=result_type,
             task_queue=names.node_task_queue(node),
             schedule_to_start_timeout=NODE_PICKUP,
-            start_to_close_timeout=NODE_CALL,
+            start_to_close_timeout=within,
             retry_policy=ONCE,
             summary=f"{summary} on {node}",
         )
