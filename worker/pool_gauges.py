@@ -5,9 +5,10 @@ DevicePool workflows through visibility every `max_age` seconds (their search
 attributes: desired, ready, phase, platform) and every `status_max_age` seconds
 asks each its `status` query (devices by status, conditions). A scrape serves
 that snapshot only; a collector used without the task does the same work inline
-in `refresh` before a scrape. Every replica exports the same numbers, and a
-deleted pool's series vanish at the next listing (docs/operations.md,
-"Metrics, alerts and the dashboard").
+in `refresh` before a scrape. BrowserPools (no search attributes) come from
+their `status` query alone, with `kind="BrowserPool"` and platform `browser`.
+Every replica exports the same numbers, and a deleted pool's series vanish at
+the next listing (docs/operations.md, "Metrics, alerts and the dashboard").
 """
 
 from __future__ import annotations
@@ -26,12 +27,17 @@ from prometheus_client.registry import Collector
 from temporalio.client import Client
 
 from devicepool.api.names import (
+    BROWSER_POOL_WORKFLOW_ID_PREFIX,
+    KIND_BROWSER_POOL,
+    KIND_DEVICE_POOL,
     QUERY_STATUS,
     SA_DESIRED,
     SA_PHASE,
     SA_PLATFORM,
     SA_READY,
+    WORKFLOW_BROWSER_POOL,
     WORKFLOW_DEVICE_POOL,
+    browser_pool_workflow_id,
     pool_name_from_workflow_id,
     pool_workflow_id,
 )
@@ -39,6 +45,17 @@ from devicepool.api.names import (
 log = logging.getLogger("devicepool.metrics")
 
 RUNNING_POOLS_QUERY = f'WorkflowType="{WORKFLOW_DEVICE_POOL}" AND ExecutionStatus="Running"'
+RUNNING_BROWSER_POOLS_QUERY = (
+    f'WorkflowType="{WORKFLOW_BROWSER_POOL}" AND ExecutionStatus="Running"'
+)
+# A BrowserPool's profiles, as `devicepool_devices{kind="BrowserPool"}` statuses.
+PROFILE_STATUS_FIELDS = {
+    "ready": "readyProfiles",
+    "open": "openProfiles",
+    "lost": "lostProfiles",
+}
+# The platform label of a BrowserPool's series: desktop browser profiles.
+BROWSER_PLATFORM = "browser"
 DEVICE_STATUS_FIELDS = {
     "ready": "readyDevices",
     "busy": "busyDevices",
@@ -59,6 +76,12 @@ class _Pool:
     ready: int | None
     phase: str
     status: dict[str, Any] | None = None
+    kind: str = KIND_DEVICE_POOL
+
+    @property
+    def key(self) -> str:
+        """Where its status is kept: a DevicePool and a BrowserPool may share a name."""
+        return f"{self.kind}/{self.name}"
 
 
 @dataclass
@@ -149,10 +172,15 @@ class PoolCollector(Collector):
                 or self._statuses_at is None
                 or now - self._statuses_at >= self._status_max_age
             ):
-                self._statuses = await self._query_statuses([p.name for p in pools])
+                self._statuses = await self._query_statuses(pools)
                 self._statuses_at = now
             for pool in pools:
-                pool.status = self._statuses.get(pool.name)
+                pool.status = self._statuses.get(pool.key)
+                if pool.kind == KIND_BROWSER_POOL and pool.status is not None:
+                    # No search attributes: what the status says.
+                    pool.desired = _int(pool.status.get("desiredReplicas"))
+                    pool.ready = _int(pool.status.get("readyProfiles"))
+                    pool.phase = str(pool.status.get("phase") or "")
             self._snapshot = _Snapshot(pools=pools, ok=True)
             self._listed_at = now
 
@@ -172,22 +200,40 @@ class PoolCollector(Collector):
                     phase=str(_first(attrs.get(SA_PHASE)) or ""),
                 )
             )
+        async for execution in self._client.list_workflows(RUNNING_BROWSER_POOLS_QUERY):
+            if not execution.id.startswith(BROWSER_POOL_WORKFLOW_ID_PREFIX):
+                continue
+            pools.append(
+                _Pool(
+                    name=execution.id[len(BROWSER_POOL_WORKFLOW_ID_PREFIX) :],
+                    platform=BROWSER_PLATFORM,
+                    desired=None,
+                    ready=None,
+                    phase="",
+                    kind=KIND_BROWSER_POOL,
+                )
+            )
         return pools
 
-    async def _query_statuses(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
-        async def one(name: str) -> tuple[str, dict[str, Any] | None]:
+    async def _query_statuses(self, pools: Sequence[_Pool]) -> dict[str, dict[str, Any]]:
+        async def one(pool: _Pool) -> tuple[str, dict[str, Any] | None]:
+            workflow_id = (
+                browser_pool_workflow_id(pool.name)
+                if pool.kind == KIND_BROWSER_POOL
+                else pool_workflow_id(pool.name)
+            )
             async with self._queries:
                 try:
-                    handle = self._client.get_workflow_handle(pool_workflow_id(name))
+                    handle = self._client.get_workflow_handle(workflow_id)
                     result = await handle.query(
                         QUERY_STATUS, rpc_timeout=timedelta(seconds=self._timeout)
                     )
                 except Exception as exc:
-                    log.info("status query of pool %s failed: %s", name, exc)
-                    return name, self._statuses.get(name)  # the previous answer, if any
-            return name, dict(result) if isinstance(result, dict) else None
+                    log.info("status query of %s failed: %s", workflow_id, exc)
+                    return pool.key, self._statuses.get(pool.key)  # the previous answer, if any
+            return pool.key, dict(result) if isinstance(result, dict) else None
 
-        answers = await asyncio.gather(*(one(n) for n in names))
+        answers = await asyncio.gather(*(one(p) for p in pools))
         return {name: status for name, status in answers if status is not None}
 
     def collect(self) -> Iterable[Metric]:
@@ -199,10 +245,14 @@ class PoolCollector(Collector):
         up.add_metric([], 1.0 if snap.ok else 0.0)
         yield up
         count = GaugeMetricFamily("devicepool_pools", "Running DevicePool workflows.")
-        count.add_metric([], len(snap.pools))
+        count.add_metric([], sum(1 for p in snap.pools if p.kind == KIND_DEVICE_POOL))
         yield count
+        browsers = GaugeMetricFamily("devicepool_browser_pools", "Running BrowserPool workflows.")
+        browsers.add_metric([], sum(1 for p in snap.pools if p.kind == KIND_BROWSER_POOL))
+        yield browsers
 
-        labels = ["pool", "platform"]
+        # `kind`: DevicePool, or BrowserPool (platform "browser"; its devices are profiles).
+        labels = ["pool", "platform", "kind"]
         desired = GaugeMetricFamily(
             "devicepool_replicas_desired",
             "Desired devices (spec.replicas) of a pool.",
@@ -234,7 +284,10 @@ class PoolCollector(Collector):
             labels=[*labels, "type", "status"],
         )
         for pool in snap.pools:
-            key = [pool.name, pool.platform]
+            key = [pool.name, pool.platform, pool.kind]
+            fields = (
+                PROFILE_STATUS_FIELDS if pool.kind == KIND_BROWSER_POOL else DEVICE_STATUS_FIELDS
+            )
             if pool.desired is not None:
                 desired.add_metric(key, pool.desired)
             if pool.ready is not None:
@@ -242,7 +295,7 @@ class PoolCollector(Collector):
             if pool.phase:
                 phase.add_metric([*key, pool.phase], 1)
             if pool.status is not None:
-                for status, json_field in DEVICE_STATUS_FIELDS.items():
+                for status, json_field in fields.items():
                     devices.add_metric([*key, status], float(pool.status.get(json_field) or 0))
                 for cond in pool.status.get("conditions") or []:
                     type_, now = str(cond.get("type")), cond.get("status")

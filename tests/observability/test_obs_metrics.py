@@ -65,7 +65,7 @@ async def start_pool(stack: ObsStack, name: str, replicas: int) -> WorkflowHandl
 
 
 def labels(**kv: str) -> dict[str, str]:
-    return {"pool": POOL, "platform": "android", **kv}
+    return {"pool": POOL, "platform": "android", "kind": "DevicePool", **kv}
 
 
 async def test_pool_metrics_follow_the_scenario(obs_stack: ObsStack) -> None:

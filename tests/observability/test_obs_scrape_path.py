@@ -84,9 +84,12 @@ async def test_a_scrape_asks_no_pool_its_status_and_serves_the_background_snapsh
         await collector.refresh()
         body = generate_latest(registry).decode()
         assert "devicepool_pools 300.0" in body
-        assert f'devicepool_devices{{platform="android",pool="p{POOLS - 1:04d}"' in body
+        assert (
+            f'devicepool_devices{{kind="DevicePool",platform="android",pool="p{POOLS - 1:04d}"'
+            in body
+        )
         # Planned creates not yet at the provider are their own status.
-        last = f'platform="android",pool="p{POOLS - 1:04d}"'
+        last = f'kind="DevicePool",platform="android",pool="p{POOLS - 1:04d}"'
         assert f'devicepool_devices{{{last},status="pending"}} 1.0' in body, body[-2000:]
         for _ in range(5):
             queries, listings = temporal.queries, temporal.listings
@@ -115,4 +118,5 @@ async def test_without_the_background_task_a_scrape_still_refreshes_by_itself() 
     registry = _registry(collector)
     await collector.refresh()
     assert "devicepool_pools 3.0" in generate_latest(registry).decode()
-    assert (temporal.listings, temporal.queries) == (1, 3)
+    # One listing of each kind (this fake's pools are all DevicePools), a query a pool.
+    assert (temporal.listings, temporal.queries) == (2, 3)

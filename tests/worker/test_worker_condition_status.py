@@ -14,7 +14,14 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from devicepool.api.names import SA_DESIRED, SA_PHASE, SA_PLATFORM, SA_READY, pool_workflow_id
+from devicepool.api.names import (
+    SA_DESIRED,
+    SA_PHASE,
+    SA_PLATFORM,
+    SA_READY,
+    browser_pool_workflow_id,
+    pool_workflow_id,
+)
 from devicepool.worker.pool_gauges import PoolCollector
 
 CONDITIONS = [
@@ -74,13 +81,71 @@ async def test_each_condition_has_one_series_a_status_and_1_for_the_current_one(
         ("Progressing", "False"): 1,
         ("Progressing", "Unknown"): 0,
     }
-    labels = {"pool": "blind", "platform": "ios", "type": "Ready", "status": "Unknown"}
+    labels = {
+        "pool": "blind",
+        "platform": "ios",
+        "kind": "DevicePool",
+        "type": "Ready",
+        "status": "Unknown",
+    }
     assert ("devicepool_pool_condition_status", frozenset(labels.items())) in seen
 
 
 async def test_the_true_or_not_gauge_is_unchanged() -> None:
     seen = await samples()
-    ready = {"pool": "blind", "platform": "ios", "type": "Ready"}
+    ready = {"pool": "blind", "platform": "ios", "kind": "DevicePool", "type": "Ready"}
     blocked = {**ready, "type": "TeardownBlocked"}
     assert seen[("devicepool_pool_condition", frozenset(ready.items()))] == 0
     assert seen[("devicepool_pool_condition", frozenset(blocked.items()))] == 1
+
+
+class OneOfEach(OnePool):
+    """A DevicePool and a BrowserPool of the same name: two pools, told apart by `kind`."""
+
+    async def list_workflows(self, query: str) -> AsyncIterator[_Execution]:
+        if "BrowserPool" in query:
+            yield _Execution(id=browser_pool_workflow_id("blind"), search_attributes={})
+            return
+        async for execution in super().list_workflows(query):
+            yield execution
+
+    def get_workflow_handle(self, workflow_id: str) -> Any:
+        if not workflow_id.startswith("browserpool/"):
+            return super().get_workflow_handle(workflow_id)
+
+        class _Handle:
+            async def query(self, name: str, **_: Any) -> dict[str, Any]:
+                return {
+                    "phase": "Degraded",
+                    "desiredReplicas": 6,
+                    "readyProfiles": 3,
+                    "openProfiles": 3,
+                    "lostProfiles": 3,
+                    "conditions": [{"type": "Ready", "status": "False"}],
+                }
+
+        return _Handle()
+
+
+async def test_a_browser_pool_is_its_own_series_with_kind_browserpool() -> None:
+    collector = PoolCollector(OneOfEach(), max_age=0, status_max_age=0)  # type: ignore[arg-type]
+    await collector.refresh()
+    registry = CollectorRegistry()
+    registry.register(collector)
+    text = generate_latest(registry).decode()
+    seen = {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    browser = {"pool": "blind", "platform": "browser", "kind": "BrowserPool"}
+    assert seen[("devicepool_replicas_desired", frozenset(browser.items()))] == 6
+    assert seen[("devicepool_replicas_ready", frozenset(browser.items()))] == 3
+    lost = frozenset({**browser, "status": "lost"}.items())
+    assert seen[("devicepool_devices", lost)] == 3
+    ready_false = frozenset({**browser, "type": "Ready", "status": "False"}.items())
+    assert seen[("devicepool_pool_condition_status", ready_false)] == 1
+    assert seen[("devicepool_pools", frozenset())] == 1  # DevicePools only, as before
+    assert seen[("devicepool_browser_pools", frozenset())] == 1
+    device = {"pool": "blind", "platform": "ios", "kind": "DevicePool"}
+    assert seen[("devicepool_replicas_desired", frozenset(device.items()))] == 2
