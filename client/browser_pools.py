@@ -107,13 +107,12 @@ class BrowserPoolClient:
 
     async def summary(self, name: str) -> BrowserPoolSummary:
         handle = await self._running(name)
-        desc_time = None
         with self._errors(name):
             spec, status = await asyncio.gather(
                 handle.query(QUERY_SPEC, rpc_timeout=QUERY_TIMEOUT),
                 handle.query(QUERY_STATUS, rpc_timeout=QUERY_TIMEOUT),
             )
-        return BrowserPoolSummary(name, dict(spec.get("spec") or {}), dict(status), desc_time)
+        return BrowserPoolSummary(name, dict(spec.get("spec") or {}), dict(status), None)
 
     async def list_pools(self) -> list[BrowserPoolSummary]:
         query = f"WorkflowType = '{WORKFLOW_BROWSER_POOL}' AND ExecutionStatus = 'Running'"

@@ -142,6 +142,20 @@ def placement(account: Account, pool: str) -> dict[str, Any]:
     }
 
 
+async def start_browser_pool(client: Client, pool: str, replicas: int) -> WorkflowHandle[Any, Any]:
+    """A BrowserPool of `replicas` profiles with this module's fast settings."""
+    return await client.start_workflow(
+        BrowserPoolWorkflow.run,
+        BrowserPoolInput(
+            metadata=ObjectMeta(name=pool),
+            spec=BrowserPoolSpec(replicas=replicas),
+            settings=SETTINGS,
+        ),
+        id=browser_pool_workflow_id(pool),
+        task_queue=TASK_QUEUE,
+    )
+
+
 async def status(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
     return dict(await handle.query("status"))
 
@@ -181,16 +195,7 @@ async def test_a_pool_of_6_spreads_survives_a_lost_node_and_tears_down(
     client = env.client
     pool = f"bp-{uuid.uuid4().hex[:6]}"
     async with node_stack(client) as (account, nodes):
-        handle = await client.start_workflow(
-            BrowserPoolWorkflow.run,
-            BrowserPoolInput(
-                metadata=ObjectMeta(name=pool),
-                spec=BrowserPoolSpec(replicas=6),
-                settings=SETTINGS,
-            ),
-            id=browser_pool_workflow_id(pool),
-            task_queue=TASK_QUEUE,
-        )
+        handle = await start_browser_pool(client, pool, 6)
 
         async def spread(
             by_node: dict[str, int], truth_by_node: dict[str, int] | None = None
@@ -343,14 +348,7 @@ async def test_a_delete_with_every_node_down_waits_and_finishes_when_one_is_back
     client = env.client
     pool = f"bp-down-{uuid.uuid4().hex[:4]}"
     async with node_stack(client) as (account, nodes):
-        handle = await client.start_workflow(
-            BrowserPoolWorkflow.run,
-            BrowserPoolInput(
-                metadata=ObjectMeta(name=pool), spec=BrowserPoolSpec(replicas=2), settings=SETTINGS
-            ),
-            id=browser_pool_workflow_id(pool),
-            task_queue=TASK_QUEUE,
-        )
+        handle = await start_browser_pool(client, pool, 2)
 
         async def ready() -> bool:
             return (await status(handle)).get("readyProfiles") == 2
@@ -375,7 +373,9 @@ async def test_a_delete_with_every_node_down_waits_and_finishes_when_one_is_back
 
         async def down_node_named() -> bool:
             s = await status(handle)
-            found = next((c for c in s["conditions"] if c["type"] == "TeardownBlocked"), {})
+            found: dict[str, Any] = next(
+                (c for c in s["conditions"] if c["type"] == "TeardownBlocked"), {}
+            )
             return found.get("reason") == "NodeDown" and "node-1" in found.get("message", "")
 
         await eventually(down_node_named, timeout=30, what="TeardownBlocked naming node-1")

@@ -10,7 +10,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from devicepool.workflows.browserpool.plan import NodeProfile, plan
+from devicepool.workflows.browserpool.plan import NodeProfile, Placement, plan
 
 
 def run(
@@ -21,7 +21,9 @@ def run(
     *,
     open_wanted: bool = True,
     failures: dict[str, int] | None = None,
-):  # type: ignore[no-untyped-def]
+    max_unhealthy: int | None = None,
+    unselected: frozenset[str] = frozenset(),
+) -> Placement:
     return plan(
         replicas=replicas,
         profiles=profiles,
@@ -30,6 +32,8 @@ def run(
         open_wanted=open_wanted,
         failures=failures or {},
         failure_limit=3,
+        max_unhealthy=max_unhealthy,
+        unselected=unselected,
     )
 
 
@@ -120,43 +124,16 @@ def test_after_a_pass_every_slot_is_held_once_and_the_spread_is_even(
 def test_more_failing_than_max_unhealthy_deletes_none_and_says_how_many() -> None:
     profiles = [NodeProfile(f"p{i}", i, "node-1", False) for i in range(4)]
     failing = {"p0": 3, "p1": 3, "p2": 3}
-    paused = plan(
-        replicas=4,
-        profiles=profiles,
-        alive={"node-1"},
-        lost=set(),
-        open_wanted=True,
-        failures=failing,
-        failure_limit=3,
-        max_unhealthy=2,
-    )
+    paused = run(4, profiles, {"node-1"}, failures=failing, max_unhealthy=2)
     assert paused.delete == [] and paused.paused == 3
     assert paused.open  # opening goes on
-    within = plan(
-        replicas=4,
-        profiles=profiles,
-        alive={"node-1"},
-        lost=set(),
-        open_wanted=True,
-        failures=failing,
-        failure_limit=3,
-        max_unhealthy=3,
-    )
+    within = run(4, profiles, {"node-1"}, failures=failing, max_unhealthy=3)
     assert sorted(pid for pid, _ in within.delete) == ["p0", "p1", "p2"] and within.paused == 0
 
 
 def test_a_node_the_selector_no_longer_picks_gives_its_profiles_up() -> None:
     profiles = [NodeProfile("old", 0, "node-9", True), NodeProfile("kept", 1, "node-1", True)]
-    placed = plan(
-        replicas=2,
-        profiles=profiles,
-        alive={"node-1"},
-        lost=set(),
-        open_wanted=True,
-        failures={},
-        failure_limit=3,
-        unselected={"node-9"},
-    )
+    placed = run(2, profiles, {"node-1"}, unselected=frozenset({"node-9"}))
     assert placed.delete == [("old", "node-9")]
     assert "no longer matches nodeSelector" in placed.why["old"]
     assert placed.create == [(0, "node-1")]
