@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -175,7 +176,35 @@ class Stack:
 
 
 def start_stack(data_dir: Path, out: Path, *extra: str) -> Stack:
-    """`devicepool dev` on `data_dir` (fast knobs, free ports, `extra` flags), once it says it is up."""
+    """`devicepool dev` on `data_dir` (fast knobs, free ports, `extra` flags), once it says it is up.
+
+    A port found free can be taken by another process before Temporal binds it (tests run
+    side by side): a start that fails on "address already in use" is tried again on new
+    ports, at most `PORT_RACE_TRIES` times in all, with the data dir as it was before.
+    """
+    fresh = not data_dir.exists()
+    for attempt in range(1, PORT_RACE_TRIES + 1):
+        try:
+            return _start_stack(data_dir, out, *extra)
+        except AssertionError:
+            # Taken before `devicepool dev` looked (it names the flag), or after, before
+            # Temporal bound it (Temporal's own log says so).
+            log = data_dir / "logs" / "temporal.log"
+            raced = "is already in use" in out.read_text(errors="replace") or (
+                log.is_file() and "address already in use" in log.read_text(errors="replace")
+            )
+            if not raced or attempt == PORT_RACE_TRIES:
+                raise
+            if fresh:
+                shutil.rmtree(data_dir, ignore_errors=True)  # `--apply` wants a new data dir
+    raise AssertionError("unreachable")
+
+
+# Starts of a dev stack tried when its free ports were taken before Temporal bound them.
+PORT_RACE_TRIES = 3
+
+
+def _start_stack(data_dir: Path, out: Path, *extra: str) -> Stack:
     port, ui_port, emulator_port, metrics_port = free_ports(4)
     command = [
         sys.executable,
