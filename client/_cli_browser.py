@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import typer
 
-from devicepool.api.names import KIND_BY_RESOURCE_NAME, KIND_DEVICE_POOL
+from devicepool.api.names import KIND_BROWSER_POOL, KIND_BY_RESOURCE_NAME, KIND_DEVICE_POOL
+from devicepool.client._cli_views import POOL_HEADERS, pool_row
 from devicepool.client._results import applied_verb
 from devicepool.client._validation import validate_name
 from devicepool.client.browser_pools import BrowserPoolClient, BrowserPoolSummary
@@ -27,6 +29,7 @@ __all__ = [
     "browser_rows",
     "open_browser_pools",
     "other_kind",
+    "print_both_kinds",
     "print_browser_description",
     "print_browser_pools",
     "print_profiles",
@@ -129,6 +132,16 @@ def browser_rows(pools: list[BrowserPoolSummary]) -> list[list[Any]]:
 
 def print_browser_pools(pools: list[BrowserPoolSummary]) -> None:
     print_table(BROWSER_HEADERS, browser_rows(pools))
+
+
+def print_both_kinds(pools: Sequence[Any], browsers: list[BrowserPoolSummary]) -> None:
+    """`get` with pools of both kinds: a table per kind (their columns differ),
+    each led by a KIND column, DevicePools first."""
+    print_table(["KIND", *POOL_HEADERS], [[KIND_DEVICE_POOL, *pool_row(p)] for p in pools])
+    typer.echo("")
+    print_table(
+        ["KIND", *BROWSER_HEADERS], [[KIND_BROWSER_POOL, *row] for row in browser_rows(browsers)]
+    )
 
 
 def print_profiles(profiles: list[dict[str, Any]]) -> None:

@@ -21,6 +21,7 @@ from devicepool.client._cli_browser import (
     apply_browser_pools,
     open_browser_pools,
     other_kind,
+    print_both_kinds,
     print_browser_description,
     print_browser_pools,
     print_profiles,
@@ -209,12 +210,12 @@ def get(
         items += [browser_resource(b) for b in browsers]
         print_data(items[0] if name is not None else items, fmt)
         return
-    if pools or not browsers:
-        print_pools(pools)
-    if browsers:
-        if pools:
-            typer.echo("")
+    if pools and browsers:
+        print_both_kinds(pools, browsers)
+    elif browsers:
         print_browser_pools(browsers)
+    else:
+        print_pools(pools)
 
 
 def get_browser_pools(name: str | None, fmt: Output) -> None:

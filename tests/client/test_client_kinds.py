@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from devicepool.api.names import KIND_BROWSER_POOL, KIND_DEVICE_POOL
-from devicepool.client._cli_browser import split_kind
+from devicepool.client._cli_browser import print_both_kinds, split_kind
+from devicepool.client._results import PoolSummary
+from devicepool.client.browser_pools import BrowserPoolSummary
 from devicepool.client.errors import BadInput
 
 
@@ -32,3 +34,32 @@ def test_an_unknown_kind_is_one_line_naming_the_known_ones() -> None:
         BadInput, match=r"^nodepool/x: unknown kind 'nodepool' \(known: browserpool, devicepool\)$"
     ):
         split_kind("nodepool/x")
+
+
+def test_get_with_both_kinds_leads_each_table_with_its_kind(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pools = [
+        PoolSummary(
+            "web",
+            {"platform": "android", "region": "us-west", "replicas": 2},
+            {"desiredReplicas": 2, "readyDevices": 2, "phase": "Ready"},
+        )
+    ]
+    browsers = [
+        BrowserPoolSummary(
+            "shop",
+            {"replicas": 4},
+            {"desiredReplicas": 4, "readyProfiles": 4, "byNode": {"node-1": 2, "node-2": 2}},
+            None,
+        )
+    ]
+    print_both_kinds(pools, browsers)
+    tables = capsys.readouterr().out.split("\n\n")
+    assert len(tables) == 2, tables
+    devices, profiles = (t.strip().splitlines() for t in tables)
+    assert devices[0].split()[:3] == ["KIND", "NAME", "PLATFORM"], devices
+    assert devices[1].split()[:3] == [KIND_DEVICE_POOL, "web", "android"], devices
+    assert profiles[0].split()[:3] == ["KIND", "NAME", "DESIRED"], profiles
+    assert profiles[1].split()[:2] == [KIND_BROWSER_POOL, "browserpool/shop"], profiles
+    assert "node-1=2," in profiles[1], profiles
