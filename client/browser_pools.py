@@ -33,6 +33,7 @@ from devicepool.api.names import (
 )
 from devicepool.client._temporal_errors import temporal_errors
 from devicepool.client.errors import DevicePoolError, PoolNotFound
+from devicepool.workflows.browserpool.publish import initial_search_attributes, static_summary
 from devicepool.workflows.pool.messages import Accepted, ApplyResult, ScaleRequest
 
 __all__ = ["BrowserPoolClient", "BrowserPoolSummary"]
@@ -72,7 +73,9 @@ class BrowserPoolClient:
                     id=workflow_id,
                     task_queue=TASK_QUEUE,
                     id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                    static_summary=f"BrowserPool **{pool.name}**: {pool.spec.replicas} profiles",
+                    # Shown by the Web UI's list before the pool's first workflow task.
+                    static_summary=static_summary(pool.name, pool.spec),
+                    search_attributes=initial_search_attributes(pool.spec),
                 )
             except WorkflowAlreadyStartedError:
                 pass

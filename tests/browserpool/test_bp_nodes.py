@@ -20,8 +20,11 @@ from typing import Any
 
 import pytest
 from temporalio import activity
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.converter import decode_typed_search_attributes
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -34,6 +37,7 @@ from devicepool.activities.settings import PoolSettings
 from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
 from devicepool.api.names import (
     NODE_REGISTRY_WORKFLOW_ID,
+    SEARCH_ATTRIBUTES,
     SIGNAL_NODE_BEAT,
     TASK_QUEUE,
     WORKFLOW_NODE_REGISTRY,
@@ -160,6 +164,29 @@ async def status(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
     return dict(await handle.query("status"))
 
 
+async def web_ui(
+    handle: WorkflowHandle[Any, Any], **want: Any
+) -> tuple[dict[str, Any], str] | None:
+    """The pool's search attributes (ours, by name) and its Web UI details, once `want` holds."""
+    described = (await handle.describe()).typed_search_attributes
+    attrs = {p.key.name: p.value for p in described if p.key.name in SEARCH_ATTRIBUTES}
+    meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    if all(attrs.get(name) == value for name, value in want.items()):
+        return attrs, meta.current_details
+    return None
+
+
+async def upserts(handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
+    """Each search-attribute upsert in the pool's history, as name -> value."""
+    history = await handle.fetch_history()
+    return [
+        {p.key.name: p.value for p in decode_typed_search_attributes(attributes.search_attributes)}
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES
+        for attributes in [e.upsert_workflow_search_attributes_event_attributes]
+    ]
+
+
 @contextlib.asynccontextmanager
 async def node_stack(client: Client) -> AsyncIterator[tuple[Account, dict[str, Node]]]:
     """The pool worker and two node workers (node-1, node-2) over one emulated account."""
@@ -218,6 +245,20 @@ async def test_a_pool_of_6_spreads_survives_a_lost_node_and_tears_down(
         )
         assert first["phase"] == "Ready", first
         before = placement(account, pool)["ids"]
+        # Started without search attributes: the pool writes them (platform `browser`).
+        attrs, details = await eventually(
+            lambda: web_ui(handle, DevicePoolPhase="Ready", DevicePoolReady=6),
+            timeout=10,
+            what="search attributes saying Ready, 6 ready",
+        )
+        assert attrs == {
+            "DevicePoolPlatform": "browser",
+            "DevicePoolPhase": "Ready",
+            "DevicePoolDesired": 6,
+            "DevicePoolReady": 6,
+        }
+        assert details.startswith(f"**{pool}** · BrowserPool · nodes `any`"), details
+        assert "node-1  3\nnode-2  3" in details and details.endswith("all fine"), details
 
         # node-1's worker dies: its 3 profiles are lost and held again on node-2.
         await nodes["node-1"].stop()
@@ -230,6 +271,8 @@ async def test_a_pool_of_6_spreads_survives_a_lost_node_and_tears_down(
         assert conditions["NodesAvailable"]["reason"] == "NodesLost", conditions
         assert "node-1" in conditions["NodesAvailable"]["message"]
         assert lost["lostProfiles"] == 3, lost
+        _, details = await eventually(lambda: web_ui(handle), timeout=5, what="details")
+        assert "lost     3" in details and "**NodesAvailable** True · NodesLost" in details
         # (the emulator still has node-1's three: 9 in all while it is away)
         assert placement(account, pool)["total"] == 9
 
@@ -243,6 +286,15 @@ async def test_a_pool_of_6_spreads_survives_a_lost_node_and_tears_down(
         assert truth["total"] == 6
         # The replacements on the busier node-2 went; node-1's own three stayed.
         assert truth["ids"] == before
+
+        # Written only when a value changed: no upsert repeats what the last one said,
+        # though the pool ran a pass every second.
+        written = await upserts(handle)
+        assert written, "no search attribute upsert"
+        last: dict[str, Any] = {}
+        for upsert in written:
+            assert any(last.get(k) != v for k, v in upsert.items()), (upsert, written)
+            last.update(upsert)
 
         await handle.cancel()
 
@@ -299,6 +351,22 @@ async def test_the_cli_addresses_browser_pools_as_kubectl_does(
 
         status = await eventually(lambda: shown(2), timeout=40, what="2 profiles ready")
         assert status["byNode"] == {"node-2": 2}  # the selector picks node-2 only
+        handle = env.client.get_workflow_handle(f"browserpool/{pool}")
+        summary = await (await handle.describe()).static_summary()
+        assert summary == (
+            f"BrowserPool **{pool}**: BitBrowser profiles on nodes `node=node-2`, browsers open"
+        )
+        # Started with its search attributes (apply): in the UI's columns at once, and
+        # the pool never writes again what has not changed.
+        started = (await handle.fetch_history()).events[0]
+        at_start = started.workflow_execution_started_event_attributes.search_attributes
+        assert {p.key.name: p.value for p in decode_typed_search_attributes(at_start)} == {
+            "DevicePoolPlatform": "browser",
+            "DevicePoolPhase": "Pending",
+            "DevicePoolDesired": 2,
+            "DevicePoolReady": 0,
+        }
+        assert all("DevicePoolPlatform" not in u for u in await upserts(handle))
         code, out, _ = await cli("get", "browserpools", "-o", "table")
         assert code == 0 and f"browserpool/{pool}" in out and "node-2=2" in out, out
         code, out, _ = await cli("get", "-o", "table")  # every pool, both kinds
@@ -367,6 +435,10 @@ async def test_a_delete_with_every_node_down_waits_and_finishes_when_one_is_back
         held = await eventually(blocked, timeout=30, what="TeardownBlocked while no node lives")
         reason = next(c for c in held["conditions"] if c["type"] == "TeardownBlocked")["reason"]
         assert reason == "NoLiveNode", held
+        _, details = await eventually(
+            lambda: web_ui(handle, DevicePoolPhase="Deleting"), timeout=10, what="phase Deleting"
+        )
+        assert "- **TeardownBlocked** True · NoLiveNode" in details, details
         assert placement(account, pool)["total"] == 2  # nothing was claimed deleted
 
         await nodes["node-2"].start()  # node-2 back: its profile goes; node-1's waits for node-1

@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         ProfilesView,
     )
     from devicepool.workflows.browserpool.plan import NodeProfile, Placement, plan
+    from devicepool.workflows.browserpool.publish import details, search_attribute_updates
     from devicepool.workflows.pool import event_log
     from devicepool.workflows.pool.messages import Accepted, ApplyResult, ScaleRequest
     from devicepool.workflows.pool.status import ConditionUpdate, set_condition
@@ -77,6 +78,8 @@ class BrowserPoolWorkflow:
         self.s = input.state or BrowserPoolState()
         self._rows: list[ProfileRow] = []
         self._dirty = False
+        # The Web UI details last written (each run writes its own: they are not carried).
+        self._details: str | None = None
 
     @workflow.run
     async def run(self, input: BrowserPoolInput) -> dict[str, Any]:
@@ -86,6 +89,7 @@ class BrowserPoolWorkflow:
                 start_to_close_timeout=timedelta(seconds=10),
                 summary="read the worker's intervals",
             )
+        self._show()
         if not self.s.deleting:
             try:
                 while True:
@@ -362,10 +366,18 @@ class BrowserPoolWorkflow:
         for cond in conditions:
             status = set_condition(status, cond, now=now, generation=self.s.generation)
         self.s.status = status
-        workflow.set_current_details(
-            f"BrowserPool **{self._name}** · {phase.value} · {ready}/{spec.replicas} ready · "
-            + (", ".join(f"{n}: {c}" for n, c in status.by_node.items()) or "no node")
-        )
+        self._show()
+
+    def _show(self) -> None:
+        """Search attributes and Web UI details, each written only when it changed."""
+        current = workflow.info().typed_search_attributes
+        updates = search_attribute_updates(self._spec, self.s.status, current)
+        if updates:
+            workflow.upsert_search_attributes(updates)
+        text = details(self._name, self._spec, self.s.generation, self.s.status)
+        if text != self._details:  # served by a built-in query: no history event
+            self._details = text
+            workflow.set_current_details(text)
 
     def _failure_limit(self) -> int:
         return self._spec.health.failure_streak_limit or self.settings.failure_streak_limit
@@ -447,6 +459,7 @@ class BrowserPoolWorkflow:
                 now=workflow.now(),
                 generation=self.s.generation,
             )
+            self._show()
             if versions.hand_over_due():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 versions.continue_as_new(self._input())  # `deleting` carried: it goes on
@@ -454,6 +467,7 @@ class BrowserPoolWorkflow:
 
     def _set_phase(self, phase: Phase) -> None:
         self.s.status = self.s.status.model_copy(update={"phase": phase})
+        self._show()
 
     # ------------------------------------------------------------------ messages
 

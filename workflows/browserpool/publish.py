@@ -1,0 +1,145 @@
+"""What a BrowserPool shows outside its status query: search attributes, summary, details.
+
+Pure (no `temporalio.workflow`): the workflow writes what `search_attribute_updates`
+returns (only the attributes that differ from its current ones) and `details` when
+the text changed; the client starts a pool with `initial_search_attributes` and
+`static_summary`. A BrowserPool uses the DevicePool keys (`api.names.SEARCH_ATTRIBUTES`),
+so one set of Web UI columns and filters shows both kinds; `WorkflowType` tells them
+apart, and the platform is `browser`, as on the pool gauges.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.common import (
+    SearchAttributePair,
+    SearchAttributeUpdate,
+    TypedSearchAttributes,
+)
+
+from devicepool.api.browserpool.v1beta1 import (
+    BrowserConditionType,
+    BrowserPoolSpec,
+    BrowserPoolStatus,
+)
+from devicepool.api.v1alpha1 import Condition, ConditionStatus, Phase
+from devicepool.workflows.pool.search_attributes import (
+    KEY_DESIRED,
+    KEY_PHASE,
+    KEY_PLATFORM,
+    KEY_READY,
+)
+
+__all__ = [
+    "BROWSER_PLATFORM",
+    "details",
+    "fine",
+    "initial_search_attributes",
+    "search_attribute_updates",
+    "static_summary",
+]
+
+# The platform of a BrowserPool, in its search attributes and on the pool gauges.
+BROWSER_PLATFORM = "browser"
+
+# The status each condition has when all is well (Progressing: either is).
+_FINE: dict[str, ConditionStatus] = {
+    BrowserConditionType.READY: ConditionStatus.TRUE,
+    BrowserConditionType.NODES_AVAILABLE: ConditionStatus.TRUE,
+    BrowserConditionType.REMEDIATION_PAUSED: ConditionStatus.FALSE,
+    BrowserConditionType.SPEC_REJECTED: ConditionStatus.FALSE,
+    BrowserConditionType.TEARDOWN_BLOCKED: ConditionStatus.FALSE,
+}
+# NodesAvailable stays True while some nodes live and others are lost: the reason says.
+_FINE_REASONS: dict[str, str] = {BrowserConditionType.NODES_AVAILABLE: "NodesAlive"}
+
+
+def _wanted(spec: BrowserPoolSpec, status: BrowserPoolStatus) -> list[SearchAttributePair[Any]]:
+    return [
+        SearchAttributePair(KEY_PLATFORM, BROWSER_PLATFORM),
+        SearchAttributePair(KEY_PHASE, status.phase.value),
+        SearchAttributePair(KEY_DESIRED, spec.replicas),
+        SearchAttributePair(KEY_READY, status.ready_profiles),
+    ]
+
+
+def initial_search_attributes(spec: BrowserPoolSpec) -> TypedSearchAttributes:
+    """What a BrowserPool starts with: its size, nothing ready, phase Pending."""
+    return TypedSearchAttributes(_wanted(spec, BrowserPoolStatus(phase=Phase.PENDING)))
+
+
+def search_attribute_updates(
+    spec: BrowserPoolSpec, status: BrowserPoolStatus, current: TypedSearchAttributes
+) -> list[SearchAttributeUpdate[Any]]:
+    """Only what differs from the workflow's current search attributes."""
+    return [
+        pair.key.value_set(pair.value)
+        for pair in _wanted(spec, status)
+        if current.get(pair.key) != pair.value
+    ]
+
+
+def static_summary(name: str, spec: BrowserPoolSpec) -> str:
+    """The Web UI's one line for the pool, fixed at start (the details are live)."""
+    selector = ", ".join(f"{k}={v}" for k, v in sorted(spec.node_selector.items()))
+    return (
+        f"BrowserPool **{name}**: BitBrowser profiles on "
+        + (f"nodes `{selector}`" if selector else "any node")
+        + (", browsers open" if spec.open else ", kept closed")
+        + (f", proxy `{spec.proxy.pool_ref}`" if spec.proxy else "")
+    )
+
+
+def fine(condition: Condition) -> bool:
+    """Whether a condition says nothing the operator must read (unknown types: never)."""
+    if condition.type == BrowserConditionType.PROGRESSING:
+        return True
+    good = _FINE.get(condition.type)
+    reason = _FINE_REASONS.get(condition.type)
+    return condition.status == good and (reason is None or condition.reason == reason)
+
+
+def details(name: str, spec: BrowserPoolSpec, generation: int, status: BrowserPoolStatus) -> str:
+    """The Markdown the Web UI shows on the pool's page (`set_current_details`).
+
+    As DevicePool's (`workflows/pool/status.py`, `details`): figures in an aligned
+    code block (the UI's Markdown has no tables), then the profiles by node, then
+    only the conditions that are not fine, one list item each.
+    """
+    s = status
+    figures = [
+        ("phase", s.phase.value),
+        ("desired", spec.replicas),
+        ("ready", s.ready_profiles),
+        ("open", s.open_profiles),
+        ("lost", s.lost_profiles),
+    ]
+    selector = ", ".join(f"{k}={v}" for k, v in sorted(spec.node_selector.items())) or "any"
+    lines = [
+        f"**{name}** · BrowserPool · nodes `{selector}` · "
+        + ("browsers open" if spec.open else "kept closed")
+        + f" · generation {generation}",
+        "",
+        *_block(figures),
+        "",
+        "**By node**",
+        "",
+    ]
+    lines += _block(list(s.by_node.items())) if s.by_node else ["no profile placed"]
+    troubles = [c for c in s.conditions if not fine(c)]
+    lines += ["", "**Conditions**", ""]
+    if troubles:
+        lines += [
+            f"- **{c.type}** {c.status.value} · {c.reason}"
+            + (f": {c.message}" if c.message else "")
+            for c in troubles
+        ]
+    else:
+        lines += ["all fine"]
+    return "\n".join(lines)
+
+
+def _block(rows: list[tuple[str, Any]]) -> list[str]:
+    width = max(len(label) for label, _ in rows) + 2
+    return ["```", *(f"{label:<{width}}{value}" for label, value in rows), "```"]
