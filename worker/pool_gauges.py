@@ -5,8 +5,9 @@ DevicePool workflows through visibility every `max_age` seconds (their search
 attributes: desired, ready, phase, platform) and every `status_max_age` seconds
 asks each its `status` query (devices by status, conditions). A scrape serves
 that snapshot only; a collector used without the task does the same work inline
-in `refresh` before a scrape. BrowserPools (no search attributes) come from
-their `status` query alone, with `kind="BrowserPool"` and platform `browser`.
+in `refresh` before a scrape. BrowserPools are listed the same way, with
+`kind="BrowserPool"` and platform `browser` (a pool without search attributes,
+started by an older build, takes them from its status), plus their profiles by node.
 Every replica exports the same numbers, and a deleted pool's series vanish at
 the next listing (docs/operations.md, "Metrics, alerts and the dashboard").
 """
@@ -41,6 +42,7 @@ from devicepool.api.names import (
     pool_name_from_workflow_id,
     pool_workflow_id,
 )
+from devicepool.workflows.browserpool.publish import BROWSER_PLATFORM
 
 log = logging.getLogger("devicepool.metrics")
 
@@ -54,8 +56,6 @@ PROFILE_STATUS_FIELDS = {
     "open": "openProfiles",
     "lost": "lostProfiles",
 }
-# The platform label of a BrowserPool's series: desktop browser profiles.
-BROWSER_PLATFORM = "browser"
 DEVICE_STATUS_FIELDS = {
     "ready": "readyDevices",
     "busy": "busyDevices",
@@ -177,10 +177,12 @@ class PoolCollector(Collector):
             for pool in pools:
                 pool.status = self._statuses.get(pool.key)
                 if pool.kind == KIND_BROWSER_POOL and pool.status is not None:
-                    # No search attributes: what the status says.
-                    pool.desired = _int(pool.status.get("desiredReplicas"))
-                    pool.ready = _int(pool.status.get("readyProfiles"))
-                    pool.phase = str(pool.status.get("phase") or "")
+                    # Started without search attributes (an older build): what the status says.
+                    if pool.desired is None:
+                        pool.desired = _int(pool.status.get("desiredReplicas"))
+                    if pool.ready is None:
+                        pool.ready = _int(pool.status.get("readyProfiles"))
+                    pool.phase = pool.phase or str(pool.status.get("phase") or "")
             self._snapshot = _Snapshot(pools=pools, ok=True)
             self._listed_at = now
 
@@ -203,13 +205,14 @@ class PoolCollector(Collector):
         async for execution in self._client.list_workflows(RUNNING_BROWSER_POOLS_QUERY):
             if not execution.id.startswith(BROWSER_POOL_WORKFLOW_ID_PREFIX):
                 continue
+            attrs = execution.search_attributes
             pools.append(
                 _Pool(
                     name=execution.id[len(BROWSER_POOL_WORKFLOW_ID_PREFIX) :],
                     platform=BROWSER_PLATFORM,
-                    desired=None,
-                    ready=None,
-                    phase="",
+                    desired=_int(_first(attrs.get(SA_DESIRED))),
+                    ready=_int(_first(attrs.get(SA_READY))),
+                    phase=str(_first(attrs.get(SA_PHASE)) or ""),
                     kind=KIND_BROWSER_POOL,
                 )
             )
@@ -283,6 +286,11 @@ class PoolCollector(Collector):
             "1 for the status (True, False, Unknown) the pool's condition of this type has.",
             labels=[*labels, "type", "status"],
         )
+        by_node = GaugeMetricFamily(
+            "devicepool_node_profiles",
+            "A BrowserPool's profiles placed on each live node (its status `byNode`).",
+            labels=[*labels, "node"],
+        )
         for pool in snap.pools:
             key = [pool.name, pool.platform, pool.kind]
             fields = (
@@ -302,7 +310,9 @@ class PoolCollector(Collector):
                     conditions.add_metric([*key, type_], 1.0 if now == "True" else 0.0)
                     for status in CONDITION_STATUSES:
                         statuses.add_metric([*key, type_, status], 1.0 if now == status else 0.0)
-        yield from (desired, ready, phase, devices, conditions, statuses)
+                for node, count in (pool.status.get("byNode") or {}).items():
+                    by_node.add_metric([*key, str(node)], float(count or 0))
+        yield from (desired, ready, phase, devices, conditions, statuses, by_node)
 
 
 def _first(value: Any) -> Any:

@@ -1,0 +1,104 @@
+"""A BrowserPool on the pool gauges: its search attributes first, and its profiles by node.
+
+BrowserPools upsert `DevicePoolDesired`, `DevicePoolReady` and `DevicePoolPhase`
+as DevicePools do, so the collector reads them at every listing (every 5 s)
+rather than from a status answered up to 30 s ago; a pool without them (started
+by an older build) still takes them from its status. `byNode` becomes
+`devicepool_node_profiles{node}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from devicepool.api.names import SA_DESIRED, SA_PHASE, SA_PLATFORM, SA_READY
+from devicepool.api.names import browser_pool_workflow_id as bp_id
+from devicepool.worker.pool_gauges import PoolCollector
+
+STATUS = {
+    "phase": "Degraded",
+    "desiredReplicas": 6,
+    "readyProfiles": 3,
+    "openProfiles": 3,
+    "lostProfiles": 3,
+    "byNode": {"node-2": 3, "node-3": 0},
+    "conditions": [{"type": "Ready", "status": "False"}],
+}
+
+
+@dataclass
+class _Execution:
+    id: str
+    search_attributes: dict[str, list[Any]]
+
+
+class TwoBrowserPools:
+    """`fresh` has search attributes newer than its status; `old` has none."""
+
+    async def list_workflows(self, query: str) -> AsyncIterator[_Execution]:
+        if "BrowserPool" not in query:
+            return
+        attributes = {
+            SA_PLATFORM: ["browser"],
+            SA_DESIRED: [6],
+            SA_READY: [5],
+            SA_PHASE: ["Provisioning"],
+        }
+        yield _Execution(id=bp_id("fresh"), search_attributes=attributes)
+        yield _Execution(id=bp_id("old"), search_attributes={})
+
+    def get_workflow_handle(self, workflow_id: str) -> Any:
+        class _Handle:
+            async def query(self, name: str, **_: Any) -> dict[str, Any]:
+                return STATUS
+
+        return _Handle()
+
+
+async def samples() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    collector = PoolCollector(TwoBrowserPools(), max_age=0, status_max_age=0)  # type: ignore[arg-type]
+    await collector.refresh()
+    registry = CollectorRegistry()
+    registry.register(collector)
+    text = generate_latest(registry).decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def labels(pool: str, **more: str) -> frozenset[tuple[str, str]]:
+    return frozenset({"pool": pool, "platform": "browser", "kind": "BrowserPool", **more}.items())
+
+
+async def test_search_attributes_come_first_and_the_status_fills_in_for_a_pool_without() -> None:
+    seen = await samples()
+    assert seen[("devicepool_replicas_ready", labels("fresh"))] == 5  # not the status' 3
+    assert seen[("devicepool_replicas_desired", labels("fresh"))] == 6
+    assert seen[("devicepool_pool_phase", labels("fresh", phase="Provisioning"))] == 1
+    assert ("devicepool_pool_phase", labels("fresh", phase="Degraded")) not in seen
+    assert seen[("devicepool_replicas_ready", labels("old"))] == 3
+    assert seen[("devicepool_pool_phase", labels("old", phase="Degraded"))] == 1
+    assert seen[("devicepool_browser_pools", frozenset())] == 2
+
+
+async def test_profiles_by_node_are_one_series_a_node() -> None:
+    seen = await samples()
+    by_node = {
+        (dict(lbl)["pool"], dict(lbl)["node"]): value
+        for (name, lbl), value in seen.items()
+        if name == "devicepool_node_profiles"
+    }
+    assert by_node == {
+        ("fresh", "node-2"): 3,
+        ("fresh", "node-3"): 0,
+        ("old", "node-2"): 3,
+        ("old", "node-3"): 0,
+    }
+    assert seen[("devicepool_devices", labels("fresh", status="lost"))] == 3
