@@ -32,7 +32,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_rules_are_valid() -> None:
     result = run("check", "rules", str(RULES))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "11 rules found" in result.stdout
+    assert "16 rules found" in result.stdout
 
 
 def test_rule_unit_tests_pass_and_cover_at_least_three_alerts() -> None:
@@ -42,9 +42,44 @@ def test_rule_unit_tests_pass_and_cover_at_least_three_alerts() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_dashboard_queries_use_only_exported_metrics() -> None:
+def dashboard_exprs() -> list[str]:
     dashboard = json.loads(DASHBOARD.read_text())
-    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    return [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+
+
+def test_dashboard_queries_parse(tmp_path: Path) -> None:
+    """Each panel's query is valid PromQL (`$pool` is inside a string): promtool parses it
+    as a recording rule."""
+    rules = {
+        "groups": [
+            {
+                "name": "dashboard",
+                "rules": [
+                    {"record": f"dashboard:query_{i}", "expr": expr}
+                    for i, expr in enumerate(dashboard_exprs())
+                ],
+            }
+        ]
+    }
+    path = tmp_path / "dashboard-rules.yaml"
+    path.write_text(json.dumps(rules))  # JSON is YAML
+    result = run("check", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dashboard_tells_the_kinds_apart() -> None:
+    """Device counts and profile counts are not summed together: every query of the
+    per-pool gauges that are per kind names the kind (the phase table shows it)."""
+    per_kind = ("devicepool_replicas_", "devicepool_devices")
+    for expr in dashboard_exprs():
+        if any(name in expr for name in per_kind):
+            assert 'kind="BrowserPool"' in expr or 'kind!="BrowserPool"' in expr, expr
+    assert any("devicepool_node_profiles" in e for e in dashboard_exprs())
+    assert any('devicepool_devices{kind="BrowserPool"' in e for e in dashboard_exprs())
+
+
+def test_dashboard_queries_use_only_exported_metrics() -> None:
+    exprs = dashboard_exprs()
     assert exprs
     names = set(re.findall(r"\b(devicepool_[a-z_]+)", " ".join(exprs)))
     exported = {
@@ -58,5 +93,9 @@ def test_dashboard_queries_use_only_exported_metrics() -> None:
         "devicepool_provisioning_seconds_bucket",
         "devicepool_pool_phase",
         "devicepool_worker_polling",
+        "devicepool_pools",
+        "devicepool_browser_pools",
+        "devicepool_node_profiles",
+        "devicepool_pool_condition",
     }
     assert names <= exported, names - exported
