@@ -22,7 +22,7 @@ from devicepool.activities.device_models import DeviceInfo, DeviceStatus
 from devicepool.activities.errors import ProviderError, configuration_error
 from devicepool.activities.metrics import Metrics
 from devicepool.activities.providers.base import Provider, provider_call
-from devicepool.activities.providers.registry import Transport, build_provider
+from devicepool.activities.providers.registry import PhonePacer, Transport, build_provider
 from devicepool.activities.proxy import resolve_proxy
 from devicepool.activities.secrets import Scrubber
 from devicepool.activities.settings import AccountSettings, PoolSettings, ProxyPoolSettings
@@ -59,7 +59,11 @@ class AccountProviders:
         transport: Transport | None = None,
         metrics: Metrics | None = None,
         scrubber: Scrubber | None = None,
+        phone_pacer: PhonePacer | None = None,
     ) -> None:
+        """`phone_pacer`: one cloud-phone budget for every `api: bitbrowser` account here
+        (a node worker's); None: one each. Accounts served by a node worker (`node`)
+        get no adapter: their calls run on that node."""
         self._settings = settings or PoolSettings()
         # Every secret the worker holds (`scrubber`, built once from its config)
         # and, in any case, those handed here: cleaned out of every provider text.
@@ -73,10 +77,16 @@ class AccountProviders:
             resolve_proxy(pool, idempotency_key="check", ttl=0)
         self._providers: dict[str, Provider] = {
             name: build_provider(
-                account, transport=transport, metrics=self.metrics, scrubber=self._scrubber
+                account,
+                transport=transport,
+                metrics=self.metrics,
+                scrubber=self._scrubber,
+                phone_pacer=phone_pacer,
             )
             for name, account in accounts.items()
+            if not account.node
         }
+        self._nodes = {name: account.node for name, account in accounts.items() if account.node}
         # (account, pool) -> (monotonic time, wall time, devices) of the last listing
         self._listings: dict[tuple[str, str], tuple[float, datetime, list[DeviceInfo]]] = {}
         self._listings_swept = time.monotonic()
@@ -94,6 +104,11 @@ class AccountProviders:
         return provider
 
     def _unknown_account(self, account: str) -> str:
+        if node := self._nodes.get(account):
+            return (
+                f"account {account!r} (providerCredentialRef) is served by node worker "
+                f"{node!r}, not by this worker: its calls belong on that node's queue"
+            )
         known = ", ".join(sorted(self._providers)) or "(none)"
         return f"unknown account {account!r} (providerCredentialRef); known: {known}"
 

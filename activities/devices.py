@@ -106,6 +106,20 @@ class DeviceActivities(
         """What the `devicepool-watch` task queue serves: the long, mostly sleeping watches."""
         return [self.watch_devices, self.watch_health]
 
+    def node_queue_activities(self) -> list[Any]:
+        """What a node worker's queue serves for the cloud-phone accounts it serves: every
+        short activity that reaches the provider, creates too (`worker/node.py`)."""
+        return [
+            self.check_pool_refs,
+            self.list_devices,
+            self.get_statuses,
+            self.region_status,
+            self.terminate_device,
+            self.terminate_pool,
+            self.create_device,
+            *self.orphan_activities(),
+        ]
+
     def account_queue_activities(self) -> list[Any]:
         """What each account's own task queue serves: creates, under its window."""
         return [self.create_device]

@@ -41,6 +41,8 @@ class JanitorConfig(CamelModel):
     # How long a device must stay an orphan before it is terminated
     # (`orphanGraceSeconds`, default 600).
     grace_seconds: float = Field(default=600.0, ge=0)
+    # The node worker serving the account ("" for none): where its scans run.
+    node: str = ""
 
 
 class OrphanDevice(CamelModel):

@@ -29,8 +29,12 @@ class AccountSettings(BaseModel):
     name: str
     # Which provider adapter speaks to it (`activities.providers.PROVIDER_APIS`).
     api: str = "rest"
-    base_url: str
-    api_key: SecretStr
+    # `api: bitbrowser` served by a node worker (worker config `node`): the node of
+    # that name speaks to its Local API, this process never does (no URL, no key
+    # here). "": this process speaks to `base_url` itself.
+    node: str = ""
+    base_url: str = ""
+    api_key: SecretStr = SecretStr("")
     creates_per_minute: int = Field(default=20, ge=1)
     timeout_seconds: float = Field(default=10.0, gt=0)
     # The provider's rate window (60 s; shorter only against a sped-up emulator)
@@ -93,10 +97,18 @@ class PoolSettings(CamelModel):
     # Each account's price of a device-hour (worker config `pricePerHour`); an
     # account not listed costs `DEFAULT_PRICE_PER_HOUR`.
     account_prices: dict[str, float] = Field(default_factory=dict)
+    # Accounts served by a node worker (worker config `accounts.<name>.node`): their
+    # provider calls are scheduled on that node's queue. An account not listed is
+    # served by the workers of the pool's own queues.
+    account_nodes: dict[str, str] = Field(default_factory=dict)
 
     def price_per_hour(self, account: str) -> float:
         """What one device of `account` costs an hour, in dollars."""
         return self.account_prices.get(account, DEFAULT_PRICE_PER_HOUR)
+
+    def node_of(self, account: str) -> str:
+        """The node worker that serves `account`'s provider calls ("" for none)."""
+        return self.account_nodes.get(account, "")
 
 
 class LedgerConfig(CamelModel):
@@ -112,6 +124,8 @@ class LedgerConfig(CamelModel):
     max_devices: int | None = Field(default=None, ge=0)
     # The cap as the worker config says it, for the held pools' `SpendCapReached`.
     cap_text: str = ""
+    # The node worker serving the account ("" for none): where the cap's count runs.
+    node: str = ""
 
     @classmethod
     def of(cls, account: AccountSettings) -> LedgerConfig:
@@ -122,4 +136,5 @@ class LedgerConfig(CamelModel):
             margin_seconds=account.window_margin_seconds,
             max_devices=cap.devices_allowed(account.price_per_hour) if cap else None,
             cap_text=cap.describe(account.price_per_hour) if cap else "",
+            node=account.node,
         )

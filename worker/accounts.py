@@ -59,6 +59,7 @@ async def start_janitors(
             task_queue=TASK_QUEUE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             start_signal=SIGNAL_JANITOR_CONFIGURE,
-            start_signal_args=[config],
+            # Per account: an account a node worker serves has its scans there.
+            start_signal_args=[config.model_copy(update={"node": account.node})],
             static_summary=f"orphan sweep of account `{account.name}`",
         )

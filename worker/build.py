@@ -8,8 +8,10 @@ share; `build_workers` is the process's set of workers:
   ``capacity.maxCachedWorkflows`` cached workflows;
 - ``devicepool-watch``: the long watches, ``capacity.maxConcurrentWatches`` slots,
   cut off at once at shutdown;
-- ``devicepool-account-<name>`` (`account_workers`), one per configured account:
-  only ``create_device``, so only workers that know the account run its creates.
+- ``devicepool-account-<name>`` (`account_workers`), one per configured account
+  that no node worker serves: only ``create_device``, so only workers that know
+  the account run its creates. An account with a ``node`` has every provider
+  call on that node's queue (``worker/node.py``).
 
 `workflow_runner` is the sandbox: every module of ours is passed through but each
 workflow's own. Why these queues and that sandbox: docs/scaling.md, "What one
@@ -171,7 +173,8 @@ def build_workers(
         *account_workers(
             client,
             activities,
-            [a.name for a in config.accounts.values()],
+            # An account a node worker serves has its creates on that node's queue.
+            [a.name for a in config.accounts.values() if not a.node],
             graceful_shutdown_timeout=graceful,
         ),
     ]

@@ -26,12 +26,14 @@ from typing import Any
 
 import pydantic
 import yaml
+from pydantic import SecretStr
 from temporalio.converter import PayloadCodec
 
 from devicepool.activities.definitions import CREATE_START_TO_CLOSE_TIMEOUT
 from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
 from devicepool.activities.providers import PROVIDER_APIS
 from devicepool.activities.secrets import Scrubber
+from devicepool.api.labels import check_node_name
 from devicepool.api.v1beta1 import SpendCapSpec
 from devicepool.codec import (
     ENV_KEY_FILES,
@@ -47,6 +49,7 @@ from devicepool.worker.config_file import (
     DEFAULT_MAX_CONCURRENT_WATCHES,
     DEFAULT_METRICS_PORT,
     DEFAULT_ORPHAN_GRACE_SECONDS,
+    AccountFile,
     CapacityFile,
     ConfigFile,
     IntervalsFile,
@@ -142,7 +145,8 @@ class WorkerConfig:
         return {
             "config": self.source,
             "accounts": ",".join(
-                f"{a.name}@{a.base_url}/{a.creates_per_minute}pm" for a in self.accounts.values()
+                f"{a.name}@{f'node:{a.node}' if a.node else a.base_url}/{a.creates_per_minute}pm"
+                for a in self.accounts.values()
             ),
             "proxy_pools": ",".join(sorted(self.proxy_pools)),
             "resync_seconds": self.settings.resync_seconds,
@@ -214,7 +218,10 @@ def build_config(
     accounts = _accounts(parsed, source=source, base_dir=base_dir, env=env)
     proxy_pools = _proxy_pools(parsed, source=source, base_dir=base_dir, env=env)
     settings = _settings(parsed.intervals).model_copy(
-        update={"account_prices": {name: a.price_per_hour for name, a in parsed.accounts.items()}}
+        update={
+            "account_prices": {name: a.price_per_hour for name, a in parsed.accounts.items()},
+            "account_nodes": {name: a.node for name, a in accounts.items() if a.node},
+        }
     )
     graceful = env_float(env, ENV_GRACEFUL_SHUTDOWN, DEFAULT_GRACEFUL_SHUTDOWN_SECONDS, source)
     return WorkerConfig(
@@ -266,20 +273,26 @@ def _accounts(
                 f"{where}.api: unknown provider API {account.api!r} "
                 f"(known: {', '.join(PROVIDER_APIS)})"
             )
-        check_url(account.base_url, f"{where}.baseUrl")
+        node = _account_node(account, where)
         _check_timeout(account.timeout_seconds, f"{where}.timeoutSeconds")
-        key = read_secret(
-            file=account.api_key_file,
-            env_name=account.api_key_env,
-            field_prefix=f"{where}.apiKey",
-            base_dir=base_dir,
-            env=env,
-            required=True,
-        )
+        base_url, key = "", SecretStr("")
+        if not node:
+            # Checked as `_account_node` left it: present.
+            base_url = str(account.base_url)
+            check_url(base_url, f"{where}.baseUrl")
+            key = read_secret(
+                file=account.api_key_file,
+                env_name=account.api_key_env,
+                field_prefix=f"{where}.apiKey",
+                base_dir=base_dir,
+                env=env,
+                required=True,
+            )
         accounts[name] = AccountSettings(
             name=name,
             api=account.api,
-            base_url=account.base_url.rstrip("/"),
+            node=node,
+            base_url=base_url.rstrip("/"),
             api_key=key,
             creates_per_minute=account.creates_per_minute,
             timeout_seconds=account.timeout_seconds,
@@ -289,6 +302,39 @@ def _accounts(
             spend_cap=_spend_cap(account.spend_cap),
         )
     return accounts
+
+
+def _account_node(account: AccountFile, where: str) -> str:
+    """The account's node worker ("" when this process speaks to `baseUrl` itself).
+
+    `node` is for `api: bitbrowser` only and replaces `baseUrl` and the key: the
+    node worker has both (`--bitbrowser-url`, `--bitbrowser-key-file`).
+    """
+    if account.node is None:
+        if account.base_url is None:
+            hint = " (or node: NAME, for api: bitbrowser)" if account.api == "bitbrowser" else ""
+            raise ConfigError(f"{where}.baseUrl: required{hint}")
+        return ""
+    if account.api != "bitbrowser":
+        raise ConfigError(
+            f"{where}.node: only an api: bitbrowser account is served by a node worker "
+            f"(this one is api: {account.api}); use baseUrl"
+        )
+    try:
+        check_node_name(account.node)
+    except ValueError as err:
+        raise ConfigError(f"{where}.node: {err}") from None
+    for value, field_name in (
+        (account.base_url, "baseUrl"),
+        (account.api_key_file, "apiKeyFile"),
+        (account.api_key_env, "apiKeyEnv"),
+    ):
+        if value is not None:
+            raise ConfigError(
+                f"{where}.{field_name}: not with node (the node worker's --bitbrowser-url "
+                "and --bitbrowser-key-file reach its Local API); give one of node and baseUrl"
+            )
+    return account.node
 
 
 def _spend_cap(cap: SpendCapFile | None) -> SpendCapSpec | None:

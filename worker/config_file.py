@@ -41,7 +41,10 @@ class SpendCapFile(_FileModel):
 class AccountFile(_FileModel):
     # The provider adapter that speaks to the account (`activities.providers.PROVIDER_APIS`).
     api: str = "rest"
-    base_url: str
+    # `api: bitbrowser` only: the node worker whose Local API is logged into the
+    # account (its calls go there). Exactly one of `node` and `baseUrl`.
+    node: str | None = None
+    base_url: str | None = None
     api_key_file: str | None = None
     api_key_env: str | None = None
     creates_per_minute: int = Field(default=20, ge=1, le=6000)

@@ -9,8 +9,16 @@ runs on Windows and macOS only, so this is a plain `pip install` on that machine
 (docs/browserpools.md, "Running a node worker").
 
 The optional config file gives `proxyPools` (the gateways and passwords of the
-proxies its profiles use); `accounts` are refused (a node serves none) and the
-rest is the main worker's and ignored.
+proxies its profiles and phones use) and the cloud-phone accounts it serves:
+`accounts.<name>` with `api: bitbrowser` and `node: NAME` (its own name). For
+those it also serves the DevicePool provider activities (`DeviceActivities`)
+over its own `--bitbrowser-url` and key, on the same queue, and the watches on
+that queue's watch queue, all the accounts' calls under ONE `PhonePacer`: the
+Local API's 1 cloud-phone request a second holds however many main workers
+run (`workflows/shared/placement.py` sends the calls here). Accounts of other
+nodes are ignored, so one file may serve every node; an account without `node`
+is refused (main workers serve it, with its secrets). The rest of the file is
+the main worker's and ignored.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.converter import PayloadCodec
 from temporalio.worker import Worker
 
+from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.errors import ProviderError
 from devicepool.activities.node_browsers import NodeBrowserActivities
 from devicepool.activities.node_models import DEFAULT_NODE_HEARTBEAT_SECONDS, NodeBeat
@@ -41,9 +50,10 @@ from devicepool.activities.providers.bitbrowser import (
     DEFAULT_BASE_URL,
     BrowserProfiles,
     LocalApi,
+    PhonePacer,
 )
 from devicepool.activities.secrets import Scrubber
-from devicepool.activities.settings import ProxyPoolSettings
+from devicepool.activities.settings import AccountSettings, ProxyPoolSettings
 from devicepool.api.labels import check_node_name, parse_label
 from devicepool.api.names import (
     NODE_REGISTRY_WORKFLOW_ID,
@@ -51,9 +61,11 @@ from devicepool.api.names import (
     TASK_QUEUE,
     WORKFLOW_NODE_REGISTRY,
     node_task_queue,
+    watch_task_queue,
 )
-from devicepool.worker.build import new_worker
-from devicepool.worker.config import ConfigError, load_config
+from devicepool.worker.build import WATCH_SHUTDOWN_GRACE, new_worker
+from devicepool.worker.config import ConfigError, WorkerConfig, build_config, load_config
+from devicepool.worker.config_file import DEFAULT_MAX_CONCURRENT_WATCHES
 from devicepool.worker.config_values import check_url
 from devicepool.workflows.nodes.state import NodeRegistryInput
 
@@ -63,7 +75,9 @@ __all__ = [
     "load_node_options",
     "node_activities",
     "node_main_async",
+    "node_phone_activities",
     "node_worker",
+    "node_workers",
     "run_node_worker",
     "send_beat",
 ]
@@ -87,6 +101,9 @@ class NodeOptions:
     account: str = ""
     # The config file's payload codec (its `encryption`); None: the environment's.
     codec: PayloadCodec | None = field(default=None, repr=False, compare=False)
+    # The cloud-phone accounts it serves (`node: <this node>` in the config), each
+    # over this node's Local API: `base_url` and `api_key` are the flags'.
+    accounts: dict[str, AccountSettings] = field(default_factory=dict, repr=False)
 
     def beat(self) -> NodeBeat:
         return NodeBeat(
@@ -133,15 +150,22 @@ def load_node_options(
             ) from None
     proxy_pools: dict[str, ProxyPoolSettings] = {}
     codec: PayloadCodec | None = None
+    accounts: dict[str, AccountSettings] = {}
     if config is not None:
-        if _names_accounts(config):
-            raise ConfigError(
-                f"{config}: accounts: a node worker serves no provider accounts (it serves "
-                "the Local API at --bitbrowser-url); remove them, or run them on a main worker"
-            )
-        loaded = load_config(config, env=env if env is not None else os.environ)
+        loaded = _node_config(config, node, env=env if env is not None else os.environ)
         proxy_pools = loaded.proxy_pools
         codec = loaded.codec()
+        accounts = {
+            name: account.model_copy(
+                # Served here: over this node's Local API, with this node's key.
+                update={
+                    "node": "",
+                    "base_url": bitbrowser_url.rstrip("/"),
+                    "api_key": api_key or SecretStr(""),
+                }
+            )
+            for name, account in loaded.accounts.items()
+        }
     return NodeOptions(
         node=node,
         labels=parsed,
@@ -151,16 +175,34 @@ def load_node_options(
         heartbeat_seconds=heartbeat_seconds,
         account=account,
         codec=codec,
+        accounts=accounts,
     )
 
 
-def _names_accounts(config: Path) -> bool:
-    """Whether the file has `accounts` (checked before their secrets are read)."""
+def _node_config(config: Path, node: str, *, env: Mapping[str, str]) -> WorkerConfig:
+    """The file as node `node` reads it: its own accounts only (checked before any
+    secret is read); other nodes' are dropped, one without `node` is refused."""
     try:
         data = yaml.safe_load(config.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
-        return False  # `load_config` says what is wrong with it
-    return isinstance(data, dict) and bool(data.get("accounts"))
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("accounts"), dict):
+        return load_config(config, env=env)  # says what is wrong, or there are no accounts
+    own: dict[str, object] = {}
+    for name, account in data["accounts"].items():
+        served_by = account.get("node") if isinstance(account, dict) else None
+        if served_by is None:
+            raise ConfigError(
+                f"{config}: accounts.{name}.node: a node worker serves only accounts with "
+                f"node: {node} (this one has none, so main workers serve it); remove it here"
+            )
+        if served_by == node:
+            own[name] = account
+        else:
+            log.info("node %s: account %s is node %s's, not served here", node, name, served_by)
+    return build_config(
+        {**data, "accounts": own}, source=str(config), base_dir=config.parent, env=env
+    )
 
 
 def node_activities(
@@ -178,15 +220,57 @@ def node_activities(
     )
 
 
-def node_worker(client: Client, activities: NodeBrowserActivities) -> Worker:
-    """The Temporal worker of `node_task_queue(node)`: the node activities, no workflows."""
+def node_phone_activities(
+    options: NodeOptions, *, transport: httpx.AsyncBaseTransport | None = None
+) -> DeviceActivities | None:
+    """The provider activities of the cloud-phone accounts this node serves (None: none).
+
+    ONE pacer for all of them: they all reach this node's Local API, whose
+    1 cloud-phone request a second counts every call of the client.
+    """
+    if not options.accounts:
+        return None
+    interval = max(a.phone_interval_seconds for a in options.accounts.values())
+    return DeviceActivities(
+        accounts=options.accounts,
+        proxy_pools=options.proxy_pools,
+        transport=transport,
+        phone_pacer=PhonePacer(interval=interval),
+    )
+
+
+def node_worker(
+    client: Client, activities: NodeBrowserActivities, phones: DeviceActivities | None = None
+) -> Worker:
+    """The Temporal worker of `node_task_queue(node)`: the node activities (and the short
+    provider activities of its cloud-phone accounts), no workflows."""
+    served = [*activities.activities(), *(phones.node_queue_activities() if phones else [])]
     return new_worker(
         client,
         task_queue=node_task_queue(activities.node),
-        activities=activities.activities(),
+        activities=served,
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
         disable_eager_activity_execution=True,
     )
+
+
+def node_workers(
+    client: Client, activities: NodeBrowserActivities, phones: DeviceActivities | None = None
+) -> list[Worker]:
+    """`node_worker`, then (with cloud-phone accounts) its watch queue's worker: the pools'
+    long watches, apart from the slots the short calls need (worker/build.py)."""
+    workers = [node_worker(client, activities, phones)]
+    if phones is not None:
+        workers.append(
+            new_worker(
+                client,
+                task_queue=watch_task_queue(node_task_queue(activities.node)),
+                activities=phones.watch_queue_activities(),
+                max_concurrent_activities=DEFAULT_MAX_CONCURRENT_WATCHES,
+                graceful_shutdown_timeout=WATCH_SHUTDOWN_GRACE,
+            )
+        )
+    return workers
 
 
 async def send_beat(client: Client, beat: NodeBeat) -> None:
@@ -229,39 +313,47 @@ async def run_node_worker(
 ) -> None:
     """Serve the node's queue and beat until `shutdown_event` (or the worker fails)."""
     activities = node_activities(options, transport=transport)
+    phones = node_phone_activities(options, transport=transport)
     try:
         await activities.profiles.api.health()
     except ProviderError as err:
         # The desktop client may start later: the activities fail (retryably) until it does.
         log.warning("node %s: the Local API does not answer yet: %s", options.node, err)
-    worker = node_worker(client, activities)
+    workers = node_workers(client, activities, phones)
     labels = ",".join(f"{k}={v}" for k, v in sorted(options.labels.items())) or "(none)"
     log.info(
-        "node worker %s serving %s, labels %s, Local API %s, proxy pools %s",
+        "node worker %s serving %s, labels %s, Local API %s, proxy pools %s, "
+        "cloud-phone accounts %s",
         options.node,
-        node_task_queue(options.node),
+        ",".join(w.task_queue for w in workers),
         labels,
         options.bitbrowser_url,
         ",".join(sorted(options.proxy_pools)) or "(none)",
+        ",".join(sorted(options.accounts)) or "(none)",
     )
-    serving = asyncio.create_task(worker.run(), name=f"worker:{worker.task_queue}")
+    serving = [asyncio.create_task(w.run(), name=f"worker:{w.task_queue}") for w in workers]
     beating = asyncio.create_task(beat_forever(client, options.beat(), stop=shutdown_event))
     stop = asyncio.create_task(shutdown_event.wait())
     try:
-        await asyncio.wait({serving, stop}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({*serving, stop}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         shutdown_event.set()
         await beating
-        if not serving.done():
-            await worker.shutdown()
-            with contextlib.suppress(Exception):
-                await serving
+        for worker, task in zip(workers, serving, strict=True):
+            if not task.done():
+                with contextlib.suppress(Exception):
+                    await worker.shutdown()
+        with contextlib.suppress(Exception):
+            await asyncio.gather(*serving, return_exceptions=True)
         stop.cancel()
         await activities.aclose()
+        if phones is not None:
+            await phones.aclose()
         log.info("node worker %s stopped", options.node)
-    failure = serving.exception() if serving.done() and not serving.cancelled() else None
-    if failure is not None:
-        raise failure
+    for task in serving:
+        failure = task.exception() if task.done() and not task.cancelled() else None
+        if failure is not None:
+            raise failure
 
 
 async def node_main_async(options: NodeOptions) -> None:

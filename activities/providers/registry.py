@@ -23,14 +23,19 @@ from devicepool.activities.providers.rest import RestProvider
 from devicepool.activities.secrets import Scrubber
 from devicepool.activities.settings import AccountSettings
 
-__all__ = ["ADAPTERS", "Transport", "build_provider"]
+# `PhonePacer` too: the seam hands a shared one in without loading the adapter itself.
+__all__ = ["ADAPTERS", "PhonePacer", "Transport", "build_provider"]
 
 # What tests hand an adapter instead of the network (an in-process emulator).
 Transport = httpx.AsyncBaseTransport
 
 
 def _rest(
-    account: AccountSettings, transport: Transport | None, metrics: Metrics, scrubber: Scrubber
+    account: AccountSettings,
+    transport: Transport | None,
+    metrics: Metrics,
+    scrubber: Scrubber,
+    pacer: PhonePacer | None,
 ) -> Provider:
     return RestProvider(
         BitCloudPhoneClient(
@@ -45,9 +50,14 @@ def _rest(
 
 
 def _bitbrowser(
-    account: AccountSettings, transport: Transport | None, metrics: Metrics, scrubber: Scrubber
+    account: AccountSettings,
+    transport: Transport | None,
+    metrics: Metrics,
+    scrubber: Scrubber,
+    pacer: PhonePacer | None,
 ) -> Provider:
-    # One pacer per account: every pool's calls share the 1-a-second budget.
+    # One pacer per account (or the one handed in, a node worker's for every account
+    # it serves): every pool's calls share the 1-a-second budget.
     api = LocalApi(
         base_url=account.base_url,
         api_key=account.api_key,
@@ -56,11 +66,14 @@ def _bitbrowser(
         metrics=metrics,
         scrubber=scrubber,
     )
-    pacer = PhonePacer(interval=account.phone_interval_seconds)
+    pacer = pacer or PhonePacer(interval=account.phone_interval_seconds)
     return PhoneProvider(CloudPhones(api, pacer=pacer))
 
 
-ADAPTERS: dict[str, Callable[[AccountSettings, Transport | None, Metrics, Scrubber], Provider]] = {
+ADAPTERS: dict[
+    str,
+    Callable[[AccountSettings, Transport | None, Metrics, Scrubber, PhonePacer | None], Provider],
+] = {
     "rest": _rest,
     "bitbrowser": _bitbrowser,
 }
@@ -72,10 +85,18 @@ def build_provider(
     transport: Transport | None = None,
     metrics: Metrics,
     scrubber: Scrubber,
+    phone_pacer: PhonePacer | None = None,
 ) -> Provider:
-    """The adapter for `account` (a `ValueError` for an `api` no adapter speaks)."""
+    """The adapter for `account` (a `ValueError` for an `api` no adapter speaks).
+
+    `phone_pacer`: the cloud-phone budget to share (`api: bitbrowser`); None: its own.
+    """
     build = ADAPTERS.get(account.api)
     if build is None:
         known = ", ".join(sorted(ADAPTERS))
         raise ValueError(f"account {account.name!r}: unknown api {account.api!r} (known: {known})")
-    return build(account, transport, metrics, scrubber)
+    if account.node:
+        raise ValueError(
+            f"account {account.name!r}: served by node worker {account.node!r}, not here"
+        )
+    return build(account, transport, metrics, scrubber, phone_pacer)

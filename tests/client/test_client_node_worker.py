@@ -51,14 +51,48 @@ def test_a_bad_flag_is_one_line_and_exit_2(
     assert said in lines[0]
 
 
-def test_a_config_with_accounts_is_refused_before_their_secrets_are_read(
+def test_an_account_without_node_is_refused_before_its_secrets_are_read(
     capsys: pytest.CaptureFixture[str], unreachable: str, tmp_path: Path
 ) -> None:
     config = tmp_path / "node.yaml"
     config.write_text("accounts:\n  a:\n    baseUrl: http://x:1\n    apiKeyFile: missing\n")
     code, err = run(capsys, "worker", "--node", "n1", "--config", str(config))
     assert code == EXIT_BAD_INPUT
-    assert "accounts: a node worker serves no provider accounts" in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "accounts.a.node: a node worker serves only accounts with node: n1" in lines[0]
+    assert "missing" not in lines[0]  # refused before the key file was looked for
+
+
+def test_a_node_serves_its_own_cloud_phone_accounts_over_its_own_local_api(
+    tmp_path: Path,
+) -> None:
+    key = tmp_path / "bb.key"
+    key.write_text("bb-key-Qm27\n")
+    config = tmp_path / "shared.yaml"
+    config.write_text(
+        "accounts:\n"
+        "  phones:\n    api: bitbrowser\n    node: n1\n    pricePerHour: 0.2\n"
+        "  other-phones:\n    api: bitbrowser\n    node: n2\n"
+    )
+    options = load_node_options(
+        node="n1",
+        labels=[],
+        bitbrowser_url="http://127.0.0.1:54399/",
+        key_file=key,
+        config=config,
+        env={},
+    )
+    # Another node's account is not served here; its own is, over the flags' URL and key.
+    assert set(options.accounts) == {"phones"}
+    phones = options.accounts["phones"]
+    assert (phones.api, phones.node, phones.base_url) == (
+        "bitbrowser",
+        "",
+        "http://127.0.0.1:54399",
+    )
+    assert phones.api_key.get_secret_value() == "bb-key-Qm27" and phones.price_per_hour == 0.2
+    assert "bb-key-Qm27" not in repr(options) and "bb-key-Qm27" not in repr(phones)
 
 
 def test_the_shipped_node_example_loads() -> None:

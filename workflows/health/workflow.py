@@ -38,7 +38,6 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_HEALTH_CONFIG,
         SIGNAL_HEALTH_REPORT,
         WORKFLOW_POOL_HEALTH,
-        watch_task_queue,
     )
     from devicepool.workflows.health.triage import (
         METRIC_REASON,
@@ -51,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from devicepool.workflows.shared import versions
     from devicepool.workflows.shared.cancellation import raise_if_cancelled
+    from devicepool.workflows.shared.placement import provider_queue, watch_queue
     from devicepool.workflows.shared.policies import PROVIDER_RETRY
     from devicepool.workflows.shared.protocol import HealthConfig, HealthInput, HealthReport
 
@@ -69,6 +69,10 @@ class PoolHealthWorkflow:
     def _settings(self) -> PoolSettings:
         """The worker's settings with the pool's own thresholds (its latest `health_config`)."""
         return self._state.config.applied_to(self._state.settings)
+
+    def _node(self, input: HealthInput) -> str:
+        """The node worker that serves the pool's account ("" for none)."""
+        return self._state.settings.node_of(input.account)
 
     @property
     def _offline_after(self) -> timedelta:
@@ -210,14 +214,14 @@ class PoolHealthWorkflow:
                     offline_after_seconds=settings.offline_after_seconds,
                 ),
             ),
-            # Long and mostly asleep: on the watch queue, never on the slots
-            # the pools' short activities need.
-            task_queue=watch_task_queue(workflow.info().task_queue),
             start_to_close_timeout=timedelta(seconds=settings.watch_max_seconds + 120),
             schedule_to_close_timeout=timedelta(seconds=settings.watch_max_seconds + 300),
             heartbeat_timeout=timedelta(seconds=max(30.0, 3 * settings.health_seconds)),
             retry_policy=PROVIDER_RETRY,
             summary="read now" if once else "watch for unhealthy devices",
+            # Long and mostly asleep: on a watch queue (its own queue's, or its
+            # account's node's), never on the slots the pools' short activities need.
+            **watch_queue(self._node(input), workflow.info().task_queue),
         )
 
     async def _judge(self, input: HealthInput, found: WatchHealthResult) -> set[str]:
@@ -281,6 +285,7 @@ class PoolHealthWorkflow:
                 schedule_to_close_timeout=timedelta(minutes=2),
                 retry_policy=PROVIDER_RETRY,
                 summary=f"replace {device_id} ({reason_kind(due[device_id])})",
+                **provider_queue(self._node(input)),
             )
 
         ids = sorted(due)

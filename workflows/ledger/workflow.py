@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.ledger.dealing import deal, due_announcements
     from devicepool.workflows.ledger.state import Issued, LedgerInput, LedgerState, LedgerView
     from devicepool.workflows.shared import versions
+    from devicepool.workflows.shared.placement import provider_queue
     from devicepool.workflows.shared.protocol import (
         AccountCap,
         AccountPause,
@@ -189,6 +190,7 @@ class AccountLedgerWorkflow:
                 start_to_close_timeout=COUNT_TIMEOUT,
                 schedule_to_close_timeout=COUNT_TIMEOUT,
                 summary="count the account's devices for its spendCap",
+                **provider_queue(self._s.config.node),
             )
         except ActivityError as err:
             # The last count stands (none yet: nothing is granted); tried again in CAP_RECOUNT.

@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         scan_seconds,
     )
     from devicepool.workflows.shared import versions
+    from devicepool.workflows.shared.placement import provider_queue
     from devicepool.workflows.shared.policies import PROVIDER_RETRY
 
 __all__ = ["MAX_SCANS_PER_RUN", "OrphanSweepWorkflow"]
@@ -107,6 +108,7 @@ class OrphanSweepWorkflow:
                 schedule_to_close_timeout=timedelta(minutes=3),
                 retry_policy=PROVIDER_RETRY,
                 summary="find orphaned devices",
+                **provider_queue(self._s.config.node),
             )
         except ActivityError as err:
             cause = err.cause if err.cause is not None else err
@@ -129,6 +131,7 @@ class OrphanSweepWorkflow:
                     schedule_to_close_timeout=timedelta(minutes=10),
                     retry_policy=PROVIDER_RETRY,
                     summary=f"terminate {len(chunk)} orphaned device(s)",
+                    **provider_queue(self._s.config.node),
                 )
             except ActivityError as err:
                 cause = err.cause if err.cause is not None else err

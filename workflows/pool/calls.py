@@ -3,7 +3,8 @@
 Each function is one (or, for terminations, several parallel) activity
 commands of the pool workflow; the loop in `workflows/pool/workflow.py` decides when.
 Provider calls heartbeat (`HEARTBEAT_TIMEOUT`), so an attempt lost with a
-killed worker is retried elsewhere within seconds.
+killed worker is retried elsewhere within seconds. `node`: the node worker that
+serves the account ("" for none; `workflows/shared/placement.py`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from temporalio.exceptions import ActivityError
 
 from devicepool.activities import models as am
 from devicepool.activities.definitions import DeviceActivityDefinitions as Activities
-from devicepool.api.names import watch_task_queue
+from devicepool.workflows.shared.placement import provider_queue, watch_queue
 from devicepool.workflows.shared.policies import PROVIDER_RETRY
 
 __all__ = [
@@ -43,7 +44,12 @@ async def read_settings() -> am.PoolSettings:
 
 
 async def check_refs(
-    account: str, proxy_pool: str | None, region: str, platform: str | None = None
+    account: str,
+    proxy_pool: str | None,
+    region: str,
+    platform: str | None = None,
+    *,
+    node: str = "",
 ) -> list[str]:
     """Problems with the pool's account, proxy pool, region and platform (the worker's
     config and what the account's provider offers)."""
@@ -53,11 +59,12 @@ async def check_refs(
         start_to_close_timeout=timedelta(seconds=10),
         retry_policy=PROVIDER_RETRY,
         summary="check account, proxy pool and region",
+        **provider_queue(node),
     )
     return result.problems
 
 
-async def list_devices(account: str, pool: str) -> list[am.DeviceInfo]:
+async def list_devices(account: str, pool: str, *, node: str = "") -> list[am.DeviceInfo]:
     result = await workflow.execute_activity_method(
         Activities.list_devices,
         am.ListDevicesInput(account=account, pool=pool, compact=True),
@@ -66,11 +73,12 @@ async def list_devices(account: str, pool: str) -> list[am.DeviceInfo]:
         schedule_to_close_timeout=timedelta(minutes=5),
         retry_policy=PROVIDER_RETRY,
         summary="observe devices",
+        **provider_queue(node),
     )
     return result.listing(pool)
 
 
-async def region_status(account: str, region: str) -> str:
+async def region_status(account: str, region: str, *, node: str = "") -> str:
     result = await workflow.execute_activity_method(
         Activities.region_status,
         am.RegionStatusInput(account=account, region=region),
@@ -78,6 +86,7 @@ async def region_status(account: str, region: str) -> str:
         schedule_to_close_timeout=timedelta(minutes=2),
         retry_policy=PROVIDER_RETRY,
         summary=f"probe region {region}",
+        **provider_queue(node),
     )
     return result.status
 
@@ -110,6 +119,7 @@ async def terminate_devices(
     only_if_idle: set[str] | frozenset[str] = frozenset(),
     idle_since: Mapping[str, datetime] | None = None,
     reserve_keep: int | None = None,
+    node: str = "",
 ) -> Terminations:
     """Terminate these devices in parallel; those in `only_if_idle` only if still idle
     (and not used since `idle_since`, what the plan's listing showed)."""
@@ -129,6 +139,7 @@ async def terminate_devices(
             schedule_to_close_timeout=timedelta(minutes=5),
             retry_policy=PROVIDER_RETRY,
             summary=f"terminate {device_id}",
+            **provider_queue(node),
         )
 
     results = await asyncio.gather(*(one(d) for d in device_ids), return_exceptions=True)
@@ -156,9 +167,10 @@ async def watch_devices(
     The answer's `devices` are filled in either way (from compact rows, or whole).
     With `health_workflow_id`, it also answers when that workflow no longer runs.
 
-    On the watch queue of the pool's own queue (`devicepool-watch`), never on the
-    pool's queue: a watch holds its slot for its whole life, and there one per
-    pool would leave no slot for the short activities every pool needs.
+    On the watch queue of the pool's own queue (`devicepool-watch`), or of its
+    account's node, never on a queue of short calls: a watch holds its slot for
+    its whole life, and there one per pool would leave no slot for the short
+    activities every pool needs.
     """
     result = await workflow.execute_activity_method(
         Activities.watch_devices,
@@ -172,11 +184,11 @@ async def watch_devices(
             health_workflow_id=health_workflow_id,
             health_every_seconds=settings.health_liveness_seconds,
         ),
-        task_queue=watch_task_queue(workflow.info().task_queue),
         start_to_close_timeout=timedelta(seconds=settings.watch_max_seconds + 120),
         heartbeat_timeout=timedelta(seconds=max(30.0, 3 * settings.resync_seconds)),
         retry_policy=PROVIDER_RETRY,
         summary="watch for changes",
+        **watch_queue(settings.node_of(account), workflow.info().task_queue),
     )
     if result.rows:
         result = result.model_copy(update={"devices": result.listing(pool), "rows": []})

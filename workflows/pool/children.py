@@ -196,6 +196,7 @@ def batch_input(
         incarnation=incarnation(),
         startup_timeout_seconds=settings.startup_timeout_seconds,
         poll_seconds=min(5.0, settings.resync_seconds),
+        node=settings.node_of(spec.account),
     )
 
 

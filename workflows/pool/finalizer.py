@@ -51,6 +51,7 @@ from devicepool.api.errors import ErrorType
 from devicepool.workflows.pool import calls
 from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.shared.errors import error_message, error_type
+from devicepool.workflows.shared.placement import node_problem, provider_queue
 from devicepool.workflows.shared.policies import PROVIDER_RETRY
 
 __all__ = [
@@ -129,6 +130,7 @@ async def tear_down(
         blocked=blocked,
         hand_over=hand_over,
         blocked_after=timedelta(seconds=settings.teardown_blocked_after_seconds),
+        node=settings.node_of(account),
     )
 
 
@@ -186,6 +188,7 @@ async def sweep(
     blocked: Callable[[str, str], None],
     hand_over: Callable[[], Awaitable[None]],
     blocked_after: timedelta,
+    node: str = "",
 ) -> None:
     """Terminate every device of the pool, trying again until it works.
 
@@ -204,9 +207,17 @@ async def sweep(
                 heartbeat_timeout=timedelta(seconds=60),
                 retry_policy=PROVIDER_RETRY,
                 summary="terminate every device of the pool",
+                **provider_queue(node),
             )
             return
         except ActivityError as err:
+            if silent := node_problem(err, node):
+                reason, _, why = silent.partition(": ")
+                blocked(reason, f"cannot delete devices: {why}")
+                await hand_over()
+                await workflow.sleep(pause, summary="wait, then sweep the provider again")
+                pause = min(SWEEP_RETRY_MAX, 2 * pause)
+                continue
             if err.retry_state == RetryState.TIMEOUT:
                 failed = window_failure(err)
                 if failed is None:

@@ -41,7 +41,13 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.shared import versions
     from devicepool.workflows.shared.cancellation import raise_if_cancelled
     from devicepool.workflows.shared.errors import error_message, problem
+    from devicepool.workflows.shared.placement import node_problem
     from devicepool.workflows.shared.protocol import HealthConfig, ProvisionBatchInput
+
+
+# Since the provider calls of an account served by a node worker go to that node:
+# a run reads the worker's settings before its first provider call.
+SETTINGS_FIRST_PATCH = "settings-before-provider-calls"
 
 
 @workflow.defn(name=names.WORKFLOW_DEVICE_POOL)
@@ -67,6 +73,8 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
         # (None: it worked), unknown references (None: not checked yet).
         self._observe_problem: str | None = None
         self._refs_problems: list[str] | None = None
+        # Their check failed (a node worker took no call): no create until it works.
+        self._refs_unchecked = False
         self._neighbours = children.Neighbours(pool=self._name, account=self._account)
         self._need_observe = True
         # Why the next pass is due: a message that needs a fresh listing
@@ -134,7 +142,12 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
         """One round trip for everything the pass must know, not one each."""
         looks = []
         if self._settings is None:
-            looks.append(self._read_settings())
+            # The settings say which node worker serves the account (`account_nodes`),
+            # so the provider calls wait for them; runs from before read all at once.
+            if workflow.patched(SETTINGS_FIRST_PATCH):
+                await self._read_settings()
+            else:
+                looks.append(self._read_settings())
         if self._refs_problems is None:
             looks.append(self._check_refs())
         if self._need_observe:
@@ -146,12 +159,21 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
 
     async def _check_refs(self) -> None:
         proxy = self._spec.proxy
-        self._refs_problems = await calls.check_refs(
-            self._account,
-            proxy.pool_ref if proxy else None,
-            self._spec.region,
-            platform=self._spec.platform.value,
-        )
+        try:
+            self._refs_problems = await calls.check_refs(
+                self._account,
+                proxy.pool_ref if proxy else None,
+                self._spec.region,
+                platform=self._spec.platform.value,
+                node=self._node,
+            )
+        except ActivityError as err:
+            # Only a node worker that takes no call gets here (a node's calls are the
+            # only ones bounded): not checked, so no create, checked again next pass.
+            self._refs_problems, self._refs_unchecked = None, True
+            workflow.logger.warning("pool %s: references not checked: %s", self._name, err)
+            return
+        self._refs_unchecked = False
         if self._refs_problems:  # said each time it is checked again (repeats are counted)
             reason, message = st.refs_problem(self._refs_problems)
             self._happened(say.Happened(reason, message, warning=True))
@@ -159,13 +181,14 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
     async def _observe(self) -> None:
         number = self._observations.begin()
         try:
-            devices = await calls.list_devices(self._account, self._name)
+            devices = await calls.list_devices(self._account, self._name, node=self._node)
         except ActivityError as err:
             # Keep the last observation; never create or terminate on a guess.
             workflow.logger.warning("pool %s: cannot list devices: %s", self._name, err)
-            if self._observe_problem != problem(err):
-                self._happened(say.Happened("ListFailed", problem(err), warning=True))
-            self._observe_problem = problem(err)
+            said = node_problem(err, self._node) or problem(err)
+            if self._observe_problem != said:
+                self._happened(say.Happened("ListFailed", said, warning=True))
+            self._observe_problem = said
             return
         if self._observe_problem is not None:
             self._happened(say.Happened("Listed", "the pool's devices are listed again"))
@@ -193,7 +216,8 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
         if not backoff.probe_due(now):
             return
         try:
-            answer, failed = await calls.region_status(self._account, self._spec.region), False
+            answer = await calls.region_status(self._account, self._spec.region, node=self._node)
+            failed = False
         except ActivityError as err:
             answer, failed = error_message(err), True
         region, settings = self._spec.region, self.settings
@@ -220,7 +244,9 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             replacements_owed=self.s.replacements_owed,
             settings=self.settings,
             now=workflow.now(),
-            allow_create=not self._refs_problems and not self.s.backoff.active(workflow.now()),
+            allow_create=not self._refs_problems
+            and not self._refs_unchecked
+            and not self.s.backoff.active(workflow.now()),
             act=act and self._observe_problem is None,
             cap=self._spec.spend_cap.devices_allowed(self._price) if self._spec.spend_cap else None,
             retire=life.retire(),
@@ -280,6 +306,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             only_if_idle=only_if_idle,
             idle_since=seen,
             reserve_keep=reserve.keep if reserve is not None else None,
+            node=self._node,
         )
         self._said(
             self.s.take_terminations(
@@ -510,6 +537,11 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
     def _check_every(self) -> timedelta:
         """How long a batch may stay quiet before the pool asks whether it still runs."""
         return timedelta(seconds=2 * self.settings.startup_timeout_seconds + 60)
+
+    @property
+    def _node(self) -> str:
+        """The node worker that serves the pool's account ("" for none: this queue's workers)."""
+        return self.settings.node_of(self._account)
 
     @property
     def _price(self) -> float:

@@ -48,12 +48,12 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_PERMITS_USED,
         SIGNAL_WITHDRAW_SLOTS,
         WORKFLOW_PROVISION_BATCH,
-        account_task_queue,
         create_idempotency_key,
         ledger_workflow_id,
         slot_label,
     )
     from devicepool.workflows.shared.cancellation import raise_if_cancelled
+    from devicepool.workflows.shared.placement import create_queue, provider_queue
     from devicepool.workflows.shared.policies import PROVIDER_RETRY
     from devicepool.workflows.shared.protocol import (
         BatchReport,
@@ -318,7 +318,7 @@ class ProvisionBatchWorkflow:
                     extra_labels={LABEL_SLOT: slot_label(slot, input.incarnation)},
                     replacement=input.replacement,
                 ),
-                task_queue=account_task_queue(input.account),
+                **create_queue(input.node, input.account),
                 # Twice the provider client's own timeout: an attempt lost with
                 # a killed worker is retried elsewhere (same key) that soon.
                 start_to_close_timeout=timedelta(seconds=20),
@@ -353,14 +353,24 @@ class ProvisionBatchWorkflow:
             )
             ids = sorted(pending)
             for start in range(0, len(ids), 100):
-                statuses = await workflow.execute_activity_method(
-                    DeviceActivityDefinitions.get_statuses,
-                    GetStatusesInput(account=input.account, ids=ids[start : start + 100]),
-                    start_to_close_timeout=timedelta(seconds=30),
-                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                    retry_policy=PROVIDER_RETRY,
-                    summary=f"status of {len(ids[start : start + 100])} booting devices",
-                )
+                try:
+                    statuses = await workflow.execute_activity_method(
+                        DeviceActivityDefinitions.get_statuses,
+                        GetStatusesInput(account=input.account, ids=ids[start : start + 100]),
+                        start_to_close_timeout=timedelta(seconds=30),
+                        heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                        retry_policy=PROVIDER_RETRY,
+                        summary=f"status of {len(ids[start : start + 100])} booting devices",
+                        **provider_queue(input.node),
+                    )
+                except ActivityError as err:
+                    # Only a node worker that took no call fails a read (the others
+                    # retry for ever): read again at the next poll, until the deadline.
+                    raise_if_cancelled()
+                    if not input.node or workflow.cancellation_reason() is not None:
+                        raise
+                    workflow.logger.warning("pool %s: boot check failed: %s", input.pool, err)
+                    break
                 for item in statuses.items:
                     if item.status in (READY, BUSY):
                         pending.discard(item.id)

@@ -53,6 +53,9 @@ class ProvisionBatchInput(CamelModel):
     poll_seconds: float = 5.0
     # Replaces unhealthy devices: the account's ledger serves it before growth.
     replacement: bool = False
+    # The node worker serving the account ("" for none): where its creates and
+    # status reads run (`workflows/shared/placement.py`).
+    node: str = ""
 
     @model_validator(mode="before")
     @classmethod

@@ -1,0 +1,73 @@
+"""Where an account's provider calls run: the pool's own workers, or the account's node worker.
+
+An `api: bitbrowser` account with `node: NAME` in the worker config is served by
+that node worker alone (`devicepool worker --node NAME`): one process, one pacer,
+so the Local API's 1 cloud-phone request a second holds however many main
+workers run. Its short provider calls go to `node_task_queue(NAME)`, its watches
+to that queue's watch queue. A dead node must fail a call, not park it: those
+calls get `NODE_SCHEDULE_TO_START`, and `node_problem` says what a call that
+timed out waiting for the node means. An account without a node keeps its
+calls exactly as they were (no task queue, no new timeout), so recorded
+histories replay unchanged.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
+
+from devicepool.api.names import account_task_queue, node_task_queue, watch_task_queue
+
+__all__ = [
+    "NODE_SCHEDULE_TO_START",
+    "create_queue",
+    "node_problem",
+    "provider_queue",
+    "watch_queue",
+]
+
+# How long a call waits for its node worker to pick it up. Calls wait for the
+# node's pacer inside their activity, not in the queue, so a live node starts a
+# call within a poll; a minute is a node that is down (or out of slots).
+NODE_SCHEDULE_TO_START = timedelta(minutes=1)
+
+
+def provider_queue(node: str) -> dict[str, Any]:
+    """`execute_activity` options for a short provider call of an account served by `node`."""
+    if not node:
+        return {}
+    return {
+        "task_queue": node_task_queue(node),
+        "schedule_to_start_timeout": NODE_SCHEDULE_TO_START,
+    }
+
+
+def create_queue(node: str, account: str) -> dict[str, Any]:
+    """`execute_activity` options for a create: the node's queue, else the account's own."""
+    return provider_queue(node) or {"task_queue": account_task_queue(account)}
+
+
+def watch_queue(node: str, own_queue: str) -> dict[str, Any]:
+    """`execute_activity` options for a watch: the node's watch queue, else `own_queue`'s."""
+    if not node:
+        return {"task_queue": watch_task_queue(own_queue)}
+    return {
+        "task_queue": watch_task_queue(node_task_queue(node)),
+        "schedule_to_start_timeout": NODE_SCHEDULE_TO_START,
+    }
+
+
+def node_problem(err: BaseException, node: str) -> str | None:
+    """`NodeUnavailable: ...` when `err` is a call that no worker of `node` picked up."""
+    cause = err.cause if isinstance(err, ActivityError) else err
+    if not node or not isinstance(cause, TimeoutError):
+        return None
+    if cause.type != TimeoutType.SCHEDULE_TO_START:
+        return None
+    waited = NODE_SCHEDULE_TO_START.total_seconds()
+    return (
+        f"NodeUnavailable: node worker {node!r} took no call in {waited:g}s "
+        f"(is `devicepool worker --node {node}` running?)"
+    )
