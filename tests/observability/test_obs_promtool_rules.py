@@ -99,3 +99,12 @@ def test_dashboard_queries_use_only_exported_metrics() -> None:
         "devicepool_pool_condition",
     }
     assert names <= exported, names - exported
+
+
+def test_every_alert_has_a_runbook_row() -> None:
+    """An alert that pages someone says, in docs/operations.md, what it means and what to do."""
+    runbook = (DEPLOY.parent / "docs" / "operations.md").read_text()
+    runbook = runbook[runbook.index("### Alert runbook") :]
+    alerts = re.findall(r"- alert: (\w+)", RULES.read_text())
+    assert len(alerts) == 16, alerts
+    assert [a for a in alerts if f"| `{a}`" not in runbook] == []
