@@ -7,7 +7,8 @@ asks each its `status` query (devices by status, conditions). A scrape serves
 that snapshot only; a collector used without the task does the same work inline
 in `refresh` before a scrape. BrowserPools are listed the same way, with
 `kind="BrowserPool"` and platform `browser` (a pool without search attributes,
-started by an older build, takes them from its status), plus their profiles by node.
+started by an older build, takes them from its status), plus their profiles by node;
+with the statuses, the node registry's last beat of each node worker.
 Every replica exports the same numbers, and a deleted pool's series vanish at
 the next listing (docs/operations.md, "Metrics, alerts and the dashboard").
 """
@@ -27,6 +28,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from temporalio.client import Client
 
+from devicepool.activities.node_registry import query_nodes
 from devicepool.api.names import (
     BROWSER_POOL_WORKFLOW_ID_PREFIX,
     KIND_BROWSER_POOL,
@@ -113,6 +115,8 @@ class PoolCollector(Collector):
         self._listed_at: float | None = None
         self._statuses: dict[str, dict[str, Any]] = {}
         self._statuses_at: float | None = None
+        # node worker -> its last beat at the node registry (Unix seconds)
+        self._beats: dict[str, float] = {}
         self._lock = asyncio.Lock()
         self._background = False
         self._scraped = asyncio.Event()
@@ -172,7 +176,9 @@ class PoolCollector(Collector):
                 or self._statuses_at is None
                 or now - self._statuses_at >= self._status_max_age
             ):
-                self._statuses = await self._query_statuses(pools)
+                self._statuses, self._beats = await asyncio.gather(
+                    self._query_statuses(pools), self._query_beats()
+                )
                 self._statuses_at = now
             for pool in pools:
                 pool.status = self._statuses.get(pool.key)
@@ -217,6 +223,16 @@ class PoolCollector(Collector):
                 )
             )
         return pools
+
+    async def _query_beats(self) -> dict[str, float]:
+        """Each node worker's last beat, from the registry (none when it never started)."""
+        try:
+            async with self._queries:
+                view = await asyncio.wait_for(query_nodes(self._client), self._timeout)
+            return {n.node: n.last_seen.timestamp() for n in view.nodes}
+        except Exception as exc:
+            log.info("node registry query failed: %s", exc)
+            return self._beats  # the previous answer
 
     async def _query_statuses(self, pools: Sequence[_Pool]) -> dict[str, dict[str, Any]]:
         async def one(pool: _Pool) -> tuple[str, dict[str, Any] | None]:
@@ -313,6 +329,15 @@ class PoolCollector(Collector):
                 for node, count in (pool.status.get("byNode") or {}).items():
                     by_node.add_metric([*key, str(node)], float(count or 0))
         yield from (desired, ready, phase, devices, conditions, statuses, by_node)
+        beats = GaugeMetricFamily(
+            "devicepool_node_last_beat_timestamp_seconds",
+            "When a node worker last beat at the node registry (Unix time; lost past the "
+            "worker's nodeLostAfterSeconds).",
+            labels=["node"],
+        )
+        for node, at in sorted(self._beats.items()):
+            beats.add_metric([node], at)
+        yield beats
 
 
 def _first(value: Any) -> Any:

@@ -96,6 +96,7 @@ def test_dashboard_queries_use_only_exported_metrics() -> None:
         "devicepool_pools",
         "devicepool_browser_pools",
         "devicepool_node_profiles",
+        "devicepool_node_last_beat_timestamp_seconds",
         "devicepool_pool_condition",
     }
     assert names <= exported, names - exported

@@ -118,5 +118,6 @@ async def test_without_the_background_task_a_scrape_still_refreshes_by_itself() 
     registry = _registry(collector)
     await collector.refresh()
     assert "devicepool_pools 3.0" in generate_latest(registry).decode()
-    # One listing of each kind (this fake's pools are all DevicePools), a query a pool.
-    assert (temporal.listings, temporal.queries) == (2, 3)
+    # One listing of each kind (this fake's pools are all DevicePools), a query a pool,
+    # and one of the node registry (its node workers' last beats).
+    assert (temporal.listings, temporal.queries) == (2, 4)

@@ -4,19 +4,28 @@ BrowserPools upsert `DevicePoolDesired`, `DevicePoolReady` and `DevicePoolPhase`
 as DevicePools do, so the collector reads them at every listing (every 5 s)
 rather than from a status answered up to 30 s ago; a pool without them (started
 by an older build) still takes them from its status. `byNode` becomes
-`devicepool_node_profiles{node}`.
+`devicepool_node_profiles{node}`, and the node registry's last beats
+`devicepool_node_last_beat_timestamp_seconds{node}`.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from devicepool.api.names import SA_DESIRED, SA_PHASE, SA_PLATFORM, SA_READY
+from devicepool.activities.node_models import NodeInfo, NodesView
+from devicepool.api.names import (
+    NODE_REGISTRY_WORKFLOW_ID,
+    SA_DESIRED,
+    SA_PHASE,
+    SA_PLATFORM,
+    SA_READY,
+)
 from devicepool.api.names import browser_pool_workflow_id as bp_id
 from devicepool.worker.pool_gauges import PoolCollector
 
@@ -29,6 +38,10 @@ STATUS = {
     "byNode": {"node-2": 3, "node-3": 0},
     "conditions": [{"type": "Ready", "status": "False"}],
 }
+
+
+BEAT_1 = datetime(2026, 12, 2, 22, 0, tzinfo=UTC)
+BEAT_2 = datetime(2026, 12, 2, 22, 5, 30, tzinfo=UTC)
 
 
 @dataclass
@@ -53,6 +66,19 @@ class TwoBrowserPools:
         yield _Execution(id=bp_id("old"), search_attributes={})
 
     def get_workflow_handle(self, workflow_id: str) -> Any:
+        if workflow_id == NODE_REGISTRY_WORKFLOW_ID:
+
+            class _Registry:
+                async def query(self, name: str, **_: Any) -> NodesView:
+                    return NodesView(
+                        nodes=[
+                            NodeInfo(node="node-1", last_seen=BEAT_1),
+                            NodeInfo(node="node-2", last_seen=BEAT_2),
+                        ]
+                    )
+
+            return _Registry()
+
         class _Handle:
             async def query(self, name: str, **_: Any) -> dict[str, Any]:
                 return STATUS
@@ -102,3 +128,13 @@ async def test_profiles_by_node_are_one_series_a_node() -> None:
         ("old", "node-3"): 0,
     }
     assert seen[("devicepool_devices", labels("fresh", status="lost"))] == 3
+
+
+async def test_each_node_workers_last_beat_is_a_timestamp() -> None:
+    seen = await samples()
+    beats = {
+        dict(lbl)["node"]: value
+        for (name, lbl), value in seen.items()
+        if name == "devicepool_node_last_beat_timestamp_seconds"
+    }
+    assert beats == {"node-1": BEAT_1.timestamp(), "node-2": BEAT_2.timestamp()}
