@@ -32,9 +32,10 @@ from devicepool.api.names import (
     browser_pool_workflow_id,
 )
 from devicepool.client._temporal_errors import temporal_errors
-from devicepool.client.errors import DevicePoolError, PoolNotFound
+from devicepool.client.errors import DevicePoolError, PoolNotFound, TemporalUnreachable
 from devicepool.workflows.browserpool.publish import initial_search_attributes, static_summary
 from devicepool.workflows.pool.messages import Accepted, ApplyResult, ScaleRequest
+from devicepool.workflows.pool.search_attributes import KEY_DESIRED, KEY_PHASE, KEY_READY
 
 __all__ = ["BrowserPoolClient", "BrowserPoolSummary"]
 
@@ -48,6 +49,8 @@ class BrowserPoolSummary:
     spec: dict[str, Any]
     status: dict[str, Any]
     created: datetime | None
+    # From its search attributes: no worker answered its queries (as `PoolSummary.stale`).
+    stale: bool = False
 
 
 class BrowserPoolClient:
@@ -119,23 +122,27 @@ class BrowserPoolClient:
 
     async def list_pools(self) -> list[BrowserPoolSummary]:
         query = f"WorkflowType = '{WORKFLOW_BROWSER_POOL}' AND ExecutionStatus = 'Running'"
-        found: list[tuple[str, datetime | None]] = []
+        found: list[tuple[str, Any]] = []
         with self._errors(None):
             async for execution in self._client.list_workflows(query):
                 if execution.id.startswith(BROWSER_POOL_WORKFLOW_ID_PREFIX):
                     name = execution.id[len(BROWSER_POOL_WORKFLOW_ID_PREFIX) :]
-                    found.append((name, execution.start_time))
+                    found.append((name, execution))
 
-        async def one(name: str, started: datetime | None) -> BrowserPoolSummary | None:
+        async def one(name: str, execution: Any) -> BrowserPoolSummary | None:
             try:
                 got = await self.summary(name)
+            except TemporalUnreachable:
+                raise
+            except PoolNotFound:
+                return None  # it ended since the listing
             except (DevicePoolError, RPCError):
-                # One that cannot answer (gone, no worker, its task failing) is left out:
-                # it must not fail a `get` of every pool.
-                return None
-            return BrowserPoolSummary(got.name, got.spec, got.status, started)
+                # One that cannot answer (no worker, its task failing) must not fail a
+                # `get` of every pool: what its search attributes say, marked stale.
+                return stale_summary(name, execution)
+            return BrowserPoolSummary(got.name, got.spec, got.status, execution.start_time)
 
-        answers = await asyncio.gather(*(one(n, t) for n, t in sorted(found)))
+        answers = await asyncio.gather(*(one(n, e) for n, e in sorted(found, key=lambda f: f[0])))
         return [a for a in answers if a is not None]
 
     async def profiles(self, name: str) -> list[dict[str, Any]]:
@@ -173,3 +180,24 @@ class BrowserPoolClient:
         if desc.status != WorkflowExecutionStatus.RUNNING:
             raise PoolNotFound(name)
         return handle
+
+
+def stale_summary(name: str, execution: Any) -> BrowserPoolSummary | None:
+    """A listed pool's search attributes as a summary (`stale`); None without them (a pool
+    started by a build before them)."""
+    attrs = execution.typed_search_attributes
+    desired = attrs.get(KEY_DESIRED)
+    if desired is None:
+        return None
+    status = {
+        "phase": attrs.get(KEY_PHASE),
+        "desiredReplicas": desired,
+        "readyProfiles": attrs.get(KEY_READY),
+    }
+    return BrowserPoolSummary(
+        name=name,
+        spec={"replicas": desired},
+        status={k: v for k, v in status.items() if v is not None},
+        created=execution.start_time,
+        stale=True,
+    )

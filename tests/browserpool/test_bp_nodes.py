@@ -34,7 +34,7 @@ from devicepool.activities.node_registry import NodeRegistryActivities
 from devicepool.activities.providers.bitbrowser import BrowserProfiles, LocalApi
 from devicepool.activities.secrets import Scrubber
 from devicepool.activities.settings import PoolSettings
-from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
+from devicepool.api.browserpool.v1beta1 import BrowserPool, BrowserPoolSpec
 from devicepool.api.names import (
     NODE_REGISTRY_WORKFLOW_ID,
     SEARCH_ATTRIBUTES,
@@ -45,6 +45,7 @@ from devicepool.api.names import (
     node_task_queue,
 )
 from devicepool.api.v1alpha1 import ObjectMeta
+from devicepool.client.browser_pools import BrowserPoolClient
 from devicepool.client.cli import main
 from devicepool.emulator.bitbrowser import BitBrowserConfig
 from devicepool.testing import eventually
@@ -467,3 +468,25 @@ async def _closed(handle: WorkflowHandle[Any, Any]) -> bool:
     from temporalio.client import WorkflowExecutionStatus
 
     return (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
+
+
+async def test_a_pool_no_worker_answers_is_listed_from_its_search_attributes(
+    env: WorkflowEnvironment,
+) -> None:
+    """No worker runs here (outside `node_stack`): `get` still lists the pool, from the
+    search attributes `apply` started it with, marked stale, as a DevicePool's."""
+    pool = f"bp-stale-{uuid.uuid4().hex[:4]}"
+    pools = BrowserPoolClient(env.client)
+    await pools.apply(BrowserPool(metadata=ObjectMeta(name=pool), spec=BrowserPoolSpec(replicas=3)))
+    handle = env.client.get_workflow_handle(browser_pool_workflow_id(pool))
+    try:
+
+        async def listed() -> Any:
+            return next((p for p in await pools.list_pools() if p.name == pool), None)
+
+        got = await eventually(listed, timeout=30, what="the pool listed")
+        assert got.stale, got
+        assert got.status == {"phase": "Pending", "desiredReplicas": 3, "readyProfiles": 0}
+        assert got.spec == {"replicas": 3} and got.created is not None
+    finally:
+        await handle.terminate()
