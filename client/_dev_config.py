@@ -32,8 +32,10 @@ DEFAULT_API_KEY = "devicepool-dev-key"
 # Proxy pools the examples and the article name. The emulator routes no traffic,
 # so the gateways are placeholders (`.invalid` never resolves).
 DEV_PROXY_POOLS = ("proxyseller-us", "proxyseller-eu", "proxyseller-asia")
-# `--browser-nodes N`: the BitBrowser account the nodes node-1..N are logged into.
+# `--browser-nodes N`: the BitBrowser account the nodes node-1..N are logged into,
+# and the node whose worker serves its cloud phones.
 BITBROWSER_ACCOUNT = "bitbrowser"
+BITBROWSER_PHONES_NODE = "node-1"
 MAX_BROWSER_NODES = 20
 # `--browser-nodes N`: node-K's node worker is the child (and log) `node-K-worker`.
 NODE_WORKER_SUFFIX = "-worker"
@@ -91,16 +93,23 @@ def is_node_worker(child_name: str) -> bool:
 
 
 def node_config_file(options: DevOptions) -> Path:
-    """The node workers' config: the dev proxy pools only (a node serves no accounts)."""
+    """The node workers' config: the dev proxy pools and the cloud-phone account (node-1's)."""
     return options.data_dir / "node.yaml"
 
 
 def write_node_config(
     options: DevOptions, proxy_pools: Sequence[str], *, key_files: Sequence[str] = ()
 ) -> Path:
-    """The dev proxy pools, and with `--encrypt` the history key (activity inputs are encrypted)."""
-    config = dev_worker_config(options, accounts=[], proxy_pools=proxy_pools, key_files=key_files)
-    node_config = {k: config[k] for k in ("proxyPools", "encryption") if k in config}
+    """The dev proxy pools, the account `bitbrowser` (served by node-1; the other nodes
+    pass it by) and with `--encrypt` the history key (activity inputs are encrypted)."""
+    config = dev_worker_config(
+        options,
+        accounts=[],
+        proxy_pools=proxy_pools,
+        key_files=key_files,
+        bitbrowser_node=BITBROWSER_PHONES_NODE,
+    )
+    node_config = {k: config[k] for k in ("accounts", "proxyPools", "encryption") if k in config}
     path = node_config_file(options)
     header = "# Written by `devicepool dev --browser-nodes N` at every start (node workers).\n"
     path.write_text(header + yaml.safe_dump(node_config, sort_keys=False))
@@ -117,12 +126,12 @@ def dev_worker_config(
     accounts: Sequence[str],
     proxy_pools: Sequence[str],
     key_files: Sequence[str] = (),
-    bitbrowser_url: str | None = None,
+    bitbrowser_node: str | None = None,
 ) -> dict[str, Any]:
     """The worker config `devicepool dev` writes (keys are files under `secrets/`).
 
-    `bitbrowser_url` (`--browser-nodes`): node-1's Local API, which the account
-    `bitbrowser` (`api: bitbrowser`: cloud phones) speaks to."""
+    `bitbrowser_node` (`--browser-nodes`): the node whose worker serves the account
+    `bitbrowser` (`api: bitbrowser`: cloud phones) over its Local API."""
     config: dict[str, Any] = {
         "accounts": {
             name: {
@@ -155,13 +164,9 @@ def dev_worker_config(
         # workflow module is a new build).
         "deployment": {"name": DEV_DEPLOYMENT, "behavior": "autoUpgrade"},
     }
-    if bitbrowser_url:
-        config["accounts"][BITBROWSER_ACCOUNT] = {
-            "api": "bitbrowser",
-            "baseUrl": bitbrowser_url,
-            # The dev emulator runs without API auth: any key is taken.
-            "apiKeyFile": f"secrets/{BITBROWSER_ACCOUNT}.key",
-        }
+    if bitbrowser_node:
+        # No URL and no key here: the node worker has both (its flags).
+        config["accounts"][BITBROWSER_ACCOUNT] = {"api": "bitbrowser", "node": bitbrowser_node}
     if key_files:  # `--encrypt` (`_dev_codec`)
         config["encryption"] = {"keyFiles": list(key_files)}
     return config
@@ -172,10 +177,10 @@ def write_worker_config(
     pools: Sequence[Any],
     *,
     key_files: Sequence[str] = (),
-    bitbrowser_url: str | None = None,
+    bitbrowser_node: str | None = None,
 ) -> tuple[list[str], list[str]]:
     """Accounts and proxy pools: the defaults, the previous run's, and what pools name; with
-    `bitbrowser_url`, the account `bitbrowser` on that node. The REST accounts are
+    `bitbrowser_node`, the account `bitbrowser` served by that node. The REST accounts are
     answered (the emulator's), `bitbrowser` never among them."""
     data_dir = options.data_dir
     accounts = {DEFAULT_ACCOUNT}
@@ -194,7 +199,7 @@ def write_worker_config(
     accounts.discard(BITBROWSER_ACCOUNT)  # the Local API's, only with its nodes
     secrets = data_dir / "secrets"
     secrets.mkdir(parents=True, exist_ok=True)
-    for account in [*accounts, *([BITBROWSER_ACCOUNT] if bitbrowser_url else [])]:
+    for account in accounts:
         key_file = secrets / f"{account}.key"
         key_file.write_text(account_key(account) + "\n")
         key_file.chmod(0o600)
@@ -203,7 +208,7 @@ def write_worker_config(
         accounts=sorted(accounts),
         proxy_pools=sorted(proxy_pools),
         key_files=key_files,
-        bitbrowser_url=bitbrowser_url,
+        bitbrowser_node=bitbrowser_node,
     )
     header = "# Written by `devicepool dev` at every start; edit its flags, not this file.\n"
     previous.write_text(header + yaml.safe_dump(config, sort_keys=False))

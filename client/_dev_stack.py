@@ -46,6 +46,7 @@ from devicepool.client._dev_codec import (
 )
 from devicepool.client._dev_config import (
     BITBROWSER_ACCOUNT,
+    BITBROWSER_PHONES_NODE,
     DEFAULT_API_KEY,
     DEV_HOST,
     DEV_NAMESPACE,
@@ -251,7 +252,13 @@ class DevStack:
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         encrypted = encryption_on(o)
         key_files = [str(ensure_dev_key(o).relative_to(self.data_dir))] if encrypted else []
-        accounts, proxy_pools = write_worker_config(o, pools, key_files=key_files)
+        accounts, proxy_pools = write_worker_config(
+            o,
+            pools,
+            key_files=key_files,
+            # Its cloud phones are node-1's worker's to serve (no URL needed here).
+            bitbrowser_node=BITBROWSER_PHONES_NODE if o.browser_nodes else None,
+        )
         temporal = find_temporal()
         await self._spawn("temporal", server_command(temporal, o))
         await self._spawn("emulator", emulator_command(o, accounts))
@@ -267,10 +274,6 @@ class DevStack:
             )
         self.out(f"starting Temporal on {o.address} and the emulator on port {o.emulator_port} ...")
         await asyncio.gather(*waits)
-        if self.browser_nodes:  # their ports are known now: the account on node-1
-            write_worker_config(
-                o, pools, key_files=key_files, bitbrowser_url=self.browser_nodes["node-1"]
-            )
 
         await self._start_worker()
         if o.browser_nodes:

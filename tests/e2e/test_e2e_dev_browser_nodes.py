@@ -2,7 +2,7 @@
 the stack, the banner lists them, and Ctrl-C stops them with the rest.
 
 The dev worker config gets the account `bitbrowser` (`api: bitbrowser`: DevicePools
-on the nodes' cloud phones) on node-1; each node gets a node worker (`devicepool
+on the nodes' cloud phones), served by node-1's worker; each node gets a node worker (`devicepool
 worker --node node-K`, labelled node=node-K) that beats at the node registry.
 """
 
@@ -71,12 +71,12 @@ def test_dev_browser_nodes_come_up_in_the_banner_and_go_with_the_stack(tmp_path:
         }
         assert "  Emulator:         http://127.0.0.1:" in banner  # the rest as without the flag
         config = yaml.safe_load((data_dir / "worker.yaml").read_text())
-        assert config["accounts"]["bitbrowser"] == {
-            "api": "bitbrowser",
-            "baseUrl": nodes["node-1"],
-            "apiKeyFile": "secrets/bitbrowser.key",
-        }
+        # Its cloud phones are node-1's worker's to serve: no URL, no key in the main config.
+        assert config["accounts"]["bitbrowser"] == {"api": "bitbrowser", "node": "node-1"}
         assert "default" in config["accounts"]
+        logs = data_dir / "logs"
+        assert "cloud-phone accounts bitbrowser" in (logs / "node-1-worker.log").read_text()
+        assert "cloud-phone accounts (none)" in (logs / "node-2-worker.log").read_text()
 
         # One account: what node-1 creates, node-2 lists; each node is its own desktop client.
         created = post(nodes["node-1"], "/browser/update", profile_body())

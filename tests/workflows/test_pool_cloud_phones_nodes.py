@@ -1,0 +1,224 @@
+"""Cloud phones served by a node worker: two main workers, one node, one 1-a-second budget.
+
+A dev server of its own; two main workers (separate `Worker`s on the pool's
+queue, each with its own `DeviceActivities`) whose config names the account
+`api: bitbrowser, node: node-1`: they hold no URL and no key, and never speak
+to the Local API. The real node worker (`run_node_worker`) serves the
+account over an in-process BitBrowser emulator, 10 times faster than real
+time, its one pacer 1.1 virtual seconds apart. Pools read where the account's
+calls go from the worker's settings (`pool_settings`), as in production. The
+emulator's stats are the ground truth: phones running, and the budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from temporalio.client import Client, WorkflowHandle
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
+from devicepool.api import parse_pool
+from devicepool.api.names import TASK_QUEUE, pool_workflow_id
+from devicepool.api.v1beta1 import ObjectMeta
+from devicepool.connect import connect
+from devicepool.emulator.bitbrowser import BitBrowserConfig, create_apps
+from devicepool.testing import eventually, pool_manifest
+from devicepool.worker.accounts import register_accounts
+from devicepool.worker.build import pool_queue_workers
+from devicepool.worker.node import NodeOptions, run_node_worker
+from devicepool.workflows.pool.messages import PoolInput
+from devicepool.workflows.shared import placement
+from tests.helpers.servers import dev_server
+from tests.helpers.workflow_stack import CAN_THRESHOLD
+
+pytestmark = pytest.mark.devserver
+
+ACCOUNT = "phones"
+NODE = "node-1"
+# An account whose node worker never runs.
+DEAD_ACCOUNT, DEAD_NODE = "stranded-phones", "node-9"
+KEY = "bb-local-key-nodes"
+URL = "http://phones-nodes.local"
+SPEED = 10.0
+PROXY = ProxyPoolSettings(
+    name="proxyseller-us",
+    host="gw.proxy.test",
+    port=1080,
+    password=SecretStr("nodes-proxy-pass-51x"),
+)
+# What the main workers' config gives the pools: the intervals, and the account's node.
+SETTINGS = PoolSettings(
+    resync_seconds=1.0,
+    health_seconds=1.0,
+    offline_after_seconds=3,
+    startup_timeout_seconds=30,
+    idle_grace_seconds=0,
+    provision_batch_size=4,
+    watch_max_seconds=20,
+    health_liveness_seconds=2,
+    teardown_blocked_after_seconds=5,
+    account_nodes={ACCOUNT: NODE, DEAD_ACCOUNT: DEAD_NODE},
+)
+
+
+class Stack:
+    def __init__(self, client: Client, app: Any) -> None:
+        self.client = client
+        self.control = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=URL)
+
+    async def phones(self) -> dict[str, Any]:
+        answer = await self.control.get("/_emulator/stats")
+        answer.raise_for_status()
+        return dict(answer.json()["phones"])
+
+
+# The accounts as the main workers' config has them: a node each, no URL, no key.
+MAIN_ACCOUNTS = {
+    name: AccountSettings(name=name, api="bitbrowser", node=node)
+    for name, node in SETTINGS.account_nodes.items()
+}
+
+
+def main_activities() -> DeviceActivities:
+    """One main worker's activities."""
+    return DeviceActivities(
+        accounts=MAIN_ACCOUNTS, proxy_pools={PROXY.name: PROXY}, settings=SETTINGS
+    )
+
+
+@pytest.fixture(scope="module")
+async def stack() -> AsyncIterator[Stack]:
+    apps = create_apps(
+        BitBrowserConfig(
+            account="phones-nodes",
+            api_key=KEY,
+            speed=SPEED,
+            seed=31,
+            phone_boot_seconds=20,
+            phone_resume_seconds=5,
+        )
+    )
+    app = apps[NODE]
+    mains = [main_activities(), main_activities()]
+    node = NodeOptions(
+        node=NODE,
+        bitbrowser_url=URL,
+        api_key=SecretStr(KEY),
+        proxy_pools={PROXY.name: PROXY},
+        heartbeat_seconds=1,
+        accounts={
+            ACCOUNT: AccountSettings(
+                name=ACCOUNT,
+                api="bitbrowser",
+                base_url=URL,
+                api_key=SecretStr(KEY),
+                timeout_seconds=5,
+                phone_interval_seconds=1.1 / SPEED,
+            )
+        },
+    )
+    async with await dev_server(continue_as_new_after=CAN_THRESHOLD) as env:
+        # Two main workers on the pool's queue, as two processes would be: each its own
+        # client, `Worker` (and watch worker) and activities.
+        target = env.client.service_client.config.target_host
+        workers = [
+            w for main in mains for w in pool_queue_workers(await connect(address=target), main)
+        ]
+        assert len([w for w in workers if w.task_queue == TASK_QUEUE]) == 2
+        running = [asyncio.ensure_future(w.run()) for w in workers]
+        stop_node = asyncio.Event()
+        running.append(
+            asyncio.ensure_future(
+                run_node_worker(
+                    node,
+                    env.client,
+                    shutdown_event=stop_node,
+                    transport=httpx.ASGITransport(app=app),
+                )
+            )
+        )
+        await register_accounts(env.client, MAIN_ACCOUNTS)
+        s = Stack(env.client, app)
+        try:
+            yield s
+        finally:
+            stop_node.set()
+            for worker in workers:
+                await worker.shutdown()
+            await asyncio.gather(*running, return_exceptions=True)
+            for main in mains:
+                await main.aclose()
+            await s.control.aclose()
+
+
+async def start(client: Client, name: str, replicas: int, account: str) -> WorkflowHandle[Any, Any]:
+    """A pool that reads the worker's settings (none in its input), as `apply` starts one."""
+    manifest = pool_manifest(
+        name,
+        replicas=replicas,
+        region="us-west",
+        providerCredentialRef=account,
+        proxy={"poolRef": PROXY.name, "stickyTTL": 900},
+    )
+    return await client.start_workflow(
+        "DevicePool",
+        PoolInput(metadata=ObjectMeta(name=name), spec=parse_pool(manifest).spec),
+        id=pool_workflow_id(name),
+        task_queue=TASK_QUEUE,
+    )
+
+
+async def test_two_main_workers_share_one_node_and_its_one_request_a_second(
+    stack: Stack,
+) -> None:
+    pools = [await start(stack.client, name, 3, ACCOUNT) for name in ("nodes-a", "nodes-b")]
+
+    async def converged() -> dict[str, Any] | None:
+        phones = await stack.phones()
+        if phones["running"] != 6 or phones["created"] != 6:
+            return None
+        statuses = [await handle.query("status") for handle in pools]
+        return phones if all(s["readyDevices"] == 3 for s in statuses) else None
+
+    phones = await eventually(converged, what="two pools of 3 phones ready", timeout=60)
+    # However many main workers schedule them, the calls reach the Local API at 1 a second.
+    assert phones["maxRequestsPerSecond"] <= 1 and phones["rateLimited"] == 0, phones
+
+    for handle in pools:
+        await handle.cancel()
+    await eventually(
+        lambda: _running(stack, 0), what="every phone shut down after delete", timeout=60
+    )
+    final = await stack.phones()
+    assert final["maxRequestsPerSecond"] <= 1 and final["rateLimited"] == 0, final
+
+
+async def _running(stack: Stack, count: int) -> bool:
+    return (await stack.phones())["running"] == count
+
+
+async def test_a_pool_whose_node_takes_no_call_says_so_instead_of_hanging(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The workflows read the bound at each call: a short one, so the test need not wait a minute.
+    monkeypatch.setattr(placement, "NODE_SCHEDULE_TO_START", timedelta(seconds=2))
+    handle = await start(stack.client, "nodes-stranded", 1, DEAD_ACCOUNT)
+
+    async def said() -> dict[str, Any] | None:
+        events = (await handle.query("events"))["events"]
+        return next((e for e in events if e["reason"] == "ListFailed"), None)
+
+    event = await eventually(said, what="ListFailed naming the node", timeout=30)
+    assert f"NodeUnavailable: node worker '{DEAD_NODE}' took no call in 2s" in event["message"]
+    status = await handle.query("status")
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "NotObserved", ready
+    assert status["pendingDevices"] == 0  # no create on a guess
+    await handle.terminate("test over")
