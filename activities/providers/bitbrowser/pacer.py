@@ -22,9 +22,9 @@ whatever the way costs; counting from the start would need a margin as large
 as the worst delay. The price is the call's own latency on each turn.
 
 It is process-local: two worker processes serving one account, with a pacer
-each, make two calls a second. Sharing the budget across processes is the
-node workers' job (issue 26: one node worker per desktop client serves the
-account's phone calls).
+each, make two calls a second. An account with `node: NAME` (worker config)
+has every call on that node worker, which holds one pacer for all its
+accounts (`worker/node.py`), so any number of main workers share the second.
 """
 
 from __future__ import annotations

@@ -40,8 +40,9 @@ the Local API"); so:
 - Cloud phones are Android only: an iOS create is refused, permanently.
 
 Every call takes its turn on the account's `PhonePacer` (1 a second). The
-reserve claim is guarded in this process only; two worker processes on one
-account could claim one reserve profile twice (node workers, issue 26).
+reserve claim is guarded in this process only: an account served by a node
+worker (`node: NAME`) has all its calls in that one process; two processes
+each with the account's `baseUrl` could claim one reserve profile twice.
 Secrets (the API key, the proxy password) never reach a result or an error:
 the client scrubs what it raises and its models hold none.
 """

@@ -1,0 +1,86 @@
+"""Where an account's provider calls are scheduled (`workflows/shared/placement.py`)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import SecretStr
+from temporalio.api.enums.v1 import RetryState
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
+
+from devicepool.activities.settings import AccountSettings
+from devicepool.worker.node import NodeOptions, node_phone_activities
+from devicepool.workflows.shared.placement import (
+    NODE_SCHEDULE_TO_START,
+    create_queue,
+    node_problem,
+    provider_queue,
+    watch_queue,
+)
+
+
+def test_an_account_without_a_node_schedules_exactly_as_before() -> None:
+    # No option at all: the commands of recorded histories stay the same.
+    assert provider_queue("") == {}
+    assert create_queue("", "default") == {"task_queue": "devicepool-account-default"}
+    assert watch_queue("", "devicepool") == {"task_queue": "devicepool-watch"}
+
+
+def test_a_node_accounts_calls_go_to_the_node_and_may_wait_a_minute_for_it() -> None:
+    short = {
+        "task_queue": "devicepool-node-node-1",
+        "schedule_to_start_timeout": NODE_SCHEDULE_TO_START,
+    }
+    assert NODE_SCHEDULE_TO_START == timedelta(minutes=1)
+    assert provider_queue("node-1") == short
+    assert create_queue("node-1", "phones") == short
+    assert watch_queue("node-1", "devicepool") == {
+        "task_queue": "devicepool-node-node-1-watch",
+        "schedule_to_start_timeout": NODE_SCHEDULE_TO_START,
+    }
+
+
+def _failed(cause: BaseException) -> ActivityError:
+    err = ActivityError(
+        "activity failed",
+        scheduled_event_id=5,
+        started_event_id=0,
+        identity="",
+        activity_type="list_devices",
+        activity_id="1",
+        retry_state=RetryState.RETRY_STATE_TIMEOUT,
+    )
+    err.__cause__ = cause
+    return err
+
+
+def test_only_a_call_no_node_picked_up_is_a_node_problem() -> None:
+    unpicked = _failed(
+        TimeoutError("timeout", type=TimeoutType.SCHEDULE_TO_START, last_heartbeat_details=[])
+    )
+    said = node_problem(unpicked, "node-1")
+    assert said == (
+        "NodeUnavailable: node worker 'node-1' took no call in 60s "
+        "(is `devicepool worker --node node-1` running?)"
+    )
+    assert node_problem(unpicked, "") is None
+    late = _failed(
+        TimeoutError("timeout", type=TimeoutType.START_TO_CLOSE, last_heartbeat_details=[])
+    )
+    assert node_problem(late, "node-1") is None
+    assert node_problem(_failed(ApplicationError("refused", type="not_found")), "node-1") is None
+
+
+async def test_a_node_paces_every_account_it_serves_with_one_pacer() -> None:
+    accounts = {
+        name: AccountSettings(
+            name=name, api="bitbrowser", base_url="http://127.0.0.1:54345", api_key=SecretStr("k")
+        )
+        for name in ("phones-a", "phones-b")
+    }
+    phones = node_phone_activities(NodeOptions(node="node-1", accounts=accounts))
+    assert phones is not None
+    pacers = {id(phones._provider(name).phones.pacer) for name in accounts}  # type: ignore[attr-defined]
+    assert len(pacers) == 1
+    await phones.aclose()
+    assert node_phone_activities(NodeOptions(node="node-2")) is None
