@@ -221,4 +221,14 @@ async def test_a_pool_whose_node_takes_no_call_says_so_instead_of_hanging(
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["reason"] == "NotObserved", ready
     assert status["pendingDevices"] == 0  # no create on a guess
+
+    # Deleting it cannot sweep a node that takes no call: it says so, and keeps trying.
+    await handle.cancel()
+
+    async def blocked() -> dict[str, Any] | None:
+        events = (await handle.query("events"))["events"]
+        return next((e for e in events if e["reason"] == "TeardownBlocked"), None)
+
+    event = await eventually(blocked, what="TeardownBlocked naming the node", timeout=30)
+    assert event["message"].startswith("NodeUnavailable: cannot delete devices: node worker")
     await handle.terminate("test over")
