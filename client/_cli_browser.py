@@ -124,7 +124,8 @@ def browser_rows(pools: list[BrowserPoolSummary]) -> list[list[Any]]:
                 s.get("lostProfiles", 0),
                 nodes,
                 age(p.created),
-                s.get("phase", "Pending"),
+                # A phase read from search attributes (no worker answered) is marked `?`.
+                s.get("phase", "Pending") + ("?" if p.stale else ""),
             ]
         )
     return rows

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from devicepool.api.names import KIND_BROWSER_POOL, KIND_DEVICE_POOL
-from devicepool.client._cli_browser import print_both_kinds, split_kind
+from devicepool.client._cli_browser import browser_rows, print_both_kinds, split_kind
 from devicepool.client._results import PoolSummary
 from devicepool.client.browser_pools import BrowserPoolSummary
 from devicepool.client.errors import BadInput
@@ -63,3 +63,9 @@ def test_get_with_both_kinds_leads_each_table_with_its_kind(
     assert profiles[0].split()[:3] == ["KIND", "NAME", "DESIRED"], profiles
     assert profiles[1].split()[:2] == [KIND_BROWSER_POOL, "browserpool/shop"], profiles
     assert "node-1=2," in profiles[1], profiles
+
+
+def test_a_browser_pool_row_from_search_attributes_marks_its_phase() -> None:
+    live = BrowserPoolSummary("a", {"replicas": 1}, {"phase": "Ready"}, None)
+    stale = BrowserPoolSummary("b", {"replicas": 1}, {"phase": "Ready"}, None, stale=True)
+    assert [row[-1] for row in browser_rows([live, stale])] == ["Ready", "Ready?"]
