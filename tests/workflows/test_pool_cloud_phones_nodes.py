@@ -42,6 +42,8 @@ pytestmark = pytest.mark.devserver
 
 ACCOUNT = "phones"
 NODE = "node-1"
+# An account node-1 serves that the main workers' config names later (moved to the node).
+MOVED = "moved-phones"
 # An account whose node worker never runs.
 DEAD_ACCOUNT, DEAD_NODE = "stranded-phones", "node-9"
 KEY = "bb-local-key-nodes"
@@ -69,8 +71,9 @@ SETTINGS = PoolSettings(
 
 
 class Stack:
-    def __init__(self, client: Client, app: Any) -> None:
+    def __init__(self, client: Client, app: Any, mains: list[DeviceActivities]) -> None:
         self.client = client
+        self.mains = mains
         self.control = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=URL)
 
     async def phones(self) -> dict[str, Any]:
@@ -114,14 +117,15 @@ async def stack() -> AsyncIterator[Stack]:
         proxy_pools={PROXY.name: PROXY},
         heartbeat_seconds=1,
         accounts={
-            ACCOUNT: AccountSettings(
-                name=ACCOUNT,
+            name: AccountSettings(
+                name=name,
                 api="bitbrowser",
                 base_url=URL,
                 api_key=SecretStr(KEY),
                 timeout_seconds=5,
                 phone_interval_seconds=1.1 / SPEED,
             )
+            for name in (ACCOUNT, MOVED)
         },
     )
     async with await dev_server(continue_as_new_after=CAN_THRESHOLD) as env:
@@ -145,7 +149,7 @@ async def stack() -> AsyncIterator[Stack]:
             )
         )
         await register_accounts(env.client, MAIN_ACCOUNTS)
-        s = Stack(env.client, app)
+        s = Stack(env.client, app, mains)
         try:
             yield s
         finally:
@@ -232,3 +236,35 @@ async def test_a_pool_whose_node_takes_no_call_says_so_instead_of_hanging(
     event = await eventually(blocked, what="TeardownBlocked naming the node", timeout=30)
     assert event["message"].startswith("NodeUnavailable: cannot delete devices: node worker")
     await handle.terminate("test over")
+
+
+async def test_an_account_the_config_moves_to_a_node_is_followed_without_a_restart(
+    stack: Stack,
+) -> None:
+    # The main workers do not know the account yet: the pool cannot list.
+    handle = await start(stack.client, "nodes-moved", 1, MOVED)
+
+    async def unknown() -> dict[str, Any] | None:
+        events = (await handle.query("events"))["events"]
+        return next((e for e in events if e["reason"] == "ListFailed"), None)
+
+    event = await eventually(unknown, what="ListFailed UnknownAccount", timeout=30)
+    assert event["message"].startswith("UnknownAccount:"), event
+
+    # The config now names node-1 for it (as a restarted worker's would): the running
+    # pool reads where its calls go again, and its phone comes up on the node.
+    moved = SETTINGS.model_copy(update={"account_nodes": {**SETTINGS.account_nodes, MOVED: NODE}})
+    for main in stack.mains:
+        main._settings = moved
+
+    async def ready() -> dict[str, Any] | None:
+        status = await handle.query("status")
+        return status if status["readyDevices"] == 1 else None
+
+    await eventually(ready, what="the moved account's phone ready", timeout=60)
+    phones = await stack.phones()
+    assert phones["maxRequestsPerSecond"] <= 1 and phones["rateLimited"] == 0, phones
+    await handle.cancel()
+    await eventually(
+        lambda: _running(stack, 0), what="the moved pool's phone shut down", timeout=60
+    )

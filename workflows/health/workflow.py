@@ -50,7 +50,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from devicepool.workflows.shared import versions
     from devicepool.workflows.shared.cancellation import raise_if_cancelled
-    from devicepool.workflows.shared.placement import provider_queue, watch_queue
+    from devicepool.workflows.shared.placement import (
+        REREAD_NODES_PATCH,
+        misplaced,
+        provider_queue,
+        watch_queue,
+    )
     from devicepool.workflows.shared.policies import PROVIDER_RETRY
     from devicepool.workflows.shared.protocol import HealthConfig, HealthInput, HealthReport
 
@@ -69,6 +74,23 @@ class PoolHealthWorkflow:
     def _settings(self) -> PoolSettings:
         """The worker's settings with the pool's own thresholds (its latest `health_config`)."""
         return self._state.config.applied_to(self._state.settings)
+
+    async def _reread_nodes(self) -> None:
+        """Where the account's calls go now, from the worker's settings (the rest is the pool's)."""
+        try:
+            fresh = await workflow.execute_activity_method(
+                DeviceActivityDefinitions.pool_settings,
+                start_to_close_timeout=timedelta(seconds=10),
+                schedule_to_close_timeout=timedelta(minutes=1),
+                retry_policy=PROVIDER_RETRY,
+                summary="read where the account's calls go",
+            )
+        except ActivityError as err:
+            workflow.logger.warning("health check: worker settings not read: %s", err)
+            return
+        self._state.settings = self._state.settings.model_copy(
+            update={"account_nodes": fresh.account_nodes}
+        )
 
     def _node(self, input: HealthInput) -> str:
         """The node worker that serves the pool's account ("" for none)."""
@@ -153,6 +175,8 @@ class PoolHealthWorkflow:
                 # The provider is unreachable: judge nothing on missing data.
                 workflow.logger.warning("pool %s: health check skipped: %s", input.pool, err)
                 known = None
+                if misplaced(err) and workflow.patched(REREAD_NODES_PATCH):
+                    await self._reread_nodes()
                 try:
                     await workflow.wait_condition(
                         lambda: self._config_changed,

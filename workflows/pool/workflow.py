@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.shared import versions
     from devicepool.workflows.shared.cancellation import raise_if_cancelled
     from devicepool.workflows.shared.errors import error_message, problem
-    from devicepool.workflows.shared.placement import node_problem
+    from devicepool.workflows.shared.placement import REREAD_NODES_PATCH, misplaced, node_problem
     from devicepool.workflows.shared.protocol import HealthConfig, ProvisionBatchInput
 
 
@@ -189,6 +189,12 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             if self._observe_problem != said:
                 self._happened(say.Happened("ListFailed", said, warning=True))
             self._observe_problem = said
+            if (
+                misplaced(err)
+                and not self._settings_pinned
+                and workflow.patched(REREAD_NODES_PATCH)
+            ):
+                self._settings = None  # the next pass reads where the account's calls go now
             return
         if self._observe_problem is not None:
             self._happened(say.Happened("Listed", "the pool's devices are listed again"))

@@ -9,6 +9,12 @@ calls get `NODE_SCHEDULE_TO_START`, and `node_problem` says what a call that
 timed out waiting for the node means. An account without a node keeps its
 calls exactly as they were (no task queue, no new timeout), so recorded
 histories replay unchanged.
+
+Where the calls go is read from the worker's settings (`PoolSettings.account_nodes`)
+once per run. A worker that answers `unknown_account` for an account it knows
+to be a node's (or a node that no longer serves it) means the config moved
+it: `misplaced` tells, and the workflows read the settings again
+(`REREAD_NODES_PATCH`, so runs from before replay as they were).
 """
 
 from __future__ import annotations
@@ -18,11 +24,15 @@ from typing import Any
 
 from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
+from devicepool.api.errors import ErrorType
 from devicepool.api.names import account_task_queue, node_task_queue, watch_task_queue
+from devicepool.workflows.shared.errors import error_type
 
 __all__ = [
     "NODE_SCHEDULE_TO_START",
+    "REREAD_NODES_PATCH",
     "create_queue",
+    "misplaced",
     "node_problem",
     "provider_queue",
     "watch_queue",
@@ -32,6 +42,9 @@ __all__ = [
 # node's pacer inside their activity, not in the queue, so a live node starts a
 # call within a poll; a minute is a node that is down (or out of slots).
 NODE_SCHEDULE_TO_START = timedelta(minutes=1)
+
+# Runs from this build on read where an account's calls go again after `misplaced`.
+REREAD_NODES_PATCH = "reread-account-nodes"
 
 
 def provider_queue(node: str) -> dict[str, Any]:
@@ -71,3 +84,9 @@ def node_problem(err: BaseException, node: str) -> str | None:
         f"NodeUnavailable: node worker {node!r} took no call in {waited:g}s "
         f"(is `devicepool worker --node {node}` running?)"
     )
+
+
+def misplaced(err: ActivityError) -> bool:
+    """Whether the call reached a worker that does not serve its account (`unknown_account`):
+    the account moved to a node, or off one, since the settings were read."""
+    return error_type(err) == ErrorType.UNKNOWN_ACCOUNT
