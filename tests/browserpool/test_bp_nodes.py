@@ -76,8 +76,9 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
 class Node:
     """One node worker in process: its activities on its queue, and its beats."""
 
-    def __init__(self, client: Client, account: Account, name: str) -> None:
+    def __init__(self, client: Client, account: Account, name: str, *, says: str = "") -> None:
         self.client, self.name = client, name
+        self.says = says  # the BitBrowser account its beats name (`--node-account`)
         api = LocalApi(
             base_url=f"http://{name}.local",
             api_key=account.key,
@@ -120,7 +121,12 @@ class Node:
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 start_signal=SIGNAL_NODE_BEAT,
                 start_signal_args=[
-                    NodeBeat(node=self.name, labels={"node": self.name}, interval_seconds=BEAT)
+                    NodeBeat(
+                        node=self.name,
+                        labels={"node": self.name},
+                        account=self.says,
+                        interval_seconds=BEAT,
+                    )
                 ],
             )
             await asyncio.sleep(BEAT)
@@ -189,10 +195,16 @@ async def upserts(handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
 
 
 @contextlib.asynccontextmanager
-async def node_stack(client: Client) -> AsyncIterator[tuple[Account, dict[str, Node]]]:
-    """The pool worker and two node workers (node-1, node-2) over one emulated account."""
+async def node_stack(
+    client: Client, says: dict[str, str] | None = None
+) -> AsyncIterator[tuple[Account, dict[str, Node]]]:
+    """The pool worker and two node workers (node-1, node-2) over one emulated account
+    (`says`: the BitBrowser account a node's beats name, none by default)."""
     account = Account(BitBrowserConfig(nodes=["node-1", "node-2"], api_key=KEY, speed=20.0, seed=7))
-    nodes = {name: Node(client, account, name) for name in ("node-1", "node-2")}
+    nodes = {
+        name: Node(client, account, name, says=(says or {}).get(name, ""))
+        for name in ("node-1", "node-2")
+    }
     registry = NodeRegistryActivities()
     async with new_worker(
         client,
@@ -490,3 +502,42 @@ async def test_a_pool_no_worker_answers_is_listed_from_its_search_attributes(
         assert got.spec == {"replicas": 3} and got.created is not None
     finally:
         await handle.terminate()
+
+
+async def test_nodes_of_two_accounts_hold_the_pool_until_the_selector_picks_one(
+    env: WorkflowEnvironment,
+) -> None:
+    """Profiles belong to the account: a node of another account lists none of the pool's,
+    so the pool would make them again there. Nothing is made while the live selected
+    nodes name two accounts; once only one account's nodes are live, the pool converges."""
+    client = env.client
+    pool = f"bp-{uuid.uuid4().hex[:6]}"
+    async with node_stack(client, says={"node-1": "shop", "node-2": "ads"}) as (account, nodes):
+        handle = await start_browser_pool(client, pool, 2)
+
+        async def held() -> dict[str, Any] | None:
+            s = await status(handle)
+            conds = {c["type"]: c for c in s.get("conditions", [])}
+            nodes_ok = conds.get("NodesAvailable", {})
+            return s if nodes_ok.get("reason") == "MixedAccounts" else None
+
+        s = await eventually(held, timeout=20, what="NodesAvailable=False MixedAccounts")
+        cond = next(c for c in s["conditions"] if c["type"] == "NodesAvailable")
+        assert cond["status"] == "False", cond
+        assert "node-1 (shop)" in cond["message"] and "node-2 (ads)" in cond["message"], cond
+        await asyncio.sleep(2 * SETTINGS.resync_seconds)
+        assert placement(account, pool)["total"] == 0  # nothing made meanwhile
+        events = await handle.query("events")
+        assert any(e["reason"] == "MixedAccounts" for e in events["events"]), events
+
+        await nodes["node-2"].stop()  # only shop's node is live now
+        await eventually(
+            lambda: _ready_on(handle, {"node-1": 2}), timeout=LOST_AFTER + 25, what="2 on node-1"
+        )
+        assert placement(account, pool)["by_node"] == {"node-1": 2}
+        await handle.cancel()
+
+
+async def _ready_on(handle: WorkflowHandle[Any, Any], by_node: dict[str, int]) -> bool:
+    s = await status(handle)
+    return s.get("readyProfiles") == sum(by_node.values()) and s.get("byNode") == by_node

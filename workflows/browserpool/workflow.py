@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         LiveNodesResult,
         NodeCreateInput,
         NodeDeleteInput,
+        NodeInfo,
         NodeListInput,
         NodeListResult,
         NodeOpenInput,
@@ -122,6 +123,9 @@ class BrowserPoolWorkflow:
     async def _pass(self) -> None:
         raise_if_cancelled()
         nodes = await self._nodes()
+        if mixed := _accounts(nodes.alive):
+            self._hold_mixed(mixed)
+            return
         alive = {n.node for n in nodes.alive}
         lost = {n.node for n in nodes.lost}
         # Live nodes the selector no longer picks: their profiles go (closed where they run).
@@ -379,6 +383,29 @@ class BrowserPoolWorkflow:
             self._details = text
             workflow.set_current_details(text)
 
+    def _hold_mixed(self, accounts: dict[str, str]) -> None:
+        """The live selected nodes name two BitBrowser accounts: hold, and say so.
+
+        Profiles belong to the account, so a node of another account lists none of the
+        pool's and the plan would make them again there (twice the profiles, nothing
+        to find them by). Nothing is created, opened or deleted until `nodeSelector`
+        picks one account's nodes (or only one account's are live)."""
+        named = ", ".join(f"{node} ({account})" for node, account in sorted(accounts.items()))
+        message = (
+            f"the live nodes nodeSelector picks are logged into different BitBrowser "
+            f"accounts: {named}; nothing is created or deleted until it picks one account's"
+        )
+        self._event("MixedAccounts", message, warning=True)
+        now = workflow.now()
+        status = self.s.status.model_copy(update={"phase": Phase.DEGRADED, "last_reconciled": now})
+        for cond in (
+            ConditionUpdate(BrowserConditionType.NODES_AVAILABLE, FALSE, "MixedAccounts", message),
+            ConditionUpdate(BrowserConditionType.PROGRESSING, FALSE, "MixedAccounts", message),
+        ):
+            status = set_condition(status, cond, now=now, generation=self.s.generation)
+        self.s.status = status
+        self._show()
+
     def _failure_limit(self) -> int:
         return self._spec.health.failure_streak_limit or self.settings.failure_streak_limit
 
@@ -530,6 +557,13 @@ def _slot(text: Any) -> int | None:
     except (TypeError, ValueError):
         return None
     return slot if slot >= 0 else None
+
+
+def _accounts(alive: list[NodeInfo]) -> dict[str, str]:
+    """Node -> account of the live nodes when they name more than one account ({} else).
+    A node that names none (no `--node-account`) is not compared."""
+    named = {n.node: n.account for n in alive if n.account}
+    return named if len(set(named.values())) > 1 else {}
 
 
 def _cause(err: ActivityError) -> str:
