@@ -358,12 +358,12 @@ class DeviceActivities(
                 category=ApplicationErrorCategory.BENIGN,
             )
         activity.logger.info(
-            "pool %s: torn down (%d deleted in this attempt, %d kept profile(s) retired)",
+            "pool %s: torn down (%d deleted in this attempt, %d profile(s) kept, retired)",
             input.pool,
             deleted,
             released,
         )
-        return TerminatePoolResult(terminated=deleted, remaining=0)
+        return TerminatePoolResult(terminated=deleted, remaining=0, retired=released)
 
     # ------------------------------------------------ asks Temporal, not the provider
 

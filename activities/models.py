@@ -308,6 +308,9 @@ class TerminatePoolInput(CamelModel):
 class TerminatePoolResult(CamelModel):
     terminated: int = 0
     remaining: int = 0
+    # Profiles the provider keeps of the pool, powered off and marked retired, because
+    # it has no delete (cloud phones over the Local API); 0 where devices are deleted.
+    retired: int = 0
 
 
 class RunningWorkflowsInput(CamelModel):

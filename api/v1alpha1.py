@@ -220,6 +220,9 @@ class DevicePoolStatus(CamelModel):
     protected_devices: list[str] = Field(default_factory=list)
     # Devices made from the spec's current template (what a rollout brings all to).
     updated_devices: int = 0
+    # What a deletion kept at a provider that has no delete (cloud phones over the
+    # Local API): profiles powered off and marked retired. Set when the pool is Deleted.
+    profiles_retired: int = 0
     conditions: list[Condition] = Field(default_factory=list)
 
     def condition(self, type_: str) -> Condition | None:

@@ -444,6 +444,11 @@ def delete(
         return
     if result.closed:
         typer.echo(f"devicepool/{name} deleted ({result.devices_left} devices left)")
+        if result.profiles_retired:
+            typer.echo(
+                f"{result.profiles_retired} cloud-phone profile(s) kept, powered off and marked "
+                "retired: the BitBrowser Local API has no delete"
+            )
     else:
         typer.echo(f"devicepool/{name} deleting (use --wait to follow the teardown)")
 

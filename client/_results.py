@@ -41,6 +41,9 @@ class DeleteResult:
     closed: bool
     execution_status: str
     devices_left: int | None
+    # Cloud-phone profiles the teardown kept, marked retired (the Local API has no
+    # delete); read from the closed pool, 0 when it kept none or could not be asked.
+    profiles_retired: int = 0
 
 
 def iso(value: datetime | None) -> str | None:

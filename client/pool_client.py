@@ -349,7 +349,16 @@ class PoolClient:
                         f'pool "{name}" ended {status_name} before confirming its teardown; '
                         f"devices may be left at the provider"
                     )
-                return DeleteResult(name, closed=True, execution_status=status_name, devices_left=0)
+                # The closed run still answers (a worker replays it): what it kept.
+                final = await self._try_query(handle, QUERY_STATUS)
+                retired = final.get("profilesRetired", 0) if isinstance(final, dict) else 0
+                return DeleteResult(
+                    name,
+                    closed=True,
+                    execution_status=status_name,
+                    devices_left=0,
+                    profiles_retired=int(retired or 0),
+                )
             status = await self._try_query(handle, QUERY_STATUS)
             if isinstance(status, dict):
                 left = devices_left(status)

@@ -145,7 +145,8 @@ class Provider(Protocol):
 
     async def release_pool(self, pool: str) -> int:
         """A deleted pool's devices are all removed: let go of what the provider keeps of it
-        (profiles kept powered off are marked retired); how many were let go."""
+        (profiles kept powered off are marked retired); how many profiles of the pool the
+        provider still keeps, all retired now (0 where a removal deletes)."""
         ...
 
     async def aclose(self) -> None: ...

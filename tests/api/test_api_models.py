@@ -118,6 +118,7 @@ def test_status_serializes_camel_case_with_kubernetes_conditions() -> None:
         "deviceIds": ["d-1", "d-2"],
         "protectedDevices": [],
         "updatedDevices": 0,
+        "profilesRetired": 0,
         "conditions": [
             {
                 "type": "Ready",

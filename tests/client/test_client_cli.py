@@ -831,6 +831,38 @@ def test_delete_wait_stops_at_once_on_a_blocked_teardown(
     )
 
 
+class DeletedHandle(FakeHandle):
+    """A pool that ends CANCELED once deleted; its closed run still answers `status`."""
+
+    async def describe(self) -> object:
+        from types import SimpleNamespace
+
+        from temporalio.client import WorkflowExecutionStatus
+
+        status = WorkflowExecutionStatus.CANCELED if self.cancelled else None
+        return SimpleNamespace(status=status or WorkflowExecutionStatus.RUNNING)
+
+
+@pytest.mark.parametrize("retired", [0, 4])
+def test_delete_wait_says_what_a_provider_without_delete_kept(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, retired: int
+) -> None:
+    temporal = FakeTemporal([{"phase": "Deleted", "profilesRetired": retired}])
+    temporal.pool = DeletedHandle(temporal.pool.statuses)
+    fake_temporal(monkeypatch, temporal)
+    code, out, err = run(capsys, "delete", "cli-pool", "--wait", "--timeout", "5")
+    assert code == EXIT_OK, err
+    lines = out.strip().splitlines()
+    assert lines[0] == "devicepool/cli-pool deleted (0 devices left)"
+    if not retired:
+        assert lines == lines[:1]
+        return
+    assert lines[1:] == [
+        "4 cloud-phone profile(s) kept, powered off and marked retired: "
+        "the BitBrowser Local API has no delete"
+    ]
+
+
 def test_scale_wait_waits_until_ready_equals_desired(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -28,6 +28,7 @@ from devicepool.activities.providers.bitbrowser.phone_provider import (
     parse_device_id,
 )
 from devicepool.api.names import UPDATE_SCALE
+from devicepool.client.pool_client import PoolClient
 from devicepool.emulator.bitbrowser import BitBrowserConfig, create_apps
 from devicepool.testing import eventually
 from devicepool.worker.build import account_workers, pool_queue_workers
@@ -154,10 +155,13 @@ async def test_a_pool_of_cloud_phones_scales_on_its_warm_reserve_and_never_rents
     replaced = await stack.until("the offline phone replaced", recovers=1, running=4, offline=0)
     assert replaced["created"] == 4
 
-    # Delete: every phone shut down, no profile deleted (the API has none).
-    await handle.cancel()
-    with pytest.raises(Exception):  # noqa: B017 - a cancelled workflow's result raises
-        await asyncio.wait_for(handle.result(), timeout=30)
+    # Delete: every phone shut down, no profile deleted (the API has none), and said so.
+    deleted = await PoolClient(stack.client).delete("phones-a", wait=True, timeout=30)
+    assert deleted.closed and deleted.devices_left == 0
+    assert deleted.profiles_retired == 4
+    retired = [e for e in await _events(handle) if e["reason"] == "ProfilesRetired"]
+    assert len(retired) == 1 and "4 cloud-phone profiles" in retired[0]["message"], retired
+    assert "no delete" in retired[0]["message"]
     final = await stack.until("0 phones running", running=0)
     elapsed = time.monotonic() - started
     assert final["profiles"] == 4 and final["created"] == 4
@@ -195,6 +199,11 @@ async def test_an_ios_pool_on_a_local_api_account_is_refused_with_a_clear_reason
     assert "CreateFailed" not in reasons, reasons  # refused before any create was tried
     await handle.cancel()
     assert (await stack.phones())["created"] == before["created"]
+
+
+async def _events(handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
+    """The pool's events, read from its closed run (a worker replays it to answer)."""
+    return list((await handle.query("events"))["events"])
 
 
 async def _a_ready_phone(handle: WorkflowHandle[Any, Any]) -> str:

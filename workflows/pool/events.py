@@ -240,6 +240,16 @@ def _why(reason: str) -> str:
     return detail if sep else reason
 
 
+def profiles_retired(count: int) -> Happened:
+    """A deletion on a provider with no delete: what it kept, and why."""
+    noun = "profile" if count == 1 else "profiles"
+    return Happened(
+        "ProfilesRetired",
+        f"{count} cloud-phone {noun} kept, powered off and marked retired: the BitBrowser"
+        " Local API has no delete (delete them in the client to be rid of them)",
+    )
+
+
 def spend_cap_reached(message: str) -> Happened:
     """The pool wants more devices than its `spendCap` allows (said once, when it starts)."""
     return Happened("SpendCapReached", message, warning=True)

@@ -46,7 +46,7 @@ from temporalio.exceptions import (
 )
 
 from devicepool.activities.definitions import DeviceActivityDefinitions
-from devicepool.activities.models import PoolSettings, TerminatePoolInput
+from devicepool.activities.models import PoolSettings, TerminatePoolInput, TerminatePoolResult
 from devicepool.api.errors import ErrorType
 from devicepool.workflows.pool import calls
 from devicepool.workflows.pool.slots import SlotBook
@@ -118,12 +118,13 @@ async def tear_down(
     rented_anything: bool,
     blocked: Callable[[str, str], None],
     hand_over: Callable[[], Awaitable[None]],
-) -> None:
-    """Steps 2-4: cancel the children, wait for the batches, sweep the provider."""
+) -> TerminatePoolResult | None:
+    """Steps 2-4: cancel the children, wait for the batches, sweep the provider;
+    the sweep's answer (None when the account never rented anything to sweep)."""
     await cancel_children([health_id, *book.batch_ids()])
     timeout = timedelta(seconds=settings.startup_timeout_seconds + 60)
     await wait_for_batches(book.unreported, timeout=timeout, running=_still_running)
-    await sweep(
+    return await sweep(
         account=account,
         pool=pool,
         rented_anything=rented_anything,
@@ -189,8 +190,10 @@ async def sweep(
     hand_over: Callable[[], Awaitable[None]],
     blocked_after: timedelta,
     node: str = "",
-) -> None:
-    """Terminate every device of the pool, trying again until it works.
+) -> TerminatePoolResult | None:
+    """Terminate every device of the pool, trying again until it works: what the
+    provider answered, or None when there is nothing to sweep (the account is gone
+    and the pool never rented anything).
 
     `blocked(reason, message)` shows why the sweep cannot finish yet, at the
     latest `blocked_after` into a failing window; `hand_over()` continues-as-new
@@ -199,7 +202,7 @@ async def sweep(
     pause = SWEEP_RETRY_FIRST
     while True:
         try:
-            await workflow.execute_activity_method(
+            return await workflow.execute_activity_method(
                 DeviceActivityDefinitions.terminate_pool,
                 TerminatePoolInput(account=account, pool=pool),
                 schedule_to_close_timeout=blocked_after,
@@ -209,7 +212,6 @@ async def sweep(
                 summary="terminate every device of the pool",
                 **provider_queue(node),
             )
-            return
         except ActivityError as err:
             if silent := node_problem(err, node):
                 reason, _, why = silent.partition(": ")
@@ -229,7 +231,7 @@ async def sweep(
             else:
                 kind, message = error_type(err), error_message(err)
                 if verdict(kind, rented_anything=rented_anything) == SweepVerdict.DONE:
-                    return
+                    return None
             blocked(condition_reason(kind), f"cannot delete devices: {message}")
             await hand_over()
             await workflow.sleep(pause, summary="wait, then sweep the provider again")

@@ -343,11 +343,14 @@ def published(status: DevicePoolStatus, view: PoolView) -> DevicePoolStatus:
     )
 
 
-def deleted(status: DevicePoolStatus, now: datetime) -> DevicePoolStatus:
+def deleted(
+    status: DevicePoolStatus, now: datetime, *, profiles_retired: int = 0
+) -> DevicePoolStatus:
     status = drop_condition(status, ConditionType.TEARDOWN_BLOCKED)
     return status.model_copy(
         update={
             "phase": Phase.DELETED,
+            "profiles_retired": profiles_retired,
             "ready_devices": 0,
             "busy_devices": 0,
             "provisioning_devices": 0,

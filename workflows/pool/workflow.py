@@ -472,14 +472,17 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             except asyncio.CancelledError:
                 # A second delete must not abort the finalizer halfway.
                 workflow.logger.info("pool %s: already deleting", self._name)
-        teardown.result()
+        swept = teardown.result()
+        retired = swept.retired if swept is not None else 0
+        if retired:
+            self._happened(say.profiles_retired(retired))
         self._happened(say.Happened("Deleted", "no device of the pool is left"))
-        self.s.status = st.deleted(self.s.status, workflow.now())
+        self.s.status = st.deleted(self.s.status, workflow.now(), profiles_retired=retired)
         self._show()
 
-    async def _teardown(self) -> None:
+    async def _teardown(self) -> am.TerminatePoolResult | None:
         await workflow.wait_condition(self._neighbours.quiet)
-        await finalizer.tear_down(
+        return await finalizer.tear_down(
             self.s.slots,
             pool=self._name,
             account=self._account,

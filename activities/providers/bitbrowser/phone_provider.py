@@ -423,7 +423,8 @@ class PhoneProvider:
     async def release_pool(self, pool: str) -> int:
         self._reserves.pop(pool, None)
         with provider_call(pool=pool):
-            kept = [(p, r) for p, r in await self._pool_phones(pool) if r.state == RESERVE]
+            profiles = await self._pool_phones(pool)
+            kept = [(p, r) for p, r in profiles if r.state == RESERVE]
             for phone, remark in kept:
                 await self.phones.update(
                     phone.id,
@@ -432,7 +433,9 @@ class PhoneProvider:
                         "remark": replace(remark, state=RETIRED).text(),
                     },
                 )
-        return len(kept)
+        # Every profile of the pool stays (the API has no delete), retired now: a retry
+        # after a lost answer counts the same.
+        return len(profiles)
 
     async def aclose(self) -> None:
         await self.phones.api.aclose()
