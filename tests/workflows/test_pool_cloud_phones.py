@@ -27,12 +27,14 @@ from devicepool.activities.providers.bitbrowser.phone_provider import (
     Remark,
     parse_device_id,
 )
-from devicepool.api.names import UPDATE_SCALE
+from devicepool.api import parse_pool
+from devicepool.api.names import UPDATE_SCALE, pool_workflow_id
+from devicepool.api.v1beta1 import ObjectMeta, ReserveSpec
 from devicepool.client.pool_client import PoolClient
 from devicepool.emulator.bitbrowser import BitBrowserConfig, create_apps
-from devicepool.testing import eventually
+from devicepool.testing import eventually, pool_manifest
 from devicepool.worker.build import account_workers, pool_queue_workers
-from devicepool.workflows.pool.messages import Accepted, ScaleRequest
+from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
 from tests.helpers.servers import dev_server
 from tests.helpers.workflow_stack import CAN_THRESHOLD, start_pool
 
@@ -201,6 +203,44 @@ async def test_an_ios_pool_on_a_local_api_account_is_refused_with_a_clear_reason
     assert (await stack.phones())["created"] == before["created"]
 
 
+async def test_a_replacement_keeps_no_reserve_past_the_pools_reserve_keep(
+    stack: PhoneStack,
+) -> None:
+    """`spec.reserve.keep` holds for the health check's removals too, not only scale-down's:
+    with `keep: 0`, an offline phone's profile is retired, not fresh-started into reserve."""
+    before = await stack.phones()
+    manifest = pool_manifest(
+        "phones-keep",
+        replicas=2,
+        providerCredentialRef=ACCOUNT,
+        proxy={"poolRef": "proxyseller-us", "stickyTTL": 900},
+    )
+    spec = parse_pool(manifest).spec.model_copy(update={"reserve": ReserveSpec(keep=0)})
+    handle = await stack.client.start_workflow(
+        "DevicePool",
+        PoolInput(metadata=ObjectMeta(name="phones-keep"), spec=spec, settings=SETTINGS),
+        id=pool_workflow_id("phones-keep"),
+        task_queue="devicepool",
+    )
+    running = before["running"] + 2
+    await stack.until("2 phones running", running=running, created=before["created"] + 2)
+
+    async def ready() -> bool:
+        return bool((await handle.query("status"))["readyDevices"] == 2)
+
+    await eventually(ready, what="the pool sees 2 ready", timeout=20)
+    offline = await _a_ready_phone(handle)
+    (await stack.control.post(f"/_emulator/phones/{offline}/offline")).raise_for_status()
+    # A new profile replaces it (keep 0: no reserve to power on).
+    after = await stack.until(
+        "the offline phone replaced", running=running, created=before["created"] + 3
+    )
+    assert after["recovers"] == before["recovers"], "a profile past keep was fresh-started"
+    assert sorted(await _states(stack, pool="phones-keep")) == ["active", "active", "retired"]
+    await handle.cancel()
+    await stack.until("its phones shut down", running=before["running"])
+
+
 async def _events(handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
     """The pool's events, read from its closed run (a worker replays it to answer)."""
     return list((await handle.query("events"))["events"])
@@ -215,7 +255,7 @@ async def _a_ready_phone(handle: WorkflowHandle[Any, Any]) -> str:
     return phone[0]
 
 
-async def _states(stack: PhoneStack) -> list[str]:
+async def _states(stack: PhoneStack, *, pool: str | None = None) -> list[str]:
     async def listed() -> list[dict[str, Any]] | None:
         answer = (
             await stack.control.post(
@@ -225,4 +265,5 @@ async def _states(stack: PhoneStack) -> list[str]:
         return list(answer["data"]["list"]) if answer.get("success") else None
 
     items = await eventually(listed, what="the phones listed", every=0.3, timeout=5)
-    return [r.state for p in items if (r := Remark.parse(p["remark"])) is not None]
+    remarks = [r for p in items if (r := Remark.parse(p["remark"])) is not None]
+    return [r.state for r in remarks if pool is None or r.pool == pool]

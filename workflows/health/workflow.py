@@ -303,6 +303,7 @@ class PoolHealthWorkflow:
                     device_id=device_id,
                     pool=input.pool,
                     reason=METRIC_REASON[reason_kind(due[device_id])],
+                    reserve_keep=self._state.config.reserve_keep,
                 ),
                 start_to_close_timeout=timedelta(seconds=30),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,

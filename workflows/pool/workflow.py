@@ -535,6 +535,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             offline_after_seconds=health.offline_after,
             startup_timeout_seconds=health.startup_timeout,
             paused=self.s.remediation_paused,
+            reserve_keep=self._spec.reserve.keep if self._spec.reserve is not None else None,
         )
 
     def _said(self, said: Said) -> None:

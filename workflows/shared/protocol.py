@@ -115,6 +115,9 @@ class HealthConfig(CamelModel):
     # A person paused remediation (`devicepool pause`): unhealthy devices are found
     # and reported, not replaced.
     paused: bool = False
+    # The pool's `spec.reserve.keep` (None: unset, keep every profile): a power-billed
+    # account's replacement parks the broken profile in reserve only below it.
+    reserve_keep: int | None = None
 
     def applied_to(self, settings: PoolSettings) -> PoolSettings:
         """`settings` with this pool's own thresholds in place of the worker's."""
