@@ -212,8 +212,9 @@ class DeviceActivities(
     async def get_statuses(self, input: GetStatusesInput) -> GetStatusesResult:
         provider = self._provider(input.account)
         try:
-            async with heartbeating():
-                infos, not_found = await provider.read_statuses(input.ids)
+            with provider_call(pool=input.pool):
+                async with heartbeating():
+                    infos, not_found = await provider.read_statuses(input.ids)
         except ProviderError as exc:
             raise to_application_error(exc) from exc
         for info in infos:

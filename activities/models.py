@@ -253,6 +253,9 @@ class CreateDeviceResult(CamelModel):
 class GetStatusesInput(CamelModel):
     account: str
     ids: list[str] = Field(max_length=100)
+    # The pool the devices belong to (a batch's boot check): a provider that lists by
+    # pool reads that pool only, and its calls take the pool's turn of a shared budget.
+    pool: str | None = None
 
 
 class GetStatusesResult(CamelModel):

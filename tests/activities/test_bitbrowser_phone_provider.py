@@ -157,6 +157,54 @@ async def test_the_same_slot_created_twice_is_one_device(
     assert (await phones_stats(account))["created"] == 1
 
 
+async def test_creates_waiting_for_the_budget_share_one_listing_of_their_pool(
+    account: Account, provider: PhoneProvider, n1: Node
+) -> None:
+    # A batch of 4 creates at once: one listing serves every mark's look-up and the
+    # reserve (none), then 4 adds and 4 power-ons; not 4 look-ups and a reserve listing.
+    made = await asyncio.gather(*(provider.create_device(new_device(slot=s)) for s in range(4)))
+    assert len({d.id for d in made}) == 4
+    paths = [p for p, _ in n1.recorder.calls]
+    assert paths.count("/phone/list") == 1, paths
+    assert paths.count("/phone/profile/add") == 4 and paths.count("/phone/openphone") == 4
+    # Each joined a listing sent after it asked: run again, every slot finds its own.
+    again = await asyncio.gather(*(provider.create_device(new_device(slot=s)) for s in range(4)))
+    assert [d.id for d in again] == [d.id for d in made]
+    assert (await phones_stats(account))["created"] == 4
+
+
+async def test_creates_at_once_never_claim_one_reserve_profile_twice(
+    account: Account, provider: PhoneProvider, n1: Node
+) -> None:
+    made = [await provider.create_device(new_device(slot=s)) for s in range(2)]
+    await ready(account, provider)
+    for device in made:
+        await provider.remove_device(device.id)  # two profiles in reserve
+    # Every claim reads the reserve anew (no kept list): a listing the creates shared,
+    # begun before the first claim, still shows the claimed profile in reserve.
+    provider.reserve_seconds = 0
+    taken = await asyncio.gather(
+        *(provider.create_device(new_device(slot=s)) for s in range(10, 15))
+    )
+    phones = [parse_device_id(d.id)[0] for d in taken]  # type: ignore[index]
+    assert len(set(phones)) == 5, phones  # five slots, five profiles
+    stats = await phones_stats(account)
+    assert stats["created"] == 5  # two from the reserve, three added
+    marks = [p.name for p in await n1.phones.list_all(mark_prefix=pool_prefix("phones-a"))]
+    assert len(set(marks)) == 5
+
+
+async def test_a_large_pools_create_looks_its_mark_up_alone(
+    account: Account, provider: PhoneProvider, n1: Node
+) -> None:
+    await provider.create_device(new_device(slot=0))
+    provider._sizes["phones-a"] = 100  # as after listing a pool of 100 profiles (one page+)
+    n1.recorder.calls.clear()
+    await provider.create_device(new_device(slot=1))
+    lists = [b for p, b in n1.recorder.calls if p == "/phone/list"]
+    assert lists[0]["name"] == slot_mark("phones-a", new_device(slot=1).idempotency_key)
+
+
 async def test_remove_shuts_the_phone_down_and_keeps_the_profile_in_reserve(
     account: Account, provider: PhoneProvider, n1: Node
 ) -> None:

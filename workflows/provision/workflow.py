@@ -356,7 +356,9 @@ class ProvisionBatchWorkflow:
                 try:
                     statuses = await workflow.execute_activity_method(
                         DeviceActivityDefinitions.get_statuses,
-                        GetStatusesInput(account=input.account, ids=ids[start : start + 100]),
+                        GetStatusesInput(
+                            account=input.account, ids=ids[start : start + 100], pool=input.pool
+                        ),
                         start_to_close_timeout=timedelta(seconds=30),
                         heartbeat_timeout=HEARTBEAT_TIMEOUT,
                         retry_policy=PROVIDER_RETRY,

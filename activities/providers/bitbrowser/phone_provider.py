@@ -18,6 +18,14 @@ the Local API"); so:
   the way is found, never rented twice), then take a `reserve` profile of the
   same pool and template hash (re-marked, its proxy set to the slot's, powered
   on: no new profile), and only then add a profile and power it on.
+- **One listing for many callers.** A pool's listing whose first call has not
+  been sent yet is joined by every caller that needs the pool's profiles (the
+  engine's listing, a create's mark look-up and reserve, a boot check, a
+  removal's reserve count): its answer is as fresh as each caller's own would
+  be, and a batch of N creates waiting for the budget costs 1 listing + N adds +
+  N power-ons, not 2N listings more. A listing begun before a reserve claim
+  never serves another claim (it may show that profile still in reserve). A
+  pool past one page of profiles looks marks up by name instead (one call).
 - **Removes** shut the phone down (billing stops) and keep the profile as
   `reserve`. A phone that is offline (listed running, `/phone/running` false)
   is fresh-started (`recover`) first, or marked `retired` when the month's
@@ -40,7 +48,7 @@ the Local API"); so:
 - Cloud phones are Android only: an iOS create is refused, permanently.
 
 Every call takes its turn on the account's `PhonePacer` (1 a second). The
-reserve claim is guarded in this process only: an account served by a node
+reserve claims of a pool are one at a time in this process only: an account served by a node
 worker (`node: NAME`) has all its calls in that one process; two processes
 each with the account's `baseUrl` could claim one reserve profile twice.
 Secrets (the API key, the proxy password) never reach a result or an error:
@@ -77,6 +85,7 @@ from devicepool.activities.providers.base import (
     current_call,
     provider_call,
 )
+from devicepool.activities.providers.bitbrowser._paging import MAX_PAGE_SIZE
 from devicepool.activities.providers.bitbrowser.models import (
     ComputeType,
     Phone,
@@ -207,6 +216,21 @@ class _Probe:
     listed: int | None
 
 
+@dataclass
+class _Listing:
+    """One listing of a pool's profiles that callers join until its first call is sent.
+
+    `parks` and `claims` are the pool's counters when it was begun: a listing begun
+    before a claim (or a park) may show that profile as it was.
+    """
+
+    parks: int
+    claims: int
+    sent: bool = False
+    found: list[tuple[Phone, Remark]] = field(default_factory=list)
+    done: asyncio.Future[None] | None = None
+
+
 class PhoneProvider:
     """One account's cloud phones as a DevicePool's devices (implements `providers.Provider`)."""
 
@@ -242,8 +266,15 @@ class PhoneProvider:
         self._reserves: dict[str, tuple[float, list[tuple[Phone, Remark]]]] = {}
         self.reserve_seconds = 10 * phones.pacer.interval
         self._parks: Counter[str] = Counter()
+        self._claimed: Counter[str] = Counter()  # reserve claims made, by pool
         self._probes: dict[str, _Probe] = {}
-        self._claims = asyncio.Lock()  # one reserve claim at a time (this process)
+        # pool -> one reserve claim of the pool at a time (this process)
+        self._claim_locks: dict[str, asyncio.Lock] = {}
+        # (pool, replacement) -> its listing not sent yet, which later callers join
+        self._listings: dict[tuple[str, bool], _Listing] = {}
+        # pool -> how many profiles its last listing found (a large pool's creates look
+        # their mark up alone: one call, not a listing of several pages)
+        self._sizes: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"PhoneProvider({self.phones!r})"
@@ -266,7 +297,11 @@ class PhoneProvider:
             return ProviderDevice(await self._info(phone, remark), "android")
 
     async def read_statuses(self, ids: list[str]) -> tuple[list[DeviceStatusInfo], list[str]]:
-        by_id = {p.id: (p, r) for p, r in await self._marked(MARK_PREFIX)}
+        # A batch's boot check names its pool: one listing of that pool, joined by the
+        # pool's other calls waiting for the budget, not every pool's profiles.
+        pool = current_call().pool
+        listed = await self._pool_phones(pool) if pool else await self._marked(MARK_PREFIX)
+        by_id = {p.id: (p, r) for p, r in listed}
         hits: list[tuple[Phone, Remark]] = []
         not_found: list[str] = []
         for wanted in ids:
@@ -314,16 +349,28 @@ class PhoneProvider:
         pool = labels.get(LABEL_POOL, "")
         mark = slot_mark(pool, new.idempotency_key)
         with provider_call(pool=pool):
-            # First, always: an earlier attempt whose answer was lost made it.
-            found = [(p, Remark.parse(p.remark)) for p in await self.phones.find_by_mark(mark)]
-            mine = [(p, r) for p, r in found if r is not None and r.state == ACTIVE]
+            # First, always: an earlier attempt whose answer was lost made it. The creates
+            # of a pool waiting for the budget look their marks up in one listing of it.
+            listing: _Listing | None = None
+            if self._sizes.get(pool, 0) < MAX_PAGE_SIZE:
+                listing = await self._pool_listing(pool)
+                found = sorted(
+                    ((p, r) for p, r in listing.found if p.name == mark), key=_oldest_first
+                )
+            else:
+                found = [
+                    (p, r)
+                    for p in await self.phones.find_by_mark(mark)
+                    if (r := Remark.parse(p.remark)) is not None
+                ]
+            mine = [(p, r) for p, r in found if r.state == ACTIVE]
             if mine:
                 (phone, remark), *others = mine
                 for other, other_remark in others:  # a create the server finished late
                     await self._park(other, other_remark, broken=False)
                 return await self._power_on(phone, remark)
-            async with self._claims:
-                taken = await self._claim_reserve(pool, labels, mark, proxy)
+            async with self._claim_locks.setdefault(pool, asyncio.Lock()):
+                taken = await self._claim_reserve(pool, labels, mark, proxy, listing)
             if taken is not None:
                 return await self._power_on(*taken)
             remark = Remark(ACTIVE, 1, self._wall(), labels)
@@ -344,16 +391,26 @@ class PhoneProvider:
             return await self._power_on(phone, remark)
 
     async def _claim_reserve(
-        self, pool: str, labels: dict[str, str], mark: str, proxy: PhoneProxy
+        self,
+        pool: str,
+        labels: dict[str, str],
+        mark: str,
+        proxy: PhoneProxy,
+        listing: _Listing | None = None,
     ) -> tuple[Phone, Remark] | None:
-        """A reserve profile of the pool and template, re-marked for this slot (or None)."""
+        """A reserve profile of the pool and template, re-marked for this slot (or None).
+
+        Holds the pool's claim lock. `listing`, the create's own look-up, serves when
+        no claim was made since it began (one was: that profile may show as reserve)."""
         wanted = labels.get(LABEL_TEMPLATE_HASH, "")
         kept = self._reserves.get(pool)
         if kept is None or self._clock() - kept[0] >= self.reserve_seconds:
-            parks = self._parks[pool]
-            listed = [(p, r) for p, r in await self._pool_phones(pool) if r.state == RESERVE]
+            # Under the lock no claim starts: at most one more listing is begun.
+            while listing is None or listing.claims != self._claimed[pool]:
+                listing = await self._pool_listing(pool)
+            listed = [(p, r) for p, r in listing.found if r.state == RESERVE]
             kept = (self._clock(), listed)
-            if self._parks[pool] == parks:  # no phone parked while it listed
+            if listing.parks == self._parks[pool]:  # no phone parked since it began
                 self._reserves[pool] = kept
         reserve = [pr for pr in kept[1] if pr[1].labels.get(LABEL_TEMPLATE_HASH, "") == wanted]
         if not reserve:
@@ -368,7 +425,9 @@ class PhoneProvider:
             )
         except BaseException:
             self._reserves.pop(pool, None)  # not known what it holds now: list it again
+            self._claimed[pool] += 1  # nor whether a listing begun before shows it claimed
             raise
+        self._claimed[pool] += 1
         self._forget(phone.id)
         return phone.model_copy(update={"name": mark, "remark": remark.text()}), remark
 
@@ -443,12 +502,45 @@ class PhoneProvider:
     # ------------------------------------------------------------ plumbing
 
     async def _pool_phones(self, pool: str) -> list[tuple[Phone, Remark]]:
-        return [(p, r) for p, r in await self._marked(pool_prefix(pool)) if r.pool == pool]
+        return list((await self._pool_listing(pool)).found)
 
-    async def _marked(self, prefix: str) -> list[tuple[Phone, Remark]]:
+    async def _pool_listing(self, pool: str) -> _Listing:
+        """A listing of `pool`'s profiles begun no sooner than this call: the one whose
+        first call is not sent yet, joined (its answer is as fresh as this call's own
+        would be), else a new one. The creates, removals and listings of a pool waiting
+        for the budget together cost one listing. A replacement's joins only another's."""
+        key = (pool, current_call().replacement)
+        listing = self._listings.get(key)
+        if listing is None or listing.sent:
+            listing = _Listing(parks=self._parks[pool], claims=self._claimed[pool])
+            listing.done = asyncio.ensure_future(self._list_pool(key, listing))
+            listing.done.add_done_callback(_retrieved)
+            self._listings[key] = listing
+        assert listing.done is not None
+        # Shielded: a caller cancelled while waiting cancels no one else's listing.
+        await asyncio.shield(listing.done)
+        return listing
+
+    async def _list_pool(self, key: tuple[str, bool], listing: _Listing) -> None:
+        def sent() -> None:
+            listing.sent = True
+
+        pool = key[0]
+        try:
+            found = await self._marked(pool_prefix(pool), on_turn=sent)
+        finally:
+            listing.sent = True  # joined no more, answered or not
+            if self._listings.get(key) is listing:
+                del self._listings[key]
+        listing.found = [(p, r) for p, r in found if r.pool == pool]
+        self._sizes[pool] = len(found)
+
+    async def _marked(
+        self, prefix: str, *, on_turn: Callable[[], None] | None = None
+    ) -> list[tuple[Phone, Remark]]:
         """devicepool's profiles whose name starts with `prefix`, with their remarks."""
         found = []
-        for phone in await self.phones.list_all(mark_prefix=prefix):
+        for phone in await self.phones.list_all(mark_prefix=prefix, on_turn=on_turn):
             remark = Remark.parse(phone.remark)
             if remark is not None:
                 self._remember(phone)
@@ -569,6 +661,17 @@ class PhoneProvider:
         if listed == PhoneStatus.RUNNING:
             return OFFLINE, "powered on, not running"
         return PROVISIONING, f"listed status {listed}"
+
+
+def _oldest_first(found: tuple[Phone, Remark]) -> tuple[bool, int, str]:
+    phone = found[0]
+    return (phone.seq is None, phone.seq or 0, phone.id)
+
+
+def _retrieved(done: asyncio.Future[None]) -> None:
+    """A shared listing's failure reaches its callers; nobody left to hear it is no error."""
+    if not done.cancelled():
+        done.exception()
 
 
 def _serves(remark: Remark, incarnation: int) -> bool:

@@ -212,10 +212,12 @@ class CloudPhones:
         group_id: str | None = None,
         mark_prefix: str | None = None,
         host: str | None = None,
+        on_turn: Callable[[], None] | None = None,
     ) -> list[Phone]:
         """Every phone of `group_id` / proxy `host` and/or whose name starts with `mark_prefix`.
 
-        Each page is one call of the budget: 500 phones take 5 seconds.
+        Each page is one call of the budget: 500 phones take 5 seconds. `on_turn` is
+        called when the first page's call gets its turn, right before it is sent.
         """
         filters: dict[str, Any] = {}
         if group_id:
@@ -224,7 +226,7 @@ class CloudPhones:
             filters["name"] = mark_prefix
         if host:
             filters["host"] = host
-        found = await self._list_all(filters, what="phones")
+        found = await self._list_all(filters, what="phones", on_turn=on_turn)
         if mark_prefix:
             found = [p for p in found if p.name.startswith(mark_prefix)]
         return found
@@ -238,8 +240,10 @@ class CloudPhones:
         name: str | None = None,
         seq: int | None = None,
         host: str | None = None,
+        on_turn: Callable[[], None] | None = None,
     ) -> PhonePage:
-        """One page of `/phone/list` (0-based, `page_size` at most 100)."""
+        """One page of `/phone/list` (0-based, `page_size` at most 100); `on_turn` as
+        `list_all`'s."""
         if page < 0 or not 1 <= page_size <= MAX_PAGE_SIZE:
             raise ValueError(f"page >= 0 and 1 <= page_size <= {MAX_PAGE_SIZE}")
         body: dict[str, Any] = {"page": page, "pageSize": page_size}
@@ -248,7 +252,7 @@ class CloudPhones:
                 body[key] = value
         if seq is not None:
             body["seq"] = seq
-        data = await self._call("/phone/list", body)
+        data = await self._call("/phone/list", body, on_turn=on_turn)
         items, total = page_items(data, "POST /phone/list")
         return validated(PhonePage, {"items": items, "total": total}, "POST /phone/list")
 
@@ -285,16 +289,22 @@ class CloudPhones:
 
     # ------------------------------------------------------------ plumbing
 
-    async def _call(self, path: str, body: dict[str, Any]) -> Any:
+    async def _call(
+        self, path: str, body: dict[str, Any], *, on_turn: Callable[[], None] | None = None
+    ) -> Any:
         secrets = [str(v) for k, v in body.items() if k in SECRET_PHONE_FIELDS and v]
         async with self.pacer.turn():
+            if on_turn is not None:
+                on_turn()
             try:
                 return await self.api.call(path, body, secrets=secrets)
             except LocalApiRateLimitedError as exc:
                 self.pacer.hold(exc.retry_after or self.pacer.interval)
                 raise
 
-    async def _list_all(self, filters: dict[str, Any], *, what: str) -> list[Phone]:
+    async def _list_all(
+        self, filters: dict[str, Any], *, what: str, on_turn: Callable[[], None] | None = None
+    ) -> list[Phone]:
         async def fetch(page: int, size: int) -> tuple[list[Phone], int | None]:
             answer = await self.list_page(
                 page,
@@ -302,6 +312,7 @@ class CloudPhones:
                 group_id=filters.get("groupId"),
                 name=filters.get("name"),
                 host=filters.get("host"),
+                on_turn=on_turn if page == 0 else None,
             )
             return answer.items, answer.total
 
