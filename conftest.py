@@ -75,6 +75,8 @@ MODULE_GROUPS = {
     "test_e2e_restart.py": "e2e-restart",
     # Dev stacks of their own with two BitBrowser nodes and node workers (~150 s).
     "test_e2e_dev_browser_nodes.py": "e2e-browser-nodes",
+    # A dev stack of its own with one node: the cloud-phone example, made and deleted.
+    "test_e2e_dev_cloud_phones.py": "e2e-phones",
     # A module-scoped dev server (setup) and wheel build (packaging), made once.
     "test_client_setup.py": "client-setup",
     "test_packaging.py": "packaging",
@@ -113,6 +115,7 @@ GROUP_ORDER = {
     "workflows-orphans": 38,
     "workflows-phones": 25,
     "browserpool": 35,
+    "e2e-phones": 30,
     "workflows-nodes": 6,
 }
 SERVER_MARKERS = ("devserver", "e2e")

@@ -188,6 +188,12 @@ class DeviceActivities(
             refused = self._providers[input.account].platform_problem(input.platform)
             if refused is not None:
                 problems.append(f"{refused} (providerCredentialRef {input.account!r})")
+            # A proxy pool the account's devices cannot use (an unknown one is said above).
+            proxy = self._proxy_pools.get(input.proxy_pool) if input.proxy_pool else None
+            if input.proxy_pool is None or proxy is not None:
+                lacking = self._providers[input.account].proxy_problem(proxy)
+                if lacking is not None:
+                    problems.append(lacking)
         if input.region is not None and input.account in self._providers:
             known = await self._region_names(input.account)
             if known is not None and input.region not in known:

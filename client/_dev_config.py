@@ -28,6 +28,9 @@ DEV_HOST = "127.0.0.1"
 # The Temporal worker deployment the dev worker is a version of (Worker Versioning).
 DEV_DEPLOYMENT = "devicepool"
 DEFAULT_ACCOUNT = "default"
+# The dev proxy pools' password file (relative to the config) and its placeholder.
+PROXY_PASSWORD_FILE = "secrets/proxy.password"
+DEV_PROXY_PASSWORD = "devicepool-dev-proxy"
 DEFAULT_API_KEY = "devicepool-dev-key"
 # Proxy pools the examples and the article name. The emulator routes no traffic,
 # so the gateways are placeholders (`.invalid` never resolves).
@@ -110,9 +113,20 @@ def write_node_config(
         bitbrowser_node=BITBROWSER_PHONES_NODE,
     )
     node_config = {k: config[k] for k in ("accounts", "proxyPools", "encryption") if k in config}
+    write_proxy_password(options.data_dir)
     path = node_config_file(options)
     header = "# Written by `devicepool dev --browser-nodes N` at every start (node workers).\n"
     path.write_text(header + yaml.safe_dump(node_config, sort_keys=False))
+    return path
+
+
+def write_proxy_password(data_dir: Path) -> Path:
+    """The dev proxy pools' placeholder password (`secrets/proxy.password`): the gateways
+    route nothing, but a cloud phone's proxy is refused without one."""
+    path = data_dir / PROXY_PASSWORD_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(DEV_PROXY_PASSWORD + "\n")
+    path.chmod(0o600)
     return path
 
 
@@ -147,6 +161,8 @@ def dev_worker_config(
                 "host": f"{name}.gateway.invalid",
                 "port": 10000,
                 "usernameTemplate": "user-session-{session}-ttl-{ttl}",
+                # A cloud phone's proxy needs a password (the Local API requires one).
+                "passwordFile": PROXY_PASSWORD_FILE,
             }
             for name in proxy_pools
         },
@@ -197,8 +213,7 @@ def write_worker_config(
         if pool.spec.proxy is not None:
             proxy_pools.add(pool.spec.proxy.pool_ref)
     accounts.discard(BITBROWSER_ACCOUNT)  # the Local API's, only with its nodes
-    secrets = data_dir / "secrets"
-    secrets.mkdir(parents=True, exist_ok=True)
+    secrets = write_proxy_password(data_dir).parent
     for account in accounts:
         key_file = secrets / f"{account}.key"
         key_file.write_text(account_key(account) + "\n")

@@ -10,7 +10,15 @@ from devicepool.api.v1beta1 import ConditionStatus, ConditionType
 # `Ready=False` reasons that are configuration, not progress: the pool stops
 # provisioning until the worker's config or the manifest changes
 # (`workflows.status.ready_condition`).
-CONFIGURATION_REASONS = frozenset({"UnknownProxyPool", "UnknownAccount"})
+CONFIGURATION_REASONS = frozenset(
+    {
+        "UnknownProxyPool",
+        "UnknownAccount",
+        "UnknownRegion",
+        "UnsupportedPlatform",
+        "ProxyIncomplete",
+    }
+)
 
 
 def devices_left(status: dict[str, Any]) -> int:

@@ -392,7 +392,7 @@ class PoolClient:
         """Poll `status` until the pool has converged on `generation` (or `WaitTimeout`).
 
         `PoolBlocked` at once when a pass over `generation` reports `Ready=False`
-        for a configuration error (an unknown proxy pool or account): the pool
+        for a configuration error (`_status.CONFIGURATION_REASONS`): the pool
         stopped provisioning, and waiting would only run out the timeout.
         """
         handle = self._client.get_workflow_handle(pool_workflow_id(name))

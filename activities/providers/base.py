@@ -27,6 +27,7 @@ from typing import Protocol
 from devicepool.activities.device_models import DeviceInfo, DeviceStatusInfo
 from devicepool.activities.models import DeviceTemplate
 from devicepool.activities.proxy import ResolvedProxy
+from devicepool.activities.settings import ProxyPoolSettings
 
 __all__ = [
     "PROVIDER_APIS",
@@ -141,6 +142,11 @@ class Provider(Protocol):
 
     def platform_problem(self, platform: str) -> str | None:
         """Why the account cannot make devices of `platform` (None: it can)."""
+        ...
+
+    def proxy_problem(self, proxy: ProxyPoolSettings | None) -> str | None:
+        """Why the account cannot make devices behind `proxy`, the pool's proxy pool
+        (None: the pool names none), before any create (None: it can)."""
         ...
 
     async def release_pool(self, pool: str) -> int:

@@ -14,6 +14,7 @@ from devicepool.activities.bitcloudphone import BitCloudPhoneClient
 from devicepool.activities.device_models import DeviceInfo, DeviceStatusInfo
 from devicepool.activities.device_views import device_info, device_status_info
 from devicepool.activities.providers.base import NewDevice, ProviderDevice
+from devicepool.activities.settings import ProxyPoolSettings
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
 
 __all__ = ["RestProvider"]
@@ -70,6 +71,9 @@ class RestProvider:
 
     def platform_problem(self, platform: str) -> str | None:
         return None  # both of the contract's platforms
+
+    def proxy_problem(self, proxy: ProxyPoolSettings | None) -> str | None:
+        return None  # a device without a proxy, or with any, is the contract's
 
     async def release_pool(self, pool: str) -> int:
         return 0  # a deleted device is gone: nothing is kept

@@ -123,6 +123,15 @@ def test_quickstart_example() -> None:
     assert (pool.spec.proxy.pool_ref, pool.spec.proxy.session_ttl) == ("proxyseller-us", 900)
 
 
+def test_the_cloud_phones_example_is_on_the_dev_bitbrowser_account() -> None:
+    from devicepool.client._dev_config import BITBROWSER_ACCOUNT
+
+    [pool] = load_manifests(EXAMPLES / "cloud-phones" / "cloud-phones.yaml")
+    assert (pool.name, pool.spec.platform) == ("cloud-phones", Platform.ANDROID)
+    assert pool.spec.provider.account == BITBROWSER_ACCOUNT
+    assert pool.spec.proxy is not None and pool.spec.proxy.pool_ref == "proxyseller-us"
+
+
 def test_the_examples_directory_applies_as_a_whole() -> None:
     # `devicepool apply -f examples/` (the worker config lives in examples/worker/).
     assert sorted(pool.name for pool in load_resources(EXAMPLES)) == [

@@ -754,6 +754,21 @@ def test_a_pool_another_apply_started_is_not_reported_created_twice(
             "UnknownAccount",
             "unknown account 'gone' (providerCredentialRef); known: default — provisioning stopped",
         ),
+        (
+            "ProxyIncomplete",
+            "proxy pool 'gw' has no password (passwordFile or passwordEnv) in the worker config:"
+            " a cloud phone's proxy needs a host, port, username and password"
+            " — provisioning stopped",
+        ),
+        (
+            "UnsupportedPlatform",
+            "platform ios: the BitBrowser Local API has Android cloud phones only"
+            " (providerCredentialRef 'phones') — provisioning stopped",
+        ),
+        (
+            "UnknownRegion",
+            "unknown region 'mars-1' (spec.region); known: us-west — provisioning stopped",
+        ),
     ],
 )
 def test_apply_wait_stops_at_once_on_a_configuration_error(

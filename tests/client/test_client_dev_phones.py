@@ -8,6 +8,7 @@ import yaml
 
 from devicepool.client._dev_config import (
     BITBROWSER_ACCOUNT,
+    DEV_PROXY_PASSWORD,
     DevOptions,
     write_node_config,
     write_worker_config,
@@ -38,6 +39,11 @@ def test_node_1_serves_the_account_and_node_2_passes_it_by(tmp_path: Path) -> No
     assert set(one.accounts) == {BITBROWSER_ACCOUNT} and two.accounts == {}
     assert one.accounts[BITBROWSER_ACCOUNT].base_url == url
     assert set(one.proxy_pools) == set(two.proxy_pools) == {"proxyseller-us"}
+    # A cloud phone's proxy needs a password (the Local API refuses one without): the dev
+    # proxy pools have a placeholder, read from a file under secrets/, never in the config.
+    proxy = one.proxy_pools["proxyseller-us"]
+    assert proxy.password.get_secret_value() == DEV_PROXY_PASSWORD
+    assert DEV_PROXY_PASSWORD not in node_yaml.read_text()
 
 
 def test_without_nodes_the_previous_runs_bitbrowser_account_is_not_kept(tmp_path: Path) -> None:

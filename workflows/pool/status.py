@@ -119,6 +119,7 @@ def refs_problem(problems: list[str]) -> tuple[str, str]:
     as the `Ready` condition and the Warning event say them."""
     kinds = (
         ("platform", "UnsupportedPlatform"),  # checked first: its message names the account
+        ("cloud phone's proxy", "ProxyIncomplete"),  # a known proxy pool the Local API refuses
         ("account", "UnknownAccount"),
         ("region", "UnknownRegion"),
     )

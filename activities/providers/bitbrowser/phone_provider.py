@@ -96,6 +96,7 @@ from devicepool.activities.providers.bitbrowser.phones import (
     MAX_PHONE_REMARK,
     CloudPhones,
 )
+from devicepool.activities.settings import ProxyPoolSettings
 from devicepool.api.errors import ErrorType
 from devicepool.api.names import LABEL_POOL, LABEL_TEMPLATE_HASH
 
@@ -105,6 +106,7 @@ __all__ = [
     "MARK_PREFIX",
     "PROBES_PER_LISTING",
     "PROBE_TURNS",
+    "PROXY_NEEDED",
     "RESERVE",
     "RETIRED",
     "PhoneProvider",
@@ -119,6 +121,7 @@ __all__ = [
 ACTIVE, RESERVE, RETIRED = "active", "reserve", "retired"
 STATES = (ACTIVE, RESERVE, RETIRED)
 ANDROID_ONLY = "the BitBrowser Local API has Android cloud phones only"
+PROXY_NEEDED = "a cloud phone's proxy needs a host, port, username and password"
 MARK_PREFIX = "dvp-"
 REMARK_HEAD = "devicepool/1"
 # A phone's `/phone/running` answer is trusted this many budget intervals (30 s at 1/s),
@@ -326,6 +329,25 @@ class PhoneProvider:
     def platform_problem(self, platform: str) -> str | None:
         return None if platform == "android" else f"platform {platform}: {ANDROID_ONLY}"
 
+    def proxy_problem(self, proxy: ProxyPoolSettings | None) -> str | None:
+        """The Local API refuses a profile without a proxy host, port, user and password."""
+        if proxy is None:
+            return f"{PROXY_NEEDED}: set spec.proxy.poolRef"
+        missing = [
+            what
+            for what, value in (
+                ("username (usernameTemplate)", proxy.username_template),
+                ("password (passwordFile or passwordEnv)", proxy.password.get_secret_value()),
+            )
+            if not value
+        ]
+        if missing:
+            return (
+                f"proxy pool {proxy.name!r} has no {' and no '.join(missing)} in the worker "
+                f"config: {PROXY_NEEDED}"
+            )
+        return None
+
     # ------------------------------------------------------------ create
 
     async def create_device(self, new: NewDevice) -> DeviceInfo:
@@ -337,7 +359,7 @@ class PhoneProvider:
             raise InvalidArgumentError(
                 ErrorType.INVALID_ARGUMENT,
                 None,
-                "a cloud phone needs a proxy (host, port, user, password): set spec.proxy.poolRef",
+                f"{PROXY_NEEDED}: set spec.proxy.poolRef",
             )
         proxy = PhoneProxy(
             host=new.proxy.host,
