@@ -48,6 +48,8 @@ with workflow.unsafe.imports_passed_through():
 # Since the provider calls of an account served by a node worker go to that node:
 # a run reads the worker's settings before its first provider call.
 SETTINGS_FIRST_PATCH = "settings-before-provider-calls"
+# The health check is told the pool's `spec.reserve.keep` (its replacements honour it).
+HEALTH_RESERVE_PATCH = "health-reserve-keep"
 
 
 @workflow.defn(name=names.WORKFLOW_DEVICE_POOL)
@@ -66,6 +68,8 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
         # The listing the last run handed over stands until this run's first one lands.
         self._devices = am.devices_from_rows(self.s.listing, pool=input.metadata.name)
         self.s.listing = []
+        # Whether the health check is told `spec.reserve.keep` (`HEALTH_RESERVE_PATCH`).
+        self._tell_reserve = False
         self.s.health_told = self.s.health_told or self._health_config()
         self._observations = Observations()
         self._watch = DeviceWatch(self._observations)
@@ -115,6 +119,9 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             self.s.announce, self._announced = False, True
             self._neighbours.tell_ledger(expecting=True)
         await self._observe_all()
+        if not self._tell_reserve and self._spec.reserve is not None:
+            # Runs from before told the health check no reserve: they replay as they were.
+            self._tell_reserve = workflow.patched(HEALTH_RESERVE_PATCH)
         self._neighbours.ensure_health(self.s, self.settings, self._health_config())
         self._take_reports(created_mark, done_mark)
         await children.check_batches(self.s.slots, pool=self._name, every=self._check_every)
@@ -535,7 +542,11 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             offline_after_seconds=health.offline_after,
             startup_timeout_seconds=health.startup_timeout,
             paused=self.s.remediation_paused,
-            reserve_keep=self._spec.reserve.keep if self._spec.reserve is not None else None,
+            reserve_keep=(
+                self._spec.reserve.keep
+                if self._tell_reserve and self._spec.reserve is not None
+                else None
+            ),
         )
 
     def _said(self, said: Said) -> None:
