@@ -42,8 +42,8 @@ class DeleteResult:
     execution_status: str
     devices_left: int | None
     # Cloud-phone profiles the teardown kept, marked retired (the Local API has no
-    # delete); read from the closed pool, 0 when it kept none or could not be asked.
-    profiles_retired: int = 0
+    # delete), read from the closed pool; None when it could not be asked.
+    profiles_retired: int | None = None
 
 
 def iso(value: datetime | None) -> str | None:

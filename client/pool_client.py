@@ -349,15 +349,12 @@ class PoolClient:
                         f'pool "{name}" ended {status_name} before confirming its teardown; '
                         f"devices may be left at the provider"
                     )
-                # The closed run still answers (a worker replays it): what it kept.
-                final = await self._try_query(handle, QUERY_STATUS)
-                retired = final.get("profilesRetired", 0) if isinstance(final, dict) else 0
                 return DeleteResult(
                     name,
                     closed=True,
                     execution_status=status_name,
                     devices_left=0,
-                    profiles_retired=int(retired or 0),
+                    profiles_retired=await self._retired(handle, desc.status),
                 )
             status = await self._try_query(handle, QUERY_STATUS)
             if isinstance(status, dict):
@@ -540,6 +537,24 @@ class PoolClient:
         ledger = self._client.get_workflow_handle(ledger_workflow_id(str(account)))
         view = await self._try_query(ledger, QUERY_LEDGER)
         return view if isinstance(view, dict) else None
+
+    async def _retired(
+        self, handle: WorkflowHandle[Any, Any], status: WorkflowExecutionStatus
+    ) -> int | None:
+        """What a deleted pool kept at a provider with no delete (`profilesRetired`), or None
+        when it cannot be told: the result of a run that ended COMPLETED (a teardown
+        continued-as-new), else the CANCELED run's `status`, which a worker replays to answer."""
+        final: Any = None
+        try:
+            if status == WorkflowExecutionStatus.COMPLETED:
+                final = await handle.result(rpc_timeout=QUERY_TIMEOUT)
+            else:
+                final = await self._try_query(handle, QUERY_STATUS)
+        except Exception:  # the pool is deleted: only this count is unknown
+            return None
+        if not isinstance(final, dict):
+            return None
+        return int(final.get("profilesRetired") or 0)
 
     async def _try_query(
         self, handle: WorkflowHandle[Any, Any], query: str, *, result_type: type = dict

@@ -847,29 +847,53 @@ def test_delete_wait_stops_at_once_on_a_blocked_teardown(
 
 
 class DeletedHandle(FakeHandle):
-    """A pool that ends CANCELED once deleted; its closed run still answers `status`."""
+    """A pool that ends once deleted: CANCELED, its closed run answering `status` (when
+    `answers`); or COMPLETED (a teardown that continued-as-new), its result the status."""
+
+    def __init__(self, statuses: list[dict[str, object]], end: str, answers: bool) -> None:
+        super().__init__(statuses)
+        self.end, self.answers = end, answers
 
     async def describe(self) -> object:
         from types import SimpleNamespace
 
         from temporalio.client import WorkflowExecutionStatus
 
-        status = WorkflowExecutionStatus.CANCELED if self.cancelled else None
+        status = WorkflowExecutionStatus[self.end] if self.cancelled else None
         return SimpleNamespace(status=status or WorkflowExecutionStatus.RUNNING)
 
+    async def query(self, name: str, **kwargs: object) -> dict[str, object]:
+        from temporalio.service import RPCError, RPCStatusCode
 
-@pytest.mark.parametrize("retired", [0, 4])
+        if self.cancelled and not self.answers:
+            raise RPCError("unavailable", RPCStatusCode.UNAVAILABLE, b"")
+        return await super().query(name, **kwargs)
+
+    async def result(self, **_: object) -> dict[str, object]:
+        assert self.end == "COMPLETED"
+        return self.statuses[-1]
+
+
+@pytest.mark.parametrize(
+    ("retired", "end", "answers"),
+    [(0, "CANCELED", True), (4, "CANCELED", True), (4, "COMPLETED", False), (4, "CANCELED", False)],
+)
 def test_delete_wait_says_what_a_provider_without_delete_kept(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, retired: int
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    retired: int,
+    end: str,
+    answers: bool,
 ) -> None:
     temporal = FakeTemporal([{"phase": "Deleted", "profilesRetired": retired}])
-    temporal.pool = DeletedHandle(temporal.pool.statuses)
+    temporal.pool = DeletedHandle(temporal.pool.statuses, end, answers)
     fake_temporal(monkeypatch, temporal)
     code, out, err = run(capsys, "delete", "cli-pool", "--wait", "--timeout", "5")
     assert code == EXIT_OK, err
     lines = out.strip().splitlines()
     assert lines[0] == "devicepool/cli-pool deleted (0 devices left)"
-    if not retired:
+    if not retired or (end, answers) == ("CANCELED", False):
+        # None kept, or the closed pool could not be asked (the delete still succeeded).
         assert lines == lines[:1]
         return
     assert lines[1:] == [
