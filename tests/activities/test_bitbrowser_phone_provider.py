@@ -157,6 +157,19 @@ async def test_the_same_slot_created_twice_is_one_device(
     assert (await phones_stats(account))["created"] == 1
 
 
+async def test_two_attempts_of_one_slot_at_once_rent_one_profile(
+    account: Account, provider: PhoneProvider
+) -> None:
+    # A retry started while the first attempt still runs (its answer late, not lost):
+    # the second looks the mark up only after the first's add was answered.
+    first, second = await asyncio.gather(
+        provider.create_device(new_device()), provider.create_device(new_device())
+    )
+    assert first.id == second.id
+    assert (await phones_stats(account))["created"] == 1
+    assert provider._slots == {}  # nothing kept once nobody creates the slot
+
+
 async def test_creates_waiting_for_the_budget_share_one_listing_of_their_pool(
     account: Account, provider: PhoneProvider, n1: Node
 ) -> None:
@@ -171,6 +184,52 @@ async def test_creates_waiting_for_the_budget_share_one_listing_of_their_pool(
     again = await asyncio.gather(*(provider.create_device(new_device(slot=s)) for s in range(4)))
     assert [d.id for d in again] == [d.id for d in made]
     assert (await phones_stats(account))["created"] == 4
+
+
+async def test_a_create_never_joins_a_listing_already_sent(
+    account: Account, provider: PhoneProvider, n1: Node
+) -> None:
+    """A listing is joined only until its first call is sent: a create asking after that
+    lists again, and so sees what landed meanwhile (here, the slot's profile, as an earlier
+    attempt's add answered late, from another process). Joining the sent listing, it
+    would miss that profile and add a second one for the slot."""
+    slot = new_device(slot=7)
+    mark = slot_mark("phones-a", slot.idempotency_key)
+    created: list[asyncio.Future[Any]] = []
+    seen: list[str] = []
+
+    async def meanwhile(path: str, body: Any) -> None:
+        seen.append(path)
+        if len(seen) == 1:  # the listing begun by list_pool, sent: the create asks now
+            created.append(asyncio.ensure_future(provider.create_device(slot)))
+            for _ in range(20):
+                await asyncio.sleep(0)
+        elif len(seen) == 2:  # the next call after it: the slot's profile lands first
+            await account.advance(2)  # past the emulator's 1-a-second window
+            remark = Remark("active", 1, 0.0, dict(slot.labels)).text()
+            await account.ok(
+                "/phone/profile/add",
+                {
+                    "regionId": REGION,
+                    "computeType": 1,
+                    "name": mark,
+                    "remark": remark,
+                    "host": "gw.proxy.test",
+                    "port": 1080,
+                    "proxyUserName": "late",
+                    "proxyPassword": PROXY_PASSWORD,
+                },
+            )
+            await account.advance(2)
+
+    n1.recorder.before = meanwhile
+    await provider.list_pool("phones-a")
+    made = await created[0]
+    n1.recorder.before = None
+    assert seen[:2] == ["/phone/list", "/phone/list"], seen
+    assert (await phones_stats(account))["created"] == 1  # the late one, not a second
+    (phone,) = await n1.phones.find_by_mark(mark)
+    assert made.id == f"{phone.id}.1"
 
 
 async def test_creates_at_once_never_claim_one_reserve_profile_twice(

@@ -15,7 +15,8 @@ the Local API"); so:
 - **Device ids** are `<phone id>.<incarnation>`: a profile that serves again
   is a new device to the engine, so an id it removed never comes back.
 - **Creates** look the slot's mark up before anything else (an answer lost on
-  the way is found, never rented twice), then take a `reserve` profile of the
+  the way is found, never rented twice; two attempts of one slot at once take
+  turns in this process, the second looking up after the first), then take a `reserve` profile of the
   same pool and template hash (re-marked, its proxy set to the slot's, powered
   on: no new profile), and only then add a profile and power it on.
 - **One listing for many callers.** A pool's listing whose first call has not
@@ -61,7 +62,8 @@ import asyncio
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -220,6 +222,12 @@ class _Probe:
 
 
 @dataclass
+class _Held:
+    lock: asyncio.Lock
+    users: int = 0
+
+
+@dataclass
 class _Listing:
     """One listing of a pool's profiles that callers join until its first call is sent.
 
@@ -278,6 +286,8 @@ class PhoneProvider:
         # pool -> how many profiles its last listing found (a large pool's creates look
         # their mark up alone: one call, not a listing of several pages)
         self._sizes: dict[str, int] = {}
+        # slot mark -> the lock one create of that slot holds at a time (`_slot`)
+        self._slots: dict[str, _Held] = {}
 
     def __repr__(self) -> str:
         return f"PhoneProvider({self.phones!r})"
@@ -371,46 +381,65 @@ class PhoneProvider:
         pool = labels.get(LABEL_POOL, "")
         mark = slot_mark(pool, new.idempotency_key)
         with provider_call(pool=pool):
-            # First, always: an earlier attempt whose answer was lost made it. The creates
-            # of a pool waiting for the budget look their marks up in one listing of it.
-            listing: _Listing | None = None
-            if self._sizes.get(pool, 0) < MAX_PAGE_SIZE:
-                listing = await self._pool_listing(pool)
-                found = sorted(
-                    ((p, r) for p, r in listing.found if p.name == mark), key=_oldest_first
-                )
-            else:
-                found = [
-                    (p, r)
-                    for p in await self.phones.find_by_mark(mark)
-                    if (r := Remark.parse(p.remark)) is not None
-                ]
-            mine = [(p, r) for p, r in found if r.state == ACTIVE]
-            if mine:
-                (phone, remark), *others = mine
-                for other, other_remark in others:  # a create the server finished late
-                    await self._park(other, other_remark, broken=False)
-                return await self._power_on(phone, remark)
-            async with self._claim_locks.setdefault(pool, asyncio.Lock()):
-                taken = await self._claim_reserve(pool, labels, mark, proxy, listing)
-            if taken is not None:
-                return await self._power_on(*taken)
-            remark = Remark(ACTIVE, 1, self._wall(), labels)
-            phone_id = await self.phones.add(
-                mark=mark,
-                region_id=template.region,
-                compute_type=self.compute_type,
-                proxy=proxy,
-                remark=remark.text(),
-            )
-            phone = Phone(
-                id=phone_id,
-                name=mark,
-                remark=remark.text(),
-                region_id=template.region,
-                status=PhoneStatus.OFF,
-            )
+            # Two attempts of one slot (a retry while the first still runs) one at a time:
+            # the second looks the mark up after the first's add was answered.
+            async with self._slot(mark):
+                return await self._create(pool, mark, labels, template.region, proxy)
+
+    async def _create(
+        self, pool: str, mark: str, labels: dict[str, str], region: str, proxy: PhoneProxy
+    ) -> DeviceInfo:
+        # First, always: an earlier attempt whose answer was lost made it. The creates
+        # of a pool waiting for the budget look their marks up in one listing of it.
+        listing: _Listing | None = None
+        if self._sizes.get(pool, 0) < MAX_PAGE_SIZE:
+            listing = await self._pool_listing(pool)
+            found = sorted(((p, r) for p, r in listing.found if p.name == mark), key=_oldest_first)
+        else:
+            found = [
+                (p, r)
+                for p in await self.phones.find_by_mark(mark)
+                if (r := Remark.parse(p.remark)) is not None
+            ]
+        mine = [(p, r) for p, r in found if r.state == ACTIVE]
+        if mine:
+            (phone, remark), *others = mine
+            for other, other_remark in others:  # a create the server finished late
+                await self._park(other, other_remark, broken=False)
             return await self._power_on(phone, remark)
+        async with self._claim_locks.setdefault(pool, asyncio.Lock()):
+            taken = await self._claim_reserve(pool, labels, mark, proxy, listing)
+        if taken is not None:
+            return await self._power_on(*taken)
+        remark = Remark(ACTIVE, 1, self._wall(), labels)
+        phone_id = await self.phones.add(
+            mark=mark,
+            region_id=region,
+            compute_type=self.compute_type,
+            proxy=proxy,
+            remark=remark.text(),
+        )
+        phone = Phone(
+            id=phone_id,
+            name=mark,
+            remark=remark.text(),
+            region_id=region,
+            status=PhoneStatus.OFF,
+        )
+        return await self._power_on(phone, remark)
+
+    @asynccontextmanager
+    async def _slot(self, mark: str) -> AsyncIterator[None]:
+        """The slot's lock (this process), dropped when nobody holds or waits for it."""
+        held = self._slots.setdefault(mark, _Held(asyncio.Lock()))
+        held.users += 1
+        try:
+            async with held.lock:
+                yield
+        finally:
+            held.users -= 1
+            if not held.users:
+                del self._slots[mark]
 
     async def _claim_reserve(
         self,
