@@ -286,6 +286,22 @@ async def test_remove_shuts_the_phone_down_and_keeps_the_profile_in_reserve(
     assert items == [] and not_found == [made.id]
 
 
+async def test_after_a_restart_a_removal_finds_its_phone_in_its_pools_listing(
+    account: Account, provider: PhoneProvider, n1: Node
+) -> None:
+    made = await provider.create_device(new_device())
+    await provider.create_device(new_device(pool="phones-b"))
+    await ready(account, provider)
+    restarted = PhoneProvider(n1.phones)  # a node worker started again: no seq known
+    n1.recorder.calls.clear()
+    with provider_call(pool="phones-a"):
+        await restarted.remove_device(made.id)
+    lists = [b for p, b in n1.recorder.calls if p == "/phone/list"]
+    # One listing of that pool, not of every pool's profiles ("dvp-").
+    assert lists and all(b.get("name") == pool_prefix("phones-a") for b in lists), lists
+    assert (await phones_stats(account))["running"] == 1  # phones-b's phone still on
+
+
 async def test_reserve_keep_retires_what_scale_down_takes_past_it(
     account: Account, provider: PhoneProvider, n1: Node
 ) -> None:

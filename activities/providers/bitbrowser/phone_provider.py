@@ -635,6 +635,13 @@ class PhoneProvider:
             for phone in page.items:
                 if phone.id == phone_id:
                     return phone
+        # Its `seq` not known (a node worker restarted): the pool's listing (shared with
+        # the pool's other calls waiting), then, if not there, every pool's profiles.
+        pool = current_call().pool
+        if pool:
+            for phone, _ in await self._pool_phones(pool):
+                if phone.id == phone_id:
+                    return phone
         for phone, _ in await self._marked(MARK_PREFIX):
             if phone.id == phone_id:
                 return phone
