@@ -26,6 +26,7 @@ from devicepool.client.render import age, print_fields, print_table
 __all__ = [
     "BROWSER_HEADERS",
     "apply_browser_pools",
+    "browser_converged",
     "browser_rows",
     "open_browser_pools",
     "other_kind",
@@ -35,6 +36,7 @@ __all__ = [
     "print_profiles",
     "split_kind",
     "wait_browser_pools",
+    "wait_browser_ready",
 ]
 
 BROWSER_HEADERS = ["NAME", "DESIRED", "READY", "OPEN", "LOST", "NODES", "AGE", "PHASE"]
@@ -88,19 +90,30 @@ async def wait_browser_pools(pools: list[Any], answers: list[Any], *, timeout: f
     """`apply --wait`: until each BrowserPool applied has its ready profiles."""
     client = await open_browser_pools()
     for pool, answer in zip(pools, answers, strict=True):
-        await _wait_ready(client, pool.name, answer.generation, timeout)
+        await wait_browser_ready(client, pool.name, answer.generation, timeout)
         typer.echo(f"browserpool/{pool.name} ready")
 
 
-async def _wait_ready(
+def browser_converged(status: dict[str, Any], generation: int) -> bool:
+    """The pool has seen `generation` and holds exactly its desired profiles, all ready
+    (a scale-down's surplus deleted too)."""
+    desired = int(status.get("desiredReplicas") or 0)
+    placed = status.get("profileIds")
+    held = len(placed) if isinstance(placed, list) else desired
+    return (
+        int(status.get("observedGeneration") or 0) >= generation
+        and int(status.get("readyProfiles") or 0) == desired == held
+    )
+
+
+async def wait_browser_ready(
     client: BrowserPoolClient, name: str, generation: int, timeout: float
 ) -> None:
+    """`apply --wait` and `scale --wait` of a BrowserPool: until `browser_converged`."""
     deadline = time.monotonic() + timeout
     while True:
         status = (await client.summary(name)).status
-        if status.get("observedGeneration", 0) >= generation and status.get(
-            "readyProfiles", 0
-        ) >= status.get("desiredReplicas", 0):
+        if browser_converged(status, generation):
             return
         if time.monotonic() > deadline:
             raise DevicePoolError(

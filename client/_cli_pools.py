@@ -27,6 +27,7 @@ from devicepool.client._cli_browser import (
     print_profiles,
     split_kind,
     wait_browser_pools,
+    wait_browser_ready,
 )
 from devicepool.client._cli_progress import wait_with_progress
 from devicepool.client._cli_support import (
@@ -350,10 +351,14 @@ def scale(
     named, (kind, name) = name, kind_or_exit(name)
 
     async def browser() -> None:
-        answer = await (await open_browser_pools(name)).scale(name, replicas)
+        pools = await open_browser_pools(name)
+        answer = await pools.scale(name, replicas)
         typer.echo(
             f"browserpool/{name} scaled to {answer.replicas} (generation {answer.generation})"
         )
+        if wait:
+            await wait_browser_ready(pools, name, answer.generation, timeout)
+            typer.echo(f"browserpool/{name} ready")
 
     async def body() -> None:
         validate_name(name)
@@ -361,6 +366,7 @@ def scale(
         if kind == KIND_BROWSER_POOL:
             return await browser()
         client = await open_pools()
+        await refuse_both_kinds(client, named, name)
         try:
             result = await client.scale(name, replicas)
         except PoolNotFound:
@@ -402,12 +408,13 @@ def delete(
     """Delete a pool: tear every device down, then end the workflow."""
     named, (kind, name) = name, kind_or_exit(name)
     if kind == KIND_BROWSER_POOL:
-        delete_browser_pool(name, ignore_not_found=ignore_not_found)
+        delete_browser_pool(name, ignore_not_found=ignore_not_found, wait=wait, timeout=timeout)
         return
 
     async def body() -> Any:
         validate_name(name)
         client = await open_pools()
+        await refuse_both_kinds(client, named, name)
         try:
             return await delete_one(client)
         except PoolNotFound:
@@ -438,7 +445,7 @@ def delete(
 
     result = run(body)
     if result is BROWSER_INSTEAD:
-        delete_browser_pool(name, ignore_not_found=ignore_not_found)
+        delete_browser_pool(name, ignore_not_found=ignore_not_found, wait=wait, timeout=timeout)
         return
     if result is None:  # --ignore-not-found, and there was nothing to delete
         return
@@ -453,19 +460,38 @@ def delete(
         typer.echo(f"devicepool/{name} deleting (use --wait to follow the teardown)")
 
 
-def delete_browser_pool(name: str, *, ignore_not_found: bool) -> None:
-    """`delete browserpool/NAME`: the pool closes and deletes every profile, then ends."""
+async def refuse_both_kinds(client: Any, named: str, name: str) -> None:
+    """A bare NAME that a DevicePool and a BrowserPool both have, for a command that changes
+    a pool: which one is meant is not guessed (reads show the DevicePool, docs/browserpools.md)."""
+    if "/" in named:
+        return
+    if await client.running(name) and await client.browser_pool_client().running(name):
+        raise BadInput(
+            f'both a DevicePool and a BrowserPool are named "{name}": '
+            f"say devicepool/{name} or browserpool/{name}"
+        )
+
+
+def delete_browser_pool(
+    name: str, *, ignore_not_found: bool, wait: bool = False, timeout: float = 300.0
+) -> None:
+    """`delete browserpool/NAME`: the pool closes and deletes every profile, then ends
+    (`wait`: until it has ended)."""
 
     async def body() -> bool:
         try:
-            await (await open_browser_pools(name)).delete(name)
+            await (await open_browser_pools(name)).delete(name, wait=wait, timeout=timeout)
         except PoolNotFound:
             if ignore_not_found:
                 return False
             raise
         return True
 
-    if run(body):
+    if not run(body):
+        return  # --ignore-not-found, and there was nothing to delete
+    if wait:
+        typer.echo(f"browserpool/{name} deleted (every profile closed and deleted)")
+    else:
         typer.echo(
             f"browserpool/{name} deleting (every profile is closed and deleted on its node; "
             f"`devicepool get browserpool/{name}` follows it)"

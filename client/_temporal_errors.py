@@ -32,8 +32,11 @@ TASK_FAILING = "Workflow Task in failed state"
 
 
 @contextlib.contextmanager
-def temporal_errors(address: str, name: str | None, *, writing: bool = False) -> Iterator[None]:
-    """Turn what the SDK raises for pool `name` (None: no pool yet) into one devicepool error."""
+def temporal_errors(
+    address: str, name: str | None, *, writing: bool = False, kind: str = "devicepool"
+) -> Iterator[None]:
+    """Turn what the SDK raises for pool `name` (None: no pool yet) into one devicepool error;
+    `kind` (`devicepool`, `browserpool`) names the pool's kind in a not-found error."""
     try:
         yield
     except DevicePoolError:
@@ -55,7 +58,7 @@ def temporal_errors(address: str, name: str | None, *, writing: bool = False) ->
                 "refuses changes for now — is the worker overloaded, or failing it (its log)?"
             ) from err
         if err.status == RPCStatusCode.NOT_FOUND and name is not None:
-            raise PoolNotFound(name) from err
+            raise PoolNotFound(name, kind=kind) from err
         message = err.message.splitlines()[0] if err.message else str(err)
         if "search attribute" in message.lower():
             raise DevicePoolError(f"{message} — register them with `devicepool setup`") from err

@@ -9,14 +9,23 @@ cancels the workflow, which closes and deletes every profile on its node.
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import (
+    Client,
+    RPCTimeoutOrCancelledError,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+)
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api.browserpool.v1beta1 import BrowserPool
 from devicepool.api.names import (
@@ -31,8 +40,15 @@ from devicepool.api.names import (
     WORKFLOW_BROWSER_POOL,
     browser_pool_workflow_id,
 )
+from devicepool.client._status import teardown_blocked
 from devicepool.client._temporal_errors import temporal_errors
-from devicepool.client.errors import DevicePoolError, PoolNotFound, TemporalUnreachable
+from devicepool.client.errors import (
+    DevicePoolError,
+    PoolBlocked,
+    PoolNotFound,
+    TemporalUnreachable,
+    WaitTimeout,
+)
 from devicepool.workflows.browserpool.publish import initial_search_attributes, static_summary
 from devicepool.workflows.pool.messages import Accepted, ApplyResult, ScaleRequest
 from devicepool.workflows.pool.search_attributes import KEY_DESIRED, KEY_PHASE, KEY_READY
@@ -40,6 +56,8 @@ from devicepool.workflows.pool.search_attributes import KEY_DESIRED, KEY_PHASE, 
 __all__ = ["BrowserPoolClient", "BrowserPoolSummary"]
 
 QUERY_TIMEOUT = timedelta(seconds=5)
+# How often `delete --wait` reads the pool.
+POLL_SECONDS = 1.0
 UPDATE_TIMEOUT = timedelta(seconds=60)
 
 
@@ -62,7 +80,7 @@ class BrowserPoolClient:
         return str(self._client.service_client.config.target_host)
 
     def _errors(self, name: str | None, *, writing: bool = False) -> Any:
-        return temporal_errors(self.address, name, writing=writing)
+        return temporal_errors(self.address, name, writing=writing, kind="browserpool")
 
     async def apply(self, pool: BrowserPool) -> Accepted:
         """Start the pool (`created`), or replace its spec (`configured` / `unchanged`)."""
@@ -105,11 +123,76 @@ class BrowserPoolClient:
                 rpc_timeout=UPDATE_TIMEOUT,
             )
 
-    async def delete(self, name: str) -> None:
-        """Ask the pool to tear down (it deletes every profile, then ends)."""
+    async def delete(
+        self,
+        name: str,
+        *,
+        wait: bool = False,
+        timeout: float = 300.0,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        """Ask the pool to tear down (it deletes every profile, then ends).
+
+        With `wait`, until the workflow has ended (`WaitTimeout` past `timeout`);
+        `PoolBlocked` when the pool shows `TeardownBlocked=True` (it keeps retrying, only
+        a person fixes the cause). `on_progress` gets each status read meanwhile.
+        """
         handle = await self._running(name)
         with self._errors(name, writing=True):
             await handle.cancel()
+        if not wait:
+            return
+        deadline = time.monotonic() + timeout
+        status: dict[str, Any] = {}
+        while True:
+            with self._errors(name):
+                desc = await handle.describe()
+            if desc.status != WorkflowExecutionStatus.RUNNING:
+                if desc.status in (
+                    WorkflowExecutionStatus.CANCELED,
+                    WorkflowExecutionStatus.COMPLETED,
+                ):
+                    return
+                shown = desc.status.name if desc.status else "UNKNOWN"
+                raise DevicePoolError(
+                    f"browserpool/{name} ended {shown} before confirming its teardown; "
+                    "profiles may be left on its nodes"
+                )
+            read = await self._try_status(handle)
+            if isinstance(read, dict):
+                status = read
+                if on_progress is not None:
+                    on_progress(status)
+                blocked = teardown_blocked(status)
+                if blocked is not None:
+                    raise PoolBlocked(
+                        f"browserpool/{name}",
+                        "cannot finish deleting",
+                        str(blocked.get("reason") or "TeardownBlocked"),
+                        str(blocked.get("message") or ""),
+                        f"; it keeps retrying until the cause is fixed "
+                        f"(devicepool describe browserpool/{name})",
+                    )
+            if time.monotonic() >= deadline:
+                left = len(status.get("profileIds") or [])
+                raise WaitTimeout(
+                    f"browserpool/{name} still deleting after {timeout:g}s ({left} profiles left)"
+                )
+            await asyncio.sleep(POLL_SECONDS)
+
+    async def _try_status(self, handle: WorkflowHandle[Any, Any]) -> Any:
+        """The pool's status, or None when no worker answered this time."""
+        try:
+            return await handle.query(QUERY_STATUS, rpc_timeout=QUERY_TIMEOUT)
+        except (
+            RPCError,
+            RPCTimeoutOrCancelledError,
+            WorkflowQueryFailedError,
+            WorkflowQueryRejectedError,
+        ) as err:
+            if isinstance(err, RPCError) and err.status == RPCStatusCode.UNAVAILABLE:
+                raise TemporalUnreachable(self.address, str(err)) from err
+            return None
 
     async def summary(self, name: str) -> BrowserPoolSummary:
         handle = await self._running(name)
@@ -178,7 +261,7 @@ class BrowserPoolClient:
         with self._errors(name):
             desc = await handle.describe()
         if desc.status != WorkflowExecutionStatus.RUNNING:
-            raise PoolNotFound(name)
+            raise PoolNotFound(name, kind="browserpool")
         return handle
 
 

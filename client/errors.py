@@ -38,9 +38,12 @@ __all__ = [
 
 
 class PoolNotFound(DevicePoolError):
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, kind: str = "devicepool") -> None:
         self.name = name
-        super().__init__(f'pool "{name}" not found (no running workflow devicepool/{name})')
+        # `devicepool` or `browserpool`: how the CLI names the pool, and its workflow id's prefix
+        where = f"{kind}/{name}"
+        shown = f'pool "{name}"' if kind == "devicepool" else where
+        super().__init__(f"{shown} not found (no running workflow {where})")
 
 
 class WaitTimeout(DevicePoolError):

@@ -498,6 +498,14 @@ class PoolClient:
         """Refuse a pool whose account no worker serves (`_apply.check_account`)."""
         await check_account(self._client, self.address, pool, self._served_accounts)
 
+    async def running(self, name: str) -> bool:
+        """Whether a DevicePool of that name runs."""
+        try:
+            await self._running(name)
+        except PoolNotFound:
+            return False
+        return True
+
     async def _running(self, name: str) -> WorkflowHandle[Any, Any]:
         handle = self._client.get_workflow_handle(pool_workflow_id(name))
         await self._describe_running(name, handle)

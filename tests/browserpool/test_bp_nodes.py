@@ -423,6 +423,58 @@ async def test_the_cli_addresses_browser_pools_as_kubectl_does(
         assert code != 0 and pool in err, err
 
 
+async def test_scale_and_delete_wait_for_a_browser_pool_as_for_a_device_pool(
+    env: WorkflowEnvironment, cli: Any, tmp_path: Path
+) -> None:
+    """`--wait` is kept, not ignored: `scale --wait` returns once the pool holds exactly the
+    new count, ready (a scale-down's surplus deleted); `delete --wait` once it has ended."""
+    pool = f"bp-wait-{uuid.uuid4().hex[:4]}"
+    manifest = tmp_path / "browsers.yaml"
+    manifest.write_text(
+        "apiVersion: mobile.example.com/v1alpha1\n"
+        "kind: BrowserPool\n"
+        f"metadata: {{name: {pool}}}\n"
+        "spec: {replicas: 3}\n"
+    )
+    async with node_stack(env.client) as (account, _):
+        code, out, err = await cli("apply", "-f", str(manifest), "--wait", "--timeout", "60")
+        assert code == 0, err
+        assert placement(account, pool)["total"] == 3
+        code, out, err = await cli("scale", pool, "--replicas", "1", "--wait", "--timeout", "60")
+        assert code == 0, err
+        assert out.splitlines()[-1] == f"browserpool/{pool} ready", out
+        assert placement(account, pool)["total"] == 1  # the surplus is gone when it returns
+
+        # A DevicePool of the same name (a workflow no worker serves is enough): a bare
+        # NAME that changes a pool is not guessed; named with its kind, it is fine.
+        twin = await env.client.start_workflow(
+            "DevicePool", {}, id=f"devicepool/{pool}", task_queue=f"nobody-{pool}"
+        )
+        try:
+            for argv in (("delete", pool), ("scale", pool, "--replicas", "2")):
+                code, out, err = await cli(*argv)
+                assert code == 2 and out == "", (argv, out, err)
+                assert err.strip() == (
+                    f'error: both a DevicePool and a BrowserPool are named "{pool}": '
+                    f"say devicepool/{pool} or browserpool/{pool}"
+                ), err
+            assert placement(account, pool)["total"] == 1  # nothing changed
+        finally:
+            await twin.terminate()
+        code, out, err = await cli("delete", f"browserpool/{pool}", "--wait", "--timeout", "60")
+        assert code == 0, err
+        assert out.strip() == f"browserpool/{pool} deleted (every profile closed and deleted)"
+        assert placement(account, pool)["total"] == 0
+        handle = env.client.get_workflow_handle(browser_pool_workflow_id(pool))
+        assert await _closed(handle)
+        # Gone now, and said as the BrowserPool it was, not as a DevicePool's workflow.
+        code, _, err = await cli("get", f"browserpool/{pool}")
+        assert code != 0
+        assert err.strip() == (
+            f"error: browserpool/{pool} not found (no running workflow browserpool/{pool})"
+        )
+
+
 async def test_a_delete_with_every_node_down_waits_and_finishes_when_one_is_back(
     env: WorkflowEnvironment,
 ) -> None:

@@ -646,6 +646,9 @@ class FakeTemporal:
         return self.pool
 
     def get_workflow_handle(self, workflow_id: str, **_: object) -> FakeHandle:
+        # No BrowserPool of the pool's name (a bare NAME is the DevicePool's alone).
+        if workflow_id.startswith("browserpool/"):
+            return MissingHandle([])
         # The account's ledger (`apply`'s account check) runs as well as the pool.
         return self.pool
 
