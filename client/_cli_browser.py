@@ -18,9 +18,10 @@ import typer
 from devicepool.api.names import KIND_BROWSER_POOL, KIND_BY_RESOURCE_NAME, KIND_DEVICE_POOL
 from devicepool.client._cli_views import POOL_HEADERS, pool_row
 from devicepool.client._results import applied_verb
+from devicepool.client._status import configuration_problem
 from devicepool.client._validation import validate_name
 from devicepool.client.browser_pools import BrowserPoolClient, BrowserPoolSummary
-from devicepool.client.errors import BadInput, DevicePoolError
+from devicepool.client.errors import BadInput, DevicePoolError, PoolBlocked
 from devicepool.client.render import age, print_fields, print_table
 
 __all__ = [
@@ -115,6 +116,14 @@ async def wait_browser_ready(
         status = (await client.summary(name)).status
         if browser_converged(status, generation):
             return
+        problem = configuration_problem(status, generation)
+        if problem is not None:  # what waiting cannot fix: said at once, as for a DevicePool
+            raise PoolBlocked(
+                f"browserpool/{name}",
+                "cannot become ready",
+                str(problem.get("reason")),
+                str(problem.get("message") or ""),
+            )
         if time.monotonic() > deadline:
             raise DevicePoolError(
                 f"browserpool/{name}: {status.get('readyProfiles', 0)}/"

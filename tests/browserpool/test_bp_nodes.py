@@ -475,6 +475,36 @@ async def test_scale_and_delete_wait_for_a_browser_pool_as_for_a_device_pool(
         )
 
 
+async def test_a_proxy_pool_no_node_has_is_said_and_held_not_retried_every_pass(
+    env: WorkflowEnvironment, cli: Any, tmp_path: Path
+) -> None:
+    """A node refuses the create for its configuration (no such proxy pool): the pool says
+    `Ready=False UnknownProxyPool`, `apply --wait` stops at once, and creates are held
+    (one try a minute), not sent to fail again every pass."""
+    pool = f"bp-proxy-{uuid.uuid4().hex[:4]}"
+    manifest = tmp_path / "browsers.yaml"
+    manifest.write_text(
+        "apiVersion: mobile.example.com/v1alpha1\n"
+        "kind: BrowserPool\n"
+        f"metadata: {{name: {pool}}}\n"
+        "spec: {replicas: 4, proxy: {poolRef: nosuchproxy}}\n"
+    )
+    async with node_stack(env.client) as (account, _):
+        code, out, err = await cli("apply", "-f", str(manifest), "--wait", "--timeout", "60")
+        assert code == 1, (out, err)
+        assert err.startswith(
+            f'error: pool "browserpool/{pool}" cannot become ready: UnknownProxyPool: node '
+        ), err
+        assert "proxy pool 'nosuchproxy' is not configured" in err, err
+        await asyncio.sleep(4 * SETTINGS.resync_seconds)  # passes go by: nothing is sent
+        handle = env.client.get_workflow_handle(browser_pool_workflow_id(pool))
+        events = (await handle.query("events"))["events"]
+        failed = sum(e.get("count", 1) for e in events if e["reason"] == "CreateFailed")
+        assert failed == 1, events
+        assert placement(account, pool)["total"] == 0
+        await handle.cancel()
+
+
 async def test_a_delete_with_every_node_down_waits_and_finishes_when_one_is_back(
     env: WorkflowEnvironment,
 ) -> None:

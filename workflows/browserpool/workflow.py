@@ -22,7 +22,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities.definitions import DeviceActivityDefinitions
@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.activities.settings import PoolSettings
     from devicepool.api import names
     from devicepool.api.browserpool.v1beta1 import BrowserConditionType, BrowserPoolSpec
+    from devicepool.api.errors import ErrorType
     from devicepool.api.v1alpha1 import ConditionStatus, Phase, resolve_max_unhealthy
     from devicepool.workflows.browserpool.messages import (
         BrowserApplyRequest,
@@ -65,6 +66,12 @@ NODE_CALL = timedelta(seconds=90)
 # (frozen, its machine asleep) costs a pass this much, not NODE_CALL.
 NODE_LISTING = timedelta(seconds=15)
 ONCE = RetryPolicy(maximum_attempts=1)
+# A create a node refuses for its configuration (a proxy pool it does not have): the pool
+# says so (Ready=False with the reason) and tries one create this often, not every pass.
+CONFIG_RETRY = timedelta(seconds=60)
+# Errors of a node's configuration, not of the moment: their condition reason.
+CONFIGURATION_ERRORS = {ErrorType.UNKNOWN_PROXY_POOL.value: "UnknownProxyPool"}
+CONFIG_HOLD_PATCH = "browserpool-configuration-hold"
 TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
 
 
@@ -81,6 +88,10 @@ class BrowserPoolWorkflow:
         self._dirty = False
         # The Web UI details last written (each run writes its own: they are not carried).
         self._details: str | None = None
+        # A create refused for a node's configuration: (reason, message), and when the
+        # next create may be tried (`CONFIG_RETRY`). Not carried: a new run tries at once.
+        self._config_problem: tuple[str, str] | None = None
+        self._config_retry_at: Any = None
 
     @workflow.run
     async def run(self, input: BrowserPoolInput) -> dict[str, Any]:
@@ -238,7 +249,13 @@ class BrowserPoolWorkflow:
             except ActivityError as err:
                 self._event("DeleteFailed", f"profile {pid} on {node}: {_cause(err)}", warning=True)
         spec = self._spec
-        for slot, node in placement.create:
+        creates = placement.create
+        if self._config_problem is not None:
+            if workflow.now() < self._config_retry_at:
+                creates = []  # held: the node's configuration refused the last one
+            else:
+                creates = creates[:1]  # one try: did someone fix it?
+        for slot, node in creates:
             body = NodeCreateInput(
                 pool=self._name,
                 slot=str(slot),
@@ -252,9 +269,15 @@ class BrowserPoolWorkflow:
                     node, "node_create_profile", body, ProfileView, "create a profile"
                 )
                 self.s.made_profiles = True
+                self._config_problem = None
                 self._event("Created", f"slot {slot} on {node}" + (f": {made.id}" if made else ""))
             except ActivityError as err:
                 self._event("CreateFailed", f"slot {slot} on {node}: {_cause(err)}", warning=True)
+                reason = CONFIGURATION_ERRORS.get(_error_type(err) or "")
+                if reason is not None and workflow.patched(CONFIG_HOLD_PATCH):
+                    self._config_problem = (reason, f"node {node}: {_cause(err)}")
+                    self._config_retry_at = workflow.now() + CONFIG_RETRY
+                    break  # the next creates would meet the same refusal
         for pid, node in placement.open:
             try:
                 opened = await self._on(
@@ -321,6 +344,14 @@ class BrowserPoolWorkflow:
         conditions = [
             ConditionUpdate(BrowserConditionType.READY, TRUE, "Converged")
             if ready >= spec.replicas
+            else ConditionUpdate(
+                BrowserConditionType.READY,
+                FALSE,
+                self._config_problem[0],
+                f"{self._config_problem[1]} — creating held, tried again every "
+                f"{CONFIG_RETRY.total_seconds():g}s",
+            )
+            if self._config_problem is not None
             else ConditionUpdate(
                 BrowserConditionType.READY,
                 FALSE,
@@ -505,6 +536,7 @@ class BrowserPoolWorkflow:
         if request.spec != self._spec:
             self.s.generation += 1
             self._event("Configured", f"spec changed (generation {self.s.generation})")
+            self._config_problem = None  # a new spec (another proxy pool?) is tried at once
         self._spec, self._metadata = request.spec, request.metadata
         self._dirty = True
         result = ApplyResult.CONFIGURED if changed else ApplyResult.UNCHANGED
@@ -564,6 +596,11 @@ def _accounts(alive: list[NodeInfo]) -> dict[str, str]:
     A node that names none (no `--node-account`) is not compared."""
     named = {n.node: n.account for n in alive if n.account}
     return named if len(set(named.values())) > 1 else {}
+
+
+def _error_type(err: ActivityError) -> str | None:
+    cause = err.cause
+    return cause.type if isinstance(cause, ApplicationError) else None
 
 
 def _cause(err: ActivityError) -> str:
