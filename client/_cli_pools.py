@@ -165,7 +165,10 @@ def get(
         ),
     ] = API_VERSION_STORED,
 ) -> None:
-    """List pools: NAME PLATFORM REGION DESIRED READY PROV PENDING OFFLINE $/H AGE PHASE."""
+    """List pools: NAME PLATFORM REGION DESIRED READY PROV PENDING OFFLINE $/H AGE PHASE.
+
+    Both kinds: a KIND column leads when BrowserPools run too; `get browserpools` or
+    `get browserpool/NAME` shows BrowserPools only (DESIRED READY OPEN LOST NODES AGE PHASE)."""
     fmt = resolve_output(output)
     try:
         api_version = api_version_named(api_version, option="--api-version")
@@ -296,7 +299,8 @@ def describe(
         ),
     ] = None,
 ) -> None:
-    """Spec, status, conditions, devices and recent events of one pool."""
+    """Spec, status, conditions, devices and recent events of one pool (NAME, or
+    browserpool/NAME for a BrowserPool: its profiles instead of devices)."""
     # Text wherever it goes (`describe POOL | less`): JSON only when asked for.
     fmt = output or Output.TABLE
     kind, pool = kind_or_exit(name)
@@ -318,7 +322,7 @@ def describe(
 
 
 def devices(name: str, output: OutputOpt = None) -> None:
-    """The devices of one pool."""
+    """The devices of one pool (browserpool/NAME: the profiles of a BrowserPool)."""
     fmt = resolve_output(output)
     kind, pool = kind_or_exit(name)
 
@@ -347,7 +351,8 @@ def scale(
     ] = False,
     timeout: TimeoutOpt = 300.0,
 ) -> None:
-    """Set a pool's replica count (validated by the pool, which answers)."""
+    """Set a pool's replica count (validated by the pool, which answers); NAME or
+    browserpool/NAME."""
     named, (kind, name) = name, kind_or_exit(name)
 
     async def browser() -> None:
@@ -405,7 +410,8 @@ def delete(
         ),
     ] = False,
 ) -> None:
-    """Delete a pool: tear every device down, then end the workflow."""
+    """Delete a pool: tear every device down (browserpool/NAME: every profile), then end
+    the workflow."""
     named, (kind, name) = name, kind_or_exit(name)
     if kind == KIND_BROWSER_POOL:
         delete_browser_pool(name, ignore_not_found=ignore_not_found, wait=wait, timeout=timeout)

@@ -49,7 +49,7 @@ Exit codes: 0 ok, 1 a runtime failure, 2 bad input (nothing was changed)."""
 
 app = typer.Typer(
     name="devicepool",
-    help="Keep pools of cloud phones at their declared size, on Temporal.",
+    help="Keep pools of cloud phones and browser profiles at their declared size, on Temporal.",
     epilog=EPILOG,
     no_args_is_help=True,
     add_completion=False,
