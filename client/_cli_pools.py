@@ -46,7 +46,7 @@ from devicepool.client._cli_views import (
     print_devices,
     print_pools,
 )
-from devicepool.client._results import applied_verb
+from devicepool.client._results import applied_verb, iso
 from devicepool.client._status import devices_left
 from devicepool.client._validation import validate_name, validate_replicas
 from devicepool.client.errors import (
@@ -539,10 +539,13 @@ def kind_or_exit(name: str) -> tuple[str, str]:
 
 def browser_resource(pool: Any) -> dict[str, Any]:
     """A BrowserPool as `get -o json|yaml` shows it (the stored version)."""
+    metadata: dict[str, Any] = {"name": pool.name}
+    if pool.created is not None:
+        metadata["creationTimestamp"] = iso(pool.created)
     return {
         "apiVersion": API_VERSION_STORED,
         "kind": KIND_BROWSER_POOL,
-        "metadata": {"name": pool.name},
+        "metadata": metadata,
         "spec": pool.spec,
         "status": pool.status,
     }

@@ -195,13 +195,13 @@ class BrowserPoolClient:
             return None
 
     async def summary(self, name: str) -> BrowserPoolSummary:
-        handle = await self._running(name)
+        handle, started = await self._started(name)
         with self._errors(name):
             spec, status = await asyncio.gather(
                 handle.query(QUERY_SPEC, rpc_timeout=QUERY_TIMEOUT),
                 handle.query(QUERY_STATUS, rpc_timeout=QUERY_TIMEOUT),
             )
-        return BrowserPoolSummary(name, dict(spec.get("spec") or {}), dict(status), None)
+        return BrowserPoolSummary(name, dict(spec.get("spec") or {}), dict(status), started)
 
     async def list_pools(self) -> list[BrowserPoolSummary]:
         query = f"WorkflowType = '{WORKFLOW_BROWSER_POOL}' AND ExecutionStatus = 'Running'"
@@ -257,12 +257,16 @@ class BrowserPoolClient:
         return True
 
     async def _running(self, name: str) -> WorkflowHandle[Any, Any]:
+        return (await self._started(name))[0]
+
+    async def _started(self, name: str) -> tuple[WorkflowHandle[Any, Any], datetime | None]:
+        """The running pool's handle, and when its first run started (the pool's age)."""
         handle = self._client.get_workflow_handle(browser_pool_workflow_id(name))
         with self._errors(name):
             desc = await handle.describe()
         if desc.status != WorkflowExecutionStatus.RUNNING:
             raise PoolNotFound(name, kind="browserpool")
-        return handle
+        return handle, desc.start_time
 
 
 def stale_summary(name: str, execution: Any) -> BrowserPoolSummary | None:

@@ -364,6 +364,12 @@ async def test_the_cli_addresses_browser_pools_as_kubectl_does(
 
         status = await eventually(lambda: shown(2), timeout=40, what="2 profiles ready")
         assert status["byNode"] == {"node-2": 2}  # the selector picks node-2 only
+        # One pool by name has its age, as in the list (metadata.creationTimestamp).
+        code, out, _ = await cli("get", f"browserpool/{pool}", "-o", "json")
+        assert json.loads(out)["metadata"]["creationTimestamp"].endswith("Z"), out
+        code, out, _ = await cli("get", f"browserpool/{pool}", "-o", "table")
+        [row] = [line for line in out.splitlines() if line.startswith(f"browserpool/{pool}")]
+        assert row.split()[6] != "-", out  # AGE
         handle = env.client.get_workflow_handle(f"browserpool/{pool}")
         summary = await (await handle.describe()).static_summary()
         assert summary == (
