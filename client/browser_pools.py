@@ -17,15 +17,12 @@ from typing import Any
 
 from temporalio.client import (
     Client,
-    RPCTimeoutOrCancelledError,
     WorkflowExecutionStatus,
     WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowQueryRejectedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from devicepool.api.browserpool.v1beta1 import BrowserPool
 from devicepool.api.names import (
@@ -41,7 +38,7 @@ from devicepool.api.names import (
     browser_pool_workflow_id,
 )
 from devicepool.client._status import teardown_blocked
-from devicepool.client._temporal_errors import temporal_errors
+from devicepool.client._temporal_errors import temporal_errors, try_query
 from devicepool.client.errors import (
     DevicePoolError,
     PoolBlocked,
@@ -182,17 +179,9 @@ class BrowserPoolClient:
 
     async def _try_status(self, handle: WorkflowHandle[Any, Any]) -> Any:
         """The pool's status, or None when no worker answered this time."""
-        try:
-            return await handle.query(QUERY_STATUS, rpc_timeout=QUERY_TIMEOUT)
-        except (
-            RPCError,
-            RPCTimeoutOrCancelledError,
-            WorkflowQueryFailedError,
-            WorkflowQueryRejectedError,
-        ) as err:
-            if isinstance(err, RPCError) and err.status == RPCStatusCode.UNAVAILABLE:
-                raise TemporalUnreachable(self.address, str(err)) from err
-            return None
+        return await try_query(
+            handle, QUERY_STATUS, address=self.address, rpc_timeout=QUERY_TIMEOUT
+        )
 
     async def summary(self, name: str) -> BrowserPoolSummary:
         handle, started = await self._started(name)

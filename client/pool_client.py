@@ -21,17 +21,13 @@ from typing import Any
 import pydantic
 from temporalio.client import (
     Client,
-    RPCTimeoutOrCancelledError,
     WithStartWorkflowOperation,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowQueryRejectedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api import v1alpha1
 from devicepool.api.conversion import stored_spec_json, to_v1beta1, wire_spec
@@ -66,7 +62,7 @@ from devicepool.client._status import (
     is_converged,
     teardown_blocked,
 )
-from devicepool.client._temporal_errors import temporal_errors
+from devicepool.client._temporal_errors import temporal_errors, try_query
 from devicepool.client._validation import validate_name, validate_replicas
 from devicepool.client.browser_pools import BrowserPoolClient
 from devicepool.client.errors import (
@@ -74,7 +70,6 @@ from devicepool.client.errors import (
     DevicePoolError,
     PoolBlocked,
     PoolNotFound,
-    TemporalUnreachable,
     WaitTimeout,
 )
 from devicepool.workflows.orphans.state import OrphanReport
@@ -568,17 +563,9 @@ class PoolClient:
         self, handle: WorkflowHandle[Any, Any], query: str, *, result_type: type = dict
     ) -> Any:
         """The query's answer, or None when no worker answers (or the pool just closed)."""
-        try:
-            return await handle.query(query, result_type=result_type, rpc_timeout=QUERY_TIMEOUT)
-        except (
-            RPCError,
-            RPCTimeoutOrCancelledError,
-            WorkflowQueryFailedError,
-            WorkflowQueryRejectedError,
-        ) as err:
-            if isinstance(err, RPCError) and err.status == RPCStatusCode.UNAVAILABLE:
-                raise TemporalUnreachable(self.address, str(err)) from err
-            return None
+        return await try_query(
+            handle, query, address=self.address, rpc_timeout=QUERY_TIMEOUT, result_type=result_type
+        )
 
     def _errors(
         self, name: str | None, *, writing: bool = False
