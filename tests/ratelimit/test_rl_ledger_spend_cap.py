@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from devicepool.activities.models import LedgerConfig
 from devicepool.workflows.ledger.dealing import deal
-from devicepool.workflows.ledger.state import CAP_RECOUNT, LedgerState, LedgerView
+from devicepool.workflows.ledger.state import CAP_RECOUNT, CAP_RECOUNT_MAX, LedgerState, LedgerView
 from devicepool.workflows.shared.protocol import PermitRequest, PermitsUsed
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
@@ -212,3 +212,34 @@ def test_the_account_never_bills_more_devices_than_its_cap(
         count = s.cap_count()
         if count is not None:
             assert count >= devices + s.in_flight()
+
+
+def test_a_cap_that_keeps_holding_is_counted_less_and_less_often() -> None:
+    """A held cap is a 1-request/s Local API account's permanent share unless it backs off:
+    every count that finds nothing changed doubles the wait, up to `CAP_RECOUNT_MAX`; one
+    that finds a change (a device went away) counts at `CAP_RECOUNT` again."""
+    s = capped(2)
+    s.enqueue(req("r1", "a", 1), NOW)
+    now = NOW
+    s.counted_devices(2, s.begin_count(now))
+    counts = 1
+    # An hour of a cap that keeps holding: one listing per due time.
+    while now < NOW + timedelta(hours=1):
+        wake = s.next_wake()
+        assert wake is not None and wake > now
+        now = wake
+        if s.recount_due(now):
+            s.counted_devices(2, s.begin_count(now))
+            counts += 1
+    assert counts <= 3600 / CAP_RECOUNT_MAX.total_seconds() + 6, counts
+    assert s.next_wake() == s.cap_counted_at + CAP_RECOUNT_MAX  # type: ignore[operator]
+    # A device goes away elsewhere in the account; the next count sees it, and the one
+    # after comes soon again.
+    assert s.cap_counted_at is not None
+    now = s.cap_counted_at + CAP_RECOUNT_MAX
+    assert s.recount_due(now)
+    s.counted_devices(1, s.begin_count(now))
+    assert not s.cap_holds()
+    s.enqueue(req("r2", "b", 2), now)  # held again by one
+    assert s.cap_holds()
+    assert s.next_wake() == now + CAP_RECOUNT

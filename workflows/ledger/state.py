@@ -31,9 +31,13 @@ from devicepool.workflows.shared.protocol import (
 # announcement itself holds, `PermitIntent.ttl_seconds`, by default).
 ANNOUNCE_HOLD_SECONDS = 5.0
 # While the account's spendCap holds requests back, its devices are counted
-# again this often (one listing of the account), so a device that went away
-# anywhere in the account frees its place.
+# again (one listing of the account), so a device that went away anywhere in
+# the account frees its place: `CAP_RECOUNT` after a count that found a change,
+# twice as long after each that found none, up to `CAP_RECOUNT_MAX`. A cap that
+# holds for hours costs a listing a minute, not one every 5 s of a 1-request/s
+# Local API budget shared by every pool of the account.
 CAP_RECOUNT = timedelta(seconds=5)
+CAP_RECOUNT_MAX = timedelta(seconds=60)
 
 
 class Outstanding(CamelModel):
@@ -92,6 +96,8 @@ class LedgerState(CamelModel):
     cap_counted_at: datetime | None = None
     cap_mark: int = 0
     cap_spent: int = 0
+    # Counts in a row that found the same number (the recount backs off while it holds).
+    cap_unchanged: int = 0
     # pool -> the spendCap that holds it, as it was told (only pools told they are held).
     cap_held: dict[str, str] = Field(default_factory=dict)
 
@@ -159,7 +165,11 @@ class LedgerState(CamelModel):
             return False
         if self.cap_base is None or self.cap_counted_at is None:
             return True
-        return self.cap_holds() and now - self.cap_counted_at >= CAP_RECOUNT
+        return self.cap_holds() and now - self.cap_counted_at >= self.cap_recount_after()
+
+    def cap_recount_after(self) -> timedelta:
+        """How long after the last count the next one is due while the cap holds."""
+        return min(CAP_RECOUNT * 2 ** min(self.cap_unchanged, 8), CAP_RECOUNT_MAX)
 
     def begin_count(self, now: datetime) -> int:
         """A listing of the account begins: the mark to hand `counted` with its answer."""
@@ -168,6 +178,8 @@ class LedgerState(CamelModel):
 
     def counted_devices(self, devices: int, mark: int) -> None:
         """The listing begun at `mark` found `devices` billing."""
+        same = self.cap_base is not None and self.cap_base - self.cap_mark == devices - mark
+        self.cap_unchanged = self.cap_unchanged + 1 if same else 0
         self.cap_base, self.cap_mark = devices, mark
 
     def cap_news(self, account: str) -> dict[str, str]:
@@ -218,7 +230,7 @@ class LedgerState(CamelModel):
             times.append(self.window[0])
         times.extend(o.lease_until for o in self.outstanding.values())
         if self.cap_holds() and self.cap_counted_at is not None:
-            times.append(self.cap_counted_at + CAP_RECOUNT)
+            times.append(self.cap_counted_at + self.cap_recount_after())
         return min(times) if times else None
 
     # ------------------------------------------------------------------ granting
