@@ -231,10 +231,12 @@ class EncryptionCodec(PayloadCodec):
         from cryptography.exceptions import InvalidTag
 
         try:
+            # Under 8 bytes, AES-GCM refuses the nonce itself with a ValueError: the same
+            # verdict as a failed tag (a 422 from the codec server, not a 500).
             plain = cipher.decrypt(
                 payload.data[:NONCE_BYTES], payload.data[NONCE_BYTES:], key_id.encode()
             )
-        except InvalidTag:
+        except (InvalidTag, ValueError):
             raise DecryptionError(
                 f"a payload encrypted with key {key_id!r} does not open with the configured key "
                 f"of that id: its key file holds another key, or the payload was altered"

@@ -123,6 +123,28 @@ async def test_a_payload_of_an_unknown_key_is_refused_by_id(http: httpx.AsyncCli
     assert "payloads" in bad.json()["detail"]
 
 
+@pytest.mark.parametrize("data", [b"", b"abc", b"1234567", b"x" * 12, b"x" * 40])
+async def test_a_short_or_mangled_encrypted_payload_is_a_422_not_a_500(
+    http: httpx.AsyncClient, data: bytes
+) -> None:
+    # Under 8 bytes AES-GCM refuses the nonce itself (ValueError, a 500 before); a nonce with no
+    # room for a tag, or bytes that are no ciphertext, fail the tag.
+    mangled = {
+        "payloads": [
+            {
+                "metadata": {
+                    "encoding": base64.b64encode(b"binary/encrypted").decode(),
+                    "encryption-key-id": base64.b64encode(b"k1").decode(),
+                },
+                "data": base64.b64encode(data).decode(),
+            }
+        ]
+    }
+    answer = await http.post("/decode", json=mangled, headers={"Origin": UI})
+    assert answer.status_code == 422, answer.text
+    assert "key 'k1'" in answer.json()["detail"]
+
+
 @pytest.mark.e2e
 def test_the_command_serves_the_ui_with_the_key_files(tmp_path: Path) -> None:
     key = tmp_path / "2026-12.key"
