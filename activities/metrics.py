@@ -12,7 +12,8 @@ Collectors: `devicepool_api_requests_total{operation}`,
 `createdAt`/`updatedAt` when given, else this worker's clock),
 `devicepool_replacements_total{pool,reason}`,
 `devicepool_reconcile_duration_seconds`,
-`devicepool_orphans_terminated_total{account,platform}`. What each means:
+`devicepool_orphans_terminated_total{account,platform}`,
+`devicepool_foreign_marks_total{family}`. What each means:
 docs/operations.md, "Metrics, alerts and the dashboard".
 """
 
@@ -99,6 +100,13 @@ class Metrics:
             ["account", "platform"],
             registry=r,
         )
+        self.foreign_marks = Counter(
+            "devicepool_foreign_marks",
+            "Provider objects named like devicepool's whose mark does not parse (a remark "
+            "edited by hand, another tool's): skipped as foreign, never managed.",
+            ["family"],
+            registry=r,
+        )
         self._created: OrderedDict[str, tuple[datetime | None, float]] = OrderedDict()
 
     # ------------------------------------------------------------ provider calls
@@ -153,3 +161,6 @@ class Metrics:
 
     def orphan_terminated(self, account: str, platform: str) -> None:
         self.orphans_terminated.labels(account=account, platform=platform or "unknown").inc()
+
+    def foreign_mark(self, family: str) -> None:
+        self.foreign_marks.labels(family=family).inc()

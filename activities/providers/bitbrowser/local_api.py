@@ -9,10 +9,13 @@ error its text reads as (`errors.classify`).
 
 Secrets: the API key (optional, `x-api-key`) is a `SecretStr` added per request,
 never in the client's headers, `repr`, logs or errors. Every text that leaves
-the client (a refusal's `msg`, a transport error, the name or remark of an
-answer) passes the worker's `Scrubber`, this client's key and the secrets of
-the request that was refused. Answers are validated into the allow-list models
-of `models`, which cannot hold the vendor's secrets.
+the client (a refusal's `msg`, a transport error, a `msg` inside an answer)
+passes the worker's `Scrubber`, this client's key and the secrets of the request
+that was refused. A profile's `name` and `remark` are not free text: they are
+the marks pools match on, and a short secret that occurs in one (a proxy
+password `web`, a pool named `web`) must not change it, or the pool never sees
+its profiles again. Answers are validated into the allow-list models of
+`models`, which cannot hold the vendor's secrets: those are dropped as fields.
 
 Every call has one deadline for the whole exchange (`timeout`, or the call's
 own): httpx's per-phase timeouts alone let a trickling answer last for ever, and
@@ -56,7 +59,8 @@ DEFAULT_BASE_URL = "http://127.0.0.1:54345"
 MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_ERROR_BODY_BYTES = 64 * 1024
 # The answers' free text a provider could echo a secret into; scrubbed like refusals.
-_TEXT_FIELDS = frozenset({"name", "remark", "msg"})
+# Never `name` or `remark`: those are marks (module docstring).
+_TEXT_FIELDS = frozenset({"msg"})
 
 
 class _ApiKeyAuth(httpx.Auth):
@@ -126,6 +130,11 @@ class LocalApi:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+    @property
+    def metrics(self) -> Metrics | None:
+        """The worker's metrics this client records its calls in (None in some tests)."""
+        return self._metrics
 
     def scrub(self, text: str) -> str:
         return self._scrubber.scrub(text)

@@ -15,6 +15,7 @@ object cannot do without.
 from __future__ import annotations
 
 import json
+import re
 from enum import IntEnum
 from typing import Annotated, Any
 
@@ -42,16 +43,24 @@ __all__ = [
 MAX_PAGE_SIZE = 100
 
 
+# An integer as the vendor sends one: ASCII digits (`"²".isdigit()` is true, `int("²")`
+# fails), few enough that `int()` takes them and a 64-bit field holds them.
+_INTEGER = re.compile(r"-?[0-9]{1,18}")
+_MAX_INT = 2**63
+
+
 def _optional_int(value: Any) -> Any:
-    """`""`, None and garbage are absent; `"59059"` is 59059 (the docs send ports as both)."""
+    """`""`, None and garbage are absent; `"59059"` is 59059 (the docs send ports as both).
+
+    Never raises: one odd field must not fail a whole page of a listing."""
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value
     if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value.strip())
+        value = int(value)
+    if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+        value = int(value.strip())
+    if isinstance(value, int) and -_MAX_INT < value < _MAX_INT:
+        return value
     return None
 
 

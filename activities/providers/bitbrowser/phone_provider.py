@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -131,6 +132,12 @@ REMARK_HEAD = "devicepool/1"
 PROBE_TURNS = 30
 PROBES_PER_LISTING = 3
 _OWN = ("dp.state", "dp.inc", "dp.at")
+# A count as devicepool writes it: ASCII digits (`"²".isdigit()` is true, `int("²")` fails),
+# few enough that `int()` takes them.
+_COUNT = re.compile(r"[0-9]{1,12}")
+# The latest start a remark may say (2106): a datetime holds it, and so does what a pool
+# adds to it (a lifetime, a deadline). Past it the remark is not one devicepool wrote.
+_MAX_STARTED = 2**32
 
 
 def _digest(text: str, size: int) -> str:
@@ -159,7 +166,7 @@ def device_id(phone_id: str, incarnation: int) -> str:
 def parse_device_id(value: str) -> tuple[str, int] | None:
     """(phone id, incarnation) of a device id of this adapter; None for anything else."""
     phone_id, dot, incarnation = value.rpartition(".")
-    if not dot or not phone_id or not incarnation.isdigit():
+    if not dot or not phone_id or not _COUNT.fullmatch(incarnation):
         return None
     return phone_id, int(incarnation)
 
@@ -195,7 +202,9 @@ class Remark:
 
     @classmethod
     def parse(cls, text: str) -> Remark | None:
-        """The remark devicepool wrote, or None for a remark it did not."""
+        """The remark devicepool wrote, or None for any other (another tool's, or one
+        edited by hand: `dp.at=nan`). Never raises: one odd profile must not blind a
+        listing of the pool or of the account."""
         head, *tokens = text.split() or [""]
         if head != REMARK_HEAD:
             return None
@@ -205,13 +214,12 @@ class Remark:
             if eq:
                 values[unquote(key)] = unquote(value)
         state, inc, at = (values.pop(k, "") for k in _OWN)
-        if state not in STATES or not inc.isdigit():
+        if state not in STATES or not _COUNT.fullmatch(inc) or not _COUNT.fullmatch(at):
             return None
-        try:
-            started = float(at)
-        except ValueError:
-            started = 0.0
-        return cls(state=state, incarnation=int(inc), started=started, labels=values)
+        started = int(at)
+        if started > _MAX_STARTED:
+            return None
+        return cls(state=state, incarnation=int(inc), started=float(started), labels=values)
 
 
 @dataclass
@@ -399,7 +407,7 @@ class PhoneProvider:
             found = [
                 (p, r)
                 for p in await self.phones.find_by_mark(mark)
-                if (r := Remark.parse(p.remark)) is not None
+                if (r := self._remark_of(p)) is not None
             ]
         mine = [(p, r) for p, r in found if r.state == ACTIVE]
         if mine:
@@ -592,11 +600,21 @@ class PhoneProvider:
         """devicepool's profiles whose name starts with `prefix`, with their remarks."""
         found = []
         for phone in await self.phones.list_all(mark_prefix=prefix, on_turn=on_turn):
-            remark = Remark.parse(phone.remark)
+            remark = self._remark_of(phone)
             if remark is not None:
                 self._remember(phone)
                 found.append((phone, remark))
         return found
+
+    def _remark_of(self, phone: Phone) -> Remark | None:
+        """The phone's remark as devicepool wrote it; None (counted) for a profile named
+        like ours whose remark is not: foreign, skipped, never managed."""
+        remark = Remark.parse(phone.remark)
+        if remark is None and phone.name.startswith(MARK_PREFIX):
+            metrics = self.phones.api.metrics
+            if metrics is not None:
+                metrics.foreign_mark("phone")
+        return remark
 
     def _remember(self, phone: Phone) -> None:
         if phone.seq is not None:
@@ -607,7 +625,7 @@ class PhoneProvider:
         parsed = parse_device_id(device)
         if parsed is not None:
             phone = await self._phone(parsed[0])
-            remark = None if phone is None else Remark.parse(phone.remark)
+            remark = None if phone is None else self._remark_of(phone)
             if phone is not None and remark is not None and _serves(remark, parsed[1]):
                 return phone, remark
         raise NotFoundError(ErrorType.NOT_FOUND, None, f"no cloud phone serves device {device}")
