@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.pool import calls, children, finalizer
     from devicepool.workflows.pool import events as say
     from devicepool.workflows.pool import status as st
-    from devicepool.workflows.pool.decide import Decision, decide, wake_after
+    from devicepool.workflows.pool.decide import BatchOrder, Decision, decide, wake_after
     from devicepool.workflows.pool.device_control import DeviceControl
     from devicepool.workflows.pool.fates import Fate
     from devicepool.workflows.pool.handlers import PoolMessages
@@ -50,6 +50,13 @@ with workflow.unsafe.imports_passed_through():
 SETTINGS_FIRST_PATCH = "settings-before-provider-calls"
 # The health check is told the pool's `spec.reserve.keep` (its replacements honour it).
 HEALTH_RESERVE_PATCH = "health-reserve-keep"
+# The devices a pass terminated leave its view at once, and its status is the plan made
+# after them. v0.1.0 kept them as members until a listing said otherwise: a pass with no
+# listing in between terminated them again, and the next listing upserted the counts.
+TERMINATED_LEAVE_PATCH = "terminated-devices-leave-the-pass"
+# A spec change while a pass awaits its terminations leaves the decided batches to the
+# next pass (same keys); v0.1.0 started them, under the new generation's keys.
+RESPEC_HOLDS_BATCHES_PATCH = "respec-during-terminations-holds-batches"
 
 
 @workflow.defn(name=names.WORKFLOW_DEVICE_POOL)
@@ -131,8 +138,10 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
         self._expire()
         decision = self._decide()
         await self._act(decision)
-        # What the status shows is the pool after its terminations.
-        plan = self._decide(act=False).plan if decision.terminate else decision.plan
+        # What the status shows is the pool after its terminations (runs from v0.1.0: before).
+        plan = decision.plan
+        if decision.terminate and workflow.patched(TERMINATED_LEAVE_PATCH):
+            plan = self._decide(act=False).plan
         if self._announced:
             self._announced = False
             if self._observe_problem is not None or not decision.plan.create:
@@ -286,7 +295,11 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             removed = [d for d in decision.plan.remove_failed if d not in self.s.doomed]
             self.s.fates.set(removed, Fate.REMOVED_FAILED)
         for order in decision.batches:
-            if self.s.generation != decision.generation:
+            if self.s.generation != decision.generation and not workflow.patched(
+                RESPEC_HOLDS_BATCHES_PATCH
+            ):
+                order = self._as_v0_1_0_started(order, decision.generation)
+            elif self.s.generation != decision.generation:
                 # The spec changed while terminating: this batch's keys and body would
                 # disagree. Its slots are planned again (same keys) by the next pass.
                 self.s.slots.lost(order.child_id)
@@ -304,6 +317,17 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             )
             # Not awaited: the child reports through signals, to this run or the next.
             self._neighbours.later(self._start_child(order.child_id, input))
+
+    def _as_v0_1_0_started(self, order: BatchOrder, decided: int) -> BatchOrder:
+        """The batch as a v0.1.0 run started it after a spec change: under the new
+        generation's id, and its fresh slots under the new generation's keys."""
+        number = int(order.child_id.rsplit("-", 1)[1])
+        child_id = names.provision_workflow_id(self._name, self.s.generation, number)
+        generation = self.s.generation if order.generation == decided else order.generation
+        batch = self.s.slots.drop(order.child_id)
+        started = batch.started_at if batch is not None else workflow.now()
+        self.s.slots.open_batch(child_id, generation, order.slots, started)
+        return BatchOrder(child_id, generation, order.slots, order.replacement)
 
     async def _start_child(self, child_id: str, input: ProvisionBatchInput) -> None:
         if not await children.start_batch(child_id, input):
@@ -331,11 +355,12 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             )
         )
         # What went is leaving, as the next listing will say: not counted any more.
-        gone = set(device_ids) - set(done.failed) - set(done.skipped)
-        self._devices = [
-            d.model_copy(update={"status": am.TERMINATING}) if d.id in gone else d
-            for d in self._devices
-        ]
+        if workflow.patched(TERMINATED_LEAVE_PATCH):
+            gone = set(device_ids) - set(done.failed) - set(done.skipped)
+            self._devices = [
+                d.model_copy(update={"status": am.TERMINATING}) if d.id in gone else d
+                for d in self._devices
+            ]
         for device_id, err in done.failed.items():
             workflow.logger.warning("terminate %s failed: %s", device_id, err)
         for device_id, why in done.skipped.items():

@@ -1,0 +1,236 @@
+"""Record, on v0.1.0's own code, the passes whose commands this build changed.
+
+    .venv/bin/python -m tests.replay.record_release 8a87418db561fad6f289d0a486deca8abd45ae91 \
+        --script tests/replay/record_v010_upgrade.py --out tests/replay/histories/v0.1.0/upgrade
+
+Written against v0.1.0's modules (`devicepool.workflows.messages`, `tests.support`,
+`tests/workflows/wf_support.py`), so it only runs inside v0.1.0's tree:
+`record_release --script` exports the release and runs it there, and the
+histories are what v0.1.0's workflows recorded. Against a dev server, the emulator in process and
+v0.1.0's production activities:
+
+- `scale-down-phase-kept`: 5 ready, 2 of them busy, scaled to 1. The pass that
+  terminates the 3 idle ones stays `ScalingDown` before and after, so the only
+  search attribute the terminations change is the ready count: v0.1.0 upserted
+  it on the pass after (from the listing), a build that publishes the plan made
+  after the terminations upserts it on the terminating pass.
+- `spec-change-during-terminations`: a failed boot is removed and replaced in
+  one pass; while its DELETE is held, an `apply` changes `osVersion` (a new
+  generation). v0.1.0 started the replacement batch once the termination
+  returned.
+
+Each pool ends deleted; its runs are written as `<scenario>-<n>.json`.
+"""
+
+# v0.1.0's modules, not this tree's: ruff cannot tell which of them are first-party here.
+# ruff: noqa: I001
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.models import AccountSettings, PoolSettings
+from devicepool.activities.permits import register_accounts
+from devicepool.api.names import UPDATE_APPLY, UPDATE_SCALE, pool_workflow_id
+from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
+from devicepool.connect import DATA_CONVERTER
+from devicepool.emulator.app import EmulatorConfig, create_app
+from devicepool.worker.build import account_workers, pool_queue_workers
+from devicepool.workflows.messages import Accepted, ApplyRequest, ScaleRequest
+from devicepool.workflows.search_attributes import search_attribute_keys
+from tests.support.binaries import temporal_binary
+from tests.support.histories import run_histories
+from tests.support.manifests import pool_manifest
+from tests.support.waits import eventually
+from tests.workflows.wf_support import TimedASGITransport, start_pool
+
+URL = "http://emulator.record"
+KEY = "record-key"
+SETTINGS = PoolSettings(
+    resync_seconds=0.3,
+    health_seconds=1,
+    offline_after_seconds=30,
+    startup_timeout_seconds=20,
+    idle_grace_seconds=0,
+    provision_batch_size=4,
+    watch_max_seconds=20,
+)
+
+
+class HeldDeletes(TimedASGITransport):
+    """DELETEs wait at `gate` while it is closed; `held` counts those that waited."""
+
+    gate: asyncio.Event | None = None
+    held = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        gate = HeldDeletes.gate
+        if request.method == "DELETE" and gate is not None and not gate.is_set():
+            HeldDeletes.held += 1
+            await gate.wait()
+        return await super().handle_async_request(request)
+
+
+async def record(out: Path) -> None:
+    emulator = create_app(
+        EmulatorConfig(
+            accounts={"default": [KEY]},
+            provision_seconds=1.0,
+            creates_per_minute=1000,
+            terminate_seconds=0.3,
+            seed=13,
+        )
+    )
+    account = AccountSettings(name="default", base_url=URL, api_key=SecretStr(KEY))
+    activities = DeviceActivities(
+        accounts={"default": account},
+        proxy_pools={},
+        settings=SETTINGS,
+        transport=HeldDeletes(app=emulator),
+    )
+    async with (
+        await WorkflowEnvironment.start_local(
+            dev_server_existing_path=temporal_binary(),
+            data_converter=DATA_CONVERTER,
+            search_attributes=search_attribute_keys(),
+        ) as env,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=emulator), base_url=URL) as control,
+    ):
+        client = env.client
+        workers = [
+            *pool_queue_workers(client, activities),
+            *account_workers(client, activities, ["default"]),
+        ]
+        running = [asyncio.ensure_future(w.run()) for w in workers]
+        try:
+            await register_accounts(client, {"default": account})
+            out.mkdir(parents=True, exist_ok=True)
+            await _scale_down_phase_kept(client, control)
+            await _save(client, "scale-down-phase-kept", out)
+            await _spec_change_during_terminations(client, control)
+            await _save(client, "spec-change-during-terminations", out)
+        finally:
+            if HeldDeletes.gate is not None:
+                HeldDeletes.gate.set()
+            for worker in workers:
+                await worker.shutdown()
+            await asyncio.gather(*running, return_exceptions=True)
+            await activities.aclose()
+
+
+async def _scale_down_phase_kept(client: Client, control: httpx.AsyncClient) -> None:
+    pool = await start_pool(client, "kept", 5, settings=SETTINGS, proxy_ref=None)
+    await _until(lambda: _ready(control, "kept", 5), "5 ready")
+    busy = [d["id"] for d in await _devices(control, "kept")][:2]
+    for device_id in busy:
+        session = f"/_emulator/devices/{device_id}/session"
+        (await control.post(session, json={"active": True})).raise_for_status()
+    await _until(lambda: _status(pool, busyDevices=2), "2 busy in status")
+    await pool.execute_update(UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted)
+    await _until(lambda: _live(control, "kept", 2), "the 3 idle ones terminated")
+    await _until(lambda: _status(pool, readyDevices=0, busyDevices=2), "2 busy, 0 ready")
+    await asyncio.sleep(2)  # a pass or two more, as the pool settles
+    await _delete(client, pool, control, "kept")
+
+
+async def _spec_change_during_terminations(client: Client, control: httpx.AsyncClient) -> None:
+    pool = await start_pool(client, "respec", 2, settings=SETTINGS, proxy_ref=None)
+    await _until(lambda: _ready(control, "respec", 2), "2 ready")
+    HeldDeletes.gate, HeldDeletes.held = asyncio.Event(), 0
+    await _faults(control, provisionFailureRate=1.0)
+    await pool.execute_update(UPDATE_SCALE, ScaleRequest(replicas=3), result_type=Accepted)
+    await _until(lambda: _failed(control, "respec"), "the third device failed to boot")
+    await _faults(control)
+
+    async def held() -> bool:
+        return HeldDeletes.held > 0
+
+    await _until(held, "the failed device's DELETE held")
+    spec = pool_manifest("respec", replicas=3, providerCredentialRef="default", proxy=None)
+    spec["spec"]["osVersion"] = "14"
+    request = ApplyRequest(
+        metadata=ObjectMeta(name="respec"), spec=DevicePoolSpec.model_validate(spec["spec"])
+    )
+    await pool.execute_update(UPDATE_APPLY, request, result_type=Accepted)
+    await asyncio.sleep(1)  # the apply's pass waits behind the held termination
+    HeldDeletes.gate.set()
+    HeldDeletes.gate = None
+    await _until(lambda: _ready(control, "respec", 3), "3 ready after the re-spec")
+    await asyncio.sleep(2)
+    await _delete(client, pool, control, "respec")
+
+
+async def _save(client: Client, scenario: str, out: Path) -> None:
+    name = {"scale-down-phase-kept": "kept", "spec-change-during-terminations": "respec"}[scenario]
+    for number, history in enumerate(await run_histories(client, pool_workflow_id(name)), 1):
+        path = out / f"{scenario}-{number}.json"
+        path.write_text(history.to_json())
+        print(f"{path}: {len(history.events)} events")
+
+
+async def _delete(
+    client: Client, pool: WorkflowHandle[Any, Any], control: httpx.AsyncClient, name: str
+) -> None:
+    for device in await _devices(control, name):
+        session = f"/_emulator/devices/{device['id']}/session"
+        (await control.post(session, json={"active": False})).raise_for_status()
+    await pool.cancel()
+    with contextlib.suppress(Exception):
+        await client.get_workflow_handle(pool_workflow_id(name)).result()
+
+
+async def _faults(control: httpx.AsyncClient, **faults: float) -> None:
+    (await control.post("/_emulator/faults", json=faults)).raise_for_status()
+
+
+async def _devices(control: httpx.AsyncClient, pool: str) -> list[dict[str, Any]]:
+    answer = await control.get(
+        "/api/v1/devices",
+        params={"label": f"pool={pool}"},
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
+    answer.raise_for_status()
+    return [d for d in answer.json()["items"] if d["status"] not in ("terminating", "terminated")]
+
+
+async def _ready(control: httpx.AsyncClient, pool: str, count: int) -> bool:
+    devices = await _devices(control, pool)
+    return len(devices) == count and all(d["status"] == "ready" for d in devices)
+
+
+async def _live(control: httpx.AsyncClient, pool: str, count: int) -> bool:
+    return len(await _devices(control, pool)) == count
+
+
+async def _failed(control: httpx.AsyncClient, pool: str) -> bool:
+    return any(d["status"] == "failed" for d in await _devices(control, pool))
+
+
+async def _status(pool: WorkflowHandle[Any, Any], **want: int) -> bool:
+    status = await pool.query("status")
+    return all(status.get(key) == value for key, value in want.items())
+
+
+async def _until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 60) -> None:
+    await eventually(check, what=f"{what} (recording)", timeout=timeout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="folder for the histories (made if missing)")
+    asyncio.run(record(parser.parse_args().out))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
