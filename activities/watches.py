@@ -36,6 +36,7 @@ from devicepool.activities.models import (
     device_rows,
     suspects_fingerprint,
 )
+from devicepool.activities.providers.base import provider_call
 
 __all__ = ["WatchActivities"]
 
@@ -184,8 +185,10 @@ class WatchActivities(AccountProviders):
             if found is None and not put_off:
                 own_read_at = time.monotonic()
                 try:
-                    async with heartbeating():
-                        listing = await self._new_listing(input.account, input.pool)
+                    # What the check acts on at once is read now, to the last suspect.
+                    with provider_call(fresh=fresh or confirm):
+                        async with heartbeating():
+                            listing = await self._new_listing(input.account, input.pool)
                     last_error = None
                     found = _health_answer(pool, listing, startup=startup, previous=previous)
                 except ProviderError as exc:

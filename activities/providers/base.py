@@ -51,6 +51,9 @@ class ProviderCall:
     replacement: bool = False
     # The pool's `spec.reserve.keep` on a removal (None: keep every profile in reserve).
     reserve_keep: int | None = None
+    # The caller acts on this read at once (the health check's read at a deadline): an
+    # adapter that keeps status answers between listings reads its suspects again.
+    fresh: bool = False
 
 
 _NOBODY = ProviderCall()
@@ -64,9 +67,14 @@ def current_call() -> ProviderCall:
 
 @contextmanager
 def provider_call(
-    *, pool: str | None = None, replacement: bool | None = None, reserve_keep: int | None = None
+    *,
+    pool: str | None = None,
+    replacement: bool | None = None,
+    reserve_keep: int | None = None,
+    fresh: bool | None = None,
 ) -> Iterator[None]:
-    """Provider calls made inside are for `pool` (a replacement's when `replacement`).
+    """Provider calls made inside are for `pool` (a replacement's when `replacement`;
+    a read acted on at once when `fresh`).
 
     What is not given is kept from the enclosing `provider_call`.
     """
@@ -76,6 +84,7 @@ def provider_call(
             pool=outer.pool if pool is None else pool,
             replacement=outer.replacement if replacement is None else replacement,
             reserve_keep=outer.reserve_keep if reserve_keep is None else reserve_keep,
+            fresh=outer.fresh if fresh is None else fresh,
         )
     )
     try:

@@ -37,10 +37,13 @@ the Local API"); so:
   suspended is `offline`; listed running is `ready` when `/phone/running`
   says so and `offline` when not. That read costs a turn of the budget, so a
   listing makes at most `PROBES_PER_LISTING` of them, one while other calls
-  wait for the budget (phones whose listed status changed first, then the
-  longest unread), and an answer is kept
-  `PROBE_TURNS` intervals; a phone not read yet is what the listing says. A
-  pool of N sees a phone go offline within about N / 3 of its listings.
+  wait for the budget (phones last read not running first, so one still
+  offline keeps reading offline; then phones whose listed status changed, then
+  the longest unread), and an answer counts for `PROBE_TURNS` intervals: a
+  phone not read, or read longer ago, is what the listing says. A pool of N
+  sees a phone go offline within about N / 3 of its listings. A fresh read
+  (`provider_call(fresh=True)`: the health check's, which removes what reads
+  offline) reads every phone last read not running again first.
   Profiles not `active` are not listed. No session: never `busy`.
 - **Regions**: the Local API has no region list or status (a `regionId` is a
   compute type id copied from the desktop client): `region_names` is empty,
@@ -674,17 +677,22 @@ class PhoneProvider:
     async def _running(self, phone: Phone) -> bool:
         """The kept `/phone/running` answer (for the phone's listed status, less than
         `probe_seconds` old), else one read."""
-        kept = self._probes.get(phone.id)
-        fresh = kept is not None and self._clock() - kept.at < self.probe_seconds
-        if kept is not None and fresh and kept.listed == phone.status:
-            return kept.running
-        return await self._probe(phone)
+        kept = self._kept(phone, self._clock())
+        return kept.running if kept is not None else await self._probe(phone)
 
-    def _probe_due(self, phone: Phone, now: float) -> bool:
-        if phone.status not in (PhoneStatus.RUNNING, None):
-            return False  # the listing alone says what it is
+    def _kept(self, phone: Phone, now: float) -> _Probe | None:
+        """The phone's `running` answer if it still counts: for its listed status, and
+        less than `probe_seconds` old. An older one is not read at all (the listing's
+        word stands): a phone back since must not read offline until its turn comes."""
         kept = self._probes.get(phone.id)
-        return kept is None or kept.listed != phone.status or now - kept.at >= self.probe_seconds
+        if kept is None or kept.listed != phone.status or now - kept.at > self.probe_seconds:
+            return None
+        return kept
+
+    def _suspect(self, phone: Phone) -> bool:
+        """Listed running, last read not running (whatever the answer's age)."""
+        kept = self._probes.get(phone.id)
+        return kept is not None and kept.listed == phone.status and not kept.running
 
     async def _info(self, phone: Phone, remark: Remark) -> DeviceInfo:
         (info,) = await self._infos([(phone, remark)])
@@ -692,23 +700,31 @@ class PhoneProvider:
 
     async def _infos(self, found: list[tuple[Phone, Remark]]) -> list[DeviceInfo]:
         """The devices of `found`, after at most `probes_per_listing` reads of `running` (one
-        while other calls wait for the budget): a phone whose listed status changed
-        first, then the longest unread."""
+        while other calls wait for the budget) among the phones listed running whose
+        answer no longer counts: those last read not running first (one still offline
+        keeps reading offline), then a phone whose listed status changed, then the
+        longest unread. A fresh read (`provider_call(fresh=True)`: the health check's,
+        which acts on it) reads every suspect again, however recent its answer."""
         now = self._clock()
-        due = [p for p, _ in found if self._probe_due(p, now)]
-        kept = self._probes
+        running = [p for p, _ in found if p.status in (PhoneStatus.RUNNING, None)]
+        fresh = [p for p in running if self._suspect(p)] if current_call().fresh else []
+        again = {p.id for p in fresh}
+        due = [p for p in running if p.id not in again and self._kept(p, now) is None]
+        probes = self._probes
 
-        def unread_for(phone: Phone) -> tuple[bool, float]:
-            last = kept.get(phone.id)
-            return (last is not None and last.listed == phone.status, last.at if last else 0.0)
+        def first(phone: Phone) -> tuple[bool, bool, float]:
+            last = probes.get(phone.id)
+            same = last is not None and last.listed == phone.status
+            return (not self._suspect(phone), same, last.at if last else 0.0)
 
         reads = self.probes_per_listing if not self.phones.pacer.waiting else 1
-        for phone in sorted(due, key=unread_for)[:reads]:
+        for phone in [*fresh, *sorted(due, key=first)[:reads]]:
             await self._probe(phone)
-        return [self._view(phone, remark) for phone, remark in found]
+        # Seen as of the listing's start: an answer read for it counts for it.
+        return [self._view(phone, remark, now) for phone, remark in found]
 
-    def _view(self, phone: Phone, remark: Remark) -> DeviceInfo:
-        status, reason = self._status(phone)
+    def _view(self, phone: Phone, remark: Remark, now: float) -> DeviceInfo:
+        status, reason = self._status(phone, now)
         return DeviceInfo(
             id=device_id(phone.id, remark.incarnation),
             status=status,
@@ -718,7 +734,7 @@ class PhoneProvider:
             labels=dict(remark.labels),
         )
 
-    def _status(self, phone: Phone) -> tuple[str, str | None]:
+    def _status(self, phone: Phone, now: float) -> tuple[str, str | None]:
         listed = phone.status
         if listed == PhoneStatus.BOOTING:
             return PROVISIONING, None
@@ -726,9 +742,9 @@ class PhoneProvider:
             return PROVISIONING, "powered off"
         if listed == PhoneStatus.SUSPENDED:
             return OFFLINE, "suspended (window closed, still billed)"
-        kept = self._probes.get(phone.id)
-        running = kept.running if kept is not None and kept.listed == listed else None
-        if running is None:  # not read yet: the listing's word
+        kept = self._kept(phone, now)
+        running = kept.running if kept is not None else None
+        if running is None:  # not read, or read too long ago: the listing's word
             if listed == PhoneStatus.RUNNING:
                 return READY, None
             return PROVISIONING, f"listed status {listed}"

@@ -1,0 +1,178 @@
+"""A cloud phone's `/phone/running` answer as the health check sees it: kept only so long.
+
+A listing reads `running` for a few phones (each read is a turn of the
+account's one request a second) and keeps each answer `probe_seconds`. An answer
+older than that is not read: the listing's word stands until the phone is read
+again. Phones last read not running are read first, so one still offline keeps
+reading offline. The health check's fresh read (its deadline, a change it
+confirms) reads every suspect again: nothing is removed on an old answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from devicepool.activities import DeviceActivities
+from devicepool.activities.device_models import OFFLINE, READY
+from devicepool.activities.models import ListDevicesInput
+from devicepool.activities.providers.base import current_call, provider_call
+from devicepool.activities.providers.bitbrowser import PhonePacer
+from devicepool.activities.providers.bitbrowser.phone_provider import (
+    PhoneProvider,
+    parse_device_id,
+)
+from devicepool.emulator.bitbrowser import BitBrowserConfig
+from tests.activities.test_bitbrowser_phone_provider import PACE, SPEED, new_device
+from tests.activities.test_health_reads import POOL as HEALTH_POOL
+from tests.activities.test_health_reads import (
+    health_env,
+    health_input,
+    make_devices,
+    pool_still_runs,  # noqa: F401  (autouse fixture: the pool runs)
+    worker_process,
+)
+from tests.helpers.bitbrowser import KEY, Account
+from tests.helpers.bitbrowser_client import Node, node
+from tests.helpers.emulator import Emulator
+
+POOL = "phones-a"
+PHONES = 8
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def account() -> AsyncIterator[Account]:
+    acc = Account(BitBrowserConfig(api_key=KEY, speed=SPEED, seed=5))
+    yield acc
+    await acc.aclose()
+
+
+@pytest.fixture
+async def n1(account: Account) -> AsyncIterator[Node]:
+    client = node(account, pacer=PhonePacer(interval=PACE))
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def phones(
+    account: Account, n1: Node, clock: Clock
+) -> tuple[PhoneProvider, list[str], list[str]]:
+    """A pool of `PHONES` running phones, every answer read once (at the fake clock)."""
+    provider = PhoneProvider(n1.phones, probe_seconds=100.0, clock=clock)
+    for slot in range(PHONES):
+        await provider.create_device(new_device(slot=slot))
+    await account.advance(61)
+    listed = await provider.list_pool(POOL)
+    order = [d.id for d in listed]  # the listing's order: who is read first at a tie
+    return provider, order, [(parse_device_id(i) or ("", 0))[0] for i in order]
+
+
+async def _statuses(provider: PhoneProvider) -> dict[str, str]:
+    return {d.id: d.status for d in await provider.list_pool(POOL)}
+
+
+def _reads(n1: Node) -> list[str]:
+    return [body["id"] for body in n1.recorder.bodies("/phone/running")]
+
+
+async def test_an_offline_answer_older_than_its_keep_time_is_not_read(
+    account: Account, n1: Node, clock: Clock, phones: tuple[PhoneProvider, list[str], list[str]]
+) -> None:
+    """Before: the answer was kept however old; the recovered phone read offline until
+    its turn among the pool's phones came (a pool of 30: ~300 s) and the health check
+    removed it."""
+    provider, devices, phone_ids = phones
+    last = phone_ids[-1]
+    await account.control(f"phones/{last}/offline")
+    provider.probes_per_listing = PHONES
+    clock.now += 200  # every answer old: all read again
+    assert (await _statuses(provider))[devices[-1]] == OFFLINE
+    await account.control(f"phones/{last}/online")
+    clock.now += 200  # that answer is old now
+    provider.probes_per_listing = 0  # and no read on this listing
+    assert (await _statuses(provider))[devices[-1]] == READY
+
+
+async def test_a_phone_read_not_running_is_read_first_and_stays_offline_while_it_is(
+    account: Account, n1: Node, clock: Clock, phones: tuple[PhoneProvider, list[str], list[str]]
+) -> None:
+    provider, devices, phone_ids = phones
+    provider.probes_per_listing = PHONES
+    await account.control(f"phones/{phone_ids[-1]}/offline")
+    clock.now += 200
+    assert (await _statuses(provider))[devices[-1]] == OFFLINE
+    provider.probes_per_listing = 1
+    for _ in range(4):
+        clock.now += 150  # every answer old at each listing: the suspect goes first
+        before = len(_reads(n1))
+        assert (await _statuses(provider))[devices[-1]] == OFFLINE
+        assert _reads(n1)[before:] == [phone_ids[-1]]
+    await account.control(f"phones/{phone_ids[-1]}/online")
+    clock.now += 150
+    assert (await _statuses(provider))[devices[-1]] == READY
+
+
+async def test_a_fresh_read_reads_every_suspect_again(
+    account: Account, n1: Node, clock: Clock, phones: tuple[PhoneProvider, list[str], list[str]]
+) -> None:
+    """Before: the health check's read at its deadline went through the same listing,
+    which read at most three phones: a phone back for a minute was removed on its old
+    answer."""
+    provider, devices, phone_ids = phones
+    provider.probes_per_listing = PHONES
+    for phone_id in phone_ids[-3:]:
+        await account.control(f"phones/{phone_id}/offline")
+    clock.now += 200
+    seen = await _statuses(provider)
+    assert [seen[d] for d in devices[-3:]] == [OFFLINE] * 3
+    for phone_id in phone_ids[-3:-1]:
+        await account.control(f"phones/{phone_id}/online")  # two are back
+    provider.probes_per_listing = 1
+    clock.now += 10  # well within the keep time
+    assert [(await _statuses(provider))[d] for d in devices[-3:]] == [OFFLINE] * 3
+    before = len(_reads(n1))
+    with provider_call(fresh=True):
+        fresh = await _statuses(provider)
+    assert [fresh[d] for d in devices[-3:]] == [READY, READY, OFFLINE]
+    assert sorted(_reads(n1)[before:]) == sorted(phone_ids[-3:])  # the suspects, no more
+
+
+async def test_the_health_checks_fresh_read_is_made_as_fresh(emulator: Emulator) -> None:
+    """`watch_health`'s read at a deadline (`once`, `until`) tells the provider so."""
+    acts: DeviceActivities = worker_process(emulator)
+    try:
+        await make_devices(acts, 1)
+        provider = acts._provider("default")
+        real = provider.list_pool
+        calls: list[bool] = []
+
+        async def seen(*args: Any, **kwargs: Any) -> Any:
+            calls.append(current_call().fresh)
+            return await real(*args, **kwargs)
+
+        provider.list_pool = seen  # type: ignore[method-assign]
+        await health_env().run(acts.watch_health, health_input(once=True))
+        assert calls == [True]
+        await ActivityEnvironment().run(
+            acts.list_devices, ListDevicesInput(account="default", pool=HEALTH_POOL)
+        )
+        assert calls == [True, False]  # the pool's own listings keep their few reads
+    finally:
+        await acts.aclose()
