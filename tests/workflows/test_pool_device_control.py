@@ -151,8 +151,13 @@ async def test_devices_past_their_lifetime_are_replaced_idle_first_then_forced(
         return busy not in [d["id"] for d in await pool_devices(control, pool_name)]
 
     await eventually(busy_forced, timeout=40, what="the busy device forced out")
-    forced = [e for e in await events(handle) if e["reason"] == "Expired"]
-    assert forced and forced[0]["type"] == "Warning" and busy in forced[0]["message"]
+    said = await events(handle)
+    forced = [e for e in said if e["reason"] == "Expired" and e["type"] == "Warning"]
+    assert forced and busy in forced[0]["message"]
+    # The idle one left as expired, its replacement first: not a scale-down.
+    retired = [e for e in said if e["reason"] == "Expired" and e["type"] == "Normal"]
+    assert any(idle in e["message"] for e in retired), said
+    assert "ScaledDown" not in [e["reason"] for e in said], said
     await handle.cancel()
     await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")
 

@@ -2,8 +2,9 @@
 
 `decide` plans (`plan.py`), and when the pool is too big it first withdraws
 creates that have not landed (newest first) and plans again; then it turns the
-plan into commands: the devices to terminate (surplus only if still idle,
-then those that must go) and the provisioning batches to start, replacements
+plan into commands: the devices to terminate (surplus and devices leaving of
+the pool's own accord only if still idle, then those that must go) and the
+provisioning batches to start, replacements
 first in batches of their own (the account's ledger serves them ahead of
 growth). The slot book it returns holds the withdrawals and the new batches;
 the given one is not changed. `wake_after` says when the pool must look again
@@ -13,11 +14,18 @@ listed here and adopts the new book. No Temporal, no clock: `now` comes in.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from devicepool.activities.models import BUSY, READY, DeviceInfo, PoolSettings
+from devicepool.activities.models import (
+    BUSY,
+    READY,
+    TERMINATED,
+    TERMINATING,
+    DeviceInfo,
+    PoolSettings,
+)
 from devicepool.api.names import provision_workflow_id
 from devicepool.workflows.pool.plan import Plan, plan_pool
 from devicepool.workflows.pool.slots import SlotBook
@@ -47,6 +55,9 @@ class Decision:
     terminate: list[str] = field(default_factory=list)
     only_if_idle: set[str] = field(default_factory=set)
     batches: list[BatchOrder] = field(default_factory=list)
+    # Of `terminate`, those leaving of the pool's own accord: device id -> why
+    # (`Expired`, `Replaced`, `Drifted`), said as that rather than as a scale-down.
+    reasons: dict[str, str] = field(default_factory=dict)
 
 
 def decide(
@@ -69,18 +80,26 @@ def decide(
     rolling: Collection[str] = (),
     unavailable: int = 0,
     scale_down_limit: int | None = None,
+    surge: int | None = None,
+    reasons: Mapping[str, str] | None = None,
 ) -> Decision:
     """What this pass does. `act` False (the listing failed): only the plan, for the status.
 
-    `retire`: devices to replace once idle (their lifetime is up, or a person asked):
-    not members (their replacement is planned now), terminated only if idle, and asked
-    again every pass until they are gone. `protected`: never picked for scale-down.
-    `rolling`: drifted devices being replaced (`spec.rollout`): not members either, but
-    terminated (if idle, oldest first) only while the pool keeps `replicas - unavailable`
-    devices ready or busy without them.
+    `retire`: devices to replace once idle (their lifetime is up, or a person asked;
+    `reasons` says which). `rolling`: drifted devices being replaced (`spec.rollout`).
+    Neither are members: their replacements are planned beside them, within `surge`
+    (`rollout.maxSurge`; None: not limited) counting every device that still bills.
+    Each is terminated only if idle, oldest first (asked again every pass until it is
+    gone), and only while the pool keeps `replicas - unavailable` devices ready or busy
+    without it: an expired or replaced device leaves once its replacement serves.
+    `protected`: never picked for scale-down.
     """
     book = slots.model_copy(deep=True)
     members = [d for d in devices if d.id not in doomed]  # those on their way out are not
+    # Doomed and terminating devices count toward nothing, but bill until they are gone.
+    departing = sum(
+        1 for d in devices if d.status != TERMINATED and (d.id in doomed or d.status == TERMINATING)
+    )
 
     def planned() -> Plan:
         return plan_pool(
@@ -95,6 +114,8 @@ def decide(
             protected=protected,
             retiring=[*retire, *rolling],
             max_terminate=scale_down_limit,
+            surge=surge,
+            departing=departing,
         )
 
     plan = planned()
@@ -110,13 +131,26 @@ def decide(
         if decision.withdraw:
             decision.plan = plan = planned()
     must_go = sorted(set(doomed) | set(plan.remove_failed))
-    listed = {d.id for d in devices}
-    retiring = sorted(d for d in set(retire) - set(must_go) if d in listed)
-    serving = sum(1 for d in members if d.status in (READY, BUSY))
+    why = dict(reasons or {})
+    # Leaving of the pool's own accord: idle ones, oldest first, as many as can go
+    # while `replicas - unavailable` serve without them (a busy one waits for idle).
+    serving = sum(1 for d in members if d.status in (READY, BUSY) and d.id not in plan.terminate)
     spare = max(0, serving - (replicas - unavailable))
-    rolled = [d for d in rolling if d in listed and d not in must_go and d not in retiring][:spare]
-    decision.terminate = plan.terminate + retiring + rolled + must_go
-    decision.only_if_idle = set(plan.terminate) | set(retiring) | set(rolled)
+    wanted = set(retire) | set(rolling)
+    idle = sorted(
+        (
+            d
+            for d in members
+            if d.id in wanted and d.id not in must_go and d.status == READY and not d.session_active
+        ),
+        key=lambda d: (d.id not in retire, d.created_at, d.id),
+    )
+    leaving = [d.id for d in idle[:spare]]
+    for device_id in leaving:
+        why.setdefault(device_id, "Replaced" if device_id in retire else "Drifted")
+    decision.terminate = plan.terminate + leaving + must_go
+    decision.only_if_idle = set(plan.terminate) | set(leaving)
+    decision.reasons = {d: why[d] for d in decision.terminate if d in why}
     count, owed = plan.create, replacements_owed
     while count > 0:
         n = min(settings.provision_batch_size, count, owed or count)

@@ -188,20 +188,36 @@ def health(old: HealthReport | None, new: HealthReport, *, max_unhealthy: str) -
 
 
 def terminations(
-    *, surplus: Iterable[str], doomed: Iterable[str], skipped: Mapping[str, str]
+    *,
+    surplus: Iterable[str],
+    doomed: Iterable[str],
+    skipped: Mapping[str, str],
+    reasons: Mapping[str, str] | None = None,
 ) -> list[Happened]:
     """What one round of terminations removed (and kept).
 
-    A device the re-check found already on its way out (a listing older than
-    the last termination planned it again) is no news either way.
+    A device with a reason (`Expired`, `Replaced`, `Drifted`: it left of the pool's
+    own accord, its replacement serving) is said under it, not as a scale-down. A
+    device the re-check found already on its way out (a listing older than the last
+    termination planned it again) is no news either way.
     """
     out: list[Happened] = []
+    reasons = reasons or {}
     leaving = {d for d, why in skipped.items() if why in _LEAVING}
     skipped = {d: why for d, why in skipped.items() if d not in leaving}
-    gone = sorted(set(surplus) - set(skipped) - leaving)
+    went = set(surplus) - set(skipped) - leaving
+    for reason in sorted({reasons[d] for d in went if d in reasons}):
+        these = sorted(d for d in went if reasons.get(d) == reason)
+        out.append(Happened(reason, f"{_LEFT.get(reason, reason)}: {ids(these)}"))
+    # Forced out (past `maxAge + gracePeriod`): its Warning was said when it was doomed.
+    forced = sorted(d for d in set(doomed) if d in reasons)
+    for reason in sorted({reasons[d] for d in forced}):
+        these = [d for d in forced if reasons[d] == reason]
+        out.append(Happened(reason, f"terminated {ids(these)}, busy or not"))
+    gone = sorted(set(surplus) - set(skipped) - leaving - set(reasons))
     if gone:
         out.append(Happened("ScaledDown", f"terminated {len(gone)} device(s): {ids(gone)}"))
-    removed = sorted(set(doomed))
+    removed = sorted(set(doomed) - set(reasons))
     if removed:
         out.append(
             Happened("Removed", f"terminated {len(removed)} failed device(s): {ids(removed)}")
@@ -214,6 +230,14 @@ def terminations(
             )
         )
     return out
+
+
+# How a device leaving of the pool's own accord is said (`terminations`).
+_LEFT = {
+    "Expired": "terminated past lifetime.maxAge, replacement first",
+    "Replaced": "terminated as asked, replacement first",
+    "Drifted": "terminated an older template's device, replacement first",
+}
 
 
 def termination_failed(failed: Mapping[str, object]) -> Happened:

@@ -35,7 +35,16 @@ from devicepool.workflows.pool.fates import Fate
 from devicepool.workflows.pool.plan import COUNTED_STATUSES
 from devicepool.workflows.pool.state import PoolState
 
-__all__ = ["Budgets", "Expiry", "Lifecycle", "drifted", "expiries", "protected_now", "roll"]
+__all__ = [
+    "Budgets",
+    "Expiry",
+    "Lifecycle",
+    "drifted",
+    "expiries",
+    "protected_now",
+    "roll",
+    "window_change",
+]
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,26 @@ def roll(
     return still + others[:room]
 
 
+def window_change(budget: DisruptionBudget, now: datetime) -> datetime | None:
+    """When a scheduled budget next starts or stops applying after `now` (None: it has no
+    schedule, or its cron never fires again): the end of the window it is in, else the
+    next time its schedule fires."""
+    if budget.schedule is None or budget.duration is None:
+        return None
+    from cronsim import CronSim
+
+    duration = timedelta(seconds=budget.duration)
+    fires = CronSim(budget.schedule, now - duration)
+    last: datetime | None = None
+    for fired in fires:
+        if fired > now:
+            # In a window: it ends at the last firing's end (a firing before then extends
+            # it, and is looked at then). Outside: it opens at this firing.
+            return last + duration if last is not None and last + duration > now else fired
+        last = fired
+    return last + duration if last is not None and last + duration > now else None
+
+
 class Budgets:
     """What the active disruption budgets still allow this pass, reason by reason.
 
@@ -174,6 +203,20 @@ class Lifecycle:
         rollout = self.spec.rollout
         return rollout.limits(self.spec.replicas) if rollout is not None else (0, 0)
 
+    def surge(self) -> int | None:
+        """How many devices above `replicas` may bill while devices are replaced beside
+        their replacements: `rollout.maxSurge`; None without a rollout (each retired
+        device's replacement is created first, as many as retire)."""
+        return self.limits()[0] if self.spec.rollout is not None else None
+
+    def reasons(self) -> dict[str, str]:
+        """Why each device leaving of the pool's own accord goes: `Replaced` (a person
+        asked), `Expired` (past `maxAge`, retired or forced)."""
+        expiry = self.expiry()
+        why = dict.fromkeys([*expiry.retire, *expiry.force], "Expired")
+        why.update(dict.fromkeys(self.state.retiring, "Replaced"))
+        return why
+
     def drift(self) -> list[str]:
         """The members made from another template than the spec's, oldest first."""
         current = template_hash(device_template(self.spec))
@@ -184,11 +227,33 @@ class Lifecycle:
     def budgets(self) -> Budgets:
         return Budgets(self.spec.disruption, replicas=self.spec.replicas, now=self.now)
 
+    def _expired_now(self, budgets: Budgets) -> list[str]:
+        """The expired devices retired now, within `budgets` (spent on them): a budget counts
+        what is away at once, so retirements under way (an expired device terminating,
+        its replacement serving) are spent first; the oldest expired ones stay retired
+        until they are gone, so the same ones are taken pass after pass."""
+        budgets.spend(DisruptionReason.EXPIRED, len(self._expired_leaving()))
+        return budgets.take(DisruptionReason.EXPIRED, self.expiry().retire)
+
+    def _expired_leaving(self) -> list[str]:
+        """Devices past `maxAge` that are terminating: a retirement not finished."""
+        lifetime = self.spec.lifetime
+        if lifetime is None:
+            return []
+        max_age = timedelta(seconds=lifetime.max_age)
+        return [
+            d.id
+            for d in self.devices
+            if d.status == TERMINATING
+            and d.id not in self.state.doomed
+            and self.now >= d.created_at + max_age
+        ]
+
     def allocation(self) -> tuple[list[str], Budgets]:
         """The expired devices to retire now (oldest first, within the budgets), and the
         budgets left for drift and scale-down after them and the rolling in progress."""
         budgets = self.budgets()
-        expired = budgets.take(DisruptionReason.EXPIRED, self.expiry().retire)
+        expired = self._expired_now(budgets)
         rolling = [d for d in self.state.rolling if d in set(self.drift())]
         budgets.spend(DisruptionReason.DRIFTED, len(rolling))
         return expired, budgets
@@ -198,12 +263,13 @@ class Lifecycle:
         return sorted({*self.state.retiring, *self.allocation()[0]})
 
     def next_window_check(self, *, pending: bool) -> datetime | None:
-        """With scheduled budgets and voluntary work waiting (`pending`), the next minute:
-        a window opening or closing changes what may go (cron fires by the minute)."""
+        """With scheduled budgets and voluntary work waiting (`pending`), the next moment a
+        window opens or closes (what may go changes then); nothing in between."""
         spec = self.spec.disruption
-        if not pending or spec is None or not any(b.schedule for b in spec.budgets):
+        if not pending or spec is None:
             return None
-        return self.now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+        changes = [window_change(b, self.now) for b in spec.budgets]
+        return min((c for c in changes if c is not None), default=None)
 
     def scale_down_limit(self) -> int | None:
         """How many devices a scale-down may take this pass (None: no budget limits it)."""
@@ -224,7 +290,7 @@ class Lifecycle:
         surge, unavailable = self.limits()
         drift = self.drift() if self.spec.rollout is not None else []
         budgets = self.budgets()
-        budgets.take(DisruptionReason.EXPIRED, self.expiry().retire)
+        self._expired_now(budgets)
         state.rolling = roll(
             state.rolling,
             drift,

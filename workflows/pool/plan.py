@@ -19,11 +19,16 @@ Rules (DESIGN.md "How a pool converges"):
 - Counts say what exists at the provider: `provisioning` is devices booting
   there (and rebooting); creates in flight, not seen yet, are `pending`.
 - A spend cap (`cap`, in devices) stops creates that would make more devices
-  bill than it allows: members, creates in flight and `failed` devices (they
-  bill until they are gone). It never terminates anything.
+  bill than it allows: every device the provider has not terminated — members,
+  creates in flight, `failed` devices and those `departing` (doomed or
+  terminating: they bill until they are gone). It never terminates anything.
 - `protected` devices are never picked for scale-down; `retiring` ones (their
-  lifetime is up, or a person asked) are counted by status but are not members,
-  so their replacements are planned while they still serve.
+  lifetime is up, a person asked, or they drifted) are counted by status but are
+  not members, so their replacements are planned while they still serve. With a
+  rollout, `surge` (`rollout.maxSurge`): no create makes more than `replicas +
+  surge` devices bill, departing ones included (None: not limited).
+- A surplus device a disruption budget holds (`max_terminate`) is no deadline:
+  only devices still inside their idle grace say when to look again.
 """
 
 from __future__ import annotations
@@ -97,6 +102,8 @@ def plan_pool(
     protected: Collection[str] = (),
     retiring: Collection[str] = (),
     max_terminate: int | None = None,
+    surge: int | None = None,
+    departing: int = 0,
 ) -> Plan:
     """Decide what to create and what to terminate to bring the pool to `replicas`."""
     if replicas < 0:
@@ -113,9 +120,15 @@ def plan_pool(
     members = len(counted) - leaving + in_flight + unseen
 
     create = max(0, replicas - members) if allow_create else 0
+    # Every device not terminated yet bills, whether it counts toward replicas or not.
+    billing = members + leaving + len(failed) + departing
+    if surge is not None:
+        # With a rollout, never more than `replicas + surge` bill: a replacement of a
+        # device that left (terminating, still billing) waits as one beside it does.
+        create = min(create, max(0, replicas + surge - billing))
     capped = 0
     if cap is not None:
-        room = max(0, cap - members - leaving - len(failed))
+        room = max(0, cap - billing)
         capped, create = max(0, create - room), min(create, room)
 
     # Devices created but not listed yet count, but cannot be picked: a surplus
@@ -140,11 +153,15 @@ def plan_pool(
     next_idle_at: datetime | None = None
     if blocked:
         # Ready devices without a session that are still inside the grace period
-        # will become idle on their own: the pool should look again then.
+        # will become idle on their own: the pool should look again then. One idle
+        # already (a budget held it) is no deadline: a past one would wake every second.
         waiting = [
             idle_since(d) + idle_grace
             for d in pickable
-            if d.status == READY and not d.session_active and d.id not in terminate
+            if d.status == READY
+            and not d.session_active
+            and d.id not in terminate
+            and idle_since(d) + idle_grace > now
         ]
         next_idle_at = min(waiting) if waiting else None
 

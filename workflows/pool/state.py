@@ -307,10 +307,12 @@ class PoolState(CamelModel):
         failed: Mapping[str, object],
         skipped: Mapping[str, str],
         devices: list[DeviceInfo],
+        reasons: Mapping[str, str] | None = None,
     ) -> Said:
         """What came of terminating `device_ids`: a device that must go and could not is
         doomed (tried again); a scale-down that failed or found the device busy leaves a
-        member like any other, planned again next pass."""
+        member like any other, planned again next pass. `reasons`: why devices leaving
+        of the pool's own accord went (said so, not as a scale-down)."""
         booting = {d.id for d in devices if d.status == PROVISIONING}
         known = self.fates.of(Fate.SCALED_DOWN)
         scaled_down = (booting & set(only_if_idle)) - set(failed) - set(skipped) - set(known)
@@ -320,6 +322,7 @@ class PoolState(CamelModel):
                 surplus=[d for d in device_ids if d in only_if_idle and d not in failed],
                 doomed=[d for d in device_ids if d not in only_if_idle and d not in failed],
                 skipped=dict(skipped),
+                reasons=reasons,
             )
         )
         if failed:

@@ -276,6 +276,8 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             rolling=self.s.rolling,
             unavailable=life.limits()[1],
             scale_down_limit=life.scale_down_limit(),
+            surge=life.surge(),
+            reasons=life.reasons(),
         )
 
     def _life(self) -> Lifecycle:
@@ -291,7 +293,9 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
         for batch_id, slots in decision.withdraw.items():
             self._neighbours.withdraw(batch_id, slots)
         if decision.terminate:
-            await self._terminate(decision.terminate, only_if_idle=decision.only_if_idle)
+            await self._terminate(
+                decision.terminate, only_if_idle=decision.only_if_idle, reasons=decision.reasons
+            )
             removed = [d for d in decision.plan.remove_failed if d not in self.s.doomed]
             self.s.fates.set(removed, Fate.REMOVED_FAILED)
         for order in decision.batches:
@@ -334,7 +338,9 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             self.s.slots.drop(child_id)  # planned again on the next pass
             self._dirty = True
 
-    async def _terminate(self, device_ids: list[str], *, only_if_idle: set[str]) -> None:
+    async def _terminate(
+        self, device_ids: list[str], *, only_if_idle: set[str], reasons: dict[str, str]
+    ) -> None:
         seen = {d.id: d.idle_since for d in self._devices if d.id in only_if_idle}
         reserve = self._spec.reserve
         done = await calls.terminate_devices(
@@ -352,6 +358,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
                 failed=done.failed,
                 skipped=done.skipped,
                 devices=self._devices,
+                reasons=reasons,
             )
         )
         # What went is leaving, as the next listing will say: not counted any more.
@@ -442,7 +449,9 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
                 or self._retry_terminations
                 or self.s.retiring
                 or self.s.rolling
-                or life.expiry().retire
+                # Retiring now (within the budgets): an expired device a budget holds waits
+                # for the window's end (a deadline above), not for a resync.
+                or life.retire()
             ),
             next_batch_check=self.s.slots.next_check_at(self._check_every),
         )

@@ -1,0 +1,72 @@
+"""An expired or replaced device leaves only once its replacement serves (issue 37, item 13).
+
+Against the dev server and the emulator's ground truth (FAST settings: no idle
+grace), sampled every 0.1 s: a pool of 2 whose devices pass `lifetime.maxAge`
+together, and `replace DEVICE --when-idle` on an idle device, never serve fewer
+than 2. Before, each expired device was terminated in the pass that ordered its
+replacement (a pool of 2 sat at 0/2 ready while they booted), said `ScaledDown`.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.client import PoolClient
+from devicepool.testing import eventually
+from tests.helpers.workflow_stack import pool_devices
+from tests.workflows.test_pool_device_control import _gone, events, ready_ids, start
+
+pytestmark = pytest.mark.devserver
+
+
+async def test_expired_devices_leave_only_once_their_replacements_serve(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start(env, pool_name, 2, lifetime={"maxAge": "15s"})
+    first = await eventually(lambda: ready_ids(control, pool_name, 2), timeout=60, what="2 ready")
+    fewest = 2
+
+    async def renewed() -> bool:
+        nonlocal fewest
+        devices = await pool_devices(control, pool_name)
+        serving = [d for d in devices if d["status"] in ("ready", "busy")]
+        fewest = min(fewest, len(serving))
+        ids = {d["id"] for d in devices}
+        return not ids & set(first) and len(serving) == 2 == len(devices)
+
+    await eventually(renewed, timeout=60, every=0.1, what="both expired devices replaced")
+    assert fewest >= 2, f"only {fewest} of 2 serving while expired devices were replaced"
+    said = await events(handle)
+    reasons = [e["reason"] for e in said]
+    assert "Expired" in reasons and "ScaledDown" not in reasons, said
+    await handle.cancel()
+    await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")
+
+
+async def test_an_idle_device_replaced_when_idle_waits_for_its_replacement(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start(env, pool_name, 2)
+    old, kept = await eventually(
+        lambda: ready_ids(control, pool_name, 2), timeout=60, what="2 ready"
+    )
+    await PoolClient(env.client).replace_device(pool_name, old, when_idle=True)
+    fewest = 2
+
+    async def replaced() -> bool:
+        nonlocal fewest
+        devices = await pool_devices(control, pool_name)
+        serving = [d for d in devices if d["status"] in ("ready", "busy")]
+        fewest = min(fewest, len(serving))
+        ids = {d["id"] for d in devices}
+        return old not in ids and kept in ids and len(serving) == 2 == len(devices)
+
+    await eventually(replaced, timeout=60, every=0.1, what="the device replaced")
+    assert fewest >= 2, f"only {fewest} of 2 serving while a device was replaced when idle"
+    reasons = [e["reason"] for e in await events(handle)]
+    assert "Replaced" in reasons and "ScaledDown" not in reasons, reasons
+    await handle.cancel()
+    await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")
