@@ -53,6 +53,10 @@ class NodeBeat(CamelModel):
     # The BitBrowser account the node's desktop client is logged into, if known.
     account: str = ""
     interval_seconds: float = Field(default=DEFAULT_NODE_HEARTBEAT_SECONDS, gt=0)
+    # Whether the desktop client's Local API answered the node's last `/health` (None: the
+    # beat does not say), and if not, why (`unauthenticated: ...`, scrubbed of the key).
+    api_healthy: bool | None = None
+    api_error: str = ""
 
 
 class NodeInfo(CamelModel):
@@ -63,6 +67,9 @@ class NodeInfo(CamelModel):
     account: str = ""
     last_seen: datetime
     interval_seconds: float = DEFAULT_NODE_HEARTBEAT_SECONDS
+    # The node's Local API as its last beat said (`NodeBeat.api_healthy`, `api_error`).
+    api_healthy: bool | None = None
+    api_error: str = ""
 
 
 class NodesView(CamelModel):

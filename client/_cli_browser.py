@@ -16,13 +16,15 @@ from typing import Any
 import typer
 
 from devicepool.api.names import KIND_BROWSER_POOL, KIND_BY_RESOURCE_NAME, KIND_DEVICE_POOL
+from devicepool.api.v1beta1 import ConditionType
 from devicepool.client._cli_views import POOL_HEADERS, pool_row
 from devicepool.client._results import applied_verb
-from devicepool.client._status import configuration_problem
+from devicepool.client._status import condition, configuration_problem
 from devicepool.client._validation import validate_name
 from devicepool.client.browser_pools import BrowserPoolClient, BrowserPoolSummary
 from devicepool.client.errors import BadInput, DevicePoolError, PoolBlocked
 from devicepool.client.render import age, print_fields, print_table
+from devicepool.workflows.browserpool.status import LOCAL_API_REFUSED
 
 __all__ = [
     "BROWSER_HEADERS",
@@ -107,6 +109,17 @@ def browser_converged(status: dict[str, Any], generation: int) -> bool:
     )
 
 
+def refused_key(status: dict[str, Any], generation: int) -> dict[str, Any] | None:
+    """`Ready=False LocalApiRefused` from a pass over `generation` or later: a node's Local
+    API refuses its key, which waiting does not fix (the message names the node)."""
+    if int(status.get("observedGeneration") or 0) < generation:
+        return None
+    ready = condition(status, ConditionType.READY)
+    if ready and ready.get("status") == "False" and ready.get("reason") == LOCAL_API_REFUSED:
+        return ready
+    return None
+
+
 async def wait_browser_ready(
     client: BrowserPoolClient, name: str, generation: int, timeout: float
 ) -> None:
@@ -116,7 +129,7 @@ async def wait_browser_ready(
         status = (await client.summary(name)).status
         if browser_converged(status, generation):
             return
-        problem = configuration_problem(status, generation)
+        problem = configuration_problem(status, generation) or refused_key(status, generation)
         if problem is not None:  # what waiting cannot fix: said at once, as for a DevicePool
             raise PoolBlocked(
                 f"browserpool/{name}",
@@ -183,6 +196,7 @@ def print_browser_description(data: dict[str, Any]) -> None:
     print_fields(
         [
             ("Name", f"browserpool/{data['metadata']['name']}"),
+            ("Created", data["metadata"].get("creationTimestamp")),
             ("Node selector", selector),
             ("Open", spec.get("open", True)),
             ("Phase", status.get("phase")),

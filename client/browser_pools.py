@@ -37,6 +37,7 @@ from devicepool.api.names import (
     WORKFLOW_BROWSER_POOL,
     browser_pool_workflow_id,
 )
+from devicepool.client._results import iso
 from devicepool.client._status import teardown_blocked
 from devicepool.client._temporal_errors import temporal_errors, try_query
 from devicepool.client.errors import (
@@ -190,7 +191,8 @@ class BrowserPoolClient:
                 handle.query(QUERY_SPEC, rpc_timeout=QUERY_TIMEOUT),
                 handle.query(QUERY_STATUS, rpc_timeout=QUERY_TIMEOUT),
             )
-        return BrowserPoolSummary(name, dict(spec.get("spec") or {}), dict(status), started)
+        created = _created(spec.get("creationTimestamp")) or started
+        return BrowserPoolSummary(name, dict(spec.get("spec") or {}), dict(status), created)
 
     async def list_pools(self) -> list[BrowserPoolSummary]:
         query = f"WorkflowType = '{WORKFLOW_BROWSER_POOL}' AND ExecutionStatus = 'Running'"
@@ -212,7 +214,7 @@ class BrowserPoolClient:
                 # One that cannot answer (no worker, its task failing) must not fail a
                 # `get` of every pool: what its search attributes say, marked stale.
                 return stale_summary(name, execution)
-            return BrowserPoolSummary(got.name, got.spec, got.status, execution.start_time)
+            return got
 
         answers = await asyncio.gather(*(one(n, e) for n, e in sorted(found, key=lambda f: f[0])))
         return [a for a in answers if a is not None]
@@ -228,9 +230,12 @@ class BrowserPoolClient:
         handle = self._client.get_workflow_handle(browser_pool_workflow_id(name))
         with self._errors(name):
             events = await handle.query(QUERY_EVENTS, rpc_timeout=QUERY_TIMEOUT)
+        metadata: dict[str, Any] = {"name": name}
+        if got.created is not None:
+            metadata["creationTimestamp"] = iso(got.created)
         return {
             "kind": "BrowserPool",
-            "metadata": {"name": name},
+            "metadata": metadata,
             "spec": got.spec,
             "status": got.status,
             "profiles": await self.profiles(name),
@@ -249,13 +254,24 @@ class BrowserPoolClient:
         return (await self._started(name))[0]
 
     async def _started(self, name: str) -> tuple[WorkflowHandle[Any, Any], datetime | None]:
-        """The running pool's handle, and when its first run started (the pool's age)."""
+        """The running pool's handle, and when its current run started (the pool's age when
+        the pool does not say its own: a build before `creationTimestamp`)."""
         handle = self._client.get_workflow_handle(browser_pool_workflow_id(name))
         with self._errors(name):
             desc = await handle.describe()
         if desc.status != WorkflowExecutionStatus.RUNNING:
             raise PoolNotFound(name, kind="browserpool")
         return handle, desc.start_time
+
+
+def _created(text: Any) -> datetime | None:
+    """The pool's own `creationTimestamp` (ISO 8601), or None when it has none."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
 
 
 def stale_summary(name: str, execution: Any) -> BrowserPoolSummary | None:

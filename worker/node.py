@@ -71,6 +71,7 @@ from devicepool.workflows.nodes.state import NodeRegistryInput
 
 __all__ = [
     "NodeOptions",
+    "api_health",
     "beat_forever",
     "load_node_options",
     "node_activities",
@@ -85,6 +86,8 @@ __all__ = [
 log = logging.getLogger("devicepool.worker.node")
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
+# How long a beat waits for the Local API's `/health` before it says the API does not answer.
+API_HEALTH_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True)
@@ -287,10 +290,39 @@ async def send_beat(client: Client, beat: NodeBeat) -> None:
     )
 
 
-async def beat_forever(client: Client, beat: NodeBeat, *, stop: asyncio.Event) -> None:
-    """A beat every `beat.interval_seconds` until `stop` is set; a failed beat is logged."""
+async def api_health(api: LocalApi, *, timeout: float = API_HEALTH_TIMEOUT) -> tuple[bool, str]:
+    """Whether the desktop client's Local API answers `/health` with this node's key, and
+    if not, why (`unauthenticated (HTTP 403): ...`; the client scrubs its key from errors)."""
+    try:
+        await asyncio.wait_for(api.health(), timeout)
+    except TimeoutError:
+        return False, f"timeout: the Local API did not answer /health in {timeout:g}s"
+    except ProviderError as err:
+        return False, str(err)[:300]
+    return True, ""
+
+
+async def beat_forever(
+    client: Client, beat: NodeBeat, *, stop: asyncio.Event, api: LocalApi | None = None
+) -> None:
+    """A beat every `beat.interval_seconds` until `stop` is set; a failed beat is logged.
+
+    With `api`, each beat carries the Local API's health (`api_health`), so a pool on this
+    node can say why it cannot use it (a wrong key, the desktop client closed); a change of
+    health is logged once.
+    """
     failing = False
+    healthy: bool | None = None
     while not stop.is_set():
+        if api is not None:
+            ok, error = await api_health(api)
+            if ok != healthy:
+                if ok:
+                    log.info("node %s: the Local API answers", beat.node)
+                else:
+                    log.warning("node %s: the Local API does not serve: %s", beat.node, error)
+            healthy = ok
+            beat = beat.model_copy(update={"api_healthy": ok, "api_error": error})
         try:
             await send_beat(client, beat)
             if failing:
@@ -332,7 +364,9 @@ async def run_node_worker(
         ",".join(sorted(options.accounts)) or "(none)",
     )
     serving = [asyncio.create_task(w.run(), name=f"worker:{w.task_queue}") for w in workers]
-    beating = asyncio.create_task(beat_forever(client, options.beat(), stop=shutdown_event))
+    beating = asyncio.create_task(
+        beat_forever(client, options.beat(), stop=shutdown_event, api=activities.profiles.api)
+    )
     stop = asyncio.create_task(shutdown_event.wait())
     try:
         await asyncio.wait({*serving, stop}, return_when=asyncio.FIRST_COMPLETED)

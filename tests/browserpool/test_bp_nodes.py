@@ -23,7 +23,6 @@ from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.converter import decode_typed_search_attributes
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -36,11 +35,8 @@ from devicepool.activities.secrets import Scrubber
 from devicepool.activities.settings import PoolSettings
 from devicepool.api.browserpool.v1beta1 import BrowserPool, BrowserPoolSpec
 from devicepool.api.names import (
-    NODE_REGISTRY_WORKFLOW_ID,
     SEARCH_ATTRIBUTES,
-    SIGNAL_NODE_BEAT,
     TASK_QUEUE,
-    WORKFLOW_NODE_REGISTRY,
     browser_pool_workflow_id,
     node_task_queue,
 )
@@ -50,9 +46,9 @@ from devicepool.client.cli import main
 from devicepool.emulator.bitbrowser import BitBrowserConfig
 from devicepool.testing import eventually
 from devicepool.worker.build import new_worker
+from devicepool.worker.node import beat_forever
 from devicepool.workflows.browserpool.messages import BrowserPoolInput
 from devicepool.workflows.browserpool.workflow import BrowserPoolWorkflow
-from devicepool.workflows.nodes.state import NodeRegistryInput
 from devicepool.workflows.nodes.workflow import NodeRegistryWorkflow
 from tests.helpers.bitbrowser import KEY, Account
 from tests.helpers.servers import dev_server
@@ -76,12 +72,14 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
 class Node:
     """One node worker in process: its activities on its queue, and its beats."""
 
-    def __init__(self, client: Client, account: Account, name: str, *, says: str = "") -> None:
+    def __init__(
+        self, client: Client, account: Account, name: str, *, says: str = "", key: str = ""
+    ) -> None:
         self.client, self.name = client, name
         self.says = says  # the BitBrowser account its beats name (`--node-account`)
         api = LocalApi(
             base_url=f"http://{name}.local",
-            api_key=account.key,
+            api_key=key or account.key,
             timeout=5.0,
             transport=account.transports[name],
             scrubber=Scrubber.of(),
@@ -112,24 +110,13 @@ class Node:
         self.worker = self.beats = None
 
     async def _beat(self) -> None:
-        while True:
-            await self.client.start_workflow(
-                WORKFLOW_NODE_REGISTRY,
-                NodeRegistryInput(),
-                id=NODE_REGISTRY_WORKFLOW_ID,
-                task_queue=TASK_QUEUE,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                start_signal=SIGNAL_NODE_BEAT,
-                start_signal_args=[
-                    NodeBeat(
-                        node=self.name,
-                        labels={"node": self.name},
-                        account=self.says,
-                        interval_seconds=BEAT,
-                    )
-                ],
-            )
-            await asyncio.sleep(BEAT)
+        """The node worker's own beat loop (its Local API's health in every beat)."""
+        beat = NodeBeat(
+            node=self.name, labels={"node": self.name}, account=self.says, interval_seconds=BEAT
+        )
+        await beat_forever(
+            self.client, beat, stop=asyncio.Event(), api=self.activities.profiles.api
+        )
 
 
 def placement(account: Account, pool: str) -> dict[str, Any]:
@@ -196,13 +183,16 @@ async def upserts(handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
 
 @contextlib.asynccontextmanager
 async def node_stack(
-    client: Client, says: dict[str, str] | None = None
+    client: Client, says: dict[str, str] | None = None, keys: dict[str, str] | None = None
 ) -> AsyncIterator[tuple[Account, dict[str, Node]]]:
     """The pool worker and two node workers (node-1, node-2) over one emulated account
-    (`says`: the BitBrowser account a node's beats name, none by default)."""
+    (`says`: the BitBrowser account a node's beats name, none by default; `keys`: a key a
+    node holds other than the account's)."""
     account = Account(BitBrowserConfig(nodes=["node-1", "node-2"], api_key=KEY, speed=20.0, seed=7))
     nodes = {
-        name: Node(client, account, name, says=(says or {}).get(name, ""))
+        name: Node(
+            client, account, name, says=(says or {}).get(name, ""), key=(keys or {}).get(name, "")
+        )
         for name in ("node-1", "node-2")
     }
     registry = NodeRegistryActivities()

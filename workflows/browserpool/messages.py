@@ -34,6 +34,14 @@ class BrowserPoolState(CamelModel):
     made_profiles: bool = False
     # When teardown first failed to finish (TeardownBlocked after a while).
     teardown_stuck_since: datetime | None = None
+    # Live node -> when its Local API first failed to answer a listing (gone once it
+    # answers): past `nodeLostAfterSeconds` the node is counted lost.
+    unreachable_since: dict[str, datetime] = Field(default_factory=dict)
+    # The BitBrowser account the live selected nodes name ("" while none names one):
+    # teardown lists and deletes only through nodes of this account.
+    account: str = ""
+    # When the pool was first created (its first run's start), kept across runs: its age.
+    created: datetime | None = None
 
 
 class BrowserPoolInput(CamelModel):

@@ -21,6 +21,10 @@ docs/browserpools.md):
 - More profiles past their failure limit at once than `max_unhealthy`: none
   of them is deleted (a node or the account is the trouble then, and deleting
   loses cookies); `paused` says how many wait, and opening goes on.
+- A live node whose Local API did not answer this pass (`unreachable`): its
+  profiles keep their slots (`waiting`, not ready: nobody can say they are
+  open), nothing is created, opened or deleted there, and the other nodes go on.
+  Once it has not answered for `nodeLostAfterSeconds` the caller counts it lost.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ class Placement:
     lost: list[NodeProfile] = field(default_factory=list)
     # profiles past their failure limit kept because more than `max_unhealthy` are (0: none)
     paused: int = 0
+    # profiles on a live node whose Local API did not answer: their slots kept, not ready
+    waiting: list[NodeProfile] = field(default_factory=list)
 
     def by_node(self) -> dict[str, int]:
         return dict(sorted(Counter(p.node for p in self.held).items()))
@@ -72,9 +78,15 @@ def plan(
     failure_limit: int,
     max_unhealthy: int | None = None,
     unselected: Set[str] = frozenset(),
+    unreachable: Set[str] = frozenset(),
 ) -> Placement:
-    """This pass's placement (`alive`: live nodes the selector picks; `lost`: silent ones)."""
-    on_live = [p for p in profiles if p.node in alive]
+    """This pass's placement (`alive`: live nodes the selector picks; `lost`: silent ones;
+    `unreachable`: live ones whose Local API did not answer this pass)."""
+    usable = set(alive) - set(unreachable)
+    on_live = [p for p in profiles if p.node in usable]
+    waiting = [
+        p for p in profiles if p.node in unreachable and p.node in alive and p.slot < replicas
+    ]
     lost_profiles = [p for p in profiles if p.node in lost and p.slot < replicas]
     delete: dict[str, tuple[str, str]] = {}  # id -> (node, why)
 
@@ -108,12 +120,12 @@ def plan(
                 drop(p, f"a second profile for slot {slot}")
                 load[p.node] -= 1
     creates: list[tuple[int, str]] = []
-    if alive:
-        taken = {p.slot for p in held}
+    if usable:
+        taken = {p.slot for p in held} | {p.slot for p in waiting}
         for slot in range(replicas):
             if slot in taken:
                 continue
-            node = min(sorted(alive), key=lambda n: load[n])
+            node = min(sorted(usable), key=lambda n: load[n])
             creates.append((slot, node))
             load[node] += 1
     opens: list[tuple[str, str]] = []
@@ -131,4 +143,5 @@ def plan(
         held=held,
         lost=lost_profiles,
         paused=paused,
+        waiting=waiting,
     )

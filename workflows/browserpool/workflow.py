@@ -7,8 +7,13 @@ browser runs on knows it is open), plans (`plan.py`: pure) and acts: deletes
 surplus, creates what is missing on the least loaded node, opens what should
 be open, one per node. Node calls go to the node's own task queue with a short
 schedule-to-start, so a node that died costs a pass a few seconds, never a
-hang. Cancelled (`devicepool delete`), it deletes every profile on its node;
-a node that is down holds the pool in Deleting with `TeardownBlocked` naming it.
+hang. A live node whose listing fails (its Local API refuses the key or does
+not answer) does not stop the pass: its profiles wait, the other nodes go on,
+the status says which node and why (`status.py`), and past
+`nodeLostAfterSeconds` without an answer it is counted lost. Cancelled
+(`devicepool delete`), it deletes every profile through nodes of its
+BitBrowser account; a node that is down holds the pool in Deleting with
+`TeardownBlocked` naming it.
 
 Updates `apply`, `scale_update`; queries `status`, `spec`, `devices`, `events`.
 Continue-as-new when suggested, carrying `BrowserPoolState`.
@@ -17,12 +22,13 @@ Continue-as-new when suggested, carrying `BrowserPoolState`.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
+from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities.definitions import DeviceActivityDefinitions
@@ -52,6 +58,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from devicepool.workflows.browserpool.plan import NodeProfile, Placement, plan
     from devicepool.workflows.browserpool.publish import details, search_attribute_updates
+    from devicepool.workflows.browserpool.status import (
+        LOCAL_API_REFUSED,
+        NODE_UNREACHABLE,
+        ConfigProblem,
+        NodeTrouble,
+        pass_status,
+        teardown_status,
+    )
     from devicepool.workflows.pool import event_log
     from devicepool.workflows.pool.messages import Accepted, ApplyResult, ScaleRequest
     from devicepool.workflows.pool.status import ConditionUpdate, set_condition
@@ -84,6 +98,8 @@ class BrowserPoolWorkflow:
         self._spec: BrowserPoolSpec = input.spec
         self._settings: PoolSettings | None = input.settings
         self.s = input.state or BrowserPoolState()
+        if self.s.created is None:
+            self.s.created = _first_known(self.s, workflow.info().workflow_start_time)
         self._rows: list[ProfileRow] = []
         self._dirty = False
         # The Web UI details last written (each run writes its own: they are not carried).
@@ -91,6 +107,8 @@ class BrowserPoolWorkflow:
         # A create refused for a node's configuration: (reason, message), and when the
         # next create may be tried (`CONFIG_RETRY`). Not carried: a new run tries at once.
         self._config_problem: tuple[str, str] | None = None
+        # What the last event said of each troubled node (a new run says it again, once).
+        self._troubles_said: dict[str, tuple[str, str, bool]] = {}
         self._config_retry_at: Any = None
 
     @workflow.run
@@ -137,38 +155,72 @@ class BrowserPoolWorkflow:
         if mixed := _accounts(nodes.alive):
             self._hold_mixed(mixed)
             return
+        self.s.account = next((n.account for n in nodes.alive if n.account), self.s.account)
         alive = {n.node for n in nodes.alive}
         lost = {n.node for n in nodes.lost}
         # Live nodes the selector no longer picks: their profiles go (closed where they run).
-        unselected = {n.node for n in (await self._nodes(everywhere=True)).alive} - alive
-        profiles, unreachable = await self._list(sorted(alive | unselected))
+        # A node of another account lists none of them: it is not asked.
+        unselected = {
+            n.node
+            for n in (await self._nodes(everywhere=True)).alive
+            if not (n.account and self.s.account and n.account != self.s.account)
+        } - alive
+        profiles, failed = await self._list(sorted(alive | unselected))
         raise_if_cancelled()
-        if unreachable:
-            # A node that did not answer one listing is not lost (only the registry says
-            # that): this pass changes nothing, rather than replace what may be fine.
-            self._event(
-                "ListingFailed",
-                f"node(s) {', '.join(sorted(unreachable))} did not list the pool's profiles; "
-                "nothing changed this pass",
-                warning=True,
-            )
-            self._dirty = True
-            return
+        troubles = self._troubles(failed, nodes.alive)
+        gone = {n for n, t in troubles.items() if t.lost}
         limit = self._failure_limit()
         max_unhealthy = resolve_max_unhealthy(self._spec.health.max_unhealthy, self._spec.replicas)
         placement = plan(
             replicas=self._spec.replicas,
             profiles=profiles,
-            alive=alive,
-            lost=lost,
+            # A node whose Local API has not answered for nodeLostAfterSeconds is lost.
+            alive=alive - gone,
+            lost=lost | gone,
             open_wanted=self._spec.open,
             failures=self.s.failures,
             failure_limit=limit,
             max_unhealthy=max_unhealthy,
-            unselected=unselected,
+            unselected=unselected - set(failed),
+            unreachable=set(troubles) - gone,
         )
         await self._act(placement)
-        self._publish(placement, profiles, alive, lost)
+        self._publish(placement, profiles, alive, lost | gone, troubles)
+
+    def _troubles(
+        self, failed: dict[str, tuple[str, str]], live: list[NodeInfo]
+    ) -> dict[str, NodeTrouble]:
+        """The live selected nodes whose listing failed, with since when (carried)."""
+        now = workflow.now()
+        beats = {n.node: n for n in live}
+        for node in list(self.s.unreachable_since):
+            if node not in failed:
+                del self.s.unreachable_since[node]  # it answered, or it is no longer live
+        lost_after = timedelta(seconds=self.settings.node_lost_after_seconds)
+        troubles: dict[str, NodeTrouble] = {}
+        for node, (reason, cause) in sorted(failed.items()):
+            since = self.s.unreachable_since.setdefault(node, now)
+            info = beats.get(node)
+            if info is None:
+                continue  # a node the selector no longer picks: only its profiles wait
+            if info.api_healthy is False and info.api_error:
+                cause = f"{cause}; its last beat: {info.api_error}"
+            trouble = NodeTrouble(
+                reason=reason, cause=cause, since=since, lost=now - since >= lost_after
+            )
+            troubles[node] = trouble
+            said = (reason, cause, trouble.lost)
+            if self._troubles_said.get(node) != said:  # once a change, not every pass
+                self._troubles_said[node] = said
+                self._event(
+                    reason,
+                    f"node {node}: {cause}"
+                    + (" (counted lost: its profiles are held elsewhere)" if trouble.lost else ""),
+                    warning=True,
+                )
+        for node in set(self._troubles_said) - set(troubles):
+            del self._troubles_said[node]
+        return troubles
 
     async def _nodes(self, *, everywhere: bool = False) -> LiveNodesResult:
         """The live and lost node workers the selector picks (`everywhere`: any)."""
@@ -183,12 +235,13 @@ class BrowserPoolWorkflow:
             summary="which node workers are alive",
         )
 
-    async def _list(self, alive: list[str]) -> tuple[list[NodeProfile], set[str]]:
-        """The pool's profiles, with `open` from the node each runs on; nodes that did not answer."""
+    async def _list(self, alive: list[str]) -> tuple[list[NodeProfile], dict[str, tuple[str, str]]]:
+        """The pool's profiles, with `open` from the node each runs on; the nodes that did
+        not answer, each with its reason and cause."""
 
-        async def one(node: str) -> NodeListResult | None:
+        async def one(node: str) -> NodeListResult | tuple[str, str]:
             try:
-                return await self._on(
+                answer: NodeListResult = await self._on(
                     node,
                     "node_list_profiles",
                     NodeListInput(pool=self._name),
@@ -196,14 +249,15 @@ class BrowserPoolWorkflow:
                     "list the pool's profiles",
                     within=NODE_LISTING,
                 )
-            except ActivityError:
-                return None
+                return answer
+            except ActivityError as err:
+                return _node_failure(err)
 
         answers = await asyncio.gather(*(one(n) for n in alive))
-        unreachable = {n for n, a in zip(alive, answers, strict=True) if a is None}
+        failed = {n: a for n, a in zip(alive, answers, strict=True) if isinstance(a, tuple)}
         seen: dict[str, NodeProfile] = {}
         for node, answer in zip(alive, answers, strict=True):
-            for p in answer.profiles if answer else []:
+            for p in answer.profiles if isinstance(answer, NodeListResult) else []:
                 slot = _slot(p.slot)
                 if slot is None:
                     continue
@@ -211,7 +265,7 @@ class BrowserPoolWorkflow:
                 before = seen.get(p.id)
                 if before is None or mine:
                     seen[p.id] = NodeProfile(id=p.id, slot=slot, node=p.node, open=p.open and mine)
-        return sorted(seen.values(), key=lambda p: (p.slot, p.id)), unreachable
+        return sorted(seen.values(), key=lambda p: (p.slot, p.id)), failed
 
     async def _on(
         self,
@@ -300,12 +354,13 @@ class BrowserPoolWorkflow:
     # ------------------------------------------------------------------ status
 
     def _publish(
-        self, placement: Placement, profiles: list[NodeProfile], alive: set[str], lost: set[str]
+        self,
+        placement: Placement,
+        profiles: list[NodeProfile],
+        alive: set[str],
+        lost: set[str],
+        troubles: dict[str, NodeTrouble],
     ) -> None:
-        now, spec = workflow.now(), self._spec
-        held = placement.held
-        open_ = sum(1 for p in held if p.open)
-        ready = open_ if spec.open else len(held)
         leaving = {pid for pid, _ in placement.delete}
         self._rows = [
             ProfileRow(
@@ -317,90 +372,21 @@ class BrowserPoolWorkflow:
             )
             for p in profiles
         ]
-        working = bool(placement.create or placement.delete or placement.open)
-        phase = (
-            Phase.READY
-            if ready >= spec.replicas and not placement.delete
-            else Phase.SCALING_DOWN
-            if placement.delete and ready >= spec.replicas
-            else Phase.DEGRADED
-            if not alive or placement.lost
-            else Phase.PROVISIONING
+        problem = self._config_problem
+        self.s.status = pass_status(
+            self.s.status,
+            spec=self._spec,
+            placement=placement,
+            alive=alive,
+            lost=lost,
+            troubles=troubles,
+            config_problem=ConfigProblem(problem[0], problem[1], CONFIG_RETRY.total_seconds())
+            if problem is not None
+            else None,
+            failure_limit=self._failure_limit(),
+            now=workflow.now(),
+            generation=self.s.generation,
         )
-        status = self.s.status.model_copy(
-            update={
-                "phase": phase,
-                "desired_replicas": spec.replicas,
-                "ready_profiles": ready,
-                "open_profiles": open_,
-                "lost_profiles": len(placement.lost),
-                "by_node": placement.by_node(),
-                "profile_ids": sorted(p.id for p in held),
-                "last_reconciled": now,
-                "observed_generation": self.s.generation,
-            }
-        )
-        selector = ", ".join(f"{k}={v}" for k, v in sorted(spec.node_selector.items())) or "any"
-        conditions = [
-            ConditionUpdate(BrowserConditionType.READY, TRUE, "Converged")
-            if ready >= spec.replicas
-            else ConditionUpdate(
-                BrowserConditionType.READY,
-                FALSE,
-                self._config_problem[0],
-                f"{self._config_problem[1]} — creating held, tried again every "
-                f"{CONFIG_RETRY.total_seconds():g}s",
-            )
-            if self._config_problem is not None
-            else ConditionUpdate(
-                BrowserConditionType.READY,
-                FALSE,
-                "NoNodes" if not alive else "BelowDesired",
-                f"{ready}/{spec.replicas} profiles ready" + (" (open)" if spec.open else ""),
-            ),
-            ConditionUpdate(
-                BrowserConditionType.PROGRESSING,
-                TRUE if working else FALSE,
-                "Reconciling" if working else "Stable",
-            ),
-            ConditionUpdate(
-                BrowserConditionType.NODES_AVAILABLE,
-                TRUE,
-                "NodesAlive",
-                f"{len(alive)} live node(s) match nodeSelector ({selector})",
-            )
-            if alive and not lost
-            else ConditionUpdate(
-                BrowserConditionType.NODES_AVAILABLE,
-                FALSE if not alive else TRUE,
-                "NoLiveNode" if not alive else "NodesLost",
-                (
-                    f"no live node worker matches nodeSelector ({selector})"
-                    if not alive
-                    else f"{len(alive)} live node(s) match nodeSelector ({selector})"
-                )
-                + (
-                    f"; lost: {', '.join(sorted(lost))} (its profiles are replaced elsewhere)"
-                    if lost
-                    else ""
-                ),
-            ),
-        ]
-        conditions.append(
-            ConditionUpdate(
-                BrowserConditionType.REMEDIATION_PAUSED,
-                TRUE,
-                "TooManyUnhealthy",
-                f"{placement.paused} profiles failed to open {self._failure_limit()} times in a "
-                f"row, more than maxUnhealthy ({spec.health.max_unhealthy}): none is deleted "
-                "until fewer fail (a node or the account is likely the trouble)",
-            )
-            if placement.paused
-            else ConditionUpdate(BrowserConditionType.REMEDIATION_PAUSED, FALSE, "Healthy")
-        )
-        for cond in conditions:
-            status = set_condition(status, cond, now=now, generation=self.s.generation)
-        self.s.status = status
         self._show()
 
     def _show(self) -> None:
@@ -470,11 +456,17 @@ class BrowserPoolWorkflow:
         when a listing shows none left; with no live node to list from, a pool that ever
         made a profile waits (`TeardownBlocked`). Continues as new while it waits long.
         """
-        self._set_phase(Phase.DELETING)
+        self._show_teardown(done=False)
         while True:
             nodes = await self._nodes(everywhere=True)
-            alive = {n.node for n in nodes.alive}
-            profiles, unreachable = await self._list(sorted(alive))
+            # Profiles belong to the account: a node of another one lists none of the
+            # pool's, and "none left" from it would end the pool with every profile kept.
+            account = self.s.account
+            mine = [n for n in nodes.alive if not account or n.account == account]
+            others = sorted(n.node for n in nodes.alive if n not in mine)
+            alive = {n.node for n in mine}
+            profiles, failed = await self._list(sorted(alive))
+            unreachable = set(failed)
             reachable = [p for p in profiles if p.node in alive - unreachable]
 
             async def delete(p: NodeProfile) -> bool:
@@ -498,17 +490,18 @@ class BrowserPoolWorkflow:
             down = sorted({p.node for p in profiles if p.node not in alive} | unreachable)
             blind = not (alive - unreachable) and self.s.made_profiles
             if all(deleted) and len(reachable) == len(profiles) and not down and not blind:
-                self._set_phase(Phase.DELETED)
+                self._show_teardown(done=True)
                 return
             if down:
                 reason = "NodeDown"
                 message = f"profiles on node(s) {', '.join(down)} wait for the node to come back"
             elif blind:
                 reason = "NoLiveNode"
+                of = f" of BitBrowser account {account}" if account else ""
                 message = (
-                    "no live node worker to list the pool's profiles from; "
+                    f"no live node worker{of} to list the pool's profiles from; "
                     "they are deleted once one beats again"
-                )
+                ) + (f" (live nodes of other accounts: {', '.join(others)})" if others else "")
             else:
                 reason, message = "DeleteFailed", "a profile could not be deleted; trying again"
             self.s.status = set_condition(
@@ -523,8 +516,10 @@ class BrowserPoolWorkflow:
                 versions.continue_as_new(self._input())  # `deleting` carried: it goes on
             await workflow.sleep(timedelta(seconds=min(self.settings.resync_seconds, 10)))
 
-    def _set_phase(self, phase: Phase) -> None:
-        self.s.status = self.s.status.model_copy(update={"phase": phase})
+    def _show_teardown(self, *, done: bool) -> None:
+        self.s.status = teardown_status(
+            self.s.status, done=done, now=workflow.now(), generation=self.s.generation
+        )
         self._show()
 
     # ------------------------------------------------------------------ messages
@@ -572,7 +567,13 @@ class BrowserPoolWorkflow:
 
     @workflow.query(name=names.QUERY_SPEC)
     def spec(self) -> dict[str, Any]:
-        return {"generation": self.s.generation, "spec": self._spec.to_json_dict()}
+        created = self.s.created
+        return {
+            "generation": self.s.generation,
+            "spec": self._spec.to_json_dict(),
+            # The pool's age, kept across continue-as-new (a run's own start is not it).
+            "creationTimestamp": created.isoformat() if created else None,
+        }
 
     @workflow.query(name=names.QUERY_DEVICES)
     def devices(self) -> ProfilesView:
@@ -606,3 +607,23 @@ def _error_type(err: ActivityError) -> str | None:
 def _cause(err: ActivityError) -> str:
     cause = err.cause
     return str(cause.message if cause is not None and hasattr(cause, "message") else err)[:200]
+
+
+def _node_failure(err: ActivityError) -> tuple[str, str]:
+    """Why a node's listing failed: (condition reason, cause)."""
+    cause = err.cause
+    if isinstance(cause, ActivityTimeoutError):
+        if cause.type == TimeoutType.SCHEDULE_TO_START:
+            waited = NODE_PICKUP.total_seconds()
+            return NODE_UNREACHABLE, f"its node worker took no call in {waited:g}s"
+        return NODE_UNREACHABLE, f"no answer in {NODE_LISTING.total_seconds():g}s"
+    if _error_type(err) == ErrorType.UNAUTHENTICATED.value:
+        return LOCAL_API_REFUSED, _cause(err)
+    return NODE_UNREACHABLE, _cause(err)
+
+
+def _first_known(state: BrowserPoolState, started: datetime) -> datetime:
+    """When the pool was created, as well as a run that was not told can say: this run's
+    start, or the oldest event it carries if that is older."""
+    times = [started, *(e.first_time or e.time for e in state.events)]
+    return min(times)

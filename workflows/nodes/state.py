@@ -40,6 +40,8 @@ class NodeRegistryState(CamelModel):
             account=beat.account,
             last_seen=now,
             interval_seconds=beat.interval_seconds,
+            api_healthy=beat.api_healthy,
+            api_error=beat.api_error,
         )
         self.beats += 1
         self.prune(now)

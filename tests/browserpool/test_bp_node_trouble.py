@@ -1,0 +1,297 @@
+"""Issue 37, BrowserPool: a node that beats but cannot serve, a delete among two accounts, age.
+
+The stack of test_bp_nodes.py (a pool worker, node workers in process over emulated
+BitBrowser nodes), on a dev server of its own that suggests continue-as-new early, so
+every scenario here also crosses runs (what the pool carries is what it keeps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.testing import WorkflowEnvironment
+
+from devicepool.activities.node_browsers import parse_mark
+from devicepool.activities.node_registry import query_nodes
+from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
+from devicepool.api.names import TASK_QUEUE, browser_pool_workflow_id
+from devicepool.api.v1alpha1 import ObjectMeta
+from devicepool.client.browser_pools import BrowserPoolClient
+from devicepool.client.cli import main
+from devicepool.emulator.bitbrowser import BitBrowserConfig
+from devicepool.testing import eventually
+from devicepool.workflows.browserpool.messages import BrowserPoolInput
+from devicepool.workflows.browserpool.workflow import BrowserPoolWorkflow
+from tests.browserpool.test_bp_nodes import (
+    LOST_AFTER,
+    SETTINGS,
+    Node,
+    node_stack,
+    placement,
+    start_browser_pool,
+    status,
+    web_ui,
+)
+from tests.helpers.bitbrowser import KEY, Account
+from tests.helpers.servers import dev_server
+
+pytestmark = [pytest.mark.devserver, pytest.mark.timeout(150)]
+
+WRONG_KEY = "wrong-bitbrowser-key-51d0"
+
+
+@pytest.fixture(scope="module")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    async with await dev_server(continue_as_new_after=120) as server:
+        yield server
+
+
+@pytest.fixture
+def cli(
+    env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Any:
+    """`devicepool ARGS` in a thread against this module's dev server: (code, stdout, stderr)."""
+    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+    for name in ("TEMPORAL_API_KEY", "TEMPORAL_PROFILE", "TEMPORAL_TLS", "TEMPORAL_NAMESPACE"):
+        monkeypatch.delenv(name, raising=False)
+
+    async def run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = await asyncio.to_thread(main, list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def conditions(s: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in s.get("conditions", [])}
+
+
+async def test_a_closed_desktop_client_is_said_and_the_other_node_keeps_the_pool(
+    env: WorkflowEnvironment,
+) -> None:
+    """Item 10: node-1's desktop client closes while its node worker beats on. Every pass
+    aborted on the failed listing, and the pool said Ready 4/4 for ever. Now node-2's
+    profiles are kept, the pool says NodesAvailable=False naming node-1 with the cause, and
+    once node-1 has not answered for nodeLostAfterSeconds its slots are held on node-2."""
+    client = env.client
+    pool = f"bp-closed-{uuid.uuid4().hex[:4]}"
+    async with node_stack(client) as (account, _):
+        handle = await start_browser_pool(client, pool, 4)
+
+        async def spread() -> dict[str, Any] | None:
+            s = await status(handle)
+            ok = s.get("readyProfiles") == 4 and s.get("byNode") == {"node-1": 2, "node-2": 2}
+            return s if ok and placement(account, pool)["open"] == 4 else None
+
+        await eventually(spread, timeout=40, what="4 open, 2/2")
+        on_node_2 = {pid for pid, n in _nodes_of(account, pool).items() if n == "node-2"}
+
+        await account.control("node", {"up": False}, node="node-1")
+
+        async def said() -> dict[str, Any] | None:
+            s = await status(handle)
+            nodes = conditions(s).get("NodesAvailable", {})
+            return s if nodes.get("reason") == "NodeUnreachable" else None
+
+        s = await eventually(said, timeout=10, what="NodesAvailable=False NodeUnreachable")
+        cond = conditions(s)
+        assert cond["NodesAvailable"]["status"] == "False", cond
+        message = cond["NodesAvailable"]["message"]
+        assert "node node-1's Local API does not answer" in message, message
+        assert "server_error (HTTP 503)" in message, message
+        assert cond["Ready"]["status"] == "False" or s["readyProfiles"] == 4, cond
+        # The search attributes (the Web UI, the gauges) say it too, not "Ready".
+        await eventually(
+            lambda: web_ui(handle, DevicePoolPhase="Degraded"), timeout=10, what="Degraded"
+        )
+
+        async def held_on_node_2() -> dict[str, Any] | None:
+            s = await status(handle)
+            ok = s.get("readyProfiles") == 4 and s.get("byNode") == {"node-2": 4}
+            return s if ok else None
+
+        s = await eventually(
+            held_on_node_2, timeout=LOST_AFTER + 20, what="node-1's slots held on node-2"
+        )
+        assert s["lostProfiles"] == 2, s
+        cond = conditions(s)
+        assert cond["Ready"]["status"] == "True", cond
+        assert cond["NodesAvailable"]["status"] == "False", cond  # still said: fix node-1
+        assert "counted lost" in cond["NodesAvailable"]["message"], cond
+        # node-2's own two were kept throughout.
+        assert on_node_2 <= set(_nodes_of(account, pool)), on_node_2
+        events = (await handle.query("events"))["events"]
+        assert any(e["reason"] == "NodeUnreachable" and "node-1" in e["message"] for e in events), (
+            events
+        )
+
+        await account.control("node", {"up": True}, node="node-1")
+
+        async def back() -> bool:
+            s = await status(handle)
+            return conditions(s).get("NodesAvailable", {}).get("status") == "True"
+
+        await eventually(back, timeout=20, what="NodesAvailable=True again")
+        await handle.cancel()
+        await eventually(
+            lambda: _gone(account, pool), timeout=40, what="every profile deleted at the end"
+        )
+
+
+async def test_a_wrong_key_is_said_by_the_pool_and_scale_wait_stops(
+    env: WorkflowEnvironment, cli: Any, tmp_path: Path
+) -> None:
+    """Item 14: node-2 restarts with a wrong key (HTTP 403). The pool said Ready 2/2 after a
+    scale to 3 and `scale --wait` timed out saying "2/2 ready". Now the pool says
+    LocalApiRefused naming node-2, `scale --wait` stops at once with it, and the node's
+    beat carries its API health. The key is in no status, event or history."""
+    pool = f"bp-key-{uuid.uuid4().hex[:4]}"
+    manifest = tmp_path / "browsers.yaml"
+    manifest.write_text(
+        "apiVersion: mobile.example.com/v1alpha1\n"
+        "kind: BrowserPool\n"
+        f"metadata: {{name: {pool}}}\n"
+        "spec: {replicas: 2, nodeSelector: {node: node-2}}\n"
+    )
+    async with node_stack(env.client) as (account, nodes):
+        code, out, err = await cli("apply", "-f", str(manifest), "--wait", "--timeout", "60")
+        assert code == 0, (out, err)
+        # node-2's worker restarts holding a wrong key.
+        await nodes["node-2"].stop()
+        await nodes["node-2"].activities.aclose()
+        nodes["node-2"] = Node(env.client, account, "node-2", key=WRONG_KEY)
+        await nodes["node-2"].start()
+
+        code, out, err = await cli("scale", pool, "--replicas", "3", "--wait", "--timeout", "40")
+        assert code == 1, (out, err)
+        assert f'error: pool "browserpool/{pool}" cannot become ready: LocalApiRefused' in err, err
+        assert "node node-2's Local API refuses its key" in err, err
+        assert "unauthenticated (HTTP 403)" in err, err
+
+        handle = env.client.get_workflow_handle(browser_pool_workflow_id(pool))
+        s = await status(handle)
+        assert s["desiredReplicas"] == 3, s
+        cond = conditions(s)
+        assert cond["NodesAvailable"]["reason"] == "LocalApiRefused", cond
+        assert cond["Ready"]["status"] == "False", cond
+        events = (await handle.query("events"))["events"]
+        assert any(
+            e["reason"] == "LocalApiRefused" and "node node-2" in e["message"] for e in events
+        ), events
+        code, out, _ = await cli("describe", f"browserpool/{pool}")
+        assert "LocalApiRefused" in out and "node-2" in out, out
+
+        view = await query_nodes(env.client)
+        info = next(n for n in view.nodes if n.node == "node-2")
+        assert info.api_healthy is False and info.api_error.startswith("unauthenticated"), info
+
+        history = (await handle.fetch_history()).to_json()
+        assert WRONG_KEY not in history and WRONG_KEY not in json.dumps(s)
+        await handle.terminate()
+
+
+async def test_a_delete_waits_for_a_node_of_the_pools_account(env: WorkflowEnvironment) -> None:
+    """Item 11: the pool's nodes (account shop) are down; a node of account ads is the only
+    live one. Teardown listed through it, saw none of shop's profiles and ended Deleted
+    with both left. Now it waits (NoLiveNode, naming shop), and ends once node-1 is back,
+    its final status Deleted with Ready=False, nothing desired, nothing held."""
+    client = env.client
+    pool = f"bp-acct-{uuid.uuid4().hex[:4]}"
+    other = Account(BitBrowserConfig(nodes=["node-3"], api_key=KEY, account="ads", seed=9))
+    stranger = Node(client, other, "node-3", says="ads")
+    async with node_stack(client, says={"node-1": "shop", "node-2": "shop"}) as (account, nodes):
+        await stranger.start()
+        try:
+            handle = await client.start_workflow(
+                BrowserPoolWorkflow.run,
+                BrowserPoolInput(
+                    metadata=ObjectMeta(name=pool),
+                    spec=BrowserPoolSpec(replicas=2, node_selector={"node": "node-1"}),
+                    settings=SETTINGS,
+                ),
+                id=browser_pool_workflow_id(pool),
+                task_queue=TASK_QUEUE,
+            )
+
+            async def ready() -> bool:
+                return (await status(handle)).get("readyProfiles") == 2
+
+            await eventually(ready, timeout=40, what="2 ready on node-1")
+            for node in nodes.values():
+                await node.stop()
+            await asyncio.sleep(LOST_AFTER + 1)
+            await handle.cancel()
+
+            async def blocked() -> dict[str, Any] | None:
+                s = await status(handle)
+                found = conditions(s).get("TeardownBlocked", {})
+                return s if found.get("status") == "True" else None
+
+            s = await eventually(blocked, timeout=30, what="TeardownBlocked")
+            found = conditions(s)["TeardownBlocked"]
+            assert found["reason"] == "NoLiveNode", found
+            assert "account shop" in found["message"] and "node-3" in found["message"], found
+            assert placement(account, pool)["total"] == 2
+            assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+
+            await nodes["node-1"].start()
+            await eventually(lambda: _gone(account, pool), timeout=40, what="profiles deleted")
+            final = await handle.result()
+            cond = conditions(final)
+            assert final["phase"] == "Deleted", final
+            assert (cond["Ready"]["status"], cond["Ready"]["reason"]) == ("False", "Deleted")
+            assert final["desiredReplicas"] == 0 and final["readyProfiles"] == 0, final
+            assert final["profileIds"] == [] and final["byNode"] == {}, final
+            assert cond["TeardownBlocked"]["status"] == "False", cond
+        finally:
+            await stranger.stop()
+            await stranger.activities.aclose()
+            await other.aclose()
+
+
+async def test_the_pools_age_is_kept_across_continue_as_new(env: WorkflowEnvironment) -> None:
+    """Item 15: `creationTimestamp` (get, describe, AGE) was the current run's start, so it
+    restarted at each continue-as-new. It is the first run's, in every run."""
+    client = env.client
+    pool = f"bp-age-{uuid.uuid4().hex[:4]}"
+    pools = BrowserPoolClient(client)
+    async with node_stack(client):
+        handle = await start_browser_pool(client, pool, 1)
+        first = (await handle.describe()).start_time
+        runs = {(await handle.describe()).run_id}
+
+        async def new_runs() -> bool:
+            runs.add((await client.get_workflow_handle(handle.id).describe()).run_id)
+            return len(runs) >= 3
+
+        await eventually(new_runs, timeout=60, what="two continue-as-new")
+        got = await pools.summary(pool)
+        assert got.created == first, (got.created, first)
+        [listed] = [p for p in await pools.list_pools() if p.name == pool]
+        assert listed.created == first
+        described = await pools.describe(pool)
+        assert described["metadata"]["creationTimestamp"].startswith(
+            first.strftime("%Y-%m-%dT%H:%M:%S")
+        ), described["metadata"]
+        await handle.terminate()
+
+
+def _nodes_of(account: Account, pool: str) -> dict[str, str]:
+    return {
+        p.id: m.node
+        for p in account.emulator.profiles.profiles.values()
+        if (m := parse_mark(p.fields.get("remark") or "")) is not None and m.pool == pool
+    }
+
+
+async def _gone(account: Account, pool: str) -> bool:
+    return placement(account, pool)["total"] == 0

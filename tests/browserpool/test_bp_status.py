@@ -1,0 +1,125 @@
+"""A BrowserPool's status after a pass and at the end of teardown (workflows/browserpool/status.py).
+
+Pure, no server. Issue 37 items 10, 14 and 15: a node that cannot serve is said, never
+hidden behind the last good status; a deleted pool does not say Ready, 8 desired.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec, BrowserPoolStatus
+from devicepool.api.v1alpha1 import Phase
+from devicepool.workflows.browserpool.plan import NodeProfile, plan
+from devicepool.workflows.browserpool.status import (
+    LOCAL_API_REFUSED,
+    NODE_UNREACHABLE,
+    NodeTrouble,
+    pass_status,
+    teardown_status,
+)
+
+NOW = datetime(2026, 12, 5, 3, 0, tzinfo=UTC)
+SPEC = BrowserPoolSpec(replicas=4)
+
+
+def after(profiles: list[NodeProfile], troubles: dict[str, NodeTrouble]) -> BrowserPoolStatus:
+    alive = {"node-1", "node-2"}
+    gone = {n for n, t in troubles.items() if t.lost}
+    placement = plan(
+        replicas=SPEC.replicas,
+        profiles=profiles,
+        alive=alive - gone,
+        lost=gone,
+        open_wanted=True,
+        failures={},
+        failure_limit=3,
+        unreachable=set(troubles) - gone,
+    )
+    return pass_status(
+        BrowserPoolStatus(),
+        spec=SPEC,
+        placement=placement,
+        alive=alive,
+        lost=gone,
+        troubles=troubles,
+        config_problem=None,
+        failure_limit=3,
+        now=NOW,
+        generation=2,
+    )
+
+
+def conditions(s: BrowserPoolStatus) -> dict[str, tuple[str, str, str]]:
+    return {c.type: (c.status.value, c.reason, c.message) for c in s.conditions}
+
+
+PROFILES = [
+    NodeProfile("a0", 0, "node-1", False),
+    NodeProfile("a1", 1, "node-1", False),
+    NodeProfile("b0", 2, "node-2", True),
+    NodeProfile("b1", 3, "node-2", True),
+]
+
+
+def test_a_node_whose_key_is_refused_is_named_and_the_pool_is_not_ready() -> None:
+    trouble = NodeTrouble(LOCAL_API_REFUSED, "unauthenticated (HTTP 403): key refused", NOW)
+    s = after(PROFILES, {"node-1": trouble})
+    cond = conditions(s)
+    assert cond["NodesAvailable"][:2] == ("False", "LocalApiRefused")
+    assert "node node-1's Local API refuses its key" in cond["NodesAvailable"][2]
+    assert "unauthenticated (HTTP 403)" in cond["NodesAvailable"][2]
+    assert "2 profile(s) there wait for it" in cond["NodesAvailable"][2]
+    assert cond["Ready"][:2] == ("False", "LocalApiRefused")
+    assert cond["Ready"][2].startswith("2/4 profiles ready; ")
+    assert (s.phase, s.desired_replicas, s.ready_profiles) == (Phase.DEGRADED, 4, 2)
+    assert s.observed_generation == 2 and s.last_reconciled == NOW
+
+
+def test_a_node_lost_to_silence_is_still_said_once_the_pool_is_whole_again() -> None:
+    trouble = NodeTrouble(NODE_UNREACHABLE, "server_error (HTTP 503)", NOW, lost=True)
+    held = [
+        *PROFILES,
+        NodeProfile("c0", 0, "node-2", True),
+        NodeProfile("c1", 1, "node-2", True),
+    ]
+    s = after(held, {"node-1": trouble})
+    cond = conditions(s)
+    assert cond["Ready"][:2] == ("True", "Converged")
+    assert cond["NodesAvailable"][:2] == ("False", "NodeUnreachable")
+    assert "counted lost" in cond["NodesAvailable"][2]
+    assert s.lost_profiles == 2 and s.by_node == {"node-2": 4}
+
+
+def test_no_trouble_says_nodes_alive() -> None:
+    s = after([*PROFILES[2:], NodeProfile("c0", 0, "node-1", True)], {})
+    assert conditions(s)["NodesAvailable"][:2] == ("True", "NodesAlive")
+
+
+def test_a_deleted_pool_says_deleted_not_ready_and_holds_nothing() -> None:
+    ready = BrowserPoolStatus.model_validate(
+        {
+            "phase": "Ready",
+            "desiredReplicas": 8,
+            "readyProfiles": 8,
+            "openProfiles": 8,
+            "byNode": {"node-1": 8},
+            "profileIds": [f"p{i}" for i in range(8)],
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "Converged"},
+                {"type": "TeardownBlocked", "status": "True", "reason": "NodeDown"},
+            ],
+        }
+    )
+    deleting = teardown_status(ready, done=False, now=NOW, generation=3)
+    cond = conditions(deleting)
+    assert deleting.phase == Phase.DELETING and deleting.desired_replicas == 0
+    assert cond["Ready"][:2] == ("False", "Deleting")
+    deleted = teardown_status(deleting, done=True, now=NOW + timedelta(seconds=5), generation=3)
+    cond = conditions(deleted)
+    assert deleted.phase == Phase.DELETED
+    assert cond["Ready"][:2] == ("False", "Deleted")
+    assert cond["Progressing"][:2] == ("False", "Deleted")
+    assert cond["TeardownBlocked"][:2] == ("False", "Deleted")
+    assert (deleted.desired_replicas, deleted.ready_profiles, deleted.open_profiles) == (0, 0, 0)
+    assert deleted.by_node == {} and deleted.profile_ids == []
