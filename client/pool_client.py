@@ -15,7 +15,7 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pydantic
@@ -525,7 +525,9 @@ class PoolClient:
                 name=name,
                 spec=stored_spec_json(spec_answer.get("spec") or {}),
                 status=dict(status_answer),
-                created=execution.start_time,
+                # The pool's creation, carried across its runs (a run's start restarts at
+                # every continue-as-new); a worker from before answers without it.
+                created=_created(spec_answer) or execution.start_time,
                 metadata=dict(spec_answer.get("metadata") or {}),
             )
         return stale_summary(name, execution)
@@ -594,3 +596,11 @@ def _accepted(result: Any) -> Accepted:
     if isinstance(result, Accepted):
         return result
     return Accepted.model_validate(result)
+
+
+def _created(spec_answer: dict[str, Any]) -> datetime | None:
+    """When the pool was created, from its `spec` query (`createdAt`), if it says."""
+    try:
+        return datetime.fromisoformat(str(spec_answer["createdAt"]))
+    except (KeyError, ValueError):
+        return None

@@ -200,11 +200,16 @@ class PoolMessages:
 
     @workflow.query(name=names.QUERY_SPEC)
     def spec(self) -> dict[str, Any]:
-        return {
+        answer: dict[str, Any] = {
             "metadata": self._metadata.to_json_dict(),
             "spec": self._spec.to_json_dict(),
             "generation": self.s.generation,
         }
+        # When the pool was created: its first run's, carried on (a run's own start
+        # time restarts at every continue-as-new). Unset only before the first pass.
+        if self.s.created_at is not None:
+            answer["createdAt"] = self.s.created_at.isoformat()
+        return answer
 
     # ------------------------------------------------------------------ shared with the loop
 

@@ -209,6 +209,13 @@ class PoolState(CamelModel):
         self.cost_devices, self.cost_rate = devices, devices * price_per_hour
         self.cost_since = now
 
+    def deleted(self, now: datetime, *, profiles_retired: int) -> None:
+        """The teardown finished: what the devices billed until now is counted, nothing
+        bills on, and the status is the deleted pool's (`status.deleted`)."""
+        self.accrue(now, 0, 0.0)
+        final = st.deleted(self.status, now, profiles_retired=profiles_retired)
+        self.status = final.model_copy(update={"cost_to_date": round(self.cost_to_date, 4)})
+
     def publish(self, status: DevicePoolStatus) -> Said:
         """Take the status a pass published; say what it newly shows that needs a word."""
         before = self.status.condition(ConditionType.SPEND_CAP_REACHED)

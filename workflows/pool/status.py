@@ -344,23 +344,54 @@ def published(status: DevicePoolStatus, view: PoolView) -> DevicePoolStatus:
     )
 
 
+# What describes a running pool, and is no longer true of a deleted one.
+_RUNNING_ONLY = (
+    ConditionType.TEARDOWN_BLOCKED,
+    ConditionType.SCALE_DOWN_BLOCKED,
+    ConditionType.SPEND_CAP_REACHED,
+    ConditionType.ROLLING_OUT,
+    ConditionType.SPEC_REJECTED,
+)
+
+
 def deleted(
     status: DevicePoolStatus, now: datetime, *, profiles_retired: int = 0
 ) -> DevicePoolStatus:
-    status = drop_condition(status, ConditionType.TEARDOWN_BLOCKED)
+    """A deleted pool's final status: no device is left, none is wanted, nothing bills.
+
+    `desiredReplicas` reads 0: the deletion asked for no device and the finalizer
+    reached that (the spec still says what the pool had); `Ready` is False with reason
+    `Deleted` (a deleted pool serves nothing), and so is `Progressing` if shown."""
+    for type_ in _RUNNING_ONLY:
+        status = drop_condition(status, type_)
+    generation = status.observed_generation
+    ended = [ConditionUpdate(ConditionType.READY, ConditionStatus.FALSE, "Deleted", _GONE)]
+    if status.condition(ConditionType.PROGRESSING) is not None:
+        ended.append(
+            ConditionUpdate(ConditionType.PROGRESSING, ConditionStatus.FALSE, "Deleted", _GONE)
+        )
+    for condition in ended:
+        status = set_condition(status, condition, now=now, generation=generation)
     return status.model_copy(
         update={
             "phase": Phase.DELETED,
             "profiles_retired": profiles_retired,
+            "desired_replicas": 0,
             "ready_devices": 0,
             "busy_devices": 0,
             "provisioning_devices": 0,
             "offline_devices": 0,
             "pending_devices": 0,
+            "updated_devices": 0,
+            "hourly_cost": 0.0,
             "device_ids": [],
+            "protected_devices": [],
             "last_reconciled": now,
         }
     )
+
+
+_GONE = "the pool is deleted: no device of it is left"
 
 
 def iso(when: datetime) -> str:

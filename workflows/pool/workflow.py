@@ -518,7 +518,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
         if retired:
             self._happened(say.profiles_retired(retired))
         self._happened(say.Happened("Deleted", "no device of the pool is left"))
-        self.s.status = st.deleted(self.s.status, workflow.now(), profiles_retired=retired)
+        self.s.deleted(workflow.now(), profiles_retired=retired)
         self._show()
 
     async def _teardown(self) -> am.TerminatePoolResult | None:
