@@ -39,11 +39,29 @@ async def _listings(client: Client, workflow_id: str, since: datetime) -> int:
     return count
 
 
+# A freeze that always applies, and a scheduled one whose window is on (it fires every
+# minute, each window 8 h): the pool wakes at the window's end, not every minute.
+FREEZES = {
+    "always": {"devices": 0, "reasons": ["ScaleDown"]},
+    "scheduled": {
+        "devices": 0,
+        "reasons": ["ScaleDown"],
+        "schedule": "* * * * *",
+        "duration": "8h",
+    },
+}
+
+
+@pytest.mark.parametrize("freeze", sorted(FREEZES))
 async def test_a_budget_held_scale_down_does_not_list_every_second(
-    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+    env: WorkflowEnvironment,
+    worker: DeviceActivities,
+    control: httpx.AsyncClient,
+    pool_name: str,
+    freeze: str,
 ) -> None:
-    freeze = {"budgets": [{"devices": 0, "reasons": ["ScaleDown"]}]}
-    handle = await start(env, pool_name, 3, disruption=freeze)
+    budgets = {"budgets": [FREEZES[freeze]]}
+    handle = await start(env, pool_name, 3, disruption=budgets)
     await eventually(lambda: ready_ids(control, pool_name, 3), timeout=60, what="3 ready")
     await PoolClient(env.client).scale(pool_name, 1)
 

@@ -21,6 +21,10 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    # Scheduled disruption budgets read their cron with it, lazily: loaded with the
+    # workflow, or the sandbox refuses it as an import after the initial load.
+    import cronsim  # noqa: F401
+
     from devicepool.activities import models as am
     from devicepool.api import names
     from devicepool.api.errors import ErrorType
