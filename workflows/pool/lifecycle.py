@@ -1,7 +1,9 @@
 """Voluntary replacement of single devices, pure: by age (`spec.lifetime`) and by request.
 
 A device past `lifetime.maxAge` is *retired*: its replacement is created and it
-is terminated as soon as it is idle (a busy device carries a live session).
+is terminated once it is idle (a busy device carries a live session) and its
+replacement serves (`decide`); an `Expired` budget counts the retirements under
+way, a terminating expired device among them.
 Past `maxAge + gracePeriod` it is *forced*: terminated even if busy, and a
 Warning event says so. A protected device (`devicepool protect`) is never
 retired, forced or chosen for scale-down while its protection lasts; the
@@ -240,13 +242,11 @@ class Lifecycle:
         lifetime = self.spec.lifetime
         if lifetime is None:
             return []
-        max_age = timedelta(seconds=lifetime.max_age)
+        max_age, doomed = timedelta(seconds=lifetime.max_age), set(self.state.doomed)
         return [
             d.id
             for d in self.devices
-            if d.status == TERMINATING
-            and d.id not in self.state.doomed
-            and self.now >= d.created_at + max_age
+            if d.status == TERMINATING and d.id not in doomed and self.now >= d.created_at + max_age
         ]
 
     def allocation(self) -> tuple[list[str], Budgets]:
