@@ -21,6 +21,8 @@ from devicepool.activities.models import (
     TERMINATING,
     DeviceInfo,
     PoolSettings,
+    device_template,
+    template_hash,
 )
 from devicepool.api.names import LABEL_TEMPLATE_HASH
 from devicepool.api.v1beta1 import DevicePoolSpec
@@ -207,6 +209,28 @@ def test_an_expired_budget_counts_retirements_under_way() -> None:
     assert Lifecycle(pool, PoolState(), leaving, NOW + timedelta(seconds=60)).retire() == []
     gone = [*devices[1:], dev("r0", age=5)]
     assert Lifecycle(pool, PoolState(), gone, NOW + timedelta(seconds=90)).retire() == ["e1"]
+
+
+def test_a_drifted_budget_counts_a_rolled_device_still_terminating() -> None:
+    # The same for drift: a budget of 1, "d1" rolled and terminating: no second one
+    # rolls until it is gone.
+    pool = spec(
+        osVersion="15",
+        rollout={"maxSurge": 1},
+        disruption={"budgets": [{"devices": 1, "reasons": ["Drifted"]}]},
+    )
+    old = "0" * 12  # another template's hash
+    devices = [
+        dev("d1", TERMINATING, hash=old),
+        dev("d2", hash=old),
+        dev("d3", hash=old),
+        dev("n1", age=5, hash=template_hash(device_template(pool))),
+    ]
+    state = PoolState(unlabelled_hash=old)
+    Lifecycle(pool, state, devices, NOW).advance()
+    assert state.rolling == []
+    Lifecycle(pool, state, devices[1:], NOW + timedelta(seconds=30)).advance()
+    assert state.rolling == ["d2"]
 
 
 # ------------------------------------------------------------------ 9: held scale-down wake

@@ -255,8 +255,23 @@ class Lifecycle:
         budgets = self.budgets()
         expired = self._expired_now(budgets)
         rolling = [d for d in self.state.rolling if d in set(self.drift())]
-        budgets.spend(DisruptionReason.DRIFTED, len(rolling))
+        budgets.spend(DisruptionReason.DRIFTED, len(rolling) + len(self._drifted_leaving()))
         return expired, budgets
+
+    def _drifted_leaving(self) -> list[str]:
+        """Drifted devices terminating (rolled, not gone yet): a rollout step under way."""
+        if self.spec.rollout is None:
+            return []
+        current = template_hash(device_template(self.spec))
+        unlabelled = self.state.unlabelled_hash or current
+        doomed = set(self.state.doomed)
+        return [
+            d.id
+            for d in self.devices
+            if d.status == TERMINATING
+            and d.id not in doomed
+            and d.labels.get(LABEL_TEMPLATE_HASH, unlabelled) != current
+        ]
 
     def retire(self) -> list[str]:
         """Devices to replace once idle: asked for by a person, or past `maxAge`."""
@@ -291,6 +306,7 @@ class Lifecycle:
         drift = self.drift() if self.spec.rollout is not None else []
         budgets = self.budgets()
         self._expired_now(budgets)
+        budgets.spend(DisruptionReason.DRIFTED, len(self._drifted_leaving()))
         state.rolling = roll(
             state.rolling,
             drift,
