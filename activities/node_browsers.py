@@ -38,6 +38,7 @@ from devicepool.activities.errors import ProviderError, configuration_error, to_
 from devicepool.activities.heartbeats import heartbeating
 from devicepool.activities.node_definitions import NodeActivityDefinitions
 from devicepool.activities.node_models import (
+    CLOSING_WAIT_SECONDS,
     NodeCreateInput,
     NodeDeleteInput,
     NodeListInput,
@@ -68,8 +69,6 @@ MARK_PREFIX = "devicepool"
 _MARK = re.compile(r"^devicepool pool=(?P<pool>\S+) slot=(?P<slot>\S+) node=(?P<node>\S+)$")
 # The vendor's word for "open on another device": a reset there would cut that node's browser.
 _ELSEWHERE = "其他设备"
-# How long a browser still closing may take before the open resets it anyway.
-CLOSING_WAIT_SECONDS = 10.0
 # Refusals that say nothing of the profile: raised, not answered as `open: false`.
 _NODE_TROUBLE = (LocalApiAuthError, LocalApiRateLimitedError, LocalApiUnsupportedError)
 POLL_SECONDS = 0.25

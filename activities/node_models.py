@@ -20,7 +20,10 @@ from pydantic import ConfigDict, Field
 from devicepool.api.base import CamelModel
 
 __all__ = [
+    "CLOSING_WAIT_SECONDS",
     "DEFAULT_NODE_HEARTBEAT_SECONDS",
+    "NODE_OPEN_BUDGET_SECONDS",
+    "OPEN_CALL_SECONDS",
     "LiveNodesInput",
     "LiveNodesResult",
     "NodeBeat",
@@ -37,6 +40,18 @@ __all__ = [
 
 # How often a node worker beats (`--node-heartbeat-seconds`).
 DEFAULT_NODE_HEARTBEAT_SECONDS = 10.0
+# What a node's `node_open_profile` may take once it holds the node's one open: a
+# `/browser/open` with `queue: true` (BrowserProfiles.open_timeout), and for a profile stuck
+# opening or closing the wait for its browser to exit (CLOSING_WAIT_SECONDS), a reset and one
+# more open, the plain calls at most the Local API client's timeout each. Workflows give an
+# open longer than this (tests/browserpool/test_bp_open_budget.py checks it against the
+# clients' own defaults).
+OPEN_CALL_SECONDS = 180.0
+CLOSING_WAIT_SECONDS = 10.0
+LOCAL_API_CALL_SECONDS = 30.0
+NODE_OPEN_BUDGET_SECONDS = (
+    OPEN_CALL_SECONDS + CLOSING_WAIT_SECONDS + 2 * LOCAL_API_CALL_SECONDS + OPEN_CALL_SECONDS
+)
 
 
 class NodeBeat(CamelModel):

@@ -33,6 +33,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities.definitions import DeviceActivityDefinitions
     from devicepool.activities.node_models import (
+        NODE_OPEN_BUDGET_SECONDS,
         LiveNodesInput,
         LiveNodesResult,
         NodeCreateInput,
@@ -76,6 +77,13 @@ with workflow.unsafe.imports_passed_through():
 # costs one pass this much, and the next pass asks the registry again.
 NODE_PICKUP = timedelta(seconds=15)
 NODE_CALL = timedelta(seconds=90)
+# An open outlasts the node's own budget for it (a queued `/browser/open`, a reset and one
+# more), with a minute to spare: cut sooner, a slow open would count as the profile's
+# failure. A node that died meanwhile is found by its heartbeat, not by this deadline.
+NODE_OPEN = timedelta(seconds=NODE_OPEN_BUDGET_SECONDS + 60)
+NODE_OPEN_HEARTBEAT = timedelta(seconds=30)
+# Failures of an open that say nothing of the profile (the node's key, its budget).
+NODE_TROUBLE_TYPES = {ErrorType.UNAUTHENTICATED.value, ErrorType.RATE_LIMITED.value}
 # A listing is one or two Local API calls: a node that took one and went silent
 # (frozen, its machine asleep) costs a pass this much, not NODE_CALL.
 NODE_LISTING = timedelta(seconds=15)
@@ -276,6 +284,7 @@ class BrowserPoolWorkflow:
         summary: str,
         *,
         within: timedelta = NODE_CALL,
+        heartbeat: timedelta | None = None,
     ) -> Any:
         return await workflow.execute_activity(
             activity,
@@ -284,6 +293,7 @@ class BrowserPoolWorkflow:
             task_queue=names.node_task_queue(node),
             schedule_to_start_timeout=NODE_PICKUP,
             start_to_close_timeout=within,
+            heartbeat_timeout=heartbeat,
             retry_policy=ONCE,
             summary=f"{summary} on {node}",
         )
@@ -332,24 +342,30 @@ class BrowserPoolWorkflow:
                     self._config_problem = (reason, f"node {node}: {_cause(err)}")
                     self._config_retry_at = workflow.now() + CONFIG_RETRY
                     break  # the next creates would meet the same refusal
-        for pid, node in placement.open:
-            try:
-                opened = await self._on(
-                    node,
-                    "node_open_profile",
-                    NodeOpenInput(id=pid),
-                    NodeOpenResult,
-                    "open a browser",
-                )
-                ok, why = opened.open, opened.reason
-            except ActivityError as err:
-                ok, why = False, _cause(err)
-            if ok:
-                self.s.failures.pop(pid, None)
-            else:
-                self.s.failures[pid] = self.s.failures.get(pid, 0) + 1
-                self._event("OpenFailed", f"profile {pid} on {node}: {why}", warning=True)
+        # One open per node (plan.py), the nodes side by side: each may take minutes.
+        await asyncio.gather(*(self._open(pid, node) for pid, node in placement.open))
         self._dirty = self._dirty or bool(placement.create or placement.delete or placement.open)
+
+    async def _open(self, pid: str, node: str) -> None:
+        try:
+            opened = await self._on(
+                node,
+                "node_open_profile",
+                NodeOpenInput(id=pid),
+                NodeOpenResult,
+                "open a browser",
+                within=NODE_OPEN,
+                heartbeat=NODE_OPEN_HEARTBEAT,
+            )
+            ok, why, counted = opened.open, opened.reason, True
+        except ActivityError as err:
+            ok, why, counted = False, _cause(err), _counts_against_profile(err)
+        if ok:
+            self.s.failures.pop(pid, None)
+            return
+        if counted:
+            self.s.failures[pid] = self.s.failures.get(pid, 0) + 1
+        self._event("OpenFailed", f"profile {pid} on {node}: {why}", warning=True)
 
     # ------------------------------------------------------------------ status
 
@@ -627,3 +643,12 @@ def _first_known(state: BrowserPoolState, started: datetime) -> datetime:
     start, or the oldest event it carries if that is older."""
     times = [started, *(e.first_time or e.time for e in state.events)]
     return min(times)
+
+
+def _counts_against_profile(err: ActivityError) -> bool:
+    """Whether a failed open counts toward the profile's failure streak (whose end deletes
+    it, cookies and all): not when the node, not the profile, is the trouble (the open
+    timed out, the node's key or budget was refused)."""
+    if isinstance(err.cause, ActivityTimeoutError):
+        return False
+    return _error_type(err) not in NODE_TROUBLE_TYPES
