@@ -61,6 +61,18 @@ def node_task_queue(node: str) -> str:
     return f"{NODE_TASK_QUEUE_PREFIX}{node}"
 
 
+# The node worker's queue for the short calls of the cloud-phone accounts it serves: they
+# wait for its pacer (1 request a second) holding a slot each, so they have slots of their
+# own, apart from the BrowserPool calls on `node_task_queue`. A prefix, not a suffix: no
+# node's name can make another node's queue of it.
+NODE_PHONE_TASK_QUEUE_PREFIX = "devicepool-phones-"
+
+
+def node_phone_task_queue(node: str) -> str:
+    """The cloud-phone queue of the node worker `node` (`devicepool-phones-node-1`)."""
+    return f"{NODE_PHONE_TASK_QUEUE_PREFIX}{node}"
+
+
 def node_from_task_queue(task_queue: str) -> str | None:
     if task_queue.startswith(NODE_TASK_QUEUE_PREFIX):
         return task_queue[len(NODE_TASK_QUEUE_PREFIX) :] or None

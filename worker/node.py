@@ -12,8 +12,9 @@ The optional config file gives `proxyPools` (the gateways and passwords of the
 proxies its profiles and phones use) and the cloud-phone accounts it serves:
 `accounts.<name>` with `api: bitbrowser` and `node: NAME` (its own name). For
 those it also serves the DevicePool provider activities (`DeviceActivities`)
-over its own `--bitbrowser-url` and key, on the same queue, and the watches on
-that queue's watch queue, all the accounts' calls under ONE `PhonePacer`: the
+over its own `--bitbrowser-url` and key, on `node_phone_task_queue(NAME)` (slots
+of their own: they wait for the pacer), and the watches on the node queue's watch
+queue, all the accounts' calls under ONE `PhonePacer`: the
 Local API's 1 cloud-phone request a second holds however many main workers
 run (`workflows/shared/placement.py` sends the calls here). Accounts of other
 nodes are ignored, so one file may serve every node; an account without `node`
@@ -60,6 +61,7 @@ from devicepool.api.names import (
     SIGNAL_NODE_BEAT,
     TASK_QUEUE,
     WORKFLOW_NODE_REGISTRY,
+    node_phone_task_queue,
     node_task_queue,
     watch_task_queue,
 )
@@ -242,16 +244,13 @@ def node_phone_activities(
     )
 
 
-def node_worker(
-    client: Client, activities: NodeBrowserActivities, phones: DeviceActivities | None = None
-) -> Worker:
-    """The Temporal worker of `node_task_queue(node)`: the node activities (and the short
-    provider activities of its cloud-phone accounts), no workflows."""
-    served = [*activities.activities(), *(phones.node_queue_activities() if phones else [])]
+def node_worker(client: Client, activities: NodeBrowserActivities) -> Worker:
+    """The Temporal worker of `node_task_queue(node)`: the BrowserPool activities, no
+    workflows."""
     return new_worker(
         client,
         task_queue=node_task_queue(activities.node),
-        activities=served,
+        activities=activities.activities(),
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
         disable_eager_activity_execution=True,
     )
@@ -260,10 +259,20 @@ def node_worker(
 def node_workers(
     client: Client, activities: NodeBrowserActivities, phones: DeviceActivities | None = None
 ) -> list[Worker]:
-    """`node_worker`, then (with cloud-phone accounts) its watch queue's worker: the pools'
-    long watches, apart from the slots the short calls need (worker/build.py)."""
-    workers = [node_worker(client, activities, phones)]
+    """`node_worker`, then (with cloud-phone accounts) the workers of their short calls
+    (`node_phone_task_queue`: they wait for the pacer holding a slot each, so apart from the
+    BrowserPool's calls) and of the pools' long watches (worker/build.py)."""
+    workers = [node_worker(client, activities)]
     if phones is not None:
+        workers.append(
+            new_worker(
+                client,
+                task_queue=node_phone_task_queue(activities.node),
+                activities=phones.node_queue_activities(),
+                graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+                disable_eager_activity_execution=True,
+            )
+        )
         workers.append(
             new_worker(
                 client,

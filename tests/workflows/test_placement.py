@@ -28,7 +28,7 @@ def test_an_account_without_a_node_schedules_exactly_as_before() -> None:
 
 def test_a_node_accounts_calls_go_to_the_node_and_may_wait_a_minute_for_it() -> None:
     short = {
-        "task_queue": "devicepool-node-node-1",
+        "task_queue": "devicepool-phones-node-1",
         "schedule_to_start_timeout": NODE_SCHEDULE_TO_START,
     }
     assert NODE_SCHEDULE_TO_START == timedelta(minutes=1)
