@@ -123,3 +123,23 @@ def test_a_deleted_pool_says_deleted_not_ready_and_holds_nothing() -> None:
     assert cond["TeardownBlocked"][:2] == ("False", "Deleted")
     assert (deleted.desired_replicas, deleted.ready_profiles, deleted.open_profiles) == (0, 0, 0)
     assert deleted.by_node == {} and deleted.profile_ids == []
+
+
+def test_a_deleted_pools_search_attributes_and_details_desire_nothing() -> None:
+    from temporalio.common import TypedSearchAttributes
+
+    from devicepool.workflows.browserpool.publish import details, search_attribute_updates
+
+    ready = BrowserPoolStatus.model_validate(
+        {"phase": "Ready", "desiredReplicas": 8, "readyProfiles": 8, "openProfiles": 8}
+    )
+    deleted = teardown_status(ready, done=True, now=NOW, generation=3)
+    spec = BrowserPoolSpec(replicas=8)
+    written = {
+        u.key.name: u.value
+        for u in search_attribute_updates(spec, deleted, TypedSearchAttributes.empty)
+    }
+    assert written["DevicePoolPhase"] == "Deleted"
+    assert (written["DevicePoolDesired"], written["DevicePoolReady"]) == (0, 0), written
+    text = details("shop", spec, 3, deleted)
+    assert "desired  0" in text, text

@@ -55,11 +55,16 @@ _FINE: dict[str, ConditionStatus] = {
 _FINE_REASONS: dict[str, str] = {BrowserConditionType.NODES_AVAILABLE: "NodesAlive"}
 
 
+def _desired(spec: BrowserPoolSpec, status: BrowserPoolStatus) -> int:
+    """What the pool keeps: its replicas, nothing once it is being deleted."""
+    return 0 if status.phase in (Phase.DELETING, Phase.DELETED) else spec.replicas
+
+
 def _wanted(spec: BrowserPoolSpec, status: BrowserPoolStatus) -> list[SearchAttributePair[Any]]:
     return [
         SearchAttributePair(KEY_PLATFORM, BROWSER_PLATFORM),
         SearchAttributePair(KEY_PHASE, status.phase.value),
-        SearchAttributePair(KEY_DESIRED, spec.replicas),
+        SearchAttributePair(KEY_DESIRED, _desired(spec, status)),
         SearchAttributePair(KEY_READY, status.ready_profiles),
     ]
 
@@ -110,7 +115,7 @@ def details(name: str, spec: BrowserPoolSpec, generation: int, status: BrowserPo
     s = status
     figures = [
         ("phase", s.phase.value),
-        ("desired", spec.replicas),
+        ("desired", _desired(spec, s)),
         ("ready", s.ready_profiles),
         ("open", s.open_profiles),
         ("lost", s.lost_profiles),
