@@ -287,3 +287,12 @@ def test_a_held_scale_down_with_a_device_still_in_grace_wakes_at_its_grace_end()
         max_terminate=0,
     )
     assert p.next_idle_at == NOW + timedelta(seconds=40)
+
+
+def test_only_a_protection_still_running_is_a_deadline() -> None:
+    # A protection that ran out is forgotten on the next fresh listing; while listings
+    # fail it stayed the pool's next deadline, in the past: a wake every second.
+    state = PoolState(protected={"a": NOW - timedelta(seconds=5), "b": None})
+    assert Lifecycle(spec(), state, [], NOW).next_protection_end() is None
+    state.protected["c"] = NOW + timedelta(minutes=5)
+    assert Lifecycle(spec(), state, [], NOW).next_protection_end() == NOW + timedelta(minutes=5)

@@ -195,6 +195,13 @@ class Lifecycle:
     def protected(self) -> set[str]:
         return protected_now(self.state.protected, self.now)
 
+    def next_protection_end(self) -> datetime | None:
+        """When the next protection runs out (to look again then). One run out already is
+        no deadline: it is forgotten on the next fresh listing, and a past deadline would
+        wake the pool every second while its listings fail."""
+        ends = [u for u in self.state.protected.values() if u is not None and u > self.now]
+        return min(ends, default=None)
+
     def expiry(self) -> Expiry:
         return expiries(
             self.devices, lifetime=self.spec.lifetime, protected=self.protected(), now=self.now

@@ -444,7 +444,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
                         or plan.blocked_surplus
                     )
                 ),
-                min((u for u in self.s.protected.values() if u is not None), default=None),
+                life.next_protection_end(),
             ),
             resync=bool(
                 self._refs_problems
