@@ -109,6 +109,10 @@ async def test_a_closed_desktop_client_is_said_and_the_other_node_keeps_the_pool
         assert "node node-1's Local API does not answer" in message, message
         assert "server_error (HTTP 503)" in message, message
         assert cond["Ready"]["status"] == "False" or s["readyProfiles"] == 4, cond
+        # node-1's profiles are not shown held (counted): they wait, or are lost by now.
+        rows = (await handle.query("devices"))["profiles"]
+        states = {r["state"] for r in rows if r["node"] == "node-1"}
+        assert states and states <= {"waiting", "lost"}, rows
         # The search attributes (the Web UI, the gauges) say it too, not "Ready".
         await eventually(
             lambda: web_ui(handle, DevicePoolPhase="Degraded"), timeout=10, what="Degraded"

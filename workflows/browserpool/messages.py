@@ -64,7 +64,8 @@ class ProfileRow(CamelModel):
     slot: int
     node: str
     open: bool = False
-    # held (counted), lost (its node is silent), or leaving (being deleted)
+    # held (counted), lost (its node is silent), waiting (its node's Local API does not
+    # answer: not counted, kept), or leaving (being deleted)
     state: str = "held"
 
 

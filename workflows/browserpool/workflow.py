@@ -378,13 +378,20 @@ class BrowserPoolWorkflow:
         troubles: dict[str, NodeTrouble],
     ) -> None:
         leaving = {pid for pid, _ in placement.delete}
+        waiting = {p.id for p in placement.waiting}
         self._rows = [
             ProfileRow(
                 id=p.id,
                 slot=p.slot,
                 node=p.node,
                 open=p.open,
-                state="leaving" if p.id in leaving else ("lost" if p.node in lost else "held"),
+                state="leaving"
+                if p.id in leaving
+                else "lost"
+                if p.node in lost
+                else "waiting"
+                if p.id in waiting
+                else "held",
             )
             for p in profiles
         ]
