@@ -91,10 +91,11 @@ demo: venv-run
 ui-screenshot: venv system-deps
 	DEVICEPOOL_UI_SCREENSHOTS=docs $(BIN)/pytest tests/observability/test_obs_web_ui.py -q
 
-# A release's replay histories, recorded by that release's own code (git worktree):
-# make replay-corpus RELEASE=v0.2.0 -> tests/replay/histories/v0.2.0/, replayed by CI.
+# A release's replay corpus: every history its own dev-server suite leaves (its tree
+# exported, this venv). make replay-corpus RELEASE=v0.2.0 (a tag, a commit, or a name
+# CHANGELOG.md gives a hash) -> tests/replay/histories/v0.2.0/corpus/, replayed by CI.
 replay-corpus: venv
-	@test -n "$(RELEASE)" || { echo "usage: make replay-corpus RELEASE=vX.Y.Z (a tag or commit)"; exit 2; }
+	@test -n "$(RELEASE)" || { echo "usage: make replay-corpus RELEASE=vX.Y.Z (a tag, commit or CHANGELOG name)"; exit 2; }
 	$(BIN)/python -m tests.replay.record_release $(RELEASE)
 
 clean:

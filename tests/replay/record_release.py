@@ -1,28 +1,38 @@
 """Record a release's replay corpus: every workflow history its own dev-server suite leaves.
 
-    make replay-corpus RELEASE=v0.2.0                 # a tag or a commit
+    make replay-corpus RELEASE=v0.2.0      # a tag, a commit, or a name CHANGELOG.md hashes
     .venv/bin/python -m tests.replay.record_release v0.2.0 [--markers devserver] [--workers 2]
+    .venv/bin/python -m tests.replay.record_release v0.2.0 --keep /tmp/corpus-work  # resumable
 
-The release is exported with `git archive` into a temporary folder and its own
-tests marked `devserver` (`--markers`) run there with this environment's
-dependencies, its `devicepool` package first on the path. Every dev server that
-suite starts keeps its state in a file: the run's Python is this venv's seen
-through a folder whose `temporal` is a shim (`devicepool.client.dev.find_temporal`
-looks beside Python first, then on PATH, and the folder is first on PATH too)
-that adds `--db-filename <work>/dbs/<unique>.db` to every `server start-dev` that
-names none. Whether the suite passes does not matter (its result is printed);
-what its servers hold does. Afterwards each file is opened by the real
-`temporal server start-dev --db-filename F --headless` on a free port and every
-run of every workflow, in every namespace, is read back.
+The release is exported with `git archive` into a work folder and its own tests
+marked `devserver` (`--markers`) run there with this environment's
+dependencies, its `devicepool` package first on the path. Every dev server
+that suite starts keeps its state in a file: the run's Python is this venv's
+seen through a folder whose `temporal` is a shim (`find_temporal` looks beside
+Python first, then on PATH, and the folder is first on PATH too) that adds
+`--db-filename <work>/dbs/<unique>.db` to every `server start-dev` that names
+none. Whether the suite passes does not matter (its result is printed); what
+its servers hold does. Afterwards each file is opened by the real
+`temporal server start-dev --db-filename F --headless` on a free port, with the
+search attributes its server had, and every run of every workflow, in every
+namespace, is read back.
 
-The histories go to `tests/replay/histories/<release>/corpus/<WorkflowType>.jsonl.gz`
-(or `--out`): one JSON line a history (`{"id", "run", "history"}`, the history as
-`WorkflowHistory.to_json`), identical histories once, compressed.
-`test_replay_histories.py` replays every one of them on each later build.
+Kept: the runs of the workflow types the release's worker registers
+(`devicepool.workflows.WORKFLOWS`, not a test's own workflows), identical
+histories once, and only those that replay on the release's own code. A run
+that does not is not what the release's workflows recorded (a test's stand-in
+registered under a production type name, a test's interceptor adding a
+command); `manifest.json` names each one and why (`notOwn`).
 
-Dev servers a test starts on a data file of its own (a restart test) are not
-caught: their files live in the test's temporary folder. `--keep` leaves the
-work folder (the tree, the server files, the suite's output) for a look.
+Written: `tests/replay/histories/<release>/corpus/<WorkflowType>.jsonl.gz` (or
+`--out`), one JSON line a history (`{"id", "run", "history"}`, the history as
+`WorkflowHistory.to_json`), and `manifest.json` (commit, counts, what was left
+out). `test_replay_histories.py` replays every one of them on each later build.
+
+Not caught: dev servers a test starts on a data file of its own (the e2e dev
+stacks, a restart test), and the time-skipping test server's workflows, which
+live in memory. `--script FILE --out DIR` instead runs one scenario file
+written against the release's modules inside its tree (`record_v010_upgrade.py`).
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -41,23 +52,11 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections import defaultdict
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORIES = ROOT / "tests" / "replay" / "histories"
-# What the release's dev-server tests register (tests/helpers/servers.py and the
-# deploy files: api.names.SEARCH_ATTRIBUTES), so each file opens with them known.
-SEARCH_ATTRIBUTES = {
-    "DevicePoolPlatform": "Keyword",
-    "DevicePoolRegion": "Keyword",
-    "DevicePoolAccount": "Keyword",
-    "DevicePoolPhase": "Keyword",
-    "DevicePoolDesiredReplicas": "Int",
-    "DevicePoolReadyReplicas": "Int",
-}
-
 SHIM = """#!/bin/sh
 # Every dev server the suite starts keeps its state in a file of its own.
 if [ "$1" = server ] && [ "$2" = start-dev ]; then
@@ -71,16 +70,38 @@ exec "{real}" "$@"
 """
 
 
+def resolve(release: str, *, changelog: Path = ROOT / "CHANGELOG.md") -> str:
+    """The commit of `release`: a tag or commit of this clone, or the full hash CHANGELOG.md
+    names beside the release's heading (tags do not travel with every clone)."""
+    git = ["git", "-C", str(ROOT)]
+
+    def commit(ref: str) -> str | None:
+        found = subprocess.run(
+            [*git, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        return found.stdout.strip() if found.returncode == 0 else None
+
+    if found := commit(release):
+        return found
+    lines = changelog.read_text().splitlines() if changelog.is_file() else []
+    for number, line in enumerate(lines):
+        if line.startswith("## ") and release in line.split():
+            # On the heading's line or just below it.
+            hashes = re.findall(r"\b[0-9a-f]{40}\b", " ".join(lines[number : number + 3]))
+            if hashes and (found := commit(hashes[0])):
+                return found
+    raise SystemExit(f"error: {release!r} is not a tag or commit of {ROOT}, nor in CHANGELOG.md")
+
+
 def export(release: str, into: Path) -> Path:
     """`git archive` of `release` unpacked into `into`; SystemExit with one line if unknown."""
     git = ["git", "-C", str(ROOT)]
-    found = subprocess.run(
-        [*git, "rev-parse", "--verify", "--quiet", f"{release}^{{commit}}"], capture_output=True
-    )
-    if found.returncode != 0:
-        raise SystemExit(f"error: {release!r} is not a tag or commit of {ROOT}")
     archive = into.with_suffix(".tar")
-    subprocess.run([*git, "archive", "--format=tar", "-o", str(archive), release], check=True)
+    into.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [*git, "archive", "--format=tar", "-o", str(archive), resolve(release)], check=True
+    )
     with tarfile.open(archive) as tar:
         tar.extractall(into, filter="tar")
     archive.unlink()
@@ -95,8 +116,9 @@ def real_temporal() -> str:
     return found
 
 
-def shimmed_python(work: Path, dbs: Path) -> Path:
-    """A venv folder whose python is this one and whose `temporal` is the shim."""
+def shimmed_python(work: Path, dbs: Path, *, real: str | None = None) -> Path:
+    """A venv folder whose python is this one and whose `temporal` is the shim (in front
+    of `real`, the `temporal` CLI by default)."""
     venv = work / "venv"
     (venv / "bin").mkdir(parents=True)
     prefix = Path(sys.prefix)
@@ -104,9 +126,13 @@ def shimmed_python(work: Path, dbs: Path) -> Path:
     for lib in ("lib", "lib64"):
         if (prefix / lib).exists():
             (venv / lib).symlink_to(prefix / lib)
+    # The venv's other tools too (temporal-test-server for the time-skipping tests).
+    for tool in Path(sys.executable).parent.iterdir():
+        if tool.name != "temporal" and not tool.name.startswith("python"):
+            (venv / "bin" / tool.name).symlink_to(tool)
     (venv / "bin" / "python").symlink_to(Path(sys.executable))
     shim = venv / "bin" / "temporal"
-    shim.write_text(SHIM.replace("{dbs}", str(dbs)).replace("{real}", real_temporal()))
+    shim.write_text(SHIM.replace("{dbs}", str(dbs)).replace("{real}", real or real_temporal()))
     shim.chmod(0o755)
     return venv / "bin" / "python"
 
@@ -133,6 +159,21 @@ def run_suite(
             return -1
 
 
+def workflow_types(tree: Path, python: Path) -> set[str]:
+    """The workflow types the release's worker registers (`devicepool.workflows.WORKFLOWS`):
+    the suite's own test workflows are left out of the corpus, no later build runs them."""
+    script = (
+        "from devicepool.workflows import WORKFLOWS\n"
+        "for c in WORKFLOWS: print(getattr(c, '__temporal_workflow_definition').name)"
+    )
+    listed = subprocess.run(
+        [str(python), "-c", script],
+        cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return set(listed.stdout.split())
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -140,15 +181,15 @@ def free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def opened(db: Path) -> AsyncIterator[object]:
-    """A dev server on `db` (a copy: opening migrates nothing, but keeps the file as it was)."""
+async def opened(db: Path, search_attributes: list[str]) -> AsyncIterator[object]:
+    """The real dev server on `db`, with the search attributes its suite's server had."""
     from temporalio.client import Client
 
     port = free_port()
     args = [real_temporal(), "server", "start-dev", "--db-filename", str(db), "--headless"]
     args += ["--ip", "127.0.0.1", "--port", str(port), "--log-level", "error"]
-    for key, kind in SEARCH_ATTRIBUTES.items():
-        args += ["--search-attribute", f"{key}={kind}"]
+    for pair in search_attributes:
+        args += ["--search-attribute", pair]
     server = await asyncio.create_subprocess_exec(
         *args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -172,13 +213,23 @@ async def opened(db: Path) -> AsyncIterator[object]:
             await server.wait()
 
 
+def search_attributes_of(db: Path) -> list[str]:
+    """The `--search-attribute` values the suite's server on `db` was started with (the
+    shim's `started.log`): a file opened without them hides those attributes."""
+    for line in (db.parent / "started.log").read_text().splitlines():
+        args = line.split()
+        if str(db) in args:
+            return [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--search-attribute"]
+    return []
+
+
 async def histories_of(db: Path) -> list[tuple[str, str, str, dict[str, object]]]:
     """(workflow type, id, run id, history JSON) of every run the file holds."""
     from temporalio.api.workflowservice.v1 import ListNamespacesRequest
     from temporalio.client import Client
 
     found = []
-    async with opened(db) as opened_client:
+    async with opened(db, search_attributes_of(db)) as opened_client:
         assert isinstance(opened_client, Client)
         listed = await opened_client.workflow_service.list_namespaces(ListNamespacesRequest())
         for entry in listed.namespaces:
@@ -195,21 +246,76 @@ async def histories_of(db: Path) -> list[tuple[str, str, str, dict[str, object]]
     return found
 
 
-def write_corpus(found: list[tuple[str, str, str, dict[str, object]]], out: Path) -> dict[str, int]:
-    """One gzipped JSON-lines file per workflow type; identical histories once."""
-    by_type: dict[str, list[str]] = defaultdict(list)
-    seen: set[str] = set()
-    for workflow_type, workflow_id, run_id, history in sorted(found, key=lambda f: f[1:3]):
-        digest = hashlib.sha256(json.dumps(history["events"], sort_keys=True).encode()).hexdigest()
-        if digest in seen:
-            continue
-        seen.add(digest)
+Found = tuple[str, str, str, dict[str, object]]  # (workflow type, id, run id, history JSON)
+
+
+def unique(found: list[Found], types: set[str]) -> list[Found]:
+    """The runs of the release's own workflow types, identical histories once."""
+    kept, seen = [], set()
+    for entry in sorted(found, key=lambda f: f[1:3]):
+        events = json.dumps(entry[3]["events"], sort_keys=True).encode()
+        digest = hashlib.sha256(events).hexdigest()
+        if entry[0] in types and digest not in seen:
+            seen.add(digest)
+            kept.append(entry)
+    return kept
+
+
+# Run in the release's tree: each history replayed on the release's own workflows.
+OWN_REPLAY = """
+import asyncio, json, sys
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+from devicepool.connect import DATA_CONVERTER
+from devicepool.workflows import WORKFLOWS
+
+async def main():
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)
+    failed = {}
+    for line in open(sys.argv[1]):
+        entry = json.loads(line)
+        history = WorkflowHistory.from_json(entry["id"], entry["history"])
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        if result.replay_failure is not None:
+            failed[entry["run"]] = str(result.replay_failure)[:300]
+    print(json.dumps(failed))
+
+asyncio.run(main())
+"""
+
+
+def own_failures(found: list[Found], tree: Path, python: Path, work: Path) -> dict[str, str]:
+    """Run id -> why, of the histories that do not replay on the release's own code.
+
+    Those are not what the release's workflows recorded: a test's stand-in
+    registered under a production type name, or a test's interceptor that adds
+    commands. They stay out of the corpus; the manifest names them.
+    """
+    staged = work / "own-replay.jsonl"
+    with staged.open("w") as lines:
+        for _type, workflow_id, run_id, history in found:
+            lines.write(json.dumps({"id": workflow_id, "run": run_id, "history": history}) + "\n")
+    answer = subprocess.run(
+        [str(python), "-c", OWN_REPLAY, str(staged)],
+        cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    failed: dict[str, str] = json.loads(answer.stdout.strip().splitlines()[-1])
+    return failed
+
+
+def write_corpus(found: list[Found], out: Path, types: set[str]) -> dict[str, int]:
+    """One gzipped JSON-lines file per workflow type."""
+    by_type: dict[str, list[str]] = {t: [] for t in types}
+    for workflow_type, workflow_id, run_id, history in found:
         line = json.dumps({"id": workflow_id, "run": run_id, "history": history}, sort_keys=True)
         by_type[workflow_type].append(line)
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.jsonl.gz"):
         old.unlink()
     for workflow_type, lines in sorted(by_type.items()):
+        if not lines:
+            continue  # no test ran it: the manifest says 0, and the replay test fails
         # mtime 0: the same histories make the same bytes.
         with (
             open(out / f"{workflow_type}.jsonl.gz", "wb") as raw,
@@ -219,7 +325,8 @@ def write_corpus(found: list[tuple[str, str, str, dict[str, object]]], out: Path
     return {t: len(lines) for t, lines in sorted(by_type.items())}
 
 
-async def dump(dbs: Path, out: Path) -> dict[str, int]:
+async def dump(dbs: Path) -> list[Found]:
+    """Every run every server file holds."""
     found = []
     for db in sorted(dbs.glob("*.db")):
         try:
@@ -229,19 +336,17 @@ async def dump(dbs: Path, out: Path) -> dict[str, int]:
             continue
         print(f"{db.name}: {len(runs)} runs", file=sys.stderr)
         found += runs
-    return write_corpus(found, out)
+    return found
 
 
 def run_script(release: str, script: Path, out: Path, *, timeout: float = 900) -> None:
     """Run `script` (written against `release`'s modules) inside `release`'s tree, into `out`."""
     with tempfile.TemporaryDirectory(prefix="devicepool-release-") as tmp:
         tree = export(release, Path(tmp) / "tree")
-        target = tree / "tests" / "replay" / script.name
-        shutil.copy(script, target)
+        shutil.copy(script, tree / "tests" / "replay" / script.name)
         out.mkdir(parents=True, exist_ok=True)
-        module = f"tests.replay.{script.stem}"
         subprocess.run(
-            [sys.executable, "-m", module, str(out.resolve())],
+            [sys.executable, "-m", f"tests.replay.{script.stem}", str(out.resolve())],
             cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, check=True, timeout=timeout,
         )  # fmt: skip
 
@@ -250,6 +355,7 @@ def record(
     release: str,
     out: Path,
     *,
+    name: str | None = None,
     markers: str = "devserver",
     workers: int = 2,
     timeout: float = 3600,
@@ -275,8 +381,28 @@ def record(
             took = time.monotonic() - started
             tail = (work / "suite.log").read_text(errors="replace").strip().splitlines()[-1:]
             print(f"{release} suite (-m {markers}): exit {code} in {took:.0f} s: {tail}")
-        counts = asyncio.run(dump(dbs, out))
+        types = workflow_types(tree, python)
+        found = asyncio.run(dump(dbs))
+        runs = unique(found, types)
+        failed = own_failures(runs, tree, python, work)
+        counts = write_corpus([f for f in runs if f[2] not in failed], out, types)
         size = sum(p.stat().st_size for p in out.glob("*.jsonl.gz"))
+        manifest = {
+            "release": name or release,
+            "commit": resolve(release),
+            "recordedWith": "tests/replay/record_release.py",
+            "markers": markers,
+            "servers": len(list(dbs.glob("*.db"))),
+            "runs": len(found),
+            "workflowTypes": sorted(types),
+            "histories": counts,
+            "notOwn": [
+                {"type": t, "id": i, "run": r, "why": failed[r]}
+                for t, i, r, _ in runs
+                if r in failed
+            ],
+        }
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         print(f"{out}: {sum(counts.values())} histories, {size / 1e6:.1f} MB: {counts}")
     finally:
         if not keep:
@@ -285,8 +411,9 @@ def record(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("release", help="a tag or commit (e.g. v0.2.0)")
-    parser.add_argument("--out", type=Path, help="default: histories/<release>/corpus")
+    parser.add_argument("release", help="a tag, a commit, or a name CHANGELOG.md hashes")
+    parser.add_argument("--name", help="the release's name, when given by its commit")
+    parser.add_argument("--out", type=Path, help="default: histories/<name>/corpus")
     parser.add_argument("--markers", default="devserver", help="the suite's -m (devserver)")
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (2)")
     parser.add_argument("--timeout", type=float, default=3600, help="for the suite, seconds")
@@ -300,10 +427,11 @@ def main(argv: list[str] | None = None) -> None:
             parser.error("--script needs --out")
         run_script(args.release, args.script.resolve(), args.out)
         return
-    out = args.out or HISTORIES / args.release / "corpus"
+    name = args.name or args.release
+    out = args.out or HISTORIES / name / "corpus"
     record(
-        args.release, out, markers=args.markers, workers=args.workers, timeout=args.timeout,
-        work=args.keep,
+        args.release, out, name=name, markers=args.markers, workers=args.workers,
+        timeout=args.timeout, work=args.keep,
     )  # fmt: skip
 
 

@@ -18,6 +18,8 @@ v0.1.0's production activities:
   one pass; while its DELETE is held, an `apply` changes `osVersion` (a new
   generation). v0.1.0 started the replacement batch once the termination
   returned.
+- `scale-during-terminations`: 3 ready scaled to 1; while the two DELETEs are
+  held, the plain `scale` signal asks for 4 (no new generation).
 
 Each pool ends deleted; its runs are written as `<scenario>-<n>.json`.
 """
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -120,6 +123,8 @@ async def record(out: Path) -> None:
             await _save(client, "scale-down-phase-kept", out)
             await _spec_change_during_terminations(client, control)
             await _save(client, "spec-change-during-terminations", out)
+            await _scale_during_terminations(client, control)
+            await _save(client, "scale-during-terminations", out)
         finally:
             if HeldDeletes.gate is not None:
                 HeldDeletes.gate.set()
@@ -171,8 +176,31 @@ async def _spec_change_during_terminations(client: Client, control: httpx.AsyncC
     await _delete(client, pool, control, "respec")
 
 
+async def _scale_during_terminations(client: Client, control: httpx.AsyncClient) -> None:
+    pool = await start_pool(client, "rescale", 3, settings=SETTINGS, proxy_ref=None)
+    await _until(lambda: _ready(control, "rescale", 3), "3 ready")
+    HeldDeletes.gate, HeldDeletes.held = asyncio.Event(), 0
+    await pool.execute_update(UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted)
+
+    async def held() -> bool:
+        return HeldDeletes.held >= 2
+
+    await _until(held, "the two DELETEs held")
+    await pool.signal("scale", {"replicas": 4})
+    await asyncio.sleep(1)  # the signal's pass waits behind the held terminations
+    HeldDeletes.gate.set()
+    HeldDeletes.gate = None
+    await _until(lambda: _ready(control, "rescale", 4), "4 ready after the signal")
+    await asyncio.sleep(2)
+    await _delete(client, pool, control, "rescale")
+
+
 async def _save(client: Client, scenario: str, out: Path) -> None:
-    name = {"scale-down-phase-kept": "kept", "spec-change-during-terminations": "respec"}[scenario]
+    name = {
+        "scale-down-phase-kept": "kept",
+        "spec-change-during-terminations": "respec",
+        "scale-during-terminations": "rescale",
+    }[scenario]
     for number, history in enumerate(await run_histories(client, pool_workflow_id(name)), 1):
         path = out / f"{scenario}-{number}.json"
         path.write_text(history.to_json())
@@ -230,6 +258,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="folder for the histories (made if missing)")
     asyncio.run(record(parser.parse_args().out))
+    # Written: leave without the SDK's runtime teardown, which can abort the interpreter
+    # at exit ("PyGILState_Release: thread state ... must be current").
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
