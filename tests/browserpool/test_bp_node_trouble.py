@@ -200,6 +200,17 @@ async def test_a_wrong_key_is_said_by_the_pool_and_scale_wait_stops(
 
         history = (await handle.fetch_history()).to_json()
         assert WRONG_KEY not in history and WRONG_KEY not in json.dumps(s)
+
+        # Deleted meanwhile: teardown waits for node-2, and says why it cannot use it.
+        await handle.cancel()
+
+        async def blocked() -> dict[str, Any] | None:
+            found = conditions(await status(handle)).get("TeardownBlocked", {})
+            return found if found.get("status") == "True" else None
+
+        found = await eventually(blocked, timeout=20, what="TeardownBlocked")
+        assert found["reason"] == "NodeDown" and "node-2" in found["message"], found
+        assert "unauthenticated (HTTP 403)" in found["message"], found
         await handle.terminate()
 
 

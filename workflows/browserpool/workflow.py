@@ -517,7 +517,10 @@ class BrowserPoolWorkflow:
                 return
             if down:
                 reason = "NodeDown"
-                message = f"profiles on node(s) {', '.join(down)} wait for the node to come back"
+                message = (
+                    f"profiles on node(s) {', '.join(down)} wait for the node to come back"
+                    + "".join(f"; {n}: {cause}" for n, (_, cause) in sorted(failed.items()))
+                )
             elif blind:
                 reason = "NoLiveNode"
                 of = f" of BitBrowser account {account}" if account else ""
