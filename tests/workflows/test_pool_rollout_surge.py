@@ -1,0 +1,87 @@
+"""A rollout bills at most `replicas + maxSurge`, a busy device included (issue 37, item 6).
+
+Against the dev server and the emulator's ground truth, sampled every 0.1 s:
+a pool of 3 under `rollout: {maxSurge: 0, maxUnavailable: 1}` changes template
+while one device is busy. Before, the busy device's replacement was created
+beside it and the pool billed 4 for 3 for the whole session; now it waits for
+the session to end. Never fewer than 2 serve.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.api import parse_pool
+from devicepool.testing import eventually
+from devicepool.workflows.pool.messages import Accepted, ApplyRequest
+from tests.helpers.workflow_stack import pool_devices
+from tests.workflows.test_pool_device_control import _gone, ready_ids, session, start
+
+pytestmark = pytest.mark.devserver
+
+ROLLOUT = {"maxSurge": 0, "maxUnavailable": 1}
+
+
+async def test_a_busy_drifted_device_is_replaced_within_max_surge_zero(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start(env, pool_name, 3, rollout=ROLLOUT)
+    old = await eventually(lambda: ready_ids(control, pool_name, 3), timeout=60, what="3 ready")
+    busy = old[0]
+    await session(control, busy, True)
+    changed = parse_pool(
+        {
+            "apiVersion": "mobile.example.com/v1beta1",
+            "kind": "DevicePool",
+            "metadata": {"name": pool_name},
+            "spec": {
+                "platform": "android",
+                "region": "us-west",
+                "osVersion": "15",
+                "replicas": 3,
+                "rollout": ROLLOUT,
+            },
+        }
+    )
+    await handle.execute_update(
+        "apply", ApplyRequest(metadata=changed.metadata, spec=changed.spec), result_type=Accepted
+    )
+    most, fewest = 3, 3
+
+    def sample(devices: list[dict]) -> None:
+        nonlocal most, fewest
+        # Every device the provider has not terminated bills, terminating ones too.
+        most = max(most, len(devices))
+        fewest = min(fewest, sum(d["status"] in ("ready", "busy") for d in devices))
+
+    async def all_but_the_busy_rolled() -> bool:
+        devices = await pool_devices(control, pool_name)
+        sample(devices)
+        ids = {d["id"] for d in devices}
+        serving = [d for d in devices if d["status"] in ("ready", "busy")]
+        return ids & set(old) == {busy} and len(serving) == 3 == len(devices)
+
+    await eventually(all_but_the_busy_rolled, timeout=90, every=0.1, what="the idle two rolled")
+    # The busy one keeps its session: nothing is created beside it meanwhile.
+    for _ in range(30):
+        sample(await pool_devices(control, pool_name))
+        await asyncio.sleep(0.1)
+    assert most <= 3, f"{most} devices billed for 3 under maxSurge 0"
+    await session(control, busy, False)
+
+    async def done() -> bool:
+        devices = await pool_devices(control, pool_name)
+        sample(devices)
+        ready = [d for d in devices if d["status"] == "ready"]
+        return busy not in {d["id"] for d in devices} and len(ready) == 3 == len(devices)
+
+    await eventually(done, timeout=90, every=0.1, what="the busy one rolled once idle")
+    assert most <= 3, f"{most} devices billed for 3 under maxSurge 0"
+    assert fewest >= 2, f"only {fewest} serving under maxUnavailable 1"
+    await handle.cancel()
+    await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")
