@@ -296,3 +296,14 @@ def test_only_a_protection_still_running_is_a_deadline() -> None:
     assert Lifecycle(spec(), state, [], NOW).next_protection_end() is None
     state.protected["c"] = NOW + timedelta(minutes=5)
     assert Lifecycle(spec(), state, [], NOW).next_protection_end() == NOW + timedelta(minutes=5)
+
+
+def test_replace_when_idle_says_in_which_order_the_device_and_its_replacement_go() -> None:
+    from devicepool.workflows.pool.lifecycle import when_idle_said
+
+    # It said "its replacement is created first" and then took the device at once.
+    assert when_idle_said("a", spec()) == (
+        "a is replaced once idle, once its replacement (created first) serves"
+    )
+    under = spec(rollout={"maxSurge": 0, "maxUnavailable": 1})
+    assert "it goes, then its replacement" in when_idle_said("a", under)

@@ -25,9 +25,11 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities.models import TERMINATED, TERMINATING, DeviceInfo
     from devicepool.api import names
+    from devicepool.api.v1beta1 import DevicePoolSpec
     from devicepool.workflows.pool import events as say
     from devicepool.workflows.pool.events import ids
     from devicepool.workflows.pool.fates import Fate
+    from devicepool.workflows.pool.lifecycle import when_idle_said
     from devicepool.workflows.pool.messages import (
         ControlAnswer,
         DeviceRef,
@@ -42,6 +44,7 @@ __all__ = ["DeviceControl"]
 class DeviceControl:
     # Set by `DevicePoolWorkflow.__init__` (and `PoolMessages`).
     s: PoolState
+    _spec: DevicePoolSpec
     _devices: list[DeviceInfo]
     _dirty: bool
     _deleting: bool
@@ -52,7 +55,7 @@ class DeviceControl:
         if request.when_idle:
             if device not in self.s.retiring:
                 self.s.retiring.append(device)
-            message = f"{device} is replaced once idle (its replacement is created first)"
+            message = when_idle_said(device, self._spec)
         else:
             self.s.fates.set([device], Fate.DOOMED)
             message = f"{device} is replaced now"

@@ -45,6 +45,7 @@ __all__ = [
     "expiries",
     "protected_now",
     "roll",
+    "when_idle_said",
     "window_change",
 ]
 
@@ -150,6 +151,15 @@ def window_change(budget: DisruptionBudget, now: datetime) -> datetime | None:
             return last + duration if last is not None and last + duration > now else fired
         last = fired
     return last + duration if last is not None and last + duration > now else None
+
+
+def when_idle_said(device: str, spec: DevicePoolSpec) -> str:
+    """What `replace DEVICE --when-idle` answers: in which order it and its replacement
+    go (a rollout's `maxSurge` of 0 allows no device beside it)."""
+    rollout = spec.rollout
+    if rollout is not None and rollout.limits(spec.replicas)[0] == 0:
+        return f"{device} is replaced once idle (rollout maxSurge 0: it goes, then its replacement)"
+    return f"{device} is replaced once idle, once its replacement (created first) serves"
 
 
 class Budgets:
