@@ -6,7 +6,9 @@ unversioned, as v0.1.0 shipped. Two pools scale up on it; it is SIGKILLed with
 creates in flight; a worker of this build takes over. Every pool must converge,
 scale and delete with nothing duplicated or lost (the emulator's ground truth),
 and no workflow task may fail in any run of any pool: this build replays what
-v0.1.0 recorded and reads the state and batch inputs it wrote.
+v0.1.0 recorded and reads the state and batch inputs it wrote. A scale-down
+carried out on v0.1.0 must replay here too, and a rollback back to v0.1.0 works
+for pools this build only watched.
 """
 
 from __future__ import annotations
@@ -212,3 +214,70 @@ async def test_a_rollback_to_v0_1_0_keeps_pools_this_build_only_watched(tmp_path
         assert stats["creates"]["accepted"] == 5 and stats["terminations"] == 0, stats
         await pools.delete("back")
         assert await task_failures(client, "devicepool/back") == []
+
+
+async def test_a_scale_down_v0_1_0_carried_out_replays_on_this_build(tmp_path: Path) -> None:
+    """Five ready, two of them busy, scaled to 1 on v0.1.0; then this build takes over.
+
+    The pass that terminates the three idle ones stays `ScalingDown` before and
+    after, so what changed since v0.1.0 in that pass (the status made after its
+    terminations, the terminated devices out of its view) is all the difference.
+    This build's first task replays v0.1.0's passes: no workflow task may fail
+    (tests/replay/histories/v0.1.0/upgrade/ holds such histories for every CI run).
+    """
+    source = export(RELEASE, tmp_path / "release")
+    with running_cluster(
+        tmp_path,
+        api_key=API_KEY,
+        creates_per_minute=300,
+        provision_seconds=1,
+        intervals=QUICK_INTERVALS,
+    ) as cluster:
+        old, port = cluster.start_worker(source=source)
+        await until(lambda: worker_ready(port), timeout=40, what="the v0.1.0 worker ready")
+        client = await connect(address=cluster.address)
+        pools = PoolClient(client)
+        (pool,) = load_manifests_text(
+            pool_yaml("down", provider="bitcloudphone", replicas=5), source="down"
+        )
+        await pools.apply(pool)
+
+        async def counted(**want: int) -> bool:
+            status = await pools.get("down")
+            return all(status.get(key, 0) == value for key, value in want.items())
+
+        await until(lambda: counted(readyDevices=5), timeout=60, what="5 ready on v0.1.0")
+        busy = [d["id"] for d in await cluster.devices("down")][:2]
+
+        async def sessions(active: bool) -> None:
+            async with httpx.AsyncClient(base_url=cluster.emulator, timeout=5) as http:
+                for device_id in busy:
+                    session = f"/_emulator/devices/{device_id}/session"
+                    (await http.post(session, json={"active": active})).raise_for_status()
+
+        await sessions(True)
+        await until(lambda: counted(busyDevices=2), timeout=30, what="2 busy on v0.1.0")
+        await pools.scale("down", 1)
+
+        async def live(count: int) -> bool:
+            return bool((await cluster.stats())["devices"]["live"] == count)
+
+        await until(lambda: live(2), timeout=30, what="the 3 idle ones terminated on v0.1.0")
+        await until(
+            lambda: counted(readyDevices=0, busyDevices=2), timeout=30, what="0 ready, 2 busy"
+        )
+        await asyncio.sleep(3)  # the passes after the scale-down, on v0.1.0
+        old.terminate()
+        old.wait(timeout=20)
+        _, port = cluster.start_worker()
+        await until(lambda: worker_ready(port), timeout=40, what="this build's worker ready")
+        await sessions(False)
+        await pools.scale("down", 2)
+        try:
+            await until(lambda: counted(readyDevices=2), timeout=60, what="2 ready on this build")
+        except AssertionError as err:
+            failures = await task_failures(client, "devicepool/down")
+            raise AssertionError(f"{err}\n{failures}\n{cluster.logs()}") from None
+        await pools.delete("down")
+        await until(lambda: live(0), timeout=60, what="every device torn down")
+        assert await task_failures(client, "devicepool/down") == []
