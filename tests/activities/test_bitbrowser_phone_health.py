@@ -10,6 +10,7 @@ confirms) reads every suspect again: nothing is removed on an old answer.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,11 +23,14 @@ from devicepool.activities.models import ListDevicesInput
 from devicepool.activities.providers.base import current_call, provider_call
 from devicepool.activities.providers.bitbrowser import PhonePacer
 from devicepool.activities.providers.bitbrowser.phone_provider import (
+    MARK_PREFIX,
     PhoneProvider,
+    Remark,
     parse_device_id,
+    pool_prefix,
 )
 from devicepool.emulator.bitbrowser import BitBrowserConfig
-from tests.activities.test_bitbrowser_phone_provider import PACE, SPEED, new_device
+from tests.activities.test_bitbrowser_phone_provider import PACE, SPEED, new_device, phones_stats
 from tests.activities.test_health_reads import POOL as HEALTH_POOL
 from tests.activities.test_health_reads import (
     health_env,
@@ -176,3 +180,79 @@ async def test_the_health_checks_fresh_read_is_made_as_fresh(emulator: Emulator)
         assert calls == [True, False]  # the pool's own listings keep their few reads
     finally:
         await acts.aclose()
+
+
+# ------------------------------------------------------------ retired profiles
+
+
+async def test_retired_profiles_leave_the_pools_and_the_accounts_listings(
+    account: Account, n1: Node
+) -> None:
+    """The API has no delete: a retired profile stays for good. Named under the pool's
+    prefix, every listing of the pool (and the account's, the orphan sweep's) paged
+    through them: one second more per 100 at one request a second."""
+    provider = PhoneProvider(n1.phones)
+    made = [await provider.create_device(new_device(slot=s)) for s in range(3)]
+    await account.advance(61)
+    with provider_call(pool=POOL, reserve_keep=1):
+        for device in made:
+            await provider.remove_device(device.id)
+    # What the pool's own listing filter (`name`, fuzzy) answers: its live profiles only.
+    live = await n1.phones.list_all(mark_prefix=pool_prefix(POOL))
+    assert [Remark.parse(p.remark).state for p in live] == ["reserve"]  # type: ignore[union-attr]
+    assert len(await n1.phones.list_all(mark_prefix=MARK_PREFIX)) == 1
+    everything = await n1.phones.list_all()
+    states = sorted(Remark.parse(p.remark).state for p in everything)  # type: ignore[union-attr]
+    assert states == ["reserve", "retired", "retired"]
+    # A deleted pool still says how many profiles the account keeps under its name.
+    assert await provider.release_pool(POOL) == 3
+    assert await provider.release_pool(POOL) == 3  # a retry after a lost answer
+    assert await n1.phones.list_all(mark_prefix=pool_prefix(POOL)) == []
+    assert await provider.list_pool(POOL) == []
+    assert (await phones_stats(account))["profiles"] == 3
+
+
+# ------------------------------------------------------------ scale-down cost
+
+
+async def test_a_scale_down_costs_at_most_two_requests_a_phone(account: Account, n1: Node) -> None:
+    """What `terminate_device` does for a scale-down (`only_if_idle`): an idle check
+    (`get_device`), then `remove_device`, for every phone at once. Before: a look-up
+    by `seq` for each, a `running` read for each, often a second look-up, then the
+    shutdown and the re-mark: 4-5 requests a phone (`bench/cloud_phones.py`)."""
+    provider = PhoneProvider(n1.phones)
+    made = [await provider.create_device(new_device(slot=s)) for s in range(6)]
+    await account.advance(61)
+    await provider.list_pool(POOL)
+    await account.advance(60)  # the listing's `running` answers are old now
+    before = len(n1.recorder.calls)
+
+    async def scale_down(device_id: str) -> None:
+        with provider_call(pool=POOL, replacement=False):
+            info = (await provider.get_device(device_id)).info
+            assert info.status == READY
+            await provider.remove_device(device_id)
+
+    await asyncio.gather(*(scale_down(d.id) for d in made))
+    paths = [p for p, _ in n1.recorder.calls[before:]]
+    assert paths.count("/phone/shutdown") == 6 and paths.count("/phone/profile/update") == 6
+    assert len(paths) <= 2 * 6 + 1, paths
+    stats = await phones_stats(account)
+    assert stats["running"] == 0
+
+
+async def test_a_phone_scaled_down_while_read_offline_is_still_fresh_started(
+    account: Account, n1: Node, clock: Clock
+) -> None:
+    provider = PhoneProvider(n1.phones, probe_seconds=100.0, clock=clock)
+    made = await provider.create_device(new_device())
+    await account.advance(61)
+    phone_id = (parse_device_id(made.id) or ("", 0))[0]
+    await account.control(f"phones/{phone_id}/offline")
+    clock.now += 200
+    (listed,) = await provider.list_pool(POOL)
+    assert listed.status == OFFLINE  # read for this listing, and kept
+    with provider_call(pool=POOL, replacement=False):
+        await provider.remove_device(made.id)
+    stats = await phones_stats(account)
+    assert (stats["recovers"], stats["running"]) == (1, 0)

@@ -316,7 +316,7 @@ async def test_reserve_keep_retires_what_scale_down_takes_past_it(
     assert (stats["profiles"], stats["running"], stats["shutdowns"]) == (3, 0, 3)
     states = sorted(
         Remark.parse(p.remark).state  # type: ignore[union-attr]
-        for p in await n1.phones.list_all(mark_prefix=pool_prefix("phones-a"))
+        for p in await n1.phones.list_all()  # retired ones are out of the pool's prefix
     )
     assert states == ["reserve", "retired", "retired"]
     # A retired profile is never powered on again: a scale-up takes the one in reserve, then adds.
@@ -356,7 +356,8 @@ async def test_an_offline_phone_is_shut_down_fresh_started_and_kept(
     provider.probe_seconds = 0  # read `running` again now
     (listed,) = await provider.list_pool("phones-a")
     assert listed.status == OFFLINE
-    await provider.remove_device(made.id)
+    with provider_call(pool="phones-a", replacement=True):  # the health check's removal
+        await provider.remove_device(made.id)
     stats = await phones_stats(account)
     assert (stats["recovers"], stats["running"], stats["offline"]) == (1, 0, 0)
     replacement = await provider.create_device(new_device(slot=1))
@@ -375,8 +376,9 @@ async def test_an_offline_phone_past_its_recover_quota_is_retired_not_reused(
     await account.advance(61)
     await account.control(f"phones/{phone_id}/offline")
     provider.probe_seconds = 0
-    await provider.remove_device(made.id)
-    (phone,) = await n1.phones.list_all(mark_prefix=pool_prefix("phones-a"))
+    with provider_call(pool="phones-a", replacement=True):  # the health check's removal
+        await provider.remove_device(made.id)
+    (phone,) = await n1.phones.list_all()  # retired: out of the pool's prefix
     remark = Remark.parse(phone.remark)
     assert remark is not None and remark.state == "retired"
     assert (await phones_stats(account))["running"] == 0
@@ -404,7 +406,7 @@ async def test_release_pool_retires_the_reserve_of_a_deleted_pool(
     for device in made:
         await provider.remove_device(device.id)
     assert await provider.release_pool("phones-a") == 2
-    states = [Remark.parse(p.remark) for p in await n1.phones.list_all(mark_prefix="dvp-")]
+    states = [Remark.parse(p.remark) for p in await n1.phones.list_all()]
     assert sorted(r.state for r in states if r) == ["retired", "retired"]
     # A retry (the first answer lost) counts what the pool keeps, not what it changed.
     assert await provider.release_pool("phones-a") == 2

@@ -8,7 +8,12 @@ the Local API"); so:
 - **Membership** lives in the profile. `name` (at most 30 characters, the only
   field `/phone/list` filters by) is `dvp-<pool digest>-<slot digest>`, a
   deterministic mark per slot from the create's idempotency key; a profile
-  not serving holds `dvp-<pool digest>-reserve` or `-retired`. `remark` holds
+  in reserve holds `dvp-<pool digest>-reserve`. A retired profile (never used
+  again, and never deleted: the API has none) holds `dvr-<pool digest>-retired`,
+  outside every listing's filter: the pool's (`name` is fuzzy, so matching
+  `dvp-<pool digest>-` by substring, by prefix or case-blind all leave it out)
+  and the account's (`dvp-`). Else each listing would page through every
+  profile a pool ever retired. `remark` holds
   the state (`active`, `reserve`, `retired`), the incarnation counter, when
   the incarnation started and the device's labels (`Remark`); listings
   rebuild `DeviceInfo.labels` from it.
@@ -28,9 +33,13 @@ the Local API"); so:
   never serves another claim (it may show that profile still in reserve). A
   pool past one page of profiles looks marks up by name instead (one call).
 - **Removes** shut the phone down (billing stops) and keep the profile as
-  `reserve`. A phone that is offline (listed running, `/phone/running` false)
-  is fresh-started (`recover`) first, or marked `retired` when the month's
-  recover quota is used up: replace, do not repair. `release_pool` (a deleted
+  `reserve`: two calls. A phone that is offline (listed running, `/phone/running`
+  false: read for a replacement, or by a listing not long ago) is fresh-started
+  (`recover`) first, or marked `retired` when the month's recover quota is used
+  up: replace, do not repair. A scale-down reads nothing more (a kept phone that
+  does not come back is replaced when next powered on), and its idle checks
+  (`get_device`, no status read) and removals of a pool of one page look the
+  phones up in one listing of the pool, shared. `release_pool` (a deleted
   pool) marks its reserve `retired`.
 - **Statuses**: listed booting is `provisioning`; powered off (while `active`)
   is `provisioning` too, so the health check's startup timeout replaces it;
@@ -129,6 +138,8 @@ STATES = (ACTIVE, RESERVE, RETIRED)
 ANDROID_ONLY = "the BitBrowser Local API has Android cloud phones only"
 PROXY_NEEDED = "a cloud phone's proxy needs a host, port, username and password"
 MARK_PREFIX = "dvp-"
+# A retired profile's name: nothing of `MARK_PREFIX`, so no listing of devicepool's reads it.
+RETIRED_PREFIX = "dvr-"
 REMARK_HEAD = "devicepool/1"
 # A phone's `/phone/running` answer is trusted this many budget intervals (30 s at 1/s),
 # and a listing reads at most this many (a pool of 100 would spend its budget on them).
@@ -158,7 +169,10 @@ def slot_mark(pool: str, idempotency_key: str) -> str:
 
 
 def parked_mark(pool: str, state: str) -> str:
-    """The `name` of a profile of `pool` not serving (`reserve`, `retired`)."""
+    """The `name` of a profile of `pool` not serving (`reserve`, `retired`: outside the
+    pool's prefix, so its listings never read it again)."""
+    if state == RETIRED:
+        return f"{RETIRED_PREFIX}{_digest(pool, 8)}-{RETIRED}"
     return pool_prefix(pool) + state
 
 
@@ -278,6 +292,9 @@ class PhoneProvider:
         self._wall = wall_clock
         self._clock = clock
         self._seqs: dict[str, int] = {}  # phone id -> seq: one listing call finds it again
+        # phone id -> the pool whose listing last showed it: a call naming no pool (a
+        # scale-down's idle check and removal) still joins that pool's listing and turn.
+        self._pools: dict[str, str] = {}
         # phone id -> (when, the profile) of a look-up by id: a scale-down's idle check and
         # its remove, a moment apart, read the profile once.
         self._looked: dict[str, tuple[float, Phone]] = {}
@@ -316,9 +333,13 @@ class PhoneProvider:
         return [ProviderDevice(info, "android") for info in infos]
 
     async def get_device(self, device_id: str) -> ProviderDevice:
+        # No `running` read: a kept answer or the listing's word. The callers (a
+        # scale-down's idle check, a replacement's reason, the orphan sweep) act on
+        # no `offline` that the pool's listings and the health check have not read.
         phone, remark = await self._serving(device_id)
         with provider_call(pool=remark.pool):
-            return ProviderDevice(await self._info(phone, remark), "android")
+            (info,) = await self._infos([(phone, remark)], probe=False)
+            return ProviderDevice(info, "android")
 
     async def read_statuses(self, ids: list[str]) -> tuple[list[DeviceStatusInfo], list[str]]:
         # A batch's boot check names its pool: one listing of that pool, joined by the
@@ -505,7 +526,13 @@ class PhoneProvider:
     async def remove_device(self, device_id: str) -> None:
         phone, remark = await self._serving(device_id)
         with provider_call(pool=remark.pool):
-            broken = phone.status == PhoneStatus.RUNNING and not await self._running(phone)
+            # Broken (fresh-started before it is kept): read so, or read now for a
+            # replacement. A scale-down reads nothing more: a phone it keeps that does
+            # not come back when powered on again is replaced then, and fresh-started.
+            replacing = current_call().replacement
+            broken = phone.status == PhoneStatus.RUNNING and not await self._running(
+                phone, read=replacing
+            )
             await self._park(phone, remark, broken=broken)
 
     async def _park(self, phone: Phone, remark: Remark, *, broken: bool) -> str:
@@ -554,9 +581,17 @@ class PhoneProvider:
                         "remark": replace(remark, state=RETIRED).text(),
                     },
                 )
+            # Those retired before, out of the pool's listing: one more listing, here only.
+            retired = [
+                p
+                for p in await self.phones.find_by_mark(parked_mark(pool, RETIRED))
+                if p.id not in {q.id for q, _ in profiles}
+                and (r := self._remark_of(p)) is not None
+                and r.pool == pool
+            ]
         # Every profile of the pool stays (the API has no delete), retired now: a retry
         # after a lost answer counts the same.
-        return len(profiles)
+        return len(profiles) + len(retired)
 
     async def aclose(self) -> None:
         await self.phones.api.aclose()
@@ -596,6 +631,7 @@ class PhoneProvider:
                 del self._listings[key]
         listing.found = [(p, r) for p, r in found if r.pool == pool]
         self._sizes[pool] = len(found)
+        self._pools.update({p.id: pool for p, _ in listing.found})
 
     async def _marked(
         self, prefix: str, *, on_turn: Callable[[], None] | None = None
@@ -627,7 +663,8 @@ class PhoneProvider:
         """The profile serving `device` now (`NotFoundError`: no such device, or one removed)."""
         parsed = parse_device_id(device)
         if parsed is not None:
-            phone = await self._phone(parsed[0])
+            with provider_call(pool=current_call().pool or self._pools.get(parsed[0], "")):
+                phone = await self._phone(parsed[0])
             remark = None if phone is None else self._remark_of(phone)
             if phone is not None and remark is not None and _serves(remark, parsed[1]):
                 return phone, remark
@@ -650,6 +687,20 @@ class PhoneProvider:
         return found
 
     async def _look_up(self, phone_id: str) -> Phone | None:
+        # A pool of one page: its listing, shared with the pool's other calls waiting
+        # for the budget (a scale-down's N idle checks and removals cost one call, not
+        # N look-ups by `seq`), and kept for each phone it shows.
+        pool = current_call().pool
+        listed = False
+        if pool and self._sizes.get(pool, 0) < MAX_PAGE_SIZE:
+            listing = await self._pool_listing(pool)
+            listed = True
+            if (listing.parks, listing.claims) == (self._parks[pool], self._claimed[pool]):
+                at = self._clock()  # nothing of the pool changed here since it was begun
+                self._looked.update({p.id: (at, p) for p, _ in listing.found})
+            for phone, _ in listing.found:
+                if phone.id == phone_id:
+                    return phone
         seq = self._seqs.get(phone_id)
         if seq is not None:
             page = await self.phones.list_page(0, seq=seq)
@@ -658,8 +709,7 @@ class PhoneProvider:
                     return phone
         # Its `seq` not known (a node worker restarted): the pool's listing (shared with
         # the pool's other calls waiting), then, if not there, every pool's profiles.
-        pool = current_call().pool
-        if pool:
+        if pool and not listed:
             for phone, _ in await self._pool_phones(pool):
                 if phone.id == phone_id:
                     return phone
@@ -674,11 +724,13 @@ class PhoneProvider:
         self._probes[phone.id] = _Probe(self._clock(), running, phone.status)
         return running
 
-    async def _running(self, phone: Phone) -> bool:
+    async def _running(self, phone: Phone, *, read: bool = True) -> bool:
         """The kept `/phone/running` answer (for the phone's listed status, less than
-        `probe_seconds` old), else one read."""
+        `probe_seconds` old), else one read (`read`), else the listing's word (running)."""
         kept = self._kept(phone, self._clock())
-        return kept.running if kept is not None else await self._probe(phone)
+        if kept is not None:
+            return kept.running
+        return await self._probe(phone) if read else True
 
     def _kept(self, phone: Phone, now: float) -> _Probe | None:
         """The phone's `running` answer if it still counts: for its listed status, and
@@ -698,7 +750,9 @@ class PhoneProvider:
         (info,) = await self._infos([(phone, remark)])
         return info
 
-    async def _infos(self, found: list[tuple[Phone, Remark]]) -> list[DeviceInfo]:
+    async def _infos(
+        self, found: list[tuple[Phone, Remark]], *, probe: bool = True
+    ) -> list[DeviceInfo]:
         """The devices of `found`, after at most `probes_per_listing` reads of `running` (one
         while other calls wait for the budget) among the phones listed running whose
         answer no longer counts: those last read not running first (one still offline
@@ -707,7 +761,7 @@ class PhoneProvider:
         which acts on it) reads every suspect again, however recent its answer."""
         now = self._clock()
         running = [p for p, _ in found if p.status in (PhoneStatus.RUNNING, None)]
-        fresh = [p for p in running if self._suspect(p)] if current_call().fresh else []
+        fresh = [p for p in running if self._suspect(p)] if probe and current_call().fresh else []
         again = {p.id for p in fresh}
         due = [p for p in running if p.id not in again and self._kept(p, now) is None]
         probes = self._probes
@@ -717,7 +771,7 @@ class PhoneProvider:
             same = last is not None and last.listed == phone.status
             return (not self._suspect(phone), same, last.at if last else 0.0)
 
-        reads = self.probes_per_listing if not self.phones.pacer.waiting else 1
+        reads = 0 if not probe else self.probes_per_listing if not self.phones.pacer.waiting else 1
         for phone in [*fresh, *sorted(due, key=first)[:reads]]:
             await self._probe(phone)
         # Seen as of the listing's start: an answer read for it counts for it.
