@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError
 
 from devicepool.activities import pool_runs
@@ -37,6 +40,7 @@ from devicepool.activities.models import (
     suspects_fingerprint,
 )
 from devicepool.activities.providers.base import provider_call
+from devicepool.api.errors import ErrorType
 
 __all__ = ["WatchActivities"]
 
@@ -70,11 +74,34 @@ def _health_answer(
     )
 
 
+@contextmanager
+def _quiet_if_orphaned() -> Iterator[None]:
+    """A watch cancelled because its workflow is gone (it ended while this watch, dropped,
+    had not heard its cancel yet) ends as a benign failure: nobody is left to answer,
+    and the SDK logs it at debug, not as a failed activity with a traceback."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        details = activity.cancellation_details()
+        if details is not None and details.not_found and not details.cancel_requested:
+            raise ApplicationError(
+                "its workflow is gone",
+                type=ErrorType.NOT_FOUND.value,
+                non_retryable=True,
+                category=ApplicationErrorCategory.BENIGN,
+            ) from None
+        raise
+
+
 class WatchActivities(AccountProviders):
     """The two long-running activities (`watch_queue_activities()` of `DeviceActivities`)."""
 
     @activity.defn
     async def watch_devices(self, input: WatchDevicesInput) -> WatchDevicesResult:
+        with _quiet_if_orphaned():
+            return await self._watch_devices(input)
+
+    async def _watch_devices(self, input: WatchDevicesInput) -> WatchDevicesResult:
         self._provider(input.account)  # an unknown account fails at once, not at the deadline
         deadline = time.monotonic() + input.max_seconds
         health_due = time.monotonic() + input.health_every_seconds
@@ -118,6 +145,10 @@ class WatchActivities(AccountProviders):
 
     @activity.defn
     async def watch_health(self, input: WatchHealthInput) -> WatchHealthResult:
+        with _quiet_if_orphaned():
+            return await self._watch_health(input)
+
+    async def _watch_health(self, input: WatchHealthInput) -> WatchHealthResult:
         """Poll every `poll_seconds` until the suspects differ from `fingerprint`, the
         pool is gone, `until` (after a fresh read there) or `max_seconds`.
 

@@ -6,11 +6,12 @@ scales 0 -> N on new profiles (cold), N -> 0 (phones shut down, profiles kept),
 then 0 -> N again on that warm reserve. The bound for 0 -> N is the calls that
 cannot be avoided, one a second: cold, N adds + N power-ons (the last power-on
 at 2N - 1 s); warm, N re-marks + N power-ons; then one boot (about 60 s from
-off, what `--boot` sets); N -> 0, N shutdowns (the last one's second counted
-as its "boot"). Figures are virtual seconds, from the emulator's own request
-counter and stats; `requests` counts every `/phone/*` call (listings,
-look-ups, status reads included). The engine's intervals run at the same
-speed; the scale-down has no idle grace.
+off, what `--boot` sets); N -> 0, N shutdowns (billing stops at the last one,
+at N - 1 s) and N re-marks into reserve (done at 2N - 1 s, the last one's second
+counted as its "boot"). Figures are virtual seconds, from the emulator's own
+request counter and stats; `requests` counts every `/phone/*` call (listings,
+look-ups, status reads included), and for N -> 0 also a phone's share. The
+engine's intervals run at the same speed; the scale-down has no idle grace.
 
     .venv/bin/python bench/cloud_phones.py [--phones 10] [--speed 10] [--boot 60]
 """
@@ -21,6 +22,7 @@ import argparse
 import asyncio
 import time
 import uuid
+from collections import Counter
 from typing import Any
 
 import httpx
@@ -37,6 +39,7 @@ from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
 
 ACCOUNT, KEY, URL = "phones", "bench-local-key", "http://phones.bench"
+UPDATE = "/phone/profile/update"
 
 
 async def phones(http: httpx.AsyncClient) -> dict[str, Any]:
@@ -51,19 +54,43 @@ async def until(http: httpx.AsyncClient, **wanted: int) -> dict[str, Any]:
         await asyncio.sleep(0.02)
 
 
+class Counted(httpx.AsyncBaseTransport):
+    """The adapter's way to the emulator, counting its calls by path."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.paths: Counter[str] = Counter()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.paths[request.url.path] += 1
+        return await self.inner.handle_async_request(request)
+
+
 async def leg(
-    http: httpx.AsyncClient, speed: float, name: str, *, calls: int, boot: float, **done: int
+    http: httpx.AsyncClient,
+    speed: float,
+    name: str,
+    *,
+    calls: int,
+    boot: float,
+    remarks: tuple[Counted, int] | None = None,
+    **done: int,
 ) -> dict[str, Any]:
-    """Wait for `done`; print when the `calls` unavoidable calls could have been made and when
-    the leg ended (`boot` after the last), against what they took (virtual seconds)."""
+    """Wait for `done` (and `remarks`: that many more re-marks); print when the `calls`
+    unavoidable calls could have been made and when the leg ended (`boot` after the
+    last), against what they took (virtual seconds)."""
     start, before = time.monotonic(), await phones(http)
+    updates = remarks[0].paths[UPDATE] if remarks else 0
     marks: dict[str, float] = {}
     while True:
         stats = await phones(http)
         now = (time.monotonic() - start) * speed
         if "power" not in marks and stats["powerOns"] - before["powerOns"] >= done.get("on", 0):
             marks["power"] = now
-        if all(stats[k] == v for k, v in done.items() if k != "on"):
+        if "off" not in marks and stats["shutdowns"] - before["shutdowns"] >= done.get("off", 0):
+            marks["off"] = now
+        remarked = remarks is None or remarks[0].paths[UPDATE] - updates >= remarks[1]
+        if remarked and all(stats[k] == v for k, v in done.items() if k not in ("on", "off")):
             break
         await asyncio.sleep(0.02)
     requests = stats["requests"] - before["requests"]
@@ -71,7 +98,12 @@ async def leg(
     line = f"{name:<24} done {now:6.1f}s (bound {bound:5.1f}s, {now / bound:4.2f}x)"
     if done.get("on"):
         line += f"; last power-on {marks['power']:5.1f}s (bound {last:4.1f}s)"
-    print(f"{line}; {requests} requests, {requests / now:4.2f}/s")
+    if done.get("off"):
+        line += f"; last shutdown {marks['off']:5.1f}s (bound {done['off'] - 1:4.1f}s)"
+    line += f"; {requests} requests, {requests / now:4.2f}/s"
+    if done.get("off"):
+        line += f", {requests / done['off']:3.1f} a phone"
+    print(line)
     return stats
 
 
@@ -107,7 +139,7 @@ async def main(n: int, speed: float, boot: float) -> None:
             )
         },
         settings=settings,
-        transport=httpx.ASGITransport(app=app),
+        transport=(counted := Counted(httpx.ASGITransport(app=app))),
     )
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=URL)
     async with await dev_server() as env:
@@ -146,7 +178,16 @@ async def main(n: int, speed: float, boot: float) -> None:
                 )
 
             await scale(0)
-            await leg(http, speed, f"{n} -> 0 (shut down)", calls=n, boot=1, running=0, shutdowns=n)
+            await leg(
+                http,
+                speed,
+                f"{n} -> 0 (shut down)",
+                calls=2 * n,
+                boot=1,
+                remarks=(counted, n),
+                running=0,
+                off=n,
+            )
             await scale(n)
             warm = await leg(
                 http, speed, f"0 -> {n} (warm reserve)", calls=2 * n, boot=boot, running=n, on=n

@@ -1,0 +1,87 @@
+"""A long watch whose workflow ended while it was being dropped ends quietly.
+
+A health check drops its watch (a config change) and starts another; if the
+check then ends before the dropped one hears its cancel, the server answers its
+next heartbeat with "not found" and the SDK cancels it for that reason. Raised
+as a plain cancellation, the SDK logged it as a failed activity with a
+traceback (the end of every `bench/cloud_phones.py` run). Nobody is left to
+answer: it ends as a benign failure (logged at debug), while a cancel that was
+asked for still ends as a cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from temporalio.activity import ActivityCancellationDetails
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory, CancelledError
+from temporalio.testing import ActivityEnvironment
+
+from devicepool.activities import DeviceActivities
+from devicepool.activities.devices import device_fingerprint
+from devicepool.activities.models import WatchDevicesInput
+from devicepool.api.errors import ErrorType
+from tests.activities.test_health_reads import (
+    POOL,
+    health_input,
+    pool_still_runs,  # noqa: F401  (autouse fixture: the pool runs)
+    worker_process,
+)
+from tests.helpers.emulator import Emulator
+
+
+@pytest.fixture
+async def acts(emulator: Emulator) -> AsyncIterator[DeviceActivities]:
+    worker = worker_process(emulator)
+    yield worker
+    await worker.aclose()
+
+
+def _watches(acts: DeviceActivities) -> dict[str, tuple[Callable[..., Awaitable[Any]], Any]]:
+    return {
+        "health": (acts.watch_health, health_input(poll_seconds=0.05, max_seconds=30)),
+        "devices": (
+            acts.watch_devices,
+            WatchDevicesInput(
+                account="default",
+                pool=POOL,
+                fingerprint=device_fingerprint([]),  # what it lists: it polls on
+                poll_seconds=0.05,
+                max_seconds=30,
+            ),
+        ),
+    }
+
+
+async def _cancelled(
+    acts: DeviceActivities, which: str, details: ActivityCancellationDetails
+) -> BaseException:
+    fn, arg = _watches(acts)[which]
+    env = ActivityEnvironment(client=object())  # type: ignore[arg-type]
+    running = asyncio.ensure_future(env.run(fn, arg))
+    await asyncio.sleep(0.3)
+    env.cancel(details)
+    with pytest.raises(BaseException) as caught:
+        await running
+    return caught.value
+
+
+@pytest.mark.parametrize("which", ["health", "devices"])
+async def test_a_watch_whose_workflow_is_gone_ends_as_a_benign_failure(
+    acts: DeviceActivities, which: str
+) -> None:
+    error = await _cancelled(acts, which, ActivityCancellationDetails(not_found=True))
+    assert isinstance(error, ApplicationError), repr(error)
+    assert error.category == ApplicationErrorCategory.BENIGN
+    assert error.type == ErrorType.NOT_FOUND.value and error.non_retryable
+
+
+@pytest.mark.parametrize("which", ["health", "devices"])
+async def test_a_watch_cancelled_on_request_is_still_cancelled(
+    acts: DeviceActivities, which: str
+) -> None:
+    error = await _cancelled(acts, which, ActivityCancellationDetails(cancel_requested=True))
+    assert isinstance(error, asyncio.CancelledError | CancelledError), repr(error)
