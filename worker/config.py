@@ -308,12 +308,22 @@ def _account_node(account: AccountFile, where: str) -> str:
     """The account's node worker ("" when this process speaks to `baseUrl` itself).
 
     `node` is for `api: bitbrowser` only and replaces `baseUrl` and the key: the
-    node worker has both (`--bitbrowser-url`, `--bitbrowser-key-file`).
+    node worker has both (`--bitbrowser-url`, `--bitbrowser-key-file`). It is
+    required there: every replica of a main worker reads the same config, and each
+    would pace its own calls (two make 2 requests a second on the account's one)
+    and hold its own reserve claim lock (two could hand one profile to two slots).
+    A node worker is one process: one pacer, one lock, however many replicas.
     """
     if account.node is None:
+        if account.api == "bitbrowser":
+            raise ConfigError(
+                f"{where}.node: required for api: bitbrowser (the Local API allows 1 request "
+                "a second and a reserve profile must be claimed once: one node worker, "
+                "`devicepool worker --node NAME --bitbrowser-url URL`, serves the account, "
+                "not each main worker)"
+            )
         if account.base_url is None:
-            hint = " (or node: NAME, for api: bitbrowser)" if account.api == "bitbrowser" else ""
-            raise ConfigError(f"{where}.baseUrl: required{hint}")
+            raise ConfigError(f"{where}.baseUrl: required")
         return ""
     if account.api != "bitbrowser":
         raise ConfigError(

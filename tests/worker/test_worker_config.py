@@ -248,16 +248,20 @@ def test_an_account_speaks_rest_unless_it_names_another_provider_api() -> None:
 
 
 def test_an_account_on_the_bitbrowser_local_api_is_its_cloud_phones() -> None:
+    from pydantic import SecretStr
+
     from devicepool.activities.metrics import Metrics
     from devicepool.activities.providers.bitbrowser.phone_provider import PhoneProvider
     from devicepool.activities.providers.registry import build_provider
     from devicepool.activities.secrets import Scrubber
+    from devicepool.activities.settings import AccountSettings
 
+    # A worker config names a node for it (tests/worker/test_worker_config_nodes.py);
+    # the node worker, and tests, build the in-process adapter from its settings.
     local = "http://127.0.0.1:54345"
-    settings = build_config(
-        account(apiKeyEnv="K", api="bitbrowser", baseUrl=local), env={"K": KEY}
-    ).accounts["default"]
-    assert (settings.api, settings.base_url) == ("bitbrowser", local)
+    settings = AccountSettings(
+        name="default", api="bitbrowser", base_url=local, api_key=SecretStr(KEY)
+    )
     provider = build_provider(settings, metrics=Metrics(), scrubber=Scrubber())
     assert isinstance(provider, PhoneProvider)
     assert provider.phones.pacer.interval == settings.phone_interval_seconds > 1

@@ -40,10 +40,20 @@ def test_a_node_account_has_no_url_or_key_and_its_node_reaches_the_workflows() -
     assert "phones@node:node-1/" in config.describe()["accounts"]
 
 
-def test_a_bitbrowser_account_with_a_base_url_stays_in_process() -> None:
-    config = build_config(phones(baseUrl="http://127.0.0.1:54345", apiKeyEnv="K"), env={"K": KEY})
-    assert config.accounts["phones"].node == ""
-    assert config.settings.account_nodes == {}
+def test_a_bitbrowser_account_without_a_node_is_refused_at_start() -> None:
+    """Every main worker replica reads one config. With `baseUrl`, each one paced its own
+    calls (two workers: 2 requests a second on a 1-a-second account) and held its own
+    reserve claim lock (two could power one reserve profile on for two slots). Only a
+    node worker, one process, serves such an account."""
+    with pytest.raises(ConfigError) as exc:
+        build_config(
+            phones(baseUrl="http://127.0.0.1:54345", apiKeyEnv="K"),
+            env={"K": KEY},
+            source="devicepool.yaml",
+        )
+    message = str(exc.value)
+    assert message.startswith("devicepool.yaml: accounts.phones.node: required"), message
+    assert "--node" in message and "\n" not in message and KEY not in message
 
 
 @pytest.mark.parametrize(
@@ -66,7 +76,7 @@ def test_a_bitbrowser_account_with_a_base_url_stays_in_process() -> None:
         (phones(node="node-1", apiKeyEnv="K"), "accounts.phones.apiKeyEnv: not with node"),
         (phones(node="Node_1"), "accounts.phones.node: must be a DNS-1123 label"),
         (phones(node=""), "accounts.phones.node: must not be empty"),
-        (phones(), "accounts.phones.baseUrl: required (or node: NAME, for api: bitbrowser)"),
+        (phones(), "accounts.phones.node: required for api: bitbrowser"),
         ({"accounts": {"a": {"apiKeyEnv": "K"}}}, "accounts.a.baseUrl: required"),
     ],
 )
