@@ -5,13 +5,18 @@ field takes when a create leaves it out) plus what the vendor sets (`id`,
 `seq`, times). `/browser/update` without an id creates; with an id it replaces
 the whole record, so a body that leaves out a field the record holds a value in
 would wipe it: that body is refused (`REPLACE_NEEDS_WHOLE_RECORD`).
-`/browser/update/partial` merges. List and detail answers carry every field,
-secrets included (`SECRET_FIELDS`).
+`/browser/update/partial` merges. List and detail answers carry every field
+the vendor documents for `/browser/detail`, secrets included (`SECRET_FIELDS`):
+the user fields, and what the vendor keeps itself (`VENDOR_FIELDS`, with the
+values a profile nobody touched in the desktop client holds; `lastIp` and
+`lastCountry` are those of its last open, an exit address stable per proxy
+session).
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -46,8 +51,9 @@ DEFAULTS: dict[str, Any] = {
     "proxyUserName": "",
     "proxyPassword": "",
     "refreshProxyUrl": "",
-    "ipCheckService": "ip123in",
+    "ipCheckService": "ip-api",  # documented: "default ip-api"
     "isIpv6": False,
+    "isIpNoChange": False,
     "ip": "",
     "country": "",
     "province": "",
@@ -72,7 +78,15 @@ DEFAULTS: dict[str, Any] = {
     "syncHistory": False,
     "syncExtensions": False,
     "credentialsEnableService": False,
-    "allowedSignin": False,
+    "allowedSignin": True,  # documented: "default true"
+    "syncUserExtensions": False,
+    "syncGoogleAccount": False,
+    "syncSessions": False,
+    "syncPaymentsAndAddress": False,
+    "clearCacheWithoutExtensions": False,
+    "enableBackgroundMode": False,
+    "isValidUsername": False,
+    "otherCookie": "",
     "clearCacheFilesBeforeLaunch": False,
     "clearCookiesBeforeLaunch": False,
     "clearHistoriesBeforeLaunch": False,
@@ -85,6 +99,55 @@ DEFAULTS: dict[str, Any] = {
     "browserFingerPrint": {},
 }
 
+# What the vendor keeps of a profile itself (never taken from a body), as a profile
+# made through the API and never touched in the desktop client holds them.
+EMULATED_USER_ID = "2c9c29a27e230d14017e23c151ce0036"
+VENDOR_FIELDS: dict[str, Any] = {
+    "agentId": "",
+    "operUserName": "",
+    "delReason": "",
+    "isMostCommon": 0,
+    "isRemove": 0,
+    "tempStr": None,
+    "createdBy": EMULATED_USER_ID,
+    "userId": EMULATED_USER_ID,
+    "mainUserId": EMULATED_USER_ID,
+    "recycleBinRemark": "",
+    "abortImageMaxSize": None,
+    "createdName": None,
+    "belongUserName": None,
+    "updateName": None,
+    "agentIpCount": None,
+    "belongToMe": False,
+    "seqExport": None,
+    "groupIDs": None,
+    "browserShareID": None,
+    "share": None,
+    "shareUserName": None,
+    "isShare": 0,
+    "createNum": 0,
+    "isRandomFinger": True,
+    "remarkType": 1,
+    "duplicateCheck": 0,
+    "ossExtend": None,
+    "randomKey": None,
+    "randomKeyUser": None,
+    "syncBrowserAccount": None,
+    "cookieBak": "",
+    "passwordBak": None,
+    "manual": 0,
+    "proxyPasswordBak": None,
+    "proxyAgreementType": None,
+    "extendIds": [],
+    "coreProduct": None,
+    "ostype": None,
+    "os": None,
+    "sort": 0,
+    "checkPassword": None,
+}
+# The exit of a profile without a proxy: the desktop's own address.
+_DESKTOP_IP = "198.51.100.7"
+
 _CORE_VERSIONS = ("130", "128", "126", "124")
 _OS_BY_TYPE = {"PC": "Win32", "Android": "Linux armv81", "IOS": "iPhone"}
 
@@ -96,18 +159,33 @@ class Profile:
     fields: dict[str, Any]
     created: str
     updated: str
+    # Where its last open went out from ("" until opened), as the vendor records it.
+    last_ip: str = ""
+    last_country: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """What `/browser/list` and `/browser/detail` answer: every field, secrets included."""
         return {
             "id": self.id,
             "seq": self.seq,
+            **copy.deepcopy(VENDOR_FIELDS),
             **copy.deepcopy(self.fields),
+            "lastIp": self.last_ip,
+            "lastCountry": self.last_country,
             "status": 0,
             "isDelete": 0,
             "createdTime": self.created,
             "updateTime": self.updated,
         }
+
+    def opened(self) -> None:
+        """Record the exit of an open: the proxy's, stable per host and session user."""
+        if self.fields["proxyType"] == "noproxy" or not self.fields["host"]:
+            self.last_ip, self.last_country = _DESKTOP_IP, "美国"
+            return
+        key = f"{self.fields['host']}|{self.fields['proxyUserName']}".encode()
+        a, b, c, d = hashlib.sha256(key).digest()[:4]
+        self.last_ip, self.last_country = f"{100 + a % 100}.{b}.{c}.{1 + d % 254}", "美国"
 
     def secrets(self) -> list[str]:
         return [str(self.fields[k]) for k in SECRET_FIELDS if self.fields.get(k)]

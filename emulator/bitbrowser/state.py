@@ -444,7 +444,9 @@ class BitBrowserEmulator:
             raise LocalApiError(text.OPEN_TIMED_OUT)
         process.state = "open"
         self.counters.opens += 1
-        return process.open_json(self.profiles.get(profile_id).to_json())
+        opened = self.profiles.get(profile_id)
+        opened.opened()
+        return process.open_json(opened.to_json())
 
     def _openable(self, profile_id: str, node: Node) -> Process | None:
         """The live process if the profile is open on `node`; refuse if it cannot be opened."""
