@@ -102,8 +102,9 @@ class Metrics:
         )
         self.foreign_marks = Counter(
             "devicepool_foreign_marks",
-            "Provider objects named like devicepool's whose mark does not parse (a remark "
-            "edited by hand, another tool's): skipped as foreign, never managed.",
+            "Sightings of a provider object named like devicepool's whose mark does not "
+            "parse (a remark edited by hand, another tool's): skipped as foreign, never "
+            "managed; counted at each listing that meets it.",
             ["family"],
             registry=r,
         )
