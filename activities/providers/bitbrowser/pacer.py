@@ -24,7 +24,8 @@ as the worst delay. The price is the call's own latency on each turn.
 It is process-local: two worker processes serving one account, with a pacer
 each, make two calls a second. An account with `node: NAME` (worker config)
 has every call on that node worker, which holds one pacer for all its
-accounts (`worker/node.py`), so any number of main workers share the second.
+accounts (`worker/node.py`), so any number of main workers share the second;
+a worker config refuses such an account without `node` (`worker/config.py`).
 """
 
 from __future__ import annotations

@@ -62,8 +62,9 @@ the Local API"); so:
 
 Every call takes its turn on the account's `PhonePacer` (1 a second). The
 reserve claims of a pool are one at a time in this process only: an account served by a node
-worker (`node: NAME`) has all its calls in that one process; two processes
-each with the account's `baseUrl` could claim one reserve profile twice.
+worker (`node: NAME`) has all its calls in that one process, and a worker config
+refuses such an account without one (two processes each with the account's
+`baseUrl` could claim one reserve profile twice).
 Secrets (the API key, the proxy password) never reach a result or an error:
 the client scrubs what it raises and its models hold none.
 """
