@@ -16,7 +16,8 @@ through `activities.node_definitions.NodeActivityDefinitions`.
 - One open in flight per node process (the desktop's memory), `queue: true`; a
   profile stuck opening or closing is reset (`/browser/closing/reset`) and
   opened once more. A refused open answers `open: false` with the reason; a
-  node that does not answer raises (retryable).
+  desktop client that is busy, goes away or outlasts the open's time answers
+  `open: false` with `node_trouble` (not the profile's failure: its cookies stay).
 - Delete closes, confirms with `pids/alive`, then deletes; already gone is success.
 
 Every failure leaves as `to_application_error` (the Local API's classification);
@@ -34,7 +35,12 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from devicepool.activities.errors import ProviderError, configuration_error, to_application_error
+from devicepool.activities.errors import (
+    ProviderError,
+    TransportError,
+    configuration_error,
+    to_application_error,
+)
 from devicepool.activities.heartbeats import heartbeating
 from devicepool.activities.node_definitions import NodeActivityDefinitions
 from devicepool.activities.node_models import (
@@ -56,6 +62,7 @@ from devicepool.activities.providers.bitbrowser import (
     LocalApiError,
     LocalApiNotFoundError,
     LocalApiRateLimitedError,
+    LocalApiUnavailableError,
     LocalApiUnsupportedError,
     ProfileProxy,
 )
@@ -71,6 +78,9 @@ _MARK = re.compile(r"^devicepool pool=(?P<pool>\S+) slot=(?P<slot>\S+) node=(?P<
 _ELSEWHERE = "其他设备"
 # Refusals that say nothing of the profile: raised, not answered as `open: false`.
 _NODE_TROUBLE = (LocalApiAuthError, LocalApiRateLimitedError, LocalApiUnsupportedError)
+# The one UNAVAILABLE text that may be the profile's own (its browser would not start):
+# the others (busy, try later, timed out) are the desktop client's.
+_FAILED_TO_START = "启动失败"
 POLL_SECONDS = 0.25
 
 
@@ -246,6 +256,15 @@ class NodeBrowserActivities(NodeActivityDefinitions):
             raise to_application_error(exc) from None
 
     async def _open(self, profile_id: str) -> NodeOpenResult:
+        """`_try_open`, with the desktop client's own trouble (no answer in the open's
+        time, a dropped connection) answered as the node's, not the profile's."""
+        try:
+            return await self._try_open(profile_id)
+        except TransportError as exc:
+            activity.logger.info("profile %s: open got no answer: %s", profile_id, exc)
+            return _node_trouble(exc)
+
+    async def _try_open(self, profile_id: str) -> NodeOpenResult:
         try:
             await self.profiles.open(profile_id, queue=True)
             return NodeOpenResult(open=True)
@@ -313,8 +332,17 @@ def _refused(exc: LocalApiError) -> NodeOpenResult:
     return NodeOpenResult(open=False, reason=f"{exc.error_type.value}: {exc.detail}")
 
 
+def _node_trouble(exc: ProviderError) -> NodeOpenResult:
+    return NodeOpenResult(
+        open=False, reason=f"{exc.error_type.value}: {exc.detail}", node_trouble=True
+    )
+
+
 def _refused_or_raise(exc: LocalApiError) -> NodeOpenResult:
-    """The profile's own trouble is an answer; the node's (key, budget, old client) is raised."""
+    """The profile's own trouble is an answer; the node's (key, budget, old client) is raised,
+    and a busy desktop client is answered as the node's trouble (not the profile's)."""
     if isinstance(exc, _NODE_TROUBLE):
         raise exc
+    if isinstance(exc, LocalApiUnavailableError) and _FAILED_TO_START not in exc.raw_msg:
+        return _node_trouble(exc)
     return _refused(exc)

@@ -149,6 +149,9 @@ class NodeOpenInput(CamelModel):
 class NodeOpenResult(CamelModel):
     open: bool
     reason: str = ""
+    # Not open for the node's sake, not the profile's (its desktop client was busy, went
+    # away or ran out of time): the open does not count toward the profile's failures.
+    node_trouble: bool = False
 
 
 class NodeDeleteInput(CamelModel):

@@ -9,11 +9,17 @@ not by that deadline; and a timed-out open is not the profile's failure.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
+from typing import Any
 
+import httpx
+import pytest
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
+from devicepool.activities.errors import ProviderError, to_application_error
 from devicepool.activities.node_browsers import NodeBrowserActivities
+from devicepool.activities.node_models import NodeOpenResult
 from devicepool.activities.providers.bitbrowser import BrowserProfiles, LocalApi
 from devicepool.workflows.browserpool import workflow as wf
 
@@ -60,3 +66,56 @@ def test_a_timed_out_or_refused_open_is_the_nodes_trouble_not_the_profiles() -> 
     assert not counts(_failed(ApplicationError("key refused", type="unauthenticated")))
     assert not counts(_failed(ApplicationError("slow down", type="rate_limited")))
     assert counts(_failed(ApplicationError("browser crashed", type="server_error")))
+
+
+# Review of issue 37, defect 1: the node's own open ran out (the Local API client gave up
+# after its open timeout: TransportTimeoutError, type `timeout`), the desktop client went
+# away mid-open (`transport`), or it said it was busy (answered `open: false`): each
+# counted as the profile's failure, and three of them deleted it, cookies and all.
+
+
+async def _slow(request: httpx.Request) -> httpx.Response:
+    await asyncio.sleep(5)
+    return httpx.Response(200, json={"success": True, "data": {}})
+
+
+async def _dropped(request: httpx.Request) -> httpx.Response:
+    raise httpx.RemoteProtocolError("server disconnected without sending a response")
+
+
+async def _busy(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, json={"success": False, "msg": "系统繁忙，请稍后再试"})
+
+
+async def _no_proxy(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, json={"success": False, "msg": "请选择代理方式"})
+
+
+async def _outcome(handler: Any) -> tuple[bool, str, bool]:
+    """What the workflow makes of one open on a node whose Local API answers `handler`."""
+    api = LocalApi(
+        base_url="http://127.0.0.1:54345",
+        api_key=None,
+        timeout=1.0,
+        transport=httpx.MockTransport(handler),
+    )
+    node = NodeBrowserActivities(BrowserProfiles(api, open_timeout=0.2), node="node-1")
+    try:
+        answer: NodeOpenResult | ActivityError = await node._open("p1")
+    except ProviderError as exc:
+        answer = _failed(to_application_error(exc))
+    finally:
+        await api.aclose()
+    return wf._open_outcome(answer)
+
+
+@pytest.mark.parametrize("handler", [_slow, _dropped, _busy], ids=["slow", "dropped", "busy"])
+async def test_a_slow_gone_or_busy_desktop_is_not_the_profiles_failure(handler: Any) -> None:
+    ok, why, counted = await _outcome(handler)
+    assert not ok and why, why
+    assert not counted, why
+
+
+async def test_a_refusal_of_the_profile_itself_still_counts() -> None:
+    ok, why, counted = await _outcome(_no_proxy)
+    assert not ok and counted, why

@@ -83,7 +83,13 @@ NODE_CALL = timedelta(seconds=90)
 NODE_OPEN = timedelta(seconds=NODE_OPEN_BUDGET_SECONDS + 60)
 NODE_OPEN_HEARTBEAT = timedelta(seconds=30)
 # Failures of an open that say nothing of the profile (the node's key, its budget).
-NODE_TROUBLE_TYPES = {ErrorType.UNAUTHENTICATED.value, ErrorType.RATE_LIMITED.value}
+# A desktop client that went away or did not answer in time is the node's trouble too.
+NODE_TROUBLE_TYPES = {
+    ErrorType.UNAUTHENTICATED.value,
+    ErrorType.RATE_LIMITED.value,
+    ErrorType.TIMEOUT.value,
+    ErrorType.TRANSPORT.value,
+}
 # A listing is one or two Local API calls: a node that took one and went silent
 # (frozen, its machine asleep) costs a pass this much, not NODE_CALL.
 NODE_LISTING = timedelta(seconds=15)
@@ -347,6 +353,7 @@ class BrowserPoolWorkflow:
         self._dirty = self._dirty or bool(placement.create or placement.delete or placement.open)
 
     async def _open(self, pid: str, node: str) -> None:
+        opened: NodeOpenResult | ActivityError
         try:
             opened = await self._on(
                 node,
@@ -357,9 +364,9 @@ class BrowserPoolWorkflow:
                 within=NODE_OPEN,
                 heartbeat=NODE_OPEN_HEARTBEAT,
             )
-            ok, why, counted = opened.open, opened.reason, True
         except ActivityError as err:
-            ok, why, counted = False, _cause(err), _counts_against_profile(err)
+            opened = err
+        ok, why, counted = _open_outcome(opened)
         if ok:
             self.s.failures.pop(pid, None)
             return
@@ -655,10 +662,17 @@ def _first_known(state: BrowserPoolState, started: datetime) -> datetime:
     return min(times)
 
 
+def _open_outcome(opened: NodeOpenResult | ActivityError) -> tuple[bool, str, bool]:
+    """An open's outcome: (open, why not, whether it counts toward the profile's streak)."""
+    if isinstance(opened, ActivityError):
+        return False, _cause(opened), _counts_against_profile(opened)
+    return opened.open, opened.reason, not opened.node_trouble
+
+
 def _counts_against_profile(err: ActivityError) -> bool:
     """Whether a failed open counts toward the profile's failure streak (whose end deletes
     it, cookies and all): not when the node, not the profile, is the trouble (the open
-    timed out, the node's key or budget was refused)."""
+    timed out, its desktop client went away, the node's key or budget was refused)."""
     if isinstance(err.cause, ActivityTimeoutError):
         return False
     return _error_type(err) not in NODE_TROUBLE_TYPES
