@@ -46,7 +46,11 @@ def test_every_release_has_every_workflow_type() -> None:
     releases = sorted(p for p in ROOT.iterdir() if p.is_dir())
     assert releases, "no recorded release under tests/replay/histories"
     for release in releases:
-        assert (release / "corpus" / "manifest.json").is_file() or list(release.glob("*.json"))
+        # The whole suite's corpus, not only a hand-picked scenario: a folder without one
+        # would leave the corpus tests below with nothing to replay, and pytest would only
+        # skip them ("got empty parameter set").
+        assert (release / "corpus" / "manifest.json").is_file(), f"{release.name}: no corpus"
+        assert list((release / "corpus").glob("*.jsonl.gz")), f"{release.name}: empty corpus"
         if list(release.glob("*.json")):  # the hand-picked scenario (`record.py`)
             kinds = {p.stem.rsplit("-", 1)[0] for p in release.glob("*.json")}
             assert kinds == KINDS, f"{release.name}: {sorted(kinds)}"
