@@ -93,6 +93,7 @@ async def test_a_closed_desktop_client_is_said_and_the_other_node_keeps_the_pool
             return s if ok and placement(account, pool)["open"] == 4 else None
 
         await eventually(spread, timeout=40, what="4 open, 2/2")
+        originals = set(_nodes_of(account, pool))
         on_node_2 = {pid for pid, n in _nodes_of(account, pool).items() if n == "node-2"}
 
         await account.control("node", {"up": False}, node="node-1")
@@ -145,6 +146,17 @@ async def test_a_closed_desktop_client_is_said_and_the_other_node_keeps_the_pool
             return conditions(s).get("NodesAvailable", {}).get("status") == "True"
 
         await eventually(back, timeout=20, what="NodesAvailable=True again")
+
+        # Review of issue 37, defect 2: node-1's originals (their cookies) were deleted as
+        # "a second profile" and the replacements kept. The originals win; the
+        # replacements go once the originals serve.
+        async def originals_back() -> dict[str, Any] | None:
+            s = await status(handle)
+            ok = set(s.get("profileIds") or []) == originals and s.get("readyProfiles") == 4
+            return s if ok and set(_nodes_of(account, pool)) == originals else None
+
+        await eventually(originals_back, timeout=30, what="the originals kept, replacements gone")
+        assert set(_nodes_of(account, pool)) == originals
         await handle.cancel()
         await eventually(
             lambda: _gone(account, pool), timeout=40, what="every profile deleted at the end"

@@ -7,6 +7,7 @@ deleted on it; the other nodes go on. No server.
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from devicepool.workflows.browserpool.plan import NodeProfile, plan
 
@@ -78,3 +79,43 @@ def test_counted_lost_its_slots_are_held_again_on_the_others() -> None:
     )
     assert Counter(node for _, node in placed.create) == {"node-2": 2, "node-3": 2}
     assert [p.id for p in placed.lost] == ["a0", "a1"]
+
+
+def _back(open_originals: bool, *, open_wanted: bool = True) -> Any:
+    """node-1 was counted lost and its slots 0..2 made again on node-2 (`rep*`); node-1's
+    Local API answers again, its originals (their cookies) closed unless `open_originals`."""
+    old = [NodeProfile(f"old{i}", i, "node-1", open_originals) for i in range(3)]
+    own = [NodeProfile(f"n2-{i}", i, "node-2", True) for i in range(3, 6)]
+    rep = [NodeProfile(f"rep{i}", i, "node-2", True) for i in range(3)]
+    return plan(
+        replicas=6,
+        profiles=old + own + rep,
+        alive={"node-1", "node-2"},
+        lost=set(),
+        open_wanted=open_wanted,
+        failures={},
+        failure_limit=3,
+        replacements={"rep0", "rep1", "rep2"},
+    )
+
+
+def test_a_lost_node_back_keeps_its_originals_and_the_replacements_serve_meanwhile() -> None:
+    """Review of issue 37, defect 2: the rule "keep an open one" deleted node-1's originals
+    (closed, as its desktop restarted) as "a second profile" and kept the replacements."""
+    first = _back(open_originals=False)
+    assert not {pid for pid, _ in first.delete} & {"old0", "old1", "old2"}, first.why
+    # The replacements serve until the originals are open again; node-1 opens one a pass.
+    assert first.delete == [], first.why
+    assert {p.id for p in first.held} == {"rep0", "rep1", "rep2", "n2-3", "n2-4", "n2-5"}
+    assert first.open == [("old0", "node-1")]
+    assert first.create == []
+
+
+def test_once_the_originals_serve_the_replacements_go() -> None:
+    back = _back(open_originals=True)
+    assert sorted(pid for pid, _ in back.delete) == ["rep0", "rep1", "rep2"], back.why
+    assert {p.id for p in back.held} == {"old0", "old1", "old2", "n2-3", "n2-4", "n2-5"}
+    assert "rep0" in back.why and "original" in back.why["rep0"], back.why
+    # Without `open`, nothing waits for a browser: the replacements go at once.
+    closed = _back(open_originals=False, open_wanted=False)
+    assert sorted(pid for pid, _ in closed.delete) == ["rep0", "rep1", "rep2"], closed.why

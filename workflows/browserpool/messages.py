@@ -42,6 +42,10 @@ class BrowserPoolState(CamelModel):
     account: str = ""
     # When the pool was first created (its first run's start), kept across runs: its age.
     created: datetime | None = None
+    # Profiles made for a slot whose holder was on a lost node: when that node comes back,
+    # its original (with the cookies) wins and the replacement goes (plan.py). Forgotten
+    # once the replacement is its slot's only profile.
+    replacements: list[str] = Field(default_factory=list)
 
 
 class BrowserPoolInput(CamelModel):

@@ -12,10 +12,14 @@ docs/browserpools.md):
 - Placement spreads: each slot to hold goes to the live node with the fewest
   of the pool's profiles (ties: the node's name), so 6 on 2 nodes is 3/3.
 - Surplus goes, only from live nodes (a profile is closed where it runs):
-  slots at or above N (scale-down), a second profile holding one slot (a lost
-  node came back: the one on the busier node goes), profiles on a live node
+  slots at or above N (scale-down), a second profile holding one slot (the one
+  on the busier node goes), profiles on a live node
   the selector no longer picks (`unselected`), and a profile that failed to open
   `failure_streak_limit` times (its slot is held again, by a new profile).
+- A lost node came back (`replacements`: the profiles made while a slot's
+  holder was lost): the original keeps its slot, it has the cookies. With
+  `open`, while it is not open yet its replacement serves on (counted) and the
+  original is opened; once it is open (or without `open`) the replacement goes.
 - With `open`, every held profile whose browser is not alive is opened (it
   keeps its cookies): one per node per pass, as each node opens one at a time.
 - More profiles past their failure limit at once than `max_unhealthy`: none
@@ -79,6 +83,7 @@ def plan(
     max_unhealthy: int | None = None,
     unselected: Set[str] = frozenset(),
     unreachable: Set[str] = frozenset(),
+    replacements: Set[str] = frozenset(),
 ) -> Placement:
     """This pass's placement (`alive`: live nodes the selector picks; `lost`: silent ones;
     `unreachable`: live ones whose Local API did not answer this pass)."""
@@ -111,13 +116,37 @@ def plan(
         if p.id not in delete:
             by_slot.setdefault(p.slot, []).append(p)
     held: list[NodeProfile] = []
+    # Originals back from a lost node, not open yet: opened while a replacement serves.
+    restoring: list[NodeProfile] = []
+
+    def rank(p: NodeProfile) -> tuple[bool, int, str, str]:
+        return (not p.open, load[p.node], p.node, p.id)
+
     for slot, holders in sorted(by_slot.items()):
-        # Keep an open one, then the one on the least loaded node; the rest go.
-        keep = min(holders, key=lambda p: (not p.open, load[p.node], p.node, p.id))
-        held.append(keep)
+        # The original (not a replacement) wins: it has the cookies. Among equals keep an
+        # open one, then the one on the least loaded node; the rest go.
+        originals = [p for p in holders if p.id not in replacements]
+        keep = min(originals or holders, key=rank)
+        serving = None
+        if originals and open_wanted and not keep.open:
+            # Its replacement serves on (counted) until the original is open.
+            serving = min(
+                (p for p in holders if p.id in replacements and p.open), key=rank, default=None
+            )
+        if serving is not None:
+            held.append(serving)
+            restoring.append(keep)
+        else:
+            held.append(keep)
         for p in holders:
-            if p is not keep:
-                drop(p, f"a second profile for slot {slot}")
+            if p is not keep and p is not serving:
+                back = bool(originals) and p.id in replacements
+                drop(
+                    p,
+                    f"slot {slot}'s original profile serves again"
+                    if back
+                    else f"a second profile for slot {slot}",
+                )
                 load[p.node] -= 1
     creates: list[tuple[int, str]] = []
     if usable:
@@ -131,7 +160,7 @@ def plan(
     opens: list[tuple[str, str]] = []
     if open_wanted:
         busy: set[str] = set()
-        for p in held:
+        for p in [*held, *restoring]:
             if not p.open and p.node not in busy:
                 opens.append((p.id, p.node))
                 busy.add(p.node)

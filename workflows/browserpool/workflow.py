@@ -22,6 +22,7 @@ Continue-as-new when suggested, carrying `BrowserPoolState`.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -179,8 +180,11 @@ class BrowserPoolWorkflow:
             for n in (await self._nodes(everywhere=True)).alive
             if not (n.account and self.s.account and n.account != self.s.account)
         } - alive
-        profiles, failed = await self._list(sorted(alive | unselected))
+        listed = sorted(alive | unselected)
+        profiles, failed = await self._list(listed)
         raise_if_cancelled()
+        if set(listed) - set(failed):  # a listing shows every profile of the account
+            self._forget_replacements(profiles)
         troubles = self._troubles(failed, nodes.alive)
         gone = {n for n, t in troubles.items() if t.lost}
         limit = self._failure_limit()
@@ -197,9 +201,18 @@ class BrowserPoolWorkflow:
             max_unhealthy=max_unhealthy,
             unselected=unselected - set(failed),
             unreachable=set(troubles) - gone,
+            replacements=set(self.s.replacements),
         )
         await self._act(placement)
         self._publish(placement, profiles, alive, lost | gone, troubles)
+
+    def _forget_replacements(self, profiles: list[NodeProfile]) -> None:
+        """A replacement that is gone, or its slot's only profile, is one like the others."""
+        slots = Counter(p.slot for p in profiles)
+        listed = {p.id: p.slot for p in profiles}
+        self.s.replacements = [
+            pid for pid in self.s.replacements if pid in listed and slots[listed[pid]] > 1
+        ]
 
     def _troubles(
         self, failed: dict[str, tuple[str, str]], live: list[NodeInfo]
@@ -325,6 +338,9 @@ class BrowserPoolWorkflow:
                 creates = []  # held: the node's configuration refused the last one
             else:
                 creates = creates[:1]  # one try: did someone fix it?
+        # A slot held on a lost node: what is made for it is a replacement (the original
+        # wins if its node comes back).
+        replacing = {p.slot for p in placement.lost}
         for slot, node in creates:
             body = NodeCreateInput(
                 pool=self._name,
@@ -339,6 +355,8 @@ class BrowserPoolWorkflow:
                     node, "node_create_profile", body, ProfileView, "create a profile"
                 )
                 self.s.made_profiles = True
+                if made is not None and slot in replacing:
+                    self.s.replacements.append(made.id)
                 self._config_problem = None
                 self._event("Created", f"slot {slot} on {node}" + (f": {made.id}" if made else ""))
             except ActivityError as err:
