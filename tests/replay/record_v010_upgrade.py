@@ -20,6 +20,12 @@ v0.1.0's production activities:
   returned.
 - `scale-during-terminations`: 3 ready scaled to 1; while the two DELETEs are
   held, the plain `scale` signal asks for 4 (no new generation).
+- `health-report-during-terminations`: 1 ready scaled to 3, both new devices
+  fail to boot; one pass removes the 2 failed and creates 2. While their DELETEs
+  are held, the health check's word comes (the ready device, removed, signalled
+  as `health_report`): one replacement owed. v0.1.0 split the 2 creates with
+  what was owed after the terminations (a replacement batch of 1, then 1: two
+  child starts); a build that splits them before issues one.
 
 Each pool ends deleted; its runs are written as `<scenario>-<n>.json`.
 """
@@ -33,6 +39,7 @@ import asyncio
 import contextlib
 import os
 import sys
+from datetime import UTC, datetime
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -50,7 +57,7 @@ from devicepool.api.v1alpha1 import DevicePoolSpec, ObjectMeta
 from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.worker.build import account_workers, pool_queue_workers
-from devicepool.workflows.messages import Accepted, ApplyRequest, ScaleRequest
+from devicepool.workflows.messages import Accepted, ApplyRequest, HealthReport, ScaleRequest
 from devicepool.workflows.search_attributes import search_attribute_keys
 from tests.support.binaries import temporal_binary
 from tests.support.histories import run_histories
@@ -125,6 +132,8 @@ async def record(out: Path) -> None:
             await _save(client, "spec-change-during-terminations", out)
             await _scale_during_terminations(client, control)
             await _save(client, "scale-during-terminations", out)
+            await _health_report_during_terminations(client, control)
+            await _save(client, "health-report-during-terminations", out)
         finally:
             if HeldDeletes.gate is not None:
                 HeldDeletes.gate.set()
@@ -195,11 +204,54 @@ async def _scale_during_terminations(client: Client, control: httpx.AsyncClient)
     await _delete(client, pool, control, "rescale")
 
 
+async def _health_report_during_terminations(client: Client, control: httpx.AsyncClient) -> None:
+    pool = await start_pool(client, "owed", 1, settings=SETTINGS, proxy_ref=None)
+    await _until(lambda: _ready(control, "owed", 1), "1 ready")
+    (ready,) = [d["id"] for d in await _devices(control, "owed")]
+    HeldDeletes.gate, HeldDeletes.held = asyncio.Event(), 0
+    await _faults(control, provisionFailureRate=1.0)
+    await pool.execute_update(UPDATE_SCALE, ScaleRequest(replicas=3), result_type=Accepted)
+
+    async def two_failed() -> bool:
+        devices = await _devices(control, "owed")
+        return sum(1 for d in devices if d["status"] == "failed") == 2
+
+    await _until(two_failed, "both new devices failed to boot")
+    await _faults(control)
+
+    async def held() -> bool:
+        return HeldDeletes.held > 0
+
+    await _until(held, "the failed devices' DELETE held")
+    # The health check's word, while the pass awaits its terminations: it removed the
+    # ready device (offline), so one replacement is owed at once.
+    gone = await control.delete(
+        f"/api/v1/devices/{ready}", headers={"Authorization": f"Bearer {KEY}"}
+    )
+    gone.raise_for_status()
+    report = HealthReport(
+        checked_at=datetime.now(UTC),
+        devices=3,
+        unhealthy=1,
+        max_unhealthy=1,
+        paused=False,
+        terminated={ready: "offline for 30s"},
+    )
+    await pool.signal("health_report", report)
+    await asyncio.sleep(1)  # the report lands while the termination is held
+    HeldDeletes.gate.set()
+    HeldDeletes.gate = None
+    await _until(lambda: _ready(control, "owed", 3), "3 ready after the replacements")
+    await asyncio.sleep(2)
+    await _delete(client, pool, control, "owed")
+
+
 async def _save(client: Client, scenario: str, out: Path) -> None:
     name = {
         "scale-down-phase-kept": "kept",
         "spec-change-during-terminations": "respec",
         "scale-during-terminations": "rescale",
+        "health-report-during-terminations": "owed",
     }[scenario]
     for number, history in enumerate(await run_histories(client, pool_workflow_id(name)), 1):
         path = out / f"{scenario}-{number}.json"

@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.pool.lifecycle import Lifecycle, protected_now
     from devicepool.workflows.pool.messages import PoolInput
     from devicepool.workflows.pool.plan import COUNTED_STATUSES, Plan
-    from devicepool.workflows.pool.slots import observed_slots
+    from devicepool.workflows.pool.slots import SlotBook, observed_slots
     from devicepool.workflows.pool.state import PoolState, Said
     from devicepool.workflows.pool.watch import DeviceWatch, Observations
     from devicepool.workflows.shared import versions
@@ -61,6 +61,10 @@ TERMINATED_LEAVE_PATCH = "terminated-devices-leave-the-pass"
 # A spec change while a pass awaits its terminations leaves the decided batches to the
 # next pass (same keys); v0.1.0 started them, under the new generation's keys.
 RESPEC_HOLDS_BATCHES_PATCH = "respec-during-terminations-holds-batches"
+# A pass's creates are split into batches (replacements first, in batches of their own) as
+# decided, before its terminations; v0.1.0 split them once the terminations returned, with
+# what was owed then: a health report in between made it start a replacement batch more.
+OWED_SPLIT_AS_DECIDED_PATCH = "batches-split-as-decided"
 
 
 @workflow.defn(name=names.WORKFLOW_DEVICE_POOL)
@@ -293,6 +297,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
 
     async def _act(self, decision: Decision) -> None:
         """Withdrawals, then terminations, then batches: the decision's order."""
+        book, owed = self.s.slots, self.s.replacements_owed  # what the decision was made on
         self.s.slots, self.s.replacements_owed = decision.slots, decision.replacements_owed
         for batch_id, slots in decision.withdraw.items():
             self._neighbours.withdraw(batch_id, slots)
@@ -302,7 +307,12 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             )
             removed = [d for d in decision.plan.remove_failed if d not in self.s.doomed]
             self.s.fates.set(removed, Fate.REMOVED_FAILED)
-        for order in decision.batches:
+        batches = decision.batches
+        if batches and self.s.replacements_owed != decision.replacements_owed:
+            # Owed more since the decision (a health report during the terminations):
+            # this pass's batches stand as decided, the next pass serves the rest.
+            batches = self._split_as_v0_1_0(decision, book, owed)
+        for order in batches:
             if self.s.generation != decision.generation and not workflow.patched(
                 RESPEC_HOLDS_BATCHES_PATCH
             ):
@@ -325,6 +335,49 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             )
             # Not awaited: the child reports through signals, to this run or the next.
             self._neighbours.later(self._start_child(order.child_id, input))
+
+    def _split_as_v0_1_0(self, decision: Decision, book: SlotBook, owed: int) -> list[BatchOrder]:
+        """The decision's batches, or those a v0.1.0 run started instead (`book` and `owed`:
+        what the decision was made on). v0.1.0 split the creates once the terminations
+        returned, with what was owed then and the listing as it stood then."""
+        since = self.s.replacements_owed - decision.replacements_owed
+        book = book.model_copy(deep=True)
+        book.body_generation = self.s.slots.body_generation
+        for batch_id, slots in decision.withdraw.items():
+            withdrawn = book.batch(batch_id)
+            if withdrawn is not None:
+                withdrawn.withdrawing += slots
+        observed = observed_slots(
+            (d.labels for d in self._devices), names.LABEL_SLOT, children.incarnation()
+        )
+        orders: list[BatchOrder] = []
+        count, owed = decision.plan.create, owed + since
+        while count > 0:
+            n = min(self.settings.provision_batch_size, count, owed or count)
+            generation, taken = book.take(
+                n, generation=decision.generation, observed_slots=observed
+            )
+            child_id = names.provision_workflow_id(
+                self._name, decision.generation, book.next_batch_number()
+            )
+            book.open_batch(child_id, generation, taken, workflow.now())
+            orders.append(BatchOrder(child_id, generation, taken, owed > 0))
+            owed -= len(taken) if owed else 0
+            count -= len(taken)
+        live = self.s.slots
+        if (
+            orders == decision.batches
+            and owed == self.s.replacements_owed
+            and book.retry_slots == live.retry_slots
+        ) or workflow.patched(OWED_SPLIT_AS_DECIDED_PATCH):
+            return decision.batches
+        decided = {order.child_id for order in decision.batches}
+        started = [b for b in book.in_flight if b.workflow_id in {o.child_id for o in orders}]
+        live.in_flight = [b for b in live.in_flight if b.workflow_id not in decided] + started
+        live.next_slot, live.next_batch = book.next_slot, book.next_batch
+        live.retry_slots = book.retry_slots
+        self.s.replacements_owed = owed
+        return orders
 
     def _as_v0_1_0_started(self, order: BatchOrder, decided: int) -> BatchOrder:
         """The batch as a v0.1.0 run started it after a spec change: under the new
