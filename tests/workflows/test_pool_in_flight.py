@@ -28,6 +28,7 @@ from devicepool.api.names import LABEL_TEMPLATE_HASH
 from devicepool.api.v1beta1 import DevicePoolSpec
 from devicepool.workflows.pool import events as say
 from devicepool.workflows.pool.decide import Decision, decide, wake_after
+from devicepool.workflows.pool.fates import Fate, Fates
 from devicepool.workflows.pool.lifecycle import Lifecycle
 from devicepool.workflows.pool.plan import plan_pool
 from devicepool.workflows.pool.slots import SlotBook
@@ -101,9 +102,9 @@ def test_an_idle_rolled_device_goes_first_under_max_surge_zero_and_is_replaced_o
     devices = [dev("old"), dev("b", age=60), dev("c", age=60)]
     first = one_pass(devices, rolling=["old"], surge=0, unavailable=1)
     assert (first.terminate, created(first)) == (["old"], 0)  # 2 serving: 3 - maxUnavailable
-    # Terminating, it still bills: no replacement yet.
+    # Terminating, it still bills: no replacement yet (the pool remembers it was rolled).
     leaving = [dev("old", TERMINATING), dev("b", age=60), dev("c", age=60)]
-    assert created(one_pass(leaving, surge=0, unavailable=1)) == 0
+    assert created(one_pass(leaving, surge=0, unavailable=1, left=["old"])) == 0
     # Gone: its replacement.
     assert created(one_pass(leaving[1:], surge=0, unavailable=1)) == 1
 
@@ -206,7 +207,8 @@ def test_an_expired_budget_counts_retirements_under_way() -> None:
     assert Lifecycle(pool, PoolState(), devices, NOW + timedelta(seconds=30)).retire() == ["e0"]
     # e0 terminating once its replacement serves: none other until it is gone.
     leaving = [dev("e0", TERMINATING, age=7200), *devices[1:], dev("r0", age=5)]
-    assert Lifecycle(pool, PoolState(), leaving, NOW + timedelta(seconds=60)).retire() == []
+    retired = PoolState(fates=Fates({"e0": Fate.LEFT_EXPIRED}))
+    assert Lifecycle(pool, retired, leaving, NOW + timedelta(seconds=60)).retire() == []
     gone = [*devices[1:], dev("r0", age=5)]
     assert Lifecycle(pool, PoolState(), gone, NOW + timedelta(seconds=90)).retire() == ["e1"]
 
@@ -226,7 +228,7 @@ def test_a_drifted_budget_counts_a_rolled_device_still_terminating() -> None:
         dev("d3", hash=old),
         dev("n1", age=5, hash=template_hash(device_template(pool))),
     ]
-    state = PoolState(unlabelled_hash=old)
+    state = PoolState(unlabelled_hash=old, fates=Fates({"d1": Fate.LEFT_DRIFTED}))
     Lifecycle(pool, state, devices, NOW).advance()
     assert state.rolling == []
     Lifecycle(pool, state, devices[1:], NOW + timedelta(seconds=30)).advance()

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 
 from devicepool.activities.models import (
     BUSY,
+    FAILED,
     READY,
     TERMINATED,
     TERMINATING,
@@ -58,6 +59,8 @@ class Decision:
     # Of `terminate`, those leaving of the pool's own accord: device id -> why
     # (`Expired`, `Replaced`, `Drifted`), said as that rather than as a scale-down.
     reasons: dict[str, str] = field(default_factory=dict)
+    # Of those, the ones going before their replacement (the cap leaves no room beside).
+    first: set[str] = field(default_factory=set)
 
 
 def decide(
@@ -82,6 +85,7 @@ def decide(
     scale_down_limit: int | None = None,
     surge: int | None = None,
     reasons: Mapping[str, str] | None = None,
+    left: Collection[str] = (),
 ) -> Decision:
     """What this pass does. `act` False (the listing failed): only the plan, for the status.
 
@@ -91,7 +95,11 @@ def decide(
     (`rollout.maxSurge`; None: not limited) counting every device that still bills.
     Each is terminated only if idle, oldest first (asked again every pass until it is
     gone), and only while the pool keeps `replicas - unavailable` devices ready or busy
-    without it: an expired or replaced device leaves once its replacement serves.
+    without it: an expired or replaced device leaves once its replacement serves. When
+    the cap leaves no room for a replacement beside it (`Plan.capped_beside`), it goes
+    first instead, one at a time (`unavailable` at once if more), and its replacement
+    once it is gone. `left`: devices that went of the pool's own accord; while they
+    terminate, their replacements are the rollout's (held by `surge`), not repairs.
     `protected`: never picked for scale-down.
     """
     book = slots.model_copy(deep=True)
@@ -99,6 +107,9 @@ def decide(
     # Doomed and terminating devices count toward nothing, but bill until they are gone.
     departing = sum(
         1 for d in devices if d.status != TERMINATED and (d.id in doomed or d.status == TERMINATING)
+    )
+    gone_of_own_accord = sum(
+        1 for d in devices if d.status == TERMINATING and d.id in left and d.id not in doomed
     )
 
     def planned() -> Plan:
@@ -116,6 +127,7 @@ def decide(
             max_terminate=scale_down_limit,
             surge=surge,
             departing=departing,
+            left=gone_of_own_accord,
         )
 
     plan = planned()
@@ -136,6 +148,10 @@ def decide(
     # while `replicas - unavailable` serve without them (a busy one waits for idle).
     serving = sum(1 for d in members if d.status in (READY, BUSY) and d.id not in plan.terminate)
     spare = max(0, serving - (replicas - unavailable))
+    if plan.capped_beside:
+        # No room beside them, and none coming: they go first, one at a time at least.
+        ahead = max(0, serving - (replicas - max(1, unavailable)))
+        spare = max(spare, min(ahead, spare + plan.capped_beside))
     wanted = set(retire) | set(rolling)
     idle = sorted(
         (
@@ -150,7 +166,13 @@ def decide(
         why.setdefault(device_id, "Replaced" if device_id in retire else "Drifted")
     decision.terminate = plan.terminate + leaving + must_go
     decision.only_if_idle = set(plan.terminate) | set(leaving)
-    decision.reasons = {d: why[d] for d in decision.terminate if d in why}
+    # Said by its reason: a device leaving of the pool's own accord, or forced out; not
+    # a scale-down's or a failed device's, whatever its age.
+    failed = {d.id for d in devices if d.status == FAILED}
+    said = [*leaving, *(d for d in must_go if d not in failed)]
+    decision.reasons = {d: why[d] for d in said if d in why}
+    # Those that take the serving below `replicas` go before their replacement.
+    decision.first = set(leaving[max(0, serving - replicas) :])
     count, owed = plan.create, replacements_owed
     while count > 0:
         n = min(settings.provision_batch_size, count, owed or count)

@@ -193,13 +193,14 @@ def terminations(
     doomed: Iterable[str],
     skipped: Mapping[str, str],
     reasons: Mapping[str, str] | None = None,
+    first: Collection[str] = (),
 ) -> list[Happened]:
     """What one round of terminations removed (and kept).
 
     A device with a reason (`Expired`, `Replaced`, `Drifted`: it left of the pool's
-    own accord, its replacement serving) is said under it, not as a scale-down. A
-    device the re-check found already on its way out (a listing older than the last
-    termination planned it again) is no news either way.
+    own accord, its replacement serving, or `first` before it) is said under it, not
+    as a scale-down. A device the re-check found already on its way out (a listing
+    older than the last termination planned it again) is no news either way.
     """
     out: list[Happened] = []
     reasons = reasons or {}
@@ -207,8 +208,11 @@ def terminations(
     skipped = {d: why for d, why in skipped.items() if d not in leaving}
     went = set(surplus) - set(skipped) - leaving
     for reason in sorted({reasons[d] for d in went if d in reasons}):
-        these = sorted(d for d in went if reasons.get(d) == reason)
-        out.append(Happened(reason, f"{_LEFT.get(reason, reason)}: {ids(these)}"))
+        for ahead, order in ((False, "replacement first"), (True, "before its replacement")):
+            these = sorted(d for d in went if reasons.get(d) == reason and (d in first) == ahead)
+            if these:
+                said = f"{_LEFT.get(reason, 'terminated')}, {order}: {ids(these)}"
+                out.append(Happened(reason, said))
     # Forced out (past `maxAge + gracePeriod`): its Warning was said when it was doomed.
     forced = sorted(d for d in set(doomed) if d in reasons)
     for reason in sorted({reasons[d] for d in forced}):
@@ -234,9 +238,9 @@ def terminations(
 
 # How a device leaving of the pool's own accord is said (`terminations`).
 _LEFT = {
-    "Expired": "terminated past lifetime.maxAge, replacement first",
-    "Replaced": "terminated as asked, replacement first",
-    "Drifted": "terminated an older template's device, replacement first",
+    "Expired": "terminated past lifetime.maxAge",
+    "Replaced": "terminated as asked",
+    "Drifted": "terminated an older template's device",
 }
 
 

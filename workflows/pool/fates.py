@@ -13,9 +13,13 @@ remember why until the news about it has been read:
 - `replaced`: gone, and its replacement already credited (by the health
   check's report or by a listing that showed it gone while offline), so the
   other of the two does not credit it again.
+- `leftExpired`, `leftDrifted`, `leftReplaced`: terminated of the pool's own
+  accord (past `maxAge`, rolled, replaced when idle) and not gone yet: a
+  disruption budget counts it, and its replacement is the rollout's, until the
+  listing no longer shows it.
 
 Setting a fate replaces the device's previous one and makes it the newest;
-each fate but `doomed` keeps only its newest `LIMITS[fate]` devices. Pure.
+each fate with a limit keeps only its newest `LIMITS[fate]` devices. Pure.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from enum import StrEnum
 
 from pydantic import Field, RootModel
 
-__all__ = ["LIMITS", "Fate", "Fates"]
+__all__ = ["LEFT", "LIMITS", "Fate", "Fates"]
 
 
 class Fate(StrEnum):
@@ -33,15 +37,29 @@ class Fate(StrEnum):
     REMOVED_FAILED = "removedFailed"
     SCALED_DOWN = "scaledDown"
     REPLACED = "replaced"
+    LEFT_EXPIRED = "leftExpired"
+    LEFT_DRIFTED = "leftDrifted"
+    LEFT_REPLACED = "leftReplaced"
 
+
+# Why a device left of the pool's own accord (`Decision.reasons`) -> its fate until gone.
+LEFT: dict[str, Fate] = {
+    "Expired": Fate.LEFT_EXPIRED,
+    "Drifted": Fate.LEFT_DRIFTED,
+    "Replaced": Fate.LEFT_REPLACED,
+}
 
 # The newest devices each fate keeps (what a batch report or a health report
-# can still mention); `doomed` devices stay until they are gone.
+# can still mention); `doomed` devices and those that left stay until gone.
 LIMITS: dict[Fate, int | None] = {
     Fate.DOOMED: None,
     Fate.REMOVED_FAILED: 20,
     Fate.SCALED_DOWN: 20,
     Fate.REPLACED: 100,
+    # Kept while listed (`PoolState.take_listing` forgets them once gone).
+    Fate.LEFT_EXPIRED: None,
+    Fate.LEFT_DRIFTED: None,
+    Fate.LEFT_REPLACED: None,
 }
 
 

@@ -45,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
         ScaleRequest,
     )
     from devicepool.workflows.pool.search_attributes import search_attribute_updates
-    from devicepool.workflows.pool.state import PoolState
+    from devicepool.workflows.pool.state import PoolState, leaving_by_report
     from devicepool.workflows.shared.protocol import (
         AccountCap,
         AccountPause,
@@ -67,6 +67,7 @@ class PoolMessages:
     _dirty: bool
     _replan: bool
     _reported_gone: set[str]
+    _reported_leaving: list[DeviceInfo]
     _deleting: bool
 
     @workflow.update(name=names.UPDATE_APPLY)
@@ -151,6 +152,11 @@ class PoolMessages:
         # the listing the pool has (less those devices), without a fresh one. A
         # listing already on its way may still show them: it is read without.
         self._reported_gone.update(report.terminated)
+        # Not members any more, but billing until the provider has terminated them.
+        self._reported_leaving = [
+            *(d for d in self._reported_leaving if d.id not in report.terminated),
+            *leaving_by_report(self._devices, report.terminated),
+        ]
         self._devices = [d for d in self._devices if d.id not in self._reported_gone]
         self._replan = True
 

@@ -33,7 +33,7 @@ from devicepool.api.v1beta1 import (
     LifetimeSpec,
 )
 from devicepool.workflows.pool import events as say
-from devicepool.workflows.pool.fates import Fate
+from devicepool.workflows.pool.fates import LEFT, Fate
 from devicepool.workflows.pool.plan import COUNTED_STATUSES
 from devicepool.workflows.pool.state import PoolState
 
@@ -142,24 +142,28 @@ def window_change(budget: DisruptionBudget, now: datetime) -> datetime | None:
     from cronsim import CronSim
 
     duration = timedelta(seconds=budget.duration)
-    fires = CronSim(budget.schedule, now - duration)
-    last: datetime | None = None
-    for fired in fires:
-        if fired > now:
-            # In a window: it ends at the last firing's end (a firing before then extends
-            # it, and is looked at then). Outside: it opens at this firing.
-            return last + duration if last is not None and last + duration > now else fired
-        last = fired
-    return last + duration if last is not None and last + duration > now else None
+    # One lookup each way, not a walk through every firing in the window (a "* * * * *"
+    # schedule for a year is half a million): the last firing at or before `now` (a
+    # reverse walk from a moment with microseconds takes that moment's own second),
+    # and the next one after it.
+    last = next(CronSim(budget.schedule, now + timedelta(microseconds=1), reverse=True), None)
+    if last is not None and last + duration > now:
+        # In a window: it ends at the last firing's end (a firing before then extends
+        # it, and is looked at then).
+        return last + duration
+    return next(CronSim(budget.schedule, now), None)  # outside: it opens at the next one
 
 
 def when_idle_said(device: str, spec: DevicePoolSpec) -> str:
     """What `replace DEVICE --when-idle` answers: in which order it and its replacement
-    go (a rollout's `maxSurge` of 0 allows no device beside it)."""
+    go (a rollout's `maxSurge` of 0 allows no device beside it, nor a full spendCap)."""
     rollout = spec.rollout
     if rollout is not None and rollout.limits(spec.replicas)[0] == 0:
         return f"{device} is replaced once idle (rollout maxSurge 0: it goes, then its replacement)"
-    return f"{device} is replaced once idle, once its replacement (created first) serves"
+    said = f"{device} is replaced once idle, once its replacement (created first) serves"
+    if spec.spend_cap is not None:
+        said += " (if spendCap leaves no room beside it: it goes, then its replacement)"
+    return said
 
 
 class Budgets:
@@ -230,7 +234,8 @@ class Lifecycle:
 
     def reasons(self) -> dict[str, str]:
         """Why each device leaving of the pool's own accord goes: `Replaced` (a person
-        asked), `Expired` (past `maxAge`, retired or forced)."""
+        asked), `Expired` (past `maxAge`, retired or forced); `decide` says it only of
+        those that go so (a scale-down of an expired device is a scale-down)."""
         expiry = self.expiry()
         why = dict.fromkeys([*expiry.retire, *expiry.force], "Expired")
         why.update(dict.fromkeys(self.state.retiring, "Replaced"))
@@ -255,16 +260,19 @@ class Lifecycle:
         return budgets.take(DisruptionReason.EXPIRED, self.expiry().retire)
 
     def _expired_leaving(self) -> list[str]:
-        """Devices past `maxAge` that are terminating: a retirement not finished."""
-        lifetime = self.spec.lifetime
-        if lifetime is None:
-            return []
-        max_age, doomed = timedelta(seconds=lifetime.max_age), set(self.state.doomed)
-        return [
-            d.id
-            for d in self.devices
-            if d.status == TERMINATING and d.id not in doomed and self.now >= d.created_at + max_age
-        ]
+        """Devices retired past `maxAge` that are terminating: a retirement not finished
+        (not an expired device a scale-down took, nor one forced out)."""
+        return self._terminating(Fate.LEFT_EXPIRED)
+
+    def _terminating(self, fate: Fate) -> list[str]:
+        """The devices that left of the pool's own accord with `fate` and terminate."""
+        left = set(self.state.fates.of(fate))
+        return [d.id for d in self.devices if d.status == TERMINATING and d.id in left]
+
+    def left(self) -> list[str]:
+        """Devices that left of the pool's own accord (retired, rolled, replaced when
+        idle) and still terminate: their replacements are the rollout's (`decide`)."""
+        return sorted({d for fate in LEFT.values() for d in self._terminating(fate)})
 
     def allocation(self) -> tuple[list[str], Budgets]:
         """The expired devices to retire now (oldest first, within the budgets), and the
@@ -277,18 +285,7 @@ class Lifecycle:
 
     def _drifted_leaving(self) -> list[str]:
         """Drifted devices terminating (rolled, not gone yet): a rollout step under way."""
-        if self.spec.rollout is None:
-            return []
-        current = template_hash(device_template(self.spec))
-        unlabelled = self.state.unlabelled_hash or current
-        doomed = set(self.state.doomed)
-        return [
-            d.id
-            for d in self.devices
-            if d.status == TERMINATING
-            and d.id not in doomed
-            and d.labels.get(LABEL_TEMPLATE_HASH, unlabelled) != current
-        ]
+        return self._terminating(Fate.LEFT_DRIFTED) if self.spec.rollout is not None else []
 
     def retire(self) -> list[str]:
         """Devices to replace once idle: asked for by a person, or past `maxAge`."""

@@ -25,8 +25,14 @@ Rules (DESIGN.md "How a pool converges"):
 - `protected` devices are never picked for scale-down; `retiring` ones (their
   lifetime is up, a person asked, or they drifted) are counted by status but are
   not members, so their replacements are planned while they still serve. With a
-  rollout, `surge` (`rollout.maxSurge`): no create makes more than `replicas +
-  surge` devices bill, departing ones included (None: not limited).
+  rollout, `surge` (`rollout.maxSurge`) bounds those replacements, and those of
+  the `left` devices (retired or rolled, terminating): none makes more than
+  `replicas + surge` devices bill, departing ones included (None: not limited).
+  Growth and repairs are not held by it (`maxUnhealthy` and the cap govern them);
+  while they bill above it, the replacements wait.
+- A replacement the cap leaves no room for beside a retiring device that serves
+  (`capped_beside`, not counted in `capped`: the pool is not below its size) is
+  told apart: `decide` then lets the retiring device go first.
 - A surplus device a disruption budget holds (`max_terminate`) is no deadline:
   only devices still inside their idle grace say when to look again.
 """
@@ -74,6 +80,9 @@ class Plan:
     capped: int = 0
     # Of `blocked_surplus`, devices a disruption budget held (they could have gone).
     budget_held: int = 0
+    # Replacements of retiring devices that still serve which the cap leaves no room for
+    # beside them, with nothing departing that would make room (not in `capped`).
+    capped_beside: int = 0
 
 
 def idle_since(device: DeviceInfo) -> datetime:
@@ -104,6 +113,7 @@ def plan_pool(
     max_terminate: int | None = None,
     surge: int | None = None,
     departing: int = 0,
+    left: int = 0,
 ) -> Plan:
     """Decide what to create and what to terminate to bring the pool to `replicas`."""
     if replicas < 0:
@@ -120,16 +130,28 @@ def plan_pool(
     members = len(counted) - leaving + in_flight + unseen
 
     create = max(0, replicas - members) if allow_create else 0
+    # Growth and repairs: what the pool would create if the devices leaving of its own
+    # accord (`retiring`, and the `left` ones still terminating) were members. The rest
+    # replaces them: a rollout's or a retirement's own doing.
+    repair = min(create, max(0, replicas - members - leaving - left))
+    beside = create - repair
     # Every device not terminated yet bills, whether it counts toward replicas or not.
     billing = members + leaving + len(failed) + departing
     if surge is not None:
-        # With a rollout, never more than `replicas + surge` bill: a replacement of a
-        # device that left (terminating, still billing) waits as one beside it does.
-        create = min(create, max(0, replicas + surge - billing))
-    capped = 0
+        # With a rollout, its replacements never make more than `replicas + surge` bill:
+        # one of a device that left (terminating, still billing) waits as one beside it
+        # does, and so do they while repairs or growth bill above.
+        beside = min(beside, max(0, replicas + surge - billing - repair))
+    create = repair + beside
+    capped = capped_beside = 0
     if cap is not None:
         room = max(0, cap - billing)
+        held_beside = max(0, beside - max(0, room - repair))
         capped, create = max(0, create - room), min(create, room)
+        if not departing and not failed:
+            # Nothing billing now will be gone soon to make room: these cannot come first.
+            capped_beside = min(held_beside, leaving)
+            capped -= capped_beside
 
     # Devices created but not listed yet count, but cannot be picked: a surplus
     # they make waits until a listing shows them (booting, they go first then),
@@ -184,6 +206,7 @@ def plan_pool(
         by_status=dict(by_status),
         capped=capped,
         budget_held=budget_held,
+        capped_beside=capped_beside,
     )
 
 

@@ -18,7 +18,13 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from devicepool.activities.models import PROVISIONING, DeviceInfo, PoolSettings
+from devicepool.activities.models import (
+    PROVISIONING,
+    TERMINATED,
+    TERMINATING,
+    DeviceInfo,
+    PoolSettings,
+)
 from devicepool.api.base import CamelModel
 from devicepool.api.v1beta1 import ConditionStatus, ConditionType, DevicePoolSpec, DevicePoolStatus
 from devicepool.workflows.pool import event_log
@@ -26,7 +32,7 @@ from devicepool.workflows.pool import events as say
 from devicepool.workflows.pool import status as st
 from devicepool.workflows.pool.backoff import Backoff
 from devicepool.workflows.pool.event_log import PoolEvent
-from devicepool.workflows.pool.fates import Fate, Fates
+from devicepool.workflows.pool.fates import LEFT, Fate, Fates
 from devicepool.workflows.pool.plan import lost_offline, offline_ids
 from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.shared.protocol import (
@@ -37,7 +43,7 @@ from devicepool.workflows.shared.protocol import (
     HealthReport,
 )
 
-__all__ = ["PoolState", "Said"]
+__all__ = ["PoolState", "Said", "leaving_by_report"]
 
 # The id lists of state carried by v0.1.0, each now a fate in `PoolState.fates`.
 _V010_FATES = (
@@ -48,6 +54,19 @@ _V010_FATES = (
     ("removed_failed", Fate.REMOVED_FAILED),
     ("doomed", Fate.DOOMED),
 )
+
+
+def leaving_by_report(
+    devices: Collection[DeviceInfo], reported_gone: Collection[str]
+) -> list[DeviceInfo]:
+    """Of a listing, the devices the health check reported it terminated that the
+    provider still lists (a listing that began before may even show them offline): not
+    members, but billing until gone, so a cap or a surge counts them as terminating."""
+    return [
+        d.model_copy(update={"status": TERMINATING})
+        for d in devices
+        if d.id in reported_gone and d.status != TERMINATED
+    ]
 
 
 @dataclass
@@ -260,6 +279,11 @@ class PoolState(CamelModel):
         whose report may come later, or a person): it is owed a replacement, served
         ahead of growth. Returns the devices the pool goes by."""
         self.slots.seen(d.id for d in devices)
+        # Devices that left of the pool's own accord are remembered until the provider
+        # no longer lists them (`Fate.LEFT_*`).
+        listed = {d.id for d in devices if d.status != TERMINATED}
+        for fate in LEFT.values():
+            self.fates.clear([d for d in self.fates.of(fate) if d not in listed], fate)
         devices = [d for d in devices if d.id not in reported_gone]
         gone = lost_offline(self.offline_seen, devices)
         fresh = [
@@ -315,11 +339,13 @@ class PoolState(CamelModel):
         skipped: Mapping[str, str],
         devices: list[DeviceInfo],
         reasons: Mapping[str, str] | None = None,
+        first: Collection[str] = (),
     ) -> Said:
         """What came of terminating `device_ids`: a device that must go and could not is
         doomed (tried again); a scale-down that failed or found the device busy leaves a
         member like any other, planned again next pass. `reasons`: why devices leaving
-        of the pool's own accord went (said so, not as a scale-down)."""
+        of the pool's own accord went (said so, not as a scale-down; remembered until
+        gone, `Fate.LEFT_*`); `first`: those of them that went before their replacement."""
         booting = {d.id for d in devices if d.status == PROVISIONING}
         known = self.fates.of(Fate.SCALED_DOWN)
         scaled_down = (booting & set(only_if_idle)) - set(failed) - set(skipped) - set(known)
@@ -330,8 +356,13 @@ class PoolState(CamelModel):
                 doomed=[d for d in device_ids if d not in only_if_idle and d not in failed],
                 skipped=dict(skipped),
                 reasons=reasons,
+                first=first,
             )
         )
+        for device_id, why in (reasons or {}).items():
+            went = device_id in only_if_idle and device_id not in failed
+            if went and device_id not in skipped and why in LEFT:
+                self.fates.set([device_id], LEFT[why])
         if failed:
             said.events.append(say.termination_failed(failed))
         for device_id in device_ids:

@@ -40,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.pool.messages import PoolInput
     from devicepool.workflows.pool.plan import COUNTED_STATUSES, Plan
     from devicepool.workflows.pool.slots import SlotBook, observed_slots
-    from devicepool.workflows.pool.state import PoolState, Said
+    from devicepool.workflows.pool.state import PoolState, Said, leaving_by_report
     from devicepool.workflows.pool.watch import DeviceWatch, Observations
     from devicepool.workflows.shared import versions
     from devicepool.workflows.shared.cancellation import raise_if_cancelled
@@ -101,6 +101,8 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
         self._dirty = self._replan = False
         self._deleting = self.s.deleting
         self._reported_gone: set[str] = set()  # terminated, by the health check's word
+        # Of those, the ones still listed: they bill until gone (a cap or surge counts them).
+        self._reported_leaving: list[am.DeviceInfo] = []
         self._retry_terminations = False  # a scale-down's termination failed
         self._details = ""
         self._announced = False  # told the ledger in this pass (`PoolState.announce`)
@@ -228,6 +230,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
 
     def _take_listing(self, devices: list[am.DeviceInfo]) -> None:
         self._devices = self.s.take_listing(devices, reported_gone=self._reported_gone)
+        self._reported_leaving = leaving_by_report(devices, self._reported_gone)
 
     def _take_reports(self, created_mark: int, done_mark: int) -> None:
         created = self.s.slots.inbox.created[:created_mark]
@@ -265,7 +268,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             pool=self._name,
             replicas=self._spec.replicas,
             generation=self.s.generation,
-            devices=self._devices,
+            devices=[*self._devices, *self._reported_leaving],
             doomed=self.s.doomed,
             slots=self.s.slots,
             observed_slots=observed_slots(
@@ -286,6 +289,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             scale_down_limit=life.scale_down_limit(),
             surge=life.surge(),
             reasons=life.reasons(),
+            left=life.left(),
         )
 
     def _life(self) -> Lifecycle:
@@ -303,7 +307,10 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             self._neighbours.withdraw(batch_id, slots)
         if decision.terminate:
             await self._terminate(
-                decision.terminate, only_if_idle=decision.only_if_idle, reasons=decision.reasons
+                decision.terminate,
+                only_if_idle=decision.only_if_idle,
+                reasons=decision.reasons,
+                first=decision.first,
             )
             removed = [d for d in decision.plan.remove_failed if d not in self.s.doomed]
             self.s.fates.set(removed, Fate.REMOVED_FAILED)
@@ -396,7 +403,12 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             self._dirty = True
 
     async def _terminate(
-        self, device_ids: list[str], *, only_if_idle: set[str], reasons: dict[str, str]
+        self,
+        device_ids: list[str],
+        *,
+        only_if_idle: set[str],
+        reasons: dict[str, str],
+        first: set[str] | None = None,
     ) -> None:
         seen = {d.id: d.idle_since for d in self._devices if d.id in only_if_idle}
         reserve = self._spec.reserve
@@ -416,6 +428,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
                 skipped=done.skipped,
                 devices=self._devices,
                 reasons=reasons,
+                first=first or set(),
             )
         )
         # What went is leaving, as the next listing will say: not counted any more.
