@@ -21,13 +21,13 @@ from temporalio.testing import WorkflowEnvironment
 from devicepool.activities.node_browsers import parse_mark
 from devicepool.activities.node_registry import query_nodes
 from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
-from devicepool.api.names import TASK_QUEUE, browser_pool_workflow_id
+from devicepool.api.names import TASK_QUEUE, UPDATE_APPLY, browser_pool_workflow_id
 from devicepool.api.v1alpha1 import ObjectMeta
 from devicepool.client.browser_pools import BrowserPoolClient
 from devicepool.client.cli import main
 from devicepool.emulator.bitbrowser import BitBrowserConfig
 from devicepool.testing import eventually
-from devicepool.workflows.browserpool.messages import BrowserPoolInput
+from devicepool.workflows.browserpool.messages import BrowserApplyRequest, BrowserPoolInput
 from devicepool.workflows.browserpool.workflow import BrowserPoolWorkflow
 from tests.browserpool.test_bp_nodes import (
     LOST_AFTER,
@@ -322,3 +322,132 @@ def _nodes_of(account: Account, pool: str) -> dict[str, str]:
 
 async def _gone(account: Account, pool: str) -> bool:
     return placement(account, pool)["total"] == 0
+
+
+# Review of issue 37, defects 3, 4 and 5: which nodes teardown may trust with "none left".
+# The nodes that placed or listed the pool's profiles are its account's; each account the
+# pool ever used needs one of them live and answering before the pool ends Deleted, and
+# any of them serves (named with --node-account or not).
+
+
+async def test_a_delete_ends_when_only_one_of_the_pools_nodes_names_its_account(
+    env: WorkflowEnvironment,
+) -> None:
+    """Defect 3: node-1 beats `--node-account shop`, node-2 names none (the same real
+    account). Teardown kept only node-1 as "the account's", found node-2's profiles on a
+    node it did not count alive and stayed TeardownBlocked NodeDown for ever."""
+    client = env.client
+    pool = f"bp-half-{uuid.uuid4().hex[:4]}"
+    async with node_stack(client, says={"node-1": "shop"}) as (account, _):
+        handle = await start_browser_pool(client, pool, 2)
+
+        async def spread() -> bool:
+            return (await status(handle)).get("byNode") == {"node-1": 1, "node-2": 1}
+
+        await eventually(spread, timeout=40, what="1/1 on node-1 and node-2")
+        await handle.cancel()
+        final = await asyncio.wait_for(handle.result(), timeout=30)
+        assert final["phase"] == "Deleted", final
+        assert placement(account, pool)["total"] == 0
+
+
+async def test_a_delete_waits_for_the_pools_nodes_when_no_node_names_an_account(
+    env: WorkflowEnvironment,
+) -> None:
+    """Defect 5 (issue item 11 without --node-account, the default): the pool's nodes are
+    down and another account's node (naming none either) is the only live one. Teardown
+    listed through it, saw none of the pool's profiles and ended Deleted with both left."""
+    client = env.client
+    pool = f"bp-anon-{uuid.uuid4().hex[:4]}"
+    other = Account(BitBrowserConfig(nodes=["node-3"], api_key=KEY, account="ads", seed=9))
+    stranger = Node(client, other, "node-3")
+    async with node_stack(client) as (account, nodes):
+        await stranger.start()
+        try:
+            handle = await client.start_workflow(
+                BrowserPoolWorkflow.run,
+                BrowserPoolInput(
+                    metadata=ObjectMeta(name=pool),
+                    spec=BrowserPoolSpec(replicas=2, node_selector={"node": "node-1"}),
+                    settings=SETTINGS,
+                ),
+                id=browser_pool_workflow_id(pool),
+                task_queue=TASK_QUEUE,
+            )
+
+            async def ready() -> bool:
+                return (await status(handle)).get("readyProfiles") == 2
+
+            await eventually(ready, timeout=40, what="2 ready on node-1")
+            for node in nodes.values():
+                await node.stop()
+            await asyncio.sleep(LOST_AFTER + 1)
+            await handle.cancel()
+
+            async def blocked() -> dict[str, Any] | None:
+                s = await status(handle)
+                found = conditions(s).get("TeardownBlocked", {})
+                return s if found.get("status") == "True" else None
+
+            s = await eventually(blocked, timeout=30, what="TeardownBlocked")
+            found = conditions(s)["TeardownBlocked"]
+            assert found["reason"] == "NoLiveNode", found
+            assert "node-1" in found["message"], found
+            assert placement(account, pool)["total"] == 2
+            assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+
+            await nodes["node-1"].start()
+            final = await asyncio.wait_for(handle.result(), timeout=40)
+            assert final["phase"] == "Deleted", final
+            assert placement(account, pool)["total"] == 0
+        finally:
+            await stranger.stop()
+            await stranger.activities.aclose()
+            await other.aclose()
+
+
+async def test_a_selector_moved_to_another_accounts_nodes_leaves_nothing_behind(
+    env: WorkflowEnvironment,
+) -> None:
+    """Defect 4: nodeSelector moved from account shop's node-1 to account ads's node-3.
+    shop's nodes were no longer listed (they name another account than the pool's new
+    one), so shop's profiles stayed for ever, browsers open, and delete ended Deleted."""
+    client = env.client
+    pool = f"bp-move-{uuid.uuid4().hex[:4]}"
+    other = Account(BitBrowserConfig(nodes=["node-3"], api_key=KEY, account="ads", seed=9))
+    stranger = Node(client, other, "node-3", says="ads")
+    async with node_stack(client, says={"node-1": "shop", "node-2": "shop"}) as (account, _):
+        await stranger.start()
+        try:
+            spec = BrowserPoolSpec(replicas=2, node_selector={"node": "node-1"})
+            handle = await client.start_workflow(
+                BrowserPoolWorkflow.run,
+                BrowserPoolInput(metadata=ObjectMeta(name=pool), spec=spec, settings=SETTINGS),
+                id=browser_pool_workflow_id(pool),
+                task_queue=TASK_QUEUE,
+            )
+
+            async def ready() -> bool:
+                return (await status(handle)).get("readyProfiles") == 2
+
+            await eventually(ready, timeout=40, what="2 ready on node-1")
+            moved = spec.model_copy(update={"node_selector": {"node": "node-3"}})
+            await handle.execute_update(
+                UPDATE_APPLY, BrowserApplyRequest(metadata=ObjectMeta(name=pool), spec=moved)
+            )
+
+            async def shop_empty() -> bool:
+                return (
+                    placement(account, pool)["total"] == 0 and placement(other, pool)["total"] == 2
+                )
+
+            await eventually(shop_empty, timeout=40, what="shop's profiles deleted, 2 on ads")
+            await handle.cancel()
+            final = await asyncio.wait_for(handle.result(), timeout=30)
+            assert final["phase"] == "Deleted", final
+            assert placement(account, pool)["total"] == 0
+            assert placement(other, pool)["total"] == 0
+        finally:
+            await stranger.stop()
+            await stranger.activities.aclose()
+            await other.aclose()

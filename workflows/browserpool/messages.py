@@ -37,9 +37,12 @@ class BrowserPoolState(CamelModel):
     # Live node -> when its Local API first failed to answer a listing (gone once it
     # answers): past `nodeLostAfterSeconds` the node is counted lost.
     unreachable_since: dict[str, datetime] = Field(default_factory=dict)
-    # The BitBrowser account the live selected nodes name ("" while none names one):
-    # teardown lists and deletes only through nodes of this account.
+    # The BitBrowser account the live selected nodes name ("" while none names one).
     account: str = ""
+    # The nodes known to be of the pool's account(s): each made one of its profiles or
+    # listed some lately -> the account it names ("" if none). Teardown ends only once a
+    # node of each such account answers with none left (accounts.py).
+    nodes: dict[str, str] = Field(default_factory=dict)
     # When the pool was first created (its first run's start), kept across runs: its age.
     created: datetime | None = None
     # Profiles made for a slot whose holder was on a lost node: when that node comes back,

@@ -12,8 +12,8 @@ not answer) does not stop the pass: its profiles wait, the other nodes go on,
 the status says which node and why (`status.py`), and past
 `nodeLostAfterSeconds` without an answer it is counted lost. Cancelled
 (`devicepool delete`), it deletes every profile through nodes of its
-BitBrowser account; a node that is down holds the pool in Deleting with
-`TeardownBlocked` naming it.
+BitBrowser account (those that made or showed its profiles: `accounts.py`); a
+node that is down holds the pool in Deleting with `TeardownBlocked` naming it.
 
 Updates `apply`, `scale_update`; queries `status`, `spec`, `devices`, `events`.
 Continue-as-new when suggested, carrying `BrowserPoolState`.
@@ -50,7 +50,13 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.api import names
     from devicepool.api.browserpool.v1beta1 import BrowserConditionType, BrowserPoolSpec
     from devicepool.api.errors import ErrorType
+    from devicepool.api.labels import selector_matches
     from devicepool.api.v1alpha1 import ConditionStatus, Phase, resolve_max_unhealthy
+    from devicepool.workflows.browserpool.accounts import (
+        remember,
+        teardown_nodes,
+        teardown_step,
+    )
     from devicepool.workflows.browserpool.messages import (
         BrowserApplyRequest,
         BrowserPoolInput,
@@ -173,17 +179,24 @@ class BrowserPoolWorkflow:
         self.s.account = next((n.account for n in nodes.alive if n.account), self.s.account)
         alive = {n.node for n in nodes.alive}
         lost = {n.node for n in nodes.lost}
+        everywhere = {n.node: n.account for n in (await self._nodes(everywhere=True)).alive}
         # Live nodes the selector no longer picks: their profiles go (closed where they run).
-        # A node of another account lists none of them: it is not asked.
+        # A node naming another account lists none of them: it is not asked, unless it
+        # showed or made some (the selector moved to another account's nodes: the old
+        # account's profiles go too).
         unselected = {
-            n.node
-            for n in (await self._nodes(everywhere=True)).alive
-            if not (n.account and self.s.account and n.account != self.s.account)
+            node
+            for node, account in everywhere.items()
+            if node in self.s.nodes
+            or not (account and self.s.account and account != self.s.account)
         } - alive
         listed = sorted(alive | unselected)
-        profiles, failed = await self._list(listed)
+        profiles, failed, answered = await self._list(listed)
         raise_if_cancelled()
-        if set(listed) - set(failed):  # a listing shows every profile of the account
+        self.s.nodes = remember(
+            self.s.nodes, live=everywhere, answered=answered, holders={p.node for p in profiles}
+        )
+        if answered:  # a listing shows every profile of the account
             self._forget_replacements(profiles)
         troubles = self._troubles(failed, nodes.alive)
         gone = {n for n, t in troubles.items() if t.lost}
@@ -262,9 +275,11 @@ class BrowserPoolWorkflow:
             summary="which node workers are alive",
         )
 
-    async def _list(self, alive: list[str]) -> tuple[list[NodeProfile], dict[str, tuple[str, str]]]:
+    async def _list(
+        self, alive: list[str]
+    ) -> tuple[list[NodeProfile], dict[str, tuple[str, str]], dict[str, int]]:
         """The pool's profiles, with `open` from the node each runs on; the nodes that did
-        not answer, each with its reason and cause."""
+        not answer, each with its reason and cause; how many each of the others showed."""
 
         async def one(node: str) -> NodeListResult | tuple[str, str]:
             try:
@@ -282,6 +297,11 @@ class BrowserPoolWorkflow:
 
         answers = await asyncio.gather(*(one(n) for n in alive))
         failed = {n: a for n, a in zip(alive, answers, strict=True) if isinstance(a, tuple)}
+        counts = {
+            n: len(a.profiles)
+            for n, a in zip(alive, answers, strict=True)
+            if isinstance(a, NodeListResult)
+        }
         seen: dict[str, NodeProfile] = {}
         for node, answer in zip(alive, answers, strict=True):
             for p in answer.profiles if isinstance(answer, NodeListResult) else []:
@@ -292,7 +312,7 @@ class BrowserPoolWorkflow:
                 before = seen.get(p.id)
                 if before is None or mine:
                     seen[p.id] = NodeProfile(id=p.id, slot=slot, node=p.node, open=p.open and mine)
-        return sorted(seen.values(), key=lambda p: (p.slot, p.id)), failed
+        return sorted(seen.values(), key=lambda p: (p.slot, p.id)), failed, counts
 
     async def _on(
         self,
@@ -355,6 +375,7 @@ class BrowserPoolWorkflow:
                     node, "node_create_profile", body, ProfileView, "create a profile"
                 )
                 self.s.made_profiles = True
+                self.s.nodes.setdefault(node, "")  # named by the next listing
                 if made is not None and slot in replacing:
                     self.s.replacements.append(made.id)
                 self._config_problem = None
@@ -499,61 +520,54 @@ class BrowserPoolWorkflow:
     async def _teardown(self) -> None:
         """Delete every profile of the pool on its node; hold while one cannot be reached.
 
-        Any live node worker serves (a node the selector no longer picks too): profiles
-        belong to the account, and each is closed on the node it runs on. Finished only
-        when a listing shows none left; with no live node to list from, a pool that ever
-        made a profile waits (`TeardownBlocked`). Continues as new while it waits long.
+        Profiles belong to the account, and each is closed on the node it runs on.
+        Finished only when, for each account the pool's nodes stand for (`accounts.py`:
+        the nodes that made or showed its profiles), one of them answers with none left;
+        a profile on a node that is down, or an account with no live node, holds the pool
+        (`TeardownBlocked`). Continues as new while it waits long.
         """
         self._show_teardown(done=False)
         while True:
             nodes = await self._nodes(everywhere=True)
+            live = {n.node: n.account for n in nodes.alive}
+            selector = self._spec.node_selector
+            selected = {n.node for n in nodes.alive if selector_matches(selector, n.labels)}
             # Profiles belong to the account: a node of another one lists none of the
             # pool's, and "none left" from it would end the pool with every profile kept.
-            account = self.s.account
-            mine = [n for n in nodes.alive if not account or n.account == account]
-            others = sorted(n.node for n in nodes.alive if n not in mine)
-            alive = {n.node for n in mine}
-            profiles, failed = await self._list(sorted(alive))
-            unreachable = set(failed)
-            reachable = [p for p in profiles if p.node in alive - unreachable]
+            # Only the nodes that made or showed the pool's profiles (accounts.py) say so.
+            listed = teardown_nodes(self.s.nodes, live=live, selected=selected)
+            profiles, failed, _ = await self._list(sorted(listed))
+            step = teardown_step(
+                self.s.nodes,
+                live=live,
+                listed=listed,
+                failed={n: cause for n, (_, cause) in failed.items()},
+                profiles=profiles,
+            )
 
-            async def delete(p: NodeProfile) -> bool:
+            async def delete(pid: str, node: str) -> bool:
                 try:
                     await self._on(
-                        p.node,
+                        node,
                         "node_delete_profile",
-                        NodeDeleteInput(id=p.id),
+                        NodeDeleteInput(id=pid),
                         None,
                         "close, confirm and delete a profile",
                     )
                     return True
                 except ActivityError as err:
                     self._event(
-                        "DeleteFailed", f"profile {p.id} on {p.node}: {_cause(err)}", warning=True
+                        "DeleteFailed", f"profile {pid} on {node}: {_cause(err)}", warning=True
                     )
                     return False
 
             # All at once: each node closes its own browsers side by side.
-            deleted = await asyncio.gather(*(delete(p) for p in reachable))
-            down = sorted({p.node for p in profiles if p.node not in alive} | unreachable)
-            blind = not (alive - unreachable) and self.s.made_profiles
-            if all(deleted) and len(reachable) == len(profiles) and not down and not blind:
+            deleted = await asyncio.gather(*(delete(pid, node) for pid, node in step.delete))
+            if not step.reason and all(deleted):
                 self._show_teardown(done=True)
                 return
-            if down:
-                reason = "NodeDown"
-                message = (
-                    f"profiles on node(s) {', '.join(down)} wait for the node to come back"
-                    + "".join(f"; {n}: {cause}" for n, (_, cause) in sorted(failed.items()))
-                )
-            elif blind:
-                reason = "NoLiveNode"
-                of = f" of BitBrowser account {account}" if account else ""
-                message = (
-                    f"no live node worker{of} to list the pool's profiles from; "
-                    "they are deleted once one beats again"
-                ) + (f" (live nodes of other accounts: {', '.join(others)})" if others else "")
-            else:
+            reason, message = step.reason, step.message
+            if not reason:
                 reason, message = "DeleteFailed", "a profile could not be deleted; trying again"
             self.s.status = set_condition(
                 self.s.status,

@@ -1,0 +1,91 @@
+"""Review of issue 37, defects 3-5, pure: which nodes are the pool's account's (accounts.py).
+
+A node of another BitBrowser account lists none of the pool's profiles: its "none
+left" must not end a teardown. The nodes that made or showed the pool's profiles are
+the account's, named with `--node-account` or not; teardown waits for one of them
+per account, and never for a node that beats and answers. The dev-server sequences:
+tests/browserpool/test_bp_node_trouble.py.
+"""
+
+from __future__ import annotations
+
+from devicepool.workflows.browserpool.accounts import (
+    accounts_of,
+    remember,
+    teardown_nodes,
+    teardown_step,
+)
+from devicepool.workflows.browserpool.plan import NodeProfile
+
+
+def _on(node: str, *ids: str) -> list[NodeProfile]:
+    return [NodeProfile(pid, i, node) for i, pid in enumerate(ids)]
+
+
+def test_only_one_node_naming_the_account_is_no_reason_to_wait_for_ever() -> None:
+    """Defect 3: node-1 names shop, node-2 none (the same real account): both are the
+    pool's; a teardown that sees node-2's profiles deletes them there and ends."""
+    live = {"node-1": "shop", "node-2": ""}
+    known = remember({}, live=live, answered={"node-1": 2, "node-2": 2}, holders={"node-2"})
+    assert accounts_of(known) == {"shop": {"node-1", "node-2"}}
+    listed = teardown_nodes(known, live=live, selected={"node-1", "node-2"})
+    assert listed == {"node-1", "node-2"}
+    profiles = _on("node-1", "a") + _on("node-2", "b")
+    step = teardown_step(known, live=live, listed=listed, failed={}, profiles=profiles)
+    assert step.reason == "" and sorted(step.delete) == [("a", "node-1"), ("b", "node-2")]
+    # node-1 down: node-2 still lists and deletes; only node-1's profiles wait for it.
+    live = {"node-2": ""}
+    listed = teardown_nodes(known, live=live, selected={"node-2"})
+    step = teardown_step(known, live=live, listed=listed, failed={}, profiles=profiles)
+    assert step.delete == [("b", "node-2")] and step.reason == "NodeDown", step
+    # ...and once none are left, it ends.
+    assert teardown_step(known, live=live, listed=listed, failed={}, profiles=[]).reason == ""
+
+
+def test_an_account_none_names_waits_for_the_pools_own_nodes() -> None:
+    """Defect 5: no node names an account; the pool's nodes are down and another account's
+    node is the only live one. Its empty listing is no proof: the pool waits."""
+    known = remember(
+        {}, live={"node-1": "", "node-2": "", "node-3": ""}, answered={"node-1": 2, "node-3": 0}
+    )
+    assert known == {"node-1": ""}
+    live = {"node-3": ""}
+    listed = teardown_nodes(known, live=live, selected=set())
+    step = teardown_step(known, live=live, listed=listed, failed={}, profiles=[])
+    assert step.reason == "NoLiveNode", step
+    assert "node-1" in step.message and "node-3" in step.message, step.message
+    # node-1 back, and it shows none left: done.
+    live = {"node-1": "", "node-3": ""}
+    listed = teardown_nodes(known, live=live, selected={"node-1"})
+    assert teardown_step(known, live=live, listed=listed, failed={}, profiles=[]).reason == ""
+    # node-1 beats but does not answer: it is named, never "done".
+    step = teardown_step(known, live=live, listed=listed, failed={"node-1": "503"}, profiles=[])
+    assert step.reason == "NodeDown" and "node-1: 503" in step.message, step
+
+
+def test_a_selector_moved_to_another_account_keeps_the_old_accounts_nodes() -> None:
+    """Defect 4: the pool's nodes were shop's, nodeSelector now picks ads's node-3. shop's
+    nodes stay the pool's until they show none of its profiles; teardown needs both."""
+    live = {"node-1": "shop", "node-2": "shop", "node-3": "ads"}
+    known = remember({}, live=live, answered={"node-1": 2, "node-2": 2})
+    known = remember(known, live=live, answered={"node-3": 0}, holders={"node-3"})
+    assert accounts_of(known) == {"shop": {"node-1", "node-2"}, "ads": {"node-3"}}
+    # Only ads's node-3 live: shop's profiles cannot be seen, the pool waits for shop.
+    only = {"node-3": "ads"}
+    listed = teardown_nodes(known, live=only, selected={"node-3"})
+    step = teardown_step(known, live=only, listed=listed, failed={}, profiles=[])
+    assert step.reason == "NoLiveNode" and "account shop" in step.message, step
+    # Both: every profile deleted where it is, then done.
+    listed = teardown_nodes(known, live=live, selected={"node-3"})
+    assert listed == {"node-1", "node-2", "node-3"}
+    profiles = _on("node-1", "s0", "s1") + _on("node-3", "a0")
+    step = teardown_step(known, live=live, listed=listed, failed={}, profiles=profiles)
+    assert step.reason == "" and len(step.delete) == 3
+    # Once shop's nodes show none, they are forgotten: the pool no longer waits for them.
+    after = remember(known, live=live, answered={"node-1": 0, "node-2": 0, "node-3": 2})
+    assert accounts_of(after) == {"ads": {"node-3"}}
+
+
+def test_a_pool_with_nothing_known_ends_when_its_nodes_show_none() -> None:
+    step = teardown_step({}, live={"node-1": ""}, listed={"node-1"}, failed={}, profiles=[])
+    assert step.reason == "" and step.delete == []
