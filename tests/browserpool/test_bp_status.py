@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec, BrowserPoolStatus
 from devicepool.api.v1alpha1 import Phase
+from devicepool.client._cli_browser import refused_key
 from devicepool.workflows.browserpool.plan import NodeProfile, plan
 from devicepool.workflows.browserpool.status import (
     LOCAL_API_REFUSED,
@@ -143,3 +144,48 @@ def test_a_deleted_pools_search_attributes_and_details_desire_nothing() -> None:
     assert (written["DevicePoolDesired"], written["DevicePoolReady"]) == (0, 0), written
     text = details("shop", spec, 3, deleted)
     assert "desired  0" in text, text
+
+
+def _with_spare(trouble: NodeTrouble, held: list[NodeProfile]) -> BrowserPoolStatus:
+    """node-2 holds `held`; node-3, whose listing failed (`trouble`), holds nothing of the
+    pool; replicas 4, so node-2 creates what is missing this pass."""
+    alive = {"node-2", "node-3"}
+    gone = {"node-3"} if trouble.lost else set()
+    placement = plan(
+        replicas=4,
+        profiles=held,
+        alive=alive - gone,
+        lost=gone,
+        open_wanted=True,
+        failures={},
+        failure_limit=3,
+        unreachable=alive - gone - {"node-2"},
+    )
+    assert placement.create, placement
+    return pass_status(
+        BrowserPoolStatus(),
+        spec=SPEC,
+        placement=placement,
+        alive=alive,
+        lost=gone,
+        troubles={"node-3": trouble},
+        config_problem=None,
+        failure_limit=3,
+        now=NOW,
+        generation=2,
+    )
+
+
+def test_a_refused_spare_node_does_not_stop_a_pool_that_converges_elsewhere() -> None:
+    """Review of issue 37, defect 6: a spare node whose key is refused (holding nothing),
+    and a scale 3 -> 4 that node-2 creates: Ready said LocalApiRefused, and `scale --wait`
+    stopped at once (PoolBlocked). Ready says BelowDesired; NodesAvailable names node-3."""
+    refused = NodeTrouble(LOCAL_API_REFUSED, "unauthenticated (HTTP 403)", NOW)
+    held = [NodeProfile(f"p{i}", i, "node-2", True) for i in range(3)]
+    for trouble in (refused, NodeTrouble(LOCAL_API_REFUSED, "unauthenticated", NOW, lost=True)):
+        s = _with_spare(trouble, held)
+        cond = conditions(s)
+        assert cond["Ready"][:2] == ("False", "BelowDesired"), cond
+        assert cond["NodesAvailable"][:2] == ("False", "LocalApiRefused"), cond
+        assert "node-3" in cond["NodesAvailable"][2]
+        assert refused_key(s.to_json_dict(), 2) is None

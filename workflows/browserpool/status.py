@@ -6,7 +6,8 @@ nodes whose Local API did not answer) into the status and its conditions;
 it has (tests/browserpool/test_bp_status.py). A node that beats but whose Local
 API refuses or does not answer is never hidden behind the last good status:
 `NodesAvailable=False` names it with the cause, and `Ready` is False while the
-profiles it holds cannot be counted.
+profiles it holds cannot be counted (its reason the node's trouble while they wait
+there or nothing else moves; else `BelowDesired`, as the pool converges elsewhere).
 """
 
 from __future__ import annotations
@@ -111,7 +112,9 @@ def pass_status(
             f"{config_problem.message} — creating held, tried again every "
             f"{config_problem.retry_seconds:g}s",
         )
-    elif trouble is not None:
+    elif trouble is not None and (placement.waiting or not working):
+        # Only while the troubled nodes hold what is missing, or nothing else moves: a
+        # refused spare, or a lost node being replaced elsewhere, is NodesAvailable's.
         ready_cond = ConditionUpdate(
             BrowserConditionType.READY,
             FALSE,
