@@ -21,7 +21,12 @@ from temporalio.testing import WorkflowEnvironment
 from devicepool.activities.node_browsers import parse_mark
 from devicepool.activities.node_registry import query_nodes
 from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
-from devicepool.api.names import TASK_QUEUE, UPDATE_APPLY, browser_pool_workflow_id
+from devicepool.api.names import (
+    TASK_QUEUE,
+    UPDATE_APPLY,
+    UPDATE_SCALE,
+    browser_pool_workflow_id,
+)
 from devicepool.api.v1alpha1 import ObjectMeta
 from devicepool.client.browser_pools import BrowserPoolClient
 from devicepool.client.cli import main
@@ -29,6 +34,7 @@ from devicepool.emulator.bitbrowser import BitBrowserConfig
 from devicepool.testing import eventually
 from devicepool.workflows.browserpool.messages import BrowserApplyRequest, BrowserPoolInput
 from devicepool.workflows.browserpool.workflow import BrowserPoolWorkflow
+from devicepool.workflows.pool.messages import ScaleRequest
 from tests.browserpool.test_bp_nodes import (
     LOST_AFTER,
     SETTINGS,
@@ -451,3 +457,46 @@ async def test_a_selector_moved_to_another_accounts_nodes_leaves_nothing_behind(
             await stranger.stop()
             await stranger.activities.aclose()
             await other.aclose()
+
+
+async def test_a_slow_open_on_one_node_does_not_hide_another_nodes_trouble(
+    env: WorkflowEnvironment,
+) -> None:
+    """Review of issue 37, defect 7: a pass awaited every open (up to NODE_OPEN, 490 s)
+    before it published, so while node-2 opened slowly, node-1's closed desktop client
+    went unsaid (Ready, NodesAvailable=True) for minutes. Now it is said within a resync
+    or two while node-2's open goes on."""
+    client = env.client
+    pool = f"bp-slow-{uuid.uuid4().hex[:4]}"
+    async with node_stack(client) as (account, nodes):
+        handle = await start_browser_pool(client, pool, 2)
+
+        async def ready() -> bool:
+            s = await status(handle)
+            return s.get("readyProfiles") == 2 and s.get("byNode") == {"node-1": 1, "node-2": 1}
+
+        await eventually(ready, timeout=40, what="2 open, 1/1")
+        slow = nodes["node-2"].activities
+        opening, release = asyncio.Event(), asyncio.Event()
+        real_open = slow._open
+
+        async def held_open(profile_id: str) -> Any:
+            opening.set()
+            await asyncio.wait_for(release.wait(), timeout=60)
+            return await real_open(profile_id)
+
+        slow._open = held_open  # type: ignore[method-assign]
+        try:
+            await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=4))
+            await asyncio.wait_for(opening.wait(), timeout=30)
+            await account.control("node", {"up": False}, node="node-1")
+
+            async def said() -> bool:
+                nodes_cond = conditions(await status(handle)).get("NodesAvailable", {})
+                return nodes_cond.get("reason") == "NodeUnreachable"
+
+            await eventually(said, timeout=10, what="node-1 said while node-2 opens")
+            assert not release.is_set()
+        finally:
+            release.set()
+            await handle.terminate()
