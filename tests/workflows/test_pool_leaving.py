@@ -10,6 +10,7 @@ found by walking every firing; the `Expired` budget spent by a scale-down.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -42,7 +43,10 @@ def test_a_cap_with_no_room_beside_an_expired_device_lets_it_go_first() -> None:
     assert first.plan.capped == 0 and first.plan.capped_beside == 1
     # Terminating, it still bills: its replacement waits until it is gone.
     leaving = [dev("d1", TERMINATING, age=7200), dev("d2"), dev("d3")]
-    assert created(one_pass(leaving, cap=3, left=["d1"])) == 0
+    after = one_pass(leaving, cap=3, left=["d1"])
+    assert created(after) == 0
+    # Held until it is gone, not by a cap below the pool's size.
+    assert (after.plan.capped, after.plan.capped_after) == (0, 1)
     assert created(one_pass(leaving[1:], cap=3)) == 1
 
 
@@ -103,6 +107,14 @@ def test_a_pool_whose_replacements_cannot_come_first_is_not_degraded() -> None:
     )
     assert "raise spendCap to grow" not in reached.message
     assert "goes first" in reached.message
+    # Gone first, terminating: its replacement waits for that, not for a bigger cap.
+    leaving = [dev("d1", TERMINATING, age=7200), dev("d2"), dev("d3")]
+    after = one_pass(leaving, cap=3, left=["d1"])
+    status = st.published(status, dataclasses.replace(view, plan=after.plan))
+    assert status.phase != Phase.DEGRADED
+    reached = status.condition(ConditionType.SPEND_CAP_REACHED)
+    assert reached is not None and reached.reason == "NoRoomBeside"
+    assert "once the provider has terminated it" in reached.message
 
 
 def test_a_device_that_goes_first_is_said_so() -> None:

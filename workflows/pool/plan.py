@@ -31,8 +31,9 @@ Rules (DESIGN.md "How a pool converges"):
   Growth and repairs are not held by it (`maxUnhealthy` and the cap govern them);
   while they bill above it, the replacements wait.
 - A replacement the cap leaves no room for beside a retiring device that serves
-  (`capped_beside`, not counted in `capped`: the pool is not below its size) is
-  told apart: `decide` then lets the retiring device go first.
+  (`capped_beside`) is told apart: `decide` then lets the retiring device go
+  first; so is one of a `left` device, which comes once it is gone
+  (`capped_after`). Neither is in `capped`: no cap holds the pool below its size.
 - A surplus device a disruption budget holds (`max_terminate`) is no deadline:
   only devices still inside their idle grace say when to look again.
 """
@@ -83,6 +84,8 @@ class Plan:
     # Replacements of retiring devices that still serve which the cap leaves no room for
     # beside them, with nothing departing that would make room (not in `capped`).
     capped_beside: int = 0
+    # Replacements of `left` devices the cap holds until they are gone (not in `capped`).
+    capped_after: int = 0
 
 
 def idle_since(device: DeviceInfo) -> datetime:
@@ -143,7 +146,7 @@ def plan_pool(
         # does, and so do they while repairs or growth bill above.
         beside = min(beside, max(0, replicas + surge - billing - repair))
     create = repair + beside
-    capped = capped_beside = 0
+    capped = capped_beside = capped_after = 0
     if cap is not None:
         room = max(0, cap - billing)
         held_beside = max(0, beside - max(0, room - repair))
@@ -151,7 +154,9 @@ def plan_pool(
         if not departing and not failed:
             # Nothing billing now will be gone soon to make room: these cannot come first.
             capped_beside = min(held_beside, leaving)
-            capped -= capped_beside
+        else:
+            capped_after = min(held_beside, left)  # each comes once its device is gone
+        capped -= capped_beside + capped_after
 
     # Devices created but not listed yet count, but cannot be picked: a surplus
     # they make waits until a listing shows them (booting, they go first then),
@@ -207,6 +212,7 @@ def plan_pool(
         capped=capped,
         budget_held=budget_held,
         capped_beside=capped_beside,
+        capped_after=capped_after,
     )
 
 

@@ -251,16 +251,25 @@ def scale_down_condition(view: PoolView) -> ConditionUpdate | None:
 def spend_cap_condition(view: PoolView) -> ConditionUpdate | None:
     """`SpendCapReached` while the cap holds creates back; None for a pool without a cap."""
     cap, account = view.spec.spend_cap, view.account_cap
-    if cap is not None and view.plan.capped_beside and not view.plan.capped:
+    plan = view.plan
+    if cap is not None and (plan.capped_beside or plan.capped_after) and not plan.capped:
         allowed = cap.devices_allowed(view.price_per_hour)
+        if plan.capped_beside:
+            what = (
+                f"no room for the replacement of {plan.capped_beside} retiring device(s) "
+                "beside it; each goes first once idle, one at a time, and its replacement "
+                "once it is gone"
+            )
+        else:
+            what = (
+                f"the replacement of {plan.capped_after} device(s) that went first is "
+                "created once the provider has terminated it"
+            )
         return ConditionUpdate(
             ConditionType.SPEND_CAP_REACHED,
             TRUE,
             "NoRoomBeside",
-            f"spendCap ({cap.describe(view.price_per_hour)}) allows {allowed} device(s): "
-            f"no room for the replacement of {view.plan.capped_beside} retiring device(s) "
-            "beside it; each goes first once idle, one at a time, and its replacement "
-            "once it is gone",
+            f"spendCap ({cap.describe(view.price_per_hour)}) allows {allowed} device(s): " + what,
         )
     if cap is None or not view.plan.capped:
         if account is not None and account.reached:
