@@ -73,6 +73,17 @@ def node_phone_task_queue(node: str) -> str:
     return f"{NODE_PHONE_TASK_QUEUE_PREFIX}{node}"
 
 
+# The node worker's queue for the long cloud-phone watches (`watch_devices`), with slots
+# sized for sleeping coroutines. A prefix as well: `watch_task_queue(node_task_queue(a))`
+# was node `a-watch`'s BrowserPool queue.
+NODE_WATCH_TASK_QUEUE_PREFIX = "devicepool-phone-watch-"
+
+
+def node_watch_task_queue(node: str) -> str:
+    """The cloud-phone watch queue of the node worker `node` (`devicepool-phone-watch-node-1`)."""
+    return f"{NODE_WATCH_TASK_QUEUE_PREFIX}{node}"
+
+
 def node_from_task_queue(task_queue: str) -> str | None:
     if task_queue.startswith(NODE_TASK_QUEUE_PREFIX):
         return task_queue[len(NODE_TASK_QUEUE_PREFIX) :] or None

@@ -13,8 +13,7 @@ proxies its profiles and phones use) and the cloud-phone accounts it serves:
 `accounts.<name>` with `api: bitbrowser` and `node: NAME` (its own name). For
 those it also serves the DevicePool provider activities (`DeviceActivities`)
 over its own `--bitbrowser-url` and key, on `node_phone_task_queue(NAME)` (slots
-of their own: they wait for the pacer), and the watches on the node queue's watch
-queue, all the accounts' calls under ONE `PhonePacer`: the
+of their own: they wait for the pacer), and the watches on `node_watch_task_queue(NAME)`, all the accounts' calls under ONE `PhonePacer`: the
 Local API's 1 cloud-phone request a second holds however many main workers
 run (`workflows/shared/placement.py` sends the calls here). Accounts of other
 nodes are ignored, so one file may serve every node; an account without `node`
@@ -63,7 +62,7 @@ from devicepool.api.names import (
     WORKFLOW_NODE_REGISTRY,
     node_phone_task_queue,
     node_task_queue,
-    watch_task_queue,
+    node_watch_task_queue,
 )
 from devicepool.worker.build import WATCH_SHUTDOWN_GRACE, new_worker
 from devicepool.worker.config import ConfigError, WorkerConfig, build_config, load_config
@@ -276,7 +275,7 @@ def node_workers(
         workers.append(
             new_worker(
                 client,
-                task_queue=watch_task_queue(node_task_queue(activities.node)),
+                task_queue=node_watch_task_queue(activities.node),
                 activities=phones.watch_queue_activities(),
                 max_concurrent_activities=DEFAULT_MAX_CONCURRENT_WATCHES,
                 graceful_shutdown_timeout=WATCH_SHUTDOWN_GRACE,

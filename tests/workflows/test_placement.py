@@ -9,6 +9,7 @@ from temporalio.api.enums.v1 import RetryState
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
 from devicepool.activities.settings import AccountSettings
+from devicepool.api.names import node_task_queue
 from devicepool.worker.node import NodeOptions, node_phone_activities
 from devicepool.workflows.shared.placement import (
     NODE_SCHEDULE_TO_START,
@@ -35,9 +36,25 @@ def test_a_node_accounts_calls_go_to_the_node_and_may_wait_a_minute_for_it() -> 
     assert provider_queue("node-1") == short
     assert create_queue("node-1", "phones") == short
     assert watch_queue("node-1", "devicepool") == {
-        "task_queue": "devicepool-node-node-1-watch",
+        "task_queue": "devicepool-phone-watch-node-1",
         "schedule_to_start_timeout": NODE_SCHEDULE_TO_START,
     }
+
+
+def test_no_nodes_name_makes_another_nodes_queue() -> None:
+    """Node `a`'s phone watch queue was `devicepool-node-a-watch`, node `a-watch`'s
+    BrowserPool queue: a watch could land on a node worker that does not serve it."""
+    names = ["a", "a-watch", "watch", "phones-a", "phone-watch-a", "node-a"]
+    queues = [
+        q
+        for n in names
+        for q in (
+            node_task_queue(n),
+            provider_queue(n)["task_queue"],
+            watch_queue(n, "devicepool")["task_queue"],
+        )
+    ]
+    assert len(queues) == len(set(queues)), sorted(queues)
 
 
 def _failed(cause: BaseException) -> ActivityError:

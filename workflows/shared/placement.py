@@ -5,7 +5,7 @@ that node worker alone (`devicepool worker --node NAME`): one process, one pacer
 so the Local API's 1 cloud-phone request a second holds however many main
 workers run. Its short provider calls go to `node_phone_task_queue(NAME)` (slots
 apart from the node's BrowserPool calls: they wait for the pacer), its watches to
-the watch queue of `node_task_queue(NAME)`. A dead node must fail a call, not park it: those
+`node_watch_task_queue(NAME)`. A dead node must fail a call, not park it: those
 calls get `NODE_SCHEDULE_TO_START`, and `node_problem` says what a call that
 timed out waiting for the node means. An account without a node keeps its
 calls exactly as they were (no task queue, no new timeout), so recorded
@@ -29,7 +29,7 @@ from devicepool.api.errors import ErrorType
 from devicepool.api.names import (
     account_task_queue,
     node_phone_task_queue,
-    node_task_queue,
+    node_watch_task_queue,
     watch_task_queue,
 )
 from devicepool.workflows.shared.errors import error_type
@@ -73,7 +73,7 @@ def watch_queue(node: str, own_queue: str) -> dict[str, Any]:
     if not node:
         return {"task_queue": watch_task_queue(own_queue)}
     return {
-        "task_queue": watch_task_queue(node_task_queue(node)),
+        "task_queue": node_watch_task_queue(node),
         "schedule_to_start_timeout": NODE_SCHEDULE_TO_START,
     }
 
