@@ -37,6 +37,7 @@ from temporalio.exceptions import ApplicationError
 
 from devicepool.activities.errors import (
     ProviderError,
+    ServerError,
     TransportError,
     configuration_error,
     to_application_error,
@@ -257,10 +258,10 @@ class NodeBrowserActivities(NodeActivityDefinitions):
 
     async def _open(self, profile_id: str) -> NodeOpenResult:
         """`_try_open`, with the desktop client's own trouble (no answer in the open's
-        time, a dropped connection) answered as the node's, not the profile's."""
+        time, a dropped connection, an HTTP 5xx) answered as the node's, not the profile's."""
         try:
             return await self._try_open(profile_id)
-        except TransportError as exc:
+        except (TransportError, ServerError) as exc:
             activity.logger.info("profile %s: open got no answer: %s", profile_id, exc)
             return _node_trouble(exc)
 

@@ -87,6 +87,10 @@ async def _busy(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, json={"success": False, "msg": "系统繁忙，请稍后再试"})
 
 
+async def _down(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(503, text="the BitBrowser client is not running")
+
+
 async def _no_proxy(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, json={"success": False, "msg": "请选择代理方式"})
 
@@ -109,7 +113,9 @@ async def _outcome(handler: Any) -> tuple[bool, str, bool]:
     return wf._open_outcome(answer)
 
 
-@pytest.mark.parametrize("handler", [_slow, _dropped, _busy], ids=["slow", "dropped", "busy"])
+@pytest.mark.parametrize(
+    "handler", [_slow, _dropped, _busy, _down], ids=["slow", "dropped", "busy", "http-503"]
+)
 async def test_a_slow_gone_or_busy_desktop_is_not_the_profiles_failure(handler: Any) -> None:
     ok, why, counted = await _outcome(handler)
     assert not ok and why, why
