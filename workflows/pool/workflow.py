@@ -59,7 +59,9 @@ HEALTH_RESERVE_PATCH = "health-reserve-keep"
 # listing in between terminated them again, and the next listing upserted the counts.
 TERMINATED_LEAVE_PATCH = "terminated-devices-leave-the-pass"
 # A spec change while a pass awaits its terminations leaves the decided batches to the
-# next pass (same keys); v0.1.0 started them, under the new generation's keys.
+# next pass (same keys); v0.1.0 took the creates from its book once the terminations
+# returned: under the new generation's child ids and keys (retries under their own, none
+# of an older create body).
 RESPEC_HOLDS_BATCHES_PATCH = "respec-during-terminations-holds-batches"
 # A pass's creates are split into batches (replacements first, in batches of their own) as
 # decided, before its terminations; v0.1.0 split them once the terminations returned, with
@@ -315,22 +317,23 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             removed = [d for d in decision.plan.remove_failed if d not in self.s.doomed]
             self.s.fates.set(removed, Fate.REMOVED_FAILED)
         batches = decision.batches
+        # What a v0.1.0 run owed as it took these creates: once the terminations returned.
+        owed_then = owed + self.s.replacements_owed - decision.replacements_owed
         if batches and self.s.replacements_owed != decision.replacements_owed:
             # Owed more since the decision (a health report during the terminations):
             # this pass's batches stand as decided, the next pass serves the rest.
-            batches = self._split_as_v0_1_0(decision, book, owed)
+            batches = self._split_as_v0_1_0(decision, book, owed_then)
+        if batches and self.s.generation != decision.generation:
+            if workflow.patched(RESPEC_HOLDS_BATCHES_PATCH):
+                # The spec changed while terminating: these batches' keys and body would
+                # disagree. Their slots are planned again (same keys) by the next pass.
+                for order in batches:
+                    self.s.slots.lost(order.child_id)
+                    self.s.replacements_owed += len(order.slots) if order.replacement else 0
+                self._dirty, batches = True, []
+            else:
+                batches = self._as_v0_1_0_started(decision, book, owed_then, batches)
         for order in batches:
-            if self.s.generation != decision.generation and not workflow.patched(
-                RESPEC_HOLDS_BATCHES_PATCH
-            ):
-                order = self._as_v0_1_0_started(order, decision.generation)
-            elif self.s.generation != decision.generation:
-                # The spec changed while terminating: this batch's keys and body would
-                # disagree. Its slots are planned again (same keys) by the next pass.
-                self.s.slots.lost(order.child_id)
-                self.s.replacements_owed += len(order.slots) if order.replacement else 0
-                self._dirty = True
-                continue
             self._happened(say.batch_started(len(order.slots), replacement=order.replacement))
             input = children.batch_input(
                 pool=self._name,
@@ -344,10 +347,36 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             self._neighbours.later(self._start_child(order.child_id, input))
 
     def _split_as_v0_1_0(self, decision: Decision, book: SlotBook, owed: int) -> list[BatchOrder]:
-        """The decision's batches, or those a v0.1.0 run started instead (`book` and `owed`:
-        what the decision was made on). v0.1.0 split the creates once the terminations
-        returned, with what was owed then and the listing as it stood then."""
-        since = self.s.replacements_owed - decision.replacements_owed
+        """The decision's batches, or those a v0.1.0 run started instead (`book`: what the
+        decision was made on; `owed`: what was owed once the terminations returned).
+        v0.1.0 split the creates then, with what was owed then and the listing as it stood."""
+        orders, taken, left = self._taken_as_v0_1_0(decision, book, owed, decision.generation)
+        live = self.s.slots
+        if (
+            orders == decision.batches
+            and left == self.s.replacements_owed
+            and taken.retry_slots == live.retry_slots
+        ) or workflow.patched(OWED_SPLIT_AS_DECIDED_PATCH):
+            return decision.batches
+        return self._adopt_as_v0_1_0(decision.batches, orders, taken, left)
+
+    def _as_v0_1_0_started(
+        self, decision: Decision, book: SlotBook, owed: int, batches: list[BatchOrder]
+    ) -> list[BatchOrder]:
+        """The batches a v0.1.0 run started after a spec change during the terminations, in
+        place of `batches` (`book`: what the decision was made on; `owed`: what was owed
+        once the terminations returned): taken then, under the new generation's child ids,
+        fresh slots under its keys and retried ones under their own, from a book whose new
+        create body no longer retries older keys."""
+        orders, taken, left = self._taken_as_v0_1_0(decision, book, owed, self.s.generation)
+        return self._adopt_as_v0_1_0(batches, orders, taken, left)
+
+    def _taken_as_v0_1_0(
+        self, decision: Decision, book: SlotBook, owed: int, generation: int
+    ) -> tuple[list[BatchOrder], SlotBook, int]:
+        """v0.1.0's `_start_batch` loop once the terminations returned, on a copy of `book`
+        as v0.1.0 had it then (its withdrawals asked, the create body of now): the batches,
+        the book after them, and what is still owed."""
         book = book.model_copy(deep=True)
         book.body_generation = self.s.slots.body_generation
         for batch_id, slots in decision.withdraw.items():
@@ -358,44 +387,28 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             (d.labels for d in self._devices), names.LABEL_SLOT, children.incarnation()
         )
         orders: list[BatchOrder] = []
-        count, owed = decision.plan.create, owed + since
+        count = decision.plan.create
         while count > 0:
             n = min(self.settings.provision_batch_size, count, owed or count)
-            generation, taken = book.take(
-                n, generation=decision.generation, observed_slots=observed
-            )
-            child_id = names.provision_workflow_id(
-                self._name, decision.generation, book.next_batch_number()
-            )
-            book.open_batch(child_id, generation, taken, workflow.now())
-            orders.append(BatchOrder(child_id, generation, taken, owed > 0))
+            taken_generation, taken = book.take(n, generation=generation, observed_slots=observed)
+            child_id = names.provision_workflow_id(self._name, generation, book.next_batch_number())
+            book.open_batch(child_id, taken_generation, taken, workflow.now())
+            orders.append(BatchOrder(child_id, taken_generation, taken, owed > 0))
             owed -= len(taken) if owed else 0
             count -= len(taken)
-        live = self.s.slots
-        if (
-            orders == decision.batches
-            and owed == self.s.replacements_owed
-            and book.retry_slots == live.retry_slots
-        ) or workflow.patched(OWED_SPLIT_AS_DECIDED_PATCH):
-            return decision.batches
-        decided = {order.child_id for order in decision.batches}
+        return orders, book, owed
+
+    def _adopt_as_v0_1_0(
+        self, batches: list[BatchOrder], orders: list[BatchOrder], book: SlotBook, owed: int
+    ) -> list[BatchOrder]:
+        """The live book holds `orders` (taken into `book`) instead of `batches`."""
+        live, replaced = self.s.slots, {order.child_id for order in batches}
         started = [b for b in book.in_flight if b.workflow_id in {o.child_id for o in orders}]
-        live.in_flight = [b for b in live.in_flight if b.workflow_id not in decided] + started
+        live.in_flight = [b for b in live.in_flight if b.workflow_id not in replaced] + started
         live.next_slot, live.next_batch = book.next_slot, book.next_batch
         live.retry_slots = book.retry_slots
         self.s.replacements_owed = owed
         return orders
-
-    def _as_v0_1_0_started(self, order: BatchOrder, decided: int) -> BatchOrder:
-        """The batch as a v0.1.0 run started it after a spec change: under the new
-        generation's id, and its fresh slots under the new generation's keys."""
-        number = int(order.child_id.rsplit("-", 1)[1])
-        child_id = names.provision_workflow_id(self._name, self.s.generation, number)
-        generation = self.s.generation if order.generation == decided else order.generation
-        batch = self.s.slots.drop(order.child_id)
-        started = batch.started_at if batch is not None else workflow.now()
-        self.s.slots.open_batch(child_id, generation, order.slots, started)
-        return BatchOrder(child_id, generation, order.slots, order.replacement)
 
     async def _start_child(self, child_id: str, input: ProvisionBatchInput) -> None:
         if not await children.start_batch(child_id, input):
