@@ -14,10 +14,12 @@ v0.1.0's production activities:
   search attribute the terminations change is the ready count: v0.1.0 upserted
   it on the pass after (from the listing), a build that publishes the plan made
   after the terminations upserts it on the terminating pass.
-- `spec-change-during-terminations`: a failed boot is removed and replaced in
-  one pass; while its DELETE is held, an `apply` changes `osVersion` (a new
-  generation). v0.1.0 started the replacement batch once the termination
-  returned.
+- `spec-change-during-terminations`: 2 ready scaled to 3 (generation 2), the
+  third fails to boot; one pass removes it and decides its replacement batch.
+  While its DELETE is held, an `apply` changes `osVersion` from "14" to "15"
+  (generation 3, a new create body). v0.1.0 started the decided replacement once
+  the termination returned, under generation 3's child id and keys
+  (`devicepool/respec/provision/3-…`, osVersion "15").
 - `scale-during-terminations`: 3 ready scaled to 1; while the two DELETEs are
   held, the plain `scale` signal asks for 4 (no new generation).
 - `health-report-during-terminations`: 1 ready scaled to 3, both new devices
@@ -172,11 +174,15 @@ async def _spec_change_during_terminations(client: Client, control: httpx.AsyncC
 
     await _until(held, "the failed device's DELETE held")
     spec = pool_manifest("respec", replicas=3, providerCredentialRef="default", proxy=None)
-    spec["spec"]["osVersion"] = "14"
+    # Another osVersion than the manifest's ("14"): a real change, generation 2 → 3, and a
+    # new create body. The same spec again would be `unchanged`, and the held pass would
+    # start its batch under the generation it decided it for.
+    spec["spec"]["osVersion"] = "15"
     request = ApplyRequest(
         metadata=ObjectMeta(name="respec"), spec=DevicePoolSpec.model_validate(spec["spec"])
     )
-    await pool.execute_update(UPDATE_APPLY, request, result_type=Accepted)
+    accepted = await pool.execute_update(UPDATE_APPLY, request, result_type=Accepted)
+    assert accepted.generation == 3, f"the apply was no spec change: {accepted}"
     await asyncio.sleep(1)  # the apply's pass waits behind the held termination
     HeldDeletes.gate.set()
     HeldDeletes.gate = None

@@ -83,14 +83,20 @@ async def test_a_v0_1_0_pass_replays_on_this_build(path: Path) -> None:
     """Before the `workflow.patched` gates of the pool's pass, each failed here:
     the scale-down with `Activity type of scheduled event 'terminate_device' does
     not match activity type of activity command 'watch_devices'` (v0.1.0's next
-    pass terminated the same devices again), the spec change with `Child workflow
-    machine does not handle this event: UpsertWorkflowSearchAttributes` (v0.1.0
-    started the decided batch, this build did not), the scale with `Timer machine
+    pass terminated the same devices again), the spec change (osVersion "14" → "15"
+    while the pass that decided a failed boot's replacement awaited its DELETE) with
+    `Activity machine does not handle this event: HistoryEvent(id: 140,
+    StartChildWorkflowExecutionInitiated)` (v0.1.0 started the decided batch, as
+    `provision/3-2` under generation 3's keys; this build held it), the scale with `Timer machine
     does not handle this event: UpsertWorkflowSearchAttributes` (v0.1.0 upserted
     the counts a pass later), the health report with `Activity machine does not
     handle this event: HistoryEvent(id: 138, StartChildWorkflowExecutionInitiated)`
     (v0.1.0 split the 2 creates after the terminations, with the replacement owed
-    by then: 2 child starts where this build decided 1)."""
+    by then: 2 child starts where this build decided 1). The spec change's first
+    recording re-applied the manifest's own osVersion ("14": `unchanged`, no new
+    generation): it failed only on the status's upserts moving a pass, with `Child
+    workflow machine does not handle this event: UpsertWorkflowSearchAttributes`,
+    and never reached `_as_v0_1_0_started`."""
     history = WorkflowHistory.from_json(f"devicepool/{path.stem}", json.loads(path.read_text()))
     result = await _replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
