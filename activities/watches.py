@@ -6,7 +6,8 @@ its history a few events an hour. `watch_health` may reuse the listing this
 process made for the pool's own watch (at most `reuse_listing_seconds` old),
 so a pool and its check cost the provider one read per interval; without one
 its own reads are at least `own_read_seconds` apart. A change is answered on a
-read of its own, never on that shared listing alone. A mixin of
+fresh read of its own (`provider_call(fresh=True)`), never on that shared
+listing or a plain read alone. A mixin of
 `DeviceActivities` over `AccountProviders`.
 """
 
@@ -156,8 +157,8 @@ class WatchActivities(AccountProviders):
         watch when there is one at most `reuse_listing_seconds` old; otherwise
         the provider, but no sooner than `own_read_seconds` after this watch's
         last read of its own (a poll in between only asks whether the pool still
-        runs). What it answers is always a read of its own: a change seen on the
-        pool's listing is read again first.
+        runs). What it answers is always a fresh read of its own: a change seen on
+        the pool's listing, or on a plain read, is read again first.
 
         Each poll first asks Temporal whether the pool still runs (not knowing is
         running); a provider error is polled past, except on a fresh read (`once`,
@@ -217,11 +218,19 @@ class WatchActivities(AccountProviders):
                 own_read_at = time.monotonic()
                 try:
                     # What the check acts on at once is read now, to the last suspect.
-                    with provider_call(fresh=fresh or confirm):
-                        async with heartbeating():
-                            listing = await self._new_listing(input.account, input.pool)
+                    # A change on a plain read of its own is read so too: a provider
+                    # that keeps status answers may show one that is old.
+                    read_fresh = fresh or confirm
+                    while True:
+                        with provider_call(fresh=read_fresh):
+                            async with heartbeating():
+                                listing = await self._new_listing(input.account, input.pool)
+                        read = _health_answer(pool, listing, startup=startup, previous=previous)
+                        if read_fresh or read.fingerprint == input.fingerprint:
+                            break
+                        read_fresh = True
                     last_error = None
-                    found = _health_answer(pool, listing, startup=startup, previous=previous)
+                    found = read
                 except ProviderError as exc:
                     if fresh or not exc.retryable:
                         raise to_application_error(exc) from exc

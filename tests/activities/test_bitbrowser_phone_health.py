@@ -96,12 +96,13 @@ def _reads(n1: Node) -> list[str]:
     return [body["id"] for body in n1.recorder.bodies("/phone/running")]
 
 
-async def test_an_offline_answer_older_than_its_keep_time_is_not_read(
+async def test_an_old_offline_answer_keeps_a_phone_offline_until_a_fresh_read(
     account: Account, n1: Node, clock: Clock, phones: tuple[PhoneProvider, list[str], list[str]]
 ) -> None:
-    """Before: the answer was kept however old; the recovered phone read offline until
-    its turn among the pool's phones came (a pool of 30: ~300 s) and the health check
-    removed it."""
+    """Issue 37 item 4, as the review of its fix refined it: an answer past its keep time
+    may keep a phone out of service (offline), never be why a healthy one goes. A
+    plain listing shows it offline until the phone is read again; the health check's
+    fresh read, the one it removes on, reads it and finds it back."""
     provider, devices, phone_ids = phones
     last = phone_ids[-1]
     await account.control(f"phones/{last}/offline")
@@ -111,7 +112,83 @@ async def test_an_offline_answer_older_than_its_keep_time_is_not_read(
     await account.control(f"phones/{last}/online")
     clock.now += 200  # that answer is old now
     provider.probes_per_listing = 0  # and no read on this listing
-    assert (await _statuses(provider))[devices[-1]] == READY
+    assert (await _statuses(provider))[devices[-1]] == OFFLINE
+    before = len(_reads(n1))
+    with provider_call(fresh=True):
+        assert (await _statuses(provider))[devices[-1]] == READY
+    assert _reads(n1)[before:] == [last]
+
+
+async def test_phones_still_offline_keep_reading_offline_when_their_answers_expire_together(
+    account: Account, n1: Node, clock: Clock, phones: tuple[PhoneProvider, list[str], list[str]]
+) -> None:
+    """Review of issue 37 item 4, defect 1. Before: four phones read offline at once saw
+    their answers expire together; a listing re-read three and showed the fourth
+    READY on the listing's word. Its status swung at every keep time: the pool's
+    fingerprint changed, the health check's confirm read (every suspect) ran again,
+    ~K calls a minute while remediation was held, and the phone became a READY
+    scale-down candidate. Now it stays offline, and a listing reads at most its few."""
+    provider, devices, phone_ids = phones
+    for phone_id in phone_ids[-4:]:
+        await account.control(f"phones/{phone_id}/offline")
+    with provider_call(fresh=True):
+        provider.probes_per_listing = PHONES
+        clock.now += 200
+        seen = await _statuses(provider)
+    assert [seen[d] for d in devices[-4:]] == [OFFLINE] * 4
+    provider.probes_per_listing = 3  # the default
+    for _ in range(6):  # three minutes of the pool's watch, answers just past their keep
+        clock.now += 101
+        before = len(_reads(n1))
+        seen = await _statuses(provider)
+        assert [seen[d] for d in devices[-4:]] == [OFFLINE] * 4
+        assert [seen[d] for d in devices[:-4]] == [READY] * (PHONES - 4)
+        assert len(_reads(n1)) - before <= 3
+
+
+async def test_a_scale_down_reads_a_phone_last_read_offline_before_it_parks_it(
+    account: Account, n1: Node, clock: Clock
+) -> None:
+    """Review defect 1's side effect. Before: an expired offline answer read READY, so the
+    scale-down's idle check (`get_device`, no read) passed a broken phone and its
+    removal read nothing: parked into reserve without a fresh start, powered on
+    broken at the next scale-up. Now the idle check sees it offline, and a removal
+    of a phone last read not running reads it first."""
+    provider = PhoneProvider(n1.phones, probe_seconds=100.0, clock=clock)
+    made = await provider.create_device(new_device())
+    await account.advance(61)
+    phone_id = (parse_device_id(made.id) or ("", 0))[0]
+    await account.control(f"phones/{phone_id}/offline")
+    clock.now += 200
+    (listed,) = await provider.list_pool(POOL)
+    assert listed.status == OFFLINE
+    clock.now += 200  # that answer is old now
+    with provider_call(pool="", replacement=False):
+        assert (await provider.get_device(made.id)).info.status == OFFLINE
+        await provider.remove_device(made.id)
+    stats = await phones_stats(account)
+    assert (stats["recovers"], stats["running"]) == (1, 0)
+    assert _reads(n1)[-1] == phone_id
+
+
+async def test_a_scale_down_of_a_phone_back_since_its_old_offline_answer_keeps_it_as_is(
+    account: Account, n1: Node, clock: Clock
+) -> None:
+    """The other side: the phone came back; the removal's read finds it running and
+    spends no fresh start (a month's quota) on it."""
+    provider = PhoneProvider(n1.phones, probe_seconds=100.0, clock=clock)
+    made = await provider.create_device(new_device())
+    await account.advance(61)
+    phone_id = (parse_device_id(made.id) or ("", 0))[0]
+    await account.control(f"phones/{phone_id}/offline")
+    clock.now += 200
+    assert (await provider.list_pool(POOL))[0].status == OFFLINE
+    await account.control(f"phones/{phone_id}/online")
+    clock.now += 200
+    with provider_call(pool=POOL, replacement=False):
+        await provider.remove_device(made.id)
+    stats = await phones_stats(account)
+    assert (stats["recovers"], stats["running"]) == (0, 0)
 
 
 async def test_a_phone_read_not_running_is_read_first_and_stays_offline_while_it_is(
@@ -178,6 +255,34 @@ async def test_the_health_checks_fresh_read_is_made_as_fresh(emulator: Emulator)
             acts.list_devices, ListDevicesInput(account="default", pool=HEALTH_POOL)
         )
         assert calls == [True, False]  # the pool's own listings keep their few reads
+    finally:
+        await acts.aclose()
+
+
+async def test_a_change_on_the_health_checks_own_plain_read_is_read_fresh_before_it_is_answered(
+    emulator: Emulator,
+) -> None:
+    """The check acts on what it is answered (a device whose clock ran out goes, when a
+    pause ends), and a plain read may show a phone offline on an old answer. Before:
+    a change seen on the watch's own periodic read was answered as read (not fresh),
+    so only a change on the pool's shared listing was read again."""
+    acts: DeviceActivities = worker_process(emulator)
+    try:
+        victim, _ = await make_devices(acts, 2)
+        (await emulator.control.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
+        provider = acts._provider("default")
+        real = provider.list_pool
+        calls: list[bool] = []
+
+        async def seen(*args: Any, **kwargs: Any) -> Any:
+            calls.append(current_call().fresh)
+            return await real(*args, **kwargs)
+
+        provider.list_pool = seen  # type: ignore[method-assign]
+        health = health_input(poll_seconds=0.05, max_seconds=5, own_read_seconds=10.0)
+        found = await health_env().run(acts.watch_health, health)
+        assert [s.id for s in found.suspects] == [victim]
+        assert calls == [False, True]
     finally:
         await acts.aclose()
 

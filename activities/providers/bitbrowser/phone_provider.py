@@ -34,10 +34,11 @@ the Local API"); so:
   pool past one page of profiles looks marks up by name instead (one call).
 - **Removes** shut the phone down (billing stops) and keep the profile as
   `reserve`: two calls. A phone that is offline (listed running, `/phone/running`
-  false: read for a replacement, or by a listing not long ago) is fresh-started
-  (`recover`) first, or marked `retired` when the month's recover quota is used
-  up: replace, do not repair. A scale-down reads nothing more (a kept phone that
-  does not come back is replaced when next powered on), and its idle checks
+  false: read for a replacement, by a listing not long ago, or read again when
+  it was last read so) is fresh-started (`recover`) first, or marked `retired`
+  when the month's recover quota is used up: replace, do not repair. A
+  scale-down reads nothing more (a kept phone that does not come back is
+  replaced when next powered on), and its idle checks
   (`get_device`, no status read) and removals of a pool of one page look the
   phones up in one listing of the pool, shared. `release_pool` (a deleted
   pool) marks its reserve `retired`.
@@ -46,13 +47,15 @@ the Local API"); so:
   suspended is `offline`; listed running is `ready` when `/phone/running`
   says so and `offline` when not. That read costs a turn of the budget, so a
   listing makes at most `PROBES_PER_LISTING` of them, one while other calls
-  wait for the budget (phones last read not running first, so one still
-  offline keeps reading offline; then phones whose listed status changed, then
-  the longest unread), and an answer counts for `PROBE_TURNS` intervals: a
-  phone not read, or read longer ago, is what the listing says. A pool of N
-  sees a phone go offline within about N / 3 of its listings. A fresh read
-  (`provider_call(fresh=True)`: the health check's, which removes what reads
-  offline) reads every phone last read not running again first.
+  wait for the budget (phones last read not running first; then phones whose
+  listed status changed, then the longest unread), and an answer counts for
+  `PROBE_TURNS` intervals: a phone not read, or read longer ago, is what the
+  listing says, except one last read not running, offline until read again
+  (kept out of service and out of a scale-down, never removed on that old
+  answer). A pool of N sees a phone go offline within about N / 3 of its
+  listings. A fresh read (`provider_call(fresh=True)`: the health check's,
+  which removes what reads offline) reads every phone last read not running
+  again first, and a removal reads such a phone before it parks it.
   Profiles not `active` are not listed. No session: never `busy`.
 - **Regions**: the Local API has no region list or status (a `regionId` is a
   compute type id copied from the desktop client): `region_names` is empty,
@@ -530,9 +533,11 @@ class PhoneProvider:
             # Broken (fresh-started before it is kept): read so, or read now for a
             # replacement. A scale-down reads nothing more: a phone it keeps that does
             # not come back when powered on again is replaced then, and fresh-started.
-            replacing = current_call().replacement
+            # A phone last read not running is read again, however old that answer:
+            # it is neither parked broken on an old answer nor kept as if well.
+            read = current_call().replacement or self._suspect(phone)
             broken = phone.status == PhoneStatus.RUNNING and not await self._running(
-                phone, read=replacing
+                phone, read=read
             )
             await self._park(phone, remark, broken=broken)
 
@@ -727,7 +732,8 @@ class PhoneProvider:
 
     async def _running(self, phone: Phone, *, read: bool = True) -> bool:
         """The kept `/phone/running` answer (for the phone's listed status, less than
-        `probe_seconds` old), else one read (`read`), else the listing's word (running)."""
+        `probe_seconds` old), else one read (`read`), else the listing's word (running):
+        a caller whose phone is a `_suspect` reads."""
         kept = self._kept(phone, self._clock())
         if kept is not None:
             return kept.running
@@ -735,8 +741,7 @@ class PhoneProvider:
 
     def _kept(self, phone: Phone, now: float) -> _Probe | None:
         """The phone's `running` answer if it still counts: for its listed status, and
-        less than `probe_seconds` old. An older one is not read at all (the listing's
-        word stands): a phone back since must not read offline until its turn comes."""
+        less than `probe_seconds` old (an older one is due to be read again)."""
         kept = self._probes.get(phone.id)
         if kept is None or kept.listed != phone.status or now - kept.at > self.probe_seconds:
             return None
@@ -799,6 +804,14 @@ class PhoneProvider:
             return OFFLINE, "suspended (window closed, still billed)"
         kept = self._kept(phone, now)
         running = kept.running if kept is not None else None
+        if running is None and self._suspect(phone):
+            # Last read not running, too long ago: offline still, until read again. An
+            # old answer keeps a phone out of service and out of a scale-down, never
+            # removes it: the health check removes on its fresh read, which reads it.
+            # Shown ready on the listing's word, K phones that expired together would
+            # swing at each keep time (a few read per listing), every swing a confirm
+            # read of all K by the health check.
+            running = False
         if running is None:  # not read, or read too long ago: the listing's word
             if listed == PhoneStatus.RUNNING:
                 return READY, None
