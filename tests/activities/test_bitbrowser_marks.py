@@ -166,7 +166,6 @@ HOSTILE_AT = [
     "²",
     "9" * 5000,
     "1" * 100,
-    "253402300800",  # 10000-01-01: past what a datetime holds
 ]
 HOSTILE_INC = ["", "-1", "²", "٣", "1e3", "9" * 5000, "0x1", "nan", " 1"]
 
@@ -260,3 +259,51 @@ async def test_an_edited_remark_in_a_pool_is_skipped_and_counted_not_a_blind_poo
         "devicepool_foreign_marks_total", {"family": "phone"}
     )
     assert skipped is not None and skipped >= 5
+
+
+# ------------------------------------------------------------ a start in the future
+
+NOW = 1_800_000_000.0
+
+
+@pytest.mark.parametrize(
+    "at",
+    [str(int(NOW) + 3600), "4200000000", "253402300800", "999999999999"],
+    ids=["an hour ahead", "2103", "year 10000", "12 digits"],
+)
+def test_a_remark_that_starts_in_the_future_is_taken_as_the_oldest(at: str) -> None:
+    """Review defect 2. Before: `dp.at` up to 2106 was taken as written. A device created
+    in the future is never idle (no scale-down), never reaches `lifetime.maxAge` and
+    never times out booting: it bills for good. Not foreign either (a profile named
+    like the pool's yet unseen would bill unmanaged, and its slot rent again): the
+    pool keeps it, as its oldest device, the first to go."""
+    parsed = Remark.parse(_remark(at=at), now=NOW)
+    assert parsed is not None and parsed.started == 0
+    _usable(parsed)
+
+
+def test_a_start_a_clock_step_ahead_is_kept() -> None:
+    """Within a few minutes ahead (the node's clock stepped back since it wrote it)."""
+    parsed = Remark.parse(_remark(at=str(int(NOW) + 60)), now=NOW)
+    assert parsed is not None and parsed.started == NOW + 60
+
+
+async def test_a_phone_whose_remark_was_edited_to_start_in_the_future_is_the_pools_oldest(
+    account: Account,
+) -> None:
+    api = _api(account, secrets=[PROXY_PASSWORD])
+    phones = CloudPhones(api, pacer=PhonePacer(interval=PACE))
+    provider = PhoneProvider(phones)
+    try:
+        made = await provider.create_device(new_device(pool="phones-a"))
+        await account.advance(61)
+        phone_id = made.id.rpartition(".")[0]
+        (phone,) = await phones.list_all(mark_prefix=pool_prefix("phones-a"))
+        ahead = int(datetime.now(UTC).timestamp()) + 3600
+        edited = phone.remark.replace(phone.remark.split("dp.at=")[1].split()[0], str(ahead))
+        await phones.update(phone_id, {"remark": edited})
+        (listed,) = await provider.list_pool("phones-a")
+        assert listed.id == made.id
+        assert listed.created_at == datetime.fromtimestamp(0, UTC)
+    finally:
+        await api.aclose()

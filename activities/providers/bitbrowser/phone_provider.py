@@ -153,9 +153,9 @@ _OWN = ("dp.state", "dp.inc", "dp.at")
 # A count as devicepool writes it: ASCII digits (`"²".isdigit()` is true, `int("²")` fails),
 # few enough that `int()` takes them.
 _COUNT = re.compile(r"[0-9]{1,12}")
-# The latest start a remark may say (2106): a datetime holds it, and so does what a pool
-# adds to it (a lifetime, a deadline). Past it the remark is not one devicepool wrote.
-_MAX_STARTED = 2**32
+# How far ahead of the reader's clock a remark's start may be (the node's clock stepped
+# back since it wrote it). Further ahead, nobody wrote it so: taken as the oldest start.
+_START_AHEAD = 300.0
 
 
 def _digest(text: str, size: int) -> str:
@@ -222,10 +222,16 @@ class Remark:
         return text
 
     @classmethod
-    def parse(cls, text: str) -> Remark | None:
+    def parse(cls, text: str, *, now: float | None = None) -> Remark | None:
         """The remark devicepool wrote, or None for any other (another tool's, or one
         edited by hand: `dp.at=nan`). Never raises: one odd profile must not blind a
-        listing of the pool or of the account."""
+        listing of the pool or of the account.
+
+        A start more than a few minutes after `now` (the wall clock) is taken as 0,
+        the oldest: a device created in the future would never be idle, never reach
+        `lifetime.maxAge` nor time out booting, and bill for good. Not foreign: a
+        profile named like the pool's and unseen would bill unmanaged, its slot rented
+        again. Kept, it is the first to go."""
         head, *tokens = text.split() or [""]
         if head != REMARK_HEAD:
             return None
@@ -238,8 +244,8 @@ class Remark:
         if state not in STATES or not _COUNT.fullmatch(inc) or not _COUNT.fullmatch(at):
             return None
         started = int(at)
-        if started > _MAX_STARTED:
-            return None
+        if started > (time.time() if now is None else now) + _START_AHEAD:
+            started = 0
         return cls(state=state, incarnation=int(inc), started=float(started), labels=values)
 
 
@@ -654,7 +660,7 @@ class PhoneProvider:
     def _remark_of(self, phone: Phone) -> Remark | None:
         """The phone's remark as devicepool wrote it; None (counted) for a profile named
         like ours whose remark is not: foreign, skipped, never managed."""
-        remark = Remark.parse(phone.remark)
+        remark = Remark.parse(phone.remark, now=self._wall())
         if remark is None and phone.name.startswith(MARK_PREFIX):
             metrics = self.phones.api.metrics
             if metrics is not None:
