@@ -89,3 +89,18 @@ def test_a_selector_moved_to_another_account_keeps_the_old_accounts_nodes() -> N
 def test_a_pool_with_nothing_known_ends_when_its_nodes_show_none() -> None:
     step = teardown_step({}, live={"node-1": ""}, listed={"node-1"}, failed={}, profiles=[])
     assert step.reason == "" and step.delete == []
+
+
+def test_a_spare_node_that_does_not_answer_holds_no_teardown() -> None:
+    """A selected spare node whose key is refused, that never made or showed one of the
+    pool's profiles, does not hold the pool in Deleting for ever; a remembered one does."""
+    live = {"node-2": "", "node-3": ""}
+    known = {"node-2": ""}
+    listed = teardown_nodes(known, live=live, selected={"node-2", "node-3"})
+    failed = {"node-3": "unauthenticated (HTTP 403)"}
+    step = teardown_step(known, live=live, listed=listed, failed=failed, profiles=[])
+    assert step.reason == "", step
+    step = teardown_step(
+        known, live=live, listed=listed, failed={"node-2": "server_error"}, profiles=[]
+    )
+    assert step.reason == "NodeDown" and "node-2" in step.message, step

@@ -99,10 +99,14 @@ def teardown_step(
     `profiles`: what the others showed)."""
     answered = set(listed) - set(failed)
     delete = [(p.id, p.node) for p in profiles if p.node in live and p.node not in failed]
-    down = sorted({p.node for p in profiles if p.node not in live} | set(failed))
+    # A node that did not answer holds the pool only if it may hold some of its profiles:
+    # one it made or showed some (with nothing remembered, any).
+    holders = set(known) | {p.node for p in profiles}
+    silent = {n: cause for n, cause in failed.items() if n in holders or not known}
+    down = sorted({p.node for p in profiles if p.node not in live} | set(silent))
     if down:
         message = f"profiles on node(s) {', '.join(down)} wait for the node to come back"
-        message += "".join(f"; {n}: {cause}" for n, cause in sorted(failed.items()))
+        message += "".join(f"; {n}: {cause}" for n, cause in sorted(silent.items()))
         return TeardownStep(delete, "NodeDown", message)
     blind = [
         (account, nodes)
