@@ -143,6 +143,10 @@ class PoolState(CamelModel):
     # made from (those rented before devices carried it).
     rolling: list[str] = Field(default_factory=list)
     unlabelled_hash: str | None = None
+    # Doomed devices whose replacement is already credited (a device has one fate, and
+    # `doomed` wins: it is terminated until that goes through); `replaced` once it did.
+    # v0.1.0 kept the two facts in two lists (`doomed`, `replacing`).
+    doomed_replaced: list[str] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
@@ -152,14 +156,25 @@ class PoolState(CamelModel):
             return data
         data = dict(data)
         fates = Fates.model_validate(data.get("fates", {}))
+        doomed = set(data.get("doomed") or ())
+        replacing = data.get("replacing") or ()
         for key, fate in _V010_FATES:
             fates.set(data.pop(key, None) or (), fate)
         data["fates"] = fates
+        if doomed & set(replacing):
+            data["doomed_replaced"] = [d for d in replacing if d in doomed]
         return data
 
     @property
     def doomed(self) -> list[str]:
         return self.fates.of(Fate.DOOMED)
+
+    def _doom(self, device_ids: Collection[str]) -> None:
+        """Terminated whatever their state, every pass until it goes through; a credited
+        replacement is remembered beside (`doomed_replaced`)."""
+        credited = [d for d in device_ids if self.fates.has(d, Fate.REPLACED)]
+        self.doomed_replaced += [d for d in credited if d not in self.doomed_replaced]
+        self.fates.set(device_ids, Fate.DOOMED)
 
     # ------------------------------------------------------------ reducers
 
@@ -292,6 +307,7 @@ class PoolState(CamelModel):
             if not (self.fates.has(d, Fate.REPLACED) or self.fates.has(d, Fate.DOOMED))
         ]
         self.fates.clear(gone, Fate.REPLACED)  # credited by the health check's report first
+        self.doomed_replaced = [d for d in self.doomed_replaced if d not in gone]
         if fresh and not self.deleting:
             self.replacements_owed += len(fresh)
             self.fates.set(fresh, Fate.REPLACED)
@@ -310,7 +326,7 @@ class PoolState(CamelModel):
         self.fates.clear(removed, Fate.REMOVED_FAILED)
         said = Said(say.batch_done(report, ours=self.fates.of(Fate.SCALED_DOWN)))
         self.fates.clear(report.vanished_devices, Fate.SCALED_DOWN)
-        self.fates.set(sorted(report.failed_devices), Fate.DOOMED)
+        self._doom(sorted(report.failed_devices))
         problem = self.backoff.record(report, region=region, settings=settings, now=now)
         if problem:
             said.warning = f"creates paused: {problem}"
@@ -324,9 +340,19 @@ class PoolState(CamelModel):
         self.health = report.model_copy(update={"terminated": {}, "offline": []})
         self.replaced_total += len(report.terminated)
         # A device the pool's listing already showed gone while offline was credited then.
-        fresh = sorted(d for d in report.terminated if not self.fates.has(d, Fate.REPLACED))
+        credited = set(self.doomed_replaced)
+        fresh = sorted(
+            d
+            for d in report.terminated
+            if not self.fates.has(d, Fate.REPLACED) and d not in credited
+        )
         self.fates.clear(report.terminated, Fate.REPLACED)
-        self.fates.set(fresh, Fate.REPLACED)
+        self.doomed_replaced = [d for d in self.doomed_replaced if d not in report.terminated]
+        # A doomed device stays doomed (terminated again next pass, as v0.1.0 did): the
+        # credit is remembered beside it.
+        doomed = set(self.doomed)
+        self.fates.set([d for d in fresh if d not in doomed], Fate.REPLACED)
+        self.doomed_replaced += [d for d in fresh if d in doomed]
         self.replacements_owed += len(fresh)
         return said
 
@@ -367,7 +393,10 @@ class PoolState(CamelModel):
             said.events.append(say.termination_failed(failed))
         for device_id in device_ids:
             if device_id in failed and device_id not in only_if_idle:
-                self.fates.set([device_id], Fate.DOOMED)
+                self._doom([device_id])
             elif device_id not in failed and device_id not in skipped:
                 self.fates.clear([device_id], Fate.DOOMED)
+                if device_id in self.doomed_replaced:  # gone: its credit stands
+                    self.doomed_replaced.remove(device_id)
+                    self.fates.set([device_id], Fate.REPLACED)
         return said
