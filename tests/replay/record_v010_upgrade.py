@@ -28,6 +28,11 @@ v0.1.0's production activities:
   as `health_report`): one replacement owed. v0.1.0 split the 2 creates with
   what was owed after the terminations (a replacement batch of 1, then 1: two
   child starts); a build that splits them before issues one.
+- `doomed-device-reported`: 1 ready scaled to 2, the new device fails to boot and
+  the pool's DELETE of it is refused (409): doomed. The health check's word names
+  it removed (`health_report`): v0.1.0 kept it doomed, so its next pass issued
+  `terminate_device` for it again (refused once more; then the device is gone
+  and DELETEs are answered again).
 
 Each pool ends deleted; its runs are written as `<scenario>-<n>.json`.
 """
@@ -81,12 +86,19 @@ SETTINGS = PoolSettings(
 
 
 class HeldDeletes(TimedASGITransport):
-    """DELETEs wait at `gate` while it is closed; `held` counts those that waited."""
+    """DELETEs wait at `gate` while it is closed; `held` counts those that waited. While
+    `refuse` is set they are answered 409 (`invalid_state`, not retried): `refused`."""
 
     gate: asyncio.Event | None = None
     held = 0
+    refuse = False
+    refused = 0
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "DELETE" and HeldDeletes.refuse:
+            HeldDeletes.refused += 1
+            body = {"status": 409, "code": "invalid_state", "detail": "the device is busy"}
+            return httpx.Response(409, json=body, request=request)
         gate = HeldDeletes.gate
         if request.method == "DELETE" and gate is not None and not gate.is_set():
             HeldDeletes.held += 1
@@ -136,6 +148,8 @@ async def record(out: Path) -> None:
             await _save(client, "scale-during-terminations", out)
             await _health_report_during_terminations(client, control)
             await _save(client, "health-report-during-terminations", out)
+            await _doomed_device_reported(client, control)
+            await _save(client, "doomed-device-reported", out)
         finally:
             if HeldDeletes.gate is not None:
                 HeldDeletes.gate.set()
@@ -252,12 +266,53 @@ async def _health_report_during_terminations(client: Client, control: httpx.Asyn
     await _delete(client, pool, control, "owed")
 
 
+async def _doomed_device_reported(client: Client, control: httpx.AsyncClient) -> None:
+    pool = await start_pool(client, "doomed", 1, settings=SETTINGS, proxy_ref=None)
+    await _until(lambda: _ready(control, "doomed", 1), "1 ready")
+    HeldDeletes.refuse, HeldDeletes.refused = True, 0
+    await _faults(control, provisionFailureRate=1.0)
+    await pool.execute_update(UPDATE_SCALE, ScaleRequest(replicas=2), result_type=Accepted)
+    await _until(lambda: _failed(control, "doomed"), "the second device failed to boot")
+    await _faults(control)
+    (failed,) = [d["id"] for d in await _devices(control, "doomed") if d["status"] == "failed"]
+
+    async def refused() -> bool:
+        return HeldDeletes.refused > 0
+
+    await _until(refused, "the failed device's DELETE refused: doomed")
+    # The health check's word while it is doomed: it removed the failed device.
+    report = HealthReport(
+        checked_at=datetime.now(UTC),
+        devices=2,
+        unhealthy=1,
+        max_unhealthy=1,
+        paused=False,
+        terminated={failed: "StartupTimeout: still failed 20s after creation"},
+    )
+    await pool.signal("health_report", report)
+    before = HeldDeletes.refused
+
+    async def refused_again() -> bool:
+        return HeldDeletes.refused > before
+
+    await _until(refused_again, "a pass after the report terminating it again")
+    gone = await control.delete(
+        f"/api/v1/devices/{failed}", headers={"Authorization": f"Bearer {KEY}"}
+    )
+    gone.raise_for_status()
+    HeldDeletes.refuse = False
+    await _until(lambda: _ready(control, "doomed", 2), "2 ready")
+    await asyncio.sleep(2)
+    await _delete(client, pool, control, "doomed")
+
+
 async def _save(client: Client, scenario: str, out: Path) -> None:
     name = {
         "scale-down-phase-kept": "kept",
         "spec-change-during-terminations": "respec",
         "scale-during-terminations": "rescale",
         "health-report-during-terminations": "owed",
+        "doomed-device-reported": "doomed",
     }[scenario]
     for number, history in enumerate(await run_histories(client, pool_workflow_id(name)), 1):
         path = out / f"{scenario}-{number}.json"
