@@ -11,6 +11,7 @@ confirms) reads every suspect again: nothing is removed on an old answer.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -344,6 +345,37 @@ async def test_a_scale_down_costs_at_most_two_requests_a_phone(account: Account,
     assert len(paths) <= 2 * 6 + 1, paths
     stats = await phones_stats(account)
     assert stats["running"] == 0
+
+
+@pytest.mark.parametrize("keep", [10, 2])
+async def test_a_scale_down_keeping_a_reserve_still_costs_two_requests_a_phone(
+    account: Account, n1: Node, keep: int
+) -> None:
+    """Review defect 3. With `spec.reserve.keep` set, each removal counted the pool's
+    reserve in a listing of its own (under the pool's park lock, so never shared):
+    6 phones scaled down took 19 calls (bound 13). The terminate activity names no
+    pool (`pool=""`), as here: the adapter finds it."""
+    provider = PhoneProvider(n1.phones)
+    made = [await provider.create_device(new_device(slot=s)) for s in range(6)]
+    await account.advance(61)
+    await provider.list_pool(POOL)
+    await account.advance(60)
+    before = len(n1.recorder.calls)
+
+    async def scale_down(device_id: str) -> None:
+        with provider_call(pool="", replacement=False, reserve_keep=keep):
+            assert (await provider.get_device(device_id)).info.status == READY
+            await provider.remove_device(device_id)
+
+    await asyncio.gather(*(scale_down(d.id) for d in made))
+    paths = [p for p, _ in n1.recorder.calls[before:]]
+    assert len(paths) <= 2 * 6 + 1, paths
+    states = Counter(
+        Remark.parse(p.remark).state  # type: ignore[union-attr]
+        for p in await n1.phones.list_all()
+    )
+    assert (states["reserve"], states["retired"]) == (min(keep, 6), 6 - min(keep, 6))
+    assert (await phones_stats(account))["running"] == 0
 
 
 async def test_a_phone_scaled_down_while_read_offline_is_still_fresh_started(

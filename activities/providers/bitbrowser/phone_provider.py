@@ -272,6 +272,8 @@ class _Listing:
 
     parks: int
     claims: int
+    # A reserve claim of the pool was under way when it was begun.
+    claiming: bool = False
     sent: bool = False
     found: list[tuple[Phone, Remark]] = field(default_factory=list)
     done: asyncio.Future[None] | None = None
@@ -314,6 +316,12 @@ class PhoneProvider:
         # `reserve_seconds`.
         self._reserves: dict[str, tuple[float, list[tuple[Phone, Remark]]]] = {}
         self.reserve_seconds = 10 * phones.pacer.interval
+        # pool -> (when, the ids of its reserve profiles): what a removal under
+        # `spec.reserve.keep` counts. From a listing no claim or park was under way
+        # during, kept right by this process's claims and parks since: a scale-down's
+        # N removals count on the listing their idle checks shared, not N listings.
+        self._reserve_ids: dict[str, tuple[float, set[str]]] = {}
+        self.reserve_count_seconds = 60 * phones.pacer.interval
         self._parks: Counter[str] = Counter()
         self._claimed: Counter[str] = Counter()  # reserve claims made, by pool
         self._probes: dict[str, _Probe] = {}
@@ -518,9 +526,12 @@ class PhoneProvider:
             )
         except BaseException:
             self._reserves.pop(pool, None)  # not known what it holds now: list it again
+            self._reserve_ids.pop(pool, None)
             self._claimed[pool] += 1  # nor whether a listing begun before shows it claimed
             raise
         self._claimed[pool] += 1
+        if (counted := self._reserve_ids.get(pool)) is not None:
+            counted[1].discard(phone.id)
         self._forget(phone.id)
         return phone.model_copy(update={"name": mark, "remark": remark.text()}), remark
 
@@ -558,8 +569,13 @@ class PhoneProvider:
             return await self._mark_parked(phone, remark, RESERVE, broken=broken)
         # One count-and-mark at a time per pool: a scale-down removes its devices at once.
         async with self._park_locks.setdefault(remark.pool, asyncio.Lock()):
-            kept = [p for p, r in await self._pool_phones(remark.pool) if r.state == RESERVE]
-            state = RETIRED if len(kept) >= keep else RESERVE
+            counted = self._reserve_ids.get(remark.pool)
+            if counted is not None and self._clock() - counted[0] < self.reserve_count_seconds:
+                kept = len(counted[1])
+            else:
+                found = await self._pool_phones(remark.pool)
+                kept = sum(1 for _, r in found if r.state == RESERVE)
+            state = RETIRED if kept >= keep else RESERVE
             return await self._mark_parked(phone, remark, state, broken=broken)
 
     async def _mark_parked(self, phone: Phone, remark: Remark, state: str, *, broken: bool) -> str:
@@ -578,10 +594,16 @@ class PhoneProvider:
         )
         self._parks[remark.pool] += 1
         self._reserves.pop(remark.pool, None)  # listed again with this one
+        if (counted := self._reserve_ids.get(remark.pool)) is not None:
+            if state == RESERVE:
+                counted[1].add(phone.id)
+            else:
+                counted[1].discard(phone.id)
         return state
 
     async def release_pool(self, pool: str) -> int:
         self._reserves.pop(pool, None)
+        self._reserve_ids.pop(pool, None)
         with provider_call(pool=pool):
             profiles = await self._pool_phones(pool)
             kept = [(p, r) for p, r in profiles if r.state == RESERVE]
@@ -621,7 +643,11 @@ class PhoneProvider:
         key = (pool, current_call().replacement)
         listing = self._listings.get(key)
         if listing is None or listing.sent:
-            listing = _Listing(parks=self._parks[pool], claims=self._claimed[pool])
+            listing = _Listing(
+                parks=self._parks[pool],
+                claims=self._claimed[pool],
+                claiming=self._claiming(pool),
+            )
             listing.done = asyncio.ensure_future(self._list_pool(key, listing))
             listing.done.add_done_callback(_retrieved)
             self._listings[key] = listing
@@ -644,6 +670,15 @@ class PhoneProvider:
         listing.found = [(p, r) for p, r in found if r.pool == pool]
         self._sizes[pool] = len(found)
         self._pools.update({p.id: pool for p, _ in listing.found})
+        quiet = not (listing.claiming or self._claiming(pool))
+        if quiet and (listing.parks, listing.claims) == (self._parks[pool], self._claimed[pool]):
+            reserve = {p.id for p, r in listing.found if r.state == RESERVE}
+            self._reserve_ids[pool] = (self._clock(), reserve)
+
+    def _claiming(self, pool: str) -> bool:
+        """A reserve claim of the pool is under way here (its lock is held)."""
+        lock = self._claim_locks.get(pool)
+        return lock is not None and lock.locked()
 
     async def _marked(
         self, prefix: str, *, on_turn: Callable[[], None] | None = None
