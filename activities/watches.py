@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 from temporalio import activity
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.activities import pool_runs
 from devicepool.activities.accounts import AccountProviders
@@ -75,23 +76,55 @@ def _health_answer(
     )
 
 
-@contextmanager
-def _quiet_if_orphaned() -> Iterator[None]:
+# How long a watch told "not found" waits for Temporal to say whether its run still runs.
+_ASK_SECONDS = 5.0
+
+
+@asynccontextmanager
+async def _quiet_if_orphaned() -> AsyncIterator[None]:
     """A watch cancelled because its workflow is gone (it ended while this watch, dropped,
     had not heard its cancel yet) ends as a benign failure: nobody is left to answer,
-    and the SDK logs it at debug, not as a failed activity with a traceback."""
+    and the SDK logs it at debug, not as a failed activity with a traceback.
+
+    The server answers "not found" to the heartbeat of an attempt it timed out too
+    (the worker's event loop stalled past the heartbeat timeout) while the run goes
+    on: so the run is asked first, and unless it ended the watch says so, loudly."""
     try:
         yield
     except asyncio.CancelledError:
         details = activity.cancellation_details()
         if details is not None and details.not_found and not details.cancel_requested:
-            raise ApplicationError(
-                "its workflow is gone",
-                type=ErrorType.NOT_FOUND.value,
-                non_retryable=True,
-                category=ApplicationErrorCategory.BENIGN,
-            ) from None
+            if await _own_run_ended():
+                raise ApplicationError(
+                    "its workflow is gone",
+                    type=ErrorType.NOT_FOUND.value,
+                    non_retryable=True,
+                    category=ApplicationErrorCategory.BENIGN,
+                ) from None
+            activity.logger.warning(
+                "this attempt is no longer the current one (timed out: the worker's event "
+                "loop may have stalled past the heartbeat timeout); its workflow runs on, "
+                "or Temporal did not say",
+                exc_info=True,
+            )
         raise
+
+
+async def _own_run_ended() -> bool:
+    """Whether the workflow run of this activity ended (False: it runs, or not known)."""
+    info = activity.info()
+    if info.workflow_id is None:
+        return False
+    try:
+        handle = activity.client().get_workflow_handle(
+            info.workflow_id, run_id=info.workflow_run_id
+        )
+        described = await asyncio.wait_for(handle.describe(), _ASK_SECONDS)
+    except RPCError as err:
+        return err.status == RPCStatusCode.NOT_FOUND
+    except (TimeoutError, RuntimeError):
+        return False
+    return described.status != WorkflowExecutionStatus.RUNNING
 
 
 class WatchActivities(AccountProviders):
@@ -99,7 +132,7 @@ class WatchActivities(AccountProviders):
 
     @activity.defn
     async def watch_devices(self, input: WatchDevicesInput) -> WatchDevicesResult:
-        with _quiet_if_orphaned():
+        async with _quiet_if_orphaned():
             return await self._watch_devices(input)
 
     async def _watch_devices(self, input: WatchDevicesInput) -> WatchDevicesResult:
@@ -146,7 +179,7 @@ class WatchActivities(AccountProviders):
 
     @activity.defn
     async def watch_health(self, input: WatchHealthInput) -> WatchHealthResult:
-        with _quiet_if_orphaned():
+        async with _quiet_if_orphaned():
             return await self._watch_health(input)
 
     async def _watch_health(self, input: WatchHealthInput) -> WatchHealthResult:

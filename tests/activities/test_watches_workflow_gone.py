@@ -7,17 +7,26 @@ as a plain cancellation, the SDK logged it as a failed activity with a
 traceback (the end of every `bench/cloud_phones.py` run). Nobody is left to
 answer: it ends as a benign failure (logged at debug), while a cancel that was
 asked for still ends as a cancellation.
+
+"Not found" also answers the heartbeat of an attempt the server timed out (the
+worker's event loop stalled past the heartbeat timeout) while the workflow runs
+on: that attempt is no longer the current one. Then it is no benign end: the
+watch logs a warning with the traceback and ends cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from temporalio.activity import ActivityCancellationDetails
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory, CancelledError
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import ActivityEnvironment
 
 from devicepool.activities import DeviceActivities
@@ -56,11 +65,32 @@ def _watches(acts: DeviceActivities) -> dict[str, tuple[Callable[..., Awaitable[
     }
 
 
+class Temporal:
+    """What Temporal says of the watch's own workflow run (`describe`), and who asked."""
+
+    def __init__(self, status: WorkflowExecutionStatus | None) -> None:
+        self.status = status  # None: not found
+        self.asked: list[tuple[str, str | None]] = []
+
+    def get_workflow_handle(self, workflow_id: str, *, run_id: str | None = None) -> Any:
+        self.asked.append((workflow_id, run_id))
+
+        async def describe() -> Any:
+            if self.status is None:
+                raise RPCError("workflow not found", RPCStatusCode.NOT_FOUND, b"")
+            return SimpleNamespace(status=self.status)
+
+        return SimpleNamespace(describe=describe)
+
+
 async def _cancelled(
-    acts: DeviceActivities, which: str, details: ActivityCancellationDetails
+    acts: DeviceActivities,
+    which: str,
+    details: ActivityCancellationDetails,
+    temporal: Temporal | None = None,
 ) -> BaseException:
     fn, arg = _watches(acts)[which]
-    env = ActivityEnvironment(client=object())  # type: ignore[arg-type]
+    env = ActivityEnvironment(client=temporal or Temporal(None))  # type: ignore[arg-type]
     running = asyncio.ensure_future(env.run(fn, arg))
     await asyncio.sleep(0.3)
     env.cancel(details)
@@ -69,11 +99,14 @@ async def _cancelled(
     return caught.value
 
 
+@pytest.mark.parametrize("ended", [None, WorkflowExecutionStatus.COMPLETED], ids=["gone", "ended"])
 @pytest.mark.parametrize("which", ["health", "devices"])
 async def test_a_watch_whose_workflow_is_gone_ends_as_a_benign_failure(
-    acts: DeviceActivities, which: str
+    acts: DeviceActivities, which: str, ended: WorkflowExecutionStatus | None
 ) -> None:
-    error = await _cancelled(acts, which, ActivityCancellationDetails(not_found=True))
+    temporal = Temporal(ended)
+    error = await _cancelled(acts, which, ActivityCancellationDetails(not_found=True), temporal)
+    assert temporal.asked == [("test", "test-run")]  # its own run, not the id's latest
     assert isinstance(error, ApplicationError), repr(error)
     assert error.category == ApplicationErrorCategory.BENIGN
     assert error.type == ErrorType.NOT_FOUND.value and error.non_retryable
@@ -85,3 +118,20 @@ async def test_a_watch_cancelled_on_request_is_still_cancelled(
 ) -> None:
     error = await _cancelled(acts, which, ActivityCancellationDetails(cancel_requested=True))
     assert isinstance(error, asyncio.CancelledError | CancelledError), repr(error)
+
+
+@pytest.mark.parametrize("which", ["health", "devices"])
+async def test_a_timed_out_attempt_whose_workflow_runs_on_is_logged_not_quiet(
+    acts: DeviceActivities, which: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Review defect 4. Before: any "not found" without a requested cancel ended as the
+    benign "its workflow is gone", logged at debug: an attempt timed out by a stalled
+    event loop lost its traceback, and the message was wrong."""
+    caplog.set_level(logging.DEBUG)
+    details = ActivityCancellationDetails(not_found=True)
+    error = await _cancelled(acts, which, details, Temporal(WorkflowExecutionStatus.RUNNING))
+    assert isinstance(error, asyncio.CancelledError | CancelledError), repr(error)
+    warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any(r.exc_info and "timed out" in r.getMessage() for r in warned), [
+        r.getMessage() for r in caplog.records
+    ]
