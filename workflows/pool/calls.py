@@ -19,6 +19,7 @@ from temporalio.exceptions import ActivityError
 
 from devicepool.activities import models as am
 from devicepool.activities.definitions import DeviceActivityDefinitions as Activities
+from devicepool.api.names import pool_name_from_workflow_id
 from devicepool.workflows.shared.placement import provider_queue, watch_queue
 from devicepool.workflows.shared.policies import PROVIDER_RETRY
 
@@ -130,6 +131,8 @@ async def terminate_devices(
             am.TerminateDeviceInput(
                 account=account,
                 device_id=device_id,
+                # Whose it is: an account's shared request budget takes turns by pool.
+                pool=pool_name_from_workflow_id(workflow.info().workflow_id),
                 only_if_idle=device_id in only_if_idle,
                 idle_since=(idle_since or {}).get(device_id) if device_id in only_if_idle else None,
                 reserve_keep=reserve_keep,
