@@ -13,7 +13,7 @@ request counter and stats; `requests` counts every `/phone/*` call (listings,
 look-ups, status reads included), and for N -> 0 also a phone's share. The
 engine's intervals run at the same speed; the scale-down has no idle grace.
 
-    .venv/bin/python bench/cloud_phones.py [--phones 10] [--speed 10] [--boot 60]
+    .venv/bin/python bench/cloud_phones.py [--phones 10] [--speed 10] [--boot 60] [--keep N]
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pydantic import SecretStr
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
 from devicepool.api.names import TASK_QUEUE, UPDATE_SCALE, pool_workflow_id
-from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta, ProviderRef, ProxySpec
+from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta, ProviderRef, ProxySpec, ReserveSpec
 from devicepool.emulator.bitbrowser import BitBrowserConfig, create_apps
 from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
@@ -107,7 +107,7 @@ async def leg(
     return stats
 
 
-async def main(n: int, speed: float, boot: float) -> None:
+async def main(n: int, speed: float, boot: float, keep: int | None = None) -> None:
     app = create_apps(
         BitBrowserConfig(account="bench", api_key=KEY, speed=speed, phone_boot_seconds=boot)
     )["node-1"]
@@ -162,6 +162,7 @@ async def main(n: int, speed: float, boot: float) -> None:
                         replicas=n,
                         proxy=ProxySpec(pool_ref="gw"),
                         provider=ProviderRef(account=ACCOUNT),
+                        reserve=None if keep is None else ReserveSpec(keep=keep),
                     ),
                     settings=settings,
                 ),
@@ -212,6 +213,9 @@ if __name__ == "__main__":
     parser.add_argument("--phones", type=int, default=10)
     parser.add_argument("--speed", type=float, default=10)
     parser.add_argument("--boot", type=float, default=60)
+    parser.add_argument(
+        "--keep", type=int, default=None, help="spec.reserve.keep (default: unset, keep all)"
+    )
     args = parser.parse_args()
     with recorded("cloud_phones", "Cloud phones at 1 request a second", parser, args):
-        asyncio.run(main(args.phones, args.speed, args.boot))
+        asyncio.run(main(args.phones, args.speed, args.boot, args.keep))
