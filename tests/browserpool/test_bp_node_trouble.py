@@ -24,7 +24,6 @@ from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
 from devicepool.api.names import (
     TASK_QUEUE,
     UPDATE_APPLY,
-    UPDATE_SCALE,
     browser_pool_workflow_id,
 )
 from devicepool.api.v1alpha1 import ObjectMeta
@@ -34,7 +33,6 @@ from devicepool.emulator.bitbrowser import BitBrowserConfig
 from devicepool.testing import eventually
 from devicepool.workflows.browserpool.messages import BrowserApplyRequest, BrowserPoolInput
 from devicepool.workflows.browserpool.workflow import BrowserPoolWorkflow
-from devicepool.workflows.pool.messages import ScaleRequest
 from tests.browserpool.test_bp_nodes import (
     LOST_AFTER,
     SETTINGS,
@@ -463,19 +461,13 @@ async def test_a_slow_open_on_one_node_does_not_hide_another_nodes_trouble(
     env: WorkflowEnvironment,
 ) -> None:
     """Review of issue 37, defect 7: a pass awaited every open (up to NODE_OPEN, 490 s)
-    before it published, so while node-2 opened slowly, node-1's closed desktop client
-    went unsaid (Ready, NodesAvailable=True) for minutes. Now it is said within a resync
-    or two while node-2's open goes on."""
+    before it published, so node-1's closed desktop client, found by the pass that started
+    a slow open on node-2, went unsaid (no NodesAvailable=False) for minutes. A pass now
+    publishes before it acts as well: said within a resync while node-2's open is held.
+    (Opens stay inside the pass: run beside it, a failing open looped without pause.)"""
     client = env.client
     pool = f"bp-slow-{uuid.uuid4().hex[:4]}"
     async with node_stack(client) as (account, nodes):
-        handle = await start_browser_pool(client, pool, 2)
-
-        async def ready() -> bool:
-            s = await status(handle)
-            return s.get("readyProfiles") == 2 and s.get("byNode") == {"node-1": 1, "node-2": 1}
-
-        await eventually(ready, timeout=40, what="2 open, 1/1")
         slow = nodes["node-2"].activities
         opening, release = asyncio.Event(), asyncio.Event()
         real_open = slow._open
@@ -485,11 +477,20 @@ async def test_a_slow_open_on_one_node_does_not_hide_another_nodes_trouble(
             await asyncio.wait_for(release.wait(), timeout=60)
             return await real_open(profile_id)
 
-        slow._open = held_open  # type: ignore[method-assign]
-        try:
-            await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=4))
-            await asyncio.wait_for(opening.wait(), timeout=30)
+        real_keep = slow._one_per_mark
+
+        async def then_node_1_closes(mark: str, made: str) -> str:
+            kept = await real_keep(mark, made)
             await account.control("node", {"up": False}, node="node-1")
+            return kept
+
+        slow._open = held_open  # type: ignore[method-assign]
+        slow._one_per_mark = then_node_1_closes  # type: ignore[method-assign]
+        handle = await start_browser_pool(client, pool, 2)
+        try:
+            # The first pass creates (node-1's desktop client closes as node-2's create
+            # ends); the next finds node-1 down and opens node-2's profile: held.
+            await asyncio.wait_for(opening.wait(), timeout=30)
 
             async def said() -> bool:
                 nodes_cond = conditions(await status(handle)).get("NodesAvailable", {})

@@ -5,8 +5,7 @@ from the node registry), lists the pool's profiles on each live node (profiles
 belong to the BitBrowser account, so any node lists them all; only the node a
 browser runs on knows it is open), plans (`plan.py`: pure) and acts: deletes
 surplus, creates what is missing on the least loaded node, opens what should
-be open, one per node, without awaiting the opens (each may take minutes: the
-next passes, and so the status, go on meanwhile). Node calls go to the node's own task queue with a short
+be open, one per node. Node calls go to the node's own task queue with a short
 schedule-to-start, so a node that died costs a pass a few seconds, never a
 hang. A live node whose listing fails (its Local API refuses the key or does
 not answer) does not stop the pass: its profiles wait, the other nodes go on,
@@ -132,9 +131,6 @@ class BrowserPoolWorkflow:
         # What the last event said of each troubled node (a new run says it again, once).
         self._troubles_said: dict[str, tuple[str, str, bool]] = {}
         self._config_retry_at: Any = None
-        # Opens under way, by node: (profile id, task). An open may take minutes; the
-        # passes go on meanwhile (status, other nodes' work), and its end starts one.
-        self._opening: dict[str, tuple[str, asyncio.Task[None]]] = {}
 
     @workflow.run
     async def run(self, input: BrowserPoolInput) -> dict[str, Any]:
@@ -151,9 +147,7 @@ class BrowserPoolWorkflow:
                     await self._pass()
                     raise_if_cancelled()  # a deletion an awaited activity absorbed
                     if versions.hand_over_due():
-                        await workflow.wait_condition(
-                            lambda: workflow.all_handlers_finished() and not self._opening
-                        )
+                        await workflow.wait_condition(workflow.all_handlers_finished)
                         raise_if_cancelled()  # never carry a deletion into a new run
                         versions.continue_as_new(self._input())
                     await self._wait()
@@ -222,6 +216,9 @@ class BrowserPoolWorkflow:
             unreachable=set(troubles) - gone,
             replacements=set(self.s.replacements),
         )
+        # Said before the act as well: an open may take minutes, and a node's trouble (or
+        # any change) is not kept from the status, the search attributes, --wait, so long.
+        self._publish(placement, profiles, alive, lost | gone, troubles)
         await self._act(placement)
         self._publish(placement, profiles, alive, lost | gone, troubles)
 
@@ -344,10 +341,7 @@ class BrowserPoolWorkflow:
         )
 
     async def _act(self, placement: Placement) -> None:
-        opening = {pid for pid, _ in self._opening.values()}
         for pid, node in placement.delete:
-            if pid in opening:
-                continue  # its open ends first: a later pass deletes it
             try:
                 await self._on(
                     node,
@@ -396,22 +390,9 @@ class BrowserPoolWorkflow:
                     self._config_problem = (reason, f"node {node}: {_cause(err)}")
                     self._config_retry_at = workflow.now() + CONFIG_RETRY
                     break  # the next creates would meet the same refusal
-        # One open per node (plan.py), the nodes side by side, not awaited: each may take
-        # minutes, and the next passes go on meanwhile. A node opening one opens no other.
-        started = False
-        for pid, node in placement.open:
-            if node not in self._opening:
-                task = asyncio.ensure_future(self._open_in_background(pid, node))
-                self._opening[node] = (pid, task)
-                started = True
-        self._dirty = self._dirty or bool(placement.create or placement.delete or started)
-
-    async def _open_in_background(self, pid: str, node: str) -> None:
-        try:
-            await self._open(pid, node)
-        finally:
-            self._opening.pop(node, None)
-            self._dirty = True  # a pass sees what it did
+        # One open per node (plan.py), the nodes side by side: each may take minutes.
+        await asyncio.gather(*(self._open(pid, node) for pid, node in placement.open))
+        self._dirty = self._dirty or bool(placement.create or placement.delete or placement.open)
 
     async def _open(self, pid: str, node: str) -> None:
         opened: NodeOpenResult | ActivityError
@@ -549,11 +530,6 @@ class BrowserPoolWorkflow:
         (`TeardownBlocked`). Continues as new while it waits long.
         """
         self._show_teardown(done=False)
-        # Opens under way end first (cancelled): a browser opening as it is deleted.
-        tasks = [task for _, task in self._opening.values()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
         while True:
             nodes = await self._nodes(everywhere=True)
             live = {n.node: n.account for n in nodes.alive}
