@@ -16,7 +16,8 @@ through `activities.node_definitions.NodeActivityDefinitions`.
 - One open in flight per node process (the desktop's memory), `queue: true`; a
   profile stuck opening or closing is reset (`/browser/closing/reset`) and
   opened once more. A refused open answers `open: false` with the reason; a
-  desktop client that is busy, goes away or outlasts the open's time answers
+  desktop client that is busy, goes away, outlasts the open's time or is older
+  than a call, and an account out of balance or at its window cap, answer
   `open: false` with `node_trouble` (not the profile's failure: its cookies stay).
 - Delete closes, confirms with `pids/alive`, then deletes; already gone is success.
 
@@ -62,6 +63,7 @@ from devicepool.activities.providers.bitbrowser import (
     LocalApiBusyError,
     LocalApiError,
     LocalApiNotFoundError,
+    LocalApiQuotaError,
     LocalApiRateLimitedError,
     LocalApiUnavailableError,
     LocalApiUnsupportedError,
@@ -78,7 +80,13 @@ _MARK = re.compile(r"^devicepool pool=(?P<pool>\S+) slot=(?P<slot>\S+) node=(?P<
 # The vendor's word for "open on another device": a reset there would cut that node's browser.
 _ELSEWHERE = "其他设备"
 # Refusals that say nothing of the profile: raised, not answered as `open: false`.
-_NODE_TROUBLE = (LocalApiAuthError, LocalApiRateLimitedError, LocalApiUnsupportedError)
+_NODE_TROUBLE = (LocalApiAuthError, LocalApiRateLimitedError)
+# Refusals of the node or its account, not of the profile: answered as the node's trouble
+# (never counted toward the profile's streak, whose end deletes it, cookies and all). A
+# desktop client older than a call (HTTP 404 on `/browser/closing/reset`), an account out
+# of balance, at its window cap ("最多": an open sends no field to be too long).
+_ACCOUNT_TROUBLE = (LocalApiUnsupportedError, LocalApiQuotaError)
+_WINDOW_CAP = "最多"
 # The one UNAVAILABLE text that may be the profile's own (its browser would not start):
 # the others (busy, try later, timed out) are the desktop client's.
 _FAILED_TO_START = "启动失败"
@@ -340,10 +348,13 @@ def _node_trouble(exc: ProviderError) -> NodeOpenResult:
 
 
 def _refused_or_raise(exc: LocalApiError) -> NodeOpenResult:
-    """The profile's own trouble is an answer; the node's (key, budget, old client) is raised,
-    and a busy desktop client is answered as the node's trouble (not the profile's)."""
+    """The profile's own trouble is an answer; the node's key or budget is raised; a busy
+    or old desktop client, an account out of balance or at its window cap are answered as
+    the node's trouble (not the profile's)."""
     if isinstance(exc, _NODE_TROUBLE):
         raise exc
+    if isinstance(exc, _ACCOUNT_TROUBLE) or _WINDOW_CAP in exc.raw_msg:
+        return _node_trouble(exc)
     if isinstance(exc, LocalApiUnavailableError) and _FAILED_TO_START not in exc.raw_msg:
         return _node_trouble(exc)
     return _refused(exc)

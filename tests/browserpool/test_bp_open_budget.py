@@ -125,3 +125,40 @@ async def test_a_slow_gone_or_busy_desktop_is_not_the_profiles_failure(handler: 
 async def test_a_refusal_of_the_profile_itself_still_counts() -> None:
     ok, why, counted = await _outcome(_no_proxy)
     assert not ok and counted, why
+
+
+# Second review, defect 6: an older desktop client answers `/browser/closing/reset` with
+# HTTP 404 (LocalApiUnsupportedError, type invalid_argument) after a stuck open; an
+# account out of balance, or at its window cap, refuses every open. None is the profile's
+# trouble, yet each counted: three, and the profile was deleted with its cookies (slot 0
+# deleted and made again, over and over; maxUnhealthy never tripped).
+
+
+async def _old_client(request: httpx.Request) -> httpx.Response:
+    path = request.url.path
+    if path == "/browser/open":
+        return httpx.Response(200, json={"success": False, "msg": "浏览器正在打开中"})
+    if path == "/browser/closing/reset":
+        return httpx.Response(404, text="Not Found")
+    return httpx.Response(200, json={"success": True, "data": {}})
+
+
+async def _no_balance(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, json={"success": False, "msg": "账户余额不足，请充值"})
+
+
+async def _window_cap(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, json={"success": False, "msg": "最多同时打开5个窗口"})
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [_old_client, _no_balance, _window_cap],
+    ids=["old-client-reset-404", "no-balance", "window-cap"],
+)
+async def test_an_old_client_or_an_account_refusal_is_not_the_profiles_failure(
+    handler: Any,
+) -> None:
+    ok, why, counted = await _outcome(handler)
+    assert not ok and why, why
+    assert not counted, why

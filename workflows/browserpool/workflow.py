@@ -96,6 +96,7 @@ NODE_TROUBLE_TYPES = {
     ErrorType.RATE_LIMITED.value,
     ErrorType.TIMEOUT.value,
     ErrorType.TRANSPORT.value,
+    ErrorType.QUOTA_EXCEEDED.value,  # the account's balance: every open would meet it
 }
 # A listing is one or two Local API calls: a node that took one and went silent
 # (frozen, its machine asleep) costs a pass this much, not NODE_CALL.
