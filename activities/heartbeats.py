@@ -37,8 +37,14 @@ async def heartbeating() -> AsyncIterator[None]:
         yield
     finally:
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
+        try:
             await task
+        except asyncio.CancelledError:
+            # The beat's own end, unless this task was cancelled too (while it waited
+            # for the beat to stop, or in the body): then the cancel goes on out.
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
 
 
 async def finish_even_if_cancelled(call: Coroutine[Any, Any, T]) -> T:
@@ -54,4 +60,9 @@ async def finish_even_if_cancelled(call: Coroutine[Any, Any, T]) -> T:
         async with heartbeating():
             return await asyncio.shield(task)
     except asyncio.CancelledError:
+        # Handled: the call goes on to its end, and nothing after it takes this
+        # task for one still being cancelled (`heartbeating()` asks).
+        current = asyncio.current_task()
+        if current is not None:
+            current.uncancel()
         return await task
