@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from devicepool.workflows.browserpool.accounts import (
     accounts_of,
+    groups_of,
+    link,
+    prune,
     remember,
     teardown_nodes,
     teardown_step,
@@ -104,3 +107,78 @@ def test_a_spare_node_that_does_not_answer_holds_no_teardown() -> None:
         known, live=live, listed=listed, failed={"node-2": "server_error"}, profiles=[]
     )
     assert step.reason == "NodeDown" and "node-2" in step.message, step
+
+
+def test_a_silent_node_that_only_showed_the_profiles_holds_no_teardown() -> None:
+    """Second review, defect 3: replicas 2 on n1, n2; n3, a spare, listed both (so it was
+    remembered). At delete n3's desktop closed; n1 and n2 delete everything and answer
+    "none left". The pool sat in NodeDown "profiles on node(s) n3 wait" for ever, with
+    no profile on n3. A silent node holds the pool only if a listed profile is on it, or
+    if no node of its account answered."""
+    live = {"n1": "", "n2": "", "n3": ""}
+    known = remember({}, live=live, answered={"n1": 2, "n2": 2, "n3": 2}, holders={"n1", "n2"})
+    groups = link({}, known=known, saw={"n1": {"n1", "n2"}, "n2": {"n1", "n2"}, "n3": {"n1", "n2"}})
+    failed = {"n3": "its Local API refuses the key"}
+    listed = {"n1", "n2", "n3"}
+    step = teardown_step(known, live=live, listed=listed, failed=failed, profiles=[], groups=groups)
+    assert step.reason == "" and step.delete == [], step
+    # A profile shown on n3 still holds it, and the message says what the user can do.
+    profiles = _on("n3", "p")
+    step = teardown_step(
+        known, live=live, listed=listed, failed=failed, profiles=profiles, groups=groups
+    )
+    assert step.reason == "NodeDown" and "n3" in step.message, step
+    assert "terminate" in step.message, step.message
+    # n3 alone answered nothing, and nobody else of its account did: it holds.
+    step = teardown_step(
+        known,
+        live=live,
+        listed=listed,
+        failed={**failed, "n1": "x", "n2": "y"},
+        profiles=[],
+        groups=groups,
+    )
+    assert step.reason == "NodeDown" and "n3" in step.message, step
+
+
+def test_unnamed_nodes_of_two_accounts_are_told_apart_by_what_they_saw() -> None:
+    """Second review, defect 5: the pool on n1, n2 (no --node-account, really account A);
+    both go down; nodeSelector moves to n5 (no --node-account, really B), which makes a
+    profile. At delete n5 answers "none": with at most one account named, every
+    remembered node was one group, and the pool ended Deleted with A's profiles left."""
+    live = {"n1": "", "n2": ""}
+    known = remember({}, live=live, answered={"n1": 2, "n2": 2})
+    groups = link({}, known=known, saw={"n1": {"n1", "n2"}, "n2": {"n1", "n2"}})
+    live = {"n5": ""}
+    known = remember(known, live=live, answered={"n5": 0}, holders={"n5"})
+    known = remember(known, live=live, answered={"n5": 1})
+    groups = link(groups, known=known, saw={"n5": {"n5"}})
+    assert known == {"n1": "", "n2": "", "n5": ""}
+    assert sorted(sorted(nodes) for _, nodes in groups_of(known, groups)) == [["n1", "n2"], ["n5"]]
+    listed = teardown_nodes(known, live=live, selected={"n5"}, groups=groups)
+    step = teardown_step(known, live=live, listed=listed, failed={}, profiles=[], groups=groups)
+    assert step.reason == "NoLiveNode" and "n1" in step.message, step
+    # n1 back and showing none: done.
+    live = {"n1": "", "n5": ""}
+    listed = teardown_nodes(known, live=live, selected={"n5"}, groups=groups)
+    step = teardown_step(known, live=live, listed=listed, failed={}, profiles=[], groups=groups)
+    assert step.reason == "", step
+
+
+def test_what_the_pool_remembers_of_nodes_is_bounded() -> None:
+    """Minor: `groups` keeps only remembered nodes (a node forgotten is dropped)."""
+    known = {"n1": ""}
+    groups = link({"n9": "n9", "n1": "n1"}, known=known, saw={"n7": {"n7", "n1"}})
+    assert set(groups) <= set(known), groups
+
+
+def test_a_dead_node_that_holds_nothing_is_forgotten() -> None:
+    """Minor: `nodes` never forgot a dead node (every node name ever seen, remarks too).
+    One whose account's live nodes answer without a profile on it goes; one whose
+    profiles nobody of its account can see stays."""
+    known = {"n1": "", "n2": "", "n9": ""}
+    groups = {"n1": "n1", "n2": "n1", "n9": "n1"}
+    kept = prune(known, groups, answered={"n2"}, holders={"n1", "n2"})
+    assert kept == {"n1": "", "n2": ""}, kept
+    # nobody of n9's account answered: kept (it may hold profiles none can see).
+    assert prune(known, groups, answered=set(), holders=set()) == known

@@ -11,10 +11,13 @@ Teardown (`teardown_step`) lists through every live node that may hold some (the
 remembered ones, the ones naming one of their accounts, the ones the selector
 picks), deletes what it sees, and ends only when each account the remembered
 nodes stand for had a remembered node (or one naming it) answer with none left.
-With one account named among them (or none), every remembered node stands for the
-same account (`--node-account` set on some nodes only); with several (nodeSelector
-moved to another account's nodes), each named account is its own, and nodes naming
-none count together.
+Nodes naming one account are one account; so are nodes that saw each other's
+profiles (`link`: a listing shows only its own account's), named or not. A node
+that neither names nor links goes with the one account named (`--node-account`
+set on some nodes only), or with the other such nodes. A node that does not answer
+holds the teardown only if a listed profile is on it or no node of its account
+answered; a node that holds nothing while its account's others answer is
+forgotten (`prune`).
 
 tests/browserpool/test_bp_accounts.py.
 """
@@ -26,7 +29,16 @@ from dataclasses import dataclass, field
 
 from devicepool.workflows.browserpool.plan import NodeProfile
 
-__all__ = ["TeardownStep", "accounts_of", "remember", "teardown_step"]
+__all__ = [
+    "TeardownStep",
+    "accounts_of",
+    "groups_of",
+    "link",
+    "prune",
+    "remember",
+    "teardown_nodes",
+    "teardown_step",
+]
 
 
 def remember(
@@ -53,17 +65,103 @@ def remember(
     return out
 
 
-def accounts_of(known: Mapping[str, str]) -> dict[str, set[str]]:
-    """The accounts the pool's nodes stand for: account -> its remembered nodes ("" for
-    nodes naming none, unless one account is named among them: then theirs)."""
+def link(
+    groups: Mapping[str, str], *, known: Mapping[str, str], saw: Mapping[str, Set[str]]
+) -> dict[str, str]:
+    """The pool's nodes grouped by what they saw (node -> a label: the least node name of
+    its group), kept only for remembered nodes (`known`). `saw`: for each node that
+    answered, the nodes that made the profiles its listing showed: a listing shows only
+    its own account's profiles, so a node and those it saw are one account."""
+    parent: dict[str, str] = {}
+
+    def find(n: str) -> str:
+        while parent.setdefault(n, n) != n:
+            n = parent[n]
+        return n
+
+    def union(a: str, b: str) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    for node, label in groups.items():
+        union(node, label)
+    for node, others in saw.items():
+        for other in others:
+            union(node, other)
+    linked = set(groups) | set(saw) | {o for others in saw.values() for o in others}
+    return {n: find(n) for n in sorted(linked) if n in known}
+
+
+def prune(
+    known: Mapping[str, str],
+    groups: Mapping[str, str],
+    *,
+    answered: Set[str],
+    holders: Set[str],
+) -> dict[str, str]:
+    """`known` without the nodes that hold nothing: neither answered nor made a listed
+    profile, while a node of their group answered (a listing shows every profile of its
+    account). Keeps `nodes` to the pool's real holders, not every name ever seen."""
+    answering = {groups[n] for n in answered if groups.get(n)}
+    return {
+        n: account
+        for n, account in known.items()
+        if n in answered or n in holders or not groups.get(n) or groups[n] not in answering
+    }
+
+
+def groups_of(
+    known: Mapping[str, str], groups: Mapping[str, str] | None = None
+) -> list[tuple[str, set[str]]]:
+    """The accounts the pool's nodes stand for: (account named, "" if none; its nodes).
+    Nodes naming one account are one; so are nodes that saw each other's profiles
+    (`link`). A node neither names nor links (state from before `groups`) goes with the
+    one account named among the pool's nodes, or with the other such nodes."""
+    groups = groups or {}
+    parent: dict[str, str] = {n: n for n in known}
+
+    def find(n: str) -> str:
+        while parent[n] != n:
+            n = parent[n]
+        return n
+
+    def union(a: str, b: str) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    by_key: dict[str, str] = {}
+    for node, account in sorted(known.items()):
+        for key in (f"account:{account}" if account else "", f"group:{groups.get(node, '')}"):
+            if key and key != "group:":
+                union(node, by_key.setdefault(key, node))
     named = {account for account in known.values() if account}
-    if len(named) <= 1:
-        only = next(iter(named), "")
-        return {only: set(known)} if known else {}
-    groups: dict[str, set[str]] = {}
-    for node, account in known.items():
-        groups.setdefault(account, set()).add(node)
-    return groups
+    loose = [n for n, account in known.items() if not account and not groups.get(n)]
+    if loose:
+        anchor = (
+            next((n for n in sorted(known) if known[n] in named), None) if len(named) == 1 else None
+        )
+        for node in loose:
+            union(node, anchor or loose[0])
+    members: dict[str, set[str]] = {}
+    for node in known:
+        members.setdefault(find(node), set()).add(node)
+    out = []
+    for nodes in members.values():
+        accounts = sorted({known[n] for n in nodes if known[n]})
+        out.append((accounts[0] if accounts else "", nodes))
+    return sorted(out, key=lambda g: (g[0], sorted(g[1])))
+
+
+def accounts_of(
+    known: Mapping[str, str], groups: Mapping[str, str] | None = None
+) -> dict[str, set[str]]:
+    """`groups_of` by account (groups naming none merged under "")."""
+    out: dict[str, set[str]] = {}
+    for account, nodes in groups_of(known, groups):
+        out.setdefault(account, set()).update(nodes)
+    return out
 
 
 @dataclass(frozen=True)
@@ -78,11 +176,15 @@ class TeardownStep:
 
 
 def teardown_nodes(
-    known: Mapping[str, str], *, live: Mapping[str, str], selected: Set[str]
+    known: Mapping[str, str],
+    *,
+    live: Mapping[str, str],
+    selected: Set[str],
+    groups: Mapping[str, str] | None = None,
 ) -> set[str]:
     """The live nodes teardown lists through (more than needed is harmless: only a
     remembered node, or one naming a remembered account, is taken for "none left")."""
-    accounts = {a for a in accounts_of(known) if a}
+    accounts = {a for a, _ in groups_of(known, groups) if a}
     return {n for n, account in live.items() if n in known or n in selected or account in accounts}
 
 
@@ -93,26 +195,35 @@ def teardown_step(
     listed: Set[str],
     failed: Mapping[str, str],
     profiles: Sequence[NodeProfile],
+    groups: Mapping[str, str] | None = None,
 ) -> TeardownStep:
     """What teardown does after listing through `listed` (`live`: every live node -> the
     account it names; `failed`: listed nodes that did not answer, with the cause;
-    `profiles`: what the others showed)."""
+    `profiles`: what the others showed; `groups`: `link`'s)."""
     answered = set(listed) - set(failed)
     delete = [(p.id, p.node) for p in profiles if p.node in live and p.node not in failed]
-    # A node that did not answer holds the pool only if it may hold some of its profiles:
-    # one it made or showed some (with nothing remembered, any).
-    holders = set(known) | {p.node for p in profiles}
-    silent = {n: cause for n, cause in failed.items() if n in holders or not known}
-    down = sorted({p.node for p in profiles if p.node not in live} | set(silent))
-    if down:
-        message = f"profiles on node(s) {', '.join(down)} wait for the node to come back"
-        message += "".join(f"; {n}: {cause}" for n, cause in sorted(silent.items()))
-        return TeardownStep(delete, "NodeDown", message)
+    accounts = groups_of(known, groups)
     blind = [
         (account, nodes)
-        for account, nodes in sorted(accounts_of(known).items())
+        for account, nodes in accounts
         if not any(n in nodes or (account and live.get(n) == account) for n in answered)
     ]
+    # A node that did not answer holds the pool only if it may hold some of its profiles:
+    # a listed one is on it, or no node of its account answered (with nothing remembered,
+    # any). One that only made or showed some, while its account's others answer "none
+    # left", holds nothing: a listing shows every profile of the account.
+    unseen = {n for _, nodes in blind for n in nodes}
+    holding = {p.node for p in profiles} | unseen
+    silent = {n: cause for n, cause in failed.items() if n in holding or not known}
+    down = sorted({p.node for p in profiles if p.node not in live} | set(silent))
+    if down:
+        message = (
+            f"profiles on node(s) {', '.join(down)} wait for the node to come back "
+            "(start its BitBrowser desktop client and node worker; to leave them instead, "
+            "terminate this pool's workflow and delete them in BitBrowser)"
+        )
+        message += "".join(f"; {n}: {cause}" for n, cause in sorted(silent.items()))
+        return TeardownStep(delete, "NodeDown", message)
     if blind:
         parts = [
             (f"of BitBrowser account {account} " if account else "")
@@ -122,7 +233,8 @@ def teardown_step(
         others = sorted(set(live) - set(listed))
         message = (
             f"no live node worker {'; none '.join(parts)} to list the pool's profiles from; "
-            "they are deleted once one beats again"
+            "they are deleted once one beats again (to leave them instead, terminate this "
+            "pool's workflow and delete them in BitBrowser)"
         ) + (f" (live nodes of other accounts: {', '.join(others)})" if others else "")
         return TeardownStep(delete, "NoLiveNode", message)
     return TeardownStep(delete)

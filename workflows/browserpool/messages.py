@@ -43,6 +43,9 @@ class BrowserPoolState(CamelModel):
     # listed some lately -> the account it names ("" if none). Teardown ends only once a
     # node of each such account answers with none left (accounts.py).
     nodes: dict[str, str] = Field(default_factory=dict)
+    # Of those, node -> its group: nodes that saw each other's profiles are one account,
+    # named or not (accounts.py `link`); kept only for the nodes in `nodes`.
+    groups: dict[str, str] = Field(default_factory=dict)
     # When the pool was first created (its first run's start), kept across runs: its age.
     created: datetime | None = None
     # Profiles made for a slot whose holder was on a lost node: when that node comes back,

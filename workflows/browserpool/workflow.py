@@ -53,6 +53,8 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.api.labels import selector_matches
     from devicepool.api.v1alpha1 import ConditionStatus, Phase, resolve_max_unhealthy
     from devicepool.workflows.browserpool.accounts import (
+        link,
+        prune,
         remember,
         teardown_nodes,
         teardown_step,
@@ -195,8 +197,16 @@ class BrowserPoolWorkflow:
         profiles, failed, answered = await self._list(listed)
         raise_if_cancelled()
         self.s.nodes = remember(
-            self.s.nodes, live=everywhere, answered=answered, holders={p.node for p in profiles}
+            self.s.nodes,
+            live=everywhere,
+            answered={n: len(saw) for n, saw in answered.items()},
+            holders={p.node for p in profiles},
         )
+        self.s.groups = link(self.s.groups, known=self.s.nodes, saw=answered)
+        self.s.nodes = prune(
+            self.s.nodes, self.s.groups, answered=set(answered), holders={p.node for p in profiles}
+        )
+        self.s.groups = {n: g for n, g in self.s.groups.items() if n in self.s.nodes}
         if answered:  # a listing shows every profile of the account
             self._forget_replacements(profiles)
         troubles = self._troubles(failed, nodes.alive)
@@ -281,9 +291,10 @@ class BrowserPoolWorkflow:
 
     async def _list(
         self, alive: list[str]
-    ) -> tuple[list[NodeProfile], dict[str, tuple[str, str]], dict[str, int]]:
+    ) -> tuple[list[NodeProfile], dict[str, tuple[str, str]], dict[str, set[str]]]:
         """The pool's profiles, with `open` from the node each runs on; the nodes that did
-        not answer, each with its reason and cause; how many each of the others showed."""
+        not answer, each with its reason and cause; for each of the others, the nodes
+        that made the profiles it showed (empty: it showed none)."""
 
         async def one(node: str) -> NodeListResult | tuple[str, str]:
             try:
@@ -302,7 +313,7 @@ class BrowserPoolWorkflow:
         answers = await asyncio.gather(*(one(n) for n in alive))
         failed = {n: a for n, a in zip(alive, answers, strict=True) if isinstance(a, tuple)}
         counts = {
-            n: len(a.profiles)
+            n: {p.node for p in a.profiles}
             for n, a in zip(alive, answers, strict=True)
             if isinstance(a, NodeListResult)
         }
@@ -539,7 +550,9 @@ class BrowserPoolWorkflow:
             # Profiles belong to the account: a node of another one lists none of the
             # pool's, and "none left" from it would end the pool with every profile kept.
             # Only the nodes that made or showed the pool's profiles (accounts.py) say so.
-            listed = teardown_nodes(self.s.nodes, live=live, selected=selected)
+            listed = teardown_nodes(
+                self.s.nodes, live=live, selected=selected, groups=self.s.groups
+            )
             profiles, failed, _ = await self._list(sorted(listed))
             step = teardown_step(
                 self.s.nodes,
@@ -547,6 +560,7 @@ class BrowserPoolWorkflow:
                 listed=listed,
                 failed={n: cause for n, (_, cause) in failed.items()},
                 profiles=profiles,
+                groups=self.s.groups,
             )
 
             async def delete(pid: str, node: str) -> bool:
