@@ -19,6 +19,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.node_browsers import parse_mark
+from devicepool.activities.node_models import NodeOpenResult
 from devicepool.activities.node_registry import query_nodes
 from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
 from devicepool.api.names import (
@@ -500,4 +501,60 @@ async def test_a_slow_open_on_one_node_does_not_hide_another_nodes_trouble(
             assert not release.is_set()
         finally:
             release.set()
+            await handle.terminate()
+
+
+@pytest.mark.parametrize("held", ["proxy-pool-missing", "open-busy"])
+async def test_a_held_pool_waits_for_its_resync_not_two_seconds(
+    env: WorkflowEnvironment, held: str
+) -> None:
+    """Second review, defects 1 and 4: a pass that wanted work woke the next in 2 s
+    whatever came of it. A create held for the nodes' configuration (no such proxy pool)
+    or an open every node answers busy cost a full pass (a registry query, a listing on
+    every node) every 2 s, for hours. A pass that did nothing waits for the resync."""
+    client = env.client
+    pool = f"bp-held-{uuid.uuid4().hex[:4]}"
+    resync = 8.0
+    async with node_stack(client) as (_, nodes):
+        listings = 0
+        for node in nodes.values():
+            profiles = node.activities.profiles
+            real_list = profiles.list_all
+
+            async def counted(*args: Any, _real: Any = real_list, **kwargs: Any) -> Any:
+                nonlocal listings
+                listings += 1
+                return await _real(*args, **kwargs)
+
+            profiles.list_all = counted  # type: ignore[method-assign]
+            if held == "open-busy":
+
+                async def busy(profile_id: str) -> Any:
+                    return NodeOpenResult(
+                        open=False, reason="server_error: 系统繁忙，请稍后再试", node_trouble=True
+                    )
+
+                node.activities._open = busy  # type: ignore[method-assign]
+        spec = BrowserPoolSpec.model_validate(
+            {"replicas": 2, "proxy": {"poolRef": "nosuchproxy"}}
+            if held == "proxy-pool-missing"
+            else {"replicas": 2, "open": True}
+        )
+        handle = await client.start_workflow(
+            BrowserPoolWorkflow.run,
+            BrowserPoolInput(
+                metadata=ObjectMeta(name=pool),
+                spec=spec,
+                settings=SETTINGS.model_copy(update={"resync_seconds": resync}),
+            ),
+            id=browser_pool_workflow_id(pool),
+            task_queue=TASK_QUEUE,
+        )
+        try:
+            await asyncio.sleep(3)  # the first passes: creates, then the held state
+            before, window = listings, 3 * resync
+            await asyncio.sleep(window)
+            passes = (listings - before) / len(nodes)
+            assert passes <= window / resync + 1, (held, passes)
+        finally:
             await handle.terminate()

@@ -353,6 +353,9 @@ class BrowserPoolWorkflow:
         )
 
     async def _act(self, placement: Placement) -> None:
+        # Whether anything was done: only then does the next pass come soon (2 s) to see
+        # it. A held create, a create, delete or open that failed waits for the resync.
+        done = False
         for pid, node in placement.delete:
             try:
                 await self._on(
@@ -363,6 +366,7 @@ class BrowserPoolWorkflow:
                     "close, confirm and delete a profile",
                 )
                 self.s.failures.pop(pid, None)
+                done = True
                 self._event("Deleted", f"profile {pid} on {node}: {placement.why[pid]}")
             except ActivityError as err:
                 self._event("DeleteFailed", f"profile {pid} on {node}: {_cause(err)}", warning=True)
@@ -394,6 +398,7 @@ class BrowserPoolWorkflow:
                 if made is not None and slot in replacing:
                     self.s.replacements.append(made.id)
                 self._config_problem = None
+                done = True
                 self._event("Created", f"slot {slot} on {node}" + (f": {made.id}" if made else ""))
             except ActivityError as err:
                 self._event("CreateFailed", f"slot {slot} on {node}: {_cause(err)}", warning=True)
@@ -403,10 +408,10 @@ class BrowserPoolWorkflow:
                     self._config_retry_at = workflow.now() + CONFIG_RETRY
                     break  # the next creates would meet the same refusal
         # One open per node (plan.py), the nodes side by side: each may take minutes.
-        await asyncio.gather(*(self._open(pid, node) for pid, node in placement.open))
-        self._dirty = self._dirty or bool(placement.create or placement.delete or placement.open)
+        opened = await asyncio.gather(*(self._open(pid, node) for pid, node in placement.open))
+        self._dirty = self._dirty or done or any(opened)
 
-    async def _open(self, pid: str, node: str) -> None:
+    async def _open(self, pid: str, node: str) -> bool:
         opened: NodeOpenResult | ActivityError
         try:
             opened = await self._on(
@@ -423,10 +428,11 @@ class BrowserPoolWorkflow:
         ok, why, counted = _open_outcome(opened)
         if ok:
             self.s.failures.pop(pid, None)
-            return
+            return True
         if counted:
             self.s.failures[pid] = self.s.failures.get(pid, 0) + 1
         self._event("OpenFailed", f"profile {pid} on {node}: {why}", warning=True)
+        return False
 
     # ------------------------------------------------------------------ status
 
