@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from devicepool.workflows.browserpool.plan import NodeProfile, plan
+from devicepool.workflows.browserpool.plan import NodeProfile, Placement, plan
 
 
 def test_an_unreachable_nodes_profiles_keep_their_slots_and_the_others_go_on() -> None:
@@ -95,7 +95,7 @@ def _back(open_originals: bool, *, open_wanted: bool = True) -> Any:
         open_wanted=open_wanted,
         failures={},
         failure_limit=3,
-        replacements={"rep0", "rep1", "rep2"},
+        replacements=["rep0", "rep1", "rep2"],
     )
 
 
@@ -119,3 +119,38 @@ def test_once_the_originals_serve_the_replacements_go() -> None:
     # Without `open`, nothing waits for a browser: the replacements go at once.
     closed = _back(open_originals=False, open_wanted=False)
     assert sorted(pid for pid, _ in closed.delete) == ["rep0", "rep1", "rep2"], closed.why
+
+
+def _two_replacements(open_wanted: bool = True, r_open: bool = False) -> Placement:
+    """O (slot 0) on n1, lost for good but still listed; R made on n2 (a replacement, kept
+    as one: slot 0 always lists O and R); months later n2 was lost a while and R3 made on
+    n3; n2 is back with R closed."""
+    return plan(
+        replicas=1,
+        profiles=[
+            NodeProfile("O", 0, "n1"),
+            NodeProfile("R", 0, "n2", open=r_open),
+            NodeProfile("R3", 0, "n3", open=True),
+        ],
+        alive={"n2", "n3"},
+        lost={"n1"},
+        open_wanted=open_wanted,
+        failures={},
+        failure_limit=3,
+        replacements=["R", "R3"],  # oldest first
+    )
+
+
+def test_between_two_replacements_the_older_keeps_the_slot() -> None:
+    """Second review, defect 2: both holders replacements, no original among them: the old
+    rule "an open one first" kept R3 (minutes old) and deleted R, which had served for
+    months (its cookies)."""
+    back = _two_replacements()
+    assert [pid for pid, _ in back.delete] == [], back.why
+    # R3 serves on until R is open; R is opened.
+    assert [p.id for p in back.held] == ["R3"] and back.open == [("R", "n2")]
+    settled = _two_replacements(r_open=True)
+    assert [pid for pid, _ in settled.delete] == ["R3"], settled.why
+    assert [p.id for p in settled.held] == ["R"]
+    closed = _two_replacements(open_wanted=False)
+    assert [pid for pid, _ in closed.delete] == ["R3"] and [p.id for p in closed.held] == ["R"]

@@ -17,9 +17,10 @@ docs/browserpools.md):
   the selector no longer picks (`unselected`), and a profile that failed to open
   `failure_streak_limit` times (its slot is held again, by a new profile).
 - A lost node came back (`replacements`: the profiles made while a slot's
-  holder was lost): the original keeps its slot, it has the cookies. With
-  `open`, while it is not open yet its replacement serves on (counted) and the
-  original is opened; once it is open (or without `open`) the replacement goes.
+  holder was lost, oldest first): the original keeps its slot, it has the
+  cookies; between two replacements, the older. With `open`, while it is not
+  open yet a newer one serves on (counted) and the kept one is opened; once it
+  is open (or without `open`) the newer goes.
 - With `open`, every held profile whose browser is not alive is opened (it
   keeps its cookies): one per node per pass, as each node opens one at a time.
 - More profiles past their failure limit at once than `max_unhealthy`: none
@@ -83,10 +84,13 @@ def plan(
     max_unhealthy: int | None = None,
     unselected: Set[str] = frozenset(),
     unreachable: Set[str] = frozenset(),
-    replacements: Set[str] = frozenset(),
+    replacements: Sequence[str] = (),
 ) -> Placement:
     """This pass's placement (`alive`: live nodes the selector picks; `lost`: silent ones;
-    `unreachable`: live ones whose Local API did not answer this pass)."""
+    `unreachable`: live ones whose Local API did not answer this pass; `replacements`:
+    oldest first)."""
+    # How recent a profile of a slot is: originals 0, then replacements by age.
+    age = {pid: i + 1 for i, pid in enumerate(replacements)}
     usable = set(alive) - set(unreachable)
     on_live = [p for p in profiles if p.node in usable]
     waiting = [
@@ -119,20 +123,19 @@ def plan(
     # Originals back from a lost node, not open yet: opened while a replacement serves.
     restoring: list[NodeProfile] = []
 
-    def rank(p: NodeProfile) -> tuple[bool, int, str, str]:
-        return (not p.open, load[p.node], p.node, p.id)
+    def rank(p: NodeProfile) -> tuple[int, bool, int, str, str]:
+        return (age.get(p.id, 0), not p.open, load[p.node], p.node, p.id)
 
     for slot, holders in sorted(by_slot.items()):
-        # The original (not a replacement) wins: it has the cookies. Among equals keep an
-        # open one, then the one on the least loaded node; the rest go.
-        originals = [p for p in holders if p.id not in replacements]
-        keep = min(originals or holders, key=rank)
+        # The original (not a replacement) wins: it has the cookies; between replacements,
+        # the older (it served longest). Among equals keep an open one, then the one on
+        # the least loaded node; the rest go.
+        keep = min(holders, key=rank)
+        newer = [p for p in holders if age.get(p.id, 0) > age.get(keep.id, 0)]
         serving = None
-        if originals and open_wanted and not keep.open:
-            # Its replacement serves on (counted) until the original is open.
-            serving = min(
-                (p for p in holders if p.id in replacements and p.open), key=rank, default=None
-            )
+        if newer and open_wanted and not keep.open:
+            # A newer replacement serves on (counted) until the kept one is open.
+            serving = min((p for p in newer if p.open), key=rank, default=None)
         if serving is not None:
             held.append(serving)
             restoring.append(keep)
@@ -140,11 +143,10 @@ def plan(
             held.append(keep)
         for p in holders:
             if p is not keep and p is not serving:
-                back = bool(originals) and p.id in replacements
                 drop(
                     p,
                     f"slot {slot}'s original profile serves again"
-                    if back
+                    if p in newer
                     else f"a second profile for slot {slot}",
                 )
                 load[p.node] -= 1

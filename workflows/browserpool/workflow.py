@@ -225,7 +225,7 @@ class BrowserPoolWorkflow:
             max_unhealthy=max_unhealthy,
             unselected=unselected - set(failed),
             unreachable=set(troubles) - gone,
-            replacements=set(self.s.replacements),
+            replacements=self.s.replacements,  # oldest first
         )
         # Said before the act as well: an open may take minutes, and a node's trouble (or
         # any change) is not kept from the status, the search attributes, --wait, so long.
@@ -395,8 +395,8 @@ class BrowserPoolWorkflow:
                 )
                 self.s.made_profiles = True
                 self.s.nodes.setdefault(node, "")  # named by the next listing
-                if made is not None and slot in replacing:
-                    self.s.replacements.append(made.id)
+                if made is not None and slot in replacing and made.id not in self.s.replacements:
+                    self.s.replacements.append(made.id)  # oldest first (plan.py)
                 self._config_problem = None
                 done = True
                 self._event("Created", f"slot {slot} on {node}" + (f": {made.id}" if made else ""))
