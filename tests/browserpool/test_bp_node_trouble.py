@@ -558,3 +558,58 @@ async def test_a_held_pool_waits_for_its_resync_not_two_seconds(
             assert passes <= window / resync + 1, (held, passes)
         finally:
             await handle.terminate()
+
+
+async def test_a_delete_during_a_pass_starts_no_open(env: WorkflowEnvironment) -> None:
+    """Second review, defect 7: a delete that arrived while a pass awaited a create was
+    absorbed (`except ActivityError`), and the pass went on to start its opens: up to
+    minutes of `/browser/open` on a profile teardown was about to delete. The pass stops
+    at the delete; no open is started."""
+    client = env.client
+    pool = f"bp-cut-{uuid.uuid4().hex[:4]}"
+    async with node_stack(client) as (account, nodes):
+        handle = await client.start_workflow(
+            BrowserPoolWorkflow.run,
+            BrowserPoolInput(
+                metadata=ObjectMeta(name=pool),
+                spec=BrowserPoolSpec(replicas=1, open=False),
+                settings=SETTINGS,
+            ),
+            id=browser_pool_workflow_id(pool),
+            task_queue=TASK_QUEUE,
+        )
+
+        async def one() -> bool:
+            return (await status(handle)).get("readyProfiles") == 1
+
+        await eventually(one, timeout=40, what="1 profile, closed")
+        creating, release = asyncio.Event(), asyncio.Event()
+        opens: list[str] = []
+        for node in nodes.values():
+            acts = node.activities
+            real_keep, real_open = acts._one_per_mark, acts._open
+
+            async def held_keep(mark: str, made: str, _real: Any = real_keep) -> str:
+                creating.set()
+                await asyncio.wait_for(release.wait(), timeout=60)
+                return str(await _real(mark, made))
+
+            async def counted_open(profile_id: str, _real: Any = real_open) -> Any:
+                opens.append(profile_id)
+                return await _real(profile_id)
+
+            acts._one_per_mark = held_keep  # type: ignore[method-assign]
+            acts._open = counted_open  # type: ignore[method-assign]
+        try:
+            spec = BrowserPoolSpec(replicas=2, open=True)
+            request = BrowserApplyRequest(metadata=ObjectMeta(name=pool), spec=spec)
+            await handle.execute_update(UPDATE_APPLY, request)
+            await asyncio.wait_for(creating.wait(), timeout=30)  # slot 1's create, held
+            await handle.cancel()
+            await asyncio.sleep(2)
+        finally:
+            release.set()
+        final = await asyncio.wait_for(handle.result(), timeout=60)
+        assert final["phase"] == "Deleted", final
+        assert opens == [], opens
+        assert placement(account, pool)["total"] == 0

@@ -30,6 +30,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities.definitions import DeviceActivityDefinitions
@@ -104,6 +105,9 @@ NODE_TROUBLE_TYPES = {
 # (frozen, its machine asleep) costs a pass this much, not NODE_CALL.
 NODE_LISTING = timedelta(seconds=15)
 ONCE = RetryPolicy(maximum_attempts=1)
+WAIT_DONE = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+TRY_CANCEL = ActivityCancellationType.TRY_CANCEL
+WAIT_WHEN_CANCELLED = {"node_create_profile", "node_open_profile"}
 # A create a node refuses for its configuration (a proxy pool it does not have): the pool
 # says so (Ready=False with the reason) and tries one create this often, not every pass.
 CONFIG_RETRY = timedelta(seconds=60)
@@ -349,6 +353,10 @@ class BrowserPoolWorkflow:
             start_to_close_timeout=within,
             heartbeat_timeout=heartbeat,
             retry_policy=ONCE,
+            # Cancelled (a delete), a create or an open ends on the node before teardown
+            # lists and deletes: a profile made after its listing would be left behind, a
+            # browser opening as its profile is deleted could come up.
+            cancellation_type=WAIT_DONE if activity in WAIT_WHEN_CANCELLED else TRY_CANCEL,
             summary=f"{summary} on {node}",
         )
 
@@ -370,6 +378,7 @@ class BrowserPoolWorkflow:
                 self._event("Deleted", f"profile {pid} on {node}: {placement.why[pid]}")
             except ActivityError as err:
                 self._event("DeleteFailed", f"profile {pid} on {node}: {_cause(err)}", warning=True)
+            raise_if_cancelled()  # a delete the awaited call absorbed: teardown, now
         spec = self._spec
         creates = placement.create
         if self._config_problem is not None:
@@ -407,6 +416,11 @@ class BrowserPoolWorkflow:
                     self._config_problem = (reason, f"node {node}: {_cause(err)}")
                     self._config_retry_at = workflow.now() + CONFIG_RETRY
                     break  # the next creates would meet the same refusal
+            finally:
+                raise_if_cancelled()
+        # A delete absorbed by the last call: no open starts (it may take minutes, on a
+        # profile teardown deletes).
+        raise_if_cancelled()
         # One open per node (plan.py), the nodes side by side: each may take minutes.
         opened = await asyncio.gather(*(self._open(pid, node) for pid, node in placement.open))
         self._dirty = self._dirty or done or any(opened)
@@ -425,6 +439,8 @@ class BrowserPoolWorkflow:
             )
         except ActivityError as err:
             opened = err
+        if not isinstance(opened, NodeOpenResult) and workflow.cancellation_reason() is not None:
+            return False  # cut by a delete: not the profile's failure, nor worth a warning
         ok, why, counted = _open_outcome(opened)
         if ok:
             self.s.failures.pop(pid, None)
