@@ -33,6 +33,14 @@ v0.1.0's production activities:
   it removed (`health_report`): v0.1.0 kept it doomed, so its next pass issued
   `terminate_device` for it again (refused once more; then the device is gone
   and DELETEs are answered again).
+- `spec-change-with-a-retry-slot`: 2 ready scaled to 4; the other device fails
+  to boot and its DELETE is refused (doomed), and one create is answered late,
+  refused (409: its slot awaits a retry under generation 2's key), while a pass
+  terminating the doomed device waits and the pool is scaled to 6 (generation 3).
+  The next pass decides a batch retrying the slot and one of 2 fresh slots; while
+  its DELETE is held, `osVersion` changes ("15", generation 4). v0.1.0 took the
+  creates once the termination returned: the new body no longer retried the old
+  key, one batch of 3 fresh slots under generation 4.
 
 Each pool ends deleted; its runs are written as `<scenario>-<n>.json`.
 """
@@ -86,23 +94,33 @@ SETTINGS = PoolSettings(
 
 
 class HeldDeletes(TimedASGITransport):
-    """DELETEs wait at `gate` while it is closed; `held` counts those that waited. While
-    `refuse` is set they are answered 409 (`invalid_state`, not retried): `refused`."""
+    """DELETEs wait at `gate` while it is closed (`held` counts those that waited); then,
+    while `refuse` is set, they are answered 409 (`invalid_state`, not retried:
+    `refused`). So is the next create (POST) while `refuse_creates` is set, once
+    `create_gate` opens."""
 
     gate: asyncio.Event | None = None
     held = 0
     refuse = False
     refused = 0
+    refuse_creates = 0
+    create_gate: asyncio.Event | None = None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.method == "DELETE" and HeldDeletes.refuse:
-            HeldDeletes.refused += 1
-            body = {"status": 409, "code": "invalid_state", "detail": "the device is busy"}
+        body = {"status": 409, "code": "invalid_state", "detail": "the device is busy"}
+        create = request.method == "POST" and request.url.path.endswith("/devices")
+        if create and HeldDeletes.refuse_creates > 0:
+            HeldDeletes.refuse_creates -= 1
+            if HeldDeletes.create_gate is not None:
+                await HeldDeletes.create_gate.wait()
             return httpx.Response(409, json=body, request=request)
         gate = HeldDeletes.gate
         if request.method == "DELETE" and gate is not None and not gate.is_set():
             HeldDeletes.held += 1
             await gate.wait()
+        if request.method == "DELETE" and HeldDeletes.refuse:
+            HeldDeletes.refused += 1
+            return httpx.Response(409, json=body, request=request)
         return await super().handle_async_request(request)
 
 
@@ -150,6 +168,8 @@ async def record(out: Path) -> None:
             await _save(client, "health-report-during-terminations", out)
             await _doomed_device_reported(client, control)
             await _save(client, "doomed-device-reported", out)
+            await _spec_change_with_a_retry_slot(client, control)
+            await _save(client, "spec-change-with-a-retry-slot", out)
         finally:
             if HeldDeletes.gate is not None:
                 HeldDeletes.gate.set()
@@ -306,6 +326,54 @@ async def _doomed_device_reported(client: Client, control: httpx.AsyncClient) ->
     await _delete(client, pool, control, "doomed")
 
 
+async def _spec_change_with_a_retry_slot(client: Client, control: httpx.AsyncClient) -> None:
+    pool = await start_pool(client, "retry", 2, settings=SETTINGS, proxy_ref=None)
+    await _until(lambda: _ready(control, "retry", 2), "2 ready")
+    HeldDeletes.refuse, HeldDeletes.refused = True, 0
+    HeldDeletes.refuse_creates, HeldDeletes.create_gate = 1, asyncio.Event()
+    await _faults(control, provisionFailureRate=1.0)
+    await pool.execute_update(UPDATE_SCALE, ScaleRequest(replicas=4), result_type=Accepted)
+    await _until(lambda: _failed(control, "retry"), "the created one failed to boot")
+    await _faults(control)
+
+    async def refused() -> bool:
+        return HeldDeletes.refused > 0
+
+    await _until(refused, "the failed device's DELETE refused: doomed")
+    await _until(lambda: _count(control, "retry", "ready", 3), "its replacement ready")
+    HeldDeletes.gate, HeldDeletes.held = asyncio.Event(), 0
+
+    async def held(count: int) -> bool:
+        return HeldDeletes.held >= count
+
+    await _until(lambda: held(1), "a pass terminating it again, held")
+    await pool.execute_update(UPDATE_SCALE, ScaleRequest(replicas=6), result_type=Accepted)
+    HeldDeletes.create_gate.set()  # the refused create answers: its slot awaits a retry
+    await asyncio.sleep(1)
+    # The held DELETE is refused (still doomed); the next pass's is held in turn.
+    first, HeldDeletes.gate = HeldDeletes.gate, asyncio.Event()
+    first.set()
+    await _until(lambda: held(2), "the pass with the retry slot terminating it, held")
+    spec = pool_manifest("retry", replicas=6, providerCredentialRef="default", proxy=None)
+    spec["spec"]["osVersion"] = "15"
+    request = ApplyRequest(
+        metadata=ObjectMeta(name="retry"), spec=DevicePoolSpec.model_validate(spec["spec"])
+    )
+    accepted = await pool.execute_update(UPDATE_APPLY, request, result_type=Accepted)
+    assert accepted.generation == 4, f"the apply was no spec change: {accepted}"
+    await asyncio.sleep(1)  # the apply's pass waits behind the held termination
+    HeldDeletes.refuse = False
+    HeldDeletes.gate.set()
+    HeldDeletes.gate, HeldDeletes.create_gate = None, None
+    await _until(lambda: _ready(control, "retry", 6), "6 ready after the re-spec")
+    await asyncio.sleep(2)
+    await _delete(client, pool, control, "retry")
+
+
+async def _count(control: httpx.AsyncClient, pool: str, status: str, count: int) -> bool:
+    return sum(1 for d in await _devices(control, pool) if d["status"] == status) == count
+
+
 async def _save(client: Client, scenario: str, out: Path) -> None:
     name = {
         "scale-down-phase-kept": "kept",
@@ -313,6 +381,7 @@ async def _save(client: Client, scenario: str, out: Path) -> None:
         "scale-during-terminations": "rescale",
         "health-report-during-terminations": "owed",
         "doomed-device-reported": "doomed",
+        "spec-change-with-a-retry-slot": "retry",
     }[scenario]
     for number, history in enumerate(await run_histories(client, pool_workflow_id(name)), 1):
         path = out / f"{scenario}-{number}.json"

@@ -8,7 +8,8 @@ makes these fail in CI instead of wedging a pool in production:
 - `upgrade/*.json`: v0.1.0's pool through the passes whose commands later builds
   changed (`record_v010_upgrade.py`, run in v0.1.0's tree): a scale-down whose
   phase stays `ScalingDown`, a spec change, a scale and a health report while a
-  pass awaits its terminations, and a doomed device the health check reports.
+  pass awaits its terminations, a spec change while a pass that retries a slot
+  awaits them, and a doomed device the health check reports.
 - `corpus/<WorkflowType>.jsonl.gz`: every history the release's dev-server
   suite left on its servers (`record_release.py`, `make replay-corpus RELEASE=...`),
   replayed by workflow type.
@@ -99,7 +100,12 @@ async def test_a_v0_1_0_pass_replays_on_this_build(path: Path) -> None:
     and never reached `_as_v0_1_0_started`. The doomed device the health check
     reported failed with `UpsertWorkflowSearchAttributesMachine does not handle
     HistoryEvent(id: 137, ActivityTaskScheduled)` (the report took it out of
-    `doomed`: no `terminate_device` where v0.1.0 issued one again)."""
+    `doomed`: no `terminate_device` where v0.1.0 issued one again). The spec change
+    with a retry slot failed with `Child workflow machine does not handle this event:
+    HistoryEvent { event_id: 247, ... ActivityTaskScheduled }` while
+    `_as_v0_1_0_started` renamed the decided batches (the retry and 2 fresh slots in
+    two children where v0.1.0, its new create body retrying no older key, started
+    `provision/4-3` with 3 fresh slots)."""
     history = WorkflowHistory.from_json(f"devicepool/{path.stem}", json.loads(path.read_text()))
     result = await _replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
@@ -113,6 +119,7 @@ def test_the_upgrade_histories_are_there() -> None:
         "scale-during-terminations",
         "health-report-during-terminations",
         "doomed-device-reported",
+        "spec-change-with-a-retry-slot",
     }
 
 
