@@ -311,13 +311,18 @@ async def api_health(api: LocalApi, *, timeout: float = API_HEALTH_TIMEOUT) -> t
 
 
 async def beat_forever(
-    client: Client, beat: NodeBeat, *, stop: asyncio.Event, api: LocalApi | None = None
+    client: Client,
+    beat: NodeBeat,
+    *,
+    stop: asyncio.Event,
+    api: LocalApi | None = None,
+    first: asyncio.Event | None = None,
 ) -> None:
     """A beat every `beat.interval_seconds` until `stop` is set; a failed beat is logged.
 
     With `api`, each beat carries the Local API's health (`api_health`), so a pool on this
     node can say why it cannot use it (a wrong key, the desktop client closed); a change of
-    health is logged once.
+    health is logged once. `first` is set once the first beat was sent (or failed).
     """
     failing = False
     healthy: bool | None = None
@@ -340,6 +345,8 @@ async def beat_forever(
             if not failing:
                 log.warning("node %s: beat failed: %s", beat.node, str(err).splitlines()[0])
             failing = True
+        if first is not None:
+            first.set()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=beat.interval_seconds)
 
@@ -360,23 +367,31 @@ async def run_node_worker(
         # The desktop client may start later: the activities fail (retryably) until it does.
         log.warning("node %s: the Local API does not answer yet: %s", options.node, err)
     workers = node_workers(client, activities, phones)
-    labels = ",".join(f"{k}={v}" for k, v in sorted(options.labels.items())) or "(none)"
-    log.info(
-        "node worker %s serving %s, labels %s, Local API %s, proxy pools %s, "
-        "cloud-phone accounts %s",
-        options.node,
-        ",".join(w.task_queue for w in workers),
-        labels,
-        options.bitbrowser_url,
-        ",".join(sorted(options.proxy_pools)) or "(none)",
-        ",".join(sorted(options.accounts)) or "(none)",
-    )
     serving = [asyncio.create_task(w.run(), name=f"worker:{w.task_queue}") for w in workers]
+    beaten = asyncio.Event()
     beating = asyncio.create_task(
-        beat_forever(client, options.beat(), stop=shutdown_event, api=activities.profiles.api)
+        beat_forever(
+            client, options.beat(), stop=shutdown_event, api=activities.profiles.api, first=beaten
+        )
     )
     stop = asyncio.create_task(shutdown_event.wait())
     try:
+        # "serving" once the registry has its first beat: a pool applied right after (`devicepool
+        # dev --apply`) finds this node alive in its first pass, and spreads over it too.
+        first = asyncio.create_task(beaten.wait())
+        await asyncio.wait({first, stop, *serving}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        first.cancel()
+        labels = ",".join(f"{k}={v}" for k, v in sorted(options.labels.items())) or "(none)"
+        log.info(
+            "node worker %s serving %s, labels %s, Local API %s, proxy pools %s, "
+            "cloud-phone accounts %s",
+            options.node,
+            ",".join(w.task_queue for w in workers),
+            labels,
+            options.bitbrowser_url,
+            ",".join(sorted(options.proxy_pools)) or "(none)",
+            ",".join(sorted(options.accounts)) or "(none)",
+        )
         await asyncio.wait({*serving, stop}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         shutdown_event.set()
