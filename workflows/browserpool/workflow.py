@@ -233,7 +233,7 @@ class BrowserPoolWorkflow:
         )
         # Said before the act as well: an open may take minutes, and a node's trouble (or
         # any change) is not kept from the status, the search attributes, --wait, so long.
-        self._publish(placement, profiles, alive, lost | gone, troubles)
+        self._publish(placement, profiles, alive, lost | gone, troubles, acted=False)
         await self._act(placement)
         self._publish(placement, profiles, alive, lost | gone, troubles)
 
@@ -459,7 +459,11 @@ class BrowserPoolWorkflow:
         alive: set[str],
         lost: set[str],
         troubles: dict[str, NodeTrouble],
+        *,
+        acted: bool = True,
     ) -> None:
+        """The pass's status (`acted`: after its act; before it, the generation observed
+        stays the last pass's: `--wait` must not take a plan for its outcome)."""
         leaving = {pid for pid, _ in placement.delete}
         waiting = {p.id for p in placement.waiting}
         self._rows = [
@@ -491,7 +495,7 @@ class BrowserPoolWorkflow:
             else None,
             failure_limit=self._failure_limit(),
             now=workflow.now(),
-            generation=self.s.generation,
+            generation=self.s.generation if acted else self.s.status.observed_generation,
         )
         self._show()
 
