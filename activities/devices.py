@@ -331,7 +331,7 @@ class DeviceActivities(
         provider = self._provider(input.account)
         deleted = 0
         try:
-            with provider_call(pool=input.pool):
+            with provider_call(pool=input.pool, deleting=True):
                 async with heartbeating():
                     for device in await self._pool_devices(input.account, input.pool):
                         activity.heartbeat(device.id)

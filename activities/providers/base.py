@@ -54,6 +54,9 @@ class ProviderCall:
     # The caller acts on this read at once (the health check's read at a deadline): an
     # adapter that keeps status answers between listings reads its suspects again.
     fresh: bool = False
+    # The pool is being deleted (`terminate_pool`): a removal lets the device go, with
+    # no read and no repair spent on it (an adapter that keeps it parks it for good).
+    deleting: bool = False
 
 
 _NOBODY = ProviderCall()
@@ -72,9 +75,10 @@ def provider_call(
     replacement: bool | None = None,
     reserve_keep: int | None = None,
     fresh: bool | None = None,
+    deleting: bool | None = None,
 ) -> Iterator[None]:
     """Provider calls made inside are for `pool` (a replacement's when `replacement`;
-    a read acted on at once when `fresh`).
+    a read acted on at once when `fresh`; the pool's deletion when `deleting`).
 
     What is not given is kept from the enclosing `provider_call`.
     """
@@ -85,6 +89,7 @@ def provider_call(
             replacement=outer.replacement if replacement is None else replacement,
             reserve_keep=outer.reserve_keep if reserve_keep is None else reserve_keep,
             fresh=outer.fresh if fresh is None else fresh,
+            deleting=outer.deleting if deleting is None else deleting,
         )
     )
     try:

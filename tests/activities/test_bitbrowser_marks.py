@@ -39,7 +39,9 @@ from devicepool.activities.providers.bitbrowser.phone_provider import (
 )
 from devicepool.activities.secrets import REDACTED, Scrubber
 from devicepool.api.names import LABEL_POOL
+from devicepool.api.v1beta1 import LifetimeSpec
 from devicepool.emulator.bitbrowser import BitBrowserConfig
+from devicepool.workflows.pool.lifecycle import expiries
 from tests.activities.test_bitbrowser_phone_provider import (
     PACE,
     PROXY_PASSWORD,
@@ -271,14 +273,14 @@ NOW = 1_800_000_000.0
     [str(int(NOW) + 3600), "4200000000", "253402300800", "999999999999"],
     ids=["an hour ahead", "2103", "year 10000", "12 digits"],
 )
-def test_a_remark_that_starts_in_the_future_is_taken_as_the_oldest(at: str) -> None:
-    """Review defect 2. Before: `dp.at` up to 2106 was taken as written. A device created
-    in the future is never idle (no scale-down), never reaches `lifetime.maxAge` and
-    never times out booting: it bills for good. Not foreign either (a profile named
-    like the pool's yet unseen would bill unmanaged, and its slot rent again): the
-    pool keeps it, as its oldest device, the first to go."""
+def test_a_remark_that_starts_in_the_future_starts_when_first_seen(at: str) -> None:
+    """Review defect 2 (taken as written, `dp.at` in 2103 bills for good) and its second
+    review's defect 1 (taken as 0, a phone written by a fast clock is 55 years old): a
+    start far ahead is taken as when the reader first saw it, and ages from there."""
     parsed = Remark.parse(_remark(at=at), now=NOW)
-    assert parsed is not None and parsed.started == 0
+    assert parsed is not None and parsed.started == NOW
+    seen = Remark.parse(_remark(at=at), now=NOW + 60, first_seen=lambda written: NOW)
+    assert seen is not None and seen.started == NOW
     _usable(parsed)
 
 
@@ -288,22 +290,63 @@ def test_a_start_a_clock_step_ahead_is_kept() -> None:
     assert parsed is not None and parsed.started == NOW + 60
 
 
-async def test_a_phone_whose_remark_was_edited_to_start_in_the_future_is_the_pools_oldest(
+LIFETIME = LifetimeSpec(max_age="24h", grace_period="2h")
+
+
+async def test_a_phone_written_by_a_clock_ten_minutes_fast_is_not_forced_out(
     account: Account,
 ) -> None:
+    """Second review of issue 37, defect 1. The node's clock ran 10 minutes fast when it
+    created the phone (`dp.at` = wall + 600), then was set right. Before: that start
+    parsed as 0 (1970), so with `lifetime: {maxAge: 24h, gracePeriod: 2h}` the serving
+    phone was forced out at once (`expiries(...).force == [id]`). Now it starts when
+    first seen, and retires a maxAge later."""
+    wall = [datetime.now(UTC).timestamp() + 600]
+    api = _api(account, secrets=[PROXY_PASSWORD])
+    provider = PhoneProvider(
+        CloudPhones(api, pacer=PhonePacer(interval=PACE)), wall_clock=lambda: wall[0]
+    )
+    try:
+        made = await provider.create_device(new_device(pool="phones-a"))
+        await account.advance(61)
+        wall[0] -= 600  # the clock set right
+        seen = wall[0]
+        (listed,) = await provider.list_pool("phones-a")
+        assert listed.id == made.id
+        assert listed.created_at == datetime.fromtimestamp(seen, UTC)
+        found = expiries([listed], lifetime=LIFETIME, protected=(), now=_at(seen))
+        assert (found.force, found.retire) == ([], [])
+        wall[0] = seen + 3600  # read again later: the same start
+        (listed,) = await provider.list_pool("phones-a")
+        assert listed.created_at == datetime.fromtimestamp(seen, UTC)
+    finally:
+        await api.aclose()
+
+
+async def test_a_phone_whose_remark_was_edited_to_2103_still_ages(account: Account) -> None:
+    """Review defect 2's guard: a start edited to 2103 ages from when it was first seen,
+    past maxAge a maxAge later (not billed for good)."""
+    wall = [datetime.now(UTC).timestamp()]
     api = _api(account, secrets=[PROXY_PASSWORD])
     phones = CloudPhones(api, pacer=PhonePacer(interval=PACE))
-    provider = PhoneProvider(phones)
+    provider = PhoneProvider(phones, wall_clock=lambda: wall[0])
     try:
         made = await provider.create_device(new_device(pool="phones-a"))
         await account.advance(61)
         phone_id = made.id.rpartition(".")[0]
         (phone,) = await phones.list_all(mark_prefix=pool_prefix("phones-a"))
-        ahead = int(datetime.now(UTC).timestamp()) + 3600
-        edited = phone.remark.replace(phone.remark.split("dp.at=")[1].split()[0], str(ahead))
+        edited = phone.remark.replace(phone.remark.split("dp.at=")[1].split()[0], "4200000000")
         await phones.update(phone_id, {"remark": edited})
+        seen = wall[0]
         (listed,) = await provider.list_pool("phones-a")
-        assert listed.id == made.id
-        assert listed.created_at == datetime.fromtimestamp(0, UTC)
+        assert listed.id == made.id and listed.created_at == datetime.fromtimestamp(seen, UTC)
+        wall[0] = seen + LIFETIME.max_age + 1
+        (listed,) = await provider.list_pool("phones-a")
+        found = expiries([listed], lifetime=LIFETIME, protected=(), now=_at(wall[0]))
+        assert (found.retire, found.force) == ([made.id], [])
     finally:
         await api.aclose()
+
+
+def _at(wall: float) -> datetime:
+    return datetime.fromtimestamp(wall, UTC)

@@ -124,3 +124,22 @@ async def test_a_pool_teardown_shuts_every_phone_down_and_retires_the_profiles(
         True,
         True,
     ]
+
+
+async def test_a_pool_teardown_retires_a_phone_read_offline_without_a_fresh_start(
+    account: Account, acts: DeviceActivities
+) -> None:
+    """Second review of issue 37, defect 2, through terminate_pool. Before: the removal
+    of a phone its listing read offline fresh-started it (`recover`, one of the month's
+    few) to park it in reserve, seconds before release_pool retired it (recovers == 1).
+    terminate_pool says it deletes the pool (`provider_call(deleting=True)`)."""
+    env = ActivityEnvironment()
+    made = await env.run(acts.create_device, create("pt", 0))
+    await account.advance(61)
+    await account.control(f"phones/{made.device.id.rpartition('.')[0]}/offline")
+    listed = await env.run(acts.list_devices, ListDevicesInput(account="phones", pool="pt"))
+    assert [d.status for d in listed.devices] == ["offline"]
+    done = await env.run(acts.terminate_pool, TerminatePoolInput(account="phones", pool="pt"))
+    assert (done.terminated, done.remaining, done.retired) == (1, 0, 1)
+    phones = (await account.stats())["phones"]
+    assert (phones["recovers"], phones["running"], phones["shutdowns"]) == (0, 0, 1)

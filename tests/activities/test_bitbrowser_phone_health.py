@@ -172,6 +172,35 @@ async def test_a_scale_down_reads_a_phone_last_read_offline_before_it_parks_it(
     assert _reads(n1)[-1] == phone_id
 
 
+async def test_a_deleted_pools_phone_last_read_offline_is_retired_unread_and_unrepaired(
+    account: Account, n1: Node, clock: Clock
+) -> None:
+    """Second review of issue 37, defect 2. Before: terminate_pool's removal of a phone
+    last read offline read it (`/phone/running`) and fresh-started it (`recover`, one of
+    the month's few) to park it in reserve, seconds before release_pool retired it: ~2
+    calls a phone on the account's 1 request/s, and a fresh start, for nothing. Now a
+    removal for a deletion (`provider_call(deleting=True)`, terminate_pool's) shuts it
+    down and retires it."""
+    provider = PhoneProvider(n1.phones, probe_seconds=100.0, clock=clock)
+    made = await provider.create_device(new_device())
+    await account.advance(61)
+    phone_id = (parse_device_id(made.id) or ("", 0))[0]
+    await account.control(f"phones/{phone_id}/offline")
+    clock.now += 200
+    assert (await provider.list_pool(POOL))[0].status == OFFLINE
+    clock.now += 200
+    before = len(n1.recorder.calls)
+    with provider_call(pool=POOL, deleting=True):
+        await provider.remove_device(made.id)
+        assert await provider.release_pool(POOL) == 1
+    paths = [path for path, _ in n1.recorder.calls[before:]]
+    stats = await phones_stats(account)
+    assert (stats["recovers"], stats["running"]) == (0, 0), paths
+    assert not any(path.endswith("/phone/running") for path in paths), paths
+    (phone,) = await n1.phones.list_all()
+    assert Remark.parse(phone.remark).state == "retired"  # type: ignore[union-attr]
+
+
 async def test_a_scale_down_of_a_phone_back_since_its_old_offline_answer_keeps_it_as_is(
     account: Account, n1: Node, clock: Clock
 ) -> None:

@@ -16,7 +16,9 @@ the Local API"); so:
   profile a pool ever retired. `remark` holds
   the state (`active`, `reserve`, `retired`), the incarnation counter, when
   the incarnation started and the device's labels (`Remark`); listings
-  rebuild `DeviceInfo.labels` from it.
+  rebuild `DeviceInfo.labels` from it. A start more than 5 minutes ahead of
+  the worker's clock (written by a clock running fast, or edited by hand) is
+  taken as when this process first saw it, and ages from there.
 - **Device ids** are `<phone id>.<incarnation>`: a profile that serves again
   is a new device to the engine, so an id it removed never comes back.
 - **Creates** look the slot's mark up before anything else (an answer lost on
@@ -40,8 +42,10 @@ the Local API"); so:
   scale-down reads nothing more (a kept phone that does not come back is
   replaced when next powered on), and its idle checks
   (`get_device`, no status read) and removals of a pool of one page look the
-  phones up in one listing of the pool, shared. `release_pool` (a deleted
-  pool) marks its reserve `retired`.
+  phones up in one listing of the pool, shared. A removal for a deleted pool
+  (`provider_call(deleting=True)`: terminate_pool's) reads and repairs
+  nothing: shut down and marked `retired`. `release_pool` (a deleted pool)
+  marks its reserve `retired`.
 - **Statuses**: listed booting is `provisioning`; powered off (while `active`)
   is `provisioning` too, so the health check's startup timeout replaces it;
   suspended is `offline`; listed running is `ready` when `/phone/running`
@@ -154,7 +158,7 @@ _OWN = ("dp.state", "dp.inc", "dp.at")
 # few enough that `int()` takes them.
 _COUNT = re.compile(r"[0-9]{1,12}")
 # How far ahead of the reader's clock a remark's start may be (the node's clock stepped
-# back since it wrote it). Further ahead, nobody wrote it so: taken as the oldest start.
+# back since it wrote it). Further ahead, taken as when the reader first saw it.
 _START_AHEAD = 300.0
 
 
@@ -222,16 +226,25 @@ class Remark:
         return text
 
     @classmethod
-    def parse(cls, text: str, *, now: float | None = None) -> Remark | None:
+    def parse(
+        cls,
+        text: str,
+        *,
+        now: float | None = None,
+        first_seen: Callable[[int], float] | None = None,
+    ) -> Remark | None:
         """The remark devicepool wrote, or None for any other (another tool's, or one
         edited by hand: `dp.at=nan`). Never raises: one odd profile must not blind a
         listing of the pool or of the account.
 
-        A start more than a few minutes after `now` (the wall clock) is taken as 0,
-        the oldest: a device created in the future would never be idle, never reach
-        `lifetime.maxAge` nor time out booting, and bill for good. Not foreign: a
-        profile named like the pool's and unseen would bill unmanaged, its slot rented
-        again. Kept, it is the first to go."""
+        A start more than a few minutes after `now` (the wall clock) is taken as
+        `first_seen(start)`, when the reader first saw it (default `now`): it ages
+        from there. Taken as written, a device created in the future would never be
+        idle, never reach `lifetime.maxAge` nor time out booting, and bill for good;
+        taken as 0 (1970), every phone a node wrote with its clock fast would be past
+        maxAge and its grace once that clock is set right: forced out in use, at once.
+        Not foreign: a profile named like the pool's and unseen would bill unmanaged,
+        its slot rented again."""
         head, *tokens = text.split() or [""]
         if head != REMARK_HEAD:
             return None
@@ -243,10 +256,12 @@ class Remark:
         state, inc, at = (values.pop(k, "") for k in _OWN)
         if state not in STATES or not _COUNT.fullmatch(inc) or not _COUNT.fullmatch(at):
             return None
-        started = int(at)
-        if started > (time.time() if now is None else now) + _START_AHEAD:
-            started = 0
-        return cls(state=state, incarnation=int(inc), started=float(started), labels=values)
+        written = int(at)
+        wall = time.time() if now is None else now
+        started = float(written)
+        if written > wall + _START_AHEAD:
+            started = wall if first_seen is None else first_seen(written)
+        return cls(state=state, incarnation=int(inc), started=started, labels=values)
 
 
 @dataclass
@@ -304,6 +319,8 @@ class PhoneProvider:
         self._wall = wall_clock
         self._clock = clock
         self._seqs: dict[str, int] = {}  # phone id -> seq: one listing call finds it again
+        # phone id -> (its remark's start, far ahead; when first seen): see `_first_seen`.
+        self._seen_ahead: dict[str, tuple[int, float]] = {}
         # phone id -> the pool whose listing last showed it: a call naming no pool (a
         # scale-down's idle check and removal) still joins that pool's listing and turn.
         self._pools: dict[str, str] = {}
@@ -547,6 +564,12 @@ class PhoneProvider:
     async def remove_device(self, device_id: str) -> None:
         phone, remark = await self._serving(device_id)
         with provider_call(pool=remark.pool):
+            if current_call().deleting:
+                # Its pool is deleted: shut down and retired, nothing read, no fresh
+                # start spent (release_pool would retire it seconds later anyway).
+                await self.phones.shutdown(phone.id)
+                await self._mark_parked(phone, remark, RETIRED, broken=False)
+                return
             # Broken (fresh-started before it is kept): read so, or read now for a
             # replacement. A scale-down reads nothing more: a phone it keeps that does
             # not come back when powered on again is replaced then, and fresh-started.
@@ -695,12 +718,28 @@ class PhoneProvider:
     def _remark_of(self, phone: Phone) -> Remark | None:
         """The phone's remark as devicepool wrote it; None (counted) for a profile named
         like ours whose remark is not: foreign, skipped, never managed."""
-        remark = Remark.parse(phone.remark, now=self._wall())
+        wall = self._wall()
+        remark = Remark.parse(
+            phone.remark, now=wall, first_seen=lambda at: self._first_seen(phone.id, at, wall)
+        )
+        seen = self._seen_ahead.get(phone.id)
+        if remark is not None and seen is not None and remark.started == seen[0]:
+            # This clock has caught up with it: the start it aged from so far stays.
+            remark = replace(remark, started=seen[1])
         if remark is None and phone.name.startswith(MARK_PREFIX):
             metrics = self.phones.api.metrics
             if metrics is not None:
                 metrics.foreign_mark("phone")
         return remark
+
+    def _first_seen(self, phone_id: str, written: int, wall: float) -> float:
+        """When this process first saw the phone's remark start at `written`, far ahead
+        of its clock: the start it ages from (kept per process; a claim's new remark
+        starts afresh, and a park writes this start back)."""
+        seen = self._seen_ahead.get(phone_id)
+        if seen is None or seen[0] != written:
+            seen = self._seen_ahead[phone_id] = (written, wall)
+        return seen[1]
 
     def _remember(self, phone: Phone) -> None:
         if phone.seq is not None:
