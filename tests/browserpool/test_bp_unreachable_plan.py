@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from devicepool.workflows.browserpool.plan import NodeProfile, Placement, plan
+from devicepool.workflows.browserpool.plan import NodeProfile, Placement, forget_replacements, plan
 
 
 def test_an_unreachable_nodes_profiles_keep_their_slots_and_the_others_go_on() -> None:
@@ -154,3 +154,18 @@ def test_between_two_replacements_the_older_keeps_the_slot() -> None:
     assert [p.id for p in settled.held] == ["R"]
     closed = _two_replacements(open_wanted=False)
     assert [pid for pid, _ in closed.delete] == ["R3"] and [p.id for p in closed.held] == ["R"]
+
+
+def test_a_replacement_whose_original_the_registry_forgot_is_one_like_the_others() -> None:
+    """Second review, defect 2: O's node n1 retired for good; O stays in the account and in
+    every listing, so R (made on n2 for O's slot) stayed a replacement for ever, and lost
+    to any profile counted original. Once the registry forgot n1 (7 days silent: neither
+    live nor lost), R is forgotten as a replacement: it holds the slot's cookies now."""
+    profiles = [NodeProfile("O", 0, "n1"), NodeProfile("R", 0, "n2", open=True)]
+    # n1 lost (the registry remembers it): R stays a replacement.
+    kept = forget_replacements(["R"], profiles, nodes={"n1", "n2"})
+    assert kept == ["R"]
+    # n1 forgotten by the registry: R is an original now.
+    assert forget_replacements(["R"], profiles, nodes={"n2"}) == []
+    # Gone from the listings, or its slot's only profile: forgotten (as before).
+    assert forget_replacements(["R", "X"], profiles[1:], nodes={"n1", "n2"}) == []

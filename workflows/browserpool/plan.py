@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
-__all__ = ["NodeProfile", "Placement", "plan"]
+__all__ = ["NodeProfile", "Placement", "forget_replacements", "plan"]
 
 
 @dataclass(frozen=True)
@@ -176,3 +176,23 @@ def plan(
         paused=paused,
         waiting=waiting,
     )
+
+
+def forget_replacements(
+    replacements: Sequence[str], profiles: Sequence[NodeProfile], *, nodes: Set[str]
+) -> list[str]:
+    """The replacements still to rank below their original (oldest first): listed, and
+    another profile of their slot is on a node the registry knows (`nodes`: live or lost).
+    One gone, its slot's only profile, or whose original's node the registry forgot (7
+    days silent: retired) is a profile like the others: its cookies are the slot's now."""
+    listed = {p.id: p.slot for p in profiles}
+    others = Counter(p.slot for p in profiles if p.node in nodes)
+    kept = []
+    for pid in replacements:
+        if pid not in listed:
+            continue
+        slot = listed[pid]
+        mine = sum(1 for p in profiles if p.id == pid and p.node in nodes)
+        if others[slot] - mine > 0:
+            kept.append(pid)
+    return kept

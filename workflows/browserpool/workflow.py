@@ -22,7 +22,6 @@ Continue-as-new when suggested, carrying `BrowserPoolState`.
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -67,7 +66,12 @@ with workflow.unsafe.imports_passed_through():
         ProfileRow,
         ProfilesView,
     )
-    from devicepool.workflows.browserpool.plan import NodeProfile, Placement, plan
+    from devicepool.workflows.browserpool.plan import (
+        NodeProfile,
+        Placement,
+        forget_replacements,
+        plan,
+    )
     from devicepool.workflows.browserpool.publish import details, search_attribute_updates
     from devicepool.workflows.browserpool.status import (
         LOCAL_API_REFUSED,
@@ -212,7 +216,9 @@ class BrowserPoolWorkflow:
         )
         self.s.groups = {n: g for n, g in self.s.groups.items() if n in self.s.nodes}
         if answered:  # a listing shows every profile of the account
-            self._forget_replacements(profiles)
+            self.s.replacements = forget_replacements(
+                self.s.replacements, profiles, nodes=set(everywhere) | alive | lost
+            )
         troubles = self._troubles(failed, nodes.alive)
         gone = {n for n, t in troubles.items() if t.lost}
         limit = self._failure_limit()
@@ -236,14 +242,6 @@ class BrowserPoolWorkflow:
         self._publish(placement, profiles, alive, lost | gone, troubles, acted=False)
         await self._act(placement)
         self._publish(placement, profiles, alive, lost | gone, troubles)
-
-    def _forget_replacements(self, profiles: list[NodeProfile]) -> None:
-        """A replacement that is gone, or its slot's only profile, is one like the others."""
-        slots = Counter(p.slot for p in profiles)
-        listed = {p.id: p.slot for p in profiles}
-        self.s.replacements = [
-            pid for pid in self.s.replacements if pid in listed and slots[listed[pid]] > 1
-        ]
 
     def _troubles(
         self, failed: dict[str, tuple[str, str]], live: list[NodeInfo]
