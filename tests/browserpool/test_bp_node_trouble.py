@@ -504,14 +504,16 @@ async def test_a_slow_open_on_one_node_does_not_hide_another_nodes_trouble(
             await handle.terminate()
 
 
-@pytest.mark.parametrize("held", ["proxy-pool-missing", "open-busy"])
+@pytest.mark.parametrize("held", ["proxy-pool-missing", "open-busy", "browser-dies"])
 async def test_a_held_pool_waits_for_its_resync_not_two_seconds(
     env: WorkflowEnvironment, held: str
 ) -> None:
     """Second review, defects 1 and 4: a pass that wanted work woke the next in 2 s
     whatever came of it. A create held for the nodes' configuration (no such proxy pool)
     or an open every node answers busy cost a full pass (a registry query, a listing on
-    every node) every 2 s, for hours. A pass that did nothing waits for the resync."""
+    every node) every 2 s, for hours; so did an open that "works" whose browser dies at
+    once. A pass that did nothing (or opened again what it had just opened) waits for
+    the resync."""
     client = env.client
     pool = f"bp-held-{uuid.uuid4().hex[:4]}"
     resync = 8.0
@@ -535,6 +537,12 @@ async def test_a_held_pool_waits_for_its_resync_not_two_seconds(
                     )
 
                 node.activities._open = busy  # type: ignore[method-assign]
+            elif held == "browser-dies":  # the open answers success; no browser stays up
+
+                async def dies(profile_id: str) -> Any:
+                    return NodeOpenResult(open=True)
+
+                node.activities._open = dies  # type: ignore[method-assign]
         spec = BrowserPoolSpec.model_validate(
             {"replicas": 2, "proxy": {"poolRef": "nosuchproxy"}}
             if held == "proxy-pool-missing"

@@ -52,6 +52,9 @@ class BrowserPoolState(CamelModel):
     # its original (with the cookies) wins and the replacement goes (plan.py). Forgotten
     # once the replacement is its slot's only profile.
     replacements: list[str] = Field(default_factory=list)
+    # The profiles the last pass opened: opened again at once (its browser died), the
+    # next pass waits for the resync, not 2 s.
+    just_opened: list[str] = Field(default_factory=list)
 
 
 class BrowserPoolInput(CamelModel):

@@ -421,7 +421,11 @@ class BrowserPoolWorkflow:
         raise_if_cancelled()
         # One open per node (plan.py), the nodes side by side: each may take minutes.
         opened = await asyncio.gather(*(self._open(pid, node) for pid, node in placement.open))
-        self._dirty = self._dirty or done or any(opened)
+        # A profile opened again right after an open that worked (its browser died at once)
+        # is not news: the next pass waits for the resync.
+        fresh = {pid for (pid, _), ok in zip(placement.open, opened, strict=True) if ok}
+        self._dirty = self._dirty or done or bool(fresh - set(self.s.just_opened))
+        self.s.just_opened = sorted(fresh)
 
     async def _open(self, pid: str, node: str) -> bool:
         opened: NodeOpenResult | ActivityError
