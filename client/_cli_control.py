@@ -38,7 +38,9 @@ def replace(
     when_idle: Annotated[
         bool,
         typer.Option(
-            "--when-idle", help="once the device is idle (its replacement is created first)"
+            "--when-idle",
+            help="once the device is idle (its replacement is created first, unless a "
+            "spendCap leaves no room beside it: then it goes first)",
         ),
     ] = False,
 ) -> None:

@@ -65,7 +65,7 @@ def one_pass(
         generation=1,
         devices=devices,
         doomed=doomed,
-        slots=SlotBook(),
+        slots=kw.pop("slots", None) or SlotBook(),
         observed_slots=set(),
         replacements_owed=0,
         settings=SETTINGS,

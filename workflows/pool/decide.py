@@ -28,7 +28,7 @@ from devicepool.activities.models import (
     PoolSettings,
 )
 from devicepool.api.names import provision_workflow_id
-from devicepool.workflows.pool.plan import Plan, plan_pool
+from devicepool.workflows.pool.plan import COUNTED_STATUSES, Plan, plan_pool
 from devicepool.workflows.pool.slots import SlotBook
 
 __all__ = ["BatchOrder", "Decision", "decide", "wake_after"]
@@ -86,6 +86,7 @@ def decide(
     surge: int | None = None,
     reasons: Mapping[str, str] | None = None,
     left: Collection[str] = (),
+    account_capped: bool = False,
 ) -> Decision:
     """What this pass does. `act` False (the listing failed): only the plan, for the status.
 
@@ -96,10 +97,13 @@ def decide(
     Each is terminated only if idle, oldest first (asked again every pass until it is
     gone), and only while the pool keeps `replicas - unavailable` devices ready or busy
     without it: an expired or replaced device leaves once its replacement serves. When
-    the cap leaves no room for a replacement beside it (`Plan.capped_beside`), it goes
-    first instead, one at a time (`unavailable` at once if more), and its replacement
-    once it is gone. `left`: devices that went of the pool's own accord; while they
-    terminate, their replacements are the rollout's (held by `surge`), not repairs.
+    the cap leaves room for no replacement beside it (`Plan.capped_beside`), it goes
+    first instead, one at a time (`unavailable` at once if more) below what the cap
+    lets serve, and its replacement once it is gone; so it does when the account's
+    spendCap holds the pool's creates (`account_capped`, the ledger's word) and its
+    replacement waits for a permit. `left`: devices that went before their
+    replacement; while they terminate, their replacements are the rollout's (held by
+    `surge`), not repairs.
     `protected`: never picked for scale-down.
     """
     book = slots.model_copy(deep=True)
@@ -146,13 +150,24 @@ def decide(
     why = dict(reasons or {})
     # Leaving of the pool's own accord: idle ones, oldest first, as many as can go
     # while `replicas - unavailable` serve without them (a busy one waits for idle).
+    # A cap under `replicas` holds the pool there: what may be away is counted from it.
+    ceiling = replicas if cap is None else min(replicas, cap)
     serving = sum(1 for d in members if d.status in (READY, BUSY) and d.id not in plan.terminate)
-    spare = max(0, serving - (replicas - unavailable))
-    if plan.capped_beside:
-        # No room beside them, and none coming: they go first, one at a time at least.
-        ahead = max(0, serving - (replicas - max(1, unavailable)))
-        spare = max(spare, min(ahead, spare + plan.capped_beside))
+    spare = max(0, serving - (ceiling - unavailable))
     wanted = set(retire) | set(rolling)
+    # No room beside them, and none coming: they go first, one at a time at least.
+    held = plan.capped_beside
+    if not held and account_capped and not departing and not plan.remove_failed:
+        # The account's spendCap (its ledger's) holds this pool's creates: a replacement
+        # wanted beside a serving retiring device waits for a permit that device's
+        # going would make. Held like a cap of its own with no room beside.
+        serving_wanted = sum(1 for d in members if d.id in wanted and d.status in (READY, BUSY))
+        if serving_wanted and (plan.counts["pending"] or plan.create):
+            held = serving_wanted
+            ceiling = min(ceiling, sum(1 for d in members if d.status in COUNTED_STATUSES))
+    if held:
+        ahead = max(0, serving - (ceiling - max(1, unavailable)))
+        spare = max(spare, min(ahead, spare + held))
     idle = sorted(
         (
             d

@@ -271,8 +271,10 @@ class Lifecycle:
 
     def left(self) -> list[str]:
         """Devices that left of the pool's own accord (retired, rolled, replaced when
-        idle) and still terminate: their replacements are the rollout's (`decide`)."""
-        return sorted({d for fate in LEFT.values() for d in self._terminating(fate)})
+        idle) before their replacement, and still terminate: their replacements are the
+        rollout's (`decide`). One that left once its replacement served is owed none."""
+        first = set(self.state.left_first)
+        return sorted({d for fate in LEFT.values() for d in self._terminating(fate) if d in first})
 
     def allocation(self) -> tuple[list[str], Budgets]:
         """The expired devices to retire now (oldest first, within the budgets), and the

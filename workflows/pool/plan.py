@@ -30,10 +30,11 @@ Rules (DESIGN.md "How a pool converges"):
   `replicas + surge` devices bill, departing ones included (None: not limited).
   Growth and repairs are not held by it (`maxUnhealthy` and the cap govern them);
   while they bill above it, the replacements wait.
-- A replacement the cap leaves no room for beside a retiring device that serves
-  (`capped_beside`) is told apart: `decide` then lets the retiring device go
-  first; so is one of a `left` device, which comes once it is gone
-  (`capped_after`). Neither is in `capped`: no cap holds the pool below its size.
+- When the cap leaves room for no replacement at all beside the retiring devices
+  that serve (`capped_beside`), `decide` lets a retiring device go first; while
+  one still fits, they are replaced one after another, replacement first, and
+  those waiting for that room are `capped_after`, as is the replacement of a
+  `left` device, which comes once it is gone. Neither is in `capped`: no cap holds the pool below its size.
 - A surplus device a disruption budget holds (`max_terminate`) is no deadline:
   only devices still inside their idle grace say when to look again.
 """
@@ -152,8 +153,15 @@ def plan_pool(
         held_beside = max(0, beside - max(0, room - repair))
         capped, create = max(0, create - room), min(create, room)
         if not departing and not failed:
-            # Nothing billing now will be gone soon to make room: these cannot come first.
-            capped_beside = min(held_beside, leaving)
+            # Nothing billing now will be gone soon to make room. While one replacement
+            # fits beside them, or is there already (in flight, booting, serving), they
+            # come first, one after another (each retiring device leaves once its
+            # replacement serves, making room for the next); only when none can is
+            # none coming first.
+            if room - repair <= 0 and members + leaving <= replicas:
+                capped_beside = min(held_beside, leaving)
+            else:
+                capped_after = min(held_beside, leaving)  # each once a device is gone
         else:
             capped_after = min(held_beside, left)  # each comes once its device is gone
         capped -= capped_beside + capped_after

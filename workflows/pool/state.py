@@ -11,7 +11,7 @@ worker's settings) stays on the workflow. Pure: `now` comes in.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -67,6 +67,22 @@ def leaving_by_report(
         for d in devices
         if d.id in reported_gone and d.status != TERMINATED
     ]
+
+
+def watched_devices(
+    devices: Sequence[DeviceInfo], reported_leaving: Sequence[DeviceInfo]
+) -> list[DeviceInfo]:
+    """What the watch is told the provider lists now: the devices the pool goes by, and
+    those the health check reported it terminated that are still listed (terminating).
+    Without them, the watch found a change at its first poll, every time, for as long
+    as the provider listed them: a listing and a workflow task a round trip."""
+    return [*devices, *reported_leaving]
+
+
+def billed_devices(devices: Sequence[DeviceInfo], reported_leaving: Sequence[DeviceInfo]) -> int:
+    """How many devices bill now: every one the provider has not terminated, those the
+    health check removed included until they are gone."""
+    return sum(1 for d in [*devices, *reported_leaving] if d.status != TERMINATED)
 
 
 @dataclass
@@ -143,6 +159,10 @@ class PoolState(CamelModel):
     # made from (those rented before devices carried it).
     rolling: list[str] = Field(default_factory=list)
     unlabelled_hash: str | None = None
+    # Of the devices that left of the pool's own accord (`Fate.LEFT_*`), those that went
+    # before their replacement (no room beside): until gone, their replacements are the
+    # rollout's. One that went once its replacement served is owed nothing.
+    left_first: list[str] = Field(default_factory=list)
     # Doomed devices whose replacement is already credited (a device has one fate, and
     # `doomed` wins: it is terminated until that goes through); `replaced` once it did.
     # v0.1.0 kept the two facts in two lists (`doomed`, `replacing`).
@@ -299,6 +319,7 @@ class PoolState(CamelModel):
         listed = {d.id for d in devices if d.status != TERMINATED}
         for fate in LEFT.values():
             self.fates.clear([d for d in self.fates.of(fate) if d not in listed], fate)
+        self.left_first = [d for d in self.left_first if d in listed]
         devices = [d for d in devices if d.id not in reported_gone]
         gone = lost_offline(self.offline_seen, devices)
         fresh = [
@@ -389,6 +410,8 @@ class PoolState(CamelModel):
             went = device_id in only_if_idle and device_id not in failed
             if went and device_id not in skipped and why in LEFT:
                 self.fates.set([device_id], LEFT[why])
+                if device_id in first and device_id not in self.left_first:
+                    self.left_first.append(device_id)
         if failed:
             said.events.append(say.termination_failed(failed))
         for device_id in device_ids:

@@ -262,8 +262,9 @@ def spend_cap_condition(view: PoolView) -> ConditionUpdate | None:
             )
         else:
             what = (
-                f"the replacement of {plan.capped_after} device(s) that went first is "
-                "created once the provider has terminated it"
+                f"the replacement of {plan.capped_after} leaving device(s) is created once "
+                "the provider has terminated it (or another leaving device: one that went "
+                "first, or one whose replacement serves)"
             )
         return ConditionUpdate(
             ConditionType.SPEND_CAP_REACHED,

@@ -40,7 +40,13 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.pool.messages import PoolInput
     from devicepool.workflows.pool.plan import COUNTED_STATUSES, Plan
     from devicepool.workflows.pool.slots import SlotBook, observed_slots
-    from devicepool.workflows.pool.state import PoolState, Said, leaving_by_report
+    from devicepool.workflows.pool.state import (
+        PoolState,
+        Said,
+        billed_devices,
+        leaving_by_report,
+        watched_devices,
+    )
     from devicepool.workflows.pool.watch import DeviceWatch, Observations
     from devicepool.workflows.shared import versions
     from devicepool.workflows.shared.cancellation import raise_if_cancelled
@@ -292,6 +298,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             surge=life.surge(),
             reasons=life.reasons(),
             left=life.left(),
+            account_capped=self.s.account_cap is not None and self.s.account_cap.reached,
         )
 
     def _life(self) -> Lifecycle:
@@ -497,7 +504,7 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
                 if d.status in COUNTED_STATUSES and d.id not in self.s.doomed and d.id not in drift
             ),
         )
-        billing = sum(1 for d in self._devices if d.status != am.TERMINATED)
+        billing = billed_devices(self._devices, self._reported_leaving)
         self.s.accrue(now, billing, self._price)
         self._said(self.s.publish(st.published(self.s.status, view)))
         self._show()
@@ -576,7 +583,11 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
         # Only once this run started (or found) the health check may it be missed.
         health = names.health_workflow_id(self._name) if self._neighbours.health_running else None
         return await calls.watch_devices(
-            self._account, self._name, self._devices, self.settings, health_workflow_id=health
+            self._account,
+            self._name,
+            watched_devices(self._devices, self._reported_leaving),
+            self.settings,
+            health_workflow_id=health,
         )
 
     # ------------------------------------------------------------------ delete / hand over
