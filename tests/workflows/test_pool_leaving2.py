@@ -122,18 +122,20 @@ def test_a_device_that_left_after_its_replacement_served_holds_no_repair() -> No
 # ------------------------------------------------------------------ 4: the account's cap
 
 
-def test_an_account_cap_holding_the_replacement_lets_the_retiring_device_go_first() -> None:
-    # One pool on an account whose spendCap is its replicas: d1 expired, its replacement
-    # batch is in flight and the ledger holds it (the signal `account_capped`). Before,
-    # d1 waited for that replacement and the replacement for d1: for ever.
+def test_the_accounts_cap_never_takes_retiring_devices_away_one_pass_after_another() -> None:
+    # Review of f32d95a: with the account's spendCap holding the pool's creates, three
+    # devices expired together went first one per pass (d1, then d2 once d1 was unlisted,
+    # then d3) while their replacements waited for permits: none serving. A retiring
+    # device whose replacement the account's cap holds is kept; only the pool's own cap
+    # (which the pool counts itself) lets one go first.
     book = SlotBook()
-    generation, slots = book.take(1, generation=1, observed_slots=set())
+    generation, slots = book.take(3, generation=1, observed_slots=set())
     book.open_batch("p-b1", generation, slots, NOW - timedelta(minutes=5))
-    devices = [dev("d1", age=7200), dev("d2"), dev("d3")]
-    held = one_pass(devices, slots=book, retire=["d1"], account_capped=True)
-    assert held.terminate == ["d1"] and held.first == {"d1"}
-    # Not held by the account: it waits for its replacement to serve.
-    assert one_pass(devices, slots=book, retire=["d1"]).terminate == []
+    devices = [dev("d1", age=7200), dev("d2", age=7200), dev("d3", age=7200)]
+    first = one_pass(devices, slots=book, retire=["d1", "d2", "d3"])
+    assert first.terminate == [] and not first.first
+    after_d1 = one_pass(devices[1:], slots=book, retire=["d2", "d3"])
+    assert after_d1.terminate == []
 
 
 # ------------------------------------------------------------------ 5, 6: reported devices

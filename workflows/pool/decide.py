@@ -28,7 +28,7 @@ from devicepool.activities.models import (
     PoolSettings,
 )
 from devicepool.api.names import provision_workflow_id
-from devicepool.workflows.pool.plan import COUNTED_STATUSES, Plan, plan_pool
+from devicepool.workflows.pool.plan import Plan, plan_pool
 from devicepool.workflows.pool.slots import SlotBook
 
 __all__ = ["BatchOrder", "Decision", "decide", "wake_after"]
@@ -86,7 +86,6 @@ def decide(
     surge: int | None = None,
     reasons: Mapping[str, str] | None = None,
     left: Collection[str] = (),
-    account_capped: bool = False,
 ) -> Decision:
     """What this pass does. `act` False (the listing failed): only the plan, for the status.
 
@@ -99,9 +98,8 @@ def decide(
     without it: an expired or replaced device leaves once its replacement serves. When
     the cap leaves room for no replacement beside it (`Plan.capped_beside`), it goes
     first instead, one at a time (`unavailable` at once if more) below what the cap
-    lets serve, and its replacement once it is gone; so it does when the account's
-    spendCap holds the pool's creates (`account_capped`, the ledger's word) and its
-    replacement waits for a permit. `left`: devices that went before their
+    lets serve, and its replacement once it is gone (not on the account's spendCap: a
+    device whose replacement waits for the ledger's permit is kept). `left`: devices that went before their
     replacement; while they terminate, their replacements are the rollout's (held by
     `surge`), not repairs.
     `protected`: never picked for scale-down.
@@ -156,15 +154,10 @@ def decide(
     spare = max(0, serving - (ceiling - unavailable))
     wanted = set(retire) | set(rolling)
     # No room beside them, and none coming: they go first, one at a time at least.
+    # The account's spendCap (its ledger's) is not such a reason: going first on its word
+    # took one device a pass while the replacements waited for permits, down to none
+    # serving; a retiring device it holds is kept (docs/pools.md).
     held = plan.capped_beside
-    if not held and account_capped and not departing and not plan.remove_failed:
-        # The account's spendCap (its ledger's) holds this pool's creates: a replacement
-        # wanted beside a serving retiring device waits for a permit that device's
-        # going would make. Held like a cap of its own with no room beside.
-        serving_wanted = sum(1 for d in members if d.id in wanted and d.status in (READY, BUSY))
-        if serving_wanted and (plan.counts["pending"] or plan.create):
-            held = serving_wanted
-            ceiling = min(ceiling, sum(1 for d in members if d.status in COUNTED_STATUSES))
     if held:
         ahead = max(0, serving - (ceiling - max(1, unavailable)))
         spare = max(spare, min(ahead, spare + held))

@@ -298,7 +298,6 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
             surge=life.surge(),
             reasons=life.reasons(),
             left=life.left(),
-            account_capped=self.s.account_cap is not None and self.s.account_cap.reached,
         )
 
     def _life(self) -> Lifecycle:
