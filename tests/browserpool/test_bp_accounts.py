@@ -182,3 +182,42 @@ def test_a_dead_node_that_holds_nothing_is_forgotten() -> None:
     assert kept == {"n1": "", "n2": ""}, kept
     # nobody of n9's account answered: kept (it may hold profiles none can see).
     assert prune(known, groups, answered=set(), holders=set()) == known
+
+
+def _pass(
+    known: dict[str, str],
+    groups: dict[str, str],
+    live: dict[str, str],
+    saw: dict[str, set[str]],
+    profiles: list[NodeProfile],
+) -> tuple[dict[str, str], dict[str, str]]:
+    """What a pass keeps of nodes and groups after its listing (workflow.py `_pass`)."""
+    holders = {p.node for p in profiles}
+    answered = {n: len(s) for n, s in saw.items()}
+    known = remember(known, live=live, answered=answered, holders=holders)
+    groups = link(groups, known=known, saw=saw)
+    known = prune(known, groups, answered=set(saw), holders=holders)
+    return known, {n: g for n, g in groups.items() if n in known}
+
+
+def test_a_node_is_not_pruned_through_a_label_another_node_reuses() -> None:
+    """Review of issue 37 (rev37c), defect 1: labels were node names, and `link` joined
+    every node to its stored label, so n1 (forgotten, then back in another account)
+    joined the group n2 kept under the label "n1", its answers pruned n2, and the delete
+    ended Deleted with account A's profiles still on n2."""
+    a1, a2 = NodeProfile("a1", 0, "n1"), NodeProfile("a2", 1, "n2")
+    both = {"n1": {"n1", "n2"}, "n2": {"n1", "n2"}}
+    known, groups = _pass({}, {}, {"n1": "", "n2": ""}, both, [a1, a2])
+    assert known == {"n1": "", "n2": ""} and groups == {"n1": "n1", "n2": "n1"}
+    # n2 goes down; n1's desktop moves to account B: it lists none, and is forgotten.
+    known, groups = _pass(known, groups, {"n1": ""}, {"n1": set()}, [])
+    assert known == {"n2": ""}
+    # The pool creates b1 on n1 (account B); the next listing shows it.
+    known.setdefault("n1", "")
+    b1 = NodeProfile("b1", 0, "n1")
+    known, groups = _pass(known, groups, {"n1": ""}, {"n1": {"n1"}}, [b1])
+    assert "n2" in known and groups["n1"] != groups["n2"]
+    step = teardown_step(
+        known, live={"n1": ""}, listed={"n1"}, failed={}, profiles=[], groups=groups
+    )
+    assert step.reason == "NoLiveNode" and "n2" in step.message, step

@@ -621,3 +621,71 @@ async def test_a_delete_during_a_pass_starts_no_open(env: WorkflowEnvironment) -
         assert final["phase"] == "Deleted", final
         assert opens == [], opens
         assert placement(account, pool)["total"] == 0
+
+
+async def test_a_change_during_an_open_is_not_observed_by_that_pass(
+    env: WorkflowEnvironment,
+) -> None:
+    """Review of issue 37, defect 2: a pass published after its act with the generation
+    of the spec at that moment, so a change that landed while its open ran was reported
+    observed (`apply --wait` said ready) though the pass had planned from the spec read
+    at its start. The post-act status keeps the pass's start generation; the change is
+    observed by the pass that plans from it."""
+    client = env.client
+    pool = f"bp-gen-{uuid.uuid4().hex[:4]}"
+    async with node_stack(client) as (_account, nodes):
+        handle = await client.start_workflow(
+            BrowserPoolWorkflow.run,
+            BrowserPoolInput(
+                metadata=ObjectMeta(name=pool),
+                spec=BrowserPoolSpec(replicas=1, open=False),
+                settings=SETTINGS,
+            ),
+            id=browser_pool_workflow_id(pool),
+            task_queue=TASK_QUEUE,
+        )
+
+        async def one() -> bool:
+            return (await status(handle)).get("readyProfiles") == 1
+
+        await eventually(one, timeout=40, what="1 profile, closed")
+        opening, creating = asyncio.Event(), asyncio.Event()
+        release_open, release = asyncio.Event(), asyncio.Event()
+        for node in nodes.values():
+            acts = node.activities
+            real_keep, real_open = acts._one_per_mark, acts._open
+
+            async def held_open(profile_id: str, _real: Any = real_open) -> Any:
+                opening.set()
+                await asyncio.wait_for(release_open.wait(), timeout=60)
+                return await _real(profile_id)
+
+            async def held_keep(mark: str, made: str, _real: Any = real_keep) -> str:
+                creating.set()
+                await asyncio.wait_for(release.wait(), timeout=60)
+                return str(await _real(mark, made))
+
+            acts._open = held_open  # type: ignore[method-assign]
+            acts._one_per_mark = held_keep  # type: ignore[method-assign]
+        opened = BrowserApplyRequest(
+            metadata=ObjectMeta(name=pool), spec=BrowserPoolSpec(replicas=1, open=True)
+        )
+        first = await handle.execute_update(UPDATE_APPLY, opened)
+        try:
+            await asyncio.wait_for(opening.wait(), timeout=30)  # the open, held
+            more = BrowserApplyRequest(
+                metadata=ObjectMeta(name=pool), spec=BrowserPoolSpec(replicas=2, open=True)
+            )
+            second = await handle.execute_update(UPDATE_APPLY, more)
+            assert second["generation"] == first["generation"] + 1
+            # The open ends while the create it leads to stays held: the next pass (the
+            # one planned from the change) has not published after its act.
+            release_open.set()
+            await asyncio.wait_for(creating.wait(), timeout=30)
+            await asyncio.sleep(1)
+            s = await status(handle)
+            assert s.get("observedGeneration") == first["generation"], s
+        finally:
+            release_open.set()
+            release.set()
+            await handle.terminate()

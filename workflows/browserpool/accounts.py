@@ -71,26 +71,33 @@ def link(
     """The pool's nodes grouped by what they saw (node -> a label: the least node name of
     its group), kept only for remembered nodes (`known`). `saw`: for each node that
     answered, the nodes that made the profiles its listing showed: a listing shows only
-    its own account's profiles, so a node and those it saw are one account."""
-    parent: dict[str, str] = {}
+    its own account's profiles, so a node and those it saw are one account.
 
-    def find(n: str) -> str:
+    A stored label joins the nodes stored under it, never the node of that name: a node
+    forgotten and seen again (perhaps in another account) is not in its old group, and
+    its answers prune none of that group's nodes."""
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def find(n: tuple[str, str]) -> tuple[str, str]:
         while parent.setdefault(n, n) != n:
             n = parent[n]
         return n
 
-    def union(a: str, b: str) -> None:
+    def union(a: tuple[str, str], b: tuple[str, str]) -> None:
         ra, rb = find(a), find(b)
         if ra != rb:
             parent[max(ra, rb)] = min(ra, rb)
 
     for node, label in groups.items():
-        union(node, label)
+        union(("node", node), ("label", label))
     for node, others in saw.items():
         for other in others:
-            union(node, other)
+            union(("node", node), ("node", other))
     linked = set(groups) | set(saw) | {o for others in saw.values() for o in others}
-    return {n: find(n) for n in sorted(linked) if n in known}
+    least: dict[tuple[str, str], str] = {}
+    for n in sorted(linked, reverse=True):
+        least[find(("node", n))] = n
+    return {n: least[find(("node", n))] for n in sorted(linked) if n in known}
 
 
 def prune(

@@ -183,6 +183,9 @@ class BrowserPoolWorkflow:
 
     async def _pass(self) -> None:
         raise_if_cancelled()
+        # What this pass plans from: a change that lands while it lists or acts (an open
+        # may take minutes) is observed by the next pass, not reported done by this one.
+        spec, generation = self._spec, self.s.generation
         nodes = await self._nodes()
         if mixed := _accounts(nodes.alive):
             self._hold_mixed(mixed)
@@ -222,14 +225,14 @@ class BrowserPoolWorkflow:
         troubles = self._troubles(failed, nodes.alive)
         gone = {n for n, t in troubles.items() if t.lost}
         limit = self._failure_limit()
-        max_unhealthy = resolve_max_unhealthy(self._spec.health.max_unhealthy, self._spec.replicas)
+        max_unhealthy = resolve_max_unhealthy(spec.health.max_unhealthy, spec.replicas)
         placement = plan(
-            replicas=self._spec.replicas,
+            replicas=spec.replicas,
             profiles=profiles,
             # A node whose Local API has not answered for nodeLostAfterSeconds is lost.
             alive=alive - gone,
             lost=lost | gone,
-            open_wanted=self._spec.open,
+            open_wanted=spec.open,
             failures=self.s.failures,
             failure_limit=limit,
             max_unhealthy=max_unhealthy,
@@ -239,9 +242,11 @@ class BrowserPoolWorkflow:
         )
         # Said before the act as well: an open may take minutes, and a node's trouble (or
         # any change) is not kept from the status, the search attributes, --wait, so long.
-        self._publish(placement, profiles, alive, lost | gone, troubles, acted=False)
+        self._publish(placement, profiles, alive, lost | gone, troubles, spec=spec)
         await self._act(placement)
-        self._publish(placement, profiles, alive, lost | gone, troubles)
+        self._publish(
+            placement, profiles, alive, lost | gone, troubles, spec=spec, generation=generation
+        )
 
     def _troubles(
         self, failed: dict[str, tuple[str, str]], live: list[NodeInfo]
@@ -462,10 +467,12 @@ class BrowserPoolWorkflow:
         lost: set[str],
         troubles: dict[str, NodeTrouble],
         *,
-        acted: bool = True,
+        spec: BrowserPoolSpec,
+        generation: int | None = None,
     ) -> None:
-        """The pass's status (`acted`: after its act; before it, the generation observed
-        stays the last pass's: `--wait` must not take a plan for its outcome)."""
+        """The pass's status, from the spec it planned from (`generation`: the one that
+        spec had, after its act; None before it: the generation observed stays the last
+        pass's, `--wait` must not take a plan for its outcome)."""
         leaving = {pid for pid, _ in placement.delete}
         waiting = {p.id for p in placement.waiting}
         self._rows = [
@@ -487,7 +494,7 @@ class BrowserPoolWorkflow:
         problem = self._config_problem
         self.s.status = pass_status(
             self.s.status,
-            spec=self._spec,
+            spec=spec,
             placement=placement,
             alive=alive,
             lost=lost,
@@ -497,7 +504,7 @@ class BrowserPoolWorkflow:
             else None,
             failure_limit=self._failure_limit(),
             now=workflow.now(),
-            generation=self.s.generation if acted else self.s.status.observed_generation,
+            generation=self.s.status.observed_generation if generation is None else generation,
         )
         self._show()
 
