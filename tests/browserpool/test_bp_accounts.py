@@ -221,3 +221,21 @@ def test_a_node_is_not_pruned_through_a_label_another_node_reuses() -> None:
         known, live={"n1": ""}, listed={"n1"}, failed={}, profiles=[], groups=groups
     )
     assert step.reason == "NoLiveNode" and "n2" in step.message, step
+
+
+def test_a_silent_node_of_no_known_account_holds_the_teardown() -> None:
+    """Review of issue 37 (rev37c), related to defect 1: n1 names A; n3 names none and
+    has no group (it made b1, no listing has shown it yet), and may be another account's
+    node. Its listing fails at delete: it went with A (the one account named), n1's
+    "none left" ended the pool Deleted with b1 on n3. It holds until it answers."""
+    known, groups = {"n1": "A", "n3": ""}, {"n1": "n1"}
+    live = {"n1": "A", "n3": ""}
+    step = teardown_step(
+        known,
+        live=live,
+        listed={"n1", "n3"},
+        failed={"n3": "HTTP refused"},
+        profiles=[],
+        groups=groups,
+    )
+    assert step.reason == "NodeDown" and "n3" in step.message, step

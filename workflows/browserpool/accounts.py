@@ -221,7 +221,11 @@ def teardown_step(
     # left", holds nothing: a listing shows every profile of the account.
     unseen = {n for _, nodes in blind for n in nodes}
     holding = {p.node for p in profiles} | unseen
-    silent = {n: cause for n, cause in failed.items() if n in holding or not known}
+    # A remembered node that names no account and saw none of the others' profiles went
+    # with the one account named; it may be another account's: silent, it holds.
+    loose = {n for n, account in known.items() if not account and not live.get(n)}
+    loose -= set((groups or {}).keys())
+    silent = {n: cause for n, cause in failed.items() if n in holding or n in loose or not known}
     down = sorted({p.node for p in profiles if p.node not in live} | set(silent))
     if down:
         message = (
