@@ -66,4 +66,7 @@ async def test_a_sweep_no_worker_answers_ends_at_the_timeout_with_one_line(
     message = str(refused.value)
     assert "\n" not in message, message
     assert message.startswith(f"orphan sweep of account {account!r}: no worker answered in time")
-    assert TIMEOUT <= took < TIMEOUT + 5, took
+    # The promise is "at its timeout, not for ever": how late it ends past the timeout is
+    # the machine's load (3.1 s alone, 12.6 s once under a full `make test` beside other
+    # work on 2 cores), so the bound only tells a timeout from a wait that never ends.
+    assert TIMEOUT <= took < TIMEOUT + 30, took
