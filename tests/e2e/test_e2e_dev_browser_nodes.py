@@ -150,7 +150,7 @@ def test_the_demos_browser_pool_spreads_over_both_node_workers_and_goes(tmp_path
     assert "quickstart-browsers" not in json.dumps(left.get("profiles", left))
 
 
-@pytest.mark.timeout(300)  # about 100 s: a stack, a node lost and back, a teardown
+@pytest.mark.timeout(420)  # about 45-125 s: a stack, a node lost and back, a teardown
 def test_a_silent_node_worker_loses_its_profiles_to_the_other_and_gets_them_back(
     tmp_path: Path,
 ) -> None:
@@ -183,8 +183,10 @@ def test_a_silent_node_worker_loses_its_profiles_to_the_other_and_gets_them_back
             pid for pid in descendants(stack.process.pid) if "worker --node node-1" in cmdline(pid)
         ]
         os.kill(frozen, signal.SIGSTOP)
+        # About 25 s alone (lost after 6 s, two creates and opens on node-2); a full
+        # `make test` on 2 cores once took it past 90 s, so the bound leaves room for load.
         lost = wait_until(
-            lambda: spread({"node-2": 4}), timeout=90, what="node-1's two made again on node-2"
+            lambda: spread({"node-2": 4}), timeout=150, what="node-1's two made again on node-2"
         )
         assert lost["lostProfiles"] == 2, lost
         os.kill(frozen, signal.SIGCONT)
