@@ -78,6 +78,9 @@ class PoolSettings(CamelModel):
     startup_timeout_seconds: float = Field(default=300.0, gt=0)
     idle_grace_seconds: float = Field(default=60.0, ge=0)
     provision_batch_size: int = Field(default=20, ge=1, le=100)
+    # A batch quiet for twice the startup timeout and this long is asked after
+    # (does it still run?). Shorter only in tests.
+    batch_check_grace_seconds: float = Field(default=60.0, gt=0)
     # Longest a quiet pool goes without a workflow task (the watch activity's cap).
     watch_max_seconds: float = Field(default=3600.0, gt=0)
     # How often the pool's watch asks Temporal whether the pool's health check

@@ -5,34 +5,40 @@ grants nothing (a window spent by other pools for longer than the pool's old
 "forget a batch after 2 x startup timeout + 60 s" deadline). When it goes away,
 the waiting batch creates its devices; the pool must not have planned them
 again under new keys meanwhile.
+
+The pool asks after a batch quiet for `2 x startup timeout + batch_check_grace_seconds`
+(60 s by default; 1 s here): the test waits for two such checks, not for a clock.
 """
 
 from __future__ import annotations
 
-import asyncio
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import httpx
 import pytest
 from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.common import RawValue
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.api.names import ledger_workflow_id
+from devicepool.api.names import WORKFLOW_PROVISION_BATCH, ledger_workflow_id, pool_workflow_id
 from devicepool.testing import eventually
 from devicepool.worker.build import new_worker
+from tests.helpers.histories import run_histories
 from tests.helpers.settings import FAST
 from tests.helpers.workflow_stack import pool_counts, pool_devices, start_pool
 
 pytestmark = pytest.mark.devserver
 
 ACCOUNT = "second"
-STARTUP = 3.0  # the old deadline: 2 x 3 + 60 = 66 s
+STARTUP = 3.0
+GRACE = 1.0  # a quiet batch is asked after every 2 x 3 + 1 = 7 s (the old deadline)
 
 
 @workflow.defn(name="SpentWindow")
@@ -60,7 +66,9 @@ async def test_a_batch_waiting_past_the_old_deadline_is_not_planned_again(
 ) -> None:
     name = f"wf-{uuid.uuid4().hex[:8]}"
     queue = f"spent-window-{name}"
-    settings = FAST.model_copy(update={"startup_timeout_seconds": STARTUP})
+    settings = FAST.model_copy(
+        update={"startup_timeout_seconds": STARTUP, "batch_check_grace_seconds": GRACE}
+    )
     # A test stand-in: no sandbox (this module imports httpx and the fixtures).
     async with new_worker(
         env.client,
@@ -78,7 +86,13 @@ async def test_a_batch_waiting_past_the_old_deadline_is_not_planned_again(
             return await ledger.query(SpentWindow.requests_seen) > 0
 
         await eventually(asked, what="the batch to ask for permits")
-        await asyncio.sleep(2 * STARTUP + 60 + 5)  # past the old deadline, still waiting
+
+        async def checked_twice() -> bool:
+            # The second check starts in a pass after the first one's plan and acts.
+            return (await pool_history(env, name))["running_workflows"] >= 2
+
+        await eventually(checked_twice, what="the pool to ask after its batch twice", timeout=60)
+        assert (await pool_history(env, name))[WORKFLOW_PROVISION_BATCH] == 1
         # This pool's own counts (a new pool): another test's teardown moves the
         # session-wide ones.
         assert (await pool_counts(control, name, account=ACCOUNT))["created"] == 0
@@ -89,9 +103,28 @@ async def test_a_batch_waiting_past_the_old_deadline_is_not_planned_again(
         return len(devices) == 2 and all(d["status"] == "ready" for d in devices)
 
     await eventually(ready, what="2 ready devices", timeout=40)
-    await asyncio.sleep(2)  # a few passes after convergence
+    # One batch, ever: nothing planned again could create later.
+    assert (await pool_history(env, name))[WORKFLOW_PROVISION_BATCH] == 1
     assert await pool_counts(control, name, account=ACCOUNT) == {"created": 2, "terminated": 0}
     await handle.cancel()
     with pytest.raises(WorkflowFailureError):
         await handle.result()
     assert await pool_devices(control, name, account=ACCOUNT) == []
+
+
+async def pool_history(env: WorkflowEnvironment, name: str) -> Counter[str]:
+    """The batches the pool started and the `running_workflows` checks it completed, by name."""
+    seen: Counter[str] = Counter()
+    for history in await run_histories(env.client, pool_workflow_id(name)):
+        scheduled = {}
+        for event in history.events:
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                attrs = event.activity_task_scheduled_event_attributes
+                scheduled[event.event_id] = attrs.activity_type.name
+            elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                attrs_done = event.activity_task_completed_event_attributes
+                seen[scheduled.get(attrs_done.scheduled_event_id, "")] += 1
+            elif event.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+                child = event.start_child_workflow_execution_initiated_event_attributes
+                seen[child.workflow_type.name] += 1
+    return seen

@@ -684,7 +684,10 @@ class DevicePoolWorkflow(PoolMessages, DeviceControl):
     @property
     def _check_every(self) -> timedelta:
         """How long a batch may stay quiet before the pool asks whether it still runs."""
-        return timedelta(seconds=2 * self.settings.startup_timeout_seconds + 60)
+        settings = self.settings
+        return timedelta(
+            seconds=2 * settings.startup_timeout_seconds + settings.batch_check_grace_seconds
+        )
 
     @property
     def _node(self) -> str:
