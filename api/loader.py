@@ -20,21 +20,18 @@ return the stored version (v1beta1) of what they read, in either version.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
 import pydantic
 
-from devicepool.api import v1alpha1
-from devicepool.api.browserpool import conversion as browser_conversion
-from devicepool.api.browserpool import v1alpha1 as browser_v1alpha1
 from devicepool.api.browserpool.v1beta1 import BrowserPool
-from devicepool.api.conversion import API_VERSIONS, ConversionError, to_v1beta1
+from devicepool.api.converter import API_VERSIONS, ConversionError
 from devicepool.api.documents import parse_documents, read_text
-from devicepool.api.names import API_VERSION_V1ALPHA1, KIND_BROWSER_POOL, KIND_DEVICE_POOL, KINDS
+from devicepool.api.kinds import kind_named
+from devicepool.api.names import API_VERSION_V1BETA1, KIND_DEVICE_POOL, KINDS
 from devicepool.api.problems import Loc, ManifestError, loc_path, problem_line, show_value
-from devicepool.api.v1alpha1 import PoolResource
 from devicepool.api.v1beta1 import DevicePool
 from devicepool.api.validation_messages import format_errors, format_validation_error
 
@@ -47,16 +44,6 @@ RESOURCE_KINDS: tuple[str, ...] = KINDS
 
 # A pool of either kind, in the stored version.
 Resource = DevicePool | BrowserPool
-
-# kind -> (its v1alpha1 model, its stored v1beta1 model, the conversion between them)
-_MODELS: dict[str, tuple[type[PoolResource], type[PoolResource], Callable[[Any], Resource]]] = {
-    KIND_DEVICE_POOL: (v1alpha1.DevicePool, DevicePool, to_v1beta1),
-    KIND_BROWSER_POOL: (
-        browser_v1alpha1.BrowserPool,
-        BrowserPool,
-        browser_conversion.to_v1beta1,
-    ),
-}
 MANIFEST_SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".json")
 
 # What the server sets and `get -o yaml` prints: ignored on apply, as kubectl
@@ -254,16 +241,16 @@ def _parse_document(
             problems.append(problem_line(prefix, (*base, key), rule))
     if problems:
         return None, problems
-    alpha, stored, convert = _MODELS[data["kind"]]
-    model = alpha if data["apiVersion"] == API_VERSION_V1ALPHA1 else stored
+    kind = kind_named(data["kind"])
+    model = kind.models[data["apiVersion"]]
     try:
         pool = model.model_validate(_without_server_set(data))
     except pydantic.ValidationError as exc:
         return None, format_errors(exc.errors(), model=model, prefix=prefix, base=base)
-    if isinstance(pool, DevicePool | BrowserPool):
-        return pool, []
+    if data["apiVersion"] == API_VERSION_V1BETA1:
+        return cast(Resource, pool), []
     try:
-        return convert(pool), []
+        return kind.conversion.to_v1beta1(pool), []
     except ConversionError as exc:
         return None, [f"{prefix}{loc_path(base) + '.' if base else ''}{exc}"]
 

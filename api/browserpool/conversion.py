@@ -1,12 +1,11 @@
-"""Conversion between BrowserPool versions, lossless both ways (as `api.conversion` for DevicePool).
+"""BrowserPool's conversion rules (`api.converter` is the engine), and its functions.
 
-v1alpha1 → v1beta1 always fits. v1beta1 → v1alpha1 keeps what v1alpha1 cannot
-say (`health`) in the same annotation as DevicePool, `CONVERSION_ANNOTATION`,
-and the way back reads it again (a hypothesis property checks both directions).
+v1beta1 → v1alpha1 keeps what v1alpha1 cannot say (`health`) in the same
+annotation as DevicePool, `CONVERSION_ANNOTATION`, and the way back reads it
+again (a hypothesis property checks both directions).
 
-`stored_spec` reads a spec of either version into the stored one, for the
-messages that carry a spec. There is no `wire_spec` here: no build that knows
-BrowserPool predates v1beta1, so a client always sends the stored version.
+There is no `wire_spec` here: no build that knows BrowserPool predates v1beta1,
+so a client always sends the stored version.
 """
 
 from __future__ import annotations
@@ -17,19 +16,14 @@ from typing import Any
 import pydantic
 
 from devicepool.api.browserpool import v1alpha1, v1beta1
-from devicepool.api.conversion import (
-    API_VERSIONS,
-    CONVERSION_ANNOTATION,
-    ConversionError,
-    put_kept,
-    take_kept,
-)
-from devicepool.api.names import API_VERSION_V1ALPHA1, API_VERSION_V1BETA1, KIND_BROWSER_POOL
+from devicepool.api.converter import Converter
+from devicepool.api.names import KIND_BROWSER_POOL
 from devicepool.api.v1alpha1 import ProxySpec as AlphaProxySpec
 from devicepool.api.v1beta1 import ProxySpec as BetaProxySpec
 from devicepool.api.validation_messages import format_errors
 
 __all__ = [
+    "BROWSER_POOL",
     "KEPT_FIELDS",
     "convert",
     "looks_v1alpha1",
@@ -44,8 +38,6 @@ __all__ = [
 
 # The v1beta1 spec fields a v1alpha1 BrowserPool has no place for (each a mapping).
 KEPT_FIELDS = frozenset({"health"})
-
-AnyBrowserPool = v1alpha1.BrowserPool | v1beta1.BrowserPool
 
 
 # --- specs --------------------------------------------------------------------------
@@ -93,43 +85,6 @@ def spec_to_v1alpha1(
     return alpha, ({"health": health} if health else {})
 
 
-# --- pools --------------------------------------------------------------------------
-
-
-def to_v1beta1(pool: v1alpha1.BrowserPool) -> v1beta1.BrowserPool:
-    annotations, kept = take_kept(
-        pool.metadata.annotations, fields=KEPT_FIELDS, kind=KIND_BROWSER_POOL
-    )
-    try:
-        spec = spec_to_v1beta1(pool.spec, kept)
-    except pydantic.ValidationError as exc:
-        raise _bad_annotation(exc) from None
-    metadata = pool.metadata.model_copy(update={"annotations": annotations})
-    converted = v1beta1.BrowserPool(metadata=metadata, spec=spec, status=pool.status)
-    return converted.read_from(pool.source)
-
-
-def to_v1alpha1(pool: v1beta1.BrowserPool) -> v1alpha1.BrowserPool:
-    spec, kept = spec_to_v1alpha1(pool.spec)
-    annotations = put_kept(pool.metadata.annotations, kept)
-    metadata = pool.metadata.model_copy(update={"annotations": annotations})
-    converted = v1alpha1.BrowserPool(metadata=metadata, spec=spec, status=pool.status)
-    return converted.read_from(pool.source)
-
-
-def convert(pool: AnyBrowserPool, api_version: str) -> AnyBrowserPool:
-    """`pool` in `api_version` (one of `API_VERSIONS`); itself if already in it."""
-    if api_version == pool.api_version:
-        return pool
-    if api_version == API_VERSION_V1BETA1 and isinstance(pool, v1alpha1.BrowserPool):
-        return to_v1beta1(pool)
-    if api_version == API_VERSION_V1ALPHA1 and isinstance(pool, v1beta1.BrowserPool):
-        return to_v1alpha1(pool)
-    raise ConversionError(
-        f"apiVersion: unsupported {api_version!r}, supported: {', '.join(API_VERSIONS)}"
-    )
-
-
 def looks_v1alpha1(spec: Any) -> bool:
     """Whether a BrowserPool spec mapping is written in v1alpha1 (`proxy.stickyTTL`).
 
@@ -141,58 +96,27 @@ def looks_v1alpha1(spec: Any) -> bool:
     return isinstance(proxy, dict) and bool({"stickyTTL", "sticky_ttl"} & proxy.keys())
 
 
-def stored_spec(value: Any) -> Any:
-    """A before-validator: a v1alpha1 BrowserPool spec mapping, read into v1beta1; else as is.
-
-    For the messages that carry a spec (a pool's input, its `apply` update):
-    `Annotated[v1beta1.BrowserPoolSpec, BeforeValidator(stored_spec)]`.
-    """
-    if looks_v1alpha1(value):
-        # A message between builds: fields this build does not know are ignored.
-        alpha = v1alpha1.BrowserPoolSpec.model_validate(value, extra="ignore")
-        return spec_to_v1beta1(alpha)
-    return value
-
-
-def stored_spec_json(spec: dict[str, Any]) -> dict[str, Any]:
-    """A BrowserPool spec's JSON in the stored version; what does not validate, as it is."""
-    if not looks_v1alpha1(spec):
-        return dict(spec)
-    try:
-        return stored_spec(spec).to_json_dict()  # type: ignore[no-any-return]
-    except pydantic.ValidationError:
-        return dict(spec)
-
-
-def resource_json_in(resource: dict[str, Any], *, api_version: str) -> dict[str, Any]:
-    """A stored BrowserPool's `{metadata, spec}` JSON as a manifest in `api_version`.
-
-    What does not validate (a view built from search attributes when no worker
-    answered) is shown with only its version and kind changed.
-    """
-    if api_version not in API_VERSIONS:
-        raise ConversionError(
-            f"--api-version: unsupported {api_version!r}, supported: {', '.join(API_VERSIONS)}"
-        )
-    metadata, spec = dict(resource.get("metadata") or {}), dict(resource.get("spec") or {})
-    head = {"apiVersion": api_version, "kind": KIND_BROWSER_POOL}
-    if api_version == API_VERSION_V1BETA1:
-        return {**head, "metadata": metadata, "spec": spec}
-    try:
-        pool = v1beta1.BrowserPool.model_validate({"metadata": metadata, "spec": spec})
-    except pydantic.ValidationError:
-        return {**head, "metadata": metadata, "spec": spec}
-    converted = to_v1alpha1(pool).to_json_dict()
-    return {**head, "metadata": converted["metadata"], "spec": converted["spec"]}
-
-
-# --- the annotation -----------------------------------------------------------------
-
-
-def _bad_annotation(exc: pydantic.ValidationError) -> ConversionError:
+def _annotation_problem(exc: pydantic.ValidationError) -> str:
     # The first problem, in the manifest's words (`health.failureStreakLimit: must be >= 1, ...`).
     [first, *_] = format_errors(exc.errors(), model=v1beta1.BrowserPoolSpec, prefix="", base=())
-    return ConversionError(
-        f"metadata.annotations.{CONVERSION_ANNOTATION}: {first}"
-        " (remove the annotation or convert the pool again)"
-    )
+    return first
+
+
+BROWSER_POOL: Converter[v1alpha1.BrowserPool, v1beta1.BrowserPool] = Converter(
+    alpha=v1alpha1.BrowserPool,
+    stored=v1beta1.BrowserPool,
+    spec_to_stored=spec_to_v1beta1,
+    spec_to_alpha=spec_to_v1alpha1,
+    looks_alpha=looks_v1alpha1,
+    kept_fields=KEPT_FIELDS,
+    renames={("proxy", "stickyTTL"): ("proxy", "sessionTTL")},
+    annotation_problem=_annotation_problem,
+    named_in_errors=KIND_BROWSER_POOL,
+)
+
+to_v1beta1 = BROWSER_POOL.to_v1beta1
+to_v1alpha1 = BROWSER_POOL.to_v1alpha1
+convert = BROWSER_POOL.convert
+stored_spec = BROWSER_POOL.stored_spec
+stored_spec_json = BROWSER_POOL.stored_spec_json
+resource_json_in = BROWSER_POOL.resource_json_in
