@@ -1,19 +1,19 @@
 """What the pool's events say: one pure function per kind of thing that happens to a pool.
 
 Each returns the `(reason, message, warning)` triples the pool records
-(`workflows/pool/event_log.py`); the workflow only says when. Messages name devices and
+(`workflows/reconciler/events.py`); the workflow only says when. Messages name devices and
 counts, never secrets, and read as kubectl's do ("created 4 device(s)").
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
 
 from devicepool.api.durations import format_duration
 from devicepool.api.v1beta1 import LifetimeSpec
 from devicepool.workflows.pool.backoff import Backoff
 from devicepool.workflows.pool.slots import SlotBook
+from devicepool.workflows.reconciler.events import Happened
 from devicepool.workflows.shared.protocol import BatchReport, HealthReport
 
 __all__ = [
@@ -37,13 +37,6 @@ __all__ = [
 NAMED = 5
 # What the scale-down's re-check says of a device already being removed.
 _LEAVING = frozenset({"status terminating", "status terminated"})
-
-
-@dataclass(frozen=True)
-class Happened:
-    reason: str
-    message: str = ""
-    warning: bool = False
 
 
 def ids(device_ids: Iterable[str]) -> str:

@@ -8,7 +8,6 @@ them.
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BeforeValidator, ConfigDict, Field
@@ -19,18 +18,22 @@ from devicepool.api.conversion import stored_spec
 from devicepool.api.v1beta1 import DevicePoolSpec, Duration, ObjectMeta
 from devicepool.workflows.pool.slots import InFlightBatch
 from devicepool.workflows.pool.state import PoolState
+from devicepool.workflows.reconciler.messages import Accepted, ApplyResult, ScaleRequest
 from devicepool.workflows.shared.protocol import BatchReport, HealthConfig, HealthReport
 
 # Re-exported: `PoolSettings` is defined beside the activity that serves it, the
 # batch messages beside the slot book that applies them, `PoolState` on its own
-# (with the health report it carries).
+# (with the health report it carries), what every kind's updates answer in the shell.
 __all__ = [
+    "Accepted",
+    "ApplyResult",
     "BatchReport",
     "HealthConfig",
     "HealthReport",
     "InFlightBatch",
     "PoolSettings",
     "PoolState",
+    "ScaleRequest",
 ]
 
 
@@ -54,34 +57,6 @@ class ApplyRequest(CamelModel):
 
     metadata: ObjectMeta
     spec: StoredSpec
-
-
-class ScaleRequest(CamelModel):
-    """Update `scale_update` (the CLI) and, as plain JSON, signal `scale`."""
-
-    # Strict: `"5"` or `true` from a hand-written signal must not pass as a count.
-    replicas: int = Field(strict=True)
-
-
-class ApplyResult(StrEnum):
-    """What an `apply` did, in kubectl's words."""
-
-    CREATED = "created"  # the update that started the pool
-    CONFIGURED = "configured"  # the spec (or metadata) changed
-    UNCHANGED = "unchanged"  # the pool already had this spec
-
-
-class Accepted(CamelModel):
-    """What an update answers: the generation the change was accepted as."""
-
-    # Fields this version does not know are ignored, not refused: a worker newer
-    # than its client may answer with more.
-    model_config = ConfigDict(**{**CamelModel.model_config, "extra": "ignore"})
-
-    generation: int
-    replicas: int
-    # Set by `apply` only. None: `scale_update`, or a worker from before the field.
-    result: ApplyResult | None = None
 
 
 class DevicesView(CamelModel):

@@ -1,66 +1,54 @@
-"""The pool's search attributes as typed SDK keys, defined once.
-
-The names and Temporal types are in `api.names.SEARCH_ATTRIBUTES` (the deploy
-files register exactly those); here they become `SearchAttributeKey`s for the
-workflow that upserts them, the client that lists pools by them and the test
-environments that register them.
-"""
+"""A DevicePool's search attributes, by name; the keys every kind shares, and the upsert of
+what changed, are the shell's (`workflows/reconciler/search_attributes.py`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from temporalio.common import (
-    SearchAttributeKey,
-    SearchAttributePair,
-    SearchAttributeUpdate,
-    TypedSearchAttributes,
-)
+from temporalio.common import SearchAttributeUpdate, TypedSearchAttributes
 
-from devicepool.api.names import (
-    SA_ACCOUNT,
-    SA_DESIRED,
-    SA_PHASE,
-    SA_PLATFORM,
-    SA_READY,
-    SA_REGION,
-)
+from devicepool.api.names import SA_ACCOUNT, SA_DESIRED, SA_PHASE, SA_PLATFORM, SA_READY, SA_REGION
 from devicepool.api.v1beta1 import DevicePoolSpec, DevicePoolStatus
-
-KEY_PLATFORM = SearchAttributeKey.for_keyword(SA_PLATFORM)
-KEY_REGION = SearchAttributeKey.for_keyword(SA_REGION)
-KEY_ACCOUNT = SearchAttributeKey.for_keyword(SA_ACCOUNT)
-KEY_PHASE = SearchAttributeKey.for_keyword(SA_PHASE)
-KEY_DESIRED = SearchAttributeKey.for_int(SA_DESIRED)
-KEY_READY = SearchAttributeKey.for_int(SA_READY)
-
-ALL_KEYS: tuple[SearchAttributeKey[Any], ...] = (
-    KEY_PLATFORM,
-    KEY_REGION,
-    KEY_DESIRED,
-    KEY_READY,
-    KEY_PHASE,
+from devicepool.workflows.reconciler.search_attributes import (
+    ALL_KEYS,
     KEY_ACCOUNT,
+    KEY_DESIRED,
+    KEY_PHASE,
+    KEY_PLATFORM,
+    KEY_READY,
+    KEY_REGION,
+    search_attribute_keys,
+    updates,
 )
 
+__all__ = [
+    "ALL_KEYS",
+    "KEY_ACCOUNT",
+    "KEY_DESIRED",
+    "KEY_PHASE",
+    "KEY_PLATFORM",
+    "KEY_READY",
+    "KEY_REGION",
+    "search_attribute_keys",
+    "search_attribute_updates",
+    "wanted",
+]
 
-def search_attribute_keys() -> list[SearchAttributeKey[Any]]:
-    """Every pool search attribute as an SDK key (e.g. for `WorkflowEnvironment.start_local`)."""
-    return list(ALL_KEYS)
+
+def wanted(spec: DevicePoolSpec, status: DevicePoolStatus) -> dict[str, str | int]:
+    """A DevicePool's search attributes, by name."""
+    return {
+        SA_PLATFORM: spec.platform.value,
+        SA_REGION: spec.region,
+        SA_ACCOUNT: spec.account,
+        SA_PHASE: status.phase.value,
+        SA_DESIRED: spec.replicas,
+        SA_READY: status.ready_devices + status.busy_devices,
+    }
 
 
 def search_attribute_updates(
     spec: DevicePoolSpec, status: DevicePoolStatus, current: TypedSearchAttributes
 ) -> list[SearchAttributeUpdate[Any]]:
     """Only what differs from the workflow's current search attributes."""
-    wanted: list[SearchAttributePair[Any]] = [
-        SearchAttributePair(KEY_PLATFORM, spec.platform.value),
-        SearchAttributePair(KEY_REGION, spec.region),
-        SearchAttributePair(KEY_ACCOUNT, spec.account),
-        SearchAttributePair(KEY_PHASE, status.phase.value),
-        SearchAttributePair(KEY_DESIRED, spec.replicas),
-        SearchAttributePair(KEY_READY, status.ready_devices + status.busy_devices),
-    ]
-    return [
-        pair.key.value_set(pair.value) for pair in wanted if current.get(pair.key) != pair.value
-    ]
+    return updates(wanted(spec, status), current)

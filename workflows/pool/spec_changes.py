@@ -6,14 +6,12 @@ before anything is written to history.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from pydantic import ValidationError
-
 from devicepool.api.v1beta1 import DevicePoolSpec, check_replicas
-from devicepool.api.validation_messages import format_errors
 from devicepool.workflows.pool.messages import ApplyRequest, ScaleRequest
+from devicepool.workflows.reconciler import messages
+from devicepool.workflows.reconciler.messages import short_json
 
 __all__ = ["body_changed", "parse_scale_signal", "refuse_apply", "short_json"]
 
@@ -43,31 +41,8 @@ def body_changed(old: DevicePoolSpec, new: DevicePoolSpec) -> bool:
 
 
 def parse_scale_signal(payload: Any) -> ScaleRequest:
-    """The `scale` signal's plain JSON, checked; `ValueError` with a one-line message if bad.
-
-    Worded as a manifest's errors are (`api.validation_messages`): JSON field
-    names, "did you mean" for a near miss, no pydantic phrasing.
-    """
-    if not isinstance(payload, dict):
-        raise ValueError(
-            f'must be a JSON object such as {{"replicas": 3}}, got {short_json(payload)}'
-        )
-    try:
-        request = ScaleRequest.model_validate(payload)
-    except ValidationError as err:
-        lines = format_errors(err.errors(), model=ScaleRequest, prefix="", base=())
-        raise ValueError("; ".join(lines)) from None
-    check_replicas(request.replicas)
-    return request
-
-
-def short_json(payload: Any) -> str:
-    """`payload` as the JSON a user sent (`{"replica": 4}`), cut to 80 characters."""
-    try:
-        text = json.dumps(payload, ensure_ascii=False, default=repr)
-    except (TypeError, ValueError):  # e.g. a circular structure: not from JSON anyway
-        text = repr(payload)
-    return text if len(text) <= 80 else text[:77] + "..."
+    """The `scale` signal's plain JSON, checked; `ValueError` with a one-line message if bad."""
+    return messages.parse_scale_signal(payload, check=check_replicas)
 
 
 def _at(fields: dict[str, Any], path: str) -> Any:

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
 
-from devicepool.api.browserpool.v1beta1 import BrowserConditionType, BrowserPoolStatus
 from devicepool.api.v1beta1 import (
-    Condition,
     ConditionStatus,
     ConditionType,
     DevicePoolSpec,
@@ -24,6 +21,11 @@ from devicepool.api.v1beta1 import (
 )
 from devicepool.workflows.pool.backoff import Backoff
 from devicepool.workflows.pool.plan import Plan
+from devicepool.workflows.reconciler.conditions import (
+    ConditionUpdate,
+    drop_condition,
+    set_condition,
+)
 from devicepool.workflows.shared.protocol import AccountCap, AccountPause, HealthReport
 
 __all__ = [
@@ -37,14 +39,6 @@ __all__ = [
 ]
 
 TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
-
-
-@dataclass(frozen=True)
-class ConditionUpdate:
-    type: ConditionType | BrowserConditionType
-    status: ConditionStatus
-    reason: str
-    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,36 +75,6 @@ class PoolView:
 
 
 # ---------------------------------------------------------------- conditions
-
-
-# Either kind's status: they hold conditions alike (a BrowserPool sets them with this too).
-AnyStatus = TypeVar("AnyStatus", DevicePoolStatus, BrowserPoolStatus)
-
-
-def set_condition(
-    status: AnyStatus, cond: ConditionUpdate, *, now: datetime, generation: int
-) -> AnyStatus:
-    old = status.condition(cond.type)
-    if old and (old.status, old.reason, old.message) == (cond.status, cond.reason, cond.message):
-        return status
-    new = Condition(
-        type=cond.type,
-        status=cond.status,
-        reason=cond.reason,
-        message=cond.message,
-        last_transition_time=old.last_transition_time if old and old.status == cond.status else now,
-        observed_generation=generation,
-    )
-    others: list[Condition] = [c for c in status.conditions if c.type != cond.type]
-    return status.model_copy(update={"conditions": sorted([*others, new], key=lambda c: c.type)})
-
-
-def drop_condition(status: DevicePoolStatus, type_: ConditionType) -> DevicePoolStatus:
-    if status.condition(type_) is None:
-        return status
-    return status.model_copy(
-        update={"conditions": [c for c in status.conditions if c.type != type_]}
-    )
 
 
 def refs_problem(problems: list[str]) -> tuple[str, str]:

@@ -1,0 +1,243 @@
+"""The reconciler shell with a toy kind: the pass, scale (update and signal), wake, the
+shared queries, refuse-while-deleting, and the teardown loop with `TeardownBlocked`.
+
+The toy keeps `have` members: each pass makes `replicas - have` of them. Its teardown is
+blocked once (shown as `TeardownBlocked=True`), then done.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from pydantic import Field
+from temporalio import workflow
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import UnsandboxedWorkflowRunner
+
+from devicepool.api.base import CamelModel
+from devicepool.api.v1beta1 import (
+    ConditionStatus,
+    ConditionType,
+    DevicePoolStatus,
+    ObjectMeta,
+    Phase,
+)
+from devicepool.testing import eventually
+from devicepool.worker.build import new_worker
+from devicepool.workflows.reconciler.conditions import ConditionUpdate
+from devicepool.workflows.reconciler.events import Happened, PoolEvent
+from devicepool.workflows.reconciler.kind import Host, TeardownBlocked
+from devicepool.workflows.reconciler.messages import Accepted, ScaleRequest
+from devicepool.workflows.reconciler.shell import Reconciler
+from devicepool.workflows.reconciler.teardown import until_torn_down
+
+
+class ToySpec(CamelModel):
+    replicas: int = 0
+
+
+class ToyState(CamelModel):
+    generation: int = 1
+    deleting: bool = False
+    created_at: datetime | None = None
+    events: list[PoolEvent] = Field(default_factory=list)
+    status: DevicePoolStatus = Field(default_factory=DevicePoolStatus)
+    have: int = 0
+    passes: int = 0
+    sweeps: int = 0
+
+
+class ToyInput(CamelModel):
+    metadata: ObjectMeta
+    spec: ToySpec
+    state: ToyState | None = None
+
+
+@dataclass(frozen=True)
+class Seen:
+    replicas: int
+    have: int
+
+
+class ToyKind:
+    member = "toy"
+
+    def __init__(self, host: Host[ToySpec, ToyState]) -> None:
+        self.h = host
+
+    async def observe(self) -> Seen:
+        self.h.s.passes += 1
+        return Seen(replicas=self.h.spec.replicas, have=self.h.s.have)
+
+    def decide(self, seen: Seen) -> int:
+        return seen.replicas - seen.have
+
+    async def act(self, seen: Seen, decision: int) -> int:
+        self.h.s.have += decision
+        return self.h.s.have
+
+    def publish(self, outcome: int) -> None:
+        self.h.s.status = self.h.s.status.model_copy(
+            update={
+                "desired_replicas": self.h.spec.replicas,
+                "ready_devices": outcome,
+                "phase": Phase.READY,
+                "observed_generation": self.h.s.generation,
+            }
+        )
+        self.h.show()
+
+    async def wait(self, outcome: int) -> None:
+        await workflow.wait_condition(lambda: self.h.dirty)
+        self.h.dirty = False
+
+    def stop(self) -> None:
+        pass
+
+    async def tear_down(self) -> None:
+        async def step() -> TeardownBlocked | int:
+            self.h.s.sweeps += 1
+            if self.h.s.sweeps <= 1:
+                return TeardownBlocked("Stuck", "the first sweep is refused")
+            return self.h.s.sweeps
+
+        def blocked(block: TeardownBlocked) -> None:
+            self.h.set_condition(
+                ConditionUpdate(
+                    ConditionType.TEARDOWN_BLOCKED,
+                    ConditionStatus.TRUE,
+                    block.reason,
+                    block.message,
+                )
+            )
+
+        await until_torn_down(
+            step,
+            blocked=blocked,
+            hand_over=self.h.hand_over_if_due,
+            first=timedelta(milliseconds=100),
+            most=timedelta(seconds=1),
+            summary="sweep again",
+        )
+        self.h.happened(Happened("Deleted", "no toy is left"))
+
+    def quiet(self) -> bool:
+        return True
+
+    def carried(self) -> ToyInput:
+        return ToyInput(metadata=self.h.metadata, spec=self.h.spec, state=self.h.s)
+
+    def search_attributes(self) -> dict[str, str | int]:
+        return {}
+
+    def details(self) -> str:
+        return f"have {self.h.s.have}"
+
+    def check_replicas(self, replicas: int) -> None:
+        if replicas < 0:
+            raise ValueError("replicas must be 0 or more")
+
+    def rescale(self, replicas: int) -> None:
+        self.h.spec = self.h.spec.model_copy(update={"replicas": replicas})
+        self.h.s.generation += 1
+        self.h.dirty = True
+
+    def refuse_scale(self, message: str) -> None:
+        self.h.happened(Happened("SpecRejected", message, warning=True))
+
+
+@workflow.defn(name="ToyPool")
+class ToyPoolWorkflow(Reconciler[ToySpec, ToyState]):
+    @workflow.init
+    def __init__(self, input: ToyInput) -> None:
+        Reconciler.__init__(
+            self, metadata=input.metadata, spec=input.spec, state=input.state or ToyState()
+        )
+        self.kind = ToyKind(self)
+
+    @workflow.run
+    async def run(self, input: ToyInput) -> dict[str, Any]:
+        if self.s.created_at is None:
+            self.s.created_at = workflow.now()
+        await self.reconcile()
+        return self.s.status.to_json_dict()
+
+
+async def test_a_toy_kind_on_the_shell(env: WorkflowEnvironment) -> None:
+    client, queue = env.client, f"toy-{uuid.uuid4().hex[:8]}"
+    async with new_worker(
+        client,
+        task_queue=queue,
+        activities=[],
+        workflows=[ToyPoolWorkflow],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):
+        handle = await client.start_workflow(
+            ToyPoolWorkflow.run,
+            ToyInput(metadata=ObjectMeta(name="toy"), spec=ToySpec(replicas=2)),
+            id=f"toy/{queue}",
+            task_queue=queue,
+        )
+
+        async def ready(n: int) -> bool:
+            status = await handle.query("status")
+            return bool(status.get("readyDevices") == n)
+
+        await eventually(lambda: ready(2), what="two toys", timeout=20)
+        accepted = await handle.execute_update(
+            "scale_update", ScaleRequest(replicas=4), result_type=Accepted
+        )
+        assert (accepted.generation, accepted.replicas) == (2, 4)
+        await eventually(lambda: ready(4), what="four toys", timeout=20)
+
+        # The signal's plain JSON is checked: refused, said as an event, never applied.
+        await handle.signal("scale", {"replicas": -1})
+        await handle.signal("scale", {"replicas": 5})
+        await eventually(lambda: ready(5), what="five toys", timeout=20)
+        events = (await handle.query("events"))["events"]
+        assert [e["reason"] for e in events] == ["SpecRejected"]
+
+        with pytest.raises(WorkflowUpdateFailedError):
+            await handle.execute_update("scale_update", ScaleRequest(replicas=-2))
+        spec = await handle.query("spec")
+        assert (spec["spec"], spec["generation"]) == ({"replicas": 5}, 3)
+        assert "createdAt" in spec
+
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        status = await handle.query("status")
+        events = (await handle.query("events"))["events"]
+    assert [e["reason"] for e in events] == ["SpecRejected", "Deleting", "Deleted"]
+    assert events[1]["message"] == "removing every toy of the pool"
+    assert status["phase"] == Phase.DELETING.value
+    blocked = [c for c in status["conditions"] if c["type"] == "TeardownBlocked"]
+    assert blocked and blocked[0]["reason"] == "Stuck"
+
+
+async def test_a_scale_while_deleting_is_refused(env: WorkflowEnvironment) -> None:
+    """A toy whose teardown never ends stays deleting: its scale update is refused."""
+    client, queue = env.client, f"toy-{uuid.uuid4().hex[:8]}"
+    state = ToyState(deleting=True, sweeps=-10_000)  # handed over while deleting
+    async with new_worker(
+        client,
+        task_queue=queue,
+        activities=[],
+        workflows=[ToyPoolWorkflow],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):
+        handle = await client.start_workflow(
+            ToyPoolWorkflow.run,
+            ToyInput(metadata=ObjectMeta(name="toy"), spec=ToySpec(replicas=2), state=state),
+            id=f"toy/{queue}",
+            task_queue=queue,
+        )
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update("scale_update", ScaleRequest(replicas=3))
+        assert "being deleted" in str(refused.value.cause)
+        await handle.terminate("test over")

@@ -1,0 +1,91 @@
+"""A pool's own events, as `kubectl describe` shows them: scaled, created, replaced, paused.
+
+Every kind keeps them alike: a bounded ring (`LIMIT` newest) in its carried
+state (`events`), so it is carried across continue-as-new and costs no history
+event: recording one is a state change, never a command. Read with the pool's `events` query and shown by
+`devicepool describe`. An event repeated back to back (same type, reason and
+message) is counted on the last one instead of pushing the others out, as
+Kubernetes aggregates repeats.
+
+Pure: the pool passes `workflow.now()` in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import Field
+
+from devicepool.api.base import CamelModel
+
+__all__ = ["LIMIT", "EventType", "Happened", "PoolEvent", "PoolEvents", "record"]
+
+# Enough for "what happened lately", small enough to carry in every hand-over.
+LIMIT = 20
+# A message longer than this is cut (a provider's error text can be long).
+MESSAGE_CHARS = 240
+
+
+@dataclass(frozen=True)
+class Happened:
+    """One thing worth an event, before it is recorded (`record`) at a time."""
+
+    reason: str
+    message: str = ""
+    warning: bool = False
+
+
+class EventType(StrEnum):
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+class PoolEvent(CamelModel):
+    time: datetime
+    type: EventType = EventType.NORMAL
+    # CamelCase, one word: Scaled, Creating, Replaced, RemediationPaused, BackOff, ...
+    reason: str
+    message: str = ""
+    # how many times in a row it happened; `first_time` is when the first did
+    count: int = 1
+    first_time: datetime | None = None
+
+
+class PoolEvents(CamelModel):
+    """Query `events`: the pool's recent events, oldest first."""
+
+    events: list[PoolEvent] = Field(default_factory=list)
+
+
+def record(
+    events: list[PoolEvent],
+    *,
+    now: datetime,
+    reason: str,
+    message: str = "",
+    warning: bool = False,
+    limit: int = LIMIT,
+) -> list[PoolEvent]:
+    """`events` with this one added (or counted on the last one if it repeats), newest last."""
+    type_ = EventType.WARNING if warning else EventType.NORMAL
+    message = _short(message)
+    last = events[-1] if events else None
+    if last is not None and (last.type, last.reason, last.message) == (type_, reason, message):
+        repeated = last.model_copy(
+            update={
+                "time": now,
+                "count": last.count + 1,
+                "first_time": last.first_time or last.time,
+            }
+        )
+        return [*events[:-1], repeated]
+    event = PoolEvent(time=now, type=type_, reason=reason, message=message)
+    return [*events, event][-limit:]
+
+
+def _short(message: str) -> str:
+    if len(message) <= MESSAGE_CHARS:
+        return message
+    return message[: MESSAGE_CHARS - 1] + "…"

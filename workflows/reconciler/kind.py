@@ -1,0 +1,153 @@
+"""What a pool kind brings to the reconciler shell: typed protocols, and the teardown's words.
+
+Pure (no Temporal): the shell (`shell.py`) drives these; a kind implements them.
+
+- `Carried`: the kind's state, handed to the next run whole; the shell reads and
+  writes the parts every kind has (generation, deleting, events, status).
+- `Kind`: the kind's core, one object per run. Its pass is `observe` (one frozen
+  value of what this pass knows, cluster-api's scope) → `decide` → `act` (its
+  outcome: what the status shows and the wait waits on) → `publish` → `wait`; its
+  deletion is `tear_down`; the rest answers the shell's messages and hand-over.
+- `Host`: what the shell offers the core (the workflow object itself, typed).
+- `TeardownBlocked` / `TryAgain`: what one teardown step says when it is not done
+  (`teardown.until_torn_down`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol, TypeVar
+
+from devicepool.api.v1beta1 import ObjectMeta
+from devicepool.workflows.reconciler.conditions import ConditionUpdate
+from devicepool.workflows.reconciler.events import Happened, PoolEvent
+
+__all__ = ["Carried", "Host", "Kind", "Spec", "TeardownBlocked", "TryAgain"]
+
+SeenT = TypeVar("SeenT")
+DecisionT = TypeVar("DecisionT")
+OutcomeT = TypeVar("OutcomeT")
+SpecT = TypeVar("SpecT", bound="Spec")
+StateT = TypeVar("StateT", bound="Carried")
+
+
+class Spec(Protocol):
+    """The parts of a kind's spec the shell reads."""
+
+    @property
+    def replicas(self) -> int: ...
+
+    def to_json_dict(self) -> dict[str, Any]: ...
+
+
+class Carried(Protocol):
+    """The parts of a kind's carried state the shell reads and writes."""
+
+    generation: int
+    deleting: bool
+    created_at: datetime | None
+    events: list[PoolEvent]
+    # The kind's status model: `phase`, `conditions`, `to_json_dict()`.
+    status: Any
+
+
+class Kind(Protocol[SeenT, DecisionT, OutcomeT]):
+    """A kind's core: its pass, its teardown, and its answers to the shell."""
+
+    # What the pool keeps, in its events ("removing every device of the pool").
+    member: str
+
+    async def observe(self) -> SeenT:
+        """Look at the world; what this pass knows, frozen."""
+        ...
+
+    def decide(self, seen: SeenT) -> DecisionT: ...
+
+    async def act(self, seen: SeenT, decision: DecisionT) -> OutcomeT:
+        """Carry the decision out; what the status shows and the wait waits on."""
+        ...
+
+    def publish(self, outcome: OutcomeT) -> None:
+        """Write the status (the shell's `show` writes what changed of it)."""
+        ...
+
+    async def wait(self, outcome: OutcomeT) -> None:
+        """Until the next pass is due (a message sets the shell's `dirty`)."""
+        ...
+
+    def stop(self) -> None:
+        """Drop what runs beside the passes (a watch): the pool is deleted or hands over."""
+        ...
+
+    async def tear_down(self) -> None:
+        """Remove every member; it never gives up (`teardown.until_torn_down`)."""
+        ...
+
+    def quiet(self) -> bool:
+        """Nothing of this run is under way that a hand-over would lose."""
+        ...
+
+    def carried(self) -> object:
+        """The next run's input (continue-as-new)."""
+        ...
+
+    def search_attributes(self) -> Mapping[str, str | int]: ...
+
+    def details(self) -> str:
+        """The Web UI's Markdown (`set_current_details`)."""
+        ...
+
+    def check_replicas(self, replicas: int) -> None:
+        """Raise `ValueError` if the kind refuses `replicas`."""
+        ...
+
+    def rescale(self, replicas: int) -> None:
+        """An accepted scale (update or signal): the spec's replicas are these now."""
+        ...
+
+    def refuse_scale(self, message: str) -> None:
+        """A `scale` signal refused (an update's validator refuses before history)."""
+        ...
+
+
+class Host(Protocol[SpecT, StateT]):
+    """What the shell offers a kind's core: its resource and the shared writes."""
+
+    metadata: ObjectMeta
+    spec: SpecT
+    s: StateT
+    # A pass is due with a fresh look (`dirty`), or a new plan on what is known (`replan`).
+    dirty: bool
+    replan: bool
+
+    @property
+    def name(self) -> str: ...
+
+    def happened(self, *happened: Happened) -> None: ...
+
+    def set_condition(self, condition: ConditionUpdate) -> None: ...
+
+    def show(self) -> None: ...
+
+    def show_details(self) -> None: ...
+
+    async def hand_over_if_due(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class TeardownBlocked:
+    """A teardown step that cannot finish until its cause is fixed: shown as
+    `TeardownBlocked=True` with this reason; tried again, backing off."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class TryAgain:
+    """A teardown step not done, and no block (members still on their way out)."""
+
+    after: timedelta
+    summary: str = "try again"

@@ -1,0 +1,61 @@
+"""The pools' search attributes as typed SDK keys, defined once, and what to upsert.
+
+The names and Temporal types are in `api.names.SEARCH_ATTRIBUTES` (the deploy
+files register exactly those); here they become `SearchAttributeKey`s for the
+workflow that upserts them, the client that lists pools by them and the test
+environments that register them. A kind says which values it wants (`wanted`,
+by name); `updates` is only what differs from what the workflow has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    SearchAttributeUpdate,
+    TypedSearchAttributes,
+)
+
+from devicepool.api.names import (
+    SA_ACCOUNT,
+    SA_DESIRED,
+    SA_PHASE,
+    SA_PLATFORM,
+    SA_READY,
+    SA_REGION,
+)
+
+KEY_PLATFORM = SearchAttributeKey.for_keyword(SA_PLATFORM)
+KEY_REGION = SearchAttributeKey.for_keyword(SA_REGION)
+KEY_ACCOUNT = SearchAttributeKey.for_keyword(SA_ACCOUNT)
+KEY_PHASE = SearchAttributeKey.for_keyword(SA_PHASE)
+KEY_DESIRED = SearchAttributeKey.for_int(SA_DESIRED)
+KEY_READY = SearchAttributeKey.for_int(SA_READY)
+
+ALL_KEYS: tuple[SearchAttributeKey[Any], ...] = (
+    KEY_PLATFORM,
+    KEY_REGION,
+    KEY_DESIRED,
+    KEY_READY,
+    KEY_PHASE,
+    KEY_ACCOUNT,
+)
+
+
+def search_attribute_keys() -> list[SearchAttributeKey[Any]]:
+    """Every pool search attribute as an SDK key (e.g. for `WorkflowEnvironment.start_local`)."""
+    return list(ALL_KEYS)
+
+
+KEYS: dict[str, SearchAttributeKey[Any]] = {key.name: key for key in ALL_KEYS}
+
+
+def updates(
+    wanted: Mapping[str, str | int], current: TypedSearchAttributes
+) -> list[SearchAttributeUpdate[Any]]:
+    """Of `wanted` (search attribute name → value), only what differs from `current`."""
+    pairs = [SearchAttributePair(KEYS[name], value) for name, value in wanted.items()]
+    return [pair.key.value_set(pair.value) for pair in pairs if current.get(pair.key) != pair.value]

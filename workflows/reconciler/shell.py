@@ -1,0 +1,216 @@
+"""`Reconciler`: the workflow base every pool kind's workflow class stands on.
+
+It owns the resource (`metadata`, `spec`, the carried state `s`) and what every
+kind does alike:
+
+- the loop (`reconcile`): passes of the kind's observe → decide → act → publish
+  → wait until the pool is deleted, then the teardown (shielded: a second delete
+  does not abort it), which ends in the deleted status;
+- messages: update `scale_update` (`ScaleRequest` → `Accepted`) and signal `scale`
+  (plain JSON `{"replicas": N}`, checked, refused while deleting), signal `wake`
+  (a pass now, with a fresh look), queries `status`, `spec`, `events`;
+- the hand-over (`hand_over_if_due`): continue-as-new when Temporal suggests it or
+  a newer build became current (`shared.versions`), after the handlers finished
+  and the kind is quiet, never carrying a deletion into a new run;
+- what is shown (`show`): search attributes and Web UI details, each written only
+  when it changed; events (`happened`) and conditions (`set_condition`) in `s`.
+
+The kind's own messages, whose payload types are the kind's (the SDK decodes by
+type hint: `apply(ApplyRequest)`), are two-line methods on its workflow class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Generic, TypeVar
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from devicepool.api import names
+    from devicepool.api.v1beta1 import ObjectMeta, Phase
+    from devicepool.workflows.reconciler import search_attributes
+    from devicepool.workflows.reconciler.conditions import ConditionUpdate, set_condition
+    from devicepool.workflows.reconciler.events import Happened, PoolEvents, record
+    from devicepool.workflows.reconciler.kind import Carried, Kind, Spec
+    from devicepool.workflows.reconciler.messages import (
+        Accepted,
+        ApplyResult,
+        ScaleRequest,
+        parse_scale_signal,
+        short_json,
+    )
+    from devicepool.workflows.shared import versions
+    from devicepool.workflows.shared.cancellation import raise_if_cancelled
+
+__all__ = ["Reconciler"]
+
+SpecT = TypeVar("SpecT", bound=Spec)
+StateT = TypeVar("StateT", bound=Carried)
+
+
+class Reconciler(Generic[SpecT, StateT]):
+    """A kind's workflow class subclasses it, calls `__init__` and sets `kind`."""
+
+    kind: Kind[Any, Any, Any]
+
+    def __init__(self, *, metadata: ObjectMeta, spec: SpecT, state: StateT) -> None:
+        self.metadata, self.spec, self.s = metadata, spec, state
+        # Why the next pass is due: a message that needs a fresh look (`dirty`), one
+        # that does not (`replan`: a report the kind applies on what it knows).
+        self.dirty = self.replan = False
+        self._details = ""  # the Web UI details last written (each run writes its own)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    # ------------------------------------------------------------------ the loop
+
+    async def reconcile(self) -> None:
+        """Passes until the pool is deleted, then its teardown; a deletion is raised
+        again once torn down (the run ends cancelled). A run handed over while
+        deleting only finishes the teardown, and returns."""
+        if self.s.deleting:
+            await self._finalize()
+            return
+        try:
+            while True:
+                await self._pass()
+        except (asyncio.CancelledError, ActivityError):
+            # A deletion can also surface as the failure of an activity it cancelled.
+            if workflow.cancellation_reason() is None:
+                raise
+            await self._finalize()
+            raise
+
+    async def _pass(self) -> None:
+        raise_if_cancelled()  # a deletion an awaited activity absorbed
+        seen = await self.kind.observe()
+        raise_if_cancelled()
+        decision = self.kind.decide(seen)
+        outcome = await self.kind.act(seen, decision)
+        raise_if_cancelled()
+        self.kind.publish(outcome)
+        await self.hand_over_if_due()
+        await self.kind.wait(outcome)
+
+    async def _finalize(self) -> None:
+        if not self.s.deleting:
+            self.happened(Happened("Deleting", f"removing every {self.kind.member} of the pool"))
+        self.s.deleting = True
+        self.s.status = self.s.status.model_copy(update={"phase": Phase.DELETING})
+        self.show()
+        self.kind.stop()
+        teardown = asyncio.ensure_future(self.kind.tear_down())
+        while not teardown.done():
+            try:
+                await asyncio.shield(teardown)
+            except asyncio.CancelledError:
+                # A second delete must not abort the teardown halfway.
+                workflow.logger.info("pool %s: already deleting", self.name)
+        teardown.result()
+        self.show()
+
+    async def hand_over_if_due(self) -> None:
+        """Continue as new with the kind's carried input, if Temporal suggests it or a
+        newer build is current; once the handlers finished and the kind is quiet."""
+        if not versions.hand_over_due():
+            return
+        await workflow.wait_condition(
+            lambda: workflow.all_handlers_finished() and self.kind.quiet()
+        )
+        if not self.s.deleting:
+            raise_if_cancelled()  # never carry a deletion into a new run
+            self.kind.stop()
+        versions.continue_as_new(self.kind.carried())
+
+    # ------------------------------------------------------------------ shown
+
+    def happened(self, *happened: Happened) -> None:
+        """The pool's own events (state only: no command, no history event)."""
+        now = workflow.now()
+        for one in happened:
+            self.s.events = record(
+                self.s.events, now=now, reason=one.reason, message=one.message, warning=one.warning
+            )
+
+    def set_condition(self, condition: ConditionUpdate) -> None:
+        self.s.status = set_condition(
+            self.s.status, condition, now=workflow.now(), generation=self.s.generation
+        )
+
+    def show(self) -> None:
+        """Search attributes and UI details, each written only when it changed."""
+        current = workflow.info().typed_search_attributes
+        updates = search_attributes.updates(self.kind.search_attributes(), current)
+        if updates:
+            workflow.upsert_search_attributes(updates)
+        self.show_details()
+
+    def show_details(self) -> None:
+        """The UI's live details (served by a built-in query: no history event)."""
+        details = self.kind.details()
+        if details != self._details:
+            self._details = details
+            workflow.set_current_details(details)
+
+    # ------------------------------------------------------------------ messages
+
+    def refuse_while_deleting(self) -> None:
+        if self.s.deleting:
+            raise ValueError(f"pool {self.name!r} is being deleted")
+
+    def accepted(self, result: ApplyResult | None = None) -> Accepted:
+        return Accepted(generation=self.s.generation, replicas=self.spec.replicas, result=result)
+
+    @workflow.update(name=names.UPDATE_SCALE)
+    def scale_update(self, request: ScaleRequest) -> Accepted:
+        self.kind.rescale(request.replicas)
+        return self.accepted()
+
+    @scale_update.validator
+    def _validate_scale(self, request: ScaleRequest) -> None:
+        self.refuse_while_deleting()
+        self.kind.check_replicas(request.replicas)
+
+    @workflow.signal(name=names.SIGNAL_SCALE)
+    def scale_signal(self, payload: Any = None) -> None:
+        """Signal `scale` `{"replicas": N}`: plain JSON, checked here, never trusted."""
+        try:
+            if self.s.deleting:
+                raise ValueError("the pool is being deleted")
+            request = parse_scale_signal(payload, check=self.kind.check_replicas)
+        except ValueError as err:
+            workflow.logger.warning("pool %s: refused scale signal: %s", self.name, err)
+            self.kind.refuse_scale(f"signal scale {short_json(payload)} refused: {err}")
+            return
+        self.kind.rescale(request.replicas)
+
+    @workflow.signal(name=names.SIGNAL_WAKE)
+    def wake(self, payload: Any = None) -> None:
+        """Signal `wake`: a pass now, with a fresh look (and an upgrade if one is due)."""
+        self.dirty = True
+
+    @workflow.query(name=names.QUERY_STATUS)
+    def query_status(self) -> dict[str, Any]:
+        answer: dict[str, Any] = self.s.status.to_json_dict()
+        return answer
+
+    @workflow.query(name=names.QUERY_EVENTS)
+    def query_events(self) -> PoolEvents:
+        return PoolEvents(events=list(self.s.events))
+
+    @workflow.query(name=names.QUERY_SPEC)
+    def query_spec(self) -> dict[str, Any]:
+        answer: dict[str, Any] = {
+            "metadata": self.metadata.to_json_dict(),
+            "spec": self.spec.to_json_dict(),
+            "generation": self.s.generation,
+        }
+        # When the pool was created: its first run's, carried on (a run's own start
+        # time restarts at every continue-as-new). Unset only before the first pass.
+        if self.s.created_at is not None:
+            answer["createdAt"] = self.s.created_at.isoformat()
+        return answer
