@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 import yaml
@@ -52,6 +53,7 @@ from devicepool.activities.providers.bitbrowser import (
     LocalApi,
     PhonePacer,
 )
+from devicepool.activities.providers.bitbrowser.profile_provider import BitBrowserProfiles
 from devicepool.activities.secrets import Scrubber
 from devicepool.activities.settings import AccountSettings, ProxyPoolSettings
 from devicepool.api.labels import check_node_name, parse_label
@@ -220,7 +222,9 @@ def node_activities(
         scrubber=Scrubber.of(proxy_pools=options.proxy_pools.values()),
     )
     return NodeBrowserActivities(
-        BrowserProfiles(api), node=options.node, proxy_pools=options.proxy_pools
+        BitBrowserProfiles(BrowserProfiles(api)),
+        node=options.node,
+        proxy_pools=options.proxy_pools,
     )
 
 
@@ -298,7 +302,13 @@ async def send_beat(client: Client, beat: NodeBeat) -> None:
     )
 
 
-async def api_health(api: LocalApi, *, timeout: float = API_HEALTH_TIMEOUT) -> tuple[bool, str]:
+class _Answers(Protocol):
+    """What a beat asks of the node's API (a `LocalApi`, a `ProfileProvider`)."""
+
+    async def health(self) -> None: ...
+
+
+async def api_health(api: _Answers, *, timeout: float = API_HEALTH_TIMEOUT) -> tuple[bool, str]:
     """Whether the desktop client's Local API answers `/health` with this node's key, and
     if not, why (`unauthenticated (HTTP 403): ...`; the client scrubs its key from errors)."""
     try:
@@ -315,7 +325,7 @@ async def beat_forever(
     beat: NodeBeat,
     *,
     stop: asyncio.Event,
-    api: LocalApi | None = None,
+    api: _Answers | None = None,
     first: asyncio.Event | None = None,
 ) -> None:
     """A beat every `beat.interval_seconds` until `stop` is set; a failed beat is logged.
@@ -362,7 +372,7 @@ async def run_node_worker(
     activities = node_activities(options, transport=transport)
     phones = node_phone_activities(options, transport=transport)
     try:
-        await activities.profiles.api.health()
+        await activities.provider.health()
     except ProviderError as err:
         # The desktop client may start later: the activities fail (retryably) until it does.
         log.warning("node %s: the Local API does not answer yet: %s", options.node, err)
@@ -371,7 +381,7 @@ async def run_node_worker(
     beaten = asyncio.Event()
     beating = asyncio.create_task(
         beat_forever(
-            client, options.beat(), stop=shutdown_event, api=activities.profiles.api, first=beaten
+            client, options.beat(), stop=shutdown_event, api=activities.provider, first=beaten
         )
     )
     stop = asyncio.create_task(shutdown_event.wait())

@@ -18,16 +18,26 @@ from pydantic import SecretStr
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from devicepool.activities.node_browsers import NodeBrowserActivities, parse_mark, profile_mark
+from devicepool.activities.errors import RateLimitedError
+from devicepool.activities.node_browsers import NodeBrowserActivities
 from devicepool.activities.node_models import (
     NodeCreateInput,
     NodeDeleteInput,
     NodeListInput,
     NodeOpenInput,
+    NodeOpenResult,
+    ProfileView,
 )
 from devicepool.activities.providers.bitbrowser import BrowserProfiles, LocalApi
+from devicepool.activities.providers.bitbrowser.profile_provider import (
+    BitBrowserProfiles,
+    parse_mark,
+    profile_mark,
+)
+from devicepool.activities.providers.profiles import NewProfile, ProfileProvider
 from devicepool.activities.secrets import Scrubber
 from devicepool.activities.settings import ProxyPoolSettings
+from devicepool.api.errors import ErrorType
 from devicepool.emulator.bitbrowser import BitBrowserConfig
 from tests.helpers.bitbrowser import KEY, Account
 from tests.helpers.bitbrowser_client import Recorder
@@ -77,12 +87,10 @@ class NodeUnderTest:
             transport=self.recorder,
             scrubber=Scrubber.of(proxy_pools=PROXY_POOLS.values()),
         )
-        self.activities = NodeBrowserActivities(
-            BrowserProfiles(api, settle_seconds=0.0),
-            node=name,
-            proxy_pools=PROXY_POOLS,
-            closing_wait_seconds=2.0,
+        self.provider = BitBrowserProfiles(
+            BrowserProfiles(api, settle_seconds=0.0), closing_wait_seconds=2.0
         )
+        self.activities = NodeBrowserActivities(self.provider, node=name, proxy_pools=PROXY_POOLS)
         self.env = ActivityEnvironment()
 
     async def run(self, fn: Callable[..., Any], arg: Any) -> Any:
@@ -162,8 +170,8 @@ async def test_a_duplicate_mark_keeps_the_oldest_and_deletes_the_rest(
     account: Account, nodes: dict[str, NodeUnderTest]
 ) -> None:
     mark = profile_mark("pool-d", "1", "node-1")
-    older = await nodes["node-1"].activities.profiles.create(mark=mark)
-    await nodes["node-1"].activities.profiles.create(mark=mark)  # a blind retry's second
+    older = await nodes["node-1"].provider.profiles.create(mark=mark)
+    await nodes["node-1"].provider.profiles.create(mark=mark)  # a blind retry's second
     view = await nodes["node-1"].create("pool-d", "1")
     assert view.id == older
     assert [p.id for p in await nodes["node-1"].list("pool-d")] == [older]
@@ -243,7 +251,7 @@ async def test_errors_are_classified_and_nothing_returned_holds_a_secret(
 ) -> None:
     node = nodes["node-1"]
     view = await node.create("pool-z", "0", proxy_pool="gw", session_ttl_seconds=60)
-    await node.activities.profiles.update_partial(
+    await node.provider.profiles.update_partial(
         [view.id], {"password": "acct-pass-W2e", "cookie": "sid=cookie-value-P0o"}
     )
     returned: list[Any] = [view, *(await node.list("pool-z")), await node.open(view.id)]
@@ -276,3 +284,64 @@ async def test_errors_are_classified_and_nothing_returned_holds_a_secret(
     )
     for secret in [*secrets, KEY]:
         assert secret not in shown
+
+
+# Issue 38: browser profiles are a provider behind the seam. The node activities took a
+# `BrowserProfiles` (the Local API's client) and held the marks, the resets and the one
+# open at a time themselves; now any `ProfileProvider` serves them, and what they send it
+# is the slot's placement and a resolved proxy, never the transport's shape.
+
+
+class FakeProfiles:
+    """A `ProfileProvider` in memory: records what it is asked, answers what it is told."""
+
+    def __init__(self) -> None:
+        self.made: list[NewProfile] = []
+        self.removed: list[str] = []
+
+    async def list_pool(self, pool: str) -> list[ProfileView]:
+        return [ProfileView(id=f"{pool}-p0", slot="0", node="node-9", open=True)]
+
+    async def create_profile(self, new: NewProfile) -> ProfileView:
+        self.made.append(new)
+        return ProfileView(id="p1", slot=new.slot, node=new.node)
+
+    async def open_profile(self, profile_id: str) -> NodeOpenResult:
+        return NodeOpenResult(open=False, reason="busy", node_trouble=True)
+
+    async def close_profile(self, profile_id: str) -> None:
+        return None
+
+    async def remove_profile(self, profile_id: str) -> None:
+        self.removed.append(profile_id)
+        raise RateLimitedError(ErrorType.RATE_LIMITED, 429, "slow down", retry_after=3.0)
+
+    async def health(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_the_node_activities_serve_any_profile_provider() -> None:
+    provider = FakeProfiles()
+    seam: ProfileProvider = provider
+    acts = NodeBrowserActivities(seam, node="node-3", proxy_pools=PROXY_POOLS)
+    env = ActivityEnvironment()
+    listed = await env.run(acts.node_list_profiles, NodeListInput(pool="pool-f"))
+    assert [(p.id, p.node, p.open) for p in listed.profiles] == [("pool-f-p0", "node-9", True)]
+    made = await env.run(
+        acts.node_create_profile,
+        NodeCreateInput(pool="pool-f", slot="2", proxy_pool="gw", session_ttl_seconds=60),
+    )
+    assert (made.id, made.slot, made.node) == ("p1", "2", "node-3")
+    (new,) = provider.made
+    assert (new.pool, new.slot, new.node) == ("pool-f", "2", "node-3")
+    assert new.proxy is not None and new.proxy.host == "gw.proxy.example"
+    assert PROXY_PASSWORD not in repr(new)
+    opened = await env.run(acts.node_open_profile, NodeOpenInput(id="p1"))
+    assert opened.node_trouble and not opened.open
+    with pytest.raises(ApplicationError) as refused:
+        await env.run(acts.node_delete_profile, NodeDeleteInput(id="p1"))
+    assert refused.value.type == "rate_limited" and not refused.value.non_retryable
+    assert provider.removed == ["p1"]

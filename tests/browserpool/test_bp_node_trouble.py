@@ -18,9 +18,9 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from devicepool.activities.node_browsers import parse_mark
 from devicepool.activities.node_models import NodeOpenResult
 from devicepool.activities.node_registry import query_nodes
+from devicepool.activities.providers.bitbrowser.profile_provider import parse_mark
 from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
 from devicepool.api.names import (
     TASK_QUEUE,
@@ -469,7 +469,7 @@ async def test_a_slow_open_on_one_node_does_not_hide_another_nodes_trouble(
     client = env.client
     pool = f"bp-slow-{uuid.uuid4().hex[:4]}"
     async with node_stack(client) as (account, nodes):
-        slow = nodes["node-2"].activities
+        slow = nodes["node-2"].provider
         opening, release = asyncio.Event(), asyncio.Event()
         real_open = slow._open
 
@@ -520,7 +520,7 @@ async def test_a_held_pool_waits_for_its_resync_not_two_seconds(
     async with node_stack(client) as (_, nodes):
         listings = 0
         for node in nodes.values():
-            profiles = node.activities.profiles
+            profiles = node.provider.profiles
             real_list = profiles.list_all
 
             async def counted(*args: Any, _real: Any = real_list, **kwargs: Any) -> Any:
@@ -536,13 +536,13 @@ async def test_a_held_pool_waits_for_its_resync_not_two_seconds(
                         open=False, reason="server_error: 系统繁忙，请稍后再试", node_trouble=True
                     )
 
-                node.activities._open = busy  # type: ignore[method-assign]
+                node.provider._open = busy  # type: ignore[method-assign]
             elif held == "browser-dies":  # the open answers success; no browser stays up
 
                 async def dies(profile_id: str) -> Any:
                     return NodeOpenResult(open=True)
 
-                node.activities._open = dies  # type: ignore[method-assign]
+                node.provider._open = dies  # type: ignore[method-assign]
         spec = BrowserPoolSpec.model_validate(
             {"replicas": 2, "proxy": {"poolRef": "nosuchproxy"}}
             if held == "proxy-pool-missing"
@@ -594,7 +594,7 @@ async def test_a_delete_during_a_pass_starts_no_open(env: WorkflowEnvironment) -
         creating, release = asyncio.Event(), asyncio.Event()
         opens: list[str] = []
         for node in nodes.values():
-            acts = node.activities
+            acts = node.provider
             real_keep, real_open = acts._one_per_mark, acts._open
 
             async def held_keep(mark: str, made: str, _real: Any = real_keep) -> str:
@@ -652,7 +652,7 @@ async def test_a_change_during_an_open_is_not_observed_by_that_pass(
         opening, creating = asyncio.Event(), asyncio.Event()
         release_open, release = asyncio.Event(), asyncio.Event()
         for node in nodes.values():
-            acts = node.activities
+            acts = node.provider
             real_keep, real_open = acts._one_per_mark, acts._open
 
             async def held_open(profile_id: str, _real: Any = real_open) -> Any:

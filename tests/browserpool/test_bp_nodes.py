@@ -27,10 +27,14 @@ from temporalio.converter import decode_typed_search_attributes
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from devicepool.activities.node_browsers import NodeBrowserActivities, parse_mark
+from devicepool.activities.node_browsers import NodeBrowserActivities
 from devicepool.activities.node_models import NodeBeat
 from devicepool.activities.node_registry import NodeRegistryActivities
 from devicepool.activities.providers.bitbrowser import BrowserProfiles, LocalApi
+from devicepool.activities.providers.bitbrowser.profile_provider import (
+    BitBrowserProfiles,
+    parse_mark,
+)
 from devicepool.activities.secrets import Scrubber
 from devicepool.activities.settings import PoolSettings
 from devicepool.api.browserpool.v1beta1 import BrowserPool, BrowserPoolSpec
@@ -84,9 +88,10 @@ class Node:
             transport=account.transports[name],
             scrubber=Scrubber.of(),
         )
-        self.activities = NodeBrowserActivities(
-            BrowserProfiles(api, settle_seconds=0.0), node=name, closing_wait_seconds=2.0
+        self.provider = BitBrowserProfiles(
+            BrowserProfiles(api, settle_seconds=0.0), closing_wait_seconds=2.0
         )
+        self.activities = NodeBrowserActivities(self.provider, node=name)
         self.worker: Worker | None = None
         self.beats: asyncio.Task[None] | None = None
 
@@ -114,9 +119,7 @@ class Node:
         beat = NodeBeat(
             node=self.name, labels={"node": self.name}, account=self.says, interval_seconds=BEAT
         )
-        await beat_forever(
-            self.client, beat, stop=asyncio.Event(), api=self.activities.profiles.api
-        )
+        await beat_forever(self.client, beat, stop=asyncio.Event(), api=self.provider)
 
 
 def placement(account: Account, pool: str) -> dict[str, Any]:

@@ -18,16 +18,16 @@ import pytest
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
 from devicepool.activities.errors import ProviderError, to_application_error
-from devicepool.activities.node_browsers import NodeBrowserActivities
 from devicepool.activities.node_models import NodeOpenResult
 from devicepool.activities.providers.bitbrowser import BrowserProfiles, LocalApi
+from devicepool.activities.providers.bitbrowser.profile_provider import BitBrowserProfiles
 from devicepool.workflows.browserpool import workflow as wf
 
 
 def open_budget() -> float:
     """The longest a node's `node_open_profile` may run past its semaphore, by the defaults."""
     api = LocalApi(base_url="http://127.0.0.1:54345", api_key=None)
-    node = NodeBrowserActivities(BrowserProfiles(api), node="node-1")
+    node = BitBrowserProfiles(BrowserProfiles(api))
     call = api.timeout
     open_call = node.profiles.open_timeout
     # open; wait for the browser to exit (its last `pids/alive` may straddle the deadline);
@@ -103,7 +103,7 @@ async def _outcome(handler: Any) -> tuple[bool, str, bool]:
         timeout=1.0,
         transport=httpx.MockTransport(handler),
     )
-    node = NodeBrowserActivities(BrowserProfiles(api, open_timeout=0.2), node="node-1")
+    node = BitBrowserProfiles(BrowserProfiles(api, open_timeout=0.2))
     try:
         answer: NodeOpenResult | ActivityError = await node._open("p1")
     except ProviderError as exc:

@@ -22,6 +22,7 @@ Continue-as-new when suggested, carrying `BrowserPoolState`.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,6 +34,10 @@ from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities.definitions import DeviceActivityDefinitions
+    from devicepool.activities.node_definitions import (
+        NodeActivityDefinitions,
+        NodeRegistryActivityDefinitions,
+    )
     from devicepool.activities.node_models import (
         NODE_OPEN_BUDGET_SECONDS,
         LiveNodesInput,
@@ -111,7 +116,8 @@ NODE_LISTING = timedelta(seconds=15)
 ONCE = RetryPolicy(maximum_attempts=1)
 WAIT_DONE = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
 TRY_CANCEL = ActivityCancellationType.TRY_CANCEL
-WAIT_WHEN_CANCELLED = {"node_create_profile", "node_open_profile"}
+NODE = NodeActivityDefinitions
+WAIT_WHEN_CANCELLED = {NODE.node_create_profile, NODE.node_open_profile}
 # A create a node refuses for its configuration (a proxy pool it does not have): the pool
 # says so (Ready=False with the reason) and tries one create this often, not every pass.
 CONFIG_RETRY = timedelta(seconds=60)
@@ -285,13 +291,12 @@ class BrowserPoolWorkflow:
 
     async def _nodes(self, *, everywhere: bool = False) -> LiveNodesResult:
         """The live and lost node workers the selector picks (`everywhere`: any)."""
-        return await workflow.execute_activity(
-            "live_nodes",
+        return await workflow.execute_activity_method(
+            NodeRegistryActivityDefinitions.live_nodes,
             LiveNodesInput(
                 selector={} if everywhere else dict(self._spec.node_selector),
                 lost_after_seconds=self.settings.node_lost_after_seconds,
             ),
-            result_type=LiveNodesResult,
             start_to_close_timeout=timedelta(seconds=30),
             summary="which node workers are alive",
         )
@@ -307,9 +312,8 @@ class BrowserPoolWorkflow:
             try:
                 answer: NodeListResult = await self._on(
                     node,
-                    "node_list_profiles",
+                    NODE.node_list_profiles,
                     NodeListInput(pool=self._name),
-                    NodeListResult,
                     "list the pool's profiles",
                     within=NODE_LISTING,
                 )
@@ -339,18 +343,16 @@ class BrowserPoolWorkflow:
     async def _on(
         self,
         node: str,
-        activity: str,
+        activity: Callable[..., Awaitable[Any]],
         arg: Any,
-        result_type: Any,
         summary: str,
         *,
         within: timedelta = NODE_CALL,
         heartbeat: timedelta | None = None,
     ) -> Any:
-        return await workflow.execute_activity(
+        return await workflow.execute_activity_method(
             activity,
             arg,
-            result_type=result_type,
             task_queue=names.node_task_queue(node),
             schedule_to_start_timeout=NODE_PICKUP,
             start_to_close_timeout=within,
@@ -371,9 +373,8 @@ class BrowserPoolWorkflow:
             try:
                 await self._on(
                     node,
-                    "node_delete_profile",
+                    NODE.node_delete_profile,
                     NodeDeleteInput(id=pid),
-                    None,
                     "close, confirm and delete a profile",
                 )
                 self.s.failures.pop(pid, None)
@@ -402,8 +403,8 @@ class BrowserPoolWorkflow:
                 group_id=spec.group_id,
             )
             try:
-                made = await self._on(
-                    node, "node_create_profile", body, ProfileView, "create a profile"
+                made: ProfileView | None = await self._on(
+                    node, NODE.node_create_profile, body, "create a profile"
                 )
                 self.s.made_profiles = True
                 self.s.nodes.setdefault(node, "")  # named by the next listing
@@ -437,9 +438,8 @@ class BrowserPoolWorkflow:
         try:
             opened = await self._on(
                 node,
-                "node_open_profile",
+                NODE.node_open_profile,
                 NodeOpenInput(id=pid),
-                NodeOpenResult,
                 "open a browser",
                 within=NODE_OPEN,
                 heartbeat=NODE_OPEN_HEARTBEAT,
@@ -602,9 +602,8 @@ class BrowserPoolWorkflow:
                 try:
                     await self._on(
                         node,
-                        "node_delete_profile",
+                        NODE.node_delete_profile,
                         NodeDeleteInput(id=pid),
-                        None,
                         "close, confirm and delete a profile",
                     )
                     return True

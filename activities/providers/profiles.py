@@ -1,0 +1,74 @@
+"""The provider seam for browser profiles: what a BrowserPool's node activities reach.
+
+`ProfileProvider` is one node's view of one account's browser profiles, as
+`base.Provider` is one account's devices: list a pool's profiles (with whether
+each one's browser is open at this node), create one for a slot with its mark
+(found, never made twice, when an earlier attempt made it), open and close a
+browser, remove a profile. The adapter over BitBrowser's Local API is
+`providers/bitbrowser/profile_provider.py`; the activities
+(`activities/node_browsers.py`) never learn which one they talk to.
+
+Adapters answer in the node activities' views (`ProfileView`, `NodeOpenResult`)
+and fail only with the `ProviderError` tree of `activities.errors`. They hold
+the account's key and the node's proxy passwords; what they return never does.
+No HTTP client here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from devicepool.activities.node_models import NodeOpenResult, ProfileView
+from devicepool.activities.proxy import ResolvedProxy
+
+__all__ = ["NewProfile", "ProfileProvider"]
+
+
+@dataclass(frozen=True)
+class NewProfile:
+    """One profile as a pool asks for it. Worker-side only: the proxy holds its password."""
+
+    pool: str
+    slot: str
+    # The node it is placed on (its mark names it: the placement the listings show).
+    node: str
+    # The browser fingerprint ({}: a random one).
+    fingerprint: Mapping[str, Any] = field(default_factory=dict)
+    group_id: str | None = None
+    proxy: ResolvedProxy | None = field(default=None, repr=False)
+
+
+class ProfileProvider(Protocol):
+    """One node's Local API over its account's profiles. Every method raises `ProviderError`."""
+
+    async def list_pool(self, pool: str) -> list[ProfileView]:
+        """The pool's profiles, account-wide, each with its placement and whether its
+        browser is open at this node (sorted by slot, node, id)."""
+        ...
+
+    async def create_profile(self, new: NewProfile) -> ProfileView:
+        """The slot's profile: the one its mark finds (an earlier attempt's, the oldest
+        when two hold it), else one created on this node."""
+        ...
+
+    async def open_profile(self, profile_id: str) -> NodeOpenResult:
+        """Open its browser here. A refusal of the profile is answered `open: false`; one
+        of the node or its account (busy, away, out of time or balance) with
+        `node_trouble`; a refused key or budget is raised."""
+        ...
+
+    async def close_profile(self, profile_id: str) -> None:
+        """Close its browser here and wait until it is gone."""
+        ...
+
+    async def remove_profile(self, profile_id: str) -> None:
+        """Close, confirm closed, delete; a profile already gone is success."""
+        ...
+
+    async def health(self) -> None:
+        """Raise `ProviderError` unless the node's API answers with its key."""
+        ...
+
+    async def aclose(self) -> None: ...
