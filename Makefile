@@ -27,7 +27,7 @@ ARGS ?=
 # which .gitignore leaves out.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: test test-fast demo lint fmt venv venv-run clean bench system-deps ui-screenshot replay-corpus
+.PHONY: test durations test-fast demo lint fmt venv venv-run clean bench system-deps ui-screenshot replay-corpus
 
 venv: $(STAMP)
 venv-run: $(RUN_STAMP)
@@ -55,18 +55,27 @@ system-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus chromium; \
 	else echo "prometheus/promtool/chromium missing and apt-get unavailable: their tests will skip"; fi
 
-# Six xdist workers on two cores: the suite mostly waits on servers and timers
-# (about 260 CPU-s over 175 s). The tests that start a server or a process run
-# in groups (one stack each), handed out longest first; see conftest.py.
+# Six xdist workers on two cores: the suite mostly waits on servers and timers.
+# Tests go out slowest first by tests/durations.json; a module's tests that
+# share a module-scoped fixture (a dev server, a dev stack) stay in one worker
+# (conftest.py, tests/helpers/schedule.py).
 # --max-worker-restart=0: pytest-xdist 3.8 can hang for good when it replaces a
 # crashed worker under loadgroup (pytest-dev/pytest-xdist#1323, #1327; fixed
 # after 3.8.0), so a crash ends the run and names the test it hit instead.
 # `$(BIN)/pytest` alone runs it serially.
+XDIST = -n 6 --dist loadgroup --no-loadscope-reorder --max-worker-restart=0
+
 test: venv system-deps
 	$(BIN)/ruff check --no-cache .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/pytest -n 6 --dist loadgroup --no-loadscope-reorder --max-worker-restart=0 --durations=12
+	$(BIN)/pytest $(XDIST) --durations=12
+
+# The suite as `make test` runs it, writing each test's measured time to
+# tests/durations.json (a run that fails writes nothing). Run it on a quiet
+# machine when tests were added or made faster, and commit the file.
+durations: venv system-deps
+	$(BIN)/pytest $(XDIST) --store-durations
 
 # No Temporal server, emulator process, dev stack or wheel build: a quick check
 # while editing (`make test` still runs everything).

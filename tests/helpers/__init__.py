@@ -17,4 +17,5 @@ dev server); these modules build on it.
     dev_stack        tests/e2e: `devicepool dev` as a process, driven by the real CLI
     chaos            tests/e2e: a scale-up under way, then converged after a blow
     device_hours     a pytest plugin: billed vs requested device-hours (the root conftest loads it)
+    schedule         the xdist order from measured durations (tests/durations.json; root conftest)
 """

@@ -3,8 +3,8 @@
 Against the session's dev server, emulator and workers (conftest.py). Each
 test starts the `default` account's janitor as a worker does
 (`start_janitors`) with a short grace, and terminates it when done, so no
-other test of the session meets it. Its own dev server (conftest.py
-MODULE_GROUPS): the janitor sweeps the whole account.
+other test of the session meets it (an xdist worker runs one test at a time,
+on a dev server and emulator of its own): the janitor sweeps the whole account.
 """
 
 from __future__ import annotations

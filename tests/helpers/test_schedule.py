@@ -1,0 +1,98 @@
+"""The xdist schedule from measured durations (schedule.py): slowest first, shared fixtures kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.helpers.schedule import (
+    CHUNK_SECONDS,
+    Collected,
+    load_durations,
+    merge_durations,
+    plain_id,
+    schedule,
+)
+
+
+def item(name: str, *, module: str = "tests/a/test_a.py", shares: bool = False) -> Collected:
+    return Collected(nodeid=f"{module}::{name}", module=module, shares=shares, server=False)
+
+
+def test_units_go_out_slowest_first_and_unknown_server_tests_before_unknown_others() -> None:
+    tests = [
+        item("quick"),
+        item("slow"),
+        Collected("tests/b/test_b.py::new", "tests/b/test_b.py", shares=False, server=True),
+        item("middling"),
+        item("new_and_pure"),
+    ]
+    durations = {"tests/a/test_a.py::quick": 0.6, "tests/a/test_a.py::slow": 40.0}
+    durations["tests/a/test_a.py::middling"] = 3.0
+
+    order = schedule(tests, durations)
+
+    assert [tests[i].nodeid.rsplit(":", 1)[1] for i, _ in order] == [
+        "slow",
+        "new",  # a server test not measured yet: 10 s
+        "middling",
+        "quick",
+        "new_and_pure",
+    ]
+    assert {group for _, group in order} == {None}
+
+
+def test_a_modules_shared_fixture_keeps_its_tests_together_in_their_order() -> None:
+    shared = "tests/s/test_stack.py"
+    tests = [
+        item("one", module=shared, shares=True),
+        item("alone"),
+        item("two", module=shared, shares=True),
+    ]
+    durations = {f"{shared}::one": 5.0, f"{shared}::two": 6.0, "tests/a/test_a.py::alone": 8.0}
+
+    order = schedule(tests, durations)
+
+    assert order == [(0, shared), (2, shared), (1, None)]  # 11 s together, before 8 s
+
+
+def test_a_module_longer_than_a_chunk_is_cut_into_even_chunks_each_in_module_order() -> None:
+    shared = "tests/s/test_long.py"
+    times = [30.0, 10.0, 25.0, 20.0, 3.0]
+    assert CHUNK_SECONDS < sum(times) <= 2 * CHUNK_SECONDS
+    tests = [item(f"t{k}", module=shared, shares=True) for k in range(len(times))]
+    durations = {t.nodeid: s for t, s in zip(tests, times, strict=True)}
+
+    order = schedule(tests, durations)
+
+    chunks: dict[str | None, list[int]] = {}
+    for index, group in order:
+        chunks.setdefault(group, []).append(index)
+    assert set(chunks) == {f"{shared}#1", f"{shared}#2"}
+    for indices in chunks.values():
+        assert indices == sorted(indices)  # a chunk runs in the module's order
+    loads = sorted(sum(times[i] for i in indices) for indices in chunks.values())
+    assert loads == [43.0, 45.0]  # 30+10+3 and 25+20
+    # Each chunk's tests are handed out one after the other, the longer chunk first.
+    assert [group for _, group in order] == [f"{shared}#2"] * 2 + [f"{shared}#1"] * 3
+
+
+def test_plain_id_drops_the_xdist_group_suffix_but_not_an_at_inside_a_parameter() -> None:
+    assert plain_id("tests/a.py::t@tests/a.py#2") == "tests/a.py::t"
+    assert plain_id("tests/a.py::t[x@y]") == "tests/a.py::t[x@y]"
+    assert plain_id("tests/a.py::t[x@y]@g") == "tests/a.py::t[x@y]"
+
+
+def test_merged_durations_keep_what_the_run_did_not_measure_and_drop_the_quick(
+    tmp_path: Path,
+) -> None:
+    old = {"a::kept": 3.0, "a::measured": 9.0, "a::now_quick": 2.0}
+    measured = {"a::measured": 4.04, "a::now_quick": 0.1, "a::new": 0.7, "a::tiny": 0.2}
+
+    merged = merge_durations(old, measured)
+
+    assert merged == {"a::kept": 3.0, "a::measured": 4.0, "a::new": 0.7}
+    path = tmp_path / "durations.json"
+    assert load_durations(path) == {}
+    path.write_text(json.dumps(merged))
+    assert load_durations(path) == merged
