@@ -21,7 +21,7 @@ from devicepool.activities.errors import ProviderError, to_application_error
 from devicepool.activities.node_models import NodeOpenResult
 from devicepool.activities.providers.bitbrowser import BrowserProfiles, LocalApi
 from devicepool.activities.providers.bitbrowser.profile_provider import BitBrowserProfiles
-from devicepool.workflows.browserpool import workflow as wf
+from devicepool.workflows.browserpool import calls
 
 
 def open_budget() -> float:
@@ -36,13 +36,13 @@ def open_budget() -> float:
 
 
 def test_the_open_deadline_outlasts_the_nodes_budget_for_an_open() -> None:
-    scheduled = getattr(wf, "NODE_OPEN", wf.NODE_CALL)
+    scheduled = calls.NODE_OPEN
     assert scheduled.total_seconds() > open_budget(), (scheduled, open_budget())
 
 
 def test_an_open_is_watched_by_its_heartbeat() -> None:
-    beat = getattr(wf, "NODE_OPEN_HEARTBEAT", None)
-    assert beat is not None and beat <= timedelta(seconds=60), beat
+    beat = calls.NODE_OPEN_HEARTBEAT
+    assert beat <= timedelta(seconds=60), beat
 
 
 def _failed(cause: BaseException) -> ActivityError:
@@ -60,7 +60,7 @@ def _failed(cause: BaseException) -> ActivityError:
 
 
 def test_a_timed_out_or_refused_open_is_the_nodes_trouble_not_the_profiles() -> None:
-    counts = wf._counts_against_profile
+    counts = calls.counts_against_profile
     timed_out = TimeoutError("timeout", type=TimeoutType.START_TO_CLOSE, last_heartbeat_details=[])
     assert not counts(_failed(timed_out))
     assert not counts(_failed(ApplicationError("key refused", type="unauthenticated")))
@@ -110,7 +110,7 @@ async def _outcome(handler: Any) -> tuple[bool, str, bool]:
         answer = _failed(to_application_error(exc))
     finally:
         await api.aclose()
-    return wf._open_outcome(answer)
+    return calls.open_outcome(answer)
 
 
 @pytest.mark.parametrize(

@@ -11,12 +11,14 @@ from datetime import UTC, datetime, timedelta
 from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec, BrowserPoolStatus
 from devicepool.api.v1alpha1 import Phase
 from devicepool.client._cli_browser import refused_key
-from devicepool.workflows.browserpool.plan import NodeProfile, plan
+from devicepool.workflows.browserpool.observe import Observed, decide
+from devicepool.workflows.browserpool.plan import NodeProfile
 from devicepool.workflows.browserpool.status import (
     LOCAL_API_REFUSED,
     NODE_UNREACHABLE,
+    ConfigProblem,
     NodeTrouble,
-    pass_status,
+    publish,
     teardown_status,
 )
 
@@ -24,31 +26,31 @@ NOW = datetime(2026, 12, 5, 3, 0, tzinfo=UTC)
 SPEC = BrowserPoolSpec(replicas=4)
 
 
-def after(profiles: list[NodeProfile], troubles: dict[str, NodeTrouble]) -> BrowserPoolStatus:
-    alive = {"node-1", "node-2"}
-    gone = {n for n, t in troubles.items() if t.lost}
-    placement = plan(
-        replicas=SPEC.replicas,
-        profiles=profiles,
-        alive=alive - gone,
-        lost=gone,
-        open_wanted=True,
-        failures={},
-        failure_limit=3,
-        unreachable=set(troubles) - gone,
-    )
-    return pass_status(
+def passed(seen: Observed, *, generation: int = 2) -> BrowserPoolStatus:
+    """The status a pass publishes once it acted on what it saw (no failures, limit 3)."""
+    placement = decide(seen, failures={}, failure_limit=3, replacements=[])
+    return publish(
         BrowserPoolStatus(),
-        spec=SPEC,
-        placement=placement,
-        alive=alive,
-        lost=gone,
-        troubles=troubles,
+        seen,
+        placement,
         config_problem=None,
         failure_limit=3,
         now=NOW,
-        generation=2,
+        generation=generation,
+    ).status
+
+
+def after(profiles: list[NodeProfile], troubles: dict[str, NodeTrouble]) -> BrowserPoolStatus:
+    failed = frozenset(troubles)
+    seen = Observed(
+        spec=SPEC,
+        now=NOW,
+        profiles=tuple(profiles),
+        alive=frozenset({"node-1", "node-2"}),
+        failed=failed,
+        troubles=troubles,
     )
+    return passed(seen)
 
 
 def conditions(s: BrowserPoolStatus) -> dict[str, tuple[str, str, str]]:
@@ -149,31 +151,16 @@ def test_a_deleted_pools_search_attributes_and_details_desire_nothing() -> None:
 def _with_spare(trouble: NodeTrouble, held: list[NodeProfile]) -> BrowserPoolStatus:
     """node-2 holds `held`; node-3, whose listing failed (`trouble`), holds nothing of the
     pool; replicas 4, so node-2 creates what is missing this pass."""
-    alive = {"node-2", "node-3"}
-    gone = {"node-3"} if trouble.lost else set()
-    placement = plan(
-        replicas=4,
-        profiles=held,
-        alive=alive - gone,
-        lost=gone,
-        open_wanted=True,
-        failures={},
-        failure_limit=3,
-        unreachable=alive - gone - {"node-2"},
-    )
-    assert placement.create, placement
-    return pass_status(
-        BrowserPoolStatus(),
+    seen = Observed(
         spec=SPEC,
-        placement=placement,
-        alive=alive,
-        lost=gone,
-        troubles={"node-3": trouble},
-        config_problem=None,
-        failure_limit=3,
         now=NOW,
-        generation=2,
+        profiles=tuple(held),
+        alive=frozenset({"node-2", "node-3"}),
+        failed=frozenset({"node-3"}),
+        troubles={"node-3": trouble},
     )
+    assert decide(seen, failures={}, failure_limit=3, replacements=[]).create
+    return passed(seen)
 
 
 def test_a_refused_spare_node_does_not_stop_a_pool_that_converges_elsewhere() -> None:
@@ -189,3 +176,98 @@ def test_a_refused_spare_node_does_not_stop_a_pool_that_converges_elsewhere() ->
         assert cond["NodesAvailable"][:2] == ("False", "LocalApiRefused"), cond
         assert "node-3" in cond["NodesAvailable"][2]
         assert refused_key(s.to_json_dict(), 2) is None
+
+
+# Issue 38: the status is a pure function of the pass's observed value and decision
+# (`publish`). It was 103 lines of the workflow (`_publish`) reading the pass's locals, the
+# carried state and the clock; the rows of the `devices` query were built there too.
+
+
+def test_the_rows_say_which_profiles_are_held_lost_waiting_or_leaving() -> None:
+    seen = Observed(
+        spec=BrowserPoolSpec(replicas=2, open=False),
+        now=NOW,
+        profiles=(
+            NodeProfile("h0", 0, "node-1"),
+            NodeProfile("w1", 1, "node-2"),
+            NodeProfile("l0", 0, "node-3"),
+            NodeProfile("x5", 5, "node-1"),
+        ),
+        alive=frozenset({"node-1", "node-2"}),
+        lost=frozenset({"node-3"}),
+        failed=frozenset({"node-2"}),
+        troubles={"node-2": NodeTrouble(NODE_UNREACHABLE, "no answer in 15s", NOW)},
+    )
+    placement = decide(seen, failures={}, failure_limit=3, replacements=[])
+    out = publish(
+        BrowserPoolStatus(observed_generation=4),
+        seen,
+        placement,
+        config_problem=None,
+        failure_limit=3,
+        now=NOW,
+        generation=4,
+    )
+    assert {r.id: r.state for r in out.rows} == {
+        "h0": "held",
+        "w1": "waiting",
+        "l0": "lost",
+        "x5": "leaving",
+    }
+    s = out.status
+    assert (s.phase, s.ready_profiles, s.lost_profiles) == (Phase.DEGRADED, 1, 1)
+    assert conditions(s)["Ready"][:2] == ("False", "NodeUnreachable")
+    assert conditions(s)["Progressing"][:2] == ("True", "Reconciling")
+
+
+def test_a_node_lost_to_silence_is_counted_lost_in_the_rows_and_said_in_nodes() -> None:
+    """A live node past nodeLostAfterSeconds without an answer: its profiles are lost, held
+    elsewhere; NodesAvailable names the node (its trouble), not "NodesLost"."""
+    seen = Observed(
+        spec=BrowserPoolSpec(replicas=1, open=False),
+        now=NOW,
+        profiles=(NodeProfile("p0", 0, "node-1"),),
+        alive=frozenset({"node-1", "node-2"}),
+        failed=frozenset({"node-1"}),
+        troubles={"node-1": NodeTrouble(NODE_UNREACHABLE, "no answer", NOW, lost=True)},
+    )
+    placement = decide(seen, failures={}, failure_limit=3, replacements=[])
+    assert placement.create == [(0, "node-2")]
+    out = publish(
+        BrowserPoolStatus(),
+        seen,
+        placement,
+        config_problem=None,
+        failure_limit=3,
+        now=NOW,
+        generation=1,
+    )
+    assert [r.state for r in out.rows] == ["lost"]
+    assert conditions(out.status)["NodesAvailable"][:2] == ("False", "NodeUnreachable")
+    assert out.status.phase == Phase.DEGRADED
+
+
+def test_a_config_hold_and_too_many_failures_are_said_by_ready_and_remediation() -> None:
+    seen = Observed(
+        spec=BrowserPoolSpec.model_validate({"replicas": 3, "health": {"maxUnhealthy": 1}}),
+        now=NOW,
+        profiles=(NodeProfile("p0", 0, "node-1"), NodeProfile("p1", 1, "node-1")),
+        alive=frozenset({"node-1"}),
+    )
+    placement = decide(seen, failures={"p0": 3, "p1": 3}, failure_limit=3, replacements=[])
+    assert placement.paused == 2 and not placement.delete
+    hold = ConfigProblem("UnknownProxyPool", "node node-1: no proxy pool gw", 60.0)
+    s = publish(
+        BrowserPoolStatus(),
+        seen,
+        placement,
+        config_problem=hold,
+        failure_limit=3,
+        now=NOW,
+        generation=1,
+    ).status
+    cond = conditions(s)
+    assert cond["Ready"][:2] == ("False", "UnknownProxyPool")
+    assert "tried again every 60s" in cond["Ready"][2]
+    assert cond["RemediationPaused"][:2] == ("True", "TooManyUnhealthy")
+    assert "2 profiles failed to open 3 times" in cond["RemediationPaused"][2]

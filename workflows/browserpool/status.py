@@ -1,7 +1,7 @@
 """A BrowserPool's status after a pass, and at the end of its teardown: pure, no Temporal.
 
-`pass_status` turns what a pass saw and decided (`plan.Placement`, the nodes, the
-nodes whose Local API did not answer) into the status and its conditions;
+`publish` turns what a pass saw (`observe.Observed`) and decided (`plan.Placement`)
+into the status, its conditions and the profile rows of the `devices` query;
 `teardown_status` is the status while the pool deletes its profiles and once
 it has (tests/browserpool/test_bp_status.py). A node that beats but whose Local
 API refuses or does not answer is never hidden behind the last good status:
@@ -12,7 +12,7 @@ there or nothing else moves; else `BelowDesired`, as the pool converges elsewher
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -22,74 +22,66 @@ from devicepool.api.browserpool.v1beta1 import (
     BrowserPoolStatus,
 )
 from devicepool.api.v1alpha1 import ConditionStatus, Phase
+from devicepool.workflows.browserpool.messages import ProfileRow
+from devicepool.workflows.browserpool.observe import (
+    LOCAL_API_REFUSED,
+    NODE_UNREACHABLE,
+    NodeTrouble,
+    Observed,
+)
 from devicepool.workflows.browserpool.plan import Placement
 from devicepool.workflows.pool.status import ConditionUpdate, set_condition
 
 __all__ = [
     "LOCAL_API_REFUSED",
     "NODE_UNREACHABLE",
+    "ConfigProblem",
     "NodeTrouble",
-    "pass_status",
+    "Published",
+    "profile_rows",
+    "publish",
     "teardown_status",
 ]
 
 TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
-# The reasons a live node cannot be used: its Local API refuses this node's key (a
-# configuration error: waiting does not fix it), or it does not answer (or the node
-# worker took no call).
-LOCAL_API_REFUSED = "LocalApiRefused"
-NODE_UNREACHABLE = "NodeUnreachable"
-
-
-@dataclass(frozen=True)
-class NodeTrouble:
-    """A live node whose listing failed this pass: why, and since when it has not answered."""
-
-    reason: str
-    cause: str
-    since: datetime
-    # Silent past `nodeLostAfterSeconds`: its profiles are counted lost and held elsewhere.
-    lost: bool = False
+Types = BrowserConditionType
 
 
 @dataclass(frozen=True)
 class ConfigProblem:
+    """A create a node refused for its configuration: creating is held, tried again so often."""
+
     reason: str
     message: str
     retry_seconds: float
 
 
-def pass_status(
-    status: BrowserPoolStatus,
-    *,
-    spec: BrowserPoolSpec,
+@dataclass(frozen=True)
+class Published:
+    status: BrowserPoolStatus
+    rows: list[ProfileRow]
+
+
+def publish(
+    prior: BrowserPoolStatus,
+    seen: Observed,
     placement: Placement,
-    alive: Set[str],
-    lost: Set[str],
-    troubles: Mapping[str, NodeTrouble],
+    *,
     config_problem: ConfigProblem | None,
     failure_limit: int,
     now: datetime,
     generation: int,
-) -> BrowserPoolStatus:
-    """The status after a pass (`alive`: live selected nodes, the troubled ones included;
-    `lost`: silent ones; `troubles`: live nodes whose Local API did not answer)."""
+) -> Published:
+    """The pass's status and profile rows at `now`, from the spec it planned from
+    (`generation`: the one that spec had once it acted; before its act, the last pass's:
+    `--wait` must not take a plan for its outcome)."""
+    spec = seen.spec
     held = placement.held
     open_ = sum(1 for p in held if p.open)
     ready = open_ if spec.open else len(held)
-    usable = set(alive) - {n for n, t in troubles.items() if t.lost}
-    working = bool(placement.create or placement.delete or placement.open)
-    if ready >= spec.replicas and not placement.delete:
-        phase = Phase.READY
-    elif placement.delete and ready >= spec.replicas:
-        phase = Phase.SCALING_DOWN
-    elif not usable or placement.lost or troubles:
-        phase = Phase.DEGRADED
-    else:
-        phase = Phase.PROVISIONING
-    status = status.model_copy(
+    status = prior.model_copy(
         update={
-            "phase": phase,
+            "phase": _phase(seen, placement, ready),
             "desired_replicas": spec.replicas,
             "ready_profiles": ready,
             "open_profiles": open_,
@@ -100,77 +92,119 @@ def pass_status(
             "observed_generation": generation,
         }
     )
-    selector = ", ".join(f"{k}={v}" for k, v in sorted(spec.node_selector.items())) or "any"
-    trouble = _trouble(troubles, placement, spec)
+    trouble = _trouble(seen.troubles, placement)
+    conditions = [
+        _ready(seen, placement, ready, trouble, config_problem),
+        _progressing(placement),
+        _nodes(seen, trouble),
+        _remediation(spec, placement, failure_limit),
+    ]
+    for cond in conditions:
+        status = set_condition(status, cond, now=now, generation=generation)
+    return Published(status, profile_rows(seen, placement))
+
+
+def profile_rows(seen: Observed, placement: Placement) -> list[ProfileRow]:
+    """The `devices` query's rows: each profile held, lost (its node is silent), waiting
+    (its node's Local API does not answer) or leaving (being deleted)."""
+    leaving = {pid for pid, _ in placement.delete}
+    waiting = {p.id for p in placement.waiting}
+    lost = seen.all_lost
+
+    def state(pid: str, node: str) -> str:
+        if pid in leaving:
+            return "leaving"
+        if node in lost:
+            return "lost"
+        return "waiting" if pid in waiting else "held"
+
+    return [
+        ProfileRow(id=p.id, slot=p.slot, node=p.node, open=p.open, state=state(p.id, p.node))
+        for p in seen.profiles
+    ]
+
+
+def _working(placement: Placement) -> bool:
+    return bool(placement.create or placement.delete or placement.open)
+
+
+def _phase(seen: Observed, placement: Placement, ready: int) -> Phase:
+    enough = ready >= seen.spec.replicas
+    if enough:
+        return Phase.SCALING_DOWN if placement.delete else Phase.READY
+    usable = seen.alive - seen.gone
+    if not usable or placement.lost or seen.troubles:
+        return Phase.DEGRADED
+    return Phase.PROVISIONING
+
+
+def _ready(
+    seen: Observed,
+    placement: Placement,
+    ready: int,
+    trouble: _Said | None,
+    config_problem: ConfigProblem | None,
+) -> ConditionUpdate:
+    spec = seen.spec
     if ready >= spec.replicas:
-        ready_cond = ConditionUpdate(BrowserConditionType.READY, TRUE, "Converged")
-    elif config_problem is not None:
-        ready_cond = ConditionUpdate(
-            BrowserConditionType.READY,
+        return ConditionUpdate(Types.READY, TRUE, "Converged")
+    if config_problem is not None:
+        return ConditionUpdate(
+            Types.READY,
             FALSE,
             config_problem.reason,
             f"{config_problem.message} — creating held, tried again every "
             f"{config_problem.retry_seconds:g}s",
         )
-    elif trouble is not None and (placement.waiting or not working):
+    counted = f"{ready}/{spec.replicas} profiles ready"
+    if trouble is not None and (placement.waiting or not _working(placement)):
         # Only while the troubled nodes hold what is missing, or nothing else moves: a
         # refused spare, or a lost node being replaced elsewhere, is NodesAvailable's.
-        ready_cond = ConditionUpdate(
-            BrowserConditionType.READY,
-            FALSE,
-            trouble.reason,
-            f"{ready}/{spec.replicas} profiles ready; {trouble.message}",
-        )
-    else:
-        ready_cond = ConditionUpdate(
-            BrowserConditionType.READY,
-            FALSE,
-            "NoNodes" if not alive else "BelowDesired",
-            f"{ready}/{spec.replicas} profiles ready" + (" (open)" if spec.open else ""),
-        )
+        return ConditionUpdate(Types.READY, FALSE, trouble.reason, f"{counted}; {trouble.message}")
+    reason = "NoNodes" if not seen.alive else "BelowDesired"
+    return ConditionUpdate(Types.READY, FALSE, reason, counted + (" (open)" if spec.open else ""))
+
+
+def _progressing(placement: Placement) -> ConditionUpdate:
+    working = _working(placement)
+    return ConditionUpdate(
+        Types.PROGRESSING, TRUE if working else FALSE, "Reconciling" if working else "Stable"
+    )
+
+
+def _nodes(seen: Observed, trouble: _Said | None) -> ConditionUpdate:
+    if trouble is not None:
+        return ConditionUpdate(Types.NODES_AVAILABLE, FALSE, trouble.reason, trouble.message)
+    pairs = sorted(seen.spec.node_selector.items())
+    selector = ", ".join(f"{k}={v}" for k, v in pairs) or "any"
+    lost = seen.all_lost
     lost_note = (
         f"; lost: {', '.join(sorted(lost))} (its profiles are replaced elsewhere)" if lost else ""
     )
-    live = f"{len(alive)} live node(s) match nodeSelector ({selector})"
-    if trouble is not None:
-        nodes_cond = ConditionUpdate(
-            BrowserConditionType.NODES_AVAILABLE, FALSE, trouble.reason, trouble.message
-        )
-    elif not alive:
-        nodes_cond = ConditionUpdate(
-            BrowserConditionType.NODES_AVAILABLE,
+    if not seen.alive:
+        return ConditionUpdate(
+            Types.NODES_AVAILABLE,
             FALSE,
             "NoLiveNode",
             f"no live node worker matches nodeSelector ({selector}){lost_note}",
         )
-    elif lost:
-        nodes_cond = ConditionUpdate(
-            BrowserConditionType.NODES_AVAILABLE, TRUE, "NodesLost", live + lost_note
-        )
-    else:
-        nodes_cond = ConditionUpdate(BrowserConditionType.NODES_AVAILABLE, TRUE, "NodesAlive", live)
-    conditions = [
-        ready_cond,
-        ConditionUpdate(
-            BrowserConditionType.PROGRESSING,
-            TRUE if working else FALSE,
-            "Reconciling" if working else "Stable",
-        ),
-        nodes_cond,
-        ConditionUpdate(
-            BrowserConditionType.REMEDIATION_PAUSED,
-            TRUE,
-            "TooManyUnhealthy",
-            f"{placement.paused} profiles failed to open {failure_limit} times in a "
-            f"row, more than maxUnhealthy ({spec.health.max_unhealthy}): none is deleted "
-            "until fewer fail (a node or the account is likely the trouble)",
-        )
-        if placement.paused
-        else ConditionUpdate(BrowserConditionType.REMEDIATION_PAUSED, FALSE, "Healthy"),
-    ]
-    for cond in conditions:
-        status = set_condition(status, cond, now=now, generation=generation)
-    return status
+    live = f"{len(seen.alive)} live node(s) match nodeSelector ({selector})"
+    if lost:
+        return ConditionUpdate(Types.NODES_AVAILABLE, TRUE, "NodesLost", live + lost_note)
+    return ConditionUpdate(Types.NODES_AVAILABLE, TRUE, "NodesAlive", live)
+
+
+def _remediation(spec: BrowserPoolSpec, placement: Placement, limit: int) -> ConditionUpdate:
+    if not placement.paused:
+        return ConditionUpdate(Types.REMEDIATION_PAUSED, FALSE, "Healthy")
+    return ConditionUpdate(
+        Types.REMEDIATION_PAUSED,
+        TRUE,
+        "TooManyUnhealthy",
+        f"{placement.paused} profiles failed to open {limit} times in a row, more than "
+        f"maxUnhealthy ({spec.health.max_unhealthy}): none is deleted until fewer fail "
+        "(a node or the account is likely the trouble)",
+    )
 
 
 @dataclass(frozen=True)
@@ -179,9 +213,7 @@ class _Said:
     message: str
 
 
-def _trouble(
-    troubles: Mapping[str, NodeTrouble], placement: Placement, spec: BrowserPoolSpec
-) -> _Said | None:
+def _trouble(troubles: Mapping[str, NodeTrouble], placement: Placement) -> _Said | None:
     """One reason and one message for every troubled node (a refused key first)."""
     if not troubles:
         return None
