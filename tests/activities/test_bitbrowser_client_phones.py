@@ -33,8 +33,8 @@ from devicepool.emulator.bitbrowser import BitBrowserConfig
 from tests.helpers.bitbrowser import CJK, KEY, Account
 from tests.helpers.bitbrowser_client import Node, node
 
-SPEED = 5.0
-PACE = 0.25  # real seconds from a phone call's answer to the next call: 1.25 virtual seconds
+SPEED = 20.0
+PACE = 0.0625  # real seconds from a phone call's answer to the next call: 1.25 virtual seconds
 REGION = "d69bcf13db844d1cb81e779f64161223"
 PROXY = PhoneProxy(host="1.2.3.4", port=45001, username="phone-user", password="phone-pass-Lx9")
 

@@ -36,8 +36,8 @@ from devicepool.emulator.bitbrowser import BitBrowserConfig
 from tests.helpers.bitbrowser import KEY, Account
 from tests.helpers.bitbrowser_client import Node, node
 
-SPEED = 5.0
-PACE = 0.25
+SPEED = 20.0
+PACE = 0.0625
 REGION = "d69bcf13db844d1cb81e779f64161223"
 PROXY_PASSWORD = "phone-proxy-pass-Qv7"
 TEMPLATE = DeviceTemplate(platform="android", region=REGION, os_version="13", proxy_pool="gw")
