@@ -14,18 +14,29 @@ import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecutionStatus
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from devicepool.api.names import WORKFLOW_ACCOUNT_LEDGER, account_from_ledger_id, ledger_workflow_id
+from devicepool.api.names import (
+    TASK_QUEUE,
+    UPDATE_APPLY,
+    WORKFLOW_ACCOUNT_LEDGER,
+    account_from_ledger_id,
+    ledger_workflow_id,
+)
+from devicepool.api.v1alpha1 import PoolResource
 from devicepool.api.v1beta1 import DevicePool
+from devicepool.client._kind_sides import Side
 from devicepool.client._results import applied_verb
-from devicepool.client._temporal_errors import NoWorkerInTime, WorkflowTaskFailing
+from devicepool.client._temporal_errors import UPDATE_TIMEOUT, NoWorkerInTime, WorkflowTaskFailing
 from devicepool.client.errors import BadInput, DevicePoolError, TemporalUnreachable
-from devicepool.workflows.pool.messages import Accepted
+from devicepool.workflows.pool.messages import Accepted, ApplyResult
 
-__all__ = ["APPLY_CONCURRENCY", "apply_in_order", "check_account", "tally"]
+__all__ = ["APPLY_CONCURRENCY", "apply_in_order", "check_account", "start_or_update", "tally"]
 
 # Pools `apply_many` (`devicepool apply -f DIR/`) applies at once. A new pool
 # is one start (Temporal answers once it is stored); a pool that exists waits
@@ -170,3 +181,72 @@ def tally(answers: Sequence[Accepted | DevicePoolError], pools: int) -> str:
     if pools > len(answers):
         parts.append(f"{pools - len(answers)} not sent (stopped after the failure)")
     return f"{pools} pool{'' if pools == 1 else 's'}: {', '.join(parts) or 'none applied'}"
+
+
+async def start_or_update(
+    client: Client,
+    side: Side,
+    pool: PoolResource,
+    *,
+    errors: Callable[[], contextlib.AbstractContextManager[None]],
+    update_id: str | None,
+    start_first: bool,
+) -> Accepted:
+    """`PoolClient.apply` once the pool is checked: start it, or send it the `apply` update.
+
+    A DevicePool without `start_first` is one update-with-start; a BrowserPool
+    is always started plainly first (its update never creates). `errors` maps
+    what Temporal raises.
+    """
+    kind = side.kind
+    body, summary, attributes = side.start(pool)
+    starting: dict[str, Any] = {
+        "id": kind.workflow_id(pool.name),
+        "task_queue": TASK_QUEUE,
+        "static_summary": summary,
+        "search_attributes": attributes,
+    }
+    existed = False
+    if start_first or not side.update_starts:
+        with errors():
+            try:
+                await client.start_workflow(
+                    kind.workflow_type,
+                    body,
+                    id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                    **starting,
+                )
+            except WorkflowAlreadyStartedError:
+                existed = True  # it runs: the update below changes it (or not)
+            else:
+                replicas = pool.spec.replicas  # type: ignore[attr-defined]
+                return Accepted(generation=1, replicas=replicas, result=ApplyResult.CREATED)
+    with errors():
+        if side.update_starts:
+            start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+                kind.workflow_type,
+                body,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                **starting,
+            )
+            result = await client.execute_update_with_start_workflow(
+                UPDATE_APPLY,
+                body,
+                start_workflow_operation=start,
+                id=update_id,
+                result_type=Accepted,
+                rpc_timeout=UPDATE_TIMEOUT,
+            )
+        else:
+            handle = client.get_workflow_handle(starting["id"])
+            result = await handle.execute_update(
+                UPDATE_APPLY, body, result_type=Accepted, rpc_timeout=UPDATE_TIMEOUT
+            )
+    accepted = result if isinstance(result, Accepted) else Accepted.model_validate(result)
+    if existed and accepted.result == ApplyResult.CREATED:
+        # Started by another apply whose pool had not run its first task yet:
+        # this update was the first the pool handled, but it created nothing.
+        changed = accepted.generation > 1
+        outcome = ApplyResult.CONFIGURED if changed else ApplyResult.UNCHANGED
+        accepted = accepted.model_copy(update={"result": outcome})
+    return accepted

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from devicepool.api.conversion import resource_json_in
-from devicepool.api.names import API_VERSION_STORED
+from devicepool.api.kinds import kind_named
+from devicepool.api.names import API_VERSION_STORED, KIND_DEVICE_POOL
 from devicepool.workflows.pool.messages import Accepted
 
 
@@ -23,11 +23,13 @@ class PoolSummary:
     # Set when the worker did not answer and the row comes from search attributes.
     stale: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+    # The pool's kind (`api.kinds`): a DevicePool unless said.
+    kind: str = KIND_DEVICE_POOL
 
     def to_resource(self, api_version: str = API_VERSION_STORED) -> dict[str, Any]:
         """The pool as `get -o json|yaml` prints it, in `api_version` (default: the stored one)."""
         metadata = {"name": self.name, **{k: v for k, v in self.metadata.items() if k != "name"}}
-        resource = resource_json_in(
+        resource = kind_named(self.kind).conversion.resource_json_in(
             {"metadata": metadata, "spec": self.spec}, api_version=api_version
         )
         if self.created is not None:

@@ -24,6 +24,12 @@ from devicepool.client.errors import (
     TemporalUnreachable,
 )
 
+# Queries need a worker to answer; without one the server holds them. A short
+# timeout lets `get` fall back to the search attributes instead of hanging.
+QUERY_TIMEOUT = timedelta(seconds=5)
+# How long an update waits for a worker to accept it.
+UPDATE_TIMEOUT = timedelta(seconds=60)
+
 
 class NoWorkerInTime(DevicePoolError):
     """No worker took the update within its RPC timeout: none runs, or all are busy."""

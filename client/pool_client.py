@@ -1,11 +1,16 @@
-"""`PoolClient`: the user's side of a DevicePool, over a Temporal client.
+"""`PoolClient`: the user's side of a pool of either kind, over a Temporal client.
 
-A pool is the workflow ``devicepool/<name>`` on task queue ``devicepool``.
-Writes are updates (they validate and answer); reads are queries (free, no
-history). Every method rejects bad input locally, before any call to Temporal,
-so a rejected command changes nothing; errors are the `client.errors` tree.
-The account check and `apply_many`'s ordering live in `client/_apply.py`; the
-answers, status reading and Temporal error mapping in the other `client/_*`.
+A pool is the workflow ``<kind>/<name>`` (`api.kinds`: ``devicepool/NAME``,
+``browserpool/NAME``) on task queue ``devicepool``. Writes are updates (they
+validate and answer); reads are queries (free, no history). Every method
+rejects bad input locally, before any call to Temporal, so a rejected command
+changes nothing; errors are the `client.errors` tree.
+
+A method that takes a pool's name takes its `kind` too (a manifest kind,
+`DevicePool` or `BrowserPool`; default the client's own, `PoolClient.kind`);
+`apply` reads it from the pool. What differs per kind is a row of
+`client._kind_sides`; the account check and `apply_many`'s ordering live in
+`client/_apply.py`, the device-only updates and reads in `client/_device_ops.py`.
 """
 
 from __future__ import annotations
@@ -15,67 +20,60 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import pydantic
 from temporalio.client import (
     Client,
-    WithStartWorkflowOperation,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowHandle,
 )
-from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from devicepool.api import v1alpha1
-from devicepool.api.conversion import stored_spec_json, to_v1beta1, wire_spec
+from devicepool.api.kinds import kind_named
 from devicepool.api.names import (
-    QUERY_COST,
+    KIND_BROWSER_POOL,
+    KIND_DEVICE_POOL,
     QUERY_DEVICES,
-    QUERY_LEDGER,
     QUERY_SPEC,
     QUERY_STATUS,
-    TASK_QUEUE,
-    UPDATE_APPLY,
     UPDATE_PAUSE_REMEDIATION,
     UPDATE_PROTECT_DEVICE,
     UPDATE_REPLACE_DEVICE,
     UPDATE_RESUME_REMEDIATION,
     UPDATE_SCALE,
     UPDATE_UNPROTECT_DEVICE,
-    WORKFLOW_DEVICE_POOL,
-    ledger_workflow_id,
-    pool_name_from_workflow_id,
-    pool_workflow_id,
 )
+from devicepool.api.v1alpha1 import PoolResource
 from devicepool.api.v1beta1 import DevicePool
-from devicepool.client._apply import APPLY_CONCURRENCY, apply_in_order, check_account
-from devicepool.client._history import recent_events
-from devicepool.client._orphans import sweep_orphans
-from devicepool.client._results import DeleteResult, PoolSummary, iso
-from devicepool.client._search_attributes import initial_search_attributes, stale_summary
-from devicepool.client._status import (
-    configuration_problem,
-    devices_left,
-    is_converged,
-    teardown_blocked,
+from devicepool.client import _pool_reads, _waits
+from devicepool.client._apply import (
+    APPLY_CONCURRENCY,
+    apply_in_order,
+    check_account,
+    start_or_update,
 )
-from devicepool.client._temporal_errors import temporal_errors, try_query
+from devicepool.client._kind_sides import Side, side_of
+from devicepool.client._orphans import sweep_orphans
+from devicepool.client._results import DeleteResult, PoolSummary
+from devicepool.client._status import teardown_blocked
+from devicepool.client._temporal_errors import (
+    QUERY_TIMEOUT,
+    UPDATE_TIMEOUT,
+    NoWorkerInTime,
+    temporal_errors,
+    try_query,
+)
 from devicepool.client._validation import validate_name, validate_replicas
-from devicepool.client.browser_pools import BrowserPoolClient
 from devicepool.client.errors import (
     BadInput,
     DevicePoolError,
-    PoolBlocked,
     PoolNotFound,
-    WaitTimeout,
 )
 from devicepool.workflows.orphans.state import OrphanReport
 from devicepool.workflows.pool.messages import (
     Accepted,
-    ApplyResult,
     ControlAnswer,
     DeviceRef,
     DevicesView,
@@ -87,24 +85,20 @@ from devicepool.workflows.pool.messages import (
 
 __all__ = ["DeleteResult", "PoolClient", "PoolSummary", "ProgressCallback"]
 
-# Queries need a worker to answer; without one the server holds them. A short
-# timeout lets `get` fall back to the search attributes instead of hanging.
-QUERY_TIMEOUT = timedelta(seconds=5)
-# How long an update waits for a worker to accept it.
-UPDATE_TIMEOUT = timedelta(seconds=60)
-POLL_SECONDS = 1.0
 # A teardown block that was already shown when `delete` was asked again may be
 # stale (the cause fixed since): the finalizer sweeps again at most 60 s later.
 BLOCKED_GRACE_SECONDS = 75.0
-RECENT_EVENTS = 20
 
-# Called with each status a wait reads (camelCase `DevicePoolStatus` JSON).
+# Called with each status a wait reads (camelCase status JSON).
 ProgressCallback = Callable[[dict[str, Any]], None]
 
 
 class PoolClient:
     """Pools over one Temporal client: `apply`, `scale`, `delete`, `wait_ready` write or wait;
-    `get`, `summary`, `list`, `devices`, `describe` read."""
+    `get`, `summary`, `list`, `devices`, `profiles`, `describe` read."""
+
+    # The kind a name means when a method is not told (`kind=`).
+    kind: str = KIND_DEVICE_POOL
 
     def __init__(self, client: Client) -> None:
         self._client = client
@@ -115,95 +109,60 @@ class PoolClient:
     def address(self) -> str:
         return str(self._client.service_client.config.target_host)
 
-    def browser_pool_client(self) -> BrowserPoolClient:
-        """The same Temporal client, for the second kind (`browserpool/NAME`)."""
+    def browser_pool_client(self) -> PoolClient:
+        """The same Temporal client, its names meaning BrowserPools (`BrowserPoolClient`)."""
+        from devicepool.client.browser_pools import BrowserPoolClient
+
         return BrowserPoolClient(self._client)
+
+    def _side(self, kind: str | None) -> Side:
+        return side_of(kind or self.kind)
 
     # ------------------------------------------------------------ writes
 
     async def apply(
         self,
-        pool: DevicePool | v1alpha1.DevicePool,
+        pool: PoolResource,
         *,
         update_id: str | None = None,
         start_first: bool = False,
     ) -> Accepted:
-        """Start the pool, or replace its spec: one atomic update-with-start.
+        """Start the pool, or replace its spec (its kind is the pool's own).
 
         The answer's `result` says what happened: `created` (this call started
         the pool), `configured` (the spec or metadata changed) or `unchanged`.
-        Sent again with the same `update_id`, it answers the first send's outcome
-        (Temporal deduplicates updates by id) instead of applying twice.
+        A DevicePool is one atomic update-with-start: sent again with the same
+        `update_id`, it answers the first send's outcome (Temporal deduplicates
+        updates by id) instead of applying twice. A BrowserPool is a plain
+        start, and the `apply` update if it runs already (its update never creates).
 
-        `start_first` (`apply_many`): try a plain start first, which Temporal
-        answers once it has stored the pool, without waiting for a worker to run
-        it (as `kubectl apply` answers once the API server stored the object);
-        a pool that exists already gets the update. A new pool's first apply
-        cannot be refused (nothing to compare with), so the outcome is the same.
+        `start_first` (`apply_many`; always for a BrowserPool): try a plain start
+        first, which Temporal answers once it has stored the pool, without waiting
+        for a worker to run it (as `kubectl apply` answers once the API server
+        stored the object); a pool that exists already gets the update. A new
+        pool's first apply cannot be refused (nothing to compare with), so the
+        outcome is the same.
         """
-        if isinstance(pool, v1alpha1.DevicePool):  # the article's version, from Python
-            pool = to_v1beta1(pool)
-        # Re-validate: a DevicePool built with model_construct() skipped its checks.
+        kind = kind_named(pool.kind)  # type: ignore[attr-defined]
+        side = side_of(kind)
+        if isinstance(pool, kind.conversion.alpha):  # the article's version, from Python
+            pool = kind.conversion.to_v1beta1(pool)
+        # Re-validate: a pool built with model_construct() skipped its checks.
         try:
-            checked = DevicePool.model_validate(pool.model_dump(by_alias=True))
+            checked = kind.stored.model_validate(pool.model_dump(by_alias=True))
         except pydantic.ValidationError as err:
             raise BadInput(f"{pool.metadata.name}: {err.errors()[0]['msg']}") from None
         pool = checked if pool.source is None else checked.read_from(pool.source)
-        spec = pool.spec
-        await self._check_account(pool)
-        summary = (
-            f"DevicePool **{pool.name}**: {spec.platform.value} {spec.os_version} in "
-            f"{spec.region}, account `{spec.account}`"
-            + (f", proxy `{spec.proxy.pool_ref}`" if spec.proxy else "")
+        if isinstance(pool, DevicePool):
+            await self._check_account(pool)
+        return await start_or_update(
+            self._client,
+            side,
+            pool,
+            errors=functools.partial(self._errors, pool.name, writing=True, kind=kind.name),
+            update_id=update_id,
+            start_first=start_first,
         )
-        # Sent in the oldest version that holds the spec (`wire_spec`); the
-        # worker stores v1beta1. A dict: `PoolInput` would serialize v1beta1.
-        body = {"metadata": pool.metadata.to_json_dict(), "spec": wire_spec(spec)}
-        starting: dict[str, Any] = {
-            "id": pool_workflow_id(pool.name),
-            "task_queue": TASK_QUEUE,
-            "static_summary": summary,
-            "search_attributes": initial_search_attributes(spec),
-        }
-        existed = False
-        if start_first:
-            with self._errors(pool.name, writing=True):
-                try:
-                    await self._client.start_workflow(
-                        WORKFLOW_DEVICE_POOL,
-                        body,
-                        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                        **starting,
-                    )
-                except WorkflowAlreadyStartedError:
-                    existed = True  # it runs: the update below changes it (or not)
-                else:
-                    return Accepted(
-                        generation=1, replicas=spec.replicas, result=ApplyResult.CREATED
-                    )
-        start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-            WORKFLOW_DEVICE_POOL,
-            body,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            **starting,
-        )
-        with self._errors(pool.name, writing=True):
-            result = await self._client.execute_update_with_start_workflow(
-                UPDATE_APPLY,
-                body,
-                start_workflow_operation=start,
-                id=update_id,
-                result_type=Accepted,
-                rpc_timeout=UPDATE_TIMEOUT,
-            )
-        accepted = _accepted(result)
-        if existed and accepted.result == ApplyResult.CREATED:
-            # Started by another apply whose pool had not run its first task yet:
-            # this update was the first the pool handled, but it created nothing.
-            changed = accepted.generation > 1
-            outcome = ApplyResult.CONFIGURED if changed else ApplyResult.UNCHANGED
-            accepted = accepted.model_copy(update={"result": outcome})
-        return accepted
 
     async def apply_many(
         self,
@@ -240,11 +199,11 @@ class PoolClient:
             on_result=on_result,
         )
 
-    async def scale(self, name: str, replicas: int) -> Accepted:
+    async def scale(self, name: str, replicas: int, *, kind: str | None = None) -> Accepted:
         validate_name(name)
         validate_replicas(replicas)
-        handle = await self._running(name)
-        with self._errors(name, writing=True):
+        handle = await self._running(name, kind)
+        with self._errors(name, writing=True, kind=kind):
             result = await handle.execute_update(
                 UPDATE_SCALE,
                 ScaleRequest(replicas=replicas),
@@ -254,19 +213,9 @@ class PoolClient:
         return _accepted(result)
 
     async def costs(self, name: str | None = None) -> list[tuple[str, PoolCost | None]]:
-        """What each running pool's devices billed (query `cost`), or None where no worker
-        answered (or the pool's build predates the query); one pool with `name`."""
-        if name is not None:
-            validate_name(name)
-            handle = await self._running(name)
-            return [(name, await self._try_query(handle, QUERY_COST, result_type=PoolCost))]
-        pools = await self.list_pools()
-
-        async def one(pool: PoolSummary) -> tuple[str, PoolCost | None]:
-            handle = self._client.get_workflow_handle(pool_workflow_id(pool.name))
-            return pool.name, await self._try_query(handle, QUERY_COST, result_type=PoolCost)
-
-        return list(await asyncio.gather(*(one(p) for p in pools)))
+        """What each running DevicePool's devices billed (query `cost`), or None where no
+        worker answered (or the pool's build predates the query); one pool with `name`."""
+        return await _pool_reads.costs(self, name)
 
     # ------------------------------------------------------------ one device, remediation
 
@@ -296,9 +245,9 @@ class PoolClient:
 
     async def _control(self, name: str, update: str, request: Any) -> str:
         validate_name(name)
-        handle = await self._running(name)
+        handle = await self._running(name, KIND_DEVICE_POOL)
         args = [] if request is None else [request]
-        with self._errors(name, writing=True):
+        with self._errors(name, writing=True, kind=KIND_DEVICE_POOL):
             answer = await handle.execute_update(
                 update, args=args, result_type=ControlAnswer, rpc_timeout=UPDATE_TIMEOUT
             )
@@ -311,8 +260,9 @@ class PoolClient:
         wait: bool = False,
         timeout: float = 300.0,
         on_progress: ProgressCallback | None = None,
+        kind: str | None = None,
     ) -> DeleteResult:
-        """Cancel the pool workflow: it tears every device down, then ends CANCELED.
+        """Cancel the pool workflow: it tears everything down (devices, profiles), then ends.
 
         With `wait`, `PoolBlocked` as soon as the pool shows `TeardownBlocked=True`
         (it keeps retrying; only a person fixes the cause). A block already shown
@@ -320,58 +270,25 @@ class PoolClient:
         `BLOCKED_GRACE_SECONDS` (one retry of the sweep) to clear first.
         """
         validate_name(name)
-        handle = await self._running(name)
+        side = self._side(kind)
+        handle = await self._running(name, kind)
         before = await self._try_query(handle, QUERY_STATUS) if wait else None
         grace_until = time.monotonic() + (
             BLOCKED_GRACE_SECONDS if isinstance(before, dict) and teardown_blocked(before) else 0.0
         )
-        with self._errors(name):
+        with self._errors(name, kind=kind):
             await handle.cancel()
         if not wait:
             return DeleteResult(name, closed=False, execution_status="RUNNING", devices_left=None)
-        deadline = time.monotonic() + timeout
-        left: int | None = None
-        while True:
-            with self._errors(name):
-                desc = await handle.describe()
-            if desc.status != WorkflowExecutionStatus.RUNNING:
-                status_name = desc.status.name if desc.status else "UNKNOWN"
-                if desc.status not in (
-                    WorkflowExecutionStatus.CANCELED,
-                    WorkflowExecutionStatus.COMPLETED,
-                ):
-                    raise DevicePoolError(
-                        f'pool "{name}" ended {status_name} before confirming its teardown; '
-                        f"devices may be left at the provider"
-                    )
-                return DeleteResult(
-                    name,
-                    closed=True,
-                    execution_status=status_name,
-                    devices_left=0,
-                    profiles_retired=await self._retired(handle, desc.status),
-                )
-            status = await self._try_query(handle, QUERY_STATUS)
-            if isinstance(status, dict):
-                left = devices_left(status)
-                if on_progress is not None:
-                    on_progress(status)
-                blocked = teardown_blocked(status)
-                if blocked is not None and time.monotonic() >= grace_until:
-                    raise PoolBlocked(
-                        name,
-                        "cannot finish deleting",
-                        str(blocked.get("reason") or "TeardownBlocked"),
-                        str(blocked.get("message") or ""),
-                        "; it keeps retrying until the cause is fixed "
-                        f"(devicepool describe {name})",
-                    )
-            if time.monotonic() >= deadline:
-                shown = "unknown" if left is None else str(left)
-                raise WaitTimeout(
-                    f'pool "{name}" still deleting after {timeout:g}s ({shown} devices left)'
-                )
-            await asyncio.sleep(POLL_SECONDS)
+        return await _waits.until_deleted(
+            self,
+            side,
+            handle,
+            name,
+            timeout=timeout,
+            grace_until=grace_until,
+            on_progress=on_progress,
+        )
 
     async def wait_ready(
         self,
@@ -380,112 +297,92 @@ class PoolClient:
         generation: int,
         timeout: float = 300.0,
         on_progress: ProgressCallback | None = None,
+        kind: str | None = None,
     ) -> dict[str, Any]:
         """Poll `status` until the pool has converged on `generation` (or `WaitTimeout`).
 
-        `PoolBlocked` at once when a pass over `generation` reports `Ready=False`
-        for a configuration error (`_status.CONFIGURATION_REASONS`): the pool
-        stopped provisioning, and waiting would only run out the timeout.
+        `PoolBlocked` at once when a pass over `generation` reports what waiting
+        cannot fix (`Side.blocked`: `Ready=False` for a configuration error, a
+        node's Local API refusing its key): the pool stopped, and waiting would
+        only run out the timeout.
         """
-        handle = self._client.get_workflow_handle(pool_workflow_id(name))
-        deadline = time.monotonic() + timeout
-        status: dict[str, Any] = {}
-        while True:
-            answer = await self._try_query(handle, QUERY_STATUS)
-            if isinstance(answer, dict):
-                status = answer
-                if on_progress is not None:
-                    if status.get("pendingDevices"):
-                        # Creates not landed yet: say whether they wait for the account's window.
-                        status = {**status, "accountWindow": await self._window(handle)}
-                    on_progress(status)
-                if is_converged(status, generation):
-                    return status
-                problem = configuration_problem(status, generation)
-                if problem is not None:
-                    raise PoolBlocked(
-                        name,
-                        "cannot become ready",
-                        str(problem.get("reason")),
-                        str(problem.get("message") or ""),
-                    )
-            if time.monotonic() >= deadline:
-                raise WaitTimeout(
-                    f'pool "{name}" not ready after {timeout:g}s '
-                    f"({status.get('readyDevices', 0)}/{status.get('desiredReplicas', '?')} ready, "
-                    f"phase {status.get('phase', 'unknown')})"
-                )
-            await asyncio.sleep(POLL_SECONDS)
+        side = self._side(kind)
+        handle = self._client.get_workflow_handle(side.kind.workflow_id(name))
+        return await _waits.until_ready(
+            self,
+            side,
+            handle,
+            name,
+            generation=generation,
+            timeout=timeout,
+            on_progress=on_progress,
+        )
 
     # ------------------------------------------------------------ reads
 
-    async def get(self, name: str) -> dict[str, Any]:
-        """The pool's status (camelCase DevicePoolStatus JSON)."""
+    async def get(self, name: str, *, kind: str | None = None) -> dict[str, Any]:
+        """The pool's status (camelCase status JSON)."""
         validate_name(name)
-        handle = await self._running(name)
-        with self._errors(name):
+        handle = await self._running(name, kind)
+        with self._errors(name, kind=kind):
             status = await handle.query(QUERY_STATUS, result_type=dict, rpc_timeout=QUERY_TIMEOUT)
         return dict(status)
 
-    async def summary(self, name: str) -> PoolSummary:
+    async def summary(self, name: str, *, kind: str | None = None) -> PoolSummary:
         """Spec and status of one pool (what `get NAME` shows)."""
         validate_name(name)
-        handle = self._client.get_workflow_handle(pool_workflow_id(name))
-        desc = await self._describe_running(name, handle)
-        return await self._summary(name, desc)
+        side = self._side(kind)
+        handle = self._client.get_workflow_handle(side.kind.workflow_id(name))
+        desc = await self._describe_running(name, handle, kind)
+        summary = await self._summary(side.kind.name, name, desc)
+        if summary is None:
+            raise NoWorkerInTime(
+                f'pool "{name}": no worker did answer in time — is `devicepool worker` '
+                "(or `devicepool dev`) running?"
+            )
+        return summary
 
-    async def list_pools(self) -> list[PoolSummary]:
-        """Every running pool (visibility), each with its live spec and status."""
-        query = f"WorkflowType = '{WORKFLOW_DEVICE_POOL}' AND ExecutionStatus = 'Running'"
+    async def list_pools(self, *, kind: str | None = None) -> list[PoolSummary]:
+        """Every running pool of the kind (visibility), each with its live spec and status."""
+        side = self._side(kind)
+        query = f"WorkflowType = '{side.kind.workflow_type}' AND ExecutionStatus = 'Running'"
         executions = []
-        with self._errors(None):
+        with self._errors(None, kind=kind):
             async for execution in self._client.list_workflows(query):
-                if pool_name_from_workflow_id(execution.id):
+                if side.kind.name_from_workflow_id(execution.id):
                     executions.append(execution)
         limit = asyncio.Semaphore(16)
 
-        async def one(execution: Any) -> PoolSummary:
+        async def one(execution: Any) -> PoolSummary | None:
             async with limit:
-                return await self._summary(str(pool_name_from_workflow_id(execution.id)), execution)
+                name = str(side.kind.name_from_workflow_id(execution.id))
+                return await self._summary(side.kind.name, name, execution)
 
         pools = await asyncio.gather(*(one(e) for e in executions))
-        return sorted(pools, key=lambda p: p.name)
+        return sorted((p for p in pools if p is not None), key=lambda p: p.name)
 
     async def devices(self, name: str) -> DevicesView:
+        """A DevicePool's devices (a BrowserPool's: `profiles`)."""
         validate_name(name)
-        handle = await self._running(name)
-        with self._errors(name):
+        handle = await self._running(name, KIND_DEVICE_POOL)
+        with self._errors(name, kind=KIND_DEVICE_POOL):
             return await handle.query(
                 QUERY_DEVICES, result_type=DevicesView, rpc_timeout=QUERY_TIMEOUT
             )
 
-    async def describe(self, name: str) -> dict[str, Any]:
-        """Spec, status, conditions, devices, the workflow and its recent events."""
+    async def profiles(self, name: str) -> list[dict[str, Any]]:
+        """A BrowserPool's profiles, one row each."""
         validate_name(name)
-        handle = self._client.get_workflow_handle(pool_workflow_id(name))
-        desc = await self._describe_running(name, handle)
-        summary = await self._summary(name, desc)
-        view = await self._try_query(handle, QUERY_DEVICES, result_type=DevicesView)
-        devices = (
-            [d.model_dump(mode="json", by_alias=True) for d in view.devices]
-            if isinstance(view, DevicesView)
-            else None
-        )
-        events = await recent_events(handle, limit=RECENT_EVENTS, rpc_timeout=QUERY_TIMEOUT)
-        resource = summary.to_resource()
-        resource["devices"] = devices
-        resource["workflow"] = {
-            "id": desc.id,
-            "runId": desc.run_id,
-            "taskQueue": desc.task_queue,
-            "status": desc.status.name if desc.status else "UNKNOWN",
-            "startTime": iso(desc.start_time),
-            "historyLength": desc.history_length,
-        }
-        resource["events"] = events
-        if summary.stale:
-            resource["note"] = "no worker answered; spec and status are from search attributes"
-        return resource
+        handle = await self._running(name, KIND_BROWSER_POOL)
+        with self._errors(name, kind=KIND_BROWSER_POOL):
+            view = await handle.query(QUERY_DEVICES, rpc_timeout=QUERY_TIMEOUT)
+        return list(view.get("profiles") or [])
+
+    async def describe(self, name: str, *, kind: str | None = None) -> dict[str, Any]:
+        """Spec, status, conditions, devices (profiles), the workflow and its recent events."""
+        if self._side(kind).kind.name == KIND_BROWSER_POOL:
+            return await _pool_reads.describe_browser_pool(self, name)
+        return await _pool_reads.describe_device_pool(self, name)
 
     # ------------------------------------------------------------ helpers
 
@@ -493,29 +390,32 @@ class PoolClient:
         """Refuse a pool whose account no worker serves (`_apply.check_account`)."""
         await check_account(self._client, self.address, pool, self._served_accounts)
 
-    async def running(self, name: str) -> bool:
-        """Whether a DevicePool of that name runs."""
+    async def running(self, name: str, *, kind: str | None = None) -> bool:
+        """Whether a pool of that name and kind runs."""
         try:
-            await self._running(name)
+            await self._running(name, kind)
         except PoolNotFound:
             return False
         return True
 
-    async def _running(self, name: str) -> WorkflowHandle[Any, Any]:
-        handle = self._client.get_workflow_handle(pool_workflow_id(name))
-        await self._describe_running(name, handle)
+    async def _running(self, name: str, kind: str | None = None) -> WorkflowHandle[Any, Any]:
+        handle = self._client.get_workflow_handle(self._side(kind).kind.workflow_id(name))
+        await self._describe_running(name, handle, kind)
         return handle
 
     async def _describe_running(
-        self, name: str, handle: WorkflowHandle[Any, Any]
+        self, name: str, handle: WorkflowHandle[Any, Any], kind: str | None = None
     ) -> WorkflowExecutionDescription:
-        with self._errors(name):
+        with self._errors(name, kind=kind):
             desc = await handle.describe()
         if desc.status != WorkflowExecutionStatus.RUNNING:
-            raise PoolNotFound(name)
+            raise PoolNotFound(name, kind=self._side(kind).kind.resource)
         return desc
 
-    async def _summary(self, name: str, execution: Any) -> PoolSummary:
+    async def _summary(self, kind: str, name: str, execution: Any) -> PoolSummary | None:
+        """The pool's answers to `spec` and `status`; without them (no worker answered),
+        what its search attributes say, marked stale."""
+        side = side_of(kind)
         handle = self._client.get_workflow_handle(execution.id)
         spec_answer, status_answer = await asyncio.gather(
             self._try_query(handle, QUERY_SPEC), self._try_query(handle, QUERY_STATUS)
@@ -523,43 +423,15 @@ class PoolClient:
         if isinstance(spec_answer, dict) and isinstance(status_answer, dict):
             return PoolSummary(
                 name=name,
-                spec=stored_spec_json(spec_answer.get("spec") or {}),
+                spec=side.kind.conversion.stored_spec_json(spec_answer.get("spec") or {}),
                 status=dict(status_answer),
                 # The pool's creation, carried across its runs (a run's start restarts at
                 # every continue-as-new); a worker from before answers without it.
                 created=_created(spec_answer) or execution.start_time,
                 metadata=dict(spec_answer.get("metadata") or {}),
+                kind=side.kind.name,
             )
-        return stale_summary(name, execution)
-
-    async def _window(self, pool: WorkflowHandle[Any, Any]) -> dict[str, Any] | None:
-        """The pool's account window as its ledger counts it (`ledger` query), or None."""
-        spec = await self._try_query(pool, QUERY_SPEC)
-        provider = stored_spec_json((spec or {}).get("spec") or {}).get("provider") or {}
-        account = provider.get("account")
-        if not account:
-            return None
-        ledger = self._client.get_workflow_handle(ledger_workflow_id(str(account)))
-        view = await self._try_query(ledger, QUERY_LEDGER)
-        return view if isinstance(view, dict) else None
-
-    async def _retired(
-        self, handle: WorkflowHandle[Any, Any], status: WorkflowExecutionStatus
-    ) -> int | None:
-        """What a deleted pool kept at a provider with no delete (`profilesRetired`), or None
-        when it cannot be told: the result of a run that ended COMPLETED (a teardown
-        continued-as-new), else the CANCELED run's `status`, which a worker replays to answer."""
-        final: Any = None
-        try:
-            if status == WorkflowExecutionStatus.COMPLETED:
-                final = await handle.result(rpc_timeout=QUERY_TIMEOUT)
-            else:
-                final = await self._try_query(handle, QUERY_STATUS)
-        except Exception:  # the pool is deleted: only this count is unknown
-            return None
-        if not isinstance(final, dict):
-            return None
-        return int(final.get("profilesRetired") or 0)
+        return side.stale(name, execution)
 
     async def _try_query(
         self, handle: WorkflowHandle[Any, Any], query: str, *, result_type: type = dict
@@ -570,9 +442,10 @@ class PoolClient:
         )
 
     def _errors(
-        self, name: str | None, *, writing: bool = False
+        self, name: str | None, *, writing: bool = False, kind: str | None = None
     ) -> contextlib.AbstractContextManager[None]:
-        return temporal_errors(self.address, name, writing=writing)
+        resource = self._side(kind).kind.resource
+        return temporal_errors(self.address, name, writing=writing, kind=resource)
 
     async def orphans(
         self, *, delete: bool = False, accounts: list[str] | None = None
@@ -599,8 +472,11 @@ def _accepted(result: Any) -> Accepted:
 
 
 def _created(spec_answer: dict[str, Any]) -> datetime | None:
-    """When the pool was created, from its `spec` query (`createdAt`), if it says."""
-    try:
-        return datetime.fromisoformat(str(spec_answer["createdAt"]))
-    except (KeyError, ValueError):
-        return None
+    """When the pool was created, from its `spec` query (`createdAt`; a BrowserPool's
+    `creationTimestamp`), if it says."""
+    for key in ("createdAt", "creationTimestamp"):
+        try:
+            return datetime.fromisoformat(str(spec_answer[key]))
+        except (KeyError, ValueError):
+            continue
+    return None

@@ -915,7 +915,7 @@ def test_scale_wait_waits_until_ready_equals_desired(
     ]
     temporal = FakeTemporal(statuses)
     fake_temporal(monkeypatch, temporal)
-    monkeypatch.setattr("devicepool.client.pool_client.POLL_SECONDS", 0.01)
+    monkeypatch.setattr("devicepool.client._waits.POLL_SECONDS", 0.01)
     code, out, err = run(capsys, "scale", "cli-pool", "--replicas", "3", "--wait")
     assert code == EXIT_OK, err
     assert out.splitlines() == [
@@ -930,7 +930,7 @@ def test_scale_wait_gives_up_at_its_timeout(
 ) -> None:
     pending = {"observedGeneration": 2, "desiredReplicas": 3, "readyDevices": 2}
     fake_temporal(monkeypatch, FakeTemporal([pending]))
-    monkeypatch.setattr("devicepool.client.pool_client.POLL_SECONDS", 0.01)
+    monkeypatch.setattr("devicepool.client._waits.POLL_SECONDS", 0.01)
     code, out, err = run(
         capsys, "scale", "cli-pool", "--replicas", "3", "--wait", "--timeout", "0.1"
     )

@@ -1,0 +1,141 @@
+"""The reads of `PoolClient` that are one kind's own: `describe` of each kind, a DevicePool's
+cost, its account window and the profiles its teardown retired.
+
+Functions over a `PoolClient` (its Temporal client, its errors and queries), so
+`pool_client.py` stays the class; each is called by the method of that name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
+
+from devicepool.api.conversion import stored_spec_json
+from devicepool.api.kinds import BROWSER_POOL, DEVICE_POOL
+from devicepool.api.names import (
+    QUERY_COST,
+    QUERY_DEVICES,
+    QUERY_EVENTS,
+    QUERY_LEDGER,
+    QUERY_SPEC,
+    QUERY_STATUS,
+    ledger_workflow_id,
+)
+from devicepool.client._history import recent_events
+from devicepool.client._results import PoolSummary, iso
+from devicepool.client._temporal_errors import QUERY_TIMEOUT
+from devicepool.client._validation import validate_name
+from devicepool.workflows.pool.messages import DevicesView, PoolCost
+
+if TYPE_CHECKING:
+    from devicepool.client.pool_client import PoolClient
+
+__all__ = [
+    "RECENT_EVENTS",
+    "account_window",
+    "costs",
+    "describe_browser_pool",
+    "describe_device_pool",
+    "retired_profiles",
+]
+
+RECENT_EVENTS = 20
+
+
+async def describe_device_pool(pools: PoolClient, name: str) -> dict[str, Any]:
+    """Spec, status, conditions, devices, the workflow and its recent events."""
+    validate_name(name)
+    handle = pools._client.get_workflow_handle(DEVICE_POOL.workflow_id(name))
+    desc = await pools._describe_running(name, handle, DEVICE_POOL.name)
+    summary = await pools._summary(DEVICE_POOL.name, name, desc)
+    assert summary is not None  # a DevicePool's search attributes always make one
+    view = await pools._try_query(handle, QUERY_DEVICES, result_type=DevicesView)
+    devices = (
+        [d.model_dump(mode="json", by_alias=True) for d in view.devices]
+        if isinstance(view, DevicesView)
+        else None
+    )
+    events = await recent_events(handle, limit=RECENT_EVENTS, rpc_timeout=QUERY_TIMEOUT)
+    resource = summary.to_resource()
+    resource["devices"] = devices
+    resource["workflow"] = {
+        "id": desc.id,
+        "runId": desc.run_id,
+        "taskQueue": desc.task_queue,
+        "status": desc.status.name if desc.status else "UNKNOWN",
+        "startTime": iso(desc.start_time),
+        "historyLength": desc.history_length,
+    }
+    resource["events"] = events
+    if summary.stale:
+        resource["note"] = "no worker answered; spec and status are from search attributes"
+    return resource
+
+
+async def describe_browser_pool(pools: PoolClient, name: str) -> dict[str, Any]:
+    """Spec, status, conditions, profiles and the pool's own events."""
+    got = await pools.summary(name, kind=BROWSER_POOL.name)
+    handle = pools._client.get_workflow_handle(BROWSER_POOL.workflow_id(name))
+    with pools._errors(name, kind=BROWSER_POOL.name):
+        events = await handle.query(QUERY_EVENTS, rpc_timeout=QUERY_TIMEOUT)
+    metadata: dict[str, Any] = {"name": name}
+    if got.created is not None:
+        metadata["creationTimestamp"] = iso(got.created)
+    return {
+        "kind": BROWSER_POOL.name,
+        "metadata": metadata,
+        "spec": got.spec,
+        "status": got.status,
+        "profiles": await pools.profiles(name),
+        "events": list(events.get("events") or []),
+    }
+
+
+async def costs(pools: PoolClient, name: str | None) -> list[tuple[str, PoolCost | None]]:
+    """Each running DevicePool's `cost` answer (None where no worker answered); `name`'s."""
+    if name is not None:
+        validate_name(name)
+        handle = await pools._running(name, DEVICE_POOL.name)
+        return [(name, await pools._try_query(handle, QUERY_COST, result_type=PoolCost))]
+    listed = await pools.list_pools(kind=DEVICE_POOL.name)
+
+    async def one(pool: PoolSummary) -> tuple[str, PoolCost | None]:
+        handle = pools._client.get_workflow_handle(DEVICE_POOL.workflow_id(pool.name))
+        return pool.name, await pools._try_query(handle, QUERY_COST, result_type=PoolCost)
+
+    return list(await asyncio.gather(*(one(p) for p in listed)))
+
+
+async def account_window(
+    pools: PoolClient, pool: WorkflowHandle[Any, Any]
+) -> dict[str, Any] | None:
+    """The pool's account window as its ledger counts it (`ledger` query), or None."""
+    spec = await pools._try_query(pool, QUERY_SPEC)
+    provider = stored_spec_json((spec or {}).get("spec") or {}).get("provider") or {}
+    account = provider.get("account")
+    if not account:
+        return None
+    ledger = pools._client.get_workflow_handle(ledger_workflow_id(str(account)))
+    view = await pools._try_query(ledger, QUERY_LEDGER)
+    return view if isinstance(view, dict) else None
+
+
+async def retired_profiles(
+    pools: PoolClient, handle: WorkflowHandle[Any, Any], status: WorkflowExecutionStatus
+) -> int | None:
+    """What a deleted pool kept at a provider with no delete (`profilesRetired`), or None
+    when it cannot be told: the result of a run that ended COMPLETED (a teardown
+    continued-as-new), else the CANCELED run's `status`, which a worker replays to answer."""
+    final: Any = None
+    try:
+        if status == WorkflowExecutionStatus.COMPLETED:
+            final = await handle.result(rpc_timeout=QUERY_TIMEOUT)
+        else:
+            final = await pools._try_query(handle, QUERY_STATUS)
+    except Exception:  # the pool is deleted: only this count is unknown
+        return None
+    if not isinstance(final, dict):
+        return None
+    return int(final.get("profilesRetired") or 0)

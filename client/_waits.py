@@ -1,0 +1,130 @@
+"""What `PoolClient.delete(wait=True)` and `wait_ready` wait for, polled every `POLL_SECONDS`.
+
+Both kinds alike: a teardown until the workflow ends (`PoolBlocked` at a
+`TeardownBlocked=True` past its grace), a change until the pool converged on
+its generation (`PoolBlocked` at once for what waiting cannot fix). The words
+and the convergence test are the kind's (`client._kind_sides`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
+
+from devicepool.api.names import QUERY_STATUS
+from devicepool.client import _pool_reads
+from devicepool.client._kind_sides import Side
+from devicepool.client._results import DeleteResult
+from devicepool.client._status import teardown_blocked
+from devicepool.client.errors import DevicePoolError, PoolBlocked, WaitTimeout
+
+if TYPE_CHECKING:
+    from devicepool.client.pool_client import PoolClient
+
+__all__ = ["POLL_SECONDS", "until_deleted", "until_ready"]
+
+POLL_SECONDS = 1.0
+
+Progress = Callable[[dict[str, Any]], None] | None
+
+
+async def until_deleted(
+    pools: PoolClient,
+    side: Side,
+    handle: WorkflowHandle[Any, Any],
+    name: str,
+    *,
+    timeout: float,
+    grace_until: float,
+    on_progress: Progress,
+) -> DeleteResult:
+    """Until the cancelled pool's workflow has ended (`WaitTimeout` past `timeout`)."""
+    deadline = time.monotonic() + timeout
+    left: int | None = None
+    while True:
+        with pools._errors(name, kind=side.kind.name):
+            desc = await handle.describe()
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            status_name = desc.status.name if desc.status else "UNKNOWN"
+            if desc.status not in (
+                WorkflowExecutionStatus.CANCELED,
+                WorkflowExecutionStatus.COMPLETED,
+            ):
+                raise DevicePoolError(
+                    f"{side.shown(name)} ended {status_name} before confirming its teardown; "
+                    f"{side.noun} may be left {side.left_where}"
+                )
+            return DeleteResult(
+                name,
+                closed=True,
+                execution_status=status_name,
+                devices_left=0,
+                profiles_retired=await _pool_reads.retired_profiles(pools, handle, desc.status),
+            )
+        status = await pools._try_query(handle, QUERY_STATUS)
+        if isinstance(status, dict):
+            left = side.left(status)
+            if on_progress is not None:
+                on_progress(status)
+            blocked = teardown_blocked(status)
+            if blocked is not None and time.monotonic() >= grace_until:
+                raise PoolBlocked(
+                    side.named(name),
+                    "cannot finish deleting",
+                    str(blocked.get("reason") or "TeardownBlocked"),
+                    str(blocked.get("message") or ""),
+                    "; it keeps retrying until the cause is fixed "
+                    f"(devicepool describe {side.named(name)})",
+                )
+        if time.monotonic() >= deadline:
+            shown = "unknown" if left is None else str(left)
+            raise WaitTimeout(
+                f"{side.shown(name)} still deleting after {timeout:g}s ({shown} {side.noun} left)"
+            )
+        await asyncio.sleep(POLL_SECONDS)
+
+
+async def until_ready(
+    pools: PoolClient,
+    side: Side,
+    handle: WorkflowHandle[Any, Any],
+    name: str,
+    *,
+    generation: int,
+    timeout: float,
+    on_progress: Progress,
+) -> dict[str, Any]:
+    """Until the pool's status says it converged on `generation`; that status."""
+    deadline = time.monotonic() + timeout
+    status: dict[str, Any] = {}
+    while True:
+        answer = await pools._try_query(handle, QUERY_STATUS)
+        if isinstance(answer, dict):
+            status = answer
+            if on_progress is not None:
+                if status.get("pendingDevices"):
+                    # Creates not landed yet: say whether they wait for the account's window.
+                    window = await _pool_reads.account_window(pools, handle)
+                    status = {**status, "accountWindow": window}
+                on_progress(status)
+            if side.converged(status, generation):
+                return status
+            problem = side.blocked(status, generation)
+            if problem is not None:
+                raise PoolBlocked(
+                    side.named(name),
+                    "cannot become ready",
+                    str(problem.get("reason")),
+                    str(problem.get("message") or ""),
+                )
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(
+                f"{side.shown(name)} not ready after {timeout:g}s "
+                f"({status.get(side.ready_key, 0)}/{status.get('desiredReplicas', '?')} ready, "
+                f"phase {status.get('phase', 'unknown')})"
+            )
+        await asyncio.sleep(POLL_SECONDS)
