@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from devicepool.activities.models import PoolSettings
-from devicepool.workflows.pool import event_log as ev
 from devicepool.workflows.pool import events as pe
 from devicepool.workflows.pool.backoff import Backoff
 from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.pool.state import PoolState
+from devicepool.workflows.reconciler import events as ev
 from devicepool.workflows.shared.protocol import BatchReport, HealthReport
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

@@ -13,7 +13,7 @@ a second device is rented for its slot).
 
 The oracle is v0.1.0's loop (`git show 8a87418:workflows/pool.py`, `_act` and
 `_start_batch`), ported below; `SlotBook.take` is the same code in v0.1.0
-(`git show 8a87418:workflows/slots.py`). `DevicePoolWorkflow._act` runs here
+(`git show 8a87418:workflows/slots.py`). `act.carry_out` (the pass's act) runs here
 without a server: its terminations are a stand-in during which the spec changes
 (and a health report may land), and `workflow.patched` answers False, as it does
 replaying a history without the marker.
@@ -32,11 +32,12 @@ from devicepool.activities.models import PoolSettings
 from devicepool.api import names
 from devicepool.api.v1alpha1 import ObjectMeta
 from devicepool.api.v1beta1 import DevicePoolSpec
-from devicepool.workflows.pool import workflow as pool_workflow
+from devicepool.workflows.pool import act
 from devicepool.workflows.pool.decide import decide
+from devicepool.workflows.pool.fates import Fate
+from devicepool.workflows.pool.kind import DevicePoolKind
 from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.pool.state import PoolState
-from devicepool.workflows.pool.workflow import DevicePoolWorkflow
 from devicepool.workflows.shared.protocol import HealthReport
 
 NOW = datetime(2026, 12, 5, 4, 0, tzinfo=UTC)
@@ -83,30 +84,33 @@ def a_pass(
     """One pass of a v0.1.0 run (no patch marker): doomed device `x` is terminated, and
     while it is, the spec becomes `changed` (and a health report removes `reported`
     devices). Asserts the pass started what v0.1.0 started and left the book as it did."""
-    monkeypatch.setattr(pool_workflow.workflow, "now", lambda: NOW)
-    monkeypatch.setattr(pool_workflow.workflow, "patched", lambda patch_id: False)
-    monkeypatch.setattr(pool_workflow.children, "batch_input", lambda **kw: kw)
-    monkeypatch.setattr(pool_workflow.children, "incarnation", lambda: "")
+    monkeypatch.setattr(act.workflow, "now", lambda: NOW)
+    monkeypatch.setattr(act.workflow, "patched", lambda patch_id: False)
+    monkeypatch.setattr(act.children, "batch_input", lambda **kw: kw)
+    monkeypatch.setattr(act.children, "incarnation", lambda: "")
     before = spec(replicas=replicas)
     state = PoolState(
         generation=generation, slots=book.model_copy(deep=True), replacements_owed=owed
     )
-    state.fates.set(["x"], pool_workflow.Fate.DOOMED)
-    pool: Any = DevicePoolWorkflow.__new__(DevicePoolWorkflow)
-    pool._metadata, pool._spec, pool._settings = ObjectMeta(name="p"), before, SETTINGS
-    pool.s, pool._devices, pool._reported_leaving, pool._dirty = state, [], [], False
-    pool._reported_gone = set()
+    state.fates.set(["x"], Fate.DOOMED)
+    pool: Any = DevicePoolKind.__new__(DevicePoolKind)
+    pool.h = SimpleNamespace(
+        metadata=ObjectMeta(name="p"), name="p", spec=before, s=state, dirty=False
+    )
+    pool.h.happened = lambda *_: None
+    pool.worker_settings, pool.devices, pool.reported_leaving = SETTINGS, [], []
+    pool.reported_gone = set()
     started: list[Started] = []
-    pool._neighbours = SimpleNamespace(withdraw=lambda *_: None, later=started.append)
+    pool.neighbours = SimpleNamespace(withdraw=lambda *_: None, later=started.append)
 
-    def start_child(child_id: str, input: dict[str, Any]) -> Started:
+    def start_child(k: Any, child_id: str, input: dict[str, Any]) -> Started:
         return child_id, input["generation"], input["slots"], input["replacement"]
 
-    pool._start_child = start_child
+    monkeypatch.setattr(act, "start_child", start_child)
 
-    async def terminate(device_ids: list[str], **_: object) -> None:
+    async def terminate(k: Any, device_ids: list[str], **_: object) -> None:
         assert device_ids == ["x"]
-        pool._respec(changed, said=False)
+        pool.respec(changed, said=False)
         if reported:
             gone = {f"r{i}": "offline for 30s" for i in range(reported)}
             report = HealthReport(
@@ -119,7 +123,7 @@ def a_pass(
             )
             state.take_health(report, max_unhealthy="3")
 
-    pool._terminate = terminate
+    monkeypatch.setattr(act, "terminate", terminate)
     decision = decide(
         pool="p",
         replicas=replicas,
@@ -136,7 +140,7 @@ def a_pass(
     )
     assert decision.terminate == ["x"] and decision.batches, decision
 
-    asyncio.run(pool._act(decision))
+    asyncio.run(act.carry_out(pool, decision))
 
     # v0.1.0: the book as it was before the pass, changed by the spec change alone.
     old = book.model_copy(deep=True)

@@ -50,6 +50,8 @@ from devicepool.activities.models import PoolSettings, TerminatePoolInput, Termi
 from devicepool.api.errors import ErrorType
 from devicepool.workflows.pool import calls
 from devicepool.workflows.pool.slots import SlotBook
+from devicepool.workflows.reconciler.kind import TeardownBlocked, TryAgain
+from devicepool.workflows.reconciler.teardown import until_torn_down
 from devicepool.workflows.shared.errors import error_message, error_type
 from devicepool.workflows.shared.placement import node_problem, provider_queue
 from devicepool.workflows.shared.policies import PROVIDER_RETRY
@@ -199,8 +201,8 @@ async def sweep(
     latest `blocked_after` into a failing window; `hand_over()` continues-as-new
     when the history is long (it does not return then).
     """
-    pause = SWEEP_RETRY_FIRST
-    while True:
+
+    async def once() -> TerminatePoolResult | TeardownBlocked | TryAgain | None:
         try:
             return await workflow.execute_activity_method(
                 DeviceActivityDefinitions.terminate_pool,
@@ -213,26 +215,33 @@ async def sweep(
                 **provider_queue(node),
             )
         except ActivityError as err:
-            if silent := node_problem(err, node):
-                reason, _, why = silent.partition(": ")
-                blocked(reason, f"cannot delete devices: {why}")
-                await hand_over()
-                await workflow.sleep(pause, summary="wait, then sweep the provider again")
-                pause = min(SWEEP_RETRY_MAX, 2 * pause)
-                continue
-            if err.retry_state == RetryState.TIMEOUT:
-                failed = window_failure(err)
-                if failed is None:
-                    await hand_over()
-                    # The policy's first interval: never a hot loop, however short the window.
-                    await workflow.sleep(PROVIDER_RETRY.initial_interval, summary="sweep again")
-                    continue
-                kind, message = failed
-            else:
-                kind, message = error_type(err), error_message(err)
-                if verdict(kind, rented_anything=rented_anything) == SweepVerdict.DONE:
-                    return None
-            blocked(condition_reason(kind), f"cannot delete devices: {message}")
-            await hand_over()
-            await workflow.sleep(pause, summary="wait, then sweep the provider again")
-            pause = min(SWEEP_RETRY_MAX, 2 * pause)
+            return _failed(err, node=node, rented_anything=rented_anything)
+
+    return await until_torn_down(
+        once,
+        blocked=lambda block: blocked(block.reason, block.message),
+        hand_over=hand_over,
+        first=SWEEP_RETRY_FIRST,
+        most=SWEEP_RETRY_MAX,
+        summary="wait, then sweep the provider again",
+    )
+
+
+def _failed(
+    err: ActivityError, *, node: str, rented_anything: bool
+) -> TeardownBlocked | TryAgain | None:
+    """What a failed sweep means: a block, another window at once, or done (None)."""
+    if silent := node_problem(err, node):
+        reason, _, why = silent.partition(": ")
+        return TeardownBlocked(reason, f"cannot delete devices: {why}")
+    if err.retry_state == RetryState.TIMEOUT:
+        failed = window_failure(err)
+        if failed is None:
+            # The policy's first interval: never a hot loop, however short the window.
+            return TryAgain(PROVIDER_RETRY.initial_interval, "sweep again")
+        kind, message = failed
+    else:
+        kind, message = error_type(err), error_message(err)
+        if verdict(kind, rented_anything=rented_anything) == SweepVerdict.DONE:
+            return None
+    return TeardownBlocked(condition_reason(kind), f"cannot delete devices: {message}")

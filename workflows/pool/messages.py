@@ -121,3 +121,20 @@ class PoolCost(CamelModel):
         if self.counted_until is not None and now > self.counted_until:
             extra = self.billing_devices * (now - self.counted_until).total_seconds() / 3600
         return self.device_hours_to_date + extra, self.cost_to_date + extra * self.price_per_hour
+
+
+def cost_of(s: PoolState, *, account: str, price_per_hour: float) -> PoolCost:
+    """Query `cost`'s answer, from what the pool counted (`PoolState.accrue`)."""
+    return PoolCost(
+        account=account,
+        price_per_hour=price_per_hour,
+        hourly_cost=round(s.cost_rate, 4),
+        cost_to_date=round(s.cost_to_date, 4),
+        device_hours_to_date=round(s.device_hours_to_date, 4),
+        hours=[
+            BilledHour(start=hour, device_hours=round(hours, 4), cost=round(dollars, 4))
+            for hour, (hours, dollars) in sorted(s.billed_hours.items())
+        ],
+        counted_until=s.cost_since,
+        billing_devices=s.cost_devices,
+    )

@@ -1,0 +1,213 @@
+"""A DevicePool pass's act: withdrawals, then terminations, then batches (the decision's order).
+
+`carry_out` runs on the pass's `DevicePoolKind` (`kind.py`). The rest keeps what a run
+recorded by v0.1.0 did when news landed while its terminations were awaited (a health
+report, a spec change): those histories replay only if the same batches start, under
+the same child ids; the patches below say when a newer run does otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from devicepool.activities import models as am
+    from devicepool.api import names
+    from devicepool.workflows.pool import calls, children
+    from devicepool.workflows.pool import events as say
+    from devicepool.workflows.pool.decide import BatchOrder, Decision
+    from devicepool.workflows.pool.fates import Fate
+    from devicepool.workflows.pool.slots import SlotBook, observed_slots
+    from devicepool.workflows.shared.protocol import ProvisionBatchInput
+
+if TYPE_CHECKING:
+    from devicepool.workflows.pool.kind import DevicePoolKind
+
+__all__ = [
+    "OWED_SPLIT_AS_DECIDED_PATCH",
+    "RESPEC_HOLDS_BATCHES_PATCH",
+    "TERMINATED_LEAVE_PATCH",
+    "carry_out",
+]
+
+# The devices a pass terminated leave its view at once, and its status is the plan made
+# after them. v0.1.0 kept them as members until a listing said otherwise: a pass with no
+# listing in between terminated them again, and the next listing upserted the counts.
+TERMINATED_LEAVE_PATCH = "terminated-devices-leave-the-pass"
+# A spec change while a pass awaits its terminations leaves the decided batches to the
+# next pass (same keys); v0.1.0 took the creates from its book once the terminations
+# returned: under the new generation's child ids and keys (retries under their own, none
+# of an older create body).
+RESPEC_HOLDS_BATCHES_PATCH = "respec-during-terminations-holds-batches"
+# A pass's creates are split into batches (replacements first, in batches of their own) as
+# decided, before its terminations; v0.1.0 split them once the terminations returned, with
+# what was owed then: a health report in between made it start a replacement batch more.
+OWED_SPLIT_AS_DECIDED_PATCH = "batches-split-as-decided"
+
+
+async def carry_out(k: DevicePoolKind, decision: Decision) -> None:
+    """Withdrawals, then terminations, then batches: the decision's order."""
+    s = k.s
+    book, owed = s.slots, s.replacements_owed  # what the decision was made on
+    s.slots, s.replacements_owed = decision.slots, decision.replacements_owed
+    for batch_id, slots in decision.withdraw.items():
+        k.neighbours.withdraw(batch_id, slots)
+    if decision.terminate:
+        await terminate(
+            k,
+            decision.terminate,
+            only_if_idle=decision.only_if_idle,
+            reasons=decision.reasons,
+            first=decision.first,
+        )
+        removed = [d for d in decision.plan.remove_failed if d not in s.doomed]
+        s.fates.set(removed, Fate.REMOVED_FAILED)
+    batches = decision.batches
+    # What a v0.1.0 run owed as it took these creates: once the terminations returned.
+    owed_then = owed + s.replacements_owed - decision.replacements_owed
+    if batches and s.replacements_owed != decision.replacements_owed:
+        # Owed more since the decision (a health report during the terminations):
+        # this pass's batches stand as decided, the next pass serves the rest.
+        batches = _split_as_v0_1_0(k, decision, book, owed_then)
+    if batches and s.generation != decision.generation:
+        if workflow.patched(RESPEC_HOLDS_BATCHES_PATCH):
+            # The spec changed while terminating: these batches' keys and body would
+            # disagree. Their slots are planned again (same keys) by the next pass.
+            for order in batches:
+                s.slots.lost(order.child_id)
+                s.replacements_owed += len(order.slots) if order.replacement else 0
+            k.h.dirty, batches = True, []
+        else:
+            orders, taken, left = _taken_as_v0_1_0(k, decision, book, owed_then, s.generation)
+            batches = _adopt_as_v0_1_0(k, batches, orders, taken, left)
+    for order in batches:
+        k.h.happened(say.batch_started(len(order.slots), replacement=order.replacement))
+        input = children.batch_input(
+            pool=k.name,
+            spec=k.spec,
+            settings=k.settings,
+            generation=order.generation,
+            slots=order.slots,
+            replacement=order.replacement,
+        )
+        # Not awaited: the child reports through signals, to this run or the next.
+        k.neighbours.later(start_child(k, order.child_id, input))
+
+
+def _split_as_v0_1_0(
+    k: DevicePoolKind, decision: Decision, book: SlotBook, owed: int
+) -> list[BatchOrder]:
+    """The decision's batches, or those a v0.1.0 run started instead (`book`: what the
+    decision was made on; `owed`: what was owed once the terminations returned).
+    v0.1.0 split the creates then, with what was owed then and the listing as it stood."""
+    orders, taken, left = _taken_as_v0_1_0(k, decision, book, owed, decision.generation)
+    live = k.s.slots
+    if (
+        orders == decision.batches
+        and left == k.s.replacements_owed
+        and taken.retry_slots == live.retry_slots
+    ) or workflow.patched(OWED_SPLIT_AS_DECIDED_PATCH):
+        return decision.batches
+    return _adopt_as_v0_1_0(k, decision.batches, orders, taken, left)
+
+
+def _taken_as_v0_1_0(
+    k: DevicePoolKind, decision: Decision, book: SlotBook, owed: int, generation: int
+) -> tuple[list[BatchOrder], SlotBook, int]:
+    """v0.1.0's `_start_batch` loop once the terminations returned, on a copy of `book`
+    as v0.1.0 had it then (its withdrawals asked, the create body of now): the batches,
+    the book after them, and what is still owed. After a spec change during the
+    terminations (`generation` the new one) v0.1.0 took them under the new generation's
+    child ids, fresh slots under its keys and retried ones under their own, from a book
+    whose new create body no longer retries older keys."""
+    book = book.model_copy(deep=True)
+    book.body_generation = k.s.slots.body_generation
+    for batch_id, slots in decision.withdraw.items():
+        withdrawn = book.batch(batch_id)
+        if withdrawn is not None:
+            withdrawn.withdrawing += slots
+    observed = observed_slots(
+        (d.labels for d in k.devices), names.LABEL_SLOT, children.incarnation()
+    )
+    orders: list[BatchOrder] = []
+    count = decision.plan.create
+    while count > 0:
+        n = min(k.settings.provision_batch_size, count, owed or count)
+        taken_generation, taken = book.take(n, generation=generation, observed_slots=observed)
+        child_id = names.provision_workflow_id(k.name, generation, book.next_batch_number())
+        book.open_batch(child_id, taken_generation, taken, workflow.now())
+        orders.append(BatchOrder(child_id, taken_generation, taken, owed > 0))
+        owed -= len(taken) if owed else 0
+        count -= len(taken)
+    return orders, book, owed
+
+
+def _adopt_as_v0_1_0(
+    k: DevicePoolKind,
+    batches: list[BatchOrder],
+    orders: list[BatchOrder],
+    book: SlotBook,
+    owed: int,
+) -> list[BatchOrder]:
+    """The live book holds `orders` (taken into `book`) instead of `batches`."""
+    live, replaced = k.s.slots, {order.child_id for order in batches}
+    started = [b for b in book.in_flight if b.workflow_id in {o.child_id for o in orders}]
+    live.in_flight = [b for b in live.in_flight if b.workflow_id not in replaced] + started
+    live.next_slot, live.next_batch = book.next_slot, book.next_batch
+    live.retry_slots = book.retry_slots
+    k.s.replacements_owed = owed
+    return orders
+
+
+async def start_child(k: DevicePoolKind, child_id: str, input: ProvisionBatchInput) -> None:
+    if not await children.start_batch(child_id, input):
+        k.s.slots.drop(child_id)  # planned again on the next pass
+        k.h.dirty = True
+
+
+async def terminate(
+    k: DevicePoolKind,
+    device_ids: list[str],
+    *,
+    only_if_idle: set[str],
+    reasons: dict[str, str],
+    first: set[str] | None = None,
+) -> None:
+    seen = {d.id: d.idle_since for d in k.devices if d.id in only_if_idle}
+    reserve = k.spec.reserve
+    done = await calls.terminate_devices(
+        k.account,
+        device_ids,
+        only_if_idle=only_if_idle,
+        idle_since=seen,
+        reserve_keep=reserve.keep if reserve is not None else None,
+        node=k.node,
+    )
+    k.said(
+        k.s.take_terminations(
+            device_ids,
+            only_if_idle=only_if_idle,
+            failed=done.failed,
+            skipped=done.skipped,
+            devices=k.devices,
+            reasons=reasons,
+            first=first or set(),
+        )
+    )
+    # What went is leaving, as the next listing will say: not counted any more.
+    if workflow.patched(TERMINATED_LEAVE_PATCH):
+        gone = set(device_ids) - set(done.failed) - set(done.skipped)
+        k.devices = [
+            d.model_copy(update={"status": am.TERMINATING}) if d.id in gone else d
+            for d in k.devices
+        ]
+    for device_id, err in done.failed.items():
+        workflow.logger.warning("terminate %s failed: %s", device_id, err)
+    for device_id, why in done.skipped.items():
+        workflow.logger.info("pool %s: kept %s (%s)", k.name, device_id, why)
+    # A failed scale-down is planned again after a resync; a device found busy
+    # since the listing is kept, and a fresh look decides again.
+    k.retry_terminations = any(d in only_if_idle for d in done.failed)
+    k.h.dirty = k.h.dirty or bool(done.skipped)

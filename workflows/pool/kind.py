@@ -1,0 +1,399 @@
+"""`DevicePoolKind`: the DevicePool's core on the reconciler shell, one object per run.
+
+A pass (driven by `workflows/reconciler/shell.py`): `observe` lists the pool's devices
+and applies the news to the carried `PoolState` through its reducers (`state.py`),
+checks the references, the batches, the health check and the region, and answers one
+`Observed` (`observed.py`); `decide` expires what is due, then decides (pure,
+`decide.py`); `act` withdraws, terminates, starts batches (`act.py`) and answers the
+plan the status shows; `publish` writes status, cost and what is shown; `wait` is the
+watch (`watch.py`) or a timer when a deadline exists. `tear_down` is the finalizer
+(`finalizer.py`). What lives only for one run (the last listing, the watch, the
+worker's settings) is here; what is handed over is `PoolState`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from devicepool.activities import models as am
+    from devicepool.api import names
+    from devicepool.api.errors import ErrorType
+    from devicepool.api.v1beta1 import DevicePoolSpec, check_replicas
+    from devicepool.workflows.pool import act as acting
+    from devicepool.workflows.pool import (
+        calls,
+        children,
+        finalizer,
+        observe,
+        spec_changes,
+        waiting,
+    )
+    from devicepool.workflows.pool import events as say
+    from devicepool.workflows.pool import status as st
+    from devicepool.workflows.pool.decide import Decision
+    from devicepool.workflows.pool.lifecycle import Lifecycle, protected_now
+    from devicepool.workflows.pool.messages import Accepted, ApplyRequest, ApplyResult, PoolInput
+    from devicepool.workflows.pool.observed import Observed, decision_for
+    from devicepool.workflows.pool.plan import COUNTED_STATUSES, Plan
+    from devicepool.workflows.pool.search_attributes import wanted
+    from devicepool.workflows.pool.state import (
+        PoolState,
+        Said,
+        billed_devices,
+        leaving_by_report,
+    )
+    from devicepool.workflows.pool.watch import DeviceWatch, Observations
+    from devicepool.workflows.reconciler.kind import Host
+    from devicepool.workflows.shared.protocol import BatchReport, HealthConfig, HealthReport
+
+__all__ = ["HEALTH_RESERVE_PATCH", "DevicePoolKind"]
+
+# The health check is told the pool's `spec.reserve.keep` (its replacements honour it).
+HEALTH_RESERVE_PATCH = "health-reserve-keep"
+
+
+class DevicePoolKind:
+    """The DevicePool's pass, teardown and answers (`reconciler.kind.Kind`)."""
+
+    member = "device"
+
+    def __init__(self, host: Host[DevicePoolSpec, PoolState], input: PoolInput) -> None:
+        self.h = host
+        # Settings given in the input (tests, a caller overriding the worker) are
+        # kept across continue-as-new; otherwise each run re-reads the worker's.
+        self.worker_settings, self.settings_pinned = input.settings, input.settings is not None
+        # The listing the last run handed over stands until this run's first one lands.
+        self.devices = am.devices_from_rows(self.s.listing, pool=input.metadata.name)
+        self.s.listing = []
+        # Whether the health check is told `spec.reserve.keep` (`HEALTH_RESERVE_PATCH`).
+        self._tell_reserve = False
+        self.s.health_told = self.s.health_told or self.health_config()
+        self.observations = Observations()
+        self.watch = DeviceWatch(self.observations)
+        # What this run knows and the next looks up again: the listing's error
+        # (None: it worked), unknown references (None: not checked yet).
+        self.observe_problem: str | None = None
+        self.refs_problems: list[str] | None = None
+        # Their check failed (a node worker took no call): no create until it works.
+        self.refs_unchecked = False
+        self.neighbours = children.Neighbours(pool=self.name, account=self.account)
+        self.need_observe = True
+        self.reported_gone: set[str] = set()  # terminated, by the health check's word
+        # Of those, the ones still listed: they bill until gone (a cap or surge counts them).
+        self.reported_leaving: list[am.DeviceInfo] = []
+        self.retry_terminations = False  # a scale-down's termination failed
+        self._announced = False  # told the ledger in this pass (`PoolState.announce`)
+
+    @property
+    def s(self) -> PoolState:
+        return self.h.s
+
+    @property
+    def spec(self) -> DevicePoolSpec:
+        return self.h.spec
+
+    @property
+    def name(self) -> str:
+        return self.h.name
+
+    @property
+    def account(self) -> str:
+        return self.h.spec.account
+
+    # ------------------------------------------------------------------ observe
+
+    async def observe(self) -> Observed:
+        # Reports apply only against an observation that started after they arrived.
+        created_mark, done_mark = self.s.slots.inbox.mark()
+        if self.s.announce:
+            self.s.announce, self._announced = False, True
+            self.neighbours.tell_ledger(expecting=True)
+        await observe.look(self)
+        if not self._tell_reserve and self.spec.reserve is not None:
+            # Runs from before told the health check no reserve: they replay as they were.
+            self._tell_reserve = workflow.patched(HEALTH_RESERVE_PATCH)
+        self.neighbours.ensure_health(self.s, self.settings, self.health_config())
+        self._take_reports(created_mark, done_mark)
+        await children.check_batches(self.s.slots, pool=self.name, every=self.check_every)
+        await self.neighbours.sync_health(self.s, self.health_config())
+        await observe.probe_region(self)
+        return self.observed()
+
+    def observed(self) -> Observed:
+        """What the pass knows now, frozen."""
+        return Observed(
+            devices=tuple(self.devices),
+            reported_leaving=tuple(self.reported_leaving),
+            settings=self.settings,
+            price=self.price,
+            now=workflow.now(),
+            observe_problem=self.observe_problem,
+            refs_problems=self.refs_problems,
+            refs_unchecked=self.refs_unchecked,
+        )
+
+    async def read_settings(self) -> None:
+        self.worker_settings = await calls.read_settings()
+
+    def settings_unread(self) -> bool:
+        return self.worker_settings is None
+
+    def take_listing(self, devices: list[am.DeviceInfo]) -> None:
+        self.devices = self.s.take_listing(devices, reported_gone=self.reported_gone)
+        self.reported_leaving = leaving_by_report(devices, self.reported_gone)
+
+    def _take_reports(self, created_mark: int, done_mark: int) -> None:
+        created = self.s.slots.inbox.created[:created_mark]
+        self.h.happened(*say.batches_settled(self.s.slots, created))
+        self.s.slots.settle_created(created_mark, listed=(d.id for d in self.devices))
+        for report in self.s.slots.finish(done_mark):
+            self.said(
+                self.s.take_report(
+                    report, region=self.spec.region, settings=self.settings, now=workflow.now()
+                )
+            )
+
+    # ------------------------------------------------------------------ decide / act
+
+    def decide(self, seen: Observed) -> Decision:
+        if seen.observe_problem is None:  # expiry moves on a fresh listing only
+            self.h.happened(*self.life().advance())
+        return self.decision(seen, act=True)
+
+    def decision(self, seen: Observed, *, act: bool) -> Decision:
+        return decision_for(
+            seen,
+            pool=self.name,
+            spec=self.spec,
+            state=self.s,
+            incarnation=children.incarnation(),
+            act=act,
+        )
+
+    def life(self) -> Lifecycle:
+        return Lifecycle(self.spec, self.s, self.devices, workflow.now())
+
+    async def act(self, seen: Observed, decision: Decision) -> Plan:
+        """Carry the decision out (`act.py`); the plan the status shows."""
+        await acting.carry_out(self, decision)
+        # What the status shows is the pool after its terminations (runs from v0.1.0: before).
+        plan = decision.plan
+        if decision.terminate and workflow.patched(acting.TERMINATED_LEAVE_PATCH):
+            plan = self.decision(self.observed(), act=False).plan
+        if self._announced:
+            self._announced = False
+            if self.observe_problem is not None or not decision.plan.create:
+                self.neighbours.tell_ledger(expecting=False)
+        return plan
+
+    # ------------------------------------------------------------------ publish / wait
+
+    def publish(self, plan: Plan) -> None:
+        pause, now = self.s.account_pause, workflow.now()
+        if pause is not None and pause.until <= now:
+            self.s.account_pause = None  # over: said by the condition going back to True
+        drift = self.life().drift()
+        doomed = self.s.doomed
+        view = st.PoolView(
+            spec=self.spec,
+            generation=self.s.generation,
+            plan=plan,
+            # A batch whose creates all landed only waits for boots: its devices
+            # are counted by observation (as provisioning), not as creates.
+            creating=self.s.slots.creating() or plan.create > 0,
+            # Members: not those on their way out (doomed, or terminating at the provider).
+            device_ids=sorted(
+                d.id for d in self.devices if d.id not in doomed and d.status != am.TERMINATING
+            ),
+            refs_problems=self.refs_problems,
+            backoff=self.s.backoff,
+            health=self.s.health,
+            now=now,
+            observe_problem=self.observe_problem,
+            account_pause=self.s.account_pause,
+            account_cap=self.s.account_cap,
+            price_per_hour=self.price,
+            paused_by_user=self.s.remediation_paused,
+            protected=sorted(protected_now(self.s.protected, now)),
+            drifted=len(drift) if self.spec.rollout is not None else None,
+            updated=sum(
+                1
+                for d in self.devices
+                if d.status in COUNTED_STATUSES and d.id not in doomed and d.id not in drift
+            ),
+        )
+        billing = billed_devices(self.devices, self.reported_leaving)
+        self.s.accrue(now, billing, self.price)
+        self.said(self.s.publish(st.published(self.s.status, view)))
+        self.h.show()
+
+    async def wait(self, plan: Plan) -> None:
+        await waiting.until_due(self, plan)
+
+    # ------------------------------------------------------------------ delete / hand over
+
+    def stop(self) -> None:
+        self.watch.drop()
+
+    def quiet(self) -> bool:
+        return self.neighbours.quiet()
+
+    async def tear_down(self) -> None:
+        """The finalizer: stop provisioning, remove every device; then the deleted status."""
+        await workflow.wait_condition(self.neighbours.quiet)
+        swept = await finalizer.tear_down(
+            self.s.slots,
+            pool=self.name,
+            account=self.account,
+            health_id=names.health_workflow_id(self.name),
+            settings=self.settings,
+            rented_anything=self.s.slots.next_slot > 0 or bool(self.devices),
+            blocked=self._blocked,
+            hand_over=self.h.hand_over_if_due,
+        )
+        retired = swept.retired if swept is not None else 0
+        if retired:
+            self.h.happened(say.profiles_retired(retired))
+        self.h.happened(say.Happened("Deleted", "no device of the pool is left"))
+        self.s.deleted(workflow.now(), profiles_retired=retired)
+
+    def _blocked(self, reason: str, message: str) -> None:
+        unknown = reason == finalizer.condition_reason(ErrorType.UNKNOWN_ACCOUNT)
+        for condition in st.teardown_blocked(reason, message, unknown_account=unknown):
+            self.h.set_condition(condition)
+        self.h.happened(say.Happened("TeardownBlocked", f"{reason}: {message}", True))
+        self.h.show_details()
+
+    def carried(self) -> PoolInput:
+        """The whole state and the last listing (`PoolState.listing`) for the next run."""
+        settings = self.worker_settings if self.settings_pinned else None
+        self.s.listing = am.device_rows(self.devices, pool=self.name)
+        return PoolInput(metadata=self.h.metadata, spec=self.spec, settings=settings, state=self.s)
+
+    # ------------------------------------------------------------------ shown
+
+    def search_attributes(self) -> dict[str, str | int]:
+        return wanted(self.spec, self.s.status)
+
+    def details(self) -> str:
+        return st.details(self.name, self.spec, self.s.generation, self.s.status)
+
+    # ------------------------------------------------------------------ messages
+
+    def apply(self, request: ApplyRequest) -> Accepted:
+        # The update that came with the pool's start (update-with-start) is handled
+        # in the first activation, before the run stamps `created_at` (carried on).
+        created = self.s.created_at is None
+        changed = request.spec != self.spec or request.metadata != self.h.metadata
+        if request.spec != self.spec:
+            self.respec(request.spec, said=not created)
+            self.refs_problems = None
+        self.h.metadata = request.metadata
+        self._clear_rejection()
+        if created:
+            return self.accepted(ApplyResult.CREATED)
+        return self.accepted(ApplyResult.CONFIGURED if changed else ApplyResult.UNCHANGED)
+
+    def accepted(self, result: ApplyResult) -> Accepted:
+        return Accepted(generation=self.s.generation, replicas=self.spec.replicas, result=result)
+
+    def check_replicas(self, replicas: int) -> None:
+        check_replicas(replicas)
+
+    def rescale(self, replicas: int) -> None:
+        if replicas != self.spec.replicas:
+            self.respec(self.spec.model_copy(update={"replicas": replicas}), said=True)
+        self._clear_rejection()
+
+    def refuse_scale(self, message: str) -> None:
+        self.s.reject_scale(message, workflow.now())
+        self.h.show_details()
+
+    def respec(self, spec: DevicePoolSpec, *, said: bool) -> None:
+        body_changed = spec_changes.body_changed(self.spec, spec)
+        now = workflow.now() if said else None
+        self.s.respec(self.spec, spec, body_changed=body_changed, now=now)
+        self.h.spec = spec
+        self.h.dirty = True
+
+    def _clear_rejection(self) -> None:
+        """An accepted spec change supersedes a refused `scale` signal: `SpecRejected` goes."""
+        if self.s.drop_rejection():
+            self.h.show_details()
+
+    def batch_report(self, report: BatchReport, *, done: bool) -> None:
+        """A batch of an earlier pool of this name (terminated by hand, applied again)
+        reports to this one's workflow id: its slots, failures and devices are not ours
+        (its devices are adopted through the listing)."""
+        if report.incarnation not in ("", children.incarnation()):
+            workflow.logger.info(
+                "pool %s: report of %s, a batch of an earlier pool of this name, ignored",
+                self.name,
+                report.workflow_id,
+            )
+            return
+        inbox = self.s.slots.inbox
+        (inbox.done if done else inbox.created).append(report)
+        self.h.dirty = True
+
+    def health_report(self, report: HealthReport) -> None:
+        said = self.s.take_health(report, max_unhealthy=str(self.spec.health.max_unhealthy))
+        self.h.happened(*said.events)
+        for device_id, reason in sorted(report.terminated.items()):
+            workflow.logger.info("pool %s: replacing %s (%s)", self.name, device_id, reason)
+        # The report says which devices went: their replacements are planned on
+        # the listing the pool has (less those devices), without a fresh one. A
+        # listing already on its way may still show them: it is read without.
+        self.reported_gone.update(report.terminated)
+        # Not members any more, but billing until the provider has terminated them.
+        self.reported_leaving = [
+            *(d for d in self.reported_leaving if d.id not in report.terminated),
+            *leaving_by_report(self.devices, report.terminated),
+        ]
+        self.devices = [d for d in self.devices if d.id not in self.reported_gone]
+        self.h.replan = True
+
+    # ------------------------------------------------------------------ neighbours
+
+    def health_config(self) -> HealthConfig:
+        health, reserve = self.spec.health, self.spec.reserve
+        return HealthConfig(
+            max_unhealthy=health.max_unhealthy,
+            replicas=self.spec.replicas,
+            offline_after_seconds=health.offline_after,
+            startup_timeout_seconds=health.startup_timeout,
+            paused=self.s.remediation_paused,
+            reserve_keep=reserve.keep if self._tell_reserve and reserve is not None else None,
+        )
+
+    def said(self, said: Said) -> None:
+        if said.warning:
+            workflow.logger.warning("pool %s: %s", self.name, said.warning)
+        self.h.happened(*said.events)
+
+    @property
+    def check_every(self) -> timedelta:
+        """How long a batch may stay quiet before the pool asks whether it still runs."""
+        settings = self.settings
+        return timedelta(
+            seconds=2 * settings.startup_timeout_seconds + settings.batch_check_grace_seconds
+        )
+
+    @property
+    def node(self) -> str:
+        """The node worker that serves the pool's account ("" for none: this queue's workers)."""
+        return self.settings.node_of(self.account)
+
+    @property
+    def price(self) -> float:
+        """What one of the pool's devices costs an hour (its account's `pricePerHour`)."""
+        return self.settings.price_per_hour(self.account)
+
+    @property
+    def settings(self) -> am.PoolSettings:
+        """The worker's settings, with what the pool's spec sets itself (v1beta1 `health`, `scaleDown`)."""
+        worker = self.worker_settings or am.PoolSettings()
+        return worker.model_copy(update=self.spec.setting_overrides())
