@@ -115,6 +115,7 @@ async def test_an_account_cap_stops_a_0_to_50_scale_and_raising_it_resumes(
         await ledger.signal(SIGNAL_LEDGER_CONFIGURE, ledger_config(10))
         await eventually(lambda: held(10), timeout=30, what="the new cap told")
         await eventually(all_ready(rl_control, KEY, big, 8), timeout=30, what="8 ready in big")
+        # A window more at the cap: the sampler sees anything billed past it meanwhile.
         await asyncio.sleep(WINDOW)
         sampler.cancel()
         assert most <= 10, f"{most} devices billed at once under a cap of 10"

@@ -231,6 +231,7 @@ async def test_a_terminated_pools_health_check_ends_within_a_cycle_and_replaces_
         return run_id != first
 
     await eventually(pool_continued, what="the pool continued as new", timeout=30)
+    # A few health cycles past the hand-over: a check that took it for a gone pool has ended.
     await asyncio.sleep(3 * FAST.health_seconds)
     _, chain, status = await latest_run(env.client, health_id)
     assert status == WorkflowExecutionStatus.RUNNING

@@ -498,6 +498,7 @@ async def test_a_terminated_pools_batch_waiting_for_permits_ends_and_rents_nothi
         assert ended == WorkflowExecutionStatus.COMPLETED
         report = await env.client.get_workflow_handle(batch_id).result()
         assert len(report["created"]) == 1
+        # A create of the ended batch still on its way would have landed by now.
         await asyncio.sleep(2)
         assert len(await pool_devices(control, pool_name)) == 1
     except BaseException:

@@ -73,6 +73,7 @@ async def test_a_budget_held_scale_down_does_not_list_every_second(
     await eventually(blocked, what="ScaleDownBlocked while the budget is 0")
     await asyncio.sleep(2)  # the pass that said it settles
     since = datetime.now(UTC)
+    # Ten seconds of a held scale-down: the defect listed every second.
     await asyncio.sleep(10)
     listings = await _listings(env.client, pool_workflow_id(pool_name), since)
     assert listings <= 1, f"{listings} listings in 10 s while the budget held the scale-down"

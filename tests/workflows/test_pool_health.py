@@ -358,6 +358,7 @@ async def test_a_health_check_that_ended_is_started_again(
 
     async def quiet() -> str | None:
         run = (await handle.describe()).run_id
+        # Idle: no new run for 1.5 s (a continue-as-new would show).
         await asyncio.sleep(1.5)
         return run if (await handle.describe()).run_id == run else None
 

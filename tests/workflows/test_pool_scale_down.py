@@ -119,6 +119,7 @@ async def test_a_device_whose_scale_down_delete_failed_is_never_killed_busy(
         return len(alive) == 2
 
     await eventually(two_alive, what="back at 2", timeout=20)
+    # Passes after it: a wrong pick (the busy oldest) would be terminating by now.
     await asyncio.sleep(1)
     statuses = {str(d["id"]): d["status"] for d in await pool_devices(control, pool_name)}
     assert statuses.get(oldest["id"]) == "busy", statuses

@@ -322,6 +322,7 @@ async def test_a_report_that_overtakes_an_observation_waits_for_the_next_one(
         )
         await asyncio.sleep(0.3)  # the scale-up's own observation is on its way back
         gate.set()
+        # The late listing (1.5 s behind) comes back before its switch is turned off.
         await asyncio.sleep(1.5)
     finally:
         gate.set()
