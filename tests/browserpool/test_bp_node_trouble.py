@@ -38,6 +38,7 @@ from tests.browserpool.test_bp_nodes import (
     LOST_AFTER,
     SETTINGS,
     Node,
+    deleted,
     node_stack,
     placement,
     start_browser_pool,
@@ -277,7 +278,7 @@ async def test_a_delete_waits_for_a_node_of_the_pools_account(env: WorkflowEnvir
 
             await nodes["node-1"].start()
             await eventually(lambda: _gone(account, pool), timeout=40, what="profiles deleted")
-            final = await handle.result()
+            final = await deleted(handle, timeout=30)
             cond = conditions(final)
             assert final["phase"] == "Deleted", final
             assert (cond["Ready"]["status"], cond["Ready"]["reason"]) == ("False", "Deleted")
@@ -351,7 +352,7 @@ async def test_a_delete_ends_when_only_one_of_the_pools_nodes_names_its_account(
 
         await eventually(spread, timeout=40, what="1/1 on node-1 and node-2")
         await handle.cancel()
-        final = await asyncio.wait_for(handle.result(), timeout=30)
+        final = await deleted(handle, timeout=30)
         assert final["phase"] == "Deleted", final
         assert placement(account, pool)["total"] == 0
 
@@ -402,7 +403,7 @@ async def test_a_delete_waits_for_the_pools_nodes_when_no_node_names_an_account(
             assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
 
             await nodes["node-1"].start()
-            final = await asyncio.wait_for(handle.result(), timeout=40)
+            final = await deleted(handle, timeout=40)
             assert final["phase"] == "Deleted", final
             assert placement(account, pool)["total"] == 0
         finally:
@@ -448,7 +449,7 @@ async def test_a_selector_moved_to_another_accounts_nodes_leaves_nothing_behind(
 
             await eventually(shop_empty, timeout=40, what="shop's profiles deleted, 2 on ads")
             await handle.cancel()
-            final = await asyncio.wait_for(handle.result(), timeout=30)
+            final = await deleted(handle, timeout=30)
             assert final["phase"] == "Deleted", final
             assert placement(account, pool)["total"] == 0
             assert placement(other, pool)["total"] == 0
@@ -617,7 +618,7 @@ async def test_a_delete_during_a_pass_starts_no_open(env: WorkflowEnvironment) -
             await asyncio.sleep(2)
         finally:
             release.set()
-        final = await asyncio.wait_for(handle.result(), timeout=60)
+        final = await deleted(handle, timeout=60)
         assert final["phase"] == "Deleted", final
         assert opens == [], opens
         assert placement(account, pool)["total"] == 0

@@ -22,8 +22,14 @@ import pytest
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.sdk.v1 import WorkflowMetadata
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
 from temporalio.converter import decode_typed_search_attributes
+from temporalio.exceptions import CancelledError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -159,6 +165,19 @@ async def start_browser_pool(client: Client, pool: str, replicas: int) -> Workfl
 
 async def status(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
     return dict(await handle.query("status"))
+
+
+async def deleted(handle: WorkflowHandle[Any, Any], *, timeout: float) -> dict[str, Any]:
+    """The status of a deleted pool once its run has ended: cancelled, as every pool kind
+    ends a deletion on the reconciler shell (completed when a handed-over run finished the
+    teardown)."""
+    try:
+        await asyncio.wait_for(handle.result(), timeout=timeout)
+    except WorkflowFailureError as err:
+        assert isinstance(err.cause, CancelledError), err.cause
+    ended = (await handle.describe()).status
+    assert ended in (WorkflowExecutionStatus.CANCELED, WorkflowExecutionStatus.COMPLETED), ended
+    return await status(handle)
 
 
 async def web_ui(
@@ -622,3 +641,34 @@ async def test_nodes_of_two_accounts_hold_the_pool_until_the_selector_picks_one(
 async def _ready_on(handle: WorkflowHandle[Any, Any], by_node: dict[str, int]) -> bool:
     s = await status(handle)
     return s.get("readyProfiles") == sum(by_node.values()) and s.get("byNode") == by_node
+
+
+async def test_a_browser_pool_takes_the_scale_signal_every_kind_takes(
+    env: WorkflowEnvironment,
+) -> None:
+    """Issue 38: BrowserPool stands on the reconciler shell, so the messages every kind has
+    are its too: signal `scale` (plain JSON, checked, a refusal said as an event) and the
+    `spec` query with the pool's metadata and age. Before, a BrowserPool had no `scale`
+    signal: the SDK kept it unhandled and the pool stayed at 1."""
+    client = env.client
+    pool = f"bp-sig-{uuid.uuid4().hex[:4]}"
+    async with node_stack(client) as _:
+        handle = await start_browser_pool(client, pool, 1)
+
+        async def ready(n: int) -> bool:
+            return (await status(handle)).get("readyProfiles") == n
+
+        await eventually(lambda: ready(1), timeout=40, what="1 profile")
+        await handle.signal("scale", {"replicas": 2})
+        await eventually(lambda: ready(2), timeout=40, what="2 profiles, by signal")
+        await handle.signal("scale", {"replicas": -1})
+
+        async def refused() -> bool:
+            events = (await handle.query("events")).get("events", [])
+            return any(e.get("reason") == "SpecRejected" for e in events)
+
+        await eventually(refused, timeout=20, what="the refused signal said")
+        spec = await handle.query("spec")
+        assert spec["spec"]["replicas"] == 2 and spec["generation"] == 2, spec
+        assert spec["metadata"]["name"] == pool and spec["createdAt"], spec
+        await handle.terminate()

@@ -16,7 +16,7 @@ from devicepool.activities.settings import PoolSettings
 from devicepool.api.base import CamelModel
 from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec, BrowserPoolStatus
 from devicepool.api.v1alpha1 import ObjectMeta
-from devicepool.workflows.pool.event_log import PoolEvent
+from devicepool.workflows.reconciler.events import PoolEvent
 
 __all__ = ["BrowserApplyRequest", "BrowserPoolInput", "BrowserPoolState", "ProfilesView"]
 
@@ -47,7 +47,7 @@ class BrowserPoolState(CamelModel):
     # named or not (accounts.py `link`); kept only for the nodes in `nodes`.
     groups: dict[str, str] = Field(default_factory=dict)
     # When the pool was first created (its first run's start), kept across runs: its age.
-    created: datetime | None = None
+    created_at: datetime | None = None
     # Profiles made for a slot whose holder was on a lost node: when that node comes back,
     # its original (with the cookies) wins and the replacement goes (plan.py). Forgotten
     # once the replacement is its slot's only profile.

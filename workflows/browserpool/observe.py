@@ -57,6 +57,11 @@ class Observed:
 
     spec: BrowserPoolSpec
     now: datetime
+    # The generation of `spec` (the status says it observed it once the pass acted).
+    generation: int = 0
+    # The live selected nodes name more than one account (node -> account): the pass
+    # holds, nothing is created, opened or deleted (`mixed_accounts`).
+    mixed: Mapping[str, str] = field(default_factory=dict)
     # The pool's profiles, each once (`open` as the node it runs on says).
     profiles: tuple[NodeProfile, ...] = ()
     # Live nodes the selector picks (the troubled ones included).

@@ -24,7 +24,7 @@ from devicepool.api.browserpool.v1beta1 import (
     BrowserPoolStatus,
 )
 from devicepool.api.v1alpha1 import Condition, ConditionStatus, Phase
-from devicepool.workflows.pool.search_attributes import (
+from devicepool.workflows.reconciler.search_attributes import (
     KEY_DESIRED,
     KEY_PHASE,
     KEY_PLATFORM,
@@ -37,6 +37,7 @@ __all__ = [
     "fine",
     "initial_search_attributes",
     "search_attribute_updates",
+    "search_attributes",
     "static_summary",
 ]
 
@@ -67,6 +68,11 @@ def _wanted(spec: BrowserPoolSpec, status: BrowserPoolStatus) -> list[SearchAttr
         SearchAttributePair(KEY_DESIRED, _desired(spec, status)),
         SearchAttributePair(KEY_READY, status.ready_profiles),
     ]
+
+
+def search_attributes(spec: BrowserPoolSpec, status: BrowserPoolStatus) -> dict[str, str | int]:
+    """What the pool's search attributes say now, by name (the shell writes what changed)."""
+    return {pair.key.name: pair.value for pair in _wanted(spec, status)}
 
 
 def initial_search_attributes(spec: BrowserPoolSpec) -> TypedSearchAttributes:

@@ -30,7 +30,7 @@ from devicepool.workflows.browserpool.observe import (
     Observed,
 )
 from devicepool.workflows.browserpool.plan import Placement
-from devicepool.workflows.pool.status import ConditionUpdate, set_condition
+from devicepool.workflows.reconciler.conditions import ConditionUpdate, set_condition
 
 __all__ = [
     "LOCAL_API_REFUSED",
@@ -38,6 +38,7 @@ __all__ = [
     "ConfigProblem",
     "NodeTrouble",
     "Published",
+    "mixed_status",
     "profile_rows",
     "publish",
     "teardown_status",
@@ -102,6 +103,30 @@ def publish(
     for cond in conditions:
         status = set_condition(status, cond, now=now, generation=generation)
     return Published(status, profile_rows(seen, placement))
+
+
+def mixed_status(
+    prior: BrowserPoolStatus, accounts: Mapping[str, str], *, now: datetime, generation: int
+) -> tuple[BrowserPoolStatus, str]:
+    """The status of a pass that holds because the live selected nodes name two BitBrowser
+    accounts (node -> account), and what it says.
+
+    Profiles belong to the account, so a node of another account lists none of the
+    pool's and the plan would make them again there (twice the profiles, nothing to find
+    them by). Nothing is created, opened or deleted until `nodeSelector` picks one
+    account's nodes (or only one account's are live)."""
+    named = ", ".join(f"{node} ({account})" for node, account in sorted(accounts.items()))
+    message = (
+        f"the live nodes nodeSelector picks are logged into different BitBrowser "
+        f"accounts: {named}; nothing is created or deleted until it picks one account's"
+    )
+    status = prior.model_copy(update={"phase": Phase.DEGRADED, "last_reconciled": now})
+    for cond in (
+        ConditionUpdate(Types.NODES_AVAILABLE, FALSE, "MixedAccounts", message),
+        ConditionUpdate(Types.PROGRESSING, FALSE, "MixedAccounts", message),
+    ):
+        status = set_condition(status, cond, now=now, generation=generation)
+    return status, message
 
 
 def profile_rows(seen: Observed, placement: Placement) -> list[ProfileRow]:

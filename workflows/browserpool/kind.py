@@ -1,0 +1,443 @@
+"""`BrowserKind`: a BrowserPool's core on the reconciler shell (`workflows/reconciler`).
+
+A pass: `observe` asks the node registry which node workers the selector picks
+are alive and lists the pool's profiles on each live node (`calls.py`; profiles
+belong to the BitBrowser account, so any node lists them all; only the node a
+browser runs on knows it is open), into one frozen `observe.Observed`; `decide`
+is `observe.decide` (pure: `plan.py`); `act` says what it is about to do
+(`publish` before it: an open may take minutes), then deletes surplus, creates
+what is missing on the least loaded node and opens what should be open, one per
+node; `publish` is `status.publish` (pure); `wait` lasts until a change or the
+resync (2 s after work was done). A live node whose listing fails does not stop
+the pass: its profiles wait, the other nodes go on, and past
+`nodeLostAfterSeconds` without an answer it is counted lost.
+
+`tear_down` deletes every profile through nodes of its BitBrowser account (those
+that made or showed its profiles: `accounts.py`); a node that is down holds the
+pool in Deleting with `TeardownBlocked` naming it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from devicepool.activities.node_models import NodeCreateInput, NodeOpenResult
+    from devicepool.activities.settings import PoolSettings
+    from devicepool.api.browserpool.v1beta1 import BrowserConditionType, BrowserPoolSpec
+    from devicepool.api.errors import ErrorType
+    from devicepool.api.labels import selector_matches
+    from devicepool.api.v1alpha1 import ConditionStatus
+    from devicepool.workflows.browserpool import calls
+    from devicepool.workflows.browserpool.accounts import teardown_nodes, teardown_step
+    from devicepool.workflows.browserpool.messages import (
+        BrowserApplyRequest,
+        BrowserPoolInput,
+        BrowserPoolState,
+        ProfileRow,
+    )
+    from devicepool.workflows.browserpool.observe import (
+        Observed,
+        decide,
+        known_nodes,
+        listed_nodes,
+        merge_listings,
+        mixed_accounts,
+        node_troubles,
+        trouble_news,
+    )
+    from devicepool.workflows.browserpool.plan import Placement, forget_replacements
+    from devicepool.workflows.browserpool.publish import details, search_attributes
+    from devicepool.workflows.browserpool.status import (
+        ConfigProblem,
+        mixed_status,
+        publish,
+        teardown_status,
+    )
+    from devicepool.workflows.reconciler.conditions import ConditionUpdate
+    from devicepool.workflows.reconciler.events import Happened
+    from devicepool.workflows.reconciler.kind import Host, TeardownBlocked
+    from devicepool.workflows.reconciler.messages import Accepted, ApplyResult
+    from devicepool.workflows.reconciler.teardown import until_torn_down
+    from devicepool.workflows.shared.cancellation import raise_if_cancelled
+
+__all__ = ["BrowserHost", "BrowserKind", "Outcome"]
+
+# A create a node refuses for its configuration (a proxy pool it does not have): the pool
+# says so (Ready=False with the reason) and tries one create this often, not every pass.
+CONFIG_RETRY = timedelta(seconds=60)
+# Errors of a node's configuration, not of the moment: their condition reason.
+CONFIGURATION_ERRORS = {ErrorType.UNKNOWN_PROXY_POOL.value: "UnknownProxyPool"}
+# After work was done, the next pass comes this soon to see it.
+SOON = 2.0
+
+
+class BrowserHost(Host[BrowserPoolSpec, BrowserPoolState], Protocol):
+    """The BrowserPool workflow as its core sees it: the shell's host, and the worker's
+    intervals."""
+
+    @property
+    def settings(self) -> PoolSettings: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a pass did: what it saw and planned (no plan: it held for mixed accounts), the
+    generation it planned from, and whether work was done (the next pass comes soon)."""
+
+    seen: Observed
+    placement: Placement | None
+    done: bool = False
+
+
+class BrowserKind:
+    """A BrowserPool's pass, teardown and answers to the shell (one per run)."""
+
+    member = "profile"
+
+    def __init__(self, host: BrowserHost) -> None:
+        self.h = host
+        self.rows: list[ProfileRow] = []
+        # A create refused for a node's configuration, and when the next create may be
+        # tried (`CONFIG_RETRY`). Not carried: a new run tries at once.
+        self._config_problem: ConfigProblem | None = None
+        self._config_retry_at: datetime | None = None
+        # What the last event said of each troubled node (a new run says it again, once).
+        self._troubles_said: dict[str, tuple[str, str, bool]] = {}
+
+    # ------------------------------------------------------------------ a pass
+
+    async def observe(self) -> Observed:
+        """What this pass sees. Its spec and generation are the pass's: a change that lands
+        while it lists or acts (an open may take minutes) is the next pass's."""
+        s, spec, generation = self.h.s, self.h.spec, self.h.s.generation
+        lost_after = self.h.settings.node_lost_after_seconds
+        nodes = await calls.live_nodes(spec.node_selector, lost_after_seconds=lost_after)
+        now = workflow.now()
+        if mixed := mixed_accounts(nodes.alive):
+            return Observed(spec=spec, generation=generation, now=now, mixed=mixed)
+        s.account = next((n.account for n in nodes.alive if n.account), s.account)
+        alive = {n.node for n in nodes.alive}
+        lost = {n.node for n in nodes.lost}
+        everywhere = {
+            n.node: n.account
+            for n in (await calls.live_nodes({}, lost_after_seconds=lost_after)).alive
+        }
+        unselected, listed = listed_nodes(everywhere, alive=alive, known=s.nodes, account=s.account)
+        profiles, failed, answered = merge_listings(await calls.list_on(listed, self.h.name))
+        raise_if_cancelled()
+        holders = {p.node for p in profiles}
+        s.nodes, s.groups = known_nodes(
+            s.nodes, s.groups, live=everywhere, answered=answered, holders=holders
+        )
+        if answered:  # a listing shows every profile of the account
+            s.replacements = forget_replacements(
+                s.replacements, profiles, nodes=set(everywhere) | alive | lost
+            )
+        now = workflow.now()
+        troubles, s.unreachable_since = node_troubles(
+            failed,
+            nodes.alive,
+            s.unreachable_since,
+            now=now,
+            lost_after=timedelta(seconds=lost_after),
+        )
+        news, self._troubles_said = trouble_news(troubles, self._troubles_said)
+        self.h.happened(*(Happened(reason, message, warning=True) for reason, message in news))
+        return Observed(
+            spec=spec,
+            generation=generation,
+            now=now,
+            profiles=tuple(profiles),
+            alive=frozenset(alive),
+            lost=frozenset(lost),
+            unselected=frozenset(unselected),
+            failed=frozenset(failed),
+            troubles=troubles,
+        )
+
+    def decide(self, seen: Observed) -> Placement | None:
+        if seen.mixed:
+            return None  # held: nothing is created, opened or deleted
+        return decide(
+            seen,
+            failures=self.h.s.failures,
+            failure_limit=self._failure_limit(),
+            replacements=self.h.s.replacements,
+        )
+
+    async def act(self, seen: Observed, placement: Placement | None) -> Outcome:
+        if placement is None:
+            return Outcome(seen, None)
+        # Said before the act as well: an open may take minutes, and a node's trouble (or
+        # any change) is not kept from the status, the search attributes, --wait, so long.
+        self.publish(Outcome(seen, placement), generation=self.h.s.status.observed_generation)
+        # Whether anything was done: only then does the next pass come soon to see it. A
+        # held create, a create, delete or open that failed waits for the resync.
+        done = await self._delete(placement)
+        done = await self._create(placement, seen.spec) or done
+        # A delete absorbed by the last call: no open starts (it may take minutes, on a
+        # profile teardown deletes).
+        raise_if_cancelled()
+        # One open per node (plan.py), the nodes side by side: each may take minutes.
+        opened = await asyncio.gather(*(self._open(pid, node) for pid, node in placement.open))
+        # A profile opened again right after an open that worked (its browser died at once)
+        # is not news: the next pass waits for the resync.
+        fresh = {pid for (pid, _), ok in zip(placement.open, opened, strict=True) if ok}
+        done = done or bool(fresh - set(self.h.s.just_opened))
+        self.h.s.just_opened = sorted(fresh)
+        return Outcome(seen, placement, done=done)
+
+    async def _delete(self, placement: Placement) -> bool:
+        done = False
+        for pid, node in placement.delete:
+            try:
+                await calls.delete_on(node, pid)
+                self.h.s.failures.pop(pid, None)
+                done = True
+                self._said("Deleted", f"profile {pid} on {node}: {placement.why[pid]}")
+            except ActivityError as err:
+                self._warn("DeleteFailed", f"profile {pid} on {node}: {calls.cause(err)}")
+            raise_if_cancelled()  # a delete the awaited call absorbed: teardown, now
+        return done
+
+    async def _create(self, placement: Placement, spec: BrowserPoolSpec) -> bool:
+        s, done = self.h.s, False
+        # A slot held on a lost node: what is made for it is a replacement (the original
+        # wins if its node comes back).
+        replacing = {p.slot for p in placement.lost}
+        for slot, node in self._creates(placement):
+            try:
+                made = await calls.create_on(node, self._create_input(spec, slot))
+                s.made_profiles = True
+                s.nodes.setdefault(node, "")  # named by the next listing
+                if slot in replacing and made.id not in s.replacements:
+                    s.replacements.append(made.id)  # oldest first (plan.py)
+                self._config_problem = None
+                done = True
+                self._said("Created", f"slot {slot} on {node}: {made.id}")
+            except ActivityError as err:
+                self._warn("CreateFailed", f"slot {slot} on {node}: {calls.cause(err)}")
+                reason = CONFIGURATION_ERRORS.get(calls.error_type(err) or "")
+                if reason is not None:
+                    message = f"node {node}: {calls.cause(err)}"
+                    retry = CONFIG_RETRY.total_seconds()
+                    self._config_problem = ConfigProblem(reason, message, retry)
+                    self._config_retry_at = workflow.now() + CONFIG_RETRY
+                    break  # the next creates would meet the same refusal
+            finally:
+                raise_if_cancelled()
+        return done
+
+    def _creates(self, placement: Placement) -> list[tuple[int, str]]:
+        """This pass's creates: none while a node's configuration refused the last one
+        (`CONFIG_RETRY`), then one (did someone fix it?)."""
+        if self._config_problem is None:
+            return placement.create
+        if self._config_retry_at is not None and workflow.now() < self._config_retry_at:
+            return []
+        return placement.create[:1]
+
+    def _create_input(self, spec: BrowserPoolSpec, slot: int) -> NodeCreateInput:
+        return NodeCreateInput(
+            pool=self.h.name,
+            slot=str(slot),
+            fingerprint=dict(spec.fingerprint),
+            proxy_pool=spec.proxy.pool_ref if spec.proxy else None,
+            session_ttl_seconds=spec.proxy.session_ttl if spec.proxy else 0,
+            group_id=spec.group_id,
+        )
+
+    async def _open(self, pid: str, node: str) -> bool:
+        opened = await calls.open_on(node, pid)
+        if not isinstance(opened, NodeOpenResult) and workflow.cancellation_reason() is not None:
+            return False  # cut by a delete: not the profile's failure, nor worth a warning
+        ok, why, counted = calls.open_outcome(opened)
+        if ok:
+            self.h.s.failures.pop(pid, None)
+            return True
+        if counted:
+            self.h.s.failures[pid] = self.h.s.failures.get(pid, 0) + 1
+        self._warn("OpenFailed", f"profile {pid} on {node}: {why}")
+        return False
+
+    def publish(self, outcome: Outcome, *, generation: int | None = None) -> None:
+        """The pass's status (`generation`: the one it planned from, once it acted)."""
+        seen, now = outcome.seen, workflow.now()
+        if outcome.placement is None:
+            status, message = mixed_status(
+                self.h.s.status, seen.mixed, now=now, generation=self.h.s.generation
+            )
+            self._warn("MixedAccounts", message)
+        else:
+            published = publish(
+                self.h.s.status,
+                seen,
+                outcome.placement,
+                config_problem=self._config_problem,
+                failure_limit=self._failure_limit(),
+                now=now,
+                generation=seen.generation if generation is None else generation,
+            )
+            status, self.rows = published.status, published.rows
+        self.h.s.status = status
+        self.h.show()
+
+    async def wait(self, outcome: Outcome) -> None:
+        """Until a change, or the resync (sooner after work was done)."""
+        every = self.h.settings.resync_seconds
+        if outcome.done or self.h.dirty:
+            every = min(every, SOON)
+        self.h.dirty = False
+        try:
+            await workflow.wait_condition(
+                lambda: self.h.dirty, timeout=timedelta(seconds=every), timeout_summary="resync"
+            )
+        except TimeoutError:
+            pass
+
+    # ------------------------------------------------------------------ teardown
+
+    async def tear_down(self) -> None:
+        """Delete every profile of the pool on its node; hold while one cannot be reached.
+
+        Finished only when, for each account the pool's nodes stand for (`accounts.py`:
+        the nodes that made or showed its profiles), one of them answers with none left;
+        a profile on a node that is down, or an account with no live node, holds the pool
+        (`TeardownBlocked`). Hands over while it waits long."""
+        self._show_teardown(done=False)
+        pause = timedelta(seconds=min(self.h.settings.resync_seconds, 10))
+        await until_torn_down(
+            self._teardown_step,
+            blocked=self._blocked,
+            hand_over=self.h.hand_over_if_due,
+            first=pause,
+            most=pause,
+            summary="delete the profiles again",
+        )
+        self._show_teardown(done=True)
+
+    async def _teardown_step(self) -> bool | TeardownBlocked:
+        s = self.h.s
+        lost_after = self.h.settings.node_lost_after_seconds
+        nodes = await calls.live_nodes({}, lost_after_seconds=lost_after)
+        live = {n.node: n.account for n in nodes.alive}
+        selector = self.h.spec.node_selector
+        selected = {n.node for n in nodes.alive if selector_matches(selector, n.labels)}
+        # Profiles belong to the account: a node of another one lists none of the pool's,
+        # and "none left" from it would end the pool with every profile kept. Only the
+        # nodes that made or showed the pool's profiles (accounts.py) say so.
+        listed = teardown_nodes(s.nodes, live=live, selected=selected, groups=s.groups)
+        profiles, failed, _ = merge_listings(await calls.list_on(sorted(listed), self.h.name))
+        step = teardown_step(
+            s.nodes,
+            live=live,
+            listed=listed,
+            failed={n: cause for n, (_, cause) in failed.items()},
+            profiles=profiles,
+            groups=s.groups,
+        )
+
+        async def delete(pid: str, node: str) -> bool:
+            try:
+                await calls.delete_on(node, pid)
+                return True
+            except ActivityError as err:
+                self._warn("DeleteFailed", f"profile {pid} on {node}: {calls.cause(err)}")
+                return False
+
+        # All at once: each node closes its own browsers side by side.
+        deleted = await asyncio.gather(*(delete(pid, node) for pid, node in step.delete))
+        if not step.reason and all(deleted):
+            return True
+        if step.reason:
+            return TeardownBlocked(step.reason, step.message)
+        return TeardownBlocked("DeleteFailed", "a profile could not be deleted; trying again")
+
+    def _blocked(self, block: TeardownBlocked) -> None:
+        self.h.set_condition(
+            ConditionUpdate(
+                BrowserConditionType.TEARDOWN_BLOCKED,
+                ConditionStatus.TRUE,
+                block.reason,
+                block.message,
+            )
+        )
+        self.h.show()
+
+    def _show_teardown(self, *, done: bool) -> None:
+        self.h.s.status = teardown_status(
+            self.h.s.status, done=done, now=workflow.now(), generation=self.h.s.generation
+        )
+        self.h.show()
+
+    # ------------------------------------------------------------------ the shell's asks
+
+    def stop(self) -> None:
+        """Nothing runs beside a BrowserPool's passes."""
+
+    def quiet(self) -> bool:
+        return True
+
+    def carried(self) -> BrowserPoolInput:
+        h = self.h
+        return BrowserPoolInput(metadata=h.metadata, spec=h.spec, settings=h.settings, state=h.s)
+
+    def search_attributes(self) -> dict[str, str | int]:
+        return search_attributes(self.h.spec, self.h.s.status)
+
+    def details(self) -> str:
+        return details(self.h.name, self.h.spec, self.h.s.generation, self.h.s.status)
+
+    def check_replicas(self, replicas: int) -> None:
+        BrowserPoolSpec.model_validate({**self.h.spec.to_json_dict(), "replicas": replicas})
+
+    def rescale(self, replicas: int) -> None:
+        if replicas != self.h.spec.replicas:
+            self._said("Scaled", f"replicas {self.h.spec.replicas} -> {replicas}")
+            self.h.spec = self.h.spec.model_copy(update={"replicas": replicas})
+            self.h.s.generation += 1
+        self.h.dirty = True
+
+    def refuse_scale(self, message: str) -> None:
+        self._warn("SpecRejected", message)
+
+    # ------------------------------------------------------------------ its own messages
+
+    def apply(self, request: BrowserApplyRequest) -> Accepted:
+        """Update `apply`: the whole spec. A BrowserPool is started plainly
+        (`BrowserPoolClient.apply`): an update never creates."""
+        h = self.h
+        changed = request.spec != h.spec or request.metadata != h.metadata
+        if request.spec != h.spec:
+            h.s.generation += 1
+            self._said("Configured", f"spec changed (generation {h.s.generation})")
+            self._config_problem = None  # a new spec (another proxy pool?) is tried at once
+        h.spec, h.metadata = request.spec, request.metadata
+        h.dirty = True
+        result = ApplyResult.CONFIGURED if changed else ApplyResult.UNCHANGED
+        return Accepted(generation=h.s.generation, replicas=h.spec.replicas, result=result)
+
+    def check_apply(self, request: BrowserApplyRequest) -> None:
+        if request.metadata.name != self.h.name:
+            raise ValueError(
+                f"metadata.name: this pool is {self.h.name!r}, got {request.metadata.name!r}"
+            )
+
+    # ------------------------------------------------------------------ helpers
+
+    def _failure_limit(self) -> int:
+        limit = self.h.spec.health.failure_streak_limit
+        return limit or self.h.settings.failure_streak_limit
+
+    def _said(self, reason: str, message: str) -> None:
+        self.h.happened(Happened(reason, message))
+
+    def _warn(self, reason: str, message: str) -> None:
+        self.h.happened(Happened(reason, message, warning=True))
