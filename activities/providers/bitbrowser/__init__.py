@@ -10,7 +10,8 @@ and checked against the emulator (tests/activities/test_bitbrowser_client*.py).
 Failures are the `ProviderError` tree of `activities.errors`; refusals are its
 `LocalApi*Error` subclasses with the vendor's text in `raw_msg` (`errors`).
 Returned models carry no secret (`models`). `PhoneProvider` (`phone_provider`)
-is the DevicePool adapter on it (`api: bitbrowser`); BrowserPool's is issue 26.
+is the DevicePool adapter on it (`api: bitbrowser`); `BitBrowserProfiles`
+(`profile_provider`) is BrowserPool's, a node's `ProfileProvider`.
 """
 
 from devicepool.activities.providers.bitbrowser.browsers import (
