@@ -11,14 +11,15 @@ from devicepool.workflows.browserpool.publish import (
     details,
     fine,
     initial_search_attributes,
-    search_attribute_updates,
+    search_attributes,
     static_summary,
 )
-from devicepool.workflows.pool.search_attributes import (
+from devicepool.workflows.reconciler.search_attributes import (
     KEY_DESIRED,
     KEY_PHASE,
     KEY_PLATFORM,
     KEY_READY,
+    updates,
 )
 
 T, F = ConditionStatus.TRUE, ConditionStatus.FALSE
@@ -36,7 +37,7 @@ def applied(
 ) -> dict[str, object]:
     """The attributes after the updates are written over `current`."""
     pairs = {p.key.name: p.value for p in current}
-    for update in search_attribute_updates(spec, s, current):
+    for update in updates(search_attributes(spec, s), current):
         pairs[update.key.name] = update.value
     return pairs
 
@@ -56,9 +57,9 @@ def test_a_pool_starts_with_its_size_nothing_ready_and_phase_pending() -> None:
 def test_only_the_attributes_that_changed_are_written() -> None:
     start = initial_search_attributes(SPEC)
     pending = BrowserPoolStatus(phase=Phase.PENDING)
-    assert search_attribute_updates(SPEC, pending, start) == []
+    assert updates(search_attributes(SPEC, pending), start) == []
     ready = status()
-    written = {u.key.name: u.value for u in search_attribute_updates(SPEC, ready, start)}
+    written = {u.key.name: u.value for u in updates(search_attributes(SPEC, ready), start)}
     assert written == {"DevicePoolPhase": "Ready", "DevicePoolReady": 6}
     now = TypedSearchAttributes(
         [
@@ -68,7 +69,7 @@ def test_only_the_attributes_that_changed_are_written() -> None:
             SearchAttributePair(KEY_READY, 6),
         ]
     )
-    assert search_attribute_updates(SPEC, ready, now) == []
+    assert updates(search_attributes(SPEC, ready), now) == []
     scaled = SPEC.model_copy(update={"replicas": 8})
     assert applied(now, scaled, ready)["DevicePoolDesired"] == 8
 

@@ -12,12 +12,13 @@ from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec, BrowserPoolStatu
 from devicepool.api.v1alpha1 import Phase
 from devicepool.client._cli_browser import refused_key
 from devicepool.workflows.browserpool.observe import Observed, decide
-from devicepool.workflows.browserpool.plan import NodeProfile
+from devicepool.workflows.browserpool.plan import NodeProfile, Placement
 from devicepool.workflows.browserpool.status import (
     LOCAL_API_REFUSED,
     NODE_UNREACHABLE,
     ConfigProblem,
     NodeTrouble,
+    Published,
     publish,
     teardown_status,
 )
@@ -26,18 +27,24 @@ NOW = datetime(2026, 12, 5, 3, 0, tzinfo=UTC)
 SPEC = BrowserPoolSpec(replicas=4)
 
 
-def passed(seen: Observed, *, generation: int = 2) -> BrowserPoolStatus:
-    """The status a pass publishes once it acted on what it saw (no failures, limit 3)."""
-    placement = decide(seen, failures={}, failure_limit=3, replacements=[])
+def published(
+    seen: Observed, placement: Placement, *, hold: ConfigProblem | None = None
+) -> Published:
+    """What a pass publishes once it acted on `placement` (failure limit 3, generation 2)."""
     return publish(
         BrowserPoolStatus(),
         seen,
         placement,
-        config_problem=None,
+        config_problem=hold,
         failure_limit=3,
         now=NOW,
-        generation=generation,
-    ).status
+        generation=2,
+    )
+
+
+def passed(seen: Observed) -> BrowserPoolStatus:
+    """The status after a pass with no failures."""
+    return published(seen, decide(seen, failures={}, failure_limit=3, replacements=[])).status
 
 
 def after(profiles: list[NodeProfile], troubles: dict[str, NodeTrouble]) -> BrowserPoolStatus:
@@ -131,7 +138,8 @@ def test_a_deleted_pool_says_deleted_not_ready_and_holds_nothing() -> None:
 def test_a_deleted_pools_search_attributes_and_details_desire_nothing() -> None:
     from temporalio.common import TypedSearchAttributes
 
-    from devicepool.workflows.browserpool.publish import details, search_attribute_updates
+    from devicepool.workflows.browserpool.publish import details, search_attributes
+    from devicepool.workflows.reconciler.search_attributes import updates
 
     ready = BrowserPoolStatus.model_validate(
         {"phase": "Ready", "desiredReplicas": 8, "readyProfiles": 8, "openProfiles": 8}
@@ -140,7 +148,7 @@ def test_a_deleted_pools_search_attributes_and_details_desire_nothing() -> None:
     spec = BrowserPoolSpec(replicas=8)
     written = {
         u.key.name: u.value
-        for u in search_attribute_updates(spec, deleted, TypedSearchAttributes.empty)
+        for u in updates(search_attributes(spec, deleted), TypedSearchAttributes.empty)
     }
     assert written["DevicePoolPhase"] == "Deleted"
     assert (written["DevicePoolDesired"], written["DevicePoolReady"]) == (0, 0), written
@@ -199,15 +207,7 @@ def test_the_rows_say_which_profiles_are_held_lost_waiting_or_leaving() -> None:
         troubles={"node-2": NodeTrouble(NODE_UNREACHABLE, "no answer in 15s", NOW)},
     )
     placement = decide(seen, failures={}, failure_limit=3, replacements=[])
-    out = publish(
-        BrowserPoolStatus(observed_generation=4),
-        seen,
-        placement,
-        config_problem=None,
-        failure_limit=3,
-        now=NOW,
-        generation=4,
-    )
+    out = published(seen, placement)
     assert {r.id: r.state for r in out.rows} == {
         "h0": "held",
         "w1": "waiting",
@@ -233,15 +233,7 @@ def test_a_node_lost_to_silence_is_counted_lost_in_the_rows_and_said_in_nodes() 
     )
     placement = decide(seen, failures={}, failure_limit=3, replacements=[])
     assert placement.create == [(0, "node-2")]
-    out = publish(
-        BrowserPoolStatus(),
-        seen,
-        placement,
-        config_problem=None,
-        failure_limit=3,
-        now=NOW,
-        generation=1,
-    )
+    out = published(seen, placement)
     assert [r.state for r in out.rows] == ["lost"]
     assert conditions(out.status)["NodesAvailable"][:2] == ("False", "NodeUnreachable")
     assert out.status.phase == Phase.DEGRADED
@@ -257,15 +249,7 @@ def test_a_config_hold_and_too_many_failures_are_said_by_ready_and_remediation()
     placement = decide(seen, failures={"p0": 3, "p1": 3}, failure_limit=3, replacements=[])
     assert placement.paused == 2 and not placement.delete
     hold = ConfigProblem("UnknownProxyPool", "node node-1: no proxy pool gw", 60.0)
-    s = publish(
-        BrowserPoolStatus(),
-        seen,
-        placement,
-        config_problem=hold,
-        failure_limit=3,
-        now=NOW,
-        generation=1,
-    ).status
+    s = published(seen, placement, hold=hold).status
     cond = conditions(s)
     assert cond["Ready"][:2] == ("False", "UnknownProxyPool")
     assert "tried again every 60s" in cond["Ready"][2]

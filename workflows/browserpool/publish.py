@@ -1,8 +1,7 @@
 """What a BrowserPool shows outside its status query: search attributes, summary, details.
 
-Pure (no `temporalio.workflow`): the workflow writes what `search_attribute_updates`
-returns (only the attributes that differ from its current ones) and `details` when
-the text changed; the client starts a pool with `initial_search_attributes` and
+Pure (no `temporalio.workflow`): the reconciler shell writes what `search_attributes`
+and `details` say when they changed; the client starts a pool with `initial_search_attributes` and
 `static_summary`. A BrowserPool uses the DevicePool keys (`api.names.SEARCH_ATTRIBUTES`),
 so one set of Web UI columns and filters shows both kinds; `WorkflowType` tells them
 apart, and the platform is `browser`, as on the pool gauges.
@@ -12,11 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from temporalio.common import (
-    SearchAttributePair,
-    SearchAttributeUpdate,
-    TypedSearchAttributes,
-)
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from devicepool.api.browserpool.v1beta1 import (
     BrowserConditionType,
@@ -36,7 +31,6 @@ __all__ = [
     "details",
     "fine",
     "initial_search_attributes",
-    "search_attribute_updates",
     "search_attributes",
     "static_summary",
 ]
@@ -78,17 +72,6 @@ def search_attributes(spec: BrowserPoolSpec, status: BrowserPoolStatus) -> dict[
 def initial_search_attributes(spec: BrowserPoolSpec) -> TypedSearchAttributes:
     """What a BrowserPool starts with: its size, nothing ready, phase Pending."""
     return TypedSearchAttributes(_wanted(spec, BrowserPoolStatus(phase=Phase.PENDING)))
-
-
-def search_attribute_updates(
-    spec: BrowserPoolSpec, status: BrowserPoolStatus, current: TypedSearchAttributes
-) -> list[SearchAttributeUpdate[Any]]:
-    """Only what differs from the workflow's current search attributes."""
-    return [
-        pair.key.value_set(pair.value)
-        for pair in _wanted(spec, status)
-        if current.get(pair.key) != pair.value
-    ]
 
 
 def static_summary(name: str, spec: BrowserPoolSpec) -> str:
