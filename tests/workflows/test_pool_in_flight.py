@@ -32,7 +32,7 @@ from devicepool.workflows.pool.fates import Fate, Fates
 from devicepool.workflows.pool.lifecycle import Lifecycle
 from devicepool.workflows.pool.plan import plan_pool
 from devicepool.workflows.pool.slots import SlotBook
-from devicepool.workflows.pool.state import PoolState
+from devicepool.workflows.pool.state import Control, PoolState, Rollout
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # a Tuesday, noon
 SETTINGS = PoolSettings(idle_grace_seconds=0, provision_batch_size=10)
@@ -228,11 +228,11 @@ def test_a_drifted_budget_counts_a_rolled_device_still_terminating() -> None:
         dev("d3", hash=old),
         dev("n1", age=5, hash=template_hash(device_template(pool))),
     ]
-    state = PoolState(unlabelled_hash=old, fates=Fates({"d1": Fate.LEFT_DRIFTED}))
+    state = PoolState(rollout=Rollout(unlabelled_hash=old), fates=Fates({"d1": Fate.LEFT_DRIFTED}))
     Lifecycle(pool, state, devices, NOW).advance()
-    assert state.rolling == []
+    assert state.rollout.rolling == []
     Lifecycle(pool, state, devices[1:], NOW + timedelta(seconds=30)).advance()
-    assert state.rolling == ["d2"]
+    assert state.rollout.rolling == ["d2"]
 
 
 # ------------------------------------------------------------------ 9: held scale-down wake
@@ -294,9 +294,9 @@ def test_a_held_scale_down_with_a_device_still_in_grace_wakes_at_its_grace_end()
 def test_only_a_protection_still_running_is_a_deadline() -> None:
     # A protection that ran out is forgotten on the next fresh listing; while listings
     # fail it stayed the pool's next deadline, in the past: a wake every second.
-    state = PoolState(protected={"a": NOW - timedelta(seconds=5), "b": None})
+    state = PoolState(control=Control(protected={"a": NOW - timedelta(seconds=5), "b": None}))
     assert Lifecycle(spec(), state, [], NOW).next_protection_end() is None
-    state.protected["c"] = NOW + timedelta(minutes=5)
+    state.control.protected["c"] = NOW + timedelta(minutes=5)
     assert Lifecycle(spec(), state, [], NOW).next_protection_end() == NOW + timedelta(minutes=5)
 
 

@@ -116,7 +116,7 @@ def test_a_device_that_left_after_its_replacement_served_holds_no_repair() -> No
     assert Lifecycle(pool, state, gone_first, NOW).left() == ["d3"]
     # Gone: forgotten.
     state.take_listing([dev("n1", age=60)], reported_gone=())
-    assert state.left_first == []
+    assert state.rollout.left_first == []
 
 
 # ------------------------------------------------------------------ 4: the account's cap

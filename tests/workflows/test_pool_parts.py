@@ -204,13 +204,13 @@ def test_a_pool_held_at_its_spend_cap_says_so_and_does_not_look_fine() -> None:
 
 def test_cost_accrues_at_the_rate_each_pass_saw_and_a_cap_is_said_once() -> None:
     state = PoolState()
-    state.accrue(NOW, 4, 0.10)  # 4 devices at $0.10 (NOW is 12:00)
-    state.accrue(NOW + timedelta(minutes=30), 2, 0.10)  # then 2 for an hour
-    state.accrue(NOW + timedelta(minutes=90), 2, 0.10)
-    assert round(state.cost_to_date, 6) == 0.4  # 0.4 * 0.5 h + 0.2 * 1 h
-    assert round(state.device_hours_to_date, 6) == 4.0
+    state.cost.accrue(NOW, 4, 0.10)  # 4 devices at $0.10 (NOW is 12:00)
+    state.cost.accrue(NOW + timedelta(minutes=30), 2, 0.10)  # then 2 for an hour
+    state.cost.accrue(NOW + timedelta(minutes=90), 2, 0.10)
+    assert round(state.cost.to_date, 6) == 0.4  # 0.4 * 0.5 h + 0.2 * 1 h
+    assert round(state.cost.device_hours, 6) == 4.0
     # ...by the hour: 12:00-13:00 had 4 devices for 30 min and 2 for 30 min.
-    assert {h.hour: [round(x, 6) for x in v] for h, v in state.billed_hours.items()} == {
+    assert {h.hour: [round(x, 6) for x in v] for h, v in state.cost.billed_hours.items()} == {
         12: [3.0, 0.3],
         13: [1.0, 0.1],
     }

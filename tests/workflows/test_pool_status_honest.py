@@ -56,9 +56,9 @@ def test_a_deleted_pools_final_status_is_not_ready_and_bills_nothing() -> None:
 
 def test_the_end_of_a_pool_counts_what_its_devices_billed_through_the_teardown() -> None:
     state = PoolState(status=converged(8))
-    state.accrue(NOW, 8, 0.1)  # the last pass: 8 devices at $0.10/h
+    state.cost.accrue(NOW, 8, 0.1)  # the last pass: 8 devices at $0.10/h
     state.deleted(NOW + timedelta(hours=1), profiles_retired=0)
-    assert state.status.hourly_cost == 0 and state.cost_rate == 0
+    assert state.status.hourly_cost == 0 and state.cost.rate == 0
     assert state.status.cost_to_date == pytest.approx(0.8)  # billed until the teardown ended
     assert state.status.phase == Phase.DELETED
 

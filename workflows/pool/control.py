@@ -61,8 +61,8 @@ def check_member(s: PoolState, devices: Iterable[DeviceInfo], device: str) -> No
 def replace(s: PoolState, request: ReplaceRequest, spec: DevicePoolSpec) -> Done:
     device = request.device
     if request.when_idle:
-        if device not in s.retiring:
-            s.retiring.append(device)
+        if device not in s.control.retiring:
+            s.control.retiring.append(device)
         message = when_idle_said(device, spec)
     else:
         s.fates.set([device], Fate.DOOMED)
@@ -74,28 +74,28 @@ def protect(s: PoolState, request: ProtectRequest, now: datetime) -> Done:
     until = None
     if request.duration is not None:
         until = now + timedelta(seconds=request.duration)
-    s.protected[request.device] = until
-    s.retiring = [d for d in s.retiring if d != request.device]
+    s.control.protected[request.device] = until
+    s.control.retiring = [d for d in s.control.retiring if d != request.device]
     when = "until unprotected" if until is None else f"until {until.isoformat()}"
     return _changed("Protected", f"{request.device} is protected {when}")
 
 
 def unprotect(s: PoolState, request: DeviceRef) -> Done:
-    if s.protected.pop(request.device, "absent") == "absent":
+    if s.control.protected.pop(request.device, "absent") == "absent":
         return Done(f"{request.device} was not protected")
     return _changed("Unprotected", f"{request.device} is no longer protected")
 
 
 def pause(s: PoolState) -> Done:
-    if s.remediation_paused:
+    if s.control.remediation_paused:
         return Done("remediation was already paused")
-    s.remediation_paused = True
+    s.control.remediation_paused = True
     message = "remediation paused: unhealthy devices are shown, not replaced"
     return _changed("RemediationPausedByUser", message, warning=True)
 
 
 def resume(s: PoolState) -> Done:
-    if not s.remediation_paused:
+    if not s.control.remediation_paused:
         return Done("remediation was not paused")
-    s.remediation_paused = False
+    s.control.remediation_paused = False
     return _changed("RemediationResumed", "remediation resumed")

@@ -214,10 +214,10 @@ class DevicePoolKind:
             now=now,
             observe_problem=self.observe_problem,
             account_pause=self.s.account_pause,
-            account_cap=self.s.account_cap,
+            account_cap=self.s.cost.account_cap,
             price_per_hour=self.price,
-            paused_by_user=self.s.remediation_paused,
-            protected=sorted(protected_now(self.s.protected, now)),
+            paused_by_user=self.s.control.remediation_paused,
+            protected=sorted(protected_now(self.s.control.protected, now)),
             drifted=len(drift) if self.spec.rollout is not None else None,
             updated=sum(
                 1
@@ -226,7 +226,7 @@ class DevicePoolKind:
             ),
         )
         billing = billed_devices(self.devices, self.reported_leaving)
-        self.s.accrue(now, billing, self.price)
+        self.s.cost.accrue(now, billing, self.price)
         self.said(self.s.publish(st.published(self.s.status, view)))
         self.h.show()
 
@@ -365,7 +365,7 @@ class DevicePoolKind:
             replicas=self.spec.replicas,
             offline_after_seconds=health.offline_after,
             startup_timeout_seconds=health.startup_timeout,
-            paused=self.s.remediation_paused,
+            paused=self.s.control.remediation_paused,
             reserve_keep=reserve.keep if self._tell_reserve and reserve is not None else None,
         )
 

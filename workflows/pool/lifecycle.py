@@ -207,13 +207,13 @@ class Lifecycle:
     now: datetime
 
     def protected(self) -> set[str]:
-        return protected_now(self.state.protected, self.now)
+        return protected_now(self.state.control.protected, self.now)
 
     def next_protection_end(self) -> datetime | None:
         """When the next protection runs out (to look again then). One run out already is
         no deadline: it is forgotten on the next fresh listing, and a past deadline would
         wake the pool every second while its listings fail."""
-        ends = [u for u in self.state.protected.values() if u is not None and u > self.now]
+        ends = [u for u in self.state.control.protected.values() if u is not None and u > self.now]
         return min(ends, default=None)
 
     def expiry(self) -> Expiry:
@@ -238,14 +238,14 @@ class Lifecycle:
         those that go so (a scale-down of an expired device is a scale-down)."""
         expiry = self.expiry()
         why = dict.fromkeys([*expiry.retire, *expiry.force], "Expired")
-        why.update(dict.fromkeys(self.state.retiring, "Replaced"))
+        why.update(dict.fromkeys(self.state.control.retiring, "Replaced"))
         return why
 
     def drift(self) -> list[str]:
         """The members made from another template than the spec's, oldest first."""
         current = template_hash(device_template(self.spec))
-        leaving = {*self.state.doomed, *self.state.retiring}
-        unlabelled = self.state.unlabelled_hash or current
+        leaving = {*self.state.doomed, *self.state.control.retiring}
+        unlabelled = self.state.rollout.unlabelled_hash or current
         return drifted(self.devices, current=current, unlabelled=unlabelled, leaving=leaving)
 
     def budgets(self) -> Budgets:
@@ -273,7 +273,7 @@ class Lifecycle:
         """Devices that left of the pool's own accord (retired, rolled, replaced when
         idle) before their replacement, and still terminate: their replacements are the
         rollout's (`decide`). One that left once its replacement served is owed none."""
-        first = set(self.state.left_first)
+        first = set(self.state.rollout.left_first)
         return sorted({d for fate in LEFT.values() for d in self._terminating(fate) if d in first})
 
     def allocation(self) -> tuple[list[str], Budgets]:
@@ -281,7 +281,7 @@ class Lifecycle:
         budgets left for drift and scale-down after them and the rolling in progress."""
         budgets = self.budgets()
         expired = self._expired_now(budgets)
-        rolling = [d for d in self.state.rolling if d in set(self.drift())]
+        rolling = [d for d in self.state.rollout.rolling if d in set(self.drift())]
         budgets.spend(DisruptionReason.DRIFTED, len(rolling) + len(self._drifted_leaving()))
         return expired, budgets
 
@@ -291,7 +291,7 @@ class Lifecycle:
 
     def retire(self) -> list[str]:
         """Devices to replace once idle: asked for by a person, or past `maxAge`."""
-        return sorted({*self.state.retiring, *self.allocation()[0]})
+        return sorted({*self.state.control.retiring, *self.allocation()[0]})
 
     def next_window_check(self, *, pending: bool) -> datetime | None:
         """With scheduled budgets and voluntary work waiting (`pending`), the next moment a
@@ -315,16 +315,16 @@ class Lifecycle:
             state.fates.set(forced, Fate.DOOMED)
             said.append(say.expired_forced(forced, self.spec.lifetime))
         listed = {d.id for d in self.devices if d.status not in (TERMINATING, TERMINATED)}
-        state.retiring = [d for d in state.retiring if d in listed]
-        if state.unlabelled_hash is None:  # devices rented before the label: this template
-            state.unlabelled_hash = template_hash(device_template(self.spec))
+        state.control.retiring = [d for d in state.control.retiring if d in listed]
+        if state.rollout.unlabelled_hash is None:  # devices rented before the label: this template
+            state.rollout.unlabelled_hash = template_hash(device_template(self.spec))
         surge, unavailable = self.limits()
         drift = self.drift() if self.spec.rollout is not None else []
         budgets = self.budgets()
         self._expired_now(budgets)
         budgets.spend(DisruptionReason.DRIFTED, len(self._drifted_leaving()))
-        state.rolling = roll(
-            state.rolling,
+        state.rollout.rolling = roll(
+            state.rollout.rolling,
             drift,
             surge=surge,
             unavailable=unavailable,
@@ -332,9 +332,9 @@ class Lifecycle:
             busy={d.id for d in self.devices if d.status == BUSY or d.session_active},
             limit=budgets.left(DisruptionReason.DRIFTED),
         )
-        state.protected = {
+        state.control.protected = {
             d: until
-            for d, until in state.protected.items()
+            for d, until in state.control.protected.items()
             if d in listed and (until is None or until > self.now)
         }
         return said

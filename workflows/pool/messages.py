@@ -124,17 +124,17 @@ class PoolCost(CamelModel):
 
 
 def cost_of(s: PoolState, *, account: str, price_per_hour: float) -> PoolCost:
-    """Query `cost`'s answer, from what the pool counted (`PoolState.accrue`)."""
+    """Query `cost`'s answer, from what the pool counted (`Cost.accrue`)."""
     return PoolCost(
         account=account,
         price_per_hour=price_per_hour,
-        hourly_cost=round(s.cost_rate, 4),
-        cost_to_date=round(s.cost_to_date, 4),
-        device_hours_to_date=round(s.device_hours_to_date, 4),
+        hourly_cost=round(s.cost.rate, 4),
+        cost_to_date=round(s.cost.to_date, 4),
+        device_hours_to_date=round(s.cost.device_hours, 4),
         hours=[
             BilledHour(start=hour, device_hours=round(hours, 4), cost=round(dollars, 4))
-            for hour, (hours, dollars) in sorted(s.billed_hours.items())
+            for hour, (hours, dollars) in sorted(s.cost.billed_hours.items())
         ],
-        counted_until=s.cost_since,
-        billing_devices=s.cost_devices,
+        counted_until=s.cost.since,
+        billing_devices=s.cost.devices,
     )

@@ -74,7 +74,7 @@ def decision_for(
         cap=spec.spend_cap.devices_allowed(seen.price) if spec.spend_cap else None,
         retire=life.retire(),
         protected=life.protected(),
-        rolling=state.rolling,
+        rolling=state.rollout.rolling,
         unavailable=life.limits()[1],
         scale_down_limit=life.scale_down_limit(),
         surge=life.surge(),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -31,6 +31,7 @@ from devicepool.workflows.pool import event_log
 from devicepool.workflows.pool import events as say
 from devicepool.workflows.pool import status as st
 from devicepool.workflows.pool.backoff import Backoff
+from devicepool.workflows.pool.cost import Cost
 from devicepool.workflows.pool.event_log import PoolEvent
 from devicepool.workflows.pool.fates import LEFT, Fate, Fates
 from devicepool.workflows.pool.plan import lost_offline, offline_ids
@@ -43,7 +44,7 @@ from devicepool.workflows.shared.protocol import (
     HealthReport,
 )
 
-__all__ = ["PoolState", "Said", "leaving_by_report"]
+__all__ = ["Control", "PoolState", "Rollout", "Said", "leaving_by_report"]
 
 # The id lists of state carried by v0.1.0, each now a fate in `PoolState.fates`.
 _V010_FATES = (
@@ -93,8 +94,26 @@ class Said:
     warning: str | None = None
 
 
-# The hours of billing a pool keeps for `devicepool cost --since` (a week).
-BILLED_HOURS_KEPT = 168
+class Control(CamelModel):
+    """What a person did to the pool's devices (`control.py`): device id -> protected until
+    (None: until unprotected); devices to replace once idle; remediation paused."""
+
+    protected: dict[str, datetime | None] = Field(default_factory=dict)
+    retiring: list[str] = Field(default_factory=list)
+    remediation_paused: bool = False
+
+
+class Rollout(CamelModel):
+    """Drift (`spec.rollout`): the drifted devices being replaced now (their replacements
+    first), and the template hash devices without the label were made from (those rented
+    before devices carried it). Of the devices that left of the pool's own accord
+    (`Fate.LEFT_*`), `left_first` went before their replacement (no room beside): until
+    gone, their replacements are the rollout's; one that went once its replacement
+    served is owed nothing."""
+
+    rolling: list[str] = Field(default_factory=list)
+    unlabelled_hash: str | None = None
+    left_first: list[str] = Field(default_factory=list)
 
 
 class PoolState(CamelModel):
@@ -137,32 +156,11 @@ class PoolState(CamelModel):
     announce: bool = False
     # The provider's long pause of the account's creates (from the ledger), until it ends.
     account_pause: AccountPause | None = None
-    # The account's spendCap (worker config), as its ledger last told it (None: never).
-    account_cap: AccountCap | None = None
-    # What the pool's devices billed so far (dollars), and at what hourly rate
-    # since when: each pass adds the time since at the rate it saw last.
-    cost_to_date: float = 0.0
-    cost_rate: float = 0.0
-    cost_since: datetime | None = None
-    # How many devices billed since `cost_since`, and what they billed by the hour
-    # (hour start -> [device-hours, dollars]) for the last `BILLED_HOURS_KEPT` hours.
-    cost_devices: int = 0
-    device_hours_to_date: float = 0.0
-    billed_hours: dict[datetime, list[float]] = Field(default_factory=dict)
-    # Per-device control: device id -> protected until (None: until unprotected);
-    # devices a person asked to replace once idle; remediation paused by a person.
-    protected: dict[str, datetime | None] = Field(default_factory=dict)
-    retiring: list[str] = Field(default_factory=list)
-    remediation_paused: bool = False
-    # Drift (`spec.rollout`): the drifted devices being replaced now (their
-    # replacements first), and the template hash devices without the label were
-    # made from (those rented before devices carried it).
-    rolling: list[str] = Field(default_factory=list)
-    unlabelled_hash: str | None = None
-    # Of the devices that left of the pool's own accord (`Fate.LEFT_*`), those that went
-    # before their replacement (no room beside): until gone, their replacements are the
-    # rollout's. One that went once its replacement served is owed nothing.
-    left_first: list[str] = Field(default_factory=list)
+    # Added after v0.1.0, each group in one place: what the devices billed (and the
+    # account's spendCap); what a person did to devices; the rollout of a new template.
+    cost: Cost = Field(default_factory=Cost)
+    control: Control = Field(default_factory=Control)
+    rollout: Rollout = Field(default_factory=Rollout)
     # Doomed devices whose replacement is already credited (a device has one fate, and
     # `doomed` wins: it is terminated until that goes through); `replaced` once it did.
     # v0.1.0 kept the two facts in two lists (`doomed`, `replacing`).
@@ -231,7 +229,7 @@ class PoolState(CamelModel):
 
     def take_cap(self, cap: AccountCap, now: datetime) -> None:
         """The account's ledger says its spendCap holds this pool's creates, or no longer."""
-        self.account_cap = cap
+        self.cost.account_cap = cap
         if not cap.reached:
             self.record(
                 now,
@@ -241,42 +239,20 @@ class PoolState(CamelModel):
                 ),
             )
 
-    def accrue(self, now: datetime, devices: int, price_per_hour: float) -> None:
-        """Add what the pool billed since the last pass (the devices and rate seen then),
-        hour by hour; bill on with `devices` at `price_per_hour`. Between passes the devices
-        did not change, or a pass would have run."""
-        start = self.cost_since
-        if start is not None and now > start:
-            rate = self.cost_rate / self.cost_devices if self.cost_devices else 0.0
-            while start < now:
-                hour = start.replace(minute=0, second=0, microsecond=0)
-                end = min(now, hour + timedelta(hours=1))
-                device_hours = self.cost_devices * (end - start).total_seconds() / 3600
-                bucket = self.billed_hours.setdefault(hour, [0.0, 0.0])
-                bucket[0] += device_hours
-                bucket[1] += device_hours * rate
-                self.device_hours_to_date += device_hours
-                self.cost_to_date += device_hours * rate
-                start = end
-            for hour in sorted(self.billed_hours)[:-BILLED_HOURS_KEPT]:
-                del self.billed_hours[hour]
-        self.cost_devices, self.cost_rate = devices, devices * price_per_hour
-        self.cost_since = now
-
     def deleted(self, now: datetime, *, profiles_retired: int) -> None:
         """The teardown finished: what the devices billed until now is counted, nothing
         bills on, and the status is the deleted pool's (`status.deleted`)."""
-        self.accrue(now, 0, 0.0)
+        self.cost.accrue(now, 0, 0.0)
         final = st.deleted(self.status, now, profiles_retired=profiles_retired)
-        self.status = final.model_copy(update={"cost_to_date": round(self.cost_to_date, 4)})
+        self.status = final.model_copy(update={"cost_to_date": round(self.cost.to_date, 4)})
 
     def publish(self, status: DevicePoolStatus) -> Said:
         """Take the status a pass published; say what it newly shows that needs a word."""
         before = self.status.condition(ConditionType.SPEND_CAP_REACHED)
         self.status = status.model_copy(
             update={
-                "hourly_cost": round(self.cost_rate, 4),
-                "cost_to_date": round(self.cost_to_date, 4),
+                "hourly_cost": round(self.cost.rate, 4),
+                "cost_to_date": round(self.cost.to_date, 4),
             }
         )
         after = self.status.condition(ConditionType.SPEND_CAP_REACHED)
@@ -319,7 +295,7 @@ class PoolState(CamelModel):
         listed = {d.id for d in devices if d.status != TERMINATED}
         for fate in LEFT.values():
             self.fates.clear([d for d in self.fates.of(fate) if d not in listed], fate)
-        self.left_first = [d for d in self.left_first if d in listed]
+        self.rollout.left_first = [d for d in self.rollout.left_first if d in listed]
         devices = [d for d in devices if d.id not in reported_gone]
         gone = lost_offline(self.offline_seen, devices)
         fresh = [
@@ -410,8 +386,8 @@ class PoolState(CamelModel):
             went = device_id in only_if_idle and device_id not in failed
             if went and device_id not in skipped and why in LEFT:
                 self.fates.set([device_id], LEFT[why])
-                if device_id in first and device_id not in self.left_first:
-                    self.left_first.append(device_id)
+                if device_id in first and device_id not in self.rollout.left_first:
+                    self.rollout.left_first.append(device_id)
         if failed:
             said.events.append(say.termination_failed(failed))
         for device_id in device_ids:

@@ -43,7 +43,7 @@ async def until_due(k: DevicePoolKind, plan: Plan) -> None:
             life.expiry().next_at,
             life.next_window_check(
                 pending=bool(
-                    k.s.rolling
+                    k.s.rollout.rolling
                     or (k.spec.rollout is not None and life.drift())
                     or life.expiry().retire
                     or plan.blocked_surplus
@@ -56,8 +56,8 @@ async def until_due(k: DevicePoolKind, plan: Plan) -> None:
             or k.s.doomed
             or k.observe_problem is not None
             or k.retry_terminations
-            or k.s.retiring
-            or k.s.rolling
+            or k.s.control.retiring
+            or k.s.rollout.rolling
             # Retiring now (within the budgets): an expired device a budget holds waits
             # for the window's end (a deadline above), not for a resync.
             or life.retire()
