@@ -97,10 +97,10 @@ async def check_account(client: Client, address: str, pool: DevicePool, served: 
 
 async def apply_in_order(
     apply: ApplyOne,
-    pools: Sequence[DevicePool],
+    pools: Sequence[PoolResource],
     *,
     concurrency: int,
-    on_result: Callable[[DevicePool, Accepted | DevicePoolError], None] | None,
+    on_result: Callable[[Any, Accepted | DevicePoolError], None] | None,
 ) -> list[Accepted | DevicePoolError]:
     """`apply` each pool, at most `concurrency` at once: the body of `PoolClient.apply_many`.
 
@@ -115,7 +115,7 @@ async def apply_in_order(
     stopped = False
     last_answer = float("-inf")  # monotonic time some pool was last answered
 
-    async def one(pool: DevicePool) -> Accepted | DevicePoolError:
+    async def one(pool: PoolResource) -> Accepted | DevicePoolError:
         nonlocal last_answer
         update_id = str(uuid.uuid4())
         failing = 0

@@ -1,8 +1,10 @@
-"""The pool commands: `apply`, `get`, `describe`, `devices`, `scale`, `delete`.
+"""The pool commands: `apply`, `get`, `describe`, `devices`, `scale`, `delete`, for every kind.
 
 Each is a thin layer over `PoolClient`: it checks its input locally (exit 2,
 nothing contacted), runs one async body through `run`, and prints the answer
-as a line, a table (`_cli_views`) or `-o json|yaml`.
+as a line, a table or `-o json|yaml`. Which kind a command reaches, and how it
+prints that kind, is the kind registry's (`_cli_kinds`): no command asks "a
+DevicePool or a BrowserPool?" itself.
 """
 
 from __future__ import annotations
@@ -15,19 +17,16 @@ from typing import Annotated, Any
 import typer
 
 from devicepool.api.conversion import API_VERSIONS, ConversionError, api_version_named
-from devicepool.api.names import API_VERSION_STORED, KIND_BROWSER_POOL, KIND_DEVICE_POOL
+from devicepool.api.kinds import DEVICE_POOL, KINDS, Kind
+from devicepool.api.names import API_VERSION_STORED
 from devicepool.client._apply import tally
-from devicepool.client._cli_browser import (
-    apply_browser_pools,
-    open_browser_pools,
-    other_kind,
-    print_both_kinds,
-    print_browser_description,
-    print_browser_pools,
-    print_profiles,
+from devicepool.client._cli_kinds import (
+    VIEWS,
+    first_kind,
+    kind_to_change,
+    meant,
+    print_pools,
     split_kind,
-    wait_browser_pools,
-    wait_browser_ready,
 )
 from devicepool.client._cli_progress import wait_with_progress
 from devicepool.client._cli_support import (
@@ -38,16 +37,9 @@ from devicepool.client._cli_support import (
     open_pools,
     run,
 )
-from devicepool.client._cli_views import (
-    POOL_HEADERS,
-    RowStream,
-    pool_row,
-    print_description,
-    print_devices,
-    print_pools,
-)
-from devicepool.client._results import applied_verb, iso
-from devicepool.client._status import devices_left
+from devicepool.client._cli_views import POOL_HEADERS, RowStream, pool_row
+from devicepool.client._kind_sides import side_of
+from devicepool.client._results import applied_verb
 from devicepool.client._validation import validate_name, validate_replicas
 from devicepool.client.errors import (
     EXIT_BAD_INPUT,
@@ -59,8 +51,6 @@ from devicepool.client.errors import (
 from devicepool.client.pool_client import APPLY_CONCURRENCY
 from devicepool.client.render import Output, print_data, resolve_output
 
-# `delete NAME` found no DevicePool but a BrowserPool of that name runs.
-BROWSER_INSTEAD = object()
 # How often `get --watch` reads the pools again.
 WATCH_SECONDS = 2.0
 
@@ -91,11 +81,9 @@ def apply(
     """
     # A bad manifest exits 2 before anything is contacted; both kinds may be mixed.
     resources = load_resources_or_exit(filename)
-    pools = [r for r in resources if r.kind == KIND_DEVICE_POOL]
-    browsers = [r for r in resources if r.kind == KIND_BROWSER_POOL]
 
     async def body() -> None:
-        accepted = {}
+        accepted: dict[str, dict[str, Any]] = {kind: {} for kind in KINDS}
         failures: list[DevicePoolError] = []
         answers: list[Any] = []
 
@@ -104,47 +92,54 @@ def apply(
                 failures.append(answer)
                 typer.echo(f"error: {answer}", err=True)
                 return
-            accepted[pool.name] = answer
+            accepted[pool.kind][pool.name] = answer
             typer.echo(
-                f"devicepool/{pool.name} {applied_verb(answer)} (generation {answer.generation}, "
-                f"replicas {answer.replicas})"
+                f"{KINDS[pool.kind].resource}/{pool.name} {applied_verb(answer)} "
+                f"(generation {answer.generation}, replicas {answer.replicas})"
             )
 
-        if pools:
-            client = await open_pools()
-            answers = await client.apply_many(pools, concurrency=concurrency, on_result=show)
-        if browsers and not any(not isinstance(f, BadInput) for f in failures):
-            more = await apply_browser_pools(browsers)
-            failures.extend(a for a in more if isinstance(a, DevicePoolError))
-            answers = [*answers, *more]
+        client = None
+        for kind in KINDS.values():  # DevicePools first; none after a failure not a refusal
+            pools = [r for r in resources if r.kind == kind.name]
+            if not pools or any(not isinstance(f, BadInput) for f in failures):
+                continue
+            client = client or await open_pools()
+            answers += await client.apply_many(pools, concurrency=concurrency, on_result=show)
         if len(resources) > 1:
             # On stderr, so that stdout stays one line a pool for scripts, as kubectl's.
             typer.echo(tally(answers, len(resources)), err=True)
         if failures:
             refused_only = all(isinstance(f, BadInput) for f in failures)
             raise typer.Exit(EXIT_BAD_INPUT if refused_only else EXIT_RUNTIME)
-        if wait and accepted:
-
-            def waiter(name: str, generation: int) -> Callable[..., Awaitable[Any]]:
-                async def go(cb: Callable[[dict[str, Any]], None] | None) -> None:
-                    await client.wait_ready(
-                        name, generation=generation, timeout=timeout, on_progress=cb
-                    )
-
-                return go
-
-            await wait_with_progress(
-                {name: waiter(name, acc.generation) for name, acc in accepted.items()},
-                total_key="desiredReplicas",
-                done_key="readyDevices",
-                label="ready",
-            )
-            for name in accepted:
-                typer.echo(f"devicepool/{name} ready")
-        if wait and browsers:
-            await wait_browser_pools(browsers, answers[len(pools) :], timeout=timeout)
+        for kind in KINDS.values():
+            if wait and accepted[kind.name]:
+                await wait_ready(client, kind, accepted[kind.name], timeout=timeout)
 
     run(body)
+
+
+async def wait_ready(client: Any, kind: Kind, accepted: dict[str, Any], *, timeout: float) -> None:
+    """`--wait`: until each pool has converged on the generation it answered; a line each."""
+
+    def waiter(name: str, generation: int) -> Callable[..., Awaitable[Any]]:
+        async def go(cb: Callable[[dict[str, Any]], None] | None) -> None:
+            await client.wait_ready(
+                name, generation=generation, timeout=timeout, on_progress=cb, kind=kind.name
+            )
+
+        return go
+
+    await wait_with_progress(
+        {
+            f"{kind.resource}/{name}": waiter(name, answer.generation)
+            for name, answer in accepted.items()
+        },
+        total_key="desiredReplicas",
+        done_key=side_of(kind).ready_key,
+        label="ready",
+    )
+    for name in accepted:
+        typer.echo(f"{kind.resource}/{name} ready")
 
 
 def get(
@@ -172,72 +167,36 @@ def get(
     fmt = resolve_output(output)
     try:
         api_version = api_version_named(api_version, option="--api-version")
-        bare = name is not None and "/" not in name
-        kind, name = split_kind(name)
-    except ConversionError as err:
+        kinds = meant(name)
+        _, name = split_kind(name)
+    except (ConversionError, BadInput) as err:
         raise fail(str(err), EXIT_BAD_INPUT) from None
-    except BadInput as err:
-        raise fail(str(err), EXIT_BAD_INPUT) from None
-    if kind == KIND_BROWSER_POOL:
-        get_browser_pools(name, fmt)
-        return
 
     async def fetch(client: Any) -> list[Any]:
         if name is not None:
             return [await client.summary(name)]
         return list(await client.list_pools())
 
-    if watch:
+    if watch and DEVICE_POOL in kinds:  # a watch follows DevicePools
         try:
             run(lambda: watch_pools(fetch, fmt, name=name, api_version=api_version))
         except KeyboardInterrupt:  # Ctrl-C is how a watch ends, as kubectl's does
             pass
         return
 
-    async def body() -> tuple[list[Any], list[Any]]:
-        client = await open_pools(name)
-        try:
-            pools = await fetch(client)
-        except PoolNotFound:
-            if name is None or bare is False:
-                raise
-            # A bare NAME no DevicePool has: the BrowserPool of that name, if one runs.
-            browsers = client.browser_pool_client()
-            if not await browsers.running(name):
-                raise
-            return [], [await browsers.summary(name)]
-        return pools, [] if name is not None else await other_kind(client)
-
-    pools, browsers = run(body)
-    if fmt != Output.TABLE:
-        items = [p.to_resource(api_version) for p in pools]
-        items += [browser_resource(b) for b in browsers]
-        print_data(items[0] if name is not None else items, fmt)
-        return
-    if pools and browsers:
-        print_both_kinds(pools, browsers)
-    elif browsers:
-        print_browser_pools(browsers)
-    else:
-        print_pools(pools)
-
-
-def get_browser_pools(name: str | None, fmt: Output) -> None:
-    """`get browserpools` and `get browserpool/NAME`."""
-
     async def body() -> list[Any]:
-        client = await open_browser_pools(name)
-        return [await client.summary(name)] if name is not None else await client.list_pools()
+        client = await open_pools(name)
+        if name is not None:
+            _, found = await first_kind(kinds, lambda k: client.summary(name, kind=k.name))
+            return [found]
+        return [p for k in kinds for p in await client.list_pools(kind=k.name)]
 
     pools = run(body)
     if fmt != Output.TABLE:
-        items = [browser_resource(p) for p in pools]
+        items = [p.to_resource(api_version) for p in pools]
         print_data(items[0] if name is not None else items, fmt)
         return
-    if not pools:
-        sys.stderr.write("No browser pools found.\n")
-        return
-    print_browser_pools(pools)
+    print_pools(pools, kinds)
 
 
 async def watch_pools(
@@ -303,44 +262,33 @@ def describe(
     browserpool/NAME for a BrowserPool: its profiles instead of devices)."""
     # Text wherever it goes (`describe POOL | less`): JSON only when asked for.
     fmt = output or Output.TABLE
-    kind, pool = kind_or_exit(name)
+    kinds, pool = one_pool_or_exit(name)
 
-    async def device() -> dict[str, Any]:
-        return dict(await (await open_pools(pool)).describe(pool))
+    async def body() -> tuple[Kind, dict[str, Any]]:
+        client = await open_pools(pool)
+        return await first_kind(kinds, lambda k: client.describe(pool, kind=k.name))
 
-    async def browser() -> dict[str, Any]:
-        return await (await open_browser_pools(pool)).describe(pool)
-
-    kind, data = run(lambda: either_kind(kind, name, device, browser))
+    kind, data = run(body)
     if fmt != Output.TABLE:
         print_data(data, fmt)
         return
-    if kind == KIND_BROWSER_POOL:
-        print_browser_description(data)
-        return
-    print_description(data)
+    VIEWS[kind.name].print_description(data)
 
 
 def devices(name: str, output: OutputOpt = None) -> None:
     """The devices of one pool (browserpool/NAME: the profiles of a BrowserPool)."""
     fmt = resolve_output(output)
-    kind, pool = kind_or_exit(name)
+    kinds, pool = one_pool_or_exit(name)
 
-    async def device() -> list[dict[str, Any]]:
-        view = await (await open_pools(pool)).devices(pool)
-        return [d.model_dump(mode="json", by_alias=True) for d in view.devices]
+    async def body() -> tuple[Kind, list[dict[str, Any]]]:
+        client = await open_pools(pool)
+        return await first_kind(kinds, lambda k: VIEWS[k.name].items(client, pool))
 
-    async def browser() -> list[dict[str, Any]]:
-        return await (await open_browser_pools(pool)).profiles(pool)
-
-    kind, items = run(lambda: either_kind(kind, name, device, browser))
+    kind, items = run(body)
     if fmt != Output.TABLE:
         print_data(items, fmt)
         return
-    if kind == KIND_BROWSER_POOL:
-        print_profiles(items)
-        return
-    print_devices(items)
+    VIEWS[kind.name].print_items(items)
 
 
 def scale(
@@ -353,46 +301,19 @@ def scale(
 ) -> None:
     """Set a pool's replica count (validated by the pool, which answers); NAME or
     browserpool/NAME."""
-    named, (kind, name) = name, kind_or_exit(name)
-
-    async def browser() -> None:
-        pools = await open_browser_pools(name)
-        answer = await pools.scale(name, replicas)
-        typer.echo(
-            f"browserpool/{name} scaled to {answer.replicas} (generation {answer.generation})"
-        )
-        if wait:
-            await wait_browser_ready(pools, name, answer.generation, timeout)
-            typer.echo(f"browserpool/{name} ready")
+    kinds, pool = one_pool_or_exit(name)
 
     async def body() -> None:
-        validate_name(name)
+        validate_name(pool)
         validate_replicas(replicas)  # before connecting: bad input changes nothing
-        if kind == KIND_BROWSER_POOL:
-            return await browser()
         client = await open_pools()
-        await refuse_both_kinds(client, named, name)
-        try:
-            result = await client.scale(name, replicas)
-        except PoolNotFound:
-            if "/" in named:
-                raise
-            return await browser()  # a bare NAME no DevicePool has: the BrowserPool's
+        kind = await kind_to_change(client, kinds, pool)
+        result = await client.scale(pool, replicas, kind=kind.name)
         typer.echo(
-            f"devicepool/{name} scaled to {result.replicas} (generation {result.generation})"
+            f"{kind.resource}/{pool} scaled to {result.replicas} (generation {result.generation})"
         )
-        if not wait:
-            return
-
-        async def go(cb: Callable[[dict[str, Any]], None] | None) -> None:
-            await client.wait_ready(
-                name, generation=result.generation, timeout=timeout, on_progress=cb
-            )
-
-        await wait_with_progress(
-            {name: go}, total_key="desiredReplicas", done_key="readyDevices", label="ready"
-        )
-        typer.echo(f"devicepool/{name} ready")
+        if wait:
+            await wait_ready(client, kind, {pool: result}, timeout=timeout)
 
     run(body)
 
@@ -412,27 +333,23 @@ def delete(
 ) -> None:
     """Delete a pool: tear every device down (browserpool/NAME: every profile), then end
     the workflow."""
-    named, (kind, name) = name, kind_or_exit(name)
-    if kind == KIND_BROWSER_POOL:
-        delete_browser_pool(name, ignore_not_found=ignore_not_found, wait=wait, timeout=timeout)
-        return
+    kinds, pool = one_pool_or_exit(name)
 
     async def body() -> Any:
-        validate_name(name)
+        validate_name(pool)
         client = await open_pools()
-        await refuse_both_kinds(client, named, name)
+        kind = await kind_to_change(client, kinds, pool)
         try:
-            return await delete_one(client)
+            return kind, await delete_one(client, kind)
         except PoolNotFound:
-            if "/" not in named and await client.browser_pool_client().running(name):
-                return BROWSER_INSTEAD  # a bare NAME no DevicePool has: the BrowserPool's
             if ignore_not_found:
                 return None
             raise
 
-    async def delete_one(client: Any) -> Any:
+    async def delete_one(client: Any, kind: Kind) -> Any:
         if not wait:
-            return await client.delete(name, wait=False)
+            return await client.delete(pool, wait=False, kind=kind.name)
+        side = side_of(kind)
         result: Any = None
 
         async def go(cb: Callable[[dict[str, Any]], None] | None) -> None:
@@ -440,112 +357,35 @@ def delete(
 
             def progress(status: dict[str, Any]) -> None:
                 if cb is not None:
-                    cb({"left": devices_left(status), "total": None})
+                    cb({"left": side.left(status), "total": None})
 
-            result = await client.delete(name, wait=True, timeout=timeout, on_progress=progress)
+            result = await client.delete(
+                pool, wait=True, timeout=timeout, on_progress=progress, kind=kind.name
+            )
 
         await wait_with_progress(
-            {name: go}, total_key="total", done_key="left", label="devices left", countdown=True
+            {f"{kind.resource}/{pool}": go},
+            total_key="total",
+            done_key="left",
+            label=f"{side.noun} left",
+            countdown=True,
         )
         return result
 
-    result = run(body)
-    if result is BROWSER_INSTEAD:
-        delete_browser_pool(name, ignore_not_found=ignore_not_found, wait=wait, timeout=timeout)
+    deleted = run(body)
+    if deleted is None:  # --ignore-not-found, and there was nothing to delete
         return
-    if result is None:  # --ignore-not-found, and there was nothing to delete
-        return
-    if result.closed:
-        typer.echo(f"devicepool/{name} deleted ({result.devices_left} devices left)")
-        if result.profiles_retired:
-            typer.echo(
-                f"{result.profiles_retired} cloud-phone profile(s) kept, powered off and marked "
-                "retired: the BitBrowser Local API has no delete"
-            )
-    else:
-        typer.echo(f"devicepool/{name} deleting (use --wait to follow the teardown)")
+    kind, result = deleted
+    for line in VIEWS[kind.name].deleted(pool, result):
+        typer.echo(line)
 
 
-async def refuse_both_kinds(client: Any, named: str, name: str) -> None:
-    """A bare NAME that a DevicePool and a BrowserPool both have, for a command that changes
-    a pool: which one is meant is not guessed (reads show the DevicePool, docs/browserpools.md)."""
-    if "/" in named:
-        return
-    if await client.running(name) and await client.browser_pool_client().running(name):
-        raise BadInput(
-            f'both a DevicePool and a BrowserPool are named "{name}": '
-            f"say devicepool/{name} or browserpool/{name}"
-        )
-
-
-def delete_browser_pool(
-    name: str, *, ignore_not_found: bool, wait: bool = False, timeout: float = 300.0
-) -> None:
-    """`delete browserpool/NAME`: the pool closes and deletes every profile, then ends
-    (`wait`: until it has ended)."""
-
-    async def body() -> bool:
-        try:
-            await (await open_browser_pools(name)).delete(name, wait=wait, timeout=timeout)
-        except PoolNotFound:
-            if ignore_not_found:
-                return False
-            raise
-        return True
-
-    if not run(body):
-        return  # --ignore-not-found, and there was nothing to delete
-    if wait:
-        typer.echo(f"browserpool/{name} deleted (every profile closed and deleted)")
-    else:
-        typer.echo(
-            f"browserpool/{name} deleting (every profile is closed and deleted on its node; "
-            f"`devicepool get browserpool/{name}` follows it)"
-        )
-
-
-async def either_kind(
-    kind: str,
-    named: str,
-    device: Callable[[], Awaitable[Any]],
-    browser: Callable[[], Awaitable[Any]],
-) -> tuple[str, Any]:
-    """The kind that answered, and its answer: a BrowserPool's for `browserpool/NAME`, else
-    the DevicePool's, or for a bare NAME no DevicePool has, the BrowserPool's of that name."""
-    if kind == KIND_BROWSER_POOL:
-        return kind, await browser()
+def one_pool_or_exit(name: str) -> tuple[list[Kind], str]:
+    """The kinds a command's NAME may mean, and the pool's name (`browserpool/NAME`, NAME)."""
     try:
-        return kind, await device()
-    except PoolNotFound:
-        if "/" in named:
-            raise
-        try:
-            return KIND_BROWSER_POOL, await browser()
-        except PoolNotFound:
-            pass
-        raise
-
-
-def kind_or_exit(name: str) -> tuple[str, str]:
-    """The kind and pool a command names (`browserpool/NAME`, or a DevicePool's NAME)."""
-    try:
-        kind, pool = split_kind(name)
+        kinds, (_, pool) = meant(name), split_kind(name)
     except BadInput as err:
         raise fail(str(err), EXIT_BAD_INPUT) from None
     if pool is None:
         raise fail(f"{name}: name one pool, as browserpool/NAME", EXIT_BAD_INPUT)
-    return kind, pool
-
-
-def browser_resource(pool: Any) -> dict[str, Any]:
-    """A BrowserPool as `get -o json|yaml` shows it (the stored version)."""
-    metadata: dict[str, Any] = {"name": pool.name}
-    if pool.created is not None:
-        metadata["creationTimestamp"] = iso(pool.created)
-    return {
-        "apiVersion": API_VERSION_STORED,
-        "kind": KIND_BROWSER_POOL,
-        "metadata": metadata,
-        "spec": pool.spec,
-        "status": pool.status,
-    }
+    return kinds, pool

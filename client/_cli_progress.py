@@ -19,7 +19,8 @@ async def wait_with_progress(
     label: str,
     countdown: bool = False,
 ) -> None:
-    """Run each wait with a live rich progress bar on stderr.
+    """Run each wait with a live rich progress bar on stderr (a terminal's); `waits` by
+    the pool as the CLI names it (`devicepool/NAME`).
 
     Each wait's callback gets a dict with `done_key` (and `total_key`): the bar
     counts up to the total, or, with `countdown`, down from the first count seen.
@@ -42,10 +43,12 @@ async def wait_with_progress(
     initial: dict[str, int] = {}
 
     def task(name: str) -> Any:
-        if not tasks:
+        # Drawn on a terminal only: elsewhere (a pipe, a log) the display would leave
+        # nothing but a stray blank line on stderr before the next one.
+        if not tasks and console.is_terminal:
             progress.start()
         if name not in tasks:
-            tasks[name] = progress.add_task(f"devicepool/{name}", total=None, shown="")
+            tasks[name] = progress.add_task(name, total=None, shown="")
         return tasks[name]
 
     def callback(name: str) -> Callable[[dict[str, Any]], None]:
@@ -70,7 +73,7 @@ async def wait_with_progress(
     try:
         await asyncio.gather(*(wait(cb=callback(name)) for name, wait in waits.items()))
     finally:
-        if tasks:
+        if tasks and console.is_terminal:
             progress.stop()
 
 

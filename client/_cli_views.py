@@ -13,21 +13,11 @@ from typing import Any
 
 import typer
 
+from devicepool.api.kinds import DEVICE_POOL
 from devicepool.client.render import age, cell, print_fields, print_table
 
-POOL_HEADERS = [
-    "NAME",
-    "PLATFORM",
-    "REGION",
-    "DESIRED",
-    "READY",
-    "PROV",
-    "PENDING",
-    "OFFLINE",
-    "$/H",
-    "AGE",
-    "PHASE",
-]
+# `get`'s table of DevicePools (`api.kinds`).
+POOL_HEADERS = list(DEVICE_POOL.columns)
 DEVICE_HEADERS = ["ID", "STATUS", "REGION", "AGE", "SESSION", "LAST ACTIVITY", "REASON"]
 
 

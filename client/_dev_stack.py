@@ -30,8 +30,8 @@ from urllib.parse import quote
 import httpx
 from temporalio.converter import PayloadCodec
 
+from devicepool.api.kinds import kind_named
 from devicepool.api.names import (
-    KIND_BROWSER_POOL,
     LABEL_NODE,
     SEARCH_ATTRIBUTES,
     WATCH_TASK_QUEUE_SUFFIX,
@@ -526,16 +526,14 @@ class DevStack:
         client = PoolClient(
             await connect(address=self.options.address, env={}, codec=self._codec())
         )
-        browsers = client.browser_pool_client()
         for pool in pools:
-            browser = pool.kind == KIND_BROWSER_POOL
             try:
-                result = await (browsers.apply(pool) if browser else client.apply(pool))
+                result = await client.apply(pool)  # either kind: the pool says which
             except DevicePoolError as err:
                 self.out(f"error: {err}")
                 continue
             self.out(
-                f"{'browserpool' if browser else 'devicepool'}/{pool.name} {applied_verb(result)} "
+                f"{kind_named(pool.kind).resource}/{pool.name} {applied_verb(result)} "
                 f"(generation {result.generation}, replicas {result.replicas})"
             )
 

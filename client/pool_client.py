@@ -166,12 +166,13 @@ class PoolClient:
 
     async def apply_many(
         self,
-        pools: Sequence[DevicePool],
+        pools: Sequence[PoolResource],
         *,
         concurrency: int = APPLY_CONCURRENCY,
-        on_result: Callable[[DevicePool, Accepted | DevicePoolError], None] | None = None,
+        on_result: Callable[[Any, Accepted | DevicePoolError], None] | None = None,
     ) -> list[Accepted | DevicePoolError]:
-        """`apply` each pool, at most `concurrency` at once; the answers in the pools' order.
+        """`apply` each pool (of any kind), at most `concurrency` at once; the answers in the
+        pools' order.
 
         Every account the pools name is checked first, so an unknown one anywhere
         raises `BadInput` with nothing applied. A pool whose change is refused
@@ -189,7 +190,8 @@ class PoolClient:
             raise BadInput(f"concurrency: must be at least 1, got {concurrency}")
         first: dict[str, DevicePool] = {}  # each account's first pool names it in a refusal
         for pool in pools:
-            first.setdefault(pool.spec.account, pool)
+            if isinstance(pool, DevicePool):  # a BrowserPool's account is its nodes'
+                first.setdefault(pool.spec.account, pool)
         for pool in first.values():
             await self._check_account(pool)
         return await apply_in_order(

@@ -341,7 +341,7 @@ def test_delete_a_browser_pool(
         ("devicepool/gone", 'error: pool "gone" not found (no running workflow devicepool/gone)'),
     ],
 )
-@pytest.mark.parametrize("command", ["delete", "describe", "devices", "get"])
+@pytest.mark.parametrize("command", ["delete", "describe", "devices", "get", "scale"])
 def test_a_pool_no_kind_runs_is_not_found_in_its_kind_words(
     capsys: pytest.CaptureFixture[str], temporal: Any, named: str, line: str, command: str
 ) -> None:
@@ -391,3 +391,27 @@ def test_a_pool_no_worker_answers_shows_its_search_attributes_marked_stale(
     header, row = out.splitlines()
     assert row.split()[-1] == "Provisioning?"
     assert row.split()[header.split().index("DESIRED")] == "3"
+
+
+def test_get_devicepools_lists_devicepools_alone(
+    capsys: pytest.CaptureFixture[str], temporal: Any
+) -> None:
+    """Changed by issue 38: `get devicepools` listed the BrowserPools too, as `get` does."""
+    temporal(browser("b"), device("d"))
+    code, out, err = run(capsys, "get", "devicepools", "-o", "json")
+    assert code == EXIT_OK, err
+    assert [p["kind"] for p in json.loads(out)] == ["DevicePool"]
+
+
+def test_get_shows_a_browser_pool_in_the_version_asked_for(
+    capsys: pytest.CaptureFixture[str], temporal: Any
+) -> None:
+    """Changed by issue 38: `--api-version` was ignored for a BrowserPool (always v1beta1)."""
+    pool = browser("b")
+    pool.answers["spec"]["spec"]["proxy"] = {"poolRef": "eu", "sessionTTL": "15m"}
+    temporal(pool)
+    code, out, err = run(capsys, "get", "browserpool/b", "-o", "json", "--api-version", "v1alpha1")
+    assert code == EXIT_OK, err
+    shown = json.loads(out)
+    assert shown["apiVersion"] == "mobile.example.com/v1alpha1"
+    assert shown["spec"]["proxy"] == {"poolRef": "eu", "stickyTTL": 900}

@@ -462,7 +462,9 @@ def test_json_is_the_default_off_a_terminal(
     from devicepool.client import PoolSummary, _cli_pools
 
     class FakePools:
-        async def list_pools(self) -> list[PoolSummary]:
+        async def list_pools(self, *, kind: str = "DevicePool") -> list[PoolSummary]:
+            if kind != "DevicePool":
+                return []
             return [
                 PoolSummary(
                     name="p1",
@@ -974,7 +976,7 @@ def test_describe_prints_text_off_a_terminal_and_json_when_asked(
     }
 
     class FakePools:
-        async def describe(self, name: str) -> dict[str, object]:
+        async def describe(self, name: str, *, kind: str = "DevicePool") -> dict[str, object]:
             return described
 
     async def fake_pools(name: str | None = None) -> FakePools:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from devicepool.api.names import KIND_BROWSER_POOL, KIND_DEVICE_POOL
-from devicepool.client._cli_browser import browser_rows, print_both_kinds, split_kind
+from devicepool.api.kinds import KINDS
+from devicepool.client._cli_browser import browser_rows
+from devicepool.client._cli_kinds import print_pools, split_kind
 from devicepool.client._results import PoolSummary
 from devicepool.client.browser_pools import BrowserPoolSummary
 from devicepool.client.errors import BadInput
@@ -52,9 +54,10 @@ def test_get_with_both_kinds_leads_each_table_with_its_kind(
             {"replicas": 4},
             {"desiredReplicas": 4, "readyProfiles": 4, "byNode": {"node-1": 2, "node-2": 2}},
             None,
+            kind=KIND_BROWSER_POOL,
         )
     ]
-    print_both_kinds(pools, browsers)
+    print_pools([*browsers, *pools], list(KINDS.values()))
     tables = capsys.readouterr().out.split("\n\n")
     assert len(tables) == 2, tables
     devices, profiles = (t.strip().splitlines() for t in tables)

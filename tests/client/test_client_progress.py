@@ -5,6 +5,9 @@ said nothing while 17 booted and 13 waited)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
+
+import pytest
 
 from devicepool.client._cli_progress import why
 
@@ -32,3 +35,18 @@ def test_pending_creates_not_held_by_the_window_are_only_counted() -> None:
     status = {"provisioningDevices": 2, "pendingDevices": 3, "accountWindow": {"waiting": {}}}
     assert why(status, NOW) == " · 2 booting · 3 pending"
     assert why({"readyDevices": 5}, NOW) == ""
+
+
+async def test_a_wait_off_a_terminal_leaves_stderr_to_the_lines_that_follow(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Off a terminal the bar is not drawn: it left a blank line before `error: ...`."""
+    from devicepool.client._cli_progress import wait_with_progress
+
+    async def wait(cb: Any) -> None:
+        cb({"desiredReplicas": 2, "readyDevices": 1})
+
+    await wait_with_progress(
+        {"devicepool/p": wait}, total_key="desiredReplicas", done_key="readyDevices", label="ready"
+    )
+    assert capsys.readouterr() == ("", "")
