@@ -68,19 +68,7 @@ DEVICE_POOL = Kind(
     conversion=DEVICE_POOL_CONVERSION,
     workflow_type=WORKFLOW_DEVICE_POOL,
     workflow_id_prefix=WORKFLOW_ID_PREFIX,
-    columns=(
-        "NAME",
-        "PLATFORM",
-        "REGION",
-        "DESIRED",
-        "READY",
-        "PROV",
-        "PENDING",
-        "OFFLINE",
-        "$/H",
-        "AGE",
-        "PHASE",
-    ),
+    columns=tuple("NAME PLATFORM REGION DESIRED READY PROV PENDING OFFLINE $/H AGE PHASE".split()),
 )
 BROWSER_POOL = Kind(
     name=KIND_BROWSER_POOL,
@@ -88,7 +76,7 @@ BROWSER_POOL = Kind(
     conversion=BROWSER_POOL_CONVERSION,
     workflow_type=WORKFLOW_BROWSER_POOL,
     workflow_id_prefix=BROWSER_POOL_WORKFLOW_ID_PREFIX,
-    columns=("NAME", "DESIRED", "READY", "OPEN", "LOST", "NODES", "AGE", "PHASE"),
+    columns=tuple("NAME DESIRED READY OPEN LOST NODES AGE PHASE".split()),
 )
 
 # By manifest kind, in the order `get` shows them (DevicePools first).

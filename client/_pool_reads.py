@@ -1,5 +1,6 @@
-"""The reads of `PoolClient` that are one kind's own: `describe` of each kind, a DevicePool's
-cost, its account window and the profiles its teardown retired.
+"""What `PoolClient` reads besides a query's answer: a pool's summary (either kind),
+`describe` of each kind, a DevicePool's cost, its account window and the profiles
+its teardown retired.
 
 Functions over a `PoolClient` (its Temporal client, its errors and queries), so
 `pool_client.py` stays the class; each is called by the method of that name.
@@ -8,6 +9,7 @@ Functions over a `PoolClient` (its Temporal client, its errors and queries), so
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
@@ -24,6 +26,7 @@ from devicepool.api.names import (
     ledger_workflow_id,
 )
 from devicepool.client._history import recent_events
+from devicepool.client._kind_sides import side_of
 from devicepool.client._results import PoolSummary, iso
 from devicepool.client._temporal_errors import QUERY_TIMEOUT
 from devicepool.client._validation import validate_name
@@ -39,9 +42,43 @@ __all__ = [
     "describe_browser_pool",
     "describe_device_pool",
     "retired_profiles",
+    "summary_of",
 ]
 
 RECENT_EVENTS = 20
+
+
+async def summary_of(pools: PoolClient, kind: str, name: str, execution: Any) -> PoolSummary | None:
+    """The pool's answers to `spec` and `status`; without them (no worker answered),
+    what its search attributes say, marked stale."""
+    side = side_of(kind)
+    handle = pools._client.get_workflow_handle(execution.id)
+    spec_answer, status_answer = await asyncio.gather(
+        pools._try_query(handle, QUERY_SPEC), pools._try_query(handle, QUERY_STATUS)
+    )
+    if isinstance(spec_answer, dict) and isinstance(status_answer, dict):
+        return PoolSummary(
+            name=name,
+            spec=side.kind.conversion.stored_spec_json(spec_answer.get("spec") or {}),
+            status=dict(status_answer),
+            # The pool's creation, carried across its runs (a run's start restarts at
+            # every continue-as-new); a worker from before answers without it.
+            created=_created(spec_answer) or execution.start_time,
+            metadata=dict(spec_answer.get("metadata") or {}),
+            kind=side.kind.name,
+        )
+    return side.stale(name, execution)
+
+
+def _created(spec_answer: dict[str, Any]) -> datetime | None:
+    """When the pool was created, from its `spec` query (`createdAt`; a BrowserPool's
+    `creationTimestamp`), if it says."""
+    for key in ("createdAt", "creationTimestamp"):
+        try:
+            return datetime.fromisoformat(str(spec_answer[key]))
+        except (KeyError, ValueError):
+            continue
+    return None
 
 
 async def describe_device_pool(pools: PoolClient, name: str) -> dict[str, Any]:
@@ -49,7 +86,7 @@ async def describe_device_pool(pools: PoolClient, name: str) -> dict[str, Any]:
     validate_name(name)
     handle = pools._client.get_workflow_handle(DEVICE_POOL.workflow_id(name))
     desc = await pools._describe_running(name, handle, DEVICE_POOL.name)
-    summary = await pools._summary(DEVICE_POOL.name, name, desc)
+    summary = await summary_of(pools, DEVICE_POOL.name, name, desc)
     assert summary is not None  # a DevicePool's search attributes always make one
     view = await pools._try_query(handle, QUERY_DEVICES, result_type=DevicesView)
     devices = (

@@ -9,8 +9,9 @@ changes nothing; errors are the `client.errors` tree.
 A method that takes a pool's name takes its `kind` too (a manifest kind,
 `DevicePool` or `BrowserPool`; default the client's own, `PoolClient.kind`);
 `apply` reads it from the pool. What differs per kind is a row of
-`client._kind_sides`; the account check and `apply_many`'s ordering live in
-`client/_apply.py`, the device-only updates and reads in `client/_device_ops.py`.
+`client._kind_sides`; the start or update and `apply_many`'s ordering live in
+`client/_apply.py`, the waits in `client/_waits.py`, the summaries and each kind's
+own reads in `client/_pool_reads.py`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any
 
 import pydantic
@@ -36,7 +36,6 @@ from devicepool.api.names import (
     KIND_BROWSER_POOL,
     KIND_DEVICE_POOL,
     QUERY_DEVICES,
-    QUERY_SPEC,
     QUERY_STATUS,
     UPDATE_PAUSE_REMEDIATION,
     UPDATE_PROTECT_DEVICE,
@@ -66,11 +65,7 @@ from devicepool.client._temporal_errors import (
     try_query,
 )
 from devicepool.client._validation import validate_name, validate_replicas
-from devicepool.client.errors import (
-    BadInput,
-    DevicePoolError,
-    PoolNotFound,
-)
+from devicepool.client.errors import BadInput, DevicePoolError, PoolNotFound
 from devicepool.workflows.orphans.state import OrphanReport
 from devicepool.workflows.pool.messages import (
     Accepted,
@@ -336,7 +331,7 @@ class PoolClient:
         side = self._side(kind)
         handle = self._client.get_workflow_handle(side.kind.workflow_id(name))
         desc = await self._describe_running(name, handle, kind)
-        summary = await self._summary(side.kind.name, name, desc)
+        summary = await _pool_reads.summary_of(self, side.kind.name, name, desc)
         if summary is None:
             raise NoWorkerInTime(
                 f'pool "{name}": no worker did answer in time — is `devicepool worker` '
@@ -358,7 +353,7 @@ class PoolClient:
         async def one(execution: Any) -> PoolSummary | None:
             async with limit:
                 name = str(side.kind.name_from_workflow_id(execution.id))
-                return await self._summary(side.kind.name, name, execution)
+                return await _pool_reads.summary_of(self, side.kind.name, name, execution)
 
         pools = await asyncio.gather(*(one(e) for e in executions))
         return sorted((p for p in pools if p is not None), key=lambda p: p.name)
@@ -414,27 +409,6 @@ class PoolClient:
             raise PoolNotFound(name, kind=self._side(kind).kind.resource)
         return desc
 
-    async def _summary(self, kind: str, name: str, execution: Any) -> PoolSummary | None:
-        """The pool's answers to `spec` and `status`; without them (no worker answered),
-        what its search attributes say, marked stale."""
-        side = side_of(kind)
-        handle = self._client.get_workflow_handle(execution.id)
-        spec_answer, status_answer = await asyncio.gather(
-            self._try_query(handle, QUERY_SPEC), self._try_query(handle, QUERY_STATUS)
-        )
-        if isinstance(spec_answer, dict) and isinstance(status_answer, dict):
-            return PoolSummary(
-                name=name,
-                spec=side.kind.conversion.stored_spec_json(spec_answer.get("spec") or {}),
-                status=dict(status_answer),
-                # The pool's creation, carried across its runs (a run's start restarts at
-                # every continue-as-new); a worker from before answers without it.
-                created=_created(spec_answer) or execution.start_time,
-                metadata=dict(spec_answer.get("metadata") or {}),
-                kind=side.kind.name,
-            )
-        return side.stale(name, execution)
-
     async def _try_query(
         self, handle: WorkflowHandle[Any, Any], query: str, *, result_type: type = dict
     ) -> Any:
@@ -471,14 +445,3 @@ def _accepted(result: Any) -> Accepted:
     if isinstance(result, Accepted):
         return result
     return Accepted.model_validate(result)
-
-
-def _created(spec_answer: dict[str, Any]) -> datetime | None:
-    """When the pool was created, from its `spec` query (`createdAt`; a BrowserPool's
-    `creationTimestamp`), if it says."""
-    for key in ("createdAt", "creationTimestamp"):
-        try:
-            return datetime.fromisoformat(str(spec_answer[key]))
-        except (KeyError, ValueError):
-            continue
-    return None
