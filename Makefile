@@ -72,8 +72,8 @@ test: venv system-deps
 	$(BIN)/pytest $(XDIST) --durations=12
 
 # The suite as `make test` runs it, writing each test's measured time to
-# tests/durations.json (a run that fails writes nothing). Run it on a quiet
-# machine when tests were added or made faster, and commit the file.
+# tests/durations.json (a test that fails keeps its old figure). Run it on a
+# quiet machine when tests were added or made faster, and commit the file.
 durations: venv system-deps
 	$(BIN)/pytest $(XDIST) --store-durations
 

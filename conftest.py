@@ -69,7 +69,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--store-durations",
         action="store_true",
         help=f"write each test's measured time to {DURATIONS.relative_to(ROOT)} "
-        "(make durations); a run that fails writes nothing",
+        "(make durations); a failed test keeps its old figure",
     )
 
 
@@ -99,23 +99,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 class DurationsRecorder:
     """`--store-durations`: each test's setup, call and teardown added up, written at the end.
 
-    Registered on the controller only: under xdist it gets every worker's reports."""
+    Registered on the controller only: under xdist it gets every worker's reports. A
+    test that failed keeps its old figure (a timeout is no measure of it); a run
+    that did not finish writes nothing."""
 
     def __init__(self) -> None:
         self.measured: Counter[str] = Counter()
+        self.failed: set[str] = set()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.measured[plain_id(report.nodeid)] += report.duration
+        if report.failed:
+            self.failed.add(plain_id(report.nodeid))
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if exitstatus != pytest.ExitCode.OK:
+        if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             return
         kept = {
             nodeid: seconds
             for nodeid, seconds in load_durations(DURATIONS).items()
             if (ROOT / nodeid.split("::", 1)[0]).is_file()
         }
-        merged = merge_durations(kept, self.measured)
+        passed = {k: v for k, v in self.measured.items() if k not in self.failed}
+        merged = merge_durations(kept, passed)
         DURATIONS.write_text(json.dumps(merged, indent=1) + "\n")
 
 
