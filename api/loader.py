@@ -29,8 +29,8 @@ import pydantic
 from devicepool.api.browserpool.v1beta1 import BrowserPool
 from devicepool.api.converter import API_VERSIONS, ConversionError
 from devicepool.api.documents import parse_documents, read_text
-from devicepool.api.kinds import kind_named
-from devicepool.api.names import API_VERSION_V1BETA1, KIND_DEVICE_POOL, KINDS
+from devicepool.api.kinds import KINDS, kind_named
+from devicepool.api.names import API_VERSION_V1BETA1, KIND_DEVICE_POOL
 from devicepool.api.problems import Loc, ManifestError, loc_path, problem_line, show_value
 from devicepool.api.v1beta1 import DevicePool
 from devicepool.api.validation_messages import format_errors, format_validation_error
@@ -39,8 +39,8 @@ from devicepool.api.validation_messages import format_errors, format_validation_
 SUPPORTED_API_VERSIONS: tuple[str, ...] = API_VERSIONS
 # What `load_manifests` takes.
 SUPPORTED_KINDS: tuple[str, ...] = (KIND_DEVICE_POOL,)
-# What `load_resources` takes.
-RESOURCE_KINDS: tuple[str, ...] = KINDS
+# What `load_resources` takes (as messages list them, sorted).
+RESOURCE_KINDS: tuple[str, ...] = tuple(sorted(KINDS))
 
 # A pool of either kind, in the stored version.
 Resource = DevicePool | BrowserPool

@@ -16,15 +16,7 @@ API_VERSION_STORED = API_VERSION_V1BETA1
 KIND_DEVICE_POOL = "DevicePool"
 # BitBrowser desktop browser profiles on tagged node workers (DESIGN.md, "BrowserPool").
 KIND_BROWSER_POOL = "BrowserPool"
-# Every kind `apply -f` takes, as messages list them (sorted).
-KINDS: tuple[str, ...] = (KIND_BROWSER_POOL, KIND_DEVICE_POOL)
-# How the CLI addresses a kind, as kubectl does: `get browserpools`, `describe browserpool/NAME`.
-KIND_BY_RESOURCE_NAME: dict[str, str] = {
-    "devicepool": KIND_DEVICE_POOL,
-    "devicepools": KIND_DEVICE_POOL,
-    "browserpool": KIND_BROWSER_POOL,
-    "browserpools": KIND_BROWSER_POOL,
-}
+# Each kind's row (its CLI words, models, workflow type and id prefix): `api.kinds`.
 
 # Task queues
 TASK_QUEUE = "devicepool"
@@ -109,10 +101,6 @@ def pool_name_from_workflow_id(workflow_id: str) -> str | None:
 # A BrowserPool is the workflow `browserpool/<name>`: a DevicePool and a BrowserPool
 # may share a name (names are unique per kind), their workflow ids may not.
 BROWSER_POOL_WORKFLOW_ID_PREFIX = "browserpool/"
-WORKFLOW_ID_PREFIXES: dict[str, str] = {
-    KIND_DEVICE_POOL: WORKFLOW_ID_PREFIX,
-    KIND_BROWSER_POOL: BROWSER_POOL_WORKFLOW_ID_PREFIX,
-}
 
 
 WORKFLOW_BROWSER_POOL = "BrowserPool"
@@ -120,26 +108,6 @@ WORKFLOW_BROWSER_POOL = "BrowserPool"
 
 def browser_pool_workflow_id(pool: str) -> str:
     return f"{BROWSER_POOL_WORKFLOW_ID_PREFIX}{pool}"
-
-
-def browser_pool_name_from_workflow_id(workflow_id: str) -> str | None:
-    if workflow_id.startswith(BROWSER_POOL_WORKFLOW_ID_PREFIX):
-        return workflow_id[len(BROWSER_POOL_WORKFLOW_ID_PREFIX) :]
-    return None
-
-
-def resource_workflow_id(kind: str, pool: str) -> str:
-    """The workflow id of the pool `pool` of `kind` (KeyError for a kind not in `KINDS`)."""
-    return f"{WORKFLOW_ID_PREFIXES[kind]}{pool}"
-
-
-def resource_from_workflow_id(workflow_id: str) -> tuple[str, str] | None:
-    """`(kind, name)` of a pool's own workflow id; None for anything else (a child's id too)."""
-    for kind, prefix in WORKFLOW_ID_PREFIXES.items():
-        if workflow_id.startswith(prefix):
-            name = workflow_id[len(prefix) :]
-            return (kind, name) if name and "/" not in name else None
-    return None
 
 
 def provision_workflow_id(pool: str, generation: int, batch: int) -> str:

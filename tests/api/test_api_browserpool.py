@@ -35,6 +35,7 @@ from devicepool.api import (
 from devicepool.api.browserpool import conversion, v1alpha1, v1beta1
 from devicepool.api.conversion import CONVERSION_ANNOTATION, ConversionError, written_in
 from devicepool.api.durations import MAX_SECONDS
+from devicepool.api.kinds import BROWSER_POOL, kind_named
 from devicepool.api.labels import (
     check_label_key,
     check_label_value,
@@ -883,28 +884,17 @@ def test_stdin_takes_both_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_workflow_ids_and_node_queues() -> None:
     assert names.KIND_BROWSER_POOL == "BrowserPool"
     assert names.browser_pool_workflow_id("shop-eu") == "browserpool/shop-eu"
-    assert names.browser_pool_name_from_workflow_id("browserpool/shop-eu") == "shop-eu"
-    assert names.browser_pool_name_from_workflow_id("devicepool/shop-eu") is None
+    assert BROWSER_POOL.name_from_workflow_id("browserpool/shop-eu") == "shop-eu"
+    assert BROWSER_POOL.name_from_workflow_id("devicepool/shop-eu") is None
     for kind, workflow_id in [
         ("BrowserPool", "browserpool/shop-eu"),
         ("DevicePool", "devicepool/shop-eu"),
     ]:
-        assert names.resource_workflow_id(kind, "shop-eu") == workflow_id
-        assert names.resource_from_workflow_id(workflow_id) == (kind, "shop-eu")
-    # A child's id, the ledger's, an empty name: no pool.
-    for other in ["devicepool/p/health", "devicepool-account/default", "browserpool/", "x"]:
-        assert names.resource_from_workflow_id(other) is None
+        assert kind_named(kind).workflow_id("shop-eu") == workflow_id
     assert names.node_task_queue("node-1") == "devicepool-node-node-1"
     assert names.node_from_task_queue("devicepool-node-node-1") == "node-1"
     assert names.node_from_task_queue(names.TASK_QUEUE) is None
     assert names.node_from_task_queue(names.account_task_queue("a")) is None
-
-
-def test_kinds_are_addressed_as_kubectl_does() -> None:
-    assert names.KIND_BY_RESOURCE_NAME["browserpools"] == "BrowserPool"
-    assert names.KIND_BY_RESOURCE_NAME["browserpool"] == "BrowserPool"
-    assert names.KIND_BY_RESOURCE_NAME["devicepools"] == "DevicePool"
-    assert set(names.KIND_BY_RESOURCE_NAME.values()) == set(names.KINDS)
 
 
 def test_a_key_that_is_no_string_is_said_at_its_mapping() -> None:

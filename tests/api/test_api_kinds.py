@@ -13,8 +13,8 @@ from devicepool.api.kinds import (
     resource_named,
 )
 from devicepool.api.names import (
-    KIND_BY_RESOURCE_NAME,
-    WORKFLOW_ID_PREFIXES,
+    BROWSER_POOL_WORKFLOW_ID_PREFIX,
+    WORKFLOW_ID_PREFIX,
     browser_pool_workflow_id,
     pool_workflow_id,
 )
@@ -26,13 +26,18 @@ def test_a_kind_row_agrees_with_its_models_and_names(kind: Kind) -> None:
     for version, model in kind.models.items():
         assert model.model_fields["kind"].default == kind.name
         assert model.model_fields["api_version"].default == version
-    assert WORKFLOW_ID_PREFIXES[kind.name] == kind.workflow_id_prefix
+    assert kind.workflow_id_prefix in (WORKFLOW_ID_PREFIX, BROWSER_POOL_WORKFLOW_ID_PREFIX)
     assert kind.name_from_workflow_id(kind.workflow_id("a/b")) == "a/b"
     assert kind.columns[0] == "NAME"
 
 
-def test_the_cli_words_name_the_kinds_as_names_py_does() -> None:
-    for word, name in KIND_BY_RESOURCE_NAME.items():
+def test_the_cli_words_name_the_kinds_as_kubectl_does() -> None:
+    for word, name in [
+        ("devicepool", "DevicePool"),
+        ("devicepools", "DevicePool"),
+        ("browserpool", "BrowserPool"),
+        ("browserpools", "BrowserPool"),
+    ]:
         assert resource_named(word) is kind_named(name)
         assert resource_named(word.upper()) is kind_named(name)
     assert resource_named("nodepool") is None
