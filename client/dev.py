@@ -13,7 +13,8 @@ process behind. What a user sees (the
 data dir, `--apply` on a new data dir only, the banner) is in docs/operations.md.
 
 Here: `run_dev`, the supervisor. The options and the worker config are in
-`_dev_config`, the processes in `_dev_processes`, their order in `_dev_stack`.
+`_dev_config`, the processes in `_dev_processes`, their command lines in
+`_dev_commands`, their order in `_dev_stack`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,171 @@
+"""The command lines `devicepool dev` runs and the few readings it makes of them.
+
+Pure functions of the stack's options: the Temporal dev server, the emulators,
+the banner's `devicepool` and Web UI links, and the worker's in-flight
+activities read from its `/metrics` (what Ctrl-C waits for). `_dev_stack`
+runs them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import quote
+
+from devicepool.api.names import SEARCH_ATTRIBUTES, WATCH_TASK_QUEUE_SUFFIX, WORKFLOW_DEVICE_POOL
+from devicepool.client._dev_codec import codec_url, encryption_on
+from devicepool.client._dev_config import (
+    BITBROWSER_ACCOUNT,
+    DEV_HOST,
+    DevOptions,
+    account_key,
+    bitbrowser_state_file,
+    browser_node_names,
+    emulator_state_file,
+)
+
+__all__ = [
+    "bitbrowser_command",
+    "cli_command",
+    "emulator_command",
+    "in_flight_activities",
+    "pools_only",
+    "server_command",
+    "try_line",
+]
+
+_SLOTS_USED = re.compile(r"^temporal_worker_task_slots_used\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def server_command(temporal: str, options: DevOptions) -> list[str]:
+    """`temporal server start-dev` on the stack's SQLite file, with the pool search attributes."""
+    args = [
+        temporal,
+        "server",
+        "start-dev",
+        "--db-filename",
+        str(options.data_dir / "temporal.db"),
+        "--ip",
+        DEV_HOST,
+        "--port",
+        str(options.port),
+        "--ui-port",
+        str(options.ui_port),
+        "--log-level",
+        "warn",
+    ]
+    for name, type_ in SEARCH_ATTRIBUTES.items():
+        args += ["--search-attribute", f"{name}={type_}"]
+    if encryption_on(options):  # the UI decodes through the stack's codec server
+        args += ["--ui-codec-endpoint", codec_url(options)]
+    return args
+
+
+def emulator_command(options: DevOptions, accounts: Sequence[str]) -> list[str]:
+    """`python -m devicepool.emulator` with the stack's knobs, every account's key, its state file.
+
+    The state file in the data dir is what makes a restarted stack face the
+    same provider: the same devices, idempotency keys, rate window and billing.
+    """
+    args = [
+        sys.executable,
+        "-m",
+        "devicepool.emulator",
+        "--host",
+        DEV_HOST,
+        "--port",
+        str(options.emulator_port),
+        "--provision-seconds",
+        f"{options.provision_seconds:g}",
+        "--terminate-seconds",
+        f"{options.terminate_seconds:g}",
+        "--creates-per-minute",
+        str(options.creates_per_minute),
+        "--state",
+        str(emulator_state_file(options)),
+    ]
+    for account in accounts:
+        args += ["--account", f"{account}={account_key(account)}"]
+    return args
+
+
+def bitbrowser_command(options: DevOptions) -> list[str]:
+    """The BitBrowser Local API emulator: nodes node-1..N of one account, each on a free port
+    (it prints them), the account in the data dir (a restart keeps its profiles)."""
+    args = [
+        sys.executable,
+        "-m",
+        "devicepool.emulator.bitbrowser",
+        "--host",
+        DEV_HOST,
+        "--port",
+        "0",
+        "--account",
+        BITBROWSER_ACCOUNT,
+        "--state",
+        str(bitbrowser_state_file(options)),
+    ]
+    for name in browser_node_names(options):
+        args += ["--node", name]
+    return args
+
+
+def pools_only(workflows_url: str) -> str:
+    """The Web UI's workflow list showing only the pools (not their batches, health checks,
+    ledgers or janitors): the list's own `?query=` visibility filter."""
+    query = f'WorkflowType="{WORKFLOW_DEVICE_POOL}"'
+    return f"{workflows_url}?query={quote(query, safe='')}"
+
+
+def in_flight_activities(metrics: str) -> int:
+    """The activities a stopping worker waits for, read from its `/metrics` text.
+
+    The SDK's used activity slots (`temporal_worker_task_slots_used`), except
+    on the watch queues: a stopping worker cuts its watches off at once.
+    """
+    total = 0.0
+    for line in metrics.splitlines():
+        found = _SLOTS_USED.match(line)
+        if found is None:
+            continue
+        labels = dict(_LABEL.findall(found["labels"]))
+        if labels.get("worker_type") not in ("ActivityWorker", "LocalActivityWorker"):
+            continue
+        if labels.get("task_queue", "").endswith(WATCH_TASK_QUEUE_SUFFIX):
+            continue
+        with contextlib.suppress(ValueError):
+            total += float(found["value"])
+    return round(total)
+
+
+def cli_command() -> str:
+    """How the user's shell runs this install's `devicepool`.
+
+    The bare name when PATH finds this install's script (an activated venv, a
+    pipx install); else its path, relative when it is under the current
+    directory (`make demo` runs `.venv/bin/devicepool`, which is not on PATH).
+    """
+    script = Path(sys.executable).parent / "devicepool"
+    found = shutil.which("devicepool")
+    if found and script.exists() and os.path.samefile(found, script):
+        return "devicepool"
+    if not script.exists():
+        return f"{sys.executable} -m devicepool.client"
+    with contextlib.suppress(ValueError):
+        return str(script.absolute().relative_to(Path.cwd()))
+    return str(script)
+
+
+def try_line(command: str) -> str:
+    """The banner's first commands to try, and how to put the bare name on PATH."""
+    line = f"Try:  {command} apply -f examples/quickstart.yaml --wait && {command} get\n"
+    activate = Path(command).parent / "activate"
+    if command.endswith("/devicepool") and activate.is_file():
+        line += f"      (or `source {activate}` once, then plain `devicepool`)\n"
+    return line
