@@ -1,4 +1,4 @@
-"""BrowserPool's conversion rules (`api.converter` is the engine), and its functions.
+"""BrowserPool's conversion rules (`api.converter` is the engine): `BROWSER_POOL.convert`, ...
 
 v1beta1 → v1alpha1 keeps what v1alpha1 cannot say (`health`) in the same
 annotation as DevicePool, `CONVERSION_ANNOTATION`, and the way back reads it
@@ -22,19 +22,7 @@ from devicepool.api.v1alpha1 import ProxySpec as AlphaProxySpec
 from devicepool.api.v1beta1 import ProxySpec as BetaProxySpec
 from devicepool.api.validation_messages import format_errors
 
-__all__ = [
-    "BROWSER_POOL",
-    "KEPT_FIELDS",
-    "convert",
-    "looks_v1alpha1",
-    "resource_json_in",
-    "spec_to_v1alpha1",
-    "spec_to_v1beta1",
-    "stored_spec",
-    "stored_spec_json",
-    "to_v1alpha1",
-    "to_v1beta1",
-]
+__all__ = ["BROWSER_POOL", "KEPT_FIELDS", "looks_v1alpha1", "spec_to_v1alpha1", "spec_to_v1beta1"]
 
 # The v1beta1 spec fields a v1alpha1 BrowserPool has no place for (each a mapping).
 KEPT_FIELDS = frozenset({"health"})
@@ -113,10 +101,3 @@ BROWSER_POOL: Converter[v1alpha1.BrowserPool, v1beta1.BrowserPool] = Converter(
     annotation_problem=_annotation_problem,
     named_in_errors=KIND_BROWSER_POOL,
 )
-
-to_v1beta1 = BROWSER_POOL.to_v1beta1
-to_v1alpha1 = BROWSER_POOL.to_v1alpha1
-convert = BROWSER_POOL.convert
-stored_spec = BROWSER_POOL.stored_spec
-stored_spec_json = BROWSER_POOL.stored_spec_json
-resource_json_in = BROWSER_POOL.resource_json_in

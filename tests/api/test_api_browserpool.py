@@ -581,21 +581,21 @@ def test_a_status_in_a_manifest_is_ignored_so_get_output_applies_again() -> None
 
 def test_v1beta1_health_rides_in_the_annotation_and_comes_back() -> None:
     pool = load_one(BETA)
-    alpha = conversion.to_v1alpha1(pool)
+    alpha = conversion.BROWSER_POOL.to_v1alpha1(pool)
     assert alpha.api_version == "mobile.example.com/v1alpha1"
     assert alpha.spec.proxy is not None and alpha.spec.proxy.sticky_ttl == 900
     assert json.loads(alpha.metadata.annotations[CONVERSION_ANNOTATION]) == {
         "health": {"failureStreakLimit": 3, "maxUnhealthy": 2}
     }
-    assert conversion.to_v1beta1(alpha) == pool
-    assert conversion.convert(pool, "mobile.example.com/v1beta1") is pool
-    assert conversion.convert(pool, "mobile.example.com/v1alpha1") == alpha
+    assert conversion.BROWSER_POOL.to_v1beta1(alpha) == pool
+    assert conversion.BROWSER_POOL.convert(pool, "mobile.example.com/v1beta1") is pool
+    assert conversion.BROWSER_POOL.convert(pool, "mobile.example.com/v1alpha1") == alpha
     with pytest.raises(ConversionError, match=r"^apiVersion: unsupported 'v2'"):
-        conversion.convert(pool, "v2")
+        conversion.BROWSER_POOL.convert(pool, "v2")
 
 
 def test_a_pool_at_the_defaults_converts_without_an_annotation() -> None:
-    alpha = conversion.to_v1alpha1(load_one(ALPHA))
+    alpha = conversion.BROWSER_POOL.to_v1alpha1(load_one(ALPHA))
     assert CONVERSION_ANNOTATION not in alpha.metadata.annotations
 
 
@@ -642,16 +642,19 @@ def test_a_v1alpha1_spec_in_a_message_reads_into_v1beta1() -> None:
         "open": False,
         "aFieldFromTheFuture": 1,  # between builds, unknown fields are ignored
     }
-    stored = conversion.stored_spec(spec)
+    stored = conversion.BROWSER_POOL.stored_spec(spec)
     assert isinstance(stored, v1beta1.BrowserPoolSpec)
     assert stored.proxy is not None and stored.proxy.session_ttl == 60
     assert (stored.replicas, stored.node_selector, stored.open) == (4, {"node": "node-1"}, False)
     # A spec in the fields both versions share is left to the stored model as it is.
     shared = {"replicas": 1, "open": True}
-    assert conversion.stored_spec(shared) is shared
+    assert conversion.BROWSER_POOL.stored_spec(shared) is shared
     assert v1beta1.BrowserPoolSpec.model_validate(shared).replicas == 1
-    assert conversion.stored_spec_json(spec)["proxy"] == {"poolRef": "p", "sessionTTL": "1m"}
-    assert conversion.stored_spec_json({"proxy": {"stickyTTL": "x"}}) == {
+    assert conversion.BROWSER_POOL.stored_spec_json(spec)["proxy"] == {
+        "poolRef": "p",
+        "sessionTTL": "1m",
+    }
+    assert conversion.BROWSER_POOL.stored_spec_json({"proxy": {"stickyTTL": "x"}}) == {
         "proxy": {"stickyTTL": "x"}
     }
 
@@ -660,14 +663,18 @@ def test_a_stored_pool_shows_in_either_version() -> None:
     pool = load_one(BETA)
     data = pool.to_json_dict()
     resource = {"metadata": data["metadata"], "spec": data["spec"]}
-    beta = conversion.resource_json_in(resource, api_version="mobile.example.com/v1beta1")
+    beta = conversion.BROWSER_POOL.resource_json_in(
+        resource, api_version="mobile.example.com/v1beta1"
+    )
     assert beta["spec"] == data["spec"] and beta["kind"] == "BrowserPool"
-    alpha = conversion.resource_json_in(resource, api_version="mobile.example.com/v1alpha1")
+    alpha = conversion.BROWSER_POOL.resource_json_in(
+        resource, api_version="mobile.example.com/v1alpha1"
+    )
     assert alpha["apiVersion"] == "mobile.example.com/v1alpha1"
     assert alpha["spec"]["proxy"] == {"poolRef": "proxyseller-eu", "stickyTTL": 900}
     assert load_resources_text(yaml.safe_dump(alpha)) == [pool]
     with pytest.raises(ConversionError, match=r"^--api-version: unsupported 'v9'"):
-        conversion.resource_json_in(resource, api_version="v9")
+        conversion.BROWSER_POOL.resource_json_in(resource, api_version="v9")
 
 
 names_ = st.from_regex(r"[a-z][a-z0-9-]{0,20}[a-z0-9]", fullmatch=True)
@@ -750,25 +757,25 @@ def alpha_pools(draw: st.DrawFn) -> v1alpha1.BrowserPool:
 @settings(max_examples=200, deadline=None)
 @given(beta_pools())
 def test_v1beta1_to_v1alpha1_and_back_is_the_same_pool(pool: v1beta1.BrowserPool) -> None:
-    alpha = conversion.to_v1alpha1(pool)
+    alpha = conversion.BROWSER_POOL.to_v1alpha1(pool)
     # ...through JSON too, as `get --api-version v1alpha1 -o json` then `apply` would.
     again = v1alpha1.BrowserPool.model_validate(json.loads(alpha.model_dump_json()))
-    assert conversion.to_v1beta1(again) == pool
+    assert conversion.BROWSER_POOL.to_v1beta1(again) == pool
 
 
 @settings(max_examples=200, deadline=None)
 @given(alpha_pools())
 def test_v1alpha1_to_v1beta1_and_back_is_the_same_pool(pool: v1alpha1.BrowserPool) -> None:
-    beta = conversion.to_v1beta1(pool)
+    beta = conversion.BROWSER_POOL.to_v1beta1(pool)
     again = v1beta1.BrowserPool.model_validate(json.loads(beta.model_dump_json()))
-    assert conversion.to_v1alpha1(again) == pool
+    assert conversion.BROWSER_POOL.to_v1alpha1(again) == pool
 
 
 @settings(max_examples=100, deadline=None)
 @given(beta_pools())
 def test_a_stored_pool_printed_as_yaml_applies_again(pool: v1beta1.BrowserPool) -> None:
     # What `get -o yaml` will print, in either version, is a manifest the loader takes.
-    for shown in (pool, conversion.to_v1alpha1(pool)):
+    for shown in (pool, conversion.BROWSER_POOL.to_v1alpha1(pool)):
         assert load_resources_text(yaml.safe_dump(shown.to_json_dict())) == [pool]
 
 
@@ -918,7 +925,7 @@ def test_a_manifest_converts_as_its_author_wrote_it() -> None:
         "open": True,
     }
     beta = yaml.safe_load(BETA)
-    alpha = written_in(conversion.to_v1alpha1(load_one(BETA)), beta)  # type: ignore[arg-type]
+    alpha = written_in(conversion.BROWSER_POOL.to_v1alpha1(load_one(BETA)), beta)  # type: ignore[arg-type]
     assert "health" not in alpha["spec"]
     assert CONVERSION_ANNOTATION in alpha["metadata"]["annotations"]
     assert load_resources_text(yaml.safe_dump(alpha)) == [load_one(BETA)]
