@@ -415,3 +415,24 @@ def test_get_shows_a_browser_pool_in_the_version_asked_for(
     shown = json.loads(out)
     assert shown["apiVersion"] == "mobile.example.com/v1alpha1"
     assert shown["spec"]["proxy"] == {"poolRef": "eu", "stickyTTL": 900}
+
+
+async def test_the_browser_pool_client_is_the_one_client_named_for_browser_pools(
+    temporal: Any,
+) -> None:
+    from devicepool.client import PoolClient, PoolSummary
+    from devicepool.client.browser_pools import BrowserPoolClient, BrowserPoolSummary
+
+    fake = temporal(browser("b"), device("b"))
+    pools = PoolClient(fake)
+    browsers = pools.browser_pool_client()
+    assert isinstance(browsers, BrowserPoolClient) and isinstance(browsers, PoolClient)
+    assert BrowserPoolSummary is PoolSummary
+    # A name means the client's own kind unless told.
+    assert (await browsers.summary("b")).kind == "BrowserPool"
+    assert (await pools.summary("b")).kind == "DevicePool"
+    assert (await pools.summary("b", kind="BrowserPool")).status["readyProfiles"] == 2
+    assert await browsers.profiles("b") == [{"id": "p-1", "slot": 0, "node": "n1", "open": True}]
+    accepted = await browsers.scale("b", 3)
+    assert accepted.replicas == 3 and fake.pools["browserpool/b"].updates
+    assert not fake.pools["devicepool/b"].updates
