@@ -23,7 +23,7 @@ from devicepool.testing import free_port
 from devicepool.worker.config import WorkerConfig
 from devicepool.worker.main import run_worker, sdk_runtime
 from tests.helpers.obs_stack import API_KEY, OBS_SETTINGS, ObsStack, worker_serves
-from tests.helpers.servers import dev_server
+from tests.helpers.servers import InProcessServer, dev_server
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +31,7 @@ async def obs_stack() -> AsyncIterator[ObsStack]:
     runtime, buffer = sdk_runtime()
     ui_port, emulator_port, metrics_port = free_port(), free_port(), free_port()
     emulator_url = f"http://127.0.0.1:{emulator_port}"
-    server = uvicorn.Server(
+    server = InProcessServer(
         uvicorn.Config(
             create_app(
                 EmulatorConfig(

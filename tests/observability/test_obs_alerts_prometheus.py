@@ -45,7 +45,7 @@ from devicepool.testing import ControlPlane, eventually, free_port, pool_manifes
 from devicepool.worker.config import WorkerConfig
 from devicepool.worker.main import run_worker
 from tests.helpers.obs_stack import OBS_SETTINGS, worker_serves
-from tests.helpers.servers import dev_server
+from tests.helpers.servers import InProcessServer, dev_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -197,7 +197,7 @@ async def stack(
             )
         )
     )
-    server = uvicorn.Server(
+    server = InProcessServer(
         uvicorn.Config(
             provider,
             host="127.0.0.1",

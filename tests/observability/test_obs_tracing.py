@@ -38,7 +38,7 @@ from devicepool.testing import eventually, free_port, pool_manifest
 from devicepool.worker.config import WorkerConfig
 from devicepool.worker.main import run_worker
 from tests.helpers.obs_stack import OBS_SETTINGS, worker_serves
-from tests.helpers.servers import dev_server
+from tests.helpers.servers import InProcessServer, dev_server
 
 API_KEY = "trace-test-key-0123456789"
 PROXY_PASSWORD = "trace-proxy-password"
@@ -74,7 +74,7 @@ def collector(received: list[ExportTraceServiceRequest]) -> FastAPI:
 
 
 def serve(app: Any, port: int) -> uvicorn.Server:
-    return uvicorn.Server(
+    return InProcessServer(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     )
 
@@ -94,7 +94,7 @@ async def test_one_scale_up_is_one_trace(exporter: tuple[InMemorySpanExporter, A
     memory, interceptor = exporter
     emulator_port = free_port()
     emulator_url = f"http://127.0.0.1:{emulator_port}"
-    emulator = uvicorn.Server(
+    emulator = InProcessServer(
         uvicorn.Config(
             create_app(
                 EmulatorConfig(
