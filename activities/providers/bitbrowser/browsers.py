@@ -9,8 +9,7 @@ replaces the whole record; `/browser/update/partial {ids, ...}` changes fields;
 confirms); `/browser/closing/reset` clears a profile stuck opening or closing;
 `/browser/delete/ids` takes at most 100 ids; `/browser/list` pages from 0.
 
-There is no idempotency key: `create_marked` looks for its mark before each
-create, so a create whose answer was lost is found instead of made twice.
+There is no idempotency key: `create_marked` looks for its mark first (`_paging`).
 """
 
 from __future__ import annotations
@@ -20,17 +19,15 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from devicepool.activities.errors import ProviderError, ServerError, TransportError
+from devicepool.activities.errors import ServerError
 from devicepool.activities.providers.bitbrowser._paging import (
     check_mark,
+    marked_create,
     page_items,
     read_all_pages,
     validated,
 )
-from devicepool.activities.providers.bitbrowser.errors import (
-    CloseUnconfirmedError,
-    LocalApiError,
-)
+from devicepool.activities.providers.bitbrowser.errors import CloseUnconfirmedError
 from devicepool.activities.providers.bitbrowser.local_api import LocalApi
 from devicepool.activities.providers.bitbrowser.models import (
     MAX_PAGE_SIZE,
@@ -116,39 +113,23 @@ class BrowserProfiles:
         fields: Mapping[str, Any] | None = None,
         attempts: int = 3,
     ) -> MarkedCreate:
-        """The profile holding `mark`: found if one exists, else created (at most once per try).
-
-        Before each create the mark is looked up; after an answer that leaves the
-        outcome open (no answer, a timeout, a 5xx) the next look-up says whether
-        that create happened. A refusal (`success: false`) made nothing and is raised.
-        """
+        """The profile holding `mark`: found if one exists, else created (`marked_create`)."""
         check_mark(mark, max_length=MAX_BROWSER_MARK)
-        last: ProviderError | None = None
-        for attempt in range(attempts):
-            if attempt and self.settle_seconds > 0:
-                await self._sleep(self.settle_seconds)
-            found = await self.find_by_mark(mark)
-            if found:
-                return _marked(found, created=False)
-            try:
-                profile_id = await self.create(
-                    mark=mark,
-                    name=name,
-                    group_id=group_id,
-                    proxy=proxy,
-                    fingerprint=fingerprint,
-                    fields=fields,
-                )
-            except (TransportError, ServerError) as exc:
-                if isinstance(exc, LocalApiError):
-                    raise  # refused: nothing was made
-                last = exc
-                continue
-            found = await self.find_by_mark(mark)
-            others = [p.id for p in found if p.id != profile_id]
-            return MarkedCreate(id=profile_id, created=True, duplicates=others)
-        assert last is not None
-        raise last
+        return await marked_create(
+            lambda: self.find_by_mark(mark),
+            lambda: self.create(
+                mark=mark,
+                name=name,
+                group_id=group_id,
+                proxy=proxy,
+                fingerprint=fingerprint,
+                fields=fields,
+            ),
+            attempts=attempts,
+            settle_seconds=self.settle_seconds,
+            sleep=self._sleep,
+            look_again=True,
+        )
 
     async def find_by_mark(self, mark: str) -> list[BrowserProfile]:
         """Every profile whose `remark` is exactly `mark`, oldest first (`seq`)."""
@@ -377,8 +358,3 @@ def _pid(value: Any) -> int:
         return int(value)
     except (TypeError, ValueError):
         return 0
-
-
-def _marked(found: list[BrowserProfile], *, created: bool) -> MarkedCreate:
-    first, *others = found
-    return MarkedCreate(id=first.id, created=created, duplicates=[p.id for p in others])

@@ -236,3 +236,12 @@ class PhoneProxy(CamelModel):
     port: int = Field(ge=1, le=65535)
     username: str = Field(max_length=200)
     password: SecretStr
+
+    def fields(self) -> dict[str, Any]:
+        """The proxy as `/phone/profile/add` and `/phone/profile/update` take it."""
+        return {
+            "host": self.host,
+            "port": self.port,
+            "proxyUserName": self.username,
+            "proxyPassword": self.password.get_secret_value(),
+        }

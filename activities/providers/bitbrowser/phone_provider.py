@@ -87,7 +87,6 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import quote, unquote
 
 from devicepool.activities.device_models import (
@@ -539,7 +538,7 @@ class PhoneProvider:
         # One partial update: a lost answer is found by the mark on the next attempt.
         try:
             await self.phones.update(
-                phone.id, {"name": mark, "remark": remark.text(), **_proxy_fields(proxy)}
+                phone.id, {"name": mark, "remark": remark.text(), **proxy.fields()}
             )
         except BaseException:
             self._reserves.pop(pool, None)  # not known what it holds now: list it again
@@ -916,12 +915,3 @@ def _retrieved(done: asyncio.Future[None]) -> None:
 
 def _serves(remark: Remark, incarnation: int) -> bool:
     return remark.state == ACTIVE and remark.incarnation == incarnation
-
-
-def _proxy_fields(proxy: PhoneProxy) -> dict[str, Any]:
-    return {
-        "host": proxy.host,
-        "port": proxy.port,
-        "proxyUserName": proxy.username,
-        "proxyPassword": proxy.password.get_secret_value(),
-    }

@@ -24,17 +24,15 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from devicepool.activities.errors import ProviderError, ServerError, TransportError
+from devicepool.activities.errors import ServerError
 from devicepool.activities.providers.bitbrowser._paging import (
     check_mark,
+    marked_create,
     page_items,
     read_all_pages,
     validated,
 )
-from devicepool.activities.providers.bitbrowser.errors import (
-    LocalApiError,
-    LocalApiRateLimitedError,
-)
+from devicepool.activities.providers.bitbrowser.errors import LocalApiRateLimitedError
 from devicepool.activities.providers.bitbrowser.local_api import LocalApi
 from devicepool.activities.providers.bitbrowser.models import (
     MAX_PAGE_SIZE,
@@ -107,10 +105,7 @@ class CloudPhones:
             "computeType": int(ComputeType(compute_type)),
             "name": mark,
             "remark": remark,
-            "host": proxy.host,
-            "port": proxy.port,
-            "proxyUserName": proxy.username,
-            "proxyPassword": proxy.password.get_secret_value(),
+            **proxy.fields(),
             "ipCheckService": ip_check_service,
             "udp": 1 if udp else 0,
             "cloudPhonesFingerPrint": dict(fingerprint or {}),
@@ -139,43 +134,29 @@ class CloudPhones:
         group_id: str | None = None,
         attempts: int = 3,
     ) -> MarkedCreate:
-        """The phone named `mark`: found if one exists, else added (looked up before each add).
-
-        A phone found holding the mark is answered as it is (not updated to this
-        call's proxy or region). A refusal made nothing and is raised; an open
-        outcome (no answer, timeout, 5xx) is settled by the next look-up.
-        """
+        """The phone named `mark`: found if one exists (answered as it is, not updated to this
+        call's proxy or region), else added (`marked_create`)."""
         check_mark(mark, max_length=MAX_PHONE_MARK)
-        last: ProviderError | None = None
-        for attempt in range(attempts):
-            if attempt and self.settle_seconds > 0:
-                await self._sleep(self.settle_seconds)
-            found = await self.find_by_mark(mark)
-            if found:
-                first, *others = found
-                return MarkedCreate(id=first.id, created=False, duplicates=[p.id for p in others])
-            try:
-                phone_id = await self.add(
-                    mark=mark,
-                    region_id=region_id,
-                    compute_type=compute_type,
-                    proxy=proxy,
-                    remark=remark,
-                    ip_check_service=ip_check_service,
-                    udp=udp,
-                    fingerprint=fingerprint,
-                    group_id=group_id,
-                )
-            except (TransportError, ServerError) as exc:
-                if isinstance(exc, LocalApiError):
-                    raise
-                last = exc
-                continue
-            # No second look-up here (each costs a second of the budget): a duplicate made
-            # by a create the server finished late shows in the pool's next listing.
-            return MarkedCreate(id=phone_id, created=True)
-        assert last is not None
-        raise last
+        return await marked_create(
+            lambda: self.find_by_mark(mark),
+            lambda: self.add(
+                mark=mark,
+                region_id=region_id,
+                compute_type=compute_type,
+                proxy=proxy,
+                remark=remark,
+                ip_check_service=ip_check_service,
+                udp=udp,
+                fingerprint=fingerprint,
+                group_id=group_id,
+            ),
+            attempts=attempts,
+            settle_seconds=self.settle_seconds,
+            sleep=self._sleep,
+            # No second look-up (each costs a second of the budget): a duplicate made by
+            # a create the server finished late shows in the pool's next listing.
+            look_again=False,
+        )
 
     async def update(self, phone_id: str, fields: Mapping[str, Any]) -> None:
         """`/phone/profile/update`: only `fields` change (`regionId` cannot)."""
@@ -186,18 +167,6 @@ class CloudPhones:
         if "name" in fields:
             check_mark(str(fields["name"]), max_length=MAX_PHONE_MARK)
         await self._call("/phone/profile/update", {**fields, "id": phone_id})
-
-    async def set_proxy(self, phone_id: str, proxy: PhoneProxy) -> None:
-        """A partial update of the phone's proxy (all four fields, the password too)."""
-        await self.update(
-            phone_id,
-            {
-                "host": proxy.host,
-                "port": proxy.port,
-                "proxyUserName": proxy.username,
-                "proxyPassword": proxy.password.get_secret_value(),
-            },
-        )
 
     async def find_by_mark(self, mark: str) -> list[Phone]:
         """Every phone whose `name` is exactly `mark`, oldest first (`seq`)."""
