@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from devicepool.api.names import KIND_BROWSER_POOL, KIND_DEVICE_POOL
 from devicepool.api.kinds import KINDS
+from devicepool.api.names import KIND_BROWSER_POOL, KIND_DEVICE_POOL
 from devicepool.client._cli_browser import browser_rows
 from devicepool.client._cli_kinds import print_pools, split_kind
 from devicepool.client._results import PoolSummary
