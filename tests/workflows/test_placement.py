@@ -8,14 +8,16 @@ from pydantic import SecretStr
 from temporalio.api.enums.v1 import RetryState
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
-from devicepool.activities.settings import AccountSettings
+from devicepool.activities.settings import AccountSettings, PoolSettings
 from devicepool.api.names import node_task_queue
 from devicepool.worker.node import NodeOptions, node_phone_activities
 from devicepool.workflows.shared.placement import (
     NODE_SCHEDULE_TO_START,
+    Route,
     create_queue,
     node_problem,
     provider_queue,
+    route,
     watch_queue,
 )
 
@@ -101,3 +103,18 @@ async def test_a_node_paces_every_account_it_serves_with_one_pacer() -> None:
     assert len(pacers) == 1
     await phones.aclose()
     assert node_phone_activities(NodeOptions(node="node-2")) is None
+
+
+def test_an_accounts_route_is_read_from_the_settings_in_one_place() -> None:
+    settings = PoolSettings(account_nodes={"phones": "node-1"})
+    routed, own = route("phones", settings), route("default", settings)
+    assert (routed, own) == (Route("phones", "node-1"), Route("default", ""))
+    assert routed.provider() == routed.create() == provider_queue("node-1")
+    assert routed.watch("devicepool") == watch_queue("node-1", "devicepool")
+    assert (own.provider(), own.create()) == ({}, {"task_queue": "devicepool-account-default"})
+    assert own.watch("devicepool") == {"task_queue": "devicepool-watch"}
+    silent = _failed(
+        TimeoutError("timeout", type=TimeoutType.SCHEDULE_TO_START, last_heartbeat_details=[])
+    )
+    assert routed.problem(silent) == node_problem(silent, "node-1") is not None
+    assert own.problem(silent) is None

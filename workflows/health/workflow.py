@@ -52,9 +52,9 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.shared.cancellation import raise_if_cancelled
     from devicepool.workflows.shared.placement import (
         REREAD_NODES_PATCH,
+        Route,
         misplaced,
-        provider_queue,
-        watch_queue,
+        route,
     )
     from devicepool.workflows.shared.policies import PROVIDER_RETRY
     from devicepool.workflows.shared.protocol import HealthConfig, HealthInput, HealthReport
@@ -92,9 +92,9 @@ class PoolHealthWorkflow:
             update={"account_nodes": fresh.account_nodes}
         )
 
-    def _node(self, input: HealthInput) -> str:
-        """The node worker that serves the pool's account ("" for none)."""
-        return self._state.settings.node_of(input.account)
+    def _route(self, input: HealthInput) -> Route:
+        """Where the pool's account's calls go."""
+        return route(input.account, self._state.settings)
 
     @property
     def _offline_after(self) -> timedelta:
@@ -245,7 +245,7 @@ class PoolHealthWorkflow:
             summary="read now" if once else "watch for unhealthy devices",
             # Long and mostly asleep: on a watch queue (its own queue's, or its
             # account's node's), never on the slots the pools' short activities need.
-            **watch_queue(self._node(input), workflow.info().task_queue),
+            **self._route(input).watch(workflow.info().task_queue),
         )
 
     async def _judge(self, input: HealthInput, found: WatchHealthResult) -> set[str]:
@@ -310,7 +310,7 @@ class PoolHealthWorkflow:
                 schedule_to_close_timeout=timedelta(minutes=2),
                 retry_policy=PROVIDER_RETRY,
                 summary=f"replace {device_id} ({reason_kind(due[device_id])})",
-                **provider_queue(self._node(input)),
+                **self._route(input).provider(),
             )
 
         ids = sorted(due)

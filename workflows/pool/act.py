@@ -178,12 +178,11 @@ async def terminate(
     seen = {d.id: d.idle_since for d in k.devices if d.id in only_if_idle}
     reserve = k.spec.reserve
     done = await calls.terminate_devices(
-        k.account,
+        k.route,
         device_ids,
         only_if_idle=only_if_idle,
         idle_since=seen,
         reserve_keep=reserve.keep if reserve is not None else None,
-        node=k.node,
     )
     k.said(
         k.s.take_terminations(

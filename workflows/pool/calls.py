@@ -3,8 +3,8 @@
 Each function is one (or, for terminations, several parallel) activity
 commands of the pool workflow; the loop in `workflows/pool/workflow.py` decides when.
 Provider calls heartbeat (`HEARTBEAT_TIMEOUT`), so an attempt lost with a
-killed worker is retried elsewhere within seconds. `node`: the node worker that
-serves the account ("" for none; `workflows/shared/placement.py`).
+killed worker is retried elsewhere within seconds. `route`: where the account's
+calls go (`workflows/shared/placement.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from temporalio.exceptions import ActivityError
 from devicepool.activities import models as am
 from devicepool.activities.definitions import DeviceActivityDefinitions as Activities
 from devicepool.api.names import pool_name_from_workflow_id
-from devicepool.workflows.shared.placement import provider_queue, watch_queue
+from devicepool.workflows.shared.placement import Route
 from devicepool.workflows.shared.policies import PROVIDER_RETRY
 
 __all__ = [
@@ -45,49 +45,46 @@ async def read_settings() -> am.PoolSettings:
 
 
 async def check_refs(
-    account: str,
-    proxy_pool: str | None,
-    region: str,
-    platform: str | None = None,
-    *,
-    node: str = "",
+    route: Route, proxy_pool: str | None, region: str, platform: str | None = None
 ) -> list[str]:
     """Problems with the pool's account, proxy pool, region and platform (the worker's
     config and what the account's provider offers)."""
     result = await workflow.execute_activity_method(
         Activities.check_pool_refs,
-        am.CheckRefsInput(account=account, proxy_pool=proxy_pool, region=region, platform=platform),
+        am.CheckRefsInput(
+            account=route.account, proxy_pool=proxy_pool, region=region, platform=platform
+        ),
         start_to_close_timeout=timedelta(seconds=10),
         retry_policy=PROVIDER_RETRY,
         summary="check account, proxy pool and region",
-        **provider_queue(node),
+        **route.provider(),
     )
     return result.problems
 
 
-async def list_devices(account: str, pool: str, *, node: str = "") -> list[am.DeviceInfo]:
+async def list_devices(route: Route, pool: str) -> list[am.DeviceInfo]:
     result = await workflow.execute_activity_method(
         Activities.list_devices,
-        am.ListDevicesInput(account=account, pool=pool, compact=True),
+        am.ListDevicesInput(account=route.account, pool=pool, compact=True),
         start_to_close_timeout=timedelta(seconds=60),
         heartbeat_timeout=am.HEARTBEAT_TIMEOUT,
         schedule_to_close_timeout=timedelta(minutes=5),
         retry_policy=PROVIDER_RETRY,
         summary="observe devices",
-        **provider_queue(node),
+        **route.provider(),
     )
     return result.listing(pool)
 
 
-async def region_status(account: str, region: str, *, node: str = "") -> str:
+async def region_status(route: Route, region: str) -> str:
     result = await workflow.execute_activity_method(
         Activities.region_status,
-        am.RegionStatusInput(account=account, region=region),
+        am.RegionStatusInput(account=route.account, region=region),
         start_to_close_timeout=timedelta(seconds=30),
         schedule_to_close_timeout=timedelta(minutes=2),
         retry_policy=PROVIDER_RETRY,
         summary=f"probe region {region}",
-        **provider_queue(node),
+        **route.provider(),
     )
     return result.status
 
@@ -114,13 +111,12 @@ class Terminations:
 
 
 async def terminate_devices(
-    account: str,
+    route: Route,
     device_ids: list[str],
     *,
     only_if_idle: set[str] | frozenset[str] = frozenset(),
     idle_since: Mapping[str, datetime] | None = None,
     reserve_keep: int | None = None,
-    node: str = "",
 ) -> Terminations:
     """Terminate these devices in parallel; those in `only_if_idle` only if still idle
     (and not used since `idle_since`, what the plan's listing showed)."""
@@ -129,7 +125,7 @@ async def terminate_devices(
         return await workflow.execute_activity_method(
             Activities.terminate_device,
             am.TerminateDeviceInput(
-                account=account,
+                account=route.account,
                 device_id=device_id,
                 # Whose it is: an account's shared request budget takes turns by pool.
                 pool=pool_name_from_workflow_id(workflow.info().workflow_id),
@@ -142,7 +138,7 @@ async def terminate_devices(
             schedule_to_close_timeout=timedelta(minutes=5),
             retry_policy=PROVIDER_RETRY,
             summary=f"terminate {device_id}",
-            **provider_queue(node),
+            **route.provider(),
         )
 
     results = await asyncio.gather(*(one(d) for d in device_ids), return_exceptions=True)
@@ -158,7 +154,7 @@ async def terminate_devices(
 
 
 async def watch_devices(
-    account: str,
+    route: Route,
     pool: str,
     devices: list[am.DeviceInfo],
     settings: am.PoolSettings,
@@ -178,7 +174,7 @@ async def watch_devices(
     result = await workflow.execute_activity_method(
         Activities.watch_devices,
         am.WatchDevicesInput(
-            account=account,
+            account=route.account,
             pool=pool,
             fingerprint=am.device_fingerprint(devices),
             poll_seconds=settings.resync_seconds,
@@ -191,7 +187,7 @@ async def watch_devices(
         heartbeat_timeout=timedelta(seconds=max(30.0, 3 * settings.resync_seconds)),
         retry_policy=PROVIDER_RETRY,
         summary="watch for changes",
-        **watch_queue(settings.node_of(account), workflow.info().task_queue),
+        **route.watch(workflow.info().task_queue),
     )
     if result.rows:
         result = result.model_copy(update={"devices": result.listing(pool), "rows": []})

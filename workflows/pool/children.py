@@ -33,6 +33,7 @@ from devicepool.api.v1beta1 import DevicePoolSpec
 from devicepool.workflows.pool import calls
 from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.pool.state import PoolState
+from devicepool.workflows.shared.placement import route
 from devicepool.workflows.shared.protocol import (
     HealthConfig,
     HealthInput,
@@ -196,7 +197,7 @@ def batch_input(
         incarnation=incarnation(),
         startup_timeout_seconds=settings.startup_timeout_seconds,
         poll_seconds=min(5.0, settings.resync_seconds),
-        node=settings.node_of(spec.account),
+        node=route(spec.account, settings).node,
     )
 
 

@@ -53,7 +53,7 @@ from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.reconciler.kind import TeardownBlocked, TryAgain
 from devicepool.workflows.reconciler.teardown import until_torn_down
 from devicepool.workflows.shared.errors import error_message, error_type
-from devicepool.workflows.shared.placement import node_problem, provider_queue
+from devicepool.workflows.shared.placement import Route, route
 from devicepool.workflows.shared.policies import PROVIDER_RETRY
 
 __all__ = [
@@ -127,13 +127,12 @@ async def tear_down(
     timeout = timedelta(seconds=settings.startup_timeout_seconds + 60)
     await wait_for_batches(book.unreported, timeout=timeout, running=_still_running)
     return await sweep(
-        account=account,
         pool=pool,
         rented_anything=rented_anything,
         blocked=blocked,
         hand_over=hand_over,
         blocked_after=timedelta(seconds=settings.teardown_blocked_after_seconds),
-        node=settings.node_of(account),
+        route=route(account, settings),
     )
 
 
@@ -185,13 +184,12 @@ async def wait_for_batches(
 
 async def sweep(
     *,
-    account: str,
+    route: Route,
     pool: str,
     rented_anything: bool,
     blocked: Callable[[str, str], None],
     hand_over: Callable[[], Awaitable[None]],
     blocked_after: timedelta,
-    node: str = "",
 ) -> TerminatePoolResult | None:
     """Terminate every device of the pool, trying again until it works: what the
     provider answered, or None when there is nothing to sweep (the account is gone
@@ -206,16 +204,16 @@ async def sweep(
         try:
             return await workflow.execute_activity_method(
                 DeviceActivityDefinitions.terminate_pool,
-                TerminatePoolInput(account=account, pool=pool),
+                TerminatePoolInput(account=route.account, pool=pool),
                 schedule_to_close_timeout=blocked_after,
                 start_to_close_timeout=timedelta(minutes=5),
                 heartbeat_timeout=timedelta(seconds=60),
                 retry_policy=PROVIDER_RETRY,
                 summary="terminate every device of the pool",
-                **provider_queue(node),
+                **route.provider(),
             )
         except ActivityError as err:
-            return _failed(err, node=node, rented_anything=rented_anything)
+            return _failed(err, route=route, rented_anything=rented_anything)
 
     return await until_torn_down(
         once,
@@ -228,10 +226,10 @@ async def sweep(
 
 
 def _failed(
-    err: ActivityError, *, node: str, rented_anything: bool
+    err: ActivityError, *, route: Route, rented_anything: bool
 ) -> TeardownBlocked | TryAgain | None:
     """What a failed sweep means: a block, another window at once, or done (None)."""
-    if silent := node_problem(err, node):
+    if silent := route.problem(err):
         reason, _, why = silent.partition(": ")
         return TeardownBlocked(reason, f"cannot delete devices: {why}")
     if err.retry_state == RetryState.TIMEOUT:

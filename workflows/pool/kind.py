@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from devicepool.workflows.pool.watch import DeviceWatch, Observations
     from devicepool.workflows.reconciler.kind import Host
+    from devicepool.workflows.shared.placement import Route, route
     from devicepool.workflows.shared.protocol import BatchReport, HealthConfig, HealthReport
 
 __all__ = ["HEALTH_RESERVE_PATCH", "DevicePoolKind"]
@@ -383,9 +384,9 @@ class DevicePoolKind:
         )
 
     @property
-    def node(self) -> str:
-        """The node worker that serves the pool's account ("" for none: this queue's workers)."""
-        return self.settings.node_of(self.account)
+    def route(self) -> Route:
+        """Where the pool's account's calls go (its node worker's queues, or this queue's)."""
+        return route(self.account, self.settings)
 
     @property
     def price(self) -> float:

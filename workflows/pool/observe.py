@@ -16,7 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.pool import events as say
     from devicepool.workflows.pool import status as st
     from devicepool.workflows.shared.errors import error_message, problem
-    from devicepool.workflows.shared.placement import REREAD_NODES_PATCH, misplaced, node_problem
+    from devicepool.workflows.shared.placement import REREAD_NODES_PATCH, misplaced
 
 if TYPE_CHECKING:
     from devicepool.workflows.pool.kind import DevicePoolKind
@@ -49,11 +49,7 @@ async def _check_refs(k: DevicePoolKind) -> None:
     proxy = k.spec.proxy
     try:
         k.refs_problems = await calls.check_refs(
-            k.account,
-            proxy.pool_ref if proxy else None,
-            k.spec.region,
-            platform=k.spec.platform.value,
-            node=k.node,
+            k.route, proxy.pool_ref if proxy else None, k.spec.region, k.spec.platform.value
         )
     except ActivityError as err:
         # Only a node worker that takes no call gets here (a node's calls are the
@@ -70,11 +66,11 @@ async def _check_refs(k: DevicePoolKind) -> None:
 async def _list(k: DevicePoolKind) -> None:
     number = k.observations.begin()
     try:
-        devices = await calls.list_devices(k.account, k.name, node=k.node)
+        devices = await calls.list_devices(k.route, k.name)
     except ActivityError as err:
         # Keep the last observation; never create or terminate on a guess.
         workflow.logger.warning("pool %s: cannot list devices: %s", k.name, err)
-        said = node_problem(err, k.node) or problem(err)
+        said = k.route.problem(err) or problem(err)
         if k.observe_problem != said:
             k.h.happened(say.Happened("ListFailed", said, warning=True))
         k.observe_problem = said
@@ -94,7 +90,7 @@ async def probe_region(k: DevicePoolKind) -> None:
     if not backoff.probe_due(now):
         return
     try:
-        answer = await calls.region_status(k.account, k.spec.region, node=k.node)
+        answer = await calls.region_status(k.route, k.spec.region)
         failed = False
     except ActivityError as err:
         answer, failed = error_message(err), True

@@ -100,7 +100,7 @@ async def _watch_devices(k: DevicePoolKind) -> am.WatchDevicesResult:
     # Only once this run started (or found) the health check may it be missed.
     health = names.health_workflow_id(k.name) if k.neighbours.health_running else None
     return await calls.watch_devices(
-        k.account,
+        k.route,
         k.name,
         watched_devices(k.devices, k.reported_leaving),
         k.settings,

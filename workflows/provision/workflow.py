@@ -53,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
         slot_label,
     )
     from devicepool.workflows.shared.cancellation import raise_if_cancelled
-    from devicepool.workflows.shared.placement import create_queue, provider_queue
+    from devicepool.workflows.shared.placement import Route
     from devicepool.workflows.shared.policies import PROVIDER_RETRY
     from devicepool.workflows.shared.protocol import (
         BatchReport,
@@ -318,7 +318,7 @@ class ProvisionBatchWorkflow:
                     extra_labels={LABEL_SLOT: slot_label(slot, input.incarnation)},
                     replacement=input.replacement,
                 ),
-                **create_queue(input.node, input.account),
+                **Route(input.account, input.node).create(),
                 # Twice the provider client's own timeout: an attempt lost with
                 # a killed worker is retried elsewhere (same key) that soon.
                 start_to_close_timeout=timedelta(seconds=20),
@@ -363,7 +363,7 @@ class ProvisionBatchWorkflow:
                         heartbeat_timeout=HEARTBEAT_TIMEOUT,
                         retry_policy=PROVIDER_RETRY,
                         summary=f"status of {len(ids[start : start + 100])} booting devices",
-                        **provider_queue(input.node),
+                        **Route(input.account, input.node).provider(),
                     )
                 except ActivityError as err:
                     # Only a node worker that took no call fails a read (the others

@@ -12,7 +12,9 @@ calls exactly as they were (no task queue, no new timeout), so recorded
 histories replay unchanged.
 
 Where the calls go is read from the worker's settings (`PoolSettings.account_nodes`)
-once per run. A worker that answers `unknown_account` for an account it knows
+once per run; `route(account, settings)` is the one place that turns an account into
+its `Route` (the options of its provider calls, creates and watches), and workflow
+code passes routes, never node names. A worker that answers `unknown_account` for an account it knows
 to be a node's (or a node that no longer serves it) means the config moved
 it: `misplaced` tells, and the workflows read the settings again
 (`REREAD_NODES_PATCH`, so runs from before replay as they were).
@@ -20,11 +22,13 @@ it: `misplaced` tells, and the workflows read the settings again
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
+from devicepool.activities.settings import PoolSettings
 from devicepool.api.errors import ErrorType
 from devicepool.api.names import (
     account_task_queue,
@@ -37,10 +41,12 @@ from devicepool.workflows.shared.errors import error_type
 __all__ = [
     "NODE_SCHEDULE_TO_START",
     "REREAD_NODES_PATCH",
+    "Route",
     "create_queue",
     "misplaced",
     "node_problem",
     "provider_queue",
+    "route",
     "watch_queue",
 ]
 
@@ -51,6 +57,36 @@ NODE_SCHEDULE_TO_START = timedelta(minutes=1)
 
 # Runs from this build on read where an account's calls go again after `misplaced`.
 REREAD_NODES_PATCH = "reread-account-nodes"
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where one account's calls go: its node worker's queues ("" node: the caller's own
+    workers, and the account's create queue). Built by `route`."""
+
+    account: str
+    node: str = ""
+
+    def provider(self) -> dict[str, Any]:
+        """`execute_activity` options of a short provider call."""
+        return provider_queue(self.node)
+
+    def create(self) -> dict[str, Any]:
+        """`execute_activity` options of a create."""
+        return create_queue(self.node, self.account)
+
+    def watch(self, own_queue: str) -> dict[str, Any]:
+        """`execute_activity` options of a watch (`own_queue`: the caller's task queue)."""
+        return watch_queue(self.node, own_queue)
+
+    def problem(self, err: BaseException) -> str | None:
+        """`NodeUnavailable: ...` when `err` is a call no worker of the node picked up."""
+        return node_problem(err, self.node)
+
+
+def route(account: str, settings: PoolSettings) -> Route:
+    """Where `account`'s calls go, by the worker's settings (`account_nodes`)."""
+    return Route(account, settings.node_of(account))
 
 
 def provider_queue(node: str) -> dict[str, Any]:
