@@ -8,6 +8,8 @@ blocked once (shown as `TeardownBlocked=True`), then done.
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -168,7 +170,9 @@ class ToyPoolWorkflow(Reconciler[ToySpec, ToyState]):
         return self.s.status.to_json_dict()
 
 
-async def test_a_toy_kind_on_the_shell(env: WorkflowEnvironment) -> None:
+@asynccontextmanager
+async def toy(env: WorkflowEnvironment, state: ToyState | None = None) -> AsyncIterator[Any]:
+    """A toy pool of 2 on a worker of its own; its handle."""
     client, queue = env.client, f"toy-{uuid.uuid4().hex[:8]}"
     async with new_worker(
         client,
@@ -177,12 +181,16 @@ async def test_a_toy_kind_on_the_shell(env: WorkflowEnvironment) -> None:
         workflows=[ToyPoolWorkflow],
         workflow_runner=UnsandboxedWorkflowRunner(),
     ):
-        handle = await client.start_workflow(
+        yield await client.start_workflow(
             ToyPoolWorkflow.run,
-            ToyInput(metadata=ObjectMeta(name="toy"), spec=ToySpec(replicas=2)),
+            ToyInput(metadata=ObjectMeta(name="toy"), spec=ToySpec(replicas=2), state=state),
             id=f"toy/{queue}",
             task_queue=queue,
         )
+
+
+async def test_a_toy_kind_on_the_shell(env: WorkflowEnvironment) -> None:
+    async with toy(env) as handle:
 
         async def ready(n: int) -> bool:
             status = await handle.query("status")
@@ -222,21 +230,8 @@ async def test_a_toy_kind_on_the_shell(env: WorkflowEnvironment) -> None:
 
 async def test_a_scale_while_deleting_is_refused(env: WorkflowEnvironment) -> None:
     """A toy whose teardown never ends stays deleting: its scale update is refused."""
-    client, queue = env.client, f"toy-{uuid.uuid4().hex[:8]}"
     state = ToyState(deleting=True, sweeps=-10_000)  # handed over while deleting
-    async with new_worker(
-        client,
-        task_queue=queue,
-        activities=[],
-        workflows=[ToyPoolWorkflow],
-        workflow_runner=UnsandboxedWorkflowRunner(),
-    ):
-        handle = await client.start_workflow(
-            ToyPoolWorkflow.run,
-            ToyInput(metadata=ObjectMeta(name="toy"), spec=ToySpec(replicas=2), state=state),
-            id=f"toy/{queue}",
-            task_queue=queue,
-        )
+    async with toy(env, state) as handle:
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await handle.execute_update("scale_update", ScaleRequest(replicas=3))
         assert "being deleted" in str(refused.value.cause)
