@@ -15,9 +15,7 @@ from __future__ import annotations
 import asyncio
 import json as jsonlib
 import logging
-from collections.abc import Generator
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -31,6 +29,8 @@ from devicepool.activities.errors import (
 )
 from devicepool.activities.http_answers import (
     Answer,
+    HttpClient,
+    SecretHeader,
     parse_retry_after,
     read_at_most,
     text_of,
@@ -72,21 +72,7 @@ MAX_LIST_SECONDS = 60.0
 _TEXT_FIELDS = frozenset({"reason", "detail", "title", "message", "error", "errors"})
 
 
-class _BearerAuth(httpx.Auth):
-    """Adds the bearer token per request, so it never sits in the client's default headers."""
-
-    def __init__(self, api_key: SecretStr) -> None:
-        self._api_key = api_key
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
-        yield request
-
-    def __repr__(self) -> str:
-        return "_BearerAuth(api_key=SecretStr('**********'))"
-
-
-class BitCloudPhoneClient:
+class BitCloudPhoneClient(HttpClient):
     """The provider's REST API for one account. Use as `async with` or call `aclose()`."""
 
     def __init__(
@@ -106,7 +92,7 @@ class BitCloudPhoneClient:
         self.base_url = base_url.rstrip("/")
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
-            auth=_BearerAuth(self._api_key),
+            auth=SecretHeader("Authorization", self._api_key, prefix="Bearer "),
             # Explicit on every phase: a hung provider must fail the call, not the worker.
             timeout=httpx.Timeout(
                 timeout, connect=timeout, read=timeout, write=timeout, pool=timeout
@@ -120,22 +106,6 @@ class BitCloudPhoneClient:
         return f"BitCloudPhoneClient(base_url={self.base_url!r}, api_key=SecretStr({REDACTED!r}))"
 
     __str__ = __repr__
-
-    # ------------------------------------------------------------ lifecycle
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     # ------------------------------------------------------------ the contract
 

@@ -1,7 +1,7 @@
-"""Reading an HTTP answer defensively: its body within a limit, its `Retry-After`.
+"""What both HTTP clients share: reading an answer defensively, the key, `async with`.
 
-Helpers of `BitCloudPhoneClient` (`activities/bitcloudphone.py`), for any
-HTTP adapter: a body is read in chunks and refused once over its limit (on
+Helpers of `BitCloudPhoneClient` (`activities/bitcloudphone.py`) and `LocalApi`
+(`providers/bitbrowser/local_api.py`), for any HTTP adapter: a body is read in chunks and refused once over its limit (on
 its Content-Length, before any of it is read), never held whole; a
 `Retry-After` / `RateLimit-Reset` header is read as delta seconds, an HTTP
 date or an epoch timestamp, and bounded (`MAX_RETRY_AFTER_SECONDS`).
@@ -12,15 +12,18 @@ from __future__ import annotations
 import email.utils
 import math
 import time
+from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import UTC
-from typing import Any
+from typing import Any, Self
 
 import httpx
+from pydantic import SecretStr
 
 from devicepool.activities.models import bounded_retry_after
+from devicepool.activities.secrets import REDACTED
 
-__all__ = ["Answer", "parse_retry_after", "read_at_most", "text_of"]
+__all__ = ["Answer", "HttpClient", "SecretHeader", "parse_retry_after", "read_at_most", "text_of"]
 
 # A `Retry-After` / `RateLimit-Reset` number above this (September 2001 as an epoch
 # timestamp; 31 years as a delta) is a point in time.
@@ -60,6 +63,35 @@ def _seconds_from(raw: str) -> float | None:
     if when.tzinfo is None:  # an HTTP date is GMT; a date without a zone is read as such
         when = when.replace(tzinfo=UTC)
     return max(0.0, when.timestamp() - time.time())
+
+
+class SecretHeader(httpx.Auth):
+    """Adds the key per request, so it never sits in the client's default headers."""
+
+    def __init__(self, header: str, key: SecretStr, *, prefix: str = "") -> None:
+        self._header, self._key, self._prefix = header, key, prefix
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers[self._header] = self._prefix + self._key.get_secret_value()
+        yield request
+
+    def __repr__(self) -> str:
+        return f"SecretHeader({self._header!r}, SecretStr({REDACTED!r}))"
+
+
+class HttpClient:
+    """A client over one `httpx.AsyncClient` (`_http`). Use as `async with`, or call `aclose()`."""
+
+    _http: httpx.AsyncClient
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
 
 @dataclass(frozen=True)

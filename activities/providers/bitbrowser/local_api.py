@@ -27,9 +27,8 @@ from __future__ import annotations
 import asyncio
 import json as jsonlib
 import logging
-from collections.abc import Generator, Iterable
-from types import TracebackType
-from typing import Any, Self
+from collections.abc import Iterable
+from typing import Any
 
 import httpx
 from pydantic import SecretStr
@@ -40,7 +39,13 @@ from devicepool.activities.errors import (
     TransportError,
     TransportTimeoutError,
 )
-from devicepool.activities.http_answers import parse_retry_after, read_at_most, text_of
+from devicepool.activities.http_answers import (
+    HttpClient,
+    SecretHeader,
+    parse_retry_after,
+    read_at_most,
+    text_of,
+)
 from devicepool.activities.metrics import Metrics
 from devicepool.activities.providers.bitbrowser.errors import (
     Refusal,
@@ -63,21 +68,7 @@ MAX_ERROR_BODY_BYTES = 64 * 1024
 _TEXT_FIELDS = frozenset({"msg"})
 
 
-class _ApiKeyAuth(httpx.Auth):
-    """Adds `x-api-key` per request, so the key never sits in the client's default headers."""
-
-    def __init__(self, api_key: SecretStr) -> None:
-        self._api_key = api_key
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["x-api-key"] = self._api_key.get_secret_value()
-        yield request
-
-    def __repr__(self) -> str:
-        return f"_ApiKeyAuth(api_key=SecretStr({REDACTED!r}))"
-
-
-class LocalApi:
+class LocalApi(HttpClient):
     """One node's Local API. Use as `async with`, or call `aclose()`."""
 
     def __init__(
@@ -101,7 +92,7 @@ class LocalApi:
         self.base_url = base_url.rstrip("/")
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
-            auth=_ApiKeyAuth(api_key) if api_key is not None else None,
+            auth=SecretHeader("x-api-key", api_key) if api_key is not None else None,
             timeout=httpx.Timeout(timeout),
             headers={"Accept": "application/json"},
             transport=transport,
@@ -116,20 +107,6 @@ class LocalApi:
         return f"LocalApi(base_url={self.base_url!r}, api_key={key})"
 
     __str__ = __repr__
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     @property
     def metrics(self) -> Metrics | None:
