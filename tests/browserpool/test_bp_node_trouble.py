@@ -261,6 +261,7 @@ async def test_a_delete_waits_for_a_node_of_the_pools_account(env: WorkflowEnvir
             await eventually(ready, timeout=40, what="2 ready on node-1")
             for node in nodes.values():
                 await node.stop()
+            # Both nodes silent past nodeLostAfterSeconds: lost, as the delete will find them.
             await asyncio.sleep(LOST_AFTER + 1)
             await handle.cancel()
 
@@ -387,6 +388,7 @@ async def test_a_delete_waits_for_the_pools_nodes_when_no_node_names_an_account(
             await eventually(ready, timeout=40, what="2 ready on node-1")
             for node in nodes.values():
                 await node.stop()
+            # Both nodes silent past nodeLostAfterSeconds: lost, as the delete will find them.
             await asyncio.sleep(LOST_AFTER + 1)
             await handle.cancel()
 
@@ -616,6 +618,7 @@ async def test_a_delete_during_a_pass_starts_no_open(env: WorkflowEnvironment) -
             await handle.execute_update(UPDATE_APPLY, request)
             await asyncio.wait_for(creating.wait(), timeout=30)  # slot 1's create, held
             await handle.cancel()
+            # The delete reaches the pass awaiting the held create: an open it started would be seen by now.
             await asyncio.sleep(2)
         finally:
             release.set()
@@ -684,6 +687,7 @@ async def test_a_change_during_an_open_is_not_observed_by_that_pass(
             # one planned from the change) has not published after its act.
             release_open.set()
             await asyncio.wait_for(creating.wait(), timeout=30)
+            # The next pass runs on while its create is held: a publish after its act would show by now.
             await asyncio.sleep(1)
             s = await status(handle)
             assert s.get("observedGeneration") == first["generation"], s

@@ -625,6 +625,7 @@ async def test_nodes_of_two_accounts_hold_the_pool_until_the_selector_picks_one(
         cond = next(c for c in s["conditions"] if c["type"] == "NodesAvailable")
         assert cond["status"] == "False", cond
         assert "node-1 (shop)" in cond["message"] and "node-2 (ads)" in cond["message"], cond
+        # Two resyncs held: a pool that placed on mixed accounts would have made a profile.
         await asyncio.sleep(2 * SETTINGS.resync_seconds)
         assert placement(account, pool)["total"] == 0  # nothing made meanwhile
         events = await handle.query("events")
