@@ -242,17 +242,9 @@ class BitCloudPhoneClient(HttpClient):
 
     # ------------------------------------------------------------ plumbing
 
-    async def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        json: Any = None,
-        params: list[tuple[str, Any]] | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> Any:
-        answer = await self._exchange(method, path, json=json, params=params, headers=headers)
-        return answer.data
+    async def _request(self, method: str, path: str, **options: Any) -> Any:
+        """`_exchange`'s decoded answer (`options`: its `json`, `params`, `headers`)."""
+        return (await self._exchange(method, path, **options)).data
 
     async def _exchange(
         self,

@@ -25,7 +25,6 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from devicepool.activities import pool_runs
 from devicepool.activities.accounts import REGIONS_RECHECK_SECONDS
 from devicepool.activities.definitions import DeviceActivityDefinitions
-from devicepool.activities.device_views import device_info, device_status_info
 from devicepool.activities.errors import (
     TEARDOWN_PENDING,
     NotFoundError,
@@ -58,7 +57,6 @@ from devicepool.activities.models import (
     TerminateDeviceResult,
     TerminatePoolInput,
     TerminatePoolResult,
-    device_fingerprint,
     device_rows,
     template_hash,
 )
@@ -70,7 +68,7 @@ from devicepool.activities.watches import WatchActivities
 from devicepool.api.errors import ErrorType
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, LABEL_TEMPLATE_HASH, MANAGED_BY
 
-__all__ = ["DeviceActivities", "device_fingerprint", "device_info", "device_status_info"]
+__all__ = ["DeviceActivities"]
 
 
 class DeviceActivities(
@@ -87,19 +85,13 @@ class DeviceActivities(
     def pool_queue_activities(self) -> list[Any]:
         """The short activities the `devicepool` task queue serves (all but creates and watches)."""
         return [
+            *self._short_provider_activities(),
             self.pool_settings,
-            self.check_pool_refs,
-            self.list_devices,
-            self.get_statuses,
-            self.region_status,
-            self.terminate_device,
-            self.terminate_pool,
             self.pool_running,
             self.running_workflows,
             # BrowserPool placement: the node registry read (activities/node_registry.py).
             self.live_nodes,
             ledger_hold,
-            *self.orphan_activities(),
         ]
 
     def watch_queue_activities(self) -> list[Any]:
@@ -109,6 +101,9 @@ class DeviceActivities(
     def node_queue_activities(self) -> list[Any]:
         """What a node worker's queue serves for the cloud-phone accounts it serves: every
         short activity that reaches the provider, creates too (`worker/node.py`)."""
+        return [*self._short_provider_activities(), self.create_device]
+
+    def _short_provider_activities(self) -> list[Any]:
         return [
             self.check_pool_refs,
             self.list_devices,
@@ -116,7 +111,6 @@ class DeviceActivities(
             self.region_status,
             self.terminate_device,
             self.terminate_pool,
-            self.create_device,
             *self.orphan_activities(),
         ]
 

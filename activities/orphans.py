@@ -74,13 +74,7 @@ class OrphanActivities(AccountProviders, OrphanActivityDefinitions):
 
     @activity.defn
     async def find_orphans(self, input: FindOrphansInput) -> FindOrphansResult:
-        provider = self._provider(input.account)
-        try:
-            async with heartbeating():
-                listed = await provider.list_managed()
-        except ProviderError as exc:
-            raise to_application_error(exc) from exc
-        devices = [d for d in listed if d.info.status not in _LEAVING]
+        devices = await self._managed(input.account)
         by_pool: dict[str, list[ProviderDevice]] = {}
         for device in devices:
             by_pool.setdefault(device.info.labels.get(LABEL_POOL, ""), []).append(device)
@@ -119,13 +113,17 @@ class OrphanActivities(AccountProviders, OrphanActivityDefinitions):
 
     @activity.defn
     async def count_devices(self, input: CountDevicesInput) -> CountDevicesResult:
-        provider = self._provider(input.account)
+        return CountDevicesResult(devices=len(await self._managed(input.account)))
+
+    async def _managed(self, account: str) -> list[ProviderDevice]:
+        """The account's managed devices, any pool, not on their way out."""
+        provider = self._provider(account)
         try:
             async with heartbeating():
                 listed = await provider.list_managed()
         except ProviderError as exc:
             raise to_application_error(exc) from exc
-        return CountDevicesResult(devices=sum(d.info.status not in _LEAVING for d in listed))
+        return [d for d in listed if d.info.status not in _LEAVING]
 
     @activity.defn
     async def terminate_orphans(self, input: TerminateOrphansInput) -> TerminateOrphansResult:

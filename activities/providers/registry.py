@@ -7,6 +7,7 @@ A second transport is one more entry in `ADAPTERS` (and its name in
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 
@@ -30,6 +31,20 @@ __all__ = ["ADAPTERS", "PhonePacer", "Transport", "build_provider"]
 Transport = httpx.AsyncBaseTransport
 
 
+def _http(
+    account: AccountSettings, transport: Transport | None, metrics: Metrics, scrubber: Scrubber
+) -> dict[str, Any]:
+    """What either HTTP client is built with, from the account."""
+    return {
+        "base_url": account.base_url,
+        "api_key": account.api_key,
+        "timeout": account.timeout_seconds,
+        "transport": transport,
+        "metrics": metrics,
+        "scrubber": scrubber,
+    }
+
+
 def _rest(
     account: AccountSettings,
     transport: Transport | None,
@@ -37,16 +52,7 @@ def _rest(
     scrubber: Scrubber,
     pacer: PhonePacer | None,
 ) -> Provider:
-    return RestProvider(
-        BitCloudPhoneClient(
-            base_url=account.base_url,
-            api_key=account.api_key,
-            timeout=account.timeout_seconds,
-            transport=transport,
-            metrics=metrics,
-            scrubber=scrubber,
-        )
-    )
+    return RestProvider(BitCloudPhoneClient(**_http(account, transport, metrics, scrubber)))
 
 
 def _bitbrowser(
@@ -58,14 +64,7 @@ def _bitbrowser(
 ) -> Provider:
     # One pacer per account (or the one handed in, a node worker's for every account
     # it serves): every pool's calls share the 1-a-second budget.
-    api = LocalApi(
-        base_url=account.base_url,
-        api_key=account.api_key,
-        timeout=account.timeout_seconds,
-        transport=transport,
-        metrics=metrics,
-        scrubber=scrubber,
-    )
+    api = LocalApi(**_http(account, transport, metrics, scrubber))
     pacer = pacer or PhonePacer(interval=account.phone_interval_seconds)
     return PhoneProvider(CloudPhones(api, pacer=pacer))
 

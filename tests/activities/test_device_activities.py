@@ -15,7 +15,6 @@ from temporalio.testing import ActivityEnvironment
 
 from devicepool.activities import DeviceActivities
 from devicepool.activities import heartbeats as heartbeats_module
-from devicepool.activities.devices import device_fingerprint
 from devicepool.activities.models import (
     MAX_RETRY_AFTER_SECONDS,
     AccountSettings,
@@ -32,6 +31,7 @@ from devicepool.activities.models import (
     TerminatePoolInput,
     WatchDevicesInput,
     WatchHealthInput,
+    device_fingerprint,
     template_hash,
 )
 from devicepool.activities.proxy import session_id

@@ -26,7 +26,6 @@ from pydantic import SecretStr
 from temporalio.testing import ActivityEnvironment
 
 from devicepool.activities import DeviceActivities, devices
-from devicepool.activities.devices import device_fingerprint
 from devicepool.activities.models import (
     AccountSettings,
     CreateDeviceInput,
@@ -35,6 +34,7 @@ from devicepool.activities.models import (
     PoolRunResult,
     WatchDevicesInput,
     WatchHealthInput,
+    device_fingerprint,
 )
 from devicepool.api.names import create_idempotency_key, pool_workflow_id
 from devicepool.api.v1beta1 import Platform

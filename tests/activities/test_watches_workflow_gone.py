@@ -30,8 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import ActivityEnvironment
 
 from devicepool.activities import DeviceActivities
-from devicepool.activities.devices import device_fingerprint
-from devicepool.activities.models import WatchDevicesInput
+from devicepool.activities.models import WatchDevicesInput, device_fingerprint
 from devicepool.api.errors import ErrorType
 from tests.activities.test_health_reads import (
     POOL,
