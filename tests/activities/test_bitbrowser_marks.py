@@ -31,12 +31,12 @@ from devicepool.activities.providers.bitbrowser import (
     PhonePacer,
 )
 from devicepool.activities.providers.bitbrowser.models import ComputeType, Phone, PhoneProxy
-from devicepool.activities.providers.bitbrowser.phone_provider import (
-    PhoneProvider,
+from devicepool.activities.providers.bitbrowser.phone_marks import (
     Remark,
     parse_device_id,
     pool_prefix,
 )
+from devicepool.activities.providers.bitbrowser.phone_provider import PhoneProvider
 from devicepool.activities.secrets import REDACTED, Scrubber
 from devicepool.api.names import LABEL_POOL
 from devicepool.api.v1beta1 import LifetimeSpec

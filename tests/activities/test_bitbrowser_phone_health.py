@@ -23,13 +23,13 @@ from devicepool.activities.device_models import OFFLINE, READY
 from devicepool.activities.models import ListDevicesInput
 from devicepool.activities.providers.base import current_call, provider_call
 from devicepool.activities.providers.bitbrowser import PhonePacer
-from devicepool.activities.providers.bitbrowser.phone_provider import (
+from devicepool.activities.providers.bitbrowser.phone_marks import (
     MARK_PREFIX,
-    PhoneProvider,
     Remark,
     parse_device_id,
     pool_prefix,
 )
+from devicepool.activities.providers.bitbrowser.phone_provider import PhoneProvider
 from devicepool.emulator.bitbrowser import BitBrowserConfig
 from tests.activities.test_bitbrowser_phone_provider import PACE, SPEED, new_device, phones_stats
 from tests.activities.test_health_reads import POOL as HEALTH_POOL

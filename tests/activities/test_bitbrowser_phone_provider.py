@@ -22,14 +22,13 @@ from devicepool.activities.models import DeviceTemplate, template_hash
 from devicepool.activities.providers import NewDevice
 from devicepool.activities.providers.base import provider_call
 from devicepool.activities.providers.bitbrowser import PhonePacer
-from devicepool.activities.providers.bitbrowser.phone_provider import (
-    ANDROID_ONLY,
-    PhoneProvider,
+from devicepool.activities.providers.bitbrowser.phone_marks import (
     Remark,
     parse_device_id,
     pool_prefix,
     slot_mark,
 )
+from devicepool.activities.providers.bitbrowser.phone_provider import ANDROID_ONLY, PhoneProvider
 from devicepool.activities.proxy import ResolvedProxy
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, LABEL_SLOT, LABEL_TEMPLATE_HASH
 from devicepool.emulator.bitbrowser import BitBrowserConfig

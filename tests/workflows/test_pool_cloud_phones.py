@@ -22,11 +22,8 @@ from temporalio.client import Client, WorkflowHandle
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
-from devicepool.activities.providers.bitbrowser.phone_provider import (
-    ANDROID_ONLY,
-    Remark,
-    parse_device_id,
-)
+from devicepool.activities.providers.bitbrowser.phone_marks import Remark, parse_device_id
+from devicepool.activities.providers.bitbrowser.phone_provider import ANDROID_ONLY
 from devicepool.api import parse_pool
 from devicepool.api.names import UPDATE_SCALE, pool_workflow_id
 from devicepool.api.v1beta1 import ObjectMeta, ReserveSpec

@@ -5,22 +5,7 @@ desktop client logged into it). The vendor has no labels, no idempotency key
 and no delete, and bills power, not existence (DESIGN.md, "Cloud phones over
 the Local API"); so:
 
-- **Membership** lives in the profile. `name` (at most 30 characters, the only
-  field `/phone/list` filters by) is `dvp-<pool digest>-<slot digest>`, a
-  deterministic mark per slot from the create's idempotency key; a profile
-  in reserve holds `dvp-<pool digest>-reserve`. A retired profile (never used
-  again, and never deleted: the API has none) holds `dvr-<pool digest>-retired`,
-  outside every listing's filter: the pool's (`name` is fuzzy, so matching
-  `dvp-<pool digest>-` by substring, by prefix or case-blind all leave it out)
-  and the account's (`dvp-`). Else each listing would page through every
-  profile a pool ever retired. `remark` holds
-  the state (`active`, `reserve`, `retired`), the incarnation counter, when
-  the incarnation started and the device's labels (`Remark`); listings
-  rebuild `DeviceInfo.labels` from it. A start more than 5 minutes ahead of
-  the worker's clock (written by a clock running fast, or edited by hand) is
-  taken as when this process first saw it, and ages from there.
-- **Device ids** are `<phone id>.<incarnation>`: a profile that serves again
-  is a new device to the engine, so an id it removed never comes back.
+- **Membership** lives in the profile: its `name` and `remark` (`phone_marks`).
 - **Creates** look the slot's mark up before anything else (an answer lost on
   the way is found, never rented twice; two attempts of one slot at once take
   turns in this process, the second looking up after the first), then take a `reserve` profile of the
@@ -79,15 +64,12 @@ the client scrubs what it raises and its models hold none.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import re
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from urllib.parse import quote, unquote
 
 from devicepool.activities.device_models import (
     OFFLINE,
@@ -114,153 +96,31 @@ from devicepool.activities.providers.bitbrowser.models import (
     PhoneProxy,
     PhoneStatus,
 )
-from devicepool.activities.providers.bitbrowser.phones import (
-    MAX_PHONE_REMARK,
-    CloudPhones,
+from devicepool.activities.providers.bitbrowser.phone_marks import (
+    ACTIVE,
+    MARK_PREFIX,
+    RESERVE,
+    RETIRED,
+    Remark,
+    device_id,
+    parked_mark,
+    parse_device_id,
+    pool_prefix,
+    slot_mark,
 )
+from devicepool.activities.providers.bitbrowser.phones import CloudPhones
 from devicepool.activities.settings import ProxyPoolSettings
 from devicepool.api.errors import ErrorType
 from devicepool.api.names import LABEL_POOL, LABEL_TEMPLATE_HASH
 
-__all__ = [
-    "ACTIVE",
-    "ANDROID_ONLY",
-    "MARK_PREFIX",
-    "PROBES_PER_LISTING",
-    "PROBE_TURNS",
-    "PROXY_NEEDED",
-    "RESERVE",
-    "RETIRED",
-    "PhoneProvider",
-    "Remark",
-    "device_id",
-    "parked_mark",
-    "parse_device_id",
-    "pool_prefix",
-    "slot_mark",
-]
+__all__ = ["ANDROID_ONLY", "PROBES_PER_LISTING", "PROBE_TURNS", "PROXY_NEEDED", "PhoneProvider"]
 
-ACTIVE, RESERVE, RETIRED = "active", "reserve", "retired"
-STATES = (ACTIVE, RESERVE, RETIRED)
 ANDROID_ONLY = "the BitBrowser Local API has Android cloud phones only"
 PROXY_NEEDED = "a cloud phone's proxy needs a host, port, username and password"
-MARK_PREFIX = "dvp-"
-# A retired profile's name: nothing of `MARK_PREFIX`, so no listing of devicepool's reads it.
-RETIRED_PREFIX = "dvr-"
-REMARK_HEAD = "devicepool/1"
 # A phone's `/phone/running` answer is trusted this many budget intervals (30 s at 1/s),
 # and a listing reads at most this many (a pool of 100 would spend its budget on them).
 PROBE_TURNS = 30
 PROBES_PER_LISTING = 3
-_OWN = ("dp.state", "dp.inc", "dp.at")
-# A count as devicepool writes it: ASCII digits (`"²".isdigit()` is true, `int("²")` fails),
-# few enough that `int()` takes them.
-_COUNT = re.compile(r"[0-9]{1,12}")
-# How far ahead of the reader's clock a remark's start may be (the node's clock stepped
-# back since it wrote it). Further ahead, taken as when the reader first saw it.
-_START_AHEAD = 300.0
-
-
-def _digest(text: str, size: int) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:size]
-
-
-def pool_prefix(pool: str) -> str:
-    """What every profile of `pool` has its `name` start with (13 characters)."""
-    return f"{MARK_PREFIX}{_digest(pool, 8)}-"
-
-
-def slot_mark(pool: str, idempotency_key: str) -> str:
-    """The `name` of the profile serving the slot whose creates carry `idempotency_key`."""
-    return pool_prefix(pool) + _digest(idempotency_key, 16)
-
-
-def parked_mark(pool: str, state: str) -> str:
-    """The `name` of a profile of `pool` not serving (`reserve`, `retired`: outside the
-    pool's prefix, so its listings never read it again)."""
-    if state == RETIRED:
-        return f"{RETIRED_PREFIX}{_digest(pool, 8)}-{RETIRED}"
-    return pool_prefix(pool) + state
-
-
-def device_id(phone_id: str, incarnation: int) -> str:
-    return f"{phone_id}.{incarnation}"
-
-
-def parse_device_id(value: str) -> tuple[str, int] | None:
-    """(phone id, incarnation) of a device id of this adapter; None for anything else."""
-    phone_id, dot, incarnation = value.rpartition(".")
-    if not dot or not phone_id or not _COUNT.fullmatch(incarnation):
-        return None
-    return phone_id, int(incarnation)
-
-
-@dataclass(frozen=True)
-class Remark:
-    """A profile's `remark`: `devicepool/1 dp.state=active dp.inc=2 dp.at=<epoch> <label>=<v> ...`.
-
-    Values are percent-encoded, so a label value with a space or `=` survives.
-    """
-
-    state: str
-    incarnation: int
-    started: float
-    labels: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def pool(self) -> str:
-        return self.labels.get(LABEL_POOL, "")
-
-    def text(self) -> str:
-        own = (self.state, str(self.incarnation), str(int(self.started)))
-        parts = [REMARK_HEAD, *(f"{k}={v}" for k, v in zip(_OWN, own, strict=True))]
-        parts += [f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in self.labels.items()]
-        text = " ".join(parts)
-        if len(text) > MAX_PHONE_REMARK:
-            raise InvalidArgumentError(
-                ErrorType.INVALID_ARGUMENT,
-                None,
-                f"the device's labels do not fit a cloud phone's remark ({MAX_PHONE_REMARK} chars)",
-            )
-        return text
-
-    @classmethod
-    def parse(
-        cls,
-        text: str,
-        *,
-        now: float | None = None,
-        first_seen: Callable[[int], float] | None = None,
-    ) -> Remark | None:
-        """The remark devicepool wrote, or None for any other (another tool's, or one
-        edited by hand: `dp.at=nan`). Never raises: one odd profile must not blind a
-        listing of the pool or of the account.
-
-        A start more than a few minutes after `now` (the wall clock) is taken as
-        `first_seen(start)`, when the reader first saw it (default `now`): it ages
-        from there. Taken as written, a device created in the future would never be
-        idle, never reach `lifetime.maxAge` nor time out booting, and bill for good;
-        taken as 0 (1970), every phone a node wrote with its clock fast would be past
-        maxAge and its grace once that clock is set right: forced out in use, at once.
-        Not foreign: a profile named like the pool's and unseen would bill unmanaged,
-        its slot rented again."""
-        head, *tokens = text.split() or [""]
-        if head != REMARK_HEAD:
-            return None
-        values: dict[str, str] = {}
-        for token in tokens:
-            key, eq, value = token.partition("=")
-            if eq:
-                values[unquote(key)] = unquote(value)
-        state, inc, at = (values.pop(k, "") for k in _OWN)
-        if state not in STATES or not _COUNT.fullmatch(inc) or not _COUNT.fullmatch(at):
-            return None
-        written = int(at)
-        wall = time.time() if now is None else now
-        started = float(written)
-        if written > wall + _START_AHEAD:
-            started = wall if first_seen is None else first_seen(written)
-        return cls(state=state, incarnation=int(inc), started=started, labels=values)
 
 
 @dataclass
@@ -386,7 +246,7 @@ class PhoneProvider:
         for wanted in ids:
             parsed = parse_device_id(wanted)
             hit = by_id.get(parsed[0]) if parsed else None
-            if parsed is None or hit is None or not _serves(hit[1], parsed[1]):
+            if parsed is None or hit is None or not hit[1].serves(parsed[1]):
                 not_found.append(wanted)
             else:
                 hits.append(hit)
@@ -751,7 +611,7 @@ class PhoneProvider:
             with provider_call(pool=current_call().pool or self._pools.get(parsed[0], "")):
                 phone = await self._phone(parsed[0])
             remark = None if phone is None else self._remark_of(phone)
-            if phone is not None and remark is not None and _serves(remark, parsed[1]):
+            if phone is not None and remark is not None and remark.serves(parsed[1]):
                 return phone, remark
         raise NotFoundError(ErrorType.NOT_FOUND, None, f"no cloud phone serves device {device}")
 
@@ -911,7 +771,3 @@ def _retrieved(done: asyncio.Future[None]) -> None:
     """A shared listing's failure reaches its callers; nobody left to hear it is no error."""
     if not done.cancelled():
         done.exception()
-
-
-def _serves(remark: Remark, incarnation: int) -> bool:
-    return remark.state == ACTIVE and remark.incarnation == incarnation
