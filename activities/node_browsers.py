@@ -31,7 +31,7 @@ from devicepool.activities.node_models import (
     NodeOpenResult,
     ProfileView,
 )
-from devicepool.activities.providers.profiles import NewProfile, ProfileProvider
+from devicepool.activities.providers.profiles import NewProfile, ProfileProvider, UnfitProfile
 from devicepool.activities.proxy import ResolvedProxy, resolve_proxy
 from devicepool.activities.settings import ProxyPoolSettings
 from devicepool.api.errors import ErrorType
@@ -92,7 +92,7 @@ class NodeBrowserActivities(NodeActivityDefinitions):
         try:
             async with heartbeating():
                 made = await self.provider.create_profile(new)
-        except ValueError as err:  # no mark can hold this pool, slot or node
+        except UnfitProfile as err:  # no mark can hold this pool, slot or node
             raise ApplicationError(
                 f"pool {input.pool!r} slot {input.slot!r}: {err}",
                 type=ErrorType.INVALID_ARGUMENT.value,

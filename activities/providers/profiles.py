@@ -23,7 +23,11 @@ from typing import Any, Protocol
 from devicepool.activities.node_models import NodeOpenResult, ProfileView
 from devicepool.activities.proxy import ResolvedProxy
 
-__all__ = ["NewProfile", "ProfileProvider"]
+__all__ = ["NewProfile", "ProfileProvider", "UnfitProfile"]
+
+
+class UnfitProfile(ValueError):
+    """A pool, slot or node the provider cannot mark a profile with (no create is tried)."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,8 @@ class ProfileProvider(Protocol):
 
     async def create_profile(self, new: NewProfile) -> ProfileView:
         """The slot's profile: the one its mark finds (an earlier attempt's, the oldest
-        when two hold it), else one created on this node."""
+        when two hold it), else one created on this node. `UnfitProfile` for a pool, slot
+        or node it cannot mark (refused for good); any other error is not the pool's."""
         ...
 
     async def open_profile(self, profile_id: str) -> NodeOpenResult:

@@ -34,7 +34,7 @@ from devicepool.activities.providers.bitbrowser.profile_provider import (
     parse_mark,
     profile_mark,
 )
-from devicepool.activities.providers.profiles import NewProfile, ProfileProvider
+from devicepool.activities.providers.profiles import NewProfile, ProfileProvider, UnfitProfile
 from devicepool.activities.secrets import Scrubber
 from devicepool.activities.settings import ProxyPoolSettings
 from devicepool.api.errors import ErrorType
@@ -345,3 +345,28 @@ async def test_the_node_activities_serve_any_profile_provider() -> None:
         await env.run(acts.node_delete_profile, NodeDeleteInput(id="p1"))
     assert refused.value.type == "rate_limited" and not refused.value.non_retryable
     assert provider.removed == ["p1"]
+
+
+async def test_a_provider_answer_that_fails_validation_is_not_a_refused_argument() -> None:
+    """Review of the port, finding 3: `except ValueError` wrapped the whole create, so any
+    ValueError inside the provider (a pydantic ValidationError from a malformed Local API
+    answer) came back as non-retryable `invalid_argument`, as if the pool's name were
+    unfit. Only `UnfitProfile` (no mark can hold the pool, slot or node) is refused so."""
+
+    class Malformed(FakeProfiles):
+        async def create_profile(self, new: NewProfile) -> ProfileView:
+            raise ValueError("bad answer")
+
+    env = ActivityEnvironment()
+    acts = NodeBrowserActivities(Malformed(), node="node-3")
+    with pytest.raises(ValueError, match="bad answer"):
+        await env.run(acts.node_create_profile, NodeCreateInput(pool="pool-f", slot="0"))
+
+    class Unfit(FakeProfiles):
+        async def create_profile(self, new: NewProfile) -> ProfileView:
+            raise UnfitProfile("the mark is over 50 characters")
+
+    acts = NodeBrowserActivities(Unfit(), node="node-3")
+    with pytest.raises(ApplicationError) as refused:
+        await env.run(acts.node_create_profile, NodeCreateInput(pool="pool-f", slot="0"))
+    assert refused.value.type == ErrorType.INVALID_ARGUMENT.value and refused.value.non_retryable

@@ -40,7 +40,7 @@ from devicepool.activities.providers.bitbrowser.errors import (
     LocalApiUnsupportedError,
 )
 from devicepool.activities.providers.bitbrowser.models import ProfileProxy
-from devicepool.activities.providers.profiles import NewProfile
+from devicepool.activities.providers.profiles import NewProfile, UnfitProfile
 
 __all__ = ["MARK_PREFIX", "BitBrowserProfiles", "Mark", "parse_mark", "profile_mark"]
 
@@ -72,13 +72,14 @@ class Mark:
 
 
 def profile_mark(pool: str, slot: str, node: str) -> str:
-    """`devicepool pool=<pool> slot=<slot> node=<node>`: a profile's remark (ValueError if unfit)."""
+    """`devicepool pool=<pool> slot=<slot> node=<node>`: a profile's remark (`UnfitProfile`,
+    a `ValueError`, if unfit)."""
     for what, value in (("pool", pool), ("slot", slot), ("node", node)):
         if not value or any(c.isspace() for c in value):
-            raise ValueError(f"{what} must be non-empty without whitespace, got {value!r}")
+            raise UnfitProfile(f"{what} must be non-empty without whitespace, got {value!r}")
     mark = f"{MARK_PREFIX} pool={pool} slot={slot} node={node}"
     if len(mark) > MAX_BROWSER_MARK:
-        raise ValueError(f"the mark is over {MAX_BROWSER_MARK} characters")
+        raise UnfitProfile(f"the mark is over {MAX_BROWSER_MARK} characters")
     return mark
 
 
@@ -123,7 +124,7 @@ class BitBrowserProfiles:
     # ------------------------------------------------------------ create
 
     async def create_profile(self, new: NewProfile) -> ProfileView:
-        """Raises `ValueError` for a pool, slot or node no mark can hold."""
+        """Raises `UnfitProfile` for a pool, slot or node no mark can hold."""
         mark = profile_mark(new.pool, new.slot, new.node)
         proxy = new.proxy
         made = await self.profiles.create_marked(
