@@ -9,6 +9,7 @@ the client sent (`Recorder`).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -370,3 +371,17 @@ async def test_a_provider_answer_that_fails_validation_is_not_a_refused_argument
     with pytest.raises(ApplicationError) as refused:
         await env.run(acts.node_create_profile, NodeCreateInput(pool="pool-f", slot="0"))
     assert refused.value.type == ErrorType.INVALID_ARGUMENT.value and refused.value.non_retryable
+
+
+async def test_deleting_a_duplicate_is_logged_with_the_activity_it_ran_in(
+    account: Account, nodes: dict[str, NodeUnderTest], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Review of the port, finding 4: the adapter logged to a module logger, so "deleting
+    duplicate profiles" lost the workflow and activity ids every activity log line has."""
+    mark = profile_mark("pool-l", "1", "node-1")
+    await nodes["node-1"].provider.profiles.create(mark=mark)
+    await nodes["node-1"].provider.profiles.create(mark=mark)  # a blind retry's second
+    with caplog.at_level(logging.INFO):
+        await nodes["node-1"].create("pool-l", "1")
+    [record] = [r for r in caplog.records if "deleting duplicate profiles" in r.getMessage()]
+    assert record.__dict__.get("temporal_activity", {}).get("activity_type"), record.__dict__

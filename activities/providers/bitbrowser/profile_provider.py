@@ -22,9 +22,10 @@ Messages come from the client, which scrubs its key and the proxy passwords.
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 from dataclasses import dataclass
+
+from temporalio import activity
 
 from devicepool.activities.errors import ProviderError, ServerError, TransportError
 from devicepool.activities.node_models import CLOSING_WAIT_SECONDS, NodeOpenResult, ProfileView
@@ -61,7 +62,8 @@ _WINDOW_CAP = "最多"
 _FAILED_TO_START = "启动失败"
 POLL_SECONDS = 0.25
 
-log = logging.getLogger(__name__)
+# Called inside the node's activities: their logger names the workflow and activity.
+log = activity.logger
 
 
 @dataclass(frozen=True)
