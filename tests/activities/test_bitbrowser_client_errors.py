@@ -342,7 +342,16 @@ async def _take_a_turn(pacer: PhonePacer) -> None:
 def test_the_public_surface_is_deliberate() -> None:
     assert set(bitbrowser.__all__) == {
         name for name in dir(bitbrowser) if not name.startswith("_") and name.isidentifier()
-    } - {"browsers", "errors", "local_api", "models", "pacer", "phone_provider", "phones"}
+    } - {
+        "browsers",
+        "errors",
+        "local_api",
+        "models",
+        "pacer",
+        "phone_marks",
+        "phone_provider",
+        "phones",
+    }
 
 
 async def test_pids_alive_reads_each_id_and_tolerates_an_odd_pid() -> None:
