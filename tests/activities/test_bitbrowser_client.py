@@ -235,12 +235,12 @@ async def test_partial_update_changes_only_its_fields_and_replace_needs_the_whol
     n1: Node,
 ) -> None:
     profile_id = await _create(n1, "pool-d/0")
-    await n1.profiles.update_partial([profile_id], {"name": "renamed"})
+    await n1.api.call("/browser/update/partial", {"ids": [profile_id], "name": "renamed"})
     after = await n1.profiles.get(profile_id)
     assert (after.name, after.remark, after.host) == ("renamed", "pool-d/0", PROXY.host)
 
     with pytest.raises(LocalApiInvalidError) as partial:
-        await n1.profiles.replace(profile_id, {"name": "only a name"})
+        await n1.api.call("/browser/update", {"id": profile_id, "name": "only a name"})
     assert "/browser/update/partial" in partial.value.raw_msg
     assert PROXY.password.get_secret_value() not in str(partial.value)
     assert (await n1.profiles.get(profile_id)).name == "renamed"  # nothing replaced
@@ -393,9 +393,10 @@ async def test_a_server_that_ignores_page_stops_the_listing(n1: Node) -> None:
 
 async def test_no_secret_reaches_a_returned_model(account: Account, n1: Node) -> None:
     profile_id = await _create(n1, "pool-s/0")
-    await n1.profiles.update_partial(
-        [profile_id],
+    await n1.api.call(
+        "/browser/update/partial",
         {
+            "ids": [profile_id],
             "password": "account-pass-Zk81",
             "cookie": '[{"name":"sid","value":"cookie-value-Qw3"}]',
             "faSecretKey": "JBSWY3DPEHPK3PXP",

@@ -252,8 +252,9 @@ async def test_errors_are_classified_and_nothing_returned_holds_a_secret(
 ) -> None:
     node = nodes["node-1"]
     view = await node.create("pool-z", "0", proxy_pool="gw", session_ttl_seconds=60)
-    await node.provider.profiles.update_partial(
-        [view.id], {"password": "acct-pass-W2e", "cookie": "sid=cookie-value-P0o"}
+    await node.provider.profiles.api.call(
+        "/browser/update/partial",
+        {"ids": [view.id], "password": "acct-pass-W2e", "cookie": "sid=cookie-value-P0o"},
     )
     returned: list[Any] = [view, *(await node.list("pool-z")), await node.open(view.id)]
 

@@ -172,27 +172,6 @@ class BrowserProfiles:
         items, total = page_items(data, "POST /browser/list")
         return validated(BrowserPage, {"items": items, "total": total}, "POST /browser/list")
 
-    async def update_partial(self, ids: Sequence[str], fields: Mapping[str, Any]) -> None:
-        """`/browser/update/partial`: only `fields` change, on every id (in chunks of 100)."""
-        if not fields:
-            raise ValueError("update_partial needs at least one field")
-        if "ids" in fields or "id" in fields:
-            raise ValueError("the ids go in `ids`, not in `fields`")
-        secrets = _secrets_of(fields)
-        for chunk in _chunks(ids):
-            await self.api.call(
-                "/browser/update/partial", {"ids": chunk, **fields}, secrets=secrets
-            )
-
-    async def replace(self, profile_id: str, record: Mapping[str, Any]) -> None:
-        """`/browser/update` with an `id`: the *whole* record is replaced by `record`.
-
-        A body that leaves fields out is refused (or, where it is not, resets them):
-        for changes use `update_partial`.
-        """
-        body = {**record, "id": profile_id}
-        await self.api.call("/browser/update", body, secrets=_secrets_of(body))
-
     async def get(self, profile_id: str) -> BrowserProfile:
         """`/browser/detail`: one profile (`LocalApiNotFoundError` when it is unknown)."""
         data = await self.api.call("/browser/detail", {"id": profile_id})
