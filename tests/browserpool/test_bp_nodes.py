@@ -34,7 +34,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from devicepool.activities.node_browsers import NodeBrowserActivities
-from devicepool.activities.node_models import NodeBeat
+from devicepool.activities.node_models import NodeBeat, NodeCreateInput
 from devicepool.activities.node_registry import NodeRegistryActivities
 from devicepool.activities.providers.bitbrowser import BrowserProfiles, LocalApi
 from devicepool.activities.providers.bitbrowser.profile_provider import (
@@ -42,11 +42,12 @@ from devicepool.activities.providers.bitbrowser.profile_provider import (
     parse_mark,
 )
 from devicepool.activities.secrets import Scrubber
-from devicepool.activities.settings import PoolSettings
+from devicepool.activities.settings import PoolSettings, ProxyPoolSettings
 from devicepool.api.browserpool.v1beta1 import BrowserPool, BrowserPoolSpec
 from devicepool.api.names import (
     SEARCH_ATTRIBUTES,
     TASK_QUEUE,
+    UPDATE_APPLY,
     browser_pool_workflow_id,
     node_task_queue,
 )
@@ -57,7 +58,7 @@ from devicepool.emulator.bitbrowser import BitBrowserConfig
 from devicepool.testing import eventually
 from devicepool.worker.build import new_worker
 from devicepool.worker.node import beat_forever
-from devicepool.workflows.browserpool.messages import BrowserPoolInput
+from devicepool.workflows.browserpool.messages import BrowserApplyRequest, BrowserPoolInput
 from devicepool.workflows.browserpool.workflow import BrowserPoolWorkflow
 from devicepool.workflows.nodes.workflow import NodeRegistryWorkflow
 from tests.helpers.bitbrowser import KEY, Account
@@ -83,7 +84,14 @@ class Node:
     """One node worker in process: its activities on its queue, and its beats."""
 
     def __init__(
-        self, client: Client, account: Account, name: str, *, says: str = "", key: str = ""
+        self,
+        client: Client,
+        account: Account,
+        name: str,
+        *,
+        says: str = "",
+        key: str = "",
+        proxy_pools: dict[str, ProxyPoolSettings] | None = None,
     ) -> None:
         self.client, self.name = client, name
         self.says = says  # the BitBrowser account its beats name (`--node-account`)
@@ -97,7 +105,7 @@ class Node:
         self.provider = BitBrowserProfiles(
             BrowserProfiles(api, settle_seconds=0.0), closing_wait_seconds=2.0
         )
-        self.activities = NodeBrowserActivities(self.provider, node=name)
+        self.activities = NodeBrowserActivities(self.provider, node=name, proxy_pools=proxy_pools)
         self.worker: Worker | None = None
         self.beats: asyncio.Task[None] | None = None
 
@@ -205,15 +213,23 @@ async def upserts(handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
 
 @contextlib.asynccontextmanager
 async def node_stack(
-    client: Client, says: dict[str, str] | None = None, keys: dict[str, str] | None = None
+    client: Client,
+    says: dict[str, str] | None = None,
+    keys: dict[str, str] | None = None,
+    proxy_pools: dict[str, ProxyPoolSettings] | None = None,
 ) -> AsyncIterator[tuple[Account, dict[str, Node]]]:
     """The pool worker and two node workers (node-1, node-2) over one emulated account
     (`says`: the BitBrowser account a node's beats name, none by default; `keys`: a key a
-    node holds other than the account's)."""
+    node holds other than the account's; `proxy_pools`: what every node has configured)."""
     account = Account(BitBrowserConfig(nodes=["node-1", "node-2"], api_key=KEY, speed=20.0, seed=7))
     nodes = {
         name: Node(
-            client, account, name, says=(says or {}).get(name, ""), key=(keys or {}).get(name, "")
+            client,
+            account,
+            name,
+            says=(says or {}).get(name, ""),
+            key=(keys or {}).get(name, ""),
+            proxy_pools=proxy_pools,
         )
         for name in ("node-1", "node-2")
     }
@@ -521,6 +537,74 @@ async def test_a_proxy_pool_no_node_has_is_said_and_held_not_retried_every_pass(
         assert failed == 1, events
         assert placement(account, pool)["total"] == 0
         await handle.cancel()
+
+
+async def test_a_proxy_pool_fixed_while_a_pass_lists_is_what_its_creates_use(
+    env: WorkflowEnvironment,
+) -> None:
+    """Review of the port, finding 1: a pass created from the spec it observed. A pool
+    held for `poolRef: nosuchproxy` got `poolRef: gw` while a pass listed its nodes; the
+    apply cleared the hold, the pass sent every create with nosuchproxy, the first was
+    refused and the hold was set again for a minute (Ready=False naming the old pool,
+    `apply --wait` a minute longer). A change during the pass is the next pass's: no
+    create of the old spec goes out, and the pool is ready well within the minute."""
+    client = env.client
+    pool = f"bp-fix-{uuid.uuid4().hex[:4]}"
+    gw = ProxyPoolSettings(name="gw", host="gw.proxy.example", port=1080)
+    async with node_stack(client, proxy_pools={"gw": gw}) as (account, nodes):
+        sent: list[str | None] = []
+        listing, release = asyncio.Event(), asyncio.Event()
+        blocking = False
+        for node in nodes.values():
+            acts, provider = node.activities, node.provider
+            real_proxy, real_list = acts._proxy, provider.list_pool
+
+            def proxy(input: NodeCreateInput, _real: Any = real_proxy) -> Any:
+                sent.append(input.proxy_pool)
+                return _real(input)
+
+            async def held_list(pool: str, _real: Any = real_list) -> Any:
+                if blocking:
+                    listing.set()
+                    await asyncio.wait_for(release.wait(), timeout=30)
+                return await _real(pool)
+
+            acts._proxy = proxy  # type: ignore[method-assign]
+            provider.list_pool = held_list  # type: ignore[method-assign]
+        spec = BrowserPoolSpec.model_validate(
+            {"replicas": 2, "open": False, "proxy": {"poolRef": "nosuchproxy"}}
+        )
+        handle = await client.start_workflow(
+            BrowserPoolWorkflow.run,
+            BrowserPoolInput(metadata=ObjectMeta(name=pool), spec=spec, settings=SETTINGS),
+            id=browser_pool_workflow_id(pool),
+            task_queue=TASK_QUEUE,
+        )
+        try:
+
+            async def ready(reason: str) -> bool:
+                conds = {c["type"]: c for c in (await status(handle)).get("conditions", [])}
+                return conds.get("Ready", {}).get("reason") == reason
+
+            await eventually(lambda: ready("UnknownProxyPool"), timeout=30, what="the hold")
+            blocking = True
+            await asyncio.wait_for(listing.wait(), timeout=30)  # a pass lists: held there
+            fixed = BrowserPoolSpec.model_validate(
+                {"replicas": 2, "open": False, "proxy": {"poolRef": "gw"}}
+            )
+            before = len(sent)
+            await handle.execute_update(
+                UPDATE_APPLY, BrowserApplyRequest(metadata=ObjectMeta(name=pool), spec=fixed)
+            )
+            blocking = False
+            release.set()
+            # Well within the minute a create of the old pool would hold the pool for.
+            await eventually(lambda: ready("Converged"), timeout=20, what="Ready=True")
+            assert sent[before:] and set(sent[before:]) == {"gw"}, sent
+            assert placement(account, pool)["total"] == 2
+        finally:
+            release.set()
+            await handle.terminate()
 
 
 async def test_a_delete_with_every_node_down_waits_and_finishes_when_one_is_back(

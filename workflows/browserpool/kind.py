@@ -181,7 +181,7 @@ class BrowserKind:
         # Whether anything was done: only then does the next pass come soon to see it. A
         # held create, a create, delete or open that failed waits for the resync.
         done = await self._delete(placement)
-        done = await self._create(placement, seen.spec) or done
+        done = await self._create(placement, seen) or done
         # A delete absorbed by the last call: no open starts (it may take minutes, on a
         # profile teardown deletes).
         raise_if_cancelled()
@@ -207,14 +207,18 @@ class BrowserKind:
             raise_if_cancelled()  # a delete the awaited call absorbed: teardown, now
         return done
 
-    async def _create(self, placement: Placement, spec: BrowserPoolSpec) -> bool:
+    async def _create(self, placement: Placement, seen: Observed) -> bool:
         s, done = self.h.s, False
         # A slot held on a lost node: what is made for it is a replacement (the original
         # wins if its node comes back).
         replacing = {p.slot for p in placement.lost}
         for slot, node in self._creates(placement):
+            if s.generation != seen.generation:
+                # The spec changed under the pass (another proxy pool, fingerprint, group):
+                # nothing is made of the old one; the next pass, soon, plans from the new.
+                break
             try:
-                made = await calls.create_on(node, self._create_input(spec, slot))
+                made = await calls.create_on(node, self._create_input(seen.spec, slot))
                 s.made_profiles = True
                 s.nodes.setdefault(node, "")  # named by the next listing
                 if slot in replacing and made.id not in s.replacements:
