@@ -159,20 +159,9 @@ _CLASS_BY_TYPE: dict[ErrorType, type[ProviderError]] = {
     )
 }
 
-# The `code`s the provider contract defines, and what a bare status means without one.
-_PROVIDER_CODES = frozenset(
-    {
-        ErrorType.INVALID_ARGUMENT,
-        ErrorType.UNAUTHENTICATED,
-        ErrorType.QUOTA_EXCEEDED,
-        ErrorType.NOT_FOUND,
-        ErrorType.INVALID_STATE,
-        ErrorType.IDEMPOTENCY_KEY_REUSED,
-        ErrorType.RATE_LIMITED,
-        ErrorType.REGION_UNAVAILABLE,
-        ErrorType.SERVER_ERROR,
-    }
-)
+# The `code`s the provider contract defines (all but the transport's own), and what a
+# bare status means without one.
+_PROVIDER_CODES = frozenset(_CLASS_BY_TYPE) - {ErrorType.TRANSPORT, ErrorType.TIMEOUT}
 _TYPE_BY_STATUS: dict[int, ErrorType] = {
     400: ErrorType.INVALID_ARGUMENT,
     401: ErrorType.UNAUTHENTICATED,
@@ -190,23 +179,14 @@ def error_class_for(error_type: ErrorType) -> type[ProviderError]:
 
 
 def _type_for(status: int, code: Any) -> ErrorType:
-    if isinstance(code, str):
-        try:
-            from_code = ErrorType(code)
-        except ValueError:
-            from_code = None
-        if from_code in _PROVIDER_CODES:
-            assert from_code is not None
-            # A code that contradicts the status class (e.g. `not_found` on a 500) is
-            # not trusted: retryability must follow what the server actually said.
-            if (status >= 500) == (
-                from_code in (ErrorType.REGION_UNAVAILABLE, ErrorType.SERVER_ERROR)
-            ):
-                return from_code
+    if isinstance(code, str) and code in _PROVIDER_CODES:
+        from_code = ErrorType(code)
+        # A code that contradicts the status class (e.g. `not_found` on a 500) is
+        # not trusted: retryability must follow what the server actually said.
+        if (status >= 500) == (from_code in (ErrorType.REGION_UNAVAILABLE, ErrorType.SERVER_ERROR)):
+            return from_code
     if status >= 500:
         return ErrorType.SERVER_ERROR
-    if status == 429:
-        return ErrorType.RATE_LIMITED
     return _TYPE_BY_STATUS.get(status, ErrorType.INVALID_ARGUMENT)
 
 
@@ -232,22 +212,19 @@ def to_application_error(exc: ProviderError) -> ApplicationError:
     error_type = exc.error_type
     # Bounded again here: whoever built `exc`, the delay must fit a timedelta and the cap.
     retry_after = bounded_retry_after(exc.retry_after)
-    if error_type is ErrorType.RATE_LIMITED:
-        delay = timedelta(seconds=retry_after) if retry_after is not None else None
-        return ApplicationError(
-            str(exc),
-            {"status": exc.status, "retryAfter": retry_after},
-            type=error_type.value,
-            non_retryable=False,
-            next_retry_delay=delay,
-            # Expected under load and handled by the retry: not worth an error log or metric.
-            category=ApplicationErrorCategory.BENIGN,
-        )
+    # A 429 is expected under load and handled by the retry, after its delay: not worth an
+    # error log or metric.
+    rate_limited = error_type is ErrorType.RATE_LIMITED
+    delay = timedelta(seconds=retry_after) if rate_limited and retry_after is not None else None
     return ApplicationError(
         str(exc),
         {"status": exc.status, "retryAfter": retry_after},
         type=error_type.value,
         non_retryable=not error_type.retryable,
+        next_retry_delay=delay,
+        category=ApplicationErrorCategory.BENIGN
+        if rate_limited
+        else ApplicationErrorCategory.UNSPECIFIED,
     )
 
 
