@@ -62,7 +62,7 @@ from devicepool.activities.models import (
 )
 from devicepool.activities.node_registry import NodeRegistryActivities
 from devicepool.activities.orphans import OrphanActivities
-from devicepool.activities.providers import NewDevice, Provider, provider_call
+from devicepool.activities.providers.base import NewDevice, Provider, provider_call
 from devicepool.activities.proxy import ResolvedProxy, resolve_proxy
 from devicepool.activities.watches import WatchActivities
 from devicepool.api.errors import ErrorType

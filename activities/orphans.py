@@ -42,7 +42,7 @@ from devicepool.activities.orphan_models import (
     TerminateOrphansResult,
 )
 from devicepool.activities.pool_runs import PoolCheck, check_pool
-from devicepool.activities.providers import Provider, ProviderDevice
+from devicepool.activities.providers.base import Provider, ProviderDevice
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
 
 __all__ = ["OrphanActivities"]

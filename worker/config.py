@@ -31,7 +31,7 @@ from temporalio.converter import PayloadCodec
 
 from devicepool.activities.definitions import CREATE_START_TO_CLOSE_TIMEOUT
 from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
-from devicepool.activities.providers import PROVIDER_APIS
+from devicepool.activities.providers.base import PROVIDER_APIS
 from devicepool.activities.secrets import Scrubber
 from devicepool.api.labels import check_node_name
 from devicepool.api.v1beta1 import SpendCapSpec

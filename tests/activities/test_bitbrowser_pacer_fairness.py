@@ -8,7 +8,7 @@ import itertools
 
 import pytest
 
-from devicepool.activities.providers import ProviderCall, current_call, provider_call
+from devicepool.activities.providers.base import ProviderCall, current_call, provider_call
 from devicepool.activities.providers.bitbrowser import PhonePacer
 
 

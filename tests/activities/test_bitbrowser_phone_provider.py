@@ -19,8 +19,7 @@ from pydantic import SecretStr
 from devicepool.activities.device_models import OFFLINE, PROVISIONING, READY
 from devicepool.activities.errors import InvalidArgumentError, NotFoundError, ProviderError
 from devicepool.activities.models import DeviceTemplate, template_hash
-from devicepool.activities.providers import NewDevice
-from devicepool.activities.providers.base import provider_call
+from devicepool.activities.providers.base import NewDevice, provider_call
 from devicepool.activities.providers.bitbrowser import PhonePacer
 from devicepool.activities.providers.bitbrowser.phone_marks import (
     Remark,

@@ -269,7 +269,7 @@ def test_an_account_on_the_bitbrowser_local_api_is_its_cloud_phones() -> None:
 
 
 def test_every_provider_api_the_config_takes_has_an_adapter() -> None:
-    from devicepool.activities.providers import PROVIDER_APIS
+    from devicepool.activities.providers.base import PROVIDER_APIS
     from devicepool.activities.providers.registry import ADAPTERS
 
     assert set(PROVIDER_APIS) == set(ADAPTERS)
