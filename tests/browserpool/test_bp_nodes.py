@@ -732,9 +732,9 @@ async def test_a_browser_pool_takes_the_scale_signal_every_kind_takes(
     env: WorkflowEnvironment,
 ) -> None:
     """Issue 38: BrowserPool stands on the reconciler shell, so the messages every kind has
-    are its too: signal `scale` (plain JSON, checked, a refusal said as an event) and the
-    `spec` query with the pool's metadata and age. Before, a BrowserPool had no `scale`
-    signal: the SDK kept it unhandled and the pool stayed at 1."""
+    are its too: signal `scale` (plain JSON, checked, a refusal said as an event and as
+    `SpecRejected`) and the `spec` query with the pool's metadata and age. Before, a
+    BrowserPool had no `scale` signal: the SDK kept it unhandled and the pool stayed at 1."""
     client = env.client
     pool = f"bp-sig-{uuid.uuid4().hex[:4]}"
     async with node_stack(client) as _:
@@ -753,7 +753,19 @@ async def test_a_browser_pool_takes_the_scale_signal_every_kind_takes(
             return any(e.get("reason") == "SpecRejected" for e in events)
 
         await eventually(refused, timeout=20, what="the refused signal said")
+        # Review of the port, finding 6: said only as an event before; recorded as a
+        # DevicePool's is, `SpecRejected=True` with the message, until a change is accepted.
+        rejected = {c["type"]: c for c in (await status(handle))["conditions"]}["SpecRejected"]
+        assert (rejected["status"], rejected["reason"]) == ("True", "InvalidScaleSignal")
+        assert rejected["message"].startswith('signal scale {"replicas": -1} refused: '), rejected
         spec = await handle.query("spec")
         assert spec["spec"]["replicas"] == 2 and spec["generation"] == 2, spec
         assert spec["metadata"]["name"] == pool and spec["createdAt"], spec
+        await handle.signal("scale", {"replicas": 1})
+
+        async def superseded() -> bool:
+            conds = {c["type"] for c in (await status(handle))["conditions"]}
+            return "SpecRejected" not in conds
+
+        await eventually(superseded, timeout=20, what="SpecRejected gone with the next scale")
         await handle.terminate()

@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         ProfileView,
     )
     from devicepool.api import names
+    from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
     from devicepool.api.errors import ErrorType
     from devicepool.workflows.browserpool.observe import LOCAL_API_REFUSED, NODE_UNREACHABLE
 
@@ -144,7 +145,17 @@ async def list_on(
     return dict(zip(nodes, answers, strict=True))
 
 
-async def create_on(node: str, body: NodeCreateInput) -> ProfileView:
+async def create_on(node: str, pool: str, spec: BrowserPoolSpec, slot: int) -> ProfileView:
+    """The slot's profile made on `node` as `spec` says (its proxy by pool name: the node
+    holds the gateway and its password)."""
+    body = NodeCreateInput(
+        pool=pool,
+        slot=str(slot),
+        fingerprint=dict(spec.fingerprint),
+        proxy_pool=spec.proxy.pool_ref if spec.proxy else None,
+        session_ttl_seconds=spec.proxy.session_ttl if spec.proxy else 0,
+        group_id=spec.group_id,
+    )
     made: ProfileView = await _on(
         node, NODE.node_create_profile, body, "create a profile", wait_when_cancelled=True
     )

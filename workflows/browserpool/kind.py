@@ -28,7 +28,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from devicepool.activities.node_models import NodeCreateInput, NodeOpenResult
+    from devicepool.activities.node_models import NodeOpenResult
     from devicepool.activities.settings import PoolSettings
     from devicepool.api.browserpool.v1beta1 import BrowserConditionType, BrowserPoolSpec
     from devicepool.api.errors import ErrorType
@@ -60,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
         publish,
         teardown_status,
     )
-    from devicepool.workflows.reconciler.conditions import ConditionUpdate
+    from devicepool.workflows.reconciler.conditions import ConditionUpdate, drop_condition
     from devicepool.workflows.reconciler.events import Happened
     from devicepool.workflows.reconciler.kind import Host, TeardownBlocked
     from devicepool.workflows.reconciler.messages import Accepted, ApplyResult
@@ -218,7 +218,7 @@ class BrowserKind:
                 # nothing is made of the old one; the next pass, soon, plans from the new.
                 break
             try:
-                made = await calls.create_on(node, self._create_input(seen.spec, slot))
+                made = await calls.create_on(node, self.h.name, seen.spec, slot)
                 s.made_profiles = True
                 s.nodes.setdefault(node, "")  # named by the next listing
                 if slot in replacing and made.id not in s.replacements:
@@ -247,16 +247,6 @@ class BrowserKind:
         if self._config_retry_at is not None and workflow.now() < self._config_retry_at:
             return []
         return placement.create[:1]
-
-    def _create_input(self, spec: BrowserPoolSpec, slot: int) -> NodeCreateInput:
-        return NodeCreateInput(
-            pool=self.h.name,
-            slot=str(slot),
-            fingerprint=dict(spec.fingerprint),
-            proxy_pool=spec.proxy.pool_ref if spec.proxy else None,
-            session_ttl_seconds=spec.proxy.session_ttl if spec.proxy else 0,
-            group_id=spec.group_id,
-        )
 
     async def _open(self, pid: str, node: str) -> bool:
         opened = await calls.open_on(node, pid)
@@ -407,10 +397,25 @@ class BrowserKind:
             self._said("Scaled", f"replicas {self.h.spec.replicas} -> {replicas}")
             self.h.spec = self.h.spec.model_copy(update={"replicas": replicas})
             self.h.s.generation += 1
+        self._clear_rejection()
         self.h.dirty = True
 
     def refuse_scale(self, message: str) -> None:
+        """A `scale` signal refused: said, and `SpecRejected=True` until a change is
+        accepted (as a DevicePool's)."""
         self._warn("SpecRejected", message)
+        rejected = ConditionUpdate(
+            BrowserConditionType.SPEC_REJECTED, ConditionStatus.TRUE, "InvalidScaleSignal", message
+        )
+        self.h.set_condition(rejected)
+        self.h.show()
+
+    def _clear_rejection(self) -> None:
+        """An accepted change supersedes a refused `scale` signal: `SpecRejected` goes."""
+        status = self.h.s.status
+        if status.condition(BrowserConditionType.SPEC_REJECTED) is not None:
+            self.h.s.status = drop_condition(status, BrowserConditionType.SPEC_REJECTED)
+            self.h.show()
 
     # ------------------------------------------------------------------ its own messages
 
@@ -424,6 +429,7 @@ class BrowserKind:
             self._said("Configured", f"spec changed (generation {h.s.generation})")
             self._config_problem = None  # a new spec (another proxy pool?) is tried at once
         h.spec, h.metadata = request.spec, request.metadata
+        self._clear_rejection()
         h.dirty = True
         result = ApplyResult.CONFIGURED if changed else ApplyResult.UNCHANGED
         return Accepted(generation=h.s.generation, replicas=h.spec.replicas, result=result)
