@@ -107,12 +107,12 @@ async def test_an_old_offline_answer_keeps_a_phone_offline_until_a_fresh_read(
     provider, devices, phone_ids = phones
     last = phone_ids[-1]
     await account.control(f"phones/{last}/offline")
-    provider.probes_per_listing = PHONES
+    provider.reads.probes_per_listing = PHONES
     clock.now += 200  # every answer old: all read again
     assert (await _statuses(provider))[devices[-1]] == OFFLINE
     await account.control(f"phones/{last}/online")
     clock.now += 200  # that answer is old now
-    provider.probes_per_listing = 0  # and no read on this listing
+    provider.reads.probes_per_listing = 0  # and no read on this listing
     assert (await _statuses(provider))[devices[-1]] == OFFLINE
     before = len(_reads(n1))
     with provider_call(fresh=True):
@@ -133,11 +133,11 @@ async def test_phones_still_offline_keep_reading_offline_when_their_answers_expi
     for phone_id in phone_ids[-4:]:
         await account.control(f"phones/{phone_id}/offline")
     with provider_call(fresh=True):
-        provider.probes_per_listing = PHONES
+        provider.reads.probes_per_listing = PHONES
         clock.now += 200
         seen = await _statuses(provider)
     assert [seen[d] for d in devices[-4:]] == [OFFLINE] * 4
-    provider.probes_per_listing = 3  # the default
+    provider.reads.probes_per_listing = 3  # the default
     for _ in range(6):  # three minutes of the pool's watch, answers just past their keep
         clock.now += 101
         before = len(_reads(n1))
@@ -225,11 +225,11 @@ async def test_a_phone_read_not_running_is_read_first_and_stays_offline_while_it
     account: Account, n1: Node, clock: Clock, phones: tuple[PhoneProvider, list[str], list[str]]
 ) -> None:
     provider, devices, phone_ids = phones
-    provider.probes_per_listing = PHONES
+    provider.reads.probes_per_listing = PHONES
     await account.control(f"phones/{phone_ids[-1]}/offline")
     clock.now += 200
     assert (await _statuses(provider))[devices[-1]] == OFFLINE
-    provider.probes_per_listing = 1
+    provider.reads.probes_per_listing = 1
     for _ in range(4):
         clock.now += 150  # every answer old at each listing: the suspect goes first
         before = len(_reads(n1))
@@ -247,7 +247,7 @@ async def test_a_fresh_read_reads_every_suspect_again(
     which read at most three phones: a phone back for a minute was removed on its old
     answer."""
     provider, devices, phone_ids = phones
-    provider.probes_per_listing = PHONES
+    provider.reads.probes_per_listing = PHONES
     for phone_id in phone_ids[-3:]:
         await account.control(f"phones/{phone_id}/offline")
     clock.now += 200
@@ -255,7 +255,7 @@ async def test_a_fresh_read_reads_every_suspect_again(
     assert [seen[d] for d in devices[-3:]] == [OFFLINE] * 3
     for phone_id in phone_ids[-3:-1]:
         await account.control(f"phones/{phone_id}/online")  # two are back
-    provider.probes_per_listing = 1
+    provider.reads.probes_per_listing = 1
     clock.now += 10  # well within the keep time
     assert [(await _statuses(provider))[d] for d in devices[-3:]] == [OFFLINE] * 3
     before = len(_reads(n1))

@@ -351,7 +351,7 @@ async def test_an_offline_phone_is_shut_down_fresh_started_and_kept(
     await ready(account, provider)
     phone_id = (parse_device_id(made.id) or ("", 0))[0]
     await account.control(f"phones/{phone_id}/offline")
-    provider.probe_seconds = 0  # read `running` again now
+    provider.reads.probe_seconds = 0  # read `running` again now
     (listed,) = await provider.list_pool("phones-a")
     assert listed.status == OFFLINE
     with provider_call(pool="phones-a", replacement=True):  # the health check's removal
@@ -373,7 +373,7 @@ async def test_an_offline_phone_past_its_recover_quota_is_retired_not_reused(
     await n1.phones.recover(phone_id)  # the month's one fresh start, used up
     await account.advance(61)
     await account.control(f"phones/{phone_id}/offline")
-    provider.probe_seconds = 0
+    provider.reads.probe_seconds = 0
     with provider_call(pool="phones-a", replacement=True):  # the health check's removal
         await provider.remove_device(made.id)
     (phone,) = await n1.phones.list_all()  # retired: out of the pool's prefix
@@ -450,7 +450,7 @@ async def test_a_listing_reads_running_for_a_few_phones_and_still_finds_the_offl
 ) -> None:
     made = [await provider.create_device(new_device(slot=s)) for s in range(5)]
     await account.advance(61)
-    provider.probe_seconds = 0  # every answer is old at once: only the cap limits the reads
+    provider.reads.probe_seconds = 0  # every answer is old at once: only the cap limits the reads
     broken = (parse_device_id(made[3].id) or ("", 0))[0]
     await account.control(f"phones/{broken}/offline")
     seen: list[dict[str, str]] = []

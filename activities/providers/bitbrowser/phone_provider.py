@@ -31,21 +31,8 @@ the Local API"); so:
   (`provider_call(deleting=True)`: terminate_pool's) reads and repairs
   nothing: shut down and marked `retired`. `release_pool` (a deleted pool)
   marks its reserve `retired`.
-- **Statuses**: listed booting is `provisioning`; powered off (while `active`)
-  is `provisioning` too, so the health check's startup timeout replaces it;
-  suspended is `offline`; listed running is `ready` when `/phone/running`
-  says so and `offline` when not. That read costs a turn of the budget, so a
-  listing makes at most `PROBES_PER_LISTING` of them, one while other calls
-  wait for the budget (phones last read not running first; then phones whose
-  listed status changed, then the longest unread), and an answer counts for
-  `PROBE_TURNS` intervals: a phone not read, or read longer ago, is what the
-  listing says, except one last read not running, offline until read again
-  (kept out of service and out of a scale-down, never removed on that old
-  answer). A pool of N sees a phone go offline within about N / 3 of its
-  listings. A fresh read (`provider_call(fresh=True)`: the health check's,
-  which removes what reads offline) reads every phone last read not running
-  again first, and a removal reads such a phone before it parks it.
-  Profiles not `active` are not listed. No session: never `busy`.
+- **Statuses** are the listing's word, checked by a few `/phone/running` reads
+  (`phone_reads`). Profiles not `active` are not listed. No session: never `busy`.
 - **Regions**: the Local API has no region list or status (a `regionId` is a
   compute type id copied from the desktop client): `region_names` is empty,
   so the engine does not check a pool's region, and `region_status` is
@@ -69,12 +56,8 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 
 from devicepool.activities.device_models import (
-    OFFLINE,
-    PROVISIONING,
-    READY,
     DeviceInfo,
     DeviceStatusInfo,
 )
@@ -102,32 +85,21 @@ from devicepool.activities.providers.bitbrowser.phone_marks import (
     RESERVE,
     RETIRED,
     Remark,
-    device_id,
     parked_mark,
     parse_device_id,
     pool_prefix,
     slot_mark,
 )
+from devicepool.activities.providers.bitbrowser.phone_reads import PROBES_PER_LISTING, PhoneReads
 from devicepool.activities.providers.bitbrowser.phones import CloudPhones
 from devicepool.activities.settings import ProxyPoolSettings
 from devicepool.api.errors import ErrorType
 from devicepool.api.names import LABEL_POOL, LABEL_TEMPLATE_HASH
 
-__all__ = ["ANDROID_ONLY", "PROBES_PER_LISTING", "PROBE_TURNS", "PROXY_NEEDED", "PhoneProvider"]
+__all__ = ["ANDROID_ONLY", "PROXY_NEEDED", "PhoneProvider"]
 
 ANDROID_ONLY = "the BitBrowser Local API has Android cloud phones only"
 PROXY_NEEDED = "a cloud phone's proxy needs a host, port, username and password"
-# A phone's `/phone/running` answer is trusted this many budget intervals (30 s at 1/s),
-# and a listing reads at most this many (a pool of 100 would spend its budget on them).
-PROBE_TURNS = 30
-PROBES_PER_LISTING = 3
-
-
-@dataclass
-class _Probe:
-    at: float
-    running: bool
-    listed: int | None
 
 
 @dataclass
@@ -171,10 +143,12 @@ class PhoneProvider:
         self._park_locks: dict[str, asyncio.Lock] = {}
         # Temporary compute: billed exactly while powered on (monthly ignores power).
         self.compute_type = compute_type
-        self.probe_seconds = (
-            PROBE_TURNS * phones.pacer.interval if probe_seconds is None else probe_seconds
+        self.reads = PhoneReads(
+            phones,
+            probe_seconds=probe_seconds,
+            probes_per_listing=probes_per_listing,
+            clock=clock,
         )
-        self.probes_per_listing = probes_per_listing
         self._wall = wall_clock
         self._clock = clock
         self._seqs: dict[str, int] = {}  # phone id -> seq: one listing call finds it again
@@ -200,7 +174,6 @@ class PhoneProvider:
         self.reserve_count_seconds = 60 * phones.pacer.interval
         self._parks: Counter[str] = Counter()
         self._claimed: Counter[str] = Counter()  # reserve claims made, by pool
-        self._probes: dict[str, _Probe] = {}
         # pool -> one reserve claim of the pool at a time (this process)
         self._claim_locks: dict[str, asyncio.Lock] = {}
         # (pool, replacement) -> its listing not sent yet, which later callers join
@@ -219,11 +192,11 @@ class PhoneProvider:
     async def list_pool(self, pool: str) -> list[DeviceInfo]:
         with provider_call(pool=pool):
             found = await self._pool_phones(pool)
-            return await self._infos([(p, r) for p, r in found if r.state == ACTIVE])
+            return await self.reads.infos([(p, r) for p, r in found if r.state == ACTIVE])
 
     async def list_managed(self) -> list[ProviderDevice]:
         found = await self._marked(MARK_PREFIX)
-        infos = await self._infos([(p, r) for p, r in found if r.state == ACTIVE])
+        infos = await self.reads.infos([(p, r) for p, r in found if r.state == ACTIVE])
         return [ProviderDevice(info, "android") for info in infos]
 
     async def get_device(self, device_id: str) -> ProviderDevice:
@@ -232,7 +205,7 @@ class PhoneProvider:
         # no `offline` that the pool's listings and the health check have not read.
         phone, remark = await self._serving(device_id)
         with provider_call(pool=remark.pool):
-            (info,) = await self._infos([(phone, remark)], probe=False)
+            (info,) = await self.reads.infos([(phone, remark)], probe=False)
             return ProviderDevice(info, "android")
 
     async def read_statuses(self, ids: list[str]) -> tuple[list[DeviceStatusInfo], list[str]]:
@@ -252,7 +225,7 @@ class PhoneProvider:
                 hits.append(hit)
         items = [
             DeviceStatusInfo(id=i.id, status=i.status, reason=i.reason, updated_at=i.updated_at)
-            for i in await self._infos(hits)
+            for i in await self.reads.infos(hits)
         ]
         return items, not_found
 
@@ -416,7 +389,7 @@ class PhoneProvider:
             await self.phones.open(phone.id)
             self._forget(phone.id)
             phone = phone.model_copy(update={"status": PhoneStatus.BOOTING})
-        return await self._info(phone, remark)
+        return await self.reads.info(phone, remark)
 
     # ------------------------------------------------------------ removals
 
@@ -434,8 +407,8 @@ class PhoneProvider:
             # not come back when powered on again is replaced then, and fresh-started.
             # A phone last read not running is read again, however old that answer:
             # it is neither parked broken on an old answer nor kept as if well.
-            read = current_call().replacement or self._suspect(phone)
-            broken = phone.status == PhoneStatus.RUNNING and not await self._running(
+            read = current_call().replacement or self.reads.suspect(phone)
+            broken = phone.status == PhoneStatus.RUNNING and not await self.reads.running(
                 phone, read=read
             )
             await self._park(phone, remark, broken=broken)
@@ -617,7 +590,7 @@ class PhoneProvider:
 
     def _forget(self, phone_id: str) -> None:
         """What this adapter kept of a phone it just changed."""
-        self._probes.pop(phone_id, None)
+        self.reads.forget(phone_id)
         self._looked.pop(phone_id, None)
 
     async def _phone(self, phone_id: str) -> Phone | None:
@@ -662,104 +635,6 @@ class PhoneProvider:
             if phone.id == phone_id:
                 return phone
         return None
-
-    async def _probe(self, phone: Phone) -> bool:
-        """`/phone/running` now (one turn of the budget), kept for the listings after."""
-        running = await self.phones.running(phone.id)
-        self._probes[phone.id] = _Probe(self._clock(), running, phone.status)
-        return running
-
-    async def _running(self, phone: Phone, *, read: bool = True) -> bool:
-        """The kept `/phone/running` answer (for the phone's listed status, less than
-        `probe_seconds` old), else one read (`read`), else the listing's word (running):
-        a caller whose phone is a `_suspect` reads."""
-        kept = self._kept(phone, self._clock())
-        if kept is not None:
-            return kept.running
-        return await self._probe(phone) if read else True
-
-    def _kept(self, phone: Phone, now: float) -> _Probe | None:
-        """The phone's `running` answer if it still counts: for its listed status, and
-        less than `probe_seconds` old (an older one is due to be read again)."""
-        kept = self._probes.get(phone.id)
-        if kept is None or kept.listed != phone.status or now - kept.at > self.probe_seconds:
-            return None
-        return kept
-
-    def _suspect(self, phone: Phone) -> bool:
-        """Listed running, last read not running (whatever the answer's age)."""
-        kept = self._probes.get(phone.id)
-        return kept is not None and kept.listed == phone.status and not kept.running
-
-    async def _info(self, phone: Phone, remark: Remark) -> DeviceInfo:
-        (info,) = await self._infos([(phone, remark)])
-        return info
-
-    async def _infos(
-        self, found: list[tuple[Phone, Remark]], *, probe: bool = True
-    ) -> list[DeviceInfo]:
-        """The devices of `found`, after at most `probes_per_listing` reads of `running` (one
-        while other calls wait for the budget) among the phones listed running whose
-        answer no longer counts: those last read not running first (one still offline
-        keeps reading offline), then a phone whose listed status changed, then the
-        longest unread. A fresh read (`provider_call(fresh=True)`: the health check's,
-        which acts on it) reads every suspect again, however recent its answer."""
-        now = self._clock()
-        running = [p for p, _ in found if p.status in (PhoneStatus.RUNNING, None)]
-        fresh = [p for p in running if self._suspect(p)] if probe and current_call().fresh else []
-        again = {p.id for p in fresh}
-        due = [p for p in running if p.id not in again and self._kept(p, now) is None]
-        probes = self._probes
-
-        def first(phone: Phone) -> tuple[bool, bool, float]:
-            last = probes.get(phone.id)
-            same = last is not None and last.listed == phone.status
-            return (not self._suspect(phone), same, last.at if last else 0.0)
-
-        reads = 0 if not probe else self.probes_per_listing if not self.phones.pacer.waiting else 1
-        for phone in [*fresh, *sorted(due, key=first)[:reads]]:
-            await self._probe(phone)
-        # Seen as of the listing's start: an answer read for it counts for it.
-        return [self._view(phone, remark, now) for phone, remark in found]
-
-    def _view(self, phone: Phone, remark: Remark, now: float) -> DeviceInfo:
-        status, reason = self._status(phone, now)
-        return DeviceInfo(
-            id=device_id(phone.id, remark.incarnation),
-            status=status,
-            region=phone.region_id,
-            created_at=datetime.fromtimestamp(remark.started, UTC),
-            reason=reason,
-            labels=dict(remark.labels),
-        )
-
-    def _status(self, phone: Phone, now: float) -> tuple[str, str | None]:
-        listed = phone.status
-        if listed == PhoneStatus.BOOTING:
-            return PROVISIONING, None
-        if listed == PhoneStatus.OFF:
-            return PROVISIONING, "powered off"
-        if listed == PhoneStatus.SUSPENDED:
-            return OFFLINE, "suspended (window closed, still billed)"
-        kept = self._kept(phone, now)
-        running = kept.running if kept is not None else None
-        if running is None and self._suspect(phone):
-            # Last read not running, too long ago: offline still, until read again. An
-            # old answer keeps a phone out of service and out of a scale-down, never
-            # removes it: the health check removes on its fresh read, which reads it.
-            # Shown ready on the listing's word, K phones that expired together would
-            # swing at each keep time (a few read per listing), every swing a confirm
-            # read of all K by the health check.
-            running = False
-        if running is None:  # not read, or read too long ago: the listing's word
-            if listed == PhoneStatus.RUNNING:
-                return READY, None
-            return PROVISIONING, f"listed status {listed}"
-        if running:
-            return READY, None
-        if listed == PhoneStatus.RUNNING:
-            return OFFLINE, "powered on, not running"
-        return PROVISIONING, f"listed status {listed}"
 
 
 def _oldest_first(found: tuple[Phone, Remark]) -> tuple[bool, int, str]:

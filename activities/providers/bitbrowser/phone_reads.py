@@ -1,0 +1,166 @@
+"""What a cloud phone's status is: the listing's word, checked by a few `/phone/running` reads.
+
+Listed booting is `provisioning`; powered off (while `active`)
+is `provisioning` too, so the health check's startup timeout replaces it;
+suspended is `offline`; listed running is `ready` when `/phone/running`
+says so and `offline` when not. That read costs a turn of the budget, so a
+listing makes at most `PROBES_PER_LISTING` of them, one while other calls
+wait for the budget (phones last read not running first; then phones whose
+listed status changed, then the longest unread), and an answer counts for
+`PROBE_TURNS` intervals: a phone not read, or read longer ago, is what the
+listing says, except one last read not running, offline until read again
+(kept out of service and out of a scale-down, never removed on that old
+answer). A pool of N sees a phone go offline within about N / 3 of its
+listings. A fresh read (`provider_call(fresh=True)`: the health check's,
+which removes what reads offline) reads every phone last read not running
+again first, and a removal reads such a phone before it parks it.
+Profiles not `active` are not listed. No session: never `busy`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from devicepool.activities.device_models import OFFLINE, PROVISIONING, READY, DeviceInfo
+from devicepool.activities.providers.base import current_call
+from devicepool.activities.providers.bitbrowser.models import Phone, PhoneStatus
+from devicepool.activities.providers.bitbrowser.phone_marks import Remark, device_id
+from devicepool.activities.providers.bitbrowser.phones import CloudPhones
+
+__all__ = ["PROBES_PER_LISTING", "PROBE_TURNS", "PhoneReads"]
+
+# A phone's `/phone/running` answer is trusted this many budget intervals (30 s at 1/s),
+# and a listing reads at most this many (a pool of 100 would spend its budget on them).
+PROBE_TURNS = 30
+PROBES_PER_LISTING = 3
+
+
+@dataclass
+class _Probe:
+    at: float
+    running: bool
+    listed: int | None
+
+
+class PhoneReads:
+    """The `/phone/running` answers one adapter keeps, and the devices its listings show."""
+
+    def __init__(
+        self,
+        phones: CloudPhones,
+        *,
+        probe_seconds: float | None,
+        probes_per_listing: int,
+        clock: Callable[[], float],
+    ) -> None:
+        self.phones = phones
+        self.probe_seconds = (
+            PROBE_TURNS * phones.pacer.interval if probe_seconds is None else probe_seconds
+        )
+        self.probes_per_listing = probes_per_listing
+        self._clock = clock
+        self._probes: dict[str, _Probe] = {}
+
+    def forget(self, phone_id: str) -> None:
+        """What was read of a phone this adapter just changed."""
+        self._probes.pop(phone_id, None)
+
+    async def probe(self, phone: Phone) -> bool:
+        """`/phone/running` now (one turn of the budget), kept for the listings after."""
+        running = await self.phones.running(phone.id)
+        self._probes[phone.id] = _Probe(self._clock(), running, phone.status)
+        return running
+
+    async def running(self, phone: Phone, *, read: bool = True) -> bool:
+        """The kept `/phone/running` answer (for the phone's listed status, less than
+        `probe_seconds` old), else one read (`read`), else the listing's word (running):
+        a caller whose phone is a `suspect` reads."""
+        kept = self.kept(phone, self._clock())
+        if kept is not None:
+            return kept.running
+        return await self.probe(phone) if read else True
+
+    def kept(self, phone: Phone, now: float) -> _Probe | None:
+        """The phone's `running` answer if it still counts: for its listed status, and
+        less than `probe_seconds` old (an older one is due to be read again)."""
+        kept = self._probes.get(phone.id)
+        if kept is None or kept.listed != phone.status or now - kept.at > self.probe_seconds:
+            return None
+        return kept
+
+    def suspect(self, phone: Phone) -> bool:
+        """Listed running, last read not running (whatever the answer's age)."""
+        kept = self._probes.get(phone.id)
+        return kept is not None and kept.listed == phone.status and not kept.running
+
+    async def info(self, phone: Phone, remark: Remark) -> DeviceInfo:
+        (info,) = await self.infos([(phone, remark)])
+        return info
+
+    async def infos(
+        self, found: list[tuple[Phone, Remark]], *, probe: bool = True
+    ) -> list[DeviceInfo]:
+        """The devices of `found`, after at most `probes_per_listing` reads of `running` (one
+        while other calls wait for the budget) among the phones listed running whose
+        answer no longer counts: those last read not running first (one still offline
+        keeps reading offline), then a phone whose listed status changed, then the
+        longest unread. A fresh read (`provider_call(fresh=True)`: the health check's,
+        which acts on it) reads every suspect again, however recent its answer."""
+        now = self._clock()
+        running = [p for p, _ in found if p.status in (PhoneStatus.RUNNING, None)]
+        fresh = [p for p in running if self.suspect(p)] if probe and current_call().fresh else []
+        again = {p.id for p in fresh}
+        due = [p for p in running if p.id not in again and self.kept(p, now) is None]
+        probes = self._probes
+
+        def first(phone: Phone) -> tuple[bool, bool, float]:
+            last = probes.get(phone.id)
+            same = last is not None and last.listed == phone.status
+            return (not self.suspect(phone), same, last.at if last else 0.0)
+
+        reads = 0 if not probe else self.probes_per_listing if not self.phones.pacer.waiting else 1
+        for phone in [*fresh, *sorted(due, key=first)[:reads]]:
+            await self.probe(phone)
+        # Seen as of the listing's start: an answer read for it counts for it.
+        return [self._view(phone, remark, now) for phone, remark in found]
+
+    def _view(self, phone: Phone, remark: Remark, now: float) -> DeviceInfo:
+        status, reason = self._status(phone, now)
+        return DeviceInfo(
+            id=device_id(phone.id, remark.incarnation),
+            status=status,
+            region=phone.region_id,
+            created_at=datetime.fromtimestamp(remark.started, UTC),
+            reason=reason,
+            labels=dict(remark.labels),
+        )
+
+    def _status(self, phone: Phone, now: float) -> tuple[str, str | None]:
+        listed = phone.status
+        if listed == PhoneStatus.BOOTING:
+            return PROVISIONING, None
+        if listed == PhoneStatus.OFF:
+            return PROVISIONING, "powered off"
+        if listed == PhoneStatus.SUSPENDED:
+            return OFFLINE, "suspended (window closed, still billed)"
+        kept = self.kept(phone, now)
+        running = kept.running if kept is not None else None
+        if running is None and self.suspect(phone):
+            # Last read not running, too long ago: offline still, until read again. An
+            # old answer keeps a phone out of service and out of a scale-down, never
+            # removes it: the health check removes on its fresh read, which reads it.
+            # Shown ready on the listing's word, K phones that expired together would
+            # swing at each keep time (a few read per listing), every swing a confirm
+            # read of all K by the health check.
+            running = False
+        if running is None:  # not read, or read too long ago: the listing's word
+            if listed == PhoneStatus.RUNNING:
+                return READY, None
+            return PROVISIONING, f"listed status {listed}"
+        if running:
+            return READY, None
+        if listed == PhoneStatus.RUNNING:
+            return OFFLINE, "powered on, not running"
+        return PROVISIONING, f"listed status {listed}"
