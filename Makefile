@@ -2,6 +2,8 @@
 #
 #   make test   venv + install (when pyproject.toml changed) + ruff + lint-imports + mypy + pytest (e2e included)
 #   make test-fast  only the tests that start no server and no process (-m "not devserver and not e2e")
+#   make durations  the suite as `make test` runs it, writing each test's time to tests/durations.json
+#               (the order `make test` hands tests to its workers: slowest first)
 #   make demo   venv with the runtime only + `devicepool dev --browser-nodes 2 --apply examples/quickstart.yaml --apply examples/browserpool.yaml $(ARGS)`,
 #               e.g. `make demo ARGS="--port 17233 --ui-port 18233"` when 7233 or 8233 is taken
 #   make lint   ruff check + ruff format --check + lint-imports (layer contracts) + mypy
