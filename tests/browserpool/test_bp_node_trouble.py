@@ -279,7 +279,8 @@ async def test_a_delete_waits_for_a_node_of_the_pools_account(env: WorkflowEnvir
 
             await nodes["node-1"].start()
             await eventually(lambda: _gone(account, pool), timeout=40, what="profiles deleted")
-            final = await deleted(handle, timeout=30)
+            # Held long (NoLiveNode): the teardown may have continued as new.
+            final = await deleted(handle, timeout=30, handed_over=True)
             cond = conditions(final)
             assert final["phase"] == "Deleted", final
             assert (cond["Ready"]["status"], cond["Ready"]["reason"]) == ("False", "Deleted")
@@ -405,7 +406,8 @@ async def test_a_delete_waits_for_the_pools_nodes_when_no_node_names_an_account(
             assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
 
             await nodes["node-1"].start()
-            final = await deleted(handle, timeout=40)
+            # Held long (NoLiveNode): the teardown may have continued as new.
+            final = await deleted(handle, timeout=40, handed_over=True)
             assert final["phase"] == "Deleted", final
             assert placement(account, pool)["total"] == 0
         finally:
@@ -622,6 +624,8 @@ async def test_a_delete_during_a_pass_starts_no_open(env: WorkflowEnvironment) -
             await asyncio.sleep(2)
         finally:
             release.set()
+        # Review of the port, finding 5: the run ends cancelled (`deleted` is strict: a
+        # run that completed would fail here), as every kind's deletion on the shell.
         final = await deleted(handle, timeout=60)
         assert final["phase"] == "Deleted", final
         assert opens == [], opens
