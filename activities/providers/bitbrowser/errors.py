@@ -154,19 +154,8 @@ def classify(msg: str) -> Refusal:
 class LocalApiError(ProviderError):
     """A Local API call failed: its refusal kind and the vendor's text (scrubbed) kept."""
 
-    def __init__(
-        self,
-        error_type: ErrorType,
-        status: int | None,
-        detail: str,
-        retry_after: float | None = None,
-        *,
-        raw_msg: str = "",
-        refusal: Refusal = Refusal.UNKNOWN,
-    ) -> None:
-        self.raw_msg = raw_msg
-        self.refusal = refusal
-        super().__init__(error_type, status, detail, retry_after)
+    raw_msg: str = ""
+    refusal: Refusal = Refusal.UNKNOWN
 
 
 class LocalApiNotFoundError(LocalApiError, NotFoundError):
@@ -221,16 +210,17 @@ class CloseUnconfirmedError(ProviderError):
         super().__init__(ErrorType.TEARDOWN_PENDING, None, detail)
 
 
-_CLASSES: dict[Refusal, tuple[type[LocalApiError], ErrorType]] = {
-    Refusal.NOT_FOUND: (LocalApiNotFoundError, ErrorType.NOT_FOUND),
-    Refusal.BUSY: (LocalApiBusyError, ErrorType.INVALID_STATE),
-    Refusal.STATE: (LocalApiStateError, ErrorType.INVALID_STATE),
-    Refusal.AUTH: (LocalApiAuthError, ErrorType.UNAUTHENTICATED),
-    Refusal.RATE_LIMITED: (LocalApiRateLimitedError, ErrorType.RATE_LIMITED),
-    Refusal.INVALID: (LocalApiInvalidError, ErrorType.INVALID_ARGUMENT),
-    Refusal.QUOTA: (LocalApiQuotaError, ErrorType.QUOTA_EXCEEDED),
-    Refusal.UNAVAILABLE: (LocalApiUnavailableError, ErrorType.SERVER_ERROR),
-    Refusal.UNKNOWN: (LocalApiRefusedError, ErrorType.SERVER_ERROR),
+# Each class's `default_error_type` is the `ErrorType` it raises (the table above).
+_CLASSES: dict[Refusal, type[LocalApiError]] = {
+    Refusal.NOT_FOUND: LocalApiNotFoundError,
+    Refusal.BUSY: LocalApiBusyError,
+    Refusal.STATE: LocalApiStateError,
+    Refusal.AUTH: LocalApiAuthError,
+    Refusal.RATE_LIMITED: LocalApiRateLimitedError,
+    Refusal.INVALID: LocalApiInvalidError,
+    Refusal.QUOTA: LocalApiQuotaError,
+    Refusal.UNAVAILABLE: LocalApiUnavailableError,
+    Refusal.UNKNOWN: LocalApiRefusedError,
 }
 
 # A refusal of the phone budget without a `Retry-After`: the budget's window is one second.
@@ -252,21 +242,23 @@ def refusal_error(
     if kind is None and any(needle in msg.lower() for needle in _UNSUPPORTED):
         return unsupported_error(call, msg, status)
     kind = classify(msg) if kind is None else kind
-    cls, error_type = _CLASSES[kind]
+    cls = _CLASSES[kind]
     if kind is Refusal.RATE_LIMITED and retry_after is None:
         retry_after = DEFAULT_RATE_LIMIT_RETRY_AFTER
-    return cls(error_type, status, _detail(call, msg), retry_after, raw_msg=msg, refusal=kind)
+    return _kept(cls(cls.default_error_type, status, _detail(call, msg), retry_after), msg, kind)
 
 
 def unsupported_error(call: str, msg: str, status: int | None) -> LocalApiError:
     """An unknown path: the desktop client is older than the call (never NOT_FOUND)."""
-    return LocalApiUnsupportedError(
-        ErrorType.INVALID_ARGUMENT,
-        status,
-        _detail(call, msg or "unknown path"),
-        raw_msg=msg,
-        refusal=Refusal.INVALID,
+    error = LocalApiUnsupportedError(
+        ErrorType.INVALID_ARGUMENT, status, _detail(call, msg or "unknown path")
     )
+    return _kept(error, msg, Refusal.INVALID)
+
+
+def _kept(error: LocalApiError, msg: str, refusal: Refusal) -> LocalApiError:
+    error.raw_msg, error.refusal = msg, refusal
+    return error
 
 
 def _detail(call: str, msg: str) -> str:
