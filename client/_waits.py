@@ -98,10 +98,16 @@ async def until_ready(
     timeout: float,
     on_progress: Progress,
 ) -> dict[str, Any]:
-    """Until the pool's status says it converged on `generation`; that status."""
+    """Until the pool's status says it converged on `generation`; that status.
+
+    `PoolNotFound` once the pool no longer runs: a pool deleted during the wait ends
+    with a status that has nothing desired, which must not read as converged (and a
+    query of a closed run is a replay of its whole history).
+    """
     deadline = time.monotonic() + timeout
     status: dict[str, Any] = {}
     while True:
+        await pools._describe_running(name, handle, side.kind.name)
         answer = await pools._try_query(handle, QUERY_STATUS)
         if isinstance(answer, dict):
             status = answer

@@ -1,0 +1,78 @@
+"""`--wait` of either kind against the in-process Temporal of `test_client_both_kinds`:
+what a wait says when its pool ends, or no worker answers, and what it asks the pool.
+
+Each line and exit code is what the CLI printed before the kind registry (issue 38).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+
+from devicepool.client.errors import EXIT_RUNTIME
+from tests.client.test_client_both_kinds import Pool, browser, device, run, temporal
+
+__all__ = ["temporal"]  # the fixture, used by name
+
+# What each kind's status says once its teardown finished: nothing desired, nothing left.
+TORN_DOWN = {
+    "browserpool": {
+        "phase": "Deleting",
+        "observedGeneration": 3,
+        "desiredReplicas": 0,
+        "readyProfiles": 0,
+        "profileIds": [],
+    },
+    "devicepool": {
+        "phase": "Deleting",
+        "observedGeneration": 3,
+        "desiredReplicas": 0,
+        "readyDevices": 0,
+    },
+}
+
+
+class DeletedAfterScale(Pool):
+    """Runs until its scale update is answered; then deleted: its run CANCELED, its
+    torn-down status still answered (a worker replays the closed run to answer)."""
+
+    ended = False
+
+    async def describe(self) -> Any:
+        desc = await super().describe()
+        if self.ended:
+            desc.status = WorkflowExecutionStatus.CANCELED
+        return desc
+
+    async def execute_update(self, name: str, request: Any = None, **kw: Any) -> Any:
+        answer = await super().execute_update(name, request, **kw)
+        self.ended = True
+        self.answers["status"] = TORN_DOWN[self.id.split("/")[0]]
+        return answer
+
+
+@pytest.mark.parametrize(
+    ("named", "line"),
+    [
+        ("browserpool/b", "error: browserpool/b not found (no running workflow browserpool/b)"),
+        ("devicepool/b", 'error: pool "b" not found (no running workflow devicepool/b)'),
+    ],
+)
+def test_scale_wait_on_a_pool_deleted_meanwhile_is_not_found_not_ready(
+    capsys: pytest.CaptureFixture[str],
+    temporal: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    named: str,
+    line: str,
+) -> None:
+    monkeypatch.setattr("devicepool.client._waits.POLL_SECONDS", 0.01)
+    kind = named.split("/")[0]
+    made = browser("b") if kind == "browserpool" else device("b")
+    pool = DeletedAfterScale(made.id, made.answers)
+    temporal(pool)
+    code, out, err = run(capsys, "scale", named, "--replicas", "3", "--wait", "--timeout", "1")
+    assert out == f"{kind}/b scaled to 3 (generation 2)\n"
+    assert (code, err.splitlines()[-1]) == (EXIT_RUNTIME, line)
+    assert "ready" not in out
