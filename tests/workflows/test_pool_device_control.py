@@ -1,4 +1,4 @@
-"""One device and the pool's remediation, by hand; devices replaced by age (`spec.lifetime`).
+"""One device and the pool's remediation, by hand; a template change rolled out.
 
 Against the dev server and the emulator's ground truth (FAST settings: offline
 after 3 s, no idle grace):
@@ -7,8 +7,6 @@ after 3 s, no idle grace):
   for a busy device's session to end, its replacement already created;
 - `pause` stops the health check replacing an offline device (it is still
   shown), `resume` lets it;
-- past `lifetime.maxAge` an idle device is replaced and a busy one waits; past
-  `maxAge + gracePeriod` it goes busy or not, with a Warning event;
 - a device the pool does not have is refused by the update, and nothing changes.
 """
 
@@ -126,38 +124,6 @@ async def test_protect_replace_and_pause_by_hand(
     reasons = [e["reason"] for e in await events(handle)]
     for said in ("ReplaceRequested", "RemediationPausedByUser", "RemediationResumed"):
         assert said in reasons, reasons
-    await handle.cancel()
-    await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")
-
-
-async def test_devices_past_their_lifetime_are_replaced_idle_first_then_forced(
-    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
-) -> None:
-    handle = await start(env, pool_name, 2, lifetime={"maxAge": "20s", "gracePeriod": "10s"})
-    first = await eventually(lambda: ready_ids(control, pool_name, 2), timeout=60, what="2 ready")
-    busy, idle = first
-    await session(control, busy, True)
-
-    async def idle_replaced() -> bool:
-        # Past maxAge: the idle one is replaced; the busy one waits, its replacement beside it.
-        devices = {d["id"]: d["status"] for d in await pool_devices(control, pool_name)}
-        fresh = [i for i, status in devices.items() if i not in first and status == "ready"]
-        return idle not in devices and devices.get(busy) == "busy" and len(fresh) == 2
-
-    await eventually(idle_replaced, timeout=40, what="the idle device replaced, the busy kept")
-
-    async def busy_forced() -> bool:
-        # Past maxAge + gracePeriod: it goes, busy or not.
-        return busy not in [d["id"] for d in await pool_devices(control, pool_name)]
-
-    await eventually(busy_forced, timeout=40, what="the busy device forced out")
-    said = await events(handle)
-    forced = [e for e in said if e["reason"] == "Expired" and e["type"] == "Warning"]
-    assert forced and busy in forced[0]["message"]
-    # The idle one left as expired, its replacement first: not a scale-down.
-    retired = [e for e in said if e["reason"] == "Expired" and e["type"] == "Normal"]
-    assert any(idle in e["message"] for e in retired), said
-    assert "ScaledDown" not in [e["reason"] for e in said], said
     await handle.cancel()
     await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")
 

@@ -5,6 +5,8 @@ grace), sampled every 0.1 s: a pool of 2 whose devices pass `lifetime.maxAge`
 together, and `replace DEVICE --when-idle` on an idle device, never serve fewer
 than 2. Before, each expired device was terminated in the pass that ordered its
 replacement (a pool of 2 sat at 0/2 ready while they booted), said `ScaledDown`.
+With no room beside them (a spendCap), they go first one at a time: pure, in
+`test_pool_leaving.py`.
 """
 
 from __future__ import annotations
@@ -68,32 +70,5 @@ async def test_an_idle_device_replaced_when_idle_waits_for_its_replacement(
     assert fewest >= 2, f"only {fewest} of 2 serving while a device was replaced when idle"
     reasons = [e["reason"] for e in await events(handle)]
     assert "Replaced" in reasons and "ScaledDown" not in reasons, reasons
-    await handle.cancel()
-    await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")
-
-
-async def test_expired_devices_with_no_room_beside_go_first_one_at_a_time(
-    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
-) -> None:
-    # spendCap 2 for a pool of 2: no replacement can bill beside an expired device.
-    # Before, neither expired device ever went (and the pool listed every 30 s).
-    handle = await start(env, pool_name, 2, lifetime={"maxAge": "15s"}, spendCap={"maxDevices": 2})
-    first = await eventually(lambda: ready_ids(control, pool_name, 2), timeout=60, what="2 ready")
-    fewest, most = 2, 2
-
-    async def renewed() -> bool:
-        nonlocal fewest, most
-        devices = await pool_devices(control, pool_name)
-        serving = [d for d in devices if d["status"] in ("ready", "busy")]
-        fewest, most = min(fewest, len(serving)), max(most, len(devices))
-        ids = {d["id"] for d in devices}
-        return not ids & set(first) and len(serving) == 2 == len(devices)
-
-    await eventually(renewed, timeout=60, every=0.1, what="both expired devices replaced")
-    assert most <= 2, f"{most} devices billed under a spendCap of 2"
-    assert fewest >= 1, "both expired devices went at once"
-    said = await events(handle)
-    expired = [e["message"] for e in said if e["reason"] == "Expired"]
-    assert expired and all("before its replacement" in m for m in expired), said
     await handle.cancel()
     await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")
