@@ -110,6 +110,11 @@ class PoolClient:
 
         return BrowserPoolClient(self._client)
 
+    def _device_pools_only(self, method: str) -> None:
+        """`BadInput` on a `BrowserPoolClient`: it would reach the DevicePool of that name."""
+        if self.kind != KIND_DEVICE_POOL:
+            raise BadInput(f"{self.kind}s have no {method}: a DevicePool's (PoolClient.{method})")
+
     def _side(self, kind: str | None) -> Side:
         return side_of(kind or self.kind)
 
@@ -212,6 +217,7 @@ class PoolClient:
     async def costs(self, name: str | None = None) -> list[tuple[str, PoolCost | None]]:
         """What each running DevicePool's devices billed (query `cost`), or None where no
         worker answered (or the pool's build predates the query); one pool with `name`."""
+        self._device_pools_only("costs")
         return await _pool_reads.costs(self, name)
 
     # ------------------------------------------------------------ one device, remediation
@@ -224,6 +230,7 @@ class PoolClient:
 
     async def protect_device(self, name: str, device: str, *, duration: str | None = None) -> str:
         """Keep a device from scale-down and expiry (for `duration`, e.g. `2h`, or until unprotected)."""
+        self._device_pools_only(UPDATE_PROTECT_DEVICE)
         try:
             request = ProtectRequest.model_validate({"device": device, "duration": duration})
         except pydantic.ValidationError as err:
@@ -241,6 +248,7 @@ class PoolClient:
         return await self._control(name, UPDATE_RESUME_REMEDIATION, None)
 
     async def _control(self, name: str, update: str, request: Any) -> str:
+        self._device_pools_only(update)  # each update is named as its method
         validate_name(name)
         handle = await self._running(name, KIND_DEVICE_POOL)
         args = [] if request is None else [request]
@@ -360,6 +368,7 @@ class PoolClient:
 
     async def devices(self, name: str) -> DevicesView:
         """A DevicePool's devices (a BrowserPool's: `profiles`)."""
+        self._device_pools_only("devices")
         validate_name(name)
         handle = await self._running(name, KIND_DEVICE_POOL)
         with self._errors(name, kind=KIND_DEVICE_POOL):

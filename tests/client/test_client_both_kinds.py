@@ -31,6 +31,7 @@ class Pool:
     def __init__(self, workflow_id: str, answers: dict[str, Any]) -> None:
         self.id, self.answers = workflow_id, answers
         self.updates: list[tuple[str, Any]] = []
+        self.queries: list[str] = []
         self.cancelled = False
         self.typed_search_attributes = SimpleNamespace(get=lambda key: None)
         self.start_time = STARTED
@@ -47,6 +48,7 @@ class Pool:
         )
 
     async def query(self, name: str, *, result_type: Any = dict, **_: Any) -> Any:
+        self.queries.append(name)
         if name not in self.answers:  # no worker answers it
             from temporalio.client import RPCTimeoutOrCancelledError
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from devicepool.client.errors import EXIT_RUNTIME
+from devicepool.client.errors import EXIT_RUNTIME, BadInput
 from tests.client.test_client_both_kinds import Pool, browser, device, run, temporal
 
 __all__ = ["temporal"]  # the fixture, used by name
@@ -76,3 +76,29 @@ def test_scale_wait_on_a_pool_deleted_meanwhile_is_not_found_not_ready(
     assert out == f"{kind}/b scaled to 3 (generation 2)\n"
     assert (code, err.splitlines()[-1]) == (EXIT_RUNTIME, line)
     assert "ready" not in out
+
+
+@pytest.mark.parametrize(
+    ("method", "args"),
+    [
+        ("pause_remediation", ("x",)),
+        ("resume_remediation", ("x",)),
+        ("replace_device", ("x", "d-1")),
+        ("protect_device", ("x", "d-1")),
+        ("unprotect_device", ("x", "d-1")),
+        ("devices", ("x",)),
+        ("costs", ("x",)),
+        ("costs", ()),
+    ],
+)
+async def test_a_devicepool_control_of_the_browser_pool_client_is_refused_unsent(
+    temporal: Any, method: str, args: tuple[str, ...]
+) -> None:
+    """`BrowserPoolClient` had no DevicePool controls (AttributeError); inherited, they
+    reached the DevicePool of the same name (`replace_device` rented a phone)."""
+    from devicepool.client.browser_pools import BrowserPoolClient
+
+    fake = temporal(device("x"), browser("x"))
+    with pytest.raises(BadInput, match=f"BrowserPools have no {method}"):
+        await getattr(BrowserPoolClient(fake), method)(*args)
+    assert not any(p.updates or p.queries for p in fake.pools.values())
