@@ -234,9 +234,9 @@ class BrowserKind:
                     retry = CONFIG_RETRY.total_seconds()
                     self._config_problem = ConfigProblem(reason, message, retry)
                     self._config_retry_at = workflow.now() + CONFIG_RETRY
-                    break  # the next creates would meet the same refusal
-            finally:
-                raise_if_cancelled()
+                    break  # the next creates would meet the same refusal (act checks)
+            # Not in a `finally`: a run thrown away mid-create is closed outside its loop.
+            raise_if_cancelled()  # a delete the awaited call absorbed: teardown, now
         return done
 
     def _creates(self, placement: Placement) -> list[tuple[int, str]]:
