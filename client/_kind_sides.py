@@ -26,6 +26,7 @@ from devicepool.client._status import (
     devices_left,
     is_converged,
 )
+from devicepool.client.errors import BadInput
 from devicepool.workflows.browserpool import publish as browser_publish
 from devicepool.workflows.browserpool.status import LOCAL_API_REFUSED
 from devicepool.workflows.pool.search_attributes import KEY_DESIRED, KEY_PHASE, KEY_READY
@@ -164,4 +165,8 @@ SIDES: dict[str, Side] = {
 
 
 def side_of(kind: str | Kind) -> Side:
-    return SIDES[kind if isinstance(kind, str) else kind.name]
+    """The kind's row; `BadInput` for a name that is no manifest kind (`kind=` of a method)."""
+    name = kind if isinstance(kind, str) else kind.name
+    if name not in SIDES:
+        raise BadInput(f"kind={name!r}: not a pool kind (a manifest kind: {', '.join(SIDES)})")
+    return SIDES[name]

@@ -102,3 +102,28 @@ async def test_a_devicepool_control_of_the_browser_pool_client_is_refused_unsent
     with pytest.raises(BadInput, match=f"BrowserPools have no {method}"):
         await getattr(BrowserPoolClient(fake), method)(*args)
     assert not any(p.updates or p.queries for p in fake.pools.values())
+
+
+@pytest.mark.parametrize("kind", ["browserpool", "NodePool"])
+@pytest.mark.parametrize(
+    ("method", "args"),
+    [
+        ("summary", ("x",)),
+        ("get", ("x",)),
+        ("scale", ("x", 3)),
+        ("delete", ("x",)),
+        ("describe", ("x",)),
+        ("list_pools", ()),
+        ("running", ("x",)),
+    ],
+)
+async def test_a_kind_the_client_does_not_know_is_bad_input_unsent(
+    temporal: Any, kind: str, method: str, args: tuple[Any, ...]
+) -> None:
+    """`kind=` is a manifest kind (`BrowserPool`); the CLI's word, or none, was a KeyError."""
+    from devicepool.client import PoolClient
+
+    fake = temporal(device("x"), browser("x"))
+    with pytest.raises(BadInput, match=f"kind={kind!r}: not a pool kind"):
+        await getattr(PoolClient(fake), method)(*args, kind=kind)
+    assert not any(p.updates or p.queries or p.cancelled for p in fake.pools.values())
