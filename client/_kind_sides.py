@@ -53,6 +53,9 @@ class Side:
     ready_key: str
     converged: Callable[[dict[str, Any], int], bool]
     blocked: Callable[[dict[str, Any], int], dict[str, Any] | None]
+    # Whether `wait_ready` fails at once when no worker answers (`NoWorkerInTime`), as a
+    # BrowserPool's did; a DevicePool's waits its timeout out for one.
+    wait_needs_worker: bool = False
     # Whether `apply` is one update-with-start (else a plain start first: its update never creates).
     update_starts: bool = False
     # Whether messages name the pool bare (`pool "NAME"`): the kind a bare NAME means.
@@ -160,6 +163,7 @@ SIDES: dict[str, Side] = {
         ready_key="readyProfiles",
         converged=browser_converged,
         blocked=_browser_blocked,
+        wait_needs_worker=True,
     ),
 }
 

@@ -20,6 +20,7 @@ from devicepool.client import _pool_reads
 from devicepool.client._kind_sides import Side
 from devicepool.client._results import DeleteResult
 from devicepool.client._status import teardown_blocked
+from devicepool.client._temporal_errors import QUERY_TIMEOUT
 from devicepool.client.errors import DevicePoolError, PoolBlocked, WaitTimeout
 
 if TYPE_CHECKING:
@@ -100,6 +101,7 @@ async def until_ready(
 ) -> dict[str, Any]:
     """Until the pool's status says it converged on `generation`; that status.
 
+    A BrowserPool's fails at once when no worker answers (`Side.wait_needs_worker`).
     `PoolNotFound` once the pool no longer runs: a pool deleted during the wait ends
     with a status that has nothing desired, which must not read as converged (and a
     query of a closed run is a replay of its whole history).
@@ -108,7 +110,11 @@ async def until_ready(
     status: dict[str, Any] = {}
     while True:
         await pools._describe_running(name, handle, side.kind.name)
-        answer = await pools._try_query(handle, QUERY_STATUS)
+        if side.wait_needs_worker:
+            with pools._errors(name, kind=side.kind.name):
+                answer = await handle.query(QUERY_STATUS, rpc_timeout=QUERY_TIMEOUT)
+        else:
+            answer = await pools._try_query(handle, QUERY_STATUS)
         if isinstance(answer, dict):
             status = answer
             if on_progress is not None:

@@ -127,3 +127,34 @@ async def test_a_kind_the_client_does_not_know_is_bad_input_unsent(
     with pytest.raises(BadInput, match=f"kind={kind!r}: not a pool kind"):
         await getattr(PoolClient(fake), method)(*args, kind=kind)
     assert not any(p.updates or p.queries or p.cancelled for p in fake.pools.values())
+
+
+@pytest.mark.parametrize(
+    ("named", "line"),
+    [
+        # A BrowserPool's wait said at once that no worker answers...
+        (
+            "browserpool/b",
+            'error: pool "b": no worker did answer in time — is `devicepool worker` '
+            "(or `devicepool dev`) running?",
+        ),
+        # ...a DevicePool's waits its timeout out (a worker may come).
+        ("devicepool/b", 'error: pool "b" not ready after 0.2s (0/? ready, phase unknown)'),
+    ],
+)
+def test_scale_wait_with_no_worker_answering(
+    capsys: pytest.CaptureFixture[str],
+    temporal: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    named: str,
+    line: str,
+) -> None:
+    monkeypatch.setattr("devicepool.client._waits.POLL_SECONDS", 0.01)
+    kind = named.split("/")[0]
+    made = browser("b") if kind == "browserpool" else device("b")
+    del made.answers["status"]  # no worker answers it
+    temporal(made)
+    code, out, err = run(capsys, "scale", named, "--replicas", "3", "--wait", "--timeout", "0.2")
+    assert out == f"{kind}/b scaled to 3 (generation 2)\n"
+    assert (code, err.splitlines()[-1]) == (EXIT_RUNTIME, line)
+    assert made.queries.count("status") == (1 if kind == "browserpool" else len(made.queries))
