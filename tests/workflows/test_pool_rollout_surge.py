@@ -4,15 +4,19 @@ Against the dev server and the emulator's ground truth, sampled every 0.1 s:
 a pool of 3 under `rollout: {maxSurge: 0, maxUnavailable: 1}` changes template
 while one device is busy. Before, the busy device's replacement was created
 beside it and the pool billed 4 for 3 for the whole session; now it waits for
-the session to end. Never fewer than 2 serve.
+the session to end. Never fewer than 2 serve; the status says `RollingOut` until
+the busy one is replaced. The larger scenario (10 devices, 3 busy, maxSurge 2)
+is decided pass by pass, pure, in `test_pool_rollout_passes.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
 import pytest
+from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
@@ -72,6 +76,8 @@ async def test_a_busy_drifted_device_is_replaced_within_max_surge_zero(
         sample(await pool_devices(control, pool_name))
         await asyncio.sleep(0.1)
     assert most <= 3, f"{most} devices billed for 3 under maxSurge 0"
+    # The status says the rollout waits for it (the pool sees the last boot at its next watch).
+    await eventually(lambda: _rolling(handle, "True", updated=2), what="RollingOut, 2 of 3 updated")
     await session(control, busy, False)
 
     async def done() -> bool:
@@ -83,5 +89,12 @@ async def test_a_busy_drifted_device_is_replaced_within_max_surge_zero(
     await eventually(done, timeout=90, every=0.1, what="the busy one rolled once idle")
     assert most <= 3, f"{most} devices billed for 3 under maxSurge 0"
     assert fewest >= 2, f"only {fewest} serving under maxUnavailable 1"
+    await eventually(lambda: _rolling(handle, "False", updated=3), what="RollingOut complete")
     await handle.cancel()
     await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")
+
+
+async def _rolling(handle: WorkflowHandle[Any, Any], rolling: str, *, updated: int) -> bool:
+    status = await handle.query("status")
+    conditions = {c["type"]: c["status"] for c in status["conditions"]}
+    return conditions.get("RollingOut") == rolling and status["updatedDevices"] == updated
