@@ -295,11 +295,8 @@ class DevicePoolKind:
         self.h.metadata = request.metadata
         self._clear_rejection()
         if created:
-            return self.accepted(ApplyResult.CREATED)
-        return self.accepted(ApplyResult.CONFIGURED if changed else ApplyResult.UNCHANGED)
-
-    def accepted(self, result: ApplyResult) -> Accepted:
-        return Accepted(generation=self.s.generation, replicas=self.spec.replicas, result=result)
+            return self.h.accepted(ApplyResult.CREATED)
+        return self.h.accepted(ApplyResult.CONFIGURED if changed else ApplyResult.UNCHANGED)
 
     def check_replicas(self, replicas: int) -> None:
         check_replicas(replicas)

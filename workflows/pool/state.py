@@ -27,15 +27,14 @@ from devicepool.activities.models import (
 )
 from devicepool.api.base import CamelModel
 from devicepool.api.v1beta1 import ConditionStatus, ConditionType, DevicePoolSpec, DevicePoolStatus
-from devicepool.workflows.pool import event_log
 from devicepool.workflows.pool import events as say
 from devicepool.workflows.pool import status as st
 from devicepool.workflows.pool.backoff import Backoff
 from devicepool.workflows.pool.cost import Cost
-from devicepool.workflows.pool.event_log import PoolEvent
 from devicepool.workflows.pool.fates import LEFT, Fate, Fates
 from devicepool.workflows.pool.plan import lost_offline, offline_ids
 from devicepool.workflows.pool.slots import SlotBook
+from devicepool.workflows.reconciler.events import PoolEvent, record
 from devicepool.workflows.shared.protocol import (
     AccountCap,
     AccountPause,
@@ -199,7 +198,7 @@ class PoolState(CamelModel):
     def record(self, now: datetime, *happened: say.Happened) -> None:
         """The pool's own events (state only: no command, no history event)."""
         for one in happened:
-            self.events = event_log.record(
+            self.events = record(
                 self.events, now=now, reason=one.reason, message=one.message, warning=one.warning
             )
 

@@ -10,8 +10,8 @@ How a kind plugs in:
    until done), and the answers the shell asks of it (`search_attributes`,
    `details`, `carried`, `quiet`, `stop`, `check_replicas`, `rescale`,
    `refuse_scale`). The core reaches the shell through `kind.Host` (the workflow
-   object itself): `spec`, `s`, `dirty`, `happened`, `set_condition`, `show`,
-   `hand_over_if_due`.
+   object itself): `spec`, `s`, `dirty`, `happened`, `accepted`, `set_condition`,
+   `show`, `hand_over_if_due`.
 3. Its workflow class subclasses `shell.Reconciler[Spec, State]`; in its
    `@workflow.init` it calls `Reconciler.__init__(self, metadata=, spec=, state=)`
    and sets `self.kind`; its `@workflow.run` awaits `self.reconcile()`. Messages

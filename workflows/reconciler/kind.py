@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 from devicepool.api.v1beta1 import ObjectMeta
 from devicepool.workflows.reconciler.conditions import ConditionUpdate
 from devicepool.workflows.reconciler.events import Happened, PoolEvent
+from devicepool.workflows.reconciler.messages import Accepted, ApplyResult
 
 __all__ = ["Carried", "Host", "Kind", "Spec", "TeardownBlocked", "TryAgain"]
 
@@ -126,6 +127,10 @@ class Host(Protocol[SpecT, StateT]):
     def name(self) -> str: ...
 
     def happened(self, *happened: Happened) -> None: ...
+
+    def accepted(self, result: ApplyResult | None = None) -> Accepted:
+        """What an update answers: the generation and replicas now."""
+        ...
 
     def set_condition(self, condition: ConditionUpdate) -> None: ...
 
