@@ -71,14 +71,11 @@ async def summary_of(pools: PoolClient, kind: str, name: str, execution: Any) ->
 
 
 def _created(spec_answer: dict[str, Any]) -> datetime | None:
-    """When the pool was created, from its `spec` query (`createdAt`; a BrowserPool's
-    `creationTimestamp`), if it says."""
-    for key in ("createdAt", "creationTimestamp"):
-        try:
-            return datetime.fromisoformat(str(spec_answer[key]))
-        except (KeyError, ValueError):
-            continue
-    return None
+    """When the pool was created, from its `spec` query (`createdAt`), if it says."""
+    try:
+        return datetime.fromisoformat(str(spec_answer["createdAt"]))
+    except (KeyError, ValueError):
+        return None
 
 
 async def describe_device_pool(pools: PoolClient, name: str) -> dict[str, Any]:

@@ -140,10 +140,13 @@ def browser(name: str) -> Pool:
     return Pool(
         f"browserpool/{name}",
         {
+            # What the shell's `spec` query answers (workflows/reconciler/shell.py):
+            # a creation unlike the run's start (`STARTED`), as after a continue-as-new.
             "spec": {
-                "generation": 1,
+                "metadata": {"name": name, "labels": {"team": "web"}, "annotations": {}},
                 "spec": {"replicas": 2, "nodeSelector": {"os": "windows"}},
-                "creationTimestamp": "2025-01-01T00:00:00+00:00",
+                "generation": 1,
+                "createdAt": "2024-12-31T00:00:00+00:00",
             },
             "status": {
                 "phase": "Ready",
@@ -188,7 +191,13 @@ def test_get_one_browser_pool_by_kind_or_by_a_name_only_it_has(
     shown = json.loads(out)
     assert shown["kind"] == "BrowserPool"
     assert shown["apiVersion"] == "mobile.example.com/v1beta1"
-    assert shown["metadata"] == {"name": "b", "creationTimestamp": "2025-01-01T00:00:00Z"}
+    # The pool's own metadata and creation, as a DevicePool's (the run's start is later).
+    assert shown["metadata"] == {
+        "name": "b",
+        "labels": {"team": "web"},
+        "annotations": {},
+        "creationTimestamp": "2024-12-31T00:00:00Z",
+    }
     assert shown["spec"]["nodeSelector"] == {"os": "windows"}
     assert shown["status"]["readyProfiles"] == 2
 
