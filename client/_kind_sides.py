@@ -53,6 +53,11 @@ class Side:
     ready_key: str
     converged: Callable[[dict[str, Any], int], bool]
     blocked: Callable[[dict[str, Any], int], dict[str, Any] | None]
+    # `delete --wait`: whether it reads the status before its cancel, so that a block shown
+    # already gets `BLOCKED_GRACE_SECONDS` to clear; whether the closed run is asked what
+    # it kept at a provider with no delete (`profilesRetired`). A BrowserPool's did neither.
+    blocked_grace: bool = False
+    retires_profiles: bool = False
     # Whether `wait_ready` fails at once when no worker answers (`NoWorkerInTime`), as a
     # BrowserPool's did; a DevicePool's waits its timeout out for one.
     wait_needs_worker: bool = False
@@ -150,6 +155,8 @@ SIDES: dict[str, Side] = {
         ready_key="readyDevices",
         converged=is_converged,
         blocked=configuration_problem,
+        blocked_grace=True,
+        retires_profiles=True,
         update_starts=True,
         bare=True,
     ),

@@ -64,7 +64,11 @@ async def until_deleted(
                 closed=True,
                 execution_status=status_name,
                 devices_left=0,
-                profiles_retired=await _pool_reads.retired_profiles(pools, handle, desc.status),
+                profiles_retired=(
+                    await _pool_reads.retired_profiles(pools, handle, desc.status)
+                    if side.retires_profiles
+                    else None
+                ),
             )
         status = await pools._try_query(handle, QUERY_STATUS)
         if isinstance(status, dict):

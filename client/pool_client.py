@@ -271,13 +271,15 @@ class PoolClient:
 
         With `wait`, `PoolBlocked` as soon as the pool shows `TeardownBlocked=True`
         (it keeps retrying; only a person fixes the cause). A block already shown
-        before this call may be one the cause was fixed for since: it gets
-        `BLOCKED_GRACE_SECONDS` (one retry of the sweep) to clear first.
+        before this call may be one the cause was fixed for since: a DevicePool's gets
+        `BLOCKED_GRACE_SECONDS` (one retry of the sweep) to clear first (`Side.blocked_grace`).
         """
         validate_name(name)
         side = self._side(kind)
         handle = await self._running(name, kind)
-        before = await self._try_query(handle, QUERY_STATUS) if wait else None
+        before = (
+            await self._try_query(handle, QUERY_STATUS) if wait and side.blocked_grace else None
+        )
         grace_until = time.monotonic() + (
             BLOCKED_GRACE_SECONDS if isinstance(before, dict) and teardown_blocked(before) else 0.0
         )

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from devicepool.client.errors import EXIT_RUNTIME, BadInput
+from devicepool.client.errors import EXIT_OK, EXIT_RUNTIME, BadInput
 from tests.client.test_client_both_kinds import Pool, browser, device, run, temporal
 
 __all__ = ["temporal"]  # the fixture, used by name
@@ -158,3 +158,49 @@ def test_scale_wait_with_no_worker_answering(
     assert out == f"{kind}/b scaled to 3 (generation 2)\n"
     assert (code, err.splitlines()[-1]) == (EXIT_RUNTIME, line)
     assert made.queries.count("status") == (1 if kind == "browserpool" else len(made.queries))
+
+
+class EndsWhenCancelled(Pool):
+    """Its teardown ends its run as soon as it is cancelled."""
+
+    async def describe(self) -> Any:
+        desc = await super().describe()
+        if self.cancelled:
+            desc.status = WorkflowExecutionStatus.CANCELED
+        return desc
+
+
+def test_delete_wait_of_a_browser_pool_asks_it_nothing(
+    capsys: pytest.CaptureFixture[str], temporal: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A BrowserPool has no block shown before to give a grace, nor retired profiles to
+    count: each query (up to 5 s with no worker, a replay of a closed run with one)
+    meant nothing for it."""
+    monkeypatch.setattr("devicepool.client._waits.POLL_SECONDS", 0.01)
+    made = browser("b")
+    pool = EndsWhenCancelled(made.id, made.answers)
+    temporal(pool)
+    code, out, err = run(capsys, "delete", "browserpool/b", "--wait", "--timeout", "1")
+    assert (code, out) == (
+        EXIT_OK,
+        "browserpool/b deleted (every profile closed and deleted)\n",
+    ), err
+    assert pool.cancelled and pool.queries == []
+
+
+def test_delete_wait_of_a_devicepool_still_counts_retired_profiles(
+    capsys: pytest.CaptureFixture[str], temporal: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("devicepool.client._waits.POLL_SECONDS", 0.01)
+    made = device("d")
+    made.answers["status"] = {**made.answers["status"], "profilesRetired": 2}
+    pool = EndsWhenCancelled(made.id, made.answers)
+    temporal(pool)
+    code, out, err = run(capsys, "delete", "devicepool/d", "--wait", "--timeout", "1")
+    assert code == EXIT_OK, err
+    assert out.splitlines() == [
+        "devicepool/d deleted (0 devices left)",
+        "2 cloud-phone profile(s) kept, powered off and marked retired: the BitBrowser "
+        "Local API has no delete",
+    ]
+    assert pool.queries == ["status", "status"]  # a block shown before; the closed run's count
