@@ -255,7 +255,7 @@ async def test_a_large_pools_create_looks_its_mark_up_alone(
     account: Account, provider: PhoneProvider, n1: Node
 ) -> None:
     await provider.create_device(new_device(slot=0))
-    provider._sizes["phones-a"] = 100  # as after listing a pool of 100 profiles (one page+)
+    provider.listings.sizes["phones-a"] = 100  # as after listing a pool of 100 profiles (one page+)
     n1.recorder.calls.clear()
     await provider.create_device(new_device(slot=1))
     lists = [b for p, b in n1.recorder.calls if p == "/phone/list"]

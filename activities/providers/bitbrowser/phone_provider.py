@@ -11,14 +11,8 @@ the Local API"); so:
   turns in this process, the second looking up after the first), then take a `reserve` profile of the
   same pool and template hash (re-marked, its proxy set to the slot's, powered
   on: no new profile), and only then add a profile and power it on.
-- **One listing for many callers.** A pool's listing whose first call has not
-  been sent yet is joined by every caller that needs the pool's profiles (the
-  engine's listing, a create's mark look-up and reserve, a boot check, a
-  removal's reserve count): its answer is as fresh as each caller's own would
-  be, and a batch of N creates waiting for the budget costs 1 listing + N adds +
-  N power-ons, not 2N listings more. A listing begun before a reserve claim
-  never serves another claim (it may show that profile still in reserve). A
-  pool past one page of profiles looks marks up by name instead (one call).
+- **One listing for many callers** (`phone_listings`): a pool's listing not sent yet is
+  joined by every caller that needs the pool's profiles.
 - **Removes** shut the phone down (billing stops) and keep the profile as
   `reserve`: two calls. A phone that is offline (listed running, `/phone/running`
   false: read for a replacement, by a listing not long ago, or read again when
@@ -52,10 +46,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from devicepool.activities.device_models import (
     DeviceInfo,
@@ -79,6 +72,7 @@ from devicepool.activities.providers.bitbrowser.models import (
     PhoneProxy,
     PhoneStatus,
 )
+from devicepool.activities.providers.bitbrowser.phone_listings import Listing, PoolListings
 from devicepool.activities.providers.bitbrowser.phone_marks import (
     ACTIVE,
     MARK_PREFIX,
@@ -87,7 +81,6 @@ from devicepool.activities.providers.bitbrowser.phone_marks import (
     Remark,
     parked_mark,
     parse_device_id,
-    pool_prefix,
     slot_mark,
 )
 from devicepool.activities.providers.bitbrowser.phone_reads import PROBES_PER_LISTING, PhoneReads
@@ -106,23 +99,6 @@ PROXY_NEEDED = "a cloud phone's proxy needs a host, port, username and password"
 class _Held:
     lock: asyncio.Lock
     users: int = 0
-
-
-@dataclass
-class _Listing:
-    """One listing of a pool's profiles that callers join until its first call is sent.
-
-    `parks` and `claims` are the pool's counters when it was begun: a listing begun
-    before a claim (or a park) may show that profile as it was.
-    """
-
-    parks: int
-    claims: int
-    # A reserve claim of the pool was under way when it was begun.
-    claiming: bool = False
-    sent: bool = False
-    found: list[tuple[Phone, Remark]] = field(default_factory=list)
-    done: asyncio.Future[None] | None = None
 
 
 class PhoneProvider:
@@ -151,12 +127,7 @@ class PhoneProvider:
         )
         self._wall = wall_clock
         self._clock = clock
-        self._seqs: dict[str, int] = {}  # phone id -> seq: one listing call finds it again
-        # phone id -> (its remark's start, far ahead; when first seen): see `_first_seen`.
-        self._seen_ahead: dict[str, tuple[int, float]] = {}
-        # phone id -> the pool whose listing last showed it: a call naming no pool (a
-        # scale-down's idle check and removal) still joins that pool's listing and turn.
-        self._pools: dict[str, str] = {}
+        self.listings = PoolListings(phones, wall_clock=wall_clock, clock=clock)
         # phone id -> (when, the profile) of a look-up by id: a scale-down's idle check and
         # its remove, a moment apart, read the profile once.
         self._looked: dict[str, tuple[float, Phone]] = {}
@@ -166,21 +137,8 @@ class PhoneProvider:
         # `reserve_seconds`.
         self._reserves: dict[str, tuple[float, list[tuple[Phone, Remark]]]] = {}
         self.reserve_seconds = 10 * phones.pacer.interval
-        # pool -> (when, the ids of its reserve profiles): what a removal under
-        # `spec.reserve.keep` counts. From a listing no claim or park was under way
-        # during, kept right by this process's claims and parks since: a scale-down's
-        # N removals count on the listing their idle checks shared, not N listings.
-        self._reserve_ids: dict[str, tuple[float, set[str]]] = {}
+        # How long `listings.reserve_ids` counts for a removal under `spec.reserve.keep`.
         self.reserve_count_seconds = 60 * phones.pacer.interval
-        self._parks: Counter[str] = Counter()
-        self._claimed: Counter[str] = Counter()  # reserve claims made, by pool
-        # pool -> one reserve claim of the pool at a time (this process)
-        self._claim_locks: dict[str, asyncio.Lock] = {}
-        # (pool, replacement) -> its listing not sent yet, which later callers join
-        self._listings: dict[tuple[str, bool], _Listing] = {}
-        # pool -> how many profiles its last listing found (a large pool's creates look
-        # their mark up alone: one call, not a listing of several pages)
-        self._sizes: dict[str, int] = {}
         # slot mark -> the lock one create of that slot holds at a time (`_slot`)
         self._slots: dict[str, _Held] = {}
 
@@ -191,11 +149,11 @@ class PhoneProvider:
 
     async def list_pool(self, pool: str) -> list[DeviceInfo]:
         with provider_call(pool=pool):
-            found = await self._pool_phones(pool)
+            found = await self.listings.pool_phones(pool)
             return await self.reads.infos([(p, r) for p, r in found if r.state == ACTIVE])
 
     async def list_managed(self) -> list[ProviderDevice]:
-        found = await self._marked(MARK_PREFIX)
+        found = await self.listings.marked(MARK_PREFIX)
         infos = await self.reads.infos([(p, r) for p, r in found if r.state == ACTIVE])
         return [ProviderDevice(info, "android") for info in infos]
 
@@ -212,7 +170,11 @@ class PhoneProvider:
         # A batch's boot check names its pool: one listing of that pool, joined by the
         # pool's other calls waiting for the budget, not every pool's profiles.
         pool = current_call().pool
-        listed = await self._pool_phones(pool) if pool else await self._marked(MARK_PREFIX)
+        listed = (
+            await self.listings.pool_phones(pool)
+            if pool
+            else await self.listings.marked(MARK_PREFIX)
+        )
         by_id = {p.id: (p, r) for p, r in listed}
         hits: list[tuple[Phone, Remark]] = []
         not_found: list[str] = []
@@ -290,15 +252,15 @@ class PhoneProvider:
     ) -> DeviceInfo:
         # First, always: an earlier attempt whose answer was lost made it. The creates
         # of a pool waiting for the budget look their marks up in one listing of it.
-        listing: _Listing | None = None
-        if self._sizes.get(pool, 0) < MAX_PAGE_SIZE:
-            listing = await self._pool_listing(pool)
+        listing: Listing | None = None
+        if self.listings.sizes.get(pool, 0) < MAX_PAGE_SIZE:
+            listing = await self.listings.pool_listing(pool)
             found = sorted(((p, r) for p, r in listing.found if p.name == mark), key=_oldest_first)
         else:
             found = [
                 (p, r)
                 for p in await self.phones.find_by_mark(mark)
-                if (r := self._remark_of(p)) is not None
+                if (r := self.listings.remark_of(p)) is not None
             ]
         mine = [(p, r) for p, r in found if r.state == ACTIVE]
         if mine:
@@ -306,7 +268,7 @@ class PhoneProvider:
             for other, other_remark in others:  # a create the server finished late
                 await self._park(other, other_remark, broken=False)
             return await self._power_on(phone, remark)
-        async with self._claim_locks.setdefault(pool, asyncio.Lock()):
+        async with self.listings.claim_locks.setdefault(pool, asyncio.Lock()):
             taken = await self._claim_reserve(pool, labels, mark, proxy, listing)
         if taken is not None:
             return await self._power_on(*taken)
@@ -346,7 +308,7 @@ class PhoneProvider:
         labels: dict[str, str],
         mark: str,
         proxy: PhoneProxy,
-        listing: _Listing | None = None,
+        listing: Listing | None = None,
     ) -> tuple[Phone, Remark] | None:
         """A reserve profile of the pool and template, re-marked for this slot (or None).
 
@@ -356,11 +318,11 @@ class PhoneProvider:
         kept = self._reserves.get(pool)
         if kept is None or self._clock() - kept[0] >= self.reserve_seconds:
             # Under the lock no claim starts: at most one more listing is begun.
-            while listing is None or listing.claims != self._claimed[pool]:
-                listing = await self._pool_listing(pool)
+            while listing is None or listing.claims != self.listings.claimed[pool]:
+                listing = await self.listings.pool_listing(pool)
             listed = [(p, r) for p, r in listing.found if r.state == RESERVE]
             kept = (self._clock(), listed)
-            if listing.parks == self._parks[pool]:  # no phone parked since it began
+            if listing.parks == self.listings.parks[pool]:  # no phone parked since it began
                 self._reserves[pool] = kept
         reserve = [pr for pr in kept[1] if pr[1].labels.get(LABEL_TEMPLATE_HASH, "") == wanted]
         if not reserve:
@@ -375,11 +337,11 @@ class PhoneProvider:
             )
         except BaseException:
             self._reserves.pop(pool, None)  # not known what it holds now: list it again
-            self._reserve_ids.pop(pool, None)
-            self._claimed[pool] += 1  # nor whether a listing begun before shows it claimed
+            self.listings.reserve_ids.pop(pool, None)
+            self.listings.claimed[pool] += 1  # nor whether a listing begun before shows it claimed
             raise
-        self._claimed[pool] += 1
-        if (counted := self._reserve_ids.get(pool)) is not None:
+        self.listings.claimed[pool] += 1
+        if (counted := self.listings.reserve_ids.get(pool)) is not None:
             counted[1].discard(phone.id)
         self._forget(phone.id)
         return phone.model_copy(update={"name": mark, "remark": remark.text()}), remark
@@ -424,11 +386,11 @@ class PhoneProvider:
             return await self._mark_parked(phone, remark, RESERVE, broken=broken)
         # One count-and-mark at a time per pool: a scale-down removes its devices at once.
         async with self._park_locks.setdefault(remark.pool, asyncio.Lock()):
-            counted = self._reserve_ids.get(remark.pool)
+            counted = self.listings.reserve_ids.get(remark.pool)
             if counted is not None and self._clock() - counted[0] < self.reserve_count_seconds:
                 kept = len(counted[1])
             else:
-                found = await self._pool_phones(remark.pool)
+                found = await self.listings.pool_phones(remark.pool)
                 kept = sum(1 for _, r in found if r.state == RESERVE)
             state = RETIRED if kept >= keep else RESERVE
             return await self._mark_parked(phone, remark, state, broken=broken)
@@ -447,9 +409,9 @@ class PhoneProvider:
                 "remark": replace(remark, state=state).text(),
             },
         )
-        self._parks[remark.pool] += 1
+        self.listings.parks[remark.pool] += 1
         self._reserves.pop(remark.pool, None)  # listed again with this one
-        if (counted := self._reserve_ids.get(remark.pool)) is not None:
+        if (counted := self.listings.reserve_ids.get(remark.pool)) is not None:
             if state == RESERVE:
                 counted[1].add(phone.id)
             else:
@@ -458,9 +420,9 @@ class PhoneProvider:
 
     async def release_pool(self, pool: str) -> int:
         self._reserves.pop(pool, None)
-        self._reserve_ids.pop(pool, None)
+        self.listings.reserve_ids.pop(pool, None)
         with provider_call(pool=pool):
-            profiles = await self._pool_phones(pool)
+            profiles = await self.listings.pool_phones(pool)
             kept = [(p, r) for p, r in profiles if r.state == RESERVE]
             for phone, remark in kept:
                 await self.phones.update(
@@ -475,7 +437,7 @@ class PhoneProvider:
                 p
                 for p in await self.phones.find_by_mark(parked_mark(pool, RETIRED))
                 if p.id not in {q.id for q, _ in profiles}
-                and (r := self._remark_of(p)) is not None
+                and (r := self.listings.remark_of(p)) is not None
                 and r.pool == pool
             ]
         # Every profile of the pool stays (the API has no delete), retired now: a retry
@@ -487,103 +449,13 @@ class PhoneProvider:
 
     # ------------------------------------------------------------ plumbing
 
-    async def _pool_phones(self, pool: str) -> list[tuple[Phone, Remark]]:
-        return list((await self._pool_listing(pool)).found)
-
-    async def _pool_listing(self, pool: str) -> _Listing:
-        """A listing of `pool`'s profiles begun no sooner than this call: the one whose
-        first call is not sent yet, joined (its answer is as fresh as this call's own
-        would be), else a new one. The creates, removals and listings of a pool waiting
-        for the budget together cost one listing. A replacement's joins only another's."""
-        key = (pool, current_call().replacement)
-        listing = self._listings.get(key)
-        if listing is None or listing.sent:
-            listing = _Listing(
-                parks=self._parks[pool],
-                claims=self._claimed[pool],
-                claiming=self._claiming(pool),
-            )
-            listing.done = asyncio.ensure_future(self._list_pool(key, listing))
-            listing.done.add_done_callback(_retrieved)
-            self._listings[key] = listing
-        assert listing.done is not None
-        # Shielded: a caller cancelled while waiting cancels no one else's listing.
-        await asyncio.shield(listing.done)
-        return listing
-
-    async def _list_pool(self, key: tuple[str, bool], listing: _Listing) -> None:
-        def sent() -> None:
-            listing.sent = True
-
-        pool = key[0]
-        try:
-            found = await self._marked(pool_prefix(pool), on_turn=sent)
-        finally:
-            listing.sent = True  # joined no more, answered or not
-            if self._listings.get(key) is listing:
-                del self._listings[key]
-        listing.found = [(p, r) for p, r in found if r.pool == pool]
-        self._sizes[pool] = len(found)
-        self._pools.update({p.id: pool for p, _ in listing.found})
-        quiet = not (listing.claiming or self._claiming(pool))
-        if quiet and (listing.parks, listing.claims) == (self._parks[pool], self._claimed[pool]):
-            reserve = {p.id for p, r in listing.found if r.state == RESERVE}
-            self._reserve_ids[pool] = (self._clock(), reserve)
-
-    def _claiming(self, pool: str) -> bool:
-        """A reserve claim of the pool is under way here (its lock is held)."""
-        lock = self._claim_locks.get(pool)
-        return lock is not None and lock.locked()
-
-    async def _marked(
-        self, prefix: str, *, on_turn: Callable[[], None] | None = None
-    ) -> list[tuple[Phone, Remark]]:
-        """devicepool's profiles whose name starts with `prefix`, with their remarks."""
-        found = []
-        for phone in await self.phones.list_all(mark_prefix=prefix, on_turn=on_turn):
-            remark = self._remark_of(phone)
-            if remark is not None:
-                self._remember(phone)
-                found.append((phone, remark))
-        return found
-
-    def _remark_of(self, phone: Phone) -> Remark | None:
-        """The phone's remark as devicepool wrote it; None (counted) for a profile named
-        like ours whose remark is not: foreign, skipped, never managed."""
-        wall = self._wall()
-        remark = Remark.parse(
-            phone.remark, now=wall, first_seen=lambda at: self._first_seen(phone.id, at, wall)
-        )
-        seen = self._seen_ahead.get(phone.id)
-        if remark is not None and seen is not None and remark.started == seen[0]:
-            # This clock has caught up with it: the start it aged from so far stays.
-            remark = replace(remark, started=seen[1])
-        if remark is None and phone.name.startswith(MARK_PREFIX):
-            metrics = self.phones.api.metrics
-            if metrics is not None:
-                metrics.foreign_mark("phone")
-        return remark
-
-    def _first_seen(self, phone_id: str, written: int, wall: float) -> float:
-        """When this process first saw the phone's remark start at `written`, far ahead
-        of its clock: the start it ages from (kept per process; a claim's new remark
-        starts afresh, and a park writes this start back)."""
-        seen = self._seen_ahead.get(phone_id)
-        if seen is None or seen[0] != written:
-            seen = self._seen_ahead[phone_id] = (written, wall)
-        return seen[1]
-
-    def _remember(self, phone: Phone) -> None:
-        if phone.seq is not None:
-            self._seqs[phone.id] = phone.seq
-
     async def _serving(self, device: str) -> tuple[Phone, Remark]:
         """The profile serving `device` now (`NotFoundError`: no such device, or one removed)."""
         parsed = parse_device_id(device)
         if parsed is not None:
-            with provider_call(pool=current_call().pool or self._pools.get(parsed[0], "")):
+            with provider_call(pool=current_call().pool or self.listings.pools.get(parsed[0], "")):
                 phone = await self._phone(parsed[0])
-            remark = None if phone is None else self._remark_of(phone)
+            remark = None if phone is None else self.listings.remark_of(phone)
             if phone is not None and remark is not None and remark.serves(parsed[1]):
                 return phone, remark
         raise NotFoundError(ErrorType.NOT_FOUND, None, f"no cloud phone serves device {device}")
@@ -610,16 +482,19 @@ class PhoneProvider:
         # N look-ups by `seq`), and kept for each phone it shows.
         pool = current_call().pool
         listed = False
-        if pool and self._sizes.get(pool, 0) < MAX_PAGE_SIZE:
-            listing = await self._pool_listing(pool)
+        if pool and self.listings.sizes.get(pool, 0) < MAX_PAGE_SIZE:
+            listing = await self.listings.pool_listing(pool)
             listed = True
-            if (listing.parks, listing.claims) == (self._parks[pool], self._claimed[pool]):
+            if (listing.parks, listing.claims) == (
+                self.listings.parks[pool],
+                self.listings.claimed[pool],
+            ):
                 at = self._clock()  # nothing of the pool changed here since it was begun
                 self._looked.update({p.id: (at, p) for p, _ in listing.found})
             for phone, _ in listing.found:
                 if phone.id == phone_id:
                     return phone
-        seq = self._seqs.get(phone_id)
+        seq = self.listings.seqs.get(phone_id)
         if seq is not None:
             page = await self.phones.list_page(0, seq=seq)
             for phone in page.items:
@@ -628,10 +503,10 @@ class PhoneProvider:
         # Its `seq` not known (a node worker restarted): the pool's listing (shared with
         # the pool's other calls waiting), then, if not there, every pool's profiles.
         if pool and not listed:
-            for phone, _ in await self._pool_phones(pool):
+            for phone, _ in await self.listings.pool_phones(pool):
                 if phone.id == phone_id:
                     return phone
-        for phone, _ in await self._marked(MARK_PREFIX):
+        for phone, _ in await self.listings.marked(MARK_PREFIX):
             if phone.id == phone_id:
                 return phone
         return None
@@ -640,9 +515,3 @@ class PhoneProvider:
 def _oldest_first(found: tuple[Phone, Remark]) -> tuple[bool, int, str]:
     phone = found[0]
     return (phone.seq is None, phone.seq or 0, phone.id)
-
-
-def _retrieved(done: asyncio.Future[None]) -> None:
-    """A shared listing's failure reaches its callers; nobody left to hear it is no error."""
-    if not done.cancelled():
-        done.exception()
