@@ -309,42 +309,6 @@ async def test_a_custom_max_unhealthy_heals_what_the_default_would_pause_busy_in
     await delete(handle, control, pool_name)
 
 
-# ---------------------------------------------------------------- maxUnhealthy for every size
-
-
-async def test_a_two_device_pool_heals_one_offline_device_with_the_default_limit(
-    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
-) -> None:
-    # Default maxUnhealthy (40%): 40% of 2 rounds down to 0, but one replacement
-    # at a time is always allowed, so a small pool heals instead of pausing.
-    handle = await start_pool(env.client, pool_name, 2)
-    devices = await converged(control, pool_name, 2)
-    before = await pool_counts(control, pool_name)
-    victim = devices[0]["id"]
-    (await control.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
-    health = env.client.get_workflow_handle(health_workflow_id(pool_name))
-    await eventually(lambda: _has_clock(health, victim), what="health saw it offline", timeout=10)
-
-    async def healed() -> bool:
-        now = await pool_devices(control, pool_name)
-        ids = {d["id"] for d in now}
-        return victim not in ids and len(now) == 2 and all(d["status"] == "ready" for d in now)
-
-    try:
-        await eventually(healed, what="the offline device replaced", timeout=20)
-    except BaseException:
-        print(await history_digest(env.client, health.id))
-        raise
-    paused = await condition(handle, "RemediationPaused")
-    assert paused is None or paused["status"] == "False", paused
-    # Replaced by the health check at the threshold: one termination, one
-    # create (not a third device first, then a scale-down).
-    after = await pool_counts(control, pool_name)
-    assert after["terminated"] - before["terminated"] == 1
-    assert after["created"] - before["created"] == 1
-    await delete(handle, control, pool_name)
-
-
 async def test_a_health_check_that_ended_is_started_again(
     env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
 ) -> None:
