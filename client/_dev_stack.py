@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 from temporalio.converter import PayloadCodec
 
+from devicepool.activities.node_models import DEFAULT_NODE_HEARTBEAT_SECONDS
 from devicepool.api.kinds import kind_named
 from devicepool.api.names import (
     LABEL_NODE,
@@ -204,6 +205,8 @@ class DevStack:
             self.browser_nodes[node],
             "--node-account",
             BITBROWSER_ACCOUNT,
+            "--node-heartbeat-seconds",
+            f"{node_beat_seconds(self.options):g}",
             "--config",
             str(node_config_file(self.options)),
         ]
@@ -468,3 +471,9 @@ class DevStack:
     def kill_all(self) -> None:
         for child in self.children:
             killpg(child.process.pid, signal.SIGKILL)
+
+
+def node_beat_seconds(options: DevOptions) -> float:
+    """A node worker's beat: at most a third of `--node-lost-after-seconds`, so one late
+    beat does not lose the node (the default beat, 10 s, would under a short limit)."""
+    return min(DEFAULT_NODE_HEARTBEAT_SECONDS, options.node_lost_after_seconds / 3)

@@ -92,3 +92,19 @@ def test_each_node_worker_serves_its_emulator_node_labelled_with_its_name(tmp_pa
     assert flags(command, "--node-label") == ["node=node-2"]
     assert flags(command, "--bitbrowser-url") == ["http://127.0.0.1:41002"]
     assert flags(command, "--config") == [str(tmp_path / "node.yaml")]
+
+
+@pytest.mark.parametrize(("lost_after", "beat"), [(6.0, "2"), (120.0, "10")])
+def test_a_node_worker_beats_well_within_the_stacks_node_lost_after(
+    tmp_path: Path, lost_after: float, beat: str
+) -> None:
+    """`--node-lost-after-seconds 6` with the node workers' default beat (every 10 s) had
+    each node lost 4 s in every 10: a BrowserPool replaced its profiles elsewhere and
+    deleted the replacements again, over and over (issue 38's CI). A node worker beats at
+    most every third of the limit, so one late beat does not lose it."""
+    stack = DevStack(
+        DevOptions(data_dir=tmp_path, browser_nodes=1, node_lost_after_seconds=lost_after)
+    )
+    stack.browser_nodes = {"node-1": "http://127.0.0.1:41001"}
+    command = stack.node_worker_command("node-1")
+    assert flags(command, "--node-heartbeat-seconds") == [beat]
