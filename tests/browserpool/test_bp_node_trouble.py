@@ -29,7 +29,6 @@ from devicepool.api.names import (
 )
 from devicepool.api.v1alpha1 import ObjectMeta
 from devicepool.client.browser_pools import BrowserPoolClient
-from devicepool.client.cli import main
 from devicepool.emulator.bitbrowser import BitBrowserConfig
 from devicepool.testing import eventually
 from devicepool.workflows.browserpool.messages import BrowserApplyRequest, BrowserPoolInput
@@ -46,6 +45,7 @@ from tests.browserpool.test_bp_nodes import (
     web_ui,
 )
 from tests.helpers.bitbrowser import KEY, Account
+from tests.helpers.cli import cli_in_thread
 from tests.helpers.servers import dev_server
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(150)]
@@ -64,17 +64,7 @@ def cli(
     env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> Any:
     """`devicepool ARGS` in a thread against this module's dev server: (code, stdout, stderr)."""
-    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
-    for name in ("TEMPORAL_API_KEY", "TEMPORAL_PROFILE", "TEMPORAL_TLS", "TEMPORAL_NAMESPACE"):
-        monkeypatch.delenv(name, raising=False)
-
-    async def run(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = await asyncio.to_thread(main, list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+    return cli_in_thread(env, monkeypatch, capsys)
 
 
 def conditions(s: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -20,9 +20,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from devicepool.api.names import WORKFLOW_DEVICE_POOL, pool_workflow_id
 from devicepool.client import PoolClient
-from devicepool.client.cli import main
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK
 from devicepool.testing import eventually, write_pool
+from tests.helpers.cli import cli_in_thread
 from tests.helpers.workflow_stack import Workers
 
 pytestmark = pytest.mark.devserver
@@ -52,20 +52,16 @@ def cli(
     capsys: pytest.CaptureFixture[str],
 ) -> Any:
     """`devicepool ARGS` in a thread against the session's dev server: (code, stdout, stderr)."""
-    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
-    for name in ("TEMPORAL_API_KEY", "TEMPORAL_PROFILE", "TEMPORAL_TLS", "TEMPORAL_NAMESPACE"):
-        monkeypatch.delenv(name, raising=False)
+    run = cli_in_thread(env, monkeypatch, capsys)
 
-    async def run(*argv: str) -> tuple[int, list[str], list[str]]:
-        capsys.readouterr()
-        code = await asyncio.to_thread(main, list(argv))
-        out, err = capsys.readouterr()
+    async def lines(*argv: str) -> tuple[int, list[str], list[str]]:
+        code, out, err = await run(*argv)
         # stderr also carries what the session's in-process workers log: the CLI's
         # own lines are its errors and its count.
         own = [line for line in err.splitlines() if line.startswith("error: ") or COUNT.match(line)]
         return code, out.splitlines(), own
 
-    return run
+    return lines
 
 
 COUNT = re.compile(r"^\d+ pools?: ")

@@ -16,10 +16,10 @@ from devicepool.api import parse_pool
 from devicepool.api.names import pool_workflow_id
 from devicepool.api.v1beta1 import DevicePool
 from devicepool.client import PoolBlocked, PoolClient
-from devicepool.client.cli import main
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME
 from devicepool.testing import eventually, pool_manifest, write_pool
 from devicepool.workflows.pool.messages import ApplyResult
+from tests.helpers.cli import cli_in_thread
 from tests.helpers.servers import temporal_binary
 from tests.helpers.transports import TimedASGITransport
 from tests.helpers.workflow_stack import Workers, pool_devices
@@ -95,23 +95,8 @@ def cli(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> Any:
-    """Run `devicepool ARGS` (in a thread: it runs its own event loop) against the
-    session's dev server; returns (exit code, stdout, stderr).
-
-    `capsys`, not `capfd`: the session's workers run in this process, and the
-    Temporal core's own log lines go straight to file descriptor 1 (seen once
-    in front of `devices -o json`, which then did not parse)."""
-    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
-    for name in ("TEMPORAL_API_KEY", "TEMPORAL_PROFILE", "TEMPORAL_TLS", "TEMPORAL_NAMESPACE"):
-        monkeypatch.delenv(name, raising=False)
-
-    async def run(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = await asyncio.to_thread(main, list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+    """`devicepool ARGS` against the session's dev server (`cli_in_thread`)."""
+    return cli_in_thread(env, monkeypatch, capsys)
 
 
 def manifest_file(tmp_path: Path, name: str, **spec: str | int) -> str:

@@ -1,0 +1,36 @@
+"""`devicepool ARGS` run in a thread against a test's dev server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from devicepool.client.cli import main
+
+CliRun = Callable[..., Awaitable[tuple[int, str, str]]]
+
+
+def cli_in_thread(
+    env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> CliRun:
+    """Run `devicepool ARGS` (in a thread: it runs its own event loop) against `env`'s
+    dev server, no other Temporal setting of the environment; returns (exit code,
+    stdout, stderr).
+
+    `capsys`, not `capfd`: the session's workers run in this process, and the
+    Temporal core's own log lines go straight to file descriptor 1 (seen once
+    in front of `devices -o json`, which then did not parse)."""
+    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+    for name in ("TEMPORAL_API_KEY", "TEMPORAL_PROFILE", "TEMPORAL_TLS", "TEMPORAL_NAMESPACE"):
+        monkeypatch.delenv(name, raising=False)
+
+    async def run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = await asyncio.to_thread(main, list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
