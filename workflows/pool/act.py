@@ -32,6 +32,8 @@ __all__ = [
     "carry_out",
 ]
 
+# The three patches below serve v0.1.0 (each old branch reruns what v0.1.0 did; the
+# histories it recorded are tests/replay/histories/v0.1.0/upgrade/).
 # The devices a pass terminated leave its view at once, and its status is the plan made
 # after them. v0.1.0 kept them as members until a listing said otherwise: a pass with no
 # listing in between terminated them again, and the next listing upserted the counts.

@@ -50,10 +50,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.shared.placement import Route, route
     from devicepool.workflows.shared.protocol import BatchReport, HealthConfig, HealthReport
 
-__all__ = ["HEALTH_RESERVE_PATCH", "DevicePoolKind"]
-
-# The health check is told the pool's `spec.reserve.keep` (its replacements honour it).
-HEALTH_RESERVE_PATCH = "health-reserve-keep"
+__all__ = ["DevicePoolKind"]
 
 
 class DevicePoolKind:
@@ -69,8 +66,6 @@ class DevicePoolKind:
         # The listing the last run handed over stands until this run's first one lands.
         self.devices = am.devices_from_rows(self.s.listing, pool=input.metadata.name)
         self.s.listing = []
-        # Whether the health check is told `spec.reserve.keep` (`HEALTH_RESERVE_PATCH`).
-        self._tell_reserve = False
         self.s.health_told = self.s.health_told or self.health_config()
         self.observations = Observations()
         self.watch = DeviceWatch(self.observations)
@@ -113,9 +108,6 @@ class DevicePoolKind:
             self.s.announce, self._announced = False, True
             self.neighbours.tell_ledger(expecting=True)
         await observe.look(self)
-        if not self._tell_reserve and self.spec.reserve is not None:
-            # Runs from before told the health check no reserve: they replay as they were.
-            self._tell_reserve = workflow.patched(HEALTH_RESERVE_PATCH)
         self.neighbours.ensure_health(self.s, self.settings, self.health_config())
         self._take_reports(created_mark, done_mark)
         await children.check_batches(self.s.slots, pool=self.name, every=self.check_every)
@@ -364,7 +356,7 @@ class DevicePoolKind:
             offline_after_seconds=health.offline_after,
             startup_timeout_seconds=health.startup_timeout,
             paused=self.s.control.remediation_paused,
-            reserve_keep=reserve.keep if self._tell_reserve and reserve is not None else None,
+            reserve_keep=reserve.keep if reserve is not None else None,
         )
 
     def said(self, said: Said) -> None:

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 __all__ = ["SETTINGS_FIRST_PATCH", "look", "probe_region"]
 
 # Since the provider calls of an account served by a node worker go to that node:
-# a run reads the worker's settings before its first provider call.
+# a run reads the worker's settings before its first provider call. Serves v0.1.0:
+# its runs read them beside the listing (tests/replay/histories/v0.1.0).
 SETTINGS_FIRST_PATCH = "settings-before-provider-calls"
 
 

@@ -56,6 +56,8 @@ __all__ = [
 NODE_SCHEDULE_TO_START = timedelta(minutes=1)
 
 # Runs from this build on read where an account's calls go again after `misplaced`.
+# Serves v0.1.0: its runs saw `unknown_account` answers too and read nothing again
+# (the corpus's PoolHealth histories take the old branch).
 REREAD_NODES_PATCH = "reread-account-nodes"
 
 
