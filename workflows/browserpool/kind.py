@@ -1,7 +1,7 @@
 """`BrowserKind`: a BrowserPool's core on the reconciler shell (`workflows/reconciler`).
 
-A pass: `observe` asks the node registry which node workers the selector picks
-are alive and lists the pool's profiles on each live node (`calls.py`; profiles
+A pass: `observe` asks the node registry once which node workers are alive (the
+selector picks among them) and lists the pool's profiles on them (`calls.py`; profiles
 belong to the BitBrowser account, so any node lists them all; only the node a
 browser runs on knows it is open), into one frozen `observe.Observed`; `decide`
 is `observe.decide` (pure: `plan.py`); `act` says what it is about to do
@@ -118,17 +118,17 @@ class BrowserKind:
         while it lists or acts (an open may take minutes) is the next pass's."""
         s, spec, generation = self.h.s, self.h.spec, self.h.s.generation
         lost_after = self.h.settings.node_lost_after_seconds
-        nodes = await calls.live_nodes(spec.node_selector, lost_after_seconds=lost_after)
+        # One read of the registry: of two, a beat landing between them made a selected
+        # node lost in one and alive in the other, "unselected", its profiles deleted.
+        nodes = await calls.live_nodes({}, lost_after_seconds=lost_after)
         now = workflow.now()
-        if mixed := mixed_accounts(nodes.alive):
+        selected = [n for n in nodes.alive if selector_matches(spec.node_selector, n.labels)]
+        if mixed := mixed_accounts(selected):
             return Observed(spec=spec, generation=generation, now=now, mixed=mixed)
-        s.account = next((n.account for n in nodes.alive if n.account), s.account)
-        alive = {n.node for n in nodes.alive}
-        lost = {n.node for n in nodes.lost}
-        everywhere = {
-            n.node: n.account
-            for n in (await calls.live_nodes({}, lost_after_seconds=lost_after)).alive
-        }
+        s.account = next((n.account for n in selected if n.account), s.account)
+        alive = {n.node for n in selected}
+        lost = {n.node for n in nodes.lost if selector_matches(spec.node_selector, n.labels)}
+        everywhere = {n.node: n.account for n in nodes.alive}
         unselected, listed = listed_nodes(everywhere, alive=alive, known=s.nodes, account=s.account)
         profiles, failed, answered = merge_listings(await calls.list_on(listed, self.h.name))
         raise_if_cancelled()
@@ -143,7 +143,7 @@ class BrowserKind:
         now = workflow.now()
         troubles, s.unreachable_since = node_troubles(
             failed,
-            nodes.alive,
+            selected,
             s.unreachable_since,
             now=now,
             lost_after=timedelta(seconds=lost_after),
