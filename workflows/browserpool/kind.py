@@ -421,7 +421,7 @@ class BrowserKind:
 
     def apply(self, request: BrowserApplyRequest) -> Accepted:
         """Update `apply`: the whole spec. A BrowserPool is started plainly
-        (`BrowserPoolClient.apply`): an update never creates."""
+        (`PoolClient.apply`): an update never creates."""
         h = self.h
         changed = request.spec != h.spec or request.metadata != h.metadata
         if request.spec != h.spec:

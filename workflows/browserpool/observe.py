@@ -1,7 +1,7 @@
 """What one BrowserPool pass sees, frozen, and what it decides from it: pure, no Temporal.
 
 The workflow asks the node registry and lists the pool's profiles on every node
-(`workflow.py`); the answers become one `Observed` here (`merge_listings`,
+(`kind.py`); the answers become one `Observed` here (`merge_listings`,
 `node_troubles`), `decide` turns it into the pass's `plan.Placement`, and
 `status.publish` into its status. Each takes what it needs as arguments, so a
 test of a pass's outcome needs no server (tests/browserpool/test_bp_status.py).

@@ -1,7 +1,7 @@
 """The activities a pool schedules, with their timeouts and retries, as plain calls.
 
 Each function is one (or, for terminations, several parallel) activity
-commands of the pool workflow; the loop in `workflows/pool/workflow.py` decides when.
+commands of the pool workflow; the pass in `workflows/pool/kind.py` (driven by the reconciler shell) decides when.
 Provider calls heartbeat (`HEARTBEAT_TIMEOUT`), so an attempt lost with a
 killed worker is retried elsewhere within seconds. `route`: where the account's
 calls go (`workflows/shared/placement.py`).

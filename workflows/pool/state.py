@@ -6,7 +6,7 @@ in a hand-made copy. The reducers are what the news does to it — a listing
 (`take_health`), the outcome of terminations (`take_terminations`) — each
 returning what to say about it; the workflow's handlers and passes are thin
 calls to them. What lives only for one run (the last listing, the watch, the
-worker's settings) stays on the workflow. Pure: `now` comes in.
+worker's settings) stays on the run's `DevicePoolKind`. Pure: `now` comes in.
 """
 
 from __future__ import annotations
