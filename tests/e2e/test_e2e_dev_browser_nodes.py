@@ -148,8 +148,8 @@ def test_a_silent_node_worker_loses_its_profiles_to_the_other_and_gets_them_back
 
         out = stack.out.read_text()
         assert "browserpool/quickstart-browsers created (generation 1, replicas 4)" in out, out
-        # Ready at 2/2 (under load a beat can come later than the 6 s a node may stay
-        # silent: a node lost and back for a moment leaves a surplus to scale down first).
+        # Ready at 2/2. (The node workers beat every 2 s, a third of the 6 s: with dev's
+        # default 10-s beat each node was lost 4 s in every 10 and the pool churned.)
         status = wait_until(
             lambda: (s := spread({"node-1": 2, "node-2": 2})) and s["phase"] == "Ready" and s,
             **CLI_POLL,
