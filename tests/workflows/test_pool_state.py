@@ -110,6 +110,27 @@ def test_terminations_doom_what_must_go_and_forget_what_went() -> None:
     assert "TerminateFailed" in [e.reason for e in said.events]
 
 
+def test_a_booting_device_a_scale_down_took_is_said_scaled_down_not_vanished() -> None:
+    # Was test_pool_status_truth::test_scale_down_removes_a_booting_device_before_a_ready_one
+    # on the dev server: 5 ready and 1 booting scaled to 5. Which one goes is the plan's
+    # (test_plan::test_scale_down_removes_a_booting_device_before_a_ready_one); what is
+    # said of it is this sequence: the termination, then its batch's report of it gone.
+    state = PoolState()
+    devices = [*(dev(f"r{i}") for i in range(5)), dev("p", "provisioning")]
+    plan = plan_pool(replicas=5, devices=devices, in_flight=0, now=NOW, idle_grace=timedelta(0))
+    assert plan.terminate == ["p"]
+    went = state.take_terminations(
+        plan.terminate, only_if_idle={"p"}, failed={}, skipped={}, devices=devices
+    )
+    assert [(e.reason, e.message) for e in went.events] == [
+        ("ScaledDown", "terminated 1 device(s): p")
+    ]
+    report = BatchReport(workflow_id="b", slots=[5], vanished_devices={"p": "not found"})
+    said = state.take_report(report, region="us-west", settings=SETTINGS, now=NOW)
+    assert "Vanished" not in [e.reason for e in said.events]
+    assert said.warning is None  # no evidence against the region
+
+
 # ---------------------------------------------------------------- decide
 
 
