@@ -3,8 +3,7 @@
 - `provisioningDevices` counts devices that exist at the provider and boot;
   creates planned or waiting for the window are `pendingDevices`. Progressing
   stays True while anything is being created or booting.
-- A scale-down removes a device that is still booting before a serving one, and
-  says so (pure: test_plan.py, test_pool_state.py).
+- A scale-down removes a device that is still booting before a serving one.
 - Devices that vanish from the provider while they boot (a restarted
   in-memory provider forgot them) are no evidence against the region:
   ProviderAvailable stays True and creates are not paused.
@@ -80,6 +79,52 @@ async def test_creates_waiting_are_pending_and_booting_devices_keep_it_progressi
         TimedASGITransport.create_gate = None
         gate.set()
         await _faults(control, {})
+        await handle.cancel()
+
+
+async def test_scale_down_removes_a_booting_device_before_a_ready_one(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start_pool(env.client, pool_name, 5)
+    try:
+
+        async def ready(n: int) -> list[dict[str, Any]] | None:
+            devices = await pool_devices(control, pool_name)
+            ok = len(devices) == n and all(d["status"] == "ready" for d in devices)
+            return devices if ok else None
+
+        serving = await eventually(lambda: ready(5), what="5 ready devices")
+        await _faults(control, {"provisionStallRate": 1})
+        try:
+            await handle.execute_update(
+                UPDATE_SCALE, ScaleRequest(replicas=6), result_type=Accepted
+            )
+
+            async def booting() -> list[dict[str, Any]]:
+                devices = await pool_devices(control, pool_name)
+                return [d for d in devices if d["status"] == "provisioning"]
+
+            stalled = (await eventually(booting, what="a sixth device booting"))[0]
+        finally:
+            await _faults(control, {})
+        await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=5), result_type=Accepted)
+
+        async def booting_one_gone() -> list[dict[str, Any]] | None:
+            devices = await pool_devices(control, pool_name)
+            live = [d for d in devices if d["status"] != "terminating"]
+            return live if stalled["id"] not in {d["id"] for d in live} else None
+
+        await eventually(booting_one_gone, what="the booting device terminated")
+        await asyncio.sleep(1)  # a wrong pick would have gone by now too
+        live = {d["id"]: d["status"] for d in await pool_devices(control, pool_name)}
+        assert {d["id"] for d in serving} <= set(live), live
+        assert all(live[d["id"]] == "ready" for d in serving), live
+        # The pool says what it did, and not that the device it removed "vanished".
+        events = (await PoolClient(env.client).describe(pool_name))["events"]
+        said = [(e["reason"], e["message"]) for e in events]
+        assert ("ScaledDown", f"terminated 1 device(s): {stalled['id']}") in said, said
+        assert not [m for r, m in said if r == "Vanished"], said
+    finally:
         await handle.cancel()
 
 
