@@ -7,7 +7,8 @@ after 3 s, no idle grace):
   for a busy device's session to end, its replacement already created;
 - `pause` stops the health check replacing an offline device (it is still
   shown), `resume` lets it;
-- a device the pool does not have is refused by the update, and nothing changes.
+- a device the pool does not have is refused by the update, and nothing changes;
+- a template change on 10 devices rolls out within maxSurge 2, busy devices last.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from devicepool.client import PoolClient
 from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import Accepted, ApplyRequest, PoolInput
 from tests.helpers.settings import FAST
-from tests.helpers.workflow_stack import pool_devices
+from tests.helpers.workflow_stack import pool_counts, pool_devices
 
 pytestmark = pytest.mark.devserver
 
@@ -155,6 +156,78 @@ async def _still_there(
 
 async def _gone(control: httpx.AsyncClient, name: str) -> bool:
     return not await pool_devices(control, name)
+
+
+# Kept on the dev server beside its pure twin (test_pool_rollout_passes): here creates stay in
+# flight across passes, so surge counting that misses a batch under way is caught.
+async def test_a_template_change_rolls_out_within_surge_busy_devices_last(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    # The issue's scenario: osVersion 14 -> 15 on a pool of 10 with 3 busy devices under
+    # rollout {maxSurge: 2, maxUnavailable: 0}: never fewer than 10 serving, the 3 busy
+    # replaced only after their sessions end, creates 10 + 10.
+    rollout = {"maxSurge": 2, "maxUnavailable": 0}
+    handle = await start(env, pool_name, 10, rollout=rollout)
+    old = await eventually(lambda: ready_ids(control, pool_name, 10), timeout=90, what="10 ready")
+    busy = old[:3]
+    for device in busy:
+        await session(control, device, True)
+    changed = parse_pool(
+        {
+            "apiVersion": "mobile.example.com/v1beta1",
+            "kind": "DevicePool",
+            "metadata": {"name": pool_name},
+            "spec": {
+                "platform": "android",
+                "region": "us-west",
+                "osVersion": "15",
+                "replicas": 10,
+                "rollout": rollout,
+            },
+        }
+    )
+    await handle.execute_update(
+        "apply", ApplyRequest(metadata=changed.metadata, spec=changed.spec), result_type=Accepted
+    )
+    fewest, most = 10, 10
+
+    async def rolled_except_busy() -> bool:
+        nonlocal fewest, most
+        devices = await pool_devices(control, pool_name)
+        serving = [d for d in devices if d["status"] in ("ready", "busy")]
+        staying = [d for d in devices if d["status"] != "terminating"]
+        fewest, most = min(fewest, len(serving)), max(most, len(staying))
+        left = sorted(d["id"] for d in devices if d["id"] in old)
+        return left == sorted(busy) and len(serving) == 12
+
+    await eventually(rolled_except_busy, timeout=120, every=0.1, what="all but the busy rolled")
+
+    async def seen_by_the_pool() -> dict | None:
+        # The pool learns of the last boot at its next watch, a moment after the provider.
+        status = await handle.query("status")
+        return status if status["updatedDevices"] == 9 else None
+
+    status = await eventually(seen_by_the_pool, timeout=30, what="updatedDevices 9 in the status")
+    rolling = {c["type"]: c for c in status["conditions"]}["RollingOut"]
+    assert rolling["status"] == "True", status
+    for device in busy:
+        await session(control, device, False)
+
+    async def done() -> bool:
+        nonlocal fewest
+        devices = await pool_devices(control, pool_name)
+        fewest = min(fewest, sum(d["status"] in ("ready", "busy") for d in devices))
+        status = await handle.query("status")
+        complete = {c["type"]: c["status"] for c in status["conditions"]}["RollingOut"] == "False"
+        return complete and len(devices) == 10 and not {d["id"] for d in devices} & set(old)
+
+    await eventually(done, timeout=90, every=0.1, what="the rollout complete")
+    assert fewest >= 10, f"only {fewest} serving during the rollout"
+    # (a device being terminated is not counted, as Cluster API does not count one being deleted)
+    assert most <= 12, f"{most} devices at once: more than maxSurge 2 above 10"
+    assert (await pool_counts(control, pool_name))["created"] == 20  # 10 + 10, nothing extra
+    await handle.cancel()
+    await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")
 
 
 async def test_a_disruption_budget_of_zero_holds_a_scale_down_until_lifted(
