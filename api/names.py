@@ -142,7 +142,7 @@ UPDATE_PROTECT_DEVICE = "protect_device"
 UPDATE_UNPROTECT_DEVICE = "unprotect_device"
 UPDATE_PAUSE_REMEDIATION = "pause_remediation"
 UPDATE_RESUME_REMEDIATION = "resume_remediation"
-# the pool's own recent events (workflows/pool/event_log.py), for `devicepool describe`
+# the pool's own recent events (workflows/reconciler/events.py), for `devicepool describe`
 QUERY_EVENTS = "events"
 
 # Provider labels

@@ -1,6 +1,6 @@
 """A pool's recent events for `describe`: the pool's own (query `events`), as kubectl shows them.
 
-The pool keeps a small ring of what happened to it (`workflows/pool/event_log.py`):
+The pool keeps a small ring of what happened to it (`workflows/reconciler/events.py`):
 scaled, created N, replaced a device, remediation paused, creates backed off,
 teardown progress. Rows are `{time, type, reason, message, count, firstTime}`
 (camelCase `PoolEvent` JSON). Raw Temporal history (`TimerStarted 659.532s`)
@@ -21,7 +21,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from devicepool.api.names import QUERY_EVENTS
-from devicepool.workflows.pool.event_log import PoolEvents
+from devicepool.workflows.reconciler.events import PoolEvents
 
 
 async def recent_events(

@@ -29,7 +29,7 @@ from devicepool.client._status import (
 from devicepool.client.errors import BadInput
 from devicepool.workflows.browserpool import publish as browser_publish
 from devicepool.workflows.browserpool.status import LOCAL_API_REFUSED
-from devicepool.workflows.pool.search_attributes import KEY_DESIRED, KEY_PHASE, KEY_READY
+from devicepool.workflows.reconciler.search_attributes import KEY_DESIRED, KEY_PHASE, KEY_READY
 
 __all__ = ["SIDES", "Side", "browser_converged", "refused_key", "side_of"]
 

@@ -14,7 +14,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from devicepool.api.v1beta1 import DevicePoolSpec, Phase
 from devicepool.client._results import PoolSummary
-from devicepool.workflows.pool.search_attributes import (
+from devicepool.workflows.reconciler.search_attributes import (
     KEY_ACCOUNT,
     KEY_DESIRED,
     KEY_PHASE,

@@ -19,7 +19,7 @@ from temporalio.service import RPCError
 
 from devicepool.api.names import SEARCH_ATTRIBUTES
 from devicepool.client.errors import DevicePoolError, TemporalUnreachable
-from devicepool.workflows.pool.search_attributes import search_attribute_keys
+from devicepool.workflows.reconciler.search_attributes import search_attribute_keys
 
 __all__ = ["register_search_attributes", "search_attribute_keys"]
 

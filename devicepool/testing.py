@@ -29,7 +29,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from devicepool.client._dev_processes import find_temporal
 from devicepool.connect import DATA_CONVERTER
-from devicepool.workflows.pool.search_attributes import search_attribute_keys
+from devicepool.workflows.reconciler.search_attributes import search_attribute_keys
 
 # ---------------------------------------------------------------- ports
 

@@ -52,7 +52,7 @@ from devicepool.worker.accounts import start_janitors
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.ledger.state import LedgerInput
 from devicepool.workflows.orphans.state import OrphanReport
-from devicepool.workflows.pool.search_attributes import KEY_ACCOUNT
+from devicepool.workflows.reconciler.search_attributes import KEY_ACCOUNT
 from tests.helpers.histories import history_digest
 from tests.helpers.settings import FAST
 from tests.helpers.workflow_stack import (

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from devicepool.api.names import SEARCH_ATTRIBUTES
-from devicepool.workflows.pool.search_attributes import search_attribute_keys
+from devicepool.workflows.reconciler.search_attributes import search_attribute_keys
 
 
 def test_the_typed_keys_are_exactly_the_registered_attributes() -> None:
