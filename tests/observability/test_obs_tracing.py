@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic import SecretStr
 
 from devicepool import tracing
-from devicepool.activities.models import AccountSettings, ProxyPoolSettings
+from devicepool.activities.models import AccountSettings
 from devicepool.api.loader import parse_pool
 from devicepool.client.pool_client import PoolClient
 from devicepool.connect import connect
@@ -39,6 +39,7 @@ from devicepool.worker.config import WorkerConfig
 from devicepool.worker.main import run_worker
 from tests.helpers.obs_stack import OBS_SETTINGS, worker_serves
 from tests.helpers.servers import InProcessServer, dev_server
+from tests.helpers.settings import proxy_pools
 
 API_KEY = "trace-test-key-0123456789"
 PROXY_PASSWORD = "trace-proxy-password"
@@ -126,14 +127,7 @@ async def test_one_scale_up_is_one_trace(exporter: tuple[InMemorySpanExporter, A
                 timeout_seconds=3,
             )
         },
-        proxy_pools={
-            "proxyseller-us": ProxyPoolSettings(
-                name="proxyseller-us",
-                host="gw.proxy.test",
-                port=1080,
-                password=SecretStr(PROXY_PASSWORD),
-            )
-        },
+        proxy_pools=proxy_pools(PROXY_PASSWORD),
         settings=OBS_SETTINGS,
         metrics_port=0,
         graceful_shutdown_seconds=1,

@@ -19,10 +19,10 @@ from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.activities.models import AccountSettings, ProxyPoolSettings
+from devicepool.activities.models import AccountSettings
 from devicepool.emulator.app import EmulatorConfig, create_app
 from tests.helpers.servers import dev_server
-from tests.helpers.settings import FAST
+from tests.helpers.settings import FAST, proxy_pools
 from tests.helpers.transports import TimedASGITransport
 from tests.helpers.workflow_stack import (
     ACCOUNTS,
@@ -70,14 +70,7 @@ async def workers(env: WorkflowEnvironment, emulator: Any) -> AsyncIterator[Work
             )
             for name, key in ACCOUNTS.items()
         },
-        proxy_pools={
-            "proxyseller-us": ProxyPoolSettings(
-                name="proxyseller-us",
-                host="gw.proxy.test",
-                port=1080,
-                password=SecretStr(PROXY_PASSWORD),
-            )
-        },
+        proxy_pools=proxy_pools(PROXY_PASSWORD),
         settings=FAST,
         transport=TimedASGITransport(app=emulator),
     )

@@ -21,7 +21,7 @@ from pydantic import SecretStr
 from temporalio.client import Client, WorkflowHandle
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
+from devicepool.activities.models import AccountSettings
 from devicepool.activities.providers.bitbrowser.phone_marks import Remark, parse_device_id
 from devicepool.activities.providers.bitbrowser.phone_provider import ANDROID_ONLY
 from devicepool.api import parse_pool
@@ -33,6 +33,7 @@ from devicepool.testing import eventually, pool_manifest
 from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
 from tests.helpers.servers import dev_server
+from tests.helpers.settings import PHONES, proxy_pools
 from tests.helpers.workflow_stack import CAN_THRESHOLD, start_pool
 
 pytestmark = pytest.mark.devserver
@@ -42,17 +43,7 @@ KEY = "bb-local-key-e2e"
 URL = "http://phones.local"
 SPEED = 10.0
 PROXY_PASSWORD = "phones-proxy-pass-7c1"
-SETTINGS = PoolSettings(
-    resync_seconds=1.0,
-    health_seconds=1.0,
-    offline_after_seconds=3,
-    startup_timeout_seconds=30,
-    idle_grace_seconds=0,
-    provision_batch_size=4,
-    watch_max_seconds=20,
-    health_liveness_seconds=2,
-    teardown_blocked_after_seconds=5,
-)
+SETTINGS = PHONES
 
 
 class PhoneStack:
@@ -98,14 +89,7 @@ async def stack() -> AsyncIterator[PhoneStack]:
                 phone_interval_seconds=1.1 / SPEED,
             )
         },
-        proxy_pools={
-            "proxyseller-us": ProxyPoolSettings(
-                name="proxyseller-us",
-                host="gw.proxy.test",
-                port=1080,
-                password=SecretStr(PROXY_PASSWORD),
-            )
-        },
+        proxy_pools=proxy_pools(PROXY_PASSWORD),
         settings=SETTINGS,
         transport=httpx.ASGITransport(app=app),
     )

@@ -23,7 +23,7 @@ from pydantic import SecretStr
 from temporalio.client import Client, WorkflowHandle
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
+from devicepool.activities.models import AccountSettings, ProxyPoolSettings
 from devicepool.api import parse_pool
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id
 from devicepool.api.v1beta1 import ObjectMeta
@@ -36,6 +36,7 @@ from devicepool.worker.node import NodeOptions, run_node_worker
 from devicepool.workflows.pool.messages import PoolInput
 from devicepool.workflows.shared import placement
 from tests.helpers.servers import dev_server
+from tests.helpers.settings import PHONES
 from tests.helpers.workflow_stack import CAN_THRESHOLD
 
 pytestmark = pytest.mark.devserver
@@ -56,18 +57,7 @@ PROXY = ProxyPoolSettings(
     password=SecretStr("nodes-proxy-pass-51x"),
 )
 # What the main workers' config gives the pools: the intervals, and the account's node.
-SETTINGS = PoolSettings(
-    resync_seconds=1.0,
-    health_seconds=1.0,
-    offline_after_seconds=3,
-    startup_timeout_seconds=30,
-    idle_grace_seconds=0,
-    provision_batch_size=4,
-    watch_max_seconds=20,
-    health_liveness_seconds=2,
-    teardown_blocked_after_seconds=5,
-    account_nodes={ACCOUNT: NODE, DEAD_ACCOUNT: DEAD_NODE},
-)
+SETTINGS = PHONES.model_copy(update={"account_nodes": {ACCOUNT: NODE, DEAD_ACCOUNT: DEAD_NODE}})
 
 
 class Stack:
