@@ -48,7 +48,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from devicepool.activities.device_models import (
     DeviceInfo,
@@ -57,7 +57,6 @@ from devicepool.activities.device_models import (
 from devicepool.activities.errors import (
     InvalidArgumentError,
     NotFoundError,
-    QuotaExceededError,
 )
 from devicepool.activities.providers.base import (
     NewDevice,
@@ -76,18 +75,17 @@ from devicepool.activities.providers.bitbrowser.phone_listings import Listing, P
 from devicepool.activities.providers.bitbrowser.phone_marks import (
     ACTIVE,
     MARK_PREFIX,
-    RESERVE,
     RETIRED,
     Remark,
-    parked_mark,
     parse_device_id,
     slot_mark,
 )
 from devicepool.activities.providers.bitbrowser.phone_reads import PROBES_PER_LISTING, PhoneReads
+from devicepool.activities.providers.bitbrowser.phone_reserve import Reserve
 from devicepool.activities.providers.bitbrowser.phones import CloudPhones
 from devicepool.activities.settings import ProxyPoolSettings
 from devicepool.api.errors import ErrorType
-from devicepool.api.names import LABEL_POOL, LABEL_TEMPLATE_HASH
+from devicepool.api.names import LABEL_POOL
 
 __all__ = ["ANDROID_ONLY", "PROXY_NEEDED", "PhoneProvider"]
 
@@ -115,8 +113,6 @@ class PhoneProvider:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.phones = phones
-        # pool -> the lock its `spec.reserve.keep` count-and-mark holds (`_park`).
-        self._park_locks: dict[str, asyncio.Lock] = {}
         # Temporary compute: billed exactly while powered on (monthly ignores power).
         self.compute_type = compute_type
         self.reads = PhoneReads(
@@ -132,13 +128,9 @@ class PhoneProvider:
         # its remove, a moment apart, read the profile once.
         self._looked: dict[str, tuple[float, Phone]] = {}
         self.lookup_seconds = 2 * phones.pacer.interval
-        # pool -> (when, its reserve profiles): a batch of creates lists the reserve once.
-        # Claims and parks of this process keep it right; it is listed again after
-        # `reserve_seconds`.
-        self._reserves: dict[str, tuple[float, list[tuple[Phone, Remark]]]] = {}
-        self.reserve_seconds = 10 * phones.pacer.interval
-        # How long `listings.reserve_ids` counts for a removal under `spec.reserve.keep`.
-        self.reserve_count_seconds = 60 * phones.pacer.interval
+        self.reserve = Reserve(
+            phones, self.listings, forget=self._forget, wall_clock=wall_clock, clock=clock
+        )
         # slot mark -> the lock one create of that slot holds at a time (`_slot`)
         self._slots: dict[str, _Held] = {}
 
@@ -266,10 +258,10 @@ class PhoneProvider:
         if mine:
             (phone, remark), *others = mine
             for other, other_remark in others:  # a create the server finished late
-                await self._park(other, other_remark, broken=False)
+                await self.reserve.park(other, other_remark, broken=False)
             return await self._power_on(phone, remark)
         async with self.listings.claim_locks.setdefault(pool, asyncio.Lock()):
-            taken = await self._claim_reserve(pool, labels, mark, proxy, listing)
+            taken = await self.reserve.claim(pool, labels, mark, proxy, listing)
         if taken is not None:
             return await self._power_on(*taken)
         remark = Remark(ACTIVE, 1, self._wall(), labels)
@@ -302,50 +294,6 @@ class PhoneProvider:
             if not held.users:
                 del self._slots[mark]
 
-    async def _claim_reserve(
-        self,
-        pool: str,
-        labels: dict[str, str],
-        mark: str,
-        proxy: PhoneProxy,
-        listing: Listing | None = None,
-    ) -> tuple[Phone, Remark] | None:
-        """A reserve profile of the pool and template, re-marked for this slot (or None).
-
-        Holds the pool's claim lock. `listing`, the create's own look-up, serves when
-        no claim was made since it began (one was: that profile may show as reserve)."""
-        wanted = labels.get(LABEL_TEMPLATE_HASH, "")
-        kept = self._reserves.get(pool)
-        if kept is None or self._clock() - kept[0] >= self.reserve_seconds:
-            # Under the lock no claim starts: at most one more listing is begun.
-            while listing is None or listing.claims != self.listings.claimed[pool]:
-                listing = await self.listings.pool_listing(pool)
-            listed = [(p, r) for p, r in listing.found if r.state == RESERVE]
-            kept = (self._clock(), listed)
-            if listing.parks == self.listings.parks[pool]:  # no phone parked since it began
-                self._reserves[pool] = kept
-        reserve = [pr for pr in kept[1] if pr[1].labels.get(LABEL_TEMPLATE_HASH, "") == wanted]
-        if not reserve:
-            return None
-        phone, old = min(reserve, key=lambda pr: (pr[0].seq is None, pr[0].seq or 0, pr[0].id))
-        kept[1].remove((phone, old))
-        remark = Remark(ACTIVE, old.incarnation + 1, self._wall(), labels)
-        # One partial update: a lost answer is found by the mark on the next attempt.
-        try:
-            await self.phones.update(
-                phone.id, {"name": mark, "remark": remark.text(), **proxy.fields()}
-            )
-        except BaseException:
-            self._reserves.pop(pool, None)  # not known what it holds now: list it again
-            self.listings.reserve_ids.pop(pool, None)
-            self.listings.claimed[pool] += 1  # nor whether a listing begun before shows it claimed
-            raise
-        self.listings.claimed[pool] += 1
-        if (counted := self.listings.reserve_ids.get(pool)) is not None:
-            counted[1].discard(phone.id)
-        self._forget(phone.id)
-        return phone.model_copy(update={"name": mark, "remark": remark.text()}), remark
-
     async def _power_on(self, phone: Phone, remark: Remark) -> DeviceInfo:
         if phone.status not in (PhoneStatus.BOOTING, PhoneStatus.RUNNING):
             await self.phones.open(phone.id)
@@ -362,7 +310,7 @@ class PhoneProvider:
                 # Its pool is deleted: shut down and retired, nothing read, no fresh
                 # start spent (release_pool would retire it seconds later anyway).
                 await self.phones.shutdown(phone.id)
-                await self._mark_parked(phone, remark, RETIRED, broken=False)
+                await self.reserve.mark_parked(phone, remark, RETIRED, broken=False)
                 return
             # Broken (fresh-started before it is kept): read so, or read now for a
             # replacement. A scale-down reads nothing more: a phone it keeps that does
@@ -373,76 +321,10 @@ class PhoneProvider:
             broken = phone.status == PhoneStatus.RUNNING and not await self.reads.running(
                 phone, read=read
             )
-            await self._park(phone, remark, broken=broken)
-
-    async def _park(self, phone: Phone, remark: Remark, *, broken: bool) -> str:
-        """Power the phone off and keep its profile: `reserve`, or `retired` if it is broken
-        and cannot be fresh-started this month, or past the pool's `spec.reserve.keep`.
-        Shut down first: a profile marked reserve while still on would be billed and
-        listed nowhere."""
-        await self.phones.shutdown(phone.id)
-        keep = current_call().reserve_keep
-        if keep is None:
-            return await self._mark_parked(phone, remark, RESERVE, broken=broken)
-        # One count-and-mark at a time per pool: a scale-down removes its devices at once.
-        async with self._park_locks.setdefault(remark.pool, asyncio.Lock()):
-            counted = self.listings.reserve_ids.get(remark.pool)
-            if counted is not None and self._clock() - counted[0] < self.reserve_count_seconds:
-                kept = len(counted[1])
-            else:
-                found = await self.listings.pool_phones(remark.pool)
-                kept = sum(1 for _, r in found if r.state == RESERVE)
-            state = RETIRED if kept >= keep else RESERVE
-            return await self._mark_parked(phone, remark, state, broken=broken)
-
-    async def _mark_parked(self, phone: Phone, remark: Remark, state: str, *, broken: bool) -> str:
-        if broken and state == RESERVE:
-            try:
-                await self.phones.recover(phone.id)
-            except QuotaExceededError:
-                state = RETIRED
-        self._forget(phone.id)
-        await self.phones.update(
-            phone.id,
-            {
-                "name": parked_mark(remark.pool, state),
-                "remark": replace(remark, state=state).text(),
-            },
-        )
-        self.listings.parks[remark.pool] += 1
-        self._reserves.pop(remark.pool, None)  # listed again with this one
-        if (counted := self.listings.reserve_ids.get(remark.pool)) is not None:
-            if state == RESERVE:
-                counted[1].add(phone.id)
-            else:
-                counted[1].discard(phone.id)
-        return state
+            await self.reserve.park(phone, remark, broken=broken)
 
     async def release_pool(self, pool: str) -> int:
-        self._reserves.pop(pool, None)
-        self.listings.reserve_ids.pop(pool, None)
-        with provider_call(pool=pool):
-            profiles = await self.listings.pool_phones(pool)
-            kept = [(p, r) for p, r in profiles if r.state == RESERVE]
-            for phone, remark in kept:
-                await self.phones.update(
-                    phone.id,
-                    {
-                        "name": parked_mark(pool, RETIRED),
-                        "remark": replace(remark, state=RETIRED).text(),
-                    },
-                )
-            # Those retired before, out of the pool's listing: one more listing, here only.
-            retired = [
-                p
-                for p in await self.phones.find_by_mark(parked_mark(pool, RETIRED))
-                if p.id not in {q.id for q, _ in profiles}
-                and (r := self.listings.remark_of(p)) is not None
-                and r.pool == pool
-            ]
-        # Every profile of the pool stays (the API has no delete), retired now: a retry
-        # after a lost answer counts the same.
-        return len(profiles) + len(retired)
+        return await self.reserve.release_pool(pool)
 
     async def aclose(self) -> None:
         await self.phones.api.aclose()
