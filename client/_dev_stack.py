@@ -33,8 +33,8 @@ from devicepool.api.kinds import kind_named
 from devicepool.api.names import (
     LABEL_NODE,
 )
+from devicepool.client._dev_banner import banner, manifests_line, stopping_line
 from devicepool.client._dev_codec import (
-    banner_line,
     codec_command,
     codec_url,
     encryption_on,
@@ -42,22 +42,16 @@ from devicepool.client._dev_codec import (
 )
 from devicepool.client._dev_commands import (
     bitbrowser_command,
-    cli_command,
     emulator_command,
-    in_flight_activities,
-    pools_only,
     server_command,
-    try_line,
 )
 from devicepool.client._dev_config import (
     BITBROWSER_ACCOUNT,
     BITBROWSER_PHONES_NODE,
-    DEFAULT_API_KEY,
     DEV_HOST,
     DEV_NAMESPACE,
     NODE_WORKER_SUFFIX,
     DevOptions,
-    bitbrowser_state_file,
     browser_node_names,
     is_node_worker,
     node_config_file,
@@ -78,17 +72,8 @@ from devicepool.client._dev_processes import (
 )
 from devicepool.client._results import applied_verb
 from devicepool.client.errors import DevicePoolError, TemporalUnreachable
-from devicepool.worker.config import DEFAULT_GRACEFUL_SHUTDOWN_SECONDS
 
 READY_TIMEOUT = 90.0
-# What Ctrl-C says while each child stops (the worker's line adds what it waits for).
-STOPPING = {
-    "worker": "the worker",
-    "emulator": "the emulator",
-    "bitbrowser": "the BitBrowser emulator",
-    "codec-server": "the codec server",
-    "temporal": "Temporal",
-}
 # What the BitBrowser emulator prints once every node listens: `node-1 http://127.0.0.1:PORT`.
 _NODE_LINE = re.compile(r"^(node-\d+) (http://\S+)$", re.MULTILINE)
 
@@ -153,7 +138,8 @@ class DevStack:
             await self._start_node_workers(proxy_pools, key_files)
         if pools and new_data_dir:
             await self.apply(pools)
-        self._banner(accounts, proxy_pools, manifests=self._manifests_line(pools, new_data_dir))
+        manifests = manifests_line(o, pools, new_data_dir)
+        self.out(banner(o, accounts, proxy_pools, self.browser_nodes, manifests=manifests))
 
     async def _start_worker(self) -> None:
         o = self.options
@@ -332,65 +318,6 @@ class DevStack:
             if child.process.returncode is not None:
                 raise DevicePoolError(child.exit_reason())
 
-    def _manifests_line(self, pools: Sequence[Any], new_data_dir: bool) -> str:
-        """The banner's word on `--apply`: applied, or skipped on a data dir that existed."""
-        if not pools:
-            return ""
-        source = self.options.apply or "the manifests"
-        if new_data_dir:
-            said = f"{source} applied (a new data dir)"
-        else:
-            said = (
-                f"{source} not applied: {self.data_dir} already existed, so its pools keep "
-                "their changes (apply it by hand to reset them)"
-            )
-        return f"  Manifests:        {said}\n"
-
-    def _banner(
-        self, accounts: Sequence[str], proxy_pools: Sequence[str], *, manifests: str = ""
-    ) -> None:
-        o = self.options
-        logs = self.data_dir / "logs"
-        env_hint = (
-            ""
-            if o.port == 7233
-            else f"\n  Point the CLI at it:  export TEMPORAL_ADDRESS={o.address}"
-        )
-        workflows = f"http://{DEV_HOST}:{o.ui_port}/namespaces/{DEV_NAMESPACE}/workflows"
-        self.out(
-            "devicepool dev is up\n"
-            f"  Temporal Web UI:  {workflows}\n"
-            f"  Pools only:       {pools_only(workflows)}\n"
-            f"  Temporal:         {o.address} (the CLI's TEMPORAL_ADDRESS)"
-            f"{env_hint}\n"
-            f"  Emulator:         http://{DEV_HOST}:{o.emulator_port} "
-            f"(accounts: {', '.join(accounts)}; key {DEFAULT_API_KEY})\n"
-            f"{self._browser_nodes_lines()}"
-            f"  Worker metrics:   http://{DEV_HOST}:{o.metrics_port}/metrics\n"
-            f"  Proxy pools:      {', '.join(proxy_pools)} (placeholder gateways)\n"
-            f"{banner_line(o) if encryption_on(o) else ''}"
-            f"  Data and logs:    {self.data_dir}/ (temporal.db, emulator.sqlite; "
-            f"{logs}/temporal.log, emulator.log, worker.log)\n"
-            f"{manifests}"
-            f"{try_line(cli_command())}"
-            "Ctrl-C stops everything; running again with the same --data-dir resumes the pools."
-        )
-
-    def _browser_nodes_lines(self) -> str:
-        """The banner's BitBrowser nodes (`--browser-nodes`), one per line; none without."""
-        if not self.browser_nodes:
-            return ""
-        indent = " " * len("  BitBrowser nodes: ")
-        nodes = [f"{name} {url}" for name, url in self.browser_nodes.items()]
-        return (
-            f"  BitBrowser nodes: {nodes[0]}\n"
-            + "".join(f"{indent}{line}\n" for line in nodes[1:])
-            + f"{indent}(account {BITBROWSER_ACCOUNT} in {bitbrowser_state_file(self.options).name}, "
-            "log bitbrowser.log)\n"
-            + f"  Node workers:     {', '.join(self.browser_nodes)} (labelled {LABEL_NODE}=<name>; "
-            f"logs {node_worker_name('<name>')}.log)\n"
-        )
-
     # ------------------------------------------------------------ run
 
     async def apply(self, pools: Sequence[Any]) -> None:
@@ -442,31 +369,12 @@ class DevStack:
 
         for child in sorted(self.children, key=rank):
             if child.process.returncode is None:
-                self.out(await self._stopping_line(child.name))
+                self.out(await stopping_line(self.options, child.name))
             await stop_child(child)
             child.log.close()
         self.children.clear()
         if self.lock is not None:
             self.lock.release()
-
-    async def _stopping_line(self, name: str) -> str:
-        """`stopping the worker (waiting for 3 activities in flight, at most 20 s) ...`."""
-        what = STOPPING.get(name, f"the {name}")
-        if name != "worker":
-            return f"stopping {what} ..."
-        url = f"http://{DEV_HOST}:{self.options.metrics_port}/metrics"
-        try:
-            async with httpx.AsyncClient(timeout=1.0) as http:
-                busy = in_flight_activities((await http.get(url)).text)
-        except httpx.HTTPError:
-            busy = 0  # not answering: nothing to say about it
-        if not busy:
-            return f"stopping {what} ..."
-        activities = "activity" if busy == 1 else "activities"
-        return (
-            f"stopping {what} (waiting for {busy} {activities} in flight, "
-            f"at most {DEFAULT_GRACEFUL_SHUTDOWN_SECONDS:g} s) ..."
-        )
 
     def kill_all(self) -> None:
         for child in self.children:

@@ -1160,7 +1160,7 @@ temporal_worker_task_slots_used{task_queue="devicepool-account-default",worker_t
 
 
 def test_in_flight_activities_leave_the_watches_out() -> None:
-    from devicepool.client._dev_stack import in_flight_activities
+    from devicepool.client._dev_commands import in_flight_activities
 
     # Watches are cut off at once at shutdown: only the others are waited for.
     assert in_flight_activities(METRICS) == 3

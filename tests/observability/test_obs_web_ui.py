@@ -33,7 +33,7 @@ from playwright.async_api import Page, async_playwright, expect
 
 from devicepool.api.loader import parse_pool
 from devicepool.api.names import SEARCH_ATTRIBUTES, health_workflow_id, pool_workflow_id
-from devicepool.client._dev_stack import pools_only
+from devicepool.client._dev_commands import pools_only
 from devicepool.client.pool_client import PoolClient
 from tests.helpers.obs_stack import ObsStack
 
