@@ -12,13 +12,19 @@ import contextlib
 from dataclasses import dataclass
 
 import httpx
+import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import SecretStr
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
+from devicepool.activities.models import AccountSettings
 from devicepool.api.names import ledger_workflow_id
+from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.testing import ControlPlane
-from tests.helpers.settings import FAST
+from devicepool.worker.config import WorkerConfig
+from tests.helpers.servers import InProcessServer
+from tests.helpers.settings import FAST, proxy_pools
 
 API_KEY = "obs-test-key"
 # The workflow tests' intervals (a copy: what changes here changes the observability tests only).
@@ -68,3 +74,42 @@ async def worker_serves(client: Client, account: str, worker: asyncio.Task[None]
                 return
         await asyncio.sleep(0.1)
     raise AssertionError(f"no running ledger for account {account!r} after 15 s")
+
+
+def emulator_server(api_key: str, port: int, seed: int) -> InProcessServer:
+    """The emulator over real HTTP on `port` (uvicorn in this event loop): account
+    `default` with `api_key`, devices ready after a second, creates unthrottled."""
+    app = create_app(
+        EmulatorConfig(
+            accounts={"default": [api_key]},
+            provision_seconds=1,
+            creates_per_minute=1000,
+            terminate_seconds=0.2,
+            seed=seed,
+        )
+    )
+    return InProcessServer(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
+
+
+def worker_config(
+    api_key: str, emulator_url: str, proxy_password: str, metrics_port: int
+) -> WorkerConfig:
+    """The production worker's config for one account, `default`, on the emulator at
+    `emulator_url`, with the stacks' proxy pool and `OBS_SETTINGS`."""
+    return WorkerConfig(
+        accounts={
+            "default": AccountSettings(
+                name="default",
+                base_url=emulator_url,
+                api_key=SecretStr(api_key),
+                creates_per_minute=1000,
+                timeout_seconds=3,
+            )
+        },
+        proxy_pools=proxy_pools(proxy_password),
+        settings=OBS_SETTINGS,
+        metrics_port=metrics_port,
+        graceful_shutdown_seconds=1,
+    )

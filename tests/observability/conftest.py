@@ -14,16 +14,17 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
-import uvicorn
-from pydantic import SecretStr
 
-from devicepool.activities.models import AccountSettings, ProxyPoolSettings
-from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.testing import free_port
-from devicepool.worker.config import WorkerConfig
 from devicepool.worker.main import run_worker, sdk_runtime
-from tests.helpers.obs_stack import API_KEY, OBS_SETTINGS, ObsStack, worker_serves
-from tests.helpers.servers import InProcessServer, dev_server
+from tests.helpers.obs_stack import (
+    API_KEY,
+    ObsStack,
+    emulator_server,
+    worker_config,
+    worker_serves,
+)
+from tests.helpers.servers import dev_server
 
 
 @pytest.fixture(scope="session")
@@ -31,43 +32,9 @@ async def obs_stack() -> AsyncIterator[ObsStack]:
     runtime, buffer = sdk_runtime()
     ui_port, emulator_port, metrics_port = free_port(), free_port(), free_port()
     emulator_url = f"http://127.0.0.1:{emulator_port}"
-    server = InProcessServer(
-        uvicorn.Config(
-            create_app(
-                EmulatorConfig(
-                    accounts={"default": [API_KEY]},
-                    provision_seconds=1,
-                    creates_per_minute=1000,
-                    terminate_seconds=0.2,
-                    seed=11,
-                )
-            ),
-            host="127.0.0.1",
-            port=emulator_port,
-            log_level="warning",
-            lifespan="off",
-        )
-    )
+    server = emulator_server(API_KEY, emulator_port, seed=11)
     serving = asyncio.create_task(server.serve())
-    config = WorkerConfig(
-        accounts={
-            "default": AccountSettings(
-                name="default",
-                base_url=emulator_url,
-                api_key=SecretStr(API_KEY),
-                creates_per_minute=1000,
-                timeout_seconds=3,
-            )
-        },
-        proxy_pools={
-            "proxyseller-us": ProxyPoolSettings(
-                name="proxyseller-us", host="gw.proxy.test", port=1080, password=SecretStr("pw")
-            )
-        },
-        settings=OBS_SETTINGS,
-        metrics_port=metrics_port,
-        graceful_shutdown_seconds=1,
-    )
+    config = worker_config(API_KEY, emulator_url, "pw", metrics_port)
     async with await dev_server(runtime=runtime, ui=True, ui_port=ui_port) as env:
         stop = asyncio.Event()
         worker = asyncio.create_task(

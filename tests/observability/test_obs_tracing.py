@@ -26,20 +26,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from pydantic import SecretStr
 
 from devicepool import tracing
-from devicepool.activities.models import AccountSettings
 from devicepool.api.loader import parse_pool
 from devicepool.client.pool_client import PoolClient
 from devicepool.connect import connect
-from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.testing import eventually, free_port, pool_manifest
-from devicepool.worker.config import WorkerConfig
 from devicepool.worker.main import run_worker
-from tests.helpers.obs_stack import OBS_SETTINGS, worker_serves
+from tests.helpers.obs_stack import emulator_server, worker_config, worker_serves
 from tests.helpers.servers import InProcessServer, dev_server
-from tests.helpers.settings import proxy_pools
 
 API_KEY = "trace-test-key-0123456789"
 PROXY_PASSWORD = "trace-proxy-password"
@@ -95,43 +90,13 @@ async def test_one_scale_up_is_one_trace(exporter: tuple[InMemorySpanExporter, A
     memory, interceptor = exporter
     emulator_port = free_port()
     emulator_url = f"http://127.0.0.1:{emulator_port}"
-    emulator = InProcessServer(
-        uvicorn.Config(
-            create_app(
-                EmulatorConfig(
-                    accounts={"default": [API_KEY]},
-                    provision_seconds=1,
-                    creates_per_minute=1000,
-                    terminate_seconds=0.2,
-                    seed=5,
-                )
-            ),
-            host="127.0.0.1",
-            port=emulator_port,
-            log_level="warning",
-            lifespan="off",
-        )
-    )
+    emulator = emulator_server(API_KEY, emulator_port, seed=5)
     serving = asyncio.create_task(emulator.serve())
     received: list[ExportTraceServiceRequest] = []
     collector_port = free_port()
     otlp = serve(collector(received), collector_port)
     collecting = asyncio.create_task(otlp.serve())
-    config = WorkerConfig(
-        accounts={
-            "default": AccountSettings(
-                name="default",
-                base_url=emulator_url,
-                api_key=SecretStr(API_KEY),
-                creates_per_minute=1000,
-                timeout_seconds=3,
-            )
-        },
-        proxy_pools=proxy_pools(PROXY_PASSWORD),
-        settings=OBS_SETTINGS,
-        metrics_port=0,
-        graceful_shutdown_seconds=1,
-    )
+    config = worker_config(API_KEY, emulator_url, PROXY_PASSWORD, metrics_port=0)
     try:
         async with await dev_server() as env:
             address = env.client.service_client.config.target_host
