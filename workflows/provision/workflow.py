@@ -20,8 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities.definitions import DeviceActivityDefinitions
@@ -37,7 +36,6 @@ with workflow.unsafe.imports_passed_through():
         GetStatusesInput,
         PoolRunInput,
     )
-    from devicepool.api.errors import NON_RETRYABLE_ERROR_TYPES, ErrorType
     from devicepool.api.names import (
         LABEL_SLOT,
         SIGNAL_BATCH_CREATED,
@@ -52,6 +50,11 @@ with workflow.unsafe.imports_passed_through():
         ledger_workflow_id,
         slot_label,
     )
+    from devicepool.workflows.provision.failures import (
+        CREATE_RETRY,
+        provider_verdict,
+        reason_of,
+    )
     from devicepool.workflows.shared.cancellation import raise_if_cancelled
     from devicepool.workflows.shared.placement import Route
     from devicepool.workflows.shared.policies import PROVIDER_RETRY
@@ -63,18 +66,6 @@ with workflow.unsafe.imports_passed_through():
         ProvisionBatchInput,
         WithdrawSlots,
     )
-
-# A create that fails with one of these will not succeed by trying again. A
-# region outage is retryable in general, but for creates the pool handles it
-# itself (durable back-off, region probes) instead of a retry loop per device.
-CREATE_NON_RETRYABLE = [*NON_RETRYABLE_ERROR_TYPES, ErrorType.REGION_UNAVAILABLE.value]
-
-CREATE_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=60),
-    non_retryable_error_types=CREATE_NON_RETRYABLE,
-)
 
 
 @workflow.defn(name=WORKFLOW_PROVISION_BATCH)
@@ -333,8 +324,8 @@ class ProvisionBatchWorkflow:
                 summary=f"create device {index + 1}/{total} (slot {slot})",
             )
         except ActivityError as err:
-            report.failed_slots[slot] = _reason(err)
-            if _provider_verdict(err) is None:
+            report.failed_slots[slot] = reason_of(err)
+            if provider_verdict(err) is None:
                 report.unanswered_slots.append(slot)
             return workflow.now(), False
         report.created[slot] = result.device.id
@@ -407,45 +398,6 @@ class ProvisionBatchWorkflow:
         except FailureError as err:
             # The pool is gone (deleted and finished): nobody to tell.
             workflow.logger.info("pool %s did not take the report: %s", input.pool, err)
-
-
-# Failures that are not the provider refusing the device: throttling, a call that
-# never got an answer, and devicepool's own configuration (the pool's reference
-# check reports those).
-_NOT_A_VERDICT = frozenset(
-    {
-        ErrorType.RATE_LIMITED,
-        ErrorType.TIMEOUT,
-        ErrorType.TRANSPORT,
-        ErrorType.UNKNOWN_ACCOUNT,
-        ErrorType.UNKNOWN_PROXY_POOL,
-    }
-)
-
-
-def _provider_verdict(err: ActivityError) -> ErrorType | None:
-    """The provider's refusal behind a failed create, or None when it never refused.
-
-    An activity timeout wraps the last attempt's failure (if any) as its cause;
-    a create lost with a killed worker has none.
-    """
-    cause: BaseException | None = err.cause
-    while cause is not None and not isinstance(cause, ApplicationError):
-        cause = cause.__cause__
-    if cause is None or cause.type is None:
-        return None
-    try:
-        verdict = ErrorType(cause.type)
-    except ValueError:
-        return None
-    return None if verdict in _NOT_A_VERDICT else verdict
-
-
-def _reason(err: ActivityError) -> str:
-    cause = err.cause
-    if isinstance(cause, ApplicationError):
-        return f"{cause.type}: {cause.message}" if cause.type else cause.message
-    return str(cause or err)
 
 
 def _ledger(input: ProvisionBatchInput) -> workflow.ExternalWorkflowHandle[Any]:
