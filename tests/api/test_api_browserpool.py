@@ -45,6 +45,7 @@ from devicepool.api.labels import (
 )
 from devicepool.api.v1alpha1 import ObjectMeta
 from devicepool.api.v1beta1 import ProxySpec as BetaProxySpec
+from tests.helpers.manifest_fuzz import mutated
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "browserpools.md"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -934,52 +935,10 @@ def test_a_manifest_converts_as_its_author_wrote_it() -> None:
 # ---------------------------------------------------------------- every problem is one short line
 
 FULL = yaml.safe_load(BETA)
-_TEXT = (
-    st.text(max_size=20)
-    | st.text(min_size=100, max_size=300)
-    | st.text(st.characters(categories=["Cc", "Zl", "Zp", "Co"]), min_size=1, max_size=80)
-)
-_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | _TEXT,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
-    max_leaves=6,
-)
-
-
-def _paths(document: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    found = []
-    for key, value in document.items():
-        found.append((*prefix, key))
-        if isinstance(value, dict):
-            found += _paths(value, (*prefix, key))
-    return found
-
-
-@st.composite
-def _mutated(draw: st.DrawFn) -> str:
-    document = json.loads(json.dumps(FULL))
-    for _ in range(draw(st.integers(1, 4))):
-        paths = _paths(document)
-        if not paths:
-            break
-        path = draw(st.sampled_from(paths))
-        parent = document
-        for segment in path[:-1]:
-            parent = parent[segment]
-        how = draw(st.sampled_from(["value", "key", "add", "remove"]))
-        if how == "value":
-            parent[path[-1]] = draw(_VALUES)
-        elif how == "key":
-            parent[draw(_TEXT)] = parent.pop(path[-1])
-        elif how == "add":
-            parent[draw(_TEXT)] = draw(_VALUES)
-        else:
-            del parent[path[-1]]
-    return json.dumps(document) if draw(st.booleans()) else yaml.safe_dump(document)
 
 
 @settings(max_examples=200, deadline=None)
-@given(_mutated())
+@given(mutated(FULL))
 def test_a_mutated_browser_pool_gets_one_short_line_per_problem(text: str) -> None:
     try:
         load_resources_text(text, source="f.yaml")

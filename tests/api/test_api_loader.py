@@ -3,7 +3,6 @@ input is refused with one line that names the field and the rule."""
 
 from __future__ import annotations
 
-import copy
 import io
 import json
 import pickle
@@ -31,6 +30,7 @@ from devicepool.api import (
 )
 from devicepool.api.v1alpha1 import MAX_REPLICAS, Platform, Provider
 from devicepool.testing import pool_manifest
+from tests.helpers.manifest_fuzz import TEXT, field_paths, mutated
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ARTICLE = (EXAMPLES / "tiktok-us-pool.yaml").read_text()
@@ -636,15 +636,6 @@ FULL = {
 }
 
 
-def _field_paths(document: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    paths = []
-    for key, value in document.items():
-        paths.append((*prefix, key))
-        if isinstance(value, dict):
-            paths += _field_paths(value, (*prefix, key))
-    return paths
-
-
 def _with(path: tuple[str, ...], *, value: Any = None, key: str | None = None) -> dict[str, Any]:
     document = json.loads(json.dumps(FULL))
     parent = document
@@ -657,7 +648,7 @@ def _with(path: tuple[str, ...], *, value: Any = None, key: str | None = None) -
     return document
 
 
-@pytest.mark.parametrize("path", _field_paths(FULL), ids=".".join)
+@pytest.mark.parametrize("path", field_paths(FULL), ids=".".join)
 @pytest.mark.parametrize("how", ["value", "digits", "key"])
 def test_a_long_value_or_key_is_shortened_in_its_error(path: tuple[str, ...], how: str) -> None:
     # A mutation fuzz of the loader found 5,000-character "one-line" errors:
@@ -830,52 +821,12 @@ def _assert_short_lines(text: str) -> None:
         assert problem.splitlines() == [problem], problem[:400]
 
 
-_TEXT = (
-    st.text(max_size=20)
-    | st.text(min_size=50, max_size=300)
-    | st.text(st.characters(codec="utf-8"), max_size=100)
-    | st.text(st.characters(categories=["Cc", "Zl", "Zp", "Co", "Cn"]), min_size=1, max_size=80)
-)
-_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | _TEXT,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
-    max_leaves=6,
-)
-
-
-@st.composite
-def _mutated_manifest(draw: st.DrawFn) -> str:
-    """FULL with a few keys renamed, values replaced, fields added or removed, as JSON or YAML."""
-    document = copy.deepcopy(FULL)
-    for _ in range(draw(st.integers(1, 4))):
-        paths = _field_paths(document)
-        if not paths:
-            break
-        path = draw(st.sampled_from(paths))
-        parent = document
-        for segment in path[:-1]:
-            parent = parent[segment]
-        how = draw(st.sampled_from(["value", "key", "add", "remove"]))
-        if how == "value":
-            parent[path[-1]] = draw(_VALUES)
-        elif how == "key":
-            parent[draw(_TEXT)] = parent.pop(path[-1])
-        elif how == "add":
-            parent[draw(_TEXT)] = draw(_VALUES)
-        else:
-            del parent[path[-1]]
-    form = draw(st.sampled_from(["json", "yaml", "yaml-unicode"]))
-    if form == "json":
-        return json.dumps(document)
-    return yaml.safe_dump(document, allow_unicode=form == "yaml-unicode")
-
-
 @st.composite
 def _mangled_article(draw: st.DrawFn) -> str:
     """The article's text with a few characters replaced by random text (syntax errors)."""
     start = draw(st.integers(0, len(ARTICLE)))
     end = draw(st.integers(start, min(len(ARTICLE), start + 20)))
-    return ARTICLE[:start] + draw(_TEXT) + ARTICLE[end:]
+    return ARTICLE[:start] + draw(TEXT) + ARTICLE[end:]
 
 
 def _json_with(path: tuple[str, ...], *, value: Any = None, key: str | None = None) -> str:
@@ -883,7 +834,7 @@ def _json_with(path: tuple[str, ...], *, value: Any = None, key: str | None = No
 
 
 @settings(max_examples=300, deadline=None)
-@given(_mutated_manifest() | _mangled_article())
+@given(mutated(FULL) | _mangled_article())
 # Found by the mutation fuzz: escapes make a 60-character value hundreds of
 # characters long, and a key holding a line break broke the line in two.
 @example(_json_with(("spec", "platform"), value="\x00" * 60))
