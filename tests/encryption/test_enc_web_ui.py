@@ -14,31 +14,19 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
-from playwright.async_api import async_playwright, expect
+from playwright.async_api import expect
 
 from devicepool.codec import ENV_KEY_FILES
 from devicepool.testing import free_ports, write_pool
 from tests.helpers.dev_stack import start_stack, stop_stack
+from tests.helpers.web_ui import open_workflow_page, require_chromium, ui_page
 
 pytestmark = [pytest.mark.e2e, pytest.mark.devserver, pytest.mark.timeout(240)]
 
 POOL = "enc-ui-pool"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
 UI_TIMEOUT_MS = 30_000
 
 
@@ -53,8 +41,7 @@ def started_input(history: dict[str, object]) -> dict[str, object]:
 async def test_the_web_ui_reads_encrypted_history_through_the_codec_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} not found: install Debian's `chromium` package (`make test` does)")
+    require_chromium()
     manifest = write_pool(tmp_path / "pool.yaml", POOL, replicas=1, region="eu-west",
                           proxy={"poolRef": "proxyseller-eu", "stickyTTL": 900})  # fmt: skip
     ui_port, codec_port = free_ports(2)
@@ -104,41 +91,29 @@ async def test_the_web_ui_reads_encrypted_history_through_the_codec_server(
         assert "eu-west" in got.stdout
 
         base = f"http://127.0.0.1:{ui_port}/namespaces/default/workflows"
-        async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                page = await browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(UI_TIMEOUT_MS)
-                decodes: list[str] = []
-                page.on(
-                    "request",
-                    lambda r: decodes.append(r.url) if r.url.startswith(f"http://127.0.0.1:{codec_port}/decode") else None,
-                )  # fmt: skip
-                page_url = f"{base}/{quote(f'devicepool/{POOL}', safe='')}"
-                await page.goto(page_url)
-                await expect(page).to_have_url(
-                    re.compile(re.escape(page_url) + r"/[0-9a-f-]{36}/"), timeout=UI_TIMEOUT_MS
-                )
-                # The Input panel: the pool's start input, decoded by the codec server.
-                # (expect()'s own timeout is 5 s, not the page's: a loaded machine needs more.)
-                body = page.locator("body")
-                await expect(body).to_contain_text(
-                    '"poolRef": "proxyseller-eu"', timeout=UI_TIMEOUT_MS
-                )
-                await expect(body).to_contain_text('"region": "eu-west"', timeout=UI_TIMEOUT_MS)
-                await expect(body).to_contain_text(f'"name": "{POOL}"', timeout=UI_TIMEOUT_MS)
-                await expect(body).not_to_contain_text(
-                    "YmluYXJ5L2VuY3J5cHRlZA==", timeout=UI_TIMEOUT_MS
-                )
-                assert decodes, "the UI never called the codec server"
-                await page.screenshot(path=tmp_path / "ui-encrypted-input.png")
+        async with ui_page(UI_TIMEOUT_MS) as page:
+            decodes: list[str] = []
+            page.on(
+                "request",
+                lambda r: decodes.append(r.url) if r.url.startswith(f"http://127.0.0.1:{codec_port}/decode") else None,
+            )  # fmt: skip
+            await open_workflow_page(page, base, f"devicepool/{POOL}", UI_TIMEOUT_MS)
+            # The Input panel: the pool's start input, decoded by the codec server.
+            # (expect()'s own timeout is 5 s, not the page's: a loaded machine needs more.)
+            body = page.locator("body")
+            await expect(body).to_contain_text('"poolRef": "proxyseller-eu"', timeout=UI_TIMEOUT_MS)
+            await expect(body).to_contain_text('"region": "eu-west"', timeout=UI_TIMEOUT_MS)
+            await expect(body).to_contain_text(f'"name": "{POOL}"', timeout=UI_TIMEOUT_MS)
+            await expect(body).not_to_contain_text(
+                "YmluYXJ5L2VuY3J5cHRlZA==", timeout=UI_TIMEOUT_MS
+            )
+            assert decodes, "the UI never called the codec server"
+            await page.screenshot(path=tmp_path / "ui-encrypted-input.png")
 
-                # The summary is encrypted too, and decoded the same way.
-                await page.get_by_text("User Metadata", exact=True).first.click()
-                summary = page.frame_locator("#user-metadata-summary").locator("body")
-                await expect(summary).to_contain_text(POOL, timeout=UI_TIMEOUT_MS)
-                await expect(summary).to_contain_text("eu-west", timeout=UI_TIMEOUT_MS)
-            finally:
-                await browser.close()
+            # The summary is encrypted too, and decoded the same way.
+            await page.get_by_text("User Metadata", exact=True).first.click()
+            summary = page.frame_locator("#user-metadata-summary").locator("body")
+            await expect(summary).to_contain_text(POOL, timeout=UI_TIMEOUT_MS)
+            await expect(summary).to_contain_text("eu-west", timeout=UI_TIMEOUT_MS)
     finally:
         stop_stack(stack)

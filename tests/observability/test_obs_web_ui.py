@@ -25,17 +25,23 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote
 
 import pytest
-from playwright.async_api import Page, async_playwright, expect
+from playwright.async_api import Page, expect
 
 from devicepool.api.loader import parse_pool
 from devicepool.api.names import SEARCH_ATTRIBUTES, health_workflow_id, pool_workflow_id
 from devicepool.client._dev_commands import pools_only
 from devicepool.client.pool_client import PoolClient
 from tests.helpers.obs_stack import ObsStack
+from tests.helpers.web_ui import (
+    UI_TIMEOUT_MS,
+    listed_in_visibility,
+    open_workflow_page,
+    require_chromium,
+    shown_after_reloads,
+    ui_page,
+)
 
 # 25-45 s alone or in a full run; once over 90 s on a loaded machine (fresh-clone CI),
 # where pytest-timeout then ends the whole xdist worker.
@@ -44,24 +50,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.devserver, pytest.mark.timeout(180)]
 POOL = "obs-ui-pool"
 # A directory to copy the screenshots to (`make ui-screenshot`: docs/).
 SCREENSHOTS_ENV = "DEVICEPOOL_UI_SCREENSHOTS"
-CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
-UI_TIMEOUT_MS = 20_000
-
-
-def require_chromium() -> None:
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} not found: install Debian's `chromium` package (`make test` does)")
 
 
 def plain(markdown: str) -> str:
@@ -80,16 +69,6 @@ async def ready_shown(page: Page) -> int:
     expected = {"phase", "desired", "ready", "busy", "provisioning", "pending", "offline"}
     assert expected <= set(figures), figures
     return int(figures["ready"])
-
-
-async def listed_in_visibility(client: Any, workflow_id: str, timeout: float = 30) -> None:
-    query = f'WorkflowId = "{workflow_id}" AND ExecutionStatus = "Running"'
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        if [w async for w in client.list_workflows(query)]:
-            return
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"{workflow_id} never listed by visibility as running")
 
 
 async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> None:
@@ -129,128 +108,92 @@ async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> Non
             assert part in summary_text, summary_text
 
         base = f"http://127.0.0.1:{obs_stack.ui_port}/namespaces/default/workflows"
-        async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                page = await browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(UI_TIMEOUT_MS)
-                # Assertions too (their own default is 5 s): the UI re-renders
-                # slowly on a loaded machine (a full run once missed a column
-                # header 5 s after a reload).
-                expect.set_options(timeout=UI_TIMEOUT_MS)
+        async with ui_page() as page:
+            # The list: the pool's row, its type and that it runs. The UI
+            # lists from visibility, which lags a start: wait until
+            # visibility has the run, and reload a list loaded too early.
+            await listed_in_visibility(obs_stack.client, pool_workflow_id(POOL))
+            # (exact: the pool's child `devicepool/<name>/health` is listed too)
+            wid_link = page.get_by_role("link", name=pool_workflow_id(POOL), exact=True)
+            row = (
+                page.locator("tr")
+                .filter(has=wid_link)
+                .filter(has_text=re.compile("running", re.IGNORECASE))
+            )
+            await shown_after_reloads(page, base, row)
+            await expect(row).to_contain_text(description.run_id)
+            await expect(row).to_contain_text("DevicePool")
+            await expect(row).to_contain_text(re.compile("running", re.IGNORECASE))
 
-                # The list: the pool's row, its type and that it runs. The UI
-                # lists from visibility, which lags a start: wait until
-                # visibility has the run, and reload a list loaded too early.
-                await listed_in_visibility(obs_stack.client, pool_workflow_id(POOL))
-                # (exact: the pool's child `devicepool/<name>/health` is listed too)
-                wid_link = page.get_by_role("link", name=pool_workflow_id(POOL), exact=True)
-                row = (
-                    page.locator("tr")
-                    .filter(has=wid_link)
-                    .filter(has_text=re.compile("running", re.IGNORECASE))
-                )
-                for _ in range(6):
-                    await page.goto(base)
-                    try:
-                        await expect(row).to_have_count(1, timeout=5_000)
-                        break
-                    except AssertionError:
-                        continue
-                await expect(row).to_have_count(1)
-                await expect(row).to_contain_text(description.run_id)
-                await expect(row).to_contain_text("DevicePool")
-                await expect(row).to_contain_text(re.compile("running", re.IGNORECASE))
+            # The pools-only link (banner, README): the pool and none of
+            # its children, which the full list shows beside it.
+            health = page.get_by_role("link", name=health_workflow_id(POOL), exact=True)
+            await listed_in_visibility(obs_stack.client, health_workflow_id(POOL))
+            await shown_after_reloads(page, base, health)
+            await shown_after_reloads(page, pools_only(base), row)
+            await expect(health).to_have_count(0)
 
-                # The pools-only link (banner, README): the pool and none of
-                # its children, which the full list shows beside it.
-                health = page.get_by_role("link", name=health_workflow_id(POOL), exact=True)
-                await listed_in_visibility(obs_stack.client, health_workflow_id(POOL))
-                for _ in range(6):
-                    await page.goto(base)
-                    try:
-                        await expect(health).to_have_count(1, timeout=5_000)
-                        break
-                    except AssertionError:
-                        continue
-                await expect(health).to_have_count(1)
-                for _ in range(6):  # the UI's query can be slow on a busy machine
-                    await page.goto(pools_only(base))
-                    try:
-                        await expect(row).to_have_count(1, timeout=5_000)
-                        break
-                    except AssertionError:
-                        continue
-                await expect(row).to_have_count(1)
-                await expect(health).to_have_count(0)
+            # The pool columns, as the README says: added, and the run id,
+            # type, start and end taken out (added columns go after End,
+            # off a 1400-pixel screen while those four stay).
+            readme = " ".join((ROOT / "README.md").read_text().split())
+            for step in (
+                "remove (the minus beside each) `Run ID`, `Type`, `Start` and `End`",
+                "click *Collapse Navigation*",
+            ):
+                assert step in readme, step
+            await page.get_by_role("button", name="Configure Columns").click()
+            for attribute in SEARCH_ATTRIBUTES:
+                await page.get_by_role("button", name=f"Add {attribute} column").click()
+            for column in ("Run ID", "Type", "Start", "End"):
+                await page.get_by_role("button", name=f"Remove {column} column").click()
+            headers = [h.strip() for h in await page.locator("thead th").all_inner_texts()]
+            cells = [c.strip() for c in await row.locator("td").all_inner_texts()]
+            shown = {a: cells[headers.index(a)] for a in SEARCH_ATTRIBUTES}
+            assert shown["DevicePoolPlatform"] == "android", shown
+            assert shown["DevicePoolRegion"] == "us-west", shown
+            assert shown["DevicePoolDesired"] == "2", shown
+            assert shown["DevicePoolAccount"] == "default", shown
+            await page.reload()  # closes the drawer; the columns stay (browser storage)
+            await expect(page.locator("thead th", has_text="DevicePoolReady")).to_have_count(1)
+            await expect(row).to_have_count(1)
+            # Every pool column on the 1400-pixel screen, with no scrolling,
+            # once the navigation is collapsed (the README's last step; the
+            # UI keeps that too).
+            await page.get_by_title("Collapse Navigation").click()
+            await page.reload()
+            await expect(row).to_have_count(1)
+            for attribute in SEARCH_ATTRIBUTES:
+                header = page.locator("thead th", has_text=attribute)
+                await expect(header).to_be_in_viewport(ratio=0.95)
+                cell = row.locator("td").nth(headers.index(attribute))
+                await expect(cell).to_be_in_viewport(ratio=0.95)
+            await page.screenshot(path=tmp_path / "ui-pools.png")
 
-                # The pool columns, as the README says: added, and the run id,
-                # type, start and end taken out (added columns go after End,
-                # off a 1400-pixel screen while those four stay).
-                readme = " ".join((ROOT / "README.md").read_text().split())
-                for step in (
-                    "remove (the minus beside each) `Run ID`, `Type`, `Start` and `End`",
-                    "click *Collapse Navigation*",
-                ):
-                    assert step in readme, step
-                await page.get_by_role("button", name="Configure Columns").click()
-                for attribute in SEARCH_ATTRIBUTES:
-                    await page.get_by_role("button", name=f"Add {attribute} column").click()
-                for column in ("Run ID", "Type", "Start", "End"):
-                    await page.get_by_role("button", name=f"Remove {column} column").click()
-                headers = [h.strip() for h in await page.locator("thead th").all_inner_texts()]
-                cells = [c.strip() for c in await row.locator("td").all_inner_texts()]
-                shown = {a: cells[headers.index(a)] for a in SEARCH_ATTRIBUTES}
-                assert shown["DevicePoolPlatform"] == "android", shown
-                assert shown["DevicePoolRegion"] == "us-west", shown
-                assert shown["DevicePoolDesired"] == "2", shown
-                assert shown["DevicePoolAccount"] == "default", shown
-                await page.reload()  # closes the drawer; the columns stay (browser storage)
-                await expect(page.locator("thead th", has_text="DevicePoolReady")).to_have_count(1)
-                await expect(row).to_have_count(1)
-                # Every pool column on the 1400-pixel screen, with no scrolling,
-                # once the navigation is collapsed (the README's last step; the
-                # UI keeps that too).
-                await page.get_by_title("Collapse Navigation").click()
+            # The pool's page by workflow id (the slash is %2F); the UI
+            # redirects to the current run (it looks the run up first: slow
+            # on a loaded machine; and the pool may have continued as new).
+            await open_workflow_page(page, base, pool_workflow_id(POOL))
+            await page.get_by_text("User Metadata", exact=True).first.click()
+            await expect(page).to_have_url(re.compile(r"/user-metadata$"))
+
+            shown_summary = page.frame_locator("#user-metadata-summary").locator("body")
+            await expect(shown_summary).to_contain_text(summary_text)
+
+            # Current details come from a live query; the pool is steady
+            # at 2, but allow a refresh should a device flip meanwhile.
+            for _ in range(5):
+                ready = await ready_shown(page)
+                expected = (await handle.query("status"))["readyDevices"]
+                if ready == expected:
+                    break
                 await page.reload()
-                await expect(row).to_have_count(1)
-                for attribute in SEARCH_ATTRIBUTES:
-                    header = page.locator("thead th", has_text=attribute)
-                    await expect(header).to_be_in_viewport(ratio=0.95)
-                    cell = row.locator("td").nth(headers.index(attribute))
-                    await expect(cell).to_be_in_viewport(ratio=0.95)
-                await page.screenshot(path=tmp_path / "ui-pools.png")
+            assert ready == expected, f"UI shows ready={ready}, status query {expected}"
+            details = page.frame_locator("#user-metadata-current-details").locator("body")
+            await expect(details).to_contain_text(f"{POOL} · android · us-west")
+            await expect(details.locator("li")).to_have_count(len(status["conditions"]))
 
-                # The pool's page by workflow id (the slash is %2F); the UI
-                # redirects to the current run (it looks the run up first: slow
-                # on a loaded machine; and the pool may have continued as new).
-                page_url = f"{base}/{quote(pool_workflow_id(POOL), safe='')}"
-                await page.goto(page_url)
-                await expect(page).to_have_url(
-                    re.compile(re.escape(page_url) + r"/[0-9a-f-]{36}/"), timeout=30_000
-                )
-                await page.get_by_text("User Metadata", exact=True).first.click()
-                await expect(page).to_have_url(re.compile(r"/user-metadata$"))
-
-                shown_summary = page.frame_locator("#user-metadata-summary").locator("body")
-                await expect(shown_summary).to_contain_text(summary_text)
-
-                # Current details come from a live query; the pool is steady
-                # at 2, but allow a refresh should a device flip meanwhile.
-                for _ in range(5):
-                    ready = await ready_shown(page)
-                    expected = (await handle.query("status"))["readyDevices"]
-                    if ready == expected:
-                        break
-                    await page.reload()
-                assert ready == expected, f"UI shows ready={ready}, status query {expected}"
-                details = page.frame_locator("#user-metadata-current-details").locator("body")
-                await expect(details).to_contain_text(f"{POOL} · android · us-west")
-                await expect(details.locator("li")).to_have_count(len(status["conditions"]))
-
-                await page.screenshot(path=tmp_path / "ui-pool.png")
-            finally:
-                await browser.close()
+            await page.screenshot(path=tmp_path / "ui-pool.png")
         shots = [tmp_path / "ui-pool.png", tmp_path / "ui-pools.png"]
         assert all(shot.stat().st_size > 10_000 for shot in shots)
         if os.environ.get(SCREENSHOTS_ENV):

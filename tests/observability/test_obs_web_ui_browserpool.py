@@ -11,11 +11,10 @@ live details (`workflows/browserpool/publish.py` `details`): the figures block,
 
 from __future__ import annotations
 
-import re
 from urllib.parse import quote
 
 import pytest
-from playwright.async_api import async_playwright, expect
+from playwright.async_api import expect
 
 from devicepool.api.browserpool.v1beta1 import BrowserPool, BrowserPoolSpec
 from devicepool.api.names import SEARCH_ATTRIBUTES, browser_pool_workflow_id
@@ -23,12 +22,12 @@ from devicepool.api.v1alpha1 import ObjectMeta
 from devicepool.client.browser_pools import BrowserPoolClient
 from devicepool.testing import eventually
 from tests.helpers.obs_stack import ObsStack
-from tests.observability.test_obs_web_ui import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    UI_TIMEOUT_MS,
+from tests.helpers.web_ui import (
     listed_in_visibility,
+    open_workflow_page,
     require_chromium,
+    shown_after_reloads,
+    ui_page,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.devserver, pytest.mark.timeout(180)]
@@ -51,68 +50,49 @@ async def test_a_browser_pool_in_the_list_and_on_its_page(obs_stack: ObsStack) -
         await eventually(degraded, timeout=30, what="the pool Degraded (no node)")
         await listed_in_visibility(client, browser_pool_workflow_id(POOL))
         base = f"http://127.0.0.1:{obs_stack.ui_port}/namespaces/default/workflows"
-        async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                page = await browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(UI_TIMEOUT_MS)
-                expect.set_options(timeout=UI_TIMEOUT_MS)
+        async with ui_page() as page:
+            # The BrowserPools alone, with the pool columns added.
+            query = quote('WorkflowType="BrowserPool"')
+            link = page.get_by_role("link", name=browser_pool_workflow_id(POOL), exact=True)
+            row = page.locator("tr").filter(has=link)
+            await shown_after_reloads(page, f"{base}?query={query}", row)
+            await expect(row).to_contain_text("BrowserPool")
+            await page.get_by_role("button", name="Configure Columns").click()
+            for attribute in SEARCH_ATTRIBUTES:
+                await page.get_by_role("button", name=f"Add {attribute} column").click()
+            headers = [h.strip() for h in await page.locator("thead th").all_inner_texts()]
+            cells = [c.strip() for c in await row.locator("td").all_inner_texts()]
+            shown = {a: cells[headers.index(a)] for a in SEARCH_ATTRIBUTES}
+            assert shown["DevicePoolPlatform"] == "browser", shown
+            assert shown["DevicePoolDesired"] == "2", shown
+            assert shown["DevicePoolReady"] == "0", shown
+            assert shown["DevicePoolPhase"] == "Degraded", shown
+            assert shown["DevicePoolRegion"] == "" and shown["DevicePoolAccount"] == "", shown
 
-                # The BrowserPools alone, with the pool columns added.
-                query = quote('WorkflowType="BrowserPool"')
-                link = page.get_by_role("link", name=browser_pool_workflow_id(POOL), exact=True)
-                row = page.locator("tr").filter(has=link)
-                for _ in range(6):  # visibility and the UI's query lag on a busy machine
-                    await page.goto(f"{base}?query={query}")
-                    try:
-                        await expect(row).to_have_count(1, timeout=5_000)
-                        break
-                    except AssertionError:
-                        continue
-                await expect(row).to_have_count(1)
-                await expect(row).to_contain_text("BrowserPool")
-                await page.get_by_role("button", name="Configure Columns").click()
-                for attribute in SEARCH_ATTRIBUTES:
-                    await page.get_by_role("button", name=f"Add {attribute} column").click()
-                headers = [h.strip() for h in await page.locator("thead th").all_inner_texts()]
-                cells = [c.strip() for c in await row.locator("td").all_inner_texts()]
-                shown = {a: cells[headers.index(a)] for a in SEARCH_ATTRIBUTES}
-                assert shown["DevicePoolPlatform"] == "browser", shown
-                assert shown["DevicePoolDesired"] == "2", shown
-                assert shown["DevicePoolReady"] == "0", shown
-                assert shown["DevicePoolPhase"] == "Degraded", shown
-                assert shown["DevicePoolRegion"] == "" and shown["DevicePoolAccount"] == "", shown
-
-                page_url = f"{base}/{quote(browser_pool_workflow_id(POOL), safe='')}"
-                await page.goto(page_url)
-                await expect(page).to_have_url(
-                    re.compile(re.escape(page_url) + r"/[0-9a-f-]{36}/"), timeout=30_000
-                )
-                await page.get_by_text("User Metadata", exact=True).first.click()
-                summary = page.frame_locator("#user-metadata-summary").locator("body")
-                await expect(summary).to_contain_text(
-                    f"BrowserPool {POOL}: BitBrowser profiles on nodes os=windows, browsers open"
-                )
-                details = page.frame_locator("#user-metadata-current-details")
-                body = details.locator("body")
-                await expect(body).to_contain_text(f"{POOL} · BrowserPool · nodes os=windows")
-                await expect(details.locator("table")).to_have_count(0)
-                figures = await details.locator("pre").first.inner_text()
-                lines = dict(line.split(None, 1) for line in figures.splitlines())
-                assert lines == {
-                    "phase": "Degraded",
-                    "desired": "2",
-                    "ready": "0",
-                    "open": "0",
-                    "lost": "0",
-                }, lines
-                await expect(body).to_contain_text("no profile placed")
-                # Ready (NoNodes) and NodesAvailable (NoLiveNode): one item each, nothing fine.
-                items = details.locator("li")
-                await expect(items).to_have_count(2)
-                await expect(items.filter(has_text="Ready False · NoNodes")).to_have_count(1)
-                await expect(items.filter(has_text="NodesAvailable False")).to_have_count(1)
-            finally:
-                await browser.close()
+            await open_workflow_page(page, base, browser_pool_workflow_id(POOL))
+            await page.get_by_text("User Metadata", exact=True).first.click()
+            summary = page.frame_locator("#user-metadata-summary").locator("body")
+            await expect(summary).to_contain_text(
+                f"BrowserPool {POOL}: BitBrowser profiles on nodes os=windows, browsers open"
+            )
+            details = page.frame_locator("#user-metadata-current-details")
+            body = details.locator("body")
+            await expect(body).to_contain_text(f"{POOL} · BrowserPool · nodes os=windows")
+            await expect(details.locator("table")).to_have_count(0)
+            figures = await details.locator("pre").first.inner_text()
+            lines = dict(line.split(None, 1) for line in figures.splitlines())
+            assert lines == {
+                "phase": "Degraded",
+                "desired": "2",
+                "ready": "0",
+                "open": "0",
+                "lost": "0",
+            }, lines
+            await expect(body).to_contain_text("no profile placed")
+            # Ready (NoNodes) and NodesAvailable (NoLiveNode): one item each, nothing fine.
+            items = details.locator("li")
+            await expect(items).to_have_count(2)
+            await expect(items.filter(has_text="Ready False · NoNodes")).to_have_count(1)
+            await expect(items.filter(has_text="NodesAvailable False")).to_have_count(1)
     finally:
         await handle.cancel()

@@ -1,0 +1,89 @@
+"""The Temporal Web UI in headless Debian chromium, for the tests that look at it as a person does.
+
+Playwright drives `/usr/bin/chromium` (never its own browser download). `ui_page`
+opens one page with the tests' timeouts; `shown_after_reloads` loads a list until
+a row appears (the UI lists from visibility, which lags); `open_workflow_page`
+goes to a workflow by id and waits for the UI's redirect to its current run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from playwright.async_api import Locator, Page, async_playwright, expect
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+UI_TIMEOUT_MS = 20_000
+
+
+def require_chromium() -> None:
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} not found: install Debian's `chromium` package (`make test` does)")
+
+
+@asynccontextmanager
+async def ui_page(timeout_ms: int = UI_TIMEOUT_MS) -> AsyncIterator[Page]:
+    """One 1400x900 page in headless chromium, closed after. Its actions and `expect`'s
+    assertions (their own default is 5 s) wait `timeout_ms`: the UI re-renders slowly on
+    a loaded machine (a full run once missed a column header 5 s after a reload)."""
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1400, "height": 900})
+            page.set_default_timeout(timeout_ms)
+            expect.set_options(timeout=timeout_ms)
+            yield page
+        finally:
+            await browser.close()
+
+
+async def shown_after_reloads(page: Page, url: str, locator: Locator, tries: int = 6) -> None:
+    """Load `url` until `locator` matches once (visibility and the UI's query lag on a
+    busy machine), then assert it does."""
+    for _ in range(tries):
+        await page.goto(url)
+        try:
+            await expect(locator).to_have_count(1, timeout=5_000)
+            break
+        except AssertionError:
+            continue
+    await expect(locator).to_have_count(1)
+
+
+async def open_workflow_page(
+    page: Page, base: str, workflow_id: str, timeout_ms: int = 30_000
+) -> None:
+    """The workflow's page by id (the slash is %2F); the UI redirects to the current run
+    (it looks the run up first: slow on a loaded machine; a pool may have continued as new)."""
+    page_url = f"{base}/{quote(workflow_id, safe='')}"
+    await page.goto(page_url)
+    await expect(page).to_have_url(
+        re.compile(re.escape(page_url) + r"/[0-9a-f-]{36}/"), timeout=timeout_ms
+    )
+
+
+async def listed_in_visibility(client: Any, workflow_id: str, timeout: float = 30) -> None:
+    query = f'WorkflowId = "{workflow_id}" AND ExecutionStatus = "Running"'
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        if [w async for w in client.list_workflows(query)]:
+            return
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"{workflow_id} never listed by visibility as running")
