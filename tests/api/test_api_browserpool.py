@@ -755,7 +755,10 @@ def alpha_pools(draw: st.DrawFn) -> v1alpha1.BrowserPool:
     return v1alpha1.BrowserPool(metadata=draw(metadata), spec=spec)
 
 
-@settings(max_examples=200, deadline=None)
+# 100 (Hypothesis's default), not 200: the conversion is a fixed field-by-field
+# rename and every field is drawn on its own, so 100 pools already carry each
+# optional field both set and unset many times over (~0.6 CPU-s saved per test).
+@settings(max_examples=100, deadline=None)
 @given(beta_pools())
 def test_v1beta1_to_v1alpha1_and_back_is_the_same_pool(pool: v1beta1.BrowserPool) -> None:
     alpha = conversion.BROWSER_POOL.to_v1alpha1(pool)
@@ -764,7 +767,7 @@ def test_v1beta1_to_v1alpha1_and_back_is_the_same_pool(pool: v1beta1.BrowserPool
     assert conversion.BROWSER_POOL.to_v1beta1(again) == pool
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(alpha_pools())
 def test_v1alpha1_to_v1beta1_and_back_is_the_same_pool(pool: v1alpha1.BrowserPool) -> None:
     beta = conversion.BROWSER_POOL.to_v1beta1(pool)
@@ -772,7 +775,8 @@ def test_v1alpha1_to_v1beta1_and_back_is_the_same_pool(pool: v1alpha1.BrowserPoo
     assert conversion.BROWSER_POOL.to_v1alpha1(again) == pool
 
 
-@settings(max_examples=100, deadline=None)
+# 50: each example dumps and loads YAML twice, over the pools the round trips above draw.
+@settings(max_examples=50, deadline=None)
 @given(beta_pools())
 def test_a_stored_pool_printed_as_yaml_applies_again(pool: v1beta1.BrowserPool) -> None:
     # What `get -o yaml` will print, in either version, is a manifest the loader takes.

@@ -300,8 +300,11 @@ def alpha_pools(draw: st.DrawFn) -> v1alpha1.DevicePool:
     return v1alpha1.DevicePool(metadata=draw(metadata), spec=spec)
 
 
+# 100 (Hypothesis's default), not 200: the conversion is a fixed field-by-field
+# rename and every field is drawn on its own, so 100 pools already carry each
+# optional field both set and unset many times over (~0.6 CPU-s saved per test).
 @settings(
-    max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    max_examples=100, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 @given(beta_pools())
 def test_v1beta1_to_v1alpha1_and_back_is_the_same_pool(pool: v1beta1.DevicePool) -> None:
@@ -312,7 +315,7 @@ def test_v1beta1_to_v1alpha1_and_back_is_the_same_pool(pool: v1beta1.DevicePool)
 
 
 @settings(
-    max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    max_examples=100, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 @given(alpha_pools())
 def test_v1alpha1_to_v1beta1_and_back_is_the_same_pool(pool: v1alpha1.DevicePool) -> None:
