@@ -21,11 +21,11 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.api import parse_pool
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id
 from devicepool.client import PoolClient
 from devicepool.testing import eventually
-from devicepool.workflows.pool.messages import Accepted, ApplyRequest, PoolInput
+from devicepool.workflows.pool.messages import PoolInput
+from tests.helpers.manifests import beta_pool, reapply
 from tests.helpers.settings import FAST
 from tests.helpers.workflow_stack import pool_counts, pool_devices
 
@@ -33,20 +33,7 @@ pytestmark = pytest.mark.devserver
 
 
 async def start(env: WorkflowEnvironment, name: str, replicas: int, **spec: Any) -> Any:
-    pool = parse_pool(
-        {
-            "apiVersion": "mobile.example.com/v1beta1",
-            "kind": "DevicePool",
-            "metadata": {"name": name},
-            "spec": {
-                "platform": "android",
-                "region": "us-west",
-                "osVersion": "14",
-                "replicas": replicas,
-                **spec,
-            },
-        }
-    )
+    pool = beta_pool(name, replicas, **spec)
     return await env.client.start_workflow(
         "DevicePool",
         PoolInput(metadata=pool.metadata, spec=pool.spec, settings=FAST),
@@ -172,23 +159,7 @@ async def test_a_template_change_rolls_out_within_surge_busy_devices_last(
     busy = old[:3]
     for device in busy:
         await session(control, device, True)
-    changed = parse_pool(
-        {
-            "apiVersion": "mobile.example.com/v1beta1",
-            "kind": "DevicePool",
-            "metadata": {"name": pool_name},
-            "spec": {
-                "platform": "android",
-                "region": "us-west",
-                "osVersion": "15",
-                "replicas": 10,
-                "rollout": rollout,
-            },
-        }
-    )
-    await handle.execute_update(
-        "apply", ApplyRequest(metadata=changed.metadata, spec=changed.spec), result_type=Accepted
-    )
+    await reapply(handle, beta_pool(pool_name, 10, osVersion="15", rollout=rollout))
     fewest, most = 10, 10
 
     async def rolled_except_busy() -> bool:
@@ -246,17 +217,7 @@ async def test_a_disruption_budget_of_zero_holds_a_scale_down_until_lifted(
 
     await eventually(blocked, what="ScaleDownBlocked while the budget is 0")
     assert len(await pool_devices(control, pool_name)) == 3  # nothing taken
-    lifted = parse_pool(
-        {
-            "apiVersion": "mobile.example.com/v1beta1",
-            "kind": "DevicePool",
-            "metadata": {"name": pool_name},
-            "spec": {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 1},
-        }
-    )
-    await handle.execute_update(
-        "apply", ApplyRequest(metadata=lifted.metadata, spec=lifted.spec), result_type=Accepted
-    )
+    await reapply(handle, beta_pool(pool_name, 1))
     await eventually(lambda: ready_ids(control, pool_name, 1), timeout=60, what="scaled to 1")
     await handle.cancel()
     await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")

@@ -19,11 +19,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
-from devicepool.api import parse_pool
 from devicepool.api.names import SIGNAL_HEALTH_REPORT, pool_workflow_id
 from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import PoolInput
 from devicepool.workflows.shared.protocol import HealthReport
+from tests.helpers.manifests import beta_pool
 from tests.helpers.settings import FAST
 from tests.helpers.workflow_stack import ACCOUNTS, OwnQueueActivities, pool_counts
 
@@ -61,20 +61,7 @@ async def test_a_device_the_health_check_terminated_counts_against_the_cap_until
     activities = SlowToTerminate(worker)
     queue = f"hcap-{pool_name}"
     async with activities.serving(env.client, queue):
-        pool = parse_pool(
-            {
-                "apiVersion": "mobile.example.com/v1beta1",
-                "kind": "DevicePool",
-                "metadata": {"name": pool_name},
-                "spec": {
-                    "platform": "android",
-                    "region": "us-west",
-                    "osVersion": "14",
-                    "replicas": 3,
-                    "spendCap": {"maxDevices": 3},
-                },
-            }
-        )
+        pool = beta_pool(pool_name, 3, spendCap={"maxDevices": 3})
         handle = await env.client.start_workflow(
             "DevicePool",
             PoolInput(metadata=pool.metadata, spec=pool.spec, settings=FAST),

@@ -20,9 +20,8 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.api import parse_pool
 from devicepool.testing import eventually
-from devicepool.workflows.pool.messages import Accepted, ApplyRequest
+from tests.helpers.manifests import beta_pool, reapply
 from tests.helpers.workflow_stack import pool_devices
 from tests.workflows.test_pool_device_control import _gone, ready_ids, session, start
 
@@ -38,23 +37,7 @@ async def test_a_busy_drifted_device_is_replaced_within_max_surge_zero(
     old = await eventually(lambda: ready_ids(control, pool_name, 3), timeout=60, what="3 ready")
     busy = old[0]
     await session(control, busy, True)
-    changed = parse_pool(
-        {
-            "apiVersion": "mobile.example.com/v1beta1",
-            "kind": "DevicePool",
-            "metadata": {"name": pool_name},
-            "spec": {
-                "platform": "android",
-                "region": "us-west",
-                "osVersion": "15",
-                "replicas": 3,
-                "rollout": ROLLOUT,
-            },
-        }
-    )
-    await handle.execute_update(
-        "apply", ApplyRequest(metadata=changed.metadata, spec=changed.spec), result_type=Accepted
-    )
+    await reapply(handle, beta_pool(pool_name, 3, osVersion="15", rollout=ROLLOUT))
     most, fewest = 3, 3
 
     def sample(devices: list[dict]) -> None:

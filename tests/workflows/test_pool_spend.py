@@ -16,12 +16,12 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.api import parse_pool
 from devicepool.api.names import TASK_QUEUE, UPDATE_APPLY, pool_workflow_id
 from devicepool.client import PoolClient
 from devicepool.client._cli_cost import cost_rows
 from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import Accepted, ApplyRequest, PoolInput
+from tests.helpers.manifests import beta_pool
 from tests.helpers.settings import FAST
 from tests.helpers.workflow_stack import pool_counts, pool_devices
 
@@ -29,20 +29,7 @@ pytestmark = pytest.mark.devserver
 
 
 def manifest(name: str, **spend_cap: Any) -> Any:
-    return parse_pool(
-        {
-            "apiVersion": "mobile.example.com/v1beta1",
-            "kind": "DevicePool",
-            "metadata": {"name": name},
-            "spec": {
-                "platform": "android",
-                "region": "us-west",
-                "osVersion": "14",
-                "replicas": 5,
-                "spendCap": spend_cap,
-            },
-        }
-    )
+    return beta_pool(name, 5, spendCap=spend_cap)
 
 
 async def test_a_spend_cap_stops_growth_and_raising_it_resumes(
