@@ -35,7 +35,6 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.api.labels import selector_matches
     from devicepool.api.v1alpha1 import ConditionStatus
     from devicepool.workflows.browserpool import calls
-    from devicepool.workflows.browserpool.accounts import teardown_nodes, teardown_step
     from devicepool.workflows.browserpool.messages import (
         BrowserApplyRequest,
         BrowserPoolInput,
@@ -58,13 +57,12 @@ with workflow.unsafe.imports_passed_through():
         ConfigProblem,
         mixed_status,
         publish,
-        teardown_status,
     )
+    from devicepool.workflows.browserpool.teardown import tear_down
     from devicepool.workflows.reconciler.conditions import ConditionUpdate, drop_condition
     from devicepool.workflows.reconciler.events import Happened
-    from devicepool.workflows.reconciler.kind import Host, TeardownBlocked
+    from devicepool.workflows.reconciler.kind import Host
     from devicepool.workflows.reconciler.messages import Accepted, ApplyResult
-    from devicepool.workflows.reconciler.teardown import until_torn_down
     from devicepool.workflows.shared.cancellation import raise_if_cancelled
 
 __all__ = ["BrowserHost", "BrowserKind", "Outcome"]
@@ -299,77 +297,8 @@ class BrowserKind:
     # ------------------------------------------------------------------ teardown
 
     async def tear_down(self) -> None:
-        """Delete every profile of the pool on its node; hold while one cannot be reached.
-
-        Finished only when, for each account the pool's nodes stand for (`accounts.py`:
-        the nodes that made or showed its profiles), one of them answers with none left;
-        a profile on a node that is down, or an account with no live node, holds the pool
-        (`TeardownBlocked`). Hands over while it waits long."""
-        self._show_teardown(done=False)
-        pause = timedelta(seconds=min(self.h.settings.resync_seconds, 10))
-        await until_torn_down(
-            self._teardown_step,
-            blocked=self._blocked,
-            hand_over=self.h.hand_over_if_due,
-            first=pause,
-            most=pause,
-            summary="delete the profiles again",
-        )
-        self._show_teardown(done=True)
-
-    async def _teardown_step(self) -> bool | TeardownBlocked:
-        s = self.h.s
-        lost_after = self.h.settings.node_lost_after_seconds
-        nodes = await calls.live_nodes({}, lost_after_seconds=lost_after)
-        live = {n.node: n.account for n in nodes.alive}
-        selector = self.h.spec.node_selector
-        selected = {n.node for n in nodes.alive if selector_matches(selector, n.labels)}
-        # Profiles belong to the account: a node of another one lists none of the pool's,
-        # and "none left" from it would end the pool with every profile kept. Only the
-        # nodes that made or showed the pool's profiles (accounts.py) say so.
-        listed = teardown_nodes(s.nodes, live=live, selected=selected, groups=s.groups)
-        profiles, failed, _ = merge_listings(await calls.list_on(sorted(listed), self.h.name))
-        step = teardown_step(
-            s.nodes,
-            live=live,
-            listed=listed,
-            failed={n: cause for n, (_, cause) in failed.items()},
-            profiles=profiles,
-            groups=s.groups,
-        )
-
-        async def delete(pid: str, node: str) -> bool:
-            try:
-                await calls.delete_on(node, pid)
-                return True
-            except ActivityError as err:
-                self._warn("DeleteFailed", f"profile {pid} on {node}: {calls.cause(err)}")
-                return False
-
-        # All at once: each node closes its own browsers side by side.
-        deleted = await asyncio.gather(*(delete(pid, node) for pid, node in step.delete))
-        if not step.reason and all(deleted):
-            return True
-        if step.reason:
-            return TeardownBlocked(step.reason, step.message)
-        return TeardownBlocked("DeleteFailed", "a profile could not be deleted; trying again")
-
-    def _blocked(self, block: TeardownBlocked) -> None:
-        self.h.set_condition(
-            ConditionUpdate(
-                BrowserConditionType.TEARDOWN_BLOCKED,
-                ConditionStatus.TRUE,
-                block.reason,
-                block.message,
-            )
-        )
-        self.h.show()
-
-    def _show_teardown(self, *, done: bool) -> None:
-        self.h.s.status = teardown_status(
-            self.h.s.status, done=done, now=workflow.now(), generation=self.h.s.generation
-        )
-        self.h.show()
+        """Delete every profile of the pool on its node (`teardown.py`)."""
+        await tear_down(self.h)
 
     # ------------------------------------------------------------------ the shell's asks
 
