@@ -225,16 +225,33 @@ async def test_a_wrong_key_is_said_by_the_pool_and_scale_wait_stops(
         await handle.terminate()
 
 
-async def test_a_delete_waits_for_a_node_of_the_pools_account(env: WorkflowEnvironment) -> None:
-    """Item 11: the pool's nodes (account shop) are down; a node of account ads is the only
-    live one. Teardown listed through it, saw none of shop's profiles and ended Deleted
-    with both left. Now it waits (NoLiveNode, naming shop), and ends once node-1 is back,
-    its final status Deleted with Ready=False, nothing desired, nothing held."""
+@pytest.mark.parametrize(
+    ("pool_says", "stranger_says", "named"),
+    [
+        # Item 11: the pool's nodes (account shop) are down; a node of account ads is the
+        # only live one. Teardown listed through it, saw none of shop's profiles and ended
+        # Deleted with both left.
+        ({"node-1": "shop", "node-2": "shop"}, "ads", ("account shop", "node-3")),
+        # Defect 5 (item 11 without --node-account, the default): the pool's nodes are down
+        # and another account's node (naming none either) is the only live one. The same.
+        (None, "", ("node-1",)),
+    ],
+    ids=["nodes-name-accounts", "no-node-names-an-account"],
+)
+async def test_a_delete_waits_for_the_pools_nodes_not_another_accounts(
+    env: WorkflowEnvironment,
+    pool_says: dict[str, str] | None,
+    stranger_says: str,
+    named: tuple[str, ...],
+) -> None:
+    """Now a delete waits (TeardownBlocked NoLiveNode, its message naming what it waits
+    for), and ends once node-1 is back: the profiles deleted, the final status Deleted
+    with Ready=False, nothing desired, nothing held."""
     client = env.client
     pool = f"bp-acct-{uuid.uuid4().hex[:4]}"
     other = Account(BitBrowserConfig(nodes=["node-3"], api_key=KEY, account="ads", seed=9))
-    stranger = Node(client, other, "node-3", says="ads")
-    async with node_stack(client, says={"node-1": "shop", "node-2": "shop"}) as (account, nodes):
+    stranger = Node(client, other, "node-3", says=stranger_says)
+    async with node_stack(client, says=pool_says) as (account, nodes):
         await stranger.start()
         try:
             handle = await client.start_workflow(
@@ -266,20 +283,21 @@ async def test_a_delete_waits_for_a_node_of_the_pools_account(env: WorkflowEnvir
             s = await eventually(blocked, timeout=30, what="TeardownBlocked")
             found = conditions(s)["TeardownBlocked"]
             assert found["reason"] == "NoLiveNode", found
-            assert "account shop" in found["message"] and "node-3" in found["message"], found
+            assert all(part in found["message"] for part in named), found
             assert placement(account, pool)["total"] == 2
             assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
 
             await nodes["node-1"].start()
             await eventually(lambda: _gone(account, pool), timeout=40, what="profiles deleted")
             # Held long (NoLiveNode): the teardown may have continued as new.
-            final = await deleted(handle, timeout=30, handed_over=True)
+            final = await deleted(handle, timeout=40, handed_over=True)
             cond = conditions(final)
             assert final["phase"] == "Deleted", final
             assert (cond["Ready"]["status"], cond["Ready"]["reason"]) == ("False", "Deleted")
             assert final["desiredReplicas"] == 0 and final["readyProfiles"] == 0, final
             assert final["profileIds"] == [] and final["byNode"] == {}, final
             assert cond["TeardownBlocked"]["status"] == "False", cond
+            assert placement(account, pool)["total"] == 0
         finally:
             await stranger.stop()
             await stranger.activities.aclose()
@@ -350,63 +368,6 @@ async def test_a_delete_ends_when_only_one_of_the_pools_nodes_names_its_account(
         final = await deleted(handle, timeout=30)
         assert final["phase"] == "Deleted", final
         assert placement(account, pool)["total"] == 0
-
-
-async def test_a_delete_waits_for_the_pools_nodes_when_no_node_names_an_account(
-    env: WorkflowEnvironment,
-) -> None:
-    """Defect 5 (issue item 11 without --node-account, the default): the pool's nodes are
-    down and another account's node (naming none either) is the only live one. Teardown
-    listed through it, saw none of the pool's profiles and ended Deleted with both left."""
-    client = env.client
-    pool = f"bp-anon-{uuid.uuid4().hex[:4]}"
-    other = Account(BitBrowserConfig(nodes=["node-3"], api_key=KEY, account="ads", seed=9))
-    stranger = Node(client, other, "node-3")
-    async with node_stack(client) as (account, nodes):
-        await stranger.start()
-        try:
-            handle = await client.start_workflow(
-                BrowserPoolWorkflow.run,
-                BrowserPoolInput(
-                    metadata=ObjectMeta(name=pool),
-                    spec=BrowserPoolSpec(replicas=2, node_selector={"node": "node-1"}),
-                    settings=SETTINGS,
-                ),
-                id=browser_pool_workflow_id(pool),
-                task_queue=TASK_QUEUE,
-            )
-
-            async def ready() -> bool:
-                return (await status(handle)).get("readyProfiles") == 2
-
-            await eventually(ready, timeout=40, what="2 ready on node-1")
-            for node in nodes.values():
-                await node.stop()
-            # Both nodes silent past nodeLostAfterSeconds: lost, as the delete will find them.
-            await asyncio.sleep(LOST_AFTER + 1)
-            await handle.cancel()
-
-            async def blocked() -> dict[str, Any] | None:
-                s = await status(handle)
-                found = conditions(s).get("TeardownBlocked", {})
-                return s if found.get("status") == "True" else None
-
-            s = await eventually(blocked, timeout=30, what="TeardownBlocked")
-            found = conditions(s)["TeardownBlocked"]
-            assert found["reason"] == "NoLiveNode", found
-            assert "node-1" in found["message"], found
-            assert placement(account, pool)["total"] == 2
-            assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
-
-            await nodes["node-1"].start()
-            # Held long (NoLiveNode): the teardown may have continued as new.
-            final = await deleted(handle, timeout=40, handed_over=True)
-            assert final["phase"] == "Deleted", final
-            assert placement(account, pool)["total"] == 0
-        finally:
-            await stranger.stop()
-            await stranger.activities.aclose()
-            await other.aclose()
 
 
 async def test_a_selector_moved_to_another_accounts_nodes_leaves_nothing_behind(
