@@ -1,6 +1,6 @@
-"""What `PoolClient` reads besides a query's answer: a pool's summary (either kind),
-`describe` of each kind, a DevicePool's cost, its account window and the profiles
-its teardown retired.
+"""What `PoolClient` reads besides a query's answer: a pool's summary (either kind), the
+list of them, `describe` of each kind, a DevicePool's cost, its account window and the
+profiles its teardown retired.
 
 Functions over a `PoolClient` (its Temporal client, its errors and queries), so
 `pool_client.py` stays the class; each is called by the method of that name.
@@ -41,6 +41,7 @@ __all__ = [
     "costs",
     "describe_browser_pool",
     "describe_device_pool",
+    "list_pools",
     "retired_profiles",
     "summary_of",
 ]
@@ -68,6 +69,26 @@ async def summary_of(pools: PoolClient, kind: str, name: str, execution: Any) ->
             kind=side.kind.name,
         )
     return side.stale(name, execution)
+
+
+async def list_pools(pools: PoolClient, kind: str | None) -> list[PoolSummary]:
+    """Every running pool of the kind (visibility), each with its live spec and status."""
+    side = pools._side(kind)
+    query = f"WorkflowType = '{side.kind.workflow_type}' AND ExecutionStatus = 'Running'"
+    executions = []
+    with pools._errors(None, kind=kind):
+        async for execution in pools._client.list_workflows(query):
+            if side.kind.name_from_workflow_id(execution.id):
+                executions.append(execution)
+    limit = asyncio.Semaphore(16)
+
+    async def one(execution: Any) -> PoolSummary | None:
+        async with limit:
+            name = str(side.kind.name_from_workflow_id(execution.id))
+            return await summary_of(pools, side.kind.name, name, execution)
+
+    found = await asyncio.gather(*(one(e) for e in executions))
+    return sorted((p for p in found if p is not None), key=lambda p: p.name)
 
 
 def _created(spec_answer: dict[str, Any]) -> datetime | None:

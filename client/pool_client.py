@@ -16,7 +16,6 @@ own reads in `client/_pool_reads.py`.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import time
@@ -351,22 +350,7 @@ class PoolClient:
 
     async def list_pools(self, *, kind: str | None = None) -> list[PoolSummary]:
         """Every running pool of the kind (visibility), each with its live spec and status."""
-        side = self._side(kind)
-        query = f"WorkflowType = '{side.kind.workflow_type}' AND ExecutionStatus = 'Running'"
-        executions = []
-        with self._errors(None, kind=kind):
-            async for execution in self._client.list_workflows(query):
-                if side.kind.name_from_workflow_id(execution.id):
-                    executions.append(execution)
-        limit = asyncio.Semaphore(16)
-
-        async def one(execution: Any) -> PoolSummary | None:
-            async with limit:
-                name = str(side.kind.name_from_workflow_id(execution.id))
-                return await _pool_reads.summary_of(self, side.kind.name, name, execution)
-
-        pools = await asyncio.gather(*(one(e) for e in executions))
-        return sorted((p for p in pools if p is not None), key=lambda p: p.name)
+        return await _pool_reads.list_pools(self, kind)
 
     async def devices(self, name: str) -> DevicesView:
         """A DevicePool's devices (a BrowserPool's: `profiles`)."""
