@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import httpx
 import uvicorn
-from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
@@ -23,6 +22,7 @@ from devicepool.api.names import ledger_workflow_id
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.testing import ControlPlane
 from devicepool.worker.config import WorkerConfig
+from tests.helpers.metrics import samples_of
 from tests.helpers.servers import InProcessServer
 from tests.helpers.settings import FAST, proxy_pools
 
@@ -46,12 +46,7 @@ class ObsStack:
 
     async def samples(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
         """Every sample of a scrape, keyed by (name, labels)."""
-        text = await self.scrape_text()
-        return {
-            (s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-        }
+        return samples_of(await self.scrape_text())
 
     async def value(self, name: str, **labels: str) -> float | None:
         return (await self.samples()).get((name, frozenset(labels.items())))

@@ -15,9 +15,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
-
 from devicepool.activities.node_models import NodeInfo, NodesView
 from devicepool.api.names import (
     NODE_REGISTRY_WORKFLOW_ID,
@@ -27,7 +24,7 @@ from devicepool.api.names import (
     SA_READY,
 )
 from devicepool.api.names import browser_pool_workflow_id as bp_id
-from devicepool.worker.pool_gauges import PoolCollector
+from tests.helpers.metrics import Samples, collected
 
 STATUS = {
     "phase": "Degraded",
@@ -86,17 +83,8 @@ class TwoBrowserPools:
         return _Handle()
 
 
-async def samples() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    collector = PoolCollector(TwoBrowserPools(), max_age=0, status_max_age=0)  # type: ignore[arg-type]
-    await collector.refresh()
-    registry = CollectorRegistry()
-    registry.register(collector)
-    text = generate_latest(registry).decode()
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
+async def samples() -> Samples:
+    return await collected(TwoBrowserPools())
 
 
 def labels(pool: str, **more: str) -> frozenset[tuple[str, str]]:

@@ -11,9 +11,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
-
 from devicepool.api.names import (
     SA_DESIRED,
     SA_PHASE,
@@ -22,7 +19,7 @@ from devicepool.api.names import (
     browser_pool_workflow_id,
     pool_workflow_id,
 )
-from devicepool.worker.pool_gauges import PoolCollector
+from tests.helpers.metrics import Samples, collected
 
 CONDITIONS = [
     {"type": "Ready", "status": "Unknown", "reason": "NotObserved"},
@@ -50,17 +47,8 @@ class OnePool:
         return _Handle()
 
 
-async def samples() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    collector = PoolCollector(OnePool(), max_age=0, status_max_age=0)  # type: ignore[arg-type]
-    await collector.refresh()
-    registry = CollectorRegistry()
-    registry.register(collector)
-    text = generate_latest(registry).decode()
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
+async def samples() -> Samples:
+    return await collected(OnePool())
 
 
 async def test_each_condition_has_one_series_a_status_and_1_for_the_current_one() -> None:
@@ -128,16 +116,7 @@ class OneOfEach(OnePool):
 
 
 async def test_a_browser_pool_is_its_own_series_with_kind_browserpool() -> None:
-    collector = PoolCollector(OneOfEach(), max_age=0, status_max_age=0)  # type: ignore[arg-type]
-    await collector.refresh()
-    registry = CollectorRegistry()
-    registry.register(collector)
-    text = generate_latest(registry).decode()
-    seen = {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
+    seen = await collected(OneOfEach())
     browser = {"pool": "blind", "platform": "browser", "kind": "BrowserPool"}
     assert seen[("devicepool_replicas_desired", frozenset(browser.items()))] == 6
     assert seen[("devicepool_replicas_ready", frozenset(browser.items()))] == 3
