@@ -30,21 +30,10 @@ from temporalio.converter import PayloadCodec
 
 from devicepool.activities.node_models import DEFAULT_NODE_HEARTBEAT_SECONDS
 from devicepool.api.kinds import kind_named
-from devicepool.api.names import (
-    LABEL_NODE,
-)
+from devicepool.api.names import LABEL_NODE
 from devicepool.client._dev_banner import banner, manifests_line, stopping_line
-from devicepool.client._dev_codec import (
-    codec_command,
-    codec_url,
-    encryption_on,
-    ensure_dev_key,
-)
-from devicepool.client._dev_commands import (
-    bitbrowser_command,
-    emulator_command,
-    server_command,
-)
+from devicepool.client._dev_codec import codec_command, codec_url, encryption_on, ensure_dev_key
+from devicepool.client._dev_commands import bitbrowser_command, emulator_command, server_command
 from devicepool.client._dev_config import (
     BITBROWSER_ACCOUNT,
     BITBROWSER_PHONES_NODE,

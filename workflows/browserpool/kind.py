@@ -53,11 +53,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from devicepool.workflows.browserpool.plan import Placement, forget_replacements
     from devicepool.workflows.browserpool.publish import details, search_attributes
-    from devicepool.workflows.browserpool.status import (
-        ConfigProblem,
-        mixed_status,
-        publish,
-    )
+    from devicepool.workflows.browserpool.status import ConfigProblem, mixed_status, publish
     from devicepool.workflows.browserpool.teardown import tear_down
     from devicepool.workflows.reconciler.conditions import ConditionUpdate, drop_condition
     from devicepool.workflows.reconciler.events import Happened

@@ -50,11 +50,7 @@ with workflow.unsafe.imports_passed_through():
         ledger_workflow_id,
         slot_label,
     )
-    from devicepool.workflows.provision.failures import (
-        CREATE_RETRY,
-        provider_verdict,
-        reason_of,
-    )
+    from devicepool.workflows.provision.failures import CREATE_RETRY, provider_verdict, reason_of
     from devicepool.workflows.shared.cancellation import raise_if_cancelled
     from devicepool.workflows.shared.placement import Route
     from devicepool.workflows.shared.policies import PROVIDER_RETRY

@@ -50,14 +50,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from devicepool.activities.device_models import (
-    DeviceInfo,
-    DeviceStatusInfo,
-)
-from devicepool.activities.errors import (
-    InvalidArgumentError,
-    NotFoundError,
-)
+from devicepool.activities.device_models import DeviceInfo, DeviceStatusInfo
+from devicepool.activities.errors import InvalidArgumentError, NotFoundError
 from devicepool.activities.providers.base import (
     NewDevice,
     ProviderDevice,
