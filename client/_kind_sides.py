@@ -20,12 +20,7 @@ from devicepool.api.kinds import BROWSER_POOL, DEVICE_POOL, Kind
 from devicepool.api.v1beta1 import ConditionType, DevicePool
 from devicepool.client._results import PoolSummary
 from devicepool.client._search_attributes import initial_search_attributes, stale_summary
-from devicepool.client._status import (
-    condition,
-    configuration_problem,
-    devices_left,
-    is_converged,
-)
+from devicepool.client._status import condition, configuration_problem, devices_left, is_converged
 from devicepool.client.errors import BadInput
 from devicepool.workflows.browserpool import publish as browser_publish
 from devicepool.workflows.browserpool.status import LOCAL_API_REFUSED
