@@ -102,17 +102,18 @@ class Stack:
             check=False,
         )
 
-    def status(self, name: str) -> dict[str, Any]:
+    def status(self, name: str, *, kind: str | None = None) -> dict[str, Any]:
         """The pool's status as `devicepool get NAME -o json` prints it, read
         through the Python client's call behind it (`PoolClient.summary`: with
         no worker to answer the query, the last status the pool published):
         the waits poll it twice a second, and a CLI process per poll cost
-        ~0.7 CPU-s. The tests run the CLI itself wherever they check what it says."""
-        return asyncio.run(self._status(name))
+        ~0.7 CPU-s. The tests run the CLI itself wherever they check what it says.
+        `kind`: the kind's name (`BROWSER_POOL.name`), DevicePool by default."""
+        return asyncio.run(self._status(name, kind))
 
-    async def _status(self, name: str) -> dict[str, Any]:
+    async def _status(self, name: str, kind: str | None) -> dict[str, Any]:
         client = await connect(address=self.address)
-        return dict((await PoolClient(client).summary(name)).status)
+        return dict((await PoolClient(client).summary(name, kind=kind)).status)
 
     def stats(self) -> dict[str, Any]:
         return stats_sync(f"http://127.0.0.1:{self.emulator_port}")
