@@ -21,6 +21,7 @@ from devicepool.client.dev import DevOptions, DevStack
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME, DevicePoolError
 from devicepool.emulator.cli import build_parser as emulator_parser
 from devicepool.testing import free_port as closed_port  # nothing listens on it
+from tests.helpers.cli import DEVICE_POOL_COLUMNS
 
 GOOD = """\
 apiVersion: mobile.example.com/v1alpha1
@@ -485,19 +486,7 @@ def test_json_is_the_default_off_a_terminal(
 
     code, out, _ = run(capsys, "get", "-o", "table")
     header, row = out.strip().splitlines()
-    assert header.split() == [
-        "NAME",
-        "PLATFORM",
-        "REGION",
-        "DESIRED",
-        "READY",
-        "PROV",
-        "PENDING",
-        "OFFLINE",
-        "$/H",
-        "AGE",
-        "PHASE",
-    ]
+    assert header.split() == DEVICE_POOL_COLUMNS
     assert row.split()[:5] == ["p1", "ios", "eu", "3", "3"]
 
     code, out, _ = run(capsys, "get", "-o", "yaml")

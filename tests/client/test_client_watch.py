@@ -12,6 +12,7 @@ import pytest
 from devicepool.client import PoolSummary, _cli_pools
 from devicepool.client.cli import main
 from devicepool.client.errors import EXIT_OK, EXIT_RUNTIME, PoolNotFound
+from tests.helpers.cli import DEVICE_POOL_COLUMNS
 
 
 def pool(name: str, ready: int, phase: str = "Provisioning") -> PoolSummary:
@@ -78,19 +79,7 @@ def test_watch_prints_the_table_then_a_row_per_change_and_ctrl_c_is_exit_0(
     out, err = capsys.readouterr()
     assert code == EXIT_OK, err
     lines = out.splitlines()
-    assert lines[0].split() == [
-        "NAME",
-        "PLATFORM",
-        "REGION",
-        "DESIRED",
-        "READY",
-        "PROV",
-        "PENDING",
-        "OFFLINE",
-        "$/H",
-        "AGE",
-        "PHASE",
-    ]
+    assert lines[0].split() == DEVICE_POOL_COLUMNS
     rows = [(line.split()[0], line.split()[4], line.split()[-1]) for line in lines[1:]]
     assert rows == [
         ("p1", "0", "Provisioning"),

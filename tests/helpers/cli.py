@@ -34,3 +34,20 @@ def cli_in_thread(
         return code, out, err
 
     return run
+
+
+# The columns of `devicepool get -o table` and `--watch` for DevicePools, in order, as
+# the README shows them (written out, not read from the registry: the tests pin them).
+DEVICE_POOL_COLUMNS = [
+    "NAME",
+    "PLATFORM",
+    "REGION",
+    "DESIRED",
+    "READY",
+    "PROV",
+    "PENDING",
+    "OFFLINE",
+    "$/H",
+    "AGE",
+    "PHASE",
+]

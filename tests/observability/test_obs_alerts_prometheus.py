@@ -44,6 +44,7 @@ from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.testing import ControlPlane, eventually, free_port, pool_manifest
 from devicepool.worker.config import WorkerConfig
 from devicepool.worker.main import run_worker
+from tests.helpers.manifests import beta_pool
 from tests.helpers.obs_stack import OBS_SETTINGS, worker_serves
 from tests.helpers.servers import InProcessServer, dev_server
 
@@ -330,17 +331,4 @@ async def test_alerts_fire_and_clear_on_a_real_prometheus(stack: AlertStack) -> 
 
 def capped(name: str, *, max_devices: int) -> Any:
     """A v1beta1 pool of 2 devices whose spend cap allows `max_devices`."""
-    return parse_pool(
-        {
-            "apiVersion": "mobile.example.com/v1beta1",
-            "kind": "DevicePool",
-            "metadata": {"name": name},
-            "spec": {
-                "platform": "android",
-                "region": "ap-southeast",
-                "osVersion": "14",
-                "replicas": 2,
-                "spendCap": {"maxDevices": max_devices},
-            },
-        }
-    )
+    return beta_pool(name, 2, region="ap-southeast", spendCap={"maxDevices": max_devices})
