@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,6 @@ from devicepool.api import (
 )
 from devicepool.api.browserpool import conversion, v1alpha1, v1beta1
 from devicepool.api.conversion import CONVERSION_ANNOTATION, ConversionError, written_in
-from devicepool.api.durations import MAX_SECONDS
 from devicepool.api.kinds import BROWSER_POOL, kind_named
 from devicepool.api.labels import (
     check_label_key,
@@ -43,9 +42,16 @@ from devicepool.api.labels import (
     parse_label,
     selector_matches,
 )
-from devicepool.api.v1alpha1 import ObjectMeta
 from devicepool.api.v1beta1 import ProxySpec as BetaProxySpec
-from tests.helpers.manifest_fuzz import mutated
+from tests.helpers.manifest_fuzz import (
+    ALPHA_PROXIES,
+    BETA_PROXIES,
+    MAX_UNHEALTHY,
+    METADATA,
+    NAMES,
+    SHORT_TEXTS,
+    mutated,
+)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "browserpools.md"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -678,8 +684,8 @@ def test_a_stored_pool_shows_in_either_version() -> None:
         conversion.BROWSER_POOL.resource_json_in(resource, api_version="v9")
 
 
-names_ = st.from_regex(r"[a-z][a-z0-9-]{0,20}[a-z0-9]", fullmatch=True)
-texts = st.text(st.characters(codec="utf-8"), min_size=1, max_size=8)
+names_ = NAMES
+texts = SHORT_TEXTS
 label_names = st.from_regex(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,10}[A-Za-z0-9])?", fullmatch=True)
 label_keys = label_names | st.builds(lambda p, n: f"{p}/{n}", names_, label_names)
 label_values = st.just("") | label_names
@@ -702,15 +708,6 @@ fingerprints = st.dictionaries(
     ),
     max_size=4,
 )
-metadata = st.builds(
-    ObjectMeta,
-    name=names_,
-    labels=st.dictionaries(names_, texts, max_size=2),
-    annotations=st.dictionaries(names_, texts, max_size=2),
-)
-max_unhealthy = st.one_of(
-    st.integers(min_value=0, max_value=600), st.integers(0, 100).map(lambda p: f"{p}%")
-)
 
 
 def _common(draw: st.DrawFn) -> dict[str, Any]:
@@ -725,34 +722,20 @@ def _common(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def beta_pools(draw: st.DrawFn) -> v1beta1.BrowserPool:
-    proxy = draw(
-        st.none()
-        | st.builds(
-            lambda ref, ttl: BetaProxySpec(pool_ref=ref, session_ttl=timedelta(seconds=ttl)),
-            texts,
-            st.integers(0, MAX_SECONDS),
-        )
-    )
+    proxy = draw(BETA_PROXIES)
     health = v1beta1.BrowserHealthSpec(
         failure_streak_limit=draw(st.none() | st.integers(1, 1000)),
-        max_unhealthy=draw(max_unhealthy),
+        max_unhealthy=draw(MAX_UNHEALTHY),
     )
     spec = v1beta1.BrowserPoolSpec(**_common(draw), proxy=proxy, health=health)
-    return v1beta1.BrowserPool(metadata=draw(metadata), spec=spec)
+    return v1beta1.BrowserPool(metadata=draw(METADATA), spec=spec)
 
 
 @st.composite
 def alpha_pools(draw: st.DrawFn) -> v1alpha1.BrowserPool:
-    proxy = draw(
-        st.none()
-        | st.builds(
-            lambda ref, ttl: v1alpha1.ProxySpec(pool_ref=ref, sticky_ttl=ttl),
-            texts,
-            st.integers(0, MAX_SECONDS),
-        )
-    )
+    proxy = draw(ALPHA_PROXIES)
     spec = v1alpha1.BrowserPoolSpec(**_common(draw), proxy=proxy)
-    return v1alpha1.BrowserPool(metadata=draw(metadata), spec=spec)
+    return v1alpha1.BrowserPool(metadata=draw(METADATA), spec=spec)
 
 
 # 100 (Hypothesis's default), not 200: the conversion is a fixed field-by-field

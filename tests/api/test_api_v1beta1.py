@@ -27,6 +27,13 @@ from devicepool.api.conversion import (
 )
 from devicepool.api.durations import MAX_SECONDS, format_duration, parse_duration
 from devicepool.workflows.pool.messages import PoolInput
+from tests.helpers.manifest_fuzz import (
+    ALPHA_PROXIES,
+    BETA_PROXIES,
+    MAX_UNHEALTHY,
+    METADATA,
+    SHORT_TEXTS,
+)
 
 BETA = """\
 apiVersion: mobile.example.com/v1beta1
@@ -206,29 +213,12 @@ def test_a_conversion_annotation_not_ours_is_one_line(value: str) -> None:
 durations = st.one_of(
     st.none(), st.integers(min_value=1, max_value=10**6).map(lambda s: timedelta(seconds=s))
 )
-names = st.from_regex(r"[a-z][a-z0-9-]{0,20}[a-z0-9]", fullmatch=True)
-texts = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=8)
-max_unhealthy = st.one_of(
-    st.integers(min_value=0, max_value=600), st.integers(0, 100).map(lambda p: f"{p}%")
-)
-metadata = st.builds(
-    v1alpha1.ObjectMeta,
-    name=names,
-    labels=st.dictionaries(names, texts, max_size=2),
-    annotations=st.dictionaries(names, texts, max_size=2),
-)
+texts = SHORT_TEXTS
 
 
 @st.composite
 def beta_pools(draw: st.DrawFn) -> v1beta1.DevicePool:
-    proxy = draw(
-        st.none()
-        | st.builds(
-            lambda ref, ttl: v1beta1.ProxySpec(pool_ref=ref, session_ttl=timedelta(seconds=ttl)),
-            texts,
-            st.integers(0, MAX_SECONDS),
-        )
-    )
+    proxy = draw(BETA_PROXIES)
     spec = v1beta1.DevicePoolSpec(
         provider=v1beta1.ProviderRef(account=draw(texts)),
         platform=draw(st.sampled_from(v1beta1.Platform)),
@@ -239,7 +229,7 @@ def beta_pools(draw: st.DrawFn) -> v1beta1.DevicePool:
         health=v1beta1.HealthSpec(
             offline_after=draw(durations),
             startup_timeout=draw(durations),
-            max_unhealthy=draw(max_unhealthy),
+            max_unhealthy=draw(MAX_UNHEALTHY),
         ),
         scale_down=v1beta1.ScaleDownSpec(idle_grace=draw(durations)),
         spend_cap=draw(
@@ -275,19 +265,12 @@ def beta_pools(draw: st.DrawFn) -> v1beta1.DevicePool:
             )
         ),
     )
-    return v1beta1.DevicePool(metadata=draw(metadata), spec=spec)
+    return v1beta1.DevicePool(metadata=draw(METADATA), spec=spec)
 
 
 @st.composite
 def alpha_pools(draw: st.DrawFn) -> v1alpha1.DevicePool:
-    proxy = draw(
-        st.none()
-        | st.builds(
-            lambda ref, ttl: v1alpha1.ProxySpec(pool_ref=ref, sticky_ttl=ttl),
-            texts,
-            st.integers(0, MAX_SECONDS),
-        )
-    )
+    proxy = draw(ALPHA_PROXIES)
     spec = v1alpha1.DevicePoolSpec(
         platform=draw(st.sampled_from(v1alpha1.Platform)),
         region=draw(texts),
@@ -295,9 +278,9 @@ def alpha_pools(draw: st.DrawFn) -> v1alpha1.DevicePool:
         replicas=draw(st.integers(0, 500)),
         proxy=proxy,
         provider_credential_ref=draw(texts),
-        max_unhealthy=draw(max_unhealthy),
+        max_unhealthy=draw(MAX_UNHEALTHY),
     )
-    return v1alpha1.DevicePool(metadata=draw(metadata), spec=spec)
+    return v1alpha1.DevicePool(metadata=draw(METADATA), spec=spec)
 
 
 # 100 (Hypothesis's default), not 200: the conversion is a fixed field-by-field

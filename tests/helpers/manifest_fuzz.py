@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import timedelta
 from typing import Any
 
 import yaml
 from hypothesis import strategies as st
+
+from devicepool.api import v1alpha1, v1beta1
+from devicepool.api.durations import MAX_SECONDS
 
 TEXT = (
     st.text(max_size=20)
@@ -63,3 +67,33 @@ def mutated(draw: st.DrawFn, full: dict[str, Any]) -> str:
     if form == "json":
         return json.dumps(document)
     return yaml.safe_dump(document, allow_unicode=form == "yaml-unicode")
+
+
+# ---------------------------------------------------------------- both kinds' models, drawn
+
+# What both kinds' round-trip properties draw their pools from: names Kubernetes takes,
+# short UTF-8 text, metadata, maxUnhealthy (a count or a percentage) and the proxy of
+# either version.
+NAMES = st.from_regex(r"[a-z][a-z0-9-]{0,20}[a-z0-9]", fullmatch=True)
+SHORT_TEXTS = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=8
+)
+METADATA = st.builds(
+    v1alpha1.ObjectMeta,
+    name=NAMES,
+    labels=st.dictionaries(NAMES, SHORT_TEXTS, max_size=2),
+    annotations=st.dictionaries(NAMES, SHORT_TEXTS, max_size=2),
+)
+MAX_UNHEALTHY = st.one_of(
+    st.integers(min_value=0, max_value=600), st.integers(0, 100).map(lambda p: f"{p}%")
+)
+ALPHA_PROXIES = st.none() | st.builds(
+    lambda ref, ttl: v1alpha1.ProxySpec(pool_ref=ref, sticky_ttl=ttl),
+    SHORT_TEXTS,
+    st.integers(0, MAX_SECONDS),
+)
+BETA_PROXIES = st.none() | st.builds(
+    lambda ref, ttl: v1beta1.ProxySpec(pool_ref=ref, session_ttl=timedelta(seconds=ttl)),
+    SHORT_TEXTS,
+    st.integers(0, MAX_SECONDS),
+)
