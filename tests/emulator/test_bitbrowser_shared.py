@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from devicepool.emulator.bitbrowser import BitBrowserConfig, StateFileError
-from tests.helpers.bitbrowser import Account, phone_body, profile_body
+from devicepool.emulator.bitbrowser import StateFileError
+from tests.helpers.bitbrowser import Account, accounts_started, phone_body, profile_body
 
 ROOT = Path(__file__).resolve().parents[2]
 OPEN_ELSEWHERE = "其他设备"
@@ -36,25 +36,17 @@ Start = Callable[..., Account]
 @pytest.fixture
 async def start(tmp_path: Path) -> AsyncIterator[Start]:
     """Start an emulator of account `acme` on `tmp_path/accounts`, serving `nodes`."""
-    started: list[Account] = []
+    async with accounts_started(
+        account="acme",
+        open_seconds=0,
+        phone_requests_per_second=100,
+        accounts_dir=tmp_path / "accounts",
+    ) as make:
 
-    def make(*nodes: str, **config: Any) -> Account:
-        values: dict[str, Any] = {
-            "account": "acme",
-            "nodes": list(nodes),
-            "open_seconds": 0,
-            "phone_requests_per_second": 100,
-            "accounts_dir": tmp_path / "accounts",
-        }
-        values.update(config)
-        account = Account(BitBrowserConfig(**values))
-        started.append(account)
-        return account
+        def on_nodes(*nodes: str, **config: Any) -> Account:
+            return make(nodes=list(nodes), **config)
 
-    yield make
-    for account in started:
-        account.emulator.close()
-        await account.aclose()
+        yield on_nodes
 
 
 async def test_two_emulators_of_one_account_share_profiles_and_phones(start: Start) -> None:

@@ -11,7 +11,7 @@ import pytest
 from devicepool.emulator.bitbrowser import BitBrowserConfig
 from devicepool.emulator.bitbrowser.app import StateFileError
 from devicepool.emulator.bitbrowser.cli import main
-from tests.helpers.bitbrowser import Account, phone_body
+from tests.helpers.bitbrowser import Account, accounts_started, phone_body
 
 Start = Callable[..., Account]
 
@@ -19,25 +19,14 @@ Start = Callable[..., Account]
 @pytest.fixture
 async def start(tmp_path: Path) -> AsyncIterator[Start]:
     """Start an account on `tmp_path/account.json`; `stop(account)` releases it."""
-    started: list[Account] = []
-
-    def make(**config: object) -> Account:
-        values: dict = {
-            "nodes": ["node-1", "node-2"],
-            "open_seconds": 0,
-            "seed": 7,
-            "phone_requests_per_second": 100,
-            "state_file": tmp_path / "account.json",
-        }
-        values.update(config)
-        account = Account(BitBrowserConfig(**values))
-        started.append(account)
-        return account
-
-    yield make
-    for account in started:
-        account.emulator.close()
-        await account.aclose()
+    async with accounts_started(
+        nodes=["node-1", "node-2"],
+        open_seconds=0,
+        seed=7,
+        phone_requests_per_second=100,
+        state_file=tmp_path / "account.json",
+    ) as make:
+        yield make
 
 
 async def test_a_restarted_emulator_is_the_same_account(start: Start) -> None:

@@ -9,6 +9,8 @@ any client: nothing here speaks for one.
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -126,3 +128,22 @@ def refusal_of(response: httpx.Response, status: int = 200) -> str:
     assert answer["success"] is False
     assert CJK.search(answer["msg"]), answer["msg"]
     return str(answer["msg"])
+
+
+@asynccontextmanager
+async def accounts_started(**defaults: Any) -> AsyncIterator[Callable[..., Account]]:
+    """A factory of `Account`s: `make(**config)` starts one on `defaults` updated by
+    `config`; each is closed (its emulator and its clients) on leaving."""
+    started: list[Account] = []
+
+    def make(**config: Any) -> Account:
+        account = Account(BitBrowserConfig(**{**defaults, **config}))
+        started.append(account)
+        return account
+
+    try:
+        yield make
+    finally:
+        for account in started:
+            account.emulator.close()
+            await account.aclose()
