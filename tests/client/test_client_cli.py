@@ -35,15 +35,6 @@ spec:
 """
 
 
-@pytest.fixture
-def unreachable(monkeypatch: pytest.MonkeyPatch) -> str:
-    address = f"127.0.0.1:{closed_port()}"
-    monkeypatch.setenv("TEMPORAL_ADDRESS", address)
-    for name in ("TEMPORAL_API_KEY", "TEMPORAL_PROFILE", "TEMPORAL_TLS", "TEMPORAL_NAMESPACE"):
-        monkeypatch.delenv(name, raising=False)
-    return address
-
-
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()

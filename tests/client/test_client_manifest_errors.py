@@ -9,7 +9,6 @@ import pytest
 
 from devicepool.client.cli import main
 from devicepool.client.errors import EXIT_BAD_INPUT
-from devicepool.testing import free_port as closed_port  # nothing listens on it
 
 POOL = """\
 apiVersion: mobile.example.com/v1alpha1
@@ -21,16 +20,6 @@ spec:
   region: us-west
   replicas: {replicas}
 """
-
-
-@pytest.fixture
-def unreachable(monkeypatch: pytest.MonkeyPatch) -> str:
-    # Nothing is contacted: a bad manifest exits before Temporal is dialled.
-    address = f"127.0.0.1:{closed_port()}"
-    monkeypatch.setenv("TEMPORAL_ADDRESS", address)
-    for name in ("TEMPORAL_API_KEY", "TEMPORAL_PROFILE", "TEMPORAL_TLS", "TEMPORAL_NAMESPACE"):
-        monkeypatch.delenv(name, raising=False)
-    return address
 
 
 def test_a_directory_of_bad_manifests_prints_one_problem_a_line(

@@ -8,18 +8,8 @@ import pytest
 
 from devicepool.client.cli import main
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME
-from devicepool.testing import free_port
 from devicepool.worker.config import ConfigError
 from devicepool.worker.node import load_node_options
-
-
-@pytest.fixture
-def unreachable(monkeypatch: pytest.MonkeyPatch) -> str:
-    address = f"127.0.0.1:{free_port()}"
-    monkeypatch.setenv("TEMPORAL_ADDRESS", address)
-    for name in ("TEMPORAL_API_KEY", "TEMPORAL_PROFILE", "TEMPORAL_TLS", "TEMPORAL_NAMESPACE"):
-        monkeypatch.delenv(name, raising=False)
-    return address
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:

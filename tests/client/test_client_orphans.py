@@ -8,7 +8,6 @@ tested against a dev server in tests/workflows/test_orphan_sweep.py.
 
 from __future__ import annotations
 
-import socket
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -96,17 +95,6 @@ def test_a_negative_dev_grace_is_refused_before_anything_starts(
     assert code == EXIT_BAD_INPUT
     assert err.startswith("error: ") and "--orphan-grace-seconds" in err
     assert not (tmp_path / "d").exists()
-
-
-@pytest.fixture
-def unreachable(monkeypatch: pytest.MonkeyPatch) -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{sock.getsockname()[1]}"
-    monkeypatch.setenv("TEMPORAL_ADDRESS", address)
-    for name in ("TEMPORAL_API_KEY", "TEMPORAL_PROFILE", "TEMPORAL_TLS", "TEMPORAL_NAMESPACE"):
-        monkeypatch.delenv(name, raising=False)
-    return address
 
 
 @pytest.mark.parametrize("argv", [["orphans"], ["orphans", "--delete", "--account", "default"]])
