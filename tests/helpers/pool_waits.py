@@ -2,7 +2,8 @@
 
 Converged, torn down, remediation paused or resumed, a condition true or false,
 right after a provider listing: each reads the emulator's ground truth or the
-pool's `status` query (tests/workflows: test_pool_health.py, test_pool_outage.py).
+pool's `status` query (tests/workflows: test_pool_health.py, test_pool_outage.py);
+`watching`, the pool's watch activity started (test_pool_capacity.py, test_pool_worker_shutdown.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 from typing import Any
 
 import httpx
+from temporalio.api.enums.v1 import PendingActivityState
 
 from devicepool.testing import eventually, stats
 from tests.helpers.histories import history_digest
@@ -26,6 +28,7 @@ __all__ = [
     "paused",
     "resumed",
     "true_condition",
+    "watching",
 ]
 
 
@@ -102,3 +105,13 @@ async def just_after_a_listing(pool: str) -> None:
 
 async def _listed_since(pool: str, count: int) -> bool:
     return TimedASGITransport.lists[pool] > count
+
+
+async def watching(handle: Any) -> bool:
+    """The pool's watch has started (holds a slot), not merely been scheduled."""
+    described = await handle.describe()
+    return any(
+        a.activity_type.name == "watch_devices"
+        and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+        for a in described.raw_description.pending_activities
+    )

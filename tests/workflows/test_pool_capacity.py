@@ -13,11 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from typing import Any
 
 import httpx
 import pytest
-from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
@@ -27,6 +25,7 @@ from devicepool.testing import eventually
 from devicepool.worker.build import pool_queue_workers
 from devicepool.worker.config import WorkerCapacity
 from devicepool.workflows.pool.messages import Accepted, ScaleRequest
+from tests.helpers.pool_waits import watching
 from tests.helpers.settings import FAST
 from tests.helpers.workflow_stack import pool_devices, start_pool
 
@@ -44,16 +43,6 @@ SETTINGS = FAST.model_copy(
 # goal, which bench/scale.py measures). A starved queue never lands at all: the
 # issue's worker created none of 150 devices in ten minutes.
 DEADLINE = SETTINGS.resync_seconds + 10
-
-
-async def watching(handle: Any) -> bool:
-    """The pool's watch has started (holds a slot), not merely been scheduled."""
-    described = await handle.describe()
-    return any(
-        a.activity_type.name == "watch_devices"
-        and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
-        for a in described.raw_description.pending_activities
-    )
 
 
 async def test_scale_and_delete_land_with_more_pools_than_activity_slots(

@@ -14,11 +14,9 @@ import contextlib
 import time
 import uuid
 from datetime import timedelta
-from typing import Any
 
 import httpx
 import pytest
-from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -27,6 +25,7 @@ from devicepool.api.names import UPDATE_SCALE
 from devicepool.testing import eventually
 from devicepool.worker.build import pool_queue_workers
 from devicepool.workflows.pool.messages import Accepted, ScaleRequest
+from tests.helpers.pool_waits import watching
 from tests.helpers.settings import FAST
 from tests.helpers.workflow_stack import pool_devices, start_pool
 
@@ -35,15 +34,6 @@ pytestmark = pytest.mark.devserver
 GRACEFUL = timedelta(seconds=20)
 # A quiet pool's watch lasts far longer than the test.
 SETTINGS = FAST.model_copy(update={"resync_seconds": 2.0, "watch_max_seconds": 120.0})
-
-
-async def watching(handle: Any) -> bool:
-    described = await handle.describe()
-    return any(
-        a.activity_type.name == "watch_devices"
-        and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
-        for a in described.raw_description.pending_activities
-    )
 
 
 def start(workers: list[Worker]) -> list[asyncio.Task[None]]:
