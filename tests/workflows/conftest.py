@@ -20,6 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings
+from devicepool.client import PoolClient
 from devicepool.emulator.app import EmulatorConfig, create_app
 from tests.helpers.servers import dev_server
 from tests.helpers.settings import FAST, proxy_pools
@@ -106,3 +107,20 @@ def _transport_switches_reset() -> Iterator[None]:
 @pytest.fixture
 def pool_name() -> str:
     return f"wf-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def pools(
+    env: WorkflowEnvironment, workers: Workers, monkeypatch: pytest.MonkeyPatch
+) -> PoolClient:
+    """A `PoolClient` on the session's stack whose account check always passes.
+
+    The session's workers serve both accounts but never registered their ledgers:
+    doing it here would reconfigure the creation windows the other tests run under.
+    tests/ratelimit covers `apply`'s account check."""
+
+    async def served(self: PoolClient, account: str) -> None:
+        return None
+
+    monkeypatch.setattr(PoolClient, "_check_account", served)
+    return PoolClient(env.client)

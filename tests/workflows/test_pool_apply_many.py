@@ -23,25 +23,11 @@ from devicepool.client import PoolClient
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK
 from devicepool.testing import eventually, write_pool
 from tests.helpers.cli import cli_in_thread
-from tests.helpers.workflow_stack import Workers
 
 pytestmark = pytest.mark.devserver
 
 POOLS = 30
 CONCURRENCY = "8"
-
-
-@pytest.fixture
-def pools(
-    env: WorkflowEnvironment, workers: Workers, monkeypatch: pytest.MonkeyPatch
-) -> PoolClient:
-    # The session's workers serve the accounts without their ledgers (see
-    # test_pool_client.py); tests/ratelimit covers apply's account check.
-    async def served(self: PoolClient, account: str) -> None:
-        return None
-
-    monkeypatch.setattr(PoolClient, "_check_account", served)
-    return PoolClient(env.client)
 
 
 @pytest.fixture

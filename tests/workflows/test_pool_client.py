@@ -22,23 +22,9 @@ from devicepool.workflows.pool.messages import ApplyResult
 from tests.helpers.cli import cli_in_thread
 from tests.helpers.servers import temporal_binary
 from tests.helpers.transports import TimedASGITransport
-from tests.helpers.workflow_stack import Workers, pool_devices
+from tests.helpers.workflow_stack import pool_devices
 
 pytestmark = pytest.mark.devserver
-
-
-@pytest.fixture
-def pools(
-    env: WorkflowEnvironment, workers: Workers, monkeypatch: pytest.MonkeyPatch
-) -> PoolClient:
-    # The session's workers serve both accounts but never registered their
-    # ledgers: doing it here would reconfigure the creation windows the other
-    # tests run under. tests/ratelimit covers `apply`'s account check.
-    async def served(self: PoolClient, account: str) -> None:
-        return None
-
-    monkeypatch.setattr(PoolClient, "_check_account", served)
-    return PoolClient(env.client)
 
 
 def manifest(name: str, **spec: Any) -> DevicePool:
