@@ -19,6 +19,8 @@ from urllib.parse import quote
 import pytest
 from playwright.async_api import Locator, Page, async_playwright, expect
 
+from devicepool.api.names import SEARCH_ATTRIBUTES
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -87,3 +89,19 @@ async def listed_in_visibility(client: Any, workflow_id: str, timeout: float = 3
             return
         await asyncio.sleep(0.5)
     raise AssertionError(f"{workflow_id} never listed by visibility as running")
+
+
+async def pool_columns_shown(
+    page: Page, row: Locator, remove: tuple[str, ...] = ()
+) -> tuple[list[str], dict[str, str]]:
+    """Add the pool columns (the `DevicePool*` search attributes) to the open list, as
+    the README says, and take out `remove`; returns the headers and what `row` shows in
+    each pool column."""
+    await page.get_by_role("button", name="Configure Columns").click()
+    for attribute in SEARCH_ATTRIBUTES:
+        await page.get_by_role("button", name=f"Add {attribute} column").click()
+    for column in remove:
+        await page.get_by_role("button", name=f"Remove {column} column").click()
+    headers = [h.strip() for h in await page.locator("thead th").all_inner_texts()]
+    cells = [c.strip() for c in await row.locator("td").all_inner_texts()]
+    return headers, {a: cells[headers.index(a)] for a in SEARCH_ATTRIBUTES}

@@ -33,15 +33,8 @@ from devicepool.api.loader import parse_pool
 from devicepool.api.names import SEARCH_ATTRIBUTES, health_workflow_id, pool_workflow_id
 from devicepool.client._dev_commands import pools_only
 from devicepool.client.pool_client import PoolClient
+from tests.helpers import web_ui
 from tests.helpers.obs_stack import ObsStack
-from tests.helpers.web_ui import (
-    UI_TIMEOUT_MS,
-    listed_in_visibility,
-    open_workflow_page,
-    require_chromium,
-    shown_after_reloads,
-    ui_page,
-)
 
 # 25-45 s alone or in a full run; once over 90 s on a loaded machine (fresh-clone CI),
 # where pytest-timeout then ends the whole xdist worker.
@@ -62,7 +55,7 @@ async def ready_shown(page: Page) -> int:
     """The `ready` line of the figures block in the rendered current details."""
     details = page.frame_locator("#user-metadata-current-details")
     block = details.locator("pre").first
-    await expect(block).to_be_visible(timeout=UI_TIMEOUT_MS)
+    await expect(block).to_be_visible(timeout=web_ui.UI_TIMEOUT_MS)
     # No Markdown table: the UI runs its cells together (`phasedesiredready...`).
     await expect(details.locator("table")).to_have_count(0)
     figures = dict(line.split(None, 1) for line in (await block.inner_text()).splitlines())
@@ -72,7 +65,7 @@ async def ready_shown(page: Page) -> int:
 
 
 async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> None:
-    require_chromium()
+    web_ui.require_chromium()
     pools = PoolClient(obs_stack.client)
     await pools.apply(
         parse_pool(
@@ -108,11 +101,11 @@ async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> Non
             assert part in summary_text, summary_text
 
         base = f"http://127.0.0.1:{obs_stack.ui_port}/namespaces/default/workflows"
-        async with ui_page() as page:
+        async with web_ui.ui_page() as page:
             # The list: the pool's row, its type and that it runs. The UI
             # lists from visibility, which lags a start: wait until
             # visibility has the run, and reload a list loaded too early.
-            await listed_in_visibility(obs_stack.client, pool_workflow_id(POOL))
+            await web_ui.listed_in_visibility(obs_stack.client, pool_workflow_id(POOL))
             # (exact: the pool's child `devicepool/<name>/health` is listed too)
             wid_link = page.get_by_role("link", name=pool_workflow_id(POOL), exact=True)
             row = (
@@ -120,7 +113,7 @@ async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> Non
                 .filter(has=wid_link)
                 .filter(has_text=re.compile("running", re.IGNORECASE))
             )
-            await shown_after_reloads(page, base, row)
+            await web_ui.shown_after_reloads(page, base, row)
             await expect(row).to_contain_text(description.run_id)
             await expect(row).to_contain_text("DevicePool")
             await expect(row).to_contain_text(re.compile("running", re.IGNORECASE))
@@ -128,9 +121,9 @@ async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> Non
             # The pools-only link (banner, README): the pool and none of
             # its children, which the full list shows beside it.
             health = page.get_by_role("link", name=health_workflow_id(POOL), exact=True)
-            await listed_in_visibility(obs_stack.client, health_workflow_id(POOL))
-            await shown_after_reloads(page, base, health)
-            await shown_after_reloads(page, pools_only(base), row)
+            await web_ui.listed_in_visibility(obs_stack.client, health_workflow_id(POOL))
+            await web_ui.shown_after_reloads(page, base, health)
+            await web_ui.shown_after_reloads(page, pools_only(base), row)
             await expect(health).to_have_count(0)
 
             # The pool columns, as the README says: added, and the run id,
@@ -142,14 +135,9 @@ async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> Non
                 "click *Collapse Navigation*",
             ):
                 assert step in readme, step
-            await page.get_by_role("button", name="Configure Columns").click()
-            for attribute in SEARCH_ATTRIBUTES:
-                await page.get_by_role("button", name=f"Add {attribute} column").click()
-            for column in ("Run ID", "Type", "Start", "End"):
-                await page.get_by_role("button", name=f"Remove {column} column").click()
-            headers = [h.strip() for h in await page.locator("thead th").all_inner_texts()]
-            cells = [c.strip() for c in await row.locator("td").all_inner_texts()]
-            shown = {a: cells[headers.index(a)] for a in SEARCH_ATTRIBUTES}
+            headers, shown = await web_ui.pool_columns_shown(
+                page, row, remove=("Run ID", "Type", "Start", "End")
+            )
             assert shown["DevicePoolPlatform"] == "android", shown
             assert shown["DevicePoolRegion"] == "us-west", shown
             assert shown["DevicePoolDesired"] == "2", shown
@@ -173,7 +161,7 @@ async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> Non
             # The pool's page by workflow id (the slash is %2F); the UI
             # redirects to the current run (it looks the run up first: slow
             # on a loaded machine; and the pool may have continued as new).
-            await open_workflow_page(page, base, pool_workflow_id(POOL))
+            await web_ui.open_workflow_page(page, base, pool_workflow_id(POOL))
             await page.get_by_text("User Metadata", exact=True).first.click()
             await expect(page).to_have_url(re.compile(r"/user-metadata$"))
 

@@ -17,7 +17,7 @@ import pytest
 from playwright.async_api import expect
 
 from devicepool.api.browserpool.v1beta1 import BrowserPool, BrowserPoolSpec
-from devicepool.api.names import SEARCH_ATTRIBUTES, browser_pool_workflow_id
+from devicepool.api.names import browser_pool_workflow_id
 from devicepool.api.v1alpha1 import ObjectMeta
 from devicepool.client.browser_pools import BrowserPoolClient
 from devicepool.testing import eventually
@@ -25,6 +25,7 @@ from tests.helpers.obs_stack import ObsStack
 from tests.helpers.web_ui import (
     listed_in_visibility,
     open_workflow_page,
+    pool_columns_shown,
     require_chromium,
     shown_after_reloads,
     ui_page,
@@ -57,12 +58,7 @@ async def test_a_browser_pool_in_the_list_and_on_its_page(obs_stack: ObsStack) -
             row = page.locator("tr").filter(has=link)
             await shown_after_reloads(page, f"{base}?query={query}", row)
             await expect(row).to_contain_text("BrowserPool")
-            await page.get_by_role("button", name="Configure Columns").click()
-            for attribute in SEARCH_ATTRIBUTES:
-                await page.get_by_role("button", name=f"Add {attribute} column").click()
-            headers = [h.strip() for h in await page.locator("thead th").all_inner_texts()]
-            cells = [c.strip() for c in await row.locator("td").all_inner_texts()]
-            shown = {a: cells[headers.index(a)] for a in SEARCH_ATTRIBUTES}
+            _, shown = await pool_columns_shown(page, row)
             assert shown["DevicePoolPlatform"] == "browser", shown
             assert shown["DevicePoolDesired"] == "2", shown
             assert shown["DevicePoolReady"] == "0", shown
