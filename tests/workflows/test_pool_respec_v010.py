@@ -207,11 +207,17 @@ def test_retries_of_two_generations_and_a_new_body_of_the_second(
     )
 
 
-def test_a_health_report_and_a_scale_during_the_terminations(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    "changed",
+    [{"replicas": 6}, {"replicas": 4, "osVersion": "15"}],
+    ids=["scale", "new-os-version"],
+)
+def test_a_health_report_and_a_respec_during_the_terminations(
+    monkeypatch: pytest.MonkeyPatch, changed: dict[str, Any]
 ) -> None:
-    """Owed 1 when deciding, 2 more reported while terminating, and a scale: v0.1.0 split the
-    creates by what was owed then (replacement batches first), under generation 2."""
+    """Owed 1 when deciding, 2 more reported while terminating, and a scale or a new OS
+    version: v0.1.0 split the creates by what was owed then (replacement batches first),
+    under generation 2."""
     book = SlotBook(next_slot=3, next_batch=2, retry_slots=[(1, 1)], body_generation=1)
     a_pass(
         monkeypatch,
@@ -220,20 +226,5 @@ def test_a_health_report_and_a_scale_during_the_terminations(
         replicas=4,
         owed=1,
         reported=2,
-        changed=spec(replicas=6),
-    )
-
-
-def test_a_health_report_and_a_new_os_version_during_the_terminations(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    book = SlotBook(next_slot=3, next_batch=2, retry_slots=[(1, 1)], body_generation=1)
-    a_pass(
-        monkeypatch,
-        book=book,
-        generation=1,
-        replicas=4,
-        owed=1,
-        reported=2,
-        changed=spec(replicas=4, osVersion="15"),
+        changed=spec(**changed),
     )
