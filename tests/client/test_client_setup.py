@@ -75,6 +75,22 @@ def _temporal(address: str, *argv: str, check: bool = True) -> subprocess.Comple
     )
 
 
+def _create_attribute(address: str, namespace: str, name: str, type_: str) -> None:
+    """Register one search attribute with the stock `temporal` CLI, as an operator would."""
+    _temporal(
+        address,
+        "operator",
+        "search-attribute",
+        "create",
+        "--namespace",
+        namespace,
+        "--name",
+        name,
+        "--type",
+        type_,
+    )
+
+
 def _custom_attributes(address: str, namespace: str) -> dict[str, str]:
     """name -> type ("Keyword", "Int", ...) of the namespace's custom search attributes."""
     listed = _temporal(
@@ -138,18 +154,7 @@ def test_setup_registers_every_search_attribute_and_again_changes_nothing(
 def test_setup_adds_only_what_is_missing(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, server: str
 ) -> None:
-    _temporal(
-        server,
-        "operator",
-        "search-attribute",
-        "create",
-        "--namespace",
-        PARTLY,
-        "--name",
-        "DevicePoolPlatform",
-        "--type",
-        "Keyword",
-    )
+    _create_attribute(server, PARTLY, "DevicePoolPlatform", "Keyword")
     code, out, err = _setup(capsys, monkeypatch, server, PARTLY)
     assert code == EXIT_OK, err
     lines = out.splitlines()
@@ -166,18 +171,7 @@ def test_setup_adds_only_what_is_missing(
 def test_a_name_taken_with_another_type_is_exit_1_naming_it_and_nothing_is_added(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, server: str
 ) -> None:
-    _temporal(
-        server,
-        "operator",
-        "search-attribute",
-        "create",
-        "--namespace",
-        CLASH,
-        "--name",
-        "DevicePoolRegion",
-        "--type",
-        "Int",
-    )
+    _create_attribute(server, CLASH, "DevicePoolRegion", "Int")
     code, out, err = _setup(capsys, monkeypatch, server, CLASH)
     assert code == EXIT_RUNTIME
     assert out == ""
