@@ -238,11 +238,9 @@ def test_a_drifted_budget_counts_a_rolled_device_still_terminating() -> None:
 # ------------------------------------------------------------------ 9: held scale-down wake
 
 
-def test_a_budget_held_idle_device_sets_no_wake() -> None:
-    # Scaled 3 -> 1 under a freeze (a ScaleDown budget of 0): the idle devices held are
-    # no deadline; before, their past idle time woke the pool every second.
-    devices = [dev("a"), dev("b"), dev("c")]
-    p = plan_pool(
+def _scaled_to_one_under_a_freeze(devices: list[Any]) -> Any:
+    """The plan of a pool scaled to 1 with a 60-s idle grace and no terminate allowed."""
+    return plan_pool(
         replicas=1,
         devices=devices,
         in_flight=0,
@@ -250,6 +248,13 @@ def test_a_budget_held_idle_device_sets_no_wake() -> None:
         idle_grace=timedelta(seconds=60),
         max_terminate=0,
     )
+
+
+def test_a_budget_held_idle_device_sets_no_wake() -> None:
+    # Scaled 3 -> 1 under a freeze (a ScaleDown budget of 0): the idle devices held are
+    # no deadline; before, their past idle time woke the pool every second.
+    devices = [dev("a"), dev("b"), dev("c")]
+    p = _scaled_to_one_under_a_freeze(devices)
     assert p.budget_held == 2
     assert p.next_idle_at is None
     wake = wake_after(
@@ -280,14 +285,7 @@ def test_a_business_hours_freeze_wakes_the_pool_when_its_window_ends() -> None:
 
 def test_a_held_scale_down_with_a_device_still_in_grace_wakes_at_its_grace_end() -> None:
     devices = [dev("a"), dev("b"), dev("c", age=20)]
-    p = plan_pool(
-        replicas=1,
-        devices=devices,
-        in_flight=0,
-        now=NOW,
-        idle_grace=timedelta(seconds=60),
-        max_terminate=0,
-    )
+    p = _scaled_to_one_under_a_freeze(devices)
     assert p.next_idle_at == NOW + timedelta(seconds=40)
 
 
