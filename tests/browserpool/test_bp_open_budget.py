@@ -22,6 +22,7 @@ from devicepool.activities.node_models import NodeOpenResult
 from devicepool.activities.providers.bitbrowser import BrowserProfiles, LocalApi
 from devicepool.activities.providers.bitbrowser.profile_provider import BitBrowserProfiles
 from devicepool.workflows.browserpool import calls
+from tests.helpers.activity_errors import activity_error
 
 
 def open_budget() -> float:
@@ -46,17 +47,7 @@ def test_an_open_is_watched_by_its_heartbeat() -> None:
 
 
 def _failed(cause: BaseException) -> ActivityError:
-    err = ActivityError(
-        "activity failed",
-        scheduled_event_id=1,
-        started_event_id=2,
-        identity="node-1",
-        activity_type="node_open_profile",
-        activity_id="7",
-        retry_state=None,
-    )
-    err.__cause__ = cause
-    return err
+    return activity_error(cause, "node_open_profile", None)
 
 
 def test_a_timed_out_or_refused_open_is_the_nodes_trouble_not_the_profiles() -> None:

@@ -20,20 +20,13 @@ from temporalio.exceptions import (
 
 from devicepool.api.errors import ErrorType
 from devicepool.workflows.pool.finalizer import condition_reason, window_failure
+from tests.helpers.activity_errors import activity_error
 
 
 def ran_out(cause: BaseException) -> ActivityError:
-    err = ActivityError(
-        "Activity task timed out",
-        scheduled_event_id=5,
-        started_event_id=6,
-        identity="worker",
-        activity_type="terminate_pool",
-        activity_id="7",
-        retry_state=RetryState.TIMEOUT,
+    return activity_error(
+        cause, "terminate_pool", RetryState.TIMEOUT, message="Activity task timed out"
     )
-    err.__cause__ = cause
-    return err
 
 
 def cut(last: BaseException | None) -> TimeoutError:

@@ -20,6 +20,7 @@ from devicepool.workflows.shared.placement import (
     route,
     watch_queue,
 )
+from tests.helpers.activity_errors import activity_error
 
 
 def test_an_account_without_a_node_schedules_exactly_as_before() -> None:
@@ -60,17 +61,7 @@ def test_no_nodes_name_makes_another_nodes_queue() -> None:
 
 
 def _failed(cause: BaseException) -> ActivityError:
-    err = ActivityError(
-        "activity failed",
-        scheduled_event_id=5,
-        started_event_id=0,
-        identity="",
-        activity_type="list_devices",
-        activity_id="1",
-        retry_state=RetryState.RETRY_STATE_TIMEOUT,
-    )
-    err.__cause__ = cause
-    return err
+    return activity_error(cause, "list_devices", RetryState.RETRY_STATE_TIMEOUT)
 
 
 def test_only_a_call_no_node_picked_up_is_a_node_problem() -> None:
