@@ -11,6 +11,8 @@ With no room beside them (a spendCap), they go first one at a time: pure, in
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
@@ -24,22 +26,32 @@ from tests.workflows.test_pool_device_control import _gone, events, ready_ids, s
 pytestmark = pytest.mark.devserver
 
 
+async def fewest_serving_until(
+    control: httpx.AsyncClient, pool_name: str, done: Callable[[set[str]], bool], what: str
+) -> int:
+    """Wait (polling every 0.1 s) until the pool's devices' ids pass `done` and it has
+    exactly 2 devices, both serving (ready or busy); returns the fewest serving seen."""
+    fewest = 2
+
+    async def finished() -> bool:
+        nonlocal fewest
+        devices = await pool_devices(control, pool_name)
+        serving = [d for d in devices if d["status"] in ("ready", "busy")]
+        fewest = min(fewest, len(serving))
+        return done({d["id"] for d in devices}) and len(serving) == 2 == len(devices)
+
+    await eventually(finished, timeout=60, every=0.1, what=what)
+    return fewest
+
+
 async def test_expired_devices_leave_only_once_their_replacements_serve(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
     handle = await start(env, pool_name, 2, lifetime={"maxAge": "15s"})
     first = await eventually(lambda: ready_ids(control, pool_name, 2), timeout=60, what="2 ready")
-    fewest = 2
-
-    async def renewed() -> bool:
-        nonlocal fewest
-        devices = await pool_devices(control, pool_name)
-        serving = [d for d in devices if d["status"] in ("ready", "busy")]
-        fewest = min(fewest, len(serving))
-        ids = {d["id"] for d in devices}
-        return not ids & set(first) and len(serving) == 2 == len(devices)
-
-    await eventually(renewed, timeout=60, every=0.1, what="both expired devices replaced")
+    fewest = await fewest_serving_until(
+        control, pool_name, lambda ids: not ids & set(first), "both expired devices replaced"
+    )
     assert fewest >= 2, f"only {fewest} of 2 serving while expired devices were replaced"
     said = await events(handle)
     reasons = [e["reason"] for e in said]
@@ -56,17 +68,9 @@ async def test_an_idle_device_replaced_when_idle_waits_for_its_replacement(
         lambda: ready_ids(control, pool_name, 2), timeout=60, what="2 ready"
     )
     await PoolClient(env.client).replace_device(pool_name, old, when_idle=True)
-    fewest = 2
-
-    async def replaced() -> bool:
-        nonlocal fewest
-        devices = await pool_devices(control, pool_name)
-        serving = [d for d in devices if d["status"] in ("ready", "busy")]
-        fewest = min(fewest, len(serving))
-        ids = {d["id"] for d in devices}
-        return old not in ids and kept in ids and len(serving) == 2 == len(devices)
-
-    await eventually(replaced, timeout=60, every=0.1, what="the device replaced")
+    fewest = await fewest_serving_until(
+        control, pool_name, lambda ids: old not in ids and kept in ids, "the device replaced"
+    )
     assert fewest >= 2, f"only {fewest} of 2 serving while a device was replaced when idle"
     reasons = [e["reason"] for e in await events(handle)]
     assert "Replaced" in reasons and "ScaledDown" not in reasons, reasons
