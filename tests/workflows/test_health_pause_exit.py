@@ -59,7 +59,7 @@ async def test_a_device_back_after_the_listing_that_ends_a_pause_is_kept(
     devices = await converged(control, pool_name, 3)
     ids = sorted(d["id"] for d in devices)
     before = await pool_counts(control, pool_name)
-    (await control.post(f"/_emulator/regions/{region}", json={"status": "down"})).raise_for_status()
+    await open_region(control, region, "down")
     # 3 of 3 unhealthy: more than maxUnhealthy (40% of 3, at least one).
     cond = await eventually(
         lambda: true_condition(handle, "RemediationPaused"), what="paused", timeout=30
@@ -79,7 +79,7 @@ async def test_a_device_back_after_the_listing_that_ends_a_pause_is_kept(
         for d in listed
     ]
     worker._remember("default", pool_name, mid_recovery)
-    (await control.post(f"/_emulator/regions/{region}", json={"status": "up"})).raise_for_status()
+    await open_region(control, region, "up")
 
     await resumed(handle)
     # Past a few polls and a fresh read at any deadline: nothing was terminated.

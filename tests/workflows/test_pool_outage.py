@@ -50,7 +50,7 @@ async def test_region_outage_pauses_remediation_and_resumes(
     handle = await start_pool(env.client, pool_name, 4, region=region)
     devices = await converged(control, pool_name, 4)
     before = await pool_counts(control, pool_name)
-    (await control.post(f"/_emulator/regions/{region}", json={"status": "down"})).raise_for_status()
+    await open_region(control, region, "down")
 
     cond = await paused(handle)
     assert "4 of 4 devices unhealthy" in cond["message"]
@@ -60,7 +60,7 @@ async def test_region_outage_pauses_remediation_and_resumes(
     assert during["terminated"] == before["terminated"]
     assert during["created"] == before["created"]
 
-    (await control.post(f"/_emulator/regions/{region}", json={"status": "up"})).raise_for_status()
+    await open_region(control, region, "up")
     await resumed(handle)
     after_ids = {d["id"] for d in await converged(control, pool_name, 4)}
     assert after_ids == {d["id"] for d in devices}  # they came back; nothing replaced
@@ -160,7 +160,7 @@ async def test_a_region_down_while_devices_boot_is_an_outage_not_failed_boots(
         return devices if len(devices) == 4 else None
 
     devices = await eventually(booting, what="4 devices created", timeout=30, every=0.05)
-    (await control.post(f"/_emulator/regions/{region}", json={"status": "down"})).raise_for_status()
+    await open_region(control, region, "down")
     assert any(d["status"] == "provisioning" for d in devices), devices  # the race happened
     before = await pool_counts(control, pool_name)
 
@@ -173,7 +173,7 @@ async def test_a_region_down_while_devices_boot_is_an_outage_not_failed_boots(
     provider = await condition(handle, "ProviderAvailable")
     assert provider is None or provider["status"] == "True", provider
 
-    (await control.post(f"/_emulator/regions/{region}", json={"status": "up"})).raise_for_status()
+    await open_region(control, region, "up")
     after = await converged(control, pool_name, 4)
     assert {d["id"] for d in after} == {d["id"] for d in devices}  # the same four, booted
     events = [e["reason"] for e in (await handle.query("events"))["events"]]
@@ -192,7 +192,7 @@ async def test_remediation_paused_survives_the_pools_continue_as_new(
     spec = pool_manifest(pool_name, region=region, replicas=4, proxy=None)["spec"]
     handle = await start_pool(env.client, pool_name, 4, region=region, proxy_ref=None)
     await converged(control, pool_name, 4)
-    (await control.post(f"/_emulator/regions/{region}", json={"status": "down"})).raise_for_status()
+    await open_region(control, region, "down")
     await paused(handle)
     paused_run = (await handle.describe()).run_id
 
@@ -219,6 +219,6 @@ async def test_remediation_paused_survives_the_pools_continue_as_new(
         cond = await condition(handle, "RemediationPaused")
         assert cond is not None and cond["status"] == "True", cond
         await asyncio.sleep(0.1)
-    (await control.post(f"/_emulator/regions/{region}", json={"status": "up"})).raise_for_status()
+    await open_region(control, region, "up")
     await resumed(handle)
     await delete(handle, control, pool_name)
