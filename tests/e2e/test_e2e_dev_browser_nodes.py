@@ -152,12 +152,21 @@ def test_a_silent_node_worker_loses_its_profiles_to_the_other_and_gets_them_back
             return status if ok else None
 
         def cli_says(by_node: dict[str, int]) -> dict[str, Any]:
-            """What `get browserpool/NAME -o json` prints, once the in-process wait is done."""
-            done = stack.cli("get", f"browserpool/{POOL}", "-o", "json")
-            assert done.returncode == 0, done.stderr
-            status: dict[str, Any] = json.loads(done.stdout)["status"]
-            assert (status.get("readyProfiles"), status.get("byNode")) == (4, by_node), status
-            return status
+            """What `get browserpool/NAME -o json` prints once the in-process wait is done:
+            the same spread (one CLI process, unless it answered stale)."""
+
+            def once() -> dict[str, Any] | None:
+                done = stack.cli("get", f"browserpool/{POOL}", "-o", "json")
+                if done.returncode != 0:
+                    return None
+                status: dict[str, Any] = json.loads(done.stdout)["status"]
+                ok = status.get("readyProfiles") == 4 and status.get("byNode") == by_node
+                return status if ok else None
+
+            found: dict[str, Any] = wait_until(
+                once, timeout=30, every=2, what=f"the CLI: {by_node}"
+            )
+            return found
 
         out = stack.out.read_text()
         assert "browserpool/quickstart-browsers created (generation 1, replicas 4)" in out, out
