@@ -254,15 +254,8 @@ async def test_a_delete_waits_for_the_pools_nodes_not_another_accounts(
     async with node_stack(client, says=pool_says) as (account, nodes):
         await stranger.start()
         try:
-            handle = await client.start_workflow(
-                BrowserPoolWorkflow.run,
-                BrowserPoolInput(
-                    metadata=ObjectMeta(name=pool),
-                    spec=BrowserPoolSpec(replicas=2, node_selector={"node": "node-1"}),
-                    settings=SETTINGS,
-                ),
-                id=browser_pool_workflow_id(pool),
-                task_queue=TASK_QUEUE,
+            handle = await start_browser_pool(
+                client, pool, replicas=2, node_selector={"node": "node-1"}
             )
 
             async def ready() -> bool:
@@ -536,16 +529,7 @@ async def test_a_delete_during_a_pass_starts_no_open(env: WorkflowEnvironment) -
     client = env.client
     pool = f"bp-cut-{uuid.uuid4().hex[:4]}"
     async with node_stack(client) as (account, nodes):
-        handle = await client.start_workflow(
-            BrowserPoolWorkflow.run,
-            BrowserPoolInput(
-                metadata=ObjectMeta(name=pool),
-                spec=BrowserPoolSpec(replicas=1, open=False),
-                settings=SETTINGS,
-            ),
-            id=browser_pool_workflow_id(pool),
-            task_queue=TASK_QUEUE,
-        )
+        handle = await start_browser_pool(client, pool, replicas=1, open=False)
 
         async def one() -> bool:
             return (await status(handle)).get("readyProfiles") == 1
@@ -597,16 +581,7 @@ async def test_a_change_during_an_open_is_not_observed_by_that_pass(
     client = env.client
     pool = f"bp-gen-{uuid.uuid4().hex[:4]}"
     async with node_stack(client) as (_account, nodes):
-        handle = await client.start_workflow(
-            BrowserPoolWorkflow.run,
-            BrowserPoolInput(
-                metadata=ObjectMeta(name=pool),
-                spec=BrowserPoolSpec(replicas=1, open=False),
-                settings=SETTINGS,
-            ),
-            id=browser_pool_workflow_id(pool),
-            task_queue=TASK_QUEUE,
-        )
+        handle = await start_browser_pool(client, pool, replicas=1, open=False)
 
         async def one() -> bool:
             return (await status(handle)).get("readyProfiles") == 1

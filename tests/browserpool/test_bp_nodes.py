@@ -157,13 +157,16 @@ def placement(account: Account, pool: str) -> dict[str, Any]:
     }
 
 
-async def start_browser_pool(client: Client, pool: str, replicas: int) -> WorkflowHandle[Any, Any]:
-    """A BrowserPool of `replicas` profiles with this module's fast settings."""
+async def start_browser_pool(
+    client: Client, pool: str, replicas: int, **spec: Any
+) -> WorkflowHandle[Any, Any]:
+    """A BrowserPool of `replicas` profiles (and `spec`'s other BrowserPoolSpec fields)
+    with this module's fast settings."""
     return await client.start_workflow(
         BrowserPoolWorkflow.run,
         BrowserPoolInput(
             metadata=ObjectMeta(name=pool),
-            spec=BrowserPoolSpec(replicas=replicas),
+            spec=BrowserPoolSpec(replicas=replicas, **spec),
             settings=SETTINGS,
         ),
         id=browser_pool_workflow_id(pool),
