@@ -22,7 +22,6 @@ from devicepool.activities import DeviceActivities
 from devicepool.activities.device_models import OFFLINE, READY
 from devicepool.activities.models import ListDevicesInput
 from devicepool.activities.providers.base import current_call, provider_call
-from devicepool.activities.providers.bitbrowser import PhonePacer
 from devicepool.activities.providers.bitbrowser.phone_marks import (
     MARK_PREFIX,
     Remark,
@@ -31,7 +30,7 @@ from devicepool.activities.providers.bitbrowser.phone_marks import (
 )
 from devicepool.activities.providers.bitbrowser.phone_provider import PhoneProvider
 from devicepool.emulator.bitbrowser import BitBrowserConfig
-from tests.activities.test_bitbrowser_phone_provider import PACE, SPEED, new_device, phones_stats
+from tests.activities.test_bitbrowser_phone_provider import SPEED, new_device, phones_stats
 from tests.activities.test_health_reads import POOL as HEALTH_POOL
 from tests.activities.test_health_reads import (
     health_env,
@@ -41,7 +40,7 @@ from tests.activities.test_health_reads import (
     worker_process,
 )
 from tests.helpers.bitbrowser import KEY, Account
-from tests.helpers.bitbrowser_client import Node, node
+from tests.helpers.bitbrowser_client import Node
 from tests.helpers.emulator import Emulator
 
 POOL = "phones-a"
@@ -61,13 +60,6 @@ async def account() -> AsyncIterator[Account]:
     acc = Account(BitBrowserConfig(api_key=KEY, speed=SPEED, seed=5))
     yield acc
     await acc.aclose()
-
-
-@pytest.fixture
-async def n1(account: Account) -> AsyncIterator[Node]:
-    client = node(account, pacer=PhonePacer(interval=PACE))
-    yield client
-    await client.aclose()
 
 
 @pytest.fixture

@@ -32,10 +32,10 @@ from devicepool.activities.proxy import ResolvedProxy
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, LABEL_SLOT, LABEL_TEMPLATE_HASH
 from devicepool.emulator.bitbrowser import BitBrowserConfig
 from tests.helpers.bitbrowser import KEY, Account
-from tests.helpers.bitbrowser_client import Node, node
+from tests.helpers.bitbrowser_client import PHONE_PACE, Node, node
 
 SPEED = 20.0
-PACE = 0.0625
+PACE = PHONE_PACE
 REGION = "d69bcf13db844d1cb81e779f64161223"
 PROXY_PASSWORD = "phone-proxy-pass-Qv7"
 TEMPLATE = DeviceTemplate(platform="android", region=REGION, os_version="13", proxy_pool="gw")
@@ -70,13 +70,6 @@ async def account() -> AsyncIterator[Account]:
     acc = Account(BitBrowserConfig(api_key=KEY, speed=SPEED, seed=5, phone_recovers_per_month=1))
     yield acc
     await acc.aclose()
-
-
-@pytest.fixture
-async def n1(account: Account) -> AsyncIterator[Node]:
-    client = node(account, pacer=PhonePacer(interval=PACE))
-    yield client
-    await client.aclose()
 
 
 @pytest.fixture

@@ -64,6 +64,11 @@ class Node:
             await api.aclose()
 
 
+# Real seconds from a phone call's answer to the next call (1.25 virtual seconds at
+# speed 20): the pace the phone tests' node-1 client keeps.
+PHONE_PACE = 0.0625
+
+
 def node(
     account: Account,
     name: str = "node-1",
