@@ -20,6 +20,7 @@ import copy
 import socket
 import time
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -267,9 +268,20 @@ async def start_dev_server(
         ]
     if extra:
         options["dev_server_extra_args"] = extra
-    return await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal or find_temporal(),
-        data_converter=DATA_CONVERTER,
-        search_attributes=search_attribute_keys(),
-        **options,
-    )
+    options.setdefault("dev_server_startup_timeout", timedelta(seconds=15))
+    # The SDK picks a free port, frees it, and starts the server on it; another
+    # process on the machine can take it in between ("bind: address already in
+    # use"). Only a pick of our own may be retried: a port the caller chose is theirs.
+    attempts = 1 if options.get("port") else 3
+    for attempt in range(attempts):
+        try:
+            return await WorkflowEnvironment.start_local(
+                dev_server_existing_path=temporal or find_temporal(),
+                data_converter=DATA_CONVERTER,
+                search_attributes=search_attribute_keys(),
+                **options,
+            )
+        except RuntimeError as error:
+            if attempt + 1 == attempts or "did not start" not in str(error):
+                raise
+    raise AssertionError("unreachable")

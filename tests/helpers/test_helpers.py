@@ -108,3 +108,30 @@ def test_a_cancel_for_an_activity_that_just_ended_does_not_stop_the_sessions_wor
 
     worker = SimpleNamespace(_running_activities={})
     _ActivityWorker._handle_cancel_activity_task(worker, b"ended", None)  # type: ignore[arg-type]
+
+
+async def test_a_dev_server_whose_port_was_taken_is_started_again_on_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # CI lost a run to this: the SDK frees the port it picked, another process binds
+    # it, and the server fails "address already in use" and never answers.
+    from temporalio.testing import WorkflowEnvironment
+
+    from devicepool import testing
+
+    calls: list[dict[str, object]] = []
+
+    async def start_local(**options: object) -> str:
+        calls.append(options)
+        if len(calls) == 1:
+            raise RuntimeError("ephemeral server at 127.0.0.1:42505 did not start within 5s")
+        return "env"
+
+    monkeypatch.setattr(WorkflowEnvironment, "start_local", start_local)
+    assert await testing.start_dev_server(temporal="temporal") == "env"
+    assert len(calls) == 2
+
+    calls.clear()
+    with pytest.raises(RuntimeError, match="did not start"):
+        await testing.start_dev_server(temporal="temporal", port=7233)
+    assert len(calls) == 1, "a port the caller chose is not retried"
