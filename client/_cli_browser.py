@@ -11,16 +11,9 @@ from typing import Any
 
 import typer
 
-from devicepool.client._kind_sides import refused_key
 from devicepool.client.render import age, print_fields, print_table
 
-__all__ = [
-    "PROFILE_HEADERS",
-    "browser_rows",
-    "print_browser_description",
-    "print_profiles",
-    "refused_key",
-]
+__all__ = ["PROFILE_HEADERS", "browser_rows", "print_browser_description", "print_profiles"]
 
 PROFILE_HEADERS = ["ID", "SLOT", "NODE", "OPEN", "STATE"]
 

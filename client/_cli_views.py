@@ -21,14 +21,6 @@ POOL_HEADERS = list(DEVICE_POOL.columns)
 DEVICE_HEADERS = ["ID", "STATUS", "REGION", "AGE", "SESSION", "LAST ACTIVITY", "REASON"]
 
 
-def print_pools(pools: Sequence[Any]) -> None:
-    """One row per `PoolSummary`; a phase read from search attributes is marked `?`."""
-    if not pools:
-        sys.stderr.write("No pools found.\n")
-        return
-    print_table(POOL_HEADERS, [pool_row(p) for p in pools])
-
-
 def pool_row(p: Any) -> list[Any]:
     """A `PoolSummary` as `get` shows it, in `POOL_HEADERS` order."""
     s, st = p.spec, p.status

@@ -2,7 +2,8 @@
 
 A row says how a pool of the kind starts (its first input, the Web UI's summary
 line, its first search attributes), what its search attributes say when no
-worker answers, and the words its messages use. Everything else (updates,
+worker answers, how its status reads (converged, blocked, what is left), and
+the words its messages use. Everything else (updates,
 queries, listing, the teardown wait, Temporal's errors) is the client's, once.
 """
 
@@ -12,21 +13,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from temporalio.common import TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from devicepool.api.browserpool.v1beta1 import BrowserPool
 from devicepool.api.conversion import wire_spec
 from devicepool.api.kinds import BROWSER_POOL, DEVICE_POOL, Kind
-from devicepool.api.v1beta1 import ConditionType, DevicePool
+from devicepool.api.v1beta1 import ConditionStatus, ConditionType, DevicePool, DevicePoolStatus
 from devicepool.client._results import PoolSummary
-from devicepool.client._search_attributes import initial_search_attributes, stale_summary
-from devicepool.client._status import condition, configuration_problem, devices_left, is_converged
 from devicepool.client.errors import BadInput
 from devicepool.workflows.browserpool import publish as browser_publish
 from devicepool.workflows.browserpool.status import LOCAL_API_REFUSED
-from devicepool.workflows.reconciler.search_attributes import KEY_DESIRED, KEY_PHASE, KEY_READY
+from devicepool.workflows.pool.search_attributes import wanted
+from devicepool.workflows.reconciler.search_attributes import (
+    KEY_ACCOUNT,
+    KEY_DESIRED,
+    KEY_PHASE,
+    KEY_PLATFORM,
+    KEY_READY,
+    KEY_REGION,
+    KEYS,
+)
 
-__all__ = ["SIDES", "Side", "browser_converged", "refused_key", "side_of"]
+__all__ = ["SIDES", "Side", "browser_converged", "refused_key", "side_of", "teardown_blocked"]
 
 # (the workflow's input, the Web UI's summary line, its first search attributes)
 Start = tuple[dict[str, Any], str, TypedSearchAttributes]
@@ -39,8 +47,8 @@ class Side:
     noun: str
     left_where: str
     start: Callable[[Any], Start]
-    # A listed execution's search attributes as a summary (`stale`), or None without them.
-    stale: Callable[[str, Any], PoolSummary | None]
+    # The spec a listed execution's search attributes show (`stale`), or None without them.
+    stale_spec: Callable[[TypedSearchAttributes], dict[str, Any] | None]
     # How many the teardown still has to remove, from the pool's status.
     left: Callable[[dict[str, Any]], int]
     # `wait_ready`: the status key of what is ready; whether the pool converged on a
@@ -69,6 +77,27 @@ class Side:
         """The pool as a message opens with it: `pool "NAME"`, or `browserpool/NAME`."""
         return f'pool "{name}"' if self.bare else self.named(name)
 
+    def stale(self, name: str, execution: Any) -> PoolSummary | None:
+        """`get`'s pool from a listed or described execution's search attributes, marked
+        stale (no worker answered); None when they say nothing."""
+        attrs: TypedSearchAttributes = execution.typed_search_attributes
+        spec = self.stale_spec(attrs)
+        if spec is None:
+            return None
+        status = {
+            "phase": attrs.get(KEY_PHASE),
+            "desiredReplicas": attrs.get(KEY_DESIRED),
+            self.ready_key: attrs.get(KEY_READY),
+        }
+        return PoolSummary(
+            name=name,
+            spec={k: v for k, v in spec.items() if v is not None},
+            status={k: v for k, v in status.items() if v is not None},
+            created=execution.start_time,
+            stale=True,
+            kind=self.kind.name,
+        )
+
 
 def _device_start(pool: DevicePool) -> Start:
     spec = pool.spec
@@ -80,7 +109,21 @@ def _device_start(pool: DevicePool) -> Start:
     # Sent in the oldest version that holds the spec (`wire_spec`); the
     # worker stores v1beta1. A dict: `PoolInput` would serialize v1beta1.
     body = {"metadata": pool.metadata.to_json_dict(), "spec": wire_spec(spec)}
-    return body, summary, initial_search_attributes(spec)
+    # Set at start, so that the Web UI lists the pool before its first workflow task.
+    attributes = wanted(spec, DevicePoolStatus())  # nothing ready, phase Pending
+    pairs = [SearchAttributePair(KEYS[name], value) for name, value in attributes.items()]
+    return body, summary, TypedSearchAttributes(pairs)
+
+
+def _device_stale_spec(attrs: TypedSearchAttributes) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "platform": attrs.get(KEY_PLATFORM),
+        "region": attrs.get(KEY_REGION),
+        "replicas": attrs.get(KEY_DESIRED),
+    }
+    if attrs.get(KEY_ACCOUNT) is not None:
+        spec["provider"] = {"account": attrs.get(KEY_ACCOUNT)}
+    return spec
 
 
 def _browser_start(pool: BrowserPool) -> Start:
@@ -92,24 +135,96 @@ def _browser_start(pool: BrowserPool) -> Start:
     )
 
 
-def _browser_stale(name: str, execution: Any) -> PoolSummary | None:
-    attrs = execution.typed_search_attributes
+def _browser_stale_spec(attrs: TypedSearchAttributes) -> dict[str, Any] | None:
     desired = attrs.get(KEY_DESIRED)
-    if desired is None:  # a pool started by a build before them
-        return None
-    status = {
-        "phase": attrs.get(KEY_PHASE),
-        "desiredReplicas": desired,
-        "readyProfiles": attrs.get(KEY_READY),
+    return None if desired is None else {"replicas": desired}  # None: a build before them
+
+
+# ---------------------------------------------------------------- readings of a status
+# Pure readings of a pool's status JSON (camelCase): what `--wait` waits for, and what
+# makes it stop waiting.
+
+# `Ready=False` reasons that are configuration, not progress: the pool stops
+# provisioning until the worker's config or the manifest changes
+# (`workflows.status.ready_condition`).
+CONFIGURATION_REASONS = frozenset(
+    {
+        "UnknownProxyPool",
+        "UnknownAccount",
+        "UnknownRegion",
+        "UnsupportedPlatform",
+        "ProxyIncomplete",
     }
-    return PoolSummary(
-        name=name,
-        spec={"replicas": desired},
-        status={k: v for k, v in status.items() if v is not None},
-        created=execution.start_time,
-        stale=True,
-        kind=BROWSER_POOL.name,
+)
+
+
+def devices_left(status: dict[str, Any]) -> int:
+    """Devices the pool still holds: its device ids, or the sum of its counts."""
+    ids = status.get("deviceIds")
+    if isinstance(ids, list):
+        return len(ids)
+    return sum(
+        int(status.get(k) or 0)
+        for k in (
+            "readyDevices",
+            "provisioningDevices",
+            "pendingDevices",
+            "busyDevices",
+            "offlineDevices",
+        )
     )
+
+
+def is_converged(status: dict[str, Any], generation: int) -> bool:
+    """Every desired device is up (ready or busy) and no surplus or stragglers remain."""
+    desired = int(status.get("desiredReplicas") or 0)
+    up = int(status.get("readyDevices") or 0) + int(status.get("busyDevices") or 0)
+    # Creates still pending are not there yet (a status from before the field has none).
+    total = up + sum(
+        int(status.get(k) or 0) for k in ("provisioningDevices", "pendingDevices", "offlineDevices")
+    )
+    return int(status.get("observedGeneration") or 0) >= generation and up == desired == total
+
+
+def condition(status: dict[str, Any], type_: ConditionType) -> dict[str, Any] | None:
+    """The status's condition of this type (camelCase JSON), if it has one."""
+    for cond in status.get("conditions") or ():
+        if isinstance(cond, dict) and cond.get("type") == type_.value:
+            return cond
+    return None
+
+
+def ready_false(
+    status: dict[str, Any], generation: int, reasons: frozenset[str]
+) -> dict[str, Any] | None:
+    """`Ready=False` for one of `reasons`, as seen by a pass over `generation` or later.
+
+    An older pass's verdict does not count: the change being waited for may
+    be the fix.
+    """
+    if int(status.get("observedGeneration") or 0) < generation:
+        return None
+    ready = condition(status, ConditionType.READY)
+    if (
+        ready is not None
+        and ready.get("status") == ConditionStatus.FALSE.value
+        and ready.get("reason") in reasons
+    ):
+        return ready
+    return None
+
+
+def configuration_problem(status: dict[str, Any], generation: int) -> dict[str, Any] | None:
+    """`Ready=False` for a configuration error (`ready_false`)."""
+    return ready_false(status, generation, CONFIGURATION_REASONS)
+
+
+def teardown_blocked(status: dict[str, Any]) -> dict[str, Any] | None:
+    """`TeardownBlocked=True`: the finalizer meets an error it retries until someone fixes it."""
+    blocked = condition(status, ConditionType.TEARDOWN_BLOCKED)
+    if blocked is not None and blocked.get("status") == ConditionStatus.TRUE.value:
+        return blocked
+    return None
 
 
 def browser_converged(status: dict[str, Any], generation: int) -> bool:
@@ -125,18 +240,13 @@ def browser_converged(status: dict[str, Any], generation: int) -> bool:
 
 
 def refused_key(status: dict[str, Any], generation: int) -> dict[str, Any] | None:
-    """`Ready=False LocalApiRefused` from a pass over `generation` or later: a node's Local
-    API refuses its key, which waiting does not fix (the message names the node)."""
-    if int(status.get("observedGeneration") or 0) < generation:
-        return None
-    ready = condition(status, ConditionType.READY)
-    if ready and ready.get("status") == "False" and ready.get("reason") == LOCAL_API_REFUSED:
-        return ready
-    return None
+    """`Ready=False LocalApiRefused` (`ready_false`): a node's Local API refuses its key,
+    which waiting does not fix (the message names the node)."""
+    return ready_false(status, generation, frozenset({LOCAL_API_REFUSED}))
 
 
 def _browser_blocked(status: dict[str, Any], generation: int) -> dict[str, Any] | None:
-    return configuration_problem(status, generation) or refused_key(status, generation)
+    return ready_false(status, generation, CONFIGURATION_REASONS | {LOCAL_API_REFUSED})
 
 
 SIDES: dict[str, Side] = {
@@ -145,7 +255,7 @@ SIDES: dict[str, Side] = {
         noun="devices",
         left_where="at the provider",
         start=_device_start,
-        stale=stale_summary,
+        stale_spec=_device_stale_spec,
         left=devices_left,
         ready_key="readyDevices",
         converged=is_converged,
@@ -160,7 +270,7 @@ SIDES: dict[str, Side] = {
         noun="profiles",
         left_where="on its nodes",
         start=_browser_start,
-        stale=_browser_stale,
+        stale_spec=_browser_stale_spec,
         left=lambda status: len(status.get("profileIds") or []),
         ready_key="readyProfiles",
         converged=browser_converged,

@@ -25,12 +25,12 @@ from devicepool.api.names import (
     QUERY_STATUS,
     ledger_workflow_id,
 )
-from devicepool.client._history import recent_events
 from devicepool.client._kind_sides import side_of
 from devicepool.client._results import PoolSummary, iso
 from devicepool.client._temporal_errors import QUERY_TIMEOUT
 from devicepool.client._validation import validate_name
 from devicepool.workflows.pool.messages import DevicesView, PoolCost
+from devicepool.workflows.reconciler.events import PoolEvents
 
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
@@ -46,6 +46,7 @@ __all__ = [
     "summary_of",
 ]
 
+# `describe`'s events: the newest of the pool's own (query `events`), as kubectl shows them.
 RECENT_EVENTS = 20
 
 
@@ -112,7 +113,13 @@ async def describe_device_pool(pools: PoolClient, name: str) -> dict[str, Any]:
         if isinstance(view, DevicesView)
         else None
     )
-    events = await recent_events(handle, limit=RECENT_EVENTS, rpc_timeout=QUERY_TIMEOUT)
+    answer = await pools._try_query(handle, QUERY_EVENTS, result_type=PoolEvents)
+    # None: no worker, or one from before the query (`describe` says so).
+    events = (
+        [e.model_dump(mode="json", by_alias=True) for e in answer.events[-RECENT_EVENTS:]]
+        if isinstance(answer, PoolEvents)
+        else None
+    )
     resource = summary.to_resource()
     resource["devices"] = devices
     resource["workflow"] = {

@@ -17,9 +17,8 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
 from devicepool.api.names import QUERY_STATUS
 from devicepool.client import _pool_reads
-from devicepool.client._kind_sides import Side
+from devicepool.client._kind_sides import Side, teardown_blocked
 from devicepool.client._results import DeleteResult
-from devicepool.client._status import teardown_blocked
 from devicepool.client._temporal_errors import QUERY_TIMEOUT
 from devicepool.client.errors import DevicePoolError, PoolBlocked, WaitTimeout
 

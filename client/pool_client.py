@@ -52,10 +52,9 @@ from devicepool.client._apply import (
     check_account,
     start_or_update,
 )
-from devicepool.client._kind_sides import Side, side_of
+from devicepool.client._kind_sides import Side, side_of, teardown_blocked
 from devicepool.client._orphans import sweep_orphans
 from devicepool.client._results import DeleteResult, PoolSummary
-from devicepool.client._status import teardown_blocked
 from devicepool.client._temporal_errors import (
     QUERY_TIMEOUT,
     UPDATE_TIMEOUT,

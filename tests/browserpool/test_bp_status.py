@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec, BrowserPoolStatus
 from devicepool.api.v1alpha1 import Phase
-from devicepool.client._cli_browser import refused_key
+from devicepool.client._kind_sides import refused_key
 from devicepool.workflows.browserpool.observe import Observed, decide
 from devicepool.workflows.browserpool.plan import NodeProfile, Placement
 from devicepool.workflows.browserpool.status import (

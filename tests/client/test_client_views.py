@@ -8,12 +8,9 @@ from typing import Any
 
 import pytest
 
-from devicepool.client._cli_views import (
-    POOL_HEADERS,
-    event_age,
-    print_description,
-    print_pools,
-)
+from devicepool.api.kinds import DEVICE_POOL
+from devicepool.client._cli_kinds import print_pools
+from devicepool.client._cli_views import POOL_HEADERS, event_age, print_description
 from devicepool.client._results import PoolSummary
 
 NOW = datetime.now(UTC)
@@ -92,7 +89,7 @@ def test_get_shows_pending_apart_from_provisioning(capsys: pytest.CaptureFixture
         },
         created=NOW - timedelta(seconds=60),
     )
-    print_pools([pool])
+    print_pools([pool], [DEVICE_POOL])
     header, row = capsys.readouterr().out.strip().splitlines()
     columns = dict(zip(header.split(), row.split(), strict=True))
     assert (columns["PROV"], columns["PENDING"]) == ("15", "80")
