@@ -19,7 +19,6 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities import models as am
-    from devicepool.api import names
     from devicepool.api.errors import ErrorType
     from devicepool.api.v1beta1 import DevicePoolSpec, check_replicas
     from devicepool.workflows.pool import act as acting
@@ -46,7 +45,8 @@ with workflow.unsafe.imports_passed_through():
         leaving_by_report,
     )
     from devicepool.workflows.pool.watch import DeviceWatch, Observations
-    from devicepool.workflows.reconciler.kind import Host
+    from devicepool.workflows.reconciler.kind import Host, TeardownBlocked
+    from devicepool.workflows.shared.errors import condition_reason
     from devicepool.workflows.shared.placement import Route, route
     from devicepool.workflows.shared.protocol import BatchReport, HealthConfig, HealthReport
 
@@ -240,8 +240,7 @@ class DevicePoolKind:
         swept = await finalizer.tear_down(
             self.s.slots,
             pool=self.name,
-            account=self.account,
-            health_id=names.health_workflow_id(self.name),
+            route=self.route,
             settings=self.settings,
             rented_anything=self.s.slots.next_slot > 0 or bool(self.devices),
             blocked=self._blocked,
@@ -253,8 +252,9 @@ class DevicePoolKind:
         self.h.happened(say.Happened("Deleted", "no device of the pool is left"))
         self.s.deleted(workflow.now(), profiles_retired=retired)
 
-    def _blocked(self, reason: str, message: str) -> None:
-        unknown = reason == finalizer.condition_reason(ErrorType.UNKNOWN_ACCOUNT)
+    def _blocked(self, block: TeardownBlocked) -> None:
+        reason, message = block.reason, block.message
+        unknown = reason == condition_reason(ErrorType.UNKNOWN_ACCOUNT)
         for condition in st.teardown_blocked(reason, message, unknown_account=unknown):
             self.h.set_condition(condition)
         self.h.happened(say.Happened("TeardownBlocked", f"{reason}: {message}", True))
