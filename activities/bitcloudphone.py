@@ -251,61 +251,43 @@ class BitCloudPhoneClient(HttpClient):
         method: str,
         path: str,
         *,
-        json: Any = None,
-        params: list[tuple[str, Any]] | None = None,
-        headers: dict[str, str] | None = None,
         max_bytes: int = MAX_BODY_BYTES,
         limit: str = "MAX_BODY_BYTES",
+        **options: Any,
     ) -> Answer:
-        """One call: the decoded answer and its size, or a `ProviderError` (counted)."""
-        operation = _operation(method, path)
-        send = self._send(
-            method,
-            path,
-            json=json,
-            params=params,
-            headers=headers,
-            max_bytes=max_bytes,
-            limit=limit,
-        )
+        """One call: the decoded answer and its size, or a `ProviderError` (counted).
+
+        `options`: the request's `json`, `params`, `headers`."""
         if self._metrics is None:
-            return await send
-        self._metrics.api_call(operation)
+            return await self._send(method, path, max_bytes, limit, options)
+        self._metrics.api_call(_operation(method, path))
         try:
-            return await send
+            return await self._send(method, path, max_bytes, limit, options)
         except ProviderError as exc:
             # The one place every provider failure passes: count it by its type.
             self._metrics.api_error(exc.error_type)
             raise
 
     async def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        json: Any,
-        params: list[tuple[str, Any]] | None,
-        headers: dict[str, str] | None,
-        max_bytes: int,
-        limit: str,
+        self, method: str, path: str, max_bytes: int, limit: str, options: dict[str, Any]
     ) -> Answer:
         try:
-            async with self._http.stream(
-                method, path, json=json, params=params, headers=headers
-            ) as response:
+            async with self._http.stream(method, path, **options) as response:
                 if response.is_success:
                     body = await read_at_most(response, max_bytes)
                 else:
                     body = await read_at_most(response, MAX_ERROR_BODY_BYTES, cut=True)
         except httpx.TimeoutException as exc:
             raise TransportTimeoutError(
-                ErrorType.TIMEOUT, None, self._scrub(f"{method} {path}: {type(exc).__name__}")
+                ErrorType.TIMEOUT,
+                None,
+                self._scrubber.scrub(f"{method} {path}: {type(exc).__name__}"),
             ) from None
         except httpx.TransportError as exc:
             raise TransportError(
                 ErrorType.TRANSPORT,
                 None,
-                self._scrub(f"{method} {path}: {type(exc).__name__}: {exc}"),
+                self._scrubber.scrub(f"{method} {path}: {type(exc).__name__}: {exc}"),
             ) from None
         if response.is_success:
             if body is None:
@@ -337,17 +319,14 @@ class BitCloudPhoneClient(HttpClient):
         try:
             body = self._scrubber.scrub_fields(jsonlib.loads(raw), _TEXT_FIELDS)
         except ValueError:
-            body = self._scrub(text_of(response, raw))
+            body = self._scrubber.scrub(text_of(response, raw))
         error = error_from_response(
             response.status_code, body, retry_after=parse_retry_after(response)
         )
-        scrubbed = self._scrub(error.detail)
+        scrubbed = self._scrubber.scrub(error.detail)
         if scrubbed != error.detail:
             error = type(error)(error.error_type, error.status, scrubbed, error.retry_after)
         return error
-
-    def _scrub(self, text: str) -> str:
-        return self._scrubber.scrub(text)
 
 
 def _listing_stopped(why: str) -> ProviderError:
