@@ -17,7 +17,7 @@ of made twice.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -33,8 +33,10 @@ from devicepool.api.errors import ErrorType
 
 __all__ = [
     "MAX_LIST_PAGES",
+    "MarkedList",
     "check_mark",
     "marked_create",
+    "oldest_first",
     "page_items",
     "read_all_pages",
     "validated",
@@ -42,6 +44,7 @@ __all__ = [
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
+Obj = TypeVar("Obj", BrowserProfile, Phone)
 
 # 1,000 pages of 100: far beyond an account devicepool manages, a stop for a server that loops.
 MAX_LIST_PAGES = 1000
@@ -151,3 +154,68 @@ async def read_all_pages(
         None,
         f"listing {what} stopped: still more after {MAX_LIST_PAGES} pages (MAX_LIST_PAGES)",
     )
+
+
+def oldest_first(obj: BrowserProfile | Phone) -> tuple[bool, int, str]:
+    """The sort key of "oldest first": by `seq`, those without one last."""
+    return (obj.seq is None, obj.seq or 0, obj.id)
+
+
+class MarkedList(Generic[Obj]):
+    """What both families' listings share: pages of `LIST`, each object's mark in `MARK`."""
+
+    LIST: ClassVar[str]  # the list call's path
+    PAGE: ClassVar[type[Any]]  # its page model: `items` and `total`
+    MARK: ClassVar[str]  # the field holding the mark (the one `LIST` filters by)
+    MAX_MARK: ClassVar[int]
+    MARKED: ClassVar[str]  # what a listing's error calls those holding one mark
+    ORDER: ClassVar[dict[str, Any]] = {}  # what every page's body adds
+
+    # One page (`list_page`, public: a test stands in a server that ignores `page` there).
+    list_page: Callable[..., Awaitable[Any]]
+
+    async def _list_call(self, body: dict[str, Any], on_turn: Callable[[], None] | None) -> Any:
+        raise NotImplementedError
+
+    async def find_by_mark(self, mark: str) -> list[Obj]:
+        """Every object whose mark is exactly `mark`, oldest first (`seq`)."""
+        check_mark(mark, max_length=self.MAX_MARK)
+        found = await self._list_all({self.MARK: mark}, what=f"{self.MARKED} {mark!r}")
+        return sorted((o for o in found if getattr(o, self.MARK) == mark), key=oldest_first)
+
+    async def _page(
+        self,
+        page: int,
+        page_size: int,
+        filters: dict[str, Any],
+        on_turn: Callable[[], None] | None = None,
+    ) -> Any:
+        """One page of `LIST` (0-based, `page_size` at most 100); filters None or "" are left out."""
+        if page < 0 or not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise ValueError(f"page >= 0 and 1 <= page_size <= {MAX_PAGE_SIZE}")
+        body = {"page": page, "pageSize": page_size, **self.ORDER}
+        body.update({k: v for k, v in filters.items() if v is not None and v != ""})
+        call = f"POST {self.LIST}"
+        items, total = page_items(await self._list_call(body, on_turn), call)
+        return validated(self.PAGE, {"items": items, "total": total}, call)
+
+    async def _list_all(
+        self,
+        filters: dict[str, Any],
+        *,
+        what: str,
+        prefix: str | None = None,
+        on_turn: Callable[[], None] | None = None,
+    ) -> list[Obj]:
+        """Every object of every `list_page` (`filters`: its arguments; `on_turn` for the
+        first page's call), those whose mark starts with `prefix` (when given) only."""
+
+        async def fetch(page: int, size: int) -> tuple[list[Obj], int | None]:
+            turn = {"on_turn": on_turn} if on_turn is not None and page == 0 else {}
+            answer = await self.list_page(page, page_size=size, **filters, **turn)
+            return answer.items, answer.total
+
+        found = await read_all_pages(fetch, lambda o: o.id, what=what)
+        if prefix:
+            found = [o for o in found if getattr(o, self.MARK).startswith(prefix)]
+        return found

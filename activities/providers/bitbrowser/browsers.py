@@ -21,6 +21,7 @@ from typing import Any
 
 from devicepool.activities.errors import ServerError
 from devicepool.activities.providers.bitbrowser._paging import (
+    MarkedList,
     check_mark,
     marked_create,
     page_items,
@@ -52,8 +53,11 @@ SECRET_PROFILE_FIELDS = frozenset({"password", "cookie", "proxyPassword", "faSec
 _OWN_FIELDS = frozenset({"id", "name", "remark", "ids"})
 
 
-class BrowserProfiles:
+class BrowserProfiles(MarkedList[BrowserProfile]):
     """The browser profiles the account holds, through one node (its browsers are its own)."""
+
+    LIST, PAGE, MARK, MAX_MARK = "/browser/list", BrowserPage, "remark", MAX_BROWSER_MARK
+    MARKED, ORDER = "profiles marked", {"sort": "asc"}
 
     def __init__(
         self,
@@ -131,26 +135,12 @@ class BrowserProfiles:
             look_again=True,
         )
 
-    async def find_by_mark(self, mark: str) -> list[BrowserProfile]:
-        """Every profile whose `remark` is exactly `mark`, oldest first (`seq`)."""
-        check_mark(mark, max_length=MAX_BROWSER_MARK)
-        found = await self._list_all({"remark": mark}, what=f"profiles marked {mark!r}")
-        exact = [p for p in found if p.remark == mark]
-        return sorted(exact, key=lambda p: (p.seq is None, p.seq or 0, p.id))
-
     async def list_all(
         self, *, group_id: str | None = None, mark_prefix: str | None = None
     ) -> list[BrowserProfile]:
         """Every profile of `group_id` and/or whose `remark` starts with `mark_prefix`."""
-        body: dict[str, Any] = {}
-        if group_id:
-            body["groupId"] = group_id
-        if mark_prefix:
-            body["remark"] = mark_prefix
-        found = await self._list_all(body, what="profiles")
-        if mark_prefix:
-            found = [p for p in found if p.remark.startswith(mark_prefix)]
-        return found
+        filters = {"group_id": group_id, "remark": mark_prefix}
+        return await self._list_all(filters, what="profiles", prefix=mark_prefix)
 
     async def list_page(
         self,
@@ -162,15 +152,8 @@ class BrowserProfiles:
         remark: str | None = None,
     ) -> BrowserPage:
         """One page of `/browser/list` (0-based; `page_size` at most 100), oldest first."""
-        if page < 0 or not 1 <= page_size <= MAX_PAGE_SIZE:
-            raise ValueError(f"page >= 0 and 1 <= page_size <= {MAX_PAGE_SIZE}")
-        body: dict[str, Any] = {"page": page, "pageSize": page_size, "sort": "asc"}
-        for key, value in (("groupId", group_id), ("name", name), ("remark", remark)):
-            if value:
-                body[key] = value
-        data = await self.api.call("/browser/list", body)
-        items, total = page_items(data, "POST /browser/list")
-        return validated(BrowserPage, {"items": items, "total": total}, "POST /browser/list")
+        filters = {"groupId": group_id, "name": name, "remark": remark}
+        return await self._page(page, page_size, filters)
 
     async def get(self, profile_id: str) -> BrowserProfile:
         """`/browser/detail`: one profile (`LocalApiNotFoundError` when it is unknown)."""
@@ -280,17 +263,8 @@ class BrowserProfiles:
 
     # ------------------------------------------------------------ plumbing
 
-    async def _list_all(self, filters: dict[str, Any], *, what: str) -> list[BrowserProfile]:
-        async def fetch(page: int, size: int) -> tuple[list[BrowserProfile], int | None]:
-            answer = await self.list_page(
-                page,
-                page_size=size,
-                group_id=filters.get("groupId"),
-                remark=filters.get("remark"),
-            )
-            return answer.items, answer.total
-
-        return await read_all_pages(fetch, lambda p: p.id, what=what)
+    async def _list_call(self, body: dict[str, Any], on_turn: Callable[[], None] | None) -> Any:
+        return await self.api.call(self.LIST, body)
 
 
 def _create_body(

@@ -3,43 +3,30 @@
 One adapter per account (`api: bitbrowser`, `baseUrl` the Local API of the
 desktop client logged into it). The vendor has no labels, no idempotency key
 and no delete, and bills power, not existence (DESIGN.md, "Cloud phones over
-the Local API"); so:
+the Local API"; what it does for a user: the README's "Cloud phones over the
+BitBrowser Local API"); so:
 
-- **Membership** lives in the profile: its `name` and `remark` (`phone_marks`).
+- **Membership** lives in the profile's `name` and `remark` (`phone_marks`).
 - **Creates** look the slot's mark up before anything else (an answer lost on
   the way is found, never rented twice; two attempts of one slot at once take
-  turns in this process, the second looking up after the first), then take a `reserve` profile of the
-  same pool and template hash (re-marked, its proxy set to the slot's, powered
-  on: no new profile), and only then add a profile and power it on.
-- **One listing for many callers** (`phone_listings`): a pool's listing not sent yet is
-  joined by every caller that needs the pool's profiles.
-- **Removes** shut the phone down (billing stops) and keep the profile as
-  `reserve`: two calls. A phone that is offline (listed running, `/phone/running`
-  false: read for a replacement, by a listing not long ago, or read again when
-  it was last read so) is fresh-started (`recover`) first, or marked `retired`
-  when the month's recover quota is used up: replace, do not repair. A
-  scale-down reads nothing more (a kept phone that does not come back is
-  replaced when next powered on), and its idle checks
-  (`get_device`, no status read) and removals of a pool of one page look the
-  phones up in one listing of the pool, shared. A removal for a deleted pool
-  (`provider_call(deleting=True)`: terminate_pool's) reads and repairs
-  nothing: shut down and marked `retired`. `release_pool` (a deleted pool)
-  marks its reserve `retired`.
-- **Statuses** are the listing's word, checked by a few `/phone/running` reads
-  (`phone_reads`). Profiles not `active` are not listed. No session: never `busy`.
-- **Regions**: the Local API has no region list or status (a `regionId` is a
-  compute type id copied from the desktop client): `region_names` is empty,
-  so the engine does not check a pool's region, and `region_status` is
-  `unknown` (the engine treats it as up).
+  turns in this process), then claim a `reserve` profile of the same pool and
+  template hash (`phone_reserve`), and only then add a profile and power it on.
+- **Listings** of a pool not sent yet are joined by every caller (`phone_listings`).
+- **Removes** shut the phone down and keep the profile as `reserve`
+  (`phone_reserve.park`). A phone that is offline (listed running, `/phone/running`
+  false: read for a replacement, or last read so) is fresh-started first, or
+  retired; a scale-down reads nothing more. A removal for a deleted pool
+  (`provider_call(deleting=True)`) reads and repairs nothing: shut down, retired.
+- **Statuses** are the listing's word, checked by a few reads (`phone_reads`).
+- **Regions**: the Local API lists none (a `regionId` is a compute type id copied
+  from the desktop client): `region_names` is empty, `region_status` `unknown`.
 - Cloud phones are Android only: an iOS create is refused, permanently.
 
-Every call takes its turn on the account's `PhonePacer` (1 a second). The
-reserve claims of a pool are one at a time in this process only: an account served by a node
-worker (`node: NAME`) has all its calls in that one process, and a worker config
-refuses such an account without one (two processes each with the account's
-`baseUrl` could claim one reserve profile twice).
-Secrets (the API key, the proxy password) never reach a result or an error:
-the client scrubs what it raises and its models hold none.
+Every call takes its turn on the account's `PhonePacer`. The reserve claims of a
+pool are one at a time in this process only: a worker config refuses an account
+with this adapter and without `node: NAME` (two processes could claim one reserve
+profile twice). Secrets never reach a result or an error: the client scrubs what
+it raises and its models hold none.
 """
 
 from __future__ import annotations
@@ -58,7 +45,7 @@ from devicepool.activities.providers.base import (
     current_call,
     provider_call,
 )
-from devicepool.activities.providers.bitbrowser._paging import MAX_PAGE_SIZE
+from devicepool.activities.providers.bitbrowser._paging import MAX_PAGE_SIZE, oldest_first
 from devicepool.activities.providers.bitbrowser.models import (
     ComputeType,
     Phone,
@@ -241,7 +228,10 @@ class PhoneProvider:
         listing: Listing | None = None
         if self.listings.sizes.get(pool, 0) < MAX_PAGE_SIZE:
             listing = await self.listings.pool_listing(pool)
-            found = sorted(((p, r) for p, r in listing.found if p.name == mark), key=_oldest_first)
+            found = sorted(
+                ((p, r) for p, r in listing.found if p.name == mark),
+                key=lambda pr: oldest_first(pr[0]),
+            )
         else:
             found = [
                 (p, r)
@@ -386,8 +376,3 @@ class PhoneProvider:
             if phone.id == phone_id:
                 return phone
         return None
-
-
-def _oldest_first(found: tuple[Phone, Remark]) -> tuple[bool, int, str]:
-    phone = found[0]
-    return (phone.seq is None, phone.seq or 0, phone.id)

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from devicepool.activities.errors import QuotaExceededError
 from devicepool.activities.providers.base import current_call, provider_call
+from devicepool.activities.providers.bitbrowser._paging import oldest_first
 from devicepool.activities.providers.bitbrowser.models import Phone, PhoneProxy
 from devicepool.activities.providers.bitbrowser.phone_listings import Listing, PoolListings
 from devicepool.activities.providers.bitbrowser.phone_marks import (
@@ -74,7 +75,7 @@ class Reserve:
         reserve = [pr for pr in kept[1] if pr[1].labels.get(LABEL_TEMPLATE_HASH, "") == wanted]
         if not reserve:
             return None
-        phone, old = min(reserve, key=lambda pr: (pr[0].seq is None, pr[0].seq or 0, pr[0].id))
+        phone, old = min(reserve, key=lambda pr: oldest_first(pr[0]))
         kept[1].remove((phone, old))
         remark = Remark(ACTIVE, old.incarnation + 1, self._wall(), labels)
         # One partial update: a lost answer is found by the mark on the next attempt.

@@ -26,11 +26,9 @@ from typing import Any
 
 from devicepool.activities.errors import ServerError
 from devicepool.activities.providers.bitbrowser._paging import (
+    MarkedList,
     check_mark,
     marked_create,
-    page_items,
-    read_all_pages,
-    validated,
 )
 from devicepool.activities.providers.bitbrowser.errors import LocalApiRateLimitedError
 from devicepool.activities.providers.bitbrowser.local_api import LocalApi
@@ -53,8 +51,11 @@ SECRET_PHONE_FIELDS = frozenset({"proxyPassword"})
 _OWN_FIELDS = frozenset({"id", "name", "remark", "regionId", "computeType"})
 
 
-class CloudPhones:
+class CloudPhones(MarkedList[Phone]):
     """The account's cloud phones, through one node's Local API, at most one call per turn."""
+
+    LIST, PAGE, MARK, MAX_MARK = "/phone/list", PhonePage, "name", MAX_PHONE_MARK
+    MARKED = "phones named"
 
     def __init__(
         self,
@@ -168,13 +169,6 @@ class CloudPhones:
             check_mark(str(fields["name"]), max_length=MAX_PHONE_MARK)
         await self._call("/phone/profile/update", {**fields, "id": phone_id})
 
-    async def find_by_mark(self, mark: str) -> list[Phone]:
-        """Every phone whose `name` is exactly `mark`, oldest first (`seq`)."""
-        check_mark(mark, max_length=MAX_PHONE_MARK)
-        found = await self._list_all({"name": mark}, what=f"phones named {mark!r}")
-        exact = [p for p in found if p.name == mark]
-        return sorted(exact, key=lambda p: (p.seq is None, p.seq or 0, p.id))
-
     async def list_all(
         self,
         *,
@@ -188,17 +182,8 @@ class CloudPhones:
         Each page is one call of the budget: 500 phones take 5 seconds. `on_turn` is
         called when the first page's call gets its turn, right before it is sent.
         """
-        filters: dict[str, Any] = {}
-        if group_id:
-            filters["groupId"] = group_id
-        if mark_prefix:
-            filters["name"] = mark_prefix
-        if host:
-            filters["host"] = host
-        found = await self._list_all(filters, what="phones", on_turn=on_turn)
-        if mark_prefix:
-            found = [p for p in found if p.name.startswith(mark_prefix)]
-        return found
+        filters = {"group_id": group_id, "name": mark_prefix, "host": host}
+        return await self._list_all(filters, what="phones", prefix=mark_prefix, on_turn=on_turn)
 
     async def list_page(
         self,
@@ -213,17 +198,8 @@ class CloudPhones:
     ) -> PhonePage:
         """One page of `/phone/list` (0-based, `page_size` at most 100); `on_turn` as
         `list_all`'s."""
-        if page < 0 or not 1 <= page_size <= MAX_PAGE_SIZE:
-            raise ValueError(f"page >= 0 and 1 <= page_size <= {MAX_PAGE_SIZE}")
-        body: dict[str, Any] = {"page": page, "pageSize": page_size}
-        for key, value in (("groupId", group_id), ("name", name), ("host", host)):
-            if value:
-                body[key] = value
-        if seq is not None:
-            body["seq"] = seq
-        data = await self._call("/phone/list", body, on_turn=on_turn)
-        items, total = page_items(data, "POST /phone/list")
-        return validated(PhonePage, {"items": items, "total": total}, "POST /phone/list")
+        filters = {"groupId": group_id, "name": name, "host": host, "seq": seq}
+        return await self._page(page, page_size, filters, on_turn)
 
     # ------------------------------------------------------------ power
 
@@ -258,6 +234,9 @@ class CloudPhones:
 
     # ------------------------------------------------------------ plumbing
 
+    async def _list_call(self, body: dict[str, Any], on_turn: Callable[[], None] | None) -> Any:
+        return await self._call(self.LIST, body, on_turn=on_turn)
+
     async def _call(
         self, path: str, body: dict[str, Any], *, on_turn: Callable[[], None] | None = None
     ) -> Any:
@@ -270,19 +249,3 @@ class CloudPhones:
             except LocalApiRateLimitedError as exc:
                 self.pacer.hold(exc.retry_after or self.pacer.interval)
                 raise
-
-    async def _list_all(
-        self, filters: dict[str, Any], *, what: str, on_turn: Callable[[], None] | None = None
-    ) -> list[Phone]:
-        async def fetch(page: int, size: int) -> tuple[list[Phone], int | None]:
-            answer = await self.list_page(
-                page,
-                page_size=size,
-                group_id=filters.get("groupId"),
-                name=filters.get("name"),
-                host=filters.get("host"),
-                on_turn=on_turn if page == 0 else None,
-            )
-            return answer.items, answer.total
-
-        return await read_all_pages(fetch, lambda p: p.id, what=what)
