@@ -50,9 +50,7 @@ from devicepool.worker.config_file import (
     DEFAULT_METRICS_PORT,
     DEFAULT_ORPHAN_GRACE_SECONDS,
     AccountFile,
-    CapacityFile,
     ConfigFile,
-    IntervalsFile,
     SpendCapFile,
     first_error,
 )
@@ -97,14 +95,6 @@ class WorkerCapacity:
     max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES
     max_concurrent_watches: int = DEFAULT_MAX_CONCURRENT_WATCHES
     max_cached_workflows: int = DEFAULT_MAX_CACHED_WORKFLOWS
-
-    @classmethod
-    def of(cls, parsed: CapacityFile) -> WorkerCapacity:
-        return cls(
-            max_concurrent_activities=parsed.max_concurrent_activities,
-            max_concurrent_watches=parsed.max_concurrent_watches,
-            max_cached_workflows=parsed.max_cached_workflows,
-        )
 
 
 @dataclass(frozen=True)
@@ -217,11 +207,10 @@ def build_config(
         raise ConfigError(f"{source}: {first_error(err)}") from None
     accounts = _accounts(parsed, source=source, base_dir=base_dir, env=env)
     proxy_pools = _proxy_pools(parsed, source=source, base_dir=base_dir, env=env)
-    settings = _settings(parsed.intervals).model_copy(
-        update={
-            "account_prices": {name: a.price_per_hour for name, a in parsed.accounts.items()},
-            "account_nodes": {name: a.node for name, a in accounts.items() if a.node},
-        }
+    settings = PoolSettings(
+        **parsed.intervals.model_dump(exclude={"orphan_grace_seconds"}),
+        account_prices={name: a.price_per_hour for name, a in parsed.accounts.items()},
+        account_nodes={name: a.node for name, a in accounts.items() if a.node},
     )
     graceful = env_float(env, ENV_GRACEFUL_SHUTDOWN, DEFAULT_GRACEFUL_SHUTDOWN_SECONDS, source)
     return WorkerConfig(
@@ -231,7 +220,7 @@ def build_config(
         metrics_port=parsed.metrics_port if metrics_port is None else metrics_port,
         graceful_shutdown_seconds=graceful,
         log_format=log_format(env),
-        capacity=WorkerCapacity.of(parsed.capacity),
+        capacity=WorkerCapacity(**parsed.capacity.model_dump()),
         source=source,
         orphan_grace_seconds=parsed.intervals.orphan_grace_seconds,
         deployment_name=parsed.deployment.name,
@@ -262,6 +251,10 @@ def _encryption_keys(
     return keys
 
 
+# The file's account fields that are not `AccountSettings` fields as they are (resolved here).
+_NOT_SETTINGS = {"node", "base_url", "api_key_file", "api_key_env", "spend_cap"}
+
+
 def _accounts(
     parsed: ConfigFile, *, source: str, base_dir: Path, env: Mapping[str, str]
 ) -> dict[str, AccountSettings]:
@@ -289,16 +282,11 @@ def _accounts(
                 required=True,
             )
         accounts[name] = AccountSettings(
+            **account.model_dump(exclude=_NOT_SETTINGS),
             name=name,
-            api=account.api,
             node=node,
             base_url=base_url.rstrip("/"),
             api_key=key,
-            creates_per_minute=account.creates_per_minute,
-            timeout_seconds=account.timeout_seconds,
-            window_seconds=account.window_seconds,
-            window_margin_seconds=account.window_margin_seconds,
-            price_per_hour=account.price_per_hour,
             spend_cap=_spend_cap(account.spend_cap),
         )
     return accounts
@@ -380,30 +368,11 @@ def _proxy_pools(
             required=False,
         )
         proxy_pools[name] = ProxyPoolSettings(
+            **pool.model_dump(exclude={"password_file", "password_env"}),
             name=name,
-            type=pool.type,
-            host=pool.host,
-            port=pool.port,
-            username_template=pool.username_template,
             password=password,
         )
     return proxy_pools
-
-
-def _settings(intervals: IntervalsFile) -> PoolSettings:
-    return PoolSettings(
-        resync_seconds=intervals.resync_seconds,
-        health_seconds=intervals.health_seconds,
-        offline_after_seconds=intervals.offline_after_seconds,
-        startup_timeout_seconds=intervals.startup_timeout_seconds,
-        idle_grace_seconds=intervals.idle_grace_seconds,
-        failure_streak_limit=intervals.failure_streak_limit,
-        backoff_initial_seconds=intervals.backoff_initial_seconds,
-        backoff_max_seconds=intervals.backoff_max_seconds,
-        teardown_blocked_after_seconds=intervals.teardown_blocked_after_seconds,
-        health_liveness_seconds=intervals.health_liveness_seconds,
-        node_lost_after_seconds=intervals.node_lost_after_seconds,
-    )
 
 
 def with_deployment(

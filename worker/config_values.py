@@ -11,7 +11,7 @@ from __future__ import annotations
 import string
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
@@ -40,6 +40,9 @@ ENV_CAPACITY: dict[str, str] = {
     "DEVICEPOOL_MAX_CONCURRENT_WATCHES": "maxConcurrentWatches",
     "DEVICEPOOL_MAX_CACHED_WORKFLOWS": "maxCachedWorkflows",
 }
+
+
+_N = TypeVar("_N", int, float)
 
 
 class ConfigError(ValueError):
@@ -84,26 +87,21 @@ def _override(
 
 def env_float(env: Mapping[str, str], name: str, default: float, source: str) -> float:
     raw = env.get(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name}: must be a number of seconds, got {raw!r}") from None
-    if value < 0:
-        raise ConfigError(f"{name}: must be >= 0, got {raw!r}")
-    return value
+    return default if raw is None else _number(name, raw, float, 0, "a number of seconds")
 
 
 def env_count(env: Mapping[str, str], name: str) -> int:
     """A positive whole number from the environment (slots, cache entries)."""
-    raw = env[name]
+    return _number(name, env[name], int, 1, "a whole number")
+
+
+def _number(name: str, raw: str, parse: Callable[[str], _N], least: int, what: str) -> _N:
     try:
-        value = int(raw)
+        value = parse(raw)
     except ValueError:
-        raise ConfigError(f"{name}: must be a whole number, got {raw!r}") from None
-    if value < 1:
-        raise ConfigError(f"{name}: must be >= 1, got {raw!r}")
+        raise ConfigError(f"{name}: must be {what}, got {raw!r}") from None
+    if value < least:
+        raise ConfigError(f"{name}: must be >= {least}, got {raw!r}")
     return value
 
 
