@@ -1,15 +1,12 @@
 """The pool's decision, pure: what it sees and wants → the commands of one pass.
 
-`decide` plans (`plan.py`), and when the pool is too big it first withdraws
-creates that have not landed (newest first) and plans again; then it turns the
-plan into commands: the devices to terminate (surplus and devices leaving of
-the pool's own accord only if still idle, then those that must go) and the
-provisioning batches to start, replacements
-first in batches of their own (the account's ledger serves them ahead of
-growth). The slot book it returns holds the withdrawals and the new batches;
-the given one is not changed. `wake_after` says when the pool must look again
-without news. The workflow carries the commands out in the order they are
-listed here and adopts the new book. No Temporal, no clock: `now` comes in.
+`decide` plans (`plan.py`); when the pool is too big it first withdraws creates
+that have not landed (newest first) and plans again. The commands, carried out in
+the order listed: withdrawals, terminations (surplus and devices leaving of the
+pool's own accord only if still idle, then those that must go), and batches,
+replacements first in batches of their own (the ledger serves them ahead of
+growth). It returns a new slot book; the given one is not changed. `wake_after`
+says when to look again without news. No Temporal, no clock: `now` comes in.
 """
 
 from __future__ import annotations
@@ -89,20 +86,13 @@ def decide(
 ) -> Decision:
     """What this pass does. `act` False (the listing failed): only the plan, for the status.
 
-    `retire`: devices to replace once idle (their lifetime is up, or a person asked;
-    `reasons` says which). `rolling`: drifted devices being replaced (`spec.rollout`).
-    Neither are members: their replacements are planned beside them, within `surge`
-    (`rollout.maxSurge`; None: not limited) counting every device that still bills.
-    Each is terminated only if idle, oldest first (asked again every pass until it is
-    gone), and only while the pool keeps `replicas - unavailable` devices ready or busy
-    without it: an expired or replaced device leaves once its replacement serves. When
-    the cap leaves room for no replacement beside it (`Plan.capped_beside`), it goes
-    first instead, one at a time (`unavailable` at once if more) below what the cap
-    lets serve, and its replacement once it is gone (not on the account's spendCap: a
-    device whose replacement waits for the ledger's permit is kept). `left`: devices that went before their
-    replacement; while they terminate, their replacements are the rollout's (held by
-    `surge`), not repairs.
-    `protected`: never picked for scale-down.
+    `retire` (`reasons` says why) and `rolling` devices are replaced beside them
+    (`plan.py`), then terminated only if idle, oldest first, while the pool keeps
+    `replicas - unavailable` ready or busy without them. When the cap leaves no room
+    beside them (`Plan.capped_beside`), one goes first instead (not on the account's
+    spendCap: a device whose replacement waits for a permit is kept). `left`: devices
+    that went before their replacement; while they terminate, their replacements are
+    the rollout's.
     """
     book = slots.model_copy(deep=True)
     members = [d for d in devices if d.id not in doomed]  # those on their way out are not

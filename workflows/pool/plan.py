@@ -1,42 +1,25 @@
 """The pure planning step: desired spec + observed devices + in-flight creates + now → plan.
 
-No Temporal, no I/O, no clock: everything it needs comes in as arguments, so it
-is tested directly (tests/workflows/test_plan.py, with hypothesis properties)
-and the workflow stays a thin loop around it.
-
-Rules (DESIGN.md "How a pool converges"):
-- A device counts toward the pool while it is alive and not being removed:
-  provisioning, ready, busy, offline, rebooting. Creates still in flight count
-  too ("expectations"), so a running provisioning child is never doubled.
-- `failed` devices never become ready: they are removed (and so no longer count).
-- Surplus is removed from what does not serve yet before what serves, as the
-  ReplicaSet controller does: creates not yet landed are withdrawn by the pool
-  (`SlotBook.withdraw`) before it plans; then devices still `provisioning`,
-  newest first (the least boot time lost); then *idle* devices — ready, no
-  active session, no activity for `idle_grace` — oldest first. Busy or recently
-  used devices are never planned for termination; the pool then stays above
-  size and says so.
-- Counts say what exists at the provider: `provisioning` is devices booting
-  there (and rebooting); creates in flight, not seen yet, are `pending`.
-- A spend cap (`cap`, in devices) stops creates that would make more devices
-  bill than it allows: every device the provider has not terminated — members,
-  creates in flight, `failed` devices and those `departing` (doomed or
-  terminating: they bill until they are gone). It never terminates anything.
-- `protected` devices are never picked for scale-down; `retiring` ones (their
-  lifetime is up, a person asked, or they drifted) are counted by status but are
-  not members, so their replacements are planned while they still serve. With a
-  rollout, `surge` (`rollout.maxSurge`) bounds those replacements, and those of
-  the `left` devices (retired or rolled, terminating): none makes more than
-  `replicas + surge` devices bill, departing ones included (None: not limited).
-  Growth and repairs are not held by it (`maxUnhealthy` and the cap govern them);
-  while they bill above it, the replacements wait.
-- When the cap leaves room for no replacement at all beside the retiring devices
-  that serve (`capped_beside`), `decide` lets a retiring device go first; while
-  one still fits, they are replaced one after another, replacement first, and
-  those waiting for that room are `capped_after`, as is the replacement of a
-  `left` device, which comes once it is gone. Neither is in `capped`: no cap holds the pool below its size.
-- A surplus device a disruption budget holds (`max_terminate`) is no deadline:
-  only devices still inside their idle grace say when to look again.
+No Temporal, no I/O, no clock (tests/workflows/test_plan.py, with hypothesis
+properties). Rules (DESIGN.md "How a pool converges"):
+- Members are devices alive and not being removed (`COUNTED_STATUSES`) plus creates
+  in flight ("expectations"), so a running provisioning child is never doubled;
+  `failed` devices are removed and replaced.
+- Surplus goes from what does not serve yet before what serves, as the ReplicaSet
+  controller does: creates not landed are withdrawn first (`SlotBook.withdraw`),
+  then devices still `provisioning`, newest first, then *idle* ones oldest first.
+  Busy or recently used devices are never picked: the pool stays above size.
+- A spend cap (`cap`, in devices) stops creates that would make more devices bill
+  than it allows: members, creates in flight, `failed` devices and those
+  `departing` (doomed or terminating) all bill. It never terminates anything.
+- `protected` devices are never picked; `retiring` ones are counted by status but
+  are not members, so their replacements are planned while they serve, within
+  `surge` (`rollout.maxSurge`: at most `replicas + surge` bill, departing and the
+  `left` ones included). Growth and repairs are not held by it.
+- When the cap leaves no room for a replacement beside the retiring devices
+  (`capped_beside`), `decide` lets one go first; replacements waiting for a device
+  to go are `capped_after`. Neither is in `capped`.
+- A surplus device a disruption budget holds (`max_terminate`) is no deadline.
 """
 
 from __future__ import annotations
@@ -89,16 +72,11 @@ class Plan:
     capped_after: int = 0
 
 
-def idle_since(device: DeviceInfo) -> datetime:
-    """The moment a device last did anything (its idle clock starts there)."""
-    return device.idle_since
-
-
 def is_idle(device: DeviceInfo, *, now: datetime, idle_grace: timedelta) -> bool:
     return (
         device.status == READY
         and not device.session_active
-        and now - idle_since(device) >= idle_grace
+        and now - device.idle_since >= idle_grace
     )
 
 
@@ -173,8 +151,9 @@ def plan_pool(
     # A protected device (`devicepool protect`) is never picked for scale-down.
     pickable = [d for d in counted if d.id not in protected and d.id not in retiring]
     idle = sorted((d for d in pickable if is_idle(d, now=now, idle_grace=idle_grace)), key=_age_key)
+    # Still coming up and serving nobody: removed before any idle device.
     booting = sorted(
-        (d for d in pickable if _booting(d)),
+        (d for d in pickable if d.status == PROVISIONING and not d.session_active),
         key=_age_key,
         reverse=True,
     )
@@ -191,12 +170,12 @@ def plan_pool(
         # will become idle on their own: the pool should look again then. One idle
         # already (a budget held it) is no deadline: a past one would wake every second.
         waiting = [
-            idle_since(d) + idle_grace
+            d.idle_since + idle_grace
             for d in pickable
             if d.status == READY
             and not d.session_active
             and d.id not in terminate
-            and idle_since(d) + idle_grace > now
+            and d.idle_since + idle_grace > now
         ]
         next_idle_at = min(waiting) if waiting else None
 
@@ -222,11 +201,6 @@ def plan_pool(
         capped_beside=capped_beside,
         capped_after=capped_after,
     )
-
-
-def _booting(device: DeviceInfo) -> bool:
-    """Still coming up and serving nobody: removed before any idle device."""
-    return device.status == PROVISIONING and not device.session_active
 
 
 def _age_key(device: DeviceInfo) -> tuple[datetime, str]:
