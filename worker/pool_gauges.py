@@ -29,8 +29,8 @@ from prometheus_client.registry import Collector
 from temporalio.client import Client
 
 from devicepool.activities.node_registry import query_nodes
+from devicepool.api.kinds import BROWSER_POOL, KINDS, kind_named
 from devicepool.api.names import (
-    BROWSER_POOL_WORKFLOW_ID_PREFIX,
     KIND_BROWSER_POOL,
     KIND_DEVICE_POOL,
     QUERY_STATUS,
@@ -38,20 +38,11 @@ from devicepool.api.names import (
     SA_PHASE,
     SA_PLATFORM,
     SA_READY,
-    WORKFLOW_BROWSER_POOL,
-    WORKFLOW_DEVICE_POOL,
-    browser_pool_workflow_id,
-    pool_name_from_workflow_id,
-    pool_workflow_id,
 )
 from devicepool.workflows.browserpool.publish import BROWSER_PLATFORM
 
 log = logging.getLogger("devicepool.metrics")
 
-RUNNING_POOLS_QUERY = f'WorkflowType="{WORKFLOW_DEVICE_POOL}" AND ExecutionStatus="Running"'
-RUNNING_BROWSER_POOLS_QUERY = (
-    f'WorkflowType="{WORKFLOW_BROWSER_POOL}" AND ExecutionStatus="Running"'
-)
 # A BrowserPool's profiles, as `devicepool_devices{kind="BrowserPool"}` statuses.
 PROFILE_STATUS_FIELDS = {
     "ready": "readyProfiles",
@@ -194,34 +185,24 @@ class PoolCollector(Collector):
 
     async def _list(self) -> list[_Pool]:
         pools: list[_Pool] = []
-        async for execution in self._client.list_workflows(RUNNING_POOLS_QUERY):
-            name = pool_name_from_workflow_id(execution.id)
-            if name is None:
-                continue
-            attrs = execution.search_attributes
-            pools.append(
-                _Pool(
-                    name=name,
-                    platform=str(_first(attrs.get(SA_PLATFORM)) or ""),
-                    desired=_int(_first(attrs.get(SA_DESIRED))),
-                    ready=_int(_first(attrs.get(SA_READY))),
-                    phase=str(_first(attrs.get(SA_PHASE)) or ""),
+        for kind in KINDS.values():
+            query = f'WorkflowType="{kind.workflow_type}" AND ExecutionStatus="Running"'
+            async for execution in self._client.list_workflows(query):
+                name = kind.name_from_workflow_id(execution.id)
+                if name is None:
+                    continue
+                attrs = execution.search_attributes
+                platform = str(_first(attrs.get(SA_PLATFORM)) or "")
+                pools.append(
+                    _Pool(
+                        name=name,
+                        platform=BROWSER_PLATFORM if kind is BROWSER_POOL else platform,
+                        desired=_int(_first(attrs.get(SA_DESIRED))),
+                        ready=_int(_first(attrs.get(SA_READY))),
+                        phase=str(_first(attrs.get(SA_PHASE)) or ""),
+                        kind=kind.name,
+                    )
                 )
-            )
-        async for execution in self._client.list_workflows(RUNNING_BROWSER_POOLS_QUERY):
-            if not execution.id.startswith(BROWSER_POOL_WORKFLOW_ID_PREFIX):
-                continue
-            attrs = execution.search_attributes
-            pools.append(
-                _Pool(
-                    name=execution.id[len(BROWSER_POOL_WORKFLOW_ID_PREFIX) :],
-                    platform=BROWSER_PLATFORM,
-                    desired=_int(_first(attrs.get(SA_DESIRED))),
-                    ready=_int(_first(attrs.get(SA_READY))),
-                    phase=str(_first(attrs.get(SA_PHASE)) or ""),
-                    kind=KIND_BROWSER_POOL,
-                )
-            )
         return pools
 
     async def _query_beats(self) -> dict[str, float]:
@@ -236,11 +217,7 @@ class PoolCollector(Collector):
 
     async def _query_statuses(self, pools: Sequence[_Pool]) -> dict[str, dict[str, Any]]:
         async def one(pool: _Pool) -> tuple[str, dict[str, Any] | None]:
-            workflow_id = (
-                browser_pool_workflow_id(pool.name)
-                if pool.kind == KIND_BROWSER_POOL
-                else pool_workflow_id(pool.name)
-            )
+            workflow_id = kind_named(pool.kind).workflow_id(pool.name)
             async with self._queries:
                 try:
                     handle = self._client.get_workflow_handle(workflow_id)
