@@ -1,16 +1,8 @@
 """What a pool kind brings to the reconciler shell: typed protocols, and the teardown's words.
 
-Pure (no Temporal): the shell (`shell.py`) drives these; a kind implements them.
-
-- `Carried`: the kind's state, handed to the next run whole; the shell reads and
-  writes the parts every kind has (generation, deleting, events, status).
-- `Kind`: the kind's core, one object per run. Its pass is `observe` (one frozen
-  value of what this pass knows, cluster-api's scope) → `decide` → `act` (its
-  outcome: what the status shows and the wait waits on) → `publish` → `wait`; its
-  deletion is `tear_down`; the rest answers the shell's messages and hand-over.
-- `Host`: what the shell offers the core (the workflow object itself, typed).
-- `TeardownBlocked` / `TryAgain`: what one teardown step says when it is not done
-  (`teardown.until_torn_down`).
+Pure (no Temporal); how they fit is the package docstring. `TeardownBlocked` /
+`TryAgain` are what one teardown step says when it is not done
+(`teardown.until_torn_down`).
 """
 
 from __future__ import annotations
@@ -62,55 +54,43 @@ class Kind(Protocol[SeenT, DecisionT, OutcomeT]):
 
     async def observe(self) -> SeenT:
         """Look at the world; what this pass knows, frozen."""
-        ...
 
     def decide(self, seen: SeenT) -> DecisionT: ...
 
     async def act(self, seen: SeenT, decision: DecisionT) -> OutcomeT:
         """Carry the decision out; what the status shows and the wait waits on."""
-        ...
 
     def publish(self, outcome: OutcomeT) -> None:
         """Write the status (the shell's `show` writes what changed of it)."""
-        ...
 
     async def wait(self, outcome: OutcomeT) -> None:
         """Until the next pass is due (a message sets the shell's `dirty`)."""
-        ...
 
     def stop(self) -> None:
         """Drop what runs beside the passes (a watch): the pool is deleted or hands over."""
-        ...
 
     async def tear_down(self) -> None:
         """Remove every member; it never gives up (`teardown.until_torn_down`)."""
-        ...
 
     def quiet(self) -> bool:
         """Nothing of this run is under way that a hand-over would lose."""
-        ...
 
     def carried(self) -> object:
         """The next run's input (continue-as-new)."""
-        ...
 
     def search_attributes(self) -> Mapping[str, str | int]: ...
 
     def details(self) -> str:
         """The Web UI's Markdown (`set_current_details`)."""
-        ...
 
     def check_replicas(self, replicas: int) -> None:
         """Raise `ValueError` if the kind refuses `replicas`."""
-        ...
 
     def rescale(self, replicas: int) -> None:
         """An accepted scale (update or signal): the spec's replicas are these now."""
-        ...
 
     def refuse_scale(self, message: str) -> None:
         """A `scale` signal refused (an update's validator refuses before history)."""
-        ...
 
 
 class Host(Protocol[SpecT, StateT]):
@@ -130,7 +110,6 @@ class Host(Protocol[SpecT, StateT]):
 
     def accepted(self, result: ApplyResult | None = None) -> Accepted:
         """What an update answers: the generation and replicas now."""
-        ...
 
     def set_condition(self, condition: ConditionUpdate) -> None: ...
 

@@ -1,22 +1,9 @@
 """`Reconciler`: the workflow base every pool kind's workflow class stands on.
 
 It owns the resource (`metadata`, `spec`, the carried state `s`) and what every
-kind does alike:
-
-- the loop (`reconcile`): passes of the kind's observe → decide → act → publish
-  → wait until the pool is deleted, then the teardown (shielded: a second delete
-  does not abort it), which ends in the deleted status;
-- messages: update `scale_update` (`ScaleRequest` → `Accepted`) and signal `scale`
-  (plain JSON `{"replicas": N}`, checked, refused while deleting), signal `wake`
-  (a pass now, with a fresh look), queries `status`, `spec`, `events`;
-- the hand-over (`hand_over_if_due`): continue-as-new when Temporal suggests it or
-  a newer build became current (`shared.versions`), after the handlers finished
-  and the kind is quiet, never carrying a deletion into a new run;
-- what is shown (`show`): search attributes and Web UI details, each written only
-  when it changed; events (`happened`) and conditions (`set_condition`) in `s`.
-
-The kind's own messages, whose payload types are the kind's (the SDK decodes by
-type hint: `apply(ApplyRequest)`), are two-line methods on its workflow class.
+kind does alike (the package docstring lists it): the loop and the shielded
+teardown, the `scale` / `wake` messages and the `status` / `spec` / `events`
+queries, the hand-over, and what is shown, each written only when it changed.
 """
 
 from __future__ import annotations
