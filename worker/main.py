@@ -207,9 +207,13 @@ async def _shutdown(worker: Worker) -> None:
 
 
 def install_signal_handlers(event: asyncio.Event) -> None:
+    """SIGTERM/SIGINT set `event`; on Windows (no loop signal handlers) through `signal.signal`."""
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, _on_signal, event, sig)
+        try:
+            loop.add_signal_handler(sig, _on_signal, event, sig)
+        except NotImplementedError:
+            signal.signal(sig, lambda s, _: loop.call_soon_threadsafe(_on_signal, event, s))
 
 
 def _on_signal(event: asyncio.Event, sig: Any) -> None:

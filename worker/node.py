@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -70,6 +69,7 @@ from devicepool.worker.build import WATCH_SHUTDOWN_GRACE, new_worker
 from devicepool.worker.config import ConfigError, WorkerConfig, build_config, load_config
 from devicepool.worker.config_file import DEFAULT_MAX_CONCURRENT_WATCHES
 from devicepool.worker.config_values import check_url
+from devicepool.worker.main import install_signal_handlers
 from devicepool.workflows.nodes.state import NodeRegistryInput
 
 __all__ = [
@@ -267,24 +267,22 @@ def node_workers(
     BrowserPool's calls) and of the pools' long watches (worker/build.py)."""
     workers = [node_worker(client, activities)]
     if phones is not None:
-        workers.append(
+        workers += [
             new_worker(
                 client,
                 task_queue=node_phone_task_queue(activities.node),
                 activities=phones.node_queue_activities(),
                 graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
                 disable_eager_activity_execution=True,
-            )
-        )
-        workers.append(
+            ),
             new_worker(
                 client,
                 task_queue=node_watch_task_queue(activities.node),
                 activities=phones.watch_queue_activities(),
                 max_concurrent_activities=DEFAULT_MAX_CONCURRENT_WATCHES,
                 graceful_shutdown_timeout=WATCH_SHUTDOWN_GRACE,
-            )
-        )
+            ),
+        ]
     return workers
 
 
@@ -428,19 +426,9 @@ async def node_main_async(options: NodeOptions) -> None:
     from devicepool.connect import connect
 
     shutdown_event = asyncio.Event()
-    _stop_on_signals(shutdown_event)
+    install_signal_handlers(shutdown_event)
     client = await connect(
         identity=f"devicepool-node-{options.node}@{socket.gethostname()}:{os.getpid()}",
         codec=options.codec,
     )
     await run_node_worker(options, client, shutdown_event=shutdown_event)
-
-
-def _stop_on_signals(event: asyncio.Event) -> None:
-    """SIGINT/SIGTERM set `event`; on Windows (no loop signal handlers) through `signal.signal`."""
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, event.set)
-        except NotImplementedError:
-            signal.signal(sig, lambda *_: loop.call_soon_threadsafe(event.set))
