@@ -48,19 +48,6 @@ if TYPE_CHECKING:
         parse_resource,
     )
 
-_LOADER_NAMES = frozenset(
-    {
-        "ManifestError",
-        "format_validation_error",
-        "load_manifests",
-        "load_manifests_text",
-        "load_resources",
-        "load_resources_text",
-        "parse_pool",
-        "parse_resource",
-    }
-)
-
 __all__ = [
     "BrowserConditionType",
     "BrowserHealthSpec",
@@ -93,7 +80,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LOADER_NAMES:
+    # Called only for what is not imported above: the loader's names.
+    if name in __all__:
         from devicepool.api import loader
 
         return getattr(loader, name)
