@@ -8,6 +8,7 @@ rejected everywhere: a typo such as `replica:` must never silently mean 0.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
@@ -79,21 +80,29 @@ def _os_version(value: Any) -> Any:
     return value
 
 
-def _max_unhealthy(value: Any) -> Any:
-    # A before-validator: after `int | str` validation a YAML `true` would
-    # already have become 1.
-    if isinstance(value, bool):
-        raise ValueError(f"must be a count or a percentage such as '40%', got {str(value).lower()}")
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError(f"must be >= 0, got {value}")
-        return value
-    if isinstance(value, str):
-        if _PERCENT.match(value):
+def count_or_percent(example: str) -> Callable[[Any], Any]:
+    """A before-validator of a count or a percentage such as `example` (`'40%'`).
+
+    Before, not after: after `int | str` validation a YAML `true` would already be 1.
+    """
+
+    def check(value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value < 0:
+                raise ValueError(f"must be >= 0, got {value}")
             return value
-        if value.isascii() and value.isdigit():
+        if isinstance(value, str) and _PERCENT.match(value):
+            return value
+        if isinstance(value, str) and value.isascii() and value.isdigit():
             return int(value)
-    raise ValueError(f"must be a count or a percentage such as '40%', got {show_value(value)}")
+        raise ValueError(
+            f"must be a count or a percentage such as {example!r}, got {show_value(value)}"
+        )
+
+    return check
+
+
+_max_unhealthy = count_or_percent("40%")
 
 
 def resolve_max_unhealthy(value: int | str, total: int, *, at_least_one: bool = True) -> int:

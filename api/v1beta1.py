@@ -26,7 +26,6 @@ from devicepool.api.durations import format_duration, parse_duration
 from devicepool.api.names import API_VERSION_V1BETA1, KIND_DEVICE_POOL
 from devicepool.api.problems import show_value
 from devicepool.api.v1alpha1 import (
-    _PERCENT,
     MAX_REPLICAS,
     Condition,
     ConditionStatus,
@@ -42,6 +41,7 @@ from devicepool.api.v1alpha1 import (
     _max_unhealthy,
     _os_version,
     check_replicas,
+    count_or_percent,
     resolve_max_unhealthy,
 )
 
@@ -136,21 +136,7 @@ class ScaleDownSpec(CamelModel):
     idle_grace: Duration | None = Field(default=None, ge=0)
 
 
-def _count_or_percent(value: Any) -> Any:
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"must be a count or a percentage such as '25%', got {show_value(value)}")
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError(f"must be >= 0, got {value}")
-        return value
-    if _PERCENT.match(value):
-        return value
-    if value.isascii() and value.isdigit():
-        return int(value)
-    raise ValueError(f"must be a count or a percentage such as '25%', got {show_value(value)}")
-
-
-CountOrPercent = Annotated[int | str, BeforeValidator(_count_or_percent)]
+CountOrPercent = Annotated[int | str, BeforeValidator(count_or_percent("25%"))]
 
 
 def resolve_count(value: int | str, total: int, *, round_up: bool) -> int:
