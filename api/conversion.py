@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pydantic
+from pydantic.alias_generators import to_snake
 
 from devicepool.api import v1alpha1, v1beta1
 from devicepool.api.converter import (
@@ -53,8 +54,6 @@ KEPT_FIELDS = frozenset(
 # Kept whenever present (an empty mapping is a choice too).
 _WHOLE = ("spendCap", "lifetime", "rollout", "disruption", "reserve")
 
-AnyPool = v1alpha1.DevicePool | v1beta1.DevicePool
-
 
 # --- DevicePool specs ----------------------------------------------------------------------
 
@@ -65,8 +64,6 @@ def spec_to_v1beta1(
     """`spec` in v1beta1; `kept`: v1beta1-only fields a conversion to v1alpha1 set aside."""
     kept = kept or {}
     health = {"maxUnhealthy": spec.max_unhealthy, **kept.get("health", {})}
-    spend_cap, lifetime, rollout = kept.get("spendCap"), kept.get("lifetime"), kept.get("rollout")
-    disruption = kept.get("disruption")
     proxy = None
     if spec.proxy is not None:
         ttl = timedelta(seconds=spec.proxy.sticky_ttl)
@@ -81,11 +78,7 @@ def spec_to_v1beta1(
             "proxy": proxy,
             "health": health,
             "scaleDown": kept.get("scaleDown", {}),
-            "spendCap": spend_cap,
-            "lifetime": lifetime,
-            "rollout": rollout,
-            "disruption": disruption,
-            "reserve": kept.get("reserve"),
+            **{key: kept.get(key) for key in _WHOLE},
         }
     )
 
@@ -109,22 +102,12 @@ def spec_to_v1alpha1(
     )
     health = spec.health.model_dump(mode="json", exclude_none=True, exclude={"max_unhealthy"})
     scale_down = spec.scale_down.model_dump(mode="json", exclude_none=True)
-    spend_cap = spec.spend_cap.to_json_dict() if spec.spend_cap is not None else None
-    lifetime = spec.lifetime.to_json_dict() if spec.lifetime is not None else None
-    rollout = spec.rollout.to_json_dict() if spec.rollout is not None else None
-    disruption = spec.disruption.to_json_dict() if spec.disruption is not None else None
-    reserve = spec.reserve.to_json_dict() if spec.reserve is not None else None
-    fields = (
-        ("health", health),
-        ("scaleDown", scale_down),
-        ("spendCap", spend_cap),
-        ("lifetime", lifetime),
-        ("rollout", rollout),
-        ("disruption", disruption),
-        ("reserve", reserve),
-    )
     # health and scaleDown: only what is set; the others: present or not.
-    kept = {key: value for key, value in fields if value is not None and (value or key in _WHOLE)}
+    kept = {key: value for key, value in (("health", health), ("scaleDown", scale_down)) if value}
+    for key in _WHOLE:
+        block = getattr(spec, to_snake(key))
+        if block is not None:
+            kept[key] = block.to_json_dict()
     return alpha, kept
 
 

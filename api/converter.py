@@ -204,9 +204,11 @@ class Converter(Generic[Alpha, Stored]):
             ):
                 _put(spec, path, value)
         fields = {field.alias or name for name, field in model.model_fields.items()}  # type: ignore[union-attr]
-        for key in written_spec_blocks(source_spec, renames):
-            if key in fields:
-                spec.setdefault(key, {})
+        # A block (mapping) the author wrote stays, even empty, under its name after conversion.
+        for key, value in source_spec.items():
+            block = renames.get((key,), (key,))[0]
+            if isinstance(value, dict) and block in fields:
+                spec.setdefault(block, {})
         metadata = {
             key: value
             for key, value in data["metadata"].items()
@@ -220,15 +222,6 @@ def written_in(pool: PoolResource, written: dict[str, Any]) -> dict[str, Any]:
     from devicepool.api.kinds import kind_named  # the registry imports every kind's rules
 
     return kind_named(pool.kind).conversion.written_in(pool, written)  # type: ignore[attr-defined]
-
-
-def written_spec_blocks(source_spec: dict[str, Any], renames: Renames) -> list[str]:
-    """The spec blocks (mappings) the author wrote, under their names after conversion."""
-    blocks = []
-    for key, value in source_spec.items():
-        if isinstance(value, dict):
-            blocks.append(renames.get((key,), (key,))[0])
-    return blocks
 
 
 _NONE = object()
