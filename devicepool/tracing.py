@@ -179,10 +179,10 @@ def instrument(tracer_provider: Any) -> Any:
 
     HTTPXClientInstrumentor().instrument(
         tracer_provider=tracer_provider,
-        request_hook=_request_hook,
-        async_request_hook=_async_request_hook,
-        response_hook=_response_hook,
-        async_response_hook=_async_response_hook,
+        request_hook=_hook,
+        async_request_hook=_async_hook,
+        response_hook=_hook,
+        async_response_hook=_async_hook,
     )
     return TracingInterceptor(
         tracer_provider.get_tracer("devicepool"), always_create_workflow_spans=True
@@ -232,17 +232,9 @@ def _scrub_span(span: Any, url: Any) -> None:
             span.set_attribute(name, REDACTED)
 
 
-def _request_hook(span: Any, request: Any) -> None:
+def _hook(span: Any, request: Any, *_: Any) -> None:
     _scrub_span(span, request.url)
 
 
-async def _async_request_hook(span: Any, request: Any) -> None:
-    _scrub_span(span, request.url)
-
-
-def _response_hook(span: Any, request: Any, response: Any) -> None:
-    _scrub_span(span, request.url)
-
-
-async def _async_response_hook(span: Any, request: Any, response: Any) -> None:
+async def _async_hook(span: Any, request: Any, *_: Any) -> None:
     _scrub_span(span, request.url)
