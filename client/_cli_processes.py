@@ -256,28 +256,11 @@ def dev(
     ] = 0,
 ) -> None:
     """Run the whole system locally: Temporal dev server + emulator + worker."""
+    # Every option but --apply is the DevOptions field of its name (read before any other local).
+    given = {name: value for name, value in locals().items() if name != "apply_files"}
     from devicepool.client.dev import DevOptions, run_dev
 
-    options = DevOptions(
-        port=port,
-        ui_port=ui_port,
-        emulator_port=emulator_port,
-        metrics_port=metrics_port,
-        data_dir=data_dir,
-        provision_seconds=provision_seconds,
-        terminate_seconds=terminate_seconds,
-        creates_per_minute=creates_per_minute,
-        resync_seconds=resync_seconds,
-        health_seconds=health_seconds,
-        offline_after_seconds=offline_after_seconds,
-        startup_timeout_seconds=startup_timeout_seconds,
-        orphan_grace_seconds=orphan_grace_seconds,
-        node_lost_after_seconds=node_lost_after_seconds,
-        apply=", ".join(apply_files) if apply_files else None,
-        encrypt=encrypt,
-        codec_port=codec_port,
-        browser_nodes=browser_nodes,
-    )
+    options = DevOptions(**given, apply=", ".join(apply_files) if apply_files else None)
     # A bad manifest exits 2 before anything starts.
     pools = [pool for path in apply_files or [] for pool in load_resources_or_exit(path)]
     code = run(lambda: run_dev(options, pools))

@@ -8,15 +8,23 @@ from typing import Any
 import httpx
 
 from devicepool.api.names import LABEL_NODE
-from devicepool.client._dev_codec import banner_line, encryption_on
-from devicepool.client._dev_commands import cli_command, in_flight_activities, pools_only, try_line
+from devicepool.client._dev_commands import (
+    cli_command,
+    codec_url,
+    in_flight_activities,
+    pools_only,
+    try_line,
+)
 from devicepool.client._dev_config import (
     BITBROWSER_ACCOUNT,
     DEFAULT_API_KEY,
     DEV_HOST,
     DEV_NAMESPACE,
+    KEY_ID,
     DevOptions,
     bitbrowser_state_file,
+    dev_key_file,
+    encryption_on,
     node_worker_name,
 )
 from devicepool.worker.config import DEFAULT_GRACEFUL_SHUTDOWN_SECONDS
@@ -71,7 +79,7 @@ def banner(
         f"{browser_nodes_lines(o, browser_nodes)}"
         f"  Worker metrics:   http://{DEV_HOST}:{o.metrics_port}/metrics\n"
         f"  Proxy pools:      {', '.join(proxy_pools)} (placeholder gateways)\n"
-        f"{banner_line(o) if encryption_on(o) else ''}"
+        f"{codec_lines(o) if encryption_on(o) else ''}"
         f"  Data and logs:    {o.data_dir}/ (temporal.db, emulator.sqlite; "
         f"{logs}/temporal.log, emulator.log, worker.log)\n"
         f"{manifests}"
@@ -93,6 +101,14 @@ def browser_nodes_lines(options: DevOptions, browser_nodes: dict[str, str]) -> s
         "log bitbrowser.log)\n"
         + f"  Node workers:     {', '.join(browser_nodes)} (labelled {LABEL_NODE}=<name>; "
         f"logs {node_worker_name('<name>')}.log)\n"
+    )
+
+
+def codec_lines(options: DevOptions) -> str:
+    return (
+        f"  Codec server:     {codec_url(options)} (history encrypted with key {KEY_ID!r}; "
+        f"the Web UI decodes through it)\n"
+        f"  For the CLI:      export DEVICEPOOL_ENCRYPTION_KEY_FILES={dev_key_file(options)}\n"
     )
 
 

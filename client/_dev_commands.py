@@ -1,7 +1,7 @@
 """The command lines `devicepool dev` runs and the few readings it makes of them.
 
 Pure functions of the stack's options: the Temporal dev server, the emulators,
-the banner's `devicepool` and Web UI links, and the worker's in-flight
+the codec server, the banner's `devicepool` and Web UI links, and the worker's in-flight
 activities read from its `/metrics` (what Ctrl-C waits for). `_dev_stack`
 runs them.
 """
@@ -18,7 +18,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 from devicepool.api.names import SEARCH_ATTRIBUTES, WATCH_TASK_QUEUE_SUFFIX, WORKFLOW_DEVICE_POOL
-from devicepool.client._dev_codec import codec_url, encryption_on
 from devicepool.client._dev_config import (
     BITBROWSER_ACCOUNT,
     DEV_HOST,
@@ -26,12 +25,16 @@ from devicepool.client._dev_config import (
     account_key,
     bitbrowser_state_file,
     browser_node_names,
+    dev_key_file,
     emulator_state_file,
+    encryption_on,
 )
 
 __all__ = [
     "bitbrowser_command",
     "cli_command",
+    "codec_command",
+    "codec_url",
     "emulator_command",
     "in_flight_activities",
     "pools_only",
@@ -114,6 +117,31 @@ def bitbrowser_command(options: DevOptions) -> list[str]:
     for name in browser_node_names(options):
         args += ["--node", name]
     return args
+
+
+def codec_url(options: DevOptions) -> str:
+    return f"http://{DEV_HOST}:{options.codec_port}"
+
+
+def codec_command(options: DevOptions) -> list[str]:
+    """`devicepool codec-server` on the stack's key (`--encrypt`), answering the stack's Web UI
+    only (the dev server starts its UI with ``--ui-codec-endpoint``)."""
+    return [
+        sys.executable,
+        "-m",
+        "devicepool.client",
+        "codec-server",
+        "--host",
+        DEV_HOST,
+        "--port",
+        str(options.codec_port),
+        "--key-file",
+        str(dev_key_file(options)),
+        "--cors-origin",
+        f"http://{DEV_HOST}:{options.ui_port}",
+        "--cors-origin",
+        f"http://localhost:{options.ui_port}",
+    ]
 
 
 def pools_only(workflows_url: str) -> str:

@@ -8,10 +8,18 @@ The worker config is written to ``<data-dir>/worker.yaml`` at every start,
 with the API keys as files under ``<data-dir>/secrets/``: the default account,
 every account a previous run or an applied pool names, the example proxy pools
 (placeholder gateways: the emulator routes no traffic) and the interval flags.
+
+`--encrypt`: the stack gets a history key of its own
+(``<data-dir>/secrets/encryption/dev.key``, made once, mode 0600), which its
+worker config names (``encryption.keyFiles``), its `--apply` client encrypts
+with, and a codec server serves to the Web UI. A data dir once run with
+``--encrypt`` holds encrypted history, so later runs on it encrypt too, with or
+without the flag (without the key its pools could not be read).
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 from collections.abc import Sequence
@@ -42,6 +50,8 @@ BITBROWSER_PHONES_NODE = "node-1"
 MAX_BROWSER_NODES = 20
 # `--browser-nodes N`: node-K's node worker is the child (and log) `node-K-worker`.
 NODE_WORKER_SUFFIX = "-worker"
+# `--encrypt`: the id of the stack's history key.
+KEY_ID = "dev"
 
 
 @dataclass
@@ -61,7 +71,7 @@ class DevOptions:
     orphan_grace_seconds: float = 600.0
     node_lost_after_seconds: float = 120.0
     apply: str | None = None
-    # Encrypted history and the codec server for the Web UI (`_dev_codec`).
+    # Encrypted history and the codec server for the Web UI (`dev_key_file`).
     encrypt: bool = False
     codec_port: int = 8234
     # BitBrowser emulator nodes node-1..N of one account, on free ports (0: none).
@@ -80,6 +90,26 @@ def emulator_state_file(options: DevOptions) -> Path:
 def bitbrowser_state_file(options: DevOptions) -> Path:
     """The BitBrowser account (profiles, phones, counters) its nodes share and a restart keeps."""
     return options.data_dir / "bitbrowser.json"
+
+
+def dev_key_file(options: DevOptions) -> Path:
+    return options.data_dir / "secrets" / "encryption" / f"{KEY_ID}.key"
+
+
+def encryption_on(options: DevOptions) -> bool:
+    """`--encrypt`, or a data dir that an earlier `--encrypt` run left a key in."""
+    return options.encrypt or dev_key_file(options).is_file()
+
+
+def ensure_dev_key(options: DevOptions) -> Path:
+    """The stack's key file, made on first use (32 random bytes, base64, readable by the owner)."""
+    path = dev_key_file(options)
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(base64.b64encode(os.urandom(32)).decode() + "\n")
+    return path
 
 
 def browser_node_names(options: DevOptions) -> list[str]:
@@ -183,7 +213,7 @@ def dev_worker_config(
     if bitbrowser_node:
         # No URL and no key here: the node worker has both (its flags).
         config["accounts"][BITBROWSER_ACCOUNT] = {"api": "bitbrowser", "node": bitbrowser_node}
-    if key_files:  # `--encrypt` (`_dev_codec`)
+    if key_files:  # `--encrypt`
         config["encryption"] = {"keyFiles": list(key_files)}
     return config
 

