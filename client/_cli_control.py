@@ -12,8 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from devicepool.client._cli_support import fail, open_pools, run
-from devicepool.client.errors import EXIT_BAD_INPUT
+from devicepool.client._cli_support import duration_or_exit, open_pools, run
 
 __all__ = ["pause", "protect", "replace", "resume", "unprotect"]
 
@@ -60,13 +59,7 @@ def protect(
 ) -> None:
     """Keep a device from scale-down and expiry (health still replaces it if it dies)."""
     if duration is not None:
-        from devicepool.api.durations import parse_duration
-
-        try:
-            if parse_duration(duration) <= 0:
-                raise ValueError(f"must be more than 0s, got {duration!r}")
-        except ValueError as err:
-            raise fail(f"--for: {err}", EXIT_BAD_INPUT) from None
+        duration_or_exit("--for", duration)
     _answer(pool, lambda c: c.protect_device(pool, device, duration=duration))
 
 

@@ -22,6 +22,7 @@ from devicepool.api.conversion import API_VERSIONS
 from devicepool.api.names import API_VERSION_STORED
 from devicepool.client._cli_support import fail
 from devicepool.client.errors import EXIT_BAD_INPUT
+from devicepool.client.render import json_shaped
 
 __all__ = ["convert"]
 
@@ -93,7 +94,9 @@ def _rewrite(text: str, version: str, *, source: str) -> str:
     """`text` with each DevicePool document converted to `version`."""
     if text.lstrip()[:1] in ("{", "["):
         data = json.loads(text)
-        converted = [_convert(item, version, source) for item in _as_list(data)]
+        converted = [
+            _convert(item, version, source) for item in (data if isinstance(data, list) else [data])
+        ]
         result: Any = converted if isinstance(data, list) else converted[0]
         return json.dumps(result, indent=2, ensure_ascii=False) + "\n"
     from ruamel.yaml import YAML
@@ -114,17 +117,13 @@ def _rewrite(text: str, version: str, *, source: str) -> str:
     return out.getvalue()
 
 
-def _as_list(data: Any) -> list[Any]:
-    return data if isinstance(data, list) else [data]
-
-
 def _convert(document: Any, version: str, source: str) -> dict[str, Any]:
     """The document in `version`, as the author would write it (`written_in`)."""
     from devicepool.api.conversion import convert as convert_pool
     from devicepool.api.conversion import written_in
     from devicepool.api.loader import parse_pool
 
-    plain = json.loads(json.dumps(document, default=str))
+    plain = json_shaped(document)
     stored = parse_pool(plain, source=source)  # v1beta1, whichever version was written
     converted = written_in(convert_pool(stored, version), plain)
     if "status" in plain:  # the server's word: left as it was (apply ignores it)
@@ -148,14 +147,10 @@ def _merge(node: Any, target: dict[str, Any]) -> None:
         if key in node:
             if isinstance(value, dict) and hasattr(node[key], "keys"):
                 _merge(node[key], value)
-            elif _plain(node[key]) != value:
+            elif json_shaped(node[key]) != value:
                 node[key] = value
         elif freed and hasattr(node, "insert"):
             position = min(freed.pop(0), len(node))
             node.insert(position, key, value)
         else:
             node[key] = value
-
-
-def _plain(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))

@@ -17,8 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from devicepool.client._cli_support import OutputOpt, fail, open_pools, run
-from devicepool.client.errors import EXIT_BAD_INPUT
+from devicepool.client._cli_support import OutputOpt, duration_or_exit, open_pools, run
 from devicepool.client.render import Output, print_data, print_table, resolve_output
 
 __all__ = ["cost", "cost_rows"]
@@ -36,17 +35,7 @@ def cost(
 ) -> None:
     """Device-hours and money per pool and per account (what the pools saw billing)."""
     fmt = resolve_output(output)
-    window: timedelta | None = None
-    if since is not None:
-        from devicepool.api.durations import parse_duration
-
-        try:
-            seconds = parse_duration(since)
-            if seconds <= 0:
-                raise ValueError(f"must be more than 0s, got {since!r}")
-        except ValueError as err:
-            raise fail(f"--since: {err}", EXIT_BAD_INPUT) from None
-        window = timedelta(seconds=seconds)
+    window = None if since is None else timedelta(seconds=duration_or_exit("--since", since))
 
     async def body() -> list[Any]:
         return await (await open_pools(name)).costs(name)

@@ -41,10 +41,6 @@ async def _devices(client: Any, name: str) -> list[dict[str, Any]]:
     return [d.model_dump(mode="json", by_alias=True) for d in view.devices]
 
 
-async def _profiles(client: Any, name: str) -> list[dict[str, Any]]:
-    return list(await client.profiles(name))
-
-
 def _device_deleted(name: str, result: DeleteResult) -> list[str]:
     if not result.closed:
         return [f"devicepool/{name} deleting (use --wait to follow the teardown)"]
@@ -95,7 +91,7 @@ VIEWS: dict[str, KindView] = {
         rows=_cli_browser.browser_rows,
         none_found="No browser pools found.",
         print_description=_cli_browser.print_browser_description,
-        items=_profiles,
+        items=lambda client, name: client.profiles(name),
         print_items=_cli_browser.print_profiles,
         deleted=_browser_deleted,
     ),

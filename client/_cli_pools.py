@@ -37,7 +37,7 @@ from devicepool.client._cli_support import (
     open_pools,
     run,
 )
-from devicepool.client._cli_views import POOL_HEADERS, RowStream, pool_row
+from devicepool.client._cli_views import POOL_HEADERS, pool_row
 from devicepool.client._kind_sides import side_of
 from devicepool.client._results import applied_verb
 from devicepool.client._validation import validate_name, validate_replicas
@@ -49,7 +49,7 @@ from devicepool.client.errors import (
     PoolNotFound,
 )
 from devicepool.client.pool_client import APPLY_CONCURRENCY
-from devicepool.client.render import Output, print_data, resolve_output
+from devicepool.client.render import Output, RowStream, print_data, resolve_output
 
 # How often `get --watch` reads the pools again.
 WATCH_SECONDS = 2.0

@@ -62,6 +62,18 @@ async def open_pools(name: str | None = None) -> Any:
     return PoolClient(await connect())
 
 
+def duration_or_exit(flag: str, text: str) -> float:
+    """Seconds of a duration as kubectl writes it (2h, 90m), more than 0; else exit 2."""
+    from devicepool.api.durations import parse_duration
+
+    try:
+        if (seconds := parse_duration(text)) <= 0:
+            raise ValueError(f"must be more than 0s, got {text!r}")
+    except ValueError as err:
+        raise fail(f"{flag}: {err}", EXIT_BAD_INPUT) from None
+    return seconds
+
+
 def load_resources_or_exit(path: str) -> list[Any]:
     """The manifests' pools of either kind; a bad manifest exits 2 before anything is contacted."""
     from devicepool.api.loader import ManifestError, load_resources

@@ -6,15 +6,13 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import typer
 
 from devicepool.api.kinds import DEVICE_POOL
-from devicepool.client.render import age, cell, print_fields, print_table
+from devicepool.client.render import age, print_fields, print_table
 
 # `get`'s table of DevicePools (`api.kinds`).
 POOL_HEADERS = list(DEVICE_POOL.columns)
@@ -42,31 +40,6 @@ def pool_row(p: Any) -> list[Any]:
 def _dollars(value: Any) -> str | None:
     """An hourly cost as `get` shows it (`1.20`); None (a blank) from a worker before it."""
     return f"{value:.2f}" if isinstance(value, int | float) else None
-
-
-class RowStream:
-    """`get --watch`'s table: the header once, then rows as they come, in steady columns.
-
-    A row is printed by itself, long after the first ones, so it cannot be laid
-    out with the others: the first rows set the widths and later rows pad to them
-    (a longer cell widens its column from then on). Plain text, terminal or not.
-    """
-
-    def __init__(self, headers: Sequence[str]) -> None:
-        self.headers = list(headers)
-        self.widths: list[int] | None = None
-
-    def print_rows(self, rows: Sequence[Sequence[Any]]) -> None:
-        cells = [[cell(v) for v in row] for row in rows]
-        if self.widths is None:
-            self.widths = [len(h) for h in self.headers]
-            cells.insert(0, self.headers)
-        for row in cells:
-            self.widths = [max(w, len(c)) for w, c in zip(self.widths, row, strict=False)]
-        for row in cells:
-            line = "   ".join(c.ljust(w) for c, w in zip(row, self.widths, strict=False))
-            sys.stdout.write(line.rstrip() + "\n")
-        sys.stdout.flush()
 
 
 def print_description(data: dict[str, Any]) -> None:

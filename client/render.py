@@ -45,27 +45,45 @@ def print_data(data: Any, output: Output) -> None:
     if output == Output.JSON:
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     else:
-        sys.stdout.write(yaml.safe_dump(_plain(data), sort_keys=False, allow_unicode=True))
+        sys.stdout.write(yaml.safe_dump(json_shaped(data), sort_keys=False, allow_unicode=True))
 
 
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str = "") -> None:
-    cells = [[cell(v) for v in row] for row in rows]
-    if _isatty(sys.stdout):
-        table = Table(box=None, header_style="bold", pad_edge=False, title=title or None)
-        for header in headers:
-            table.add_column(header, overflow="fold")
-        for row in cells:
-            table.add_row(*row)
-        Console().print(table)
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    if not _isatty(sys.stdout):
+        RowStream(headers).print_rows(rows)
         return
-    if title:
-        sys.stdout.write(f"{title}\n")
-    widths = [len(h) for h in headers]
-    for row in cells:
-        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=False)]
-    for row in [list(headers), *cells]:
-        line = "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip()
-        sys.stdout.write(line + "\n")
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        table.add_row(*(cell(v) for v in row))
+    Console().print(table)
+
+
+class RowStream:
+    """A plain table: the header once, then rows as they come, in steady columns (`print_table`
+    off a terminal; `get --watch` on one too).
+
+    A watched row is printed by itself, long after the first ones, so it cannot be
+    laid out with the others: the first rows set the widths and later rows pad to
+    them (a longer cell widens its column from then on).
+    """
+
+    def __init__(self, headers: Sequence[str]) -> None:
+        self.headers = list(headers)
+        self.widths: list[int] | None = None
+
+    def print_rows(self, rows: Sequence[Sequence[Any]]) -> None:
+        cells = [[cell(v) for v in row] for row in rows]
+        if self.widths is None:
+            self.widths = [len(h) for h in self.headers]
+            cells.insert(0, self.headers)
+        for row in cells:
+            self.widths = [max(w, len(c)) for w, c in zip(self.widths, row, strict=False)]
+        for row in cells:
+            line = "   ".join(c.ljust(w) for c, w in zip(row, self.widths, strict=False))
+            sys.stdout.write(line.rstrip() + "\n")
+        sys.stdout.flush()
 
 
 def print_fields(pairs: Sequence[tuple[str, Any]]) -> None:
@@ -76,7 +94,7 @@ def print_fields(pairs: Sequence[tuple[str, Any]]) -> None:
 
 def age(value: Any, now: datetime | None = None) -> str:
     """kubectl-style age: 45s, 12m, 5h, 3d."""
-    when = _parse_time(value)
+    when = parse_time(value)
     if when is None:
         return "-"
     seconds = max(0, int(((now or datetime.now(UTC)) - when).total_seconds()))
@@ -89,7 +107,8 @@ def age(value: Any, now: datetime | None = None) -> str:
     return f"{seconds // 86400}d"
 
 
-def _parse_time(value: Any) -> datetime | None:
+def parse_time(value: Any) -> datetime | None:
+    """A datetime or RFC 3339 text, in UTC when it names no zone; None for anything else."""
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
     if isinstance(value, str) and value:
@@ -110,6 +129,6 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-def _plain(data: Any) -> Any:
+def json_shaped(data: Any) -> Any:
     """JSON-shaped data for yaml.safe_dump (datetimes as strings, tuples as lists)."""
     return json.loads(json.dumps(data, default=str))
