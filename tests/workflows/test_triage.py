@@ -26,7 +26,6 @@ from devicepool.workflows.health.triage import (
     REASON_STARTUP_TIMEOUT,
     Triage,
     health_report,
-    next_check_at,
     reason_kind,
     triage,
     went_offline,
@@ -277,24 +276,3 @@ def test_terminations_alone_are_reported() -> None:
     found = judge([dev("r", READY)])
     report = health_report(found, terminated={"x": "y"}, devices=1, now=NOW, was_reporting=False)
     assert report is not None
-
-
-def test_the_next_check_is_the_interval_or_the_first_offline_deadline() -> None:
-    interval = sec(60)
-    assert (
-        next_check_at(
-            NOW, interval=interval, offline_since={}, offline_after=OFFLINE_AFTER, paused=False
-        )
-        == NOW + interval
-    )
-    clocks = {"a": NOW - sec(150), "b": NOW - sec(10)}
-    assert next_check_at(
-        NOW, interval=interval, offline_since=clocks, offline_after=OFFLINE_AFTER, paused=False
-    ) == NOW + sec(30)
-    # Paused: no point waking at a deadline nothing will be replaced at.
-    assert (
-        next_check_at(
-            NOW, interval=interval, offline_since=clocks, offline_after=OFFLINE_AFTER, paused=True
-        )
-        == NOW + interval
-    )

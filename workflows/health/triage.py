@@ -29,7 +29,6 @@ __all__ = [
     "REASON_STARTUP_TIMEOUT",
     "Triage",
     "health_report",
-    "next_check_at",
     "own_read_seconds",
     "reason_kind",
     "reuse_listing_seconds",
@@ -68,14 +67,12 @@ def triage(
     offline_after: timedelta,
     startup_timeout: timedelta,
     replicas: int | None = None,
-    at_least_one: bool = True,
     devices: int | None = None,
 ) -> Triage:
     """Judge each (status, created_at) of the pool's devices at `now`.
 
     `replicas`: the pool's desired size, what a percentage `max_unhealthy` is
     of; None (a pool that did not say) falls back to the devices seen.
-    `at_least_one=False`: the rule of health checks recorded before the floor.
     `devices`: how many devices the pool has, when `statuses` holds only the
     suspects (the health watch's compact answer); a device not among them is
     healthy, so it loses its clock as a device seen not offline does.
@@ -107,7 +104,7 @@ def triage(
             )
     seen_count = len(statuses) if devices is None else devices
     total = seen_count if replicas is None else replicas
-    limit = resolve_max_unhealthy(max_unhealthy, total, at_least_one=at_least_one)
+    limit = resolve_max_unhealthy(max_unhealthy, total)
     return Triage(
         offline_since=clocks,
         unhealthy=unhealthy,
@@ -137,40 +134,17 @@ def health_report(
     once more when everything is healthy again after that, which clears the
     pool's condition. Otherwise nothing (no signal every interval).
     """
-    if found.unhealthy or terminated or found.paused:
-        return HealthReport(
-            checked_at=now,
-            devices=devices,
-            unhealthy=len(found.unhealthy),
-            max_unhealthy=found.max_unhealthy,
-            paused=found.paused,
-            terminated=terminated,
-            offline=sorted(found.offline),
-        )
-    if was_reporting:
-        return HealthReport(
-            checked_at=now,
-            devices=devices,
-            unhealthy=0,
-            max_unhealthy=found.max_unhealthy,
-            paused=False,
-        )
-    return None
-
-
-def next_check_at(
-    now: datetime,
-    *,
-    interval: timedelta,
-    offline_since: Mapping[str, datetime],
-    offline_after: timedelta,
-    paused: bool,
-) -> datetime:
-    """The next interval, or the earliest offline deadline if sooner (unless paused)."""
-    wake = now + interval
-    if offline_since and not paused:
-        wake = min(wake, min(offline_since.values()) + offline_after)
-    return wake
+    if not (found.unhealthy or terminated or found.paused or was_reporting):
+        return None
+    return HealthReport(
+        checked_at=now,
+        devices=devices,
+        unhealthy=len(found.unhealthy),
+        max_unhealthy=found.max_unhealthy,
+        paused=found.paused,
+        terminated=terminated,
+        offline=sorted(found.offline),
+    )
 
 
 def went_offline(
@@ -192,34 +166,16 @@ def went_offline(
 
 def reuse_listing_seconds(*, resync_seconds: float, health_seconds: float) -> float:
     """How old a listing the pool's own watch made on the same worker may be for the
-    health watch to judge it instead of reading the provider.
-
-    Half an interval over the shorter of the pool's resync and the check's poll (at
-    exactly one interval, every other poll would just miss it). Never much past one
-    `health_seconds`: where the pool lists less often than the check polls, an older
-    listing let the resync interval decide how late an offline device is seen (issue
-    23: resync 30, health 2, threshold 10, replaced after 23 s); the check then reads
-    for itself, `own_read_seconds` apart (its own reads are kept in the same memory:
-    a longer window stretched that spacing too). At the defaults (30, 60): 45, as
-    before.
-    """
+    health watch to judge it instead of reading the provider: 1.5 x the shorter of the
+    pool's resync and the check's poll (at exactly one interval, every other poll would
+    just miss it; a longer window let the resync decide how late an offline device is
+    seen). Why and what it costs: docs/pools.md, "Health"."""
     return 1.5 * min(resync_seconds, health_seconds)
 
 
-# Health polls between two provider reads of the check's own (see `own_read_seconds`).
-OWN_READ_POLLS = 3
-
-
 def own_read_seconds(*, health_seconds: float, offline_after_seconds: float) -> float:
-    """How far apart the health watch's own provider reads are, where it has no listing
-    of the pool's own watch to reuse (that watch runs on another worker, or lists less
-    often than the check polls: `reuse_listing_seconds`).
-
-    A few polls apart (at the defaults, 120 resync reads + 20 of these an hour:
-    within the 150 budget, where a read every poll made 180), but never further
-    than the offline threshold, nor closer than one poll: a device going offline
-    right after a read is seen by its deadline, its clock started at the
-    provider's `updatedAt` (`went_offline`), so it is replaced on time.
-    """
-    spacing = OWN_READ_POLLS * health_seconds
-    return max(health_seconds, min(spacing, offline_after_seconds))
+    """How far apart the health watch's own provider reads are where it has no listing
+    of the pool's own watch to reuse: every third poll, never further apart than the
+    offline threshold (a device going offline right after a read is still replaced on
+    time: its clock starts at the provider's `updatedAt`, `went_offline`)."""
+    return max(health_seconds, min(3 * health_seconds, offline_after_seconds))

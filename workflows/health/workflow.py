@@ -41,7 +41,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from devicepool.workflows.health.triage import (
         METRIC_REASON,
-        Triage,
         health_report,
         own_read_seconds,
         reason_kind,
@@ -52,7 +51,6 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.shared.cancellation import raise_if_cancelled
     from devicepool.workflows.shared.placement import (
         REREAD_NODES_PATCH,
-        Route,
         misplaced,
         route,
     )
@@ -92,61 +90,16 @@ class PoolHealthWorkflow:
             update={"account_nodes": fresh.account_nodes}
         )
 
-    def _route(self, input: HealthInput) -> Route:
-        """Where the pool's account's calls go."""
-        return route(input.account, self._state.settings)
-
     @property
     def _offline_after(self) -> timedelta:
         return timedelta(seconds=self._settings.offline_after_seconds)
 
     @workflow.run
     async def run(self, input: HealthInput) -> None:
-        await self._watching(input)
-
-    async def _act(
-        self,
-        input: HealthInput,
-        found: Triage,
-        *,
-        devices: int,
-        now: datetime,
-        checked_at: datetime,
-    ) -> dict[str, str]:
-        """Replace what is due (unless paused), tell the pool; returns what was terminated."""
-        state = self._state
-        state.offline_since = found.offline_since
-        state.paused = found.paused
-        terminated: dict[str, str] = {}
-        # Paused by maxUnhealthy (an outage), or by a person (`devicepool pause`).
-        if found.due and not found.paused and not state.config.paused:
-            terminated = await self._terminate(input, found.due)
-        report = health_report(
-            found,
-            terminated=terminated,
-            devices=devices,
-            now=now,
-            was_reporting=state.was_reporting,
-        )
-        if report is not None:
-            await self._report(input, report)
-        state.was_reporting = bool(found.unhealthy or terminated or found.paused)
-        state.last_check_at = checked_at
-        return terminated
-
-    # ------------------------------------------------------------ the watch (new runs)
-
-    async def _watching(self, input: HealthInput) -> None:
-        """The check as one long `watch_health` activity at a time.
-
-        The activity polls the provider every `health_seconds` inside the worker
-        and answers only with the suspects (offline; provisioning or failed past
-        the startup timeout) and a count, and only when they differ from what
-        was judged last, at the earliest offline deadline (after a fresh read),
-        when the pool is gone, or after `watch_max_seconds`. A healthy pool's
-        check thus costs its history a few events an hour, whatever its size.
-        A config change cancels the watch and judges again on a fresh read.
-        """
+        """The check as one long `watch_health` activity at a time, which answers only
+        when its suspects change, at the earliest offline deadline, when the pool is
+        gone, or after `watch_max_seconds` (docs/pools.md, "Health"). A config change
+        cancels the watch and judges again on a fresh read."""
         settings = self._settings
         interval = timedelta(seconds=settings.health_seconds)
         known: str | None = None  # fingerprint of the suspects judged last; None: read now
@@ -245,11 +198,12 @@ class PoolHealthWorkflow:
             summary="read now" if once else "watch for unhealthy devices",
             # Long and mostly asleep: on a watch queue (its own queue's, or its
             # account's node's), never on the slots the pools' short activities need.
-            **self._route(input).watch(workflow.info().task_queue),
+            **route(input.account, self._state.settings).watch(workflow.info().task_queue),
         )
 
     async def _judge(self, input: HealthInput, found: WatchHealthResult) -> set[str]:
-        """Triage the watch's answer and act on it; the devices it tried to terminate."""
+        """Triage the watch's answer, replace what is due (unless paused) and tell the
+        pool; the devices it tried to terminate."""
         state = self._state
         now = workflow.now()
         verdict = triage(
@@ -267,8 +221,24 @@ class PoolHealthWorkflow:
             startup_timeout=timedelta(seconds=self._settings.startup_timeout_seconds),
             devices=found.devices,
         )
-        await self._act(input, verdict, devices=found.devices, now=now, checked_at=found.checked_at)
-        return set() if verdict.paused or self._state.config.paused else set(verdict.due)
+        state.offline_since = verdict.offline_since
+        state.paused = verdict.paused
+        terminated: dict[str, str] = {}
+        # Paused by maxUnhealthy (an outage), or by a person (`devicepool pause`).
+        if verdict.due and not verdict.paused and not state.config.paused:
+            terminated = await self._terminate(input, verdict.due)
+        report = health_report(
+            verdict,
+            terminated=terminated,
+            devices=found.devices,
+            now=now,
+            was_reporting=state.was_reporting,
+        )
+        if report is not None:
+            await self._report(input, report)
+        state.was_reporting = bool(verdict.unhealthy or terminated or verdict.paused)
+        state.last_check_at = found.checked_at
+        return set() if verdict.paused or state.config.paused else set(verdict.due)
 
     async def _answer_or_change(self, watch: asyncio.Future[WatchHealthResult]) -> None:
         await workflow.wait_condition(lambda: watch.done() or self._config_changed)
@@ -279,8 +249,6 @@ class PoolHealthWorkflow:
         if not watch.done():
             watch.cancel()
         watch.add_done_callback(lambda task: task.cancelled() or task.exception())
-
-    # ------------------------------------------------------------ both
 
     def _ends(self, input: HealthInput, found: PoolRunResult) -> None:
         """Say why the check ends: its pool is gone."""
@@ -310,7 +278,7 @@ class PoolHealthWorkflow:
                 schedule_to_close_timeout=timedelta(minutes=2),
                 retry_policy=PROVIDER_RETRY,
                 summary=f"replace {device_id} ({reason_kind(due[device_id])})",
-                **self._route(input).provider(),
+                **route(input.account, self._state.settings).provider(),
             )
 
         ids = sorted(due)
