@@ -130,7 +130,10 @@ class ProvisionBatchWorkflow:
         await self._tell_parent(input, report, SIGNAL_BATCH_CREATED)
         if self._pending:
             self._gated = await self._ask(input, len(self._pending))
-            return
+        else:
+            await self._cancel_request(input)
+
+    async def _cancel_request(self, input: ProvisionBatchInput) -> None:
         try:
             await _ledger(input).signal(SIGNAL_PERMIT_CANCEL, workflow.info().workflow_id)
         except FailureError as err:
@@ -168,10 +171,7 @@ class ProvisionBatchWorkflow:
             # grants not spent go back unused below.
             report.withdrawn += [slot for _, slot in self._pending]
             self._pending = []
-            try:
-                await _ledger(input).signal(SIGNAL_PERMIT_CANCEL, workflow.info().workflow_id)
-            except FailureError as err:
-                workflow.logger.info("ledger of %s did not take the cancel: %s", input.account, err)
+            await self._cancel_request(input)
         if self._pending:
             runs.append(asyncio.ensure_future(self._run_grant(input, report, None, self._pending)))
             self._pending = []
@@ -340,16 +340,15 @@ class ProvisionBatchWorkflow:
             )
             ids = sorted(pending)
             for start in range(0, len(ids), 100):
+                chunk = ids[start : start + 100]
                 try:
                     statuses = await workflow.execute_activity_method(
                         DeviceActivityDefinitions.get_statuses,
-                        GetStatusesInput(
-                            account=input.account, ids=ids[start : start + 100], pool=input.pool
-                        ),
+                        GetStatusesInput(account=input.account, ids=chunk, pool=input.pool),
                         start_to_close_timeout=timedelta(seconds=30),
                         heartbeat_timeout=HEARTBEAT_TIMEOUT,
                         retry_policy=PROVIDER_RETRY,
-                        summary=f"status of {len(ids[start : start + 100])} booting devices",
+                        summary=f"status of {len(chunk)} booting devices",
                         **Route(input.account, input.node).provider(),
                     )
                 except ActivityError as err:
