@@ -58,16 +58,26 @@ _WHOLE = ("spendCap", "lifetime", "rollout", "disruption", "reserve")
 # --- DevicePool specs ----------------------------------------------------------------------
 
 
+def proxy_to_v1beta1(proxy: v1alpha1.ProxySpec | None) -> v1beta1.ProxySpec | None:
+    """`stickyTTL: 900` as `sessionTTL: 15m` (BrowserPool's proxy is the same)."""
+    if proxy is None:
+        return None
+    ttl = timedelta(seconds=proxy.sticky_ttl)
+    return v1beta1.ProxySpec(pool_ref=proxy.pool_ref, session_ttl=ttl)
+
+
+def proxy_to_v1alpha1(proxy: v1beta1.ProxySpec | None) -> v1alpha1.ProxySpec | None:
+    if proxy is None:
+        return None
+    return v1alpha1.ProxySpec(pool_ref=proxy.pool_ref, sticky_ttl=proxy.session_ttl)
+
+
 def spec_to_v1beta1(
     spec: v1alpha1.DevicePoolSpec, kept: dict[str, Any] | None = None
 ) -> v1beta1.DevicePoolSpec:
     """`spec` in v1beta1; `kept`: v1beta1-only fields a conversion to v1alpha1 set aside."""
     kept = kept or {}
     health = {"maxUnhealthy": spec.max_unhealthy, **kept.get("health", {})}
-    proxy = None
-    if spec.proxy is not None:
-        ttl = timedelta(seconds=spec.proxy.sticky_ttl)
-        proxy = v1beta1.ProxySpec(pool_ref=spec.proxy.pool_ref, session_ttl=ttl)
     return v1beta1.DevicePoolSpec.model_validate(
         {
             "provider": {"name": spec.provider, "account": spec.provider_credential_ref},
@@ -75,7 +85,7 @@ def spec_to_v1beta1(
             "region": spec.region,
             "osVersion": spec.os_version,
             "replicas": spec.replicas,
-            "proxy": proxy,
+            "proxy": proxy_to_v1beta1(spec.proxy),
             "health": health,
             "scaleDown": kept.get("scaleDown", {}),
             **{key: kept.get(key) for key in _WHOLE},
@@ -87,16 +97,13 @@ def spec_to_v1alpha1(
     spec: v1beta1.DevicePoolSpec,
 ) -> tuple[v1alpha1.DevicePoolSpec, dict[str, Any]]:
     """`spec` in v1alpha1, and the v1beta1 fields it cannot hold (empty if none)."""
-    proxy = None
-    if spec.proxy is not None:
-        proxy = v1alpha1.ProxySpec(pool_ref=spec.proxy.pool_ref, sticky_ttl=spec.proxy.session_ttl)
     alpha = v1alpha1.DevicePoolSpec(
         provider=spec.provider.name,
         platform=spec.platform,
         region=spec.region,
         os_version=spec.os_version,
         replicas=spec.replicas,
-        proxy=proxy,
+        proxy=proxy_to_v1alpha1(spec.proxy),
         provider_credential_ref=spec.provider.account,
         max_unhealthy=spec.health.max_unhealthy,
     )

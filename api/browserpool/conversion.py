@@ -10,16 +10,14 @@ so a client always sends the stored version.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import pydantic
 
 from devicepool.api.browserpool import v1alpha1, v1beta1
+from devicepool.api.conversion import proxy_to_v1alpha1, proxy_to_v1beta1
 from devicepool.api.converter import Converter
 from devicepool.api.names import KIND_BROWSER_POOL
-from devicepool.api.v1alpha1 import ProxySpec as AlphaProxySpec
-from devicepool.api.v1beta1 import ProxySpec as BetaProxySpec
 from devicepool.api.validation_messages import format_errors
 
 __all__ = ["BROWSER_POOL", "KEPT_FIELDS", "looks_v1alpha1", "spec_to_v1alpha1", "spec_to_v1beta1"]
@@ -36,16 +34,12 @@ def spec_to_v1beta1(
 ) -> v1beta1.BrowserPoolSpec:
     """`spec` in v1beta1; `kept`: v1beta1-only fields a conversion to v1alpha1 set aside."""
     kept = kept or {}
-    proxy = None
-    if spec.proxy is not None:
-        ttl = timedelta(seconds=spec.proxy.sticky_ttl)
-        proxy = BetaProxySpec(pool_ref=spec.proxy.pool_ref, session_ttl=ttl)
     return v1beta1.BrowserPoolSpec.model_validate(
         {
             "replicas": spec.replicas,
             "nodeSelector": spec.node_selector,
             "fingerprint": spec.fingerprint,
-            "proxy": proxy,
+            "proxy": proxy_to_v1beta1(spec.proxy),
             "groupId": spec.group_id,
             "open": spec.open,
             "health": kept.get("health", {}),
@@ -57,14 +51,11 @@ def spec_to_v1alpha1(
     spec: v1beta1.BrowserPoolSpec,
 ) -> tuple[v1alpha1.BrowserPoolSpec, dict[str, Any]]:
     """`spec` in v1alpha1, and the v1beta1 fields it cannot hold (empty if none)."""
-    proxy = None
-    if spec.proxy is not None:
-        proxy = AlphaProxySpec(pool_ref=spec.proxy.pool_ref, sticky_ttl=spec.proxy.session_ttl)
     alpha = v1alpha1.BrowserPoolSpec(
         replicas=spec.replicas,
         node_selector=spec.node_selector,
         fingerprint=spec.fingerprint,
-        proxy=proxy,
+        proxy=proxy_to_v1alpha1(spec.proxy),
         group_id=spec.group_id,
         open=spec.open,
     )
