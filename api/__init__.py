@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from devicepool.api.browserpool import (
+from devicepool.api.browserpool.v1beta1 import (
     BrowserConditionType,
     BrowserHealthSpec,
     BrowserPool,
