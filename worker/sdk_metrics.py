@@ -112,26 +112,25 @@ class SdkMetricsCollector(Collector):
         yield from families
 
     def _families(self) -> Iterable[Metric]:
-        for name, series in sorted(self._counters.items()):
-            counter = CounterMetricFamily(name, self._help[name], labels=_label_names(series))
-            for attrs, value in series.items():
-                counter.add_metric([v for _, v in attrs], value)
-            yield counter
-        for name, series in sorted(self._gauges.items()):
-            gauge = GaugeMetricFamily(name, self._help[name], labels=_label_names(series))
-            for attrs, value in series.items():
-                gauge.add_metric([v for _, v in attrs], value)
-            yield gauge
+        for family_of, values in (
+            (CounterMetricFamily, self._counters),
+            (GaugeMetricFamily, self._gauges),
+        ):
+            for name, series in sorted(values.items()):
+                family = family_of(name, self._help[name], labels=_label_names(series))
+                for attrs, value in series.items():
+                    family.add_metric([v for _, v in attrs], value)
+                yield family
         for name, hists in sorted(self._hists.items()):
-            family = HistogramMetricFamily(name, self._help[name], labels=_label_names(hists))
+            histogram = HistogramMetricFamily(name, self._help[name], labels=_label_names(hists))
             for attrs, hist in hists.items():
                 buckets = [
-                    (_le(bound), float(c))
+                    (repr(float(bound)), float(c))
                     for bound, c in zip(hist.buckets, hist.counts, strict=True)
                 ]
                 buckets.append(("+Inf", float(hist.count)))
-                family.add_metric([v for _, v in attrs], buckets, hist.total)
-            yield family
+                histogram.add_metric([v for _, v in attrs], buckets, hist.total)
+            yield histogram
 
 
 def _metric_name(name: str) -> str:
@@ -145,10 +144,6 @@ def _metric_name(name: str) -> str:
 def _label_names(series: dict[tuple[tuple[str, str], ...], Any]) -> list[str]:
     first = next(iter(series))
     return [k for k, _ in first]
-
-
-def _le(bound: float) -> str:
-    return repr(float(bound))
 
 
 async def drain_periodically(collector: SdkMetricsCollector, every: float = 5.0) -> None:
