@@ -1,9 +1,11 @@
-"""Fixtures for the activities layer: a fresh in-process emulator per test, and the
-phone tests' paced client on their module's BitBrowser `account`'s node-1."""
+"""Fixtures for the activities layer: a fresh in-process emulator per test, the
+phone tests' paced client on their module's BitBrowser `account`'s node-1, and
+`lost_answer`, a recorder hook under which a create goes out and its answer is lost."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -33,3 +35,28 @@ async def n1(account: Account) -> AsyncIterator[Node]:
     client = node(account, pacer=PhonePacer(interval=PHONE_PACE))
     yield client
     await client.aclose()
+
+
+Before = Callable[[str, Any], Awaitable[None]]
+LostAnswer = Callable[[str, str], tuple[Before, list[Any]]]
+
+
+@pytest.fixture
+def lost_answer(account: Account) -> LostAnswer:
+    """`before, sent = lost_answer(path, field)`: a `Recorder.before` hook under which every
+    request to `path` goes out (its body's `field` noted in `sent`) and its answer is lost
+    (the module's `account` times calls out until the next request clears its faults)."""
+
+    def hook(path: str, field: str) -> tuple[Before, list[Any]]:
+        sent: list[Any] = []
+
+        async def before(called: str, body: Any) -> None:
+            if called == path:
+                sent.append(body[field])
+                await account.faults(timeoutRate=1.0, timeoutSeconds=30)
+            elif sent:
+                await account.faults()
+
+        return before, sent
+
+    return hook

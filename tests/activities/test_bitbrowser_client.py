@@ -33,6 +33,7 @@ from devicepool.activities.providers.bitbrowser import (
 )
 from devicepool.api.errors import ErrorType
 from devicepool.emulator.bitbrowser import BitBrowserConfig
+from tests.activities.conftest import LostAnswer
 from tests.helpers.bitbrowser import CJK, KEY, Account
 from tests.helpers.bitbrowser_client import Node, node
 
@@ -167,19 +168,10 @@ async def test_find_by_mark_is_exact_though_the_remark_filter_is_fuzzy(n1: Node)
 
 
 async def test_a_create_whose_answer_was_lost_is_found_not_made_twice(
-    account: Account, n1: Node
+    account: Account, n1: Node, lost_answer: LostAnswer
 ) -> None:
     client = node(account, timeout=0.5)
-    made: list[str] = []
-
-    async def clear_after_the_lost_create(path: str, body: Any) -> None:
-        if path == "/browser/update":
-            made.append(body["remark"])
-            await account.faults(timeoutRate=1.0, timeoutSeconds=30)
-        elif made:
-            await account.faults()
-
-    client.recorder.before = clear_after_the_lost_create
+    client.recorder.before, made = lost_answer("/browser/update", "remark")
     try:
         result = await client.profiles.create_marked(mark="pool-a/slot-3", proxy=PROXY)
     finally:

@@ -30,6 +30,7 @@ from devicepool.activities.providers.bitbrowser import (
 )
 from devicepool.api.errors import ErrorType
 from devicepool.emulator.bitbrowser import BitBrowserConfig
+from tests.activities.conftest import LostAnswer
 from tests.helpers.bitbrowser import CJK, KEY, Account
 from tests.helpers.bitbrowser_client import Node, node
 
@@ -93,18 +94,11 @@ async def test_a_mark_longer_than_a_phone_name_is_refused_before_any_call(n1: No
     assert n1.recorder.calls == []
 
 
-async def test_an_add_whose_answer_was_lost_is_found_not_made_twice(account: Account) -> None:
+async def test_an_add_whose_answer_was_lost_is_found_not_made_twice(
+    account: Account, lost_answer: LostAnswer
+) -> None:
     client = node(account, timeout=0.5, pacer=PhonePacer(interval=PACE))
-    lost: list[str] = []
-
-    async def clear_after_the_lost_add(path: str, body: Any) -> None:
-        if path == "/phone/profile/add":
-            lost.append(body["name"])
-            await account.faults(timeoutRate=1.0, timeoutSeconds=30)
-        elif lost:
-            await account.faults()
-
-    client.recorder.before = clear_after_the_lost_add
+    client.recorder.before, lost = lost_answer("/phone/profile/add", "name")
     try:
         result = await client.phones.add_marked(
             mark="pp/lost", region_id=REGION, compute_type=ComputeType.TEMPORARY, proxy=PROXY

@@ -31,6 +31,7 @@ from devicepool.activities.providers.bitbrowser.phone_provider import ANDROID_ON
 from devicepool.activities.proxy import ResolvedProxy
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, LABEL_SLOT, LABEL_TEMPLATE_HASH
 from devicepool.emulator.bitbrowser import BitBrowserConfig
+from tests.activities.conftest import LostAnswer
 from tests.helpers.bitbrowser import KEY, Account
 from tests.helpers.bitbrowser_client import PHONE_PACE, Node, node
 
@@ -108,20 +109,11 @@ async def test_a_create_boots_a_marked_profile_that_lists_ready_with_its_labels(
 
 
 async def test_a_retry_after_a_lost_add_answer_finds_the_mark_and_rents_nothing_more(
-    account: Account,
+    account: Account, lost_answer: LostAnswer
 ) -> None:
     client = node(account, timeout=0.5, pacer=PhonePacer(interval=PACE))
     provider = PhoneProvider(client.phones)
-    lost: list[str] = []
-
-    async def lose_the_add(path: str, body: Any) -> None:
-        if path == "/phone/profile/add" and not lost:
-            lost.append(body["name"])
-            await account.faults(timeoutRate=1.0, timeoutSeconds=30)
-        elif lost:
-            await account.faults()
-
-    client.recorder.before = lose_the_add
+    client.recorder.before, lost = lost_answer("/phone/profile/add", "name")
     try:
         with pytest.raises(ProviderError) as caught:
             await provider.create_device(new_device())

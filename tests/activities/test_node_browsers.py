@@ -40,6 +40,7 @@ from devicepool.activities.secrets import Scrubber
 from devicepool.activities.settings import ProxyPoolSettings
 from devicepool.api.errors import ErrorType
 from devicepool.emulator.bitbrowser import BitBrowserConfig
+from tests.activities.conftest import LostAnswer
 from tests.helpers.bitbrowser import KEY, Account
 from tests.helpers.bitbrowser_client import Recorder
 
@@ -139,18 +140,11 @@ def test_the_mark_names_pool_slot_and_node_and_reads_back() -> None:
         profile_mark("pool-a", "3 4", "node-2")
 
 
-async def test_create_after_a_lost_answer_is_found_not_made_twice(account: Account) -> None:
+async def test_create_after_a_lost_answer_is_found_not_made_twice(
+    account: Account, lost_answer: LostAnswer
+) -> None:
     node = NodeUnderTest(account, "node-1", timeout=0.5)
-    sent: list[str] = []
-
-    async def lose_the_first_create(path: str, body: Any) -> None:
-        if path == "/browser/update":
-            sent.append(body["remark"])
-            await account.faults(timeoutRate=1.0, timeoutSeconds=30)
-        elif sent:
-            await account.faults()
-
-    node.recorder.before = lose_the_first_create
+    node.recorder.before, sent = lost_answer("/browser/update", "remark")
     try:
         first = await node.create("pool-a", "0", proxy_pool="gw", session_ttl_seconds=600)
         node.recorder.before = None
