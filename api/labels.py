@@ -35,6 +35,7 @@ __all__ = [
     "LabelKey",
     "LabelValue",
     "NodeName",
+    "check_dns_label",
     "check_label_key",
     "check_label_value",
     "check_node_name",
@@ -119,6 +120,11 @@ def check_node_name(name: str) -> str:
     """
     if not name:
         raise ValueError("must not be empty")
+    return check_dns_label(name)
+
+
+def check_dns_label(name: str) -> str:
+    """`name` if it is a DNS-1123 label (a pool's `metadata.name`), else ValueError."""
     if len(name) > MAX_LABEL_VALUE:
         raise ValueError(f"must be at most {MAX_LABEL_VALUE} characters, got {len(name)}")
     if not _DNS_LABEL.match(name):

@@ -23,11 +23,11 @@ from pydantic import (
 
 from devicepool.api.base import CamelModel
 from devicepool.api.durations import MAX_SECONDS
+from devicepool.api.labels import check_dns_label
 from devicepool.api.names import API_VERSION_V1ALPHA1, KIND_DEVICE_POOL
 from devicepool.api.problems import show_value, written
 
 MAX_REPLICAS = 500
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _PERCENT = re.compile(r"^(100|[1-9]?[0-9])%$")
 
 
@@ -42,17 +42,6 @@ def check_replicas(replicas: int) -> int:
     if replicas > MAX_REPLICAS:
         raise ValueError(f"replicas: must be <= {MAX_REPLICAS}, got {replicas}")
     return replicas
-
-
-def _dns_label(value: str) -> str:
-    if len(value) > 63:
-        raise ValueError(f"must be at most 63 characters, got {len(value)}")
-    if not _DNS_LABEL.match(value):
-        raise ValueError(
-            f"must be a DNS-1123 label (lowercase letters, digits and '-', "
-            f"starting and ending with a letter or digit), got {show_value(value)}"
-        )
-    return value
 
 
 def _strict_int(value: Any) -> Any:
@@ -125,7 +114,7 @@ def resolve_max_unhealthy(value: int | str, total: int, *, at_least_one: bool = 
     return int(value)
 
 
-DNSLabel = Annotated[str, AfterValidator(_dns_label)]
+DNSLabel = Annotated[str, AfterValidator(check_dns_label)]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 StrictishInt = Annotated[int, BeforeValidator(_strict_int)]
 
