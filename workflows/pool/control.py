@@ -1,18 +1,9 @@
 """What a person can do to one device of a pool, and to its remediation: pure reducers.
 
-The DevicePool's validated updates (`workflow.py`) call these:
-
-- `replace_device` (`ReplaceRequest`): replace the device now, busy or not, or
-  with `whenIdle` once it is idle (its replacement is created beside it first);
-- `protect_device` (`ProtectRequest`) / `unprotect_device` (`DeviceRef`): never
-  pick it for scale-down or expiry (for `duration`, or until unprotected); the
-  health check still replaces it if it dies;
-- `pause_remediation` / `resume_remediation`: the health check stops (and
-  starts again) replacing unhealthy devices; it still finds and shows them.
-
-Each answers what to say (`Done`: the answer's message, and the event when
-something changed) and is refused (`check_member`, before anything is written to
-history) for a device the pool does not have. Pure: `now` comes in.
+The DevicePool's updates (`workflow.py` lists them) call these. Each answers what
+to say (`Done`: the answer's message, and the event when something changed); a
+device the pool does not have is refused (`check_member`) before anything is
+written to history. Pure: `now` comes in.
 """
 
 from __future__ import annotations

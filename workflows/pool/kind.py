@@ -131,9 +131,6 @@ class DevicePoolKind:
     async def read_settings(self) -> None:
         self.worker_settings = await calls.read_settings()
 
-    def settings_unread(self) -> bool:
-        return self.worker_settings is None
-
     def take_listing(self, devices: list[am.DeviceInfo]) -> None:
         self.devices = self.s.take_listing(devices, reported_gone=self.reported_gone)
         self.reported_leaving = leaving_by_report(devices, self.reported_gone)

@@ -1,22 +1,12 @@
 """The slot book: which slots a pool creates, under which keys, and what is still in flight.
 
-A pool's devices are numbered slots. Every create carries an idempotency key
-made of (pool, incarnation, generation, slot), so a slot planned again under
-the same `(generation, slot)` can never rent a second device. The book knows:
-
-- `next_slot` / `next_batch`: the next fresh slot number and batch number;
-- `in_flight`: the provisioning batches the pool waits on, with the slots whose
-  creates have not landed yet (they count toward the pool's size);
-- `retry_slots`: slots whose create gave up; they are planned again under their
-  old key, while the create body (osVersion, proxy) is still the one of
-  `body_generation`;
-- two inboxes for batch reports (`created`: creates that landed; `done`: the
-  batch ended). Reports wait there until an observation that started after they
-  arrived: applied against an older listing, a batch would stop counting as in
-  flight before its devices are seen, and the pool would create them again.
-
-Pure: no Temporal, no clock (`now` comes in), mutated in place by the pool
-workflow and carried across continue-as-new inside `PoolState`.
+A pool's devices are numbered slots; every create's idempotency key is (pool,
+incarnation, generation, slot), so a slot planned again under the same
+`(generation, slot)` never rents a second device. Batch reports wait in the
+`inbox` until an observation that started after they arrived: applied against an
+older listing, a batch would stop counting as in flight before its devices are
+seen, and the pool would create them again. Pure (`now` comes in); carried in
+`PoolState`.
 """
 
 from __future__ import annotations
@@ -63,6 +53,7 @@ class Inbox(CamelModel):
 class SlotBook(CamelModel):
     next_slot: int = 0
     next_batch: int = 0
+    # batches the pool waits on; their slots not landed yet count toward its size
     in_flight: list[InFlightBatch] = Field(default_factory=list)
     # (generation, slot) of creates that gave up: planned again under the same key.
     retry_slots: list[tuple[int, int]] = Field(default_factory=list)
@@ -123,9 +114,6 @@ class SlotBook(CamelModel):
     def reported(self) -> set[str]:
         """Batches whose end is reported (in the inbox, not applied yet)."""
         return {r.workflow_id for r in self.inbox.done}
-
-    def oldest_start(self) -> datetime | None:
-        return min((b.started_at for b in self.in_flight), default=None)
 
     # ------------------------------------------------------------ planning
 

@@ -1,12 +1,9 @@
 """`PoolState`: everything a pool run hands to the next one, and the reducers that change it.
 
-Continue-as-new passes the object on whole, so a new field cannot be forgotten
-in a hand-made copy. The reducers are what the news does to it — a listing
-(`take_listing`), a batch's end (`take_report`), a health report
-(`take_health`), the outcome of terminations (`take_terminations`) — each
-returning what to say about it; the workflow's handlers and passes are thin
-calls to them. What lives only for one run (the last listing, the watch, the
-worker's settings) stays on the run's `DevicePoolKind`. Pure: `now` comes in.
+Continue-as-new passes the object on whole. The reducers (`take_listing`,
+`take_report`, `take_health`, `take_terminations`, ...) are what the news does to
+it, each returning what to say about it. What lives only for one run stays on the
+run's `DevicePoolKind`. Pure: `now` comes in.
 """
 
 from __future__ import annotations
@@ -59,9 +56,8 @@ _V010_FATES = (
 def leaving_by_report(
     devices: Collection[DeviceInfo], reported_gone: Collection[str]
 ) -> list[DeviceInfo]:
-    """Of a listing, the devices the health check reported it terminated that the
-    provider still lists (a listing that began before may even show them offline): not
-    members, but billing until gone, so a cap or a surge counts them as terminating."""
+    """Of a listing, the devices the health check reported terminated that the provider
+    still lists: not members, but billing until gone (a cap or surge counts them)."""
     return [
         d.model_copy(update={"status": TERMINATING})
         for d in devices
@@ -72,10 +68,8 @@ def leaving_by_report(
 def watched_devices(
     devices: Sequence[DeviceInfo], reported_leaving: Sequence[DeviceInfo]
 ) -> list[DeviceInfo]:
-    """What the watch is told the provider lists now: the devices the pool goes by, and
-    those the health check reported it terminated that are still listed (terminating).
-    Without them, the watch found a change at its first poll, every time, for as long
-    as the provider listed them: a listing and a workflow task a round trip."""
+    """What the watch is told the provider lists now: also the devices the health check
+    reported terminated that are still listed (else every watch answers at once)."""
     return [*devices, *reported_leaving]
 
 
@@ -202,9 +196,6 @@ class PoolState(CamelModel):
                 self.events, now=now, reason=one.reason, message=one.message, warning=one.warning
             )
 
-    def set_condition(self, condition: st.ConditionUpdate, now: datetime) -> None:
-        self.status = st.set_condition(self.status, condition, now=now, generation=self.generation)
-
     def drop_rejection(self) -> bool:
         """An accepted spec change supersedes a refused `scale` signal; whether one was shown."""
         if self.status.condition(ConditionType.SPEC_REJECTED) is None:
@@ -218,7 +209,7 @@ class PoolState(CamelModel):
         rejected = st.ConditionUpdate(
             ConditionType.SPEC_REJECTED, ConditionStatus.TRUE, "InvalidScaleSignal", message
         )
-        self.set_condition(rejected, now)
+        self.status = st.set_condition(self.status, rejected, now=now, generation=self.generation)
 
     def take_pause(self, pause: AccountPause, now: datetime) -> None:
         """The account's ledger says the provider paused its creates until `pause.until`."""

@@ -75,7 +75,7 @@ class DevicePoolWorkflow(Reconciler[DevicePoolSpec, PoolState]):
         if self.s.created_at is None:
             self.happened(say.created(self.spec.replicas))
             self.s.created_at = workflow.now()
-        if self.s.deleting and self.pool.settings_unread():
+        if self.s.deleting and self.pool.worker_settings is None:
             await self.pool.read_settings()  # continued as new while deleting
         await self.reconcile()
         return self.s.status.to_json_dict()

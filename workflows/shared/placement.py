@@ -1,23 +1,14 @@
 """Where an account's provider calls run: the pool's own workers, or the account's node worker.
 
 An `api: bitbrowser` account with `node: NAME` in the worker config is served by
-that node worker alone (`devicepool worker --node NAME`): one process, one pacer,
-so the Local API's 1 cloud-phone request a second holds however many main
-workers run. Its short provider calls go to `node_phone_task_queue(NAME)` (slots
-apart from the node's BrowserPool calls: they wait for the pacer), its watches to
-`node_watch_task_queue(NAME)`. A dead node must fail a call, not park it: those
-calls get `NODE_SCHEDULE_TO_START`, and `node_problem` says what a call that
-timed out waiting for the node means. An account without a node keeps its
-calls exactly as they were (no task queue, no new timeout), so recorded
-histories replay unchanged.
-
-Where the calls go is read from the worker's settings (`PoolSettings.account_nodes`)
-once per run; `route(account, settings)` is the one place that turns an account into
-its `Route` (the options of its provider calls, creates and watches), and workflow
-code passes routes, never node names. A worker that answers `unknown_account` for an account it knows
-to be a node's (or a node that no longer serves it) means the config moved
-it: `misplaced` tells, and the workflows read the settings again
-(`REREAD_NODES_PATCH`, so runs from before replay as they were).
+that node worker alone (one pacer for the Local API's 1 request a second). Its
+short calls go to `node_phone_task_queue(NAME)`, its watches to
+`node_watch_task_queue(NAME)`, each with `NODE_SCHEDULE_TO_START` so a dead node
+fails a call instead of parking it (`node_problem` says so). An account without
+a node keeps its calls as they were (no task queue, no new timeout), so recorded
+histories replay unchanged. `route(account, settings)` is the one place that
+turns an account into its `Route`; `misplaced` tells that the config moved an
+account, and the workflows read the settings again (`REREAD_NODES_PATCH`).
 """
 
 from __future__ import annotations
