@@ -41,8 +41,6 @@ def watch_task_queue(task_queue: str = TASK_QUEUE) -> str:
     return f"{task_queue}{WATCH_TASK_QUEUE_SUFFIX}"
 
 
-WATCH_TASK_QUEUE = watch_task_queue(TASK_QUEUE)  # "devicepool-watch"
-
 # A node worker (`devicepool worker --node NAME`) serves the activities of the
 # BitBrowser Local API on its desktop from a queue of its own.
 NODE_TASK_QUEUE_PREFIX = "devicepool-node-"

@@ -81,12 +81,6 @@ def workflow_runner() -> SandboxedWorkflowRunner:
     )
 
 
-def _workflows() -> list[type]:
-    from devicepool.workflows import WORKFLOWS
-
-    return list(WORKFLOWS)
-
-
 def pool_queue_workers(
     client: Client,
     activities: DeviceActivities,
@@ -100,11 +94,13 @@ def pool_queue_workers(
 
     `options` are `Worker` keyword arguments for the first (the workflows' worker).
     """
+    from devicepool.workflows import WORKFLOWS  # loads every workflow module: only here
+
     capacity = capacity or WorkerCapacity()
     pools = new_worker(
         client,
         task_queue=task_queue,
-        workflows=_workflows(),
+        workflows=list(WORKFLOWS),
         # A watch a pool scheduled here before watches had a queue of their own
         # (one per pool at the upgrade) must still find a worker: its retries
         # stay on this queue. Every later watch goes to the watch queue.

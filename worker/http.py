@@ -18,13 +18,13 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
-ReadyCheck = Callable[[], Awaitable[bool]]
+ReadyCheck = Callable[[], Coroutine[Any, Any, bool]]
 BeforeScrape = Callable[[], Awaitable[None]]
 
 log = logging.getLogger("devicepool.metrics")
@@ -178,11 +178,8 @@ async def start_http_server(
 
 
 def _ask_ready(loop: asyncio.AbstractEventLoop, ready: ReadyCheck) -> bool:
-    async def ask() -> bool:
-        return await ready()
-
     try:
-        answer = asyncio.run_coroutine_threadsafe(ask(), loop)
+        answer = asyncio.run_coroutine_threadsafe(ready(), loop)
     except RuntimeError:  # the loop is closed
         return False
     try:
