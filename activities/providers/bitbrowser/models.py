@@ -99,14 +99,10 @@ class BrowserProfile(_Identified):
     name: Text = ""
     remark: Text = ""
     group_id: Text = ""
-    proxy_method: OptionalInt = None
-    proxy_type: Text = ""
     host: Text = ""
     port: OptionalInt = None
     last_ip: Text = ""
     status: OptionalInt = None
-    created_time: Text = ""
-    update_time: Text = ""
 
 
 class BrowserPage(_Answer):
@@ -132,7 +128,6 @@ class OpenedBrowser(_Answer):
     http: Text = ""
     pid: OptionalInt = None
     core_version: Text = ""
-    driver: Text = ""
     seq: OptionalInt = None
 
     @property
@@ -193,8 +188,6 @@ class Phone(_Identified):
     host: Text = ""
     port: OptionalInt = None
     adb: Annotated[AdbEndpoint | None, BeforeValidator(_adb)] = None
-    created_time: Text = ""
-    update_time: Text = ""
 
 
 class PhonePage(_Answer):

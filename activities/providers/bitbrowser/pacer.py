@@ -66,7 +66,6 @@ class PhonePacer:
         self._pools: dict[str, deque[asyncio.Future[None]]] = {}
         self._next = -math.inf
         self.calls = 0
-        self.waited_seconds = 0.0
         # turns given, by pool (replacements under their pool too), for tests and metrics
         self.turns: Counter[str] = Counter()
         self.replacement_turns = 0
@@ -90,9 +89,7 @@ class PhonePacer:
         try:
             now = self._clock()
             while now < self._next:
-                delay = self._next - now
-                await self._sleep(delay)
-                self.waited_seconds += delay
+                await self._sleep(self._next - now)
                 now = self._clock()
             self.calls += 1
             self.turns[call.pool] += 1

@@ -48,7 +48,6 @@ __all__ = ["MAX_PHONE_MARK", "MAX_PHONE_REMARK", "SECRET_PHONE_FIELDS", "CloudPh
 MAX_PHONE_MARK = 30  # `name`: at most 30 characters
 MAX_PHONE_REMARK = 500
 SECRET_PHONE_FIELDS = frozenset({"proxyPassword"})
-_OWN_FIELDS = frozenset({"id", "name", "remark", "regionId", "computeType"})
 
 
 class CloudPhones(MarkedList[Phone]):
