@@ -21,18 +21,13 @@ from urllib.parse import quote
 import httpx
 from pydantic import SecretStr
 
-from devicepool.activities.errors import (
-    ProviderError,
-    TransportError,
-    TransportTimeoutError,
-    error_from_response,
-)
+from devicepool.activities.errors import ProviderError, error_from_response
 from devicepool.activities.http_answers import (
     Answer,
     HttpClient,
     SecretHeader,
+    exchange,
     parse_retry_after,
-    read_at_most,
     text_of,
 )
 from devicepool.activities.metrics import Metrics
@@ -60,8 +55,6 @@ MAX_BATCH_IDS = 100
 # memory. A body is read in chunks and refused once over its limit (on its
 # Content-Length, before any of it is read), never held whole.
 MAX_BODY_BYTES = 4 * 1024 * 1024
-# Of an error answer only this much is read: its detail is cut to 500 characters anyway.
-MAX_ERROR_BODY_BYTES = 64 * 1024
 MAX_LIST_PAGES = 200
 MAX_LIST_ITEMS = 20_000
 MAX_LIST_BYTES = 32 * 1024 * 1024
@@ -271,24 +264,9 @@ class BitCloudPhoneClient(HttpClient):
     async def _send(
         self, method: str, path: str, max_bytes: int, limit: str, options: dict[str, Any]
     ) -> Answer:
-        try:
-            async with self._http.stream(method, path, **options) as response:
-                if response.is_success:
-                    body = await read_at_most(response, max_bytes)
-                else:
-                    body = await read_at_most(response, MAX_ERROR_BODY_BYTES, cut=True)
-        except httpx.TimeoutException as exc:
-            raise TransportTimeoutError(
-                ErrorType.TIMEOUT,
-                None,
-                self._scrubber.scrub(f"{method} {path}: {type(exc).__name__}"),
-            ) from None
-        except httpx.TransportError as exc:
-            raise TransportError(
-                ErrorType.TRANSPORT,
-                None,
-                self._scrubber.scrub(f"{method} {path}: {type(exc).__name__}: {exc}"),
-            ) from None
+        response, body = await exchange(
+            self._http, method, path, max_bytes=max_bytes, scrubber=self._scrubber, **options
+        )
         if response.is_success:
             if body is None:
                 raise ProviderError(

@@ -9,6 +9,7 @@ date or an epoch timestamp, and bounded (`MAX_RETRY_AFTER_SECONDS`).
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import math
 import time
@@ -20,10 +21,24 @@ from typing import Any, Self
 import httpx
 from pydantic import SecretStr
 
+from devicepool.activities.errors import TransportError, TransportTimeoutError
 from devicepool.activities.models import bounded_retry_after
-from devicepool.activities.secrets import REDACTED
+from devicepool.activities.secrets import REDACTED, Scrubber
+from devicepool.api.errors import ErrorType
 
-__all__ = ["Answer", "HttpClient", "SecretHeader", "parse_retry_after", "read_at_most", "text_of"]
+__all__ = [
+    "MAX_ERROR_BODY_BYTES",
+    "Answer",
+    "HttpClient",
+    "SecretHeader",
+    "exchange",
+    "parse_retry_after",
+    "read_at_most",
+    "text_of",
+]
+
+# Of an error answer only this much is read: its detail is cut to 500 characters anyway.
+MAX_ERROR_BODY_BYTES = 64 * 1024
 
 # A `Retry-After` / `RateLimit-Reset` number above this (September 2001 as an epoch
 # timestamp; 31 years as a delta) is a point in time.
@@ -122,6 +137,40 @@ async def read_at_most(
             break
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def exchange(
+    http: httpx.AsyncClient,
+    method: str,
+    path: str,
+    *,
+    max_bytes: int,
+    scrubber: Scrubber,
+    deadline: float | None = None,
+    **options: Any,
+) -> tuple[httpx.Response, bytes | None]:
+    """One request: the answer and its body (`read_at_most` `max_bytes`; an error answer's
+    first `MAX_ERROR_BODY_BYTES`), or a `TransportError` when there is none (scrubbed).
+
+    `deadline`: seconds for the whole exchange (httpx's per-phase timeouts alone let a
+    trickling answer last for ever)."""
+    try:
+        async with asyncio.timeout(deadline):
+            async with http.stream(method, path, **options) as response:
+                ok = response.is_success
+                limit = max_bytes if ok else MAX_ERROR_BODY_BYTES
+                return response, await read_at_most(response, limit, cut=not ok)
+    except (TimeoutError, httpx.TimeoutException) as exc:
+        why = type(exc).__name__ if deadline is None else f"no answer within {deadline:g}s"
+        raise TransportTimeoutError(
+            ErrorType.TIMEOUT, None, scrubber.scrub(f"{method} {path}: {why}")
+        ) from None
+    except httpx.TransportError as exc:
+        raise TransportError(
+            ErrorType.TRANSPORT,
+            None,
+            scrubber.scrub(f"{method} {path}: {type(exc).__name__}: {exc}"),
+        ) from None
 
 
 def text_of(response: httpx.Response, raw: bytes) -> str:

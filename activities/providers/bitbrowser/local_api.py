@@ -24,7 +24,6 @@ an in-process transport honours none of them.
 
 from __future__ import annotations
 
-import asyncio
 import json as jsonlib
 import logging
 from collections.abc import Iterable
@@ -33,17 +32,12 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from devicepool.activities.errors import (
-    ProviderError,
-    ServerError,
-    TransportError,
-    TransportTimeoutError,
-)
+from devicepool.activities.errors import ProviderError, ServerError
 from devicepool.activities.http_answers import (
     HttpClient,
     SecretHeader,
+    exchange,
     parse_retry_after,
-    read_at_most,
     text_of,
 )
 from devicepool.activities.metrics import Metrics
@@ -62,7 +56,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_BASE_URL = "http://127.0.0.1:54345"
 # A page of 100 profiles with their fingerprints is some 300 KiB; a detail with cookies more.
 MAX_BODY_BYTES = 8 * 1024 * 1024
-MAX_ERROR_BODY_BYTES = 64 * 1024
 # The answers' free text a provider could echo a secret into; scrubbed like refusals.
 # Never `name` or `remark`: those are marks (module docstring).
 _TEXT_FIELDS = frozenset({"msg"})
@@ -87,7 +80,8 @@ class LocalApi(HttpClient):
             api_key = None  # an empty key file means auth off, not an empty header
         self._api_key = api_key
         self._scrubber = (scrubber or Scrubber()).including(*([api_key] if api_key else []))
-        self._metrics = metrics
+        # The worker's metrics this client records its calls in (None in some tests).
+        self.metrics = metrics
         self.timeout = timeout
         self.base_url = base_url.rstrip("/")
         self._http = httpx.AsyncClient(
@@ -108,14 +102,6 @@ class LocalApi(HttpClient):
 
     __str__ = __repr__
 
-    @property
-    def metrics(self) -> Metrics | None:
-        """The worker's metrics this client records its calls in (None in some tests)."""
-        return self._metrics
-
-    def scrub(self, text: str) -> str:
-        return self._scrubber.scrub(text)
-
     async def health(self) -> None:
         """`/health`: the desktop client answers (and takes the key). Raises when not."""
         await self.call("/health")
@@ -133,36 +119,25 @@ class LocalApi(HttpClient):
         `secrets`: values in `body` that must not come back in an error (a proxy
         password the desktop client might quote in its refusal).
         """
-        if self._metrics is not None:
-            self._metrics.api_call(f"POST {path}")
-        try:
-            return await self._call(path, body or {}, secrets, timeout or self.timeout)
-        except ProviderError as exc:
-            if self._metrics is not None:
-                self._metrics.api_error(exc.error_type)
-            logger.debug("Local API %s failed: %s", path, exc.error_type.value)
-            raise
-
-    async def _call(
-        self, path: str, body: dict[str, Any], secrets: Iterable[str], timeout: float
-    ) -> Any:
+        if self.metrics is not None:
+            self.metrics.api_call(f"POST {path}")
         scrubber = self._scrubber.including(*(s for s in secrets if s))
         try:
-            async with asyncio.timeout(timeout):
-                async with self._http.stream("POST", path, json=body) as response:
-                    limit = MAX_BODY_BYTES if response.is_success else MAX_ERROR_BODY_BYTES
-                    raw = await read_at_most(response, limit, cut=not response.is_success)
-        except (TimeoutError, httpx.TimeoutException):
-            raise TransportTimeoutError(
-                ErrorType.TIMEOUT, None, f"POST {path}: no answer within {timeout:g}s"
-            ) from None
-        except httpx.TransportError as exc:
-            raise TransportError(
-                ErrorType.TRANSPORT,
-                None,
-                scrubber.scrub(f"POST {path}: {type(exc).__name__}: {exc}"),
-            ) from None
-        return self._answer(path, response, raw, scrubber)
+            response, raw = await exchange(
+                self._http,
+                "POST",
+                path,
+                max_bytes=MAX_BODY_BYTES,
+                scrubber=scrubber,
+                deadline=timeout or self.timeout,
+                json=body or {},
+            )
+            return self._answer(path, response, raw, scrubber)
+        except ProviderError as exc:
+            if self.metrics is not None:
+                self.metrics.api_error(exc.error_type)
+            logger.debug("Local API %s failed: %s", path, exc.error_type.value)
+            raise
 
     def _answer(
         self, path: str, response: httpx.Response, raw: bytes | None, scrubber: Scrubber
