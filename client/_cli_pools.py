@@ -350,20 +350,17 @@ def delete(
         if not wait:
             return await client.delete(pool, wait=False, kind=kind.name)
         side = side_of(kind)
-        result: Any = None
 
-        async def go(cb: Callable[[dict[str, Any]], None] | None) -> None:
-            nonlocal result
-
+        async def go(cb: Callable[[dict[str, Any]], None] | None) -> Any:
             def progress(status: dict[str, Any]) -> None:
                 if cb is not None:
                     cb({"left": side.left(status), "total": None})
 
-            result = await client.delete(
+            return await client.delete(
                 pool, wait=True, timeout=timeout, on_progress=progress, kind=kind.name
             )
 
-        await wait_with_progress(
+        (result,) = await wait_with_progress(
             {f"{kind.resource}/{pool}": go},
             total_key="total",
             done_key="left",

@@ -89,23 +89,13 @@ def worker(
 
     With --node NAME: a node worker for BrowserPools (docs/browserpools.md).
     """
-    if node is not None:
-        _node_worker(
-            node=node,
-            labels=node_labels or [],
-            bitbrowser_url=bitbrowser_url,
-            key_file=bitbrowser_key_file,
-            config=config,
-            heartbeat_seconds=node_heartbeat_seconds,
-            account=node_account or "",
-            main_only={
-                "--metrics-port": metrics_port is not None,
-                "--deployment-name": deployment_name is not None,
-                "--build-id": build_id is not None,
-                "--promote": promote,
-            },
-        )
-        return
+    # Bad flags exit 2 with one line, before connecting.
+    main_only = {
+        "--metrics-port": metrics_port is not None,
+        "--deployment-name": deployment_name is not None,
+        "--build-id": build_id is not None,
+        "--promote": promote,
+    }
     node_only = {
         "--node-label": bool(node_labels),
         "--bitbrowser-url": bitbrowser_url is not None,
@@ -113,53 +103,39 @@ def worker(
         "--node-heartbeat-seconds": node_heartbeat_seconds is not None,
         "--node-account": node_account is not None,
     }
-    if given := [flag for flag, used in node_only.items() if used]:
-        raise fail(f"{given[0]} is a node worker's flag: it needs --node NAME", EXIT_BAD_INPUT)
-    from devicepool.worker.config import load_config, with_deployment
-    from devicepool.worker.logs import setup_logging
-    from devicepool.worker.main import main_async
-
-    async def body() -> None:
-        cfg = with_deployment(
-            load_config(config, metrics_port=metrics_port), name=deployment_name, build_id=build_id
-        )
-        setup_logging(cfg.log_format)
-        await main_async(cfg, promote_self=promote)
-
-    run(body)
-
-
-def _node_worker(
-    *,
-    node: str,
-    labels: list[str],
-    bitbrowser_url: str | None,
-    key_file: Path | None,
-    config: Path | None,
-    heartbeat_seconds: float | None,
-    account: str,
-    main_only: dict[str, bool],
-) -> None:
-    """`devicepool worker --node NAME ...`: bad flags exit 2 with one line, before connecting."""
-    if given := [flag for flag, used in main_only.items() if used]:
+    if node is not None and (given := [flag for flag, used in main_only.items() if used]):
         raise fail(f"{given[0]} is the main worker's flag, not a node worker's", EXIT_BAD_INPUT)
-    from devicepool.activities.node_models import DEFAULT_NODE_HEARTBEAT_SECONDS
-    from devicepool.activities.providers.bitbrowser import DEFAULT_BASE_URL
-    from devicepool.worker.config_values import log_format
+    if node is None and (given := [flag for flag, used in node_only.items() if used]):
+        raise fail(f"{given[0]} is a node worker's flag: it needs --node NAME", EXIT_BAD_INPUT)
     from devicepool.worker.logs import setup_logging
-    from devicepool.worker.node import load_node_options, node_main_async
 
     async def body() -> None:
+        if node is None:
+            from devicepool.worker.config import load_config, with_deployment
+            from devicepool.worker.main import main_async
+
+            cfg = load_config(config, metrics_port=metrics_port)
+            cfg = with_deployment(cfg, name=deployment_name, build_id=build_id)
+            setup_logging(cfg.log_format)
+            await main_async(cfg, promote_self=promote)
+            return
+        from devicepool.activities.node_models import DEFAULT_NODE_HEARTBEAT_SECONDS
+        from devicepool.activities.providers.bitbrowser import DEFAULT_BASE_URL
+        from devicepool.worker.config_values import log_format
+        from devicepool.worker.node import load_node_options, node_main_async
+
         options = load_node_options(
             node=node,
-            labels=labels,
+            labels=node_labels or [],
             bitbrowser_url=bitbrowser_url or DEFAULT_BASE_URL,
-            key_file=key_file,
+            key_file=bitbrowser_key_file,
             config=config,
             heartbeat_seconds=(
-                DEFAULT_NODE_HEARTBEAT_SECONDS if heartbeat_seconds is None else heartbeat_seconds
+                DEFAULT_NODE_HEARTBEAT_SECONDS
+                if node_heartbeat_seconds is None
+                else node_heartbeat_seconds
             ),
-            account=account,
+            account=node_account or "",
         )
         setup_logging(log_format(os.environ))
         await node_main_async(options)

@@ -18,9 +18,9 @@ async def wait_with_progress(
     done_key: str,
     label: str,
     countdown: bool = False,
-) -> None:
-    """Run each wait with a live rich progress bar on stderr (a terminal's); `waits` by
-    the pool as the CLI names it (`devicepool/NAME`).
+) -> list[Any]:
+    """Run each wait with a live rich progress bar on stderr (a terminal's); their answers.
+    `waits` by the pool as the CLI names it (`devicepool/NAME`).
 
     Each wait's callback gets a dict with `done_key` (and `total_key`): the bar
     counts up to the total, or, with `countdown`, down from the first count seen.
@@ -71,7 +71,7 @@ async def wait_with_progress(
         return update
 
     try:
-        await asyncio.gather(*(wait(cb=callback(name)) for name, wait in waits.items()))
+        return await asyncio.gather(*(wait(cb=callback(name)) for name, wait in waits.items()))
     finally:
         if tasks and console.is_terminal:
             progress.stop()

@@ -36,8 +36,10 @@ __all__ = [
     "codec_command",
     "codec_url",
     "emulator_command",
+    "flags",
     "in_flight_activities",
     "pools_only",
+    "python_m",
     "server_command",
     "try_line",
 ]
@@ -46,28 +48,34 @@ _SLOTS_USED = re.compile(r"^temporal_worker_task_slots_used\{(?P<labels>[^}]*)\}
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
-def server_command(temporal: str, options: DevOptions) -> list[str]:
-    """`temporal server start-dev` on the stack's SQLite file, with the pool search attributes."""
-    args = [
-        temporal,
-        "server",
-        "start-dev",
-        "--db-filename",
-        str(options.data_dir / "temporal.db"),
-        "--ip",
-        DEV_HOST,
-        "--port",
-        str(options.port),
-        "--ui-port",
-        str(options.ui_port),
-        "--log-level",
-        "warn",
-    ]
-    for name, type_ in SEARCH_ATTRIBUTES.items():
-        args += ["--search-attribute", f"{name}={type_}"]
-    if encryption_on(options):  # the UI decodes through the stack's codec server
-        args += ["--ui-codec-endpoint", codec_url(options)]
+def flags(**options: object) -> list[str]:
+    """Each option as a command line says it: `ui_port=8233` is `--ui-port 8233`, and a list
+    says it once a value (`node=["a", "b"]`: `--node a --node b`; `[]`: not at all)."""
+    args: list[str] = []
+    for name, value in options.items():
+        for one in value if isinstance(value, list) else [value]:
+            args += [f"--{name.replace('_', '-')}", str(one)]
     return args
+
+
+def python_m(module: str, *words: str, **options: object) -> list[str]:
+    """`python -m module words... --option value...` with this install's Python."""
+    return [sys.executable, "-m", module, *words, *flags(**options)]
+
+
+def server_command(temporal: str, options: DevOptions) -> list[str]:
+    """`temporal server start-dev` on the stack's SQLite file, with the pool search attributes;
+    with `--encrypt`, its UI decodes through the stack's codec server."""
+    start_dev = flags(
+        db_filename=options.data_dir / "temporal.db",
+        ip=DEV_HOST,
+        port=options.port,
+        ui_port=options.ui_port,
+        log_level="warn",
+        search_attribute=[f"{name}={type_}" for name, type_ in SEARCH_ATTRIBUTES.items()],
+        ui_codec_endpoint=[codec_url(options)] if encryption_on(options) else [],
+    )
+    return [temporal, "server", "start-dev", *start_dev]
 
 
 def emulator_command(options: DevOptions, accounts: Sequence[str]) -> list[str]:
@@ -76,47 +84,29 @@ def emulator_command(options: DevOptions, accounts: Sequence[str]) -> list[str]:
     The state file in the data dir is what makes a restarted stack face the
     same provider: the same devices, idempotency keys, rate window and billing.
     """
-    args = [
-        sys.executable,
-        "-m",
+    return python_m(
         "devicepool.emulator",
-        "--host",
-        DEV_HOST,
-        "--port",
-        str(options.emulator_port),
-        "--provision-seconds",
-        f"{options.provision_seconds:g}",
-        "--terminate-seconds",
-        f"{options.terminate_seconds:g}",
-        "--creates-per-minute",
-        str(options.creates_per_minute),
-        "--state",
-        str(emulator_state_file(options)),
-    ]
-    for account in accounts:
-        args += ["--account", f"{account}={account_key(account)}"]
-    return args
+        host=DEV_HOST,
+        port=options.emulator_port,
+        provision_seconds=f"{options.provision_seconds:g}",
+        terminate_seconds=f"{options.terminate_seconds:g}",
+        creates_per_minute=options.creates_per_minute,
+        state=emulator_state_file(options),
+        account=[f"{account}={account_key(account)}" for account in accounts],
+    )
 
 
 def bitbrowser_command(options: DevOptions) -> list[str]:
     """The BitBrowser Local API emulator: nodes node-1..N of one account, each on a free port
     (it prints them), the account in the data dir (a restart keeps its profiles)."""
-    args = [
-        sys.executable,
-        "-m",
+    return python_m(
         "devicepool.emulator.bitbrowser",
-        "--host",
-        DEV_HOST,
-        "--port",
-        "0",
-        "--account",
-        BITBROWSER_ACCOUNT,
-        "--state",
-        str(bitbrowser_state_file(options)),
-    ]
-    for name in browser_node_names(options):
-        args += ["--node", name]
-    return args
+        host=DEV_HOST,
+        port=0,
+        account=BITBROWSER_ACCOUNT,
+        state=bitbrowser_state_file(options),
+        node=browser_node_names(options),
+    )
 
 
 def codec_url(options: DevOptions) -> str:
@@ -126,22 +116,14 @@ def codec_url(options: DevOptions) -> str:
 def codec_command(options: DevOptions) -> list[str]:
     """`devicepool codec-server` on the stack's key (`--encrypt`), answering the stack's Web UI
     only (the dev server starts its UI with ``--ui-codec-endpoint``)."""
-    return [
-        sys.executable,
-        "-m",
+    return python_m(
         "devicepool.client",
         "codec-server",
-        "--host",
-        DEV_HOST,
-        "--port",
-        str(options.codec_port),
-        "--key-file",
-        str(dev_key_file(options)),
-        "--cors-origin",
-        f"http://{DEV_HOST}:{options.ui_port}",
-        "--cors-origin",
-        f"http://localhost:{options.ui_port}",
-    ]
+        host=DEV_HOST,
+        port=options.codec_port,
+        key_file=dev_key_file(options),
+        cors_origin=[f"http://{host}:{options.ui_port}" for host in (DEV_HOST, "localhost")],
+    )
 
 
 def pools_only(workflows_url: str) -> str:

@@ -18,7 +18,6 @@ import os
 import re
 import signal
 import socket
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from devicepool.client._dev_commands import (
     codec_command,
     codec_url,
     emulator_command,
+    python_m,
     server_command,
 )
 from devicepool.client._dev_config import (
@@ -141,21 +141,14 @@ class DevStack:
 
     async def _start_worker(self) -> None:
         o = self.options
-        await self._spawn(
+        command = python_m(
+            "devicepool.client",
             "worker",
-            [
-                sys.executable,
-                "-m",
-                "devicepool.client",
-                "worker",
-                "--config",
-                str(self.data_dir / "worker.yaml"),
-                "--metrics-port",
-                str(o.metrics_port),
-                "--promote",
-            ],
-            env=worker_env(o),
+            "--promote",
+            config=self.data_dir / "worker.yaml",
+            metrics_port=o.metrics_port,
         )
+        await self._spawn("worker", command, env=worker_env(o))
         await self._wait_http(
             "worker", f"http://{DEV_HOST}:{o.metrics_port}/readyz", timeout=READY_TIMEOUT
         )
@@ -176,24 +169,16 @@ class DevStack:
 
     def node_worker_command(self, node: str) -> list[str]:
         """`devicepool worker --node NAME` on its emulator node, with the dev proxy pools."""
-        return [
-            sys.executable,
-            "-m",
+        return python_m(
             "devicepool.client",
             "worker",
-            "--node",
-            node,
-            "--node-label",
-            f"{LABEL_NODE}={node}",
-            "--bitbrowser-url",
-            self.browser_nodes[node],
-            "--node-account",
-            BITBROWSER_ACCOUNT,
-            "--node-heartbeat-seconds",
-            f"{node_beat_seconds(self.options):g}",
-            "--config",
-            str(node_config_file(self.options)),
-        ]
+            node=node,
+            node_label=f"{LABEL_NODE}={node}",
+            bitbrowser_url=self.browser_nodes[node],
+            node_account=BITBROWSER_ACCOUNT,
+            node_heartbeat_seconds=f"{node_beat_seconds(self.options):g}",
+            config=node_config_file(self.options),
+        )
 
     async def restart(self, old: Child) -> None:
         """A dead worker, node worker or server again; the server on the same database and

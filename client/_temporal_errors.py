@@ -14,7 +14,7 @@ from temporalio.client import (
     WorkflowQueryRejectedError,
     WorkflowUpdateFailedError,
 )
-from temporalio.exceptions import ApplicationError, FailureError
+from temporalio.exceptions import FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.client.errors import (
@@ -106,9 +106,7 @@ def _cause_message(err: BaseException) -> str:
     """The first line of the validator's own message, under the SDK's wrapping."""
     cause = err.__cause__
     while cause is not None:
-        if isinstance(cause, ApplicationError | FailureError):
-            return str(
-                cause.message if isinstance(cause, ApplicationError) else cause
-            ).splitlines()[0]
+        if isinstance(cause, FailureError):  # an ApplicationError's `str` leads with its type
+            return cause.message.splitlines()[0]
         cause = cause.__cause__
     return str(err)
