@@ -153,10 +153,6 @@ class DevicePoolSpec(CamelModel):
     provider_credential_ref: NonEmpty = "default"
     max_unhealthy: Annotated[int | str, BeforeValidator(_max_unhealthy)] = "40%"
 
-    def max_unhealthy_count(self, total: int) -> int:
-        """`maxUnhealthy` resolved against a pool of `total` devices."""
-        return resolve_max_unhealthy(self.max_unhealthy, total)
-
 
 class ConditionStatus(StrEnum):
     TRUE = "True"

@@ -328,10 +328,6 @@ class DevicePoolSpec(CamelModel):
         """The worker-configured provider account this pool's devices are rented from."""
         return self.provider.account
 
-    def max_unhealthy_count(self, total: int) -> int:
-        """`health.maxUnhealthy` resolved against a pool of `total` devices."""
-        return resolve_max_unhealthy(self.health.max_unhealthy, total)
-
     def setting_overrides(self) -> dict[str, float]:
         """The worker settings this spec sets for its pool (`PoolSettings` field -> value)."""
         overrides = {

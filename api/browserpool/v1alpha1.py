@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, JsonValue, StrictBool
 
 from devicepool.api.base import CamelModel
-from devicepool.api.labels import LabelKey, LabelValue, selector_matches
+from devicepool.api.labels import LabelKey, LabelValue
 from devicepool.api.names import API_VERSION_V1ALPHA1, KIND_BROWSER_POOL
 from devicepool.api.problems import loc_path, show_value
 from devicepool.api.v1alpha1 import (
@@ -162,10 +162,6 @@ class BrowserPoolSpec(CamelModel):
     group_id: GroupId | None = None
     # Keep every profile's browser open (re-opened when it dies); false: profiles only.
     open: StrictBool = True
-
-    def selects(self, node_labels: Mapping[str, str]) -> bool:
-        """Whether a node worker with `node_labels` may hold this pool's profiles."""
-        return selector_matches(self.node_selector, node_labels)
 
 
 class BrowserConditionType(StrEnum):

@@ -15,7 +15,6 @@ pool on it must agree on), `scaleDown`, `spendCap`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, StrictBool
@@ -31,14 +30,12 @@ from devicepool.api.browserpool.v1alpha1 import (
     GroupId,
     NodeSelector,
 )
-from devicepool.api.labels import selector_matches
 from devicepool.api.names import API_VERSION_V1BETA1, KIND_BROWSER_POOL
 from devicepool.api.v1alpha1 import (
     ObjectMeta,
     PoolResource,
     StrictishInt,
     _max_unhealthy,
-    resolve_max_unhealthy,
 )
 from devicepool.api.v1beta1 import ProxySpec
 
@@ -83,14 +80,6 @@ class BrowserPoolSpec(CamelModel):
     group_id: GroupId | None = None
     open: StrictBool = True
     health: BrowserHealthSpec = Field(default_factory=BrowserHealthSpec)
-
-    def selects(self, node_labels: Mapping[str, str]) -> bool:
-        """Whether a node worker with `node_labels` may hold this pool's profiles."""
-        return selector_matches(self.node_selector, node_labels)
-
-    def max_unhealthy_count(self, total: int) -> int:
-        """`health.maxUnhealthy` resolved against a pool of `total` profiles."""
-        return resolve_max_unhealthy(self.health.max_unhealthy, total)
 
 
 class BrowserPool(PoolResource):

@@ -43,6 +43,7 @@ from devicepool.api.labels import (
     selector_matches,
 )
 from devicepool.api.v1beta1 import ProxySpec as BetaProxySpec
+from devicepool.api.v1beta1 import resolve_max_unhealthy
 from tests.helpers.manifest_fuzz import (
     ALPHA_PROXIES,
     BETA_PROXIES,
@@ -144,7 +145,7 @@ def test_the_v1beta1_manifest_loads_with_every_field() -> None:
     assert spec.proxy is not None and spec.proxy.session_ttl == 900
     assert (spec.group_id, spec.open) == ("g1", False)
     assert spec.health.failure_streak_limit == 3
-    assert spec.max_unhealthy_count(50) == 2
+    assert resolve_max_unhealthy(spec.health.max_unhealthy, 50) == 2
     assert spec.to_json_dict() == {
         "replicas": 6,
         "nodeSelector": {"os": "windows", "example.com/gpu": ""},
@@ -165,8 +166,8 @@ def test_the_least_a_browser_pool_says_is_its_size() -> None:
     assert (spec.node_selector, spec.fingerprint, spec.proxy, spec.group_id) == ({}, {}, None, None)
     assert spec.open is True  # placement only means something for open browsers
     assert spec.health.failure_streak_limit is None  # the worker's
-    assert spec.max_unhealthy_count(10) == 4  # 40%, as a DevicePool's
-    assert spec.selects({}) and spec.selects({"os": "mac"})  # no selector: any node
+    assert resolve_max_unhealthy(spec.health.max_unhealthy, 10) == 4  # 40%, as a DevicePool's
+    assert selector_matches(spec.node_selector, {"os": "mac"})  # no selector: any node
 
 
 def test_a_fingerprint_is_passed_through_as_written() -> None:
@@ -518,8 +519,6 @@ def test_a_selector_needs_every_pair(
     selector: dict[str, str], labels: dict[str, str], matches: bool
 ) -> None:
     assert selector_matches(selector, labels) is matches
-    spec = v1beta1.BrowserPoolSpec(replicas=1, node_selector=selector)
-    assert spec.selects(labels) is matches
 
 
 # ---------------------------------------------------------------- status

@@ -16,7 +16,7 @@ from devicepool.api import (
     Phase,
     format_validation_error,
 )
-from devicepool.api.v1alpha1 import DevicePoolSpec, check_replicas
+from devicepool.api.v1alpha1 import DevicePoolSpec, check_replicas, resolve_max_unhealthy
 
 
 def spec(**extra: Any) -> DevicePoolSpec:
@@ -38,18 +38,18 @@ def problems(**extra: Any) -> list[str]:
 def test_max_unhealthy_accepted(value: object, stored: object, count_of_10: int) -> None:
     pool = spec(maxUnhealthy=value)
     assert pool.max_unhealthy == stored
-    assert pool.max_unhealthy_count(10) == count_of_10
+    assert resolve_max_unhealthy(pool.max_unhealthy, 10) == count_of_10
 
 
 def test_max_unhealthy_default() -> None:
     assert spec().max_unhealthy == "40%"
-    assert spec().max_unhealthy_count(50) == 20
+    assert resolve_max_unhealthy(spec().max_unhealthy, 50) == 20
 
 
 @pytest.mark.parametrize(("total", "count"), [(0, 1), (1, 1), (2, 1), (4, 1), (5, 2), (10, 4)])
 def test_max_unhealthy_percentage_allows_at_least_one(total: int, count: int) -> None:
-    assert spec().max_unhealthy_count(total) == count
-    assert spec(maxUnhealthy="0%").max_unhealthy_count(total) == 0
+    assert resolve_max_unhealthy(spec().max_unhealthy, total) == count
+    assert resolve_max_unhealthy(spec(maxUnhealthy="0%").max_unhealthy, total) == 0
 
 
 @pytest.mark.parametrize(
