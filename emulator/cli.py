@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import math
 import signal
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from devicepool.emulator.config import DEFAULT_ACCOUNT, DEFAULT_API_KEY, EmulatorConfig
 
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_N = TypeVar("_N", int, float)
+_C = TypeVar("_C")
 
 
 PROG = "devicepool emulator"
@@ -94,65 +98,59 @@ def _account(value: str) -> tuple[str, list[str]]:
     return name.strip(), parsed
 
 
-def _positive_float(value: str) -> float:
-    number = _float(value)
-    if not number > 0:
-        raise argparse.ArgumentTypeError(f"{value!r} must be > 0")
-    return number
+def _checked(
+    name: str, convert: Callable[[str], _N], what: str, *bounds: tuple[Callable[[_N], bool], str]
+) -> Callable[[str], _N]:
+    """A flag's type: `convert` the value, else "is not `what`"; then each bound in turn,
+    else what it says. `name` is the type's `__name__`, which the help's metavar follows."""
+
+    def parse(value: str) -> _N:
+        try:
+            number = convert(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not {what}") from None
+        for holds, says in bounds:
+            if not holds(number):
+                raise argparse.ArgumentTypeError(f"{value!r} {says}")
+        return number
+
+    parse.__name__ = name
+    return parse
 
 
-def _non_negative_float(value: str) -> float:
-    number = _float(value)
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{value!r} must be >= 0")
-    return number
+_FINITE: tuple[Callable[[float], bool], str] = (math.isfinite, "is not a finite number")
+_positive_float = _checked(
+    "_positive_float", float, "a number", _FINITE, (lambda n: n > 0, "must be > 0")
+)
+_non_negative_float = _checked(
+    "_non_negative_float", float, "a number", _FINITE, (lambda n: n >= 0, "must be >= 0")
+)
+_positive_int = _checked("_positive_int", int, "an integer", (lambda n: n >= 1, "must be >= 1"))
+_port = _checked(
+    "_port", int, "a port number", (lambda n: 0 <= n <= 65535, "is not between 0 and 65535")
+)
+_seed = _checked("_seed", int, "an integer")
 
 
-def _float(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if number != number or number in (float("inf"), float("-inf")):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a finite number")
-    return number
+def add_clock_flags(parser: argparse.ArgumentParser, *, speed: str, state: str) -> None:
+    """`--speed` (help: `speed`), `--seed` and `--state FILE` (help: `state`), which both
+    emulators take."""
+    parser.add_argument("--speed", type=_positive_float, default=1.0, help=speed)
+    parser.add_argument("--seed", type=_seed, default=None, help="seed for ids and faults")
+    parser.add_argument("--state", type=Path, default=None, metavar="FILE", help=state)
 
 
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} must be >= 1")
-    return number
-
-
-def _port(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
-    if not 0 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"{value!r} is not between 0 and 65535")
-    return number
-
-
-def _seed(value: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """An emulator's parser, its first flag `--host`."""
+    parser = _Parser(prog=prog, description=description, add_help=False)
+    parser.add_argument("--host", default="127.0.0.1", help="listen address")
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog=PROG,
-        description="Run the BitCloudPhone emulator: a local provider with a virtual clock "
-        "and faults.",
-        add_help=False,
+    parser = new_parser(
+        PROG, "Run the BitCloudPhone emulator: a local provider with a virtual clock and faults."
     )
-    parser.add_argument("--host", default="127.0.0.1", help="listen address")
     parser.add_argument("--port", type=_port, default=8088, help="listen port")
     parser.add_argument(
         "--account",
@@ -180,19 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=20,
         help="accepted creations per account per sliding minute",
     )
-    parser.add_argument(
-        "--speed",
-        type=_positive_float,
-        default=1.0,
-        help="virtual clock speed: every duration, the rate window included",
-    )
-    parser.add_argument("--seed", type=_seed, default=None, help="seed for ids and faults")
-    parser.add_argument(
-        "--state",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="keep devices, idempotency keys, the rate window and billing in this SQLite file "
+    add_clock_flags(
+        parser,
+        speed="virtual clock speed: every duration, the rate window included",
+        state="keep devices, idempotency keys, the rate window and billing in this SQLite file "
         "(created if missing), so an emulator started again on it is the same provider; "
         "the time it was down passes on its clock (default: in memory only)",
     )
@@ -205,15 +194,14 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
     for name, keys in args.accounts or [(DEFAULT_ACCOUNT, [DEFAULT_API_KEY])]:
         merged = accounts.setdefault(name, [])
         merged.extend(key for key in keys if key not in merged)
-    return EmulatorConfig(
-        accounts=accounts,
-        provision_seconds=args.provision_seconds,
-        terminate_seconds=args.terminate_seconds,
-        creates_per_minute=args.creates_per_minute,
-        speed=args.speed,
-        seed=args.seed,
-        state_file=args.state,
-    )
+    return config_of(args, EmulatorConfig, accounts=accounts, state_file=args.state)
+
+
+def config_of(args: argparse.Namespace, config: type[_C], **given: Any) -> _C:
+    """The dataclass `config` from `given` and every flag whose dest is one of its fields."""
+    names = {field.name for field in dataclasses.fields(config)}  # type: ignore[arg-type]
+    named = {name: value for name, value in vars(args).items() if name in names}
+    return config(**{**named, **given})
 
 
 def serve(app: FastAPI, host: str, port: int) -> None:

@@ -37,11 +37,11 @@ from devicepool.emulator.bitbrowser.config import (
 )
 from devicepool.emulator.cli import (
     _non_negative_float,
-    _Parser,
     _port,
-    _positive_float,
     _positive_int,
-    _seed,
+    add_clock_flags,
+    config_of,
+    new_parser,
 )
 
 if TYPE_CHECKING:
@@ -59,13 +59,11 @@ def _node(value: str) -> tuple[str, int | None]:
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog=prog,
-        description="Run the BitBrowser Local API emulator: one account's browser profiles "
+    parser = new_parser(
+        prog,
+        "Run the BitBrowser Local API emulator: one account's browser profiles "
         "and cloud phones, served to N nodes (desktop clients) that share them.",
-        add_help=False,
     )
-    parser.add_argument("--host", default="127.0.0.1", help="listen address")
     parser.add_argument(
         "--port", type=_port, default=DEFAULT_PORT, help="the first node's port; node i: +i"
     )
@@ -131,20 +129,22 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         default=1,
         help="cloud-phone calls allowed in any second",
     )
-    parser.add_argument(
-        "--phone-rate-limit",
-        choices=PHONE_RATE_MODES,
-        default="refuse",
-        metavar="|".join(PHONE_RATE_MODES),
-        help="a phone call past the budget: refused in the envelope, HTTP 429, or delayed",
-    )
-    parser.add_argument(
-        "--phone-rate-scope",
-        choices=PHONE_RATE_SCOPES,
-        default="account",
-        metavar="|".join(PHONE_RATE_SCOPES),
-        help="whose budget: the account's (all nodes) or each node's",
-    )
+    for flag, choices, default, says in (
+        (
+            "--phone-rate-limit",
+            PHONE_RATE_MODES,
+            "refuse",
+            "a phone call past the budget: refused in the envelope, HTTP 429, or delayed",
+        ),
+        (
+            "--phone-rate-scope",
+            PHONE_RATE_SCOPES,
+            "account",
+            "whose budget: the account's (all nodes) or each node's",
+        ),
+    ):
+        metavar = "|".join(choices)
+        parser.add_argument(flag, choices=choices, default=default, metavar=metavar, help=says)
     parser.add_argument(
         "--phone-region",
         dest="phone_regions",
@@ -152,19 +152,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         metavar="ID",
         help="a valid regionId (compute type); repeatable (default: any)",
     )
-    parser.add_argument(
-        "--speed",
-        type=_positive_float,
-        default=1.0,
-        help="virtual clock speed: every duration and the phone budget's second",
-    )
-    parser.add_argument("--seed", type=_seed, default=None, help="seed for ids and faults")
-    parser.add_argument(
-        "--state",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="keep the account (profiles, phones, billing, counters, clock) in this JSON file, "
+    add_clock_flags(
+        parser,
+        speed="virtual clock speed: every duration and the phone budget's second",
+        state="keep the account (profiles, phones, billing, counters, clock) in this JSON file, "
         "so an emulator started again on it is the same account; browsers do not survive a "
         "restart (default: in memory only)",
     )
@@ -187,22 +178,11 @@ def config_from_args(args: argparse.Namespace) -> BitBrowserConfig:
     nodes = [name for name, _ in args.named_nodes or []] or [
         f"node-{i}" for i in range(1, args.nodes + 1)
     ]
-    return BitBrowserConfig(
-        account=args.account,
+    return config_of(
+        args,
+        BitBrowserConfig,
         nodes=nodes,
-        api_key=args.api_key,
-        auth_refusal_status=args.auth_refusal_status,
-        open_seconds=args.open_seconds,
-        close_linger_seconds=args.close_linger_seconds,
-        phone_boot_seconds=args.phone_boot_seconds,
-        phone_resume_seconds=args.phone_resume_seconds,
-        phone_restart_seconds=args.phone_restart_seconds,
-        phone_requests_per_second=args.phone_requests_per_second,
         phone_rate_mode=args.phone_rate_limit,
-        phone_rate_scope=args.phone_rate_scope,
-        phone_regions=args.phone_regions,
-        speed=args.speed,
-        seed=args.seed,
         state_file=args.state,
         accounts_dir=None if args.state else (args.accounts_dir or default_accounts_dir()),
     )
