@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -154,34 +155,24 @@ def load_node_options(
             raise ConfigError(
                 f"--bitbrowser-key-file: cannot read {key_file}: {err.strerror or err}"
             ) from None
-    proxy_pools: dict[str, ProxyPoolSettings] = {}
-    codec: PayloadCodec | None = None
-    accounts: dict[str, AccountSettings] = {}
-    if config is not None:
-        loaded = _node_config(config, node, env=env if env is not None else os.environ)
-        proxy_pools = loaded.proxy_pools
-        codec = loaded.codec()
-        accounts = {
-            name: account.model_copy(
-                # Served here: over this node's Local API, with this node's key.
-                update={
-                    "node": "",
-                    "base_url": bitbrowser_url.rstrip("/"),
-                    "api_key": api_key or SecretStr(""),
-                }
-            )
-            for name, account in loaded.accounts.items()
-        }
-    return NodeOptions(
+    options = NodeOptions(
         node=node,
         labels=parsed,
         bitbrowser_url=bitbrowser_url.rstrip("/"),
         api_key=api_key,
-        proxy_pools=proxy_pools,
         heartbeat_seconds=heartbeat_seconds,
         account=account,
-        codec=codec,
-        accounts=accounts,
+    )
+    if config is None:
+        return options
+    loaded = _node_config(config, node, env=env if env is not None else os.environ)
+    # Its accounts are served here: over this node's Local API, with this node's key.
+    here = {"node": "", "base_url": options.bitbrowser_url, "api_key": api_key or SecretStr("")}
+    return dataclasses.replace(
+        options,
+        proxy_pools=loaded.proxy_pools,
+        codec=loaded.codec(),
+        accounts={name: a.model_copy(update=here) for name, a in loaded.accounts.items()},
     )
 
 
