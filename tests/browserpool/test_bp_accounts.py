@@ -10,7 +10,6 @@ tests/browserpool/test_bp_node_trouble.py.
 from __future__ import annotations
 
 from devicepool.workflows.browserpool.accounts import (
-    accounts_of,
     groups_of,
     link,
     prune,
@@ -30,7 +29,7 @@ def test_only_one_node_naming_the_account_is_no_reason_to_wait_for_ever() -> Non
     pool's; a teardown that sees node-2's profiles deletes them there and ends."""
     live = {"node-1": "shop", "node-2": ""}
     known = remember({}, live=live, answered={"node-1": 2, "node-2": 2}, holders={"node-2"})
-    assert accounts_of(known) == {"shop": {"node-1", "node-2"}}
+    assert groups_of(known) == [("shop", {"node-1", "node-2"})]
     listed = teardown_nodes(known, live=live, selected={"node-1", "node-2"})
     assert listed == {"node-1", "node-2"}
     profiles = _on("node-1", "a") + _on("node-2", "b")
@@ -72,7 +71,7 @@ def test_a_selector_moved_to_another_account_keeps_the_old_accounts_nodes() -> N
     live = {"node-1": "shop", "node-2": "shop", "node-3": "ads"}
     known = remember({}, live=live, answered={"node-1": 2, "node-2": 2})
     known = remember(known, live=live, answered={"node-3": 0}, holders={"node-3"})
-    assert accounts_of(known) == {"shop": {"node-1", "node-2"}, "ads": {"node-3"}}
+    assert groups_of(known) == [("ads", {"node-3"}), ("shop", {"node-1", "node-2"})]
     # Only ads's node-3 live: shop's profiles cannot be seen, the pool waits for shop.
     only = {"node-3": "ads"}
     listed = teardown_nodes(known, live=only, selected={"node-3"})
@@ -86,7 +85,7 @@ def test_a_selector_moved_to_another_account_keeps_the_old_accounts_nodes() -> N
     assert step.reason == "" and len(step.delete) == 3
     # Once shop's nodes show none, they are forgotten: the pool no longer waits for them.
     after = remember(known, live=live, answered={"node-1": 0, "node-2": 0, "node-3": 2})
-    assert accounts_of(after) == {"ads": {"node-3"}}
+    assert groups_of(after) == [("ads", {"node-3"})]
 
 
 def test_a_pool_with_nothing_known_ends_when_its_nodes_show_none() -> None:

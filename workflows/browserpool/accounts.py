@@ -2,23 +2,10 @@
 
 Profiles belong to a BitBrowser account, so a node of another account lists none of
 the pool's, and "none left" from it is no proof. A node's own word (`--node-account`)
-is optional, so the pool keeps what it has seen instead (`remember`): a node that
-made one of its profiles, or whose listing showed some, is of the account those
-profiles are in (`BrowserPoolState.nodes`: node -> the account it names, "" if
-none). A node whose listing shows none is forgotten.
-
-Teardown (`teardown_step`) lists through every live node that may hold some (the
-remembered ones, the ones naming one of their accounts, the ones the selector
-picks), deletes what it sees, and ends only when each account the remembered
-nodes stand for had a remembered node (or one naming it) answer with none left.
-Nodes naming one account are one account; so are nodes that saw each other's
-profiles (`link`: a listing shows only its own account's), named or not. A node
-that neither names nor links goes with the one account named (`--node-account`
-set on some nodes only), or with the other such nodes. A node that does not answer
-holds the teardown only if a listed profile is on it or no node of its account
-answered; a node that holds nothing while its account's others answer is
-forgotten (`prune`).
-
+is optional, so the pool keeps what it has seen instead (`remember`, `link`, `prune`:
+`BrowserPoolState.nodes` and `groups`), and teardown (`teardown_nodes`,
+`teardown_step`) ends only when each account those nodes stand for (`groups_of`) had
+one of them answer with none left. The rules and why: docs/browserpools.md, "Delete";
 tests/browserpool/test_bp_accounts.py.
 """
 
@@ -26,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from devicepool.workflows.browserpool.plan import NodeProfile
 
 __all__ = [
     "TeardownStep",
-    "accounts_of",
     "groups_of",
     "link",
     "prune",
@@ -39,6 +26,25 @@ __all__ = [
     "teardown_nodes",
     "teardown_step",
 ]
+
+K = TypeVar("K", str, tuple[str, str])
+
+
+class _Sets(Generic[K]):
+    """Union-find: each set is led by its least member."""
+
+    def __init__(self) -> None:
+        self.parent: dict[K, K] = {}
+
+    def find(self, n: K) -> K:
+        while self.parent.setdefault(n, n) != n:
+            n = self.parent[n]
+        return n
+
+    def union(self, a: K, b: K) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
 
 
 def remember(
@@ -76,28 +82,17 @@ def link(
     A stored label joins the nodes stored under it, never the node of that name: a node
     forgotten and seen again (perhaps in another account) is not in its old group, and
     its answers prune none of that group's nodes."""
-    parent: dict[tuple[str, str], tuple[str, str]] = {}
-
-    def find(n: tuple[str, str]) -> tuple[str, str]:
-        while parent.setdefault(n, n) != n:
-            n = parent[n]
-        return n
-
-    def union(a: tuple[str, str], b: tuple[str, str]) -> None:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-
+    sets: _Sets[tuple[str, str]] = _Sets()
     for node, label in groups.items():
-        union(("node", node), ("label", label))
+        sets.union(("node", node), ("label", label))
     for node, others in saw.items():
         for other in others:
-            union(("node", node), ("node", other))
+            sets.union(("node", node), ("node", other))
     linked = set(groups) | set(saw) | {o for others in saw.values() for o in others}
     least: dict[tuple[str, str], str] = {}
     for n in sorted(linked, reverse=True):
-        least[find(("node", n))] = n
-    return {n: least[find(("node", n))] for n in sorted(linked) if n in known}
+        least[sets.find(("node", n))] = n
+    return {n: least[sets.find(("node", n))] for n in sorted(linked) if n in known}
 
 
 def prune(
@@ -126,23 +121,12 @@ def groups_of(
     (`link`). A node neither names nor links (state from before `groups`) goes with the
     one account named among the pool's nodes, or with the other such nodes."""
     groups = groups or {}
-    parent: dict[str, str] = {n: n for n in known}
-
-    def find(n: str) -> str:
-        while parent[n] != n:
-            n = parent[n]
-        return n
-
-    def union(a: str, b: str) -> None:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-
+    sets: _Sets[str] = _Sets()
     by_key: dict[str, str] = {}
     for node, account in sorted(known.items()):
         for key in (f"account:{account}" if account else "", f"group:{groups.get(node, '')}"):
             if key and key != "group:":
-                union(node, by_key.setdefault(key, node))
+                sets.union(node, by_key.setdefault(key, node))
     named = {account for account in known.values() if account}
     loose = [n for n, account in known.items() if not account and not groups.get(n)]
     if loose:
@@ -150,25 +134,15 @@ def groups_of(
             next((n for n in sorted(known) if known[n] in named), None) if len(named) == 1 else None
         )
         for node in loose:
-            union(node, anchor or loose[0])
+            sets.union(node, anchor or loose[0])
     members: dict[str, set[str]] = {}
     for node in known:
-        members.setdefault(find(node), set()).add(node)
+        members.setdefault(sets.find(node), set()).add(node)
     out = []
     for nodes in members.values():
         accounts = sorted({known[n] for n in nodes if known[n]})
         out.append((accounts[0] if accounts else "", nodes))
     return sorted(out, key=lambda g: (g[0], sorted(g[1])))
-
-
-def accounts_of(
-    known: Mapping[str, str], groups: Mapping[str, str] | None = None
-) -> dict[str, set[str]]:
-    """`groups_of` by account (groups naming none merged under "")."""
-    out: dict[str, set[str]] = {}
-    for account, nodes in groups_of(known, groups):
-        out.setdefault(account, set()).update(nodes)
-    return out
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,11 @@
 """`BrowserKind`: a BrowserPool's core on the reconciler shell (`workflows/reconciler`).
 
-A pass: `observe` asks the node registry once which node workers are alive (the
-selector picks among them) and lists the pool's profiles on them (`calls.py`; profiles
-belong to the BitBrowser account, so any node lists them all; only the node a
-browser runs on knows it is open), into one frozen `observe.Observed`; `decide`
-is `observe.decide` (pure: `plan.py`); `act` says what it is about to do
-(`publish` before it: an open may take minutes), then deletes surplus, creates
-what is missing on the least loaded node and opens what should be open, one per
-node; `publish` is `status.publish` (pure); `wait` lasts until a change or the
-resync (2 s after work was done). A live node whose listing fails does not stop
-the pass: its profiles wait, the other nodes go on, and past
-`nodeLostAfterSeconds` without an answer it is counted lost.
-
-`tear_down` deletes every profile through nodes of its BitBrowser account (those
-that made or showed its profiles: `accounts.py`); a node that is down holds the
-pool in Deleting with `TeardownBlocked` naming it.
+A pass (docs/browserpools.md, "How a BrowserPool runs"): `observe` reads the node
+registry once and lists the pool's profiles on the nodes (`calls.py`) into one
+frozen `observe.Observed`; `decide` is `observe.decide` (pure: `plan.py`); `act`
+publishes first (an open may take minutes), then deletes, creates and opens;
+`publish` is `status.publish` (pure); `wait` lasts until a change or the resync
+(2 s after work was done). `tear_down` is `teardown.py`.
 """
 
 from __future__ import annotations
@@ -213,7 +204,6 @@ class BrowserKind:
                 break
             try:
                 made = await calls.create_on(node, self.h.name, seen.spec, slot)
-                s.made_profiles = True
                 s.nodes.setdefault(node, "")  # named by the next listing
                 if slot in replacing and made.id not in s.replacements:
                     s.replacements.append(made.id)  # oldest first (plan.py)
@@ -356,8 +346,7 @@ class BrowserKind:
         h.spec, h.metadata = request.spec, request.metadata
         self._clear_rejection()
         h.dirty = True
-        result = ApplyResult.CONFIGURED if changed else ApplyResult.UNCHANGED
-        return Accepted(generation=h.s.generation, replicas=h.spec.replicas, result=result)
+        return h.accepted(ApplyResult.CONFIGURED if changed else ApplyResult.UNCHANGED)
 
     def check_apply(self, request: BrowserApplyRequest) -> None:
         if request.metadata.name != self.h.name:

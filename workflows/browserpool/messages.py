@@ -30,10 +30,6 @@ class BrowserPoolState(CamelModel):
     failures: dict[str, int] = Field(default_factory=dict)
     events: list[PoolEvent] = Field(default_factory=list)
     deleting: bool = False
-    # A profile was ever made: a teardown that sees no live node cannot say none is left.
-    made_profiles: bool = False
-    # When teardown first failed to finish (TeardownBlocked after a while).
-    teardown_stuck_since: datetime | None = None
     # Live node -> when its Local API first failed to answer a listing (gone once it
     # answers): past `nodeLostAfterSeconds` the node is counted lost.
     unreachable_since: dict[str, datetime] = Field(default_factory=dict)

@@ -2,34 +2,12 @@
 
 No Temporal, no clock, no I/O: `plan` takes what the pass saw and answers what
 to create where, what to delete, what to open, and the counts the status shows
-(tests/browserpool/test_bp_plan.py, with hypothesis properties). Rules (why:
-docs/browserpools.md):
-
-- A pool of N keeps slots 0..N-1. A slot is *held* by a profile of the pool
-  on a live node that selects; a profile on a lost node (silent past
-  `nodeLostAfterSeconds`) is counted lost and its slot is held again
-  elsewhere.
-- Placement spreads: each slot to hold goes to the live node with the fewest
-  of the pool's profiles (ties: the node's name), so 6 on 2 nodes is 3/3.
-- Surplus goes, only from live nodes (a profile is closed where it runs):
-  slots at or above N (scale-down), a second profile holding one slot (the one
-  on the busier node goes), profiles on a live node
-  the selector no longer picks (`unselected`), and a profile that failed to open
-  `failure_streak_limit` times (its slot is held again, by a new profile).
-- A lost node came back (`replacements`: the profiles made while a slot's
-  holder was lost, oldest first): the original keeps its slot, it has the
-  cookies; between two replacements, the older. With `open`, while it is not
-  open yet a newer one serves on (counted) and the kept one is opened; once it
-  is open (or without `open`) the newer goes.
-- With `open`, every held profile whose browser is not alive is opened (it
-  keeps its cookies): one per node per pass, as each node opens one at a time.
-- More profiles past their failure limit at once than `max_unhealthy`: none
-  of them is deleted (a node or the account is the trouble then, and deleting
-  loses cookies); `paused` says how many wait, and opening goes on.
-- A live node whose Local API did not answer this pass (`unreachable`): its
-  profiles keep their slots (`waiting`, not ready: nobody can say they are
-  open), nothing is created, opened or deleted there, and the other nodes go on.
-  Once it has not answered for `nodeLostAfterSeconds` the caller counts it lost.
+(tests/browserpool/test_bp_plan.py, with hypothesis properties). The rules and
+why: docs/browserpools.md, "The plan" (slots 0..N-1 held once on live selected
+nodes, spread to the least loaded; surplus deleted only where it runs; a lost
+node's originals win back their slots; one open per node per pass;
+`max_unhealthy` pauses deletes; a node whose Local API did not answer keeps its
+profiles' slots, and nothing is done on it).
 """
 
 from __future__ import annotations

@@ -2,12 +2,9 @@
 
 `publish` turns what a pass saw (`observe.Observed`) and decided (`plan.Placement`)
 into the status, its conditions and the profile rows of the `devices` query;
-`teardown_status` is the status while the pool deletes its profiles and once
-it has (tests/browserpool/test_bp_status.py). A node that beats but whose Local
-API refuses or does not answer is never hidden behind the last good status:
-`NodesAvailable=False` names it with the cause, and `Ready` is False while the
-profiles it holds cannot be counted (its reason the node's trouble while they wait
-there or nothing else moves; else `BelowDesired`, as the pool converges elsewhere).
+`teardown_status` is the status while the pool deletes its profiles and once it
+has (tests/browserpool/test_bp_status.py). A node that beats but cannot serve is
+never hidden behind the last good status (docs/browserpools.md says how it shows).
 """
 
 from __future__ import annotations
