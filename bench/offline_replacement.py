@@ -17,12 +17,9 @@ from datetime import datetime
 
 import httpx
 from _results import recorded
-from _stack import AUTH, local_stack
+from _stack import AUTH, local_stack, start_pool
 
 from devicepool.activities.models import PoolSettings
-from devicepool.api.names import TASK_QUEUE, pool_workflow_id
-from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta
-from devicepool.workflows.pool.messages import PoolInput
 
 
 def at(stamp: str) -> datetime:
@@ -40,17 +37,8 @@ async def main(offline_after: float, health: float) -> None:
     )
     async with local_stack(provision_seconds=5, settings=settings) as (client, http):
         pool = f"offline-{uuid.uuid4().hex[:6]}"
-        handle = await client.start_workflow(
-            "DevicePool",
-            PoolInput(
-                metadata=ObjectMeta(name=pool),
-                spec=DevicePoolSpec(
-                    platform="android", region="us-west", os_version="14", replicas=3
-                ),
-                settings=settings,
-            ),
-            id=pool_workflow_id(pool),
-            task_queue=TASK_QUEUE,
+        handle = await start_pool(
+            client, pool, 3, account="default", region="us-west", settings=settings
         )
         while True:
             items = await devices(http, pool)

@@ -49,19 +49,17 @@ from typing import Any
 
 import httpx
 from _results import recorded
-from _stack import dev_server, emulator_process, worker_process
+from _stack import dev_server, emulator_process, start_pool, worker_process
 from pydantic import SecretStr
 from temporalio.client import Client
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, PoolSettings
-from devicepool.api.names import TASK_QUEUE, pool_workflow_id
-from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta, ProviderRef
+from devicepool.api.names import pool_workflow_id
 from devicepool.testing import stats as emulator_stats
 from devicepool.worker.accounts import register_accounts
 from devicepool.worker.build import account_workers, pool_queue_workers
-from devicepool.workflows.pool.messages import PoolInput
 
 C = 20
 WINDOW = 60.0
@@ -140,21 +138,8 @@ class Bench:
         )
 
     async def start_pool(self, name: str, n: int, account: str) -> None:
-        await self.client.start_workflow(
-            "DevicePool",
-            PoolInput(
-                metadata=ObjectMeta(name=name),
-                spec=DevicePoolSpec(
-                    platform="android",
-                    region="us-west",
-                    os_version="14",
-                    replicas=n,
-                    provider=ProviderRef(account=account),
-                ),
-                settings=self.pool_settings(),
-            ),
-            id=pool_workflow_id(name),
-            task_queue=TASK_QUEUE,
+        await start_pool(
+            self.client, name, n, account=account, region="us-west", settings=self.pool_settings()
         )
 
     async def devices(self, account: str, pool: str, status: str | None = None) -> int:
