@@ -1,4 +1,5 @@
-"""Parsing request bodies: JSON decoding and validation of the create body (`CreateSpec`).
+"""Parsing request bodies: JSON decoding and validation of the create body (`CreateSpec`),
+and a dataclass to and from camelCase JSON (`camel_fields`, `from_camel`).
 
 Every rejection is a 400 `invalid_argument` problem; unknown top-level fields of
 a create body are ignored.
@@ -7,16 +8,35 @@ a create body are ignored.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
 
 from devicepool.emulator._problems import invalid
 
 PROXY_TYPES = ("http", "https", "socks4", "socks5")
+_T = TypeVar("_T")
 
 
 def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part.title() for part in rest)
+
+
+def camel_fields(item: Any) -> dict[str, Any]:
+    """A dataclass's fields by their camelCase names, in field order."""
+    return {camel(field.name): getattr(item, field.name) for field in fields(item)}
+
+
+def from_camel(cls: type[_T], body: dict[str, Any], convert: Callable[[str, Any], Any]) -> _T:
+    """The dataclass `cls` with each field `body` names (camelCase) set to `convert(name,
+    value)`; the others keep their defaults."""
+    given = {camel(field.name): field.name for field in fields(cls)}  # type: ignore[arg-type]
+    return cls(**{given[name]: convert(name, value) for name, value in body.items()})
 
 
 def parse_json(raw: bytes) -> Any:

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from devicepool.emulator._bodies import is_number
+from devicepool.emulator._bodies import camel_fields, from_camel, is_number
 from devicepool.emulator._problems import RATE_LIMITED, ProblemError, invalid
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
@@ -40,15 +40,7 @@ class Faults:
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
 
     def to_json(self) -> dict[str, float]:
-        return {
-            "rateLimitRate": self.rate_limit_rate,
-            "serverErrorRate": self.server_error_rate,
-            "latencyMs": self.latency_ms,
-            "timeoutRate": self.timeout_rate,
-            "provisionFailureRate": self.provision_failure_rate,
-            "provisionStallRate": self.provision_stall_rate,
-            "timeoutSeconds": self.timeout_seconds,
-        }
+        return camel_fields(self)
 
     @classmethod
     def parse(cls, body: Any) -> Faults:
@@ -68,15 +60,7 @@ class Faults:
                 raise invalid("latencyMs must be >= 0")
             if name == "timeoutSeconds" and value <= 0:
                 raise invalid("timeoutSeconds must be > 0")
-        return cls(
-            rate_limit_rate=float(body.get("rateLimitRate", 0.0)),
-            server_error_rate=float(body.get("serverErrorRate", 0.0)),
-            latency_ms=float(body.get("latencyMs", 0.0)),
-            timeout_rate=float(body.get("timeoutRate", 0.0)),
-            provision_failure_rate=float(body.get("provisionFailureRate", 0.0)),
-            provision_stall_rate=float(body.get("provisionStallRate", 0.0)),
-            timeout_seconds=float(body.get("timeoutSeconds", DEFAULT_TIMEOUT_SECONDS)),
-        )
+        return from_camel(cls, body, lambda _, value: float(value))
 
 
 @dataclass

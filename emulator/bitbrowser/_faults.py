@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from devicepool.emulator._bodies import camel_fields, from_camel, is_number
 from devicepool.emulator._problems import invalid
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
@@ -25,8 +26,10 @@ _COUNTS = ("openFailures", "phoneRequestsPerSecond")
 _KNOWN = (*_RATES, *_COUNTS, "latencyMs", "timeoutSeconds")
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def _converted(name: str, value: Any) -> Any:
+    if name in _COUNTS:  # phoneRequestsPerSecond: null is the configured budget
+        return None if value is None else int(value)
+    return float(value)
 
 
 @dataclass
@@ -42,17 +45,7 @@ class Faults:
     phone_requests_per_second: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "latencyMs": self.latency_ms,
-            "failureRate": self.failure_rate,
-            "serverErrorRate": self.server_error_rate,
-            "timeoutRate": self.timeout_rate,
-            "timeoutSeconds": self.timeout_seconds,
-            "openFailures": self.open_failures,
-            "openFailureRate": self.open_failure_rate,
-            "openStuckRate": self.open_stuck_rate,
-            "phoneRequestsPerSecond": self.phone_requests_per_second,
-        }
+        return camel_fields(self)
 
     @classmethod
     def parse(cls, body: Any) -> Faults:
@@ -65,7 +58,7 @@ class Faults:
         for name, value in body.items():
             if name == "phoneRequestsPerSecond" and value is None:
                 continue
-            if not _is_number(value):
+            if not is_number(value):
                 raise invalid(f"{name} must be a number")
             if name in _RATES and not 0 <= value <= 1:
                 raise invalid(f"{name} must be between 0 and 1")
@@ -77,18 +70,7 @@ class Faults:
                 raise invalid("latencyMs must be >= 0")
             if name == "timeoutSeconds" and value <= 0:
                 raise invalid("timeoutSeconds must be > 0")
-        per_second = body.get("phoneRequestsPerSecond")
-        return cls(
-            latency_ms=float(body.get("latencyMs", 0.0)),
-            failure_rate=float(body.get("failureRate", 0.0)),
-            server_error_rate=float(body.get("serverErrorRate", 0.0)),
-            timeout_rate=float(body.get("timeoutRate", 0.0)),
-            timeout_seconds=float(body.get("timeoutSeconds", DEFAULT_TIMEOUT_SECONDS)),
-            open_failures=int(body.get("openFailures", 0)),
-            open_failure_rate=float(body.get("openFailureRate", 0.0)),
-            open_stuck_rate=float(body.get("openStuckRate", 0.0)),
-            phone_requests_per_second=None if per_second is None else int(per_second),
-        )
+        return from_camel(cls, body, _converted)
 
 
 @dataclass
