@@ -10,8 +10,10 @@ whose tests use a module-scoped fixture (a dev server, a dev stack, a wheel)
 runs in one worker, so that it is made once. A module measured longer than
 `CHUNK_SECONDS` is cut into chunks of about that length, each its own group
 (each makes the fixture once): one long module would otherwise be the run's
-length. Session-scoped stacks (each folder's conftest.py) are made once per
-worker that needs one, whatever the order.
+length. Not so in `WHOLE_FOLDERS`, whose modules share stacks of processes (a
+`devicepool dev` stack, a cluster): made again for each chunk, such a stack costs
+more CPU than the module's length costs the run. Session-scoped stacks (each
+folder's conftest.py) are made once per worker that needs one, whatever the order.
 
 `make durations` runs the suite as `make test` does and writes each test's
 measured time (setup, call and teardown) to tests/durations.json; tests under
@@ -30,6 +32,7 @@ from pathlib import Path
 
 __all__ = [
     "CHUNK_SECONDS",
+    "WHOLE_FOLDERS",
     "Collected",
     "load_durations",
     "merge_durations",
@@ -41,6 +44,8 @@ CHUNK_SECONDS = 45.0
 MIN_SECONDS = 0.5
 UNKNOWN_SECONDS = 0.1
 UNKNOWN_SERVER_SECONDS = 10.0
+# Folders whose modules are never cut into chunks (see the module docstring).
+WHOLE_FOLDERS = ("tests/e2e/", "tests/deploy/")
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,9 @@ def schedule(
             shared.setdefault(test.module, []).append(index)
     group: dict[int, str] = {}
     for module, indices in shared.items():
-        for index, chunk in _chunks(indices, [seconds(tests[i]) for i in indices]).items():
+        times = [seconds(tests[i]) for i in indices]
+        chunks = dict.fromkeys(indices) if module.startswith(WHOLE_FOLDERS) else None
+        for index, chunk in (chunks or _chunks(indices, times)).items():
             group[index] = module if chunk is None else f"{module}#{chunk}"
 
     units: dict[str, list[int]] = {}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tests.helpers.schedule import (
     CHUNK_SECONDS,
+    WHOLE_FOLDERS,
     Collected,
     load_durations,
     merge_durations,
@@ -75,6 +76,19 @@ def test_a_module_longer_than_a_chunk_is_cut_into_even_chunks_each_in_module_ord
     assert loads == [43.0, 45.0]  # 30+10+3 and 25+20
     # Each chunk's tests are handed out one after the other, the longer chunk first.
     assert [group for _, group in order] == [f"{shared}#2"] * 2 + [f"{shared}#1"] * 3
+
+
+def test_a_module_sharing_a_stack_of_processes_is_never_cut() -> None:
+    for folder in WHOLE_FOLDERS:
+        shared = f"{folder}test_stack.py"
+        times = [60.0, 50.0, 40.0]
+        assert sum(times) > 2 * CHUNK_SECONDS
+        tests = [item(f"t{k}", module=shared, shares=True) for k in range(len(times))]
+        durations = {t.nodeid: s for t, s in zip(tests, times, strict=True)}
+
+        order = schedule(tests, durations)
+
+        assert order == [(0, shared), (1, shared), (2, shared)]  # one unit, in module order
 
 
 def test_plain_id_drops_the_xdist_group_suffix_but_not_an_at_inside_a_parameter() -> None:
