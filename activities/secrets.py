@@ -72,16 +72,9 @@ class Scrubber:
         *,
         accounts: Iterable[AccountSettings] = (),
         proxy_pools: Iterable[ProxyPoolSettings] = (),
-        extra: Iterable[SecretStr] = (),
     ) -> Scrubber:
-        """The secrets of a worker's accounts and proxy pools (and any `extra` ones)."""
-        return cls(
-            [
-                *(account.api_key for account in accounts),
-                *(pool.password for pool in proxy_pools),
-                *extra,
-            ]
-        )
+        """The secrets of a worker's accounts and proxy pools."""
+        return cls([*(a.api_key for a in accounts), *(pool.password for pool in proxy_pools)])
 
     def including(self, *secrets: SecretStr | str) -> Scrubber:
         """This scrubber with `secrets` added (a client adds its own key, whoever built it)."""

@@ -31,48 +31,22 @@ __all__ = ["ADAPTERS", "PhonePacer", "Transport", "build_provider"]
 Transport = httpx.AsyncBaseTransport
 
 
-def _http(
-    account: AccountSettings, transport: Transport | None, metrics: Metrics, scrubber: Scrubber
-) -> dict[str, Any]:
-    """What either HTTP client is built with, from the account."""
-    return {
-        "base_url": account.base_url,
-        "api_key": account.api_key,
-        "timeout": account.timeout_seconds,
-        "transport": transport,
-        "metrics": metrics,
-        "scrubber": scrubber,
-    }
-
-
-def _rest(
-    account: AccountSettings,
-    transport: Transport | None,
-    metrics: Metrics,
-    scrubber: Scrubber,
-    pacer: PhonePacer | None,
-) -> Provider:
-    return RestProvider(BitCloudPhoneClient(**_http(account, transport, metrics, scrubber)))
+def _rest(account: AccountSettings, http: dict[str, Any], pacer: PhonePacer | None) -> Provider:
+    return RestProvider(BitCloudPhoneClient(**http))
 
 
 def _bitbrowser(
-    account: AccountSettings,
-    transport: Transport | None,
-    metrics: Metrics,
-    scrubber: Scrubber,
-    pacer: PhonePacer | None,
+    account: AccountSettings, http: dict[str, Any], pacer: PhonePacer | None
 ) -> Provider:
     # One pacer per account (or the one handed in, a node worker's for every account
     # it serves): every pool's calls share the 1-a-second budget.
-    api = LocalApi(**_http(account, transport, metrics, scrubber))
     pacer = pacer or PhonePacer(interval=account.phone_interval_seconds)
-    return PhoneProvider(CloudPhones(api, pacer=pacer))
+    return PhoneProvider(CloudPhones(LocalApi(**http), pacer=pacer))
 
 
-ADAPTERS: dict[
-    str,
-    Callable[[AccountSettings, Transport | None, Metrics, Scrubber, PhonePacer | None], Provider],
-] = {
+# An adapter is built from its account, what its HTTP client is built with, and the
+# cloud-phone budget to share (`build_provider`).
+ADAPTERS: dict[str, Callable[[AccountSettings, dict[str, Any], PhonePacer | None], Provider]] = {
     "rest": _rest,
     "bitbrowser": _bitbrowser,
 }
@@ -98,4 +72,12 @@ def build_provider(
         raise ValueError(
             f"account {account.name!r}: served by node worker {account.node!r}, not here"
         )
-    return build(account, transport, metrics, scrubber, phone_pacer)
+    http = {
+        "base_url": account.base_url,
+        "api_key": account.api_key,
+        "timeout": account.timeout_seconds,
+        "transport": transport,
+        "metrics": metrics,
+        "scrubber": scrubber,
+    }
+    return build(account, http, phone_pacer)
