@@ -26,7 +26,7 @@ import hashlib
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import quote, unquote
 
 from devicepool.activities.errors import InvalidArgumentError
@@ -41,6 +41,7 @@ __all__ = [
     "RETIRED",
     "Remark",
     "device_id",
+    "parked_fields",
     "parked_mark",
     "parse_device_id",
     "pool_prefix",
@@ -82,6 +83,11 @@ def parked_mark(pool: str, state: str) -> str:
     if state == RETIRED:
         return f"{RETIRED_PREFIX}{_digest(pool, 8)}-{RETIRED}"
     return pool_prefix(pool) + state
+
+
+def parked_fields(remark: Remark, state: str) -> dict[str, str]:
+    """The `name` and `remark` of the remark's profile parked in `state` (a partial update)."""
+    return {"name": parked_mark(remark.pool, state), "remark": replace(remark, state=state).text()}
 
 
 def device_id(phone_id: str, incarnation: int) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import replace
 
 from devicepool.activities.errors import QuotaExceededError
 from devicepool.activities.providers.base import current_call, provider_call
@@ -17,6 +16,7 @@ from devicepool.activities.providers.bitbrowser.phone_marks import (
     RESERVE,
     RETIRED,
     Remark,
+    parked_fields,
     parked_mark,
 )
 from devicepool.activities.providers.bitbrowser.phones import CloudPhones
@@ -121,13 +121,7 @@ class Reserve:
             except QuotaExceededError:
                 state = RETIRED
         self._forget(phone.id)
-        await self.phones.update(
-            phone.id,
-            {
-                "name": parked_mark(remark.pool, state),
-                "remark": replace(remark, state=state).text(),
-            },
-        )
+        await self.phones.update(phone.id, parked_fields(remark, state))
         self.listings.parks[remark.pool] += 1
         self._reserves.pop(remark.pool, None)  # listed again with this one
         if (counted := self.listings.reserve_ids.get(remark.pool)) is not None:
@@ -144,13 +138,7 @@ class Reserve:
             profiles = await self.listings.pool_phones(pool)
             kept = [(p, r) for p, r in profiles if r.state == RESERVE]
             for phone, remark in kept:
-                await self.phones.update(
-                    phone.id,
-                    {
-                        "name": parked_mark(pool, RETIRED),
-                        "remark": replace(remark, state=RETIRED).text(),
-                    },
-                )
+                await self.phones.update(phone.id, parked_fields(remark, RETIRED))
             # Those retired before, out of the pool's listing: one more listing, here only.
             retired = [
                 p

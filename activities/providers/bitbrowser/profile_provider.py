@@ -177,7 +177,7 @@ class BitBrowserProfiles:
             return await self._try_open(profile_id)
         except (TransportError, ServerError) as exc:
             log.info("profile %s: open got no answer: %s", profile_id, exc)
-            return _node_trouble(exc)
+            return _not_open(exc, node_trouble=True)
 
     async def _try_open(self, profile_id: str) -> NodeOpenResult:
         try:
@@ -185,7 +185,7 @@ class BitBrowserProfiles:
             return NodeOpenResult(open=True)
         except LocalApiBusyError as exc:
             if _ELSEWHERE in exc.raw_msg:
-                return _refused(exc)
+                return _not_open(exc)
             busy = exc
         except LocalApiError as exc:
             return _refused_or_raise(exc)
@@ -233,14 +233,9 @@ class BitBrowserProfiles:
         await self.profiles.delete([profile_id])
 
 
-def _refused(exc: LocalApiError) -> NodeOpenResult:
-    return NodeOpenResult(open=False, reason=f"{exc.error_type.value}: {exc.detail}")
-
-
-def _node_trouble(exc: ProviderError) -> NodeOpenResult:
-    return NodeOpenResult(
-        open=False, reason=f"{exc.error_type.value}: {exc.detail}", node_trouble=True
-    )
+def _not_open(exc: ProviderError, *, node_trouble: bool = False) -> NodeOpenResult:
+    reason = f"{exc.error_type.value}: {exc.detail}"
+    return NodeOpenResult(open=False, reason=reason, node_trouble=node_trouble)
 
 
 def _refused_or_raise(exc: LocalApiError) -> NodeOpenResult:
@@ -250,7 +245,7 @@ def _refused_or_raise(exc: LocalApiError) -> NodeOpenResult:
     if isinstance(exc, _NODE_TROUBLE):
         raise exc
     if isinstance(exc, _ACCOUNT_TROUBLE) or _WINDOW_CAP in exc.raw_msg:
-        return _node_trouble(exc)
+        return _not_open(exc, node_trouble=True)
     if isinstance(exc, LocalApiUnavailableError) and _FAILED_TO_START not in exc.raw_msg:
-        return _node_trouble(exc)
-    return _refused(exc)
+        return _not_open(exc, node_trouble=True)
+    return _not_open(exc)
