@@ -25,7 +25,6 @@ from pydantic import Field, model_validator
 from devicepool.activities.device_models import (
     ALIVE_STATUSES,
     BUSY,
-    DEVICE_ROW,
     DEVICE_STATUSES,
     FAILED,
     OFFLINE,
@@ -55,7 +54,6 @@ from devicepool.api.v1beta1 import DevicePoolSpec, Platform
 __all__ = [
     "ALIVE_STATUSES",
     "BUSY",
-    "DEVICE_ROW",
     "DEVICE_STATUSES",
     "FAILED",
     "HEARTBEAT_EVERY",

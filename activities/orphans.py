@@ -1,19 +1,14 @@
 """The orphan sweep's side effects: find devices whose pool is gone, terminate them.
 
-`OrphanActivities` is a mixin of `DeviceActivities` over `AccountProviders`:
-
-- `find_orphans` `FindOrphansInput` → `FindOrphansResult`: one listing of the
-  account's managed devices (`Provider.list_managed`, not terminating or
-  terminated), grouped by their pool, and one `pool_runs.check_pool` per pool.
-  Only the orphans come back, at most `MAX_ORPHANS_PER_SCAN` (the oldest).
-- `terminate_orphans` `TerminateOrphansInput` → `TerminateOrphansResult`:
-  each device and its pool are read again right before it is removed; a device
-  whose pool runs by now (applied again) is kept. Each removal counts
-  `devicepool_orphans_terminated_total{account, platform}` and logs one line;
-  a failure on one device keeps it (with the reason) for the next scan.
-- `count_devices` `CountDevicesInput` → `CountDevicesResult`: how many managed
-  devices of the account bill now (the same listing, any pool): the account
-  ledger's count for the worker config's per-account `spendCap`.
+`OrphanActivities` is a mixin of `DeviceActivities` over `AccountProviders`.
+`find_orphans` makes one listing of the account's managed devices (not on their
+way out), grouped by pool, and one `pool_runs.check_pool` per pool; only the
+orphans come back, at most `MAX_ORPHANS_PER_SCAN` (the oldest).
+`terminate_orphans` reads each device and its pool again right before it is
+removed (a pool applied again by now keeps it); each removal counts
+`devicepool_orphans_terminated_total{account, platform}` and logs one line, and a
+failure keeps the device (with the reason) for the next scan. `count_devices`
+counts the same listing, any pool (the account ledger's `spendCap`).
 """
 
 from __future__ import annotations

@@ -2,12 +2,8 @@
 
 Both run on the `devicepool-watch` task queue, heartbeat while they poll, and
 return only when something changed (or at `max_seconds`), so a quiet pool costs
-its history a few events an hour. `watch_health` may reuse the listing this
-process made for the pool's own watch (at most `reuse_listing_seconds` old),
-so a pool and its check cost the provider one read per interval; without one
-its own reads are at least `own_read_seconds` apart. A change is answered on a
-fresh read of its own (`provider_call(fresh=True)`), never on that shared
-listing or a plain read alone. A mixin of
+its history a few events an hour. How `watch_health` shares the pool's own
+listing and reads afresh what it answers: `_watch_health`. A mixin of
 `DeviceActivities` over `AccountProviders`.
 """
 
