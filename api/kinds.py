@@ -24,6 +24,7 @@ from devicepool.api.names import (
     WORKFLOW_BROWSER_POOL,
     WORKFLOW_DEVICE_POOL,
     WORKFLOW_ID_PREFIX,
+    after,
 )
 from devicepool.api.v1alpha1 import PoolResource
 
@@ -57,9 +58,7 @@ class Kind:
         return f"{self.workflow_id_prefix}{name}"
 
     def name_from_workflow_id(self, workflow_id: str) -> str | None:
-        if workflow_id.startswith(self.workflow_id_prefix):
-            return workflow_id[len(self.workflow_id_prefix) :]
-        return None
+        return after(self.workflow_id_prefix, workflow_id)
 
 
 DEVICE_POOL = Kind(

@@ -18,6 +18,12 @@ KIND_DEVICE_POOL = "DevicePool"
 KIND_BROWSER_POOL = "BrowserPool"
 # Each kind's row (its CLI words, models, workflow type and id prefix): `api.kinds`.
 
+
+def after(prefix: str, name: str) -> str | None:
+    """`name` without `prefix` (what an id or a queue was made of), or None without it."""
+    return name[len(prefix) :] if name.startswith(prefix) else None
+
+
 # Task queues
 TASK_QUEUE = "devicepool"
 ACCOUNT_TASK_QUEUE_PREFIX = "devicepool-account-"
@@ -75,9 +81,7 @@ def node_watch_task_queue(node: str) -> str:
 
 
 def node_from_task_queue(task_queue: str) -> str | None:
-    if task_queue.startswith(NODE_TASK_QUEUE_PREFIX):
-        return task_queue[len(NODE_TASK_QUEUE_PREFIX) :] or None
-    return None
+    return after(NODE_TASK_QUEUE_PREFIX, task_queue) or None
 
 
 # Workflow types and ids
@@ -91,9 +95,7 @@ def pool_workflow_id(pool: str) -> str:
 
 
 def pool_name_from_workflow_id(workflow_id: str) -> str | None:
-    if workflow_id.startswith(WORKFLOW_ID_PREFIX):
-        return workflow_id[len(WORKFLOW_ID_PREFIX) :]
-    return None
+    return after(WORKFLOW_ID_PREFIX, workflow_id)
 
 
 # A BrowserPool is the workflow `browserpool/<name>`: a DevicePool and a BrowserPool
@@ -223,9 +225,7 @@ def ledger_workflow_id(account: str) -> str:
 
 
 def account_from_ledger_id(workflow_id: str) -> str | None:
-    if workflow_id.startswith(LEDGER_ID_PREFIX):
-        return workflow_id[len(LEDGER_ID_PREFIX) :]
-    return None
+    return after(LEDGER_ID_PREFIX, workflow_id)
 
 
 # The per-account orphan sweep (workflows/orphans/workflow.py): one long-running workflow
