@@ -2,8 +2,7 @@
 
 Children are started with `ParentClosePolicy.ABANDON` and addressed by id, so
 they survive the pool's continue-as-new and report to whichever run is
-current. Each function here is one command of the pool workflow; none of them
-raises for a failure the pool simply retries on its next pass.
+current.
 """
 
 from __future__ import annotations
@@ -42,16 +41,7 @@ from devicepool.workflows.shared.protocol import (
     WithdrawSlots,
 )
 
-__all__ = [
-    "Neighbours",
-    "batch_input",
-    "check_batches",
-    "start_batch",
-    "start_health",
-    "tell_health",
-    "tell_ledger",
-    "withdraw_slots",
-]
+__all__ = ["Neighbours", "batch_input", "check_batches", "incarnation", "start_batch"]
 
 
 class Neighbours:
@@ -59,7 +49,7 @@ class Neighbours:
 
     Commands that need no answer (child starts, signals) run in the background,
     in the order they are asked for; the hand-over and the finalizer wait until
-    they all resolved (`quiet`).
+    they all resolved (`quiet`). None raises for a failure the next pass retries.
     """
 
     def __init__(self, *, pool: str, account: str) -> None:
@@ -76,10 +66,14 @@ class Neighbours:
         return not self._pending
 
     def tell_ledger(self, *, expecting: bool) -> None:
-        self.later(tell_ledger(account=self.account, pool=self.pool, expecting=expecting))
+        """Announce (or withdraw) a permit request: the ledger deals the pool into its next
+        round. No ledger for the account (yet): batches then create without permits."""
+        intent = PermitIntent(pool=self.pool, expecting=expecting)
+        self.later(_signal(ledger_workflow_id(self.account), SIGNAL_PERMIT_INTENT, intent))
 
     def withdraw(self, batch_id: str, slots: list[int]) -> None:
-        self.later(withdraw_slots(batch_id, slots))
+        """Ask a batch to drop slots the pool no longer needs (one already gone is fine)."""
+        self.later(_signal(batch_id, SIGNAL_WITHDRAW_SLOTS, WithdrawSlots(slots=sorted(slots))))
 
     def ensure_health(self, state: PoolState, settings: PoolSettings, config: HealthConfig) -> None:
         """Start the health check unless this run has it (a new pool replaces a check a
@@ -91,87 +85,55 @@ class Neighbours:
     async def _start_health(
         self, state: PoolState, settings: PoolSettings, config: HealthConfig
     ) -> None:
-        self.health_running = await start_health(
-            replace_stale=not state.health_started,
-            pool=self.pool,
-            account=self.account,
-            settings=settings,
-            config=config,
-        )
-        state.health_started = state.health_started or self.health_running
+        """Start the health child, or find it still running. The pool's first start of
+        its check (`state.health_started` unset) replaces one still running under its id:
+        that belongs to an earlier pool of the name (terminated by hand), never adopted
+        with its old settings. Later starts (after continue-as-new) adopt the running one."""
+        info = workflow.info()
+        options: dict[str, Any] = {}
+        if not state.health_started:
+            options["id_reuse_policy"] = WorkflowIDReusePolicy.TERMINATE_IF_RUNNING
+        try:
+            child = await workflow.start_child_workflow(
+                WORKFLOW_POOL_HEALTH,
+                HealthInput(
+                    pool=self.pool,
+                    parent_workflow_id=info.workflow_id,
+                    account=self.account,
+                    settings=settings,
+                    config=config,
+                    pool_first_run_id=info.first_execution_run_id,
+                ),
+                id=health_workflow_id(self.pool),
+                task_queue=TASK_QUEUE,
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                static_summary=f"health checks of {self.pool}",
+                **options,
+            )
+            _forget_outcome(child)
+        except WorkflowAlreadyStartedError:
+            # Abandoned by the previous run at continue-as-new: it keeps its
+            # offline clocks and reports to this run (signals go by id).
+            workflow.logger.info("pool %s: health check already running", self.pool)
+        except FailureError as err:
+            workflow.logger.warning("pool %s: health check not started: %s", self.pool, err)
+            self.health_running = False  # tried again next pass
+            return
+        self.health_running = state.health_started = True
 
     async def sync_health(self, state: PoolState, wanted: HealthConfig) -> None:
         """Tell the health check when `maxUnhealthy` or the desired size changed."""
-        if wanted != state.health_told and await tell_health(pool=self.pool, config=wanted):
+        health = health_workflow_id(self.pool)
+        if wanted != state.health_told and await _signal(health, SIGNAL_HEALTH_CONFIG, wanted):
             state.health_told = wanted
 
 
-async def tell_ledger(*, account: str, pool: str, expecting: bool) -> None:
-    """Announce (or withdraw) a permit request, so the ledger deals this pool into the next round."""
+async def _signal(workflow_id: str, signal: str, arg: Any) -> bool:
+    """Signal `workflow_id`; False (logged) if it could not be told."""
     try:
-        await workflow.get_external_workflow_handle(ledger_workflow_id(account)).signal(
-            SIGNAL_PERMIT_INTENT, PermitIntent(pool=pool, expecting=expecting)
-        )
+        await workflow.get_external_workflow_handle(workflow_id).signal(signal, arg)
     except FailureError as err:
-        # No ledger for this account (yet): batches then create without permits.
-        workflow.logger.info("ledger of %s not told: %s", account, err)
-
-
-async def start_health(
-    *,
-    pool: str,
-    account: str,
-    settings: PoolSettings,
-    config: HealthConfig,
-    replace_stale: bool = False,
-) -> bool:
-    """Start the health child, or find it still running; False if it must be tried again.
-
-    `replace_stale`: the pool's first start of its check. A health check still
-    running under that id then belongs to an earlier pool of the same name (its
-    workflow was terminated by hand): it is replaced, never adopted with its
-    old settings. Later starts (after continue-as-new) adopt the running one.
-    """
-    info = workflow.info()
-    options: dict[str, Any] = {}
-    if replace_stale:
-        options["id_reuse_policy"] = WorkflowIDReusePolicy.TERMINATE_IF_RUNNING
-    try:
-        child = await workflow.start_child_workflow(
-            WORKFLOW_POOL_HEALTH,
-            HealthInput(
-                pool=pool,
-                parent_workflow_id=info.workflow_id,
-                account=account,
-                settings=settings,
-                config=config,
-                pool_first_run_id=info.first_execution_run_id,
-            ),
-            id=health_workflow_id(pool),
-            task_queue=TASK_QUEUE,
-            parent_close_policy=ParentClosePolicy.ABANDON,
-            static_summary=f"health checks of {pool}",
-            **options,
-        )
-        _forget_outcome(child)
-    except WorkflowAlreadyStartedError:
-        # Abandoned by the previous run at continue-as-new: it keeps its
-        # offline clocks and reports to this run (signals go by id).
-        workflow.logger.info("pool %s: health check already running", pool)
-    except FailureError as err:
-        workflow.logger.warning("pool %s: health check not started: %s", pool, err)
-        return False
-    return True
-
-
-async def tell_health(*, pool: str, config: HealthConfig) -> bool:
-    """Send the health child a changed spec (`maxUnhealthy`, replicas); False if it was not told."""
-    try:
-        await workflow.get_external_workflow_handle(health_workflow_id(pool)).signal(
-            SIGNAL_HEALTH_CONFIG, config
-        )
-    except FailureError as err:
-        workflow.logger.warning("health check of %s not told: %s", pool, err)
+        workflow.logger.info("%s not told %s: %s", workflow_id, signal, err)
         return False
     return True
 
@@ -232,16 +194,6 @@ async def check_batches(book: SlotBook, *, pool: str, every: timedelta) -> None:
             child_id,
             lost,
         )
-
-
-async def withdraw_slots(batch_id: str, slots: list[int]) -> None:
-    """Ask a batch to drop slots the pool no longer needs (a batch already gone is fine)."""
-    try:
-        await workflow.get_external_workflow_handle(batch_id).signal(
-            SIGNAL_WITHDRAW_SLOTS, WithdrawSlots(slots=sorted(slots))
-        )
-    except FailureError as err:
-        workflow.logger.info("batch %s not told to withdraw: %s", batch_id, err)
 
 
 async def start_batch(child_id: str, input: ProvisionBatchInput) -> bool:
