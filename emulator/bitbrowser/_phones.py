@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -104,17 +105,6 @@ class PhoneTimes:
     restart: float
 
 
-@dataclass
-class PhoneCounters:
-    created: int = 0
-    power_ons: int = 0
-    resumes: int = 0
-    suspends: int = 0
-    shutdowns: int = 0
-    restarts: int = 0
-    recovers: int = 0
-
-
 class PhoneStore:
     """The account's cloud phones and phone groups."""
 
@@ -134,7 +124,8 @@ class PhoneStore:
         self._month_of = month_of
         self.phones: dict[str, Phone] = {}
         self.groups: dict[str, dict[str, Any]] = {}
-        self.counters = PhoneCounters()
+        # created, power_ons, resumes, suspends, shutdowns, restarts, recovers
+        self.counters: Counter[str] = Counter()
         self.next_seq = 1
 
     def _new_id(self) -> str:
@@ -168,7 +159,7 @@ class PhoneStore:
             phone.billing_since = now
         self.next_seq += 1
         self.phones[phone.id] = phone
-        self.counters.created += 1
+        self.counters["created"] += 1
         return phone
 
     def update(self, phone: Phone, body: dict[str, Any], stamp: str) -> Phone:
@@ -258,8 +249,8 @@ class PhoneStore:
             return
         seconds = self.times.resume if phone.power == "suspended" else self.times.boot
         if phone.power == "suspended":
-            self.counters.resumes += 1
-        self.counters.power_ons += 1
+            self.counters["resumes"] += 1
+        self.counters["power_ons"] += 1
         self._billing_on(phone, now)
         phone.power = "booting"
         phone.ready_at = now + seconds
@@ -270,21 +261,21 @@ class PhoneStore:
         if phone.power != "running":
             raise LocalApiError(text.PHONE_NOT_ON)
         phone.power = "suspended"
-        self.counters.suspends += 1
+        self.counters["suspends"] += 1
 
     def shutdown(self, phone: Phone, now: float) -> None:
         if phone.power == "off":
             return
         phone.power = "off"
         self._billing_off(phone, now)
-        self.counters.shutdowns += 1
+        self.counters["shutdowns"] += 1
 
     def restart(self, phone: Phone, now: float) -> None:
         if phone.power == "off":
             raise LocalApiError(text.PHONE_NOT_ON)
         phone.power = "booting"
         phone.ready_at = now + self.times.restart
-        self.counters.restarts += 1
+        self.counters["restarts"] += 1
 
     def recover(self, phone: Phone, now: float) -> None:
         """A fresh start: a new fingerprint and adb password; a powered phone boots again, and an
@@ -299,7 +290,7 @@ class PhoneStore:
         if phone.power != "off":
             phone.power = "booting"
             phone.ready_at = now + self.times.boot
-        self.counters.recovers += 1
+        self.counters["recovers"] += 1
 
     # ------------------------------------------------------------ groups
 

@@ -45,7 +45,7 @@ from devicepool.emulator.bitbrowser._browsers import Process, Processes
 from devicepool.emulator.bitbrowser._envelope import NO_DATA, LocalApiError
 from devicepool.emulator.bitbrowser._faults import Decision, Dice, Faults
 from devicepool.emulator.bitbrowser._phone_rate import PhoneRate
-from devicepool.emulator.bitbrowser._phones import Phone, PhoneCounters, PhoneStore, PhoneTimes
+from devicepool.emulator.bitbrowser._phones import Phone, PhoneStore, PhoneTimes
 from devicepool.emulator.bitbrowser._profiles import Group, Profile, ProfileStore
 from devicepool.emulator.bitbrowser._statefile import StateFile
 from devicepool.emulator.bitbrowser.config import BitBrowserConfig
@@ -98,17 +98,6 @@ class Node:
     up: bool = True
     # The desktop's memory: one open in flight; `queue: true` waits its turn here.
     open_gate: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
-@dataclass
-class Counters:
-    creates: int = 0
-    deletes: int = 0
-    opens: int = 0
-    open_failures: int = 0
-    closes: int = 0
-    resets: int = 0
-    kills: int = 0
 
 
 class BitBrowserEmulator:
@@ -172,7 +161,8 @@ class BitBrowserEmulator:
         self.phone_rate = PhoneRate()
         self.faults = Faults()
         self.dice = Dice(self._rngs["faults"])
-        self.counters = Counters()
+        # creates, deletes, opens, open_failures, closes, resets, kills
+        self.counters: Counter[str] = Counter()
 
     def reset(self) -> None:
         """Forget every profile, phone, process, counter and fault; nodes up; the clock runs on."""
@@ -269,8 +259,8 @@ class BitBrowserEmulator:
             "phones": [_record(p) for p in self.phones.phones.values()],
             "phoneGroups": list(self.phones.groups.values()),
             "phoneNextSeq": self.phones.next_seq,
-            "counters": _record(self.counters),
-            "phoneCounters": _record(self.phones.counters),
+            "counters": dict(self.counters),
+            "phoneCounters": dict(self.phones.counters),
             "phoneRate": [rate.requests, rate.rate_limited, rate.max_per_second],
             "faultsInjected": dict(self.dice.injected),
             "rng": {purpose: rng.getstate() for purpose, rng in self._rngs.items()},
@@ -285,8 +275,8 @@ class BitBrowserEmulator:
         self.phones.phones = {p["id"]: Phone(**p) for p in saved["phones"]}
         self.phones.groups = {g["id"]: g for g in saved["phoneGroups"]}
         self.phones.next_seq = saved["phoneNextSeq"]
-        self.counters = Counters(**saved["counters"])
-        self.phones.counters = PhoneCounters(**saved["phoneCounters"])
+        self.counters = Counter(saved["counters"])
+        self.phones.counters = Counter(saved["phoneCounters"])
         requests, limited, most = saved["phoneRate"]
         self.phone_rate = PhoneRate(requests=requests, rate_limited=limited, max_per_second=most)
         self.dice.injected = Counter(saved["faultsInjected"])
@@ -382,7 +372,7 @@ class BitBrowserEmulator:
         profile_id = body.get("id")
         if profile_id in (None, ""):
             profile = self.profiles.create(body, self.stamp())
-            self.counters.creates += 1
+            self.counters["creates"] += 1
         else:
             profile = self.profiles.replace(self.profiles.get(profile_id), body, self.stamp())
         return profile.to_json()
@@ -435,15 +425,15 @@ class BitBrowserEmulator:
         if outcome == "failed":
             if process is not None and process.ws_path == launched.ws_path:
                 self.processes.forget(profile.id)
-            self.counters.open_failures += 1
+            self.counters["open_failures"] += 1
             raise LocalApiError(text.OPEN_FAILED)
         assert process is not None
         if outcome == "stuck":
             process.alive = False
-            self.counters.open_failures += 1
+            self.counters["open_failures"] += 1
             raise LocalApiError(text.OPEN_TIMED_OUT)
         process.state = "open"
-        self.counters.opens += 1
+        self.counters["opens"] += 1
         opened = self.profiles.get(profile_id)
         opened.opened()
         return process.open_json(opened.to_json())
@@ -477,7 +467,7 @@ class BitBrowserEmulator:
         # Success now; the process exits a moment later (pids/alive shows it until then).
         process.state = "closing"
         process.exits_at = self.now() + self.config.close_linger_seconds
-        self.counters.closes += 1
+        self.counters["closes"] += 1
 
     async def close_all(self, node: Node, body: dict[str, Any]) -> Any:
         for process in self.processes.on_node(node.name, self.now()):
@@ -506,7 +496,7 @@ class BitBrowserEmulator:
         profile = self.profiles.get(required_id(body))
         if self.processes.get(profile.id, self.now()) is not None:
             self.processes.forget(profile.id)
-            self.counters.resets += 1
+            self.counters["resets"] += 1
         return NO_DATA
 
     def _check_deletable(self, profile: Profile) -> None:
@@ -518,7 +508,7 @@ class BitBrowserEmulator:
         profile = self.profiles.get(required_id(body))
         self._check_deletable(profile)
         self.profiles.delete(profile)
-        self.counters.deletes += 1
+        self.counters["deletes"] += 1
         return NO_DATA
 
     async def delete_ids(self, node: Node, body: dict[str, Any]) -> Any:
@@ -529,7 +519,7 @@ class BitBrowserEmulator:
             self._check_deletable(profile)
         for profile in profiles:
             self.profiles.delete(profile)
-        self.counters.deletes += len(profiles)
+        self.counters["deletes"] += len(profiles)
         return NO_DATA
 
     def _pids(self, node: Node, ids: list[str] | None, *, alive: bool) -> dict[str, int]:
@@ -687,7 +677,7 @@ class BitBrowserEmulator:
             raise ProblemError(
                 404, NOT_FOUND, f"no live browser process for profile {profile_id!r}"
             )
-        self.counters.kills += 1
+        self.counters["kills"] += 1
         if stuck:
             process.alive = False
             process.state = "closing"
@@ -738,13 +728,13 @@ class BitBrowserEmulator:
                 "closing": sum(1 for p in processes if p.state == "closing"),
                 "openByNode": open_by_node,
             },
-            "creates": counters.creates,
-            "deletes": counters.deletes,
-            "opens": counters.opens,
-            "openFailures": counters.open_failures,
-            "closes": counters.closes,
-            "resets": counters.resets,
-            "kills": counters.kills,
+            "creates": counters["creates"],
+            "deletes": counters["deletes"],
+            "opens": counters["opens"],
+            "openFailures": counters["open_failures"],
+            "closes": counters["closes"],
+            "resets": counters["resets"],
+            "kills": counters["kills"],
             "duplicates": {
                 "byName": self.profiles.duplicates("name"),
                 "byRemark": self.profiles.duplicates("remark"),
@@ -756,10 +746,10 @@ class BitBrowserEmulator:
                 "booting": sum(1 for p in phones if p.power == "booting"),
                 "suspended": sum(1 for p in phones if p.power == "suspended"),
                 "offline": sum(1 for p in phones if p.offline),
-                "created": phone_counters.created,
-                "powerOns": phone_counters.power_ons,
-                "shutdowns": phone_counters.shutdowns,
-                "recovers": phone_counters.recovers,
+                "created": phone_counters["created"],
+                "powerOns": phone_counters["power_ons"],
+                "shutdowns": phone_counters["shutdowns"],
+                "recovers": phone_counters["recovers"],
                 "requests": self.phone_rate.requests,
                 "rateLimited": self.phone_rate.rate_limited,
                 "maxRequestsPerSecond": self.phone_rate.max_per_second,
