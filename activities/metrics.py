@@ -4,17 +4,8 @@
 (or a test) builds and passes down; nothing registers on the global default
 registry at import time. Recorded from activity code only, plus the replay-safe
 workflow interceptor in `worker/metrics.py`: activities run once per attempt and
-are never replayed, so a counter here counts real provider calls.
-
-Collectors: `devicepool_api_requests_total{operation}`,
-`devicepool_api_errors_total{type}` (an `api.errors.ErrorType`),
-`devicepool_provisioning_seconds` (create → ready, from the provider's
-`createdAt`/`updatedAt` when given, else this worker's clock),
-`devicepool_replacements_total{pool,reason}`,
-`devicepool_reconcile_duration_seconds`,
-`devicepool_orphans_terminated_total{account,platform}`,
-`devicepool_foreign_marks_total{family}`. What each means:
-docs/operations.md, "Metrics, alerts and the dashboard".
+are never replayed, so a counter here counts real provider calls. What each
+collector means: docs/operations.md, "Metrics, alerts and the dashboard".
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The provider seam: the one narrow interface the activities use to reach a provider.
 
-An adapter speaks one provider transport for one account: `rest` (the REST
-contract of DESIGN.md, `providers/rest.py`) and `bitbrowser` (cloud phones over
-BitBrowser's Local API, `providers/bitbrowser/phone_provider.py`: no
-idempotency key, so a create first looks for its mark; no delete, so
-`remove_device` powers the phone off and keeps its profile). The engine never
-learns which one it talks to.
+An adapter speaks one provider transport for one account (`registry.ADAPTERS`:
+`rest`, `providers/rest.py`; `bitbrowser`, `providers/bitbrowser/phone_provider.py`).
+The engine never learns which one it talks to (docs/providers.md, "The provider seam").
 
 `provider_call(pool=..., replacement=...)` says whom the provider calls made
 inside it serve; an adapter with a shared request budget (the Local API's one

@@ -1,17 +1,11 @@
 """The provider seam for browser profiles: what a BrowserPool's node activities reach.
 
 `ProfileProvider` is one node's view of one account's browser profiles, as
-`base.Provider` is one account's devices: list a pool's profiles (with whether
-each one's browser is open at this node), create one for a slot with its mark
-(found, never made twice, when an earlier attempt made it), open and close a
-browser, remove a profile. The adapter over BitBrowser's Local API is
-`providers/bitbrowser/profile_provider.py`; the activities
-(`activities/node_browsers.py`) never learn which one they talk to.
-
+`base.Provider` is one account's devices (docs/providers.md, "The provider
+seam"); the adapter over BitBrowser's Local API is `bitbrowser/profile_provider.py`.
 Adapters answer in the node activities' views (`ProfileView`, `NodeOpenResult`)
 and fail only with the `ProviderError` tree of `activities.errors`. They hold
 the account's key and the node's proxy passwords; what they return never does.
-No HTTP client here.
 """
 
 from __future__ import annotations

@@ -18,8 +18,7 @@ its profiles again. Answers are validated into the allow-list models of
 `models`, which cannot hold the vendor's secrets: those are dropped as fields.
 
 Every call has one deadline for the whole exchange (`timeout`, or the call's
-own): httpx's per-phase timeouts alone let a trickling answer last for ever, and
-an in-process transport honours none of them.
+own; `http_answers.exchange`): an in-process transport honours no httpx timeout.
 """
 
 from __future__ import annotations

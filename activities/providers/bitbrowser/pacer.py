@@ -1,11 +1,9 @@
 """`PhonePacer`: one cloud-phone call at a time, the next `interval` after the last answer.
 
-The vendor allows 1 cloud-phone request a second (all `/phone/*` calls of the
-client; what happens past it is not documented). One pacer per BitBrowser
-*account* in a process, shared by every `CloudPhones` of that account (every
-node logged into it) and so by every pool of the account, lets one call
-through at a time, and the next one no sooner than `interval` after the
-previous call's answer (or failure).
+The vendor allows 1 cloud-phone request a second (all `/phone/*` calls; what
+happens past it is not documented). One pacer per BitBrowser *account* in a
+process is shared by every `CloudPhones` of that account (every node logged into
+it), and so by every pool of the account.
 
 Who goes next is fair, the way the account's ledger deals create permits
 (`workflows/ledger/dealing.py`): a waiting call for a replacement goes first
@@ -14,18 +12,12 @@ one call each, first come, first served within a pool. Whom a call serves is
 the `providers.base.provider_call` it runs in (`turn(call)` to say it
 directly); calls outside any are one pool of their own (`""`).
 
-Why from the answer and not from the start: the budget is counted where the
-requests arrive, and the way there is not the same length each time (a cold
-handler, a loaded machine). A request has arrived before it is answered, so
-counting from the answer puts at least `interval` between two arrivals
-whatever the way costs; counting from the start would need a margin as large
-as the worst delay. The price is the call's own latency on each turn.
-
-It is process-local: two worker processes serving one account, with a pacer
-each, make two calls a second. An account with `node: NAME` (worker config)
-has every call on that node worker, which holds one pacer for all its
-accounts (`worker/node.py`), so any number of main workers share the second;
-a worker config refuses such an account without `node` (`worker/config.py`).
+Counted from the answer, not the start: a request has arrived before it is
+answered, so at least `interval` separates two arrivals whatever the way there
+costs, with no margin for the worst delay; the price is each call's latency.
+Process-local: an account with `node: NAME` has every call on that node worker,
+which holds one pacer for all its accounts (`worker/node.py`), and a worker
+config refuses such an account without `node` (`worker/config.py`).
 """
 
 from __future__ import annotations
