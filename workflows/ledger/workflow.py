@@ -19,7 +19,9 @@ local activity `ledger_hold`. Continue-as-new when suggested, carrying
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
@@ -148,10 +150,7 @@ class AccountLedgerWorkflow:
         """Until a message arrives, or the earliest counted permit expires."""
         self._dirty = False
         wake = self._s.next_wake()
-        if wake is None:
-            await workflow.wait_condition(lambda: self._dirty)
-            return
-        timeout = max(wake - workflow.now(), timedelta(milliseconds=1))
+        timeout = None if wake is None else max(wake - workflow.now(), timedelta(milliseconds=1))
         try:
             await workflow.wait_condition(
                 lambda: self._dirty, timeout=timeout, timeout_summary="next window"
@@ -176,9 +175,7 @@ class AccountLedgerWorkflow:
         # The next round does not wait for these: a requester that is gone
         # hands its permits back whenever its delivery fails (`_send`).
         for one in issued:
-            task = asyncio.ensure_future(self._send(one))
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+            self._background(self._send(one))
 
     async def _count_devices(self) -> None:
         """List the account for its spendCap (only a ledger with a cap ever does)."""
@@ -206,9 +203,13 @@ class AccountLedgerWorkflow:
         """Tell pools the account's spendCap newly holds, or no longer holds."""
         for pool, message in self._s.cap_news(self._account).items():
             news = AccountCap(account=self._account, reached=bool(message), message=message)
-            task = asyncio.ensure_future(self._tell(pool, SIGNAL_ACCOUNT_CAPPED, news))
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+            self._background(self._tell(pool, SIGNAL_ACCOUNT_CAPPED, news))
+
+    def _background(self, send: Coroutine[Any, Any, None]) -> None:
+        """A delivery the loop does not wait for (continue-as-new does: `_sending`)."""
+        task = asyncio.ensure_future(send)
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
 
     async def _deliveries_settled(self) -> None:
         """Before continue-as-new, let grants on their way land (their failures
@@ -278,9 +279,7 @@ class AccountLedgerWorkflow:
         # A pause longer than a window is said on the pools it holds (a condition).
         pause = AccountPause(account=self._account, until=until, reason=self._s.paused_reason or "")
         for pool in self._s.held_pools(also=report.pool):
-            task = asyncio.ensure_future(self._tell(pool, SIGNAL_ACCOUNT_PAUSED, pause))
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+            self._background(self._tell(pool, SIGNAL_ACCOUNT_PAUSED, pause))
 
     async def _tell(self, pool: str, signal: str, news: AccountPause | AccountCap) -> None:
         try:
