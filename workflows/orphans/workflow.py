@@ -111,8 +111,7 @@ class OrphanSweepWorkflow:
                 **provider_queue(self._s.config.node),
             )
         except ActivityError as err:
-            cause = err.cause if err.cause is not None else err
-            self._s.last_error = f"scan failed: {cause}"
+            self._s.last_error = f"scan failed: {err.cause or err}"
             workflow.logger.warning("orphan sweep of %s: %s", self._account, self._s.last_error)
             return False
         self._s.observe(found, workflow.now())
@@ -134,9 +133,8 @@ class OrphanSweepWorkflow:
                     **provider_queue(self._s.config.node),
                 )
             except ActivityError as err:
-                cause = err.cause if err.cause is not None else err
-                self._s.last_error = f"terminate failed: {cause}"
-                workflow.logger.warning("orphan sweep of %s: %s", self._account, cause)
+                self._s.last_error = f"terminate failed: {err.cause or err}"
+                workflow.logger.warning("orphan sweep of %s: %s", self._account, err.cause or err)
                 continue
             self._s.record(result, workflow.now(), reason=reason)
             total.terminated += result.terminated
