@@ -1,8 +1,14 @@
-"""Fixtures for the emulator's own tests: a fresh app per test, driven with plain httpx."""
+"""Fixtures for the emulator's own tests: a fresh app per test, driven with plain httpx;
+`bitbrowser_process`, a real BitBrowser emulator process."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
+import os
+import subprocess
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,6 +19,7 @@ from devicepool.emulator.bitbrowser import BitBrowserConfig
 from tests.helpers.bitbrowser import Account
 from tests.helpers.emulator import Provider
 
+ROOT = Path(__file__).resolve().parents[2]
 MakeProvider = Callable[..., Awaitable[Provider]]
 
 
@@ -65,3 +72,36 @@ async def make_account() -> AsyncIterator[MakeAccount]:
 @pytest.fixture
 async def account(make_account: MakeAccount) -> Account:
     return await make_account()
+
+
+@contextlib.contextmanager
+def bitbrowser_process(
+    log: Path, command: list[str], *argv: str
+) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
+    """`COMMAND --port 0 ARGV` (a BitBrowser emulator CLI, stderr to `log`) once each node
+    ARGV names (`--node`) listens: the process and every node's URL by name."""
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [*command, "--port", "0", *argv],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.PIPE,
+            stderr=sink,
+        )
+    try:
+        assert process.stdout is not None
+        nodes: dict[str, str] = {}
+        deadline = time.monotonic() + 30  # a busy 2-core machine starts Python slowly
+        # Once it listens, a line a node: `NODE URL`.
+        while len(nodes) < argv.count("--node") and time.monotonic() < deadline:
+            line = process.stdout.readline().decode()
+            assert line, f"the emulator died: {log.read_text()}"
+            name, _, url = line.strip().partition(" ")
+            nodes[name] = url
+        yield process, nodes
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import socket
-import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -18,9 +13,10 @@ import pytest
 from devicepool.emulator.bitbrowser.cli import build_parser, config_from_args, main, node_ports
 from devicepool.emulator.bitbrowser.config import BitBrowserConfig, default_accounts_dir
 from devicepool.testing import free_port
+from tests.emulator.conftest import ROOT, bitbrowser_process
 from tests.helpers.bitbrowser import profile_body
 
-ROOT = Path(__file__).resolve().parents[2]
+MODULE = [sys.executable, "-m", "devicepool.emulator.bitbrowser"]
 
 
 def test_defaults() -> None:
@@ -130,42 +126,13 @@ def test_help_has_the_layout_of_the_other_emulator(capsys: pytest.CaptureFixture
     )
 
 
-@contextlib.contextmanager
-def serving(log: Path, *argv: str) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
-    """`python -m devicepool.emulator.bitbrowser --port 0 ...`, once every node listens."""
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "devicepool.emulator.bitbrowser", "--port", "0", *argv],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            stdout=subprocess.PIPE,
-            stderr=sink,
-        )
-        try:
-            assert process.stdout is not None
-            nodes: dict[str, str] = {}
-            deadline = time.monotonic() + 30  # a busy 2-core machine starts Python slowly
-            while len(nodes) < argv.count("--node") and time.monotonic() < deadline:
-                line = process.stdout.readline().decode()
-                assert line, f"the emulator died: {log.read_text()}"
-                name, _, url = line.strip().partition(" ")
-                nodes[name] = url
-            yield process, nodes
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-            if process.stdout is not None:
-                process.stdout.close()
-
-
 @pytest.mark.e2e  # a real emulator process
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_two_nodes_of_one_account_over_real_sockets(tmp_path: Path, stop: signal.Signals) -> None:
     log = tmp_path / "emulator.log"
     port = free_port()
     argv = ["--node", f"node-a={port}", "--node", "node-b", "--api-key", "k", "--open-seconds", "0"]
-    with serving(log, *argv) as (process, nodes):
+    with bitbrowser_process(log, MODULE, *argv) as (process, nodes):
         assert sorted(nodes) == ["node-a", "node-b"]
         assert nodes["node-a"] == f"http://127.0.0.1:{port}"
         key = {"x-api-key": "k"}
@@ -211,12 +178,12 @@ def test_a_process_killed_and_started_again_on_its_state_file_keeps_the_account(
 ) -> None:
     # SIGKILL: every answered call is already on disk.
     argv = ["--node", "node-1", "--state", str(tmp_path / "account.json")]
-    with serving(tmp_path / "first.log", *argv) as (process, nodes):
+    with bitbrowser_process(tmp_path / "first.log", MODULE, *argv) as (process, nodes):
         created = httpx.post(f"{nodes['node-1']}/browser/update", json=profile_body()).json()
         assert created["success"] is True
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=10)
-    with serving(tmp_path / "second.log", *argv) as (process, nodes):
+    with bitbrowser_process(tmp_path / "second.log", MODULE, *argv) as (process, nodes):
         listed = httpx.post(f"{nodes['node-1']}/browser/list", json={"page": 0}).json()
         assert [p["id"] for p in listed["data"]["list"]] == [created["data"]["id"]]
         assert httpx.get(f"{nodes['node-1']}/_emulator/stats").json()["creates"] == 1

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import httpx
 import pytest
 
 from devicepool.emulator.bitbrowser import StateFileError
+from tests.emulator.conftest import bitbrowser_process
 from tests.helpers.bitbrowser import Account, accounts_started, phone_body, profile_body
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,26 +148,9 @@ async def test_two_emulators_on_one_state_file_share_it(start: Start, tmp_path: 
 @contextlib.contextmanager
 def emulator_process(log: Path, *argv: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """`devicepool emulator --bitbrowser --port 0 ARGV` serving one node: (process, its URL)."""
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [*BITBROWSER, "--port", "0", *argv],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            stdout=subprocess.PIPE,
-            stderr=sink,
-        )
-    try:
-        assert process.stdout is not None
-        # Its first line once it listens: `NODE URL` (the test's timeout bounds the wait).
-        line = process.stdout.readline().decode()
-        assert line, f"the emulator died: {log.read_text()}"
-        yield process, line.split()[1]
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
-        if process.stdout is not None:
-            process.stdout.close()
+    with bitbrowser_process(log, BITBROWSER, *argv) as (process, nodes):
+        (url,) = nodes.values()
+        yield process, url
 
 
 def post(url: str, path: str, body: dict[str, Any]) -> Any:
