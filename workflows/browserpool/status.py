@@ -9,6 +9,7 @@ never hidden behind the last good status (docs/browserpools.md says how it shows
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -240,16 +241,14 @@ def _trouble(troubles: Mapping[str, NodeTrouble], placement: Placement) -> _Said
     if not troubles:
         return None
     refused = any(t.reason == LOCAL_API_REFUSED for t in troubles.values())
-    waiting: dict[str, int] = {}
-    for p in placement.waiting:
-        waiting[p.node] = waiting.get(p.node, 0) + 1
+    waiting = Counter(p.node for p in placement.waiting)
     parts = []
     for node, t in sorted(troubles.items()):
         what = "refuses its key" if t.reason == LOCAL_API_REFUSED else "does not answer"
         held = (
             "its profiles are counted lost and held elsewhere"
             if t.lost
-            else f"{waiting.get(node, 0)} profile(s) there wait for it"
+            else f"{waiting[node]} profile(s) there wait for it"
         )
         parts.append(f"node {node}'s Local API {what} ({t.cause}); {held}")
     return _Said(LOCAL_API_REFUSED if refused else NODE_UNREACHABLE, "; ".join(parts))

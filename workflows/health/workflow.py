@@ -176,16 +176,10 @@ class PoolHealthWorkflow:
                 fingerprint=fingerprint,
                 until=until,
                 once=once,
-                # The pool's own watch lists every resync: its listing will do
-                # while about as fresh as a poll of the check's own.
                 reuse_listing_seconds=reuse_listing_seconds(
                     resync_seconds=settings.resync_seconds,
                     health_seconds=settings.health_seconds,
                 ),
-                # Where that watch runs on another worker, or lists less often,
-                # the check's own reads are a few polls apart (the pool's read
-                # budget), never past the offline threshold. Only the input
-                # changes: same commands.
                 own_read_seconds=own_read_seconds(
                     health_seconds=settings.health_seconds,
                     offline_after_seconds=settings.offline_after_seconds,
