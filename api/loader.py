@@ -35,8 +35,6 @@ from devicepool.api.problems import Loc, ManifestError, loc_path, problem_line, 
 from devicepool.api.v1beta1 import DevicePool
 from devicepool.api.validation_messages import format_errors, format_validation_error
 
-# Both apply; what is loaded is the stored version (v1beta1), converted.
-SUPPORTED_API_VERSIONS: tuple[str, ...] = API_VERSIONS
 # What `load_manifests` takes.
 SUPPORTED_KINDS: tuple[str, ...] = (KIND_DEVICE_POOL,)
 # What `load_resources` takes (as messages list them, sorted).
@@ -233,7 +231,7 @@ def _parse_document(
         return None, [problem_line(prefix, base, rule)]
     # apiVersion and kind first: for a Deployment, "spec.platform: required" is noise.
     problems: list[str] = []
-    for key, supported in (("apiVersion", SUPPORTED_API_VERSIONS), ("kind", kinds)):
+    for key, supported in (("apiVersion", API_VERSIONS), ("kind", kinds)):
         if key not in data:
             problems.append(problem_line(prefix, (*base, key), "required"))
         elif data[key] not in supported:

@@ -30,10 +30,6 @@ _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 CORE_LOGGER = "temporalio.core"
 
 
-def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
-
-
 def core_logging() -> LoggingConfig:
     """The SDK's default levels (core WARN, the rest ERROR), forwarded to `CORE_LOGGER`."""
     return LoggingConfig(
@@ -82,7 +78,7 @@ def _fields(formatter: logging.Formatter, record: logging.LogRecord) -> dict[str
     fields.update(_context(record))
     if record.exc_info:
         fields["error"] = formatter.formatException(record.exc_info).strip().splitlines()[-1]
-    return {k: strip_ansi(v) if isinstance(v, str) else v for k, v in fields.items()}
+    return {k: _ANSI.sub("", v) if isinstance(v, str) else v for k, v in fields.items()}
 
 
 class LogfmtFormatter(logging.Formatter):
