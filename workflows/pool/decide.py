@@ -15,15 +15,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from devicepool.activities.models import (
-    BUSY,
-    FAILED,
-    READY,
-    TERMINATED,
-    TERMINATING,
-    DeviceInfo,
-    PoolSettings,
-)
+from devicepool.activities import models as am
 from devicepool.api.names import provision_workflow_id
 from devicepool.workflows.pool.plan import Plan, plan_pool
 from devicepool.workflows.pool.slots import SlotBook
@@ -65,12 +57,12 @@ def decide(
     pool: str,
     replicas: int,
     generation: int,
-    devices: list[DeviceInfo],
+    devices: list[am.DeviceInfo],
     doomed: Collection[str],
     slots: SlotBook,
     observed_slots: set[str],
     replacements_owed: int,
-    settings: PoolSettings,
+    settings: am.PoolSettings,
     now: datetime,
     allow_create: bool,
     act: bool,
@@ -98,10 +90,12 @@ def decide(
     members = [d for d in devices if d.id not in doomed]  # those on their way out are not
     # Doomed and terminating devices count toward nothing, but bill until they are gone.
     departing = sum(
-        1 for d in devices if d.status != TERMINATED and (d.id in doomed or d.status == TERMINATING)
+        1
+        for d in devices
+        if d.status != am.TERMINATED and (d.id in doomed or d.status == am.TERMINATING)
     )
     gone_of_own_accord = sum(
-        1 for d in devices if d.status == TERMINATING and d.id in left and d.id not in doomed
+        1 for d in devices if d.status == am.TERMINATING and d.id in left and d.id not in doomed
     )
 
     def planned() -> Plan:
@@ -140,7 +134,9 @@ def decide(
     # while `replicas - unavailable` serve without them (a busy one waits for idle).
     # A cap under `replicas` holds the pool there: what may be away is counted from it.
     ceiling = replicas if cap is None else min(replicas, cap)
-    serving = sum(1 for d in members if d.status in (READY, BUSY) and d.id not in plan.terminate)
+    serving = sum(
+        1 for d in members if d.status in (am.READY, am.BUSY) and d.id not in plan.terminate
+    )
     spare = max(0, serving - (ceiling - unavailable))
     wanted = set(retire) | set(rolling)
     # No room beside them, and none coming: they go first, one at a time at least.
@@ -155,7 +151,10 @@ def decide(
         (
             d
             for d in members
-            if d.id in wanted and d.id not in must_go and d.status == READY and not d.session_active
+            if d.id in wanted
+            and d.id not in must_go
+            and d.status == am.READY
+            and not d.session_active
         ),
         key=lambda d: (d.id not in retire, d.created_at, d.id),
     )
@@ -166,7 +165,7 @@ def decide(
     decision.only_if_idle = set(plan.terminate) | set(leaving)
     # Said by its reason: a device leaving of the pool's own accord, or forced out; not
     # a scale-down's or a failed device's, whatever its age.
-    failed = {d.id for d in devices if d.status == FAILED}
+    failed = {d.id for d in devices if d.status == am.FAILED}
     said = [*leaving, *(d for d in must_go if d not in failed)]
     decision.reasons = {d: why[d] for d in said if d in why}
     # Those that take the serving below `replicas` go before their replacement.
@@ -188,7 +187,7 @@ def wake_after(
     *,
     now: datetime,
     plan: Plan,
-    settings: PoolSettings,
+    settings: am.PoolSettings,
     deadlines: Collection[datetime | None],
     resync: bool,
     next_batch_check: datetime | None,

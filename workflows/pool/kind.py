@@ -1,14 +1,10 @@
 """`DevicePoolKind`: the DevicePool's core on the reconciler shell, one object per run.
 
-A pass (driven by `workflows/reconciler/shell.py`): `observe` lists the pool's devices
-and applies the news to the carried `PoolState` through its reducers (`state.py`),
-checks the references, the batches, the health check and the region, and answers one
-`Observed` (`observed.py`); `decide` expires what is due, then decides (pure,
-`decide.py`); `act` withdraws, terminates, starts batches (`act.py`) and answers the
-plan the status shows; `publish` writes status, cost and what is shown; `wait` is the
-watch (`watch.py`) or a timer when a deadline exists. `tear_down` is the finalizer
-(`finalizer.py`). What lives only for one run (the last listing, the watch, the
-worker's settings) is here; what is handed over is `PoolState`.
+Its pass steps live beside it: `observe.py` (look), `observed.py` + `decide.py`
+(decide, pure), `act.py`, `status.py` (publish, pure), `waiting.py` (the watch or
+a timer); `tear_down` is `finalizer.py`. What lives only for one run (the last
+listing, the watch, the worker's settings) is here; what is handed over is
+`PoolState`.
 """
 
 from __future__ import annotations
@@ -116,7 +112,6 @@ class DevicePoolKind:
         return self.observed()
 
     def observed(self) -> Observed:
-        """What the pass knows now, frozen."""
         return Observed(
             devices=tuple(self.devices),
             reported_leaving=tuple(self.reported_leaving),
@@ -167,7 +162,6 @@ class DevicePoolKind:
         return Lifecycle(self.spec, self.s, self.devices, workflow.now())
 
     async def act(self, seen: Observed, decision: Decision) -> Plan:
-        """Carry the decision out (`act.py`); the plan the status shows."""
         await acting.carry_out(self, decision)
         # What the status shows is the pool after its terminations (runs from v0.1.0: before).
         plan = decision.plan

@@ -1,13 +1,10 @@
 """Voluntary replacement of single devices, pure: by age (`spec.lifetime`) and by request.
 
-A device past `lifetime.maxAge` is *retired*: its replacement is created and it
-is terminated once it is idle (a busy device carries a live session) and its
-replacement serves (`decide`); an `Expired` budget counts the retirements under
-way, a terminating expired device among them.
-Past `maxAge + gracePeriod` it is *forced*: terminated even if busy, and a
-Warning event says so. A protected device (`devicepool protect`) is never
-retired, forced or chosen for scale-down while its protection lasts; the
-health check still replaces it if it dies. No Temporal, no clock: `now` comes in.
+A device past `lifetime.maxAge` is *retired*: replaced, then terminated once idle
+and its replacement serves (`decide`). Past `maxAge + gracePeriod` it is *forced*:
+terminated even if busy, with a Warning. A protected device is never retired,
+forced or scaled down while protected; the health check still replaces it if it
+dies. No Temporal, no clock: `now` comes in.
 """
 
 from __future__ import annotations
@@ -16,14 +13,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from devicepool.activities.models import (
-    BUSY,
-    TERMINATED,
-    TERMINATING,
-    DeviceInfo,
-    device_template,
-    template_hash,
-)
+from devicepool.activities import models as am
 from devicepool.api.names import LABEL_TEMPLATE_HASH
 from devicepool.api.v1beta1 import (
     DevicePoolSpec,
@@ -66,7 +56,7 @@ def protected_now(protected: Mapping[str, datetime | None], now: datetime) -> se
 
 
 def expiries(
-    devices: Collection[DeviceInfo],
+    devices: Collection[am.DeviceInfo],
     *,
     lifetime: LifetimeSpec | None,
     protected: Collection[str],
@@ -79,7 +69,7 @@ def expiries(
     grace = None if lifetime.grace_period is None else timedelta(seconds=lifetime.grace_period)
     retire, force, upcoming = [], [], []
     for device in sorted(devices, key=lambda d: (d.created_at, d.id)):
-        if device.status in (TERMINATING, TERMINATED) or device.id in protected:
+        if device.status in (am.TERMINATING, am.TERMINATED) or device.id in protected:
             continue
         expires = device.created_at + max_age
         forced = expires + grace if grace is not None else None
@@ -96,7 +86,7 @@ def expiries(
 
 
 def drifted(
-    devices: Collection[DeviceInfo], *, current: str, unlabelled: str, leaving: Collection[str]
+    devices: Collection[am.DeviceInfo], *, current: str, unlabelled: str, leaving: Collection[str]
 ) -> list[str]:
     """Devices made from another template than `current`, oldest first (a device without
     the `template-hash` label was made from `unlabelled`); not those already leaving."""
@@ -203,7 +193,7 @@ class Lifecycle:
 
     spec: DevicePoolSpec
     state: PoolState
-    devices: list[DeviceInfo]
+    devices: list[am.DeviceInfo]
     now: datetime
 
     def protected(self) -> set[str]:
@@ -243,7 +233,7 @@ class Lifecycle:
 
     def drift(self) -> list[str]:
         """The members made from another template than the spec's, oldest first."""
-        current = template_hash(device_template(self.spec))
+        current = am.template_hash(am.device_template(self.spec))
         leaving = {*self.state.doomed, *self.state.control.retiring}
         unlabelled = self.state.rollout.unlabelled_hash or current
         return drifted(self.devices, current=current, unlabelled=unlabelled, leaving=leaving)
@@ -253,21 +243,15 @@ class Lifecycle:
 
     def _expired_now(self, budgets: Budgets) -> list[str]:
         """The expired devices retired now, within `budgets` (spent on them): a budget counts
-        what is away at once, so retirements under way (an expired device terminating,
-        its replacement serving) are spent first; the oldest expired ones stay retired
-        until they are gone, so the same ones are taken pass after pass."""
-        budgets.spend(DisruptionReason.EXPIRED, len(self._expired_leaving()))
+        what is away at once, so retirements under way (terminating, not a scale-down's nor
+        forced out) are spent first; the oldest expired ones are taken pass after pass."""
+        budgets.spend(DisruptionReason.EXPIRED, len(self._terminating(Fate.LEFT_EXPIRED)))
         return budgets.take(DisruptionReason.EXPIRED, self.expiry().retire)
-
-    def _expired_leaving(self) -> list[str]:
-        """Devices retired past `maxAge` that are terminating: a retirement not finished
-        (not an expired device a scale-down took, nor one forced out)."""
-        return self._terminating(Fate.LEFT_EXPIRED)
 
     def _terminating(self, fate: Fate) -> list[str]:
         """The devices that left of the pool's own accord with `fate` and terminate."""
         left = set(self.state.fates.of(fate))
-        return [d.id for d in self.devices if d.status == TERMINATING and d.id in left]
+        return [d.id for d in self.devices if d.status == am.TERMINATING and d.id in left]
 
     def left(self) -> list[str]:
         """Devices that left of the pool's own accord (retired, rolled, replaced when
@@ -314,10 +298,10 @@ class Lifecycle:
         if forced:
             state.fates.set(forced, Fate.DOOMED)
             said.append(say.expired_forced(forced, self.spec.lifetime))
-        listed = {d.id for d in self.devices if d.status not in (TERMINATING, TERMINATED)}
+        listed = {d.id for d in self.devices if d.status not in (am.TERMINATING, am.TERMINATED)}
         state.control.retiring = [d for d in state.control.retiring if d in listed]
         if state.rollout.unlabelled_hash is None:  # devices rented before the label: this template
-            state.rollout.unlabelled_hash = template_hash(device_template(self.spec))
+            state.rollout.unlabelled_hash = am.template_hash(am.device_template(self.spec))
         surge, unavailable = self.limits()
         drift = self.drift() if self.spec.rollout is not None else []
         budgets = self.budgets()
@@ -329,7 +313,7 @@ class Lifecycle:
             surge=surge,
             unavailable=unavailable,
             protected=self.protected(),
-            busy={d.id for d in self.devices if d.status == BUSY or d.session_active},
+            busy={d.id for d in self.devices if d.status == am.BUSY or d.session_active},
             limit=budgets.left(DisruptionReason.DRIFTED),
         )
         state.control.protected = {

@@ -29,20 +29,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from devicepool.activities.models import (
-    BUSY,
-    FAILED,
-    OFFLINE,
-    PROVISIONING,
-    READY,
-    REBOOTING,
-    TERMINATED,
-    TERMINATING,
-    DeviceInfo,
-)
+from devicepool.activities import models as am
 
 # Statuses that count as a member of the pool toward `replicas`.
-COUNTED_STATUSES = frozenset({PROVISIONING, READY, BUSY, OFFLINE, REBOOTING})
+COUNTED_STATUSES = frozenset({am.PROVISIONING, am.READY, am.BUSY, am.OFFLINE, am.REBOOTING})
 
 
 @dataclass(frozen=True)
@@ -72,9 +62,9 @@ class Plan:
     capped_after: int = 0
 
 
-def is_idle(device: DeviceInfo, *, now: datetime, idle_grace: timedelta) -> bool:
+def is_idle(device: am.DeviceInfo, *, now: datetime, idle_grace: timedelta) -> bool:
     return (
-        device.status == READY
+        device.status == am.READY
         and not device.session_active
         and now - device.idle_since >= idle_grace
     )
@@ -83,7 +73,7 @@ def is_idle(device: DeviceInfo, *, now: datetime, idle_grace: timedelta) -> bool
 def plan_pool(
     *,
     replicas: int,
-    devices: list[DeviceInfo],
+    devices: list[am.DeviceInfo],
     in_flight: int,
     now: datetime,
     idle_grace: timedelta,
@@ -105,7 +95,7 @@ def plan_pool(
 
     by_status = Counter(d.status for d in devices)
     counted = [d for d in devices if d.status in COUNTED_STATUSES]
-    failed = sorted((d for d in devices if d.status == FAILED), key=_age_key)
+    failed = sorted((d for d in devices if d.status == am.FAILED), key=_age_key)
     # A retiring device (to be replaced once idle) still serves and is counted as
     # what it is, but not as a member: its replacement is planned beside it.
     leaving = sum(1 for d in counted if d.id in retiring)
@@ -153,7 +143,7 @@ def plan_pool(
     idle = sorted((d for d in pickable if is_idle(d, now=now, idle_grace=idle_grace)), key=_age_key)
     # Still coming up and serving nobody: removed before any idle device.
     booting = sorted(
-        (d for d in pickable if d.status == PROVISIONING and not d.session_active),
+        (d for d in pickable if d.status == am.PROVISIONING and not d.session_active),
         key=_age_key,
         reverse=True,
     )
@@ -172,7 +162,7 @@ def plan_pool(
         waiting = [
             d.idle_since + idle_grace
             for d in pickable
-            if d.status == READY
+            if d.status == am.READY
             and not d.session_active
             and d.id not in terminate
             and d.idle_since + idle_grace > now
@@ -180,12 +170,12 @@ def plan_pool(
         next_idle_at = min(waiting) if waiting else None
 
     counts = {
-        "ready": by_status[READY],
-        "busy": by_status[BUSY],
-        "provisioning": by_status[PROVISIONING] + by_status[REBOOTING],
+        "ready": by_status[am.READY],
+        "busy": by_status[am.BUSY],
+        "provisioning": by_status[am.PROVISIONING] + by_status[am.REBOOTING],
         "pending": in_flight + unseen,
-        "offline": by_status[OFFLINE],
-        "failed": by_status[FAILED],
+        "offline": by_status[am.OFFLINE],
+        "failed": by_status[am.FAILED],
     }
     return Plan(
         create=create,
@@ -203,20 +193,20 @@ def plan_pool(
     )
 
 
-def _age_key(device: DeviceInfo) -> tuple[datetime, str]:
+def _age_key(device: am.DeviceInfo) -> tuple[datetime, str]:
     return (device.created_at, device.id)
 
 
-def offline_ids(devices: Sequence[DeviceInfo]) -> list[str]:
+def offline_ids(devices: Sequence[am.DeviceInfo]) -> list[str]:
     """The devices a listing shows offline (what `lost_offline` compares the next one with)."""
-    return sorted(d.id for d in devices if d.status == OFFLINE)
+    return sorted(d.id for d in devices if d.status == am.OFFLINE)
 
 
-def lost_offline(offline_before: Collection[str], after: Sequence[DeviceInfo]) -> list[str]:
+def lost_offline(offline_before: Collection[str], after: Sequence[am.DeviceInfo]) -> list[str]:
     """Devices offline in the previous listing (`offline_ids`) that `after` shows gone
     (terminating, terminated or absent): removed by someone else — the health check,
     whose report may come after the listing, or a person — so what replaces them is a
     replacement."""
     now = {d.id: d.status for d in after}
-    gone = (TERMINATING, TERMINATED)
-    return sorted(d for d in offline_before if now.get(d, TERMINATED) in gone)
+    gone = (am.TERMINATING, am.TERMINATED)
+    return sorted(d for d in offline_before if now.get(d, am.TERMINATED) in gone)

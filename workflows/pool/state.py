@@ -15,13 +15,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from devicepool.activities.models import (
-    PROVISIONING,
-    TERMINATED,
-    TERMINATING,
-    DeviceInfo,
-    PoolSettings,
-)
+from devicepool.activities import models as am
 from devicepool.api.base import CamelModel
 from devicepool.api.v1beta1 import ConditionStatus, ConditionType, DevicePoolSpec, DevicePoolStatus
 from devicepool.workflows.pool import events as say
@@ -54,29 +48,31 @@ _V010_FATES = (
 
 
 def leaving_by_report(
-    devices: Collection[DeviceInfo], reported_gone: Collection[str]
-) -> list[DeviceInfo]:
+    devices: Collection[am.DeviceInfo], reported_gone: Collection[str]
+) -> list[am.DeviceInfo]:
     """Of a listing, the devices the health check reported terminated that the provider
     still lists: not members, but billing until gone (a cap or surge counts them)."""
     return [
-        d.model_copy(update={"status": TERMINATING})
+        d.model_copy(update={"status": am.TERMINATING})
         for d in devices
-        if d.id in reported_gone and d.status != TERMINATED
+        if d.id in reported_gone and d.status != am.TERMINATED
     ]
 
 
 def watched_devices(
-    devices: Sequence[DeviceInfo], reported_leaving: Sequence[DeviceInfo]
-) -> list[DeviceInfo]:
+    devices: Sequence[am.DeviceInfo], reported_leaving: Sequence[am.DeviceInfo]
+) -> list[am.DeviceInfo]:
     """What the watch is told the provider lists now: also the devices the health check
     reported terminated that are still listed (else every watch answers at once)."""
     return [*devices, *reported_leaving]
 
 
-def billed_devices(devices: Sequence[DeviceInfo], reported_leaving: Sequence[DeviceInfo]) -> int:
+def billed_devices(
+    devices: Sequence[am.DeviceInfo], reported_leaving: Sequence[am.DeviceInfo]
+) -> int:
     """How many devices bill now: every one the provider has not terminated, those the
     health check removed included until they are gone."""
-    return sum(1 for d in [*devices, *reported_leaving] if d.status != TERMINATED)
+    return sum(1 for d in [*devices, *reported_leaving] if d.status != am.TERMINATED)
 
 
 @dataclass
@@ -272,8 +268,8 @@ class PoolState(CamelModel):
             self.slots.body_changed(self.generation)
 
     def take_listing(
-        self, devices: list[DeviceInfo], *, reported_gone: Collection[str]
-    ) -> list[DeviceInfo]:
+        self, devices: list[am.DeviceInfo], *, reported_gone: Collection[str]
+    ) -> list[am.DeviceInfo]:
         """The pool's devices are these now (less those the health check reported gone,
         whatever a listing that started before their termination says). An offline
         device the listing shows gone was removed by someone else (the health check,
@@ -282,7 +278,7 @@ class PoolState(CamelModel):
         self.slots.seen(d.id for d in devices)
         # Devices that left of the pool's own accord are remembered until the provider
         # no longer lists them (`Fate.LEFT_*`).
-        listed = {d.id for d in devices if d.status != TERMINATED}
+        listed = {d.id for d in devices if d.status != am.TERMINATED}
         for fate in LEFT.values():
             self.fates.clear([d for d in self.fates.of(fate) if d not in listed], fate)
         self.rollout.left_first = [d for d in self.rollout.left_first if d in listed]
@@ -302,7 +298,7 @@ class PoolState(CamelModel):
         return devices
 
     def take_report(
-        self, report: BatchReport, *, region: str, settings: PoolSettings, now: datetime
+        self, report: BatchReport, *, region: str, settings: am.PoolSettings, now: datetime
     ) -> Said:
         """A batch ended: its failed devices are doomed, its failed boots may pause creates."""
         removed = [d for d in report.vanished_devices if self.fates.has(d, Fate.REMOVED_FAILED)]
@@ -350,7 +346,7 @@ class PoolState(CamelModel):
         only_if_idle: Collection[str],
         failed: Mapping[str, object],
         skipped: Mapping[str, str],
-        devices: list[DeviceInfo],
+        devices: list[am.DeviceInfo],
         reasons: Mapping[str, str] | None = None,
         first: Collection[str] = (),
     ) -> Said:
@@ -359,7 +355,7 @@ class PoolState(CamelModel):
         member like any other, planned again next pass. `reasons`: why devices leaving
         of the pool's own accord went (said so, not as a scale-down; remembered until
         gone, `Fate.LEFT_*`); `first`: those of them that went before their replacement."""
-        booting = {d.id for d in devices if d.status == PROVISIONING}
+        booting = {d.id for d in devices if d.status == am.PROVISIONING}
         known = self.fates.of(Fate.SCALED_DOWN)
         scaled_down = (booting & set(only_if_idle)) - set(failed) - set(skipped) - set(known)
         self.fates.set(sorted(scaled_down), Fate.SCALED_DOWN)
