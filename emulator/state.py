@@ -193,23 +193,9 @@ class Emulator:
             self._counters.rate_limited_by_account[account] += 1
             raise self._rates.limited(account, now)
 
-    def list_devices(
-        self,
-        account: str,
-        *,
-        labels: list[str],
-        statuses: list[str],
-        page_size: int | None,
-        page_token: str | None,
-    ) -> dict[str, Any]:
-        return _listing.list_devices(
-            self._store,
-            account,
-            labels=labels,
-            statuses=statuses,
-            page_size=page_size,
-            page_token=page_token,
-        )
+    def list_devices(self, account: str, **query: Any) -> dict[str, Any]:
+        """A page of `account`'s devices: `_listing.list_devices`'s labels, statuses, page."""
+        return _listing.list_devices(self._store, account, **query)
 
     def get_device(self, account: str, device_id: str) -> dict[str, Any]:
         return self._store.device_json(self._store.owned_device(account, device_id))
