@@ -248,11 +248,8 @@ def termination_failed(failed: Mapping[str, object]) -> Happened:
 
 
 def _replaced(terminated: Mapping[str, str]) -> str:
-    """`replaced dev-1 (offline for 185s (threshold 180s))`, or a count and the first few."""
-    parts = [f"{d} ({_why(why)})" for d, why in sorted(terminated.items())]
-    shown = ", ".join(parts[:NAMED])
-    more = f" and {len(parts) - NAMED} more" if len(parts) > NAMED else ""
-    return f"replaced {shown}{more}"
+    """`replaced dev-1 (offline for 185s (threshold 180s))`, or the first few and a count."""
+    return "replaced " + ids(f"{d} ({_why(why)})" for d, why in terminated.items())
 
 
 def _why(reason: str) -> str:

@@ -1,12 +1,10 @@
 """Where the pool waits for its devices to change: one long `watch_devices` activity.
 
-Instead of a resync timer (about five history events a tick), a pool runs one
-long activity that polls the provider every `resync_seconds` inside the
-worker, heartbeating, and answers only when the pool's devices changed, its
-health check ended, or `watch_max_seconds` passed (`activities/devices.py`).
-`DeviceWatch` holds that activity for the workflow; `Observations` orders it
-against the pass's own listings. Both live for one run: a new run starts with
-no listing and no watch.
+Instead of a resync timer (about five history events a tick), one long activity
+polls the provider every `resync_seconds` inside the worker, heartbeating, and
+answers only when the pool's devices changed, its health check ended, or
+`watch_max_seconds` passed (`activities/devices.py`). `DeviceWatch` holds it;
+`Observations` orders it against the pass's own listings. Both live for one run.
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ class Observations:
     already showed them (and the batch's report was applied against it).
     Applied then, it would make those devices neither seen nor in flight, and
     the pool would rent them again. Each listing takes a number when it starts;
-    one that began before the newest applied one is dropped. Per run: a new run
-    starts with no listing and no watch.
+    one that began before the newest applied one is dropped.
     """
 
     def __init__(self) -> None:

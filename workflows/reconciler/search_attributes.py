@@ -1,10 +1,8 @@
 """The pools' search attributes as typed SDK keys, defined once, and what to upsert.
 
-The names and Temporal types are in `api.names.SEARCH_ATTRIBUTES` (the deploy
-files register exactly those); here they become `SearchAttributeKey`s for the
-workflow that upserts them, the client that lists pools by them and the test
-environments that register them. A kind says which values it wants (`wanted`,
-by name); `updates` is only what differs from what the workflow has.
+Names and Temporal types are `api.names.SEARCH_ATTRIBUTES` (the deploy files
+register exactly those). A kind says which values it wants, by name; `updates` is
+only what differs from what the workflow has.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """What the workflows tell each other: the messages that cross from one workflow type to another.
 
-The pool starts its provisioning batches (`ProvisionBatchInput`) and its health
-check (`HealthInput`); batches report back (`BatchReport`) and are told to drop
-slots (`WithdrawSlots`); the health check is told the spec it checks against
-(`HealthConfig`) and reports what it found (`HealthReport`); batches ask the
-account's ledger for create permits (`PermitRequest` → `PermitGrant` →
-`PermitsUsed`), pools announce theirs (`PermitIntent`) and the ledger tells
-pools of a long provider pause (`AccountPause`). Signal names are in
-`devicepool.api.names`. Each workflow sub-package imports these from here and
-nothing from another sub-package.
+The pool and its batches, its health check and the account's ledger talk in these
+(each class says who sends it); signal names are in `devicepool.api.names`. Each
+workflow sub-package imports these from here and nothing from another sub-package.
 """
 
 from __future__ import annotations
@@ -131,6 +125,8 @@ class HealthConfig(CamelModel):
 
 
 class HealthInput(CamelModel):
+    """Input of the pool's health child (and of its own continue-as-new)."""
+
     pool: str
     parent_workflow_id: str
     account: str
@@ -188,6 +184,8 @@ class PermitIntent(CamelModel):
 
 
 class PermitGrant(CamelModel):
+    """The ledger's answer to a `PermitRequest` (signal `permits_granted`)."""
+
     request_id: str
     grant_id: str
     count: int
