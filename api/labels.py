@@ -34,7 +34,6 @@ __all__ = [
     "MAX_LABEL_VALUE",
     "LabelKey",
     "LabelValue",
-    "NodeName",
     "check_dns_label",
     "check_label_key",
     "check_label_value",
@@ -133,9 +132,6 @@ def check_dns_label(name: str) -> str:
             f" with a letter or digit), got {show_value(name)}"
         )
     return name
-
-
-NodeName = Annotated[str, AfterValidator(check_node_name)]
 
 
 def parse_label(text: str) -> tuple[str, str]:
