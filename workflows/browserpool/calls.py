@@ -17,7 +17,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
+from temporalio.exceptions import ActivityError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 from temporalio.workflow import ActivityCancellationType
 
@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
     from devicepool.api.errors import ErrorType
     from devicepool.workflows.browserpool.observe import LOCAL_API_REFUSED, NODE_UNREACHABLE
+    from devicepool.workflows.shared.errors import error_type
 
 __all__ = [
     "NODE_CALL",
@@ -185,11 +186,6 @@ async def open_on(node: str, profile_id: str) -> NodeOpenResult | ActivityError:
         return opened
     except ActivityError as err:
         return err
-
-
-def error_type(err: ActivityError) -> str | None:
-    found = err.cause
-    return found.type if isinstance(found, ApplicationError) else None
 
 
 def cause(err: ActivityError) -> str:
