@@ -15,39 +15,8 @@ from datetime import timedelta
 
 from temporalio import activity
 
-from devicepool.activities.models import (
-    CheckRefsInput,
-    CheckRefsResult,
-    CreateDeviceInput,
-    CreateDeviceResult,
-    GetStatusesInput,
-    GetStatusesResult,
-    ListDevicesInput,
-    ListDevicesResult,
-    PoolRunInput,
-    PoolRunResult,
-    PoolSettings,
-    RegionStatusInput,
-    RegionStatusResult,
-    RunningWorkflowsInput,
-    RunningWorkflowsResult,
-    TerminateDeviceInput,
-    TerminateDeviceResult,
-    TerminatePoolInput,
-    TerminatePoolResult,
-    WatchDevicesInput,
-    WatchDevicesResult,
-    WatchHealthInput,
-    WatchHealthResult,
-)
-from devicepool.activities.orphan_models import (
-    CountDevicesInput,
-    CountDevicesResult,
-    FindOrphansInput,
-    FindOrphansResult,
-    TerminateOrphansInput,
-    TerminateOrphansResult,
-)
+from devicepool.activities import models as am
+from devicepool.activities import orphan_models as om
 
 __all__ = [
     "CREATE_START_TO_CLOSE_TIMEOUT",
@@ -70,54 +39,58 @@ class DeviceActivityDefinitions(abc.ABC):
 
     @activity.defn
     @abc.abstractmethod
-    async def pool_settings(self) -> PoolSettings: ...
+    async def pool_settings(self) -> am.PoolSettings: ...
 
     @activity.defn
     @abc.abstractmethod
-    async def check_pool_refs(self, input: CheckRefsInput) -> CheckRefsResult: ...
+    async def check_pool_refs(self, input: am.CheckRefsInput) -> am.CheckRefsResult: ...
 
     @activity.defn
     @abc.abstractmethod
-    async def list_devices(self, input: ListDevicesInput) -> ListDevicesResult: ...
+    async def list_devices(self, input: am.ListDevicesInput) -> am.ListDevicesResult: ...
 
     @activity.defn
     @abc.abstractmethod
-    async def watch_devices(self, input: WatchDevicesInput) -> WatchDevicesResult: ...
+    async def watch_devices(self, input: am.WatchDevicesInput) -> am.WatchDevicesResult: ...
 
     @activity.defn
     @abc.abstractmethod
-    async def watch_health(self, input: WatchHealthInput) -> WatchHealthResult:
+    async def watch_health(self, input: am.WatchHealthInput) -> am.WatchHealthResult:
         """The health check's long poll: returns when its suspects change, at `until`, or when the pool is gone."""
 
     @activity.defn
     @abc.abstractmethod
-    async def create_device(self, input: CreateDeviceInput) -> CreateDeviceResult: ...
+    async def create_device(self, input: am.CreateDeviceInput) -> am.CreateDeviceResult: ...
 
     @activity.defn
     @abc.abstractmethod
-    async def get_statuses(self, input: GetStatusesInput) -> GetStatusesResult: ...
+    async def get_statuses(self, input: am.GetStatusesInput) -> am.GetStatusesResult: ...
 
     @activity.defn
     @abc.abstractmethod
-    async def terminate_device(self, input: TerminateDeviceInput) -> TerminateDeviceResult: ...
+    async def terminate_device(
+        self, input: am.TerminateDeviceInput
+    ) -> am.TerminateDeviceResult: ...
 
     @activity.defn
     @abc.abstractmethod
-    async def region_status(self, input: RegionStatusInput) -> RegionStatusResult: ...
+    async def region_status(self, input: am.RegionStatusInput) -> am.RegionStatusResult: ...
 
     @activity.defn
     @abc.abstractmethod
-    async def terminate_pool(self, input: TerminatePoolInput) -> TerminatePoolResult: ...
+    async def terminate_pool(self, input: am.TerminatePoolInput) -> am.TerminatePoolResult: ...
 
     @activity.defn
     @abc.abstractmethod
-    async def running_workflows(self, input: RunningWorkflowsInput) -> RunningWorkflowsResult: ...
+    async def running_workflows(
+        self, input: am.RunningWorkflowsInput
+    ) -> am.RunningWorkflowsResult: ...
 
     # ------------------------------------------------ asks Temporal, not the provider
 
     @activity.defn
     @abc.abstractmethod
-    async def pool_running(self, input: PoolRunInput) -> PoolRunResult:
+    async def pool_running(self, input: am.PoolRunInput) -> am.PoolRunResult:
         """Is the pool that started a health check still running (`activities.pool_runs`)?"""
 
 
@@ -126,13 +99,15 @@ class OrphanActivityDefinitions(abc.ABC):
 
     @activity.defn
     @abc.abstractmethod
-    async def find_orphans(self, input: FindOrphansInput) -> FindOrphansResult: ...
+    async def find_orphans(self, input: om.FindOrphansInput) -> om.FindOrphansResult: ...
 
     @activity.defn
     @abc.abstractmethod
-    async def terminate_orphans(self, input: TerminateOrphansInput) -> TerminateOrphansResult: ...
+    async def terminate_orphans(
+        self, input: om.TerminateOrphansInput
+    ) -> om.TerminateOrphansResult: ...
 
     @activity.defn
     @abc.abstractmethod
-    async def count_devices(self, input: CountDevicesInput) -> CountDevicesResult:
+    async def count_devices(self, input: om.CountDevicesInput) -> om.CountDevicesResult:
         """How many of the account's managed devices bill now (its ledger's `spendCap` count)."""

@@ -22,6 +22,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from devicepool.activities import models as am
 from devicepool.activities import pool_runs
 from devicepool.activities.accounts import REGIONS_RECHECK_SECONDS
 from devicepool.activities.definitions import DeviceActivityDefinitions
@@ -35,31 +36,6 @@ from devicepool.activities.errors import (
 from devicepool.activities.heartbeats import finish_even_if_cancelled, heartbeating
 from devicepool.activities.ledger_calls import ledger_hold, report_rate_limited
 from devicepool.activities.metrics import replacement_reason
-from devicepool.activities.models import (
-    ALIVE_STATUSES,
-    CheckRefsInput,
-    CheckRefsResult,
-    CreateDeviceInput,
-    CreateDeviceResult,
-    DeviceStatus,
-    GetStatusesInput,
-    GetStatusesResult,
-    ListDevicesInput,
-    ListDevicesResult,
-    PoolRunInput,
-    PoolRunResult,
-    PoolSettings,
-    RegionStatusInput,
-    RegionStatusResult,
-    RunningWorkflowsInput,
-    RunningWorkflowsResult,
-    TerminateDeviceInput,
-    TerminateDeviceResult,
-    TerminatePoolInput,
-    TerminatePoolResult,
-    device_rows,
-    template_hash,
-)
 from devicepool.activities.node_registry import NodeRegistryActivities
 from devicepool.activities.orphans import OrphanActivities
 from devicepool.activities.providers.base import NewDevice, Provider, provider_call
@@ -121,7 +97,7 @@ class DeviceActivities(
     # ------------------------------------------------------------ create
 
     @activity.defn
-    async def create_device(self, input: CreateDeviceInput) -> CreateDeviceResult:
+    async def create_device(self, input: am.CreateDeviceInput) -> am.CreateDeviceResult:
         """Create one device of the pool's template (the only create there is)."""
         provider = self._provider(input.account)
         template = input.template
@@ -132,7 +108,7 @@ class DeviceActivities(
                 **input.extra_labels,
                 LABEL_POOL: input.pool,
                 LABEL_MANAGED_BY: MANAGED_BY,
-                LABEL_TEMPLATE_HASH: template_hash(template),
+                LABEL_TEMPLATE_HASH: am.template_hash(template),
             },
             idempotency_key=input.idempotency_key,
             proxy=self._proxy(template.proxy_pool, input.idempotency_key, template.sticky_ttl),
@@ -154,7 +130,7 @@ class DeviceActivities(
             await report_rate_limited(failure, account=input.account, pool=input.pool)
             raise failure from exc
         self.metrics.device_created(device.id, device.created_at)
-        return CreateDeviceResult(device=device)
+        return am.CreateDeviceResult(device=device)
 
     def _proxy(self, pool: str | None, idempotency_key: str, ttl: int) -> ResolvedProxy | None:
         """The proxy pool's gateway for one create (its sticky session derived from the key)."""
@@ -168,11 +144,11 @@ class DeviceActivities(
     # ------------------------------------------------------------ reads
 
     @activity.defn
-    async def pool_settings(self) -> PoolSettings:
+    async def pool_settings(self) -> am.PoolSettings:
         return self._settings.model_copy()
 
     @activity.defn
-    async def check_pool_refs(self, input: CheckRefsInput) -> CheckRefsResult:
+    async def check_pool_refs(self, input: am.CheckRefsInput) -> am.CheckRefsResult:
         problems: list[str] = []
         if input.account not in self._providers:
             problems.append(self._unknown_account(input.account))
@@ -195,21 +171,21 @@ class DeviceActivities(
                 known = await self._region_names(input.account, newer_than=REGIONS_RECHECK_SECONDS)
             if known is not None and input.region not in known:
                 problems.append(self._unknown_region(input.region, known))
-        return CheckRefsResult(problems=problems)
+        return am.CheckRefsResult(problems=problems)
 
     @activity.defn
-    async def list_devices(self, input: ListDevicesInput) -> ListDevicesResult:
+    async def list_devices(self, input: am.ListDevicesInput) -> am.ListDevicesResult:
         try:
             async with heartbeating():
                 devices = await self._pool_devices(input.account, input.pool)
         except ProviderError as exc:
             raise to_application_error(exc) from exc
         if input.compact:
-            return ListDevicesResult(rows=device_rows(devices, pool=input.pool))
-        return ListDevicesResult(devices=devices)
+            return am.ListDevicesResult(rows=am.device_rows(devices, pool=input.pool))
+        return am.ListDevicesResult(devices=devices)
 
     @activity.defn
-    async def get_statuses(self, input: GetStatusesInput) -> GetStatusesResult:
+    async def get_statuses(self, input: am.GetStatusesInput) -> am.GetStatusesResult:
         provider = self._provider(input.account)
         try:
             with provider_call(pool=input.pool):
@@ -219,21 +195,21 @@ class DeviceActivities(
             raise to_application_error(exc) from exc
         for info in infos:
             self.metrics.device_seen(info.id, info.status, updated_at=info.updated_at)
-        return GetStatusesResult(items=infos, not_found=not_found)
+        return am.GetStatusesResult(items=infos, not_found=not_found)
 
     @activity.defn
-    async def region_status(self, input: RegionStatusInput) -> RegionStatusResult:
+    async def region_status(self, input: am.RegionStatusInput) -> am.RegionStatusResult:
         """The provider's word on one region (`up`, `degraded`, `down`, or `unknown`)."""
         try:
             status = await self._provider(input.account).region_status(input.region)
         except ProviderError as exc:
             raise to_application_error(exc) from exc
-        return RegionStatusResult(region=input.region, status=status)
+        return am.RegionStatusResult(region=input.region, status=status)
 
     # ------------------------------------------------------------ removals
 
     @activity.defn
-    async def terminate_device(self, input: TerminateDeviceInput) -> TerminateDeviceResult:
+    async def terminate_device(self, input: am.TerminateDeviceInput) -> am.TerminateDeviceResult:
         provider = self._provider(input.account)
         # A device that must go (unhealthy, replaced) is a replacement's first step.
         with provider_call(
@@ -244,25 +220,25 @@ class DeviceActivities(
             return await self._terminate_device(provider, input)
 
     async def _terminate_device(
-        self, provider: Provider, input: TerminateDeviceInput
-    ) -> TerminateDeviceResult:
+        self, provider: Provider, input: am.TerminateDeviceInput
+    ) -> am.TerminateDeviceResult:
         async with heartbeating():
             try:
                 if input.only_if_idle:
                     # A scale-down: never counted as a replacement.
                     if busy := await self._not_idle(provider, input.device_id, input.idle_since):
-                        return TerminateDeviceResult(device_id=input.device_id, skipped=busy)
+                        return am.TerminateDeviceResult(device_id=input.device_id, skipped=busy)
                 else:
                     await self._count_replacement(provider, input)
             except NotFoundError:
-                return TerminateDeviceResult(device_id=input.device_id, already_gone=True)
+                return am.TerminateDeviceResult(device_id=input.device_id, already_gone=True)
             try:
                 await provider.remove_device(input.device_id)
             except NotFoundError:
-                return TerminateDeviceResult(device_id=input.device_id, already_gone=True)
+                return am.TerminateDeviceResult(device_id=input.device_id, already_gone=True)
             except ProviderError as exc:
                 raise to_application_error(exc) from exc
-        return TerminateDeviceResult(device_id=input.device_id)
+        return am.TerminateDeviceResult(device_id=input.device_id)
 
     async def _not_idle(
         self, provider: Provider, device_id: str, seen_idle_since: datetime | None
@@ -280,18 +256,18 @@ class DeviceActivities(
         except ProviderError as exc:
             # Unknown is not idle: the next pass tries again.
             return f"status unknown ({exc.error_type.value})"
-        if device.status not in (DeviceStatus.READY, DeviceStatus.PROVISIONING):
+        if device.status not in (am.DeviceStatus.READY, am.DeviceStatus.PROVISIONING):
             return f"status {device.status}"
         if device.session_active:
             return "session active"
-        if seen_idle_since is not None and device.status == DeviceStatus.READY:
+        if seen_idle_since is not None and device.status == am.DeviceStatus.READY:
             since = device.idle_since
             # A second of slack: listings travel as compact rows, to the millisecond.
             if since > seen_idle_since + timedelta(seconds=1):
                 return f"used since the plan's listing (at {since.isoformat(timespec='seconds')})"
         return None
 
-    async def _count_replacement(self, provider: Provider, input: TerminateDeviceInput) -> None:
+    async def _count_replacement(self, provider: Provider, input: am.TerminateDeviceInput) -> None:
         """Count `devicepool_replacements_total` for a device removed because it is unhealthy.
 
         Without a reason from the caller, one read tells offline/failed/never-booted
@@ -316,7 +292,7 @@ class DeviceActivities(
             self.metrics.device_replaced(pool or "unknown", reason)
 
     @activity.defn
-    async def terminate_pool(self, input: TerminatePoolInput) -> TerminatePoolResult:
+    async def terminate_pool(self, input: am.TerminatePoolInput) -> am.TerminatePoolResult:
         """Remove every device of the pool; succeed only once the provider lists none left.
 
         Devices still `terminating` make it raise a retryable error, so the
@@ -329,7 +305,7 @@ class DeviceActivities(
                 async with heartbeating():
                     for device in await self._pool_devices(input.account, input.pool):
                         activity.heartbeat(device.id)
-                        if device.status == DeviceStatus.TERMINATING:
+                        if device.status == am.DeviceStatus.TERMINATING:
                             continue
                         try:
                             await provider.remove_device(device.id)
@@ -342,7 +318,7 @@ class DeviceActivities(
         except ProviderError as exc:
             raise to_application_error(exc) from exc
         if left:
-            alive = sum(1 for d in left if d.status in ALIVE_STATUSES)
+            alive = sum(1 for d in left if d.status in am.ALIVE_STATUSES)
             activity.logger.info(
                 "pool %s: %d device(s) left at the provider (%d terminating), will retry",
                 input.pool,
@@ -352,7 +328,7 @@ class DeviceActivities(
             raise ApplicationError(
                 f"pool {input.pool!r}: {len(left)} device(s) not yet terminated "
                 f"({len(left) - alive} terminating); deleted {deleted} in this attempt",
-                TerminatePoolResult(terminated=deleted, remaining=len(left)).to_json_dict(),
+                am.TerminatePoolResult(terminated=deleted, remaining=len(left)).to_json_dict(),
                 type=TEARDOWN_PENDING.value,
                 non_retryable=False,
                 # Waiting on the provider is the expected path, not a failure to alert on.
@@ -364,17 +340,17 @@ class DeviceActivities(
             deleted,
             released,
         )
-        return TerminatePoolResult(terminated=deleted, remaining=0, retired=released)
+        return am.TerminatePoolResult(terminated=deleted, remaining=0, retired=released)
 
     # ------------------------------------------------ asks Temporal, not the provider
 
     @activity.defn
-    async def pool_running(self, input: PoolRunInput) -> PoolRunResult:
+    async def pool_running(self, input: am.PoolRunInput) -> am.PoolRunResult:
         """Is the pool that started a health check or a batch still running?"""
         return await pool_runs.pool_running(activity.client(), input)
 
     @activity.defn
-    async def running_workflows(self, input: RunningWorkflowsInput) -> RunningWorkflowsResult:
+    async def running_workflows(self, input: am.RunningWorkflowsInput) -> am.RunningWorkflowsResult:
         """Which of these workflows still run (a batch that ended without reporting is lost)."""
         running = await pool_runs.workflows_running(activity.client(), input.workflow_ids)
-        return RunningWorkflowsResult(running=running)
+        return am.RunningWorkflowsResult(running=running)

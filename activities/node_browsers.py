@@ -19,18 +19,10 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from devicepool.activities import node_models as nm
 from devicepool.activities.errors import ProviderError, configuration_error, to_application_error
 from devicepool.activities.heartbeats import heartbeating
 from devicepool.activities.node_definitions import NodeActivityDefinitions
-from devicepool.activities.node_models import (
-    NodeCreateInput,
-    NodeDeleteInput,
-    NodeListInput,
-    NodeListResult,
-    NodeOpenInput,
-    NodeOpenResult,
-    ProfileView,
-)
 from devicepool.activities.providers.profiles import NewProfile, ProfileProvider, UnfitProfile
 from devicepool.activities.proxy import ResolvedProxy, resolve_proxy
 from devicepool.activities.settings import ProxyPoolSettings
@@ -72,15 +64,15 @@ class NodeBrowserActivities(NodeActivityDefinitions):
         await self.provider.aclose()
 
     @activity.defn
-    async def node_list_profiles(self, input: NodeListInput) -> NodeListResult:
+    async def node_list_profiles(self, input: nm.NodeListInput) -> nm.NodeListResult:
         try:
             async with heartbeating():
-                return NodeListResult(profiles=await self.provider.list_pool(input.pool))
+                return nm.NodeListResult(profiles=await self.provider.list_pool(input.pool))
         except ProviderError as exc:
             raise to_application_error(exc) from None
 
     @activity.defn
-    async def node_create_profile(self, input: NodeCreateInput) -> ProfileView:
+    async def node_create_profile(self, input: nm.NodeCreateInput) -> nm.ProfileView:
         new = NewProfile(
             pool=input.pool,
             slot=input.slot,
@@ -106,7 +98,7 @@ class NodeBrowserActivities(NodeActivityDefinitions):
         )
         return made
 
-    def _proxy(self, input: NodeCreateInput) -> ResolvedProxy | None:
+    def _proxy(self, input: nm.NodeCreateInput) -> ResolvedProxy | None:
         if input.proxy_pool is None:
             return None
         settings = self._proxy_pools.get(input.proxy_pool)
@@ -126,7 +118,7 @@ class NodeBrowserActivities(NodeActivityDefinitions):
             raise configuration_error(ErrorType.UNKNOWN_PROXY_POOL, str(err)) from None
 
     @activity.defn
-    async def node_open_profile(self, input: NodeOpenInput) -> NodeOpenResult:
+    async def node_open_profile(self, input: nm.NodeOpenInput) -> nm.NodeOpenResult:
         try:
             async with heartbeating():
                 return await self.provider.open_profile(input.id)
@@ -134,7 +126,7 @@ class NodeBrowserActivities(NodeActivityDefinitions):
             raise to_application_error(exc) from None
 
     @activity.defn
-    async def node_delete_profile(self, input: NodeDeleteInput) -> None:
+    async def node_delete_profile(self, input: nm.NodeDeleteInput) -> None:
         try:
             async with heartbeating():
                 await self.provider.remove_profile(input.id)

@@ -13,17 +13,7 @@ import abc
 
 from temporalio import activity
 
-from devicepool.activities.node_models import (
-    LiveNodesInput,
-    LiveNodesResult,
-    NodeCreateInput,
-    NodeDeleteInput,
-    NodeListInput,
-    NodeListResult,
-    NodeOpenInput,
-    NodeOpenResult,
-    ProfileView,
-)
+from devicepool.activities import node_models as nm
 
 __all__ = ["NodeActivityDefinitions", "NodeRegistryActivityDefinitions"]
 
@@ -33,7 +23,7 @@ class NodeRegistryActivityDefinitions(abc.ABC):
 
     @activity.defn
     @abc.abstractmethod
-    async def live_nodes(self, input: LiveNodesInput) -> LiveNodesResult:
+    async def live_nodes(self, input: nm.LiveNodesInput) -> nm.LiveNodesResult:
         """The registry's nodes matching `selector`, alive or lost (empty if it never started)."""
 
 
@@ -42,20 +32,20 @@ class NodeActivityDefinitions(abc.ABC):
 
     @activity.defn
     @abc.abstractmethod
-    async def node_list_profiles(self, input: NodeListInput) -> NodeListResult:
+    async def node_list_profiles(self, input: nm.NodeListInput) -> nm.NodeListResult:
         """Every profile of the pool, account-wide; `open` as this node's Local API sees it."""
 
     @activity.defn
     @abc.abstractmethod
-    async def node_create_profile(self, input: NodeCreateInput) -> ProfileView:
+    async def node_create_profile(self, input: nm.NodeCreateInput) -> nm.ProfileView:
         """The pool's profile for the slot: found by its mark, else created on this node."""
 
     @activity.defn
     @abc.abstractmethod
-    async def node_open_profile(self, input: NodeOpenInput) -> NodeOpenResult:
+    async def node_open_profile(self, input: nm.NodeOpenInput) -> nm.NodeOpenResult:
         """Open the profile's browser on this node (one open in flight per node)."""
 
     @activity.defn
     @abc.abstractmethod
-    async def node_delete_profile(self, input: NodeDeleteInput) -> None:
+    async def node_delete_profile(self, input: nm.NodeDeleteInput) -> None:
         """Close, confirm closed, delete; a profile already gone is success."""

@@ -20,22 +20,12 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from devicepool.activities import orphan_models as om
 from devicepool.activities.accounts import AccountProviders
 from devicepool.activities.definitions import OrphanActivityDefinitions
 from devicepool.activities.errors import NotFoundError, ProviderError, to_application_error
 from devicepool.activities.heartbeats import heartbeating
 from devicepool.activities.models import DeviceStatus
-from devicepool.activities.orphan_models import (
-    MAX_ORPHANS_PER_SCAN,
-    CountDevicesInput,
-    CountDevicesResult,
-    FindOrphansInput,
-    FindOrphansResult,
-    KeptDevice,
-    OrphanDevice,
-    TerminateOrphansInput,
-    TerminateOrphansResult,
-)
 from devicepool.activities.pool_runs import PoolCheck, check_pool
 from devicepool.activities.providers.base import Provider, ProviderDevice
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
@@ -48,9 +38,9 @@ DESCRIBES_AT_ONCE = 20
 _LEAVING = frozenset({DeviceStatus.TERMINATING, DeviceStatus.TERMINATED})
 
 
-def _orphan(device: ProviderDevice, check: PoolCheck) -> OrphanDevice:
+def _orphan(device: ProviderDevice, check: PoolCheck) -> om.OrphanDevice:
     info = device.info
-    return OrphanDevice(
+    return om.OrphanDevice(
         id=info.id,
         pool=info.labels.get(LABEL_POOL, ""),
         status=info.status,
@@ -68,7 +58,7 @@ class OrphanActivities(AccountProviders, OrphanActivityDefinitions):
         return [self.find_orphans, self.terminate_orphans, self.count_devices]
 
     @activity.defn
-    async def find_orphans(self, input: FindOrphansInput) -> FindOrphansResult:
+    async def find_orphans(self, input: om.FindOrphansInput) -> om.FindOrphansResult:
         devices = await self._managed(input.account)
         by_pool: dict[str, list[ProviderDevice]] = {}
         for device in devices:
@@ -92,23 +82,23 @@ class OrphanActivities(AccountProviders, OrphanActivityDefinitions):
             ),
             key=lambda o: (o.created_at, o.id),
         )
-        if len(orphans) > MAX_ORPHANS_PER_SCAN:
+        if len(orphans) > om.MAX_ORPHANS_PER_SCAN:
             activity.logger.warning(
                 "orphan sweep of %s: %d orphans, the oldest %d handled this scan",
                 input.account,
                 len(orphans),
-                MAX_ORPHANS_PER_SCAN,
+                om.MAX_ORPHANS_PER_SCAN,
             )
-        return FindOrphansResult(
-            orphans=orphans[:MAX_ORPHANS_PER_SCAN],
+        return om.FindOrphansResult(
+            orphans=orphans[: om.MAX_ORPHANS_PER_SCAN],
             orphans_found=len(orphans),
             devices=len(devices),
             pools=len(by_pool),
         )
 
     @activity.defn
-    async def count_devices(self, input: CountDevicesInput) -> CountDevicesResult:
-        return CountDevicesResult(devices=len(await self._managed(input.account)))
+    async def count_devices(self, input: om.CountDevicesInput) -> om.CountDevicesResult:
+        return om.CountDevicesResult(devices=len(await self._managed(input.account)))
 
     async def _managed(self, account: str) -> list[ProviderDevice]:
         """The account's managed devices, any pool, not on their way out."""
@@ -121,11 +111,11 @@ class OrphanActivities(AccountProviders, OrphanActivityDefinitions):
         return [d for d in listed if d.info.status not in _LEAVING]
 
     @activity.defn
-    async def terminate_orphans(self, input: TerminateOrphansInput) -> TerminateOrphansResult:
+    async def terminate_orphans(self, input: om.TerminateOrphansInput) -> om.TerminateOrphansResult:
         provider = self._provider(input.account)
         temporal = activity.client()
         checks: dict[str, PoolCheck] = {}
-        result = TerminateOrphansResult()
+        result = om.TerminateOrphansResult()
         for device_id in input.device_ids:
             activity.heartbeat(device_id)
             kept = await self._terminate_orphan(
@@ -139,15 +129,15 @@ class OrphanActivities(AccountProviders, OrphanActivityDefinitions):
         self,
         provider: Provider,
         temporal: Client,
-        input: TerminateOrphansInput,
+        input: om.TerminateOrphansInput,
         device_id: str,
         checks: dict[str, PoolCheck],
-        terminated: list[OrphanDevice],
-    ) -> KeptDevice | None:
+        terminated: list[om.OrphanDevice],
+    ) -> om.KeptDevice | None:
         """Terminate one device if it is still an orphan; else why it was kept."""
 
-        def kept(why: str, *, settled: bool = True) -> KeptDevice:
-            return KeptDevice(id=device_id, why=why, settled=settled)
+        def kept(why: str, *, settled: bool = True) -> om.KeptDevice:
+            return om.KeptDevice(id=device_id, why=why, settled=settled)
 
         try:
             device = await provider.get_device(device_id)

@@ -20,23 +20,12 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError, RPCStatusCode
 
+from devicepool.activities import models as am
 from devicepool.activities import pool_runs
 from devicepool.activities.accounts import AccountProviders
 from devicepool.activities.device_views import health_suspects
 from devicepool.activities.errors import ProviderError, to_application_error
 from devicepool.activities.heartbeats import heartbeating
-from devicepool.activities.models import (
-    DeviceInfo,
-    PoolRunInput,
-    PoolRunResult,
-    WatchDevicesInput,
-    WatchDevicesResult,
-    WatchHealthInput,
-    WatchHealthResult,
-    device_fingerprint,
-    device_rows,
-    suspects_fingerprint,
-)
 from devicepool.activities.providers.base import provider_call
 from devicepool.api.errors import ErrorType
 
@@ -44,29 +33,29 @@ __all__ = ["WatchActivities"]
 
 
 def _watch_answer(
-    input: WatchDevicesInput, devices: list[DeviceInfo], fingerprint: str, *, changed: bool
-) -> WatchDevicesResult:
+    input: am.WatchDevicesInput, devices: list[am.DeviceInfo], fingerprint: str, *, changed: bool
+) -> am.WatchDevicesResult:
     if input.compact:
-        rows = device_rows(devices, pool=input.pool)
-        return WatchDevicesResult(rows=rows, fingerprint=fingerprint, changed=changed)
-    return WatchDevicesResult(devices=devices, fingerprint=fingerprint, changed=changed)
+        rows = am.device_rows(devices, pool=input.pool)
+        return am.WatchDevicesResult(rows=rows, fingerprint=fingerprint, changed=changed)
+    return am.WatchDevicesResult(devices=devices, fingerprint=fingerprint, changed=changed)
 
 
 def _health_answer(
-    pool: PoolRunResult,
-    listing: tuple[datetime, list[DeviceInfo]],
+    pool: am.PoolRunResult,
+    listing: tuple[datetime, list[am.DeviceInfo]],
     *,
     startup: timedelta,
     previous: datetime | None,
-) -> WatchHealthResult:
+) -> am.WatchHealthResult:
     """`watch_health`'s answer on one listing: the suspects in it and a count."""
     checked_at, devices = listing
     suspects = health_suspects(devices, now=checked_at, startup_timeout=startup)
-    return WatchHealthResult(
+    return am.WatchHealthResult(
         pool=pool,
         devices=len(devices),
         suspects=suspects,
-        fingerprint=suspects_fingerprint(suspects),
+        fingerprint=am.suspects_fingerprint(suspects),
         checked_at=checked_at,
         previous_check_at=previous,
     )
@@ -127,16 +116,16 @@ class WatchActivities(AccountProviders):
     """The two long-running activities (`watch_queue_activities()` of `DeviceActivities`)."""
 
     @activity.defn
-    async def watch_devices(self, input: WatchDevicesInput) -> WatchDevicesResult:
+    async def watch_devices(self, input: am.WatchDevicesInput) -> am.WatchDevicesResult:
         async with _quiet_if_orphaned():
             return await self._watch_devices(input)
 
-    async def _watch_devices(self, input: WatchDevicesInput) -> WatchDevicesResult:
+    async def _watch_devices(self, input: am.WatchDevicesInput) -> am.WatchDevicesResult:
         self._provider(input.account)  # an unknown account fails at once, not at the deadline
         deadline = time.monotonic() + input.max_seconds
         health_due = time.monotonic() + input.health_every_seconds
         poll = max(input.poll_seconds, 0.0)
-        devices: list[DeviceInfo] | None = None
+        devices: list[am.DeviceInfo] | None = None
         last_error: ProviderError | None = None
         while True:
             try:
@@ -152,14 +141,14 @@ class WatchActivities(AccountProviders):
                     "pool %s: listing devices failed, will poll again: %s", input.pool, exc
                 )
             if devices is not None and last_error is None:
-                fingerprint = device_fingerprint(devices)
+                fingerprint = am.device_fingerprint(devices)
                 if fingerprint != input.fingerprint:
                     return _watch_answer(input, devices, fingerprint, changed=True)
             if input.health_workflow_id and devices is not None and time.monotonic() >= health_due:
                 health_due = time.monotonic() + input.health_every_seconds
                 if not await pool_runs.still_running(activity.client(), input.health_workflow_id):
                     answer = _watch_answer(
-                        input, devices, device_fingerprint(devices), changed=False
+                        input, devices, am.device_fingerprint(devices), changed=False
                     )
                     return answer.model_copy(update={"health_ended": True})
             remaining = deadline - time.monotonic()
@@ -168,17 +157,17 @@ class WatchActivities(AccountProviders):
                     # Never saw the pool at all: an empty "unchanged" answer would lie.
                     assert last_error is not None
                     raise to_application_error(last_error) from last_error
-                return _watch_answer(input, devices, device_fingerprint(devices), changed=False)
+                return _watch_answer(input, devices, am.device_fingerprint(devices), changed=False)
             activity.heartbeat()
             # Cancellation (delivered through the heartbeat) lands here as CancelledError.
             await asyncio.sleep(min(poll, remaining))
 
     @activity.defn
-    async def watch_health(self, input: WatchHealthInput) -> WatchHealthResult:
+    async def watch_health(self, input: am.WatchHealthInput) -> am.WatchHealthResult:
         async with _quiet_if_orphaned():
             return await self._watch_health(input)
 
-    async def _watch_health(self, input: WatchHealthInput) -> WatchHealthResult:
+    async def _watch_health(self, input: am.WatchHealthInput) -> am.WatchHealthResult:
         """Poll every `poll_seconds` until the suspects differ from `fingerprint`, the
         pool is gone, `until` (after a fresh read there) or `max_seconds`.
 
@@ -205,7 +194,7 @@ class WatchActivities(AccountProviders):
         startup = timedelta(seconds=input.startup_timeout_seconds)
         run = input.pool_run
         previous: datetime | None = None
-        last: WatchHealthResult | None = None
+        last: am.WatchHealthResult | None = None
         last_error: ProviderError | None = None
         own_read_at: float | None = None  # monotonic time of this watch's last provider read
         while True:
@@ -213,7 +202,7 @@ class WatchActivities(AccountProviders):
             pool = await self._pool_run(run)
             run = run.model_copy(update={"first_run_id": pool.first_run_id or run.first_run_id})
             if not pool.running:
-                return WatchHealthResult(
+                return am.WatchHealthResult(
                     pool=pool, checked_at=datetime.now(UTC), previous_check_at=previous
                 )
             shared = (
@@ -285,10 +274,10 @@ class WatchActivities(AccountProviders):
             # Cancellation (delivered through the heartbeat) lands here as CancelledError.
             await asyncio.sleep(wait)
 
-    async def _pool_run(self, run: PoolRunInput) -> PoolRunResult:
+    async def _pool_run(self, run: am.PoolRunInput) -> am.PoolRunResult:
         """`pool_running`, where not knowing (Temporal did not answer) counts as running."""
         try:
             return await pool_runs.pool_running(activity.client(), run)
         except RPCError as err:
             activity.logger.warning("pool %s: not known if still running: %s", run.workflow_id, err)
-            return PoolRunResult(running=True, first_run_id=run.first_run_id, status="UNKNOWN")
+            return am.PoolRunResult(running=True, first_run_id=run.first_run_id, status="UNKNOWN")
