@@ -27,11 +27,10 @@ class Output(StrEnum):
     YAML = "yaml"
 
 
-def resolve_output(output: Output | None, stream: TextIO | None = None) -> Output:
+def resolve_output(output: Output | None) -> Output:
     if output is not None:
         return output
-    stream = stream or sys.stdout
-    return Output.TABLE if _isatty(stream) else Output.JSON
+    return Output.TABLE if _isatty(sys.stdout) else Output.JSON
 
 
 def _isatty(stream: TextIO) -> bool:
