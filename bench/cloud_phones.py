@@ -27,11 +27,10 @@ from typing import Any
 
 import httpx
 from _results import recorded
-from _stack import dev_server, start_pool
-from pydantic import SecretStr
+from _stack import PROXY_POOLS, dev_server, phone_account, start_pool
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
+from devicepool.activities.models import PoolSettings
 from devicepool.api.names import UPDATE_SCALE
 from devicepool.api.v1beta1 import ReserveSpec
 from devicepool.emulator.bitbrowser import BitBrowserConfig, create_apps
@@ -121,23 +120,8 @@ async def main(n: int, speed: float, boot: float, keep: int | None = None) -> No
         idle_grace_seconds=0,
     )
     activities = DeviceActivities(
-        accounts={
-            ACCOUNT: AccountSettings(
-                name=ACCOUNT,
-                api="bitbrowser",
-                base_url=URL,
-                api_key=SecretStr(KEY),
-                phone_interval_seconds=1.1 / speed,
-                window_seconds=60 / speed,
-                creates_per_minute=max(20, 2 * n),
-                window_margin_seconds=1 / speed,
-            )
-        },
-        proxy_pools={
-            "gw": ProxyPoolSettings(
-                name="gw", host="gw.bench", port=1080, password=SecretStr("bench-proxy")
-            )
-        },
+        accounts={ACCOUNT: phone_account(ACCOUNT, url=URL, key=KEY, speed=speed, phones=n)},
+        proxy_pools=PROXY_POOLS,
         settings=settings,
         transport=(counted := Counted(httpx.ASGITransport(app=app))),
     )

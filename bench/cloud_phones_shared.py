@@ -55,7 +55,7 @@ from pathlib import Path
 
 import httpx
 from _results import recorded
-from _stack import dev_server, start_pool, worker_process
+from _stack import PROXY_POOLS, dev_server, phone_account, start_pool, worker_process
 from pydantic import SecretStr
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -63,7 +63,6 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 from devicepool.activities.providers.base import current_call
-from devicepool.activities.settings import AccountSettings, ProxyPoolSettings
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id
 from devicepool.emulator.bitbrowser import BitBrowserConfig, create_apps
 from devicepool.emulator.bitbrowser.state import BitBrowserEmulator
@@ -133,25 +132,12 @@ def main_config(path: Path, *, speed: float, phones: int) -> None:
 def node_options(speed: float, phones: int) -> NodeOptions:
     """What `devicepool worker --node node-1 --config ...` builds, with the pacer's interval
     at the emulator's speed (the config file has no key for it)."""
-    account = AccountSettings(
-        name=ACCOUNT,
-        api="bitbrowser",
-        base_url=URL,
-        api_key=SecretStr(KEY),
-        phone_interval_seconds=1.1 / speed,
-        window_seconds=60 / speed,
-        creates_per_minute=max(20, 2 * phones),
-        window_margin_seconds=1 / speed,
-    )
+    account = phone_account(ACCOUNT, url=URL, key=KEY, speed=speed, phones=phones)
     return NodeOptions(
         node=NODE,
         bitbrowser_url=URL,
         api_key=SecretStr(KEY),
-        proxy_pools={
-            "gw": ProxyPoolSettings(
-                name="gw", host="gw.bench", port=1080, password=SecretStr("bench-proxy")
-            )
-        },
+        proxy_pools=PROXY_POOLS,
         accounts={ACCOUNT: account},
     )
 

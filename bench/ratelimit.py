@@ -44,6 +44,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,24 +84,17 @@ def max_in_window(times: list[float]) -> int:
     return best
 
 
+@dataclass
 class Bench:
-    def __init__(
-        self,
-        client: Client,
-        url: str,
-        speed: float,
-        p: float,
-        sizes: tuple[int, ...] = (10, 30, 200),
-        *,
-        default_intervals: bool = False,
-    ) -> None:
-        self.client = client
-        self.default_intervals = default_intervals
-        self.sizes = sizes
-        self.url = url
-        self.speed = speed
-        self.p = p
-        self.http = httpx.AsyncClient(base_url=url, timeout=30)
+    client: Client
+    url: str
+    speed: float
+    p: float
+    sizes: tuple[int, ...] = (10, 30, 200)
+    default_intervals: bool = field(default=False, kw_only=True)
+
+    def __post_init__(self) -> None:
+        self.http = httpx.AsyncClient(base_url=self.url, timeout=30)
         self.accounts = iter(ACCOUNTS)
 
     def key(self, account: str) -> str:
