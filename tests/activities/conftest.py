@@ -1,6 +1,7 @@
 """Fixtures for the activities layer: a fresh in-process emulator per test, the
 phone tests' paced client on their module's BitBrowser `account`'s node-1, and
-`lost_answer`, a recorder hook under which a create goes out and its answer is lost."""
+`lost_answer`, a recorder hook under which a create goes out and its answer is lost;
+`bitbrowser_account(...)` makes a module's `account` fixture."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 
 from devicepool.activities.bitcloudphone import BitCloudPhoneClient
 from devicepool.activities.providers.bitbrowser import PhonePacer
-from tests.helpers.bitbrowser import Account
+from devicepool.emulator.bitbrowser import BitBrowserConfig
+from tests.helpers.bitbrowser import KEY, Account
 from tests.helpers.bitbrowser_client import PHONE_PACE, Node, node
 from tests.helpers.emulator import Emulator, running_emulator
 
@@ -60,3 +62,16 @@ def lost_answer(account: Account) -> LostAnswer:
         return before, sent
 
     return hook
+
+
+def bitbrowser_account(**config: Any) -> Any:
+    """A module's `account` fixture: an emulated BitBrowser account (`BitBrowserConfig` of
+    `config`, the dev `KEY` unless told), fresh for each test."""
+
+    @pytest.fixture
+    async def account() -> AsyncIterator[Account]:
+        made = Account(BitBrowserConfig(**{"api_key": KEY, **config}))
+        yield made
+        await made.aclose()
+
+    return account

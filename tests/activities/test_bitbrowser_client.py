@@ -33,7 +33,7 @@ from devicepool.activities.providers.bitbrowser import (
 )
 from devicepool.api.errors import ErrorType
 from devicepool.emulator.bitbrowser import BitBrowserConfig
-from tests.activities.conftest import LostAnswer
+from tests.activities.conftest import LostAnswer, bitbrowser_account
 from tests.helpers.bitbrowser import CJK, KEY, Account
 from tests.helpers.bitbrowser_client import Node, node
 
@@ -48,11 +48,7 @@ PROXY = ProfileProxy(
 )
 
 
-@pytest.fixture
-async def account() -> AsyncIterator[Account]:
-    acc = Account(BitBrowserConfig(nodes=["node-1", "node-2"], api_key=KEY, speed=SPEED, seed=7))
-    yield acc
-    await acc.aclose()
+account = bitbrowser_account(nodes=["node-1", "node-2"], speed=SPEED, seed=7)
 
 
 @pytest.fixture

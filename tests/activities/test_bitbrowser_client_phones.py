@@ -30,7 +30,7 @@ from devicepool.activities.providers.bitbrowser import (
 )
 from devicepool.api.errors import ErrorType
 from devicepool.emulator.bitbrowser import BitBrowserConfig
-from tests.activities.conftest import LostAnswer
+from tests.activities.conftest import LostAnswer, bitbrowser_account
 from tests.helpers.bitbrowser import CJK, KEY, Account
 from tests.helpers.bitbrowser_client import Node, node
 
@@ -40,19 +40,9 @@ REGION = "d69bcf13db844d1cb81e779f64161223"
 PROXY = PhoneProxy(host="1.2.3.4", port=45001, username="phone-user", password="phone-pass-Lx9")
 
 
-@pytest.fixture
-async def account() -> AsyncIterator[Account]:
-    acc = Account(
-        BitBrowserConfig(
-            nodes=["node-1", "node-2"],
-            api_key=KEY,
-            speed=SPEED,
-            seed=11,
-            phone_recovers_per_month=2,
-        )
-    )
-    yield acc
-    await acc.aclose()
+account = bitbrowser_account(
+    nodes=["node-1", "node-2"], speed=SPEED, seed=11, phone_recovers_per_month=2
+)
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -40,8 +39,8 @@ from devicepool.activities.providers.bitbrowser.phone_provider import PhoneProvi
 from devicepool.activities.secrets import REDACTED, Scrubber
 from devicepool.api.names import LABEL_POOL
 from devicepool.api.v1beta1 import LifetimeSpec
-from devicepool.emulator.bitbrowser import BitBrowserConfig
 from devicepool.workflows.pool.lifecycle import expiries
+from tests.activities.conftest import bitbrowser_account
 from tests.activities.test_bitbrowser_phone_provider import (
     PACE,
     PROXY_PASSWORD,
@@ -49,18 +48,14 @@ from tests.activities.test_bitbrowser_phone_provider import (
     new_device,
     phones_stats,
 )
-from tests.helpers.bitbrowser import KEY, Account
+from tests.helpers.bitbrowser import Account
 from tests.helpers.bitbrowser_client import Recorder
 
 POOL = "web"
 PROXY = PhoneProxy(host="gw.proxy.test", port=1080, username="u", password=PROXY_PASSWORD)
 
 
-@pytest.fixture
-async def account() -> AsyncIterator[Account]:
-    acc = Account(BitBrowserConfig(api_key=KEY, speed=SPEED, seed=5))
-    yield acc
-    await acc.aclose()
+account = bitbrowser_account(speed=SPEED, seed=5)
 
 
 def _api(account: Account, *, secrets: list[str], metrics: Metrics | None = None) -> LocalApi:

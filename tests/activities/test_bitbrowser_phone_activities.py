@@ -27,17 +27,13 @@ from devicepool.activities.models import (
 )
 from devicepool.activities.providers.bitbrowser import PhonePacer, PhoneProvider
 from devicepool.activities.providers.bitbrowser.phone_provider import ANDROID_ONLY
-from devicepool.emulator.bitbrowser import BitBrowserConfig
+from tests.activities.conftest import bitbrowser_account
 from tests.helpers.bitbrowser import KEY, Account
 
 SPEED = 5.0
 
 
-@pytest.fixture
-async def account() -> AsyncIterator[Account]:
-    acc = Account(BitBrowserConfig(api_key=KEY, speed=SPEED, seed=3))
-    yield acc
-    await acc.aclose()
+account = bitbrowser_account(speed=SPEED, seed=3)
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -29,7 +28,7 @@ from devicepool.activities.providers.bitbrowser.phone_marks import (
     pool_prefix,
 )
 from devicepool.activities.providers.bitbrowser.phone_provider import PhoneProvider
-from devicepool.emulator.bitbrowser import BitBrowserConfig
+from tests.activities.conftest import bitbrowser_account
 from tests.activities.test_bitbrowser_phone_provider import SPEED, new_device, phones_stats
 from tests.activities.test_health_reads import POOL as HEALTH_POOL
 from tests.activities.test_health_reads import (
@@ -39,7 +38,7 @@ from tests.activities.test_health_reads import (
     pool_still_runs,  # noqa: F401  (autouse fixture: the pool runs)
     worker_process,
 )
-from tests.helpers.bitbrowser import KEY, Account
+from tests.helpers.bitbrowser import Account
 from tests.helpers.bitbrowser_client import Node
 from tests.helpers.emulator import Emulator
 
@@ -55,11 +54,7 @@ class Clock:
         return self.now
 
 
-@pytest.fixture
-async def account() -> AsyncIterator[Account]:
-    acc = Account(BitBrowserConfig(api_key=KEY, speed=SPEED, seed=5))
-    yield acc
-    await acc.aclose()
+account = bitbrowser_account(speed=SPEED, seed=5)
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -30,8 +29,7 @@ from devicepool.activities.providers.bitbrowser.phone_marks import (
 from devicepool.activities.providers.bitbrowser.phone_provider import ANDROID_ONLY, PhoneProvider
 from devicepool.activities.proxy import ResolvedProxy
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, LABEL_SLOT, LABEL_TEMPLATE_HASH
-from devicepool.emulator.bitbrowser import BitBrowserConfig
-from tests.activities.conftest import LostAnswer
+from tests.activities.conftest import LostAnswer, bitbrowser_account
 from tests.helpers.bitbrowser import KEY, Account
 from tests.helpers.bitbrowser_client import PHONE_PACE, Node, node
 
@@ -66,11 +64,7 @@ def new_device(
     )
 
 
-@pytest.fixture
-async def account() -> AsyncIterator[Account]:
-    acc = Account(BitBrowserConfig(api_key=KEY, speed=SPEED, seed=5, phone_recovers_per_month=1))
-    yield acc
-    await acc.aclose()
+account = bitbrowser_account(speed=SPEED, seed=5, phone_recovers_per_month=1)
 
 
 @pytest.fixture

@@ -39,8 +39,7 @@ from devicepool.activities.providers.profiles import NewProfile, ProfileProvider
 from devicepool.activities.secrets import Scrubber
 from devicepool.activities.settings import ProxyPoolSettings
 from devicepool.api.errors import ErrorType
-from devicepool.emulator.bitbrowser import BitBrowserConfig
-from tests.activities.conftest import LostAnswer
+from tests.activities.conftest import LostAnswer, bitbrowser_account
 from tests.helpers.bitbrowser import KEY, Account
 from tests.helpers.bitbrowser_client import Recorder
 
@@ -115,11 +114,7 @@ class NodeUnderTest:
         return await self.run(self.activities.node_delete_profile, NodeDeleteInput(id=profile_id))
 
 
-@pytest.fixture
-async def account() -> AsyncIterator[Account]:
-    acc = Account(BitBrowserConfig(nodes=["node-1", "node-2"], api_key=KEY, speed=SPEED, seed=11))
-    yield acc
-    await acc.aclose()
+account = bitbrowser_account(nodes=["node-1", "node-2"], speed=SPEED, seed=11)
 
 
 @pytest.fixture
