@@ -158,31 +158,31 @@ CONFIGURATION_REASONS = frozenset(
 )
 
 
+# A DevicePool's device counts, up (ready, busy) first; a status from before
+# `pendingDevices` has none, so a create not landed yet counts only once it does.
+DEVICE_COUNTS = (
+    "readyDevices",
+    "busyDevices",
+    "provisioningDevices",
+    "pendingDevices",
+    "offlineDevices",
+)
+
+
+def _sum(status: dict[str, Any], keys: tuple[str, ...]) -> int:
+    return sum(int(status.get(k) or 0) for k in keys)
+
+
 def devices_left(status: dict[str, Any]) -> int:
     """Devices the pool still holds: its device ids, or the sum of its counts."""
     ids = status.get("deviceIds")
-    if isinstance(ids, list):
-        return len(ids)
-    return sum(
-        int(status.get(k) or 0)
-        for k in (
-            "readyDevices",
-            "provisioningDevices",
-            "pendingDevices",
-            "busyDevices",
-            "offlineDevices",
-        )
-    )
+    return len(ids) if isinstance(ids, list) else _sum(status, DEVICE_COUNTS)
 
 
 def is_converged(status: dict[str, Any], generation: int) -> bool:
     """Every desired device is up (ready or busy) and no surplus or stragglers remain."""
     desired = int(status.get("desiredReplicas") or 0)
-    up = int(status.get("readyDevices") or 0) + int(status.get("busyDevices") or 0)
-    # Creates still pending are not there yet (a status from before the field has none).
-    total = up + sum(
-        int(status.get(k) or 0) for k in ("provisioningDevices", "pendingDevices", "offlineDevices")
-    )
+    up, total = _sum(status, DEVICE_COUNTS[:2]), _sum(status, DEVICE_COUNTS)
     return int(status.get("observedGeneration") or 0) >= generation and up == desired == total
 
 
