@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import TASK_QUEUE
@@ -27,6 +26,7 @@ from devicepool.testing import eventually
 from devicepool.worker.build import account_workers, new_worker, pool_queue_workers
 from devicepool.worker.versioning import current_build, deployment_config, promote
 from devicepool.workflows import WORKFLOWS
+from tests.helpers.cli import cli_in_thread
 from tests.helpers.histories import task_failures
 from tests.helpers.servers import dev_server
 from tests.helpers.workflow_stack import ACCOUNTS, pool_devices, start_pool
@@ -37,9 +37,33 @@ DEPLOYMENT = "devicepool-test"
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[Client]:
+async def server() -> AsyncIterator[WorkflowEnvironment]:
     async with await dev_server() as env:
-        yield env.client
+        yield env
+
+
+@pytest.fixture
+def client(server: WorkflowEnvironment) -> Client:
+    return server.client
+
+
+@pytest.fixture
+def upgrade_cli(
+    server: WorkflowEnvironment,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> Callable[..., Awaitable[dict[str, Any]]]:
+    """`devicepool upgrade --deployment-name DEPLOYMENT ARGS -o json` against this server
+    (the real CLI, in a thread: a process per poll would cost its imports each time)."""
+    run = cli_in_thread(server, monkeypatch, capsys)
+
+    async def upgrade(*args: str) -> dict[str, Any]:
+        code, out, err = await run("upgrade", "--deployment-name", DEPLOYMENT, *args, "-o", "json")
+        assert code == 0, err
+        answer: dict[str, Any] = json.loads(out)
+        return answer
+
+    return upgrade
 
 
 class Build:
@@ -76,29 +100,6 @@ class Build:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
-async def upgrade_cli(client: Client, *args: str) -> dict[str, Any]:
-    """`devicepool upgrade --deployment-name DEPLOYMENT ARGS -o json` against this server."""
-    target = client.service_client.config.target_host
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "devicepool.client",
-        "upgrade",
-        "--deployment-name",
-        DEPLOYMENT,
-        *args,
-        "-o",
-        "json",
-        env={**os.environ, "TEMPORAL_ADDRESS": target, "TEMPORAL_NAMESPACE": client.namespace},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode == 0, err.decode()
-    answer: dict[str, Any] = json.loads(out)
-    return answer
-
-
 async def build_of(handle: WorkflowHandle[Any, Any]) -> str:
     """The build the pool's current run is pinned to."""
     described = await handle.describe()
@@ -107,7 +108,10 @@ async def build_of(handle: WorkflowHandle[Any, Any]) -> str:
 
 
 async def test_a_pinned_pool_moves_to_the_promoted_build_and_back_at_its_hand_overs(
-    client: Client, worker: DeviceActivities, control: Any
+    client: Client,
+    worker: DeviceActivities,
+    control: Any,
+    upgrade_cli: Callable[..., Awaitable[dict[str, Any]]],
 ) -> None:
     name = f"versioned-{uuid.uuid4().hex[:6]}"
     a = Build(client, worker, "build-a", first=True)
@@ -127,7 +131,7 @@ async def test_a_pinned_pool_moves_to_the_promoted_build_and_back_at_its_hand_ov
 
         b = Build(client, worker, "build-b", first=False)
         # The operator's step: promote B and wake the pools (`devicepool upgrade`).
-        promoted = await upgrade_cli(client, "--build-id", "build-b")
+        promoted = await upgrade_cli("--build-id", "build-b")
         assert promoted["currentBuild"] == "build-b"
         assert await current_build(client, DEPLOYMENT) == "build-b"
 
@@ -140,7 +144,7 @@ async def test_a_pinned_pool_moves_to_the_promoted_build_and_back_at_its_hand_ov
         await eventually(moved, timeout=60, what="the pool's new run on build B")
 
         async def none_behind() -> bool:
-            return (await upgrade_cli(client))["poolsBehind"] == []
+            return (await upgrade_cli())["poolsBehind"] == []
 
         await eventually(none_behind, timeout=30, what="upgrade to list no pool behind")
         await latest.execute_update("scale_update", {"replicas": 3})
@@ -150,7 +154,7 @@ async def test_a_pinned_pool_moves_to_the_promoted_build_and_back_at_its_hand_ov
 
         # Rolling back is promoting the old build again: the pool moves back the same way.
         on_b = (await latest.describe()).run_id
-        rolled_back = await upgrade_cli(client, "--build-id", "build-a")
+        rolled_back = await upgrade_cli("--build-id", "build-a")
         assert rolled_back["currentBuild"] == "build-a"
 
         async def moved_back() -> bool:
