@@ -33,9 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Callable
+from weakref import WeakValueDictionary
 
 from devicepool.activities.device_models import DeviceInfo, DeviceStatusInfo
 from devicepool.activities.errors import InvalidArgumentError, NotFoundError
@@ -74,12 +73,6 @@ ANDROID_ONLY = "the BitBrowser Local API has Android cloud phones only"
 PROXY_NEEDED = "a cloud phone's proxy needs a host, port, username and password"
 
 
-@dataclass
-class _Held:
-    lock: asyncio.Lock
-    users: int = 0
-
-
 class PhoneProvider:
     """One account's cloud phones as a DevicePool's devices (implements `providers.Provider`)."""
 
@@ -112,8 +105,9 @@ class PhoneProvider:
         self.reserve = Reserve(
             phones, self.listings, forget=self._forget, wall_clock=wall_clock, clock=clock
         )
-        # slot mark -> the lock one create of that slot holds at a time (`_slot`)
-        self._slots: dict[str, _Held] = {}
+        # slot mark -> the lock one create of that slot holds at a time; an entry goes
+        # with the last create that holds or waits for it.
+        self._slots: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
 
     def __repr__(self) -> str:
         return f"PhoneProvider({self.phones!r})"
@@ -205,19 +199,14 @@ class PhoneProvider:
                 None,
                 f"{PROXY_NEEDED}: set spec.proxy.poolRef",
             )
-        proxy = PhoneProxy(
-            host=new.proxy.host,
-            port=new.proxy.port,
-            username=new.proxy.username,
-            password=new.proxy.password,
-        )
+        proxy = PhoneProxy.model_validate(new.proxy, from_attributes=True)
         labels = dict(new.labels)
         pool = labels.get(LABEL_POOL, "")
         mark = slot_mark(pool, new.idempotency_key)
         with provider_call(pool=pool):
             # Two attempts of one slot (a retry while the first still runs) one at a time:
             # the second looks the mark up after the first's add was answered.
-            async with self._slot(mark):
+            async with self._slots.setdefault(mark, asyncio.Lock()):
                 return await self._create(pool, mark, labels, template.region, proxy)
 
     async def _create(
@@ -264,19 +253,6 @@ class PhoneProvider:
             status=PhoneStatus.OFF,
         )
         return await self._power_on(phone, remark)
-
-    @asynccontextmanager
-    async def _slot(self, mark: str) -> AsyncIterator[None]:
-        """The slot's lock (this process), dropped when nobody holds or waits for it."""
-        held = self._slots.setdefault(mark, _Held(asyncio.Lock()))
-        held.users += 1
-        try:
-            async with held.lock:
-                yield
-        finally:
-            held.users -= 1
-            if not held.users:
-                del self._slots[mark]
 
     async def _power_on(self, phone: Phone, remark: Remark) -> DeviceInfo:
         if phone.status not in (PhoneStatus.BOOTING, PhoneStatus.RUNNING):

@@ -128,20 +128,16 @@ class BitBrowserProfiles:
     async def create_profile(self, new: NewProfile) -> ProfileView:
         """Raises `UnfitProfile` for a pool, slot or node no mark can hold."""
         mark = profile_mark(new.pool, new.slot, new.node)
-        proxy = new.proxy
+        proxy = (
+            None
+            if new.proxy is None
+            else ProfileProxy.model_validate(new.proxy, from_attributes=True)
+        )
         made = await self.profiles.create_marked(
             mark=mark,
             name=f"{new.pool}/{new.slot}",
             group_id=new.group_id,
-            proxy=ProfileProxy(
-                type=proxy.type,
-                host=proxy.host,
-                port=proxy.port,
-                username=proxy.username,
-                password=proxy.password,
-            )
-            if proxy is not None
-            else None,
+            proxy=proxy,
             fingerprint=new.fingerprint,
         )
         kept = await self._one_per_mark(mark, made.id)
