@@ -1,9 +1,7 @@
 """The activities a pool schedules, with their timeouts and retries, as plain calls.
 
-Each function is one (or, for terminations, several parallel) activity
-commands of the pool workflow; the pass in `workflows/pool/kind.py` (driven by the reconciler shell) decides when.
-Provider calls heartbeat (`HEARTBEAT_TIMEOUT`), so an attempt lost with a
-killed worker is retried elsewhere within seconds. `route`: where the account's
+Provider calls heartbeat (`HEARTBEAT_TIMEOUT`), so an attempt lost with a killed
+worker is retried elsewhere within seconds; `route` says where the account's
 calls go (`workflows/shared/placement.py`).
 """
 
@@ -161,15 +159,11 @@ async def watch_devices(
     *,
     health_workflow_id: str | None = None,
 ) -> am.WatchDevicesResult:
-    """Returns when the pool's devices differ from `devices`, or after `watch_max_seconds`.
+    """Returns when the pool's devices differ from `devices` (the answer's `devices` filled
+    in), after `watch_max_seconds`, or when `health_workflow_id` no longer runs.
 
-    The answer's `devices` are filled in either way (from compact rows, or whole).
-    With `health_workflow_id`, it also answers when that workflow no longer runs.
-
-    On the watch queue of the pool's own queue (`devicepool-watch`), or of its
-    account's node, never on a queue of short calls: a watch holds its slot for
-    its whole life, and there one per pool would leave no slot for the short
-    activities every pool needs.
+    On a watch queue, never on a queue of short calls: a watch holds its slot for its
+    whole life, and one per pool there would leave no slot for the short calls.
     """
     result = await workflow.execute_activity_method(
         Activities.watch_devices,

@@ -49,18 +49,9 @@ LEFT: dict[str, Fate] = {
     "Replaced": Fate.LEFT_REPLACED,
 }
 
-# The newest devices each fate keeps (what a batch report or a health report
-# can still mention); `doomed` devices and those that left stay until gone.
-LIMITS: dict[Fate, int | None] = {
-    Fate.DOOMED: None,
-    Fate.REMOVED_FAILED: 20,
-    Fate.SCALED_DOWN: 20,
-    Fate.REPLACED: 100,
-    # Kept while listed (`PoolState.take_listing` forgets them once gone).
-    Fate.LEFT_EXPIRED: None,
-    Fate.LEFT_DRIFTED: None,
-    Fate.LEFT_REPLACED: None,
-}
+# The newest devices each fate keeps (what a batch report or a health report can
+# still mention); the others (`doomed`, those that left) stay until gone.
+LIMITS: dict[Fate, int] = {Fate.REMOVED_FAILED: 20, Fate.SCALED_DOWN: 20, Fate.REPLACED: 100}
 
 
 class Fates(RootModel[dict[str, Fate]]):
@@ -77,7 +68,7 @@ class Fates(RootModel[dict[str, Fate]]):
         for device_id in device_ids:
             self.root.pop(device_id, None)
             self.root[device_id] = fate
-        limit = LIMITS[fate]
+        limit = LIMITS.get(fate)
         if limit is not None:
             for device_id in self.of(fate)[:-limit]:
                 del self.root[device_id]

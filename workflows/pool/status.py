@@ -397,13 +397,9 @@ def _pending(view: PoolView) -> int:
 
 
 def details(name: str, spec: DevicePoolSpec, generation: int, status: DevicePoolStatus) -> str:
-    """The Markdown the Web UI shows on the workflow page (`set_current_details`).
-
-    The UI's Markdown has no tables (a table ran together into
-    `phasedesiredreadybusyprovisioningoffline`): the figures are an aligned
-    code block, one `name  value` line each, and the conditions a list, one
-    item each. It reads the same in `temporal workflow describe`.
-    """
+    """The Markdown the Web UI shows on the workflow page (`set_current_details`). Its
+    Markdown has no tables (one ran together into `phasedesiredready...`): the figures
+    are an aligned code block, the conditions a list."""
     s = status
     figures = [
         ("phase", s.phase.value),
