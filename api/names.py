@@ -80,10 +80,6 @@ def node_watch_task_queue(node: str) -> str:
     return f"{NODE_WATCH_TASK_QUEUE_PREFIX}{node}"
 
 
-def node_from_task_queue(task_queue: str) -> str | None:
-    return after(NODE_TASK_QUEUE_PREFIX, task_queue) or None
-
-
 # Workflow types and ids
 WORKFLOW_DEVICE_POOL = "DevicePool"
 WORKFLOW_PROVISION_BATCH = "ProvisionBatch"

@@ -886,9 +886,6 @@ def test_workflow_ids_and_node_queues() -> None:
     ]:
         assert kind_named(kind).workflow_id("shop-eu") == workflow_id
     assert names.node_task_queue("node-1") == "devicepool-node-node-1"
-    assert names.node_from_task_queue("devicepool-node-node-1") == "node-1"
-    assert names.node_from_task_queue(names.TASK_QUEUE) is None
-    assert names.node_from_task_queue(names.account_task_queue("a")) is None
 
 
 def test_a_key_that_is_no_string_is_said_at_its_mapping() -> None:
