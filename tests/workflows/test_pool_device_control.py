@@ -150,17 +150,19 @@ async def _gone(control: httpx.AsyncClient, name: str) -> bool:
 async def test_a_template_change_rolls_out_within_surge_busy_devices_last(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    # The scenario: osVersion 14 -> 15 on a pool of 10 with 3 busy devices under
-    # rollout {maxSurge: 2, maxUnavailable: 0}: never fewer than 10 serving, the 3 busy
-    # replaced only after their sessions end, creates 10 + 10.
+    # The scenario, smaller (the pool had 10 with 3 busy): osVersion
+    # 14 -> 15 on a pool of 6 with 2 busy devices under rollout {maxSurge: 2,
+    # maxUnavailable: 0}: never fewer than 6 serving, the 4 idle ones replaced in
+    # surges of 2, the 2 busy only after their sessions end, creates 6 + 6.
     rollout = {"maxSurge": 2, "maxUnavailable": 0}
-    handle = await start(env, pool_name, 10, rollout=rollout)
-    old = await eventually(lambda: ready_ids(control, pool_name, 10), timeout=90, what="10 ready")
-    busy = old[:3]
+    size = 6
+    handle = await start(env, pool_name, size, rollout=rollout)
+    old = await eventually(lambda: ready_ids(control, pool_name, size), timeout=90, what="ready")
+    busy = old[:2]
     for device in busy:
         await session(control, device, True)
-    await reapply(handle, beta_pool(pool_name, 10, osVersion="15", rollout=rollout))
-    fewest, most = 10, 10
+    await reapply(handle, beta_pool(pool_name, size, osVersion="15", rollout=rollout))
+    fewest, most = size, size
 
     async def rolled_except_busy() -> bool:
         nonlocal fewest, most
@@ -169,16 +171,17 @@ async def test_a_template_change_rolls_out_within_surge_busy_devices_last(
         staying = [d for d in devices if d["status"] != "terminating"]
         fewest, most = min(fewest, len(serving)), max(most, len(staying))
         left = sorted(d["id"] for d in devices if d["id"] in old)
-        return left == sorted(busy) and len(serving) == 12
+        return left == sorted(busy) and len(serving) == size + 2
 
     await eventually(rolled_except_busy, timeout=120, every=0.1, what="all but the busy rolled")
 
     async def seen_by_the_pool() -> dict | None:
         # The pool learns of the last boot at its next watch, a moment after the provider.
         status = await handle.query("status")
-        return status if status["updatedDevices"] == 9 else None
+        # Every idle device replaced, plus the surge's 2 waiting for the busy ones.
+        return status if status["updatedDevices"] == size - len(busy) + 2 else None
 
-    status = await eventually(seen_by_the_pool, timeout=30, what="updatedDevices 9 in the status")
+    status = await eventually(seen_by_the_pool, timeout=30, what="updatedDevices in the status")
     rolling = {c["type"]: c for c in status["conditions"]}["RollingOut"]
     assert rolling["status"] == "True", status
     for device in busy:
@@ -190,13 +193,13 @@ async def test_a_template_change_rolls_out_within_surge_busy_devices_last(
         fewest = min(fewest, sum(d["status"] in ("ready", "busy") for d in devices))
         status = await handle.query("status")
         complete = {c["type"]: c["status"] for c in status["conditions"]}["RollingOut"] == "False"
-        return complete and len(devices) == 10 and not {d["id"] for d in devices} & set(old)
+        return complete and len(devices) == size and not {d["id"] for d in devices} & set(old)
 
     await eventually(done, timeout=90, every=0.1, what="the rollout complete")
-    assert fewest >= 10, f"only {fewest} serving during the rollout"
+    assert fewest >= size, f"only {fewest} serving during the rollout"
     # (a device being terminated is not counted, as Cluster API does not count one being deleted)
-    assert most <= 12, f"{most} devices at once: more than maxSurge 2 above 10"
-    assert (await pool_counts(control, pool_name))["created"] == 20  # 10 + 10, nothing extra
+    assert most <= size + 2, f"{most} devices at once: more than maxSurge 2 above {size}"
+    assert (await pool_counts(control, pool_name))["created"] == 2 * size  # nothing extra
     await handle.cancel()
     await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")
 
