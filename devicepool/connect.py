@@ -102,10 +102,6 @@ def connect_config(
     return config
 
 
-def target_address(*, address: str | None = None, env: Mapping[str, str] | None = None) -> str:
-    return str(connect_config(address=address, env=env)["target_host"])
-
-
 async def connect(
     *,
     address: str | None = None,

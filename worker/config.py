@@ -75,7 +75,6 @@ __all__ = [
     "WorkerCapacity",
     "WorkerConfig",
     "build_config",
-    "config_path",
     "load_config",
 ]
 
@@ -151,11 +150,6 @@ class WorkerConfig:
         }
 
 
-def config_path(explicit: str | Path | None, env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    return Path(explicit or env.get(ENV_CONFIG) or DEFAULT_CONFIG_FILE)
-
-
 def load_config(
     path: str | Path | None = None,
     *,
@@ -164,7 +158,7 @@ def load_config(
 ) -> WorkerConfig:
     """Read, validate and resolve the worker configuration (raises `ConfigError`)."""
     env = os.environ if env is None else env
-    file = config_path(path, env)
+    file = Path(path or env.get(ENV_CONFIG) or DEFAULT_CONFIG_FILE)
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:

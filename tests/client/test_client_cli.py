@@ -190,10 +190,10 @@ def test_apply_the_examples_directory_gets_past_its_manifests(
 def test_default_address_is_loopback_7233(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from devicepool.connect import target_address
+    from devicepool.connect import connect_config
 
-    assert target_address(env={}) == "127.0.0.1:7233"
-    assert target_address(env={"TEMPORAL_ADDRESS": "temporal.example:7233"}) == (
+    assert connect_config(env={})["target_host"] == "127.0.0.1:7233"
+    assert connect_config(env={"TEMPORAL_ADDRESS": "temporal.example:7233"})["target_host"] == (
         "temporal.example:7233"
     )
 
