@@ -58,6 +58,15 @@ async def n1(account: Account) -> AsyncIterator[Node]:
     await client.aclose()
 
 
+async def _opened(account: Account, n: Node, mark: str, *, speed: float) -> str:
+    """A profile created and opened, the account's clock at `speed` (a closed process
+    lingers 3 s of virtual time)."""
+    await account.control("clock", {"speed": speed})
+    profile_id = await _create(n, mark)
+    await n.profiles.open(profile_id)
+    return profile_id
+
+
 async def _create(n: Node, mark: str, **kwargs: Any) -> str:
     return await n.profiles.create(mark=mark, proxy=PROXY, **kwargs)
 
@@ -250,9 +259,7 @@ async def test_open_answers_the_debugging_addresses(n1: Node) -> None:
 async def test_close_answers_before_the_process_is_gone_and_confirm_waits_for_it(
     account: Account, n1: Node
 ) -> None:
-    await account.control("clock", {"speed": 2})  # the process lingers 1.5 s after close
-    profile_id = await _create(n1, "pool-e/1")
-    await n1.profiles.open(profile_id)
+    profile_id = await _opened(account, n1, "pool-e/1", speed=2)  # lingers 1.5 s after close
     await n1.profiles.close(profile_id)
     # The race: close said yes, the process lives on (and a delete is refused meanwhile).
     assert profile_id in await n1.profiles.alive([profile_id])
@@ -269,9 +276,7 @@ async def test_close_answers_before_the_process_is_gone_and_confirm_waits_for_it
 async def test_a_close_not_confirmed_in_time_is_a_retryable_error(
     account: Account, n1: Node
 ) -> None:
-    await account.control("clock", {"speed": 1})  # the process lingers 3 s after close
-    profile_id = await _create(n1, "pool-e/2")
-    await n1.profiles.open(profile_id)
+    profile_id = await _opened(account, n1, "pool-e/2", speed=1)  # lingers 3 s after close
     with pytest.raises(CloseUnconfirmedError) as caught:
         await n1.profiles.close_and_confirm(profile_id, wait_seconds=0.0, poll_seconds=0.01)
     assert caught.value.retryable and profile_id in str(caught.value)

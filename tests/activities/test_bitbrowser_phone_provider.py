@@ -76,6 +76,14 @@ async def phones_stats(account: Account) -> dict[str, Any]:
     return dict((await account.stats())["phones"])
 
 
+async def two_in_reserve(account: Account, provider: PhoneProvider) -> None:
+    """Two phones of `phones-a` created, booted and removed: two profiles in its reserve."""
+    made = [await provider.create_device(new_device(slot=s)) for s in range(2)]
+    await ready(account, provider)
+    for device in made:
+        await provider.remove_device(device.id)
+
+
 async def ready(account: Account, provider: PhoneProvider, pool: str = "phones-a") -> list[Any]:
     await account.advance(61)  # a boot from off takes about a minute
     return await provider.list_pool(pool)
@@ -212,10 +220,7 @@ async def test_a_create_never_joins_a_listing_already_sent(
 async def test_creates_at_once_never_claim_one_reserve_profile_twice(
     account: Account, provider: PhoneProvider, n1: Node
 ) -> None:
-    made = [await provider.create_device(new_device(slot=s)) for s in range(2)]
-    await ready(account, provider)
-    for device in made:
-        await provider.remove_device(device.id)  # two profiles in reserve
+    await two_in_reserve(account, provider)
     # Every claim reads the reserve anew (no kept list): a listing the creates shared,
     # begun before the first claim, still shows the claimed profile in reserve.
     provider.reserve_seconds = 0
@@ -378,10 +383,7 @@ async def test_an_ios_create_is_refused_for_good_before_any_call(
 async def test_release_pool_retires_the_reserve_of_a_deleted_pool(
     account: Account, provider: PhoneProvider, n1: Node
 ) -> None:
-    made = [await provider.create_device(new_device(slot=s)) for s in range(2)]
-    await ready(account, provider)
-    for device in made:
-        await provider.remove_device(device.id)
+    await two_in_reserve(account, provider)
     assert await provider.release_pool("phones-a") == 2
     states = [Remark.parse(p.remark) for p in await n1.phones.list_all()]
     assert sorted(r.state for r in states if r) == ["retired", "retired"]

@@ -18,6 +18,14 @@ from devicepool.api.errors import ErrorType
 from devicepool.api.v1beta1 import Platform
 
 
+async def _listing_refused(handler) -> ProviderError:
+    """The error a listing through `handler` ends in (it must end in one)."""
+    async with _client(handler) as client:
+        with pytest.raises(ProviderError) as info:
+            await client.list_devices(labels={"pool": "p"})
+    return info.value
+
+
 def _client(handler) -> BitCloudPhoneClient:
     return BitCloudPhoneClient(
         base_url="http://provider.test/",
@@ -161,13 +169,11 @@ async def test_a_listing_that_never_ends_stops_at_the_page_cap_quickly() -> None
         return httpx.Response(200, json={"items": items, "nextPageToken": f"t{pages}"})
 
     started = time.monotonic()
-    async with _client(fresh_token_forever) as client:
-        with pytest.raises(ProviderError) as info:
-            await client.list_devices(labels={"pool": "p"})
+    error = await _listing_refused(fresh_token_forever)
     assert time.monotonic() - started < 10
-    assert info.value.error_type is ErrorType.SERVER_ERROR
-    assert info.value.retryable
-    assert "MAX_LIST_PAGES" in str(info.value)
+    assert error.error_type is ErrorType.SERVER_ERROR
+    assert error.retryable
+    assert "MAX_LIST_PAGES" in str(error)
     assert pages == bitcloudphone.MAX_LIST_PAGES
 
 
@@ -177,11 +183,9 @@ async def test_a_listing_stops_at_the_item_cap() -> None:
         items = [{"id": f"d-{token}-{i}", "status": "ready"} for i in range(5000)]
         return httpx.Response(200, json={"items": items, "nextPageToken": str(token + 1)})
 
-    async with _client(huge_pages) as client:
-        with pytest.raises(ProviderError) as info:
-            await client.list_devices(labels={"pool": "p"})
-    assert info.value.error_type is ErrorType.SERVER_ERROR
-    assert "MAX_LIST_ITEMS" in str(info.value)
+    error = await _listing_refused(huge_pages)
+    assert error.error_type is ErrorType.SERVER_ERROR
+    assert "MAX_LIST_ITEMS" in str(error)
 
 
 async def test_a_listing_stops_at_the_time_cap(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -193,12 +197,10 @@ async def test_a_listing_stops_at_the_time_cap(monkeypatch: pytest.MonkeyPatch) 
         return httpx.Response(200, json={"items": [], "nextPageToken": str(token + 1)})
 
     started = time.monotonic()
-    async with _client(slow_pages) as client:
-        with pytest.raises(ProviderError) as info:
-            await client.list_devices(labels={"pool": "p"})
+    error = await _listing_refused(slow_pages)
     assert time.monotonic() - started < 2
-    assert info.value.error_type is ErrorType.SERVER_ERROR
-    assert "MAX_LIST_SECONDS" in str(info.value)
+    assert error.error_type is ErrorType.SERVER_ERROR
+    assert "MAX_LIST_SECONDS" in str(error)
 
 
 async def test_a_listing_stops_at_its_total_size(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -209,10 +211,8 @@ async def test_a_listing_stops_at_its_total_size(monkeypatch: pytest.MonkeyPatch
         items = [{"id": f"d-{token}-{i}", "reason": "x" * 1000} for i in range(50)]
         return httpx.Response(200, json={"items": items, "nextPageToken": str(token + 1)})
 
-    async with _client(fat_pages) as client:
-        with pytest.raises(ProviderError) as info:
-            await client.list_devices(labels={"pool": "p"})
-    assert "MAX_LIST_BYTES" in str(info.value)
+    error = await _listing_refused(fat_pages)
+    assert "MAX_LIST_BYTES" in str(error)
 
 
 async def test_an_oversized_answer_is_refused_by_its_content_length_unread() -> None:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -384,6 +385,17 @@ async def test_terminate_pool_with_instant_termination() -> None:
 # ------------------------------------------------------------------ watch
 
 
+def _watching(
+    acts: DeviceActivities, devices: list[DeviceInfo], env: ActivityEnvironment | None = None
+) -> tuple[ActivityEnvironment, Heartbeats, asyncio.Task[Any]]:
+    """A watch of `devices` started in `env` (a new one by default), its heartbeats counted."""
+    env = env or ActivityEnvironment()
+    heartbeats = Heartbeats()
+    env.on_heartbeat = heartbeats
+    watch = asyncio.create_task(env.run(acts.watch_devices, _watch(device_fingerprint(devices))))
+    return env, heartbeats, watch
+
+
 def _watch(fingerprint: str, *, max_seconds: float = 10.0) -> WatchDevicesInput:
     return WatchDevicesInput(
         account="default",
@@ -419,10 +431,7 @@ async def test_watch_returns_at_once_when_the_fingerprint_differs(acts: DeviceAc
 
 async def test_watch_returns_on_change(acts: DeviceActivities, emulator: Emulator) -> None:
     devices = await _create(acts, 2)
-    heartbeats = Heartbeats()
-    env = ActivityEnvironment()
-    env.on_heartbeat = heartbeats
-    watch = asyncio.create_task(env.run(acts.watch_devices, _watch(device_fingerprint(devices))))
+    _, heartbeats, watch = _watching(acts, devices)
     await heartbeats.reached(3)
     assert not watch.done()
     await emulator.advance(31)  # provisioning -> ready
@@ -450,10 +459,8 @@ async def test_watch_rides_out_server_errors(acts: DeviceActivities, emulator: E
     devices = (
         await env.run(acts.list_devices, ListDevicesInput(account="default", pool="p1"))
     ).devices
-    heartbeats = Heartbeats()
-    env.on_heartbeat = heartbeats
     await emulator.faults(serverErrorRate=1.0)
-    watch = asyncio.create_task(env.run(acts.watch_devices, _watch(device_fingerprint(devices))))
+    _, heartbeats, watch = _watching(acts, devices, env)
     await heartbeats.reached(3)
     assert not watch.done()  # three failed polls, still watching
     await emulator.faults()
@@ -474,11 +481,7 @@ async def test_watch_fails_if_it_never_saw_the_pool(
 
 
 async def test_watch_reacts_to_cancellation(acts: DeviceActivities) -> None:
-    devices = await _create(acts, 1)
-    heartbeats = Heartbeats()
-    env = ActivityEnvironment()
-    env.on_heartbeat = heartbeats
-    watch = asyncio.create_task(env.run(acts.watch_devices, _watch(device_fingerprint(devices))))
+    env, heartbeats, watch = _watching(acts, await _create(acts, 1))
     await heartbeats.reached(1)
     env.cancel()
     with pytest.raises(asyncio.CancelledError):
