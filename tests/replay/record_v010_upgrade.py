@@ -77,20 +77,21 @@ from devicepool.workflows.search_attributes import search_attribute_keys
 from tests.support.binaries import temporal_binary
 from tests.support.histories import run_histories
 from tests.support.manifests import pool_manifest
+from tests.support.settings import FAST
 from tests.support.waits import eventually
 from tests.workflows.wf_support import TimedASGITransport, start_pool
 
 URL = "http://emulator.record"
 KEY = "record-key"
-SETTINGS = PoolSettings(
-    resync_seconds=0.3,
-    health_seconds=1,
-    offline_after_seconds=30,
-    startup_timeout_seconds=20,
-    idle_grace_seconds=0,
-    provision_batch_size=4,
-    watch_max_seconds=20,
-)
+# FAST's intervals, but offline after 30 s and a 20-s startup timeout; the liveness and
+# teardown checks at their defaults.
+_OWN = {"offline_after_seconds": 30, "startup_timeout_seconds": 20}
+_DEFAULTS = {"health_liveness_seconds", "teardown_blocked_after_seconds"}
+SETTINGS = PoolSettings(**FAST.model_dump(exclude={*_OWN, *_DEFAULTS}), **_OWN)
+# Devices ready a second after their create, creates unthrottled, terminations quick.
+QUICK = {"provision_seconds": 1.0, "creates_per_minute": 1000, "terminate_seconds": 0.3}
+# The health check's word in a report: one device unhealthy, removed.
+ONE_REMOVED = {"unhealthy": 1, "max_unhealthy": 1, "paused": False}
 
 
 class HeldDeletes(TimedASGITransport):
@@ -125,15 +126,7 @@ class HeldDeletes(TimedASGITransport):
 
 
 async def record(out: Path) -> None:
-    emulator = create_app(
-        EmulatorConfig(
-            accounts={"default": [KEY]},
-            provision_seconds=1.0,
-            creates_per_minute=1000,
-            terminate_seconds=0.3,
-            seed=13,
-        )
-    )
+    emulator = create_app(EmulatorConfig(accounts={"default": [KEY]}, seed=13, **QUICK))
     account = AccountSettings(name="default", base_url=URL, api_key=SecretStr(KEY))
     activities = DeviceActivities(
         accounts={"default": account},
@@ -158,18 +151,14 @@ async def record(out: Path) -> None:
         try:
             await register_accounts(client, {"default": account})
             out.mkdir(parents=True, exist_ok=True)
-            await _scale_down_phase_kept(client, control)
-            await _save(client, "scale-down-phase-kept", out)
-            await _spec_change_during_terminations(client, control)
-            await _save(client, "spec-change-during-terminations", out)
-            await _scale_during_terminations(client, control)
-            await _save(client, "scale-during-terminations", out)
-            await _health_report_during_terminations(client, control)
-            await _save(client, "health-report-during-terminations", out)
-            await _doomed_device_reported(client, control)
-            await _save(client, "doomed-device-reported", out)
-            await _spec_change_with_a_retry_slot(client, control)
-            await _save(client, "spec-change-with-a-retry-slot", out)
+            for scenario, name, run in SCENARIOS:
+                await run(client, control)
+                for number, history in enumerate(
+                    await run_histories(client, pool_workflow_id(name)), 1
+                ):
+                    path = out / f"{scenario}-{number}.json"
+                    path.write_text(history.to_json())
+                    print(f"{path}: {len(history.events)} events")
         finally:
             if HeldDeletes.gate is not None:
                 HeldDeletes.gate.set()
@@ -180,14 +169,13 @@ async def record(out: Path) -> None:
 
 
 async def _scale_down_phase_kept(client: Client, control: httpx.AsyncClient) -> None:
-    pool = await start_pool(client, "kept", 5, settings=SETTINGS, proxy_ref=None)
-    await _until(lambda: _ready(control, "kept", 5), "5 ready")
+    pool = await _started(client, control, "kept", 5)
     busy = [d["id"] for d in await _devices(control, "kept")][:2]
     for device_id in busy:
         session = f"/_emulator/devices/{device_id}/session"
         (await control.post(session, json={"active": True})).raise_for_status()
     await _until(lambda: _status(pool, busyDevices=2), "2 busy in status")
-    await pool.execute_update(UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted)
+    await _scale(pool, 1)
     await _until(lambda: _live(control, "kept", 2), "the 3 idle ones terminated")
     await _until(lambda: _status(pool, readyDevices=0, busyDevices=2), "2 busy, 0 ready")
     await asyncio.sleep(2)  # a pass or two more, as the pool settles
@@ -195,198 +183,192 @@ async def _scale_down_phase_kept(client: Client, control: httpx.AsyncClient) -> 
 
 
 async def _spec_change_during_terminations(client: Client, control: httpx.AsyncClient) -> None:
-    pool = await start_pool(client, "respec", 2, settings=SETTINGS, proxy_ref=None)
-    await _until(lambda: _ready(control, "respec", 2), "2 ready")
-    HeldDeletes.gate, HeldDeletes.held = asyncio.Event(), 0
-    await _faults(control, provisionFailureRate=1.0)
-    await pool.execute_update(UPDATE_SCALE, ScaleRequest(replicas=3), result_type=Accepted)
-    await _until(lambda: _failed(control, "respec"), "the third device failed to boot")
-    await _faults(control)
-
-    async def held() -> bool:
-        return HeldDeletes.held > 0
-
-    await _until(held, "the failed device's DELETE held")
-    spec = pool_manifest("respec", replicas=3, providerCredentialRef="default", proxy=None)
+    pool = await _started(client, control, "respec", 2)
+    _hold()
+    failed = lambda: _failed(control, "respec")  # noqa: E731
+    await _boot_fails(control, pool, 3, failed, "the third device failed to boot")
+    await _held(1, "the failed device's DELETE held")
     # Another osVersion than the manifest's ("14"): a real change, generation 2 → 3, and a
     # new create body. The same spec again would be `unchanged`, and the held pass would
     # start its batch under the generation it decided it for.
-    spec["spec"]["osVersion"] = "15"
-    request = ApplyRequest(
-        metadata=ObjectMeta(name="respec"), spec=DevicePoolSpec.model_validate(spec["spec"])
-    )
-    accepted = await pool.execute_update(UPDATE_APPLY, request, result_type=Accepted)
-    assert accepted.generation == 3, f"the apply was no spec change: {accepted}"
+    await _respec(pool, "respec", 3, generation=3)
     await asyncio.sleep(1)  # the apply's pass waits behind the held termination
-    HeldDeletes.gate.set()
-    HeldDeletes.gate = None
-    await _until(lambda: _ready(control, "respec", 3), "3 ready after the re-spec")
-    await asyncio.sleep(2)
-    await _delete(client, pool, control, "respec")
+    _release()
+    await _settled(client, pool, control, "respec", 3, "3 ready after the re-spec")
 
 
 async def _scale_during_terminations(client: Client, control: httpx.AsyncClient) -> None:
-    pool = await start_pool(client, "rescale", 3, settings=SETTINGS, proxy_ref=None)
-    await _until(lambda: _ready(control, "rescale", 3), "3 ready")
-    HeldDeletes.gate, HeldDeletes.held = asyncio.Event(), 0
-    await pool.execute_update(UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted)
-
-    async def held() -> bool:
-        return HeldDeletes.held >= 2
-
-    await _until(held, "the two DELETEs held")
+    pool = await _started(client, control, "rescale", 3)
+    _hold()
+    await _scale(pool, 1)
+    await _held(2, "the two DELETEs held")
     await pool.signal("scale", {"replicas": 4})
     await asyncio.sleep(1)  # the signal's pass waits behind the held terminations
-    HeldDeletes.gate.set()
-    HeldDeletes.gate = None
-    await _until(lambda: _ready(control, "rescale", 4), "4 ready after the signal")
-    await asyncio.sleep(2)
-    await _delete(client, pool, control, "rescale")
+    _release()
+    await _settled(client, pool, control, "rescale", 4, "4 ready after the signal")
 
 
 async def _health_report_during_terminations(client: Client, control: httpx.AsyncClient) -> None:
-    pool = await start_pool(client, "owed", 1, settings=SETTINGS, proxy_ref=None)
-    await _until(lambda: _ready(control, "owed", 1), "1 ready")
+    pool = await _started(client, control, "owed", 1)
     (ready,) = [d["id"] for d in await _devices(control, "owed")]
-    HeldDeletes.gate, HeldDeletes.held = asyncio.Event(), 0
-    await _faults(control, provisionFailureRate=1.0)
-    await pool.execute_update(UPDATE_SCALE, ScaleRequest(replicas=3), result_type=Accepted)
-
-    async def two_failed() -> bool:
-        devices = await _devices(control, "owed")
-        return sum(1 for d in devices if d["status"] == "failed") == 2
-
-    await _until(two_failed, "both new devices failed to boot")
-    await _faults(control)
-
-    async def held() -> bool:
-        return HeldDeletes.held > 0
-
-    await _until(held, "the failed devices' DELETE held")
+    _hold()
+    two_failed = lambda: _count(control, "owed", "failed", 2)  # noqa: E731
+    await _boot_fails(control, pool, 3, two_failed, "both new devices failed to boot")
+    await _held(1, "the failed devices' DELETE held")
     # The health check's word, while the pass awaits its terminations: it removed the
     # ready device (offline), so one replacement is owed at once.
-    gone = await control.delete(
-        f"/api/v1/devices/{ready}", headers={"Authorization": f"Bearer {KEY}"}
-    )
-    gone.raise_for_status()
-    report = HealthReport(
-        checked_at=datetime.now(UTC),
-        devices=3,
-        unhealthy=1,
-        max_unhealthy=1,
-        paused=False,
-        terminated={ready: "offline for 30s"},
-    )
-    await pool.signal("health_report", report)
+    await _gone_at_the_provider(control, ready)
+    await _report(pool, 3, {ready: "offline for 30s"})
     await asyncio.sleep(1)  # the report lands while the termination is held
-    HeldDeletes.gate.set()
-    HeldDeletes.gate = None
-    await _until(lambda: _ready(control, "owed", 3), "3 ready after the replacements")
-    await asyncio.sleep(2)
-    await _delete(client, pool, control, "owed")
+    _release()
+    await _settled(client, pool, control, "owed", 3, "3 ready after the replacements")
 
 
 async def _doomed_device_reported(client: Client, control: httpx.AsyncClient) -> None:
-    pool = await start_pool(client, "doomed", 1, settings=SETTINGS, proxy_ref=None)
-    await _until(lambda: _ready(control, "doomed", 1), "1 ready")
+    pool = await _started(client, control, "doomed", 1)
     HeldDeletes.refuse, HeldDeletes.refused = True, 0
-    await _faults(control, provisionFailureRate=1.0)
-    await pool.execute_update(UPDATE_SCALE, ScaleRequest(replicas=2), result_type=Accepted)
-    await _until(lambda: _failed(control, "doomed"), "the second device failed to boot")
-    await _faults(control)
-    (failed,) = [d["id"] for d in await _devices(control, "doomed") if d["status"] == "failed"]
-
-    async def refused() -> bool:
-        return HeldDeletes.refused > 0
-
-    await _until(refused, "the failed device's DELETE refused: doomed")
+    failed = lambda: _failed(control, "doomed")  # noqa: E731
+    await _boot_fails(control, pool, 2, failed, "the second device failed to boot")
+    (failed_id,) = [d["id"] for d in await _devices(control, "doomed") if d["status"] == "failed"]
+    await _refused(0, "the failed device's DELETE refused: doomed")
     # The health check's word while it is doomed: it removed the failed device.
-    report = HealthReport(
-        checked_at=datetime.now(UTC),
-        devices=2,
-        unhealthy=1,
-        max_unhealthy=1,
-        paused=False,
-        terminated={failed: "StartupTimeout: still failed 20s after creation"},
-    )
-    await pool.signal("health_report", report)
-    before = HeldDeletes.refused
-
-    async def refused_again() -> bool:
-        return HeldDeletes.refused > before
-
-    await _until(refused_again, "a pass after the report terminating it again")
-    gone = await control.delete(
-        f"/api/v1/devices/{failed}", headers={"Authorization": f"Bearer {KEY}"}
-    )
-    gone.raise_for_status()
+    await _report(pool, 2, {failed_id: "StartupTimeout: still failed 20s after creation"})
+    await _refused(HeldDeletes.refused, "a pass after the report terminating it again")
+    await _gone_at_the_provider(control, failed_id)
     HeldDeletes.refuse = False
-    await _until(lambda: _ready(control, "doomed", 2), "2 ready")
-    await asyncio.sleep(2)
-    await _delete(client, pool, control, "doomed")
+    await _settled(client, pool, control, "doomed", 2, "2 ready")
 
 
 async def _spec_change_with_a_retry_slot(client: Client, control: httpx.AsyncClient) -> None:
-    pool = await start_pool(client, "retry", 2, settings=SETTINGS, proxy_ref=None)
-    await _until(lambda: _ready(control, "retry", 2), "2 ready")
+    pool = await _started(client, control, "retry", 2)
     HeldDeletes.refuse, HeldDeletes.refused = True, 0
     HeldDeletes.refuse_creates, HeldDeletes.create_gate = 1, asyncio.Event()
-    await _faults(control, provisionFailureRate=1.0)
-    await pool.execute_update(UPDATE_SCALE, ScaleRequest(replicas=4), result_type=Accepted)
-    await _until(lambda: _failed(control, "retry"), "the created one failed to boot")
-    await _faults(control)
-
-    async def refused() -> bool:
-        return HeldDeletes.refused > 0
-
-    await _until(refused, "the failed device's DELETE refused: doomed")
+    failed = lambda: _failed(control, "retry")  # noqa: E731
+    await _boot_fails(control, pool, 4, failed, "the created one failed to boot")
+    await _refused(0, "the failed device's DELETE refused: doomed")
     await _until(lambda: _count(control, "retry", "ready", 3), "its replacement ready")
-    HeldDeletes.gate, HeldDeletes.held = asyncio.Event(), 0
-
-    async def held(count: int) -> bool:
-        return HeldDeletes.held >= count
-
-    await _until(lambda: held(1), "a pass terminating it again, held")
-    await pool.execute_update(UPDATE_SCALE, ScaleRequest(replicas=6), result_type=Accepted)
+    _hold()
+    await _held(1, "a pass terminating it again, held")
+    await _scale(pool, 6)
     HeldDeletes.create_gate.set()  # the refused create answers: its slot awaits a retry
     await asyncio.sleep(1)
     # The held DELETE is refused (still doomed); the next pass's is held in turn.
     first, HeldDeletes.gate = HeldDeletes.gate, asyncio.Event()
     first.set()
-    await _until(lambda: held(2), "the pass with the retry slot terminating it, held")
-    spec = pool_manifest("retry", replicas=6, providerCredentialRef="default", proxy=None)
-    spec["spec"]["osVersion"] = "15"
-    request = ApplyRequest(
-        metadata=ObjectMeta(name="retry"), spec=DevicePoolSpec.model_validate(spec["spec"])
-    )
-    accepted = await pool.execute_update(UPDATE_APPLY, request, result_type=Accepted)
-    assert accepted.generation == 4, f"the apply was no spec change: {accepted}"
+    await _held(2, "the pass with the retry slot terminating it, held")
+    await _respec(pool, "retry", 6, generation=4)
     await asyncio.sleep(1)  # the apply's pass waits behind the held termination
     HeldDeletes.refuse = False
+    _release()
+    HeldDeletes.create_gate = None
+    await _settled(client, pool, control, "retry", 6, "6 ready after the re-spec")
+
+
+# (scenario, pool, what it does): the histories are written as `<scenario>-<n>.json`.
+SCENARIOS: list[tuple[str, str, Callable[[Client, httpx.AsyncClient], Awaitable[None]]]] = [
+    ("scale-down-phase-kept", "kept", _scale_down_phase_kept),
+    ("spec-change-during-terminations", "respec", _spec_change_during_terminations),
+    ("scale-during-terminations", "rescale", _scale_during_terminations),
+    ("health-report-during-terminations", "owed", _health_report_during_terminations),
+    ("doomed-device-reported", "doomed", _doomed_device_reported),
+    ("spec-change-with-a-retry-slot", "retry", _spec_change_with_a_retry_slot),
+]
+
+
+async def _started(
+    client: Client, control: httpx.AsyncClient, name: str, replicas: int
+) -> WorkflowHandle[Any, Any]:
+    pool = await start_pool(client, name, replicas, settings=SETTINGS, proxy_ref=None)
+    await _until(lambda: _ready(control, name, replicas), f"{replicas} ready")
+    return pool
+
+
+async def _scale(pool: WorkflowHandle[Any, Any], replicas: int) -> None:
+    await pool.execute_update(UPDATE_SCALE, ScaleRequest(replicas=replicas), result_type=Accepted)
+
+
+async def _boot_fails(
+    control: httpx.AsyncClient,
+    pool: WorkflowHandle[Any, Any],
+    replicas: int,
+    failed: Callable[[], Awaitable[bool]],
+    what: str,
+) -> None:
+    """Scaled to `replicas` while every boot fails, until `failed`; then boots work again."""
+    await _faults(control, provisionFailureRate=1.0)
+    await _scale(pool, replicas)
+    await _until(failed, what)
+    await _faults(control)
+
+
+def _hold() -> None:
+    """DELETEs wait from now on, until `_release`."""
+    HeldDeletes.gate, HeldDeletes.held = asyncio.Event(), 0
+
+
+def _release() -> None:
+    assert HeldDeletes.gate is not None
     HeldDeletes.gate.set()
-    HeldDeletes.gate, HeldDeletes.create_gate = None, None
-    await _until(lambda: _ready(control, "retry", 6), "6 ready after the re-spec")
+    HeldDeletes.gate = None
+
+
+async def _held(count: int, what: str) -> None:
+    async def held() -> bool:
+        return HeldDeletes.held >= count
+
+    await _until(held, what)
+
+
+async def _refused(before: int, what: str) -> None:
+    async def refused() -> bool:
+        return HeldDeletes.refused > before
+
+    await _until(refused, what)
+
+
+async def _respec(
+    pool: WorkflowHandle[Any, Any], name: str, replicas: int, generation: int
+) -> None:
+    """`apply` with osVersion "15" (the manifest's is "14"): a spec change to `generation`."""
+    spec = pool_manifest(name, replicas=replicas, providerCredentialRef="default", proxy=None)
+    spec["spec"]["osVersion"] = "15"
+    request = ApplyRequest(
+        metadata=ObjectMeta(name=name), spec=DevicePoolSpec.model_validate(spec["spec"])
+    )
+    accepted = await pool.execute_update(UPDATE_APPLY, request, result_type=Accepted)
+    assert accepted.generation == generation, f"the apply was no spec change: {accepted}"
+
+
+async def _report(pool: WorkflowHandle[Any, Any], devices: int, terminated: dict[str, str]) -> None:
+    """The health check's `health_report`: of `devices`, one unhealthy and removed."""
+    now = datetime.now(UTC)
+    report = HealthReport(checked_at=now, devices=devices, terminated=terminated, **ONE_REMOVED)
+    await pool.signal("health_report", report)
+
+
+async def _gone_at_the_provider(control: httpx.AsyncClient, device_id: str) -> None:
+    gone = await control.delete(
+        f"/api/v1/devices/{device_id}", headers={"Authorization": f"Bearer {KEY}"}
+    )
+    gone.raise_for_status()
+
+
+async def _settled(
+    client: Client,
+    pool: WorkflowHandle[Any, Any],
+    control: httpx.AsyncClient,
+    name: str,
+    replicas: int,
+    what: str,
+) -> None:
+    """`replicas` ready, a pass or two more, then the pool deleted."""
+    await _until(lambda: _ready(control, name, replicas), what)
     await asyncio.sleep(2)
-    await _delete(client, pool, control, "retry")
+    await _delete(client, pool, control, name)
 
 
 async def _count(control: httpx.AsyncClient, pool: str, status: str, count: int) -> bool:
     return sum(1 for d in await _devices(control, pool) if d["status"] == status) == count
-
-
-async def _save(client: Client, scenario: str, out: Path) -> None:
-    name = {
-        "scale-down-phase-kept": "kept",
-        "spec-change-during-terminations": "respec",
-        "scale-during-terminations": "rescale",
-        "health-report-during-terminations": "owed",
-        "doomed-device-reported": "doomed",
-        "spec-change-with-a-retry-slot": "retry",
-    }[scenario]
-    for number, history in enumerate(await run_histories(client, pool_workflow_id(name)), 1):
-        path = out / f"{scenario}-{number}.json"
-        path.write_text(history.to_json())
-        print(f"{path}: {len(history.events)} events")
 
 
 async def _delete(
