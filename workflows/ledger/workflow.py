@@ -126,8 +126,6 @@ class AccountLedgerWorkflow:
 
     async def _await_announced(self) -> bool:
         """Wait while a pool that said it is about to ask has not yet; True if it waited."""
-        if not (self._s.queue and self._pending_intents()):
-            return False
         until = self._s.announcement_hold(workflow.now())
         if until is None:
             return False
