@@ -1,5 +1,6 @@
 """Parsing request bodies: JSON decoding and validation of the create body (`CreateSpec`),
-and a dataclass to and from camelCase JSON (`camel_fields`, `from_camel`).
+a dataclass to and from camelCase JSON (`camel_fields`, `from_camel`), and the checks
+every `/_emulator/faults` body gets (`checked_faults`).
 
 Every rejection is a 400 `invalid_argument` problem; unknown top-level fields of
 a create body are ignored.
@@ -8,7 +9,7 @@ a create body are ignored.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
@@ -20,6 +21,38 @@ _T = TypeVar("_T")
 
 def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def checked_faults(
+    body: Any,
+    *,
+    rates: Iterable[str],
+    others: Iterable[str] = (),
+    nullable: Iterable[str] = (),
+    check: Callable[[str, Any], None] = lambda name, value: None,
+) -> dict[str, Any]:
+    """A `POST /_emulator/faults` body, validated: a JSON object of known fields, each a
+    number (or null where `nullable`): the `rates` in [0, 1], `latencyMs` >= 0,
+    `timeoutSeconds` > 0, the `others` as `check(name, value)` says."""
+    if not isinstance(body, dict):
+        raise invalid("faults must be a JSON object")
+    known = {*rates, *others, "latencyMs", "timeoutSeconds"}
+    unknown = sorted(set(body) - known)
+    if unknown:
+        raise invalid(f"unknown fault fields {unknown}; known: {sorted(known)}")
+    for name, value in body.items():
+        if name in nullable and value is None:
+            continue
+        if not is_number(value):
+            raise invalid(f"{name} must be a number")
+        if name in rates and not 0 <= value <= 1:
+            raise invalid(f"{name} must be between 0 and 1")
+        check(name, value)
+        if name == "latencyMs" and value < 0:
+            raise invalid("latencyMs must be >= 0")
+        if name == "timeoutSeconds" and value <= 0:
+            raise invalid("timeoutSeconds must be > 0")
+    return body
 
 
 def camel(name: str) -> str:

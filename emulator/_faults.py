@@ -14,8 +14,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from devicepool.emulator._bodies import camel_fields, from_camel, is_number
-from devicepool.emulator._problems import RATE_LIMITED, ProblemError, invalid
+from devicepool.emulator._bodies import camel_fields, checked_faults, from_camel
+from devicepool.emulator._problems import RATE_LIMITED, ProblemError
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 
@@ -45,22 +45,8 @@ class Faults:
     @classmethod
     def parse(cls, body: Any) -> Faults:
         """Validate a `POST /_emulator/faults` body; a field left out is switched off."""
-        if not isinstance(body, dict):
-            raise invalid("faults must be a JSON object")
-        known = {*_FAULT_RATES, "latencyMs", "timeoutSeconds"}
-        unknown = sorted(set(body) - known)
-        if unknown:
-            raise invalid(f"unknown fault fields {unknown}; known: {sorted(known)}")
-        for name, value in body.items():
-            if not is_number(value):
-                raise invalid(f"{name} must be a number")
-            if name in _FAULT_RATES and not 0 <= value <= 1:
-                raise invalid(f"{name} must be between 0 and 1")
-            if name == "latencyMs" and value < 0:
-                raise invalid("latencyMs must be >= 0")
-            if name == "timeoutSeconds" and value <= 0:
-                raise invalid("timeoutSeconds must be > 0")
-        return from_camel(cls, body, lambda _, value: float(value))
+        checked = checked_faults(body, rates=_FAULT_RATES)
+        return from_camel(cls, checked, lambda _, value: float(value))
 
 
 @dataclass

@@ -17,13 +17,19 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from devicepool.emulator._bodies import camel_fields, from_camel, is_number
+from devicepool.emulator._bodies import camel_fields, checked_faults, from_camel
 from devicepool.emulator._problems import invalid
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 _RATES = ("failureRate", "serverErrorRate", "timeoutRate", "openFailureRate", "openStuckRate")
 _COUNTS = ("openFailures", "phoneRequestsPerSecond")
-_KNOWN = (*_RATES, *_COUNTS, "latencyMs", "timeoutSeconds")
+
+
+def _count_checked(name: str, value: Any) -> None:
+    if name in _COUNTS and (value != int(value) or value < 0):
+        raise invalid(f"{name} must be a whole number >= 0")
+    if name == "phoneRequestsPerSecond" and value < 1:
+        raise invalid("phoneRequestsPerSecond must be >= 1 (null: the configured one)")
 
 
 def _converted(name: str, value: Any) -> Any:
@@ -50,27 +56,14 @@ class Faults:
     @classmethod
     def parse(cls, body: Any) -> Faults:
         """Validate a `POST /_emulator/faults` body; a field left out is switched off."""
-        if not isinstance(body, dict):
-            raise invalid("faults must be a JSON object")
-        unknown = sorted(set(body) - set(_KNOWN))
-        if unknown:
-            raise invalid(f"unknown fault fields {unknown}; known: {sorted(_KNOWN)}")
-        for name, value in body.items():
-            if name == "phoneRequestsPerSecond" and value is None:
-                continue
-            if not is_number(value):
-                raise invalid(f"{name} must be a number")
-            if name in _RATES and not 0 <= value <= 1:
-                raise invalid(f"{name} must be between 0 and 1")
-            if name in _COUNTS and (value != int(value) or value < 0):
-                raise invalid(f"{name} must be a whole number >= 0")
-            if name == "phoneRequestsPerSecond" and value < 1:
-                raise invalid("phoneRequestsPerSecond must be >= 1 (null: the configured one)")
-            if name == "latencyMs" and value < 0:
-                raise invalid("latencyMs must be >= 0")
-            if name == "timeoutSeconds" and value <= 0:
-                raise invalid("timeoutSeconds must be > 0")
-        return from_camel(cls, body, _converted)
+        checked = checked_faults(
+            body,
+            rates=_RATES,
+            others=_COUNTS,
+            nullable=("phoneRequestsPerSecond",),
+            check=_count_checked,
+        )
+        return from_camel(cls, checked, _converted)
 
 
 @dataclass
