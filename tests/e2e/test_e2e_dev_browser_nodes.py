@@ -1,9 +1,16 @@
 """`devicepool dev --browser-nodes 2`: two BitBrowser emulator nodes of one account come up with
-the stack, the banner lists them, and Ctrl-C stops them with the rest.
+the stack, the banner lists them, pools of both kinds run on them, and Ctrl-C stops them with
+the rest.
 
 The dev worker config gets the account `bitbrowser` (`api: bitbrowser`: DevicePools
 on the nodes' cloud phones), served by node-1's worker; each node gets a node worker (`devicepool
 worker --node node-K`, labelled node=node-K) that beats at the node registry.
+
+One stack for the module, started as `make demo` starts it, with two examples applied:
+examples/browserpool.yaml (4 profiles on the 2 nodes) and the README's first run on cloud
+phones, examples/cloud-phones/cloud-phones.yaml (3 phones, on node-1's worker). A stack's
+start and stop cost about 8 CPU-s on two shared cores, so the tests share one and run in
+file order; the last one stops it with SIGINT.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import json
 import os
 import re
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +37,40 @@ from devicepool.connect import connect
 from devicepool.errors import DevicePoolError
 from devicepool.testing import wait_until
 from tests.helpers.bitbrowser import profile_body
-from tests.helpers.dev_stack import alive, cmdline, descendants, start_stack, stop_stack
+from tests.helpers.dev_stack import Stack, alive, cmdline, descendants, start_stack, stop_stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
 NODE_LINE = re.compile(r"^(?:  BitBrowser nodes: | {20})(node-\d+) (http://127\.0\.0\.1:\d+)$")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLE = EXAMPLES / "browserpool.yaml"
+PHONES = EXAMPLES / "cloud-phones" / "cloud-phones.yaml"
+# The waits poll the pool's status in process (`Stack.status`, the call behind
+# `get -o json`), once a second; the CLI itself then says the same once per wait
+# (a CLI process a poll cost ~0.7 CPU-s, and these waits take ~40 s in all).
+POLL: dict[str, float] = {"timeout": 60, "every": 1}
+POOL = "quickstart-browsers"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    tmp = tmp_path_factory.mktemp("dev-nodes")
+    stack = start_stack(
+        tmp / "dev",  # a new data dir: the manifests are applied
+        tmp / "dev.out",
+        "--browser-nodes",
+        "2",
+        "--node-lost-after-seconds",
+        "6",
+        "--apply",
+        str(EXAMPLE),
+        "--apply",
+        str(PHONES),
+    )
+    try:
+        yield stack
+    finally:
+        stop_stack(stack)
 
 
 async def live_nodes(address: str) -> NodesView | None:
@@ -52,94 +89,95 @@ def post(url: str, path: str, body: dict[str, Any]) -> Any:
     return answer.get("data")
 
 
-def test_dev_browser_nodes_come_up_in_the_banner_and_go_with_the_stack(tmp_path: Path) -> None:
-    data_dir = tmp_path / "dev"
-    stack = start_stack(data_dir, tmp_path / "dev.out", "--browser-nodes", "2")
-    try:
-        banner = stack.out.read_text().split("devicepool dev is up\n", 1)[1]
-        nodes = {m[1]: m[2] for line in banner.splitlines() if (m := NODE_LINE.match(line))}
-        assert sorted(nodes) == ["node-1", "node-2"], banner
-        assert "(account bitbrowser" in banner
-        assert "  Node workers:     node-1, node-2 (labelled node=<name>" in banner
-        registry = wait_until(
-            lambda: (
-                (view := asyncio.run(live_nodes(stack.address))) and len(view.nodes) == 2 and view
-            ),
-            timeout=20,
-            what="both node workers to beat",
-        )
-        assert {n.node: n.labels for n in registry.nodes} == {
-            "node-1": {"node": "node-1"},
-            "node-2": {"node": "node-2"},
-        }
-        assert "  Emulator:         http://127.0.0.1:" in banner  # the rest as without the flag
-        config = yaml.safe_load((data_dir / "worker.yaml").read_text())
-        # Its cloud phones are node-1's worker's to serve: no URL, no key in the main config.
-        assert config["accounts"]["bitbrowser"] == {"api": "bitbrowser", "node": "node-1"}
-        assert "default" in config["accounts"]
-        logs = data_dir / "logs"
-        assert "cloud-phone accounts bitbrowser" in (logs / "node-1-worker.log").read_text()
-        assert "cloud-phone accounts (none)" in (logs / "node-2-worker.log").read_text()
-
-        # One account: what node-1 creates, node-2 lists; each node is its own desktop client.
-        created = post(nodes["node-1"], "/browser/update", profile_body())
-        listed = post(nodes["node-2"], "/browser/list", {"page": 0})
-        assert [p["id"] for p in listed["list"]] == [created["id"]]
-        stats = httpx.get(f"{nodes['node-2']}/_emulator/stats", timeout=10).json()
-        assert stats["nodes"] == {"node-1": True, "node-2": True}
-        assert stats["account"] == "bitbrowser"
-
-        [emulator] = [
-            pid
-            for pid in descendants(stack.process.pid)
-            if "devicepool.emulator.bitbrowser" in cmdline(pid)
-        ]
-        node_workers = [
-            pid
-            for pid in descendants(stack.process.pid)
-            if "devicepool.client worker --node" in cmdline(pid)
-        ]
-        assert len(node_workers) == 2
-    finally:
-        stop_stack(stack)
-    assert stack.process.returncode == 0, stack.out.read_text()
-    wait_until(lambda: not alive(emulator), timeout=10, what="the BitBrowser emulator to stop")
-    wait_until(
-        lambda: not any(alive(pid) for pid in node_workers),
-        timeout=10,
-        what="the node workers to stop",
+def test_dev_browser_nodes_come_up_in_the_banner(stack: Stack) -> None:
+    banner = stack.out.read_text().split("devicepool dev is up\n", 1)[1]
+    nodes = {m[1]: m[2] for line in banner.splitlines() if (m := NODE_LINE.match(line))}
+    assert sorted(nodes) == ["node-1", "node-2"], banner
+    assert "(account bitbrowser" in banner
+    assert "  Node workers:     node-1, node-2 (labelled node=<name>" in banner
+    registry = wait_until(
+        lambda: (view := asyncio.run(live_nodes(stack.address))) and len(view.nodes) == 2 and view,
+        timeout=20,
+        what="both node workers to beat",
     )
-    # Its account stays in the data dir for the next run.
-    assert "pool-a/0" in (data_dir / "bitbrowser.json").read_text()
+    assert {n.node: n.labels for n in registry.nodes} == {
+        "node-1": {"node": "node-1"},
+        "node-2": {"node": "node-2"},
+    }
+    assert "  Emulator:         http://127.0.0.1:" in banner  # the rest as without the flag
+    config = yaml.safe_load((stack.data_dir / "worker.yaml").read_text())
+    # Its cloud phones are node-1's worker's to serve: no URL, no key in the main config.
+    assert config["accounts"]["bitbrowser"] == {"api": "bitbrowser", "node": "node-1"}
+    assert "default" in config["accounts"]
+    logs = stack.data_dir / "logs"
+    assert "cloud-phone accounts bitbrowser" in (logs / "node-1-worker.log").read_text()
+    assert "cloud-phone accounts (none)" in (logs / "node-2-worker.log").read_text()
 
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "browserpool.yaml"
-# The waits poll the pool's status in process (`Stack.status`, the call behind
-# `get -o json`), once a second; the CLI itself then says the same once per wait
-# (a CLI process a poll cost ~0.7 CPU-s, and these waits take ~40 s in all).
-POLL: dict[str, float] = {"timeout": 60, "every": 1}
-POOL = "quickstart-browsers"
+def test_the_cloud_phone_example_powers_three_phones_on_and_delete_says_what_it_kept(
+    stack: Stack,
+) -> None:
+    """`--apply examples/cloud-phones/cloud-phones.yaml`, the README's first run on cloud
+    phones (the example names the dev account `bitbrowser` and the dev proxy pool
+    `proxyseller-us`). Its phones are powered on (their minute-long boot is not waited
+    for), then `delete --wait` shuts them down and says what the Local API, which has no
+    delete, keeps: the profiles, marked retired."""
+    out = stack.out.read_text()
+    assert "devicepool/cloud-phones created (generation 1, replicas 3)" in out, out
+    node = _node_url(out, "node-1")
+
+    def phones() -> dict[str, Any]:
+        return dict(httpx.get(f"{node}/_emulator/stats", timeout=10).json()["phones"])
+
+    def booting() -> bool:
+        try:
+            status = stack.status("cloud-phones")
+        except DevicePoolError:  # not started yet
+            return False
+        # .get: a status read while no worker answers is the stale one, without counts.
+        made = (status.get("provisioningDevices") or 0) + (status.get("readyDevices") or 0)
+        return bool(made == 3)
+
+    # Polled in process (`Stack.status`, the call behind `get -o json`): a CLI
+    # process a poll cost about 0.5 CPU-s. Then the CLI itself says it, once.
+    wait_until(booting, timeout=60, every=1, what="3 phones made")
+
+    def cli_says_made() -> dict[str, Any] | None:  # once, unless it answered stale
+        done = stack.cli("get", "cloud-phones", "-o", "json")
+        if done.returncode != 0:
+            return None
+        status = json.loads(done.stdout)["status"]
+        made = status.get("provisioningDevices", 0) + status.get("readyDevices", 0)
+        return status if made == 3 else None
+
+    status = wait_until(cli_says_made, timeout=30, every=2, what="the CLI: 3 phones made")
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "BelowDesired", ready  # booting, not refused
+    made = wait_until(
+        lambda: (p := phones())["powerOns"] == 3 and p, timeout=30, what="3 power-ons"
+    )
+    assert made["created"] == 3, made
+
+    deleted = stack.cli("delete", "cloud-phones", "--wait", "--timeout", "90")
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.splitlines()[-2:] == [
+        "devicepool/cloud-phones deleted (0 devices left)",
+        "3 cloud-phone profile(s) kept, powered off and marked retired: "
+        "the BitBrowser Local API has no delete",
+    ], deleted.stdout
+    left = phones()
+    assert (left["running"], left["profiles"], left["created"]) == (0, 3, 3), left
+    assert left["maxRequestsPerSecond"] <= 1 and left["rateLimited"] == 0, left
 
 
-@pytest.mark.timeout(420)  # about 45-125 s: a stack, a node lost and back, a teardown
+@pytest.mark.timeout(420)  # about 40-120 s: a node lost and back, a teardown
 def test_a_silent_node_worker_loses_its_profiles_to_the_other_and_gets_them_back(
-    tmp_path: Path,
+    stack: Stack,
 ) -> None:
     """`make demo`'s second manifest (examples/browserpool.yaml, 4 profiles on 2 nodes), then
     issue 26's scenario on real processes. `devicepool dev` restarts a node worker that
     dies within a second, as a supervisor would, so the node is held silent by freezing
-    its worker (SIGSTOP) past `--node-lost-after-seconds`, then let go (SIGCONT).
-    (One dev stack for both: each costs a stack's start on two shared cores.)"""
-    stack = start_stack(
-        tmp_path / "dev",
-        tmp_path / "dev.out",
-        "--browser-nodes",
-        "2",
-        "--node-lost-after-seconds",
-        "6",
-        "--apply",
-        str(EXAMPLE),
-    )
+    its worker (SIGSTOP) past `--node-lost-after-seconds`, then let go (SIGCONT)."""
     frozen: int | None = None
     try:
 
@@ -225,9 +263,43 @@ def test_a_silent_node_worker_loses_its_profiles_to_the_other_and_gets_them_back
     finally:
         if frozen is not None:
             os.kill(frozen, signal.SIGCONT)
-        stop_stack(stack)
+
+
+def test_one_account_on_both_nodes_and_ctrl_c_stops_them_keeping_it(stack: Stack) -> None:
+    """What node-1 creates, node-2 lists (each node is its own desktop client of the one
+    account); Ctrl-C stops the emulator and the node workers with the stack, and the
+    account stays in the data dir for the next run."""
+    out = stack.out.read_text()
+    created = post(_node_url(out, "node-1"), "/browser/update", profile_body())
+    listed = post(_node_url(out, "node-2"), "/browser/list", {"page": 0})
+    assert created["id"] in [p["id"] for p in listed["list"]], listed
+    stats = httpx.get(f"{_node_url(out, 'node-2')}/_emulator/stats", timeout=10).json()
+    assert stats["nodes"] == {"node-1": True, "node-2": True}
+    assert stats["account"] == "bitbrowser"
+
+    [emulator] = [
+        pid
+        for pid in descendants(stack.process.pid)
+        if "devicepool.emulator.bitbrowser" in cmdline(pid)
+    ]
+    node_workers = [
+        pid
+        for pid in descendants(stack.process.pid)
+        if "devicepool.client worker --node" in cmdline(pid)
+    ]
+    assert len(node_workers) == 2
+    stop_stack(stack)
     assert stack.process.returncode == 0, stack.out.read_text()
-    left = json.loads((tmp_path / "dev" / "bitbrowser.json").read_text())
+    wait_until(lambda: not alive(emulator), timeout=10, what="the BitBrowser emulator to stop")
+    wait_until(
+        lambda: not any(alive(pid) for pid in node_workers),
+        timeout=10,
+        what="the node workers to stop",
+    )
+    # Its account stays in the data dir for the next run (the BrowserPool deleted before).
+    saved = (stack.data_dir / "bitbrowser.json").read_text()
+    assert "pool-a/0" in saved
+    left = json.loads(saved)
     assert "quickstart-browsers" not in json.dumps(left.get("profiles", left))
 
 
