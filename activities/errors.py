@@ -50,7 +50,6 @@ __all__ = [
     "TransportTimeoutError",
     "UnauthenticatedError",
     "configuration_error",
-    "error_class_for",
     "error_from_response",
     "to_application_error",
 ]
@@ -174,10 +173,6 @@ _TYPE_BY_STATUS: dict[int, ErrorType] = {
 }
 
 
-def error_class_for(error_type: ErrorType) -> type[ProviderError]:
-    return _CLASS_BY_TYPE.get(error_type, ProviderError)
-
-
 def _type_for(status: int, code: Any) -> ErrorType:
     if isinstance(code, str) and code in _PROVIDER_CODES:
         from_code = ErrorType(code)
@@ -204,7 +199,7 @@ def error_from_response(
     error_type = _type_for(status, code)
     if not detail:
         detail = f"HTTP {status}"
-    return error_class_for(error_type)(error_type, status, detail, retry_after)
+    return _CLASS_BY_TYPE.get(error_type, ProviderError)(error_type, status, detail, retry_after)
 
 
 def to_application_error(exc: ProviderError) -> ApplicationError:
