@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 from devicepool.activities.errors import ServerError
 from devicepool.activities.providers.bitbrowser._paging import (
@@ -51,6 +51,17 @@ MAX_BROWSER_MARK = 500
 SECRET_PROFILE_FIELDS = frozenset({"password", "cookie", "proxyPassword", "faSecretKey"})
 # The fields `create_marked` writes itself (the mark, and the body's shape).
 _OWN_FIELDS = frozenset({"id", "name", "remark", "ids"})
+
+
+class NewProfile(TypedDict, total=False):
+    """What `BrowserProfiles.create` (and so `create_marked`) takes."""
+
+    mark: Required[str]
+    name: str | None
+    group_id: str | None
+    proxy: ProfileProxy | None
+    fingerprint: Mapping[str, Any] | None
+    fields: Mapping[str, Any] | None
 
 
 class BrowserProfiles(MarkedList[BrowserProfile]):
@@ -107,28 +118,13 @@ class BrowserProfiles(MarkedList[BrowserProfile]):
         return profile_id
 
     async def create_marked(
-        self,
-        *,
-        mark: str,
-        name: str | None = None,
-        group_id: str | None = None,
-        proxy: ProfileProxy | None = None,
-        fingerprint: Mapping[str, Any] | None = None,
-        fields: Mapping[str, Any] | None = None,
-        attempts: int = 3,
+        self, *, attempts: int = 3, **profile: Unpack[NewProfile]
     ) -> MarkedCreate:
         """The profile holding `mark`: found if one exists, else created (`marked_create`)."""
-        check_mark(mark, max_length=MAX_BROWSER_MARK)
+        mark = check_mark(profile["mark"], max_length=MAX_BROWSER_MARK)
         return await marked_create(
             lambda: self.find_by_mark(mark),
-            lambda: self.create(
-                mark=mark,
-                name=name,
-                group_id=group_id,
-                proxy=proxy,
-                fingerprint=fingerprint,
-                fields=fields,
-            ),
+            lambda: self.create(**profile),
             attempts=attempts,
             settle_seconds=self.settle_seconds,
             sleep=self._sleep,

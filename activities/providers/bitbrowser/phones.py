@@ -20,9 +20,8 @@ phone's `name`, since `/phone/list` filters by name and not by remark: at most
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 from devicepool.activities.errors import ServerError
 from devicepool.activities.providers.bitbrowser._paging import (
@@ -50,6 +49,20 @@ MAX_PHONE_REMARK = 500
 SECRET_PHONE_FIELDS = frozenset({"proxyPassword"})
 
 
+class NewPhone(TypedDict, total=False):
+    """What `CloudPhones.add` (and so `add_marked`) takes."""
+
+    mark: Required[str]
+    region_id: Required[str]
+    compute_type: Required[ComputeType]
+    proxy: Required[PhoneProxy]
+    remark: str | None
+    ip_check_service: str
+    udp: bool
+    fingerprint: Mapping[str, Any] | None
+    group_id: str | None
+
+
 class CloudPhones(MarkedList[Phone]):
     """The account's cloud phones, through one node's Local API, at most one call per turn."""
 
@@ -63,14 +76,12 @@ class CloudPhones(MarkedList[Phone]):
         pacer: PhonePacer | None = None,
         settle_seconds: float = 2.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         # Share one pacer between every CloudPhones of one account (module docstring).
         self.pacer = pacer if pacer is not None else PhonePacer()
         self.settle_seconds = settle_seconds
         self._sleep = sleep
-        self._clock = clock
 
     def __repr__(self) -> str:
         return f"CloudPhones({self.api!r}, pacer={self.pacer!r})"
@@ -120,36 +131,13 @@ class CloudPhones(MarkedList[Phone]):
             )
         return phone_id
 
-    async def add_marked(
-        self,
-        *,
-        mark: str,
-        region_id: str,
-        compute_type: ComputeType,
-        proxy: PhoneProxy,
-        remark: str | None = None,
-        ip_check_service: str = "ip123in",
-        udp: bool = True,
-        fingerprint: Mapping[str, Any] | None = None,
-        group_id: str | None = None,
-        attempts: int = 3,
-    ) -> MarkedCreate:
+    async def add_marked(self, *, attempts: int = 3, **phone: Unpack[NewPhone]) -> MarkedCreate:
         """The phone named `mark`: found if one exists (answered as it is, not updated to this
         call's proxy or region), else added (`marked_create`)."""
-        check_mark(mark, max_length=MAX_PHONE_MARK)
+        mark = check_mark(phone["mark"], max_length=MAX_PHONE_MARK)
         return await marked_create(
             lambda: self.find_by_mark(mark),
-            lambda: self.add(
-                mark=mark,
-                region_id=region_id,
-                compute_type=compute_type,
-                proxy=proxy,
-                remark=remark,
-                ip_check_service=ip_check_service,
-                udp=udp,
-                fingerprint=fingerprint,
-                group_id=group_id,
-            ),
+            lambda: self.add(**phone),
             attempts=attempts,
             settle_seconds=self.settle_seconds,
             sleep=self._sleep,
