@@ -19,7 +19,7 @@ from temporalio.testing import ActivityEnvironment
 
 from devicepool.activities import DeviceActivities
 from devicepool.activities.device_models import OFFLINE, READY
-from devicepool.activities.models import ListDevicesInput
+from devicepool.activities.models import DeviceInfo, ListDevicesInput
 from devicepool.activities.providers.base import current_call, provider_call
 from devicepool.activities.providers.bitbrowser.phone_marks import (
     MARK_PREFIX,
@@ -84,6 +84,46 @@ def _reads(n1: Node) -> list[str]:
     return [body["id"] for body in n1.recorder.bodies("/phone/running")]
 
 
+async def _one_gone_offline(
+    account: Account, n1: Node, clock: Clock
+) -> tuple[PhoneProvider, DeviceInfo, str]:
+    """One phone of the pool, booted, then offline for 200 s of the fake clock (its last
+    answer, running, is old): the provider, the device and its phone id."""
+    provider = PhoneProvider(n1.phones, probe_seconds=100.0, clock=clock)
+    made = await provider.create_device(new_device())
+    await account.advance(61)
+    phone_id = (parse_device_id(made.id) or ("", 0))[0]
+    await account.control(f"phones/{phone_id}/offline")
+    clock.now += 200
+    return provider, made, phone_id
+
+
+async def _six_running_read_long_ago(
+    account: Account, n1: Node
+) -> tuple[PhoneProvider, list[DeviceInfo]]:
+    """Six phones of the pool running, listed once, their `running` answers old now."""
+    provider = PhoneProvider(n1.phones)
+    made = [await provider.create_device(new_device(slot=s)) for s in range(6)]
+    await account.advance(61)
+    await provider.list_pool(POOL)
+    await account.advance(60)
+    return provider, made
+
+
+def _fresh_flags(acts: DeviceActivities) -> list[bool]:
+    """From now on, for each listing of the default account's pool: asked fresh or not."""
+    provider = acts._provider("default")
+    real = provider.list_pool
+    calls: list[bool] = []
+
+    async def seen(*args: Any, **kwargs: Any) -> Any:
+        calls.append(current_call().fresh)
+        return await real(*args, **kwargs)
+
+    provider.list_pool = seen  # type: ignore[method-assign]
+    return calls
+
+
 async def test_an_old_offline_answer_keeps_a_phone_offline_until_a_fresh_read(
     account: Account, n1: Node, clock: Clock, phones: tuple[PhoneProvider, list[str], list[str]]
 ) -> None:
@@ -142,12 +182,7 @@ async def test_a_scale_down_reads_a_phone_last_read_offline_before_it_parks_it(
     removal read nothing: parked into reserve without a fresh start, powered on
     broken at the next scale-up. Now the idle check sees it offline, and a removal
     of a phone last read not running reads it first."""
-    provider = PhoneProvider(n1.phones, probe_seconds=100.0, clock=clock)
-    made = await provider.create_device(new_device())
-    await account.advance(61)
-    phone_id = (parse_device_id(made.id) or ("", 0))[0]
-    await account.control(f"phones/{phone_id}/offline")
-    clock.now += 200
+    provider, made, phone_id = await _one_gone_offline(account, n1, clock)
     (listed,) = await provider.list_pool(POOL)
     assert listed.status == OFFLINE
     clock.now += 200  # that answer is old now
@@ -168,12 +203,7 @@ async def test_a_deleted_pools_phone_last_read_offline_is_retired_unread_and_unr
     calls a phone on the account's 1 request/s, and a fresh start, for nothing. Now a
     removal for a deletion (`provider_call(deleting=True)`, terminate_pool's) shuts it
     down and retires it."""
-    provider = PhoneProvider(n1.phones, probe_seconds=100.0, clock=clock)
-    made = await provider.create_device(new_device())
-    await account.advance(61)
-    phone_id = (parse_device_id(made.id) or ("", 0))[0]
-    await account.control(f"phones/{phone_id}/offline")
-    clock.now += 200
+    provider, made, _ = await _one_gone_offline(account, n1, clock)
     assert (await provider.list_pool(POOL))[0].status == OFFLINE
     clock.now += 200
     before = len(n1.recorder.calls)
@@ -193,12 +223,7 @@ async def test_a_scale_down_of_a_phone_back_since_its_old_offline_answer_keeps_i
 ) -> None:
     """The other side: the phone came back; the removal's read finds it running and
     spends no fresh start (a month's quota) on it."""
-    provider = PhoneProvider(n1.phones, probe_seconds=100.0, clock=clock)
-    made = await provider.create_device(new_device())
-    await account.advance(61)
-    phone_id = (parse_device_id(made.id) or ("", 0))[0]
-    await account.control(f"phones/{phone_id}/offline")
-    clock.now += 200
+    provider, made, phone_id = await _one_gone_offline(account, n1, clock)
     assert (await provider.list_pool(POOL))[0].status == OFFLINE
     await account.control(f"phones/{phone_id}/online")
     clock.now += 200
@@ -257,15 +282,7 @@ async def test_the_health_checks_fresh_read_is_made_as_fresh(emulator: Emulator)
     acts: DeviceActivities = worker_process(emulator)
     try:
         await make_devices(acts, 1)
-        provider = acts._provider("default")
-        real = provider.list_pool
-        calls: list[bool] = []
-
-        async def seen(*args: Any, **kwargs: Any) -> Any:
-            calls.append(current_call().fresh)
-            return await real(*args, **kwargs)
-
-        provider.list_pool = seen  # type: ignore[method-assign]
+        calls = _fresh_flags(acts)
         await health_env().run(acts.watch_health, health_input(once=True))
         assert calls == [True]
         await ActivityEnvironment().run(
@@ -287,15 +304,7 @@ async def test_a_change_on_the_health_checks_own_plain_read_is_read_fresh_before
     try:
         victim, _ = await make_devices(acts, 2)
         (await emulator.control.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
-        provider = acts._provider("default")
-        real = provider.list_pool
-        calls: list[bool] = []
-
-        async def seen(*args: Any, **kwargs: Any) -> Any:
-            calls.append(current_call().fresh)
-            return await real(*args, **kwargs)
-
-        provider.list_pool = seen  # type: ignore[method-assign]
+        calls = _fresh_flags(acts)
         health = health_input(poll_seconds=0.05, max_seconds=5, own_read_seconds=10.0)
         found = await health_env().run(acts.watch_health, health)
         assert [s.id for s in found.suspects] == [victim]
@@ -342,11 +351,7 @@ async def test_a_scale_down_costs_at_most_two_requests_a_phone(account: Account,
     (`get_device`), then `remove_device`, for every phone at once. Before: a look-up
     by `seq` for each, a `running` read for each, often a second look-up, then the
     shutdown and the re-mark: 4-5 requests a phone (`bench/cloud_phones.py`)."""
-    provider = PhoneProvider(n1.phones)
-    made = [await provider.create_device(new_device(slot=s)) for s in range(6)]
-    await account.advance(61)
-    await provider.list_pool(POOL)
-    await account.advance(60)  # the listing's `running` answers are old now
+    provider, made = await _six_running_read_long_ago(account, n1)
     before = len(n1.recorder.calls)
 
     async def scale_down(device_id: str) -> None:
@@ -371,11 +376,7 @@ async def test_a_scale_down_keeping_a_reserve_still_costs_two_requests_a_phone(
     reserve in a listing of its own (under the pool's park lock, so never shared):
     6 phones scaled down took 19 calls (bound 13). The terminate activity names no
     pool (`pool=""`), as here: the adapter finds it."""
-    provider = PhoneProvider(n1.phones)
-    made = [await provider.create_device(new_device(slot=s)) for s in range(6)]
-    await account.advance(61)
-    await provider.list_pool(POOL)
-    await account.advance(60)
+    provider, made = await _six_running_read_long_ago(account, n1)
     before = len(n1.recorder.calls)
 
     async def scale_down(device_id: str) -> None:
@@ -397,12 +398,7 @@ async def test_a_scale_down_keeping_a_reserve_still_costs_two_requests_a_phone(
 async def test_a_phone_scaled_down_while_read_offline_is_still_fresh_started(
     account: Account, n1: Node, clock: Clock
 ) -> None:
-    provider = PhoneProvider(n1.phones, probe_seconds=100.0, clock=clock)
-    made = await provider.create_device(new_device())
-    await account.advance(61)
-    phone_id = (parse_device_id(made.id) or ("", 0))[0]
-    await account.control(f"phones/{phone_id}/offline")
-    clock.now += 200
+    provider, made, _ = await _one_gone_offline(account, n1, clock)
     (listed,) = await provider.list_pool(POOL)
     assert listed.status == OFFLINE  # read for this listing, and kept
     with provider_call(pool=POOL, replacement=False):
