@@ -1,8 +1,8 @@
 """`DevicePoolKind`: the DevicePool's core on the reconciler shell, one object per run.
 
-Its pass steps live beside it: `observe.py` (look), `observed.py` + `decide.py`
-(decide, pure), `act.py`, `status.py` (publish, pure), `waiting.py` (the watch or
-a timer); `tear_down` is `finalizer.py`. What lives only for one run (the last
+Its pass steps live beside it: `observe.py` (look, and wait: the watch or a
+timer), `observed.py` + `decide.py` (decide, pure), `act.py`, `status.py`
+(publish, pure); `tear_down` is `finalizer.py`. What lives only for one run (the last
 listing, the watch, the worker's settings) is here; what is handed over is
 `PoolState`.
 """
@@ -24,7 +24,6 @@ with workflow.unsafe.imports_passed_through():
         finalizer,
         observe,
         spec_changes,
-        waiting,
     )
     from devicepool.workflows.pool import events as say
     from devicepool.workflows.pool import status as st
@@ -215,7 +214,7 @@ class DevicePoolKind:
         self.h.show()
 
     async def wait(self, plan: Plan) -> None:
-        await waiting.until_due(self, plan)
+        await observe.until_due(self, plan)
 
     # ------------------------------------------------------------------ delete / hand over
 
