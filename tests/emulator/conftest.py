@@ -21,6 +21,14 @@ from tests.helpers.emulator import Provider
 
 ROOT = Path(__file__).resolve().parents[2]
 MakeProvider = Callable[..., Awaitable[Provider]]
+# `/_emulator/stats`' `creates` block, whole.
+CREATES = ("accepted", "rateLimited", "idempotentReplays", "rejected")
+
+
+def creates(**counts: int) -> dict[str, int]:
+    """The `creates` block of `/_emulator/stats` with these counts, the others 0."""
+    assert set(counts) <= set(CREATES), counts
+    return {name: counts.get(name, 0) for name in CREATES}
 
 
 @pytest.fixture
