@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import subprocess
 from pathlib import Path
 
@@ -55,3 +57,11 @@ def test_a_release_is_found_by_the_hash_the_changelog_gives(tmp_path: Path) -> N
     assert resolve(RELEASE[:12], changelog=changelog) == RELEASE
     with pytest.raises(SystemExit, match=r"v9\.9\.9"):
         resolve("v9.9.9", changelog=changelog)
+
+
+def test_the_scenario_recorder_of_this_tree_imports() -> None:
+    # `record.py` runs on this tree's modules (`record_v010_upgrade.py` on v0.1.0's, in
+    # its export): a name it imports that moves would break it only when a release is
+    # recorded. Before: it imported `start_janitors` from where it no longer lived.
+    record = importlib.import_module("tests.replay.record")
+    assert inspect.iscoroutinefunction(record.record)
