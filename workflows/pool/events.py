@@ -28,7 +28,6 @@ __all__ = [
     "health",
     "ids",
     "region_up",
-    "spend_cap_reached",
     "termination_failed",
     "terminations",
 ]
@@ -266,11 +265,6 @@ def profiles_retired(count: int) -> Happened:
         f"{count} cloud-phone {noun} kept, powered off and marked retired: the BitBrowser"
         " Local API has no delete (delete them in the client to be rid of them)",
     )
-
-
-def spend_cap_reached(message: str) -> Happened:
-    """The pool wants more devices than its `spendCap` allows (said once, when it starts)."""
-    return Happened("SpendCapReached", message, warning=True)
 
 
 def expired_forced(devices: Collection[str], lifetime: LifetimeSpec | None) -> Happened:

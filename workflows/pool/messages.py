@@ -1,8 +1,6 @@
-"""Inputs, updates and results of the DevicePool workflow (its public message contract).
-
-The client and the CLI import these types; they are plain pydantic models with
-camelCase JSON so that the stock `temporal` CLI and the Web UI can read and send
-them.
+"""Inputs, updates and results of the DevicePool workflow (its public message contract):
+pydantic models with camelCase JSON, so the stock `temporal` CLI and the Web UI can
+read and send them.
 """
 
 from __future__ import annotations

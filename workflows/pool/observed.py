@@ -1,10 +1,8 @@
 """What one DevicePool pass knows (`Observed`, frozen: cluster-api's scope), and its decision.
 
-The pass builds one `Observed` once it has looked (the listing, the references,
-the worker's settings); `decision_for` assembles `decide`'s arguments from it and
-the carried state, so what a decision was made on is one value. After its
-terminations the pass looks again (`act=False`): the plan the status shows.
-Pure: `now` and the incarnation come in.
+`decision_for` assembles `decide`'s arguments from one `Observed` and the carried
+state, so what a decision was made on is one value; after its terminations the
+pass decides again (`act=False`) for the plan the status shows. Pure.
 """
 
 from __future__ import annotations

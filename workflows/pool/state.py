@@ -245,7 +245,8 @@ class PoolState(CamelModel):
         reached = after is not None and after.status == ConditionStatus.TRUE
         if reached and (before is None or before.status != ConditionStatus.TRUE):
             assert after is not None
-            return Said([say.spend_cap_reached(after.message)])
+            # More devices wanted than the cap allows: said once, when it starts.
+            return Said([say.Happened("SpendCapReached", after.message, warning=True)])
         return Said()
 
     def respec(

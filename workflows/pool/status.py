@@ -1,10 +1,7 @@
-"""What a pool shows: its status counts, conditions and phase, search attributes and UI details.
+"""What a pool shows: its status counts, conditions and phase, and its UI details.
 
-Pure functions of what a pass knows (`PoolView`); the workflow writes their
-results only when a value changed (a search-attribute upsert costs a history
-event; details and queries cost nothing). Conditions are typed
-(`ConditionUpdate`), in the Kubernetes shape: `lastTransitionTime` moves only
-when a condition's status flips.
+Pure functions of what a pass knows (`PoolView`); the shell writes what changed.
+Conditions are typed (`ConditionUpdate`), in the Kubernetes shape.
 """
 
 from __future__ import annotations
@@ -393,7 +390,7 @@ def _pending(view: PoolView) -> int:
     return view.plan.counts["pending"] + view.plan.create
 
 
-# ---------------------------------------------------------------- search attributes and details
+# ---------------------------------------------------------------- details
 
 
 def details(name: str, spec: DevicePoolSpec, generation: int, status: DevicePoolStatus) -> str:

@@ -1,13 +1,9 @@
 """A pool's own events, as `kubectl describe` shows them: scaled, created, replaced, paused.
 
-Every kind keeps them alike: a bounded ring (`LIMIT` newest) in its carried
-state (`events`), so it is carried across continue-as-new and costs no history
-event: recording one is a state change, never a command. Read with the pool's `events` query and shown by
-`devicepool describe`. An event repeated back to back (same type, reason and
-message) is counted on the last one instead of pushing the others out, as
-Kubernetes aggregates repeats.
-
-Pure: the pool passes `workflow.now()` in.
+Every kind keeps them alike: a bounded ring (`LIMIT` newest) in its carried state,
+so recording one is a state change, never a command (no history event). Read
+with the `events` query (`devicepool describe`). An event repeated back to back
+is counted on the last one, as Kubernetes aggregates repeats. Pure: `now` comes in.
 """
 
 from __future__ import annotations
