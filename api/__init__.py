@@ -1,12 +1,8 @@
 """The DevicePool and BrowserPool resources: models, validation and the manifest loader.
 
-The names here are the stored version's (`v1beta1`); `api.v1alpha1` is the
-article's version, which still applies (`api.conversion`); BrowserPool's
-versions live in `api.browserpool`.
-
-`api.loader` (which needs PyYAML) is imported lazily, so workflow code that
-imports the models through the sandbox does not pull a YAML parser in with them.
-"""
+The names here are the stored version's (`v1beta1`); `api.v1alpha1` still applies
+(`api.conversion`); BrowserPool's versions live in `api.browserpool`. `api.loader` (PyYAML) is
+imported lazily, so workflow code importing the models pulls no YAML parser into the sandbox."""
 
 from __future__ import annotations
 

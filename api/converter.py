@@ -1,20 +1,10 @@
 """The conversion engine: a pool kind's versions, converted losslessly both ways.
 
-v1alpha1 → v1beta1 always fits: every v1alpha1 field has a v1beta1 home.
-v1beta1 → v1alpha1 keeps what v1alpha1 cannot say in the annotation
-`CONVERSION_ANNOTATION`, as Kubernetes conversion webhooks do, and the way back
-reads it again: converting a pool to v1alpha1 and back gives the same pool (a
-hypothesis property checks both directions, for each kind).
-
-A kind brings a `Converter`: its two models, how its spec converts each way,
-how a v1alpha1 spec looks, the fields it keeps, and its rename table (where a
-v1alpha1 field lives in v1beta1). The engine does the rest, the same for every
-kind: whole pools, `convert`, `stored_spec` (a before-validator: a pool started
-before v1beta1 has a v1alpha1 spec in its workflow input and keeps running on
-the new build), `resource_json_in` (what `get -o yaml` shows) and `written_in`
-(what `devicepool convert` writes). DevicePool's rules are `api.conversion`,
-BrowserPool's `api.browserpool.conversion`; `api.kinds` names each kind's.
-"""
+A kind brings a `Converter` (its two models, its spec rules each way, the fields it keeps, its
+rename table); the engine does the rest for every kind: whole pools, `convert`, `stored_spec`
+(a before-validator: a pool started before v1beta1 keeps running on the new build),
+`resource_json_in` (`get -o yaml`) and `written_in` (`devicepool convert`). What v1alpha1
+cannot say rides in `CONVERSION_ANNOTATION`: docs/pools.md, 'Versions: v1alpha1 and v1beta1'."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
 """From manifest text (or a file) to its parsed documents, with syntax errors located.
 
-JSON is tried first when the text looks like JSON (a JSON author wants JSON's
-own error message), then YAML, all documents of a stream. YAML mappings refuse
-duplicate keys: `replicas` twice is a mistake, not "the last one wins".
-Nesting deeper than `MAX_DEPTH` levels is refused where it starts: both
-parsers recurse once per level, and a `[[[…` 200,000 deep ended in Python's
-RecursionError. Every failure is a `ManifestError` whose line names the source
-and, when known, the line and column; no YAML, JSON or OS exception escapes
-(not even Python's refusal to read an integer of more than 4,300 digits).
-"""
+Every failure is a `ManifestError` whose line names the source and, when known, the line and
+column; no YAML, JSON, OS or recursion error escapes. What is refused and why (duplicate keys,
+nesting past `MAX_DEPTH`): docs/operations.md, 'The CLI in detail'."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""Durations as kubectl writes them: `90s`, `3m`, `1h30m`, `1.5h`, `500ms`.
+"""Durations as kubectl writes them (Go's `time.ParseDuration`): `90s`, `3m`, `1h30m`, `500ms`.
 
-The grammar is Go's `time.ParseDuration` (what `metav1.Duration` reads): one
-or more decimal numbers, each with a unit of `ns`, `us` (or `µs`), `ms`, `s`,
-`m`, `h`; no sign. A bare number is refused: `offlineAfter: 180` could mean
-seconds or minutes, and kubectl refuses it too.
-
-`format_duration` writes the shortest form Go also reads (`15m`, `1h30m`,
-`1m30s`, `2.5s`): what `devicepool get -o yaml` prints, so it applies again.
-"""
+A bare number is refused (no unit; kubectl refuses it too). `format_duration` writes the
+shortest form Go also reads, so `get -o yaml` applies again."""
 
 from __future__ import annotations
 

@@ -1,22 +1,9 @@
 """Kubernetes label syntax: keys, values, `k=v` pairs and selectors that match them.
 
-A BrowserPool's `nodeSelector` picks the node workers whose labels
-(`devicepool worker --node-label k=v`) hold every pair it names, as a Pod's
-`nodeSelector` picks nodes; both sides are checked by the same rules, the
-Kubernetes ones (`k8s.io/apimachinery` `IsQualifiedName`, `IsValidLabelValue`), so
-a selector that could never match a valid label is refused where it is written.
-
-- key: `[prefix/]name`; the name 1..63 letters, digits, `-`, `_`, `.`, starting and
-  ending with a letter or digit; the optional prefix a DNS subdomain (lowercase,
-  at most 253 characters).
-- value: empty, or 1..63 characters of the name's alphabet.
-
-Node worker names (`--node NAME`) are DNS-1123 labels, as pool names are
-(`check_node_name`), so `node=<name>` is always a valid label.
-
-Every rule raises a `ValueError` whose text is the rule alone (the caller says
-where: `spec.nodeSelector.gpu: ...`, `--node-label: ...`).
-"""
+Both a BrowserPool's `nodeSelector` and a node worker's `--node-label` are checked by the
+Kubernetes rules (`IsQualifiedName`, `IsValidLabelValue`), so a selector that could never match
+is refused where it is written; node names are DNS-1123 labels (`check_node_name`). Every rule
+raises a `ValueError` whose text is the rule alone: the caller says where."""
 
 from __future__ import annotations
 

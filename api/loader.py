@@ -1,21 +1,10 @@
 """Reading pool manifests from YAML/JSON and explaining what is wrong with them.
 
-Every problem is one line that names where it is and the rule it breaks, in
-the field names the user wrote::
-
-    pools.yaml[1]: spec.replicas: must be <= 500, got 501
-
-All problems of all documents are collected before anything is raised, so one
-run shows every mistake. Everything refused is a `ManifestError` (a
-`ValueError`, its lines in `.problems`); no pydantic, YAML or OS exception, nor
-a RecursionError (nesting past `documents.MAX_DEPTH` is a problem), escapes. This module owns what a set of manifests is (files,
-documents, `kind: List`, pool names unique per kind); `api.documents` parses text,
-`api.validation_messages` words pydantic's errors, `api.problems` says them.
-
-`load_manifests` takes DevicePools only (what `apply` runs today);
-`load_resources` takes both kinds, DevicePool and BrowserPool, mixed. Both
-return the stored version (v1beta1) of what they read, in either version.
-"""
+All problems of all documents are collected before anything is raised, one line each
+(`api.problems`), as a `ManifestError` (a `ValueError`, its lines in `.problems`); no pydantic,
+YAML or OS exception escapes. This module owns what a set of manifests is (files, documents,
+`kind: List`, names unique per kind). `load_manifests` takes DevicePools only (what `apply`
+runs); `load_resources` takes both kinds, mixed. Both return the stored version (v1beta1)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,10 @@
 """How a problem with a manifest is said: `ManifestError` and the one-line `where: rule` form.
 
-A problem names where it is, in the field names the user wrote (camelCase,
-dotted, `[i]` for list items), after its source and document::
-
     pools.yaml[1]: spec.replicas: must be <= 500, got 501
 
-Values are shown as the user would have written them in YAML (`null`, `true`,
-`'ios'`). Every problem is one short line: a long string shows its first
-characters, `…` and its length; characters that do not print are escaped; what
-follows the source is cut at `MAX_LINE` characters.
-"""
+Where is in the field names the user wrote (camelCase, dotted, `[i]`); values as YAML would
+write them (`null`, `true`, `'ios'`); long strings, unprintable characters and lines past
+`MAX_LINE` are shortened or escaped, so every problem stays one short line."""
 
 from __future__ import annotations
 

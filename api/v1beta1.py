@@ -1,17 +1,8 @@
 """DevicePool `mobile.example.com/v1beta1`: the version pools are stored in.
 
-What changed from v1alpha1 (`api.conversion` converts both ways, losslessly):
-- `provider: {name, account}` replaces `provider` + `providerCredentialRef`;
-- `health: {offlineAfter, startupTimeout, maxUnhealthy}` and `scaleDown:
-  {idleGrace}` set per pool what was only the worker's configuration (unset:
-  the worker's value); `maxUnhealthy` moved under `health`;
-- `proxy.sessionTTL: 15m` (a duration) replaces `stickyTTL: 900` (seconds);
-- `spendCap: {maxDevices, maxHourlyCost}` caps what the pool rents (v1alpha1
-  carries it only in the conversion annotation).
-
-Durations are written as kubectl writes them (`api.durations`). Unknown fields
-are rejected, as in v1alpha1.
-"""
+Unknown fields are rejected, as in v1alpha1; durations as kubectl writes them (`api.durations`).
+What changed from v1alpha1 (`api.conversion` converts both ways, losslessly): docs/pools.md,
+'Versions: v1alpha1 and v1beta1'."""
 
 from __future__ import annotations
 

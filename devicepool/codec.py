@@ -1,30 +1,10 @@
 """Encrypted history (opt-in): an AES-256-GCM payload codec with key ids and rotation.
 
-Temporal history is readable by everyone with UI access; with encryption on,
-every payload (workflow and activity inputs and results, update and query
-arguments and answers, the memo, the UI's summary and details) is stored as
-``binary/encrypted``, and only a process holding the keys reads it: the worker,
-the CLI, and `devicepool codec-server` for the Web UI and the stock `temporal`
-CLI. Search attributes are never encoded, so the pool columns stay readable.
-
-Keys are files, one key each: 32 random bytes in base64 (`openssl rand -base64 32`).
-A key's id is its file name without the suffix (`keys/2026-12.key` → `2026-12`)
-and travels in each payload's metadata (``encryption-key-id``). Several files
-make a key ring: the **first** encrypts, every one decodes, so a rotation puts
-the new key first and keeps the old ones until no history needs them. The
-format is the one of temporalio/samples-python's encryption sample (nonce +
-ciphertext, ``encryption-key-id``), with the key id as associated data.
-
-Where the keys come from: ``DEVICEPOOL_ENCRYPTION_KEY_FILES`` (paths separated
-by ``:``) for every process that connects (`devicepool.connect`), the worker
-config's ``encryption.keyFiles``, `devicepool codec-server --key-file`,
-`devicepool dev --encrypt`. Needs the ``cryptography`` package (the
-``devicepool[encryption]`` extra); it is imported only when a key ring is loaded.
-
-Errors: a missing or malformed key file is `EncryptionKeyError` (bad input,
-exit 2); a payload that no configured key opens is `DecryptionError`. Neither
-message ever carries key material, only key ids and file names.
-"""
+A key ring is key files (32 random bytes in base64, id = file name without the suffix); the
+first encrypts, every one decodes. Needs the ``devicepool[encryption]`` extra, imported only
+when a ring is loaded. A missing or malformed key file is `EncryptionKeyError` (bad input,
+exit 2); a payload no configured key opens is `DecryptionError`; neither message carries key
+material. Format, rotation, what stays readable: docs/operations.md, 'Encrypted history'."""
 
 from __future__ import annotations
 

@@ -1,23 +1,11 @@
 """The one factory for Temporal clients: the worker, the CLI, the tests and the benches all use it.
 
-Connection settings come from the SDK's own environment configuration
-(`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, `TEMPORAL_TLS*`,
-`TEMPORAL_PROFILE` and the TOML profile file), so any standard Temporal setup
-(self-hosted, Temporal Cloud) works without devicepool-specific flags. The
-pydantic data converter is always set: every workflow and activity message is
-a pydantic model. It decodes every payload ignoring fields it does not know, so
-two builds can talk while both run (a newer one's messages carry more); what a
-user types — manifests, the stock CLI's `scale` signal, CLI flags — is checked
-strictly where it enters. `DATA_CONVERTER` is the same converter for the places
-that build no client themselves (a `Replayer`, a time-skipping test environment).
-
-Two opt-ins ride on every client it makes, so the worker, the CLI and the
-tests get them alike: encrypted payloads (`devicepool.codec`: the key files in
-``DEVICEPOOL_ENCRYPTION_KEY_FILES``, or the worker config's, passed as `codec`)
-and tracing (`devicepool.tracing`: the standard ``OTEL_*`` environment). With
-neither set, the codec only turns an encrypted payload into a clear error and
-no interceptor is added.
-"""
+Connection settings come from the SDK's own environment configuration (docs/operations.md,
+'Temporal'). The pydantic data converter is always set and decodes ignoring unknown fields, so
+two builds can talk while both run; user input is checked strictly where it enters.
+`DATA_CONVERTER` serves what builds no client (a `Replayer`, a time-skipping environment).
+Every client carries the codec (`devicepool.codec`; without keys it only turns an encrypted
+payload into a clear error) and, when ``OTEL_*`` asks, tracing (`devicepool.tracing`)."""
 
 from __future__ import annotations
 

@@ -1,26 +1,9 @@
 """Tracing (opt-in): OpenTelemetry spans from the CLI through the workflows to the provider's HTTP.
 
-Off unless the standard OpenTelemetry environment asks for it: ``OTEL_TRACES_EXPORTER``
-(``otlp`` or ``console``; ``none`` turns it off) or an OTLP endpoint
-(``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``);
-``OTEL_SDK_DISABLED=true`` wins over both. The OpenTelemetry SDK then reads the
-rest of its own settings (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``,
-``OTEL_EXPORTER_OTLP_HEADERS``, ``OTEL_EXPORTER_OTLP_PROTOCOL`` ...).
-
-When on, `devicepool.connect` puts the SDK's `TracingInterceptor` on every
-client (`always_create_workflow_spans=True`: a pool started by the stock
-`temporal` CLI gets workflow spans too), so the worker built from that client
-traces workflows and activities, and httpx is instrumented so that every
-provider call is a child span of its activity. Nothing secret reaches a span:
-the interceptor records ids and type names only; the HTTP spans keep the
-method, host, path and status, with every query value whose name looks secret,
-the URL's user info and every captured credential header replaced by
-``REDACTED`` (`scrub_url`, `_scrub_span`).
-
-The packages come with the ``devicepool[tracing]`` extra and are imported only
-when tracing is on, so a process without tracing loads none of them; a process
-asked for tracing without them stops with one line saying what to install.
-"""
+On when the standard ``OTEL_*`` environment asks for it (`interceptors_from_env`); the
+``devicepool[tracing]`` packages are imported only then, and missing ones are
+`TracingUnavailable` (one line, exit 2). No secret reaches a span (`scrub_url`,
+`_scrub_span`). Settings and the span tree: docs/operations.md, 'Tracing'."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """BrowserPool's conversion rules (`api.converter` is the engine): `BROWSER_POOL.convert`, ...
 
-v1beta1 → v1alpha1 keeps what v1alpha1 cannot say (`health`) in the same
-annotation as DevicePool, `CONVERSION_ANNOTATION`, and the way back reads it
-again (a hypothesis property checks both directions).
-
-There is no `wire_spec` here: no build that knows BrowserPool predates v1beta1,
-so a client always sends the stored version.
-"""
+There is no `wire_spec`: no build that knows BrowserPool predates v1beta1, so a client
+always sends the stored version."""
 
 from __future__ import annotations
 

@@ -1,22 +1,8 @@
 """BrowserPool `mobile.example.com/v1alpha1`: BitBrowser profiles kept on tagged node workers.
 
-The resource as DESIGN.md ("BrowserPool and node workers") writes it::
-
-    apiVersion: mobile.example.com/v1alpha1
-    kind: BrowserPool
-    metadata: {name: shop-eu}
-    spec:
-      replicas: 6                    # 0..500 profiles
-      nodeSelector: {os: windows}    # node workers labelled so (--node-label k=v); {} = any
-      fingerprint: {}                # BitBrowser's browserFingerPrint; {} = a random one
-      proxy: {poolRef: proxyseller-eu, stickyTTL: 900}
-      groupId: 2c9c29a2824c6b1a01825e01d3b10071
-      open: true                     # keep every profile's browser open
-
-The status, and the pieces both versions share (the fingerprint, the selector,
-the status), are defined here; `api.browserpool.v1beta1` (the stored version)
-imports them. Unknown fields are rejected, as in DevicePool.
-"""
+The manifest: docs/browserpools.md, 'The manifest'. The status and the pieces both versions
+share (fingerprint, selector) are defined here; `api.browserpool.v1beta1` imports them.
+Unknown fields are rejected, as in DevicePool."""
 
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
 """BrowserPool `mobile.example.com/v1beta1`: the version browser pools are stored in.
 
-What changed from v1alpha1 (`api.browserpool.conversion` converts both ways,
-losslessly), as for DevicePool:
-- `proxy.sessionTTL: 15m` (a duration) replaces `stickyTTL: 900` (seconds);
-- `health: {failureStreakLimit, maxUnhealthy}` sets per pool when a profile is
-  given up on (v1alpha1 carries it only in the conversion annotation).
-
-DevicePool's other v1beta1 fields have no BrowserPool meaning: `provider` (the
-selected nodes' BitBrowser account is the provider), `health.offlineAfter` and
-`startupTimeout` (a browser that is not alive is simply opened again; a node's
-silence is the worker's `nodeLostAfterSeconds`, a fact about the node that every
-pool on it must agree on), `scaleDown`, `spendCap`.
-"""
+What changed from v1alpha1 (`api.browserpool.conversion`, lossless both ways), and why
+DevicePool's other v1beta1 fields have no BrowserPool meaning: docs/browserpools.md, 'The manifest'."""
 
 from __future__ import annotations
 
