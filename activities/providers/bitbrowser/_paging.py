@@ -36,6 +36,7 @@ __all__ = [
     "MarkedList",
     "check_mark",
     "marked_create",
+    "new_id",
     "oldest_first",
     "page_items",
     "read_all_pages",
@@ -97,6 +98,14 @@ async def marked_create(
         return MarkedCreate(id=made, created=True, duplicates=again)
     assert last is not None
     raise last
+
+
+def new_id(data: Any, call: str, what: str) -> str:
+    """The id a create answers (`data.id`, or `data` itself), or a `ServerError` naming `call`."""
+    found = data.get("id") if isinstance(data, dict) else data
+    if not isinstance(found, str) or not found:
+        raise ServerError(ErrorType.SERVER_ERROR, 200, f"{call}: the answer has no {what} id")
+    return found
 
 
 def validated(model: type[M], data: Any, call: str) -> M:

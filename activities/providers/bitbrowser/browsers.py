@@ -24,6 +24,7 @@ from devicepool.activities.providers.bitbrowser._paging import (
     MarkedList,
     check_mark,
     marked_create,
+    new_id,
     page_items,
     read_all_pages,
     validated,
@@ -110,12 +111,7 @@ class BrowserProfiles(MarkedList[BrowserProfile]):
         """
         body = _create_body(mark, name, group_id, proxy, fingerprint, fields)
         data = await self.api.call("/browser/update", body, secrets=_secrets_of(body))
-        profile_id = data.get("id") if isinstance(data, dict) else data
-        if not isinstance(profile_id, str) or not profile_id:
-            raise ServerError(
-                ErrorType.SERVER_ERROR, 200, "POST /browser/update: the answer has no profile id"
-            )
-        return profile_id
+        return new_id(data, "POST /browser/update", "profile")
 
     async def create_marked(
         self, *, attempts: int = 3, **profile: Unpack[NewProfile]
@@ -232,12 +228,7 @@ class BrowserProfiles(MarkedList[BrowserProfile]):
         if not name:
             raise ValueError("a group needs a name")
         data = await self.api.call("/group/add", {"groupName": name, "sortNum": sort_num})
-        group_id = data.get("id") if isinstance(data, dict) else data
-        if not isinstance(group_id, str) or not group_id:
-            raise ServerError(
-                ErrorType.SERVER_ERROR, 200, "POST /group/add: the answer has no group id"
-            )
-        return group_id
+        return new_id(data, "POST /group/add", "group")
 
     async def list_groups(self) -> list[Group]:
         """Every group the account's user may use (`/group/list`, `all: true`, every page)."""

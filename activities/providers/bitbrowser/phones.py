@@ -28,6 +28,7 @@ from devicepool.activities.providers.bitbrowser._paging import (
     MarkedList,
     check_mark,
     marked_create,
+    new_id,
 )
 from devicepool.activities.providers.bitbrowser.errors import LocalApiRateLimitedError
 from devicepool.activities.providers.bitbrowser.local_api import LocalApi
@@ -123,13 +124,9 @@ class CloudPhones(MarkedList[Phone]):
         }
         if group_id:
             body["groupId"] = group_id
-        data = await self._call("/phone/profile/add", body)
-        phone_id = data.get("id") if isinstance(data, dict) else data
-        if not isinstance(phone_id, str) or not phone_id:
-            raise ServerError(
-                ErrorType.SERVER_ERROR, 200, "POST /phone/profile/add: the answer has no phone id"
-            )
-        return phone_id
+        return new_id(
+            await self._call("/phone/profile/add", body), "POST /phone/profile/add", "phone"
+        )
 
     async def add_marked(self, *, attempts: int = 3, **phone: Unpack[NewPhone]) -> MarkedCreate:
         """The phone named `mark`: found if one exists (answered as it is, not updated to this
