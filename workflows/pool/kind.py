@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
         billed_devices,
         leaving_by_report,
     )
-    from devicepool.workflows.pool.watch import DeviceWatch, Observations
+    from devicepool.workflows.pool.watch import DeviceWatch
     from devicepool.workflows.reconciler.kind import Host, TeardownBlocked
     from devicepool.workflows.shared.errors import condition_reason
     from devicepool.workflows.shared.placement import Route, route
@@ -62,8 +62,7 @@ class DevicePoolKind:
         self.devices = am.devices_from_rows(self.s.listing, pool=input.metadata.name)
         self.s.listing = []
         self.s.health_told = self.s.health_told or self.health_config()
-        self.observations = Observations()
-        self.watch = DeviceWatch(self.observations)
+        self.watch = DeviceWatch()
         # What this run knows and the next looks up again: the listing's error
         # (None: it worked), unknown references (None: not checked yet).
         self.observe_problem: str | None = None

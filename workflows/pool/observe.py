@@ -76,7 +76,7 @@ async def _check_refs(k: DevicePoolKind) -> None:
 
 
 async def _list(k: DevicePoolKind) -> None:
-    number = k.observations.begin()
+    number = k.watch.begin()
     try:
         devices = await calls.list_devices(k.route, k.name)
     except ActivityError as err:
@@ -92,7 +92,7 @@ async def _list(k: DevicePoolKind) -> None:
     if k.observe_problem is not None:
         k.h.happened(say.Happened("Listed", "the pool's devices are listed again"))
     k.observe_problem = None
-    if k.observations.accept(number):
+    if k.watch.accept(number):
         k.take_listing(devices)
 
 

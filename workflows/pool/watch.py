@@ -3,8 +3,8 @@
 Instead of a resync timer (about five history events a tick), one long activity
 polls the provider every `resync_seconds` inside the worker, heartbeating, and
 answers only when the pool's devices changed, its health check ended, or
-`watch_max_seconds` passed (`activities/devices.py`). `DeviceWatch` holds it;
-`Observations` orders it against the pass's own listings. Both live for one run.
+`watch_max_seconds` passed (`activities/devices.py`). `DeviceWatch` holds it, and
+orders it against the pass's own listings, for one run.
 """
 
 from __future__ import annotations
@@ -14,23 +14,25 @@ from collections.abc import Awaitable, Callable
 
 from devicepool.activities.models import WatchDevicesResult
 
-__all__ = ["DeviceWatch", "Observations"]
+__all__ = ["DeviceWatch"]
 
 
-class Observations:
-    """Listings are applied in the order they began, never an older one over a newer one.
+class DeviceWatch:
+    """The pool's running watch, if any, and the order of its listings.
 
-    A pass's fresh listing and the long-running watch overlap: a watch that
-    polled before a batch's creates landed can answer after a fresh listing
-    already showed them (and the batch's report was applied against it).
-    Applied then, it would make those devices neither seen nor in flight, and
-    the pool would rent them again. Each listing takes a number when it starts;
-    one that began before the newest applied one is dropped.
+    Listings are applied in the order they began, never an older one over a newer
+    one. A pass's fresh listing and the long-running watch overlap: a watch that
+    polled before a batch's creates landed can answer after a fresh listing already
+    showed them (and the batch's report was applied against it). Applied then, it
+    would make those devices neither seen nor in flight, and the pool would rent
+    them again. Each listing takes a number when it starts (`begin`); one that began
+    before the newest applied one is dropped (`accept`).
     """
 
     def __init__(self) -> None:
-        self._started = 0
-        self._applied = 0
+        self._started = self._applied = 0
+        self._task: asyncio.Task[WatchDevicesResult] | None = None
+        self._number = 0  # the running watch's listing number
 
     def begin(self) -> int:
         self._started += 1
@@ -43,19 +45,10 @@ class Observations:
         self._applied = number
         return True
 
-
-class DeviceWatch:
-    """The pool's running watch, if any, and the observation number it began as."""
-
-    def __init__(self, observations: Observations) -> None:
-        self._observations = observations
-        self._task: asyncio.Task[WatchDevicesResult] | None = None
-        self._number = 0
-
     def ensure(self, start: Callable[[], Awaitable[WatchDevicesResult]]) -> None:
         """Start a watch unless one runs (`start` schedules the activity)."""
         if self._task is None:
-            self._number = self._observations.begin()
+            self._number = self.begin()
             self._task = asyncio.ensure_future(start())
 
     def answered(self) -> bool:
@@ -68,7 +61,7 @@ class DeviceWatch:
         if task is None or not task.done():
             return None
         self._task = None
-        return task.result(), self._observations.accept(self._number)
+        return task.result(), self.accept(self._number)
 
     def drop(self) -> None:
         """Cancel the running watch without awaiting it (its outcome no longer matters)."""
