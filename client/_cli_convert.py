@@ -1,12 +1,8 @@
 """`devicepool convert`: rewrite manifests to another DevicePool version, as `kubectl convert` does.
 
-Every manifest is loaded and checked first (a bad one is an error and nothing
-is written). Each document is then converted (`api.conversion`) and the change
-is made in place on the document as read, with ruamel.yaml's round-trip mode:
-comments, key order and quoting stay wherever their key survives the
-conversion; a renamed field takes the place of the one it replaces. JSON
-manifests are written back as JSON (JSON has no comments to keep).
-"""
+Every manifest is checked first (a bad one writes nothing); each document is then changed in
+place with ruamel.yaml's round-trip mode, so comments, key order and quoting stay wherever their
+key survives (docs/pools.md, 'Versions: v1alpha1 and v1beta1'). JSON stays JSON."""
 
 from __future__ import annotations
 

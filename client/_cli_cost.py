@@ -1,14 +1,8 @@
 """`devicepool cost [POOL] [--since 24h]`: device-hours and money per pool and per account.
 
-Each pool counts what its devices bill from its own listings of the provider
-(every device not yet terminated, at its account's `pricePerHour`), by the
-hour for a week (query `cost`). `--since` sums the hours that began at or after
-that long ago, so it counts up to an hour more than asked (say so when it
-matters); without it, everything since the pool was created. The provider's
-own bill is the truth: the pool sees a device from its first listing after the
-create, so it counts a little less than the provider bills (up to one resync
-interval a device).
-"""
+Sums each pool's hourly `cost` buckets (a week of them); `--since` takes the hours that began at
+or after then, so it may count up to an hour more than asked. Why the provider's bill is a
+little higher: docs/pools.md, 'Spend: what a pool costs, and a cap'."""
 
 from __future__ import annotations
 

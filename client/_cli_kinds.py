@@ -1,13 +1,9 @@
 """How the pool commands reach a kind: one `KindView` a kind (`api.kinds`), and the names.
 
-`split_kind` reads how a command names its pool (`browserpool/NAME`,
-`devicepool/NAME`, `browserpools`, or a bare NAME); `meant` lists the kinds a
-name may mean, in the order tried: a bare NAME is a DevicePool's, or else the
-BrowserPool's of that name (`first_kind` for a read), and a command that
-changes a pool refuses a bare NAME both kinds have (`kind_to_change`). A
-`KindView` is what the commands print of a kind: its table's rows, its
-description, its items (devices, profiles) and its delete lines.
-"""
+`split_kind` reads how a command names its pool (`browserpool/NAME`, `devicepool/NAME`,
+`browserpools`, or a bare NAME); `meant` lists the kinds a name may mean, DevicePool first; a
+command that changes a pool refuses a bare NAME both kinds have (`kind_to_change`). A `KindView`
+is what the commands print of a kind."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """`devicepool orphans [--delete] [--account A ...] [-o table|json|yaml]`.
 
-An orphan is a device labelled `managed-by=devicepool` whose pool has no
-running workflow at its account (the pool's workflow was terminated, or
-ended while a create was on its way). Each account's janitor terminates one
-after `orphanGraceSeconds`; this command asks the janitors to scan now and
-lists what they find, with each device's age and what it has cost so far (at
-`DEVICE_HOUR_USD`, about $0.10 per device-hour), and `--delete` terminates
-them now. A device whose pool runs is never listed nor deleted. An account
-whose janitor could not scan (its key refused, say) is one `error:` line on
-stderr and exit 1, after the other accounts' answers.
-"""
+Asks each account's janitor to scan now and lists what it finds (age, cost so far);
+`--delete` terminates them now. A device whose pool runs is never listed nor deleted. An
+account whose janitor could not scan is one `error:` line on stderr and exit 1, after the other
+accounts' answers. What an orphan is: docs/pools.md, 'Orphans: nothing bills that nobody asked for'."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
 """`devicepool upgrade`: promote a build of the worker deployment, and show who runs where.
 
-With `--build-id`, the build becomes the deployment's current version (its
-workers must be polling: start them first), and every running pool is woken
-(signal `wake`) so it continues as new on it now instead of at its next wake.
-Without it, nothing changes. Either way the command then lists the current
-build and the pools not on it yet, with the build each still runs on: the old
-build's workers may stop once that list is empty and its batches ended. The
-procedure is docs/operations.md, "Upgrading".
-"""
+With `--build-id` the build becomes current and every running pool is woken, so it continues as
+new on it now; either way the current build and the pools not on it yet are listed. The
+procedure: docs/operations.md, 'With Worker Versioning (recommended)'."""
 
 from __future__ import annotations
 

@@ -1,18 +1,9 @@
 """`devicepool codec-server`: the Temporal codec protocol over HTTP, for the Web UI and the CLI.
 
-The Web UI (its "Codec Server" setting, or the dev server's `--ui-codec-endpoint`)
-and the stock CLI (`temporal workflow show --codec-endpoint URL`) send
-`POST /decode` (and `/encode`) with ``{"payloads": [...]}``, the JSON form of
-``temporal.api.common.v1.Payloads``, and the header ``X-Namespace``; the answer
-has the same shape. The browser calls it across origins, so CORS answers the
-UI's origins (``--cors-origin``) and no other; a hosted UI (https) calling a
-codec server on the user's machine also gets the Private Network Access answer
-browsers ask for. `GET /healthz` says it serves.
-
-Whoever reaches `/decode` reads the history: it listens on 127.0.0.1 unless told
-otherwise, and in production belongs behind the same access control as the UI
-(docs/operations.md, "Encrypted history").
-"""
+`POST /decode` and `/encode` take and answer ``{"payloads": [...]}`` (the JSON form of
+``Payloads``); CORS answers the `--cors-origin` origins only, with the Private Network Access
+answer a hosted (https) UI's browser asks for; `GET /healthz` says it serves. Whoever reaches
+`/decode` reads the history: docs/operations.md, 'Encrypted history'."""
 
 from __future__ import annotations
 

@@ -1,21 +1,10 @@
 """What `devicepool dev` configures: its options, its accounts and keys, the worker's config file.
 
-The data dir holds the Temporal database (``temporal.db``), the emulator's
-state (``emulator.sqlite``), with ``--browser-nodes`` the BitBrowser emulator's
-account (``bitbrowser.json``), logs, secrets and the worker config.
-
-The worker config is written to ``<data-dir>/worker.yaml`` at every start,
-with the API keys as files under ``<data-dir>/secrets/``: the default account,
-every account a previous run or an applied pool names, the example proxy pools
-(placeholder gateways: the emulator routes no traffic) and the interval flags.
-
-`--encrypt`: the stack gets a history key of its own
-(``<data-dir>/secrets/encryption/dev.key``, made once, mode 0600), which its
-worker config names (``encryption.keyFiles``), its `--apply` client encrypts
-with, and a codec server serves to the Web UI. A data dir once run with
-``--encrypt`` holds encrypted history, so later runs on it encrypt too, with or
-without the flag (without the key its pools could not be read).
-"""
+The worker config is written to ``<data-dir>/worker.yaml`` at every start, its API keys as files
+under ``<data-dir>/secrets/``: the default account, every account a previous run or an applied
+pool names, the example proxy pools and the interval flags. With `--encrypt` the stack gets a
+history key of its own (``secrets/encryption/dev.key``, made once, mode 0600); a data dir once
+encrypted stays so, flag or not (docs/operations.md, 'Encrypted history')."""
 
 from __future__ import annotations
 

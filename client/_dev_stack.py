@@ -1,14 +1,9 @@
 """`DevStack`: the three processes of `devicepool dev`, started in order, watched, stopped in order.
 
-Start: the data dir's lock (one stack per data dir, `DataDirLock`), then the
-Temporal dev server and the emulator together (with `--browser-nodes N`, the
-BitBrowser emulator's N nodes beside them, one process), then (once all
-answer) the worker (and a node worker per BitBrowser node, labelled
-node=<name>, on the proxy pools of ``node.yaml``), then the `--apply` manifests (on a new data dir only: a
-restart must not undo what the user changed since), then the "is up" banner,
-which says whether they were applied. Stop: worker and node workers first (they
-finish in-flight activities), then the emulator, then the server, then the lock.
-"""
+Start: the data dir's lock, the Temporal dev server with the emulators, then (once all answer)
+the worker and node workers, then `--apply` (on a new data dir only: a restart must not undo
+the user's changes), then the banner. Stop: the workers first (they finish in-flight
+activities), then the emulators, the server, the lock."""
 
 from __future__ import annotations
 

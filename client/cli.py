@@ -1,17 +1,10 @@
 """The `devicepool` command line: kubectl-like, a thin layer over `PoolClient`.
 
-Exit codes (stable, for scripts): 0 ok; 1 a runtime failure (Temporal
-unreachable, pool not found, `--wait` timed out or stopped, a worker or the dev
-stack failed); 2 bad input (a bad manifest, flag, name or value, a bad worker
-config, a change the pool's validator refused), and then nothing was started
-or updated. Errors go to stderr as one line (`error: ...`), never a traceback;
-read commands take `-o table|json|yaml`. The Temporal connection comes from
-the SDK's environment configuration (`TEMPORAL_ADDRESS`, default
-127.0.0.1:7233, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, `TEMPORAL_PROFILE`).
-
-This module is the command table and the entry point; the pool commands are in
-`_cli_pools`, the process commands (`worker`, `emulator`, `dev`) in `_cli_processes`.
-"""
+Exit codes (stable, for scripts): 0 ok; 1 a runtime failure; 2 bad input (then nothing was
+started or updated). Errors go to stderr as one line (`error: ...`), never a traceback; read
+commands take `-o table|json|yaml`. This module is the command table and the entry point; the
+pool commands are in `_cli_pools`, the process commands (`worker`, `emulator`, `dev`) in
+`_cli_processes`."""
 
 from __future__ import annotations
 

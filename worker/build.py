@@ -1,22 +1,11 @@
 """Building Temporal `Worker`s: the one place a `Worker(...)` is constructed.
 
-`new_worker` is the constructor the worker process, the tests and the benches
-share; `build_workers` is the process's set of workers:
-
-- ``devicepool`` (`pool_queue_workers`): the workflows (``workflows.WORKFLOWS``)
-  and the short activities, ``capacity.maxConcurrentActivities`` slots and
-  ``capacity.maxCachedWorkflows`` cached workflows;
-- ``devicepool-watch``: the long watches, ``capacity.maxConcurrentWatches`` slots,
-  cut off at once at shutdown;
-- ``devicepool-account-<name>`` (`account_workers`), one per configured account
-  that no node worker serves: only ``create_device``, so only workers that know
-  the account run its creates. An account with a ``node`` has every provider
-  call on that node's queue (``worker/node.py``).
-
-`workflow_runner` is the sandbox: every module of ours is passed through but each
-workflow's own. Why these queues and that sandbox: docs/scaling.md, "What one
-worker carries".
-"""
+`new_worker` is the constructor the worker process, the tests and the benches share;
+`build_workers` is the process's set: ``devicepool`` (`pool_queue_workers`: the workflows and
+the short activities), ``devicepool-watch`` (the long watches, cut off at once at shutdown) and
+``devicepool-account-<name>`` (`account_workers`: ``create_device`` of each account no node
+worker serves). `workflow_runner` is the sandbox: every module of ours passed through but each
+workflow's own. Why: docs/scaling.md, 'What one worker carries'."""
 
 from __future__ import annotations
 

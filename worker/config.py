@@ -1,19 +1,10 @@
 """The worker's configuration: one YAML file plus `DEVICEPOOL_*` environment overrides.
 
-The file (``--config``, else ``DEVICEPOOL_CONFIG``, else ``devicepool.yaml``) has
-``accounts``, ``proxyPools``, ``intervals``, ``capacity`` and ``metricsPort``; the
-full reference, every field and override with its default, is
-``examples/worker/devicepool.yaml``, and docs/operations.md ("The worker and its
-configuration") explains them. Relative secret file paths are resolved against
-the config file's directory. The Temporal connection is not configured here: it
-comes from the SDK's ``TEMPORAL_*`` environment and profiles (``devicepool.connect``).
-
-`build_config` / `load_config` give a `WorkerConfig`. Every problem is a
-`ConfigError` whose `str()` is one line naming the file and the field; secrets
-are read into `SecretStr` and never appear in a message. The schema is
-``worker/config_file.py``; the environment, secret and field checks are
-``worker/config_values.py``; this module puts them together.
-"""
+`build_config` / `load_config` give a `WorkerConfig`; relative secret file paths resolve against
+the config file's directory. Every problem is a `ConfigError` whose `str()` is one line naming
+the file and the field; secrets are `SecretStr`, never in a message. The schema is
+``config_file.py``, the environment, secret and field checks ``config_values.py``. The
+reference: ``examples/worker/devicepool.yaml``; docs/operations.md, 'The worker and its configuration'."""
 
 from __future__ import annotations
 

@@ -1,14 +1,10 @@
 """The worker's small HTTP endpoint: `/metrics`, `/healthz`, `/readyz`.
 
-The standard library's threaded HTTP server, no framework: requests are answered
-by its own threads, never by the event loop that runs every workflow activation
-and watch (why: docs/operations.md, "Metrics, alerts and the dashboard").
-`/metrics` serves the body `RenderedMetrics` rendered last: from the first scrape
-on, the registry is rendered every `render_every` seconds in a worker thread,
-after `before_scrape` (collectors that read Temporal refresh first). `/healthz`:
-the process answers. `/readyz`: `ready`, a coroutine asked on the loop (connected
-to Temporal, every worker polling); a loop silent for `READY_TIMEOUT` is not ready.
-"""
+Answered by the standard library's threaded server, never by the event loop that runs every
+workflow activation and watch. `/metrics` serves the body rendered last (every `render_every`
+seconds in a worker thread, after `before_scrape`); `/readyz` asks `ready` on the loop, and a
+loop silent for `READY_TIMEOUT` is not ready. Why: docs/operations.md, 'Metrics, alerts and the
+dashboard'."""
 
 from __future__ import annotations
 

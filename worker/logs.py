@@ -1,15 +1,9 @@
 """Structured log lines (logfmt or JSON) with the pool name and workflow id when known.
 
-The SDK's workflow and activity loggers put the Temporal context on each record
-(`temporal_workflow` / `temporal_activity` extras); this formatter lifts the
-workflow id out of it and derives the pool name from `devicepool/<name>`.
-Nothing here ever sees a secret: settings objects hold them as `SecretStr`.
-
-The SDK's Rust core logs to the console by itself, coloured (ANSI escapes that
-a log file or a log shipper shows as `\x1b[33m`); `core_logging()` forwards
-those lines to the `temporalio.core` Python logger instead, so they are
-formatted here like every other line, and every line is stripped of escapes.
-"""
+The formatter lifts the workflow id out of the SDK's `temporal_workflow` / `temporal_activity`
+extras and derives the pool name from it; settings hold secrets as `SecretStr`, so none reaches
+a line. `core_logging()` forwards the SDK's Rust core lines (coloured on the console by
+itself) to the `temporalio.core` logger, so they are formatted here too, stripped of ANSI escapes."""
 
 from __future__ import annotations
 

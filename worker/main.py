@@ -1,16 +1,10 @@
 """The devicepool worker process: `run_worker` and `main_async`.
 
-Starts the process's Temporal workers (``worker/build.py``: the ``devicepool``,
-``devicepool-watch`` and per-account queues); at start-up signal-with-starts the
-ledger ``devicepool-account/<name>`` (`register_accounts`) and the orphan sweep
-``devicepool-account/<name>/janitor`` (`start_janitors`) of every account it
-serves; serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``metricsPort``
-(``worker/http.py``, ``worker/metrics.py``; ``/readyz`` is 200 only while every
-worker polls and the Temporal frontend answers). On SIGTERM/SIGINT it stops
-polling and gives in-flight activities ``graceful_shutdown_seconds``. Why the
-ledger and not a queue rate limit: docs/scaling.md, "Rate limits"; probes,
-metrics and shutdown: docs/operations.md.
-"""
+Starts the process's Temporal workers (``worker/build.py``), signal-with-starts every served
+account's ledger and orphan sweep (``worker/accounts.py``), serves ``/metrics``, ``/healthz``
+and ``/readyz`` (``worker/http.py``), and on SIGTERM/SIGINT stops polling and gives in-flight
+activities ``graceful_shutdown_seconds``. Why: docs/scaling.md, 'Rate limits';
+docs/operations.md, 'What happens when a worker dies'."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
 """What the worker's `/metrics` serves, beyond the activities' own counters.
 
-One `CollectorRegistry` per worker (`WorkerMetrics.create`) holds the activities'
-collectors (`devicepool.activities.metrics.Metrics`); `WorkerGauges`, this
-process's health (`devicepool_worker_polling`); `PoolCollector`
-(``pool_gauges.py``), per-pool gauges from Temporal, the same on every replica;
-and `SdkMetricsCollector` (``sdk_metrics.py``), the SDK's own worker metrics from
-the client runtime's `MetricBuffer`. `ReconcileInterceptor`
-(``reconcile_timing.py``) times DevicePool passes into
-`devicepool_reconcile_duration_seconds`, skipping replays, without touching
-workflow code. These names are the public surface; the modules behind them are
-the worker's own.
-"""
+One `CollectorRegistry` per worker (`WorkerMetrics.create`) holds the activities' collectors,
+`WorkerGauges` (this process's health), `PoolCollector` (``pool_gauges.py``, per-pool gauges
+from Temporal) and `SdkMetricsCollector` (``sdk_metrics.py``); `ReconcileInterceptor`
+(``reconcile_timing.py``) times DevicePool passes. These names are the public surface."""
 
 from __future__ import annotations
 

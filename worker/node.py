@@ -1,25 +1,10 @@
 """A node worker: `devicepool worker --node NAME`, beside one BitBrowser desktop client.
 
-It serves `node_task_queue(NAME)` with the node activities only
-(`activities.node_browsers`: list, create, open, delete over the desktop's Local
-API) and no workflows, and every `--node-heartbeat-seconds` signal-with-starts
-the node registry (`workflows/nodes/workflow.py`) with a `node_beat` carrying its
-name and labels: pools place profiles on the nodes that beat. The desktop client
-runs on Windows and macOS only, so this is a plain `pip install` on that machine
-(docs/browserpools.md, "Running a node worker").
-
-The optional config file gives `proxyPools` (the gateways and passwords of the
-proxies its profiles and phones use) and the cloud-phone accounts it serves:
-`accounts.<name>` with `api: bitbrowser` and `node: NAME` (its own name). For
-those it also serves the DevicePool provider activities (`DeviceActivities`)
-over its own `--bitbrowser-url` and key, on `node_phone_task_queue(NAME)` (slots
-of their own: they wait for the pacer), and the watches on `node_watch_task_queue(NAME)`, all the accounts' calls under ONE `PhonePacer`: the
-Local API's 1 cloud-phone request a second holds however many main workers
-run (`workflows/shared/placement.py` sends the calls here). Accounts of other
-nodes are ignored, so one file may serve every node; an account without `node`
-is refused (main workers serve it, with its secrets). The rest of the file is
-the main worker's and ignored.
-"""
+It serves `node_task_queue(NAME)` with the node activities only, and with cloud-phone accounts
+naming this node, their provider calls (`node_phone_task_queue`) and watches
+(`node_watch_task_queue`), all under ONE `PhonePacer` (the Local API's 1 cloud-phone request a
+second). Every `--node-heartbeat-seconds` it beats at the node registry. Flags, config and
+why: docs/browserpools.md, 'Running a node worker'."""
 
 from __future__ import annotations
 

@@ -1,17 +1,10 @@
 """Per-pool gauges on `/metrics`, read from ONE source of truth: Temporal itself.
 
-`PoolCollector.run`, a background task the worker starts, lists the running
-DevicePool workflows through visibility every `max_age` seconds (their search
-attributes: desired, ready, phase, platform) and every `status_max_age` seconds
-asks each its `status` query (devices by status, conditions). A scrape serves
-that snapshot only; a collector used without the task does the same work inline
-in `refresh` before a scrape. BrowserPools are listed the same way, with
-`kind="BrowserPool"` and platform `browser` (a pool without search attributes,
-started by an older build, takes them from its status), plus their profiles by node;
-with the statuses, the node registry's last beat of each node worker.
-Every replica exports the same numbers, and a deleted pool's series vanish at
-the next listing (docs/operations.md, "Metrics, alerts and the dashboard").
-"""
+`PoolCollector.run`, a background task, lists the running pools of both kinds through
+visibility every `max_age` seconds and asks each its `status` (and the node registry its beats)
+every `status_max_age` seconds; a scrape serves that snapshot. Without the task, `refresh` does
+the same work inline. A BrowserPool without search attributes takes them from its status.
+Why: docs/operations.md, 'Metrics, alerts and the dashboard'."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """Worker Versioning: which build a worker is, and how its workflows move to a newer one.
 
-A worker configured with a deployment name (`deployment.name`, env
-`DEVICEPOOL_DEPLOYMENT_NAME`, flag `--deployment-name`) serves its workflow queue
-as one version of that Temporal worker deployment, and its workflows default to
-PINNED: a run stays on the build it started on, and a long-running workflow
-(pool, health check, ledger, janitor) moves to the current version by
-continuing as new when Temporal says the target changed. The build id defaults
-to the package version plus a digest of the workflow code, so a changed
-workflow is a new build. Without a deployment name the worker is unversioned,
-as before. The procedure is docs/operations.md, "Upgrading".
-"""
+With a deployment name the worker serves its workflow queue as one version of that deployment,
+its workflows PINNED; long-running ones continue as new when the target changes. The build id
+defaults to the package version plus a digest of the workflow code. Without a name the worker is
+unversioned. The procedure: docs/operations.md, 'With Worker Versioning (recommended)'."""
 
 from __future__ import annotations
 
