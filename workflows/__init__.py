@@ -1,10 +1,7 @@
 """Deterministic orchestration: the pool loop, its provisioning children, the pure planner.
 
 The workflow classes load on first use (PEP 562 `__getattr__`), not with the
-package: the worker's sandbox runs every workflow with a fresh copy of its own
-module and of this package (`worker/build.py`, `workflow_runner`), and this
-package importing all five workflow modules made each cached workflow carry a
-copy of all five (~450 KiB apiece, 2,000 of them at 1,000 pools).
+package. Why: docs/scaling.md, "Memory".
 """
 
 from __future__ import annotations
@@ -23,18 +20,14 @@ if TYPE_CHECKING:
 
     WORKFLOWS: list[type]
 
-# Everything a `devicepool` worker registers (`WORKFLOWS`, in this order): the
-# pool, its batches and health check, the per-account permit ledger (rate
-# limits) and the per-account orphan sweep; each class and its module.
+# Every workflow a worker registers (`WORKFLOWS`, in this order), and its module.
 _MODULES = {
     "DevicePoolWorkflow": "pool.workflow",
     "ProvisionBatchWorkflow": "provision.workflow",
     "PoolHealthWorkflow": "health.workflow",
     "AccountLedgerWorkflow": "ledger.workflow",
     "OrphanSweepWorkflow": "orphans.workflow",
-    # The node workers' registry (BrowserPool placement reads it through `live_nodes`).
     "NodeRegistryWorkflow": "nodes.workflow",
-    # The second kind: BitBrowser profiles on the node workers it places them on.
     "BrowserPoolWorkflow": "browserpool.workflow",
 }
 WORKFLOW_MODULES = frozenset(f"{__name__}.{module}" for module in _MODULES.values())

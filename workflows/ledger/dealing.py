@@ -1,15 +1,7 @@
-"""Who gets the free permits of a round: the ledger's dealing, a pure function.
+"""Who gets the free permits of a round: the ledger's dealing, pure (no Temporal, no clock).
 
-No Temporal, no clock, no state: the queue, the free permits and the pool served
-last come in, the deal goes out (tests/ratelimit/test_rl_dealing.py, with
-hypothesis properties); `workflows/ledger/workflow.py` books it and signals.
-
-Rules (why: docs/scaling.md, "Rate limits"):
-- replacement requests are all served before any growth request;
-- within each class, one permit at a time round-robin over the pools, FIFO
-  between one pool's requests, starting after the pool served last;
-- an announced request (`expect_request`) holds the round until it arrives or
-  expires; `due_announcements` says which still do.
+`workflows/ledger/workflow.py` books the deal and signals it. Why: docs/scaling.md,
+"Rate limits" (fairness, announcements).
 """
 
 from __future__ import annotations

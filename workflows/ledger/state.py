@@ -1,14 +1,9 @@
-"""The permit ledger's messages and carried state, with its window bookkeeping.
+"""The permit ledger's messages and carried state, with its accounting rules: pure, `now` comes in.
 
-`LedgerState` is everything an `AccountLedgerWorkflow` run knows; it is handed
-whole to the next run at continue-as-new. Its methods are the ledger's
-accounting rules (docs/scaling.md, "Rate limits": what counts, for how long,
-leases, pauses, slow start): no Temporal, no clock — `now` always comes in as
-an argument — so they are tested directly (tests/ratelimit/test_rl_ledger_state.py).
-Who gets the free permits of a round is `workflows/ledger/dealing.py`.
-
-`LedgerInput` starts a run (from a worker, `worker/accounts.py`) and carries the
-state to the next; `LedgerView` is the `ledger` query's answer.
+`LedgerInput` starts a run (`worker/accounts.py`) and carries `LedgerState` whole to
+the next; `LedgerView` answers the `ledger` query. What counts, for how long, leases,
+pauses, slow start, the account's spendCap: docs/scaling.md, "Rate limits", and
+docs/pools.md, "Spend".
 """
 
 from __future__ import annotations
@@ -30,12 +25,8 @@ from devicepool.workflows.shared.protocol import (
 # The longest announcements hold dealing in one busy spell (the longest an
 # announcement itself holds, `PermitIntent.ttl_seconds`, by default).
 ANNOUNCE_HOLD_SECONDS = 5.0
-# While the account's spendCap holds requests back, its devices are counted
-# again (one listing of the account), so a device that went away anywhere in
-# the account frees its place: `CAP_RECOUNT` after a count that found a change,
-# twice as long after each that found none, up to `CAP_RECOUNT_MAX`. A cap that
-# holds for hours costs a listing a minute, not one every 5 s of a 1-request/s
-# Local API budget shared by every pool of the account.
+# While the account's spendCap holds, it is counted again `CAP_RECOUNT` after a count
+# that found a change, twice as long after each that found none, up to the max.
 CAP_RECOUNT = timedelta(seconds=5)
 CAP_RECOUNT_MAX = timedelta(seconds=60)
 
@@ -86,12 +77,9 @@ class LedgerState(CamelModel):
     next_grant: int = 0
     last_pool: str | None = None
     stats: LedgerStats = Field(default_factory=LedgerStats)
-    # The account's spendCap (`config.max_devices`), counted conservatively:
-    # the devices billing at the last listing (None: not listed yet), when that
-    # listing began, `cap_spent` then, and every permit spent since the ledger
-    # began (used, or lapsed unreported: each may be a device). A device made
-    # before the listing began is listed; one made after is a permit spent (or
-    # outstanding) since: none is missed, a few are counted twice until the next.
+    # The account's spendCap, counted conservatively (docs/pools.md, "Spend"): the
+    # devices billing at the last listing (None: not listed yet), when that listing
+    # began, `cap_spent` then, and every permit spent (used, or lapsed unreported).
     cap_base: int | None = None
     cap_counted_at: datetime | None = None
     cap_mark: int = 0
@@ -183,12 +171,9 @@ class LedgerState(CamelModel):
         self.cap_base, self.cap_mark = devices, mark
 
     def cap_news(self, account: str) -> dict[str, str]:
-        """Pools to tell about the spendCap now -> the message ("": released).
-
-        Held: a pool with a waiting request while the cap leaves no room. Told when
-        held, again if the cap changes while it holds, and once when released (its
-        requests were dealt or withdrawn, or the cap was raised or removed).
-        """
+        """Pools to tell about the spendCap now -> the message ("": released). A pool with a
+        waiting request is held while the cap leaves no room: told then, again if the cap
+        changes, and once when released."""
         cap, room = self.config.max_devices, self.cap_room()
         waiting: dict[str, int] = {}
         for r in self.queue:
@@ -221,7 +206,6 @@ class LedgerState(CamelModel):
     def next_wake(self) -> datetime | None:
         """When a waiting request may get permits next (None: nobody waits)."""
         if not self.queue:
-            # Nobody waits: nothing to compute until a message arrives.
             return None
         times: list[datetime] = []
         if self.paused_until is not None:
@@ -275,12 +259,8 @@ class LedgerState(CamelModel):
             self.intents.pop(intent.pool, None)
 
     def announcement_hold(self, now: datetime) -> datetime | None:
-        """Until when to wait for announced requests before dealing (None: deal now).
-
-        At most `ANNOUNCE_HOLD_SECONDS` in one busy spell, however many pools
-        announce themselves one after another: the first window is shared
-        among pools that start together, and nobody waits for ever.
-        """
+        """Until when to wait for announced requests before dealing (None: deal now): at
+        most `ANNOUNCE_HOLD_SECONDS` in one busy spell, however many pools announce."""
         self.intents = {pool: until for pool, until in self.intents.items() if until > now}
         if not (self.queue and self.intents):
             return None

@@ -1,19 +1,16 @@
 """`AccountLedger`: the permit ledger of one provider account, id `devicepool-account/<name>`.
 
-Every create of the account, from any pool and worker, waits for a permit from
-here, so the account stays inside its sliding creation window.
+Every create of the account, from any pool and worker, waits for a permit from here.
 
 Signals in: `configure` (`LedgerConfig`, each worker at start-up), `expect_request`
-(`PermitIntent`), `request_permits` (`PermitRequest`), `cancel_permits` (request
-id), `permits_used` (`PermitsUsed`), `rate_limited` (`RateLimitedReport`). Out,
-in the background: `permits_granted` (`PermitGrant`) to requesters,
-`account_paused` (`AccountPause`) to pools a long pause holds, `account_capped`
-(`AccountCap`) to pools the account's `spendCap` holds and then releases (a
-ledger with a cap counts the account's devices with the `count_devices`
-activity before dealing, and again while the cap holds). Query `ledger`;
-local activity `ledger_hold`. Continue-as-new when suggested, carrying
-`LedgerState` whole. The loop around pure parts (`state.py`: the window;
-`dealing.py`: who gets what); why and how: docs/scaling.md, "Rate limits".
+(`PermitIntent`), `request_permits` (`PermitRequest`), `cancel_permits` (request id),
+`permits_used` (`PermitsUsed`), `rate_limited` (`RateLimitedReport`). Out, in the
+background: `permits_granted` (`PermitGrant`) to requesters, `account_paused`
+(`AccountPause`) and `account_capped` (`AccountCap`) to the pools a long pause or the
+account's `spendCap` holds. Query `ledger`; local activity `ledger_hold`; activity
+`count_devices` (a ledger with a spendCap). Continue-as-new when suggested, carrying
+`LedgerState` whole. Pure parts: `state.py`, `dealing.py`; why: docs/scaling.md,
+"Rate limits".
 """
 
 from __future__ import annotations
@@ -51,7 +48,6 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.shared.protocol import (
         AccountCap,
         AccountPause,
-        PermitGrant,
         PermitIntent,
         PermitRequest,
         PermitsUsed,
@@ -62,17 +58,7 @@ DELIVERY_WAIT = timedelta(seconds=60)
 # One listing of the account for its spendCap (`count_devices`), all attempts.
 COUNT_TIMEOUT = timedelta(seconds=60)
 
-# The messages are part of this workflow's contract (the pool and the batch
-# import them from here); they are defined beside the state that holds them.
-__all__ = [
-    "AccountLedgerWorkflow",
-    "LedgerInput",
-    "LedgerState",
-    "PermitGrant",
-    "PermitIntent",
-    "PermitRequest",
-    "PermitsUsed",
-]
+__all__ = ["AccountLedgerWorkflow"]
 
 
 @workflow.defn(name=WORKFLOW_ACCOUNT_LEDGER)
@@ -80,7 +66,6 @@ class AccountLedgerWorkflow:
     @workflow.init
     def __init__(self, input: LedgerInput) -> None:
         self._account = input.account
-        # Everything the ledger knows, carried whole across continue-as-new.
         self._s = input.state or LedgerState()
         if input.config is not None:
             self._s.config = input.config

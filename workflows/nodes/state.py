@@ -1,11 +1,9 @@
 """The node registry's carried state and its bookkeeping, pure (no Temporal calls).
 
-`NodeRegistryState` keeps the last beat of each node worker, by name, and is
-handed whole to the next run at continue-as-new. It stays bounded: a node silent
-for `FORGET_AFTER` is forgotten at the next beat of any node, and past
-`MAX_NODES` the longest silent ones go first. Whether a node is alive or lost is
-not decided here but by the reader (`activities.node_registry.split_nodes`),
-against its pool's own `nodeLostAfterSeconds`.
+Bounded: a node silent for `FORGET_AFTER` is forgotten at the next beat of any
+node; past `MAX_NODES` the longest silent go first. Alive or lost is the reader's
+call (`activities.node_registry.split_nodes`, against each pool's
+`nodeLostAfterSeconds`).
 """
 
 from __future__ import annotations
@@ -19,8 +17,7 @@ from devicepool.api.base import CamelModel
 
 __all__ = ["FORGET_AFTER", "MAX_NODES", "NodeRegistryInput", "NodeRegistryState"]
 
-# A node silent this long is forgotten (a pool still holding its profiles counts a
-# node it does not find as lost, as it counts one past its nodeLostAfterSeconds).
+# A pool counts a node the registry forgot as lost, as one past nodeLostAfterSeconds.
 FORGET_AFTER = timedelta(days=7)
 # Far above any fleet of desktops; a bound, not a plan.
 MAX_NODES = 1000
@@ -59,6 +56,6 @@ class NodeRegistryState(CamelModel):
 
 
 class NodeRegistryInput(CamelModel):
-    """Starts a run (a node worker's signal-with-start: no state) or carries the state on."""
+    """A node worker's signal-with-start (no state), or the state carried on."""
 
     state: NodeRegistryState | None = None

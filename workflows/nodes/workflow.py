@@ -1,14 +1,11 @@
 """`NodeRegistry`: the node workers that beat lately, one workflow, id `devicepool-nodes`.
 
-Every node worker (`devicepool worker --node NAME`) signal-with-starts it every
-`--node-heartbeat-seconds` on the main task queue. It does nothing but remember.
+Every node worker signal-with-starts it every `--node-heartbeat-seconds` on the
+main task queue; it only remembers (pools read it through `live_nodes`).
 
-Messages: signal `node_beat` (`NodeBeat`: name, labels, account, interval);
-query `nodes` (`NodesView`: the last beat of every node remembered). Pools read
-it through the `live_nodes` activity (`activities/node_registry.py`).
-Continue-as-new when Temporal suggests it (or a newer build is current), or
-after `MAX_BEATS_PER_RUN` beats, carrying `NodeRegistryState` whole; the
-bookkeeping (bounded by age and count) is pure, in `state.py`.
+Messages: signal `node_beat` (`NodeBeat`); query `nodes` (`NodesView`).
+Continue-as-new when suggested (or a newer build is current), or after
+`MAX_BEATS_PER_RUN` beats, carrying `NodeRegistryState` (`state.py`) whole.
 """
 
 from __future__ import annotations
@@ -32,7 +29,6 @@ MAX_BEATS_PER_RUN = 1000
 class NodeRegistryWorkflow:
     @workflow.init
     def __init__(self, input: NodeRegistryInput) -> None:
-        # Everything the registry knows, carried whole across continue-as-new.
         self._s = input.state or NodeRegistryState()
         self._beats_this_run = 0
 
