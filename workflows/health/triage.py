@@ -1,16 +1,7 @@
 """The health check's decisions, pure: which devices are unhealthy, which to replace, whether to pause.
 
-No Temporal, no I/O, no clock: the statuses just read, the offline clocks so far
-and `now` come in; `workflow.py` reads, terminates and reports. Tested directly
-(tests/workflows/test_triage.py). Rules (why: docs/pools.md, "Health"):
-- offline: the clock starts when the device went offline (`went_offline`) and
-  makes it due after `offline_after`; a device seen not offline, or not seen,
-  loses its clock;
-- startup: a device still `provisioning` (or `failed`) `startup_timeout` after
-  creation is due;
-- more unhealthy than `maxUnhealthy` at once pauses remediation (a percentage of
-  the desired replicas, or of the devices seen when the pool did not say, never
-  below one device: `api.v1beta1.resolve_max_unhealthy`).
+No Temporal, no I/O, no clock; `workflow.py` reads, terminates and reports. The rules
+and why: docs/pools.md, "Health: replace, do not repair".
 """
 
 from __future__ import annotations
@@ -128,12 +119,9 @@ def health_report(
     now: datetime,
     was_reporting: bool,
 ) -> HealthReport | None:
-    """What to tell the pool after a check, if anything.
-
-    Whenever something is unhealthy, was replaced or remediation is paused; and
-    once more when everything is healthy again after that, which clears the
-    pool's condition. Otherwise nothing (no signal every interval).
-    """
+    """What to tell the pool after a check: whenever something is unhealthy, was replaced
+    or remediation is paused, and once more after that (which clears the pool's
+    condition); otherwise nothing (no signal every interval)."""
     if not (found.unhealthy or terminated or found.paused or was_reporting):
         return None
     return HealthReport(
@@ -150,14 +138,9 @@ def health_report(
 def went_offline(
     status: DeviceStatusInfo, now: datetime, last_check_at: datetime | None
 ) -> datetime:
-    """When a device newly seen offline went offline.
-
-    The provider's `updatedAt` of the offline status, so the clock does not start
-    up to a whole health interval late; but never before the previous check
-    (which saw the device not offline: a provider that leaves `updatedAt`
-    alone must not get a device replaced at first sight) and never in the future
-    (clock skew with the provider).
-    """
+    """When a device newly seen offline went offline: the provider's `updatedAt`, never
+    before the previous check (a provider that leaves `updatedAt` alone must not get a
+    device replaced at first sight) nor in the future (clock skew)."""
     since = status.updated_at if status.updated_at is not None else now
     if last_check_at is not None:
         since = max(since, last_check_at)
@@ -165,17 +148,12 @@ def went_offline(
 
 
 def reuse_listing_seconds(*, resync_seconds: float, health_seconds: float) -> float:
-    """How old a listing the pool's own watch made on the same worker may be for the
-    health watch to judge it instead of reading the provider: 1.5 x the shorter of the
-    pool's resync and the check's poll (at exactly one interval, every other poll would
-    just miss it; a longer window let the resync decide how late an offline device is
-    seen). Why and what it costs: docs/pools.md, "Health"."""
+    """How old a listing of the pool's own watch may be for the health watch to judge it
+    instead of reading the provider. Why 1.5 x: docs/pools.md, "Health"."""
     return 1.5 * min(resync_seconds, health_seconds)
 
 
 def own_read_seconds(*, health_seconds: float, offline_after_seconds: float) -> float:
     """How far apart the health watch's own provider reads are where it has no listing
-    of the pool's own watch to reuse: every third poll, never further apart than the
-    offline threshold (a device going offline right after a read is still replaced on
-    time: its clock starts at the provider's `updatedAt`, `went_offline`)."""
+    of the pool's watch to reuse (docs/pools.md, "Health")."""
     return max(health_seconds, min(3 * health_seconds, offline_after_seconds))

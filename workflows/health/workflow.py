@@ -1,16 +1,11 @@
 """`PoolHealth`: the long-running health check of one pool, id `devicepool/<name>/health`.
 
-Replace, do not repair: a device offline past `offline_after_seconds`, or still
-booting (or failed) past `startup_timeout_seconds`, is terminated and the pool
-told; more unhealthy at once than `maxUnhealthy` pauses remediation.
-
-Messages: signal `health_config` (`HealthConfig`: the pool's `maxUnhealthy`
-changed); query `offline_since` (device id → first seen offline); sends its pool
-`health_report` (`HealthReport`) after a check that found or did something.
-Activities: one long `watch_health` on the watch queue (answers with the
-suspects, and when the pool is gone), `terminate_device`. Continue-as-new when
-suggested, carrying `HealthInput` (offline clocks included) whole. Decisions are
-pure, in `triage.py`; why and how: docs/pools.md, "Health: replace, do not repair".
+Messages: signal `health_config` (`HealthConfig`: the pool's thresholds changed);
+query `offline_since` (device id → first seen offline); sends its pool `health_report`
+(`HealthReport`) after a check that found or did something. Activities: one long
+`watch_health` on the watch queue, `terminate_device`. Continue-as-new when
+suggested, carrying `HealthInput` (offline clocks included) whole. Decisions are pure,
+in `triage.py`; what it replaces and why: docs/pools.md, "Health: replace, do not repair".
 """
 
 from __future__ import annotations
@@ -62,9 +57,7 @@ with workflow.unsafe.imports_passed_through():
 class PoolHealthWorkflow:
     @workflow.init
     def __init__(self, input: HealthInput) -> None:
-        # The carried state (config, offline clocks, last check, replaced total,
-        # paused, was_reporting, the pool's chain) is this one model, handed to
-        # the next run as it is.
+        # The carried state, handed to the next run as it is.
         self._state = input.model_copy(deep=True)
         self._config_changed = False
 
@@ -96,10 +89,8 @@ class PoolHealthWorkflow:
 
     @workflow.run
     async def run(self, input: HealthInput) -> None:
-        """The check as one long `watch_health` activity at a time, which answers only
-        when its suspects change, at the earliest offline deadline, when the pool is
-        gone, or after `watch_max_seconds` (docs/pools.md, "Health"). A config change
-        cancels the watch and judges again on a fresh read."""
+        """One long `watch_health` at a time (docs/pools.md, "Health"); a config change
+        cancels it and judges again on a fresh read."""
         settings = self._settings
         interval = timedelta(seconds=settings.health_seconds)
         known: str | None = None  # fingerprint of the suspects judged last; None: read now
