@@ -1,17 +1,9 @@
 """The orphan sweep's carried state and its bookkeeping, pure (no Temporal calls).
 
-`JanitorState` is everything the janitor (`workflow.py`) knows, handed whole to
-the next run at continue-as-new: its config, the orphans seen and since when,
-the devices it terminated lately, its counters. The rules, each a method with
-its own tests (why: docs/pools.md, "Orphans"): an orphan is first seen at a scan
-and forgotten by a scan that no longer finds it (its grace starts over if it
-comes back); it is due `grace_seconds` after the scan that first saw it; scans
-run every `scan_seconds(grace)` (a quarter of the grace, 1 s to 150 s), and the
-janitor also wakes when the earliest orphan falls due.
-
-`JanitorInput` starts a run (from a worker, `worker/accounts.py`) and carries the
-state to the next. `DEVICE_HOUR_USD` is an orphan's cost while it lives, about
-$0.10 per device-hour (a documented constant: no config names a price).
+`JanitorInput` starts a run (`worker/accounts.py`) and carries `JanitorState` whole
+to the next. What an orphan is, when it is due, how often scans run, and its cost
+(`DEVICE_HOUR_USD`, a documented constant: no config names a price): docs/pools.md,
+"Orphans".
 """
 
 from __future__ import annotations

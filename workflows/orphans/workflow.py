@@ -1,17 +1,15 @@
 """`OrphanSweep`: one janitor per provider account, id `devicepool-account/<name>/janitor`.
 
-Terminates the account's managed devices whose pool has no running workflow,
-once they have stayed orphans for the worker's `orphanGraceSeconds`. Every worker
-signal-with-starts it for each account it serves (`worker.accounts.start_janitors`).
+Terminates the account's managed devices whose pool has no running workflow, once
+orphaned for `orphanGraceSeconds`; every worker signal-with-starts it for each account
+it serves (`worker.accounts.start_janitors`).
 
-Messages: signal `configure` (`JanitorConfig`: the grace, at each worker start);
-update `sweep_orphans` (`SweepRequest` → `OrphanReport`: scan now, with `delete`
-terminate every orphan now; a failed scan answers with its `lastError`); query
-`orphans` (`OrphanReport`: the last scan and the recent terminations, in
-`swept`). Activities `find_orphans`, `terminate_orphans` (`activities/orphans.py`).
-Continue-as-new when suggested or after `MAX_SCANS_PER_RUN` scans, carrying
-`JanitorState` whole; its bookkeeping is pure, in `state.py`. What counts as an
-orphan, the grace and the cost: docs/pools.md, "Orphans".
+Messages: signal `configure` (`JanitorConfig`); update `sweep_orphans` (`SweepRequest`
+→ `OrphanReport`: scan now, with `delete` terminate every orphan now; a failed scan
+answers with its `lastError`); query `orphans` (`OrphanReport`). Activities
+`find_orphans`, `terminate_orphans`. Continue-as-new when suggested or after
+`MAX_SCANS_PER_RUN` scans, carrying `JanitorState` (`state.py`) whole. Why:
+docs/pools.md, "Orphans".
 """
 
 from __future__ import annotations
@@ -61,7 +59,6 @@ class OrphanSweepWorkflow:
     @workflow.init
     def __init__(self, input: JanitorInput) -> None:
         self._account = input.account
-        # Everything the janitor knows, carried whole across continue-as-new.
         self._s = input.state or JanitorState()
         if input.config is not None:
             self._s.config = input.config

@@ -6,11 +6,8 @@ and `withdraw_slots` (`WithdrawSlots`, from the pool); to the ledger
 and, when it ends, `batch_done` (`BatchReport`). Query `report`. Continue-as-new:
 never (a batch lasts one startup timeout plus its creates' retry budget).
 
-Each slot is one `create_device` on the account's queue, of the pool's
-`DeviceTemplate` under the key (pool, generation, slot, incarnation) and a ledger
-permit (ungated without a ledger); then `get_statuses` until the devices boot (one
-seen offline is left to the health check). Before spending a grant it asks
-`pool_running`; a gone pool's permits go back. Why: docs/pools.md, docs/scaling.md.
+Each slot is one permitted, idempotent `create_device`, then `get_statuses` until it
+boots. Why: docs/pools.md, "Converging" and "Orphans"; docs/scaling.md, "Rate limits".
 """
 
 from __future__ import annotations
