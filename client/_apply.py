@@ -36,8 +36,6 @@ from devicepool.client._temporal_errors import UPDATE_TIMEOUT, NoWorkerInTime, W
 from devicepool.client.errors import BadInput, DevicePoolError, TemporalUnreachable
 from devicepool.workflows.pool.messages import Accepted, ApplyResult
 
-__all__ = ["APPLY_CONCURRENCY", "apply_in_order", "check_account", "start_or_update", "tally"]
-
 # Pools `apply_many` (`devicepool apply -f DIR/`) applies at once. A new pool
 # is one start (Temporal answers once it is stored); a pool that exists waits
 # for a worker to run its update, so a few dozen in flight keep a worker busy

@@ -13,8 +13,6 @@ import typer
 
 from devicepool.client.render import age, print_fields, print_table
 
-__all__ = ["PROFILE_HEADERS", "browser_rows", "print_browser_description", "print_profiles"]
-
 PROFILE_HEADERS = ["ID", "SLOT", "NODE", "OPEN", "STATE"]
 
 

@@ -14,8 +14,6 @@ import typer
 
 from devicepool.client._cli_support import duration_or_exit, open_pools, run
 
-__all__ = ["pause", "protect", "replace", "resume", "unprotect"]
-
 PoolArg = Annotated[str, typer.Argument(help="the pool's name")]
 DeviceArg = Annotated[str, typer.Argument(help="a device id of the pool (devicepool devices POOL)")]
 

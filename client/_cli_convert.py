@@ -20,8 +20,6 @@ from devicepool.client._cli_support import fail
 from devicepool.client.errors import EXIT_BAD_INPUT
 from devicepool.client.render import json_shaped
 
-__all__ = ["convert"]
-
 
 def convert(
     filename: Annotated[

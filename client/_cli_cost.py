@@ -14,8 +14,6 @@ import typer
 from devicepool.client._cli_support import OutputOpt, duration_or_exit, open_pools, run
 from devicepool.client.render import Output, print_data, print_table, resolve_output
 
-__all__ = ["cost", "cost_rows"]
-
 HEADERS = ["POOL", "ACCOUNT", "DEVICE-HOURS", "COST", "$/H"]
 
 

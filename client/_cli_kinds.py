@@ -19,16 +19,6 @@ from devicepool.client._results import DeleteResult
 from devicepool.client.errors import BadInput, PoolNotFound
 from devicepool.client.render import print_table
 
-__all__ = [
-    "VIEWS",
-    "KindView",
-    "first_kind",
-    "kind_to_change",
-    "meant",
-    "print_pools",
-    "split_kind",
-]
-
 T = TypeVar("T")
 
 

@@ -17,8 +17,6 @@ from devicepool.client._cli_support import OutputOpt, open_pools, run
 from devicepool.client.errors import EXIT_RUNTIME
 from devicepool.client.render import Output, age, print_data, print_table, resolve_output
 
-__all__ = ["orphans"]
-
 HEADERS = ["ID", "POOL", "ACCOUNT", "PLATFORM", "STATUS", "AGE", "COST", "POOL WORKFLOW", "SWEEP"]
 
 

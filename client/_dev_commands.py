@@ -30,20 +30,6 @@ from devicepool.client._dev_config import (
     encryption_on,
 )
 
-__all__ = [
-    "bitbrowser_command",
-    "cli_command",
-    "codec_command",
-    "codec_url",
-    "emulator_command",
-    "flags",
-    "in_flight_activities",
-    "pools_only",
-    "python_m",
-    "server_command",
-    "try_line",
-]
-
 _SLOTS_USED = re.compile(r"^temporal_worker_task_slots_used\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 

@@ -34,8 +34,6 @@ from devicepool.workflows.reconciler.search_attributes import (
     KEYS,
 )
 
-__all__ = ["SIDES", "Side", "browser_converged", "refused_key", "side_of", "teardown_blocked"]
-
 # (the workflow's input, the Web UI's summary line, its first search attributes)
 Start = tuple[dict[str, Any], str, TypedSearchAttributes]
 

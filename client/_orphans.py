@@ -28,8 +28,6 @@ from devicepool.client._temporal_errors import temporal_errors
 from devicepool.client.errors import DevicePoolError, TemporalUnreachable
 from devicepool.workflows.orphans.state import OrphanReport, SweepRequest
 
-__all__ = ["janitor_accounts", "sweep_orphans"]
-
 
 async def janitor_accounts(client: Client, address: str) -> list[str]:
     """The accounts whose janitor runs (as visibility lists them)."""

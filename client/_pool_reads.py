@@ -35,17 +35,6 @@ from devicepool.workflows.reconciler.events import PoolEvents
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
 
-__all__ = [
-    "RECENT_EVENTS",
-    "account_window",
-    "costs",
-    "describe_browser_pool",
-    "describe_device_pool",
-    "list_pools",
-    "retired_profiles",
-    "summary_of",
-]
-
 # `describe`'s events: the newest of the pool's own (query `events`), as kubectl shows them.
 RECENT_EVENTS = 20
 

@@ -25,8 +25,6 @@ from devicepool.client.errors import DevicePoolError, PoolBlocked, WaitTimeout
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
 
-__all__ = ["POLL_SECONDS", "until_deleted", "until_ready"]
-
 POLL_SECONDS = 1.0
 
 Progress = Callable[[dict[str, Any]], None] | None
