@@ -1,12 +1,6 @@
 """Which nodes are a BrowserPool's account's, and when its teardown may end: pure, no Temporal.
 
-Profiles belong to a BitBrowser account, so a node of another account lists none of
-the pool's, and "none left" from it is no proof. A node's own word (`--node-account`)
-is optional, so the pool keeps what it has seen instead (`remember`, `link`, `prune`:
-`BrowserPoolState.nodes` and `groups`), and teardown (`teardown_nodes`,
-`teardown_step`) ends only when each account those nodes stand for (`groups_of`) had
-one of them answer with none left. The rules and why: docs/browserpools.md, "Delete";
-tests/browserpool/test_bp_accounts.py.
+The rules and why: docs/browserpools.md, "Delete"; tests/browserpool/test_bp_accounts.py.
 """
 
 from __future__ import annotations

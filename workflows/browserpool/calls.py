@@ -1,11 +1,7 @@
 """A BrowserPool's activity calls: the node registry, and each node's own task queue.
 
-Workflow code (it schedules activities), by their typed definitions
-(`activities/node_definitions.py`): `live_nodes` on the main queue, the node
-activities on `node_task_queue(node)` with a short schedule-to-start, so a node
-that died costs a pass a few seconds, never a hang. Failures become answers
-here: a listing that failed is (reason, cause), an open that failed says whether
-it counts toward the profile's failure streak.
+Failures become answers here: a failed listing is (reason, cause), a failed open says
+whether it counts toward the profile's failure streak.
 """
 
 from __future__ import annotations

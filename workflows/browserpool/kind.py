@@ -1,11 +1,6 @@
 """`BrowserKind`: a BrowserPool's core on the reconciler shell (`workflows/reconciler`).
 
-A pass (docs/browserpools.md, "How a BrowserPool runs"): `observe` reads the node
-registry once and lists the pool's profiles on the nodes (`calls.py`) into one
-frozen `observe.Observed`; `decide` is `observe.decide` (pure: `plan.py`); `act`
-publishes first (an open may take minutes), then deletes, creates and opens;
-`publish` is `status.publish` (pure); `wait` lasts until a change or the resync
-(2 s after work was done). `tear_down` is `teardown.py`.
+What a pass does: docs/architecture.md, "How a BrowserPool converges".
 """
 
 from __future__ import annotations

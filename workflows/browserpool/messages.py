@@ -1,9 +1,5 @@
-"""The BrowserPool workflow's messages and carried state. No I/O, no Temporal.
-
-`BrowserPoolInput` starts a run (and carries `BrowserPoolState` whole across
-continue-as-new); `BrowserApplyRequest` is the update `apply`, `ScaleRequest`
-(shared with DevicePool) the update `scale_update`. Every message tolerates
-fields it does not know (`CamelModel`), so a newer client or worker may add some.
+"""The BrowserPool workflow's messages and carried state (`BrowserPoolState`, carried
+whole across continue-as-new). No I/O, no Temporal; unknown fields are tolerated.
 """
 
 from __future__ import annotations

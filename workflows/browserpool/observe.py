@@ -1,10 +1,7 @@
-"""What one BrowserPool pass sees, frozen, and what it decides from it: pure, no Temporal.
+"""What one BrowserPool pass sees, frozen (`Observed`), and what it decides from it: pure.
 
-The workflow asks the node registry and lists the pool's profiles on every node
-(`kind.py`); the answers become one `Observed` here (`merge_listings`,
-`node_troubles`), `decide` turns it into the pass's `plan.Placement`, and
-`status.publish` into its status. Each takes what it needs as arguments, so a
-test of a pass's outcome needs no server (tests/browserpool/test_bp_status.py).
+Each step takes what it needs as arguments, so a pass's outcome is tested without a
+server (tests/browserpool/test_bp_status.py).
 """
 
 from __future__ import annotations
@@ -93,7 +90,6 @@ def decide(
     failure_limit: int,
     replacements: Sequence[str],
 ) -> Placement:
-    """The pass's placement (`plan.plan`) from what it saw."""
     spec = seen.spec
     return plan(
         replicas=spec.replicas,

@@ -1,13 +1,7 @@
 """What a BrowserPool pass does: a pure function of the profiles, the nodes and the spec.
 
-No Temporal, no clock, no I/O: `plan` takes what the pass saw and answers what
-to create where, what to delete, what to open, and the counts the status shows
-(tests/browserpool/test_bp_plan.py, with hypothesis properties). The rules and
-why: docs/browserpools.md, "The plan" (slots 0..N-1 held once on live selected
-nodes, spread to the least loaded; surplus deleted only where it runs; a lost
-node's originals win back their slots; one open per node per pass;
-`max_unhealthy` pauses deletes; a node whose Local API did not answer keeps its
-profiles' slots, and nothing is done on it).
+No Temporal, no clock, no I/O (tests/browserpool/test_bp_plan.py). The rules and why:
+docs/browserpools.md, "How a BrowserPool runs".
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """What a BrowserPool shows outside its status query: search attributes, summary, details.
 
-Pure (no `temporalio.workflow`): the reconciler shell writes what `search_attributes`
-and `details` say when they changed; the client starts a pool with `initial_search_attributes` and
-`static_summary`. A BrowserPool uses the DevicePool keys (`api.names.SEARCH_ATTRIBUTES`),
-so one set of Web UI columns and filters shows both kinds; `WorkflowType` tells them
-apart, and the platform is `browser`, as on the pool gauges.
+Pure; the shell writes what changed. The keys are DevicePool's, platform `browser`
+(docs/browserpools.md, "In the Web UI").
 """
 
 from __future__ import annotations
@@ -95,12 +92,9 @@ def fine(condition: Condition) -> bool:
 
 
 def details(name: str, spec: BrowserPoolSpec, generation: int, status: BrowserPoolStatus) -> str:
-    """The Markdown the Web UI shows on the pool's page (`set_current_details`).
-
-    As DevicePool's (`workflows/pool/status.py`, `details`): figures in an aligned
-    code block (the UI's Markdown has no tables), then the profiles by node, then
-    only the conditions that are not fine, one list item each.
-    """
+    """The Markdown the Web UI shows on the pool's page, as DevicePool's
+    (`workflows/pool/status.py`, `details`), then the profiles by node; only the
+    conditions that are not fine."""
     s = status
     figures = [
         ("phase", s.phase.value),

@@ -1,10 +1,6 @@
 """A BrowserPool's status after a pass, and at the end of its teardown: pure, no Temporal.
 
-`publish` turns what a pass saw (`observe.Observed`) and decided (`plan.Placement`)
-into the status, its conditions and the profile rows of the `devices` query;
-`teardown_status` is the status while the pool deletes its profiles and once it
-has (tests/browserpool/test_bp_status.py). A node that beats but cannot serve is
-never hidden behind the last good status (docs/browserpools.md says how it shows).
+How a node that beats but cannot serve shows: docs/browserpools.md.
 """
 
 from __future__ import annotations
@@ -107,12 +103,7 @@ def mixed_status(
     prior: BrowserPoolStatus, accounts: Mapping[str, str], *, now: datetime, generation: int
 ) -> tuple[BrowserPoolStatus, str]:
     """The status of a pass that holds because the live selected nodes name two BitBrowser
-    accounts (node -> account), and what it says.
-
-    Profiles belong to the account, so a node of another account lists none of the
-    pool's and the plan would make them again there (twice the profiles, nothing to find
-    them by). Nothing is created, opened or deleted until `nodeSelector` picks one
-    account's nodes (or only one account's are live)."""
+    accounts (node -> account), and what it says. Why: docs/browserpools.md, "One account"."""
     named = ", ".join(f"{node} ({account})" for node, account in sorted(accounts.items()))
     message = (
         f"the live nodes nodeSelector picks are logged into different BitBrowser "
@@ -257,10 +248,8 @@ def _trouble(troubles: Mapping[str, NodeTrouble], placement: Placement) -> _Said
 def teardown_status(
     status: BrowserPoolStatus, *, done: bool, now: datetime, generation: int
 ) -> BrowserPoolStatus:
-    """The status while the pool deletes its profiles (`done`: once every one is gone).
-
-    Nothing is served any more: `Ready` is False (`Deleting`, then `Deleted`), nothing is
-    desired, and once done nothing is held (no count of profiles that are gone)."""
+    """The status while the pool deletes its profiles (`done`: once every one is gone):
+    nothing served or desired, and once done nothing held."""
     reason = "Deleted" if done else "Deleting"
     update: dict[str, object] = {
         "phase": Phase.DELETED if done else Phase.DELETING,

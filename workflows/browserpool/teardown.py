@@ -30,12 +30,8 @@ if TYPE_CHECKING:
 
 
 async def tear_down(h: BrowserHost) -> None:
-    """Delete every profile of the pool on its node; hold while one cannot be reached.
-
-    Finished only when, for each account the pool's nodes stand for (`accounts.py`:
-    the nodes that made or showed its profiles), one of them answers with none left;
-    a profile on a node that is down, or an account with no live node, holds the pool
-    (`TeardownBlocked`). Hands over while it waits long."""
+    """Delete every profile of the pool on its node; hold while one cannot be reached
+    (when it may end: `accounts.py`). Hands over while it waits long."""
     _show_teardown(h, done=False)
     pause = timedelta(seconds=min(h.settings.resync_seconds, 10))
     await until_torn_down(
@@ -56,9 +52,7 @@ async def _teardown_step(h: BrowserHost) -> bool | TeardownBlocked:
     live = {n.node: n.account for n in nodes.alive}
     selector = h.spec.node_selector
     selected = {n.node for n in nodes.alive if selector_matches(selector, n.labels)}
-    # Profiles belong to the account: a node of another one lists none of the pool's,
-    # and "none left" from it would end the pool with every profile kept. Only the
-    # nodes that made or showed the pool's profiles (accounts.py) say so.
+    # Only the nodes of the pool's account may say "none left" (accounts.py).
     listed = teardown_nodes(s.nodes, live=live, selected=selected, groups=s.groups)
     profiles, failed, _ = merge_listings(await calls.list_on(sorted(listed), h.name))
     step = teardown_step(

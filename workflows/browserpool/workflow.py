@@ -1,15 +1,11 @@
 """`BrowserPool`: BitBrowser profiles kept on tagged node workers, id `browserpool/<name>`.
 
-A kind on the reconciler shell (`workflows/reconciler/shell.py`): the loop, the
-hand-over, the teardown's `TeardownBlocked` and what is shown are the shell's;
-the pass and the teardown are `kind.BrowserKind`'s (what a pass sees:
-`observe.py`; what it plans: `plan.py`; its status: `status.py`; its calls to the
-nodes: `calls.py`).
-
-Updates `apply` (here: its payload is the kind's own), `scale_update`; signals
-`scale`, `wake`; queries `status`, `spec`, `events` (the shell's) and `devices`
-(here). Continue-as-new when suggested, carrying `BrowserPoolState`; a deletion
-(cancel) ends the run cancelled once every profile is deleted.
+A kind on the reconciler shell (`workflows/reconciler/shell.py`); the pass and the
+teardown are `kind.BrowserKind`'s. Updates `apply` (here: its payload is the kind's
+own), `scale_update`; signals `scale`, `wake`; queries `status`, `spec`, `events`
+(the shell's) and `devices` (here). Continue-as-new when suggested, carrying
+`BrowserPoolState`; a deletion (cancel) ends the run cancelled once every profile is
+deleted.
 """
 
 from __future__ import annotations
