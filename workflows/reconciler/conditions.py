@@ -1,8 +1,6 @@
-"""Conditions, in the Kubernetes shape, as every kind's status holds them.
+"""Conditions, in the Kubernetes shape, as every kind's status holds them. Pure.
 
-A condition is set from a typed `ConditionUpdate`; `lastTransitionTime` moves only
-when its status flips, and setting what is already there changes nothing (so a
-pass that says the same thing twice writes nothing). Pure: `now` comes in.
+`lastTransitionTime` moves only when a status flips; setting what is there changes nothing.
 """
 
 from __future__ import annotations

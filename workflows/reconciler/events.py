@@ -1,9 +1,6 @@
-"""A pool's own events, as `kubectl describe` shows them: scaled, created, replaced, paused.
-
-Every kind keeps them alike: a bounded ring (`LIMIT` newest) in its carried state,
-so recording one is a state change, never a command (no history event). Read
-with the `events` query (`devicepool describe`). An event repeated back to back
-is counted on the last one, as Kubernetes aggregates repeats. Pure: `now` comes in.
+"""A pool's own events, as `kubectl describe` shows them: a bounded ring in the carried
+state, so recording one is never a command. A repeat back to back is counted on the last
+one, as Kubernetes aggregates repeats. Pure: `now` comes in.
 """
 
 from __future__ import annotations

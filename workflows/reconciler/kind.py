@@ -1,8 +1,6 @@
 """What a pool kind brings to the reconciler shell: typed protocols, and the teardown's words.
 
-Pure (no Temporal); how they fit is the package docstring. `TeardownBlocked` /
-`TryAgain` are what one teardown step says when it is not done
-(`teardown.until_torn_down`).
+Pure (no Temporal); how they fit: docs/architecture.md, 'The reconciler shell'.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""What every pool kind's updates answer, and its `scale` messages.
-
-Plain pydantic models with camelCase JSON (the stock `temporal` CLI can send and
-read them). `parse_scale_signal` checks the plain JSON of signal `scale` before
-anything is written; a kind passes its own replica check.
-"""
+"""What every pool kind's updates answer, and its `scale` messages (camelCase JSON, so the
+stock `temporal` CLI can send and read them)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The pools' search attributes as typed SDK keys, defined once, and what to upsert.
-
-Names and Temporal types are `api.names.SEARCH_ATTRIBUTES` (the deploy files
-register exactly those). A kind says which values it wants, by name; `updates` is
-only what differs from what the workflow has.
-"""
+"""The pools' search attributes as typed SDK keys (names and types: `api.names`), and what
+to upsert."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """`Reconciler`: the workflow base every pool kind's workflow class stands on.
 
-It owns the resource (`metadata`, `spec`, the carried state `s`) and what every
-kind does alike (the package docstring lists it): the loop and the shielded
-teardown, the `scale` / `wake` messages and the `status` / `spec` / `events`
-queries, the hand-over, and what is shown, each written only when it changed.
+Messages: update `scale_update`, signals `scale` and `wake`, queries `status`, `spec`,
+`events`. Continue-as-new: `hand_over_if_due`, after each pass and between teardown steps.
 """
 
 from __future__ import annotations

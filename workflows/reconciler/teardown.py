@@ -1,10 +1,4 @@
-"""The teardown loop every kind runs when its pool is deleted: step until done, never give up.
-
-A step is the kind's (sweep the provider, delete the profiles the nodes list); it
-answers its result when done, `TeardownBlocked` when a cause must be fixed first
-(shown, then tried again backing off), or `TryAgain` when members are only on their
-way out. Between steps the run hands over when its history grows, so this can last.
-"""
+"""The teardown loop every kind runs when its pool is deleted: step until done, never give up."""
 
 from __future__ import annotations
 

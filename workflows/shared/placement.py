@@ -1,14 +1,8 @@
 """Where an account's provider calls run: the pool's own workers, or the account's node worker.
 
-An `api: bitbrowser` account with `node: NAME` in the worker config is served by
-that node worker alone (one pacer for the Local API's 1 request a second). Its
-short calls go to `node_phone_task_queue(NAME)`, its watches to
-`node_watch_task_queue(NAME)`, each with `NODE_SCHEDULE_TO_START` so a dead node
-fails a call instead of parking it (`node_problem` says so). An account without
-a node keeps its calls as they were (no task queue, no new timeout), so recorded
-histories replay unchanged. `route(account, settings)` is the one place that
-turns an account into its `Route`; `misplaced` tells that the config moved an
-account, and the workflows read the settings again (`REREAD_NODES_PATCH`).
+`route(account, settings)` is the one place that turns an account into its `Route`. An
+account without a node keeps its calls as v0.1.0 made them (no task queue, no new
+timeout), so recorded histories replay unchanged. Why: docs/scaling.md, 'Adding workers'.
 """
 
 from __future__ import annotations
@@ -54,26 +48,22 @@ REREAD_NODES_PATCH = "reread-account-nodes"
 
 @dataclass(frozen=True)
 class Route:
-    """Where one account's calls go: its node worker's queues ("" node: the caller's own
-    workers, and the account's create queue). Built by `route`."""
+    """Where one account's calls go ("" node: the caller's own workers, and the account's
+    create queue): each method is the module function of the same subject."""
 
     account: str
     node: str = ""
 
     def provider(self) -> dict[str, Any]:
-        """`execute_activity` options of a short provider call."""
         return provider_queue(self.node)
 
     def create(self) -> dict[str, Any]:
-        """`execute_activity` options of a create."""
         return create_queue(self.node, self.account)
 
     def watch(self, own_queue: str) -> dict[str, Any]:
-        """`execute_activity` options of a watch (`own_queue`: the caller's task queue)."""
         return watch_queue(self.node, own_queue)
 
     def problem(self, err: BaseException) -> str | None:
-        """`NodeUnavailable: ...` when `err` is a call no worker of the node picked up."""
         return node_problem(err, self.node)
 
 

@@ -1,10 +1,8 @@
 """Retry policies of the activities workflows schedule, defined once.
 
-`PROVIDER_RETRY` is for every provider read and write that must eventually
-succeed (lists, status reads, terminations, the finalizer): 1 s doubling to
-30 s, no attempt limit. How long a call may keep trying is each call's
-`schedule_to_close_timeout`, never the policy. Creates have their own policy in
-`workflows/provision/workflow.py`: they stop on the provider's permanent refusals.
+`PROVIDER_RETRY`: every provider read and write that must eventually succeed, no
+attempt limit (a call's `schedule_to_close_timeout` bounds it). Creates have their own
+policy in `workflows/provision/workflow.py`.
 """
 
 from __future__ import annotations

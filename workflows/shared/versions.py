@@ -1,10 +1,7 @@
 """When a long-running workflow hands over to a new run, and on which build it continues.
 
-A run continues as new when its history grows long (Temporal suggests it) or,
-on a versioned worker (`worker/versioning.py`), when a newer build became the
-deployment's current version: workflows are PINNED to the build they started
-on, and a new run starts AUTO_UPGRADE, on the current build. On an unversioned
-worker the version never changes and the behaviour is accepted and ignored.
+Due when Temporal suggests it or a newer build is current; the new run starts AUTO_UPGRADE
+(ignored on an unversioned worker). Why: docs/operations.md, 'With Worker Versioning'.
 """
 
 from __future__ import annotations
