@@ -1,11 +1,8 @@
 """`CamelModel`: the one pydantic base of every devicepool message and resource.
 
-Python code uses snake_case names; everything that leaves the process (Temporal
-payloads, the `status`/`devices`/`spec` queries, the CLI's `-o json|yaml`)
-is camelCase. Validation accepts both spellings, so payloads written before a
-model moved to this base (snake_case, in recorded histories) still load.
-Unknown fields are rejected: a typo never silently means a default.
-"""
+What leaves the process (payloads, queries, `-o json|yaml`) is camelCase; validation accepts
+both spellings, so snake_case payloads in recorded histories still load. Unknown fields are
+rejected: a typo never silently means a default."""
 
 from __future__ import annotations
 

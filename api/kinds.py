@@ -1,11 +1,8 @@
 """The kind registry: everything that tells one pool kind from another, in one table.
 
-A kind is its manifest `kind`, the word the CLI names it by (`browserpool/NAME`,
-`get browserpools`), its models per API version and their conversion rules
-(`api.converter`), its workflow type and workflow id prefix, and the columns of
-its `get` table. Code that asks "a DevicePool or a BrowserPool?" asks this
-table instead: the loader, the client and every CLI command.
-"""
+A kind is its manifest `kind`, its CLI word, its models per version and conversion rules, its
+workflow type and id prefix, and its `get` columns. Code that would ask "a DevicePool or a
+BrowserPool?" asks this table instead."""
 
 from __future__ import annotations
 

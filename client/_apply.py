@@ -1,11 +1,7 @@
 """What `PoolClient.apply` and `apply_many` need besides the update itself.
 
-`check_account` refuses a pool whose account no worker serves, before anything
-starts; `apply_in_order` runs many applies at once and answers them in the
-pools' order (`devicepool apply -f DIR/`), and `tally` counts those answers in
-the line `apply` ends with. They work on what `PoolClient` hands them (its
-Temporal client, its `apply`), so `pool_client.py` stays the class.
-"""
+`check_account` refuses a pool whose account no worker serves, before anything starts;
+`apply_in_order` answers many applies in the pools' order; `tally` counts the answers."""
 
 from __future__ import annotations
 

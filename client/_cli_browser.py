@@ -1,8 +1,5 @@
-"""What the CLI prints of a BrowserPool: its `get` rows, its profiles, its description.
-
-The pool commands reach it through `_cli_kinds.VIEWS`, as they reach a DevicePool's
-(`_cli_views`).
-"""
+"""What the CLI prints of a BrowserPool: its `get` rows, its profiles, its description
+(reached through `_cli_kinds.VIEWS`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""`devicepool codec-server`: decode encrypted history for the Web UI and the stock CLI.
-
-The server is `_codec_server.create_app` under uvicorn; the keys are the same
-files the worker and the CLI use (`devicepool.codec`).
-"""
+"""`devicepool codec-server`: `_codec_server.create_app` under uvicorn, with the key files of
+`devicepool.codec`."""
 
 from __future__ import annotations
 

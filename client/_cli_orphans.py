@@ -3,7 +3,8 @@
 Asks each account's janitor to scan now and lists what it finds (age, cost so far);
 `--delete` terminates them now. A device whose pool runs is never listed nor deleted. An
 account whose janitor could not scan is one `error:` line on stderr and exit 1, after the other
-accounts' answers. What an orphan is: docs/pools.md, 'Orphans: nothing bills that nobody asked for'."""
+accounts' answers. What an orphan is: docs/pools.md, 'Orphans: nothing bills that nobody asked
+for'."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
 """The pool commands: `apply`, `get`, `describe`, `devices`, `scale`, `delete`, for every kind.
 
-Each is a thin layer over `PoolClient`: it checks its input locally (exit 2,
-nothing contacted), runs one async body through `run`, and prints the answer
-as a line, a table or `-o json|yaml`. Which kind a command reaches, and how it
-prints that kind, is the kind registry's (`_cli_kinds`): no command asks "a
-DevicePool or a BrowserPool?" itself.
-"""
+Each checks its input locally (exit 2, nothing contacted), runs one async body through `run` and
+prints the answer; which kind it reaches and how it prints it is `_cli_kinds`'s."""
 
 from __future__ import annotations
 

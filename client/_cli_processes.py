@@ -1,9 +1,7 @@
 """The process commands: `worker`, `emulator`, `dev`, plus `setup` and `version`.
 
-`worker`, `emulator` and `dev` are the composition root: the only commands that
-start the worker (`devicepool.worker`) or the emulator (`devicepool.emulator`).
-Those are imported inside the commands, so the pool commands never load them.
-"""
+The composition root: the only commands that start the worker or the emulator, imported inside
+the commands so the pool commands never load them."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """What every `devicepool` command shares: its common options, one-line errors, the pool client.
 
-A command body runs through `run`, which maps the devicepool error tree (and a
-bad manifest or worker config) to `error: ...` on stderr and the exit code.
-"""
+`run` maps the devicepool error tree (and a bad manifest or worker config) to `error: ...` on
+stderr and the exit code."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The tables of the read commands: `get`, `describe` and `devices` as a person reads them.
-
-`-o json|yaml` prints the data as it is (`render.print_data`); these are the
-`-o table` views of the same data, in camelCase as the pool answers it.
-"""
+"""The `-o table` views of `get`, `describe` and `devices` (`-o json|yaml`: `render.print_data`)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The command lines `devicepool dev` runs and the few readings it makes of them.
-
-Pure functions of the stack's options: the Temporal dev server, the emulators,
-the codec server, the banner's `devicepool` and Web UI links, and the worker's in-flight
-activities read from its `/metrics` (what Ctrl-C waits for). `_dev_stack`
-runs them.
-"""
+"""The command lines `devicepool dev` runs, and the worker's in-flight activities read from its
+`/metrics` (what Ctrl-C waits for): pure functions of the stack's options."""
 
 from __future__ import annotations
 

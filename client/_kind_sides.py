@@ -1,11 +1,8 @@
 """What the one `PoolClient` does differently for each kind: one row a kind, beside `api.kinds`.
 
-A row says how a pool of the kind starts (its first input, the Web UI's summary
-line, its first search attributes), what its search attributes say when no
-worker answers, how its status reads (converged, blocked, what is left), and
-the words its messages use. Everything else (updates,
-queries, listing, the teardown wait, Temporal's errors) is the client's, once.
-"""
+A row says how a pool of the kind starts, what its search attributes say when no worker answers,
+how its status reads (converged, blocked, what is left) and its messages' words; everything else
+is the client's, once."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
 """`PoolClient.orphans`: ask each account's janitor (`workflows/orphans/workflow.py`) for its orphans.
 
-The client never calls the provider (it has no HTTP client, and no keys): the
-janitor scans when asked (update `sweep_orphans`), so the answer is fresh, and
-with `delete` it terminates them, each checked once more at the provider and
-at Temporal right before its DELETE. Janitors are found by their workflow
-type in visibility, or named by account.
-"""
+The client has no HTTP client and no keys: the janitor scans when asked (update
+`sweep_orphans`) and, with `delete`, terminates each after checking it once more."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""What `PoolClient` reads besides a query's answer: a pool's summary (either kind), the
-list of them, `describe` of each kind, a DevicePool's cost, its account window and the
-profiles its teardown retired.
-
-Functions over a `PoolClient` (its Temporal client, its errors and queries), so
-`pool_client.py` stays the class; each is called by the method of that name.
-"""
+"""What `PoolClient` reads besides a query's answer: summaries, lists, `describe`, cost, an
+account's window, the profiles a teardown retired. Each is called by the method of its name."""
 
 from __future__ import annotations
 

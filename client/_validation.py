@@ -1,9 +1,7 @@
 """Local checks of a pool name and a replica count, made before any call to Temporal.
 
-A value refused here is `BadInput` (exit 2) and nothing was contacted, so a
-rejected command changes nothing. The replicas range itself is the resource's
-rule (`api.v1beta1.check_replicas`); this module only words it for the CLI.
-"""
+A value refused here is `BadInput` (exit 2), nothing contacted; the range itself is
+`api.v1beta1.check_replicas`'s."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """What `PoolClient.delete(wait=True)` and `wait_ready` wait for, polled every `POLL_SECONDS`.
 
-Both kinds alike: a teardown until the workflow ends (`PoolBlocked` at a
-`TeardownBlocked=True` past its grace), a change until the pool converged on
-its generation (`PoolBlocked` at once for what waiting cannot fix). The words
-and the convergence test are the kind's (`client._kind_sides`).
-"""
+A teardown until the workflow ends, a change until the pool converged on its generation;
+`PoolBlocked` for what waiting cannot fix. The words and the test are `client._kind_sides`'."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""`BrowserPoolClient`: the one `PoolClient`, its names meaning BrowserPools (a thin alias).
-
-Kept for code written against it: `BrowserPoolClient(client).scale("shop", 3)`
-is `PoolClient(client).scale("shop", 3, kind="BrowserPool")`, and
-`BrowserPoolSummary` is `PoolSummary`.
-"""
+"""`BrowserPoolClient`: the one `PoolClient`, its names meaning BrowserPools (kept for code written
+against it); `BrowserPoolSummary` is `PoolSummary`."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""One renderer for every read command: `-o table|json|yaml`.
+"""One renderer for every read command: `-o table|json|yaml`, of plain camelCase dicts.
 
-Commands produce data (plain dicts in the resource's camelCase JSON shape);
-this module prints it. The default is `table` when stdout is a terminal and
-`json` otherwise, so scripts get a stable, parseable format without asking.
-`-o table` on a non-terminal prints plain, space-aligned columns (no colour,
-no box drawing), like kubectl.
-"""
+The default is `table` on a terminal and `json` otherwise; `-o table` off a terminal prints
+plain, space-aligned columns, like kubectl."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""`devicepool setup`: register the pool search attributes on a real Temporal cluster.
+"""`devicepool setup`: register the pool search attributes on a self-hosted Temporal cluster.
 
-The dev stack registers them itself (`temporal server start-dev
---search-attribute`). On a self-hosted cluster this goes through the operator
-service and is idempotent: attributes already present are left alone. On
-Temporal Cloud, create them with `tcld namespace search-attributes add` instead
-(the operator service is not open to API keys there).
-"""
+Idempotent, through the operator service (the dev stack registers its own; Temporal Cloud's:
+`tcld`, docs/operations.md, 'Temporal')."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@
 `build_config` / `load_config` give a `WorkerConfig`; relative secret file paths resolve against
 the config file's directory. Every problem is a `ConfigError` whose `str()` is one line naming
 the file and the field; secrets are `SecretStr`, never in a message. The schema is
-``config_file.py``, the environment, secret and field checks ``config_values.py``. The
-reference: ``examples/worker/devicepool.yaml``; docs/operations.md, 'The worker and its configuration'."""
+``config_file.py``, the environment, secret and field checks ``config_values.py``. Reference:
+``examples/worker/devicepool.yaml``; docs/operations.md, 'The worker and its configuration'."""
 
 from __future__ import annotations
 

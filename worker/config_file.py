@@ -1,10 +1,7 @@
 """The worker config file's schema: pydantic models in the file's camelCase names.
 
-`ConfigFile` is the whole file as written (every model forbids unknown
-fields); `first_error` turns a validation error into the one line a
-`ConfigError` carries. Resolving the parsed file (secrets, defaults, the
-environment's overrides) is ``worker/config.py``'s job.
-"""
+Every model forbids unknown fields; `first_error` turns a validation error into the one line a
+`ConfigError` carries. Resolving the parsed file is ``worker/config.py``'s job."""
 
 from __future__ import annotations
 

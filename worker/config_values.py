@@ -1,10 +1,7 @@
 """Checked values for the worker config: environment overrides, URLs, templates, secrets.
 
-Every problem is a `ConfigError` whose `str()` is one line naming the field
-(``accounts.default.baseUrl``) or the environment variable. Secrets are read
-into `SecretStr`, from a file (relative paths against the config file's
-directory) or an environment variable, and never appear in a message.
-"""
+Every problem is a `ConfigError`, one line naming the field (``accounts.default.baseUrl``) or the
+environment variable. Secrets are read into `SecretStr` and never appear in a message."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 The formatter lifts the workflow id out of the SDK's `temporal_workflow` / `temporal_activity`
 extras and derives the pool name from it; settings hold secrets as `SecretStr`, so none reaches
 a line. `core_logging()` forwards the SDK's Rust core lines (coloured on the console by
-itself) to the `temporalio.core` logger, so they are formatted here too, stripped of ANSI escapes."""
+itself) to the `temporalio.core` logger, so they are formatted here too, without ANSI escapes."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""`devicepool_reconcile_duration_seconds`: DevicePool reconcile passes, timed from outside.
-
-`ReconcileInterceptor` is a worker interceptor: it watches the pool
-workflow's outbound commands instead of touching workflow code, and records
-only while a pass executes for the first time, never on replay.
-"""
+"""`devicepool_reconcile_duration_seconds`: DevicePool reconcile passes, timed from outside."""
 
 from __future__ import annotations
 
@@ -28,22 +23,11 @@ from devicepool.api.names import WORKFLOW_DEVICE_POOL
 class ReconcileInterceptor(Interceptor):
     """Times DevicePool reconcile passes from outside the workflow code.
 
-    Why this is replay-safe: calling prometheus-client from workflow code would
-    count again every time a worker replays a history (cache eviction, worker
-    restart, another replica picking the pool up). This interceptor observes
-    the workflow's outbound commands and records only when
-    `workflow.unsafe.is_replaying()` is False, i.e. while the pass is executing
-    for the first time; a pass that began during replay is discarded, never
-    completed, so nothing is ever observed twice. The clock it reads
-    (`time.monotonic`) is used only for the metric and never flows back into
-    workflow state, so determinism is untouched.
-
-    What a pass is, seen from the commands: it begins when the pool starts an
-    observation (`list_devices`) or when its `watch_devices` activity returns
-    with a change, and ends when the pool goes back to waiting, which it shows
-    by starting the next `watch_devices` (or by continuing as new). A pass woken
-    by a timer or a message while the watch is still running ends without a
-    new watch and is not measured.
+    Replay-safe: it records only while `workflow.unsafe.is_replaying()` is False, and a pass
+    that began during replay is discarded, so nothing is observed twice; its clock never flows
+    back into workflow state. A pass begins when the pool lists its devices (`list_devices`) or
+    its `watch_devices` returns a change, and ends when the pool starts the next watch or
+    continues as new; a pass woken while the watch still runs starts none and is not measured.
     """
 
     def __init__(self, metrics: Metrics) -> None:

@@ -1,11 +1,7 @@
 """The Temporal SDK's own worker metrics (pollers, task latencies, slots, ...) on `/metrics`.
 
-`sdk_runtime()` builds the worker's Temporal runtime with its Core metrics
-going to a `temporalio.runtime.MetricBuffer`; `SdkMetricsCollector` drains that
-buffer and re-exposes it in Prometheus form, so the SDK's metrics come out of
-the same endpoint as ours; `drain_periodically` keeps the buffer from
-overflowing between scrapes.
-"""
+`sdk_runtime()` sends the runtime's Core metrics to a `MetricBuffer`; `SdkMetricsCollector`
+re-exposes it in Prometheus form; `drain_periodically` keeps it from overflowing between scrapes."""
 
 from __future__ import annotations
 
