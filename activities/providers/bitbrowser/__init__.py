@@ -4,14 +4,11 @@
     profiles = BrowserProfiles(api)                                  # /browser/*
     phones = CloudPhones(api, pacer=account_pacer)                   # /phone/*, 1 call a second
 
-Written from the vendor's documentation (DESIGN.md, "The BitBrowser Local
-API"; docs/providers.md has what it assumes where the documentation is silent),
-and checked against the emulator (tests/activities/test_bitbrowser_client*.py).
 Failures are the `ProviderError` tree of `activities.errors`; refusals are its
-`LocalApi*Error` subclasses with the vendor's text in `raw_msg` (`errors`).
-Returned models carry no secret (`models`). `PhoneProvider` (`phone_provider`)
-is the DevicePool adapter on it (`api: bitbrowser`); `BitBrowserProfiles`
-(`profile_provider`) is BrowserPool's, a node's `ProfileProvider`.
+`LocalApi*Error` subclasses with the vendor's text in `raw_msg` (`errors`). Returned
+models carry no secret (`models`). The adapters on it: `PhoneProvider` (DevicePool,
+`api: bitbrowser`) and `BitBrowserProfiles` (BrowserPool). What it assumes where the
+vendor is silent: docs/providers.md.
 """
 
 from devicepool.activities.providers.bitbrowser.browsers import (

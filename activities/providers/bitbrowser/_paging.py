@@ -1,17 +1,10 @@
 """Paging the Local API's lists, and the marks that stand in for labels and idempotency keys.
 
-Lists page from 0 with `pageSize` at most 100 and answer `{list, total}`. A
-listing asks pages of 100 until a page is empty or `total` objects were seen
-(without a `total`, until a page is shorter than asked), keeps each id once
-(objects made or removed while it pages shift the pages under it), and stops
-with a `ServerError` past `MAX_LIST_PAGES`.
-
-A mark is the caller's text for one object (pool and slot key), written into
-`name` and `remark` at create and matched *exactly* by the client: the
-server-side filters are fuzzy (`name` contains, `remark` likewise), so they only
-narrow what is fetched. There is no idempotency key: `marked_create` looks for
-its mark before each create, so a create whose answer was lost is found instead
-of made twice.
+A listing pages by 100 until an empty or short page or `total` objects, keeps each
+id once, and stops with a `ServerError` past `MAX_LIST_PAGES`. A mark (pool and slot
+key) is matched exactly by the client, since the server's filters are fuzzy; before
+each create `marked_create` looks for its mark. Why: docs/providers.md, "BitBrowser's
+Local API".
 """
 
 from __future__ import annotations
@@ -30,18 +23,6 @@ from devicepool.activities.providers.bitbrowser.models import (
     Phone,
 )
 from devicepool.api.errors import ErrorType
-
-__all__ = [
-    "MAX_LIST_PAGES",
-    "MarkedList",
-    "check_mark",
-    "marked_create",
-    "new_id",
-    "oldest_first",
-    "page_items",
-    "read_all_pages",
-    "validated",
-]
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")

@@ -1,15 +1,7 @@
 """`BrowserProfiles`: the browser-profile family (`/browser/*`) of one node's Local API.
 
-What the vendor documents and this client relies on (DESIGN.md, "The BitBrowser
-Local API"): `/browser/update` without an `id` creates (needing `proxyMethod`,
-`proxyType` and `browserFingerPrint`, `{}` for a random one) and with an `id`
-replaces the whole record; `/browser/update/partial {ids, ...}` changes fields;
-`/browser/open {id, queue}` answers `{ws, http, pid, coreVersion, ...}`;
-`/browser/close` answers before the process is gone (`/browser/pids/alive`
-confirms); `/browser/closing/reset` clears a profile stuck opening or closing;
-`/browser/delete/ids` takes at most 100 ids; `/browser/list` pages from 0.
-
 There is no idempotency key: `create_marked` looks for its mark first (`_paging`).
+Vendor facts relied on: docs/bitbrowser-emulator.md, "What it reproduces".
 """
 
 from __future__ import annotations

@@ -24,12 +24,8 @@ Besides refusals: HTTP 401/403 are `AUTH` whatever the body; 429 is
 envelope are `ServerError`; no answer is `TransportError` /
 `TransportTimeoutError`; an unknown path (HTTP 404, or 接口不存在) is
 `LocalApiUnsupportedError` (INVALID_ARGUMENT: the desktop client is older than
-the call), never `NOT_FOUND`, which callers read as "the object is gone".
-
-An UNKNOWN text is retryable on purpose: without a code or a status, a text we
-have not seen is as likely a passing state of the desktop client as a bad
-request, a create checks its mark before it is tried again, and the raw text
-reaches the pool's conditions while the retries back off.
+the call), never `NOT_FOUND`, which callers read as "the object is gone". Why
+UNKNOWN is retried: docs/providers.md, "BitBrowser's Local API".
 """
 
 from __future__ import annotations

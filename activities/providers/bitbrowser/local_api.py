@@ -1,24 +1,13 @@
 """One node's BitBrowser Local API: the HTTP, the envelope, the errors, the secrets.
 
-`LocalApi` is the connection to one desktop client (default
-`http://127.0.0.1:54345`), shared by both families (`BrowserProfiles`,
-`CloudPhones`) and living as long as the worker. Every call is a `POST` with a
-JSON body; an answer is HTTP 200 `{"success": true, "data": ...}` (`data` may be
-absent: None) or `{"success": false, "msg": "..."}`, which raises the typed
-error its text reads as (`errors.classify`).
-
-Secrets: the API key (optional, `x-api-key`) is a `SecretStr` added per request,
-never in the client's headers, `repr`, logs or errors. Every text that leaves
-the client (a refusal's `msg`, a transport error, a `msg` inside an answer)
-passes the worker's `Scrubber`, this client's key and the secrets of the request
-that was refused. A profile's `name` and `remark` are not free text: they are
-the marks pools match on, and a short secret that occurs in one (a proxy
-password `web`, a pool named `web`) must not change it, or the pool never sees
-its profiles again. Answers are validated into the allow-list models of
-`models`, which cannot hold the vendor's secrets: those are dropped as fields.
-
-Every call has one deadline for the whole exchange (`timeout`, or the call's
-own; `http_answers.exchange`): an in-process transport honours no httpx timeout.
+`LocalApi` is the connection to one desktop client, shared by both families and
+living as long as the worker. Every call is a `POST` of a JSON body; a refusal
+(`{"success": false, "msg": ...}`) raises the typed error its text reads as
+(`errors.classify`). The key (`x-api-key`) is added per request and never shown.
+Every text that leaves (a refusal's `msg`, a transport error, a `msg` in an answer)
+is scrubbed of the worker's secrets, the key and the refused request's secrets; a
+`name` or `remark` never is: they are the marks pools match on, and a short secret
+inside one must not change it. One deadline covers a whole exchange.
 """
 
 from __future__ import annotations

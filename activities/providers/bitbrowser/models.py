@@ -1,15 +1,10 @@
 """What the Local API client returns: allow-lists of the vendor's answers, without their secrets.
 
-A list or detail answer carries the profile's secrets (`password`, `cookie`,
-`proxyPassword`, the 2FA key; a phone's `proxyPassword` and the adb password
-inside `adb`). These models name the fields devicepool reads and ignore every
-other one, so a secret is not stripped after the fact: it never becomes part of
-a returned object (not in a field, not in `model_extra`, not in `repr`). A field
-a caller needs later is added here by name, never by letting extras through.
-
-Validation is tolerant where the vendor's documentation is (numbers may come as
-strings, `""` means absent, unknown fields are ignored); `id` is the one field an
-object cannot do without.
+A list or detail answer carries secrets (passwords, cookies, the 2FA key, the adb
+password). These models name the fields devicepool reads and ignore every other,
+so a secret never becomes part of a returned object (field, `model_extra`, `repr`):
+add a field a caller needs by name, never by letting extras through. Validation is
+tolerant (numbers as strings, `""` absent, unknown fields ignored); `id` is required.
 """
 
 from __future__ import annotations

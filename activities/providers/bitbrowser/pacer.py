@@ -1,23 +1,10 @@
 """`PhonePacer`: one cloud-phone call at a time, the next `interval` after the last answer.
 
-The vendor allows 1 cloud-phone request a second (all `/phone/*` calls; what
-happens past it is not documented). One pacer per BitBrowser *account* in a
-process is shared by every `CloudPhones` of that account (every node logged into
-it), and so by every pool of the account.
-
-Who goes next is fair, the way the account's ledger deals create permits
-(`workflows/ledger/dealing.py`): a waiting call for a replacement goes first
-(first come, first served among them), then the pools take turns round-robin,
-one call each, first come, first served within a pool. Whom a call serves is
-the `providers.base.provider_call` it runs in (`turn(call)` to say it
-directly); calls outside any are one pool of their own (`""`).
-
-Counted from the answer, not the start: a request has arrived before it is
-answered, so at least `interval` separates two arrivals whatever the way there
-costs, with no margin for the worst delay; the price is each call's latency.
-Process-local: an account with `node: NAME` has every call on that node worker,
-which holds one pacer for all its accounts (`worker/node.py`), and a worker
-config refuses such an account without `node` (`worker/config.py`).
+One per BitBrowser account in a process, shared by its nodes and pools. Who goes
+next: replacements first (first come, first served), then the pools round-robin,
+one call each; whom a call serves is its `providers.base.provider_call` (`turn(call)`
+to say it directly), calls outside any being one pool, `""`. Why counted from the
+answer, and why one process: docs/providers.md, "BitBrowser's Local API".
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """devicepool's profiles as listings find them, and one listing of a pool for many callers.
 
-A pool's listing whose first call has not
-been sent yet is joined by every caller that needs the pool's profiles (the
-engine's listing, a create's mark look-up and reserve, a boot check, a
-removal's reserve count): its answer is as fresh as each caller's own would
-be, and a batch of N creates waiting for the budget costs 1 listing + N adds +
-N power-ons, not 2N listings more. A listing begun before a reserve claim
-never serves another claim (it may show that profile still in reserve). A
-pool past one page of profiles looks marks up by name instead (one call).
-
-A listing also keeps what later calls need of what it saw: each phone's `seq` (one
-call finds it again), its pool, the pool's size, its reserve ids, and the pool's
-counts of reserve claims and parks, against which a caller tells whether a listing
-may show a profile as it was before.
+A pool's listing whose first call is not sent yet is joined by every caller that
+needs the pool's profiles; one begun before a reserve claim never serves another
+claim. A listing keeps what later calls need of what it saw: each phone's `seq`, its
+pool, the pool's size and reserve ids. Why: docs/providers.md, "The cloud-phone adapter".
 """
 
 from __future__ import annotations

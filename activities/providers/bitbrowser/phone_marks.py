@@ -1,23 +1,10 @@
 """A cloud phone's membership as devicepool writes it into the profile: marks and `Remark`.
 
-Pure (no I/O): `PhoneProvider` (`phone_provider`) reads and writes these.
-
-Membership lives in the profile. `name` (at most 30 characters, the only
-field `/phone/list` filters by) is `dvp-<pool digest>-<slot digest>`, a
-deterministic mark per slot from the create's idempotency key; a profile
-in reserve holds `dvp-<pool digest>-reserve`. A retired profile (never used
-again, and never deleted: the API has none) holds `dvr-<pool digest>-retired`,
-outside every listing's filter: the pool's (`name` is fuzzy, so matching
-`dvp-<pool digest>-` by substring, by prefix or case-blind all leave it out)
-and the account's (`dvp-`). Else each listing would page through every
-profile a pool ever retired. `remark` holds
-the state (`active`, `reserve`, `retired`), the incarnation counter, when
-the incarnation started and the device's labels (`Remark`); listings
-rebuild `DeviceInfo.labels` from it. A start more than 5 minutes ahead of
-the worker's clock (written by a clock running fast, or edited by hand) is
-taken as when this process first saw it, and ages from there.
-Device ids are `<phone id>.<incarnation>`: a profile that serves again
-is a new device to the engine, so an id it removed never comes back.
+Pure (no I/O). `name` is the slot's mark, `dvp-<pool digest>-<slot digest>` (in
+reserve `dvp-<pool digest>-reserve`, retired `dvr-<pool digest>-retired`: outside
+every listing's filter); `remark` holds the state, the incarnation, its start and the
+device's labels. Device ids are `<phone id>.<incarnation>`. Why: docs/providers.md,
+"The cloud-phone adapter".
 """
 
 from __future__ import annotations
@@ -148,13 +135,9 @@ class Remark:
         listing of the pool or of the account.
 
         A start more than a few minutes after `now` (the wall clock) is taken as
-        `first_seen(start)`, when the reader first saw it (default `now`): it ages
-        from there. Taken as written, a device created in the future would never be
-        idle, never reach `lifetime.maxAge` nor time out booting, and bill for good;
-        taken as 0 (1970), every phone a node wrote with its clock fast would be past
-        maxAge and its grace once that clock is set right: forced out in use, at once.
-        Not foreign: a profile named like the pool's and unseen would bill unmanaged,
-        its slot rented again."""
+        `first_seen(start)` (default `now`), and ages from there, not as foreign: a
+        profile named like the pool's and unseen would bill unmanaged. Why neither as
+        written nor as 0: docs/providers.md, "The cloud-phone adapter"."""
         head, *tokens = text.split() or [""]
         if head != REMARK_HEAD:
             return None

@@ -1,32 +1,13 @@
 """The `bitbrowser` adapter: a DevicePool's devices as BitBrowser cloud phones (`CloudPhones`).
 
-One adapter per account (`api: bitbrowser`, `baseUrl` the Local API of the
-desktop client logged into it). The vendor has no labels, no idempotency key
-and no delete, and bills power, not existence (DESIGN.md, "Cloud phones over
-the Local API"; what it does for a user: the README's "Cloud phones over the
-BitBrowser Local API"); so:
-
-- **Membership** lives in the profile's `name` and `remark` (`phone_marks`).
-- **Creates** look the slot's mark up before anything else (an answer lost on
-  the way is found, never rented twice; two attempts of one slot at once take
-  turns in this process), then claim a `reserve` profile of the same pool and
-  template hash (`phone_reserve`), and only then add a profile and power it on.
-- **Listings** of a pool not sent yet are joined by every caller (`phone_listings`).
-- **Removes** shut the phone down and keep the profile as `reserve`
-  (`phone_reserve.park`). A phone that is offline (listed running, `/phone/running`
-  false: read for a replacement, or last read so) is fresh-started first, or
-  retired; a scale-down reads nothing more. A removal for a deleted pool
-  (`provider_call(deleting=True)`) reads and repairs nothing: shut down, retired.
-- **Statuses** are the listing's word, checked by a few reads (`phone_reads`).
-- **Regions**: the Local API lists none (a `regionId` is a compute type id copied
-  from the desktop client): `region_names` is empty, `region_status` `unknown`.
-- Cloud phones are Android only: an iOS create is refused, permanently.
-
-Every call takes its turn on the account's `PhonePacer`. The reserve claims of a
-pool are one at a time in this process only: a worker config refuses an account
-with this adapter and without `node: NAME` (two processes could claim one reserve
-profile twice). Secrets never reach a result or an error: the client scrubs what
-it raises and its models hold none.
+One adapter per account (`api: bitbrowser`), a `providers.Provider`. A create finds
+its slot's mark, else claims a `reserve` profile of its pool and template, else adds
+a profile, and powers it on; a remove shuts the phone down and parks the profile
+(`phone_reserve`). `region_names` is empty, `region_status` `unknown`; an iOS create
+is refused, permanently. Every call takes its turn on the account's `PhonePacer`;
+reserve claims are one at a time in this process only, so the account needs `node:
+NAME`. Secrets never reach a result or an error. How and why: docs/providers.md,
+"The cloud-phone adapter".
 """
 
 from __future__ import annotations

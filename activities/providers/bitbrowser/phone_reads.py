@@ -1,20 +1,9 @@
 """What a cloud phone's status is: the listing's word, checked by a few `/phone/running` reads.
 
-Listed booting is `provisioning`; powered off (while `active`)
-is `provisioning` too, so the health check's startup timeout replaces it;
-suspended is `offline`; listed running is `ready` when `/phone/running`
-says so and `offline` when not. That read costs a turn of the budget, so a
-listing makes at most `PROBES_PER_LISTING` of them, one while other calls
-wait for the budget (phones last read not running first; then phones whose
-listed status changed, then the longest unread), and an answer counts for
-`PROBE_TURNS` intervals: a phone not read, or read longer ago, is what the
-listing says, except one last read not running, offline until read again
-(kept out of service and out of a scale-down, never removed on that old
-answer). A pool of N sees a phone go offline within about N / 3 of its
-listings. A fresh read (`provider_call(fresh=True)`: the health check's,
-which removes what reads offline) reads every phone last read not running
-again first, and a removal reads such a phone before it parks it.
-Profiles not `active` are not listed. No session: never `busy`.
+Listed booting or powered off is `provisioning`, suspended `offline`, running `ready`,
+or `offline` once `/phone/running` says not; no session, so never `busy`. How many
+reads a listing makes, and what an old answer counts for: docs/providers.md, "The
+cloud-phone adapter".
 """
 
 from __future__ import annotations
@@ -148,12 +137,8 @@ class PhoneReads:
         kept = self.kept(phone, now)
         running = kept.running if kept is not None else None
         if running is None and self.suspect(phone):
-            # Last read not running, too long ago: offline still, until read again. An
-            # old answer keeps a phone out of service and out of a scale-down, never
-            # removes it: the health check removes on its fresh read, which reads it.
-            # Shown ready on the listing's word, K phones that expired together would
-            # swing at each keep time (a few read per listing), every swing a confirm
-            # read of all K by the health check.
+            # Last read not running, too long ago: offline until read again (why:
+            # docs/providers.md, "The cloud-phone adapter").
             running = False
         if running is None:  # not read, or read too long ago: the listing's word
             if listed == PhoneStatus.RUNNING:

@@ -1,20 +1,9 @@
 """`CloudPhones`: the cloud-phone family (`/phone/*`) of the Local API, paced to 1 call a second.
 
-What the vendor documents and this client relies on (DESIGN.md, "Cloud
-phones"): `/phone/profile/add` makes a profile, powered off (`regionId`,
-`computeType`, proxy `host`/`port`/`proxyUserName`/`proxyPassword` required;
-`name` at most 30 characters); `/phone/profile/update {id, ...}` takes partial
-bodies (not `regionId`); `/phone/list` pages from 0 and filters `groupId`,
-`name` (fuzzy), `seq`, `host`; power is asynchronous: `/phone/openphone`,
-then `/phone/running` until true; `/phone/suspend` keeps billing,
-`/phone/shutdown` stops it; `/phone/restart`; `/phone/profile/recover` (60 a
-month per profile). There is no delete.
-
-Every call takes its turn on the account's `PhonePacer` (listings and status
-reads count as much as power calls); a refusal for going too fast holds the
-pacer for its `retry_after`. The mark (pool and slot key) is the
-phone's `name`, since `/phone/list` filters by name and not by remark: at most
-30 characters.
+Every call, listings and status reads included, takes its turn on the account's
+`PhonePacer`; a refusal for going too fast holds the pacer for its `retry_after`.
+The mark is the phone's `name` (at most 30 characters), the one field `/phone/list`
+filters by. Vendor facts relied on: docs/bitbrowser-emulator.md, "What it reproduces".
 """
 
 from __future__ import annotations
@@ -79,7 +68,7 @@ class CloudPhones(MarkedList[Phone]):
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.api = api
-        # Share one pacer between every CloudPhones of one account (module docstring).
+        # One pacer per account, shared by every CloudPhones of it (`pacer`).
         self.pacer = pacer if pacer is not None else PhonePacer()
         self.settle_seconds = settle_seconds
         self._sleep = sleep

@@ -1,22 +1,11 @@
 """`BitBrowserProfiles`: a BrowserPool's profiles over one node's Local API (`ProfileProvider`).
 
-- Membership and placement live on the profile, as the Local API has no labels:
-  its `remark` is the mark `devicepool pool=<pool> slot=<slot> node=<node>`
-  (`profile_mark`), the node being the one that created it. Profiles belong to
-  the account, so `list_pool` lists every node's; `open` is what this node's
-  `/browser/pids/alive` says.
-- No idempotency key: `create_profile` looks for its mark before creating (and
-  after an uncertain answer, `BrowserProfiles.create_marked`); when two
-  profiles hold one mark, the oldest is kept and the others, never opened, go.
-- One open in flight per node process (the desktop's memory), `queue: true`; a
-  profile stuck opening or closing is reset (`/browser/closing/reset`) and
-  opened once more. A refused open answers `open: false` with the reason; a
-  desktop client that is busy, goes away, outlasts the open's time or is older
-  than a call, and an account out of balance or at its window cap, answer
-  `open: false` with `node_trouble` (not the profile's failure: its cookies stay).
-- Remove closes, confirms with `pids/alive`, then deletes; already gone is success.
-
-Messages come from the client, which scrubs its key and the proxy passwords.
+A profile's `remark` is its mark, `devicepool pool=<pool> slot=<slot> node=<node>`;
+`list_pool` lists every node's, `open` being what this node's `/browser/pids/alive`
+says. A refused open answers `open: false` with its reason, with `node_trouble` when
+the node or its account is at fault, not the profile (`_refused_or_raise`). Remove
+closes, confirms, then deletes; already gone is success. How a pool uses it:
+docs/browserpools.md, "How a BrowserPool runs".
 """
 
 from __future__ import annotations
