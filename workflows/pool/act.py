@@ -1,9 +1,8 @@
-"""A DevicePool pass's act: withdrawals, then terminations, then batches (the decision's order).
+"""A DevicePool pass's act: withdrawals, then terminations, then batches (`carry_out`).
 
-`carry_out` runs on the pass's `DevicePoolKind` (`kind.py`). The rest keeps what a run
-recorded by v0.1.0 did when news landed while its terminations were awaited (a health
-report, a spec change): those histories replay only if the same batches start, under
-the same child ids; the patches below say when a newer run does otherwise.
+What news landing while terminations were awaited does is kept as v0.1.0 did it (its
+histories replay only if the same batches start under the same child ids); the patches
+below say when a newer run does otherwise.
 """
 
 from __future__ import annotations

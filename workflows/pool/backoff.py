@@ -1,16 +1,9 @@
 """The failure back-off: when a region keeps failing, stop creating there for a while.
 
-Consecutive devices that never became ready (`failureStreakLimit` of them), or
-a `region_unavailable` answer, pause the pool's creates on a durable timer that
-starts at `backoff_initial_seconds` and doubles to `backoff_max_seconds`. When
-the pause ends, the pool probes the region before it creates again; a device
-that comes up resets everything. Creates the provider never answered (a worker
-died, the call timed out) say nothing about the region and do not count, nor
-do devices that vanished while they booted (`BatchReport.vanished_devices`: not
-found, or terminated by a scale-down or by hand): only a device the provider
-reports `failed`, or one not ready at the startup timeout, is a failure.
-
-Pure: the pool passes `now` and its settings in and logs what this returns.
+Only a device the provider reports `failed`, one not ready at the startup timeout, or
+a `region_unavailable` answer counts; creates never answered and devices that vanished
+while booting say nothing about the region. Pure. The rule: docs/pools.md, 'Failing
+replacements'.
 """
 
 from __future__ import annotations

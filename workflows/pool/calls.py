@@ -1,8 +1,5 @@
 """The activities a pool schedules, with their timeouts and retries, as plain calls.
-
-Provider calls heartbeat (`HEARTBEAT_TIMEOUT`), so an attempt lost with a killed
-worker is retried elsewhere within seconds; `route` says where the account's
-calls go (`workflows/shared/placement.py`).
+Provider calls heartbeat, so an attempt lost with a killed worker is retried within seconds.
 """
 
 from __future__ import annotations

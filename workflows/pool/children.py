@@ -1,8 +1,7 @@
 """The pool's children and neighbours: its health check, its provisioning batches, its ledger.
 
-Children are started with `ParentClosePolicy.ABANDON` and addressed by id, so
-they survive the pool's continue-as-new and report to whichever run is
-current.
+Children are started with `ParentClosePolicy.ABANDON` and addressed by id, so they
+survive the pool's continue-as-new and report to whichever run is current.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""What a person can do to one device of a pool, and to its remediation: pure reducers.
-
-The DevicePool's updates (`workflow.py` lists them) call these. Each answers what
-to say (`Done`: the answer's message, and the event when something changed); a
-device the pool does not have is refused (`check_member`) before anything is
-written to history. Pure: `now` comes in.
+"""What a person can do to one device of a pool, and to its remediation: pure reducers
+that the DevicePool's updates call. Each answers a `Done`; a device the pool does not have
+is refused (`check_member`) before anything is written to history.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""What a pool's devices billed, counted by the pool itself: `Cost`, carried in `PoolState.cost`.
-
-Each pass adds the time since the last one at the rate it saw then (`accrue`), hour
-by hour, and keeps the hours of the last week for `devicepool cost --since`. The
-account's spendCap, as its ledger last told it, is beside. Pure: `now` comes in.
+"""What a pool's devices billed, counted by the pool itself (`Cost`, in `PoolState.cost`),
+and the account's spendCap as its ledger last told it. Pure. How it is counted:
+docs/pools.md, 'Spend'.
 """
 
 from __future__ import annotations

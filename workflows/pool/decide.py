@@ -1,12 +1,9 @@
-"""The pool's decision, pure: what it sees and wants → the commands of one pass.
+"""The pool's decision, pure: what it sees and wants → the commands of one pass (`decide`),
+and when to look again without news (`wake_after`).
 
-`decide` plans (`plan.py`); when the pool is too big it first withdraws creates
-that have not landed (newest first) and plans again. The commands, carried out in
-the order listed: withdrawals, terminations (surplus and devices leaving of the
-pool's own accord only if still idle, then those that must go), and batches,
-replacements first in batches of their own (the ledger serves them ahead of
-growth). It returns a new slot book; the given one is not changed. `wake_after`
-says when to look again without news. No Temporal, no clock: `now` comes in.
+The commands are carried out in the order listed: withdrawals, terminations (what may
+go only if still idle first, then what must go), and batches, replacements first in
+batches of their own. The slot book given is not changed; the decision holds the new one.
 """
 
 from __future__ import annotations

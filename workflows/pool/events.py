@@ -1,8 +1,5 @@
 """What the pool's events say: one pure function per kind of thing that happens to a pool.
-
-Each returns the `(reason, message, warning)` triples the pool records
-(`workflows/reconciler/events.py`); the workflow only says when. Messages name devices and
-counts, never secrets, and read as kubectl's do ("created 4 device(s)").
+Messages name devices and counts, never secrets, and read as kubectl's do.
 """
 
 from __future__ import annotations

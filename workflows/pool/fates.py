@@ -1,25 +1,9 @@
 """What the pool has decided or learned about single devices: one map, device id → fate.
 
-A device in the map is on its way out or already gone, and the pool must
-remember why until the news about it has been read:
-
-- `doomed`: to be terminated whatever its state (its batch reported it failed,
-  or the termination of a device that must go failed); tried every pass.
-- `removedFailed`: the pool removed it because the provider listed it `failed`,
-  before its batch read it: when the batch then finds it gone, that is still a
-  failed boot (it counts towards a back-off), not a device that vanished.
-- `scaledDown`: a scale-down terminated it while it was booting: its batch
-  finding it gone is not news.
-- `replaced`: gone, and its replacement already credited (by the health
-  check's report or by a listing that showed it gone while offline), so the
-  other of the two does not credit it again.
-- `leftExpired`, `leftDrifted`, `leftReplaced`: terminated of the pool's own
-  accord (past `maxAge`, rolled, replaced when idle) and not gone yet: a
-  disruption budget counts it, and its replacement is the rollout's, until the
-  listing no longer shows it.
-
-Setting a fate replaces the device's previous one and makes it the newest;
-each fate with a limit keeps only its newest `LIMITS[fate]` devices. Pure.
+A device in the map is on its way out or already gone, and the pool remembers why until
+the news about it has been read (each fate: docs/architecture.md, 'How a DevicePool
+converges'). Setting a fate replaces the device's previous one and makes it the newest;
+a fate with a limit keeps only its newest `LIMITS[fate]` devices. Pure.
 """
 
 from __future__ import annotations

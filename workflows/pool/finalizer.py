@@ -1,21 +1,12 @@
-"""The finalizer: what a deleted pool does before its workflow may end.
+"""The finalizer: what a deleted pool does before its workflow may end (`tear_down`).
 
-Steps, in order (run by `DevicePoolKind.tear_down` when the pool is cancelled):
-
-1. child starts still in progress resolve, so their cancels land;
-2. the health child and every provisioning batch in the book are cancelled;
-3. the batches get time to report their end, so no create lands after the
-   sweep; a batch slow to answer is asked after, and waited for while it runs;
-4. `terminate_pool` runs until the provider lists none of the pool's devices
-   alive. It never gives up (`reconciler.teardown.until_torn_down`): an error it
-   cannot get past, or retryable errors that last
-   `teardown_blocked_after_seconds` (one sweep window: the activity's retries
-   inside that schedule-to-close, so a retryable error reaches the workflow),
-   show `TeardownBlocked=True` and the sweep is tried again — except under an
-   unknown account where the pool never rented anything. A window that closed
-   while devices were only on their way out is no block.
-
-`verdict()` and `window_failure()` are the pure decisions of step 4.
+In order: child starts in progress resolve; the health child and every batch are
+cancelled; the batches report their end (one slow to answer is asked after, and waited
+for while it runs), so no create lands after the sweep; then `terminate_pool` until the
+provider lists none of the pool's devices alive, never giving up. Each sweep window is
+`teardown_blocked_after_seconds`, the activity's retries inside it, so a lasting
+retryable error reaches the workflow as a block. `verdict()` and `window_failure()` are
+the sweep's pure decisions. What a user sees: docs/pools.md, 'Teardown'.
 """
 
 from __future__ import annotations

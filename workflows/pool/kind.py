@@ -1,10 +1,8 @@
 """`DevicePoolKind`: the DevicePool's core on the reconciler shell, one object per run.
 
-Its pass steps live beside it: `observe.py` (look, and wait: the watch or a
-timer), `observed.py` + `decide.py` (decide, pure), `act.py`, `status.py`
-(publish, pure); `tear_down` is `finalizer.py`. What lives only for one run (the last
-listing, the watch, the worker's settings) is here; what is handed over is
-`PoolState`.
+What lives only for one run (the last listing, the watch, the worker's settings) is here;
+what is handed over is `PoolState`. Its steps: docs/architecture.md, 'How a DevicePool
+converges'.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Voluntary replacement of single devices, pure: by age (`spec.lifetime`) and by request.
-
-A device past `lifetime.maxAge` is *retired*: replaced, then terminated once idle
-and its replacement serves (`decide`). Past `maxAge + gracePeriod` it is *forced*:
-terminated even if busy, with a Warning. A protected device is never retired,
-forced or scaled down while protected; the health check still replaces it if it
-dies. No Temporal, no clock: `now` comes in.
+"""Voluntary replacement of single devices, pure: by age (`spec.lifetime`), by request and by
+drift, within the disruption budgets. The rules: docs/pools.md, 'One device by hand, and
+lifetime'.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""A DevicePool pass's look at the provider, and its wait for news. Run on the pass's
-`DevicePoolKind` (`kind.py`).
-
-`look` reads the worker's settings, the references and the listing (and
-`probe_region` the region when a back-off ends); `observe` gathers them into one
-`Observed`. `until_due` waits for a message, the watch's news (`watch.py`: it
-answers when the provider's listing changed) or the earliest deadline the pass
-knows (`decide.wake_after`).
+"""A DevicePool pass's look at the provider (`look`, `probe_region`), and its wait for news
+(`until_due`: a message, the watch's news, or the pass's earliest deadline).
 """
 
 from __future__ import annotations

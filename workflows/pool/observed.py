@@ -1,8 +1,5 @@
-"""What one DevicePool pass knows (`Observed`, frozen: cluster-api's scope), and its decision.
-
-`decision_for` assembles `decide`'s arguments from one `Observed` and the carried
-state, so what a decision was made on is one value; after its terminations the
-pass decides again (`act=False`) for the plan the status shows. Pure.
+"""What one DevicePool pass knows (`Observed`, frozen: cluster-api's scope), and
+`decision_for`, which builds `decide`'s arguments from it and the carried state. Pure.
 """
 
 from __future__ import annotations

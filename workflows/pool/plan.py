@@ -1,25 +1,9 @@
 """The pure planning step: desired spec + observed devices + in-flight creates + now → plan.
 
-No Temporal, no I/O, no clock (tests/workflows/test_plan.py, with hypothesis
-properties). Rules (DESIGN.md "How a pool converges"):
-- Members are devices alive and not being removed (`COUNTED_STATUSES`) plus creates
-  in flight ("expectations"), so a running provisioning child is never doubled;
-  `failed` devices are removed and replaced.
-- Surplus goes from what does not serve yet before what serves, as the ReplicaSet
-  controller does: creates not landed are withdrawn first (`SlotBook.withdraw`),
-  then devices still `provisioning`, newest first, then *idle* ones oldest first.
-  Busy or recently used devices are never picked: the pool stays above size.
-- A spend cap (`cap`, in devices) stops creates that would make more devices bill
-  than it allows: members, creates in flight, `failed` devices and those
-  `departing` (doomed or terminating) all bill. It never terminates anything.
-- `protected` devices are never picked; `retiring` ones are counted by status but
-  are not members, so their replacements are planned while they serve, within
-  `surge` (`rollout.maxSurge`: at most `replicas + surge` bill, departing and the
-  `left` ones included). Growth and repairs are not held by it.
-- When the cap leaves no room for a replacement beside the retiring devices
-  (`capped_beside`), `decide` lets one go first; replacements waiting for a device
-  to go are `capped_after`. Neither is in `capped`.
-- A surplus device a disruption budget holds (`max_terminate`) is no deadline.
+The rules: docs/pools.md, 'Converging, scaling, teardown' (members, in-flight creates,
+what goes first), 'Spend' (a cap stops creates, never terminates) and 'One device by
+hand, and lifetime' (retiring, surge, no room beside). `Plan`'s fields say what each
+count holds.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The slot book: which slots a pool creates, under which keys, and what is still in flight.
 
-A pool's devices are numbered slots; every create's idempotency key is (pool,
-incarnation, generation, slot), so a slot planned again under the same
-`(generation, slot)` never rents a second device. Batch reports wait in the
-`inbox` until an observation that started after they arrived: applied against an
-older listing, a batch would stop counting as in flight before its devices are
-seen, and the pool would create them again. Pure (`now` comes in); carried in
-`PoolState`.
+Pure; carried in `PoolState`. Why keys are per slot and reports wait for a later
+listing (`inbox`): docs/pools.md, 'Converge'.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """`PoolState`: everything a pool run hands to the next one, and the reducers that change it.
 
-Continue-as-new passes the object on whole. The reducers (`take_listing`,
-`take_report`, `take_health`, `take_terminations`, ...) are what the news does to
-it, each returning what to say about it. What lives only for one run stays on the
-run's `DevicePoolKind`. Pure: `now` comes in.
+Each reducer (`take_listing`, `take_report`, `take_health`, ...) answers what to say
+about the news (`Said`). Pure: `now` comes in.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """What a pool shows: its status counts, conditions and phase, and its UI details.
-
 Pure functions of what a pass knows (`PoolView`); the shell writes what changed.
-Conditions are typed (`ConditionUpdate`), in the Kubernetes shape.
 """
 
 from __future__ import annotations

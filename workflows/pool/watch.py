@@ -1,10 +1,6 @@
-"""Where the pool waits for its devices to change: one long `watch_devices` activity.
-
-Instead of a resync timer (about five history events a tick), one long activity
-polls the provider every `resync_seconds` inside the worker, heartbeating, and
-answers only when the pool's devices changed, its health check ended, or
-`watch_max_seconds` passed (`activities/devices.py`). `DeviceWatch` holds it, and
-orders it against the pass's own listings, for one run.
+"""Where the pool waits for its devices to change: one long `watch_devices` activity,
+held by `DeviceWatch` and ordered against the pass's own listings, for one run.
+Why not a timer: docs/pools.md, 'Cheap when idle'.
 """
 
 from __future__ import annotations

@@ -1,22 +1,18 @@
-"""`DevicePool`: one long-running workflow per pool, id `devicepool/<name>`.
+"""`DevicePool`: one long-running workflow per pool, id `devicepool/<name>`, on the reconciler
+shell (`workflows/reconciler/shell.py`: the loop, scale, wake, the `status` / `spec` /
+`events` queries). A pass is `DevicePoolKind`'s (`kind.py`); deletion is `finalizer.py`.
 
-It stands on the reconciler shell (`workflows/reconciler/shell.py`): the loop, the
-hand-over, scale, wake and the `status` / `spec` / `events` queries are the shell's.
-A pass is `DevicePoolKind`'s (`kind.py`: observe → decide → act → publish → wait);
-deletion is its finalizer (`finalizer.py`). Continue-as-new hands `PoolState` on whole
-when Temporal suggests it, after handlers finished and child starts resolved;
-children are abandoned at the hand-over and report to the next run.
+Continue-as-new: the shell's, handing `PoolState` on whole once handlers finished and child
+starts resolved; children are abandoned at the hand-over and report to the next run.
 
 Messages of its own (update validators reject before anything is written to history):
 
-- update `apply` (`ApplyRequest` → `Accepted`, whose `result` says created,
-  configured or unchanged);
+- update `apply` (`ApplyRequest` → `Accepted`: created, configured or unchanged);
 - signals `batch_created` / `batch_done` (`BatchReport`), `health_report`,
   `account_paused`, `account_capped`;
 - updates `replace_device`, `protect_device`, `unprotect_device`,
-  `pause_remediation`, `resume_remediation` (`control.py`: each answers a
-  `ControlAnswer`, records an event, and is refused for a device the pool does not
-  have, or while it is being deleted);
+  `pause_remediation`, `resume_remediation` (`control.py`; refused for a device the
+  pool does not have, or while it is being deleted);
 - queries `devices`, `cost`.
 """
 
