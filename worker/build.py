@@ -9,6 +9,8 @@ workflow's own. Why: docs/scaling.md, 'What one worker carries'."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import pkgutil
 from collections.abc import Callable, Sequence
@@ -30,6 +32,25 @@ from devicepool.worker.versioning import deployment_config
 # pool again; waiting for them made every SIGTERM, and every Ctrl-C of
 # `devicepool dev`, last the whole graceful timeout.
 WATCH_SHUTDOWN_GRACE = timedelta(0)
+
+
+def run_workers(workers: Sequence[Worker]) -> list[asyncio.Task[None]]:
+    """Each worker's `run()` as a task named ``worker:<task queue>``."""
+    return [asyncio.create_task(w.run(), name=f"worker:{w.task_queue}") for w in workers]
+
+
+async def stop_workers(workers: Sequence[Worker], runs: Sequence[asyncio.Task[None]]) -> None:
+    """Stop polling (in-flight activities get the graceful shutdown timeout) and wait for every
+    run to end. A worker whose run ended (or never started) is not asked."""
+
+    async def stop(worker: Worker) -> None:
+        with contextlib.suppress(Exception):
+            await worker.shutdown()
+
+    await asyncio.gather(
+        *(stop(w) for w, run in zip(workers, runs, strict=False) if not run.done())
+    )
+    await asyncio.gather(*runs, return_exceptions=True)
 
 
 def new_worker(

@@ -9,7 +9,6 @@ docs/operations.md, 'What happens when a worker dies'."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal
@@ -24,7 +23,7 @@ from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.orphan_models import JanitorConfig
 from devicepool.connect import connect
 from devicepool.worker.accounts import register_accounts, start_janitors
-from devicepool.worker.build import build_workers
+from devicepool.worker.build import build_workers, run_workers, stop_workers
 from devicepool.worker.config import WorkerConfig
 from devicepool.worker.http import HttpEndpoint, start_http_server
 from devicepool.worker.metrics import ReconcileInterceptor, WorkerGauges, WorkerMetrics
@@ -126,9 +125,7 @@ class _Running:
         self._polling = False
 
     def start(self, config: WorkerConfig) -> None:
-        self._tasks = [
-            asyncio.create_task(w.run(), name=f"worker:{w.task_queue}") for w in self._workers
-        ]
+        self._tasks = run_workers(self._workers)
         self._polling = True
         self._gauges.polling.set(1)
         log.info(
@@ -168,9 +165,7 @@ class _Running:
         self._gauges.polling.set(0)
 
     async def shutdown(self) -> None:
-        """Stop polling; in-flight activities get the graceful shutdown timeout."""
-        await asyncio.gather(*(_shutdown(w) for w in self._workers))
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await stop_workers(self._workers, self._tasks)
 
 
 async def _serve_metrics(
@@ -192,12 +187,6 @@ async def _serve_metrics(
     )
     log.info("metrics endpoint listening", extra={"address": f"{host}:{port}"})
     return server
-
-
-async def _shutdown(worker: Worker) -> None:
-    # A worker whose run() already failed raises on shutdown(); that was logged.
-    with contextlib.suppress(Exception):
-        await worker.shutdown()
 
 
 def install_signal_handlers(event: asyncio.Event) -> None:

@@ -51,7 +51,7 @@ from devicepool.api.names import (
     node_task_queue,
     node_watch_task_queue,
 )
-from devicepool.worker.build import WATCH_SHUTDOWN_GRACE, new_worker
+from devicepool.worker.build import WATCH_SHUTDOWN_GRACE, new_worker, run_workers, stop_workers
 from devicepool.worker.config import ConfigError, WorkerConfig, build_config, load_config
 from devicepool.worker.config_file import DEFAULT_MAX_CONCURRENT_WATCHES
 from devicepool.worker.config_values import check_url
@@ -351,7 +351,7 @@ async def run_node_worker(
         # The desktop client may start later: the activities fail (retryably) until it does.
         log.warning("node %s: the Local API does not answer yet: %s", options.node, err)
     workers = node_workers(client, activities, phones)
-    serving = [asyncio.create_task(w.run(), name=f"worker:{w.task_queue}") for w in workers]
+    serving = run_workers(workers)
     beaten = asyncio.Event()
     beating = asyncio.create_task(
         beat_forever(
@@ -380,12 +380,7 @@ async def run_node_worker(
     finally:
         shutdown_event.set()
         await beating
-        for worker, task in zip(workers, serving, strict=True):
-            if not task.done():
-                with contextlib.suppress(Exception):
-                    await worker.shutdown()
-        with contextlib.suppress(Exception):
-            await asyncio.gather(*serving, return_exceptions=True)
+        await stop_workers(workers, serving)
         stop.cancel()
         await activities.aclose()
         if phones is not None:
