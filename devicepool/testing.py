@@ -119,8 +119,9 @@ async def stats(http: httpx.AsyncClient) -> dict[str, Any]:
 
 
 def stats_sync(base_url: str, *, timeout: float = 5) -> dict[str, Any]:
-    """`stats` of the emulator at `base_url` (`http://127.0.0.1:PORT`), blocking."""
-    return dict(_json(httpx.get(f"{base_url}{STATS}", timeout=timeout)))
+    """`stats` of the emulator at `base_url` (`http://127.0.0.1:PORT`), blocking. (Plain
+    HTTP: `verify=False` spares loading the CA bundle, ~17 ms of CPU a call, in polls.)"""
+    return dict(_json(httpx.get(f"{base_url}{STATS}", timeout=timeout, verify=False)))
 
 
 async def labelled_devices(
