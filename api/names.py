@@ -196,9 +196,7 @@ def health_workflow_id(pool: str) -> str:
     return f"{WORKFLOW_ID_PREFIX}{pool}/health"
 
 
-# The per-account permit ledger (workflows/ledger/workflow.py): one entity workflow per
-# provider account, started (signal-with-start) by every worker that serves the
-# account. Its existence is also how `apply` knows an account is configured.
+# The per-account permit ledger (workflows/ledger/workflow.py; started: worker/accounts.py).
 WORKFLOW_ACCOUNT_LEDGER = "AccountLedger"
 LEDGER_ID_PREFIX = "devicepool-account/"
 SIGNAL_LEDGER_CONFIGURE = "configure"
@@ -224,10 +222,7 @@ def account_from_ledger_id(workflow_id: str) -> str | None:
     return after(LEDGER_ID_PREFIX, workflow_id)
 
 
-# The per-account orphan sweep (workflows/orphans/workflow.py): one long-running workflow
-# per provider account, started (signal-with-start) by every worker that serves
-# the account. It terminates devices labelled managed-by=devicepool whose pool
-# has no running workflow, after the worker's `orphanGraceSeconds`.
+# The per-account orphan sweep (workflows/orphans/workflow.py; started: worker/accounts.py).
 WORKFLOW_ORPHAN_SWEEP = "OrphanSweep"
 SIGNAL_JANITOR_CONFIGURE = "configure"
 UPDATE_SWEEP_ORPHANS = "sweep_orphans"
@@ -244,9 +239,7 @@ def account_from_janitor_id(workflow_id: str) -> str | None:
     return None
 
 
-# The node registry (workflows/nodes/workflow.py): one entity workflow that keeps the
-# last beat of every node worker (`devicepool worker --node NAME`), which
-# signal-with-starts it every `--node-heartbeat-seconds`.
+# The node registry (workflows/nodes/workflow.py): every node worker's last beat.
 WORKFLOW_NODE_REGISTRY = "NodeRegistry"
 NODE_REGISTRY_WORKFLOW_ID = "devicepool-nodes"
 SIGNAL_NODE_BEAT = "node_beat"

@@ -129,15 +129,10 @@ def last_line(path: Path) -> str:
 class DataDirLock:
     """One `devicepool dev` per data dir: a lock on ``<data-dir>/lock``, held for the stack's life.
 
-    Two stacks on one data dir would share its Temporal SQLite file (the second
-    died with a truncated ``SQLITE_BUSY``) and its ``worker.yaml`` (the second
-    rewrote the running stack's). `DataDirLock.acquire` takes ``fcntl.flock`` on
-    the lock file and writes who holds it (pid, ports); a second stack finds it
-    taken and refuses with one line naming the first, before it has changed
-    anything. The kernel drops a flock when its holder's process ends, however it
-    ends (even SIGKILL), so a lock file left behind never blocks the next stack.
-    The descriptor is not inherited by the stack's children (PEP 446), so a child
-    left running cannot hold the lock either.
+    Two stacks would share the Temporal SQLite file and ``worker.yaml``. `acquire` takes
+    ``fcntl.flock`` and writes who holds it (pid, ports); a second stack refuses with one line
+    naming the first, before changing anything. The kernel drops the lock when its holder ends,
+    however it ends, and the descriptor is not inherited by the children (PEP 446).
     """
 
     def __init__(self, data_dir: Path) -> None:

@@ -280,12 +280,9 @@ def _accounts(
 def _account_node(account: AccountFile, where: str) -> str:
     """The account's node worker ("" when this process speaks to `baseUrl` itself).
 
-    `node` is for `api: bitbrowser` only and replaces `baseUrl` and the key: the
-    node worker has both (`--bitbrowser-url`, `--bitbrowser-key-file`). It is
-    required there: every replica of a main worker reads the same config, and each
-    would pace its own calls (two make 2 requests a second on the account's one)
-    and hold its own reserve claim lock (two could hand one profile to two slots).
-    A node worker is one process: one pacer, one lock, however many replicas.
+    Required for `api: bitbrowser` (and only there), in place of `baseUrl` and the key: one
+    process paces the Local API and holds the reserve claim lock, however many main replicas
+    run (docs/operations.md, 'The worker and its configuration').
     """
     if account.node is None:
         if account.api == "bitbrowser":

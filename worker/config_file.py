@@ -11,6 +11,8 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
+from devicepool.activities.settings import PoolSettings
+
 DEFAULT_METRICS_PORT = 9464
 # One worker process serves at least 1,000 pools (see the README's Scaling section).
 # Short activities (lists, status reads, terminations): the SDK's own default.
@@ -22,6 +24,7 @@ DEFAULT_MAX_CONCURRENT_WATCHES = 4000
 # batches and ledgers; below that, every wake-up is a full replay.
 DEFAULT_MAX_CACHED_WORKFLOWS = 4000
 DEFAULT_ORPHAN_GRACE_SECONDS = 600.0
+_POOL = PoolSettings()  # the intervals' defaults
 
 
 class _FileModel(BaseModel):
@@ -64,23 +67,22 @@ class ProxyPoolFile(_FileModel):
 
 
 class IntervalsFile(_FileModel):
-    resync_seconds: float = Field(default=30.0, gt=0)
-    health_seconds: float = Field(default=60.0, gt=0)
-    offline_after_seconds: float = Field(default=180.0, gt=0)
-    startup_timeout_seconds: float = Field(default=300.0, gt=0)
-    idle_grace_seconds: float = Field(default=60.0, ge=0)
-    # Failing replacements: stop creating in a region after this many devices in
-    # a row never became ready, and back off from backoffInitialSeconds doubling
-    # up to backoffMaxSeconds.
-    failure_streak_limit: int = Field(default=3, ge=1)
-    backoff_initial_seconds: float = Field(default=30.0, gt=0)
-    backoff_max_seconds: float = Field(default=900.0, gt=0)
-    # A deletion that keeps failing (any error) shows TeardownBlocked within this long.
-    teardown_blocked_after_seconds: float = Field(default=60.0, gt=0)
-    # A node worker silent this long is lost (BrowserPool): its profiles go elsewhere.
-    node_lost_after_seconds: float = Field(default=120.0, gt=0)
-    # How often a pool's watch checks that its health check still runs.
-    health_liveness_seconds: float = Field(default=300.0, gt=0)
+    """`intervals`: `PoolSettings`' fields of these names, with its defaults (what each means:
+    activities/settings.py), and the orphan sweep's grace."""
+
+    resync_seconds: float = Field(default=_POOL.resync_seconds, gt=0)
+    health_seconds: float = Field(default=_POOL.health_seconds, gt=0)
+    offline_after_seconds: float = Field(default=_POOL.offline_after_seconds, gt=0)
+    startup_timeout_seconds: float = Field(default=_POOL.startup_timeout_seconds, gt=0)
+    idle_grace_seconds: float = Field(default=_POOL.idle_grace_seconds, ge=0)
+    failure_streak_limit: int = Field(default=_POOL.failure_streak_limit, ge=1)
+    backoff_initial_seconds: float = Field(default=_POOL.backoff_initial_seconds, gt=0)
+    backoff_max_seconds: float = Field(default=_POOL.backoff_max_seconds, gt=0)
+    teardown_blocked_after_seconds: float = Field(
+        default=_POOL.teardown_blocked_after_seconds, gt=0
+    )
+    node_lost_after_seconds: float = Field(default=_POOL.node_lost_after_seconds, gt=0)
+    health_liveness_seconds: float = Field(default=_POOL.health_liveness_seconds, gt=0)
     # A device whose pool has no running workflow is terminated after this long
     # (the per-account orphan sweep, workflows/orphans/workflow.py).
     orphan_grace_seconds: float = Field(default=DEFAULT_ORPHAN_GRACE_SECONDS, ge=0)
