@@ -59,7 +59,7 @@ def test_a_modules_shared_fixture_keeps_its_tests_together_in_their_order() -> N
 
 def test_a_module_longer_than_a_chunk_is_cut_into_even_chunks_each_in_module_order() -> None:
     shared = "tests/s/test_long.py"
-    times = [30.0, 10.0, 25.0, 20.0, 3.0]
+    times = [60.0, 20.0, 50.0, 40.0, 6.0]
     assert CHUNK_SECONDS < sum(times) <= 2 * CHUNK_SECONDS
     tests = [item(f"t{k}", module=shared, shares=True) for k in range(len(times))]
     durations = {t.nodeid: s for t, s in zip(tests, times, strict=True)}
@@ -73,7 +73,7 @@ def test_a_module_longer_than_a_chunk_is_cut_into_even_chunks_each_in_module_ord
     for indices in chunks.values():
         assert indices == sorted(indices)  # a chunk runs in the module's order
     loads = sorted(sum(times[i] for i in indices) for indices in chunks.values())
-    assert loads == [43.0, 45.0]  # 30+10+3 and 25+20
+    assert loads == [86.0, 90.0]  # 60+20+6 and 50+40
     # Each chunk's tests are handed out one after the other, the longer chunk first.
     assert [group for _, group in order] == [f"{shared}#2"] * 2 + [f"{shared}#1"] * 3
 
@@ -81,7 +81,7 @@ def test_a_module_longer_than_a_chunk_is_cut_into_even_chunks_each_in_module_ord
 def test_a_module_sharing_a_stack_of_processes_is_never_cut() -> None:
     for folder in WHOLE_FOLDERS:
         shared = f"{folder}test_stack.py"
-        times = [60.0, 50.0, 40.0]
+        times = [90.0, 70.0, 40.0]
         assert sum(times) > 2 * CHUNK_SECONDS
         tests = [item(f"t{k}", module=shared, shares=True) for k in range(len(times))]
         durations = {t.nodeid: s for t, s in zip(tests, times, strict=True)}
