@@ -1,14 +1,9 @@
 """`AccountProviders`: the worker's accounts, each behind its provider adapter, for the activities.
 
-The base of `DeviceActivities` and its mixins (`activities.watches`,
-`activities.orphans`). It builds one adapter per account once
-(`providers.registry`, chosen by the account's `api`) and closes them at
-worker shutdown (`aclose()`); it owns the proxy pools, the metrics and the
-worker's `Scrubber`. Inputs name accounts and proxy pools; keys and passwords
-are resolved here, in the worker, and never logged.
-
-It also keeps each pool's last listing for a few minutes, so that the health
-check's watch can reuse the pool's own (`activities.watches`).
+The base of `DeviceActivities` and its mixins: one adapter per account, built once
+(`providers.registry`) and closed by `aclose()`; the proxy pools, the metrics, the
+worker's `Scrubber`; each pool's last listing, kept a few minutes for the health
+check's watch. Keys and passwords are resolved here, worker-side, and never logged.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""An async client for the BitCloudPhone-compatible provider contract (DESIGN.md).
+"""An async client for the REST provider contract (docs/providers.md, "The REST contract").
 
-One `BitCloudPhoneClient` per provider account, living as long as the worker.
-Methods return the provider's JSON (camelCase dicts) and raise the typed errors
-of `activities.errors`; turning those into Temporal failures is the activities'
-job. The API key is held as a `SecretStr` and only ever leaves the process in
-the `Authorization` header: not in `repr()`, `str()`, log records or exception
-messages. Whatever the provider answers passes the worker's `Scrubber` (every
-secret the worker holds, `activities.secrets`) before it leaves the client:
-error details, transport error messages, an answer's free text (`_TEXT_FIELDS`).
+One `BitCloudPhoneClient` per account, living as long as the worker. Methods return the
+provider's JSON (camelCase dicts) and raise the typed errors of `activities.errors`.
+The API key leaves the process only in the `Authorization` header; whatever the
+provider answers passes the worker's `Scrubber` first (`_TEXT_FIELDS`).
 """
 
 from __future__ import annotations

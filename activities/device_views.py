@@ -1,11 +1,8 @@
 """The provider's device JSON, reduced to the pool's view (`DeviceInfo`, `DeviceStatusInfo`).
 
-The provider answers in camelCase (`createdAt`, `sessionActive`, ...) and may
-omit fields or add ones devicepool does not use (the proxy, with its
-password, among them): only what a pool needs is kept. Timestamps are read
-leniently (RFC 3339 with `Z`, epoch seconds, or nothing), so one odd field
-never fails a whole observation. Statuses are kept as the provider's string,
-known to `DeviceStatus` or not.
+Only what a pool needs is kept (never the proxy, with its password). Timestamps are
+read leniently (RFC 3339, epoch seconds, or nothing), so one odd field never fails an
+observation; a status is kept as the provider's string, known to `DeviceStatus` or not.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """`DeviceActivities`: every side effect of a DevicePool, as bound activities over the provider seam.
 
-The class reaches each account through its adapter (`activities.providers`, built
-by `AccountProviders`), never through HTTP itself; every provider failure leaves
-through `activities.errors.to_application_error`, and provider calls run under
-`heartbeats.heartbeating()`. **What a create does** is `create_device` below,
-whole: resolve the proxy pool worker-side, label the device with its pool, hand
-the adapter the template and the idempotency key, and on a 429 tell the
-account's ledger (`ledger_calls.report_rate_limited`) before retrying after it.
-
-Activities: `pool_settings`, `check_pool_refs`, `list_devices`, `create_device`,
-`get_statuses`, `terminate_device`, `terminate_pool`, `region_status` here; the
-watches in `activities.watches`; the orphan sweep in `activities.orphans`;
-`pool_running` and `running_workflows` (asking Temporal) in `activities.pool_runs`.
+Each account is reached through its adapter (`AccountProviders`), never through HTTP
+here; every provider failure leaves through `errors.to_application_error`, and provider
+calls run under `heartbeats.heartbeating()`. What a create does is `create_device`,
+whole. The watches, the orphan sweep, the node registry read and the questions to
+Temporal are in `watches`, `orphans`, `node_registry` and `pool_runs`.
 """
 
 from __future__ import annotations

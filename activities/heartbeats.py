@@ -1,10 +1,7 @@
 """Running a provider call inside an activity: liveness heartbeats, and finishing through a cancel.
 
-Workflows schedule provider-calling activities with `HEARTBEAT_TIMEOUT`, so an
-attempt that died with its worker is retried elsewhere within seconds;
-`heartbeating()` keeps a live attempt beating every `HEARTBEAT_EVERY` while
-its body waits on the provider. A hung call is still bounded by the
-activity's start-to-close timeout.
+`heartbeating()` beats every `HEARTBEAT_EVERY` while the body waits on the provider, so
+an attempt that died with its worker is retried elsewhere within `HEARTBEAT_TIMEOUT`.
 """
 
 from __future__ import annotations

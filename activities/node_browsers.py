@@ -1,14 +1,9 @@
 """`NodeBrowserActivities`: a node worker's BrowserPool activities over its profile provider.
 
-Served only by a node worker, on `node_task_queue(node)`; workflows call them
-through `activities.node_definitions.NodeActivityDefinitions`. Each is one call
-of the node's `ProfileProvider` (`activities/providers/profiles.py`: the marks,
-the one open at a time, the resets live in the adapter), with a heartbeat, and
-the proxy's gateway and password from this worker's `proxyPools` (the username
-is the pool's `usernameTemplate` with a session id per pool and slot).
-
-Every failure leaves as `to_application_error`; messages come from the adapter,
-which scrubs its key and the proxy passwords.
+Served only by a node worker, on `node_task_queue(node)`. Each is one call of the
+node's `ProfileProvider` with a heartbeat, the proxy resolved from this worker's
+`proxyPools` (a session id per pool and slot). Every failure leaves as
+`to_application_error`, its message scrubbed by the adapter.
 """
 
 from __future__ import annotations

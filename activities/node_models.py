@@ -1,13 +1,9 @@
 """Node workers as workflows see them: the registry's messages, the node activities' models.
 
-A node worker (`devicepool worker --node NAME`) runs beside one BitBrowser
-desktop client and serves the activities of its Local API on
-`node_task_queue(NAME)`; every few seconds it signals the node registry
-(`workflows/nodes/workflow.py`) a `NodeBeat`. `live_nodes` (on the main queue)
-reads the registry for a pool: which matching nodes beat lately, which went
-silent. Like every activity model, these carry names and ids only: the proxy's
-address and password stay in the node worker's config, the Local API's key in
-its key file, and a profile's secrets are never read into them.
+A node worker serves its Local API's activities on `node_task_queue(NAME)` and
+signals the node registry a `NodeBeat` every few seconds; `live_nodes` reads the
+registry for a pool. Names and ids only: proxy passwords, the Local API's key and a
+profile's secrets never enter these (docs/browserpools.md, "Running a node worker").
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The orphan sweep's activities as workflows see them: inputs, results, definitions. No I/O.
 
-An *orphan* is a device labelled `managed-by=devicepool` at an account whose pool
-(its `pool` label) has no running workflow there (docs/pools.md, "Orphans"). The
-janitor (`workflows/orphans/workflow.py`) calls `find_orphans` every scan and
-`terminate_orphans` for those past the grace; `activities/orphans.py` implements
-both, and `terminate_orphans` reads each device and its pool again right before
-the DELETE. Like every activity model, these carry names and ids only, never a
-secret.
+What an orphan is and how the janitor (`workflows/orphans/workflow.py`) sweeps:
+docs/pools.md, "Orphans". Like every activity model, these carry names and ids only.
 """
 
 from __future__ import annotations

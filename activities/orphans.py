@@ -1,14 +1,10 @@
 """The orphan sweep's side effects: find devices whose pool is gone, terminate them.
 
-`OrphanActivities` is a mixin of `DeviceActivities` over `AccountProviders`.
-`find_orphans` makes one listing of the account's managed devices (not on their
-way out), grouped by pool, and one `pool_runs.check_pool` per pool; only the
-orphans come back, at most `MAX_ORPHANS_PER_SCAN` (the oldest).
-`terminate_orphans` reads each device and its pool again right before it is
-removed (a pool applied again by now keeps it); each removal counts
-`devicepool_orphans_terminated_total{account, platform}` and logs one line, and a
-failure keeps the device (with the reason) for the next scan. `count_devices`
-counts the same listing, any pool (the account ledger's `spendCap`).
+`OrphanActivities` is a mixin of `DeviceActivities`. `find_orphans` answers at most
+`MAX_ORPHANS_PER_SCAN` (the oldest); `terminate_orphans` reads each device and its pool
+again right before it is removed, and keeps (with the reason) what it cannot remove;
+`count_devices` counts the account's managed devices (the ledger's `spendCap`). What
+an orphan is: docs/pools.md, "Orphans".
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Is my pool running? The one place activities ask Temporal (not the provider) about workflows.
 
-`pool_running` answers for a health check or a batch: the pool's workflow id
-has a running run *of the same chain* as the run that started the asker
-(same first run id). A pool continuing-as-new keeps its id running throughout,
-so this never misfires on a hand-over; a pool deleted and applied again under
-the same name is another chain, and must not keep an old pool's children.
-
-`check_pool` answers for the orphan sweep on the same call, without a chain
-(any pool of that name adopts the devices by their `pool` label) but with the
-account: a pool of that name running on another account never lists them.
-`still_running` and `workflows_running` ask the same of any workflow id.
+`pool_running` (a health check, a batch): the pool's workflow id runs a run of the
+same chain (first run id) as the run that started the asker, so a hand-over never
+misfires and a pool applied again under the name is another pool. `check_pool` (the
+orphan sweep): any chain, but the same account. `still_running` and
+`workflows_running` ask of any workflow id. Why: docs/pools.md, "Health".
 """
 
 from __future__ import annotations

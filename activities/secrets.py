@@ -1,15 +1,10 @@
 """Every secret the worker holds, and the one way provider text is cleaned of them.
 
-A provider may echo what it was sent: a 400 whose `detail` quotes the request
-body carries the proxy password, a transport error may name a credential. Any
-such text would travel on into activity failures, history, pool events and
-`describe`. A `Scrubber` is built once per worker process from its config
-(every account's API key, every proxy pool's password) and handed to each
-provider client, which passes every text it lets out through `scrub()`:
-error details, transport error messages, the free-text fields of an answer.
-
-A secret is replaced in each form a provider is likely to echo it in: as sent,
-JSON-escaped (`\\"`, `\\u00e9`) and URL-encoded (`%2F` or `%2f`, `+` for a space).
+A `Scrubber` is built once per worker from its config (every account's key, every
+proxy pool's password) and handed to each provider client, which passes every text
+it lets out through `scrub()`: a secret is replaced as sent, JSON-escaped (`\\"`,
+`\\u00e9`) and URL-encoded (`%2F` or `%2f`, `+` for a space). Why: a provider may echo
+what it was sent (docs/operations.md, "Configuration and secrets").
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """The provider seam: the one narrow interface the activities use to reach a provider.
 
-An adapter speaks one provider transport for one account (`registry.ADAPTERS`:
-`rest`, `providers/rest.py`; `bitbrowser`, `providers/bitbrowser/phone_provider.py`).
-The engine never learns which one it talks to (docs/providers.md, "The provider seam").
-
-`provider_call(pool=..., replacement=...)` says whom the provider calls made
-inside it serve; an adapter with a shared request budget (the Local API's one
-cloud-phone request a second) hands its turns out by it, replacements first.
-
-Adapters answer in the pool's own views (`DeviceInfo`, `DeviceStatusInfo`)
-and fail only with the `ProviderError` tree of `activities.errors`. They hold
-the account's secret; what they return never does. No HTTP client here.
+An adapter speaks one transport for one account (`registry.ADAPTERS`); the engine never
+learns which (docs/providers.md, "The provider seam"). Adapters answer in the pool's
+views and fail only with the `ProviderError` tree; what they return holds no secret.
+`provider_call(pool=..., replacement=...)` says whom the calls made inside it serve:
+an adapter with a shared request budget hands its turns out by it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The provider seam for browser profiles: what a BrowserPool's node activities reach.
 
-`ProfileProvider` is one node's view of one account's browser profiles, as
-`base.Provider` is one account's devices (docs/providers.md, "The provider
-seam"); the adapter over BitBrowser's Local API is `bitbrowser/profile_provider.py`.
-Adapters answer in the node activities' views (`ProfileView`, `NodeOpenResult`)
-and fail only with the `ProviderError` tree of `activities.errors`. They hold
-the account's key and the node's proxy passwords; what they return never does.
+`ProfileProvider` is one node's view of one account's profiles, as `base.Provider` is
+one account's devices (docs/providers.md, "The provider seam"). Adapters answer in the
+node activities' views and fail only with `ProviderError`; what they return holds no
+secret.
 """
 
 from __future__ import annotations

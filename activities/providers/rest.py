@@ -1,11 +1,8 @@
-"""The `rest` adapter: the REST contract of DESIGN.md, through `BitCloudPhoneClient`.
+"""The `rest` adapter: the REST contract (docs/providers.md) through `BitCloudPhoneClient`.
 
-The client (`activities/bitcloudphone.py`) does the HTTP: auth, paging, bounds,
-error mapping and scrubbing. This adapter turns the engine's questions into its
-calls and the contract's JSON into the pool's views (`activities.device_views`).
-Pool membership is the `pool` label, the devices devicepool manages carry
-`managed-by=devicepool`, and the idempotency key travels as the contract's
-`Idempotency-Key` header.
+The client does the HTTP (auth, paging, bounds, errors, scrubbing); this adapter turns
+the engine's questions into its calls and its JSON into the pool's views. Membership
+is the `pool` label; the idempotency key travels as the `Idempotency-Key` header.
 """
 
 from __future__ import annotations
