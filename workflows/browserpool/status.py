@@ -1,6 +1,7 @@
 """A BrowserPool's status after a pass, and at the end of its teardown: pure, no Temporal.
 
-How a node that beats but cannot serve shows: docs/browserpools.md.
+How a node that beats but cannot serve shows: docs/browserpools.md, "How a BrowserPool
+runs".
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ and, when it ends, `batch_done` (`BatchReport`). Query `report`. Continue-as-new
 never (a batch lasts one startup timeout plus its creates' retry budget).
 
 Each slot is one permitted, idempotent `create_device`, then `get_statuses` until it
-boots. Why: docs/pools.md, "Converging" and "Orphans"; docs/scaling.md, "Rate limits".
+boots. Why: docs/pools.md, "Converging, scaling, teardown" and "Orphans";
+docs/scaling.md, "Rate limits".
 """
 
 from __future__ import annotations
