@@ -157,11 +157,8 @@ async def watch_devices(
     health_workflow_id: str | None = None,
 ) -> am.WatchDevicesResult:
     """Returns when the pool's devices differ from `devices` (the answer's `devices` filled
-    in), after `watch_max_seconds`, or when `health_workflow_id` no longer runs.
-
-    On a watch queue, never on a queue of short calls: a watch holds its slot for its
-    whole life, and one per pool there would leave no slot for the short calls.
-    """
+    in), after `watch_max_seconds`, or when `health_workflow_id` no longer runs. On a watch
+    queue: docs/scaling.md, 'What one worker carries'."""
     result = await workflow.execute_activity_method(
         Activities.watch_devices,
         am.WatchDevicesInput(

@@ -75,8 +75,7 @@ class Neighbours:
         self.later(_signal(batch_id, SIGNAL_WITHDRAW_SLOTS, WithdrawSlots(slots=sorted(slots))))
 
     def ensure_health(self, state: PoolState, settings: PoolSettings, config: HealthConfig) -> None:
-        """Start the health check unless this run has it (a new pool replaces a check a
-        dead pool of its name left running; a continued run adopts its own)."""
+        """Start the health check unless this run has it (`_start_health`)."""
         if not self.health_running:
             self.health_running = True
             self.later(self._start_health(state, settings, state.health_told or config))
@@ -169,13 +168,8 @@ def incarnation() -> str:
 
 
 async def check_batches(book: SlotBook, *, pool: str, every: timedelta) -> None:
-    """Batches quiet for `every` are asked after; one is let go only once it has ended.
-
-    A batch may wait for the account's window for many minutes (a long
-    backlog, other pools): that is not a failure, and its creates may still
-    land. Only a batch that ended without reporting (its run terminated by
-    hand) is settled, and its slots keep their keys.
-    """
+    """Batches quiet for `every` are asked after; only one that ended without reporting is
+    settled, its slots keeping their keys (docs/pools.md, 'Converge')."""
     now = workflow.now()
     due = book.due_for_check(now=now, every=every)
     if not due:

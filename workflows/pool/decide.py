@@ -76,12 +76,8 @@ def decide(
     """What this pass does. `act` False (the listing failed): only the plan, for the status.
 
     `retire` (`reasons` says why) and `rolling` devices are replaced beside them
-    (`plan.py`), then terminated only if idle, oldest first, while the pool keeps
-    `replicas - unavailable` ready or busy without them. When the cap leaves no room
-    beside them (`Plan.capped_beside`), one goes first instead (not on the account's
-    spendCap: a device whose replacement waits for a permit is kept). `left`: devices
-    that went before their replacement; while they terminate, their replacements are
-    the rollout's.
+    (`plan.py`), then terminated as below; `left`: devices that went before their
+    replacement (`Rollout.left_first`).
     """
     book = slots.model_copy(deep=True)
     members = [d for d in devices if d.id not in doomed]  # those on their way out are not

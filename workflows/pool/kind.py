@@ -297,7 +297,6 @@ class DevicePoolKind:
         self.h.dirty = True
 
     def _clear_rejection(self) -> None:
-        """An accepted spec change supersedes a refused `scale` signal: `SpecRejected` goes."""
         if self.s.drop_rejection():
             self.h.show_details()
 
@@ -361,7 +360,6 @@ class DevicePoolKind:
 
     @property
     def route(self) -> Route:
-        """Where the pool's account's calls go (its node worker's queues, or this queue's)."""
         return route(self.account, self.settings)
 
     @property

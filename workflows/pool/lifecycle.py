@@ -106,10 +106,9 @@ def roll(
     busy: Collection[str],
     limit: int | None = None,
 ) -> list[str]:
-    """The drifted devices to replace now, at most `surge + unavailable` at once: those
-    already rolling that still drifted, then idle ones oldest first, busy ones last (a
-    busy device carries a live session: it is replaced when nothing idle is left to
-    roll). Protected ones wait."""
+    """The drifted devices to replace now, at most `surge + unavailable` (and `limit`) at
+    once: those already rolling, then idle ones oldest first, busy ones last. Protected
+    ones wait."""
     still = [d for d in drift if d in rolling]
     waiting = [d for d in drift if d not in rolling and d not in protected]
     others = [d for d in waiting if d not in busy] + [d for d in waiting if d in busy]
@@ -153,12 +152,8 @@ def when_idle_said(device: str, spec: DevicePoolSpec) -> str:
 
 
 class Budgets:
-    """What the active disruption budgets still allow this pass, reason by reason.
-
-    A budget counts every device taken away for any of its reasons; a reason is held
-    to the least that any active budget covering it still allows. No active budget
-    covering a reason: that reason is not limited.
-    """
+    """What the active disruption budgets still allow this pass, reason by reason (the rule:
+    docs/pools.md, 'Disruption budgets')."""
 
     def __init__(self, spec: DisruptionSpec | None, *, replicas: int, now: datetime) -> None:
         budgets = spec.budgets if spec is not None else []
@@ -250,9 +245,8 @@ class Lifecycle:
         return [d.id for d in self.devices if d.status == am.TERMINATING and d.id in left]
 
     def left(self) -> list[str]:
-        """Devices that left of the pool's own accord (retired, rolled, replaced when
-        idle) before their replacement, and still terminate: their replacements are the
-        rollout's (`decide`). One that left once its replacement served is owed none."""
+        """Devices that left of the pool's own accord before their replacement and still
+        terminate (`Rollout.left_first`)."""
         first = set(self.state.rollout.left_first)
         return sorted({d for fate in LEFT.values() for d in self._terminating(fate) if d in first})
 

@@ -55,10 +55,8 @@ class SlotBook(CamelModel):
     # the generation whose create body (osVersion, proxy) is still current
     body_generation: int = 1
     inbox: Inbox = Field(default_factory=Inbox)
-    # Devices whose creates landed (their batch said so) that no listing has shown
-    # yet: still pending, until a listing shows them or their batch ends. A
-    # provider's listing may lag its creates by seconds; counted as landed in
-    # between, they would be rented again.
+    # Devices whose creates landed that no listing has shown yet: pending until a listing
+    # shows them or their batch ends (a listing may lag its creates by seconds).
     unseen: list[str] = Field(default_factory=list)
 
     # ------------------------------------------------------------ reading
@@ -115,12 +113,9 @@ class SlotBook(CamelModel):
     def take(self, n: int, *, generation: int, observed_slots: set[str]) -> tuple[int, list[int]]:
         """Up to `n` slots for one batch, and the generation of their idempotency keys.
 
-        Slots whose create gave up come first, under their old key: a create the
-        provider accepted after its activity gave up (a killed worker, a timeout
-        racing the answer) is then found again instead of renting a second
-        device. A slot is dropped once its device is observed, and when the
-        create body changed since (a new osVersion or proxy would make the old
-        key a 422).
+        Slots whose create gave up come first, under their old key (the provider may have
+        accepted it: it is found again, not rented twice); dropped once their device is
+        seen, or when the create body changed since (the old key would be a 422).
         """
         self.retry_slots = [
             (g, slot)
@@ -208,12 +203,8 @@ class SlotBook(CamelModel):
                 batch.checked_at = now
 
     def lost(self, workflow_id: str) -> list[int]:
-        """A batch ended without reporting: its creates are planned again under the same keys.
-
-        A create of it may have landed (the device is then found by its key, or
-        already seen and dropped from the retries), so its slots are never given
-        new keys.
-        """
+        """A batch ended without reporting: its creates are planned again under the same keys
+        (one may have landed: its device is then found by its key)."""
         batch = self.drop(workflow_id)
         if batch is None:
             return []
@@ -227,11 +218,8 @@ class SlotBook(CamelModel):
 
 
 def observed_slots(labels: Iterable[dict[str, str]], key: str, incarnation: str = "") -> set[str]:
-    """The slots (as strings) of the devices a listing returned that this incarnation created.
-
-    Slot labels are `<incarnation>-<slot>` (`api.names.slot_label`): a device an
-    earlier incarnation of the pool left (adopted) shows no slot of this one.
-    """
+    """The slots (as strings) of the listed devices this incarnation created: labels are
+    `<incarnation>-<slot>` (`api.names.slot_label`), so an adopted device shows none."""
     prefix = f"{incarnation}-" if incarnation else ""
     values = (lab.get(key) for lab in labels)
     return {v.removeprefix(prefix) for v in values if v is not None and v.startswith(prefix)}

@@ -91,12 +91,9 @@ class Control(CamelModel):
 
 
 class Rollout(CamelModel):
-    """Drift (`spec.rollout`): the drifted devices being replaced now (their replacements
-    first), and the template hash devices without the label were made from (those rented
-    before devices carried it). Of the devices that left of the pool's own accord
-    (`Fate.LEFT_*`), `left_first` went before their replacement (no room beside): until
-    gone, their replacements are the rollout's; one that went once its replacement
-    served is owed nothing."""
+    """Drift (`spec.rollout`): the drifted devices being replaced now, the template hash of
+    devices without the label, and the devices that left before their replacement (until
+    gone). The rules: docs/pools.md, 'Drift'."""
 
     rolling: list[str] = Field(default_factory=list)
     unlabelled_hash: str | None = None
@@ -117,40 +114,30 @@ class PoolState(CamelModel):
     replacements_owed: int = 0
     # set once the pool is deleted: a run continued while deleting only finishes the finalizer
     deleting: bool = False
-    # Whether this pool (this chain of runs) started its health check yet: its
-    # first start replaces a check an earlier pool of its name left running.
+    # This chain of runs started its health check: the first start replaces a check an
+    # earlier pool of its name left running.
     health_started: bool = False
-    # The pool's own recent events, newest last (a ring of `events.LIMIT`), for `describe`.
     events: list[PoolEvent] = Field(default_factory=list)
-    # The health check's last report, without its device lists: the check
-    # reports only when something changes, so a run that continued as new must
-    # still know that remediation is paused. None until the first report.
+    # The health check's last report, without its device lists (it reports only changes,
+    # so a new run must still know remediation is paused).
     health: HealthReport | None = None
-    # The devices the pool's last listing showed offline: one the next listing
-    # shows gone was removed by someone else, and is owed a replacement
-    # (`plan.lost_offline`), also when a continue-as-new came in between.
+    # Devices the last listing showed offline (`plan.lost_offline`).
     offline_seen: list[str] = Field(default_factory=list)
-    # The pool's last listing (compact rows, `activities.models.device_rows`),
-    # written at a hand-over only: the next run answers `devices` and publishes
-    # from it until its own first listing lands (which replaces it), instead of
-    # showing an empty pool in between.
+    # The last listing (`activities.models.device_rows`), written at a hand-over only:
+    # the next run shows it until its own first listing lands.
     listing: list[list[Any]] = Field(default_factory=list)
-    # What the health check was last told (None until the pool first sets it): a
-    # spec change that lands in the pass that hands over is told by the next run.
+    # What the health check was last told, and whether the ledger is still to hear of
+    # more permits: a change that landed in a handing-over pass is told by the next run.
     health_told: HealthConfig | None = None
-    # The ledger is still to hear that this pool will ask for permits (a new
-    # pool, or more replicas), also when the change landed in a handing-over pass.
     announce: bool = False
     # The provider's long pause of the account's creates (from the ledger), until it ends.
     account_pause: AccountPause | None = None
-    # Added after v0.1.0, each group in one place: what the devices billed (and the
-    # account's spendCap); what a person did to devices; the rollout of a new template.
+    # Added after v0.1.0, grouped.
     cost: Cost = Field(default_factory=Cost)
     control: Control = Field(default_factory=Control)
     rollout: Rollout = Field(default_factory=Rollout)
     # Doomed devices whose replacement is already credited (a device has one fate, and
-    # `doomed` wins: it is terminated until that goes through); `replaced` once it did.
-    # v0.1.0 kept the two facts in two lists (`doomed`, `replacing`).
+    # `doomed` wins); `replaced` once the termination went through.
     doomed_replaced: list[str] = Field(default_factory=list)
 
     @model_validator(mode="before")
@@ -184,7 +171,6 @@ class PoolState(CamelModel):
     # ------------------------------------------------------------ reducers
 
     def record(self, now: datetime, *happened: say.Happened) -> None:
-        """The pool's own events (state only: no command, no history event)."""
         for one in happened:
             self.events = record(
                 self.events, now=now, reason=one.reason, message=one.message, warning=one.warning
@@ -206,13 +192,11 @@ class PoolState(CamelModel):
         self.status = st.set_condition(self.status, rejected, now=now, generation=self.generation)
 
     def take_pause(self, pause: AccountPause, now: datetime) -> None:
-        """The account's ledger says the provider paused its creates until `pause.until`."""
         self.account_pause = pause
         message = f"creates of account {pause.account!r} wait until {st.iso(pause.until)}"
         self.record(now, say.Happened("ProviderRateLimited", message, warning=True))
 
     def take_cap(self, cap: AccountCap, now: datetime) -> None:
-        """The account's ledger says its spendCap holds this pool's creates, or no longer."""
         self.cost.account_cap = cap
         if not cap.reached:
             self.record(
@@ -269,14 +253,10 @@ class PoolState(CamelModel):
     def take_listing(
         self, devices: list[am.DeviceInfo], *, reported_gone: Collection[str]
     ) -> list[am.DeviceInfo]:
-        """The pool's devices are these now (less those the health check reported gone,
-        whatever a listing that started before their termination says). An offline
-        device the listing shows gone was removed by someone else (the health check,
-        whose report may come later, or a person): it is owed a replacement, served
-        ahead of growth. Returns the devices the pool goes by."""
+        """The devices the pool goes by now: `devices` less those the health check reported
+        gone (a listing may have started before their termination). An offline device the
+        listing shows gone is owed a replacement (`plan.lost_offline`)."""
         self.slots.seen(d.id for d in devices)
-        # Devices that left of the pool's own accord are remembered until the provider
-        # no longer lists them (`Fate.LEFT_*`).
         listed = {d.id for d in devices if d.status != am.TERMINATED}
         for fate in LEFT.values():
             self.fates.clear([d for d in self.fates.of(fate) if d not in listed], fate)
@@ -318,7 +298,6 @@ class PoolState(CamelModel):
     def take_health(self, report: HealthReport, *, max_unhealthy: str) -> Said:
         """The health check's report: the devices it terminated are owed replacements."""
         said = Said(say.health(self.health, report, max_unhealthy=max_unhealthy))
-        # Carried across continue-as-new; the device lists are this signal's news only.
         self.health = report.model_copy(update={"terminated": {}, "offline": []})
         self.replaced_total += len(report.terminated)
         # A device the pool's listing already showed gone while offline was credited then.
@@ -330,8 +309,7 @@ class PoolState(CamelModel):
         )
         self.fates.clear(report.terminated, Fate.REPLACED)
         self.doomed_replaced = [d for d in self.doomed_replaced if d not in report.terminated]
-        # A doomed device stays doomed (terminated again next pass, as v0.1.0 did): the
-        # credit is remembered beside it.
+        # A doomed device stays doomed (as v0.1.0 did): the credit is remembered beside it.
         doomed = set(self.doomed)
         self.fates.set([d for d in fresh if d not in doomed], Fate.REPLACED)
         self.doomed_replaced += [d for d in fresh if d in doomed]

@@ -14,16 +14,10 @@ __all__ = ["DeviceWatch"]
 
 
 class DeviceWatch:
-    """The pool's running watch, if any, and the order of its listings.
-
-    Listings are applied in the order they began, never an older one over a newer
-    one. A pass's fresh listing and the long-running watch overlap: a watch that
-    polled before a batch's creates landed can answer after a fresh listing already
-    showed them (and the batch's report was applied against it). Applied then, it
-    would make those devices neither seen nor in flight, and the pool would rent
-    them again. Each listing takes a number when it starts (`begin`); one that began
-    before the newest applied one is dropped (`accept`).
-    """
+    """The pool's running watch, if any, and the order of its listings: each takes a number
+    when it starts (`begin`); one that began before the newest applied one is dropped
+    (`accept`), or a watch's late answer would make landed creates neither seen nor in
+    flight, and the pool would rent them again (docs/pools.md, 'Converge')."""
 
     def __init__(self) -> None:
         self._started = self._applied = 0
@@ -42,7 +36,6 @@ class DeviceWatch:
         return True
 
     def ensure(self, start: Callable[[], Awaitable[WatchDevicesResult]]) -> None:
-        """Start a watch unless one runs (`start` schedules the activity)."""
         if self._task is None:
             self._number = self.begin()
             self._task = asyncio.ensure_future(start())
@@ -60,9 +53,8 @@ class DeviceWatch:
         return task.result(), self.accept(self._number)
 
     def drop(self) -> None:
-        """Cancel the running watch without awaiting it (its outcome no longer matters)."""
+        """Cancel the running watch without awaiting it (its outcome is retrieved, unlogged)."""
         if self._task is not None:
             self._task.cancel()
-            # Retrieve the outcome so asyncio does not log "exception never retrieved".
             self._task.add_done_callback(lambda task: task.cancelled() or task.exception())
             self._task = None

@@ -47,8 +47,7 @@ class ProvisionBatchInput(CamelModel):
     poll_seconds: float = 5.0
     # Replaces unhealthy devices: the account's ledger serves it before growth.
     replacement: bool = False
-    # The node worker serving the account ("" for none): where its creates and
-    # status reads run (`workflows/shared/placement.py`).
+    # The node worker serving the account ("" for none; `placement.py`).
     node: str = ""
 
     @model_validator(mode="before")
@@ -67,20 +66,17 @@ class BatchReport(CamelModel):
     ready: list[str] = Field(default_factory=list)
     # slots whose create failed for good, with the reason
     failed_slots: dict[int, str] = Field(default_factory=dict)
-    # the subset of `failed_slots` the provider never refused: the create was
-    # lost with a worker, timed out or stayed rate-limited past its budget.
-    # They say nothing about the region, so they do not count towards a back-off.
+    # the subset of `failed_slots` the provider never refused (lost with a worker, timed
+    # out, rate-limited past its budget): no verdict on the region, no back-off.
     unanswered_slots: list[int] = Field(default_factory=list)
     # devices created that never became ready: the provider says `failed`, or
     # the startup timeout ran out (the pool removes them; they count towards a back-off)
     failed_devices: dict[str, str] = Field(default_factory=dict)
-    # devices created that left the provider before they booted: not found (a
-    # restarted provider forgot them) or terminating/terminated (removed by the
-    # pool's scale-down or by hand). They say nothing about the region.
+    # devices created that left the provider before they booted (not found, or removed
+    # by a scale-down or by hand): no verdict on the region.
     vanished_devices: dict[str, str] = Field(default_factory=dict)
-    # devices created that the provider showed offline before they booted (a
-    # region outage, an unreachable device): they stay in the pool for the
-    # health check to judge. Neither a failed boot nor a verdict on the region.
+    # devices created that the provider showed offline before they booted: left to the
+    # health check; neither a failed boot nor a verdict on the region.
     offline_devices: dict[str, str] = Field(default_factory=dict)
     cancelled: bool = False
     # slots dropped before they held a permit (the pool needs fewer devices)
@@ -137,15 +133,12 @@ class HealthInput(CamelModel):
     offline_since: dict[str, datetime] = Field(default_factory=dict)
     replaced_total: int = 0
     last_check_at: datetime | None = None
-    # Also carried (absent, i.e. False, in runs from before they were): whether
-    # the last check paused remediation, and whether it told the pool anything
-    # (so the recovery that clears the pool's RemediationPaused is reported
-    # even when a new run is the first to see it).
+    # Also carried: whether the last check paused remediation, and whether it told the
+    # pool anything (so a recovery a new run sees first still clears RemediationPaused).
     paused: bool = False
     was_reporting: bool = False
-    # The pool's first run id: which pool this check belongs to. Learned at the
-    # first check (from the parent run) when the pool did not pass it; a pool
-    # applied again under the same name has another.
+    # The pool's first run id (a pool applied again under its name has another); learned
+    # at the first check when the pool did not pass it.
     pool_first_run_id: str = ""
 
 
