@@ -142,10 +142,8 @@ def looks_v1alpha1(spec: Any) -> bool:
 def wire_spec(spec: v1beta1.DevicePoolSpec) -> dict[str, Any]:
     """The JSON a client sends a pool (its input, `apply`): the oldest version that says it all.
 
-    Every build reads both versions (`stored_spec`) and stores v1beta1; a
-    v1beta1-only field makes it v1beta1. A spec v1alpha1 can hold goes as
-    v1alpha1, so a build from before v1beta1 (a rollback to v0.1.0) still
-    reads what a newer client sends it.
+    A spec v1alpha1 can hold goes as v1alpha1, so a build from before v1beta1 still reads it:
+    docs/pools.md, 'Versions: v1alpha1 and v1beta1'.
     """
     alpha, kept = spec_to_v1alpha1(spec)
     return spec.to_json_dict() if kept else alpha.to_json_dict()

@@ -94,12 +94,8 @@ def load_manifests(path: str | Path) -> list[DevicePool]:
 
 
 def load_resources_text(text: str, *, source: str = "<stdin>") -> list[Resource]:
-    """Every pool of either kind in `text`, as `load_manifests_text` reads them.
-
-    DevicePools and BrowserPools may be mixed, in either version, in one
-    stream or one `kind: List`; names are unique per kind (a DevicePool and a
-    BrowserPool may share one). Each comes back in the stored version, in the
-    order written.
+    """Every pool of either kind in `text`, mixed and in either version, as `load_manifests_text`
+    reads them: names unique per kind, each in the stored version, in the order written.
     """
     return _check_unique(_load_text(text, source=source, kinds=RESOURCE_KINDS))
 

@@ -40,9 +40,7 @@ WATCH_TASK_QUEUE_SUFFIX = "-watch"
 def watch_task_queue(task_queue: str = TASK_QUEUE) -> str:
     """The queue of the long `watch_devices` activities of pools that run on `task_queue`.
 
-    A watch holds its activity slot for up to an hour; on the pool's own queue,
-    a hundred of them would starve every short activity there. Its own queue
-    gets a slot budget sized for sleeping coroutines (``worker/build.py``).
+    Why a queue of its own: `worker.config.WorkerCapacity`.
     """
     return f"{task_queue}{WATCH_TASK_QUEUE_SUFFIX}"
 

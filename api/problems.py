@@ -55,9 +55,7 @@ MAX_ERROR_LINES = 20
 def joined(problems: Sequence[str]) -> str:
     """The one problem, or `N problems:` and then one indented problem a line.
 
-    A directory of manifests can have dozens: one line joining them all was
-    900 characters no one could read. At most `MAX_ERROR_LINES` are listed,
-    then `and N more problem(s)`.
+    At most `MAX_ERROR_LINES` are listed, then `and N more problem(s)`.
     """
     if len(problems) == 1:
         return problems[0]

@@ -97,13 +97,10 @@ _max_unhealthy = count_or_percent("40%")
 def resolve_max_unhealthy(value: int | str, total: int, *, at_least_one: bool = True) -> int:
     """How many devices may be unhealthy at once before remediation pauses.
 
-    A count stays a count. A percentage is of `total` (the pool's desired
-    replicas), rounded down as Cluster API does, but never below 1: one bad
-    device at a time can always be replaced, or a pool of 1 or 2 devices would
-    pause on its first offline device (40% of 2 is 0) and never heal. An
-    explicit 0 (or `0%`) stays 0: remediation pauses whenever anything is
-    unhealthy, the one way to turn replacement off. `at_least_one=False` is
-    the rule before the floor (health checks recorded before it replay on it).
+    A count stays a count (0 too: the one way to turn replacement off); a percentage is of
+    `total`, rounded down but never below 1 (docs/pools.md, 'Health: replace, do not repair').
+    `at_least_one=False` is the rule before the floor (health checks recorded before it replay
+    on it).
     """
     if isinstance(value, int):
         return value

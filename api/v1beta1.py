@@ -283,12 +283,9 @@ class SpendCapSpec(CamelModel):
 class ReserveSpec(CamelModel):
     """What scale-down keeps on a power-billed account (`api: bitbrowser` cloud phones).
 
-    A phone scaled away is shut down (billing stops) and its profile kept as a
-    warm reserve that a later scale-up powers on before it makes a new one.
-    `keep`: at most this many profiles in reserve; past it, a profile scaled
-    away is retired (kept, marked retired: the Local API has no delete).
-    `keep: 0` retires every one. Unset `reserve`: every profile is kept. An
-    account with a delete (`api: rest`) deletes its devices and ignores this.
+    A phone scaled away is shut down and its profile kept as a warm reserve that scale-up powers on
+    first. `keep`: at most this many; past it, a profile is retired (the Local API has no delete);
+    unset `reserve`: every profile is kept. An account with a delete ignores this.
     """
 
     keep: StrictishInt = Field(ge=0, le=MAX_REPLICAS)

@@ -49,15 +49,10 @@ ApplyOne = Callable[..., Awaitable[Accepted]]
 
 
 async def check_account(client: Client, address: str, pool: DevicePool, served: set[str]) -> None:
-    """Refuse a pool whose account no worker serves (`BadInput`, nothing started).
+    """Refuse a pool whose account no worker serves (`BadInput` naming the pool and its file).
 
-    The message names the pool, and its file when it was loaded from one.
-
-    Every worker signal-with-starts the permit ledger `devicepool-account/<name>`
-    of each account in its configuration when it starts, so a running ledger
-    means some worker was configured with the account (its creates would
-    otherwise wait on a task queue nobody polls). `served` holds the accounts
-    already seen served, so each is checked once per client, not once a pool.
+    A running ledger means some worker serves the account (`worker/accounts.py`); `served` holds
+    the accounts already seen, so each is checked once per client, not once a pool.
     """
     account = pool.spec.account
     if account in served:
@@ -186,12 +181,7 @@ async def start_or_update(
     update_id: str | None,
     start_first: bool,
 ) -> Accepted:
-    """`PoolClient.apply` once the pool is checked: start it, or send it the `apply` update.
-
-    A DevicePool without `start_first` is one update-with-start; a BrowserPool
-    is always started plainly first (its update never creates). `errors` maps
-    what Temporal raises.
-    """
+    """`PoolClient.apply` once the pool is checked (`errors` maps what Temporal raises)."""
     kind = side.kind
     body, summary, attributes = side.start(pool)
     starting: dict[str, Any] = {

@@ -119,19 +119,14 @@ class PoolClient:
     ) -> Accepted:
         """Start the pool, or replace its spec (its kind is the pool's own).
 
-        The answer's `result` says what happened: `created` (this call started
-        the pool), `configured` (the spec or metadata changed) or `unchanged`.
-        A DevicePool is one atomic update-with-start: sent again with the same
-        `update_id`, it answers the first send's outcome (Temporal deduplicates
-        updates by id) instead of applying twice. A BrowserPool is a plain
-        start, and the `apply` update if it runs already (its update never creates).
+        The answer's `result` is `created`, `configured` (spec or metadata changed) or `unchanged`.
+        A DevicePool is one atomic update-with-start: sent again with the same `update_id`, it
+        answers the first send's outcome instead of applying twice. A BrowserPool is a plain start,
+        then the `apply` update if it runs already.
 
-        `start_first` (`apply_many`; always for a BrowserPool): try a plain start
-        first, which Temporal answers once it has stored the pool, without waiting
-        for a worker to run it (as `kubectl apply` answers once the API server
-        stored the object); a pool that exists already gets the update. A new
-        pool's first apply cannot be refused (nothing to compare with), so the
-        outcome is the same.
+        `start_first` (`apply_many`; always for a BrowserPool): a plain start first, answered once
+        Temporal stored the pool (as `kubectl apply` answers), the update only for a pool that
+        exists; a new pool's first apply cannot be refused, so the outcome is the same.
         """
         kind = kind_named(pool.kind)  # type: ignore[attr-defined]
         side = side_of(kind)
@@ -164,17 +159,11 @@ class PoolClient:
         """`apply` each pool (of any kind), at most `concurrency` at once; the answers in the
         pools' order.
 
-        Every account the pools name is checked first, so an unknown one anywhere
-        raises `BadInput` with nothing applied. A pool whose change is refused
-        answers its `BadInput` and the others go on; after any other failure
-        (Temporal, no worker accepting) no further pool is started, so the
-        answers cover the pools up to those already in flight. Pools start in
-        their order, and `on_result` sees each answer in that order as soon as it
-        and every one before it are in.
-
-        A pool no worker took within `UPDATE_TIMEOUT` is sent again (the same
-        update id, so it is never applied twice) if other pools were answered
-        meanwhile: the workers are busy with the pools just started, not gone.
+        Every account is checked first (an unknown one: `BadInput`, nothing applied). A refused
+        change answers its `BadInput` and the others go on; after any other failure no further pool
+        starts. `on_result` sees each answer in the pools' order as soon as it and every one before
+        it are in. A pool no worker took within `UPDATE_TIMEOUT` is sent again (same update id)
+        while other pools are answered meanwhile: the workers are busy, not gone.
         """
         if concurrency < 1:
             raise BadInput(f"concurrency: must be at least 1, got {concurrency}")

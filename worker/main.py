@@ -50,10 +50,9 @@ async def run_worker(
 ) -> None:
     """Run until `shutdown_event` is set (or a worker fails), then shut down gracefully.
 
-    `sdk_metrics`: the `MetricBuffer` of the client's runtime (`sdk_runtime()`),
-    to serve the SDK's worker metrics on the same endpoint. The pool gauges are
-    re-read from visibility at most every `pool_metrics_max_age` seconds and the
-    pools' `status` queries run at most every `pool_status_max_age` seconds.
+    `sdk_metrics`: the client runtime's `MetricBuffer` (`sdk_runtime()`), served on the same
+    endpoint; the pool gauges are re-read at most every `pool_metrics_max_age` seconds, the
+    pools' `status` at most every `pool_status_max_age`.
     """
     telemetry = WorkerMetrics.create(
         client,

@@ -53,12 +53,10 @@ SDK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 class SdkMetricsCollector(Collector):
     """The SDK Core's metrics (a `MetricBuffer`) re-exposed in Prometheus form.
 
-    Counters arrive as deltas and are summed here; histograms arrive as single
-    observations (durations in seconds) and are bucketed here. `drain()` must
-    run regularly even without scrapes (the buffer drops what overflows); the
-    worker calls it every few seconds and on every render of `/metrics`, both
-    in worker threads (a drain at load is tens of thousands of updates: not on
-    the event loop), so a lock keeps the two apart.
+    Counters arrive as deltas (summed here), histograms as single observations (bucketed here).
+    `drain()` must run even without scrapes (the buffer drops what overflows); the periodic drain
+    and each render call it from worker threads (tens of thousands of updates at load), so a lock
+    keeps the two apart.
     """
 
     def __init__(self, buffer: MetricBuffer, *, buckets: Sequence[float] = SDK_BUCKETS) -> None:

@@ -1,7 +1,8 @@
 """BrowserPool `mobile.example.com/v1beta1`: the version browser pools are stored in.
 
 What changed from v1alpha1 (`api.browserpool.conversion`, lossless both ways), and why
-DevicePool's other v1beta1 fields have no BrowserPool meaning: docs/browserpools.md, 'The manifest'."""
+DevicePool's other v1beta1 fields have no BrowserPool meaning: docs/browserpools.md,
+'The manifest'."""
 
 from __future__ import annotations
 
@@ -51,11 +52,7 @@ DEFAULT_MAX_UNHEALTHY = "40%"
 class BrowserHealthSpec(CamelModel):
     """When a profile is given up on. `failureStreakLimit` unset: the worker's value.
 
-    A profile whose browser is not alive is opened again (cheap, and it keeps its
-    cookies); one that fails to open `failureStreakLimit` times in a row is
-    deleted and created again, which loses them. When more profiles than
-    `maxUnhealthy` fail at once, the trouble is the node or the account, not the
-    profiles: none is deleted (`RemediationPaused`) until fewer fail.
+    Why a streak and a pause: docs/browserpools.md, 'The manifest' (`health`).
     """
 
     failure_streak_limit: StrictishInt | None = Field(default=None, ge=1)
