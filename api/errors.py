@@ -1,11 +1,8 @@
 """The one error vocabulary shared by the provider clients, activities and workflows.
 
-Provider errors (the contract's problem+json `code`) and devicepool's own
-configuration errors each have one name here. Activities raise Temporal
-`ApplicationError`s whose `type` is one of these values; workflows match on
-them; metrics label by them. Never spell one of these as a string literal
-elsewhere.
-"""
+Provider errors (the contract's problem+json `code`) and devicepool's own configuration errors
+each have one name here: the `type` of the `ApplicationError`s activities raise, what workflows
+match on and metrics label by. Never spell one as a string literal elsewhere."""
 
 from __future__ import annotations
 

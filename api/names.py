@@ -1,10 +1,8 @@
-"""Every name that more than one layer relies on, in one place.
+"""Every name that more than one layer relies on, in one place: task queues, workflow ids,
+search attribute names, label keys, message names.
 
-Task queues, workflow ids, search attribute names, label keys, message names.
-Changing one of these is a breaking change for users (the stock `temporal` CLI,
-the Web UI's saved searches, running workflows), so they live here and nowhere
-else.
-"""
+Changing one breaks users (the stock `temporal` CLI, the Web UI's saved searches, running
+workflows)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """DevicePool `mobile.example.com/v1alpha1`: the resource a user applies.
 
-JSON/YAML field names are camelCase (`osVersion`, `stickyTTL`,
-`providerCredentialRef`); Python attributes are snake_case. Unknown fields are
-rejected everywhere: a typo such as `replica:` must never silently mean 0.
-"""
+Field names are camelCase in JSON/YAML, snake_case in Python. Unknown fields are rejected
+everywhere: a typo such as `replica:` must never silently mean 0."""
 
 from __future__ import annotations
 

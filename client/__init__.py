@@ -5,10 +5,8 @@
     pool_client = PoolClient(await connect())       # TEMPORAL_ADDRESS, default 127.0.0.1:7233
     accepted = await pool_client.scale("quickstart", 8)
 
-Everything else in this package (the CLI, its renderers, `devicepool dev`) is
-private to the `devicepool` command. The error tree is drawn in
-`devicepool.client.errors`.
-"""
+The rest of this package is private to the `devicepool` command; the error tree is drawn in
+`devicepool.client.errors`."""
 
 from devicepool.client.errors import (
     BadInput,
