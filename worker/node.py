@@ -207,10 +207,8 @@ def node_activities(
 def node_phone_activities(
     options: NodeOptions, *, transport: httpx.AsyncBaseTransport | None = None
 ) -> DeviceActivities | None:
-    """The provider activities of the cloud-phone accounts this node serves (None: none).
-
-    ONE pacer for all of them: they all reach this node's Local API, whose
-    1 cloud-phone request a second counts every call of the client.
+    """The provider activities of the cloud-phone accounts this node serves (None: none), all
+    under ONE pacer: every call reaches this node's Local API.
     """
     if not options.accounts:
         return None
@@ -238,9 +236,9 @@ def node_worker(client: Client, activities: NodeBrowserActivities) -> Worker:
 def node_workers(
     client: Client, activities: NodeBrowserActivities, phones: DeviceActivities | None = None
 ) -> list[Worker]:
-    """`node_worker`, then (with cloud-phone accounts) the workers of their short calls
-    (`node_phone_task_queue`: they wait for the pacer holding a slot each, so apart from the
-    BrowserPool's calls) and of the pools' long watches (worker/build.py)."""
+    """`node_worker`, then (with cloud-phone accounts) the workers of their short calls and of
+    their long watches (why queues of their own: `api.names`).
+    """
     workers = [node_worker(client, activities)]
     if phones is not None:
         workers += [
