@@ -30,7 +30,6 @@ from devicepool.api.names import (
 from devicepool.api.v1alpha1 import ObjectMeta
 from devicepool.client.browser_pools import BrowserPoolClient
 from devicepool.emulator.bitbrowser import BitBrowserConfig
-from devicepool.testing import eventually
 from devicepool.workflows.browserpool.messages import BrowserApplyRequest, BrowserPoolInput
 from devicepool.workflows.browserpool.workflow import BrowserPoolWorkflow
 from tests.browserpool.test_bp_nodes import (
@@ -38,6 +37,7 @@ from tests.browserpool.test_bp_nodes import (
     SETTINGS,
     Node,
     deleted,
+    eventually,
     node_stack,
     placement,
     start_browser_pool,
