@@ -73,12 +73,8 @@ def batch_started(count: int, *, replacement: bool) -> Happened:
 
 
 def batches_settled(book: SlotBook, reports: Iterable[BatchReport]) -> list[Happened]:
-    """`batch_created` reports about to be applied to `book`: what they newly settle.
-
-    Read before `SlotBook.settle_created`: a batch may report more than once
-    (each withdrawal, then its creates), each time with everything so far, so
-    only slots the book still waits on are news.
-    """
+    """`batch_created` reports about to be applied to `book` (read before `settle_created`):
+    a batch reports everything so far each time, so only slots the book waits on are news."""
     out: list[Happened] = []
     for report in reports:
         batch = book.batch(report.workflow_id)
@@ -112,11 +108,8 @@ def batches_settled(book: SlotBook, reports: Iterable[BatchReport]) -> list[Happ
 
 
 def batch_done(report: BatchReport, *, ours: Collection[str] = ()) -> list[Happened]:
-    """A batch ended: how its devices came up.
-
-    `ours`: booting devices the pool itself terminated (a scale-down); their
-    batch sees them vanish, which is no news (`ScaledDown` said it).
-    """
+    """A batch ended: how its devices came up. `ours`: booting devices a scale-down
+    terminated (their vanishing is no news: `ScaledDown` said it)."""
     vanished = {d: why for d, why in report.vanished_devices.items() if d not in ours}
     if report.cancelled:
         return []
@@ -184,13 +177,9 @@ def terminations(
     reasons: Mapping[str, str] | None = None,
     first: Collection[str] = (),
 ) -> list[Happened]:
-    """What one round of terminations removed (and kept).
-
-    A device with a reason (`Expired`, `Replaced`, `Drifted`: it left of the pool's
-    own accord, its replacement serving, or `first` before it) is said under it, not
-    as a scale-down. A device the re-check found already on its way out (a listing
-    older than the last termination planned it again) is no news either way.
-    """
+    """What one round of terminations removed (and kept). A device with a reason (`Expired`,
+    `Replaced`, `Drifted`) is said under it, not as a scale-down; one the re-check found
+    already on its way out is no news."""
     out: list[Happened] = []
     reasons = reasons or {}
     leaving = {d for d, why in skipped.items() if why in _LEAVING}

@@ -19,9 +19,7 @@ from devicepool.workflows.pool.state import PoolState
 from devicepool.workflows.reconciler.messages import Accepted, ApplyResult, ScaleRequest
 from devicepool.workflows.shared.protocol import BatchReport, HealthConfig, HealthReport
 
-# Re-exported: `PoolSettings` is defined beside the activity that serves it, the
-# batch messages beside the slot book that applies them, `PoolState` on its own
-# (with the health report it carries), what every kind's updates answer in the shell.
+# Re-exported: the pool's messages defined where they are used.
 __all__ = [
     "Accepted",
     "ApplyResult",
@@ -35,9 +33,7 @@ __all__ = [
 ]
 
 
-# The stored version (v1beta1). A pool started before it, or an `apply` from a
-# client before it, carries a v1alpha1 spec: read into v1beta1 (`api.conversion`),
-# and handed over in v1beta1 at the pool's next continue-as-new.
+# A v1alpha1 spec (a v0.1.0 pool or client) is read into v1beta1: docs/pools.md, 'Versions'.
 StoredSpec = Annotated[DevicePoolSpec, BeforeValidator(stored_spec)]
 
 

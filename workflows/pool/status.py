@@ -73,9 +73,8 @@ class PoolView:
 
 
 def refs_problem(problems: list[str]) -> tuple[str, str]:
-    """The reason and message of references the worker does not know (an account, a
-    proxy pool, a region) or cannot serve (a platform the account's provider lacks):
-    as the `Ready` condition and the Warning event say them."""
+    """The reason and message (of `Ready` and the Warning event) of references the worker
+    does not know or cannot serve."""
     kinds = (
         ("platform", "UnsupportedPlatform"),  # checked first: its message names the account
         ("cloud phone's proxy", "ProxyIncomplete"),  # a known proxy pool the Local API refuses
@@ -337,11 +336,9 @@ _RUNNING_ONLY = (
 def deleted(
     status: DevicePoolStatus, now: datetime, *, profiles_retired: int = 0
 ) -> DevicePoolStatus:
-    """A deleted pool's final status: no device is left, none is wanted, nothing bills.
-
-    `desiredReplicas` reads 0: the deletion asked for no device and the finalizer
-    reached that (the spec still says what the pool had); `Ready` is False with reason
-    `Deleted` (a deleted pool serves nothing), and so is `Progressing` if shown."""
+    """A deleted pool's final status: no device is left, none is wanted (`desiredReplicas`
+    0; the spec still says what the pool had), nothing bills; `Ready` (and `Progressing`
+    if shown) False, reason `Deleted`."""
     for type_ in _RUNNING_ONLY:
         status = drop_condition(status, type_)
     generation = status.observed_generation
