@@ -17,6 +17,7 @@ from devicepool.api.v1beta1 import (
     ObjectMeta,
     Phase,
     ProviderRef,
+    check_replicas,
 )
 from devicepool.workflows.pool import status as st
 from devicepool.workflows.pool.backoff import Backoff
@@ -25,13 +26,10 @@ from devicepool.workflows.pool.finalizer import SweepVerdict, verdict
 from devicepool.workflows.pool.messages import ApplyRequest, PoolInput
 from devicepool.workflows.pool.plan import plan_pool
 from devicepool.workflows.pool.slots import SlotBook
-from devicepool.workflows.pool.spec_changes import (
-    body_changed,
-    parse_scale_signal,
-    refuse_apply,
-    short_json,
-)
+from devicepool.workflows.pool.spec_changes import body_changed, refuse_apply
 from devicepool.workflows.pool.state import PoolState
+from devicepool.workflows.reconciler import messages
+from devicepool.workflows.reconciler.messages import short_json
 from devicepool.workflows.shared.protocol import BatchReport, HealthReport
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -307,6 +305,10 @@ def test_each_immutable_field_is_refused_by_its_name(path: str, changed: DeviceP
     other = _at(changed.to_json_dict(), path)
     with pytest.raises(ValueError, match=rf"^spec\.{path}: cannot change from .* to '{other}'"):
         refuse_apply("p", spec(), ApplyRequest(metadata=ObjectMeta(name="p"), spec=changed))
+
+
+def parse_scale_signal(payload: Any) -> messages.ScaleRequest:
+    return messages.parse_scale_signal(payload, check=check_replicas)
 
 
 def _at(fields: dict[str, Any], path: str) -> Any:

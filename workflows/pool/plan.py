@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from devicepool.activities import models as am
@@ -34,7 +34,6 @@ class Plan:
     blocked_surplus: int
     # When the next not-yet-idle surplus device becomes idle (to re-plan then).
     next_idle_at: datetime | None = None
-    by_status: dict[str, int] = field(default_factory=dict)
     # Creates the spend cap held back (the pool wants them; the cap says no).
     capped: int = 0
     # Of `blocked_surplus`, devices a disruption budget held (they could have gone).
@@ -169,7 +168,6 @@ def plan_pool(
         members=members,
         blocked_surplus=blocked,
         next_idle_at=next_idle_at,
-        by_status=dict(by_status),
         capped=capped,
         budget_held=budget_held,
         capped_beside=capped_beside,

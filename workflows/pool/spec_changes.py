@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from devicepool.api.v1beta1 import DevicePoolSpec, check_replicas
-from devicepool.workflows.pool.messages import ApplyRequest, ScaleRequest
-from devicepool.workflows.reconciler import messages
-from devicepool.workflows.reconciler.messages import short_json
+from devicepool.api.v1beta1 import DevicePoolSpec
+from devicepool.workflows.pool.messages import ApplyRequest
 
-__all__ = ["body_changed", "parse_scale_signal", "refuse_apply", "short_json"]
+__all__ = ["body_changed", "refuse_apply"]
 
 # Fields a running pool cannot change (their JSON paths): its devices were rented under them.
 IMMUTABLE_FIELDS = ("provider.name", "provider.account", "platform", "region")
@@ -38,11 +36,6 @@ def refuse_apply(name: str, spec: DevicePoolSpec, request: ApplyRequest) -> None
 def body_changed(old: DevicePoolSpec, new: DevicePoolSpec) -> bool:
     """Whether creates under `new` send another body (old idempotency keys would be a 422)."""
     return any(getattr(new, field) != getattr(old, field) for field in CREATE_BODY_FIELDS)
-
-
-def parse_scale_signal(payload: Any) -> ScaleRequest:
-    """The `scale` signal's plain JSON, checked; `ValueError` with a one-line message if bad."""
-    return messages.parse_scale_signal(payload, check=check_replicas)
 
 
 def _at(fields: dict[str, Any], path: str) -> Any:
