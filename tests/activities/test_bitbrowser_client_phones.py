@@ -30,7 +30,7 @@ from devicepool.activities.providers.bitbrowser import (
 )
 from devicepool.api.errors import ErrorType
 from devicepool.emulator.bitbrowser import BitBrowserConfig
-from tests.activities.conftest import LostAnswer, bitbrowser_account
+from tests.activities.conftest import bitbrowser_account
 from tests.helpers.bitbrowser import CJK, KEY, Account
 from tests.helpers.bitbrowser_client import Node, node
 
@@ -58,18 +58,12 @@ async def _add(n: Node, mark: str, **kwargs: Any) -> str:
     )
 
 
-async def test_add_marked_then_found_by_its_exact_name(account: Account, n1: Node) -> None:
-    first = await n1.phones.add_marked(
-        mark="pp/1", region_id=REGION, compute_type=ComputeType.TEMPORARY, proxy=PROXY
-    )
+async def test_an_added_phone_is_found_by_its_exact_name(account: Account, n1: Node) -> None:
+    first = await _add(n1, "pp/1")
     await _add(n1, "pp/10")
-    again = await n1.phones.add_marked(
-        mark="pp/1", region_id=REGION, compute_type=ComputeType.TEMPORARY, proxy=PROXY
-    )
-    assert first.created and not again.created and again.id == first.id
     (phone,) = await n1.phones.find_by_mark("pp/1")  # the name filter is fuzzy: pp/10 too
     assert (phone.id, phone.name, phone.remark, phone.region_id) == (
-        first.id,
+        first,
         "pp/1",
         "pp/1",
         REGION,
@@ -82,21 +76,6 @@ async def test_a_mark_longer_than_a_phone_name_is_refused_before_any_call(n1: No
     with pytest.raises(ValueError, match="30"):
         await _add(n1, "p" * 31)
     assert n1.recorder.calls == []
-
-
-async def test_an_add_whose_answer_was_lost_is_found_not_made_twice(
-    account: Account, lost_answer: LostAnswer
-) -> None:
-    client = node(account, timeout=0.5, pacer=PhonePacer(interval=PACE))
-    client.recorder.before, lost = lost_answer("/phone/profile/add", "name")
-    try:
-        result = await client.phones.add_marked(
-            mark="pp/lost", region_id=REGION, compute_type=ComputeType.TEMPORARY, proxy=PROXY
-        )
-    finally:
-        await client.aclose()
-    assert lost == ["pp/lost"] and result.created is False
-    assert (await account.stats())["phones"]["created"] == 1
 
 
 async def test_a_lost_add_raises_a_retryable_timeout(account: Account) -> None:

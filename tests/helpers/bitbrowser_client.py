@@ -91,5 +91,5 @@ def node(
         api=api,
         recorder=recorder,
         profiles=BrowserProfiles(api, settle_seconds=0.0),
-        phones=CloudPhones(api, pacer=pacer or PhonePacer(interval=0.3), settle_seconds=0.0),
+        phones=CloudPhones(api, pacer=pacer or PhonePacer(interval=0.3)),
     )

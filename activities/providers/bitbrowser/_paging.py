@@ -3,23 +3,21 @@
 A listing pages by 100 until an empty or short page or `total` objects, keeps each
 id once, and stops with a `ServerError` past `MAX_LIST_PAGES`. A mark (pool and slot
 key) is matched exactly by the client, since the server's filters are fuzzy; before
-each create `marked_create` looks for its mark. Why: docs/providers.md, "BitBrowser's
+each create `BrowserProfiles.create_marked` looks for its mark. Why: docs/providers.md, "BitBrowser's
 Local API".
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from devicepool.activities.errors import ProviderError, ServerError, TransportError
-from devicepool.activities.providers.bitbrowser.errors import LocalApiError
+from devicepool.activities.errors import ServerError
 from devicepool.activities.providers.bitbrowser.models import (
     MAX_PAGE_SIZE,
     BrowserProfile,
-    MarkedCreate,
     Phone,
 )
 from devicepool.api.errors import ErrorType
@@ -41,44 +39,6 @@ def check_mark(mark: str, *, max_length: int) -> str:
     if len(mark) > max_length:
         raise ValueError(f"a mark here is at most {max_length} characters: {mark!r}")
     return mark
-
-
-async def marked_create(
-    find: Callable[[], Awaitable[Sequence[BrowserProfile | Phone]]],
-    create: Callable[[], Awaitable[str]],
-    *,
-    attempts: int,
-    settle_seconds: float,
-    sleep: Callable[[float], Awaitable[None]],
-    look_again: bool,
-) -> MarkedCreate:
-    """The object holding a mark (`find`, oldest first): found if one exists, else created.
-
-    Before each create the mark is looked up; after an answer that leaves the
-    outcome open (no answer, a timeout, a 5xx) the next look-up, `settle_seconds`
-    later, says whether that create happened. A refusal (`success: false`) made
-    nothing and is raised. `look_again`: after a create, look once more for
-    others holding the mark (the caller removes them).
-    """
-    last: ProviderError | None = None
-    for attempt in range(attempts):
-        if attempt and settle_seconds > 0:
-            await sleep(settle_seconds)
-        found = await find()
-        if found:
-            first, *others = found
-            return MarkedCreate(id=first.id, created=False, duplicates=[o.id for o in others])
-        try:
-            made = await create()
-        except (TransportError, ServerError) as exc:
-            if isinstance(exc, LocalApiError):
-                raise  # refused: nothing was made
-            last = exc
-            continue
-        again = [o.id for o in await find() if o.id != made] if look_again else []
-        return MarkedCreate(id=made, created=True, duplicates=again)
-    assert last is not None
-    raise last
 
 
 def new_id(data: Any, call: str, what: str) -> str:

@@ -1,6 +1,6 @@
 """`BrowserProfiles`: the browser-profile family (`/browser/*`) of one node's Local API.
 
-There is no idempotency key: `create_marked` looks for its mark first (`_paging`).
+There is no idempotency key: `create_marked` looks for its mark first.
 Vendor facts relied on: docs/bitbrowser-emulator.md, "What it reproduces".
 """
 
@@ -11,23 +11,19 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Required, TypedDict, Unpack
 
-from devicepool.activities.errors import ServerError
+from devicepool.activities.errors import ProviderError, ServerError, TransportError
 from devicepool.activities.providers.bitbrowser._paging import (
     MarkedList,
     check_mark,
-    marked_create,
     new_id,
-    page_items,
-    read_all_pages,
     validated,
 )
-from devicepool.activities.providers.bitbrowser.errors import CloseUnconfirmedError
+from devicepool.activities.providers.bitbrowser.errors import CloseUnconfirmedError, LocalApiError
 from devicepool.activities.providers.bitbrowser.local_api import LocalApi
 from devicepool.activities.providers.bitbrowser.models import (
     MAX_PAGE_SIZE,
     BrowserPage,
     BrowserProfile,
-    Group,
     MarkedCreate,
     OpenedBrowser,
     ProfileProxy,
@@ -108,16 +104,34 @@ class BrowserProfiles(MarkedList[BrowserProfile]):
     async def create_marked(
         self, *, attempts: int = 3, **profile: Unpack[NewProfile]
     ) -> MarkedCreate:
-        """The profile holding `mark`: found if one exists, else created (`marked_create`)."""
+        """The profile holding `mark` (oldest first): found if one exists, else created.
+
+        Before each create the mark is looked up; after an answer that leaves the
+        outcome open (no answer, a timeout, a 5xx) the next look-up, `settle_seconds`
+        later, says whether that create happened. A refusal (`success: false`) made
+        nothing and is raised. After a create, it looks once more for others holding
+        the mark (the caller removes them).
+        """
         mark = check_mark(profile["mark"], max_length=MAX_BROWSER_MARK)
-        return await marked_create(
-            lambda: self.find_by_mark(mark),
-            lambda: self.create(**profile),
-            attempts=attempts,
-            settle_seconds=self.settle_seconds,
-            sleep=self._sleep,
-            look_again=True,
-        )
+        last: ProviderError | None = None
+        for attempt in range(attempts):
+            if attempt and self.settle_seconds > 0:
+                await self._sleep(self.settle_seconds)
+            found = await self.find_by_mark(mark)
+            if found:
+                first, *others = found
+                return MarkedCreate(id=first.id, created=False, duplicates=[o.id for o in others])
+            try:
+                made = await self.create(**profile)
+            except (TransportError, ServerError) as exc:
+                if isinstance(exc, LocalApiError):
+                    raise  # refused: nothing was made
+                last = exc
+                continue
+            again = [o.id for o in await self.find_by_mark(mark) if o.id != made]
+            return MarkedCreate(id=made, created=True, duplicates=again)
+        assert last is not None
+        raise last
 
     async def list_all(
         self, *, group_id: str | None = None, mark_prefix: str | None = None
@@ -212,33 +226,6 @@ class BrowserProfiles(MarkedList[BrowserProfile]):
         """`/browser/delete/ids` in chunks of at most 100. Close and confirm each first."""
         for chunk in _chunks(ids):
             await self.api.call("/browser/delete/ids", {"ids": chunk})
-
-    # ------------------------------------------------------------ groups
-
-    async def add_group(self, name: str, *, sort_num: int = 0) -> str:
-        """`/group/add`: a new group's id (a second group of the same name is another group)."""
-        if not name:
-            raise ValueError("a group needs a name")
-        data = await self.api.call("/group/add", {"groupName": name, "sortNum": sort_num})
-        return new_id(data, "POST /group/add", "group")
-
-    async def list_groups(self) -> list[Group]:
-        """Every group the account's user may use (`/group/list`, `all: true`, every page)."""
-
-        async def fetch(page: int, size: int) -> tuple[list[Group], int | None]:
-            body = {"page": page, "pageSize": size, "all": True}
-            data = await self.api.call("/group/list", body)
-            items, total = page_items(data, "POST /group/list")
-            return [validated(Group, item, "POST /group/list") for item in items], total
-
-        return await read_all_pages(fetch, lambda g: g.id, what="groups")
-
-    async def ensure_group(self, name: str, *, sort_num: int = 0) -> str:
-        """The id of the (oldest listed) group called exactly `name`, made if there is none."""
-        for group in await self.list_groups():
-            if group.group_name == name:
-                return group.id
-        return await self.add_group(name, sort_num=sort_num)
 
     # ------------------------------------------------------------ plumbing
 

@@ -24,7 +24,6 @@ __all__ = [
     "BrowserPage",
     "BrowserProfile",
     "ComputeType",
-    "Group",
     "MarkedCreate",
     "OpenedBrowser",
     "Phone",
@@ -107,27 +106,16 @@ class BrowserPage(_Answer):
     total: OptionalInt = None
 
 
-class Group(_Identified):
-    """A browser-profile group (`/group/list`, `/group/detail`)."""
-
-    group_name: Text = ""
-    sort_num: OptionalInt = None
-
-
 class OpenedBrowser(_Answer):
     """What `/browser/open` answers: where to drive the browser, and its process."""
 
     id: str
     ws: Text = ""
-    # `host:port` without a scheme, as the vendor answers it (`http_url` adds one).
+    # `host:port` without a scheme, as the vendor answers it.
     http: Text = ""
     pid: OptionalInt = None
     core_version: Text = ""
     seq: OptionalInt = None
-
-    @property
-    def http_url(self) -> str:
-        return self.http if "://" in self.http or not self.http else f"http://{self.http}"
 
 
 class ComputeType(IntEnum):

@@ -8,15 +8,13 @@ filters by. Vendor facts relied on: docs/bitbrowser-emulator.md, "What it reprod
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Required, TypedDict, Unpack
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from devicepool.activities.errors import ServerError
 from devicepool.activities.providers.bitbrowser._paging import (
     MarkedList,
     check_mark,
-    marked_create,
     new_id,
 )
 from devicepool.activities.providers.bitbrowser.errors import LocalApiRateLimitedError
@@ -24,7 +22,6 @@ from devicepool.activities.providers.bitbrowser.local_api import LocalApi
 from devicepool.activities.providers.bitbrowser.models import (
     MAX_PAGE_SIZE,
     ComputeType,
-    MarkedCreate,
     Phone,
     PhonePage,
     PhoneProxy,
@@ -39,20 +36,6 @@ MAX_PHONE_REMARK = 500
 SECRET_PHONE_FIELDS = frozenset({"proxyPassword"})
 
 
-class NewPhone(TypedDict, total=False):
-    """What `CloudPhones.add` (and so `add_marked`) takes."""
-
-    mark: Required[str]
-    region_id: Required[str]
-    compute_type: Required[ComputeType]
-    proxy: Required[PhoneProxy]
-    remark: str | None
-    ip_check_service: str
-    udp: bool
-    fingerprint: Mapping[str, Any] | None
-    group_id: str | None
-
-
 class CloudPhones(MarkedList[Phone]):
     """The account's cloud phones, through one node's Local API, at most one call per turn."""
 
@@ -64,14 +47,10 @@ class CloudPhones(MarkedList[Phone]):
         api: LocalApi,
         *,
         pacer: PhonePacer | None = None,
-        settle_seconds: float = 2.0,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.api = api
         # One pacer per account, shared by every CloudPhones of it (`pacer`).
         self.pacer = pacer if pacer is not None else PhonePacer()
-        self.settle_seconds = settle_seconds
-        self._sleep = sleep
 
     def __repr__(self) -> str:
         return f"CloudPhones({self.api!r}, pacer={self.pacer!r})"
@@ -91,10 +70,8 @@ class CloudPhones(MarkedList[Phone]):
         fingerprint: Mapping[str, Any] | None = None,
         group_id: str | None = None,
     ) -> str:
-        """One `/phone/profile/add` (powered off): the new phone's id. Not retried.
-
-        A lost answer may have made the phone: use `add_marked`, which checks first.
-        """
+        """One `/phone/profile/add` (powered off): the new phone's id. Not retried: a lost
+        answer may have made the phone (`PhoneProvider` looks its mark up first)."""
         check_mark(mark, max_length=MAX_PHONE_MARK)
         if not region_id:
             raise ValueError("region_id (the compute type id copied from the client) is required")
@@ -115,21 +92,6 @@ class CloudPhones(MarkedList[Phone]):
             body["groupId"] = group_id
         return new_id(
             await self._call("/phone/profile/add", body), "POST /phone/profile/add", "phone"
-        )
-
-    async def add_marked(self, *, attempts: int = 3, **phone: Unpack[NewPhone]) -> MarkedCreate:
-        """The phone named `mark`: found if one exists (answered as it is, not updated to this
-        call's proxy or region), else added (`marked_create`)."""
-        mark = check_mark(phone["mark"], max_length=MAX_PHONE_MARK)
-        return await marked_create(
-            lambda: self.find_by_mark(mark),
-            lambda: self.add(**phone),
-            attempts=attempts,
-            settle_seconds=self.settle_seconds,
-            sleep=self._sleep,
-            # No second look-up (each costs a second of the budget): a duplicate made by
-            # a create the server finished late shows in the pool's next listing.
-            look_again=False,
         )
 
     async def update(self, phone_id: str, fields: Mapping[str, Any]) -> None:
