@@ -2,8 +2,8 @@
 
 Only a device the provider reports `failed`, one not ready at the startup timeout, or
 a `region_unavailable` answer counts; creates never answered and devices that vanished
-while booting say nothing about the region. Pure. The rule: docs/pools.md, 'Failing
-replacements'.
+while booting say nothing about the region. Pure. The rule: docs/pools.md, 'Health:
+replace, do not repair'.
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ def incarnation() -> str:
 
 async def check_batches(book: SlotBook, *, pool: str, every: timedelta) -> None:
     """Batches quiet for `every` are asked after; only one that ended without reporting is
-    settled, its slots keeping their keys (docs/pools.md, 'Converge')."""
+    settled, its slots keeping their keys (docs/pools.md, 'Converging, scaling, teardown')."""
     now = workflow.now()
     due = book.due_for_check(now=now, every=every)
     if not due:

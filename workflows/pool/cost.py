@@ -1,6 +1,6 @@
 """What a pool's devices billed, counted by the pool itself (`Cost`, in `PoolState.cost`),
 and the account's spendCap as its ledger last told it. Pure. How it is counted:
-docs/pools.md, 'Spend'.
+docs/pools.md, 'Spend: what a pool costs, and a cap'.
 """
 
 from __future__ import annotations

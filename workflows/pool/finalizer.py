@@ -6,7 +6,7 @@ for while it runs), so no create lands after the sweep; then `terminate_pool` un
 provider lists none of the pool's devices alive, never giving up. Each sweep window is
 `teardown_blocked_after_seconds`, the activity's retries inside it, so a lasting
 retryable error reaches the workflow as a block. `verdict()` and `window_failure()` are
-the sweep's pure decisions. What a user sees: docs/pools.md, 'Teardown'.
+the sweep's pure decisions. What a user sees: docs/pools.md, 'Converging, scaling, teardown'.
 """
 
 from __future__ import annotations

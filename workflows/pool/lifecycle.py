@@ -153,7 +153,7 @@ def when_idle_said(device: str, spec: DevicePoolSpec) -> str:
 
 class Budgets:
     """What the active disruption budgets still allow this pass, reason by reason (the rule:
-    docs/pools.md, 'Disruption budgets')."""
+    docs/pools.md, 'One device by hand, and lifetime')."""
 
     def __init__(self, spec: DisruptionSpec | None, *, replicas: int, now: datetime) -> None:
         budgets = spec.budgets if spec is not None else []

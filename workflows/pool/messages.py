@@ -33,7 +33,8 @@ __all__ = [
 ]
 
 
-# A v1alpha1 spec (a v0.1.0 pool or client) is read into v1beta1: docs/pools.md, 'Versions'.
+# A v1alpha1 spec (a v0.1.0 pool or client) is read into v1beta1 (docs/pools.md,
+# 'Versions: v1alpha1 and v1beta1').
 StoredSpec = Annotated[DevicePoolSpec, BeforeValidator(stored_spec)]
 
 

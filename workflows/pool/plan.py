@@ -1,9 +1,8 @@
 """The pure planning step: desired spec + observed devices + in-flight creates + now → plan.
 
 The rules: docs/pools.md, 'Converging, scaling, teardown' (members, in-flight creates,
-what goes first), 'Spend' (a cap stops creates, never terminates) and 'One device by
-hand, and lifetime' (retiring, surge, no room beside). `Plan`'s fields say what each
-count holds.
+what goes first), 'Spend: what a pool costs, and a cap' (a cap stops creates, never
+terminates) and 'One device by hand, and lifetime' (retiring, surge, no room beside).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The slot book: which slots a pool creates, under which keys, and what is still in flight.
 
 Pure; carried in `PoolState`. Why keys are per slot and reports wait for a later
-listing (`inbox`): docs/pools.md, 'Converge'.
+listing (`inbox`): docs/pools.md, 'Converging, scaling, teardown'.
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ class Control(CamelModel):
 class Rollout(CamelModel):
     """Drift (`spec.rollout`): the drifted devices being replaced now, the template hash of
     devices without the label, and the devices that left before their replacement (until
-    gone). The rules: docs/pools.md, 'Drift'."""
+    gone). The rules: docs/pools.md, 'One device by hand, and lifetime'."""
 
     rolling: list[str] = Field(default_factory=list)
     unlabelled_hash: str | None = None

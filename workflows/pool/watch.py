@@ -1,6 +1,6 @@
 """Where the pool waits for its devices to change: one long `watch_devices` activity,
 held by `DeviceWatch` and ordered against the pass's own listings, for one run.
-Why not a timer: docs/pools.md, 'Cheap when idle'.
+Why not a timer: docs/pools.md, 'Converging, scaling, teardown'.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ class DeviceWatch:
     """The pool's running watch, if any, and the order of its listings: each takes a number
     when it starts (`begin`); one that began before the newest applied one is dropped
     (`accept`), or a watch's late answer would make landed creates neither seen nor in
-    flight, and the pool would rent them again (docs/pools.md, 'Converge')."""
+    flight, and the pool would rent them again (docs/pools.md, 'Converging, scaling, teardown')."""
 
     def __init__(self) -> None:
         self._started = self._applied = 0

@@ -1,6 +1,6 @@
 """What a pool kind brings to the reconciler shell: typed protocols, and the teardown's words.
 
-Pure (no Temporal); how they fit: docs/architecture.md, 'The reconciler shell'.
+Pure (no Temporal); how they fit: docs/architecture.md, 'The reconciler shell: how a kind plugs in'.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """When a long-running workflow hands over to a new run, and on which build it continues.
 
 Due when Temporal suggests it or a newer build is current; the new run starts AUTO_UPGRADE
-(ignored on an unversioned worker). Why: docs/operations.md, 'With Worker Versioning'.
+(ignored on an unversioned worker). Why: docs/operations.md, 'With Worker Versioning (recommended)'.
 """
 
 from __future__ import annotations
