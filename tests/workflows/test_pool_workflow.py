@@ -501,7 +501,7 @@ async def test_delete_during_an_activity_is_not_lost(
 ) -> None:
     # Slow provider answers: the cancel arrives while the pool awaits its first
     # `list_devices`. The SDK then hands the cancel to the activity, and the
-    # pool must still notice it was deleted (workflows/shared/cancellation.py).
+    # pool must still notice it was deleted (workflows/shared/errors.py).
     await control.post("/_emulator/faults", json={"latencyMs": 1500})
     try:
         handle = await start_pool(env.client, pool_name, 2)

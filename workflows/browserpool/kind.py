@@ -45,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.reconciler.events import Happened
     from devicepool.workflows.reconciler.kind import Host
     from devicepool.workflows.reconciler.messages import Accepted, ApplyResult
-    from devicepool.workflows.shared.cancellation import raise_if_cancelled
+    from devicepool.workflows.shared.errors import raise_if_cancelled
 
 __all__ = ["BrowserHost", "BrowserKind", "Outcome"]
 

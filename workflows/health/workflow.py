@@ -43,13 +43,12 @@ with workflow.unsafe.imports_passed_through():
         triage,
     )
     from devicepool.workflows.shared import versions
-    from devicepool.workflows.shared.cancellation import raise_if_cancelled
+    from devicepool.workflows.shared.errors import PROVIDER_RETRY, raise_if_cancelled
     from devicepool.workflows.shared.placement import (
         REREAD_NODES_PATCH,
         misplaced,
         route,
     )
-    from devicepool.workflows.shared.policies import PROVIDER_RETRY
     from devicepool.workflows.shared.protocol import HealthConfig, HealthInput, HealthReport
 
 

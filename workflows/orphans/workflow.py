@@ -43,8 +43,8 @@ with workflow.unsafe.imports_passed_through():
         scan_seconds,
     )
     from devicepool.workflows.shared import versions
+    from devicepool.workflows.shared.errors import PROVIDER_RETRY
     from devicepool.workflows.shared.placement import provider_queue
-    from devicepool.workflows.shared.policies import PROVIDER_RETRY
 
 __all__ = ["MAX_SCANS_PER_RUN", "OrphanSweepWorkflow"]
 

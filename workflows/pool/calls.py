@@ -15,8 +15,8 @@ from temporalio.exceptions import ActivityError
 from devicepool.activities import models as am
 from devicepool.activities.definitions import DeviceActivityDefinitions as Activities
 from devicepool.api.names import pool_name_from_workflow_id
+from devicepool.workflows.shared.errors import PROVIDER_RETRY
 from devicepool.workflows.shared.placement import Route
-from devicepool.workflows.shared.policies import PROVIDER_RETRY
 
 __all__ = [
     "Terminations",

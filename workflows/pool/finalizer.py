@@ -33,9 +33,13 @@ from devicepool.workflows.pool import calls
 from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.reconciler.kind import TeardownBlocked, TryAgain
 from devicepool.workflows.reconciler.teardown import until_torn_down
-from devicepool.workflows.shared.errors import condition_reason, error_message, error_type
+from devicepool.workflows.shared.errors import (
+    PROVIDER_RETRY,
+    condition_reason,
+    error_message,
+    error_type,
+)
 from devicepool.workflows.shared.placement import Route
-from devicepool.workflows.shared.policies import PROVIDER_RETRY
 
 __all__ = ["SweepVerdict", "tear_down", "verdict", "window_failure"]
 

@@ -49,9 +49,8 @@ with workflow.unsafe.imports_passed_through():
         slot_label,
     )
     from devicepool.workflows.provision.failures import CREATE_RETRY, provider_verdict, reason_of
-    from devicepool.workflows.shared.cancellation import raise_if_cancelled
+    from devicepool.workflows.shared.errors import PROVIDER_RETRY, raise_if_cancelled
     from devicepool.workflows.shared.placement import Route
-    from devicepool.workflows.shared.policies import PROVIDER_RETRY
     from devicepool.workflows.shared.protocol import (
         BatchReport,
         PermitGrant,
@@ -96,7 +95,7 @@ class ProvisionBatchWorkflow:
                 await self._wait_until_booted(input, report)
         except (asyncio.CancelledError, ActivityError) as err:
             # A cancel that arrived during an activity may surface as that
-            # activity's failure (workflows/shared/cancellation.py).
+            # activity's failure (workflows/shared/errors.py).
             if isinstance(err, ActivityError) and workflow.cancellation_reason() is None:
                 raise
             report.cancelled = True

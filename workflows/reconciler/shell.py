@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
         short_json,
     )
     from devicepool.workflows.shared import versions
-    from devicepool.workflows.shared.cancellation import raise_if_cancelled
+    from devicepool.workflows.shared.errors import raise_if_cancelled
 
 __all__ = ["Reconciler"]
 

@@ -1,8 +1,22 @@
-"""Reading an activity failure in workflow code: its error type and its message."""
+"""What workflow code makes of a failure: an activity failure's type and message, the retry
+policy of provider calls, and a cancellation an awaited activity absorbed (why:
+docs/architecture.md, 'Notes for developers').
+"""
 
 from __future__ import annotations
 
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
+
+# Every provider read and write that must eventually succeed: no attempt limit (a call's
+# `schedule_to_close_timeout` bounds it). Creates have their own, in `provision/workflow.py`.
+PROVIDER_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
+)
 
 
 def error_type(err: ActivityError) -> str | None:
@@ -23,3 +37,10 @@ def condition_reason(error: str | None) -> str:
 def problem(err: ActivityError) -> str:
     """`Reason: message` of an activity failure, as conditions and events say it."""
     return f"{condition_reason(error_type(err))}: {error_message(err)}"
+
+
+def raise_if_cancelled() -> None:
+    """Raise `CancelledError` if the server asked this workflow to cancel."""
+    reason = workflow.cancellation_reason()
+    if reason is not None:
+        raise asyncio.CancelledError(reason or "workflow cancelled")
