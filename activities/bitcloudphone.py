@@ -48,8 +48,7 @@ MAX_BATCH_IDS = 100
 # has at most 500 devices (pages of 100, about 1 KiB a device): far below
 # these. A provider that answers a fresh `nextPageToken` for ever, or a body
 # without end, gets a `SERVER_ERROR` naming the limit instead of the worker's
-# memory. A body is read in chunks and refused once over its limit (on its
-# Content-Length, before any of it is read), never held whole.
+# memory (`http_answers.read_at_most`).
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_LIST_PAGES = 200
 MAX_LIST_ITEMS = 20_000

@@ -1,11 +1,8 @@
 """What a workflow may know of the activities: names, inputs and results, no I/O.
 
-Workflows schedule activities through these definitions
-(`workflow.execute_activity_method(DeviceActivityDefinitions.list_devices, ...)`),
-so the modules they pass through the sandbox never import httpx or
-prometheus_client. `activities.devices.DeviceActivities` implements every
-method here under the same activity name (`tests/activities` checks that the
-two agree); the worker registers the implementation, never this class.
+Workflows schedule activities through these definitions, so what passes through
+the sandbox never imports httpx or prometheus_client. `devices.DeviceActivities`
+implements each under the same name; the worker registers it, never this class.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """What the pool knows of a device: its status vocabulary, its view, its compact rows.
 
-`DeviceInfo` is one device as a listing shows it and `DeviceStatusInfo` one
-entry of a status read; every provider adapter answers in these, whatever its
-own JSON. `device_fingerprint` and `suspects_fingerprint` are the digests the
-watches and the workflows compare; `device_rows` / `devices_from_rows` are the
-compact form a pool's history holds per listing. Pure: workflows import this.
-
-Device statuses are one closed vocabulary, `DeviceStatus`; the models' `status`
-fields stay plain strings so that a status a provider adds later still loads.
+Every provider adapter answers in `DeviceInfo` (a listing) and `DeviceStatusInfo` (a
+status read), whatever its own JSON. Pure: workflows import this.
 """
 
 from __future__ import annotations
@@ -46,12 +40,8 @@ __all__ = [
 
 
 class DeviceStatus(StrEnum):
-    """A device's status at the provider: the contract's lifecycle.
-
-    A `StrEnum`, so a member equals (and hashes like, and serializes as) its
-    plain string: `DeviceStatus.READY == "ready"`, and a `Counter` of raw
-    status strings can be read with a member.
-    """
+    """A device's status at the provider. A member equals, hashes and serializes as its
+    plain string: `DeviceStatus.READY == "ready"`."""
 
     PROVISIONING = "provisioning"
     READY = "ready"
@@ -83,10 +73,7 @@ class DeviceInfo(CamelModel):
     """What the pool needs to know about one device (no secrets: the proxy is by name)."""
 
     id: str
-    # Plain `str`, not `DeviceStatus`: a provider may add a status the enum does
-    # not know yet, and one odd device must not fail the whole observation.
-    # Compare with `DeviceStatus` members (a member equals its string); the JSON
-    # is the provider's status string either way.
+    # Plain `str`, not `DeviceStatus`: a status a provider adds later still loads.
     status: str
     region: str = ""
     created_at: datetime

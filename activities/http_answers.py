@@ -1,10 +1,6 @@
 """What both HTTP clients share: reading an answer defensively, the key, `async with`.
 
-Helpers of `BitCloudPhoneClient` (`activities/bitcloudphone.py`) and `LocalApi`
-(`providers/bitbrowser/local_api.py`), for any HTTP adapter: a body is read in chunks and refused once over its limit (on
-its Content-Length, before any of it is read), never held whole; a
-`Retry-After` / `RateLimit-Reset` header is read as delta seconds, an HTTP
-date or an epoch timestamp, and bounded (`MAX_RETRY_AFTER_SECONDS`).
+For `BitCloudPhoneClient` and `LocalApi`, and for any HTTP adapter after them.
 """
 
 from __future__ import annotations

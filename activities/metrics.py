@@ -1,11 +1,10 @@
 """The Prometheus metrics that activities (and the worker's interceptors) record.
 
-`Metrics` owns its collectors on one `CollectorRegistry`, which a worker process
-(or a test) builds and passes down; nothing registers on the global default
-registry at import time. Recorded from activity code only, plus the replay-safe
-workflow interceptor in `worker/metrics.py`: activities run once per attempt and
-are never replayed, so a counter here counts real provider calls. What each
-collector means: docs/operations.md, "Metrics, alerts and the dashboard".
+`Metrics` owns its collectors on one `CollectorRegistry` that a worker (or a test)
+builds and passes down; nothing registers globally at import. Recorded by activities
+(never replayed, so a counter counts real provider calls) and the replay-safe
+interceptor in `worker/metrics.py`. What each means: docs/operations.md, "Metrics,
+alerts and the dashboard".
 """
 
 from __future__ import annotations

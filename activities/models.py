@@ -1,15 +1,10 @@
 """Inputs and results of every activity, and the template a device is created from.
 
-These travel through Temporal history, so they carry names and references only:
-never an API key or a proxy password (those stay in `activities.settings`,
-worker-side). What the pool knows of a device (`DeviceInfo`, the statuses, the
-compact rows) is `activities.device_models`; this module re-exports it and the
-settings, so `activities.models` stays the one import of a workflow.
-
-`DeviceTemplate` is what a device is created from, built once from the spec
-(`device_template`) and carried whole from the pool through its batch to the
-adapter. v0.1.0 carried its fields flat beside the others; `fold_template`
-reads those payloads (recorded histories, creates in flight at an upgrade).
+They travel through Temporal history: names and references only, never a key or a
+proxy password (those stay worker-side, `activities.settings`). It re-exports
+`device_models` and the settings: a workflow's one import of the activities' models.
+`DeviceTemplate` is carried whole from the spec to the adapter; `fold_template` reads
+v0.1.0's flat fields (recorded histories, creates in flight at an upgrade).
 """
 
 from __future__ import annotations
@@ -107,9 +102,8 @@ __all__ = [
 ]
 
 
-# Provider-calling activities heartbeat every HEARTBEAT_EVERY while they work, and
-# workflows schedule them with HEARTBEAT_TIMEOUT: an attempt lost with a killed
-# worker is retried elsewhere within seconds, not after its start-to-close timeout.
+# Provider-calling activities beat every HEARTBEAT_EVERY and are scheduled with
+# HEARTBEAT_TIMEOUT (`heartbeats`).
 HEARTBEAT_EVERY = timedelta(seconds=2)
 HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 
@@ -276,9 +270,8 @@ class TerminateDeviceInput(CamelModel):
     # The pool's `spec.reserve.keep` (None: keep every profile): what a power-billed
     # account's scale-down keeps in reserve before it retires profiles.
     reserve_keep: int | None = None
-    # With `only_if_idle`: when the plan's listing last saw the device do anything
-    # (`DeviceInfo.idle_since`). A device used since (a session that started and
-    # ended after that listing) is inside its idle grace again: kept.
+    # With `only_if_idle`: the plan's listing's `DeviceInfo.idle_since`. A device used
+    # since (a session that started and ended after that listing) is kept.
     idle_since: datetime | None = None
 
 
@@ -378,9 +371,7 @@ class PoolRunResult(CamelModel):
 class WatchHealthInput(CamelModel):
     """Activity `watch_health`: poll the pool's devices until a suspect appears, changes or goes.
 
-    One long activity instead of a list + status read + timer per interval: a
-    healthy pool's check costs its history a few events per `max_seconds`.
-    """
+    Why one long activity: docs/pools.md, "Health"."""
 
     account: str
     pool: str
@@ -396,13 +387,10 @@ class WatchHealthInput(CamelModel):
     until: datetime | None = None
     # Return after the first read (a check asked for now, e.g. after a config change).
     once: bool = False
-    # A listing of the pool this worker made (for the pool's own watch) at most
-    # this old stands in for a provider call while it shows no change; a change
-    # is read again before it is answered, and the read at `until` is always fresh.
+    # This worker's listing of the pool at most this old stands in for a provider read;
+    # without one, the watch's own reads are at least `own_read_seconds` apart (0: every
+    # poll). What each is, and what is always read fresh: `watches._watch_health`.
     reuse_listing_seconds: float = 0.0
-    # Without such a listing (the pool's watch runs on another worker, or lists
-    # less often), the watch's own provider reads are at least this far apart
-    # (0: every poll); fresh reads (`once`, `until`, a change) are never put off.
     own_read_seconds: float = 0.0
 
 

@@ -1,10 +1,7 @@
 """What a workflow may know of the node activities: names, inputs and results, no I/O.
 
-`NodeRegistryActivityDefinitions.live_nodes` runs on the main task queue
-(`activities.node_registry.NodeRegistryActivities`, part of `DeviceActivities`).
-`NodeActivityDefinitions` run only on a node worker's own queue,
-`node_task_queue(node)` (`activities.node_browsers.NodeBrowserActivities`):
-schedule them with `task_queue=node_task_queue(node)`.
+`live_nodes` runs on the main task queue (`node_registry`); `NodeActivityDefinitions`
+only on a node worker's own: schedule them with `task_queue=node_task_queue(node)`.
 """
 
 from __future__ import annotations

@@ -65,12 +65,8 @@ class ProxyPoolSettings(BaseModel):
 
 
 class PoolSettings(CamelModel):
-    """Intervals from the worker's configuration, passed in the workflow input.
-
-    Workflows never read the environment or files: each pool run asks the worker
-    for these through the `pool_settings` activity (or a test passes them in
-    the workflow input), and carries them in its state.
-    """
+    """Intervals from the worker's configuration: a pool run asks for them (`pool_settings`,
+    or a test passes them in its input) and carries them in its state."""
 
     resync_seconds: float = Field(default=30.0, gt=0)
     health_seconds: float = Field(default=60.0, gt=0)
