@@ -33,8 +33,7 @@ MAX_ORPHANS_PER_SCAN = 1000
 class JanitorConfig(CamelModel):
     """The worker's orphan settings, sent to the janitor at every worker start."""
 
-    # How long a device must stay an orphan before it is terminated
-    # (`orphanGraceSeconds`, default 600).
+    # How long a device stays an orphan before it is terminated (`orphanGraceSeconds`).
     grace_seconds: float = Field(default=600.0, ge=0)
     # The node worker serving the account ("" for none): where its scans run.
     node: str = ""
@@ -59,9 +58,7 @@ class FindOrphansInput(CamelModel):
 
 
 class FindOrphansResult(CamelModel):
-    # only the orphans, never the whole listing, and at most MAX_ORPHANS_PER_SCAN
-    # of them (the oldest first): compact at any fleet size, under Temporal's
-    # payload limit however many pools were terminated at once
+    # the oldest orphans, at most MAX_ORPHANS_PER_SCAN: never the whole listing
     orphans: list[OrphanDevice] = Field(default_factory=list)
     # every orphan the listing found, returned or not
     orphans_found: int = 0

@@ -78,9 +78,8 @@ class PoolListings:
 
     async def pool_listing(self, pool: str) -> Listing:
         """A listing of `pool`'s profiles begun no sooner than this call: the one whose
-        first call is not sent yet, joined (its answer is as fresh as this call's own
-        would be), else a new one. The creates, removals and listings of a pool waiting
-        for the budget together cost one listing. A replacement's joins only another's."""
+        first call is not sent yet, joined, else a new one. A replacement's joins only
+        another replacement's."""
         key = (pool, current_call().replacement)
         listing = self._listings.get(key)
         if listing is None or listing.sent:

@@ -193,8 +193,7 @@ class PhoneProvider:
     async def _create(
         self, pool: str, mark: str, labels: dict[str, str], region: str, proxy: PhoneProxy
     ) -> DeviceInfo:
-        # First, always: an earlier attempt whose answer was lost made it. The creates
-        # of a pool waiting for the budget look their marks up in one listing of it.
+        # First, always: an earlier attempt whose answer was lost made it.
         listing: Listing | None = None
         if self.listings.sizes.get(pool, 0) < MAX_PAGE_SIZE:
             listing = await self.listings.pool_listing(pool)
@@ -254,10 +253,8 @@ class PhoneProvider:
                 await self.reserve.mark_parked(phone, remark, RETIRED, broken=False)
                 return
             # Broken (fresh-started before it is kept): read so, or read now for a
-            # replacement. A scale-down reads nothing more: a phone it keeps that does
-            # not come back when powered on again is replaced then, and fresh-started.
-            # A phone last read not running is read again, however old that answer:
-            # it is neither parked broken on an old answer nor kept as if well.
+            # replacement; a scale-down reads nothing more. A phone last read not running
+            # is read again (docs/providers.md, "The cloud-phone adapter").
             read = current_call().replacement or self.reads.suspect(phone)
             broken = phone.status == PhoneStatus.RUNNING and not await self.reads.running(
                 phone, read=read

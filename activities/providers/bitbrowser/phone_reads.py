@@ -92,11 +92,9 @@ class PhoneReads:
         self, found: list[tuple[Phone, Remark]], *, probe: bool = True
     ) -> list[DeviceInfo]:
         """The devices of `found`, after at most `probes_per_listing` reads of `running` (one
-        while other calls wait for the budget) among the phones listed running whose
-        answer no longer counts: those last read not running first (one still offline
-        keeps reading offline), then a phone whose listed status changed, then the
-        longest unread. A fresh read (`provider_call(fresh=True)`: the health check's,
-        which acts on it) reads every suspect again, however recent its answer."""
+        while other calls wait) among the phones listed running whose answer no longer
+        counts; a fresh read (`provider_call(fresh=True)`) reads every suspect again
+        first. Which go first: docs/providers.md, "The cloud-phone adapter"."""
         now = self._clock()
         running = [p for p, _ in found if p.status in (PhoneStatus.RUNNING, None)]
         fresh = [p for p in running if self.suspect(p)] if probe and current_call().fresh else []
