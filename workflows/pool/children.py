@@ -44,12 +44,9 @@ __all__ = ["Neighbours", "batch_input", "check_batches", "incarnation", "start_b
 
 
 class Neighbours:
-    """One run's dealings with the pool's ledger, health check and batches.
-
-    Commands that need no answer (child starts, signals) run in the background,
-    in the order they are asked for; the hand-over and the finalizer wait until
-    they all resolved (`quiet`). None raises for a failure the next pass retries.
-    """
+    """One run's dealings with the pool's ledger, health check and batches: commands that
+    need no answer run in the background, in order; the hand-over and the finalizer wait
+    for `quiet`. None raises for a failure the next pass retries."""
 
     def __init__(self, *, pool: str, account: str) -> None:
         self.pool, self.account = pool, account

@@ -92,10 +92,9 @@ async def tear_down(
     blocked: Callable[[TeardownBlocked], None],
     hand_over: Callable[[], Awaitable[None]],
 ) -> TerminatePoolResult | None:
-    """Steps 2-4; the sweep's answer (None when the account is gone and the pool never
-    rented anything). `blocked` shows why the sweep cannot finish yet, at the latest
-    `teardown_blocked_after_seconds` into a failing window; `hand_over()` continues-as-new
-    when the history is long (it does not return then)."""
+    """Cancel, wait for the batches, sweep; the sweep's answer (None when the account is
+    gone and the pool never rented anything). `blocked` shows why the sweep cannot finish
+    yet; `hand_over()` continues-as-new when the history is long (it does not return then)."""
     for workflow_id in [health_workflow_id(pool), *book.batch_ids()]:
         try:
             await workflow.get_external_workflow_handle(workflow_id).cancel()

@@ -120,8 +120,7 @@ def roll(
 
 def window_change(budget: DisruptionBudget, now: datetime) -> datetime | None:
     """When a scheduled budget next starts or stops applying after `now` (None: it has no
-    schedule, or its cron never fires again): the end of the window it is in, else the
-    next time its schedule fires."""
+    schedule, or its cron never fires again)."""
     if budget.schedule is None or budget.duration is None:
         return None
     from cronsim import CronSim
@@ -208,9 +207,8 @@ class Lifecycle:
         return rollout.limits(self.spec.replicas) if rollout is not None else (0, 0)
 
     def surge(self) -> int | None:
-        """How many devices above `replicas` may bill while devices are replaced beside
-        their replacements: `rollout.maxSurge`; None without a rollout (each retired
-        device's replacement is created first, as many as retire)."""
+        """`rollout.maxSurge`: how many devices above `replicas` may bill while devices are
+        replaced beside their replacements; None without a rollout (no limit)."""
         return self.limits()[0] if self.spec.rollout is not None else None
 
     def reasons(self) -> dict[str, str]:
@@ -233,9 +231,8 @@ class Lifecycle:
         return Budgets(self.spec.disruption, replicas=self.spec.replicas, now=self.now)
 
     def _expired_now(self, budgets: Budgets) -> list[str]:
-        """The expired devices retired now, within `budgets` (spent on them): a budget counts
-        what is away at once, so retirements under way (terminating, not a scale-down's nor
-        forced out) are spent first; the oldest expired ones are taken pass after pass."""
+        """The expired devices retired now, oldest first, within `budgets` (spent on them,
+        after the retirements still terminating: a budget counts what is away at once)."""
         budgets.spend(DisruptionReason.EXPIRED, len(self._terminating(Fate.LEFT_EXPIRED)))
         return budgets.take(DisruptionReason.EXPIRED, self.expiry().retire)
 

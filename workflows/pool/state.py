@@ -208,8 +208,7 @@ class PoolState(CamelModel):
             )
 
     def deleted(self, now: datetime, *, profiles_retired: int) -> None:
-        """The teardown finished: what the devices billed until now is counted, nothing
-        bills on, and the status is the deleted pool's (`status.deleted`)."""
+        """The teardown finished: billing counted to `now` and stopped; the deleted status."""
         self.cost.accrue(now, 0, 0.0)
         final = st.deleted(self.status, now, profiles_retired=profiles_retired)
         self.status = final.model_copy(update={"cost_to_date": round(self.cost.to_date, 4)})
@@ -327,11 +326,10 @@ class PoolState(CamelModel):
         reasons: Mapping[str, str] | None = None,
         first: Collection[str] = (),
     ) -> Said:
-        """What came of terminating `device_ids`: a device that must go and could not is
-        doomed (tried again); a scale-down that failed or found the device busy leaves a
-        member like any other, planned again next pass. `reasons`: why devices leaving
-        of the pool's own accord went (said so, not as a scale-down; remembered until
-        gone, `Fate.LEFT_*`); `first`: those of them that went before their replacement."""
+        """What came of terminating `device_ids`: one that must go and could not is doomed;
+        a failed or kept scale-down leaves a member like any other. `reasons`: why devices
+        leaving of the pool's own accord went (`Fate.LEFT_*`); `first`: those of them that
+        went before their replacement."""
         booting = {d.id for d in devices if d.status == am.PROVISIONING}
         known = self.fates.of(Fate.SCALED_DOWN)
         scaled_down = (booting & set(only_if_idle)) - set(failed) - set(skipped) - set(known)

@@ -50,21 +50,14 @@ class PoolView:
     backoff: Backoff
     health: HealthReport | None
     now: datetime
-    # `Reason: message` while the pool's devices cannot be listed: the status
-    # shows the last listing, and says that it is not current.
+    # `Reason: message` while the devices cannot be listed: the counts are the last listing's.
     observe_problem: str | None = None
-    # The provider's long pause of the account's creates, while it lasts.
     account_pause: AccountPause | None = None
-    # The account's spendCap as its ledger last told it (None: never held).
     account_cap: AccountCap | None = None
-    # The account's price of a device-hour (spendCap.maxHourlyCost is in it).
     price_per_hour: float = 0.10
-    # `devicepool pause`: remediation stopped by a person, until `resume`.
     paused_by_user: bool = False
-    # Devices `devicepool protect` keeps from scale-down and expiry.
     protected: tuple[str, ...] | list[str] = ()
-    # With `spec.rollout`: how many members were made from an older template, and
-    # how many from the current one.
+    # With `spec.rollout`: members made from an older template, and from the current one.
     drifted: int | None = None
     updated: int = 0
 
