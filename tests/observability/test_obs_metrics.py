@@ -50,8 +50,8 @@ POOL = "obs-metrics"
 SETTINGS = OBS_SETTINGS.model_copy(update={"failure_streak_limit": 100})
 
 
-# The scenario's waits: 15 s each (see the timeout above).
-eventually = functools.partial(waits.eventually, timeout=15)
+# The scenario's waits: 15 s each (see the timeout above), a scrape every half second.
+eventually = functools.partial(waits.eventually, timeout=15, every=0.5)
 
 
 async def start_pool(stack: ObsStack, name: str, replicas: int) -> WorkflowHandle[Any, Any]:
