@@ -23,9 +23,8 @@ from devicepool.activities.models import (
 )
 from devicepool.api.names import LABEL_SLOT, LABEL_TEMPLATE_HASH, slot_label
 from devicepool.api.v1beta1 import DevicePoolSpec
-from devicepool.workflows.pool.decide import Decision
+from devicepool.workflows.pool.decide import Decision, Observed, decision_for
 from devicepool.workflows.pool.lifecycle import Lifecycle
-from devicepool.workflows.pool.observed import Observed, decision_for
 from devicepool.workflows.pool.state import PoolState
 from tests.workflows.test_pool_in_flight import NOW, SETTINGS
 

@@ -1,5 +1,7 @@
 """The pool's decision, pure: what it sees and wants → the commands of one pass (`decide`),
-and when to look again without news (`wake_after`).
+and when to look again without news (`wake_after`). What one pass knows is one frozen
+`Observed` (cluster-api's scope); `decision_for` builds `decide`'s arguments from it and
+the carried state.
 
 The commands are carried out in the order listed: withdrawals, terminations (what may
 go only if still idle first, then what must go), and batches, replacements first in
@@ -8,16 +10,19 @@ batches of their own. The slot book given is not changed; the decision holds the
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from devicepool.activities import models as am
-from devicepool.api.names import provision_workflow_id
+from devicepool.api.names import LABEL_SLOT, provision_workflow_id
+from devicepool.api.v1beta1 import DevicePoolSpec
+from devicepool.workflows.pool.lifecycle import Lifecycle
 from devicepool.workflows.pool.plan import Plan, plan_pool
-from devicepool.workflows.pool.slots import SlotBook
+from devicepool.workflows.pool.slots import SlotBook, observed_slots
+from devicepool.workflows.pool.state import PoolState
 
-__all__ = ["BatchOrder", "Decision", "decide", "wake_after"]
+__all__ = ["BatchOrder", "Decision", "Observed", "decide", "decision_for", "wake_after"]
 
 
 @dataclass(frozen=True)
@@ -196,3 +201,62 @@ def wake_after(
     if not due:
         return None
     return max(timedelta(seconds=1), min(due) - now)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One pass's view of the world: what it decides on."""
+
+    # The devices the pool goes by (its last listing, less those reported gone).
+    devices: Sequence[am.DeviceInfo]
+    # Reported terminated by the health check and still listed: not members, but billing.
+    reported_leaving: Sequence[am.DeviceInfo]
+    settings: am.PoolSettings
+    # What one device costs an hour (the account's `pricePerHour`).
+    price: float
+    now: datetime
+    # The listing's error (None: it worked): never create or terminate on a guess.
+    observe_problem: str | None = None
+    # References the worker does not know (None: not checked yet), or not checked at
+    # all (a node worker took no call): no create until they are known.
+    refs_problems: Sequence[str] | None = None
+    refs_unchecked: bool = False
+
+
+def decision_for(
+    seen: Observed,
+    *,
+    pool: str,
+    spec: DevicePoolSpec,
+    state: PoolState,
+    incarnation: str,
+    act: bool,
+) -> Decision:
+    """This pass's decision (`act` False: only the plan, as the status shows it)."""
+    now, devices = seen.now, list(seen.devices)
+    life = Lifecycle(spec, state, devices, now)
+    return decide(
+        pool=pool,
+        replicas=spec.replicas,
+        generation=state.generation,
+        devices=[*devices, *seen.reported_leaving],
+        doomed=state.doomed,
+        slots=state.slots,
+        observed_slots=observed_slots((d.labels for d in devices), LABEL_SLOT, incarnation),
+        replacements_owed=state.replacements_owed,
+        settings=seen.settings,
+        now=now,
+        allow_create=not seen.refs_problems
+        and not seen.refs_unchecked
+        and not state.backoff.active(now),
+        act=act and seen.observe_problem is None,
+        cap=spec.spend_cap.devices_allowed(seen.price) if spec.spend_cap else None,
+        retire=life.retire(),
+        protected=life.protected(),
+        rolling=state.rollout.rolling,
+        unavailable=life.limits()[1],
+        scale_down_limit=life.scale_down_limit(),
+        surge=life.surge(),
+        reasons=life.reasons(),
+        left=life.left(),
+    )

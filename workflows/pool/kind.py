@@ -25,10 +25,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from devicepool.workflows.pool import events as say
     from devicepool.workflows.pool import status as st
-    from devicepool.workflows.pool.decide import Decision
+    from devicepool.workflows.pool.decide import Decision, Observed, decision_for
     from devicepool.workflows.pool.lifecycle import Lifecycle, protected_now
     from devicepool.workflows.pool.messages import Accepted, ApplyRequest, ApplyResult, PoolInput
-    from devicepool.workflows.pool.observed import Observed, decision_for
     from devicepool.workflows.pool.plan import COUNTED_STATUSES, Plan
     from devicepool.workflows.pool.search_attributes import wanted
     from devicepool.workflows.pool.state import (

@@ -1,14 +1,15 @@
 """`PoolState`: everything a pool run hands to the next one, and the reducers that change it.
 
-Each reducer (`take_listing`, `take_report`, `take_health`, ...) answers what to say
-about the news (`Said`). Pure: `now` comes in.
+Its groups added after v0.1.0 are here too (`Cost`: what the devices billed, counted by the
+pool; docs/pools.md, 'Spend: what a pool costs, and a cap'). Each reducer (`take_listing`,
+`take_report`, `take_health`, ...) answers what to say about the news (`Said`). Pure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -19,7 +20,6 @@ from devicepool.api.v1beta1 import ConditionStatus, ConditionType, DevicePoolSpe
 from devicepool.workflows.pool import events as say
 from devicepool.workflows.pool import status as st
 from devicepool.workflows.pool.backoff import Backoff
-from devicepool.workflows.pool.cost import Cost
 from devicepool.workflows.pool.fates import LEFT, Fate, Fates
 from devicepool.workflows.pool.plan import lost_offline, offline_ids
 from devicepool.workflows.pool.slots import SlotBook
@@ -32,7 +32,7 @@ from devicepool.workflows.shared.protocol import (
     HealthReport,
 )
 
-__all__ = ["Control", "PoolState", "Rollout", "Said", "leaving_by_report"]
+__all__ = ["Control", "Cost", "PoolState", "Rollout", "Said", "leaving_by_report"]
 
 # The id lists of state carried by v0.1.0, each now a fate in `PoolState.fates`.
 _V010_FATES = (
@@ -79,6 +79,47 @@ class Said:
 
     events: list[say.Happened] = field(default_factory=list)
     warning: str | None = None
+
+
+# The hours of billing a pool keeps for `devicepool cost --since` (a week).
+BILLED_HOURS_KEPT = 168
+
+
+class Cost(CamelModel):
+    # The account's spendCap (worker config), as its ledger last told it (None: never).
+    account_cap: AccountCap | None = None
+    # What the pool's devices billed so far (dollars), and at what hourly rate
+    # since when: each pass adds the time since at the rate it saw last.
+    to_date: float = 0.0
+    rate: float = 0.0
+    since: datetime | None = None
+    # How many devices billed since `since`, and what they billed by the hour
+    # (hour start -> [device-hours, dollars]) for the last `BILLED_HOURS_KEPT` hours.
+    devices: int = 0
+    device_hours: float = 0.0
+    billed_hours: dict[datetime, list[float]] = Field(default_factory=dict)
+
+    def accrue(self, now: datetime, devices: int, price_per_hour: float) -> None:
+        """Add what the pool billed since the last pass (the devices and rate seen then),
+        hour by hour; bill on with `devices` at `price_per_hour`. Between passes the devices
+        did not change, or a pass would have run."""
+        start = self.since
+        if start is not None and now > start:
+            rate = self.rate / self.devices if self.devices else 0.0
+            while start < now:
+                hour = start.replace(minute=0, second=0, microsecond=0)
+                end = min(now, hour + timedelta(hours=1))
+                device_hours = self.devices * (end - start).total_seconds() / 3600
+                bucket = self.billed_hours.setdefault(hour, [0.0, 0.0])
+                bucket[0] += device_hours
+                bucket[1] += device_hours * rate
+                self.device_hours += device_hours
+                self.to_date += device_hours * rate
+                start = end
+            for hour in sorted(self.billed_hours)[:-BILLED_HOURS_KEPT]:
+                del self.billed_hours[hour]
+        self.devices, self.rate = devices, devices * price_per_hour
+        self.since = now
 
 
 class Control(CamelModel):
