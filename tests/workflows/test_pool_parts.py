@@ -23,10 +23,9 @@ from devicepool.workflows.pool import status as st
 from devicepool.workflows.pool.backoff import Backoff
 from devicepool.workflows.pool.fates import Fate
 from devicepool.workflows.pool.finalizer import SweepVerdict, verdict
-from devicepool.workflows.pool.messages import ApplyRequest, PoolInput
+from devicepool.workflows.pool.messages import ApplyRequest, PoolInput, body_changed, refuse_apply
 from devicepool.workflows.pool.plan import plan_pool
 from devicepool.workflows.pool.slots import SlotBook
-from devicepool.workflows.pool.spec_changes import body_changed, refuse_apply
 from devicepool.workflows.pool.state import PoolState
 from devicepool.workflows.reconciler import messages
 from devicepool.workflows.reconciler.messages import short_json

@@ -21,13 +21,18 @@ with workflow.unsafe.imports_passed_through():
         children,
         finalizer,
         observe,
-        spec_changes,
     )
     from devicepool.workflows.pool import events as say
     from devicepool.workflows.pool import status as st
     from devicepool.workflows.pool.decide import Decision, Observed, decision_for
     from devicepool.workflows.pool.lifecycle import Lifecycle, protected_now
-    from devicepool.workflows.pool.messages import Accepted, ApplyRequest, ApplyResult, PoolInput
+    from devicepool.workflows.pool.messages import (
+        Accepted,
+        ApplyRequest,
+        ApplyResult,
+        PoolInput,
+        body_changed,
+    )
     from devicepool.workflows.pool.plan import COUNTED_STATUSES, Plan
     from devicepool.workflows.pool.search_attributes import wanted
     from devicepool.workflows.pool.state import (
@@ -289,9 +294,9 @@ class DevicePoolKind:
         self.h.show_details()
 
     def respec(self, spec: DevicePoolSpec, *, said: bool) -> None:
-        body_changed = spec_changes.body_changed(self.spec, spec)
+        changed = body_changed(self.spec, spec)
         now = workflow.now() if said else None
-        self.s.respec(self.spec, spec, body_changed=body_changed, now=now)
+        self.s.respec(self.spec, spec, body_changed=changed, now=now)
         self.h.spec = spec
         self.h.dirty = True
 

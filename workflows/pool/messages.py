@@ -1,12 +1,13 @@
 """Inputs, updates and results of the DevicePool workflow (its public message contract):
 pydantic models with camelCase JSON, so the stock `temporal` CLI and the Web UI can
-read and send them.
+read and send them; and which `apply` a running pool accepts (`refuse_apply`, checked
+before anything is written to history).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator, ConfigDict, Field
 
@@ -52,6 +53,37 @@ class ApplyRequest(CamelModel):
 
     metadata: ObjectMeta
     spec: StoredSpec
+
+
+# Fields a running pool cannot change (their JSON paths): its devices were rented under them.
+IMMUTABLE_FIELDS = ("provider.name", "provider.account", "platform", "region")
+# Mutable spec fields that go into a create's body (with the immutable ones).
+CREATE_BODY_FIELDS = ("os_version", "proxy")
+
+
+def refuse_apply(name: str, spec: DevicePoolSpec, request: ApplyRequest) -> None:
+    """Raise `ValueError` naming the field if `request` cannot replace `spec` on pool `name`."""
+    if request.metadata.name != name:
+        raise ValueError(f"metadata.name: this pool is {name!r}, got {request.metadata.name!r}")
+    old_fields, new_fields = spec.to_json_dict(), request.spec.to_json_dict()
+    for path in IMMUTABLE_FIELDS:
+        old, new = _at(old_fields, path), _at(new_fields, path)
+        if old != new:
+            raise ValueError(
+                f"spec.{path}: cannot change from {old!r} to {new!r} on a "
+                "running pool; delete it and apply again"
+            )
+
+
+def body_changed(old: DevicePoolSpec, new: DevicePoolSpec) -> bool:
+    """Whether creates under `new` send another body (old idempotency keys would be a 422)."""
+    return any(getattr(new, field) != getattr(old, field) for field in CREATE_BODY_FIELDS)
+
+
+def _at(fields: dict[str, Any], path: str) -> Any:
+    for key in path.split("."):
+        fields = fields.get(key, {})
+    return fields
 
 
 class DevicesView(CamelModel):

@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
 
     from devicepool.api import names
     from devicepool.api.v1beta1 import DevicePoolSpec, DevicePoolStatus
-    from devicepool.workflows.pool import control, spec_changes
+    from devicepool.workflows.pool import control
     from devicepool.workflows.pool import events as say
     from devicepool.workflows.pool.kind import DevicePoolKind
     from devicepool.workflows.pool.messages import (
@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         ProtectRequest,
         ReplaceRequest,
         cost_of,
+        refuse_apply,
     )
     from devicepool.workflows.pool.state import PoolState
     from devicepool.workflows.reconciler.shell import Reconciler
@@ -83,7 +84,7 @@ class DevicePoolWorkflow(Reconciler[DevicePoolSpec, PoolState]):
     @apply.validator
     def _validate_apply(self, request: ApplyRequest) -> None:
         self.refuse_while_deleting()
-        spec_changes.refuse_apply(self.name, self.spec, request)
+        refuse_apply(self.name, self.spec, request)
 
     @workflow.signal(name=names.SIGNAL_BATCH_CREATED)
     def batch_created(self, report: BatchReport) -> None:
