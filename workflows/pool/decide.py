@@ -137,10 +137,9 @@ def decide(
     )
     spare = max(0, serving - (ceiling - unavailable))
     wanted = set(retire) | set(rolling)
-    # No room beside them, and none coming: they go first, one at a time at least.
-    # The account's spendCap (its ledger's) is not such a reason: going first on its word
-    # took one device a pass while the replacements waited for permits, down to none
-    # serving; a retiring device it holds is kept (docs/pools.md).
+    # No room beside them, and none coming: they go first, one at a time at least. Not on
+    # the account's spendCap: going first on its word drained the pool a device a pass
+    # while the replacements waited for permits.
     held = plan.capped_beside
     if held:
         ahead = max(0, serving - (ceiling - max(1, unavailable)))

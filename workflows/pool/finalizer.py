@@ -62,12 +62,9 @@ def verdict(error: str | None, *, rented_anything: bool) -> SweepVerdict:
 
 
 def window_failure(err: ActivityError) -> tuple[str | None, str] | None:
-    """What a sweep window that ran out of time failed on: `(error type, message)`.
-
-    None when it is no block: the last attempt found devices still on their
-    way out (`teardown_pending`), or the window closed on an attempt that was
-    still working with none failed before it (a large pool's long sweep).
-    """
+    """What a sweep window that ran out of time failed on: `(error type, message)`; None
+    when it is no block (devices still on their way out, `teardown_pending`, or a long
+    sweep still working with no attempt failed before it)."""
     failure: BaseException | None = err.cause
     if isinstance(failure, TimeoutError) and failure.type == TimeoutType.SCHEDULE_TO_CLOSE:
         failure = failure.cause  # the last failed attempt's error, if one failed

@@ -324,9 +324,8 @@ class DevicePoolKind:
         self.h.happened(*said.events)
         for device_id, reason in sorted(report.terminated.items()):
             workflow.logger.info("pool %s: replacing %s (%s)", self.name, device_id, reason)
-        # The report says which devices went: their replacements are planned on
-        # the listing the pool has (less those devices), without a fresh one. A
-        # listing already on its way may still show them: it is read without.
+        # Their replacements are planned on the listing the pool has, less those devices
+        # (also a listing already on its way), without a fresh one.
         self.reported_gone.update(report.terminated)
         # Not members any more, but billing until the provider has terminated them.
         self.reported_leaving = [

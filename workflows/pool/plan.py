@@ -21,8 +21,7 @@ COUNTED_STATUSES = frozenset({am.PROVISIONING, am.READY, am.BUSY, am.OFFLINE, am
 @dataclass(frozen=True)
 class Plan:
     create: int
-    # Surplus to terminate (scale-down): booting devices newest first, then
-    # idle ones oldest first.
+    # Surplus to terminate: booting devices newest first, then idle ones oldest first.
     terminate: list[str]
     # Devices that will never serve (status `failed`): removed and replaced.
     remove_failed: list[str]
@@ -103,11 +102,9 @@ def plan_pool(
         held_beside = max(0, beside - max(0, room - repair))
         capped, create = max(0, create - room), min(create, room)
         if not departing and not failed:
-            # Nothing billing now will be gone soon to make room. While one replacement
-            # fits beside them, or is there already (in flight, booting, serving), they
-            # come first, one after another (each retiring device leaves once its
-            # replacement serves, making room for the next); only when none can is
-            # none coming first.
+            # Nothing billing will be gone soon to make room: replacements come first, one
+            # after another, while one fits beside them or is there already; only when
+            # none can is none coming first (docs/pools.md, 'One device by hand, and lifetime').
             if room - repair <= 0 and members + leaving <= replicas:
                 capped_beside = min(held_beside, leaving)
             else:

@@ -194,8 +194,7 @@ class Reconciler(Generic[SpecT, StateT]):
             "spec": self.spec.to_json_dict(),
             "generation": self.s.generation,
         }
-        # When the pool was created: its first run's, carried on (a run's own start
-        # time restarts at every continue-as-new). Unset only before the first pass.
+        # The first run's start, carried on (a run's own restarts at every continue-as-new).
         if self.s.created_at is not None:
             answer["createdAt"] = self.s.created_at.isoformat()
         return answer

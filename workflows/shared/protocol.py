@@ -96,14 +96,12 @@ class HealthConfig(CamelModel):
     """What the health child needs from the pool's spec (sent again when it changes)."""
 
     max_unhealthy: int | str = "40%"
-    # The pool's desired size (percentages resolve against it). None: sent by a
-    # pool from before the field existed; the health check then uses its count.
+    # The pool's desired size (percentages resolve against it); None from an older pool.
     replicas: int | None = None
     # The pool's own thresholds (v1beta1 `spec.health`). None: the worker's setting.
     offline_after_seconds: float | None = None
     startup_timeout_seconds: float | None = None
-    # A person paused remediation (`devicepool pause`): unhealthy devices are found
-    # and reported, not replaced.
+    # `devicepool pause`: unhealthy devices are found and reported, not replaced.
     paused: bool = False
     # The pool's `spec.reserve.keep` (None: unset, keep every profile): a power-billed
     # account's replacement parks the broken profile in reserve only below it.
