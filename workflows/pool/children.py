@@ -80,10 +80,9 @@ class Neighbours:
     async def _start_health(
         self, state: PoolState, settings: PoolSettings, config: HealthConfig
     ) -> None:
-        """Start the health child, or find it still running. The pool's first start of
-        its check (`state.health_started` unset) replaces one still running under its id:
-        that belongs to an earlier pool of the name (terminated by hand), never adopted
-        with its old settings. Later starts (after continue-as-new) adopt the running one."""
+        """Start the health child, or adopt it still running after continue-as-new. The pool's
+        first start (`state.health_started` unset) replaces one an earlier pool of the name
+        left running, never adopting its old settings."""
         info = workflow.info()
         options: dict[str, Any] = {}
         if not state.health_started:

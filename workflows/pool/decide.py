@@ -79,11 +79,8 @@ def decide(
     left: Collection[str] = (),
 ) -> Decision:
     """What this pass does. `act` False (the listing failed): only the plan, for the status.
-
-    `retire` (`reasons` says why) and `rolling` devices are replaced beside them
-    (`plan.py`), then terminated as below; `left`: devices that went before their
-    replacement (`Rollout.left_first`).
-    """
+    `retire` (`reasons` says why) and `rolling` devices are replaced beside them, then
+    terminated as below; `left`: devices that went before their replacement."""
     book = slots.model_copy(deep=True)
     members = [d for d in devices if d.id not in doomed]  # those on their way out are not
     # Doomed and terminating devices count toward nothing, but bill until they are gone.

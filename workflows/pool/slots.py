@@ -111,12 +111,9 @@ class SlotBook(CamelModel):
     # ------------------------------------------------------------ planning
 
     def take(self, n: int, *, generation: int, observed_slots: set[str]) -> tuple[int, list[int]]:
-        """Up to `n` slots for one batch, and the generation of their idempotency keys.
-
-        Slots whose create gave up come first, under their old key (the provider may have
-        accepted it: it is found again, not rented twice); dropped once their device is
-        seen, or when the create body changed since (the old key would be a 422).
-        """
+        """Up to `n` slots for one batch, and the generation of their keys. Slots whose create
+        gave up come first, under their old key (the provider may have accepted it); dropped
+        once their device is seen, or when the create body changed (the key would be a 422)."""
         self.retry_slots = [
             (g, slot)
             for g, slot in self.retry_slots

@@ -45,12 +45,8 @@ class Accepted(CamelModel):
 
 
 def parse_scale_signal(payload: Any, *, check: Callable[[int], object]) -> ScaleRequest:
-    """The `scale` signal's plain JSON, checked (`check`: the kind's replica rule);
-    `ValueError` with a one-line message if bad.
-
-    Worded as a manifest's errors are (`api.validation_messages`): JSON field
-    names, "did you mean" for a near miss, no pydantic phrasing.
-    """
+    """The `scale` signal's plain JSON, checked (`check`: the kind's replica rule); if bad,
+    `ValueError` with one line worded as a manifest's errors are (`api.validation_messages`)."""
     if not isinstance(payload, dict):
         raise ValueError(
             f'must be a JSON object such as {{"replicas": 3}}, got {short_json(payload)}'

@@ -7,7 +7,7 @@ Messages: update `scale_update`, signals `scale` and `wake`, queries `status`, `
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.reconciler import search_attributes
     from devicepool.workflows.reconciler.conditions import ConditionUpdate, set_condition
     from devicepool.workflows.reconciler.events import Happened, PoolEvents, record
-    from devicepool.workflows.reconciler.kind import Carried, Kind, Spec
+    from devicepool.workflows.reconciler.kind import Kind, SpecT, StateT
     from devicepool.workflows.reconciler.messages import (
         Accepted,
         ApplyResult,
@@ -30,9 +30,6 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.shared.errors import raise_if_cancelled
 
 __all__ = ["Reconciler"]
-
-SpecT = TypeVar("SpecT", bound=Spec)
-StateT = TypeVar("StateT", bound=Carried)
 
 
 class Reconciler(Generic[SpecT, StateT]):
