@@ -305,9 +305,8 @@ class DevicePoolKind:
             self.h.show_details()
 
     def batch_report(self, report: BatchReport, *, done: bool) -> None:
-        """A batch of an earlier pool of this name (terminated by hand, applied again)
-        reports to this one's workflow id: its slots, failures and devices are not ours
-        (its devices are adopted through the listing)."""
+        """A batch report; one from an earlier pool of this name (terminated by hand, applied
+        again) is not ours (its devices are adopted through the listing)."""
         if report.incarnation not in ("", children.incarnation()):
             workflow.logger.info(
                 "pool %s: report of %s, a batch of an earlier pool of this name, ignored",

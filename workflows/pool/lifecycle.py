@@ -178,8 +178,7 @@ class Budgets:
 @dataclass(frozen=True)
 class Lifecycle:
     """The pool's voluntary replacements at `now`: what the pass hands `decide`, and the
-    state it keeps (expired devices forced out, control entries of gone devices dropped,
-    the drifted devices rolling)."""
+    state it keeps (`advance`)."""
 
     spec: DevicePoolSpec
     state: PoolState
@@ -212,9 +211,8 @@ class Lifecycle:
         return self.limits()[0] if self.spec.rollout is not None else None
 
     def reasons(self) -> dict[str, str]:
-        """Why each device leaving of the pool's own accord goes: `Replaced` (a person
-        asked), `Expired` (past `maxAge`, retired or forced); `decide` says it only of
-        those that go so (a scale-down of an expired device is a scale-down)."""
+        """Why each device leaving of the pool's own accord goes: `Replaced` (a person asked)
+        or `Expired` (past `maxAge`); a scale-down of an expired device is a scale-down."""
         expiry = self.expiry()
         why = dict.fromkeys([*expiry.retire, *expiry.force], "Expired")
         why.update(dict.fromkeys(self.state.control.retiring, "Replaced"))

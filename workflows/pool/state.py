@@ -100,9 +100,8 @@ class Cost(CamelModel):
     billed_hours: dict[datetime, list[float]] = Field(default_factory=dict)
 
     def accrue(self, now: datetime, devices: int, price_per_hour: float) -> None:
-        """Add what the pool billed since the last pass (the devices and rate seen then),
-        hour by hour; bill on with `devices` at `price_per_hour`. Between passes the devices
-        did not change, or a pass would have run."""
+        """Add what the pool billed since the last pass, hour by hour, at the devices and rate
+        seen then (they cannot change without a pass); bill on with `devices` from now."""
         start = self.since
         if start is not None and now > start:
             rate = self.rate / self.devices if self.devices else 0.0

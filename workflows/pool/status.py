@@ -415,9 +415,8 @@ def details(name: str, spec: DevicePoolSpec, generation: int, status: DevicePool
 
 
 def teardown_blocked(reason: str, message: str, *, unknown_account: bool) -> list[ConditionUpdate]:
-    """A deletion that cannot finish: `TeardownBlocked=True` naming the error, and the pool
-    is not ready — an unknown account by its own reason (as a pass shows it), any other
-    block as `TeardownBlocked`."""
+    """A deletion that cannot finish: `TeardownBlocked=True` naming the error, and `Ready`
+    False, by the unknown account's own reason (as a pass shows it) or `TeardownBlocked`."""
     true, false = ConditionStatus.TRUE, ConditionStatus.FALSE
     if unknown_account:
         ready = ConditionUpdate(ConditionType.READY, false, reason, message)

@@ -16,8 +16,7 @@ __all__ = ["DeviceWatch"]
 class DeviceWatch:
     """The pool's running watch, if any, and the order of its listings: each takes a number
     when it starts (`begin`); one that began before the newest applied one is dropped
-    (`accept`), or a watch's late answer would make landed creates neither seen nor in
-    flight, and the pool would rent them again (docs/pools.md, 'Converging, scaling, teardown')."""
+    (`accept`): docs/pools.md, 'Converging, scaling, teardown'."""
 
     def __init__(self) -> None:
         self._started = self._applied = 0
