@@ -101,8 +101,7 @@ def _split_as_v0_1_0(
     k: DevicePoolKind, decision: Decision, book: SlotBook, owed: int
 ) -> list[BatchOrder]:
     """The decision's batches, or those a v0.1.0 run started instead (`book`: what the
-    decision was made on; `owed`: what was owed once the terminations returned).
-    v0.1.0 split the creates then, with what was owed then and the listing as it stood."""
+    decision was made on; `owed`: what was owed once the terminations returned)."""
     orders, taken, left = _taken_as_v0_1_0(k, decision, book, owed, decision.generation)
     live = k.s.slots
     if (

@@ -177,9 +177,8 @@ def terminations(
     reasons: Mapping[str, str] | None = None,
     first: Collection[str] = (),
 ) -> list[Happened]:
-    """What one round of terminations removed (and kept). A device with a reason (`Expired`,
-    `Replaced`, `Drifted`) is said under it, not as a scale-down; one the re-check found
-    already on its way out is no news."""
+    """What one round of terminations removed (and kept): a device with a reason is said
+    under it, not as a scale-down; one the re-check found on its way out is no news."""
     out: list[Happened] = []
     reasons = reasons or {}
     leaving = {d for d, why in skipped.items() if why in _LEAVING}
