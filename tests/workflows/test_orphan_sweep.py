@@ -484,8 +484,10 @@ async def test_a_terminated_pools_batch_waiting_for_permits_ends_and_rents_nothi
         start_signal_args=[LedgerConfig(capacity=1, window_seconds=300, margin_seconds=0)],
     )
     batch_id = provision_workflow_id(pool_name, 1, 0)
+    # A permit wait lasts the startup timeout: a short one, for a look soon after the end.
+    settings = FAST.model_copy(update={"startup_timeout_seconds": 5})
     try:
-        pool = await start_pool(env.client, pool_name, 3)
+        pool = await start_pool(env.client, pool_name, 3, settings=settings)
 
         async def one_rented() -> bool:
             return len(await pool_devices(control, pool_name)) == 1
@@ -497,7 +499,7 @@ async def test_a_terminated_pools_batch_waiting_for_permits_ends_and_rents_nothi
         ended = await eventually(
             lambda: _ended(env.client, batch_id),
             what="the batch ended",
-            timeout=FAST.startup_timeout_seconds + 15,
+            timeout=settings.startup_timeout_seconds + 15,
         )
         assert ended == WorkflowExecutionStatus.COMPLETED
         report = await env.client.get_workflow_handle(batch_id).result()
