@@ -53,10 +53,10 @@ async def test_an_idle_pools_health_check_adds_no_events_per_interval(
     health = health_workflow_id(pool_name)
     await asyncio.sleep(2 * FAST.health_seconds)  # its first read has answered
     before = await _events(env.client, health)
-    idle = 5 * FAST.health_seconds  # five intervals, well inside watchMaxSeconds
+    idle = 3 * FAST.health_seconds  # three intervals, well inside watchMaxSeconds
     await asyncio.sleep(idle)
     after = await _events(env.client, health)
-    # ~17 events a check before: 85 over five intervals. Now nothing wakes it.
+    # ~17 events a check before: 51 over three intervals. Now nothing wakes it.
     assert len(after) - len(before) <= 3, after[len(before) :]
     # The listing never travels through the check's history.
     scheduled = [e for e in after if e.startswith("activity_task_scheduled")]
