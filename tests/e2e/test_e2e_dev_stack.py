@@ -1,9 +1,9 @@
 """End to end: `devicepool dev` as a real process, driven by the real CLI and the stock `temporal` CLI.
 
-One stack per module (free ports, a temp data dir, fast knobs: tests/e2e/e2e_stack.py);
-the tests run in file order and `test_sigint_stops_everything` stops that stack
-with SIGINT and checks that no process is left behind (a stack restarted on
-its data dir is test_e2e_restart.py). The chaos of issue 13 rides on them: the
+One stack per module (free ports, a temp data dir, fast knobs: tests/helpers/dev_stack.py),
+started through a port race (the first test); the tests run in file order and
+`test_sigint_stops_everything` stops that stack with SIGINT and checks that no
+process is left behind (a stack restarted on its data dir is test_e2e_restart.py). The chaos of issue 13 rides on them: the
 module's Temporal server is SIGKILLed in the middle of a scale-up (the stack
 restarts it on its database; tests/e2e/chaos.py). Every test that rents
 devices keeps a `device_hours` book (tests/e2e/device_hours.py): creates
@@ -16,14 +16,17 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from devicepool.testing import wait_until
+from devicepool.testing import free_ports, wait_until
+from tests.helpers import dev_stack
 from tests.helpers.chaos import converged, scale_up_under_way
 from tests.helpers.dev_stack import Stack, alive, descendants, manifest, start_stack, stop_stack
 from tests.helpers.device_hours import DeviceHours
@@ -33,14 +36,48 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# The ports the module's stack was offered, each try (see the first test).
+RACE: dict[str, Any] = {}
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The module's stack, started through a port race: the Temporal port first found
+    free is taken before `devicepool dev` checks it (one stack for this and the rest:
+    a stack's start costs about 5 CPU-s)."""
     data_dir = tmp_path_factory.mktemp("devicepool-dev")
-    stack = start_stack(data_dir, data_dir.parent / f"{data_dir.name}.out")
+    picks: list[list[int]] = []
+    with socket.socket() as taken, pytest.MonkeyPatch.context() as patch:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+
+        def racing(n: int) -> list[Any]:
+            ports = list(free_ports(n))
+            if not picks:
+                ports[0] = busy  # Temporal's gRPC port, taken since it was found free
+            picks.append(ports)
+            return ports
+
+        patch.setattr(dev_stack, "free_ports", racing)
+        stack = start_stack(data_dir, data_dir.parent / f"{data_dir.name}.out")
+    RACE.update(busy=busy, picks=picks)
     try:
         yield stack
     finally:
         stop_stack(stack)
+
+
+def test_a_stack_whose_port_was_taken_starts_on_new_ports(stack: Stack) -> None:
+    """Tests start stacks side by side; a port `free_ports` found free can be taken by
+    another process before `devicepool dev` checks it (it names the flag) or after,
+    before Temporal binds it ("address already in use" in Temporal's log, seen twice in
+    CI). `start_stack` tries again on new ports; the module's stack was started with its
+    port taken before the check, which the same retry covers."""
+    picks = RACE["picks"]
+    assert len(picks) == 2, picks
+    assert stack.port == picks[1][0] != RACE["busy"]
+    assert "devicepool dev is up" in stack.out.read_text()
 
 
 def test_apply_scale_with_temporal_cli_delete(
