@@ -44,25 +44,6 @@ from devicepool.activities.errors import (
 )
 from devicepool.api.errors import ErrorType
 
-__all__ = [
-    "CloseUnconfirmedError",
-    "LocalApiAuthError",
-    "LocalApiBusyError",
-    "LocalApiError",
-    "LocalApiInvalidError",
-    "LocalApiNotFoundError",
-    "LocalApiQuotaError",
-    "LocalApiRateLimitedError",
-    "LocalApiRefusedError",
-    "LocalApiStateError",
-    "LocalApiUnavailableError",
-    "LocalApiUnsupportedError",
-    "Refusal",
-    "classify",
-    "refusal_error",
-    "unsupported_error",
-]
-
 
 class Refusal(StrEnum):
     """What a refusal's free text says, read by substring (`classify`)."""

@@ -18,21 +18,6 @@ from pydantic import BeforeValidator, ConfigDict, Field, SecretStr, field_valida
 
 from devicepool.api.base import CamelModel
 
-__all__ = [
-    "MAX_PAGE_SIZE",
-    "AdbEndpoint",
-    "BrowserPage",
-    "BrowserProfile",
-    "ComputeType",
-    "MarkedCreate",
-    "OpenedBrowser",
-    "Phone",
-    "PhonePage",
-    "PhoneProxy",
-    "PhoneStatus",
-    "ProfileProxy",
-]
-
 # The documented page-size cap of `/browser/list` and `/phone/list` (more is cut to it).
 MAX_PAGE_SIZE = 100
 
