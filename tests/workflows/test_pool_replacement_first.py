@@ -47,7 +47,8 @@ async def fewest_serving_until(
 async def test_expired_devices_leave_only_once_their_replacements_serve(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    handle = await start(env, pool_name, 2, lifetime={"maxAge": "15s"})
+    # Old enough to be seen ready first (a boot is 1.5 s here), young enough not to wait long.
+    handle = await start(env, pool_name, 2, lifetime={"maxAge": "8s"})
     first = await eventually(lambda: ready_ids(control, pool_name, 2), timeout=60, what="2 ready")
     fewest = await fewest_serving_until(
         control, pool_name, lambda ids: not ids & set(first), "both expired devices replaced"
