@@ -23,7 +23,6 @@ from devicepool.activities.providers.bitbrowser.models import (
 from devicepool.api.errors import ErrorType
 
 M = TypeVar("M", bound=BaseModel)
-T = TypeVar("T")
 Obj = TypeVar("Obj", BrowserProfile, Phone)
 
 # 1,000 pages of 100: far beyond an account devicepool manages, a stop for a server that loops.
@@ -73,37 +72,6 @@ def page_items(data: Any, call: str) -> tuple[list[Any], int | None]:
         raise ServerError(ErrorType.SERVER_ERROR, 200, f"{call}: `list` is not a list")
     total = data.get("total")
     return items, total if isinstance(total, int) and not isinstance(total, bool) else None
-
-
-async def read_all_pages(
-    fetch: Callable[[int, int], Awaitable[tuple[list[T], int | None]]],
-    key: Callable[[T], str],
-    *,
-    what: str,
-) -> list[T]:
-    """Every item of a paged list, each id once, in the order first seen."""
-    seen: dict[str, T] = {}
-    for page in range(MAX_LIST_PAGES):
-        items, total = await fetch(page, MAX_PAGE_SIZE)
-        before = len(seen)
-        for item in items:
-            seen.setdefault(key(item), item)
-        if not items or len(items) < MAX_PAGE_SIZE:
-            return list(seen.values())  # an empty or short page is the last one
-        if total is not None and len(seen) >= total:
-            return list(seen.values())
-        if len(seen) == before:
-            # A full page of nothing new: the server does not page (it ignores `page`).
-            raise ServerError(
-                ErrorType.SERVER_ERROR,
-                None,
-                f"listing {what} stopped: page {page} repeated items already seen",
-            )
-    raise ServerError(
-        ErrorType.SERVER_ERROR,
-        None,
-        f"listing {what} stopped: still more after {MAX_LIST_PAGES} pages (MAX_LIST_PAGES)",
-    )
 
 
 def oldest_first(obj: BrowserProfile | Phone) -> tuple[bool, int, str]:
@@ -158,14 +126,35 @@ class MarkedList(Generic[Obj]):
         on_turn: Callable[[], None] | None = None,
     ) -> list[Obj]:
         """Every object of every `list_page` (`filters`: its arguments; `on_turn` for the
-        first page's call), those whose mark starts with `prefix` (when given) only."""
-
-        async def fetch(page: int, size: int) -> tuple[list[Obj], int | None]:
+        first page's call), each id once in the order first seen, those whose mark starts
+        with `prefix` (when given) only."""
+        seen: dict[str, Obj] = {}
+        for page in range(MAX_LIST_PAGES):
             turn = {"on_turn": on_turn} if on_turn is not None and page == 0 else {}
-            answer = await self.list_page(page, page_size=size, **filters, **turn)
-            return answer.items, answer.total
-
-        found = await read_all_pages(fetch, lambda o: o.id, what=what)
+            answer = await self.list_page(page, page_size=MAX_PAGE_SIZE, **filters, **turn)
+            items: list[Obj] = answer.items
+            before = len(seen)
+            for item in items:
+                seen.setdefault(item.id, item)
+            # An empty or short page is the last one.
+            if len(items) < MAX_PAGE_SIZE or (
+                answer.total is not None and len(seen) >= answer.total
+            ):
+                break
+            if len(seen) == before:
+                # A full page of nothing new: the server does not page (it ignores `page`).
+                raise ServerError(
+                    ErrorType.SERVER_ERROR,
+                    None,
+                    f"listing {what} stopped: page {page} repeated items already seen",
+                )
+        else:
+            raise ServerError(
+                ErrorType.SERVER_ERROR,
+                None,
+                f"listing {what} stopped: still more after {MAX_LIST_PAGES} pages (MAX_LIST_PAGES)",
+            )
+        found = list(seen.values())
         if prefix:
             found = [o for o in found if getattr(o, self.MARK).startswith(prefix)]
         return found
