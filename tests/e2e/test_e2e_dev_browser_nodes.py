@@ -83,8 +83,13 @@ async def live_nodes(address: str) -> NodesView | None:
         return None
 
 
+# `verify=False` on every call to the stack (plain HTTP): an httpx client that loads the CA
+# bundle costs ~17 ms of CPU, and `httpx.get` makes one a call (a poll, in the waits).
+PLAIN: dict[str, Any] = {"timeout": 10, "verify": False}
+
+
 def post(url: str, path: str, body: dict[str, Any]) -> Any:
-    answer = httpx.post(f"{url}{path}", json=body, timeout=10).json()
+    answer = httpx.post(f"{url}{path}", json=body, **PLAIN).json()
     assert answer["success"] is True, answer
     return answer.get("data")
 
@@ -127,7 +132,7 @@ def test_the_cloud_phone_example_powers_three_phones_on_and_delete_says_what_it_
     node = _node_url(out, "node-1")
 
     def phones() -> dict[str, Any]:
-        return dict(httpx.get(f"{node}/_emulator/stats", timeout=10).json()["phones"])
+        return dict(httpx.get(f"{node}/_emulator/stats", **PLAIN).json()["phones"])
 
     def booting() -> bool:
         try:
@@ -254,7 +259,7 @@ def test_a_silent_node_worker_loses_its_profiles_to_the_other_and_gets_them_back
         after = stack.cli("get", f"browserpool/{POOL}")
         assert after.returncode != 0 and "not found" in after.stderr, after
         stats = httpx.get(
-            f"{_node_url(stack.out.read_text(), 'node-2')}/_emulator/stats", timeout=10
+            f"{_node_url(stack.out.read_text(), 'node-2')}/_emulator/stats", **PLAIN
         ).json()
         assert stats["profiles"]["total"] == 0 and stats["duplicates"] == {
             "byName": {},
@@ -273,7 +278,7 @@ def test_one_account_on_both_nodes_and_ctrl_c_stops_them_keeping_it(stack: Stack
     created = post(_node_url(out, "node-1"), "/browser/update", profile_body())
     listed = post(_node_url(out, "node-2"), "/browser/list", {"page": 0})
     assert created["id"] in [p["id"] for p in listed["list"]], listed
-    stats = httpx.get(f"{_node_url(out, 'node-2')}/_emulator/stats", timeout=10).json()
+    stats = httpx.get(f"{_node_url(out, 'node-2')}/_emulator/stats", **PLAIN).json()
     assert stats["nodes"] == {"node-1": True, "node-2": True}
     assert stats["account"] == "bitbrowser"
 
