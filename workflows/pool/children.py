@@ -118,16 +118,21 @@ class Neighbours:
     async def sync_health(self, state: PoolState, wanted: HealthConfig) -> None:
         """Tell the health check when `maxUnhealthy` or the desired size changed."""
         health = health_workflow_id(self.pool)
-        if wanted != state.health_told and await _signal(health, SIGNAL_HEALTH_CONFIG, wanted):
+        told = wanted != state.health_told and await _signal(
+            health, SIGNAL_HEALTH_CONFIG, wanted, warn=True
+        )
+        if told:
             state.health_told = wanted
 
 
-async def _signal(workflow_id: str, signal: str, arg: Any) -> bool:
-    """Signal `workflow_id`; False (logged) if it could not be told."""
+async def _signal(workflow_id: str, signal: str, arg: Any, *, warn: bool = False) -> bool:
+    """Signal `workflow_id`; False (logged) if it could not be told. A health check that
+    missed its config is a warning: it goes on judging by the old `maxUnhealthy`."""
     try:
         await workflow.get_external_workflow_handle(workflow_id).signal(signal, arg)
     except FailureError as err:
-        workflow.logger.info("%s not told %s: %s", workflow_id, signal, err)
+        log = workflow.logger.warning if warn else workflow.logger.info
+        log("%s not told %s: %s", workflow_id, signal, err)
         return False
     return True
 
