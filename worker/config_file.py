@@ -28,7 +28,9 @@ _POOL = PoolSettings()  # the intervals' defaults
 
 
 class _FileModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=False, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=False, extra="forbid", allow_inf_nan=False
+    )
 
 
 class SpendCapFile(_FileModel):
@@ -66,6 +68,9 @@ class ProxyPoolFile(_FileModel):
     password_env: str | None = None
 
 
+WEEK_SECONDS = 7 * 24 * 3600
+
+
 class IntervalsFile(_FileModel):
     """`intervals`: `PoolSettings`' fields of these names, with its defaults (what each means:
     activities/settings.py), and the orphan sweep's grace."""
@@ -86,6 +91,14 @@ class IntervalsFile(_FileModel):
     # A device whose pool has no running workflow is terminated after this long
     # (the per-account orphan sweep, workflows/orphans/workflow.py).
     orphan_grace_seconds: float = Field(default=DEFAULT_ORPHAN_GRACE_SECONDS, ge=0)
+
+    @field_validator("*")
+    @classmethod
+    def _at_most_a_week(cls, value: float) -> float:
+        # A pass adds these to its clock: far beyond a week, the arithmetic overflows.
+        if value > WEEK_SECONDS:
+            raise ValueError(f"must be at most {WEEK_SECONDS} (a week)")
+        return value
 
 
 class CapacityFile(_FileModel):

@@ -5,6 +5,7 @@ environment variable. Secrets are read into `SecretStr` and never appear in a me
 
 from __future__ import annotations
 
+import math
 import string
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -97,6 +98,8 @@ def _number(name: str, raw: str, parse: Callable[[str], _N], least: int, what: s
         value = parse(raw)
     except ValueError:
         raise ConfigError(f"{name}: must be {what}, got {raw!r}") from None
+    if not math.isfinite(value):  # "inf" and "nan" parse as floats
+        raise ConfigError(f"{name}: must be {what}, got {raw!r}")
     if value < least:
         raise ConfigError(f"{name}: must be >= {least}, got {raw!r}")
     return value

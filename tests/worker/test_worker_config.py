@@ -115,6 +115,12 @@ def test_environment_overrides_win(tmp_path: Path) -> None:
         ),
         ({"intervals": {"resyncSeconds": -1}}, {}, "intervals.resyncSeconds"),
         ({}, {"DEVICEPOOL_RESYNC_SECONDS": "soon"}, "DEVICEPOOL_RESYNC_SECONDS"),
+        # Not a number of seconds a pass can add to a clock: each made every pool's
+        # timer arithmetic overflow (review, issue 38).
+        ({"intervals": {"resyncSeconds": float("inf")}}, {}, "intervals.resyncSeconds"),
+        ({"intervals": {"healthSeconds": 1e12}}, {}, "intervals.healthSeconds"),
+        ({}, {"DEVICEPOOL_RESYNC_SECONDS": "inf"}, "DEVICEPOOL_RESYNC_SECONDS"),
+        ({}, {"DEVICEPOOL_GRACEFUL_SHUTDOWN_SECONDS": "nan"}, "DEVICEPOOL_GRACEFUL_SHUTDOWN"),
         ({"capacity": {"maxConcurrentWatches": 0}}, {}, "capacity.maxConcurrentWatches"),
         ({"capacity": {"slots": 5}}, {}, "capacity.slots: unknown field"),
         ({}, {"DEVICEPOOL_MAX_CACHED_WORKFLOWS": "many"}, "DEVICEPOOL_MAX_CACHED_WORKFLOWS"),
