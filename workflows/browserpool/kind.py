@@ -45,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.reconciler.events import Happened
     from devicepool.workflows.reconciler.kind import Host
     from devicepool.workflows.reconciler.messages import Accepted, ApplyResult
-    from devicepool.workflows.shared.errors import raise_if_cancelled
+    from devicepool.workflows.shared.errors import raise_if_cancelled, wait_condition
 
 __all__ = ["BrowserHost", "BrowserKind", "Outcome"]
 
@@ -268,12 +268,9 @@ class BrowserKind:
         if outcome.done or self.h.dirty:
             every = min(every, SOON)
         self.h.dirty = False
-        try:
-            await workflow.wait_condition(
-                lambda: self.h.dirty, timeout=timedelta(seconds=every), timeout_summary="resync"
-            )
-        except TimeoutError:
-            pass
+        await wait_condition(
+            lambda: self.h.dirty, timeout=timedelta(seconds=every), summary="resync"
+        )
 
     # ------------------------------------------------------------------ teardown
 

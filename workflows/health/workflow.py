@@ -43,7 +43,11 @@ with workflow.unsafe.imports_passed_through():
         triage,
     )
     from devicepool.workflows.shared import versions
-    from devicepool.workflows.shared.errors import PROVIDER_RETRY, raise_if_cancelled
+    from devicepool.workflows.shared.errors import (
+        PROVIDER_RETRY,
+        raise_if_cancelled,
+        wait_condition,
+    )
     from devicepool.workflows.shared.placement import (
         REREAD_NODES_PATCH,
         misplaced,
@@ -120,14 +124,9 @@ class PoolHealthWorkflow:
                 known = None
                 if misplaced(err) and workflow.patched(REREAD_NODES_PATCH):
                     await self._reread_nodes()
-                try:
-                    await workflow.wait_condition(
-                        lambda: self._config_changed,
-                        timeout=interval,
-                        timeout_summary="next health check",
-                    )
-                except TimeoutError:
-                    pass
+                await wait_condition(
+                    lambda: self._config_changed, timeout=interval, summary="next health check"
+                )
                 continue
             raise_if_cancelled()
             if found.pool.first_run_id:

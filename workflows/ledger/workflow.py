@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.ledger.dealing import deal, due_announcements
     from devicepool.workflows.ledger.state import Issued, LedgerInput, LedgerState, LedgerView
     from devicepool.workflows.shared import versions
+    from devicepool.workflows.shared.errors import wait_condition
     from devicepool.workflows.shared.placement import provider_queue
     from devicepool.workflows.shared.protocol import (
         AccountCap,
@@ -114,14 +115,11 @@ class AccountLedgerWorkflow:
         until = self._s.announcement_hold(workflow.now())
         if until is None:
             return False
-        try:
-            await workflow.wait_condition(
-                lambda: not self._pending_intents(),
-                timeout=max(until - workflow.now(), timedelta(milliseconds=1)),
-                timeout_summary="wait for announced requests",
-            )
-        except TimeoutError:
-            pass
+        await wait_condition(
+            lambda: not self._pending_intents(),
+            timeout=max(until - workflow.now(), timedelta(milliseconds=1)),
+            summary="wait for announced requests",
+        )
         return True
 
     def _pending_intents(self) -> bool:
@@ -134,12 +132,7 @@ class AccountLedgerWorkflow:
         self._dirty = False
         wake = self._s.next_wake()
         timeout = None if wake is None else max(wake - workflow.now(), timedelta(milliseconds=1))
-        try:
-            await workflow.wait_condition(
-                lambda: self._dirty, timeout=timeout, timeout_summary="next window"
-            )
-        except TimeoutError:
-            pass
+        await wait_condition(lambda: self._dirty, timeout=timeout, summary="next window")
 
     async def _grant_round(self) -> None:
         s = self._s
@@ -200,13 +193,9 @@ class AccountLedgerWorkflow:
         permits come back with its lease."""
         if not self._sending:
             return
-        try:
-            await workflow.wait_condition(
-                lambda: not self._sending,
-                timeout=DELIVERY_WAIT,
-                timeout_summary="grants on their way",
-            )
-        except TimeoutError:
+        if not await wait_condition(
+            lambda: not self._sending, timeout=DELIVERY_WAIT, summary="grants on their way"
+        ):
             workflow.logger.warning(
                 "ledger %s: continuing as new with %d grant(s) undelivered",
                 self._account,

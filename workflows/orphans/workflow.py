@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         scan_seconds,
     )
     from devicepool.workflows.shared import versions
-    from devicepool.workflows.shared.errors import PROVIDER_RETRY
+    from devicepool.workflows.shared.errors import PROVIDER_RETRY, wait_condition
     from devicepool.workflows.shared.placement import provider_queue
 
 __all__ = ["MAX_SCANS_PER_RUN", "OrphanSweepWorkflow"]
@@ -86,12 +86,7 @@ class OrphanSweepWorkflow:
         """Until the next scan is due, or a worker sends its config."""
         self._dirty = False
         timeout = max(self._s.next_wake(workflow.now()) - workflow.now(), timedelta(milliseconds=1))
-        try:
-            await workflow.wait_condition(
-                lambda: self._dirty, timeout=timeout, timeout_summary="next orphan scan"
-            )
-        except TimeoutError:
-            pass
+        await wait_condition(lambda: self._dirty, timeout=timeout, summary="next orphan scan")
 
     async def _scan(self) -> bool:
         """List the account's orphans; False if it could not (`last_error` says why)."""

@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.pool.plan import Plan
     from devicepool.workflows.pool.state import watched_devices
     from devicepool.workflows.shared import versions
-    from devicepool.workflows.shared.errors import error_message, problem
+    from devicepool.workflows.shared.errors import error_message, problem, wait_condition
     from devicepool.workflows.shared.placement import REREAD_NODES_PATCH, misplaced
 
 if TYPE_CHECKING:
@@ -144,15 +144,11 @@ async def until_due(k: DevicePoolKind, plan: Plan) -> None:
         next_batch_check=k.s.slots.next_check_at(k.check_every),
     )
     h = k.h
-    try:
-        await workflow.wait_condition(
-            lambda: h.dirty or h.replan or k.watch.answered() or versions.upgrade_due(),
-            timeout=timeout,
-            timeout_summary="next check",
-        )
-        timed_out = False
-    except TimeoutError:
-        timed_out = True
+    timed_out = not await wait_condition(
+        lambda: h.dirty or h.replan or k.watch.answered() or versions.upgrade_due(),
+        timeout=timeout,
+        summary="next check",
+    )
     need_observe = timed_out or h.dirty
     h.dirty = h.replan = False
     try:

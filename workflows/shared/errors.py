@@ -1,11 +1,12 @@
 """What workflow code makes of a failure: an activity failure's type and message, the retry
-policy of provider calls, and a cancellation an awaited activity absorbed (why:
-docs/architecture.md, 'Notes for developers').
+policy of provider calls, a wait that timed out, and a cancellation an awaited activity
+absorbed (why: docs/architecture.md, 'Notes for developers').
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -44,3 +45,14 @@ def raise_if_cancelled() -> None:
     reason = workflow.cancellation_reason()
     if reason is not None:
         raise asyncio.CancelledError(reason or "workflow cancelled")
+
+
+async def wait_condition(
+    condition: Callable[[], bool], *, timeout: timedelta | None, summary: str
+) -> bool:
+    """`workflow.wait_condition` (the same timer), False where it timed out."""
+    try:
+        await workflow.wait_condition(condition, timeout=timeout, timeout_summary=summary)
+    except TimeoutError:
+        return False
+    return True
