@@ -6,6 +6,7 @@ is the client's, once."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -209,11 +210,6 @@ def ready_false(
     return None
 
 
-def configuration_problem(status: dict[str, Any], generation: int) -> dict[str, Any] | None:
-    """`Ready=False` for a configuration error (`ready_false`)."""
-    return ready_false(status, generation, CONFIGURATION_REASONS)
-
-
 def teardown_blocked(status: dict[str, Any]) -> dict[str, Any] | None:
     """`TeardownBlocked=True`: the finalizer meets an error it retries until someone fixes it."""
     blocked = condition(status, ConditionType.TEARDOWN_BLOCKED)
@@ -240,10 +236,6 @@ def refused_key(status: dict[str, Any], generation: int) -> dict[str, Any] | Non
     return ready_false(status, generation, frozenset({LOCAL_API_REFUSED}))
 
 
-def _browser_blocked(status: dict[str, Any], generation: int) -> dict[str, Any] | None:
-    return ready_false(status, generation, CONFIGURATION_REASONS | {LOCAL_API_REFUSED})
-
-
 SIDES: dict[str, Side] = {
     DEVICE_POOL.name: Side(
         kind=DEVICE_POOL,
@@ -254,7 +246,7 @@ SIDES: dict[str, Side] = {
         left=devices_left,
         ready_key="readyDevices",
         converged=is_converged,
-        blocked=configuration_problem,
+        blocked=functools.partial(ready_false, reasons=CONFIGURATION_REASONS),
         blocked_grace=True,
         retires_profiles=True,
         update_starts=True,
@@ -269,7 +261,7 @@ SIDES: dict[str, Side] = {
         left=lambda status: len(status.get("profileIds") or []),
         ready_key="readyProfiles",
         converged=browser_converged,
-        blocked=_browser_blocked,
+        blocked=functools.partial(ready_false, reasons=CONFIGURATION_REASONS | {LOCAL_API_REFUSED}),
         wait_needs_worker=True,
     ),
 }
