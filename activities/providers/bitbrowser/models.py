@@ -63,7 +63,13 @@ class _Answer(CamelModel):
 
 
 class _Identified(_Answer):
+    """What a listed profile of either family starts with."""
+
     id: str = Field(min_length=1)
+    seq: OptionalInt = None
+    name: Text = ""
+    remark: Text = ""
+    group_id: Text = ""
 
     @field_validator("id", mode="before")
     @classmethod
@@ -74,10 +80,6 @@ class _Identified(_Answer):
 class BrowserProfile(_Identified):
     """A browser profile as `/browser/list` or `/browser/detail` shows it, secrets left out."""
 
-    seq: OptionalInt = None
-    name: Text = ""
-    remark: Text = ""
-    group_id: Text = ""
     host: Text = ""
     port: OptionalInt = None
     last_ip: Text = ""
@@ -145,10 +147,6 @@ def _adb(value: Any) -> Any:
 class Phone(_Identified):
     """A cloud-phone profile as `/phone/list` shows it, secrets (proxy, adb password) left out."""
 
-    seq: OptionalInt = None
-    name: Text = ""
-    remark: Text = ""
-    group_id: Text = ""
     region_id: Text = ""
     compute_type: OptionalInt = None
     # An int of `PhoneStatus`, kept raw: a status the vendor adds still loads.
