@@ -438,7 +438,7 @@ async def test_a_scan_returns_the_oldest_orphans_first_and_at_most_its_cap(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """However many pools were terminated at once, a scan's answer stays small."""
-    import devicepool.activities.orphans
+    import devicepool.activities.orphan_models
 
     gone = f"gone-{uuid.uuid4().hex[:8]}"
     rented = []
@@ -450,7 +450,7 @@ async def test_a_scan_returns_the_oldest_orphans_first_and_at_most_its_cap(
         workers.activities.find_orphans, FindOrphansInput(account="default")
     )
     cap = before.orphans_found - 1  # all but the newest: the third one
-    monkeypatch.setattr(devicepool.activities.orphans, "MAX_ORPHANS_PER_SCAN", cap)
+    monkeypatch.setattr(devicepool.activities.orphan_models, "MAX_ORPHANS_PER_SCAN", cap)
     found = await activities.run(
         workers.activities.find_orphans, FindOrphansInput(account="default")
     )
