@@ -12,6 +12,7 @@ The pool asks after a batch quiet for `2 x startup timeout + batch_check_grace_s
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -23,13 +24,17 @@ from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.common import RawValue
+from temporalio.exceptions import CancelledError
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import UnsandboxedWorkflowRunner
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import WORKFLOW_PROVISION_BATCH, ledger_workflow_id, pool_workflow_id
+from devicepool.connect import DATA_CONVERTER
 from devicepool.testing import eventually
 from devicepool.worker.build import new_worker
+from devicepool.workflows import WORKFLOWS
 from tests.helpers.histories import run_histories
 from tests.helpers.settings import FAST
 from tests.helpers.workflow_stack import pool_counts, pool_devices, start_pool
@@ -128,3 +133,52 @@ async def pool_history(env: WorkflowEnvironment, name: str) -> Counter[str]:
                 child = event.start_child_workflow_execution_initiated_event_attributes
                 seen[child.workflow_type.name] += 1
     return seen
+
+
+async def test_a_pool_deleted_while_its_batch_never_reports_sweeps_and_ends(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient
+) -> None:
+    """A batch that ended without its report (terminated here, while it waits for a
+    window) must not fail the delete: after `startup + batch_check_grace` the pool asks
+    which batches still run, none does, it sweeps and ends CANCELED. From v0.1.0 the wait
+    caught temporalio's TimeoutError (an activity's), not the timer's, so the pool failed
+    there and its devices billed on until the orphan sweep's grace (review, issue 38)."""
+    name = f"wf-{uuid.uuid4().hex[:8]}"
+    queue = f"spent-window-{name}"
+    settings = FAST.model_copy(
+        update={"startup_timeout_seconds": STARTUP, "batch_check_grace_seconds": GRACE}
+    )
+    async with new_worker(
+        env.client,
+        task_queue=queue,
+        workflows=[SpentWindow],
+        activities=[],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):
+        with contextlib.suppress(RPCError):  # the account's real ledger, from another test
+            await env.client.get_workflow_handle(ledger_workflow_id(ACCOUNT)).terminate()
+        ledger = await env.client.start_workflow(
+            SpentWindow.run, id=ledger_workflow_id(ACCOUNT), task_queue=queue
+        )
+        handle = await start_pool(env.client, name, 2, settings=settings, account=ACCOUNT)
+
+        async def batch_waiting() -> str | None:
+            if not await ledger.query(SpentWindow.requests_seen):
+                return None
+            query = f"WorkflowType='{WORKFLOW_PROVISION_BATCH}' AND ExecutionStatus='Running'"
+            async for found in env.client.list_workflows(query):
+                if name in found.id:
+                    return found.id
+            return None
+
+        batch = await eventually(batch_waiting, what="the pool's batch to wait for a window")
+        await env.client.get_workflow_handle(batch).terminate("ends without its report")
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        assert isinstance(failed.value.cause, CancelledError), failed.value.cause
+        await ledger.terminate("done")
+    assert await pool_devices(control, name, account=ACCOUNT) == []
+    # The changed path (behind its patch) replays on this build.
+    history = await handle.fetch_history()
+    await Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER).replay_workflow(history)
