@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field
 
 from devicepool.api.base import CamelModel
-from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
+from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, LABEL_TEMPLATE_HASH, MANAGED_BY
 
 __all__ = [
     "ALIVE_STATUSES",
@@ -120,8 +120,9 @@ def device_fingerprint(devices: list[DeviceInfo]) -> str:
 
 # A compact listing: one JSON array per device, in this order. The pool's own
 # label is implied by the listing (by `pool=<name>`); `managed-by=devicepool`
-# is bit 1 of `flags` (bit 0: session active); timestamps are epoch seconds to
-# the millisecond; trailing empty cells are left out.
+# is bit 1 of `flags` (bit 0: session active), `template-hash=<template_hash>`
+# bit 2 where the answer names a `template_hash`; timestamps are epoch seconds
+# to the millisecond; trailing empty cells are left out.
 DEVICE_ROW = (
     "id",
     "status",
@@ -133,7 +134,7 @@ DEVICE_ROW = (
     "reason",
     "labels",
 )
-_SESSION, _MANAGED = 1, 2
+_SESSION, _MANAGED, _TEMPLATE = 1, 2, 4
 
 
 def _epoch(value: datetime | None) -> float | None:
@@ -144,7 +145,9 @@ def _time(value: Any) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(float(value), UTC)
 
 
-def device_rows(devices: list[DeviceInfo], *, pool: str) -> list[list[Any]]:
+def device_rows(
+    devices: list[DeviceInfo], *, pool: str, template_hash: str | None = None
+) -> list[list[Any]]:
     """`devices` as compact rows (`DEVICE_ROW`); `devices_from_rows` reads them back."""
     rows: list[list[Any]] = []
     for d in devices:
@@ -155,6 +158,9 @@ def device_rows(devices: list[DeviceInfo], *, pool: str) -> list[list[Any]]:
         if labels.get(LABEL_MANAGED_BY) == MANAGED_BY:
             del labels[LABEL_MANAGED_BY]
             flags |= _MANAGED
+        if template_hash is not None and labels.get(LABEL_TEMPLATE_HASH) == template_hash:
+            del labels[LABEL_TEMPLATE_HASH]
+            flags |= _TEMPLATE
         row: list[Any] = [
             d.id,
             d.status,
@@ -172,7 +178,9 @@ def device_rows(devices: list[DeviceInfo], *, pool: str) -> list[list[Any]]:
     return rows
 
 
-def devices_from_rows(rows: list[list[Any]], *, pool: str) -> list[DeviceInfo]:
+def devices_from_rows(
+    rows: list[list[Any]], *, pool: str, template_hash: str | None = None
+) -> list[DeviceInfo]:
     """The devices `device_rows` made rows of (pure: the workflow reads them)."""
     devices = []
     for row in rows:
@@ -181,6 +189,8 @@ def devices_from_rows(rows: list[list[Any]], *, pool: str) -> list[DeviceInfo]:
         labels = {LABEL_POOL: pool}
         if flags & _MANAGED:
             labels[LABEL_MANAGED_BY] = MANAGED_BY
+        if flags & _TEMPLATE and template_hash is not None:
+            labels[LABEL_TEMPLATE_HASH] = template_hash
         labels.update(cell.get("labels") or {})
         devices.append(
             DeviceInfo(

@@ -173,9 +173,7 @@ class DeviceActivities(
                 devices = await self._pool_devices(input.account, input.pool)
         except ProviderError as exc:
             raise to_application_error(exc) from exc
-        if input.compact:
-            return am.ListDevicesResult(rows=am.device_rows(devices, pool=input.pool))
-        return am.ListDevicesResult(devices=devices)
+        return am.ListDevicesResult.answer(devices, input)
 
     @activity.defn
     async def get_statuses(self, input: am.GetStatusesInput) -> am.GetStatusesResult:

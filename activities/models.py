@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections import Counter
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Self
 
 from pydantic import Field, model_validator
 
@@ -44,6 +45,7 @@ from devicepool.activities.settings import (
     ProxyPoolSettings,
 )
 from devicepool.api.base import CamelModel
+from devicepool.api.names import LABEL_TEMPLATE_HASH
 from devicepool.api.v1beta1 import DevicePoolSpec, Platform
 
 __all__ = [
@@ -181,15 +183,36 @@ class ListDevicesInput(CamelModel):
     # Answer in `rows` (`device_rows`), not `devices`: what a pool's history
     # holds per listing, ~100 bytes a device instead of ~290.
     compact: bool = False
+    # ...and the `template-hash` most devices carry once, not in every row (~31 bytes
+    # each): asked for only by a reader that puts it back (not v0.1.0's).
+    fold_template_hash: bool = False
 
 
 class ListDevicesResult(CamelModel):
+    """The pool's devices: whole `devices`, or `rows` (`device_rows`)."""
+
     devices: list[DeviceInfo] = Field(default_factory=list)
     rows: list[list[Any]] = Field(default_factory=list)
+    # The `template-hash` label of every row that has its flag (`DEVICE_ROW`).
+    template_hash: str | None = None
+
+    @classmethod
+    def answer(
+        cls, devices: list[DeviceInfo], asked: ListDevicesInput | WatchDevicesInput, **fields: Any
+    ) -> Self:
+        """`devices` in the form `asked` for."""
+        if not asked.compact:
+            return cls(devices=devices, **fields)
+        hashes = Counter(h for d in devices if (h := d.labels.get(LABEL_TEMPLATE_HASH)))
+        common = hashes.most_common(1)[0][0] if hashes and asked.fold_template_hash else None
+        rows = device_rows(devices, pool=asked.pool, template_hash=common)
+        return cls(rows=rows, template_hash=common, **fields)
 
     def listing(self, pool: str) -> list[DeviceInfo]:
         """The devices, whichever form the answer came in."""
-        return self.devices or devices_from_rows(self.rows, pool=pool)
+        return self.devices or devices_from_rows(
+            self.rows, pool=pool, template_hash=self.template_hash
+        )
 
 
 class WatchDevicesInput(CamelModel):
@@ -200,24 +223,19 @@ class WatchDevicesInput(CamelModel):
     fingerprint: str
     poll_seconds: float = 30.0
     max_seconds: float = 3600.0
-    # Answer in `rows`, as `ListDevicesInput.compact`.
+    # Answer in `rows`, as `ListDevicesInput.compact` and `.fold_template_hash`.
     compact: bool = False
+    fold_template_hash: bool = False
     # The pool's health check: every `health_every_seconds` the watch asks Temporal
     # whether it still runs, and answers (`health_ended`) when it does not.
     health_workflow_id: str | None = None
     health_every_seconds: float = 300.0
 
 
-class WatchDevicesResult(CamelModel):
-    devices: list[DeviceInfo] = Field(default_factory=list)
+class WatchDevicesResult(ListDevicesResult):
     fingerprint: str
     changed: bool
-    rows: list[list[Any]] = Field(default_factory=list)
     health_ended: bool = False
-
-    def listing(self, pool: str) -> list[DeviceInfo]:
-        """The devices, whichever form the answer came in."""
-        return self.devices or devices_from_rows(self.rows, pool=pool)
 
 
 class CreateDeviceInput(CamelModel):

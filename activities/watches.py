@@ -32,15 +32,6 @@ from devicepool.api.errors import ErrorType
 __all__ = ["WatchActivities"]
 
 
-def _watch_answer(
-    input: am.WatchDevicesInput, devices: list[am.DeviceInfo], fingerprint: str, *, changed: bool
-) -> am.WatchDevicesResult:
-    if input.compact:
-        rows = am.device_rows(devices, pool=input.pool)
-        return am.WatchDevicesResult(rows=rows, fingerprint=fingerprint, changed=changed)
-    return am.WatchDevicesResult(devices=devices, fingerprint=fingerprint, changed=changed)
-
-
 def _health_answer(
     pool: am.PoolRunResult,
     listing: tuple[datetime, list[am.DeviceInfo]],
@@ -143,21 +134,26 @@ class WatchActivities(AccountProviders):
             if devices is not None and last_error is None:
                 fingerprint = am.device_fingerprint(devices)
                 if fingerprint != input.fingerprint:
-                    return _watch_answer(input, devices, fingerprint, changed=True)
+                    return am.WatchDevicesResult.answer(
+                        devices, input, fingerprint=fingerprint, changed=True
+                    )
             if input.health_workflow_id and devices is not None and time.monotonic() >= health_due:
                 health_due = time.monotonic() + input.health_every_seconds
                 if not await pool_runs.still_running(activity.client(), input.health_workflow_id):
-                    answer = _watch_answer(
-                        input, devices, am.device_fingerprint(devices), changed=False
+                    fingerprint = am.device_fingerprint(devices)
+                    return am.WatchDevicesResult.answer(
+                        devices, input, fingerprint=fingerprint, changed=False, health_ended=True
                     )
-                    return answer.model_copy(update={"health_ended": True})
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 if devices is None:
                     # Never saw the pool at all: an empty "unchanged" answer would lie.
                     assert last_error is not None
                     raise to_application_error(last_error) from last_error
-                return _watch_answer(input, devices, am.device_fingerprint(devices), changed=False)
+                fingerprint = am.device_fingerprint(devices)
+                return am.WatchDevicesResult.answer(
+                    devices, input, fingerprint=fingerprint, changed=False
+                )
             activity.heartbeat()
             # Cancellation (delivered through the heartbeat) lands here as CancelledError.
             await asyncio.sleep(min(poll, remaining))

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -14,7 +14,7 @@ from pydantic import SecretStr
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.testing import ActivityEnvironment
 
-from devicepool.activities import DeviceActivities
+from devicepool.activities import DeviceActivities, pool_runs
 from devicepool.activities import heartbeats as heartbeats_module
 from devicepool.activities.models import (
     MAX_RETRY_AFTER_SECONDS,
@@ -450,6 +450,41 @@ async def test_watch_times_out_unchanged(acts: DeviceActivities) -> None:
     assert not result.changed
     assert result.fingerprint == fingerprint
     assert [d.id for d in result.devices] == [devices[0].id]
+
+
+@pytest.mark.parametrize("name", ["list_devices", "watch_devices"])
+async def test_a_compact_answer_asked_to_fold_names_the_template_hash_once(
+    acts: DeviceActivities, name: str
+) -> None:
+    devices = await _create(acts, 3)
+    asked = {"compact": True, "fold_template_hash": True}
+    if name == "list_devices":
+        listing = ListDevicesInput(account="default", pool="p1", **asked)
+        answer: Any = await ActivityEnvironment().run(acts.list_devices, listing)
+    else:
+        watch = _watch("").model_copy(update=asked)
+        answer = await ActivityEnvironment().run(acts.watch_devices, watch)
+    assert answer.template_hash == template_hash(_create_input(0).template)
+    assert [row[8:] for row in answer.rows] == [[], [], []]  # no label left to spell
+    assert {d.id: d.labels for d in answer.listing("p1")} == {d.id: d.labels for d in devices}
+
+
+async def test_a_watch_whose_health_check_ended_says_so_with_the_listing(
+    acts: DeviceActivities, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    devices = await _create(acts, 2)
+
+    async def ended(client: Any, workflow_id: str) -> bool:
+        return False
+
+    monkeypatch.setattr(pool_runs, "still_running", ended)
+    watch = _watch(device_fingerprint(devices)).model_copy(
+        update={"compact": True, "fold_template_hash": True, "health_every_seconds": 0.0}
+        | {"health_workflow_id": "health-p1"}
+    )
+    answer = await ActivityEnvironment(client=cast(Any, object())).run(acts.watch_devices, watch)
+    assert (answer.health_ended, answer.changed) == (True, False)
+    assert {d.id: d.labels for d in answer.listing("p1")} == {d.id: d.labels for d in devices}
 
 
 async def test_watch_rides_out_server_errors(acts: DeviceActivities, emulator: Emulator) -> None:

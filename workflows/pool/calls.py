@@ -60,7 +60,9 @@ async def check_refs(
 async def list_devices(route: Route, pool: str) -> list[am.DeviceInfo]:
     result = await workflow.execute_activity_method(
         Activities.list_devices,
-        am.ListDevicesInput(account=route.account, pool=pool, compact=True),
+        am.ListDevicesInput(
+            account=route.account, pool=pool, compact=True, fold_template_hash=True
+        ),
         start_to_close_timeout=timedelta(seconds=60),
         heartbeat_timeout=am.HEARTBEAT_TIMEOUT,
         schedule_to_close_timeout=timedelta(minutes=5),
@@ -168,6 +170,7 @@ async def watch_devices(
             poll_seconds=settings.resync_seconds,
             max_seconds=settings.watch_max_seconds,
             compact=True,
+            fold_template_hash=True,
             health_workflow_id=health_workflow_id,
             health_every_seconds=settings.health_liveness_seconds,
         ),
