@@ -193,8 +193,9 @@ class ListDevicesResult(CamelModel):
 
     devices: list[DeviceInfo] = Field(default_factory=list)
     rows: list[list[Any]] = Field(default_factory=list)
-    # The `template-hash` label of every row that has its flag (`DEVICE_ROW`).
-    template_hash: str | None = None
+    # The `template-hash` label of every row that has its flag (`DEVICE_ROW`); left out
+    # when None, so an answer v0.1.0's worker asked for decodes there (it forbids extras).
+    template_hash: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @classmethod
     def answer(

@@ -9,6 +9,7 @@ when the pool asks for it (`fold_template_hash`): a build from before never does
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -136,6 +137,9 @@ async def test_rows_of_a_pool_that_did_not_ask_keep_every_label_and_read_back() 
     assert answer.template_hash is None
     assert all(row[-1][LABEL_TEMPLATE_HASH] == HASH for row in answer.rows)
     assert answer.rows == device_rows(devices, pool="p0000")
+    # no field more than before: v0.1.0's worker decodes none it does not know
+    [payload] = await DATA_CONVERTER.encode([answer])
+    assert json.loads(payload.data) == {"devices": [], "rows": answer.rows}
     assert (await _through_converter(answer)).listing("p0000") == devices
     # and a folding reader given rows with no flag bit reads their labels
     assert devices_from_rows(answer.rows, pool="p0000", template_hash=HASH) == devices
