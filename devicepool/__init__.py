@@ -5,4 +5,4 @@ The only top-level name this distribution installs; its layers are subpackages
 at the top of the repository: docs/architecture.md, 'Layers'. `devicepool.connect` is the one
 Temporal connection factory."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -93,6 +93,8 @@ async def test_cost_agrees_with_what_the_emulator_bills(
         return devices if sum(d["status"] == "ready" for d in devices) == 5 else None
 
     devices = await eventually(five, what="5 ready")
+    # Let the devices bill a while after they are ready, so the hours counted since have
+    # to grow with the clock (a count stuck at the ready moment would fall below `billed`).
     await asyncio.sleep(3)
     answers = await PoolClient(env.client).costs(pool_name)
     now = datetime.now(UTC)
