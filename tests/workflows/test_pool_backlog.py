@@ -15,14 +15,14 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx
 import pytest
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.common import RawValue
 from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
@@ -66,15 +66,16 @@ class SpentWindow:
         return self.requests
 
 
-async def test_a_batch_waiting_past_the_old_deadline_is_not_planned_again(
-    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient
-) -> None:
-    name = f"wf-{uuid.uuid4().hex[:8]}"
+SETTINGS = FAST.model_copy(
+    update={"startup_timeout_seconds": STARTUP, "batch_check_grace_seconds": GRACE}
+)
+
+
+@contextlib.asynccontextmanager
+async def spent_window(env: WorkflowEnvironment, name: str) -> AsyncIterator[WorkflowHandle]:
+    """The account's ledger replaced by a `SpentWindow` for the block (its worker, a test
+    stand-in: no sandbox, this module imports httpx and the fixtures)."""
     queue = f"spent-window-{name}"
-    settings = FAST.model_copy(
-        update={"startup_timeout_seconds": STARTUP, "batch_check_grace_seconds": GRACE}
-    )
-    # A test stand-in: no sandbox (this module imports httpx and the fixtures).
     async with new_worker(
         env.client,
         task_queue=queue,
@@ -82,10 +83,19 @@ async def test_a_batch_waiting_past_the_old_deadline_is_not_planned_again(
         activities=[],
         workflow_runner=UnsandboxedWorkflowRunner(),
     ):
-        ledger = await env.client.start_workflow(
+        with contextlib.suppress(RPCError):  # the account's real ledger, from another test
+            await env.client.get_workflow_handle(ledger_workflow_id(ACCOUNT)).terminate()
+        yield await env.client.start_workflow(
             SpentWindow.run, id=ledger_workflow_id(ACCOUNT), task_queue=queue
         )
-        handle = await start_pool(env.client, name, 2, settings=settings, account=ACCOUNT)
+
+
+async def test_a_batch_waiting_past_the_old_deadline_is_not_planned_again(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient
+) -> None:
+    name = f"wf-{uuid.uuid4().hex[:8]}"
+    async with spent_window(env, name) as ledger:
+        handle = await start_pool(env.client, name, 2, settings=SETTINGS, account=ACCOUNT)
 
         async def asked() -> bool:
             return await ledger.query(SpentWindow.requests_seen) > 0
@@ -144,23 +154,8 @@ async def test_a_pool_deleted_while_its_batch_never_reports_sweeps_and_ends(
     caught temporalio's TimeoutError (an activity's), not the timer's, so the pool failed
     there and its devices billed on until the orphan sweep's grace (review, issue 38)."""
     name = f"wf-{uuid.uuid4().hex[:8]}"
-    queue = f"spent-window-{name}"
-    settings = FAST.model_copy(
-        update={"startup_timeout_seconds": STARTUP, "batch_check_grace_seconds": GRACE}
-    )
-    async with new_worker(
-        env.client,
-        task_queue=queue,
-        workflows=[SpentWindow],
-        activities=[],
-        workflow_runner=UnsandboxedWorkflowRunner(),
-    ):
-        with contextlib.suppress(RPCError):  # the account's real ledger, from another test
-            await env.client.get_workflow_handle(ledger_workflow_id(ACCOUNT)).terminate()
-        ledger = await env.client.start_workflow(
-            SpentWindow.run, id=ledger_workflow_id(ACCOUNT), task_queue=queue
-        )
-        handle = await start_pool(env.client, name, 2, settings=settings, account=ACCOUNT)
+    async with spent_window(env, name) as ledger:
+        handle = await start_pool(env.client, name, 2, settings=SETTINGS, account=ACCOUNT)
 
         async def batch_waiting() -> str | None:
             if not await ledger.query(SpentWindow.requests_seen):
