@@ -108,12 +108,17 @@ class Stack:
         no worker to answer the query, the last status the pool published):
         the waits poll it twice a second, and a CLI process per poll cost
         ~0.7 CPU-s. The tests run the CLI itself wherever they check what it says.
-        `kind`: the kind's name (`BROWSER_POOL.name`), DevicePool by default."""
+        `kind`: the kind's name (`BROWSER_POOL.name`), DevicePool by default.
+        A stale summary (no worker answered the queries yet, e.g. just after a
+        restart: `readyDevices` from the search attributes, no
+        `observedGeneration`) reads as `{}`, so the waits keep waiting for the pool's
+        own answer; CI once took one for it."""
         return asyncio.run(self._status(name, kind))
 
     async def _status(self, name: str, kind: str | None) -> dict[str, Any]:
         client = await connect(address=self.address)
-        return dict((await PoolClient(client).summary(name, kind=kind)).status)
+        summary = await PoolClient(client).summary(name, kind=kind)
+        return {} if summary.stale else dict(summary.status)
 
     def stats(self) -> dict[str, Any]:
         return stats_sync(f"http://127.0.0.1:{self.emulator_port}")
