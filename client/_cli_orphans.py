@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from devicepool.client._cli_support import OutputOpt, open_pools, run
+from devicepool.client._results import parse_time
 from devicepool.client.errors import EXIT_RUNTIME
 from devicepool.client.render import Output, age, print_data, print_table, resolve_output
 
@@ -69,7 +70,7 @@ def orphan_data(reports: list[Any], *, now: datetime) -> dict[str, Any]:
         item["costUsd"] = cost_usd(device.created_at, now)
         return item
 
-    data: dict[str, Any] = {
+    return {
         "orphans": [row(o, r.account) for r in reports for o in r.orphans],
         "terminated": [row(d, r.account) for r in reports for d in r.terminated],
         "kept": [
@@ -84,7 +85,6 @@ def orphan_data(reports: list[Any], *, now: datetime) -> dict[str, Any]:
         ],
         "pricePerDeviceHourUsd": DEVICE_HOUR_USD,
     }
-    return data
 
 
 def print_orphans(data: dict[str, Any], *, deleted: bool) -> None:
@@ -140,12 +140,7 @@ def _usd(value: float) -> str:
 
 def _sweep(sweep_at: Any) -> str:
     """When the janitor terminates it ("in 8m"), or "due" when its grace has run out."""
-    if not sweep_at:
+    when, now = parse_time(sweep_at), datetime.now(UTC)
+    if when is None:
         return "-"
-    when, now = _time(sweep_at), datetime.now(UTC)
     return "due" if when <= now else f"in {age(now, now=when)}"
-
-
-def _time(value: str) -> datetime:
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

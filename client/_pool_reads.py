@@ -4,7 +4,6 @@ account's window, the profiles a teardown retired. Each is called by the method 
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
@@ -21,7 +20,7 @@ from devicepool.api.names import (
     ledger_workflow_id,
 )
 from devicepool.client._kind_sides import side_of
-from devicepool.client._results import PoolSummary, iso
+from devicepool.client._results import PoolSummary, iso, parse_time
 from devicepool.client._temporal_errors import QUERY_TIMEOUT
 from devicepool.client._validation import validate_name
 from devicepool.workflows.pool.messages import DevicesView, PoolCost
@@ -49,7 +48,7 @@ async def summary_of(pools: PoolClient, kind: str, name: str, execution: Any) ->
             status=dict(status_answer),
             # The pool's creation, carried across its runs (a run's start restarts at
             # every continue-as-new); a worker from before answers without it.
-            created=_created(spec_answer) or execution.start_time,
+            created=parse_time(spec_answer.get("createdAt")) or execution.start_time,
             metadata=dict(spec_answer.get("metadata") or {}),
             kind=side.kind.name,
         )
@@ -74,14 +73,6 @@ async def list_pools(pools: PoolClient, kind: str | None) -> list[PoolSummary]:
 
     found = await asyncio.gather(*(one(e) for e in executions))
     return sorted((p for p in found if p is not None), key=lambda p: p.name)
-
-
-def _created(spec_answer: dict[str, Any]) -> datetime | None:
-    """When the pool was created, from its `spec` query (`createdAt`), if it says."""
-    try:
-        return datetime.fromisoformat(str(spec_answer["createdAt"]))
-    except (KeyError, ValueError):
-        return None
 
 
 async def describe_device_pool(pools: PoolClient, name: str) -> dict[str, Any]:

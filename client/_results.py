@@ -1,5 +1,5 @@
-"""What `PoolClient` answers besides raw status JSON: `PoolSummary`, `DeleteResult`, timestamps,
-and the word `apply` prints for an `Accepted`."""
+"""What `PoolClient` answers besides raw status JSON: `PoolSummary`, `DeleteResult`, timestamps
+(`iso` writes them, `parse_time` reads them), and the word `apply` prints for an `Accepted`."""
 
 from __future__ import annotations
 
@@ -55,6 +55,19 @@ def iso(value: datetime | None) -> str | None:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def parse_time(value: Any) -> datetime | None:
+    """A datetime or RFC 3339 text, in UTC when it names no zone; None for anything else."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, str) and value:
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return None
 
 
 def applied_verb(accepted: Accepted) -> str:

@@ -46,7 +46,6 @@ async def run_dev(
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
-    code = 0
     stopper = asyncio.create_task(stop.wait())
     try:
         startup = asyncio.create_task(stack.start(pools))
@@ -64,7 +63,7 @@ async def run_dev(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
     stack.out("stopped")
-    return code
+    return 0
 
 
 async def _supervise(stack: DevStack, stopper: asyncio.Task[object]) -> None:

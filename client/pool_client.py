@@ -191,7 +191,7 @@ class PoolClient:
                 result_type=Accepted,
                 rpc_timeout=UPDATE_TIMEOUT,
             )
-        return _accepted(result)
+        return result if isinstance(result, Accepted) else Accepted.model_validate(result)
 
     async def costs(self, name: str | None = None) -> list[tuple[str, PoolCost | None]]:
         """What each running DevicePool's devices billed (query `cost`), or None where no
@@ -414,9 +414,3 @@ class PoolClient:
     # `PoolClient.list()`, defined last: a method named `list` would shadow the
     # builtin in the annotations of every method after it.
     list = list_pools
-
-
-def _accepted(result: Any) -> Accepted:
-    if isinstance(result, Accepted):
-        return result
-    return Accepted.model_validate(result)

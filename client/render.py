@@ -16,6 +16,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from devicepool.client._results import parse_time
+
 
 class Output(StrEnum):
     TABLE = "table"
@@ -100,19 +102,6 @@ def age(value: Any, now: datetime | None = None) -> str:
     if seconds < 2 * 86400:
         return f"{seconds // 3600}h"
     return f"{seconds // 86400}d"
-
-
-def parse_time(value: Any) -> datetime | None:
-    """A datetime or RFC 3339 text, in UTC when it names no zone; None for anything else."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if isinstance(value, str) and value:
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    return None
 
 
 def cell(value: Any) -> str:
