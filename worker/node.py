@@ -66,7 +66,6 @@ __all__ = [
     "node_activities",
     "node_main_async",
     "node_phone_activities",
-    "node_worker",
     "node_workers",
     "run_node_worker",
     "send_beat",
@@ -221,42 +220,36 @@ def node_phone_activities(
     )
 
 
-def node_worker(client: Client, activities: NodeBrowserActivities) -> Worker:
-    """The Temporal worker of `node_task_queue(node)`: the BrowserPool activities, no
-    workflows."""
-    return new_worker(
-        client,
-        task_queue=node_task_queue(activities.node),
-        activities=activities.activities(),
-        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
-        disable_eager_activity_execution=True,
-    )
-
-
 def node_workers(
     client: Client, activities: NodeBrowserActivities, phones: DeviceActivities | None = None
 ) -> list[Worker]:
-    """`node_worker`, then (with cloud-phone accounts) the workers of their short calls and of
-    their long watches (why queues of their own: `api.names`).
+    """The workers of `node_task_queue(node)` (the BrowserPool activities, no workflows), then
+    (with cloud-phone accounts) of their short calls and of their long watches (why queues of
+    their own: `api.names`).
     """
-    workers = [node_worker(client, activities)]
+    short = [(node_task_queue(activities.node), activities.activities())]
     if phones is not None:
-        workers += [
-            new_worker(
-                client,
-                task_queue=node_phone_task_queue(activities.node),
-                activities=phones.node_queue_activities(),
-                graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
-                disable_eager_activity_execution=True,
-            ),
+        short.append((node_phone_task_queue(activities.node), phones.node_queue_activities()))
+    workers = [
+        new_worker(
+            client,
+            task_queue=queue,
+            activities=served,
+            graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+            disable_eager_activity_execution=True,
+        )
+        for queue, served in short
+    ]
+    if phones is not None:
+        workers.append(
             new_worker(
                 client,
                 task_queue=node_watch_task_queue(activities.node),
                 activities=phones.watch_queue_activities(),
                 max_concurrent_activities=DEFAULT_MAX_CONCURRENT_WATCHES,
                 graceful_shutdown_timeout=WATCH_SHUTDOWN_GRACE,
-            ),
-        ]
+            )
+        )
     return workers
 
 

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -70,12 +70,6 @@ class _Pool:
         return f"{self.kind}/{self.name}"
 
 
-@dataclass
-class _Snapshot:
-    pools: list[_Pool] = field(default_factory=list)
-    ok: bool = False
-
-
 class PoolCollector(Collector):
     """Per-pool gauges from visibility (and the `status` query), refreshed on scrape."""
 
@@ -95,7 +89,9 @@ class PoolCollector(Collector):
         self._timeout = timeout
         self._queries = asyncio.Semaphore(max_concurrent_queries)
         self._clock = clock
-        self._snapshot = _Snapshot()
+        # The pools last listed, and whether that listing succeeded: one object, so that a
+        # scrape's thread reads both from the same refresh.
+        self._snapshot: tuple[list[_Pool], bool] = ([], False)
         self._listed_at: float | None = None
         self._statuses: dict[str, dict[str, Any]] = {}
         self._statuses_at: float | None = None
@@ -152,7 +148,7 @@ class PoolCollector(Collector):
             except Exception as exc:
                 # Keep serving the last good numbers; `devicepool_visibility_up` says they are old.
                 log.warning("visibility refresh failed: %s", exc)
-                self._snapshot = _Snapshot(pools=self._snapshot.pools, ok=False)
+                self._snapshot = (self._snapshot[0], False)
                 self._listed_at = now
                 return
             if (
@@ -173,7 +169,7 @@ class PoolCollector(Collector):
                     if pool.ready is None:
                         pool.ready = _int(pool.status.get("readyProfiles"))
                     pool.phase = pool.phase or str(pool.status.get("phase") or "")
-            self._snapshot = _Snapshot(pools=pools, ok=True)
+            self._snapshot = (pools, True)
             self._listed_at = now
 
     async def _list(self) -> list[_Pool]:
@@ -226,19 +222,18 @@ class PoolCollector(Collector):
         return {name: status for name, status in answers if status is not None}
 
     def collect(self) -> Iterable[Metric]:
-        snap = self._snapshot
-        up = GaugeMetricFamily(
+        pools, ok = self._snapshot
+        yield GaugeMetricFamily(
             "devicepool_visibility_up",
             "1 if the last read of the pools from Temporal visibility succeeded.",
+            value=1.0 if ok else 0.0,
         )
-        up.add_metric([], 1.0 if snap.ok else 0.0)
-        yield up
-        count = GaugeMetricFamily("devicepool_pools", "Running DevicePool workflows.")
-        count.add_metric([], sum(1 for p in snap.pools if p.kind == KIND_DEVICE_POOL))
-        yield count
-        browsers = GaugeMetricFamily("devicepool_browser_pools", "Running BrowserPool workflows.")
-        browsers.add_metric([], sum(1 for p in snap.pools if p.kind == KIND_BROWSER_POOL))
-        yield browsers
+        for kind, name in (
+            (KIND_DEVICE_POOL, "devicepool_pools"),
+            (KIND_BROWSER_POOL, "devicepool_browser_pools"),
+        ):
+            count = sum(1 for p in pools if p.kind == kind)
+            yield GaugeMetricFamily(name, f"Running {kind} workflows.", value=count)
 
         # `kind`: DevicePool, or BrowserPool (platform "browser"; its devices are profiles).
         labels = ["pool", "platform", "kind"]
@@ -277,7 +272,7 @@ class PoolCollector(Collector):
             "A BrowserPool's profiles placed on each live node (its status `byNode`).",
             labels=[*labels, "node"],
         )
-        for pool in snap.pools:
+        for pool in pools:
             key = [pool.name, pool.platform, pool.kind]
             fields = (
                 PROFILE_STATUS_FIELDS if pool.kind == KIND_BROWSER_POOL else DEVICE_STATUS_FIELDS
