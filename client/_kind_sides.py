@@ -230,12 +230,6 @@ def browser_converged(status: dict[str, Any], generation: int) -> bool:
     )
 
 
-def refused_key(status: dict[str, Any], generation: int) -> dict[str, Any] | None:
-    """`Ready=False LocalApiRefused` (`ready_false`): a node's Local API refuses its key,
-    which waiting does not fix (the message names the node)."""
-    return ready_false(status, generation, frozenset({LOCAL_API_REFUSED}))
-
-
 SIDES: dict[str, Side] = {
     DEVICE_POOL.name: Side(
         kind=DEVICE_POOL,

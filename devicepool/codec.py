@@ -104,8 +104,6 @@ class KeyRing:
     def __repr__(self) -> str:
         return f"KeyRing(encrypts={self.current!r}, keys={self.key_ids!r})"
 
-    __str__ = __repr__
-
 
 def _check_id(key_id: str, where: str) -> None:
     if not _KEY_ID.match(key_id):
@@ -172,7 +170,6 @@ class EncryptionCodec(PayloadCodec):
     """
 
     def __init__(self, keys: KeyRing) -> None:
-        super().__init__()
         self.keys = keys
         self._ciphers = {key_id: _aesgcm(keys.material(key_id) or b"") for key_id in keys.key_ids}
 
