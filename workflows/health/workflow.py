@@ -14,7 +14,7 @@ import asyncio
 from datetime import datetime, timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, FailureError
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities.definitions import DeviceActivityDefinitions
@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.shared.errors import (
         PROVIDER_RETRY,
         raise_if_cancelled,
+        tell,
         wait_condition,
     )
     from devicepool.workflows.shared.placement import (
@@ -53,7 +54,7 @@ with workflow.unsafe.imports_passed_through():
         misplaced,
         route,
     )
-    from devicepool.workflows.shared.protocol import HealthConfig, HealthInput, HealthReport
+    from devicepool.workflows.shared.protocol import HealthConfig, HealthInput
 
 
 @workflow.defn(name=WORKFLOW_POOL_HEALTH)
@@ -218,7 +219,7 @@ class PoolHealthWorkflow:
             was_reporting=state.was_reporting,
         )
         if report is not None:
-            await self._report(input, report)
+            await tell(input.parent_workflow_id, SIGNAL_HEALTH_REPORT, report)
         state.was_reporting = bool(verdict.unhealthy or terminated or verdict.paused)
         state.last_check_at = found.checked_at
         return set() if verdict.paused or state.config.paused else set(verdict.due)
@@ -277,14 +278,6 @@ class PoolHealthWorkflow:
                 self._state.offline_since.pop(device_id, None)
         self._state.replaced_total += len(done)
         return done
-
-    async def _report(self, input: HealthInput, report: HealthReport) -> None:
-        try:
-            await workflow.get_external_workflow_handle(input.parent_workflow_id).signal(
-                SIGNAL_HEALTH_REPORT, report
-            )
-        except FailureError as err:
-            workflow.logger.info("pool %s did not take the health report: %s", input.pool, err)
 
     @workflow.signal(name=SIGNAL_HEALTH_CONFIG)
     def health_config(self, config: HealthConfig) -> None:

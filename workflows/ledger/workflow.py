@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.ledger.dealing import deal, due_announcements
     from devicepool.workflows.ledger.state import Issued, LedgerInput, LedgerState, LedgerView
     from devicepool.workflows.shared import versions
-    from devicepool.workflows.shared.errors import wait_condition
+    from devicepool.workflows.shared.errors import tell, wait_condition
     from devicepool.workflows.shared.placement import provider_queue
     from devicepool.workflows.shared.protocol import (
         AccountCap,
@@ -75,7 +75,7 @@ class AccountLedgerWorkflow:
         self._dirty = False
         self._details = ""
         # Grant deliveries and pause news still on their way (continue-as-new waits).
-        self._sending: set[asyncio.Future[None]] = set()
+        self._sending: set[asyncio.Future[Any]] = set()
 
     @workflow.run
     async def run(self, input: LedgerInput) -> None:
@@ -179,9 +179,9 @@ class AccountLedgerWorkflow:
         """Tell pools the account's spendCap newly holds, or no longer holds."""
         for pool, message in self._s.cap_news(self._account).items():
             news = AccountCap(account=self._account, reached=bool(message), message=message)
-            self._background(self._tell(pool, SIGNAL_ACCOUNT_CAPPED, news))
+            self._background(tell(pool_workflow_id(pool), SIGNAL_ACCOUNT_CAPPED, news))
 
-    def _background(self, send: Coroutine[Any, Any, None]) -> None:
+    def _background(self, send: Coroutine[Any, Any, Any]) -> None:
         """A delivery the loop does not wait for (continue-as-new does: `_sending`)."""
         task = asyncio.ensure_future(send)
         self._sending.add(task)
@@ -251,13 +251,7 @@ class AccountLedgerWorkflow:
         # A pause longer than a window is said on the pools it holds (a condition).
         pause = AccountPause(account=self._account, until=until, reason=self._s.paused_reason or "")
         for pool in self._s.held_pools(also=report.pool):
-            self._background(self._tell(pool, SIGNAL_ACCOUNT_PAUSED, pause))
-
-    async def _tell(self, pool: str, signal: str, news: AccountPause | AccountCap) -> None:
-        try:
-            await workflow.get_external_workflow_handle(pool_workflow_id(pool)).signal(signal, news)
-        except FailureError as err:
-            workflow.logger.info("ledger %s: pool %s not told: %s", self._account, pool, err)
+            self._background(tell(pool_workflow_id(pool), SIGNAL_ACCOUNT_PAUSED, pause))
 
     @workflow.query(name=QUERY_LEDGER)
     def ledger(self) -> LedgerView:

@@ -31,6 +31,7 @@ from devicepool.api.v1beta1 import DevicePoolSpec
 from devicepool.workflows.pool import calls
 from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.pool.state import PoolState
+from devicepool.workflows.shared.errors import tell
 from devicepool.workflows.shared.placement import route
 from devicepool.workflows.shared.protocol import (
     HealthConfig,
@@ -65,11 +66,11 @@ class Neighbours:
         """Announce (or withdraw) a permit request: the ledger deals the pool into its next
         round. No ledger for the account (yet): batches then create without permits."""
         intent = PermitIntent(pool=self.pool, expecting=expecting)
-        self.later(_signal(ledger_workflow_id(self.account), SIGNAL_PERMIT_INTENT, intent))
+        self.later(tell(ledger_workflow_id(self.account), SIGNAL_PERMIT_INTENT, intent))
 
     def withdraw(self, batch_id: str, slots: list[int]) -> None:
         """Ask a batch to drop slots the pool no longer needs (one already gone is fine)."""
-        self.later(_signal(batch_id, SIGNAL_WITHDRAW_SLOTS, WithdrawSlots(slots=sorted(slots))))
+        self.later(tell(batch_id, SIGNAL_WITHDRAW_SLOTS, WithdrawSlots(slots=sorted(slots))))
 
     def ensure_health(self, state: PoolState, settings: PoolSettings, config: HealthConfig) -> None:
         """Start the health check unless this run has it (`_start_health`)."""
@@ -116,25 +117,14 @@ class Neighbours:
         self.health_running = state.health_started = True
 
     async def sync_health(self, state: PoolState, wanted: HealthConfig) -> None:
-        """Tell the health check when `maxUnhealthy` or the desired size changed."""
+        """Tell the health check when `maxUnhealthy` or the desired size changed (a miss
+        is a warning: it goes on judging by the old `maxUnhealthy`)."""
         health = health_workflow_id(self.pool)
-        told = wanted != state.health_told and await _signal(
+        told = wanted != state.health_told and await tell(
             health, SIGNAL_HEALTH_CONFIG, wanted, warn=True
         )
         if told:
             state.health_told = wanted
-
-
-async def _signal(workflow_id: str, signal: str, arg: Any, *, warn: bool = False) -> bool:
-    """Signal `workflow_id`; False (logged) if it could not be told. A health check that
-    missed its config is a warning: it goes on judging by the old `maxUnhealthy`."""
-    try:
-        await workflow.get_external_workflow_handle(workflow_id).signal(signal, arg)
-    except FailureError as err:
-        log = workflow.logger.warning if warn else workflow.logger.info
-        log("%s not told %s: %s", workflow_id, signal, err)
-        return False
-    return True
 
 
 def batch_input(

@@ -49,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
         slot_label,
     )
     from devicepool.workflows.provision.failures import CREATE_RETRY, provider_verdict, reason_of
-    from devicepool.workflows.shared.errors import PROVIDER_RETRY, raise_if_cancelled
+    from devicepool.workflows.shared.errors import PROVIDER_RETRY, raise_if_cancelled, tell
     from devicepool.workflows.shared.placement import Route
     from devicepool.workflows.shared.protocol import (
         BatchReport,
@@ -90,7 +90,7 @@ class ProvisionBatchWorkflow:
             # on it counts them by observation, not as creates in flight (a
             # device removed while this batch still waits for boots must be
             # replaced, not counted).
-            await self._tell_parent(input, report, SIGNAL_BATCH_CREATED)
+            await tell(input.parent_workflow_id, SIGNAL_BATCH_CREATED, report)
             if not self._gone:
                 await self._wait_until_booted(input, report)
         except (asyncio.CancelledError, ActivityError) as err:
@@ -100,9 +100,9 @@ class ProvisionBatchWorkflow:
                 raise
             report.cancelled = True
             await self._release_permits(input)
-            await self._tell_parent(input, report)
+            await tell(input.parent_workflow_id, SIGNAL_BATCH_DONE, report)
             raise
-        await self._tell_parent(input, report)
+        await tell(input.parent_workflow_id, SIGNAL_BATCH_DONE, report)
         return report
 
     @workflow.query(name="report")
@@ -124,17 +124,16 @@ class ProvisionBatchWorkflow:
         """Tell the pool at once, and ask the ledger only for what is still needed."""
         report.withdrawn += self._dropped
         self._dropped = []
-        await self._tell_parent(input, report, SIGNAL_BATCH_CREATED)
+        await tell(input.parent_workflow_id, SIGNAL_BATCH_CREATED, report)
         if self._pending:
             self._gated = await self._ask(input, len(self._pending))
         else:
             await self._cancel_request(input)
 
     async def _cancel_request(self, input: ProvisionBatchInput) -> None:
-        try:
-            await _ledger(input).signal(SIGNAL_PERMIT_CANCEL, workflow.info().workflow_id)
-        except FailureError as err:
-            workflow.logger.info("ledger of %s did not take the cancel: %s", input.account, err)
+        await tell(
+            ledger_workflow_id(input.account), SIGNAL_PERMIT_CANCEL, workflow.info().workflow_id
+        )
 
     async def _create_all(self, input: ProvisionBatchInput, report: BatchReport) -> None:
         """Create every slot: under the account's permits when it has a ledger, else at once."""
@@ -261,10 +260,7 @@ class ProvisionBatchWorkflow:
 
     async def _used(self, input: ProvisionBatchInput, used: PermitsUsed) -> None:
         self._unreported.pop(used.grant_id, None)
-        try:
-            await _ledger(input).signal(SIGNAL_PERMITS_USED, used)
-        except FailureError as err:
-            workflow.logger.info("ledger of %s did not take the report: %s", input.account, err)
+        await tell(ledger_workflow_id(input.account), SIGNAL_PERMITS_USED, used)
 
     async def _release_permits(self, input: ProvisionBatchInput) -> None:
         """On cancellation: withdraw the request, report unreported grants as used now."""
@@ -379,17 +375,6 @@ class ProvisionBatchWorkflow:
             report.failed_devices[device_id] = (
                 f"not ready after the startup timeout ({input.startup_timeout_seconds:g}s)"
             )
-
-    async def _tell_parent(
-        self, input: ProvisionBatchInput, report: BatchReport, signal: str = SIGNAL_BATCH_DONE
-    ) -> None:
-        try:
-            await workflow.get_external_workflow_handle(input.parent_workflow_id).signal(
-                signal, report
-            )
-        except FailureError as err:
-            # The pool is gone (deleted and finished): nobody to tell.
-            workflow.logger.info("pool %s did not take the report: %s", input.pool, err)
 
 
 def _ledger(input: ProvisionBatchInput) -> workflow.ExternalWorkflowHandle[Any]:

@@ -1,6 +1,6 @@
 """What workflow code makes of a failure: an activity failure's type and message, the retry
-policy of provider calls, a wait that timed out, and a cancellation an awaited activity
-absorbed (why: docs/architecture.md, 'Notes for developers').
+policy of provider calls, a wait that timed out, a signal to a workflow that has ended, and a
+cancellation an awaited activity absorbed (why: docs/architecture.md, 'Notes for developers').
 """
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 # Every provider read and write that must eventually succeed: no attempt limit (a call's
 # `schedule_to_close_timeout` bounds it). Creates have their own, in `provision/workflow.py`.
@@ -54,5 +55,17 @@ async def wait_condition(
     try:
         await workflow.wait_condition(condition, timeout=timeout, timeout_summary=summary)
     except TimeoutError:
+        return False
+    return True
+
+
+async def tell(workflow_id: str, signal: str, arg: Any, *, warn: bool = False) -> bool:
+    """Signal `workflow_id`; False (logged) if it could not be told (it has ended, most
+    often: nobody to tell). `warn`: its missing the news is worth a warning."""
+    try:
+        await workflow.get_external_workflow_handle(workflow_id).signal(signal, arg)
+    except FailureError as err:
+        log = workflow.logger.warning if warn else workflow.logger.info
+        log("%s not told %s: %s", workflow_id, signal, err)
         return False
     return True
