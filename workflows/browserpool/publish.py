@@ -16,6 +16,7 @@ from devicepool.api.browserpool.v1beta1 import (
     BrowserPoolStatus,
 )
 from devicepool.api.v1alpha1 import Condition, ConditionStatus, Phase
+from devicepool.workflows.reconciler.conditions import condition_lines, figure_block
 from devicepool.workflows.reconciler.search_attributes import (
     KEY_DESIRED,
     KEY_PHASE,
@@ -109,25 +110,12 @@ def details(name: str, spec: BrowserPoolSpec, generation: int, status: BrowserPo
         + ("browsers open" if spec.open else "kept closed")
         + f" · generation {generation}",
         "",
-        *_block(figures),
+        *figure_block(figures),
         "",
         "**By node**",
         "",
     ]
-    lines += _block(list(s.by_node.items())) if s.by_node else ["no profile placed"]
+    lines += figure_block(list(s.by_node.items())) if s.by_node else ["no profile placed"]
     troubles = [c for c in s.conditions if not fine(c)]
-    lines += ["", "**Conditions**", ""]
-    if troubles:
-        lines += [
-            f"- **{c.type}** {c.status.value} · {c.reason}"
-            + (f": {c.message}" if c.message else "")
-            for c in troubles
-        ]
-    else:
-        lines += ["all fine"]
+    lines += ["", "**Conditions**", "", *(condition_lines(troubles) or ["all fine"])]
     return "\n".join(lines)
-
-
-def _block(rows: list[tuple[str, Any]]) -> list[str]:
-    width = max(len(label) for label, _ in rows) + 2
-    return ["```", *(f"{label:<{width}}{value}" for label, value in rows), "```"]

@@ -18,7 +18,9 @@ from devicepool.workflows.pool.backoff import Backoff
 from devicepool.workflows.pool.plan import Plan
 from devicepool.workflows.reconciler.conditions import (
     ConditionUpdate,
+    condition_lines,
     drop_condition,
+    figure_block,
     set_condition,
 )
 from devicepool.workflows.shared.protocol import AccountCap, AccountPause, HealthReport
@@ -382,9 +384,8 @@ def _pending(view: PoolView) -> int:
 
 
 def details(name: str, spec: DevicePoolSpec, generation: int, status: DevicePoolStatus) -> str:
-    """The Markdown the Web UI shows on the workflow page (`set_current_details`). Its
-    Markdown has no tables (one ran together into `phasedesiredready...`): the figures
-    are an aligned code block, the conditions a list."""
+    """The Markdown the Web UI shows on the workflow page (`set_current_details`): the
+    figures, then the conditions."""
     s = status
     figures = [
         ("phase", s.phase.value),
@@ -395,22 +396,14 @@ def details(name: str, spec: DevicePoolSpec, generation: int, status: DevicePool
         ("pending", s.pending_devices),
         ("offline", s.offline_devices),
     ]
-    width = max(len(label) for label, _ in figures) + 2
     lines = [
         f"**{name}** · {spec.platform.value} · {spec.region} · "
         f"account `{spec.account}` · generation {generation}",
         "",
-        "```",
-        *(f"{label:<{width}}{value}" for label, value in figures),
-        "```",
+        *figure_block(figures),
     ]
     if s.conditions:
-        lines += ["", "**Conditions**", ""]
-        lines += [
-            f"- **{c.type}** {c.status.value} · {c.reason}"
-            + (f": {c.message}" if c.message else "")
-            for c in s.conditions
-        ]
+        lines += ["", "**Conditions**", "", *condition_lines(s.conditions)]
     return "\n".join(lines)
 
 

@@ -1,18 +1,27 @@
-"""Conditions, in the Kubernetes shape, as every kind's status holds them. Pure.
+"""Conditions, in the Kubernetes shape, as every kind's status holds them, and the Web UI
+details' Markdown both kinds write of them. Pure.
 
 `lastTransitionTime` moves only when a status flips; setting what is there changes nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from devicepool.api.browserpool.v1beta1 import BrowserConditionType, BrowserPoolStatus
 from devicepool.api.v1beta1 import Condition, ConditionStatus, ConditionType, DevicePoolStatus
 
-__all__ = ["AnyStatus", "ConditionUpdate", "drop_condition", "set_condition"]
+__all__ = [
+    "AnyStatus",
+    "ConditionUpdate",
+    "condition_lines",
+    "drop_condition",
+    "figure_block",
+    "set_condition",
+]
 
 
 @dataclass(frozen=True)
@@ -51,3 +60,18 @@ def drop_condition(status: AnyStatus, type_: ConditionType | BrowserConditionTyp
     return status.model_copy(
         update={"conditions": [c for c in status.conditions if c.type != type_]}
     )
+
+
+def figure_block(rows: list[tuple[str, Any]]) -> list[str]:
+    """Figures as an aligned code block: the Web UI's Markdown has no tables (one ran
+    together into `phasedesiredready...`)."""
+    width = max(len(label) for label, _ in rows) + 2
+    return ["```", *(f"{label:<{width}}{value}" for label, value in rows), "```"]
+
+
+def condition_lines(conditions: Iterable[Condition]) -> list[str]:
+    """Conditions as a Markdown list, one line each."""
+    return [
+        f"- **{c.type}** {c.status.value} · {c.reason}" + (f": {c.message}" if c.message else "")
+        for c in conditions
+    ]
