@@ -73,20 +73,18 @@ async def check_pool(client: Client, pool: str, account: str) -> PoolCheck:
 async def still_running(client: Client, workflow_id: str) -> bool:
     """Whether the id's latest run runs; not knowing (an RPC error) counts as running."""
     try:
-        described = await _describe(client, workflow_id)
+        return _runs(await _describe(client, workflow_id))
     except RPCError:
         return True
-    return described is not None and described.status == WorkflowExecutionStatus.RUNNING
 
 
 async def workflows_running(client: Client, workflow_ids: Iterable[str]) -> list[str]:
     """The ids whose latest run runs; an id Temporal does not know is not running."""
-    running = []
-    for workflow_id in workflow_ids:
-        described = await _describe(client, workflow_id)
-        if described is not None and described.status == WorkflowExecutionStatus.RUNNING:
-            running.append(workflow_id)
-    return running
+    return [wid for wid in workflow_ids if _runs(await _describe(client, wid))]
+
+
+def _runs(described: WorkflowExecutionDescription | None) -> bool:
+    return described is not None and described.status == WorkflowExecutionStatus.RUNNING
 
 
 async def _pool_run(

@@ -117,6 +117,7 @@ class WatchActivities(AccountProviders):
         health_due = time.monotonic() + input.health_every_seconds
         poll = max(input.poll_seconds, 0.0)
         devices: list[am.DeviceInfo] | None = None
+        fingerprint = ""  # of `devices`, the last listing that answered
         last_error: ProviderError | None = None
         while True:
             try:
@@ -124,6 +125,11 @@ class WatchActivities(AccountProviders):
                 async with heartbeating():
                     devices = await self._pool_devices(input.account, input.pool)
                 last_error = None
+                fingerprint = am.device_fingerprint(devices)
+                if fingerprint != input.fingerprint:
+                    return am.WatchDevicesResult.answer(
+                        devices, input, fingerprint=fingerprint, changed=True
+                    )
             except ProviderError as exc:
                 if not exc.retryable:
                     raise to_application_error(exc) from exc
@@ -131,16 +137,9 @@ class WatchActivities(AccountProviders):
                 activity.logger.warning(
                     "pool %s: listing devices failed, will poll again: %s", input.pool, exc
                 )
-            if devices is not None and last_error is None:
-                fingerprint = am.device_fingerprint(devices)
-                if fingerprint != input.fingerprint:
-                    return am.WatchDevicesResult.answer(
-                        devices, input, fingerprint=fingerprint, changed=True
-                    )
             if input.health_workflow_id and devices is not None and time.monotonic() >= health_due:
                 health_due = time.monotonic() + input.health_every_seconds
                 if not await pool_runs.still_running(activity.client(), input.health_workflow_id):
-                    fingerprint = am.device_fingerprint(devices)
                     return am.WatchDevicesResult.answer(
                         devices, input, fingerprint=fingerprint, changed=False, health_ended=True
                     )
@@ -150,7 +149,6 @@ class WatchActivities(AccountProviders):
                     # Never saw the pool at all: an empty "unchanged" answer would lie.
                     assert last_error is not None
                     raise to_application_error(last_error) from last_error
-                fingerprint = am.device_fingerprint(devices)
                 return am.WatchDevicesResult.answer(
                     devices, input, fingerprint=fingerprint, changed=False
                 )

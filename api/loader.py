@@ -230,10 +230,8 @@ def _parse_document(
         pool = model.model_validate(_without_server_set(data))
     except pydantic.ValidationError as exc:
         return None, format_errors(exc.errors(), model=model, prefix=prefix, base=base)
-    if data["apiVersion"] == API_VERSION_V1BETA1:
-        return cast(Resource, pool), []
     try:
-        return kind.conversion.to_v1beta1(pool), []
+        return cast(Resource, kind.conversion.convert(pool, API_VERSION_V1BETA1)), []
     except ConversionError as exc:
         return None, [f"{prefix}{loc_path(base) + '.' if base else ''}{exc}"]
 

@@ -195,10 +195,7 @@ def _known_fields(model: type[pydantic.BaseModel], loc: Loc) -> list[str]:
 def _field_by_json_name(
     model: type[pydantic.BaseModel], name: str
 ) -> pydantic.fields.FieldInfo | None:
-    for field_name, info in model.model_fields.items():
-        if name in (info.alias, field_name):
-            return info
-    return None
+    return next((i for n, i in model.model_fields.items() if name in (i.alias, n)), None)
 
 
 def _model_in(annotation: Any) -> type[pydantic.BaseModel] | None:
@@ -209,10 +206,8 @@ def _model_in(annotation: Any) -> type[pydantic.BaseModel] | None:
     if origin is typing.Annotated:
         return _model_in(typing.get_args(annotation)[0])
     if origin is typing.Union or origin is types.UnionType or origin in (list, dict, tuple):
-        for arg in typing.get_args(annotation):
-            found = _model_in(arg)
-            if found is not None:
-                return found
+        inner = (_model_in(arg) for arg in typing.get_args(annotation))
+        return next((found for found in inner if found is not None), None)
     return None
 
 

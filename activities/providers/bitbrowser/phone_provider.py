@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from weakref import WeakValueDictionary
 
 from devicepool.activities.device_models import DeviceInfo, DeviceStatusInfo
@@ -52,6 +52,7 @@ __all__ = ["ANDROID_ONLY", "PROXY_NEEDED", "PhoneProvider"]
 
 ANDROID_ONLY = "the BitBrowser Local API has Android cloud phones only"
 PROXY_NEEDED = "a cloud phone's proxy needs a host, port, username and password"
+_NO_PROXY = f"{PROXY_NEEDED}: set spec.proxy.poolRef"
 
 
 class PhoneProvider:
@@ -151,7 +152,7 @@ class PhoneProvider:
     def proxy_problem(self, proxy: ProxyPoolSettings | None) -> str | None:
         """The Local API refuses a profile without a proxy host, port, user and password."""
         if proxy is None:
-            return f"{PROXY_NEEDED}: set spec.proxy.poolRef"
+            return _NO_PROXY
         missing = [
             what
             for what, value in (
@@ -175,11 +176,7 @@ class PhoneProvider:
         if problem is not None:
             raise InvalidArgumentError(ErrorType.INVALID_ARGUMENT, None, problem)
         if new.proxy is None:
-            raise InvalidArgumentError(
-                ErrorType.INVALID_ARGUMENT,
-                None,
-                f"{PROXY_NEEDED}: set spec.proxy.poolRef",
-            )
+            raise InvalidArgumentError(ErrorType.INVALID_ARGUMENT, None, _NO_PROXY)
         proxy = PhoneProxy.model_validate(new.proxy, from_attributes=True)
         labels = dict(new.labels)
         pool = labels.get(LABEL_POOL, "")
@@ -311,22 +308,20 @@ class PhoneProvider:
             ):
                 at = self._clock()  # nothing of the pool changed here since it was begun
                 self._looked.update({p.id: (at, p) for p, _ in listing.found})
-            for phone, _ in listing.found:
-                if phone.id == phone_id:
-                    return phone
+            if found := _with_id(phone_id, (p for p, _ in listing.found)):
+                return found
         seq = self.listings.seqs.get(phone_id)
         if seq is not None:
             page = await self.phones.list_page(0, seq=seq)
-            for phone in page.items:
-                if phone.id == phone_id:
-                    return phone
+            if found := _with_id(phone_id, page.items):
+                return found
         # Its `seq` not known (a node worker restarted): the pool's listing (shared with
         # the pool's other calls waiting), then, if not there, every pool's profiles.
         if pool and not listed:
-            for phone, _ in await self.listings.pool_phones(pool):
-                if phone.id == phone_id:
-                    return phone
-        for phone, _ in await self.listings.marked(MARK_PREFIX):
-            if phone.id == phone_id:
-                return phone
-        return None
+            if found := _with_id(phone_id, (p for p, _ in await self.listings.pool_phones(pool))):
+                return found
+        return _with_id(phone_id, (p for p, _ in await self.listings.marked(MARK_PREFIX)))
+
+
+def _with_id(phone_id: str, phones: Iterable[Phone]) -> Phone | None:
+    return next((phone for phone in phones if phone.id == phone_id), None)
