@@ -39,19 +39,14 @@ def cost(
         return
     rows = [
         [
-            p["pool"],
+            p.get("pool") or f"(account {p['account']})",  # the pools, then each account's sum
             p["account"],
             _num(p["deviceHours"]),
             _money(p["cost"]),
             _money(p["hourlyCost"]),
         ]
-        for p in report["pools"]
+        for p in [*report["pools"], *report["accounts"]]
     ]
-    rows += [
-        [f"(account {a['account']})", a["account"], _num(a["deviceHours"]), _money(a["cost"]),
-         _money(a["hourlyCost"])]
-        for a in report["accounts"]
-    ]  # fmt: skip
     print_table(HEADERS, rows)
 
 

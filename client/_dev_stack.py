@@ -127,8 +127,10 @@ class DevStack:
         await asyncio.gather(*waits)
 
         await self._start_worker()
-        if o.browser_nodes:
-            await self._start_node_workers(proxy_pools, key_files)
+        if o.browser_nodes:  # a node worker per emulator node, labelled node=<name>
+            write_node_config(o, proxy_pools, key_files=key_files)
+            for node in self.browser_nodes:
+                await self._start_node_worker(node)
         if pools and new_data_dir:
             await self.apply(pools)
         manifests = manifests_line(o, pools, new_data_dir)
@@ -147,14 +149,6 @@ class DevStack:
         await self._wait_http(
             "worker", f"http://{DEV_HOST}:{o.metrics_port}/readyz", timeout=READY_TIMEOUT
         )
-
-    async def _start_node_workers(
-        self, proxy_pools: Sequence[str], key_files: Sequence[str] = ()
-    ) -> None:
-        """`--browser-nodes N`: a node worker per emulator node, labelled node=<name>."""
-        write_node_config(self.options, proxy_pools, key_files=key_files)
-        for node in self.browser_nodes:
-            await self._start_node_worker(node)
 
     async def _start_node_worker(self, node: str) -> None:
         name = node_worker_name(node)

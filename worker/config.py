@@ -35,14 +35,12 @@ from devicepool.codec import (
     key_files_from_env,
 )
 from devicepool.worker.config_file import (
-    DEFAULT_MAX_CACHED_WORKFLOWS,
-    DEFAULT_MAX_CONCURRENT_ACTIVITIES,
-    DEFAULT_MAX_CONCURRENT_WATCHES,
     DEFAULT_METRICS_PORT,
     DEFAULT_ORPHAN_GRACE_SECONDS,
     AccountFile,
     ConfigFile,
     SpendCapFile,
+    WorkerCapacity,
     first_error,
 )
 from devicepool.worker.config_values import (
@@ -71,20 +69,6 @@ __all__ = [
 
 DEFAULT_CONFIG_FILE = "devicepool.yaml"
 DEFAULT_GRACEFUL_SHUTDOWN_SECONDS = 20.0
-
-
-@dataclass(frozen=True)
-class WorkerCapacity:
-    """Slot budgets and cache size of the process's Temporal workers (``worker/build.py``).
-
-    Short activities and watches draw on separate budgets: a watch sleeps for
-    up to an hour in its slot, so sharing one budget lets watches starve the
-    lists, status reads and terminations every pool needs.
-    """
-
-    max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES
-    max_concurrent_watches: int = DEFAULT_MAX_CONCURRENT_WATCHES
-    max_cached_workflows: int = DEFAULT_MAX_CACHED_WORKFLOWS
 
 
 @dataclass(frozen=True)

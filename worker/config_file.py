@@ -101,10 +101,23 @@ class IntervalsFile(_FileModel):
         return value
 
 
-class CapacityFile(_FileModel):
+class WorkerCapacity(BaseModel):
+    """Slot budgets and cache size of the process's Temporal workers (``worker/build.py``).
+
+    Short activities and watches draw on separate budgets: a watch sleeps for
+    up to an hour in its slot, so sharing one budget lets watches starve the
+    lists, status reads and terminations every pool needs.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
     max_concurrent_activities: int = Field(default=DEFAULT_MAX_CONCURRENT_ACTIVITIES, ge=1)
     max_concurrent_watches: int = Field(default=DEFAULT_MAX_CONCURRENT_WATCHES, ge=1)
     max_cached_workflows: int = Field(default=DEFAULT_MAX_CACHED_WORKFLOWS, ge=1)
+
+
+class CapacityFile(_FileModel, WorkerCapacity):
+    """`capacity`: `WorkerCapacity` in the file's names."""
 
 
 class DeploymentFile(_FileModel):
