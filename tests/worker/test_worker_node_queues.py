@@ -24,7 +24,7 @@ from devicepool.worker.node import (
     node_phone_activities,
     node_workers,
 )
-from devicepool.workflows.shared.placement import create_queue, provider_queue, watch_queue
+from devicepool.workflows.shared.placement import Route, provider_queue
 
 NODE = "node-1"
 
@@ -72,5 +72,5 @@ def test_phone_calls_and_browser_calls_have_queues_of_their_own(
     assert phone_queue != node_task_queue(NODE)
     assert {"create_device", "list_devices", "terminate_device"} <= queues[phone_queue]
     # Creates and watches of the node's phone accounts go where the node serves them.
-    assert create_queue(NODE, "phones")["task_queue"] == phone_queue
-    assert "watch_devices" in queues[watch_queue(NODE, "devicepool")["task_queue"]]
+    assert Route("phones", NODE).create()["task_queue"] == phone_queue
+    assert "watch_devices" in queues[Route("phones", NODE).watch("devicepool")["task_queue"]]

@@ -14,11 +14,8 @@ from devicepool.worker.node import NodeOptions, node_phone_activities
 from devicepool.workflows.shared.placement import (
     NODE_SCHEDULE_TO_START,
     Route,
-    create_queue,
-    node_problem,
     provider_queue,
     route,
-    watch_queue,
 )
 from tests.helpers.activity_errors import activity_error
 
@@ -26,8 +23,8 @@ from tests.helpers.activity_errors import activity_error
 def test_an_account_without_a_node_schedules_exactly_as_before() -> None:
     # No option at all: the commands of recorded histories stay the same.
     assert provider_queue("") == {}
-    assert create_queue("", "default") == {"task_queue": "devicepool-account-default"}
-    assert watch_queue("", "devicepool") == {"task_queue": "devicepool-watch"}
+    assert Route("default").create() == {"task_queue": "devicepool-account-default"}
+    assert Route("default").watch("devicepool") == {"task_queue": "devicepool-watch"}
 
 
 def test_a_node_accounts_calls_go_to_the_node_and_may_wait_a_minute_for_it() -> None:
@@ -37,8 +34,8 @@ def test_a_node_accounts_calls_go_to_the_node_and_may_wait_a_minute_for_it() -> 
     }
     assert NODE_SCHEDULE_TO_START == timedelta(minutes=1)
     assert provider_queue("node-1") == short
-    assert create_queue("node-1", "phones") == short
-    assert watch_queue("node-1", "devicepool") == {
+    assert Route("phones", "node-1").create() == short
+    assert Route("phones", "node-1").watch("devicepool") == {
         "task_queue": "devicepool-phone-watch-node-1",
         "schedule_to_start_timeout": NODE_SCHEDULE_TO_START,
     }
@@ -54,7 +51,7 @@ def test_no_nodes_name_makes_another_nodes_queue() -> None:
         for q in (
             node_task_queue(n),
             provider_queue(n)["task_queue"],
-            watch_queue(n, "devicepool")["task_queue"],
+            Route("phones", n).watch("devicepool")["task_queue"],
         )
     ]
     assert len(queues) == len(set(queues)), sorted(queues)
@@ -68,17 +65,20 @@ def test_only_a_call_no_node_picked_up_is_a_node_problem() -> None:
     unpicked = _failed(
         TimeoutError("timeout", type=TimeoutType.SCHEDULE_TO_START, last_heartbeat_details=[])
     )
-    said = node_problem(unpicked, "node-1")
+    said = Route("phones", "node-1").problem(unpicked)
     assert said == (
         "NodeUnavailable: node worker 'node-1' took no call in 60s "
         "(is `devicepool worker --node node-1` running?)"
     )
-    assert node_problem(unpicked, "") is None
+    assert Route("phones").problem(unpicked) is None
     late = _failed(
         TimeoutError("timeout", type=TimeoutType.START_TO_CLOSE, last_heartbeat_details=[])
     )
-    assert node_problem(late, "node-1") is None
-    assert node_problem(_failed(ApplicationError("refused", type="not_found")), "node-1") is None
+    assert Route("phones", "node-1").problem(late) is None
+    assert (
+        Route("phones", "node-1").problem(_failed(ApplicationError("refused", type="not_found")))
+        is None
+    )
 
 
 async def test_a_node_paces_every_account_it_serves_with_one_pacer() -> None:
@@ -101,11 +101,11 @@ def test_an_accounts_route_is_read_from_the_settings_in_one_place() -> None:
     routed, own = route("phones", settings), route("default", settings)
     assert (routed, own) == (Route("phones", "node-1"), Route("default", ""))
     assert routed.provider() == routed.create() == provider_queue("node-1")
-    assert routed.watch("devicepool") == watch_queue("node-1", "devicepool")
+    assert routed.watch("devicepool")["task_queue"] == "devicepool-phone-watch-node-1"
     assert (own.provider(), own.create()) == ({}, {"task_queue": "devicepool-account-default"})
     assert own.watch("devicepool") == {"task_queue": "devicepool-watch"}
     silent = _failed(
         TimeoutError("timeout", type=TimeoutType.SCHEDULE_TO_START, last_heartbeat_details=[])
     )
-    assert routed.problem(silent) == node_problem(silent, "node-1") is not None
+    assert routed.problem(silent) is not None
     assert own.problem(silent) is None

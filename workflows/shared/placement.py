@@ -27,12 +27,9 @@ __all__ = [
     "NODE_SCHEDULE_TO_START",
     "REREAD_NODES_PATCH",
     "Route",
-    "create_queue",
     "misplaced",
-    "node_problem",
     "provider_queue",
     "route",
-    "watch_queue",
 ]
 
 # How long a call waits for its node worker to pick it up. Calls wait for the
@@ -48,23 +45,41 @@ REREAD_NODES_PATCH = "reread-account-nodes"
 
 @dataclass(frozen=True)
 class Route:
-    """Where one account's calls go ("" node: the caller's own workers, and the account's
-    create queue): each method is the module function of the same subject."""
+    """Where one account's calls go, as `execute_activity` options ("" node: the caller's
+    own workers, and the account's create queue)."""
 
     account: str
     node: str = ""
 
     def provider(self) -> dict[str, Any]:
+        """For a short provider call."""
         return provider_queue(self.node)
 
     def create(self) -> dict[str, Any]:
-        return create_queue(self.node, self.account)
+        """For a create: the node's queue, else the account's own."""
+        return self.provider() or {"task_queue": account_task_queue(self.account)}
 
     def watch(self, own_queue: str) -> dict[str, Any]:
-        return watch_queue(self.node, own_queue)
+        """For a watch: the node's watch queue, else `own_queue`'s."""
+        if not self.node:
+            return {"task_queue": watch_task_queue(own_queue)}
+        return {
+            "task_queue": node_watch_task_queue(self.node),
+            "schedule_to_start_timeout": NODE_SCHEDULE_TO_START,
+        }
 
     def problem(self, err: BaseException) -> str | None:
-        return node_problem(err, self.node)
+        """`NodeUnavailable: ...` when `err` is a call that no worker of the node picked up."""
+        cause = err.cause if isinstance(err, ActivityError) else err
+        if not self.node or not isinstance(cause, TimeoutError):
+            return None
+        if cause.type != TimeoutType.SCHEDULE_TO_START:
+            return None
+        waited = NODE_SCHEDULE_TO_START.total_seconds()
+        return (
+            f"NodeUnavailable: node worker {self.node!r} took no call in {waited:g}s "
+            f"(is `devicepool worker --node {self.node}` running?)"
+        )
 
 
 def route(account: str, settings: PoolSettings) -> Route:
@@ -80,35 +95,6 @@ def provider_queue(node: str) -> dict[str, Any]:
         "task_queue": node_phone_task_queue(node),
         "schedule_to_start_timeout": NODE_SCHEDULE_TO_START,
     }
-
-
-def create_queue(node: str, account: str) -> dict[str, Any]:
-    """`execute_activity` options for a create: the node's queue, else the account's own."""
-    return provider_queue(node) or {"task_queue": account_task_queue(account)}
-
-
-def watch_queue(node: str, own_queue: str) -> dict[str, Any]:
-    """`execute_activity` options for a watch: the node's watch queue, else `own_queue`'s."""
-    if not node:
-        return {"task_queue": watch_task_queue(own_queue)}
-    return {
-        "task_queue": node_watch_task_queue(node),
-        "schedule_to_start_timeout": NODE_SCHEDULE_TO_START,
-    }
-
-
-def node_problem(err: BaseException, node: str) -> str | None:
-    """`NodeUnavailable: ...` when `err` is a call that no worker of `node` picked up."""
-    cause = err.cause if isinstance(err, ActivityError) else err
-    if not node or not isinstance(cause, TimeoutError):
-        return None
-    if cause.type != TimeoutType.SCHEDULE_TO_START:
-        return None
-    waited = NODE_SCHEDULE_TO_START.total_seconds()
-    return (
-        f"NodeUnavailable: node worker {node!r} took no call in {waited:g}s "
-        f"(is `devicepool worker --node {node}` running?)"
-    )
 
 
 def misplaced(err: ActivityError) -> bool:
