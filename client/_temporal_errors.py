@@ -5,15 +5,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
 
-from temporalio.client import (
-    RPCTimeoutOrCancelledError,
-    WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowQueryRejectedError,
-    WorkflowUpdateFailedError,
-)
+from temporalio.client import RPCTimeoutOrCancelledError, WorkflowUpdateFailedError
 from temporalio.exceptions import FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -43,29 +36,6 @@ class WorkflowTaskFailing(DevicePoolError):
 # What the server answers an update while the workflow task keeps failing (it fails
 # updates fast from the third attempt on, rather than queue them behind it).
 TASK_FAILING = "Workflow Task in failed state"
-
-
-async def try_query(
-    handle: WorkflowHandle[Any, Any],
-    query: str,
-    *,
-    address: str,
-    rpc_timeout: timedelta,
-    result_type: type = dict,
-) -> Any:
-    """The query's answer, or None when no worker answered (or the pool just closed);
-    `TemporalUnreachable` when the server is not there at all."""
-    try:
-        return await handle.query(query, result_type=result_type, rpc_timeout=rpc_timeout)
-    except (
-        RPCError,
-        RPCTimeoutOrCancelledError,
-        WorkflowQueryFailedError,
-        WorkflowQueryRejectedError,
-    ) as err:
-        if isinstance(err, RPCError) and err.status == RPCStatusCode.UNAVAILABLE:
-            raise TemporalUnreachable(address, str(err)) from err
-        return None
 
 
 @contextlib.contextmanager

@@ -17,10 +17,14 @@ from typing import Any
 import pydantic
 from temporalio.client import (
     Client,
+    RPCTimeoutOrCancelledError,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
 )
+from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api.kinds import kind_named
 from devicepool.api.names import (
@@ -52,10 +56,9 @@ from devicepool.client._temporal_errors import (
     UPDATE_TIMEOUT,
     NoWorkerInTime,
     temporal_errors,
-    try_query,
 )
 from devicepool.client._validation import validate_name, validate_replicas
-from devicepool.client.errors import BadInput, DevicePoolError, PoolNotFound
+from devicepool.client.errors import BadInput, DevicePoolError, PoolNotFound, TemporalUnreachable
 from devicepool.workflows.orphans.state import OrphanReport
 from devicepool.workflows.pool.messages import (
     Accepted,
@@ -387,10 +390,16 @@ class PoolClient:
     async def _try_query(
         self, handle: WorkflowHandle[Any, Any], query: str, *, result_type: type = dict
     ) -> Any:
-        """The query's answer, or None when no worker answers (or the pool just closed)."""
-        return await try_query(
-            handle, query, address=self.address, rpc_timeout=QUERY_TIMEOUT, result_type=result_type
-        )
+        """The query's answer, or None when no worker answered (or the pool just closed);
+        `TemporalUnreachable` when the server is not there at all."""
+        try:
+            return await handle.query(query, result_type=result_type, rpc_timeout=QUERY_TIMEOUT)
+        except RPCError as err:
+            if err.status == RPCStatusCode.UNAVAILABLE:
+                raise TemporalUnreachable(self.address, str(err)) from err
+            return None
+        except (RPCTimeoutOrCancelledError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
+            return None
 
     def _errors(
         self, name: str | None, *, writing: bool = False, kind: str | None = None

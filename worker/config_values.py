@@ -72,15 +72,10 @@ def _override(
     A section that is not a mapping is left as it is, for the schema to report.
     """
     values = data.get(section)
-    values = dict(values) if isinstance(values, dict) else values
-    for name, key in names.items():
-        if name in env:
-            if values is None:
-                values = {}
-            if isinstance(values, dict):
-                values[key] = read(name)
-    if values is not None:
-        data[section] = values
+    if values is None or isinstance(values, dict):
+        given = {key: read(name) for name, key in names.items() if name in env}
+        if given:
+            data[section] = {**(values or {}), **given}
 
 
 def env_float(env: Mapping[str, str], name: str, default: float, source: str) -> float:
