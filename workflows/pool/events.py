@@ -151,7 +151,10 @@ def health(old: HealthReport | None, new: HealthReport, *, max_unhealthy: str) -
     """A health report: devices replaced, remediation paused or resumed."""
     out: list[Happened] = []
     if new.terminated:
-        out.append(Happened("Replaced", _replaced(new.terminated)))
+        # `replaced dev-1 (offline for 185s (threshold 180s))`: triage writes "Kind: detail",
+        # and the detail reads on its own.
+        replaced = ids(f"{d} ({why.split(': ', 1)[-1]})" for d, why in new.terminated.items())
+        out.append(Happened("Replaced", f"replaced {replaced}"))
     was_paused = old is not None and old.paused
     if new.paused and not was_paused:
         out.append(
@@ -229,17 +232,6 @@ def termination_failed(failed: Mapping[str, object]) -> Happened:
         f"{len(failed)} termination(s) failed, tried again: {ids(failed)} ({first})",
         warning=True,
     )
-
-
-def _replaced(terminated: Mapping[str, str]) -> str:
-    """`replaced dev-1 (offline for 185s (threshold 180s))`, or the first few and a count."""
-    return "replaced " + ids(f"{d} ({_why(why)})" for d, why in terminated.items())
-
-
-def _why(reason: str) -> str:
-    # Triage writes "Kind: detail"; the detail reads on its own.
-    _, sep, detail = reason.partition(": ")
-    return detail if sep else reason
 
 
 def profiles_retired(count: int) -> Happened:

@@ -94,21 +94,18 @@ def ready_condition(view: PoolView) -> ConditionUpdate:
     serving = _serving(view.plan)
     if serving >= view.spec.replicas:
         return ConditionUpdate(ConditionType.READY, TRUE, "Converged")
-    if view.account_cap is not None and view.account_cap.reached and not view.plan.capped:
-        return ConditionUpdate(
-            ConditionType.READY,
-            FALSE,
-            "SpendCapReached",
-            f"{serving}/{view.spec.replicas} devices ready; account "
-            f"{view.account_cap.account!r}'s spend cap holds the rest (see SpendCapReached)",
+    account = view.account_cap
+    if view.plan.capped or (account is not None and account.reached):
+        held = (
+            f"the spend cap allows {view.plan.members}"
+            if view.plan.capped or account is None
+            else f"account {account.account!r}'s spend cap holds the rest"
         )
-    if view.plan.capped:
         return ConditionUpdate(
             ConditionType.READY,
             FALSE,
             "SpendCapReached",
-            f"{serving}/{view.spec.replicas} devices ready; the spend cap allows "
-            f"{view.plan.members} (see SpendCapReached)",
+            f"{serving}/{view.spec.replicas} devices ready; {held} (see SpendCapReached)",
         )
     return ConditionUpdate(
         ConditionType.READY, FALSE, "BelowDesired", f"{serving}/{view.spec.replicas} devices ready"
