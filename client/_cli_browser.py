@@ -14,24 +14,20 @@ PROFILE_HEADERS = ["ID", "SLOT", "NODE", "OPEN", "STATE"]
 
 
 def browser_rows(pools: Sequence[Any]) -> list[list[Any]]:
-    rows = []
-    for p in pools:
-        s = p.status
-        nodes = ", ".join(f"{n}={c}" for n, c in (s.get("byNode") or {}).items()) or "-"
-        rows.append(
-            [
-                f"browserpool/{p.name}",
-                s.get("desiredReplicas", p.spec.get("replicas")),
-                s.get("readyProfiles", 0),
-                s.get("openProfiles", 0),
-                s.get("lostProfiles", 0),
-                nodes,
-                age(p.created),
-                # A phase read from search attributes (no worker answered) is marked `?`.
-                s.get("phase", "Pending") + ("?" if p.stale else ""),
-            ]
-        )
-    return rows
+    return [
+        [
+            f"browserpool/{p.name}",
+            p.status.get("desiredReplicas", p.spec.get("replicas")),
+            p.status.get("readyProfiles", 0),
+            p.status.get("openProfiles", 0),
+            p.status.get("lostProfiles", 0),
+            ", ".join(f"{n}={c}" for n, c in (p.status.get("byNode") or {}).items()) or "-",
+            age(p.created),
+            # A phase read from search attributes (no worker answered) is marked `?`.
+            p.status.get("phase", "Pending") + ("?" if p.stale else ""),
+        ]
+        for p in pools
+    ]
 
 
 def print_profiles(profiles: list[dict[str, Any]]) -> None:

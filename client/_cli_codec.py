@@ -79,8 +79,7 @@ def codec_server(
         f"{codec.keys.current}); CORS for {', '.join(origins)}\n"
         f"  Web UI:  temporal server start-dev --ui-codec-endpoint {url}, or the UI's "
         "Codec Server setting\n"
-        f"  CLI:     temporal workflow show -w devicepool/NAME --codec-endpoint {url}",
-        err=False,
+        f"  CLI:     temporal workflow show -w devicepool/NAME --codec-endpoint {url}"
     )
     uvicorn.run(
         create_app(codec, cors_origins=origins),

@@ -41,8 +41,7 @@ def free_ports(count: int) -> list[int]:
 
 def free_port() -> int:
     """One port free on 127.0.0.1 right now."""
-    (port,) = free_ports(1)
-    return port
+    return free_ports(1)[0]
 
 
 # ---------------------------------------------------------------- waits

@@ -41,8 +41,7 @@ def sdk_runtime() -> tuple[Runtime, MetricBuffer]:
 
 @dataclass
 class _Hist:
-    buckets: list[float]
-    counts: list[int]
+    counts: list[int]  # one a bucket of the collector's
     total: float = 0.0
     count: int = 0
 
@@ -90,7 +89,7 @@ class SdkMetricsCollector(Collector):
             else:
                 hist = self._hists.setdefault(name, {}).get(attrs)
                 if hist is None:
-                    hist = _Hist(self._buckets, [0] * len(self._buckets))
+                    hist = _Hist([0] * len(self._buckets))
                     self._hists[name][attrs] = hist
                 value = float(update.value)
                 for i, bound in enumerate(self._buckets):
@@ -120,7 +119,7 @@ class SdkMetricsCollector(Collector):
             for attrs, hist in hists.items():
                 buckets = [
                     (repr(float(bound)), float(c))
-                    for bound, c in zip(hist.buckets, hist.counts, strict=True)
+                    for bound, c in zip(self._buckets, hist.counts, strict=True)
                 ]
                 buckets.append(("+Inf", float(hist.count)))
                 histogram.add_metric([v for _, v in attrs], buckets, hist.total)
