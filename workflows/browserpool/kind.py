@@ -16,10 +16,9 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities.node_models import NodeOpenResult
     from devicepool.activities.settings import PoolSettings
-    from devicepool.api.browserpool.v1beta1 import BrowserConditionType, BrowserPoolSpec
+    from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
     from devicepool.api.errors import ErrorType
     from devicepool.api.labels import selector_matches
-    from devicepool.api.v1alpha1 import ConditionStatus
     from devicepool.workflows.browserpool import calls
     from devicepool.workflows.browserpool.messages import (
         BrowserApplyRequest,
@@ -41,7 +40,6 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.browserpool.publish import details, search_attributes
     from devicepool.workflows.browserpool.status import ConfigProblem, mixed_status, publish
     from devicepool.workflows.browserpool.teardown import tear_down
-    from devicepool.workflows.reconciler.conditions import ConditionUpdate, drop_condition
     from devicepool.workflows.reconciler.events import Happened
     from devicepool.workflows.reconciler.kind import Host
     from devicepool.workflows.reconciler.messages import Accepted, ApplyResult
@@ -308,20 +306,11 @@ class BrowserKind:
         self.h.dirty = True
 
     def refuse_scale(self, message: str) -> None:
-        """A `scale` signal refused: said, and `SpecRejected=True` until a change is
-        accepted (as a DevicePool's)."""
-        self._warn("SpecRejected", message)
-        rejected = ConditionUpdate(
-            BrowserConditionType.SPEC_REJECTED, ConditionStatus.TRUE, "InvalidScaleSignal", message
-        )
-        self.h.set_condition(rejected)
+        self.h.reject(message)
         self.h.show()
 
     def _clear_rejection(self) -> None:
-        """An accepted change supersedes a refused `scale` signal: `SpecRejected` goes."""
-        status = self.h.s.status
-        if status.condition(BrowserConditionType.SPEC_REJECTED) is not None:
-            self.h.s.status = drop_condition(status, BrowserConditionType.SPEC_REJECTED)
+        if self.h.clear_rejection():
             self.h.show()
 
     # ------------------------------------------------------------------ its own messages

@@ -290,7 +290,7 @@ class DevicePoolKind:
         self._clear_rejection()
 
     def refuse_scale(self, message: str) -> None:
-        self.s.reject_scale(message, workflow.now())
+        self.h.reject(message)
         self.h.show_details()
 
     def respec(self, spec: DevicePoolSpec, *, said: bool) -> None:
@@ -301,7 +301,7 @@ class DevicePoolKind:
         self.h.dirty = True
 
     def _clear_rejection(self) -> None:
-        if self.s.drop_rejection():
+        if self.h.clear_rejection():
             self.h.show_details()
 
     def batch_report(self, report: BatchReport, *, done: bool) -> None:

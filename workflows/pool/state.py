@@ -216,21 +216,6 @@ class PoolState(CamelModel):
                 self.events, now=now, reason=one.reason, message=one.message, warning=one.warning
             )
 
-    def drop_rejection(self) -> bool:
-        """An accepted spec change supersedes a refused `scale` signal; whether one was shown."""
-        if self.status.condition(ConditionType.SPEC_REJECTED) is None:
-            return False
-        self.status = st.drop_condition(self.status, ConditionType.SPEC_REJECTED)
-        return True
-
-    def reject_scale(self, message: str, now: datetime) -> None:
-        """A `scale` signal refused: said as `SpecRejected=True` until a change is accepted."""
-        self.record(now, say.Happened("SpecRejected", message, warning=True))
-        rejected = st.ConditionUpdate(
-            ConditionType.SPEC_REJECTED, ConditionStatus.TRUE, "InvalidScaleSignal", message
-        )
-        self.status = st.set_condition(self.status, rejected, now=now, generation=self.generation)
-
     def take_pause(self, pause: AccountPause, now: datetime) -> None:
         self.account_pause = pause
         message = f"creates of account {pause.account!r} wait until {st.iso(pause.until)}"

@@ -14,9 +14,13 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from devicepool.api import names
-    from devicepool.api.v1beta1 import ObjectMeta, Phase
+    from devicepool.api.v1beta1 import ConditionStatus, ConditionType, ObjectMeta, Phase
     from devicepool.workflows.reconciler import search_attributes
-    from devicepool.workflows.reconciler.conditions import ConditionUpdate, set_condition
+    from devicepool.workflows.reconciler.conditions import (
+        ConditionUpdate,
+        drop_condition,
+        set_condition,
+    )
     from devicepool.workflows.reconciler.events import Happened, PoolEvents, record
     from devicepool.workflows.reconciler.kind import Kind, SpecT, StateT
     from devicepool.workflows.reconciler.messages import (
@@ -122,6 +126,21 @@ class Reconciler(Generic[SpecT, StateT]):
         self.s.status = set_condition(
             self.s.status, condition, now=workflow.now(), generation=self.s.generation
         )
+
+    def reject(self, message: str) -> None:
+        """A `scale` signal refused: said, and `SpecRejected=True` until a change is accepted."""
+        self.happened(Happened("SpecRejected", message, warning=True))
+        rejected = ConditionUpdate(
+            ConditionType.SPEC_REJECTED, ConditionStatus.TRUE, "InvalidScaleSignal", message
+        )
+        self.set_condition(rejected)
+
+    def clear_rejection(self) -> bool:
+        """An accepted change supersedes a refused `scale` signal; whether one was shown."""
+        if self.s.status.condition(ConditionType.SPEC_REJECTED) is None:
+            return False
+        self.s.status = drop_condition(self.s.status, ConditionType.SPEC_REJECTED)
+        return True
 
     def show(self) -> None:
         """Search attributes and UI details, each written only when it changed."""
