@@ -28,13 +28,9 @@ from devicepool.workflows.orphans.state import OrphanReport, SweepRequest
 async def janitor_accounts(client: Client, address: str) -> list[str]:
     """The accounts whose janitor runs (as visibility lists them)."""
     query = f"WorkflowType = '{WORKFLOW_ORPHAN_SWEEP}' AND ExecutionStatus = 'Running'"
-    found: set[str] = set()
     with temporal_errors(address, None):
-        async for execution in client.list_workflows(query):
-            account = account_from_janitor_id(execution.id)
-            if account is not None:
-                found.add(account)
-    return sorted(found)
+        found = {account_from_janitor_id(e.id) async for e in client.list_workflows(query)}
+    return sorted(account for account in found if account is not None)
 
 
 async def sweep_orphans(
