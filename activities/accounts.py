@@ -124,9 +124,10 @@ class AccountProviders:
         keep = REGIONS_KEEP_SECONDS if newer_than is None else newer_than
         if hit is not None and time.monotonic() - hit[0] <= keep:
             return hit[1]
-        names: list[str] | None
         try:
             names = sorted(set(await self._provider(account).region_names())) or None
+            if names is None:
+                logger.warning("account %s: the provider lists no regions; not checked", account)
         except ProviderError as exc:
             logger.warning(
                 "account %s: cannot list the provider's regions, so regions are not checked: %s",
@@ -134,9 +135,6 @@ class AccountProviders:
                 exc,
             )
             names = None
-        else:
-            if names is None:
-                logger.warning("account %s: the provider lists no regions; not checked", account)
         self._regions[account] = (time.monotonic(), names)
         return names
 

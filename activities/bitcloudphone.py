@@ -81,10 +81,8 @@ class BitCloudPhoneClient(HttpClient):
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             auth=SecretHeader("Authorization", self._api_key, prefix="Bearer "),
-            # Explicit on every phase: a hung provider must fail the call, not the worker.
-            timeout=httpx.Timeout(
-                timeout, connect=timeout, read=timeout, write=timeout, pool=timeout
-            ),
+            # On every phase (connect, read, write, pool): a hung provider fails the call.
+            timeout=httpx.Timeout(timeout),
             headers={"Accept": "application/json"},
             transport=transport,
             follow_redirects=False,

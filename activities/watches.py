@@ -199,16 +199,10 @@ class WatchActivities(AccountProviders):
                 return am.WatchHealthResult(
                     pool=pool, checked_at=datetime.now(UTC), previous_check_at=previous
                 )
-            shared = (
-                None
-                if fresh
-                else self._shared_listing(input.account, input.pool, input.reuse_listing_seconds)
-            )
-            found = (
-                None
-                if shared is None
-                else _health_answer(pool, shared, startup=startup, previous=previous)
-            )
+            found: am.WatchHealthResult | None = None
+            reuse = input.reuse_listing_seconds
+            if not fresh and (shared := self._shared_listing(input.account, input.pool, reuse)):
+                found = _health_answer(pool, shared, startup=startup, previous=previous)
             # A change on that listing is read again before it is answered: the check
             # acts on an answer at once (a device whose clock ran out is terminated, as
             # when a pause ends), and the listing may be `reuse_listing_seconds` old: a

@@ -20,8 +20,6 @@ from devicepool.api.converter import (
     ConversionError,
     Converter,
     api_version_named,
-    put_kept,
-    take_kept,
     written_in,
 )
 
@@ -34,13 +32,10 @@ __all__ = [
     "api_version_named",
     "convert",
     "looks_v1alpha1",
-    "put_kept",
-    "resource_json_in",
     "spec_to_v1alpha1",
     "spec_to_v1beta1",
     "stored_spec",
     "stored_spec_json",
-    "take_kept",
     "to_v1alpha1",
     "to_v1beta1",
     "wire_spec",
@@ -187,4 +182,3 @@ to_v1alpha1 = DEVICE_POOL.to_v1alpha1
 convert = DEVICE_POOL.convert
 stored_spec = DEVICE_POOL.stored_spec
 stored_spec_json = DEVICE_POOL.stored_spec_json
-resource_json_in = DEVICE_POOL.resource_json_in

@@ -171,11 +171,10 @@ def _indentation_hint(problem: str, text: str, line: int, column: int) -> str:
         before = lines[line][:column] if line < len(lines) else ""
         if ": " in before:  # `region: us-west: x`: a second key on one line
             return " (quote a value that holds ': ')"
-        # `bad: indent` then `    what: here`: a key deeper than its siblings.
-        return f" (check the indentation of line {line + 1})"
-    if problem.startswith(("expected <block end>", "did not find expected key")):
-        return f" (check the indentation of line {line + 1})"
-    return ""
+        # Else `bad: indent` then `    what: here`: a key deeper than its siblings.
+    elif not problem.startswith(("expected <block end>", "did not find expected key")):
+        return ""
+    return f" (check the indentation of line {line + 1})"
 
 
 def _json_float(text: str) -> WrittenFloat:

@@ -59,12 +59,7 @@ def format_duration(seconds: float) -> str:
     exact = Decimal(repr(float(seconds)))
     hours, rest = divmod(exact, 3600)
     minutes, rest = divmod(rest, 60)
-    parts = []
-    if hours:
-        parts.append(f"{int(hours)}h")
-    if minutes:
-        parts.append(f"{int(minutes)}m")
+    parts = [f"{int(count)}{unit}" for count, unit in ((hours, "h"), (minutes, "m")) if count]
     if rest or not parts:
-        text = format(rest.normalize(), "f")
-        parts.append(f"{text}s")
+        parts.append(f"{format(rest.normalize(), 'f')}s")
     return "".join(parts)

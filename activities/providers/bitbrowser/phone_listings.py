@@ -124,12 +124,9 @@ class PoolListings:
         self, prefix: str, *, on_turn: Callable[[], None] | None = None
     ) -> list[tuple[Phone, Remark]]:
         """devicepool's profiles whose name starts with `prefix`, with their remarks."""
-        found = []
-        for phone in await self.phones.list_all(mark_prefix=prefix, on_turn=on_turn):
-            remark = self.remark_of(phone)
-            if remark is not None:
-                self._remember(phone)
-                found.append((phone, remark))
+        listed = await self.phones.list_all(mark_prefix=prefix, on_turn=on_turn)
+        found = [(p, r) for p in listed if (r := self.remark_of(p)) is not None]
+        self.seqs.update({p.id: p.seq for p, _ in found if p.seq is not None})
         return found
 
     def remark_of(self, phone: Phone) -> Remark | None:
@@ -157,10 +154,6 @@ class PoolListings:
         if seen is None or seen[0] != written:
             seen = self._seen_ahead[phone_id] = (written, wall)
         return seen[1]
-
-    def _remember(self, phone: Phone) -> None:
-        if phone.seq is not None:
-            self.seqs[phone.id] = phone.seq
 
 
 def _retrieved(done: asyncio.Future[None]) -> None:

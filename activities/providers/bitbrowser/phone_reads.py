@@ -138,11 +138,8 @@ class PhoneReads:
             # Last read not running, too long ago: offline until read again (why:
             # docs/providers.md, "The cloud-phone adapter").
             running = False
-        if running is None:  # not read, or read too long ago: the listing's word
-            if listed == PhoneStatus.RUNNING:
-                return READY, None
-            return PROVISIONING, f"listed status {listed}"
-        if running:
+        # Not read, or read too long ago: the listing's word.
+        if running or (running is None and listed == PhoneStatus.RUNNING):
             return READY, None
         if listed == PhoneStatus.RUNNING:
             return OFFLINE, "powered on, not running"
