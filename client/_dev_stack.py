@@ -207,8 +207,7 @@ class DevStack:
                     ) from None
 
     async def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
-        log_path = self._log(name)
-        self.children.append(await spawn(name, args, log_path=log_path, env=env))
+        self.children.append(await spawn(name, args, log_path=self._log(name), env=env))
 
     async def _wait_temporal(self) -> None:
         from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest

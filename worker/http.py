@@ -133,26 +133,25 @@ async def start_http_server(
             self._answer(send_body=False)
 
         def _not_allowed(self) -> None:
-            self._send("405 Method Not Allowed", "text/plain", b"method not allowed\n", True)
+            self._send(405, "text/plain", b"method not allowed\n", True)
 
         do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed
 
         def _answer(self, *, send_body: bool) -> None:
             path = self.path.split("?")[0]
             if path == "/metrics":
-                self._send("200 OK", CONTENT_TYPE_LATEST, metrics.body(), send_body)
+                self._send(200, CONTENT_TYPE_LATEST, metrics.body(), send_body)
             elif path == "/healthz":
-                self._send("200 OK", "text/plain", b"ok\n", send_body)
+                self._send(200, "text/plain", b"ok\n", send_body)
             elif path == "/readyz":
                 ok = _ask_ready(loop, ready)
-                status = "200 OK" if ok else "503 Service Unavailable"
-                self._send(status, "text/plain", b"ready\n" if ok else b"not ready\n", send_body)
+                body = b"ready\n" if ok else b"not ready\n"
+                self._send(200 if ok else 503, "text/plain", body, send_body)
             else:
-                self._send("404 Not Found", "text/plain", b"not found\n", send_body)
+                self._send(404, "text/plain", b"not found\n", send_body)
 
-        def _send(self, status: str, ctype: str, body: bytes, send_body: bool) -> None:
-            code, _, _ = status.partition(" ")
-            self.send_response(int(code))
+        def _send(self, code: int, ctype: str, body: bytes, send_body: bool) -> None:
+            self.send_response(code)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Connection", "close")
