@@ -96,28 +96,22 @@ class Scrubber:
             return bool(self._secrets)
         return any(probe in raw for probe in self._probes)
 
-    def scrub_fields(self, value: Any, fields: frozenset[str]) -> Any:
-        """A decoded JSON value with the strings under any key in `fields` scrubbed, at any depth.
+    def scrub_fields(self, value: Any, fields: frozenset[str], *, under: bool = False) -> Any:
+        """A decoded JSON value with the strings under any key in `fields` scrubbed, at any depth
+        (`under`: `value` is under one already).
 
         Only free text: ids, statuses and labels are what pools match on, and a
         short secret that happens to occur in one must not change it.
         """
+        if isinstance(value, str) and under:
+            return self.scrub(value)
         if isinstance(value, dict):
             return {
-                k: self._scrub_all(v) if k in fields else self.scrub_fields(v, fields)
+                k: self.scrub_fields(v, fields, under=under or k in fields)
                 for k, v in value.items()
             }
         if isinstance(value, list):
-            return [self.scrub_fields(v, fields) for v in value]
-        return value
-
-    def _scrub_all(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.scrub(value)
-        if isinstance(value, dict):
-            return {k: self._scrub_all(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self._scrub_all(v) for v in value]
+            return [self.scrub_fields(v, fields, under=under) for v in value]
         return value
 
 

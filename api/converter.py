@@ -49,11 +49,13 @@ def api_version_named(name: str, *, option: str) -> str:
     """The API version `name` stands for (`v1alpha1` or in full); ConversionError naming `option`."""
     version = name if "/" in name else f"{API_GROUP}/{name}"
     if version not in API_VERSIONS:
-        raise ConversionError(
-            f"{option}: unsupported {name!r}, supported: {', '.join(API_VERSIONS)}"
-            " (or v1alpha1, v1beta1)"
-        )
+        raise _unsupported(option, name, " (or v1alpha1, v1beta1)")
     return version
+
+
+def _unsupported(option: str, version: str, more: str = "") -> ConversionError:
+    supported = ", ".join(API_VERSIONS)
+    return ConversionError(f"{option}: unsupported {version!r}, supported: {supported}{more}")
 
 
 # --- the engine -----------------------------------------------------------------
@@ -110,9 +112,7 @@ class Converter(Generic[Alpha, Stored]):
             return self.to_v1beta1(pool)
         if api_version == API_VERSION_V1ALPHA1 and isinstance(pool, self.stored):
             return self.to_v1alpha1(pool)
-        raise ConversionError(
-            f"apiVersion: unsupported {api_version!r}, supported: {', '.join(API_VERSIONS)}"
-        )
+        raise _unsupported("apiVersion", api_version)
 
     def stored_spec(self, value: Any) -> Any:
         """A before-validator: a v1alpha1 spec mapping, read into v1beta1; anything else as is.
@@ -148,9 +148,7 @@ class Converter(Generic[Alpha, Stored]):
         answered) is converted field by field as far as it goes.
         """
         if api_version not in API_VERSIONS:
-            raise ConversionError(
-                f"--api-version: unsupported {api_version!r}, supported: {', '.join(API_VERSIONS)}"
-            )
+            raise _unsupported("--api-version", api_version)
         metadata, spec = dict(resource.get("metadata") or {}), dict(resource.get("spec") or {})
         head = {"apiVersion": api_version, "kind": self.stored.model_fields["kind"].default}
         if api_version == API_VERSION_V1BETA1:
