@@ -110,19 +110,21 @@ class SdkMetricsCollector(Collector):
             (GaugeMetricFamily, self._gauges),
         ):
             for name, series in sorted(values.items()):
-                family = family_of(name, self._help[name], labels=_label_names(series))
+                labels = _label_names(series)
+                family = family_of(name, self._help[name], labels=labels)
                 for attrs, value in series.items():
-                    family.add_metric([v for _, v in attrs], value)
+                    family.add_metric(_label_values(attrs, labels), value)
                 yield family
         for name, hists in sorted(self._hists.items()):
-            histogram = HistogramMetricFamily(name, self._help[name], labels=_label_names(hists))
+            labels = _label_names(hists)
+            histogram = HistogramMetricFamily(name, self._help[name], labels=labels)
             for attrs, hist in hists.items():
                 buckets = [
                     (repr(float(bound)), float(c))
                     for bound, c in zip(self._buckets, hist.counts, strict=True)
                 ]
                 buckets.append(("+Inf", float(hist.count)))
-                histogram.add_metric([v for _, v in attrs], buckets, hist.total)
+                histogram.add_metric(_label_values(attrs, labels), buckets, hist.total)
             yield histogram
 
 
@@ -135,8 +137,15 @@ def _metric_name(name: str) -> str:
 
 
 def _label_names(series: dict[tuple[tuple[str, str], ...], Any]) -> list[str]:
-    first = next(iter(series))
-    return [k for k, _ in first]
+    """Every attribute name of the metric's series: Core leaves some off some series (its
+    `request` counts `GetSystemInfo` without `namespace`, polls with `task_queue`)."""
+    return sorted({k for attrs in series for k, _ in attrs})
+
+
+def _label_values(attrs: tuple[tuple[str, str], ...], labels: list[str]) -> list[str]:
+    """The series' value of each label; "" (no label, to Prometheus) for one it lacks."""
+    values = dict(attrs)
+    return [values.get(label, "") for label in labels]
 
 
 async def drain_periodically(collector: SdkMetricsCollector, every: float = 5.0) -> None:
