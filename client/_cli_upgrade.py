@@ -1,7 +1,7 @@
 """`devicepool upgrade`: promote a build of the worker deployment, and show who runs where.
 
-With `--build-id` the build becomes current and every running pool is woken, so it continues as
-new on it now; either way the current build and the pools not on it yet are listed. The
+With `--build-id` the build becomes current and every running pool of either kind is woken, so it
+continues as new on it now; either way the current build and the pools not on it yet are listed. The
 procedure: docs/operations.md, 'With Worker Versioning (recommended)'."""
 
 from __future__ import annotations
@@ -11,12 +11,20 @@ from typing import Annotated, Any
 
 import typer
 
+from devicepool.api.kinds import KINDS
 from devicepool.client._cli_support import OutputOpt, run
+from devicepool.client._kind_sides import side_of
 from devicepool.client.errors import DevicePoolError
 from devicepool.client.render import print_data, resolve_output
 
 DEFAULT_DEPLOYMENT = "devicepool"
-RUNNING_POOLS = 'WorkflowType="DevicePool" AND ExecutionStatus="Running"'
+# Every kind's pools: both run on the versioned worker and hand over at a wake.
+_KIND_OF_TYPE = {kind.workflow_type: kind for kind in KINDS.values()}
+RUNNING_POOLS = (
+    "("
+    + " OR ".join(f'WorkflowType="{workflow_type}"' for workflow_type in _KIND_OF_TYPE)
+    + ') AND ExecutionStatus="Running"'
+)
 
 
 def upgrade(
@@ -80,9 +88,8 @@ async def _wake_pools(client: Any) -> None:
 
 
 async def _pools_not_on(client: Any, deployment: str, build: str) -> list[dict[str, str]]:
-    """Running pools whose run is not on `build` (visibility lags a few seconds)."""
-    from devicepool.api.names import WORKFLOW_ID_PREFIX
-
+    """Running pools whose run is not on `build` (visibility lags a few seconds), named as
+    the CLI names them (NAME, `browserpool/NAME`)."""
     on = f'{RUNNING_POOLS} AND TemporalWorkerDeploymentVersion="{deployment}:{build}"'
     current = {wf.id async for wf in client.list_workflows(on)}
     behind = []
@@ -91,6 +98,7 @@ async def _pools_not_on(client: Any, deployment: str, build: str) -> list[dict[s
             continue
         described = await client.get_workflow_handle(wf.id).describe()
         info = described.raw_description.workflow_execution_info.versioning_info
-        name = wf.id.removeprefix(WORKFLOW_ID_PREFIX)
+        kind = _KIND_OF_TYPE[wf.workflow_type]
+        name = side_of(kind).named(str(kind.name_from_workflow_id(wf.id)))
         behind.append({"pool": name, "build": str(info.deployment_version.build_id)})
     return sorted(behind, key=lambda p: p["pool"])
