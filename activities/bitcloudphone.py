@@ -138,8 +138,7 @@ class BitCloudPhoneClient(HttpClient):
         `ProviderError` (SERVER_ERROR) names the limit.
         """
         params: list[tuple[str, Any]] = [("label", f"{k}={v}") for k, v in labels.items()]
-        for status in statuses or ():
-            params.append(("status", status))
+        params.extend(("status", status) for status in statuses or ())
         params.append(("page_size", page_size))
         devices: list[dict[str, Any]] = []
         deadline = asyncio.timeout(MAX_LIST_SECONDS)

@@ -32,6 +32,7 @@ __all__ = [
     "api_version_named",
     "convert",
     "looks_v1alpha1",
+    "proxy_looks_v1alpha1",
     "spec_to_v1alpha1",
     "spec_to_v1beta1",
     "stored_spec",
@@ -128,9 +129,13 @@ def looks_v1alpha1(spec: Any) -> bool:
         "maxUnhealthy",
         "max_unhealthy",
     }
-    if alpha_only & spec.keys():
-        return True
-    proxy = spec.get("proxy")
+    return bool(alpha_only & spec.keys()) or proxy_looks_v1alpha1(spec)
+
+
+def proxy_looks_v1alpha1(spec: Any) -> bool:
+    """Whether a spec mapping's `proxy` is written in v1alpha1 (`stickyTTL`): all that tells a
+    BrowserPool's versions apart (a spec of only shared fields means the same in either)."""
+    proxy = spec.get("proxy") if isinstance(spec, dict) else None
     return isinstance(proxy, dict) and bool({"stickyTTL", "sticky_ttl"} & proxy.keys())
 
 

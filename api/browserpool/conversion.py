@@ -10,12 +10,12 @@ from typing import Any
 import pydantic
 
 from devicepool.api.browserpool import v1alpha1, v1beta1
-from devicepool.api.conversion import proxy_to_v1alpha1, proxy_to_v1beta1
+from devicepool.api.conversion import proxy_looks_v1alpha1, proxy_to_v1alpha1, proxy_to_v1beta1
 from devicepool.api.converter import Converter
 from devicepool.api.names import KIND_BROWSER_POOL
 from devicepool.api.validation_messages import format_errors
 
-__all__ = ["BROWSER_POOL", "KEPT_FIELDS", "looks_v1alpha1", "spec_to_v1alpha1", "spec_to_v1beta1"]
+__all__ = ["BROWSER_POOL", "KEPT_FIELDS", "spec_to_v1alpha1", "spec_to_v1beta1"]
 
 # The v1beta1 spec fields a v1alpha1 BrowserPool has no place for (each a mapping).
 KEPT_FIELDS = frozenset({"health"})
@@ -59,17 +59,6 @@ def spec_to_v1alpha1(
     return alpha, ({"health": health} if health else {})
 
 
-def looks_v1alpha1(spec: Any) -> bool:
-    """Whether a BrowserPool spec mapping is written in v1alpha1 (`proxy.stickyTTL`).
-
-    A spec with only the fields both versions share means the same in either.
-    """
-    if not isinstance(spec, dict):
-        return False
-    proxy = spec.get("proxy")
-    return isinstance(proxy, dict) and bool({"stickyTTL", "sticky_ttl"} & proxy.keys())
-
-
 def _annotation_problem(exc: pydantic.ValidationError) -> str:
     # The first problem, in the manifest's words (`health.failureStreakLimit: must be >= 1, ...`).
     [first, *_] = format_errors(exc.errors(), model=v1beta1.BrowserPoolSpec, prefix="", base=())
@@ -81,7 +70,7 @@ BROWSER_POOL: Converter[v1alpha1.BrowserPool, v1beta1.BrowserPool] = Converter(
     stored=v1beta1.BrowserPool,
     spec_to_stored=spec_to_v1beta1,
     spec_to_alpha=spec_to_v1alpha1,
-    looks_alpha=looks_v1alpha1,
+    looks_alpha=proxy_looks_v1alpha1,
     kept_fields=KEPT_FIELDS,
     renames={("proxy", "stickyTTL"): ("proxy", "sessionTTL")},
     annotation_problem=_annotation_problem,
