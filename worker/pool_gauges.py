@@ -52,6 +52,30 @@ DEVICE_STATUS_FIELDS = {
 }
 
 CONDITION_STATUSES = ("True", "False", "Unknown")
+# Each pool's gauges: name, help, and the labels after pool, platform and kind.
+POOL_FAMILIES = (
+    ("devicepool_replicas_desired", "Desired devices (spec.replicas) of a pool.", ()),
+    ("devicepool_replicas_ready", "Serving devices (ready + busy) of a pool.", ()),
+    ("devicepool_pool_phase", "1 for the pool's current phase.", ("phase",)),
+    ("devicepool_devices", "A pool's devices by status, from its `status` query.", ("status",)),
+    (
+        "devicepool_pool_condition",
+        "1 if the pool's condition of this type is True, else 0.",
+        ("type",),
+    ),
+    # As kube-state-metrics' `kube_node_status_condition`: one series a status, 1 for
+    # the current one, so `Unknown` (a pool that cannot list its devices) is visible.
+    (
+        "devicepool_pool_condition_status",
+        "1 for the status (True, False, Unknown) the pool's condition of this type has.",
+        ("type", "status"),
+    ),
+    (
+        "devicepool_node_profiles",
+        "A BrowserPool's profiles placed on each live node (its status `byNode`).",
+        ("node",),
+    ),
+)
 
 
 @dataclass
@@ -236,41 +260,9 @@ class PoolCollector(Collector):
             yield GaugeMetricFamily(name, f"Running {kind} workflows.", value=count)
 
         # `kind`: DevicePool, or BrowserPool (platform "browser"; its devices are profiles).
-        labels = ["pool", "platform", "kind"]
-        desired = GaugeMetricFamily(
-            "devicepool_replicas_desired",
-            "Desired devices (spec.replicas) of a pool.",
-            labels=labels,
-        )
-        ready = GaugeMetricFamily(
-            "devicepool_replicas_ready", "Serving devices (ready + busy) of a pool.", labels=labels
-        )
-        phase = GaugeMetricFamily(
-            "devicepool_pool_phase",
-            "1 for the pool's current phase.",
-            labels=[*labels, "phase"],
-        )
-        devices = GaugeMetricFamily(
-            "devicepool_devices",
-            "A pool's devices by status, from its `status` query.",
-            labels=[*labels, "status"],
-        )
-        conditions = GaugeMetricFamily(
-            "devicepool_pool_condition",
-            "1 if the pool's condition of this type is True, else 0.",
-            labels=[*labels, "type"],
-        )
-        # As kube-state-metrics' `kube_node_status_condition`: one series a status, 1 for
-        # the current one, so `Unknown` (a pool that cannot list its devices) is visible.
-        statuses = GaugeMetricFamily(
-            "devicepool_pool_condition_status",
-            "1 for the status (True, False, Unknown) the pool's condition of this type has.",
-            labels=[*labels, "type", "status"],
-        )
-        by_node = GaugeMetricFamily(
-            "devicepool_node_profiles",
-            "A BrowserPool's profiles placed on each live node (its status `byNode`).",
-            labels=[*labels, "node"],
+        desired, ready, phase, devices, conditions, statuses, by_node = (
+            GaugeMetricFamily(name, text, labels=["pool", "platform", "kind", *more])
+            for name, text, more in POOL_FAMILIES
         )
         for pool in pools:
             key = [pool.name, pool.platform, pool.kind]
