@@ -8,6 +8,7 @@ docs/pools.md, "Spend".
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -175,24 +176,19 @@ class LedgerState(CamelModel):
         waiting request is held while the cap leaves no room: told then, again if the cap
         changes, and once when released."""
         cap, room = self.config.max_devices, self.cap_room()
-        waiting: dict[str, int] = {}
+        waiting: Counter[str] = Counter()
         for r in self.queue:
-            waiting[r.pool] = waiting.get(r.pool, 0) + r.count
+            waiting[r.pool] += r.count
         held: dict[str, str] = {}
         if cap is not None and room == 0:
             limit = f"({self.config.cap_text or f'maxDevices {cap}'})"
             held = {pool: limit for pool in waiting}
         counted = self.cap_count()
+        billing = "not counted yet" if counted is None else f"{counted} bill or are being created"
         news = {
             pool: (
-                f"account {account!r} spendCap {limit} allows {cap} device(s) over all "
-                "its pools; "
-                + (
-                    f"{counted} bill or are being created"
-                    if counted is not None
-                    else "not counted yet"
-                )
-                + f", and {waiting[pool]} create(s) of this pool wait — raise "
+                f"account {account!r} spendCap {limit} allows {cap} device(s) over all its "
+                f"pools; {billing}, and {waiting[pool]} create(s) of this pool wait — raise "
                 f"accounts.{account}.spendCap in the worker config to grow "
                 "(running devices are kept)"
             )
