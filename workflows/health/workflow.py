@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.shared import versions
     from devicepool.workflows.shared.errors import (
         PROVIDER_RETRY,
+        forget,
         raise_if_cancelled,
         tell,
         wait_condition,
@@ -111,10 +112,10 @@ class PoolHealthWorkflow:
             try:
                 await self._answer_or_change(watch)
             except BaseException:
-                self._drop(watch)
+                forget(watch, cancel=True)
                 raise
             if not watch.done():
-                self._drop(watch)  # maxUnhealthy or the size changed: a fresh read next
+                forget(watch, cancel=True)  # maxUnhealthy or the size changed: a fresh read next
                 continue
             try:
                 found = watch.result()
@@ -226,13 +227,6 @@ class PoolHealthWorkflow:
 
     async def _answer_or_change(self, watch: asyncio.Future[WatchHealthResult]) -> None:
         await workflow.wait_condition(lambda: watch.done() or self._config_changed)
-
-    @staticmethod
-    def _drop(watch: asyncio.Future[WatchHealthResult]) -> None:
-        """Cancel a watch without awaiting it (its answer no longer matters)."""
-        if not watch.done():
-            watch.cancel()
-        watch.add_done_callback(lambda task: task.cancelled() or task.exception())
 
     def _ends(self, input: HealthInput, found: PoolRunResult) -> None:
         """Say why the check ends: its pool is gone."""

@@ -31,7 +31,7 @@ from devicepool.api.v1beta1 import DevicePoolSpec
 from devicepool.workflows.pool import calls
 from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.pool.state import PoolState
-from devicepool.workflows.shared.errors import tell
+from devicepool.workflows.shared.errors import forget, tell
 from devicepool.workflows.shared.placement import route
 from devicepool.workflows.shared.protocol import (
     HealthConfig,
@@ -105,7 +105,7 @@ class Neighbours:
                 static_summary=f"health checks of {self.pool}",
                 **options,
             )
-            _forget_outcome(child)
+            forget(child)
         except WorkflowAlreadyStartedError:
             # Abandoned by the previous run at continue-as-new: it keeps its
             # offline clocks and reports to this run (signals go by id).
@@ -191,15 +191,9 @@ async def start_batch(child_id: str, input: ProvisionBatchInput) -> bool:
             parent_close_policy=ParentClosePolicy.ABANDON,
             static_summary=f"provision {len(input.slots)} device(s) for {input.pool}",
         )
-        _forget_outcome(child)
+        forget(child)
     except FailureError as err:
         # E.g. the id is taken by a batch of a terminated earlier pool of that name.
         workflow.logger.warning("batch %s did not start: %s", child_id, err)
         return False
     return True
-
-
-def _forget_outcome(child: asyncio.Future[Any]) -> None:
-    """An abandoned child reports by signal; its result future is never awaited.
-    Retrieve its outcome anyway, so a cancelled child logs no "never retrieved"."""
-    child.add_done_callback(lambda done: done.cancelled() or done.exception())

@@ -1,6 +1,6 @@
 """What workflow code makes of a failure: an activity failure's type and message, the retry
-policy of provider calls, a wait that timed out, a signal to a workflow that has ended, and a
-cancellation an awaited activity absorbed (why: docs/architecture.md, 'Notes for developers').
+policy of provider calls, a wait that timed out, a signal to a workflow that has ended, a
+task never awaited, and a cancellation an awaited activity absorbed (why: docs/architecture.md, 'Notes for developers').
 """
 
 from __future__ import annotations
@@ -69,3 +69,11 @@ async def tell(workflow_id: str, signal: str, arg: Any, *, warn: bool = False) -
         log("%s not told %s: %s", workflow_id, signal, err)
         return False
     return True
+
+
+def forget(task: asyncio.Future[Any], *, cancel: bool = False) -> None:
+    """Never await `task` (an abandoned child reports by signal; a watch whose answer no
+    longer matters is `cancel`led), yet retrieve its outcome: nothing logs "never retrieved"."""
+    if cancel and not task.done():
+        task.cancel()
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
