@@ -333,14 +333,10 @@ def deleted(
     if shown) False, reason `Deleted`."""
     for type_ in _RUNNING_ONLY:
         status = drop_condition(status, type_)
-    generation = status.observed_generation
-    ended = [ConditionUpdate(ConditionType.READY, ConditionStatus.FALSE, "Deleted", _GONE)]
-    if status.condition(ConditionType.PROGRESSING) is not None:
-        ended.append(
-            ConditionUpdate(ConditionType.PROGRESSING, ConditionStatus.FALSE, "Deleted", _GONE)
-        )
-    for condition in ended:
-        status = set_condition(status, condition, now=now, generation=generation)
+    for type_ in (ConditionType.READY, ConditionType.PROGRESSING):
+        if type_ == ConditionType.READY or status.condition(type_) is not None:
+            ended = ConditionUpdate(type_, FALSE, "Deleted", _GONE)
+            status = set_condition(status, ended, now=now, generation=status.observed_generation)
     return status.model_copy(
         update={
             "phase": Phase.DELETED,
@@ -407,10 +403,9 @@ def details(name: str, spec: DevicePoolSpec, generation: int, status: DevicePool
 def teardown_blocked(reason: str, message: str, *, unknown_account: bool) -> list[ConditionUpdate]:
     """A deletion that cannot finish: `TeardownBlocked=True` naming the error, and `Ready`
     False, by the unknown account's own reason (as a pass shows it) or `TeardownBlocked`."""
-    true, false = ConditionStatus.TRUE, ConditionStatus.FALSE
     if unknown_account:
-        ready = ConditionUpdate(ConditionType.READY, false, reason, message)
+        ready = ConditionUpdate(ConditionType.READY, FALSE, reason, message)
     else:
         blocked = ConditionType.TEARDOWN_BLOCKED.value
-        ready = ConditionUpdate(ConditionType.READY, false, blocked, f"{reason}: {message}")
-    return [ready, ConditionUpdate(ConditionType.TEARDOWN_BLOCKED, true, reason, message)]
+        ready = ConditionUpdate(ConditionType.READY, FALSE, blocked, f"{reason}: {message}")
+    return [ready, ConditionUpdate(ConditionType.TEARDOWN_BLOCKED, TRUE, reason, message)]
