@@ -159,12 +159,5 @@ def forget_replacements(
     days silent: retired) is a profile like the others: its cookies are the slot's now."""
     listed = {p.id: p.slot for p in profiles}
     others = Counter(p.slot for p in profiles if p.node in nodes)
-    kept = []
-    for pid in replacements:
-        if pid not in listed:
-            continue
-        slot = listed[pid]
-        mine = sum(1 for p in profiles if p.id == pid and p.node in nodes)
-        if others[slot] - mine > 0:
-            kept.append(pid)
-    return kept
+    mine = Counter(p.id for p in profiles if p.node in nodes)
+    return [pid for pid in replacements if pid in listed and others[listed[pid]] > mine[pid]]

@@ -68,10 +68,8 @@ def triage(
     suspects (the health watch's compact answer); a device not among them is
     healthy, so it loses its clock as a device seen not offline does.
     """
-    clocks = dict(offline_since)
     seen = {s.id for s, _ in statuses}
-    for gone in set(clocks) - seen:
-        del clocks[gone]
+    clocks = {d: since for d, since in offline_since.items() if d in seen}
     unhealthy: list[str] = []
     due: dict[str, str] = {}
     offline: list[str] = []

@@ -44,9 +44,7 @@ class NodeRegistryState(CamelModel):
         self.prune(now)
 
     def prune(self, now: datetime) -> None:
-        old = [name for name, info in self.nodes.items() if now - info.last_seen > FORGET_AFTER]
-        for name in old:
-            del self.nodes[name]
+        self.nodes = {n: i for n, i in self.nodes.items() if now - i.last_seen <= FORGET_AFTER}
         if len(self.nodes) > MAX_NODES:
             newest = sorted(self.nodes.values(), key=lambda n: (n.last_seen, n.node), reverse=True)
             self.nodes = {n.node: n for n in sorted(newest[:MAX_NODES], key=lambda n: n.node)}

@@ -163,9 +163,8 @@ class JanitorState(CamelModel):
 
     def next_wake(self, now: datetime) -> datetime:
         """The next scan: one interval on, or sooner when an orphan falls due first."""
-        wake = now + timedelta(seconds=scan_seconds(self.config.grace_seconds))
-        for record in self.seen.values():
-            wake = min(wake, record.first_seen_at + self.grace)
+        due = (record.first_seen_at + self.grace for record in self.seen.values())
+        wake = min([now + timedelta(seconds=scan_seconds(self.config.grace_seconds)), *due])
         return max(wake, now + timedelta(seconds=SCAN_MIN_SECONDS))
 
     def report(self, account: str, now: datetime) -> OrphanReport:
