@@ -82,22 +82,13 @@ class BrowserProfiles(MarkedList[BrowserProfile]):
 
     # ------------------------------------------------------------ create, find, update
 
-    async def create(
-        self,
-        *,
-        mark: str,
-        name: str | None = None,
-        group_id: str | None = None,
-        proxy: ProfileProxy | None = None,
-        fingerprint: Mapping[str, Any] | None = None,
-        fields: Mapping[str, Any] | None = None,
-    ) -> str:
+    async def create(self, **profile: Unpack[NewProfile]) -> str:
         """One create (`/browser/update` without `id`): the new profile's id. Not retried.
 
         `mark` goes into `remark` (and `name`, unless given). A lost answer may
         have made the profile: use `create_marked`, which checks the mark first.
         """
-        body = _create_body(mark, name, group_id, proxy, fingerprint, fields)
+        body = _create_body(profile)
         data = await self.api.call("/browser/update", body, secrets=_secrets_of(body))
         return new_id(data, "POST /browser/update", "profile")
 
@@ -233,22 +224,16 @@ class BrowserProfiles(MarkedList[BrowserProfile]):
         return await self.api.call(self.LIST, body)
 
 
-def _create_body(
-    mark: str,
-    name: str | None,
-    group_id: str | None,
-    proxy: ProfileProxy | None,
-    fingerprint: Mapping[str, Any] | None,
-    fields: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    check_mark(mark, max_length=MAX_BROWSER_MARK)
-    extra = dict(fields or {})
+def _create_body(profile: NewProfile) -> dict[str, Any]:
+    mark = check_mark(profile["mark"], max_length=MAX_BROWSER_MARK)
+    extra = dict(profile.get("fields") or {})
     if _OWN_FIELDS & set(extra):
         raise ValueError(f"`fields` may not set {sorted(_OWN_FIELDS & set(extra))}")
-    body: dict[str, Any] = {**extra, "name": name or mark, "remark": mark}
-    if group_id:
+    body: dict[str, Any] = {**extra, "name": profile.get("name") or mark, "remark": mark}
+    if group_id := profile.get("group_id"):
         body["groupId"] = group_id
-    body["browserFingerPrint"] = dict(fingerprint or {})  # {}: a random fingerprint
+    body["browserFingerPrint"] = dict(profile.get("fingerprint") or {})  # {}: a random fingerprint
+    proxy = profile.get("proxy")
     if proxy is None or proxy.type == "noproxy":
         body.update(proxyMethod=2, proxyType="noproxy")
     else:
