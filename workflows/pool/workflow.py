@@ -146,16 +146,13 @@ class DevicePoolWorkflow(Reconciler[DevicePoolSpec, PoolState]):
     def pause_remediation(self) -> ControlAnswer:
         return self._controlled(control.pause(self.s))
 
-    @pause_remediation.validator
-    def _validate_pause(self) -> None:
-        self.refuse_while_deleting()
-
     @workflow.update(name=names.UPDATE_RESUME_REMEDIATION)
     def resume_remediation(self) -> ControlAnswer:
         return self._controlled(control.resume(self.s))
 
+    @pause_remediation.validator
     @resume_remediation.validator
-    def _validate_resume(self) -> None:
+    def _validate_remediation(self) -> None:
         self.refuse_while_deleting()
 
     def _check_member(self, device: str) -> None:
