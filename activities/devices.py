@@ -221,9 +221,6 @@ class DeviceActivities(
                         return am.TerminateDeviceResult(device_id=input.device_id, skipped=busy)
                 else:
                     await self._count_replacement(provider, input)
-            except NotFoundError:
-                return am.TerminateDeviceResult(device_id=input.device_id, already_gone=True)
-            try:
                 await provider.remove_device(input.device_id)
             except NotFoundError:
                 return am.TerminateDeviceResult(device_id=input.device_id, already_gone=True)
