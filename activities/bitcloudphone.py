@@ -91,8 +91,6 @@ class BitCloudPhoneClient(HttpClient):
     def __repr__(self) -> str:
         return f"BitCloudPhoneClient(base_url={self.base_url!r}, api_key=SecretStr({REDACTED!r}))"
 
-    __str__ = __repr__
-
     # ------------------------------------------------------------ the contract
 
     async def create_device(

@@ -81,8 +81,6 @@ class Scrubber:
     def __repr__(self) -> str:
         return f"Scrubber({len(self._secrets)} secrets)"
 
-    __str__ = __repr__
-
     def scrub(self, text: str) -> str:
         """`text` with every form of every secret replaced by `REDACTED`."""
         for form in self._forms:

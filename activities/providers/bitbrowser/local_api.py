@@ -88,8 +88,6 @@ class LocalApi(HttpClient):
         key = f"SecretStr({REDACTED!r})" if self._api_key is not None else "None"
         return f"LocalApi(base_url={self.base_url!r}, api_key={key})"
 
-    __str__ = __repr__
-
     async def health(self) -> None:
         """`/health`: the desktop client answers (and takes the key). Raises when not."""
         await self.call("/health")
