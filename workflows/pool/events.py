@@ -117,33 +117,15 @@ def batch_done(report: BatchReport, *, ours: Collection[str] = ()) -> list[Happe
     if report.ready:
         out.append(Happened("Ready", f"{len(report.ready)} device(s) ready"))
     if report.failed_devices:
-        first = next(iter(report.failed_devices.values()))
-        out.append(
-            Happened(
-                "BootFailed",
-                f"{len(report.failed_devices)} device(s) never became ready, removed: "
-                f"{ids(report.failed_devices)} ({first})",
-                warning=True,
-            )
-        )
+        what = "device(s) never became ready, removed"
+        out.append(_counted("BootFailed", what, report.failed_devices, warning=True))
     if report.offline_devices:
+        what = "device(s) went offline before they booted, left to the health check"
         out.append(
-            Happened(
-                "OfflineWhileBooting",
-                f"{len(report.offline_devices)} device(s) went offline before they booted, "
-                f"left to the health check: {ids(report.offline_devices)}",
-                warning=True,
-            )
+            _counted("OfflineWhileBooting", what, report.offline_devices, why=False, warning=True)
         )
     if vanished:
-        first = next(iter(vanished.values()))
-        out.append(
-            Happened(
-                "Vanished",
-                f"{len(vanished)} device(s) gone before they booted, "
-                f"replaced: {ids(vanished)} ({first})",
-            )
-        )
+        out.append(_counted("Vanished", "device(s) gone before they booted, replaced", vanished))
     return out
 
 
@@ -207,12 +189,7 @@ def terminations(
             Happened("Removed", f"terminated {len(removed)} failed device(s): {ids(removed)}")
         )
     if skipped:
-        first = next(iter(skipped.values()))
-        out.append(
-            Happened(
-                "Kept", f"{len(skipped)} device(s) busy since the plan: {ids(skipped)} ({first})"
-            )
-        )
+        out.append(_counted("Kept", "device(s) busy since the plan", skipped))
     return out
 
 
@@ -226,12 +203,22 @@ _LEFT = {
 
 def termination_failed(failed: Mapping[str, object]) -> Happened:
     """Terminations the provider did not take: tried again (a surplus one re-checked first)."""
-    first = next(iter(failed.values()))
-    return Happened(
-        "TerminateFailed",
-        f"{len(failed)} termination(s) failed, tried again: {ids(failed)} ({first})",
-        warning=True,
-    )
+    return _counted("TerminateFailed", "termination(s) failed, tried again", failed, warning=True)
+
+
+def _counted(
+    reason: str,
+    what: str,
+    devices: Mapping[str, object],
+    *,
+    why: bool = True,
+    warning: bool = False,
+) -> Happened:
+    """`N <what>: a, b, c (the first one's reason)`."""
+    said = f"{len(devices)} {what}: {ids(devices)}"
+    if why:
+        said += f" ({next(iter(devices.values()))})"
+    return Happened(reason, said, warning=warning)
 
 
 def profiles_retired(count: int) -> Happened:
