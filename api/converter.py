@@ -222,10 +222,8 @@ def _defaults_of(model: type[pydantic.BaseModel], spec: dict[str, Any]) -> dict[
         for name, field in model.model_fields.items()
         if field.is_required() and (field.alias or name) in spec
     }
-    try:
-        defaults = model.model_validate(required).model_dump(mode="json", exclude_none=True)
-    except pydantic.ValidationError:  # pragma: no cover - the spec itself validated
-        return {}
+    # Cannot fail: these fields are the spec's own, which validated.
+    defaults = model.model_validate(required).model_dump(mode="json", exclude_none=True)
     proxy = spec.get("proxy")
     if isinstance(proxy, dict) and "proxy" in model.model_fields:
         proxy_model = model.model_fields["proxy"].annotation
