@@ -21,7 +21,7 @@ from devicepool.client._results import PoolSummary
 from devicepool.client.errors import BadInput
 from devicepool.workflows.browserpool import publish as browser_publish
 from devicepool.workflows.browserpool.status import LOCAL_API_REFUSED
-from devicepool.workflows.pool.search_attributes import wanted
+from devicepool.workflows.pool.status import wanted
 from devicepool.workflows.reconciler.search_attributes import (
     KEY_ACCOUNT,
     KEY_DESIRED,

@@ -34,7 +34,6 @@ with workflow.unsafe.imports_passed_through():
         body_changed,
     )
     from devicepool.workflows.pool.plan import COUNTED_STATUSES, Plan
-    from devicepool.workflows.pool.search_attributes import wanted
     from devicepool.workflows.pool.state import (
         PoolState,
         Said,
@@ -260,7 +259,7 @@ class DevicePoolKind:
     # ------------------------------------------------------------------ shown
 
     def search_attributes(self) -> dict[str, str | int]:
-        return wanted(self.spec, self.s.status)
+        return st.wanted(self.spec, self.s.status)
 
     def details(self) -> str:
         return st.details(self.name, self.spec, self.s.generation, self.s.status)

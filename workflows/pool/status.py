@@ -1,5 +1,5 @@
-"""What a pool shows: its status counts, conditions and phase, and its UI details.
-Pure functions of what a pass knows (`PoolView`); the shell writes what changed.
+"""What a pool shows: its status counts, conditions and phase, its search attributes and its
+UI details. Pure functions of what a pass knows (`PoolView`); the shell writes what changed.
 """
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from devicepool.api.names import SA_ACCOUNT, SA_DESIRED, SA_PHASE, SA_PLATFORM, SA_READY, SA_REGION
 from devicepool.api.v1beta1 import (
     ConditionStatus,
     ConditionType,
@@ -33,6 +34,7 @@ __all__ = [
     "drop_condition",
     "published",
     "set_condition",
+    "wanted",
 ]
 
 TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
@@ -374,6 +376,19 @@ def _pending(view: PoolView) -> int:
 
 
 # ---------------------------------------------------------------- details
+
+
+def wanted(spec: DevicePoolSpec, status: DevicePoolStatus) -> dict[str, str | int]:
+    """A DevicePool's search attributes, by name (the keys every kind shares, and the
+    upsert of what changed, are the shell's: `workflows/reconciler/search_attributes.py`)."""
+    return {
+        SA_PLATFORM: spec.platform.value,
+        SA_REGION: spec.region,
+        SA_ACCOUNT: spec.account,
+        SA_PHASE: status.phase.value,
+        SA_DESIRED: spec.replicas,
+        SA_READY: status.ready_devices + status.busy_devices,
+    }
 
 
 def details(name: str, spec: DevicePoolSpec, generation: int, status: DevicePoolStatus) -> str:
