@@ -6,8 +6,6 @@ Pure; the shell writes what changed. The keys are DevicePool's, platform `browse
 
 from __future__ import annotations
 
-from typing import Any
-
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from devicepool.api.browserpool.v1beta1 import (
@@ -15,14 +13,10 @@ from devicepool.api.browserpool.v1beta1 import (
     BrowserPoolSpec,
     BrowserPoolStatus,
 )
+from devicepool.api.names import SA_DESIRED, SA_PHASE, SA_PLATFORM, SA_READY
 from devicepool.api.v1alpha1 import Condition, ConditionStatus, Phase
 from devicepool.workflows.reconciler.conditions import condition_lines, figure_block
-from devicepool.workflows.reconciler.search_attributes import (
-    KEY_DESIRED,
-    KEY_PHASE,
-    KEY_PLATFORM,
-    KEY_READY,
-)
+from devicepool.workflows.reconciler.search_attributes import KEYS
 
 __all__ = [
     "BROWSER_PLATFORM",
@@ -53,23 +47,20 @@ def _desired(spec: BrowserPoolSpec, status: BrowserPoolStatus) -> int:
     return 0 if status.phase in (Phase.DELETING, Phase.DELETED) else spec.replicas
 
 
-def _wanted(spec: BrowserPoolSpec, status: BrowserPoolStatus) -> list[SearchAttributePair[Any]]:
-    return [
-        SearchAttributePair(KEY_PLATFORM, BROWSER_PLATFORM),
-        SearchAttributePair(KEY_PHASE, status.phase.value),
-        SearchAttributePair(KEY_DESIRED, _desired(spec, status)),
-        SearchAttributePair(KEY_READY, status.ready_profiles),
-    ]
-
-
 def search_attributes(spec: BrowserPoolSpec, status: BrowserPoolStatus) -> dict[str, str | int]:
     """What the pool's search attributes say now, by name (the shell writes what changed)."""
-    return {pair.key.name: pair.value for pair in _wanted(spec, status)}
+    return {
+        SA_PLATFORM: BROWSER_PLATFORM,
+        SA_PHASE: status.phase.value,
+        SA_DESIRED: _desired(spec, status),
+        SA_READY: status.ready_profiles,
+    }
 
 
 def initial_search_attributes(spec: BrowserPoolSpec) -> TypedSearchAttributes:
     """What a BrowserPool starts with: its size, nothing ready, phase Pending."""
-    return TypedSearchAttributes(_wanted(spec, BrowserPoolStatus(phase=Phase.PENDING)))
+    wanted = search_attributes(spec, BrowserPoolStatus(phase=Phase.PENDING))
+    return TypedSearchAttributes([SearchAttributePair(KEYS[k], v) for k, v in wanted.items()])
 
 
 def static_summary(name: str, spec: BrowserPoolSpec) -> str:
