@@ -1,14 +1,16 @@
 """End to end: `devicepool dev` as a real process, driven by the real CLI and the stock `temporal` CLI.
 
 One stack per module (free ports, a temp data dir, fast knobs: tests/helpers/dev_stack.py),
-started through a port race (the first test); the tests run in file order and
+started through a port race (the first test); the tests run in file order,
 `test_sigint_stops_everything` stops that stack with SIGINT and checks that no
-process is left behind (a stack restarted on its data dir is test_e2e_restart.py). The chaos of issue 13 rides on them: the
-module's Temporal server is SIGKILLed in the middle of a scale-up (the stack
-restarts it on its database; tests/e2e/chaos.py). Every test that rents
-devices keeps a `device_hours` book (tests/e2e/device_hours.py): creates
-accepted must equal the devices its pools needed, and billed device-hours are
-reported against requested ones.
+process is left behind, and the last test starts it again on its data dir (a
+stack's start costs about 5 CPU-s: the restart is this stack's, not one of its
+own). The chaos of issue 13 rides on them: the module's Temporal server is
+SIGKILLed in the middle of a scale-up (the stack restarts it on its database),
+and the restarted stack is stopped with Ctrl-C in the middle of another
+(tests/helpers/chaos.py). Every test that rents devices keeps a `device_hours`
+book (tests/helpers/device_hours.py): creates accepted must equal the devices its
+pools needed, and billed device-hours are reported against requested ones.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # The ports the module's stack was offered, each try (see the first test).
 RACE: dict[str, Any] = {}
+# What the module's stack held when it was stopped (test_sigint_stops_everything), for
+# the last test, which starts it again.
+LEFT: dict[str, Any] = {}
 
 
 @pytest.fixture(scope="module")
@@ -243,13 +249,14 @@ def test_temporal_killed_mid_scale_up_is_restarted_on_its_database(
     converged(stack, "e2e-temporal", 5, after="the server was killed")
     kept = stack.worker_pid() == worker
     print(f"\nthe worker was {'kept' if kept else 'replaced'} through the server's restart")
-    # Not deleted: the next test stops this stack (the other tests cover delete).
+    # Not deleted: the next test stops this stack with it, the last starts it again.
     device_hours.finish(stack.stats())
 
 
 def test_sigint_stops_everything(stack: Stack) -> None:
     children = descendants(stack.process.pid) | stack.children
     assert children, "the stack has child processes"
+    LEFT.update(stats=stack.stats(), status=stack.status("e2e-temporal"))
     stack.process.send_signal(signal.SIGINT)
     assert stack.process.wait(timeout=60) == 0, stack.out.read_text()
     wait_until(
@@ -258,3 +265,63 @@ def test_sigint_stops_everything(stack: Stack) -> None:
         what="every child process to exit",
     )
     assert "stopped" in stack.out.read_text()
+    assert (stack.data_dir / "emulator.sqlite").is_file()
+
+
+def test_a_restarted_dev_stack_keeps_its_pools_devices(
+    stack: Stack, tmp_path: Path, device_hours: DeviceHours
+) -> None:
+    """The module's stack, stopped by the test before, started again on its data dir (on
+    other ports) with an `--apply` of its pool at another size, as a second `make demo`
+    would: the manifest is not applied (what the user did stands), the pool keeps its
+    devices and rents nothing. Then Ctrl-C in the middle of 5 -> 8 (issue 13) and a third
+    start, which converges without a duplicate. (`--apply` on a new data dir:
+    test_e2e_dev_browser_nodes.py, whose stack starts as `make demo`'s does.)"""
+    assert LEFT, "runs after test_sigint_stops_everything stopped the module's stack"
+    before, left = LEFT["stats"], LEFT["status"]
+    assert (left["desiredReplicas"], left["observedGeneration"]) == (5, 1), left
+    data_dir = stack.data_dir
+    (tmp_path / "demo").mkdir()
+    example = manifest(tmp_path / "demo", "e2e-temporal", 3)
+    device_hours.start(before)
+    device_hours.held("e2e-temporal", 5)
+    second = start_stack(data_dir, tmp_path / "second.out", "--apply", example)
+    try:
+        banner = second.out.read_text()
+        assert f"Manifests:        {example} not applied: {data_dir} already existed" in banner
+        assert "devicepool/e2e-temporal" not in banner
+        assert second.stats()["devices"] == before["devices"]
+        status = wait_until(
+            lambda: (s := second.status("e2e-temporal")).get("readyDevices") == 5 and s,
+            timeout=30,
+            what="the pool to report its 5 devices after the restart",
+        )
+        # The pool stands as the user left it: the manifest (3 replicas) was not applied.
+        assert (status["desiredReplicas"], status["observedGeneration"]) == (5, 1), status
+        assert sorted(status["deviceIds"]) == sorted(left["deviceIds"])
+        time.sleep(2 * 2)  # two more resyncs: nothing rented, nothing replaced
+        after = second.stats()
+        assert after["devices"]["byPool"] == {"e2e-temporal": 5}
+        assert after["creates"] == before["creates"]
+        assert after["terminations"] == before["terminations"]
+        assert after["deviceHoursBilled"] > before["deviceHoursBilled"]
+        assert second.orphans() == {}
+
+        # Chaos (issue 13): Ctrl-C in the middle of 5 -> 8, and a start on the same data dir.
+        device_hours.want("e2e-temporal", 8)
+        scale_up_under_way(second, "e2e-temporal", 8, tmp_path)
+    finally:
+        stop_stack(second)
+    assert second.process.returncode == 0, second.out.read_text()
+
+    third = start_stack(data_dir, tmp_path / "third.out")
+    try:
+        converged(third, "e2e-temporal", 8, after="Ctrl-C mid scale-up and a restart")
+        stats = third.stats()
+        assert stats["devices"]["live"] == 8
+        assert stats["terminations"] == before["terminations"]
+        # Not deleted (the other tests cover delete): the book ends on 8 live devices.
+        device_hours.finish(stats)
+    finally:
+        stop_stack(third)
+    assert third.process.returncode == 0, third.out.read_text()

@@ -67,6 +67,12 @@ class DeviceHours:
         if replicas:
             self._open[pool] = (now, replicas)
 
+    def held(self, pool: str, replicas: int) -> None:
+        """`pool` already has `replicas` when the book starts (a stack started again on its
+        data dir): asked for from now on, none of them needed."""
+        self._replicas[pool] = replicas
+        self._open[pool] = (self.clock(), replicas)
+
     def replaced(self, count: int) -> None:
         """The test itself made `count` devices need replacing (e.g. set them offline)."""
         self.needed += count
