@@ -91,7 +91,7 @@ async def test_the_web_ui_reads_encrypted_history_through_the_codec_server(
         assert "eu-west" in got.stdout
 
         base = f"http://127.0.0.1:{ui_port}/namespaces/default/workflows"
-        async with ui_page(UI_TIMEOUT_MS) as page:
+        async with ui_page(timeout_ms=UI_TIMEOUT_MS) as page:
             decodes: list[str] = []
             page.on(
                 "request",

@@ -1,4 +1,4 @@
-"""The session stack of tests/observability: what it is (`ObsStack`) and when its worker serves.
+"""The stack of each tests/observability module: what it is (`ObsStack`) and when its worker serves.
 
 tests/observability/conftest.py starts it: a dev server with the Web UI, the
 emulator over real HTTP and the production `run_worker`; `ObsStack` scrapes the

@@ -1,9 +1,11 @@
 """The Temporal Web UI in headless Debian chromium, for the tests that look at it as a person does.
 
-Playwright drives `/usr/bin/chromium` (never its own browser download). `ui_page`
-opens one page with the tests' timeouts; `shown_after_reloads` loads a list until
-a row appears (the UI lists from visibility, which lags); `open_workflow_page`
-goes to a workflow by id and waits for the UI's redirect to its current run.
+Playwright drives `/usr/bin/chromium` (never its own browser download). `chromium`
+launches it (a module's tests share one: a launch costs a few CPU-s); `ui_page` opens
+one page, in a context of its own, with the tests' timeouts; `shown_after_reloads`
+loads a list until its rows appear (the UI lists from visibility, which lags);
+`open_workflow_page` goes to a workflow by id and waits for the UI's redirect to its
+current run.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from playwright.async_api import Locator, Page, async_playwright, expect
+from playwright.async_api import Browser, Locator, Page, async_playwright, expect
 
 from devicepool.api.names import SEARCH_ATTRIBUTES
 
@@ -41,32 +43,51 @@ def require_chromium() -> None:
 
 
 @asynccontextmanager
-async def ui_page(timeout_ms: int = UI_TIMEOUT_MS) -> AsyncIterator[Page]:
-    """One 1400x900 page in headless chromium, closed after. Its actions and `expect`'s
-    assertions (their own default is 5 s) wait `timeout_ms`: the UI re-renders slowly on
-    a loaded machine (a full run once missed a column header 5 s after a reload)."""
+async def chromium() -> AsyncIterator[Browser]:
+    """Headless chromium (skips the test when it is not installed), closed after."""
+    require_chromium()
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            page = await browser.new_page(viewport={"width": 1400, "height": 900})
-            page.set_default_timeout(timeout_ms)
-            expect.set_options(timeout=timeout_ms)
-            yield page
+            yield browser
         finally:
             await browser.close()
 
 
-async def shown_after_reloads(page: Page, url: str, locator: Locator, tries: int = 6) -> None:
-    """Load `url` until `locator` matches once (visibility and the UI's query lag on a
-    busy machine), then assert it does."""
+@asynccontextmanager
+async def ui_page(
+    browser: Browser | None = None, timeout_ms: int = UI_TIMEOUT_MS
+) -> AsyncIterator[Page]:
+    """One 1400x900 page, in a browser context of its own (no storage shared with another
+    test's page), on `browser` or a chromium of its own; closed after. Its actions and
+    `expect`'s assertions (their own default is 5 s) wait `timeout_ms`: the UI re-renders
+    slowly on a loaded machine (a full run once missed a column header 5 s after a reload)."""
+    if browser is None:
+        async with chromium() as own, ui_page(own, timeout_ms) as page:
+            yield page
+        return
+    page = await browser.new_page(viewport={"width": 1400, "height": 900})
+    try:
+        page.set_default_timeout(timeout_ms)
+        expect.set_options(timeout=timeout_ms)
+        yield page
+    finally:
+        await page.close()
+
+
+async def shown_after_reloads(page: Page, url: str, *locators: Locator, tries: int = 6) -> None:
+    """Load `url` until each of `locators` matches once (visibility and the UI's query lag
+    on a busy machine), then assert they do. (A load of the UI costs chromium ~1.5 CPU-s.)"""
     for _ in range(tries):
         await page.goto(url)
         try:
-            await expect(locator).to_have_count(1, timeout=5_000)
+            for locator in locators:
+                await expect(locator).to_have_count(1, timeout=5_000)
             break
         except AssertionError:
             continue
-    await expect(locator).to_have_count(1)
+    for locator in locators:
+        await expect(locator).to_have_count(1)
 
 
 async def open_workflow_page(

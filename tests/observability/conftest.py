@@ -1,4 +1,9 @@
-"""One stack for the observability tests: dev server (Web UI on), emulator, `run_worker`.
+"""One stack for each observability module: dev server (Web UI on), emulator, `run_worker`.
+
+Per module, not per session: the schedule keeps a module-scoped fixture's tests on
+one xdist worker (one stack for the module, not one for each worker its tests land
+on), and the stack stops with its module instead of idling on to the end of the run
+(its worker's gauge refreshes and polls cost ~1 CPU-s a minute).
 
 Unlike tests/workflows, the worker here is the production wiring
 (`worker.main.run_worker`): the real `/metrics` endpoint on a free port, the
@@ -27,7 +32,7 @@ from tests.helpers.obs_stack import (
 from tests.helpers.servers import dev_server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 async def obs_stack() -> AsyncIterator[ObsStack]:
     runtime, buffer = sdk_runtime()
     ui_port, emulator_port, metrics_port = free_port(), free_port(), free_port()

@@ -13,6 +13,17 @@ per figure, no Markdown table, which the UI does not render) against the
 pool's `status` query. UI 2.54 renders both as markdown inside iframes
 (`#user-metadata-summary`, `#user-metadata-current-details`).
 
+A BrowserPool, as an operator opens the UI for it: the obs_stack's worker runs
+BrowserPools but no node worker beats, so the pool is below its size with no
+live node. Its row in the `WorkflowType="BrowserPool"` list shows the pool
+columns (platform `browser`, desired, ready, phase `Degraded`); its page's *User
+Metadata* tab shows the static summary `BrowserPoolClient.apply` set and the
+live details (`workflows/browserpool/publish.py` `details`): the figures block,
+"no profile placed", and the conditions that are not fine as list items.
+
+The module's tests share one chromium (a launch costs a few CPU-s), each test
+on a page of its own context, so no column set up by one is seen by the other.
+
 Screenshots go to the test's tmp dir; `make ui-screenshot` sets
 DEVICEPOOL_UI_SCREENSHOTS=docs to refresh docs/ui-pool.png and
 docs/ui-pools.png for the README (a plain test run never touches docs/).
@@ -24,15 +35,26 @@ import asyncio
 import os
 import re
 import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
-from playwright.async_api import Page, expect
+from playwright.async_api import Browser, Page, expect
 
+from devicepool.api.browserpool.v1beta1 import BrowserPool, BrowserPoolSpec
 from devicepool.api.loader import parse_pool
-from devicepool.api.names import SEARCH_ATTRIBUTES, health_workflow_id, pool_workflow_id
+from devicepool.api.names import (
+    SEARCH_ATTRIBUTES,
+    browser_pool_workflow_id,
+    health_workflow_id,
+    pool_workflow_id,
+)
+from devicepool.api.v1alpha1 import ObjectMeta
 from devicepool.client._dev_commands import pools_only
+from devicepool.client.browser_pools import BrowserPoolClient
 from devicepool.client.pool_client import PoolClient
+from devicepool.testing import eventually
 from tests.helpers import web_ui
 from tests.helpers.obs_stack import ObsStack
 
@@ -41,6 +63,7 @@ from tests.helpers.obs_stack import ObsStack
 pytestmark = [pytest.mark.e2e, pytest.mark.devserver, pytest.mark.timeout(180)]
 
 POOL = "obs-ui-pool"
+BROWSER_POOL = "obs-ui-browsers"
 # A directory to copy the screenshots to (`make ui-screenshot`: docs/).
 SCREENSHOTS_ENV = "DEVICEPOOL_UI_SCREENSHOTS"
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +72,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def plain(markdown: str) -> str:
     """What the UI shows for a one-line markdown string: no emphasis or code marks."""
     return re.sub(r"\*\*|`", "", markdown)
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    async with web_ui.chromium() as browser:
+        yield browser
 
 
 async def ready_shown(page: Page) -> int:
@@ -64,8 +93,7 @@ async def ready_shown(page: Page) -> int:
     return int(figures["ready"])
 
 
-async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> None:
-    web_ui.require_chromium()
+async def test_web_ui_shows_the_pool(obs_stack: ObsStack, browser: Browser, tmp_path: Path) -> None:
     pools = PoolClient(obs_stack.client)
     await pools.apply(
         parse_pool(
@@ -101,11 +129,13 @@ async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> Non
             assert part in summary_text, summary_text
 
         base = f"http://127.0.0.1:{obs_stack.ui_port}/namespaces/default/workflows"
-        async with web_ui.ui_page() as page:
-            # The list: the pool's row, its type and that it runs. The UI
-            # lists from visibility, which lags a start: wait until
-            # visibility has the run, and reload a list loaded too early.
+        async with web_ui.ui_page(browser) as page:
+            # The list: the pool's row, its type and that it runs, and its
+            # child beside it. The UI lists from visibility, which lags a
+            # start: wait until visibility has both runs, and reload a list
+            # loaded too early.
             await web_ui.listed_in_visibility(obs_stack.client, pool_workflow_id(POOL))
+            await web_ui.listed_in_visibility(obs_stack.client, health_workflow_id(POOL))
             # (exact: the pool's child `devicepool/<name>/health` is listed too)
             wid_link = page.get_by_role("link", name=pool_workflow_id(POOL), exact=True)
             row = (
@@ -113,16 +143,14 @@ async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> Non
                 .filter(has=wid_link)
                 .filter(has_text=re.compile("running", re.IGNORECASE))
             )
-            await web_ui.shown_after_reloads(page, base, row)
+            health = page.get_by_role("link", name=health_workflow_id(POOL), exact=True)
+            await web_ui.shown_after_reloads(page, base, row, health)
             await expect(row).to_contain_text(description.run_id)
             await expect(row).to_contain_text("DevicePool")
             await expect(row).to_contain_text(re.compile("running", re.IGNORECASE))
 
             # The pools-only link (banner, README): the pool and none of
             # its children, which the full list shows beside it.
-            health = page.get_by_role("link", name=health_workflow_id(POOL), exact=True)
-            await web_ui.listed_in_visibility(obs_stack.client, health_workflow_id(POOL))
-            await web_ui.shown_after_reloads(page, base, health)
             await web_ui.shown_after_reloads(page, pools_only(base), row)
             await expect(health).to_have_count(0)
 
@@ -142,14 +170,13 @@ async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> Non
             assert shown["DevicePoolRegion"] == "us-west", shown
             assert shown["DevicePoolDesired"] == "2", shown
             assert shown["DevicePoolAccount"] == "default", shown
-            await page.reload()  # closes the drawer; the columns stay (browser storage)
-            await expect(page.locator("thead th", has_text="DevicePoolReady")).to_have_count(1)
-            await expect(row).to_have_count(1)
-            # Every pool column on the 1400-pixel screen, with no scrolling,
-            # once the navigation is collapsed (the README's last step; the
-            # UI keeps that too).
+            # The drawer closed and the navigation collapsed (the README's last
+            # step), then one reload: the columns and the collapse stay (browser
+            # storage), every pool column on the 1400-pixel screen with no scrolling.
+            await page.get_by_role("button", name="Close Workflows Table configuration").click()
             await page.get_by_title("Collapse Navigation").click()
             await page.reload()
+            await expect(page.locator("thead th", has_text="DevicePoolReady")).to_have_count(1)
             await expect(row).to_have_count(1)
             for attribute in SEARCH_ATTRIBUTES:
                 header = page.locator("thead th", has_text=attribute)
@@ -189,5 +216,67 @@ async def test_web_ui_shows_the_pool(obs_stack: ObsStack, tmp_path: Path) -> Non
             target.mkdir(parents=True, exist_ok=True)
             for shot in shots:
                 shutil.copyfile(shot, target / shot.name)
+    finally:
+        await handle.cancel()
+
+
+async def test_a_browser_pool_in_the_list_and_on_its_page(
+    obs_stack: ObsStack, browser: Browser
+) -> None:
+    client = obs_stack.client
+    spec = BrowserPoolSpec(replicas=2, node_selector={"os": "windows"})
+    await BrowserPoolClient(client).apply(
+        BrowserPool(metadata=ObjectMeta(name=BROWSER_POOL), spec=spec)
+    )
+    handle = client.get_workflow_handle(browser_pool_workflow_id(BROWSER_POOL))
+    try:
+
+        async def degraded() -> bool:
+            attrs = (await handle.describe()).typed_search_attributes
+            return {p.key.name: p.value for p in attrs}.get("DevicePoolPhase") == "Degraded"
+
+        await eventually(degraded, timeout=30, what="the pool Degraded (no node)")
+        await web_ui.listed_in_visibility(client, browser_pool_workflow_id(BROWSER_POOL))
+        base = f"http://127.0.0.1:{obs_stack.ui_port}/namespaces/default/workflows"
+        async with web_ui.ui_page(browser) as page:
+            # The BrowserPools alone, with the pool columns added.
+            query = quote('WorkflowType="BrowserPool"')
+            link = page.get_by_role("link", name=browser_pool_workflow_id(BROWSER_POOL), exact=True)
+            row = page.locator("tr").filter(has=link)
+            await web_ui.shown_after_reloads(page, f"{base}?query={query}", row)
+            await expect(row).to_contain_text("BrowserPool")
+            _, shown = await web_ui.pool_columns_shown(page, row)
+            assert shown["DevicePoolPlatform"] == "browser", shown
+            assert shown["DevicePoolDesired"] == "2", shown
+            assert shown["DevicePoolReady"] == "0", shown
+            assert shown["DevicePoolPhase"] == "Degraded", shown
+            assert shown["DevicePoolRegion"] == "" and shown["DevicePoolAccount"] == "", shown
+
+            await web_ui.open_workflow_page(page, base, browser_pool_workflow_id(BROWSER_POOL))
+            await page.get_by_text("User Metadata", exact=True).first.click()
+            summary = page.frame_locator("#user-metadata-summary").locator("body")
+            await expect(summary).to_contain_text(
+                f"BrowserPool {BROWSER_POOL}: BitBrowser profiles on nodes os=windows, "
+                "browsers open"
+            )
+            details = page.frame_locator("#user-metadata-current-details")
+            body = details.locator("body")
+            await expect(body).to_contain_text(f"{BROWSER_POOL} · BrowserPool · nodes os=windows")
+            await expect(details.locator("table")).to_have_count(0)
+            figures = await details.locator("pre").first.inner_text()
+            lines = dict(line.split(None, 1) for line in figures.splitlines())
+            assert lines == {
+                "phase": "Degraded",
+                "desired": "2",
+                "ready": "0",
+                "open": "0",
+                "lost": "0",
+            }, lines
+            await expect(body).to_contain_text("no profile placed")
+            # Ready (NoNodes) and NodesAvailable (NoLiveNode): one item each, nothing fine.
+            items = details.locator("li")
+            await expect(items).to_have_count(2)
+            await expect(items.filter(has_text="Ready False · NoNodes")).to_have_count(1)
+            await expect(items.filter(has_text="NodesAvailable False")).to_have_count(1)
     finally:
         await handle.cancel()
