@@ -109,12 +109,9 @@ class HealthConfig(CamelModel):
 
     def applied_to(self, settings: PoolSettings) -> PoolSettings:
         """`settings` with this pool's own thresholds in place of the worker's."""
-        overrides = {
-            "offline_after_seconds": self.offline_after_seconds,
-            "startup_timeout_seconds": self.startup_timeout_seconds,
-        }
+        own = {"offline_after_seconds", "startup_timeout_seconds"}
         return settings.model_copy(
-            update={name: value for name, value in overrides.items() if value is not None}
+            update=self.model_dump(include=own, exclude_none=True, by_alias=False)
         )
 
 
