@@ -329,12 +329,6 @@ class BrowserKind:
         h.dirty = True
         return h.accepted(ApplyResult.CONFIGURED if changed else ApplyResult.UNCHANGED)
 
-    def check_apply(self, request: BrowserApplyRequest) -> None:
-        if request.metadata.name != self.h.name:
-            raise ValueError(
-                f"metadata.name: this pool is {self.h.name!r}, got {request.metadata.name!r}"
-            )
-
     # ------------------------------------------------------------------ helpers
 
     def _failure_limit(self) -> int:

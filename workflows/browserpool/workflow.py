@@ -69,7 +69,10 @@ class BrowserPoolWorkflow(Reconciler[BrowserPoolSpec, BrowserPoolState]):
     @apply.validator
     def _validate_apply(self, request: BrowserApplyRequest) -> None:
         self.refuse_while_deleting()
-        self.browsers.check_apply(request)
+        if request.metadata.name != self.name:
+            raise ValueError(
+                f"metadata.name: this pool is {self.name!r}, got {request.metadata.name!r}"
+            )
 
     @workflow.query(name=names.QUERY_DEVICES)
     def devices(self) -> ProfilesView:
