@@ -132,10 +132,8 @@ def groups_of(
     members: dict[str, set[str]] = {}
     for node in known:
         members.setdefault(sets.find(node), set()).add(node)
-    out = []
-    for nodes in members.values():
-        accounts = sorted({known[n] for n in nodes if known[n]})
-        out.append((accounts[0] if accounts else "", nodes))
+    # Each group under the least account its nodes name ("" for none).
+    out = [(min((known[n] for n in ns if known[n]), default=""), ns) for ns in members.values()]
     return sorted(out, key=lambda g: (g[0], sorted(g[1])))
 
 
