@@ -43,14 +43,6 @@ class Plan:
     capped_after: int = 0
 
 
-def is_idle(device: am.DeviceInfo, *, now: datetime, idle_grace: timedelta) -> bool:
-    return (
-        device.status == am.READY
-        and not device.session_active
-        and now - device.idle_since >= idle_grace
-    )
-
-
 def plan_pool(
     *,
     replicas: int,
@@ -119,7 +111,9 @@ def plan_pool(
     surplus = max(0, members - replicas - unseen)
     # A protected device (`devicepool protect`) is never picked for scale-down.
     pickable = [d for d in counted if d.id not in protected and d.id not in retiring]
-    idle = sorted((d for d in pickable if is_idle(d, now=now, idle_grace=idle_grace)), key=_age_key)
+    # Ready and without a session: idle once `idle_grace` has passed since its last use.
+    free = [d for d in pickable if d.status == am.READY and not d.session_active]
+    idle = sorted((d for d in free if now - d.idle_since >= idle_grace), key=_age_key)
     # Still coming up and serving nobody: removed before any idle device.
     booting = sorted(
         (d for d in pickable if d.status == am.PROVISIONING and not d.session_active),
@@ -140,11 +134,8 @@ def plan_pool(
         # already (a budget held it) is no deadline: a past one would wake every second.
         waiting = [
             d.idle_since + idle_grace
-            for d in pickable
-            if d.status == am.READY
-            and not d.session_active
-            and d.id not in terminate
-            and d.idle_since + idle_grace > now
+            for d in free
+            if d.id not in terminate and d.idle_since + idle_grace > now
         ]
         next_idle_at = min(waiting) if waiting else None
 
