@@ -19,8 +19,7 @@ def scale_up_under_way(stack: Stack, pool: str, replicas: int, tmp: Path) -> Non
     """Apply `pool` at `replicas` with slow answers; return once its first new creates landed."""
     before = stack.stats()["creates"]["accepted"]
     stack.faults({"latencyMs": CREATE_LATENCY_MS})
-    applied = stack.cli("apply", "-f", manifest(tmp, pool, replicas))
-    assert applied.returncode == 0, applied.stderr
+    stack.apply(manifest(tmp, pool, replicas))
     seen: dict[str, Any] = {}
 
     def landed() -> bool:
