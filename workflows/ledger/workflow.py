@@ -145,12 +145,9 @@ class AccountLedgerWorkflow:
             return
         dealt = deal(s.queue, free, s.last_pool)
         s.last_pool = dealt.last_pool
-        issued = s.issue(dealt.counts, now)
-        if not issued:
-            return
         # The next round does not wait for these: a requester that is gone
         # hands its permits back whenever its delivery fails (`_send`).
-        for one in issued:
+        for one in s.issue(dealt.counts, now):
             self._background(self._send(one))
 
     async def _count_devices(self) -> None:
