@@ -1,6 +1,7 @@
 """What workflow code makes of a failure: an activity failure's type and message, the retry
 policy of provider calls, a wait that timed out, a signal to a workflow that has ended, a
-task never awaited, and a cancellation an awaited activity absorbed (why: docs/architecture.md, 'Notes for developers').
+task never awaited, and a cancellation an awaited activity absorbed (why:
+docs/architecture.md, 'Notes for developers').
 """
 
 from __future__ import annotations
