@@ -88,7 +88,7 @@ async def test_survivor_converges_every_pool_after_two_workers_die(
         return True
 
     await until(all_ready, timeout=30, what="three workers ready")
-    client = await connect(address=f"127.0.0.1:{cluster.temporal_port}")
+    client = await connect(address=cluster.address)
     pools = PoolClient(client)
     device_hours.start(await cluster.stats())
     for name, replicas in POOLS.items():

@@ -9,6 +9,10 @@ and no workflow task may fail in any run of any pool: this build replays what
 v0.1.0 recorded and reads the state and batch inputs it wrote. A scale-down
 carried out on v0.1.0 must replay here too, and a rollback back to v0.1.0 works
 for pools this build only watched.
+
+The module's tests share the exported release and one Temporal dev server, each
+test in a namespace of its own with its own emulator and workers (a server's
+start is ~1.4 CPU-s; the emulator's ground truth is per test).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -29,7 +34,15 @@ from devicepool.api.loader import load_manifests_text
 from devicepool.client.pool_client import PoolClient
 from devicepool.connect import connect
 from devicepool.testing import pool_yaml
-from tests.helpers.cluster import QUICK_INTERVALS, Cluster, running_cluster, until, worker_ready
+from tests.helpers.cluster import (
+    QUICK_INTERVALS,
+    Cluster,
+    TemporalServer,
+    running_cluster,
+    temporal_server,
+    until,
+    worker_ready,
+)
 from tests.helpers.histories import task_failures
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -39,6 +52,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RELEASE = "8a87418db561fad6f289d0a486deca8abd45ae91"
 API_KEY = "upgrade-key"
 POOLS = {"up-a": 6, "up-b": 6}
+# One namespace a test on the module's server.
+NAMESPACES = ("carry-on", "rollback", "scale-down")
 
 
 def export(release: str, into: Path) -> Path:
@@ -71,6 +86,17 @@ def export(release: str, into: Path) -> Path:
     return into
 
 
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return export(RELEASE, tmp_path_factory.mktemp("v0.1.0") / "release")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalServer]:
+    with temporal_server(tmp_path_factory.mktemp("temporal"), namespaces=NAMESPACES) as server:
+        yield server
+
+
 async def _task_identities(client: Client, workflow_id: str) -> str:
     """The identities of the workers that completed the latest run's workflow tasks."""
     seen = []
@@ -80,22 +106,25 @@ async def _task_identities(client: Client, workflow_id: str) -> str:
     return " ".join(seen)
 
 
-async def test_pools_of_v0_1_0_carry_on_under_this_build(tmp_path: Path) -> None:
-    source = export(RELEASE, tmp_path / "release")
+async def test_pools_of_v0_1_0_carry_on_under_this_build(
+    tmp_path: Path, release: Path, server: TemporalServer
+) -> None:
     with running_cluster(
         tmp_path,
         api_key=API_KEY,
         creates_per_minute=30,  # a create every 2 s: the kill lands mid scale-up
         provision_seconds=1,
         intervals=QUICK_INTERVALS,
+        server=server,
+        namespace="carry-on",
     ) as cluster:
-        await _run(cluster, source)
+        await _run(cluster, release)
 
 
 async def _run(cluster: Cluster, source: Path) -> None:
     old, old_port = cluster.start_worker(source=source)
     await until(lambda: worker_ready(old_port), timeout=40, what="the v0.1.0 worker ready")
-    client = await connect(address=cluster.address)
+    client = await connect(address=cluster.address, namespace=cluster.namespace)
     pools = PoolClient(client)
     for name, replicas in POOLS.items():
         (pool,) = load_manifests_text(
@@ -151,7 +180,9 @@ async def _run(cluster: Cluster, source: Path) -> None:
     assert failures == [], "\n".join(failures)
 
 
-async def test_a_rollback_to_v0_1_0_keeps_pools_this_build_only_watched(tmp_path: Path) -> None:
+async def test_a_rollback_to_v0_1_0_keeps_pools_this_build_only_watched(
+    tmp_path: Path, release: Path, server: TemporalServer
+) -> None:
     """Back from this build to v0.1.0, for pools that never continued-as-new here.
 
     What a rollback can undo: pools this build only watched (no batch started, no
@@ -160,17 +191,18 @@ async def test_a_rollback_to_v0_1_0_keeps_pools_this_build_only_watched(tmp_path
     build started carries its device template whole, which v0.1.0 cannot decode,
     nor state this build handed over at a continue-as-new (docs/operations.md).
     """
-    source = export(RELEASE, tmp_path / "release")
     with running_cluster(
         tmp_path,
         api_key=API_KEY,
         creates_per_minute=300,
         provision_seconds=1,
         intervals=QUICK_INTERVALS,
+        server=server,
+        namespace="rollback",
     ) as cluster:
-        old, port = cluster.start_worker(source=source)
+        old, port = cluster.start_worker(source=release)
         await until(lambda: worker_ready(port), timeout=40, what="the v0.1.0 worker ready")
-        client = await connect(address=cluster.address)
+        client = await connect(address=cluster.address, namespace=cluster.namespace)
         pools = PoolClient(client)
         (pool,) = load_manifests_text(
             pool_yaml("back", provider="bitcloudphone", replicas=3), source="back"
@@ -199,7 +231,7 @@ async def test_a_rollback_to_v0_1_0_keeps_pools_this_build_only_watched(tmp_path
         await until(worked_on_this_build, timeout=30, what="a pool task on this build")
         new.terminate()
         new.wait(timeout=20)
-        old, port = cluster.start_worker(source=source)
+        old, port = cluster.start_worker(source=release)
         await until(lambda: worker_ready(port), timeout=40, what="v0.1.0 back")
         await pools.scale("back", 5)
         try:
@@ -216,7 +248,9 @@ async def test_a_rollback_to_v0_1_0_keeps_pools_this_build_only_watched(tmp_path
         assert await task_failures(client, "devicepool/back") == []
 
 
-async def test_a_scale_down_v0_1_0_carried_out_replays_on_this_build(tmp_path: Path) -> None:
+async def test_a_scale_down_v0_1_0_carried_out_replays_on_this_build(
+    tmp_path: Path, release: Path, server: TemporalServer
+) -> None:
     """Five ready, two of them busy, scaled to 1 on v0.1.0; then this build takes over.
 
     The pass that terminates the three idle ones stays `ScalingDown` before and
@@ -225,17 +259,18 @@ async def test_a_scale_down_v0_1_0_carried_out_replays_on_this_build(tmp_path: P
     This build's first task replays v0.1.0's passes: no workflow task may fail
     (tests/replay/histories/v0.1.0/upgrade/ holds such histories for every CI run).
     """
-    source = export(RELEASE, tmp_path / "release")
     with running_cluster(
         tmp_path,
         api_key=API_KEY,
         creates_per_minute=300,
         provision_seconds=1,
         intervals=QUICK_INTERVALS,
+        server=server,
+        namespace="scale-down",
     ) as cluster:
-        old, port = cluster.start_worker(source=source)
+        old, port = cluster.start_worker(source=release)
         await until(lambda: worker_ready(port), timeout=40, what="the v0.1.0 worker ready")
-        client = await connect(address=cluster.address)
+        client = await connect(address=cluster.address, namespace=cluster.namespace)
         pools = PoolClient(client)
         (pool,) = load_manifests_text(
             pool_yaml("down", provider="bitcloudphone", replicas=5), source="down"

@@ -1,9 +1,10 @@
 """A small production-shaped cluster: a Temporal dev server, the emulator and `devicepool
 worker` processes (the real entry point) on free ports, each logging to a file.
 
-`running_cluster` starts the server and the emulator and writes the workers' config;
-`Cluster.start_worker` starts one more worker, optionally from another build's source
-tree (`source`: a folder holding that build's `devicepool` package, put first on
+`running_cluster` starts the server (or takes one `temporal_server` started for several
+tests, each test in a namespace of its own) and the emulator and writes the workers'
+config; `Cluster.start_worker` starts one more worker, optionally from another build's
+source tree (`source`: a folder holding that build's `devicepool` package, put first on
 `PYTHONPATH`, run with this environment's dependencies). On exit every process gets
 SIGTERM, then SIGKILL after 10 s.
 """
@@ -14,8 +15,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,10 +31,72 @@ from devicepool.client.errors import DevicePoolError
 from devicepool.testing import eventually, free_ports
 
 
+def base_env() -> dict[str, str]:
+    """This environment without its Temporal and devicepool settings."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TEMPORAL_") and not k.startswith("DEVICEPOOL_")
+    }
+
+
+def spawn(log_path: Path, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            # Not the checkout: its `devicepool/` folder would shadow `PYTHONPATH`.
+            cwd=log_path.parent,
+            start_new_session=True,
+        )
+
+
+def stop(processes: Sequence[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM to each, last started first; SIGKILL to any still running 10 s later."""
+    for process in reversed(processes):
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=5)
+
+
+@dataclass(frozen=True)
+class TemporalServer:
+    port: int
+    log: Path
+
+
+@contextmanager
+def temporal_server(tmp: Path, *, namespaces: Sequence[str] = ()) -> Iterator[TemporalServer]:
+    """A Temporal dev server with the pool search attributes, on a free port, with
+    `namespaces` made beside `default` (each gets the search attributes too)."""
+    (port,) = free_ports(1)
+    command = [find_temporal(), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
+    command += ["--port", str(port), "--log-level", "warn"]
+    for name, type_ in SEARCH_ATTRIBUTES.items():
+        command += ["--search-attribute", f"{name}={type_}"]
+    for namespace in namespaces:
+        command += ["--namespace", namespace]
+    log = tmp / "temporal.log"
+    process = spawn(log, command, base_env())
+    try:
+        yield TemporalServer(port, log)
+    finally:
+        stop([process])
+
+
 @dataclass
 class Cluster:
     tmp: Path
-    temporal_port: int
+    server: TemporalServer
+    namespace: str
     emulator_port: int
     api_key: str
     base_env: dict[str, str]
@@ -46,20 +109,10 @@ class Cluster:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.temporal_port}"
+        return f"127.0.0.1:{self.server.port}"
 
     def spawn(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-        with (self.tmp / f"{name}.log").open("ab") as log:
-            process = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                # Not the checkout: its `devicepool/` folder would shadow `PYTHONPATH`.
-                cwd=self.tmp,
-                start_new_session=True,
-            )
+        process = spawn(self.tmp / f"{name}.log", args, env)
         self.processes.append(process)
         return process
 
@@ -69,6 +122,7 @@ class Cluster:
         env = {
             **self.base_env,
             "TEMPORAL_ADDRESS": self.address,
+            "TEMPORAL_NAMESPACE": self.namespace,
             "DEVICEPOOL_METRICS_HOST": "127.0.0.1",
             "DEVICEPOOL_GRACEFUL_SHUTDOWN_SECONDS": "2",
             "PYTHONUNBUFFERED": "1",
@@ -82,9 +136,9 @@ class Cluster:
         return process, port
 
     def logs(self) -> str:
+        logs = {self.server.log, *self.tmp.glob("*.log")}
         return "\n".join(
-            f"--- {path.name}\n{path.read_text(errors='replace')[-3000:]}"
-            for path in sorted(self.tmp.glob("*.log"))
+            f"--- {path.name}\n{path.read_text(errors='replace')[-3000:]}" for path in sorted(logs)
         )
 
     # `verify=False` on these plain-HTTP clients: no CA bundle loaded for nothing, which
@@ -131,45 +185,37 @@ def running_cluster(
     creates_per_minute: int,
     provision_seconds: float,
     intervals: dict[str, float],
+    server: TemporalServer | None = None,
+    namespace: str = "default",
 ) -> Iterator[Cluster]:
-    temporal_port, emulator_port = free_ports(2)
-    base_env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("TEMPORAL_") and not k.startswith("DEVICEPOOL_")
-    }
-    cluster = Cluster(tmp, temporal_port, emulator_port, api_key, base_env)
-    server = [find_temporal(), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
-    server += ["--port", str(temporal_port), "--log-level", "warn"]
-    for name, type_ in SEARCH_ATTRIBUTES.items():
-        server += ["--search-attribute", f"{name}={type_}"]
-    cluster.spawn("temporal", server, base_env)
-    emulator = [sys.executable, "-m", "devicepool.emulator", "--port", str(emulator_port)]
-    emulator += ["--provision-seconds", str(provision_seconds)]
-    emulator += ["--creates-per-minute", str(creates_per_minute), "--account", f"default={api_key}"]
-    cluster.spawn("emulator", emulator, base_env)
-    (tmp / "api-key").write_text(api_key + "\n")
-    config = {
-        "accounts": {
-            "default": {
-                "baseUrl": cluster.emulator,
-                "apiKeyFile": "api-key",
-                "createsPerMinute": creates_per_minute,
-            }
-        },
-        "proxyPools": {"proxyseller-us": {"host": "proxyseller-us.gateway.invalid", "port": 10000}},
-        "intervals": intervals,
-    }
-    (tmp / "worker.yaml").write_text(yaml.safe_dump(config))
-    try:
-        yield cluster
-    finally:
-        for process in reversed(cluster.processes):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in cluster.processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=5)
+    """The emulator and the workers' config in `tmp`, on `server` (a server of its own if
+    None) in `namespace`."""
+    with ExitStack() as own:
+        if server is None:
+            server = own.enter_context(temporal_server(tmp))
+        (emulator_port,) = free_ports(1)
+        cluster = Cluster(tmp, server, namespace, emulator_port, api_key, base_env())
+        emulator = [sys.executable, "-m", "devicepool.emulator", "--port", str(emulator_port)]
+        emulator += ["--provision-seconds", str(provision_seconds)]
+        emulator += ["--creates-per-minute", str(creates_per_minute)]
+        emulator += ["--account", f"default={api_key}"]
+        cluster.spawn("emulator", emulator, cluster.base_env)
+        (tmp / "api-key").write_text(api_key + "\n")
+        config = {
+            "accounts": {
+                "default": {
+                    "baseUrl": cluster.emulator,
+                    "apiKeyFile": "api-key",
+                    "createsPerMinute": creates_per_minute,
+                }
+            },
+            "proxyPools": {
+                "proxyseller-us": {"host": "proxyseller-us.gateway.invalid", "port": 10000}
+            },
+            "intervals": intervals,
+        }
+        (tmp / "worker.yaml").write_text(yaml.safe_dump(config))
+        try:
+            yield cluster
+        finally:
+            stop(cluster.processes)
