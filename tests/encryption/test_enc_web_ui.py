@@ -5,13 +5,15 @@ The real `devicepool dev --encrypt` process (its dev server started with
 applied by `--apply`. What is stored is checked with the stock `temporal` CLI
 (no codec: the pool's start input is `binary/encrypted` and carries nothing
 readable), what stays readable without a key (search attributes: the pool
-columns and filters), what the devicepool CLI says without and with the key,
-and then headless Debian chromium (Playwright, as tests/observability/test_obs_web_ui.py
+columns and filters), what the devicepool CLI says without and with the key
+(its `main`, in a thread of the test's process: a CLI process costs ~0.5 CPU-s
+of imports), and then headless Debian chromium (Playwright, as tests/observability/test_obs_web_ui.py
 drives it) reads the decoded pool input and summary on the pool's page.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from pathlib import Path
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import expect
 
+from devicepool.client.cli import main
 from devicepool.codec import ENV_KEY_FILES
 from devicepool.testing import free_ports, write_pool
 from tests.helpers.dev_stack import start_stack, stop_stack
@@ -39,7 +42,7 @@ def started_input(history: dict[str, object]) -> dict[str, object]:
 
 
 async def test_the_web_ui_reads_encrypted_history_through_the_codec_server(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     require_chromium()
     manifest = write_pool(tmp_path / "pool.yaml", POOL, replicas=1, region="eu-west",
@@ -81,14 +84,19 @@ async def test_the_web_ui_reads_encrypted_history_through_the_codec_server(
         assert f"devicepool/{POOL}" in listed.stdout
 
         # The devicepool CLI: one line without the key, the pool with it.
+        for name in ("TEMPORAL_API_KEY", "TEMPORAL_PROFILE", "TEMPORAL_TLS", "TEMPORAL_NAMESPACE"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("TEMPORAL_ADDRESS", stack.address)
         monkeypatch.delenv(ENV_KEY_FILES, raising=False)
-        refused = stack.cli("get", POOL, "-o", "json")
-        assert refused.returncode == 1
-        assert refused.stderr.startswith("error: history is encrypted (key 'dev')"), refused.stderr
+        capsys.readouterr()
+        assert await asyncio.to_thread(main, ["get", POOL, "-o", "json"]) == 1
+        refused = capsys.readouterr().err
+        assert refused.startswith("error: history is encrypted (key 'dev')"), refused
         monkeypatch.setenv(ENV_KEY_FILES, str(key_file))
-        got = stack.cli("get", POOL, "-o", "json")
-        assert got.returncode == 0, got.stderr
-        assert "eu-west" in got.stdout
+        code = await asyncio.to_thread(main, ["get", POOL, "-o", "json"])
+        got = capsys.readouterr()
+        assert code == 0, got.err
+        assert "eu-west" in got.out
 
         base = f"http://127.0.0.1:{ui_port}/namespaces/default/workflows"
         async with ui_page(timeout_ms=UI_TIMEOUT_MS) as page:
