@@ -36,6 +36,7 @@ from tests.browserpool.test_bp_nodes import (
     LOST_AFTER,
     SETTINGS,
     Node,
+    alive_only,
     deleted,
     eventually,
     node_stack,
@@ -265,7 +266,9 @@ async def test_a_delete_waits_for_the_pools_nodes_not_another_accounts(
             for node in nodes.values():
                 await node.stop()
             # Both nodes silent past nodeLostAfterSeconds: lost, as the delete will find them.
-            await asyncio.sleep(LOST_AFTER + 1)
+            await eventually(
+                lambda: alive_only(client, "node-3"), timeout=LOST_AFTER + 5, what="both lost"
+            )
             await handle.cancel()
 
             async def blocked() -> dict[str, Any] | None:
@@ -304,7 +307,18 @@ async def test_the_pools_age_is_kept_across_continue_as_new(env: WorkflowEnviron
     pool = f"bp-age-{uuid.uuid4().hex[:4]}"
     pools = BrowserPoolClient(client)
     async with node_stack(client):
-        handle = await start_browser_pool(client, pool, 1)
+        # Passes three times a second: the server's suggestion (a history length) comes
+        # three times as soon.
+        handle = await client.start_workflow(
+            BrowserPoolWorkflow.run,
+            BrowserPoolInput(
+                metadata=ObjectMeta(name=pool),
+                spec=BrowserPoolSpec(replicas=1),
+                settings=SETTINGS.model_copy(update={"resync_seconds": 0.3}),
+            ),
+            id=browser_pool_workflow_id(pool),
+            task_queue=TASK_QUEUE,
+        )
         first = (await handle.describe()).start_time
         runs = {(await handle.describe()).run_id}
 

@@ -15,6 +15,7 @@ import json
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from temporalio.worker import Worker
 
 from devicepool.activities.node_browsers import NodeBrowserActivities
 from devicepool.activities.node_models import NodeBeat, NodeCreateInput
-from devicepool.activities.node_registry import NodeRegistryActivities
+from devicepool.activities.node_registry import NodeRegistryActivities, query_nodes, split_nodes
 from devicepool.activities.providers.bitbrowser import BrowserProfiles, LocalApi
 from devicepool.activities.providers.bitbrowser.profile_provider import (
     BitBrowserProfiles,
@@ -261,6 +262,11 @@ async def node_stack(
         workflows=[BrowserPoolWorkflow, NodeRegistryWorkflow],
         activities=[registry.live_nodes, pool_settings],
     ):
+        # A node another test stopped a moment ago (its worker gone, its beats not yet
+        # old) would be listed by this stack's pools: a call nobody takes for NODE_PICKUP.
+        await eventually(
+            lambda: alive_only(client, *nodes), timeout=2 * LOST_AFTER, what="a quiet registry"
+        )
         for node in nodes.values():
             await node.start()
         try:
@@ -270,6 +276,14 @@ async def node_stack(
                 await node.stop()
                 await node.activities.aclose()
             await account.aclose()
+
+
+async def alive_only(client: Client, *names: str) -> bool:
+    """The registry counts no node alive but `names`, as the pools here count."""
+    view = await query_nodes(client)
+    now = datetime.now(UTC)
+    seen = split_nodes(view.nodes, selector={}, lost_after_seconds=LOST_AFTER, now=now)
+    return {n.node for n in seen.alive} <= set(names)
 
 
 @activity.defn(name="pool_settings")
@@ -548,6 +562,9 @@ async def test_a_proxy_pool_no_node_has_is_said_and_held_not_retried_every_pass(
         assert failed == 1, events
         assert placement(account, pool)["total"] == 0
         await handle.cancel()
+        # Ended here, while its worker serves: a pool left running would stall
+        # every later listing of pools (a query nobody answers, for its timeout).
+        assert (await deleted(handle, timeout=30))["phase"] == "Deleted"
 
 
 async def test_a_proxy_pool_fixed_while_a_pass_lists_is_what_its_creates_use(
@@ -632,7 +649,8 @@ async def test_a_delete_with_every_node_down_waits_and_finishes_when_one_is_back
         await eventually(ready, timeout=30, what="2 ready")
         for node in nodes.values():
             await node.stop()
-        await asyncio.sleep(LOST_AFTER + 1)  # both silent past nodeLostAfterSeconds
+        # Both silent past nodeLostAfterSeconds.
+        await eventually(lambda: alive_only(client), timeout=LOST_AFTER + 5, what="both lost")
         await handle.cancel()
 
         async def blocked() -> dict[str, Any] | None:
@@ -732,6 +750,9 @@ async def test_nodes_of_two_accounts_hold_the_pool_until_the_selector_picks_one(
         )
         assert placement(account, pool)["by_node"] == {"node-1": 2}
         await handle.cancel()
+        # Ended here, while its worker serves: a pool left running would stall
+        # every later listing of pools (a query nobody answers, for its timeout).
+        assert (await deleted(handle, timeout=30))["phase"] == "Deleted"
 
 
 async def _ready_on(handle: WorkflowHandle[Any, Any], by_node: dict[str, int]) -> bool:
