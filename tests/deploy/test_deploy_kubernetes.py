@@ -12,6 +12,7 @@ import base64
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,21 +41,29 @@ def kubectl() -> str:
     return found
 
 
-_RENDERED: dict[str, list[dict[str, Any]]] = {}
+Render = Callable[[str], list[dict[str, Any]]]
 
 
-def render(path: str) -> list[dict[str, Any]]:
-    if path not in _RENDERED:
-        result = subprocess.run(
-            [kubectl(), "kustomize", str(ROOT / path)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert result.returncode == 0, result.stderr
-        _RENDERED[path] = [d for d in yaml.safe_load_all(result.stdout) if d]
-    return _RENDERED[path]
+@pytest.fixture(scope="module")
+def render() -> Render:
+    """`kubectl kustomize` of a dir, once per dir for the module. (A module fixture: the
+    schedule keeps the module's tests on one xdist worker, where the schemas load once.)"""
+    rendered: dict[str, list[dict[str, Any]]] = {}
+
+    def objects(path: str) -> list[dict[str, Any]]:
+        if path not in rendered:
+            result = subprocess.run(
+                [kubectl(), "kustomize", str(ROOT / path)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert result.returncode == 0, result.stderr
+            rendered[path] = [d for d in yaml.safe_load_all(result.stdout) if d]
+        return rendered[path]
+
+    return objects
 
 
 def one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
@@ -72,7 +81,7 @@ def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
 
 
 @pytest.mark.parametrize("path", KUSTOMIZE_DIRS)
-def test_every_object_validates_against_the_kubernetes_schemas(path: str) -> None:
+def test_every_object_validates_against_the_kubernetes_schemas(path: str, render: Render) -> None:
     objects = render(path)
     kinds = {o["kind"] for o in objects}
     # A blue-green colour leaves the shared namespace out (test below).
@@ -97,7 +106,7 @@ def test_every_object_validates_against_the_kubernetes_schemas(path: str) -> Non
                 pytest.fail(f"{path}: {obj['kind']}/{obj['metadata']['name']} ({version}): {err}")
 
 
-def test_the_validator_rejects_a_broken_deployment() -> None:
+def test_the_validator_rejects_a_broken_deployment(render: Render) -> None:
     deployment = dict(one(render("deploy/kubernetes"), "Deployment"))
     broken = {**deployment, "spec": {**deployment["spec"], "replicas": "two"}}
     with pytest.raises(kubernetes_validate.ValidationError):
@@ -108,7 +117,9 @@ def test_the_validator_rejects_a_broken_deployment() -> None:
 
 
 @pytest.mark.parametrize("path", KUSTOMIZE_DIRS)
-def test_objects_live_in_mobile_system_with_no_kubernetes_api_rights(path: str) -> None:
+def test_objects_live_in_mobile_system_with_no_kubernetes_api_rights(
+    path: str, render: Render
+) -> None:
     objects = render(path)
     if path not in BLUE_GREEN:
         assert one(objects, "Namespace")["metadata"]["name"] == "mobile-system"
@@ -124,7 +135,7 @@ def test_objects_live_in_mobile_system_with_no_kubernetes_api_rights(path: str) 
 
 
 @pytest.mark.parametrize("path", KUSTOMIZE_DIRS)
-def test_deployment_probes_shutdown_spread_and_selectors_agree(path: str) -> None:
+def test_deployment_probes_shutdown_spread_and_selectors_agree(path: str, render: Render) -> None:
     objects = render(path)
     deployment = one(objects, "Deployment")
     spec = deployment["spec"]
@@ -234,7 +245,7 @@ def worker_config(objects: list[dict[str, Any]]) -> Any:
 
 
 @pytest.mark.parametrize("path", KUSTOMIZE_DIRS)
-def test_configmap_is_a_valid_worker_config_with_mounted_secrets(path: str) -> None:
+def test_configmap_is_a_valid_worker_config_with_mounted_secrets(path: str, render: Render) -> None:
     objects = render(path)
     config = worker_config(objects)
     assert "default" in config.accounts
@@ -248,7 +259,7 @@ def test_configmap_is_a_valid_worker_config_with_mounted_secrets(path: str) -> N
     assert {"configMapRef": {"name": temporal["metadata"]["name"]}} in container["envFrom"]
 
 
-def test_example_overlay_changes_what_it_says() -> None:
+def test_example_overlay_changes_what_it_says(render: Render) -> None:
     base, example = render(KUSTOMIZE_DIRS[0]), render(KUSTOMIZE_DIRS[1])
     assert one(example, "Deployment")["spec"]["replicas"] == 3
     (container,) = one(example, "Deployment")["spec"]["template"]["spec"]["containers"]
@@ -264,7 +275,7 @@ def test_example_overlay_changes_what_it_says() -> None:
         assert base64.b64decode(value) != b"replace-me"
 
 
-def test_blue_and_green_are_two_builds_that_run_side_by_side() -> None:
+def test_blue_and_green_are_two_builds_that_run_side_by_side(render: Render) -> None:
     """Worker Versioning's blue-green (docs/operations.md): each colour is one build of the
     worker deployment `devicepool`; nothing of one colour has the other's name or selects
     its pods; neither owns the shared namespace (deleting one colour must not take it)."""
