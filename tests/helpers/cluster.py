@@ -15,7 +15,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,7 +184,7 @@ def running_cluster(
     api_key: str,
     creates_per_minute: int,
     provision_seconds: float,
-    intervals: dict[str, float],
+    intervals: Mapping[str, float],
     server: TemporalServer | None = None,
     namespace: str = "default",
 ) -> Iterator[Cluster]:
@@ -212,7 +212,7 @@ def running_cluster(
             "proxyPools": {
                 "proxyseller-us": {"host": "proxyseller-us.gateway.invalid", "port": 10000}
             },
-            "intervals": intervals,
+            "intervals": dict(intervals),
         }
         (tmp / "worker.yaml").write_text(yaml.safe_dump(config))
         try:
