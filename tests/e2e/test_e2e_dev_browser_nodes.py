@@ -110,6 +110,9 @@ def test_dev_browser_nodes_come_up_in_the_banner(stack: Stack) -> None:
         "node-2": {"node": "node-2"},
     }
     assert "  Emulator:         http://127.0.0.1:" in banner  # the rest as without the flag
+    # `--apply` on a new data dir, as `make demo` starts (a restart's banner:
+    # test_e2e_dev_stack.py::test_a_restarted_dev_stack_keeps_its_pools_devices).
+    assert f"  Manifests:        {EXAMPLE}, {PHONES} applied (a new data dir)\n" in banner
     config = yaml.safe_load((stack.data_dir / "worker.yaml").read_text())
     # Its cloud phones are node-1's worker's to serve: no URL, no key in the main config.
     assert config["accounts"]["bitbrowser"] == {"api": "bitbrowser", "node": "node-1"}

@@ -256,7 +256,13 @@ def test_temporal_killed_mid_scale_up_is_restarted_on_its_database(
 def test_sigint_stops_everything(stack: Stack) -> None:
     children = descendants(stack.process.pid) | stack.children
     assert children, "the stack has child processes"
-    LEFT.update(stats=stack.stats(), status=stack.status("e2e-temporal"))
+    # What the last test starts again from (a stale answer reads as {}: waited out).
+    status = wait_until(
+        lambda: (s := stack.status("e2e-temporal")).get("readyDevices") == 5 and s,
+        timeout=30,
+        what="the pool's own answer before the stop",
+    )
+    LEFT.update(stats=stack.stats(), status=status)
     stack.process.send_signal(signal.SIGINT)
     assert stack.process.wait(timeout=60) == 0, stack.out.read_text()
     wait_until(
