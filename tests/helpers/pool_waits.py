@@ -69,23 +69,32 @@ async def created_at_least(control: httpx.AsyncClient, name: str, n: int) -> boo
     return (await pool_counts(control, name))["created"] >= n
 
 
+# A pause or a resume waits for the health check's own reads, a few polls apart
+# (triage.own_read_seconds), and each look is a `status` query (~10 ms of the worker's
+# and the server's CPU): twice a second is enough.
+PAUSE_EVERY = 0.5
+
+
 async def paused(handle: Any) -> dict[str, Any]:
     """Wait for the pool's `RemediationPaused=True` and return the condition.
 
-    (A health check's own reads are a few polls apart, triage.own_read_seconds,
-    and this wait shares two cores with the rest of make test: a generous bound.)
+    (This wait shares two cores with the rest of make test: a generous bound.)
     """
     return await eventually(
         lambda: true_condition(handle, "RemediationPaused"),
         what="RemediationPaused=True",
         timeout=30,
+        every=PAUSE_EVERY,
     )
 
 
 async def resumed(handle: Any) -> dict[str, Any]:
     """Wait for the pool's `RemediationPaused=False` and return the condition."""
     return await eventually(
-        lambda: false_condition(handle, "RemediationPaused"), what="resumed", timeout=30
+        lambda: false_condition(handle, "RemediationPaused"),
+        what="resumed",
+        timeout=30,
+        every=PAUSE_EVERY,
     )
 
 

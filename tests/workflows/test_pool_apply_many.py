@@ -27,7 +27,7 @@ from tests.helpers.cli import cli_in_thread
 
 pytestmark = pytest.mark.devserver
 
-POOLS = 10
+POOLS = 6
 CONCURRENCY = "4"
 
 
@@ -133,9 +133,9 @@ async def test_a_pool_refusing_its_change_in_the_middle_is_one_line_and_the_rest
 async def test_one_bad_manifest_in_the_directory_starts_no_pool(
     cli: Any, env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
-    folder, _ = directory(tmp_path, "bad", **{"bad-07": {"replicas": 900}})
+    folder, _ = directory(tmp_path, "bad", **{"bad-04": {"replicas": 900}})
     code, out, err = await cli("apply", "-f", str(folder), "--concurrency", CONCURRENCY)
     assert code == EXIT_BAD_INPUT
     assert out == []
-    assert len(err) == 1 and "bad-07.yaml" in err[0] and "spec.replicas" in err[0], err
+    assert len(err) == 1 and "bad-04.yaml" in err[0] and "spec.replicas" in err[0], err
     assert await executions(env.client, "bad") == collections.Counter()

@@ -106,7 +106,10 @@ async def test_a_batch_waiting_past_the_old_deadline_is_not_planned_again(
             # The second check starts in a pass after the first one's plan and acts.
             return (await pool_history(env, name))["running_workflows"] >= 2
 
-        await eventually(checked_twice, what="the pool to ask after its batch twice", timeout=60)
+        # Each check reads every run's whole history, and the pool's checks are 7 s apart.
+        await eventually(
+            checked_twice, what="the pool to ask after its batch twice", timeout=60, every=1.0
+        )
         assert (await pool_history(env, name))[WORKFLOW_PROVISION_BATCH] == 1
         # This pool's own counts (a new pool): another test's teardown moves the
         # session-wide ones.

@@ -4,8 +4,8 @@ Every pool keeps one `watch_devices` activity running (up to `watchMaxSeconds`).
 On the pool's own queue, watches held every slot and the pools' short
 activities (lists, terminations) never started: past ~100 pools per worker, no
 scale or delete landed. Here the pools run on a queue of their own whose worker
-(`worker.build.pool_queue_workers`, the production pair) has 3 activity slots,
-so 5 pools are enough; their children and creates go to the session's workers.
+(`worker.build.pool_queue_workers`, the production pair) has 2 activity slots,
+so 4 pools are enough; their children and creates go to the session's workers.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from tests.helpers.workflow_stack import pool_devices, start_pool
 
 pytestmark = pytest.mark.devserver
 
-SLOTS = 3
+SLOTS = 2
 POOLS = SLOTS + 2
 # A quiet pool's watch lasts far longer than the test: a watch in a short slot
 # would hold it throughout.

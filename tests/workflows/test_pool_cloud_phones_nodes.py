@@ -251,7 +251,9 @@ async def test_an_account_the_config_moves_to_a_node_is_followed_without_a_resta
         status = await handle.query("status")
         return status if status["readyDevices"] == 1 else None
 
-    await eventually(ready, what="the moved account's phone ready", timeout=60)
+    # The pool looks again at its next resync, the default 30 s (it has no worker settings
+    # since its listing failed): one query a second is enough for a wait that long.
+    await eventually(ready, what="the moved account's phone ready", timeout=60, every=1.0)
     phones = await stack.phones()
     assert phones["maxRequestsPerSecond"] <= 1 and phones["rateLimited"] == 0, phones
     await handle.cancel()

@@ -60,12 +60,12 @@ async def test_continue_as_new_with_batches_in_flight_keeps_every_device_once(
     # machine, the hand-over carries batches that are still provisioning.
     gate = TimedASGITransport.create_gate = asyncio.Event()
     settings = FAST.model_copy(update={"provision_batch_size": 1})
-    handle = await start_pool(env.client, pool_name, 16, settings=settings)
+    handle = await start_pool(env.client, pool_name, 8, settings=settings)
     await eventually(lambda: _true(TimedASGITransport.at_gate >= 1), what="a create at the gate")
 
     # Scale up one at a time until the pool has handed over: each step adds a
     # signal, a pass and a batch to the history.
-    replicas = 16
+    replicas = 8
     carried: list[dict[str, Any]] = []
     try:
         for _ in range(40):

@@ -34,6 +34,9 @@ from tests.helpers.workflow_stack import ACCOUNTS, pool_devices, start_pool
 pytestmark = pytest.mark.devserver
 
 DEPLOYMENT = "devicepool-test"
+# Each wait below lasts seconds (a hand-over, a boot) and each of its checks is two
+# describes, a query or a CLI run: twice a second is often enough.
+POLL = 0.5
 
 
 @pytest.fixture
@@ -126,7 +129,7 @@ async def test_a_pinned_pool_moves_to_the_promoted_build_and_back_at_its_hand_ov
             status = await client.get_workflow_handle(handle.id).query("status")
             return bool(status["readyDevices"] == want)
 
-        await eventually(lambda: ready(2), timeout=60, what="2 ready on build A")
+        await eventually(lambda: ready(2), timeout=60, every=POLL, what="2 ready on build A")
         assert await build_of(handle) == "build-a"
 
         b = Build(client, worker, "build-b", first=False)
@@ -141,14 +144,14 @@ async def test_a_pinned_pool_moves_to_the_promoted_build_and_back_at_its_hand_ov
             described = await latest.describe()
             return described.run_id != first_run and await build_of(latest) == "build-b"
 
-        await eventually(moved, timeout=60, what="the pool's new run on build B")
+        await eventually(moved, timeout=60, every=POLL, what="the pool's new run on build B")
 
         async def none_behind() -> bool:
             return (await upgrade_cli())["poolsBehind"] == []
 
-        await eventually(none_behind, timeout=30, what="upgrade to list no pool behind")
+        await eventually(none_behind, timeout=30, every=POLL, what="upgrade to list no pool behind")
         await latest.execute_update("scale_update", {"replicas": 3})
-        await eventually(lambda: ready(3), timeout=60, what="3 ready on build B")
+        await eventually(lambda: ready(3), timeout=60, every=POLL, what="3 ready on build B")
         devices = await pool_devices(control, name)
         assert len(devices) == 3  # nothing rented twice across the move
 
@@ -161,12 +164,14 @@ async def test_a_pinned_pool_moves_to_the_promoted_build_and_back_at_its_hand_ov
             described = await latest.describe()
             return described.run_id != on_b and await build_of(latest) == "build-a"
 
-        await eventually(moved_back, timeout=60, what="the pool's next run back on build A")
-        await eventually(lambda: ready(3), timeout=60, what="3 still ready on build A")
+        await eventually(
+            moved_back, timeout=60, every=POLL, what="the pool's next run back on build A"
+        )
+        await eventually(lambda: ready(3), timeout=60, every=POLL, what="3 still ready on build A")
         kept = sorted(d["id"] for d in await pool_devices(control, name))
         assert kept == sorted(d["id"] for d in devices)  # the same three, none rented again
         await latest.cancel()
-        await eventually(lambda: _gone(control, name), timeout=60, what="teardown")
+        await eventually(lambda: _gone(control, name), timeout=60, every=POLL, what="teardown")
         assert await task_failures(client, handle.id) == []  # in both runs of the chain
     finally:
         await a.stop()
