@@ -74,9 +74,13 @@ async def test_a_pool_keeps_its_creation_time_across_continue_as_new(
         return (await handle.query("status"))["readyDevices"] == 1
 
     await eventually(ready, what="1 ready", timeout=60)
-    first = await handle.describe()
+    first = await env.client.get_workflow_handle(
+        handle.id, run_id=handle.first_execution_run_id
+    ).describe()
     created = (await pools.summary(pool_name)).created
-    assert created is not None and abs(created - first.start_time) < timedelta(seconds=2)
+    # The pool's start, as a BrowserPool's is: not its first workflow task's time, which a
+    # loaded worker takes seconds later (CI once saw 2.27 s).
+    assert created == first.start_time
     await hand_over(handle, replicas=1)
 
     async def new_run() -> bool:

@@ -71,7 +71,8 @@ class DevicePoolWorkflow(Reconciler[DevicePoolSpec, PoolState]):
     async def run(self, input: PoolInput) -> dict[str, Any]:
         if self.s.created_at is None:
             self.happened(say.created(self.spec.replicas))
-            self.s.created_at = workflow.now()
+            # The start, not this first task's time (a loaded worker takes it seconds later).
+            self.s.created_at = workflow.info().workflow_start_time
         if self.s.deleting and self.pool.worker_settings is None:
             await self.pool.read_settings()  # continued as new while deleting
         await self.reconcile()
