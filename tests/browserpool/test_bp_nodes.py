@@ -262,11 +262,6 @@ async def node_stack(
         workflows=[BrowserPoolWorkflow, NodeRegistryWorkflow],
         activities=[registry.live_nodes, pool_settings],
     ):
-        # A node another test stopped a moment ago (its worker gone, its beats not yet
-        # old) would be listed by this stack's pools: a call nobody takes for NODE_PICKUP.
-        await eventually(
-            lambda: alive_only(client, *nodes), timeout=2 * LOST_AFTER, what="a quiet registry"
-        )
         for node in nodes.values():
             await node.start()
         try:
@@ -562,9 +557,6 @@ async def test_a_proxy_pool_no_node_has_is_said_and_held_not_retried_every_pass(
         assert failed == 1, events
         assert placement(account, pool)["total"] == 0
         await handle.cancel()
-        # Ended here, while its worker serves: a pool left running would stall
-        # every later listing of pools (a query nobody answers, for its timeout).
-        assert (await deleted(handle, timeout=30))["phase"] == "Deleted"
 
 
 async def test_a_proxy_pool_fixed_while_a_pass_lists_is_what_its_creates_use(
@@ -750,9 +742,6 @@ async def test_nodes_of_two_accounts_hold_the_pool_until_the_selector_picks_one(
         )
         assert placement(account, pool)["by_node"] == {"node-1": 2}
         await handle.cancel()
-        # Ended here, while its worker serves: a pool left running would stall
-        # every later listing of pools (a query nobody answers, for its timeout).
-        assert (await deleted(handle, timeout=30))["phase"] == "Deleted"
 
 
 async def _ready_on(handle: WorkflowHandle[Any, Any], by_node: dict[str, int]) -> bool:
