@@ -534,7 +534,16 @@ async def test_a_held_pool_waits_for_its_resync_not_two_seconds(
             task_queue=TASK_QUEUE,
         )
         try:
-            await asyncio.sleep(3)  # the first passes: creates, then the held state
+            # The first passes (creates, then the held state) are over once the pool was
+            # quiet for most of a resync; a pass every 2 s (the defect) never is. Not a
+            # fixed 3 s: on a loaded CI machine they ran into the window below.
+            loop = asyncio.get_running_loop()
+            seen, since, deadline = listings, loop.time(), loop.time() + 30
+            while loop.time() - since < 0.6 * resync:
+                assert loop.time() < deadline, (held, "a pass at least every 3 s for 30 s")
+                await asyncio.sleep(0.1)
+                if listings != seen:
+                    seen, since = listings, loop.time()
             before, window = listings, 2 * resync
             # Two resyncs: at most three passes; a pass every 2 s (the defect) makes five.
             await asyncio.sleep(window)
