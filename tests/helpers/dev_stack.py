@@ -205,9 +205,12 @@ def start_stack(data_dir: Path, out: Path, *extra: str) -> Stack:
             return _start_stack(data_dir, out, *extra)
         except AssertionError:
             # Taken before `devicepool dev` looked (it names the flag), or after, before
-            # Temporal bound it (Temporal's own log says so).
+            # Temporal bound it (Temporal's own log says so) or before the worker bound its
+            # metrics port (the banner ends "OSError: [Errno 98] Address already in use";
+            # CI with ten xdist workers lost a module's stack to it).
             log = data_dir / "logs" / "temporal.log"
-            raced = "is already in use" in out.read_text(errors="replace") or (
+            said = out.read_text(errors="replace").lower()
+            raced = "already in use" in said or (
                 log.is_file() and "address already in use" in log.read_text(errors="replace")
             )
             if not raced or attempt == PORT_RACE_TRIES:
