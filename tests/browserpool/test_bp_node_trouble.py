@@ -544,11 +544,14 @@ async def test_a_held_pool_waits_for_its_resync_not_two_seconds(
                 await asyncio.sleep(0.1)
                 if listings != seen:
                     seen, since = listings, loop.time()
-            before, window = listings, 2 * resync
-            # Two resyncs: at most three passes; a pass every 2 s (the defect) makes five.
+            before, window = listings, 3 * resync
+            # Three resyncs: three passes, four if the window starts just before one, and
+            # one to spare for work the pool does in it (CI once saw four passes in two
+            # resyncs on a loaded machine); a pass every 2 s (the defect) makes seven or
+            # eight.
             await asyncio.sleep(window)
             passes = (listings - before) / len(nodes)
-            assert passes <= window / resync + 1, (held, passes)
+            assert passes <= window / resync + 2, (held, passes)
         finally:
             await handle.terminate()
 
