@@ -123,26 +123,26 @@ async def test_a_pool_of_cloud_phones_scales_on_its_warm_reserve_and_never_rents
     running, created, profiles = before["running"], before["created"], before["profiles"]
     started = time.monotonic()
     handle = await start_pool(
-        stack.client, "phones-a", 4, settings=SETTINGS, account=ACCOUNT, task_queue="devicepool"
+        stack.client, "phones-a", 2, settings=SETTINGS, account=ACCOUNT, task_queue="devicepool"
     )
-    await stack.until("4 phones running", running=running + 4, created=created + 4)
+    await stack.until("2 phones running", running=running + 2, created=created + 2)
 
-    # Scale-down shuts 3 down: billing stops, their profiles stay.
+    # Scale-down shuts 1 down: billing stops, its profile stays.
     await scale(handle, 1)
     after_down = await stack.until(
         "1 phone running",
         running=running + 1,
-        shutdowns=before["shutdowns"] + 3,
-        profiles=profiles + 4,
+        shutdowns=before["shutdowns"] + 1,
+        profiles=profiles + 2,
     )
-    assert after_down["created"] == created + 4
+    assert after_down["created"] == created + 2
 
     # Scale-up powers the reserve on: no new profile.
-    await scale(handle, 4)
+    await scale(handle, 2)
     again = await stack.until(
-        "4 phones running again", running=running + 4, powerOns=before["powerOns"] + 7
+        "2 phones running again", running=running + 2, powerOns=before["powerOns"] + 3
     )
-    assert again["created"] == created + 4
+    assert again["created"] == created + 2
 
     # A phone taken offline is shut down, fresh-started and serves again as the replacement.
     offline = await _a_ready_phone(handle)
@@ -150,26 +150,26 @@ async def test_a_pool_of_cloud_phones_scales_on_its_warm_reserve_and_never_rents
     replaced = await stack.until(
         "the offline phone replaced",
         recovers=before["recovers"] + 1,
-        running=running + 4,
+        running=running + 2,
         offline=before["offline"],
     )
-    assert replaced["created"] == created + 4
+    assert replaced["created"] == created + 2
 
     # Delete: every phone shut down, no profile deleted (the API has none), and said so.
     deleted = await PoolClient(stack.client).delete("phones-a", wait=True, timeout=30)
     assert deleted.closed and deleted.devices_left == 0
-    assert deleted.profiles_retired == 4
+    assert deleted.profiles_retired == 2
     retired = [e for e in await _events(handle) if e["reason"] == "ProfilesRetired"]
-    assert len(retired) == 1 and "4 cloud-phone profiles" in retired[0]["message"], retired
+    assert len(retired) == 1 and "2 cloud-phone profiles" in retired[0]["message"], retired
     assert "no delete" in retired[0]["message"]
     final = await stack.until("0 phones running", running=running)
     elapsed = time.monotonic() - started
-    assert final["profiles"] == profiles + 4 and final["created"] == created + 4
+    assert final["profiles"] == profiles + 2 and final["created"] == created + 2
     assert final["maxRequestsPerSecond"] <= 1 and final["rateLimited"] == 0
-    # Billed phone-hours (virtual) at most 4 phones the whole run, plus boot slack.
+    # Billed phone-hours (virtual) at most 2 phones the whole run, plus boot slack.
     billed = final["hoursBilled"] - before["hoursBilled"]
-    assert billed <= 4 * elapsed * SPEED / 3600 + 4 * 20 / 3600
-    assert sorted(_states(stack, pool="phones-a")) == ["retired"] * 4
+    assert billed <= 2 * elapsed * SPEED / 3600 + 2 * 20 / 3600
+    assert sorted(_states(stack, pool="phones-a")) == ["retired"] * 2
 
 
 async def test_an_ios_pool_on_a_local_api_account_is_refused_with_a_clear_reason(

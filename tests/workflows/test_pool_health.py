@@ -55,8 +55,8 @@ async def test_offline_device_is_replaced_once_after_the_threshold(
     emulator: Any,
     pool_name: str,
 ) -> None:
-    handle = await start_pool(env.client, pool_name, 3)
-    devices = await converged(control, pool_name, 3)
+    handle = await start_pool(env.client, pool_name, 2)
+    devices = await converged(control, pool_name, 2)
     before = await stats(control)
     billed_before = billed_hours(emulator, pool_name)
     own_before = await pool_counts(control, pool_name)
@@ -65,12 +65,12 @@ async def test_offline_device_is_replaced_once_after_the_threshold(
     went_offline = asyncio.get_running_loop().time()
     (await control.post(f"/_emulator/devices/{victim}/offline")).raise_for_status()
 
-    # Terminated (never rebooted) and replaced: three ready devices again, the
+    # Terminated (never rebooted) and replaced: two ready devices again, the
     # victim not among them.
     async def replaced() -> bool:
         now = await pool_devices(control, pool_name)
         ids = {d["id"] for d in now}
-        return victim not in ids and len(now) == 3 and all(d["status"] == "ready" for d in now)
+        return victim not in ids and len(now) == 2 and all(d["status"] == "ready" for d in now)
 
     await eventually(replaced, what="replacement ready", timeout=30)
     took = asyncio.get_running_loop().time() - went_offline
@@ -82,10 +82,10 @@ async def test_offline_device_is_replaced_once_after_the_threshold(
     assert own["created"] - own_before["created"] == 1
     assert own["terminated"] - own_before["terminated"] == 1
     assert after["extra"]["reboots"] == before["extra"]["reboots"]
-    # The cost side: no more device-time billed than 3 devices plus the one
+    # The cost side: no more device-time billed than 2 devices plus the one
     # replacement for the length of the scenario (the emulator's own billing).
     hours = (asyncio.get_running_loop().time() - started) / 3600
-    assert billed <= 4 * hours + 0.001, (billed, hours)
+    assert billed <= 3 * hours + 0.001, (billed, hours)
     # Nothing more happens afterwards: replaced exactly once.
     await asyncio.sleep(FAST.offline_after_seconds + 2 * FAST.health_seconds)
     assert (await pool_counts(control, pool_name))["created"] == own["created"]
@@ -298,11 +298,11 @@ async def test_stalled_provisioning_is_replaced_after_the_startup_timeout(
 async def test_a_custom_max_unhealthy_heals_what_the_default_would_pause_busy_included(
     env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    # maxUnhealthy 75% of 4 is 3: two offline at once is healed (the default 40%
+    # maxUnhealthy 75% of 3 is 2: two offline at once is healed (the default 40%
     # would allow 1 and pause). One of them is busy: offline busy devices are
     # replaced like any other.
-    handle = await start_pool(env.client, pool_name, 4, spec_fields={"maxUnhealthy": "75%"})
-    devices = await converged(control, pool_name, 4)
+    handle = await start_pool(env.client, pool_name, 3, spec_fields={"maxUnhealthy": "75%"})
+    devices = await converged(control, pool_name, 3)
     before = await pool_counts(control, pool_name)
     busy, idle = devices[0]["id"], devices[1]["id"]
     session = await control.post(f"/_emulator/devices/{busy}/session", json={"active": True})
@@ -313,7 +313,7 @@ async def test_a_custom_max_unhealthy_heals_what_the_default_would_pause_busy_in
     async def healed() -> bool:
         now = await pool_devices(control, pool_name)
         ids = {d["id"] for d in now}
-        return not ids & {busy, idle} and len(now) == 4 and all(d["status"] == "ready" for d in now)
+        return not ids & {busy, idle} and len(now) == 3 and all(d["status"] == "ready" for d in now)
 
     await eventually(healed, what="both offline devices replaced", timeout=30)
     paused = await condition(handle, "RemediationPaused")
