@@ -147,11 +147,12 @@ def test_the_cloud_phone_example_powers_three_phones_on_and_delete_says_what_it_
         return bool(made == 3)
 
     # Polled in process (`Stack.status`, the call behind `get -o json`): a CLI
-    # process a poll cost about 0.5 CPU-s. Then the CLI itself says it, once.
+    # process a poll cost about 0.5 CPU-s. Then the CLI says it (in this process), once;
+    # its process is the `delete --wait` below.
     wait_until(booting, timeout=60, every=1, what="3 phones made")
 
     def cli_says_made() -> dict[str, Any] | None:  # once, unless it answered stale
-        done = stack.cli("get", "cloud-phones", "-o", "json")
+        done = stack.cli_here("get", "cloud-phones", "-o", "json")
         if done.returncode != 0:
             return None
         status = json.loads(done.stdout)["status"]
@@ -199,10 +200,12 @@ def test_a_silent_node_worker_loses_its_profiles_to_the_other_and_gets_them_back
 
         def cli_says(by_node: dict[str, int]) -> dict[str, Any]:
             """What `get browserpool/NAME -o json` prints once the in-process wait is done:
-            the same spread (one CLI process, unless it answered stale)."""
+            the same spread (once, unless it answered stale). The CLI runs in this process
+            here: the test is about the node workers' processes (a CLI process is in
+            test_the_cloud_phone_example_powers_three_phones_on_and_delete_says_what_it_kept)."""
 
             def once() -> dict[str, Any] | None:
-                done = stack.cli("get", f"browserpool/{POOL}", "-o", "json")
+                done = stack.cli_here("get", f"browserpool/{POOL}", "-o", "json")
                 if done.returncode != 0:
                     return None
                 status: dict[str, Any] = json.loads(done.stdout)["status"]
@@ -225,7 +228,7 @@ def test_a_silent_node_worker_loses_its_profiles_to_the_other_and_gets_them_back
         )
         status = cli_says({"node-1": 2, "node-2": 2})
         assert (status["phase"], status["openProfiles"]) == ("Ready", 4), status
-        listed = stack.cli("get", "-o", "table")
+        listed = stack.cli_here("get", "-o", "table")
         assert "browserpool/quickstart-browsers" in listed.stdout, listed.stdout
         assert "quickstart" not in listed.stdout.replace("quickstart-browsers", "")
         [frozen] = [
@@ -246,7 +249,7 @@ def test_a_silent_node_worker_loses_its_profiles_to_the_other_and_gets_them_back
         frozen = None
         wait_until(lambda: spread({"node-1": 2, "node-2": 2}), **POLL, what="2/2 again")
         cli_says({"node-1": 2, "node-2": 2})
-        deleting = stack.cli("delete", f"browserpool/{POOL}")
+        deleting = stack.cli_here("delete", f"browserpool/{POOL}")
         assert deleting.returncode == 0, deleting.stderr
 
         def gone() -> bool:
@@ -259,7 +262,7 @@ def test_a_silent_node_worker_loses_its_profiles_to_the_other_and_gets_them_back
             return False
 
         wait_until(gone, **POLL, what="the teardown to end")
-        after = stack.cli("get", f"browserpool/{POOL}")
+        after = stack.cli_here("get", f"browserpool/{POOL}")
         assert after.returncode != 0 and "not found" in after.stderr, after
         stats = httpx.get(
             f"{_node_url(stack.out.read_text(), 'node-2')}/_emulator/stats", **PLAIN
