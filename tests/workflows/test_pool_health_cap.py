@@ -61,7 +61,7 @@ async def test_a_device_the_health_check_terminated_counts_against_the_cap_until
     activities = SlowToTerminate(worker)
     queue = f"hcap-{pool_name}"
     async with activities.serving(env.client, queue):
-        pool = beta_pool(pool_name, 3, spendCap={"maxDevices": 3})
+        pool = beta_pool(pool_name, 2, spendCap={"maxDevices": 2})
         handle = await env.client.start_workflow(
             "DevicePool",
             PoolInput(metadata=pool.metadata, spec=pool.spec, settings=FAST),
@@ -69,31 +69,31 @@ async def test_a_device_the_health_check_terminated_counts_against_the_cap_until
             task_queue=queue,
         )
 
-        async def three_ready() -> list[str] | None:
+        async def two_ready() -> list[str] | None:
             status = await handle.query("status")
-            return status["deviceIds"] if status["readyDevices"] == 3 else None
+            return status["deviceIds"] if status["readyDevices"] == 2 else None
 
-        devices = await eventually(three_ready, what="3 ready", timeout=60)
+        devices = await eventually(two_ready, what="2 ready", timeout=60)
         victim = devices[0]
         activities.terminating = {victim}  # the provider still bills it
         report = HealthReport(
             checked_at=datetime.now(UTC),
-            devices=3,
+            devices=2,
             unhealthy=1,
-            max_unhealthy=3,
+            max_unhealthy=2,
             paused=False,
             terminated={victim: "offline"},
         )
         await handle.signal(SIGNAL_HEALTH_REPORT, report)
         await asyncio.sleep(4)  # several passes: the report, listings after it
-        assert (await pool_counts(control, pool_name))["created"] == 3, "created beside it"
+        assert (await pool_counts(control, pool_name))["created"] == 2, "created beside it"
         # Gone at the provider: its replacement now.
         activities.terminating = set()
         key = {"Authorization": f"Bearer {ACCOUNTS['default']}"}
         (await control.delete(f"/api/v1/devices/{victim}", headers=key)).raise_for_status()
 
         async def replaced() -> bool:
-            return (await pool_counts(control, pool_name))["created"] == 4
+            return (await pool_counts(control, pool_name))["created"] == 3
 
         await eventually(replaced, what="the replacement", timeout=60)
         await handle.cancel()
