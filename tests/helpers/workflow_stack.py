@@ -1,8 +1,8 @@
 """The session stack of tests/workflows, and how its tests start and read pools.
 
 Its constants (the emulator's URL, the accounts and their keys, the proxy
-password, the continue-as-new threshold) are what tests/workflows/conftest.py
-builds the stack from; `Workers` is the session's restartable workers;
+password, the continue-as-new threshold, the server's extra namespaces) are what
+tests/workflows/conftest.py builds the stack from; `Workers` is the session's restartable workers;
 `OwnQueueActivities` serves a pool on a task queue of its own; `start_pool`,
 `pool_devices`, `pool_counts` and `condition` start a pool and read it (the
 emulator's ground truth, the pool's `status` query).
@@ -21,6 +21,7 @@ import httpx
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from devicepool import testing as ground_truth
@@ -30,6 +31,7 @@ from devicepool.activities.models import PoolSettings
 from devicepool.api import parse_pool
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id, watch_task_queue
 from devicepool.api.v1beta1 import ObjectMeta
+from devicepool.connect import connect
 from devicepool.testing import pool_manifest
 from devicepool.worker.build import account_workers, new_worker, pool_queue_workers
 from devicepool.workflows import WORKFLOWS
@@ -42,6 +44,17 @@ ACCOUNTS = {"default": "wf-test-key", "second": "wf-test-key-2"}
 PROXY_PASSWORD = "wf-proxy-password-3d9c"
 # Low, so continue-as-new happens inside tests (override to record long histories).
 CAN_THRESHOLD = int(os.environ.get("DEVICEPOOL_TEST_CAN_THRESHOLD", "60"))
+# Namespaces of their own on the session's dev server, for the modules whose workers must
+# not take the session's tasks on the pool's queue (they serve other accounts, or a node
+# registry of their own): a dev server start each fewer than a server of their own.
+NAMESPACES = ("cloud-phones", "cloud-phones-nodes", "node-workers")
+
+
+async def namespace_client(env: WorkflowEnvironment, namespace: str) -> Client:
+    """A client of the session's dev server (`env`) in one of its `NAMESPACES`."""
+    assert namespace in NAMESPACES, namespace
+    target = env.client.service_client.config.target_host
+    return await connect(address=target, namespace=namespace)
 
 
 async def start_pool(

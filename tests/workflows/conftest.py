@@ -31,6 +31,7 @@ from tests.helpers.workflow_stack import (
     ACCOUNTS,
     CAN_THRESHOLD,
     EMULATOR_URL,
+    NAMESPACES,
     PROXY_PASSWORD,
     Workers,
     cancel_running_pools,
@@ -46,7 +47,10 @@ if importlib.util.find_spec("sniffio") is None:
 
 @pytest.fixture(scope="session")
 async def env() -> AsyncIterator[WorkflowEnvironment]:
-    async with await dev_server(continue_as_new_after=CAN_THRESHOLD) as env:
+    namespaces = [arg for namespace in NAMESPACES for arg in ("--namespace", namespace)]
+    async with await dev_server(
+        continue_as_new_after=CAN_THRESHOLD, dev_server_extra_args=namespaces
+    ) as env:
         yield env
 
 

@@ -1,11 +1,12 @@
-"""Two node workers, in process, on a dev server: the registry, `live_nodes`, the node queues.
+"""Two node workers, in process, on a namespace of the session's dev server: the registry, `live_nodes`, the node queues.
 
 Each node worker is the real `run_node_worker` (its `node_task_queue` worker and
 its beat loop) over an in-process BitBrowser emulator node of one shared
 account; the main worker is the real `pool_queue_workers` (the registry
 workflow, `live_nodes`). A probe workflow calls the activities the way a
 BrowserPool does, through their definitions. The dev server suggests
-continue-as-new early, so the registry hands its state over during the test.
+continue-as-new early (CAN_THRESHOLD, 60 events), so the registry hands its state
+over during the test.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import httpx
 import pytest
 from temporalio import workflow
 from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
 from devicepool.activities.devices import DeviceActivities
@@ -48,7 +50,7 @@ from devicepool.testing import eventually
 from devicepool.worker.build import new_worker, pool_queue_workers
 from devicepool.worker.node import NodeOptions, run_node_worker
 from devicepool.workflows.nodes.workflow import NodeRegistryWorkflow
-from tests.helpers.servers import dev_server
+from tests.helpers.workflow_stack import namespace_client
 
 pytestmark = pytest.mark.devserver
 
@@ -118,49 +120,49 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-async def stack() -> AsyncIterator[Stack]:
+async def stack(env: WorkflowEnvironment) -> AsyncIterator[Stack]:
     apps = create_apps(BitBrowserConfig(account="nodes-e2e", nodes=list(NODES), speed=20, seed=3))
-    async with await dev_server(continue_as_new_after=60) as env:
-        s = Stack(env.client)
-        main = DeviceActivities(accounts={}, proxy_pools={})
-        workers = [
-            *pool_queue_workers(env.client, main),
-            new_worker(
-                env.client,
-                task_queue=s.queue,
-                workflows=[ProbeNodes],
-                activities=[],
-                workflow_runner=UnsandboxedWorkflowRunner(),
-            ),
-        ]
-        tasks = [asyncio.ensure_future(w.run()) for w in workers]
-        for name in NODES:
-            s.stops[name] = asyncio.Event()
-            options = NodeOptions(
-                node=name,
-                labels={"node": name, "zone": "a"},
-                bitbrowser_url=f"http://{name}.local",
-                heartbeat_seconds=BEAT_SECONDS,
-            )
-            tasks.append(
-                asyncio.ensure_future(
-                    run_node_worker(
-                        options,
-                        env.client,
-                        shutdown_event=s.stops[name],
-                        transport=httpx.ASGITransport(app=apps[name]),
-                    )
+    client = await namespace_client(env, "node-workers")
+    s = Stack(client)
+    main = DeviceActivities(accounts={}, proxy_pools={})
+    workers = [
+        *pool_queue_workers(client, main),
+        new_worker(
+            client,
+            task_queue=s.queue,
+            workflows=[ProbeNodes],
+            activities=[],
+            workflow_runner=UnsandboxedWorkflowRunner(),
+        ),
+    ]
+    tasks = [asyncio.ensure_future(w.run()) for w in workers]
+    for name in NODES:
+        s.stops[name] = asyncio.Event()
+        options = NodeOptions(
+            node=name,
+            labels={"node": name, "zone": "a"},
+            bitbrowser_url=f"http://{name}.local",
+            heartbeat_seconds=BEAT_SECONDS,
+        )
+        tasks.append(
+            asyncio.ensure_future(
+                run_node_worker(
+                    options,
+                    client,
+                    shutdown_event=s.stops[name],
+                    transport=httpx.ASGITransport(app=apps[name]),
                 )
             )
-        try:
-            yield s
-        finally:
-            for stop in s.stops.values():
-                stop.set()
-            for w in workers:
-                await w.shutdown()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await main.aclose()
+        )
+    try:
+        yield s
+    finally:
+        for stop in s.stops.values():
+            stop.set()
+        for w in workers:
+            await w.shutdown()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await main.aclose()
 
 
 async def test_live_nodes_reports_both_and_their_queues_serve_the_shared_account(

@@ -1,8 +1,8 @@
 """A DevicePool on an `api: bitbrowser` account: cloud phones over the Local API, end to end.
 
-A dev server of its own (the session's workers do not know this account), a
-worker whose one account speaks to an in-process BitBrowser emulator, the real
-pool, batch and health workflows. The emulator runs 10 times faster than real
+A namespace of its own on the session's dev server (the session's workers do not
+know this account), a worker whose one account speaks to an in-process BitBrowser
+emulator, the real pool, batch and health workflows. The emulator runs 10 times faster than real
 time (a boot from off: 20 virtual seconds, 2 real ones) and the adapter paces
 its calls 1.1 virtual seconds apart. Its stats are the ground truth: phones
 running, profiles made, power-ons, and the 1-request-a-second budget.
@@ -19,6 +19,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings
@@ -32,9 +33,8 @@ from devicepool.emulator.bitbrowser import BitBrowserConfig, BitBrowserEmulator,
 from devicepool.testing import eventually, pool_manifest
 from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
-from tests.helpers.servers import dev_server
 from tests.helpers.settings import PHONES, proxy_pools
-from tests.helpers.workflow_stack import CAN_THRESHOLD, start_pool
+from tests.helpers.workflow_stack import namespace_client, start_pool
 
 pytestmark = pytest.mark.devserver
 
@@ -66,7 +66,7 @@ class PhoneStack:
 
 
 @pytest.fixture(scope="module")
-async def stack() -> AsyncIterator[PhoneStack]:
+async def stack(env: WorkflowEnvironment) -> AsyncIterator[PhoneStack]:
     apps = create_apps(
         BitBrowserConfig(
             account="phones-e2e",
@@ -93,21 +93,21 @@ async def stack() -> AsyncIterator[PhoneStack]:
         settings=SETTINGS,
         transport=httpx.ASGITransport(app=app),
     )
-    async with await dev_server(continue_as_new_after=CAN_THRESHOLD) as env:
-        workers = [
-            *pool_queue_workers(env.client, activities),
-            *account_workers(env.client, activities, [ACCOUNT]),
-        ]
-        running = [asyncio.ensure_future(w.run()) for w in workers]
-        phones = PhoneStack(env.client, app)
-        try:
-            yield phones
-        finally:
-            for worker in workers:
-                await worker.shutdown()
-            await asyncio.gather(*running, return_exceptions=True)
-            await activities.aclose()
-            await phones.control.aclose()
+    client = await namespace_client(env, "cloud-phones")
+    workers = [
+        *pool_queue_workers(client, activities),
+        *account_workers(client, activities, [ACCOUNT]),
+    ]
+    running = [asyncio.ensure_future(w.run()) for w in workers]
+    phones = PhoneStack(client, app)
+    try:
+        yield phones
+    finally:
+        for worker in workers:
+            await worker.shutdown()
+        await asyncio.gather(*running, return_exceptions=True)
+        await activities.aclose()
+        await phones.control.aclose()
 
 
 async def scale(handle: WorkflowHandle[Any, Any], replicas: int) -> None:

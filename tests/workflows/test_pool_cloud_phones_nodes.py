@@ -1,6 +1,6 @@
 """Cloud phones served by a node worker: two main workers, one node, one 1-a-second budget.
 
-A dev server of its own; two main workers (separate `Worker`s on the pool's
+A namespace of its own on the session's dev server; two main workers (separate `Worker`s on the pool's
 queue, each with its own `DeviceActivities`) whose config names the account
 `api: bitbrowser, node: node-1`: they hold no URL and no key, and never speak
 to the Local API. The real node worker (`run_node_worker`) serves the
@@ -21,13 +21,13 @@ import httpx
 import pytest
 from pydantic import SecretStr
 from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings, ProxyPoolSettings
 from devicepool.api import parse_pool
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id
 from devicepool.api.v1beta1 import ObjectMeta
-from devicepool.connect import connect
 from devicepool.emulator.bitbrowser import BitBrowserConfig, create_apps
 from devicepool.testing import eventually, pool_manifest
 from devicepool.worker.accounts import register_accounts
@@ -35,12 +35,12 @@ from devicepool.worker.build import pool_queue_workers
 from devicepool.worker.node import NodeOptions, run_node_worker
 from devicepool.workflows.pool.messages import PoolInput
 from devicepool.workflows.shared import placement
-from tests.helpers.servers import dev_server
 from tests.helpers.settings import PHONES
-from tests.helpers.workflow_stack import CAN_THRESHOLD
+from tests.helpers.workflow_stack import namespace_client
 
 pytestmark = pytest.mark.devserver
 
+NAMESPACE = "cloud-phones-nodes"  # of the session's dev server, the module's own
 ACCOUNT = "phones"
 NODE = "node-1"
 # An account node-1 serves that the main workers' config names later (moved to the node).
@@ -87,7 +87,7 @@ def main_activities() -> DeviceActivities:
 
 
 @pytest.fixture(scope="module")
-async def stack() -> AsyncIterator[Stack]:
+async def stack(env: WorkflowEnvironment) -> AsyncIterator[Stack]:
     apps = create_apps(
         BitBrowserConfig(
             account="phones-nodes",
@@ -118,38 +118,39 @@ async def stack() -> AsyncIterator[Stack]:
             for name in (ACCOUNT, MOVED)
         },
     )
-    async with await dev_server(continue_as_new_after=CAN_THRESHOLD) as env:
-        # Two main workers on the pool's queue, as two processes would be: each its own
-        # client, `Worker` (and watch worker) and activities.
-        target = env.client.service_client.config.target_host
-        workers = [
-            w for main in mains for w in pool_queue_workers(await connect(address=target), main)
-        ]
-        assert len([w for w in workers if w.task_queue == TASK_QUEUE]) == 2
-        running = [asyncio.ensure_future(w.run()) for w in workers]
-        stop_node = asyncio.Event()
-        running.append(
-            asyncio.ensure_future(
-                run_node_worker(
-                    node,
-                    env.client,
-                    shutdown_event=stop_node,
-                    transport=httpx.ASGITransport(app=app),
-                )
+    client = await namespace_client(env, NAMESPACE)
+    # Two main workers on the pool's queue, as two processes would be: each its own
+    # client, `Worker` (and watch worker) and activities.
+    workers = [
+        w
+        for main in mains
+        for w in pool_queue_workers(await namespace_client(env, NAMESPACE), main)
+    ]
+    assert len([w for w in workers if w.task_queue == TASK_QUEUE]) == 2
+    running = [asyncio.ensure_future(w.run()) for w in workers]
+    stop_node = asyncio.Event()
+    running.append(
+        asyncio.ensure_future(
+            run_node_worker(
+                node,
+                client,
+                shutdown_event=stop_node,
+                transport=httpx.ASGITransport(app=app),
             )
         )
-        await register_accounts(env.client, MAIN_ACCOUNTS)
-        s = Stack(env.client, app, mains)
-        try:
-            yield s
-        finally:
-            stop_node.set()
-            for worker in workers:
-                await worker.shutdown()
-            await asyncio.gather(*running, return_exceptions=True)
-            for main in mains:
-                await main.aclose()
-            await s.control.aclose()
+    )
+    await register_accounts(client, MAIN_ACCOUNTS)
+    s = Stack(client, app, mains)
+    try:
+        yield s
+    finally:
+        stop_node.set()
+        for worker in workers:
+            await worker.shutdown()
+        await asyncio.gather(*running, return_exceptions=True)
+        for main in mains:
+            await main.aclose()
+        await s.control.aclose()
 
 
 async def start(client: Client, name: str, replicas: int, account: str) -> WorkflowHandle[Any, Any]:
