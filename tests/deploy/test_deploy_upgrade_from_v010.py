@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from devicepool.api.loader import load_manifests_text
 from devicepool.client.pool_client import PoolClient
@@ -51,9 +51,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # The commit tagged v0.1.0 (CHANGELOG.md); by hash, as a clone may come without tags.
 RELEASE = "8a87418db561fad6f289d0a486deca8abd45ae91"
 API_KEY = "upgrade-key"
-POOLS = {"up-a": 6, "up-b": 6}
+POOLS = {"up-a": 4, "up-b": 4}  # 8 creates, 3 of them on v0.1.0 before its kill
 # One namespace a test on the module's server.
-NAMESPACES = ("carry-on", "rollback", "scale-down")
+NAMESPACES = ("carry-on", "rollback")
 
 
 def export(release: str, into: Path) -> Path:
@@ -154,8 +154,8 @@ async def _run(cluster: Cluster, source: Path) -> None:
 
     try:
         await until(lambda: converged(POOLS), timeout=90, what="every pool converged on this build")
-        await pools.scale("up-a", 8)
-        scaled = {**POOLS, "up-a": 8}
+        await pools.scale("up-a", 6)
+        scaled = {**POOLS, "up-a": 6}
         await until(lambda: converged(scaled), timeout=60, what="the scale-up on this build")
     except AssertionError as err:
         raise AssertionError(f"{err}\n{cluster.logs()}") from None
@@ -180,11 +180,21 @@ async def _run(cluster: Cluster, source: Path) -> None:
     assert failures == [], "\n".join(failures)
 
 
-async def test_a_rollback_to_v0_1_0_keeps_pools_this_build_only_watched(
+async def test_a_scale_down_replays_and_a_rollback_to_v0_1_0_keeps_a_watched_pool(
     tmp_path: Path, release: Path, server: TemporalServer
 ) -> None:
-    """Back from this build to v0.1.0, for pools that never continued-as-new here.
+    """Two pools on v0.1.0, one cluster (a worker's start is ~1.5 CPU-s): `down` is scaled
+    down there, `back` goes to this build and back to v0.1.0.
 
+    `down`: five ready, two of them busy, scaled to 1 on v0.1.0; then this build takes
+    over. The pass that terminates the three idle ones stays `ScalingDown` before and
+    after, so what changed since v0.1.0 in that pass (the status made after its
+    terminations, the terminated devices out of its view) is all the difference.
+    This build's first task replays v0.1.0's passes: no workflow task may fail
+    (tests/replay/histories/v0.1.0/upgrade/ holds such histories for every CI run).
+    It is deleted and gone before the rollback.
+
+    `back`: from this build back to v0.1.0, for a pool that never continued-as-new here.
     What a rollback can undo: pools this build only watched (no batch started, no
     continue-as-new) go back to v0.1.0 and scale there, because this build issues
     the same commands v0.1.0 recorded. What it cannot: a provisioning batch this
@@ -204,36 +214,80 @@ async def test_a_rollback_to_v0_1_0_keeps_pools_this_build_only_watched(
         await until(lambda: worker_ready(port), timeout=40, what="the v0.1.0 worker ready")
         client = await connect(address=cluster.address, namespace=cluster.namespace)
         pools = PoolClient(client)
-        (pool,) = load_manifests_text(
-            pool_yaml("back", provider="bitcloudphone", replicas=3), source="back"
+        for name, replicas in (("back", 3), ("down", 5)):
+            (pool,) = load_manifests_text(
+                pool_yaml(name, provider="bitcloudphone", replicas=replicas), source=name
+            )
+            await pools.apply(pool)
+
+        async def counted(name: str, **want: int) -> bool:
+            status = await pools.get(name)
+            return all(status.get(key, 0) == value for key, value in want.items())
+
+        async def live(name: str, count: int) -> bool:
+            return bool((await cluster.stats())["devices"]["byPool"].get(name, 0) == count)
+
+        async def sessions(device_ids: list[str], active: bool) -> None:
+            async with httpx.AsyncClient(base_url=cluster.emulator, timeout=5) as http:
+                for device_id in device_ids:
+                    session = f"/_emulator/devices/{device_id}/session"
+                    (await http.post(session, json={"active": active})).raise_for_status()
+
+        await until(lambda: counted("back", readyDevices=3), timeout=60, what="3 ready on v0.1.0")
+        await until(lambda: counted("down", readyDevices=5), timeout=60, what="5 ready on v0.1.0")
+        busy = [d["id"] for d in await cluster.devices("down")][:2]
+        await sessions(busy, True)
+        await until(lambda: counted("down", busyDevices=2), timeout=30, what="2 busy on v0.1.0")
+        await pools.scale("down", 1)
+        await until(lambda: live("down", 2), timeout=30, what="3 idle ones gone on v0.1.0")
+        await until(
+            lambda: counted("down", readyDevices=0, busyDevices=2),
+            timeout=30,
+            what="0 ready, 2 busy",
         )
-        await pools.apply(pool)
-
-        async def ready(want: int) -> bool:
-            status = await pools.get("back")
-            return bool(status.get("readyDevices", 0) + status.get("busyDevices", 0) == want)
-
-        await until(lambda: ready(3), timeout=60, what="3 ready on v0.1.0")
+        await asyncio.sleep(3)  # the passes after the scale-down, on v0.1.0
         old.terminate()
         old.wait(timeout=20)
         new, port = cluster.start_worker()
         await until(lambda: worker_ready(port), timeout=40, what="this build's worker ready")
-        # This build takes the pool over: a device turns busy, its watch answers, and
+        await sessions(busy, False)
+        await pools.scale("down", 2)
+        # This build takes `back` over too: a device turns busy, its watch answers, and
         # this build's worker runs the pool's next workflow tasks.
         (device, *_) = await cluster.devices("back")
-        async with httpx.AsyncClient(base_url=cluster.emulator, timeout=5) as http:
-            session = f"/_emulator/devices/{device['id']}/session"
-            (await http.post(session, json={"active": True})).raise_for_status()
+        await sessions([device["id"]], True)
 
         async def worked_on_this_build() -> bool:
             return f":{new.pid}" in await _task_identities(client, "devicepool/back")
 
-        await until(worked_on_this_build, timeout=30, what="a pool task on this build")
+        try:
+            await until(
+                lambda: counted("down", readyDevices=2), timeout=60, what="2 ready on this build"
+            )
+            await until(worked_on_this_build, timeout=30, what="a pool task on this build")
+        except AssertionError as err:
+            failures = await task_failures(client, "devicepool/down")
+            raise AssertionError(f"{err}\n{failures}\n{cluster.logs()}") from None
+        await pools.delete("down")
+        await until(lambda: live("down", 0), timeout=60, what="down's devices torn down")
+
+        async def closed(workflow_id: str) -> bool:
+            described = await client.get_workflow_handle(workflow_id).describe()
+            return described.status != WorkflowExecutionStatus.RUNNING
+
+        await until(lambda: closed("devicepool/down"), timeout=30, what="down's run closed")
+        assert await task_failures(client, "devicepool/down") == []
+
         new.terminate()
         new.wait(timeout=20)
         old, port = cluster.start_worker(source=release)
         await until(lambda: worker_ready(port), timeout=40, what="v0.1.0 back")
         await pools.scale("back", 5)
+
+        async def ready(want: int) -> bool:
+            status = await pools.get("back")
+            return bool(status.get("readyDevices", 0) + status.get("busyDevices", 0) == want)
+
         try:
             await until(lambda: ready(5), timeout=60, what="the scale-up back on v0.1.0")
         except AssertionError as err:
@@ -243,76 +297,7 @@ async def test_a_rollback_to_v0_1_0_keeps_pools_this_build_only_watched(
             status = await pools.get("back")
             raise AssertionError(f"{err}\n{failures}\n{status}\n{cluster.logs()}") from None
         stats = await cluster.stats()
-        assert stats["creates"]["accepted"] == 5 and stats["terminations"] == 0, stats
+        # 5 for `down` and 5 for `back`, each once; `down`'s 3 idle and 2 busy ended.
+        assert stats["creates"]["accepted"] == 5 + 5 and stats["terminations"] == 3 + 2, stats
         await pools.delete("back")
         assert await task_failures(client, "devicepool/back") == []
-
-
-async def test_a_scale_down_v0_1_0_carried_out_replays_on_this_build(
-    tmp_path: Path, release: Path, server: TemporalServer
-) -> None:
-    """Five ready, two of them busy, scaled to 1 on v0.1.0; then this build takes over.
-
-    The pass that terminates the three idle ones stays `ScalingDown` before and
-    after, so what changed since v0.1.0 in that pass (the status made after its
-    terminations, the terminated devices out of its view) is all the difference.
-    This build's first task replays v0.1.0's passes: no workflow task may fail
-    (tests/replay/histories/v0.1.0/upgrade/ holds such histories for every CI run).
-    """
-    with running_cluster(
-        tmp_path,
-        api_key=API_KEY,
-        creates_per_minute=300,
-        provision_seconds=1,
-        intervals=QUICK_INTERVALS,
-        server=server,
-        namespace="scale-down",
-    ) as cluster:
-        old, port = cluster.start_worker(source=release)
-        await until(lambda: worker_ready(port), timeout=40, what="the v0.1.0 worker ready")
-        client = await connect(address=cluster.address, namespace=cluster.namespace)
-        pools = PoolClient(client)
-        (pool,) = load_manifests_text(
-            pool_yaml("down", provider="bitcloudphone", replicas=5), source="down"
-        )
-        await pools.apply(pool)
-
-        async def counted(**want: int) -> bool:
-            status = await pools.get("down")
-            return all(status.get(key, 0) == value for key, value in want.items())
-
-        await until(lambda: counted(readyDevices=5), timeout=60, what="5 ready on v0.1.0")
-        busy = [d["id"] for d in await cluster.devices("down")][:2]
-
-        async def sessions(active: bool) -> None:
-            async with httpx.AsyncClient(base_url=cluster.emulator, timeout=5) as http:
-                for device_id in busy:
-                    session = f"/_emulator/devices/{device_id}/session"
-                    (await http.post(session, json={"active": active})).raise_for_status()
-
-        await sessions(True)
-        await until(lambda: counted(busyDevices=2), timeout=30, what="2 busy on v0.1.0")
-        await pools.scale("down", 1)
-
-        async def live(count: int) -> bool:
-            return bool((await cluster.stats())["devices"]["live"] == count)
-
-        await until(lambda: live(2), timeout=30, what="the 3 idle ones terminated on v0.1.0")
-        await until(
-            lambda: counted(readyDevices=0, busyDevices=2), timeout=30, what="0 ready, 2 busy"
-        )
-        await asyncio.sleep(3)  # the passes after the scale-down, on v0.1.0
-        old.terminate()
-        old.wait(timeout=20)
-        _, port = cluster.start_worker()
-        await until(lambda: worker_ready(port), timeout=40, what="this build's worker ready")
-        await sessions(False)
-        await pools.scale("down", 2)
-        try:
-            await until(lambda: counted(readyDevices=2), timeout=60, what="2 ready on this build")
-        except AssertionError as err:
-            failures = await task_failures(client, "devicepool/down")
-            raise AssertionError(f"{err}\n{failures}\n{cluster.logs()}") from None
-        await pools.delete("down")
-        await until(lambda: live(0), timeout=60, what="every device torn down")
-        assert await task_failures(client, "devicepool/down") == []
