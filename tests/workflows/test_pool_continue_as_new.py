@@ -55,17 +55,19 @@ async def carried_states(client: Client, handle: WorkflowHandle[Any, Any]) -> li
 async def test_continue_as_new_with_batches_in_flight_keeps_every_device_once(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    # One-device batches make many children. Their creates wait at a closed
+    # One-device batches make a child each. Their creates wait at a closed
     # gate, so whenever the history crosses the threshold, however loaded the
     # machine, the hand-over carries batches that are still provisioning.
     gate = TimedASGITransport.create_gate = asyncio.Event()
     settings = FAST.model_copy(update={"provision_batch_size": 1})
-    handle = await start_pool(env.client, pool_name, 8, settings=settings)
+    replicas = 2
+    handle = await start_pool(env.client, pool_name, replicas, settings=settings)
     await eventually(lambda: _true(TimedASGITransport.at_gate >= 1), what="a create at the gate")
 
-    # Scale up one at a time until the pool has handed over: each step adds a
-    # signal, a pass and a batch to the history.
-    replicas = 8
+    # Signals that change nothing fill the history to the threshold; then scale up one
+    # at a time until the pool has handed over: each step adds a signal, a pass and a
+    # batch to the history (batches of two passes in flight at the hand-over).
+    await fill_history(handle, replicas=replicas)
     carried: list[dict[str, Any]] = []
     try:
         for _ in range(40):
