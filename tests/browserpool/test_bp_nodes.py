@@ -414,20 +414,27 @@ async def test_the_cli_addresses_browser_pools_as_kubectl_does(
         assert code == 0, err
         assert out.strip() == f"browserpool/{pool} created (generation 1, replicas 2)"
 
-        async def shown(ready: int) -> dict[str, Any] | None:
-            code, out, _ = await cli("get", f"browserpool/{pool}", "-o", "json")
-            status = json.loads(out)["status"] if code == 0 else {}
-            return status if status.get("readyProfiles") == ready else None
+        handle = env.client.get_workflow_handle(f"browserpool/{pool}")
 
-        status = await eventually(lambda: shown(2), timeout=40, what="2 profiles ready")
-        assert status["byNode"] == {"node-2": 2}  # the selector picks node-2 only
+        async def shown(ready: int) -> dict[str, Any]:
+            """`get -o json` once the pool says `ready` (waited on by query: each CLI call
+            is a client of its own)."""
+            await eventually(
+                lambda: _ready_on(handle, {"node-2": ready}), timeout=40, what=f"{ready} ready"
+            )
+            code, out, _ = await cli("get", f"browserpool/{pool}", "-o", "json")
+            assert code == 0, out
+            got: dict[str, Any] = json.loads(out)
+            assert got["status"]["readyProfiles"] == ready, out
+            return got
+
+        got = await shown(2)
+        assert got["status"]["byNode"] == {"node-2": 2}  # the selector picks node-2 only
         # One pool by name has its age, as in the list (metadata.creationTimestamp).
-        code, out, _ = await cli("get", f"browserpool/{pool}", "-o", "json")
-        assert json.loads(out)["metadata"]["creationTimestamp"].endswith("Z"), out
+        assert got["metadata"]["creationTimestamp"].endswith("Z"), got
         code, out, _ = await cli("get", f"browserpool/{pool}", "-o", "table")
         [row] = [line for line in out.splitlines() if line.startswith(f"browserpool/{pool}")]
         assert row.split()[6] != "-", out  # AGE
-        handle = env.client.get_workflow_handle(f"browserpool/{pool}")
         summary = await (await handle.describe()).static_summary()
         assert summary == (
             f"BrowserPool **{pool}**: BitBrowser profiles on nodes `node=node-2`, browsers open"
@@ -451,16 +458,16 @@ async def test_the_cli_addresses_browser_pools_as_kubectl_does(
         code, out, err = await cli("scale", f"browserpool/{pool}", "--replicas", "1")
         assert code == 0, err
         assert out.strip() == f"browserpool/{pool} scaled to 1 (generation 2)"
-        await eventually(lambda: shown(1), timeout=30, what="scaled to 1")
+        await shown(1)
         code, out, _ = await cli("describe", f"browserpool/{pool}")
         assert code == 0 and "node=node-2" in out and "Profiles:" in out, out
 
-        async def one_profile() -> dict[str, Any] | None:
-            code, out, _ = await cli("devices", f"browserpool/{pool}", "-o", "json")
-            profiles = json.loads(out) if code == 0 else []
-            return profiles[0] if len(profiles) == 1 else None
+        async def one_profile() -> bool:
+            return len((await handle.query("devices"))["profiles"]) == 1
 
-        profile = await eventually(one_profile, timeout=20, what="one profile listed")
+        await eventually(one_profile, timeout=20, what="one profile listed")
+        code, out, _ = await cli("devices", f"browserpool/{pool}", "-o", "json")
+        [profile] = json.loads(out)
         assert profile["node"] == "node-2" and profile["open"] is True, profile
         assert profile["state"] == "held", profile
 
@@ -497,12 +504,12 @@ async def test_scale_and_delete_wait_for_a_browser_pool_as_for_a_device_pool(
         "apiVersion: mobile.example.com/v1alpha1\n"
         "kind: BrowserPool\n"
         f"metadata: {{name: {pool}}}\n"
-        "spec: {replicas: 3}\n"
+        "spec: {replicas: 2}\n"
     )
     async with node_stack(env.client) as (account, _):
         code, out, err = await cli("apply", "-f", str(manifest), "--wait", "--timeout", "60")
         assert code == 0, err
-        assert placement(account, pool)["total"] == 3
+        assert placement(account, pool)["total"] == 2
         code, out, err = await cli("scale", pool, "--replicas", "1", "--wait", "--timeout", "60")
         assert code == 0, err
         assert out.splitlines()[-1] == f"browserpool/{pool} ready", out
@@ -741,11 +748,17 @@ async def test_nodes_of_two_accounts_hold_the_pool_until_the_selector_picks_one(
         cond = next(c for c in s["conditions"] if c["type"] == "NodesAvailable")
         assert cond["status"] == "False", cond
         assert "node-1 (shop)" in cond["message"] and "node-2 (ads)" in cond["message"], cond
-        # Two resyncs held: a pool that placed on mixed accounts would have made a profile.
-        await asyncio.sleep(2 * SETTINGS.resync_seconds)
+
+        async def held_passes(at_least: int) -> int:
+            """The passes held so far (each says MixedAccounts again: a count on the event)."""
+            events = (await handle.query("events"))["events"]
+            said = sum(e.get("count", 1) for e in events if e["reason"] == "MixedAccounts")
+            return said if said >= at_least else 0
+
+        # Two passes more held: a pool that placed on mixed accounts would have made a profile.
+        first = await eventually(lambda: held_passes(1), timeout=5, what="MixedAccounts said")
+        await eventually(lambda: held_passes(first + 2), timeout=10, what="two passes more")
         assert placement(account, pool)["total"] == 0  # nothing made meanwhile
-        events = await handle.query("events")
-        assert any(e["reason"] == "MixedAccounts" for e in events["events"]), events
 
         await nodes["node-2"].stop()  # only shop's node is live now
         await eventually(
