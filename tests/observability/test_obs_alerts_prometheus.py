@@ -6,7 +6,8 @@ the test can revoke at the provider), and Debian's `prometheus` scraping the
 worker's `/metrics` every second. Prometheus loads a COPY of
 deploy/prometheus/devicepool-rules.yaml rewritten for the test: every `for:`
 is 2 s and every range window (`[5m]`, `[10m]`) 8 s; the expressions are
-otherwise the shipped ones. Each scenario reads `/api/v1/alerts`:
+otherwise the shipped ones. Each scenario reads `/api/v1/alerts` (the provider
+failing alone, after the three others run side by side):
 
 - a region down at the provider: `DevicePoolBelowDesired` fires, and clears
   when the region is back;
@@ -293,25 +294,32 @@ async def test_alerts_fire_and_clear_on_a_real_prometheus(stack: AlertStack) -> 
     for name in ("alerts-region", "alerts-teardown", "alerts-blind"):
         await stack.clears("DevicePoolBelowDesired", name)
 
-    # A region down at the provider: its devices go offline.
+    # Three scenarios side by side (a region, a key, a cap: none touches another's pool),
+    # then the one that fails every provider call, alone.
+    async with asyncio.TaskGroup() as scenarios:
+        scenarios.create_task(region_down(stack))
+        scenarios.create_task(key_revoked(stack))
+        scenarios.create_task(cap_reached(stack))
+    await provider_failing(stack)
+    await asyncio.gather(
+        *(
+            stack.pools.delete(name, wait=True, timeout=30)
+            for name in ("alerts-region", "alerts-blind", "alerts-cap")
+        )
+    )
+
+
+async def region_down(stack: AlertStack) -> None:
+    """A region down at the provider: its devices go offline."""
     await stack.control.region("us-west", "down")
     await stack.fires("DevicePoolBelowDesired", "alerts-region")
     assert "alerts-teardown" not in await stack.alerts("DevicePoolBelowDesired")
     await stack.control.region("us-west", "up")
     await stack.clears("DevicePoolBelowDesired", "alerts-region")
 
-    # Every provider call answers 500; a pool deleted meanwhile cannot finish.
-    await stack.clears("DevicePoolProviderErrorRate")
-    await stack.control.faults(serverErrorRate=1.0)
-    try:
-        await stack.pools.delete("alerts-teardown")
-        await stack.fires("DevicePoolProviderErrorRate")
-        await stack.fires("DevicePoolTeardownBlocked", "alerts-teardown")
-    finally:
-        await stack.control.faults()
-    await stack.clears("DevicePoolTeardownBlocked", "alerts-teardown")
 
-    # The blind account's key revoked at the provider: its pool cannot list its devices.
+async def key_revoked(stack: AlertStack) -> None:
+    """The blind account's key revoked at the provider: its pool cannot list its devices."""
     assert "alerts-blind" not in await stack.alerts("DevicePoolBlind")
     stack.provider.revoked.add(BLIND_KEY)
     try:
@@ -321,18 +329,29 @@ async def test_alerts_fire_and_clear_on_a_real_prometheus(stack: AlertStack) -> 
         stack.provider.revoked.clear()
     await stack.clears("DevicePoolBlind", "alerts-blind")
 
-    # A pool of 2 that may rent 1 device.
+
+async def cap_reached(stack: AlertStack) -> None:
+    """A pool of 2 that may rent 1 device."""
     assert await stack.alerts("DevicePoolSpendCapReached") == {}
     await stack.pools.apply(capped("alerts-cap", max_devices=1))
     await stack.fires("DevicePoolSpendCapReached", "alerts-cap")
     await stack.pools.apply(capped("alerts-cap", max_devices=2))
     await stack.clears("DevicePoolSpendCapReached", "alerts-cap")
-    await asyncio.gather(
-        *(
-            stack.pools.delete(name, wait=True, timeout=30)
-            for name in ("alerts-region", "alerts-blind", "alerts-cap")
-        )
-    )
+
+
+async def provider_failing(stack: AlertStack) -> None:
+    """Every provider call answers 500; a pool deleted meanwhile cannot finish. (The
+    scenarios before it fail calls too, a revoked key and a region refusing creates:
+    the rate clears first.)"""
+    await stack.clears("DevicePoolProviderErrorRate")
+    await stack.control.faults(serverErrorRate=1.0)
+    try:
+        await stack.pools.delete("alerts-teardown")
+        await stack.fires("DevicePoolProviderErrorRate")
+        await stack.fires("DevicePoolTeardownBlocked", "alerts-teardown")
+    finally:
+        await stack.control.faults()
+    await stack.clears("DevicePoolTeardownBlocked", "alerts-teardown")
 
 
 def capped(name: str, *, max_devices: int) -> Any:
