@@ -45,6 +45,10 @@ from tests.helpers.workflow_stack import (
 
 pytestmark = pytest.mark.devserver
 
+# Most waits below last seconds (boots, passes) and each check is a status query or a
+# provider listing (~5 ms of the test's and the server's CPU): twice a second is enough.
+POLL = 0.5
+
 
 async def status_of(handle: Any) -> dict[str, Any]:
     return await handle.query("status")
@@ -70,10 +74,11 @@ async def test_converge_scale_up_down_and_delete(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
     handle = await start_pool(env.client, pool_name, 2)
-    await eventually(ready_count(pool_name, 2, control), what="2 ready devices")
+    await eventually(ready_count(pool_name, 2, control), what="2 ready devices", every=POLL)
     status = await eventually(
         lambda: _status_when(handle, lambda s: s["readyDevices"] == 2 and s["phase"] == "Ready"),
         what="status Ready 2",
+        every=POLL,
     )
     assert status["desiredReplicas"] == 2
     assert len(status["deviceIds"]) == 2
@@ -83,13 +88,13 @@ async def test_converge_scale_up_down_and_delete(
         UPDATE_SCALE, ScaleRequest(replicas=4), result_type=Accepted
     )
     assert accepted.replicas == 4 and accepted.generation == 2
-    await eventually(ready_count(pool_name, 4, control), what="4 ready devices")
+    await eventually(ready_count(pool_name, 4, control), what="4 ready devices", every=POLL)
 
     await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted)
-    await eventually(ready_count(pool_name, 1, control), what="scale down to 1")
+    await eventually(ready_count(pool_name, 1, control), what="scale down to 1", every=POLL)
 
     await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=0), result_type=Accepted)
-    await eventually(ready_count(pool_name, 0, control), what="scale down to 0")
+    await eventually(ready_count(pool_name, 0, control), what="scale down to 0", every=POLL)
 
     await delete_and_wait(handle)
     after = await stats(control)
@@ -113,11 +118,13 @@ async def test_a_pool_deleted_and_applied_again_rents_new_devices(
     # the idempotency key keeps the provider from replaying the deleted devices.
     before = await stats(control)
     first = await start_pool(env.client, pool_name, 2)
-    await eventually(ready_count(pool_name, 2, control), what="2 ready devices")
+    await eventually(ready_count(pool_name, 2, control), what="2 ready devices", every=POLL)
     old = {d["id"] for d in await pool_devices(control, pool_name)}
     await delete_and_wait(first)
     again = await start_pool(env.client, pool_name, 2)
-    await eventually(ready_count(pool_name, 2, control), what="2 ready devices again", timeout=30)
+    await eventually(
+        ready_count(pool_name, 2, control), what="2 ready devices again", timeout=30, every=POLL
+    )
     assert not {d["id"] for d in await pool_devices(control, pool_name)} & old
     # This pool's own creates (both incarnations, the deleted one's devices listed
     # terminated): another test's teardown moves the session-wide count.
@@ -141,7 +148,9 @@ async def test_a_refused_scale_signal_is_said_until_an_accepted_change(
             return cond if cond and cond["message"].startswith(said) else None
 
         await handle.signal(SIGNAL_SCALE, payload)
-        cond: dict[str, Any] = await eventually(this_one, what=f"SpecRejected for {payload!r}")
+        cond: dict[str, Any] = await eventually(
+            this_one, what=f"SpecRejected for {payload!r}", every=POLL
+        )
         assert cond["status"] == "True" and cond["reason"] == "InvalidScaleSignal", cond
         return cond
 
@@ -172,7 +181,7 @@ async def test_a_refused_scale_signal_is_said_until_an_accepted_change(
     # And a valid signal, which is applied.
     await refused({"replicas": "ten"})
     await handle.signal(SIGNAL_SCALE, {"replicas": 1})
-    await eventually(ready_count(pool_name, 1, control), what="1 ready device")
+    await eventually(ready_count(pool_name, 1, control), what="1 ready device", every=POLL)
     assert await condition(handle, "SpecRejected") is None
     await delete_and_wait(handle)
 
@@ -181,7 +190,7 @@ async def test_scale_down_spares_busy_devices_and_delete_removes_them(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
     handle = await start_pool(env.client, pool_name, 3)
-    await eventually(ready_count(pool_name, 3, control), what="3 ready devices")
+    await eventually(ready_count(pool_name, 3, control), what="3 ready devices", every=POLL)
     devices = await pool_devices(control, pool_name)
     busy = sorted(d["id"] for d in devices)[:2]
     for device_id in busy:
@@ -191,7 +200,9 @@ async def test_scale_down_spares_busy_devices_and_delete_removes_them(
     await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted)
     # Only the one idle device may go; two busy ones stay and the pool says so.
     await eventually(
-        lambda: _len_is(pool_devices(control, pool_name), 2), what="idle device removed"
+        lambda: _len_is(pool_devices(control, pool_name), 2),
+        what="idle device removed",
+        every=POLL,
     )
     left = await pool_devices(control, pool_name)
     assert sorted(d["id"] for d in left) == busy
@@ -201,7 +212,9 @@ async def test_scale_down_spares_busy_devices_and_delete_removes_them(
     # A session ends: that device is now idle and goes.
     await control.post(f"/_emulator/devices/{busy[0]}/session", json={"active": False})
     await eventually(
-        lambda: _len_is(pool_devices(control, pool_name), 1), what="one freed device removed"
+        lambda: _len_is(pool_devices(control, pool_name), 1),
+        what="one freed device removed",
+        every=POLL,
     )
 
     await delete_and_wait(handle)
@@ -225,6 +238,7 @@ async def test_delete_while_provisioning_leaves_nothing(
             lambda: _len_is(pool_devices(control, pool_name), 8),
             what="8 devices created",
             timeout=20,
+            every=POLL,
         )
         await handle.cancel()
         await handle.cancel()  # twice: the finalizer must still finish
@@ -253,9 +267,14 @@ async def test_create_retried_after_a_lost_response_rents_one_device(
     TimedASGITransport.lose_create_answers = 2
     handle = await start_pool(env.client, pool_name, 2)
     await eventually(
-        lambda: _replays_since(control, before, 2), what="two idempotent replays", timeout=20
+        lambda: _replays_since(control, before, 2),
+        what="two idempotent replays",
+        timeout=20,
+        every=POLL,
     )
-    await eventually(ready_count(pool_name, 2, control), what="2 ready devices", timeout=30)
+    await eventually(
+        ready_count(pool_name, 2, control), what="2 ready devices", timeout=30, every=POLL
+    )
     # This pool's own creates (a new pool): another test's teardown moves the session-wide count.
     assert (await pool_counts(control, pool_name))["created"] == 2
     assert len(await pool_devices(control, pool_name)) == 2
@@ -277,10 +296,14 @@ async def test_a_create_that_gave_up_is_planned_again_under_the_same_key(
     try:
         handle = await start_pool(env.client, pool_name, 1, settings=settings)
         second_batch = env.client.get_workflow_handle(provision_workflow_id(pool_name, 1, 1))
-        await eventually(lambda: _started(second_batch), what="the slot planned again", timeout=20)
+        await eventually(
+            lambda: _started(second_batch), what="the slot planned again", timeout=20, every=POLL
+        )
     finally:
         TimedASGITransport.creates_partitioned = False
-    await eventually(ready_count(pool_name, 1, control), what="1 ready device", timeout=20)
+    await eventually(
+        ready_count(pool_name, 1, control), what="1 ready device", timeout=20, every=POLL
+    )
     (device,) = await pool_devices(control, pool_name)
     assert device["labels"][LABEL_SLOT].endswith("-0")  # <incarnation>-<slot>
     own = await pool_counts(control, pool_name)
@@ -317,7 +340,9 @@ async def test_a_report_that_overtakes_an_observation_waits_for_the_next_one(
         gate.set()
         TimedASGITransport.create_gate = None
         TimedASGITransport.late_list_answers.pop(pool_name, None)
-    await eventually(ready_count(pool_name, 4, control), what="4 ready devices", timeout=30)
+    await eventually(
+        ready_count(pool_name, 4, control), what="4 ready devices", timeout=30, every=POLL
+    )
     await asyncio.sleep(1)  # a pass after convergence
     own = await pool_counts(control, pool_name)
     assert own["created"] - before["created"] == 4
@@ -393,7 +418,7 @@ async def test_spec_change_during_provisioning_converges_exactly(
         result_type=Accepted,
     )
     assert accepted.generation == 2
-    await eventually(ready_count(pool_name, 7, control), what="7 ready devices")
+    await eventually(ready_count(pool_name, 7, control), what="7 ready devices", every=POLL)
     own = await pool_counts(control, pool_name)
     assert own["created"] - before["created"] == 7
 
@@ -441,7 +466,9 @@ async def test_unknown_proxy_pool_stops_provisioning_with_a_reason(
 ) -> None:
     handle = await start_pool(env.client, pool_name, 2, proxy_ref="no-such-proxies")
     cond = await eventually(
-        lambda: _condition_with(handle, "Ready", "False", "UnknownProxyPool"), what="Ready=False"
+        lambda: _condition_with(handle, "Ready", "False", "UnknownProxyPool"),
+        what="Ready=False",
+        every=POLL,
     )
     assert "no-such-proxies" in cond["message"]
     assert len(await pool_devices(control, pool_name)) == 0
@@ -460,7 +487,9 @@ async def test_unknown_region_stops_provisioning_with_the_known_ones_listed(
     """`region: us-wset` (a typo) rented devices there before (issue 28)."""
     handle = await start_pool(env.client, pool_name, 2, region="us-wset")
     cond = await eventually(
-        lambda: _condition_with(handle, "Ready", "False", "UnknownRegion"), what="Ready=False"
+        lambda: _condition_with(handle, "Ready", "False", "UnknownRegion"),
+        what="Ready=False",
+        every=POLL,
     )
     assert "us-wset" in cond["message"] and "us-west" in cond["message"], cond
     assert len(await pool_devices(control, pool_name)) == 0
@@ -472,7 +501,9 @@ async def test_unknown_account_stops_provisioning_with_a_reason(
 ) -> None:
     handle = await start_pool(env.client, pool_name, 2, account="nobody")
     cond = await eventually(
-        lambda: _condition_with(handle, "Ready", "False", "UnknownAccount"), what="Ready=False"
+        lambda: _condition_with(handle, "Ready", "False", "UnknownAccount"),
+        what="Ready=False",
+        every=POLL,
     )
     assert "nobody" in cond["message"]
     await delete_and_wait(handle)
@@ -510,7 +541,10 @@ async def test_delete_during_an_activity_is_not_lost(
         await asyncio.wait_for(handle.result(), timeout=30)
     assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
     await eventually(
-        lambda: _len_is(pool_devices(control, pool_name), 0), what="nothing left", timeout=15
+        lambda: _len_is(pool_devices(control, pool_name), 0),
+        what="nothing left",
+        timeout=15,
+        every=POLL,
     )
 
 
@@ -525,7 +559,7 @@ async def test_no_credential_in_any_workflow_history(
     # ran: batches, health checks, ledgers, continue-as-new runs) is searched,
     # payloads and failure messages as raw bytes.
     handle = await start_pool(env.client, pool_name, 2)
-    await eventually(ready_count(pool_name, 2, control), what="2 ready devices")
+    await eventually(ready_count(pool_name, 2, control), what="2 ready devices", every=POLL)
     await delete_and_wait(handle)
     secrets = [key.encode() for key in ACCOUNTS.values()] + [PROXY_PASSWORD.encode()]
     leaks: list[str] = []
@@ -555,7 +589,9 @@ async def test_a_listing_that_lags_behind_the_creates_rents_nothing_extra(
     # has seen its devices ready, and a listing that lags longer is not waited for.
     TimedASGITransport.listing_lag[pool_name] = 1.2
     handle = await start_pool(env.client, pool_name, 2)
-    await eventually(ready_count(pool_name, 2, control), what="2 ready devices", timeout=30)
+    await eventually(
+        ready_count(pool_name, 2, control), what="2 ready devices", timeout=30, every=POLL
+    )
     await asyncio.sleep(5)  # past the lag: anything rented twice is listed by now
     assert (await pool_counts(control, pool_name))["created"] == 2
     status = await handle.query("status")
