@@ -30,6 +30,10 @@ from tests.helpers.workflow_stack import condition, pool_devices, start_pool
 
 pytestmark = pytest.mark.devserver
 
+# Waits for states that last (creates held, boots stalled, a pool converged) check a status
+# query or a provider listing (~5 ms of the test's and the server's CPU) twice a second.
+POLL = 0.5
+
 
 async def _faults(control: httpx.AsyncClient, faults: dict[str, float]) -> None:
     (await control.post("/_emulator/faults", json=faults)).raise_for_status()
@@ -54,7 +58,7 @@ async def test_creates_waiting_are_pending_and_booting_devices_keep_it_progressi
             return status if status.get("pendingDevices") == 2 else None
 
         # Nothing exists at the provider yet: nothing is provisioning there.
-        status = await eventually(planned, what="2 pending creates")
+        status = await eventually(planned, what="2 pending creates", every=POLL)
         assert status["provisioningDevices"] == 0, status
         progressing = await condition(handle, "Progressing")
         assert progressing and progressing["status"] == "True", progressing
@@ -71,7 +75,7 @@ async def test_creates_waiting_are_pending_and_booting_devices_keep_it_progressi
                 return status
             return None
 
-        status = await eventually(booting, what="2 devices booting, none pending")
+        status = await eventually(booting, what="2 devices booting, none pending", every=POLL)
         progressing = status and next(c for c in status["conditions"] if c["type"] == "Progressing")
         assert progressing["status"] == "True", status
         assert progressing["reason"] == "Provisioning", progressing
@@ -85,7 +89,7 @@ async def test_creates_waiting_are_pending_and_booting_devices_keep_it_progressi
 async def test_scale_down_removes_a_booting_device_before_a_ready_one(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    handle = await start_pool(env.client, pool_name, 5)
+    handle = await start_pool(env.client, pool_name, 2)
     try:
 
         async def ready(n: int) -> list[dict[str, Any]] | None:
@@ -93,28 +97,28 @@ async def test_scale_down_removes_a_booting_device_before_a_ready_one(
             ok = len(devices) == n and all(d["status"] == "ready" for d in devices)
             return devices if ok else None
 
-        serving = await eventually(lambda: ready(5), what="5 ready devices")
+        serving = await eventually(lambda: ready(2), what="2 ready devices", every=POLL)
         await _faults(control, {"provisionStallRate": 1})
         try:
             await handle.execute_update(
-                UPDATE_SCALE, ScaleRequest(replicas=6), result_type=Accepted
+                UPDATE_SCALE, ScaleRequest(replicas=3), result_type=Accepted
             )
 
             async def booting() -> list[dict[str, Any]]:
                 devices = await pool_devices(control, pool_name)
                 return [d for d in devices if d["status"] == "provisioning"]
 
-            stalled = (await eventually(booting, what="a sixth device booting"))[0]
+            stalled = (await eventually(booting, what="a third device booting", every=POLL))[0]
         finally:
             await _faults(control, {})
-        await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=5), result_type=Accepted)
+        await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=2), result_type=Accepted)
 
         async def booting_one_gone() -> list[dict[str, Any]] | None:
             devices = await pool_devices(control, pool_name)
             live = [d for d in devices if d["status"] != "terminating"]
             return live if stalled["id"] not in {d["id"] for d in live} else None
 
-        await eventually(booting_one_gone, what="the booting device terminated")
+        await eventually(booting_one_gone, what="the booting device terminated", every=POLL)
         await asyncio.sleep(1)  # a wrong pick would have gone by now too
         live = {d["id"]: d["status"] for d in await pool_devices(control, pool_name)}
         assert {d["id"] for d in serving} <= set(live), live
@@ -181,9 +185,9 @@ async def test_describe_shows_what_happened_to_the_pool(
         return check
 
     try:
-        await eventually(said("Ready"), what="the batch's Ready event")
+        await eventually(said("Ready"), what="the batch's Ready event", every=POLL)
         await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted)
-        events = await eventually(said("ScaledDown"), what="the scale-down's event")
+        events = await eventually(said("ScaledDown"), what="the scale-down's event", every=POLL)
         assert [(e["type"], e["reason"]) for e in events] == [
             ("Normal", "Created"),
             ("Normal", "Creating"),
@@ -216,7 +220,7 @@ async def test_a_pool_that_cannot_list_its_devices_does_not_say_ready(
         ready = await condition(handle, "Ready")
         return ready if ready and ready["status"] == "True" else None
 
-    await eventually(converged, what="Ready=True")
+    await eventually(converged, what="Ready=True", every=POLL)
     created = len(await pool_devices(control, pool_name))
     TimedASGITransport.unauthenticated_lists.add(pool_name)
     # A change at the provider, which the pool can no longer see.
@@ -227,7 +231,7 @@ async def test_a_pool_that_cannot_list_its_devices_does_not_say_ready(
         provider = await condition(handle, "ProviderAvailable")
         return provider if provider and provider["status"] == "False" else None
 
-    provider = await eventually(blind, what="ProviderAvailable=False", timeout=20)
+    provider = await eventually(blind, what="ProviderAvailable=False", timeout=20, every=POLL)
     assert provider["reason"] == "Unauthenticated", provider
     # A pass that had listed before the key went may still have published after
     # it: lastReconciled is read once the pool is blind, then must stand still.
@@ -242,7 +246,7 @@ async def test_a_pool_that_cannot_list_its_devices_does_not_say_ready(
 
     TimedASGITransport.unauthenticated_lists.discard(pool_name)
     (await control.post(f"/_emulator/devices/{device}/online")).raise_for_status()
-    await eventually(converged, what="Ready=True again", timeout=20)
+    await eventually(converged, what="Ready=True again", timeout=20, every=POLL)
     provider = await condition(handle, "ProviderAvailable")
     assert provider is not None and provider["status"] == "True", provider
     assert len(await pool_devices(control, pool_name)) == created  # nothing rented on a guess
