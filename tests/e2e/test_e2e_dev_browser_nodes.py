@@ -147,8 +147,8 @@ def test_the_cloud_phone_example_powers_three_phones_on_and_delete_says_what_it_
         return bool(made == 3)
 
     # Polled in process (`Stack.status`, the call behind `get -o json`): a CLI
-    # process a poll cost about 0.5 CPU-s. Then the CLI says it (in this process), once;
-    # its process is the `delete --wait` below.
+    # process a poll cost about 0.5 CPU-s. Then the CLI says it, once. (The CLI runs in
+    # this process here and below: its process is test_e2e_dev_stack.py's.)
     wait_until(booting, timeout=60, every=1, what="3 phones made")
 
     def cli_says_made() -> dict[str, Any] | None:  # once, unless it answered stale
@@ -167,7 +167,7 @@ def test_the_cloud_phone_example_powers_three_phones_on_and_delete_says_what_it_
     )
     assert made["created"] == 3, made
 
-    deleted = stack.cli("delete", "cloud-phones", "--wait", "--timeout", "90")
+    deleted = stack.cli_here("delete", "cloud-phones", "--wait", "--timeout", "90")
     assert deleted.returncode == 0, deleted.stderr
     assert deleted.stdout.splitlines()[-2:] == [
         "devicepool/cloud-phones deleted (0 devices left)",
@@ -200,9 +200,9 @@ def test_a_silent_node_worker_loses_its_profiles_to_the_other_and_gets_them_back
 
         def cli_says(by_node: dict[str, int]) -> dict[str, Any]:
             """What `get browserpool/NAME -o json` prints once the in-process wait is done:
-            the same spread (once, unless it answered stale). The CLI runs in this process
-            here: the test is about the node workers' processes (a CLI process is in
-            test_the_cloud_phone_example_powers_three_phones_on_and_delete_says_what_it_kept)."""
+            the same spread (once, unless it answered stale). The CLI runs in this process:
+            the test is about the node workers' processes (a CLI process is
+            test_e2e_dev_stack.py's)."""
 
             def once() -> dict[str, Any] | None:
                 done = stack.cli_here("get", f"browserpool/{POOL}", "-o", "json")

@@ -124,7 +124,7 @@ class Stack:
         through the Python client's call behind it (`PoolClient.summary`: with
         no worker to answer the query, the last status the pool published):
         the waits poll it twice a second, and a CLI process per poll cost
-        ~0.7 CPU-s. The tests run the CLI itself wherever they check what it says.
+        ~0.7 CPU-s. The tests run the CLI (`cli_here`) wherever they check what it says.
         `kind`: the kind's name (`BROWSER_POOL.name`), DevicePool by default.
         A stale summary (no worker answered the queries yet, e.g. just after a
         restart: `readyDevices` from the search attributes, no
