@@ -41,6 +41,10 @@ from tests.helpers.workflow_stack import (
 pytestmark = pytest.mark.devserver
 
 GONE = {"terminating", "terminated"}
+# Waits check the provider's devices or the pool's status (~5 ms of the test's and the
+# server's CPU each) twice a second: the times compared are the emulator's own stamps,
+# not when a check ran. The wait for the health check's clock keeps the default pace.
+POLL = 0.5
 
 
 def _instant(value: str) -> datetime:
@@ -72,7 +76,9 @@ async def _ready(control: httpx.AsyncClient, name: str, n: int) -> list[dict[str
         ok = len(devices) == n and all(d["status"] == "ready" for d in devices)
         return devices if ok else None
 
-    return list(await eventually(check, what=f"{n} ready devices in {name}", timeout=30))
+    return list(
+        await eventually(check, what=f"{n} ready devices in {name}", timeout=30, every=POLL)
+    )
 
 
 async def _removed_at(
@@ -89,7 +95,7 @@ async def _removed_at(
         device = await _device(control, device_id)
         return _instant(device["updatedAt"]) if device["status"] in GONE else None
 
-    return await eventually(check, what=f"{device_id} removed", timeout=timeout)
+    return await eventually(check, what=f"{device_id} removed", timeout=timeout, every=POLL)
 
 
 async def test_an_idle_surplus_device_stays_for_the_grace_and_a_busy_one_until_idle_that_long(
@@ -112,7 +118,7 @@ async def test_an_idle_surplus_device_stays_for_the_grace_and_a_busy_one_until_i
         cond = await condition(handle, "ScaleDownBlocked")
         return cond if cond is not None and cond["status"] == "True" else None
 
-    await eventually(blocked, what="ScaleDownBlocked=True", timeout=10)
+    await eventually(blocked, what="ScaleDownBlocked=True", timeout=10, every=POLL)
     if await _emulator_now(control) < idle_since + grace - timedelta(seconds=0.2):
         # Still inside the grace (a busy machine may plan later than that): both kept.
         statuses = {d["id"]: d["status"] for d in await pool_devices(control, pool_name)}
@@ -138,7 +144,7 @@ async def test_an_idle_surplus_device_stays_for_the_grace_and_a_busy_one_until_i
     async def unblocked() -> bool:
         return await condition(handle, "ScaleDownBlocked") is None
 
-    await eventually(unblocked, what="ScaleDownBlocked dropped", timeout=10)
+    await eventually(unblocked, what="ScaleDownBlocked dropped", timeout=10, every=POLL)
     counts = await pool_counts(control, pool_name)
     assert counts == {"created": 2, "terminated": 2}, counts
     await handle.cancel()
@@ -184,7 +190,9 @@ async def test_the_health_check_wakes_at_the_offline_deadline_not_at_its_next_re
         ready = {d["id"] for d in now if d["status"] == "ready"}
         return victim not in ready and len(ready) == 3
 
-    await eventually(replaced, what="3 ready devices, the victim not among them", timeout=15)
+    await eventually(
+        replaced, what="3 ready devices, the victim not among them", timeout=15, every=POLL
+    )
     after = await pool_counts(control, pool_name)
     # One for the new size, one replacement.
     assert after["created"] - before["created"] == 2, after
@@ -209,7 +217,7 @@ async def test_an_offline_device_gone_before_the_health_report_is_replaced_as_a_
     async def seen_offline() -> bool:
         return bool((await handle.query("status"))["offlineDevices"] == 1)
 
-    await eventually(seen_offline, what="the pool saw it offline", timeout=10)
+    await eventually(seen_offline, what="the pool saw it offline", timeout=10, every=POLL)
     deleted = await control.delete(
         f"/api/v1/devices/{victim}", headers={"Authorization": f"Bearer {ACCOUNTS['default']}"}
     )
@@ -220,7 +228,7 @@ async def test_an_offline_device_gone_before_the_health_report_is_replaced_as_a_
         found = [e["message"] for e in events if e["reason"] == "Creating"]
         return found if len(found) >= 2 else None
 
-    messages = await eventually(creating, what="the second Creating event", timeout=15)
+    messages = await eventually(creating, what="the second Creating event", timeout=15, every=POLL)
     assert messages[1] == "creating 1 replacement device(s)", messages
     await _ready(control, pool_name, 2)
     await handle.cancel()
