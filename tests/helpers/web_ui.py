@@ -5,7 +5,7 @@ launches it (a module's tests share one: a launch costs a few CPU-s); `ui_page` 
 one page, in a context of its own, with the tests' timeouts; `shown_after_reloads`
 loads a list until its rows appear (the UI lists from visibility, which lags);
 `open_workflow_page` goes to a workflow by id and waits for the UI's redirect to its
-current run.
+current run; `open_from_list` clicks its link in a list instead.
 """
 
 from __future__ import annotations
@@ -100,6 +100,15 @@ async def open_workflow_page(
     await expect(page).to_have_url(
         re.compile(re.escape(page_url) + r"/[0-9a-f-]{36}/"), timeout=timeout_ms
     )
+
+
+async def open_from_list(page: Page, base: str, link: Locator, workflow_id: str) -> None:
+    """The workflow's page from its `link` in the open list, on the run the row shows: a
+    click stays in the loaded UI, where a new load (`open_workflow_page`) costs chromium
+    about a CPU-s more. Close the columns drawer first: it makes the list inert."""
+    await link.click()
+    page_url = f"{base}/{quote(workflow_id, safe='')}/"
+    await expect(page).to_have_url(re.compile(re.escape(page_url) + r"[0-9a-f-]{36}/"))
 
 
 async def listed_in_visibility(client: Any, workflow_id: str, timeout: float = 30) -> None:

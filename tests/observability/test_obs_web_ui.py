@@ -185,10 +185,9 @@ async def test_web_ui_shows_the_pool(obs_stack: ObsStack, browser: Browser, tmp_
                 await expect(cell).to_be_in_viewport(ratio=0.95)
             await page.screenshot(path=tmp_path / "ui-pools.png")
 
-            # The pool's page by workflow id (the slash is %2F); the UI
-            # redirects to the current run (it looks the run up first: slow
-            # on a loaded machine; and the pool may have continued as new).
-            await web_ui.open_workflow_page(page, base, pool_workflow_id(POOL))
+            # The pool's page from its row, as a person opens it (a page by id, the
+            # slash as %2F: tests/encryption/test_enc_web_ui.py).
+            await web_ui.open_from_list(page, base, wid_link, pool_workflow_id(POOL))
             await page.get_by_text("User Metadata", exact=True).first.click()
             await expect(page).to_have_url(re.compile(r"/user-metadata$"))
 
@@ -252,7 +251,8 @@ async def test_a_browser_pool_in_the_list_and_on_its_page(
             assert shown["DevicePoolPhase"] == "Degraded", shown
             assert shown["DevicePoolRegion"] == "" and shown["DevicePoolAccount"] == "", shown
 
-            await web_ui.open_workflow_page(page, base, browser_pool_workflow_id(BROWSER_POOL))
+            await page.get_by_role("button", name="Close Workflows Table configuration").click()
+            await web_ui.open_from_list(page, base, link, browser_pool_workflow_id(BROWSER_POOL))
             await page.get_by_text("User Metadata", exact=True).first.click()
             summary = page.frame_locator("#user-metadata-summary").locator("body")
             await expect(summary).to_contain_text(
