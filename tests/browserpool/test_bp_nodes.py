@@ -81,7 +81,8 @@ SETTINGS = FAST.model_copy(
     update={"resync_seconds": 1.0, "node_lost_after_seconds": LOST_AFTER, "failure_streak_limit": 3}
 )
 # How long a node call waits for its node worker to take it (`calls.NODE_PICKUP`, 15 s, not a
-# setting): a pass that lists a node just stopped waits that long. Shortened as LOST_AFTER is.
+# setting): a pass that lists a node just stopped waits that long. Shortened as LOST_AFTER is,
+# by `node_stack` (calls.py is passed through the sandbox: the workflows read what it patches).
 PICKUP = timedelta(seconds=5)
 
 
