@@ -41,19 +41,24 @@ from tests.helpers.workflow_stack import (
 
 pytestmark = pytest.mark.devserver
 
+# Waits for states that last (a region down or back, a pool recovered) check a status query
+# (~5 ms of the test's and the server's CPU) twice a second; the back-off's short
+# ProviderAvailable=False and the devices caught booting keep a faster pace.
+POLL = 0.5
+
 
 async def test_region_outage_pauses_remediation_and_resumes(
     env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
 ) -> None:
     region = f"wf-region-{pool_name[-6:]}"
     await open_region(control, region)
-    handle = await start_pool(env.client, pool_name, 4, region=region)
-    devices = await converged(control, pool_name, 4)
+    handle = await start_pool(env.client, pool_name, 2, region=region)
+    devices = await converged(control, pool_name, 2)
     before = await pool_counts(control, pool_name)
     await open_region(control, region, "down")
 
     cond = await paused(handle)
-    assert "4 of 4 devices unhealthy" in cond["message"]
+    assert "2 of 2 devices unhealthy" in cond["message"]
     # Well past the offline threshold, nothing was terminated or re-created.
     await asyncio.sleep(FAST.offline_after_seconds + 2 * FAST.health_seconds)
     during = await pool_counts(control, pool_name)
@@ -62,7 +67,7 @@ async def test_region_outage_pauses_remediation_and_resumes(
 
     await open_region(control, region, "up")
     await resumed(handle)
-    after_ids = {d["id"] for d in await converged(control, pool_name, 4)}
+    after_ids = {d["id"] for d in await converged(control, pool_name, 2)}
     assert after_ids == {d["id"] for d in devices}  # they came back; nothing replaced
     await delete(handle, control, pool_name)
 
@@ -79,6 +84,7 @@ async def test_region_refusing_creates_backs_off_and_recovers(
         lambda: false_condition(handle, "ProviderAvailable"),
         what="ProviderAvailable=False",
         timeout=15,
+        every=POLL,
     )
     assert cond["reason"] in {"RegionUnavailable", "RegionDown"}
     # Backing off: a handful of refused creates, not a storm.
@@ -93,7 +99,10 @@ async def test_region_refusing_creates_backs_off_and_recovers(
         print(await history_digest(env.client, handle.id))
         raise
     await eventually(
-        lambda: true_condition(handle, "ProviderAvailable"), what="recovered", timeout=15
+        lambda: true_condition(handle, "ProviderAvailable"),
+        what="recovered",
+        timeout=15,
+        every=POLL,
     )
     await delete(handle, control, pool_name)
 
@@ -134,7 +143,9 @@ async def test_failing_boots_stop_creates_then_a_probe_lets_them_resume(
         await control.post("/_emulator/faults", json={})
     await converged(control, pool_name, 2)
     await eventually(
-        lambda: true_condition(handle, "ProviderAvailable"), what="ProviderAvailable=True"
+        lambda: true_condition(handle, "ProviderAvailable"),
+        what="ProviderAvailable=True",
+        every=POLL,
     )
     # The region was probed before creates resumed.
     digest = await history_digest(env.client, handle.id)
@@ -148,34 +159,34 @@ async def test_a_region_down_while_devices_boot_is_an_outage_not_failed_boots(
     # The region goes down after the creates landed and before the devices
     # booted, and stays down past the startup timeout. The provisioning batch
     # sees them offline: that is the health check's to judge (an outage: it
-    # pauses), not four failed boots that the pool removes and replaces (with
+    # pauses), not two failed boots that the pool removes and replaces (with
     # creates that fail too, until "ReplacementsFailing" stops them).
     region = f"wf-boot-{pool_name[-6:]}"
     await open_region(control, region)
     settings = FAST.model_copy(update={"startup_timeout_seconds": 6})
-    handle = await start_pool(env.client, pool_name, 4, region=region, settings=settings)
+    handle = await start_pool(env.client, pool_name, 2, region=region, settings=settings)
 
     async def booting() -> list[dict[str, Any]] | None:
         devices = await pool_devices(control, pool_name)
-        return devices if len(devices) == 4 else None
+        return devices if len(devices) == 2 else None
 
-    devices = await eventually(booting, what="4 devices created", timeout=30, every=0.05)
+    devices = await eventually(booting, what="2 devices created", timeout=30, every=0.05)
     await open_region(control, region, "down")
     assert any(d["status"] == "provisioning" for d in devices), devices  # the race happened
     before = await pool_counts(control, pool_name)
 
     cond = await paused(handle)
-    assert "4 of 4 devices unhealthy" in cond["message"], cond
+    assert "2 of 2 devices unhealthy" in cond["message"], cond
     # Past the batch's startup timeout: nothing removed, nothing created.
     await asyncio.sleep(settings.startup_timeout_seconds + 2 * settings.health_seconds)
     during = await pool_counts(control, pool_name)
-    assert (during["terminated"], during["created"]) == (before["terminated"], 4)
+    assert (during["terminated"], during["created"]) == (before["terminated"], 2)
     provider = await condition(handle, "ProviderAvailable")
     assert provider is None or provider["status"] == "True", provider
 
     await open_region(control, region, "up")
-    after = await converged(control, pool_name, 4)
-    assert {d["id"] for d in after} == {d["id"] for d in devices}  # the same four, booted
+    after = await converged(control, pool_name, 2)
+    assert {d["id"] for d in after} == {d["id"] for d in devices}  # the same two, booted
     events = [e["reason"] for e in (await handle.query("events"))["events"]]
     assert "BootFailed" not in events, events
     await delete(handle, control, pool_name)
@@ -189,9 +200,9 @@ async def test_remediation_paused_survives_the_pools_continue_as_new(
     # A pool that continues as new in between must still say so.
     region = f"wf-can-{pool_name[-6:]}"
     await open_region(control, region)
-    spec = pool_manifest(pool_name, region=region, replicas=4, proxy=None)["spec"]
-    handle = await start_pool(env.client, pool_name, 4, region=region, proxy_ref=None)
-    await converged(control, pool_name, 4)
+    spec = pool_manifest(pool_name, region=region, replicas=2, proxy=None)["spec"]
+    handle = await start_pool(env.client, pool_name, 2, region=region, proxy_ref=None)
+    await converged(control, pool_name, 2)
     await open_region(control, region, "down")
     await paused(handle)
     paused_run = (await handle.describe()).run_id
