@@ -26,6 +26,10 @@ from tests.helpers.workflow_stack import ACCOUNTS, Workers, pool_counts, pool_de
 
 pytestmark = pytest.mark.devserver
 
+# The terminations are held until the test lets them go: the wait for them reads the pool's
+# histories (each check fetches them all) twice a second.
+POLL = 0.5
+
 PATCH = b"batches-split-as-decided"
 
 
@@ -58,7 +62,9 @@ async def test_a_health_report_during_terminations_rents_one_device_a_slot(
                             return True
             return False
 
-        await eventually(terminating, what="the failed devices' termination held", timeout=40)
+        await eventually(
+            terminating, what="the failed devices' termination held", timeout=40, every=POLL
+        )
         gone = await control.delete(
             f"/api/v1/devices/{ready}", headers={"Authorization": f"Bearer {ACCOUNTS['default']}"}
         )

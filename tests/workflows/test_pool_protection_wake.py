@@ -29,6 +29,10 @@ from tests.workflows.test_pool_budget_wake import _listings
 
 pytestmark = pytest.mark.devserver
 
+# Waits for boots and passes check a listing or a status query (~5 ms of the test's and the
+# server's CPU) twice a second.
+POLL = 0.5
+
 
 class Refused(OwnQueueActivities):
     refusing = False
@@ -59,7 +63,7 @@ async def test_a_protection_run_out_during_failed_listings_sets_no_wake(
             status = await handle.query("status")
             return status["deviceIds"] if status["readyDevices"] == 1 else None
 
-        (device,) = await eventually(one_ready, what="1 ready", timeout=60)
+        (device,) = await eventually(one_ready, what="1 ready", timeout=60, every=POLL)
         activities.refusing = True
         await PoolClient(env.client).protect_device(pool_name, device, duration="1s")
 
@@ -67,7 +71,7 @@ async def test_a_protection_run_out_during_failed_listings_sets_no_wake(
             events = (await handle.query("events"))["events"]
             return any(e["reason"] == "ListFailed" for e in events)
 
-        await eventually(blind, what="a failed listing", timeout=30)
+        await eventually(blind, what="a failed listing", timeout=30, every=POLL)
         await asyncio.sleep(2)  # the protection has run out
         since = datetime.now(UTC)
         # Five seconds of a 30-s resync (a fixed wait: nothing must happen in it);

@@ -25,6 +25,10 @@ from tests.workflows.test_pool_device_control import _gone, events, ready_ids, s
 
 pytestmark = pytest.mark.devserver
 
+# Waits for boots and passes check a listing or a status query (~5 ms of the test's and the
+# server's CPU) twice a second. The samples of what serves keep their 0.1 s.
+POLL = 0.5
+
 
 async def fewest_serving_until(
     control: httpx.AsyncClient, pool_name: str, done: Callable[[set[str]], bool], what: str
@@ -49,7 +53,9 @@ async def test_expired_devices_leave_only_once_their_replacements_serve(
 ) -> None:
     # Old enough to be seen ready first (a boot is 1.5 s here), young enough not to wait long.
     handle = await start(env, pool_name, 2, lifetime={"maxAge": "8s"})
-    first = await eventually(lambda: ready_ids(control, pool_name, 2), timeout=60, what="2 ready")
+    first = await eventually(
+        lambda: ready_ids(control, pool_name, 2), timeout=60, what="2 ready", every=POLL
+    )
     fewest = await fewest_serving_until(
         control, pool_name, lambda ids: not ids & set(first), "both expired devices replaced"
     )
@@ -58,7 +64,7 @@ async def test_expired_devices_leave_only_once_their_replacements_serve(
     reasons = [e["reason"] for e in said]
     assert "Expired" in reasons and "ScaledDown" not in reasons, said
     await handle.cancel()
-    await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")
+    await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown", every=POLL)
 
 
 async def test_an_idle_device_replaced_when_idle_waits_for_its_replacement(
@@ -66,7 +72,10 @@ async def test_an_idle_device_replaced_when_idle_waits_for_its_replacement(
 ) -> None:
     handle = await start(env, pool_name, 2)
     old, kept = await eventually(
-        lambda: ready_ids(control, pool_name, 2), timeout=60, what="2 ready"
+        lambda: ready_ids(control, pool_name, 2),
+        timeout=60,
+        what="2 ready",
+        every=POLL,
     )
     await PoolClient(env.client).replace_device(pool_name, old, when_idle=True)
     fewest = await fewest_serving_until(
@@ -76,4 +85,4 @@ async def test_an_idle_device_replaced_when_idle_waits_for_its_replacement(
     reasons = [e["reason"] for e in await events(handle)]
     assert "Replaced" in reasons and "ScaledDown" not in reasons, reasons
     await handle.cancel()
-    await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown")
+    await eventually(lambda: _gone(control, pool_name), timeout=60, what="teardown", every=POLL)

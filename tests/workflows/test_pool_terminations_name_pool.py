@@ -28,6 +28,10 @@ from tests.helpers.workflow_stack import OwnQueueActivities, pool_devices, start
 
 pytestmark = pytest.mark.devserver
 
+# Waits for boots and passes check a listing or a status query (~5 ms of the test's and the
+# server's CPU) twice a second.
+POLL = 0.5
+
 
 class Recorded(OwnQueueActivities):
     def __init__(self, real: DeviceActivities) -> None:
@@ -52,7 +56,7 @@ async def test_a_scale_down_names_its_pool_in_each_termination(
         async def ready() -> bool:
             return (await handle.query("status"))["readyDevices"] == 3
 
-        await eventually(ready, what="3 ready devices")
+        await eventually(ready, what="3 ready devices", every=POLL)
         await handle.execute_update(
             UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted
         )  # fmt: skip
@@ -61,7 +65,7 @@ async def test_a_scale_down_names_its_pool_in_each_termination(
             return len(await pool_devices(control, name)) == 1
 
         try:
-            await eventually(one_left, what="1 device left")
+            await eventually(one_left, what="1 device left", every=POLL)
             assert len(recorded.terminations) >= 2
             assert {t.pool for t in recorded.terminations} == {name}, recorded.terminations
             assert all(t.only_if_idle for t in recorded.terminations)
