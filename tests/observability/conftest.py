@@ -33,7 +33,10 @@ from tests.helpers.servers import dev_server
 
 
 @pytest.fixture(scope="module")
-async def obs_stack() -> AsyncIterator[ObsStack]:
+async def obs_stack(request: pytest.FixtureRequest) -> AsyncIterator[ObsStack]:
+    # How often the worker re-reads the pool gauges and statuses: a module's own
+    # `GAUGES_EVERY`, else every half second (the metrics tests' scrapes wait on them).
+    every = getattr(request.module, "GAUGES_EVERY", 0.5)
     runtime, buffer = sdk_runtime()
     ui_port, emulator_port, metrics_port = free_port(), free_port(), free_port()
     emulator_url = f"http://127.0.0.1:{emulator_port}"
@@ -49,8 +52,8 @@ async def obs_stack() -> AsyncIterator[ObsStack]:
                 shutdown_event=stop,
                 metrics_host="127.0.0.1",
                 sdk_metrics=buffer,
-                pool_metrics_max_age=0.5,
-                pool_status_max_age=0.5,
+                pool_metrics_max_age=every,
+                pool_status_max_age=every,
             )
         )
         stack = ObsStack(env.client, ui_port, f"http://127.0.0.1:{metrics_port}", emulator_url)

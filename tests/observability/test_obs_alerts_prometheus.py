@@ -63,6 +63,8 @@ WINDOW = "8s"
 # most of the test's CPU.
 SETTINGS = OBS_SETTINGS.model_copy(update={"resync_seconds": 1.0})
 STEP_TIMEOUT = 30
+# The worker re-reads the pool gauges and statuses as often as Prometheus scrapes them.
+GAUGES_EVERY = 1.0
 
 
 def prometheus() -> str:
@@ -244,8 +246,8 @@ async def stack(
                     env.client,
                     shutdown_event=stop,
                     metrics_host="127.0.0.1",
-                    pool_metrics_max_age=0.5,
-                    pool_status_max_age=0.5,
+                    pool_metrics_max_age=GAUGES_EVERY,
+                    pool_status_max_age=GAUGES_EVERY,
                 )
             )
             try:
