@@ -81,8 +81,10 @@ def test_a_stack_whose_port_was_taken_starts_on_new_ports(stack: Stack) -> None:
     CI). `start_stack` tries again on new ports; the module's stack was started with its
     port taken before the check, which the same retry covers."""
     picks = RACE["picks"]
-    assert len(picks) == 2, picks
-    assert stack.port == picks[1][0] != RACE["busy"]
+    # At least one try again: a loaded machine can lose a second race too (a full run saw three).
+    assert len(picks) >= 2, picks
+    assert picks[0][0] == RACE["busy"], picks
+    assert stack.port == picks[-1][0] != RACE["busy"]
     assert "devicepool dev is up" in stack.out.read_text()
 
 
