@@ -1,8 +1,7 @@
 """Worker Versioning: a pool pinned to one build moves to a newer one at its next hand-over.
 
-On the session's dev server, on a task queue of its own (versioned workers on the
-session's queue would take its pools): build A runs a pool, build B starts beside
-it and is promoted, a `wake` signal
+On a dev server of its own (versioned workers would take the session's queue):
+build A runs a pool, build B starts beside it and is promoted, a `wake` signal
 makes the pool look again, and it continues as new on B, carrying its state —
 no device rented twice, no workflow task failure — and scales on B. Promoting A
 again (a rollback) moves it back the same way, its devices kept; it is deleted
@@ -14,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -22,21 +21,20 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.client._cli_upgrade import RUNNING_POOLS
+from devicepool.api.names import TASK_QUEUE
 from devicepool.testing import eventually
-from devicepool.worker.build import new_worker, pool_queue_workers
+from devicepool.worker.build import account_workers, new_worker, pool_queue_workers
 from devicepool.worker.versioning import current_build, deployment_config, promote
 from devicepool.workflows import WORKFLOWS
 from tests.helpers.cli import cli_in_thread
 from tests.helpers.histories import task_failures
+from tests.helpers.servers import dev_server
 from tests.helpers.settings import FAST
-from tests.helpers.workflow_stack import pool_devices, start_pool
+from tests.helpers.workflow_stack import ACCOUNTS, pool_devices, start_pool
 
 pytestmark = pytest.mark.devserver
 
 DEPLOYMENT = "devicepool-test"
-# Versioned, so not the session's queue (its unversioned workers serve every other test).
-QUEUE = f"versioned-{uuid.uuid4().hex[:6]}"
 # A wake that reaches the pool before its task sees the promoted build is not a hand-over:
 # the pool moves at its next pass, when its watch returns. A 20-s watch (FAST) made each
 # move take 20 s in most runs; the move, not the watch, is this test's point.
@@ -47,19 +45,25 @@ POLL = 0.5
 
 
 @pytest.fixture
-def client(env: WorkflowEnvironment) -> Client:
-    return env.client
+async def server() -> AsyncIterator[WorkflowEnvironment]:
+    async with await dev_server() as env:
+        yield env
+
+
+@pytest.fixture
+def client(server: WorkflowEnvironment) -> Client:
+    return server.client
 
 
 @pytest.fixture
 def upgrade_cli(
-    env: WorkflowEnvironment,
+    server: WorkflowEnvironment,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> Callable[..., Awaitable[dict[str, Any]]]:
-    """`devicepool upgrade --deployment-name DEPLOYMENT ARGS -o json` against the session's
-    server (the real CLI, in a thread: a process per poll would cost its imports each time)."""
-    run = cli_in_thread(env, monkeypatch, capsys)
+    """`devicepool upgrade --deployment-name DEPLOYMENT ARGS -o json` against this server
+    (the real CLI, in a thread: a process per poll would cost its imports each time)."""
+    run = cli_in_thread(server, monkeypatch, capsys)
 
     async def upgrade(*args: str) -> dict[str, Any]:
         code, out, err = await run("upgrade", "--deployment-name", DEPLOYMENT, *args, "-o", "json")
@@ -71,10 +75,9 @@ def upgrade_cli(
 
 
 class Build:
-    """One build's workers on the test's queue: the versioned workflow queue and, for the
-    first build, its unversioned watch queue (one process may poll that only once; a second
-    build's process would poll it too, serving every build). The pool's children and creates
-    go to the session's workers."""
+    """One build's workers: the versioned workflow queue and, for the first build, the
+    unversioned activity queues (one process may poll each of those only once; a second
+    build's process would poll them too, serving every build)."""
 
     def __init__(
         self, client: Client, activities: DeviceActivities, build_id: str, *, first: bool
@@ -82,14 +85,15 @@ class Build:
         self.build_id = build_id
         versioned = deployment_config(DEPLOYMENT, build_id)
         if first:
-            self.workers = pool_queue_workers(
-                client, activities, task_queue=QUEUE, deployment_config=versioned
-            )
+            self.workers = [
+                *pool_queue_workers(client, activities, deployment_config=versioned),
+                *account_workers(client, activities, list(ACCOUNTS)),
+            ]
         else:
             self.workers = [
                 new_worker(
                     client,
-                    task_queue=QUEUE,
+                    task_queue=TASK_QUEUE,
                     workflows=WORKFLOWS,
                     activities=[*activities.pool_queue_activities(), activities.watch_devices],
                     disable_eager_activity_execution=True,
@@ -118,14 +122,11 @@ async def test_a_pinned_pool_moves_to_the_promoted_build_and_back_at_its_hand_ov
     upgrade_cli: Callable[..., Awaitable[dict[str, Any]]],
 ) -> None:
     name = f"versioned-{uuid.uuid4().hex[:6]}"
-    # `upgrade` lists every running pool not on the current build: an earlier test's
-    # pool still tearing down would be one.
-    await eventually(lambda: _no_pool_running(client), timeout=60, every=POLL, what="no pool")
     a = Build(client, worker, "build-a", first=True)
     b: Build | None = None
     try:
         await promote(client, DEPLOYMENT, "build-a")
-        handle = await start_pool(client, name, 2, settings=SETTINGS, task_queue=QUEUE)
+        handle = await start_pool(client, name, 2, settings=SETTINGS)
         first_run = (await handle.describe()).run_id
         assert first_run is not None
 
@@ -181,10 +182,6 @@ async def test_a_pinned_pool_moves_to_the_promoted_build_and_back_at_its_hand_ov
         await a.stop()
         if b is not None:
             await b.stop()
-
-
-async def _no_pool_running(client: Client) -> bool:
-    return not [wf async for wf in client.list_workflows(RUNNING_POOLS)]
 
 
 async def _gone(control: Any, name: str) -> bool:
