@@ -38,6 +38,9 @@ class TimedASGITransport(httpx.ASGITransport):
     # (processed at once, the answer held back); `lists` counts them per pool.
     late_list_answers: ClassVar[dict[str, float]] = {}
     lists: ClassVar[Counter[str]] = Counter()
+    # Test switch: pool -> an event its listings' answers wait for (read at once, held
+    # until the test has changed the provider behind them: a late answer, whatever the load).
+    held_list_answers: ClassVar[dict[str, asyncio.Event]] = {}
     # Test switch: device ids whose status answers leave `updatedAt` out (a
     # provider that does not say when a status changed), so a health check that
     # lost its clocks cannot rebuild them from the provider.
@@ -67,6 +70,9 @@ class TimedASGITransport(httpx.ASGITransport):
         cls.create_gate = None
         cls.at_gate = 0
         cls.late_list_answers.clear()
+        for held in cls.held_list_answers.values():
+            held.set()  # answers held by a failed test go on
+        cls.held_list_answers.clear()
         cls.lists.clear()
         cls.hide_updated_at.clear()
         if cls.delete_gate is not None:
@@ -131,6 +137,8 @@ class TimedASGITransport(httpx.ASGITransport):
             await response.aread()
             TimedASGITransport.lists[pool] += 1
             await asyncio.sleep(TimedASGITransport.late_list_answers.get(pool, 0.0))
+            if (held := TimedASGITransport.held_list_answers.get(pool)) is not None:
+                await held.wait()
             return response
         if request.method == "POST" and request.url.path.endswith("/devices"):
             gate = TimedASGITransport.create_gate

@@ -43,7 +43,9 @@ async def test_a_device_that_became_busy_after_the_listing_is_not_terminated(
     before = await pool_counts(control, pool_name)
     # The oldest idle device is the one a scale-down to 1 picks.
     oldest = min(await pool_devices(control, pool_name), key=lambda d: (d["createdAt"], d["id"]))
-    TimedASGITransport.late_list_answers[pool_name] = 1.5
+    # Its listings' answers are held until the device is busy (a late answer whatever the
+    # load: a 1.5-s timer lost the race on a loaded CI machine).
+    held = TimedASGITransport.held_list_answers[pool_name] = asyncio.Event()
     try:
         seen = TimedASGITransport.lists[pool_name]
         await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted)
@@ -57,9 +59,9 @@ async def test_a_device_that_became_busy_after_the_listing_is_not_terminated(
             f"/_emulator/devices/{oldest['id']}/session", json={"active": True}
         )
         started.raise_for_status()
-        await asyncio.sleep(2)  # the late answer is applied and acted on
     finally:
-        TimedASGITransport.late_list_answers.pop(pool_name, None)
+        held.set()
+        TimedASGITransport.held_list_answers.pop(pool_name, None)
 
     # The busy device stays; the other one, idle, goes instead: the pool is at size.
     async def at_size() -> list[dict[str, object]] | None:
