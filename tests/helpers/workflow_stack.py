@@ -44,6 +44,9 @@ ACCOUNTS = {"default": "wf-test-key", "second": "wf-test-key-2"}
 PROXY_PASSWORD = "wf-proxy-password-3d9c"
 # Low, so continue-as-new happens inside tests (override to record long histories).
 CAN_THRESHOLD = int(os.environ.get("DEVICEPOOL_TEST_CAN_THRESHOLD", "60"))
+# The pace of a wait for a state that lasts (boots, passes, a pool converged): each check is
+# a listing or a status query (~5 ms of the test's and the server's CPU), twice a second.
+POLL = 0.5
 # Namespaces of their own on the session's dev server, for the modules whose workers must
 # not take the session's tasks on the pool's queue (they serve other accounts, or a node
 # registry of their own): a dev server start each fewer than a server of their own.

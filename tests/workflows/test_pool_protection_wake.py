@@ -24,14 +24,10 @@ from devicepool.api.names import pool_workflow_id
 from devicepool.client import PoolClient
 from devicepool.testing import eventually
 from tests.helpers.settings import FAST
-from tests.helpers.workflow_stack import OwnQueueActivities, start_pool
+from tests.helpers.workflow_stack import POLL, OwnQueueActivities, start_pool
 from tests.workflows.test_pool_budget_wake import _listings
 
 pytestmark = pytest.mark.devserver
-
-# Waits for boots and passes check a listing or a status query (~5 ms of the test's and the
-# server's CPU) twice a second.
-POLL = 0.5
 
 
 class Refused(OwnQueueActivities):

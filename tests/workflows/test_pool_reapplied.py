@@ -18,13 +18,9 @@ from devicepool.api.names import provision_workflow_id
 from devicepool.testing import eventually
 from tests.helpers.settings import FAST
 from tests.helpers.transports import TimedASGITransport
-from tests.helpers.workflow_stack import pool_counts, pool_devices, start_pool
+from tests.helpers.workflow_stack import POLL, pool_counts, pool_devices, start_pool
 
 pytestmark = pytest.mark.devserver
-
-# Waits for boots and passes check a listing or a status query (~5 ms of the test's and the
-# server's CPU) twice a second.
-POLL = 0.5
 
 
 async def test_a_pool_terminated_and_applied_again_rents_only_what_it_needs(

@@ -20,14 +20,12 @@ from temporalio.testing import WorkflowEnvironment
 from devicepool.activities.devices import DeviceActivities
 from devicepool.client import PoolClient
 from devicepool.testing import eventually
-from tests.helpers.workflow_stack import pool_devices
+from tests.helpers.workflow_stack import POLL, pool_devices
 from tests.workflows.test_pool_device_control import _gone, events, ready_ids, start
 
 pytestmark = pytest.mark.devserver
 
-# Waits for boots and passes check a listing or a status query (~5 ms of the test's and the
-# server's CPU) twice a second. The samples of what serves keep their 0.1 s.
-POLL = 0.5
+# The samples of what serves keep their 0.1 s, not POLL.
 
 
 async def fewest_serving_until(

@@ -22,14 +22,12 @@ from temporalio.testing import WorkflowEnvironment
 from devicepool.activities.devices import DeviceActivities
 from devicepool.testing import eventually
 from tests.helpers.manifests import beta_pool, reapply
-from tests.helpers.workflow_stack import pool_devices
+from tests.helpers.workflow_stack import POLL, pool_devices
 from tests.workflows.test_pool_device_control import _gone, ready_ids, session, start
 
 pytestmark = pytest.mark.devserver
 
-# Waits for boots and passes check a listing or a status query (~5 ms of the test's and the
-# server's CPU) twice a second. The samples of what bills keep their 0.1 s.
-POLL = 0.5
+# The samples of what bills keep their 0.1 s, not POLL.
 
 ROLLOUT = {"maxSurge": 0, "maxUnavailable": 1}
 

@@ -20,13 +20,11 @@ from devicepool.api.names import UPDATE_SCALE
 from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import Accepted, ScaleRequest
 from tests.helpers.transports import TimedASGITransport
-from tests.helpers.workflow_stack import condition, pool_counts, pool_devices, start_pool
+from tests.helpers.workflow_stack import POLL, condition, pool_counts, pool_devices, start_pool
 
 pytestmark = pytest.mark.devserver
 
-# Waits for boots and passes check a listing or a status query (~5 ms of the test's and the
-# server's CPU) twice a second; the in-process counters are read at the default pace.
-POLL = 0.5
+# The in-process counters are read at the default pace, not POLL.
 
 
 async def all_ready(control: httpx.AsyncClient, pool_name: str, count: int) -> bool:

@@ -25,13 +25,9 @@ from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import Accepted, ApplyRequest, PoolInput
 from tests.helpers.manifests import beta_pool
 from tests.helpers.settings import FAST
-from tests.helpers.workflow_stack import pool_counts, pool_devices
+from tests.helpers.workflow_stack import POLL, pool_counts, pool_devices
 
 pytestmark = pytest.mark.devserver
-
-# Waits for boots and passes check a listing or a status query (~5 ms of the test's and the
-# server's CPU) twice a second.
-POLL = 0.5
 
 
 def manifest(name: str, **spend_cap: Any) -> Any:

@@ -26,6 +26,7 @@ from tests.helpers.transports import TimedASGITransport
 from tests.helpers.workflow_stack import (
     ACCOUNTS,
     EMULATOR_URL,
+    POLL,
     OwnQueueActivities,
     pool_counts,
     pool_devices,
@@ -33,10 +34,6 @@ from tests.helpers.workflow_stack import (
 )
 
 pytestmark = pytest.mark.devserver
-
-# Waits for boots and passes check a listing or a status query (~5 ms of the test's and the
-# server's CPU) twice a second.
-POLL = 0.5
 
 
 class RotatingKey(OwnQueueActivities):

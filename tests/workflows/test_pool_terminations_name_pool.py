@@ -24,13 +24,9 @@ from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import UPDATE_SCALE
 from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import Accepted, ScaleRequest
-from tests.helpers.workflow_stack import OwnQueueActivities, pool_devices, start_pool
+from tests.helpers.workflow_stack import POLL, OwnQueueActivities, pool_devices, start_pool
 
 pytestmark = pytest.mark.devserver
-
-# Waits for boots and passes check a listing or a status query (~5 ms of the test's and the
-# server's CPU) twice a second.
-POLL = 0.5
 
 
 class Recorded(OwnQueueActivities):

@@ -31,13 +31,10 @@ from devicepool.testing import eventually
 from devicepool.worker.build import new_worker
 from devicepool.workflows.pool.messages import Accepted, ScaleRequest
 from tests.helpers.settings import FAST
-from tests.helpers.workflow_stack import pool_counts, pool_devices, start_pool
+from tests.helpers.workflow_stack import POLL, pool_counts, pool_devices, start_pool
 
 pytestmark = pytest.mark.devserver
 
-# Waits for boots and passes check a listing or a status query (~5 ms of the test's and the
-# server's CPU) twice a second.
-POLL = 0.5
 
 ACCOUNT = "second"
 

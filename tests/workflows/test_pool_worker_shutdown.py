@@ -27,13 +27,10 @@ from devicepool.worker.build import pool_queue_workers
 from devicepool.workflows.pool.messages import Accepted, ScaleRequest
 from tests.helpers.pool_waits import watching
 from tests.helpers.settings import FAST
-from tests.helpers.workflow_stack import pool_devices, start_pool
+from tests.helpers.workflow_stack import POLL, pool_devices, start_pool
 
 pytestmark = pytest.mark.devserver
 
-# Waits for boots and passes check a listing or a status query (~5 ms of the test's and the
-# server's CPU) twice a second.
-POLL = 0.5
 
 GRACEFUL = timedelta(seconds=20)
 # A quiet pool's watch lasts far longer than the test.
