@@ -136,6 +136,13 @@ UPDATE_PAUSE_REMEDIATION = "pause_remediation"
 UPDATE_RESUME_REMEDIATION = "resume_remediation"
 # the pool's own recent events (workflows/reconciler/events.py), for `devicepool describe`
 QUERY_EVENTS = "events"
+# Leases, both kinds (`devicepool lease|renew|release|leases`; docs/leases.md)
+UPDATE_LEASE = "lease"
+UPDATE_LEASE_CLAIM = "lease_claim"
+UPDATE_RENEW = "renew"
+UPDATE_RELEASE = "release"
+QUERY_LEASES = "leases"
+QUERY_LEASE_TICKET = "lease_ticket"
 
 # Provider labels
 LABEL_POOL = "pool"

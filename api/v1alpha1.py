@@ -212,6 +212,10 @@ class DevicePoolStatus(CamelModel):
     # What a deletion kept at a provider that has no delete (cloud phones over the
     # Local API): profiles powered off and marked retired. Set when the pool is Deleted.
     profiles_retired: int = 0
+    # Leases (docs/leases.md): members held by one, tickets waiting, the oldest's wait.
+    leased_devices: int = 0
+    leases_queued: int = 0
+    oldest_queued_seconds: float | None = None
     conditions: list[Condition] = Field(default_factory=list)
 
     def condition(self, type_: str) -> Condition | None:

@@ -39,6 +39,7 @@ from devicepool.api.v1alpha1 import (
 # What did not change is shared with v1alpha1 and exported here too: code
 # outside `api/` knows only the stored version, this module.
 __all__ = [
+    "DEFAULT_LEASES",
     "MAX_REPLICAS",
     "Condition",
     "ConditionStatus",
@@ -51,8 +52,11 @@ __all__ = [
     "DisruptionSpec",
     "Duration",
     "HealthSpec",
+    "LeaseQueueSpec",
+    "LeaseSpec",
     "LifetimeSpec",
     "ObjectMeta",
+    "OnRelease",
     "Phase",
     "Platform",
     "Provider",
@@ -291,6 +295,29 @@ class ReserveSpec(CamelModel):
     keep: StrictishInt = Field(ge=0, le=MAX_REPLICAS)
 
 
+class OnRelease(StrEnum):
+    """What a device given back becomes."""
+
+    KEEP = "keep"  # leasable again at once
+    REPLACE = "replace"  # a new device is made and the used one goes
+
+
+class LeaseQueueSpec(CamelModel):
+    """Tickets of those waiting for a device, granted first come, first served."""
+
+    max: int = Field(default=50, ge=0, le=10_000, strict=True)
+    max_wait: Duration = Field(default=300.0, gt=0)
+
+
+class LeaseSpec(CamelModel):
+    # A lease ends this long after its grant, renewed or not.
+    max_duration: Duration = Field(default=3600.0, gt=0)
+    # A holder that neither renews nor releases for this long has died: its lease ends.
+    idle_timeout: Duration = Field(default=300.0, gt=0)
+    queue: LeaseQueueSpec = Field(default_factory=LeaseQueueSpec)
+    on_release: OnRelease = OnRelease.KEEP
+
+
 class DevicePoolSpec(CamelModel):
     provider: Annotated[ProviderRef, BeforeValidator(_provider_ref)] = Field(
         default_factory=ProviderRef
@@ -310,6 +337,8 @@ class DevicePoolSpec(CamelModel):
     rollout: RolloutSpec | None = None
     disruption: DisruptionSpec | None = None
     reserve: ReserveSpec | None = None
+    # Unset: leases as `DEFAULT_LEASES` (every pool can lease).
+    leases: LeaseSpec | None = None
 
     @property
     def account(self) -> str:
@@ -324,6 +353,9 @@ class DevicePoolSpec(CamelModel):
             "idle_grace_seconds": self.scale_down.idle_grace,
         }
         return {name: value for name, value in overrides.items() if value is not None}
+
+
+DEFAULT_LEASES = LeaseSpec()
 
 
 class DevicePool(PoolResource):

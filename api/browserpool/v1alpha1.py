@@ -179,6 +179,10 @@ class BrowserPoolStatus(CamelModel):
     profile_ids: list[str] = Field(default_factory=list)
     last_reconciled: datetime | None = None
     observed_generation: int = 0
+    # Leases (docs/leases.md): members held by one, tickets waiting, the oldest's wait.
+    leased_devices: int = 0
+    leases_queued: int = 0
+    oldest_queued_seconds: float | None = None
     conditions: list[Condition] = Field(default_factory=list)
 
     def condition(self, type_: str) -> Condition | None:

@@ -28,7 +28,7 @@ from devicepool.api.v1alpha1 import (
     StrictishInt,
     _max_unhealthy,
 )
-from devicepool.api.v1beta1 import ProxySpec
+from devicepool.api.v1beta1 import LeaseSpec, ProxySpec
 
 # What did not change is shared with v1alpha1 and exported here too: code
 # outside `api/` knows only the stored version.
@@ -67,6 +67,8 @@ class BrowserPoolSpec(CamelModel):
     group_id: GroupId | None = None
     open: StrictBool = True
     health: BrowserHealthSpec = Field(default_factory=BrowserHealthSpec)
+    # Unset: leases as `v1beta1.DEFAULT_LEASES` (every pool can lease).
+    leases: LeaseSpec | None = None
 
 
 class BrowserPool(PoolResource):

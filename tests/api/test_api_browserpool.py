@@ -556,6 +556,8 @@ def test_the_status_is_camel_case_with_kubernetes_conditions() -> None:
         "profileIds": ["a", "b"],
         "lastReconciled": "2026-01-02T03:04:05Z",
         "observedGeneration": 2,
+        "leasedDevices": 0,
+        "leasesQueued": 0,
         "conditions": [
             {
                 "type": "NodesAvailable",

@@ -119,6 +119,8 @@ def test_status_serializes_camel_case_with_kubernetes_conditions() -> None:
         "protectedDevices": [],
         "updatedDevices": 0,
         "profilesRetired": 0,
+        "leasedDevices": 0,
+        "leasesQueued": 0,
         "conditions": [
             {
                 "type": "Ready",

@@ -8,7 +8,7 @@ blocked once (shown as `TeardownBlocked=True`), then done.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -34,6 +34,7 @@ from devicepool.worker.build import new_worker
 from devicepool.workflows.reconciler.conditions import ConditionUpdate
 from devicepool.workflows.reconciler.events import Happened, PoolEvent
 from devicepool.workflows.reconciler.kind import Host, TeardownBlocked
+from devicepool.workflows.reconciler.leases import Candidate, Ended, LeaseBook
 from devicepool.workflows.reconciler.messages import Accepted, ScaleRequest
 from devicepool.workflows.reconciler.shell import Reconciler
 from devicepool.workflows.reconciler.teardown import until_torn_down
@@ -52,6 +53,7 @@ class ToyState(CamelModel):
     have: int = 0
     passes: int = 0
     sweeps: int = 0
+    leases: LeaseBook = Field(default_factory=LeaseBook)
 
 
 class ToyInput(CamelModel):
@@ -151,6 +153,19 @@ class ToyKind:
 
     def refuse_scale(self, message: str) -> None:
         self.h.happened(Happened("SpecRejected", message, warning=True))
+
+    # A toy has no members to lease: every lease is refused, none ends.
+    def lease_candidates(self) -> list[Candidate]:
+        return []
+
+    def lease_members(self) -> set[str] | None:
+        return None
+
+    def lease_problem(self, selector: Mapping[str, str]) -> str | None:
+        return "a toy pool has nothing to lease"
+
+    def leases_ended(self, ended: Sequence[Ended], *, replace: bool) -> None:
+        raise AssertionError("a toy pool leases nothing")
 
 
 @workflow.defn(name="ToyPool")

@@ -6,6 +6,7 @@ What a pass does: docs/architecture.md, "How a BrowserPool converges".
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -19,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
     from devicepool.api.errors import ErrorType
     from devicepool.api.labels import selector_matches
-    from devicepool.workflows.browserpool import calls
+    from devicepool.workflows.browserpool import calls, leasable
     from devicepool.workflows.browserpool.messages import (
         BrowserApplyRequest,
         BrowserPoolInput,
@@ -42,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.browserpool.teardown import tear_down
     from devicepool.workflows.reconciler.events import Happened
     from devicepool.workflows.reconciler.kind import Host
+    from devicepool.workflows.reconciler.leases import Candidate, Ended
     from devicepool.workflows.reconciler.messages import Accepted, ApplyResult
     from devicepool.workflows.shared.errors import raise_if_cancelled, wait_condition
 
@@ -88,6 +90,10 @@ class BrowserKind:
         self._config_retry_at: datetime | None = None
         # What the last event said of each troubled node (a new run says it again, once).
         self._troubles_said: dict[str, tuple[str, str, bool]] = {}
+        # The last pass's look and placement (None: none yet, or held for mixed accounts),
+        # and the selected live nodes' labels: what leases are granted from.
+        self._last: Outcome | None = None
+        self._node_labels: dict[str, dict[str, str]] = {}
 
     # ------------------------------------------------------------------ a pass
 
@@ -101,6 +107,7 @@ class BrowserKind:
         nodes = await calls.live_nodes({}, lost_after_seconds=lost_after)
         now = workflow.now()
         selected = [n for n in nodes.alive if selector_matches(spec.node_selector, n.labels)]
+        self._node_labels = {n.node: dict(n.labels) for n in selected}
         if mixed := mixed_accounts(selected):
             return Observed(spec=spec, generation=generation, now=now, mixed=mixed)
         s.account = next((n.account for n in selected if n.account), s.account)
@@ -257,6 +264,7 @@ class BrowserKind:
                 generation=seen.generation if generation is None else generation,
             )
             status, self.rows = published.status, published.rows
+        self._last = outcome if outcome.placement is not None else None
         self.h.s.status = status
         self.h.show()
 
@@ -328,6 +336,26 @@ class BrowserKind:
         self._clear_rejection()
         h.dirty = True
         return h.accepted(ApplyResult.CONFIGURED if changed else ApplyResult.UNCHANGED)
+
+    # ------------------------------------------------------------------ leases
+
+    def lease_candidates(self) -> list[Candidate]:
+        last = self._last
+        if last is None or last.placement is None:
+            return []
+        return leasable.candidates(self.h.spec, last.seen, last.placement, self._node_labels)
+
+    def lease_members(self) -> set[str] | None:
+        return None if self._last is None else leasable.members(self._last.seen)
+
+    def lease_problem(self, selector: Mapping[str, str]) -> str | None:
+        seen = self._last.seen if self._last is not None else None
+        return leasable.problem(
+            selector, spec=self.h.spec, seen=seen, node_labels=self._node_labels
+        )
+
+    def leases_ended(self, ended: Sequence[Ended], *, replace: bool) -> None:
+        self.h.dirty = True  # a profile back may be surplus
 
     # ------------------------------------------------------------------ helpers
 

@@ -13,6 +13,7 @@ from devicepool.api.base import CamelModel
 from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec, BrowserPoolStatus
 from devicepool.api.v1alpha1 import ObjectMeta
 from devicepool.workflows.reconciler.events import PoolEvent
+from devicepool.workflows.reconciler.leases import LeaseBook
 
 __all__ = ["BrowserApplyRequest", "BrowserPoolInput", "BrowserPoolState", "ProfilesView"]
 
@@ -47,6 +48,8 @@ class BrowserPoolState(CamelModel):
     # The profiles the last pass opened: opened again at once (its browser died), the
     # next pass waits for the resync, not 2 s.
     just_opened: list[str] = Field(default_factory=list)
+    # Who holds which profile, who waits for one (`reconciler/leases.py`).
+    leases: LeaseBook = Field(default_factory=LeaseBook)
 
 
 class BrowserPoolInput(CamelModel):

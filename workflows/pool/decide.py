@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from devicepool.activities import models as am
 from devicepool.api.names import LABEL_SLOT, provision_workflow_id
 from devicepool.api.v1beta1 import DevicePoolSpec
+from devicepool.workflows.pool.leasable import leased_busy
 from devicepool.workflows.pool.lifecycle import Lifecycle
 from devicepool.workflows.pool.plan import Plan, plan_pool
 from devicepool.workflows.pool.slots import SlotBook, observed_slots
@@ -229,7 +230,9 @@ def decision_for(
     act: bool,
 ) -> Decision:
     """This pass's decision (`act` False: only the plan, as the status shows it)."""
-    now, devices = seen.now, list(seen.devices)
+    now = seen.now
+    # A leased device is in use: taken by nothing that waits for idle devices.
+    devices = leased_busy(seen.devices, state.leases.devices())
     life = Lifecycle(spec, state, devices, now)
     return decide(
         pool=pool,

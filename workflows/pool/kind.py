@@ -7,6 +7,7 @@ converges'.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 from temporalio import workflow
@@ -20,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
         calls,
         children,
         finalizer,
+        leasable,
         observe,
     )
     from devicepool.workflows.pool import events as say
@@ -42,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from devicepool.workflows.pool.watch import DeviceWatch
     from devicepool.workflows.reconciler.kind import Host, TeardownBlocked
+    from devicepool.workflows.reconciler.leases import Candidate, Ended
     from devicepool.workflows.shared.errors import condition_reason
     from devicepool.workflows.shared.placement import Route, route
     from devicepool.workflows.shared.protocol import BatchReport, HealthConfig, HealthReport
@@ -332,6 +335,31 @@ class DevicePoolKind:
         ]
         self.devices = [d for d in self.devices if d.id not in self.reported_gone]
         self.h.replan = True
+
+    # ------------------------------------------------------------------ leases
+
+    def lease_candidates(self) -> list[Candidate]:
+        if self.observe_problem is not None:
+            return []  # never a device the pool cannot see
+        expiry, drift = self.life().expiry(), self.life().drift()
+        leaving = {*expiry.retire, *expiry.force}
+        return leasable.candidates(
+            self.devices, spec=self.spec, state=self.s, leaving=leaving, drifted=drift
+        )
+
+    def lease_members(self) -> set[str] | None:
+        return None if self.observe_problem is not None else leasable.members(self.devices)
+
+    def lease_problem(self, selector: Mapping[str, str]) -> str | None:
+        return leasable.problem(selector, spec=self.spec, devices=self.devices)
+
+    def leases_ended(self, ended: Sequence[Ended], *, replace: bool) -> None:
+        if replace:
+            listed = leasable.members(self.devices)
+            self.h.happened(
+                *leasable.replace_used(self.s, ended, listed=listed, now=workflow.now())
+            )
+        self.h.replan = True  # a device back may be surplus, or due to roll or expire
 
     # ------------------------------------------------------------------ neighbours
 

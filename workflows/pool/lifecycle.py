@@ -186,7 +186,8 @@ class Lifecycle:
     now: datetime
 
     def protected(self) -> set[str]:
-        return protected_now(self.state.control.protected, self.now)
+        """Protected by a person, or leased: never scaled down, expired or rolled."""
+        return protected_now(self.state.control.protected, self.now) | self.state.leases.devices()
 
     def next_protection_end(self) -> datetime | None:
         """When the next protection runs out (to look again then). One run out already is

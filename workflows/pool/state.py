@@ -24,6 +24,7 @@ from devicepool.workflows.pool.fates import LEFT, Fate, Fates
 from devicepool.workflows.pool.plan import lost_offline, offline_ids
 from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.reconciler.events import PoolEvent, record
+from devicepool.workflows.reconciler.leases import LeaseBook
 from devicepool.workflows.shared.protocol import (
     AccountCap,
     AccountPause,
@@ -179,6 +180,8 @@ class PoolState(CamelModel):
     # Doomed devices whose replacement is already credited (a device has one fate, and
     # `doomed` wins); `replaced` once the termination went through.
     doomed_replaced: list[str] = Field(default_factory=list)
+    # Who holds which device, who waits for one (`reconciler/leases.py`).
+    leases: LeaseBook = Field(default_factory=LeaseBook)
 
     @model_validator(mode="before")
     @classmethod

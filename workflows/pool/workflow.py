@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         refuse_apply,
     )
     from devicepool.workflows.pool.state import PoolState
+    from devicepool.workflows.reconciler.leases import EndReason
     from devicepool.workflows.reconciler.shell import Reconciler
     from devicepool.workflows.shared.protocol import (
         AccountCap,
@@ -121,6 +122,8 @@ class DevicePoolWorkflow(Reconciler[DevicePoolSpec, PoolState]):
 
     @workflow.update(name=names.UPDATE_REPLACE_DEVICE)
     def replace_device(self, request: ReplaceRequest) -> ControlAnswer:
+        if not request.when_idle:  # now, busy or not: its lease ends (`--when-idle` waits)
+            self.leasing.end_device(request.device, EndReason.REPLACED)
         return self._controlled(control.replace(self.s, request, self.spec))
 
     @replace_device.validator

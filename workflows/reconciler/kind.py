@@ -5,7 +5,7 @@ Pure (no Temporal); how they fit: docs/architecture.md, 'The reconciler shell: h
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypeVar
 from devicepool.api.v1beta1 import ObjectMeta
 from devicepool.workflows.reconciler.conditions import ConditionUpdate
 from devicepool.workflows.reconciler.events import Happened, PoolEvent
+from devicepool.workflows.reconciler.leases import Candidate, Ended, LeaseBook
 from devicepool.workflows.reconciler.messages import Accepted, ApplyResult
 
 __all__ = ["Carried", "Host", "Kind", "Spec", "TeardownBlocked", "TryAgain"]
@@ -40,8 +41,10 @@ class Carried(Protocol):
     deleting: bool
     created_at: datetime | None
     events: list[PoolEvent]
-    # The kind's status model: `phase`, `conditions`, `to_json_dict()`.
+    # The kind's status model: `phase`, `conditions`, `to_json_dict()`, the lease counts.
     status: Any
+    # Who holds which member, who waits (`reconciler/leases.py`).
+    leases: LeaseBook
 
 
 class Kind(Protocol[SeenT, DecisionT, OutcomeT]):
@@ -89,6 +92,19 @@ class Kind(Protocol[SeenT, DecisionT, OutcomeT]):
 
     def refuse_scale(self, message: str) -> None:
         """A `scale` signal refused (an update's validator refuses before history)."""
+
+    def lease_candidates(self) -> Sequence[Candidate]:
+        """Members ready to lease now (leased or not), in the order the kind prefers them;
+        none while the kind does not know its members (a failed listing)."""
+
+    def lease_members(self) -> Collection[str] | None:
+        """Every member the pool has now (None: not known; no lease ends for it)."""
+
+    def lease_problem(self, selector: Mapping[str, str]) -> str | None:
+        """Why no member of the pool can ever match `selector` (None: one can)."""
+
+    def leases_ended(self, ended: Sequence[Ended], *, replace: bool) -> None:
+        """Leases ended: their members are free again (`replace`: replace them)."""
 
 
 class Host(Protocol[SpecT, StateT]):

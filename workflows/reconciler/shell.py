@@ -1,7 +1,9 @@
 """`Reconciler`: the workflow base every pool kind's workflow class stands on.
 
 Messages: update `scale_update`, signals `scale` and `wake`, queries `status`, `spec`,
-`events`. Continue-as-new: `hand_over_if_due`, after each pass and between teardown steps.
+`events`; the lease updates `lease`, `lease_claim`, `renew`, `release` and queries `leases`,
+`lease_ticket` (`leasing.py`). Continue-as-new: `hand_over_if_due`, after each pass and
+between teardown steps.
 """
 
 from __future__ import annotations
@@ -23,6 +25,16 @@ with workflow.unsafe.imports_passed_through():
     )
     from devicepool.workflows.reconciler.events import Happened, PoolEvents, record
     from devicepool.workflows.reconciler.kind import Kind, SpecT, StateT
+    from devicepool.workflows.reconciler.lease_messages import (
+        LeaseAnswer,
+        LeaseRequest,
+        LeasesView,
+        ReleaseAnswer,
+        ReleaseRequest,
+        RenewRequest,
+        TicketRef,
+    )
+    from devicepool.workflows.reconciler.leasing import Leasing
     from devicepool.workflows.reconciler.messages import (
         Accepted,
         ApplyResult,
@@ -31,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         short_json,
     )
     from devicepool.workflows.shared import versions
-    from devicepool.workflows.shared.errors import raise_if_cancelled
+    from devicepool.workflows.shared.errors import forget, raise_if_cancelled
 
 __all__ = ["Reconciler"]
 
@@ -47,6 +59,7 @@ class Reconciler(Generic[SpecT, StateT]):
         # that does not (`replan`: a report the kind applies on what it knows).
         self.dirty = self.replan = False
         self._details = ""  # the Web UI details last written (each run writes its own)
+        self.leasing = Leasing(self)
 
     @property
     def name(self) -> str:
@@ -61,6 +74,8 @@ class Reconciler(Generic[SpecT, StateT]):
         if self.s.deleting:
             await self._finalize()
             return
+        # Ends leases and tickets when due (no command while the book is empty).
+        self._reaper = asyncio.ensure_future(self.leasing.reap_forever())
         try:
             while True:
                 await self._pass()
@@ -75,10 +90,12 @@ class Reconciler(Generic[SpecT, StateT]):
         raise_if_cancelled()  # a deletion an awaited activity absorbed
         seen = await self.kind.observe()
         raise_if_cancelled()
+        self.leasing.settle()  # leases of members gone end; free members go to tickets
         decision = self.kind.decide(seen)
         outcome = await self.kind.act(seen, decision)
         raise_if_cancelled()
         self.kind.publish(outcome)
+        self.leasing.shown()
         await self.hand_over_if_due()
         await self.kind.wait(outcome)
 
@@ -87,6 +104,11 @@ class Reconciler(Generic[SpecT, StateT]):
             self.happened(Happened("Deleting", f"removing every {self.kind.member} of the pool"))
         self.s.deleting = True
         self.s.status = self.s.status.model_copy(update={"phase": Phase.DELETING})
+        reaper = getattr(self, "_reaper", None)
+        if reaper is not None:
+            reaper.cancel()
+            forget(reaper)
+        self.leasing.end_all()
         self.show()
         self.kind.stop()
         teardown = asyncio.ensure_future(self.kind.tear_down())
@@ -102,7 +124,7 @@ class Reconciler(Generic[SpecT, StateT]):
     async def hand_over_if_due(self) -> None:
         """Continue as new with the kind's carried input, if Temporal suggests it or a
         newer build is current; once the handlers finished and the kind is quiet."""
-        if not versions.hand_over_due():
+        if not (versions.hand_over_due() or self.leasing.hand_over_due()):
             return
         await workflow.wait_condition(
             lambda: workflow.all_handlers_finished() and self.kind.quiet()
@@ -152,7 +174,7 @@ class Reconciler(Generic[SpecT, StateT]):
 
     def show_details(self) -> None:
         """The UI's live details (served by a built-in query: no history event)."""
-        details = self.kind.details()
+        details = self.kind.details() + self.leasing.details()
         if details != self._details:
             self._details = details
             workflow.set_current_details(details)
@@ -214,3 +236,45 @@ class Reconciler(Generic[SpecT, StateT]):
         if self.s.created_at is not None:
             answer["createdAt"] = self.s.created_at.isoformat()
         return answer
+
+    # ------------------------------------------------------------------ leases (leasing.py)
+
+    @workflow.update(name=names.UPDATE_LEASE)
+    def lease(self, request: LeaseRequest) -> LeaseAnswer:
+        return self.leasing.lease(request)
+
+    @lease.validator
+    def _validate_lease(self, request: LeaseRequest) -> None:
+        self.leasing.check_lease(request)
+
+    @workflow.update(name=names.UPDATE_LEASE_CLAIM)
+    def lease_claim(self, request: TicketRef) -> LeaseAnswer:
+        return self.leasing.claim(request)
+
+    @lease_claim.validator
+    def _validate_claim(self, request: TicketRef) -> None:
+        self.leasing.check_claim(request)
+
+    @workflow.update(name=names.UPDATE_RENEW)
+    def renew(self, request: RenewRequest) -> LeaseAnswer:
+        return self.leasing.renew(request)
+
+    @renew.validator
+    def _validate_renew(self, request: RenewRequest) -> None:
+        self.leasing.check_renew(request)
+
+    @workflow.update(name=names.UPDATE_RELEASE)
+    def release(self, request: ReleaseRequest) -> ReleaseAnswer:
+        return self.leasing.release(request)
+
+    @release.validator
+    def _validate_release(self, request: ReleaseRequest) -> None:
+        self.leasing.check_release(request)
+
+    @workflow.query(name=names.QUERY_LEASES)
+    def query_leases(self) -> LeasesView:
+        return self.leasing.view()
+
+    @workflow.query(name=names.QUERY_LEASE_TICKET)
+    def query_lease_ticket(self, request: TicketRef) -> LeaseAnswer:
+        return self.leasing.ticket(request)

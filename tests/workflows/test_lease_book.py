@@ -1,0 +1,282 @@
+"""The lease book, pure: never two holders of a member; tickets served first come, first
+served; an ended lease stays ended (the id is the fencing token); expiry, idle timeout,
+unclaimed offers and lost members end leases; ticket waits end at their deadline."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from devicepool.api.v1beta1 import LeaseSpec
+from devicepool.workflows.reconciler.leases import (
+    CLAIM_WINDOW,
+    Candidate,
+    EndReason,
+    Lease,
+    LeaseBook,
+    NotGranted,
+    Queued,
+)
+
+T0 = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+RULES = LeaseSpec.model_validate(
+    {"maxDuration": "1h", "idleTimeout": "5m", "queue": {"max": 3, "maxWait": "5m"}}
+)
+
+
+def ids():
+    counter = itertools.count(1)
+    return lambda: f"id{next(counter)}"
+
+
+def members(*names: str, **labels: str) -> list[Candidate]:
+    return [Candidate(n, {"device": n, **labels}) for n in names]
+
+
+def ask(book, free, *, now=T0, wait=0, selector=None, holder="h", duration=600, new_id=None):
+    return book.request(
+        candidates=free,
+        selector=selector or {},
+        holder=holder,
+        duration=timedelta(seconds=duration),
+        wait=timedelta(seconds=wait),
+        now=now,
+        rules=RULES,
+        new_id=new_id or ids(),
+    )
+
+
+def test_a_free_member_is_granted_and_then_busy():
+    book, new_id = LeaseBook(), ids()
+    free = members("a", "b")
+    first = ask(book, free, new_id=new_id)
+    second = ask(book, free, new_id=new_id)
+    third = ask(book, free, new_id=new_id)
+    assert isinstance(first, Lease) and isinstance(second, Lease)
+    assert {first.device, second.device} == {"a", "b"}
+    assert isinstance(third, NotGranted) and not third.full
+    assert first.expires_at == T0 + timedelta(seconds=600)
+
+
+def test_a_selector_picks_only_matching_members():
+    book = LeaseBook()
+    free = [Candidate("a", {"gpu": "no"}), Candidate("b", {"gpu": "yes"})]
+    lease = ask(book, free, selector={"gpu": "yes"})
+    assert isinstance(lease, Lease) and lease.device == "b"
+    assert isinstance(ask(book, free, selector={"gpu": "yes"}), NotGranted)
+
+
+def test_tickets_are_served_first_come_first_served_and_claimed():
+    book, new_id = LeaseBook(), ids()
+    held = ask(book, members("a"), new_id=new_id)
+    assert isinstance(held, Lease)
+    q1 = ask(book, members("a"), wait=60, holder="first", new_id=new_id)
+    q2 = ask(book, members("a"), wait=60, holder="second", new_id=new_id)
+    assert isinstance(q1, Queued) and isinstance(q2, Queued)
+    assert (q1.position, q2.position) == (1, 2)
+    book.release(held.id, now=T0 + timedelta(seconds=5))
+    (offer,) = book.assign(members("a"), now=T0 + timedelta(seconds=5), rules=RULES, new_id=new_id)
+    assert offer.holder == "first" and not offer.claimed
+    # A newcomer does not overtake the second ticket once the first lets go.
+    claimed = book.claim(q1.ticket.id, now=T0 + timedelta(seconds=6), rules=RULES)
+    assert claimed is not None and claimed.claimed
+    assert claimed.expires_at == T0 + timedelta(seconds=606)
+
+
+def test_a_full_queue_refuses_and_a_wait_is_capped_by_max_wait():
+    book, new_id = LeaseBook(), ids()
+    ask(book, members("a"), new_id=new_id)
+    tickets = [ask(book, [], wait=3600, new_id=new_id) for _ in range(3)]
+    assert all(isinstance(t, Queued) for t in tickets)
+    assert tickets[0].ticket.deadline == T0 + timedelta(minutes=5)  # maxWait, not 1h
+    full = ask(book, [], wait=60, new_id=new_id)
+    assert isinstance(full, NotGranted) and full.full
+
+
+def test_an_offer_never_claimed_goes_to_the_next_ticket():
+    book, new_id = LeaseBook(), ids()
+    ask(book, [], wait=60, holder="dead", new_id=new_id)
+    ask(book, [], wait=120, holder="alive", new_id=new_id)
+    (offer,) = book.assign(members("a"), now=T0, rules=RULES, new_id=new_id)
+    assert offer.holder == "dead"
+    later = T0 + CLAIM_WINDOW
+    (ended,) = book.reap(now=later, rules=RULES, members={"a"})
+    assert ended.reason == EndReason.UNCLAIMED
+    (offer2,) = book.assign(members("a"), now=later, rules=RULES, new_id=new_id)
+    assert offer2.holder == "alive"
+
+
+def test_expiry_idle_and_lost_members_end_leases():
+    book, new_id = LeaseBook(), ids()
+    long = ask(book, members("a"), duration=7200, new_id=new_id)  # capped at maxDuration
+    short = ask(book, members("b"), duration=60, new_id=new_id)
+    lost = ask(book, members("c"), duration=600, new_id=new_id)
+    assert long.expires_at == T0 + timedelta(hours=1)
+    # Unknown members (a failed listing): nothing is taken for lost.
+    assert book.reap(now=T0 + timedelta(seconds=30), rules=RULES, members=None) == []
+    ended = book.reap(now=T0 + timedelta(seconds=61), rules=RULES, members={"a", "b"})
+    assert {(e.id, e.reason) for e in ended} == {
+        (short.id, EndReason.EXPIRED),
+        (lost.id, EndReason.DEVICE_LOST),
+    }
+    # Silent past idleTimeout: ended though its time is not up.
+    (idle,) = book.reap(now=T0 + timedelta(minutes=5), rules=RULES, members={"a"})
+    assert (idle.id, idle.reason) == (long.id, EndReason.IDLE)
+    assert book.expired_total == 2
+
+
+def test_renew_moves_the_clocks_never_past_max_duration():
+    book = LeaseBook()
+    lease = ask(book, members("a"), duration=600)
+    at = T0 + timedelta(minutes=4)
+    renewed = book.renew(lease.id, duration=None, now=at, rules=RULES)
+    assert renewed is not None and renewed.expires_at == at + timedelta(seconds=600)
+    late = T0 + timedelta(minutes=55)
+    renewed = book.renew(lease.id, duration=timedelta(minutes=30), now=late, rules=RULES)
+    assert renewed is not None and renewed.expires_at == T0 + timedelta(hours=1)
+
+
+def test_an_ended_lease_stays_ended_release_is_idempotent():
+    book, new_id = LeaseBook(), ids()
+    lease = ask(book, members("a"), new_id=new_id)
+    first = book.release(lease.id, now=T0)
+    again = book.release(lease.id, now=T0 + timedelta(seconds=1))
+    assert first is not None and again is not None
+    assert again.reason == EndReason.RELEASED and again.at == T0
+    # The device is leased again: the old id renews nothing.
+    newer = ask(book, members("a"), new_id=new_id)
+    assert isinstance(newer, Lease) and newer.id != lease.id
+    assert book.renew(lease.id, duration=None, now=T0, rules=RULES) is None
+    assert book.release("never", now=T0) is None
+
+
+def test_a_ticket_ends_at_its_deadline():
+    book = LeaseBook()
+    queued = ask(book, [], wait=30)
+    assert isinstance(queued, Queued)
+    (ended,) = book.reap(now=T0 + timedelta(seconds=30), rules=RULES, members=set())
+    assert ended.reason == EndReason.TIMED_OUT and ended.ticket == queued.ticket.id
+    assert book.ended_as(queued.ticket.id) == ended
+    assert book.empty()
+
+
+def test_the_next_deadline_is_the_earliest_end():
+    book, new_id = LeaseBook(), ids()
+    assert book.next_deadline(RULES) is None
+    ask(book, members("a"), duration=120, new_id=new_id)
+    assert book.next_deadline(RULES) == T0 + timedelta(seconds=120)
+    ask(book, [], wait=30, new_id=new_id)
+    assert book.next_deadline(RULES) == T0 + timedelta(seconds=30)
+
+
+class LeaseMachine(RuleBasedStateMachine):
+    """Random requests, releases, renews, claims, time and members coming and going."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.book = LeaseBook()
+        self.now = T0
+        self.new_id = ids()
+        self.alive = {"a", "b", "c"}
+        self.ever_held: dict[str, str] = {}  # lease id -> device
+        self.ended: set[str] = set()
+        self.order: list[str] = []  # tickets in the order they were made
+
+    def free(self) -> list[Candidate]:
+        return [Candidate(d, {"device": d, "even": str(ord(d) % 2)}) for d in sorted(self.alive)]
+
+    @rule(
+        wait=st.sampled_from([0, 30, 600]),
+        selector=st.sampled_from([{}, {"even": "0"}, {"even": "1"}, {"device": "a"}]),
+    )
+    def request(self, wait, selector):
+        before = [t.id for t in self.book.tickets]
+        outcome = ask(
+            self.book, self.free(), now=self.now, wait=wait, selector=selector, new_id=self.new_id
+        )
+        if isinstance(outcome, Lease):
+            assert outcome.device in self.alive
+            self.ever_held[outcome.id] = outcome.device
+        elif isinstance(outcome, Queued):
+            self.order.append(outcome.ticket.id)
+            assert outcome.ticket.id not in before
+
+    @precondition(lambda self: self.book.leases)
+    @rule(data=st.data())
+    def release(self, data):
+        lease = data.draw(st.sampled_from(self.book.leases))
+        self.book.release(lease.id, now=self.now)
+        self.ended.add(lease.id)
+
+    @precondition(lambda self: self.book.leases)
+    @rule(data=st.data())
+    def renew(self, data):
+        lease = data.draw(st.sampled_from(self.book.leases))
+        assert self.book.renew(lease.id, duration=None, now=self.now, rules=RULES) is not None
+
+    @rule(seconds=st.sampled_from([1, 29, 31, 301, 700]))
+    def time_passes(self, seconds):
+        self.now += timedelta(seconds=seconds)
+        for e in self.book.reap(now=self.now, rules=RULES, members=self.alive):
+            if e.device:
+                self.ended.add(e.id)
+
+    @rule(device=st.sampled_from(["a", "b", "c"]))
+    def member_toggles(self, device):
+        self.alive ^= {device}
+
+    @rule()
+    def assign_and_claim(self):
+        offers = self.book.assign(self.free(), now=self.now, rules=RULES, new_id=self.new_id)
+        for offer in offers:
+            self.ever_held[offer.id] = offer.device
+            assert self.book.claim(offer.ticket, now=self.now, rules=RULES) is not None
+
+    @invariant()
+    def never_two_holders(self):
+        devices = [x.device for x in self.book.leases]
+        assert len(devices) == len(set(devices))
+
+    @invariant()
+    def ended_stays_ended(self):
+        held = {x.id for x in self.book.leases}
+        assert not (held & self.ended)
+        for lease_id in self.ended:
+            assert self.book.renew(lease_id, duration=None, now=self.now, rules=RULES) is None
+
+    @invariant()
+    def tickets_keep_their_order(self):
+        waiting = [t.id for t in self.book.tickets]
+        assert waiting == [t for t in self.order if t in waiting]
+
+    @invariant()
+    def no_ticket_waits_for_a_free_match_after_assign(self):
+        # After `assign`, a ticket waits only if no unleased free member matches it; checked
+        # on a copy so the machine's own order of steps is unchanged.
+        copy = self.book.model_copy(deep=True)
+        copy.assign(self.free(), now=self.now, rules=RULES, new_id=ids())
+        held = copy.devices()
+        for t in copy.tickets:
+            assert not any(
+                c.id not in held and all(c.labels.get(k) == v for k, v in t.selector.items())
+                for c in self.free()
+            )
+
+    @invariant()
+    def queue_within_its_max(self):
+        assert len(self.book.tickets) <= RULES.queue.max
+
+
+TestLeaseMachine = LeaseMachine.TestCase
+TestLeaseMachine.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+
+
+@pytest.mark.parametrize("bad", [{"maxDuration": "0s"}, {"queue": {"max": -1}}, {"onRelease": "x"}])
+def test_bad_lease_specs_are_refused(bad):
+    with pytest.raises(ValueError):
+        LeaseSpec.model_validate(bad)

@@ -1,0 +1,148 @@
+"""What the lease updates and queries take and answer (camelCase JSON: the stock `temporal`
+CLI sends `{"selector": {"region": "us-east"}, "duration": "10m", "wait": "60s"}`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import ConfigDict, Field, field_validator
+
+from devicepool.api.base import CamelModel
+from devicepool.api.labels import check_label_key, check_label_value
+from devicepool.api.v1beta1 import Duration
+from devicepool.workflows.reconciler.leases import Ended, Lease, Ticket
+
+__all__ = [
+    "Granted",
+    "LeaseAnswer",
+    "LeaseRef",
+    "LeaseRequest",
+    "LeasesView",
+    "ReleaseAnswer",
+    "ReleaseRequest",
+    "RenewRequest",
+    "TicketRef",
+    "granted",
+]
+
+MAX_HOLDER = 128
+
+# Answers a newer worker may extend: an older client ignores what it does not know.
+_LENIENT = ConfigDict(**{**CamelModel.model_config, "extra": "ignore"})
+
+
+class LeaseRequest(CamelModel):
+    """Update `lease`: a ready device matching `selector`, for `duration` (unset: the
+    pool's `leases.maxDuration`); `wait` > 0: a ticket in the queue if none is free."""
+
+    selector: dict[str, str] = Field(default_factory=dict)
+    holder: str = Field(default="", max_length=MAX_HOLDER)
+    duration: Duration | None = Field(default=None, gt=0)
+    wait: Duration = Field(default=0.0, ge=0)
+
+    @field_validator("selector")
+    @classmethod
+    def _labels(cls, selector: dict[str, str]) -> dict[str, str]:
+        for key, value in selector.items():
+            check_label_key(key)
+            check_label_value(value)
+        return selector
+
+
+class TicketRef(CamelModel):
+    """Update `lease_claim`, query `lease_ticket`: the ticket a `lease` answered."""
+
+    ticket: str
+
+
+class LeaseRef(CamelModel):
+    lease: str
+
+
+class RenewRequest(CamelModel):
+    """Update `renew`: the lease again for `duration` (unset: as long as it was taken for)."""
+
+    lease: str
+    duration: Duration | None = Field(default=None, gt=0)
+
+
+class ReleaseRequest(CamelModel):
+    """Update `release`: give the lease back (or drop a ticket); `replace`: the device is not
+    to be used again (a new one is made)."""
+
+    lease: str
+    replace: bool = False
+
+
+class Granted(CamelModel):
+    """A lease its holder has: the id is the fencing token its renews and release name."""
+
+    model_config = _LENIENT
+
+    lease: str
+    pool: str
+    device: str
+    holder: str
+    granted_at: datetime
+    expires_at: datetime
+    # How long its ticket waited in the queue (0: granted at once).
+    waited_seconds: float = 0.0
+
+
+class LeaseAnswer(CamelModel):
+    """`granted`, or a ticket still waiting (`ticket`, `position`, `deadline`), or neither
+    (`ended`: why, `message`)."""
+
+    model_config = _LENIENT
+
+    granted: Granted | None = None
+    ticket: str | None = None
+    position: int | None = None
+    deadline: datetime | None = None
+    # Set when neither: the ticket's or lease's end (`TimedOut`, `Unclaimed`, ...).
+    ended: str | None = None
+    message: str = ""
+
+
+class ReleaseAnswer(CamelModel):
+    model_config = _LENIENT
+
+    # `Released` now, or how it had ended before (a release is idempotent).
+    reason: str
+    message: str = ""
+
+
+class LeasesView(CamelModel):
+    """Query `leases`: the leases held, then the tickets waiting (first come first)."""
+
+    model_config = _LENIENT
+
+    leases: list[Lease] = Field(default_factory=list)
+    tickets: list[Ticket] = Field(default_factory=list)
+    now: datetime | None = None
+
+
+def granted(pool: str, lease: Lease) -> Granted:
+    waited = 0.0
+    if lease.queued_at is not None:
+        waited = (lease.granted_at - lease.queued_at).total_seconds()
+    return Granted(
+        lease=lease.id,
+        pool=pool,
+        device=lease.device,
+        holder=lease.holder,
+        granted_at=lease.granted_at,
+        expires_at=lease.expires_at,
+        waited_seconds=waited,
+    )
+
+
+def ended_answer(ended: Ended) -> LeaseAnswer:
+    return LeaseAnswer(ended=ended.reason.value, message=ended_message(ended))
+
+
+def ended_message(ended: Ended) -> str:
+    """One line: `lease L on D ended at T: IdleTimeout (...)`."""
+    what = f"lease {ended.id} on {ended.device}" if ended.device else f"ticket {ended.ticket}"
+    said = f"{what} ended at {ended.at.isoformat()}: {ended.reason.value}"
+    return f"{said} ({ended.message})" if ended.message else said

@@ -1,0 +1,385 @@
+"""The lease book: who holds which member of a pool, who waits for one, and until when.
+
+Pure (no Temporal, no clock: `now` is given); carried in each kind's state, so leases and
+tickets survive continue-as-new. The rules (docs/leases.md):
+
+- a member is granted only while ready, matching the selector, and held by no lease;
+- tickets are served first come, first served: a member that frees up is offered to the
+  oldest ticket whose selector it matches, before any new request sees it;
+- an offer is claimed by its holder within `CLAIM_WINDOW`, or it goes to the next ticket;
+- a lease ends on release, at `expiresAt` (never past `maxDuration` from its grant), when
+  its holder is silent past `idleTimeout`, or when its member is gone; the lease id is the
+  fencing token: a renew or release names it, and an ended lease stays ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from pydantic import Field
+
+from devicepool.api.base import CamelModel
+from devicepool.api.labels import selector_matches
+from devicepool.api.v1beta1 import LeaseSpec
+
+__all__ = [
+    "CLAIM_WINDOW",
+    "Candidate",
+    "EndReason",
+    "Ended",
+    "Lease",
+    "LeaseBook",
+    "NotGranted",
+    "Queued",
+    "Ticket",
+]
+
+# How long an offer to a ticket waits for its holder to claim it (a client polls every
+# second or two; one that stopped polling has died or given up).
+CLAIM_WINDOW = timedelta(seconds=30)
+# Ended leases and tickets remembered, so a late renew, release or poll learns why.
+ENDED_KEPT = 200
+
+
+class EndReason(StrEnum):
+    RELEASED = "Released"
+    EXPIRED = "Expired"  # `expiresAt` passed (the lease's time, or `maxDuration`)
+    IDLE = "IdleTimeout"  # the holder neither renewed nor released for `idleTimeout`
+    UNCLAIMED = "Unclaimed"  # an offer to a ticket its holder never claimed
+    DEVICE_LOST = "DeviceLost"  # the member is gone (offline and replaced, removed)
+    REPLACED = "Replaced"  # a person replaced the member (`devicepool replace`)
+    POOL_DELETED = "PoolDeleted"
+    TIMED_OUT = "TimedOut"  # a ticket that waited its whole `wait` (or `maxWait`)
+
+
+class Lease(CamelModel):
+    id: str
+    device: str
+    holder: str
+    granted_at: datetime
+    expires_at: datetime
+    # The idle clock: the grant, a claim, a renew.
+    renewed_at: datetime
+    # What the holder asked for (seconds): a renew without a length renews for as long.
+    duration: float
+    selector: dict[str, str] = Field(default_factory=dict)
+    # The ticket it was offered to ("" if granted at once); unclaimed until its holder polls.
+    ticket: str = ""
+    claimed: bool = True
+    # When its ticket was made (how long the holder waited); None: granted at once.
+    queued_at: datetime | None = None
+
+
+class Ticket(CamelModel):
+    id: str
+    holder: str
+    selector: dict[str, str] = Field(default_factory=dict)
+    duration: float
+    created_at: datetime
+    deadline: datetime
+
+
+class Ended(CamelModel):
+    """A lease or ticket that ended, and why (`device` is "" for a ticket)."""
+
+    id: str
+    reason: EndReason
+    at: datetime
+    device: str = ""
+    holder: str = ""
+    ticket: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A member ready to lease now, as the kind sees it (in the order it prefers them)."""
+
+    id: str
+    labels: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Queued:
+    ticket: Ticket
+    position: int  # 1: next
+
+
+@dataclass(frozen=True)
+class NotGranted:
+    """Nothing free now and the caller will not wait, or the queue is full (`full`)."""
+
+    message: str
+    full: bool = False
+
+
+class LeaseBook(CamelModel):
+    leases: list[Lease] = Field(default_factory=list)
+    tickets: list[Ticket] = Field(default_factory=list)
+    ended: list[Ended] = Field(default_factory=list)
+    granted_total: int = 0
+    expired_total: int = 0
+
+    # ------------------------------------------------------------------ reading
+
+    def empty(self) -> bool:
+        return not self.leases and not self.tickets
+
+    def devices(self) -> set[str]:
+        """The members held by a lease (offered ones too): busy to whatever takes members away."""
+        return {lease.device for lease in self.leases}
+
+    def lease(self, lease_id: str) -> Lease | None:
+        return next((x for x in self.leases if x.id == lease_id), None)
+
+    def ended_as(self, some_id: str) -> Ended | None:
+        """Why a lease (by id) or a ticket (by ticket id) ended; None if it did not."""
+        return next(
+            (e for e in reversed(self.ended) if some_id in (e.id, e.ticket) and some_id), None
+        )
+
+    def offer_for(self, ticket_id: str) -> Lease | None:
+        return next((x for x in self.leases if x.ticket == ticket_id and ticket_id), None)
+
+    def position(self, ticket_id: str) -> int | None:
+        for i, ticket in enumerate(self.tickets):
+            if ticket.id == ticket_id:
+                return i + 1
+        return None
+
+    def oldest_wait(self, now: datetime) -> float | None:
+        """Seconds the oldest ticket has waited (None: none waits)."""
+        if not self.tickets:
+            return None
+        return max(0.0, (now - self.tickets[0].created_at).total_seconds())
+
+    def next_deadline(self, rules: LeaseSpec) -> datetime | None:
+        """The next moment something here ends of its own (None: nothing will)."""
+        idle = timedelta(seconds=rules.idle_timeout)
+        due = [t.deadline for t in self.tickets]
+        for x in self.leases:
+            due.append(x.expires_at)
+            due.append(x.renewed_at + (idle if x.claimed else CLAIM_WINDOW))
+        return min(due, default=None)
+
+    # ------------------------------------------------------------------ changes
+
+    def request(
+        self,
+        *,
+        candidates: Sequence[Candidate],
+        selector: Mapping[str, str],
+        holder: str,
+        duration: timedelta,
+        wait: timedelta,
+        now: datetime,
+        rules: LeaseSpec,
+        new_id: Callable[[], str],
+    ) -> Lease | Queued | NotGranted:
+        """A lease now, a ticket in the queue (`wait` > 0), or why neither. Tickets already
+        waiting are served first (`assign`), so a free member matching this selector is one
+        no earlier ticket wants."""
+        self.assign(candidates, now=now, rules=rules, new_id=new_id)
+        seconds = min(duration.total_seconds(), rules.max_duration)
+        member = self._free(candidates, selector)
+        if member is not None:
+            return self._grant(member, holder, dict(selector), seconds, now, rules, new_id())
+        if wait <= timedelta(0):
+            return NotGranted("no ready device matching the selector is free")
+        if len(self.tickets) >= rules.queue.max:
+            return NotGranted(
+                f"the queue is full ({len(self.tickets)} waiting, queue.max {rules.queue.max})",
+                full=True,
+            )
+        wait = min(wait, timedelta(seconds=rules.queue.max_wait))
+        ticket = Ticket(
+            id=new_id(),
+            holder=holder,
+            selector=dict(selector),
+            duration=seconds,
+            created_at=now,
+            deadline=now + wait,
+        )
+        self.tickets.append(ticket)
+        return Queued(ticket, len(self.tickets))
+
+    def assign(
+        self,
+        candidates: Sequence[Candidate],
+        *,
+        now: datetime,
+        rules: LeaseSpec,
+        new_id: Callable[[], str],
+    ) -> list[Lease]:
+        """Offer free members to the waiting tickets, oldest first; the offers made."""
+        offers = []
+        for ticket in list(self.tickets):
+            member = self._free(candidates, ticket.selector)
+            if member is None:
+                continue
+            self.tickets.remove(ticket)
+            lease = self._grant(
+                member, ticket.holder, ticket.selector, ticket.duration, now, rules, new_id()
+            )
+            lease.ticket, lease.claimed, lease.queued_at = ticket.id, False, ticket.created_at
+            offers.append(lease)
+        return offers
+
+    def claim(self, ticket_id: str, *, now: datetime, rules: LeaseSpec) -> Lease | None:
+        """The holder of a ticket takes the lease offered to it (its clocks start now)."""
+        lease = self.offer_for(ticket_id)
+        if lease is None:
+            return None
+        if not lease.claimed:
+            lease.claimed, lease.renewed_at = True, now
+            lease.expires_at = _expiry(lease, now, lease.duration, rules)
+        return lease
+
+    def renew(
+        self, lease_id: str, *, duration: timedelta | None, now: datetime, rules: LeaseSpec
+    ) -> Lease | None:
+        """The lease, renewed for `duration` (None: as long as it was taken for), never past
+        `maxDuration` from its grant; None if it is not held (see `ended_as`)."""
+        lease = self.lease(lease_id)
+        if lease is None:
+            return None
+        seconds = lease.duration if duration is None else duration.total_seconds()
+        lease.claimed, lease.renewed_at = True, now
+        lease.expires_at = _expiry(lease, now, seconds, rules)
+        return lease
+
+    def release(self, lease_id: str, *, now: datetime) -> Ended | None:
+        """End a lease by its holder's word; an ended one answers how it ended (releasing
+        twice is no error); None: never known here."""
+        lease = self.lease(lease_id)
+        if lease is None:
+            return self.ended_as(lease_id)
+        return self._end(lease, EndReason.RELEASED, now)
+
+    def end_device(
+        self, device: str, reason: EndReason, *, now: datetime, message: str = ""
+    ) -> list[Ended]:
+        """End the lease on `device` (a person replaced it, the pool is deleted)."""
+        return [self._end(x, reason, now, message) for x in list(self.leases) if x.device == device]
+
+    def end_all(self, reason: EndReason, *, now: datetime, message: str = "") -> list[Ended]:
+        """End every lease and ticket (the pool is deleted)."""
+        ended = [self._end(x, reason, now, message) for x in list(self.leases)]
+        for ticket in list(self.tickets):
+            self.tickets.remove(ticket)
+            ended.append(
+                self._remember(
+                    Ended(
+                        id=ticket.id,
+                        ticket=ticket.id,
+                        reason=reason,
+                        at=now,
+                        holder=ticket.holder,
+                        message=message,
+                    )
+                )
+            )
+        return ended
+
+    def reap(
+        self, *, now: datetime, rules: LeaseSpec, members: Collection[str] | None
+    ) -> list[Ended]:
+        """End what is due at `now`: leases past `expiresAt`, silent past `idleTimeout`,
+        offers unclaimed past `CLAIM_WINDOW`, leases of members gone (`members`: the pool's
+        members now; None: not known, so none is taken for gone), tickets past their wait."""
+        ended = []
+        idle = timedelta(seconds=rules.idle_timeout)
+        for lease in list(self.leases):
+            if members is not None and lease.device not in members:
+                why = EndReason.DEVICE_LOST
+            elif not lease.claimed and now >= lease.renewed_at + CLAIM_WINDOW:
+                why = EndReason.UNCLAIMED
+            elif now >= lease.expires_at:
+                why = EndReason.EXPIRED
+            elif lease.claimed and now >= lease.renewed_at + idle:
+                why = EndReason.IDLE
+            else:
+                continue
+            ended.append(self._end(lease, why, now))
+        for ticket in list(self.tickets):
+            if now >= ticket.deadline:
+                self.tickets.remove(ticket)
+                waited = (now - ticket.created_at).total_seconds()
+                ended.append(
+                    self._remember(
+                        Ended(
+                            id=ticket.id,
+                            ticket=ticket.id,
+                            holder=ticket.holder,
+                            reason=EndReason.TIMED_OUT,
+                            at=now,
+                            message=f"no device was granted in {waited:g}s",
+                        )
+                    )
+                )
+        return ended
+
+    # ------------------------------------------------------------------ inside
+
+    def _free(
+        self, candidates: Sequence[Candidate], selector: Mapping[str, str]
+    ) -> Candidate | None:
+        held = self.devices()
+        return next(
+            (c for c in candidates if c.id not in held and selector_matches(selector, c.labels)),
+            None,
+        )
+
+    def _grant(
+        self,
+        member: Candidate,
+        holder: str,
+        selector: dict[str, str],
+        seconds: float,
+        now: datetime,
+        rules: LeaseSpec,
+        lease_id: str,
+    ) -> Lease:
+        lease = Lease(
+            id=lease_id,
+            device=member.id,
+            holder=holder,
+            granted_at=now,
+            expires_at=now,
+            renewed_at=now,
+            duration=seconds,
+            selector=selector,
+        )
+        lease.expires_at = _expiry(lease, now, seconds, rules)
+        self.leases.append(lease)
+        self.granted_total += 1
+        return lease
+
+    def _end(self, lease: Lease, reason: EndReason, now: datetime, message: str = "") -> Ended:
+        self.leases.remove(lease)
+        if reason in (EndReason.EXPIRED, EndReason.IDLE, EndReason.UNCLAIMED):
+            self.expired_total += 1
+        ended = Ended(
+            id=lease.id,
+            device=lease.device,
+            holder=lease.holder,
+            ticket=lease.ticket,
+            reason=reason,
+            at=now,
+            message=message,
+        )
+        return self._remember(ended)
+
+    def _remember(self, ended: Ended) -> Ended:
+        self.ended.append(ended)
+        del self.ended[:-ENDED_KEPT]
+        return ended
+
+
+def _expiry(lease: Lease, now: datetime, seconds: float, rules: LeaseSpec) -> datetime:
+    """`now + seconds`, never past `maxDuration` from the grant."""
+    cap = lease.granted_at + timedelta(seconds=rules.max_duration)
+    return min(now + timedelta(seconds=seconds), cap)

@@ -1,0 +1,337 @@
+"""`Leasing`: the lease book at work in a pool's workflow (both kinds): the updates' checks
+and changes, the reaper that ends what is due, and what the status shows of them.
+
+No handler waits for a device (Temporal allows 10 updates in flight per workflow): a
+`lease` that finds none free leaves a ticket, which the client polls with the `lease_ticket`
+query (no history) and claims with `lease_claim` once offered. A run hands over after
+`UPDATES_PER_RUN` lease updates (Temporal allows 2,000 per run). How it fits the pass:
+docs/leases.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from devicepool.api.v1beta1 import DEFAULT_LEASES, LeaseSpec
+    from devicepool.workflows.reconciler.events import Happened
+    from devicepool.workflows.reconciler.kind import Kind
+    from devicepool.workflows.reconciler.lease_messages import (
+        LeaseAnswer,
+        LeaseRequest,
+        LeasesView,
+        ReleaseAnswer,
+        ReleaseRequest,
+        RenewRequest,
+        TicketRef,
+        ended_answer,
+        ended_message,
+        granted,
+    )
+    from devicepool.workflows.reconciler.leases import (
+        Ended,
+        EndReason,
+        Lease,
+        LeaseBook,
+        NotGranted,
+        Queued,
+    )
+    from devicepool.workflows.shared.errors import wait_condition
+
+if TYPE_CHECKING:
+    from devicepool.workflows.reconciler.shell import Reconciler
+
+__all__ = ["LEASE_GONE", "LEASE_NOT_GRANTED", "LEASE_REFUSED", "Leasing"]
+
+# Error types a refused update carries (the CLI's exit codes: docs/leases.md).
+LEASE_REFUSED = "LeaseRefused"  # can never be granted, queue full, pool deleting: exit 3
+LEASE_NOT_GRANTED = "LeaseNotGranted"  # none free, and no wait: exit 4
+LEASE_GONE = "LeaseGone"  # a renew or claim of what is no longer held: exit 3
+# Lease updates a run takes before it hands over (Temporal refuses past 2,000 a run).
+UPDATES_PER_RUN = 1000
+# The reaper never wakes more often than this (a burst of deadlines is one pass).
+REAP_GAP = timedelta(seconds=1)
+# Ends said as `LeaseExpired` (the rest: `LeaseReleased`, or the pool's own words).
+_EXPIRED = {EndReason.EXPIRED, EndReason.IDLE, EndReason.UNCLAIMED, EndReason.DEVICE_LOST}
+
+
+class Leasing:
+    """One per run; the book itself is carried in the kind's state (`s.leases`)."""
+
+    def __init__(self, host: Reconciler[Any, Any]) -> None:
+        self.h = host
+        self.updates = 0  # lease updates this run
+
+    @property
+    def book(self) -> LeaseBook:
+        book: LeaseBook = self.h.s.leases
+        return book
+
+    @property
+    def rules(self) -> LeaseSpec:
+        return getattr(self.h.spec, "leases", None) or DEFAULT_LEASES
+
+    @property
+    def kind(self) -> Kind[Any, Any, Any]:
+        return self.h.kind
+
+    # ------------------------------------------------------------------ updates
+
+    def check_lease(self, request: LeaseRequest) -> None:
+        self._refuse_while_deleting()
+        problem = self.kind.lease_problem(request.selector)
+        if problem is not None:
+            raise ApplicationError(problem, type=LEASE_REFUSED, non_retryable=True)
+        # What the handler would answer, on a copy (no id drawn: a validator is not replayed).
+        outcome = self.book.model_copy(deep=True).request(
+            **self._asked(request), new_id=lambda: "dry-run"
+        )
+        if isinstance(outcome, NotGranted):
+            kind = LEASE_REFUSED if outcome.full else LEASE_NOT_GRANTED
+            raise ApplicationError(outcome.message, type=kind, non_retryable=True)
+
+    def lease(self, request: LeaseRequest) -> LeaseAnswer:
+        self._count()
+        self.settle()
+        outcome = self.book.request(**self._asked(request), new_id=self._new_id)
+        self.shown()
+        if isinstance(outcome, Lease):
+            self._said_granted(outcome)
+            return LeaseAnswer(granted=granted(self.h.name, outcome))
+        if isinstance(outcome, Queued):
+            ticket = outcome.ticket
+            return LeaseAnswer(
+                ticket=ticket.id,
+                position=outcome.position,
+                deadline=ticket.deadline,
+                message=f"queued {outcome.position}: no ready device matching is free",
+            )
+        # The validator refused this on the same state: only a handler run without one.
+        return LeaseAnswer(ended=LEASE_NOT_GRANTED, message=outcome.message)
+
+    def check_claim(self, request: TicketRef) -> None:
+        if self.book.offer_for(request.ticket) is None:
+            raise self._gone(request.ticket, what="ticket")
+
+    def claim(self, request: TicketRef) -> LeaseAnswer:
+        self._count()
+        lease = self.book.claim(request.ticket, now=workflow.now(), rules=self.rules)
+        if lease is None:  # withdrawn between the validator and here: cannot be, said anyway
+            return self.ticket(request)
+        self.shown()
+        return LeaseAnswer(granted=granted(self.h.name, lease))
+
+    def check_renew(self, request: RenewRequest) -> None:
+        if self.book.lease(request.lease) is None:
+            raise self._gone(request.lease, what="lease")
+
+    def renew(self, request: RenewRequest) -> LeaseAnswer:
+        self._count()
+        duration = None if request.duration is None else timedelta(seconds=request.duration)
+        lease = self.book.renew(
+            request.lease, duration=duration, now=workflow.now(), rules=self.rules
+        )
+        if lease is None:
+            ended = self.book.ended_as(request.lease)
+            return ended_answer(ended) if ended else LeaseAnswer(ended=LEASE_GONE)
+        self.shown()
+        return LeaseAnswer(granted=granted(self.h.name, lease))
+
+    def check_release(self, request: ReleaseRequest) -> None:
+        known = (
+            self.book.lease(request.lease)
+            or self.book.ended_as(request.lease)
+            or self.book.position(request.lease)
+        )
+        if not known:
+            raise ApplicationError(
+                f"pool {self.h.name!r} has no lease or ticket {request.lease!r}",
+                type=LEASE_GONE,
+                non_retryable=True,
+            )
+
+    def release(self, request: ReleaseRequest) -> ReleaseAnswer:
+        self._count()
+        now = workflow.now()
+        ticket = next((t for t in self.book.tickets if t.id == request.lease), None)
+        if ticket is not None:
+            self.book.tickets.remove(ticket)
+            self.shown()
+            return ReleaseAnswer(reason="Cancelled", message=f"ticket {ticket.id} dropped")
+        held = self.book.lease(request.lease) is not None
+        ended = self.book.release(request.lease, now=now)
+        if ended is None:
+            return ReleaseAnswer(reason=LEASE_GONE, message=f"no lease {request.lease!r}")
+        if not held:  # released before, or ended otherwise: said, and nothing changes
+            return ReleaseAnswer(reason=ended.reason.value, message=ended_message(ended))
+        replace = request.replace or self.rules.on_release.value == "replace"
+        self._ended([ended], replace=replace)
+        self.settle()  # the member may go straight to a waiting ticket
+        said = f"{ended.device} released" + (", and replaced" if replace else "")
+        return ReleaseAnswer(reason=ended.reason.value, message=said)
+
+    # ------------------------------------------------------------------ queries
+
+    def view(self) -> LeasesView:
+        return LeasesView(
+            leases=list(self.book.leases), tickets=list(self.book.tickets), now=workflow.now()
+        )
+
+    def ticket(self, request: TicketRef) -> LeaseAnswer:
+        """A ticket's state, read only: offered (claim it), waiting, or ended."""
+        book = self.book
+        offer = book.offer_for(request.ticket)
+        if offer is not None:
+            return LeaseAnswer(granted=granted(self.h.name, offer), ticket=request.ticket)
+        position = book.position(request.ticket)
+        if position is not None:
+            deadline = book.tickets[position - 1].deadline
+            return LeaseAnswer(ticket=request.ticket, position=position, deadline=deadline)
+        ended = book.ended_as(request.ticket)
+        if ended is not None:
+            return ended_answer(ended)
+        return LeaseAnswer(ended=LEASE_GONE, message=f"no ticket {request.ticket!r}")
+
+    # ------------------------------------------------------------------ the book kept
+
+    def settle(self) -> None:
+        """End what is due, and offer free members to the waiting tickets. State only: no
+        command (an empty book changes nothing)."""
+        book = self.book
+        if book.empty():
+            return
+        now = workflow.now()
+        ended = book.reap(now=now, rules=self.rules, members=self.kind.lease_members())
+        if ended:
+            leases = [e for e in ended if e.device]
+            self._ended(leases, replace=self.rules.on_release.value == "replace")
+        offers = book.assign(
+            self.kind.lease_candidates(), now=now, rules=self.rules, new_id=self._new_id
+        )
+        for lease in offers:
+            self._said_granted(lease)
+        if ended or offers:
+            self.shown()
+
+    def end_device(self, device: str, reason: EndReason) -> None:
+        """A lease on `device` ends (a person replaced it now)."""
+        ended = self.book.end_device(device, reason, now=workflow.now())
+        if ended:
+            self._ended(ended, replace=False)
+            self.shown()
+
+    def end_all(self) -> None:
+        """The pool is being deleted: every lease ends, every ticket goes."""
+        if self.book.empty():
+            return
+        ended = self.book.end_all(EndReason.POOL_DELETED, now=workflow.now())
+        self._ended([e for e in ended if e.device], replace=False)
+        self.shown()
+
+    async def reap_forever(self) -> None:
+        """End leases and tickets when they fall due (a timer only while the book has
+        something that will; an earlier deadline wakes it sooner)."""
+        while True:
+            due = self.book.next_deadline(self.rules)
+            if due is None:
+                await workflow.wait_condition(lambda: not self.book.empty())
+                continue
+            timeout = max(due - workflow.now(), REAP_GAP)
+
+            def earlier(due: Any = due) -> bool:
+                next_due = self.book.next_deadline(self.rules)
+                return next_due is not None and next_due < due
+
+            await wait_condition(earlier, timeout=timeout, summary="lease deadline")
+            self.settle()
+
+    def shown(self) -> None:
+        """The status's lease fields, as the book stands."""
+        book, status = self.book, self.h.s.status
+        wanted = {
+            "leased_devices": len(book.leases),
+            "leases_queued": len(book.tickets),
+            "oldest_queued_seconds": book.oldest_wait(workflow.now()),
+        }
+        if any(getattr(status, k) != v for k, v in wanted.items()):
+            self.h.s.status = status.model_copy(update=wanted)
+
+    def details(self) -> str:
+        """The Web UI's lines for the leases ("" while none is held or waited for)."""
+        book = self.book
+        if book.empty():
+            return ""
+        lines = ["", f"**Leases:** {len(book.leases)} held, {len(book.tickets)} waiting", ""]
+        for x in book.leases[:20]:
+            state = "" if x.claimed else " (offered)"
+            lines.append(f"- `{x.device}` {x.holder or '-'}{state}, until {x.expires_at:%H:%M:%S}Z")
+        if len(book.leases) > 20:
+            lines.append(f"- and {len(book.leases) - 20} more")
+        return "\n".join(lines)
+
+    def hand_over_due(self) -> bool:
+        return self.updates >= UPDATES_PER_RUN
+
+    # ------------------------------------------------------------------ inside
+
+    def _asked(self, request: LeaseRequest) -> dict[str, Any]:
+        rules = self.rules
+        duration = rules.max_duration if request.duration is None else request.duration
+        return {
+            "candidates": self.kind.lease_candidates(),
+            "selector": request.selector,
+            "holder": request.holder,
+            "duration": timedelta(seconds=duration),
+            "wait": timedelta(seconds=request.wait),
+            "now": workflow.now(),
+            "rules": rules,
+        }
+
+    def _new_id(self) -> str:
+        return workflow.uuid4().hex[:16]
+
+    def _count(self) -> None:
+        self.updates += 1
+        if self.updates == UPDATES_PER_RUN:
+            self.h.dirty = True  # a pass now, and the hand-over after it
+
+    def _refuse_while_deleting(self) -> None:
+        if self.h.s.deleting:
+            raise ApplicationError(
+                f"pool {self.h.name!r} is being deleted", type=LEASE_REFUSED, non_retryable=True
+            )
+
+    def _gone(self, some_id: str, *, what: str) -> ApplicationError:
+        ended = self.book.ended_as(some_id)
+        message = (
+            ended_message(ended) if ended else f"pool {self.h.name!r} has no {what} {some_id!r}"
+        )
+        return ApplicationError(message, type=LEASE_GONE, non_retryable=True)
+
+    def _said_granted(self, lease: Lease) -> None:
+        holder = lease.holder or "a holder"
+        if lease.claimed:
+            self.h.happened(Happened("Leased", f"{lease.device} to {holder} (lease {lease.id})"))
+        else:
+            message = f"{lease.device} offered to {holder}, waiting (lease {lease.id})"
+            self.h.happened(Happened("Leased", message))
+
+    def _ended(self, ended: Sequence[Ended], *, replace: bool) -> None:
+        for one in ended:
+            if one.reason in _EXPIRED:
+                warning = one.reason == EndReason.DEVICE_LOST
+                self.h.happened(Happened("LeaseExpired", ended_message(one), warning=warning))
+            else:
+                self.h.happened(
+                    Happened(
+                        "LeaseReleased",
+                        f"{one.device} back from {one.holder or 'its holder'} (lease {one.id}, {one.reason.value})",
+                    )
+                )
+        if ended:
+            self.kind.leases_ended(ended, replace=replace)
