@@ -183,6 +183,8 @@ class BrowserPoolStatus(CamelModel):
     leased_devices: int = 0
     leases_queued: int = 0
     oldest_queued_seconds: float | None = None
+    # Leases ended by no holder's word (expired, idle, unclaimed, member lost), ever.
+    leases_expired: int = 0
     conditions: list[Condition] = Field(default_factory=list)
 
     def condition(self, type_: str) -> Condition | None:

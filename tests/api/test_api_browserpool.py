@@ -558,6 +558,7 @@ def test_the_status_is_camel_case_with_kubernetes_conditions() -> None:
         "observedGeneration": 2,
         "leasedDevices": 0,
         "leasesQueued": 0,
+        "leasesExpired": 0,
         "conditions": [
             {
                 "type": "NodesAvailable",

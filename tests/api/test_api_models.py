@@ -121,6 +121,7 @@ def test_status_serializes_camel_case_with_kubernetes_conditions() -> None:
         "profilesRetired": 0,
         "leasedDevices": 0,
         "leasesQueued": 0,
+        "leasesExpired": 0,
         "conditions": [
             {
                 "type": "Ready",

@@ -27,6 +27,7 @@ from devicepool.api.v1beta1 import LeaseSpec
 
 __all__ = [
     "CLAIM_WINDOW",
+    "EXPIRING",
     "Candidate",
     "EndReason",
     "Ended",
@@ -53,6 +54,13 @@ class EndReason(StrEnum):
     REPLACED = "Replaced"  # a person replaced the member (`devicepool replace`)
     POOL_DELETED = "PoolDeleted"
     TIMED_OUT = "TimedOut"  # a ticket that waited its whole `wait` (or `maxWait`)
+
+
+# Ends no holder asked for: counted in `expired_total` (events `LeaseExpired`; the metric
+# `devicepool_leases_expired_total`).
+EXPIRING = frozenset(
+    {EndReason.EXPIRED, EndReason.IDLE, EndReason.UNCLAIMED, EndReason.DEVICE_LOST}
+)
 
 
 class Lease(CamelModel):
@@ -121,6 +129,7 @@ class LeaseBook(CamelModel):
     tickets: list[Ticket] = Field(default_factory=list)
     ended: list[Ended] = Field(default_factory=list)
     granted_total: int = 0
+    # Leases ended by `EXPIRING` reasons, over the pool's life (carried across runs).
     expired_total: int = 0
 
     # ------------------------------------------------------------------ reading
@@ -360,7 +369,7 @@ class LeaseBook(CamelModel):
 
     def _end(self, lease: Lease, reason: EndReason, now: datetime, message: str = "") -> Ended:
         self.leases.remove(lease)
-        if reason in (EndReason.EXPIRED, EndReason.IDLE, EndReason.UNCLAIMED):
+        if reason in EXPIRING:
             self.expired_total += 1
         ended = Ended(
             id=lease.id,

@@ -54,6 +54,8 @@ LEASE_NOT_GRANTED = "LeaseNotGranted"  # none free, and no wait: exit 4
 LEASE_GONE = "LeaseGone"  # a renew or claim of what is no longer held: exit 3
 # Lease updates a run takes before it hands over (Temporal refuses past 2,000 a run).
 UPDATES_PER_RUN = 1000
+# Leases the Web UI details list (`devicepool leases POOL` lists them all).
+DETAILS_LEASES = 20
 # The reaper never wakes more often than this (a burst of deadlines is one pass).
 REAP_GAP = timedelta(seconds=1)
 # Ends said as `LeaseExpired` (the rest: `LeaseReleased`, or the pool's own words).
@@ -257,21 +259,31 @@ class Leasing:
             "leased_devices": len(book.leases),
             "leases_queued": len(book.tickets),
             "oldest_queued_seconds": book.oldest_wait(workflow.now()),
+            "leases_expired": book.expired_total,
         }
         if any(getattr(status, k) != v for k, v in wanted.items()):
             self.h.s.status = status.model_copy(update=wanted)
+        self.h.show_details()  # the lease list in the Web UI (no command)
 
     def details(self) -> str:
-        """The Web UI's lines for the leases ("" while none is held or waited for)."""
+        """The Web UI's section for the leases, after the kind's own details ("" while none
+        is held or waited for). It opens with a blank line: Markdown would otherwise read its
+        first line as more of the kind's last list item or paragraph."""
         book = self.book
         if book.empty():
             return ""
-        lines = ["", f"**Leases:** {len(book.leases)} held, {len(book.tickets)} waiting", ""]
-        for x in book.leases[:20]:
-            state = "" if x.claimed else " (offered)"
-            lines.append(f"- `{x.device}` {x.holder or '-'}{state}, until {x.expires_at:%H:%M:%S}Z")
-        if len(book.leases) > 20:
-            lines.append(f"- and {len(book.leases) - 20} more")
+        head = f"**Leases** · {len(book.leases)} held · {len(book.tickets)} waiting"
+        if book.tickets:
+            head += f" (the oldest since {book.tickets[0].created_at:%H:%M:%S}Z)"
+        lines = ["", "", head]
+        if book.leases:
+            lines.append("")
+        for x in book.leases[:DETAILS_LEASES]:
+            until = f"until {x.expires_at:%Y-%m-%d %H:%M:%S}Z"
+            state = until if x.claimed else "offered, not yet claimed"
+            lines.append(f"- `{x.device}` · {_code(x.holder)} · {state}")
+        if len(book.leases) > DETAILS_LEASES:
+            lines.append(f"- and {len(book.leases) - DETAILS_LEASES} more")
         return "\n".join(lines)
 
     def hand_over_due(self) -> bool:
@@ -335,3 +347,10 @@ class Leasing:
                 )
         if ended:
             self.kind.leases_ended(ended, replace=replace)
+
+
+def _code(text: str) -> str:
+    """Free text (a holder's name) as one Markdown code span on one line: nothing in it
+    (a newline, a backtick, a link) is read as Markdown."""
+    flat = " ".join(text.replace("`", " ").split())
+    return f"`{flat}`" if flat else "-"
