@@ -94,6 +94,9 @@ class BrowserKind:
         # and the selected live nodes' labels: what leases are granted from.
         self._last: Outcome | None = None
         self._node_labels: dict[str, dict[str, str]] = {}
+        # The profiles the last event said were kept for their leases (a new run says so
+        # again, once).
+        self._kept_said: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------------ a pass
 
@@ -125,6 +128,8 @@ class BrowserKind:
             s.replacements = forget_replacements(
                 s.replacements, profiles, nodes=set(everywhere) | alive | lost
             )
+            if s.replace_after_use:
+                s.replace_after_use = leasable.forget_used(s.replace_after_use, profiles)
         now = workflow.now()
         troubles, s.unreachable_since = node_troubles(
             failed,
@@ -155,6 +160,8 @@ class BrowserKind:
             failures=self.h.s.failures,
             failure_limit=self._failure_limit(),
             replacements=self.h.s.replacements,
+            leased=self.h.s.leases.devices(),
+            used=self.h.s.replace_after_use,
         )
 
     async def act(self, seen: Observed, placement: Placement | None) -> Outcome:
@@ -254,6 +261,7 @@ class BrowserKind:
             )
             self._warn("MixedAccounts", message)
         else:
+            planned = seen.generation if generation is None else generation
             published = publish(
                 self.h.s.status,
                 seen,
@@ -261,10 +269,14 @@ class BrowserKind:
                 config_problem=self._config_problem,
                 failure_limit=self._failure_limit(),
                 now=now,
-                generation=seen.generation if generation is None else generation,
+                generation=planned,
             )
             status, self.rows = published.status, published.rows
+            kept = outcome.placement.kept
+            status = leasable.kept_status(status, kept, now=now, generation=planned)
         self._last = outcome if outcome.placement is not None else None
+        if outcome.placement is not None:
+            self._say_kept(outcome.placement.kept)
         self.h.s.status = status
         self.h.show()
 
@@ -343,7 +355,13 @@ class BrowserKind:
         last = self._last
         if last is None or last.placement is None:
             return []
-        return leasable.candidates(self.h.spec, last.seen, last.placement, self._node_labels)
+        return leasable.candidates(
+            self.h.spec,
+            last.seen,
+            last.placement,
+            self._node_labels,
+            used=self.h.s.replace_after_use,
+        )
 
     def lease_members(self) -> set[str] | None:
         return None if self._last is None else leasable.members(self._last.seen)
@@ -355,7 +373,28 @@ class BrowserKind:
         )
 
     def leases_ended(self, ended: Sequence[Ended], *, replace: bool) -> None:
-        self.h.dirty = True  # a profile back may be surplus
+        """A pass is due only if the plan changes: a profile kept only for its lease goes,
+        a used one is replaced (`leasable.after_leases`)."""
+        last = self._last
+        kept = last.placement.kept if last is not None and last.placement is not None else {}
+        s = self.h.s
+        added, due = leasable.after_leases(
+            ended, replace=replace, kept=kept, used=s.replace_after_use
+        )
+        if added:
+            s.replace_after_use = [*s.replace_after_use, *added]
+            self._said(
+                "ReplaceRequested", f"{', '.join(added)} replaced after use (lease released)"
+            )
+        if due:
+            self.h.dirty = True
+
+    def _say_kept(self, kept: Mapping[str, str]) -> None:
+        """Profiles kept for their leases, said once a change (not every pass)."""
+        said = frozenset(kept)
+        if said != self._kept_said and kept:
+            self._said("KeptForLease", leasable.kept_message(kept))
+        self._kept_said = said
 
     # ------------------------------------------------------------------ helpers
 

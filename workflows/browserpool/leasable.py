@@ -1,20 +1,40 @@
 """What a BrowserPool tells its lease book (`reconciler/leasing.py`): which profiles may be
-leased now and which a selector can never match.
+leased now, which a selector can never match, and what a lease's end does to the plan.
 
 Pure. A profile's selector labels are its node's labels and `node`, `profile` (its id)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
 
-from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
+from devicepool.api.browserpool.v1beta1 import (
+    BrowserConditionType,
+    BrowserPoolSpec,
+    BrowserPoolStatus,
+)
+from devicepool.api.v1alpha1 import ConditionStatus
 from devicepool.workflows.browserpool.observe import Observed
 from devicepool.workflows.browserpool.plan import NodeProfile, Placement
-from devicepool.workflows.reconciler.leases import Candidate
+from devicepool.workflows.reconciler.conditions import ConditionUpdate, set_condition
+from devicepool.workflows.reconciler.leases import Candidate, Ended, EndReason
 
-__all__ = ["candidates", "labels_of", "members", "problem"]
+__all__ = [
+    "after_leases",
+    "candidates",
+    "forget_used",
+    "kept_message",
+    "kept_status",
+    "labels_of",
+    "members",
+    "problem",
+]
 
 _OWN_KEYS = {"node", "profile"}
+# Ends whose profile is not there to replace (gone already, or going with the pool).
+_NOT_REPLACED = {EndReason.DEVICE_LOST, EndReason.POOL_DELETED, EndReason.REPLACED}
+# Profiles a status line names (the rest are counted).
+_NAMED = 10
 
 
 def labels_of(profile: NodeProfile, node_labels: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
@@ -26,10 +46,13 @@ def candidates(
     seen: Observed,
     placement: Placement,
     node_labels: Mapping[str, Mapping[str, str]],
+    *,
+    used: Collection[str] = (),
 ) -> list[Candidate]:
     """The profiles the pool holds and keeps, open if the pool opens them, on a node that
-    answered this pass; in slot order."""
-    going = {pid for pid, _ in placement.delete}
+    answered this pass; in slot order. Not one kept only for its lease (it goes once the
+    lease ends), nor one to replace after use (`used`)."""
+    going = {pid for pid, _ in placement.delete} | set(placement.kept) | set(used)
     held = [
         p
         for p in placement.held
@@ -42,9 +65,57 @@ def candidates(
     return [Candidate(p.id, labels_of(p, node_labels)) for p in held]
 
 
-def members(seen: Observed) -> set[str]:
-    """Every profile the pool has on a node not lost."""
-    return {p.id for p in seen.profiles if p.node not in seen.lost}
+def members(seen: Observed) -> set[str] | None:
+    """Every profile the pool has on a node not counted lost (silent, or its Local API
+    silent past `nodeLostAfterSeconds`: its profiles are made again elsewhere). None when no
+    listing answered this pass: not seeing a profile then says nothing of it."""
+    listed = seen.alive | seen.unselected
+    if listed and listed <= seen.failed:
+        return None
+    lost = seen.all_lost
+    return {p.id for p in seen.profiles if p.node not in lost}
+
+
+def after_leases(
+    ended: Sequence[Ended],
+    *,
+    replace: bool,
+    kept: Collection[str],
+    used: Collection[str],
+) -> tuple[list[str], bool]:
+    """What ended leases change: the profiles to replace after use that they add
+    (`replace`), and whether a pass is due. Only when the plan would do something else now:
+    a profile kept only for its lease goes, a used one is replaced. A profile back that
+    the pool holds needs none (at 20 releases a second, a pass each would hammer the
+    nodes)."""
+    added: list[str] = []
+    if replace:
+        for one in ended:
+            device = one.device
+            if device and one.reason not in _NOT_REPLACED and device not in used:
+                if device not in added:
+                    added.append(device)
+    due = bool(added) or any(one.device in kept for one in ended)
+    return added, due
+
+
+def forget_used(used: Sequence[str], profiles: Sequence[NodeProfile]) -> list[str]:
+    """The profiles still to replace after use: those a listing still shows (a listing
+    that answered shows every profile of the account)."""
+    listed = {p.id for p in profiles}
+    return [pid for pid in used if pid in listed]
+
+
+def kept_message(kept: Mapping[str, str]) -> str:
+    """One line for the profiles kept for their leases ("" if none)."""
+    if not kept:
+        return ""
+    named = [f"{pid} ({why})" for pid, why in sorted(kept.items())[:_NAMED]]
+    more = f", and {len(kept) - _NAMED} more" if len(kept) > _NAMED else ""
+    return (
+        f"{len(kept)} profile(s) kept for their leases, deleted once released: "
+        f"{', '.join(named)}{more}"
+    )
 
 
 def problem(
@@ -63,7 +134,8 @@ def problem(
                 f" {key}={wanted}"
             )
     profile = selector.get("profile")
-    if profile is not None and seen is not None and profile not in members(seen):
+    present = members(seen) if seen is not None else None
+    if profile is not None and present is not None and profile not in present:
         return f"selector profile={profile} can never match: not a profile of the pool"
     known = set(_OWN_KEYS) | set(spec.node_selector)
     for labels in node_labels.values():
@@ -75,3 +147,16 @@ def problem(
             f" (known: {', '.join(sorted(known))})"
         )
     return None
+
+
+def kept_status(
+    status: BrowserPoolStatus, kept: Mapping[str, str], *, now: datetime, generation: int
+) -> BrowserPoolStatus:
+    """While profiles are kept for their leases the pool is not yet what its spec says:
+    `Progressing=True`, reason `LeasesHeld`, naming them (`get`, `describe`)."""
+    if not kept:
+        return status
+    held = ConditionUpdate(
+        BrowserConditionType.PROGRESSING, ConditionStatus.TRUE, "LeasesHeld", kept_message(kept)
+    )
+    return set_condition(status, held, now=now, generation=generation)

@@ -50,6 +50,10 @@ class BrowserPoolState(CamelModel):
     just_opened: list[str] = Field(default_factory=list)
     # Who holds which profile, who waits for one (`reconciler/leases.py`).
     leases: LeaseBook = Field(default_factory=LeaseBook)
+    # Profiles whose lease ended with `replace` (`onRelease: replace`, `release
+    # --replace`): deleted, and a new one made for their slot (plan.py); forgotten once
+    # no listing shows them.
+    replace_after_use: list[str] = Field(default_factory=list)
 
 
 class BrowserPoolInput(CamelModel):

@@ -89,7 +89,11 @@ def decide(
     failures: Mapping[str, int],
     failure_limit: int,
     replacements: Sequence[str],
+    leased: Set[str] = frozenset(),
+    used: Sequence[str] = (),
 ) -> Placement:
+    """The pass's placement (`leased`: the profiles held by a lease, never deleted;
+    `used`: the profiles to replace after use)."""
     spec = seen.spec
     return plan(
         replicas=spec.replicas,
@@ -103,6 +107,8 @@ def decide(
         unselected=seen.unselected - seen.failed,
         unreachable=set(seen.troubles) - seen.gone,
         replacements=replacements,  # oldest first
+        leased=leased,
+        used=used,
     )
 
 

@@ -10,7 +10,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
-__all__ = ["NodeProfile", "Placement", "forget_replacements", "plan"]
+__all__ = ["REPLACED_AFTER_USE", "NodeProfile", "Placement", "forget_replacements", "plan"]
+
+# Why a profile whose lease ended with `replace` (`onRelease: replace`, `release --replace`)
+# is deleted: a new one is made for its slot.
+REPLACED_AFTER_USE = "replaced after use"
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,10 @@ class Placement:
     paused: int = 0
     # profiles on a live node whose Local API did not answer: their slots kept, not ready
     waiting: list[NodeProfile] = field(default_factory=list)
+    # Leased profiles this pass would have deleted, and why: kept until their lease ends.
+    # One that does not hold its slot (above replicas, a second for its slot, on a node
+    # no longer selected) is not in `held`: never counted beyond replicas.
+    kept: dict[str, str] = field(default_factory=dict)
 
     def by_node(self) -> dict[str, int]:
         return dict(sorted(Counter(p.node for p in self.held).items()))
@@ -57,10 +65,12 @@ def plan(
     unselected: Set[str] = frozenset(),
     unreachable: Set[str] = frozenset(),
     replacements: Sequence[str] = (),
+    leased: Set[str] = frozenset(),
+    used: Sequence[str] = (),
 ) -> Placement:
     """This pass's placement (`alive`: live nodes the selector picks; `lost`: silent ones;
     `unreachable`: live ones whose Local API did not answer this pass; `replacements`:
-    oldest first)."""
+    oldest first; `leased`: never deleted, `kept` instead; `used`: replaced after use)."""
     # How recent a profile of a slot is: originals 0, then replacements by age.
     age = {pid: i + 1 for i, pid in enumerate(replacements)}
     usable = set(alive) - set(unreachable)
@@ -70,9 +80,14 @@ def plan(
     ]
     lost_profiles = [p for p in profiles if p.node in lost and p.slot < replicas]
     delete: dict[str, tuple[str, str]] = {}  # id -> (node, why)
+    kept: dict[str, str] = {}  # leased: id -> why it would go
+    replace = set(used)
 
     def drop(p: NodeProfile, why: str) -> None:
-        delete.setdefault(p.id, (p.node, why))
+        if p.id in leased:  # its holder uses it: it goes once the lease ends
+            kept.setdefault(p.id, why)
+        else:
+            delete.setdefault(p.id, (p.node, why))
 
     # A live node the selector no longer picks (`unselected`): its profiles go,
     # closed where they run, and their slots are held on the selected nodes.
@@ -84,24 +99,27 @@ def plan(
     for p in on_live:
         if p.slot >= replicas:
             drop(p, f"slot {p.slot} is above replicas {replicas}")
+        elif p.id in replace:
+            drop(p, REPLACED_AFTER_USE)
         elif p in failing and not paused:
             drop(p, f"failed to open {failures[p.id]} times in a row")
     load = Counter(p.node for p in on_live if p.id not in delete)
     by_slot: dict[int, list[NodeProfile]] = {}
     for p in sorted(on_live, key=lambda p: (p.slot, p.id)):
-        if p.id not in delete:
+        if p.id not in delete and p.slot < replicas:  # (a leased one above: kept, uncounted)
             by_slot.setdefault(p.slot, []).append(p)
     held: list[NodeProfile] = []
     # Originals back from a lost node, not open yet: opened while a replacement serves.
     restoring: list[NodeProfile] = []
 
-    def rank(p: NodeProfile) -> tuple[int, bool, int, str, str]:
-        return (age.get(p.id, 0), not p.open, load[p.node], p.node, p.id)
+    def rank(p: NodeProfile) -> tuple[int, bool, bool, int, str, str]:
+        return (age.get(p.id, 0), p.id not in leased, not p.open, load[p.node], p.node, p.id)
 
     for slot, holders in sorted(by_slot.items()):
         # The original (not a replacement) wins: it has the cookies; between replacements,
-        # the older (it served longest). Among equals keep an open one, then the one on
-        # the least loaded node; the rest go.
+        # the older (it served longest). Among equals keep a leased one (the other would be
+        # billed on beside it until the lease ends), an open one, then the one on the least
+        # loaded node; the rest go.
         keep = min(holders, key=rank)
         newer = [p for p in holders if age.get(p.id, 0) > age.get(keep.id, 0)]
         serving = None
@@ -121,7 +139,8 @@ def plan(
                     if p in newer
                     else f"a second profile for slot {slot}",
                 )
-                load[p.node] -= 1
+                if p.id in delete:
+                    load[p.node] -= 1
     creates: list[tuple[int, str]] = []
     if usable:
         taken = {p.slot for p in held} | {p.slot for p in waiting}
@@ -147,6 +166,7 @@ def plan(
         lost=lost_profiles,
         paused=paused,
         waiting=waiting,
+        kept=kept,
     )
 
 
