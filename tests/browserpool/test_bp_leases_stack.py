@@ -1,0 +1,154 @@
+"""Issue 39, "the same API on a BrowserPool": leases of profiles on the node stack of
+test_bp_nodes.py (a pool worker, node workers in process over emulated BitBrowser nodes,
+`calls.NODE_PICKUP` shortened), on a dev server of this module's.
+
+The lease updates are sent as any client sends them (the workflow's update names, plain
+models); the emulator is the ground truth of which profiles exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from devicepool.api.names import (
+    QUERY_EVENTS,
+    QUERY_LEASES,
+    UPDATE_LEASE,
+    UPDATE_RELEASE,
+    UPDATE_SCALE,
+)
+from devicepool.workflows.reconciler.lease_messages import (
+    LeaseAnswer,
+    LeaseRequest,
+    LeasesView,
+    ReleaseAnswer,
+    ReleaseRequest,
+)
+from devicepool.workflows.reconciler.messages import Accepted, ScaleRequest
+from tests.browserpool.test_bp_nodes import (
+    eventually,
+    node_stack,
+    placement,
+    start_browser_pool,
+    status,
+)
+from tests.helpers.servers import dev_server
+
+pytestmark = [pytest.mark.devserver, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    async with await dev_server() as server:
+        yield server
+
+
+async def lease_on(handle: WorkflowHandle[Any, Any], node: str) -> str:
+    """A profile on `node`, for 10 minutes: the lease id (the profile is its answer's)."""
+    answer = await handle.execute_update(
+        UPDATE_LEASE,
+        LeaseRequest(selector={"node": node}, holder="test", duration="10m"),
+        result_type=LeaseAnswer,
+    )
+    assert answer.granted is not None, answer
+    return answer.granted.lease
+
+
+async def release(handle: WorkflowHandle[Any, Any], lease: str, *, replace: bool = False) -> str:
+    answer = await handle.execute_update(
+        UPDATE_RELEASE, ReleaseRequest(lease=lease, replace=replace), result_type=ReleaseAnswer
+    )
+    return answer.reason
+
+
+async def reasons(handle: WorkflowHandle[Any, Any]) -> list[tuple[str, str]]:
+    events = (await handle.query(QUERY_EVENTS)).get("events", [])
+    return [(e["reason"], e.get("message", "")) for e in events]
+
+
+async def test_a_leased_profile_is_kept_through_a_scale_to_0_and_replaced_after_use(
+    env: WorkflowEnvironment,
+) -> None:
+    client = env.client
+    pool = f"bp-lease-{uuid.uuid4().hex[:4]}"
+    async with node_stack(client) as (account, _):
+        handle = await start_browser_pool(client, pool, 2)
+
+        async def spread() -> dict[str, Any] | None:
+            s = await status(handle)
+            truth = placement(account, pool)
+            done = s.get("readyProfiles") == 2 and truth["by_node"] == {"node-1": 1, "node-2": 1}
+            return truth if done and truth["open"] == 2 else None
+
+        first = await eventually(spread, timeout=40, what="2 open, 1 on each node")
+
+        # A lease by selector: node-2's profile, seen in the `leases` query and the status.
+        lease = await lease_on(handle, "node-2")
+        view = await handle.query(QUERY_LEASES, result_type=LeasesView)
+        [held] = view.leases
+        assert held.id == lease and held.holder == "test", view
+        used = held.device
+        assert used in first["ids"]
+        assert (await status(handle))["leasedDevices"] == 1
+
+        # Released with `replace`: that profile is deleted and a new one made for its slot.
+        assert await release(handle, lease, replace=True) == "Released"
+
+        async def replaced() -> dict[str, Any] | None:
+            truth = await spread()
+            return truth if truth is not None and used not in truth["ids"] else None
+
+        after = await eventually(replaced, timeout=30, what="the used profile replaced")
+        assert after["total"] == 2
+        said = await reasons(handle)
+        assert ("ReplaceRequested", f"{used} replaced after use (lease released)") in said
+        assert any(r == "Deleted" and m.endswith("replaced after use") for r, m in said), said
+        assert (await status(handle))["leasedDevices"] == 0
+
+        # Leased again, then the pool scaled to 0: the leased profile stays, uncounted.
+        lease = await lease_on(handle, "node-2")
+        kept = (await handle.query(QUERY_LEASES, result_type=LeasesView)).leases[0].device
+        scaled = await handle.execute_update(
+            UPDATE_SCALE, ScaleRequest(replicas=0), result_type=Accepted
+        )
+        assert scaled.replicas == 0
+
+        async def only_the_leased_one() -> dict[str, Any] | None:
+            s = await status(handle)
+            progressing = {c["type"]: c for c in s["conditions"]}["Progressing"]
+            truth = placement(account, pool)
+            if truth["ids"] == {kept} and progressing["reason"] == "LeasesHeld":
+                return s
+            return None
+
+        s = await eventually(only_the_leased_one, timeout=30, what="only the leased profile")
+        assert s["profileIds"] == [] and s["leasedDevices"] == 1, s
+        assert kept in {c["type"]: c for c in s["conditions"]}["Progressing"]["message"]
+        assert any(r == "KeptForLease" and kept in m for r, m in await reasons(handle))
+        await asyncio.sleep(2.5)  # passes go on (resync 1 s): it stays while leased
+        assert placement(account, pool)["ids"] == {kept}
+
+        # Released: it goes.
+        assert await release(handle, lease) == "Released"
+
+        async def none_left() -> bool:
+            return placement(account, pool)["total"] == 0
+
+        await eventually(none_left, timeout=30, what="the released profile deleted")
+        s = await status(handle)
+        assert s["leasedDevices"] == 0
+        said = await reasons(handle)
+        assert any(
+            r == "Deleted" and m.startswith(f"profile {kept} ") and "above replicas 0" in m
+            for r, m in said
+        ), said
+        await handle.terminate()
+        stats = account.emulator.stats()
+        assert stats["duplicates"] == {"byName": {}, "byRemark": {}}, stats["duplicates"]
