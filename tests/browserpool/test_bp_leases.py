@@ -297,8 +297,9 @@ def test_the_end_of_a_lease_that_kept_a_profile_makes_a_pass_due() -> None:
 def test_a_release_with_replace_marks_the_profile_used_once() -> None:
     assert leasable.after_leases([ended("p0")], replace=True, kept={}, used=[]) == (["p0"], True)
     assert leasable.after_leases([ended("p0")], replace=True, kept={}, used=["p0"]) == ([], False)
-    # A lost profile, or the pool going: nothing to replace.
-    for reason in (EndReason.DEVICE_LOST, EndReason.POOL_DELETED):
+    # A lost profile, or the pool going: nothing to replace; an offer never claimed: its
+    # holder never had it (a new profile would cost a create and the slot's cookies).
+    for reason in (EndReason.DEVICE_LOST, EndReason.POOL_DELETED, EndReason.UNCLAIMED):
         lost = ended("p0", reason)
         assert leasable.after_leases([lost], replace=True, kept={}, used=[]) == ([], False)
 

@@ -31,8 +31,14 @@ __all__ = [
 ]
 
 _OWN_KEYS = {"node", "profile"}
-# Ends whose profile is not there to replace (gone already, or going with the pool).
-_NOT_REPLACED = {EndReason.DEVICE_LOST, EndReason.POOL_DELETED, EndReason.REPLACED}
+# Ends whose profile is not there to replace (gone already, or going with the pool), or
+# was never used (an offer its ticket's holder never claimed).
+_NOT_REPLACED = {
+    EndReason.DEVICE_LOST,
+    EndReason.POOL_DELETED,
+    EndReason.REPLACED,
+    EndReason.UNCLAIMED,
+}
 # Profiles a status line names (the rest are counted).
 _NAMED = 10
 
