@@ -1,0 +1,370 @@
+"""Leases on a DevicePool of the session's stack, through the raw updates and queries.
+
+What the lease book promises (workflows/reconciler/leases.py) seen on the dev server: the
+validators refuse before history, a silent holder's device comes back at `idleTimeout` to
+the ticket waiting for it, `replace` ends a lease (or waits for its release), leases and
+tickets survive a hand-over and a worker restart, and 30 waiters on 3 devices are served
+first come, first served within Temporal's 10 in-flight updates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.testing import WorkflowEnvironment
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.api import names
+from devicepool.api.names import TASK_QUEUE, pool_workflow_id
+from devicepool.client import PoolClient
+from devicepool.testing import eventually
+from devicepool.workflows.pool.messages import PoolInput
+from devicepool.workflows.reconciler.lease_messages import (
+    Granted,
+    LeaseAnswer,
+    LeaseRequest,
+    LeasesView,
+    ReleaseAnswer,
+    ReleaseRequest,
+    RenewRequest,
+    TicketRef,
+)
+from devicepool.workflows.reconciler.leasing import (
+    LEASE_GONE,
+    LEASE_NOT_GRANTED,
+    LEASE_REFUSED,
+)
+from tests.helpers.manifests import beta_pool
+from tests.helpers.pool_waits import converged
+from tests.helpers.settings import FAST
+from tests.helpers.workflow_stack import POLL, Workers, pool_devices
+from tests.workflows.test_pool_continue_as_new import hand_over
+
+pytestmark = pytest.mark.devserver
+
+# Temporal's limit of updates in flight on one workflow (the dev server's default).
+IN_FLIGHT = 10
+UPDATE_EVENTS = {
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ADMITTED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_REJECTED,
+}
+
+
+class CountedUpdates:
+    """A client's `UpdateWorkflowExecution` without the SDK's retries: the refusals for
+    Temporal's in-flight limit are kept (and the call tried again here)."""
+
+    def __init__(self, real: Any) -> None:
+        self.real, self.calls = real, 0
+        self.refused: list[str] = []
+        self.closing: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    async def __call__(self, request: Any, *, retry: bool = False, **options: Any) -> Any:
+        while True:
+            self.calls += 1
+            try:
+                return await self.real(request, retry=False, **options)
+            except RPCError as err:
+                if err.status != RPCStatusCode.RESOURCE_EXHAUSTED:
+                    raise
+                # "workflow is closing" too: the pool hands over (the tests' low threshold).
+                (self.refused if "in-flight" in err.message else self.closing).append(err.message)
+                await asyncio.sleep(0.5)
+
+
+async def start(env: WorkflowEnvironment, name: str, replicas: int, **leases: Any) -> Any:
+    pool = beta_pool(name, replicas, leases=leases)
+    return await env.client.start_workflow(
+        "DevicePool",
+        PoolInput(metadata=pool.metadata, spec=pool.spec, settings=FAST),
+        id=pool_workflow_id(name),
+        task_queue=TASK_QUEUE,
+    )
+
+
+async def lease(handle: WorkflowHandle[Any, Any], **asked: Any) -> LeaseAnswer:
+    update_id = asked.pop("update_id", None)
+    return await handle.execute_update(
+        names.UPDATE_LEASE, LeaseRequest(**asked), result_type=LeaseAnswer, id=update_id
+    )
+
+
+async def granted(handle: WorkflowHandle[Any, Any], **asked: Any) -> Granted:
+    answer = await lease(handle, **asked)
+    assert answer.granted is not None, answer
+    return answer.granted
+
+
+async def claim(handle: WorkflowHandle[Any, Any], ticket: str) -> Granted:
+    answer = await handle.execute_update(
+        names.UPDATE_LEASE_CLAIM, TicketRef(ticket=ticket), result_type=LeaseAnswer
+    )
+    assert answer.granted is not None, answer
+    return answer.granted
+
+
+async def offered(handle: WorkflowHandle[Any, Any], ticket: str) -> LeaseAnswer | None:
+    """The ticket's answer once it is offered a device (None while it waits)."""
+    answer = await ticket_state(handle, ticket)
+    assert answer.ended is None, answer
+    return answer if answer.granted is not None else None
+
+
+async def ticket_state(handle: WorkflowHandle[Any, Any], ticket: str) -> LeaseAnswer:
+    return await handle.query(
+        names.QUERY_LEASE_TICKET, TicketRef(ticket=ticket), result_type=LeaseAnswer
+    )
+
+
+async def renew(handle: WorkflowHandle[Any, Any], lease_id: str) -> LeaseAnswer:
+    return await handle.execute_update(
+        names.UPDATE_RENEW, RenewRequest(lease=lease_id), result_type=LeaseAnswer
+    )
+
+
+async def release(handle: WorkflowHandle[Any, Any], lease_id: str) -> ReleaseAnswer:
+    return await handle.execute_update(
+        names.UPDATE_RELEASE, ReleaseRequest(lease=lease_id), result_type=ReleaseAnswer
+    )
+
+
+async def view(handle: WorkflowHandle[Any, Any]) -> LeasesView:
+    return await handle.query(names.QUERY_LEASES, result_type=LeasesView)
+
+
+async def refused(call: Any, type_: str) -> ApplicationError:
+    """The ApplicationError an update was failed with (a validator's refusal)."""
+    with pytest.raises(WorkflowUpdateFailedError) as failed:
+        await call
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == type_, cause
+    return cause
+
+
+async def update_events(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    """The update ids the current run's history holds an event of (admitted, accepted,
+    rejected); the pool's own passes add other events meanwhile."""
+    history = await handle.fetch_history()
+    found = []
+    for event in history.events:
+        if event.event_type not in UPDATE_EVENTS:
+            continue
+        for attrs in (
+            event.workflow_execution_update_admitted_event_attributes.request.meta,
+            event.workflow_execution_update_accepted_event_attributes.accepted_request.meta,
+            event.workflow_execution_update_rejected_event_attributes.rejected_request.meta,
+        ):
+            if attrs.update_id:
+                found.append(attrs.update_id)
+    return found
+
+
+async def reasons(handle: WorkflowHandle[Any, Any]) -> list[tuple[str, str]]:
+    return [(e["reason"], e["message"]) for e in (await handle.query("events"))["events"]]
+
+
+@contextlib.asynccontextmanager
+async def renewing(handle: WorkflowHandle[Any, Any], lease_id: str) -> AsyncIterator[None]:
+    """A live holder: renews every second until the block ends."""
+
+    async def forever() -> None:
+        while True:
+            await asyncio.sleep(1)
+            assert (await renew(handle, lease_id)).granted is not None
+
+    task = asyncio.ensure_future(forever())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_refusals_leave_no_history_a_silent_holder_times_out_and_replace_ends_a_lease(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start(env, pool_name, 2, idleTimeout="3s", queue={"max": 1})
+    await converged(control, pool_name, 2)
+    await eventually(lambda: _status(handle, readyDevices=2), what="the pool sees 2", every=POLL)
+    a = await granted(handle, holder="alive", duration="60s")
+    b = await granted(handle, holder="killed", duration="60s")
+    assert a.device != b.device
+
+    # Refused by the validators: can never match, none free, the queue full. None is in
+    # the history (an update refused by its validator leaves no event).
+    ids = [f"refused-{uuid.uuid4().hex[:6]}" for _ in range(3)]
+    never = await refused(
+        lease(handle, selector={"region": "other"}, update_id=ids[0]), LEASE_REFUSED
+    )
+    assert "region=other can never match" in str(never)
+    await refused(lease(handle, update_id=ids[1]), LEASE_NOT_GRANTED)
+    queued = await lease(handle, holder="waiter", wait="30s", update_id="queued")
+    assert queued.ticket and queued.position == 1, queued
+    full = await refused(lease(handle, wait="30s", update_id=ids[2]), LEASE_REFUSED)
+    assert "queue is full" in str(full)
+    recorded = await update_events(handle)
+    assert "queued" in recorded and not set(ids) & set(recorded), recorded
+
+    # `a` renews, `b`'s holder died: at idleTimeout its device goes to the ticket.
+    async with renewing(handle, a.lease):
+        offer = await eventually(
+            lambda: offered(handle, queued.ticket or ""), what="b's device offered", timeout=15
+        )
+        assert offer.granted is not None and offer.granted.device == b.device
+        said = [m for r, m in await reasons(handle) if r == "LeaseExpired"]
+        assert any(b.lease in m and "IdleTimeout" in m for m in said), said
+        gone = await refused(renew(handle, b.lease), LEASE_GONE)
+        assert "IdleTimeout" in str(gone)
+        assert (await release(handle, b.lease)).reason == "IdleTimeout"  # idempotent
+        c = await claim(handle, queued.ticket or "")
+        assert (c.device, c.holder, c.lease) == (b.device, "waiter", offer.granted.lease)
+
+        # Replaced now: its lease ends, said to its holder's next renew and release.
+        await PoolClient(env.client).replace_device(pool_name, c.device)
+        replaced = await refused(renew(handle, c.lease), LEASE_GONE)
+        assert "Replaced" in str(replaced)
+        assert (await release(handle, c.lease)).reason == "Replaced"
+        await eventually(
+            lambda: _without(control, pool_name, 2, c.device), what="c replaced", timeout=30
+        )
+        # Replaced when idle: a leased device stays (its replacement beside it) until released.
+        await PoolClient(env.client).replace_device(pool_name, a.device, when_idle=True)
+        three = await eventually(
+            lambda: _serving(control, pool_name, 3), what="a's replacement", timeout=30
+        )
+        assert three and a.device in three
+        await asyncio.sleep(2)  # passes that would take it, were it idle
+        assert a.device in (await _serving(control, pool_name, 3) or [])
+    assert (await release(handle, a.lease)).reason == "Released"
+    await eventually(
+        lambda: _without(control, pool_name, 2, a.device), what="a retired", timeout=30
+    )
+    await handle.cancel()
+
+
+async def test_leases_and_tickets_survive_a_hand_over_and_a_worker_restart(
+    env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start(env, pool_name, 1)
+    await converged(control, pool_name, 1)
+    await eventually(lambda: _status(handle, readyDevices=1), what="the pool sees 1", every=POLL)
+    held = await granted(handle, holder="first", duration="600s")
+    waiting = await lease(handle, holder="second", wait="120s")
+    assert waiting.ticket and waiting.position == 1, waiting
+    first_run = (await handle.describe()).run_id
+    await hand_over(handle, replicas=1)
+
+    async def new_run() -> bool:
+        return (await handle.describe()).run_id != first_run
+
+    await eventually(new_run, what="a continue-as-new", timeout=30, every=0.1)
+    live = env.client.get_workflow_handle(handle.id)
+    for step in ("handed over", "worker restarted"):
+        book = await view(live)
+        assert [(x.id, x.device) for x in book.leases] == [(held.lease, held.device)], step
+        assert [t.id for t in book.tickets] == [waiting.ticket], step
+        assert (await renew(live, held.lease)).granted is not None, step
+        assert (await ticket_state(live, waiting.ticket)).position == 1, step
+        if step == "handed over":
+            await workers.restart()  # cached runs gone: the book comes back by replay
+    assert (await release(live, held.lease)).reason == "Released"
+    offer = await eventually(lambda: offered(live, waiting.ticket or ""), what="the offer")
+    assert offer.granted is not None and offer.granted.device == held.device
+    second = await claim(live, waiting.ticket)
+    assert (await release(live, second.lease)).reason == "Released"
+    await handle.cancel()
+
+
+async def test_thirty_waiters_on_three_devices_are_served_in_order_one_holder_at_a_time(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    started = await start(env, pool_name, 3)
+    await converged(control, pool_name, 3)
+    await eventually(lambda: _status(started, readyDevices=3), what="the pool sees 3", every=POLL)
+    # The waiters' own client, its updates counted: a refusal for Temporal's in-flight limit
+    # fails the test instead of being retried out of sight by the SDK.
+    client = await Client.connect(
+        env.client.service_client.config.target_host, data_converter=env.client.data_converter
+    )
+    rpc = client.workflow_service
+    counted = CountedUpdates(rpc.update_workflow_execution)
+    rpc.update_workflow_execution = counted  # type: ignore[method-assign,assignment]
+    handle = client.get_workflow_handle(started.id)
+    holders: dict[str, int] = {}  # device -> the waiter holding it now
+    served: list[tuple[Any, Granted]] = []  # (the ticket's place in the queue, its grant)
+
+    async def waiter(i: int) -> None:
+        async with in_flight:
+            answer = await lease(handle, holder=f"w{i}", duration="60s", wait="120s")
+        got = answer.granted
+        if got is None:
+            assert answer.ticket and answer.deadline and answer.position, answer
+            place = (answer.deadline, answer.position)
+            offer = await eventually(
+                lambda: offered(handle, answer.ticket or ""), what=f"w{i}", timeout=90, every=1
+            )
+            async with in_flight:
+                got = await claim(handle, answer.ticket)
+            assert offer.granted is not None and got.lease == offer.granted.lease
+            served.append((place, got))
+        assert got.device not in holders, f"{got.device}: w{i} and w{holders[got.device]}"
+        holders[got.device] = i
+        await asyncio.sleep(0.2)
+        del holders[got.device]
+        async with in_flight:
+            assert (await release(handle, got.lease)).reason == "Released"
+
+    # 30 at once are refused 8 times of 30 (the SDK retries them, a second later): as a
+    # client should, these keep at most 10 updates in flight on the pool.
+    in_flight = asyncio.Semaphore(IN_FLIGHT)
+    begun = time.monotonic()
+    await asyncio.gather(*(waiter(i) for i in range(30)))
+    assert counted.refused == [], counted.refused
+    # First come, first served: in the order the tickets were made, each offered no
+    # earlier than the one before it.
+    offers = [g.granted_at for _, g in sorted(served, key=lambda s: s[0])]
+    assert offers == sorted(offers), served
+    assert len(served) >= 20, f"only {len(served)} of 30 waited"
+    book = await view(handle)
+    assert not book.leases and not book.tickets, book
+    status = await handle.query("status")
+    assert status["leasedDevices"] == 0 and status["leasesQueued"] == 0, status
+    took = time.monotonic() - begun
+    print(
+        f"30 waiters: {took:.1f}s, {counted.calls} updates, {len(counted.closing)} at a hand-over"
+    )
+    await handle.cancel()
+
+
+async def _status(handle: WorkflowHandle[Any, Any], **wanted: Any) -> bool:
+    status = await handle.query("status")
+    return all(status[k] == v for k, v in wanted.items())
+
+
+async def _serving(control: httpx.AsyncClient, name: str, count: int) -> list[str] | None:
+    devices = await pool_devices(control, name)
+    ids = [d["id"] for d in devices if d["status"] in ("ready", "busy")]
+    return ids if len(ids) == count else None
+
+
+async def _without(control: httpx.AsyncClient, name: str, count: int, gone: str) -> bool:
+    devices = await pool_devices(control, name)
+    ids = [d["id"] for d in devices]
+    ready = [d for d in devices if d["status"] == "ready"]
+    return gone not in ids and len(ready) == count == len(devices)
