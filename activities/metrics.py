@@ -24,6 +24,8 @@ __all__ = ["Metrics", "replacement_reason"]
 
 PROVISIONING_BUCKETS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600)
 RECONCILE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+# A lease granted at once waited 0; a ticket waits at most `queue.maxWait` (5m by default).
+LEASE_WAIT_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
 # Devices whose create this process saw, waiting to be seen ready (bounded).
 _MAX_TRACKED = 10_000
 
@@ -80,6 +82,14 @@ class Metrics:
             "Wall time of one DevicePool reconcile pass (observe, plan, act, publish); "
             "live executions only, never replays.",
             buckets=RECONCILE_BUCKETS,
+            registry=r,
+        )
+        self.lease_wait = Histogram(
+            "devicepool_lease_wait_seconds",
+            "How long a granted lease waited in its pool's queue (0: granted at once), by "
+            "pool; live executions only, never replays.",
+            ["pool", "kind"],
+            buckets=LEASE_WAIT_BUCKETS,
             registry=r,
         )
         self.orphans_terminated = Counter(

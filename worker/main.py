@@ -26,7 +26,12 @@ from devicepool.worker.accounts import register_accounts, start_janitors
 from devicepool.worker.build import build_workers, run_workers, stop_workers
 from devicepool.worker.config import WorkerConfig
 from devicepool.worker.http import HttpEndpoint, start_http_server
-from devicepool.worker.metrics import ReconcileInterceptor, WorkerGauges, WorkerMetrics
+from devicepool.worker.metrics import (
+    LeaseWaitInterceptor,
+    ReconcileInterceptor,
+    WorkerGauges,
+    WorkerMetrics,
+)
 from devicepool.worker.sdk_metrics import sdk_runtime
 from devicepool.worker.versioning import current_build, promote
 
@@ -70,9 +75,11 @@ async def run_worker(
         scrubber=config.scrubber(),
     )
     telemetry.metrics.orphan_accounts(config.accounts)
-    workers = build_workers(
-        config, client, activities, interceptors=[ReconcileInterceptor(telemetry.metrics)]
-    )
+    interceptors = [
+        ReconcileInterceptor(telemetry.metrics),
+        LeaseWaitInterceptor(telemetry.metrics),
+    ]
+    workers = build_workers(config, client, activities, interceptors=interceptors)
     running = _Running(client, workers, telemetry.gauges)
     server = await _serve_metrics(config, telemetry, running, metrics_host)
 

@@ -3,7 +3,8 @@
 One `CollectorRegistry` per worker (`WorkerMetrics.create`) holds the activities' collectors,
 `WorkerGauges` (this process's health), `PoolCollector` (``pool_gauges.py``, per-pool gauges
 from Temporal) and `SdkMetricsCollector` (``sdk_metrics.py``); `ReconcileInterceptor`
-(``reconcile_timing.py``) times DevicePool passes. These names are the public surface."""
+(``reconcile_timing.py``) times DevicePool passes, `LeaseWaitInterceptor` (``lease_timing.py``)
+how long granted leases waited. These names are the public surface."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ from temporalio.client import Client
 from temporalio.runtime import MetricBuffer
 
 from devicepool.activities.metrics import Metrics
+from devicepool.worker.lease_timing import LeaseWaitInterceptor
 from devicepool.worker.pool_gauges import PoolCollector
 from devicepool.worker.reconcile_timing import ReconcileInterceptor
 from devicepool.worker.sdk_metrics import SdkMetricsCollector, drain_periodically
 
 __all__ = [
+    "LeaseWaitInterceptor",
     "PoolCollector",
     "ReconcileInterceptor",
     "SdkMetricsCollector",

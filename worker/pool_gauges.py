@@ -4,6 +4,7 @@
 visibility every `max_age` seconds and asks each its `status` (and the node registry its beats)
 every `status_max_age` seconds; a scrape serves that snapshot. Without the task, `refresh` does
 the same work inline. A BrowserPool without search attributes takes them from its status.
+The lease series (both kinds) and the few reads they add: ``lease_gauges.py``.
 Why: docs/operations.md, 'Metrics, alerts and the dashboard'."""
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from devicepool.api.names import (
     SA_PLATFORM,
     SA_READY,
 )
+from devicepool.worker.lease_gauges import LeaseReads, PoolLeases, lease_families
 from devicepool.workflows.browserpool.publish import BROWSER_PLATFORM
 
 log = logging.getLogger("devicepool.metrics")
@@ -106,6 +108,7 @@ class PoolCollector(Collector):
         timeout: float = 5.0,
         max_concurrent_queries: int = 8,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self._client = client
         self._max_age = max_age
@@ -113,6 +116,7 @@ class PoolCollector(Collector):
         self._timeout = timeout
         self._queries = asyncio.Semaphore(max_concurrent_queries)
         self._clock = clock
+        self._wall = wall  # Unix time: the oldest lease ticket's wait is counted to it
         # The pools last listed, and whether that listing succeeded: one object, so that a
         # scrape's thread reads both from the same refresh.
         self._snapshot: tuple[list[_Pool], bool] = ([], False)
@@ -121,6 +125,7 @@ class PoolCollector(Collector):
         self._statuses_at: float | None = None
         # node worker -> its last beat at the node registry (Unix seconds)
         self._beats: dict[str, float] = {}
+        self._leases = LeaseReads()
         self._lock = asyncio.Lock()
         self._background = False
         self._scraped = asyncio.Event()
@@ -183,6 +188,12 @@ class PoolCollector(Collector):
                 self._statuses, self._beats = await asyncio.gather(
                     self._query_statuses(pools), self._query_beats()
                 )
+                answered = [
+                    (p.key, kind_named(p.kind).workflow_id(p.name), self._statuses[p.key])
+                    for p in pools
+                    if p.key in self._statuses
+                ]
+                await self._leases.refresh(answered, self._ask)
                 self._statuses_at = now
             for pool in pools:
                 pool.status = self._statuses.get(pool.key)
@@ -227,6 +238,16 @@ class PoolCollector(Collector):
         except Exception as exc:
             log.info("node registry query failed: %s", exc)
             return self._beats  # the previous answer
+
+    async def _ask(self, workflow_id: str, query: str) -> Any:
+        """A pool's answer to `query`; None if it failed (logged)."""
+        async with self._queries:
+            try:
+                handle = self._client.get_workflow_handle(workflow_id)
+                return await handle.query(query, rpc_timeout=timedelta(seconds=self._timeout))
+            except Exception as exc:
+                log.info("%s query of %s failed: %s", query, workflow_id, exc)
+                return None
 
     async def _query_statuses(self, pools: Sequence[_Pool]) -> dict[str, dict[str, Any]]:
         async def one(pool: _Pool) -> tuple[str, dict[str, Any] | None]:
@@ -286,6 +307,16 @@ class PoolCollector(Collector):
                 for node, count in (pool.status.get("byNode") or {}).items():
                     by_node.add_metric([*key, str(node)], float(count or 0))
         yield from (desired, ready, phase, devices, conditions, statuses, by_node)
+        leases = [
+            PoolLeases(
+                labels=(pool.name, pool.platform, pool.kind),
+                status=pool.status,
+                oldest_since=self._leases.oldest_since(pool.key),
+                max_wait=self._leases.max_wait(pool.key),
+            )
+            for pool in pools
+        ]
+        yield from lease_families(leases, now=self._wall())
         beats = GaugeMetricFamily(
             "devicepool_node_last_beat_timestamp_seconds",
             "When a node worker last beat at the node registry (Unix time; lost past the "

@@ -28,13 +28,25 @@ from temporalio.worker import Replayer
 from devicepool import testing as waits
 from devicepool.activities.metrics import Metrics
 from devicepool.api import parse_pool
-from devicepool.api.names import SIGNAL_SCALE, TASK_QUEUE, pool_workflow_id
+from devicepool.api.names import (
+    SIGNAL_SCALE,
+    TASK_QUEUE,
+    UPDATE_LEASE,
+    UPDATE_RELEASE,
+    pool_workflow_id,
+)
 from devicepool.api.v1beta1 import ObjectMeta
 from devicepool.connect import DATA_CONVERTER
 from devicepool.testing import pool_manifest
-from devicepool.worker.metrics import ReconcileInterceptor
+from devicepool.worker.metrics import LeaseWaitInterceptor, ReconcileInterceptor
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.pool.messages import PoolInput
+from devicepool.workflows.reconciler.lease_messages import (
+    LeaseAnswer,
+    LeaseRequest,
+    ReleaseAnswer,
+    ReleaseRequest,
+)
 from tests.helpers.obs_stack import OBS_SETTINGS, ObsStack
 
 # Above the scenario's own waits (eight of at most 15 s each): a slow step fails
@@ -136,6 +148,27 @@ async def _scenario(stack: ObsStack, handle: WorkflowHandle[Any, Any]) -> None:
     )
     await eventually(lambda: serving(3), what="3 ready after the replacement")
 
+    # A lease granted at once: its wait observed (0), the lease gauges count it; released.
+    lease = await handle.execute_update(
+        UPDATE_LEASE, LeaseRequest(holder="obs"), result_type=LeaseAnswer
+    )
+    assert lease.granted is not None, lease
+
+    async def leased(n: int) -> bool:
+        s = await stack.samples()
+        waits = frozenset({"pool": POOL, "kind": "DevicePool"}.items())
+        return (
+            s.get(("devicepool_leases_active", frozenset(labels().items()))) == n
+            and s.get(("devicepool_lease_wait_seconds_count", waits)) == 1
+            and s.get(("devicepool_lease_wait_seconds_sum", waits)) == 0
+        )
+
+    await eventually(lambda: leased(1), what="the lease in the gauge and the wait histogram")
+    await handle.execute_update(
+        UPDATE_RELEASE, ReleaseRequest(lease=lease.granted.lease), result_type=ReleaseAnswer
+    )
+    await eventually(lambda: leased(0), what="the release in devicepool_leases_active")
+
     # Replaying the pool's history with the interceptor must record nothing.
     # Up to its last completed workflow task: a history fetched while the pool
     # is inside a task ends with that task's start, and the replayer runs such
@@ -145,9 +178,10 @@ async def _scenario(stack: ObsStack, handle: WorkflowHandle[Any, Any]) -> None:
     await Replayer(
         workflows=WORKFLOWS,
         data_converter=DATA_CONVERTER,
-        interceptors=[ReconcileInterceptor(replay_metrics)],
+        interceptors=[ReconcileInterceptor(replay_metrics), LeaseWaitInterceptor(replay_metrics)],
     ).replay_workflow(history)
     assert _count(replay_metrics) == 0
+    assert "devicepool_lease_wait_seconds_count" not in _names(replay_metrics)
 
     # Deleted: every series of the pool disappears.
     await handle.cancel()
@@ -188,6 +222,10 @@ def _count(metrics: Metrics) -> float:
             if sample.name == "devicepool_reconcile_duration_seconds_count":
                 return sample.value
     raise AssertionError(f"no devicepool_reconcile_duration_seconds_count among {names}")
+
+
+def _names(metrics: Metrics) -> set[str]:
+    return {sample.name for family in metrics.registry.collect() for sample in family.samples}
 
 
 async def test_probes(obs_stack: ObsStack) -> None:
