@@ -4,7 +4,8 @@ What the lease book promises (workflows/reconciler/leases.py) seen on the dev se
 validators refuse before history, a silent holder's device comes back at `idleTimeout` to
 the ticket waiting for it, `replace` ends a lease (or waits for its release), leases and
 tickets survive a hand-over and a worker restart, and 30 waiters on 3 devices are served
-first come, first served within Temporal's 10 in-flight updates.
+first come, first served within Temporal's 10 in-flight updates; a device a scale-down is
+terminating is not leased while the pass awaits the provider.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from devicepool.api import names
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id
 from devicepool.client import PoolClient
 from devicepool.testing import eventually
-from devicepool.workflows.pool.messages import PoolInput
+from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
 from devicepool.workflows.reconciler.lease_messages import (
     Granted,
     LeaseAnswer,
@@ -48,6 +49,7 @@ from devicepool.workflows.reconciler.leasing import (
 from tests.helpers.manifests import beta_pool
 from tests.helpers.pool_waits import converged
 from tests.helpers.settings import FAST
+from tests.helpers.transports import TimedASGITransport
 from tests.helpers.workflow_stack import POLL, Workers, pool_devices
 from tests.workflows.test_pool_continue_as_new import hand_over
 
@@ -352,9 +354,42 @@ async def test_thirty_waiters_on_three_devices_are_served_in_order_one_holder_at
     await handle.cancel()
 
 
+async def test_a_device_a_scale_down_is_terminating_is_not_leased_meanwhile(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle = await start(env, pool_name, 2)
+    devices = await converged(control, pool_name, 2)
+    await eventually(lambda: _status(handle, readyDevices=2), what="the pool sees 2", every=POLL)
+    oldest = min(devices, key=lambda d: (d["createdAt"], d["id"]))["id"]
+    gate = TimedASGITransport.delete_gate = asyncio.Event()
+    try:
+        await handle.execute_update(
+            names.UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted
+        )
+        await eventually(lambda: _terminating(handle), what="the scale-down's DELETE at the gate")
+        # The pass awaits the DELETE of the oldest idle device: a lease now is the other one.
+        answer = await lease(handle, holder="during", duration="60s")
+    finally:
+        gate.set()
+    assert answer.granted is not None and answer.granted.device != oldest, answer
+    await eventually(
+        lambda: _without(control, pool_name, 1, oldest), what="the oldest gone", timeout=30
+    )
+    assert (await renew(handle, answer.granted.lease)).granted is not None
+    await handle.cancel()
+
+
 async def _status(handle: WorkflowHandle[Any, Any], **wanted: Any) -> bool:
     status = await handle.query("status")
     return all(status[k] == v for k, v in wanted.items())
+
+
+async def _terminating(handle: WorkflowHandle[Any, Any]) -> bool:
+    described = await handle.describe()
+    return any(
+        a.activity_type.name == "terminate_device"
+        for a in described.raw_description.pending_activities
+    )
 
 
 async def _serving(control: httpx.AsyncClient, name: str, count: int) -> list[str] | None:

@@ -80,6 +80,8 @@ class DevicePoolKind:
         self.reported_leaving: list[am.DeviceInfo] = []
         self.retry_terminations = False  # a scale-down's termination failed
         self._announced = False  # told the ledger in this pass (`PoolState.announce`)
+        # The devices this pass terminates, while it awaits the provider: leased by no one.
+        self.terminating: set[str] = set()
 
     @property
     def s(self) -> PoolState:
@@ -164,7 +166,11 @@ class DevicePoolKind:
         return Lifecycle(self.spec, self.s, self.devices, workflow.now())
 
     async def act(self, seen: Observed, decision: Decision) -> Plan:
-        await acting.carry_out(self, decision)
+        self.terminating = set(decision.terminate)
+        try:
+            await acting.carry_out(self, decision)
+        finally:
+            self.terminating = set()
         # What the status shows is the pool after its terminations (runs from v0.1.0: before).
         plan = decision.plan
         if decision.terminate and workflow.patched(acting.TERMINATED_LEAVE_PATCH):
@@ -342,7 +348,7 @@ class DevicePoolKind:
         if self.observe_problem is not None:
             return []  # never a device the pool cannot see
         expiry, drift = self.life().expiry(), self.life().drift()
-        leaving = {*expiry.retire, *expiry.force}
+        leaving = {*expiry.retire, *expiry.force, *self.terminating}
         return leasable.candidates(
             self.devices, spec=self.spec, state=self.s, leaving=leaving, drifted=drift
         )
