@@ -24,6 +24,7 @@ from devicepool.client._cli_codec import codec_server
 from devicepool.client._cli_control import pause, protect, replace, resume, unprotect
 from devicepool.client._cli_convert import convert
 from devicepool.client._cli_cost import cost
+from devicepool.client._cli_leases import lease, leases, release, renew
 from devicepool.client._cli_orphans import orphans
 from devicepool.client._cli_pools import apply, delete, describe, devices, get, scale
 from devicepool.client._cli_processes import dev, emulator, setup, version, worker
@@ -38,7 +39,8 @@ Temporal connection (the SDK's environment configuration):
   TEMPORAL_NAMESPACE  namespace (default: default)
   TEMPORAL_PROFILE    a profile of the Temporal config file (TEMPORAL_CONFIG_FILE)
 
-Exit codes: 0 ok, 1 a runtime failure, 2 bad input (nothing was changed)."""
+Exit codes: 0 ok, 1 a runtime failure, 2 bad input (nothing was changed); leases:
+3 refused or gone, 4 not granted in time."""
 
 app = typer.Typer(
     name="devicepool",
@@ -107,6 +109,10 @@ _command(protect)
 _command(unprotect)
 _command(pause)
 _command(resume)
+_command(lease)
+_command(renew)
+_command(release)
+_command(leases)
 _command(version)
 
 

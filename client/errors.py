@@ -7,6 +7,12 @@
     ├── PoolBlocked            `--wait` stopped at once: the pool reports what
     │                          waiting cannot fix (an unknown proxy pool or
     │                          account; a blocked teardown)
+    ├── LeaseRefused           exit_code 3: a lease that can never be granted (a
+    │                          selector no device can match, a full queue, a pool
+    │                          being deleted)
+    ├── LeaseGone              exit_code 3: a renew (or claim) of a lease or ticket
+    │                          the pool no longer holds (expired, released, unknown)
+    ├── LeaseNotGranted        exit_code 4: no device was free, or none within the wait
     └── BadInput               exit_code 2: a manifest, flag or value was rejected
                                locally (nothing was started or updated) or by the
                                workflow's update validator
@@ -26,15 +32,24 @@ from devicepool.errors import (
 
 __all__ = [
     "EXIT_BAD_INPUT",
+    "EXIT_NOT_GRANTED",
     "EXIT_OK",
+    "EXIT_REFUSED",
     "EXIT_RUNTIME",
     "BadInput",
     "DevicePoolError",
+    "LeaseGone",
+    "LeaseNotGranted",
+    "LeaseRefused",
     "PoolBlocked",
     "PoolNotFound",
     "TemporalUnreachable",
     "WaitTimeout",
 ]
+
+# Leases (docs/leases.md): refused or gone (waiting cannot help), and not granted in time.
+EXIT_REFUSED = 3
+EXIT_NOT_GRANTED = 4
 
 
 class PoolNotFound(DevicePoolError):
@@ -61,3 +76,24 @@ class PoolBlocked(DevicePoolError):
 
 class BadInput(DevicePoolError):
     exit_code = EXIT_BAD_INPUT
+
+
+class LeaseRefused(DevicePoolError):
+    """The pool will never grant this lease as asked: no device can match the selector,
+    the queue is full, or the pool is being deleted."""
+
+    exit_code = EXIT_REFUSED
+
+
+class LeaseGone(DevicePoolError):
+    """The lease (or ticket) is no longer held: it expired, was released, its device was
+    lost, or the pool never knew it. The message says how it ended when the pool knows."""
+
+    exit_code = EXIT_REFUSED
+
+
+class LeaseNotGranted(DevicePoolError):
+    """No device was granted: none was free and the call would not wait, or none came
+    free within its wait (the ticket is dropped)."""
+
+    exit_code = EXIT_NOT_GRANTED

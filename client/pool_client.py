@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 import pydantic
@@ -41,7 +42,7 @@ from devicepool.api.names import (
 )
 from devicepool.api.v1alpha1 import PoolResource
 from devicepool.api.v1beta1 import DevicePool
-from devicepool.client import _pool_reads, _waits
+from devicepool.client import _leases, _pool_reads, _waits
 from devicepool.client._apply import (
     APPLY_CONCURRENCY,
     apply_in_order,
@@ -70,6 +71,7 @@ from devicepool.workflows.pool.messages import (
     ReplaceRequest,
     ScaleRequest,
 )
+from devicepool.workflows.reconciler.lease_messages import LeasesView, ReleaseAnswer
 
 __all__ = ["DeleteResult", "PoolClient", "PoolSummary", "ProgressCallback"]
 
@@ -358,6 +360,80 @@ class PoolClient:
         if self._side(kind).kind.name == KIND_BROWSER_POOL:
             return await _pool_reads.describe_browser_pool(self, name)
         return await _pool_reads.describe_device_pool(self, name)
+
+    # ------------------------------------------------------------ leases (`_leases`)
+
+    def lease(
+        self,
+        name: str,
+        *,
+        kind: str | None = None,
+        selector: Mapping[str, str] | str | Sequence[str] | None = None,
+        duration: timedelta | float | str | None = None,
+        wait: timedelta | float | str | None = None,
+        holder: str | None = None,
+    ) -> contextlib.AbstractAsyncContextManager[_leases.Lease]:
+        """`async with pools.lease(NAME, duration=..., wait=...) as lease:` a device of the pool,
+        renewed in the background (its idle clock; never past its end) and released on the way
+        out, an exception or a cancel too. Errors as `acquire_lease`'s; docs/leases.md."""
+        return _leases.held(
+            self, name, kind=kind, selector=selector, duration=duration, wait=wait, holder=holder
+        )
+
+    async def acquire_lease(
+        self,
+        name: str,
+        *,
+        kind: str | None = None,
+        selector: Mapping[str, str] | str | Sequence[str] | None = None,
+        duration: timedelta | float | str | None = None,
+        wait: timedelta | float | str | None = None,
+        holder: str | None = None,
+        on_progress: _leases.LeaseProgress | None = None,
+    ) -> _leases.Lease:
+        """A ready device matching `selector`, for `duration` (None: the pool's maxDuration),
+        now or within `wait` (queued, first come first served). `LeaseRefused` when it can
+        never be granted, `LeaseNotGranted` when none came free in time, `BadInput` for a
+        selector not `k=v` or a duration not above 0. The holder (default `user@host:pid`)
+        renews within the pool's idleTimeout (`renew_lease`) and releases it."""
+        return await _leases.acquire(
+            self,
+            name,
+            kind=kind,
+            selector=selector,
+            duration=duration,
+            wait=wait,
+            holder=holder,
+            on_progress=on_progress,
+        )
+
+    async def renew_lease(
+        self,
+        name: str,
+        lease: _leases.Lease | str,
+        *,
+        duration: timedelta | float | str | None = None,
+        kind: str | None = None,
+    ) -> _leases.Lease:
+        """Renew for `duration` from now (None: as long as it was taken for), never past
+        maxDuration from its grant; `LeaseGone` when it is no longer held."""
+        return await _leases.renew(self, name, lease, duration=duration, kind=kind)
+
+    async def release_lease(
+        self,
+        name: str,
+        lease: _leases.Lease | str,
+        *,
+        replace: bool = False,
+        kind: str | None = None,
+    ) -> ReleaseAnswer:
+        """Give a lease back (or drop a ticket); idempotent: an ended lease answers how it
+        ended. `replace`: the device is not leased again (a new one is made)."""
+        return await _leases.release(self, name, lease, replace=replace, kind=kind)
+
+    async def leases(self, name: str, *, kind: str | None = None) -> LeasesView:
+        """The leases held and the tickets waiting (the `leases` query)."""
+        return await _leases.view(self, name, kind=kind)
 
     # ------------------------------------------------------------ helpers
 

@@ -1,0 +1,579 @@
+"""Leases from the user's side: `PoolClient.lease`, `acquire_lease`, `renew_lease`,
+`release_lease` and `leases`, over one pool's updates and queries (docs/leases.md).
+
+A `lease` update grants at once or answers a ticket; a ticket is polled with the
+`lease_ticket` query (no history, no update) every `POLL_SECONDS` and claimed with
+`lease_claim` once the pool offers it a device. Giving up (the wait ran out, a
+cancel) drops the ticket, or releases the device offered meanwhile. The context
+manager renews in the background, to keep the idle clock, never past the lease's end."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import os
+import socket
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+from temporalio.client import (
+    RPCTimeoutOrCancelledError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.exceptions import ApplicationError
+
+from devicepool.api.durations import parse_duration
+from devicepool.api.labels import check_label_key, check_label_value
+from devicepool.api.names import (
+    QUERY_LEASE_TICKET,
+    QUERY_LEASES,
+    QUERY_SPEC,
+    UPDATE_LEASE,
+    UPDATE_LEASE_CLAIM,
+    UPDATE_RELEASE,
+    UPDATE_RENEW,
+)
+from devicepool.api.problems import show_value
+from devicepool.api.v1beta1 import DEFAULT_LEASES, LeaseSpec
+from devicepool.client._temporal_errors import QUERY_TIMEOUT, UPDATE_TIMEOUT
+from devicepool.client._validation import validate_name
+from devicepool.client.errors import (
+    BadInput,
+    DevicePoolError,
+    LeaseGone,
+    LeaseNotGranted,
+    LeaseRefused,
+)
+from devicepool.workflows.reconciler.lease_messages import (
+    MAX_HOLDER,
+    Granted,
+    LeaseAnswer,
+    LeaseRequest,
+    LeasesView,
+    ReleaseAnswer,
+    ReleaseRequest,
+    RenewRequest,
+    TicketRef,
+)
+from devicepool.workflows.reconciler.leasing import LEASE_GONE, LEASE_NOT_GRANTED, LEASE_REFUSED
+
+if TYPE_CHECKING:
+    from devicepool.client.pool_client import PoolClient
+
+__all__ = [
+    "POLL_SECONDS",
+    "Lease",
+    "LeaseProgress",
+    "acquire",
+    "default_holder",
+    "held",
+    "parse_selector",
+    "release",
+    "renew",
+    "renew_every",
+    "view",
+]
+
+# How often a queued ticket is polled (a query: no history), well inside the claim window.
+POLL_SECONDS = 1.0
+# The background renewals: this share of the shorter of `idleTimeout` and the lease's length,
+# never more often than `MIN_RENEW_SECONDS`; none once less than that is left of the lease.
+RENEW_SHARE = 1 / 3
+MIN_RENEW_SECONDS = 1.0
+
+# Called with each place in the queue a wait sees: {"ticket", "position", "ahead"}.
+LeaseProgress = Callable[[dict[str, Any]], None]
+
+_ERRORS: dict[str, type[DevicePoolError]] = {
+    LEASE_REFUSED: LeaseRefused,
+    LEASE_NOT_GRANTED: LeaseNotGranted,
+    LEASE_GONE: LeaseGone,
+}
+# How a ticket can end while waited for, and what the wait then does.
+_TIMED_OUT, _POOL_DELETED = "TimedOut", "PoolDeleted"
+
+
+@dataclass
+class Lease:
+    """A device held: `id` is the lease's fencing token (`renew_lease`, `release_lease`).
+
+    `ended` is set by `PoolClient.lease`'s renewals when the pool ended the lease early
+    (it expired, its device was lost): the holder should stop using the device."""
+
+    id: str
+    pool: str
+    device: str
+    holder: str
+    granted_at: datetime
+    expires_at: datetime
+    # How long its ticket waited in the queue (0: granted at once).
+    waited_seconds: float = 0.0
+    kind: str = "DevicePool"
+    ended: str | None = None
+
+    @classmethod
+    def of(cls, granted: Granted, *, kind: str) -> Lease:
+        return cls(
+            id=granted.lease,
+            pool=granted.pool,
+            device=granted.device,
+            holder=granted.holder,
+            granted_at=granted.granted_at,
+            expires_at=granted.expires_at,
+            waited_seconds=granted.waited_seconds,
+            kind=kind,
+        )
+
+
+# ---------------------------------------------------------------- local checks
+
+
+def default_holder(*, pid: bool = True) -> str:
+    """`user@host:pid` (`user@host` without `pid`): who holds a lease when not told, as the
+    `leases` HOLDER column shows it."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (a container), no LOGNAME
+        user = "user"
+    said = f"{user}@{socket.gethostname()}" + (f":{os.getpid()}" if pid else "")
+    return said[:MAX_HOLDER]
+
+
+def parse_selector(selector: Mapping[str, str] | str | Sequence[str] | None) -> dict[str, str]:
+    """`{"k": "v"}`, `"k=v,k2=v2"` or `["k=v", ...]` (the CLI's repeated `--selector`) as a
+    mapping of label pairs; `BadInput` for anything that is not `k=v` with a label's key and
+    value."""
+    if selector is None:
+        return {}
+    if isinstance(selector, Mapping):
+        pairs = [(str(k), v) for k, v in selector.items()]
+    else:
+        items = [selector] if isinstance(selector, str) else list(selector)
+        pairs = []
+        for item in items:
+            for term in str(item).split(","):
+                key, equals, value = term.strip().partition("=")
+                if not equals or not key.strip():
+                    raise BadInput(f"selector: must be key=value, got {show_value(term)}")
+                pairs.append((key.strip(), value.strip()))
+    chosen: dict[str, str] = {}
+    for key, value in pairs:
+        if not isinstance(value, str):
+            raise BadInput(f"selector {key}: a label value is a string, got {show_value(value)}")
+        try:
+            check_label_key(key)
+            check_label_value(value)
+        except ValueError as err:
+            raise BadInput(f"selector {key}={value}: {err}") from None
+        if chosen.get(key, value) != value:
+            raise BadInput(f"selector: {key} given twice ({chosen[key]} and {value})")
+        chosen[key] = value
+    return chosen
+
+
+def seconds_of(value: timedelta | float | str | None, what: str, *, zero: bool = False) -> float:
+    """Seconds of a duration (a timedelta, a number of seconds, or `10m`), more than 0 (or 0
+    too with `zero`); `BadInput` otherwise."""
+    if value is None:
+        return 0.0
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        try:
+            seconds = parse_duration(value)
+        except ValueError as err:
+            raise BadInput(f"{what}: {err}") from None
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        raise BadInput(f"{what}: must be a finite duration, got {show_value(value)}")
+    if seconds < 0 or (seconds == 0 and not zero):
+        least = "0s or more" if zero else "more than 0s"
+        raise BadInput(f"{what}: must be {least}, got {show_value(value)}")
+    return seconds
+
+
+def lease_request(
+    *,
+    selector: Mapping[str, str] | str | Sequence[str] | None,
+    duration: timedelta | float | str | None,
+    wait: timedelta | float | str | None,
+    holder: str | None,
+) -> LeaseRequest:
+    """The `lease` update's payload, checked here: bad input never reaches the pool."""
+    chosen = parse_selector(selector)
+    length = None if duration is None else timedelta(seconds=seconds_of(duration, "duration"))
+    waiting = timedelta(seconds=seconds_of(wait, "wait", zero=True))
+    who = default_holder() if holder is None else holder
+    if len(who) > MAX_HOLDER:
+        raise BadInput(f"holder: at most {MAX_HOLDER} characters, got {len(who)}")
+    try:
+        return LeaseRequest(selector=chosen, holder=who, duration=length, wait=waiting)
+    except pydantic.ValidationError as err:  # what the checks above missed
+        raise BadInput(f"lease: {err.errors()[0]['msg']}") from None
+
+
+def renew_every(idle_timeout: float, lease_seconds: float) -> float:
+    """Seconds between background renewals: a share of the shorter of the pool's
+    `idleTimeout` and the lease's own length, at least `MIN_RENEW_SECONDS`."""
+    return max(MIN_RENEW_SECONDS, min(idle_timeout, lease_seconds) * RENEW_SHARE)
+
+
+# ---------------------------------------------------------------- calls
+
+
+@contextlib.contextmanager
+def lease_errors(pools: PoolClient, name: str, kind: str | None) -> Iterator[None]:
+    """The pool's refusals of a lease update as `LeaseRefused`, `LeaseNotGranted`,
+    `LeaseGone` (its own words after the pool's name); the rest as every update's."""
+    with pools._errors(name, writing=True, kind=kind):
+        try:
+            yield
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            if not isinstance(cause, ApplicationError) or cause.type not in _ERRORS:
+                raise
+            error = _ERRORS[cause.type]
+            message = cause.message.splitlines()[0] if cause.message else cause.type
+            raise error(f"{pools._side(kind).shown(name)}: {message}") from err
+
+
+async def _update(
+    pools: PoolClient,
+    handle: WorkflowHandle[Any, Any],
+    name: str,
+    kind: str | None,
+    update: str,
+    request: Any,
+    result_type: type[Any] = LeaseAnswer,
+) -> Any:
+    with lease_errors(pools, name, kind):
+        return await handle.execute_update(
+            update, request, result_type=result_type, rpc_timeout=UPDATE_TIMEOUT
+        )
+
+
+def _handle(pools: PoolClient, name: str, kind: str | None) -> WorkflowHandle[Any, Any]:
+    validate_name(name)
+    return pools._client.get_workflow_handle(pools._side(kind).kind.workflow_id(name))
+
+
+def _lease_id(lease: Lease | str) -> str:
+    some_id = lease.id if isinstance(lease, Lease) else lease
+    if not isinstance(some_id, str) or not some_id.strip():
+        raise BadInput(f"lease: a lease id, got {show_value(some_id)}")
+    return some_id.strip()
+
+
+async def acquire(
+    pools: PoolClient,
+    name: str,
+    *,
+    kind: str | None = None,
+    selector: Mapping[str, str] | str | Sequence[str] | None = None,
+    duration: timedelta | float | str | None = None,
+    wait: timedelta | float | str | None = None,
+    holder: str | None = None,
+    on_progress: LeaseProgress | None = None,
+) -> Lease:
+    """A device of the pool, granted now or within `wait` (`LeaseNotGranted` if not)."""
+    request = lease_request(selector=selector, duration=duration, wait=wait, holder=holder)
+    validate_name(name)
+    kind_name = pools._side(kind).kind.name
+    handle = await pools._running(name, kind)
+    deadline = time.monotonic() + request.wait
+    while True:
+        answer = await _update(pools, handle, name, kind, UPDATE_LEASE, request)
+        if answer.granted is not None:
+            return Lease.of(answer.granted, kind=kind_name)
+        if answer.ticket is None:  # a worker's handler run without its validator: not granted
+            raise LeaseNotGranted(f"{pools._side(kind).shown(name)}: {answer.message}")
+        waited = _Waited(pools, handle, name, kind, answer.ticket, deadline, on_progress)
+        granted = await waited.granted()
+        if granted is not None:
+            return Lease.of(granted, kind=kind_name)
+        # The ticket ended with time left (its offer went unclaimed, its device was lost):
+        # in the queue again, at its end, for what is left of the wait.
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise waited.not_granted()
+        request = request.model_copy(update={"wait": left})
+
+
+class _Waited:
+    """One ticket waited for: polled, claimed when offered, dropped when given up."""
+
+    def __init__(
+        self,
+        pools: PoolClient,
+        handle: WorkflowHandle[Any, Any],
+        name: str,
+        kind: str | None,
+        ticket: str,
+        deadline: float,
+        on_progress: LeaseProgress | None,
+    ) -> None:
+        self.pools, self.handle, self.name, self.kind = pools, handle, name, kind
+        self.ticket, self.deadline, self.on_progress = ticket, deadline, on_progress
+        self.said = "no ready device matching the selector came free"
+        self.over = False  # the ticket ended at the pool: nothing to drop
+
+    def not_granted(self) -> LeaseNotGranted:
+        return LeaseNotGranted(f"{self.pools._side(self.kind).shown(self.name)}: {self.said}")
+
+    async def granted(self) -> Granted | None:
+        """The lease claimed; None when the ticket ended otherwise with time left."""
+        try:
+            return await self._poll()
+        except BaseException:
+            # Given up (the wait ran out, a cancel, an error): the place in the queue, or
+            # the device offered meanwhile, goes to the next one now rather than at its
+            # deadline. Shielded: a second cancel must not leave it held.
+            if not self.over:
+                with contextlib.suppress(DevicePoolError, asyncio.CancelledError):
+                    await asyncio.shield(self._drop())
+            raise
+
+    async def _poll(self) -> Granted | None:
+        while True:
+            answer = await self._ask()
+            if answer is not None and answer.granted is not None:  # offered: claim it now
+                claimed = await self._claim()
+                if claimed is not None:
+                    return claimed
+                continue  # withdrawn meanwhile: the next poll says why
+            if answer is not None and answer.position is not None:
+                if self.on_progress is not None:
+                    self.on_progress(
+                        {
+                            "ticket": self.ticket,
+                            "position": answer.position,
+                            "ahead": answer.position - 1,
+                        }
+                    )
+            elif answer is not None and answer.ended is not None:
+                self._ended(answer)
+                return None
+            if time.monotonic() >= self.deadline:
+                raise self.not_granted()
+            await asyncio.sleep(min(POLL_SECONDS, max(0.0, self.deadline - time.monotonic())))
+
+    def _ended(self, answer: LeaseAnswer) -> None:
+        """A ticket that ended at the pool: refused (deleted), not granted (its wait ran out),
+        or (returns) asked again by the caller while the wait lasts."""
+        self.said = answer.message or f"ticket {self.ticket} ended: {answer.ended}"
+        self.over = True
+        if answer.ended == _POOL_DELETED:
+            raise LeaseRefused(f"{self.pools._side(self.kind).shown(self.name)}: {self.said}")
+        if answer.ended == _TIMED_OUT:
+            raise self.not_granted()
+
+    async def _ask(self) -> LeaseAnswer | None:
+        """The ticket's state; None when no worker answered in time (asked again)."""
+        with self.pools._errors(self.name, kind=self.kind):
+            try:
+                answer = await self.handle.query(
+                    QUERY_LEASE_TICKET,
+                    TicketRef(ticket=self.ticket),
+                    result_type=LeaseAnswer,
+                    rpc_timeout=QUERY_TIMEOUT,
+                )
+            except (RPCTimeoutOrCancelledError, WorkflowQueryFailedError):
+                return None  # a worker restarting, busy: the wait goes on
+        return answer if isinstance(answer, LeaseAnswer) else LeaseAnswer.model_validate(answer)
+
+    async def _claim(self) -> Granted | None:
+        try:
+            answer = await _update(
+                self.pools,
+                self.handle,
+                self.name,
+                self.kind,
+                UPDATE_LEASE_CLAIM,
+                TicketRef(ticket=self.ticket),
+            )
+        except LeaseGone:
+            return None
+        return answer.granted
+
+    async def _drop(self) -> None:
+        """Release the ticket; if the pool offered it a device meanwhile (the ticket is a
+        lease now), release that lease."""
+        try:
+            await release(self.pools, self.name, self.ticket, kind=self.kind)
+            return
+        except LeaseGone:
+            pass
+        answer = await self._ask()
+        if answer is not None and answer.granted is not None:
+            await release(self.pools, self.name, answer.granted.lease, kind=self.kind)
+
+
+async def renew(
+    pools: PoolClient,
+    name: str,
+    lease: Lease | str,
+    *,
+    duration: timedelta | float | str | None = None,
+    kind: str | None = None,
+) -> Lease:
+    """The lease renewed (its idle clock restarted) for `duration` from now (None: as long
+    as it was taken for), never past the pool's `maxDuration`; `LeaseGone` if not held."""
+    kind = kind or (lease.kind if isinstance(lease, Lease) else None)
+    some_id = _lease_id(lease)
+    length = None if duration is None else timedelta(seconds=seconds_of(duration, "duration"))
+    handle = _handle(pools, name, kind)
+    request = RenewRequest(lease=some_id, duration=length)
+    answer = await _update(pools, handle, name, kind, UPDATE_RENEW, request)
+    if answer.granted is None:  # a handler run without its validator
+        said = answer.message or f"lease {some_id} is gone ({answer.ended})"
+        raise LeaseGone(f"{pools._side(kind).shown(name)}: {said}")
+    return Lease.of(answer.granted, kind=pools._side(kind).kind.name)
+
+
+async def release(
+    pools: PoolClient,
+    name: str,
+    lease: Lease | str,
+    *,
+    replace: bool = False,
+    kind: str | None = None,
+) -> ReleaseAnswer:
+    """Give the lease back (or drop a ticket). Idempotent: a lease that ended already
+    answers how it ended (`reason`); `LeaseGone` only for an id the pool does not know."""
+    kind = kind or (lease.kind if isinstance(lease, Lease) else None)
+    some_id = _lease_id(lease)
+    handle = _handle(pools, name, kind)
+    request = ReleaseRequest(lease=some_id, replace=replace)
+    answer: ReleaseAnswer = await _update(
+        pools, handle, name, kind, UPDATE_RELEASE, request, result_type=ReleaseAnswer
+    )
+    return answer
+
+
+async def view(pools: PoolClient, name: str, *, kind: str | None = None) -> LeasesView:
+    """The `leases` query: the leases held, then the tickets waiting (first come first)."""
+    validate_name(name)
+    handle = await pools._running(name, kind)
+    with pools._errors(name, kind=kind):
+        answer = await handle.query(QUERY_LEASES, result_type=LeasesView, rpc_timeout=QUERY_TIMEOUT)
+    return answer if isinstance(answer, LeasesView) else LeasesView.model_validate(answer)
+
+
+async def rules_of(pools: PoolClient, name: str, kind: str | None) -> LeaseSpec:
+    """The pool's `spec.leases` (the defaults when unset, or when no worker answers)."""
+    handle = pools._client.get_workflow_handle(pools._side(kind).kind.workflow_id(name))
+    answer = await pools._try_query(handle, QUERY_SPEC)
+    leases = ((answer or {}).get("spec") or {}).get("leases") if isinstance(answer, dict) else None
+    if not leases:
+        return DEFAULT_LEASES
+    try:
+        return LeaseSpec.model_validate(leases)
+    except pydantic.ValidationError:
+        return DEFAULT_LEASES
+
+
+# ---------------------------------------------------------------- the context manager
+
+
+class _Keeper:
+    """Renews a held lease every `every` seconds so that its idle clock never runs out,
+    each time for what is left of it: its end stays where the grant put it."""
+
+    def __init__(self, pools: PoolClient, name: str, lease: Lease, every: float) -> None:
+        self.pools, self.name, self.lease, self.every = pools, name, lease, every
+        # The pool's clock minus ours (its `expiresAt` is in its clock), learnt from answers.
+        self.offset = timedelta(0)
+
+    def left(self) -> float:
+        now = datetime.now(UTC) + self.offset
+        return (self.lease.expires_at - now).total_seconds()
+
+    async def run(self) -> None:
+        while True:
+            left = self.left()
+            if left <= MIN_RENEW_SECONDS:
+                return  # it ends soon of itself: a renew would only keep it to the same end
+            await asyncio.sleep(min(self.every, left - MIN_RENEW_SECONDS))
+            left = self.left()
+            if left <= MIN_RENEW_SECONDS:
+                return
+            sent = datetime.now(UTC)
+            try:
+                renewed = await renew(
+                    self.pools, self.name, self.lease, duration=timedelta(seconds=left)
+                )
+            except LeaseGone as err:
+                self.lease.ended = str(err)
+                return
+            except DevicePoolError:
+                continue  # the server or worker away: tried again at the next turn
+            # It set expiresAt to its now + `left` (unless capped at maxDuration, which only
+            # makes its clock seem behind, and the next renew is capped again).
+            seen = sent + (datetime.now(UTC) - sent) / 2
+            self.offset = renewed.expires_at - timedelta(seconds=left) - seen
+
+
+@contextlib.asynccontextmanager
+async def held(
+    pools: PoolClient,
+    name: str,
+    *,
+    kind: str | None = None,
+    selector: Mapping[str, str] | str | Sequence[str] | None = None,
+    duration: timedelta | float | str | None = None,
+    wait: timedelta | float | str | None = None,
+    holder: str | None = None,
+) -> AsyncIterator[Lease]:
+    """`PoolClient.lease`: acquire, renew in the background, release on the way out
+    (an exception or a cancel too)."""
+    lease = await acquire(
+        pools, name, kind=kind, selector=selector, duration=duration, wait=wait, holder=holder
+    )
+    try:
+        rules = await rules_of(pools, name, kind)
+        length = (lease.expires_at - lease.granted_at).total_seconds()
+        keeper = _Keeper(pools, name, lease, renew_every(rules.idle_timeout, length))
+        if lease.waited_seconds == 0:  # granted at once: `grantedAt` is the pool's now
+            keeper.offset = lease.granted_at - datetime.now(UTC)
+    except BaseException:
+        await _release_on_error(pools, name, lease)
+        raise
+    renewing = asyncio.create_task(keeper.run(), name=f"renew lease {lease.id}")
+    try:
+        yield lease
+    except BaseException as err:
+        await _stop(renewing)
+        failed = await _release_on_error(pools, name, lease)
+        if failed is not None:
+            err.add_note(f"and the lease was not released: {failed} (it ends at its idle timeout)")
+        raise
+    await _stop(renewing)
+    with contextlib.suppress(LeaseGone):  # ended already (and forgotten): nothing held
+        await release(pools, name, lease)
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _release_on_error(pools: PoolClient, name: str, lease: Lease) -> DevicePoolError | None:
+    """Release while an exception (or a cancel) is on its way out: never raises in its place."""
+    try:
+        await asyncio.shield(release(pools, name, lease))
+    except LeaseGone:
+        return None
+    except DevicePoolError as err:
+        return err
+    except asyncio.CancelledError:  # cancelled again meanwhile: the release goes on, shielded
+        return None
+    return None

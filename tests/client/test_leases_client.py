@@ -1,0 +1,425 @@
+"""`PoolClient`'s leases against an in-process pool whose updates and queries are a real
+`LeaseBook` (the pool's checks as `reconciler/leasing.py` makes them): what the client
+checks locally, how it maps the pool's refusals, and how it waits, claims, gives up,
+renews and releases. The same round trip on a live pool: tests/workflows/test_leases_client.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from devicepool.api.v1beta1 import LeaseSpec
+from devicepool.client import BadInput, PoolClient
+from devicepool.client import _leases as leases_module
+from devicepool.client._leases import Lease, default_holder, parse_selector, renew_every, seconds_of
+from devicepool.client.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_NOT_GRANTED,
+    EXIT_REFUSED,
+    LeaseGone,
+    LeaseNotGranted,
+    LeaseRefused,
+)
+from devicepool.workflows.reconciler.lease_messages import (
+    LeaseAnswer,
+    LeasesView,
+    ReleaseAnswer,
+    ended_answer,
+    ended_message,
+    granted,
+)
+from devicepool.workflows.reconciler.leases import (
+    Candidate,
+    EndReason,
+    LeaseBook,
+    NotGranted,
+    Queued,
+)
+from devicepool.workflows.reconciler.leasing import LEASE_GONE, LEASE_NOT_GRANTED, LEASE_REFUSED
+
+
+def refused(message: str, kind: str) -> WorkflowUpdateFailedError:
+    return WorkflowUpdateFailedError(ApplicationError(message, type=kind, non_retryable=True))
+
+
+class LeasePool:
+    """One pool's workflow handle: its lease book, devices, spec; what it was asked."""
+
+    def __init__(
+        self,
+        name: str,
+        devices: list[str],
+        rules: LeaseSpec | None = None,
+        *,
+        kind: str = "devicepool",
+    ) -> None:
+        self.name, self.rules, self.id = name, rules or LeaseSpec(), f"{kind}/{name}"
+        self.devices = [Candidate(d, {"device": d, "region": "us-west"}) for d in devices]
+        self.book = LeaseBook()
+        self.asked: list[str] = []
+        self.deleting = False
+        self.ids = (f"id{n}" for n in itertools.count(1))
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def describe(self) -> Any:
+        return SimpleNamespace(status=WorkflowExecutionStatus.RUNNING)
+
+    async def query(self, name: str, arg: Any = None, **_: Any) -> Any:
+        self.asked.append(name)
+        if name == "spec":
+            return {"spec": {"leases": self.rules.to_json_dict()}, "metadata": {"name": self.name}}
+        if name == "leases":
+            return LeasesView(leases=self.book.leases, tickets=self.book.tickets)
+        book, ticket = self.book, arg.ticket
+        if (offer := book.offer_for(ticket)) is not None:
+            return LeaseAnswer(granted=granted(self.name, offer), ticket=ticket)
+        if (position := book.position(ticket)) is not None:
+            return LeaseAnswer(ticket=ticket, position=position)
+        ended = book.ended_as(ticket)
+        return ended_answer(ended) if ended else LeaseAnswer(ended=LEASE_GONE)
+
+    async def execute_update(self, name: str, arg: Any, **_: Any) -> Any:
+        self.asked.append(name)
+        return getattr(self, name)(arg)
+
+    def lease(self, request: Any) -> LeaseAnswer:
+        if self.deleting:
+            raise refused(f"pool {self.name!r} is being deleted", LEASE_REFUSED)
+        if request.selector.get("region", "us-west") != "us-west":
+            raise refused("selector region=eu can never match", LEASE_REFUSED)
+        outcome = self.book.request(
+            candidates=self.devices,
+            selector=request.selector,
+            holder=request.holder,
+            duration=timedelta(seconds=request.duration or self.rules.max_duration),
+            wait=timedelta(seconds=request.wait),
+            now=self.now(),
+            rules=self.rules,
+            new_id=lambda: next(self.ids),
+        )
+        if isinstance(outcome, NotGranted):
+            raise refused(outcome.message, LEASE_REFUSED if outcome.full else LEASE_NOT_GRANTED)
+        if isinstance(outcome, Queued):
+            return LeaseAnswer(ticket=outcome.ticket.id, position=outcome.position)
+        return LeaseAnswer(granted=granted(self.name, outcome))
+
+    def lease_claim(self, request: Any) -> LeaseAnswer:
+        lease = self.book.claim(request.ticket, now=self.now(), rules=self.rules)
+        if lease is None:
+            raise refused(f"no ticket {request.ticket!r}", LEASE_GONE)
+        return LeaseAnswer(granted=granted(self.name, lease))
+
+    def renew(self, request: Any) -> LeaseAnswer:
+        duration = None if request.duration is None else timedelta(seconds=request.duration)
+        lease = self.book.renew(request.lease, duration=duration, now=self.now(), rules=self.rules)
+        if lease is None:
+            raise refused(f"no lease {request.lease!r}", LEASE_GONE)
+        return LeaseAnswer(granted=granted(self.name, lease))
+
+    def release(self, request: Any) -> ReleaseAnswer:
+        book = self.book
+        if ticket := next((t for t in book.tickets if t.id == request.lease), None):
+            book.tickets.remove(ticket)
+            return ReleaseAnswer(reason="Cancelled")
+        if not (book.lease(request.lease) or book.ended_as(request.lease)):
+            raise refused(f"no lease or ticket {request.lease!r}", LEASE_GONE)
+        was_held = book.lease(request.lease) is not None
+        ended = book.release(request.lease, now=self.now())
+        assert ended is not None
+        book.assign(self.devices, now=self.now(), rules=self.rules, new_id=lambda: next(self.ids))
+        message = f"{ended.device} released" if was_held else ended_message(ended)
+        return ReleaseAnswer(reason=ended.reason.value, message=message)
+
+
+class Missing:
+    async def describe(self) -> Any:
+        raise RPCError("workflow not found", RPCStatusCode.NOT_FOUND, b"")
+
+
+class Temporal:
+    """Pools by workflow id; any other id is not found."""
+
+    def __init__(self, *pools: LeasePool) -> None:
+        self.pools = {p.id: p for p in pools}
+        self.service_client = SimpleNamespace(config=SimpleNamespace(target_host="fake:7233"))
+
+    def get_workflow_handle(self, workflow_id: str, **_: Any) -> LeasePool | Missing:
+        return self.pools.get(workflow_id) or Missing()
+
+
+@pytest.fixture(autouse=True)
+def _quick_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(leases_module, "POLL_SECONDS", 0.01)
+
+
+def client_of(*pools: LeasePool) -> PoolClient:
+    return PoolClient(Temporal(*pools))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- checked before any call
+
+
+@pytest.mark.parametrize(
+    ("given", "chosen"),
+    [
+        (None, {}),
+        ({"region": "us-west"}, {"region": "us-west"}),
+        ("region=us-west, device=d-1", {"region": "us-west", "device": "d-1"}),
+        (
+            ["region=us-west", "example.com/gpu=yes"],
+            {"region": "us-west", "example.com/gpu": "yes"},
+        ),
+        ("device=", {"device": ""}),
+    ],
+)
+def test_a_selector_is_a_mapping_or_k_equals_v_terms(given: Any, chosen: dict[str, str]) -> None:
+    assert parse_selector(given) == chosen
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("region", "selector: must be key=value, got 'region'"),
+        ("=us-west", "selector: must be key=value, got '=us-west'"),
+        ("region=us west", "selector region=us west: label value must be empty or"),
+        ("bad key=x", "selector bad key=x: "),
+        (["a=1", "a=2"], "selector: a given twice (1 and 2)"),
+        ({"a": 1}, "selector a: a label value is a string, got 1"),
+    ],
+)
+def test_a_selector_that_is_not_k_equals_v_is_bad_input(given: Any, said: str) -> None:
+    with pytest.raises(BadInput) as err:
+        parse_selector(given)
+    assert str(err.value).startswith(said) and err.value.exit_code == EXIT_BAD_INPUT
+
+
+def test_durations_are_above_zero_and_a_wait_may_be_zero() -> None:
+    assert seconds_of(timedelta(minutes=10), "duration") == 600
+    assert seconds_of("1h30m", "duration") == 5400
+    assert seconds_of(90, "duration") == 90
+    assert seconds_of(0, "wait", zero=True) == 0
+    for bad in (timedelta(seconds=-1), 0, "-5m", "10", float("nan"), float("inf"), True):
+        with pytest.raises(BadInput):
+            seconds_of(bad, "duration")
+
+
+async def test_bad_input_is_refused_before_any_call() -> None:
+    pool = LeasePool("p", ["d-1"])
+    client = client_of(pool)
+    with pytest.raises(BadInput, match="duration: must be more than 0s"):
+        await client.acquire_lease("p", duration=timedelta(minutes=-1))
+    with pytest.raises(BadInput, match="selector: must be key=value"):
+        await client.acquire_lease("p", selector="region")
+    with pytest.raises(BadInput, match="holder: at most 128"):
+        await client.acquire_lease("p", holder="x" * 129)
+    with pytest.raises(BadInput, match="invalid pool name"):
+        await client.acquire_lease("P_1")
+    assert pool.asked == []
+
+
+def test_the_default_holder_is_user_at_host_and_pid() -> None:
+    user_host = default_holder(pid=False)
+    assert "@" in user_host and default_holder().startswith(f"{user_host}:")
+
+
+def test_renewals_come_at_a_third_of_the_shorter_of_idle_timeout_and_the_lease() -> None:
+    assert renew_every(300, 3600) == 100
+    assert renew_every(300, 60) == 20
+    assert renew_every(300, 1) == 1  # never more often than once a second
+
+
+# ---------------------------------------------------------------- the pool's answers
+
+
+@pytest.mark.parametrize(
+    ("kind", "error", "code"),
+    [
+        (LEASE_REFUSED, LeaseRefused, EXIT_REFUSED),
+        (LEASE_NOT_GRANTED, LeaseNotGranted, EXIT_NOT_GRANTED),
+        (LEASE_GONE, LeaseGone, EXIT_REFUSED),
+    ],
+)
+def test_each_refusal_of_the_pool_is_its_own_error(kind: str, error: type, code: int) -> None:
+    client = client_of()
+    with pytest.raises(error) as err, leases_module.lease_errors(client, "p", None):
+        raise refused("the pool's own words\nand more", kind)
+    assert (str(err.value), err.value.exit_code) == ('pool "p": the pool\'s own words', code)
+    with pytest.raises(BadInput), leases_module.lease_errors(client, "p", "BrowserPool"):
+        raise refused("bad payload", "ValueError")  # any other refusal: bad input
+
+
+async def test_granted_at_once_then_refused_and_not_granted() -> None:
+    pool = LeasePool("p", ["d-1"])
+    client = client_of(pool)
+    lease = await client.acquire_lease("p", duration="10m", holder="ci")
+    assert (lease.pool, lease.device, lease.holder, lease.waited_seconds) == ("p", "d-1", "ci", 0)
+    assert lease.expires_at - lease.granted_at == timedelta(minutes=10)
+    with pytest.raises(LeaseNotGranted, match="no ready device matching the selector is free"):
+        await client.acquire_lease("p")
+    with pytest.raises(LeaseRefused, match='pool "p": selector region=eu can never match'):
+        await client.acquire_lease("p", selector={"region": "eu"}, wait=60)
+    pool.deleting = True
+    with pytest.raises(LeaseRefused, match="being deleted"):
+        await client.acquire_lease("p", wait=60)
+
+
+async def test_a_queued_lease_is_polled_by_query_and_claimed_once_offered() -> None:
+    pool = LeasePool("p", ["d-1"])
+    client = client_of(pool)
+    first = await client.acquire_lease("p")
+    places: list[dict[str, Any]] = []
+    queued = asyncio.Event()
+
+    def progress(place: dict[str, Any]) -> None:
+        places.append(place)
+        queued.set()
+
+    waiting = asyncio.ensure_future(
+        client.acquire_lease("p", wait=timedelta(seconds=30), on_progress=progress)
+    )
+    await queued.wait()
+    assert places[0]["position"] == 1 and places[0]["ahead"] == 0
+    assert (await client.release_lease("p", first)).reason == "Released"
+    second = await asyncio.wait_for(waiting, 5)
+    assert second.device == "d-1" and second.waited_seconds > 0
+    assert [x.id for x in pool.book.leases] == [second.id] and pool.book.leases[0].claimed
+    # Waiting is queries: the only updates are the two leases, a claim and a release.
+    updates = [a for a in pool.asked if a not in ("lease_ticket", "spec")]
+    assert sorted(updates) == ["lease", "lease", "lease_claim", "release"]
+
+
+async def test_a_wait_that_runs_out_drops_its_ticket() -> None:
+    pool = LeasePool("p", ["d-1"])
+    client = client_of(pool)
+    await client.acquire_lease("p")
+    with pytest.raises(LeaseNotGranted) as err:
+        await client.acquire_lease("p", wait=0.1)
+    assert err.value.exit_code == EXIT_NOT_GRANTED
+    assert pool.book.tickets == [] and pool.asked[-1] == "release"
+
+
+async def test_a_cancelled_wait_drops_its_ticket() -> None:
+    pool = LeasePool("p", ["d-1"])
+    client = client_of(pool)
+    await client.acquire_lease("p")
+    queued = asyncio.Event()
+    waiting = asyncio.ensure_future(
+        client.acquire_lease("p", wait=30, on_progress=lambda _: queued.set())
+    )
+    await queued.wait()
+    assert pool.book.tickets
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert pool.book.tickets == []
+
+
+async def test_giving_up_after_an_offer_releases_the_device_offered() -> None:
+    # The ticket was offered a device between the last poll and the give-up: releasing the
+    # ticket's id is refused (it is a lease now), so the lease offered is released instead.
+    pool = LeasePool("p", ["d-1"])
+    client = client_of(pool)
+    first = await client.acquire_lease("p")
+    queued = pool.lease(SimpleNamespace(selector={}, holder="h", duration=None, wait=60))
+    pool.release(SimpleNamespace(lease=first.id))
+    assert pool.book.offer_for(queued.ticket) is not None
+    waited = leases_module._Waited(client, pool, "p", None, queued.ticket, 0.0, None)  # type: ignore[arg-type]
+    await waited._drop()
+    assert pool.book.leases == [] and pool.book.ended_as(queued.ticket) is not None
+
+
+async def test_renew_and_release_by_id_and_release_is_idempotent() -> None:
+    pool = LeasePool("p", ["d-1"])
+    client = client_of(pool)
+    lease = await client.acquire_lease("p", duration="10m")
+    renewed = await client.renew_lease("p", lease.id, duration=timedelta(hours=2))
+    assert renewed.expires_at == lease.granted_at + timedelta(hours=1)  # never past maxDuration
+    assert (await client.release_lease("p", lease.id)).reason == "Released"
+    again = await client.release_lease("p", lease)
+    assert again.reason == "Released" and "ended at" in again.message
+    with pytest.raises(LeaseGone) as err:
+        await client.renew_lease("p", lease)
+    assert err.value.exit_code == EXIT_REFUSED
+    with pytest.raises(LeaseGone):
+        await client.release_lease("p", "never-was")
+    with pytest.raises(BadInput):
+        await client.release_lease("p", " ")
+
+
+async def test_the_context_manager_releases_on_an_exception() -> None:
+    pool = LeasePool("p", ["d-1"])
+    client = client_of(pool)
+    with pytest.raises(RuntimeError, match="the user's own"):
+        async with client.lease("p", duration=timedelta(minutes=10)) as lease:
+            assert isinstance(lease, Lease) and pool.book.lease(lease.id) is not None
+            raise RuntimeError("the user's own")
+    assert pool.book.leases == [] and pool.book.ended[-1].reason == "Released"
+
+
+async def test_the_context_manager_releases_when_cancelled() -> None:
+    pool = LeasePool("p", ["d-1"])
+    client = client_of(pool)
+    inside = asyncio.Event()
+
+    async def user() -> None:
+        async with client.lease("p"):
+            inside.set()
+            await asyncio.sleep(60)
+
+    task = asyncio.ensure_future(user())
+    await inside.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert pool.book.leases == [] and pool.book.ended[-1].reason == "Released"
+
+
+async def test_the_context_manager_renews_the_idle_clock_but_never_past_the_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(leases_module, "MIN_RENEW_SECONDS", 0.05)
+    pool = LeasePool("p", ["d-1"], LeaseSpec(idle_timeout="300ms"))  # renewed every 0.1 s
+    client = client_of(pool)
+    async with client.lease("p", duration=timedelta(seconds=2)) as lease:
+        await asyncio.sleep(0.5)
+        held = pool.book.lease(lease.id)
+        assert held is not None and pool.asked.count("renew") >= 2
+        assert held.expires_at <= lease.expires_at + timedelta(milliseconds=50)
+        assert (pool.now() - held.renewed_at).total_seconds() < 0.3  # not idle
+        assert lease.ended is None
+    assert pool.book.ended[-1].reason == "Released"
+
+
+async def test_the_context_manager_says_when_the_pool_ended_the_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(leases_module, "MIN_RENEW_SECONDS", 0.05)
+    pool = LeasePool("p", ["d-1"], LeaseSpec(idle_timeout="300ms"))
+    client = client_of(pool)
+    async with client.lease("p") as lease:
+        pool.book.end_device("d-1", EndReason.DEVICE_LOST, now=pool.now())
+        await asyncio.sleep(0.3)
+        assert lease.ended is not None and "no lease" in lease.ended
+    # Released again on the way out: no error, the pool answers how it ended.
+    assert pool.asked[-1] == "release"
+
+
+async def test_leases_is_the_query_s_view() -> None:
+    pool = LeasePool("p", ["d-1"])
+    client = client_of(pool)
+    lease = await client.acquire_lease("p", holder="ci")
+    pool.lease(SimpleNamespace(selector={}, holder="next", duration=None, wait=60))
+    view = await client.leases("p")
+    assert [(x.id, x.holder) for x in view.leases] == [(lease.id, "ci")]
+    assert [t.holder for t in view.tickets] == ["next"]
