@@ -32,7 +32,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_rules_are_valid() -> None:
     result = run("check", "rules", str(RULES))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "16 rules found" in result.stdout
+    assert "17 rules found" in result.stdout
 
 
 def test_rule_unit_tests_pass_and_cover_at_least_three_alerts() -> None:
@@ -98,6 +98,12 @@ def test_dashboard_queries_use_only_exported_metrics() -> None:
         "devicepool_node_profiles",
         "devicepool_node_last_beat_timestamp_seconds",
         "devicepool_pool_condition",
+        "devicepool_leases_active",
+        "devicepool_leases_queued",
+        "devicepool_leases_oldest_queued_seconds",
+        "devicepool_leases_queue_max_wait_seconds",
+        "devicepool_lease_wait_seconds_bucket",
+        "devicepool_leases_expired_total",
     }
     assert names <= exported, names - exported
 
@@ -107,5 +113,5 @@ def test_every_alert_has_a_runbook_row() -> None:
     runbook = (DEPLOY.parent / "docs" / "operations.md").read_text()
     runbook = runbook[runbook.index("### Alert runbook") :]
     alerts = re.findall(r"- alert: (\w+)", RULES.read_text())
-    assert len(alerts) == 16, alerts
+    assert len(alerts) == 17, alerts
     assert [a for a in alerts if f"| `{a}`" not in runbook] == []
