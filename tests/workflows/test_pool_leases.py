@@ -1,0 +1,246 @@
+"""A leased cloud phone on the BitBrowser Local API is taken by nothing until it is given back.
+
+Local API phones report no session: a lease is the only busy signal they have. On the
+cloud-phone stack (a namespace of the session's dev server, an in-process emulator 10
+times faster than real time, as in `test_pool_cloud_phones.py`), one pool goes through a
+scale-down, a template change under `rollout` and a lifetime expiry with its phones
+leased: none of them touches a leased phone, and each is done right after the release,
+though the pool resyncs only every minute (a release asks for a pass itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.models import AccountSettings
+from devicepool.activities.providers.bitbrowser.phone_marks import Remark, parse_device_id
+from devicepool.api import names
+from devicepool.emulator.bitbrowser import BitBrowserConfig, BitBrowserEmulator, create_apps
+from devicepool.testing import eventually
+from devicepool.worker.build import account_workers, pool_queue_workers
+from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
+from devicepool.workflows.reconciler.lease_messages import (
+    Granted,
+    LeaseAnswer,
+    LeaseRequest,
+    ReleaseAnswer,
+    ReleaseRequest,
+)
+from tests.helpers.manifests import beta_pool, reapply
+from tests.helpers.settings import PHONES, proxy_pools
+from tests.helpers.workflow_stack import POLL, cancel_running_pools, namespace_client
+
+pytestmark = pytest.mark.devserver
+
+ACCOUNT = "phones"
+KEY = "bb-local-key-leases"
+URL = "http://phones-leases.local"
+SPEED = 10.0
+# A resync a minute, and no watch answer without news: what a pool does within seconds of
+# a release, it does because the release asked for a pass.
+SETTINGS = PHONES.model_copy(update={"resync_seconds": 60.0, "watch_max_seconds": 60})
+PROMPT = 10.0  # seconds from a release to what it let the pool do
+ROLLOUT = {"maxSurge": 1, "maxUnavailable": 0}
+
+
+class Phones:
+    def __init__(self, client: Client, app: Any) -> None:
+        self.client = client
+        self.emulator: BitBrowserEmulator = app.state.emulator
+
+    def state(self, device: str) -> tuple[str, str]:
+        """(power, remark state) of the phone behind a device id, off the emulator itself
+        (a `/phone/list` would take the worker's one request a second)."""
+        phone_id = (parse_device_id(device) or ("", 0))[0]
+        with self.emulator.transaction(write=False):
+            phone = self.emulator.phones.phones[phone_id]
+            power, remark = phone.power, Remark.parse(phone.fields["remark"])
+        return power, remark.state if remark else ""
+
+    def running(self) -> set[str]:
+        """The phone ids running (powered on, not offline)."""
+        with self.emulator.transaction(write=False):
+            return {p.id for p in self.emulator.phones.phones.values() if p.running()}
+
+
+@pytest.fixture(scope="module")
+async def phones(env: WorkflowEnvironment) -> AsyncIterator[Phones]:
+    apps = create_apps(
+        BitBrowserConfig(
+            account="phones-leases",
+            api_key=KEY,
+            speed=SPEED,
+            seed=39,
+            phone_boot_seconds=20,
+            phone_resume_seconds=5,
+        )
+    )
+    app = apps["node-1"]
+    activities = DeviceActivities(
+        accounts={
+            ACCOUNT: AccountSettings(
+                name=ACCOUNT,
+                api="bitbrowser",
+                base_url=URL,
+                api_key=SecretStr(KEY),
+                timeout_seconds=5,
+                phone_interval_seconds=1.1 / SPEED,
+            )
+        },
+        proxy_pools=proxy_pools("phones-leases-proxy-pass"),
+        settings=SETTINGS,
+        transport=httpx.ASGITransport(app=app),
+    )
+    # The cloud-phone modules share this namespace: no pool of this one is left to theirs.
+    client = await namespace_client(env, "cloud-phones")
+    workers = [
+        *pool_queue_workers(client, activities),
+        *account_workers(client, activities, [ACCOUNT]),
+    ]
+    running = [asyncio.ensure_future(w.run()) for w in workers]
+    try:
+        yield Phones(client, app)
+    finally:
+        await cancel_running_pools(client)
+        for worker in workers:
+            await worker.shutdown()
+        await asyncio.gather(*running, return_exceptions=True)
+        await activities.aclose()
+
+
+def pool(replicas: int, **spec: Any) -> Any:
+    return beta_pool(
+        "phones-leased",
+        replicas,
+        provider={"account": ACCOUNT},
+        proxy={"poolRef": "proxyseller-us", "sessionTTL": "15m"},
+        rollout=ROLLOUT,
+        **spec,
+    )
+
+
+async def lease(handle: WorkflowHandle[Any, Any], holder: str) -> Granted:
+    answer = await handle.execute_update(
+        names.UPDATE_LEASE, LeaseRequest(holder=holder, duration="30m"), result_type=LeaseAnswer
+    )
+    assert answer.granted is not None, answer
+    return answer.granted
+
+
+async def release(handle: WorkflowHandle[Any, Any], lease_id: str) -> float:
+    """Release a lease; when (monotonic), to time what the pool does after it."""
+    answer = await handle.execute_update(
+        names.UPDATE_RELEASE, ReleaseRequest(lease=lease_id), result_type=ReleaseAnswer
+    )
+    assert answer.reason == "Released", answer
+    return time.monotonic()
+
+
+async def test_a_leased_phone_outlives_a_scale_down_a_rollout_and_its_lifetime(
+    phones: Phones,
+) -> None:
+    v1 = pool(2)
+    handle = await phones.client.start_workflow(
+        "DevicePool",
+        PoolInput(metadata=v1.metadata, spec=v1.spec, settings=SETTINGS),
+        id=names.pool_workflow_id("phones-leased"),
+        task_queue=names.TASK_QUEUE,
+    )
+    await eventually(lambda: _ready(handle, 2), what="2 phones ready", timeout=60, every=POLL)
+    a, b = await lease(handle, "a"), await lease(handle, "b")
+
+    # Scale-down: both leased, none goes; released, one goes at once.
+    await handle.execute_update(names.UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted)
+    await eventually(lambda: _blocked(handle), what="ScaleDownBlocked", timeout=20, every=POLL)
+    assert phones.state(a.device) == phones.state(b.device) == ("running", "active")
+    released = await release(handle, b.lease)
+    await eventually(
+        lambda: _state(phones, b.device, "off"), what="b shut down", timeout=PROMPT, every=POLL
+    )
+    await _prompt(released, "the scale-down")
+    assert phones.state(a.device) == ("running", "active")
+
+    # A template change under rollout: the leased phone is not rolled; released, it is.
+    await reapply(handle, pool(1, osVersion="15"))
+    await eventually(
+        lambda: _rolling(handle, "True", updated=0), what="a drifted", timeout=20, every=POLL
+    )
+    await asyncio.sleep(2)  # passes that would roll it (a surge phone would boot by now)
+    assert phones.state(a.device) == ("running", "active")
+    assert await _members(handle) == [a.device]
+    released = await release(handle, a.lease)
+    await eventually(
+        lambda: _state(phones, a.device, "off"), what="a rolled", timeout=30, every=POLL
+    )
+    await eventually(
+        lambda: _rolling(handle, "False", updated=1), what="rolled out", timeout=30, every=POLL
+    )
+    rolled_in = time.monotonic() - released
+    (c_device,) = await _members(handle)
+    assert c_device != a.device
+
+    # A lifetime expiry, grace included: a leased phone stays; released, it is replaced.
+    c = await lease(handle, "c")
+    assert c.device == c_device
+    await reapply(handle, pool(1, osVersion="15", lifetime={"maxAge": "2s", "gracePeriod": "2s"}))
+    await eventually(lambda: _generation(handle, 3), what="the lifetime applied", every=POLL)
+    await asyncio.sleep(5)  # past maxAge + gracePeriod
+    assert phones.state(c.device) == ("running", "active")
+    assert await _members(handle) == [c.device]
+    reasons = [e["reason"] for e in (await handle.query("events"))["events"]]
+    assert "Expired" not in reasons, reasons
+    released = await release(handle, c.lease)
+    await eventually(
+        lambda: _state(phones, c.device, "off"), what="c expired", timeout=30, every=POLL
+    )
+    expired_in = time.monotonic() - released
+    assert phones.state(c.device)[0] == "off"
+    # Each deferred step done within a pass or two of its release, never a minute's resync.
+    assert rolled_in < 30 and expired_in < 30, (rolled_in, expired_in)
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+
+
+async def _prompt(released: float, what: str) -> None:
+    took = time.monotonic() - released
+    assert took < PROMPT, f"{what} took {took:.1f}s after the release"
+
+
+async def _ready(handle: WorkflowHandle[Any, Any], n: int) -> bool:
+    status = await handle.query("status")
+    return bool(status["readyDevices"] == n == len(status["deviceIds"] or []))
+
+
+async def _blocked(handle: WorkflowHandle[Any, Any]) -> bool:
+    status = await handle.query("status")
+    blocked = {c["type"]: c["status"] for c in status["conditions"]}.get("ScaleDownBlocked")
+    return blocked == "True"
+
+
+async def _rolling(handle: WorkflowHandle[Any, Any], rolling: str, *, updated: int) -> bool:
+    status = await handle.query("status")
+    said = {c["type"]: c["status"] for c in status["conditions"]}.get("RollingOut")
+    return bool(said == rolling and status["updatedDevices"] == updated)
+
+
+async def _generation(handle: WorkflowHandle[Any, Any], n: int) -> bool:
+    return bool((await handle.query("status"))["observedGeneration"] == n)
+
+
+async def _members(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    return sorted((await handle.query("status"))["deviceIds"] or [])
+
+
+async def _state(phones: Phones, device: str, power: str) -> bool:
+    return phones.state(device)[0] == power
