@@ -87,6 +87,8 @@ POLL_SECONDS = 1.0
 # never more often than `MIN_RENEW_SECONDS`; none once less than that is left of the lease.
 RENEW_SHARE = 1 / 3
 MIN_RENEW_SECONDS = 1.0
+# A ticket given up is dropped within this, or left to end at its deadline (no worker answers).
+DROP_SECONDS = 10.0
 
 # Called with each place in the queue a wait sees: {"ticket", "position", "ahead"}.
 LeaseProgress = Callable[[dict[str, Any]], None]
@@ -335,10 +337,11 @@ class _Waited:
         except BaseException:
             # Given up (the wait ran out, a cancel, an error): the place in the queue, or
             # the device offered meanwhile, goes to the next one now rather than at its
-            # deadline. Shielded: a second cancel must not leave it held.
+            # deadline. Shielded: a second cancel must not leave it held (and is not
+            # swallowed); bounded: with no worker to take it, it ends at its deadline anyway.
             if not self.over:
-                with contextlib.suppress(DevicePoolError, asyncio.CancelledError):
-                    await asyncio.shield(self._drop())
+                with contextlib.suppress(DevicePoolError, TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(self._drop()), DROP_SECONDS)
             raise
 
     async def _poll(self) -> Granted | None:
@@ -348,8 +351,8 @@ class _Waited:
                 claimed = await self._claim()
                 if claimed is not None:
                     return claimed
-                continue  # withdrawn meanwhile: the next poll says why
-            if answer is not None and answer.position is not None:
+                # Withdrawn meanwhile: the next poll says why.
+            elif answer is not None and answer.position is not None:
                 if self.on_progress is not None:
                     self.on_progress(
                         {
@@ -463,7 +466,13 @@ async def view(pools: PoolClient, name: str, *, kind: str | None = None) -> Leas
     validate_name(name)
     handle = await pools._running(name, kind)
     with pools._errors(name, kind=kind):
-        answer = await handle.query(QUERY_LEASES, result_type=LeasesView, rpc_timeout=QUERY_TIMEOUT)
+        try:
+            answer = await handle.query(
+                QUERY_LEASES, result_type=LeasesView, rpc_timeout=QUERY_TIMEOUT
+            )
+        except WorkflowQueryFailedError as err:  # a worker of a build from before leases
+            said = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise DevicePoolError(f"{pools._side(kind).shown(name)}: leases: {said}") from err
     return answer if isinstance(answer, LeasesView) else LeasesView.model_validate(answer)
 
 
@@ -561,19 +570,18 @@ async def held(
 
 
 async def _stop(task: asyncio.Task[None]) -> None:
+    """Cancel the renewals and let them end (a cancel of our own still reaches us)."""
     task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    await asyncio.wait([task])
 
 
 async def _release_on_error(pools: PoolClient, name: str, lease: Lease) -> DevicePoolError | None:
-    """Release while an exception (or a cancel) is on its way out: never raises in its place."""
+    """Release while an exception (or a cancel) is on its way out: its failure is returned, not
+    raised in the exception's place (a second cancel still is: the release goes on, shielded)."""
     try:
         await asyncio.shield(release(pools, name, lease))
     except LeaseGone:
         return None
     except DevicePoolError as err:
         return err
-    except asyncio.CancelledError:  # cancelled again meanwhile: the release goes on, shielded
-        return None
     return None

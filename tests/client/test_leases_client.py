@@ -7,13 +7,18 @@ renews and releases. The same round trip on a live pool: tests/workflows/test_le
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.client import (
+    WorkflowExecutionStatus,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -25,6 +30,7 @@ from devicepool.client.errors import (
     EXIT_BAD_INPUT,
     EXIT_NOT_GRANTED,
     EXIT_REFUSED,
+    DevicePoolError,
     LeaseGone,
     LeaseNotGranted,
     LeaseRefused,
@@ -91,7 +97,8 @@ class LeasePool:
 
     async def execute_update(self, name: str, arg: Any, **_: Any) -> Any:
         self.asked.append(name)
-        return getattr(self, name)(arg)
+        answer = getattr(self, name)(arg)
+        return await answer if inspect.isawaitable(answer) else answer
 
     def lease(self, request: Any) -> LeaseAnswer:
         if self.deleting:
@@ -423,3 +430,34 @@ async def test_leases_is_the_query_s_view() -> None:
     view = await client.leases("p")
     assert [(x.id, x.holder) for x in view.leases] == [(lease.id, "ci")]
     assert [t.holder for t in view.tickets] == ["next"]
+
+
+async def test_a_ticket_given_up_is_dropped_within_a_bound_when_no_worker_takes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(leases_module, "DROP_SECONDS", 0.1)
+    pool = LeasePool("p", ["d-1"])
+    client = client_of(pool)
+    await client.acquire_lease("p")
+
+    async def no_worker(arg: Any) -> Any:
+        await asyncio.sleep(1)  # waiting for a worker (up to UPDATE_TIMEOUT)
+
+    monkeypatch.setattr(pool, "release", no_worker)
+    with pytest.raises(LeaseNotGranted):
+        await asyncio.wait_for(client.acquire_lease("p", wait=0.1), 5)
+    assert len(pool.book.tickets) == 1  # left to end at its deadline
+
+
+async def test_a_worker_that_does_not_answer_the_leases_query_is_one_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pool = LeasePool("p", ["d-1"])
+
+    async def old_build(name: str, *_: Any, **__: Any) -> Any:
+        raise WorkflowQueryFailedError("unknown queryType leases")
+
+    monkeypatch.setattr(pool, "query", old_build)
+    with pytest.raises(DevicePoolError) as err:
+        await client_of(pool).leases("p")
+    assert str(err.value) == 'pool "p": leases: unknown queryType leases'
