@@ -566,7 +566,7 @@ async def held(
         raise
     await _stop(renewing)
     with contextlib.suppress(LeaseGone):  # ended already (and forgotten): nothing held
-        await release(pools, name, lease)
+        await asyncio.shield(release(pools, name, lease))  # a cancel now must not leave it held
 
 
 async def _stop(task: asyncio.Task[None]) -> None:
