@@ -64,7 +64,9 @@ DEVICE_POOL = Kind(
     conversion=DEVICE_POOL_CONVERSION,
     workflow_type=WORKFLOW_DEVICE_POOL,
     workflow_id_prefix=WORKFLOW_ID_PREFIX,
-    columns=tuple("NAME PLATFORM REGION DESIRED READY PROV PENDING OFFLINE $/H AGE PHASE".split()),
+    columns=tuple(
+        "NAME PLATFORM REGION DESIRED READY LEASED PROV PENDING OFFLINE $/H AGE PHASE".split()
+    ),
 )
 BROWSER_POOL = Kind(
     name=KIND_BROWSER_POOL,
@@ -72,7 +74,7 @@ BROWSER_POOL = Kind(
     conversion=BROWSER_POOL_CONVERSION,
     workflow_type=WORKFLOW_BROWSER_POOL,
     workflow_id_prefix=BROWSER_POOL_WORKFLOW_ID_PREFIX,
-    columns=tuple("NAME DESIRED READY OPEN LOST NODES AGE PHASE".split()),
+    columns=tuple("NAME DESIRED READY LEASED OPEN LOST NODES AGE PHASE".split()),
 )
 
 # By manifest kind, in the order `get` shows them (DevicePools first).

@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from devicepool.client._cli_views import leases_line, print_leases
 from devicepool.client.render import age, print_fields, print_table
 
 PROFILE_HEADERS = ["ID", "SLOT", "NODE", "OPEN", "STATE"]
@@ -19,6 +20,7 @@ def browser_rows(pools: Sequence[Any]) -> list[list[Any]]:
             f"browserpool/{p.name}",
             p.status.get("desiredReplicas", p.spec.get("replicas")),
             p.status.get("readyProfiles", 0),
+            p.status.get("leasedDevices"),  # None (a blank) from a worker before leases
             p.status.get("openProfiles", 0),
             p.status.get("lostProfiles", 0),
             ", ".join(f"{n}={c}" for n, c in (p.status.get("byNode") or {}).items()) or "-",
@@ -57,6 +59,7 @@ def print_browser_description(data: dict[str, Any]) -> None:
                 f"{status.get('lostProfiles', 0)} lost",
             ),
             ("By node", ", ".join(f"{n}={c}" for n, c in (status.get("byNode") or {}).items())),
+            ("Leases", leases_line(status, data.get("leases"))),
             ("Generation", f"observed {status.get('observedGeneration', '-')}"),
             ("Last reconciled", status.get("lastReconciled")),
         ]
@@ -71,6 +74,7 @@ def print_browser_description(data: dict[str, Any]) -> None:
     )
     typer.echo("\nProfiles:")
     print_profiles(data.get("profiles") or [])
+    print_leases(data.get("leases", {}))
     typer.echo("\nEvents:")
     events = data.get("events") or []
     if not events:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import typer
 
 from devicepool.api.kinds import DEVICE_POOL
 from devicepool.client.render import age, print_fields, print_table
+from devicepool.workflows.reconciler.lease_messages import LeasesView
 
 # `get`'s table of DevicePools (`api.kinds`).
 POOL_HEADERS = list(DEVICE_POOL.columns)
@@ -24,6 +25,7 @@ def pool_row(p: Any) -> list[Any]:
         s.get("region"),
         st.get("desiredReplicas", s.get("replicas")),
         st.get("readyDevices"),
+        st.get("leasedDevices"),  # None (a blank) from a worker before leases
         st.get("provisioningDevices"),
         st.get("pendingDevices"),
         st.get("offlineDevices"),
@@ -63,6 +65,7 @@ def print_description(data: dict[str, Any]) -> None:
         typer.echo("  (no worker answered)")
     else:
         print_devices(devices)
+    print_leases(data.get("leases", {}))
     typer.echo("\nEvents:")
     events = data.get("events")
     if events is None:
@@ -121,6 +124,7 @@ def _fields(data: dict[str, Any]) -> list[tuple[str, Any]]:
         ("Rollout", _rollout_line(spec, status)),
         ("Spend", _spend_line(spec, status)),
         ("Protected", ", ".join(status.get("protectedDevices") or []) or None),
+        ("Leases", leases_line(status, data.get("leases"))),
         ("Generation", f"observed {status.get('observedGeneration', '-')}"),
         ("Last reconciled", status.get("lastReconciled")),
     ]
@@ -144,6 +148,51 @@ def _spend_line(spec: dict[str, Any], status: dict[str, Any]) -> str:
     cap = spec.get("spendCap") or {}
     limits = [f"{k} {cap[k]}" for k in ("maxDevices", "maxHourlyCost") if cap.get(k) is not None]
     return line + (f" (spendCap {', '.join(limits)})" if limits else "")
+
+
+def leases_line(
+    status: dict[str, Any], leases: dict[str, Any] | None, now: datetime | None = None
+) -> str | None:
+    """`describe`'s leases: `2 held | 1 waiting | oldest waits 45s` (and how many ended
+    without their holder, if any); None from a worker before leases."""
+    if "leasedDevices" not in status:
+        return None
+    line = f"{status.get('leasedDevices', 0)} held | {status.get('leasesQueued', 0)} waiting"
+    now = now or datetime.now(UTC)
+    made = [t.get("createdAt") for t in (leases or {}).get("tickets") or []]
+    if made and made[0]:
+        line += f" | oldest waits {age(made[0], now)}"  # the ticket's own time: live
+    elif status.get("leasesQueued") and status.get("oldestQueuedSeconds") is not None:
+        waited = timedelta(seconds=float(status["oldestQueuedSeconds"]))
+        line += f" | oldest waited {age(now - waited, now)} at the last pass"
+    if status.get("leasesExpired"):
+        line += f" | {status['leasesExpired']} ended without their holder"
+    return line
+
+
+def print_leases(leases: dict[str, Any] | None) -> None:
+    """`describe`'s leases and queue, as `devicepool leases POOL` prints them; nothing when
+    none is held or waited for."""
+    if leases is None:
+        typer.echo("\nLeases:\n  (no worker answered)")
+        return
+    if not leases.get("leases") and not leases.get("tickets"):
+        return
+    # Here, not at the top: the lease commands' module imports the kinds' views (this one).
+    from devicepool.client._cli_leases import (
+        LEASE_COLUMNS,
+        TICKET_COLUMNS,
+        lease_row,
+        ticket_row,
+    )
+
+    view = LeasesView.model_validate(leases)
+    now = datetime.now(UTC)
+    typer.echo("\nLeases:")
+    print_table(LEASE_COLUMNS, [lease_row(x, now) for x in view.leases])
+    if view.tickets:
+        typer.echo("")
+        print_table(TICKET_COLUMNS, [ticket_row(t, i + 1, now) for i, t in enumerate(view.tickets)])
 
 
 def print_devices(items: list[dict[str, Any]]) -> None:

@@ -14,6 +14,7 @@ from devicepool.api.names import (
     QUERY_COST,
     QUERY_DEVICES,
     QUERY_EVENTS,
+    QUERY_LEASES,
     QUERY_LEDGER,
     QUERY_SPEC,
     QUERY_STATUS,
@@ -25,6 +26,7 @@ from devicepool.client._temporal_errors import QUERY_TIMEOUT
 from devicepool.client._validation import validate_name
 from devicepool.workflows.pool.messages import DevicesView, PoolCost
 from devicepool.workflows.reconciler.events import PoolEvents
+from devicepool.workflows.reconciler.lease_messages import LeasesView
 
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
@@ -106,6 +108,7 @@ async def describe_device_pool(pools: PoolClient, name: str) -> dict[str, Any]:
         "historyLength": desc.history_length,
     }
     resource["events"] = events
+    resource["leases"] = await _leases_of(pools, handle, summary.status)
     if summary.stale:
         resource["note"] = "no worker answered; spec and status are from search attributes"
     return resource
@@ -127,7 +130,21 @@ async def describe_browser_pool(pools: PoolClient, name: str) -> dict[str, Any]:
         "status": got.status,
         "profiles": await pools.profiles(name),
         "events": list(events.get("events") or []),
+        "leases": await _leases_of(pools, handle, got.status),
     }
+
+
+async def _leases_of(
+    pools: PoolClient, handle: WorkflowHandle[Any, Any], status: dict[str, Any]
+) -> dict[str, Any] | None:
+    """`describe`'s leases held and tickets waiting: the `leases` query, asked only when the
+    status says there are some; None when no worker answered it."""
+    if not (status.get("leasedDevices") or status.get("leasesQueued")):
+        return {"leases": [], "tickets": []}
+    view = await pools._try_query(handle, QUERY_LEASES, result_type=LeasesView)
+    if not isinstance(view, LeasesView):
+        return None
+    return view.model_dump(mode="json", by_alias=True, include={"leases", "tickets"})
 
 
 async def costs(pools: PoolClient, name: str | None) -> list[tuple[str, PoolCost | None]]:

@@ -213,7 +213,7 @@ def test_get_every_pool_shows_a_table_a_kind_devicepools_first(
     assert devices.splitlines()[1].split()[:2] == ["DevicePool", "d"]
     assert browsers.splitlines()[0].split() == [
         "KIND",
-        *["NAME", "DESIRED", "READY", "OPEN", "LOST", "NODES", "AGE", "PHASE"],
+        *["NAME", "DESIRED", "READY", "LEASED", "OPEN", "LOST", "NODES", "AGE", "PHASE"],
     ]
     assert browsers.splitlines()[1].split()[:2] == ["BrowserPool", "browserpool/b"]
     code, out, err = run(capsys, "get", "-o", "json")

@@ -44,6 +44,7 @@ DEVICE_POOL_COLUMNS = [
     "REGION",
     "DESIRED",
     "READY",
+    "LEASED",
     "PROV",
     "PENDING",
     "OFFLINE",
