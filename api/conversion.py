@@ -45,10 +45,10 @@ __all__ = [
 
 # The v1beta1 spec fields v1alpha1 has no place for (each a mapping).
 KEPT_FIELDS = frozenset(
-    {"health", "scaleDown", "spendCap", "lifetime", "rollout", "disruption", "reserve"}
+    {"health", "scaleDown", "spendCap", "lifetime", "rollout", "disruption", "reserve", "leases"}
 )
 # Kept whenever present (an empty mapping is a choice too).
-_WHOLE = ("spendCap", "lifetime", "rollout", "disruption", "reserve")
+_WHOLE = ("spendCap", "lifetime", "rollout", "disruption", "reserve", "leases")
 
 
 # --- DevicePool specs ----------------------------------------------------------------------

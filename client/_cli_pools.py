@@ -326,9 +326,16 @@ def delete(
             "--ignore-not-found", help="a pool that does not exist is not an error (exit 0)"
         ),
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="end the pool's leases now (without it, leased devices are waited for up to 5m)",
+        ),
+    ] = False,
 ) -> None:
     """Delete a pool: tear every device down (browserpool/NAME: every profile), then end
-    the workflow."""
+    the workflow. Leased devices are given up to 5 minutes to be released first."""
     kinds, pool = one_pool_or_exit(name)
 
     async def body() -> Any:
@@ -344,7 +351,7 @@ def delete(
 
     async def delete_one(client: Any, kind: Kind) -> Any:
         if not wait:
-            return await client.delete(pool, wait=False, kind=kind.name)
+            return await client.delete(pool, wait=False, kind=kind.name, force=force)
         side = side_of(kind)
 
         async def go(cb: Callable[[dict[str, Any]], None] | None) -> Any:
@@ -353,7 +360,7 @@ def delete(
                     cb({"left": side.left(status), "total": None})
 
             return await client.delete(
-                pool, wait=True, timeout=timeout, on_progress=progress, kind=kind.name
+                pool, wait=True, timeout=timeout, on_progress=progress, kind=kind.name, force=force
             )
 
         (result,) = await wait_with_progress(

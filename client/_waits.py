@@ -1,4 +1,5 @@
-"""What `PoolClient.delete(wait=True)` and `wait_ready` wait for, polled every `POLL_SECONDS`.
+"""What `PoolClient.delete(wait=True)` and `wait_ready` wait for (and `delete(force=True)`'s
+end of the leases), polled every `POLL_SECONDS`.
 
 A teardown until the workflow ends, a change until the pool converged on its generation;
 `PoolBlocked` for what waiting cannot fix. The words and the test are `client._kind_sides`'."""
@@ -10,9 +11,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.service import RPCError, RPCStatusCode
 
-from devicepool.api.names import QUERY_STATUS
+from devicepool.api.names import QUERY_STATUS, UPDATE_END_LEASES
 from devicepool.client import _pool_reads
 from devicepool.client._kind_sides import Side, teardown_blocked
 from devicepool.client._results import DeleteResult
@@ -138,3 +140,22 @@ async def until_ready(
                 f"phase {status.get('phase', 'unknown')})"
             )
         await asyncio.sleep(POLL_SECONDS)
+
+
+async def leases_ended(handle: WorkflowHandle[Any, Any], *, within: float = 10.0) -> None:
+    """`delete --force`: end the leases of a pool just cancelled. Its validator refuses until
+    the pool has taken the cancel (a task later): asked again a few times; a pool already
+    gone has none to end."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            await handle.execute_update(UPDATE_END_LEASES, result_type=str)
+            return
+        except WorkflowUpdateFailedError:
+            if time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(0.2)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return  # ended already: nothing is held
+            raise

@@ -250,8 +250,10 @@ class PoolClient:
         timeout: float = 300.0,
         on_progress: ProgressCallback | None = None,
         kind: str | None = None,
+        force: bool = False,
     ) -> DeleteResult:
         """Cancel the pool workflow: it tears everything down (devices, profiles), then ends.
+        Leased devices are waited for (up to 5 minutes) unless `force`: their leases end now.
 
         With `wait`, `PoolBlocked` as soon as the pool shows `TeardownBlocked=True`
         (it keeps retrying; only a person fixes the cause). A block already shown
@@ -269,6 +271,8 @@ class PoolClient:
         )
         with self._errors(name, kind=kind):
             await handle.cancel()
+        if force:
+            await _waits.leases_ended(handle)
         if not wait:
             return DeleteResult(name, closed=False, execution_status="RUNNING", devices_left=None)
         return await _waits.until_deleted(

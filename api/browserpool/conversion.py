@@ -18,7 +18,7 @@ from devicepool.api.validation_messages import format_errors
 __all__ = ["BROWSER_POOL", "KEPT_FIELDS", "spec_to_v1alpha1", "spec_to_v1beta1"]
 
 # The v1beta1 spec fields a v1alpha1 BrowserPool has no place for (each a mapping).
-KEPT_FIELDS = frozenset({"health"})
+KEPT_FIELDS = frozenset({"health", "leases"})
 
 
 # --- specs --------------------------------------------------------------------------
@@ -38,6 +38,7 @@ def spec_to_v1beta1(
             "groupId": spec.group_id,
             "open": spec.open,
             "health": kept.get("health", {}),
+            "leases": kept.get("leases"),
         }
     )
 
@@ -56,7 +57,10 @@ def spec_to_v1alpha1(
     )
     # Only what differs from the defaults: a pool that sets nothing keeps no annotation.
     health = spec.health.model_dump(mode="json", exclude_defaults=True)
-    return alpha, ({"health": health} if health else {})
+    kept: dict[str, Any] = {"health": health} if health else {}
+    if spec.leases is not None:  # present or not (an empty mapping is a choice too)
+        kept["leases"] = spec.leases.to_json_dict()
+    return alpha, kept
 
 
 def _annotation_problem(exc: pydantic.ValidationError) -> str:

@@ -603,6 +603,15 @@ def test_v1beta1_health_rides_in_the_annotation_and_comes_back() -> None:
         conversion.BROWSER_POOL.convert(pool, "v2")
 
 
+def test_a_leases_block_rides_in_the_annotation_and_comes_back() -> None:
+    pool = load_one(BETA + "  leases: {maxDuration: 30m, onRelease: replace}\n")
+    assert pool.spec.leases is not None and pool.spec.leases.max_duration == 1800
+    alpha = conversion.BROWSER_POOL.to_v1alpha1(pool)
+    kept = json.loads(alpha.metadata.annotations[CONVERSION_ANNOTATION])
+    assert kept["leases"]["onRelease"] == "replace"
+    assert conversion.BROWSER_POOL.to_v1beta1(alpha) == pool
+
+
 def test_a_pool_at_the_defaults_converts_without_an_annotation() -> None:
     alpha = conversion.BROWSER_POOL.to_v1alpha1(load_one(ALPHA))
     assert CONVERSION_ANNOTATION not in alpha.metadata.annotations
@@ -622,7 +631,7 @@ def test_a_v1alpha1_manifest_with_the_annotation_loads_its_health() -> None:
 @pytest.mark.parametrize(
     ("value", "rule"),
     [
-        ("not json", "not what devicepool writes for a BrowserPool (a JSON object with health)"),
+        ("not json", "not what devicepool writes for a BrowserPool (a JSON object with health, leases)"),
         # A DevicePool's kept field means nothing on a BrowserPool.
         ('{"scaleDown": {}}', "not what devicepool writes for a BrowserPool"),
         ('{"health": 3}', "not what devicepool writes for a BrowserPool"),

@@ -243,6 +243,22 @@ def beta_pools(draw: st.DrawFn) -> v1beta1.DevicePool:
             )
         ),
         reserve=draw(st.none() | st.builds(v1beta1.ReserveSpec, keep=st.integers(0, 500))),
+        leases=draw(
+            st.none()
+            | st.builds(
+                lambda most, idle, queue, wait, on: v1beta1.LeaseSpec(
+                    max_duration=timedelta(seconds=most),
+                    idle_timeout=timedelta(seconds=idle),
+                    queue=v1beta1.LeaseQueueSpec(max=queue, max_wait=timedelta(seconds=wait)),
+                    on_release=on,
+                ),
+                st.integers(1, 10**6),
+                st.integers(1, 10**5),
+                st.integers(0, 10_000),
+                st.integers(1, 10**4),
+                st.sampled_from(v1beta1.OnRelease),
+            )
+        ),
         rollout=draw(
             st.none()
             | st.builds(
@@ -438,3 +454,33 @@ def test_a_reserve_policy_in_v1alpha1_rides_in_the_annotation() -> None:
 def test_a_reserve_keep_out_of_range_is_one_line_naming_the_field(keep: str) -> None:
     with pytest.raises(ManifestError, match=r"spec\.reserve\.keep"):
         load_one(BETA + f"  reserve: {{keep: {keep}}}\n")
+
+
+def test_leases_default_when_unset_and_ride_in_the_annotation() -> None:
+    assert load_one(BETA).spec.leases is None  # unset: `DEFAULT_LEASES` apply
+    assert v1beta1.DEFAULT_LEASES.max_duration == 3600 and v1beta1.DEFAULT_LEASES.queue.max == 50
+    pool = load_one(BETA + "  leases: {idleTimeout: 2m, queue: {max: 5}, onRelease: replace}\n")
+    leases = pool.spec.leases
+    assert leases is not None and leases.idle_timeout == 120 and leases.queue.max_wait == 300
+    assert leases.on_release == v1beta1.OnRelease.REPLACE
+    alpha = to_v1alpha1(pool)
+    assert (
+        json.loads(alpha.metadata.annotations[CONVERSION_ANNOTATION])["leases"]["queue"]["max"] == 5
+    )
+    assert to_v1beta1(alpha) == pool
+
+
+@pytest.mark.parametrize(
+    ("block", "field"),
+    [
+        ("{maxDuration: 0s}", r"spec\.leases\.maxDuration"),
+        ("{idleTimeout: 5}", r"spec\.leases\.idleTimeout"),
+        ("{queue: {max: -1}}", r"spec\.leases\.queue\.max"),
+        ("{onRelease: reuse}", r"spec\.leases\.onRelease"),
+        ("{maxWait: 5m}", r"spec\.leases\.maxWait"),
+    ],
+)
+def test_a_bad_leases_block_is_one_line_naming_the_field(block: str, field: str) -> None:
+    with pytest.raises(ManifestError, match=field) as info:
+        load_one(BETA + f"  leases: {block}\n")
+    assert len(info.value.problems) == 1

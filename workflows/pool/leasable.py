@@ -29,8 +29,14 @@ _OWN_KEYS = {
     LABEL_SLOT,
     LABEL_TEMPLATE_HASH,
 }
-# Ends whose device is not there to replace (gone already, or going with the pool).
-_NOT_REPLACED = {EndReason.DEVICE_LOST, EndReason.POOL_DELETED, EndReason.REPLACED}
+# Ends whose device is not there to replace (gone already, or going with the pool), or
+# was never used (an offer its ticket never claimed).
+_NOT_REPLACED = {
+    EndReason.DEVICE_LOST,
+    EndReason.POOL_DELETED,
+    EndReason.REPLACED,
+    EndReason.UNCLAIMED,
+}
 
 
 def labels_of(device: am.DeviceInfo, spec: DevicePoolSpec) -> dict[str, str]:

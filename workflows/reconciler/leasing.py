@@ -54,6 +54,9 @@ LEASE_NOT_GRANTED = "LeaseNotGranted"  # none free, and no wait: exit 4
 LEASE_GONE = "LeaseGone"  # a renew or claim of what is no longer held: exit 3
 # Lease updates a run takes before it hands over (Temporal refuses past 2,000 a run).
 UPDATES_PER_RUN = 1000
+# A deleted pool waits this long at most for its leases to be released (`delete --force`:
+# not at all); past it they end and the teardown starts.
+DELETE_GRACE = timedelta(minutes=5)
 # Leases the Web UI details list (`devicepool leases POOL` lists them all).
 DETAILS_LEASES = 20
 # The reaper never wakes more often than this (a burst of deadlines is one pass).
@@ -68,6 +71,7 @@ class Leasing:
     def __init__(self, host: Reconciler[Any, Any]) -> None:
         self.h = host
         self.updates = 0  # lease updates this run
+        self.forced = False  # `end_leases`: a deletion waits for no lease
 
     @property
     def book(self) -> LeaseBook:
@@ -227,13 +231,56 @@ class Leasing:
             self._ended(ended, replace=False)
             self.shown()
 
-    def end_all(self) -> None:
-        """The pool is being deleted: every lease ends, every ticket goes."""
-        if self.book.empty():
+    async def drain(self) -> None:
+        """The pool is being deleted: tickets go now; leases are waited for until released,
+        ended (expiry, idle) or `DELETE_GRACE` (none once `force`d: `end_leases`), then end.
+        State only, and no timer, while none is held."""
+        book = self.book
+        if book.empty():
             return
-        ended = self.book.end_all(EndReason.POOL_DELETED, now=workflow.now())
-        self._ended([e for e in ended if e.device], replace=False)
+        now = workflow.now()
+        for ticket in list(book.tickets):
+            book.tickets.remove(ticket)
+            book.ended.append(
+                Ended(
+                    id=ticket.id,
+                    ticket=ticket.id,
+                    holder=ticket.holder,
+                    reason=EndReason.POOL_DELETED,
+                    at=now,
+                )
+            )
+        if book.leases and not self.forced:
+            held = len(book.leases)
+            grace = min(DELETE_GRACE, timedelta(seconds=self.rules.max_duration))
+            self.h.happened(
+                Happened(
+                    "WaitingForLeases",
+                    f"{held} lease(s) held: teardown waits up to {grace} for their release"
+                    " (`devicepool delete --force` ends them now)",
+                )
+            )
+            self.shown()
+            self.h.show()
+            deadline = now + grace
+            while book.leases and not self.forced and workflow.now() < deadline:
+                timeout = max(deadline - workflow.now(), REAP_GAP)
+                due = book.next_deadline(self.rules)
+                if due is not None:
+                    timeout = min(timeout, max(due - workflow.now(), REAP_GAP))
+                await wait_condition(
+                    lambda: not book.leases or self.forced, timeout=timeout, summary="leases"
+                )
+                self.settle()
+        ended = book.end_all(EndReason.POOL_DELETED, now=workflow.now())
+        self._ended(ended, replace=False)
         self.shown()
+
+    def force(self) -> str:
+        """Update `end_leases` (`delete --force`): a deleted pool's leases end now."""
+        self.forced = True
+        held = len(self.book.leases)
+        return f"{held} lease(s) ended" if held else "no lease was held"
 
     async def reap_forever(self) -> None:
         """End leases and tickets when they fall due (a timer only while the book has

@@ -108,10 +108,10 @@ class Reconciler(Generic[SpecT, StateT]):
         if reaper is not None:
             reaper.cancel()
             forget(reaper)
-        self.leasing.end_all()
         self.show()
         self.kind.stop()
-        teardown = asyncio.ensure_future(self.kind.tear_down())
+        # Leases are waited for (up to a grace), then ended; a second delete is no news.
+        teardown = asyncio.ensure_future(self._after_leases())
         while not teardown.done():
             try:
                 await asyncio.shield(teardown)
@@ -120,6 +120,10 @@ class Reconciler(Generic[SpecT, StateT]):
                 workflow.logger.info("pool %s: already deleting", self.name)
         teardown.result()
         self.show()
+
+    async def _after_leases(self) -> None:
+        await self.leasing.drain()
+        await self.kind.tear_down()
 
     async def hand_over_if_due(self) -> None:
         """Continue as new with the kind's carried input, if Temporal suggests it or a
@@ -270,6 +274,15 @@ class Reconciler(Generic[SpecT, StateT]):
     @release.validator
     def _validate_release(self, request: ReleaseRequest) -> None:
         self.leasing.check_release(request)
+
+    @workflow.update(name=names.UPDATE_END_LEASES)
+    def end_leases(self) -> str:
+        return self.leasing.force()
+
+    @end_leases.validator
+    def _validate_end_leases(self) -> None:
+        if not self.s.deleting:
+            raise ValueError(f"pool {self.name!r} is not being deleted: release leases one by one")
 
     @workflow.query(name=names.QUERY_LEASES)
     def query_leases(self) -> LeasesView:

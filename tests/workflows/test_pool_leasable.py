@@ -1,0 +1,93 @@
+"""What a DevicePool tells its lease book, pure: candidates, selectors that can never
+match, the leased devices busy to the plan, and which ended leases replace a device."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from devicepool.activities import models as am
+from devicepool.api.v1beta1 import DevicePoolSpec
+from devicepool.workflows.pool import leasable
+from devicepool.workflows.pool.fates import Fate
+from devicepool.workflows.pool.state import PoolState
+from devicepool.workflows.reconciler.leases import Ended, EndReason
+
+T0 = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+SPEC = DevicePoolSpec.model_validate(
+    {
+        "provider": {"name": "bitcloudphone", "account": "default"},
+        "platform": "android",
+        "region": "us-west",
+        "replicas": 3,
+    }
+)
+
+
+def device(i: str, status: str = am.READY, *, session: bool = False, age: int = 0) -> am.DeviceInfo:
+    return am.DeviceInfo(
+        id=i,
+        status=status,
+        region="us-west",
+        created_at=T0 - timedelta(minutes=age),
+        session_active=session,
+        labels={"pool": "p", "gpu": "yes" if i == "c" else "no"},
+    )
+
+
+def test_candidates_are_ready_idle_staying_devices_current_template_first():
+    state = PoolState()
+    state.fates.set(["d"], Fate.DOOMED)
+    state.control.retiring = ["e"]
+    devices = [
+        device("a", age=5),
+        device("b", age=9),
+        device("c", am.PROVISIONING),
+        device("d"),
+        device("e"),
+        device("f", session=True),
+        device("g", age=1),
+    ]
+    found = leasable.candidates(devices, spec=SPEC, state=state, leaving={"g"}, drifted={"b"})
+    assert [c.id for c in found] == ["a", "b"]
+    assert found[0].labels["region"] == "us-west" and found[0].labels["device"] == "a"
+
+
+def test_a_selector_that_can_never_match_says_why():
+    devices = [device("a"), device("c")]
+    never = leasable.problem({"region": "eu"}, spec=SPEC, devices=devices)
+    assert never is not None and "region us-west" in never
+    assert "not a device of the pool" in (
+        leasable.problem({"device": "z"}, spec=SPEC, devices=devices) or ""
+    )
+    assert "no such label" in (leasable.problem({"color": "red"}, spec=SPEC, devices=devices) or "")
+    assert (
+        leasable.problem({"gpu": "yes", "platform": "android"}, spec=SPEC, devices=devices) is None
+    )
+
+
+def test_leased_devices_are_busy_to_the_plan_and_others_unchanged():
+    devices = [device("a"), device("b")]
+    busy = leasable.leased_busy(devices, {"b"})
+    assert [d.session_active for d in busy] == [False, True]
+    assert leasable.leased_busy(devices, set()) == devices
+
+
+def test_only_a_used_device_is_replaced_after_its_lease():
+    def ended(i: str, reason: EndReason) -> Ended:
+        return Ended(id=f"l-{i}", device=i, reason=reason, at=T0)
+
+    state = PoolState()
+    said = leasable.replace_used(
+        state,
+        [
+            ended("a", EndReason.RELEASED),
+            ended("b", EndReason.IDLE),
+            # Never used (an offer nobody claimed), gone, or replaced already: kept.
+            ended("c", EndReason.UNCLAIMED),
+            ended("d", EndReason.DEVICE_LOST),
+            ended("e", EndReason.REPLACED),
+        ],
+        listed={"a", "b", "c", "d", "e"},
+        now=T0,
+    )
+    assert sorted(state.doomed) == ["a", "b"] and said[0].reason == "ReplaceRequested"
