@@ -35,7 +35,8 @@ class PoolLeases:
 
     labels: Sequence[str]  # pool, platform, kind
     status: Mapping[str, Any] | None
-    oldest_since: float | None = None  # Unix seconds its oldest waiting ticket was made
+    # Its oldest waiting ticket: when it was made and its deadline (Unix seconds).
+    oldest: tuple[float, float] | None = None
     max_wait: float | None = None  # its `leases.queue.maxWait` (seconds)
 
 
@@ -47,7 +48,7 @@ class LeaseReads:
     """What the lease series need beyond the status, kept between refreshes by pool key."""
 
     def __init__(self) -> None:
-        self._oldest: dict[str, float] = {}
+        self._oldest: dict[str, tuple[float, float]] = {}
         # key -> (the status's observedGeneration when the spec was read, maxWait)
         self._max_wait: dict[str, tuple[Any, float]] = {}
 
@@ -77,7 +78,7 @@ class LeaseReads:
         else:
             self._oldest.pop(key, None)
 
-    def oldest_since(self, key: str) -> float | None:
+    def oldest(self, key: str) -> tuple[float, float] | None:
         return self._oldest.get(key)
 
     def max_wait(self, key: str) -> float | None:
@@ -123,8 +124,11 @@ def lease_families(pools: Sequence[PoolLeases], *, now: float) -> list[Metric]:
         expired.add_metric(labels, _number(status.get("leasesExpired")))
         if not waiting:
             oldest.add_metric(labels, 0.0)
-        elif pool.oldest_since is not None:
-            oldest.add_metric(labels, max(0.0, now - pool.oldest_since))
+        elif pool.oldest is not None:
+            # Counted on between reads, never past the ticket's deadline: by then it has
+            # been served or has ended (a pool that cannot be read is not taken to wait on).
+            made, deadline = pool.oldest
+            oldest.add_metric(labels, max(0.0, min(now, deadline) - made))
         else:  # its ticket's time unread: what its last pass saw
             oldest.add_metric(labels, _number(status.get("oldestQueuedSeconds")))
         if pool.max_wait is not None:
@@ -149,15 +153,22 @@ def _max_wait(answer: Any) -> float | None:
         return None
 
 
-def _oldest(answer: Any) -> float | None:
-    """When the oldest ticket of a `leases` query's answer was made (Unix seconds)."""
+def _oldest(answer: Any) -> tuple[float, float] | None:
+    """When the oldest ticket of a `leases` query's answer was made, and its deadline (Unix
+    seconds; no deadline read: none)."""
     if not isinstance(answer, Mapping):
         return None
-    made = []
+    tickets = []
     for ticket in answer.get("tickets") or []:
-        try:
-            when = datetime.fromisoformat(str(ticket["createdAt"]))
-            made.append((when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp())
-        except (KeyError, TypeError, ValueError, OverflowError):
-            continue
-    return min(made, default=None)
+        made = _unix(ticket, "createdAt")
+        if made is not None:
+            tickets.append((made, _unix(ticket, "deadline") or math.inf))
+    return min(tickets, default=None)
+
+
+def _unix(ticket: Any, key: str) -> float | None:
+    try:
+        when = datetime.fromisoformat(str(ticket[key]))
+        return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None

@@ -311,7 +311,7 @@ class PoolCollector(Collector):
             PoolLeases(
                 labels=(pool.name, pool.platform, pool.kind),
                 status=pool.status,
-                oldest_since=self._leases.oldest_since(pool.key),
+                oldest=self._leases.oldest(pool.key),
                 max_wait=self._leases.max_wait(pool.key),
             )
             for pool in pools

@@ -79,8 +79,9 @@ def spec(**leases: Any) -> dict[str, Any]:
     return {"metadata": {"name": "x"}, "spec": {"leases": leases or None}, "generation": 1}
 
 
-def ticket(created_at: str) -> dict[str, Any]:
-    return {"id": "t", "holder": "h", "duration": "10m", "createdAt": created_at}
+def ticket(created_at: str, deadline: str | None = None) -> dict[str, Any]:
+    made = {"id": "t", "holder": "h", "duration": "10m", "createdAt": created_at}
+    return made if deadline is None else {**made, "deadline": deadline}
 
 
 class Scraper:
@@ -118,7 +119,10 @@ async def test_the_lease_series_of_both_kinds() -> None:
         leases={
             pool_workflow_id("p1"): {
                 "leases": [],
-                "tickets": [ticket("2026-12-05T16:59:30Z"), ticket("2026-12-05T16:59:10Z")],
+                "tickets": [
+                    ticket("2026-12-05T16:59:30Z", "2026-12-05T17:04:30Z"),
+                    ticket("2026-12-05T16:59:10Z", "2026-12-05T17:04:10Z"),
+                ],
             }
         },
     )
@@ -142,6 +146,9 @@ async def test_the_lease_series_of_both_kinds() -> None:
     # Between refreshes the oldest wait goes on with the clock (a scrape asks nothing).
     scraper.now += 30
     assert value(scraper.samples(), "devicepool_leases_oldest_queued_seconds", DP) == 80
+    # Never past the ticket's deadline: a pool not read again is not taken to wait on.
+    scraper.now += 3600
+    assert value(scraper.samples(), "devicepool_leases_oldest_queued_seconds", DP) == 300
 
 
 async def test_a_spec_is_read_once_a_generation_and_tickets_only_while_some_wait() -> None:
