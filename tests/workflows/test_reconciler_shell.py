@@ -18,6 +18,7 @@ import pytest
 from pydantic import Field
 from temporalio import workflow
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner
 
@@ -34,6 +35,14 @@ from devicepool.worker.build import new_worker
 from devicepool.workflows.reconciler.conditions import ConditionUpdate
 from devicepool.workflows.reconciler.events import Happened, PoolEvent
 from devicepool.workflows.reconciler.kind import Host, TeardownBlocked
+from devicepool.workflows.reconciler.lease_messages import (
+    LeaseAnswer,
+    LeaseRequest,
+    LeasesView,
+    ReleaseAnswer,
+    ReleaseRequest,
+    TicketRef,
+)
 from devicepool.workflows.reconciler.leases import Candidate, Ended, LeaseBook
 from devicepool.workflows.reconciler.messages import Accepted, ScaleRequest
 from devicepool.workflows.reconciler.shell import Reconciler
@@ -54,6 +63,7 @@ class ToyState(CamelModel):
     passes: int = 0
     sweeps: int = 0
     leases: LeaseBook = Field(default_factory=LeaseBook)
+    ended: int = 0
 
 
 class ToyInput(CamelModel):
@@ -154,18 +164,18 @@ class ToyKind:
     def refuse_scale(self, message: str) -> None:
         self.h.happened(Happened("SpecRejected", message, warning=True))
 
-    # A toy has no members to lease: every lease is refused, none ends.
+    # Its toys are its members: `toy-0`.. `toy-{have-1}`, each leasable; "color" never matches.
     def lease_candidates(self) -> list[Candidate]:
-        return []
+        return [Candidate(f"toy-{i}", {"toy": str(i)}) for i in range(self.h.s.have)]
 
     def lease_members(self) -> set[str] | None:
-        return None
+        return {f"toy-{i}" for i in range(self.h.s.have)}
 
     def lease_problem(self, selector: Mapping[str, str]) -> str | None:
-        return "a toy pool has nothing to lease"
+        return "toys have no color" if "color" in selector else None
 
     def leases_ended(self, ended: Sequence[Ended], *, replace: bool) -> None:
-        raise AssertionError("a toy pool leases nothing")
+        self.h.s.ended += len(ended)
 
 
 @workflow.defn(name="ToyPool")
@@ -251,3 +261,65 @@ async def test_a_scale_while_deleting_is_refused(env: WorkflowEnvironment) -> No
             await handle.execute_update("scale_update", ScaleRequest(replicas=3))
         assert "being deleted" in str(refused.value.cause)
         await handle.terminate("test over")
+
+
+async def test_leases_on_a_toy_kind(env: WorkflowEnvironment) -> None:
+    """The shell's lease updates on a kind of 2 toys: granted, refused before history,
+    queued, offered on a release, and an offered ticket released by its own id."""
+
+    async def refused(request: LeaseRequest) -> str:
+        with pytest.raises(WorkflowUpdateFailedError) as failed:
+            await handle.execute_update("lease", request, result_type=LeaseAnswer)
+        assert isinstance(failed.value.cause, ApplicationError)
+        return str(failed.value.cause.type)
+
+    async with toy(env) as handle:
+
+        async def two() -> bool:
+            return bool((await handle.query("status")).get("readyDevices") == 2)
+
+        await eventually(two, what="two toys", timeout=20)
+        first = await handle.execute_update(
+            "lease", LeaseRequest(holder="a", selector={"toy": "0"}), result_type=LeaseAnswer
+        )
+        assert first.granted is not None and first.granted.device == "toy-0"
+        second = await handle.execute_update("lease", LeaseRequest(), result_type=LeaseAnswer)
+        assert second.granted is not None and second.granted.device == "toy-1"
+        length = (await handle.describe()).raw_description.workflow_execution_info.history_length
+        assert await refused(LeaseRequest(selector={"color": "red"})) == "LeaseRefused"
+        assert await refused(LeaseRequest()) == "LeaseNotGranted"  # none free, no wait
+        after = (await handle.describe()).raw_description.workflow_execution_info.history_length
+        assert after == length  # refused by the validators: nothing in history
+
+        queued = await handle.execute_update(
+            "lease", LeaseRequest(holder="b", wait=timedelta(minutes=1)), result_type=LeaseAnswer
+        )
+        assert queued.ticket is not None and queued.position == 1
+        back = await handle.execute_update(
+            "release", ReleaseRequest(lease=first.granted.lease), result_type=ReleaseAnswer
+        )
+        assert (back.reason, back.released_now) == ("Released", True)
+        again = await handle.execute_update(
+            "release", ReleaseRequest(lease=first.granted.lease), result_type=ReleaseAnswer
+        )
+        assert (again.reason, again.released_now) == ("Released", False)  # idempotent
+        offered = await handle.query(
+            "lease_ticket", TicketRef(ticket=queued.ticket), result_type=LeaseAnswer
+        )
+        assert offered.granted is not None and offered.granted.device == "toy-0"
+        # Its holder gives up: the ticket's id releases the lease offered to it.
+        dropped = await handle.execute_update(
+            "release", ReleaseRequest(lease=queued.ticket), result_type=ReleaseAnswer
+        )
+        assert dropped.released_now
+        view = await handle.query("leases", result_type=LeasesView)
+        assert [x.device for x in view.leases] == ["toy-1"] and view.tickets == []
+        status = await handle.query("status")
+        assert (status["leasedDevices"], status["leasesQueued"]) == (1, 0)
+        await handle.cancel()
+        # Deleted with a lease held: the teardown waits for it (`delete --force` ends it).
+        await handle.execute_update("end_leases", result_type=str)
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        reasons = [e["reason"] for e in (await handle.query("events"))["events"]]
+    assert reasons.count("Leased") == 3 and "WaitingForLeases" in reasons

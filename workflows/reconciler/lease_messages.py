@@ -110,6 +110,8 @@ class ReleaseAnswer(CamelModel):
     # `Released` now, or how it had ended before (a release is idempotent).
     reason: str
     message: str = ""
+    # This release ended the lease (or dropped the ticket); False: it had ended before.
+    released_now: bool = False
 
 
 class LeasesView(CamelModel):

@@ -151,6 +151,7 @@ class Leasing:
     def check_release(self, request: ReleaseRequest) -> None:
         known = (
             self.book.lease(request.lease)
+            or self.book.offer_for(request.lease)
             or self.book.ended_as(request.lease)
             or self.book.position(request.lease)
         )
@@ -168,9 +169,13 @@ class Leasing:
         if ticket is not None:
             self.book.tickets.remove(ticket)
             self.shown()
-            return ReleaseAnswer(reason="Cancelled", message=f"ticket {ticket.id} dropped")
-        held = self.book.lease(request.lease) is not None
-        ended = self.book.release(request.lease, now=now)
+            message = f"ticket {ticket.id} dropped"
+            return ReleaseAnswer(reason="Cancelled", message=message, released_now=True)
+        # A ticket's id names the lease offered to it (its holder gave up while it came).
+        offer = self.book.offer_for(request.lease)
+        lease_id = offer.id if offer is not None else request.lease
+        held = self.book.lease(lease_id) is not None
+        ended = self.book.release(lease_id, now=now)
         if ended is None:
             return ReleaseAnswer(reason=LEASE_GONE, message=f"no lease {request.lease!r}")
         if not held:  # released before, or ended otherwise: said, and nothing changes
@@ -178,8 +183,9 @@ class Leasing:
         replace = request.replace or self.rules.on_release.value == "replace"
         self._ended([ended], replace=replace)
         self.settle()  # the member may go straight to a waiting ticket
+        self.shown()
         said = f"{ended.device} released" + (", and replaced" if replace else "")
-        return ReleaseAnswer(reason=ended.reason.value, message=said)
+        return ReleaseAnswer(reason=ended.reason.value, message=said, released_now=True)
 
     # ------------------------------------------------------------------ queries
 
