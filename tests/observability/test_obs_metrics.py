@@ -22,6 +22,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowHistory
 from temporalio.worker import Replayer
 
@@ -153,6 +154,10 @@ async def _scenario(stack: ObsStack, handle: WorkflowHandle[Any, Any]) -> None:
         UPDATE_LEASE, LeaseRequest(holder="obs"), result_type=LeaseAnswer
     )
     assert lease.granted is not None, lease
+    # The Web UI details list it at once (the grant rewrote them: no pass needed).
+    meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    assert "**Leases** · 1 held · 0 waiting" in meta.current_details
+    assert f"- `{lease.granted.device}` · `obs` · until " in meta.current_details
 
     async def leased(n: int) -> bool:
         s = await stack.samples()
