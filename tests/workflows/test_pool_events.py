@@ -40,6 +40,26 @@ def test_the_ring_keeps_the_newest_and_counts_repeats() -> None:
     assert len(events) == ev.LIMIT
 
 
+def test_a_busy_pools_leases_are_combined_and_push_nothing_out() -> None:
+    events = ev.record([], now=NOW, reason="Scaled", message="replicas 2 -> 3")
+    for i in range(100):
+        for reason in ("Leased", "LeaseReleased"):
+            events = ev.record(
+                events,
+                now=NOW + timedelta(seconds=i),
+                reason=reason,
+                message=f"d-{i} (lease l-{i})",
+                similar=True,
+            )
+    assert [e.reason for e in events] == ["Scaled", "Leased", "LeaseReleased"]
+    leased = events[1]
+    assert (leased.count, leased.first_time, leased.time) == (100, NOW, NOW + timedelta(seconds=99))
+    assert leased.message == "(combined from similar events): d-99 (lease l-99)"
+    # Not alike: another type, or one too far back, is an event of its own.
+    warned = ev.record(events, now=NOW, reason="Leased", message="x", warning=True, similar=True)
+    assert [e.type for e in warned[-2:]] == [ev.EventType.NORMAL, ev.EventType.WARNING]
+
+
 def test_a_long_message_is_cut() -> None:
     [event] = ev.record([], now=NOW, reason="BackOff", message="x" * 5000)
     assert len(event.message) == ev.MESSAGE_CHARS and event.message.endswith("…")

@@ -381,23 +381,22 @@ class Leasing:
     def _said_granted(self, lease: Lease) -> None:
         holder = lease.holder or "a holder"
         if lease.claimed:
-            self.h.happened(Happened("Leased", f"{lease.device} to {holder} (lease {lease.id})"))
+            said = f"{lease.device} to {holder} (lease {lease.id})"
+            self.h.happened(Happened("Leased", said, similar=True))
         else:
             message = f"{lease.device} offered to {holder}, waiting (lease {lease.id})"
-            self.h.happened(Happened("Leased", message))
+            self.h.happened(Happened("Leased", message, similar=True))
 
     def _ended(self, ended: Sequence[Ended], *, replace: bool) -> None:
         for one in ended:
             if one.reason in _EXPIRED:
                 warning = one.reason == EndReason.DEVICE_LOST
-                self.h.happened(Happened("LeaseExpired", ended_message(one), warning=warning))
+                said = Happened("LeaseExpired", ended_message(one), warning=warning, similar=True)
+                self.h.happened(said)
             else:
-                self.h.happened(
-                    Happened(
-                        "LeaseReleased",
-                        f"{one.device} back from {one.holder or 'its holder'} (lease {one.id}, {one.reason.value})",
-                    )
-                )
+                holder = one.holder or "its holder"
+                said = f"{one.device} back from {holder} (lease {one.id}, {one.reason.value})"
+                self.h.happened(Happened("LeaseReleased", said, similar=True))
         if ended:
             self.kind.leases_ended(ended, replace=replace)
 

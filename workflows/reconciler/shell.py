@@ -145,7 +145,12 @@ class Reconciler(Generic[SpecT, StateT]):
         now = workflow.now()
         for one in happened:
             self.s.events = record(
-                self.s.events, now=now, reason=one.reason, message=one.message, warning=one.warning
+                self.s.events,
+                now=now,
+                reason=one.reason,
+                message=one.message,
+                warning=one.warning,
+                similar=one.similar,
             )
 
     def set_condition(self, condition: ConditionUpdate) -> None:
