@@ -189,14 +189,14 @@ def scale_down_condition(view: PoolView) -> ConditionUpdate | None:
             "DisruptionBudget",
             f"{blocked} device(s) above the desired size wait: {held} held by "
             "spec.disruption's budgets (they go when a budget allows), "
-            f"{blocked - held} busy or recently used",
+            f"{blocked - held} busy, leased or recently used",
         )
     return ConditionUpdate(
         ConditionType.SCALE_DOWN_BLOCKED,
         TRUE,
         "DevicesBusy",
-        f"{blocked} device(s) above the desired size are busy or recently used; "
-        "they are removed once idle",
+        f"{blocked} device(s) above the desired size are busy, leased or recently used; "
+        "they are removed once idle (a leased one once released)",
     )
 
 
