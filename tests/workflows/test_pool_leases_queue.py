@@ -15,6 +15,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -30,7 +31,9 @@ from devicepool.api import names
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id
 from devicepool.client import PoolClient
 from devicepool.testing import eventually
+from devicepool.workflows.pool import leasable
 from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
+from devicepool.workflows.pool.state import PoolState
 from devicepool.workflows.reconciler.lease_messages import (
     Granted,
     LeaseAnswer,
@@ -41,6 +44,7 @@ from devicepool.workflows.reconciler.lease_messages import (
     RenewRequest,
     TicketRef,
 )
+from devicepool.workflows.reconciler.leases import Ended, EndReason
 from devicepool.workflows.reconciler.leasing import (
     LEASE_GONE,
     LEASE_NOT_GRANTED,
@@ -53,7 +57,7 @@ from tests.helpers.transports import TimedASGITransport
 from tests.helpers.workflow_stack import POLL, Workers, pool_devices
 from tests.workflows.test_pool_continue_as_new import hand_over
 
-pytestmark = pytest.mark.devserver
+server = pytest.mark.devserver  # all but the pure test at the end
 
 # Temporal's limit of updates in flight on one workflow (the dev server's default).
 IN_FLIGHT = 10
@@ -198,6 +202,7 @@ async def renewing(handle: WorkflowHandle[Any, Any], lease_id: str) -> AsyncIter
             await task
 
 
+@server
 async def test_refusals_leave_no_history_a_silent_holder_times_out_and_replace_ends_a_lease(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
@@ -260,6 +265,7 @@ async def test_refusals_leave_no_history_a_silent_holder_times_out_and_replace_e
     await handle.cancel()
 
 
+@server
 async def test_leases_and_tickets_survive_a_hand_over_and_a_worker_restart(
     env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
 ) -> None:
@@ -289,10 +295,20 @@ async def test_leases_and_tickets_survive_a_hand_over_and_a_worker_restart(
     offer = await eventually(lambda: offered(live, waiting.ticket or ""), what="the offer")
     assert offer.granted is not None and offer.granted.device == held.device
     second = await claim(live, waiting.ticket)
-    assert (await release(live, second.lease)).reason == "Released"
+    # Given back with `replace`: the device used goes, a new one takes its place.
+    answer = await live.execute_update(
+        names.UPDATE_RELEASE,
+        ReleaseRequest(lease=second.lease, replace=True),
+        result_type=ReleaseAnswer,
+    )
+    assert answer.reason == "Released" and "replaced" in answer.message, answer
+    await eventually(
+        lambda: _without(control, pool_name, 1, held.device), what="replaced", timeout=30
+    )
     await handle.cancel()
 
 
+@server
 async def test_thirty_waiters_on_three_devices_are_served_in_order_one_holder_at_a_time(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
@@ -311,6 +327,19 @@ async def test_thirty_waiters_on_three_devices_are_served_in_order_one_holder_at
     holders: dict[str, int] = {}  # device -> the waiter holding it now
     served: list[tuple[Any, Granted]] = []  # (the ticket's place in the queue, its grant)
 
+    busy: list[str] = []  # polls the server turned away: asked again a second later
+
+    async def polled(ticket: str) -> LeaseAnswer | None:
+        # 30 pollers on one workflow: a query that comes while a workflow task runs waits in
+        # a buffer of one (history.maxBufferedQueryCount); the rest are refused at once.
+        try:
+            return await offered(handle, ticket)
+        except RPCError as err:
+            if "query buffer is full" not in err.message:
+                raise
+            busy.append(ticket)
+            return None
+
     async def waiter(i: int) -> None:
         async with in_flight:
             answer = await lease(handle, holder=f"w{i}", duration="60s", wait="120s")
@@ -319,7 +348,7 @@ async def test_thirty_waiters_on_three_devices_are_served_in_order_one_holder_at
             assert answer.ticket and answer.deadline and answer.position, answer
             place = (answer.deadline, answer.position)
             offer = await eventually(
-                lambda: offered(handle, answer.ticket or ""), what=f"w{i}", timeout=90, every=1
+                lambda: polled(answer.ticket or ""), what=f"w{i}", timeout=90, every=1
             )
             async with in_flight:
                 got = await claim(handle, answer.ticket)
@@ -349,11 +378,13 @@ async def test_thirty_waiters_on_three_devices_are_served_in_order_one_holder_at
     assert status["leasedDevices"] == 0 and status["leasesQueued"] == 0, status
     took = time.monotonic() - begun
     print(
-        f"30 waiters: {took:.1f}s, {counted.calls} updates, {len(counted.closing)} at a hand-over"
+        f"30 waiters: {took:.1f}s, {counted.calls} updates,"
+        f" {len(counted.closing)} at a hand-over, {len(busy)} polls refused"
     )
     await handle.cancel()
 
 
+@server
 async def test_a_device_a_scale_down_is_terminating_is_not_leased_meanwhile(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
@@ -377,6 +408,23 @@ async def test_a_device_a_scale_down_is_terminating_is_not_leased_meanwhile(
     )
     assert (await renew(handle, answer.granted.lease)).granted is not None
     await handle.cancel()
+
+
+def test_on_release_replace_spares_a_device_whose_offer_was_never_claimed() -> None:
+    """`onRelease: replace` replaces a device after use: not one offered to a ticket whose
+    holder never claimed it (nobody used it), nor one gone or replaced already."""
+    now, state = datetime(2026, 12, 5, tzinfo=UTC), PoolState()
+    ends = {
+        "unclaimed": EndReason.UNCLAIMED,
+        "idle": EndReason.IDLE,
+        "released": EndReason.RELEASED,
+        "lost": EndReason.DEVICE_LOST,
+        "replaced": EndReason.REPLACED,
+    }
+    ended = [Ended(id=f"l-{d}", device=d, reason=why, at=now) for d, why in ends.items()]
+    said = leasable.replace_used(state, ended, listed=set(ends), now=now)
+    assert sorted(state.doomed) == ["idle", "released"]
+    assert [h.message for h in said] == ["idle, released replaced after use (lease released)"]
 
 
 async def _status(handle: WorkflowHandle[Any, Any], **wanted: Any) -> bool:
