@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from devicepool.api.v1beta1 import LeaseSpec
+from devicepool.workflows.reconciler.lease_messages import LeaseRequest
 from devicepool.workflows.reconciler.leases import (
     CLAIM_WINDOW,
     Candidate,
@@ -281,3 +282,10 @@ TestLeaseMachine.settings = settings(max_examples=60, stateful_step_count=30, de
 def test_bad_lease_specs_are_refused(bad):
     with pytest.raises(ValueError):
         LeaseSpec.model_validate(bad)
+
+
+@pytest.mark.parametrize("holder", ["a\nb", "tab\there", "\x1b[31mred"])
+def test_a_holder_is_one_printable_line(holder):
+    with pytest.raises(ValueError, match="one line of printable characters"):
+        LeaseRequest(holder=holder)
+    assert LeaseRequest(holder="ci@runner-7:4242").holder == "ci@runner-7:4242"

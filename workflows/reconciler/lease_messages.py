@@ -40,6 +40,14 @@ class LeaseRequest(CamelModel):
     duration: Duration | None = Field(default=None, gt=0)
     wait: Duration = Field(default=0.0, ge=0)
 
+    @field_validator("holder")
+    @classmethod
+    def _one_line(cls, holder: str) -> str:
+        # Shown in tables, events and the Web UI: one printable line.
+        if any(not c.isprintable() for c in holder):
+            raise ValueError("must be one line of printable characters")
+        return holder
+
     @field_validator("selector")
     @classmethod
     def _labels(cls, selector: dict[str, str]) -> dict[str, str]:

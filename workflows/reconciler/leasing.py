@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         granted,
     )
     from devicepool.workflows.reconciler.leases import (
+        EXPIRING,
         Ended,
         EndReason,
         Lease,
@@ -61,8 +62,6 @@ DELETE_GRACE = timedelta(minutes=5)
 DETAILS_LEASES = 20
 # The reaper never wakes more often than this (a burst of deadlines is one pass).
 REAP_GAP = timedelta(seconds=1)
-# Ends said as `LeaseExpired` (the rest: `LeaseReleased`, or the pool's own words).
-_EXPIRED = {EndReason.EXPIRED, EndReason.IDLE, EndReason.UNCLAIMED, EndReason.DEVICE_LOST}
 
 
 class Leasing:
@@ -389,7 +388,7 @@ class Leasing:
 
     def _ended(self, ended: Sequence[Ended], *, replace: bool) -> None:
         for one in ended:
-            if one.reason in _EXPIRED:
+            if one.reason in EXPIRING:
                 warning = one.reason == EndReason.DEVICE_LOST
                 said = Happened("LeaseExpired", ended_message(one), warning=warning, similar=True)
                 self.h.happened(said)
