@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from temporalio import activity
 
+from devicepool.activities import connect_models as cm
 from devicepool.activities import models as am
 from devicepool.activities import orphan_models as om
 
@@ -72,6 +73,11 @@ class DeviceActivityDefinitions(abc.ABC):
     @activity.defn
     @abc.abstractmethod
     async def region_status(self, input: am.RegionStatusInput) -> am.RegionStatusResult: ...
+
+    @activity.defn
+    @abc.abstractmethod
+    async def lease_connect(self, input: cm.LeaseConnectInput) -> cm.ConnectInfo:
+        """A leased device's connect info (ADB), read now; secret-bearing."""
 
     @activity.defn
     @abc.abstractmethod

@@ -15,6 +15,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from devicepool.activities import connect_models as cm
 from devicepool.activities import models as am
 from devicepool.activities import pool_runs
 from devicepool.activities.accounts import REGIONS_RECHECK_SECONDS
@@ -80,6 +81,7 @@ class DeviceActivities(
             self.region_status,
             self.terminate_device,
             self.terminate_pool,
+            self.lease_connect,
             *self.orphan_activities(),
         ]
 
@@ -196,6 +198,21 @@ class DeviceActivities(
         except ProviderError as exc:
             raise to_application_error(exc) from exc
         return am.RegionStatusResult(region=input.region, status=status)
+
+    @activity.defn
+    async def lease_connect(self, input: cm.LeaseConnectInput) -> cm.ConnectInfo:
+        """A leased device's connect info, for the `lease_connect` update. Refused while this
+        worker writes payloads in clear: its result is written to history."""
+        if not self._settings.history_encrypted:
+            raise ApplicationError(
+                cm.NOT_ENCRYPTED, type=ErrorType.INVALID_STATE.value, non_retryable=True
+            )
+        try:
+            with provider_call(pool=input.pool):
+                info = await self._provider(input.account).connect_info(input.device)
+        except ProviderError as exc:
+            raise to_application_error(exc) from None
+        return info
 
     # ------------------------------------------------------------ removals
 

@@ -14,6 +14,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from devicepool.activities import connect_models as cm
 from devicepool.activities import node_models as nm
 from devicepool.activities.errors import ProviderError, configuration_error, to_application_error
 from devicepool.activities.heartbeats import heartbeating
@@ -35,10 +36,13 @@ class NodeBrowserActivities(NodeActivityDefinitions):
         *,
         node: str,
         proxy_pools: Mapping[str, ProxyPoolSettings] | None = None,
+        history_encrypted: bool = False,
     ) -> None:
         self.provider = provider
         self.node = node
         self._proxy_pools = dict(proxy_pools or {})
+        # Whether this worker encrypts what it writes to history (its payload codec).
+        self.history_encrypted = history_encrypted
 
     def __repr__(self) -> str:
         return (
@@ -53,6 +57,7 @@ class NodeBrowserActivities(NodeActivityDefinitions):
             self.node_create_profile,
             self.node_open_profile,
             self.node_delete_profile,
+            self.node_lease_connect,
         ]
 
     async def aclose(self) -> None:
@@ -128,3 +133,16 @@ class NodeBrowserActivities(NodeActivityDefinitions):
         except ProviderError as exc:
             raise to_application_error(exc) from None
         activity.logger.info("profile %s deleted (node %s)", input.id, self.node)
+
+    @activity.defn
+    async def node_lease_connect(self, input: cm.NodeConnectInput) -> cm.ConnectInfo:
+        """Refused while this node writes payloads in clear: its result goes to history."""
+        if not self.history_encrypted:
+            raise ApplicationError(
+                cm.NOT_ENCRYPTED, type=ErrorType.INVALID_STATE.value, non_retryable=True
+            )
+        try:
+            async with heartbeating():
+                return await self.provider.connect_profile(input.id)
+        except ProviderError as exc:
+            raise to_application_error(exc) from None

@@ -10,6 +10,7 @@ import abc
 
 from temporalio import activity
 
+from devicepool.activities import connect_models as cm
 from devicepool.activities import node_models as nm
 
 __all__ = ["NodeActivityDefinitions", "NodeRegistryActivityDefinitions"]
@@ -46,3 +47,8 @@ class NodeActivityDefinitions(abc.ABC):
     @abc.abstractmethod
     async def node_delete_profile(self, input: nm.NodeDeleteInput) -> None:
         """Close, confirm closed, delete; a profile already gone is success."""
+
+    @activity.defn
+    @abc.abstractmethod
+    async def node_lease_connect(self, input: cm.NodeConnectInput) -> cm.ConnectInfo:
+        """A leased profile's CDP endpoint, its browser opened if it is not; secret-bearing."""

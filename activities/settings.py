@@ -100,6 +100,9 @@ class PoolSettings(CamelModel):
     # provider calls are scheduled on that node's queue. An account not listed is
     # served by the workers of the pool's own queues.
     account_nodes: dict[str, str] = Field(default_factory=dict)
+    # Whether the worker encrypts the payloads it writes (`encryption.keyFiles`): only then
+    # does the `lease_connect` update answer connect info (docs/leases.md, "Connect info").
+    history_encrypted: bool = False
 
     def price_per_hour(self, account: str) -> float:
         """What one device of `account` costs an hour, in dollars."""

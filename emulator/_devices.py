@@ -12,6 +12,7 @@ bring a device back exactly as it was.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -255,6 +256,16 @@ class DeviceStore:
             "updatedAt": status["updatedAt"],
             "proxy": None if device.proxy is None else dict(device.proxy),
         }
+
+    def connect_json(self, device: Device) -> dict[str, Any] | None:
+        """The detail's `connect` block: the device's ADB login once it is up (`ready`,
+        `busy`), else None. The password is derived from the id (the same after a restart
+        on a state file), never listed: only `GET /devices/{id}` answers it."""
+        if self.effective_status(device) not in ("ready", "busy"):
+            return None
+        digest = hashlib.sha256(f"devicepool-emulator-adb:{device.id}".encode()).hexdigest()
+        port = 20000 + int(digest[:8], 16) % 40000
+        return {"adb": {"ip": "10.20.0.1", "port": port, "code": digest[8:26]}}
 
     # ------------------------------------------------------------ internal
 

@@ -198,7 +198,13 @@ class Emulator:
         return _listing.list_devices(self._store, account, **query)
 
     def get_device(self, account: str, device_id: str) -> dict[str, Any]:
-        return self._store.device_json(self._store.owned_device(account, device_id))
+        """The detail: the device, and its `connect` block once it is up (listings have none)."""
+        device = self._store.owned_device(account, device_id)
+        answer = self._store.device_json(device)
+        connect = self._store.connect_json(device)
+        if connect is not None:
+            answer["connect"] = connect
+        return answer
 
     def device_status(self, account: str, device_id: str) -> dict[str, Any]:
         return self._store.status_json(self._store.owned_device(account, device_id))

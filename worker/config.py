@@ -176,10 +176,13 @@ def build_config(
         raise ConfigError(f"{source}: {first_error(err)}") from None
     accounts = _accounts(parsed, source=source, base_dir=base_dir, env=env)
     proxy_pools = _proxy_pools(parsed, source=source, base_dir=base_dir, env=env)
+    encryption_keys = _encryption_keys(parsed, source=source, base_dir=base_dir, env=env)
     settings = PoolSettings(
         **parsed.intervals.model_dump(exclude={"orphan_grace_seconds"}),
         account_prices={name: a.price_per_hour for name, a in parsed.accounts.items()},
         account_nodes={name: a.node for name, a in accounts.items() if a.node},
+        # The pools answer connect info only through encrypted history (`lease_connect`).
+        history_encrypted=encryption_keys is not None,
     )
     graceful = env_float(env, ENV_GRACEFUL_SHUTDOWN, DEFAULT_GRACEFUL_SHUTDOWN_SECONDS, source)
     return WorkerConfig(
@@ -197,7 +200,7 @@ def build_config(
         if parsed.deployment.name
         else "",
         pinned=parsed.deployment.behavior == "pinned",
-        encryption_keys=_encryption_keys(parsed, source=source, base_dir=base_dir, env=env),
+        encryption_keys=encryption_keys,
     )
 
 

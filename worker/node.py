@@ -40,7 +40,7 @@ from devicepool.activities.providers.bitbrowser import (
 )
 from devicepool.activities.providers.bitbrowser.profile_provider import BitBrowserProfiles
 from devicepool.activities.secrets import Scrubber
-from devicepool.activities.settings import AccountSettings, ProxyPoolSettings
+from devicepool.activities.settings import AccountSettings, PoolSettings, ProxyPoolSettings
 from devicepool.api.labels import check_node_name, parse_label
 from devicepool.api.names import (
     NODE_REGISTRY_WORKFLOW_ID,
@@ -51,6 +51,7 @@ from devicepool.api.names import (
     node_task_queue,
     node_watch_task_queue,
 )
+from devicepool.codec import EncryptionCodec, key_files_from_env
 from devicepool.worker.build import WATCH_SHUTDOWN_GRACE, new_worker, run_workers, stop_workers
 from devicepool.worker.config import ConfigError, WorkerConfig, build_config, load_config
 from devicepool.worker.config_file import DEFAULT_MAX_CONCURRENT_WATCHES
@@ -95,6 +96,14 @@ class NodeOptions:
     # The cloud-phone accounts it serves (`node: <this node>` in the config), each
     # over this node's Local API: `base_url` and `api_key` are the flags'.
     accounts: dict[str, AccountSettings] = field(default_factory=dict, repr=False)
+
+    @property
+    def history_encrypted(self) -> bool:
+        """Whether this node's client encrypts payloads (its config's keys, else the
+        environment's, as `node_main_async` connects)."""
+        if self.codec is not None:
+            return isinstance(self.codec, EncryptionCodec)
+        return bool(key_files_from_env(os.environ))
 
     def beat(self) -> NodeBeat:
         return NodeBeat(
@@ -200,6 +209,7 @@ def node_activities(
         BitBrowserProfiles(BrowserProfiles(api)),
         node=options.node,
         proxy_pools=options.proxy_pools,
+        history_encrypted=options.history_encrypted,
     )
 
 
@@ -215,6 +225,7 @@ def node_phone_activities(
     return DeviceActivities(
         accounts=options.accounts,
         proxy_pools=options.proxy_pools,
+        settings=PoolSettings(history_encrypted=options.history_encrypted),
         transport=transport,
         phone_pacer=PhonePacer(interval=interval),
     )

@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from devicepool.activities.connect_models import ConnectInfo
 from devicepool.activities.device_models import DeviceInfo, DeviceStatusInfo
 from devicepool.activities.models import DeviceTemplate
 from devicepool.activities.proxy import ResolvedProxy
@@ -135,6 +136,12 @@ class Provider(Protocol):
 
     async def read_statuses(self, ids: list[str]) -> tuple[list[DeviceStatusInfo], list[str]]:
         """The statuses of at most 100 devices, and the ids the provider does not know."""
+        ...
+
+    async def connect_info(self, device_id: str) -> ConnectInfo:
+        """How a lease's holder reaches the device (its ADB login), read now; an empty one
+        with `message` when the provider offers none (`NotFoundError`: no such device).
+        Secret-bearing: never logged, never in an error."""
         ...
 
     async def region_status(self, region: str) -> str:

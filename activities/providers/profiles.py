@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from devicepool.activities.connect_models import ConnectInfo
 from devicepool.activities.node_models import NodeOpenResult, ProfileView
 from devicepool.activities.proxy import ResolvedProxy
 
@@ -54,6 +55,11 @@ class ProfileProvider(Protocol):
         """Open its browser here. A refusal of the profile is answered `open: false`; one
         of the node or its account (busy, away, out of time or balance) with
         `node_trouble`; a refused key or budget is raised."""
+        ...
+
+    async def connect_profile(self, profile_id: str) -> ConnectInfo:
+        """Its browser's CDP endpoint (`ws`, `http`) here, the browser opened if it is not.
+        Secret-bearing: never logged, never in an error."""
         ...
 
     async def close_profile(self, profile_id: str) -> None:

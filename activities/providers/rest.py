@@ -8,6 +8,7 @@ is the `pool` label; the idempotency key travels as the `Idempotency-Key` header
 from __future__ import annotations
 
 from devicepool.activities.bitcloudphone import BitCloudPhoneClient
+from devicepool.activities.connect_models import ConnectInfo, parse_adb
 from devicepool.activities.device_models import DeviceInfo, DeviceStatusInfo
 from devicepool.activities.device_views import device_info, device_status_info
 from devicepool.activities.providers.base import NewDevice, ProviderDevice
@@ -36,6 +37,16 @@ class RestProvider:
     async def get_device(self, device_id: str) -> ProviderDevice:
         raw = await self.client.get_device(device_id)
         return ProviderDevice(device_info(raw), str(raw.get("platform") or ""))
+
+    async def connect_info(self, device_id: str) -> ConnectInfo:
+        # The contract's optional `connect` block of a device's detail (docs/providers.md).
+        raw = await self.client.get_device(device_id)
+        block = raw.get("connect")
+        adb = parse_adb(block.get("adb")) if isinstance(block, dict) else None
+        if adb is None:
+            status = str(raw.get("status") or "unknown")[:40]
+            return ConnectInfo(message=f"device {device_id} ({status}) offers no connect info")
+        return ConnectInfo(adb=adb)
 
     async def create_device(self, new: NewDevice) -> DeviceInfo:
         template = new.template

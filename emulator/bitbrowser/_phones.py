@@ -77,10 +77,11 @@ class Phone:
         since = self.billing_since
         return self.billed_seconds + (now - since if since is not None else 0.0)
 
-    def to_json(self) -> dict[str, Any]:
-        """A `/phone/list` item (fields undocumented; chosen): secrets included."""
+    def to_json(self, *, adb_enabled: bool = True) -> dict[str, Any]:
+        """A `/phone/list` item (fields undocumented; chosen): secrets included. `adb` only
+        while ADB is enabled for the environment (`POST /_emulator/adb`) and it runs."""
         adb = ""
-        if self.running():
+        if adb_enabled and self.running():
             # The docs: a JSON string, `code` being the adb password.
             adb = json.dumps({"code": self.adb_code, "port": 20000 + self.seq, "ip": "10.0.0.1"})
         return {
@@ -127,6 +128,8 @@ class PhoneStore:
         # created, power_ons, resumes, suspends, shutdowns, restarts, recovers
         self.counters: Counter[str] = Counter()
         self.next_seq = 1
+        # ADB enabled for the environment (the client's setting): `/phone/list` answers logins.
+        self.adb_enabled = True
 
     def _new_id(self) -> str:
         return f"{self._rng.getrandbits(128):032x}"
@@ -191,7 +194,7 @@ class PhoneStore:
             and (max_seq is None or p.seq < max_seq)
         ]
         chosen.sort(key=lambda p: p.seq, reverse=True)
-        return page.answer([p.to_json() for p in chosen])
+        return page.answer([p.to_json(adb_enabled=self.adb_enabled) for p in chosen])
 
     def _check(self, fields: dict[str, Any], body: dict[str, Any]) -> None:
         region = fields["regionId"]

@@ -152,6 +152,15 @@ def _add_control_plane(app: FastAPI, emulator: BitBrowserEmulator, node: Node) -
         body = await _json_body(request)
         return change(lambda: emulator.kill(profile_id, body))
 
+    @app.get("/_emulator/adb")
+    async def get_adb() -> Response:
+        return read(emulator.adb_json)
+
+    @app.post("/_emulator/adb")
+    async def set_adb(request: Request) -> Response:
+        body = await _json_body(request)
+        return change(lambda: emulator.set_adb(body))
+
     @app.post("/_emulator/phones/{phone_id}/offline")
     async def phone_offline(phone_id: str) -> Response:
         return change(lambda: emulator.set_phone_offline(phone_id, True))

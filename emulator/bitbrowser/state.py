@@ -259,6 +259,7 @@ class BitBrowserEmulator:
             "phones": [_record(p) for p in self.phones.phones.values()],
             "phoneGroups": list(self.phones.groups.values()),
             "phoneNextSeq": self.phones.next_seq,
+            "phoneAdb": self.phones.adb_enabled,
             "counters": dict(self.counters),
             "phoneCounters": dict(self.phones.counters),
             "phoneRate": [rate.requests, rate.rate_limited, rate.max_per_second],
@@ -275,6 +276,7 @@ class BitBrowserEmulator:
         self.phones.phones = {p["id"]: Phone(**p) for p in saved["phones"]}
         self.phones.groups = {g["id"]: g for g in saved["phoneGroups"]}
         self.phones.next_seq = saved["phoneNextSeq"]
+        self.phones.adb_enabled = bool(saved.get("phoneAdb", True))
         self.counters = Counter(saved["counters"])
         self.phones.counters = Counter(saved["phoneCounters"])
         requests, limited, most = saved["phoneRate"]
@@ -694,6 +696,17 @@ class BitBrowserEmulator:
         phone.offline = offline
         self.phones.settle(phone, self.now())
         return {"id": phone.id, "offline": phone.offline, "running": phone.running()}
+
+    def adb_json(self) -> dict[str, Any]:
+        return {"enabled": self.phones.adb_enabled}
+
+    def set_adb(self, body: Any) -> dict[str, Any]:
+        """`POST /_emulator/adb {"enabled": bool}`: ADB on or off for the environment."""
+        enabled = body.get("enabled") if isinstance(body, dict) else None
+        if not isinstance(enabled, bool):
+            raise invalid('body is {"enabled": true|false}')
+        self.phones.adb_enabled = enabled
+        return self.adb_json()
 
     def set_faults(self, body: Any) -> dict[str, Any]:
         self.faults = Faults.parse(body)

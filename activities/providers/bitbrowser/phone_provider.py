@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from weakref import WeakValueDictionary
 
+from devicepool.activities.connect_models import ConnectInfo
 from devicepool.activities.device_models import DeviceInfo, DeviceStatusInfo
 from devicepool.activities.errors import InvalidArgumentError, NotFoundError
 from devicepool.activities.providers.base import (
@@ -114,6 +115,21 @@ class PhoneProvider:
         with provider_call(pool=remark.pool):
             (info,) = await self.reads.infos([(phone, remark)], probe=False)
             return ProviderDevice(info, "android")
+
+    async def connect_info(self, device_id: str) -> ConnectInfo:
+        """The phone's ADB login from `/phone/list` (docs/providers.md, "Connect info"): two
+        turns of the budget at most (the profile, unless just looked up, then its login)."""
+        phone, remark = await self._serving(device_id)
+        adb = None
+        if phone.seq is not None:
+            with provider_call(pool=remark.pool):
+                adb = await self.phones.adb_login(phone.id, seq=phone.seq)
+        if adb is None:
+            return ConnectInfo(
+                message=f"cloud phone {device_id}: no ADB login listed (is ADB enabled for"
+                " its environment in the BitBrowser client, and is the phone running?)"
+            )
+        return ConnectInfo(adb=adb)
 
     async def read_statuses(self, ids: list[str]) -> tuple[list[DeviceStatusInfo], list[str]]:
         # A batch's boot check names its pool: one listing of that pool, joined by the

@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from devicepool.activities.connect_models import AdbLogin, parse_adb
 from devicepool.activities.errors import ServerError
 from devicepool.activities.providers.bitbrowser._paging import (
     MarkedList,
     check_mark,
     new_id,
+    page_items,
 )
 from devicepool.activities.providers.bitbrowser.errors import LocalApiRateLimitedError
 from devicepool.activities.providers.bitbrowser.local_api import LocalApi
@@ -135,6 +137,17 @@ class CloudPhones(MarkedList[Phone]):
         `list_all`'s."""
         filters = {"groupId": group_id, "name": name, "host": host, "seq": seq}
         return await self._page(page, page_size, filters, on_turn)
+
+    async def adb_login(self, phone_id: str, *, seq: int) -> AdbLogin | None:
+        """The phone's ADB login, password included: `/phone/list`'s `adb` of the phone
+        numbered `seq` (one call). None while ADB is off for the phone's environment or the
+        phone is not running. The only read that keeps the password; never logged."""
+        data = await self._call(self.LIST, {"page": 0, "pageSize": 1, "seq": seq})
+        items, _ = page_items(data, f"POST {self.LIST}")
+        for item in items:
+            if isinstance(item, dict) and str(item.get("id")) == phone_id:
+                return parse_adb(item.get("adb"))
+        return None
 
     # ------------------------------------------------------------ power
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from temporalio import activity
 
+from devicepool.activities.connect_models import CdpEndpoint, ConnectInfo
 from devicepool.activities.errors import ProviderError, ServerError, TransportError
 from devicepool.activities.node_models import CLOSING_WAIT_SECONDS, NodeOpenResult, ProfileView
 from devicepool.activities.providers.bitbrowser.browsers import MAX_BROWSER_MARK, BrowserProfiles
@@ -183,6 +184,18 @@ class BitBrowserProfiles:
         except LocalApiError as exc:
             return _refused_or_raise(exc)
         return NodeOpenResult(open=True)
+
+    async def connect_profile(self, profile_id: str) -> ConnectInfo:
+        """`/browser/open` answers an open browser's endpoint again; a profile not open here
+        is opened, in turn with the node's other opens."""
+        if profile_id in await self.profiles.alive([profile_id]):
+            opened = await self.profiles.open(profile_id, queue=True)
+        else:
+            async with self._opener:
+                opened = await self.profiles.open(profile_id, queue=True)
+        if not opened.ws and not opened.http:
+            return ConnectInfo(message=f"profile {profile_id}: /browser/open answered no endpoint")
+        return ConnectInfo(cdp=CdpEndpoint(ws=opened.ws, http=opened.http))
 
     async def close_profile(self, profile_id: str) -> None:
         await self.profiles.close_and_confirm(profile_id)
