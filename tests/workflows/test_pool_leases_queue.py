@@ -5,7 +5,8 @@ validators refuse before history, a silent holder's device comes back at `idleTi
 the ticket waiting for it, `replace` ends a lease (or waits for its release), leases and
 tickets survive a hand-over and a worker restart, and 30 waiters on 3 devices are served
 first come, first served within Temporal's 10 in-flight updates; a device a scale-down is
-terminating is not leased while the pass awaits the provider.
+terminating is not leased while the pass awaits the provider, and a leased device that goes
+offline ends its lease when the health check replaces it.
 """
 
 from __future__ import annotations
@@ -406,8 +407,27 @@ async def test_a_device_a_scale_down_is_terminating_is_not_leased_meanwhile(
     await eventually(
         lambda: _without(control, pool_name, 1, oldest), what="the oldest gone", timeout=30
     )
-    assert (await renew(handle, answer.granted.lease)).granted is not None
+    held = answer.granted
+    assert (await renew(handle, held.lease)).granted is not None
+
+    # Its device goes offline: the health check replaces it and the lease ends, said so.
+    (await control.post(f"/_emulator/devices/{held.device}/offline")).raise_for_status()
+    lost = await eventually(lambda: _lost(handle, held.lease), what="the lease lost", timeout=30)
+    assert "DeviceLost" in lost
+    said = [m for r, m in await reasons(handle) if r == "LeaseExpired"]
+    assert any(held.lease in m and "DeviceLost" in m for m in said), said
+    assert (await release(handle, held.lease)).reason == "DeviceLost"
     await handle.cancel()
+
+
+async def _lost(handle: WorkflowHandle[Any, Any], lease_id: str) -> str | None:
+    """Why a renew is refused (None: renewed)."""
+    try:
+        await renew(handle, lease_id)
+    except WorkflowUpdateFailedError as err:
+        assert isinstance(err.cause, ApplicationError) and err.cause.type == LEASE_GONE
+        return str(err.cause)
+    return None
 
 
 def test_on_release_replace_spares_a_device_whose_offer_was_never_claimed() -> None:
