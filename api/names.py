@@ -141,6 +141,8 @@ UPDATE_LEASE = "lease"
 UPDATE_LEASE_CLAIM = "lease_claim"
 UPDATE_RENEW = "renew"
 UPDATE_RELEASE = "release"
+# a held lease's connect info (ADB, CDP), answered only through encrypted history
+UPDATE_LEASE_CONNECT = "lease_connect"
 # a deleted pool's leases end now (`devicepool delete --force`)
 UPDATE_END_LEASES = "end_leases"
 QUERY_LEASES = "leases"

@@ -18,6 +18,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
+    from devicepool.activities.connect_models import ConnectInfo, NodeConnectInput
     from devicepool.activities.node_definitions import (
         NodeActivityDefinitions,
         NodeRegistryActivityDefinitions,
@@ -46,6 +47,7 @@ __all__ = [
     "NODE_OPEN_HEARTBEAT",
     "NODE_PICKUP",
     "cause",
+    "connect_on",
     "counts_against_profile",
     "create_on",
     "delete_on",
@@ -182,6 +184,19 @@ async def open_on(node: str, profile_id: str) -> NodeOpenResult | ActivityError:
         return opened
     except ActivityError as err:
         return err
+
+
+async def connect_on(node: str, profile_id: str) -> ConnectInfo:
+    """A leased profile's CDP endpoint, from its node (its browser opened if it is not: a
+    `lease_connect` update waits for this, so no longer than a node call)."""
+    info: ConnectInfo = await _on(
+        node,
+        NODE.node_lease_connect,
+        NodeConnectInput(id=profile_id),
+        "connect info of a profile",
+        heartbeat=NODE_OPEN_HEARTBEAT,
+    )
+    return info
 
 
 def cause(err: ActivityError) -> str:

@@ -15,6 +15,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from devicepool.activities.connect_models import ConnectInfo
     from devicepool.activities.node_models import NodeOpenResult
     from devicepool.activities.settings import PoolSettings
     from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
@@ -371,6 +372,18 @@ class BrowserKind:
         return leasable.problem(
             selector, spec=self.h.spec, seen=seen, node_labels=self._node_labels
         )
+
+    def history_encrypted(self) -> bool:
+        return self.h.settings.history_encrypted
+
+    async def lease_connect(self, member: str) -> ConnectInfo:
+        """From the node the profile is placed on (its mark's), as the last pass listed it."""
+        last = self._last
+        profiles = last.seen.profiles if last is not None else ()
+        node = next((p.node for p in profiles if p.id == member), None)
+        if node is None:
+            return ConnectInfo(message=f"profile {member}: on no node the pool listed")
+        return await calls.connect_on(node, member)
 
     def leases_ended(self, ended: Sequence[Ended], *, replace: bool) -> None:
         """A pass is due only if the plan changes: a profile kept only for its lease goes,

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from devicepool.activities import connect_models as cm
 from devicepool.activities import models as am
 from devicepool.activities.definitions import DeviceActivityDefinitions as Activities
 from devicepool.api.names import pool_name_from_workflow_id
@@ -21,6 +23,7 @@ from devicepool.workflows.shared.placement import Route
 __all__ = [
     "Terminations",
     "check_refs",
+    "lease_connect",
     "list_devices",
     "read_settings",
     "region_status",
@@ -97,6 +100,25 @@ async def running_workflows(workflow_ids: list[str]) -> list[str]:
         summary=f"are {len(workflow_ids)} batch(es) still running?",
     )
     return result.running
+
+
+# A `lease_connect` update waits for this (a handler is one of 10 in flight per workflow):
+# two turns of a cloud phone's 1-a-second budget, shared with the account's other pools.
+CONNECT_CALL = timedelta(seconds=20)
+CONNECT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=2)
+
+
+async def lease_connect(route: Route, pool: str, device: str) -> cm.ConnectInfo:
+    """A leased device's connect info (its ADB login), read from the provider now."""
+    return await workflow.execute_activity_method(
+        Activities.lease_connect,
+        cm.LeaseConnectInput(account=route.account, pool=pool, device=device),
+        start_to_close_timeout=CONNECT_CALL,
+        schedule_to_close_timeout=2 * CONNECT_CALL,
+        retry_policy=CONNECT_RETRY,
+        summary=f"connect info of {device}",
+        **route.provider(),
+    )
 
 
 @dataclass

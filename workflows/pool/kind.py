@@ -14,6 +14,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities import models as am
+    from devicepool.activities.connect_models import ConnectInfo
     from devicepool.api.errors import ErrorType
     from devicepool.api.v1beta1 import DevicePoolSpec, check_replicas
     from devicepool.workflows.pool import act as acting
@@ -358,6 +359,12 @@ class DevicePoolKind:
 
     def lease_problem(self, selector: Mapping[str, str]) -> str | None:
         return leasable.problem(selector, spec=self.spec, devices=self.devices)
+
+    def history_encrypted(self) -> bool:
+        return self.settings.history_encrypted
+
+    async def lease_connect(self, member: str) -> ConnectInfo:
+        return await calls.lease_connect(self.route, self.name, member)
 
     def leases_ended(self, ended: Sequence[Ended], *, replace: bool) -> None:
         if replace:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
+from devicepool.activities.connect_models import ConnectInfo
 from devicepool.api.v1beta1 import ObjectMeta
 from devicepool.workflows.reconciler.conditions import ConditionUpdate
 from devicepool.workflows.reconciler.events import Happened, PoolEvent
@@ -105,6 +106,13 @@ class Kind(Protocol[SeenT, DecisionT, OutcomeT]):
 
     def leases_ended(self, ended: Sequence[Ended], *, replace: bool) -> None:
         """Leases ended: their members are free again (`replace`: replace them)."""
+
+    def history_encrypted(self) -> bool:
+        """Whether the worker encrypts history (`PoolSettings.history_encrypted`): only then
+        is connect info answered (update `lease_connect`)."""
+
+    async def lease_connect(self, member: str) -> ConnectInfo:
+        """A leased member's connect info, read now by the kind's activity."""
 
 
 class Host(Protocol[SpecT, StateT]):

@@ -2,8 +2,8 @@
 
 Messages: update `scale_update`, signals `scale` and `wake`, queries `status`, `spec`,
 `events`; the lease updates `lease`, `lease_claim`, `renew`, `release` and queries `leases`,
-`lease_ticket` (`leasing.py`). Continue-as-new: `hand_over_if_due`, after each pass and
-between teardown steps.
+`lease_ticket` (`leasing.py`); update `lease_connect` (`connecting.py`). Continue-as-new:
+`hand_over_if_due`, after each pass and between teardown steps.
 """
 
 from __future__ import annotations
@@ -23,10 +23,16 @@ with workflow.unsafe.imports_passed_through():
         drop_condition,
         set_condition,
     )
+    from devicepool.workflows.reconciler.connecting import (
+        ConnectAnswer,
+        answer_connect,
+        check_connect,
+    )
     from devicepool.workflows.reconciler.events import Happened, PoolEvents, record
     from devicepool.workflows.reconciler.kind import Kind, SpecT, StateT
     from devicepool.workflows.reconciler.lease_messages import (
         LeaseAnswer,
+        LeaseRef,
         LeaseRequest,
         LeasesView,
         ReleaseAnswer,
@@ -279,6 +285,14 @@ class Reconciler(Generic[SpecT, StateT]):
     @release.validator
     def _validate_release(self, request: ReleaseRequest) -> None:
         self.leasing.check_release(request)
+
+    @workflow.update(name=names.UPDATE_LEASE_CONNECT)
+    async def lease_connect(self, request: LeaseRef) -> ConnectAnswer:
+        return await answer_connect(self.leasing, request)
+
+    @lease_connect.validator
+    def _validate_lease_connect(self, request: LeaseRef) -> None:
+        check_connect(self.leasing, request)
 
     @workflow.update(name=names.UPDATE_END_LEASES)
     def end_leases(self) -> str:

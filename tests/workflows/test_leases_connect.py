@@ -1,0 +1,189 @@
+"""Connect info through encrypted history, on the dev server: a worker with a payload codec
+(the session server's `encrypted` namespace, the session's REST emulator) answers the
+`lease_connect` update with the device's ADB login, and what history stores of it, the update's
+answer and the activity's result, is encrypted: the password is nowhere in clear. A pool whose
+worker writes in clear refuses the update at once, naming the alternative; a released lease is
+refused as gone. One pool of one device; the refusals need none."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.models import AccountSettings
+from devicepool.api import names
+from devicepool.codec import ENCODING, EncryptionCodec, KeyRing
+from devicepool.connect import connect
+from devicepool.testing import eventually
+from devicepool.worker.build import account_workers, pool_queue_workers
+from devicepool.workflows.reconciler.connecting import ConnectAnswer
+from devicepool.workflows.reconciler.lease_messages import (
+    LeaseAnswer,
+    LeaseRef,
+    LeaseRequest,
+    ReleaseAnswer,
+    ReleaseRequest,
+)
+from tests.helpers.settings import FAST
+from tests.helpers.workflow_stack import (
+    ACCOUNTS,
+    EMULATOR_URL,
+    POLL,
+    cancel_running_pools,
+    start_pool,
+)
+
+pytestmark = pytest.mark.devserver
+
+NAMESPACE = "encrypted"
+ACCOUNT = "default"
+
+
+class Sealed:
+    """The `encrypted` namespace: a client with the codec (its workers' and the holder's)."""
+
+    def __init__(self, client: Client, plain: Client) -> None:
+        self.client = client
+        self.plain = plain  # no key: what anyone reading the stored history sees
+
+
+@pytest.fixture(scope="module")
+async def sealed(
+    env: WorkflowEnvironment, emulator: Any, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Sealed]:
+    keys = tmp_path_factory.mktemp("keys") / "connect.key"
+    keys.write_text(base64.b64encode(os.urandom(32)).decode())
+    target = env.client.service_client.config.target_host
+    codec = EncryptionCodec(KeyRing.from_files([Path(keys)]))
+    client = await connect(address=target, namespace=NAMESPACE, codec=codec)
+    plain = await connect(address=target, namespace=NAMESPACE, env={})
+    activities = DeviceActivities(
+        accounts={
+            ACCOUNT: AccountSettings(
+                name=ACCOUNT,
+                base_url=EMULATOR_URL,
+                api_key=SecretStr(ACCOUNTS[ACCOUNT]),
+                timeout_seconds=2,
+            )
+        },
+        proxy_pools={},
+        # What `encryption.keyFiles` makes a worker say (worker/config.py).
+        settings=FAST.model_copy(update={"history_encrypted": True}),
+        transport=httpx.ASGITransport(app=emulator),
+    )
+    workers = [
+        *pool_queue_workers(client, activities),
+        *account_workers(client, activities, [ACCOUNT]),
+    ]
+    running = [asyncio.ensure_future(w.run()) for w in workers]
+    try:
+        yield Sealed(client, plain)
+    finally:
+        await cancel_running_pools(client)
+        for worker in workers:
+            await worker.shutdown()
+        await asyncio.gather(*running, return_exceptions=True)
+        await activities.aclose()
+
+
+async def every_event(client: Client, workflow_id: str, first_run: str) -> list[Any]:
+    """Every run's events, from the first along its continue-as-new chain (the pool hands
+    over every few dozen events here)."""
+    events: list[Any] = []
+    run: str | None = first_run
+    while run:
+        history = await client.get_workflow_handle(workflow_id, run_id=run).fetch_history()
+        events.extend(history.events)
+        last = history.events[-1]
+        run = None
+        if last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+            run = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    return events
+
+
+async def refused(handle: Any, lease: str) -> ApplicationError:
+    with pytest.raises(WorkflowUpdateFailedError) as failed:
+        await handle.execute_update(
+            names.UPDATE_LEASE_CONNECT, LeaseRef(lease=lease), result_type=ConnectAnswer
+        )
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError)
+    return cause
+
+
+async def test_the_adb_login_reaches_its_holder_and_history_only_encrypted(
+    sealed: Sealed, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    settings = FAST.model_copy(update={"history_encrypted": True})
+    handle = await start_pool(sealed.client, pool_name, 1, settings=settings, proxy_ref=None)
+
+    async def ready() -> bool:
+        status = await handle.query(names.QUERY_STATUS)
+        return bool(status.get("readyDevices") == 1)
+
+    await eventually(ready, timeout=60, every=POLL, what="a ready device")
+    leased: LeaseAnswer = await handle.execute_update(
+        names.UPDATE_LEASE, LeaseRequest(holder="ci"), result_type=LeaseAnswer
+    )
+    lease = leased.granted
+    assert lease is not None
+    answer = await handle.execute_update(
+        names.UPDATE_LEASE_CONNECT, LeaseRef(lease=lease.lease), result_type=ConnectAnswer
+    )
+    detail = await control.get(
+        f"/api/v1/devices/{lease.device}",
+        headers={"Authorization": f"Bearer {ACCOUNTS[ACCOUNT]}"},
+    )
+    code = detail.json()["connect"]["adb"]["code"]
+    adb = answer.connect.adb
+    assert answer.device == lease.device and adb is not None and adb.code == code
+
+    # Stored: the update's answer and the activity's result, encrypted; the code nowhere.
+    events = await every_event(sealed.plain, handle.id, str(handle.first_execution_run_id))
+    stored = b"".join(e.SerializeToString() for e in events)
+    assert code.encode() not in stored and adb.ip.encode() not in stored
+    completed = [
+        e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED
+    ]  # fmt: skip
+    said = [
+        e.workflow_execution_update_completed_event_attributes.outcome.success.payloads[0]
+        for e in completed
+    ]
+    assert said and all(p.metadata["encoding"] == ENCODING for p in said)
+    results = [
+        e.activity_task_completed_event_attributes.result.payloads
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+    ]
+    assert all(p.metadata["encoding"] == ENCODING for one in results for p in one)
+
+    # Released: the lease is gone, and its connect info with it.
+    await handle.execute_update(
+        names.UPDATE_RELEASE, ReleaseRequest(lease=lease.lease), result_type=ReleaseAnswer
+    )
+    gone = await refused(handle, lease.lease)
+    assert gone.type == "LeaseGone" and "Released" in gone.message
+    await handle.cancel()
+
+
+async def test_a_pool_whose_worker_writes_in_clear_refuses_at_once(
+    sealed: Sealed, pool_name: str
+) -> None:
+    handle = await start_pool(sealed.client, pool_name, 0, settings=FAST, proxy_ref=None)
+    cause = await refused(handle, "no-such-lease")
+    assert cause.type == "LeaseRefused"
+    assert "devicepool connect POOL LEASE --config WORKER_CONFIG" in cause.message
+    await handle.cancel()
