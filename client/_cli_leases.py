@@ -12,14 +12,14 @@ from typing import Annotated, Any
 import typer
 
 from devicepool.api.kinds import Kind
-from devicepool.client import _leases
+from devicepool.client import _connect, _leases
 from devicepool.client._cli_kinds import first_kind, kind_to_change
 from devicepool.client._cli_pools import one_pool_or_exit
 from devicepool.client._cli_progress import wait_with_progress
 from devicepool.client._cli_support import OutputOpt, duration_or_exit, fail, open_pools, run
 from devicepool.client._kind_sides import side_of
 from devicepool.client._results import iso, parse_time
-from devicepool.client.errors import EXIT_BAD_INPUT, BadInput
+from devicepool.client.errors import EXIT_BAD_INPUT, BadInput, DevicePoolError
 from devicepool.client.render import Output, print_data, print_fields, print_table, resolve_output
 
 PoolArg = Annotated[str, typer.Argument(help="the pool: NAME, or browserpool/NAME")]
@@ -71,8 +71,9 @@ def lease(
     """Lease a ready device of a pool; renew it within idleTimeout, release it when done.
 
     Prints the lease (-o json: {"lease", "pool", "device", "holder", "expiresAt",
-    "connect"}; `connect` is null for now: connect info (ADB, CDP) comes later). The
-    lease id is what `renew` and `release` name. Exit 0 granted; 3 refused (no device
+    "connect"}; `connect`: the device's ADB login or CDP endpoint when history is
+    encrypted, else {"ref": "devicepool connect POOL LEASE"}, the command that reads it).
+    The lease id is what `renew` and `release` name. Exit 0 granted; 3 refused (no device
     can ever match, the queue is full, the pool is being deleted); 4 none free, or none
     within --wait; 2 bad input; 1 no stack or another failure."""
     fmt = resolve_output(output)
@@ -86,7 +87,7 @@ def lease(
     except BadInput as err:
         raise fail(str(err), EXIT_BAD_INPUT) from None
 
-    async def body() -> tuple[Kind, _leases.Lease]:
+    async def body() -> tuple[Kind, _leases.Lease, dict[str, Any]]:
         client = await open_pools(name)
         kind = await kind_to_change(client, kinds, name)
 
@@ -113,10 +114,17 @@ def lease(
             label="ahead in the queue",
             countdown=True,
         )
-        return kind, leased
+        ref = _connect.connect_ref(pool, leased.id)
+        if fmt == Output.TABLE or not _connect.encrypts(client):
+            return kind, leased, ref
+        try:  # the lease is held whatever this answers
+            info = await client.lease_connect(name, leased, kind=kind.name)
+        except DevicePoolError as err:
+            return kind, leased, {**ref, "message": str(err)}
+        return kind, leased, _connect.connect_json(info)
 
-    kind, leased = run(body)
-    shown = lease_json(leased, side_of(kind).named(name))
+    kind, leased, connect = run(body)
+    shown = lease_json(leased, side_of(kind).named(name), connect)
     if fmt != Output.TABLE:
         print_data(shown, fmt)
         return
@@ -128,6 +136,7 @@ def lease(
             ("Device", leased.device),
             ("Holder", leased.holder),
             ("Expires", f"{shown['expiresAt']} (in {span(_left(leased.expires_at))}){waited}"),
+            ("Connect", connect["ref"]),
         ]
     )
 
@@ -215,15 +224,17 @@ def leases(pool: PoolArg, output: OutputOpt = None) -> None:
 # ---------------------------------------------------------------- what they print
 
 
-def lease_json(leased: _leases.Lease, pool: str) -> dict[str, Any]:
-    """`lease -o json`: exactly these keys (docs/leases.md); `connect` comes later."""
+def lease_json(
+    leased: _leases.Lease, pool: str, connect: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """`lease -o json`: exactly these keys (docs/leases.md)."""
     return {
         "lease": leased.id,
         "pool": pool,
         "device": leased.device,
         "holder": leased.holder,
         "expiresAt": iso(leased.expires_at),
-        "connect": None,
+        "connect": connect,
     }
 
 

@@ -16,7 +16,7 @@ import os
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ from temporalio.client import (
 )
 from temporalio.exceptions import ApplicationError
 
+from devicepool.activities.connect_models import ConnectInfo
 from devicepool.api.durations import parse_duration
 from devicepool.api.labels import check_label_key, check_label_value
 from devicepool.api.names import (
@@ -119,6 +120,15 @@ class Lease:
     waited_seconds: float = 0.0
     kind: str = "DevicePool"
     ended: str | None = None
+    # The client it was granted through (`connect`).
+    _pools: Any = field(default=None, repr=False, compare=False)
+
+    async def connect(self) -> ConnectInfo:
+        """How to reach the device (ADB login, CDP endpoint), read now by the pool: only
+        through encrypted history (`PoolClient.lease_connect`)."""
+        if self._pools is None:
+            raise DevicePoolError(f"lease {self.id}: not granted through a PoolClient")
+        return await self._pools.lease_connect(self.pool, self, kind=self.kind)
 
     @classmethod
     def of(cls, granted: Granted, *, kind: str) -> Lease:
@@ -267,6 +277,11 @@ def _handle(pools: PoolClient, name: str, kind: str | None) -> WorkflowHandle[An
     return pools._client.get_workflow_handle(pools._side(kind).kind.workflow_id(name))
 
 
+def _bound(lease: Lease, pools: PoolClient) -> Lease:
+    lease._pools = pools
+    return lease
+
+
 def _lease_id(lease: Lease | str) -> str:
     some_id = lease.id if isinstance(lease, Lease) else lease
     if not isinstance(some_id, str) or not some_id.strip():
@@ -294,13 +309,13 @@ async def acquire(
     while True:
         answer = await _update(pools, handle, name, kind, UPDATE_LEASE, request)
         if answer.granted is not None:
-            return Lease.of(answer.granted, kind=kind_name)
+            return _bound(Lease.of(answer.granted, kind=kind_name), pools)
         if answer.ticket is None:  # a worker's handler run without its validator: not granted
             raise LeaseNotGranted(f"{pools._side(kind).shown(name)}: {answer.message}")
         waited = _Waited(pools, handle, name, kind, answer.ticket, deadline, on_progress)
         granted = await waited.granted()
         if granted is not None:
-            return Lease.of(granted, kind=kind_name)
+            return _bound(Lease.of(granted, kind=kind_name), pools)
         # The ticket ended with time left (its offer went unclaimed, its device was lost):
         # in the queue again, at its end, for what is left of the wait.
         left = deadline - time.monotonic()

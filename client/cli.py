@@ -21,6 +21,7 @@ except ImportError:  # pragma: no cover - older typer on real click
     from click.exceptions import ClickException, UsageError  # type: ignore[assignment]
 
 from devicepool.client._cli_codec import codec_server
+from devicepool.client._cli_connect import connect
 from devicepool.client._cli_control import pause, protect, replace, resume, unprotect
 from devicepool.client._cli_convert import convert
 from devicepool.client._cli_cost import cost
@@ -113,6 +114,7 @@ _command(lease)
 _command(renew)
 _command(release)
 _command(leases)
+_command(connect)
 _command(version)
 
 

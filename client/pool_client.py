@@ -27,6 +27,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from devicepool.activities.connect_models import ConnectInfo
 from devicepool.api.kinds import kind_named
 from devicepool.api.names import (
     KIND_BROWSER_POOL,
@@ -42,7 +43,7 @@ from devicepool.api.names import (
 )
 from devicepool.api.v1alpha1 import PoolResource
 from devicepool.api.v1beta1 import DevicePool
-from devicepool.client import _leases, _pool_reads, _waits
+from devicepool.client import _connect, _leases, _pool_reads, _waits
 from devicepool.client._apply import (
     APPLY_CONCURRENCY,
     apply_in_order,
@@ -438,6 +439,14 @@ class PoolClient:
     async def leases(self, name: str, *, kind: str | None = None) -> LeasesView:
         """The leases held and the tickets waiting (the `leases` query)."""
         return await _leases.view(self, name, kind=kind)
+
+    async def lease_connect(
+        self, name: str, lease: _leases.Lease | str, *, kind: str | None = None
+    ) -> ConnectInfo:
+        """How the holder reaches the leased device (`adb`: a cloud phone's ADB login;
+        `cdp`: a browser profile's endpoint), read now; only through encrypted history
+        (`LeaseRefused` otherwise; `LeaseGone` when not held). docs/leases.md."""
+        return await _connect.connect_info(self, name, lease, kind=kind)
 
     # ------------------------------------------------------------ helpers
 

@@ -70,7 +70,7 @@ def test_no_stack_is_exit_1(capsys: pytest.CaptureFixture[str], unreachable: str
     assert err.startswith(f"error: cannot reach Temporal at {unreachable}")
 
 
-def test_lease_prints_exactly_its_json_keys_and_connect_is_null_for_now(
+def test_lease_prints_exactly_its_json_keys_and_where_to_read_connect_info(
     capsys: pytest.CaptureFixture[str], temporal: Any
 ) -> None:
     pool = LeasePool("p", ["d-1"])
@@ -79,7 +79,9 @@ def test_lease_prints_exactly_its_json_keys_and_connect_is_null_for_now(
     assert code == EXIT_OK, err
     shown = json.loads(out)
     assert list(shown) == ["lease", "pool", "device", "holder", "expiresAt", "connect"]
-    assert (shown["pool"], shown["device"], shown["connect"]) == ("p", "d-1", None)
+    assert (shown["pool"], shown["device"]) == ("p", "d-1")
+    # No history key here: where to read it outside Temporal (docs/leases.md).
+    assert shown["connect"] == {"ref": f"devicepool connect p {shown['lease']}"}
     assert shown["holder"] == _leases.default_holder(pid=False)
     assert shown["expiresAt"].endswith("Z") and shown["lease"] == pool.book.leases[0].id
 

@@ -59,7 +59,8 @@ async def test_lease_renew_release_a_queued_lease_and_the_context_manager(
     assert code == EXIT_OK, err
     first = json.loads(out)
     assert list(first) == ["lease", "pool", "device", "holder", "expiresAt", "connect"]
-    assert (first["pool"], first["holder"], first["connect"]) == (pool_name, "ci-1", None)
+    assert (first["pool"], first["holder"]) == (pool_name, "ci-1")
+    assert first["connect"] == {"ref": f"devicepool connect {pool_name} {first['lease']}"}
 
     # Refused (3): no device of the pool is ever in eu-west. Not granted (4): none is free.
     code, _, err = await cli("lease", pool_name, "-l", "region=eu-west", "--wait", "1m")
