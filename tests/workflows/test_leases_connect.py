@@ -3,7 +3,8 @@
 `lease_connect` update with the device's ADB login, and what history stores of it, the update's
 answer and the activity's result, is encrypted: the password is nowhere in clear. A pool whose
 worker writes in clear refuses the update at once, naming the alternative; a released lease is
-refused as gone. One pool of one device; the refusals need none."""
+refused as gone; a run whose flag is stale asks its worker before the provider. Two pools of one
+device; the refusal at once needs none."""
 
 from __future__ import annotations
 
@@ -186,4 +187,34 @@ async def test_a_pool_whose_worker_writes_in_clear_refuses_at_once(
     cause = await refused(handle, "no-such-lease")
     assert cause.type == "LeaseRefused"
     assert "devicepool connect POOL LEASE --config WORKER_CONFIG" in cause.message
+    await handle.cancel()
+
+
+async def test_a_run_whose_flag_is_stale_asks_its_worker_before_answering(
+    env: WorkflowEnvironment, workers: Any, pool_name: str
+) -> None:
+    """The session's workers write in clear; a pool told otherwise (its settings carried from
+    a run under a worker with keys) still refuses, its workers asked at the update."""
+    settings = FAST.model_copy(update={"history_encrypted": True})
+    handle = await start_pool(env.client, pool_name, 1, settings=settings, proxy_ref=None)
+
+    async def ready() -> bool:
+        status = await handle.query(names.QUERY_STATUS)
+        return bool(status.get("readyDevices") == 1)
+
+    await eventually(ready, timeout=60, every=POLL, what="a ready device")
+    leased: LeaseAnswer = await handle.execute_update(
+        names.UPDATE_LEASE, LeaseRequest(holder="ci"), result_type=LeaseAnswer
+    )
+    assert leased.granted is not None
+    cause = await refused(handle, leased.granted.lease)
+    assert cause.type == "LeaseRefused" and "devicepool connect" in cause.message
+    # Refused before the provider was asked: no `lease_connect` activity at all.
+    events = await every_event(env.client, handle.id, str(handle.first_execution_run_id))
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert "pool_settings" in scheduled and "lease_connect" not in scheduled
     await handle.cancel()

@@ -10,6 +10,7 @@ docs/leases.md, "Connect info".
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from pydantic import ConfigDict
@@ -18,6 +19,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities.connect_models import ConnectInfo
+    from devicepool.activities.definitions import DeviceActivityDefinitions
     from devicepool.api.base import CamelModel
     from devicepool.api.errors import ErrorType
     from devicepool.workflows.reconciler.lease_messages import LeaseRef, ended_message
@@ -73,6 +75,15 @@ async def answer_connect(leasing: Leasing, request: LeaseRef) -> ConnectAnswer:
     if lease is None:  # ended between the validator and here
         check_connect(leasing, request)
     assert lease is not None
+    # The flag the run holds may be older than the worker's config (a BrowserPool carries its
+    # settings across runs): the workers that will write this answer say so now.
+    now = await workflow.execute_activity_method(
+        DeviceActivityDefinitions.pool_settings,
+        start_to_close_timeout=timedelta(seconds=10),
+        summary="does the worker encrypt history?",
+    )
+    if not now.history_encrypted:
+        raise ApplicationError(NOT_ENCRYPTED, type=LEASE_REFUSED, non_retryable=True)
     try:
         info: ConnectInfo = await leasing.kind.lease_connect(lease.device)
     except ActivityError as err:
