@@ -8,13 +8,17 @@ before anything is asked (it could not read the answer). Without encryption,
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
+
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 
 from devicepool.activities.connect_models import ConnectInfo
 from devicepool.api.names import UPDATE_LEASE_CONNECT
-from devicepool.client.errors import LeaseRefused
+from devicepool.client.errors import DevicePoolError, LeaseRefused
 from devicepool.codec import ENV_KEY_FILES, EncryptionCodec
-from devicepool.workflows.reconciler.connecting import ConnectAnswer
+from devicepool.workflows.reconciler.connecting import CONNECT_FAILED, ConnectAnswer
 from devicepool.workflows.reconciler.lease_messages import LeaseRef
 
 if TYPE_CHECKING:
@@ -22,6 +26,10 @@ if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
 
 __all__ = ["connect_info", "connect_json", "connect_ref", "encrypts"]
+
+# The pool reads the provider while the update waits: a browser opened on its node for it
+# may take a node call's 90 s (workflows/browserpool/calls.py).
+CONNECT_TIMEOUT = timedelta(seconds=120)
 
 
 def connect_ref(pool: str, lease: str) -> dict[str, str]:
@@ -60,14 +68,17 @@ async def connect_info(
             " WORKER_CONFIG` reads it outside Temporal"
         )
     handle = _leases._handle(pools, name, kind)
-    answer: Any = await _leases._update(
-        pools,
-        handle,
-        name,
-        kind,
-        UPDATE_LEASE_CONNECT,
-        LeaseRef(lease=some_id),
-        result_type=ConnectAnswer,
-    )
-    info: ConnectInfo = answer.connect
-    return info
+    with _leases.lease_errors(pools, name, kind):
+        try:
+            answer: ConnectAnswer = await handle.execute_update(
+                UPDATE_LEASE_CONNECT,
+                LeaseRef(lease=some_id),
+                result_type=ConnectAnswer,
+                rpc_timeout=CONNECT_TIMEOUT,
+            )
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type == CONNECT_FAILED:
+                raise DevicePoolError(f"{shown}: {cause.message}") from err  # exit 1
+            raise
+    return answer.connect

@@ -26,8 +26,8 @@ from devicepool.client.errors import EXIT_OK, EXIT_REFUSED, EXIT_RUNTIME, LeaseR
 from devicepool.codec import EncryptionCodec, KeyRing
 from devicepool.emulator.app import create_app
 from devicepool.testing import pool_manifest
-from devicepool.workflows.reconciler.connecting import ConnectAnswer
-from tests.client.test_leases_client import LeasePool, Temporal
+from devicepool.workflows.reconciler.connecting import CONNECT_FAILED, ConnectAnswer
+from tests.client.test_leases_client import LeasePool, Temporal, refused
 from tests.helpers.emulator import BASE_URL, DEV_KEY, config
 
 SPEC = parse_pool(pool_manifest("p", replicas=1)).spec.to_json_dict()
@@ -43,7 +43,11 @@ class ConnectPool(LeasePool):
             return {"spec": {**SPEC, "leases": self.rules.to_json_dict()}}
         return await super().query(name, arg)
 
+    failing = False
+
     def lease_connect(self, request: Any) -> ConnectAnswer:
+        if self.failing:
+            raise refused("connect info of d-1: invalid_state: device d-1 is busy", CONNECT_FAILED)
         held = self.book.lease(request.lease)
         assert held is not None
         return ConnectAnswer(lease=held.id, device=held.device, connect=ConnectInfo(adb=LOGIN))
@@ -171,7 +175,7 @@ def test_without_a_history_key_the_cli_reads_the_provider_itself(
 def test_with_a_history_key_the_pool_answers(
     capsys: pytest.CaptureFixture[str], temporal: Any
 ) -> None:
-    pool = ConnectPool("p", ["d-1"])
+    pool = ConnectPool("p", ["d-1", "d-2"])
     temporal(pool, key=True)
     code, out, err = run(capsys, "lease", "p", "-o", "json")
     assert code == EXIT_OK, err
@@ -180,6 +184,16 @@ def test_with_a_history_key_the_pool_answers(
     code, out, err = run(capsys, "connect", "p", shown["lease"], "-o", "json")
     assert code == EXIT_OK, err
     assert json.loads(out)["connect"]["adb"]["code"] == LOGIN.code
+    # The provider failed: the lease stands (exit 0, and why), `connect` exits 1.
+    pool.failing = True
+    code, out, err = run(capsys, "lease", "p", "-o", "json")
+    assert code == EXIT_OK, err
+    again = json.loads(out)
+    assert again["connect"]["ref"] == f"devicepool connect p {again['lease']}"
+    assert "device d-1 is busy" in again["connect"]["message"]
+    code, out, err = run(capsys, "connect", "p", again["lease"], "-o", "json")
+    assert (code, out) == (EXIT_RUNTIME, "")
+    assert err == 'error: pool "p": connect info of d-1: invalid_state: device d-1 is busy\n'
 
 
 async def test_the_python_api_asks_the_pool_for_its_lease(temporal: Any) -> None:
