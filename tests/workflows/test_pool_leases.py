@@ -5,7 +5,8 @@ cloud-phone stack (a namespace of the session's dev server, an in-process emulat
 times faster than real time, as in `test_pool_cloud_phones.py`), one pool goes through a
 scale-down, a template change under `rollout` and a lifetime expiry with its phones
 leased: none of them touches a leased phone, and each is done right after the release,
-though the pool resyncs only every minute (a release asks for a pass itself).
+though the pool resyncs only every minute (a release asks for a pass itself). And (pure)
+`onRelease: replace` replaces a device used, not one whose offer was never claimed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -28,7 +30,9 @@ from devicepool.api import names
 from devicepool.emulator.bitbrowser import BitBrowserConfig, BitBrowserEmulator, create_apps
 from devicepool.testing import eventually
 from devicepool.worker.build import account_workers, pool_queue_workers
+from devicepool.workflows.pool import leasable
 from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
+from devicepool.workflows.pool.state import PoolState
 from devicepool.workflows.reconciler.lease_messages import (
     Granted,
     LeaseAnswer,
@@ -36,11 +40,10 @@ from devicepool.workflows.reconciler.lease_messages import (
     ReleaseAnswer,
     ReleaseRequest,
 )
+from devicepool.workflows.reconciler.leases import Ended, EndReason
 from tests.helpers.manifests import beta_pool, reapply
 from tests.helpers.settings import PHONES, proxy_pools
 from tests.helpers.workflow_stack import POLL, cancel_running_pools, namespace_client
-
-pytestmark = pytest.mark.devserver
 
 ACCOUNT = "phones"
 KEY = "bb-local-key-leases"
@@ -146,6 +149,7 @@ async def release(handle: WorkflowHandle[Any, Any], lease_id: str) -> float:
     return time.monotonic()
 
 
+@pytest.mark.devserver
 async def test_a_leased_phone_outlives_a_scale_down_a_rollout_and_its_lifetime(
     phones: Phones,
 ) -> None:
@@ -213,6 +217,23 @@ async def test_a_leased_phone_outlives_a_scale_down_a_rollout_and_its_lifetime(
     await handle.cancel()
     with pytest.raises(WorkflowFailureError):
         await handle.result()
+
+
+def test_on_release_replace_spares_a_device_whose_offer_was_never_claimed() -> None:
+    """`onRelease: replace` replaces a device after use: not one offered to a ticket whose
+    holder never claimed it (nobody used it), nor one gone or replaced already."""
+    now, state = datetime(2026, 12, 5, tzinfo=UTC), PoolState()
+    ends = {
+        "unclaimed": EndReason.UNCLAIMED,
+        "idle": EndReason.IDLE,
+        "released": EndReason.RELEASED,
+        "lost": EndReason.DEVICE_LOST,
+        "replaced": EndReason.REPLACED,
+    }
+    ended = [Ended(id=f"l-{d}", device=d, reason=why, at=now) for d, why in ends.items()]
+    said = leasable.replace_used(state, ended, listed=set(ends), now=now)
+    assert sorted(state.doomed) == ["idle", "released"]
+    assert [h.message for h in said] == ["idle, released replaced after use (lease released)"]
 
 
 async def _prompt(released: float, what: str) -> None:

@@ -16,7 +16,6 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -32,9 +31,7 @@ from devicepool.api import names
 from devicepool.api.names import TASK_QUEUE, pool_workflow_id
 from devicepool.client import PoolClient
 from devicepool.testing import eventually
-from devicepool.workflows.pool import leasable
 from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
-from devicepool.workflows.pool.state import PoolState
 from devicepool.workflows.reconciler.lease_messages import (
     Granted,
     LeaseAnswer,
@@ -45,12 +42,7 @@ from devicepool.workflows.reconciler.lease_messages import (
     RenewRequest,
     TicketRef,
 )
-from devicepool.workflows.reconciler.leases import Ended, EndReason
-from devicepool.workflows.reconciler.leasing import (
-    LEASE_GONE,
-    LEASE_NOT_GRANTED,
-    LEASE_REFUSED,
-)
+from devicepool.workflows.reconciler.leasing import LEASE_GONE, LEASE_NOT_GRANTED, LEASE_REFUSED
 from tests.helpers.manifests import beta_pool
 from tests.helpers.pool_waits import converged
 from tests.helpers.settings import FAST
@@ -58,7 +50,7 @@ from tests.helpers.transports import TimedASGITransport
 from tests.helpers.workflow_stack import POLL, Workers, pool_devices
 from tests.workflows.test_pool_continue_as_new import hand_over
 
-server = pytest.mark.devserver  # all but the pure test at the end
+pytestmark = pytest.mark.devserver
 
 # Temporal's limit of updates in flight on one workflow (the dev server's default).
 IN_FLIGHT = 10
@@ -203,7 +195,6 @@ async def renewing(handle: WorkflowHandle[Any, Any], lease_id: str) -> AsyncIter
             await task
 
 
-@server
 async def test_refusals_leave_no_history_a_silent_holder_times_out_and_replace_ends_a_lease(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
@@ -266,7 +257,6 @@ async def test_refusals_leave_no_history_a_silent_holder_times_out_and_replace_e
     await handle.cancel()
 
 
-@server
 async def test_leases_and_tickets_survive_a_hand_over_and_a_worker_restart(
     env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
 ) -> None:
@@ -309,7 +299,6 @@ async def test_leases_and_tickets_survive_a_hand_over_and_a_worker_restart(
     await handle.cancel()
 
 
-@server
 async def test_thirty_waiters_on_three_devices_are_served_in_order_one_holder_at_a_time(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
@@ -385,7 +374,6 @@ async def test_thirty_waiters_on_three_devices_are_served_in_order_one_holder_at
     await handle.cancel()
 
 
-@server
 async def test_a_device_a_scale_down_is_terminating_is_not_leased_meanwhile(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
@@ -428,23 +416,6 @@ async def _lost(handle: WorkflowHandle[Any, Any], lease_id: str) -> str | None:
         assert isinstance(err.cause, ApplicationError) and err.cause.type == LEASE_GONE
         return str(err.cause)
     return None
-
-
-def test_on_release_replace_spares_a_device_whose_offer_was_never_claimed() -> None:
-    """`onRelease: replace` replaces a device after use: not one offered to a ticket whose
-    holder never claimed it (nobody used it), nor one gone or replaced already."""
-    now, state = datetime(2026, 12, 5, tzinfo=UTC), PoolState()
-    ends = {
-        "unclaimed": EndReason.UNCLAIMED,
-        "idle": EndReason.IDLE,
-        "released": EndReason.RELEASED,
-        "lost": EndReason.DEVICE_LOST,
-        "replaced": EndReason.REPLACED,
-    }
-    ended = [Ended(id=f"l-{d}", device=d, reason=why, at=now) for d, why in ends.items()]
-    said = leasable.replace_used(state, ended, listed=set(ends), now=now)
-    assert sorted(state.doomed) == ["idle", "released"]
-    assert [h.message for h in said] == ["idle, released replaced after use (lease released)"]
 
 
 async def _status(handle: WorkflowHandle[Any, Any], **wanted: Any) -> bool:
