@@ -394,8 +394,8 @@ class Leasing:
                 self.h.happened(said)
             else:
                 holder = one.holder or "its holder"
-                said = f"{one.device} back from {holder} (lease {one.id}, {one.reason.value})"
-                self.h.happened(Happened("LeaseReleased", said, similar=True))
+                back = f"{one.device} back from {holder} (lease {one.id}, {one.reason.value})"
+                self.h.happened(Happened("LeaseReleased", back, similar=True))
         if ended:
             self.kind.leases_ended(ended, replace=replace)
 
