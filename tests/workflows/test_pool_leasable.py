@@ -63,6 +63,9 @@ def test_a_selector_that_can_never_match_says_why():
     assert (
         leasable.problem({"gpu": "yes", "platform": "android"}, spec=SPEC, devices=devices) is None
     )
+    # No device listed yet: a label cannot be known to be missing (the provider may add it).
+    assert leasable.problem({"color": "red"}, spec=SPEC, devices=[]) is None
+    assert leasable.problem({"region": "eu"}, spec=SPEC, devices=[]) is not None
 
 
 def test_leased_devices_are_busy_to_the_plan_and_others_unchanged():

@@ -89,7 +89,8 @@ def problem(
     for d in devices:
         known.update(d.labels)
     unknown = sorted(k for k in selector if k not in known)
-    if unknown:
+    # A label no listed device carries; with none listed yet, nothing is known to refuse.
+    if unknown and devices:
         return (
             f"selector key {unknown[0]} can never match: the pool's devices carry no such label"
             f" (they carry {', '.join(sorted(known))})"
