@@ -81,6 +81,11 @@ class DeviceActivityDefinitions(abc.ABC):
 
     @activity.defn
     @abc.abstractmethod
+    async def reset_device(self, input: am.ResetDeviceInput) -> am.ResetDeviceResult:
+        """A used device cleared for its next holder (`onRelease: reset`), or why not."""
+
+    @activity.defn
+    @abc.abstractmethod
     async def terminate_pool(self, input: am.TerminatePoolInput) -> am.TerminatePoolResult: ...
 
     @activity.defn

@@ -24,6 +24,7 @@ from devicepool.activities.errors import (
     TEARDOWN_PENDING,
     NotFoundError,
     ProviderError,
+    QuotaExceededError,
     configuration_error,
     to_application_error,
 )
@@ -82,6 +83,7 @@ class DeviceActivities(
             self.terminate_device,
             self.terminate_pool,
             self.lease_connect,
+            self.reset_device,
             *self.orphan_activities(),
         ]
 
@@ -213,6 +215,28 @@ class DeviceActivities(
         except ProviderError as exc:
             raise to_application_error(exc) from None
         return info
+
+    @activity.defn
+    async def reset_device(self, input: am.ResetDeviceInput) -> am.ResetDeviceResult:
+        """A used device cleared for its next holder (a cloud phone's fresh start); where the
+        provider has none, or none is left this month, the answer says so (the pool
+        replaces the device)."""
+        provider = self._provider(input.account)
+        device_id = input.device_id
+        async with heartbeating():
+            try:
+                with provider_call(pool=input.pool):
+                    done = await provider.reset_device(device_id)
+            except NotFoundError:
+                return am.ResetDeviceResult(device_id=device_id, outcome=am.ResetOutcome.GONE)
+            except QuotaExceededError as exc:
+                return am.ResetDeviceResult(
+                    device_id=device_id, outcome=am.ResetOutcome.QUOTA_USED, message=str(exc)
+                )
+            except ProviderError as exc:
+                raise to_application_error(exc) from exc
+        outcome = am.ResetOutcome.RESET if done else am.ResetOutcome.UNSUPPORTED
+        return am.ResetDeviceResult(device_id=device_id, outcome=outcome)
 
     # ------------------------------------------------------------ removals
 

@@ -14,6 +14,7 @@ import json
 import math
 from collections import Counter
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any, Self
 
 from pydantic import Field, model_validator
@@ -84,6 +85,9 @@ __all__ = [
     "RateLimitedReport",
     "RegionStatusInput",
     "RegionStatusResult",
+    "ResetDeviceInput",
+    "ResetDeviceResult",
+    "ResetOutcome",
     "RunningWorkflowsInput",
     "RunningWorkflowsResult",
     "TerminateDeviceInput",
@@ -299,6 +303,27 @@ class TerminateDeviceResult(CamelModel):
     already_gone: bool = False
     # why the device was kept (only_if_idle: it was busy by then)
     skipped: str | None = None
+
+
+class ResetDeviceInput(CamelModel):
+    """Clear a used device for its next holder (`onRelease: reset`)."""
+
+    account: str
+    pool: str
+    device_id: str
+
+
+class ResetOutcome(StrEnum):
+    RESET = "reset"  # asked: the device restarts clean (a cloud phone's fresh start)
+    UNSUPPORTED = "unsupported"  # the provider has no reset: replace the device
+    QUOTA_USED = "quotaUsed"  # no reset left for it now (60 a month): replace it
+    GONE = "gone"  # the provider no longer has it
+
+
+class ResetDeviceResult(CamelModel):
+    device_id: str
+    outcome: ResetOutcome
+    message: str = ""
 
 
 class RegionStatusInput(CamelModel):

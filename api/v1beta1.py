@@ -299,6 +299,9 @@ class OnRelease(StrEnum):
     """What a device given back becomes."""
 
     KEEP = "keep"  # leasable again at once
+    # The provider's clear (a cloud phone's fresh start) before it is leased again; a
+    # new device where the provider has none (docs/leases.md, "onRelease: reset").
+    RESET = "reset"
     REPLACE = "replace"  # a new device is made and the used one goes
 
 

@@ -144,6 +144,13 @@ class Provider(Protocol):
         Secret-bearing: never logged, never in an error."""
         ...
 
+    async def reset_device(self, device_id: str) -> bool:
+        """Clear the device for its next user (a cloud phone's fresh start: `onRelease:
+        reset`), True once asked; False where the provider has no reset (the pool replaces
+        the device instead). `QuotaExceededError`: no reset left for it now;
+        `NotFoundError`: no such device."""
+        ...
+
     async def region_status(self, region: str) -> str:
         """`up`, `degraded`, `down`, or `unknown` when the provider does not list it."""
         ...

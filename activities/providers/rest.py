@@ -48,6 +48,9 @@ class RestProvider:
             return ConnectInfo(message=f"device {device_id} ({status}) offers no connect info")
         return ConnectInfo(adb=adb)
 
+    async def reset_device(self, device_id: str) -> bool:
+        return False  # the contract has no reset: a used device is replaced
+
     async def create_device(self, new: NewDevice) -> DeviceInfo:
         template = new.template
         raw = await self.client.create_device(

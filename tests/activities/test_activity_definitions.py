@@ -29,7 +29,7 @@ def _defined(cls: type) -> dict[str, activity._Definition]:
 
 def test_every_definition_is_implemented_under_the_same_name_and_types() -> None:
     definitions = _defined(DeviceActivityDefinitions)
-    assert len(definitions) == 13
+    assert len(definitions) == 14
     for implementation in (DeviceActivities,):
         implemented = _defined(implementation)
         for name, definition in definitions.items():

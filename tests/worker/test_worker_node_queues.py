@@ -71,9 +71,13 @@ def test_phone_calls_and_browser_calls_have_queues_of_their_own(
     }
     phone_queue = provider_queue(NODE)["task_queue"]
     assert phone_queue != node_task_queue(NODE)
-    assert {"create_device", "list_devices", "terminate_device", "lease_connect"} <= queues[
-        phone_queue
-    ]
+    assert {
+        "create_device",
+        "list_devices",
+        "terminate_device",
+        "lease_connect",
+        "reset_device",
+    } <= queues[phone_queue]
     # Creates and watches of the node's phone accounts go where the node serves them.
     assert Route("phones", NODE).create()["task_queue"] == phone_queue
     assert "watch_devices" in queues[Route("phones", NODE).watch("devicepool")["task_queue"]]

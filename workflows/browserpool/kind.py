@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
     from devicepool.api.errors import ErrorType
     from devicepool.api.labels import selector_matches
+    from devicepool.api.v1beta1 import DEFAULT_LEASES, OnRelease
     from devicepool.workflows.browserpool import calls, leasable
     from devicepool.workflows.browserpool.messages import (
         BrowserApplyRequest,
@@ -391,13 +392,15 @@ class BrowserKind:
         last = self._last
         kept = last.placement.kept if last is not None and last.placement is not None else {}
         s = self.h.s
+        # A fresh profile is a profile's reset: `onRelease: reset` replaces.
+        reset = (self.h.spec.leases or DEFAULT_LEASES).on_release == OnRelease.RESET
         added, due = leasable.after_leases(
-            ended, replace=replace, kept=kept, used=s.replace_after_use
+            ended, replace=replace or reset, kept=kept, used=s.replace_after_use
         )
         if added:
             s.replace_after_use = [*s.replace_after_use, *added]
-            self._said(
-                "ReplaceRequested", f"{', '.join(added)} replaced after use (lease released)"
+            self.h.happened(
+                leasable.replaced_after_use(added, reset=reset and not replace, events=s.events)
             )
         if due:
             self.h.dirty = True

@@ -17,9 +17,11 @@ from devicepool.api.v1alpha1 import ConditionStatus
 from devicepool.workflows.browserpool.observe import Observed
 from devicepool.workflows.browserpool.plan import NodeProfile, Placement
 from devicepool.workflows.reconciler.conditions import ConditionUpdate, set_condition
+from devicepool.workflows.reconciler.events import Happened, PoolEvent
 from devicepool.workflows.reconciler.leases import Candidate, Ended, EndReason
 
 __all__ = [
+    "RESET_IS_REPLACE",
     "after_leases",
     "candidates",
     "forget_used",
@@ -28,9 +30,12 @@ __all__ = [
     "labels_of",
     "members",
     "problem",
+    "replaced_after_use",
 ]
 
 _OWN_KEYS = {"node", "profile"}
+# The event that says `onRelease: reset` replaces: a fresh profile is a profile's reset.
+RESET_IS_REPLACE = "ResetIsReplace"
 # Ends whose profile is not there to replace (gone already, or going with the pool), or
 # was never used (an offer its ticket's holder never claimed).
 _NOT_REPLACED = {
@@ -103,6 +108,21 @@ def after_leases(
                     added.append(device)
     due = bool(added) or any(one.device in kept for one in ended)
     return added, due
+
+
+def replaced_after_use(
+    added: Sequence[str], *, reset: bool, events: Sequence[PoolEvent]
+) -> Happened:
+    """The event for profiles replaced after use; under `onRelease: reset` it says why
+    (`RESET_IS_REPLACE`) once, while that is among the pool's recent `events`."""
+    named = ", ".join(added)
+    if reset and not any(e.reason == RESET_IS_REPLACE for e in events):
+        return Happened(
+            RESET_IS_REPLACE,
+            f"{named} replaced after use: a browser profile's reset is a fresh profile,"
+            " so onRelease: reset makes a new one",
+        )
+    return Happened("ReplaceRequested", f"{named} replaced after use (lease released)")
 
 
 def forget_used(used: Sequence[str], profiles: Sequence[NodeProfile]) -> list[str]:

@@ -14,7 +14,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities import models as am
     from devicepool.api import names
-    from devicepool.workflows.pool import calls, children
+    from devicepool.workflows.pool import calls, children, leasable
     from devicepool.workflows.pool import events as say
     from devicepool.workflows.pool.decide import BatchOrder, Decision
     from devicepool.workflows.pool.fates import Fate
@@ -29,6 +29,7 @@ __all__ = [
     "RESPEC_HOLDS_BATCHES_PATCH",
     "TERMINATED_LEAVE_PATCH",
     "carry_out",
+    "reset_used",
 ]
 
 # The three patches below serve v0.1.0 (each old branch reruns what v0.1.0 did; the
@@ -95,6 +96,34 @@ async def carry_out(k: DevicePoolKind, decision: Decision) -> None:
         )
         # Not awaited: the child reports through signals, to this run or the next.
         k.neighbours.later(start_child(k, order.child_id, input))
+
+
+async def reset_used(k: DevicePoolKind, decision: Decision) -> None:
+    """Reset the devices given back under `onRelease: reset` (`PoolState.resets`): commands
+    only while some wait, which no run before leases ever had (no patch). A device reset
+    reads rebooting until a listing says otherwise: the running watch, which may have
+    listed it before its reset, is dropped (a new one starts from this view)."""
+    due = leasable.resets_due(
+        k.s, members=leasable.members(k.devices), leaving=set(decision.terminate)
+    )
+    if not due or k.observe_problem is not None:
+        return
+    results = await calls.reset_devices(k.route, k.name, due)
+    doomed = set(k.s.doomed)
+    k.h.happened(*leasable.take_resets(k.s, results))
+    reset = {
+        d
+        for d, r in results.items()
+        if not isinstance(r, str) and r.outcome == am.ResetOutcome.RESET
+    }
+    if reset:
+        k.devices = [
+            d.model_copy(update={"status": am.REBOOTING}) if d.id in reset else d for d in k.devices
+        ]
+        k.watch.drop()
+    # A device now replaced goes, and a failed reset is tried again, on the next pass.
+    if set(k.s.doomed) != doomed or any(r.device in results for r in k.s.resets):
+        k.h.dirty = True
 
 
 def _split_as_v0_1_0(

@@ -17,7 +17,7 @@ from devicepool.activities import connect_models as cm
 from devicepool.activities import models as am
 from devicepool.activities.definitions import DeviceActivityDefinitions as Activities
 from devicepool.api.names import pool_name_from_workflow_id
-from devicepool.workflows.shared.errors import PROVIDER_RETRY
+from devicepool.workflows.shared.errors import PROVIDER_RETRY, error_message
 from devicepool.workflows.shared.placement import Route
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "list_devices",
     "read_settings",
     "region_status",
+    "reset_devices",
     "running_workflows",
     "terminate_devices",
     "watch_devices",
@@ -119,6 +120,36 @@ async def lease_connect(route: Route, pool: str, device: str) -> cm.ConnectInfo:
         summary=f"connect info of {device}",
         **route.provider(),
     )
+
+
+async def reset_devices(
+    route: Route, pool: str, device_ids: list[str]
+) -> dict[str, am.ResetDeviceResult | str]:
+    """Reset these used devices in parallel (`onRelease: reset`): device -> the answer, or
+    the error its reset failed with (tried again on a later pass)."""
+
+    async def one(device_id: str) -> am.ResetDeviceResult:
+        return await workflow.execute_activity_method(
+            Activities.reset_device,
+            am.ResetDeviceInput(account=route.account, pool=pool, device_id=device_id),
+            start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=am.HEARTBEAT_TIMEOUT,
+            schedule_to_close_timeout=timedelta(minutes=2),
+            retry_policy=PROVIDER_RETRY,
+            summary=f"reset {device_id}",
+            **route.provider(),
+        )
+
+    results = await asyncio.gather(*(one(d) for d in device_ids), return_exceptions=True)
+    done: dict[str, am.ResetDeviceResult | str] = {}
+    for device_id, result in zip(device_ids, results, strict=True):
+        if isinstance(result, ActivityError):
+            done[device_id] = error_message(result)
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            done[device_id] = result
+    return done
 
 
 @dataclass

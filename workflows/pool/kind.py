@@ -16,7 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.activities import models as am
     from devicepool.activities.connect_models import ConnectInfo
     from devicepool.api.errors import ErrorType
-    from devicepool.api.v1beta1 import DevicePoolSpec, check_replicas
+    from devicepool.api.v1beta1 import DEFAULT_LEASES, DevicePoolSpec, OnRelease, check_replicas
     from devicepool.workflows.pool import act as acting
     from devicepool.workflows.pool import (
         calls,
@@ -172,6 +172,8 @@ class DevicePoolKind:
             await acting.carry_out(self, decision)
         finally:
             self.terminating = set()
+        if self.s.resets:
+            await acting.reset_used(self, decision)
         # What the status shows is the pool after its terminations (runs from v0.1.0: before).
         plan = decision.plan
         if decision.terminate and workflow.patched(acting.TERMINATED_LEAVE_PATCH):
@@ -367,11 +369,13 @@ class DevicePoolKind:
         return await calls.lease_connect(self.route, self.name, member)
 
     def leases_ended(self, ended: Sequence[Ended], *, replace: bool) -> None:
+        listed = leasable.members(self.devices)
         if replace:
-            listed = leasable.members(self.devices)
             self.h.happened(
                 *leasable.replace_used(self.s, ended, listed=listed, now=workflow.now())
             )
+        elif (self.spec.leases or DEFAULT_LEASES).on_release == OnRelease.RESET:
+            leasable.reset_used(self.s, ended, listed=listed)  # by the next pass's act
         self.h.replan = True  # a device back may be surplus, or due to roll or expire
 
     # ------------------------------------------------------------------ neighbours

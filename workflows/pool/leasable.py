@@ -2,22 +2,37 @@
 leased now, which a selector can never match, and what a lease's end does to a device.
 
 Pure. A device's selector labels are its provider labels and `region`, `platform`, `device`
-(its id): `devicepool lease POOL --selector device=ID` asks for one device."""
+(its id): `devicepool lease POOL --selector device=ID` asks for one device. Under
+`onRelease: reset` a used device waits in `PoolState.resets` until its reset is asked
+(`reset_used`, `resets_due`, `take_resets`): docs/leases.md, "onRelease: reset"."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from devicepool.activities import models as am
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, LABEL_SLOT, LABEL_TEMPLATE_HASH
 from devicepool.api.v1beta1 import DevicePoolSpec
 from devicepool.workflows.pool.events import Happened, ids
 from devicepool.workflows.pool.fates import Fate
-from devicepool.workflows.pool.state import PoolState
+from devicepool.workflows.pool.state import PendingReset, PoolState
 from devicepool.workflows.reconciler.leases import Candidate, Ended, EndReason
 
-__all__ = ["candidates", "labels_of", "leased_busy", "members", "problem", "replace_used"]
+__all__ = [
+    "RESET_ATTEMPTS",
+    "RESET_IS_REPLACE",
+    "candidates",
+    "labels_of",
+    "leased_busy",
+    "members",
+    "problem",
+    "replace_used",
+    "reset_used",
+    "resets_due",
+    "take_resets",
+]
 
 # Keys every device of a pool carries, whatever the provider adds.
 _OWN_KEYS = {
@@ -29,6 +44,10 @@ _OWN_KEYS = {
     LABEL_SLOT,
     LABEL_TEMPLATE_HASH,
 }
+# Resets of one device that may fail in a row before it is replaced instead.
+RESET_ATTEMPTS = 3
+# The event that says a pool's `onRelease: reset` replaces (its provider has no reset).
+RESET_IS_REPLACE = "ResetIsReplace"
 # Ends whose device is not there to replace (gone already, or going with the pool), or
 # was never used (an offer its ticket never claimed).
 _NOT_REPLACED = {
@@ -57,8 +76,10 @@ def candidates(
     drifted: Collection[str],
 ) -> list[Candidate]:
     """Ready devices with no session that stay (not doomed, retiring, rolling or expired:
-    `leaving`); from the current template first, then the oldest (they have served)."""
+    `leaving`) and wait for no reset; from the current template first, then the oldest
+    (they have served)."""
     gone = {*state.doomed, *state.control.retiring, *state.rollout.rolling, *leaving}
+    gone.update(r.device for r in state.resets)  # used, not yet reset
     ready = [
         d for d in devices if d.status == am.READY and not d.session_active and d.id not in gone
     ]
@@ -115,3 +136,77 @@ def replace_used(
         return []
     state.fates.set(used, Fate.DOOMED)
     return [Happened("ReplaceRequested", f"{ids(used)} replaced after use (lease released)")]
+
+
+def _used(ended: Sequence[Ended], listed: Collection[str]) -> list[str]:
+    return sorted({e.device for e in ended if e.reason not in _NOT_REPLACED and e.device in listed})
+
+
+def reset_used(state: PoolState, ended: Sequence[Ended], *, listed: Collection[str]) -> list[str]:
+    """Hold the devices of `ended` leases for a reset (`onRelease: reset`): a lease released,
+    expired or idle ran on them; not an offer never claimed, nor a device lost or replaced.
+    The devices added."""
+    pending = {r.device for r in state.resets}
+    added = [d for d in _used(ended, listed) if d not in state.doomed and d not in pending]
+    state.resets += [PendingReset(device=d) for d in added]
+    return added
+
+
+def resets_due(
+    state: PoolState, *, members: Collection[str], leaving: Collection[str]
+) -> list[str]:
+    """The devices to reset now. One no longer a member, or doomed, needs none (it goes
+    anyway) and is forgotten; one this pass terminates (`leaving`) waits."""
+    doomed = set(state.doomed)
+    state.resets = [r for r in state.resets if r.device in members and r.device not in doomed]
+    return [r.device for r in state.resets if r.device not in leaving]
+
+
+def take_resets(state: PoolState, results: Mapping[str, Any]) -> list[Happened]:
+    """What came of the resets asked: device -> its `ResetDeviceResult`, or the error its
+    activity failed with (a string). Reset or gone: forgotten. No reset at the provider,
+    none left this month, or `RESET_ATTEMPTS` failures: replaced (doomed). Other failures
+    are tried again on a later pass."""
+    pending = {r.device: r for r in state.resets}
+    reset: list[str] = []
+    unsupported: list[str] = []
+    replaced: list[str] = []
+    said: list[Happened] = []
+    for device, result in sorted(results.items()):
+        entry = pending.get(device)
+        if entry is None:
+            continue
+        if isinstance(result, str):
+            entry.failures += 1
+            if entry.failures < RESET_ATTEMPTS:
+                tries = f"attempt {entry.failures} of {RESET_ATTEMPTS}"
+                said.append(Happened("ResetFailed", f"{device}: {result} ({tries})", True))
+                continue
+            replaced.append(device)
+            message = f"{device}: {result}; replaced after {RESET_ATTEMPTS} failed resets"
+            said.append(Happened("ResetFailed", message, warning=True))
+        elif result.outcome == am.ResetOutcome.RESET:
+            reset.append(device)
+        elif result.outcome == am.ResetOutcome.UNSUPPORTED:
+            unsupported.append(device)
+        elif result.outcome == am.ResetOutcome.QUOTA_USED:
+            replaced.append(device)
+            why = f" ({result.message})" if result.message else ""
+            message = f"{device}: no reset left for it this month{why}; replaced instead"
+            said.append(Happened("ResetQuotaUsed", message, warning=True))
+        state.resets.remove(entry)  # reset, gone, or replaced
+    if reset:
+        said.insert(0, Happened("Reset", f"{ids(reset)} reset for their next holder"))
+    if unsupported:
+        if any(e.reason == RESET_IS_REPLACE for e in state.events):
+            message = f"{ids(unsupported)} replaced after use (lease released; no reset here)"
+            said.append(Happened("ReplaceRequested", message))
+        else:  # said once (while among the pool's recent events)
+            message = (
+                f"{ids(unsupported)} replaced after use: the account's provider has no reset,"
+                " so onRelease: reset makes a new device"
+            )
+            said.append(Happened(RESET_IS_REPLACE, message))
+    doomed = [d for d in [*unsupported, *replaced] if d not in state.doomed]
+    state.fates.set(doomed, Fate.DOOMED)
+    return said

@@ -33,7 +33,15 @@ from devicepool.workflows.shared.protocol import (
     HealthReport,
 )
 
-__all__ = ["Control", "Cost", "PoolState", "Rollout", "Said", "leaving_by_report"]
+__all__ = [
+    "Control",
+    "Cost",
+    "PendingReset",
+    "PoolState",
+    "Rollout",
+    "Said",
+    "leaving_by_report",
+]
 
 # The id lists of state carried by v0.1.0, each now a fate in `PoolState.fates`.
 _V010_FATES = (
@@ -141,6 +149,14 @@ class Rollout(CamelModel):
     left_first: list[str] = Field(default_factory=list)
 
 
+class PendingReset(CamelModel):
+    """A used device cleared before it is leased again (`onRelease: reset`): leased by no
+    one until its reset is asked; `failures`: resets that failed (replaced past a few)."""
+
+    device: str
+    failures: int = 0
+
+
 class PoolState(CamelModel):
     # the spec's generation (each accepted change adds one)
     generation: int = 1
@@ -182,6 +198,8 @@ class PoolState(CamelModel):
     doomed_replaced: list[str] = Field(default_factory=list)
     # Who holds which device, who waits for one (`reconciler/leases.py`).
     leases: LeaseBook = Field(default_factory=LeaseBook)
+    # Devices back from a lease to reset before they are leased again (`leasable.reset_used`).
+    resets: list[PendingReset] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod

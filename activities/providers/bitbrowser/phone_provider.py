@@ -131,6 +131,19 @@ class PhoneProvider:
             )
         return ConnectInfo(adb=adb)
 
+    async def reset_device(self, device_id: str) -> bool:
+        """A fresh start (`/phone/profile/recover`: 60 a profile a month, then
+        `LocalApiQuotaError`); the phone boots again, `rebooting` meanwhile
+        (`PhoneReads.reset`). A retry of one just asked here asks nothing again."""
+        phone, remark = await self._serving(device_id)
+        if self.reads.resetting(phone.id):
+            return True
+        with provider_call(pool=remark.pool):
+            await self.phones.recover(phone.id)
+        self._forget(phone.id)
+        self.reads.reset(phone.id)
+        return True
+
     async def read_statuses(self, ids: list[str]) -> tuple[list[DeviceStatusInfo], list[str]]:
         # A batch's boot check names its pool: one listing of that pool, joined by the
         # pool's other calls waiting for the budget, not every pool's profiles.

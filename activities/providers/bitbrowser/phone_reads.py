@@ -1,7 +1,8 @@
 """What a cloud phone's status is: the listing's word, checked by a few `/phone/running` reads.
 
 Listed booting or powered off is `provisioning`, suspended `offline`, running `ready`,
-or `offline` once `/phone/running` says not; no session, so never `busy`. How many
+or `offline` once `/phone/running` says not; no session, so never `busy`. A phone this
+process fresh-started for its next holder (`reset`) is `rebooting` until it runs again. How many
 reads a listing makes, and what an old answer counts for: docs/providers.md, "The
 cloud-phone adapter".
 """
@@ -12,7 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from devicepool.activities.device_models import OFFLINE, PROVISIONING, READY, DeviceInfo
+from devicepool.activities.device_models import (
+    OFFLINE,
+    PROVISIONING,
+    READY,
+    REBOOTING,
+    DeviceInfo,
+)
 from devicepool.activities.providers.base import current_call
 from devicepool.activities.providers.bitbrowser.models import Phone, PhoneStatus
 from devicepool.activities.providers.bitbrowser.phone_marks import Remark, device_id
@@ -24,6 +31,13 @@ __all__ = ["PROBES_PER_LISTING", "PROBE_TURNS", "PhoneReads"]
 # and a listing reads at most this many (a pool of 100 would spend its budget on them).
 PROBE_TURNS = 30
 PROBES_PER_LISTING = 3
+# A phone fresh-started for its next holder (`reset`) reads `rebooting`, not `provisioning`,
+# while it boots again: the health check would take a phone booting long after its creation
+# for a start that failed. Also while it is still listed running, for `RESET_SETTLE` seconds
+# (the vendor's power calls are asynchronous: a listing may not show the reboot yet). Past
+# `RESET_MAX` one still booting is judged as any other.
+RESET_SETTLE = 30.0
+RESET_MAX = 900.0
 
 
 @dataclass
@@ -31,6 +45,12 @@ class _Probe:
     at: float
     running: bool
     listed: int | None
+
+
+@dataclass
+class _Reset:
+    at: float
+    booting: bool = False  # listed booting since
 
 
 class PhoneReads:
@@ -51,10 +71,23 @@ class PhoneReads:
         self.probes_per_listing = probes_per_listing
         self._clock = clock
         self._probes: dict[str, _Probe] = {}
+        self._resets: dict[str, _Reset] = {}
 
     def forget(self, phone_id: str) -> None:
-        """What was read of a phone this adapter just changed."""
+        """What was read of a phone this adapter just changed (a reset's too)."""
         self._probes.pop(phone_id, None)
+        self._resets.pop(phone_id, None)
+
+    def reset(self, phone_id: str) -> None:
+        """The phone was just fresh-started: `rebooting` until it runs again."""
+        self._probes.pop(phone_id, None)
+        self._resets[phone_id] = _Reset(self._clock())
+
+    def resetting(self, phone_id: str) -> bool:
+        """Fresh-started moments ago and not yet listed booting (a retried reset's
+        first attempt went through: not asked twice)."""
+        reset = self._resets.get(phone_id)
+        return reset is not None and not reset.booting and self._clock() - reset.at < RESET_SETTLE
 
     async def probe(self, phone: Phone) -> bool:
         """`/phone/running` now (one turn of the budget), kept for the listings after."""
@@ -126,6 +159,8 @@ class PhoneReads:
 
     def _status(self, phone: Phone, now: float) -> tuple[str, str | None]:
         listed = phone.status
+        if phone.id in self._resets and (rebooting := self._rebooting(phone, now)):
+            return REBOOTING, rebooting
         if listed == PhoneStatus.BOOTING:
             return PROVISIONING, None
         if listed == PhoneStatus.OFF:
@@ -144,3 +179,16 @@ class PhoneReads:
         if listed == PhoneStatus.RUNNING:
             return OFFLINE, "powered on, not running"
         return PROVISIONING, f"listed status {listed}"
+
+    def _rebooting(self, phone: Phone, now: float) -> str | None:
+        """Why a phone fresh-started here is not up yet (None: it is, or it is judged as
+        any other from now on: its memory goes)."""
+        reset = self._resets[phone.id]
+        age = now - reset.at
+        if age <= RESET_MAX and phone.status == PhoneStatus.BOOTING:
+            reset.booting = True
+            return "fresh start (reset for its next holder), booting"
+        if age <= RESET_SETTLE and phone.status == PhoneStatus.RUNNING and not reset.booting:
+            return "fresh start (reset for its next holder) asked"
+        del self._resets[phone.id]
+        return None

@@ -1,0 +1,152 @@
+"""`reset_device` (`onRelease: reset`, docs/leases.md): a cloud phone's fresh start through the
+provider seam (`/phone/profile/recover`), read `rebooting` (not `provisioning`: the health check
+would take it for a failed start) until it runs again; past the month's quota, or where the
+provider has no reset (the REST contract), the answer says so and the pool replaces."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from pydantic import SecretStr
+from temporalio.testing import ActivityEnvironment
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.models import (
+    READY,
+    REBOOTING,
+    AccountSettings,
+    CreateDeviceInput,
+    DeviceTemplate,
+    GetStatusesInput,
+    ListDevicesInput,
+    ProxyPoolSettings,
+    ResetDeviceInput,
+    ResetOutcome,
+)
+from devicepool.activities.providers.rest import RestProvider
+from tests.activities.conftest import bitbrowser_account
+from tests.helpers.bitbrowser import KEY, Account
+from tests.helpers.emulator import Emulator
+
+BOOT = 60.0
+# Virtual time moves as fast as real time: a boot ends only when told (`advance`).
+account = bitbrowser_account(
+    speed=1.0,
+    seed=7,
+    phone_boot_seconds=BOOT,
+    phone_requests_per_second=1000,
+    phone_recovers_per_month=2,
+)
+
+
+@pytest.fixture
+async def phones(account: Account) -> AsyncIterator[DeviceActivities]:
+    activities = DeviceActivities(
+        accounts={
+            "phones": AccountSettings(
+                name="phones",
+                api="bitbrowser",
+                base_url="http://node-1.local",
+                api_key=SecretStr(KEY),
+                phone_interval_seconds=0.05,
+            )
+        },
+        proxy_pools={
+            "gw": ProxyPoolSettings(name="gw", host="gw.test", port=1080, password=SecretStr("pw"))
+        },
+        transport=account.transports["node-1"],
+    )
+    yield activities
+    await activities.aclose()
+
+
+async def a_running_phone(account: Account, acts: DeviceActivities) -> str:
+    made = await ActivityEnvironment().run(
+        acts.create_device,
+        CreateDeviceInput(
+            account="phones",
+            pool="pr",
+            template=DeviceTemplate(platform="android", region="r-1", os_version="14", proxy_pool="gw"),
+            name="pr-0",
+            idempotency_key="devicepool:pr:g1:s0",
+        ),
+    )  # fmt: skip
+    await account.advance(BOOT + 1)
+    return made.device.id
+
+
+async def status_of(acts: DeviceActivities, device: str) -> tuple[str, str | None]:
+    listed = await ActivityEnvironment().run(
+        acts.list_devices, ListDevicesInput(account="phones", pool="pr")
+    )
+    (info,) = [d for d in listed.devices if d.id == device]
+    return info.status, info.reason
+
+
+async def reset(acts: DeviceActivities, device: str) -> object:
+    ask = ResetDeviceInput(account="phones", pool="pr", device_id=device)
+    return await ActivityEnvironment().run(acts.reset_device, ask)
+
+
+async def test_a_cloud_phone_is_fresh_started_reads_rebooting_then_quota_used(
+    account: Account, phones: DeviceActivities
+) -> None:
+    device = await a_running_phone(account, phones)
+    assert (await status_of(phones, device))[0] == READY
+    with account.emulator.transaction(write=False):
+        (phone,) = account.emulator.phones.phones.values()
+        code_before = phone.adb_code
+
+    answer = await reset(phones, device)
+    assert answer.outcome == ResetOutcome.RESET  # type: ignore[attr-defined]
+    stats = (await account.stats())["phones"]
+    assert (stats["recovers"], stats["running"]) == (1, 0)
+    with account.emulator.transaction(write=False):
+        assert phone.adb_code != code_before  # a new device for its next holder
+    # Booting again, long after its creation: rebooting, which no health check replaces.
+    status, reason = await status_of(phones, device)
+    assert status == REBOOTING and reason and "reset" in reason
+    statuses = await ActivityEnvironment().run(
+        phones.get_statuses, GetStatusesInput(account="phones", ids=[device], pool="pr")
+    )
+    assert [s.status for s in statuses.items] == [REBOOTING]
+    # A retry of the same reset moments later asks nothing again... once booting was seen,
+    # a new reset is a new one.
+    await account.advance(BOOT + 1)
+    assert (await status_of(phones, device))[0] == READY
+
+    assert (await reset(phones, device)).outcome == ResetOutcome.RESET  # type: ignore[attr-defined]
+    await status_of(phones, device)
+    await account.advance(BOOT + 1)
+    assert (await status_of(phones, device))[0] == READY
+    # The month's two fresh starts are used: said, nothing done, and no error raised.
+    third = await reset(phones, device)
+    assert third.outcome == ResetOutcome.QUOTA_USED  # type: ignore[attr-defined]
+    assert "次数已用完" in third.message  # type: ignore[attr-defined]
+    stats = (await account.stats())["phones"]
+    assert (stats["recovers"], stats["running"]) == (2, 1)
+
+
+async def test_a_retried_reset_asks_the_provider_once(
+    account: Account, phones: DeviceActivities
+) -> None:
+    """An attempt whose answer was lost is retried: the phone listed running still (the
+    vendor's calls are asynchronous) is not fresh-started twice (one of 60 a month)."""
+    device = await a_running_phone(account, phones)
+    await reset(phones, device)
+    assert (await reset(phones, device)).outcome == ResetOutcome.RESET  # type: ignore[attr-defined]
+    assert (await account.stats())["phones"]["recovers"] == 1
+
+
+async def test_a_phone_no_longer_served_is_gone(phones: DeviceActivities) -> None:
+    answer = await reset(phones, "0123456789abcdef0123456789abcdef.1")
+    assert answer.outcome == ResetOutcome.GONE  # type: ignore[attr-defined]
+
+
+async def test_the_rest_contract_has_no_reset(emulator: Emulator) -> None:
+    provider = RestProvider(emulator.client())
+    try:
+        assert await provider.reset_device("any-device") is False
+    finally:
+        await provider.aclose()
