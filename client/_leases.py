@@ -5,33 +5,21 @@ A `lease` update grants at once or answers a ticket; a ticket is polled with the
 `lease_ticket` query (no history, no update) every `POLL_SECONDS` and claimed with
 `lease_claim` once the pool offers it a device. Giving up (the wait ran out, a
 cancel) drops the ticket, or releases the device offered meanwhile. The context
-manager renews in the background, to keep the idle clock, never past the lease's end."""
+manager renews in the background, to keep the idle clock, never past the lease's end.
+What is checked before any call: `_lease_input`; how calls go out under load: `_lease_calls`."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
-import os
-import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pydantic
-from temporalio.client import (
-    RPCTimeoutOrCancelledError,
-    WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowUpdateFailedError,
-)
-from temporalio.exceptions import ApplicationError
+from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
 
-from devicepool.activities.connect_models import ConnectInfo
-from devicepool.api.durations import parse_duration
-from devicepool.api.labels import check_label_key, check_label_value
 from devicepool.api.names import (
     QUERY_LEASE_TICKET,
     QUERY_LEASES,
@@ -41,29 +29,35 @@ from devicepool.api.names import (
     UPDATE_RELEASE,
     UPDATE_RENEW,
 )
-from devicepool.api.problems import show_value
 from devicepool.api.v1beta1 import DEFAULT_LEASES, LeaseSpec
-from devicepool.client._temporal_errors import QUERY_TIMEOUT, UPDATE_TIMEOUT
+from devicepool.client import _lease_calls, _lease_watch
+from devicepool.client._lease_calls import Unanswered, lease_errors
+from devicepool.client._lease_calls import handle_of as _handle
+from devicepool.client._lease_input import (
+    Lease,
+    default_holder,
+    lease_request,
+    parse_selector,
+    seconds_of,
+)
+from devicepool.client._lease_input import lease_id as _lease_id
+from devicepool.client._temporal_errors import QUERY_TIMEOUT
 from devicepool.client._validation import validate_name
 from devicepool.client.errors import (
-    BadInput,
     DevicePoolError,
     LeaseGone,
     LeaseNotGranted,
     LeaseRefused,
 )
 from devicepool.workflows.reconciler.lease_messages import (
-    MAX_HOLDER,
     Granted,
     LeaseAnswer,
-    LeaseRequest,
     LeasesView,
     ReleaseAnswer,
     ReleaseRequest,
     RenewRequest,
     TicketRef,
 )
-from devicepool.workflows.reconciler.leasing import LEASE_GONE, LEASE_NOT_GRANTED, LEASE_REFUSED
 
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
@@ -75,10 +69,13 @@ __all__ = [
     "acquire",
     "default_holder",
     "held",
+    "lease_errors",
+    "lease_request",
     "parse_selector",
     "release",
     "renew",
     "renew_every",
+    "seconds_of",
     "view",
 ]
 
@@ -94,142 +91,8 @@ DROP_SECONDS = 10.0
 # Called with each place in the queue a wait sees: {"ticket", "position", "ahead"}.
 LeaseProgress = Callable[[dict[str, Any]], None]
 
-_ERRORS: dict[str, type[DevicePoolError]] = {
-    LEASE_REFUSED: LeaseRefused,
-    LEASE_NOT_GRANTED: LeaseNotGranted,
-    LEASE_GONE: LeaseGone,
-}
 # How a ticket can end while waited for, and what the wait then does.
 _TIMED_OUT, _POOL_DELETED = "TimedOut", "PoolDeleted"
-
-
-@dataclass
-class Lease:
-    """A device held: `id` is the lease's fencing token (`renew_lease`, `release_lease`).
-
-    `ended` is set by `PoolClient.lease`'s renewals when the pool ended the lease early
-    (it expired, its device was lost): the holder should stop using the device."""
-
-    id: str
-    pool: str
-    device: str
-    holder: str
-    granted_at: datetime
-    expires_at: datetime
-    # How long its ticket waited in the queue (0: granted at once).
-    waited_seconds: float = 0.0
-    kind: str = "DevicePool"
-    ended: str | None = None
-    # The client it was granted through (`connect`).
-    _pools: Any = field(default=None, repr=False, compare=False)
-
-    async def connect(self) -> ConnectInfo:
-        """How to reach the device (ADB login, CDP endpoint), read now by the pool: only
-        through encrypted history (`PoolClient.lease_connect`)."""
-        if self._pools is None:
-            raise DevicePoolError(f"lease {self.id}: not granted through a PoolClient")
-        return await self._pools.lease_connect(self.pool, self, kind=self.kind)
-
-    @classmethod
-    def of(cls, granted: Granted, *, kind: str) -> Lease:
-        return cls(
-            id=granted.lease,
-            pool=granted.pool,
-            device=granted.device,
-            holder=granted.holder,
-            granted_at=granted.granted_at,
-            expires_at=granted.expires_at,
-            waited_seconds=granted.waited_seconds,
-            kind=kind,
-        )
-
-
-# ---------------------------------------------------------------- local checks
-
-
-def default_holder(*, pid: bool = True) -> str:
-    """`user@host:pid` (`user@host` without `pid`): who holds a lease when not told, as the
-    `leases` HOLDER column shows it."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry (a container), no LOGNAME
-        user = "user"
-    said = f"{user}@{socket.gethostname()}" + (f":{os.getpid()}" if pid else "")
-    return said[:MAX_HOLDER]
-
-
-def parse_selector(selector: Mapping[str, str] | str | Sequence[str] | None) -> dict[str, str]:
-    """`{"k": "v"}`, `"k=v,k2=v2"` or `["k=v", ...]` (the CLI's repeated `--selector`) as a
-    mapping of label pairs; `BadInput` for anything that is not `k=v` with a label's key and
-    value."""
-    if selector is None:
-        return {}
-    if isinstance(selector, Mapping):
-        pairs = [(str(k), v) for k, v in selector.items()]
-    else:
-        items = [selector] if isinstance(selector, str) else list(selector)
-        pairs = []
-        for item in items:
-            for term in str(item).split(","):
-                key, equals, value = term.strip().partition("=")
-                if not equals or not key.strip():
-                    raise BadInput(f"selector: must be key=value, got {show_value(term)}")
-                pairs.append((key.strip(), value.strip()))
-    chosen: dict[str, str] = {}
-    for key, value in pairs:
-        if not isinstance(value, str):
-            raise BadInput(f"selector {key}: a label value is a string, got {show_value(value)}")
-        try:
-            check_label_key(key)
-            check_label_value(value)
-        except ValueError as err:
-            raise BadInput(f"selector {key}={value}: {err}") from None
-        if chosen.get(key, value) != value:
-            raise BadInput(f"selector: {key} given twice ({chosen[key]} and {value})")
-        chosen[key] = value
-    return chosen
-
-
-def seconds_of(value: timedelta | float | str | None, what: str, *, zero: bool = False) -> float:
-    """Seconds of a duration (a timedelta, a number of seconds, or `10m`), more than 0 (or 0
-    too with `zero`); `BadInput` otherwise."""
-    if value is None:
-        return 0.0
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
-    else:
-        try:
-            seconds = parse_duration(value)
-        except ValueError as err:
-            raise BadInput(f"{what}: {err}") from None
-    if seconds != seconds or seconds in (float("inf"), float("-inf")):
-        raise BadInput(f"{what}: must be a finite duration, got {show_value(value)}")
-    if seconds < 0 or (seconds == 0 and not zero):
-        least = "0s or more" if zero else "more than 0s"
-        raise BadInput(f"{what}: must be {least}, got {show_value(value)}")
-    return seconds
-
-
-def lease_request(
-    *,
-    selector: Mapping[str, str] | str | Sequence[str] | None,
-    duration: timedelta | float | str | None,
-    wait: timedelta | float | str | None,
-    holder: str | None,
-) -> LeaseRequest:
-    """The `lease` update's payload, checked here: bad input never reaches the pool."""
-    chosen = parse_selector(selector)
-    length = None if duration is None else timedelta(seconds=seconds_of(duration, "duration"))
-    waiting = timedelta(seconds=seconds_of(wait, "wait", zero=True))
-    who = default_holder() if holder is None else holder
-    if len(who) > MAX_HOLDER:
-        raise BadInput(f"holder: at most {MAX_HOLDER} characters, got {len(who)}")
-    try:
-        return LeaseRequest(selector=chosen, holder=who, duration=length, wait=waiting)
-    except pydantic.ValidationError as err:  # what the checks above missed
-        raise BadInput(f"lease: {err.errors()[0]['msg']}") from None
 
 
 def renew_every(idle_timeout: float, lease_seconds: float) -> float:
@@ -238,55 +101,9 @@ def renew_every(idle_timeout: float, lease_seconds: float) -> float:
     return max(MIN_RENEW_SECONDS, min(idle_timeout, lease_seconds) * RENEW_SHARE)
 
 
-# ---------------------------------------------------------------- calls
-
-
-@contextlib.contextmanager
-def lease_errors(pools: PoolClient, name: str, kind: str | None) -> Iterator[None]:
-    """The pool's refusals of a lease update as `LeaseRefused`, `LeaseNotGranted`,
-    `LeaseGone` (its own words after the pool's name); the rest as every update's."""
-    with pools._errors(name, writing=True, kind=kind):
-        try:
-            yield
-        except WorkflowUpdateFailedError as err:
-            cause = err.cause
-            if not isinstance(cause, ApplicationError) or cause.type not in _ERRORS:
-                raise
-            error = _ERRORS[cause.type]
-            message = cause.message.splitlines()[0] if cause.message else cause.type
-            raise error(f"{pools._side(kind).shown(name)}: {message}") from err
-
-
-async def _update(
-    pools: PoolClient,
-    handle: WorkflowHandle[Any, Any],
-    name: str,
-    kind: str | None,
-    update: str,
-    request: Any,
-    result_type: type[Any] = LeaseAnswer,
-) -> Any:
-    with lease_errors(pools, name, kind):
-        return await handle.execute_update(
-            update, request, result_type=result_type, rpc_timeout=UPDATE_TIMEOUT
-        )
-
-
-def _handle(pools: PoolClient, name: str, kind: str | None) -> WorkflowHandle[Any, Any]:
-    validate_name(name)
-    return pools._client.get_workflow_handle(pools._side(kind).kind.workflow_id(name))
-
-
 def _bound(lease: Lease, pools: PoolClient) -> Lease:
     lease._pools = pools
     return lease
-
-
-def _lease_id(lease: Lease | str) -> str:
-    some_id = lease.id if isinstance(lease, Lease) else lease
-    if not isinstance(some_id, str) or not some_id.strip():
-        raise BadInput(f"lease: a lease id, got {show_value(some_id)}")
-    return some_id.strip()
 
 
 async def acquire(
@@ -307,7 +124,11 @@ async def acquire(
     handle = await pools._running(name, kind)
     deadline = time.monotonic() + request.wait
     while True:
-        answer = await _update(pools, handle, name, kind, UPDATE_LEASE, request)
+        # Tried again while Temporal turns it away, as long as the wait lasts; one update
+        # id for all the tries: a retry answers the first try's grant, never a second one.
+        answer = await _lease_calls.update(
+            pools, handle, name, kind, UPDATE_LEASE, request, until=deadline
+        )
         if answer.granted is not None:
             return _bound(Lease.of(answer.granted, kind=kind_name), pools)
         if answer.ticket is None:  # a worker's handler run without its validator: not granted
@@ -341,9 +162,14 @@ class _Waited:
         self.ticket, self.deadline, self.on_progress = ticket, deadline, on_progress
         self.said = "no ready device matching the selector came free"
         self.over = False  # the ticket ended at the pool: nothing to drop
+        self.unanswered: str | None = None  # why the last poll went unanswered
+        self.looked = time.monotonic()  # the pool's queue is looked at again after this
 
     def not_granted(self) -> LeaseNotGranted:
-        return LeaseNotGranted(f"{self.pools._side(self.kind).shown(self.name)}: {self.said}")
+        said = self.said
+        if self.unanswered is not None:
+            said = f"{said} (the last poll went unanswered: {self.unanswered})"
+        return LeaseNotGranted(f"{self.pools._side(self.kind).shown(self.name)}: {said}")
 
     async def granted(self) -> Granted | None:
         """The lease claimed; None when the ticket ended otherwise with time left."""
@@ -394,22 +220,44 @@ class _Waited:
             raise self.not_granted()
 
     async def _ask(self) -> LeaseAnswer | None:
-        """The ticket's state; None when no worker answered in time (asked again)."""
-        with self.pools._errors(self.name, kind=self.kind):
-            try:
-                answer = await self.handle.query(
-                    QUERY_LEASE_TICKET,
-                    TicketRef(ticket=self.ticket),
-                    result_type=LeaseAnswer,
-                    rpc_timeout=QUERY_TIMEOUT,
-                )
-            except (RPCTimeoutOrCancelledError, WorkflowQueryFailedError):
-                return None  # a worker restarting, busy: the wait goes on
+        """The ticket's state; None when the pool could not answer now (no worker in time,
+        a worker restarting, Temporal's query buffer full): asked again at the next poll.
+        Read in the look at the queue this client's waiters share; asked of the ticket
+        itself once it is gone from there (how it ended)."""
+        seen = await _lease_watch.look(
+            self.pools, self.handle, self.name, self.kind, after=self.looked
+        )
+        self.looked = seen.at
+        if seen.view is None:
+            self.unanswered = seen.why
+            return None
+        answer = _lease_watch.answer_in(seen.view, self.name, self.ticket)
+        if answer is not None:
+            self.unanswered = None
+            return answer
+        return await self._ask_ticket()
+
+    async def _ask_ticket(self) -> LeaseAnswer | None:
+        """The ticket's own state (`lease_ticket`); None when the pool could not answer."""
+        try:
+            answer = await _lease_calls.query(
+                self.pools,
+                self.handle,
+                self.name,
+                self.kind,
+                QUERY_LEASE_TICKET,
+                TicketRef(ticket=self.ticket),
+                result_type=LeaseAnswer,
+            )
+        except Unanswered as err:
+            self.unanswered = err.why
+            return None
+        self.unanswered = None
         return answer if isinstance(answer, LeaseAnswer) else LeaseAnswer.model_validate(answer)
 
     async def _claim(self) -> Granted | None:
         try:
-            answer = await _update(
+            answer = await _lease_calls.update(
                 self.pools,
                 self.handle,
                 self.name,
@@ -429,7 +277,7 @@ class _Waited:
             return
         except LeaseGone:
             pass
-        answer = await self._ask()
+        answer = await self._ask_ticket()
         if answer is not None and answer.granted is not None:
             await release(self.pools, self.name, answer.granted.lease, kind=self.kind)
 
@@ -449,7 +297,7 @@ async def renew(
     length = None if duration is None else timedelta(seconds=seconds_of(duration, "duration"))
     handle = _handle(pools, name, kind)
     request = RenewRequest(lease=some_id, duration=length)
-    answer = await _update(pools, handle, name, kind, UPDATE_RENEW, request)
+    answer = await _lease_calls.update(pools, handle, name, kind, UPDATE_RENEW, request)
     if answer.granted is None:  # a handler run without its validator
         said = answer.message or f"lease {some_id} is gone ({answer.ended})"
         raise LeaseGone(f"{pools._side(kind).shown(name)}: {said}")
@@ -470,7 +318,7 @@ async def release(
     some_id = _lease_id(lease)
     handle = _handle(pools, name, kind)
     request = ReleaseRequest(lease=some_id, replace=replace)
-    answer: ReleaseAnswer = await _update(
+    answer: ReleaseAnswer = await _lease_calls.update(
         pools, handle, name, kind, UPDATE_RELEASE, request, result_type=ReleaseAnswer
     )
     return answer
@@ -494,7 +342,8 @@ async def view(pools: PoolClient, name: str, *, kind: str | None = None) -> Leas
 async def rules_of(pools: PoolClient, name: str, kind: str | None) -> LeaseSpec:
     """The pool's `spec.leases` (the defaults when unset, or when no worker answers)."""
     handle = pools._client.get_workflow_handle(pools._side(kind).kind.workflow_id(name))
-    answer = await pools._try_query(handle, QUERY_SPEC)
+    async with _lease_calls.query_gate(pools, handle):
+        answer = await pools._try_query(handle, QUERY_SPEC)
     leases = ((answer or {}).get("spec") or {}).get("leases") if isinstance(answer, dict) else None
     if not leases:
         return DEFAULT_LEASES
@@ -511,16 +360,28 @@ class _Keeper:
     """Renews a held lease every `every` seconds so that its idle clock never runs out,
     each time for what is left of it: its end stays where the grant put it."""
 
-    def __init__(self, pools: PoolClient, name: str, lease: Lease, every: float) -> None:
-        self.pools, self.name, self.lease, self.every = pools, name, lease, every
+    def __init__(self, pools: PoolClient, name: str, lease: Lease) -> None:
+        self.pools, self.name, self.lease = pools, name, lease
+        self.every = MIN_RENEW_SECONDS  # until the pool's idleTimeout is known (`run`)
         # The pool's clock minus ours (its `expiresAt` is in its clock), learnt from answers.
         self.offset = timedelta(0)
+
+    async def learn(self) -> None:
+        """`every`, from the pool's idleTimeout: asked here, in the background, so that the
+        holder has its device meanwhile (the defaults when the pool does not answer)."""
+        try:
+            rules = await rules_of(self.pools, self.name, self.lease.kind)
+        except DevicePoolError:
+            rules = DEFAULT_LEASES
+        length = (self.lease.expires_at - self.lease.granted_at).total_seconds()
+        self.every = renew_every(rules.idle_timeout, length)
 
     def left(self) -> float:
         now = datetime.now(UTC) + self.offset
         return (self.lease.expires_at - now).total_seconds()
 
     async def run(self) -> None:
+        await self.learn()
         while True:
             left = self.left()
             if left <= MIN_RENEW_SECONDS:
@@ -561,15 +422,9 @@ async def held(
     lease = await acquire(
         pools, name, kind=kind, selector=selector, duration=duration, wait=wait, holder=holder
     )
-    try:
-        rules = await rules_of(pools, name, kind)
-        length = (lease.expires_at - lease.granted_at).total_seconds()
-        keeper = _Keeper(pools, name, lease, renew_every(rules.idle_timeout, length))
-        if lease.waited_seconds == 0:  # granted at once: `grantedAt` is the pool's now
-            keeper.offset = lease.granted_at - datetime.now(UTC)
-    except BaseException:
-        await _release_on_error(pools, name, lease)
-        raise
+    keeper = _Keeper(pools, name, lease)
+    if lease.waited_seconds == 0:  # granted at once: `grantedAt` is the pool's now
+        keeper.offset = lease.granted_at - datetime.now(UTC)
     renewing = asyncio.create_task(keeper.run(), name=f"renew lease {lease.id}")
     try:
         yield lease

@@ -2,6 +2,9 @@
 
     DevicePoolError            base; `exit_code` 1 (a runtime failure)
     ├── TemporalUnreachable    the Temporal frontend did not answer
+    ├── TemporalBusy           Temporal kept turning a call away (its limit of updates
+    │                          in flight, a full query buffer) for as long as the
+    │                          call could wait
     ├── PoolNotFound           no running pool workflow with that name
     ├── WaitTimeout            `--wait` ran out of time before the pool got there
     ├── PoolBlocked            `--wait` stopped at once: the pool reports what
@@ -43,6 +46,7 @@ __all__ = [
     "LeaseRefused",
     "PoolBlocked",
     "PoolNotFound",
+    "TemporalBusy",
     "TemporalUnreachable",
     "WaitTimeout",
 ]
@@ -76,6 +80,12 @@ class PoolBlocked(DevicePoolError):
 
 class BadInput(DevicePoolError):
     exit_code = EXIT_BAD_INPUT
+
+
+class TemporalBusy(DevicePoolError):
+    """Temporal answered, but kept turning the call away for now (the limit of updates in
+    flight on one workflow, a full query buffer, a run handing over) until the call's own
+    budget ran out. The message names the cause; trying again later can succeed."""
 
 
 class LeaseRefused(DevicePoolError):

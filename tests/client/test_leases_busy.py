@@ -1,0 +1,239 @@
+"""The lease client under load, against the in-process pools of `test_leases_client`: what
+Temporal turns away for now (its 10 updates in flight per workflow, its query buffer of
+one, a run closing into the next, an update aborted by the server) is tried again while
+the caller's budget lasts, each update under one id; no more than `UPDATES_IN_FLIGHT` go
+out at once per pool from one client; and a budget that runs out is one `TemporalBusy`
+naming the cause, never `TemporalUnreachable`. The same on the dev server, 50 at once:
+tests/workflows/test_leases_under_load.py."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from temporalio.service import RPCError, RPCStatusCode
+
+from devicepool.client import PoolClient, _lease_calls
+from devicepool.client._lease_calls import turned_away
+from devicepool.client._lease_watch import answer_in
+from devicepool.client.errors import (
+    EXIT_RUNTIME,
+    LeaseNotGranted,
+    TemporalBusy,
+    TemporalUnreachable,
+)
+from devicepool.workflows.reconciler.lease_messages import LeaseAnswer, LeasesView
+from tests.client.test_leases_client import LeasePool, client_of
+
+IN_FLIGHT = RPCError(
+    "limit on number of concurrent in-flight updates has been reached (10)",
+    RPCStatusCode.RESOURCE_EXHAUSTED,
+    b"",
+)
+CLOSING = RPCError(
+    "workflow operation can not be applied because workflow is closing",
+    RPCStatusCode.RESOURCE_EXHAUSTED,
+    b"",
+)
+ABORTED = RPCError("workflow update was aborted", RPCStatusCode.UNAVAILABLE, b"")
+BUFFER_FULL = RPCError("consistent query buffer is full", RPCStatusCode.RESOURCE_EXHAUSTED, b"")
+QUERY_TIMED_OUT = RPCError("Timeout expired", RPCStatusCode.CANCELLED, b"")
+DOWN = RPCError("tcp connect error: Connection refused", RPCStatusCode.UNAVAILABLE, b"")
+
+
+@pytest.fixture(autouse=True)
+def _quick(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("devicepool.client._leases.POLL_SECONDS", 0.01)
+    monkeypatch.setattr(_lease_calls, "BACKOFF_FIRST", 0.01)
+    monkeypatch.setattr(_lease_calls, "BACKOFF_MOST", 0.02)
+
+
+class Busy(LeasePool):
+    """A pool behind a Temporal that turns away the first `refused` updates (and the first
+    `unanswered` queries) with `error`; it records each update's name and id, and the most
+    updates it ever had in flight at once."""
+
+    def __init__(self, *devices: str, refused: int = 0, error: RPCError = IN_FLIGHT) -> None:
+        super().__init__("p", list(devices))
+        self.refused, self.error = refused, error
+        self.unanswered, self.query_error = 0, BUFFER_FULL
+        self.sent: list[tuple[str, str]] = []
+        self.in_flight = self.most_in_flight = 0
+
+    async def execute_update(self, name: str, arg: Any, **options: Any) -> Any:
+        self.sent.append((name, options["id"]))
+        if self.refused > 0:
+            self.refused -= 1
+            raise self.error
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0.005)  # in flight: admitted, waiting for a workflow task
+            return await super().execute_update(name, arg, **options)
+        finally:
+            self.in_flight -= 1
+
+    async def query(self, name: str, arg: Any = None, **options: Any) -> Any:
+        if name in ("leases", "lease_ticket") and self.unanswered > 0:
+            self.unanswered -= 1
+            raise self.query_error
+        return await super().query(name, arg, **options)
+
+
+@pytest.mark.parametrize(
+    ("error", "why"),
+    [
+        (IN_FLIGHT, "limit on number of concurrent in-flight updates has been reached (10)"),
+        (CLOSING, "workflow operation can not be applied because workflow is closing"),
+        (BUFFER_FULL, "consistent query buffer is full"),
+        (ABORTED, "workflow update was aborted"),
+        (DOWN, None),
+        (RPCError("workflow not found", RPCStatusCode.NOT_FOUND, b""), None),
+        (RuntimeError("not an RPC error"), None),
+    ],
+)
+def test_what_temporal_turns_away_for_now(error: BaseException, why: str | None) -> None:
+    assert turned_away(error) == why
+
+
+@pytest.mark.parametrize("error", [IN_FLIGHT, CLOSING, ABORTED])
+async def test_a_lease_turned_away_is_sent_again_under_the_same_id(error: RPCError) -> None:
+    pool = Busy("d-1", refused=3, error=error)
+    client = client_of(pool)
+    lease = await client.acquire_lease("p", wait=10)
+    assert [name for name, _ in pool.sent] == ["lease"] * 4
+    assert len({update_id for _, update_id in pool.sent}) == 1  # one outcome, however many tries
+    assert [x.id for x in pool.book.leases] == [lease.id]
+    pool.refused = 2
+    await client.renew_lease("p", lease)
+    pool.refused = 2
+    await client.release_lease("p", lease)
+    ids = [update_id for name, update_id in pool.sent if name != "lease"]
+    assert len(ids) == 6 and len(set(ids)) == 2  # renew thrice, release thrice
+    # A new call is a new update: its own id.
+    await client.acquire_lease("p")
+    assert len({update_id for name, update_id in pool.sent if name == "lease"}) == 2
+
+
+async def test_a_budget_that_runs_out_is_one_error_naming_the_cause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pool = Busy("d-1", refused=10**6)
+    client = client_of(pool)
+    begun = time.monotonic()
+    with pytest.raises(TemporalBusy) as err:
+        await client.acquire_lease("p", wait=0.2)  # the lease's own wait is its budget
+    assert 0.2 <= time.monotonic() - begun < 2
+    assert str(err.value).startswith('pool "p": Temporal turned the lease update away for 0s: ')
+    assert str(err.value).endswith("in-flight updates has been reached (10)")
+    assert err.value.exit_code == EXIT_RUNTIME and not isinstance(err.value, TemporalUnreachable)
+    monkeypatch.setattr(_lease_calls, "BUSY_SECONDS", 0.1)  # a release's budget
+    with pytest.raises(TemporalBusy, match="turned the release update away"):
+        await client.release_lease("p", "id1")
+    assert pool.book.leases == [] and pool.book.tickets == []
+
+
+async def test_temporal_out_of_reach_is_not_tried_again() -> None:
+    pool = Busy("d-1", refused=1, error=DOWN)
+    with pytest.raises(TemporalUnreachable):
+        await client_of(pool).acquire_lease("p", wait=10)
+    assert len(pool.sent) == 1
+
+
+@pytest.mark.parametrize("error", [BUFFER_FULL, QUERY_TIMED_OUT])
+async def test_a_poll_turned_away_is_asked_again_while_the_wait_lasts(error: RPCError) -> None:
+    pool = Busy("d-1")
+    client = client_of(pool)
+    first = await client.acquire_lease("p")
+    pool.unanswered, pool.query_error = 5, error
+    waiting = asyncio.ensure_future(client.acquire_lease("p", wait=10))
+    await asyncio.sleep(0.02)
+    await client.release_lease("p", first)
+    second = await asyncio.wait_for(waiting, 5)
+    assert second.device == "d-1" and pool.unanswered == 0
+
+
+async def test_a_wait_whose_polls_all_go_unanswered_says_why() -> None:
+    pool = Busy("d-1")
+    client = client_of(pool)
+    await client.acquire_lease("p")
+    pool.unanswered = 10**6
+    with pytest.raises(LeaseNotGranted) as err:
+        await client.acquire_lease("p", wait=0.2)
+    assert str(err.value) == (
+        'pool "p": no ready device matching the selector came free'
+        " (the last poll went unanswered: Temporal: consistent query buffer is full)"
+    )
+    assert pool.book.tickets == []  # dropped on the way out
+
+
+async def test_fifty_at_once_keep_at_most_eight_updates_in_flight_on_the_pool() -> None:
+    pool = Busy("d-1", "d-2", "d-3")
+    client = client_of(pool)
+    holders: set[str] = set()
+
+    async def user(i: int) -> str:
+        async with client.lease("p", wait=30, holder=f"u{i}") as lease:
+            assert lease.device not in holders
+            holders.add(lease.device)
+            await asyncio.sleep(0.01)
+            holders.discard(lease.device)
+        return lease.id
+
+    granted = await asyncio.wait_for(asyncio.gather(*(user(i) for i in range(50))), 30)
+    assert len(set(granted)) == 50
+    assert pool.most_in_flight == _lease_calls.UPDATES_IN_FLIGHT
+    assert pool.book.leases == [] and pool.book.tickets == []
+
+
+def test_one_client_on_two_event_loops_gates_each_apart() -> None:
+    # The CLI runs each command in its own `asyncio.run`: a gate is one loop's.
+    pool = Busy("d-1", "d-2")
+    client: PoolClient = client_of(pool)
+
+    async def burst() -> None:
+        async def one() -> None:
+            async with client.lease("p", wait=10):
+                await asyncio.sleep(0.001)
+
+        await asyncio.gather(*(one() for _ in range(12)))
+
+    asyncio.run(burst())
+    asyncio.run(burst())
+    assert pool.book.leases == [] and len(pool.book.ended) == 24
+
+
+async def test_the_waiters_of_one_client_share_one_look_at_the_queue() -> None:
+    pool = Busy("d-1")
+    client = client_of(pool)
+    first = await client.acquire_lease("p")
+    waiting = [asyncio.ensure_future(client.acquire_lease("p", wait=10)) for _ in range(20)]
+    await asyncio.sleep(0.3)  # some 30 polls each
+    looks = pool.asked.count("leases")
+    assert 0 < looks < 100 and "lease_ticket" not in pool.asked  # not one query a waiter
+    await client.release_lease("p", first)
+    granted = await asyncio.wait_for(waiting[0], 5)  # first come, first served
+    assert granted.device == "d-1" and len(pool.book.tickets) == 19
+    for other in waiting[1:]:
+        other.cancel()
+    await asyncio.gather(*waiting[1:], return_exceptions=True)
+    assert pool.book.tickets == []
+
+
+def test_a_ticket_read_in_the_queue_as_its_own_query_answers_it() -> None:
+    pool = LeasePool("p", ["d-1"])
+    held = pool.lease(SimpleNamespace(selector={}, holder="a", duration=None, wait=0))
+    ahead = pool.lease(SimpleNamespace(selector={}, holder="b", duration=None, wait=60))
+    behind = pool.lease(SimpleNamespace(selector={}, holder="c", duration=None, wait=60))
+    view = LeasesView(leases=pool.book.leases, tickets=pool.book.tickets)
+    assert answer_in(view, "p", behind.ticket) == LeaseAnswer(
+        ticket=behind.ticket, position=2, deadline=pool.book.tickets[1].deadline
+    )
+    pool.release(SimpleNamespace(lease=held.granted.lease))  # offered to `ahead`
+    view = LeasesView(leases=pool.book.leases, tickets=pool.book.tickets)
+    offered = answer_in(view, "p", ahead.ticket)
+    assert offered is not None and offered.granted is not None
+    assert offered.granted.device == "d-1" and answer_in(view, "p", "gone") is None
