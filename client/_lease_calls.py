@@ -206,7 +206,7 @@ async def update(
                     spent = time.monotonic() - begun
                     raise TemporalBusy(
                         f"{pools._side(kind).shown(name)}: Temporal turned the {update} update"
-                        f" away for {spent:.0f}s: {why}"
+                        f" away for {spent:.1f}s: {why}"
                     ) from err
                 await asyncio.sleep(min(next(pauses), left))
 

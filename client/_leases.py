@@ -1,12 +1,13 @@
 """Leases from the user's side: `PoolClient.lease`, `acquire_lease`, `renew_lease`,
 `release_lease` and `leases`, over one pool's updates and queries (docs/leases.md).
 
-A `lease` update grants at once or answers a ticket; a ticket is polled with the
-`lease_ticket` query (no history, no update) every `POLL_SECONDS` and claimed with
-`lease_claim` once the pool offers it a device. Giving up (the wait ran out, a
-cancel) drops the ticket, or releases the device offered meanwhile. The context
-manager renews in the background, to keep the idle clock, never past the lease's end.
-What is checked before any call: `_lease_input`; how calls go out under load: `_lease_calls`."""
+A `lease` update grants at once or answers a ticket; a waiting ticket is looked up every
+`POLL_SECONDS` in the pool's queue (the `leases` query, one for all of a client's waiters:
+`_lease_watch`; no history, no update) and claimed with `lease_claim` once the pool offers
+it a device. Giving up (the wait ran out, a cancel) drops the ticket, or releases the
+device offered meanwhile. The context manager renews in the background (`_lease_keeper`),
+to keep the idle clock, never past the lease's end. What is checked before any call:
+`_lease_input`; how calls go out under load: `_lease_calls`."""
 
 from __future__ import annotations
 
@@ -17,19 +18,15 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import pydantic
 from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
 
 from devicepool.api.names import (
     QUERY_LEASE_TICKET,
     QUERY_LEASES,
-    QUERY_SPEC,
     UPDATE_LEASE,
     UPDATE_LEASE_CLAIM,
     UPDATE_RELEASE,
-    UPDATE_RENEW,
 )
-from devicepool.api.v1beta1 import DEFAULT_LEASES, LeaseSpec
 from devicepool.client import _lease_calls, _lease_watch
 from devicepool.client._lease_calls import Unanswered, lease_errors
 from devicepool.client._lease_calls import handle_of as _handle
@@ -41,6 +38,7 @@ from devicepool.client._lease_input import (
     seconds_of,
 )
 from devicepool.client._lease_input import lease_id as _lease_id
+from devicepool.client._lease_keeper import Keeper, renew, renew_every
 from devicepool.client._temporal_errors import QUERY_TIMEOUT
 from devicepool.client._validation import validate_name
 from devicepool.client.errors import (
@@ -55,7 +53,6 @@ from devicepool.workflows.reconciler.lease_messages import (
     LeasesView,
     ReleaseAnswer,
     ReleaseRequest,
-    RenewRequest,
     TicketRef,
 )
 
@@ -79,12 +76,8 @@ __all__ = [
     "view",
 ]
 
-# How often a queued ticket is polled (a query: no history), well inside the claim window.
+# How often a queued ticket is looked up (a query: no history), well inside the claim window.
 POLL_SECONDS = 1.0
-# The background renewals: this share of the shorter of `idleTimeout` and the lease's length,
-# never more often than `MIN_RENEW_SECONDS`; none once less than that is left of the lease.
-RENEW_SHARE = 1 / 3
-MIN_RENEW_SECONDS = 1.0
 # A ticket given up is dropped within this, or left to end at its deadline (no worker answers).
 DROP_SECONDS = 10.0
 
@@ -93,12 +86,6 @@ LeaseProgress = Callable[[dict[str, Any]], None]
 
 # How a ticket can end while waited for, and what the wait then does.
 _TIMED_OUT, _POOL_DELETED = "TimedOut", "PoolDeleted"
-
-
-def renew_every(idle_timeout: float, lease_seconds: float) -> float:
-    """Seconds between background renewals: a share of the shorter of the pool's
-    `idleTimeout` and the lease's own length, at least `MIN_RENEW_SECONDS`."""
-    return max(MIN_RENEW_SECONDS, min(idle_timeout, lease_seconds) * RENEW_SHARE)
 
 
 def _bound(lease: Lease, pools: PoolClient) -> Lease:
@@ -282,28 +269,6 @@ class _Waited:
             await release(self.pools, self.name, answer.granted.lease, kind=self.kind)
 
 
-async def renew(
-    pools: PoolClient,
-    name: str,
-    lease: Lease | str,
-    *,
-    duration: timedelta | float | str | None = None,
-    kind: str | None = None,
-) -> Lease:
-    """The lease renewed (its idle clock restarted) for `duration` from now (None: as long
-    as it was taken for), never past the pool's `maxDuration`; `LeaseGone` if not held."""
-    kind = kind or (lease.kind if isinstance(lease, Lease) else None)
-    some_id = _lease_id(lease)
-    length = None if duration is None else timedelta(seconds=seconds_of(duration, "duration"))
-    handle = _handle(pools, name, kind)
-    request = RenewRequest(lease=some_id, duration=length)
-    answer = await _lease_calls.update(pools, handle, name, kind, UPDATE_RENEW, request)
-    if answer.granted is None:  # a handler run without its validator
-        said = answer.message or f"lease {some_id} is gone ({answer.ended})"
-        raise LeaseGone(f"{pools._side(kind).shown(name)}: {said}")
-    return Lease.of(answer.granted, kind=pools._side(kind).kind.name)
-
-
 async def release(
     pools: PoolClient,
     name: str,
@@ -339,71 +304,7 @@ async def view(pools: PoolClient, name: str, *, kind: str | None = None) -> Leas
     return answer if isinstance(answer, LeasesView) else LeasesView.model_validate(answer)
 
 
-async def rules_of(pools: PoolClient, name: str, kind: str | None) -> LeaseSpec:
-    """The pool's `spec.leases` (the defaults when unset, or when no worker answers)."""
-    handle = pools._client.get_workflow_handle(pools._side(kind).kind.workflow_id(name))
-    async with _lease_calls.query_gate(pools, handle):
-        answer = await pools._try_query(handle, QUERY_SPEC)
-    leases = ((answer or {}).get("spec") or {}).get("leases") if isinstance(answer, dict) else None
-    if not leases:
-        return DEFAULT_LEASES
-    try:
-        return LeaseSpec.model_validate(leases)
-    except pydantic.ValidationError:
-        return DEFAULT_LEASES
-
-
 # ---------------------------------------------------------------- the context manager
-
-
-class _Keeper:
-    """Renews a held lease every `every` seconds so that its idle clock never runs out,
-    each time for what is left of it: its end stays where the grant put it."""
-
-    def __init__(self, pools: PoolClient, name: str, lease: Lease) -> None:
-        self.pools, self.name, self.lease = pools, name, lease
-        self.every = MIN_RENEW_SECONDS  # until the pool's idleTimeout is known (`run`)
-        # The pool's clock minus ours (its `expiresAt` is in its clock), learnt from answers.
-        self.offset = timedelta(0)
-
-    async def learn(self) -> None:
-        """`every`, from the pool's idleTimeout: asked here, in the background, so that the
-        holder has its device meanwhile (the defaults when the pool does not answer)."""
-        try:
-            rules = await rules_of(self.pools, self.name, self.lease.kind)
-        except DevicePoolError:
-            rules = DEFAULT_LEASES
-        length = (self.lease.expires_at - self.lease.granted_at).total_seconds()
-        self.every = renew_every(rules.idle_timeout, length)
-
-    def left(self) -> float:
-        now = datetime.now(UTC) + self.offset
-        return (self.lease.expires_at - now).total_seconds()
-
-    async def run(self) -> None:
-        await self.learn()
-        while True:
-            left = self.left()
-            if left <= MIN_RENEW_SECONDS:
-                return  # it ends soon of itself: a renew would only keep it to the same end
-            await asyncio.sleep(min(self.every, left - MIN_RENEW_SECONDS))
-            left = self.left()
-            if left <= MIN_RENEW_SECONDS:
-                return
-            sent = datetime.now(UTC)
-            try:
-                renewed = await renew(
-                    self.pools, self.name, self.lease, duration=timedelta(seconds=left)
-                )
-            except LeaseGone as err:
-                self.lease.ended = str(err)
-                return
-            except DevicePoolError:
-                continue  # the server or worker away: tried again at the next turn
-            # It set expiresAt to its now + `left` (unless capped at maxDuration, which only
-            # makes its clock seem behind, and the next renew is capped again).
-            seen = sent + (datetime.now(UTC) - sent) / 2
-            self.offset = renewed.expires_at - timedelta(seconds=left) - seen
 
 
 @contextlib.asynccontextmanager
@@ -422,7 +323,7 @@ async def held(
     lease = await acquire(
         pools, name, kind=kind, selector=selector, duration=duration, wait=wait, holder=holder
     )
-    keeper = _Keeper(pools, name, lease)
+    keeper = Keeper(pools, name, lease)
     if lease.waited_seconds == 0:  # granted at once: `grantedAt` is the pool's now
         keeper.offset = lease.granted_at - datetime.now(UTC)
     renewing = asyncio.create_task(keeper.run(), name=f"renew lease {lease.id}")

@@ -127,7 +127,7 @@ async def test_a_budget_that_runs_out_is_one_error_naming_the_cause(
     with pytest.raises(TemporalBusy) as err:
         await client.acquire_lease("p", wait=0.2)  # the lease's own wait is its budget
     assert 0.2 <= time.monotonic() - begun < 2
-    assert str(err.value).startswith('pool "p": Temporal turned the lease update away for 0s: ')
+    assert str(err.value).startswith('pool "p": Temporal turned the lease update away for 0.')
     assert str(err.value).endswith("in-flight updates has been reached (10)")
     assert err.value.exit_code == EXIT_RUNTIME and not isinstance(err.value, TemporalUnreachable)
     monkeypatch.setattr(_lease_calls, "BUSY_SECONDS", 0.1)  # a release's budget

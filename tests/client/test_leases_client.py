@@ -23,7 +23,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api.v1beta1 import LeaseSpec
-from devicepool.client import BadInput, PoolClient
+from devicepool.client import BadInput, PoolClient, _lease_keeper
 from devicepool.client import _leases as leases_module
 from devicepool.client._leases import Lease, default_holder, parse_selector, renew_every, seconds_of
 from devicepool.client.errors import (
@@ -395,7 +395,7 @@ async def test_the_context_manager_releases_when_cancelled() -> None:
 async def test_the_context_manager_renews_the_idle_clock_but_never_past_the_end(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(leases_module, "MIN_RENEW_SECONDS", 0.05)
+    monkeypatch.setattr(_lease_keeper, "MIN_RENEW_SECONDS", 0.05)
     pool = LeasePool("p", ["d-1"], LeaseSpec(idle_timeout="300ms"))  # renewed every 0.1 s
     client = client_of(pool)
     async with client.lease("p", duration=timedelta(seconds=2)) as lease:
@@ -411,7 +411,7 @@ async def test_the_context_manager_renews_the_idle_clock_but_never_past_the_end(
 async def test_the_context_manager_says_when_the_pool_ended_the_lease(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(leases_module, "MIN_RENEW_SECONDS", 0.05)
+    monkeypatch.setattr(_lease_keeper, "MIN_RENEW_SECONDS", 0.05)
     pool = LeasePool("p", ["d-1"], LeaseSpec(idle_timeout="300ms"))
     client = client_of(pool)
     async with client.lease("p") as lease:
