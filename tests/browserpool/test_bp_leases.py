@@ -385,3 +385,13 @@ def test_profiles_kept_for_their_leases_are_not_counted() -> None:
     placed = run(1, profiles, {"node-1"}, leased={"p1", "p2"})
     assert placed.by_node() == {"node-1": 1}
     assert sorted(placed.kept) == ["p1", "p2"] and placed.delete == []
+
+
+def test_before_any_node_is_seen_no_label_is_known_to_be_missing() -> None:
+    # A new run's first look, or every selected node silent: a node label may yet exist.
+    spec = BrowserPoolSpec(replicas=2)
+    assert leasable.problem({"gpu": "yes"}, spec=spec, seen=None, node_labels={}) is None
+    known = {"node-1": {"gpu": "no"}}
+    refused = leasable.problem({"color": "red"}, spec=spec, seen=None, node_labels=known)
+    assert refused is not None and "can never match" in refused
+    assert leasable.problem({"gpu": "yes"}, spec=spec, seen=None, node_labels=known) is None

@@ -289,3 +289,36 @@ def test_a_holder_is_one_printable_line(holder):
     with pytest.raises(ValueError, match="one line of printable characters"):
         LeaseRequest(holder=holder)
     assert LeaseRequest(holder="ci@runner-7:4242").holder == "ci@runner-7:4242"
+
+
+def test_a_selector_is_a_few_pairs():
+    LeaseRequest(selector={f"k{i}": "v" for i in range(16)})
+    with pytest.raises(ValueError, match="at most 16 key=value pairs"):
+        LeaseRequest(selector={f"k{i}": "v" for i in range(17)})
+
+
+def test_a_holder_gives_up_a_ticket_or_the_offer_it_had_and_again():
+    book, new_id = LeaseBook(), ids()
+    held = ask(book, members("a"), new_id=new_id)
+    first = ask(book, [], wait=60, holder="first", new_id=new_id)
+    second = ask(book, [], wait=60, holder="second", new_id=new_id)
+    dropped = book.cancel(second.ticket.id, now=T0)
+    assert dropped is not None and (dropped.reason, dropped.device) == (EndReason.CANCELLED, "")
+    assert book.cancel(second.ticket.id, now=T0) is None  # gone; remembered as cancelled
+    assert book.ended_as(second.ticket.id).reason == EndReason.CANCELLED
+    book.release(held.id, now=T0)
+    (offer,) = book.assign(members("a"), now=T0, rules=RULES, new_id=new_id)
+    given_up = book.cancel(first.ticket.id, now=T0)
+    # The offer ends unused: not an expiry, and nothing to replace.
+    assert given_up is not None and (given_up.reason, given_up.device) == (EndReason.CANCELLED, "a")
+    assert book.leases == [] and book.expired_total == 0
+    assert book.ended_as(first.ticket.id).id == offer.id
+
+
+def test_offers_not_claimed_are_withdrawn():
+    book, new_id = LeaseBook(), ids()
+    claimed = ask(book, members("a"), new_id=new_id)
+    ask(book, [], wait=60, new_id=new_id)
+    book.assign(members("a", "b"), now=T0, rules=RULES, new_id=new_id)
+    (withdrawn,) = book.withdraw_offers(EndReason.POOL_DELETED, now=T0)
+    assert withdrawn.device == "b" and [x.id for x in book.leases] == [claimed.id]

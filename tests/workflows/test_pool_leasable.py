@@ -89,8 +89,9 @@ def test_only_a_used_device_is_replaced_after_its_lease():
             ended("c", EndReason.UNCLAIMED),
             ended("d", EndReason.DEVICE_LOST),
             ended("e", EndReason.REPLACED),
+            ended("f", EndReason.CANCELLED),  # an offer given up before it was claimed
         ],
-        listed={"a", "b", "c", "d", "e"},
+        listed={"a", "b", "c", "d", "e", "f"},
         now=T0,
     )
     assert sorted(state.doomed) == ["a", "b"] and said[0].reason == "ReplaceRequested"

@@ -7,6 +7,7 @@ blocked once (shown as `TeardownBlocked=True`), then done.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -32,6 +33,7 @@ from devicepool.api.v1beta1 import (
 )
 from devicepool.testing import eventually
 from devicepool.worker.build import new_worker
+from devicepool.workflows.reconciler import leasing
 from devicepool.workflows.reconciler.conditions import ConditionUpdate
 from devicepool.workflows.reconciler.events import Happened, PoolEvent
 from devicepool.workflows.reconciler.kind import Host, TeardownBlocked
@@ -41,6 +43,7 @@ from devicepool.workflows.reconciler.lease_messages import (
     LeasesView,
     ReleaseAnswer,
     ReleaseRequest,
+    RenewRequest,
     TicketRef,
 )
 from devicepool.workflows.reconciler.leases import Candidate, Ended, LeaseBook
@@ -311,18 +314,76 @@ async def test_leases_on_a_toy_kind(env: WorkflowEnvironment) -> None:
         dropped = await handle.execute_update(
             "release", ReleaseRequest(lease=queued.ticket), result_type=ReleaseAnswer
         )
-        assert dropped.released_now
+        # ...ended as given up, not used (`onRelease: replace` replaces no device for it).
+        assert (dropped.reason, dropped.released_now) == ("Cancelled", True)
+        twice = await handle.execute_update(
+            "release", ReleaseRequest(lease=queued.ticket), result_type=ReleaseAnswer
+        )
+        assert (twice.reason, twice.released_now) == ("Cancelled", False)  # idempotent too
         view = await handle.query("leases", result_type=LeasesView)
         assert [x.device for x in view.leases] == ["toy-1"] and view.tickets == []
         status = await handle.query("status")
         assert (status["leasedDevices"], status["leasesQueued"]) == (1, 0)
+
+        # An offer not yet claimed when the pool is deleted is withdrawn, not claimable.
+        third = await handle.execute_update("lease", LeaseRequest(), result_type=LeaseAnswer)
+        assert third.granted is not None and third.granted.device == "toy-0"
+        late = await handle.execute_update(
+            "lease", LeaseRequest(wait=timedelta(minutes=1)), result_type=LeaseAnswer
+        )
+        assert late.ticket is not None
+        await handle.execute_update(
+            "release", ReleaseRequest(lease=third.granted.lease), result_type=ReleaseAnswer
+        )
         await handle.cancel()
+
+        async def deleting() -> bool:
+            return bool((await handle.query("status"))["phase"] == Phase.DELETING.value)
+
+        await eventually(deleting, what="the cancel taken", timeout=20)
+        with pytest.raises(WorkflowUpdateFailedError) as claim:
+            await handle.execute_update(
+                "lease_claim", TicketRef(ticket=late.ticket), result_type=LeaseAnswer
+            )
+        assert isinstance(claim.value.cause, ApplicationError)
+        assert claim.value.cause.type == "LeaseRefused"
         # Deleted with a lease held: the teardown waits for it (`delete --force` ends it).
+        # It ends cancelled, or completed by a run it handed over to (the session server
+        # suggests hand-overs early).
         await handle.execute_update("end_leases", result_type=str)
-        with pytest.raises(WorkflowFailureError):
+        with contextlib.suppress(WorkflowFailureError):
             await handle.result()
         events = (await handle.query("events"))["events"]
     counts = {e["reason"]: e["count"] for e in events}
     # Leases are combined as Kubernetes combines similar events: one each, counted.
-    assert counts["Leased"] == 3 and counts["LeaseReleased"] == 3  # the last: PoolDeleted
+    assert counts["Leased"] == 5 and counts["LeaseReleased"] == 5  # the last: PoolDeleted
     assert "WaitingForLeases" in counts
+
+
+async def test_lease_updates_past_the_runs_budget_are_turned_away(
+    env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a run's hand-over waits for its pass, lease updates past the budget are refused
+    (`LeaseBusy`, sent again by clients) before Temporal's 2,000 a run refuses them all."""
+    monkeypatch.setattr(leasing, "UPDATE_BUDGET", 3)
+    monkeypatch.setattr(leasing, "UPDATES_PER_RUN", 1000)  # no hand-over in this test
+    async with toy(env) as handle:
+
+        async def two() -> bool:
+            return bool((await handle.query("status")).get("readyDevices") == 2)
+
+        await eventually(two, what="two toys", timeout=20)
+        held = await handle.execute_update("lease", LeaseRequest(), result_type=LeaseAnswer)
+        assert held.granted is not None
+        for _ in range(2):
+            await handle.execute_update(
+                "renew", RenewRequest(lease=held.granted.lease), result_type=LeaseAnswer
+            )
+        with pytest.raises(WorkflowUpdateFailedError) as busy:
+            await handle.execute_update(
+                "renew", RenewRequest(lease=held.granted.lease), result_type=LeaseAnswer
+            )
+        assert isinstance(busy.value.cause, ApplicationError)
+        assert busy.value.cause.type == "LeaseBusy"
+        # The pool itself still takes its other updates.
+        await handle.execute_update("scale_update", ScaleRequest(replicas=3), result_type=Accepted)

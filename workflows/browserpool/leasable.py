@@ -43,6 +43,7 @@ _NOT_REPLACED = {
     EndReason.POOL_DELETED,
     EndReason.REPLACED,
     EndReason.UNCLAIMED,
+    EndReason.CANCELLED,
 }
 # Profiles a status line names (the rest are counted).
 _NAMED = 10
@@ -167,7 +168,9 @@ def problem(
     for labels in node_labels.values():
         known.update(labels)
     unknown = sorted(k for k in selector if k not in known)
-    if unknown:
+    # With no selected node seen yet (a new run's first look, every node silent), no label
+    # is known to be missing.
+    if unknown and node_labels:
         return (
             f"selector key {unknown[0]} can never match: no node of the pool has such a label"
             f" (known: {', '.join(sorted(known))})"

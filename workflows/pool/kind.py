@@ -83,6 +83,8 @@ class DevicePoolKind:
         self._announced = False  # told the ledger in this pass (`PoolState.announce`)
         # The devices this pass terminates, while it awaits the provider: leased by no one.
         self.terminating: set[str] = set()
+        # What the last pass could not scale down (busy, leased): a release may allow it.
+        self.blocked_surplus = 0
 
     @property
     def s(self) -> PoolState:
@@ -187,6 +189,7 @@ class DevicePoolKind:
     # ------------------------------------------------------------------ publish / wait
 
     def publish(self, plan: Plan) -> None:
+        self.blocked_surplus = plan.blocked_surplus
         pause, now = self.s.account_pause, workflow.now()
         if pause is not None and pause.until <= now:
             self.s.account_pause = None  # over: said by the condition going back to True
@@ -370,13 +373,30 @@ class DevicePoolKind:
 
     def leases_ended(self, ended: Sequence[Ended], *, replace: bool) -> None:
         listed = leasable.members(self.devices)
+        work = False  # something to do now for the devices of `ended`
         if replace:
-            self.h.happened(
-                *leasable.replace_used(self.s, ended, listed=listed, now=workflow.now())
-            )
+            said = leasable.replace_used(self.s, ended, listed=listed, now=workflow.now())
+            self.h.happened(*said)
+            work = bool(said)
         elif (self.spec.leases or DEFAULT_LEASES).on_release == OnRelease.RESET:
-            leasable.reset_used(self.s, ended, listed=listed)  # by the next pass's act
-        self.h.replan = True  # a device back may be surplus, or due to roll or expire
+            # Reset by the next pass's act.
+            work = bool(leasable.reset_used(self.s, ended, listed=listed))
+        # A pass (on what is known) only for what a freed device lets the pool do now, and
+        # none while it cannot list: each pass would put off the listing's retry.
+        if self.observe_problem is None and (work or self._waits_on(ended)):
+            self.h.replan = True
+
+    def _waits_on(self, ended: Sequence[Ended]) -> bool:
+        """Whether the pool held something back that a device of `ended` may now allow: a
+        scale-down, a rollout, an expiry, a replacement once idle."""
+        freed = {e.device for e in ended}
+        life = self.life()
+        return bool(
+            self.blocked_surplus
+            or freed & set(self.s.control.retiring)
+            or (self.spec.rollout is not None and freed & set(life.drift()))
+            or freed & set(life.expiry(ignoring_leases=True).retire)
+        )
 
     # ------------------------------------------------------------------ neighbours
 

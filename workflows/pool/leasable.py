@@ -55,6 +55,7 @@ _NOT_REPLACED = {
     EndReason.POOL_DELETED,
     EndReason.REPLACED,
     EndReason.UNCLAIMED,
+    EndReason.CANCELLED,
 }
 
 

@@ -196,9 +196,13 @@ class Lifecycle:
         ends = [u for u in self.state.control.protected.values() if u is not None and u > self.now]
         return min(ends, default=None)
 
-    def expiry(self) -> Expiry:
+    def expiry(self, *, ignoring_leases: bool = False) -> Expiry:
+        """`ignoring_leases`: as if no device were leased (what a release would allow)."""
+        protected = self.protected()
+        if ignoring_leases:
+            protected -= self.state.leases.devices() - set(self.state.control.protected)
         return expiries(
-            self.devices, lifetime=self.spec.lifetime, protected=self.protected(), now=self.now
+            self.devices, lifetime=self.spec.lifetime, protected=protected, now=self.now
         )
 
     def limits(self) -> tuple[int, int]:

@@ -26,6 +26,8 @@ __all__ = [
 ]
 
 MAX_HOLDER = 128
+# Carried in every ticket of the pool's state: a selector is a few pairs, never thousands.
+MAX_SELECTOR = 16
 
 # Answers a newer worker may extend: an older client ignores what it does not know.
 _LENIENT = ConfigDict(**{**CamelModel.model_config, "extra": "ignore"})
@@ -51,6 +53,8 @@ class LeaseRequest(CamelModel):
     @field_validator("selector")
     @classmethod
     def _labels(cls, selector: dict[str, str]) -> dict[str, str]:
+        if len(selector) > MAX_SELECTOR:
+            raise ValueError(f"at most {MAX_SELECTOR} key=value pairs, got {len(selector)}")
         for key, value in selector.items():
             check_label_key(key)
             check_label_value(value)

@@ -54,6 +54,7 @@ class EndReason(StrEnum):
     REPLACED = "Replaced"  # a person replaced the member (`devicepool replace`)
     POOL_DELETED = "PoolDeleted"
     TIMED_OUT = "TimedOut"  # a ticket that waited its whole `wait` (or `maxWait`)
+    CANCELLED = "Cancelled"  # a ticket (or the offer it had) its holder gave up on
 
 
 # Ends no holder asked for: counted in `expired_total` (events `LeaseExpired`; the metric
@@ -267,6 +268,25 @@ class LeaseBook(CamelModel):
         if lease is None:
             return self.ended_as(lease_id)
         return self._end(lease, EndReason.RELEASED, now)
+
+    def cancel(self, ticket_id: str, *, now: datetime) -> Ended | None:
+        """A holder gives up on its ticket: dropped, or the offer it had (never used) ends;
+        remembered, so a second give-up answers the same. None: no such ticket waits."""
+        offer = self.offer_for(ticket_id)
+        if offer is not None and not offer.claimed:
+            return self._end(offer, EndReason.CANCELLED, now, "given up before it was claimed")
+        ticket = next((t for t in self.tickets if t.id == ticket_id), None)
+        if ticket is None:
+            return None
+        self.tickets.remove(ticket)
+        ended = Ended(
+            id=ticket.id, ticket=ticket.id, holder=ticket.holder, reason=EndReason.CANCELLED, at=now
+        )
+        return self._remember(ended)
+
+    def withdraw_offers(self, reason: EndReason, *, now: datetime) -> list[Ended]:
+        """End every offer not yet claimed (the pool is being deleted)."""
+        return [self._end(x, reason, now) for x in list(self.leases) if not x.claimed]
 
     def end_device(
         self, device: str, reason: EndReason, *, now: datetime, message: str = ""

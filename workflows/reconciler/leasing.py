@@ -47,14 +47,17 @@ with workflow.unsafe.imports_passed_through():
 if TYPE_CHECKING:
     from devicepool.workflows.reconciler.shell import Reconciler
 
-__all__ = ["LEASE_GONE", "LEASE_NOT_GRANTED", "LEASE_REFUSED", "Leasing"]
+__all__ = ["LEASE_BUSY", "LEASE_GONE", "LEASE_NOT_GRANTED", "LEASE_REFUSED", "Leasing"]
 
 # Error types a refused update carries (the CLI's exit codes: docs/leases.md).
 LEASE_REFUSED = "LeaseRefused"  # can never be granted, queue full, pool deleting: exit 3
 LEASE_NOT_GRANTED = "LeaseNotGranted"  # none free, and no wait: exit 4
 LEASE_GONE = "LeaseGone"  # a renew or claim of what is no longer held: exit 3
-# Lease updates a run takes before it hands over (Temporal refuses past 2,000 a run).
+LEASE_BUSY = "LeaseBusy"  # the run hands over: sent again in a moment (clients retry)
+# Lease updates a run takes before it hands over (Temporal refuses past 2,000 a run), and
+# the most it takes while the hand-over waits for a pass to end (then: `LeaseBusy`).
 UPDATES_PER_RUN = 1000
+UPDATE_BUDGET = 1800
 # A deleted pool waits this long at most for its leases to be released (`delete --force`:
 # not at all); past it they end and the teardown starts.
 DELETE_GRACE = timedelta(minutes=5)
@@ -89,6 +92,7 @@ class Leasing:
 
     def check_lease(self, request: LeaseRequest) -> None:
         self._refuse_while_deleting()
+        self._refuse_past_update_budget()
         problem = self.kind.lease_problem(request.selector)
         if problem is not None:
             raise ApplicationError(problem, type=LEASE_REFUSED, non_retryable=True)
@@ -120,6 +124,8 @@ class Leasing:
         return LeaseAnswer(ended=LEASE_NOT_GRANTED, message=outcome.message)
 
     def check_claim(self, request: TicketRef) -> None:
+        self._refuse_while_deleting()
+        self._refuse_past_update_budget()
         if self.book.offer_for(request.ticket) is None:
             raise self._gone(request.ticket, what="ticket")
 
@@ -132,6 +138,7 @@ class Leasing:
         return LeaseAnswer(granted=granted(self.h.name, lease))
 
     def check_renew(self, request: RenewRequest) -> None:
+        self._refuse_past_update_budget()
         if self.book.lease(request.lease) is None:
             raise self._gone(request.lease, what="lease")
 
@@ -148,6 +155,7 @@ class Leasing:
         return LeaseAnswer(granted=granted(self.h.name, lease))
 
     def check_release(self, request: ReleaseRequest) -> None:
+        self._refuse_past_update_budget()
         known = (
             self.book.lease(request.lease)
             or self.book.offer_for(request.lease)
@@ -164,17 +172,20 @@ class Leasing:
     def release(self, request: ReleaseRequest) -> ReleaseAnswer:
         self._count()
         now = workflow.now()
-        ticket = next((t for t in self.book.tickets if t.id == request.lease), None)
-        if ticket is not None:
-            self.book.tickets.remove(ticket)
+        # A ticket's id: its holder gives up. The ticket goes, or the offer it had ends
+        # unused (never replaced, whatever `onRelease` says).
+        cancelled = self.book.cancel(request.lease, now=now)
+        if cancelled is not None:
+            if cancelled.device:
+                self._ended([cancelled], replace=False)
+                self.settle()  # the device goes to the next ticket
             self.shown()
-            message = f"ticket {ticket.id} dropped"
-            return ReleaseAnswer(reason="Cancelled", message=message, released_now=True)
-        # A ticket's id names the lease offered to it (its holder gave up while it came).
-        offer = self.book.offer_for(request.lease)
-        lease_id = offer.id if offer is not None else request.lease
-        held = self.book.lease(lease_id) is not None
-        ended = self.book.release(lease_id, now=now)
+            said = f"ticket {request.lease} dropped" + (
+                f" (its offer of {cancelled.device} ended)" if cancelled.device else ""
+            )
+            return ReleaseAnswer(reason=cancelled.reason.value, message=said, released_now=True)
+        held = self.book.lease(request.lease) is not None
+        ended = self.book.release(request.lease, now=now)
         if ended is None:
             return ReleaseAnswer(reason=LEASE_GONE, message=f"no lease {request.lease!r}")
         if not held:  # released before, or ended otherwise: said, and nothing changes
@@ -244,6 +255,8 @@ class Leasing:
         if book.empty():
             return
         now = workflow.now()
+        # Offers nobody claimed yet go with the tickets: none is claimed on a deleted pool.
+        self._ended(book.withdraw_offers(EndReason.POOL_DELETED, now=now), replace=False)
         for ticket in list(book.tickets):
             book.tickets.remove(ticket)
             book.ended.append(
@@ -363,6 +376,16 @@ class Leasing:
         self.updates += 1
         if self.updates == UPDATES_PER_RUN:
             self.h.dirty = True  # a pass now, and the hand-over after it
+
+    def _refuse_past_update_budget(self) -> None:
+        """Past `UPDATE_BUDGET` lease updates in this run (its hand-over waits for a pass
+        that may take minutes), updates are turned away, to be sent again in a moment, before
+        Temporal's 2,000 a run would refuse every update of the pool (scale, apply too)."""
+        if self.updates >= UPDATE_BUDGET:
+            raise ApplicationError(
+                f"pool {self.h.name!r} is handing over to a new run; send it again in a second",
+                type=LEASE_BUSY,
+            )
 
     def _refuse_while_deleting(self) -> None:
         if self.h.s.deleting:
