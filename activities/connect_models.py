@@ -101,7 +101,7 @@ def parse_adb(value: Any) -> AdbLogin | None:
             return None
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # `[[[[...`: too deep to be a login
             return None
     if not isinstance(value, dict):
         return None

@@ -9,9 +9,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api.names import QUERY_STATUS, UPDATE_END_LEASES
@@ -144,18 +150,28 @@ async def until_ready(
 
 async def leases_ended(handle: WorkflowHandle[Any, Any], *, within: float = 10.0) -> None:
     """`delete --force`: end the leases of a pool just cancelled. Its validator refuses until
-    the pool has taken the cancel (a task later): asked again a few times; a pool already
-    gone has none to end."""
+    the pool has taken the cancel (a task later): asked again for `within` seconds, each ask
+    bounded (no worker: no answer); a pool already gone has none to end. `DevicePoolError`
+    if it never took it: the deletion goes on, its leases then end at the grace."""
     deadline = time.monotonic() + within
-    while True:
+    said = "no worker took it"
+    while time.monotonic() < deadline:
+        left = max(0.5, deadline - time.monotonic())
         try:
-            await handle.execute_update(UPDATE_END_LEASES, result_type=str)
+            await handle.execute_update(
+                UPDATE_END_LEASES, result_type=str, rpc_timeout=timedelta(seconds=left)
+            )
             return
-        except WorkflowUpdateFailedError:
-            if time.monotonic() >= deadline:
-                raise
-            await asyncio.sleep(0.2)
+        except WorkflowUpdateFailedError as err:
+            said = str(err.cause or err).splitlines()[0]
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            said = "no worker took it"
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return  # ended already: nothing is held
-            raise
+            said = err.message
+        await asyncio.sleep(0.2)
+    raise DevicePoolError(
+        f"the pool is being deleted, but its leases were not ended ({said}); they end within"
+        " 5 minutes, then the teardown goes on"
+    )

@@ -82,6 +82,7 @@ def test_the_vendors_adb_string_is_read_whole() -> None:
         {"ip": "1.2.3.4", "port": 1, "code": ["x"]},
         {"ip": "1.2.3.4" * 1000, "port": 1},
         "x" * 100_000,
+        "[" * 5000,  # nested past Python's recursion limit (the review's RecursionError)
     ],
 )
 def test_anything_else_is_no_login_and_no_error(hostile: object) -> None:
