@@ -39,7 +39,12 @@ from devicepool.client.errors import (
     TemporalBusy,
 )
 from devicepool.workflows.reconciler.lease_messages import LeaseAnswer
-from devicepool.workflows.reconciler.leasing import LEASE_GONE, LEASE_NOT_GRANTED, LEASE_REFUSED
+from devicepool.workflows.reconciler.leasing import (
+    LEASE_BUSY,
+    LEASE_GONE,
+    LEASE_NOT_GRANTED,
+    LEASE_REFUSED,
+)
 
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
@@ -78,10 +83,11 @@ _ERRORS: dict[str, type[DevicePoolError]] = {
     LEASE_NOT_GRANTED: LeaseNotGranted,
     LEASE_GONE: LeaseGone,
 }
-# What the server fails an update with when the worker's workflow task did not take it up
-# (the run was closing into its continue-as-new): rejected, so nothing was done; sent
-# again, the next run takes it.
+# Refusals of an update that did nothing and ask to be sent again: the server's, when the
+# worker's workflow task did not take the update up (the run was closing into its
+# continue-as-new), and the pool's, past its run's update budget (its hand-over is due).
 UNPROCESSED = "UnprocessedUpdate"
+_SEND_AGAIN = (UNPROCESSED, LEASE_BUSY)
 # Per client, per event loop: the gates of its pools (by workflow id).
 _KEPT: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], Any]] = weakref.WeakKeyDictionary()
 _LOOPS: weakref.WeakKeyDictionary[Any, asyncio.AbstractEventLoop] = weakref.WeakKeyDictionary()
@@ -96,17 +102,19 @@ class Unanswered(DevicePoolError):
 
 
 def turned_away(err: BaseException) -> str | None:
-    """Why Temporal turned a call away for now, in its own words; None when it did not.
+    """Why a call was turned away for now, in Temporal's (or the pool's) words; None when
+    it was not.
 
     RESOURCE_EXHAUSTED is a limit (updates in flight, the query buffer, a rate) or a run
     closing into its continue-as-new; UNAVAILABLE "workflow update was aborted" is the
-    server dropping an update it had not accepted, and an `UnprocessedUpdate` failure one
-    the closing run's worker did not take up (sent again, each lands). None of them means
-    that Temporal cannot be reached, nor that the pool refused."""
+    server dropping an update it had not accepted, an `UnprocessedUpdate` failure one the
+    closing run's worker did not take up, and `LeaseBusy` the pool's own "handing over,
+    send it again" (sent again, each lands). None of them means that Temporal cannot be
+    reached, nor that the pool refused the lease."""
     if isinstance(err, WorkflowUpdateFailedError):
         cause = err.cause
-        if isinstance(cause, ApplicationError) and cause.type == UNPROCESSED:
-            return cause.message.splitlines()[0] if cause.message else UNPROCESSED
+        if isinstance(cause, ApplicationError) and cause.type in _SEND_AGAIN:
+            return cause.message.splitlines()[0] if cause.message else cause.type
         return None
     if not isinstance(err, RPCError):
         return None
@@ -205,8 +213,8 @@ async def update(
                 if left <= 0:
                     spent = time.monotonic() - begun
                     raise TemporalBusy(
-                        f"{pools._side(kind).shown(name)}: Temporal turned the {update} update"
-                        f" away for {spent:.1f}s: {why}"
+                        f"{pools._side(kind).shown(name)}: the {update} update was turned away"
+                        f" for {spent:.1f}s: {why}"
                     ) from err
                 await asyncio.sleep(min(next(pauses), left))
 

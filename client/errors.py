@@ -2,9 +2,9 @@
 
     DevicePoolError            base; `exit_code` 1 (a runtime failure)
     ├── TemporalUnreachable    the Temporal frontend did not answer
-    ├── TemporalBusy           Temporal kept turning a call away (its limit of updates
-    │                          in flight, a full query buffer) for as long as the
-    │                          call could wait
+    ├── TemporalBusy           a call turned away for now (Temporal's limit of updates
+    │                          in flight, a full query buffer; a pool handing over)
+    │                          for as long as it could wait
     ├── PoolNotFound           no running pool workflow with that name
     ├── WaitTimeout            `--wait` ran out of time before the pool got there
     ├── PoolBlocked            `--wait` stopped at once: the pool reports what
@@ -83,9 +83,9 @@ class BadInput(DevicePoolError):
 
 
 class TemporalBusy(DevicePoolError):
-    """Temporal answered, but kept turning the call away for now (the limit of updates in
-    flight on one workflow, a full query buffer, a run handing over) until the call's own
-    budget ran out. The message names the cause; trying again later can succeed."""
+    """Temporal answered, but the call kept being turned away for now (the limit of updates
+    in flight on one workflow, a full query buffer, a run handing over) until its own budget
+    ran out. The message names the cause; trying again later can succeed."""
 
 
 class LeaseRefused(DevicePoolError):

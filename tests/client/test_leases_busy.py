@@ -14,6 +14,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.client import PoolClient, _lease_calls
@@ -26,7 +28,8 @@ from devicepool.client.errors import (
     TemporalUnreachable,
 )
 from devicepool.workflows.reconciler.lease_messages import LeaseAnswer, LeasesView
-from tests.client.test_leases_client import LeasePool, client_of
+from devicepool.workflows.reconciler.leasing import LEASE_BUSY, LEASE_NOT_GRANTED
+from tests.client.test_leases_client import LeasePool, client_of, refused
 
 IN_FLIGHT = RPCError(
     "limit on number of concurrent in-flight updates has been reached (10)",
@@ -41,6 +44,16 @@ CLOSING = RPCError(
 ABORTED = RPCError("workflow update was aborted", RPCStatusCode.UNAVAILABLE, b"")
 BUFFER_FULL = RPCError("consistent query buffer is full", RPCStatusCode.RESOURCE_EXHAUSTED, b"")
 QUERY_TIMED_OUT = RPCError("Timeout expired", RPCStatusCode.CANCELLED, b"")
+UNPROCESSED = WorkflowUpdateFailedError(
+    ApplicationError(
+        "Workflow Update is rejected because it wasn't processed by worker.",
+        type="UnprocessedUpdate",
+        non_retryable=True,
+    )
+)
+HANDING_OVER = WorkflowUpdateFailedError(
+    ApplicationError("pool 'p' is handing over to a new run; send it again", type=LEASE_BUSY)
+)
 DOWN = RPCError("tcp connect error: Connection refused", RPCStatusCode.UNAVAILABLE, b"")
 
 
@@ -90,6 +103,9 @@ class Busy(LeasePool):
         (CLOSING, "workflow operation can not be applied because workflow is closing"),
         (BUFFER_FULL, "consistent query buffer is full"),
         (ABORTED, "workflow update was aborted"),
+        (UNPROCESSED, "Workflow Update is rejected because it wasn't processed by worker."),
+        (HANDING_OVER, "pool 'p' is handing over to a new run; send it again"),
+        (refused("none free", LEASE_NOT_GRANTED), None),
         (DOWN, None),
         (RPCError("workflow not found", RPCStatusCode.NOT_FOUND, b""), None),
         (RuntimeError("not an RPC error"), None),
@@ -99,7 +115,7 @@ def test_what_temporal_turns_away_for_now(error: BaseException, why: str | None)
     assert turned_away(error) == why
 
 
-@pytest.mark.parametrize("error", [IN_FLIGHT, CLOSING, ABORTED])
+@pytest.mark.parametrize("error", [IN_FLIGHT, CLOSING, ABORTED, UNPROCESSED, HANDING_OVER])
 async def test_a_lease_turned_away_is_sent_again_under_the_same_id(error: RPCError) -> None:
     pool = Busy("d-1", refused=3, error=error)
     client = client_of(pool)
@@ -127,11 +143,11 @@ async def test_a_budget_that_runs_out_is_one_error_naming_the_cause(
     with pytest.raises(TemporalBusy) as err:
         await client.acquire_lease("p", wait=0.2)  # the lease's own wait is its budget
     assert 0.2 <= time.monotonic() - begun < 2
-    assert str(err.value).startswith('pool "p": Temporal turned the lease update away for 0.')
+    assert str(err.value).startswith('pool "p": the lease update was turned away for 0.')
     assert str(err.value).endswith("in-flight updates has been reached (10)")
     assert err.value.exit_code == EXIT_RUNTIME and not isinstance(err.value, TemporalUnreachable)
     monkeypatch.setattr(_lease_calls, "BUSY_SECONDS", 0.1)  # a release's budget
-    with pytest.raises(TemporalBusy, match="turned the release update away"):
+    with pytest.raises(TemporalBusy, match="the release update was turned away"):
         await client.release_lease("p", "id1")
     assert pool.book.leases == [] and pool.book.tickets == []
 
