@@ -1,12 +1,15 @@
 """One client's look at one pool's queue, shared by all of its waiting tickets: one
 `leases` query per poll for all of them (50 waiters polling their own tickets were 50
 queries a second on one workflow, which the server turns away while a workflow task runs),
-read for each ticket as the pool's `lease_ticket` query would answer it."""
+read for each ticket as the pool's `lease_ticket` query would answer it. A lone waiter
+asks for its own ticket (a small answer, where the view lists every lease of the pool)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +23,10 @@ from devicepool.workflows.reconciler.lease_messages import LeaseAnswer, LeasesVi
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
 
-__all__ = ["Look", "answer_in", "look"]
+__all__ = ["SHARED_FROM", "Look", "answer_in", "look", "waiting"]
+
+# A client's waiters on one pool share one look at its queue from this many on.
+SHARED_FROM = 2
 
 
 @dataclass
@@ -31,7 +37,24 @@ class Look:
     view: LeasesView | None = None
     why: str | None = None
     at: float = float("-inf")
+    # This client's tickets waiting on the pool now (`waiting`).
+    waiters: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    @property
+    def shared(self) -> bool:
+        return self.waiters >= SHARED_FROM
+
+
+@contextlib.contextmanager
+def waiting(pools: PoolClient, handle: WorkflowHandle[Any, Any]) -> Iterator[Look]:
+    """One more of this client's tickets waits on the pool while the block runs."""
+    shared = _lease_calls.per_pool(pools, handle.id, "look", Look)
+    shared.waiters += 1
+    try:
+        yield shared
+    finally:
+        shared.waiters -= 1
 
 
 async def look(

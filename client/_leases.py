@@ -151,6 +151,7 @@ class _Waited:
         self.over = False  # the ticket ended at the pool: nothing to drop
         self.unanswered: str | None = None  # why the last poll went unanswered
         self.looked = time.monotonic()  # the pool's queue is looked at again after this
+        self.queue: _lease_watch.Look | None = None  # this client's look at it (`granted`)
 
     def not_granted(self) -> LeaseNotGranted:
         said = self.said
@@ -161,7 +162,8 @@ class _Waited:
     async def granted(self) -> Granted | None:
         """The lease claimed; None when the ticket ended otherwise with time left."""
         try:
-            return await self._poll()
+            with _lease_watch.waiting(self.pools, self.handle) as self.queue:
+                return await self._poll()
         except BaseException:
             # Given up (the wait ran out, a cancel, an error): the place in the queue, or
             # the device offered meanwhile, goes to the next one now rather than at its
@@ -209,8 +211,10 @@ class _Waited:
     async def _ask(self) -> LeaseAnswer | None:
         """The ticket's state; None when the pool could not answer now (no worker in time,
         a worker restarting, Temporal's query buffer full): asked again at the next poll.
-        Read in the look at the queue this client's waiters share; asked of the ticket
-        itself once it is gone from there (how it ended)."""
+        Read in the look at the queue this client's waiters share, when several wait; asked
+        of the ticket itself otherwise, or once it is gone from there (how it ended)."""
+        if self.queue is None or not self.queue.shared:
+            return await self._ask_ticket()
         seen = await _lease_watch.look(
             self.pools, self.handle, self.name, self.kind, after=self.looked
         )
