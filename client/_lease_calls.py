@@ -88,7 +88,7 @@ _ERRORS: dict[str, type[DevicePoolError]] = {
 # continue-as-new), and the pool's, past its run's update budget (its hand-over is due).
 UNPROCESSED = "UnprocessedUpdate"
 _SEND_AGAIN = (UNPROCESSED, LEASE_BUSY)
-# Per client, per event loop: the gates of its pools (by workflow id).
+# Per client, per event loop: what it keeps for each pool (`per_pool`: its gates, its look).
 _KEPT: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], Any]] = weakref.WeakKeyDictionary()
 _LOOPS: weakref.WeakKeyDictionary[Any, asyncio.AbstractEventLoop] = weakref.WeakKeyDictionary()
 

@@ -111,8 +111,8 @@ async def acquire(
     handle = await pools._running(name, kind)
     deadline = time.monotonic() + request.wait
     while True:
-        # Tried again while Temporal turns it away, as long as the wait lasts; one update
-        # id for all the tries: a retry answers the first try's grant, never a second one.
+        # Tried again while it is turned away, as long as the wait lasts; one update id for
+        # all the tries: a retry on the same run answers the first try's grant.
         answer = await _lease_calls.update(
             pools, handle, name, kind, UPDATE_LEASE, request, until=deadline
         )

@@ -21,6 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from devicepool.client import PoolClient, _lease_calls
 from devicepool.client._lease_calls import turned_away
 from devicepool.client._lease_watch import answer_in
+from devicepool.client.cli import main
 from devicepool.client.errors import (
     EXIT_RUNTIME,
     LeaseNotGranted,
@@ -29,7 +30,7 @@ from devicepool.client.errors import (
 )
 from devicepool.workflows.reconciler.lease_messages import LeaseAnswer, LeasesView
 from devicepool.workflows.reconciler.leasing import LEASE_BUSY, LEASE_NOT_GRANTED
-from tests.client.test_leases_client import LeasePool, client_of, refused
+from tests.client.test_leases_client import LeasePool, Temporal, client_of, refused
 
 IN_FLIGHT = RPCError(
     "limit on number of concurrent in-flight updates has been reached (10)",
@@ -267,3 +268,20 @@ def test_a_ticket_read_in_the_queue_as_its_own_query_answers_it() -> None:
     offered = answer_in(view, "p", ahead.ticket)
     assert offered is not None and offered.granted is not None
     assert offered.granted.device == "d-1" and answer_in(view, "p", "gone") is None
+
+
+def test_the_cli_says_a_busy_pool_in_one_line_exit_1(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = Temporal(Busy("d-1", refused=10**6))
+
+    async def connect(**_: Any) -> Temporal:
+        return fake
+
+    monkeypatch.setattr("devicepool.connect.connect", connect)
+    monkeypatch.setattr(_lease_calls, "BUSY_SECONDS", 0.1)
+    code = main(["release", "p", "some-lease"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (EXIT_RUNTIME, "")
+    assert err.startswith('error: pool "p": the release update was turned away for 0.')
+    assert err.endswith("in-flight updates has been reached (10)\n") and err.count("\n") == 1
