@@ -56,7 +56,7 @@ async def connect_info(
 ) -> ConnectInfo:
     """The lease's connect info, read now by the pool (`LeaseGone`: not held;
     `LeaseRefused`: history not encrypted, by the pool's worker or this client)."""
-    from devicepool.client import _leases
+    from devicepool.client import _lease_calls, _leases
 
     kind = kind or (lease.kind if not isinstance(lease, str) else None)
     some_id = _leases._lease_id(lease)
@@ -70,12 +70,13 @@ async def connect_info(
     handle = _leases._handle(pools, name, kind)
     with _leases.lease_errors(pools, name, kind):
         try:
-            answer: ConnectAnswer = await handle.execute_update(
-                UPDATE_LEASE_CONNECT,
-                LeaseRef(lease=some_id),
-                result_type=ConnectAnswer,
-                rpc_timeout=CONNECT_TIMEOUT,
-            )
+            async with _lease_calls.update_gate(pools, handle):  # in flight while it reads
+                answer: ConnectAnswer = await handle.execute_update(
+                    UPDATE_LEASE_CONNECT,
+                    LeaseRef(lease=some_id),
+                    result_type=ConnectAnswer,
+                    rpc_timeout=CONNECT_TIMEOUT,
+                )
         except WorkflowUpdateFailedError as err:
             cause = err.cause
             if isinstance(cause, ApplicationError) and cause.type == CONNECT_FAILED:

@@ -61,6 +61,7 @@ __all__ = [
     "query_gate",
     "turned_away",
     "update",
+    "update_gate",
 ]
 
 # Lease updates one client keeps in flight on one pool (Temporal allows 10 per workflow:
@@ -141,6 +142,11 @@ def per_pool(pools: PoolClient, workflow_id: str, what: str, make: Callable[[], 
     return found
 
 
+def update_gate(pools: PoolClient, handle: WorkflowHandle[Any, Any]) -> asyncio.Semaphore:
+    """Taken around each lease update this client sends the pool (`UPDATES_IN_FLIGHT`)."""
+    return per_pool(pools, handle.id, "updates", lambda: asyncio.Semaphore(UPDATES_IN_FLIGHT))
+
+
 def query_gate(pools: PoolClient, handle: WorkflowHandle[Any, Any]) -> asyncio.Semaphore:
     """Taken around each query this client sends the pool (`QUERIES_IN_FLIGHT`)."""
     return per_pool(pools, handle.id, "queries", lambda: asyncio.Semaphore(QUERIES_IN_FLIGHT))
@@ -192,7 +198,7 @@ async def update(
     begun = time.monotonic()
     until = begun + BUSY_SECONDS if until is None else until
     update_id = update_id or f"{update}-{uuid.uuid4()}"
-    gate = per_pool(pools, handle.id, "updates", lambda: asyncio.Semaphore(UPDATES_IN_FLIGHT))
+    gate = update_gate(pools, handle)
     pauses = _backoff()
     with lease_errors(pools, name, kind):
         while True:
