@@ -1,8 +1,9 @@
 """One client's look at one pool's queue, shared by all of its waiting tickets: one
 `leases` query per poll for all of them (50 waiters polling their own tickets were 50
 queries a second on one workflow, which the server turns away while a workflow task runs),
-read for each ticket as the pool's `lease_ticket` query would answer it. A lone waiter
-asks for its own ticket (a small answer, where the view lists every lease of the pool)."""
+where each ticket reads its place; one that left the queue (offered a device, or ended)
+asks its own `lease_ticket` query. A lone waiter asks for its own ticket all along (a small
+answer, where the view lists every lease of the pool)."""
 
 from __future__ import annotations
 
@@ -13,17 +14,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
 from temporalio.client import WorkflowHandle
 
 from devicepool.api.names import QUERY_LEASES
 from devicepool.client import _lease_calls
 from devicepool.client._lease_calls import Unanswered
-from devicepool.workflows.reconciler.lease_messages import LeaseAnswer, LeasesView, granted
 
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
 
-__all__ = ["SHARED_FROM", "Look", "answer_in", "look", "waiting"]
+__all__ = ["SHARED_FROM", "Look", "look", "place_in", "waiting"]
 
 # A client's waiters on one pool share one look at its queue from this many on.
 SHARED_FROM = 2
@@ -34,7 +35,7 @@ class Look:
     """The pool's queue as last seen: `view` (None: unanswered, `why`), and when the query
     that saw it was sent (`time.monotonic()`)."""
 
-    view: LeasesView | None = None
+    view: Any = None  # the `leases` query's JSON
     why: str | None = None
     at: float = float("-inf")
     # This client's tickets waiting on the pool now (`waiting`).
@@ -73,7 +74,7 @@ async def look(
             sent = time.monotonic()
             try:
                 shared.view = await _lease_calls.query(
-                    pools, handle, name, kind, QUERY_LEASES, result_type=LeasesView
+                    pools, handle, name, kind, QUERY_LEASES, result_type=dict
                 )
                 shared.why = None
             except Unanswered as err:
@@ -82,15 +83,15 @@ async def look(
         return shared
 
 
-def answer_in(view: LeasesView, pool: str, ticket: str) -> LeaseAnswer | None:
-    """The ticket's state in the view, as `lease_ticket` answers it (offered, or waiting);
-    None when it is in neither (it ended: how, only the ticket's own query tells)."""
-    if not isinstance(view, LeasesView):
-        view = LeasesView.model_validate(view)
-    offer = next((x for x in view.leases if x.ticket == ticket and ticket), None)
-    if offer is not None:
-        return LeaseAnswer(granted=granted(pool, offer), ticket=ticket)
-    for position, waiting in enumerate(view.tickets, start=1):
-        if waiting.id == ticket:
-            return LeaseAnswer(ticket=ticket, position=position, deadline=waiting.deadline)
+def place_in(view: Any, ticket: str) -> int | None:
+    """The ticket's place in the pool's queue as the view shows it (1: next); None when it
+    waits there no more (offered a device, or ended: its own query tells which). Read from
+    the JSON as it comes, so that a newer worker's fields in a lease or ticket are no error
+    (the models the pool carries refuse fields they do not know)."""
+    if isinstance(view, BaseModel):
+        view = view.model_dump(mode="json", by_alias=True)
+    tickets = view.get("tickets") if isinstance(view, dict) else None
+    for position, waiting in enumerate(tickets if isinstance(tickets, list) else [], start=1):
+        if isinstance(waiting, dict) and waiting.get("id") == ticket:
+            return position
     return None

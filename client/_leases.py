@@ -211,8 +211,8 @@ class _Waited:
     async def _ask(self) -> LeaseAnswer | None:
         """The ticket's state; None when the pool could not answer now (no worker in time,
         a worker restarting, Temporal's query buffer full): asked again at the next poll.
-        Read in the look at the queue this client's waiters share, when several wait; asked
-        of the ticket itself otherwise, or once it is gone from there (how it ended)."""
+        Its place read in the look at the queue this client's waiters share, when several
+        wait; asked of the ticket itself otherwise, and once it left the queue."""
         if self.queue is None or not self.queue.shared:
             return await self._ask_ticket()
         seen = await _lease_watch.look(
@@ -222,11 +222,11 @@ class _Waited:
         if seen.view is None:
             self.unanswered = seen.why
             return None
-        answer = _lease_watch.answer_in(seen.view, self.name, self.ticket)
-        if answer is not None:
+        place = _lease_watch.place_in(seen.view, self.ticket)
+        if place is not None:  # still waiting
             self.unanswered = None
-            return answer
-        return await self._ask_ticket()
+            return LeaseAnswer(ticket=self.ticket, position=place)
+        return await self._ask_ticket()  # offered (claim it), or ended: how
 
     async def _ask_ticket(self) -> LeaseAnswer | None:
         """The ticket's own state (`lease_ticket`); None when the pool could not answer."""

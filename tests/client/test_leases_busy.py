@@ -20,7 +20,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.client import PoolClient, _lease_calls
 from devicepool.client._lease_calls import turned_away
-from devicepool.client._lease_watch import answer_in
+from devicepool.client._lease_watch import place_in
 from devicepool.client.cli import main
 from devicepool.client.errors import (
     EXIT_RUNTIME,
@@ -28,7 +28,7 @@ from devicepool.client.errors import (
     TemporalBusy,
     TemporalUnreachable,
 )
-from devicepool.workflows.reconciler.lease_messages import LeaseAnswer, LeasesView
+from devicepool.workflows.reconciler.lease_messages import LeasesView
 from devicepool.workflows.reconciler.leasing import LEASE_BUSY, LEASE_NOT_GRANTED
 from tests.client.test_leases_client import LeasePool, Temporal, client_of, refused
 
@@ -232,11 +232,12 @@ async def test_the_waiters_of_one_client_share_one_look_at_the_queue() -> None:
     await asyncio.sleep(0.1)  # some 10 polls each
     looks = pool.asked.count("leases")
     assert 0 < looks < 40  # not one query a waiter each poll (some 200)
-    # The first one alone asked for its own ticket, before the others came.
+    # Its own ticket only the first asked, alone before the others came.
     assert pool.asked.count("lease_ticket") <= 2
     await client.release_lease("p", first)
     granted = await asyncio.wait_for(waiting[0], 5)  # first come, first served
     assert granted.device == "d-1" and len(pool.book.tickets) == 19
+    assert pool.asked.count("lease_ticket") <= 3  # and the one offered, before its claim
     for other in waiting[1:]:
         other.cancel()
     await asyncio.gather(*waiting[1:], return_exceptions=True)
@@ -255,20 +256,23 @@ async def test_a_lone_waiter_asks_for_its_own_ticket() -> None:
     assert "lease_ticket" in pool.asked and "leases" not in pool.asked
 
 
-def test_a_ticket_read_in_the_queue_as_its_own_query_answers_it() -> None:
+def test_a_ticket_s_place_is_read_in_the_queue_whatever_a_newer_worker_adds() -> None:
     pool = LeasePool("p", ["d-1"])
     held = pool.lease(SimpleNamespace(selector={}, holder="a", duration=None, wait=0))
     ahead = pool.lease(SimpleNamespace(selector={}, holder="b", duration=None, wait=60))
     behind = pool.lease(SimpleNamespace(selector={}, holder="c", duration=None, wait=60))
     view = LeasesView(leases=pool.book.leases, tickets=pool.book.tickets)
-    assert answer_in(view, "p", behind.ticket) == LeaseAnswer(
-        ticket=behind.ticket, position=2, deadline=pool.book.tickets[1].deadline
-    )
+    assert (place_in(view, ahead.ticket), place_in(view, behind.ticket)) == (1, 2)
+    # The JSON a newer worker answers: fields this client's models would refuse.
+    newer = view.model_dump(mode="json", by_alias=True)
+    for item in newer["tickets"] + newer["leases"]:
+        item["somethingNew"] = 1
+    assert place_in(newer, behind.ticket) == 2
     pool.release(SimpleNamespace(lease=held.granted.lease))  # offered to `ahead`
     view = LeasesView(leases=pool.book.leases, tickets=pool.book.tickets)
-    offered = answer_in(view, "p", ahead.ticket)
-    assert offered is not None and offered.granted is not None
-    assert offered.granted.device == "d-1" and answer_in(view, "p", "gone") is None
+    assert (place_in(view, ahead.ticket), place_in(view, behind.ticket)) == (None, 1)
+    for odd in (None, {}, {"tickets": "x"}, {"tickets": [1, {"id": None}]}):
+        assert place_in(odd, ahead.ticket) is None
 
 
 def test_the_cli_says_a_busy_pool_in_one_line_exit_1(
