@@ -20,11 +20,13 @@ from temporalio.client import WorkflowHandle
 from devicepool.api.names import QUERY_LEASES
 from devicepool.client import _lease_calls
 from devicepool.client._lease_calls import Unanswered
+from devicepool.workflows.reconciler.lease_messages import LeasesView
+from devicepool.workflows.reconciler.leases import Lease, Ticket
 
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
 
-__all__ = ["SHARED_FROM", "Look", "look", "place_in", "waiting"]
+__all__ = ["SHARED_FROM", "Look", "look", "place_in", "read_view", "waiting"]
 
 # A client's waiters on one pool share one look at its queue from this many on.
 SHARED_FROM = 2
@@ -95,3 +97,25 @@ def place_in(view: Any, ticket: str) -> int | None:
         if isinstance(waiting, dict) and waiting.get("id") == ticket:
             return position
     return None
+
+
+def read_view(answer: Any) -> LeasesView:
+    """The `leases` query's JSON as a `LeasesView`, a newer worker's fields in its leases and
+    tickets left out rather than refused (the models the pool carries forbid what they do
+    not know; the view itself ignores it)."""
+    if isinstance(answer, LeasesView) or not isinstance(answer, dict):
+        return LeasesView.model_validate(answer)
+    return LeasesView.model_validate(
+        {
+            **answer,
+            "leases": [_known(Lease, x) for x in answer.get("leases") or []],
+            "tickets": [_known(Ticket, x) for x in answer.get("tickets") or []],
+        }
+    )
+
+
+def _known(model: type[BaseModel], item: Any) -> Any:
+    if not isinstance(item, dict):
+        return item  # refused as it is
+    names = {f.alias or n for n, f in model.model_fields.items()} | set(model.model_fields)
+    return {key: value for key, value in item.items() if key in names}

@@ -299,13 +299,11 @@ async def view(pools: PoolClient, name: str, *, kind: str | None = None) -> Leas
     handle = await pools._running(name, kind)
     with pools._errors(name, kind=kind):
         try:
-            answer = await handle.query(
-                QUERY_LEASES, result_type=LeasesView, rpc_timeout=QUERY_TIMEOUT
-            )
+            answer = await handle.query(QUERY_LEASES, result_type=dict, rpc_timeout=QUERY_TIMEOUT)
         except WorkflowQueryFailedError as err:  # a worker of a build from before leases
             said = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise DevicePoolError(f"{pools._side(kind).shown(name)}: leases: {said}") from err
-    return answer if isinstance(answer, LeasesView) else LeasesView.model_validate(answer)
+    return _lease_watch.read_view(answer)
 
 
 # ---------------------------------------------------------------- the context manager

@@ -275,6 +275,29 @@ def test_a_ticket_s_place_is_read_in_the_queue_whatever_a_newer_worker_adds() ->
         assert place_in(odd, ahead.ticket) is None
 
 
+async def test_the_leases_of_a_newer_worker_are_read_without_its_new_fields(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pool = LeasePool("p", ["d-1"])
+    client = client_of(pool)
+    lease = await client.acquire_lease("p", holder="ci")
+    pool.lease(SimpleNamespace(selector={}, holder="next", duration=None, wait=60))
+    newer = LeasesView(leases=pool.book.leases, tickets=pool.book.tickets).model_dump(
+        mode="json", by_alias=True
+    )
+    for item in newer["tickets"] + newer["leases"]:
+        item["somethingNew"] = {"a": 1}
+    newer["alsoNew"] = True
+
+    async def newer_worker(name: str, *_: Any, **__: Any) -> Any:
+        return newer
+
+    monkeypatch.setattr(pool, "query", newer_worker)
+    view = await client.leases("p")
+    assert [(x.id, x.holder) for x in view.leases] == [(lease.id, "ci")]
+    assert [t.holder for t in view.tickets] == ["next"]
+
+
 def test_the_cli_says_a_busy_pool_in_one_line_exit_1(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
