@@ -391,11 +391,12 @@ class DevicePoolKind:
         scale-down, a rollout, an expiry, a replacement once idle."""
         freed = {e.device for e in ended}
         life = self.life()
+        expiry = life.expiry(ignoring_leases=True)  # past maxAge, or past its grace too
         return bool(
             self.blocked_surplus
             or freed & set(self.s.control.retiring)
             or (self.spec.rollout is not None and freed & set(life.drift()))
-            or freed & set(life.expiry(ignoring_leases=True).retire)
+            or freed & {*expiry.retire, *expiry.force}
         )
 
     # ------------------------------------------------------------------ neighbours
