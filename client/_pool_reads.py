@@ -21,6 +21,7 @@ from devicepool.api.names import (
     ledger_workflow_id,
 )
 from devicepool.client._kind_sides import side_of
+from devicepool.client._lease_watch import read_view
 from devicepool.client._results import PoolSummary, iso, parse_time
 from devicepool.client._temporal_errors import QUERY_TIMEOUT
 from devicepool.client._validation import validate_name
@@ -141,9 +142,10 @@ async def _leases_of(
     status says there are some; None when no worker answered it."""
     if not (status.get("leasedDevices") or status.get("leasesQueued")):
         return {"leases": [], "tickets": []}
-    view = await pools._try_query(handle, QUERY_LEASES, result_type=LeasesView)
-    if not isinstance(view, LeasesView):
+    answer = await pools._try_query(handle, QUERY_LEASES)  # a newer worker's fields: left out
+    if not isinstance(answer, dict | LeasesView):
         return None
+    view = read_view(answer)
     return view.model_dump(mode="json", by_alias=True, include={"leases", "tickets"})
 
 

@@ -200,7 +200,7 @@ class FakePools:
         self.asked.append(query)
         if self.answer is None:
             return None
-        return LeasesView.model_validate(self.answer)
+        return self.answer if result_type is dict else LeasesView.model_validate(self.answer)
 
 
 async def test_describe_asks_for_the_leases_only_when_the_status_has_some() -> None:
@@ -215,3 +215,9 @@ async def test_describe_asks_for_the_leases_only_when_the_status_has_some() -> N
     assert pools.asked == [QUERY_LEASES]
     unanswered = FakePools(None)
     assert await _leases_of(unanswered, None, STATUS) is None  # type: ignore[arg-type]
+    # A newer worker's fields in its leases and tickets are left out, not an error.
+    newer = {
+        "leases": [{**x, "somethingNew": 1} for x in answer["leases"]],
+        "tickets": [{**x, "somethingNew": 1} for x in answer["tickets"]],
+    }
+    assert await _leases_of(FakePools(newer), None, STATUS) == answer  # type: ignore[arg-type]
