@@ -248,6 +248,7 @@ class DeviceActivities(
             pool=input.pool or "",
             replacement=not input.only_if_idle,
             reserve_keep=input.reserve_keep,
+            used=input.used,
         ):
             return await self._terminate_device(provider, input)
 

@@ -296,6 +296,9 @@ class TerminateDeviceInput(CamelModel):
     # With `only_if_idle`: the plan's listing's `DeviceInfo.idle_since`. A device used
     # since (a session that started and ended after that listing) is kept.
     idle_since: datetime | None = None
+    # It served a lease and goes unreset (`onRelease: replace`, a reset not possible): an
+    # adapter that keeps removed devices for later creates resets it first, or retires it.
+    used: bool = False
 
 
 class TerminateDeviceResult(CamelModel):

@@ -49,6 +49,9 @@ class ProviderCall:
     # The pool is being deleted (`terminate_pool`): a removal lets the device go, with
     # no read and no repair spent on it (an adapter that keeps it parks it for good).
     deleting: bool = False
+    # The device served a lease and was not reset (`onRelease: replace`, a reset not
+    # possible): a removal never hands it, unreset, to a later create.
+    used: bool = False
 
 
 _NOBODY = ProviderCall()
@@ -68,6 +71,7 @@ def provider_call(
     reserve_keep: int | None = None,
     fresh: bool | None = None,
     deleting: bool | None = None,
+    used: bool | None = None,
 ) -> Iterator[None]:
     """Provider calls made inside are for `pool` (a replacement's when `replacement`;
     a read acted on at once when `fresh`; the pool's deletion when `deleting`).
@@ -82,6 +86,7 @@ def provider_call(
             reserve_keep=outer.reserve_keep if reserve_keep is None else reserve_keep,
             fresh=outer.fresh if fresh is None else fresh,
             deleting=outer.deleting if deleting is None else deleting,
+            used=outer.used if used is None else used,
         )
     )
     try:

@@ -129,6 +129,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         default=1,
         help="cloud-phone calls allowed in any second",
     )
+    parser.add_argument(
+        "--phone-recovers-per-month",
+        type=_positive_int,
+        default=60,
+        help="fresh starts (/phone/profile/recover) a profile may have in a calendar month",
+    )
     for flag, choices, default, says in (
         (
             "--phone-rate-limit",

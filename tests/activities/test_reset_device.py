@@ -23,7 +23,9 @@ from devicepool.activities.models import (
     ProxyPoolSettings,
     ResetDeviceInput,
     ResetOutcome,
+    TerminateDeviceInput,
 )
+from devicepool.activities.providers.bitbrowser.phone_marks import Remark
 from devicepool.activities.providers.rest import RestProvider
 from tests.activities.conftest import bitbrowser_account
 from tests.helpers.bitbrowser import KEY, Account
@@ -150,3 +152,34 @@ async def test_the_rest_contract_has_no_reset(emulator: Emulator) -> None:
         assert await provider.reset_device("any-device") is False
     finally:
         await provider.aclose()
+
+
+async def test_a_phone_replaced_after_use_is_fresh_started_before_reuse_or_retired(
+    account: Account, phones: DeviceActivities
+) -> None:
+    """`onRelease: replace` (or a reset not possible): the removal of a used phone resets it
+    before its profile waits in reserve for a later create, or retires it when the month's
+    fresh starts are used: a later holder never gets the used phone as it was."""
+    device = await a_running_phone(account, phones)
+    gone = TerminateDeviceInput(account="phones", device_id=device, pool="pr", used=True)
+    await ActivityEnvironment().run(phones.terminate_device, gone)
+    stats = (await account.stats())["phones"]
+    assert (stats["recovers"], stats["running"]) == (1, 0)
+    assert _remark_state(account) == "reserve"
+    # Claimed again by a create, used, and its last fresh start of the month spent.
+    again = await a_running_phone(account, phones)
+    assert again.split(".")[0] == device.split(".")[0]
+    await reset(phones, again)
+    await account.advance(BOOT + 1)
+    await status_of(phones, again)
+    gone = TerminateDeviceInput(account="phones", device_id=again, pool="pr", used=True)
+    await ActivityEnvironment().run(phones.terminate_device, gone)
+    assert (await account.stats())["phones"]["recovers"] == 2
+    assert _remark_state(account) == "retired"
+
+
+def _remark_state(account: Account) -> str:
+    with account.emulator.transaction(write=False):
+        (phone,) = account.emulator.phones.phones.values()
+        remark = Remark.parse(phone.fields["remark"])
+    return remark.state if remark else ""

@@ -151,3 +151,14 @@ def test_a_browser_profiles_reset_is_a_fresh_profile_said_once() -> None:
     assert again.reason == "ReplaceRequested"
     asked = browser_leasable.replaced_after_use(["p4"], reset=False, events=[])
     assert asked.reason == "ReplaceRequested"  # `release --replace`, or `onRelease: replace`
+
+
+def test_a_device_replaced_after_use_is_removed_as_used_until_gone() -> None:
+    """Its removal says so (`TerminateDeviceInput.used`): a Local API phone is then reset
+    before its profile serves a later create, or retired."""
+    state = PoolState(resets=[PendingReset(device="a")])
+    leasable.take_resets(state, {"a": answer("a", am.ResetOutcome.QUOTA_USED)})
+    leasable.replace_used(state, [ended("b", EndReason.RELEASED)], listed={"a", "b"}, now=T0)
+    assert state.replaced_after_use == ["a", "b"] and sorted(state.doomed) == ["a", "b"]
+    leasable.resets_due(state, members={"b"}, leaving=())
+    assert state.replaced_after_use == ["b"]  # a is gone

@@ -103,10 +103,12 @@ async def reset_used(k: DevicePoolKind, decision: Decision) -> None:
     only while some wait, which no run before leases ever had (no patch). A device reset
     reads rebooting until a listing says otherwise: the running watch, which may have
     listed it before its reset, is dropped (a new one starts from this view)."""
+    if k.observe_problem is not None:
+        return  # never on a guess: the devices are not seen
     due = leasable.resets_due(
         k.s, members=leasable.members(k.devices), leaving=set(decision.terminate)
     )
-    if not due or k.observe_problem is not None:
+    if not due:
         return
     results = await calls.reset_devices(k.route, k.name, due)
     doomed = set(k.s.doomed)
@@ -212,6 +214,7 @@ async def terminate(
         only_if_idle=only_if_idle,
         idle_since=seen,
         reserve_keep=reserve.keep if reserve is not None else None,
+        used=set(k.s.replaced_after_use),
     )
     k.said(
         k.s.take_terminations(

@@ -167,9 +167,11 @@ async def terminate_devices(
     only_if_idle: set[str] | frozenset[str] = frozenset(),
     idle_since: Mapping[str, datetime] | None = None,
     reserve_keep: int | None = None,
+    used: set[str] | frozenset[str] = frozenset(),
 ) -> Terminations:
     """Terminate these devices in parallel; those in `only_if_idle` only if still idle
-    (and not used since `idle_since`, what the plan's listing showed)."""
+    (and not used since `idle_since`, what the plan's listing showed); those in `used`
+    served a lease and go unreset (`TerminateDeviceInput.used`)."""
 
     async def one(device_id: str) -> am.TerminateDeviceResult:
         return await workflow.execute_activity_method(
@@ -182,6 +184,7 @@ async def terminate_devices(
                 only_if_idle=device_id in only_if_idle,
                 idle_since=(idle_since or {}).get(device_id) if device_id in only_if_idle else None,
                 reserve_keep=reserve_keep,
+                used=device_id in used,
             ),
             start_to_close_timeout=timedelta(seconds=30),
             heartbeat_timeout=am.HEARTBEAT_TIMEOUT,

@@ -174,7 +174,7 @@ class DevicePoolKind:
             await acting.carry_out(self, decision)
         finally:
             self.terminating = set()
-        if self.s.resets:
+        if self.s.resets or self.s.replaced_after_use:
             await acting.reset_used(self, decision)
         # What the status shows is the pool after its terminations (runs from v0.1.0: before).
         plan = decision.plan

@@ -136,6 +136,7 @@ def replace_used(
     if not used:
         return []
     state.fates.set(used, Fate.DOOMED)
+    state.replaced_after_use += [d for d in used if d not in state.replaced_after_use]
     return [Happened("ReplaceRequested", f"{ids(used)} replaced after use (lease released)")]
 
 
@@ -157,9 +158,11 @@ def resets_due(
     state: PoolState, *, members: Collection[str], leaving: Collection[str]
 ) -> list[str]:
     """The devices to reset now. One no longer a member, or doomed, needs none (it goes
-    anyway) and is forgotten; one this pass terminates (`leaving`) waits."""
+    anyway) and is forgotten; one this pass terminates (`leaving`) waits. Devices replaced
+    after use are forgotten once gone."""
     doomed = set(state.doomed)
     state.resets = [r for r in state.resets if r.device in members and r.device not in doomed]
+    state.replaced_after_use = [d for d in state.replaced_after_use if d in members]
     return [r.device for r in state.resets if r.device not in leaving]
 
 
@@ -210,4 +213,5 @@ def take_resets(state: PoolState, results: Mapping[str, Any]) -> list[Happened]:
             said.append(Happened(RESET_IS_REPLACE, message))
     doomed = [d for d in [*unsupported, *replaced] if d not in state.doomed]
     state.fates.set(doomed, Fate.DOOMED)
+    state.replaced_after_use += [d for d in doomed if d not in state.replaced_after_use]
     return said

@@ -200,6 +200,9 @@ class PoolState(CamelModel):
     leases: LeaseBook = Field(default_factory=LeaseBook)
     # Devices back from a lease to reset before they are leased again (`leasable.reset_used`).
     resets: list[PendingReset] = Field(default_factory=list)
+    # Devices doomed after a lease, unreset (`onRelease: replace`, a reset not possible):
+    # their removal tells the provider (`TerminateDeviceInput.used`); forgotten once gone.
+    replaced_after_use: list[str] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod

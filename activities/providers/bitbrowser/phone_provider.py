@@ -282,8 +282,11 @@ class PhoneProvider:
             # replacement; a scale-down reads nothing more. A phone last read not running
             # is read again (docs/providers.md, "The cloud-phone adapter").
             read = current_call().replacement or self.reads.suspect(phone)
-            broken = phone.status == PhoneStatus.RUNNING and not await self.reads.running(
-                phone, read=read
+            # Used by a lease's holder: fresh-started before a later create may claim it
+            # (retired if none is left this month), as a broken one is.
+            broken = current_call().used or (
+                phone.status == PhoneStatus.RUNNING
+                and not await self.reads.running(phone, read=read)
             )
             await self.reserve.park(phone, remark, broken=broken)
 

@@ -1,0 +1,227 @@
+"""`onRelease: reset` on Local API cloud phones (docs/leases.md, "onRelease: reset"): a phone
+given back is fresh-started once (`/phone/profile/recover`), granted to no one meanwhile, then
+leasable again as the same device; past its month's quota it is replaced instead.
+
+On the cloud-phone stack (the session dev server's `cloud-phones` namespace, an in-process
+emulator 10 times faster than real time, as in `test_pool_leases.py`), with one fresh start
+a month per phone so the quota is reached at the second release.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.models import AccountSettings
+from devicepool.activities.providers.bitbrowser.phone_marks import Remark, parse_device_id
+from devicepool.api import names
+from devicepool.emulator.bitbrowser import BitBrowserConfig, BitBrowserEmulator, create_apps
+from devicepool.testing import eventually
+from devicepool.worker.build import account_workers, pool_queue_workers
+from devicepool.workflows.pool.messages import PoolInput
+from devicepool.workflows.reconciler.lease_messages import (
+    Granted,
+    LeaseAnswer,
+    LeaseRequest,
+    ReleaseAnswer,
+    ReleaseRequest,
+)
+from tests.helpers.manifests import beta_pool
+from tests.helpers.settings import PHONES, proxy_pools
+from tests.helpers.workflow_stack import POLL, cancel_running_pools, namespace_client
+
+ACCOUNT = "phones"
+KEY = "bb-local-key-reset"
+URL = "http://phones-reset.local"
+SPEED = 10.0
+NAME = "phones-reset"
+
+
+class Phones:
+    def __init__(self, client: Client, app: Any) -> None:
+        self.client = client
+        self.emulator: BitBrowserEmulator = app.state.emulator
+
+    def recovers(self) -> int:
+        with self.emulator.transaction(write=False):
+            return self.emulator.phones.counters["recovers"]
+
+    def parked(self, device: str) -> tuple[str, str]:
+        """(power, remark state) of the phone behind a device id."""
+        with self.emulator.transaction(write=False):
+            phone = self.emulator.phones.phones[_phone(device)]
+            power, remark = phone.power, Remark.parse(phone.fields["remark"])
+        return power, remark.state if remark else ""
+
+
+def _phone(device: str) -> str:
+    return (parse_device_id(device) or ("", 0))[0]
+
+
+@pytest.fixture(scope="module")
+async def phones(env: WorkflowEnvironment) -> AsyncIterator[Phones]:
+    apps = create_apps(
+        BitBrowserConfig(
+            account="phones-reset",
+            api_key=KEY,
+            speed=SPEED,
+            seed=41,
+            phone_boot_seconds=20,
+            phone_resume_seconds=5,
+            phone_recovers_per_month=1,
+        )
+    )
+    app = apps["node-1"]
+    activities = DeviceActivities(
+        accounts={
+            ACCOUNT: AccountSettings(
+                name=ACCOUNT,
+                api="bitbrowser",
+                base_url=URL,
+                api_key=SecretStr(KEY),
+                timeout_seconds=5,
+                phone_interval_seconds=1.1 / SPEED,
+            )
+        },
+        proxy_pools=proxy_pools("phones-reset-proxy-pass"),
+        settings=PHONES,
+        transport=httpx.ASGITransport(app=app),
+    )
+    client = await namespace_client(env, "cloud-phones")
+    workers = [
+        *pool_queue_workers(client, activities),
+        *account_workers(client, activities, [ACCOUNT]),
+    ]
+    running = [asyncio.ensure_future(w.run()) for w in workers]
+    try:
+        yield Phones(client, app)
+    finally:
+        await cancel_running_pools(client)
+        for worker in workers:
+            await worker.shutdown()
+        await asyncio.gather(*running, return_exceptions=True)
+        await activities.aclose()
+
+
+async def lease(handle: WorkflowHandle[Any, Any]) -> Granted:
+    answer = await handle.execute_update(
+        names.UPDATE_LEASE, LeaseRequest(holder="ci", duration="30m"), result_type=LeaseAnswer
+    )
+    assert answer.granted is not None, answer
+    return answer.granted
+
+
+async def release(handle: WorkflowHandle[Any, Any], lease_id: str) -> None:
+    answer = await handle.execute_update(
+        names.UPDATE_RELEASE, ReleaseRequest(lease=lease_id), result_type=ReleaseAnswer
+    )
+    assert answer.reason == "Released", answer
+
+
+async def refused(handle: WorkflowHandle[Any, Any]) -> str:
+    """The type a `lease` without waiting is refused with."""
+    with pytest.raises(WorkflowUpdateFailedError) as failed:
+        await handle.execute_update(
+            names.UPDATE_LEASE, LeaseRequest(holder="ci"), result_type=LeaseAnswer
+        )
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError)
+    return str(cause.type)
+
+
+@pytest.mark.devserver
+async def test_a_phone_given_back_is_fresh_started_once_then_past_its_quota_replaced(
+    phones: Phones,
+) -> None:
+    spec = beta_pool(
+        NAME,
+        1,
+        provider={"account": ACCOUNT},
+        proxy={"poolRef": "proxyseller-us", "sessionTTL": "15m"},
+        leases={"onRelease": "reset"},
+    )
+    handle = await phones.client.start_workflow(
+        "DevicePool",
+        PoolInput(metadata=spec.metadata, spec=spec.spec, settings=PHONES),
+        id=names.pool_workflow_id(NAME),
+        task_queue=names.TASK_QUEUE,
+    )
+    await eventually(lambda: _ready(handle, 1), what="1 phone ready", timeout=60, every=POLL)
+
+    # Given back: not granted to anyone until it is reset and up again.
+    first = await lease(handle)
+    await release(handle, first.lease)
+    assert await refused(handle) == "LeaseNotGranted"
+    await eventually(lambda: _recovers(phones, 1), what="the fresh start", timeout=20, every=POLL)
+    assert await refused(handle) == "LeaseNotGranted"  # rebooting
+    second = await _lease_when_ready(handle)
+    assert second.device == first.device and phones.recovers() == 1  # asked once
+    assert "Reset" in await _reasons(handle)
+
+    # The month's one fresh start is used: the phone is replaced (a new device), not reused.
+    await release(handle, second.lease)
+    await eventually(
+        lambda: _has_reason(handle, "ResetQuotaUsed"), what="quota used", timeout=20, every=POLL
+    )
+    third = await _lease_when_ready(handle, timeout=60)
+    assert _phone(third.device) != _phone(first.device) and phones.recovers() == 1
+    # The used phone is off and retired: no later create claims it unreset.
+    await eventually(
+        lambda: _retired(phones, first.device),
+        what="the used phone retired",
+        timeout=20,
+        every=POLL,
+    )
+    await release(handle, third.lease)
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+
+
+async def _lease_when_ready(handle: WorkflowHandle[Any, Any], timeout: float = 30) -> Granted:
+    granted: list[Granted] = []
+
+    async def one() -> bool:
+        try:
+            granted.append(await lease(handle))
+        except WorkflowUpdateFailedError:
+            return False
+        return True
+
+    await eventually(one, what="a phone leased", timeout=timeout, every=POLL)
+    return granted[0]
+
+
+async def _ready(handle: WorkflowHandle[Any, Any], n: int) -> bool:
+    status = await handle.query("status")
+    return bool(status["readyDevices"] == n == len(status["deviceIds"] or []))
+
+
+async def _recovers(phones: Phones, n: int) -> bool:
+    return phones.recovers() == n
+
+
+async def _retired(phones: Phones, device: str) -> bool:
+    return phones.parked(device) == ("off", "retired")
+
+
+async def _reasons(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    return [e["reason"] for e in (await handle.query("events"))["events"]]
+
+
+async def _has_reason(handle: WorkflowHandle[Any, Any], reason: str) -> bool:
+    return reason in await _reasons(handle)
