@@ -15,6 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from devicepool.api.v1beta1 import LeaseSpec
 from devicepool.workflows.reconciler.lease_messages import LeaseRequest
 from devicepool.workflows.reconciler.leases import (
+    ASKED_KEPT,
     CLAIM_WINDOW,
     Candidate,
     EndReason,
@@ -322,3 +323,15 @@ def test_offers_not_claimed_are_withdrawn():
     book.assign(members("a", "b"), now=T0, rules=RULES, new_id=new_id)
     (withdrawn,) = book.withdraw_offers(EndReason.POOL_DELETED, now=T0)
     assert withdrawn.device == "b" and [x.id for x in book.leases] == [claimed.id]
+
+
+def test_the_book_remembers_what_a_lease_update_made_the_latest_only():
+    book = LeaseBook()
+    book.remember_asked("u-1", "lease-1")
+    book.remember_asked("", "never")  # outside an update: nothing to remember
+    assert (book.made_by("u-1"), book.made_by("u-2"), book.made_by("")) == ("lease-1", None, None)
+    for i in range(ASKED_KEPT + 5):
+        book.remember_asked("x" * 1000 + str(i), f"ticket-{i}")  # a long id: a short key
+    assert len(book.asked) == ASKED_KEPT and book.made_by("u-1") is None
+    assert book.made_by("x" * 1000 + str(ASKED_KEPT + 4)) == f"ticket-{ASKED_KEPT + 4}"
+    assert {len(key) for key in book.asked} == {24}

@@ -13,19 +13,17 @@ from typing import Any
 
 import pytest
 from temporalio.client import WorkflowHandle
-from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.api import parse_pool
-from devicepool.api.names import UPDATE_LEASE, UPDATE_RELEASE
+from devicepool.api.names import UPDATE_LEASE
 from devicepool.client import PoolClient, _lease_calls, _leases
-from devicepool.testing import pool_manifest
+from devicepool.testing import eventually, pool_manifest
 from devicepool.workflows.reconciler.lease_messages import (
     LeaseAnswer,
     LeaseRequest,
-    ReleaseAnswer,
-    ReleaseRequest,
 )
+from tests.workflows.test_pool_continue_as_new import hand_over
 
 pytestmark = pytest.mark.devserver
 
@@ -70,30 +68,36 @@ async def test_fifty_holders_at_once_on_three_devices_are_all_served(
     assert (view.leases, view.tickets) == ([], [])
     print(f"50 holders on 3 devices: {took:.1f}s, {len(turned)} turned away: {set(turned)}")
 
-    # Sent again under the same id (the SDK's retry, or this client's), on the same run: the
-    # first send's grant, not a second one; even once that lease is released.
-    for attempt in range(3):  # a run that hands over between the sends: again, on the next
-        run = (await env.client.get_workflow_handle(handle_id).describe()).run_id
-        handle = env.client.get_workflow_handle(handle_id, run_id=run)
-        update_id = f"lease-once-{attempt}"
-        try:
-            first = await send(handle, update_id)
-            assert first.granted is not None, first
-            assert await send(handle, update_id) == first
-            released = await handle.execute_update(
-                UPDATE_RELEASE, ReleaseRequest(lease=first.granted.lease), result_type=ReleaseAnswer
-            )
-            assert released.released_now and await send(handle, update_id) == first
-            break
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:  # that run closed: try the next
-                raise
-    else:
-        pytest.fail("the pool handed over between every pair of sends")
-    await env.client.get_workflow_handle(handle_id).cancel()
+    # Sent again under the same id (the SDK's retry, or this client's): what the first send
+    # made, never a second lease or ticket; on the same run (Temporal answers it), and after
+    # the pool handed over to a new run, which does not know the id (the pool remembers it).
+    handle = env.client.get_workflow_handle(handle_id)
+    first = await send(handle, "lease-once")
+    assert first.granted is not None and await send(handle, "lease-once") == first
+    others = [await send(handle, f"other-{i}") for i in range(2)]  # all 3 held now
+    queued = await send(handle, "queued-once", wait="60s")
+    assert queued.ticket is not None and queued.position == 1, queued
+    run = (await handle.describe()).run_id
+    await hand_over(handle, replicas=3)
+
+    async def new_run() -> bool:
+        return (await handle.describe()).run_id != run
+
+    await eventually(new_run, what="a hand-over", timeout=30, every=0.1)
+    again = await send(handle, "lease-once")
+    assert again.granted is not None and again.granted.lease == first.granted.lease, again
+    again = await send(handle, "queued-once", wait="60s")
+    assert (again.ticket, again.position) == (queued.ticket, 1), again
+    await pools.release_lease(pool_name, first.granted.lease)  # offered to the ticket
+    again = await send(handle, "queued-once", wait="60s")  # a ticket to claim, not a grant
+    assert (again.granted, again.ticket) == (None, queued.ticket), again
+    view = await pools.leases(pool_name)
+    assert view.tickets == [] and len(view.leases) == 3, view
+    assert {x.ticket for x in view.leases} == {"", queued.ticket}
+    assert {x.id for x in view.leases} >= {o.granted.lease for o in others if o.granted}
+    await handle.cancel()
 
 
-async def send(handle: WorkflowHandle[Any, Any], update_id: str) -> LeaseAnswer:
-    return await handle.execute_update(
-        UPDATE_LEASE, LeaseRequest(holder="again"), id=update_id, result_type=LeaseAnswer
-    )
+async def send(handle: WorkflowHandle[Any, Any], update_id: str, wait: str = "0s") -> LeaseAnswer:
+    request = LeaseRequest(holder=update_id, wait=wait)
+    return await handle.execute_update(UPDATE_LEASE, request, id=update_id, result_type=LeaseAnswer)

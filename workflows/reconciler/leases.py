@@ -14,6 +14,7 @@ tickets survive continue-as-new. The rules (docs/leases.md):
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -43,6 +44,8 @@ __all__ = [
 CLAIM_WINDOW = timedelta(seconds=30)
 # Ended leases and tickets remembered, so a late renew, release or poll learns why.
 ENDED_KEPT = 200
+# `lease` updates whose answer the book remembers (`made_by`): a resend comes within seconds.
+ASKED_KEPT = 100
 
 
 class EndReason(StrEnum):
@@ -132,6 +135,10 @@ class LeaseBook(CamelModel):
     granted_total: int = 0
     # Leases ended by `EXPIRING` reasons, over the pool's life (carried across runs).
     expired_total: int = 0
+    # The latest `lease` updates answered: a digest of the update id -> the lease or ticket
+    # id it made. A resend under the same id (the SDK's or a client's retry) answers that
+    # again instead of granting twice, also on a new run, which Temporal's dedup misses.
+    asked: dict[str, str] = Field(default_factory=dict)
 
     # ------------------------------------------------------------------ reading
 
@@ -150,6 +157,16 @@ class LeaseBook(CamelModel):
         return next(
             (e for e in reversed(self.ended) if some_id in (e.id, e.ticket) and some_id), None
         )
+
+    def made_by(self, update_id: str) -> str | None:
+        """The lease or ticket id a `lease` update made (None: not one the book remembers)."""
+        return self.asked.get(_digest(update_id)) if update_id else None
+
+    def remember_asked(self, update_id: str, made: str) -> None:
+        if update_id:
+            self.asked[_digest(update_id)] = made
+            for oldest in list(self.asked)[:-ASKED_KEPT]:
+                del self.asked[oldest]
 
     def offer_for(self, ticket_id: str) -> Lease | None:
         return next((x for x in self.leases if x.ticket == ticket_id and ticket_id), None)
@@ -406,6 +423,11 @@ class LeaseBook(CamelModel):
         self.ended.append(ended)
         del self.ended[:-ENDED_KEPT]
         return ended
+
+
+def _digest(update_id: str) -> str:
+    """A fixed-size key for an update id (a client's may be up to Temporal's 1,000 chars)."""
+    return hashlib.sha256(update_id.encode()).hexdigest()[:24]
 
 
 def _expiry(lease: Lease, now: datetime, seconds: float, rules: LeaseSpec) -> datetime:

@@ -93,6 +93,8 @@ class Leasing:
     def check_lease(self, request: LeaseRequest) -> None:
         self._refuse_while_deleting()
         self._refuse_past_update_budget()
+        if self.book.made_by(_update_id()) is not None:
+            return  # a resend: answered with what its first send made (`lease`)
         problem = self.kind.lease_problem(request.selector)
         if problem is not None:
             raise ApplicationError(problem, type=LEASE_REFUSED, non_retryable=True)
@@ -106,14 +108,20 @@ class Leasing:
 
     def lease(self, request: LeaseRequest) -> LeaseAnswer:
         self._count()
+        update_id = _update_id()
+        made = self.book.made_by(update_id)
+        if made is not None:
+            return self._made_again(made)
         self.settle()
         outcome = self.book.request(**self._asked(request), new_id=self._new_id)
         self.shown()
         if isinstance(outcome, Lease):
+            self.book.remember_asked(update_id, outcome.id)
             self._said_granted(outcome)
             return LeaseAnswer(granted=granted(self.h.name, outcome))
         if isinstance(outcome, Queued):
             ticket = outcome.ticket
+            self.book.remember_asked(update_id, ticket.id)
             return LeaseAnswer(
                 ticket=ticket.id,
                 position=outcome.position,
@@ -122,6 +130,17 @@ class Leasing:
             )
         # The validator refused this on the same state: only a handler run without one.
         return LeaseAnswer(ended=LEASE_NOT_GRANTED, message=outcome.message)
+
+    def _made_again(self, made: str) -> LeaseAnswer:
+        """A `lease` sent again: the lease its first send granted, or the state of the ticket
+        it queued (one offered a device since is claimed as any: answered as a ticket)."""
+        held = self.book.lease(made)
+        if held is not None:
+            return LeaseAnswer(granted=granted(self.h.name, held))
+        answer = self.ticket(TicketRef(ticket=made))
+        if answer.granted is not None:
+            return LeaseAnswer(ticket=made, message="offered a device: claim it")
+        return answer
 
     def check_claim(self, request: TicketRef) -> None:
         self._refuse_while_deleting()
@@ -428,3 +447,9 @@ def _code(text: str) -> str:
     (a newline, a backtick, a link) is read as Markdown."""
     flat = " ".join(text.replace("`", " ").split())
     return f"`{flat}`" if flat else "-"
+
+
+def _update_id() -> str:
+    """The id of the update being handled ("" outside one)."""
+    info = workflow.current_update_info()
+    return info.id if info is not None else ""
