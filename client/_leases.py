@@ -112,7 +112,7 @@ async def acquire(
     deadline = time.monotonic() + request.wait
     while True:
         # Tried again while it is turned away, as long as the wait lasts; one update id for
-        # all the tries: a retry on the same run answers the first try's grant.
+        # all the tries: a retry answers what the first try made, never a second grant.
         answer = await _lease_calls.update(
             pools, handle, name, kind, UPDATE_LEASE, request, until=deadline
         )

@@ -1,8 +1,9 @@
 """Leases under load on the session's stack: 50 holders at once through one `PoolClient`
 on a pool of 3 devices, each releasing after 0.2 s, are all served (the client keeps its
 updates within Temporal's in-flight limit and asks again what Temporal turns away for
-now: client/_lease_calls.py); and a `lease` update sent again under its id answers the
-first send's grant. The client's side of it against a pure pool: tests/client/test_leases_busy.py."""
+now: client/_lease_calls.py); and a `lease` update sent again under its id answers what
+the first send made (a lease, a ticket), on the same run and after a hand-over. The
+client's side of it against a pure pool: tests/client/test_leases_busy.py."""
 
 from __future__ import annotations
 
