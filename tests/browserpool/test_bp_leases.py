@@ -346,7 +346,13 @@ class FakeHost(SimpleNamespace):
     """The shell as `BrowserKind.leases_ended` sees it: state, `dirty`, events."""
 
     def __init__(self) -> None:
-        super().__init__(s=BrowserPoolState(), dirty=False, events=[], name="bp-l")
+        super().__init__(
+            s=BrowserPoolState(),
+            spec=BrowserPoolSpec(replicas=2),
+            dirty=False,
+            events=[],
+            name="bp-l",
+        )
 
     def happened(self, *happened: Any) -> None:
         self.events.extend(happened)
