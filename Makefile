@@ -9,8 +9,9 @@
 #   make lint   ruff check + ruff format --check + lint-imports (layer contracts) + mypy
 #   make fmt    ruff format + ruff check --fix
 #   make bench  the benchmarks (rate limits, 300 pools on one worker, idle history, offline
-#               replacement, cloud phones, cloud phones of several main workers on one node;
-#               ~20 min); each writes its section of bench/RESULTS.md
+#               replacement, cloud phones, cloud phones of several main workers on one node,
+#               200 clients leasing from one pool; ~25 min); each writes its section of
+#               bench/RESULTS.md
 #   make ui-screenshot  refresh the README's Web UI screenshots (docs/ui-pool.png, docs/ui-pools.png)
 
 PYTHON ?= python3
@@ -130,3 +131,4 @@ bench: venv
 	$(BIN)/python bench/offline_replacement.py
 	$(BIN)/python bench/cloud_phones.py
 	$(BIN)/python bench/cloud_phones_shared.py
+	$(BIN)/python bench/leases.py

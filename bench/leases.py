@@ -1,0 +1,859 @@
+"""Leases under load: 200 clients take and give back the devices of one pool of 50.
+
+Starts a Temporal dev server, the emulator as a real HTTP server (devices ready 1 s after
+their create) and ONE `devicepool worker` process, as bench/scale.py does; each phase gets a
+new DevicePool of `--devices` whose `leases.queue.max` is the number of clients (each can
+queue; the default 50 would refuse the rest at once). The clients speak the raw protocol
+(workflows/reconciler/lease_messages.py): update `lease` (`wait` > 0), the `lease_ticket`
+query every `--poll` s while queued, `lease_claim` once offered, `release` after holding
+the device 1-5 s; then again, until the phase ends (a client still waiting 30 s later is
+stopped). The clients start spread over `--ramp` s, but in phase 5. Phases:
+
+1. idle devices: `--devices // 2` clients, so every `lease` finds a free device: grant
+   latency (update sent -> answer);
+2. `--clients` clients for `--seconds`: grants a second, latency (at once / queued), FIFO,
+   double grants, history events per lease, updates the server refused;
+3. hold 0 (take and give back at once): what the pool's workflow grants a second when the
+   holds do not bound it (phase 2's bound is devices / mean hold, 50 / 3 s = 16.7/s);
+4. phase 2 again with the worker SIGKILLed `--kill-at` s in and started again: the same
+   checks, and every lease granted was released by its holder or is still listed;
+5. phase 2 with every client starting at once (`--herd-seconds`): 200 `lease` updates in
+   the same instant against Temporal's 10 in flight per workflow.
+
+The checks read the pool's history (every run of the chain: the server's own order):
+each grant's [grantedAt, the release's workflow time] per device must not overlap another's
+(`lease` and `lease_claim` results give the grants, `release` results their ends); the
+offers to tickets must go out in the order the tickets were made; the clients' own view
+(grant received -> release sent) is checked for overlaps too. Refusals are the Temporal
+server's own count (its frontend's `service_error_with_type`): the SDK sends a refused
+update again by itself, so a client sees only what outlasts its retries. Each phase also
+prints the CPU of the worker, the server and the clients, and the worker's workflow tasks
+(time to run, evictions): where the time goes when a goal is missed.
+`LEASES_BENCH_DUMP=DIR` keeps each phase's histories, worker log and grants there.
+
+    .venv/bin/python bench/leases.py [--clients 200] [--devices 50] [--seconds 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import random
+import re
+import signal
+import tempfile
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+from _results import recorded
+from _stack import dev_server
+from scale import Proc, Stack, dev_server_pid, emulator, pct, worker_counters
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import (
+    Client,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.exceptions import ApplicationError
+from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+from temporalio.service import RPCError
+
+from devicepool.api.names import (
+    QUERY_LEASE_TICKET,
+    QUERY_LEASES,
+    TASK_QUEUE,
+    UPDATE_LEASE,
+    UPDATE_LEASE_CLAIM,
+    UPDATE_RELEASE,
+    pool_workflow_id,
+)
+from devicepool.api.v1beta1 import (
+    DevicePoolSpec,
+    LeaseQueueSpec,
+    LeaseSpec,
+    ObjectMeta,
+    ProviderRef,
+)
+from devicepool.connect import DATA_CONVERTER
+from devicepool.testing import eventually, free_port
+from devicepool.workflows.pool.messages import PoolInput
+from devicepool.workflows.reconciler.lease_messages import (
+    LeaseAnswer,
+    LeaseRequest,
+    LeasesView,
+    ReleaseAnswer,
+    ReleaseRequest,
+    TicketRef,
+)
+
+# What a client asks for: a lease of 10 minutes (it releases long before), waiting up to 5.
+LEASE_FOR = "10m"
+WAIT_FOR = "5m"
+UNPROCESSED = "UnprocessedUpdate"
+# The server calls whose refusals are counted.
+CALLS = {"UpdateWorkflowExecution", "PollWorkflowExecutionUpdate", "QueryWorkflow"}
+# The SDK counters read from the worker's /metrics after each phase.
+WORKER_COUNTERS = (
+    "temporal_sticky_cache_miss",
+    "temporal_sticky_cache_total_forced_eviction",
+    "temporal_workflow_task_replay_latency_seconds_count",
+    "temporal_workflow_task_replay_latency_seconds_sum",
+    "temporal_workflow_task_execution_failed",
+    "temporal_workflow_task_execution_latency_seconds_count",
+    "temporal_workflow_task_execution_latency_seconds_sum",
+    "temporal_workflow_task_schedule_to_start_latency_seconds_count",
+    "temporal_workflow_task_schedule_to_start_latency_seconds_sum",
+)
+
+
+# ---------------------------------------------------------------- the clients
+
+
+@dataclass
+class Grant:
+    """One lease a client held, as it saw it (client times: `time.time()`)."""
+
+    lease: str
+    device: str
+    queued: bool
+    latency: float  # `lease` sent -> granted (for a ticket: -> the claim answered)
+    received: float
+    release_sent: float = 0.0
+    reason: str = ""  # the release's answer ("Released": ended by its holder's word)
+
+
+@dataclass
+class Tally:
+    grants: list[Grant] = field(default_factory=list)
+    refused: Counter[str] = field(default_factory=Counter)  # RPC errors, by status code
+    timeouts: int = 0  # update calls that returned before the update was accepted
+    queries_failed: Counter[str] = field(default_factory=Counter)
+    not_granted: Counter[str] = field(default_factory=Counter)  # validator refusals, by type
+    tickets_ended: Counter[str] = field(default_factory=Counter)
+    updates: Counter[str] = field(default_factory=Counter)
+
+
+class Protocol:
+    """The raw updates and the query, sent again when a call outlasts the SDK's retries: with
+    the same update id (the server answers one it has seen with its outcome), but a new one
+    after `UnprocessedUpdate` (that id's outcome is the refusal)."""
+
+    def __init__(self, handle: WorkflowHandle[Any, Any], tally: Tally) -> None:
+        self.handle = handle
+        self.tally = tally
+
+    async def update(self, name: str, arg: Any, result_type: type, update_id: str) -> Any:
+        delay, uid, fresh = 0.05, update_id, 0
+        while True:
+            try:
+                answer = await self.handle.execute_update(
+                    name, arg, id=uid, result_type=result_type
+                )
+                self.tally.updates[name] += 1
+                return answer
+            except WorkflowUpdateRPCTimeoutOrCancelledError:
+                # The SDK says a cancelled call so too: the client stops then.
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise asyncio.CancelledError from None
+                self.tally.timeouts += 1
+            except RPCError as err:
+                self.tally.refused[f"{err.status.name}: {_short(err.message)}"] += 1
+            except WorkflowUpdateFailedError as err:
+                # The server's verdict on an update no handler saw (the worker completed the
+                # task it came in without it).
+                if _failure_type(err) != UNPROCESSED:
+                    raise
+                self.tally.refused[UNPROCESSED] += 1
+                fresh += 1
+                uid = f"{update_id}-{fresh}"
+            await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+            delay = min(delay * 2, 1.0)
+
+    async def ticket(self, ticket: str) -> LeaseAnswer:
+        while True:
+            try:
+                answer: LeaseAnswer = await self.handle.query(
+                    QUERY_LEASE_TICKET, TicketRef(ticket=ticket), result_type=LeaseAnswer
+                )
+                return answer
+            except (RPCError, WorkflowQueryFailedError) as err:
+                self.tally.queries_failed[_short(str(err))] += 1
+                await asyncio.sleep(0.5)
+
+
+def _short(message: str) -> str:
+    return message.split(":", 1)[0][:60]
+
+
+def _failure_type(err: WorkflowUpdateFailedError) -> str:
+    cause = err.cause
+    return cause.type or "?" if isinstance(cause, ApplicationError) else type(cause).__name__
+
+
+async def one_client(
+    name: str,
+    proto: Protocol,
+    *,
+    hold: tuple[float, float],
+    poll: float,
+    until: float,
+    rng: random.Random,
+    start_after: float = 0.0,
+) -> None:
+    """Lease, hold, release, until `until` (monotonic); a queued client stays to its grant.
+    `name` is unique to the phase: the server answers an update id it saw with its old
+    answer."""
+    tally, seq = proto.tally, 0
+    await asyncio.sleep(start_after)
+    while time.monotonic() < until:
+        seq += 1
+        uid = f"{name}-{seq}"
+        sent = time.time()
+        request = LeaseRequest(holder=name, duration=LEASE_FOR, wait=WAIT_FOR)
+        try:
+            answer = await proto.update(UPDATE_LEASE, request, LeaseAnswer, f"{uid}-lease")
+        except WorkflowUpdateFailedError as err:
+            tally.not_granted[_failure_type(err)] += 1
+            await asyncio.sleep(rng.uniform(0.5, 1.5))
+            continue
+        queued = answer.granted is None
+        if queued:
+            answer = await wait_for_offer(proto, answer, poll=poll, uid=uid)
+            if answer is None:
+                continue
+        assert answer.granted is not None
+        got = answer.granted
+        grant = Grant(got.lease, got.device, queued, time.time() - sent, received=time.time())
+        tally.grants.append(grant)
+        await asyncio.sleep(rng.uniform(*hold))
+        grant.release_sent = time.time()
+        released = await proto.update(
+            UPDATE_RELEASE, ReleaseRequest(lease=got.lease), ReleaseAnswer, f"{uid}-release"
+        )
+        grant.reason = released.reason
+
+
+async def wait_for_offer(
+    proto: Protocol, answer: LeaseAnswer, *, poll: float, uid: str
+) -> LeaseAnswer | None:
+    """Poll the ticket until it is offered, then claim it; None: the ticket ended."""
+    ticket = answer.ticket
+    assert ticket is not None
+    while True:
+        await asyncio.sleep(poll)
+        seen = await proto.ticket(ticket)
+        if seen.granted is not None:
+            try:
+                claimed: LeaseAnswer = await proto.update(
+                    UPDATE_LEASE_CLAIM, TicketRef(ticket=ticket), LeaseAnswer, f"{uid}-claim"
+                )
+            except WorkflowUpdateFailedError as err:
+                proto.tally.tickets_ended[f"claim refused: {_failure_type(err)}"] += 1
+                return None
+            return claimed
+        if seen.ended is not None:
+            proto.tally.tickets_ended[seen.ended] += 1
+            return None
+
+
+# ---------------------------------------------------------------- the server's own count
+
+
+async def server_errors(port: int) -> Counter[str]:
+    """The Temporal server's refusals of the update and query calls (its frontend's
+    `service_error_with_type`: what a client was answered), by call and error type."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+    found: Counter[str] = Counter()
+    for line in text.splitlines():
+        if not line.startswith("service_error_with_type{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("{", 1)[1].rsplit("}", 1)[0]))
+        if labels.get("service_name") != "frontend" or labels.get("operation") not in CALLS:
+            continue
+        kind = labels.get("error_type", "").removeprefix("serviceerror_")
+        found[f"{labels['operation']} {kind}"] += int(float(line.rsplit(" ", 1)[1]))
+    return found
+
+
+# ---------------------------------------------------------------- the pool's history
+
+
+@dataclass
+class HistoryGrant:
+    lease: str
+    device: str
+    granted_at: datetime
+    queued_at: datetime | None
+    ended_at: datetime | None = None  # the release's workflow time (None: not released)
+    reason: str = ""
+
+
+@dataclass
+class Book:
+    """What the pool's history says happened, in the server's order."""
+
+    events: int = 0
+    runs: int = 0
+    grants: dict[str, HistoryGrant] = field(default_factory=dict)
+    releases_not_held: Counter[str] = field(default_factory=Counter)
+    # `lease` answers that were a ticket, and the tickets' order (their creation time).
+    tickets: int = 0
+    last_run: str = ""
+
+
+def _payload(payloads: Any) -> Any:
+    return json.loads(payloads[0].data) if payloads else None
+
+
+async def read_chain(client: Client, workflow_id: str, first_run: str, skip: int) -> Book:
+    """The runs of `workflow_id` from `first_run` on (its first `skip` events left out)."""
+    book, run = Book(), first_run
+    pending: dict[str, tuple[str, Any]] = {}
+    while run:
+        history = await client.get_workflow_handle(workflow_id, run_id=run).fetch_history()
+        events = history.events[skip:] if run == first_run else history.events
+        book.events += len(events)
+        book.runs += 1
+        book.last_run, run = run, ""
+        task_time: datetime | None = None
+        for event in events:
+            kind = event.event_type
+            if kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+                task_time = event.event_time.ToDatetime().replace(tzinfo=None)
+            elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+                attrs = event.workflow_execution_update_accepted_event_attributes
+                request = attrs.accepted_request
+                pending[request.meta.update_id] = (
+                    request.input.name,
+                    _payload(request.input.args.payloads),
+                )
+            elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+                attrs2 = event.workflow_execution_update_completed_event_attributes
+                name, _ = pending.pop(attrs2.meta.update_id, ("?", None))
+                if not attrs2.outcome.HasField("success"):
+                    continue
+                answer = _payload(attrs2.outcome.success.payloads) or {}
+                _book_answer(book, name, answer, task_time)
+            elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+                attrs3 = event.workflow_execution_continued_as_new_event_attributes
+                run = attrs3.new_execution_run_id
+    return book
+
+
+def _book_answer(book: Book, name: str, answer: dict[str, Any], now: datetime | None) -> None:
+    granted = answer.get("granted")
+    if name in (UPDATE_LEASE, UPDATE_LEASE_CLAIM) and granted:
+        if granted["lease"] not in book.grants:
+            at = _time(granted["grantedAt"])
+            waited = float(granted.get("waitedSeconds") or 0.0)
+            queued = at - timedelta(seconds=waited) if name == UPDATE_LEASE_CLAIM else None
+            book.grants[granted["lease"]] = HistoryGrant(
+                granted["lease"], granted["device"], at, queued
+            )
+    elif name == UPDATE_LEASE and answer.get("ticket"):
+        book.tickets += 1
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).replace(tzinfo=None)
+
+
+async def read_releases(
+    client: Client, workflow_id: str, first_run: str, skip: int, book: Book
+) -> None:
+    """Each `release` update's lease (its request) and workflow time (its task's start)."""
+    run = first_run
+    while run:
+        history = await client.get_workflow_handle(workflow_id, run_id=run).fetch_history()
+        events = history.events[skip:] if run == first_run else history.events
+        run = ""
+        task_time: datetime | None = None
+        asked: dict[str, str] = {}
+        for event in events:
+            kind = event.event_type
+            if kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+                task_time = event.event_time.ToDatetime().replace(tzinfo=None)
+            elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+                request = event.workflow_execution_update_accepted_event_attributes.accepted_request
+                if request.input.name == UPDATE_RELEASE:
+                    args = _payload(request.input.args.payloads) or {}
+                    asked[request.meta.update_id] = str(args.get("lease", ""))
+            elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+                attrs = event.workflow_execution_update_completed_event_attributes
+                lease_id = asked.pop(attrs.meta.update_id, None)
+                if lease_id is None or not attrs.outcome.HasField("success"):
+                    continue
+                reason = (_payload(attrs.outcome.success.payloads) or {}).get("reason", "?")
+                grant = book.grants.get(lease_id)
+                if grant is None or grant.ended_at is not None:
+                    book.releases_not_held[reason] += 1
+                    continue
+                grant.ended_at, grant.reason = task_time, reason
+            elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+                run = (
+                    event.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+                )
+
+
+async def current_run(client: Client, workflow_id: str) -> tuple[str, int]:
+    """The current run of `workflow_id` and its history's length now."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    described = await client.get_workflow_handle(workflow_id).describe()
+    return described.run_id, len(history.events)
+
+
+def overlaps(grants: list[HistoryGrant]) -> list[tuple[HistoryGrant, HistoryGrant]]:
+    """Pairs of grants of one device whose [granted_at, ended_at] overlap (open: still held)."""
+    found = []
+    by_device: dict[str, list[HistoryGrant]] = defaultdict(list)
+    for grant in grants:
+        by_device[grant.device].append(grant)
+    for held in by_device.values():
+        held.sort(key=lambda g: g.granted_at)
+        for earlier, later in itertools.pairwise(held):
+            if earlier.ended_at is None or later.granted_at < earlier.ended_at:
+                found.append((earlier, later))
+    return found
+
+
+def client_overlaps(grants: list[Grant]) -> int:
+    """Two clients that held one device at once, as they saw it (grant received -> release sent)."""
+    count = 0
+    by_device: dict[str, list[Grant]] = defaultdict(list)
+    for grant in grants:
+        by_device[grant.device].append(grant)
+    for held in by_device.values():
+        held.sort(key=lambda g: g.received)
+        for earlier, later in itertools.pairwise(held):
+            end = earlier.release_sent or float("inf")
+            if later.received < end:
+                count += 1
+    return count
+
+
+def fifo_breaks(grants: list[HistoryGrant]) -> int:
+    """Offers that went to a ticket younger than one still waiting for a later offer, and
+    grants at once while an older ticket still waited (one selector: all the clients')."""
+    queued = sorted((g for g in grants if g.queued_at is not None), key=lambda g: g.granted_at)
+    breaks = 0
+    for i, early in enumerate(queued):
+        assert early.queued_at is not None
+        for late in queued[i + 1 :]:
+            assert late.queued_at is not None
+            if late.granted_at > early.granted_at and late.queued_at < early.queued_at:
+                breaks += 1
+    for now in (g for g in grants if g.queued_at is None):
+        for ticket in queued:
+            assert ticket.queued_at is not None
+            if ticket.queued_at < now.granted_at < ticket.granted_at:
+                breaks += 1
+    return breaks
+
+
+# ---------------------------------------------------------------- a phase
+
+
+@dataclass
+class Phase:
+    name: str
+    clients: int
+    seconds: float
+    hold: tuple[float, float]
+    ramp: float  # the clients start spread over this many seconds
+    kill_at: float | None = None
+
+
+async def run_phase(
+    stack: Stack,
+    proto_client: Client,
+    pool: str,
+    phase: Phase,
+    args: argparse.Namespace,
+    *,
+    server_metrics: int,
+) -> None:
+    wid = pool_workflow_id(pool)
+    run, skip = await current_run(stack.client, wid)
+    tally = Tally()
+    proto = Protocol(proto_client.get_workflow_handle(wid), tally)
+    procs = {
+        "worker": Proc(stack.workers[-1].pid),
+        "Temporal server": Proc(dev_server_pid()),
+        "clients": Proc(os.getpid()),
+    }
+    cpu0 = {what: p.cpu_seconds() for what, p in procs.items()}
+    counters0 = await worker_counters(stack, WORKER_COUNTERS)
+    errors0 = await server_errors(server_metrics)
+    rng = random.Random(args.seed)
+    start, started = time.monotonic(), time.time()
+    until = start + phase.seconds
+    clients = [
+        asyncio.ensure_future(
+            one_client(
+                f"p{phase.name.split()[0]}-c{i}",
+                proto,
+                hold=phase.hold,
+                poll=args.poll,
+                until=until,
+                rng=random.Random(rng.random()),
+                start_after=phase.ramp * i / phase.clients,
+            )
+        )
+        for i in range(phase.clients)
+    ]
+    killed = restarted = None
+    try:
+        if phase.kill_at is not None:
+            await asyncio.sleep(phase.kill_at)
+            victim = stack.workers[-1]
+            victim.send_signal(signal.SIGKILL)
+            killed = time.time()
+            await asyncio.to_thread(victim.wait, 30)
+            gone = stack.workers.index(victim)
+            del stack.workers[gone], stack.metrics_ports[gone]
+            stack.start_worker(args.offline_after)
+            await stack.workers_ready()
+            restarted = time.time()
+        done, pending = await asyncio.wait(clients, timeout=phase.seconds + 30)
+    finally:
+        # Clients still waiting (a pool that fell behind) stop here: bounded, and none
+        # goes on calling a server that is stopping.
+        for task in clients:
+            task.cancel()
+        await asyncio.gather(*clients, return_exceptions=True)
+    failed = [t.exception() for t in done if not t.cancelled() and t.exception() is not None]
+    elapsed = time.monotonic() - start
+    cpu = {
+        what: p.cpu_seconds() - cpu0[what]
+        for what, p in procs.items()
+        if what != "worker" or phase.kill_at is None
+    }
+    counters = await worker_counters(stack, WORKER_COUNTERS)
+    errors = await server_errors(server_metrics)
+    errors.subtract(errors0)
+    handle = stack.client.get_workflow_handle(wid)
+    view: LeasesView = await handle.query(QUERY_LEASES, result_type=LeasesView)
+    book = await read_chain(stack.client, wid, run, skip)
+    await read_releases(stack.client, wid, run, skip, book)
+    if os.environ.get("LEASES_BENCH_DUMP"):
+        await dump(
+            stack.client, wid, run, Path(os.environ["LEASES_BENCH_DUMP"]), phase, tally, stack.tmp
+        )
+    report(
+        phase,
+        tally,
+        book,
+        view,
+        elapsed=elapsed,
+        window_end=started + phase.seconds,
+        devices=args.devices,
+        cpu=cpu,
+        counters={k: counters[k] - counters0.get(k, 0.0) for k in counters}
+        if phase.kill_at is None
+        else None,
+        server_refused=+errors,
+        killed=killed,
+        restarted=restarted,
+        pending=len(pending),
+        failed=failed,
+    )
+
+
+def report(
+    phase: Phase,
+    tally: Tally,
+    book: Book,
+    view: LeasesView,
+    *,
+    elapsed: float,
+    cpu: dict[str, float],
+    counters: dict[str, float] | None,
+    server_refused: Counter[str],
+    killed: float | None,
+    restarted: float | None,
+    pending: int,
+    failed: list[BaseException | None],
+    window_end: float,
+    devices: int,
+) -> None:
+    grants = list(book.grants.values())
+    at_once = [g.latency for g in tally.grants if not g.queued]
+    queued = [g.latency for g in tally.grants if g.queued]
+    mean_hold = sum(phase.hold) / 2
+    # The rate over the phase's own window (the tail, clients finishing, is left out).
+    ends = window_end
+    in_window = sum(1 for g in grants if g.granted_at.replace(tzinfo=UTC).timestamp() <= ends)
+    holders = min(phase.clients, devices)
+    bound = (
+        f"; these holds bound it at {holders} / {mean_hold:g} s = {holders / mean_hold:.1f}/s"
+        if mean_hold
+        else ""
+    )
+    print(
+        f"[{phase.name}] {phase.clients} clients (starting over {phase.ramp:g} s), "
+        f"{phase.seconds:g} s, holding {phase.hold[0]:g}-{phase.hold[1]:g} s: "
+        f"{in_window} grants in the {phase.seconds:g} s, {in_window / phase.seconds:.1f}/s "
+        f"(goal >= 20/s{bound}); {len(grants)} in all, by {elapsed:.0f} s",
+        flush=True,
+    )
+    if at_once:
+        print(
+            f"    granted at once {len(at_once)}: latency p50 {1000 * pct(at_once, 0.5):.0f} ms, "
+            f"p95 {1000 * pct(at_once, 0.95):.0f} ms, max {1000 * max(at_once):.0f} ms "
+            "(goal p95 <= 1000 ms)",
+            flush=True,
+        )
+    if queued:
+        print(
+            f"    queued first {len(queued)} ({book.tickets} tickets): lease sent -> claim "
+            f"answered p50 {pct(queued, 0.5):.1f} s, p95 {pct(queued, 0.95):.1f} s, "
+            f"max {max(queued):.1f} s",
+            flush=True,
+        )
+    pairs = overlaps(grants)
+    still = {x.id for x in view.leases}
+    unreleased = [g for g in grants if g.ended_at is None and g.lease not in still]
+    not_by_holder = Counter(g.reason for g in grants if g.ended_at and g.reason != "Released")
+    client_known = {g.lease for g in tally.grants}
+    unknown = [g for g in grants if g.lease not in client_known]
+    print(
+        f"    devices held by two leases at once: {len(pairs)} (history, every grant), "
+        f"{client_overlaps(tally.grants)} (as the clients saw it); FIFO order broken "
+        f"{fifo_breaks(grants)} times",
+        flush=True,
+    )
+    print(
+        f"    leases lost: {len(unreleased)} granted and neither released nor listed, "
+        f"{sum(not_by_holder.values())} ended otherwise {dict(not_by_holder) or ''}, "
+        f"{len(unknown)} granted that no client heard of; {len(still)} listed at the end",
+        flush=True,
+    )
+    print(
+        f"    history: {book.events} events over {book.runs} run(s), "
+        f"{book.events / max(1, len(grants)):.1f} a lease (goal <= 6); updates "
+        + ", ".join(f"{k} {v}" for k, v in sorted(tally.updates.items())),
+        flush=True,
+    )
+    updates = {k: v for k, v in server_refused.items() if k.startswith("UpdateWorkflow")}
+    queries = {k: v for k, v in server_refused.items() if k.startswith("QueryWorkflow")}
+    print(
+        f"    updates refused by the server: {sum(updates.values())} "
+        f"({', '.join(f'{k.split()[1]} {v}' for k, v in updates.items()) or 'none'}; "
+        f"the SDK sends them again); queries refused {sum(queries.values())}"
+        + (f" ({', '.join(f'{k.split()[1]} {v}' for k, v in queries.items())})" if queries else ""),
+        flush=True,
+    )
+    surfaced = sum(tally.refused.values()) + tally.timeouts
+    print(
+        f"    what reached the clients: {surfaced} refusals past the SDK's retries"
+        + (f" ({dict(tally.refused)}, {tally.timeouts} timeouts)" if surfaced else "")
+        + f", {sum(tally.queries_failed.values())} failed queries; lease refused by its "
+        f"validator {dict(tally.not_granted) or 0}; tickets ended {dict(tally.tickets_ended) or 0}",
+        flush=True,
+    )
+    print(
+        "    CPU-s: "
+        + ", ".join(f"{what} {s:.1f}" for what, s in cpu.items())
+        + f" ({elapsed:.0f} s, 2 cores shared)",
+        flush=True,
+    )
+    if counters:
+        tasks = counters["temporal_workflow_task_execution_latency_seconds_count"]
+        ran = counters["temporal_workflow_task_execution_latency_seconds_sum"]
+        waited = counters["temporal_workflow_task_schedule_to_start_latency_seconds_sum"]
+        started = counters["temporal_workflow_task_schedule_to_start_latency_seconds_count"]
+        print(
+            f"    worker: {tasks:.0f} workflow tasks, {1000 * ran / max(tasks, 1):.1f} ms each "
+            f"to run, {1000 * waited / max(started, 1):.1f} ms each waiting to start; "
+            f"{counters['temporal_workflow_task_replay_latency_seconds_count']:.0f} replays "
+            f"({counters['temporal_workflow_task_replay_latency_seconds_sum']:.1f} s), "
+            f"cache misses {counters['temporal_sticky_cache_miss']:.0f}, forced evictions "
+            f"{counters['temporal_sticky_cache_total_forced_eviction']:.0f}, failed tasks "
+            f"{counters['temporal_workflow_task_execution_failed']:.0f}",
+            flush=True,
+        )
+    if killed is not None and restarted is not None:
+        after = sorted(g.received for g in tally.grants if g.received > killed)
+        first = after[0] - killed if after else float("nan")
+        print(
+            f"    worker SIGKILLed {phase.kill_at:g} s in, a new one ready "
+            f"{restarted - killed:.1f} s later; first grant {first:.1f} s after the kill",
+            flush=True,
+        )
+    if pending or any(failed):
+        print(f"    clients unfinished {pending}, failed {[repr(e) for e in failed if e]}")
+    for earlier, later in pairs[:5]:
+        print(f"    DOUBLE GRANT {earlier} / {later}", flush=True)
+    for grant in unreleased[:5]:
+        print(f"    LOST {grant}", flush=True)
+
+
+async def dump(
+    client: Client, wid: str, run: str, folder: Path, phase: Phase, tally: Tally, stack_tmp: Path
+) -> None:
+    """Debugging: the phase's histories and the clients' grants, as JSON files."""
+    folder.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - debugging only
+    tag = phase.name.split()[0]
+    while run:
+        history = await client.get_workflow_handle(wid, run_id=run).fetch_history()
+        (folder / f"{tag}-{run}.json").write_text(history.to_json())
+        run = ""
+        last = history.events[-1]
+        if last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+            run = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    for log in stack_tmp.glob("worker-*.log"):  # noqa: ASYNC240 - debugging only
+        (folder / f"{tag}-{log.name}").write_bytes(log.read_bytes())
+    grants = [vars(g) for g in tally.grants]
+    (folder / f"{tag}-clients.json").write_text(json.dumps(grants, indent=1))
+
+
+# ---------------------------------------------------------------- main
+
+
+async def start_leasable_pool(client: Client, name: str, devices: int, queue: int) -> None:
+    spec = DevicePoolSpec(
+        platform="android",
+        region="us-west",
+        os_version="14",
+        replicas=devices,
+        provider=ProviderRef(account="default"),
+        leases=LeaseSpec(queue=LeaseQueueSpec(max=queue)),
+    )
+    await client.start_workflow(
+        "DevicePool",
+        PoolInput(metadata=ObjectMeta(name=name), spec=spec),
+        id=pool_workflow_id(name),
+        task_queue=TASK_QUEUE,
+    )
+
+
+async def ready(stack: Stack, name: str, devices: int) -> None:
+    handle = stack.client.get_workflow_handle(pool_workflow_id(name))
+
+    async def all_ready() -> bool:
+        status = await handle.query("status")
+        return bool(status["readyDevices"] == devices)
+
+    await eventually(all_ready, timeout=300, what=f"{devices} ready devices", every=0.5)
+
+
+async def main(args: argparse.Namespace) -> None:
+    random.seed(args.seed)
+    hold = (args.hold_min, args.hold_max)
+    ramp, idle = args.ramp, max(1, args.devices // 2)
+    phases = []
+    if args.idle_seconds:
+        phases.append(Phase("1 idle devices", idle, args.idle_seconds, hold, ramp))
+    if args.seconds:
+        phases.append(Phase(f"2 {args.clients} clients", args.clients, args.seconds, hold, ramp))
+    if args.capacity_seconds:
+        phases.append(Phase("3 hold 0", args.clients, args.capacity_seconds, (0.0, 0.0), ramp))
+    if args.kill_at and args.seconds:
+        phases.append(
+            Phase("4 worker killed", args.clients, args.seconds, hold, ramp, args.kill_at)
+        )
+    if args.herd_seconds:
+        phases.append(Phase("5 all at once", args.clients, args.herd_seconds, hold, 0.0))
+    print(
+        f"bench/leases.py: a pool of {args.devices} devices on one worker process, "
+        f"{args.clients} clients polling their tickets every {args.poll:g} s",
+        flush=True,
+    )
+    metrics = free_port()
+    server_args = ["--log-level", "error", "--metrics-port", str(metrics)]
+    if args.max_inflight_updates:
+        # Temporal's own limit per workflow (10 by default), for trying another.
+        limit = f"history.maxInFlightUpdates={args.max_inflight_updates}"
+        server_args += ["--dynamic-config-value", limit]
+        print(f"the server's {limit}", flush=True)
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        async with (
+            emulator(1.0) as url,
+            await dev_server(dev_server_extra_args=server_args) as env,
+        ):
+            async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+                address = env.client.service_client.config.target_host
+                stack = Stack(env.client, http, tmp, address)
+                # The clients' own connection; the SDK's retry warnings are not figures (the
+                # server's own count of refusals is).
+                quiet = Runtime(
+                    telemetry=TelemetryConfig(
+                        logging=LoggingConfig(filter=TelemetryFilter("ERROR", "ERROR"))
+                    )
+                )
+                clients = await Client.connect(
+                    address, data_converter=DATA_CONVERTER, runtime=quiet
+                )
+                try:
+                    stack.start_worker(args.offline_after)
+                    await stack.workers_ready()
+                    for number, phase in enumerate(phases, 1):
+                        # A pool of its own for each phase: what one left behind (a queue,
+                        # a long history) is not the next one's figure.
+                        pool = f"leases-{number}"
+                        await start_leasable_pool(env.client, pool, args.devices, args.clients)
+                        t0 = time.monotonic()
+                        await ready(stack, pool, args.devices)
+                        print(
+                            f"{args.devices} devices ready {time.monotonic() - t0:.1f} s after "
+                            f"the pool {pool} started",
+                            flush=True,
+                        )
+                        await run_phase(stack, clients, pool, phase, args, server_metrics=metrics)
+                        handle = env.client.get_workflow_handle(pool_workflow_id(pool))
+                        await handle.cancel()
+                finally:
+                    stack.stop_workers()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=200)
+    parser.add_argument("--devices", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=60, help="phases 2 and 4")
+    parser.add_argument("--idle-seconds", type=float, default=20, help="phase 1")
+    parser.add_argument("--capacity-seconds", type=float, default=20, help="phase 3 (0: skip)")
+    parser.add_argument("--kill-at", type=float, default=20, help="phase 4 (0: skip)")
+    parser.add_argument("--hold-min", type=float, default=1.0)
+    parser.add_argument("--hold-max", type=float, default=5.0)
+    parser.add_argument("--poll", type=float, default=1.0, help="lease_ticket poll interval")
+    parser.add_argument(
+        "--ramp", type=float, default=10.0, help="clients start spread over this many seconds"
+    )
+    parser.add_argument(
+        "--herd-seconds",
+        type=float,
+        default=30,
+        help="phase 5: phase 2 with every client starting at once (0: skip)",
+    )
+    parser.add_argument(
+        "--max-inflight-updates",
+        type=int,
+        default=0,
+        help="the server's history.maxInFlightUpdates (0: its default, 10)",
+    )
+    parser.add_argument("--offline-after", type=float, default=180)
+    parser.add_argument("--seed", type=int, default=39)
+    args = parser.parse_args()
+    if args.max_inflight_updates:
+        # A section of its own: the stock server's figures stay beside it.
+        name = f"leases-inflight-{args.max_inflight_updates}"
+        title = f"Leases under load, {args.max_inflight_updates} updates in flight allowed"
+        with recorded(name, title, parser, args, script="leases"):
+            asyncio.run(main(args))
+    else:
+        with recorded("leases", "Leases under load", parser, args):
+            asyncio.run(main(args))
