@@ -10,7 +10,7 @@
 #   make fmt    ruff format + ruff check --fix
 #   make bench  the benchmarks (rate limits, 300 pools on one worker, idle history, offline
 #               replacement, cloud phones, cloud phones of several main workers on one node,
-#               200 clients leasing from one pool; ~25 min); each writes its section of
+#               200 clients leasing from one pool; ~30 min); each writes its section of
 #               bench/RESULTS.md
 #   make ui-screenshot  refresh the README's Web UI screenshots (docs/ui-pool.png, docs/ui-pools.png)
 
