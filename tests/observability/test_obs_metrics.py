@@ -107,7 +107,8 @@ async def _scenario(stack: ObsStack, handle: WorkflowHandle[Any, Any]) -> None:
     async def ready_phase() -> bool:
         return await stack.value("devicepool_pool_phase", **labels(phase="Ready")) == 1
 
-    await eventually(lambda: serving(2), what="2 ready in the gauges")
+    # Boots, a listing and a collector refresh: on a loaded machine more than 15 s.
+    await eventually(lambda: serving(2), what="2 ready in the gauges", timeout=40)
     # The phase turns Ready once the batch has reported too (its devices were
     # counted ready by the pool's listing first): a pass later, maybe.
     await eventually(ready_phase, what="phase Ready in the gauges")
