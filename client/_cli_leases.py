@@ -118,7 +118,9 @@ def lease(
         if fmt == Output.TABLE or not _connect.encrypts(client):
             return kind, leased, ref
         try:  # the lease is held whatever this answers
-            info = await client.lease_connect(name, leased, kind=kind.name)
+            info = await _leases.or_given_back(  # a Ctrl-C before the id is printed: released
+                client, name, leased, client.lease_connect(name, leased, kind=kind.name)
+            )
         except DevicePoolError as err:
             return kind, leased, {**ref, "message": str(err)}
         return kind, leased, _connect.connect_json(info)

@@ -54,6 +54,7 @@ __all__ = [
     "QUERIES_IN_FLIGHT",
     "UPDATES_IN_FLIGHT",
     "Unanswered",
+    "cancelling",
     "handle_of",
     "lease_errors",
     "per_pool",
@@ -159,6 +160,15 @@ def _backoff() -> Iterator[float]:
         delay = min(delay * 2, BACKOFF_MOST)
 
 
+def cancelling() -> bool:
+    """Whether the running task is being cancelled. The SDK raises a cancel that lands
+    during an update as `WorkflowUpdateRPCTimeoutOrCancelledError`, as it does its RPC
+    timeout: told apart here, so that a cancel ends the caller (`asyncio.timeout`, a
+    TaskGroup, Ctrl-C) rather than pass for a pool without a worker."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def handle_of(pools: PoolClient, name: str, kind: str | None) -> WorkflowHandle[Any, Any]:
     validate_name(name)
     return pools._client.get_workflow_handle(pools._side(kind).kind.workflow_id(name))
@@ -191,10 +201,12 @@ async def update(
     result_type: type[Any] = LeaseAnswer,
     until: float | None = None,
     update_id: str | None = None,
+    on_sent: Callable[[], None] | None = None,
 ) -> Any:
     """The update's answer; tried again (same `update_id`: one outcome, however many
     tries) while Temporal turns it away, until `until` (`time.monotonic()`; default
-    `BUSY_SECONDS` from now), then `TemporalBusy`."""
+    `BUSY_SECONDS` from now), then `TemporalBusy`. A cancel while it is in flight is
+    raised as `CancelledError` (whether the pool applied the update is not known)."""
     begun = time.monotonic()
     until = begun + BUSY_SECONDS if until is None else until
     update_id = update_id or f"{update}-{uuid.uuid4()}"
@@ -204,6 +216,8 @@ async def update(
         while True:
             try:
                 async with gate:
+                    if on_sent is not None:  # from here on, the pool may apply it
+                        on_sent()
                     return await handle.execute_update(
                         update,
                         request,
@@ -211,6 +225,10 @@ async def update(
                         result_type=result_type,
                         rpc_timeout=UPDATE_TIMEOUT,
                     )
+            except RPCTimeoutOrCancelledError as err:
+                if cancelling():  # the SDK's word for our own cancel: the cancel it is
+                    raise asyncio.CancelledError() from err
+                raise
             except (RPCError, WorkflowUpdateFailedError) as err:
                 why = turned_away(err)
                 if why is None:

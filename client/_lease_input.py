@@ -8,13 +8,13 @@ import os
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pydantic
 
 from devicepool.activities.connect_models import ConnectInfo
-from devicepool.api.durations import parse_duration
+from devicepool.api.durations import MAX_SECONDS, format_duration, parse_duration
 from devicepool.api.labels import check_label_key, check_label_value
 from devicepool.api.problems import show_value
 from devicepool.client.errors import BadInput, DevicePoolError
@@ -22,7 +22,9 @@ from devicepool.workflows.reconciler.lease_messages import MAX_HOLDER, Granted, 
 
 __all__ = [
     "Lease",
+    "RoundTrip",
     "default_holder",
+    "granted_lease",
     "lease_id",
     "lease_request",
     "parse_selector",
@@ -49,6 +51,8 @@ class Lease:
     ended: str | None = None
     # The client it was granted through (`connect`).
     _pools: Any = field(default=None, repr=False, compare=False)
+    # The pool's clock less ours, as its grant showed it (the renewals' `left`).
+    _clock: timedelta | None = field(default=None, repr=False, compare=False)
 
     async def connect(self) -> ConnectInfo:
         """How to reach the device (ADB login, CDP endpoint), read now by the pool: only
@@ -133,6 +137,9 @@ def seconds_of(value: timedelta | float | str | None, what: str, *, zero: bool =
     if seconds < 0 or (seconds == 0 and not zero):
         least = "0s or more" if zero else "more than 0s"
         raise BadInput(f"{what}: must be {least}, got {show_value(value)}")
+    if seconds > MAX_SECONDS:  # as the CLI's durations (a `timedelta` of 1e20 s overflows)
+        most = format_duration(MAX_SECONDS)
+        raise BadInput(f"{what}: must be at most {most}, got {show_value(value)}")
     return seconds
 
 
@@ -147,13 +154,17 @@ def lease_request(
     chosen = parse_selector(selector)
     length = None if duration is None else timedelta(seconds=seconds_of(duration, "duration"))
     waiting = timedelta(seconds=seconds_of(wait, "wait", zero=True))
-    who = default_holder() if holder is None else holder
+    # None or blank: who asks (a blank holder would show as no one in `leases`).
+    who = default_holder() if holder is None or not holder.strip() else holder
     if len(who) > MAX_HOLDER:
         raise BadInput(f"holder: at most {MAX_HOLDER} characters, got {len(who)}")
     try:
         return LeaseRequest(selector=chosen, holder=who, duration=length, wait=waiting)
-    except pydantic.ValidationError as err:  # what the checks above missed
-        raise BadInput(f"lease: {err.errors()[0]['msg']}") from None
+    except pydantic.ValidationError as err:  # what the checks above missed, by its field
+        first = err.errors()[0]
+        field_name = ".".join(str(x) for x in first["loc"]) or "lease"
+        said = str(first["msg"]).removeprefix("Value error, ")
+        raise BadInput(f"{field_name}: {said}, got {show_value(first['input'])}") from None
 
 
 def lease_id(lease: Lease | str) -> str:
@@ -162,3 +173,37 @@ def lease_id(lease: Lease | str) -> str:
     if not isinstance(some_id, str) or not some_id.strip():
         raise BadInput(f"lease: a lease id, got {show_value(some_id)}")
     return some_id.strip()
+
+
+class RoundTrip:
+    """When (our clock) an update was sent and answered: the pool's now lies between."""
+
+    def __init__(self) -> None:
+        self.sent = self.answered = datetime.now(UTC)
+        self.tried = False  # sent at all: from then on, the pool may apply it
+
+    def start(self) -> None:
+        """Sent (again) now: the last try is the one answered."""
+        self.sent, self.tried = datetime.now(UTC), True
+
+    def done(self) -> None:
+        self.answered = datetime.now(UTC)
+
+    def mid(self) -> datetime:
+        return self.sent + (self.answered - self.sent) / 2
+
+
+def granted_lease(
+    pools: Any, granted: Granted, kind: str, duration: float | None, asked: RoundTrip
+) -> Lease:
+    """The `Lease` of a grant, with the pool's clock less ours (`_clock`) as the answer shows
+    it: at a grant at once `grantedAt` is the pool's now; at a claim `expiresAt` less the
+    length asked is (unless `maxDuration` cut it: then `grantedAt`, the offer, is the
+    latest bound known, and a renew for more than is left is cut at the same end)."""
+    lease = Lease.of(granted, kind=kind)
+    lease._pools = pools
+    at = granted.granted_at
+    if duration is not None:
+        at = max(at, granted.expires_at - timedelta(seconds=duration))
+    lease._clock = at - asked.mid()
+    return lease

@@ -15,18 +15,21 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
 
 from devicepool.api.names import QUERY_LEASES
 from devicepool.client import _lease_calls
 from devicepool.client._lease_calls import Unanswered
+from devicepool.client._temporal_errors import QUERY_TIMEOUT
+from devicepool.client._validation import validate_name
+from devicepool.client.errors import DevicePoolError
 from devicepool.workflows.reconciler.lease_messages import LeasesView
 from devicepool.workflows.reconciler.leases import Lease, Ticket
 
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
 
-__all__ = ["SHARED_FROM", "Look", "look", "place_in", "read_view", "waiting"]
+__all__ = ["SHARED_FROM", "Look", "look", "place_in", "read_view", "view", "waiting"]
 
 # A client's waiters on one pool share one look at its queue from this many on.
 SHARED_FROM = 2
@@ -119,3 +122,16 @@ def _known(model: type[BaseModel], item: Any) -> Any:
         return item  # refused as it is
     names = {f.alias or n for n, f in model.model_fields.items()} | set(model.model_fields)
     return {key: value for key, value in item.items() if key in names}
+
+
+async def view(pools: PoolClient, name: str, *, kind: str | None = None) -> LeasesView:
+    """The `leases` query: the leases held, then the tickets waiting (first come first)."""
+    validate_name(name)
+    handle = await pools._running(name, kind)
+    with pools._errors(name, kind=kind):
+        try:
+            answer = await handle.query(QUERY_LEASES, result_type=dict, rpc_timeout=QUERY_TIMEOUT)
+        except WorkflowQueryFailedError as err:  # a worker of a build from before leases
+            said = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise DevicePoolError(f"{pools._side(kind).shown(name)}: leases: {said}") from err
+    return read_view(answer)

@@ -5,7 +5,8 @@ A `lease` update grants at once or answers a ticket; a waiting ticket is looked 
 `POLL_SECONDS` in the pool's queue (the `leases` query, one for all of a client's waiters:
 `_lease_watch`; no history, no update) and claimed with `lease_claim` once the pool offers
 it a device. Giving up (the wait ran out, a cancel) drops the ticket, or releases the
-device offered meanwhile. The context manager renews in the background (`_lease_keeper`),
+device offered meanwhile; a `lease` cut short in flight is sent again under its id and
+what it made given back (`_take_back`). The context manager renews in the background (`_lease_keeper`),
 to keep the idle clock, never past the lease's end. What is checked before any call:
 `_lease_input`; how calls go out under load: `_lease_calls`."""
 
@@ -14,15 +15,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
+from temporalio.client import WorkflowHandle
 
 from devicepool.api.names import (
     QUERY_LEASE_TICKET,
-    QUERY_LEASES,
     UPDATE_LEASE,
     UPDATE_LEASE_CLAIM,
     UPDATE_RELEASE,
@@ -32,14 +33,17 @@ from devicepool.client._lease_calls import Unanswered, lease_errors
 from devicepool.client._lease_calls import handle_of as _handle
 from devicepool.client._lease_input import (
     Lease,
+    RoundTrip,
     default_holder,
+    granted_lease,
     lease_request,
     parse_selector,
     seconds_of,
 )
 from devicepool.client._lease_input import lease_id as _lease_id
 from devicepool.client._lease_keeper import Keeper, renew, renew_every
-from devicepool.client._temporal_errors import QUERY_TIMEOUT
+from devicepool.client._lease_watch import view
+from devicepool.client._temporal_errors import NoWorkerInTime
 from devicepool.client._validation import validate_name
 from devicepool.client.errors import (
     DevicePoolError,
@@ -50,11 +54,12 @@ from devicepool.client.errors import (
 from devicepool.workflows.reconciler.lease_messages import (
     Granted,
     LeaseAnswer,
-    LeasesView,
+    LeaseRequest,
     ReleaseAnswer,
     ReleaseRequest,
     TicketRef,
 )
+from devicepool.workflows.reconciler.leasing import LEASE_GONE
 
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
@@ -68,6 +73,7 @@ __all__ = [
     "held",
     "lease_errors",
     "lease_request",
+    "or_given_back",
     "parse_selector",
     "release",
     "renew",
@@ -81,16 +87,13 @@ POLL_SECONDS = 1.0
 # A ticket given up is dropped within this, or left to end at its deadline (no worker answers).
 DROP_SECONDS = 10.0
 
+T = TypeVar("T")
+
 # Called with each place in the queue a wait sees: {"ticket", "position", "ahead"}.
 LeaseProgress = Callable[[dict[str, Any]], None]
 
 # How a ticket can end while waited for, and what the wait then does.
 _TIMED_OUT, _POOL_DELETED = "TimedOut", "PoolDeleted"
-
-
-def _bound(lease: Lease, pools: PoolClient) -> Lease:
-    lease._pools = pools
-    return lease
 
 
 async def acquire(
@@ -113,23 +116,83 @@ async def acquire(
     while True:
         # Tried again while it is turned away, as long as the wait lasts; one update id for
         # all the tries: a retry answers what the first try made, never a second grant.
-        answer = await _lease_calls.update(
-            pools, handle, name, kind, UPDATE_LEASE, request, until=deadline
-        )
+        update_id = f"{UPDATE_LEASE}-{uuid.uuid4()}"
+        asked = RoundTrip()
+        try:
+            answer = await _lease_calls.update(
+                pools,
+                handle,
+                name,
+                kind,
+                UPDATE_LEASE,
+                request,
+                until=deadline,
+                update_id=update_id,
+                on_sent=asked.start,
+            )
+        except (asyncio.CancelledError, NoWorkerInTime) as err:
+            if asked.tried:  # applied, maybe: what it made is given back
+                await _take_back(pools, handle, name, kind, request, update_id, err)
+            raise
+        asked.done()
         if answer.granted is not None:
-            return _bound(Lease.of(answer.granted, kind=kind_name), pools)
+            return granted_lease(pools, answer.granted, kind_name, request.duration, asked)
         if answer.ticket is None:  # a worker's handler run without its validator: not granted
             raise LeaseNotGranted(f"{pools._side(kind).shown(name)}: {answer.message}")
         waited = _Waited(pools, handle, name, kind, answer.ticket, deadline, on_progress)
         granted = await waited.granted()
         if granted is not None:
-            return _bound(Lease.of(granted, kind=kind_name), pools)
+            return granted_lease(pools, granted, kind_name, request.duration, waited.asked)
         # The ticket ended with time left (its offer went unclaimed, its device was lost):
         # in the queue again, at its end, for what is left of the wait.
         left = deadline - time.monotonic()
         if left <= 0:
             raise waited.not_granted()
         request = request.model_copy(update={"wait": left})
+
+
+async def _take_back(
+    pools: PoolClient,
+    handle: WorkflowHandle[Any, Any],
+    name: str,
+    kind: str | None,
+    request: LeaseRequest,
+    update_id: str,
+    err: BaseException,
+) -> None:
+    """A `lease` cut short (a cancel, or no answer within its RPC timeout) may have been
+    applied all the same, or be applied once a worker takes it: sent again under its id, it
+    answers what it made (or makes it now), which is given back: a device nobody knows the
+    lease of is held by nobody. Shielded: a second cancel must not leave it held; bounded
+    (`DROP_SECONDS`): with no worker, what it may make meanwhile ends at its idle timeout."""
+
+    async def undo() -> None:
+        try:
+            answer = await _lease_calls.update(
+                pools,
+                handle,
+                name,
+                kind,
+                UPDATE_LEASE,
+                request,
+                until=time.monotonic() + DROP_SECONDS,
+                update_id=update_id,
+            )
+        except (LeaseNotGranted, LeaseRefused):
+            return  # nothing made
+        if answer.granted is not None:
+            await release(pools, name, answer.granted.lease, kind=kind)
+        elif answer.ticket is not None:
+            await _Waited(pools, handle, name, kind, answer.ticket, 0.0, None)._drop()
+
+    try:
+        await asyncio.wait_for(asyncio.shield(undo()), DROP_SECONDS)
+    except (DevicePoolError, TimeoutError) as failed:
+        said = str(failed) or f"no answer within {DROP_SECONDS:.0f}s"
+        err.add_note(
+            f"a lease it may have made under holder {request.holder!r} was not given back:"
+            f" {said} (it ends at its idle timeout)"
+        )
 
 
 class _Waited:
@@ -152,6 +215,7 @@ class _Waited:
         self.unanswered: str | None = None  # why the last poll went unanswered
         self.looked = time.monotonic()  # the pool's queue is looked at again after this
         self.queue: _lease_watch.Look | None = None  # this client's look at it (`granted`)
+        self.asked = RoundTrip()  # the claim's round trip (`granted_lease`)
 
     def not_granted(self) -> LeaseNotGranted:
         said = self.said
@@ -247,6 +311,7 @@ class _Waited:
         return answer if isinstance(answer, LeaseAnswer) else LeaseAnswer.model_validate(answer)
 
     async def _claim(self) -> Granted | None:
+        self.asked = RoundTrip()
         try:
             answer = await _lease_calls.update(
                 self.pools,
@@ -255,19 +320,21 @@ class _Waited:
                 self.kind,
                 UPDATE_LEASE_CLAIM,
                 TicketRef(ticket=self.ticket),
+                on_sent=self.asked.start,
             )
         except LeaseGone:
             return None
+        self.asked.done()
         return answer.granted
 
     async def _drop(self) -> None:
         """Release the ticket; if the pool offered it a device meanwhile (the ticket is a
-        lease now), release that lease."""
-        try:
-            await release(self.pools, self.name, self.ticket, kind=self.kind)
-            return
-        except LeaseGone:
-            pass
+        lease now), release that lease: the pool answers a ticket claimed (a claim cut
+        short after the pool applied it) as no lease (`LeaseGone`, an error or a reason)."""
+        with contextlib.suppress(LeaseGone):
+            dropped = await release(self.pools, self.name, self.ticket, kind=self.kind)
+            if dropped.reason != LEASE_GONE:
+                return
         answer = await self._ask_ticket()
         if answer is not None and answer.granted is not None:
             await release(self.pools, self.name, answer.granted.lease, kind=self.kind)
@@ -293,17 +360,21 @@ async def release(
     return answer
 
 
-async def view(pools: PoolClient, name: str, *, kind: str | None = None) -> LeasesView:
-    """The `leases` query: the leases held, then the tickets waiting (first come first)."""
-    validate_name(name)
-    handle = await pools._running(name, kind)
-    with pools._errors(name, kind=kind):
-        try:
-            answer = await handle.query(QUERY_LEASES, result_type=dict, rpc_timeout=QUERY_TIMEOUT)
-        except WorkflowQueryFailedError as err:  # a worker of a build from before leases
-            said = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise DevicePoolError(f"{pools._side(kind).shown(name)}: leases: {said}") from err
-    return _lease_watch.read_view(answer)
+async def or_given_back(pools: PoolClient, name: str, lease: Lease, step: Awaitable[T]) -> T:
+    """`step`'s answer, while `lease` is held and no one was told its id yet (the CLI's
+    `lease -o json` reading its connect info before it prints it): a cancel meanwhile (a
+    Ctrl-C) gives the lease back, shielded and bounded, and is raised as the cancel."""
+    try:
+        return await step
+    except BaseException as err:
+        cancel = isinstance(err, asyncio.CancelledError)
+        if not (cancel or _lease_calls.cancelling()):
+            raise
+        with contextlib.suppress(DevicePoolError, TimeoutError):
+            await asyncio.wait_for(asyncio.shield(release(pools, name, lease)), DROP_SECONDS)
+        if cancel:
+            raise
+        raise asyncio.CancelledError() from err  # the SDK's word for it (`cancelling`)
 
 
 # ---------------------------------------------------------------- the context manager
@@ -326,8 +397,8 @@ async def held(
         pools, name, kind=kind, selector=selector, duration=duration, wait=wait, holder=holder
     )
     keeper = Keeper(pools, name, lease)
-    if lease.waited_seconds == 0:  # granted at once: `grantedAt` is the pool's now
-        keeper.offset = lease.granted_at - datetime.now(UTC)
+    if lease._clock is not None:
+        keeper.offset = lease._clock
     renewing = asyncio.create_task(keeper.run(), name=f"renew lease {lease.id}")
     try:
         yield lease

@@ -45,6 +45,7 @@ CLOSING = RPCError(
 ABORTED = RPCError("workflow update was aborted", RPCStatusCode.UNAVAILABLE, b"")
 BUFFER_FULL = RPCError("consistent query buffer is full", RPCStatusCode.RESOURCE_EXHAUSTED, b"")
 QUERY_TIMED_OUT = RPCError("Timeout expired", RPCStatusCode.CANCELLED, b"")
+QUERY_DEADLINE = RPCError("Deadline exceeded", RPCStatusCode.DEADLINE_EXCEEDED, b"")
 UNPROCESSED = WorkflowUpdateFailedError(
     ApplicationError(
         "Workflow Update is rejected because it wasn't processed by worker.",
@@ -161,7 +162,7 @@ async def test_temporal_out_of_reach_is_not_tried_again() -> None:
     assert len(pool.sent) == 1
 
 
-@pytest.mark.parametrize("error", [BUFFER_FULL, QUERY_TIMED_OUT])
+@pytest.mark.parametrize("error", [BUFFER_FULL, QUERY_TIMED_OUT, QUERY_DEADLINE])
 async def test_a_poll_turned_away_is_asked_again_while_the_wait_lasts(error: RPCError) -> None:
     pool = Busy("d-1")
     client = client_of(pool)

@@ -74,6 +74,7 @@ class LeasePool:
         self.asked: list[str] = []
         self.deleting = False
         self.ids = (f"id{n}" for n in itertools.count(1))
+        self.made: dict[str, str] = {}  # what each `lease` update (by its id) made
 
     def now(self) -> datetime:
         return datetime.now(UTC)
@@ -87,7 +88,10 @@ class LeasePool:
             return {"spec": {"leases": self.rules.to_json_dict()}, "metadata": {"name": self.name}}
         if name == "leases":
             return LeasesView(leases=self.book.leases, tickets=self.book.tickets)
-        book, ticket = self.book, arg.ticket
+        return self.ticket_answer(arg.ticket)
+
+    def ticket_answer(self, ticket: str) -> LeaseAnswer:
+        book = self.book
         if (offer := book.offer_for(ticket)) is not None:
             return LeaseAnswer(granted=granted(self.name, offer), ticket=ticket)
         if (position := book.position(ticket)) is not None:
@@ -95,10 +99,25 @@ class LeasePool:
         ended = book.ended_as(ticket)
         return ended_answer(ended) if ended else LeaseAnswer(ended=LEASE_GONE)
 
-    async def execute_update(self, name: str, arg: Any, **_: Any) -> Any:
+    async def execute_update(self, name: str, arg: Any, **options: Any) -> Any:
         self.asked.append(name)
+        update_id = options.get("id")
+        if name == "lease" and update_id in self.made:  # sent again: what the first made
+            return self._made_again(self.made[update_id])
         answer = getattr(self, name)(arg)
-        return await answer if inspect.isawaitable(answer) else answer
+        answer = await answer if inspect.isawaitable(answer) else answer
+        if name == "lease" and update_id and (answer.granted or answer.ticket):
+            self.made[update_id] = answer.granted.lease if answer.granted else answer.ticket
+        return answer
+
+    def _made_again(self, made: str) -> LeaseAnswer:
+        held = self.book.lease(made)
+        if held is not None:
+            return LeaseAnswer(granted=granted(self.name, held))
+        answer = self.ticket_answer(made)
+        if answer.granted is not None:
+            return LeaseAnswer(ticket=made, message="offered a device: claim it")
+        return answer
 
     def lease(self, request: Any) -> LeaseAnswer:
         if self.deleting:
@@ -136,6 +155,9 @@ class LeasePool:
 
     def release(self, request: Any) -> ReleaseAnswer:
         book = self.book
+        offer = book.offer_for(request.lease)
+        if offer is not None and offer.claimed:  # a claimed ticket's id, as the pool answers it
+            return ReleaseAnswer(reason=LEASE_GONE, message=f"no lease {request.lease!r}")
         if ticket := next((t for t in book.tickets if t.id == request.lease), None):
             book.tickets.remove(ticket)
             return ReleaseAnswer(reason="Cancelled")

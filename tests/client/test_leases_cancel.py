@@ -1,0 +1,252 @@
+"""The lease client cut short, against the in-process pools of `test_leases_client`: a
+cancel or a timeout while an update is in flight (the SDK raises
+`WorkflowUpdateRPCTimeoutOrCancelledError` for both, the update applied or not) leaves
+nothing held and reaches the caller as the cancel it is; a queued lease's renewals keep
+its end under a pool clock that is not ours; what the Python API is given is checked
+as the CLI checks it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
+
+from devicepool.api.v1beta1 import LeaseSpec
+from devicepool.client import BadInput, _lease_calls, _lease_keeper
+from devicepool.client._leases import default_holder
+from devicepool.client._temporal_errors import NoWorkerInTime
+from devicepool.client.cli import main
+from tests.client.test_leases_client import LeasePool, Temporal, client_of
+
+
+class Slow(LeasePool):
+    """A pool whose worker applies an update, then is `slow[name]` seconds answering it: a
+    cancel meanwhile is raised as the SDK raises it; `timeout` ends the wait as the
+    update's RPC timeout would. Its clock is ours plus `skew`."""
+
+    def __init__(self, *devices: str, rules: LeaseSpec | None = None) -> None:
+        super().__init__("p", list(devices), rules)
+        self.slow: dict[str, float] = {}
+        self.timeout = False
+        self.skew = timedelta(0)
+        self.applied: dict[str, asyncio.Event] = {}
+
+    def landed(self, name: str) -> asyncio.Event:
+        """Set once the pool applied an update `name` (clear it to wait for the next)."""
+        return self.applied.setdefault(name, asyncio.Event())
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.skew
+
+    async def execute_update(self, name: str, arg: Any, **options: Any) -> Any:
+        answer = await super().execute_update(name, arg, **options)
+        self.landed(name).set()
+        delay = self.slow.get(name, 0.0)
+        if delay:
+            try:
+                await asyncio.sleep(delay)
+            except asyncio.CancelledError as err:
+                raise WorkflowUpdateRPCTimeoutOrCancelledError() from err
+            if self.timeout:
+                self.timeout = False
+                raise WorkflowUpdateRPCTimeoutOrCancelledError()
+        return answer
+
+
+async def test_a_cancel_during_the_lease_update_leaves_nothing_held() -> None:
+    pool = Slow("d-1")
+    pool.slow["lease"] = 0.3
+    client = client_of(pool)
+    entered = False
+
+    async def user() -> None:
+        nonlocal entered
+        async with client.lease("p"):
+            entered = True
+
+    task = asyncio.ensure_future(user())
+    await pool.landed("lease").wait()
+    assert pool.book.leases  # granted at the pool, the answer on its way
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not entered and pool.book.leases == []
+    assert pool.book.ended[-1].reason == "Released"
+
+
+async def test_a_timeout_around_a_lease_in_flight_is_a_timeout_and_nothing_held() -> None:
+    pool = Slow("d-1")
+    pool.slow["lease"] = 0.3
+    client = client_of(pool)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.1), client.lease("p"):
+            pass
+    assert pool.book.leases == []
+
+
+async def test_a_cancel_during_a_queued_lease_s_update_drops_its_ticket() -> None:
+    pool = Slow("d-1")
+    client = client_of(pool)
+    await client.acquire_lease("p")
+    pool.slow["lease"] = 0.3
+    pool.landed("lease").clear()
+    task = asyncio.ensure_future(client.acquire_lease("p", wait=30))
+    await pool.landed("lease").wait()
+    assert pool.book.tickets
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert pool.book.tickets == [] and len(pool.book.leases) == 1
+
+
+async def test_a_lease_cancelled_before_it_was_sent_is_not_sent_at_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_lease_calls, "UPDATES_IN_FLIGHT", 1)
+    pool = Slow("d-1", "d-2")
+    pool.slow["lease"] = 0.2
+    client = client_of(pool)
+    first = asyncio.ensure_future(client.acquire_lease("p"))  # in flight: the gate is full
+    await pool.landed("lease").wait()
+    second = asyncio.ensure_future(client.acquire_lease("p"))  # waits at the gate
+    await asyncio.sleep(0.01)
+    second.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    await first
+    assert pool.asked.count("lease") == 1 and len(pool.book.leases) == 1
+
+
+async def test_a_cancel_during_the_claim_releases_the_lease_claimed() -> None:
+    pool = Slow("d-1")
+    client = client_of(pool)
+    first = await client.acquire_lease("p")
+    pool.slow["lease_claim"] = 0.3
+    pool.landed("lease").clear()
+    task = asyncio.ensure_future(client.acquire_lease("p", wait=30))
+    await pool.landed("lease").wait()
+    await client.release_lease("p", first)
+    await pool.landed("lease_claim").wait()  # claimed at the pool, the answer on its way
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert pool.book.leases == [] and pool.book.ended[-1].reason == "Released"
+
+
+async def test_a_lease_update_that_times_out_after_its_grant_is_released() -> None:
+    # No worker answered within the update's RPC timeout, but one applied it meanwhile.
+    pool = Slow("d-1")
+    pool.slow["lease"], pool.timeout = 0.01, True
+    client = client_of(pool)
+    with pytest.raises(NoWorkerInTime):
+        await client.acquire_lease("p")
+    assert pool.book.leases == [] and pool.asked.count("lease") == 2  # sent again by its id
+
+
+async def test_a_cancel_during_a_background_renew_ends_the_holder_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_lease_keeper, "MIN_RENEW_SECONDS", 0.05)
+    pool = Slow("d-1", rules=LeaseSpec(idle_timeout="300ms"))  # renewed every 0.1 s
+    pool.slow["renew"] = 0.3
+    client = client_of(pool)
+
+    async def user() -> None:
+        async with client.lease("p", duration=20):
+            await asyncio.sleep(60)
+
+    task = asyncio.ensure_future(user())
+    await pool.landed("renew").wait()  # in flight: applied, its answer on its way
+    begun = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
+    assert time.monotonic() - begun < 1
+    assert pool.book.leases == [] and pool.book.ended[-1].reason == "Released"
+
+
+@pytest.mark.parametrize("skew", [10, -10])
+async def test_a_claimed_lease_s_first_renew_keeps_its_end_under_clock_skew(
+    skew: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_lease_keeper, "MIN_RENEW_SECONDS", 0.05)
+    monkeypatch.setattr("devicepool.client._leases.POLL_SECONDS", 0.01)
+    pool = Slow("d-1", rules=LeaseSpec(idle_timeout="300ms"))
+    pool.skew = timedelta(seconds=skew)
+    client = client_of(pool)
+    first = await client.acquire_lease("p")
+    inside = asyncio.Event()
+    ends: list[datetime] = []
+
+    async def user() -> None:
+        async with client.lease("p", duration=20, wait=10) as lease:
+            held = pool.book.lease(lease.id)
+            assert held is not None and lease.waited_seconds > 0
+            ends.append(held.expires_at)
+            pool.landed("renew").clear()
+            await pool.landed("renew").wait()
+            ends.append(held.expires_at)
+            inside.set()
+
+    pool.landed("lease").clear()
+    task = asyncio.ensure_future(user())
+    await pool.landed("lease").wait()
+    await client.release_lease("p", first)
+    await asyncio.wait_for(task, 5)
+    assert inside.is_set()
+    assert abs((ends[1] - ends[0]).total_seconds()) < 0.05
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"duration": 1e20}, "duration: must be at most "),
+        ({"wait": 1e20}, "wait: must be at most "),
+        ({"duration": timedelta(days=10**6)}, "duration: must be at most "),
+        ({"holder": "a\nb"}, "holder: must be one line of printable characters"),
+    ],
+)
+async def test_what_the_python_api_is_given_is_checked_as_the_cli_checks_it(
+    given: dict[str, Any], said: str
+) -> None:
+    pool = LeasePool("p", ["d-1"])
+    with pytest.raises(BadInput) as err:
+        await client_of(pool).acquire_lease("p", **given)
+    assert str(err.value).startswith(said) and pool.asked == []
+
+
+async def test_an_empty_holder_is_the_default_one() -> None:
+    pool = LeasePool("p", ["d-1"])
+    lease = await client_of(pool).acquire_lease("p", holder=" ")
+    assert lease.holder == default_holder()
+
+
+def test_a_ctrl_c_before_the_lease_is_printed_releases_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `lease -o json` reads the connect info after the grant; a Ctrl-C meanwhile loses the
+    # id it never printed: the lease is given back.
+    pool = Slow("d-1")
+    pool.slow["lease_connect"] = 5.0
+
+    def lease_connect(arg: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGINT)  # asyncio.run cancels the command's task
+
+    monkeypatch.setattr(pool, "lease_connect", lease_connect, raising=False)
+
+    async def connect(**_: Any) -> Temporal:
+        return Temporal(pool)
+
+    monkeypatch.setattr("devicepool.connect.connect", connect)
+    monkeypatch.setattr("devicepool.client._connect.encrypts", lambda _: True)
+    begun = time.monotonic()
+    code = main(["lease", "p", "-o", "json"])
+    assert code == 130  # as a shell says a Ctrl-C
+    assert time.monotonic() - begun < 2 and capsys.readouterr().out == ""
+    assert pool.book.leases == [] and pool.book.ended[-1].reason == "Released"
