@@ -11,24 +11,22 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from pydantic import SecretStr
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import (
-    AccountSettings,
     CreateDeviceInput,
     DeviceTemplate,
     ListDevicesInput,
-    ProxyPoolSettings,
     TerminateDeviceInput,
     TerminatePoolInput,
 )
 from devicepool.activities.providers.bitbrowser import PhonePacer, PhoneProvider
 from devicepool.activities.providers.bitbrowser.phone_provider import ANDROID_ONLY
 from tests.activities.conftest import bitbrowser_account
-from tests.helpers.bitbrowser import KEY, Account
+from tests.helpers.bitbrowser import Account
+from tests.helpers.phones import phone_activities
 
 SPEED = 5.0
 
@@ -38,21 +36,7 @@ account = bitbrowser_account(speed=SPEED, seed=3)
 
 @pytest.fixture
 async def acts(account: Account) -> AsyncIterator[DeviceActivities]:
-    activities = DeviceActivities(
-        accounts={
-            "phones": AccountSettings(
-                name="phones",
-                api="bitbrowser",
-                base_url="http://node-1.local",
-                api_key=SecretStr(KEY),
-                phone_interval_seconds=0.25,
-            )
-        },
-        proxy_pools={
-            "gw": ProxyPoolSettings(name="gw", host="gw.test", port=1080, password=SecretStr("pw"))
-        },
-        transport=account.transports["node-1"],
-    )
+    activities = phone_activities(account, interval=0.25)
     yield activities
     await activities.aclose()
 

@@ -26,10 +26,7 @@ from devicepool.activities.connect_models import (
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import (
     AccountSettings,
-    CreateDeviceInput,
-    DeviceTemplate,
     PoolSettings,
-    ProxyPoolSettings,
 )
 from devicepool.activities.node_browsers import NodeBrowserActivities
 from devicepool.activities.node_models import NodeCreateInput, NodeOpenInput
@@ -40,6 +37,7 @@ from devicepool.api.errors import ErrorType
 from tests.activities.conftest import bitbrowser_account
 from tests.helpers.bitbrowser import KEY, Account
 from tests.helpers.emulator import Emulator
+from tests.helpers.phones import a_running_phone, phone_activities
 
 # The vendor's example (bitbrowser-local-api-cloud-phones.md, `/phone/list`).
 VENDOR = '{"code":"SAjp7zSIJfHGAZi9Ot","port":21136,"ip":"124.236.71.153"}'
@@ -132,45 +130,15 @@ async def test_rest_reads_the_detail_connect_block_once_up(
 
 @pytest.fixture
 async def phones(account: Account) -> AsyncIterator[DeviceActivities]:
-    activities = DeviceActivities(
-        accounts={
-            "phones": AccountSettings(
-                name="phones",
-                api="bitbrowser",
-                base_url="http://node-1.local",
-                api_key=SecretStr(KEY),
-                phone_interval_seconds=0.05,
-            )
-        },
-        proxy_pools={
-            "gw": ProxyPoolSettings(name="gw", host="gw.test", port=1080, password=SecretStr("pw"))
-        },
-        settings=ENCRYPTED,
-        transport=account.transports["node-1"],
-    )
+    activities = phone_activities(account, interval=0.05, settings=ENCRYPTED)
     yield activities
     await activities.aclose()
-
-
-async def a_running_phone(account: Account, acts: DeviceActivities) -> str:
-    made = await ActivityEnvironment().run(
-        acts.create_device,
-        CreateDeviceInput(
-            account="phones",
-            pool="pc",
-            template=DeviceTemplate(platform="android", region="r-1", os_version="14", proxy_pool="gw"),
-            name="pc-0",
-            idempotency_key="devicepool:pc:g1:s0",
-        ),
-    )  # fmt: skip
-    await account.advance(5)
-    return made.device.id
 
 
 async def test_a_cloud_phones_login_comes_from_its_listing_and_is_never_logged(
     account: Account, phones: DeviceActivities, caplog: pytest.LogCaptureFixture
 ) -> None:
-    device = await a_running_phone(account, phones)
+    device = await a_running_phone(account, phones, "pc", 5)
     ask = LeaseConnectInput(account="phones", pool="pc", device=device)
     caplog.set_level(logging.DEBUG)
     info = await ActivityEnvironment().run(phones.lease_connect, ask)

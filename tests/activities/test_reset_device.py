@@ -8,19 +8,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from pydantic import SecretStr
 from temporalio.testing import ActivityEnvironment
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import (
     READY,
     REBOOTING,
-    AccountSettings,
-    CreateDeviceInput,
-    DeviceTemplate,
     GetStatusesInput,
     ListDevicesInput,
-    ProxyPoolSettings,
     ResetDeviceInput,
     ResetOutcome,
     TerminateDeviceInput,
@@ -28,8 +23,10 @@ from devicepool.activities.models import (
 from devicepool.activities.providers.bitbrowser.phone_marks import Remark
 from devicepool.activities.providers.rest import RestProvider
 from tests.activities.conftest import bitbrowser_account
-from tests.helpers.bitbrowser import KEY, Account
+from tests.helpers.bitbrowser import Account
 from tests.helpers.emulator import Emulator
+from tests.helpers.phones import a_running_phone as running_phone
+from tests.helpers.phones import phone_activities
 
 BOOT = 60.0
 # Virtual time moves as fast as real time: a boot ends only when told (`advance`).
@@ -44,38 +41,13 @@ account = bitbrowser_account(
 
 @pytest.fixture
 async def phones(account: Account) -> AsyncIterator[DeviceActivities]:
-    activities = DeviceActivities(
-        accounts={
-            "phones": AccountSettings(
-                name="phones",
-                api="bitbrowser",
-                base_url="http://node-1.local",
-                api_key=SecretStr(KEY),
-                phone_interval_seconds=0.05,
-            )
-        },
-        proxy_pools={
-            "gw": ProxyPoolSettings(name="gw", host="gw.test", port=1080, password=SecretStr("pw"))
-        },
-        transport=account.transports["node-1"],
-    )
+    activities = phone_activities(account, interval=0.05)
     yield activities
     await activities.aclose()
 
 
 async def a_running_phone(account: Account, acts: DeviceActivities) -> str:
-    made = await ActivityEnvironment().run(
-        acts.create_device,
-        CreateDeviceInput(
-            account="phones",
-            pool="pr",
-            template=DeviceTemplate(platform="android", region="r-1", os_version="14", proxy_pool="gw"),
-            name="pr-0",
-            idempotency_key="devicepool:pr:g1:s0",
-        ),
-    )  # fmt: skip
-    await account.advance(BOOT + 1)
-    return made.device.id
+    return await running_phone(account, acts, "pr", BOOT + 1)
 
 
 async def status_of(acts: DeviceActivities, device: str) -> tuple[str, str | None]:

@@ -10,38 +10,32 @@ running, profiles made, power-ons, and the 1-request-a-second budget.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from devicepool.activities.devices import DeviceActivities
-from devicepool.activities.models import AccountSettings
 from devicepool.activities.providers.bitbrowser.phone_marks import Remark, parse_device_id
 from devicepool.activities.providers.bitbrowser.phone_provider import ANDROID_ONLY
 from devicepool.api import parse_pool
 from devicepool.api.names import UPDATE_SCALE, pool_workflow_id
 from devicepool.api.v1beta1 import ObjectMeta, ReserveSpec
 from devicepool.client.pool_client import PoolClient
-from devicepool.emulator.bitbrowser import BitBrowserConfig, BitBrowserEmulator, create_apps
+from devicepool.emulator.bitbrowser import BitBrowserEmulator
 from devicepool.testing import eventually, pool_manifest
-from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
-from tests.helpers.settings import PHONES, proxy_pools
-from tests.helpers.workflow_stack import namespace_client, start_pool
+from tests.helpers.phones import ACCOUNT, SPEED, phone_stack
+from tests.helpers.settings import PHONES
+from tests.helpers.workflow_stack import start_pool
 
 pytestmark = pytest.mark.devserver
 
-ACCOUNT = "phones"
 KEY = "bb-local-key-e2e"
 URL = "http://phones.local"
-SPEED = 10.0
 PROXY_PASSWORD = "phones-proxy-pass-7c1"
 SETTINGS = PHONES
 
@@ -67,47 +61,21 @@ class PhoneStack:
 
 @pytest.fixture(scope="module")
 async def stack(env: WorkflowEnvironment) -> AsyncIterator[PhoneStack]:
-    apps = create_apps(
-        BitBrowserConfig(
-            account="phones-e2e",
-            api_key=KEY,
-            speed=SPEED,
-            seed=30,
-            phone_boot_seconds=20,
-            phone_resume_seconds=5,
-        )
-    )
-    app = apps["node-1"]
-    activities = DeviceActivities(
-        accounts={
-            ACCOUNT: AccountSettings(
-                name=ACCOUNT,
-                api="bitbrowser",
-                base_url=URL,
-                api_key=SecretStr(KEY),
-                timeout_seconds=5,
-                phone_interval_seconds=1.1 / SPEED,
-            )
-        },
-        proxy_pools=proxy_pools(PROXY_PASSWORD),
+    async with phone_stack(
+        env,
+        name="phones-e2e",
+        key=KEY,
+        url=URL,
+        seed=30,
+        proxy_password=PROXY_PASSWORD,
         settings=SETTINGS,
-        transport=httpx.ASGITransport(app=app),
-    )
-    client = await namespace_client(env, "cloud-phones")
-    workers = [
-        *pool_queue_workers(client, activities),
-        *account_workers(client, activities, [ACCOUNT]),
-    ]
-    running = [asyncio.ensure_future(w.run()) for w in workers]
-    phones = PhoneStack(client, app)
-    try:
-        yield phones
-    finally:
-        for worker in workers:
-            await worker.shutdown()
-        await asyncio.gather(*running, return_exceptions=True)
-        await activities.aclose()
-        await phones.control.aclose()
+        cancel_pools=False,
+    ) as (client, app):
+        phones = PhoneStack(client, app)
+        try:
+            yield phones
+        finally:
+            await phones.control.aclose()
 
 
 async def scale(handle: WorkflowHandle[Any, Any], replicas: int) -> None:

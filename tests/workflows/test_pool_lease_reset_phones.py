@@ -9,13 +9,10 @@ a month per phone so the quota is reached at the second release.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
-from pydantic import SecretStr
 from temporalio.client import (
     Client,
     WorkflowFailureError,
@@ -25,13 +22,10 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
-from devicepool.activities.devices import DeviceActivities
-from devicepool.activities.models import AccountSettings
-from devicepool.activities.providers.bitbrowser.phone_marks import Remark, parse_device_id
+from devicepool.activities.providers.bitbrowser.phone_marks import Remark
 from devicepool.api import names
-from devicepool.emulator.bitbrowser import BitBrowserConfig, BitBrowserEmulator, create_apps
+from devicepool.emulator.bitbrowser import BitBrowserEmulator
 from devicepool.testing import eventually
-from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.pool.messages import PoolInput
 from devicepool.workflows.reconciler.lease_messages import (
     Granted,
@@ -41,13 +35,12 @@ from devicepool.workflows.reconciler.lease_messages import (
     ReleaseRequest,
 )
 from tests.helpers.manifests import beta_pool
-from tests.helpers.settings import PHONES, proxy_pools
-from tests.helpers.workflow_stack import POLL, cancel_running_pools, namespace_client
+from tests.helpers.phones import ACCOUNT, phone_of, phone_stack
+from tests.helpers.settings import PHONES
+from tests.helpers.workflow_stack import POLL
 
-ACCOUNT = "phones"
 KEY = "bb-local-key-reset"
 URL = "http://phones-reset.local"
-SPEED = 10.0
 NAME = "phones-reset"
 
 
@@ -63,58 +56,24 @@ class Phones:
     def parked(self, device: str) -> tuple[str, str]:
         """(power, remark state) of the phone behind a device id."""
         with self.emulator.transaction(write=False):
-            phone = self.emulator.phones.phones[_phone(device)]
+            phone = self.emulator.phones.phones[phone_of(device)]
             power, remark = phone.power, Remark.parse(phone.fields["remark"])
         return power, remark.state if remark else ""
 
 
-def _phone(device: str) -> str:
-    return (parse_device_id(device) or ("", 0))[0]
-
-
 @pytest.fixture(scope="module")
 async def phones(env: WorkflowEnvironment) -> AsyncIterator[Phones]:
-    apps = create_apps(
-        BitBrowserConfig(
-            account="phones-reset",
-            api_key=KEY,
-            speed=SPEED,
-            seed=41,
-            phone_boot_seconds=20,
-            phone_resume_seconds=5,
-            phone_recovers_per_month=1,
-        )
-    )
-    app = apps["node-1"]
-    activities = DeviceActivities(
-        accounts={
-            ACCOUNT: AccountSettings(
-                name=ACCOUNT,
-                api="bitbrowser",
-                base_url=URL,
-                api_key=SecretStr(KEY),
-                timeout_seconds=5,
-                phone_interval_seconds=1.1 / SPEED,
-            )
-        },
-        proxy_pools=proxy_pools("phones-reset-proxy-pass"),
+    async with phone_stack(
+        env,
+        name="phones-reset",
+        key=KEY,
+        url=URL,
+        seed=41,
+        proxy_password="phones-reset-proxy-pass",
         settings=PHONES,
-        transport=httpx.ASGITransport(app=app),
-    )
-    client = await namespace_client(env, "cloud-phones")
-    workers = [
-        *pool_queue_workers(client, activities),
-        *account_workers(client, activities, [ACCOUNT]),
-    ]
-    running = [asyncio.ensure_future(w.run()) for w in workers]
-    try:
+        phone_recovers_per_month=1,
+    ) as (client, app):
         yield Phones(client, app)
-    finally:
-        await cancel_running_pools(client)
-        for worker in workers:
-            await worker.shutdown()
-        await asyncio.gather(*running, return_exceptions=True)
-        await activities.aclose()
 
 
 async def lease(handle: WorkflowHandle[Any, Any]) -> Granted:
@@ -178,7 +137,7 @@ async def test_a_phone_given_back_is_fresh_started_once_then_past_its_quota_repl
         lambda: _has_reason(handle, "ResetQuotaUsed"), what="quota used", timeout=20, every=POLL
     )
     third = await _lease_when_ready(handle, timeout=60)
-    assert _phone(third.device) != _phone(first.device) and phones.recovers() == 1
+    assert phone_of(third.device) != phone_of(first.device) and phones.recovers() == 1
     # The used phone is off and retired: no later create claims it unreset.
     await eventually(
         lambda: _retired(phones, first.device),

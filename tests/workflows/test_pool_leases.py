@@ -17,19 +17,14 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 import pytest
-from pydantic import SecretStr
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from devicepool.activities.devices import DeviceActivities
-from devicepool.activities.models import AccountSettings
-from devicepool.activities.providers.bitbrowser.phone_marks import Remark, parse_device_id
+from devicepool.activities.providers.bitbrowser.phone_marks import Remark
 from devicepool.api import names
-from devicepool.emulator.bitbrowser import BitBrowserConfig, BitBrowserEmulator, create_apps
+from devicepool.emulator.bitbrowser import BitBrowserEmulator
 from devicepool.testing import eventually
-from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.pool import leasable
 from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
 from devicepool.workflows.pool.state import PoolState
@@ -42,13 +37,12 @@ from devicepool.workflows.reconciler.lease_messages import (
 )
 from devicepool.workflows.reconciler.leases import Ended, EndReason
 from tests.helpers.manifests import beta_pool, reapply
-from tests.helpers.settings import PHONES, proxy_pools
-from tests.helpers.workflow_stack import POLL, cancel_running_pools, namespace_client
+from tests.helpers.phones import ACCOUNT, phone_of, phone_stack
+from tests.helpers.settings import PHONES
+from tests.helpers.workflow_stack import POLL
 
-ACCOUNT = "phones"
 KEY = "bb-local-key-leases"
 URL = "http://phones-leases.local"
-SPEED = 10.0
 # A resync a minute, and no watch answer without news: what a pool does within seconds of
 # a release, it does because the release asked for a pass.
 SETTINGS = PHONES.model_copy(update={"resync_seconds": 60.0, "watch_max_seconds": 60})
@@ -64,9 +58,8 @@ class Phones:
     def state(self, device: str) -> tuple[str, str]:
         """(power, remark state) of the phone behind a device id, off the emulator itself
         (a `/phone/list` would take the worker's one request a second)."""
-        phone_id = (parse_device_id(device) or ("", 0))[0]
         with self.emulator.transaction(write=False):
-            phone = self.emulator.phones.phones[phone_id]
+            phone = self.emulator.phones.phones[phone_of(device)]
             power, remark = phone.power, Remark.parse(phone.fields["remark"])
         return power, remark.state if remark else ""
 
@@ -78,47 +71,16 @@ class Phones:
 
 @pytest.fixture(scope="module")
 async def phones(env: WorkflowEnvironment) -> AsyncIterator[Phones]:
-    apps = create_apps(
-        BitBrowserConfig(
-            account="phones-leases",
-            api_key=KEY,
-            speed=SPEED,
-            seed=39,
-            phone_boot_seconds=20,
-            phone_resume_seconds=5,
-        )
-    )
-    app = apps["node-1"]
-    activities = DeviceActivities(
-        accounts={
-            ACCOUNT: AccountSettings(
-                name=ACCOUNT,
-                api="bitbrowser",
-                base_url=URL,
-                api_key=SecretStr(KEY),
-                timeout_seconds=5,
-                phone_interval_seconds=1.1 / SPEED,
-            )
-        },
-        proxy_pools=proxy_pools("phones-leases-proxy-pass"),
+    async with phone_stack(
+        env,
+        name="phones-leases",
+        key=KEY,
+        url=URL,
+        seed=39,
+        proxy_password="phones-leases-proxy-pass",
         settings=SETTINGS,
-        transport=httpx.ASGITransport(app=app),
-    )
-    # The cloud-phone modules share this namespace: no pool of this one is left to theirs.
-    client = await namespace_client(env, "cloud-phones")
-    workers = [
-        *pool_queue_workers(client, activities),
-        *account_workers(client, activities, [ACCOUNT]),
-    ]
-    running = [asyncio.ensure_future(w.run()) for w in workers]
-    try:
+    ) as (client, app):
         yield Phones(client, app)
-    finally:
-        await cancel_running_pools(client)
-        for worker in workers:
-            await worker.shutdown()
-        await asyncio.gather(*running, return_exceptions=True)
-        await activities.aclose()
 
 
 def pool(replicas: int, **spec: Any) -> Any:

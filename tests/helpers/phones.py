@@ -1,0 +1,153 @@
+"""Cloud phones on the BitBrowser Local API emulator, as the phone tests set them up.
+
+`phone_activities` is the account `phones` of an in-process emulator (tests/activities:
+`Account`, one node, virtual time); `a_running_phone` rents one there and lets it boot.
+`serving` runs the pool workers of a namespace until the block ends; `phone_stack` is
+that on the session dev server's `cloud-phones` namespace, over an emulator of its own
+(10 times faster than real time), for the modules that run whole pools of phones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.models import (
+    AccountSettings,
+    CreateDeviceInput,
+    DeviceTemplate,
+    PoolSettings,
+    ProxyPoolSettings,
+)
+from devicepool.activities.providers.bitbrowser.phone_marks import parse_device_id
+from devicepool.emulator.bitbrowser import BitBrowserConfig, create_apps
+from devicepool.worker.build import account_workers, pool_queue_workers
+from tests.helpers.bitbrowser import KEY, Account
+from tests.helpers.settings import proxy_pools
+from tests.helpers.workflow_stack import cancel_running_pools, namespace_client
+
+ACCOUNT = "phones"
+SPEED = 10.0  # the dev-server stacks' emulator, against real time
+
+
+def phone_of(device: str) -> str:
+    """The phone id behind a device id."""
+    return (parse_device_id(device) or ("", 0))[0]
+
+
+def phone_activities(
+    account: Account, *, interval: float, settings: PoolSettings | None = None
+) -> DeviceActivities:
+    """Activities of the account `phones` on `account`'s node-1, proxy pool `gw`."""
+    return DeviceActivities(
+        accounts={
+            ACCOUNT: AccountSettings(
+                name=ACCOUNT,
+                api="bitbrowser",
+                base_url="http://node-1.local",
+                api_key=SecretStr(KEY),
+                phone_interval_seconds=interval,
+            )
+        },
+        proxy_pools={
+            "gw": ProxyPoolSettings(name="gw", host="gw.test", port=1080, password=SecretStr("pw"))
+        },
+        settings=settings,
+        transport=account.transports["node-1"],
+    )
+
+
+async def a_running_phone(account: Account, acts: DeviceActivities, pool: str, boot: float) -> str:
+    """A phone of `pool` (slot 0) rented, then `boot` virtual seconds for it to start."""
+    made = await ActivityEnvironment().run(
+        acts.create_device,
+        CreateDeviceInput(
+            account=ACCOUNT,
+            pool=pool,
+            template=DeviceTemplate(platform="android", region="r-1", os_version="14", proxy_pool="gw"),
+            name=f"{pool}-0",
+            idempotency_key=f"devicepool:{pool}:g1:s0",
+        ),
+    )  # fmt: skip
+    await account.advance(boot)
+    return made.device.id
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    client: Client, activities: DeviceActivities, accounts: list[str], *, cancel_pools: bool = True
+) -> AsyncIterator[None]:
+    """The pool queue's workers and `accounts`' workers on `client` while the block runs;
+    then (with `cancel_pools`) every pool still running cancelled, the workers shut down,
+    and `activities` closed."""
+    workers = [
+        *pool_queue_workers(client, activities),
+        *account_workers(client, activities, accounts),
+    ]
+    running = [asyncio.ensure_future(w.run()) for w in workers]
+    try:
+        yield
+    finally:
+        if cancel_pools:
+            await cancel_running_pools(client)
+        for worker in workers:
+            await worker.shutdown()
+        await asyncio.gather(*running, return_exceptions=True)
+        await activities.aclose()
+
+
+@contextlib.asynccontextmanager
+async def phone_stack(
+    env: WorkflowEnvironment,
+    *,
+    name: str,
+    key: str,
+    url: str,
+    seed: int,
+    proxy_password: str,
+    settings: PoolSettings,
+    cancel_pools: bool = True,
+    **config: Any,
+) -> AsyncIterator[tuple[Client, Any]]:
+    """Workers of the `cloud-phones` namespace for the account `phones` of an emulator of
+    its own (account `name`, `config` on top of 20-s boots and 5-s resumes); yields the
+    namespace's client and the emulator's node-1 app."""
+    apps = create_apps(
+        BitBrowserConfig(
+            account=name,
+            api_key=key,
+            speed=SPEED,
+            seed=seed,
+            phone_boot_seconds=20,
+            phone_resume_seconds=5,
+            **config,
+        )
+    )
+    app = apps["node-1"]
+    activities = DeviceActivities(
+        accounts={
+            ACCOUNT: AccountSettings(
+                name=ACCOUNT,
+                api="bitbrowser",
+                base_url=url,
+                api_key=SecretStr(key),
+                timeout_seconds=5,
+                phone_interval_seconds=1.1 / SPEED,
+            )
+        },
+        proxy_pools=proxy_pools(proxy_password),
+        settings=settings,
+        transport=httpx.ASGITransport(app=app),
+    )
+    # The cloud-phone modules share this namespace: no pool of one is left to the others.
+    client = await namespace_client(env, "cloud-phones")
+    async with serving(client, activities, [ACCOUNT], cancel_pools=cancel_pools):
+        yield client, app
