@@ -284,8 +284,8 @@ def _left(when: Any, now: datetime | None = None) -> float:
 
 
 def _holder(holder: str | None) -> str:
-    """The CLI's holder: `user@host` when not told (its own pid ends with it)."""
-    return holder if holder is not None else _leases.default_holder(pid=False)
+    """The CLI's holder: `user@host` when not told, or told a blank (its own pid ends with it)."""
+    return holder if holder is not None and holder.strip() else _leases.default_holder(pid=False)
 
 
 def _wait_or_exit(text: str) -> float:

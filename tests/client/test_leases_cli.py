@@ -86,6 +86,15 @@ def test_lease_prints_exactly_its_json_keys_and_where_to_read_connect_info(
     assert shown["expiresAt"].endswith("Z") and shown["lease"] == pool.book.leases[0].id
 
 
+def test_a_blank_holder_is_the_cli_s_default_one(
+    capsys: pytest.CaptureFixture[str], temporal: Any
+) -> None:
+    temporal(LeasePool("p", ["d-1"]))
+    code, out, err = run(capsys, "lease", "p", "--holder", " ", "-o", "json")
+    assert code == EXIT_OK, err
+    assert json.loads(out)["holder"] == _leases.default_holder(pid=False)
+
+
 def test_a_browser_pool_s_lease_names_it_as_the_cli_does(
     capsys: pytest.CaptureFixture[str], temporal: Any
 ) -> None:
