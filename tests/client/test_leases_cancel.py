@@ -25,6 +25,11 @@ from devicepool.client.cli import main
 from tests.client.test_leases_client import LeasePool, Temporal, client_of
 
 
+@pytest.fixture(autouse=True)
+def _quick_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("devicepool.client._leases.POLL_SECONDS", 0.01)
+
+
 class Slow(LeasePool):
     """A pool whose worker applies an update, then is `slow[name]` seconds answering it: a
     cancel meanwhile is raised as the SDK raises it; `timeout` ends the wait as the
@@ -61,7 +66,7 @@ class Slow(LeasePool):
 
 async def test_a_cancel_during_the_lease_update_leaves_nothing_held() -> None:
     pool = Slow("d-1")
-    pool.slow["lease"] = 0.3
+    pool.slow["lease"] = 0.15
     client = client_of(pool)
     entered = False
 
@@ -82,10 +87,10 @@ async def test_a_cancel_during_the_lease_update_leaves_nothing_held() -> None:
 
 async def test_a_timeout_around_a_lease_in_flight_is_a_timeout_and_nothing_held() -> None:
     pool = Slow("d-1")
-    pool.slow["lease"] = 0.3
+    pool.slow["lease"] = 0.15
     client = client_of(pool)
     with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.1), client.lease("p"):
+        async with asyncio.timeout(0.05), client.lease("p"):
             pass
     assert pool.book.leases == []
 
@@ -94,7 +99,7 @@ async def test_a_cancel_during_a_queued_lease_s_update_drops_its_ticket() -> Non
     pool = Slow("d-1")
     client = client_of(pool)
     await client.acquire_lease("p")
-    pool.slow["lease"] = 0.3
+    pool.slow["lease"] = 0.15
     pool.landed("lease").clear()
     task = asyncio.ensure_future(client.acquire_lease("p", wait=30))
     await pool.landed("lease").wait()
@@ -110,7 +115,7 @@ async def test_a_lease_cancelled_before_it_was_sent_is_not_sent_at_all(
 ) -> None:
     monkeypatch.setattr(_lease_calls, "UPDATES_IN_FLIGHT", 1)
     pool = Slow("d-1", "d-2")
-    pool.slow["lease"] = 0.2
+    pool.slow["lease"] = 0.1
     client = client_of(pool)
     first = asyncio.ensure_future(client.acquire_lease("p"))  # in flight: the gate is full
     await pool.landed("lease").wait()
@@ -127,7 +132,7 @@ async def test_a_cancel_during_the_claim_releases_the_lease_claimed() -> None:
     pool = Slow("d-1")
     client = client_of(pool)
     first = await client.acquire_lease("p")
-    pool.slow["lease_claim"] = 0.3
+    pool.slow["lease_claim"] = 0.15
     pool.landed("lease").clear()
     task = asyncio.ensure_future(client.acquire_lease("p", wait=30))
     await pool.landed("lease").wait()
@@ -176,7 +181,6 @@ async def test_a_claimed_lease_s_first_renew_keeps_its_end_under_clock_skew(
     skew: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_lease_keeper, "MIN_RENEW_SECONDS", 0.05)
-    monkeypatch.setattr("devicepool.client._leases.POLL_SECONDS", 0.01)
     pool = Slow("d-1", rules=LeaseSpec(idle_timeout="300ms"))
     pool.skew = timedelta(seconds=skew)
     client = client_of(pool)
