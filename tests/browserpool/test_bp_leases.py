@@ -6,7 +6,7 @@ No fixture of conftest.py: no server.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -28,9 +28,10 @@ from devicepool.workflows.browserpool.plan import (
     Placement,
     plan,
 )
-from devicepool.workflows.reconciler.leases import Ended, EndReason
+from devicepool.workflows.reconciler.leases import EndReason
+from tests.helpers.leases import T0, ended
 
-NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+NOW = T0
 TWO = {"node-1", "node-2"}
 
 
@@ -277,10 +278,6 @@ def test_a_profile_kept_for_its_lease_or_used_is_no_candidate() -> None:
     assert "p1" in placed.kept
     ids = [c.id for c in leasable.candidates(spec, seen, placed, {}, used=["p2"])]
     assert ids == ["p0"]
-
-
-def ended(device: str, reason: EndReason = EndReason.RELEASED) -> Ended:
-    return Ended(id=f"lease-{device}", device=device, reason=reason, at=NOW)
 
 
 def test_a_release_of_a_held_profile_needs_no_pass() -> None:

@@ -17,20 +17,7 @@ import pytest
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from devicepool.api.names import (
-    QUERY_EVENTS,
-    QUERY_LEASES,
-    UPDATE_LEASE,
-    UPDATE_RELEASE,
-    UPDATE_SCALE,
-)
-from devicepool.workflows.reconciler.lease_messages import (
-    LeaseAnswer,
-    LeaseRequest,
-    LeasesView,
-    ReleaseAnswer,
-    ReleaseRequest,
-)
+from devicepool.api.names import QUERY_EVENTS, UPDATE_SCALE
 from devicepool.workflows.reconciler.messages import Accepted, ScaleRequest
 from tests.browserpool.test_bp_nodes import (
     eventually,
@@ -39,6 +26,8 @@ from tests.browserpool.test_bp_nodes import (
     start_browser_pool,
     status,
 )
+from tests.helpers import leases
+from tests.helpers.leases import granted
 from tests.helpers.servers import dev_server
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(120)]
@@ -52,20 +41,11 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
 
 async def lease_on(handle: WorkflowHandle[Any, Any], node: str) -> str:
     """A profile on `node`, for 10 minutes: the lease id (the profile is its answer's)."""
-    answer = await handle.execute_update(
-        UPDATE_LEASE,
-        LeaseRequest(selector={"node": node}, holder="test", duration="10m"),
-        result_type=LeaseAnswer,
-    )
-    assert answer.granted is not None, answer
-    return answer.granted.lease
+    return (await granted(handle, selector={"node": node}, holder="test", duration="10m")).lease
 
 
 async def release(handle: WorkflowHandle[Any, Any], lease: str, *, replace: bool = False) -> str:
-    answer = await handle.execute_update(
-        UPDATE_RELEASE, ReleaseRequest(lease=lease, replace=replace), result_type=ReleaseAnswer
-    )
-    return answer.reason
+    return (await leases.release(handle, lease, replace=replace)).reason
 
 
 async def reasons(handle: WorkflowHandle[Any, Any]) -> list[tuple[str, str]]:
@@ -91,7 +71,7 @@ async def test_a_leased_profile_is_kept_through_a_scale_to_0_and_replaced_after_
 
         # A lease by selector: node-2's profile, seen in the `leases` query and the status.
         lease = await lease_on(handle, "node-2")
-        view = await handle.query(QUERY_LEASES, result_type=LeasesView)
+        view = await leases.view(handle)
         [held] = view.leases
         assert held.id == lease and held.holder == "test", view
         used = held.device
@@ -114,7 +94,7 @@ async def test_a_leased_profile_is_kept_through_a_scale_to_0_and_replaced_after_
 
         # Leased again, then the pool scaled to 0: the leased profile stays, uncounted.
         lease = await lease_on(handle, "node-2")
-        kept = (await handle.query(QUERY_LEASES, result_type=LeasesView)).leases[0].device
+        kept = (await leases.view(handle)).leases[0].device
         scaled = await handle.execute_update(
             UPDATE_SCALE, ScaleRequest(replicas=0), result_type=Accepted
         )

@@ -17,13 +17,10 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.api import parse_pool
-from devicepool.api.names import UPDATE_LEASE
 from devicepool.client import PoolClient, _lease_calls, _leases
 from devicepool.testing import eventually, pool_manifest
-from devicepool.workflows.reconciler.lease_messages import (
-    LeaseAnswer,
-    LeaseRequest,
-)
+from devicepool.workflows.reconciler.lease_messages import LeaseAnswer
+from tests.helpers.leases import lease
 from tests.workflows.test_pool_continue_as_new import hand_over
 
 pytestmark = pytest.mark.devserver
@@ -100,5 +97,4 @@ async def test_fifty_holders_at_once_on_three_devices_are_all_served(
 
 
 async def send(handle: WorkflowHandle[Any, Any], update_id: str, wait: str = "0s") -> LeaseAnswer:
-    request = LeaseRequest(holder=update_id, wait=wait)
-    return await handle.execute_update(UPDATE_LEASE, request, id=update_id, result_type=LeaseAnswer)
+    return await lease(handle, update_id=update_id, holder=update_id, wait=wait)

@@ -3,24 +3,16 @@ match, the leased devices busy to the plan, and which ended leases replace a dev
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from devicepool.activities import models as am
-from devicepool.api.v1beta1 import DevicePoolSpec
 from devicepool.workflows.pool import leasable
 from devicepool.workflows.pool.fates import Fate
 from devicepool.workflows.pool.state import PoolState
-from devicepool.workflows.reconciler.leases import Ended, EndReason
+from devicepool.workflows.reconciler.leases import EndReason
+from tests.helpers.leases import POOL_SPEC, T0, ended
 
-T0 = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
-SPEC = DevicePoolSpec.model_validate(
-    {
-        "provider": {"name": "bitcloudphone", "account": "default"},
-        "platform": "android",
-        "region": "us-west",
-        "replicas": 3,
-    }
-)
+SPEC = POOL_SPEC
 
 
 def device(i: str, status: str = am.READY, *, session: bool = False, age: int = 0) -> am.DeviceInfo:
@@ -76,9 +68,6 @@ def test_leased_devices_are_busy_to_the_plan_and_others_unchanged():
 
 
 def test_only_a_used_device_is_replaced_after_its_lease():
-    def ended(i: str, reason: EndReason) -> Ended:
-        return Ended(id=f"l-{i}", device=i, reason=reason, at=T0)
-
     state = PoolState()
     said = leasable.replace_used(
         state,

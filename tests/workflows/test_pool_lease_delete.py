@@ -17,32 +17,13 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.api.names import TASK_QUEUE, pool_workflow_id
 from devicepool.client import _waits
 from devicepool.testing import eventually
-from devicepool.workflows.pool.messages import PoolInput
-from devicepool.workflows.reconciler.lease_messages import (
-    LeaseAnswer,
-    LeaseRequest,
-    ReleaseAnswer,
-    ReleaseRequest,
-    RenewRequest,
-)
-from tests.helpers.manifests import beta_pool
-from tests.helpers.settings import FAST
+from devicepool.workflows.reconciler.lease_messages import LeaseAnswer
+from tests.helpers.leases import lease, reasons, refused, release, renew, start_beta_pool
 from tests.helpers.workflow_stack import POLL, pool_devices
 
 pytestmark = pytest.mark.devserver
-
-
-async def start(env: WorkflowEnvironment, name: str, replicas: int) -> WorkflowHandle[Any, Any]:
-    pool = beta_pool(name, replicas)
-    return await env.client.start_workflow(
-        "DevicePool",
-        PoolInput(metadata=pool.metadata, spec=pool.spec, settings=FAST),
-        id=pool_workflow_id(name),
-        task_queue=TASK_QUEUE,
-    )
 
 
 async def lease_one(handle: WorkflowHandle[Any, Any]) -> LeaseAnswer:
@@ -50,19 +31,13 @@ async def lease_one(handle: WorkflowHandle[Any, Any]) -> LeaseAnswer:
 
     async def attempt() -> LeaseAnswer | None:
         try:
-            return await handle.execute_update(
-                "lease", LeaseRequest(holder="script"), result_type=LeaseAnswer
-            )
+            return await lease(handle, holder="script")
         except WorkflowUpdateFailedError as err:
             assert isinstance(err.cause, ApplicationError)
             assert err.cause.type == "LeaseNotGranted", err.cause
             return None
 
     return await eventually(attempt, timeout=60, every=POLL, what="a lease")
-
-
-async def reasons(handle: WorkflowHandle[Any, Any]) -> list[str]:
-    return [e["reason"] for e in (await handle.query("events"))["events"]]
 
 
 async def closed(handle: WorkflowHandle[Any, Any]) -> bool:
@@ -73,7 +48,7 @@ async def closed(handle: WorkflowHandle[Any, Any]) -> bool:
 async def test_a_deleted_pool_waits_for_its_leases_and_force_ends_them(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    handle = await start(env, pool_name, 2)
+    handle = await start_beta_pool(env.client, pool_name, 2)
     answer = await lease_one(handle)
     assert answer.granted is not None and answer.granted.holder == "script"
     leased = answer.granted.device
@@ -85,28 +60,21 @@ async def test_a_deleted_pool_waits_for_its_leases_and_force_ends_them(
 
     await eventually(waiting, every=POLL, what="the wait said")
     # Held: nothing is torn down, nothing new is leased; the holder still renews.
-    with pytest.raises(WorkflowUpdateFailedError) as refused:
-        await handle.execute_update("lease", LeaseRequest(), result_type=LeaseAnswer)
-    assert isinstance(refused.value.cause, ApplicationError)
-    assert refused.value.cause.type == "LeaseRefused"
-    renewed = await handle.execute_update(
-        "renew", RenewRequest(lease=answer.granted.lease), result_type=LeaseAnswer
-    )
+    await refused(lease(handle), "LeaseRefused")
+    renewed = await renew(handle, answer.granted.lease)
     assert renewed.granted is not None
     status = await handle.query("status")
     assert status["phase"] == "Deleting" and status["leasedDevices"] == 1
     assert {d["id"] for d in await pool_devices(control, pool_name)} >= {leased}
 
-    released = await handle.execute_update(
-        "release", ReleaseRequest(lease=answer.granted.lease), result_type=ReleaseAnswer
-    )
+    released = await release(handle, answer.granted.lease)
     assert released.reason == "Released"
     await eventually(lambda: closed(handle), timeout=60, every=POLL, what="torn down")
     assert await pool_devices(control, pool_name) == []
 
     # `delete --force`: the lease ends at once, and the teardown goes on.
     forced = f"{pool_name}-f"
-    handle = await start(env, forced, 1)
+    handle = await start_beta_pool(env.client, forced, 1)
     answer = await lease_one(handle)
     await handle.cancel()
     await _waits.leases_ended(handle)

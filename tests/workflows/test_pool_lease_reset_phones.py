@@ -19,22 +19,16 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.providers.bitbrowser.phone_marks import Remark
-from devicepool.api import names
 from devicepool.emulator.bitbrowser import BitBrowserEmulator
 from devicepool.testing import eventually
-from devicepool.workflows.pool.messages import PoolInput
 from devicepool.workflows.reconciler.lease_messages import (
     Granted,
-    LeaseAnswer,
-    LeaseRequest,
-    ReleaseAnswer,
-    ReleaseRequest,
 )
-from tests.helpers.manifests import beta_pool
+from tests.helpers import leases
+from tests.helpers.leases import all_ready, granted, reasons
 from tests.helpers.phones import ACCOUNT, phone_of, phone_stack
 from tests.helpers.settings import PHONES
 from tests.helpers.workflow_stack import POLL
@@ -77,49 +71,33 @@ async def phones(env: WorkflowEnvironment) -> AsyncIterator[Phones]:
 
 
 async def lease(handle: WorkflowHandle[Any, Any]) -> Granted:
-    answer = await handle.execute_update(
-        names.UPDATE_LEASE, LeaseRequest(holder="ci", duration="30m"), result_type=LeaseAnswer
-    )
-    assert answer.granted is not None, answer
-    return answer.granted
+    return await granted(handle, holder="ci", duration="30m")
 
 
 async def release(handle: WorkflowHandle[Any, Any], lease_id: str) -> None:
-    answer = await handle.execute_update(
-        names.UPDATE_RELEASE, ReleaseRequest(lease=lease_id), result_type=ReleaseAnswer
-    )
+    answer = await leases.release(handle, lease_id)
     assert answer.reason == "Released", answer
 
 
 async def refused(handle: WorkflowHandle[Any, Any]) -> str:
     """The type a `lease` without waiting is refused with."""
-    with pytest.raises(WorkflowUpdateFailedError) as failed:
-        await handle.execute_update(
-            names.UPDATE_LEASE, LeaseRequest(holder="ci"), result_type=LeaseAnswer
-        )
-    cause = failed.value.cause
-    assert isinstance(cause, ApplicationError)
-    return str(cause.type)
+    return str((await leases.refused(leases.lease(handle, holder="ci"))).type)
 
 
 @pytest.mark.devserver
 async def test_a_phone_given_back_is_fresh_started_once_then_past_its_quota_replaced(
     phones: Phones,
 ) -> None:
-    spec = beta_pool(
+    handle = await leases.start_beta_pool(
+        phones.client,
         NAME,
         1,
+        settings=PHONES,
         provider={"account": ACCOUNT},
         proxy={"poolRef": "proxyseller-us", "sessionTTL": "15m"},
         leases={"onRelease": "reset"},
     )
-    handle = await phones.client.start_workflow(
-        "DevicePool",
-        PoolInput(metadata=spec.metadata, spec=spec.spec, settings=PHONES),
-        id=names.pool_workflow_id(NAME),
-        task_queue=names.TASK_QUEUE,
-    )
-    await eventually(lambda: _ready(handle, 1), what="1 phone ready", timeout=60, every=POLL)
+    await eventually(lambda: all_ready(handle, 1), what="1 phone ready", timeout=60, every=POLL)
 
     # Given back: not granted to anyone until it is reset and up again.
     first = await lease(handle)
@@ -129,7 +107,7 @@ async def test_a_phone_given_back_is_fresh_started_once_then_past_its_quota_repl
     assert await refused(handle) == "LeaseNotGranted"  # rebooting
     second = await _lease_when_ready(handle)
     assert second.device == first.device and phones.recovers() == 1  # asked once
-    assert "Reset" in await _reasons(handle)
+    assert "Reset" in await reasons(handle)
 
     # The month's one fresh start is used: the phone is replaced (a new device), not reused.
     await release(handle, second.lease)
@@ -165,11 +143,6 @@ async def _lease_when_ready(handle: WorkflowHandle[Any, Any], timeout: float = 3
     return granted[0]
 
 
-async def _ready(handle: WorkflowHandle[Any, Any], n: int) -> bool:
-    status = await handle.query("status")
-    return bool(status["readyDevices"] == n == len(status["deviceIds"] or []))
-
-
 async def _recovers(phones: Phones, n: int) -> bool:
     return phones.recovers() == n
 
@@ -178,9 +151,5 @@ async def _retired(phones: Phones, device: str) -> bool:
     return phones.parked(device) == ("off", "retired")
 
 
-async def _reasons(handle: WorkflowHandle[Any, Any]) -> list[str]:
-    return [e["reason"] for e in (await handle.query("events"))["events"]]
-
-
 async def _has_reason(handle: WorkflowHandle[Any, Any], reason: str) -> bool:
-    return reason in await _reasons(handle)
+    return reason in await reasons(handle)

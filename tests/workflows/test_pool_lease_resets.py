@@ -5,35 +5,24 @@ reset is a fresh profile."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from devicepool.activities import models as am
-from devicepool.api.v1beta1 import DevicePoolSpec, LeaseSpec, OnRelease
+from devicepool.api.v1beta1 import LeaseSpec, OnRelease
 from devicepool.workflows.browserpool import leasable as browser_leasable
 from devicepool.workflows.pool import leasable
 from devicepool.workflows.pool.fates import Fate
 from devicepool.workflows.pool.messages import PoolInput
 from devicepool.workflows.pool.state import PendingReset, PoolState
 from devicepool.workflows.reconciler.events import record
-from devicepool.workflows.reconciler.leases import Ended, EndReason
+from devicepool.workflows.reconciler.leases import EndReason
+from tests.helpers.leases import POOL_SPEC, T0, ended
 
-T0 = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
-SPEC = DevicePoolSpec.model_validate(
-    {
-        "provider": {"name": "bitcloudphone", "account": "default"},
-        "platform": "android",
-        "region": "us-west",
-        "replicas": 3,
-    }
-)
+SPEC = POOL_SPEC
 
 
 def device(i: str, status: str = am.READY) -> am.DeviceInfo:
     return am.DeviceInfo(id=i, status=status, region="us-west", created_at=T0 - timedelta(hours=1))
-
-
-def ended(i: str, reason: EndReason) -> Ended:
-    return Ended(id=f"l-{i}", device=i, reason=reason, at=T0)
 
 
 def answer(i: str, outcome: am.ResetOutcome, message: str = "") -> am.ResetDeviceResult:

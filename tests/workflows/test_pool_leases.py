@@ -30,12 +30,10 @@ from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
 from devicepool.workflows.pool.state import PoolState
 from devicepool.workflows.reconciler.lease_messages import (
     Granted,
-    LeaseAnswer,
-    LeaseRequest,
-    ReleaseAnswer,
-    ReleaseRequest,
 )
-from devicepool.workflows.reconciler.leases import Ended, EndReason
+from devicepool.workflows.reconciler.leases import EndReason
+from tests.helpers import leases
+from tests.helpers.leases import all_ready, ended, granted, reasons
 from tests.helpers.manifests import beta_pool, reapply
 from tests.helpers.phones import ACCOUNT, phone_of, phone_stack
 from tests.helpers.settings import PHONES
@@ -95,18 +93,12 @@ def pool(replicas: int, **spec: Any) -> Any:
 
 
 async def lease(handle: WorkflowHandle[Any, Any], holder: str) -> Granted:
-    answer = await handle.execute_update(
-        names.UPDATE_LEASE, LeaseRequest(holder=holder, duration="30m"), result_type=LeaseAnswer
-    )
-    assert answer.granted is not None, answer
-    return answer.granted
+    return await granted(handle, holder=holder, duration="30m")
 
 
 async def release(handle: WorkflowHandle[Any, Any], lease_id: str) -> float:
     """Release a lease; when (monotonic), to time what the pool does after it."""
-    answer = await handle.execute_update(
-        names.UPDATE_RELEASE, ReleaseRequest(lease=lease_id), result_type=ReleaseAnswer
-    )
+    answer = await leases.release(handle, lease_id)
     assert answer.reason == "Released", answer
     return time.monotonic()
 
@@ -122,7 +114,7 @@ async def test_a_leased_phone_outlives_a_scale_down_a_rollout_and_its_lifetime(
         id=names.pool_workflow_id("phones-leased"),
         task_queue=names.TASK_QUEUE,
     )
-    await eventually(lambda: _ready(handle, 2), what="2 phones ready", timeout=60, every=POLL)
+    await eventually(lambda: all_ready(handle, 2), what="2 phones ready", timeout=60, every=POLL)
     a, b = await lease(handle, "a"), await lease(handle, "b")
 
     # Scale-down: both leased, none goes; released, one goes at once.
@@ -166,13 +158,13 @@ async def test_a_leased_phone_outlives_a_scale_down_a_rollout_and_its_lifetime(
     await asyncio.sleep(1)  # c is past maxAge + gracePeriod: forced out, were it not leased
     assert phones.state(c.device) == ("running", "active")
     assert await _members(handle) == [c.device]
-    assert "Expired" not in await _reasons(handle)
+    assert "Expired" not in await reasons(handle)
     released = await release(handle, c.lease)
     await eventually(
         lambda: _state(phones, c.device, "off"), what="c expired", timeout=30, every=POLL
     )
     expired_in = time.monotonic() - released
-    assert "Expired" in await _reasons(handle)
+    assert "Expired" in await reasons(handle)
     # Each deferred step done within a pass or two of its release, never a minute's resync.
     assert rolled_in < 30 and expired_in < 30, (rolled_in, expired_in)
     print(f"rolled {rolled_in:.1f}s, expired {expired_in:.1f}s after their release")
@@ -192,8 +184,8 @@ def test_on_release_replace_spares_a_device_whose_offer_was_never_claimed() -> N
         "lost": EndReason.DEVICE_LOST,
         "replaced": EndReason.REPLACED,
     }
-    ended = [Ended(id=f"l-{d}", device=d, reason=why, at=now) for d, why in ends.items()]
-    said = leasable.replace_used(state, ended, listed=set(ends), now=now)
+    gone = [ended(d, why, at=now) for d, why in ends.items()]
+    said = leasable.replace_used(state, gone, listed=set(ends), now=now)
     assert sorted(state.doomed) == ["idle", "released"]
     assert [h.message for h in said] == ["idle, released replaced after use (lease released)"]
 
@@ -201,11 +193,6 @@ def test_on_release_replace_spares_a_device_whose_offer_was_never_claimed() -> N
 async def _prompt(released: float, what: str) -> None:
     took = time.monotonic() - released
     assert took < PROMPT, f"{what} took {took:.1f}s after the release"
-
-
-async def _ready(handle: WorkflowHandle[Any, Any], n: int) -> bool:
-    status = await handle.query("status")
-    return bool(status["readyDevices"] == n == len(status["deviceIds"] or []))
 
 
 async def _blocked(handle: WorkflowHandle[Any, Any]) -> bool:
@@ -222,10 +209,6 @@ async def _rolling(handle: WorkflowHandle[Any, Any], rolling: str, *, updated: i
 
 async def _generation(handle: WorkflowHandle[Any, Any], n: int) -> bool:
     return bool((await handle.query("status"))["observedGeneration"] == n)
-
-
-async def _reasons(handle: WorkflowHandle[Any, Any]) -> list[str]:
-    return [e["reason"] for e in (await handle.query("events"))["events"]]
 
 
 async def _members(handle: WorkflowHandle[Any, Any]) -> list[str]:

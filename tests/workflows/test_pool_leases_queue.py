@@ -33,24 +33,29 @@ from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api import names
-from devicepool.api.names import TASK_QUEUE, pool_workflow_id
 from devicepool.client import PoolClient
 from devicepool.testing import eventually
-from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
+from devicepool.workflows.pool.messages import Accepted, ScaleRequest
 from devicepool.workflows.reconciler.lease_messages import (
     Granted,
     LeaseAnswer,
-    LeaseRequest,
-    LeasesView,
     ReleaseAnswer,
     ReleaseRequest,
-    RenewRequest,
-    TicketRef,
 )
 from devicepool.workflows.reconciler.leasing import LEASE_GONE, LEASE_NOT_GRANTED, LEASE_REFUSED
-from tests.helpers.manifests import beta_pool
+from tests.helpers.leases import (
+    claim,
+    granted,
+    lease,
+    offered,
+    refused,
+    release,
+    renew,
+    start_beta_pool,
+    ticket_state,
+    view,
+)
 from tests.helpers.pool_waits import converged
-from tests.helpers.settings import FAST
 from tests.helpers.transports import TimedASGITransport
 from tests.helpers.workflow_stack import POLL, Workers, pool_devices
 from tests.workflows.test_pool_continue_as_new import hand_over
@@ -92,72 +97,7 @@ class CountedUpdates:
 
 
 async def start(env: WorkflowEnvironment, name: str, replicas: int, **leases: Any) -> Any:
-    pool = beta_pool(name, replicas, leases=leases)
-    return await env.client.start_workflow(
-        "DevicePool",
-        PoolInput(metadata=pool.metadata, spec=pool.spec, settings=FAST),
-        id=pool_workflow_id(name),
-        task_queue=TASK_QUEUE,
-    )
-
-
-async def lease(handle: WorkflowHandle[Any, Any], **asked: Any) -> LeaseAnswer:
-    update_id = asked.pop("update_id", None)
-    return await handle.execute_update(
-        names.UPDATE_LEASE, LeaseRequest(**asked), result_type=LeaseAnswer, id=update_id
-    )
-
-
-async def granted(handle: WorkflowHandle[Any, Any], **asked: Any) -> Granted:
-    answer = await lease(handle, **asked)
-    assert answer.granted is not None, answer
-    return answer.granted
-
-
-async def claim(handle: WorkflowHandle[Any, Any], ticket: str) -> Granted:
-    answer = await handle.execute_update(
-        names.UPDATE_LEASE_CLAIM, TicketRef(ticket=ticket), result_type=LeaseAnswer
-    )
-    assert answer.granted is not None, answer
-    return answer.granted
-
-
-async def offered(handle: WorkflowHandle[Any, Any], ticket: str) -> LeaseAnswer | None:
-    """The ticket's answer once it is offered a device (None while it waits)."""
-    answer = await ticket_state(handle, ticket)
-    assert answer.ended is None, answer
-    return answer if answer.granted is not None else None
-
-
-async def ticket_state(handle: WorkflowHandle[Any, Any], ticket: str) -> LeaseAnswer:
-    return await handle.query(
-        names.QUERY_LEASE_TICKET, TicketRef(ticket=ticket), result_type=LeaseAnswer
-    )
-
-
-async def renew(handle: WorkflowHandle[Any, Any], lease_id: str) -> LeaseAnswer:
-    return await handle.execute_update(
-        names.UPDATE_RENEW, RenewRequest(lease=lease_id), result_type=LeaseAnswer
-    )
-
-
-async def release(handle: WorkflowHandle[Any, Any], lease_id: str) -> ReleaseAnswer:
-    return await handle.execute_update(
-        names.UPDATE_RELEASE, ReleaseRequest(lease=lease_id), result_type=ReleaseAnswer
-    )
-
-
-async def view(handle: WorkflowHandle[Any, Any]) -> LeasesView:
-    return await handle.query(names.QUERY_LEASES, result_type=LeasesView)
-
-
-async def refused(call: Any, type_: str) -> ApplicationError:
-    """The ApplicationError an update was failed with (a validator's refusal)."""
-    with pytest.raises(WorkflowUpdateFailedError) as failed:
-        await call
-    cause = failed.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == type_, cause
-    return cause
+    return await start_beta_pool(env.client, name, replicas, leases=leases)
 
 
 async def update_events(handle: WorkflowHandle[Any, Any]) -> list[str]:
