@@ -2,14 +2,12 @@
 
 `phone_activities` is the account `phones` of an in-process emulator (tests/activities:
 `Account`, one node, virtual time); `a_running_phone` rents one there and lets it boot.
-`serving` runs the pool workers of a namespace until the block ends; `phone_stack` is
-that on the session dev server's `cloud-phones` namespace, over an emulator of its own
-(10 times faster than real time), for the modules that run whole pools of phones.
+`phone_stack` serves the session dev server's `cloud-phones` namespace from an emulator of
+its own (10 times faster than real time), for the modules that run whole pools of phones.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -29,10 +27,9 @@ from devicepool.activities.models import (
 )
 from devicepool.activities.providers.bitbrowser.phone_marks import parse_device_id
 from devicepool.emulator.bitbrowser import BitBrowserConfig, create_apps
-from devicepool.worker.build import account_workers, pool_queue_workers
 from tests.helpers.bitbrowser import KEY, Account
 from tests.helpers.settings import proxy_pools
-from tests.helpers.workflow_stack import cancel_running_pools, namespace_client
+from tests.helpers.workflow_stack import namespace_client, serving
 
 ACCOUNT = "phones"
 SPEED = 10.0  # the dev-server stacks' emulator, against real time
@@ -79,29 +76,6 @@ async def a_running_phone(account: Account, acts: DeviceActivities, pool: str, b
     )  # fmt: skip
     await account.advance(boot)
     return made.device.id
-
-
-@contextlib.asynccontextmanager
-async def serving(
-    client: Client, activities: DeviceActivities, accounts: list[str], *, cancel_pools: bool = True
-) -> AsyncIterator[None]:
-    """The pool queue's workers and `accounts`' workers on `client` while the block runs;
-    then (with `cancel_pools`) every pool still running cancelled, the workers shut down,
-    and `activities` closed."""
-    workers = [
-        *pool_queue_workers(client, activities),
-        *account_workers(client, activities, accounts),
-    ]
-    running = [asyncio.ensure_future(w.run()) for w in workers]
-    try:
-        yield
-    finally:
-        if cancel_pools:
-            await cancel_running_pools(client)
-        for worker in workers:
-            await worker.shutdown()
-        await asyncio.gather(*running, return_exceptions=True)
-        await activities.aclose()
 
 
 @contextlib.asynccontextmanager

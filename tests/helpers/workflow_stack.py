@@ -3,9 +3,9 @@
 Its constants (the emulator's URL, the accounts and their keys, the proxy
 password, the continue-as-new threshold, the server's extra namespaces) are what
 tests/workflows/conftest.py builds the stack from; `Workers` is the session's restartable workers;
-`OwnQueueActivities` serves a pool on a task queue of its own; `start_pool`,
-`pool_devices`, `pool_counts` and `condition` start a pool and read it (the
-emulator's ground truth, the pool's `status` query).
+`OwnQueueActivities` serves a pool on a task queue of its own; `serving` runs a namespace's
+workers for a block; `start_pool`, `pool_devices`, `pool_counts` and `condition` start a
+pool and read it (the emulator's ground truth, the pool's `status` query).
 """
 
 from __future__ import annotations
@@ -201,6 +201,29 @@ class OwnQueueActivities:
             new_worker(client, task_queue=watch_task_queue(queue), activities=[self.watch_devices]),
         ):
             yield
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    client: Client, activities: DeviceActivities, accounts: list[str], *, cancel_pools: bool = True
+) -> AsyncIterator[None]:
+    """The pool queue's workers and `accounts`' workers on `client` while the block runs;
+    then (with `cancel_pools`) every pool still running cancelled, the workers shut down,
+    and `activities` closed."""
+    workers = [
+        *pool_queue_workers(client, activities),
+        *account_workers(client, activities, accounts),
+    ]
+    running = [asyncio.ensure_future(w.run()) for w in workers]
+    try:
+        yield
+    finally:
+        if cancel_pools:
+            await cancel_running_pools(client)
+        for worker in workers:
+            await worker.shutdown()
+        await asyncio.gather(*running, return_exceptions=True)
+        await activities.aclose()
 
 
 async def cancel_running_pools(client: Client) -> None:

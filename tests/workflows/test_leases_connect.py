@@ -8,7 +8,6 @@ device; the refusal at once needs none."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import os
 from collections.abc import AsyncIterator
@@ -19,7 +18,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
@@ -29,21 +28,15 @@ from devicepool.api import names
 from devicepool.codec import ENCODING, EncryptionCodec, KeyRing
 from devicepool.connect import connect
 from devicepool.testing import eventually
-from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.reconciler.connecting import ConnectAnswer
-from devicepool.workflows.reconciler.lease_messages import (
-    LeaseAnswer,
-    LeaseRef,
-    LeaseRequest,
-    ReleaseAnswer,
-    ReleaseRequest,
-)
+from devicepool.workflows.reconciler.lease_messages import Granted, LeaseRef
+from tests.helpers import leases
 from tests.helpers.settings import FAST
 from tests.helpers.workflow_stack import (
     ACCOUNTS,
     EMULATOR_URL,
     POLL,
-    cancel_running_pools,
+    serving,
     start_pool,
 )
 
@@ -85,19 +78,8 @@ async def sealed(
         settings=FAST.model_copy(update={"history_encrypted": True}),
         transport=httpx.ASGITransport(app=emulator),
     )
-    workers = [
-        *pool_queue_workers(client, activities),
-        *account_workers(client, activities, [ACCOUNT]),
-    ]
-    running = [asyncio.ensure_future(w.run()) for w in workers]
-    try:
+    async with serving(client, activities, [ACCOUNT]):
         yield Sealed(client, plain)
-    finally:
-        await cancel_running_pools(client)
-        for worker in workers:
-            await worker.shutdown()
-        await asyncio.gather(*running, return_exceptions=True)
-        await activities.aclose()
 
 
 async def every_event(client: Client, workflow_id: str, first_run: str) -> list[Any]:
@@ -116,31 +98,31 @@ async def every_event(client: Client, workflow_id: str, first_run: str) -> list[
 
 
 async def refused(handle: Any, lease: str) -> ApplicationError:
-    with pytest.raises(WorkflowUpdateFailedError) as failed:
-        await handle.execute_update(
+    """The refusal of a `lease_connect` of `lease`."""
+    return await leases.refused(
+        handle.execute_update(
             names.UPDATE_LEASE_CONNECT, LeaseRef(lease=lease), result_type=ConnectAnswer
         )
-    cause = failed.value.cause
-    assert isinstance(cause, ApplicationError)
-    return cause
+    )
 
 
-async def test_the_adb_login_reaches_its_holder_and_history_only_encrypted(
-    sealed: Sealed, control: httpx.AsyncClient, pool_name: str
-) -> None:
+async def leased(client: Client, pool_name: str) -> tuple[Any, Granted]:
+    """A pool of 1 whose run says its history is encrypted, and its device leased once ready."""
     settings = FAST.model_copy(update={"history_encrypted": True})
-    handle = await start_pool(sealed.client, pool_name, 1, settings=settings, proxy_ref=None)
+    handle = await start_pool(client, pool_name, 1, settings=settings, proxy_ref=None)
 
     async def ready() -> bool:
         status = await handle.query(names.QUERY_STATUS)
         return bool(status.get("readyDevices") == 1)
 
     await eventually(ready, timeout=60, every=POLL, what="a ready device")
-    leased: LeaseAnswer = await handle.execute_update(
-        names.UPDATE_LEASE, LeaseRequest(holder="ci"), result_type=LeaseAnswer
-    )
-    lease = leased.granted
-    assert lease is not None
+    return handle, await leases.granted(handle, holder="ci")
+
+
+async def test_the_adb_login_reaches_its_holder_and_history_only_encrypted(
+    sealed: Sealed, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    handle, lease = await leased(sealed.client, pool_name)
     answer = await handle.execute_update(
         names.UPDATE_LEASE_CONNECT, LeaseRef(lease=lease.lease), result_type=ConnectAnswer
     )
@@ -172,9 +154,7 @@ async def test_the_adb_login_reaches_its_holder_and_history_only_encrypted(
     assert all(p.metadata["encoding"] == ENCODING for one in results for p in one)
 
     # Released: the lease is gone, and its connect info with it.
-    await handle.execute_update(
-        names.UPDATE_RELEASE, ReleaseRequest(lease=lease.lease), result_type=ReleaseAnswer
-    )
+    await leases.release(handle, lease.lease)
     gone = await refused(handle, lease.lease)
     assert gone.type == "LeaseGone" and "Released" in gone.message
     await handle.cancel()
@@ -195,19 +175,8 @@ async def test_a_run_whose_flag_is_stale_asks_its_worker_before_answering(
 ) -> None:
     """The session's workers write in clear; a pool told otherwise (its settings carried from
     a run under a worker with keys) still refuses, its workers asked at the update."""
-    settings = FAST.model_copy(update={"history_encrypted": True})
-    handle = await start_pool(env.client, pool_name, 1, settings=settings, proxy_ref=None)
-
-    async def ready() -> bool:
-        status = await handle.query(names.QUERY_STATUS)
-        return bool(status.get("readyDevices") == 1)
-
-    await eventually(ready, timeout=60, every=POLL, what="a ready device")
-    leased: LeaseAnswer = await handle.execute_update(
-        names.UPDATE_LEASE, LeaseRequest(holder="ci"), result_type=LeaseAnswer
-    )
-    assert leased.granted is not None
-    cause = await refused(handle, leased.granted.lease)
+    handle, lease = await leased(env.client, pool_name)
+    cause = await refused(handle, lease.lease)
     assert cause.type == "LeaseRefused" and "devicepool connect" in cause.message
     # Refused before the provider was asked: no `lease_connect` activity at all.
     events = await every_event(env.client, handle.id, str(handle.first_execution_run_id))
