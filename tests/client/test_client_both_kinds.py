@@ -19,8 +19,8 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from devicepool.client.cli import main
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME
+from tests.helpers.cli import cli, fake_temporal
 
 STARTED = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -164,21 +164,9 @@ def browser(name: str) -> Pool:
 @pytest.fixture
 def temporal(monkeypatch: pytest.MonkeyPatch) -> Any:
     def install(*pools: Pool) -> Temporal:
-        fake = Temporal(*pools)
-
-        async def connect(**_: Any) -> Temporal:
-            return fake
-
-        monkeypatch.setattr("devicepool.connect.connect", connect)
-        return fake
+        return fake_temporal(monkeypatch, Temporal(*pools))
 
     return install
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("named", ["browserpool/b", "BrowserPool/b", "b"])
@@ -186,7 +174,7 @@ def test_get_one_browser_pool_by_kind_or_by_a_name_only_it_has(
     capsys: pytest.CaptureFixture[str], temporal: Any, named: str
 ) -> None:
     temporal(browser("b"), device("d"))
-    code, out, err = run(capsys, "get", named, "-o", "json")
+    code, out, err = cli(capsys, "get", named, "-o", "json")
     assert code == EXIT_OK, err
     shown = json.loads(out)
     assert shown["kind"] == "BrowserPool"
@@ -206,7 +194,7 @@ def test_get_every_pool_shows_a_table_a_kind_devicepools_first(
     capsys: pytest.CaptureFixture[str], temporal: Any
 ) -> None:
     temporal(browser("b"), device("d"))
-    code, out, err = run(capsys, "get", "-o", "table")
+    code, out, err = cli(capsys, "get", "-o", "table")
     assert code == EXIT_OK, err
     devices, browsers = out.split("\n\n")
     assert devices.splitlines()[0].split()[:3] == ["KIND", "NAME", "PLATFORM"]
@@ -216,12 +204,12 @@ def test_get_every_pool_shows_a_table_a_kind_devicepools_first(
         *["NAME", "DESIRED", "READY", "LEASED", "OPEN", "LOST", "NODES", "AGE", "PHASE"],
     ]
     assert browsers.splitlines()[1].split()[:2] == ["BrowserPool", "browserpool/b"]
-    code, out, err = run(capsys, "get", "-o", "json")
+    code, out, err = cli(capsys, "get", "-o", "json")
     assert [(p["kind"], p["metadata"]["name"]) for p in json.loads(out)] == [
         ("DevicePool", "d"),
         ("BrowserPool", "b"),
     ]
-    code, out, err = run(capsys, "get", "browserpools", "-o", "table")
+    code, out, err = cli(capsys, "get", "browserpools", "-o", "table")
     assert code == EXIT_OK, err
     assert [line.split()[0] for line in out.splitlines()] == ["NAME", "browserpool/b"]
 
@@ -230,7 +218,7 @@ def test_get_browserpools_when_there_are_none_says_so(
     capsys: pytest.CaptureFixture[str], temporal: Any
 ) -> None:
     temporal(device("d"))
-    code, out, err = run(capsys, "get", "browserpools", "-o", "table")
+    code, out, err = cli(capsys, "get", "browserpools", "-o", "table")
     assert (code, out, err) == (EXIT_OK, "", "No browser pools found.\n")
 
 
@@ -238,10 +226,10 @@ def test_a_bare_name_both_kinds_have_reads_the_devicepool(
     capsys: pytest.CaptureFixture[str], temporal: Any
 ) -> None:
     temporal(browser("x"), device("x"))
-    code, out, err = run(capsys, "get", "x", "-o", "json")
+    code, out, err = cli(capsys, "get", "x", "-o", "json")
     assert code == EXIT_OK, err
     assert json.loads(out)["kind"] == "DevicePool"
-    code, out, err = run(capsys, "devices", "x", "-o", "json")
+    code, out, err = cli(capsys, "devices", "x", "-o", "json")
     assert json.loads(out)[0]["id"] == "d-1"
 
 
@@ -250,20 +238,20 @@ def test_describe_and_devices_of_a_browser_pool(
     capsys: pytest.CaptureFixture[str], temporal: Any, named: str
 ) -> None:
     temporal(browser("b"))
-    code, out, err = run(capsys, "describe", named, "-o", "json")
+    code, out, err = cli(capsys, "describe", named, "-o", "json")
     assert code == EXIT_OK, err
     described = json.loads(out)
     assert described["kind"] == "BrowserPool"
     assert described["profiles"][0]["id"] == "p-1"
     assert described["events"][0]["reason"] == "Created"
-    code, out, err = run(capsys, "describe", named)
+    code, out, err = cli(capsys, "describe", named)
     assert code == EXIT_OK, err
     assert out.startswith("Name:") and "browserpool/b" in out.splitlines()[0]
     assert "Profiles:" in out
-    code, out, err = run(capsys, "devices", named, "-o", "json")
+    code, out, err = cli(capsys, "devices", named, "-o", "json")
     assert code == EXIT_OK, err
     assert json.loads(out) == [{"id": "p-1", "slot": 0, "node": "n1", "open": True}]
-    code, out, err = run(capsys, "devices", named, "-o", "table")
+    code, out, err = cli(capsys, "devices", named, "-o", "table")
     assert out.split()[:5] == ["ID", "SLOT", "NODE", "OPEN", "STATE"]
 
 
@@ -271,7 +259,7 @@ def test_describe_of_a_devicepool_by_its_kind(
     capsys: pytest.CaptureFixture[str], temporal: Any
 ) -> None:
     temporal(device("d"), browser("d"))
-    code, out, err = run(capsys, "describe", "devicepool/d", "-o", "json")
+    code, out, err = cli(capsys, "describe", "devicepool/d", "-o", "json")
     assert code == EXIT_OK, err
     described = json.loads(out)
     assert described["kind"] == "DevicePool"
@@ -292,7 +280,7 @@ def test_describe_of_a_devicepool_by_its_kind(
 def test_a_name_no_kind_has_is_exit_2_before_anything_is_asked(
     capsys: pytest.CaptureFixture[str], args: tuple[str, ...], line: str
 ) -> None:
-    code, out, err = run(capsys, *args)
+    code, out, err = cli(capsys, *args)
     assert code == EXIT_BAD_INPUT
     assert out == ""
     assert err.startswith(line), err
@@ -300,11 +288,11 @@ def test_a_name_no_kind_has_is_exit_2_before_anything_is_asked(
 
 def test_scale_names_the_kind_it_changed(capsys: pytest.CaptureFixture[str], temporal: Any) -> None:
     fake = temporal(browser("b"), device("d"))
-    code, out, err = run(capsys, "scale", "browserpool/b", "--replicas", "3")
+    code, out, err = cli(capsys, "scale", "browserpool/b", "--replicas", "3")
     assert (code, out) == (EXIT_OK, "browserpool/b scaled to 3 (generation 2)\n"), err
-    code, out, err = run(capsys, "scale", "b", "--replicas", "4")
+    code, out, err = cli(capsys, "scale", "b", "--replicas", "4")
     assert (code, out) == (EXIT_OK, "browserpool/b scaled to 4 (generation 2)\n"), err
-    code, out, err = run(capsys, "scale", "d", "--replicas", "5")
+    code, out, err = cli(capsys, "scale", "d", "--replicas", "5")
     assert (code, out) == (EXIT_OK, "devicepool/d scaled to 5 (generation 2)\n"), err
     assert [r.replicas for _, r in fake.pools["browserpool/b"].updates] == [3, 4]
     assert [r.replicas for _, r in fake.pools["devicepool/d"].updates] == [5]
@@ -317,7 +305,7 @@ def test_a_change_to_a_bare_name_both_kinds_have_is_refused(
     capsys: pytest.CaptureFixture[str], temporal: Any, args: tuple[str, ...]
 ) -> None:
     fake = temporal(browser("x"), device("x"))
-    code, out, err = run(capsys, *args)
+    code, out, err = cli(capsys, *args)
     assert code == EXIT_BAD_INPUT
     assert out == ""
     assert err == (
@@ -332,7 +320,7 @@ def test_delete_a_browser_pool(
     capsys: pytest.CaptureFixture[str], temporal: Any, named: str
 ) -> None:
     fake = temporal(browser("b"))
-    code, out, err = run(capsys, "delete", named)
+    code, out, err = cli(capsys, "delete", named)
     assert code == EXIT_OK, err
     assert out == (
         "browserpool/b deleting (every profile is closed and deleted on its node; "
@@ -358,10 +346,10 @@ def test_a_pool_no_kind_runs_is_not_found_in_its_kind_words(
 ) -> None:
     temporal(device("d"))
     extra = ("--replicas", "1") if command == "scale" else ()
-    code, out, err = run(capsys, command, named, *extra)
+    code, out, err = cli(capsys, command, named, *extra)
     assert (code, out, err) == (EXIT_RUNTIME, "", line + "\n")
     if command == "delete":
-        code, out, err = run(capsys, command, named, "--ignore-not-found")
+        code, out, err = cli(capsys, command, named, "--ignore-not-found")
         assert (code, out, err) == (EXIT_OK, "", "")
 
 
@@ -377,7 +365,7 @@ def test_apply_both_kinds_in_one_file(
         "spec: {provider: {name: bitcloudphone, account: default}, platform: android,"
         " region: us-west, osVersion: '14', replicas: 2}\n"
     )
-    code, out, err = run(capsys, "apply", "-f", str(path))
+    code, out, err = cli(capsys, "apply", "-f", str(path))
     assert code == EXIT_OK, err
     assert out.splitlines() == [
         "devicepool/d created (generation 1, replicas 2)",
@@ -397,7 +385,7 @@ def test_a_pool_no_worker_answers_shows_its_search_attributes_marked_stale(
     attributes = {"DevicePoolDesired": 3, "DevicePoolReady": 1, "DevicePoolPhase": "Provisioning"}
     pool.typed_search_attributes = SimpleNamespace(get=lambda key: attributes.get(key.name))
     temporal(pool)
-    code, out, err = run(capsys, "get", named, "-o", "table")
+    code, out, err = cli(capsys, "get", named, "-o", "table")
     assert code == EXIT_OK, err
     header, row = out.splitlines()
     assert row.split()[-1] == "Provisioning?"
@@ -409,7 +397,7 @@ def test_get_devicepools_lists_devicepools_alone(
 ) -> None:
     """Changed by issue 38: `get devicepools` listed the BrowserPools too, as `get` does."""
     temporal(browser("b"), device("d"))
-    code, out, err = run(capsys, "get", "devicepools", "-o", "json")
+    code, out, err = cli(capsys, "get", "devicepools", "-o", "json")
     assert code == EXIT_OK, err
     assert [p["kind"] for p in json.loads(out)] == ["DevicePool"]
 
@@ -421,7 +409,7 @@ def test_get_shows_a_browser_pool_in_the_version_asked_for(
     pool = browser("b")
     pool.answers["spec"]["spec"]["proxy"] = {"poolRef": "eu", "sessionTTL": "15m"}
     temporal(pool)
-    code, out, err = run(capsys, "get", "browserpool/b", "-o", "json", "--api-version", "v1alpha1")
+    code, out, err = cli(capsys, "get", "browserpool/b", "-o", "json", "--api-version", "v1alpha1")
     assert code == EXIT_OK, err
     shown = json.loads(out)
     assert shown["apiVersion"] == "mobile.example.com/v1alpha1"

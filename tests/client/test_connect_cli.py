@@ -21,13 +21,13 @@ from devicepool.activities.connect_models import AdbLogin, ConnectInfo
 from devicepool.activities.providers import registry
 from devicepool.api import parse_pool
 from devicepool.client import PoolClient
-from devicepool.client.cli import main
 from devicepool.client.errors import EXIT_OK, EXIT_REFUSED, EXIT_RUNTIME, LeaseRefused
 from devicepool.codec import EncryptionCodec, KeyRing
 from devicepool.emulator.app import create_app
 from devicepool.testing import pool_manifest
 from devicepool.workflows.reconciler.connecting import CONNECT_FAILED, ConnectAnswer
 from tests.client.test_leases_client import LeasePool, Temporal, refused
+from tests.helpers.cli import cli, fake_temporal
 from tests.helpers.emulator import BASE_URL, DEV_KEY, config
 
 SPEC = parse_pool(pool_manifest("p", replicas=1)).spec.to_json_dict()
@@ -60,12 +60,7 @@ def temporal(monkeypatch: pytest.MonkeyPatch) -> Any:
         if key:
             ring = KeyRing.from_files([key_file(Path(os.environ["KEY_DIR"]))])
             fake.data_converter = SimpleNamespace(payload_codec=EncryptionCodec(ring))  # type: ignore[attr-defined]
-
-        async def connect(**_: Any) -> Temporal:
-            return fake
-
-        monkeypatch.setattr("devicepool.connect.connect", connect)
-        return fake
+        return fake_temporal(monkeypatch, fake)
 
     return install
 
@@ -82,12 +77,6 @@ def key_file(directory: Path) -> Path:
     if not path.exists():
         path.write_text(base64.b64encode(os.urandom(32)).decode())
     return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 class Ready:
@@ -145,29 +134,29 @@ def test_without_a_history_key_the_cli_reads_the_provider_itself(
     device = ready.device
     pool = ConnectPool("p", [device])
     temporal(pool)
-    code, out, err = run(capsys, "lease", "p", "-o", "json")
+    code, out, err = cli(capsys, "lease", "p", "-o", "json")
     assert code == EXIT_OK, err
     lease = json.loads(out)["lease"]
     assert json.loads(out)["connect"] == {"ref": f"devicepool connect p {lease}"}
     config = worker_config(tmp_path)
-    code, out, err = run(capsys, "connect", "p", lease, "--config", str(config), "-o", "json")
+    code, out, err = cli(capsys, "connect", "p", lease, "--config", str(config), "-o", "json")
     assert code == EXIT_OK, err
     shown = json.loads(out)
     assert (shown["lease"], shown["pool"], shown["device"]) == (lease, "p", device)
     assert shown["connect"]["adb"]["code"] == ready.code()
     assert "lease_connect" not in pool.asked  # nothing of it through Temporal
     # The table, for a person: the adb command and its password.
-    code, out, err = run(capsys, "connect", "p", lease, "--config", str(config), "-o", "table")
+    code, out, err = cli(capsys, "connect", "p", lease, "--config", str(config), "-o", "table")
     assert code == EXIT_OK, err
     assert "adb connect " in out and shown["connect"]["adb"]["code"] in out
     # `devicepool dev`'s config is found without --config.
     (tmp_path / ".devicepool").mkdir()
     config.rename(tmp_path / ".devicepool" / "worker.yaml")
     (tmp_path / "default.key").rename(tmp_path / ".devicepool" / "default.key")
-    assert run(capsys, "connect", "p", lease, "-o", "json")[0] == EXIT_OK
+    assert cli(capsys, "connect", "p", lease, "-o", "json")[0] == EXIT_OK
     # Released: not held, exit 3 with one line.
-    assert run(capsys, "release", "p", lease)[0] == EXIT_OK
-    code, out, err = run(capsys, "connect", "p", lease)
+    assert cli(capsys, "release", "p", lease)[0] == EXIT_OK
+    code, out, err = cli(capsys, "connect", "p", lease)
     assert (code, out) == (EXIT_REFUSED, "")
     assert err == f'error: pool "p": lease {lease} is not held (`devicepool leases p`)\n'
 
@@ -177,21 +166,21 @@ def test_with_a_history_key_the_pool_answers(
 ) -> None:
     pool = ConnectPool("p", ["d-1", "d-2"])
     temporal(pool, key=True)
-    code, out, err = run(capsys, "lease", "p", "-o", "json")
+    code, out, err = cli(capsys, "lease", "p", "-o", "json")
     assert code == EXIT_OK, err
     shown = json.loads(out)
     assert shown["connect"] == {"adb": LOGIN.model_dump(mode="json")}
-    code, out, err = run(capsys, "connect", "p", shown["lease"], "-o", "json")
+    code, out, err = cli(capsys, "connect", "p", shown["lease"], "-o", "json")
     assert code == EXIT_OK, err
     assert json.loads(out)["connect"]["adb"]["code"] == LOGIN.code
     # The provider failed: the lease stands (exit 0, and why), `connect` exits 1.
     pool.failing = True
-    code, out, err = run(capsys, "lease", "p", "-o", "json")
+    code, out, err = cli(capsys, "lease", "p", "-o", "json")
     assert code == EXIT_OK, err
     again = json.loads(out)
     assert again["connect"]["ref"] == f"devicepool connect p {again['lease']}"
     assert "device d-1 is busy" in again["connect"]["message"]
-    code, out, err = run(capsys, "connect", "p", again["lease"], "-o", "json")
+    code, out, err = cli(capsys, "connect", "p", again["lease"], "-o", "json")
     assert (code, out) == (EXIT_RUNTIME, "")
     assert err == 'error: pool "p": connect info of d-1: invalid_state: device d-1 is busy\n'
 
@@ -216,9 +205,9 @@ def test_a_browser_pools_profile_needs_encrypted_history(
     capsys: pytest.CaptureFixture[str], temporal: Any
 ) -> None:
     temporal(LeasePool("b", ["p-1"], kind="browserpool"))
-    code, out, err = run(capsys, "lease", "browserpool/b", "-o", "json")
+    code, out, err = cli(capsys, "lease", "browserpool/b", "-o", "json")
     assert code == EXIT_OK, err
     lease = json.loads(out)["lease"]
-    code, out, err = run(capsys, "connect", "browserpool/b", lease)
+    code, out, err = cli(capsys, "connect", "browserpool/b", lease)
     assert (code, out) == (EXIT_RUNTIME, "")
     assert "read by its node worker" in err and err.count("\n") == 1

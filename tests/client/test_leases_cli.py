@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from devicepool.client import _leases
-from devicepool.client.cli import main
 from devicepool.client.errors import (
     EXIT_BAD_INPUT,
     EXIT_NOT_GRANTED,
@@ -19,6 +18,7 @@ from devicepool.client.errors import (
     EXIT_RUNTIME,
 )
 from tests.client.test_leases_client import LeasePool, Temporal
+from tests.helpers.cli import cli, fake_temporal
 
 
 @pytest.fixture
@@ -26,21 +26,9 @@ def temporal(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(_leases, "POLL_SECONDS", 0.01)
 
     def install(*pools: LeasePool) -> Temporal:
-        fake = Temporal(*pools)
-
-        async def connect(**_: Any) -> Temporal:
-            return fake
-
-        monkeypatch.setattr("devicepool.connect.connect", connect)
-        return fake
+        return fake_temporal(monkeypatch, Temporal(*pools))
 
     return install
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize(
@@ -59,13 +47,13 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 def test_bad_input_is_exit_2_before_temporal_is_dialled(
     capsys: pytest.CaptureFixture[str], unreachable: str, argv: list[str], said: str
 ) -> None:
-    code, out, err = run(capsys, *argv)
+    code, out, err = cli(capsys, *argv)
     assert (code, out) == (EXIT_BAD_INPUT, "")
     assert err.startswith(f"error: {said}") and err.count("\n") == 1, err
 
 
 def test_no_stack_is_exit_1(capsys: pytest.CaptureFixture[str], unreachable: str) -> None:
-    code, out, err = run(capsys, "lease", "p", "--wait", "0s")
+    code, out, err = cli(capsys, "lease", "p", "--wait", "0s")
     assert (code, out) == (EXIT_RUNTIME, "")
     assert err.startswith(f"error: cannot reach Temporal at {unreachable}")
 
@@ -75,7 +63,7 @@ def test_lease_prints_exactly_its_json_keys_and_where_to_read_connect_info(
 ) -> None:
     pool = LeasePool("p", ["d-1"])
     temporal(pool)
-    code, out, err = run(capsys, "lease", "p", "--for", "10m", "-l", "device=d-1", "-o", "json")
+    code, out, err = cli(capsys, "lease", "p", "--for", "10m", "-l", "device=d-1", "-o", "json")
     assert code == EXIT_OK, err
     shown = json.loads(out)
     assert list(shown) == ["lease", "pool", "device", "holder", "expiresAt", "connect"]
@@ -90,7 +78,7 @@ def test_a_blank_holder_is_the_cli_s_default_one(
     capsys: pytest.CaptureFixture[str], temporal: Any
 ) -> None:
     temporal(LeasePool("p", ["d-1"]))
-    code, out, err = run(capsys, "lease", "p", "--holder", " ", "-o", "json")
+    code, out, err = cli(capsys, "lease", "p", "--holder", " ", "-o", "json")
     assert code == EXIT_OK, err
     assert json.loads(out)["holder"] == _leases.default_holder(pid=False)
 
@@ -99,7 +87,7 @@ def test_a_browser_pool_s_lease_names_it_as_the_cli_does(
     capsys: pytest.CaptureFixture[str], temporal: Any
 ) -> None:
     temporal(LeasePool("b", ["p-1"], kind="browserpool"))
-    code, out, err = run(capsys, "lease", "browserpool/b", "--holder", "ci", "-o", "table")
+    code, out, err = cli(capsys, "lease", "browserpool/b", "--holder", "ci", "-o", "table")
     assert code == EXIT_OK, err
     assert out.splitlines()[:4] == [
         f"Lease:    {out.split()[1]}",
@@ -108,7 +96,7 @@ def test_a_browser_pool_s_lease_names_it_as_the_cli_does(
         "Holder:   ci",
     ]
     # A bare name only a BrowserPool has reaches it too, as for every command.
-    code, out, err = run(capsys, "lease", "b", "-o", "json")
+    code, out, err = cli(capsys, "lease", "b", "-o", "json")
     assert code == EXIT_NOT_GRANTED, out
     assert err == "error: browserpool/b: no ready device matching the selector is free\n"
 
@@ -118,15 +106,15 @@ def test_refused_is_3_and_not_granted_is_4(
 ) -> None:
     pool = LeasePool("p", ["d-1"])
     temporal(pool)
-    code, _, err = run(capsys, "lease", "p", "-l", "region=eu", "--wait", "1m")
+    code, _, err = cli(capsys, "lease", "p", "-l", "region=eu", "--wait", "1m")
     assert (code, err) == (EXIT_REFUSED, 'error: pool "p": selector region=eu can never match\n')
-    assert run(capsys, "lease", "p")[0] == EXIT_OK
-    code, _, err = run(capsys, "lease", "p")
+    assert cli(capsys, "lease", "p")[0] == EXIT_OK
+    code, _, err = cli(capsys, "lease", "p")
     assert (code, err) == (
         EXIT_NOT_GRANTED,
         'error: pool "p": no ready device matching the selector is free\n',
     )
-    code, _, err = run(capsys, "lease", "p", "--wait", "100ms")
+    code, _, err = cli(capsys, "lease", "p", "--wait", "100ms")
     assert (code, err) == (
         EXIT_NOT_GRANTED,
         'error: pool "p": no ready device matching the selector came free\n',
@@ -137,9 +125,9 @@ def test_refused_is_3_and_not_granted_is_4(
 def test_renew_release_and_leases(capsys: pytest.CaptureFixture[str], temporal: Any) -> None:
     pool = LeasePool("p", ["d-1"])
     temporal(pool)
-    lease_id = json.loads(run(capsys, "lease", "p", "--holder", "ci")[1])["lease"]
+    lease_id = json.loads(cli(capsys, "lease", "p", "--holder", "ci")[1])["lease"]
     pool.lease(_leases.lease_request(selector=None, duration=None, wait=60, holder="next"))
-    code, out, _ = run(capsys, "leases", "p", "-o", "table")
+    code, out, _ = cli(capsys, "leases", "p", "-o", "table")
     assert code == EXIT_OK
     lines = out.splitlines()
     assert lines[0].split() == ["LEASE", "DEVICE", "HOLDER", "AGE", "EXPIRES", "IDLE"]
@@ -147,21 +135,21 @@ def test_renew_release_and_leases(capsys: pytest.CaptureFixture[str], temporal: 
     assert lines[3].split() == ["TICKET", "POSITION", "HOLDER", "WAITED", "DEADLINE"]
     ticket = pool.book.tickets[0].id
     assert lines[4].split()[:4] == [ticket, "1", "next", "0s"]
-    shown = json.loads(run(capsys, "leases", "p", "-o", "json")[1])
+    shown = json.loads(cli(capsys, "leases", "p", "-o", "json")[1])
     assert [x["id"] for x in shown["leases"]] == [lease_id] and len(shown["tickets"]) == 1
 
-    code, out, _ = run(capsys, "renew", "p", lease_id, "--for", "5m")
+    code, out, _ = cli(capsys, "renew", "p", lease_id, "--for", "5m")
     assert code == EXIT_OK and out.startswith(f"devicepool/p: lease {lease_id} on d-1 renewed")
-    code, out, _ = run(capsys, "release", "p", ticket)
+    code, out, _ = cli(capsys, "release", "p", ticket)
     assert (code, out) == (EXIT_OK, f"devicepool/p: ticket {ticket} dropped\n")
-    code, out, _ = run(capsys, "release", "p", lease_id)
+    code, out, _ = cli(capsys, "release", "p", lease_id)
     assert (code, out) == (EXIT_OK, f"devicepool/p: lease {lease_id} released: d-1 released\n")
-    code, out, _ = run(capsys, "release", "p", lease_id)  # idempotent
+    code, out, _ = cli(capsys, "release", "p", lease_id)  # idempotent
     assert code == EXIT_OK and out.startswith(f"devicepool/p: {lease_id} had ended already: lease")
-    code, out, err = run(capsys, "renew", "p", lease_id)
+    code, out, err = cli(capsys, "renew", "p", lease_id)
     assert (code, out) == (EXIT_REFUSED, "")
     assert err.startswith(f"error: pool \"p\": no lease '{lease_id}'")
-    code, _, err = run(capsys, "leases", "p", "-o", "table")
+    code, _, err = cli(capsys, "leases", "p", "-o", "table")
     assert (code, err) == (EXIT_OK, "No leases in p.\n")
 
 
@@ -171,8 +159,8 @@ def test_a_wait_on_a_terminal_shows_its_place_in_the_queue(
     monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich draws (and keeps) its bars as on a terminal
     pool = LeasePool("p", ["d-1"])
     temporal(pool)
-    run(capsys, "lease", "p")
+    cli(capsys, "lease", "p")
     pool.lease(_leases.lease_request(selector=None, duration=None, wait=60, holder="first"))
-    code, _, err = run(capsys, "lease", "p", "--wait", "200ms")
+    code, _, err = cli(capsys, "lease", "p", "--wait", "200ms")
     assert code == EXIT_NOT_GRANTED
     assert "devicepool/p" in err and "1 ahead in the queue" in err

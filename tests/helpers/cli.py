@@ -1,9 +1,11 @@
-"""`devicepool ARGS` run in a thread against a test's dev server."""
+"""`devicepool ARGS` run in a thread against a test's dev server (`cli_in_thread`), or in
+the test's own thread against a fake Temporal client (`fake_temporal`, `cli`)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
@@ -11,6 +13,24 @@ from temporalio.testing import WorkflowEnvironment
 from devicepool.client.cli import main
 
 CliRun = Callable[..., Awaitable[tuple[int, str, str]]]
+Fake = TypeVar("Fake")
+
+
+def fake_temporal(monkeypatch: pytest.MonkeyPatch, fake: Fake) -> Fake:
+    """Every client the CLI connects is `fake` (a test's stand-in for Temporal)."""
+
+    async def connect(**_: Any) -> Fake:
+        return fake
+
+    monkeypatch.setattr("devicepool.connect.connect", connect)
+    return fake
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """`devicepool ARGS` in this thread: (exit code, stdout, stderr)."""
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def cli_in_thread(
