@@ -3,7 +3,8 @@
 `phone_activities` is the account `phones` of an in-process emulator (tests/activities:
 `Account`, one node, virtual time); `a_running_phone` rents one there and lets it boot.
 `phone_stack` serves the session dev server's `cloud-phones` namespace from an emulator of
-its own (10 times faster than real time), for the modules that run whole pools of phones.
+its own (10 times faster than real time), for the modules that run whole pools of phones;
+it yields `Phones`, the namespace's client and that emulator.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from devicepool.activities.models import (
     PoolSettings,
     ProxyPoolSettings,
 )
-from devicepool.activities.providers.bitbrowser.phone_marks import parse_device_id
-from devicepool.emulator.bitbrowser import BitBrowserConfig, create_apps
+from devicepool.activities.providers.bitbrowser.phone_marks import Remark, parse_device_id
+from devicepool.emulator.bitbrowser import BitBrowserConfig, BitBrowserEmulator, create_apps
 from tests.helpers.bitbrowser import KEY, Account
 from tests.helpers.settings import proxy_pools
 from tests.helpers.workflow_stack import namespace_client, serving
@@ -38,6 +39,28 @@ SPEED = 10.0  # the dev-server stacks' emulator, against real time
 def phone_of(device: str) -> str:
     """The phone id behind a device id."""
     return (parse_device_id(device) or ("", 0))[0]
+
+
+class Phones:
+    """A phone stack: the `cloud-phones` namespace's client, and its emulator read directly
+    (a `/phone/list` would take the worker's one request a second)."""
+
+    def __init__(self, client: Client, app: Any) -> None:
+        self.client = client
+        self.app = app
+        self.emulator: BitBrowserEmulator = app.state.emulator
+
+    def state(self, device: str) -> tuple[str, str]:
+        """(power, remark state) of the phone behind a device id."""
+        with self.emulator.transaction(write=False):
+            phone = self.emulator.phones.phones[phone_of(device)]
+            power, remark = phone.power, Remark.parse(phone.fields["remark"])
+        return power, remark.state if remark else ""
+
+    def recovers(self) -> int:
+        """The fresh starts (`/phone/profile/recover`) the emulator has done."""
+        with self.emulator.transaction(write=False):
+            return self.emulator.phones.counters["recovers"]
 
 
 def phone_activities(
@@ -90,10 +113,9 @@ async def phone_stack(
     settings: PoolSettings,
     cancel_pools: bool = True,
     **config: Any,
-) -> AsyncIterator[tuple[Client, Any]]:
+) -> AsyncIterator[Phones]:
     """Workers of the `cloud-phones` namespace for the account `phones` of an emulator of
-    its own (account `name`, `config` on top of 20-s boots and 5-s resumes); yields the
-    namespace's client and the emulator's node-1 app."""
+    its own (account `name`, `config` on top of 20-s boots and 5-s resumes), its node-1."""
     apps = create_apps(
         BitBrowserConfig(
             account=name,
@@ -124,4 +146,4 @@ async def phone_stack(
     # The cloud-phone modules share this namespace: no pool of one is left to the others.
     client = await namespace_client(env, "cloud-phones")
     async with serving(client, activities, [ACCOUNT], cancel_pools=cancel_pools):
-        yield client, app
+        yield Phones(client, app)

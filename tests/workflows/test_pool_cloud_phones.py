@@ -25,10 +25,9 @@ from devicepool.api import parse_pool
 from devicepool.api.names import UPDATE_SCALE, pool_workflow_id
 from devicepool.api.v1beta1 import ObjectMeta, ReserveSpec
 from devicepool.client.pool_client import PoolClient
-from devicepool.emulator.bitbrowser import BitBrowserEmulator
 from devicepool.testing import eventually, pool_manifest
 from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
-from tests.helpers.phones import ACCOUNT, SPEED, phone_stack
+from tests.helpers.phones import ACCOUNT, SPEED, Phones, phone_stack
 from tests.helpers.settings import PHONES
 from tests.helpers.workflow_stack import start_pool
 
@@ -40,10 +39,9 @@ PROXY_PASSWORD = "phones-proxy-pass-7c1"
 SETTINGS = PHONES
 
 
-class PhoneStack:
+class PhoneStack(Phones):
     def __init__(self, client: Client, app: Any) -> None:
-        self.client = client
-        self.emulator: BitBrowserEmulator = app.state.emulator
+        super().__init__(client, app)
         self.control = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=URL)
 
     async def phones(self) -> dict[str, Any]:
@@ -70,8 +68,8 @@ async def stack(env: WorkflowEnvironment) -> AsyncIterator[PhoneStack]:
         proxy_password=PROXY_PASSWORD,
         settings=SETTINGS,
         cancel_pools=False,
-    ) as (client, app):
-        phones = PhoneStack(client, app)
+    ) as stack:
+        phones = PhoneStack(stack.client, stack.app)
         try:
             yield phones
         finally:

@@ -14,45 +14,25 @@ from typing import Any
 
 import pytest
 from temporalio.client import (
-    Client,
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
 from temporalio.testing import WorkflowEnvironment
 
-from devicepool.activities.providers.bitbrowser.phone_marks import Remark
-from devicepool.emulator.bitbrowser import BitBrowserEmulator
 from devicepool.testing import eventually
 from devicepool.workflows.reconciler.lease_messages import (
     Granted,
 )
 from tests.helpers import leases
 from tests.helpers.leases import all_ready, granted, reasons
-from tests.helpers.phones import ACCOUNT, phone_of, phone_stack
+from tests.helpers.phones import ACCOUNT, Phones, phone_of, phone_stack
 from tests.helpers.settings import PHONES
 from tests.helpers.workflow_stack import POLL
 
 KEY = "bb-local-key-reset"
 URL = "http://phones-reset.local"
 NAME = "phones-reset"
-
-
-class Phones:
-    def __init__(self, client: Client, app: Any) -> None:
-        self.client = client
-        self.emulator: BitBrowserEmulator = app.state.emulator
-
-    def recovers(self) -> int:
-        with self.emulator.transaction(write=False):
-            return self.emulator.phones.counters["recovers"]
-
-    def parked(self, device: str) -> tuple[str, str]:
-        """(power, remark state) of the phone behind a device id."""
-        with self.emulator.transaction(write=False):
-            phone = self.emulator.phones.phones[phone_of(device)]
-            power, remark = phone.power, Remark.parse(phone.fields["remark"])
-        return power, remark.state if remark else ""
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +46,8 @@ async def phones(env: WorkflowEnvironment) -> AsyncIterator[Phones]:
         proxy_password="phones-reset-proxy-pass",
         settings=PHONES,
         phone_recovers_per_month=1,
-    ) as (client, app):
-        yield Phones(client, app)
+    ) as phones:
+        yield phones
 
 
 async def lease(handle: WorkflowHandle[Any, Any]) -> Granted:
@@ -148,7 +128,7 @@ async def _recovers(phones: Phones, n: int) -> bool:
 
 
 async def _retired(phones: Phones, device: str) -> bool:
-    return phones.parked(device) == ("off", "retired")
+    return phones.state(device) == ("off", "retired")
 
 
 async def _has_reason(handle: WorkflowHandle[Any, Any], reason: str) -> bool:

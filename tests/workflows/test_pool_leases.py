@@ -18,12 +18,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from devicepool.activities.providers.bitbrowser.phone_marks import Remark
 from devicepool.api import names
-from devicepool.emulator.bitbrowser import BitBrowserEmulator
 from devicepool.testing import eventually
 from devicepool.workflows.pool import leasable
 from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
@@ -35,7 +33,7 @@ from devicepool.workflows.reconciler.leases import EndReason
 from tests.helpers import leases
 from tests.helpers.leases import all_ready, ended, granted, reasons
 from tests.helpers.manifests import beta_pool, reapply
-from tests.helpers.phones import ACCOUNT, phone_of, phone_stack
+from tests.helpers.phones import ACCOUNT, Phones, phone_stack
 from tests.helpers.settings import PHONES
 from tests.helpers.workflow_stack import POLL
 
@@ -48,25 +46,6 @@ PROMPT = 10.0  # seconds from a release to what it let the pool do
 ROLLOUT = {"maxSurge": 1, "maxUnavailable": 0}
 
 
-class Phones:
-    def __init__(self, client: Client, app: Any) -> None:
-        self.client = client
-        self.emulator: BitBrowserEmulator = app.state.emulator
-
-    def state(self, device: str) -> tuple[str, str]:
-        """(power, remark state) of the phone behind a device id, off the emulator itself
-        (a `/phone/list` would take the worker's one request a second)."""
-        with self.emulator.transaction(write=False):
-            phone = self.emulator.phones.phones[phone_of(device)]
-            power, remark = phone.power, Remark.parse(phone.fields["remark"])
-        return power, remark.state if remark else ""
-
-    def running(self) -> set[str]:
-        """The phone ids running (powered on, not offline)."""
-        with self.emulator.transaction(write=False):
-            return {p.id for p in self.emulator.phones.phones.values() if p.running()}
-
-
 @pytest.fixture(scope="module")
 async def phones(env: WorkflowEnvironment) -> AsyncIterator[Phones]:
     async with phone_stack(
@@ -77,8 +56,8 @@ async def phones(env: WorkflowEnvironment) -> AsyncIterator[Phones]:
         seed=39,
         proxy_password="phones-leases-proxy-pass",
         settings=SETTINGS,
-    ) as (client, app):
-        yield Phones(client, app)
+    ) as phones:
+        yield phones
 
 
 def pool(replicas: int, **spec: Any) -> Any:
