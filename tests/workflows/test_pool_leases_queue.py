@@ -39,8 +39,6 @@ from devicepool.workflows.pool.messages import Accepted, ScaleRequest
 from devicepool.workflows.reconciler.lease_messages import (
     Granted,
     LeaseAnswer,
-    ReleaseAnswer,
-    ReleaseRequest,
 )
 from devicepool.workflows.reconciler.leasing import LEASE_GONE, LEASE_NOT_GRANTED, LEASE_REFUSED
 from tests.helpers.leases import (
@@ -96,8 +94,19 @@ class CountedUpdates:
                 await asyncio.sleep(0.5)
 
 
-async def start(env: WorkflowEnvironment, name: str, replicas: int, **leases: Any) -> Any:
-    return await start_beta_pool(env.client, name, replicas, leases=leases)
+async def start(
+    env: WorkflowEnvironment, control: httpx.AsyncClient, name: str, replicas: int, **leases: Any
+) -> tuple[Any, list[dict[str, Any]]]:
+    """A pool of `replicas` with `spec.leases` of `leases`, once its devices are up and it
+    sees them ready: its handle, and its devices (the emulator's)."""
+    handle = await start_beta_pool(env.client, name, replicas, leases=leases)
+    devices = await converged(control, name, replicas)
+    await eventually(
+        lambda: _status(handle, readyDevices=replicas),
+        what=f"the pool sees {replicas}",
+        every=POLL,
+    )
+    return handle, devices
 
 
 async def update_events(handle: WorkflowHandle[Any, Any]) -> list[str]:
@@ -144,9 +153,7 @@ async def renewing(handle: WorkflowHandle[Any, Any], lease_id: str) -> AsyncIter
 async def test_refusals_leave_no_history_a_silent_holder_times_out_and_replace_ends_a_lease(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    handle = await start(env, pool_name, 2, idleTimeout="3s", queue={"max": 1})
-    await converged(control, pool_name, 2)
-    await eventually(lambda: _status(handle, readyDevices=2), what="the pool sees 2", every=POLL)
+    handle, _ = await start(env, control, pool_name, 2, idleTimeout="3s", queue={"max": 1})
     a = await granted(handle, holder="alive", duration="60s")
     b = await granted(handle, holder="killed", duration="60s")
     assert a.device != b.device
@@ -206,9 +213,7 @@ async def test_refusals_leave_no_history_a_silent_holder_times_out_and_replace_e
 async def test_leases_and_tickets_survive_a_hand_over_and_a_worker_restart(
     env: WorkflowEnvironment, workers: Workers, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    handle = await start(env, pool_name, 1)
-    await converged(control, pool_name, 1)
-    await eventually(lambda: _status(handle, readyDevices=1), what="the pool sees 1", every=POLL)
+    handle, _ = await start(env, control, pool_name, 1)
     held = await granted(handle, holder="first", duration="600s")
     waiting = await lease(handle, holder="second", wait="120s")
     assert waiting.ticket and waiting.position == 1, waiting
@@ -233,11 +238,7 @@ async def test_leases_and_tickets_survive_a_hand_over_and_a_worker_restart(
     assert offer.granted is not None and offer.granted.device == held.device
     second = await claim(live, waiting.ticket)
     # Given back with `replace`: the device used goes, a new one takes its place.
-    answer = await live.execute_update(
-        names.UPDATE_RELEASE,
-        ReleaseRequest(lease=second.lease, replace=True),
-        result_type=ReleaseAnswer,
-    )
+    answer = await release(live, second.lease, replace=True)
     assert answer.reason == "Released" and "replaced" in answer.message, answer
     await eventually(
         lambda: _without(control, pool_name, 1, held.device), what="replaced", timeout=30
@@ -248,9 +249,7 @@ async def test_leases_and_tickets_survive_a_hand_over_and_a_worker_restart(
 async def test_thirty_waiters_on_three_devices_are_served_in_order_one_holder_at_a_time(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    started = await start(env, pool_name, 3)
-    await converged(control, pool_name, 3)
-    await eventually(lambda: _status(started, readyDevices=3), what="the pool sees 3", every=POLL)
+    started, _ = await start(env, control, pool_name, 3)
     # The waiters' own client, its updates counted: a refusal for Temporal's in-flight limit
     # fails the test instead of being retried out of sight by the SDK.
     client = await Client.connect(
@@ -323,9 +322,7 @@ async def test_thirty_waiters_on_three_devices_are_served_in_order_one_holder_at
 async def test_a_device_a_scale_down_is_terminating_is_not_leased_meanwhile(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    handle = await start(env, pool_name, 2)
-    devices = await converged(control, pool_name, 2)
-    await eventually(lambda: _status(handle, readyDevices=2), what="the pool sees 2", every=POLL)
+    handle, devices = await start(env, control, pool_name, 2)
     oldest = min(devices, key=lambda d: (d["createdAt"], d["id"]))["id"]
     gate = TimedASGITransport.delete_gate = asyncio.Event()
     try:
