@@ -22,16 +22,7 @@ from devicepool.activities.models import PoolSettings
 from devicepool.api import names
 from devicepool.api.v1beta1 import DevicePoolSpec
 from devicepool.workflows.pool.messages import PoolInput
-from devicepool.workflows.reconciler.lease_messages import (
-    Granted,
-    LeaseAnswer,
-    LeaseRequest,
-    LeasesView,
-    ReleaseAnswer,
-    ReleaseRequest,
-    RenewRequest,
-    TicketRef,
-)
+from devicepool.workflows.reconciler import lease_messages as lm
 from devicepool.workflows.reconciler.leases import Ended, EndReason
 from tests.helpers.manifests import beta_pool
 from tests.helpers.settings import FAST
@@ -67,57 +58,57 @@ async def start_beta_pool(
     )
 
 
-async def lease(handle: Handle, *, update_id: str | None = None, **asked: Any) -> LeaseAnswer:
+async def lease(handle: Handle, *, update_id: str | None = None, **asked: Any) -> lm.LeaseAnswer:
     """A `lease` update of `LeaseRequest(**asked)`, under `update_id` if given."""
     return await handle.execute_update(
-        names.UPDATE_LEASE, LeaseRequest(**asked), result_type=LeaseAnswer, id=update_id
+        names.UPDATE_LEASE, lm.LeaseRequest(**asked), result_type=lm.LeaseAnswer, id=update_id
     )
 
 
-async def granted(handle: Handle, **asked: Any) -> Granted:
+async def granted(handle: Handle, **asked: Any) -> lm.Granted:
     """A lease that must be granted at once."""
     answer = await lease(handle, **asked)
     assert answer.granted is not None, answer
     return answer.granted
 
 
-async def claim(handle: Handle, ticket: str) -> Granted:
+async def claim(handle: Handle, ticket: str) -> lm.Granted:
     answer = await handle.execute_update(
-        names.UPDATE_LEASE_CLAIM, TicketRef(ticket=ticket), result_type=LeaseAnswer
+        names.UPDATE_LEASE_CLAIM, lm.TicketRef(ticket=ticket), result_type=lm.LeaseAnswer
     )
     assert answer.granted is not None, answer
     return answer.granted
 
 
-async def ticket_state(handle: Handle, ticket: str) -> LeaseAnswer:
+async def ticket_state(handle: Handle, ticket: str) -> lm.LeaseAnswer:
     return await handle.query(
-        names.QUERY_LEASE_TICKET, TicketRef(ticket=ticket), result_type=LeaseAnswer
+        names.QUERY_LEASE_TICKET, lm.TicketRef(ticket=ticket), result_type=lm.LeaseAnswer
     )
 
 
-async def offered(handle: Handle, ticket: str) -> LeaseAnswer | None:
+async def offered(handle: Handle, ticket: str) -> lm.LeaseAnswer | None:
     """The ticket's answer once it is offered a device (None while it waits)."""
     answer = await ticket_state(handle, ticket)
     assert answer.ended is None, answer
     return answer if answer.granted is not None else None
 
 
-async def renew(handle: Handle, lease_id: str) -> LeaseAnswer:
+async def renew(handle: Handle, lease_id: str) -> lm.LeaseAnswer:
     return await handle.execute_update(
-        names.UPDATE_RENEW, RenewRequest(lease=lease_id), result_type=LeaseAnswer
+        names.UPDATE_RENEW, lm.RenewRequest(lease=lease_id), result_type=lm.LeaseAnswer
     )
 
 
-async def release(handle: Handle, lease_id: str, *, replace: bool = False) -> ReleaseAnswer:
+async def release(handle: Handle, lease_id: str, *, replace: bool = False) -> lm.ReleaseAnswer:
     return await handle.execute_update(
         names.UPDATE_RELEASE,
-        ReleaseRequest(lease=lease_id, replace=replace),
-        result_type=ReleaseAnswer,
+        lm.ReleaseRequest(lease=lease_id, replace=replace),
+        result_type=lm.ReleaseAnswer,
     )
 
 
-async def view(handle: Handle) -> LeasesView:
-    return await handle.query(names.QUERY_LEASES, result_type=LeasesView)
+async def view(handle: Handle) -> lm.LeasesView:
+    return await handle.query(names.QUERY_LEASES, result_type=lm.LeasesView)
 
 
 async def refused(call: Awaitable[Any], type_: str | None = None) -> ApplicationError:
