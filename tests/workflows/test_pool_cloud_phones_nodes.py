@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import SecretStr
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
@@ -34,6 +34,8 @@ from devicepool.worker.accounts import register_accounts
 from devicepool.worker.build import pool_queue_workers
 from devicepool.worker.node import NodeOptions, run_node_worker
 from devicepool.workflows.pool.messages import PoolInput
+from devicepool.workflows.pool.slots import SlotBook
+from devicepool.workflows.pool.state import PoolState
 from devicepool.workflows.shared import placement
 from tests.helpers.settings import PHONES
 from tests.helpers.workflow_stack import namespace_client
@@ -193,6 +195,45 @@ async def test_two_main_workers_share_one_node_and_its_one_request_a_second(
     )
     final = await stack.phones()
     assert final["maxRequestsPerSecond"] <= 1 and final["rateLimited"] == 0, final
+
+
+async def test_a_pool_deleted_before_its_run_read_the_settings_tears_down_on_the_node(
+    stack: Stack,
+) -> None:
+    """A run that carries rented phones (as one handed over does) is deleted before its
+    first look read where the account's calls go: its teardown still goes to the node's
+    queue. Before, it went to the main workers' (`UnknownAccount`, blocked) until a later
+    hand-over read the settings (CI saw a delete wait out a minute)."""
+    manifest = pool_manifest(
+        "nodes-fresh",
+        replicas=2,
+        region="us-west",
+        providerCredentialRef=ACCOUNT,
+        proxy={"poolRef": PROXY.name, "stickyTTL": 900},
+    )
+    handle = await stack.client.start_workflow(
+        "DevicePool",
+        PoolInput(
+            metadata=ObjectMeta(name="nodes-fresh"),
+            spec=parse_pool(manifest).spec,
+            state=PoolState(slots=SlotBook(next_slot=2)),
+        ),
+        id=pool_workflow_id("nodes-fresh"),
+        task_queue=TASK_QUEUE,
+    )
+    await handle.cancel()
+
+    async def ended() -> bool:
+        return (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
+
+    await eventually(ended, what="the teardown done", timeout=30)
+    history = await handle.fetch_history()
+    failures = [
+        e.activity_task_failed_event_attributes.failure.message
+        for e in history.events
+        if e.HasField("activity_task_failed_event_attributes")
+    ]
+    assert not [f for f in failures if "unknown_account" in f], failures
 
 
 async def _running(stack: Stack, count: int) -> bool:

@@ -50,7 +50,11 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.shared.placement import Route, route
     from devicepool.workflows.shared.protocol import BatchReport, HealthConfig, HealthReport
 
-__all__ = ["DevicePoolKind"]
+__all__ = ["SETTINGS_BEFORE_TEARDOWN_PATCH", "DevicePoolKind"]
+
+# Since a teardown reads the worker's settings when its run has none yet (they say which
+# node worker serves the account). Histories of v0.1.0 and v0.2.0 tear down without.
+SETTINGS_BEFORE_TEARDOWN_PATCH = "settings-before-teardown"
 
 
 class DevicePoolKind:
@@ -242,6 +246,11 @@ class DevicePoolKind:
     async def tear_down(self) -> None:
         """The finalizer: stop provisioning, remove every device; then the deleted status."""
         await workflow.wait_condition(self.neighbours.quiet)
+        # Deleted before this run read the worker's settings (a run handed over, cancelled
+        # at its first look): without them a node-served account's calls go to the main
+        # workers, who refuse them. Runs from before read none here.
+        if self.worker_settings is None and workflow.patched(SETTINGS_BEFORE_TEARDOWN_PATCH):
+            await self.read_settings()
         swept = await finalizer.tear_down(
             self.s.slots,
             pool=self.name,
