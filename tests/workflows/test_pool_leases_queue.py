@@ -110,20 +110,27 @@ async def start(
 
 
 async def update_events(handle: WorkflowHandle[Any, Any]) -> list[str]:
-    """The update ids the current run's history holds an event of (admitted, accepted,
-    rejected); the pool's own passes add other events meanwhile."""
-    history = await handle.fetch_history()
-    found = []
-    for event in history.events:
-        if event.event_type not in UPDATE_EVENTS:
-            continue
-        for attrs in (
-            event.workflow_execution_update_admitted_event_attributes.request.meta,
-            event.workflow_execution_update_accepted_event_attributes.accepted_request.meta,
-            event.workflow_execution_update_rejected_event_attributes.rejected_request.meta,
-        ):
-            if attrs.update_id:
-                found.append(attrs.update_id)
+    """The update ids the pool's histories hold an event of (admitted, accepted, rejected),
+    every run from the first on: the session server suggests hand-overs early, and a
+    loaded machine's passes can bring one between an update and this look."""
+    found: list[str] = []
+    run_id: str | None = handle.first_execution_run_id or handle.run_id
+    while run_id:
+        history = await handle._client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+        run_id = None
+        for event in history.events:
+            if event.HasField("workflow_execution_continued_as_new_event_attributes"):
+                attrs = event.workflow_execution_continued_as_new_event_attributes
+                run_id = attrs.new_execution_run_id
+            if event.event_type not in UPDATE_EVENTS:
+                continue
+            for meta in (
+                event.workflow_execution_update_admitted_event_attributes.request.meta,
+                event.workflow_execution_update_accepted_event_attributes.accepted_request.meta,
+                event.workflow_execution_update_rejected_event_attributes.rejected_request.meta,
+            ):
+                if meta.update_id:
+                    found.append(meta.update_id)
     return found
 
 
