@@ -12,7 +12,8 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from devicepool.client.errors import EXIT_OK, EXIT_RUNTIME, BadInput
-from tests.client.test_client_both_kinds import Pool, browser, device, run, temporal
+from tests.client.test_client_both_kinds import Pool, browser, device, temporal
+from tests.helpers.cli import cli as run
 
 __all__ = ["temporal"]  # the fixture, used by name
 
