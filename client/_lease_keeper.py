@@ -57,12 +57,15 @@ async def renew(
     return Lease.of(answer.granted, kind=pools._side(kind).kind.name)
 
 
-async def rules_of(pools: PoolClient, name: str, kind: str | None) -> LeaseSpec:
-    """The pool's `spec.leases` (the defaults when unset, or when no worker answers)."""
+async def rules_of(pools: PoolClient, name: str, kind: str | None) -> LeaseSpec | None:
+    """The pool's `spec.leases` (the defaults when unset); None when no worker answered:
+    not known (a query turned away under load is no answer about the pool's rules)."""
     handle = pools._client.get_workflow_handle(pools._side(kind).kind.workflow_id(name))
     async with _lease_calls.query_gate(pools, handle):
         answer = await pools._try_query(handle, QUERY_SPEC)
-    leases = ((answer or {}).get("spec") or {}).get("leases") if isinstance(answer, dict) else None
+    if not isinstance(answer, dict):
+        return None
+    leases = (answer.get("spec") or {}).get("leases")
     if not leases:
         return DEFAULT_LEASES
     try:
@@ -78,16 +81,22 @@ class Keeper:
     def __init__(self, pools: PoolClient, name: str, lease: Lease) -> None:
         self.pools, self.name, self.lease = pools, name, lease
         self.every = MIN_RENEW_SECONDS  # until the pool's idleTimeout is known (`run`)
+        self.known = False
         # The pool's clock minus ours (its `expiresAt` is in its clock), learnt from answers.
         self.offset = timedelta(0)
 
     async def learn(self) -> None:
         """`every`, from the pool's idleTimeout: asked here, in the background, so that the
-        holder has its device meanwhile (the defaults when the pool does not answer)."""
+        holder has its device meanwhile. Not answered: every `MIN_RENEW_SECONDS`, and asked
+        again at the next turn (a guess could be longer than the pool's idleTimeout)."""
         try:
             rules = await rules_of(self.pools, self.name, self.lease.kind)
         except DevicePoolError:
-            rules = DEFAULT_LEASES
+            rules = None
+        self.known = rules is not None
+        if rules is None:
+            self.every = MIN_RENEW_SECONDS
+            return
         length = (self.lease.expires_at - self.lease.granted_at).total_seconds()
         self.every = renew_every(rules.idle_timeout, length)
 
@@ -102,6 +111,8 @@ class Keeper:
             if left <= MIN_RENEW_SECONDS:
                 return  # it ends soon of itself: a renew would only keep it to the same end
             await asyncio.sleep(min(self.every, left - MIN_RENEW_SECONDS))
+            if not self.known:
+                await self.learn()
             left = self.left()
             if left <= MIN_RENEW_SECONDS:
                 return

@@ -430,6 +430,34 @@ async def test_the_context_manager_renews_the_idle_clock_but_never_past_the_end(
     assert pool.book.ended[-1].reason == "Released"
 
 
+async def test_a_pool_whose_rules_went_unanswered_is_renewed_often_until_they_come(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its `spec` query turned away (a busy pool's query buffer), the holder does not guess
+    the default 5-minute idleTimeout: the pool's is 300 ms here, and a renew every 20 s
+    would let the pool give the device to another while it is in use."""
+    monkeypatch.setattr(_lease_keeper, "MIN_RENEW_SECONDS", 0.05)
+
+    class Busy(LeasePool):
+        turned_away = 3
+
+        async def query(self, name: str, arg: Any = None, **options: Any) -> Any:
+            if name == "spec" and self.turned_away:
+                self.turned_away -= 1
+                self.asked.append(name)
+                raise RPCError("query buffer is full", RPCStatusCode.RESOURCE_EXHAUSTED, b"")
+            return await super().query(name, arg, **options)
+
+    pool = Busy("p", ["d-1"], LeaseSpec(idle_timeout="300ms"))
+    client = client_of(pool)
+    async with client.lease("p", duration=timedelta(seconds=60)) as lease:
+        await asyncio.sleep(0.6)
+        held = pool.book.lease(lease.id)
+        assert held is not None and (pool.now() - held.renewed_at).total_seconds() < 0.3
+        assert pool.asked.count("spec") >= 4  # asked again until it answered
+    assert pool.book.ended[-1].reason == "Released"
+
+
 async def test_the_context_manager_says_when_the_pool_ended_the_lease(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -151,3 +151,16 @@ def test_a_device_replaced_after_use_is_removed_as_used_until_gone() -> None:
     assert state.replaced_after_use == ["a", "b"] and sorted(state.doomed) == ["a", "b"]
     leasable.resets_due(state, members={"b"}, leaving=())
     assert state.replaced_after_use == ["b"]  # a is gone
+
+
+def test_a_used_device_is_removed_as_used_whatever_takes_it_away() -> None:
+    """Waiting for its reset, or replaced after a lease, or replaced by a person while
+    leased: a lifetime, a scale-down, a rollout or a replace that takes it first must still
+    tell the provider it was used (a phone's profile is fresh-started before it is kept)."""
+    state = PoolState(resets=[PendingReset(device="a")], replaced_after_use=["b"])
+    leasable.replaced_while_leased(
+        state,
+        [ended("c", EndReason.REPLACED), ended("d", EndReason.RELEASED)],
+        listed={"a", "b", "c", "d"},
+    )
+    assert leasable.used(state) == {"a", "b", "c"}

@@ -360,6 +360,38 @@ async def test_leases_on_a_toy_kind(env: WorkflowEnvironment) -> None:
     assert "WaitingForLeases" in counts
 
 
+async def test_a_claimed_ticket_s_id_releases_its_lease(env: WorkflowEnvironment) -> None:
+    """A script that only knows the ticket it queued with (the stock `temporal` CLI) gives
+    back the lease that ticket was granted and claimed: said released, and it is."""
+    async with toy(env) as handle:
+
+        async def two() -> bool:
+            return bool((await handle.query("status")).get("readyDevices") == 2)
+
+        await eventually(two, what="two toys", timeout=20)
+        held = [
+            await handle.execute_update("lease", LeaseRequest(), result_type=LeaseAnswer)
+            for _ in range(2)
+        ]
+        queued = await handle.execute_update(
+            "lease", LeaseRequest(wait=timedelta(minutes=1)), result_type=LeaseAnswer
+        )
+        assert held[0].granted is not None and queued.ticket is not None
+        await handle.execute_update(
+            "release", ReleaseRequest(lease=held[0].granted.lease), result_type=ReleaseAnswer
+        )
+        claimed = await handle.execute_update(
+            "lease_claim", TicketRef(ticket=queued.ticket), result_type=LeaseAnswer
+        )
+        assert claimed.granted is not None
+        back = await handle.execute_update(
+            "release", ReleaseRequest(lease=queued.ticket), result_type=ReleaseAnswer
+        )
+        assert (back.reason, back.released_now) == ("Released", True)
+        view = await handle.query("leases", result_type=LeasesView)
+        assert claimed.granted.lease not in [x.id for x in view.leases]
+
+
 async def test_lease_updates_past_the_runs_budget_are_turned_away(
     env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -214,7 +214,7 @@ async def terminate(
         only_if_idle=only_if_idle,
         idle_since=seen,
         reserve_keep=reserve.keep if reserve is not None else None,
-        used=set(k.s.replaced_after_use),
+        used=leasable.used(k.s),
     )
     k.said(
         k.s.take_terminations(

@@ -390,6 +390,9 @@ class DevicePoolKind:
         elif (self.spec.leases or DEFAULT_LEASES).on_release == OnRelease.RESET:
             # Reset by the next pass's act.
             work = bool(leasable.reset_used(self.s, ended, listed=listed))
+        if (self.spec.leases or DEFAULT_LEASES).on_release != OnRelease.KEEP:
+            # Replaced by a person while leased: used all the same (`leasable.used`).
+            leasable.replaced_while_leased(self.s, ended, listed=listed)
         # A pass (on what is known) only for what a freed device lets the pool do now, and
         # none while it cannot list: each pass would put off the listing's retry.
         if self.observe_problem is None and (work or self._waits_on(ended)):

@@ -29,9 +29,11 @@ __all__ = [
     "members",
     "problem",
     "replace_used",
+    "replaced_while_leased",
     "reset_used",
     "resets_due",
     "take_resets",
+    "used",
 ]
 
 # Keys every device of a pool carries, whatever the provider adds.
@@ -142,6 +144,24 @@ def replace_used(
 
 def _used(ended: Sequence[Ended], listed: Collection[str]) -> list[str]:
     return sorted({e.device for e in ended if e.reason not in _NOT_REPLACED and e.device in listed})
+
+
+def used(state: PoolState) -> set[str]:
+    """The devices a removal is told were used (`onRelease: reset|replace`): replaced after
+    a lease, waiting for their reset, or ended by a person's replace while leased. A cloud
+    phone's profile is then fresh-started before it is kept (or retired), whatever takes
+    it away: its reset, a lifetime, a scale-down, a rollout or a person."""
+    return {*state.replaced_after_use, *(r.device for r in state.resets)}
+
+
+def replaced_while_leased(
+    state: PoolState, ended: Sequence[Ended], *, listed: Collection[str]
+) -> None:
+    """Devices a person replaced while leased: removed as used (`used`)."""
+    for e in ended:
+        if e.reason == EndReason.REPLACED and e.device in listed:
+            if e.device not in state.replaced_after_use:
+                state.replaced_after_use.append(e.device)
 
 
 def reset_used(state: PoolState, ended: Sequence[Ended], *, listed: Collection[str]) -> list[str]:

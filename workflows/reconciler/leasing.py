@@ -203,8 +203,12 @@ class Leasing:
                 f" (its offer of {cancelled.device} ended)" if cancelled.device else ""
             )
             return ReleaseAnswer(reason=cancelled.reason.value, message=said, released_now=True)
-        held = self.book.lease(request.lease) is not None
-        ended = self.book.release(request.lease, now=now)
+        # A ticket's id also names the lease it was granted and claimed (all a script on
+        # the stock `temporal` CLI may know).
+        claimed = self.book.offer_for(request.lease)
+        lease_id = claimed.id if claimed is not None else request.lease
+        held = self.book.lease(lease_id) is not None
+        ended = self.book.release(lease_id, now=now)
         if ended is None:
             return ReleaseAnswer(reason=LEASE_GONE, message=f"no lease {request.lease!r}")
         if not held:  # released before, or ended otherwise: said, and nothing changes
