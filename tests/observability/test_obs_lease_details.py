@@ -135,3 +135,16 @@ def test_many_leases_are_cut_short() -> None:
 
 def test_nothing_while_the_book_is_empty() -> None:
     assert leasing(LeaseBook()).details() == ""
+
+
+def test_the_figures_say_how_many_are_leased_only_while_some_are() -> None:
+    spec = DevicePoolSpec.model_validate(
+        {"platform": "android", "region": "us-west", "replicas": 2}
+    )
+    assert "leased" not in pool_details("p1", spec, 1, DevicePoolStatus(ready_devices=2))
+    held = pool_details("p1", spec, 1, DevicePoolStatus(ready_devices=2, leased_devices=1))
+    assert "leased        1" in held
+    browser = BrowserPoolSpec.model_validate({"replicas": 2})
+    assert "leased" not in browser_details("b1", browser, 1, BrowserPoolStatus(ready_profiles=2))
+    shown = browser_details("b1", browser, 1, BrowserPoolStatus(ready_profiles=2, leased_devices=2))
+    assert "leased   2" in shown

@@ -93,6 +93,8 @@ def details(name: str, spec: BrowserPoolSpec, generation: int, status: BrowserPo
         ("desired", _desired(spec, s)),
         ("ready", s.ready_profiles),
         ("open", s.open_profiles),
+        # Those a lease holds (shown while there are any).
+        *([("leased", s.leased_devices)] if s.leased_devices else []),
         ("lost", s.lost_profiles),
     ]
     selector = ", ".join(f"{k}={v}" for k, v in sorted(spec.node_selector.items())) or "any"

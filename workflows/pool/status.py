@@ -400,6 +400,8 @@ def details(name: str, spec: DevicePoolSpec, generation: int, status: DevicePool
         ("desired", s.desired_replicas),
         ("ready", s.ready_devices),
         ("busy", s.busy_devices),
+        # Of the ready ones, those a lease holds (shown while there are any).
+        *([("leased", s.leased_devices)] if s.leased_devices else []),
         ("provisioning", s.provisioning_devices),
         ("pending", s.pending_devices),
         ("offline", s.offline_devices),
