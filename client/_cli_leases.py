@@ -20,7 +20,14 @@ from devicepool.client._cli_support import OutputOpt, duration_or_exit, fail, op
 from devicepool.client._kind_sides import side_of
 from devicepool.client._results import iso, parse_time
 from devicepool.client.errors import EXIT_BAD_INPUT, BadInput, DevicePoolError
-from devicepool.client.render import Output, print_data, print_fields, print_table, resolve_output
+from devicepool.client.render import (
+    Output,
+    print_data,
+    print_fields,
+    print_table,
+    resolve_output,
+    span,
+)
 
 PoolArg = Annotated[str, typer.Argument(help="the pool: NAME, or browserpool/NAME")]
 LeaseArg = Annotated[str, typer.Argument(help="the lease id `devicepool lease` printed")]
@@ -260,18 +267,6 @@ def ticket_row(ticket: Any, position: int, now: datetime) -> list[Any]:
         span(_since(ticket.created_at, now)),
         span(_left(ticket.deadline, now)),
     ]
-
-
-def span(seconds: float) -> str:
-    """kubectl-style: 45s, 12m, 5h, 3d (nothing below 0)."""
-    seconds = max(0, int(seconds))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 2 * 3600:
-        return f"{seconds // 60}m"
-    if seconds < 2 * 86400:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
 
 
 def _since(when: Any, now: datetime | None = None) -> float:

@@ -94,7 +94,12 @@ def age(value: Any, now: datetime | None = None) -> str:
     when = parse_time(value)
     if when is None:
         return "-"
-    seconds = max(0, int(((now or datetime.now(UTC)) - when).total_seconds()))
+    return span(((now or datetime.now(UTC)) - when).total_seconds())
+
+
+def span(seconds: float) -> str:
+    """kubectl-style: 45s, 12m, 5h, 3d (nothing below 0)."""
+    seconds = max(0, int(seconds))
     if seconds < 120:
         return f"{seconds}s"
     if seconds < 2 * 3600:

@@ -18,7 +18,7 @@ from devicepool.workflows.browserpool.observe import Observed
 from devicepool.workflows.browserpool.plan import NodeProfile, Placement
 from devicepool.workflows.reconciler.conditions import ConditionUpdate, set_condition
 from devicepool.workflows.reconciler.events import Happened, PoolEvent
-from devicepool.workflows.reconciler.leases import Candidate, Ended, EndReason
+from devicepool.workflows.reconciler.leases import NOT_USED, Candidate, Ended
 
 __all__ = [
     "RESET_IS_REPLACE",
@@ -36,15 +36,6 @@ __all__ = [
 _OWN_KEYS = {"node", "profile"}
 # The event that says `onRelease: reset` replaces: a fresh profile is a profile's reset.
 RESET_IS_REPLACE = "ResetIsReplace"
-# Ends whose profile is not there to replace (gone already, or going with the pool), or
-# was never used (an offer its ticket's holder never claimed).
-_NOT_REPLACED = {
-    EndReason.DEVICE_LOST,
-    EndReason.POOL_DELETED,
-    EndReason.REPLACED,
-    EndReason.UNCLAIMED,
-    EndReason.CANCELLED,
-}
 # Profiles a status line names (the rest are counted).
 _NAMED = 10
 
@@ -104,7 +95,7 @@ def after_leases(
     if replace:
         for one in ended:
             device = one.device
-            if device and one.reason not in _NOT_REPLACED and device not in used:
+            if device and one.reason not in NOT_USED and device not in used:
                 if device not in added:
                     added.append(device)
     due = bool(added) or any(one.device in kept for one in ended)

@@ -18,7 +18,7 @@ from devicepool.api.v1beta1 import DevicePoolSpec
 from devicepool.workflows.pool.events import Happened, ids
 from devicepool.workflows.pool.fates import Fate
 from devicepool.workflows.pool.state import PendingReset, PoolState
-from devicepool.workflows.reconciler.leases import Candidate, Ended, EndReason
+from devicepool.workflows.reconciler.leases import NOT_USED, Candidate, Ended, EndReason
 
 __all__ = [
     "RESET_ATTEMPTS",
@@ -50,15 +50,6 @@ _OWN_KEYS = {
 RESET_ATTEMPTS = 3
 # The event that says a pool's `onRelease: reset` replaces (its provider has no reset).
 RESET_IS_REPLACE = "ResetIsReplace"
-# Ends whose device is not there to replace (gone already, or going with the pool), or
-# was never used (an offer its ticket never claimed).
-_NOT_REPLACED = {
-    EndReason.DEVICE_LOST,
-    EndReason.POOL_DELETED,
-    EndReason.REPLACED,
-    EndReason.UNCLAIMED,
-    EndReason.CANCELLED,
-}
 
 
 def labels_of(device: am.DeviceInfo, spec: DevicePoolSpec) -> dict[str, str]:
@@ -133,7 +124,7 @@ def replace_used(
     state: PoolState, ended: Sequence[Ended], *, listed: Collection[str], now: datetime
 ) -> list[Happened]:
     """Doom the devices of `ended` leases (`onRelease: replace`, `release --replace`)."""
-    used = sorted({e.device for e in ended if e.reason not in _NOT_REPLACED and e.device in listed})
+    used = sorted({e.device for e in ended if e.reason not in NOT_USED and e.device in listed})
     used = [d for d in used if d not in state.doomed]
     if not used:
         return []
@@ -143,7 +134,7 @@ def replace_used(
 
 
 def _used(ended: Sequence[Ended], listed: Collection[str]) -> list[str]:
-    return sorted({e.device for e in ended if e.reason not in _NOT_REPLACED and e.device in listed})
+    return sorted({e.device for e in ended if e.reason not in NOT_USED and e.device in listed})
 
 
 def used(state: PoolState) -> set[str]:

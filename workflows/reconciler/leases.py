@@ -29,6 +29,7 @@ from devicepool.api.v1beta1 import LeaseSpec
 __all__ = [
     "CLAIM_WINDOW",
     "EXPIRING",
+    "NOT_USED",
     "Candidate",
     "EndReason",
     "Ended",
@@ -64,6 +65,17 @@ class EndReason(StrEnum):
 # `devicepool_leases_expired_total`).
 EXPIRING = frozenset(
     {EndReason.EXPIRED, EndReason.IDLE, EndReason.UNCLAIMED, EndReason.DEVICE_LOST}
+)
+# Ends after which a member is not replaced or reset (`onRelease`): gone already, going with
+# the pool or replaced by a person, or never used (an offer nobody claimed, or given up).
+NOT_USED = frozenset(
+    {
+        EndReason.DEVICE_LOST,
+        EndReason.POOL_DELETED,
+        EndReason.REPLACED,
+        EndReason.UNCLAIMED,
+        EndReason.CANCELLED,
+    }
 )
 
 
@@ -295,11 +307,7 @@ class LeaseBook(CamelModel):
         ticket = next((t for t in self.tickets if t.id == ticket_id), None)
         if ticket is None:
             return None
-        self.tickets.remove(ticket)
-        ended = Ended(
-            id=ticket.id, ticket=ticket.id, holder=ticket.holder, reason=EndReason.CANCELLED, at=now
-        )
-        return self._remember(ended)
+        return self._end_ticket(ticket, EndReason.CANCELLED, now)
 
     def withdraw_offers(self, reason: EndReason, *, now: datetime) -> list[Ended]:
         """End every offer not yet claimed (the pool is being deleted)."""
@@ -314,21 +322,11 @@ class LeaseBook(CamelModel):
     def end_all(self, reason: EndReason, *, now: datetime, message: str = "") -> list[Ended]:
         """End every lease and ticket (the pool is deleted)."""
         ended = [self._end(x, reason, now, message) for x in list(self.leases)]
-        for ticket in list(self.tickets):
-            self.tickets.remove(ticket)
-            ended.append(
-                self._remember(
-                    Ended(
-                        id=ticket.id,
-                        ticket=ticket.id,
-                        reason=reason,
-                        at=now,
-                        holder=ticket.holder,
-                        message=message,
-                    )
-                )
-            )
-        return ended
+        return ended + self.drop_tickets(reason, now=now, message=message)
+
+    def drop_tickets(self, reason: EndReason, *, now: datetime, message: str = "") -> list[Ended]:
+        """End every ticket waiting (the pool is being deleted)."""
+        return [self._end_ticket(t, reason, now, message) for t in list(self.tickets)]
 
     def reap(
         self, *, now: datetime, rules: LeaseSpec, members: Collection[str] | None
@@ -352,20 +350,9 @@ class LeaseBook(CamelModel):
             ended.append(self._end(lease, why, now))
         for ticket in list(self.tickets):
             if now >= ticket.deadline:
-                self.tickets.remove(ticket)
                 waited = (now - ticket.created_at).total_seconds()
-                ended.append(
-                    self._remember(
-                        Ended(
-                            id=ticket.id,
-                            ticket=ticket.id,
-                            holder=ticket.holder,
-                            reason=EndReason.TIMED_OUT,
-                            at=now,
-                            message=f"no device was granted in {waited:g}s",
-                        )
-                    )
-                )
+                said = f"no device was granted in {waited:g}s"
+                ended.append(self._end_ticket(ticket, EndReason.TIMED_OUT, now, said))
         return ended
 
     # ------------------------------------------------------------------ inside
@@ -413,6 +400,20 @@ class LeaseBook(CamelModel):
             device=lease.device,
             holder=lease.holder,
             ticket=lease.ticket,
+            reason=reason,
+            at=now,
+            message=message,
+        )
+        return self._remember(ended)
+
+    def _end_ticket(
+        self, ticket: Ticket, reason: EndReason, now: datetime, message: str = ""
+    ) -> Ended:
+        self.tickets.remove(ticket)
+        ended = Ended(
+            id=ticket.id,
+            ticket=ticket.id,
+            holder=ticket.holder,
             reason=reason,
             at=now,
             message=message,

@@ -280,17 +280,7 @@ class Leasing:
         now = workflow.now()
         # Offers nobody claimed yet go with the tickets: none is claimed on a deleted pool.
         self._ended(book.withdraw_offers(EndReason.POOL_DELETED, now=now), replace=False)
-        for ticket in list(book.tickets):
-            book.tickets.remove(ticket)
-            book.ended.append(
-                Ended(
-                    id=ticket.id,
-                    ticket=ticket.id,
-                    holder=ticket.holder,
-                    reason=EndReason.POOL_DELETED,
-                    at=now,
-                )
-            )
+        book.drop_tickets(EndReason.POOL_DELETED, now=now)
         if book.leases and not self.forced:
             held = len(book.leases)
             grace = min(DELETE_GRACE, timedelta(seconds=self.rules.max_duration))
