@@ -147,6 +147,10 @@ UPDATE_LEASE_CONNECT = "lease_connect"
 UPDATE_END_LEASES = "end_leases"
 QUERY_LEASES = "leases"
 QUERY_LEASE_TICKET = "lease_ticket"
+# The same lease taken and given back by signals (the Python client's way: no update in
+# flight, so any number of clients at once; its state read with `lease_ticket`)
+SIGNAL_LEASE_ASK = "lease_ask"
+SIGNAL_LEASE_GIVE_BACK = "lease_give_back"
 
 # Provider labels
 LABEL_POOL = "pool"

@@ -209,6 +209,33 @@ class LeaseMachine(RuleBasedStateMachine):
             self.order.append(outcome.ticket.id)
             assert outcome.ticket.id not in before
 
+    @rule(
+        wait=st.sampled_from([0, 30, 600]),
+        selector=st.sampled_from([{}, {"even": "0"}, {"device": "a"}]),
+    )
+    def request_by_ask(self, wait, selector):
+        # A `lease_ask`: the asker's id names the ticket; its offer needs no claim.
+        ask_id = f"ask{len(self.order) + len(self.ever_held)}-{self.now.timestamp():.0f}"
+        if self.book.knows(ask_id):
+            return
+        outcome = self.book.request(
+            candidates=self.free(),
+            selector=selector,
+            holder="asker",
+            duration=timedelta(seconds=600),
+            wait=timedelta(seconds=wait),
+            now=self.now,
+            rules=RULES,
+            new_id=self.new_id,
+            ask=ask_id,
+        )
+        if isinstance(outcome, Lease):
+            assert outcome.ticket == ask_id and outcome.claimed
+            self.ever_held[outcome.id] = outcome.device
+        elif isinstance(outcome, Queued):
+            assert outcome.ticket.id == ask_id and not outcome.ticket.needs_claim
+            self.order.append(ask_id)
+
     @precondition(lambda self: self.book.leases)
     @rule(data=st.data())
     def release(self, data):
@@ -238,7 +265,9 @@ class LeaseMachine(RuleBasedStateMachine):
         offers = self.book.assign(self.free(), now=self.now, rules=RULES, new_id=self.new_id)
         for offer in offers:
             self.ever_held[offer.id] = offer.device
+            ticket_needed_claim = not offer.claimed
             assert self.book.claim(offer.ticket, now=self.now, rules=RULES) is not None
+            assert ticket_needed_claim == (not offer.ticket.startswith("ask"))
 
     @invariant()
     def never_two_holders(self):
@@ -335,3 +364,49 @@ def test_the_book_remembers_what_a_lease_update_made_the_latest_only():
     assert len(book.asked) == ASKED_KEPT and book.made_by("u-1") is None
     assert book.made_by("x" * 1000 + str(ASKED_KEPT + 4)) == f"ticket-{ASKED_KEPT + 4}"
     assert {len(key) for key in book.asked} == {24}
+
+
+def test_an_ask_is_found_by_its_own_id_granted_or_queued_and_needs_no_claim():
+    book, new_id = LeaseBook(), ids()
+    held = book.request(
+        candidates=members("a"),
+        selector={},
+        holder="first",
+        duration=timedelta(seconds=600),
+        wait=timedelta(0),
+        now=T0,
+        rules=RULES,
+        new_id=new_id,
+        ask="ask-1",
+    )
+    assert isinstance(held, Lease) and held.ticket == "ask-1" and held.claimed
+    assert book.offer_for("ask-1") is held and book.knows("ask-1") and not book.knows("ask-2")
+    queued = book.request(
+        candidates=members("a"),
+        selector={},
+        holder="second",
+        duration=timedelta(seconds=600),
+        wait=timedelta(seconds=60),
+        now=T0,
+        rules=RULES,
+        new_id=new_id,
+        ask="ask-2",
+    )
+    assert isinstance(queued, Queued) and queued.ticket.id == "ask-2"
+    assert not queued.ticket.needs_claim and book.knows("ask-2")
+    later = T0 + timedelta(seconds=5)
+    book.release(held.id, now=later)
+    (offer,) = book.assign(members("a"), now=later, rules=RULES, new_id=new_id)
+    # Granted, not offered: its idle clock runs from now, no claim window.
+    assert offer.ticket == "ask-2" and offer.claimed and offer.renewed_at == later
+    assert offer.expires_at == later + timedelta(seconds=600)
+    assert book.reap(now=later + CLAIM_WINDOW, rules=RULES, members={"a"}) == []
+
+
+def test_an_ask_turned_down_is_remembered_under_its_id():
+    book = LeaseBook()
+    said = book.refuse("ask-9", holder="h", reason=EndReason.REFUSED, message="no", now=T0)
+    assert book.knows("ask-9") and book.ended_as("ask-9") == said
+    assert said.reason == EndReason.REFUSED and said.device == ""
+    # Given back by its id: nothing held, nothing changes.
+    assert book.cancel("ask-9", now=T0) is None

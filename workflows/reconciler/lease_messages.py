@@ -13,8 +13,10 @@ from devicepool.api.v1beta1 import Duration
 from devicepool.workflows.reconciler.leases import Ended, Lease, Ticket
 
 __all__ = [
+    "ASK_PATTERN",
     "Granted",
     "LeaseAnswer",
+    "LeaseAsk",
     "LeaseRef",
     "LeaseRequest",
     "LeasesView",
@@ -26,6 +28,8 @@ __all__ = [
 ]
 
 MAX_HOLDER = 128
+# A `lease_ask`'s id: the asker's own, one token (it names the ticket and the lease's ask).
+ASK_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 # Carried in every ticket of the pool's state: a selector is a few pairs, never thousands.
 MAX_SELECTOR = 16
 
@@ -61,6 +65,15 @@ class LeaseRequest(CamelModel):
         return selector
 
 
+class LeaseAsk(LeaseRequest):
+    """Signal `lease_ask`: a `lease` asked for by signal under the asker's own id `ask`.
+    Nothing is answered: `lease_ticket` with the same id reads the grant, the place in the
+    queue, or why not (`Refused`, `TimedOut`); `lease_give_back` with it gives back either.
+    Sent again under the same id, it changes nothing."""
+
+    ask: str = Field(pattern=ASK_PATTERN)
+
+
 class TicketRef(CamelModel):
     """Update `lease_claim`, query `lease_ticket`: the ticket a `lease` answered."""
 
@@ -79,8 +92,9 @@ class RenewRequest(CamelModel):
 
 
 class ReleaseRequest(CamelModel):
-    """Update `release`: give the lease back (or drop a ticket); `replace`: the device is not
-    to be used again (a new one is made)."""
+    """Update `release`, signal `lease_give_back`: give the lease back (or drop a ticket; a
+    `lease_ask`'s id names either); `replace`: the device is not to be used again (a new one
+    is made)."""
 
     lease: str
     replace: bool = False

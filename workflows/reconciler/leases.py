@@ -7,6 +7,8 @@ tickets survive continue-as-new. The rules (docs/leases.md):
 - tickets are served first come, first served: a member that frees up is offered to the
   oldest ticket whose selector it matches, before any new request sees it;
 - an offer is claimed by its holder within `CLAIM_WINDOW`, or it goes to the next ticket;
+  a ticket asked for by signal (`lease_ask`: its id the asker's own) needs no claim: its
+  offer is the lease, and the idle clock starts with it;
 - a lease ends on release, at `expiresAt` (never past `maxDuration` from its grant), when
   its holder is silent past `idleTimeout`, or when its member is gone; the lease id is the
   fencing token: a renew or release names it, and an ended lease stays ended.
@@ -59,6 +61,7 @@ class EndReason(StrEnum):
     POOL_DELETED = "PoolDeleted"
     TIMED_OUT = "TimedOut"  # a ticket that waited its whole `wait` (or `maxWait`)
     CANCELLED = "Cancelled"  # a ticket (or the offer it had) its holder gave up on
+    REFUSED = "Refused"  # a `lease_ask` the pool turned down (no device can ever match, ...)
 
 
 # Ends no holder asked for: counted in `expired_total` (events `LeaseExpired`; the metric
@@ -75,6 +78,7 @@ NOT_USED = frozenset(
         EndReason.REPLACED,
         EndReason.UNCLAIMED,
         EndReason.CANCELLED,
+        EndReason.REFUSED,
     }
 )
 
@@ -104,6 +108,8 @@ class Ticket(CamelModel):
     duration: float
     created_at: datetime
     deadline: datetime
+    # False: asked for by signal (`lease_ask`), so its offer is granted claimed.
+    needs_claim: bool = True
 
 
 class Ended(CamelModel):
@@ -180,6 +186,15 @@ class LeaseBook(CamelModel):
             for oldest in list(self.asked)[:-ASKED_KEPT]:
                 del self.asked[oldest]
 
+    def knows(self, ask: str) -> bool:
+        """Whether a lease, a ticket or an end under this id is held or remembered (a
+        `lease_ask` sent again is answered by what its first send made)."""
+        return (
+            any(ask in (x.id, x.ticket) for x in self.leases)
+            or self.position(ask) is not None
+            or self.ended_as(ask) is not None
+        )
+
     def offer_for(self, ticket_id: str) -> Lease | None:
         return next((x for x in self.leases if x.ticket == ticket_id and ticket_id), None)
 
@@ -217,15 +232,19 @@ class LeaseBook(CamelModel):
         now: datetime,
         rules: LeaseSpec,
         new_id: Callable[[], str],
+        ask: str = "",
     ) -> Lease | Queued | NotGranted:
         """A lease now, a ticket in the queue (`wait` > 0), or why neither. Tickets already
         waiting are served first (`assign`), so a free member matching this selector is one
-        no earlier ticket wants."""
+        no earlier ticket wants. `ask`: the asker's id (`lease_ask`): the ticket's, and the
+        lease's `ticket` when granted at once, so that it is found by it either way."""
         self.assign(candidates, now=now, rules=rules, new_id=new_id)
         seconds = min(duration.total_seconds(), rules.max_duration)
         member = self._free(candidates, selector)
         if member is not None:
-            return self._grant(member, holder, dict(selector), seconds, now, rules, new_id())
+            lease = self._grant(member, holder, dict(selector), seconds, now, rules, new_id())
+            lease.ticket = ask
+            return lease
         if wait <= timedelta(0):
             return NotGranted("no ready device matching the selector is free")
         if len(self.tickets) >= rules.queue.max:
@@ -235,12 +254,13 @@ class LeaseBook(CamelModel):
             )
         wait = min(wait, timedelta(seconds=rules.queue.max_wait))
         ticket = Ticket(
-            id=new_id(),
+            id=ask or new_id(),
             holder=holder,
             selector=dict(selector),
             duration=seconds,
             created_at=now,
             deadline=now + wait,
+            needs_claim=not ask,
         )
         self.tickets.append(ticket)
         return Queued(ticket, len(self.tickets))
@@ -263,7 +283,8 @@ class LeaseBook(CamelModel):
             lease = self._grant(
                 member, ticket.holder, ticket.selector, ticket.duration, now, rules, new_id()
             )
-            lease.ticket, lease.claimed, lease.queued_at = ticket.id, False, ticket.created_at
+            lease.ticket, lease.queued_at = ticket.id, ticket.created_at
+            lease.claimed = not ticket.needs_claim
             offers.append(lease)
         return offers
 
@@ -297,6 +318,13 @@ class LeaseBook(CamelModel):
         if lease is None:
             return self.ended_as(lease_id)
         return self._end(lease, EndReason.RELEASED, now)
+
+    def refuse(
+        self, ask: str, *, holder: str, reason: EndReason, message: str, now: datetime
+    ) -> Ended:
+        """A `lease_ask` turned down: remembered under its id, for its asker to read."""
+        ended = Ended(id=ask, ticket=ask, holder=holder, reason=reason, at=now, message=message)
+        return self._remember(ended)
 
     def cancel(self, ticket_id: str, *, now: datetime) -> Ended | None:
         """A holder gives up on its ticket: dropped, or the offer it had (never used) ends;

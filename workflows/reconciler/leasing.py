@@ -3,9 +3,11 @@ and changes, the reaper that ends what is due, and what the status shows of them
 
 No handler waits for a device (Temporal allows 10 updates in flight per workflow): a
 `lease` that finds none free leaves a ticket, which the client polls with the `lease_ticket`
-query (no history) and claims with `lease_claim` once offered. A run hands over after
-`UPDATES_PER_RUN` lease updates (Temporal allows 2,000 per run). How it fits the pass:
-docs/leases.md.
+query (no history) and claims with `lease_claim` once offered. The signals `lease_ask` and
+`lease_give_back` do the same without an update in flight (Temporal's 10 a workflow do not
+bound how many clients ask at once): the asker names its ticket, reads it with
+`lease_ticket`, and claims nothing. A run hands over after `UPDATES_PER_RUN` lease
+messages (Temporal allows 2,000 updates per run). How it fits the pass: docs/leases.md.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.reconciler.kind import Kind
     from devicepool.workflows.reconciler.lease_messages import (
         LeaseAnswer,
+        LeaseAsk,
         LeaseRequest,
         LeasesView,
         ReleaseAnswer,
@@ -130,6 +133,40 @@ class Leasing:
             )
         # The validator refused this on the same state: only a handler run without one.
         return LeaseAnswer(ended=LEASE_NOT_GRANTED, message=outcome.message)
+
+    def ask(self, request: LeaseAsk) -> None:
+        """Signal `lease_ask`: `lease` under the asker's id, its outcome kept in the book (a
+        lease whose `ticket` is the id, a ticket of that id needing no claim, or an end:
+        `Refused`, or `TimedOut` when nothing is free and it would not wait). Sent again, it
+        changes nothing."""
+        self._count()
+        book, now = self.book, workflow.now()
+        if book.knows(request.ask):
+            return
+        holder = request.holder
+        problem = (
+            f"pool {self.h.name!r} is being deleted"
+            if self.h.s.deleting
+            else self.kind.lease_problem(request.selector)
+        )
+        if problem is not None:
+            book.refuse(
+                request.ask, holder=holder, reason=EndReason.REFUSED, message=problem, now=now
+            )
+            return
+        self.settle()
+        outcome = book.request(**self._asked(request), new_id=self._new_id, ask=request.ask)
+        if isinstance(outcome, Lease):
+            self._said_granted(outcome)
+        elif isinstance(outcome, NotGranted):
+            reason = EndReason.REFUSED if outcome.full else EndReason.TIMED_OUT
+            book.refuse(request.ask, holder=holder, reason=reason, message=outcome.message, now=now)
+        self.shown()
+
+    def give_back(self, request: ReleaseRequest) -> None:
+        """Signal `lease_give_back`: `release` without an answer (an id the pool does not
+        know changes nothing)."""
+        self.release(request)
 
     def _made_again(self, made: str) -> LeaseAnswer:
         """A `lease` sent again: the lease its first send granted, or the state of the ticket

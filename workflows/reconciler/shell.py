@@ -2,7 +2,8 @@
 
 Messages: update `scale_update`, signals `scale` and `wake`, queries `status`, `spec`,
 `events`; the lease updates `lease`, `lease_claim`, `renew`, `release` and queries `leases`,
-`lease_ticket` (`leasing.py`); update `lease_connect` (`connecting.py`). Continue-as-new:
+`lease_ticket`, signals `lease_ask`, `lease_give_back` (`leasing.py`); update
+`lease_connect` (`connecting.py`). Continue-as-new:
 `hand_over_if_due`, after each pass and between teardown steps.
 """
 
@@ -32,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.reconciler.kind import Kind, SpecT, StateT
     from devicepool.workflows.reconciler.lease_messages import (
         LeaseAnswer,
+        LeaseAsk,
         LeaseRef,
         LeaseRequest,
         LeasesView,
@@ -285,6 +287,14 @@ class Reconciler(Generic[SpecT, StateT]):
     @release.validator
     def _validate_release(self, request: ReleaseRequest) -> None:
         self.leasing.check_release(request)
+
+    @workflow.signal(name=names.SIGNAL_LEASE_ASK)
+    def lease_ask(self, request: LeaseAsk) -> None:
+        self.leasing.ask(request)
+
+    @workflow.signal(name=names.SIGNAL_LEASE_GIVE_BACK)
+    def lease_give_back(self, request: ReleaseRequest) -> None:
+        self.leasing.give_back(request)
 
     @workflow.update(name=names.UPDATE_LEASE_CONNECT)
     async def lease_connect(self, request: LeaseRef) -> ConnectAnswer:
