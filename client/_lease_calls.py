@@ -60,6 +60,7 @@ __all__ = [
     "per_pool",
     "query",
     "query_gate",
+    "signal",
     "turned_away",
     "update",
     "update_gate",
@@ -238,6 +239,48 @@ async def update(
                     spent = time.monotonic() - begun
                     raise TemporalBusy(
                         f"{pools._side(kind).shown(name)}: the {update} update was turned away"
+                        f" for {spent:.1f}s: {why}"
+                    ) from err
+                await asyncio.sleep(min(next(pauses), left))
+
+
+async def signal(
+    pools: PoolClient,
+    handle: WorkflowHandle[Any, Any],
+    name: str,
+    kind: str | None,
+    signal: str,
+    arg: Any,
+    *,
+    until: float | None = None,
+    on_sent: Callable[[], None] | None = None,
+) -> None:
+    """Send the signal; tried again while Temporal turns it away (a rate limit), until
+    `until` (default `BUSY_SECONDS` from now), then `TemporalBusy`. A lease signal sent
+    twice changes nothing (the pool knows the ask's id; a give-back of what ended is no
+    news). A cancel while it is in flight is raised as `CancelledError` (whether it
+    arrived is not known)."""
+    begun = time.monotonic()
+    until = begun + BUSY_SECONDS if until is None else until
+    pauses = _backoff()
+    with pools._errors(name, writing=True, kind=kind):
+        while True:
+            try:
+                if on_sent is not None:  # from here on, the pool may have it
+                    on_sent()
+                await handle.signal(signal, arg, rpc_timeout=UPDATE_TIMEOUT)
+                return
+            except RPCError as err:
+                if err.status == RPCStatusCode.CANCELLED and cancelling():
+                    raise asyncio.CancelledError() from err
+                why = turned_away(err)
+                if why is None:
+                    raise
+                left = until - time.monotonic()
+                if left <= 0:
+                    spent = time.monotonic() - begun
+                    raise TemporalBusy(
+                        f"{pools._side(kind).shown(name)}: the {signal} signal was turned away"
                         f" for {spent:.1f}s: {why}"
                     ) from err
                 await asyncio.sleep(min(next(pauses), left))

@@ -1,14 +1,17 @@
 """Leases from the user's side: `PoolClient.lease`, `acquire_lease`, `renew_lease`,
-`release_lease` and `leases`, over one pool's updates and queries (docs/leases.md).
+`release_lease` and `leases`, over one pool's signals, updates and queries (docs/leases.md).
 
-A `lease` update grants at once or answers a ticket; a waiting ticket is looked up every
-`POLL_SECONDS` in the pool's queue (the `leases` query, one for all of a client's waiters:
-`_lease_watch`; no history, no update) and claimed with `lease_claim` once the pool offers
-it a device. Giving up (the wait ran out, a cancel) drops the ticket, or releases the
-device offered meanwhile; a `lease` cut short in flight is sent again under its id and
-what it made given back (`_take_back`). The context manager renews in the background (`_lease_keeper`),
-to keep the idle clock, never past the lease's end. What is checked before any call:
-`_lease_input`; how calls go out under load: `_lease_calls`."""
+A lease is asked for by signal (`lease_ask`, under an id of the client's own) and its
+outcome read with the `lease_ticket` query: granted, waiting (looked up every
+`POLL_SECONDS`, in the pool's queue when several of a client's asks wait: `_lease_watch`),
+or ended (refused, none free). Neither takes one of the 10 updates Temporal lets a
+workflow have in flight, so any number of clients can ask at once (bench/leases.py).
+Giving up (the wait ran out, a cancel, an ask cut short in flight) gives the ask back by
+signal (`lease_give_back`): its ticket, or the device granted meanwhile. The context
+manager renews in the background (`_lease_keeper`, the `renew` update), to keep the idle
+clock, never past the lease's end, and gives the lease back by signal on the way out;
+`release_lease` is the `release` update (it answers how the lease ended). What is checked
+before any call: `_lease_input`; how calls go out under load: `_lease_calls`."""
 
 from __future__ import annotations
 
@@ -24,8 +27,8 @@ from temporalio.client import WorkflowHandle
 
 from devicepool.api.names import (
     QUERY_LEASE_TICKET,
-    UPDATE_LEASE,
-    UPDATE_LEASE_CLAIM,
+    SIGNAL_LEASE_ASK,
+    SIGNAL_LEASE_GIVE_BACK,
     UPDATE_RELEASE,
 )
 from devicepool.client import _lease_calls, _lease_watch
@@ -43,23 +46,21 @@ from devicepool.client._lease_input import (
 from devicepool.client._lease_input import lease_id as _lease_id
 from devicepool.client._lease_keeper import Keeper, renew, renew_every
 from devicepool.client._lease_watch import view
-from devicepool.client._temporal_errors import NoWorkerInTime
 from devicepool.client._validation import validate_name
 from devicepool.client.errors import (
     DevicePoolError,
-    LeaseGone,
     LeaseNotGranted,
     LeaseRefused,
+    TemporalBusy,
 )
 from devicepool.workflows.reconciler.lease_messages import (
     Granted,
     LeaseAnswer,
-    LeaseRequest,
+    LeaseAsk,
     ReleaseAnswer,
     ReleaseRequest,
     TicketRef,
 )
-from devicepool.workflows.reconciler.leasing import LEASE_GONE
 
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
@@ -70,6 +71,7 @@ __all__ = [
     "LeaseProgress",
     "acquire",
     "default_holder",
+    "give_back",
     "held",
     "lease_errors",
     "lease_request",
@@ -82,10 +84,14 @@ __all__ = [
     "view",
 ]
 
-# How often a queued ticket is looked up (a query: no history), well inside the claim window.
+# How often a waiting ask is looked up (a query: no history).
 POLL_SECONDS = 1.0
-# A ticket given up is dropped within this, or left to end at its deadline (no worker answers).
+# An ask given up is given back within this, or left to end at its deadline (a ticket) or
+# its idle timeout (a lease granted meanwhile) when Temporal does not take the signal.
 DROP_SECONDS = 10.0
+# However short the wait (0 too), an ask's outcome is read for at least this long while the
+# polls go unanswered (a worker restarting, the query buffer full under load).
+ANSWER_SECONDS = 10.0
 
 T = TypeVar("T")
 
@@ -93,7 +99,12 @@ T = TypeVar("T")
 LeaseProgress = Callable[[dict[str, Any]], None]
 
 # How a ticket can end while waited for, and what the wait then does.
-_TIMED_OUT, _POOL_DELETED = "TimedOut", "PoolDeleted"
+_TIMED_OUT, _POOL_DELETED, _REFUSED, _NOT_GRANTED = (
+    "TimedOut",
+    "PoolDeleted",
+    "Refused",
+    "NotGranted",
+)
 
 
 async def acquire(
@@ -114,89 +125,40 @@ async def acquire(
     handle = await pools._running(name, kind)
     deadline = time.monotonic() + request.wait
     while True:
-        # Tried again while it is turned away, as long as the wait lasts; one update id for
-        # all the tries: a retry answers what the first try made, never a second grant.
-        update_id = f"{UPDATE_LEASE}-{uuid.uuid4()}"
-        asked = RoundTrip()
+        # A new id for each ask: an id the pool knows changes nothing when sent again.
+        ask = LeaseAsk(ask=f"ask-{uuid.uuid4().hex}", **request.model_dump())
+        waited = _Waited(pools, handle, name, kind, ask.ask, deadline, on_progress)
         try:
-            answer = await _lease_calls.update(
+            await _lease_calls.signal(
                 pools,
                 handle,
                 name,
                 kind,
-                UPDATE_LEASE,
-                request,
-                until=deadline,
-                update_id=update_id,
-                on_sent=asked.start,
+                SIGNAL_LEASE_ASK,
+                ask,
+                until=deadline,  # the lease's own wait is its budget
+                on_sent=waited.sent,
             )
-        except (asyncio.CancelledError, NoWorkerInTime) as err:
-            if asked.tried:  # applied, maybe: what it made is given back
-                await _take_back(pools, handle, name, kind, request, update_id, err)
+        except TemporalBusy:
+            raise  # every try turned away: none arrived, nothing to give back
+        except BaseException:
+            if waited.tried:  # it may have arrived: what it made is given back
+                await waited.give_up()
             raise
-        asked.done()
-        if answer.granted is not None:
-            return granted_lease(pools, answer.granted, kind_name, request.duration, asked)
-        if answer.ticket is None:  # a worker's handler run without its validator: not granted
-            raise LeaseNotGranted(f"{pools._side(kind).shown(name)}: {answer.message}")
-        waited = _Waited(pools, handle, name, kind, answer.ticket, deadline, on_progress)
         granted = await waited.granted()
         if granted is not None:
             return granted_lease(pools, granted, kind_name, request.duration, waited.asked)
-        # The ticket ended with time left (its offer went unclaimed, its device was lost):
-        # in the queue again, at its end, for what is left of the wait.
+        # The ask ended with time left (its lease ended before its holder heard of it, the
+        # pool forgot it): asked again, at the end of the queue, for what is left of the wait.
         left = deadline - time.monotonic()
         if left <= 0:
             raise waited.not_granted()
         request = request.model_copy(update={"wait": left})
 
 
-async def _take_back(
-    pools: PoolClient,
-    handle: WorkflowHandle[Any, Any],
-    name: str,
-    kind: str | None,
-    request: LeaseRequest,
-    update_id: str,
-    err: BaseException,
-) -> None:
-    """A `lease` cut short (a cancel, or no answer within its RPC timeout) may have been
-    applied all the same, or be applied once a worker takes it: sent again under its id, it
-    answers what it made (or makes it now), which is given back: a device nobody knows the
-    lease of is held by nobody. Shielded: a second cancel must not leave it held; bounded
-    (`DROP_SECONDS`): with no worker, what it may make meanwhile ends at its idle timeout."""
-
-    async def undo() -> None:
-        try:
-            answer = await _lease_calls.update(
-                pools,
-                handle,
-                name,
-                kind,
-                UPDATE_LEASE,
-                request,
-                until=time.monotonic() + DROP_SECONDS,
-                update_id=update_id,
-            )
-        except (LeaseNotGranted, LeaseRefused):
-            return  # nothing made
-        if answer.granted is not None:
-            await release(pools, name, answer.granted.lease, kind=kind)
-        elif answer.ticket is not None:
-            await _Waited(pools, handle, name, kind, answer.ticket, 0.0, None)._drop()
-
-    try:
-        await asyncio.wait_for(asyncio.shield(undo()), DROP_SECONDS)
-    except (DevicePoolError, TimeoutError) as failed:
-        said = str(failed) or f"no answer within {DROP_SECONDS:.0f}s"
-        err.add_note(
-            f"a lease it may have made under holder {request.holder!r} was not given back:"
-            f" {said} (it ends at its idle timeout)"
-        )
-
-
 class _Waited:
-    """One ticket waited for: polled, claimed when offered, dropped when given up."""
+    """One ask waited for: its ticket polled (a query: no history) until it is granted or
+    ended, and given back when given up."""
 
     def __init__(
         self,
@@ -211,11 +173,21 @@ class _Waited:
         self.pools, self.handle, self.name, self.kind = pools, handle, name, kind
         self.ticket, self.deadline, self.on_progress = ticket, deadline, on_progress
         self.said = "no ready device matching the selector came free"
-        self.over = False  # the ticket ended at the pool: nothing to drop
+        self.over = False  # the ask ended at the pool: nothing to give back
+        self.tried = False  # the ask was sent (it may have arrived)
         self.unanswered: str | None = None  # why the last poll went unanswered
+        # However short the wait, the ask's outcome is read for this long: polls turned
+        # away under load must not pass for "none free" while the pool granted one.
+        self.answer_by = time.monotonic() + ANSWER_SECONDS
         self.looked = time.monotonic()  # the pool's queue is looked at again after this
         self.queue: _lease_watch.Look | None = None  # this client's look at it (`granted`)
-        self.asked = RoundTrip()  # the claim's round trip (`granted_lease`)
+        # Our clock around the grant: from the ask sent, or the last poll that saw it
+        # waiting, to the poll that saw it granted (`granted_lease`: the pool's clock).
+        self.asked = RoundTrip()
+
+    def sent(self) -> None:
+        self.tried = True
+        self.asked.start()
 
     def not_granted(self) -> LeaseNotGranted:
         said = self.said
@@ -224,29 +196,39 @@ class _Waited:
         return LeaseNotGranted(f"{self.pools._side(self.kind).shown(self.name)}: {said}")
 
     async def granted(self) -> Granted | None:
-        """The lease claimed; None when the ticket ended otherwise with time left."""
+        """The lease granted; None when the ask ended otherwise with time left."""
         try:
             with _lease_watch.waiting(self.pools, self.handle) as self.queue:
                 return await self._poll()
         except BaseException:
             # Given up (the wait ran out, a cancel, an error): the place in the queue, or
-            # the device offered meanwhile, goes to the next one now rather than at its
-            # deadline. Shielded: a second cancel must not leave it held (and is not
-            # swallowed); bounded: with no worker to take it, it ends at its deadline anyway.
+            # the device granted meanwhile, goes to the next one now rather than at its
+            # deadline or idle timeout.
             if not self.over:
-                with contextlib.suppress(DevicePoolError, TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(self._drop()), DROP_SECONDS)
+                await self.give_up()
             raise
+
+    async def give_up(self) -> None:
+        """Give the ask back (its ticket, or the lease it was granted meanwhile). Shielded:
+        a second cancel must not leave it held (and is not swallowed); bounded: with no
+        Temporal to take it, the ticket ends at its deadline and a lease at its idle
+        timeout. A signal that arrives after this one (a cut-short send the server still
+        took) is such a lease."""
+        with contextlib.suppress(DevicePoolError, TimeoutError):
+            await asyncio.wait_for(
+                asyncio.shield(give_back(self.pools, self.name, self.ticket, kind=self.kind)),
+                DROP_SECONDS,
+            )
 
     async def _poll(self) -> Granted | None:
         while True:
             answer = await self._ask()
-            if answer is not None and answer.granted is not None:  # offered: claim it now
-                claimed = await self._claim()
-                if claimed is not None:
-                    return claimed
-                # Withdrawn meanwhile: the next poll says why.
-            elif answer is not None and answer.position is not None:
+            now = time.monotonic()
+            if answer is not None and answer.granted is not None:
+                self.asked.done()
+                return answer.granted
+            if answer is not None and answer.position is not None:
+                self.asked.start()  # granted after this, if at all
                 if self.on_progress is not None:
                     self.on_progress(
                         {
@@ -258,22 +240,24 @@ class _Waited:
             elif answer is not None and answer.ended is not None:
                 self._ended(answer)
                 return None
-            if time.monotonic() >= self.deadline:
+            if now >= self.deadline and (answer is not None or now >= self.answer_by):
                 raise self.not_granted()
-            await asyncio.sleep(min(POLL_SECONDS, max(0.0, self.deadline - time.monotonic())))
+            pause = max(self.deadline, self.answer_by) - now
+            await asyncio.sleep(min(POLL_SECONDS, max(0.0, pause)))
 
     def _ended(self, answer: LeaseAnswer) -> None:
-        """A ticket that ended at the pool: refused (deleted), not granted (its wait ran out),
-        or (returns) asked again by the caller while the wait lasts."""
+        """An ask that ended at the pool: refused (no device can ever match, the queue is
+        full, the pool is deleted), not granted (none free, or its wait ran out), or
+        (returns) asked again by the caller while the wait lasts."""
         self.said = answer.message or f"ticket {self.ticket} ended: {answer.ended}"
         self.over = True
-        if answer.ended == _POOL_DELETED:
+        if answer.ended in (_REFUSED, _POOL_DELETED):
             raise LeaseRefused(f"{self.pools._side(self.kind).shown(self.name)}: {self.said}")
-        if answer.ended == _TIMED_OUT:
+        if answer.ended in (_TIMED_OUT, _NOT_GRANTED):
             raise self.not_granted()
 
     async def _ask(self) -> LeaseAnswer | None:
-        """The ticket's state; None when the pool could not answer now (no worker in time,
+        """The ask's state; None when the pool could not answer now (no worker in time,
         a worker restarting, Temporal's query buffer full): asked again at the next poll.
         Its place read in the look at the queue this client's waiters share, when several
         wait; asked of the ticket itself otherwise, and once it left the queue."""
@@ -290,10 +274,10 @@ class _Waited:
         if place is not None:  # still waiting
             self.unanswered = None
             return LeaseAnswer(ticket=self.ticket, position=place)
-        return await self._ask_ticket()  # offered (claim it), or ended: how
+        return await self._ask_ticket()  # granted, or ended: how
 
     async def _ask_ticket(self) -> LeaseAnswer | None:
-        """The ticket's own state (`lease_ticket`); None when the pool could not answer."""
+        """The ask's own state (`lease_ticket`); None when the pool could not answer."""
         try:
             answer = await _lease_calls.query(
                 self.pools,
@@ -310,34 +294,22 @@ class _Waited:
         self.unanswered = None
         return answer if isinstance(answer, LeaseAnswer) else LeaseAnswer.model_validate(answer)
 
-    async def _claim(self) -> Granted | None:
-        self.asked = RoundTrip()
-        try:
-            answer = await _lease_calls.update(
-                self.pools,
-                self.handle,
-                self.name,
-                self.kind,
-                UPDATE_LEASE_CLAIM,
-                TicketRef(ticket=self.ticket),
-                on_sent=self.asked.start,
-            )
-        except LeaseGone:
-            return None
-        self.asked.done()
-        return answer.granted
 
-    async def _drop(self) -> None:
-        """Release the ticket; if the pool offered it a device meanwhile (the ticket is a
-        lease now), release that lease: the pool answers a ticket claimed (a claim cut
-        short after the pool applied it) as no lease (`LeaseGone`, an error or a reason)."""
-        with contextlib.suppress(LeaseGone):
-            dropped = await release(self.pools, self.name, self.ticket, kind=self.kind)
-            if dropped.reason != LEASE_GONE:
-                return
-        answer = await self._ask_ticket()
-        if answer is not None and answer.granted is not None:
-            await release(self.pools, self.name, answer.granted.lease, kind=self.kind)
+async def give_back(
+    pools: PoolClient,
+    name: str,
+    lease: Lease | str,
+    *,
+    replace: bool = False,
+    kind: str | None = None,
+) -> None:
+    """Give the lease (or the ask, whatever it made) back by signal: nothing answered, and
+    never turned away for Temporal's limit on updates in flight. Sent twice, or for what
+    ended already, it changes nothing."""
+    kind = kind or (lease.kind if isinstance(lease, Lease) else None)
+    handle = _handle(pools, name, kind)
+    request = ReleaseRequest(lease=_lease_id(lease), replace=replace)
+    await _lease_calls.signal(pools, handle, name, kind, SIGNAL_LEASE_GIVE_BACK, request)
 
 
 async def release(
@@ -371,7 +343,7 @@ async def or_given_back(pools: PoolClient, name: str, lease: Lease, step: Awaita
         if not (cancel or _lease_calls.cancelling()):
             raise
         with contextlib.suppress(DevicePoolError, TimeoutError):
-            await asyncio.wait_for(asyncio.shield(release(pools, name, lease)), DROP_SECONDS)
+            await asyncio.wait_for(asyncio.shield(give_back(pools, name, lease)), DROP_SECONDS)
         if cancel:
             raise
         raise asyncio.CancelledError() from err  # the SDK's word for it (`cancelling`)
@@ -391,7 +363,7 @@ async def held(
     wait: timedelta | float | str | None = None,
     holder: str | None = None,
 ) -> AsyncIterator[Lease]:
-    """`PoolClient.lease`: acquire, renew in the background, release on the way out
+    """`PoolClient.lease`: acquire, renew in the background, give back on the way out
     (an exception or a cancel too)."""
     lease = await acquire(
         pools, name, kind=kind, selector=selector, duration=duration, wait=wait, holder=holder
@@ -409,8 +381,7 @@ async def held(
             err.add_note(f"and the lease was not released: {failed} (it ends at its idle timeout)")
         raise
     await _stop(renewing)
-    with contextlib.suppress(LeaseGone):  # ended already (and forgotten): nothing held
-        await asyncio.shield(release(pools, name, lease))  # a cancel now must not leave it held
+    await asyncio.shield(give_back(pools, name, lease))  # a cancel now must not leave it held
 
 
 async def _stop(task: asyncio.Task[None]) -> None:
@@ -420,12 +391,10 @@ async def _stop(task: asyncio.Task[None]) -> None:
 
 
 async def _release_on_error(pools: PoolClient, name: str, lease: Lease) -> DevicePoolError | None:
-    """Release while an exception (or a cancel) is on its way out: its failure is returned, not
-    raised in the exception's place (a second cancel still is: the release goes on, shielded)."""
+    """Give back while an exception (or a cancel) is on its way out: its failure is returned,
+    not raised in the exception's place (a second cancel still is: it goes on, shielded)."""
     try:
-        await asyncio.shield(release(pools, name, lease))
-    except LeaseGone:
-        return None
+        await asyncio.shield(give_back(pools, name, lease))
     except DevicePoolError as err:
         return err
     return None

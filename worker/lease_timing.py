@@ -1,5 +1,6 @@
 """`devicepool_lease_wait_seconds`: how long each granted lease waited, from the answers of the
-`lease` and `lease_claim` updates (both kinds), read from outside the workflow code."""
+`lease` and `lease_claim` updates and of the `lease_ticket` query (an ask's grant, as its
+holder reads it), both kinds, read from outside the workflow code."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.worker import (
+    HandleQueryInput,
     HandleUpdateInput,
     Interceptor,
     WorkflowInboundInterceptor,
@@ -16,7 +18,7 @@ from temporalio.worker import (
 
 from devicepool.activities.metrics import Metrics
 from devicepool.api.kinds import KINDS
-from devicepool.api.names import UPDATE_LEASE, UPDATE_LEASE_CLAIM
+from devicepool.api.names import QUERY_LEASE_TICKET, UPDATE_LEASE, UPDATE_LEASE_CLAIM
 
 __all__ = ["LeaseWaitInterceptor"]
 
@@ -29,7 +31,7 @@ SEEN_KEPT = 1000
 class LeaseWaitInterceptor(Interceptor):
     """Observes `Granted.waitedSeconds` of every grant a pool's `lease` or `lease_claim`
     update answers (a `lease` granted at once: 0; a claimed offer: how long its ticket
-    waited).
+    waited), and of every grant a `lease_ticket` query answers (an ask's: by signal).
 
     Replay-safe as `ReconcileInterceptor`: an update handler run again while a history is
     replayed (a worker restart, a cache eviction) records nothing, and nothing read here flows
@@ -57,12 +59,20 @@ class LeaseWaitInterceptor(Interceptor):
             async def handle_update_handler(self, input: HandleUpdateInput) -> Any:
                 answer = await super().handle_update_handler(input)
                 if self._pool is not None and input.update in GRANTING_UPDATES:
-                    self._observe(answer)
+                    self._observe(answer, replaying=workflow.unsafe.is_replaying())
                 return answer
 
-            def _observe(self, answer: Any) -> None:
+            async def handle_query(self, input: HandleQueryInput) -> Any:
+                # An ask's grant (`lease_ask`: no update answers it) is seen when its holder
+                # reads it; a query is never replayed, and a holder stops asking once granted.
+                answer = await super().handle_query(input)
+                if self._pool is not None and input.query == QUERY_LEASE_TICKET:
+                    self._observe(answer, replaying=False)
+                return answer
+
+            def _observe(self, answer: Any, *, replaying: bool) -> None:
                 grant = _grant(answer)
-                if grant is None or grant[0] in self._seen or workflow.unsafe.is_replaying():
+                if grant is None or grant[0] in self._seen or replaying:
                     return
                 if len(self._seen) >= SEEN_KEPT:
                     self._seen.clear()

@@ -1,9 +1,9 @@
 """The lease client cut short, against the in-process pools of `test_leases_client`: a
-cancel or a timeout while an update is in flight (the SDK raises
-`WorkflowUpdateRPCTimeoutOrCancelledError` for both, the update applied or not) leaves
-nothing held and reaches the caller as the cancel it is; a queued lease's renewals keep
-its end under a pool clock that is not ours; what the Python API is given is checked
-as the CLI checks it."""
+cancel or a timeout while an ask (a signal) or a renew (an update: the SDK raises
+`WorkflowUpdateRPCTimeoutOrCancelledError` for a cancel, applied or not) is in flight
+leaves nothing held and reaches the caller as the cancel it is; a renew cancelled at the
+gate is never sent; a queued lease's renewals keep its end under a pool clock that is not
+ours; what the Python API is given is checked as the CLI checks it."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
 from devicepool.api.v1beta1 import LeaseSpec
 from devicepool.client import BadInput, _lease_calls, _lease_keeper
 from devicepool.client._leases import default_holder
-from devicepool.client._temporal_errors import NoWorkerInTime
 from devicepool.client.cli import main
 from tests.client.test_leases_client import LeasePool, Temporal, client_of
 
@@ -31,9 +30,9 @@ def _quick_polls(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class Slow(LeasePool):
-    """A pool whose worker applies an update, then is `slow[name]` seconds answering it: a
-    cancel meanwhile is raised as the SDK raises it; `timeout` ends the wait as the
-    update's RPC timeout would. Its clock is ours plus `skew`."""
+    """A pool whose worker applies an update (or the server a signal), then is `slow[name]`
+    seconds answering it: a cancel meanwhile is raised as the SDK raises it; `timeout`
+    ends the wait as the update's RPC timeout would. Its clock is ours plus `skew`."""
 
     def __init__(self, *devices: str, rules: LeaseSpec | None = None) -> None:
         super().__init__("p", list(devices), rules)
@@ -48,6 +47,11 @@ class Slow(LeasePool):
 
     def now(self) -> datetime:
         return datetime.now(UTC) + self.skew
+
+    async def signal(self, name: str, arg: Any, **options: Any) -> None:
+        await super().signal(name, arg, **options)
+        self.landed(name).set()
+        await asyncio.sleep(self.slow.get(name, 0.0))
 
     async def execute_update(self, name: str, arg: Any, **options: Any) -> Any:
         answer = await super().execute_update(name, arg, **options)
@@ -64,9 +68,9 @@ class Slow(LeasePool):
         return answer
 
 
-async def test_a_cancel_during_the_lease_update_leaves_nothing_held() -> None:
+async def test_a_cancel_during_the_ask_leaves_nothing_held() -> None:
     pool = Slow("d-1")
-    pool.slow["lease"] = 0.15
+    pool.slow["lease_ask"] = 0.15
     client = client_of(pool)
     entered = False
 
@@ -76,8 +80,8 @@ async def test_a_cancel_during_the_lease_update_leaves_nothing_held() -> None:
             entered = True
 
     task = asyncio.ensure_future(user())
-    await pool.landed("lease").wait()
-    assert pool.book.leases  # granted at the pool, the answer on its way
+    await pool.landed("lease_ask").wait()
+    assert pool.book.leases  # granted at the pool, the signal's call not yet back
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -85,9 +89,9 @@ async def test_a_cancel_during_the_lease_update_leaves_nothing_held() -> None:
     assert pool.book.ended[-1].reason == "Released"
 
 
-async def test_a_timeout_around_a_lease_in_flight_is_a_timeout_and_nothing_held() -> None:
+async def test_a_timeout_around_an_ask_in_flight_is_a_timeout_and_nothing_held() -> None:
     pool = Slow("d-1")
-    pool.slow["lease"] = 0.15
+    pool.slow["lease_ask"] = 0.15
     client = client_of(pool)
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.05), client.lease("p"):
@@ -95,14 +99,14 @@ async def test_a_timeout_around_a_lease_in_flight_is_a_timeout_and_nothing_held(
     assert pool.book.leases == []
 
 
-async def test_a_cancel_during_a_queued_lease_s_update_drops_its_ticket() -> None:
+async def test_a_cancel_during_a_queued_ask_drops_its_ticket() -> None:
     pool = Slow("d-1")
     client = client_of(pool)
     await client.acquire_lease("p")
-    pool.slow["lease"] = 0.15
-    pool.landed("lease").clear()
+    pool.slow["lease_ask"] = 0.15
+    pool.landed("lease_ask").clear()
     task = asyncio.ensure_future(client.acquire_lease("p", wait=30))
-    await pool.landed("lease").wait()
+    await pool.landed("lease_ask").wait()
     assert pool.book.tickets
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -110,48 +114,23 @@ async def test_a_cancel_during_a_queued_lease_s_update_drops_its_ticket() -> Non
     assert pool.book.tickets == [] and len(pool.book.leases) == 1
 
 
-async def test_a_lease_cancelled_before_it_was_sent_is_not_sent_at_all(
+async def test_a_renew_cancelled_before_it_was_sent_is_not_sent_at_all(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(_lease_calls, "UPDATES_IN_FLIGHT", 1)
     pool = Slow("d-1", "d-2")
-    pool.slow["lease"] = 0.1
     client = client_of(pool)
-    first = asyncio.ensure_future(client.acquire_lease("p"))  # in flight: the gate is full
-    await pool.landed("lease").wait()
-    second = asyncio.ensure_future(client.acquire_lease("p"))  # waits at the gate
+    one, two = await client.acquire_lease("p"), await client.acquire_lease("p")
+    pool.slow["renew"] = 0.1
+    first = asyncio.ensure_future(client.renew_lease("p", one))  # in flight: the gate is full
+    await pool.landed("renew").wait()
+    second = asyncio.ensure_future(client.renew_lease("p", two))  # waits at the gate
     await asyncio.sleep(0.01)
     second.cancel()
     with pytest.raises(asyncio.CancelledError):
         await second
     await first
-    assert pool.asked.count("lease") == 1 and len(pool.book.leases) == 1
-
-
-async def test_a_cancel_during_the_claim_releases_the_lease_claimed() -> None:
-    pool = Slow("d-1")
-    client = client_of(pool)
-    first = await client.acquire_lease("p")
-    pool.slow["lease_claim"] = 0.15
-    pool.landed("lease").clear()
-    task = asyncio.ensure_future(client.acquire_lease("p", wait=30))
-    await pool.landed("lease").wait()
-    await client.release_lease("p", first)
-    await pool.landed("lease_claim").wait()  # claimed at the pool, the answer on its way
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert pool.book.leases == [] and pool.book.ended[-1].reason == "Released"
-
-
-async def test_a_lease_update_that_times_out_after_its_grant_is_released() -> None:
-    # No worker answered within the update's RPC timeout, but one applied it meanwhile.
-    pool = Slow("d-1")
-    pool.slow["lease"], pool.timeout = 0.01, True
-    client = client_of(pool)
-    with pytest.raises(NoWorkerInTime):
-        await client.acquire_lease("p")
-    assert pool.book.leases == [] and pool.asked.count("lease") == 2  # sent again by its id
+    assert pool.asked.count("renew") == 1
 
 
 async def test_a_cancel_during_a_background_renew_ends_the_holder_at_once(
@@ -198,9 +177,9 @@ async def test_a_claimed_lease_s_first_renew_keeps_its_end_under_clock_skew(
             ends.append(held.expires_at)
             inside.set()
 
-    pool.landed("lease").clear()
+    pool.landed("lease_ask").clear()
     task = asyncio.ensure_future(user())
-    await pool.landed("lease").wait()
+    await pool.landed("lease_ask").wait()
     await client.release_lease("p", first)
     await asyncio.wait_for(task, 5)
     assert inside.is_set()

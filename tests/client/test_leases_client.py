@@ -140,6 +140,47 @@ class LeasePool:
             return LeaseAnswer(ticket=outcome.ticket.id, position=outcome.position)
         return LeaseAnswer(granted=granted(self.name, outcome))
 
+    async def signal(self, name: str, arg: Any, **_: Any) -> None:
+        self.asked.append(name)
+        getattr(self, name)(arg)
+
+    def lease_ask(self, request: Any) -> None:
+        """As the pool's `Leasing.ask`: the outcome kept under the ask's id."""
+        book, now = self.book, self.now()
+        if book.knows(request.ask):
+            return
+        if self.deleting or request.selector.get("region", "us-west") != "us-west":
+            said = "is being deleted" if self.deleting else "selector region=eu can never match"
+            book.refuse(request.ask, holder="", reason=EndReason.REFUSED, message=said, now=now)
+            return
+        outcome = book.request(
+            candidates=self.devices,
+            selector=request.selector,
+            holder=request.holder,
+            duration=timedelta(seconds=request.duration or self.rules.max_duration),
+            wait=timedelta(seconds=request.wait),
+            now=now,
+            rules=self.rules,
+            new_id=lambda: next(self.ids),
+            ask=request.ask,
+        )
+        if isinstance(outcome, NotGranted):
+            why = EndReason.REFUSED if outcome.full else EndReason.NOT_GRANTED
+            book.refuse(request.ask, holder="", reason=why, message=outcome.message, now=now)
+
+    def lease_give_back(self, request: Any) -> None:
+        """As the pool's `Leasing.give_back`: a ticket dropped or a lease released, by the
+        ask's id or the lease's; an id it does not know changes nothing."""
+        book = self.book
+        if book.cancel(request.lease, now=self.now()) is not None:
+            return
+        offer = book.offer_for(request.lease)
+        lease_id = offer.id if offer is not None else request.lease
+        if book.release(lease_id, now=self.now()) is not None:
+            book.assign(
+                self.devices, now=self.now(), rules=self.rules, new_id=lambda: next(self.ids)
+            )
+
     def lease_claim(self, request: Any) -> LeaseAnswer:
         lease = self.book.claim(request.ticket, now=self.now(), rules=self.rules)
         if lease is None:
@@ -303,7 +344,7 @@ async def test_granted_at_once_then_refused_and_not_granted() -> None:
         await client.acquire_lease("p", wait=60)
 
 
-async def test_a_queued_lease_is_polled_by_query_and_claimed_once_offered() -> None:
+async def test_a_queued_ask_is_polled_by_query_and_granted_with_no_claim() -> None:
     pool = LeasePool("p", ["d-1"])
     client = client_of(pool)
     first = await client.acquire_lease("p")
@@ -323,9 +364,9 @@ async def test_a_queued_lease_is_polled_by_query_and_claimed_once_offered() -> N
     second = await asyncio.wait_for(waiting, 5)
     assert second.device == "d-1" and second.waited_seconds > 0
     assert [x.id for x in pool.book.leases] == [second.id] and pool.book.leases[0].claimed
-    # Waiting is queries: the only updates are the two leases, a claim and a release.
-    updates = [a for a in pool.asked if a not in ("leases", "lease_ticket", "spec")]
-    assert sorted(updates) == ["lease", "lease", "lease_claim", "release"]
+    # Waiting is queries: the only messages are two asks (signals) and a release (update).
+    sent = [a for a in pool.asked if a not in ("leases", "lease_ticket", "spec")]
+    assert sorted(sent) == ["lease_ask", "lease_ask", "release"]
 
 
 async def test_a_wait_that_runs_out_drops_its_ticket() -> None:
@@ -335,7 +376,7 @@ async def test_a_wait_that_runs_out_drops_its_ticket() -> None:
     with pytest.raises(LeaseNotGranted) as err:
         await client.acquire_lease("p", wait=0.1)
     assert err.value.exit_code == EXIT_NOT_GRANTED
-    assert pool.book.tickets == [] and pool.asked[-1] == "release"
+    assert pool.book.tickets == [] and pool.asked[-1] == "lease_give_back"
 
 
 async def test_a_cancelled_wait_drops_its_ticket() -> None:
@@ -354,18 +395,20 @@ async def test_a_cancelled_wait_drops_its_ticket() -> None:
     assert pool.book.tickets == []
 
 
-async def test_giving_up_after_an_offer_releases_the_device_offered() -> None:
-    # The ticket was offered a device between the last poll and the give-up: releasing the
-    # ticket's id is refused (it is a lease now), so the lease offered is released instead.
+async def test_giving_up_after_the_grant_gives_back_the_device_granted() -> None:
+    # The ask was granted a device between the last poll and the give-up: giving back the
+    # ask's id releases the lease it became.
     pool = LeasePool("p", ["d-1"])
     client = client_of(pool)
     first = await client.acquire_lease("p")
-    queued = pool.lease(SimpleNamespace(selector={}, holder="h", duration=None, wait=60))
+    asked = SimpleNamespace(ask="ask-1", selector={}, holder="h", duration=None, wait=60)
+    pool.lease_ask(asked)
     pool.release(SimpleNamespace(lease=first.id))
-    assert pool.book.offer_for(queued.ticket) is not None
-    waited = leases_module._Waited(client, pool, "p", None, queued.ticket, 0.0, None)  # type: ignore[arg-type]
-    await waited._drop()
-    assert pool.book.leases == [] and pool.book.ended_as(queued.ticket) is not None
+    assert pool.book.offer_for("ask-1") is not None
+    waited = leases_module._Waited(client, pool, "p", None, "ask-1", 0.0, None)  # type: ignore[arg-type]
+    await waited.give_up()
+    ended = pool.book.ended_as("ask-1")
+    assert pool.book.leases == [] and ended is not None and ended.reason == "Released"
 
 
 async def test_renew_and_release_by_id_and_release_is_idempotent() -> None:
@@ -468,8 +511,8 @@ async def test_the_context_manager_says_when_the_pool_ended_the_lease(
         pool.book.end_device("d-1", EndReason.DEVICE_LOST, now=pool.now())
         await asyncio.sleep(0.3)
         assert lease.ended is not None and "no lease" in lease.ended
-    # Released again on the way out: no error, the pool answers how it ended.
-    assert pool.asked[-1] == "release"
+    # Given back again on the way out: no error (it had ended; nothing changes).
+    assert pool.asked[-1] == "lease_give_back"
 
 
 async def test_leases_is_the_query_s_view() -> None:
@@ -490,10 +533,14 @@ async def test_a_ticket_given_up_is_dropped_within_a_bound_when_no_worker_takes_
     client = client_of(pool)
     await client.acquire_lease("p")
 
-    async def no_worker(arg: Any) -> Any:
-        await asyncio.sleep(1)  # waiting for a worker (up to UPDATE_TIMEOUT)
+    signal = pool.signal
 
-    monkeypatch.setattr(pool, "release", no_worker)
+    async def no_server(name: str, arg: Any, **options: Any) -> None:
+        if name == "lease_give_back":
+            await asyncio.sleep(1)  # the server out of reach (the SDK retries)
+        await signal(name, arg, **options)
+
+    monkeypatch.setattr(pool, "signal", no_server)
     with pytest.raises(LeaseNotGranted):
         await asyncio.wait_for(client.acquire_lease("p", wait=0.1), 5)
     assert len(pool.book.tickets) == 1  # left to end at its deadline

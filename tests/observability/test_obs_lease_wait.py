@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 from temporalio import workflow
-from temporalio.worker import HandleUpdateInput, WorkflowInboundInterceptor
+from temporalio.worker import HandleQueryInput, HandleUpdateInput, WorkflowInboundInterceptor
 
 from devicepool.activities.metrics import Metrics
 from devicepool.api.names import (
+    QUERY_LEASE_TICKET,
+    QUERY_LEASES,
     UPDATE_LEASE,
     UPDATE_LEASE_CLAIM,
     UPDATE_RENEW,
@@ -43,6 +45,9 @@ class _Handler(WorkflowInboundInterceptor):
     async def handle_update_handler(self, input: HandleUpdateInput) -> Any:
         return self.answer
 
+    async def handle_query(self, input: HandleQueryInput) -> Any:
+        return self.answer
+
 
 class Pool:
     """One pool's workflow as the interceptor sees it."""
@@ -59,6 +64,12 @@ class Pool:
         self.handler.answer = answer
         return await self.inbound.handle_update_handler(
             HandleUpdateInput(id="u", update=name, args=[], headers={})
+        )
+
+    async def query(self, name: str, answer: Any) -> Any:
+        self.handler.answer = answer
+        return await self.inbound.handle_query(
+            HandleQueryInput(id="q", query=name, args=[], headers={})
         )
 
 
@@ -146,3 +157,19 @@ async def test_other_workflows_are_left_alone(live: dict[str, bool]) -> None:
         for s in family.samples
         if s.name.startswith("devicepool_lease_wait_seconds_count")
     ]
+
+
+async def test_an_ask_s_grant_is_observed_once_when_its_holder_reads_it(
+    live: dict[str, bool],
+) -> None:
+    # Asked by signal (`lease_ask`): no update answers the grant; the `lease_ticket` query
+    # that shows it to its holder does, also while the worker replays (a query is not).
+    metrics = Metrics(CollectorRegistry())
+    phones = Pool(WORKFLOW_DEVICE_POOL, pool_workflow_id("phones"), metrics)
+    live["replaying"] = True
+    answer = granted("l1", 7.5)
+    assert await phones.query(QUERY_LEASE_TICKET, answer) is answer  # passed on untouched
+    await phones.query(QUERY_LEASE_TICKET, granted("l1", 7.5))  # read again: the same grant
+    await phones.query(QUERY_LEASE_TICKET, LeaseAnswer(ticket="a-2", position=1))  # waiting
+    await phones.query(QUERY_LEASES, granted("l3", 1.0))  # another query: not a grant read
+    assert observed(metrics, pool="phones", kind="DevicePool") == (1, 7.5)

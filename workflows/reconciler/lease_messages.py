@@ -10,7 +10,7 @@ from pydantic import ConfigDict, Field, field_validator
 from devicepool.api.base import CamelModel
 from devicepool.api.labels import check_label_key, check_label_value
 from devicepool.api.v1beta1 import Duration
-from devicepool.workflows.reconciler.leases import Ended, Lease, Ticket
+from devicepool.workflows.reconciler.leases import Ended, EndReason, Lease, Ticket
 
 __all__ = [
     "ASK_PATTERN",
@@ -68,7 +68,8 @@ class LeaseRequest(CamelModel):
 class LeaseAsk(LeaseRequest):
     """Signal `lease_ask`: a `lease` asked for by signal under the asker's own id `ask`.
     Nothing is answered: `lease_ticket` with the same id reads the grant, the place in the
-    queue, or why not (`Refused`, `TimedOut`); `lease_give_back` with it gives back either.
+    queue, or why not (`Refused`, `NotGranted`, `TimedOut` after a wait); `lease_give_back`
+    with it gives back either.
     Sent again under the same id, it changes nothing."""
 
     ask: str = Field(pattern=ASK_PATTERN)
@@ -170,7 +171,10 @@ def ended_answer(ended: Ended) -> LeaseAnswer:
 
 
 def ended_message(ended: Ended) -> str:
-    """One line: `lease L on D ended at T: IdleTimeout (...)`."""
+    """One line: `lease L on D ended at T: IdleTimeout (...)`; an ask answered instead of a
+    lease (`Refused`, `NotGranted`): the pool's words alone."""
+    if ended.reason in (EndReason.REFUSED, EndReason.NOT_GRANTED) and ended.message:
+        return ended.message
     what = f"lease {ended.id} on {ended.device}" if ended.device else f"ticket {ended.ticket}"
     said = f"{what} ended at {ended.at.isoformat()}: {ended.reason.value}"
     return f"{said} ({ended.message})" if ended.message else said

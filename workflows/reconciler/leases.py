@@ -61,7 +61,11 @@ class EndReason(StrEnum):
     POOL_DELETED = "PoolDeleted"
     TIMED_OUT = "TimedOut"  # a ticket that waited its whole `wait` (or `maxWait`)
     CANCELLED = "Cancelled"  # a ticket (or the offer it had) its holder gave up on
-    REFUSED = "Refused"  # a `lease_ask` the pool turned down (no device can ever match, ...)
+    # What a `lease_ask` was answered instead of a lease (its words in `message`): turned
+    # down (no device can ever match, the queue is full, the pool is deleted), or none free
+    # and it would not wait.
+    REFUSED = "Refused"
+    NOT_GRANTED = "NotGranted"
 
 
 # Ends no holder asked for: counted in `expired_total` (events `LeaseExpired`; the metric
@@ -79,6 +83,7 @@ NOT_USED = frozenset(
         EndReason.UNCLAIMED,
         EndReason.CANCELLED,
         EndReason.REFUSED,
+        EndReason.NOT_GRANTED,
     }
 )
 

@@ -137,7 +137,7 @@ class Leasing:
     def ask(self, request: LeaseAsk) -> None:
         """Signal `lease_ask`: `lease` under the asker's id, its outcome kept in the book (a
         lease whose `ticket` is the id, a ticket of that id needing no claim, or an end:
-        `Refused`, or `TimedOut` when nothing is free and it would not wait). Sent again, it
+        `Refused`, or `NotGranted` when nothing is free and it would not wait). Sent again, it
         changes nothing."""
         self._count()
         book, now = self.book, workflow.now()
@@ -159,7 +159,7 @@ class Leasing:
         if isinstance(outcome, Lease):
             self._said_granted(outcome)
         elif isinstance(outcome, NotGranted):
-            reason = EndReason.REFUSED if outcome.full else EndReason.TIMED_OUT
+            reason = EndReason.REFUSED if outcome.full else EndReason.NOT_GRANTED
             book.refuse(request.ask, holder=holder, reason=reason, message=outcome.message, now=now)
         self.shown()
 
