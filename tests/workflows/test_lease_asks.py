@@ -5,7 +5,8 @@ bound how many clients ask at once (a stock server turns the rest away and, with
 asking, aborts the updates it admitted: bench/leases.py). Seen on the dev server: a grant
 at once, a resend that changes nothing, `Refused` and `TimedOut` remembered under the ask's
 id, a queued ask granted without a claim when a device is given back, a give-back of a
-ticket or a lease by the ask's id, all across a hand-over, and no update in the history.
+ticket or a lease by the ask's id, all across a hand-over, a malformed ask dropped, and no
+update in the history.
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ async def test_asked_by_signal_granted_queued_refused_and_given_back_across_a_ha
     await give_back(live, "e-1")  # a ticket given up
     assert (await ticket_state(live, "e-1")).ended == "Cancelled"
     await give_back(live, "never-asked")  # unknown: nothing changes
+    # Malformed (the stock `temporal` CLI sends what it is given): dropped, nothing wedged.
+    await live.signal(names.SIGNAL_LEASE_ASK, {"ask": "two words", "wait": "forever"})
+    assert (await ticket_state(live, "two words")).ended == "LeaseGone"
     await give_back(live, second.granted.lease)  # by the lease's own id
     assert (await view(live)).leases == []
 
