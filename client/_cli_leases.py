@@ -193,9 +193,8 @@ def release(
         answer = await client.release_lease(name, lease_id, replace=replace, kind=kind.name)
         if answer.reason == "Cancelled":
             said = f"ticket {lease_id} dropped"
-        elif not answer.released_now and answer.message.startswith(
-            (f"lease {lease_id} ", f"ticket {lease_id} ")
-        ):
+        elif not answer.released_now and " ended at " in answer.message:
+            # (by the lease's id or its ask's: the pool's words name the lease)
             said = f"{lease_id} had ended already: {answer.message}"  # how, in the pool's words
         else:
             said = f"lease {lease_id} released: {answer.message or answer.reason}"

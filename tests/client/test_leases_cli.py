@@ -17,6 +17,7 @@ from devicepool.client.errors import (
     EXIT_REFUSED,
     EXIT_RUNTIME,
 )
+from devicepool.workflows.reconciler.lease_messages import LeaseAsk, ReleaseRequest
 from tests.client.test_leases_client import LeasePool, Temporal
 from tests.helpers.cli import cli, fake_temporal
 
@@ -164,3 +165,16 @@ def test_a_wait_on_a_terminal_shows_its_place_in_the_queue(
     code, _, err = cli(capsys, "lease", "p", "--wait", "200ms")
     assert code == EXIT_NOT_GRANTED
     assert "devicepool/p" in err and "1 ahead in the queue" in err
+
+
+def test_releasing_by_an_ask_s_id_what_had_ended_says_so(
+    capsys: pytest.CaptureFixture[str], temporal: Any
+) -> None:
+    # A script on the stock `temporal` CLI knows only the id it asked under.
+    pool = LeasePool("p", ["d-1"])
+    temporal(pool)
+    asked = _leases.lease_request(selector=None, duration=None, wait=0, holder="job")
+    pool.lease_ask(LeaseAsk(ask="job-42", **asked.model_dump()))
+    pool.lease_give_back(ReleaseRequest(lease="job-42"))
+    code, out, _ = cli(capsys, "release", "p", "job-42")
+    assert code == EXIT_OK and out.startswith("devicepool/p: job-42 had ended already: lease")
