@@ -8,7 +8,8 @@ queue; the default 50 would refuse the rest at once). The clients speak the raw 
 
 - `signals` (the default, the Python client's way): signal `lease_ask` under an ask id of
   the client's own (`wait` > 0), the `lease_ticket` query at once (a query sees the signals
-  sent before it) and every `--poll` s until it answers the grant (no claim), then signal
+  sent before it) and every `--poll` s until it answers the grant (an offer to a queued
+  ticket claimed by the same ask sent again), then signal
   `lease_give_back` with the ask's id after holding the device 1-5 s. A signal call that
   fails is sent again, same id, after a jittered back-off (a resend changes nothing);
 - `updates`: update `lease`, the `lease_ticket` query every `--poll` s while queued,
@@ -311,7 +312,8 @@ async def asking_client(
 ) -> None:
     """`one_client` by signal: `lease_ask` under an id of its own, `lease_ticket` at once
     (a query sees the signals sent before it) and every `poll` s until the answer has the
-    grant (no claim: it is the holder's) or an end, hold, `lease_give_back` by the ask's id."""
+    grant or an end; a grant `offered` to its queued ticket is claimed by sending the same
+    ask again (as the Python client does); hold, `lease_give_back` by the ask's id."""
     tally, seq = proto.tally, 0
     await asyncio.sleep(start_after)
     while time.monotonic() < until:
@@ -330,6 +332,8 @@ async def asking_client(
             tally.tickets_ended[seen.ended or "?"] += 1
             await asyncio.sleep(rng.uniform(0.5, 1.5))
             continue
+        if seen.offered:
+            await proto.signal(SIGNAL_LEASE_ASK, request)  # the claim: the same ask again
         got = seen.granted
         received = time.time()
         grant = Grant(

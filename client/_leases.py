@@ -20,7 +20,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio.client import WorkflowHandle
@@ -61,6 +61,7 @@ from devicepool.workflows.reconciler.lease_messages import (
     ReleaseRequest,
     TicketRef,
 )
+from devicepool.workflows.reconciler.leasing import LEASE_GONE
 
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
@@ -128,6 +129,7 @@ async def acquire(
         # A new id for each ask: an id the pool knows changes nothing when sent again.
         ask = LeaseAsk(ask=f"ask-{uuid.uuid4().hex}", **request.model_dump())
         waited = _Waited(pools, handle, name, kind, ask.ask, deadline, on_progress)
+        waited.request = ask
         try:
             await _lease_calls.signal(
                 pools,
@@ -184,6 +186,8 @@ class _Waited:
         # Our clock around the grant: from the ask sent, or the last poll that saw it
         # waiting, to the poll that saw it granted (`granted_lease`: the pool's clock).
         self.asked = RoundTrip()
+        self.request: LeaseAsk | None = None  # the ask (sent again: the claim of an offer)
+        self.seen = False  # the pool answered the ask at least once (it knows it)
 
     def sent(self) -> None:
         self.tried = True
@@ -222,13 +226,16 @@ class _Waited:
 
     async def _poll(self) -> Granted | None:
         while True:
-            answer = await self._ask()
+            polled = datetime.now(UTC)
+            answer = self._known(await self._ask())
             now = time.monotonic()
             if answer is not None and answer.granted is not None:
+                if answer.offered:
+                    return await self._claim(answer.granted)
                 self.asked.done()
                 return answer.granted
             if answer is not None and answer.position is not None:
-                self.asked.start()  # granted after this, if at all
+                self.asked.sent = polled  # granted after this poll was read, if at all
                 if self.on_progress is not None:
                     self.on_progress(
                         {
@@ -244,6 +251,37 @@ class _Waited:
                 raise self.not_granted()
             pause = max(self.deadline, self.answer_by) - now
             await asyncio.sleep(min(POLL_SECONDS, max(0.0, pause)))
+
+    def _known(self, answer: LeaseAnswer | None) -> LeaseAnswer | None:
+        """The answer, or None while the pool does not know the ask yet: a query sees every
+        signal sent before it, so a pool that never knew it ignores it (a worker on a build
+        without `lease_ask`): said after `ANSWER_SECONDS`, never asked again in a loop."""
+        if answer is None or answer.ended != LEASE_GONE or self.seen:
+            self.seen = self.seen or answer is not None
+            return answer
+        if time.monotonic() >= self.answer_by:
+            raise LeaseRefused(
+                f"{self.pools._side(self.kind).shown(self.name)}: the pool did not take the"
+                f" ask {self.ticket} in {ANSWER_SECONDS:.0f}s (is its worker a build without"
+                " lease_ask? devicepool upgrade)"
+            )
+        self.unanswered = f"the pool does not know the ask {self.ticket} yet"
+        return None
+
+    async def _claim(self, offer: Granted) -> Granted:
+        """An offer to the ask's ticket, claimed by sending the ask again (the pool claims it
+        for an asker that read it; an asker that died is not waited for past 30 s); read
+        once more for the lease's end as the claim set it (else the offer's, a little early)."""
+        assert self.request is not None
+        self.asked.start()
+        await _lease_calls.signal(
+            self.pools, self.handle, self.name, self.kind, SIGNAL_LEASE_ASK, self.request
+        )
+        claimed = await self._ask_ticket()
+        self.asked.done()
+        if claimed is not None and claimed.granted is not None and not claimed.offered:
+            return claimed.granted
+        return offer
 
     def _ended(self, answer: LeaseAnswer) -> None:
         """An ask that ended at the pool: refused (no device can ever match, the queue is

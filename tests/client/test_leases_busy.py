@@ -261,7 +261,8 @@ async def test_the_waiters_of_one_client_share_one_look_at_the_queue() -> None:
     await client.release_lease("p", first)
     granted = await asyncio.wait_for(waiting[0], 5)  # first come, first served
     assert granted.device == "d-1" and len(pool.book.tickets) == 19
-    assert pool.asked.count("lease_ticket") <= 21  # and the one granted, once gone from the queue
+    # And the one offered, once gone from the queue, and once more after its claim.
+    assert pool.asked.count("lease_ticket") <= 22
     for other in waiting[1:]:
         other.cancel()
     await asyncio.gather(*waiting[1:], return_exceptions=True)

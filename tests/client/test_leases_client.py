@@ -93,7 +93,8 @@ class LeasePool:
     def ticket_answer(self, ticket: str) -> LeaseAnswer:
         book = self.book
         if (offer := book.offer_for(ticket)) is not None:
-            return LeaseAnswer(granted=granted(self.name, offer), ticket=ticket)
+            said = granted(self.name, offer)
+            return LeaseAnswer(granted=said, ticket=ticket, offered=not offer.claimed)
         if (position := book.position(ticket)) is not None:
             return LeaseAnswer(ticket=ticket, position=position)
         ended = book.ended_as(ticket)
@@ -147,11 +148,12 @@ class LeasePool:
     def lease_ask(self, request: Any) -> None:
         """As the pool's `Leasing.ask`: the outcome kept under the ask's id."""
         book, now = self.book, self.now()
-        if book.knows(request.ask):
+        if book.knows(request.ask):  # sent again: the claim of an offer read
+            book.claim(request.ask, now=now, rules=self.rules)
             return
         if self.deleting or request.selector.get("region", "us-west") != "us-west":
             said = "is being deleted" if self.deleting else "selector region=eu can never match"
-            book.refuse(request.ask, holder="", reason=EndReason.REFUSED, message=said, now=now)
+            book.refuse(request.ask, holder="", refusal="Refused", message=said, now=now)
             return
         outcome = book.request(
             candidates=self.devices,
@@ -165,8 +167,8 @@ class LeasePool:
             ask=request.ask,
         )
         if isinstance(outcome, NotGranted):
-            why = EndReason.REFUSED if outcome.full else EndReason.NOT_GRANTED
-            book.refuse(request.ask, holder="", reason=why, message=outcome.message, now=now)
+            why = "Refused" if outcome.full else "NotGranted"
+            book.refuse(request.ask, holder="", refusal=why, message=outcome.message, now=now)
 
     def lease_give_back(self, request: Any) -> None:
         """As the pool's `Leasing.give_back`: a ticket dropped or a lease released, by the
@@ -344,7 +346,7 @@ async def test_granted_at_once_then_refused_and_not_granted() -> None:
         await client.acquire_lease("p", wait=60)
 
 
-async def test_a_queued_ask_is_polled_by_query_and_granted_with_no_claim() -> None:
+async def test_a_queued_ask_is_polled_by_query_and_its_offer_claimed_by_asking_again() -> None:
     pool = LeasePool("p", ["d-1"])
     client = client_of(pool)
     first = await client.acquire_lease("p")
@@ -364,9 +366,12 @@ async def test_a_queued_ask_is_polled_by_query_and_granted_with_no_claim() -> No
     second = await asyncio.wait_for(waiting, 5)
     assert second.device == "d-1" and second.waited_seconds > 0
     assert [x.id for x in pool.book.leases] == [second.id] and pool.book.leases[0].claimed
-    # Waiting is queries: the only messages are two asks (signals) and a release (update).
+    # Waiting is queries: the only messages are two asks and the second's claim (the same
+    # ask again: signals), and a release (an update).
     sent = [a for a in pool.asked if a not in ("leases", "lease_ticket", "spec")]
-    assert sorted(sent) == ["lease_ask", "lease_ask", "release"]
+    assert sorted(sent) == ["lease_ask", "lease_ask", "lease_ask", "release"]
+    held = pool.book.lease(second.id)
+    assert held is not None and second.expires_at == held.expires_at  # the claim's end
 
 
 async def test_a_wait_that_runs_out_drops_its_ticket() -> None:
@@ -395,9 +400,9 @@ async def test_a_cancelled_wait_drops_its_ticket() -> None:
     assert pool.book.tickets == []
 
 
-async def test_giving_up_after_the_grant_gives_back_the_device_granted() -> None:
-    # The ask was granted a device between the last poll and the give-up: giving back the
-    # ask's id releases the lease it became.
+async def test_giving_up_after_the_offer_gives_back_the_device_offered() -> None:
+    # The ask was offered a device between the last poll and the give-up: giving back the
+    # ask's id ends the offer, unused (no reset or replace spent on it).
     pool = LeasePool("p", ["d-1"])
     client = client_of(pool)
     first = await client.acquire_lease("p")
@@ -408,7 +413,7 @@ async def test_giving_up_after_the_grant_gives_back_the_device_granted() -> None
     waited = leases_module._Waited(client, pool, "p", None, "ask-1", 0.0, None)  # type: ignore[arg-type]
     await waited.give_up()
     ended = pool.book.ended_as("ask-1")
-    assert pool.book.leases == [] and ended is not None and ended.reason == "Released"
+    assert pool.book.leases == [] and ended is not None and ended.reason == "Cancelled"
 
 
 async def test_renew_and_release_by_id_and_release_is_idempotent() -> None:
@@ -558,3 +563,26 @@ async def test_a_worker_that_does_not_answer_the_leases_query_is_one_error(
     with pytest.raises(DevicePoolError) as err:
         await client_of(pool).leases("p")
     assert str(err.value) == 'pool "p": leases: unknown queryType leases'
+
+
+class OlderPool(LeasePool):
+    """A pool on a build without `lease_ask`: the signal is taken (and left unhandled), and
+    `lease_ticket` knows no such ticket."""
+
+    def lease_ask(self, request: Any) -> None:
+        pass
+
+    def lease_give_back(self, request: Any) -> None:
+        pass
+
+
+async def test_an_ask_the_pool_never_takes_is_said_once_not_asked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(leases_module, "ANSWER_SECONDS", 0.2)
+    pool = OlderPool("p", ["d-1"])
+    with pytest.raises(LeaseRefused, match="did not take the ask") as err:
+        await client_of(pool).acquire_lease("p", wait=60)
+    assert err.value.exit_code == EXIT_REFUSED
+    # One ask, polled, then given back (in case it is taken later): never a loop of asks.
+    assert pool.asked.count("lease_ask") == 1 and pool.asked[-1] == "lease_give_back"

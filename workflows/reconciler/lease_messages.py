@@ -10,7 +10,7 @@ from pydantic import ConfigDict, Field, field_validator
 from devicepool.api.base import CamelModel
 from devicepool.api.labels import check_label_key, check_label_value
 from devicepool.api.v1beta1 import Duration
-from devicepool.workflows.reconciler.leases import Ended, EndReason, Lease, Ticket
+from devicepool.workflows.reconciler.leases import Ended, Lease, Ticket
 
 __all__ = [
     "ASK_PATTERN",
@@ -69,8 +69,8 @@ class LeaseAsk(LeaseRequest):
     """Signal `lease_ask`: a `lease` asked for by signal under the asker's own id `ask`.
     Nothing is answered: `lease_ticket` with the same id reads the grant, the place in the
     queue, or why not (`Refused`, `NotGranted`, `TimedOut` after a wait); `lease_give_back`
-    with it gives back either.
-    Sent again under the same id, it changes nothing."""
+    with it gives back either. Sent again under the same id, it changes nothing, but for an
+    offer read (`offered`) that it claims (the asker is alive)."""
 
     ask: str = Field(pattern=ASK_PATTERN)
 
@@ -129,6 +129,9 @@ class LeaseAnswer(CamelModel):
     # Set when neither: the ticket's or lease's end (`TimedOut`, `Unclaimed`, ...).
     ended: str | None = None
     message: str = ""
+    # `granted` is an offer to a ticket, not yet claimed: `lease_claim` it (or, for an ask,
+    # send the same `lease_ask` again) within 30 s, or it goes to the next ticket.
+    offered: bool = False
 
 
 class ReleaseAnswer(CamelModel):
@@ -167,13 +170,13 @@ def granted(pool: str, lease: Lease) -> Granted:
 
 
 def ended_answer(ended: Ended) -> LeaseAnswer:
-    return LeaseAnswer(ended=ended.reason.value, message=ended_message(ended))
+    return LeaseAnswer(ended=ended.refusal or ended.reason.value, message=ended_message(ended))
 
 
 def ended_message(ended: Ended) -> str:
     """One line: `lease L on D ended at T: IdleTimeout (...)`; an ask answered instead of a
     lease (`Refused`, `NotGranted`): the pool's words alone."""
-    if ended.reason in (EndReason.REFUSED, EndReason.NOT_GRANTED) and ended.message:
+    if ended.refusal and ended.message:
         return ended.message
     what = f"lease {ended.id} on {ended.device}" if ended.device else f"ticket {ended.ticket}"
     said = f"{what} ended at {ended.at.isoformat()}: {ended.reason.value}"

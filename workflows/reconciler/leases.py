@@ -6,9 +6,9 @@ tickets survive continue-as-new. The rules (docs/leases.md):
 - a member is granted only while ready, matching the selector, and held by no lease;
 - tickets are served first come, first served: a member that frees up is offered to the
   oldest ticket whose selector it matches, before any new request sees it;
-- an offer is claimed by its holder within `CLAIM_WINDOW`, or it goes to the next ticket;
-  a ticket asked for by signal (`lease_ask`: its id the asker's own) needs no claim: its
-  offer is the lease, and the idle clock starts with it;
+- an offer is claimed by its holder within `CLAIM_WINDOW`, or it goes to the next ticket
+  (a ticket asked for by signal, `lease_ask`, is named by its asker's id and claimed by the
+  same ask sent again: a waiter that died is not waited for past the window);
 - a lease ends on release, at `expiresAt` (never past `maxDuration` from its grant), when
   its holder is silent past `idleTimeout`, or when its member is gone; the lease id is the
   fencing token: a renew or release names it, and an ended lease stays ended.
@@ -29,6 +29,8 @@ from devicepool.api.labels import selector_matches
 from devicepool.api.v1beta1 import LeaseSpec
 
 __all__ = [
+    "ASK_NOT_GRANTED",
+    "ASK_REFUSED",
     "CLAIM_WINDOW",
     "EXPIRING",
     "NOT_USED",
@@ -49,6 +51,12 @@ CLAIM_WINDOW = timedelta(seconds=30)
 ENDED_KEPT = 200
 # `lease` updates whose answer the book remembers (`made_by`): a resend comes within seconds.
 ASKED_KEPT = 100
+# What a `lease_ask` can be answered instead of a lease (`Ended.refusal`, kept beside an
+# `EndReason` every earlier build knows, so that a build rolled back to still reads the book):
+# turned down (no device can ever match, the queue is full, the pool is deleted), or none
+# free and it would not wait.
+ASK_REFUSED = "Refused"
+ASK_NOT_GRANTED = "NotGranted"
 
 
 class EndReason(StrEnum):
@@ -61,11 +69,6 @@ class EndReason(StrEnum):
     POOL_DELETED = "PoolDeleted"
     TIMED_OUT = "TimedOut"  # a ticket that waited its whole `wait` (or `maxWait`)
     CANCELLED = "Cancelled"  # a ticket (or the offer it had) its holder gave up on
-    # What a `lease_ask` was answered instead of a lease (its words in `message`): turned
-    # down (no device can ever match, the queue is full, the pool is deleted), or none free
-    # and it would not wait.
-    REFUSED = "Refused"
-    NOT_GRANTED = "NotGranted"
 
 
 # Ends no holder asked for: counted in `expired_total` (events `LeaseExpired`; the metric
@@ -82,8 +85,6 @@ NOT_USED = frozenset(
         EndReason.REPLACED,
         EndReason.UNCLAIMED,
         EndReason.CANCELLED,
-        EndReason.REFUSED,
-        EndReason.NOT_GRANTED,
     }
 )
 
@@ -113,8 +114,6 @@ class Ticket(CamelModel):
     duration: float
     created_at: datetime
     deadline: datetime
-    # False: asked for by signal (`lease_ask`), so its offer is granted claimed.
-    needs_claim: bool = True
 
 
 class Ended(CamelModel):
@@ -127,6 +126,8 @@ class Ended(CamelModel):
     holder: str = ""
     ticket: str = ""
     message: str = ""
+    # A `lease_ask` answered instead of a lease: `ASK_REFUSED`, `ASK_NOT_GRANTED` ("": none).
+    refusal: str = ""
 
 
 @dataclass(frozen=True)
@@ -265,7 +266,6 @@ class LeaseBook(CamelModel):
             duration=seconds,
             created_at=now,
             deadline=now + wait,
-            needs_claim=not ask,
         )
         self.tickets.append(ticket)
         return Queued(ticket, len(self.tickets))
@@ -288,8 +288,7 @@ class LeaseBook(CamelModel):
             lease = self._grant(
                 member, ticket.holder, ticket.selector, ticket.duration, now, rules, new_id()
             )
-            lease.ticket, lease.queued_at = ticket.id, ticket.created_at
-            lease.claimed = not ticket.needs_claim
+            lease.ticket, lease.claimed, lease.queued_at = ticket.id, False, ticket.created_at
             offers.append(lease)
         return offers
 
@@ -325,10 +324,27 @@ class LeaseBook(CamelModel):
         return self._end(lease, EndReason.RELEASED, now)
 
     def refuse(
-        self, ask: str, *, holder: str, reason: EndReason, message: str, now: datetime
+        self,
+        ask: str,
+        *,
+        holder: str,
+        message: str,
+        now: datetime,
+        refusal: str = "",
+        reason: EndReason = EndReason.TIMED_OUT,
     ) -> Ended:
-        """A `lease_ask` turned down: remembered under its id, for its asker to read."""
-        ended = Ended(id=ask, ticket=ask, holder=holder, reason=reason, at=now, message=message)
+        """A `lease_ask` answered without a ticket or a lease (`refusal`), or given back
+        before it came (`Cancelled`): remembered under its id, for its asker to read and so
+        that a late ask under it changes nothing."""
+        ended = Ended(
+            id=ask,
+            ticket=ask,
+            holder=holder,
+            reason=reason,
+            at=now,
+            message=message,
+            refusal=refusal,
+        )
         return self._remember(ended)
 
     def cancel(self, ticket_id: str, *, now: datetime) -> Ended | None:

@@ -6,12 +6,14 @@ No handler waits for a device (Temporal allows 10 updates in flight per workflow
 query (no history) and claims with `lease_claim` once offered. The signals `lease_ask` and
 `lease_give_back` do the same without an update in flight (Temporal's 10 a workflow do not
 bound how many clients ask at once): the asker names its ticket, reads it with
-`lease_ticket`, and claims nothing. A run hands over after `UPDATES_PER_RUN` lease
-messages (Temporal allows 2,000 updates per run). How it fits the pass: docs/leases.md.
+`lease_ticket`, and claims an offer by sending the same ask again. A run hands over after
+`UPDATES_PER_RUN` lease updates (Temporal allows 2,000 per run) or `SIGNALS_PER_RUN` lease
+signals. How it fits the pass: docs/leases.md.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -24,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.reconciler.events import Happened
     from devicepool.workflows.reconciler.kind import Kind
     from devicepool.workflows.reconciler.lease_messages import (
+        ASK_PATTERN,
         LeaseAnswer,
         LeaseAsk,
         LeaseRequest,
@@ -37,6 +40,8 @@ with workflow.unsafe.imports_passed_through():
         granted,
     )
     from devicepool.workflows.reconciler.leases import (
+        ASK_NOT_GRANTED,
+        ASK_REFUSED,
         EXPIRING,
         Ended,
         EndReason,
@@ -61,6 +66,12 @@ LEASE_BUSY = "LeaseBusy"  # the run hands over: sent again in a moment (clients 
 # the most it takes while the hand-over waits for a pass to end (then: `LeaseBusy`).
 UPDATES_PER_RUN = 1000
 UPDATE_BUDGET = 1800
+# Lease signals a run takes before it hands over: history kept short to replay (Temporal
+# takes 10,000 signals a run by default; none is ever turned away here).
+SIGNALS_PER_RUN = 2000
+# The gate of the lease signals: a pool's run that began on a build without them (its history
+# holds an ask that build left unhandled) ignores them until its next run, as that build did.
+LEASE_SIGNALS_PATCH = "lease-signals"
 # A deleted pool waits this long at most for its leases to be released (`delete --force`:
 # not at all); past it they end and the teardown starts.
 DELETE_GRACE = timedelta(minutes=5)
@@ -76,6 +87,7 @@ class Leasing:
     def __init__(self, host: Reconciler[Any, Any]) -> None:
         self.h = host
         self.updates = 0  # lease updates this run
+        self.signals = 0  # lease signals this run
         self.forced = False  # `end_leases`: a deletion waits for no lease
 
     @property
@@ -136,12 +148,18 @@ class Leasing:
 
     def ask(self, request: LeaseAsk) -> None:
         """Signal `lease_ask`: `lease` under the asker's id, its outcome kept in the book (a
-        lease whose `ticket` is the id, a ticket of that id needing no claim, or an end:
-        `Refused`, or `NotGranted` when nothing is free and it would not wait). Sent again, it
-        changes nothing."""
-        self._count()
+        lease whose `ticket` is the id, a ticket of that id, or an end: `Refused`, or
+        `NotGranted` when nothing is free and it would not wait). Sent again, it changes
+        nothing, but that it claims the offer its ticket was made (its asker read it)."""
+        if not workflow.patched(LEASE_SIGNALS_PATCH):
+            return
+        self._count_signal()
         book, now = self.book, workflow.now()
         if book.knows(request.ask):
+            offer = book.offer_for(request.ask)
+            if offer is not None and not offer.claimed:  # its asker read the offer: claimed
+                book.claim(request.ask, now=now, rules=self.rules)
+                self.shown()
             return
         holder = request.holder
         problem = (
@@ -150,23 +168,36 @@ class Leasing:
             else self.kind.lease_problem(request.selector)
         )
         if problem is not None:
-            book.refuse(
-                request.ask, holder=holder, reason=EndReason.REFUSED, message=problem, now=now
-            )
+            book.refuse(request.ask, holder=holder, refusal=ASK_REFUSED, message=problem, now=now)
             return
         self.settle()
         outcome = book.request(**self._asked(request), new_id=self._new_id, ask=request.ask)
         if isinstance(outcome, Lease):
             self._said_granted(outcome)
         elif isinstance(outcome, NotGranted):
-            reason = EndReason.REFUSED if outcome.full else EndReason.NOT_GRANTED
-            book.refuse(request.ask, holder=holder, reason=reason, message=outcome.message, now=now)
+            refusal = ASK_REFUSED if outcome.full else ASK_NOT_GRANTED
+            book.refuse(
+                request.ask, holder=holder, refusal=refusal, message=outcome.message, now=now
+            )
         self.shown()
 
     def give_back(self, request: ReleaseRequest) -> None:
-        """Signal `lease_give_back`: `release` without an answer (an id the pool does not
-        know changes nothing)."""
-        self.release(request)
+        """Signal `lease_give_back`: `release` without an answer. An id the pool does not
+        know is remembered as given back: an ask under it that comes later (sent before,
+        overtaken on the way) changes nothing."""
+        if not workflow.patched(LEASE_SIGNALS_PATCH):
+            return
+        self._count_signal()
+        answer = self._release(request)
+        if answer.reason == LEASE_GONE and re.fullmatch(ASK_PATTERN, request.lease):
+            said = "given back before it was asked"
+            self.book.refuse(
+                request.lease,
+                holder="",
+                reason=EndReason.CANCELLED,
+                message=said,
+                now=workflow.now(),
+            )
 
     def _made_again(self, made: str) -> LeaseAnswer:
         """A `lease` sent again: the lease its first send granted, or the state of the ticket
@@ -227,6 +258,9 @@ class Leasing:
 
     def release(self, request: ReleaseRequest) -> ReleaseAnswer:
         self._count()
+        return self._release(request)
+
+    def _release(self, request: ReleaseRequest) -> ReleaseAnswer:
         now = workflow.now()
         # A ticket's id: its holder gives up. The ticket goes, or the offer it had ends
         # unused (never replaced, whatever `onRelease` says).
@@ -269,7 +303,8 @@ class Leasing:
         book = self.book
         offer = book.offer_for(request.ticket)
         if offer is not None:
-            return LeaseAnswer(granted=granted(self.h.name, offer), ticket=request.ticket)
+            said = granted(self.h.name, offer)
+            return LeaseAnswer(granted=said, ticket=request.ticket, offered=not offer.claimed)
         position = book.position(request.ticket)
         if position is not None:
             deadline = book.tickets[position - 1].deadline
@@ -402,7 +437,7 @@ class Leasing:
         return "\n".join(lines)
 
     def hand_over_due(self) -> bool:
-        return self.updates >= UPDATES_PER_RUN
+        return self.updates >= UPDATES_PER_RUN or self.signals >= SIGNALS_PER_RUN
 
     # ------------------------------------------------------------------ inside
 
@@ -426,6 +461,11 @@ class Leasing:
         self.updates += 1
         if self.updates == UPDATES_PER_RUN:
             self.h.dirty = True  # a pass now, and the hand-over after it
+
+    def _count_signal(self) -> None:
+        self.signals += 1
+        if self.signals == SIGNALS_PER_RUN:
+            self.h.dirty = True
 
     def _refuse_past_update_budget(self) -> None:
         """Past `UPDATE_BUDGET` lease updates in this run (its hand-over waits for a pass
