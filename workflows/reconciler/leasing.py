@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         ended_message,
         granted,
     )
+    from devicepool.workflows.reconciler.lease_views import details, ticket_answer
     from devicepool.workflows.reconciler.leases import (
         ASK_NOT_GRANTED,
         ASK_REFUSED,
@@ -75,8 +76,6 @@ LEASE_SIGNALS_PATCH = "lease-signals"
 # A deleted pool waits this long at most for its leases to be released (`delete --force`:
 # not at all); past it they end and the teardown starts.
 DELETE_GRACE = timedelta(minutes=5)
-# Leases the Web UI details list (`devicepool leases POOL` lists them all).
-DETAILS_LEASES = 20
 # The reaper never wakes more often than this (a burst of deadlines is one pass).
 REAP_GAP = timedelta(seconds=1)
 
@@ -300,19 +299,7 @@ class Leasing:
 
     def ticket(self, request: TicketRef) -> LeaseAnswer:
         """A ticket's state, read only: offered (claim it), waiting, or ended."""
-        book = self.book
-        offer = book.offer_for(request.ticket)
-        if offer is not None:
-            said = granted(self.h.name, offer)
-            return LeaseAnswer(granted=said, ticket=request.ticket, offered=not offer.claimed)
-        position = book.position(request.ticket)
-        if position is not None:
-            deadline = book.tickets[position - 1].deadline
-            return LeaseAnswer(ticket=request.ticket, position=position, deadline=deadline)
-        ended = book.ended_as(request.ticket)
-        if ended is not None:
-            return ended_answer(ended)
-        return LeaseAnswer(ended=LEASE_GONE, message=f"no ticket {request.ticket!r}")
+        return ticket_answer(self.h.name, self.book, request.ticket, gone=LEASE_GONE)
 
     # ------------------------------------------------------------------ the book kept
 
@@ -416,25 +403,8 @@ class Leasing:
         self.h.show_details()  # the lease list in the Web UI (no command)
 
     def details(self) -> str:
-        """The Web UI's section for the leases, after the kind's own details ("" while none
-        is held or waited for). It opens with a blank line: Markdown would otherwise read its
-        first line as more of the kind's last list item or paragraph."""
-        book = self.book
-        if book.empty():
-            return ""
-        head = f"**Leases** · {len(book.leases)} held · {len(book.tickets)} waiting"
-        if book.tickets:
-            head += f" (the oldest since {book.tickets[0].created_at:%H:%M:%S}Z)"
-        lines = ["", "", head]
-        if book.leases:
-            lines.append("")
-        for x in book.leases[:DETAILS_LEASES]:
-            until = f"until {x.expires_at:%Y-%m-%d %H:%M:%S}Z"
-            state = until if x.claimed else "offered, not yet claimed"
-            lines.append(f"- `{x.device}` · {_code(x.holder)} · {state}")
-        if len(book.leases) > DETAILS_LEASES:
-            lines.append(f"- and {len(book.leases) - DETAILS_LEASES} more")
-        return "\n".join(lines)
+        """The Web UI's section for the leases (`lease_views.details`)."""
+        return details(self.book)
 
     def hand_over_due(self) -> bool:
         return self.updates >= UPDATES_PER_RUN or self.signals >= SIGNALS_PER_RUN
@@ -511,13 +481,6 @@ class Leasing:
                 self.h.happened(Happened("LeaseReleased", back, similar=True))
         if ended:
             self.kind.leases_ended(ended, replace=replace)
-
-
-def _code(text: str) -> str:
-    """Free text (a holder's name) as one Markdown code span on one line: nothing in it
-    (a newline, a backtick, a link) is read as Markdown."""
-    flat = " ".join(text.replace("`", " ").split())
-    return f"`{flat}`" if flat else "-"
 
 
 def _update_id() -> str:
