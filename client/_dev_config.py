@@ -249,6 +249,16 @@ def write_worker_config(
     return sorted(accounts), sorted(proxy_pools)
 
 
+def server_env() -> dict[str, str]:
+    """The Temporal dev server's environment: the shell's, without `OTEL_*`.
+
+    The server reads the OpenTelemetry environment too and refuses what it cannot export
+    (`OTEL_TRACES_EXPORTER=console` stops it at start). The shell's `OTEL_*` are meant for the
+    dev worker, which keeps them (`worker_env`; docs/operations.md, 'Tracing').
+    """
+    return {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+
+
 def worker_env(options: DevOptions) -> dict[str, str]:
     """The dev worker's environment: this stack's server, whatever the user's shell points at.
 

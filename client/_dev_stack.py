@@ -47,6 +47,7 @@ from devicepool.client._dev_config import (
     is_node_worker,
     node_config_file,
     node_worker_name,
+    server_env,
     worker_env,
     write_node_config,
     write_worker_config,
@@ -110,8 +111,7 @@ class DevStack:
             # Its cloud phones are node-1's worker's to serve (no URL needed here).
             bitbrowser_node=BITBROWSER_PHONES_NODE if o.browser_nodes else None,
         )
-        temporal = find_temporal()
-        await self._spawn("temporal", server_command(temporal, o))
+        await self._start_server()
         await self._spawn("emulator", emulator_command(o, accounts))
         waits = [self._wait_temporal(), self._wait_emulator()]
         if o.browser_nodes:
@@ -135,6 +135,11 @@ class DevStack:
             await self.apply(pools)
         manifests = manifests_line(o, pools, new_data_dir)
         self.out(banner(o, accounts, proxy_pools, self.browser_nodes, manifests=manifests))
+
+    async def _start_server(self) -> None:
+        # Without the shell's OTEL_* (meant for the worker): the server refuses some of them.
+        command = server_command(find_temporal(), self.options)
+        await self._spawn("temporal", command, env=server_env())
 
     async def _start_worker(self) -> None:
         o = self.options
@@ -176,7 +181,7 @@ class DevStack:
         old.log.close()
         self.children.remove(old)
         if old.name == "temporal":
-            await self._spawn("temporal", server_command(find_temporal(), self.options))
+            await self._start_server()
             await self._wait_temporal()
             return
         await asyncio.sleep(0.5)
