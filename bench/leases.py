@@ -332,8 +332,12 @@ async def asking_client(
             tally.tickets_ended[seen.ended or "?"] += 1
             await asyncio.sleep(rng.uniform(0.5, 1.5))
             continue
-        if seen.offered:
-            await proto.signal(SIGNAL_LEASE_ASK, request)  # the claim: the same ask again
+        if seen.offered:  # the claim: the same ask again, then read again (as the client)
+            await proto.signal(SIGNAL_LEASE_ASK, request)
+            seen = await proto.ticket(ask)
+            if seen.granted is None or seen.offered:  # too late: the offer ended meanwhile
+                tally.tickets_ended[f"claim missed: {seen.ended or 'still offered'}"] += 1
+                continue
         got = seen.granted
         received = time.time()
         grant = Grant(

@@ -93,6 +93,9 @@ DROP_SECONDS = 10.0
 # However short the wait (0 too), an ask's outcome is read for at least this long while the
 # polls go unanswered (a worker restarting, the query buffer full under load).
 ANSWER_SECONDS = 10.0
+# An offer's claim (the ask sent again) is tried this long while Temporal turns it away: well
+# inside the pool's 30 s to claim an offer.
+CLAIM_SEND_SECONDS = 10.0
 
 T = TypeVar("T")
 
@@ -188,6 +191,7 @@ class _Waited:
         self.asked = RoundTrip()
         self.request: LeaseAsk | None = None  # the ask (sent again: the claim of an offer)
         self.seen = False  # the pool answered the ask at least once (it knows it)
+        self.claimed = ""  # the offer this ask claimed (sent again for it)
 
     def sent(self) -> None:
         self.tried = True
@@ -229,11 +233,14 @@ class _Waited:
             polled = datetime.now(UTC)
             answer = self._known(await self._ask())
             now = time.monotonic()
-            if answer is not None and answer.granted is not None:
-                if answer.offered:
-                    return await self._claim(answer.granted)
+            if answer is not None and answer.granted is not None and not answer.offered:
                 self.asked.done()
-                return answer.granted
+                return answer.granted  # granted at once, or an offer claimed
+            if answer is not None and answer.granted is not None:
+                if answer.granted.lease != self.claimed:  # offered: claimed, then read again
+                    await self._claim(answer.granted.lease)
+                    continue
+                # Claimed, and offered still: read again at the next poll.
             if answer is not None and answer.position is not None:
                 self.asked.sent = polled  # granted after this poll was read, if at all
                 if self.on_progress is not None:
@@ -268,20 +275,25 @@ class _Waited:
         self.unanswered = f"the pool does not know the ask {self.ticket} yet"
         return None
 
-    async def _claim(self, offer: Granted) -> Granted:
-        """An offer to the ask's ticket, claimed by sending the ask again (the pool claims it
-        for an asker that read it; an asker that died is not waited for past 30 s); read
-        once more for the lease's end as the claim set it (else the offer's, a little early)."""
+    async def _claim(self, lease: str) -> None:
+        """Claim the offer `lease` to the ask's ticket by sending the ask again (the pool
+        claims it for an asker that read it; an asker that died is not waited for past 30 s),
+        within `CLAIM_SEND_SECONDS` (Temporal turning it away). Whether it took is read next:
+        the lease claimed (its end as the claim set it), or the offer's end (it came too late:
+        `Unclaimed`, the device lost, the pool deleted), never the offer taken for a lease."""
         assert self.request is not None
+        self.claimed = lease
         self.asked.start()
+        until = time.monotonic() + CLAIM_SEND_SECONDS
         await _lease_calls.signal(
-            self.pools, self.handle, self.name, self.kind, SIGNAL_LEASE_ASK, self.request
+            self.pools,
+            self.handle,
+            self.name,
+            self.kind,
+            SIGNAL_LEASE_ASK,
+            self.request,
+            until=until,
         )
-        claimed = await self._ask_ticket()
-        self.asked.done()
-        if claimed is not None and claimed.granted is not None and not claimed.offered:
-            return claimed.granted
-        return offer
 
     def _ended(self, answer: LeaseAnswer) -> None:
         """An ask that ended at the pool: refused (no device can ever match, the queue is

@@ -44,6 +44,7 @@ from devicepool.workflows.reconciler.lease_messages import (
     granted,
 )
 from devicepool.workflows.reconciler.leases import (
+    CLAIM_WINDOW,
     Candidate,
     EndReason,
     LeaseBook,
@@ -586,3 +587,39 @@ async def test_an_ask_the_pool_never_takes_is_said_once_not_asked_again(
     assert err.value.exit_code == EXIT_REFUSED
     # One ask, polled, then given back (in case it is taken later): never a loop of asks.
     assert pool.asked.count("lease_ask") == 1 and pool.asked[-1] == "lease_give_back"
+
+
+class LateClaims(LeasePool):
+    """A pool where the first claim of an offer comes too late: the offer ended unclaimed
+    and its device went to the next ticket (`other`) before the claim landed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.late = True
+
+    def lease_ask(self, request: Any) -> None:
+        offer = self.book.offer_for(request.ask)
+        if self.late and offer is not None and not offer.claimed:
+            self.late = False
+            self.book.reap(now=offer.renewed_at + CLAIM_WINDOW, rules=self.rules, members=None)
+            other = SimpleNamespace(ask="other", selector={}, holder="o", duration=None, wait=60)
+            LeasePool.lease_ask(self, other)  # queued behind? no: d-1 is free again: granted
+            return  # the late claim: the pool knows the id, has no offer for it
+        super().lease_ask(request)
+
+
+async def test_a_claim_that_comes_too_late_is_no_lease_and_the_wait_goes_on() -> None:
+    pool = LateClaims("p", ["d-1"])
+    client = client_of(pool)
+    first = await client.acquire_lease("p")
+    waiting = asyncio.ensure_future(client.acquire_lease("p", wait=30))
+    await asyncio.sleep(0.05)  # queued
+    await client.release_lease("p", first)  # offered to the waiter, which claims too late
+    await asyncio.sleep(0.2)
+    assert not waiting.done()  # never the offer taken for a lease while `other` holds d-1
+    (other,) = pool.book.leases
+    assert (other.ticket, other.device) == ("other", "d-1")
+    pool.lease_give_back(SimpleNamespace(lease="other", replace=False))
+    got = await asyncio.wait_for(waiting, 5)  # asked again, and granted once d-1 is free
+    (held,) = pool.book.leases
+    assert (got.device, got.id) == ("d-1", held.id) and held.claimed

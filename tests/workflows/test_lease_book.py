@@ -16,6 +16,7 @@ from devicepool.api.v1beta1 import LeaseSpec
 from devicepool.workflows.reconciler.lease_messages import LeaseRequest
 from devicepool.workflows.reconciler.leases import (
     ASKED_KEPT,
+    GIVEN_BACK_KEPT,
     CLAIM_WINDOW,
     Candidate,
     EndReason,
@@ -423,3 +424,17 @@ def test_a_book_with_a_refused_ask_reads_on_a_build_without_refusals():
     assert entry["reason"] in before and entry["refusal"] == "NotGranted"
     del entry["refusal"]
     assert LeaseBook.model_validate(dumped).ended[0].reason == EndReason.TIMED_OUT
+
+
+def test_give_backs_of_unknown_ids_are_kept_apart_and_bounded():
+    book, new_id = LeaseBook(), ids()
+    held = ask(book, members("a"), new_id=new_id)
+    assert isinstance(held, Lease)
+    book.release(held.id, now=T0)
+    book.remember_given_back("ask-early")  # its ask, overtaken, changes nothing when it comes
+    assert book.knows("ask-early")
+    for n in range(GIVEN_BACK_KEPT):  # a stream of give-backs of ids nobody holds
+        book.remember_given_back(f"junk-{n}")
+    assert len(book.given_back) == GIVEN_BACK_KEPT and not book.knows("ask-early")
+    ended = book.ended_as(held.id)  # the ends are not pushed out by them
+    assert ended is not None and ended.reason == EndReason.RELEASED

@@ -4,7 +4,7 @@ query) and the Web UI's section of the leases (after the kind's own details)."""
 from __future__ import annotations
 
 from devicepool.workflows.reconciler.lease_messages import LeaseAnswer, ended_answer, granted
-from devicepool.workflows.reconciler.leases import LeaseBook
+from devicepool.workflows.reconciler.leases import EndReason, LeaseBook
 
 __all__ = ["DETAILS_LEASES", "details", "ticket_answer"]
 
@@ -26,6 +26,10 @@ def ticket_answer(pool: str, book: LeaseBook, ticket: str, *, gone: str) -> Leas
     ended = book.ended_as(ticket)
     if ended is not None:
         return ended_answer(ended)
+    if ticket in book.given_back:
+        return LeaseAnswer(
+            ended=EndReason.CANCELLED.value, message="given back before it was asked"
+        )
     return LeaseAnswer(ended=gone, message=f"no ticket {ticket!r}")
 
 

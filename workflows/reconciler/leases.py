@@ -57,6 +57,9 @@ ASKED_KEPT = 100
 # free and it would not wait.
 ASK_REFUSED = "Refused"
 ASK_NOT_GRANTED = "NotGranted"
+# Ids given back before the pool knew them (an ask overtaken by its give-back), remembered
+# apart from the ends: a stream of give-backs of ids nobody holds pushes out only these.
+GIVEN_BACK_KEPT = 100
 
 
 class EndReason(StrEnum):
@@ -163,6 +166,8 @@ class LeaseBook(CamelModel):
     # id it made. A resend under the same id (the SDK's or a client's retry) answers that
     # again instead of granting twice, also on a new run, which Temporal's dedup misses.
     asked: dict[str, str] = Field(default_factory=dict)
+    # Ids given back before any ask or lease had them (`GIVEN_BACK_KEPT`, the latest).
+    given_back: list[str] = Field(default_factory=list)
 
     # ------------------------------------------------------------------ reading
 
@@ -199,7 +204,15 @@ class LeaseBook(CamelModel):
             any(ask in (x.id, x.ticket) for x in self.leases)
             or self.position(ask) is not None
             or self.ended_as(ask) is not None
+            or ask in self.given_back
         )
+
+    def remember_given_back(self, some_id: str) -> None:
+        """An id given back that nothing here had: an ask under it that comes later changes
+        nothing."""
+        if some_id not in self.given_back:
+            self.given_back.append(some_id)
+            del self.given_back[:-GIVEN_BACK_KEPT]
 
     def offer_for(self, ticket_id: str) -> Lease | None:
         return next((x for x in self.leases if x.ticket == ticket_id and ticket_id), None)

@@ -189,14 +189,7 @@ class Leasing:
         self._count_signal()
         answer = self._release(request)
         if answer.reason == LEASE_GONE and re.fullmatch(ASK_PATTERN, request.lease):
-            said = "given back before it was asked"
-            self.book.refuse(
-                request.lease,
-                holder="",
-                reason=EndReason.CANCELLED,
-                message=said,
-                now=workflow.now(),
-            )
+            self.book.remember_given_back(request.lease)
 
     def _made_again(self, made: str) -> LeaseAnswer:
         """A `lease` sent again: the lease its first send granted, or the state of the ticket
