@@ -1093,5 +1093,8 @@ if __name__ == "__main__":
     if args.max_inflight_updates:
         name = f"leases-inflight-{args.max_inflight_updates}" + ("" if by_update else "-signals")
         title += f", {args.max_inflight_updates} updates in flight allowed"
+    if args.devices != parser.get_default("devices"):  # a pool of another size: its own
+        name += f"-{args.devices}-devices"
+        title += f", a pool of {args.devices}"
     with recorded(name, title, parser, args, script="leases"):
         asyncio.run(main(args))
