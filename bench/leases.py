@@ -106,6 +106,7 @@ from devicepool.api.v1beta1 import (
     ObjectMeta,
     ProviderRef,
 )
+from devicepool.client._leases import POLL_SECONDS, poll_every
 from devicepool.connect import DATA_CONVERTER
 from devicepool.testing import eventually, free_port
 from devicepool.workflows.pool.messages import PoolInput
@@ -326,7 +327,8 @@ async def asking_client(
         seen, queued = await proto.ticket(ask), False
         while seen.granted is None and seen.ended is None:
             queued = True
-            await asyncio.sleep(poll)
+            # As the client: further back in the queue, looked up less often.
+            await asyncio.sleep(poll * poll_every(seen.position or 1) / POLL_SECONDS)
             seen = await proto.ticket(ask)
         if seen.granted is None:
             tally.tickets_ended[seen.ended or "?"] += 1

@@ -85,8 +85,16 @@ __all__ = [
     "view",
 ]
 
-# How often a waiting ask is looked up (a query: no history).
+# How often a waiting ask is looked up (a query: no history), near the head of the queue;
+# further back, less often (`poll_every`): Temporal answers one query at a time while a
+# workflow task runs and turns the others away, so hundreds of waiters polling every second
+# crowd out the few whose offer is due (an offer unread for 30 s goes to the next ticket).
 POLL_SECONDS = 1.0
+# At most this many times `POLL_SECONDS` far back in the queue; a pause of `POLL_SECONDS`
+# for every `PLACES_A_POLL` places ahead (offers go to the head, some 10 a second on a busy
+# pool).
+POLL_MOST = 8
+PLACES_A_POLL = 10
 # An ask given up is given back within this, or left to end at its deadline (a ticket) or
 # its idle timeout (a lease granted meanwhile) when Temporal does not take the signal.
 DROP_SECONDS = 10.0
@@ -109,6 +117,14 @@ _TIMED_OUT, _POOL_DELETED, _REFUSED, _NOT_GRANTED = (
     "Refused",
     "NotGranted",
 )
+
+
+def poll_every(position: int) -> float:
+    """The pause before an ask waiting at `position` is looked up again: `POLL_SECONDS` near
+    the head, up to `POLL_MOST` times it far back (8 s: well inside the 30 s to claim an
+    offer, a few polls turned away included)."""
+    further = max(0, position - 1) / PLACES_A_POLL
+    return POLL_SECONDS * min(POLL_MOST, max(1.0, further))
 
 
 async def acquire(
@@ -241,8 +257,10 @@ class _Waited:
                     await self._claim(answer.granted.lease)
                     continue
                 # Claimed, and offered still: read again at the next poll.
+            every = POLL_SECONDS
             if answer is not None and answer.position is not None:
                 self.asked.sent = polled  # granted after this poll was read, if at all
+                every = poll_every(answer.position)
                 if self.on_progress is not None:
                     self.on_progress(
                         {
@@ -257,7 +275,7 @@ class _Waited:
             if now >= self.deadline and (answer is not None or now >= self.answer_by):
                 raise self.not_granted()
             pause = max(self.deadline, self.answer_by) - now
-            await asyncio.sleep(min(POLL_SECONDS, max(0.0, pause)))
+            await asyncio.sleep(min(every, max(0.0, pause)))
 
     def _known(self, answer: LeaseAnswer | None) -> LeaseAnswer | None:
         """The answer, or None while the pool does not know the ask yet: a query sees every

@@ -623,3 +623,11 @@ async def test_a_claim_that_comes_too_late_is_no_lease_and_the_wait_goes_on() ->
     got = await asyncio.wait_for(waiting, 5)  # asked again, and granted once d-1 is free
     (held,) = pool.book.leases
     assert (got.device, got.id) == ("d-1", held.id) and held.claimed
+
+
+def test_asks_far_back_in_the_queue_are_looked_up_less_often() -> None:
+    # Temporal answers one query at a time while a workflow task runs: hundreds of waiters
+    # polling every second crowd out the few at the head, whose offers go in 30 s unread.
+    unit = leases_module.POLL_SECONDS  # (the tests' quick polls)
+    every = [leases_module.poll_every(p) / unit for p in (1, 10, 11, 31, 81, 500)]
+    assert every == pytest.approx([1.0, 1.0, 1.0, 3.0, 8.0, 8.0])

@@ -48,7 +48,7 @@ __all__ = [
 # second or two; one that stopped polling has died or given up).
 CLAIM_WINDOW = timedelta(seconds=30)
 # Ended leases and tickets remembered, so a late renew, release or poll learns why.
-ENDED_KEPT = 200
+ENDED_KEPT = 500
 # `lease` updates whose answer the book remembers (`made_by`): a resend comes within seconds.
 ASKED_KEPT = 100
 # What a `lease_ask` can be answered instead of a lease (`Ended.refusal`, kept beside an
