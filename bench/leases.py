@@ -106,7 +106,7 @@ from devicepool.api.v1beta1 import (
     ObjectMeta,
     ProviderRef,
 )
-from devicepool.client._leases import POLL_SECONDS, poll_every
+from devicepool.client._leases import POLL_SECONDS, PollPace
 from devicepool.connect import DATA_CONVERTER
 from devicepool.testing import eventually, free_port
 from devicepool.workflows.pool.messages import PoolInput
@@ -325,10 +325,12 @@ async def asking_client(
         request = LeaseAsk(ask=ask, holder=name, duration=LEASE_FOR, wait=WAIT_FOR)
         await proto.signal(SIGNAL_LEASE_ASK, request)
         seen, queued = await proto.ticket(ask), False
+        pace = PollPace()
         while seen.granted is None and seen.ended is None:
             queued = True
-            # As the client: further back in the queue, looked up less often.
-            await asyncio.sleep(poll * poll_every(seen.position or 1) / POLL_SECONDS)
+            # As the client: at half the time the queue takes to bring it to the head.
+            every = pace.next(seen.position or 1, time.monotonic())
+            await asyncio.sleep(poll * every / POLL_SECONDS)
             seen = await proto.ticket(ask)
         if seen.granted is None:
             tally.tickets_ended[seen.ended or "?"] += 1

@@ -120,11 +120,29 @@ _TIMED_OUT, _POOL_DELETED, _REFUSED, _NOT_GRANTED = (
 
 
 def poll_every(position: int) -> float:
-    """The pause before an ask waiting at `position` is looked up again: `POLL_SECONDS` near
-    the head, up to `POLL_MOST` times it far back (8 s: well inside the 30 s to claim an
-    offer, a few polls turned away included)."""
+    """The pause before an ask waiting at `position` is looked up again, before the queue
+    was seen to move: `POLL_SECONDS` near the head, up to `POLL_MOST` times it far back (8 s:
+    well inside the 30 s to claim an offer, a few polls turned away included)."""
     further = max(0, position - 1) / PLACES_A_POLL
     return POLL_SECONDS * min(POLL_MOST, max(1.0, further))
+
+
+class PollPace:
+    """When a waiting ask is looked up next: at half the time the queue, as it was seen to
+    move, takes to bring it to the head (an offer is read soon after it is made, and a
+    waiter far back asks seldom), between `POLL_SECONDS` and `POLL_MOST` times it;
+    `poll_every` until it was seen to move."""
+
+    def __init__(self) -> None:
+        self.seen: tuple[int, float] | None = None  # (position, when: time.monotonic())
+
+    def next(self, position: int, now: float) -> float:
+        before, self.seen = self.seen, (position, now)
+        if before is None or position >= before[0] or now <= before[1]:
+            return poll_every(position)
+        a_second = (before[0] - position) / (now - before[1])  # places the queue moves
+        to_head = (position - 1) / a_second
+        return min(POLL_SECONDS * POLL_MOST, max(POLL_SECONDS, to_head / 2))
 
 
 async def acquire(
@@ -208,6 +226,7 @@ class _Waited:
         self.request: LeaseAsk | None = None  # the ask (sent again: the claim of an offer)
         self.seen = False  # the pool answered the ask at least once (it knows it)
         self.claimed = ""  # the offer this ask claimed (sent again for it)
+        self.pace = PollPace()
 
     def sent(self) -> None:
         self.tried = True
@@ -260,7 +279,7 @@ class _Waited:
             every = POLL_SECONDS
             if answer is not None and answer.position is not None:
                 self.asked.sent = polled  # granted after this poll was read, if at all
-                every = poll_every(answer.position)
+                every = self.pace.next(answer.position, now)
                 if self.on_progress is not None:
                     self.on_progress(
                         {

@@ -631,3 +631,18 @@ def test_asks_far_back_in_the_queue_are_looked_up_less_often() -> None:
     unit = leases_module.POLL_SECONDS  # (the tests' quick polls)
     every = [leases_module.poll_every(p) / unit for p in (1, 10, 11, 31, 81, 500)]
     assert every == pytest.approx([1.0, 1.0, 1.0, 3.0, 8.0, 8.0])
+
+
+def test_a_waiter_polls_at_half_the_time_the_queue_takes_to_bring_it_to_the_head(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(leases_module, "POLL_SECONDS", 1.0)
+    pace = leases_module.PollPace()
+    assert pace.next(101, now=0.0) == 8.0  # not yet seen to move: by its place
+    # 101 -> 61 in 2 s: 20 places a second; 60 ahead: 3 s to the head, looked up in 1.5 s
+    assert pace.next(61, now=2.0) == pytest.approx(1.5)
+    assert pace.next(61, now=3.0) == 6.0  # stuck meanwhile: by its place again
+    assert pace.next(3, now=4.0) == 1.0  # near the head: every second
+    slow = leases_module.PollPace()
+    slow.next(50, now=0.0)
+    assert slow.next(49, now=10.0) == 8.0  # one place in 10 s: seldom
