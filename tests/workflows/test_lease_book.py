@@ -16,8 +16,8 @@ from devicepool.api.v1beta1 import LeaseSpec
 from devicepool.workflows.reconciler.lease_messages import LeaseRequest
 from devicepool.workflows.reconciler.leases import (
     ASKED_KEPT,
-    GIVEN_BACK_KEPT,
     CLAIM_WINDOW,
+    GIVEN_BACK_KEPT,
     Candidate,
     EndReason,
     Lease,
