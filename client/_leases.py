@@ -104,6 +104,9 @@ ANSWER_SECONDS = 10.0
 # An offer's claim (the ask sent again) is tried this long while Temporal turns it away: well
 # inside the pool's 30 s to claim an offer.
 CLAIM_SEND_SECONDS = 10.0
+# A claim sent, its outcome is read this long while the polls go unanswered, the wait's end
+# past or not (the device is on its way); then it is given back.
+CLAIMED_READ_SECONDS = 30.0
 
 T = TypeVar("T")
 
@@ -142,7 +145,10 @@ class PollPace:
             return poll_every(position)
         a_second = (before[0] - position) / (now - before[1])  # places the queue moves
         to_head = (position - 1) / a_second
-        return min(POLL_SECONDS * POLL_MOST, max(POLL_SECONDS, to_head / 2))
+        paced = min(POLL_SECONDS * POLL_MOST, max(POLL_SECONDS, to_head / 2))
+        # Never slower than by place: a slow queue's head, or a selector a freed device
+        # matches far back (offers go to the oldest ticket that matches, not to the head).
+        return min(paced, poll_every(position))
 
 
 async def acquire(
@@ -291,7 +297,12 @@ class _Waited:
             elif answer is not None and answer.ended is not None:
                 self._ended(answer)
                 return None
-            if now >= self.deadline and (answer is not None or now >= self.answer_by):
+            # A claim sent is a device on its way: the wait's end no longer applies, only
+            # how long its outcome is read while the polls go unanswered.
+            if now >= self.deadline and not self.claimed:
+                if answer is not None or now >= self.answer_by:
+                    raise self.not_granted()
+            elif self.claimed and answer is None and now >= self.answer_by:
                 raise self.not_granted()
             pause = max(self.deadline, self.answer_by) - now
             await asyncio.sleep(min(every, max(0.0, pause)))
@@ -319,18 +330,23 @@ class _Waited:
         the lease claimed (its end as the claim set it), or the offer's end (it came too late:
         `Unclaimed`, the device lost, the pool deleted), never the offer taken for a lease."""
         assert self.request is not None
-        self.claimed = lease
         self.asked.start()
-        until = time.monotonic() + CLAIM_SEND_SECONDS
-        await _lease_calls.signal(
-            self.pools,
-            self.handle,
-            self.name,
-            self.kind,
-            SIGNAL_LEASE_ASK,
-            self.request,
-            until=until,
-        )
+        sent = time.monotonic()
+        try:
+            await _lease_calls.signal(
+                self.pools,
+                self.handle,
+                self.name,
+                self.kind,
+                SIGNAL_LEASE_ASK,
+                self.request,
+                until=sent + CLAIM_SEND_SECONDS,
+            )
+        except TemporalBusy as busy:  # not sent: claimed again at the next read, if offered
+            self.unanswered = str(busy)
+            return
+        self.claimed = lease
+        self.answer_by = max(self.answer_by, time.monotonic() + CLAIMED_READ_SECONDS)
 
     def _ended(self, answer: LeaseAnswer) -> None:
         """An ask that ended at the pool: refused (no device can ever match, the queue is

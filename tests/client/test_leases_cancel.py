@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api.v1beta1 import LeaseSpec
-from devicepool.client import BadInput, _lease_calls, _lease_keeper
+from devicepool.client import BadInput, _lease_calls, _lease_keeper, _leases
 from devicepool.client._leases import default_holder
 from devicepool.client.cli import main
 from tests.client.test_leases_client import LeasePool, Temporal, client_of
@@ -233,3 +234,67 @@ def test_a_ctrl_c_before_the_lease_is_printed_releases_it(
     assert code == 130  # as a shell says a Ctrl-C
     assert time.monotonic() - begun < 2 and capsys.readouterr().out == ""
     assert pool.book.leases == [] and pool.book.ended[-1].reason == "Released"
+
+
+class ClaimWindows(LeasePool):
+    """A pool behind a Temporal that, once an offer is claimed, turns the next reads away
+    (`busy_reads` s: the query buffer full), or turns claims away (`busy_claims`)."""
+
+    def __init__(self, *devices: str) -> None:
+        super().__init__("p", list(devices))
+        self.busy_reads = 0.0
+        self.reads_busy_until = 0.0
+        self.busy_claims = False
+
+    async def query(self, name: str, arg: Any = None, **options: Any) -> Any:
+        if name == "lease_ticket" and time.monotonic() < self.reads_busy_until:
+            raise RPCError("consistent query buffer is full", RPCStatusCode.RESOURCE_EXHAUSTED, b"")
+        return await super().query(name, arg, **options)
+
+    async def signal(self, name: str, arg: Any, **options: Any) -> None:
+        claim = name == "lease_ask" and self.book.offer_for(arg.ask) is not None
+        if claim and self.busy_claims:
+            raise RPCError("namespace rate limit exceeded", RPCStatusCode.RESOURCE_EXHAUSTED, b"")
+        await super().signal(name, arg, **options)
+        if claim:
+            self.reads_busy_until = time.monotonic() + self.busy_reads
+
+
+async def test_a_lease_claimed_as_the_wait_ends_is_the_caller_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Offered at the end of the wait, claimed; the reads after the claim turned away past the
+    # wait's end: the lease is the caller's, never given back as "none came free".
+    monkeypatch.setattr(_leases, "ANSWER_SECONDS", 0.1)  # (10 s, past at the wait's end)
+    monkeypatch.setattr(_leases, "CLAIMED_READ_SECONDS", 1.0)
+    pool = ClaimWindows("d-1")
+    pool.busy_reads = 0.3
+    client = client_of(pool)
+    first = await client.acquire_lease("p")
+    waiting = asyncio.ensure_future(client.acquire_lease("p", wait=0.5))
+    await asyncio.sleep(0.45)
+    await client.release_lease("p", first)  # offered to the waiter near its deadline
+    got = await asyncio.wait_for(waiting, 5)
+    held = pool.book.lease(got.id)
+    assert held is not None and held.claimed
+
+
+async def test_a_claim_turned_away_keeps_the_wait_going(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Temporal turning the claim away for its whole budget: the offer ends unclaimed (or is
+    # claimed at a later read), and the wait goes on; never `TemporalBusy` with time left.
+    monkeypatch.setattr(_leases, "CLAIM_SEND_SECONDS", 0.05)
+    monkeypatch.setattr(_lease_calls, "BACKOFF_FIRST", 0.001)
+    monkeypatch.setattr(_lease_calls, "BACKOFF_MOST", 0.002)
+    pool = ClaimWindows("d-1")
+    pool.busy_claims = True
+    client = client_of(pool)
+    first = await client.acquire_lease("p")
+    waiting = asyncio.ensure_future(client.acquire_lease("p", wait=30))
+    await asyncio.sleep(0.05)
+    await client.release_lease("p", first)
+    await asyncio.sleep(0.3)  # its claims turned away meanwhile
+    assert not waiting.done()
+    pool.busy_claims = False
+    got = await asyncio.wait_for(waiting, 5)
+    held = pool.book.lease(got.id)
+    assert held is not None and held.claimed
