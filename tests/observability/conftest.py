@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from devicepool.testing import free_port
+from devicepool.testing import free_ports
 from devicepool.worker.main import run_worker, sdk_runtime
 from tests.helpers.obs_stack import (
     API_KEY,
@@ -38,7 +38,7 @@ async def obs_stack(request: pytest.FixtureRequest) -> AsyncIterator[ObsStack]:
     # `GAUGES_EVERY`, else every half second (the metrics tests' scrapes wait on them).
     every = getattr(request.module, "GAUGES_EVERY", 0.5)
     runtime, buffer = sdk_runtime()
-    ui_port, emulator_port, metrics_port = free_port(), free_port(), free_port()
+    ui_port, emulator_port, metrics_port = free_ports(3)  # distinct: calls one by one may not be
     emulator_url = f"http://127.0.0.1:{emulator_port}"
     server = emulator_server(API_KEY, emulator_port, seed=11)
     serving = asyncio.create_task(server.serve())

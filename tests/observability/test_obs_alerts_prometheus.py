@@ -42,7 +42,7 @@ from devicepool.activities.models import AccountSettings
 from devicepool.api import parse_pool
 from devicepool.client import PoolClient
 from devicepool.emulator.app import EmulatorConfig, create_app
-from devicepool.testing import ControlPlane, eventually, free_port, pool_manifest
+from devicepool.testing import ControlPlane, eventually, free_port, free_ports, pool_manifest
 from devicepool.worker.config import WorkerConfig
 from devicepool.worker.main import run_worker
 from tests.helpers.manifests import beta_pool
@@ -193,7 +193,7 @@ def prometheus_process(binary: str, folder: Path, metrics_port: int) -> Iterator
 async def stack(
     prometheus_binary: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[AlertStack]:
-    emulator_port, metrics_port = free_port(), free_port()
+    emulator_port, metrics_port = free_ports(2)  # distinct: two calls may return one port
     emulator_url = f"http://127.0.0.1:{emulator_port}"
     provider = Revocable(
         create_app(
