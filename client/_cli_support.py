@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from devicepool.api.durations import MAX_SECONDS, format_duration, parse_duration
 from devicepool.client.errors import EXIT_BAD_INPUT, DevicePoolError
 from devicepool.client.render import Output
 
@@ -26,8 +27,37 @@ OutputOpt = Annotated[
         case_sensitive=False,
     ),
 ]
+
+
+def timeout_seconds(value: str | float) -> float:
+    """`--timeout`: seconds (`120`, `0.5`) or a duration (`120s`, `2m`, `1h30m`), as kubectl
+    takes it; 0 or more."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)  # the default
+    else:
+        text = str(value).strip()
+        try:
+            seconds = float(text)
+        except ValueError:
+            try:
+                seconds = parse_duration(text)
+            except ValueError:
+                said = f"must be seconds (120) or a duration (120s, 2m, 1h30m), got {text!r}"
+                raise typer.BadParameter(said) from None
+    if not 0 <= seconds <= MAX_SECONDS:  # nan too
+        most = format_duration(MAX_SECONDS)
+        raise typer.BadParameter(f"must be 0s to {most}, got {value!r}")
+    return seconds
+
+
 TimeoutOpt = Annotated[
-    float, typer.Option("--timeout", min=0, help="seconds --wait waits before giving up")
+    float,
+    typer.Option(
+        "--timeout",
+        parser=timeout_seconds,
+        metavar="DURATION",
+        help="how long --wait waits before giving up: seconds or a duration (120, 120s, 2m)",
+    ),
 ]
 
 

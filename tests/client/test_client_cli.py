@@ -922,6 +922,26 @@ def test_scale_wait_gives_up_at_its_timeout(
     assert "not ready after 0.1s (2/3 ready" in err
 
 
+def test_a_timeout_is_seconds_or_a_duration_as_kubectl_takes_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pending = {"observedGeneration": 2, "desiredReplicas": 3, "readyDevices": 2}
+    fake_temporal(monkeypatch, FakeTemporal([pending]))
+    monkeypatch.setattr("devicepool.client._waits.POLL_SECONDS", 0.01)
+    code, _, err = run(
+        capsys, "scale", "cli-pool", "--replicas", "3", "--wait", "--timeout", "100ms"
+    )
+    assert code == EXIT_RUNTIME and "not ready after 0.1s" in err
+    for bad, said in (
+        ("soon", "must be seconds (120) or a duration"),
+        ("-5", "must be 0s to"),
+        ("nan", "0s to"),
+    ):
+        code, out, err = run(capsys, "scale", "cli-pool", "--replicas", "3", "--timeout", bad)
+        assert (code, out) == (EXIT_BAD_INPUT, ""), bad
+        assert "--timeout" in err and said in err, err
+
+
 def test_delete_wait_of_a_missing_pool_says_so_without_a_progress_bar(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
