@@ -231,17 +231,8 @@ async def update(
                     raise asyncio.CancelledError() from err
                 raise
             except (RPCError, WorkflowUpdateFailedError) as err:
-                why = turned_away(err)
-                if why is None:
-                    raise
-                left = until - time.monotonic()
-                if left <= 0:
-                    spent = time.monotonic() - begun
-                    raise TemporalBusy(
-                        f"{pools._side(kind).shown(name)}: the {update} update was turned away"
-                        f" for {spent:.1f}s: {why}"
-                    ) from err
-                await asyncio.sleep(min(next(pauses), left))
+                what = f"{pools._side(kind).shown(name)}: the {update} update"
+                await _again(err, what=what, begun=begun, until=until, pauses=pauses)
 
 
 async def signal(
@@ -273,17 +264,23 @@ async def signal(
             except RPCError as err:
                 if err.status == RPCStatusCode.CANCELLED and cancelling():
                     raise asyncio.CancelledError() from err
-                why = turned_away(err)
-                if why is None:
-                    raise
-                left = until - time.monotonic()
-                if left <= 0:
-                    spent = time.monotonic() - begun
-                    raise TemporalBusy(
-                        f"{pools._side(kind).shown(name)}: the {signal} signal was turned away"
-                        f" for {spent:.1f}s: {why}"
-                    ) from err
-                await asyncio.sleep(min(next(pauses), left))
+                what = f"{pools._side(kind).shown(name)}: the {signal} signal"
+                await _again(err, what=what, begun=begun, until=until, pauses=pauses)
+
+
+async def _again(
+    err: BaseException, *, what: str, begun: float, until: float, pauses: Iterator[float]
+) -> None:
+    """Pause before `what` is sent again, Temporal having turned it away for now; past
+    `until`, `TemporalBusy` naming the cause; what it did not turn away, raised as it is."""
+    why = turned_away(err)
+    if why is None:
+        raise err
+    left = until - time.monotonic()
+    if left <= 0:
+        spent = time.monotonic() - begun
+        raise TemporalBusy(f"{what} was turned away for {spent:.1f}s: {why}") from err
+    await asyncio.sleep(min(next(pauses), left))
 
 
 async def query(
