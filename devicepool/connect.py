@@ -30,7 +30,7 @@ from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 
 from devicepool.codec import codec_from_env
-from devicepool.errors import TemporalUnreachable, address_problem
+from devicepool.errors import TemporalUnreachable, address_problem, without_scheme
 from devicepool.tracing import interceptors_from_env
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
@@ -85,6 +85,10 @@ def connect_config(
     config.setdefault("target_host", DEFAULT_ADDRESS)
     if address:
         config["target_host"] = address
+    # `http://host:port` (a URL pasted from a browser): the SDK warns and will refuse it.
+    config["target_host"], https = without_scheme(str(config["target_host"]))
+    if https and config.get("tls") is None:
+        config["tls"] = True
     if namespace:
         config["namespace"] = namespace
     return config

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 EXIT_OK = 0
 EXIT_RUNTIME = 1
@@ -10,6 +11,13 @@ EXIT_BAD_INPUT = 2
 
 # `host:port`, `[v6]:port`; the port is what a bare host lacks.
 _HOST_PORT = re.compile(r"^(?:\[[^\]]+\]|[^:\[\]/]+):(?P<port>\d+)$")
+# The Web UI's and the server's ports of `temporal server start-dev` and `devicepool dev`.
+DEV_UI_PORT = 8233
+DEV_SERVER_PORT = 7233
+# What the lock of `devicepool dev`'s default data dir says while it runs (client/_dev_stack.py):
+# a stack started with other ports names them there.
+DEV_LOCK = Path(".devicepool") / "lock"
+_LOCK_PORTS = re.compile(r"Temporal (?P<server>[^,\s]+), Web UI port (?P<ui>\d+)")
 
 
 class DevicePoolError(Exception):
@@ -31,10 +39,22 @@ class TemporalUnreachable(DevicePoolError):
         super().__init__(f"cannot reach Temporal at {address}{_cause(address, detail)}")
 
 
+def without_scheme(address: str) -> tuple[str, bool]:
+    """`http://host:port/` as the `host:port` it means, and whether it said `https`.
+
+    The SDK warns on a scheme (a Python warning in the user's terminal) and will refuse it.
+    """
+    address = address.strip()
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        return address, False
+    return rest.rstrip("/"), scheme.lower() == "https"
+
+
 def address_problem(address: str) -> str:
     """What is wrong with a `host:port` target, or "" when nothing is."""
     address = address.strip()
-    if _HOST_PORT.match(address) or "://" in address:  # a URL: the SDK still takes it
+    if _HOST_PORT.match(address):
         return ""
     if ":" in address.rsplit("]", 1)[-1]:
         return "the address needs host:port, with a port number"
@@ -49,6 +69,31 @@ def _cause(address: str, detail: str) -> str:
     if "dns error" in lowered or "name or service not known" in lowered:
         host = address.rsplit(":", 1)[0].strip("[]")
         return f": cannot resolve host {host!r} — check TEMPORAL_ADDRESS"
+    ui_hint = _web_ui_hint(address)
+    if ui_hint:
+        return f" — {ui_hint}"
+    if "h2 protocol error" in lowered or "http2 error" in lowered:
+        return (
+            ": something answers there, but not Temporal's gRPC (a Web UI or an HTTP port?) "
+            "— check TEMPORAL_ADDRESS"
+        )
     if "connection refused" in lowered:
         return " — is `devicepool dev` running? (connection refused)"
     return " — is `devicepool dev` running?"
+
+
+def _web_ui_hint(address: str) -> str:
+    """ "that is the Web UI's port; the server's is 7233 (...)" when `address` is a Web UI's port:
+    the default one, or the one a `devicepool dev` in this directory says it took."""
+    host, _, port = address.rpartition(":")
+    ui_ports = {DEV_UI_PORT: f"{host}:{DEV_SERVER_PORT}"}
+    try:
+        found = _LOCK_PORTS.search(DEV_LOCK.read_text(errors="replace")[:1000])
+    except OSError:
+        found = None
+    if found is not None:
+        ui_ports[int(found["ui"])] = found["server"]
+    server = ui_ports.get(int(port)) if port.isdigit() else None
+    if server is None:
+        return ""
+    return f"that is the Web UI's port; the server's is {server.rpartition(':')[2]} ({server})"

@@ -7,10 +7,13 @@ closed port asks whether `devicepool dev` is running.
 
 from __future__ import annotations
 
+import warnings
+from pathlib import Path
+
 import pytest
 
 from devicepool.client.cli import main
-from devicepool.client.errors import EXIT_RUNTIME
+from devicepool.client.errors import EXIT_RUNTIME, TemporalUnreachable
 from devicepool.testing import free_port as closed_port  # nothing listens on it
 
 
@@ -59,4 +62,60 @@ def test_a_closed_port_asks_for_the_stack(
     err = run_get(capsys, monkeypatch, address)
     assert err.endswith(
         f"cannot reach Temporal at {address} — is `devicepool dev` running? (connection refused)"
+    )
+
+
+@pytest.mark.parametrize("scheme", ["http://", "https://"])
+def test_a_url_scheme_is_dropped_without_a_python_warning(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, scheme: str
+) -> None:
+    # The SDK warns (UserWarning) on a scheme and will refuse it; the address is what it meant.
+    port = closed_port()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        err = run_get(capsys, monkeypatch, f"{scheme}127.0.0.1:{port}/")
+    assert err == (
+        f"error: cannot reach Temporal at 127.0.0.1:{port} — is `devicepool dev` running? "
+        "(connection refused)"
+    )
+
+
+def test_the_web_ui_port_is_named_with_the_servers(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no dev stack's lock here: the default ports
+    err = run_get(capsys, monkeypatch, "http://127.0.0.1:8233")
+    assert "cannot reach Temporal at 127.0.0.1:8233" in err
+    assert err.endswith("that is the Web UI's port; the server's is 7233 (127.0.0.1:7233)")
+
+
+def test_a_dev_stacks_own_ui_port_is_named_with_its_server(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    # `devicepool dev --port P --ui-port U` in this directory: its lock says both.
+    ui_port, port = closed_port(), closed_port()
+    (tmp_path / ".devicepool").mkdir()
+    (tmp_path / ".devicepool" / "lock").write_text(
+        f"pid 1, Temporal 127.0.0.1:{port}, Web UI port {ui_port}, emulator port 8088, "
+        "metrics port 9464\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    err = run_get(capsys, monkeypatch, f"localhost:{ui_port}")
+    assert err.endswith(f"that is the Web UI's port; the server's is {port} (127.0.0.1:{port})")
+
+
+def test_an_http_server_that_is_not_temporal_is_told_apart() -> None:
+    # What the SDK says when an HTTP/1 server (a Web UI, a metrics port) answers the gRPC call.
+    detail = (
+        "Failed client connect: `get_system_info` call error after connection: Status { code: "
+        'Internal, message: "h2 protocol error: http2 error", ... }'
+    )
+    said = str(TemporalUnreachable("127.0.0.1:18088", detail))
+    assert said == (
+        "cannot reach Temporal at 127.0.0.1:18088: something answers there, but not "
+        "Temporal's gRPC (a Web UI or an HTTP port?) — check TEMPORAL_ADDRESS"
     )
