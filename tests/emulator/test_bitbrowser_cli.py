@@ -27,7 +27,7 @@ def test_defaults() -> None:
     assert BitBrowserConfig().nodes == ["node-1"] and BitBrowserConfig().api_key is None
 
 
-def test_all_flags() -> None:
+def test_all_flags(tmp_path: Path) -> None:
     args = build_parser().parse_args(
         [
             "--nodes=3",
@@ -46,7 +46,7 @@ def test_all_flags() -> None:
             "--phone-region=r2",
             "--speed=60",
             "--seed=9",
-            "--state=/tmp/account.json",
+            f"--state={tmp_path / 'account.json'}",
         ]
     )
     config = config_from_args(args)
@@ -57,7 +57,7 @@ def test_all_flags() -> None:
     assert (config.phone_requests_per_second, config.phone_rate_mode) == (4, "delay")
     assert (config.phone_rate_scope, config.phone_regions) == ("node", ["r1", "r2"])
     assert (config.speed, config.seed) == (60, 9)
-    assert config.state_file == Path("/tmp/account.json")
+    assert config.state_file == tmp_path / "account.json"
     named = build_parser().parse_args(["--node", "a=6001", "--node", "b"])
     assert config_from_args(named).nodes == ["a", "b"]
     assert named.named_nodes == [("a", 6001), ("b", None)]

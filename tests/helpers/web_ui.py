@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -23,7 +23,6 @@ from playwright.async_api import Browser, Locator, Page, async_playwright, expec
 
 from devicepool.api.names import SEARCH_ATTRIBUTES
 
-CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -37,17 +36,22 @@ CHROMIUM_ARGS = [
 UI_TIMEOUT_MS = 20_000
 
 
-def require_chromium() -> None:
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} not found: install Debian's `chromium` package (`make test` does)")
+def require_chromium() -> str:
+    """The `chromium` on PATH (where `make test` installs Debian's), or skip the test."""
+    found = shutil.which("chromium")
+    if found is None:
+        pytest.skip(
+            "chromium not found on PATH: install Debian's `chromium` package (`make test` does)"
+        )
+    return found
 
 
 @asynccontextmanager
 async def chromium() -> AsyncIterator[Browser]:
     """Headless chromium (skips the test when it is not installed), closed after."""
-    require_chromium()
+    executable = require_chromium()
     async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        browser = await pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         try:
             yield browser
         finally:
