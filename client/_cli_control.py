@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from devicepool.api.durations import format_duration
 from devicepool.client._cli_support import duration_or_exit, open_pools, run
 
 PoolArg = Annotated[str, typer.Argument(help="the pool's name")]
@@ -50,14 +51,12 @@ def protect(
     device: DeviceArg,
     duration: Annotated[
         str | None,
-        typer.Option(
-            "--for", help="how long, as kubectl writes it (2h, 90m); default: until unprotect"
-        ),
+        typer.Option("--for", help="how long (2h, 90m, 2d); default: until unprotect"),
     ] = None,
 ) -> None:
     """Keep a device from scale-down and expiry (health still replaces it if it dies)."""
-    if duration is not None:
-        duration_or_exit("--for", duration)
+    if duration is not None:  # `2d` too, as the pool's own words (`48h`)
+        duration = format_duration(duration_or_exit("--for", duration))
     _answer(pool, lambda c: c.protect_device(pool, device, duration=duration))
 
 

@@ -1,7 +1,8 @@
 """`devicepool cost [POOL] [--since 24h]`: device-hours and money per pool and per account.
 
 Sums each pool's hourly `cost` buckets (a week of them); `--since` takes the hours that began at
-or after then, so it may count up to an hour more than asked. Why the provider's bill is a
+or after then, so it may count up to an hour more than asked (the table's first line says
+from when). Why the provider's bill is a
 little higher: docs/pools.md, 'Spend: what a pool costs, and a cap'."""
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ def cost(
     name: Annotated[str | None, typer.Argument(help="a pool name (default: every pool)")] = None,
     since: Annotated[
         str | None,
-        typer.Option("--since", help="only the last DURATION (24h, 90m; whole hours counted)"),
+        typer.Option(
+            "--since",
+            metavar="DURATION",
+            help="only the last DURATION: 24h, 90m, 2d (whole hours counted; "
+            "default: since each pool was created)",
+        ),
     ] = None,
     output: OutputOpt = None,
 ) -> None:
@@ -33,10 +39,12 @@ def cost(
         return await (await open_pools(name)).costs(name)
 
     now = datetime.now(UTC)
-    report = cost_rows(run(body), since=None if window is None else now - window, now=now)
+    start = None if window is None else now - window
+    report = cost_rows(run(body), since=start, now=now)
     if fmt != Output.TABLE:
         print_data(report, fmt)
         return
+    print(cost_header(since, since=start, now=now))
     rows = [
         [
             p.get("pool") or f"(account {p['account']})",  # the pools, then each account's sum
@@ -48,6 +56,14 @@ def cost(
         for p in [*report["pools"], *report["accounts"]]
     ]
     print_table(HEADERS, rows)
+
+
+def cost_header(window: str | None, *, since: datetime | None, now: datetime) -> str:
+    """The table's first line: the window as given and the hour it counts from, or that it
+    counts everything (`since` None)."""
+    if window is None or since is None:
+        return f"Cost since each pool was created (to {_utc(now)})"
+    return f"Cost over the last {window.strip()} (since {_utc(_hour_of(since))})"
 
 
 def cost_rows(
@@ -66,7 +82,7 @@ def cost_rows(
         if since is None:
             hours, dollars = total_hours, total_dollars
         else:
-            floor = since.replace(minute=0, second=0, microsecond=0)
+            floor = _hour_of(since)
             kept = [h for h in answer.hours if h.start >= floor]
             hours = sum(h.device_hours for h in kept) + total_hours - answer.device_hours_to_date
             dollars = sum(h.cost for h in kept) + total_dollars - answer.cost_to_date
@@ -89,6 +105,15 @@ def cost_rows(
         "pools": pools,
         "accounts": [accounts[a] for a in sorted(accounts)],
     }
+
+
+def _hour_of(at: datetime) -> datetime:
+    """The start of `at`'s hour: the pools count by the hour, so a window starts there."""
+    return at.replace(minute=0, second=0, microsecond=0)
+
+
+def _utc(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _num(value: float | None) -> str:

@@ -40,7 +40,7 @@ def timeout_seconds(value: str | float) -> float:
             seconds = float(text)
         except ValueError:
             try:
-                seconds = parse_duration(text)
+                seconds = parse_duration(text, days=True)
             except ValueError:
                 said = f"must be seconds (120) or a duration (120s, 2m, 1h30m), got {text!r}"
                 raise typer.BadParameter(said) from None
@@ -92,11 +92,11 @@ async def open_pools(name: str | None = None) -> Any:
 
 
 def duration_or_exit(flag: str, text: str) -> float:
-    """Seconds of a duration as kubectl writes it (2h, 90m), more than 0; else exit 2."""
+    """Seconds of a duration (2h, 90m, 2d), more than 0; else exit 2."""
     from devicepool.api.durations import parse_duration
 
     try:
-        if (seconds := parse_duration(text)) <= 0:
+        if (seconds := parse_duration(text, days=True)) <= 0:
             raise ValueError(f"must be more than 0s, got {text!r}")
     except ValueError as err:
         raise fail(f"{flag}: {err}", EXIT_BAD_INPUT) from None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -76,6 +77,12 @@ POOL_FAMILIES = (
         "devicepool_node_profiles",
         "A BrowserPool's profiles placed on each live node (its status `byNode`).",
         ("node",),
+    ),
+    # The burn rate, what a budget alert compares (the cost to date only ever grows).
+    (
+        "devicepool_pool_hourly_cost_dollars",
+        "What a DevicePool's devices bill an hour now, in dollars (its status `hourlyCost`).",
+        (),
     ),
 )
 
@@ -281,7 +288,7 @@ class PoolCollector(Collector):
             yield GaugeMetricFamily(name, f"Running {kind} workflows.", value=count)
 
         # `kind`: DevicePool, or BrowserPool (platform "browser"; its devices are profiles).
-        desired, ready, phase, devices, conditions, statuses, by_node = (
+        desired, ready, phase, devices, conditions, statuses, by_node, hourly_cost = (
             GaugeMetricFamily(name, text, labels=["pool", "platform", "kind", *more])
             for name, text, more in POOL_FAMILIES
         )
@@ -306,7 +313,9 @@ class PoolCollector(Collector):
                         statuses.add_metric([*key, type_, status], 1.0 if now == status else 0.0)
                 for node, count in (pool.status.get("byNode") or {}).items():
                     by_node.add_metric([*key, str(node)], float(count or 0))
-        yield from (desired, ready, phase, devices, conditions, statuses, by_node)
+                if (rate := _dollars(pool.status.get("hourlyCost"))) is not None:
+                    hourly_cost.add_metric(key, rate)
+        yield from (desired, ready, phase, devices, conditions, statuses, by_node, hourly_cost)
         leases = [
             PoolLeases(
                 labels=(pool.name, pool.platform, pool.kind),
@@ -339,3 +348,10 @@ def _int(value: Any) -> int | None:
         return int(value) if value is not None else None
     except (TypeError, ValueError):
         return None
+
+
+def _dollars(value: Any) -> float | None:
+    """An amount of money from a status: a finite number of 0 or more, else None (no sample)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
