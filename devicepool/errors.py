@@ -72,7 +72,8 @@ def _cause(address: str, detail: str) -> str:
     ui_hint = _web_ui_hint(address)
     if ui_hint:
         return f" — {ui_hint}"
-    if "h2 protocol error" in lowered or "http2 error" in lowered:
+    # Connected, then no gRPC answer (an HTTP/1 server: "h2 protocol error", or a broken pipe).
+    if "after connection" in lowered or "h2 protocol error" in lowered:
         return (
             ": something answers there, but not Temporal's gRPC (a Web UI or an HTTP port?) "
             "— check TEMPORAL_ADDRESS"

@@ -108,11 +108,18 @@ def test_a_dev_stacks_own_ui_port_is_named_with_its_server(
     assert err.endswith(f"that is the Web UI's port; the server's is {port} (127.0.0.1:{port})")
 
 
-def test_an_http_server_that_is_not_temporal_is_told_apart() -> None:
+@pytest.mark.parametrize(
+    "status",
+    [
+        'Internal, message: "h2 protocol error: http2 error", ...',
+        'Unknown, message: "transport error", ... kind: BrokenPipe ...',
+    ],
+)
+def test_an_http_server_that_is_not_temporal_is_told_apart(status: str) -> None:
     # What the SDK says when an HTTP/1 server (a Web UI, a metrics port) answers the gRPC call.
     detail = (
         "Failed client connect: `get_system_info` call error after connection: Status { code: "
-        'Internal, message: "h2 protocol error: http2 error", ... }'
+        f"{status} }}"
     )
     said = str(TemporalUnreachable("127.0.0.1:18088", detail))
     assert said == (
