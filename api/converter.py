@@ -9,6 +9,8 @@ cannot say rides in `CONVERSION_ANNOTATION`: docs/pools.md, 'Versions: v1alpha1 
 from __future__ import annotations
 
 import json
+import types
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -165,8 +167,9 @@ class Converter(Generic[Alpha, Stored]):
 
         `written` is the manifest `pool` was converted from. A field is kept when it
         is not at its default, or when the author wrote it (under its name in
-        either version): `devicepool convert` rewrites what was written, it does not
-        spell out every default.
+        either version, camelCase or snake_case): `devicepool convert` rewrites what
+        was written, it does not spell out every default (`account: default`,
+        `sessionTTL: 0s` inside a block the author wrote are defaults too).
         """
         data = pool.to_json_dict()  # type: ignore[attr-defined]
         data.pop("status", None)
@@ -178,24 +181,29 @@ class Converter(Generic[Alpha, Stored]):
         source_spec: dict[str, Any] = (
             written["spec"] if isinstance(written.get("spec"), dict) else {}
         )
-        source_paths = {path for path, _ in _leaves(source_spec)}
+        written_model = (
+            (self.alpha if written.get("apiVersion") == API_VERSION_V1ALPHA1 else self.stored)
+            .model_fields["spec"]
+            .annotation
+        )
+        source_paths = {_json_path(written_model, path) for path, _ in _leaves(source_spec)}  # type: ignore[arg-type]
         source_paths |= {renames[path] for path in source_paths if path in renames}
-        source_paths |= {path[:1] for path in source_paths}  # a written block keeps its key
         model = type(pool).model_fields["spec"].annotation
         defaults = dict(_leaves(_defaults_of(model, data["spec"])))  # type: ignore[arg-type]
         spec: dict[str, Any] = {}
         for path, value in _leaves(data["spec"]):
-            if (
-                path in source_paths
-                or path[:1] in source_paths
-                or defaults.get(path, _NONE) != value
-            ):
+            if path in source_paths or defaults.get(path, _NONE) != value:
                 _put(spec, path, value)
-        fields = {field.alias or name for name, field in model.model_fields.items()}  # type: ignore[union-attr]
-        # A block (mapping) the author wrote stays, even empty, under its name after conversion.
+        # A block set that is unset by default (`leases: {}`) stays, even with nothing in it
+        # but defaults: set, it means something unset does not.
+        for key, value in data["spec"].items():
+            if key not in spec and isinstance(value, dict) and _unset_by_default(model, key):  # type: ignore[arg-type]
+                spec[key] = {}
+        # A block (mapping) the author wrote stays, even empty, under its name after conversion
+        # (a block still: v1beta1's `provider` mapping is v1alpha1's `provider` string).
         for key, value in source_spec.items():
-            block = renames.get((key,), (key,))[0]
-            if isinstance(value, dict) and block in fields:
+            block = renames.get(_json_path(written_model, (key,)), (key,))[0]  # type: ignore[arg-type]
+            if isinstance(value, dict) and _is_block(model, block):  # type: ignore[arg-type]
                 spec.setdefault(block, {})
         metadata = {
             key: value
@@ -216,20 +224,68 @@ _NONE = object()
 
 
 def _defaults_of(model: type[pydantic.BaseModel], spec: dict[str, Any]) -> dict[str, Any]:
-    """The JSON of `model` with only its required fields set (to `spec`'s)."""
+    """The JSON of `model` at its defaults: each optional field's default, each block (a nested
+    model) `spec` sets at its own defaults too. Required fields have no default: left out."""
     required = {
         (field.alias or name): spec[field.alias or name]
         for name, field in model.model_fields.items()
         if field.is_required() and (field.alias or name) in spec
     }
-    # Cannot fail: these fields are the spec's own, which validated.
-    defaults = model.model_validate(required).model_dump(mode="json", exclude_none=True)
-    proxy = spec.get("proxy")
-    if isinstance(proxy, dict) and "proxy" in model.model_fields:
-        proxy_model = model.model_fields["proxy"].annotation
-        inner = next(a for a in getattr(proxy_model, "__args__", ()) if a is not type(None))
-        defaults["proxy"] = _defaults_of(inner, proxy)
+    try:
+        defaults = model.model_validate(required).model_dump(mode="json", exclude_none=True)
+    except pydantic.ValidationError:  # a rule across fields: nothing counts as a default
+        return {}
+    for name, field in model.model_fields.items():
+        key = field.alias or name
+        inner = _model_in(field.annotation)
+        if field.is_required():
+            defaults.pop(key, None)
+        elif inner is not None and isinstance(spec.get(key), dict):
+            defaults[key] = _defaults_of(inner, spec[key])
     return defaults
+
+
+def _model_in(annotation: Any) -> type[pydantic.BaseModel] | None:
+    """The model of a block field (`X` or `X | None`), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        return annotation
+    if _is_union(annotation):
+        return next(filter(None, map(_model_in, typing.get_args(annotation))), None)
+    return None
+
+
+def _field(model: type[pydantic.BaseModel], key: str) -> Any:
+    """The field `key` (its JSON or its Python name) of `model`, or None."""
+    return next((f for n, f in model.model_fields.items() if key in (f.alias, n)), None)
+
+
+def _json_path(model: type[pydantic.BaseModel] | None, path: tuple[str, ...]) -> tuple[str, ...]:
+    """`path` as written (`proxy.pool_ref` validates too) in the JSON names (`proxy.poolRef`)."""
+    named: list[str] = []
+    for key in path:
+        field = _field(model, key) if model is not None else None
+        named.append(field.alias or key if field is not None else key)
+        model = _model_in(field.annotation) if field is not None else None
+    return tuple(named)
+
+
+def _is_block(model: type[pydantic.BaseModel], key: str) -> bool:
+    """Whether field `key` of `model` is a mapping (a nested model, or a dict)."""
+    field = _field(model, key)
+    if field is None:
+        return False
+    annotation = field.annotation
+    arms = typing.get_args(annotation) if _is_union(annotation) else (annotation,)
+    return any(_model_in(arm) is not None or typing.get_origin(arm) is dict for arm in arms)
+
+
+def _is_union(annotation: Any) -> bool:
+    return isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
+
+
+def _unset_by_default(model: type[pydantic.BaseModel], key: str) -> bool:
+    field = _field(model, key)
+    return field is not None and field.default_factory is None and field.default is None
 
 
 def _leaves(data: dict[str, Any], base: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
