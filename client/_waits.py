@@ -2,13 +2,16 @@
 end of the leases), polled every `POLL_SECONDS`.
 
 A teardown until the workflow ends, a change until the pool converged on its generation;
-`PoolBlocked` for what waiting cannot fix. The words and the test are `client._kind_sides`'."""
+`PoolBlocked` for what waiting cannot fix (`CANNOT_FIX`, one table for both kinds). What
+converged means is `client._kind_sides`'."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -26,13 +29,145 @@ from devicepool.client._kind_sides import Side, teardown_blocked
 from devicepool.client._results import DeleteResult
 from devicepool.client._temporal_errors import QUERY_TIMEOUT
 from devicepool.client.errors import DevicePoolError, PoolBlocked, WaitTimeout
+from devicepool.workflows.browserpool.status import LOCAL_API_REFUSED
 
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
 
 POLL_SECONDS = 1.0
 
+# A `CANNOT_FIX` row with `after_grace` (an account's spendCap) stops a wait only once it held
+# this long: the cap is shared, so a device of another pool leaving makes room, and the
+# ledger holds every request until its first count is in (it counts again within 60 s).
+HOLD_GRACE_SECONDS = 75.0
+
 Progress = Callable[[dict[str, Any]], None] | None
+
+
+def _always(status: dict[str, Any], cond: dict[str, Any]) -> bool:
+    return True
+
+
+_ALLOWS = re.compile(r"\ballows (\d+) device")
+
+
+def _cap_below_size(status: dict[str, Any], cond: dict[str, Any]) -> bool:
+    """The pool's own spendCap allows fewer devices than desired: no wait ends that. A cap
+    that allows the size holds creates only while devices on their way out (failed,
+    terminating) still bill; they go, the creates follow. A message without the figure
+    (another build's words) is taken for the passing kind."""
+    allowed = _ALLOWS.search(str(cond.get("message") or ""))
+    desired = status.get("desiredReplicas")
+    return allowed is not None and isinstance(desired, int) and int(allowed[1]) < desired
+
+
+@dataclass(frozen=True)
+class CannotFix:
+    """A condition that waiting cannot fix: its type, the status it holds with, its reasons.
+    `named` is what the stop line names (the reason when empty), `then` what it adds (what
+    to do), `after_grace` whether the wait must have seen it hold `HOLD_GRACE_SECONDS`
+    before it stops, and `holds` whether this sighting is one that lasts."""
+
+    type: str
+    status: str
+    reasons: frozenset[str]
+    named: str = ""
+    then: str = ""
+    after_grace: bool = False
+    holds: Callable[[dict[str, Any], dict[str, Any]], bool] = _always
+
+
+# Conditions waiting cannot fix, for every kind: a pass over the generation waited for that
+# reports one ends the wait (exit 1) with one line naming it. Only what a person must change
+# (the manifest, the worker config, a node worker); never a transient (a rate limit, a
+# provider's 5xx, a cap full of devices on their way out), which the progress line names.
+CANNOT_FIX = (
+    # The worker's config does not serve the manifest (its message ends "provisioning
+    # stopped"), or a node refuses the key (a BrowserPool's).
+    CannotFix(
+        "Ready",
+        "False",
+        frozenset(
+            {
+                "UnknownProxyPool",
+                "UnknownAccount",
+                "UnknownRegion",
+                "UnsupportedPlatform",
+                "ProxyIncomplete",
+                LOCAL_API_REFUSED,
+            }
+        ),
+    ),
+    CannotFix(
+        "SpendCapReached",
+        "True",
+        frozenset({"CapReached"}),
+        named="SpendCapReached",
+        then="; or lower spec.replicas to what it allows — the pool keeps running below its "
+        "size meanwhile",
+        holds=_cap_below_size,
+    ),
+    CannotFix(
+        "SpendCapReached",
+        "True",
+        frozenset({"AccountCapReached"}),
+        named="SpendCapReached",
+        then="; or make room in the account's other pools — the pool grows once there is room",
+        after_grace=True,
+    ),
+    CannotFix(
+        "NodesAvailable",
+        "False",
+        frozenset({"NoLiveNode"}),
+        then=" — start a node worker with those labels, or change spec.nodeSelector; the "
+        "pool makes its profiles once one beats",
+    ),
+)
+
+
+def cannot_fix(status: dict[str, Any], generation: int) -> tuple[CannotFix, dict[str, Any]] | None:
+    """The first `CANNOT_FIX` row the status shows, with its condition, as seen by a pass over
+    `generation` or later (an older pass's verdict does not count: the change waited for may
+    be the fix)."""
+    if int(status.get("observedGeneration") or 0) < generation:
+        return None
+    for row in CANNOT_FIX:
+        for cond in status.get("conditions") or ():
+            if (
+                isinstance(cond, dict)
+                and cond.get("type") == row.type
+                and cond.get("status") == row.status
+                and cond.get("reason") in row.reasons
+                and row.holds(status, cond)
+            ):
+                return row, cond
+    return None
+
+
+class _Stops:
+    """Which `CANNOT_FIX` row a wait has seen hold, since when (monotonic): one `after_grace`
+    stops the wait once it held `HOLD_GRACE_SECONDS` without a break."""
+
+    def __init__(self) -> None:
+        self._since: dict[CannotFix, float] = {}
+
+    def check(self, side: Side, name: str, status: dict[str, Any], generation: int) -> None:
+        found = cannot_fix(status, generation)
+        if found is None:
+            self._since.clear()
+            return
+        row, cond = found
+        now = time.monotonic()
+        self._since = {row: self._since.get(row, now)}
+        if row.after_grace and now - self._since[row] < HOLD_GRACE_SECONDS:
+            return
+        raise PoolBlocked(
+            side.named(name),
+            "cannot become ready",
+            row.named or str(cond.get("reason")),
+            str(cond.get("message") or ""),
+            row.then,
+        )
 
 
 async def until_deleted(
@@ -114,6 +249,7 @@ async def until_ready(
     """
     deadline = time.monotonic() + timeout
     status: dict[str, Any] = {}
+    stops = _Stops()
     while True:
         await pools._describe_running(name, handle, side.kind.name)
         if side.wait_needs_worker:
@@ -131,14 +267,7 @@ async def until_ready(
                 on_progress(status)
             if side.converged(status, generation):
                 return status
-            problem = side.blocked(status, generation)
-            if problem is not None:
-                raise PoolBlocked(
-                    side.named(name),
-                    "cannot become ready",
-                    str(problem.get("reason")),
-                    str(problem.get("message") or ""),
-                )
+            stops.check(side, name, status, generation)
         if time.monotonic() >= deadline:
             raise WaitTimeout(
                 f"{side.shown(name)} not ready after {timeout:g}s "

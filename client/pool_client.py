@@ -50,6 +50,7 @@ from devicepool.client._apply import (
     check_account,
     start_or_update,
 )
+from devicepool.client._encrypted_stack import refuse_keyless_apply
 from devicepool.client._kind_sides import Side, side_of, teardown_blocked
 from devicepool.client._orphans import sweep_orphans
 from devicepool.client._results import DeleteResult, PoolSummary
@@ -173,6 +174,7 @@ class PoolClient:
         """
         if concurrency < 1:
             raise BadInput(f"concurrency: must be at least 1, got {concurrency}")
+        await refuse_keyless_apply(self._client, pools)  # no key, encrypted history: refused
         first: dict[str, DevicePool] = {}  # each account's first pool names it in a refusal
         for pool in pools:
             if isinstance(pool, DevicePool):  # a BrowserPool's account is its nodes'
@@ -298,8 +300,8 @@ class PoolClient:
         """Poll `status` until the pool has converged on `generation` (or `WaitTimeout`).
 
         `PoolBlocked` at once when a pass over `generation` reports what waiting
-        cannot fix (`Side.blocked`: `Ready=False` for a configuration error, a
-        node's Local API refusing its key): the pool stopped, and waiting would
+        cannot fix (`_waits.CANNOT_FIX`: a configuration error, a node's Local API
+        refusing its key, a spend cap below the size, no live node): waiting would
         only run out the timeout.
         """
         side = self._side(kind)
