@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from typing import Any
 
@@ -83,7 +84,7 @@ def banner(
         f"  Data and logs:    {o.data_dir}/ (temporal.db, emulator.sqlite; "
         f"{logs}/temporal.log, emulator.log, worker.log)\n"
         f"{manifests}"
-        f"{try_line(cli_command())}"
+        f"{try_line(cli_command(), dev_key_file(o) if encryption_on(o) else None)}"
         "Ctrl-C stops everything; running again with the same --data-dir resumes the pools."
     )
 
@@ -108,7 +109,8 @@ def codec_lines(options: DevOptions) -> str:
     return (
         f"  Codec server:     {codec_url(options)} (history encrypted with key {KEY_ID!r}; "
         f"the Web UI decodes through it)\n"
-        f"  For the CLI:      export DEVICEPOOL_ENCRYPTION_KEY_FILES={dev_key_file(options)}\n"
+        f"  For the CLI:      export DEVICEPOOL_ENCRYPTION_KEY_FILES="
+        f"{shlex.quote(str(dev_key_file(options).absolute()))}\n"
     )
 
 

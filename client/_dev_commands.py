@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import shutil
 import sys
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from devicepool.client._dev_config import (
     emulator_state_file,
     encryption_on,
 )
+from devicepool.codec import ENV_KEY_FILES
 
 _SLOTS_USED = re.compile(r"^temporal_worker_task_slots_used\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
@@ -153,9 +155,14 @@ def cli_command() -> str:
     return str(script)
 
 
-def try_line(command: str) -> str:
-    """The banner's first commands to try, and how to put the bare name on PATH."""
-    line = f"Try:  {command} apply -f examples/quickstart.yaml --wait && {command} get\n"
+def try_line(command: str, key_file: Path | None = None) -> str:
+    """The banner's first commands to try, and how to put the bare name on PATH; with
+    `key_file` (an encrypted stack) first the export the CLI needs, its absolute path (the
+    key itself is never printed)."""
+    export = ""
+    if key_file is not None:
+        export = f"export {ENV_KEY_FILES}={shlex.quote(str(key_file.absolute()))} && "
+    line = f"Try:  {export}{command} apply -f examples/quickstart.yaml --wait && {command} get\n"
     activate = Path(command).parent / "activate"
     if command.endswith("/devicepool") and activate.is_file():
         line += f"      (or `source {activate}` once, then plain `devicepool`)\n"

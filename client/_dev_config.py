@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import importlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from typing import Any
 import yaml
 
 from devicepool.api.names import KIND_DEVICE_POOL
+from devicepool.client.errors import DevicePoolError
+from devicepool.codec import EXTRA_HINT
 
 DEV_NAMESPACE = "default"
 DEV_HOST = "127.0.0.1"
@@ -88,6 +91,24 @@ def dev_key_file(options: DevOptions) -> Path:
 def encryption_on(options: DevOptions) -> bool:
     """`--encrypt`, or a data dir that an earlier `--encrypt` run left a key in."""
     return options.encrypt or dev_key_file(options).is_file()
+
+
+def check_encryption_installed(options: DevOptions) -> None:
+    """With encryption on, `DevicePoolError` naming the extra to install when `cryptography` is
+    missing: said before anything starts (or a key is made), not by a codec server dying."""
+    if not encryption_on(options):
+        return
+    try:
+        importlib.import_module("cryptography.hazmat.primitives.ciphers.aead")
+    except ImportError:
+        needs = (
+            "--encrypt needs"
+            if options.encrypt
+            else f"{options.data_dir} holds encrypted history (an earlier --encrypt) and needs"
+        )
+        raise DevicePoolError(
+            f"{needs} the `cryptography` package, which is not installed: {EXTRA_HINT}"
+        ) from None
 
 
 def ensure_dev_key(options: DevOptions) -> Path:

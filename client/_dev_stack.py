@@ -42,6 +42,7 @@ from devicepool.client._dev_config import (
     NODE_WORKER_SUFFIX,
     DevOptions,
     browser_node_names,
+    check_encryption_installed,
     encryption_on,
     ensure_dev_key,
     is_node_worker,
@@ -91,6 +92,7 @@ class DevStack:
     async def start(self, pools: Sequence[Any]) -> None:
         """Start the processes; apply `pools` if the data dir is new; print the banner."""
         o = self.options
+        check_encryption_installed(o)  # before the lock, a key or any process
         # First: a data dir another stack runs on must not be touched at all.
         self.lock = self.lock or DataDirLock(self.data_dir)
         self.lock.acquire(

@@ -1,0 +1,117 @@
+"""`devicepool dev --encrypt`: a missing `cryptography` stops it before anything starts, and the
+banner's `Try:` line exports the key the CLI needs (its path, never the key).
+
+Without processes: the stack's spawns and waits are stubbed; the real encrypted stack is
+tests/encryption/test_enc_web_ui.py."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import devicepool.client._dev_stack
+from devicepool.client._dev_config import DevOptions, dev_key_file, ensure_dev_key
+from devicepool.client._dev_stack import DevStack
+from devicepool.client.cli import main
+from devicepool.codec import ENV_KEY_FILES
+from devicepool.testing import free_port
+
+AESGCM_MODULE = "cryptography.hazmat.primitives.ciphers.aead"
+
+
+@pytest.fixture
+def spawned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """`DevStack.start` with nothing spawned or waited for; the children it would start."""
+    names: list[str] = []
+
+    async def spawn(stack: DevStack, name: str, *_: object, **__: object) -> None:
+        names.append(name)
+
+    async def nothing(*_: object, **__: object) -> None:
+        return None
+
+    monkeypatch.setattr(DevStack, "_spawn", spawn)
+    for method in ("_wait_temporal", "_wait_emulator", "_start_worker", "_wait_http"):
+        monkeypatch.setattr(DevStack, method, nothing)
+    monkeypatch.setattr(DevStack, "_check_ports", lambda stack: None)
+    monkeypatch.setattr(devicepool.client._dev_stack, "find_temporal", lambda: "temporal")
+    return names
+
+
+@pytest.fixture
+def no_cryptography(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `import` of a module whose sys.modules entry is None raises ImportError.
+    monkeypatch.setitem(sys.modules, AESGCM_MODULE, None)
+
+
+def dev(data: Path, *flags: str) -> list[str]:
+    ports = ["--port", "--ui-port", "--emulator-port", "--metrics-port", "--codec-port"]
+    return [
+        "dev",
+        "--data-dir",
+        str(data),
+        *[a for p in ports for a in (p, str(free_port()))],
+        *flags,
+    ]
+
+
+def test_encrypt_without_cryptography_stops_before_anything_starts(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    spawned: list[str],
+    no_cryptography: None,
+) -> None:
+    data = tmp_path / "data"
+    code = main(dev(data, "--encrypt"))
+    out, err = capsys.readouterr()
+    assert code != 0
+    assert out == "" and err.count("\n") == 1, err
+    assert err.startswith("error: --encrypt needs the `cryptography` package")
+    assert "pip install 'devicepool[encryption]'" in err
+    assert spawned == []
+    # No key made: the data dir did not become an encrypted one.
+    assert not dev_key_file(DevOptions(data_dir=data)).exists()
+
+
+def test_an_encrypted_data_dir_without_cryptography_says_why_it_needs_it(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    spawned: list[str],
+    no_cryptography: None,
+) -> None:
+    data = tmp_path / "data"
+    ensure_dev_key(DevOptions(data_dir=data))  # an earlier `--encrypt` run
+    code = main(dev(data))
+    err = capsys.readouterr().err
+    assert code != 0 and err.count("\n") == 1, err
+    assert f"{data} holds encrypted history (an earlier --encrypt)" in err
+    assert "pip install 'devicepool[encryption]'" in err
+    assert spawned == []
+
+
+async def banner(options: DevOptions) -> str:
+    lines: list[str] = []
+    stack = DevStack(options, out=lines.append)
+    await stack.start([])
+    await stack.stop()
+    return next(line for line in lines if line.startswith("devicepool dev is up\n"))
+
+
+async def test_the_try_line_exports_the_key_file_never_the_key(
+    tmp_path: Path, spawned: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    options = DevOptions(data_dir=Path("data"), encrypt=True)  # relative, as the default is
+    said = await banner(options)
+    key_file = (tmp_path / "data" / "secrets" / "encryption" / "dev.key").resolve()
+    (try_line,) = [line for line in said.splitlines() if line.startswith("Try:")]
+    assert try_line.startswith(f"Try:  export {ENV_KEY_FILES}={key_file} && ")
+    assert f"  For the CLI:      export {ENV_KEY_FILES}={key_file}\n" in said
+    assert try_line.endswith(" get")
+    assert key_file.read_text().strip() not in said
+    assert "codec-server" in spawned
+    # Without encryption the line is as it was.
+    plain = await banner(DevOptions(data_dir=tmp_path / "plain"))
+    assert ENV_KEY_FILES not in plain
