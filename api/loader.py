@@ -55,6 +55,7 @@ __all__ = [
     "format_validation_error",
     "load_manifests",
     "load_manifests_text",
+    "load_resource_texts",
     "load_resources",
     "load_resources_text",
     "parse_pool",
@@ -112,6 +113,12 @@ def _parse_one(data: Any, *, source: str, kinds: tuple[str, ...]) -> Resource:
     return pool
 
 
+def load_resource_texts(texts: list[tuple[str, str]]) -> list[Resource]:
+    """Every pool of either kind in each (source, text) of `texts`, as `load_resources` reads a
+    directory's files: every problem of every text, names unique per kind across them all."""
+    return _load_texts(texts, kinds=RESOURCE_KINDS)
+
+
 def _load_path(path: str | Path, *, kinds: tuple[str, ...]) -> list[Resource]:
     if str(path) == "-":
         return _check_unique(_load_text(sys.stdin.read(), source="<stdin>", kinds=kinds))
@@ -120,6 +127,19 @@ def _load_path(path: str | Path, *, kinds: tuple[str, ...]) -> list[Resource]:
     for file in _manifest_files(Path(path)):
         try:
             found.extend(_load_text(read_text(file), source=str(file), kinds=kinds))
+        except ManifestError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ManifestError(problems)
+    return _check_unique(found)
+
+
+def _load_texts(texts: list[tuple[str, str]], *, kinds: tuple[str, ...]) -> list[Resource]:
+    found: list[tuple[_Where, Resource]] = []
+    problems: list[str] = []
+    for source, text in texts:
+        try:
+            found.extend(_load_text(text, source=source, kinds=kinds))
         except ManifestError as exc:
             problems.extend(exc.problems)
     if problems:

@@ -1,8 +1,10 @@
-"""`devicepool convert`: rewrite manifests to another DevicePool version, as `kubectl convert` does.
+"""`devicepool convert`: rewrite manifests (DevicePools and BrowserPools) to another version, as
+`kubectl convert` does.
 
 Every manifest is checked first (a bad one writes nothing); each document is then changed in
 place with ruamel.yaml's round-trip mode, so comments, key order and quoting stay wherever their
-key survives (docs/pools.md, 'Versions: v1alpha1 and v1beta1'). JSON stays JSON."""
+key survives (docs/pools.md, 'Versions: v1alpha1 and v1beta1'). JSON stays JSON. In a directory,
+a worker config (`examples/worker/`) is passed by with a note; named alone, it is an error."""
 
 from __future__ import annotations
 
@@ -37,9 +39,11 @@ def convert(
         typer.Option("--in-place", help="rewrite the files instead of printing the result"),
     ] = False,
 ) -> None:
-    """Rewrite manifests to another apiVersion (default the stored v1beta1), keeping comments."""
+    """Rewrite pool manifests (both kinds) to another apiVersion, keeping comments.
+
+    The default is the stored v1beta1; a directory's worker configs are passed by."""
     from devicepool.api.conversion import ConversionError, api_version_named
-    from devicepool.api.loader import ManifestError, load_manifests, load_manifests_text
+    from devicepool.api.loader import ManifestError, load_resource_texts
 
     try:
         version = api_version_named(to, option="--to")
@@ -50,10 +54,7 @@ def convert(
     try:
         sources = _sources(filename)
         # Every problem of every file, before anything is written.
-        if filename == "-":
-            load_manifests_text(sources[0][2], source="<stdin>")
-        else:
-            load_manifests(filename)
+        load_resource_texts([(name, text) for _, name, text in sources])
     except ManifestError as err:
         raise fail(str(err), EXIT_BAD_INPUT) from None
     outputs = [(path, _rewrite(text, version, source=name)) for path, name, text in sources]
@@ -68,24 +69,66 @@ def convert(
     )
 
 
-def _sources(filename: str) -> list[tuple[Path | None, str, str]]:
-    """(path, name for messages, text) of each manifest file `filename` stands for."""
-    from devicepool.api.documents import read_text
-    from devicepool.api.loader import MANIFEST_SUFFIXES
+Source = tuple[Path | None, str, str]  # (path, name for messages, text) of a manifest file
 
-    if filename == "-":
-        return [(None, "<stdin>", sys.stdin.read())]
+
+def _sources(filename: str) -> list[Source]:
+    """Each manifest file `filename` stands for.
+
+    A directory's worker configs are left out, each with a note on stderr; a worker config
+    named alone (or on stdin) is a `ManifestError`, as is a directory of nothing else.
+    """
+    from devicepool.api.documents import read_text
+    from devicepool.api.loader import MANIFEST_SUFFIXES, ManifestError
+
     path = Path(filename)
-    files = (
-        sorted(p for p in path.iterdir() if p.suffix.lower() in MANIFEST_SUFFIXES and p.is_file())
-        if path.is_dir()
-        else [path]
+    if filename == "-" or not path.is_dir():
+        one: Source = (
+            (None, "<stdin>", sys.stdin.read())
+            if filename == "-"
+            else (path, filename, read_text(path))
+        )
+        if _is_worker_config(one[2], source=one[1]):
+            what = "a worker config (devicepool worker --config), not a manifest"
+            raise ManifestError([f"{one[1]}: {what}: nothing to convert"])
+        return [one]
+    files = sorted(
+        p for p in path.iterdir() if p.suffix.lower() in MANIFEST_SUFFIXES and p.is_file()
     )
-    return [(file, str(file), read_text(file)) for file in files]
+    if not files:
+        suffixes = ", ".join("*" + suffix for suffix in MANIFEST_SUFFIXES)
+        raise ManifestError([f"{path}: no manifest files ({suffixes})"])
+    sources: list[Source] = []
+    for file in files:
+        text = read_text(file)
+        if _is_worker_config(text, source=str(file)):
+            sys.stderr.write(f"{file}: skipped: a worker config, not a manifest\n")
+        else:
+            sources.append((file, str(file), text))
+    if not sources:
+        raise ManifestError([f"{path}: no manifests to convert"])
+    return sources
+
+
+def _is_worker_config(text: str, *, source: str) -> bool:
+    """Whether `text` is clearly a worker config: mappings of worker config keys only
+    (`accounts`, `proxyPools`, ...), none with a manifest's `apiVersion` or `kind`."""
+    from devicepool.api.documents import parse_documents
+    from devicepool.api.loader import ManifestError
+    from devicepool.worker.config_file import ConfigFile
+
+    try:
+        documents = parse_documents(text, source=source)
+    except ManifestError:
+        return False  # the loader says what is wrong with it
+    keys = {field.alias or name for name, field in ConfigFile.model_fields.items()}
+    return bool(documents) and all(
+        isinstance(doc, dict) and doc and set(doc) <= keys for doc in documents
+    )
 
 
 def _rewrite(text: str, version: str, *, source: str) -> str:
-    """`text` with each DevicePool document converted to `version`."""
+    """`text` with each pool document converted to `version`."""
     if text.lstrip()[:1] in ("{", "["):
         data = json.loads(text)
         converted = [
@@ -113,13 +156,13 @@ def _rewrite(text: str, version: str, *, source: str) -> str:
 
 def _convert(document: Any, version: str, source: str) -> dict[str, Any]:
     """The document in `version`, as the author would write it (`written_in`)."""
-    from devicepool.api.conversion import convert as convert_pool
     from devicepool.api.conversion import written_in
-    from devicepool.api.loader import parse_pool
+    from devicepool.api.kinds import kind_named
+    from devicepool.api.loader import parse_resource
 
     plain = json_shaped(document)
-    stored = parse_pool(plain, source=source)  # v1beta1, whichever version was written
-    converted = written_in(convert_pool(stored, version), plain)
+    stored = parse_resource(plain, source=source)  # v1beta1, whichever version was written
+    converted = written_in(kind_named(stored.kind).conversion.convert(stored, version), plain)
     if "status" in plain:  # the server's word: left as it was (apply ignores it)
         converted["status"] = plain["status"]
     return converted
