@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from devicepool.api.names import LABEL_NODE
+from devicepool.client import _dev_processes
 from devicepool.client._dev_commands import (
     cli_command,
     codec_url,
@@ -117,18 +118,35 @@ def codec_lines(options: DevOptions) -> str:
 async def stopping_line(options: DevOptions, name: str) -> str:
     """`stopping the worker (waiting for 3 activities in flight, at most 20 s) ...`."""
     what = STOPPING.get(name, f"the {name}")
-    if name != "worker":
+    busy = await _in_flight(options) if name == "worker" else 0
+    if not busy:
         return f"stopping {what} ..."
+    return (
+        f"stopping {what} (waiting for {_activities(busy)} in flight, "
+        f"at most {DEFAULT_GRACEFUL_SHUTDOWN_SECONDS:g} s) ..."
+    )
+
+
+async def still_stopping_line(options: DevOptions, name: str) -> str:
+    """What Ctrl-C says while a child is slow to exit: what it waits for, when it ends."""
+    what = STOPPING.get(name, f"the {name}")
+    busy = await _in_flight(options) if name == "worker" else 0
+    why = f": {_activities(busy)} in flight" if busy else " to exit"
+    return (
+        f"  still waiting for {what}{why} (killed at {_dev_processes.STOP_TIMEOUT:g} s; "
+        "Ctrl-C again kills it now)"
+    )
+
+
+async def _in_flight(options: DevOptions) -> int:
+    """The dev worker's activities in flight, read from its `/metrics`; 0 when it does not say."""
     url = f"http://{DEV_HOST}:{options.metrics_port}/metrics"
     try:
         async with httpx.AsyncClient(timeout=1.0) as http:
-            busy = in_flight_activities((await http.get(url)).text)
+            return in_flight_activities((await http.get(url)).text)
     except httpx.HTTPError:
-        busy = 0  # not answering: nothing to say about it
-    if not busy:
-        return f"stopping {what} ..."
-    activities = "activity" if busy == 1 else "activities"
-    return (
-        f"stopping {what} (waiting for {busy} {activities} in flight, "
-        f"at most {DEFAULT_GRACEFUL_SHUTDOWN_SECONDS:g} s) ..."
-    )
+        return 0  # not answering: nothing to say about it
+
+
+def _activities(count: int) -> str:
+    return f"{count} activity" if count == 1 else f"{count} activities"

@@ -25,7 +25,12 @@ from temporalio.converter import PayloadCodec
 from devicepool.activities.node_models import DEFAULT_NODE_HEARTBEAT_SECONDS
 from devicepool.api.kinds import kind_named
 from devicepool.api.names import LABEL_NODE
-from devicepool.client._dev_banner import banner, manifests_line, stopping_line
+from devicepool.client._dev_banner import (
+    banner,
+    manifests_line,
+    still_stopping_line,
+    stopping_line,
+)
 from devicepool.client._dev_commands import (
     bitbrowser_command,
     codec_command,
@@ -67,6 +72,8 @@ from devicepool.client._results import applied_verb
 from devicepool.client.errors import DevicePoolError, TemporalUnreachable
 
 READY_TIMEOUT = 90.0
+# A child not gone after this long (and as often again) is named with why the stack waits.
+SLOW_STOP_NOTICE = 5.0
 # What the BitBrowser emulator prints once every node listens: `node-1 http://127.0.0.1:PORT`.
 _NODE_LINE = re.compile(r"^(node-\d+) (http://\S+)$", re.MULTILINE)
 
@@ -341,7 +348,12 @@ class DevStack:
         for child in sorted(self.children, key=rank):
             if child.process.returncode is None:
                 self.out(await stopping_line(self.options, child.name))
-            await stop_child(child)
+            stopping = asyncio.create_task(stop_child(child))
+            # Slow to go (a worker finishing its activities): say so while waiting, and how
+            # it ends.
+            while not (await asyncio.wait({stopping}, timeout=SLOW_STOP_NOTICE))[0]:
+                self.out(await still_stopping_line(self.options, child.name))
+            await stopping
             child.log.close()
         self.children.clear()
         if self.lock is not None:
