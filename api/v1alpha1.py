@@ -16,13 +16,14 @@ from pydantic import (
     BeforeValidator,
     Field,
     PrivateAttr,
+    Strict,
     StringConstraints,
 )
 
 from devicepool.api.base import CamelModel
 from devicepool.api.durations import MAX_SECONDS
 from devicepool.api.labels import check_dns_label
-from devicepool.api.names import API_VERSION_V1ALPHA1, KIND_DEVICE_POOL
+from devicepool.api.names import API_VERSION_V1ALPHA1, API_VERSION_V1BETA1, KIND_DEVICE_POOL
 from devicepool.api.problems import show_value, written
 
 MAX_REPLICAS = 500
@@ -43,12 +44,28 @@ def check_replicas(replicas: int) -> int:
 
 
 def _strict_int(value: Any) -> Any:
-    # Lax pydantic turns `replicas: true` (and YAML 1.1's `replicas: yes`) into
-    # 1; a boolean is never a count. Everything else (ints, "10", 10.0, 2.5) is
-    # left to the normal int validation and its messages.
+    # Strict validation refuses `replicas: true` (YAML 1.1's `yes` too) and `"5"`, as
+    # `ScaleRequest` does; this says why, in the author's terms. Everything else is
+    # left to the int validation and its messages. Payloads are JSON: their numbers pass.
     if isinstance(value, bool):
         raise ValueError(f"must be an integer, got {str(value).lower()}")
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        raise ValueError(
+            f"must be an integer, got {show_value(value)}"
+            f" (a quoted number is a string: write {value.strip()})"
+        )
     return value
+
+
+def _sticky_ttl(value: Any) -> Any:
+    # `stickyTTL: 15m` is v1beta1's `sessionTTL` written under the v1alpha1 name.
+    if isinstance(value, str | float):
+        raise ValueError(
+            f"must be a whole number of seconds such as 900, got {show_value(value)}"
+            f" (apiVersion {API_VERSION_V1BETA1} takes a duration such as 15m as"
+            " proxy.sessionTTL)"
+        )
+    return _strict_int(value)
 
 
 def _os_version(value: Any) -> Any:
@@ -111,7 +128,8 @@ def resolve_max_unhealthy(value: int | str, total: int, *, at_least_one: bool = 
 
 DNSLabel = Annotated[str, AfterValidator(check_dns_label)]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
-StrictishInt = Annotated[int, BeforeValidator(_strict_int)]
+# A count: an int written as a number (no boolean, no quoted string, no 5.0).
+Count = Annotated[int, Strict(), BeforeValidator(_strict_int)]
 
 
 class Provider(StrEnum):
@@ -133,7 +151,9 @@ class ProxySpec(CamelModel):
     pool_ref: NonEmpty
     # `stickyTTL` in the article's manifest; to_camel would say `stickyTtl`.
     # At most the longest duration v1beta1's `sessionTTL` can hold (Go's, ~292 years).
-    sticky_ttl: StrictishInt = Field(default=0, ge=0, le=MAX_SECONDS, alias="stickyTTL")
+    sticky_ttl: Annotated[int, Strict(), BeforeValidator(_sticky_ttl)] = Field(
+        default=0, ge=0, le=MAX_SECONDS, alias="stickyTTL"
+    )
 
 
 class DevicePoolSpec(CamelModel):
@@ -143,7 +163,7 @@ class DevicePoolSpec(CamelModel):
     os_version: Annotated[str, BeforeValidator(_os_version)] = Field(
         default="", json_schema_extra={"example": "14"}
     )
-    replicas: StrictishInt = Field(ge=0, le=MAX_REPLICAS)
+    replicas: Count = Field(ge=0, le=MAX_REPLICAS)
     proxy: ProxySpec | None = None
     provider_credential_ref: NonEmpty = "default"
     max_unhealthy: Annotated[int | str, BeforeValidator(_max_unhealthy)] = "40%"

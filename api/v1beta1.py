@@ -21,6 +21,7 @@ from devicepool.api.v1alpha1 import (
     Condition,
     ConditionStatus,
     ConditionType,
+    Count,
     DevicePoolStatus,
     NonEmpty,
     ObjectMeta,
@@ -28,7 +29,6 @@ from devicepool.api.v1alpha1 import (
     Platform,
     PoolResource,
     Provider,
-    StrictishInt,
     _max_unhealthy,
     _os_version,
     check_replicas,
@@ -257,7 +257,7 @@ class SpendCapSpec(CamelModel):
     stops growth (and replacements) until the pool is back under it.
     """
 
-    max_devices: StrictishInt | None = Field(default=None, ge=0)
+    max_devices: Count | None = Field(default=None, ge=0)
     # Dollars an hour, at the account's `pricePerHour` (worker config; 0.10 by default).
     max_hourly_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
@@ -292,7 +292,7 @@ class ReserveSpec(CamelModel):
     unset `reserve`: every profile is kept. An account with a delete ignores this.
     """
 
-    keep: StrictishInt = Field(ge=0, le=MAX_REPLICAS)
+    keep: Count = Field(ge=0, le=MAX_REPLICAS)
 
 
 class OnRelease(StrEnum):
@@ -330,7 +330,7 @@ class DevicePoolSpec(CamelModel):
     os_version: Annotated[str, BeforeValidator(_os_version)] = Field(
         default="", json_schema_extra={"example": "14"}
     )
-    replicas: StrictishInt = Field(ge=0, le=MAX_REPLICAS)
+    replicas: Count = Field(ge=0, le=MAX_REPLICAS)
     proxy: ProxySpec | None = None
     health: HealthSpec = Field(default_factory=HealthSpec)
     scale_down: ScaleDownSpec = Field(default_factory=ScaleDownSpec)

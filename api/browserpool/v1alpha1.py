@@ -21,12 +21,12 @@ from devicepool.api.problems import loc_path, show_value
 from devicepool.api.v1alpha1 import (
     MAX_REPLICAS,
     Condition,
+    Count,
     NonEmpty,
     ObjectMeta,
     Phase,
     PoolResource,
     ProxySpec,
-    StrictishInt,
 )
 
 __all__ = [
@@ -139,7 +139,7 @@ GroupId = Annotated[NonEmpty, BeforeValidator(_group_id)]
 
 
 class BrowserPoolSpec(CamelModel):
-    replicas: StrictishInt = Field(ge=0, le=MAX_REPLICAS)
+    replicas: Count = Field(ge=0, le=MAX_REPLICAS)
     node_selector: NodeSelector = Field(default_factory=dict)
     fingerprint: Fingerprint = Field(default_factory=dict)
     # The DevicePool's: a proxy pool of the worker's config; `stickyTTL` seconds per exit IP.

@@ -23,9 +23,9 @@ from devicepool.api.browserpool.v1alpha1 import (
 )
 from devicepool.api.names import API_VERSION_V1BETA1, KIND_BROWSER_POOL
 from devicepool.api.v1alpha1 import (
+    Count,
     ObjectMeta,
     PoolResource,
-    StrictishInt,
     _max_unhealthy,
 )
 from devicepool.api.v1beta1 import LeaseSpec, ProxySpec
@@ -55,12 +55,12 @@ class BrowserHealthSpec(CamelModel):
     Why a streak and a pause: docs/browserpools.md, 'The manifest' (`health`).
     """
 
-    failure_streak_limit: StrictishInt | None = Field(default=None, ge=1)
+    failure_streak_limit: Count | None = Field(default=None, ge=1)
     max_unhealthy: Annotated[int | str, BeforeValidator(_max_unhealthy)] = DEFAULT_MAX_UNHEALTHY
 
 
 class BrowserPoolSpec(CamelModel):
-    replicas: StrictishInt = Field(ge=0, le=MAX_REPLICAS)
+    replicas: Count = Field(ge=0, le=MAX_REPLICAS)
     node_selector: NodeSelector = Field(default_factory=dict)
     fingerprint: Fingerprint = Field(default_factory=dict)
     proxy: ProxySpec | None = None
