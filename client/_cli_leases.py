@@ -43,7 +43,7 @@ def lease(
         typer.Option(
             "--selector",
             "-l",
-            metavar="K=V",
+            metavar="KEY=VALUE",
             help="k=v a device's labels must hold (repeat it, or k=v,k2=v2); a DevicePool's "
             "devices carry region, platform, device (their id) and their provider labels",
         ),

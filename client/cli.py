@@ -25,6 +25,7 @@ from devicepool.client._cli_connect import connect
 from devicepool.client._cli_control import pause, protect, replace, resume, unprotect
 from devicepool.client._cli_convert import convert
 from devicepool.client._cli_cost import cost
+from devicepool.client._cli_help import Command, summary
 from devicepool.client._cli_leases import lease, leases, release, renew
 from devicepool.client._cli_orphans import orphans
 from devicepool.client._cli_pools import apply, delete, describe, devices, get, scale
@@ -56,12 +57,12 @@ app = typer.Typer(
 
 
 def _command(func: Callable[..., Any], **settings: Any) -> None:
-    """Register a command; `--help` lists it with its docstring's whole first line.
+    """Register a command; `--help` lists it with its docstring's first sentence, whole.
 
-    Without `short_help`, click cuts a description at ~45 characters ("...").
+    Without `short_help`, click cuts a description at ~45 characters ("..."); a docstring's
+    first line may end mid-sentence.
     """
-    doc = (func.__doc__ or "").strip().splitlines()
-    app.command(short_help=doc[0] if doc else None, **settings)(func)
+    app.command(short_help=summary(func.__doc__ or ""), cls=Command, **settings)(func)
 
 
 def _print_version(value: bool) -> None:
