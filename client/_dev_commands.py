@@ -9,7 +9,7 @@ import re
 import shlex
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
@@ -79,16 +79,21 @@ def emulator_command(options: DevOptions, accounts: Sequence[str]) -> list[str]:
     )
 
 
-def bitbrowser_command(options: DevOptions) -> list[str]:
-    """The BitBrowser Local API emulator: nodes node-1..N of one account, each on a free port
-    (it prints them), the account in the data dir (a restart keeps its profiles)."""
+def bitbrowser_command(options: DevOptions, ports: Mapping[str, int] | None = None) -> list[str]:
+    """The BitBrowser Local API emulator: nodes node-1..N of one account, each on its port in
+    `ports` (a previous run's) or else a free one (it prints them), the account in the data
+    dir (a restart keeps its profiles)."""
+    ports = ports or {}
     return python_m(
         "devicepool.emulator.bitbrowser",
         host=DEV_HOST,
         port=0,
         account=BITBROWSER_ACCOUNT,
         state=bitbrowser_state_file(options),
-        node=browser_node_names(options),
+        node=[
+            f"{name}={ports[name]}" if name in ports else name
+            for name in browser_node_names(options)
+        ],
     )
 
 

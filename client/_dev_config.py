@@ -11,11 +11,13 @@ from __future__ import annotations
 import base64
 import contextlib
 import importlib
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -82,6 +84,39 @@ def emulator_state_file(options: DevOptions) -> Path:
 def bitbrowser_state_file(options: DevOptions) -> Path:
     """The BitBrowser account (profiles, phones, counters) its nodes share and a restart keeps."""
     return options.data_dir / "bitbrowser.json"
+
+
+def node_ports_file(options: DevOptions) -> Path:
+    """`{"node-1": PORT, ...}`: the port each BitBrowser node took, asked for again at a restart
+    so that its address (the docs' `curl` lines, a node worker's `--bitbrowser-url`) holds."""
+    return options.data_dir / "bitbrowser-ports.json"
+
+
+def saved_node_ports(options: DevOptions) -> dict[str, int]:
+    """The ports a previous run's nodes took; none from a missing or damaged file."""
+    try:
+        saved = json.loads(node_ports_file(options).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(saved, dict):
+        return {}
+    return {
+        name: port
+        for name, port in saved.items()
+        if isinstance(name, str) and type(port) is int and 0 < port < 65536
+    }
+
+
+def save_node_ports(options: DevOptions, urls: dict[str, str]) -> None:
+    """Keep each node's port (`http://127.0.0.1:PORT`), and those of nodes not started this
+    time (a later `--browser-nodes` larger again gets them back)."""
+    ports = saved_node_ports(options)
+    for name, url in urls.items():
+        with contextlib.suppress(ValueError):
+            port = urlsplit(url).port
+            if port:
+                ports[name] = port
+    node_ports_file(options).write_text(json.dumps(ports, indent=2, sort_keys=True) + "\n")
 
 
 def dev_key_file(options: DevOptions) -> Path:

@@ -52,7 +52,10 @@ from devicepool.client._dev_config import (
     ensure_dev_key,
     is_node_worker,
     node_config_file,
+    node_ports_file,
     node_worker_name,
+    save_node_ports,
+    saved_node_ports,
     server_env,
     worker_env,
     write_node_config,
@@ -125,7 +128,7 @@ class DevStack:
         waits = [self._wait_temporal(), self._wait_emulator()]
         if o.browser_nodes:
             log_from = log_size(self._log("bitbrowser"))
-            await self._spawn("bitbrowser", bitbrowser_command(o))
+            await self._spawn("bitbrowser", bitbrowser_command(o, self._node_ports()))
             waits.append(self._wait_bitbrowser(log_from))
         if encrypted:
             await self._spawn("codec-server", codec_command(o))
@@ -134,6 +137,8 @@ class DevStack:
             )
         self.out(f"starting Temporal on {o.address} and the emulator on port {o.emulator_port} ...")
         await asyncio.gather(*waits)
+        if self.browser_nodes:
+            save_node_ports(o, self.browser_nodes)
 
         await self._start_worker()
         if o.browser_nodes:  # a node worker per emulator node, labelled node=<name>
@@ -198,6 +203,23 @@ class DevStack:
             await self._start_node_worker(old.name.removesuffix(NODE_WORKER_SUFFIX))
         else:
             await self._start_worker()
+
+    def _node_ports(self) -> dict[str, int]:
+        """The BitBrowser nodes' ports of the previous run, those still free; a taken one is
+        said, and its node gets a free port."""
+        ports = {}
+        wanted = browser_node_names(self.options)
+        for name, port in saved_node_ports(self.options).items():
+            if name not in wanted:
+                continue
+            if port_is_free(port):
+                ports[name] = port
+            else:
+                self.out(
+                    f"{name}'s port {port} (kept in {node_ports_file(self.options).name}) is "
+                    "taken: it gets a free one"
+                )
+        return ports
 
     def _check_ports(self) -> None:
         o = self.options
@@ -362,6 +384,17 @@ class DevStack:
     def kill_all(self) -> None:
         for child in self.children:
             killpg(child.process.pid, signal.SIGKILL)
+
+
+def port_is_free(port: int) -> bool:
+    """Whether a server could listen on `port` of the dev host now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((DEV_HOST, port))
+        except OSError:
+            return False
+    return True
 
 
 def node_beat_seconds(options: DevOptions) -> float:

@@ -6,6 +6,7 @@ is tests/e2e/test_e2e_dev_browser_nodes.py.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 import devicepool.client._dev_stack
 from devicepool.client._dev_config import DevOptions
 from devicepool.client._dev_stack import DevStack, bitbrowser_command
+from devicepool.testing import free_port
 
 
 def flags(command: list[str], name: str) -> list[str]:
@@ -108,3 +110,89 @@ def test_a_node_worker_beats_well_within_the_stacks_node_lost_after(
     stack.browser_nodes = {"node-1": "http://127.0.0.1:41001"}
     command = stack.node_worker_command("node-1")
     assert flags(command, "--node-heartbeat-seconds") == [beat]
+
+
+# ------------------------------------------------- the nodes' ports across restarts
+
+
+@pytest.fixture
+def bitbrowser_argv(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """`DevStack.start` with nothing spawned; the BitBrowser emulator's command lines, and its
+    nodes "listening" where they were asked to (else on a port of their own)."""
+    commands: list[list[str]] = []
+
+    async def spawn(stack: DevStack, name: str, args: list[str], **__: object) -> None:
+        if name == "bitbrowser":
+            commands.append(args)
+
+    async def nothing(*_: object, **__: object) -> None:
+        return None
+
+    async def nodes_up(stack: DevStack, log_from: int) -> None:
+        asked = dict(node.partition("=")[::2] for node in flags(commands[-1], "--node"))
+        stack.browser_nodes = {
+            name: f"http://127.0.0.1:{port or free_port()}" for name, port in asked.items()
+        }
+
+    monkeypatch.setattr(DevStack, "_spawn", spawn)
+    for method in ("_wait_temporal", "_wait_emulator", "_start_worker", "_wait_log"):
+        monkeypatch.setattr(DevStack, method, nothing)
+    monkeypatch.setattr(DevStack, "_wait_bitbrowser", nodes_up)
+    monkeypatch.setattr(DevStack, "_check_ports", lambda stack: None)
+    monkeypatch.setattr(devicepool.client._dev_stack, "find_temporal", lambda: "temporal")
+    return commands
+
+
+async def start_and_stop(options: DevOptions) -> list[str]:
+    lines: list[str] = []
+    stack = DevStack(options, out=lines.append)
+    await stack.start([])
+    await stack.stop()
+    return lines
+
+
+async def test_a_restart_keeps_each_nodes_port(
+    tmp_path: Path, bitbrowser_argv: list[list[str]]
+) -> None:
+    """The docs' `curl http://127.0.0.1:PORT/_emulator/...` lines keep working after a restart:
+    the ports the nodes took first are kept in the data dir and asked for again."""
+    options = DevOptions(data_dir=tmp_path, browser_nodes=2)
+    first = await start_and_stop(options)
+    assert flags(bitbrowser_argv[0], "--node") == ["node-1", "node-2"]  # free ports at first
+    said = re.findall(r"(node-\d) http://127\.0\.0\.1:(\d+)", first[-1])
+    assert [name for name, _ in said] == ["node-1", "node-2"]
+    (one, two) = (port for _, port in said)
+    await start_and_stop(options)
+    assert flags(bitbrowser_argv[1], "--node") == [f"node-1={one}", f"node-2={two}"]
+    # One node more: the others keep theirs, the new one gets a free port.
+    await start_and_stop(DevOptions(data_dir=tmp_path, browser_nodes=3))
+    assert flags(bitbrowser_argv[2], "--node") == [f"node-1={one}", f"node-2={two}", "node-3"]
+
+
+async def test_a_saved_port_taken_meanwhile_is_a_fresh_one_and_said(
+    tmp_path: Path, bitbrowser_argv: list[list[str]]
+) -> None:
+    import socket
+
+    options = DevOptions(data_dir=tmp_path, browser_nodes=2)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        other = free_port()
+        (tmp_path / "bitbrowser-ports.json").write_text(f'{{"node-1": {port}, "node-2": {other}}}')
+        lines = await start_and_stop(options)
+    assert flags(bitbrowser_argv[0], "--node") == ["node-1", f"node-2={other}"]
+    assert (
+        f"node-1's port {port} (kept in bitbrowser-ports.json) is taken: it gets a free one"
+        in lines
+    )
+
+
+@pytest.mark.parametrize("saved", ["not json", '{"node-1": "x"}', '{"node-1": 70000}', "[]"])
+async def test_a_damaged_ports_file_means_free_ports(
+    tmp_path: Path, bitbrowser_argv: list[list[str]], saved: str
+) -> None:
+    (tmp_path / "bitbrowser-ports.json").write_text(saved)
+    await start_and_stop(DevOptions(data_dir=tmp_path, browser_nodes=1))
+    assert flags(bitbrowser_argv[0], "--node") == ["node-1"]
