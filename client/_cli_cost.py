@@ -12,10 +12,14 @@ from typing import Annotated, Any
 
 import typer
 
-from devicepool.client._cli_support import OutputOpt, duration_or_exit, open_pools, run
+from devicepool.client._cli_support import OutputOpt, duration_or_exit, fail, open_pools, run
+from devicepool.client.errors import EXIT_BAD_INPUT
 from devicepool.client.render import Output, print_data, print_table, resolve_output
+from devicepool.workflows.pool.state import BILLED_HOURS_KEPT
 
 HEADERS = ["POOL", "ACCOUNT", "DEVICE-HOURS", "COST", "$/H"]
+# The longest --since: what the pools keep by the hour.
+KEPT = timedelta(hours=BILLED_HOURS_KEPT)
 
 
 def cost(
@@ -25,7 +29,7 @@ def cost(
         typer.Option(
             "--since",
             metavar="DURATION",
-            help="only the last DURATION: 24h, 90m, 2d (whole hours counted; "
+            help="only the last DURATION: 24h, 90m, 2d, at most 7d (whole hours counted; "
             "default: since each pool was created)",
         ),
     ] = None,
@@ -34,6 +38,13 @@ def cost(
     """Device-hours and money per pool and per account (what the pools saw billing)."""
     fmt = resolve_output(output)
     window = None if since is None else timedelta(seconds=duration_or_exit("--since", since))
+    if window is not None and window > KEPT:  # it would count a week and say it counted more
+        most = f"{BILLED_HOURS_KEPT // 24}d"
+        raise fail(
+            f"--since: at most {most} (the pools keep a week by the hour; without --since: "
+            f"since each pool was created), got {since!r}",
+            EXIT_BAD_INPUT,
+        )
 
     async def body() -> list[Any]:
         return await (await open_pools(name)).costs(name)

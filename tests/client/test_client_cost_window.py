@@ -150,3 +150,23 @@ def test_protect_for_takes_days_as_the_pool_reads_them(
     monkeypatch.setattr("devicepool.client._cli_control.open_pools", open_pools)
     assert main(["protect", "p1", "d-1", "--for", "2d"]) == 0, capsys.readouterr().err
     assert sent[0].duration == 2 * 86400
+
+
+@pytest.mark.parametrize("window", ["8d", "169h", "30d"])
+def test_a_window_past_the_week_the_pools_keep_is_refused(
+    window: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A pool keeps its last week by the hour: "the last 30d" would be a week's spend.
+    code, out, err = run_cost(monkeypatch, capsys, "--since", window, "-o", "table")
+    assert (code, out) == (EXIT_BAD_INPUT, "")
+    assert err == (
+        f"error: --since: at most 7d (the pools keep a week by the hour; without --since: "
+        f"since each pool was created), got {window!r}\n"
+    )
+
+
+def test_a_week_is_the_longest_window(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_cost(monkeypatch, capsys, "--since", "7d", "-o", "table")
+    assert code == 0 and out.startswith("Cost over the last 7d (since ")
