@@ -7,7 +7,8 @@ is what the commands print of a kind."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -16,7 +17,7 @@ import typer
 from devicepool.api.kinds import BROWSER_POOL, DEVICE_POOL, KINDS, Kind, resource_named
 from devicepool.client import _cli_browser, _cli_views
 from devicepool.client._results import DeleteResult
-from devicepool.client.errors import BadInput, PoolNotFound
+from devicepool.client.errors import BadInput, DevicePoolError, PoolNotFound
 from devicepool.client.render import print_table
 
 T = TypeVar("T")
@@ -110,9 +111,36 @@ def meant(named: str | None) -> list[Kind]:
     return list(KINDS.values())
 
 
+class NoPoolOfAnyKind(PoolNotFound):
+    """A bare NAME that no kind it may mean has running (`pool "NAME" not found (no running
+    DevicePool or BrowserPool of that name)`), where one kind's workflow id would mislead."""
+
+    def __init__(self, name: str, kinds: Sequence[Kind]) -> None:
+        DevicePoolError.__init__(
+            self,
+            f'pool "{name}" not found'
+            f" (no running {' or '.join(kind.name for kind in kinds)} of that name)",
+        )
+        self.name = name
+
+
+def not_found(kinds: Sequence[Kind], err: PoolNotFound) -> PoolNotFound:
+    """`err`, said of every kind a bare NAME may mean when it may mean more than one."""
+    return NoPoolOfAnyKind(err.name, kinds) if len(kinds) > 1 else err
+
+
+@contextlib.contextmanager
+def said_of(kinds: Sequence[Kind]) -> Iterator[None]:
+    """`PoolNotFound` raised inside, as `not_found` says it (for a command on a bare NAME)."""
+    try:
+        yield
+    except PoolNotFound as err:
+        raise not_found(kinds, err) from None
+
+
 async def first_kind(kinds: list[Kind], read: Callable[[Kind], Awaitable[T]]) -> tuple[Kind, T]:
-    """The first of `kinds` whose pool answers `read`, and its answer; the first kind's
-    `PoolNotFound` when none has the pool."""
+    """The first of `kinds` whose pool answers `read`, and its answer; `PoolNotFound` (of
+    every kind tried, `not_found`) when none has the pool."""
     missing: PoolNotFound | None = None
     for kind in kinds:
         try:
@@ -120,7 +148,7 @@ async def first_kind(kinds: list[Kind], read: Callable[[Kind], Awaitable[T]]) ->
         except PoolNotFound as err:
             missing = missing or err
     assert missing is not None
-    raise missing
+    raise not_found(kinds, missing)
 
 
 async def kind_to_change(client: Any, kinds: list[Kind], name: str) -> Kind:

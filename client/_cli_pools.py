@@ -22,6 +22,7 @@ from devicepool.client._cli_kinds import (
     kind_to_change,
     meant,
     print_pools,
+    said_of,
     split_kind,
 )
 from devicepool.client._cli_progress import wait_with_progress
@@ -304,7 +305,8 @@ def scale(
         validate_replicas(replicas)  # before connecting: bad input changes nothing
         client = await open_pools()
         kind = await kind_to_change(client, kinds, pool)
-        result = await client.scale(pool, replicas, kind=kind.name)
+        with said_of(kinds):  # a bare NAME no kind has: not found as either
+            result = await client.scale(pool, replicas, kind=kind.name)
         typer.echo(
             f"{kind.resource}/{pool} scaled to {result.replicas} (generation {result.generation})"
         )
@@ -343,7 +345,8 @@ def delete(
         client = await open_pools()
         kind = await kind_to_change(client, kinds, pool)
         try:
-            return kind, await delete_one(client, kind)
+            with said_of(kinds):
+                return kind, await delete_one(client, kind)
         except PoolNotFound:
             if ignore_not_found:
                 return None

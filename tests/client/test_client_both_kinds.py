@@ -336,7 +336,10 @@ def test_delete_a_browser_pool(
             "browserpool/gone",
             "error: browserpool/gone not found (no running workflow browserpool/gone)",
         ),
-        ("gone", 'error: pool "gone" not found (no running workflow devicepool/gone)'),
+        (
+            "gone",
+            'error: pool "gone" not found (no running DevicePool or BrowserPool of that name)',
+        ),
         ("devicepool/gone", 'error: pool "gone" not found (no running workflow devicepool/gone)'),
     ],
 )

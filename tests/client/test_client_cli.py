@@ -953,7 +953,10 @@ def test_delete_wait_of_a_missing_pool_says_so_without_a_progress_bar(
     assert code == EXIT_RUNTIME
     assert out == ""
     assert_one_line_error(err)
-    assert err.strip() == 'error: pool "gone" not found (no running workflow devicepool/gone)'
+    # A bare NAME may mean either kind (issue 43: it named only devicepool/gone).
+    assert err.strip() == (
+        'error: pool "gone" not found (no running DevicePool or BrowserPool of that name)'
+    )
     assert not temporal.pool.cancelled
 
     for argv in (["--wait"], []):
