@@ -347,6 +347,9 @@ def test_delete_a_browser_pool(
 def test_a_pool_no_kind_runs_is_not_found_in_its_kind_words(
     capsys: pytest.CaptureFixture[str], temporal: Any, named: str, line: str, command: str
 ) -> None:
+    """Changed by issue 43: a bare NAME no kind has named only the DevicePool workflow (on a
+    real stack, `scale nope` once said `browserpool/nope not found`), though both were looked
+    for."""
     temporal(device("d"))
     extra = ("--replicas", "1") if command == "scale" else ()
     code, out, err = cli(capsys, command, named, *extra)
