@@ -22,6 +22,7 @@ from devicepool.api.converter import (
     api_version_named,
     written_in,
 )
+from devicepool.api.durations import parse_duration
 
 __all__ = [
     "API_VERSIONS",
@@ -32,6 +33,7 @@ __all__ = [
     "api_version_named",
     "convert",
     "looks_v1alpha1",
+    "proxy_alpha_as_it_goes",
     "proxy_looks_v1alpha1",
     "spec_to_v1alpha1",
     "spec_to_v1beta1",
@@ -159,10 +161,25 @@ def _annotation_problem(exc: pydantic.ValidationError) -> str:
 
 
 def _alpha_as_it_goes(spec: dict[str, Any]) -> dict[str, Any]:
+    spec = proxy_alpha_as_it_goes(spec)
     provider = spec.pop("provider", None) or {}
     if isinstance(provider, dict) and "account" in provider:
         spec["providerCredentialRef"] = provider["account"]
     return spec
+
+
+def proxy_alpha_as_it_goes(spec: dict[str, Any]) -> dict[str, Any]:
+    """`spec` (JSON) with `proxy.sessionTTL` as `stickyTTL` seconds where it reads as a
+    duration (both kinds' proxy; the rest of a spec that does not validate stays as it is)."""
+    proxy = spec.get("proxy")
+    if not isinstance(proxy, dict) or "sessionTTL" not in proxy:
+        return spec
+    try:
+        seconds = parse_duration(proxy["sessionTTL"])
+    except ValueError:
+        return spec
+    rest = {key: value for key, value in proxy.items() if key != "sessionTTL"}
+    return {**spec, "proxy": {**rest, "stickyTTL": int(seconds)}}
 
 
 DEVICE_POOL: Converter[v1alpha1.DevicePool, v1beta1.DevicePool] = Converter(

@@ -10,7 +10,12 @@ from typing import Any
 import pydantic
 
 from devicepool.api.browserpool import v1alpha1, v1beta1
-from devicepool.api.conversion import proxy_looks_v1alpha1, proxy_to_v1alpha1, proxy_to_v1beta1
+from devicepool.api.conversion import (
+    proxy_alpha_as_it_goes,
+    proxy_looks_v1alpha1,
+    proxy_to_v1alpha1,
+    proxy_to_v1beta1,
+)
 from devicepool.api.converter import Converter
 from devicepool.api.names import KIND_BROWSER_POOL
 from devicepool.api.validation_messages import format_errors
@@ -78,5 +83,6 @@ BROWSER_POOL: Converter[v1alpha1.BrowserPool, v1beta1.BrowserPool] = Converter(
     kept_fields=KEPT_FIELDS,
     renames={("proxy", "stickyTTL"): ("proxy", "sessionTTL")},
     annotation_problem=_annotation_problem,
+    alpha_as_it_goes=proxy_alpha_as_it_goes,
     named_in_errors=KIND_BROWSER_POOL,
 )
