@@ -238,6 +238,11 @@ class DevicePoolStatus(CamelModel):
     oldest_queued_seconds: float | None = None
     # Leases ended by no holder's word (expired, idle, unclaimed, member lost), ever.
     leases_expired: int = 0
+    # The intervals the pool goes by: its spec's `health`/`scaleDown`, else the worker's
+    # settings (what `describe` shows). None from a worker before them.
+    offline_after_seconds: float | None = None
+    startup_timeout_seconds: float | None = None
+    idle_grace_seconds: float | None = None
     conditions: list[Condition] = Field(default_factory=list)
 
     def condition(self, type_: str) -> Condition | None:

@@ -226,6 +226,7 @@ class DevicePoolKind:
                 for d in self.devices
                 if d.status in COUNTED_STATUSES and d.id not in doomed and d.id not in drift
             ),
+            settings=self.settings,
         )
         billing = billed_devices(self.devices, self.reported_leaving)
         self.s.cost.accrue(now, billing, self.price)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from devicepool.activities.models import PoolSettings
 from devicepool.api.names import SA_ACCOUNT, SA_DESIRED, SA_PHASE, SA_PLATFORM, SA_READY, SA_REGION
 from devicepool.api.v1beta1 import (
     ConditionStatus,
@@ -64,6 +65,9 @@ class PoolView:
     # With `spec.rollout`: members made from an older template, and from the current one.
     drifted: int | None = None
     updated: int = 0
+    # The settings the pool goes by (the worker's, with what its spec sets): the status
+    # shows their intervals. None: not shown (a caller without them).
+    settings: PoolSettings | None = None
 
 
 # ---------------------------------------------------------------- conditions
@@ -253,9 +257,10 @@ def rollout_condition(view: PoolView) -> ConditionUpdate | None:
         ConditionType.ROLLING_OUT,
         TRUE,
         "Drifted",
-        f"{view.updated} of {view.spec.replicas} devices on the current template; "
-        f"{view.drifted} to replace "
-        "(idle ones first, within maxSurge and maxUnavailable)",
+        # Of the devices it has (a surge makes them more than desired): the figures add up.
+        f"{view.drifted} of {view.drifted + view.updated} devices from an older template to "
+        f"replace, {view.updated} on the current one ({view.spec.replicas} desired; idle ones "
+        "first, within maxSurge and maxUnavailable)",
     )
 
 
@@ -313,8 +318,20 @@ def published(status: DevicePoolStatus, view: PoolView) -> DevicePoolStatus:
             "device_ids": view.device_ids,
             "protected_devices": list(view.protected),
             "updated_devices": view.updated,
+            **_intervals(view.settings),
         }
     )
+
+
+def _intervals(settings: PoolSettings | None) -> dict[str, float]:
+    """The intervals the pool goes by, where its spec sets none the worker's (`describe`)."""
+    if settings is None:
+        return {}
+    return {
+        "offline_after_seconds": settings.offline_after_seconds,
+        "startup_timeout_seconds": settings.startup_timeout_seconds,
+        "idle_grace_seconds": settings.idle_grace_seconds,
+    }
 
 
 # What describes a running pool, and is no longer true of a deleted one.
