@@ -8,16 +8,26 @@ from typing import Any
 
 import typer
 
-from devicepool.client._cli_views import leases_line, print_leases
+from devicepool.client._cli_views import (
+    compact,
+    lease_rules,
+    leases_line,
+    print_conditions,
+    print_events,
+    print_leases,
+    unknown_sections,
+)
 from devicepool.client.render import age, print_fields, print_table
 
 PROFILE_HEADERS = ["ID", "SLOT", "NODE", "OPEN", "STATE"]
 
 
 def browser_rows(pools: Sequence[Any]) -> list[list[Any]]:
+    """`get`'s rows of BrowserPools, in `BROWSER_POOL.columns` order: NAME bare, as kubectl
+    names a pod in `get pods` (`_cli_kinds.print_pools` says the kind where it must)."""
     return [
         [
-            f"browserpool/{p.name}",
+            p.name,
             p.status.get("desiredReplicas", p.spec.get("replicas")),
             p.status.get("readyProfiles", 0),
             p.status.get("leasedDevices"),  # None (a blank) from a worker before leases
@@ -43,14 +53,29 @@ def print_profiles(profiles: list[dict[str, Any]]) -> None:
 
 
 def print_browser_description(data: dict[str, Any]) -> None:
+    """`describe browserpool/NAME`: the fields, then conditions, profiles, leases and
+    events, as a DevicePool's."""
     spec, status = data["spec"], data["status"]
     selector = ", ".join(f"{k}={v}" for k, v in (spec.get("nodeSelector") or {}).items()) or "any"
+    proxy, health = spec.get("proxy") or {}, spec.get("health") or {}
+    shown = {"replicas", "nodeSelector", "fingerprint", "proxy", "groupId", "open", "health"}
     print_fields(
         [
             ("Name", f"browserpool/{data['metadata']['name']}"),
             ("Created", data["metadata"].get("creationTimestamp")),
             ("Node selector", selector),
+            ("Fingerprint", compact(spec.get("fingerprint")) or "a random one per profile"),
+            (
+                "Proxy",
+                f"{proxy.get('poolRef')} (session {proxy.get('sessionTTL', '0s')})"
+                if proxy
+                else None,
+            ),
+            ("Group", spec.get("groupId")),
             ("Open", spec.get("open", True)),
+            ("Health", f"maxUnhealthy {health.get('maxUnhealthy', '40%')}"),
+            ("Lease rules", lease_rules(spec)),
+            *unknown_sections(spec, shown | {"leases"}),
             ("Phase", status.get("phase")),
             (
                 "Profiles",
@@ -64,26 +89,8 @@ def print_browser_description(data: dict[str, Any]) -> None:
             ("Last reconciled", status.get("lastReconciled")),
         ]
     )
-    typer.echo("\nConditions:")
-    print_table(
-        ["TYPE", "STATUS", "REASON", "MESSAGE"],
-        [
-            [c.get("type"), c.get("status"), c.get("reason"), c.get("message", "")]
-            for c in status.get("conditions") or []
-        ],
-    )
+    print_conditions(status.get("conditions") or [])
     typer.echo("\nProfiles:")
     print_profiles(data.get("profiles") or [])
     print_leases(data.get("leases", {}))
-    typer.echo("\nEvents:")
-    events = data.get("events") or []
-    if not events:
-        typer.echo("  <none>")
-        return
-    print_table(
-        ["TYPE", "REASON", "AGE", "MESSAGE"],
-        [
-            [e.get("type"), e.get("reason"), age(e.get("time")), e.get("message", "")]
-            for e in events
-        ],
-    )
+    print_events(data.get("events"))

@@ -176,6 +176,8 @@ def print_pools(pools: Sequence[Any], kinds: list[Kind]) -> None:
     for index, kind in enumerate(shown):
         rows = VIEWS[kind.name].rows([p for p in pools if p.kind == kind.name])
         if len(shown) == 1:
+            if len(kinds) > 1 and kind is not DEVICE_POOL:  # as `kubectl get all`: kind/NAME
+                rows = [[f"{kind.resource}/{row[0]}", *row[1:]] for row in rows]
             print_table(list(kind.columns), rows)
             return
         if index:

@@ -46,7 +46,7 @@ from devicepool.client.errors import (
     PoolNotFound,
 )
 from devicepool.client.pool_client import APPLY_CONCURRENCY
-from devicepool.client.render import Output, RowStream, print_data, resolve_output
+from devicepool.client.render import Output, RowStream, print_data, print_table, resolve_output
 
 # How often `get --watch` reads the pools again.
 WATCH_SECONDS = 2.0
@@ -162,6 +162,8 @@ def get(
     Both kinds: a KIND column leads when BrowserPools run too; `get browserpools` or
     `get browserpool/NAME` shows BrowserPools only (DESIRED READY OPEN LOST NODES AGE PHASE)."""
     fmt = resolve_output(output)
+    # `get browserpool/NAME` names its row so, as `kubectl get pod/NAME` does.
+    slashed = name is not None and "/" in name
     try:
         api_version = api_version_named(api_version, option="--api-version")
         kinds = meant(name)
@@ -192,6 +194,11 @@ def get(
     if fmt != Output.TABLE:
         items = [p.to_resource(api_version) for p in pools]
         print_data(items[0] if name is not None else items, fmt)
+        return
+    if slashed:
+        (kind,) = kinds
+        rows = VIEWS[kind.name].rows(pools)
+        print_table(list(kind.columns), [[f"{kind.resource}/{r[0]}", *r[1:]] for r in rows])
         return
     print_pools(pools, kinds)
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import typer
 
+from devicepool.api.durations import format_duration
 from devicepool.api.kinds import DEVICE_POOL
-from devicepool.client.render import age, print_fields, print_table
+from devicepool.api.v1beta1 import DEFAULT_LEASES
+from devicepool.client.render import age, cell, print_fields, print_table
 from devicepool.workflows.reconciler.lease_messages import LeasesView
 
 # `get`'s table of DevicePools (`api.kinds`).
@@ -31,8 +35,17 @@ def pool_row(p: Any) -> list[Any]:
         st.get("offlineDevices"),
         _dollars(st.get("hourlyCost")),
         age(p.created),
-        (st.get("phase") or "") + ("?" if p.stale else ""),
+        (st.get("phase") or "") + ("?" if p.stale else "") + _rollout_progress(st),
     ]
+
+
+def _rollout_progress(status: dict[str, Any]) -> str:
+    """` (rollout 2/4)` beside the phase while a rollout replaces devices (`get`, `get -w`)."""
+    rolling = _condition(status, "RollingOut")
+    if rolling is None or rolling.get("status") != "True":
+        return ""
+    desired = int(status.get("desiredReplicas") or 0)
+    return f" (rollout {min(int(status.get('updatedDevices') or 0), desired)}/{desired})"
 
 
 def _dollars(value: Any) -> str | None:
@@ -45,6 +58,19 @@ def print_description(data: dict[str, Any]) -> None:
     print_fields(_fields(data))
     if data.get("note"):
         typer.echo(f"Note: {data['note']}")
+    print_conditions(data["status"].get("conditions") or [])
+    typer.echo("\nDevices:")
+    devices = data.get("devices")
+    if devices is None:
+        typer.echo("  (no worker answered)")
+    else:
+        print_devices(devices)
+    print_leases(data.get("leases", {}))
+    print_events(data.get("events"))
+
+
+def print_conditions(conditions: list[dict[str, Any]]) -> None:
+    """`describe`'s conditions, for every kind: TYPE STATUS REASON AGE MESSAGE."""
     typer.echo("\nConditions:")
     print_table(
         ["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"],
@@ -56,18 +82,14 @@ def print_description(data: dict[str, Any]) -> None:
                 age(c.get("lastTransitionTime")),
                 c.get("message"),
             ]
-            for c in data["status"].get("conditions") or []
+            for c in conditions
         ],
     )
-    typer.echo("\nDevices:")
-    devices = data.get("devices")
-    if devices is None:
-        typer.echo("  (no worker answered)")
-    else:
-        print_devices(devices)
-    print_leases(data.get("leases", {}))
+
+
+def print_events(events: list[dict[str, Any]] | None) -> None:
+    """`describe`'s events, for every kind: a series said more than once on one row."""
     typer.echo("\nEvents:")
-    events = data.get("events")
     if events is None:
         typer.echo("  (no worker answered)")
     elif not events:
@@ -75,8 +97,29 @@ def print_description(data: dict[str, Any]) -> None:
     else:
         print_table(
             ["TYPE", "REASON", "AGE", "MESSAGE"],
-            [[e.get("type"), e.get("reason"), event_age(e), e.get("message")] for e in events],
+            [
+                [e.get("type"), e.get("reason"), event_age(e), e.get("message")]
+                for e in series(events)
+            ],
         )
+
+
+def series(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Events as kubectl shows them: one row per type, reason and message, counted and
+    dated from its first to its last, in the order of their last time. The pool counts only
+    a repeat back to back (`record`); one said again after others (`protect` twice with a
+    `pause` between) is otherwise shown twice, as if it were news twice."""
+    rows: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
+    for e in events:
+        key = (e.get("type"), e.get("reason"), e.get("message"))
+        seen = rows.pop(key, None)
+        if seen is not None:
+            e = e | {
+                "count": int(seen.get("count") or 1) + int(e.get("count") or 1),
+                "firstTime": seen.get("firstTime") or seen.get("time"),
+            }
+        rows[key] = e  # popped and put back: it moves to its last time
+    return list(rows.values())
 
 
 def event_age(event: dict[str, Any], now: datetime | None = None) -> str:
@@ -91,8 +134,23 @@ def event_age(event: dict[str, Any], now: datetime | None = None) -> str:
 def _fields(data: dict[str, Any]) -> list[tuple[str, Any]]:
     spec, status, wf = data["spec"], data["status"], data["workflow"]
     proxy, provider = spec.get("proxy") or {}, spec.get("provider") or {}
-    health, scale_down = spec.get("health") or {}, spec.get("scaleDown") or {}
-    default = "worker's setting"
+    health = spec.get("health") or {}
+    shown = {
+        "provider",
+        "platform",
+        "osVersion",
+        "region",
+        "replicas",
+        "proxy",
+        "health",
+        "scaleDown",
+        "spendCap",
+        "lifetime",
+        "rollout",
+        "disruption",
+        "reserve",
+        "leases",
+    }
     return [
         ("Name", data["metadata"]["name"]),
         ("Workflow", f"{wf['id']} (run {wf['runId']}, {wf['status']})"),
@@ -108,10 +166,16 @@ def _fields(data: dict[str, Any]) -> list[tuple[str, Any]]:
         (
             "Health",
             f"maxUnhealthy {health.get('maxUnhealthy', '40%')}, "
-            f"offlineAfter {health.get('offlineAfter', default)}, "
-            f"startupTimeout {health.get('startupTimeout', default)}",
+            + in_force(spec, status, "health", "offlineAfter", "offlineAfterSeconds")
+            + ", "
+            + in_force(spec, status, "health", "startupTimeout", "startupTimeoutSeconds"),
         ),
-        ("Scale-down", f"idleGrace {scale_down.get('idleGrace', default)}"),
+        ("Scale-down", in_force(spec, status, "scaleDown", "idleGrace", "idleGraceSeconds")),
+        ("Lifetime", compact(spec.get("lifetime"))),
+        ("Disruption", _disruption_line(spec.get("disruption"))),
+        ("Reserve", compact(spec.get("reserve"))),
+        ("Lease rules", lease_rules(spec)),
+        *unknown_sections(spec, shown),
         ("Phase", status.get("phase")),
         (
             "Replicas",
@@ -130,16 +194,91 @@ def _fields(data: dict[str, Any]) -> list[tuple[str, Any]]:
     ]
 
 
+def in_force(
+    spec: dict[str, Any], status: dict[str, Any], section: str, key: str, worker_key: str
+) -> str:
+    """`offlineAfter 2m` as the spec sets it, else the worker's setting the pool goes by
+    (`status.offlineAfterSeconds`): `offlineAfter 3m (the worker's)`. A worker from before
+    it does not say."""
+    said = (spec.get(section) or {}).get(key)
+    if said is not None:
+        return f"{key} {said}"
+    seconds = status.get(worker_key)
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        return f"{key}: the worker's (not reported)"
+    if not math.isfinite(seconds) or seconds < 0:
+        return f"{key}: the worker's ({seconds!r}?)"
+    return f"{key} {format_duration(seconds)} (the worker's)"
+
+
+def lease_rules(spec: dict[str, Any]) -> str:
+    """The spec's `leases` (unset: the rules every pool has, `DEFAULT_LEASES`)."""
+    return compact(spec.get("leases") or DEFAULT_LEASES.to_json_dict()) or "-"
+
+
+def _disruption_line(disruption: Any) -> str | None:
+    """`10% for Drifted, Expired when 0 9 * * mon-fri for 8h; 0 for every reason`."""
+    if not isinstance(disruption, dict):
+        return compact(disruption)
+    said = []
+    for budget in disruption.get("budgets") or []:
+        if not isinstance(budget, dict):
+            said.append(compact(budget) or "-")
+            continue
+        reasons = budget.get("reasons")
+        line = f"{budget.get('devices')} for " + (
+            ", ".join(map(str, reasons)) if reasons else "every reason"
+        )
+        if budget.get("schedule"):
+            line += f" when {budget['schedule']}"
+            if budget.get("duration"):
+                line += f" for {budget['duration']}"
+        said.append(line)
+    return "; ".join(said) or None
+
+
+def compact(value: Any) -> str | None:
+    """A spec section on one line: `maxAge 24h, gracePeriod 2h` (a nested section inline,
+    `queue max 50, maxWait 5m`; a list bracketed); None for an unset one."""
+    if value is None or value == {}:
+        return None
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {compact(v) or '-'}" for k, v in value.items())
+    if isinstance(value, list):
+        return "[" + ", ".join(compact(v) or "-" for v in value) + "]"
+    return cell(value)
+
+
+def unknown_sections(spec: dict[str, Any], shown: set[str]) -> list[tuple[str, Any]]:
+    """Sections of the spec `describe` has no line of its own for (a newer worker's), as
+    written: nothing the spec says is left out."""
+    return [
+        (key[:1].upper() + re.sub(r"(?<!^)(?=[A-Z])", " ", key[1:]).lower(), compact(value))
+        for key, value in spec.items()
+        if key not in shown
+    ]
+
+
 def _rollout_line(spec: dict[str, Any], status: dict[str, Any]) -> str | None:
-    """`describe`'s rollout progress: devices of the current template, and the limits."""
+    """`describe`'s rollout: how far it is (never more updated than desired, as after a
+    scale-down), and its limits."""
     rollout = spec.get("rollout")
     if not rollout:
         return None
-    replicas = status.get("desiredReplicas", spec.get("replicas"))
-    return (
-        f"{status.get('updatedDevices', 0)}/{replicas} updated "
-        f"(maxSurge {rollout.get('maxSurge', 1)}, maxUnavailable {rollout.get('maxUnavailable', 0)})"
-    )
+    limits = f"(maxSurge {rollout.get('maxSurge', 1)}, maxUnavailable {rollout.get('maxUnavailable', 0)})"
+    updated = int(status.get("updatedDevices") or 0)
+    rolling = _condition(status, "RollingOut")
+    if rolling is not None and rolling.get("status") == "False":
+        return f"complete: {updated} device(s) on the current template {limits}"
+    desired = int(status.get("desiredReplicas", spec.get("replicas")) or 0)
+    return f"{min(updated, desired)}/{desired} updated {limits}"
+
+
+def _condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    for cond in status.get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == type_:
+            return cond
+    return None
 
 
 def _spend_line(spec: dict[str, Any], status: dict[str, Any]) -> str:

@@ -203,13 +203,16 @@ def test_get_every_pool_shows_a_table_a_kind_devicepools_first(
         "KIND",
         *["NAME", "DESIRED", "READY", "LEASED", "OPEN", "LOST", "NODES", "AGE", "PHASE"],
     ]
-    assert browsers.splitlines()[1].split()[:2] == ["BrowserPool", "browserpool/b"]
+    assert browsers.splitlines()[1].split()[:2] == ["BrowserPool", "b"]  # the kind said once
     code, out, err = cli(capsys, "get", "-o", "json")
     assert [(p["kind"], p["metadata"]["name"]) for p in json.loads(out)] == [
         ("DevicePool", "d"),
         ("BrowserPool", "b"),
     ]
     code, out, err = cli(capsys, "get", "browserpools", "-o", "table")
+    assert code == EXIT_OK, err
+    assert [line.split()[0] for line in out.splitlines()] == ["NAME", "b"]  # as `get pods`
+    code, out, err = cli(capsys, "get", "browserpool/b", "-o", "table")
     assert code == EXIT_OK, err
     assert [line.split()[0] for line in out.splitlines()] == ["NAME", "browserpool/b"]
 

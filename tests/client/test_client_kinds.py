@@ -64,7 +64,7 @@ def test_get_with_both_kinds_leads_each_table_with_its_kind(
     assert devices[0].split()[:3] == ["KIND", "NAME", "PLATFORM"], devices
     assert devices[1].split()[:3] == [KIND_DEVICE_POOL, "web", "android"], devices
     assert profiles[0].split()[:3] == ["KIND", "NAME", "DESIRED"], profiles
-    assert profiles[1].split()[:2] == [KIND_BROWSER_POOL, "browserpool/shop"], profiles
+    assert profiles[1].split()[:2] == [KIND_BROWSER_POOL, "shop"], profiles
     assert "node-1=2," in profiles[1], profiles
 
 
