@@ -51,12 +51,15 @@ def upgrade(
 
         client = await connect()
         if build_id:
+            cannot = f"cannot make build {build_id!r} current in deployment {deployment_name!r}"
+            unseen = await _never_polled(client, deployment_name, build_id)
+            if unseen is not None:
+                raise DevicePoolError(f"{cannot}: {unseen}; are its workers running?")
             try:
                 await promote(client, deployment_name, build_id, identity="devicepool upgrade")
             except RPCError as err:
                 raise DevicePoolError(
-                    f"cannot make build {build_id!r} current in deployment {deployment_name!r}: "
-                    f"{err.message} (are its workers running?)"
+                    f"{cannot}: {err.message} (are its workers running?)"
                 ) from None
             if wake:
                 await _wake_pools(client)
@@ -74,6 +77,35 @@ def upgrade(
             typer.echo(f"  {pool['pool']}  still on {pool['build'] or '(unversioned)'}")
 
     run(body)
+
+
+async def _never_polled(client: Any, deployment: str, build_id: str) -> str | None:
+    """Why `build_id` cannot be promoted now, when no worker of it ever polled `deployment`
+    (the server knows a version from its first poll on); None when it did, or when the
+    deployment cannot be read (`promote` then says what the server says).
+
+    `promote` waits up to a minute for a version the server does not know yet: a worker that
+    promotes its own build at start-up polls moments later. Here the operator promotes a
+    build whose workers already run (docs/operations.md), so an unknown one is a typo or a
+    build not deployed: said at once, not after that minute."""
+    from temporalio.api.workflowservice.v1 import DescribeWorkerDeploymentRequest
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        described = await client.workflow_service.describe_worker_deployment(
+            DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment)
+        )
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return "no versioned worker has polled that deployment (--deployment-name)"
+        return None
+    builds = [
+        summary.deployment_version.build_id
+        for summary in described.worker_deployment_info.version_summaries
+    ]
+    if build_id in builds or not all(builds):  # a server that names versions otherwise
+        return None
+    return f"no worker of that build has polled it (its builds: {', '.join(sorted(builds))})"
 
 
 async def _wake_pools(client: Any) -> None:
