@@ -15,6 +15,7 @@ from typing import Any, TextIO
 import yaml
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from devicepool.client._results import parse_time
 
@@ -53,7 +54,9 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     for header in headers:
         table.add_column(header, overflow="fold")
     for row in rows:
-        table.add_row(*(cell(v) for v in row))
+        # `Text`, not a string: rich reads `[...]` in a string as markup (a provider's
+        # `[/phone/list]` raised, `[red]` vanished); a cell prints as written.
+        table.add_row(*(Text(cell(v)) for v in row))
     Console().print(table)
 
 

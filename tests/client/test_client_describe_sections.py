@@ -305,3 +305,25 @@ def test_get_of_every_kind_with_only_browser_pools_names_their_kind(
     # as `kubectl get all` does (`pod/NAME`).
     print_pools(summaries()[1:], [DEVICE_POOL, BROWSER_POOL])
     assert capsys.readouterr().out.splitlines()[1].split()[0] == "browserpool/b1"
+
+
+# ---------------------------------------------------------------- text as written
+
+
+def test_a_message_in_brackets_prints_as_written_on_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a terminal the tables are rich's, which read `[...]` as markup: a provider's
+    # `[/phone/list]` stopped `describe` with a MarkupError, `[red]` vanished.
+    from devicepool.client import render
+
+    monkeypatch.setattr(render, "_isatty", lambda stream: True)
+    data = device_pool()
+    data["events"] = [
+        event("ListFailed", "POST [/phone/list] failed", 60, type="Warning"),
+        event("Note", "kept [red] as is", 30),
+    ]
+    print_description(data)
+    out = capsys.readouterr().out
+    assert "[/phone/list]" in out
+    assert "[red]" in out
