@@ -207,12 +207,15 @@ class DevStack:
     def _node_ports(self) -> dict[str, int]:
         """The BitBrowser nodes' ports of the previous run, those still free; a taken one is
         said, and its node gets a free port."""
+        o = self.options
         ports = {}
-        wanted = browser_node_names(self.options)
-        for name, port in saved_node_ports(self.options).items():
+        wanted = browser_node_names(o)
+        # Free now, but this run's own servers take them (the worker's metrics after this).
+        flagged = {o.port, o.ui_port, o.emulator_port, o.metrics_port, o.codec_port}
+        for name, port in saved_node_ports(o).items():
             if name not in wanted:
                 continue
-            if port_is_free(port):
+            if port not in flagged and port not in ports.values() and port_is_free(port):
                 ports[name] = port
             else:
                 self.out(

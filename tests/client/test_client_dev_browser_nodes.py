@@ -196,3 +196,24 @@ async def test_a_damaged_ports_file_means_free_ports(
     (tmp_path / "bitbrowser-ports.json").write_text(saved)
     await start_and_stop(DevOptions(data_dir=tmp_path, browser_nodes=1))
     assert flags(bitbrowser_argv[0], "--node") == ["node-1"]
+
+
+async def test_a_saved_port_that_is_now_another_flags_is_not_asked_for(
+    tmp_path: Path, bitbrowser_argv: list[list[str]]
+) -> None:
+    # Free now, but this run's worker listens there once it starts.
+    metrics_port = free_port()
+    (tmp_path / "bitbrowser-ports.json").write_text(f'{{"node-1": {metrics_port}}}')
+    options = DevOptions(data_dir=tmp_path, browser_nodes=1, metrics_port=metrics_port)
+    lines = await start_and_stop(options)
+    assert flags(bitbrowser_argv[0], "--node") == ["node-1"]
+    assert f"node-1's port {metrics_port} (kept in bitbrowser-ports.json) is taken" in lines[0]
+
+
+async def test_one_saved_port_for_two_nodes_is_asked_for_once(
+    tmp_path: Path, bitbrowser_argv: list[list[str]]
+) -> None:
+    port = free_port()  # a file edited by hand: the emulator refuses one port twice
+    (tmp_path / "bitbrowser-ports.json").write_text(f'{{"node-1": {port}, "node-2": {port}}}')
+    await start_and_stop(DevOptions(data_dir=tmp_path, browser_nodes=2))
+    assert flags(bitbrowser_argv[0], "--node") == [f"node-1={port}", "node-2"]
