@@ -208,7 +208,7 @@ class DevStack:
         """The BitBrowser nodes' ports of the previous run, those still free; a taken one is
         said, and its node gets a free port."""
         o = self.options
-        ports = {}
+        ports: dict[str, int] = {}
         wanted = browser_node_names(o)
         # Free now, but this run's own servers take them (the worker's metrics after this).
         flagged = {o.port, o.ui_port, o.emulator_port, o.metrics_port, o.codec_port}
