@@ -100,6 +100,9 @@ class PoolSettings(CamelModel):
     # provider calls are scheduled on that node's queue. An account not listed is
     # served by the workers of the pool's own queues.
     account_nodes: dict[str, str] = Field(default_factory=dict)
+    # Accounts of BitBrowser Local API cloud phones (`api: bitbrowser`): a removal shuts a
+    # phone down, a create powers one on, and the pools' events say so.
+    phone_accounts: list[str] = Field(default_factory=list)
     # Whether the worker encrypts the payloads it writes (`encryption.keyFiles`): only then
     # does the `lease_connect` update answer connect info (docs/leases.md, "Connect info").
     history_encrypted: bool = False

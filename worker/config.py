@@ -181,6 +181,7 @@ def build_config(
         **parsed.intervals.model_dump(exclude={"orphan_grace_seconds"}),
         account_prices={name: a.price_per_hour for name, a in parsed.accounts.items()},
         account_nodes={name: a.node for name, a in accounts.items() if a.node},
+        phone_accounts=sorted(name for name, a in accounts.items() if a.api == "bitbrowser"),
         # The pools answer connect info only through encrypted history (`lease_connect`).
         history_encrypted=encryption_keys is not None,
     )

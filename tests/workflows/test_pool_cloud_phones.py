@@ -36,7 +36,8 @@ pytestmark = pytest.mark.devserver
 KEY = "bb-local-key-e2e"
 URL = "http://phones.local"
 PROXY_PASSWORD = "phones-proxy-pass-7c1"
-SETTINGS = PHONES
+# As the worker config tells the pools (`phone_accounts`): their events say `ShutDown`.
+SETTINGS = PHONES.model_copy(update={"phone_accounts": [ACCOUNT]})
 
 
 class PhoneStack(Phones):
@@ -102,6 +103,10 @@ async def test_a_pool_of_cloud_phones_scales_on_its_warm_reserve_and_never_rents
         profiles=profiles + 2,
     )
     assert after_down["created"] == created + 2
+    said = {e["reason"]: e["message"] for e in await _events(handle)}
+    assert said["PoweredOn"].startswith("powered on 2 phone(s): "), said
+    assert said["ShutDown"].startswith("shut down 1 phone(s): "), said
+    assert "ScaledDown" not in said and "terminated" not in str(said), said
 
     # Scale-up powers the reserve on: no new profile.
     await scale(handle, 2)

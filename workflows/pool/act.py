@@ -85,7 +85,9 @@ async def carry_out(k: DevicePoolKind, decision: Decision) -> None:
             orders, taken, left = _taken_as_v0_1_0(k, decision, book, owed_then, s.generation)
             batches = _adopt_as_v0_1_0(k, batches, orders, taken, left)
     for order in batches:
-        k.h.happened(say.batch_started(len(order.slots), replacement=order.replacement))
+        k.h.happened(
+            say.batch_started(len(order.slots), replacement=order.replacement, words=k.words)
+        )
         input = children.batch_input(
             pool=k.name,
             spec=k.spec,
@@ -225,6 +227,7 @@ async def terminate(
             devices=k.devices,
             reasons=reasons,
             first=first or set(),
+            words=k.words,
         )
     )
     # What went is leaving, as the next listing will say: not counted any more.

@@ -5,7 +5,9 @@ Messages name devices and counts, never secrets, and read as kubectl's do.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 
+from devicepool.activities.models import PoolSettings
 from devicepool.api.durations import format_duration
 from devicepool.api.v1beta1 import LifetimeSpec
 from devicepool.workflows.pool.backoff import Backoff
@@ -14,7 +16,10 @@ from devicepool.workflows.reconciler.events import Happened
 from devicepool.workflows.shared.protocol import BatchReport, HealthReport
 
 __all__ = [
+    "PHONES",
+    "REST",
     "Happened",
+    "Words",
     "applied",
     "backed_off",
     "batch_done",
@@ -27,12 +32,48 @@ __all__ = [
     "region_up",
     "termination_failed",
     "terminations",
+    "words_of",
 ]
 
 # Device ids named in one message, before "and N more".
 NAMED = 5
 # What the scale-down's re-check says of a device already being removed.
 _LEAVING = frozenset({"status terminating", "status terminated"})
+
+
+@dataclass(frozen=True)
+class Words:
+    """How the events name what the pool's provider does to a device."""
+
+    devices: str = "device(s)"
+    device: str = "device"
+    removed: str = "terminated"  # a removal, done
+    scaled_down: str = "ScaledDown"  # a scale-down's reason
+    kept: str = ""  # what becomes of a device a scale-down removed, if it is kept
+    creating: str = "creating"
+    created: str = "created"
+    created_reason: str = "Created"
+
+
+REST = Words()
+# BitBrowser Local API cloud phones: a removal shuts the phone down and keeps its profile (in
+# the pool's reserve, or retired: the API has no delete); a create powers one on (a reserve
+# profile first). Said as the provider's client says it.
+PHONES = Words(
+    devices="phone(s)",
+    device="phone",
+    removed="shut down",
+    scaled_down="ShutDown",
+    kept=" (kept powered off, as spec.reserve says)",
+    creating="powering on",
+    created="powered on",
+    created_reason="PoweredOn",
+)
+
+
+def words_of(settings: PoolSettings, account: str) -> Words:
+    """The words of `account`'s provider (`PoolSettings.phone_accounts`: cloud phones)."""
+    return PHONES if account in settings.phone_accounts else REST
 
 
 def ids(device_ids: Iterable[str]) -> str:
@@ -67,12 +108,14 @@ def region_up(region: str, status: str) -> Happened:
     return Happened("CreatesResumed", f"the provider reports {region} {status}; creating again")
 
 
-def batch_started(count: int, *, replacement: bool) -> Happened:
-    what = "replacement device(s)" if replacement else "device(s)"
-    return Happened("Creating", f"creating {count} {what}")
+def batch_started(count: int, *, replacement: bool, words: Words = REST) -> Happened:
+    what = f"replacement {words.devices}" if replacement else words.devices
+    return Happened("Creating", f"{words.creating} {count} {what}")
 
 
-def batches_settled(book: SlotBook, reports: Iterable[BatchReport]) -> list[Happened]:
+def batches_settled(
+    book: SlotBook, reports: Iterable[BatchReport], *, words: Words = REST
+) -> list[Happened]:
     """`batch_created` reports about to be applied to `book` (read before `settle_created`):
     a batch reports everything so far each time, so only slots the book waits on are news."""
     out: list[Happened] = []
@@ -85,7 +128,8 @@ def batches_settled(book: SlotBook, reports: Iterable[BatchReport]) -> list[Happ
         failed = {s: why for s, why in report.failed_slots.items() if s in waiting}
         withdrawn = sorted(waiting & set(report.withdrawn))
         if created:
-            out.append(Happened("Created", f"created {len(created)} device(s): {ids(created)}"))
+            said = f"{words.created} {len(created)} {words.devices}: {ids(created)}"
+            out.append(Happened(words.created_reason, said))
         if failed:
             first = next(iter(failed.values()))
             unanswered = len(set(failed) & set(report.unanswered_slots))
@@ -161,9 +205,11 @@ def terminations(
     skipped: Mapping[str, str],
     reasons: Mapping[str, str] | None = None,
     first: Collection[str] = (),
+    words: Words = REST,
 ) -> list[Happened]:
     """What one round of terminations removed (and kept): a device with a reason is said
-    under it, not as a scale-down; one the re-check found on its way out is no news."""
+    under it, not as a scale-down; one the re-check found on its way out is no news.
+    `words`: the provider's (cloud phones are shut down, not terminated)."""
     out: list[Happened] = []
     reasons = reasons or {}
     leaving = {d for d, why in skipped.items() if why in _LEAVING}
@@ -173,20 +219,25 @@ def terminations(
         for ahead, order in ((False, "replacement first"), (True, "before its replacement")):
             these = sorted(d for d in went if reasons.get(d) == reason and (d in first) == ahead)
             if these:
-                said = f"{_LEFT.get(reason, 'terminated')}, {order}: {ids(these)}"
+                left = _LEFT.get(reason, "{removed}").format(removed=words.removed, of=words)
+                said = f"{left}, {order}: {ids(these)}"
                 out.append(Happened(reason, said))
     # Forced out (past `maxAge + gracePeriod`): its Warning was said when it was doomed.
     forced = sorted(d for d in set(doomed) if d in reasons)
     for reason in sorted({reasons[d] for d in forced}):
         these = [d for d in forced if reasons[d] == reason]
-        out.append(Happened(reason, f"terminated {ids(these)}, busy or not"))
+        out.append(Happened(reason, f"{words.removed} {ids(these)}, busy or not"))
     gone = sorted(set(surplus) - set(skipped) - leaving - set(reasons))
     if gone:
-        out.append(Happened("ScaledDown", f"terminated {len(gone)} device(s): {ids(gone)}"))
+        said = f"{words.removed} {len(gone)} {words.devices}: {ids(gone)}{words.kept}"
+        out.append(Happened(words.scaled_down, said))
     removed = sorted(set(doomed) - set(reasons))
     if removed:
         out.append(
-            Happened("Removed", f"terminated {len(removed)} failed device(s): {ids(removed)}")
+            Happened(
+                "Removed",
+                f"{words.removed} {len(removed)} failed {words.devices}: {ids(removed)}",
+            )
         )
     if skipped:
         out.append(_counted("Kept", "device(s) busy since the plan", skipped))
@@ -195,9 +246,9 @@ def terminations(
 
 # How a device leaving of the pool's own accord is said (`terminations`).
 _LEFT = {
-    "Expired": "terminated past lifetime.maxAge",
-    "Replaced": "terminated as asked",
-    "Drifted": "terminated an older template's device",
+    "Expired": "{removed} past lifetime.maxAge",
+    "Replaced": "{removed} as asked",
+    "Drifted": "{removed} an older template's {of.device}",
 }
 
 

@@ -143,7 +143,7 @@ class DevicePoolKind:
 
     def _take_reports(self, created_mark: int, done_mark: int) -> None:
         created = self.s.slots.inbox.created[:created_mark]
-        self.h.happened(*say.batches_settled(self.s.slots, created))
+        self.h.happened(*say.batches_settled(self.s.slots, created, words=self.words))
         self.s.slots.settle_created(created_mark, listed=(d.id for d in self.devices))
         for report in self.s.slots.finish(done_mark):
             self.said(
@@ -446,6 +446,11 @@ class DevicePoolKind:
     def price(self) -> float:
         """What one of the pool's devices costs an hour (its account's `pricePerHour`)."""
         return self.settings.price_per_hour(self.account)
+
+    @property
+    def words(self) -> say.Words:
+        """How the events name what the account's provider does (cloud phones: shut down)."""
+        return say.words_of(self.settings, self.account)
 
     @property
     def settings(self) -> am.PoolSettings:

@@ -374,6 +374,7 @@ class PoolState(CamelModel):
         devices: list[am.DeviceInfo],
         reasons: Mapping[str, str] | None = None,
         first: Collection[str] = (),
+        words: say.Words = say.REST,
     ) -> Said:
         """What came of terminating `device_ids`: one that must go and could not is doomed;
         a failed or kept scale-down leaves a member like any other. `reasons`: why devices
@@ -390,6 +391,7 @@ class PoolState(CamelModel):
                 skipped=dict(skipped),
                 reasons=reasons,
                 first=first,
+                words=words,
             )
         )
         for device_id, why in (reasons or {}).items():
