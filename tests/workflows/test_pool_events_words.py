@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from devicepool.activities.models import PoolSettings
 from devicepool.worker.config import build_config
 from devicepool.workflows.pool import events as pe
 from devicepool.workflows.pool.slots import SlotBook
@@ -70,3 +71,16 @@ def test_the_worker_tells_the_pools_which_accounts_are_cloud_phones() -> None:
     assert config.settings.phone_accounts == ["phones"]
     assert pe.words_of(config.settings, "phones") is pe.PHONES
     assert pe.words_of(config.settings, "default") is pe.REST
+
+
+def test_phones_a_batch_brought_up_are_ready_as_phones() -> None:
+    report = BatchReport(
+        workflow_id="b1", slots=[0, 1, 2], ready=["p0", "p1"], failed_devices={"p2": "timeout"}
+    )
+    said = PoolState().take_report(
+        report, region="r", settings=PoolSettings(), now=NOW, words=pe.PHONES
+    )
+    assert [(h.reason, h.message) for h in said.events] == [
+        ("Ready", "2 phone(s) ready"),
+        ("BootFailed", "1 phone(s) never became ready, removed: p2 (timeout)"),
+    ]

@@ -151,7 +151,9 @@ def batches_settled(
     return out
 
 
-def batch_done(report: BatchReport, *, ours: Collection[str] = ()) -> list[Happened]:
+def batch_done(
+    report: BatchReport, *, ours: Collection[str] = (), words: Words = REST
+) -> list[Happened]:
     """A batch ended: how its devices came up. `ours`: booting devices a scale-down
     terminated (their vanishing is no news: `ScaledDown` said it)."""
     vanished = {d: why for d, why in report.vanished_devices.items() if d not in ours}
@@ -159,17 +161,18 @@ def batch_done(report: BatchReport, *, ours: Collection[str] = ()) -> list[Happe
         return []
     out: list[Happened] = []
     if report.ready:
-        out.append(Happened("Ready", f"{len(report.ready)} device(s) ready"))
+        out.append(Happened("Ready", f"{len(report.ready)} {words.devices} ready"))
     if report.failed_devices:
-        what = "device(s) never became ready, removed"
+        what = f"{words.devices} never became ready, removed"
         out.append(_counted("BootFailed", what, report.failed_devices, warning=True))
     if report.offline_devices:
-        what = "device(s) went offline before they booted, left to the health check"
+        what = f"{words.devices} went offline before they booted, left to the health check"
         out.append(
             _counted("OfflineWhileBooting", what, report.offline_devices, why=False, warning=True)
         )
     if vanished:
-        out.append(_counted("Vanished", "device(s) gone before they booted, replaced", vanished))
+        gone = f"{words.devices} gone before they booted, replaced"
+        out.append(_counted("Vanished", gone, vanished))
     return out
 
 

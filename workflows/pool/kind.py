@@ -148,7 +148,11 @@ class DevicePoolKind:
         for report in self.s.slots.finish(done_mark):
             self.said(
                 self.s.take_report(
-                    report, region=self.spec.region, settings=self.settings, now=workflow.now()
+                    report,
+                    region=self.spec.region,
+                    settings=self.settings,
+                    now=workflow.now(),
+                    words=self.words,
                 )
             )
 

@@ -325,7 +325,13 @@ class PoolState(CamelModel):
         return devices
 
     def take_report(
-        self, report: BatchReport, *, region: str, settings: am.PoolSettings, now: datetime
+        self,
+        report: BatchReport,
+        *,
+        region: str,
+        settings: am.PoolSettings,
+        now: datetime,
+        words: say.Words = say.REST,
     ) -> Said:
         """A batch ended: its failed devices are doomed, its failed boots may pause creates."""
         removed = [d for d in report.vanished_devices if self.fates.has(d, Fate.REMOVED_FAILED)]
@@ -334,7 +340,7 @@ class PoolState(CamelModel):
             report.vanished_devices.pop(device_id)
             report.failed_devices[device_id] = "failed (removed by the pool)"
         self.fates.clear(removed, Fate.REMOVED_FAILED)
-        said = Said(say.batch_done(report, ours=self.fates.of(Fate.SCALED_DOWN)))
+        said = Said(say.batch_done(report, ours=self.fates.of(Fate.SCALED_DOWN), words=words))
         self.fates.clear(report.vanished_devices, Fate.SCALED_DOWN)
         self._doom(sorted(report.failed_devices))
         problem = self.backoff.record(report, region=region, settings=settings, now=now)
