@@ -70,6 +70,7 @@ class SlowTemporal:
         new: bool = False,
     ) -> None:
         self.service_client = SimpleNamespace(config=SimpleNamespace(target_host="fake:7233"))
+        self.data_converter = SimpleNamespace(payload_codec=None)  # keys: nothing asked
         self.delay, self.refuse, self.broken, self.accounts = delay, refuse, broken, accounts
         self.in_flight = 0
         self.max_in_flight = 0

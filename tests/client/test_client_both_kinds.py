@@ -77,6 +77,7 @@ class Temporal:
     def __init__(self, *pools: Pool) -> None:
         self.pools = {p.id: p for p in pools}
         self.service_client = SimpleNamespace(config=SimpleNamespace(target_host="fake:7233"))
+        self.data_converter = SimpleNamespace(payload_codec=None)  # keys: nothing asked
         self.started: list[str] = []
 
     def get_workflow_handle(self, workflow_id: str, **_: Any) -> Pool:

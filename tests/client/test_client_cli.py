@@ -605,6 +605,8 @@ class FakeTemporal:
         from types import SimpleNamespace
 
         self.service_client = SimpleNamespace(config=SimpleNamespace(target_host="fake:7233"))
+        # no payload codec: a client with keys, so apply asks nothing about encryption
+        self.data_converter = SimpleNamespace(payload_codec=None)
         self.pool = FakeHandle(statuses)
         self.answers = list(answers)
         # `new`: no pool by that name runs, so `apply`'s plain start succeeds.
