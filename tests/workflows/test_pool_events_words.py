@@ -84,3 +84,16 @@ def test_phones_a_batch_brought_up_are_ready_as_phones() -> None:
         ("Ready", "2 phone(s) ready"),
         ("BootFailed", "1 phone(s) never became ready, removed: p2 (timeout)"),
     ]
+
+
+def test_a_pass_that_starts_two_batches_says_creating_once() -> None:
+    # 30 replicas start as batches of 20 and 10: one "Creating" row, not two at one age
+    # (`describe` after an `apply --wait` timeout read as the event said twice).
+    said = pe.batches_started([(4, True), (20, False), (10, False)])
+    assert [(h.reason, h.message) for h in said] == [
+        ("Creating", "creating 4 replacement device(s)"),
+        ("Creating", "creating 30 device(s) in 2 batches"),
+    ]
+    [one] = pe.batches_started([(3, False)], words=pe.PHONES)
+    assert one.message == "powering on 3 phone(s)"
+    assert pe.batches_started([]) == []

@@ -84,10 +84,9 @@ async def carry_out(k: DevicePoolKind, decision: Decision) -> None:
         else:
             orders, taken, left = _taken_as_v0_1_0(k, decision, book, owed_then, s.generation)
             batches = _adopt_as_v0_1_0(k, batches, orders, taken, left)
+    sizes = [(len(order.slots), order.replacement) for order in batches]
+    k.h.happened(*say.batches_started(sizes, words=k.words))
     for order in batches:
-        k.h.happened(
-            say.batch_started(len(order.slots), replacement=order.replacement, words=k.words)
-        )
         input = children.batch_input(
             pool=k.name,
             spec=k.spec,

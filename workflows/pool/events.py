@@ -25,6 +25,7 @@ __all__ = [
     "batch_done",
     "batch_started",
     "batches_settled",
+    "batches_started",
     "created",
     "expired_forced",
     "health",
@@ -108,9 +109,25 @@ def region_up(region: str, status: str) -> Happened:
     return Happened("CreatesResumed", f"the provider reports {region} {status}; creating again")
 
 
-def batch_started(count: int, *, replacement: bool, words: Words = REST) -> Happened:
+def batch_started(
+    count: int, *, replacement: bool, words: Words = REST, batches: int = 1
+) -> Happened:
     what = f"replacement {words.devices}" if replacement else words.devices
-    return Happened("Creating", f"{words.creating} {count} {what}")
+    said = f"{words.creating} {count} {what}"
+    return Happened("Creating", said + (f" in {batches} batches" if batches > 1 else ""))
+
+
+def batches_started(orders: Iterable[tuple[int, bool]], *, words: Words = REST) -> list[Happened]:
+    """The batches one pass starts, as (size, replacement): one event for the replacements,
+    one for the rest, however many batches each takes."""
+    out = []
+    for replacement in (True, False):
+        sizes = [n for n, r in orders if r is replacement]
+        if sizes:
+            out.append(
+                batch_started(sum(sizes), replacement=replacement, words=words, batches=len(sizes))
+            )
+    return out
 
 
 def batches_settled(
