@@ -438,3 +438,56 @@ def test_give_backs_of_unknown_ids_are_kept_apart_and_bounded():
     assert len(book.given_back) == GIVEN_BACK_KEPT and not book.knows("ask-early")
     ended = book.ended_as(held.id)  # the ends are not pushed out by them
     assert ended is not None and ended.reason == EndReason.RELEASED
+
+
+class Counted(list):
+    """Candidates that count how many times one is looked at."""
+
+    looked = 0
+
+    def __iter__(self):
+        for candidate in super().__iter__():
+            Counted.looked += 1
+            yield candidate
+
+
+def test_offering_to_a_long_queue_looks_at_each_candidate_a_few_times_not_per_ticket():
+    # A busy pool: 300 devices, 250 held, 400 tickets that want a label none of the 50 free
+    # has but the last 10 tickets. Each ask and give-back offers to the queue; looking at
+    # every candidate for every ticket made a workflow task of a few dozen signals take
+    # seconds, past the SDK's 2-s deadlock check, and the pool's task failed again each
+    # time it was retried (bench/leases.py --devices 300 --clients 400).
+    rules = LeaseSpec.model_validate({"queue": {"max": 500, "maxWait": "5m"}})
+    book, new_id = LeaseBook(), ids()
+    names = [f"d{i:03}" for i in range(300)]
+    for name in names[:250]:
+        granted = book.request(
+            candidates=members(*names),
+            selector={},
+            holder="h",
+            duration=timedelta(minutes=9),
+            wait=timedelta(0),
+            now=T0,
+            rules=rules,
+            new_id=new_id,
+        )
+        assert isinstance(granted, Lease) and granted.device == name
+    for i in range(400):
+        selector = {"gpu": "yes"} if i >= 390 else {"gpu": "no"}
+        queued = book.request(
+            candidates=[],
+            selector=selector,
+            holder=f"t{i}",
+            duration=timedelta(minutes=9),
+            wait=timedelta(minutes=5),
+            now=T0,
+            rules=rules,
+            new_id=new_id,
+        )
+        assert isinstance(queued, Queued)
+    free = Counted([*members(*names[:250]), *members(*names[250:], gpu="yes")])
+    Counted.looked = 0
+    offers = book.assign(free, now=T0, rules=rules, new_id=new_id)
+    assert [o.holder for o in offers] == [f"t{i}" for i in range(390, 400)]
+    assert [o.device for o in offers] == names[250:260]
+    assert Counted.looked <= 3 * len(free), Counted.looked  # (before: 400 times 300)

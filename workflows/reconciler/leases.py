@@ -291,12 +291,28 @@ class LeaseBook(CamelModel):
         rules: LeaseSpec,
         new_id: Callable[[], str],
     ) -> list[Lease]:
-        """Offer free members to the waiting tickets, oldest first; the offers made."""
-        offers = []
+        """Offer free members to the waiting tickets, oldest first; the offers made.
+
+        Linear in tickets and candidates, not their product: hundreds of tickets wait on a
+        busy pool, and this runs on every ask and give-back (a workflow task that takes
+        seconds is failed by the SDK's deadlock check, and is failed again when retried)."""
+        offers: list[Lease] = []
+        if not self.tickets:
+            return offers
+        free = self._unheld(candidates)
+        # Selectors that nothing free matches: what is free only shrinks while offers are made.
+        missed: set[tuple[tuple[str, str], ...]] = set()
         for ticket in list(self.tickets):
-            member = self._free(candidates, ticket.selector)
-            if member is None:
+            if not free:
+                break
+            wanted = tuple(sorted(ticket.selector.items()))
+            if wanted in missed:
                 continue
+            member = next((c for c in free if selector_matches(ticket.selector, c.labels)), None)
+            if member is None:
+                missed.add(wanted)
+                continue
+            free.remove(member)
             self.tickets.remove(ticket)
             lease = self._grant(
                 member, ticket.holder, ticket.selector, ticket.duration, now, rules, new_id()
@@ -422,11 +438,14 @@ class LeaseBook(CamelModel):
     def _free(
         self, candidates: Sequence[Candidate], selector: Mapping[str, str]
     ) -> Candidate | None:
-        held = self.devices()
         return next(
-            (c for c in candidates if c.id not in held and selector_matches(selector, c.labels)),
-            None,
+            (c for c in self._unheld(candidates) if selector_matches(selector, c.labels)), None
         )
+
+    def _unheld(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """The candidates no lease holds, in the kind's order."""
+        held = self.devices()
+        return [c for c in candidates if c.id not in held]
 
     def _grant(
         self,

@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         ASK_NOT_GRANTED,
         ASK_REFUSED,
         EXPIRING,
+        Candidate,
         Ended,
         EndReason,
         Lease,
@@ -126,8 +127,8 @@ class Leasing:
         made = self.book.made_by(update_id)
         if made is not None:
             return self._made_again(made)
-        self.settle()
-        outcome = self.book.request(**self._asked(request), new_id=self._new_id)
+        seen = self.settle()
+        outcome = self.book.request(**self._asked(request, seen), new_id=self._new_id)
         self.shown()
         if isinstance(outcome, Lease):
             self.book.remember_asked(update_id, outcome.id)
@@ -169,8 +170,8 @@ class Leasing:
         if problem is not None:
             book.refuse(request.ask, holder=holder, refusal=ASK_REFUSED, message=problem, now=now)
             return
-        self.settle()
-        outcome = book.request(**self._asked(request), new_id=self._new_id, ask=request.ask)
+        seen = self.settle()
+        outcome = book.request(**self._asked(request, seen), new_id=self._new_id, ask=request.ask)
         if isinstance(outcome, Lease):
             self._said_granted(outcome)
         elif isinstance(outcome, NotGranted):
@@ -296,24 +297,28 @@ class Leasing:
 
     # ------------------------------------------------------------------ the book kept
 
-    def settle(self) -> None:
+    def settle(self) -> Sequence[Candidate] | None:
         """End what is due, and offer free members to the waiting tickets. State only: no
-        command (an empty book changes nothing)."""
+        command (an empty book changes nothing). The kind's candidates, if it worked them
+        out (a lease asked next takes them as they are: nothing here changes them after)."""
         book = self.book
         if book.empty():
-            return
+            return None
         now = workflow.now()
         ended = book.reap(now=now, rules=self.rules, members=self.kind.lease_members())
         if ended:
             leases = [e for e in ended if e.device]
             self._ended(leases, replace=self.rules.on_release.value == "replace")
-        offers = book.assign(
-            self.kind.lease_candidates(), now=now, rules=self.rules, new_id=self._new_id
-        )
+        seen: Sequence[Candidate] | None = None
+        offers = []
+        if book.tickets:  # the kind's candidates are not free to work out (a sort, labels)
+            seen = self.kind.lease_candidates()
+            offers = book.assign(seen, now=now, rules=self.rules, new_id=self._new_id)
         for lease in offers:
             self._said_granted(lease)
         if ended or offers:
             self.shown()
+        return seen
 
     def end_device(self, device: str, reason: EndReason) -> None:
         """A lease on `device` ends (a person replaced it now)."""
@@ -404,11 +409,13 @@ class Leasing:
 
     # ------------------------------------------------------------------ inside
 
-    def _asked(self, request: LeaseRequest) -> dict[str, Any]:
+    def _asked(
+        self, request: LeaseRequest, candidates: Sequence[Candidate] | None = None
+    ) -> dict[str, Any]:
         rules = self.rules
         duration = rules.max_duration if request.duration is None else request.duration
         return {
-            "candidates": self.kind.lease_candidates(),
+            "candidates": self.kind.lease_candidates() if candidates is None else candidates,
             "selector": request.selector,
             "holder": request.holder,
             "duration": timedelta(seconds=duration),
