@@ -1,7 +1,8 @@
 """What `PoolClient.apply` and `apply_many` need besides the update itself.
 
-`check_account` refuses a pool whose account no worker serves, before anything starts;
-`apply_in_order` answers many applies in the pools' order; `tally` counts the answers."""
+`check_account` refuses a pool whose account no worker serves, and `RefsCheck` one whose proxy
+pool, region or platform the worker refuses, before anything starts or changes; `apply_in_order`
+answers many applies in the pools' order; `tally` counts the answers."""
 
 from __future__ import annotations
 
@@ -10,13 +11,16 @@ import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecutionStatus
-from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.common import RetryPolicy, WorkflowIDConflictPolicy
+from temporalio.exceptions import TemporalError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from devicepool.activities.definitions import DeviceActivityDefinitions as Activities
+from devicepool.activities.models import CheckRefsInput, CheckRefsResult, PoolSettings
 from devicepool.api.names import (
     TASK_QUEUE,
     UPDATE_APPLY,
@@ -31,6 +35,7 @@ from devicepool.client._results import applied_verb
 from devicepool.client._temporal_errors import UPDATE_TIMEOUT, NoWorkerInTime, WorkflowTaskFailing
 from devicepool.client.errors import BadInput, DevicePoolError, TemporalUnreachable
 from devicepool.workflows.pool.messages import Accepted, ApplyResult
+from devicepool.workflows.shared.placement import Route
 
 # Pools `apply_many` (`devicepool apply -f DIR/`) applies at once. A new pool
 # is one start (Temporal answers once it is stored); a pool that exists waits
@@ -46,6 +51,13 @@ TASK_FAILING_TRIES = 12
 
 # `PoolClient.apply(pool, update_id=...)`.
 ApplyOne = Callable[..., Awaitable[Accepted]]
+
+# `RefsCheck`: how long a worker may take to pick up the check (a busy or absent one: the pool
+# checks instead), and to answer it (a region list may be one provider call).
+REFS_PICKUP = timedelta(seconds=3)
+REFS_ANSWER = timedelta(seconds=10)
+# How long an answer (or no way to ask) is kept: the worker keeps its region list as long.
+REFS_KEEP_SECONDS = 60.0
 
 
 async def check_account(client: Client, address: str, pool: DevicePool, served: set[str]) -> None:
@@ -82,6 +94,94 @@ async def check_account(client: Client, address: str, pool: DevicePool, served: 
         "no worker serves it; "
         f"known accounts: {', '.join(sorted(known)) or '(none — is a worker running?)'}"
     )
+
+
+class RefsCheck:
+    """The worker's own check of a DevicePool's references (`check_pool_refs`: its proxy pool,
+    region and platform against the worker's config and the provider's kept region list),
+    asked before the pool starts or changes: a typo is refused with nothing created.
+
+    Asked as a standalone activity on the queue the pool's own check would use (a node
+    worker's for an account it serves: `pool_settings` says which), once per account, proxy
+    pool, region and platform, an answer kept `REFS_KEEP_SECONDS`. Where it cannot be asked
+    (a server without standalone activities, no worker picking it up within `REFS_PICKUP`,
+    a worker that fails it) the check is the pool's for as long, as before: `Ready=False`
+    with the reason, which `--wait` stops at.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        # (account, proxy pool, region, platform) or "settings" -> (when asked, the answer)
+        self._kept: dict[Any, tuple[float, asyncio.Future[Any]]] = {}
+        self._off_until = float("-inf")
+
+    async def check(self, pool: DevicePool, *, exists: Callable[[], Awaitable[bool]]) -> None:
+        """`BadInput` naming the pool, its file and what the worker refuses, saying nothing
+        was created (or, for a pool that runs, `exists`, changed)."""
+        spec = pool.spec
+        proxy = spec.proxy.pool_ref if spec.proxy else None
+        key = (spec.account, proxy, spec.region, spec.platform.value)
+        problems = await self._once(key, lambda: self._ask(*key))
+        if not problems:
+            return
+        done = "changed" if await exists() else "created"
+        where = f"{pool.source}: " if pool.source else ""
+        raise BadInput(f"{where}pool {pool.name!r}: {'; '.join(problems)} — nothing was {done}")
+
+    async def _once(self, key: Any, ask: Callable[[], Awaitable[Any]]) -> Any:
+        """`ask()`'s answer, shared by every pool that needs it while it is kept."""
+        now = time.monotonic()
+        kept = self._kept.get(key)
+        if kept is None or now - kept[0] > REFS_KEEP_SECONDS:
+            kept = (now, asyncio.ensure_future(ask()))
+            self._kept[key] = kept
+        return await asyncio.shield(kept[1])
+
+    async def _ask(
+        self, account: str, proxy: str | None, region: str, platform: str
+    ) -> list[str] | None:
+        """The problems the worker finds (none: []), or None when it could not be asked."""
+        settings = await self._once("settings", lambda: self._run(Activities.pool_settings))
+        if not isinstance(settings, PoolSettings):
+            return None
+        where = Route(account, settings.node_of(account)).provider()
+        asked = CheckRefsInput(account=account, proxy_pool=proxy, region=region, platform=platform)
+        answer = await self._run(Activities.check_pool_refs, asked, where=where)
+        if not isinstance(answer, CheckRefsResult):
+            return None
+        # The account is served (`check_account`): a worker that says otherwise is not the one
+        # serving it (a node's account asked of the main worker); the pool asks the right one.
+        misplaced = f"account {account!r} (providerCredentialRef)"
+        if any(misplaced in problem for problem in answer.problems):
+            return None
+        return answer.problems
+
+    async def _run(self, activity: Any, *args: Any, where: dict[str, Any] | None = None) -> Any:
+        """One standalone activity's answer, or None (and none asked for `REFS_KEEP_SECONDS`)
+        when it has none."""
+        execute = getattr(self._client, "execute_activity", None)
+        if execute is None or time.monotonic() < self._off_until:  # an SDK without them
+            return None
+        bound = REFS_PICKUP + REFS_ANSWER
+        try:
+            return await asyncio.wait_for(
+                execute(
+                    activity,
+                    *args,
+                    id=f"devicepool-apply-check/{uuid.uuid4()}",
+                    task_queue=(where or {}).get("task_queue", TASK_QUEUE),
+                    schedule_to_start_timeout=REFS_PICKUP,
+                    start_to_close_timeout=REFS_ANSWER,
+                    schedule_to_close_timeout=bound,
+                    retry_policy=RetryPolicy(maximum_attempts=1),
+                    summary="apply's check of a pool's proxy pool, region and platform",
+                ),
+                timeout=bound.total_seconds() + 5,
+            )
+        except (TemporalError, TimeoutError):
+            # Not here, or not now: the pools check for themselves meanwhile.
+            self._off_until = time.monotonic() + REFS_KEEP_SECONDS
+            return None
 
 
 async def apply_in_order(

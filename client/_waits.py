@@ -65,14 +65,17 @@ def _cap_below_size(status: dict[str, Any], cond: dict[str, Any]) -> bool:
 class CannotFix:
     """A condition that waiting cannot fix: its type, the status it holds with, its reasons.
     `named` is what the stop line names (the reason when empty), `then` what it adds (what
-    to do), `after_grace` whether the wait must have seen it hold `HOLD_GRACE_SECONDS`
-    before it stops, and `holds` whether this sighting is one that lasts."""
+    to do), `then_created` what it adds instead for a pool the change waited for created
+    (generation 1: it never had another spec; `{pool}` is its name), `after_grace` whether
+    the wait must have seen it hold `HOLD_GRACE_SECONDS` before it stops, and `holds`
+    whether this sighting is one that lasts."""
 
     type: str
     status: str
     reasons: frozenset[str]
     named: str = ""
     then: str = ""
+    then_created: str = ""
     after_grace: bool = False
     holds: Callable[[dict[str, Any], dict[str, Any]], bool] = _always
 
@@ -83,7 +86,8 @@ class CannotFix:
 # provider's 5xx, a cap full of devices on their way out), which the progress line names.
 CANNOT_FIX = (
     # The worker's config does not serve the manifest (its message ends "provisioning
-    # stopped"), or a node refuses the key (a BrowserPool's).
+    # stopped"). `apply` asks the worker first (`_apply.RefsCheck`); where it could not, the
+    # pool it created holds nothing, and the line says how to remove it.
     CannotFix(
         "Ready",
         "False",
@@ -94,10 +98,13 @@ CANNOT_FIX = (
                 "UnknownRegion",
                 "UnsupportedPlatform",
                 "ProxyIncomplete",
-                LOCAL_API_REFUSED,
             }
         ),
+        then_created="; fix the manifest or the worker config and apply again, or remove the "
+        "pool: devicepool delete {pool}",
     ),
+    # A node refuses the key (a BrowserPool's).
+    CannotFix("Ready", "False", frozenset({LOCAL_API_REFUSED})),
     CannotFix(
         "SpendCapReached",
         "True",
@@ -161,12 +168,13 @@ class _Stops:
         self._since = {row: self._since.get(row, now)}
         if row.after_grace and now - self._since[row] < HOLD_GRACE_SECONDS:
             return
+        then = row.then_created if generation == 1 and row.then_created else row.then
         raise PoolBlocked(
             side.named(name),
             "cannot become ready",
             row.named or str(cond.get("reason")),
             str(cond.get("message") or ""),
-            row.then,
+            then.format(pool=side.named(name)),
         )
 
 

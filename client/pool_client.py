@@ -46,6 +46,7 @@ from devicepool.api.v1beta1 import DevicePool
 from devicepool.client import _connect, _leases, _pool_reads, _waits
 from devicepool.client._apply import (
     APPLY_CONCURRENCY,
+    RefsCheck,
     apply_in_order,
     check_account,
     start_or_update,
@@ -96,6 +97,8 @@ class PoolClient:
         self._client = client
         # Accounts whose ledger was seen running: checked once per client, not once a pool.
         self._served_accounts: set[str] = set()
+        # The worker's check of a pool's proxy pool, region and platform (`_apply.RefsCheck`).
+        self._refs = RefsCheck(client)
 
     @property
     def address(self) -> str:
@@ -147,6 +150,8 @@ class PoolClient:
         pool = checked if pool.source is None else checked.read_from(pool.source)
         if isinstance(pool, DevicePool):
             await self._check_account(pool)
+            running = functools.partial(self.running, pool.name, kind=kind.name)
+            await self._refs.check(pool, exists=running)
         return await start_or_update(
             self._client,
             side,

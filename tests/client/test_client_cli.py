@@ -779,7 +779,11 @@ def test_apply_wait_stops_at_once_on_a_configuration_error(
     assert code == EXIT_RUNTIME
     assert out.strip() == "devicepool/cli-pool created (generation 1, replicas 2)"
     assert_one_line_error(err)
-    assert err.strip() == f'error: pool "cli-pool" cannot become ready: {reason}: {message}'
+    # A pool this apply created (generation 1): the line says how to remove it too.
+    assert err.strip() == (
+        f'error: pool "cli-pool" cannot become ready: {reason}: {message}; fix the manifest or '
+        "the worker config and apply again, or remove the pool: devicepool delete cli-pool"
+    )
 
 
 def test_apply_wait_ignores_a_configuration_error_of_an_older_generation(

@@ -16,7 +16,8 @@ from devicepool.api import parse_pool
 from devicepool.api.names import pool_workflow_id
 from devicepool.api.v1beta1 import DevicePool
 from devicepool.client import PoolBlocked, PoolClient
-from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME
+from devicepool.client._apply import RefsCheck
+from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME, BadInput
 from devicepool.testing import eventually, pool_manifest, write_pool
 from devicepool.workflows.pool.messages import ApplyResult
 from tests.helpers.cli import cli_in_thread
@@ -51,11 +52,30 @@ async def test_apply_says_created_configured_or_unchanged(
     await pools.delete(pool_name, wait=True, timeout=60)
 
 
-async def test_wait_ready_stops_at_once_on_an_unknown_proxy_pool(
+async def test_apply_refuses_an_unknown_proxy_pool_before_the_pool_starts(
     pools: PoolClient, pool_name: str
 ) -> None:
-    # Accepted (the worker, not the client, knows its proxy pools), then stuck
-    # at 0/2 with Ready=False UnknownProxyPool: `--wait` used to run out its timeout.
+    # Issue 43, item 6: the pool started, stuck at Ready=False, and had to be deleted by
+    # hand. The worker's own check is asked first (a standalone activity).
+    with pytest.raises(BadInput) as refused:
+        await pools.apply(manifest(pool_name, replicas=2, proxy={"poolRef": "nope"}))
+    assert str(refused.value) == (
+        f"pool {pool_name!r}: unknown proxy pool 'nope' (proxy.poolRef); known: "
+        "proxyseller-us — nothing was created"
+    )
+    assert not await pools.running(pool_name)
+
+
+async def test_wait_ready_stops_at_once_on_an_unknown_proxy_pool(
+    pools: PoolClient, pool_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Where the worker cannot be asked first (a server without standalone activities), the
+    # pool is accepted, then stuck at 0/2 with Ready=False UnknownProxyPool: `--wait` used to
+    # run out its timeout.
+    async def not_asked(*_: Any) -> None:
+        return None
+
+    monkeypatch.setattr(RefsCheck, "_run", not_asked)
     accepted = await pools.apply(manifest(pool_name, replicas=2, proxy={"poolRef": "nope"}))
     started = time.monotonic()
     with pytest.raises(PoolBlocked) as blocked:
@@ -65,7 +85,9 @@ async def test_wait_ready_stops_at_once_on_an_unknown_proxy_pool(
     assert blocked.value.reason == "UnknownProxyPool"
     assert str(blocked.value) == (
         f'pool "{pool_name}" cannot become ready: UnknownProxyPool: unknown proxy pool '
-        "'nope' (proxy.poolRef); known: proxyseller-us — provisioning stopped"
+        "'nope' (proxy.poolRef); known: proxyseller-us — provisioning stopped; fix the "
+        "manifest or the worker config and apply again, or remove the pool: devicepool "
+        f"delete {pool_name}"
     )
     await pools.delete(pool_name, wait=True, timeout=60)
 
