@@ -738,7 +738,17 @@ async def run_phase(
     errors = await server_errors(server_metrics)
     errors.subtract(errors0)
     handle = stack.client.get_workflow_handle(wid)
-    view: LeasesView = await handle.query(QUERY_LEASES, result_type=LeasesView)
+    try:
+        view: LeasesView = await handle.query(QUERY_LEASES, result_type=LeasesView)
+    except RPCError:
+        if os.environ.get("LEASES_BENCH_DUMP"):  # what the worker said, before it is gone
+            folder = Path(os.environ["LEASES_BENCH_DUMP"])
+            folder.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - debugging only
+            for log in stack.tmp.glob("worker-*.log"):
+                (folder / f"failed-{log.name}").write_bytes(log.read_bytes())
+            history = await handle.fetch_history()
+            (folder / f"failed-{wid.replace('/', '-')}.json").write_text(history.to_json())
+        raise
     book = await read_chain(stack.client, wid, run, skip)
     if args.protocol == "signals":
         signal_grants(tally, book, view)
@@ -1014,6 +1024,12 @@ async def main(args: argparse.Namespace) -> None:
         limit = f"history.maxInFlightUpdates={args.max_inflight_updates}"
         server_args += ["--dynamic-config-value", limit]
         print(f"the server's {limit}", flush=True)
+    if args.max_buffered_queries:
+        # How many queries the server holds for a workflow while one of its tasks runs (1 by
+        # default); past it a query is turned away and the SDK retries it about 1 s later.
+        buffer = f"history.MaxBufferedQueryCount={args.max_buffered_queries}"
+        server_args += ["--dynamic-config-value", buffer]
+        print(f"the server's {buffer}", flush=True)
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         async with (
@@ -1087,6 +1103,12 @@ if __name__ == "__main__":
         default=0,
         help="the server's history.maxInFlightUpdates (0: its default, 10)",
     )
+    parser.add_argument(
+        "--max-buffered-queries",
+        type=int,
+        default=0,
+        help="the server's history.MaxBufferedQueryCount (0: its default, 1)",
+    )
     parser.add_argument("--offline-after", type=float, default=180)
     parser.add_argument("--seed", type=int, default=39)
     args = parser.parse_args()
@@ -1097,6 +1119,9 @@ if __name__ == "__main__":
     if args.max_inflight_updates:
         name = f"leases-inflight-{args.max_inflight_updates}" + ("" if by_update else "-signals")
         title += f", {args.max_inflight_updates} updates in flight allowed"
+    if args.max_buffered_queries:
+        name += f"-query-buffer-{args.max_buffered_queries}"
+        title += f", {args.max_buffered_queries} queries buffered"
     if args.devices != parser.get_default("devices"):  # a pool of another size: its own
         name += f"-{args.devices}-devices"
         title += f", a pool of {args.devices}"

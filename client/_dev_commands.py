@@ -48,9 +48,17 @@ def python_m(module: str, *words: str, **options: object) -> list[str]:
     return [sys.executable, "-m", module, *words, *flags(**options)]
 
 
+# The server's dynamic config the stack runs with. Queries held for a workflow while one of
+# its tasks runs (Temporal's default: 1; a query past it is turned away and the SDK asks again
+# about 1 s later): lease waiters poll their ticket by query, and with 64 a crowd of them is
+# answered at once (docs/scaling.md; bench/RESULTS.md, "64 queries buffered").
+SERVER_DYNAMIC_CONFIG = {"history.MaxBufferedQueryCount": 64}
+
+
 def server_command(temporal: str, options: DevOptions) -> list[str]:
-    """`temporal server start-dev` on the stack's SQLite file, with the pool search attributes;
-    with `--encrypt`, its UI decodes through the stack's codec server."""
+    """`temporal server start-dev` on the stack's SQLite file, with the pool search attributes
+    and `SERVER_DYNAMIC_CONFIG`; with `--encrypt`, its UI decodes through the stack's codec
+    server."""
     start_dev = flags(
         db_filename=options.data_dir / "temporal.db",
         ip=DEV_HOST,
@@ -58,6 +66,7 @@ def server_command(temporal: str, options: DevOptions) -> list[str]:
         ui_port=options.ui_port,
         log_level="warn",
         search_attribute=[f"{name}={type_}" for name, type_ in SEARCH_ATTRIBUTES.items()],
+        dynamic_config_value=[f"{key}={value}" for key, value in SERVER_DYNAMIC_CONFIG.items()],
         ui_codec_endpoint=[codec_url(options)] if encryption_on(options) else [],
     )
     return [temporal, "server", "start-dev", *start_dev]
