@@ -6,7 +6,6 @@ is the client's, once."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +19,6 @@ from devicepool.api.v1beta1 import ConditionStatus, ConditionType, DevicePool, D
 from devicepool.client._results import PoolSummary
 from devicepool.client.errors import BadInput
 from devicepool.workflows.browserpool import publish as browser_publish
-from devicepool.workflows.browserpool.status import LOCAL_API_REFUSED
 from devicepool.workflows.pool.status import wanted
 from devicepool.workflows.reconciler.search_attributes import (
     KEY_ACCOUNT,
@@ -48,10 +46,9 @@ class Side:
     # How many the teardown still has to remove, from the pool's status.
     left: Callable[[dict[str, Any]], int]
     # `wait_ready`: the status key of what is ready; whether the pool converged on a
-    # generation; the condition that says waiting cannot get it there, if any.
+    # generation (what says waiting cannot get it there: `client._waits.CANNOT_FIX`).
     ready_key: str
     converged: Callable[[dict[str, Any], int], bool]
-    blocked: Callable[[dict[str, Any], int], dict[str, Any] | None]
     # `delete --wait`: whether it reads the status before its cancel, so that a block shown
     # already gets `BLOCKED_GRACE_SECONDS` to clear; whether the closed run is asked what
     # it kept at a provider with no delete (`profilesRetired`). A BrowserPool's did neither.
@@ -137,22 +134,8 @@ def _browser_stale_spec(attrs: TypedSearchAttributes) -> dict[str, Any] | None:
 
 
 # ---------------------------------------------------------------- readings of a status
-# Pure readings of a pool's status JSON (camelCase): what `--wait` waits for, and what
-# makes it stop waiting.
-
-# `Ready=False` reasons that are configuration, not progress: the pool stops
-# provisioning until the worker's config or the manifest changes
-# (`workflows.status.ready_condition`).
-CONFIGURATION_REASONS = frozenset(
-    {
-        "UnknownProxyPool",
-        "UnknownAccount",
-        "UnknownRegion",
-        "UnsupportedPlatform",
-        "ProxyIncomplete",
-    }
-)
-
+# Pure readings of a pool's status JSON (camelCase): what `--wait` waits for (what makes it
+# stop waiting: `client._waits.CANNOT_FIX`), and a teardown's block.
 
 # A DevicePool's device counts, up (ready, busy) first; a status from before
 # `pendingDevices` has none, so a create not landed yet counts only once it does.
@@ -190,26 +173,6 @@ def condition(status: dict[str, Any], type_: ConditionType) -> dict[str, Any] | 
     return None
 
 
-def ready_false(
-    status: dict[str, Any], generation: int, reasons: frozenset[str]
-) -> dict[str, Any] | None:
-    """`Ready=False` for one of `reasons`, as seen by a pass over `generation` or later.
-
-    An older pass's verdict does not count: the change being waited for may
-    be the fix.
-    """
-    if int(status.get("observedGeneration") or 0) < generation:
-        return None
-    ready = condition(status, ConditionType.READY)
-    if (
-        ready is not None
-        and ready.get("status") == ConditionStatus.FALSE.value
-        and ready.get("reason") in reasons
-    ):
-        return ready
-    return None
-
-
 def teardown_blocked(status: dict[str, Any]) -> dict[str, Any] | None:
     """`TeardownBlocked=True`: the finalizer meets an error it retries until someone fixes it."""
     blocked = condition(status, ConditionType.TEARDOWN_BLOCKED)
@@ -240,7 +203,6 @@ SIDES: dict[str, Side] = {
         left=devices_left,
         ready_key="readyDevices",
         converged=is_converged,
-        blocked=functools.partial(ready_false, reasons=CONFIGURATION_REASONS),
         blocked_grace=True,
         retires_profiles=True,
         update_starts=True,
@@ -255,7 +217,6 @@ SIDES: dict[str, Side] = {
         left=lambda status: len(status.get("profileIds") or []),
         ready_key="readyProfiles",
         converged=browser_converged,
-        blocked=functools.partial(ready_false, reasons=CONFIGURATION_REASONS | {LOCAL_API_REFUSED}),
         wait_needs_worker=True,
     ),
 }

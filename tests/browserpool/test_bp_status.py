@@ -9,9 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec, BrowserPoolStatus
-from devicepool.api.kinds import BROWSER_POOL
 from devicepool.api.v1alpha1 import Phase
-from devicepool.client._kind_sides import side_of
+from devicepool.client._waits import cannot_fix
 from devicepool.workflows.browserpool.observe import Observed, decide
 from devicepool.workflows.browserpool.plan import NodeProfile, Placement
 from devicepool.workflows.browserpool.status import (
@@ -184,8 +183,8 @@ def test_a_refused_spare_node_does_not_stop_a_pool_that_converges_elsewhere() ->
         assert cond["Ready"][:2] == ("False", "BelowDesired"), cond
         assert cond["NodesAvailable"][:2] == ("False", "LocalApiRefused"), cond
         assert "node-3" in cond["NodesAvailable"][2]
-        # What `scale --wait` stops at (`Side.blocked`): nothing.
-        assert side_of(BROWSER_POOL).blocked(s.to_json_dict(), 2) is None
+        # What `scale --wait` stops at (`CANNOT_FIX`): nothing.
+        assert cannot_fix(s.to_json_dict(), 2) is None
 
 
 # Issue 38: the status is a pure function of the pass's observed value and decision
