@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from devicepool.client._waits import waiting_on
+
 # A wait: called with the progress callback (None: no progress shown), it waits.
 Wait = Callable[..., Awaitable[Any]]
 
@@ -134,32 +136,3 @@ def why(status: dict[str, Any], now: datetime | None = None) -> str:
     if held := waiting_on(status):
         parts.append(f"waiting: {', '.join(held)}")
     return f" · {' · '.join(parts)}" if parts else ""
-
-
-# What holds a pool back, by condition: (type, the status it holds with) -> the reasons that
-# say nothing more than "not there yet" (not shown).
-_HOLDING = {
-    ("Ready", "False"): frozenset({"BelowDesired", "NoNodes", "Deleted", "Deleting"}),
-    ("ProviderAvailable", "False"): frozenset(),
-    ("SpendCapReached", "True"): frozenset(),
-    ("NodesAvailable", "False"): frozenset(),
-    ("RemediationPaused", "True"): frozenset(),
-}
-
-
-def waiting_on(status: dict[str, Any]) -> list[str]:
-    """The conditions that hold the pool back, as the progress line names them: a spend cap
-    (`SpendCapReached`), the provider (`ProviderRateLimited`, ...), its nodes (`NoLiveNode`),
-    remediation paused, or a `Ready=False` reason other than "not there yet"; each once."""
-    named: list[str] = []
-    for cond in status.get("conditions") or ():
-        if not isinstance(cond, dict):
-            continue
-        quiet = _HOLDING.get((str(cond.get("type")), str(cond.get("status"))))
-        reason = str(cond.get("reason") or "")
-        if quiet is None or not reason or reason in quiet:
-            continue
-        name = "SpendCapReached" if cond.get("type") == "SpendCapReached" else reason
-        if name not in named:
-            named.append(name)
-    return named

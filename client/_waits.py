@@ -151,6 +151,35 @@ def cannot_fix(status: dict[str, Any], generation: int) -> tuple[CannotFix, dict
     return None
 
 
+# What holds a pool back, by condition: (type, the status it holds with) -> the reasons that
+# say nothing more than "not there yet" (not shown).
+_HOLDING = {
+    ("Ready", "False"): frozenset({"BelowDesired", "NoNodes", "Deleted", "Deleting"}),
+    ("ProviderAvailable", "False"): frozenset(),
+    ("SpendCapReached", "True"): frozenset(),
+    ("NodesAvailable", "False"): frozenset(),
+    ("RemediationPaused", "True"): frozenset(),
+}
+
+
+def waiting_on(status: dict[str, Any]) -> list[str]:
+    """The conditions that hold the pool back, as the progress line names them: a spend cap
+    (`SpendCapReached`), the provider (`ProviderRateLimited`, ...), its nodes (`NoLiveNode`),
+    remediation paused, or a `Ready=False` reason other than "not there yet"; each once."""
+    named: list[str] = []
+    for cond in status.get("conditions") or ():
+        if not isinstance(cond, dict):
+            continue
+        quiet = _HOLDING.get((str(cond.get("type")), str(cond.get("status"))))
+        reason = str(cond.get("reason") or "")
+        if quiet is None or not reason or reason in quiet:
+            continue
+        name = "SpendCapReached" if cond.get("type") == "SpendCapReached" else reason
+        if name not in named:
+            named.append(name)
+    return named
+
+
 class _Stops:
     """Which `CANNOT_FIX` row a wait has seen hold, since when (monotonic): one `after_grace`
     stops the wait once it held `HOLD_GRACE_SECONDS` without a break."""
@@ -277,10 +306,13 @@ async def until_ready(
                 return status
             stops.check(side, name, status, generation)
         if time.monotonic() >= deadline:
+            held = waiting_on(status)
             raise WaitTimeout(
                 f"{side.shown(name)} not ready after {timeout:g}s "
                 f"({status.get(side.ready_key, 0)}/{status.get('desiredReplicas', '?')} ready, "
-                f"phase {status.get('phase', 'unknown')})"
+                f"phase {status.get('phase', 'unknown')}"
+                + (f"; waiting: {', '.join(held)}" if held else "")
+                + ")"
             )
         await asyncio.sleep(POLL_SECONDS)
 

@@ -174,7 +174,7 @@ def test_what_clears_by_itself_is_waited_out(
 
 
 def test_the_progress_names_what_the_pool_waits_on() -> None:
-    from devicepool.client._cli_progress import waiting_on
+    from devicepool.client._waits import waiting_on
 
     assert waiting_on(CAPPED) == ["SpendCapReached"]
     limited = device_status(
@@ -244,3 +244,20 @@ async def test_off_a_terminal_a_long_wait_prints_a_line_on_each_change_and_now_a
         "devicepool/p: 2/5 ready · waiting: ProviderRateLimited (27s)",
         "devicepool/p: 5/5 ready (28s)",
     ]
+
+
+def test_a_wait_that_times_out_says_what_held_the_pool(
+    capsys: pytest.CaptureFixture[str], temporal: Any
+) -> None:
+    limited = device_status(
+        cond("Ready", "False", "BelowDesired", "3/5 devices ready"),
+        cond("ProviderAvailable", "False", "ProviderRateLimited", "creates resume at ..."),
+        phase="Provisioning",
+    )
+    temporal(Scripted(device("p"), [limited]))
+    code, _, err = run(capsys, "scale", "p", "--replicas", "5", "--wait", "--timeout", "0.1")
+    assert (code, err.splitlines()[-1]) == (
+        EXIT_RUNTIME,
+        'error: pool "p" not ready after 0.1s (3/5 ready, phase Provisioning; '
+        "waiting: ProviderRateLimited)",
+    )
