@@ -106,7 +106,7 @@ from devicepool.api.v1beta1 import (
     ObjectMeta,
     ProviderRef,
 )
-from devicepool.client._leases import POLL_SECONDS, PollPace
+from devicepool.client._lease_wait import POLL_SECONDS, PollPace
 from devicepool.connect import DATA_CONVERTER
 from devicepool.testing import eventually, free_port
 from devicepool.workflows.pool.messages import PoolInput

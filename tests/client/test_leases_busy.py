@@ -63,7 +63,7 @@ RATE_LIMITED = RPCError("namespace rate limit exceeded", RPCStatusCode.RESOURCE_
 
 @pytest.fixture(autouse=True)
 def _quick(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("devicepool.client._leases.POLL_SECONDS", 0.01)
+    monkeypatch.setattr("devicepool.client._lease_wait.POLL_SECONDS", 0.01)
     monkeypatch.setattr(_lease_calls, "BACKOFF_FIRST", 0.001)
     monkeypatch.setattr(_lease_calls, "BACKOFF_MOST", 0.002)
 

@@ -19,7 +19,7 @@ from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api.v1beta1 import LeaseSpec
-from devicepool.client import BadInput, _lease_calls, _lease_keeper, _leases
+from devicepool.client import BadInput, _lease_calls, _lease_keeper, _lease_wait
 from devicepool.client._leases import default_holder
 from devicepool.client.cli import main
 from tests.client.test_leases_client import LeasePool, Temporal, client_of
@@ -27,7 +27,7 @@ from tests.client.test_leases_client import LeasePool, Temporal, client_of
 
 @pytest.fixture(autouse=True)
 def _quick_polls(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("devicepool.client._leases.POLL_SECONDS", 0.01)
+    monkeypatch.setattr("devicepool.client._lease_wait.POLL_SECONDS", 0.01)
 
 
 class Slow(LeasePool):
@@ -265,8 +265,8 @@ async def test_a_lease_claimed_as_the_wait_ends_is_the_caller_s(
 ) -> None:
     # Offered at the end of the wait, claimed; the reads after the claim turned away past the
     # wait's end: the lease is the caller's, never given back as "none came free".
-    monkeypatch.setattr(_leases, "ANSWER_SECONDS", 0.1)  # (10 s, past at the wait's end)
-    monkeypatch.setattr(_leases, "CLAIMED_READ_SECONDS", 1.0)
+    monkeypatch.setattr(_lease_wait, "ANSWER_SECONDS", 0.1)  # (10 s, past at the wait's end)
+    monkeypatch.setattr(_lease_wait, "CLAIMED_READ_SECONDS", 1.0)
     pool = ClaimWindows("d-1")
     pool.busy_reads = 0.3
     client = client_of(pool)
@@ -282,7 +282,7 @@ async def test_a_lease_claimed_as_the_wait_ends_is_the_caller_s(
 async def test_a_claim_turned_away_keeps_the_wait_going(monkeypatch: pytest.MonkeyPatch) -> None:
     # Temporal turning the claim away for its whole budget: the offer ends unclaimed (or is
     # claimed at a later read), and the wait goes on; never `TemporalBusy` with time left.
-    monkeypatch.setattr(_leases, "CLAIM_SEND_SECONDS", 0.05)
+    monkeypatch.setattr(_lease_wait, "CLAIM_SEND_SECONDS", 0.05)
     monkeypatch.setattr(_lease_calls, "BACKOFF_FIRST", 0.001)
     monkeypatch.setattr(_lease_calls, "BACKOFF_MOST", 0.002)
     pool = ClaimWindows("d-1")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from devicepool.client import _leases
+from devicepool.client import _lease_wait, _leases
 from devicepool.client.errors import (
     EXIT_BAD_INPUT,
     EXIT_NOT_GRANTED,
@@ -24,7 +24,7 @@ from tests.helpers.cli import cli, fake_temporal
 
 @pytest.fixture
 def temporal(monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setattr(_leases, "POLL_SECONDS", 0.01)
+    monkeypatch.setattr(_lease_wait, "POLL_SECONDS", 0.01)
 
     def install(*pools: LeasePool) -> Temporal:
         return fake_temporal(monkeypatch, Temporal(*pools))

@@ -7,6 +7,7 @@ renews and releases. The same round trip on a live pool: tests/workflows/test_le
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import itertools
 from datetime import UTC, datetime, timedelta
@@ -23,7 +24,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api.v1beta1 import LeaseSpec
-from devicepool.client import BadInput, PoolClient, _lease_keeper
+from devicepool.client import BadInput, PoolClient, _lease_keeper, _lease_wait
 from devicepool.client import _leases as leases_module
 from devicepool.client._leases import Lease, default_holder, parse_selector, renew_every, seconds_of
 from devicepool.client.errors import (
@@ -233,7 +234,7 @@ class Temporal:
 
 @pytest.fixture(autouse=True)
 def _quick_polls(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(leases_module, "POLL_SECONDS", 0.01)
+    monkeypatch.setattr(_lease_wait, "POLL_SECONDS", 0.01)
 
 
 def client_of(*pools: LeasePool) -> PoolClient:
@@ -411,7 +412,8 @@ async def test_giving_up_after_the_offer_gives_back_the_device_offered() -> None
     pool.lease_ask(asked)
     pool.release(SimpleNamespace(lease=first.id))
     assert pool.book.offer_for("ask-1") is not None
-    waited = leases_module._Waited(client, pool, "p", None, "ask-1", 0.0, None)  # type: ignore[arg-type]
+    given_back = functools.partial(leases_module.give_back, client, "p", "ask-1")
+    waited = _lease_wait.Waited(client, pool, "p", None, "ask-1", 0.0, None, given_back)  # type: ignore[arg-type]
     await waited.give_up()
     ended = pool.book.ended_as("ask-1")
     assert pool.book.leases == [] and ended is not None and ended.reason == "Cancelled"
@@ -534,7 +536,7 @@ async def test_leases_is_the_query_s_view() -> None:
 async def test_a_ticket_given_up_is_dropped_within_a_bound_when_no_worker_takes_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(leases_module, "DROP_SECONDS", 0.1)
+    monkeypatch.setattr(_lease_wait, "DROP_SECONDS", 0.1)
     pool = LeasePool("p", ["d-1"])
     client = client_of(pool)
     await client.acquire_lease("p")
@@ -580,7 +582,7 @@ class OlderPool(LeasePool):
 async def test_an_ask_the_pool_never_takes_is_said_once_not_asked_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(leases_module, "ANSWER_SECONDS", 0.2)
+    monkeypatch.setattr(_lease_wait, "ANSWER_SECONDS", 0.2)
     pool = OlderPool("p", ["d-1"])
     with pytest.raises(LeaseRefused, match="did not take the ask") as err:
         await client_of(pool).acquire_lease("p", wait=60)
@@ -628,21 +630,21 @@ async def test_a_claim_that_comes_too_late_is_no_lease_and_the_wait_goes_on() ->
 def test_asks_far_back_in_the_queue_are_looked_up_less_often() -> None:
     # Temporal answers one query at a time while a workflow task runs: hundreds of waiters
     # polling every second crowd out the few at the head, whose offers go in 30 s unread.
-    unit = leases_module.POLL_SECONDS  # (the tests' quick polls)
-    every = [leases_module.poll_every(p) / unit for p in (1, 10, 11, 31, 81, 500)]
+    unit = _lease_wait.POLL_SECONDS  # (the tests' quick polls)
+    every = [_lease_wait.poll_every(p) / unit for p in (1, 10, 11, 31, 81, 500)]
     assert every == pytest.approx([1.0, 1.0, 1.0, 3.0, 8.0, 8.0])
 
 
 def test_a_waiter_polls_at_half_the_time_the_queue_takes_to_bring_it_to_the_head(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(leases_module, "POLL_SECONDS", 1.0)
-    pace = leases_module.PollPace()
+    monkeypatch.setattr(_lease_wait, "POLL_SECONDS", 1.0)
+    pace = _lease_wait.PollPace()
     assert pace.next(101, now=0.0) == 8.0  # not yet seen to move: by its place
     # 101 -> 61 in 2 s: 20 places a second; 60 ahead: 3 s to the head, looked up in 1.5 s
     assert pace.next(61, now=2.0) == pytest.approx(1.5)
     assert pace.next(61, now=3.0) == 6.0  # stuck meanwhile: by its place again
     assert pace.next(3, now=4.0) == 1.0  # near the head: every second
-    slow = leases_module.PollPace()
+    slow = _lease_wait.PollPace()
     slow.next(50, now=0.0)
     assert slow.next(49, now=10.0) == pytest.approx(4.8)  # slow: by its place, no slower

@@ -14,7 +14,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.api import parse_pool
-from devicepool.client import PoolClient, _leases
+from devicepool.client import PoolClient, _lease_wait
 from devicepool.client.errors import EXIT_NOT_GRANTED, EXIT_OK, EXIT_REFUSED
 from devicepool.testing import eventually, pool_manifest
 from tests.helpers.cli import cli_in_thread
@@ -53,7 +53,8 @@ async def test_lease_renew_release_a_queued_lease_and_the_context_manager(
     pool_name: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_leases, "POLL_SECONDS", 0.2)  # a ticket polled (a query) 5 times a second
+    # A ticket polled (a query) 5 times a second.
+    monkeypatch.setattr(_lease_wait, "POLL_SECONDS", 0.2)
     await ready(pools, pool_name)
     code, out, err = await cli("lease", pool_name, "--for", "10m", "--holder", "ci-1", "-o", "json")
     assert code == EXIT_OK, err

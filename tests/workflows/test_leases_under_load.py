@@ -17,7 +17,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.api import parse_pool
-from devicepool.client import PoolClient, _lease_calls, _leases
+from devicepool.client import PoolClient, _lease_calls, _lease_wait
 from devicepool.testing import eventually, pool_manifest
 from devicepool.workflows.reconciler.lease_messages import LeaseAnswer
 from tests.helpers.leases import lease
@@ -32,7 +32,7 @@ async def test_fifty_holders_at_once_on_three_devices_are_all_served(
     pool_name: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_leases, "POLL_SECONDS", 0.25)
+    monkeypatch.setattr(_lease_wait, "POLL_SECONDS", 0.25)
     turned: list[str] = []  # what Temporal turned away, asked again by the client
 
     turned_away = _lease_calls.turned_away
