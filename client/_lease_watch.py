@@ -24,7 +24,7 @@ from devicepool.client._temporal_errors import QUERY_TIMEOUT
 from devicepool.client._validation import validate_name
 from devicepool.client.errors import DevicePoolError
 from devicepool.workflows.reconciler.lease_messages import LeasesView
-from devicepool.workflows.reconciler.leases import Lease, Ticket
+from devicepool.workflows.reconciler.lease_records import Lease, Ticket
 
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient

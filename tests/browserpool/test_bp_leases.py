@@ -28,7 +28,7 @@ from devicepool.workflows.browserpool.plan import (
     Placement,
     plan,
 )
-from devicepool.workflows.reconciler.leases import EndReason
+from devicepool.workflows.reconciler.lease_records import EndReason
 from tests.helpers.leases import T0, ended
 
 NOW = T0

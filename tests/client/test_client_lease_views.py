@@ -16,7 +16,7 @@ from devicepool.client._cli_views import leases_line, print_description
 from devicepool.client._pool_reads import _leases_of
 from devicepool.client._results import PoolSummary
 from devicepool.workflows.reconciler.lease_messages import LeasesView
-from devicepool.workflows.reconciler.leases import Lease, Ticket
+from devicepool.workflows.reconciler.lease_records import Lease, Ticket
 
 
 def ago(seconds: float) -> datetime:

@@ -44,14 +44,8 @@ from devicepool.workflows.reconciler.lease_messages import (
     ended_message,
     granted,
 )
-from devicepool.workflows.reconciler.leases import (
-    CLAIM_WINDOW,
-    Candidate,
-    EndReason,
-    LeaseBook,
-    NotGranted,
-    Queued,
-)
+from devicepool.workflows.reconciler.lease_records import Candidate, EndReason, NotGranted, Queued
+from devicepool.workflows.reconciler.leases import CLAIM_WINDOW, LeaseBook
 from devicepool.workflows.reconciler.leasing import LEASE_GONE, LEASE_NOT_GRANTED, LEASE_REFUSED
 
 

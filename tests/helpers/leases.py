@@ -23,7 +23,7 @@ from devicepool.api import names
 from devicepool.api.v1beta1 import DevicePoolSpec
 from devicepool.workflows.pool.messages import PoolInput
 from devicepool.workflows.reconciler import lease_messages as lm
-from devicepool.workflows.reconciler.leases import Ended, EndReason
+from devicepool.workflows.reconciler.lease_records import Ended, EndReason
 from tests.helpers.manifests import beta_pool
 from tests.helpers.settings import FAST
 

@@ -18,7 +18,8 @@ from devicepool.api.v1alpha1 import Condition, ConditionStatus, DevicePoolStatus
 from devicepool.api.v1beta1 import DevicePoolSpec, LeaseSpec
 from devicepool.workflows.browserpool.publish import details as browser_details
 from devicepool.workflows.pool.status import details as pool_details
-from devicepool.workflows.reconciler.leases import Candidate, Lease, LeaseBook
+from devicepool.workflows.reconciler.lease_records import Candidate, Lease
+from devicepool.workflows.reconciler.leases import LeaseBook
 from devicepool.workflows.reconciler.leasing import Leasing
 
 T0 = datetime(2026, 12, 5, 16, 0, tzinfo=UTC)

@@ -14,16 +14,18 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from devicepool.api.v1beta1 import LeaseSpec
 from devicepool.workflows.reconciler.lease_messages import LeaseRequest
+from devicepool.workflows.reconciler.lease_records import (
+    Candidate,
+    EndReason,
+    Lease,
+    NotGranted,
+    Queued,
+)
 from devicepool.workflows.reconciler.leases import (
     ASKED_KEPT,
     CLAIM_WINDOW,
     GIVEN_BACK_KEPT,
-    Candidate,
-    EndReason,
-    Lease,
     LeaseBook,
-    NotGranted,
-    Queued,
 )
 
 T0 = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)

@@ -9,7 +9,7 @@ from devicepool.activities import models as am
 from devicepool.workflows.pool import leasable
 from devicepool.workflows.pool.fates import Fate
 from devicepool.workflows.pool.state import PoolState
-from devicepool.workflows.reconciler.leases import EndReason
+from devicepool.workflows.reconciler.lease_records import EndReason
 from tests.helpers.leases import POOL_SPEC, T0, ended
 
 SPEC = POOL_SPEC

@@ -15,7 +15,7 @@ from devicepool.workflows.pool.fates import Fate
 from devicepool.workflows.pool.messages import PoolInput
 from devicepool.workflows.pool.state import PendingReset, PoolState
 from devicepool.workflows.reconciler.events import record
-from devicepool.workflows.reconciler.leases import EndReason
+from devicepool.workflows.reconciler.lease_records import EndReason
 from tests.helpers.leases import POOL_SPEC, T0, ended
 
 SPEC = POOL_SPEC

@@ -29,7 +29,7 @@ from devicepool.workflows.pool.state import PoolState
 from devicepool.workflows.reconciler.lease_messages import (
     Granted,
 )
-from devicepool.workflows.reconciler.leases import EndReason
+from devicepool.workflows.reconciler.lease_records import EndReason
 from tests.helpers import leases
 from tests.helpers.leases import all_ready, ended, granted, reasons
 from tests.helpers.manifests import beta_pool, reapply

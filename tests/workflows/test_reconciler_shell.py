@@ -46,7 +46,8 @@ from devicepool.workflows.reconciler.lease_messages import (
     RenewRequest,
     TicketRef,
 )
-from devicepool.workflows.reconciler.leases import Candidate, Ended, LeaseBook
+from devicepool.workflows.reconciler.lease_records import Candidate, Ended
+from devicepool.workflows.reconciler.leases import LeaseBook
 from devicepool.workflows.reconciler.messages import Accepted, ScaleRequest
 from devicepool.workflows.reconciler.shell import Reconciler
 from devicepool.workflows.reconciler.teardown import until_torn_down

@@ -45,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.browserpool.teardown import tear_down
     from devicepool.workflows.reconciler.events import Happened
     from devicepool.workflows.reconciler.kind import Host
-    from devicepool.workflows.reconciler.leases import Candidate, Ended
+    from devicepool.workflows.reconciler.lease_records import Candidate, Ended
     from devicepool.workflows.reconciler.messages import Accepted, ApplyResult
     from devicepool.workflows.shared.errors import raise_if_cancelled, wait_condition
 

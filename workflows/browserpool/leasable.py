@@ -18,7 +18,7 @@ from devicepool.workflows.browserpool.observe import Observed
 from devicepool.workflows.browserpool.plan import NodeProfile, Placement
 from devicepool.workflows.reconciler.conditions import ConditionUpdate, set_condition
 from devicepool.workflows.reconciler.events import Happened, PoolEvent
-from devicepool.workflows.reconciler.leases import NOT_USED, Candidate, Ended
+from devicepool.workflows.reconciler.lease_records import NOT_USED, Candidate, Ended
 
 __all__ = [
     "RESET_IS_REPLACE",

@@ -45,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from devicepool.workflows.pool.watch import DeviceWatch
     from devicepool.workflows.reconciler.kind import Host, TeardownBlocked
-    from devicepool.workflows.reconciler.leases import Candidate, Ended
+    from devicepool.workflows.reconciler.lease_records import Candidate, Ended
     from devicepool.workflows.shared.errors import condition_reason
     from devicepool.workflows.shared.placement import Route, route
     from devicepool.workflows.shared.protocol import BatchReport, HealthConfig, HealthReport

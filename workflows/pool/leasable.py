@@ -18,7 +18,7 @@ from devicepool.api.v1beta1 import DevicePoolSpec
 from devicepool.workflows.pool.events import Happened, ids
 from devicepool.workflows.pool.fates import Fate
 from devicepool.workflows.pool.state import PendingReset, PoolState
-from devicepool.workflows.reconciler.leases import NOT_USED, Candidate, Ended, EndReason
+from devicepool.workflows.reconciler.lease_records import NOT_USED, Candidate, Ended, EndReason
 
 __all__ = [
     "RESET_ATTEMPTS",

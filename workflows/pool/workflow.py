@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
         refuse_apply,
     )
     from devicepool.workflows.pool.state import PoolState
-    from devicepool.workflows.reconciler.leases import EndReason
+    from devicepool.workflows.reconciler.lease_records import EndReason
     from devicepool.workflows.reconciler.shell import Reconciler
     from devicepool.workflows.shared.protocol import (
         AccountCap,

@@ -14,7 +14,8 @@ from devicepool.activities.connect_models import ConnectInfo
 from devicepool.api.v1beta1 import ObjectMeta
 from devicepool.workflows.reconciler.conditions import ConditionUpdate
 from devicepool.workflows.reconciler.events import Happened, PoolEvent
-from devicepool.workflows.reconciler.leases import Candidate, Ended, LeaseBook
+from devicepool.workflows.reconciler.lease_records import Candidate, Ended
+from devicepool.workflows.reconciler.leases import LeaseBook
 from devicepool.workflows.reconciler.messages import Accepted, ApplyResult
 
 __all__ = ["Carried", "Host", "Kind", "Spec", "TeardownBlocked", "TryAgain"]

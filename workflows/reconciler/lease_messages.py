@@ -10,7 +10,7 @@ from pydantic import ConfigDict, Field, field_validator
 from devicepool.api.base import CamelModel
 from devicepool.api.labels import check_label_key, check_label_value
 from devicepool.api.v1beta1 import Duration
-from devicepool.workflows.reconciler.leases import Ended, Lease, Ticket
+from devicepool.workflows.reconciler.lease_records import Ended, Lease, Ticket
 
 __all__ = [
     "ASK_PATTERN",

@@ -4,7 +4,8 @@ query) and the Web UI's section of the leases (after the kind's own details)."""
 from __future__ import annotations
 
 from devicepool.workflows.reconciler.lease_messages import LeaseAnswer, ended_answer, granted
-from devicepool.workflows.reconciler.leases import EndReason, LeaseBook
+from devicepool.workflows.reconciler.lease_records import EndReason
+from devicepool.workflows.reconciler.leases import LeaseBook
 
 __all__ = ["DETAILS_LEASES", "details", "ticket_answer"]
 

@@ -39,8 +39,7 @@ with workflow.unsafe.imports_passed_through():
         ended_message,
         granted,
     )
-    from devicepool.workflows.reconciler.lease_views import details, ticket_answer
-    from devicepool.workflows.reconciler.leases import (
+    from devicepool.workflows.reconciler.lease_records import (
         ASK_NOT_GRANTED,
         ASK_REFUSED,
         EXPIRING,
@@ -48,10 +47,11 @@ with workflow.unsafe.imports_passed_through():
         Ended,
         EndReason,
         Lease,
-        LeaseBook,
         NotGranted,
         Queued,
     )
+    from devicepool.workflows.reconciler.lease_views import details, ticket_answer
+    from devicepool.workflows.reconciler.leases import LeaseBook
     from devicepool.workflows.shared.errors import wait_condition
 
 if TYPE_CHECKING:
