@@ -38,13 +38,13 @@ from devicepool.client.errors import (
     LeaseRefused,
     TemporalBusy,
 )
-from devicepool.workflows.reconciler.lease_messages import LeaseAnswer
-from devicepool.workflows.reconciler.leasing import (
+from devicepool.workflows.reconciler.lease_checks import (
     LEASE_BUSY,
     LEASE_GONE,
     LEASE_NOT_GRANTED,
     LEASE_REFUSED,
 )
+from devicepool.workflows.reconciler.lease_messages import LeaseAnswer
 
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient

@@ -23,8 +23,8 @@ from devicepool.client import _lease_calls, _lease_watch
 from devicepool.client._lease_calls import Unanswered
 from devicepool.client._lease_input import RoundTrip
 from devicepool.client.errors import DevicePoolError, LeaseNotGranted, LeaseRefused, TemporalBusy
+from devicepool.workflows.reconciler.lease_checks import LEASE_GONE
 from devicepool.workflows.reconciler.lease_messages import Granted, LeaseAnswer, LeaseAsk, TicketRef
-from devicepool.workflows.reconciler.leasing import LEASE_GONE
 
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient

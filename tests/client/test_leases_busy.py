@@ -29,8 +29,8 @@ from devicepool.client.errors import (
     TemporalBusy,
     TemporalUnreachable,
 )
+from devicepool.workflows.reconciler.lease_checks import LEASE_BUSY, LEASE_NOT_GRANTED
 from devicepool.workflows.reconciler.lease_messages import LeasesView
-from devicepool.workflows.reconciler.leasing import LEASE_BUSY, LEASE_NOT_GRANTED
 from tests.client.test_leases_client import LeasePool, Temporal, client_of, refused
 
 IN_FLIGHT = RPCError(

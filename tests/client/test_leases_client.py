@@ -36,6 +36,11 @@ from devicepool.client.errors import (
     LeaseNotGranted,
     LeaseRefused,
 )
+from devicepool.workflows.reconciler.lease_checks import (
+    LEASE_GONE,
+    LEASE_NOT_GRANTED,
+    LEASE_REFUSED,
+)
 from devicepool.workflows.reconciler.lease_messages import (
     LeaseAnswer,
     LeasesView,
@@ -46,7 +51,6 @@ from devicepool.workflows.reconciler.lease_messages import (
 )
 from devicepool.workflows.reconciler.lease_records import Candidate, EndReason, NotGranted, Queued
 from devicepool.workflows.reconciler.leases import CLAIM_WINDOW, LeaseBook
-from devicepool.workflows.reconciler.leasing import LEASE_GONE, LEASE_NOT_GRANTED, LEASE_REFUSED
 
 
 def refused(message: str, kind: str) -> WorkflowUpdateFailedError:

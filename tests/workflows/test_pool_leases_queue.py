@@ -36,11 +36,15 @@ from devicepool.api import names
 from devicepool.client import PoolClient
 from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import Accepted, ScaleRequest
+from devicepool.workflows.reconciler.lease_checks import (
+    LEASE_GONE,
+    LEASE_NOT_GRANTED,
+    LEASE_REFUSED,
+)
 from devicepool.workflows.reconciler.lease_messages import (
     Granted,
     LeaseAnswer,
 )
-from devicepool.workflows.reconciler.leasing import LEASE_GONE, LEASE_NOT_GRANTED, LEASE_REFUSED
 from tests.helpers.leases import (
     claim,
     granted,

@@ -33,7 +33,7 @@ from devicepool.api.v1beta1 import (
 )
 from devicepool.testing import eventually
 from devicepool.worker.build import new_worker
-from devicepool.workflows.reconciler import leasing
+from devicepool.workflows.reconciler import lease_checks, leasing
 from devicepool.workflows.reconciler.conditions import ConditionUpdate
 from devicepool.workflows.reconciler.events import Happened, PoolEvent
 from devicepool.workflows.reconciler.kind import Host, TeardownBlocked
@@ -398,7 +398,7 @@ async def test_lease_updates_past_the_runs_budget_are_turned_away(
 ) -> None:
     """While a run's hand-over waits for its pass, lease updates past the budget are refused
     (`LeaseBusy`, sent again by clients) before Temporal's 2,000 a run refuses them all."""
-    monkeypatch.setattr(leasing, "UPDATE_BUDGET", 3)
+    monkeypatch.setattr(lease_checks, "UPDATE_BUDGET", 3)
     monkeypatch.setattr(leasing, "UPDATES_PER_RUN", 1000)  # no hand-over in this test
     async with toy(env) as handle:
 

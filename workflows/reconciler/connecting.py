@@ -22,8 +22,8 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.activities.definitions import DeviceActivityDefinitions
     from devicepool.api.base import CamelModel
     from devicepool.api.errors import ErrorType
+    from devicepool.workflows.reconciler.lease_checks import LEASE_GONE, LEASE_REFUSED
     from devicepool.workflows.reconciler.lease_messages import LeaseRef, ended_message
-    from devicepool.workflows.reconciler.leasing import LEASE_GONE, LEASE_REFUSED
     from devicepool.workflows.shared.errors import error_message, error_type
 
 if TYPE_CHECKING:

@@ -1,5 +1,6 @@
-"""`Leasing`: the lease book at work in a pool's workflow (both kinds): the updates' checks
-and changes, the reaper that ends what is due, and what the status shows of them.
+"""`Leasing`: the lease book at work in a pool's workflow (both kinds): the updates' changes
+(their validators: `LeaseChecks`, lease_checks.py), the signals, the reaper that ends what is
+due, and what the status shows of them.
 
 No handler waits for a device (Temporal allows 10 updates in flight per workflow): a
 `lease` that finds none free leaves a ticket, which the client polls with the `lease_ticket`
@@ -19,12 +20,15 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from devicepool.api.v1beta1 import DEFAULT_LEASES, LeaseSpec
     from devicepool.workflows.reconciler.events import Happened
-    from devicepool.workflows.reconciler.kind import Kind
+    from devicepool.workflows.reconciler.lease_checks import (
+        LEASE_GONE,
+        LEASE_NOT_GRANTED,
+        LeaseChecks,
+        current_update_id,
+    )
     from devicepool.workflows.reconciler.lease_messages import (
         ASK_PATTERN,
         LeaseAnswer,
@@ -51,23 +55,16 @@ with workflow.unsafe.imports_passed_through():
         Queued,
     )
     from devicepool.workflows.reconciler.lease_views import details, ticket_answer
-    from devicepool.workflows.reconciler.leases import LeaseBook
     from devicepool.workflows.shared.errors import wait_condition
 
 if TYPE_CHECKING:
     from devicepool.workflows.reconciler.shell import Reconciler
 
-__all__ = ["LEASE_BUSY", "LEASE_GONE", "LEASE_NOT_GRANTED", "LEASE_REFUSED", "Leasing"]
+__all__ = ["Leasing"]
 
-# Error types a refused update carries (the CLI's exit codes: docs/leases.md).
-LEASE_REFUSED = "LeaseRefused"  # can never be granted, queue full, pool deleting: exit 3
-LEASE_NOT_GRANTED = "LeaseNotGranted"  # none free, and no wait: exit 4
-LEASE_GONE = "LeaseGone"  # a renew or claim of what is no longer held: exit 3
-LEASE_BUSY = "LeaseBusy"  # the run hands over: sent again in a moment (clients retry)
-# Lease updates a run takes before it hands over (Temporal refuses past 2,000 a run), and
-# the most it takes while the hand-over waits for a pass to end (then: `LeaseBusy`).
+# Lease updates a run takes before it hands over (Temporal refuses past 2,000 a run; the
+# most it takes while the hand-over waits for a pass to end: `lease_checks.UPDATE_BUDGET`).
 UPDATES_PER_RUN = 1000
-UPDATE_BUDGET = 1800
 # Lease signals a run takes before it hands over: history kept short to replay (Temporal
 # takes 10,000 signals a run by default; none is ever turned away here).
 SIGNALS_PER_RUN = 2000
@@ -81,7 +78,7 @@ DELETE_GRACE = timedelta(minutes=5)
 REAP_GAP = timedelta(seconds=1)
 
 
-class Leasing:
+class Leasing(LeaseChecks):
     """One per run; the book itself is carried in the kind's state (`s.leases`)."""
 
     def __init__(self, host: Reconciler[Any, Any]) -> None:
@@ -90,40 +87,11 @@ class Leasing:
         self.signals = 0  # lease signals this run
         self.forced = False  # `end_leases`: a deletion waits for no lease
 
-    @property
-    def book(self) -> LeaseBook:
-        book: LeaseBook = self.h.s.leases
-        return book
-
-    @property
-    def rules(self) -> LeaseSpec:
-        return getattr(self.h.spec, "leases", None) or DEFAULT_LEASES
-
-    @property
-    def kind(self) -> Kind[Any, Any, Any]:
-        return self.h.kind
-
     # ------------------------------------------------------------------ updates
-
-    def check_lease(self, request: LeaseRequest) -> None:
-        self._refuse_while_deleting()
-        self._refuse_past_update_budget()
-        if self.book.made_by(_update_id()) is not None:
-            return  # a resend: answered with what its first send made (`lease`)
-        problem = self.kind.lease_problem(request.selector)
-        if problem is not None:
-            raise ApplicationError(problem, type=LEASE_REFUSED, non_retryable=True)
-        # What the handler would answer, on a copy (no id drawn: a validator is not replayed).
-        outcome = self.book.model_copy(deep=True).request(
-            **self._asked(request), new_id=lambda: "dry-run"
-        )
-        if isinstance(outcome, NotGranted):
-            kind = LEASE_REFUSED if outcome.full else LEASE_NOT_GRANTED
-            raise ApplicationError(outcome.message, type=kind, non_retryable=True)
 
     def lease(self, request: LeaseRequest) -> LeaseAnswer:
         self._count()
-        update_id = _update_id()
+        update_id = current_update_id()
         made = self.book.made_by(update_id)
         if made is not None:
             return self._made_again(made)
@@ -203,12 +171,6 @@ class Leasing:
             return LeaseAnswer(ticket=made, message="offered a device: claim it")
         return answer
 
-    def check_claim(self, request: TicketRef) -> None:
-        self._refuse_while_deleting()
-        self._refuse_past_update_budget()
-        if self.book.offer_for(request.ticket) is None:
-            raise self._gone(request.ticket, what="ticket")
-
     def claim(self, request: TicketRef) -> LeaseAnswer:
         self._count()
         lease = self.book.claim(request.ticket, now=workflow.now(), rules=self.rules)
@@ -216,11 +178,6 @@ class Leasing:
             return self.ticket(request)
         self.shown()
         return LeaseAnswer(granted=granted(self.h.name, lease))
-
-    def check_renew(self, request: RenewRequest) -> None:
-        self._refuse_past_update_budget()
-        if self.book.lease(request.lease) is None:
-            raise self._gone(request.lease, what="lease")
 
     def renew(self, request: RenewRequest) -> LeaseAnswer:
         self._count()
@@ -233,21 +190,6 @@ class Leasing:
             return ended_answer(ended) if ended else LeaseAnswer(ended=LEASE_GONE)
         self.shown()
         return LeaseAnswer(granted=granted(self.h.name, lease))
-
-    def check_release(self, request: ReleaseRequest) -> None:
-        self._refuse_past_update_budget()
-        known = (
-            self.book.lease(request.lease)
-            or self.book.offer_for(request.lease)
-            or self.book.ended_as(request.lease)
-            or self.book.position(request.lease)
-        )
-        if not known:
-            raise ApplicationError(
-                f"pool {self.h.name!r} has no lease or ticket {request.lease!r}",
-                type=LEASE_GONE,
-                non_retryable=True,
-            )
 
     def release(self, request: ReleaseRequest) -> ReleaseAnswer:
         self._count()
@@ -409,21 +351,6 @@ class Leasing:
 
     # ------------------------------------------------------------------ inside
 
-    def _asked(
-        self, request: LeaseRequest, candidates: Sequence[Candidate] | None = None
-    ) -> dict[str, Any]:
-        rules = self.rules
-        duration = rules.max_duration if request.duration is None else request.duration
-        return {
-            "candidates": self.kind.lease_candidates() if candidates is None else candidates,
-            "selector": request.selector,
-            "holder": request.holder,
-            "duration": timedelta(seconds=duration),
-            "wait": timedelta(seconds=request.wait),
-            "now": workflow.now(),
-            "rules": rules,
-        }
-
     def _new_id(self) -> str:
         return workflow.uuid4().hex[:16]
 
@@ -436,29 +363,6 @@ class Leasing:
         self.signals += 1
         if self.signals == SIGNALS_PER_RUN:
             self.h.dirty = True
-
-    def _refuse_past_update_budget(self) -> None:
-        """Past `UPDATE_BUDGET` lease updates in this run (its hand-over waits for a pass
-        that may take minutes), updates are turned away, to be sent again in a moment, before
-        Temporal's 2,000 a run would refuse every update of the pool (scale, apply too)."""
-        if self.updates >= UPDATE_BUDGET:
-            raise ApplicationError(
-                f"pool {self.h.name!r} is handing over to a new run; send it again in a second",
-                type=LEASE_BUSY,
-            )
-
-    def _refuse_while_deleting(self) -> None:
-        if self.h.s.deleting:
-            raise ApplicationError(
-                f"pool {self.h.name!r} is being deleted", type=LEASE_REFUSED, non_retryable=True
-            )
-
-    def _gone(self, some_id: str, *, what: str) -> ApplicationError:
-        ended = self.book.ended_as(some_id)
-        message = (
-            ended_message(ended) if ended else f"pool {self.h.name!r} has no {what} {some_id!r}"
-        )
-        return ApplicationError(message, type=LEASE_GONE, non_retryable=True)
 
     def _said_granted(self, lease: Lease) -> None:
         holder = lease.holder or "a holder"
@@ -481,9 +385,3 @@ class Leasing:
                 self.h.happened(Happened("LeaseReleased", back, similar=True))
         if ended:
             self.kind.leases_ended(ended, replace=replace)
-
-
-def _update_id() -> str:
-    """The id of the update being handled ("" outside one)."""
-    info = workflow.current_update_info()
-    return info.id if info is not None else ""
