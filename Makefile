@@ -132,3 +132,4 @@ bench: venv
 	$(BIN)/python bench/cloud_phones.py
 	$(BIN)/python bench/cloud_phones_shared.py
 	$(BIN)/python bench/leases.py
+	$(BIN)/python bench/leases.py --max-buffered-queries 512

@@ -50,9 +50,9 @@ def python_m(module: str, *words: str, **options: object) -> list[str]:
 
 # The server's dynamic config the stack runs with. Queries held for a workflow while one of
 # its tasks runs (Temporal's default: 1; a query past it is turned away and the SDK asks again
-# about 1 s later): lease waiters poll their ticket by query, and with 64 a crowd of them is
-# answered at once (docs/scaling.md; bench/RESULTS.md, "64 queries buffered").
-SERVER_DYNAMIC_CONFIG = {"history.MaxBufferedQueryCount": 64}
+# about 1 s later): lease waiters poll their ticket by query, and with 512 a crowd of them is
+# answered at once (docs/scaling.md; bench/RESULTS.md, "512 queries buffered").
+SERVER_DYNAMIC_CONFIG = {"history.MaxBufferedQueryCount": 512}
 
 
 def server_command(temporal: str, options: DevOptions) -> list[str]:
