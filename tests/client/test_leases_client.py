@@ -1,5 +1,5 @@
 """`PoolClient`'s leases against an in-process pool whose updates and queries are a real
-`LeaseBook` (the pool's checks as `reconciler/leasing.py` makes them): what the client
+`LeaseBook` (the pool's checks as `reconciler/lease_checks.py` makes them): what the client
 checks locally, how it maps the pool's refusals, and how it waits, claims, gives up,
 renews and releases. The same round trip on a live pool: tests/workflows/test_leases_client.py.
 """
