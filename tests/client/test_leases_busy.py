@@ -19,7 +19,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from devicepool.client import PoolClient, _lease_calls
+from devicepool.client import PoolClient, _lease_calls, _lease_wait
 from devicepool.client._lease_calls import turned_away
 from devicepool.client._lease_watch import place_in
 from devicepool.client.cli import main
@@ -197,7 +197,10 @@ async def test_a_poll_turned_away_is_asked_again_while_the_wait_lasts(error: RPC
     assert second.device == "d-1" and pool.unanswered == 0
 
 
-async def test_a_wait_whose_polls_all_go_unanswered_says_why() -> None:
+async def test_a_wait_whose_polls_all_go_unanswered_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_lease_wait, "ANSWER_SECONDS", 0.1)  # (10 s of unanswered polls)
     pool = Busy("d-1")
     client = client_of(pool)
     await client.acquire_lease("p")
