@@ -8,7 +8,7 @@ import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -493,3 +493,75 @@ def test_offering_to_a_long_queue_looks_at_each_candidate_a_few_times_not_per_ti
     assert [o.holder for o in offers] == [f"t{i}" for i in range(390, 400)]
     assert [o.device for o in offers] == names[250:260]
     assert Counted.looked <= 3 * len(free), Counted.looked  # (before: 400 times 300)
+
+
+def test_a_device_listed_twice_is_offered_to_one_ticket_only():
+    # A provider whose paging repeats an item lists a device twice; the offers must still
+    # hand each device to one ticket (the queue's one look at what is free counts ids).
+    book, new_id = LeaseBook(), ids()
+    first = ask(book, [], wait=60, holder="first", new_id=new_id)
+    second = ask(book, [], wait=60, holder="second", new_id=new_id)
+    assert isinstance(first, Queued) and isinstance(second, Queued)
+    offers = book.assign([*members("d1"), *members("d1")], now=T0, rules=RULES, new_id=new_id)
+    assert [(o.holder, o.device) for o in offers] == [("first", "d1")]
+    assert [t.holder for t in book.tickets] == ["second"]
+
+
+def reference_offers(book: LeaseBook, candidates: list[Candidate]) -> list[tuple[str, str]]:
+    """What `assign` must offer, the slow way: each ticket in turn takes the first
+    candidate no lease holds (by id) that its selector matches."""
+    held = {lease.device for lease in book.leases}
+    offers = []
+    for ticket in book.tickets:
+        for candidate in candidates:
+            if candidate.id not in held and all(
+                candidate.labels.get(k) == v for k, v in ticket.selector.items()
+            ):
+                held.add(candidate.id)
+                offers.append((ticket.holder, candidate.id))
+                break
+    return offers
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    listed=st.lists(
+        st.tuples(st.sampled_from(["d1", "d2", "d3", "d4"]), st.sampled_from(["x", "y"])),
+        max_size=7,
+    ),
+    wants=st.lists(st.sampled_from([{}, {"gpu": "x"}, {"gpu": "y"}, {"gpu": "z"}]), max_size=6),
+    held=st.sets(st.sampled_from(["d1", "d2", "d3", "d4"]), max_size=2),
+)
+def test_offers_are_each_ticket_in_turn_taking_the_first_free_match(listed, wants, held):
+    # Devices listed twice, held ones, selectors nothing matches: `assign` (linear) offers
+    # exactly what one ticket at a time would.
+    rules = LeaseSpec.model_validate({"queue": {"max": 10, "maxWait": "5m"}})
+    book, new_id = LeaseBook(), ids()
+    for device in sorted(held):
+        granted = book.request(
+            candidates=members(device),
+            selector={},
+            holder=f"held-{device}",
+            duration=timedelta(minutes=9),
+            wait=timedelta(0),
+            now=T0,
+            rules=rules,
+            new_id=new_id,
+        )
+        assert isinstance(granted, Lease)
+    for i, selector in enumerate(wants):
+        queued = book.request(
+            candidates=[],
+            selector=selector,
+            holder=f"t{i}",
+            duration=timedelta(minutes=9),
+            wait=timedelta(minutes=5),
+            now=T0,
+            rules=rules,
+            new_id=new_id,
+        )
+        assert isinstance(queued, Queued)
+    candidates = [Candidate(device, {"device": device, "gpu": gpu}) for device, gpu in listed]
+    expected = reference_offers(book, candidates)
+    offers = book.assign(candidates, now=T0, rules=rules, new_id=new_id)
+    assert [(o.holder, o.device) for o in offers] == expected

@@ -212,7 +212,7 @@ class LeaseBook(CamelModel):
             if member is None:
                 missed.add(wanted)
                 continue
-            free.remove(member)
+            free = [c for c in free if c.id != member.id]  # a device listed twice: once
             self.tickets.remove(ticket)
             lease = self._grant(
                 member, ticket.holder, ticket.selector, ticket.duration, now, rules, new_id()
