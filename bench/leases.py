@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -79,6 +80,7 @@ from scale import Proc, Stack, dev_server_pid, emulator, pct, worker_counters
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
+    WorkflowFailureError,
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
@@ -990,6 +992,60 @@ async def ready(stack: Stack, name: str, devices: int) -> None:
     await eventually(all_ready, timeout=300, what=f"{devices} ready devices", every=0.5)
 
 
+async def delete_leased(stack: Stack, clients: Client, args: argparse.Namespace) -> None:
+    """A pool deleted (`--force`) while every device is leased and tickets wait: its leases
+    and tickets end, every device is terminated, none is created twice, and the provider
+    bills nothing after (the emulator's own counts)."""
+    from devicepool.client.pool_client import PoolClient
+
+    name, devices = "leases-deleted", args.devices
+    before = (await stack.http.get("/_emulator/stats")).json()
+    await start_leasable_pool(stack.client, name, devices, args.clients)
+    await ready(stack, name, devices)
+    pools = PoolClient(clients)
+    held = await asyncio.gather(
+        *(pools.acquire_lease(name, duration="1h", holder=f"held-{i}") for i in range(devices))
+    )
+    waiting = [
+        asyncio.create_task(pools.acquire_lease(name, wait="5m", holder=f"queued-{i}"))
+        for i in range(min(args.clients, 50))
+    ]
+    handle = stack.client.get_workflow_handle(pool_workflow_id(name))
+
+    async def all_queued() -> bool:
+        status = await handle.query("status")
+        return bool(status["leasesQueued"] == len(waiting))
+
+    await eventually(all_queued, timeout=60, what="the tickets queued", every=0.2)
+    t0 = time.monotonic()
+    await pools.delete(name, force=True)
+    with contextlib.suppress(WorkflowFailureError):  # a deleted pool ends cancelled
+        await handle.result()
+    closed = time.monotonic() - t0
+    status = (await handle.describe()).status
+    result = status.name if status is not None else "?"
+    ended = await asyncio.gather(*waiting, return_exceptions=True)
+    refused = Counter(type(e).__name__ for e in ended if isinstance(e, BaseException))
+
+    async def none_left() -> bool:
+        stats = (await stack.http.get("/_emulator/stats")).json()
+        return name not in stats["devices"]["byPool"]
+
+    await eventually(none_left, timeout=120, what=f"no device of {name} left", every=0.5)
+    gone = time.monotonic() - t0
+    after = (await stack.http.get("/_emulator/stats")).json()
+    created = after["creates"]["accepted"] - before["creates"]["accepted"]
+    terminated = after["terminations"] - before["terminations"]
+    print(
+        f"[deleted while leased] a pool of {devices}, every device leased ({len(held)}) and "
+        f"{len(waiting)} tickets waiting, deleted with --force: workflow closed in "
+        f"{closed:.1f} s ({result}), its devices gone from the provider in {gone:.1f} s; "
+        f"creates {created} (devices {devices}), terminations {terminated}, left at the "
+        f"provider 0; the waiters got {dict(refused) or 'nothing'}",
+        flush=True,
+    )
+
+
 async def main(args: argparse.Namespace) -> None:
     random.seed(args.seed)
     hold = (args.hold_min, args.hold_max)
@@ -1067,6 +1123,8 @@ async def main(args: argparse.Namespace) -> None:
                         await run_phase(stack, clients, pool, phase, args, server_metrics=metrics)
                         handle = env.client.get_workflow_handle(pool_workflow_id(pool))
                         await handle.cancel()
+                    if args.delete_leased:
+                        await delete_leased(stack, clients, args)
                 finally:
                     stack.stop_workers()
 
@@ -1108,6 +1166,12 @@ if __name__ == "__main__":
         type=int,
         default=0,
         help="the server's history.MaxBufferedQueryCount (0: its default, 1)",
+    )
+    parser.add_argument(
+        "--delete-leased",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="last: a pool deleted with every device leased and tickets waiting",
     )
     parser.add_argument("--offline-after", type=float, default=180)
     parser.add_argument("--seed", type=int, default=39)
