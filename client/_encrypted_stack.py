@@ -15,6 +15,7 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.service import RPCError
 
+from devicepool.api.kinds import kind_named
 from devicepool.api.names import KIND_DEVICE_POOL, NODE_REGISTRY_WORKFLOW_ID, ledger_workflow_id
 from devicepool.codec import (
     ENCODING,
@@ -35,7 +36,7 @@ async def refuse_keyless_apply(client: Any, pools: Sequence[Any]) -> None:
     if not isinstance(client.data_converter.payload_codec, EncryptedPayloadGuard):
         return
     workflow_ids = dict.fromkeys(
-        ledger_workflow_id(pool.spec.account)
+        ledger_workflow_id(_account(pool))
         if pool.kind == KIND_DEVICE_POOL
         else NODE_REGISTRY_WORKFLOW_ID
         for pool in pools
@@ -53,6 +54,15 @@ async def refuse_keyless_apply(client: Any, pools: Sequence[Any]) -> None:
                 f"{ENV_KEY_FILES} to the key files (`devicepool dev --encrypt` prints it as "
                 "`For the CLI:`) — nothing was applied"
             )
+
+
+def _account(pool: Any) -> str:
+    """A DevicePool's account as it will be applied: the article's version (v1alpha1, from
+    Python) names it `providerCredentialRef`, and `apply` converts it."""
+    conversion = kind_named(pool.kind).conversion
+    if isinstance(pool, conversion.alpha):
+        pool = conversion.to_v1beta1(pool)
+    return str(pool.spec.account)
 
 
 async def _started_encrypted(client: Any, workflow_id: str) -> str | None:

@@ -150,3 +150,37 @@ async def test_apply_many_asks_before_anything_is_applied() -> None:
     with pytest.raises(EncryptionKeyError):
         await PoolClient(FakeClient(service)).apply_many(quickstart())  # type: ignore[arg-type]
     assert service.asked == [ledger_workflow_id("default")]
+
+
+def alpha_pool(account: str) -> Any:
+    """A DevicePool in the article's version (v1alpha1), as Python code builds one."""
+    from devicepool.api.v1alpha1 import DevicePool as AlphaPool
+
+    return AlphaPool.model_validate(
+        {
+            "apiVersion": "mobile.example.com/v1alpha1",
+            "kind": "DevicePool",
+            "metadata": {"name": "alpha"},
+            "spec": {
+                "provider": "bitcloudphone",
+                "platform": "android",
+                "region": "us-west",
+                "replicas": 1,
+                "providerCredentialRef": account,
+            },
+        }
+    )
+
+
+async def test_a_v1alpha1_pool_is_checked_against_its_own_account() -> None:
+    # `apply_many` takes the article's version from Python (`apply` converts it): its account
+    # is `providerCredentialRef`, read as the pool will be applied, not an AttributeError.
+    from devicepool.client.pool_client import PoolClient
+
+    service = FakeService({ledger_workflow_id("acme"): started(ENCRYPTED)})
+    with pytest.raises(EncryptionKeyError):
+        await PoolClient(FakeClient(service)).apply_many([alpha_pool("acme")])  # type: ignore[arg-type]
+    assert service.asked == [ledger_workflow_id("acme")]
+    plain = FakeService({ledger_workflow_id("acme"): started(PLAIN)})
+    await refuse_keyless_apply(FakeClient(plain), [alpha_pool("acme")])
+    assert plain.asked == [ledger_workflow_id("acme")]
