@@ -21,7 +21,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.activities.definitions import DeviceActivityDefinitions as Activities
 from devicepool.activities.models import CheckRefsInput, CheckRefsResult, PoolSettings
+from devicepool.api.kinds import DEVICE_POOL
 from devicepool.api.names import (
+    QUERY_SPEC,
     TASK_QUEUE,
     UPDATE_APPLY,
     WORKFLOW_ACCOUNT_LEDGER,
@@ -30,9 +32,15 @@ from devicepool.api.names import (
 )
 from devicepool.api.v1alpha1 import PoolResource
 from devicepool.api.v1beta1 import DevicePool
+from devicepool.client._encrypted_stack import DEFAULT_ACCOUNT
 from devicepool.client._kind_sides import Side
 from devicepool.client._results import applied_verb
-from devicepool.client._temporal_errors import UPDATE_TIMEOUT, NoWorkerInTime, WorkflowTaskFailing
+from devicepool.client._temporal_errors import (
+    QUERY_TIMEOUT,
+    UPDATE_TIMEOUT,
+    NoWorkerInTime,
+    WorkflowTaskFailing,
+)
 from devicepool.client.errors import BadInput, DevicePoolError, TemporalUnreachable
 from devicepool.workflows.pool.messages import Accepted, ApplyResult
 from devicepool.workflows.shared.placement import Route
@@ -117,16 +125,48 @@ class RefsCheck:
 
     async def check(self, pool: DevicePool, *, exists: Callable[[], Awaitable[bool]]) -> None:
         """`BadInput` naming the pool, its file and what the worker refuses, saying nothing
-        was created (or, for a pool that runs, `exists`, changed)."""
+        was created (or, for a pool that runs, `exists`, changed).
+
+        A pool that runs is refused only for what the manifest changes: what it runs with was
+        accepted once, and a reference the worker config lost since (the pool stops creating,
+        nothing more) must not shut the apply that scales it down or lowers its cap."""
         spec = pool.spec
         proxy = spec.proxy.pool_ref if spec.proxy else None
         key = (spec.account, proxy, spec.region, spec.platform.value)
         problems = await self._once(key, lambda: self._ask(*key))
         if not problems:
             return
-        done = "changed" if await exists() else "created"
+        done = "created"
+        if await exists():
+            done = "changed"
+            before = await self._running_refs(pool.name)
+            if before is None or before == key:  # unknown, or no reference changes
+                return
+            had = await self._once(before, lambda: self._ask(*before)) or []
+            problems = [problem for problem in problems if problem not in had]
+            if not problems:
+                return
         where = f"{pool.source}: " if pool.source else ""
         raise BadInput(f"{where}pool {pool.name!r}: {'; '.join(problems)} — nothing was {done}")
+
+    async def _running_refs(self, name: str) -> tuple[str, str | None, str, str] | None:
+        """The references a running pool runs with (its `spec` query), or None when no worker
+        answered: the pool's verdict then, as before."""
+        handle = self._client.get_workflow_handle(DEVICE_POOL.workflow_id(name))
+        try:
+            answer = await handle.query(QUERY_SPEC, rpc_timeout=QUERY_TIMEOUT)
+        except (TemporalError, RPCError):
+            return None
+        raw = answer.get("spec") if isinstance(answer, dict) else None
+        if not isinstance(raw, dict):
+            return None
+        spec = DEVICE_POOL.conversion.stored_spec_json(raw)
+        account = (spec.get("provider") or {}).get("account") or DEFAULT_ACCOUNT
+        proxy = (spec.get("proxy") or {}).get("poolRef")
+        region, platform = spec.get("region"), spec.get("platform")
+        if not isinstance(region, str) or not isinstance(platform, str):
+            return None
+        return (str(account), proxy if isinstance(proxy, str) else None, region, platform)
 
     async def _once(self, key: Any, ask: Callable[[], Awaitable[Any]]) -> Any:
         """`ask()`'s answer, shared by every pool that needs it while it is kept."""

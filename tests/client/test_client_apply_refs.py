@@ -28,13 +28,15 @@ metadata:
 spec:
   platform: android
   region: {region}
-  replicas: 2
+  replicas: {replicas}
   proxy:
     poolRef: {proxy}
 """
 
 REGION = "unknown region 'mars-1' (spec.region); known: us-east, us-west"
 PROXY = "unknown proxy pool 'nope' (proxy.poolRef); known: proxyseller-us"
+# A proxy pool the worker config dropped after a pool started with it.
+RESI = "unknown proxy pool 'resi' (proxy.poolRef); known: proxyseller-us"
 
 
 class Handle:
@@ -47,6 +49,8 @@ class Handle:
         return SimpleNamespace(status=WorkflowExecutionStatus.RUNNING)
 
     async def query(self, name: str, **_: Any) -> Any:
+        if name == "spec":
+            return self.temporal.specs.get(self.id)
         return (
             self.temporal.statuses.pop(0)
             if len(self.temporal.statuses) > 1
@@ -75,6 +79,7 @@ class Temporal:
         self.started: list[str] = []
         self.updates: list[str] = []
         self.statuses: list[dict[str, Any]] = [{}]
+        self.specs: dict[str, Any] = {}  # a running pool's answer to the `spec` query
 
     async def execute_activity(
         self, defined: Any, arg: Any = None, *, id: str, task_queue: str, **_: Any
@@ -87,6 +92,7 @@ class Temporal:
             return PoolSettings(account_nodes=self.nodes)
         assert isinstance(arg, CheckRefsInput)
         problems = [PROXY] if arg.proxy_pool == "nope" else []
+        problems += [RESI] if arg.proxy_pool == "resi" else []
         problems += [REGION] if arg.region == "mars-1" else []
         return CheckRefsResult(problems=problems)
 
@@ -105,9 +111,11 @@ class Temporal:
         return Accepted(generation=2, replicas=2, result="configured")
 
 
-def write(tmp_path: Path, name: str = "p", region: str = "us-west", proxy: str = "gw") -> str:
+def write(
+    tmp_path: Path, name: str = "p", region: str = "us-west", proxy: str = "gw", replicas: int = 2
+) -> str:
     path = tmp_path / f"{name}.yaml"
-    path.write_text(MANIFEST.format(name=name, region=region, proxy=proxy))
+    path.write_text(MANIFEST.format(name=name, region=region, proxy=proxy, replicas=replicas))
     return str(path)
 
 
@@ -143,12 +151,56 @@ def test_an_unknown_region_or_proxy_pool_is_refused_before_the_pool_starts(
 def test_a_running_pool_changed_to_an_unknown_proxy_pool_is_refused_unchanged(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    temporal = fake_temporal(monkeypatch, Temporal(running=("devicepool/p",)))
+    temporal = fake_temporal(monkeypatch, Temporal())
+    running_on(temporal, proxy="gw")
     path = write(tmp_path, proxy="nope")
     code, out, err = cli(capsys, "apply", "-f", path)
     assert (code, out) == (EXIT_BAD_INPUT, "")
     assert err == f"error: {path}: pool 'p': {PROXY} — nothing was changed\n"
     assert (temporal.started, temporal.updates) == ([], [])
+
+
+def running_on(temporal: Temporal, *, proxy: str, region: str = "us-west") -> None:
+    """`devicepool/p` runs with these references (its `spec` query, in v1beta1)."""
+    temporal.running.add("devicepool/p")
+    spec = {
+        "platform": "android",
+        "region": region,
+        "replicas": 2,
+        "provider": {"name": "bitcloudphone", "account": "default"},
+        "proxy": {"poolRef": proxy},
+    }
+    temporal.specs["devicepool/p"] = {"metadata": {"name": "p"}, "spec": spec}
+
+
+@pytest.mark.parametrize("replicas", [0, 2])
+def test_a_running_pool_whose_proxy_pool_the_worker_lost_still_takes_a_change(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    replicas: int,
+) -> None:
+    """The worker config dropped the proxy pool `p` runs on: the pool only stops creating.
+    A manifest that keeps that reference (a scale-down, any other edit) changes no reference,
+    so it goes through: the one declarative way to stop the billing is not shut."""
+    temporal = fake_temporal(monkeypatch, Temporal())
+    running_on(temporal, proxy="resi")
+    code, out, err = cli(capsys, "apply", "-f", write(tmp_path, proxy="resi", replicas=replicas))
+    assert (code, err) == (EXIT_OK, ""), err
+    assert out.startswith("devicepool/p configured")
+    assert len(temporal.updates) == 1
+
+
+def test_a_running_pool_is_refused_only_for_the_reference_the_manifest_changes(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    temporal = fake_temporal(monkeypatch, Temporal())
+    running_on(temporal, proxy="resi")
+    path = write(tmp_path, proxy="resi", region="mars-1")
+    code, out, err = cli(capsys, "apply", "-f", path)
+    assert (code, out) == (EXIT_BAD_INPUT, "")
+    assert err == f"error: {path}: pool 'p': {REGION} — nothing was changed\n"
+    assert temporal.updates == []
 
 
 def test_many_pools_ask_once_each_and_only_the_bad_one_is_refused(
