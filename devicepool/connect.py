@@ -81,17 +81,25 @@ def connect_config(
     env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The keyword arguments for `Client.connect`: env config, then explicit overrides."""
+    return _connect_config(address=address, namespace=namespace, env=env)[0]
+
+
+def _connect_config(
+    *, address: str | None, namespace: str | None, env: Mapping[str, str] | None
+) -> tuple[dict[str, Any], bool]:
+    """`connect_config`, and whether TLS is on only because the address said `https://`."""
     config: dict[str, Any] = dict(ClientConfig.load_client_connect_config(override_env_vars=env))
     config.setdefault("target_host", DEFAULT_ADDRESS)
     if address:
         config["target_host"] = address
     # `http://host:port` (a URL pasted from a browser): the SDK warns and will refuse it.
     config["target_host"], https = without_scheme(str(config["target_host"]))
-    if https and config.get("tls") is None:
+    tls_from_scheme = https and config.get("tls") is None
+    if tls_from_scheme:
         config["tls"] = True
     if namespace:
         config["namespace"] = namespace
-    return config
+    return config, tls_from_scheme
 
 
 async def connect(
@@ -114,7 +122,7 @@ async def connect(
     environ: Mapping[str, str] = os.environ if env is None else env
     data_converter = data_converter_for(codec if codec is not None else codec_from_env(environ))
     interceptors = [*interceptors_from_env(environ), *interceptors]
-    config = connect_config(address=address, namespace=namespace, env=env)
+    config, tls_from_scheme = _connect_config(address=address, namespace=namespace, env=env)
     if address_problem(str(config["target_host"])):
         # Checked here: the SDK would try `host:80` for a bare host, and refuse a
         # bad port with a ValueError of its own.
@@ -129,4 +137,6 @@ async def connect(
         )
     except RuntimeError as err:
         # The SDK reports every transport failure as RuntimeError("Failed client connect: ...").
-        raise TemporalUnreachable(config["target_host"], str(err)) from err
+        raise TemporalUnreachable(
+            config["target_host"], str(err), tls_from_scheme=tls_from_scheme
+        ) from err

@@ -33,10 +33,16 @@ class TemporalUnreachable(DevicePoolError):
     own line, since each has its own fix.
     """
 
-    def __init__(self, address: str, detail: str = "") -> None:
+    def __init__(self, address: str, detail: str = "", *, tls_from_scheme: bool = False) -> None:
         self.address = address
         self.detail = detail
-        super().__init__(f"cannot reach Temporal at {address}{_cause(address, detail)}")
+        if tls_from_scheme:  # `https://host:port`: the one sign of TLS the user gave
+            cause = _tls_cause(detail) or _cause(address, detail)
+            super().__init__(
+                f"cannot reach Temporal at {address} over TLS (on because of https://){cause}"
+            )
+        else:
+            super().__init__(f"cannot reach Temporal at {address}{_cause(address, detail)}")
 
 
 def without_scheme(address: str) -> tuple[str, bool]:
@@ -46,7 +52,7 @@ def without_scheme(address: str) -> tuple[str, bool]:
     """
     address = address.strip()
     scheme, sep, rest = address.partition("://")
-    if not sep:
+    if not sep or scheme.lower() == "dns":  # `dns:///host:port`: `address_problem` names it
         return address, False
     return rest.rstrip("/"), scheme.lower() == "https"
 
@@ -56,9 +62,24 @@ def address_problem(address: str) -> str:
     address = address.strip()
     if _HOST_PORT.match(address):
         return ""
+    if address.lower().startswith("dns:"):  # gRPC's resolver form, which the SDK cannot take
+        return (
+            "the gRPC resolver form dns:/// is not taken; "
+            f"give host:port ({address[4:].lstrip('/') or '127.0.0.1:7233'})"
+        )
+    if "/" in address:
+        return f"the address is host:port; a path (/{address.partition('/')[2]}) is not allowed"
     if ":" in address.rsplit("]", 1)[-1]:
         return "the address needs host:port, with a port number"
     return f"the address needs host:port, e.g. {address or '127.0.0.1'}:7233"
+
+
+def _tls_cause(detail: str) -> str:
+    """Why a TLS connection failed, when the SDK's `detail` tells: a plain server answered."""
+    lowered = detail.lower()
+    if "invalidcontenttype" in lowered or "invalidmessage" in lowered or "wrong version" in lowered:
+        return ": the server does not speak TLS — drop https:// from TEMPORAL_ADDRESS"
+    return ""
 
 
 def _cause(address: str, detail: str) -> str:

@@ -65,19 +65,64 @@ def test_a_closed_port_asks_for_the_stack(
     )
 
 
-@pytest.mark.parametrize("scheme", ["http://", "https://"])
 def test_a_url_scheme_is_dropped_without_a_python_warning(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, scheme: str
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The SDK warns (UserWarning) on a scheme and will refuse it; the address is what it meant.
     port = closed_port()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        err = run_get(capsys, monkeypatch, f"{scheme}127.0.0.1:{port}/")
+        err = run_get(capsys, monkeypatch, f"http://127.0.0.1:{port}/")
     assert err == (
         f"error: cannot reach Temporal at 127.0.0.1:{port} — is `devicepool dev` running? "
         "(connection refused)"
     )
+
+
+def test_https_says_it_turned_tls_on(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `https://` turns TLS on (a URL pasted from a TLS frontend): a failure says so, since a
+    # plain server (a dev stack) refuses TLS with a line that names no cause.
+    port = closed_port()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        err = run_get(capsys, monkeypatch, f"https://127.0.0.1:{port}")
+    assert err.startswith(
+        f"error: cannot reach Temporal at 127.0.0.1:{port} over TLS (on because of https://)"
+    )
+    detail = (
+        "Failed client connect: Server connection error: tonic::transport::Error(Transport, "
+        "ConnectError(Custom { kind: InvalidData, error: InvalidMessage(InvalidContentType) }))"
+    )
+    said = str(TemporalUnreachable(f"127.0.0.1:{port}", detail, tls_from_scheme=True))
+    assert said == (
+        f"cannot reach Temporal at 127.0.0.1:{port} over TLS (on because of https://): the "
+        "server does not speak TLS — drop https:// from TEMPORAL_ADDRESS"
+    )
+
+
+@pytest.mark.parametrize(
+    ("address", "said"),
+    [
+        (
+            "http://127.0.0.1:7233/api",
+            "cannot reach Temporal at 127.0.0.1:7233/api: the address is host:port; "
+            "a path (/api) is not allowed",
+        ),
+        (
+            "dns:///127.0.0.1:7233",
+            "cannot reach Temporal at dns:///127.0.0.1:7233: the gRPC resolver form dns:/// is "
+            "not taken; give host:port (127.0.0.1:7233)",
+        ),
+    ],
+)
+def test_a_path_or_a_resolver_prefix_is_refused_naming_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, address: str, said: str
+) -> None:
+    # The SDK takes neither (tonic: InvalidUri for dns:///host:port).
+    err = run_get(capsys, monkeypatch, address)
+    assert err == f"error: {said}"
 
 
 def test_the_web_ui_port_is_named_with_the_servers(
