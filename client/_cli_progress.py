@@ -4,6 +4,7 @@ an interactive terminal, elsewhere (a pipe, a log, a dumb terminal) a line now a
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -20,6 +21,8 @@ Wait = Callable[..., Awaitable[Any]]
 # `EVERY_SECONDS` while they do not.
 QUIET_SECONDS = 10.0
 EVERY_SECONDS = 15.0
+# `why`'s countdown to the account window's next permit.
+_COUNTDOWN = re.compile(r", next in \d+ s")
 
 
 async def wait_with_progress(
@@ -105,9 +108,11 @@ class _Lines:
         if now - self.started < QUIET_SECONDS:
             return
         before = self.last.get(name)
-        if before is not None and before[0] == said and now - before[1] < EVERY_SECONDS:
+        # The window's `next in N s` changes at every read: alone, it is no change.
+        figures = _COUNTDOWN.sub("", said)
+        if before is not None and before[0] == figures and now - before[1] < EVERY_SECONDS:
             return
-        self.last[name] = (said, now)
+        self.last[name] = (figures, now)
         sys.stderr.write(f"{name}: {said} ({round(now - self.started)}s)\n")
         sys.stderr.flush()
 

@@ -246,6 +246,39 @@ async def test_off_a_terminal_a_long_wait_prints_a_line_on_each_change_and_now_a
     ]
 
 
+async def test_off_a_terminal_the_windows_countdown_alone_prints_no_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Creates waiting for the account's window: each read's `next in N s` differs, and that
+    alone printed a line a second in a CI log; a line now comes on a real change or every 15 s."""
+    from datetime import UTC, datetime, timedelta
+
+    from devicepool.client import _cli_progress
+
+    clock = [1000.0]
+    monkeypatch.setattr(_cli_progress.time, "monotonic", lambda: clock[0])
+
+    def waiting(second: int) -> dict[str, Any]:
+        permit = datetime.now(UTC) + timedelta(seconds=1 + second % 3)
+        window = {"waiting": True, "capacity": 20, "windowSeconds": 60}
+        window["nextPermitAt"] = permit.isoformat()
+        return device_status(ready=2, pendingDevices=3, accountWindow=window)
+
+    async def wait(cb: Any) -> None:
+        for second in range(1, 61):
+            clock[0] = 1000.0 + second
+            cb(waiting(second))
+
+    await _cli_progress.wait_with_progress(
+        {"devicepool/p": wait}, total_key="desiredReplicas", done_key="readyDevices", label="ready"
+    )
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.rsplit("(", 1)[-1] for line in lines] == ["10s)", "25s)", "40s)", "55s)"]
+    assert lines[0].startswith(
+        "devicepool/p: 2/5 ready · 3 pending · waiting for the account's window (20/60s), next in "
+    )
+
+
 def test_a_wait_that_times_out_says_what_held_the_pool(
     capsys: pytest.CaptureFixture[str], temporal: Any
 ) -> None:
