@@ -54,7 +54,10 @@ def upgrade(
             cannot = f"cannot make build {build_id!r} current in deployment {deployment_name!r}"
             unseen = await _never_polled(client, deployment_name, build_id)
             if unseen is not None:
-                raise DevicePoolError(f"{cannot}: {unseen}; are its workers running?")
+                raise DevicePoolError(
+                    f"{cannot}: {unseen}; a just-deployed build's workers may not have polled "
+                    "yet: run it again once they are up"
+                )
             try:
                 await promote(client, deployment_name, build_id, identity="devicepool upgrade")
             except RPCError as err:
@@ -80,14 +83,15 @@ def upgrade(
 
 
 async def _never_polled(client: Any, deployment: str, build_id: str) -> str | None:
-    """Why `build_id` cannot be promoted now, when no worker of it ever polled `deployment`
-    (the server knows a version from its first poll on); None when it did, or when the
-    deployment cannot be read (`promote` then says what the server says).
+    """Why `build_id` cannot be promoted now, when no worker of it has polled `deployment`
+    (the server lists a version once it recorded its first poll); None when one did, or
+    polls the task queue now (listed moments later), or when the deployment cannot be read
+    (`promote` then says what the server says).
 
     `promote` waits up to a minute for a version the server does not know yet: a worker that
     promotes its own build at start-up polls moments later. Here the operator promotes a
-    build whose workers already run (docs/operations.md), so an unknown one is a typo or a
-    build not deployed: said at once, not after that minute."""
+    build whose workers already run (docs/operations.md), so one nobody polls with is a typo
+    or a build not up yet: said at once, not after that minute."""
     from temporalio.api.workflowservice.v1 import DescribeWorkerDeploymentRequest
     from temporalio.service import RPCError, RPCStatusCode
 
@@ -96,16 +100,51 @@ async def _never_polled(client: Any, deployment: str, build_id: str) -> str | No
             DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment)
         )
     except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return "no versioned worker has polled that deployment (--deployment-name)"
-        return None
+        if err.status != RPCStatusCode.NOT_FOUND:
+            return None
+        if await _polling(client, deployment, build_id):
+            return None
+        return "no versioned worker has polled that deployment (--deployment-name)"
     builds = [
         summary.deployment_version.build_id
         for summary in described.worker_deployment_info.version_summaries
     ]
     if build_id in builds or not all(builds):  # a server that names versions otherwise
         return None
-    return f"no worker of that build has polled it (its builds: {', '.join(sorted(builds))})"
+    if await _polling(client, deployment, build_id):
+        return None
+    listed = (
+        f"its builds: {', '.join(sorted(builds))}"
+        if builds
+        else "the deployment lists no build yet"
+    )
+    return f"no worker of that build has polled it ({listed})"
+
+
+async def _polling(client: Any, deployment: str, build_id: str) -> bool:
+    """Whether a worker of `build_id` polls the pools' task queue (its polls are seen before
+    the deployment lists its version); False when that cannot be read."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+    from temporalio.service import RPCError
+
+    from devicepool.api.names import TASK_QUEUE
+
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=TASK_QUEUE),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    )
+    try:
+        answer = await client.workflow_service.describe_task_queue(request)
+    except RPCError:  # an older server, no permission: the refusal stands
+        return False
+    return any(
+        poller.deployment_options.deployment_name == deployment
+        and poller.deployment_options.build_id == build_id
+        for poller in answer.pollers
+    )
 
 
 async def _wake_pools(client: Any) -> None:

@@ -21,9 +21,28 @@ class Service:
     """The deployment's side of Temporal's workflow service: the builds it knows (None: no
     such deployment), the current one, and how many times `set-current` is refused first."""
 
-    def __init__(self, builds: list[str] | None, current: str = "", refused: int = 0) -> None:
+    def __init__(
+        self,
+        builds: list[str] | None,
+        current: str = "",
+        refused: int = 0,
+        polling: tuple[str, ...] = (),
+    ) -> None:
         self.builds, self.current, self.refused = builds, current, refused
+        # Builds whose workers poll the task queue, listed by the deployment only later.
+        self.polling = polling
         self.sets: list[str] = []
+
+    async def describe_task_queue(self, request: Any, **_: Any) -> Any:
+        from temporalio.api.workflowservice.v1 import DescribeTaskQueueResponse
+
+        assert request.task_queue.name == "devicepool"
+        answer = DescribeTaskQueueResponse()
+        for build in self.polling:
+            poller = answer.pollers.add()
+            poller.deployment_options.deployment_name = "devicepool"
+            poller.deployment_options.build_id = build
+        return answer
 
     async def describe_worker_deployment(self, request: Any, **_: Any) -> Any:
         if self.builds is None:
@@ -39,6 +58,9 @@ class Service:
 
     async def set_worker_deployment_current_version(self, request: Any, **_: Any) -> Any:
         self.sets.append(request.build_id)
+        if request.build_id in self.polling:
+            self.polling = ()
+            self.builds = [*(self.builds or []), request.build_id]
         if self.builds is None or request.build_id not in self.builds:
             raise RPCError("no Worker Deployment found", RPCStatusCode.NOT_FOUND, b"")
         if self.refused:
@@ -58,20 +80,26 @@ class Temporal:
             yield SimpleNamespace()
 
 
+NOT_YET = "; a just-deployed build's workers may not have polled yet: run it again once they are up"
+
+
 @pytest.mark.parametrize(
     ("builds", "said"),
     [
         (
             ["build-a", "build-b"],
             "error: cannot make build 'nonexistent' current in deployment 'devicepool': "
-            "no worker of that build has polled it (its builds: build-a, build-b); "
-            "are its workers running?",
+            f"no worker of that build has polled it (its builds: build-a, build-b){NOT_YET}",
+        ),
+        (
+            [],
+            "error: cannot make build 'nonexistent' current in deployment 'devicepool': "
+            f"no worker of that build has polled it (the deployment lists no build yet){NOT_YET}",
         ),
         (
             None,
             "error: cannot make build 'nonexistent' current in deployment 'devicepool': "
-            "no versioned worker has polled that deployment (--deployment-name); "
-            "are its workers running?",
+            f"no versioned worker has polled that deployment (--deployment-name){NOT_YET}",
         ),
     ],
 )
@@ -98,4 +126,18 @@ def test_a_build_the_deployment_knows_is_promoted_retried_while_the_server_catch
     code, out, err = cli(capsys, "upgrade", "--build-id", "build-b", "-o", "json")
     assert (code, err) == (EXIT_OK, "")
     assert service.sets == ["build-b", "build-b"]
+    assert '"currentBuild": "build-b"' in out
+
+
+def test_a_build_whose_workers_poll_before_the_deployment_lists_it_is_promoted(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Step 2 straight after step 1: the new workers poll, but the server lists a version
+    only once it has recorded their first poll. Their polls on the task queue say it is
+    coming: `promote` waits for it, as before, instead of the refusal."""
+    service = Service(["build-a"], current="build-a", polling=("build-b",))
+    fake_temporal(monkeypatch, Temporal(service))
+    code, out, err = cli(capsys, "upgrade", "--build-id", "build-b", "-o", "json")
+    assert (code, err) == (EXIT_OK, "")
+    assert service.sets == ["build-b"]
     assert '"currentBuild": "build-b"' in out
