@@ -52,6 +52,14 @@ def print_profiles(profiles: list[dict[str, Any]]) -> None:
     )
 
 
+def health_line(health: dict[str, Any]) -> str:
+    """`maxUnhealthy 40%, failureStreakLimit 5`; an unset limit is the worker's (the status
+    does not say which)."""
+    limit = health.get("failureStreakLimit")
+    streak = f"failureStreakLimit {limit}" if limit else "failureStreakLimit: the worker's"
+    return f"maxUnhealthy {health.get('maxUnhealthy', '40%')}, {streak}"
+
+
 def print_browser_description(data: dict[str, Any]) -> None:
     """`describe browserpool/NAME`: the fields, then conditions, profiles, leases and
     events, as a DevicePool's."""
@@ -73,7 +81,7 @@ def print_browser_description(data: dict[str, Any]) -> None:
             ),
             ("Group", spec.get("groupId")),
             ("Open", spec.get("open", True)),
-            ("Health", f"maxUnhealthy {health.get('maxUnhealthy', '40%')}"),
+            ("Health", health_line(health)),
             ("Lease rules", lease_rules(spec)),
             *unknown_sections(spec, shown | {"leases"}),
             ("Phase", status.get("phase")),

@@ -244,7 +244,7 @@ def test_describe_shows_every_browser_pool_section(capsys: pytest.CaptureFixture
         "fingerprint": {"coreVersion": "124", "ostype": "PC"},
         "proxy": {"poolRef": "proxyseller-eu", "sessionTTL": "15m"},
         "groupId": "2c9c29a2824c6b1a01825e01d3b10071",
-        "health": {"maxUnhealthy": "2"},
+        "health": {"maxUnhealthy": "2", "failureStreakLimit": 5},
     }
     print_browser_description(data)
     out = capsys.readouterr().out
@@ -252,12 +252,13 @@ def test_describe_shows_every_browser_pool_section(capsys: pytest.CaptureFixture
     assert field(out, "Fingerprint") == "coreVersion 124, ostype PC"
     assert field(out, "Proxy") == "proxyseller-eu (session 15m)"
     assert field(out, "Group") == "2c9c29a2824c6b1a01825e01d3b10071"
-    assert field(out, "Health") == "maxUnhealthy 2"
+    assert field(out, "Health") == "maxUnhealthy 2, failureStreakLimit 5"
     assert field(out, "Lease rules").startswith("maxDuration 1h")
     print_browser_description(browser_pool())
     out = capsys.readouterr().out
     assert field(out, "Fingerprint") == "a random one per profile"
-    assert field(out, "Health") == "maxUnhealthy 40%"
+    # The status does not carry the worker's limit: said to be the worker's.
+    assert field(out, "Health") == "maxUnhealthy 40%, failureStreakLimit: the worker's"
 
 
 # ---------------------------------------------------------------- item 5: both kinds alike
