@@ -14,7 +14,7 @@ from devicepool.client._dev_commands import (
     cli_command,
     codec_url,
     in_flight_activities,
-    pools_only,
+    pools_view,
     try_line,
 )
 from devicepool.client._dev_config import (
@@ -73,7 +73,7 @@ def banner(
     return (
         "devicepool dev is up\n"
         f"  Temporal Web UI:  {workflows}\n"
-        f"  Pools only:       {pools_only(workflows)}\n"
+        f"  Pools only:       {pools_view(workflows)}\n"
         f"  Temporal:         {o.address} (the CLI's TEMPORAL_ADDRESS)"
         f"{env_hint}\n"
         f"  Emulator:         http://{DEV_HOST}:{o.emulator_port} "

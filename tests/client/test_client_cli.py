@@ -1226,7 +1226,9 @@ async def test_dev_banner_links_the_pools_alone_in_the_web_ui(
         "127.0.0.1:8299",
         "/namespaces/default/workflows",
     )
-    assert parse_qs(url.query) == {"query": ['WorkflowType="DevicePool"']}
+    # Opened once, the UI also keeps the list as the view *Pools* (on this stack's own port,
+    # which the docs' 8233 link is not for another --ui-port).
+    assert parse_qs(url.query) == {"query": ['WorkflowType="DevicePool"'], "savedQuery": ["Pools"]}
     assert " " not in link and '"' not in link
 
 
