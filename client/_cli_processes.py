@@ -224,8 +224,9 @@ def dev(
         typer.Option(
             min=0,
             max=MAX_BROWSER_NODES,
-            help="BitBrowser emulator nodes node-1..N of one account, on free ports (the "
-            "banner lists them), each with a node worker labelled node=<name>",
+            help="BitBrowser emulator nodes node-1..N of one account, each on a free port "
+            "kept in the data dir for the next start (the banner lists them), each with a "
+            "node worker labelled node=<name>",
         ),
     ] = 0,
 ) -> None:

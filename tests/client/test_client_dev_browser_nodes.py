@@ -217,3 +217,15 @@ async def test_one_saved_port_for_two_nodes_is_asked_for_once(
     (tmp_path / "bitbrowser-ports.json").write_text(f'{{"node-1": {port}, "node-2": {port}}}')
     await start_and_stop(DevOptions(data_dir=tmp_path, browser_nodes=2))
     assert flags(bitbrowser_argv[0], "--node") == [f"node-1={port}", "node-2"]
+
+
+def test_the_help_says_the_ports_are_kept_in_the_data_dir(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A restart gives each node its port again (`bitbrowser-ports.json`): "free ports" alone
+    read as new ones every time."""
+    from devicepool.client.cli import main
+
+    assert main(["dev", "--help"]) == 0
+    said = " ".join(re.sub(r"[│\s]+", " ", capsys.readouterr().out).split())
+    assert "kept in the data dir" in said
