@@ -103,7 +103,14 @@ async def test_a_pool_of_cloud_phones_scales_on_its_warm_reserve_and_never_rents
         profiles=profiles + 2,
     )
     assert after_down["created"] == created + 2
-    said = {e["reason"]: e["message"] for e in await _events(handle)}
+    said: dict[str, str] = {}
+
+    async def shut_down_said() -> bool:
+        # the provider counts the shutdown before the pool has the activity's answer
+        said.update({e["reason"]: e["message"] for e in await _events(handle)})
+        return "ShutDown" in said
+
+    await eventually(shut_down_said, timeout=10, what="the ShutDown event")
     assert said["PoweredOn"].startswith("powered on 2 phone(s): "), said
     assert said["ShutDown"].startswith("shut down 1 phone(s): "), said
     assert "ScaledDown" not in said and "terminated" not in str(said), said
