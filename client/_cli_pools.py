@@ -6,6 +6,7 @@ prints the answer; which kind it reaches and how it prints it is `_cli_kinds`'s.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
@@ -34,7 +35,6 @@ from devicepool.client._cli_support import (
     open_pools,
     run,
 )
-from devicepool.client._cli_views import POOL_HEADERS, pool_row
 from devicepool.client._kind_sides import side_of
 from devicepool.client._results import applied_verb
 from devicepool.client._validation import validate_name, validate_replicas
@@ -173,22 +173,23 @@ def get(
 
     async def fetch(client: Any) -> list[Any]:
         if name is not None:
-            return [await client.summary(name)]
-        return list(await client.list_pools())
+            _, found = await first_kind(kinds, lambda k: client.summary(name, kind=k.name))
+            return [found]
+        return [p for k in kinds for p in await client.list_pools(kind=k.name)]
 
-    if watch and DEVICE_POOL in kinds:  # a watch follows DevicePools
+    if watch:
         try:
-            run(lambda: watch_pools(fetch, fmt, name=name, api_version=api_version))
+            run(
+                lambda: watch_pools(
+                    fetch, fmt, kinds, name=name, named=slashed, api_version=api_version
+                )
+            )
         except KeyboardInterrupt:  # Ctrl-C is how a watch ends, as kubectl's does
             pass
         return
 
     async def body() -> list[Any]:
-        client = await open_pools(name)
-        if name is not None:
-            _, found = await first_kind(kinds, lambda k: client.summary(name, kind=k.name))
-            return [found]
-        return [p for k in kinds for p in await client.list_pools(kind=k.name)]
+        return await fetch(await open_pools(name))
 
     pools = run(body)
     if fmt != Output.TABLE:
@@ -206,19 +207,24 @@ def get(
 async def watch_pools(
     fetch: Callable[[Any], Awaitable[list[Any]]],
     fmt: Output,
+    kinds: list[Kind],
     *,
     name: str | None,
+    named: bool = False,
     api_version: str = API_VERSION_STORED,
 ) -> None:
     """`get --watch`: print every pool, then each pool again when its figures change.
 
     Polls the pools' `status` every `WATCH_SECONDS`; AGE alone changing is no
     change. A watched pool that goes away is forgotten (printed again if it
-    comes back); with `-o json|yaml` each change is one whole resource.
+    comes back); with `-o json|yaml` each change is one whole resource. Each
+    kind has its own columns: rows of another kind than the last printed come
+    under their header again, after a blank line, as `kubectl get all -w` does.
     """
     client = await open_pools(name)
-    stream = RowStream(POOL_HEADERS)
-    seen: dict[str, list[Any]] = {}
+    streams = {kind.name: RowStream(kind.columns) for kind in kinds}
+    seen: dict[tuple[str, str], list[Any]] = {}
+    last: str | None = None
     first = True
     while True:
         try:
@@ -229,18 +235,24 @@ async def watch_pools(
             pools = []
         changed = []
         for pool in pools:
-            figures = pool_row(pool)
-            del figures[POOL_HEADERS.index("AGE")]
-            if seen.get(pool.name) != figures:
-                seen[pool.name] = figures
+            figures = watch_row(pool, kinds, named=named)
+            del figures[KINDS[pool.kind].columns.index("AGE")]
+            if seen.get((pool.kind, pool.name)) != figures:
+                seen[(pool.kind, pool.name)] = figures
                 changed.append(pool)
-        for gone in seen.keys() - {p.name for p in pools}:
+        for gone in seen.keys() - {(p.kind, p.name) for p in pools}:
             del seen[gone]
         if first and not pools and fmt == Output.TABLE:
-            sys.stderr.write("No pools found.\n")
+            view = VIEWS[kinds[0].name if len(kinds) == 1 else DEVICE_POOL.name]
+            sys.stderr.write(view.none_found + "\n")
         first = False
         if changed and fmt == Output.TABLE:
-            stream.print_rows([pool_row(p) for p in changed])
+            for kind, run_of in itertools.groupby(changed, key=lambda p: p.kind):
+                if last is not None and kind != last:
+                    sys.stdout.write("\n")
+                    streams[kind].head_again()
+                streams[kind].print_rows([watch_row(p, kinds, named=named) for p in run_of])
+                last = kind
         elif changed:
             for pool in changed:
                 if fmt == Output.YAML:
@@ -248,6 +260,16 @@ async def watch_pools(
                 print_data(pool.to_resource(api_version), fmt)
             sys.stdout.flush()
         await asyncio.sleep(WATCH_SECONDS)
+
+
+def watch_row(pool: Any, kinds: list[Kind], *, named: bool) -> list[Any]:
+    """`get -w`'s row of a pool, named as `get` names it: `browserpool/NAME` when the command
+    named its kind (`get browserpool/NAME`) or when the watch covers both kinds."""
+    kind = KINDS[pool.kind]
+    row = VIEWS[kind.name].rows([pool])[0]
+    if named or (len(kinds) > 1 and kind is not DEVICE_POOL):
+        row[0] = f"{kind.resource}/{row[0]}"
+    return row
 
 
 def describe(

@@ -72,11 +72,18 @@ class RowStream:
     def __init__(self, headers: Sequence[str]) -> None:
         self.headers = list(headers)
         self.widths: list[int] | None = None
+        self.headed = False
+
+    def head_again(self) -> None:
+        """The next rows come under the header again (`get -w` after another kind's rows)."""
+        self.headed = False
 
     def print_rows(self, rows: Sequence[Sequence[Any]]) -> None:
         cells = [[cell(v) for v in row] for row in rows]
         if self.widths is None:
             self.widths = [len(h) for h in self.headers]
+        if not self.headed:
+            self.headed = True
             cells.insert(0, self.headers)
         for row in cells:
             self.widths = [max(w, len(c)) for w, c in zip(self.widths, row, strict=False)]
