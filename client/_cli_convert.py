@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -19,6 +18,7 @@ import typer
 from devicepool.api.conversion import API_VERSIONS
 from devicepool.api.names import API_VERSION_STORED
 from devicepool.client._cli_support import fail
+from devicepool.client._manifest_files import manifest_sources
 from devicepool.client.errors import EXIT_BAD_INPUT
 from devicepool.client.render import json_shaped
 
@@ -52,7 +52,7 @@ def convert(
     if in_place and filename == "-":
         raise fail("--in-place: cannot rewrite stdin; give a file or directory", EXIT_BAD_INPUT)
     try:
-        sources = _sources(filename)
+        sources = manifest_sources(filename, verb="convert")
         # Every problem of every file, before anything is written.
         load_resource_texts([(name, text) for _, name, text in sources])
     except ManifestError as err:
@@ -66,64 +66,6 @@ def convert(
         return
     sys.stdout.write(
         "---\n".join(text if text.endswith("\n") else text + "\n" for _, text in outputs)
-    )
-
-
-Source = tuple[Path | None, str, str]  # (path, name for messages, text) of a manifest file
-
-
-def _sources(filename: str) -> list[Source]:
-    """Each manifest file `filename` stands for.
-
-    A directory's worker configs are left out, each with a note on stderr; a worker config
-    named alone (or on stdin) is a `ManifestError`, as is a directory of nothing else.
-    """
-    from devicepool.api.documents import read_text
-    from devicepool.api.loader import MANIFEST_SUFFIXES, ManifestError
-
-    path = Path(filename)
-    if filename == "-" or not path.is_dir():
-        one: Source = (
-            (None, "<stdin>", sys.stdin.read())
-            if filename == "-"
-            else (path, filename, read_text(path))
-        )
-        if _is_worker_config(one[2], source=one[1]):
-            what = "a worker config (devicepool worker --config), not a manifest"
-            raise ManifestError([f"{one[1]}: {what}: nothing to convert"])
-        return [one]
-    files = sorted(
-        p for p in path.iterdir() if p.suffix.lower() in MANIFEST_SUFFIXES and p.is_file()
-    )
-    if not files:
-        suffixes = ", ".join("*" + suffix for suffix in MANIFEST_SUFFIXES)
-        raise ManifestError([f"{path}: no manifest files ({suffixes})"])
-    sources: list[Source] = []
-    for file in files:
-        text = read_text(file)
-        if _is_worker_config(text, source=str(file)):
-            sys.stderr.write(f"{file}: skipped: a worker config, not a manifest\n")
-        else:
-            sources.append((file, str(file), text))
-    if not sources:
-        raise ManifestError([f"{path}: no manifests to convert"])
-    return sources
-
-
-def _is_worker_config(text: str, *, source: str) -> bool:
-    """Whether `text` is clearly a worker config: mappings of worker config keys only
-    (`accounts`, `proxyPools`, ...), none with a manifest's `apiVersion` or `kind`."""
-    from devicepool.api.documents import parse_documents
-    from devicepool.api.loader import ManifestError
-    from devicepool.worker.config_file import ConfigFile
-
-    try:
-        documents = parse_documents(text, source=source)
-    except ManifestError:
-        return False  # the loader says what is wrong with it
-    keys = {field.alias or name for name, field in ConfigFile.model_fields.items()}
-    return bool(documents) and all(
-        isinstance(doc, dict) and doc and set(doc) <= keys for doc in documents
     )
 
 

@@ -104,10 +104,14 @@ def duration_or_exit(flag: str, text: str) -> float:
 
 
 def load_resources_or_exit(path: str) -> list[Any]:
-    """The manifests' pools of either kind; a bad manifest exits 2 before anything is contacted."""
-    from devicepool.api.loader import ManifestError, load_resources
+    """The manifests' pools of either kind; a bad manifest exits 2 before anything is contacted.
+    A directory's worker configs are passed by with a note (`_manifest_files`)."""
+    from devicepool.api.loader import ManifestError, load_resource_texts
+    from devicepool.client._manifest_files import manifest_sources
 
     try:
-        return load_resources(path)
+        return load_resource_texts(
+            [(name, text) for _, name, text in manifest_sources(path, verb="apply")]
+        )
     except ManifestError as err:
         raise fail(str(err), EXIT_BAD_INPUT) from None

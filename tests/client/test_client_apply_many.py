@@ -344,3 +344,54 @@ async def test_apply_many_answers_in_the_pools_order() -> None:
     assert [isinstance(a, Accepted) for a in answers] == [True, False] + [True] * 6
     assert isinstance(answers[1], BadInput)
     assert temporal.max_in_flight == 5
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_a_directory_passes_its_worker_configs_by_with_a_note(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Was: each worker config reported as a manifest without `apiVersion`, nothing applied
+    (issue 43, item 5; `convert -f DIR` passes them by the same way)."""
+    temporal = SlowTemporal()
+    use(monkeypatch, temporal)
+    names = manifests(tmp_path, 2)
+    for name in ("devicepool.yaml", "node.yaml"):
+        (tmp_path / f"worker-{name}").write_text((REPO / "examples/worker" / name).read_text())
+    code, out, err = run(capsys, "apply", "-f", str(tmp_path))
+    assert code == EXIT_OK, err
+    assert out == [configured(n) for n in names]
+    assert err == [
+        f"{tmp_path}/worker-devicepool.yaml: skipped: a worker config, not a manifest",
+        f"{tmp_path}/worker-node.yaml: skipped: a worker config, not a manifest",
+        "2 pools: 2 configured",
+    ]
+
+
+def test_a_worker_config_named_alone_is_an_error_that_says_so(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temporal = SlowTemporal()
+    opened = use(monkeypatch, temporal)
+    path = REPO / "examples/worker/node.yaml"
+    code, out, err = run(capsys, "apply", "-f", str(path))
+    assert (code, out, opened) == (EXIT_BAD_INPUT, [], [])
+    assert err == [
+        f"error: {path}: a worker config (devicepool worker --config), not a manifest:"
+        " nothing to apply"
+    ]
+
+
+def test_a_directory_of_worker_configs_alone_has_nothing_to_apply(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    temporal = SlowTemporal()
+    opened = use(monkeypatch, temporal)
+    (tmp_path / "node.yaml").write_text((REPO / "examples/worker/node.yaml").read_text())
+    code, out, err = run(capsys, "apply", "-f", str(tmp_path))
+    assert (code, out, opened) == (EXIT_BAD_INPUT, [], [])
+    assert err == [
+        f"{tmp_path}/node.yaml: skipped: a worker config, not a manifest",
+        f"error: {tmp_path}: no manifests to apply",
+    ]
