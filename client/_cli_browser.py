@@ -10,6 +10,7 @@ import typer
 
 from devicepool.client._cli_views import (
     compact,
+    in_force,
     lease_rules,
     leases_line,
     print_conditions,
@@ -52,12 +53,27 @@ def print_profiles(profiles: list[dict[str, Any]]) -> None:
     )
 
 
-def health_line(health: dict[str, Any]) -> str:
-    """`maxUnhealthy 40%, failureStreakLimit 5`; an unset limit is the worker's (the status
-    does not say which)."""
-    limit = health.get("failureStreakLimit")
-    streak = f"failureStreakLimit {limit}" if limit else "failureStreakLimit: the worker's"
-    return f"maxUnhealthy {health.get('maxUnhealthy', '40%')}, {streak}"
+def health_line(spec: dict[str, Any], status: dict[str, Any]) -> str:
+    """`maxUnhealthy 40%, failureStreakLimit 3 (the worker's), nodeLostAfter 2m (the
+    worker's)`: a limit the spec leaves unset as the worker's value the pool runs by (its
+    status says it); a worker from before does not say."""
+    health = spec.get("health") or {}
+    return (
+        f"maxUnhealthy {health.get('maxUnhealthy', '40%')}, "
+        + _streak_limit(health, status)
+        + ", "
+        + in_force(spec, status, "health", "nodeLostAfter", "nodeLostAfterSeconds")
+    )
+
+
+def _streak_limit(health: dict[str, Any], status: dict[str, Any]) -> str:
+    said = health.get("failureStreakLimit")
+    if said:
+        return f"failureStreakLimit {said}"
+    limit = status.get("failureStreakLimit")
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        return "failureStreakLimit: the worker's (not reported)"
+    return f"failureStreakLimit {limit} (the worker's)"
 
 
 def print_browser_description(data: dict[str, Any]) -> None:
@@ -65,7 +81,7 @@ def print_browser_description(data: dict[str, Any]) -> None:
     events, as a DevicePool's."""
     spec, status = data["spec"], data["status"]
     selector = ", ".join(f"{k}={v}" for k, v in (spec.get("nodeSelector") or {}).items()) or "any"
-    proxy, health = spec.get("proxy") or {}, spec.get("health") or {}
+    proxy = spec.get("proxy") or {}
     shown = {"replicas", "nodeSelector", "fingerprint", "proxy", "groupId", "open", "health"}
     print_fields(
         [
@@ -81,7 +97,7 @@ def print_browser_description(data: dict[str, Any]) -> None:
             ),
             ("Group", spec.get("groupId")),
             ("Open", spec.get("open", True)),
-            ("Health", health_line(health)),
+            ("Health", health_line(spec, status)),
             ("Lease rules", lease_rules(spec)),
             *unknown_sections(spec, shown | {"leases"}),
             ("Phase", status.get("phase")),

@@ -185,6 +185,11 @@ class BrowserPoolStatus(CamelModel):
     oldest_queued_seconds: float | None = None
     # Leases ended by no holder's word (expired, idle, unclaimed, member lost), ever.
     leases_expired: int = 0
+    # The limits the pool runs by: `health.failureStreakLimit` (the spec's, else the
+    # worker's) and the worker's `nodeLostAfterSeconds` (what `describe` shows). None from a
+    # worker before them.
+    failure_streak_limit: int | None = None
+    node_lost_after_seconds: float | None = None
     conditions: list[Condition] = Field(default_factory=list)
 
     def condition(self, type_: str) -> Condition | None:

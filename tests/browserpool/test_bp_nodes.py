@@ -339,6 +339,8 @@ async def test_a_pool_of_2_spreads_survives_a_lost_node_and_tears_down(
             lambda: spread({"node-1": 1, "node-2": 1}), timeout=40, what="2 open, 1/1"
         )
         assert first["phase"] == "Ready", first
+        # The worker's values the pool runs by, as numbers (`describe`; issue 43, item 11).
+        assert (first["failureStreakLimit"], first["nodeLostAfterSeconds"]) == (3, LOST_AFTER)
         before = placement(account, pool)["ids"]
         # Started without search attributes: the pool writes them (platform `browser`).
         attrs, details = await eventually(

@@ -19,6 +19,7 @@ from devicepool.workflows.browserpool.status import (
     ConfigProblem,
     NodeTrouble,
     Published,
+    mixed_status,
     publish,
     teardown_status,
 )
@@ -37,6 +38,7 @@ def published(
         placement,
         config_problem=hold,
         failure_limit=3,
+        node_lost_after_seconds=120.0,
         now=NOW,
         generation=2,
     )
@@ -256,3 +258,21 @@ def test_a_config_hold_and_too_many_failures_are_said_by_ready_and_remediation()
     assert "tried again every 60s" in cond["Ready"][2]
     assert cond["RemediationPaused"][:2] == ("True", "TooManyUnhealthy")
     assert "2 profiles failed to open 3 times" in cond["RemediationPaused"][2]
+
+
+def test_the_status_says_the_limits_the_pool_runs_by_as_numbers() -> None:
+    """Issue 43, item 11: `describe` said "the worker's" for failureStreakLimit and had no
+    nodeLostAfterSeconds. The status carries the values in force (the spec's limit, else the
+    worker's), kept while the pool holds or deletes; a status from before them has none."""
+    seen = Observed(spec=SPEC, now=NOW, profiles=tuple(PROFILES), alive=frozenset({"node-1"}))
+    s = passed(seen)
+    assert (s.failure_streak_limit, s.node_lost_after_seconds) == (3, 120.0)
+    said = s.to_json_dict()
+    assert (said["failureStreakLimit"], said["nodeLostAfterSeconds"]) == (3, 120.0)
+    held, _ = mixed_status(s, {"node-1": "a", "node-2": "b"}, now=NOW, generation=2)
+    deleting = teardown_status(s, done=False, now=NOW, generation=2)
+    for kept in (held, deleting):
+        assert (kept.failure_streak_limit, kept.node_lost_after_seconds) == (3, 120.0)
+    older = BrowserPoolStatus.model_validate({"phase": "Ready"})
+    assert (older.failure_streak_limit, older.node_lost_after_seconds) == (None, None)
+    assert "failureStreakLimit" not in older.to_json_dict()

@@ -246,19 +246,30 @@ def test_describe_shows_every_browser_pool_section(capsys: pytest.CaptureFixture
         "groupId": "2c9c29a2824c6b1a01825e01d3b10071",
         "health": {"maxUnhealthy": "2", "failureStreakLimit": 5},
     }
+    data["status"] |= {"failureStreakLimit": 5, "nodeLostAfterSeconds": 120.0}
     print_browser_description(data)
     out = capsys.readouterr().out
     assert field(out, "Node selector") == "zone=eu"
     assert field(out, "Fingerprint") == "coreVersion 124, ostype PC"
     assert field(out, "Proxy") == "proxyseller-eu (session 15m)"
     assert field(out, "Group") == "2c9c29a2824c6b1a01825e01d3b10071"
-    assert field(out, "Health") == "maxUnhealthy 2, failureStreakLimit 5"
+    assert field(out, "Health") == (
+        "maxUnhealthy 2, failureStreakLimit 5, nodeLostAfter 2m (the worker's)"
+    )
     assert field(out, "Lease rules").startswith("maxDuration 1h")
-    print_browser_description(browser_pool())
+    print_browser_description(browser_pool(failureStreakLimit=3, nodeLostAfterSeconds=90.0))
     out = capsys.readouterr().out
     assert field(out, "Fingerprint") == "a random one per profile"
-    # The status does not carry the worker's limit: said to be the worker's.
-    assert field(out, "Health") == "maxUnhealthy 40%, failureStreakLimit: the worker's"
+    # Unset in the spec: the worker's limit, as the number the pool runs by (item 11).
+    assert field(out, "Health") == (
+        "maxUnhealthy 40%, failureStreakLimit 3 (the worker's), nodeLostAfter 1m30s (the worker's)"
+    )
+    # A worker from before the status said them.
+    print_browser_description(browser_pool())
+    assert field(capsys.readouterr().out, "Health") == (
+        "maxUnhealthy 40%, failureStreakLimit: the worker's (not reported), "
+        "nodeLostAfter: the worker's (not reported)"
+    )
 
 
 # ---------------------------------------------------------------- item 5: both kinds alike

@@ -270,6 +270,7 @@ class BrowserKind:
                 outcome.placement,
                 config_problem=self._config_problem,
                 failure_limit=self._failure_limit(),
+                node_lost_after_seconds=self.h.settings.node_lost_after_seconds,
                 now=now,
                 generation=planned,
             )

@@ -65,12 +65,14 @@ def publish(
     *,
     config_problem: ConfigProblem | None,
     failure_limit: int,
+    node_lost_after_seconds: float,
     now: datetime,
     generation: int,
 ) -> Published:
     """The pass's status and profile rows at `now`, from the spec it planned from
     (`generation`: the one that spec had once it acted; before its act, the last pass's:
-    `--wait` must not take a plan for its outcome)."""
+    `--wait` must not take a plan for its outcome). The status says the limits the pass
+    ran by (`failure_limit` in force, the worker's `node_lost_after_seconds`)."""
     spec = seen.spec
     held = placement.held
     open_ = sum(1 for p in held if p.open)
@@ -86,6 +88,8 @@ def publish(
             "profile_ids": sorted(p.id for p in held),
             "last_reconciled": now,
             "observed_generation": generation,
+            "failure_streak_limit": failure_limit,
+            "node_lost_after_seconds": node_lost_after_seconds,
         }
     )
     trouble = _trouble(seen.troubles, placement)
