@@ -48,6 +48,19 @@ def _always(status: dict[str, Any], cond: dict[str, Any]) -> bool:
     return True
 
 
+def _short_of_size(status: dict[str, Any], cond: dict[str, Any]) -> bool:
+    """The pool still needs creates: fewer ready or booting than desired. A reference the
+    worker cannot serve holds only creates; a pool at or above its size (a scale-down of a
+    pool whose proxy pool the worker config since lost) gets there without one. Counts not
+    given (another build's status) are taken as short."""
+    desired = status.get("desiredReplicas")
+    ready = status.get("readyDevices", status.get("readyProfiles"))
+    booting = status.get("provisioningDevices") or 0
+    if not isinstance(desired, int) or not isinstance(ready, int) or not isinstance(booting, int):
+        return True
+    return ready + booting < desired
+
+
 _ALLOWS = re.compile(r"\ballows (\d+) device")
 
 
@@ -102,6 +115,7 @@ CANNOT_FIX = (
         ),
         then_created="; fix the manifest or the worker config and apply again, or remove the "
         "pool: devicepool delete {pool}",
+        holds=_short_of_size,
     ),
     # A node refuses the key (a BrowserPool's).
     CannotFix("Ready", "False", frozenset({LOCAL_API_REFUSED})),

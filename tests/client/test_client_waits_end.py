@@ -294,3 +294,32 @@ def test_a_wait_that_times_out_says_what_held_the_pool(
         'error: pool "p" not ready after 0.1s (3/5 ready, phase Provisioning; '
         "waiting: ProviderRateLimited)",
     )
+
+
+def test_a_scale_down_of_a_pool_whose_proxy_pool_the_worker_lost_is_waited_out(
+    capsys: pytest.CaptureFixture[str], temporal: Any
+) -> None:
+    """Review R9: a pool runs on a proxy pool the worker config since lost (Ready=False
+    UnknownProxyPool at every generation); a scale-down to 0 goes through and needs no
+    create, so the reference cannot hold it: the wait sees it through, not 'cannot become
+    ready'."""
+    lost = cond("Ready", "False", "UnknownProxyPool", "unknown proxy pool 'resi'")
+    shrinking = device_status(lost, desiredReplicas=0, ready=2)
+    gone = device_status(cond("Ready", "True", "Converged"), desiredReplicas=0, ready=0)
+    pool = Scripted(device("p"), [shrinking, shrinking, gone])
+    temporal(pool)
+    code, out, err = run(capsys, "scale", "p", "--replicas", "0", "--wait", "--timeout", "30")
+    assert (code, err) == (EXIT_OK, "")
+    assert out.splitlines()[-1] == "devicepool/p ready"
+
+
+def test_a_pool_short_of_its_size_on_an_unknown_proxy_pool_still_stops_at_once(
+    capsys: pytest.CaptureFixture[str], temporal: Any
+) -> None:
+    short = device_status(
+        cond("Ready", "False", "UnknownProxyPool", "unknown proxy pool 'resi'"), ready=0
+    )
+    pool = Scripted(device("p"), [short])
+    temporal(pool)
+    code, _out, err = run(capsys, "scale", "p", "--replicas", "5", "--wait", "--timeout", "30")
+    assert code == EXIT_RUNTIME and "UnknownProxyPool" in err, err
