@@ -32,6 +32,11 @@ __all__ = ["SETTINGS_FIRST_PATCH", "look", "probe_region", "until_due"]
 # a run reads the worker's settings before its first provider call. Serves v0.1.0:
 # its runs read them beside the listing (tests/replay/histories/v0.1.0).
 SETTINGS_FIRST_PATCH = "settings-before-provider-calls"
+# A references check answers for the spec it was asked about: an apply that changed the spec
+# while it was awaited cleared the problems, and its answer is dropped (no create this pass;
+# the next checks the new spec). Runs from before took it for the new spec's: Ready=False
+# naming the old reference under the new generation, creates held until checked again.
+REFS_OF_ITS_SPEC_PATCH = "refs-check-answers-for-its-spec"
 
 
 async def look(k: DevicePoolKind) -> None:
@@ -52,10 +57,11 @@ async def look(k: DevicePoolKind) -> None:
 
 
 async def _check_refs(k: DevicePoolKind) -> None:
-    proxy = k.spec.proxy
+    spec = k.spec
+    proxy = spec.proxy
     try:
-        k.refs_problems = await calls.check_refs(
-            k.route, proxy.pool_ref if proxy else None, k.spec.region, k.spec.platform.value
+        problems = await calls.check_refs(
+            k.route, proxy.pool_ref if proxy else None, spec.region, spec.platform.value
         )
     except ActivityError as err:
         # Only a node worker that takes no call gets here (a node's calls are the
@@ -63,6 +69,10 @@ async def _check_refs(k: DevicePoolKind) -> None:
         k.refs_problems, k.refs_unchecked = None, True
         workflow.logger.warning("pool %s: references not checked: %s", k.name, err)
         return
+    if k.spec != spec and workflow.patched(REFS_OF_ITS_SPEC_PATCH):
+        k.refs_unchecked = True  # the old spec's answer: none for the new one yet
+        return
+    k.refs_problems = problems
     k.refs_unchecked = False
     if k.refs_problems:  # said each time it is checked again (repeats are counted)
         reason, message = st.refs_problem(k.refs_problems)

@@ -1,0 +1,108 @@
+"""A references check of the old spec that answers after an apply is not the new spec's.
+
+Review R9: a pool held on a proxy pool the worker does not have checks its references again
+each pass. If the apply that fixes `proxy.poolRef` lands while such a check is awaited, the
+check's answer (about the old proxy pool) arrived after the apply had cleared the problems,
+and the pool published `Ready=False UnknownProxyPool` under the new generation and held its
+creates until it checked again (`apply --wait` then stops at once naming the old pool).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.api.names import UPDATE_APPLY, pool_workflow_id
+from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta
+from devicepool.connect import DATA_CONVERTER
+from devicepool.testing import eventually
+from devicepool.workflows import WORKFLOWS
+from devicepool.workflows.pool.messages import Accepted, ApplyRequest, PoolInput
+from devicepool.workflows.pool.observe import REFS_OF_ITS_SPEC_PATCH
+from tests.helpers.settings import FAST
+from tests.workflows.test_pool_absorbed_cancel import SlowRefs
+
+pytestmark = pytest.mark.devserver
+
+
+def _ready(status: dict[str, Any]) -> dict[str, Any]:
+    conds = {c["type"]: c for c in status.get("conditions") or ()}
+    return dict(conds.get("Ready") or {})
+
+
+async def test_a_check_of_the_old_spec_answering_after_an_apply_is_not_the_new_specs(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient
+) -> None:
+    name = f"wf-{uuid.uuid4().hex[:8]}"
+    queue = f"refs-{name}"
+    slow = SlowRefs(worker)
+    bad = {
+        "platform": "android",
+        "region": "us-west",
+        "osVersion": "14",
+        "replicas": 2,
+        "proxy": {"poolRef": "nosuchproxy"},
+    }
+    handle = None
+    try:
+        async with slow.serving(env.client, queue):
+            handle = await env.client.start_workflow(
+                "DevicePool",
+                PoolInput(
+                    metadata=ObjectMeta(name=name),
+                    spec=DevicePoolSpec.model_validate(bad),
+                    settings=FAST,
+                ),
+                id=pool_workflow_id(name),
+                task_queue=queue,
+            )
+
+            async def held() -> bool:
+                return _ready(await handle.query("status")).get("reason") == "UnknownProxyPool"
+
+            await eventually(held, what="Ready=False UnknownProxyPool")
+            slow.armed = True  # the next check of nosuchproxy hangs...
+            await asyncio.wait_for(slow.hanging.wait(), 20)
+            slow.armed = False
+            fixed = DevicePoolSpec.model_validate({**bad, "proxy": {"poolRef": "proxyseller-us"}})
+            accepted = await handle.execute_update(
+                UPDATE_APPLY,
+                ApplyRequest(metadata=ObjectMeta(name=name), spec=fixed),
+                result_type=Accepted,
+            )
+            slow.release.set()  # ...and answers after the apply: unknown proxy pool
+            said: list[str] = []
+
+            async def ready() -> bool:
+                status = await handle.query("status")
+                if int(status.get("observedGeneration") or 0) >= accepted.generation:
+                    said.append(str(_ready(status).get("reason")))
+                return bool(status["readyDevices"] == 2)
+
+            await eventually(ready, what="2 ready devices", every=0.05)
+            assert "UnknownProxyPool" not in said, said
+            # The changed path (behind its patch) is in a run's history (a run may have handed
+            # over since), and every run replays on this build.
+            replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)
+            marked, run = False, handle.first_execution_run_id or ""
+            while run:
+                history = await env.client.get_workflow_handle(
+                    handle.id, run_id=run
+                ).fetch_history()
+                await replayer.replay_workflow(history)
+                patch = REFS_OF_ITS_SPEC_PATCH.encode()
+                marked = marked or any(patch in e.SerializeToString() for e in history.events)
+                last = history.events[-1]
+                run = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+            assert marked, "the patch's marker in no run"
+    finally:
+        slow.release.set()
+        if handle is not None:
+            await handle.terminate()
