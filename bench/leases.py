@@ -999,6 +999,11 @@ async def delete_leased(stack: Stack, clients: Client, args: argparse.Namespace)
     from devicepool.client.pool_client import PoolClient
 
     name, devices = "leases-deleted", args.devices
+
+    async def none_live() -> bool:  # the phases' pools, deleted, gone first: counts are ours
+        return bool((await stack.http.get("/_emulator/stats")).json()["devices"]["live"] == 0)
+
+    await eventually(none_live, timeout=120, what="the earlier pools' devices gone", every=0.5)
     before = (await stack.http.get("/_emulator/stats")).json()
     await start_leasable_pool(stack.client, name, devices, args.clients)
     await ready(stack, name, devices)
