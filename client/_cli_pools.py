@@ -284,8 +284,9 @@ def describe(
         ),
     ] = None,
 ) -> None:
-    """Spec, status, conditions, devices and recent events of one pool (NAME, or
-    browserpool/NAME for a BrowserPool: its profiles instead of devices)."""
+    """Spec, status, conditions, devices and recent events of one pool.
+
+    NAME, or browserpool/NAME for a BrowserPool: its profiles instead of devices."""
     # Text wherever it goes (`describe POOL | less`): JSON only when asked for.
     fmt = output or Output.TABLE
     kinds, pool = one_pool_or_exit(name)

@@ -53,6 +53,7 @@ def test_every_summary_is_one_whole_sentence(
         assert not summary.endswith("..."), (name, summary)
         assert summary.endswith("."), (name, summary)
         assert summary.count("(") == summary.count(")"), (name, summary)
+        assert len(summary) <= 100, (name, summary)  # short: the rest is the command's --help
 
 
 def test_no_value_is_shown_as_a_python_type() -> None:
