@@ -23,7 +23,7 @@ def codec_server(
         list[Path] | None,
         typer.Option(
             "--key-file",
-            metavar="<path>",
+            metavar="FILE",
             help="an encryption key file, repeatable; the first encrypts, all decode "
             "(default: $DEVICEPOOL_ENCRYPTION_KEY_FILES)",
         ),
@@ -36,7 +36,7 @@ def codec_server(
         list[str] | None,
         typer.Option(
             "--cors-origin",
-            metavar="<url>",
+            metavar="URL",
             help="a Web UI origin the browser may call from, repeatable "
             f"(default: {', '.join(DEFAULT_CORS_ORIGINS)})",
         ),
