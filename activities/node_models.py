@@ -30,6 +30,7 @@ __all__ = [
     "NodeListResult",
     "NodeOpenInput",
     "NodeOpenResult",
+    "NodeProxyPoolsView",
     "NodesView",
     "ProfileView",
 ]
@@ -68,6 +69,10 @@ class NodeBeat(CamelModel):
     # beat does not say), and if not, why (`unauthenticated: ...`, scrubbed of the key).
     api_healthy: bool | None = None
     api_error: str = ""
+    # The names of the proxy pools in the node's config (never a host, user or password);
+    # None: the beat does not say (an older node worker). `apply` refuses a BrowserPool whose
+    # `proxy.poolRef` none of its nodes has (`client._apply.RefsCheck`).
+    proxy_pools: list[str] | None = None
 
 
 class NodeInfo(CamelModel):
@@ -87,6 +92,17 @@ class NodesView(CamelModel):
     """The registry's `nodes` query: every node it remembers, by name."""
 
     nodes: list[NodeInfo] = Field(default_factory=list)
+
+
+class NodeProxyPoolsView(CamelModel):
+    """The registry's `node_proxy_pools` query: the proxy pool names each remembered node's
+    last beat named (a node whose beat does not say is absent).
+
+    Apart from `NodesView` and the carried state on purpose: both forbid unknown fields, and
+    a build from before the names (v0.2.0) must still decode them, in a rolling upgrade or
+    after a rollback."""
+
+    proxy_pools: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class LiveNodesInput(CamelModel):

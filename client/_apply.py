@@ -1,8 +1,9 @@
 """What `PoolClient.apply` and `apply_many` need besides the update itself.
 
 `check_account` refuses a pool whose account no worker serves, and `RefsCheck` one whose proxy
-pool, region or platform the worker refuses, before anything starts or changes; `apply_in_order`
-answers many applies in the pools' order; `tally` counts the answers."""
+pool, region or platform the worker refuses (a BrowserPool: whose proxy pool none of its nodes
+has), before anything starts or changes; `apply_in_order` answers many applies in the pools'
+order; `tally` counts the answers."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecutionStatus
@@ -21,8 +22,14 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.activities.definitions import DeviceActivityDefinitions as Activities
 from devicepool.activities.models import CheckRefsInput, CheckRefsResult, PoolSettings
-from devicepool.api.kinds import DEVICE_POOL
+from devicepool.activities.node_models import LiveNodesInput, NodeProxyPoolsView, NodesView
+from devicepool.activities.node_registry import split_nodes
+from devicepool.api.browserpool.v1beta1 import BrowserPool
+from devicepool.api.kinds import BROWSER_POOL, DEVICE_POOL
 from devicepool.api.names import (
+    NODE_REGISTRY_WORKFLOW_ID,
+    QUERY_NODE_PROXY_POOLS,
+    QUERY_NODES,
     QUERY_SPEC,
     TASK_QUEUE,
     UPDATE_APPLY,
@@ -66,6 +73,11 @@ REFS_PICKUP = timedelta(seconds=3)
 REFS_ANSWER = timedelta(seconds=10)
 # How long an answer (or no way to ask) is kept: the worker keeps its region list as long.
 REFS_KEEP_SECONDS = 60.0
+# How long the node registry's answer is kept: `apply -f DIR`'s BrowserPools share one read,
+# a node worker restarted with a new proxy pool is seen by the next command.
+NODES_KEEP_SECONDS = 5.0
+# A BrowserPool's live nodes when the worker's `nodeLostAfterSeconds` cannot be asked.
+DEFAULT_NODE_LOST_AFTER = LiveNodesInput().lost_after_seconds
 
 
 async def check_account(client: Client, address: str, pool: DevicePool, served: set[str]) -> None:
@@ -149,6 +161,80 @@ class RefsCheck:
         where = f"{pool.source}: " if pool.source else ""
         raise BadInput(f"{where}pool {pool.name!r}: {'; '.join(problems)} — nothing was {done}")
 
+    async def check_browser(
+        self, pool: BrowserPool, *, exists: Callable[[], Awaitable[bool]]
+    ) -> None:
+        """`BadInput` for a BrowserPool whose `proxy.poolRef` none of the live nodes its
+        `nodeSelector` matches has (the names each node's beats carry), saying nothing was
+        created (or, for a pool that runs, changed).
+
+        Only what is known refuses: at least one such node, every one of them naming its
+        proxy pools, none this one. No registry, no matching node, a node that does not say
+        (an older node worker), a registry of an older build: the pool checks for itself, as
+        before. A pool that runs is refused only when the manifest changes its poolRef."""
+        ref = pool.spec.proxy.pool_ref if pool.spec.proxy else None
+        if ref is None:
+            return
+        said = await self._unknown_on_nodes(pool.spec.node_selector, ref)
+        if said is None:
+            return
+        done = "created"
+        if await exists():
+            done = "changed"
+            answered, before = await self._running_proxy(pool.name)
+            if not answered or before == ref:
+                return
+        where = f"{pool.source}: " if pool.source else ""
+        raise BadInput(f"{where}pool {pool.name!r}: {said} — nothing was {done}")
+
+    async def _unknown_on_nodes(self, selector: dict[str, str], ref: str) -> str | None:
+        """What is wrong with `ref` on the nodes `selector` matches, or None: it is there, or
+        it cannot be known."""
+        seen = await self._once("nodes", self._registry, keep=NODES_KEEP_SECONDS)
+        if seen is None:
+            return None
+        nodes, names = seen
+        said = _unknown_proxy_pool(nodes, names, selector, ref, DEFAULT_NODE_LOST_AFTER)
+        if said is None:
+            return None
+        # About to refuse: with the split the pool itself makes (the worker's setting).
+        settings = await self._once("settings", lambda: self._run(Activities.pool_settings))
+        lost_after = getattr(settings, "node_lost_after_seconds", DEFAULT_NODE_LOST_AFTER)
+        if lost_after == DEFAULT_NODE_LOST_AFTER:
+            return said
+        return _unknown_proxy_pool(nodes, names, selector, ref, lost_after)
+
+    async def _registry(self) -> tuple[NodesView, NodeProxyPoolsView] | None:
+        """The node registry's nodes and their proxy pools, or None when it cannot say (never
+        started, no worker answering, a build from before `node_proxy_pools`)."""
+        handle = self._client.get_workflow_handle(NODE_REGISTRY_WORKFLOW_ID)
+        try:
+            nodes = await handle.query(
+                QUERY_NODES, result_type=NodesView, rpc_timeout=QUERY_TIMEOUT
+            )
+            names = await handle.query(
+                QUERY_NODE_PROXY_POOLS, result_type=NodeProxyPoolsView, rpc_timeout=QUERY_TIMEOUT
+            )
+        except (TemporalError, RPCError, ValueError):  # ValueError: an answer that does not decode
+            return None
+        if not isinstance(nodes, NodesView) or not isinstance(names, NodeProxyPoolsView):
+            return None
+        return nodes, names
+
+    async def _running_proxy(self, name: str) -> tuple[bool, str | None]:
+        """Whether a running BrowserPool's `spec` query answered, and its `proxy.poolRef`."""
+        handle = self._client.get_workflow_handle(BROWSER_POOL.workflow_id(name))
+        try:
+            answer = await handle.query(QUERY_SPEC, rpc_timeout=QUERY_TIMEOUT)
+        except (TemporalError, RPCError):
+            return False, None
+        raw = answer.get("spec") if isinstance(answer, dict) else None
+        if not isinstance(raw, dict):
+            return False, None
+        proxy = BROWSER_POOL.conversion.stored_spec_json(raw).get("proxy") or {}
+        ref = proxy.get("poolRef") if isinstance(proxy, dict) else None
+        return True, ref if isinstance(ref, str) else None
+
     async def _running_refs(self, name: str) -> tuple[str, str | None, str, str] | None:
         """The references a running pool runs with (its `spec` query), or None when no worker
         answered: the pool's verdict then, as before."""
@@ -168,11 +254,13 @@ class RefsCheck:
             return None
         return (str(account), proxy if isinstance(proxy, str) else None, region, platform)
 
-    async def _once(self, key: Any, ask: Callable[[], Awaitable[Any]]) -> Any:
+    async def _once(
+        self, key: Any, ask: Callable[[], Awaitable[Any]], *, keep: float = REFS_KEEP_SECONDS
+    ) -> Any:
         """`ask()`'s answer, shared by every pool that needs it while it is kept."""
         now = time.monotonic()
         kept = self._kept.get(key)
-        if kept is None or now - kept[0] > REFS_KEEP_SECONDS:
+        if kept is None or now - kept[0] > keep:
             kept = (now, asyncio.ensure_future(ask()))
             self._kept[key] = kept
         return await asyncio.shield(kept[1])
@@ -222,6 +310,32 @@ class RefsCheck:
             # Not here, or not now: the pools check for themselves meanwhile.
             self._off_until = time.monotonic() + REFS_KEEP_SECONDS
             return None
+
+
+def _unknown_proxy_pool(
+    nodes: NodesView,
+    names: NodeProxyPoolsView,
+    selector: dict[str, str],
+    ref: str,
+    lost_after: float,
+) -> str | None:
+    """The refusal of `ref` when every live node `selector` matches names its proxy pools and
+    none has it; None when one has it, one does not say, or none matches."""
+    alive = split_nodes(
+        nodes.nodes, selector=selector, lost_after_seconds=lost_after, now=datetime.now(UTC)
+    ).alive
+    if not alive:
+        return None
+    known: set[str] = set()
+    for node in alive:
+        pools = names.proxy_pools.get(node.node)
+        if pools is None or ref in pools:
+            return None
+        known.update(pools)
+    return (
+        f"unknown proxy pool {ref!r} (spec.proxy.poolRef) on the nodes its nodeSelector "
+        f"matches ({', '.join(n.node for n in alive)}); known: {', '.join(sorted(known)) or 'none'}"
+    )
 
 
 async def apply_in_order(

@@ -28,6 +28,7 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.activities.connect_models import ConnectInfo
+from devicepool.api.browserpool.v1beta1 import BrowserPool
 from devicepool.api.kinds import kind_named
 from devicepool.api.names import (
     KIND_BROWSER_POOL,
@@ -152,6 +153,9 @@ class PoolClient:
             await self._check_account(pool)
             running = functools.partial(self.running, pool.name, kind=kind.name)
             await self._refs.check(pool, exists=running)
+        elif isinstance(pool, BrowserPool):
+            running = functools.partial(self.running, pool.name, kind=kind.name)
+            await self._refs.check_browser(pool, exists=running)
         return await start_or_update(
             self._client,
             side,

@@ -111,6 +111,8 @@ class NodeOptions:
             labels=self.labels,
             account=self.account,
             interval_seconds=self.heartbeat_seconds,
+            # Names only: `apply` checks a BrowserPool's proxy.poolRef against them.
+            proxy_pools=sorted(self.proxy_pools),
         )
 
 

@@ -9,11 +9,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from pydantic import SecretStr
+
 from devicepool.activities.node_models import NodeBeat
 from devicepool.activities.providers.bitbrowser import LocalApi
 from devicepool.activities.secrets import Scrubber
+from devicepool.activities.settings import ProxyPoolSettings
 from devicepool.emulator.bitbrowser import BitBrowserConfig
-from devicepool.worker.node import api_health, beat_forever
+from devicepool.worker.node import NodeOptions, api_health, beat_forever
 from tests.helpers.bitbrowser import KEY, Account
 
 WRONG = "wrong-key-7c1e5a"
@@ -82,3 +85,28 @@ async def test_a_desktop_client_that_is_closed_is_said() -> None:
         await api.aclose()
         await account.aclose()
     assert not ok and error.startswith("server_error (HTTP 503)"), error
+
+
+def test_a_beat_names_the_nodes_proxy_pools_and_nothing_of_them_else() -> None:
+    """Issue 43 item 6: `apply` refuses a BrowserPool whose proxy pool none of its nodes has;
+    the names come with each beat (sorted), never a host, a user or a password."""
+    secret = "proxy-pass-5d1f9e"
+    pools = {
+        name: ProxyPoolSettings(
+            name=name,
+            host=f"{name}.gw.example",
+            port=1080,
+            username_template="acct-7781-{session}",
+            password=SecretStr(secret),
+        )
+        for name in ("resi", "dc")
+    }
+    options = NodeOptions(node="node-1", proxy_pools=pools, api_key=SecretStr(KEY))
+    beat = options.beat()
+    assert beat.proxy_pools == ["dc", "resi"]
+    said = beat.model_dump_json()
+    for text in (secret, "gw.example", "acct-7781", "1080", KEY):
+        assert text not in said, said
+    assert NodeOptions(node="node-1").beat().proxy_pools == []
+    # An older node worker's beat does not say: None, not "no proxy pool".
+    assert NodeBeat.model_validate({"node": "node-1"}).proxy_pools is None

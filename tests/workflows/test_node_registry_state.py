@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from devicepool.activities.node_models import NodeBeat, NodeInfo
+from devicepool.activities.node_models import NodeBeat, NodeInfo, NodeProxyPoolsView
 from devicepool.activities.node_registry import split_nodes
 from devicepool.workflows.nodes.state import (
     FORGET_AFTER,
     MAX_NODES,
+    NodeProxyPools,
     NodeRegistryInput,
     NodeRegistryState,
 )
@@ -80,3 +81,25 @@ def test_a_beat_from_a_newer_node_worker_still_decodes() -> None:
     data = {"node": "node-1", "labels": {}, "intervalSeconds": 5, "someNewField": 1}
     assert NodeBeat.model_validate(data).interval_seconds == 5
     assert NodeInfo.model_fields.keys() >= {"node", "labels", "account", "last_seen"}
+
+
+def test_the_proxy_pool_names_a_node_beats_are_kept_for_the_nodes_it_remembers() -> None:
+    """Issue 43 item 6: `apply` of a BrowserPool asks which proxy pools its nodes have. The
+    names are kept beside the carried state, not in it: a v0.2.0 build decodes the carried
+    state and the `nodes` answer as before (both forbid unknown fields)."""
+    s, pools = NodeRegistryState(), NodeProxyPools()
+    for node, said in (("node-1", ["resi", "dc"]), ("node-2", None), ("node-3", [])):
+        b = beat(node).model_copy(update={"proxy_pools": said})
+        s.beat(b, T0)
+        pools.beat(b, s)
+    assert pools.view() == NodeProxyPoolsView(proxy_pools={"node-1": ["dc", "resi"], "node-3": []})
+    # A node that stops saying (an older node worker again) says nothing; a forgotten one too.
+    s.beat(beat("node-1"), T0)
+    pools.beat(beat("node-1"), s)
+    later = beat("node-4").model_copy(update={"proxy_pools": ["x"]})
+    s.beat(later, T0 + FORGET_AFTER + timedelta(seconds=1))
+    pools.beat(later, s)
+    assert pools.view() == NodeProxyPoolsView(proxy_pools={"node-4": ["x"]})
+    assert (
+        "proxyPools" not in s.model_dump_json() and "proxyPools" not in s.view().model_dump_json()
+    )

@@ -18,6 +18,7 @@ from datetime import timedelta
 
 import httpx
 import pytest
+from pydantic import SecretStr
 from temporalio import workflow
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -34,16 +35,23 @@ from devicepool.activities.node_models import (
     NodeCreateInput,
     NodeListInput,
     NodeListResult,
+    NodeProxyPoolsView,
     NodesView,
 )
 from devicepool.activities.node_registry import query_nodes
+from devicepool.activities.settings import ProxyPoolSettings
 from devicepool.api.base import CamelModel
+from devicepool.api.browserpool.v1beta1 import BrowserPool, BrowserPoolSpec, ProxySpec
 from devicepool.api.names import (
     NODE_REGISTRY_WORKFLOW_ID,
+    QUERY_NODE_PROXY_POOLS,
     QUERY_NODES,
     TASK_QUEUE,
     node_task_queue,
 )
+from devicepool.api.v1alpha1 import ObjectMeta
+from devicepool.client.errors import BadInput
+from devicepool.client.pool_client import PoolClient
 from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.bitbrowser import BitBrowserConfig, create_apps
 from devicepool.testing import eventually
@@ -57,6 +65,8 @@ pytestmark = pytest.mark.devserver
 NODES = ("node-1", "node-2")
 BEAT_SECONDS = 0.3
 LOST_AFTER = 1.5
+# node-1's one proxy pool: its beats name it, and nothing else of it.
+RESI = ProxyPoolSettings(name="resi", host="gw.example", port=1080, password=SecretStr("pw-4e1b"))
 
 
 class ProbeInput(CamelModel):
@@ -143,6 +153,7 @@ async def stack(env: WorkflowEnvironment) -> AsyncIterator[Stack]:
             labels={"node": name, "zone": "a"},
             bitbrowser_url=f"http://{name}.local",
             heartbeat_seconds=BEAT_SECONDS,
+            proxy_pools={"resi": RESI} if name == "node-1" else {},
         )
         tasks.append(
             asyncio.ensure_future(
@@ -180,6 +191,24 @@ async def test_live_nodes_reports_both_and_their_queues_serve_the_shared_account
     # A selector no node matches: neither alive nor lost.
     nobody = await stack.probe(selector={"zone": "b"})
     assert nobody.live.alive == [] and nobody.live.lost == []
+
+    # Each beat names its node's proxy pools (issue 43 item 6), and `apply` of a BrowserPool
+    # whose proxy pool none of its nodes has is refused before it starts.
+    registry = stack.client.get_workflow_handle(NODE_REGISTRY_WORKFLOW_ID)
+    names = await registry.query(QUERY_NODE_PROXY_POOLS, result_type=NodeProxyPoolsView)
+    assert names.proxy_pools == {"node-1": ["resi"], "node-2": []}
+    typo = BrowserPool(
+        metadata=ObjectMeta(name=f"bp-{uuid.uuid4().hex[:6]}"),
+        spec=BrowserPoolSpec(
+            replicas=1, node_selector={"zone": "a"}, proxy=ProxySpec(pool_ref="rsi")
+        ),
+    )
+    with pytest.raises(BadInput) as refused:
+        await PoolClient(stack.client).apply(typo)
+    assert str(refused.value) == (
+        f"pool {typo.name!r}: unknown proxy pool 'rsi' (spec.proxy.poolRef) on the nodes its "
+        "nodeSelector matches (node-1, node-2); known: resi — nothing was created"
+    )
 
     # Created through node-1's queue, listed through node-2's: one account, placement kept.
     listed = (await stack.probe(create_on="node-1", list_on="node-2")).listed

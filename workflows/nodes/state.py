@@ -12,10 +12,16 @@ from datetime import datetime, timedelta
 
 from pydantic import Field
 
-from devicepool.activities.node_models import NodeBeat, NodeInfo, NodesView
+from devicepool.activities.node_models import NodeBeat, NodeInfo, NodeProxyPoolsView, NodesView
 from devicepool.api.base import CamelModel
 
-__all__ = ["FORGET_AFTER", "MAX_NODES", "NodeRegistryInput", "NodeRegistryState"]
+__all__ = [
+    "FORGET_AFTER",
+    "MAX_NODES",
+    "NodeProxyPools",
+    "NodeRegistryInput",
+    "NodeRegistryState",
+]
 
 # A pool counts a node the registry forgot as lost, as one past nodeLostAfterSeconds.
 FORGET_AFTER = timedelta(days=7)
@@ -51,6 +57,27 @@ class NodeRegistryState(CamelModel):
 
     def view(self) -> NodesView:
         return NodesView(nodes=[self.nodes[name] for name in sorted(self.nodes)])
+
+
+class NodeProxyPools:
+    """The proxy pool names each node's last beat named, beside the carried state and not in
+    it (`NodeProxyPoolsView` says why): a new run learns them again from the next beats, and
+    until a node beats it does not say (`apply` then leaves the check to the pool)."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, list[str]] = {}
+
+    def beat(self, beat: NodeBeat, state: NodeRegistryState) -> None:
+        """Record what `beat` names (after `state` recorded it), forgetting the nodes `state`
+        forgot."""
+        if beat.proxy_pools is None:
+            self._by_node.pop(beat.node, None)
+        else:
+            self._by_node[beat.node] = sorted(set(beat.proxy_pools))
+        self._by_node = {n: pools for n, pools in self._by_node.items() if n in state.nodes}
+
+    def view(self) -> NodeProxyPoolsView:
+        return NodeProxyPoolsView(proxy_pools=dict(sorted(self._by_node.items())))
 
 
 class NodeRegistryInput(CamelModel):

@@ -1,0 +1,249 @@
+"""`apply` of a BrowserPool whose proxy pool none of its nodes has is refused before anything
+starts (issue 43, item 6): the pool existed, sat `Ready=False UnknownProxyPool` and had to be
+deleted by hand. A BrowserPool's proxy pools are its node workers' (each beats their names to
+the node registry); `apply` reads the registry and refuses only when it knows: at least one
+live node its `nodeSelector` matches, every one of them saying its proxy pools, none having
+it. Anything it cannot know lets the apply through: the pool checks for itself, as before."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from temporalio.client import RPCTimeoutOrCancelledError, WorkflowExecutionStatus
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from devicepool.activities.models import PoolSettings
+from devicepool.activities.node_models import NodeInfo, NodeProxyPoolsView, NodesView
+from devicepool.api.names import NODE_REGISTRY_WORKFLOW_ID, QUERY_NODE_PROXY_POOLS, QUERY_NODES
+from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK
+from devicepool.workflows.pool.messages import Accepted
+from tests.helpers.cli import cli, fake_temporal
+
+MANIFEST = """\
+apiVersion: mobile.example.com/v1beta1
+kind: BrowserPool
+metadata:
+  name: p
+spec:
+  replicas: 2
+  nodeSelector:
+    site: a
+{proxy}"""
+
+POOL_ID = "browserpool/p"
+REFUSED = (
+    "pool 'p': unknown proxy pool 'typo' (spec.proxy.poolRef) on the nodes its nodeSelector "
+    "matches (node-1, node-2); known: dc, resi"
+)
+
+
+Node = tuple[NodeInfo, list[str] | None]
+
+
+def node(name: str, pools: list[str] | None, *, site: str = "a", ago: float = 5.0) -> Node:
+    """A node as the registry answers it, and the proxy pools its beats name (None: its
+    beats do not say, an older node worker)."""
+    info = NodeInfo(
+        node=name,
+        labels={"site": site},
+        account="bb",
+        last_seen=datetime.now(UTC) - timedelta(seconds=ago),
+    )
+    return info, pools
+
+
+# node-3 has `typo`, but it is not a node the pool's selector matches.
+NODES = (
+    node("node-1", ["dc", "resi"]),
+    node("node-2", ["resi"]),
+    node("node-3", ["typo"], site="b"),
+)
+
+
+class Handle:
+    def __init__(self, temporal: Temporal, workflow_id: str) -> None:
+        self.temporal, self.id = temporal, workflow_id
+
+    async def describe(self) -> Any:
+        if self.id not in self.temporal.running:
+            raise RPCError("workflow not found", RPCStatusCode.NOT_FOUND, b"")
+        return SimpleNamespace(status=WorkflowExecutionStatus.RUNNING)
+
+    async def query(self, name: str, *, result_type: Any = None, **_: Any) -> Any:
+        self.temporal.queries.append((self.id, name))
+        if self.id == NODE_REGISTRY_WORKFLOW_ID:
+            if self.temporal.nodes is None:
+                raise RPCError("workflow not found", RPCStatusCode.NOT_FOUND, b"")
+            if name == QUERY_NODES:
+                return NodesView(nodes=[info for info, _ in self.temporal.nodes])
+            if name == QUERY_NODE_PROXY_POOLS and self.temporal.knows_proxy_pools:
+                said = {info.node: pools for info, pools in self.temporal.nodes}
+                return NodeProxyPoolsView(
+                    proxy_pools={k: v for k, v in said.items() if v is not None}
+                )
+            raise RPCError(f"unknown queryType {name}", RPCStatusCode.INVALID_ARGUMENT, b"")
+        if name == "spec" and self.id in self.temporal.specs:
+            return self.temporal.specs[self.id]
+        raise RPCTimeoutOrCancelledError("query timed out")
+
+    async def execute_update(self, *_: Any, **__: Any) -> Any:
+        self.temporal.updates.append(self.id)
+        return Accepted(generation=2, replicas=2, result="configured")
+
+
+class Temporal:
+    """The node registry's answers (`nodes` None: never started; `knows_proxy_pools` False:
+    a registry of a build from before the names), BrowserPools by id, and the main worker's
+    `pool_settings` (its `nodeLostAfterSeconds`)."""
+
+    def __init__(
+        self, nodes: tuple[Node, ...] | None = NODES, *, lost_after: float = 120.0
+    ) -> None:
+        self.service_client = SimpleNamespace(config=SimpleNamespace(target_host="fake:7233"))
+        self.data_converter = SimpleNamespace(payload_codec=None)
+        self.nodes = nodes
+        self.knows_proxy_pools = True
+        self.lost_after = lost_after
+        self.running: set[str] = set()
+        self.specs: dict[str, Any] = {}
+        self.started: list[str] = []
+        self.updates: list[str] = []
+        self.queries: list[tuple[str, str]] = []
+
+    async def execute_activity(self, defined: Any, *_: Any, **__: Any) -> Any:
+        assert defined.__name__ == "pool_settings"
+        return PoolSettings(node_lost_after_seconds=self.lost_after)
+
+    def get_workflow_handle(self, workflow_id: str, **_: Any) -> Handle:
+        return Handle(self, workflow_id)
+
+    async def start_workflow(self, workflow: str, arg: Any, *, id: str, **_: Any) -> Any:
+        if id in self.running:
+            raise WorkflowAlreadyStartedError(id, workflow)
+        self.started.append(id)
+        self.running.add(id)
+        return Handle(self, id)
+
+    def run(self, proxy: str | None) -> None:
+        """`browserpool/p` runs with this `proxy.poolRef` (its `spec` query)."""
+        self.running.add(POOL_ID)
+        spec: dict[str, Any] = {"replicas": 2, "nodeSelector": {"site": "a"}}
+        if proxy is not None:
+            spec["proxy"] = {"poolRef": proxy}
+        self.specs[POOL_ID] = {"metadata": {"name": "p"}, "spec": spec}
+
+
+def write(tmp_path: Path, proxy: str | None = "typo") -> str:
+    path = tmp_path / "p.yaml"
+    said = f"  proxy:\n    poolRef: {proxy}\n" if proxy else ""
+    path.write_text(MANIFEST.format(proxy=said))
+    return str(path)
+
+
+def test_a_proxy_pool_no_matching_node_has_is_refused_before_the_pool_starts(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    temporal = fake_temporal(monkeypatch, Temporal())
+    path = write(tmp_path)
+    code, out, err = cli(capsys, "apply", "-f", path, "--wait")
+    assert (code, out) == (EXIT_BAD_INPUT, "")
+    assert err == f"error: {path}: {REFUSED} — nothing was created\n"
+    assert (temporal.started, temporal.updates) == ([], [])
+
+
+@pytest.mark.parametrize(
+    "nodes",
+    [
+        pytest.param((node("node-1", ["dc"]), node("node-2", ["typo"])), id="one-node-has-it"),
+        pytest.param((node("node-1", ["dc"]), node("node-2", None)), id="a-node-does-not-say"),
+        pytest.param((node("node-1", ["dc"], site="b"),), id="no-node-matches"),
+        pytest.param((node("node-1", ["dc"], ago=600),), id="the-matching-node-is-lost"),
+        pytest.param(None, id="no-registry"),
+    ],
+)
+def test_what_apply_cannot_know_lets_the_pool_check_for_itself(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    nodes: tuple[Node, ...] | None,
+) -> None:
+    temporal = fake_temporal(monkeypatch, Temporal(nodes))
+    code, out, err = cli(capsys, "apply", "-f", write(tmp_path))
+    assert (code, err) == (EXIT_OK, ""), err
+    assert out.startswith("browserpool/p created")
+    assert temporal.started == [POOL_ID]
+
+
+def test_a_registry_of_an_older_build_lets_the_apply_through(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    temporal = fake_temporal(monkeypatch, Temporal())
+    temporal.knows_proxy_pools = False
+    code, _out, err = cli(capsys, "apply", "-f", write(tmp_path))
+    assert (code, err) == (EXIT_OK, ""), err
+    assert temporal.started == [POOL_ID]
+
+
+def test_a_pool_without_a_proxy_pool_asks_nothing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    temporal = fake_temporal(monkeypatch, Temporal())
+    code, _out, err = cli(capsys, "apply", "-f", write(tmp_path, proxy=None))
+    assert (code, err) == (EXIT_OK, ""), err
+    assert [q for q in temporal.queries if q[0] == NODE_REGISTRY_WORKFLOW_ID] == []
+
+
+def test_a_node_alive_by_the_workers_node_lost_after_has_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The split is the pool's: node-2 beat 200 s ago, alive for a worker whose
+    `nodeLostAfterSeconds` is 300 (the default 120 would call it lost and refuse)."""
+    nodes = (node("node-1", ["dc"]), node("node-2", ["typo"], ago=200))
+    temporal = fake_temporal(monkeypatch, Temporal(nodes, lost_after=300))
+    code, _out, err = cli(capsys, "apply", "-f", write(tmp_path))
+    assert (code, err) == (EXIT_OK, ""), err
+    assert temporal.started == [POOL_ID]
+
+
+@pytest.mark.parametrize("before", ["dc", None])
+def test_a_running_pool_changed_to_a_proxy_pool_no_node_has_is_refused_unchanged(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    before: str | None,
+) -> None:
+    temporal = fake_temporal(monkeypatch, Temporal())
+    temporal.run(before)
+    path = write(tmp_path)
+    code, out, err = cli(capsys, "apply", "-f", path)
+    assert (code, out) == (EXIT_BAD_INPUT, "")
+    assert err == f"error: {path}: {REFUSED} — nothing was changed\n"
+    assert (temporal.started, temporal.updates) == ([], [])
+
+
+def test_a_running_pool_whose_proxy_pool_its_nodes_lost_still_takes_a_change(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The manifest keeps the poolRef the pool runs with: no reference changes, so a
+    scale-down (the way to stop the billing) is not shut."""
+    temporal = fake_temporal(monkeypatch, Temporal())
+    temporal.run("typo")
+    code, out, err = cli(capsys, "apply", "-f", write(tmp_path))
+    assert (code, err) == (EXIT_OK, ""), err
+    assert out.startswith("browserpool/p configured")
+    assert temporal.updates == [POOL_ID]
+
+
+def test_a_running_pool_whose_spec_no_worker_answers_is_left_to_its_own_check(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    temporal = fake_temporal(monkeypatch, Temporal())
+    temporal.running.add(POOL_ID)  # no `spec` answer
+    code, _out, err = cli(capsys, "apply", "-f", write(tmp_path))
+    assert (code, err) == (EXIT_OK, ""), err
+    assert temporal.updates == [POOL_ID]
