@@ -319,22 +319,45 @@ def _unknown_proxy_pool(
     ref: str,
     lost_after: float,
 ) -> str | None:
-    """The refusal of `ref` when every live node `selector` matches names its proxy pools and
-    none has it; None when one has it, one does not say, or none matches."""
+    """The refusal of `ref` when every live node `selector` matches named its proxy pools in a
+    recent beat and none has it; None when one has it, one does not say, or none matches.
+    Both this machine's clock and the registry's (its newest beat) must agree on which nodes
+    are alive (a clock skewed from the server's counts a node lost or alive wrongly)."""
+    here = _unknown_at(nodes, names, selector, ref, lost_after, datetime.now(UTC))
+    newest = max((n.last_seen for n in nodes.nodes), default=None)
+    if here is None or newest is None:
+        return None
+    return here if _unknown_at(nodes, names, selector, ref, lost_after, newest) else None
+
+
+def _unknown_at(
+    nodes: NodesView,
+    names: NodeProxyPoolsView,
+    selector: dict[str, str],
+    ref: str,
+    lost_after: float,
+    now: datetime,
+) -> str | None:
     alive = split_nodes(
-        nodes.nodes, selector=selector, lost_after_seconds=lost_after, now=datetime.now(UTC)
+        nodes.nodes, selector=selector, lost_after_seconds=lost_after, now=now
     ).alive
     if not alive:
         return None
     known: set[str] = set()
+    oldest = 0.0
     for node in alive:
         pools = names.proxy_pools.get(node.node)
-        if pools is None or ref in pools:
+        age = max(0.0, (now - node.last_seen).total_seconds())
+        # Names from a beat older than two of its intervals may be a process since stopped:
+        # a node worker restarted with a new config beats its names only once it is up.
+        if pools is None or ref in pools or age > 2 * node.interval_seconds + 1:
             return None
         known.update(pools)
+        oldest = max(oldest, age)
     return (
         f"unknown proxy pool {ref!r} (spec.proxy.poolRef) on the nodes its nodeSelector "
         f"matches ({', '.join(n.node for n in alive)}); known: {', '.join(sorted(known)) or 'none'}"
+        f" (as their beats named them, the oldest {oldest:.0f}s ago)"
     )
 
 
