@@ -134,6 +134,9 @@ class RefsCheck:
         # (account, proxy pool, region, platform) or "settings" -> (when asked, the answer)
         self._kept: dict[Any, tuple[float, asyncio.Future[Any]]] = {}
         self._off_until = float("-inf")
+        # Until when the node registry is not read again: it did not answer (each try may
+        # take its whole query timeout; the pools check for themselves meanwhile).
+        self._registry_off_until = float("-inf")
 
     async def check(self, pool: DevicePool, *, exists: Callable[[], Awaitable[bool]]) -> None:
         """`BadInput` naming the pool, its file and what the worker refuses, saying nothing
@@ -190,8 +193,11 @@ class RefsCheck:
     async def _unknown_on_nodes(self, selector: dict[str, str], ref: str) -> str | None:
         """What is wrong with `ref` on the nodes `selector` matches, or None: it is there, or
         it cannot be known."""
+        if time.monotonic() < self._registry_off_until:
+            return None
         seen = await self._once("nodes", self._registry, keep=NODES_KEEP_SECONDS)
         if seen is None:
+            self._registry_off_until = time.monotonic() + REFS_KEEP_SECONDS
             return None
         nodes, names = seen
         said = _unknown_proxy_pool(nodes, names, selector, ref, DEFAULT_NODE_LOST_AFTER)

@@ -285,3 +285,24 @@ def test_a_clock_far_from_the_servers_does_not_refuse_on_its_own_count(
     code, _out, err = cli(capsys, "apply", "-f", write(tmp_path))
     assert (code, err) == (EXIT_OK, ""), err
     assert temporal.started == [POOL_ID]
+
+
+def test_a_registry_that_cannot_answer_is_asked_once_an_apply_not_once_a_pool(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Review R10: a registry nobody answers took its whole query timeout (5 s) for each
+    BrowserPool of an `apply -f DIR`, past the 5 s its answer is kept: a read that fails is
+    kept as long as a failed worker check is (the pools check for themselves meanwhile)."""
+    import devicepool.client._apply as apply_module
+
+    monkeypatch.setattr(apply_module, "NODES_KEEP_SECONDS", 0.0)  # each read outlived its keep
+    temporal = fake_temporal(monkeypatch, Temporal(None))  # no registry: its reads fail
+    for name in ("p1", "p2", "p3"):
+        text = MANIFEST.format(proxy="  proxy:\n    poolRef: typo\n").replace(
+            "name: p\n", f"name: {name}\n"
+        )
+        (tmp_path / f"{name}.yaml").write_text(text)
+    code, _out, err = cli(capsys, "apply", "-f", str(tmp_path), "--concurrency", "1")
+    assert (code, err) == (EXIT_OK, "3 pools: 3 created\n"), err
+    asked = [q for q in temporal.queries if q == (NODE_REGISTRY_WORKFLOW_ID, QUERY_NODES)]
+    assert len(asked) == 1, temporal.queries
