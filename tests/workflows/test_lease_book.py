@@ -442,6 +442,38 @@ def test_give_backs_of_unknown_ids_are_kept_apart_and_bounded():
     assert ended is not None and ended.reason == EndReason.RELEASED
 
 
+def hold(book: LeaseBook, devices: list[str], *, rules: LeaseSpec, new_id) -> None:
+    """Each of `devices` leased (9 minutes), in turn."""
+    for device in devices:
+        granted = book.request(
+            candidates=members(device),
+            selector={},
+            holder=f"held-{device}",
+            duration=timedelta(minutes=9),
+            wait=timedelta(0),
+            now=T0,
+            rules=rules,
+            new_id=new_id,
+        )
+        assert isinstance(granted, Lease) and granted.device == device
+
+
+def queue(book: LeaseBook, selectors: list[dict[str, str]], rules: LeaseSpec, new_id) -> None:
+    """A ticket `t<i>` for each selector, in order (nothing free: `candidates` empty)."""
+    for i, selector in enumerate(selectors):
+        queued = book.request(
+            candidates=[],
+            selector=selector,
+            holder=f"t{i}",
+            duration=timedelta(minutes=9),
+            wait=timedelta(minutes=5),
+            now=T0,
+            rules=rules,
+            new_id=new_id,
+        )
+        assert isinstance(queued, Queued)
+
+
 class Counted(list):
     """Candidates that count how many times one is looked at."""
 
@@ -462,31 +494,8 @@ def test_offering_to_a_long_queue_looks_at_each_candidate_a_few_times_not_per_ti
     rules = LeaseSpec.model_validate({"queue": {"max": 500, "maxWait": "5m"}})
     book, new_id = LeaseBook(), ids()
     names = [f"d{i:03}" for i in range(300)]
-    for name in names[:250]:
-        granted = book.request(
-            candidates=members(*names),
-            selector={},
-            holder="h",
-            duration=timedelta(minutes=9),
-            wait=timedelta(0),
-            now=T0,
-            rules=rules,
-            new_id=new_id,
-        )
-        assert isinstance(granted, Lease) and granted.device == name
-    for i in range(400):
-        selector = {"gpu": "yes"} if i >= 390 else {"gpu": "no"}
-        queued = book.request(
-            candidates=[],
-            selector=selector,
-            holder=f"t{i}",
-            duration=timedelta(minutes=9),
-            wait=timedelta(minutes=5),
-            now=T0,
-            rules=rules,
-            new_id=new_id,
-        )
-        assert isinstance(queued, Queued)
+    hold(book, names[:250], rules=rules, new_id=new_id)
+    queue(book, [{"gpu": "yes"} if i >= 390 else {"gpu": "no"} for i in range(400)], rules, new_id)
     free = Counted([*members(*names[:250]), *members(*names[250:], gpu="yes")])
     Counted.looked = 0
     offers = book.assign(free, now=T0, rules=rules, new_id=new_id)
@@ -537,30 +546,8 @@ def test_offers_are_each_ticket_in_turn_taking_the_first_free_match(listed, want
     # exactly what one ticket at a time would.
     rules = LeaseSpec.model_validate({"queue": {"max": 10, "maxWait": "5m"}})
     book, new_id = LeaseBook(), ids()
-    for device in sorted(held):
-        granted = book.request(
-            candidates=members(device),
-            selector={},
-            holder=f"held-{device}",
-            duration=timedelta(minutes=9),
-            wait=timedelta(0),
-            now=T0,
-            rules=rules,
-            new_id=new_id,
-        )
-        assert isinstance(granted, Lease)
-    for i, selector in enumerate(wants):
-        queued = book.request(
-            candidates=[],
-            selector=selector,
-            holder=f"t{i}",
-            duration=timedelta(minutes=9),
-            wait=timedelta(minutes=5),
-            now=T0,
-            rules=rules,
-            new_id=new_id,
-        )
-        assert isinstance(queued, Queued)
+    hold(book, sorted(held), rules=rules, new_id=new_id)
+    queue(book, wants, rules, new_id)
     candidates = [Candidate(device, {"device": device, "gpu": gpu}) for device, gpu in listed]
     expected = reference_offers(book, candidates)
     offers = book.assign(candidates, now=T0, rules=rules, new_id=new_id)

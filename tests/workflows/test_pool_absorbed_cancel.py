@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import httpx
 import pytest
 from temporalio import activity
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities import models as am
@@ -53,6 +54,22 @@ class SlowRefs(OwnQueueActivities):
         return await self.real.check_pool_refs(input)
 
 
+async def start_own_pool(
+    client: Client, queue: str, name: str, spec: dict[str, Any]
+) -> WorkflowHandle[Any, Any]:
+    """A DevicePool of `spec` on `queue` (served by `SlowRefs.serving`), the fast settings."""
+    return await client.start_workflow(
+        "DevicePool",
+        PoolInput(
+            metadata=ObjectMeta(name=name),
+            spec=DevicePoolSpec.model_validate(spec),
+            settings=FAST,
+        ),
+        id=pool_workflow_id(name),
+        task_queue=queue,
+    )
+
+
 async def test_a_delete_while_a_check_is_awaited_still_tears_down(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient
 ) -> None:
@@ -62,16 +79,7 @@ async def test_a_delete_while_a_check_is_awaited_still_tears_down(
     spec = {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 2}
     try:
         async with slow.serving(env.client, queue):
-            handle = await env.client.start_workflow(
-                "DevicePool",
-                PoolInput(
-                    metadata=ObjectMeta(name=name),
-                    spec=DevicePoolSpec.model_validate(spec),
-                    settings=FAST,
-                ),
-                id=pool_workflow_id(name),
-                task_queue=queue,
-            )
+            handle = await start_own_pool(env.client, queue, name, spec)
 
             async def ready() -> bool:
                 return (await handle.query("status"))["readyDevices"] == 2

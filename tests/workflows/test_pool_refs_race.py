@@ -19,15 +19,14 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.api.names import UPDATE_APPLY, pool_workflow_id
+from devicepool.api.names import UPDATE_APPLY
 from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta
 from devicepool.connect import DATA_CONVERTER
 from devicepool.testing import eventually
 from devicepool.workflows import WORKFLOWS
-from devicepool.workflows.pool.messages import Accepted, ApplyRequest, PoolInput
+from devicepool.workflows.pool.messages import Accepted, ApplyRequest
 from devicepool.workflows.pool.observe import REFS_OF_ITS_SPEC_PATCH
-from tests.helpers.settings import FAST
-from tests.workflows.test_pool_absorbed_cancel import SlowRefs
+from tests.workflows.test_pool_absorbed_cancel import SlowRefs, start_own_pool
 
 pytestmark = pytest.mark.devserver
 
@@ -53,16 +52,7 @@ async def test_a_check_of_the_old_spec_answering_after_an_apply_is_not_the_new_s
     handle = None
     try:
         async with slow.serving(env.client, queue):
-            handle = await env.client.start_workflow(
-                "DevicePool",
-                PoolInput(
-                    metadata=ObjectMeta(name=name),
-                    spec=DevicePoolSpec.model_validate(bad),
-                    settings=FAST,
-                ),
-                id=pool_workflow_id(name),
-                task_queue=queue,
-            )
+            handle = await start_own_pool(env.client, queue, name, bad)
 
             async def held() -> bool:
                 return _ready(await handle.query("status")).get("reason") == "UnknownProxyPool"
