@@ -71,7 +71,7 @@ class NodeBeat(CamelModel):
     api_error: str = ""
     # The names of the proxy pools in the node's config (never a host, user or password);
     # None: the beat does not say (an older node worker). `apply` refuses a BrowserPool whose
-    # `proxy.poolRef` none of its nodes has (`client._apply.RefsCheck`).
+    # `proxy.poolRef` none of its nodes has (`client._refs_check.RefsCheck`).
     proxy_pools: list[str] | None = None
 
 

@@ -99,7 +99,7 @@ class CannotFix:
 # provider's 5xx, a cap full of devices on their way out), which the progress line names.
 CANNOT_FIX = (
     # The worker's config does not serve the manifest (its message ends "provisioning
-    # stopped"). `apply` asks the worker first (`_apply.RefsCheck`); where it could not, the
+    # stopped"). `apply` asks the worker first (`_refs_check.RefsCheck`); where it could not, the
     # pool it created holds nothing, and the line says how to remove it.
     CannotFix(
         "Ready",

@@ -47,7 +47,6 @@ from devicepool.api.v1beta1 import DevicePool
 from devicepool.client import _connect, _leases, _pool_reads, _waits
 from devicepool.client._apply import (
     APPLY_CONCURRENCY,
-    RefsCheck,
     apply_in_order,
     check_account,
     start_or_update,
@@ -55,6 +54,7 @@ from devicepool.client._apply import (
 from devicepool.client._encrypted_stack import refuse_keyless_apply
 from devicepool.client._kind_sides import Side, side_of, teardown_blocked
 from devicepool.client._orphans import sweep_orphans
+from devicepool.client._refs_check import RefsCheck
 from devicepool.client._results import DeleteResult, PoolSummary
 from devicepool.client._temporal_errors import (
     QUERY_TIMEOUT,
@@ -98,7 +98,7 @@ class PoolClient:
         self._client = client
         # Accounts whose ledger was seen running: checked once per client, not once a pool.
         self._served_accounts: set[str] = set()
-        # The worker's check of a pool's proxy pool, region and platform (`_apply.RefsCheck`).
+        # The worker's check of a pool's proxy pool, region and platform (`_refs_check.RefsCheck`).
         self._refs = RefsCheck(client)
 
     @property

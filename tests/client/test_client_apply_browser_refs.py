@@ -272,7 +272,7 @@ def test_a_clock_far_from_the_servers_does_not_refuse_on_its_own_count(
     """Review R10: this machine's clock 115 s ahead counts node-1 (it has `typo`, beat 9 s
     ago) lost and node-2 (1 s ago, without it) alive; the registry's own clock, its newest
     beat, counts both alive: no refusal."""
-    import devicepool.client._apply as apply_module
+    import devicepool.client._refs_check as refs_module
 
     class Ahead(datetime):
         @classmethod
@@ -281,7 +281,7 @@ def test_a_clock_far_from_the_servers_does_not_refuse_on_its_own_count(
 
     nodes = (node("node-1", ["typo"], ago=9), node("node-2", ["resi"], ago=1))
     temporal = fake_temporal(monkeypatch, Temporal(nodes, lost_after=120.0))
-    monkeypatch.setattr(apply_module, "datetime", Ahead)
+    monkeypatch.setattr(refs_module, "datetime", Ahead)
     code, _out, err = cli(capsys, "apply", "-f", write(tmp_path))
     assert (code, err) == (EXIT_OK, ""), err
     assert temporal.started == [POOL_ID]
@@ -293,9 +293,9 @@ def test_a_registry_that_cannot_answer_is_asked_once_an_apply_not_once_a_pool(
     """Review R10: a registry nobody answers took its whole query timeout (5 s) for each
     BrowserPool of an `apply -f DIR`, past the 5 s its answer is kept: a read that fails is
     kept as long as a failed worker check is (the pools check for themselves meanwhile)."""
-    import devicepool.client._apply as apply_module
+    import devicepool.client._refs_check as refs_module
 
-    monkeypatch.setattr(apply_module, "NODES_KEEP_SECONDS", 0.0)  # each read outlived its keep
+    monkeypatch.setattr(refs_module, "NODES_KEEP_SECONDS", 0.0)  # each read outlived its keep
     temporal = fake_temporal(monkeypatch, Temporal(None))  # no registry: its reads fail
     for name in ("p1", "p2", "p3"):
         text = MANIFEST.format(proxy="  proxy:\n    poolRef: typo\n").replace(

@@ -16,7 +16,7 @@ from devicepool.api import parse_pool
 from devicepool.api.names import pool_workflow_id
 from devicepool.api.v1beta1 import DevicePool
 from devicepool.client import PoolBlocked, PoolClient
-from devicepool.client._apply import RefsCheck
+from devicepool.client._refs_check import RefsCheck
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME, BadInput
 from devicepool.testing import eventually, pool_manifest, write_pool
 from devicepool.workflows.pool.messages import ApplyResult
