@@ -4,7 +4,9 @@ A pool is the workflow ``<kind>/<name>`` (`api.kinds`) on task queue ``devicepoo
 updates (they validate and answer), reads are queries. Every method rejects bad input locally,
 before any call to Temporal, so a rejected command changes nothing; errors are the
 `client.errors` tree. A method naming a pool takes its `kind` too (default `PoolClient.kind`).
-Per kind: `client._kind_sides`; start or update: `_apply`; waits: `_waits`; reads: `_pool_reads`."""
+Per kind: `client._kind_sides`; start or update: `_apply`; waits: `_waits`; reads: `_pool_reads`;
+a running pool's handle, queries and Temporal's errors: `_pool_base`; a DevicePool's hand
+controls: `_device_controls`."""
 
 from __future__ import annotations
 
@@ -16,16 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 import pydantic
-from temporalio.client import (
-    Client,
-    RPCTimeoutOrCancelledError,
-    WorkflowExecutionDescription,
-    WorkflowExecutionStatus,
-    WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowQueryRejectedError,
-)
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.client import Client
 
 from devicepool.activities.connect_models import ConnectInfo
 from devicepool.api.browserpool.v1beta1 import BrowserPool
@@ -35,12 +28,7 @@ from devicepool.api.names import (
     KIND_DEVICE_POOL,
     QUERY_DEVICES,
     QUERY_STATUS,
-    UPDATE_PAUSE_REMEDIATION,
-    UPDATE_PROTECT_DEVICE,
-    UPDATE_REPLACE_DEVICE,
-    UPDATE_RESUME_REMEDIATION,
     UPDATE_SCALE,
-    UPDATE_UNPROTECT_DEVICE,
 )
 from devicepool.api.v1alpha1 import PoolResource
 from devicepool.api.v1beta1 import DevicePool
@@ -51,8 +39,9 @@ from devicepool.client._apply import (
     check_account,
     start_or_update,
 )
+from devicepool.client._device_controls import DeviceControls
 from devicepool.client._encrypted_stack import refuse_keyless_apply
-from devicepool.client._kind_sides import Side, side_of, teardown_blocked
+from devicepool.client._kind_sides import side_of, teardown_blocked
 from devicepool.client._orphans import sweep_orphans
 from devicepool.client._refs_check import RefsCheck
 from devicepool.client._results import DeleteResult, PoolSummary
@@ -60,19 +49,14 @@ from devicepool.client._temporal_errors import (
     QUERY_TIMEOUT,
     UPDATE_TIMEOUT,
     NoWorkerInTime,
-    temporal_errors,
 )
 from devicepool.client._validation import validate_name, validate_replicas
-from devicepool.client.errors import BadInput, DevicePoolError, PoolNotFound, TemporalUnreachable
+from devicepool.client.errors import BadInput, DevicePoolError
 from devicepool.workflows.orphans.state import OrphanReport
 from devicepool.workflows.pool.messages import (
     Accepted,
-    ControlAnswer,
-    DeviceRef,
     DevicesView,
     PoolCost,
-    ProtectRequest,
-    ReplaceRequest,
     ScaleRequest,
 )
 from devicepool.workflows.reconciler.lease_messages import LeasesView, ReleaseAnswer
@@ -87,37 +71,23 @@ BLOCKED_GRACE_SECONDS = 75.0
 ProgressCallback = Callable[[dict[str, Any]], None]
 
 
-class PoolClient:
+class PoolClient(DeviceControls):
     """Pools over one Temporal client: `apply`, `scale`, `delete`, `wait_ready` write or wait;
-    `get`, `summary`, `list`, `devices`, `profiles`, `describe` read."""
-
-    # The kind a name means when a method is not told (`kind=`).
-    kind: str = KIND_DEVICE_POOL
+    `get`, `summary`, `list`, `devices`, `profiles`, `describe` read; a DevicePool's hand
+    controls (`replace_device`, ...) are `DeviceControls`'."""
 
     def __init__(self, client: Client) -> None:
-        self._client = client
+        super().__init__(client)
         # Accounts whose ledger was seen running: checked once per client, not once a pool.
         self._served_accounts: set[str] = set()
         # The worker's check of a pool's proxy pool, region and platform (`_refs_check.RefsCheck`).
         self._refs = RefsCheck(client)
-
-    @property
-    def address(self) -> str:
-        return str(self._client.service_client.config.target_host)
 
     def browser_pool_client(self) -> PoolClient:
         """The same Temporal client, its names meaning BrowserPools (`BrowserPoolClient`)."""
         from devicepool.client.browser_pools import BrowserPoolClient
 
         return BrowserPoolClient(self._client)
-
-    def _device_pools_only(self, method: str) -> None:
-        """`BadInput` on a `BrowserPoolClient`: it would reach the DevicePool of that name."""
-        if self.kind != KIND_DEVICE_POOL:
-            raise BadInput(f"{self.kind}s have no {method}: a DevicePool's (PoolClient.{method})")
-
-    def _side(self, kind: str | None) -> Side:
-        return side_of(kind or self.kind)
 
     # ------------------------------------------------------------ writes
 
@@ -215,44 +185,6 @@ class PoolClient:
         worker answered (or the pool's build predates the query); one pool with `name`."""
         self._device_pools_only("costs")
         return await _pool_reads.costs(self, name)
-
-    # ------------------------------------------------------------ one device, remediation
-
-    async def replace_device(self, name: str, device: str, *, when_idle: bool = False) -> str:
-        """Replace one device now (busy or not) or once idle; the pool's one-line answer."""
-        return await self._control(
-            name, UPDATE_REPLACE_DEVICE, ReplaceRequest(device=device, when_idle=when_idle)
-        )
-
-    async def protect_device(self, name: str, device: str, *, duration: str | None = None) -> str:
-        """Keep a device from scale-down and expiry (for `duration`, e.g. `2h`, or until unprotected)."""
-        self._device_pools_only(UPDATE_PROTECT_DEVICE)
-        try:
-            request = ProtectRequest.model_validate({"device": device, "duration": duration})
-        except pydantic.ValidationError as err:
-            raise BadInput(f"--for: {err.errors()[0]['msg']}") from None
-        return await self._control(name, UPDATE_PROTECT_DEVICE, request)
-
-    async def unprotect_device(self, name: str, device: str) -> str:
-        return await self._control(name, UPDATE_UNPROTECT_DEVICE, DeviceRef(device=device))
-
-    async def pause_remediation(self, name: str) -> str:
-        """The health check stops replacing unhealthy devices (it still shows them)."""
-        return await self._control(name, UPDATE_PAUSE_REMEDIATION, None)
-
-    async def resume_remediation(self, name: str) -> str:
-        return await self._control(name, UPDATE_RESUME_REMEDIATION, None)
-
-    async def _control(self, name: str, update: str, request: Any) -> str:
-        self._device_pools_only(update)  # each update is named as its method
-        validate_name(name)
-        handle = await self._running(name, KIND_DEVICE_POOL)
-        args = [] if request is None else [request]
-        with self._errors(name, writing=True, kind=KIND_DEVICE_POOL):
-            answer = await handle.execute_update(
-                update, args=args, result_type=ControlAnswer, rpc_timeout=UPDATE_TIMEOUT
-            )
-        return str(answer.message)
 
     async def delete(
         self,
@@ -464,48 +396,6 @@ class PoolClient:
     async def _check_account(self, pool: DevicePool) -> None:
         """Refuse a pool whose account no worker serves (`_apply.check_account`)."""
         await check_account(self._client, self.address, pool, self._served_accounts)
-
-    async def running(self, name: str, *, kind: str | None = None) -> bool:
-        """Whether a pool of that name and kind runs."""
-        try:
-            await self._running(name, kind)
-        except PoolNotFound:
-            return False
-        return True
-
-    async def _running(self, name: str, kind: str | None = None) -> WorkflowHandle[Any, Any]:
-        handle = self._client.get_workflow_handle(self._side(kind).kind.workflow_id(name))
-        await self._describe_running(name, handle, kind)
-        return handle
-
-    async def _describe_running(
-        self, name: str, handle: WorkflowHandle[Any, Any], kind: str | None = None
-    ) -> WorkflowExecutionDescription:
-        with self._errors(name, kind=kind):
-            desc = await handle.describe()
-        if desc.status != WorkflowExecutionStatus.RUNNING:
-            raise PoolNotFound(name, kind=self._side(kind).kind.resource)
-        return desc
-
-    async def _try_query(
-        self, handle: WorkflowHandle[Any, Any], query: str, *, result_type: type = dict
-    ) -> Any:
-        """The query's answer, or None when no worker answered (or the pool just closed);
-        `TemporalUnreachable` when the server is not there at all."""
-        try:
-            return await handle.query(query, result_type=result_type, rpc_timeout=QUERY_TIMEOUT)
-        except RPCError as err:
-            if err.status == RPCStatusCode.UNAVAILABLE:
-                raise TemporalUnreachable(self.address, str(err)) from err
-            return None
-        except (RPCTimeoutOrCancelledError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
-            return None
-
-    def _errors(
-        self, name: str | None, *, writing: bool = False, kind: str | None = None
-    ) -> contextlib.AbstractContextManager[None]:
-        resource = self._side(kind).kind.resource
-        return temporal_errors(self.address, name, writing=writing, kind=resource)
 
     async def orphans(
         self, *, delete: bool = False, accounts: list[str] | None = None
