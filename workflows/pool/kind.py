@@ -1,8 +1,8 @@
 """`DevicePoolKind`: the DevicePool's core on the reconciler shell, one object per run.
 
 What lives only for one run (the last listing, the watch, the worker's settings) is here;
-what is handed over is `PoolState`. Its steps: docs/architecture.md, 'How a DevicePool
-converges'.
+what is handed over is `PoolState`. Its steps (their bodies in `observe`, `act`, `publish`):
+docs/architecture.md, 'How a DevicePool converges'.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ with workflow.unsafe.imports_passed_through():
         observe,
     )
     from devicepool.workflows.pool import events as say
+    from devicepool.workflows.pool import publish as publishing
     from devicepool.workflows.pool import status as st
     from devicepool.workflows.pool.decide import Decision, Observed, decision_for
-    from devicepool.workflows.pool.lifecycle import Lifecycle, protected_now
+    from devicepool.workflows.pool.lifecycle import Lifecycle
     from devicepool.workflows.pool.messages import (
         Accepted,
         ApplyRequest,
@@ -36,11 +37,10 @@ with workflow.unsafe.imports_passed_through():
         PoolInput,
         body_changed,
     )
-    from devicepool.workflows.pool.plan import COUNTED_STATUSES, Plan
+    from devicepool.workflows.pool.plan import Plan
     from devicepool.workflows.pool.state import (
         PoolState,
         Said,
-        billed_devices,
         leaving_by_report,
     )
     from devicepool.workflows.pool.watch import DeviceWatch
@@ -197,45 +197,7 @@ class DevicePoolKind:
     # ------------------------------------------------------------------ publish / wait
 
     def publish(self, plan: Plan) -> None:
-        self.blocked_surplus = plan.blocked_surplus
-        pause, now = self.s.account_pause, workflow.now()
-        if pause is not None and pause.until <= now:
-            self.s.account_pause = None  # over: said by the condition going back to True
-        drift = self.life().drift()
-        doomed = self.s.doomed
-        view = st.PoolView(
-            spec=self.spec,
-            generation=self.s.generation,
-            plan=plan,
-            # A batch whose creates all landed only waits for boots: its devices
-            # are counted by observation (as provisioning), not as creates.
-            creating=self.s.slots.creating() or plan.create > 0,
-            # Members: not those on their way out (doomed, or terminating at the provider).
-            device_ids=sorted(
-                d.id for d in self.devices if d.id not in doomed and d.status != am.TERMINATING
-            ),
-            refs_problems=self.refs_problems,
-            backoff=self.s.backoff,
-            health=self.s.health,
-            now=now,
-            observe_problem=self.observe_problem,
-            account_pause=self.s.account_pause,
-            account_cap=self.s.cost.account_cap,
-            price_per_hour=self.price,
-            paused_by_user=self.s.control.remediation_paused,
-            protected=sorted(protected_now(self.s.control.protected, now)),
-            drifted=len(drift) if self.spec.rollout is not None else None,
-            updated=sum(
-                1
-                for d in self.devices
-                if d.status in COUNTED_STATUSES and d.id not in doomed and d.id not in drift
-            ),
-            settings=self.settings,
-        )
-        billing = billed_devices(self.devices, self.reported_leaving)
-        self.s.cost.accrue(now, billing, self.price)
-        self.said(self.s.publish(st.published(self.s.status, view)))
-        self.h.show()
+        publishing.publish(self, plan)
 
     async def wait(self, plan: Plan) -> None:
         await observe.until_due(self, plan)
