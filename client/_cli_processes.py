@@ -143,10 +143,17 @@ def worker(
 
 # Registered with `allow_extra_args`, `ignore_unknown_options` and no help
 # option of its own: every argument goes to the emulator's own parser, the
-# BitBrowser emulator's with `--bitbrowser` (anywhere among them).
+# BitBrowser emulator's with `--bitbrowser`, the GeeLark one's with `--geelark` (anywhere
+# among them).
 def emulator(ctx: typer.Context) -> None:
-    """Run the BitCloudPhone emulator (see --help), or the BitBrowser one (--bitbrowser --help)."""
+    """Run the BitCloudPhone emulator (see --help), or the BitBrowser one (--bitbrowser --help)
+    or the GeeLark one (--geelark --help)."""
     args = list(ctx.args)
+    if GEELARK_FLAG in args:
+        from devicepool.emulator.geelark.cli import main as geelark_main
+
+        args.remove(GEELARK_FLAG)
+        raise typer.Exit(geelark_main(args, prog=f"devicepool emulator {GEELARK_FLAG}"))
     if BITBROWSER_FLAG in args:
         from devicepool.emulator.bitbrowser.cli import main as bitbrowser_main
 
@@ -158,6 +165,7 @@ def emulator(ctx: typer.Context) -> None:
 
 
 BITBROWSER_FLAG = "--bitbrowser"
+GEELARK_FLAG = "--geelark"
 
 
 def dev(
