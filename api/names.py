@@ -166,6 +166,9 @@ SA_DESIRED = "DevicePoolDesired"
 SA_READY = "DevicePoolReady"
 SA_PHASE = "DevicePoolPhase"
 SA_ACCOUNT = "DevicePoolAccount"
+# The memo key of a pool's row: what `get` and the worker's gauges read of it from one List
+# call (`workflows.reconciler.row_memo`).
+MEMO_POOL_ROW = "devicepoolRow"
 
 # name -> Temporal search attribute type, as the `temporal` CLI spells it
 SEARCH_ATTRIBUTES: dict[str, str] = {

@@ -340,7 +340,7 @@ class Leasing(LeaseChecks):
         }
         if any(getattr(status, k) != v for k, v in wanted.items()):
             self.h.s.status = status.model_copy(update=wanted)
-        self.h.show_details()  # the lease list in the Web UI (no command)
+        self.h.show_details()  # the lease list in the Web UI; the memo row if it changed
 
     def details(self) -> str:
         """The Web UI's section for the leases (`lease_views.details`)."""

@@ -50,10 +50,14 @@ with workflow.unsafe.imports_passed_through():
         parse_scale_signal,
         short_json,
     )
+    from devicepool.workflows.reconciler.row_memo import LeaseFacts, pool_row
     from devicepool.workflows.shared import versions
     from devicepool.workflows.shared.errors import forget, raise_if_cancelled
 
-__all__ = ["Reconciler"]
+__all__ = ["ROW_MEMO_PATCH", "Reconciler"]
+
+# The pool's row in its memo (`row_memo`): a command runs from before it never issued.
+ROW_MEMO_PATCH = "pool-row-in-memo"
 
 
 class Reconciler(Generic[SpecT, StateT]):
@@ -182,7 +186,7 @@ class Reconciler(Generic[SpecT, StateT]):
         return True
 
     def show(self) -> None:
-        """Search attributes and UI details, each written only when it changed."""
+        """Search attributes, UI details and the memo row, each written only when it changed."""
         current = workflow.info().typed_search_attributes
         updates = search_attributes.updates(self.kind.search_attributes(), current)
         if updates:
@@ -190,11 +194,28 @@ class Reconciler(Generic[SpecT, StateT]):
         self.show_details()
 
     def show_details(self) -> None:
-        """The UI's live details (served by a built-in query: no history event)."""
+        """The UI's live details (served by a built-in query: no history event), and the
+        pool's row in its memo (`show_row`)."""
         details = self.kind.details() + self.leasing.details()
         if details != self._details:
             self._details = details
             workflow.set_current_details(details)
+        self.show_row()
+
+    def show_row(self) -> None:
+        """What `get` and the worker's gauges read of the pool (`row_memo`), upserted into
+        its memo only when it changed: an idle pool's row never does."""
+        book = self.leasing.book
+        leases = LeaseFacts(
+            leased=len(book.leases),
+            queued=len(book.tickets),
+            expired=book.expired_total,
+            oldest=(book.tickets[0].created_at, book.tickets[0].deadline) if book.tickets else None,
+            max_wait=self.leasing.rules.queue.max_wait,
+        )
+        row = pool_row(self.s.status.to_json_dict(), created_at=self.s.created_at, leases=leases)
+        if workflow.memo().get(names.MEMO_POOL_ROW) != row and workflow.patched(ROW_MEMO_PATCH):
+            workflow.upsert_memo({names.MEMO_POOL_ROW: row})
 
     # ------------------------------------------------------------------ messages
 

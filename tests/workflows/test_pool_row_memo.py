@@ -1,0 +1,97 @@
+"""A pool writes its row into its memo (`row_memo`, behind `ROW_MEMO_PATCH`): what its status
+says, written when it changes, never while the pool idles; and its history replays."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
+
+from devicepool.api.names import MEMO_POOL_ROW
+from devicepool.connect import DATA_CONVERTER
+from devicepool.testing import eventually
+from devicepool.workflows import WORKFLOWS
+from devicepool.workflows.reconciler.row_memo import Row, pool_row, read_row
+from devicepool.workflows.reconciler.shell import ROW_MEMO_PATCH
+from tests.helpers.workflow_stack import Workers, start_pool
+
+pytestmark = pytest.mark.devserver
+
+
+async def _row(handle: WorkflowHandle[Any, Any]) -> Row | None:
+    return read_row(await (await handle.describe()).memo_value(MEMO_POOL_ROW, None))
+
+
+async def _memo_writes(client: Client, handle: WorkflowHandle[Any, Any]) -> tuple[str, int]:
+    """The current run, and how many times it wrote its memo."""
+    run = (await handle.describe()).run_id
+    history = await client.get_workflow_handle(handle.id, run_id=run).fetch_history()
+    modified = "workflow_properties_modified_event_attributes"
+    return run, sum(1 for e in history.events if e.HasField(modified))
+
+
+async def _a_pass(handle: WorkflowHandle[Any, Any]) -> None:
+    """Until the pool has made another pass (its `lastReconciled` moved)."""
+    first = (await handle.query("status"))["lastReconciled"]
+
+    async def passed() -> bool:
+        return bool((await handle.query("status"))["lastReconciled"] != first)
+
+    await eventually(passed, what="another pass", timeout=30)
+
+
+def _converged(row: Row) -> bool:
+    conditions = {c["type"]: c["status"] for c in row.status.get("conditions") or ()}
+    return conditions.get("Ready") == "True" and conditions.get("Progressing") == "False"
+
+
+async def test_a_pool_s_memo_row_is_its_status_and_idles_with_it(
+    env: WorkflowEnvironment, workers: Workers, pool_name: str
+) -> None:
+    handle = await start_pool(env.client, pool_name, 2)
+    try:
+
+        async def settled() -> Row | None:
+            status = await handle.query("status")
+            row = await _row(handle)
+            said = read_row(json.loads(json.dumps(pool_row(status, created_at=None))))
+            if status.get("readyDevices") != 2 or row is None or said is None:
+                return None
+            return row if row.status == said.status and _converged(row) else None
+
+        row = await eventually(settled, what="a memo row of 2 ready devices", timeout=60)
+        assert row.status["phase"] == "Ready" and row.created_at is not None
+        assert row.max_wait == 300.0  # the default `leases.queue.maxWait`
+
+        # Idle: passes go on (lastReconciled moves), the memo is not written again (a run
+        # handed over meanwhile writes its own first row: then looked at again).
+        async def idle() -> bool:
+            assert row is not None
+            before = await _memo_writes(env.client, handle)
+            for _ in range(2):
+                await _a_pass(handle)
+            after = await _memo_writes(env.client, handle)
+            if after[0] != before[0]:
+                return False
+            assert after[1] == before[1], "an idle pool wrote its memo"
+            return True
+
+        await eventually(idle, what="two passes in one run", timeout=120)
+
+        # The changed path (behind its patch) is in a run's history, and every run replays.
+        replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)
+        marked, run = False, handle.first_execution_run_id or ""
+        while run:
+            history = await env.client.get_workflow_handle(handle.id, run_id=run).fetch_history()
+            await replayer.replay_workflow(history)
+            patch = ROW_MEMO_PATCH.encode()
+            marked = marked or any(patch in e.SerializeToString() for e in history.events)
+            last = history.events[-1]
+            run = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+        assert marked, "the patch's marker in no run"
+    finally:
+        await handle.terminate()
