@@ -172,10 +172,13 @@ def get(
         raise fail(str(err), EXIT_BAD_INPUT) from None
 
     async def fetch(client: Any) -> list[Any]:
-        if name is not None:
+        if name is not None:  # one pool: asked, so that a pool no worker answers says so (`?`)
             _, found = await first_kind(kinds, lambda k: client.summary(name, kind=k.name))
             return [found]
-        return [p for k in kinds for p in await client.list_pools(kind=k.name)]
+        # The table: each pool's row from the one List call (its memo). -o json|yaml print
+        # the whole status (device ids, lastReconciled, costToDate), which only a query has.
+        full = fmt != Output.TABLE
+        return [p for k in kinds for p in await client.list_pools(kind=k.name, full=full)]
 
     if watch:
         try:
@@ -215,7 +218,8 @@ async def watch_pools(
 ) -> None:
     """`get --watch`: print every pool, then each pool again when its figures change.
 
-    Polls the pools' `status` every `WATCH_SECONDS`; AGE alone changing is no
+    Reads the pools every `WATCH_SECONDS` (the table: one List call, each pool's row
+    from its memo; one pool, or -o json|yaml: its queries); AGE alone changing is no
     change. A watched pool that goes away is forgotten (printed again if it
     comes back); with `-o json|yaml` each change is one whole resource. Each
     kind has its own columns: rows of another kind than the last printed come

@@ -11,6 +11,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from devicepool.api.conversion import stored_spec_json
 from devicepool.api.kinds import BROWSER_POOL, DEVICE_POOL
 from devicepool.api.names import (
+    MEMO_POOL_ROW,
     QUERY_COST,
     QUERY_DEVICES,
     QUERY_EVENTS,
@@ -28,6 +29,7 @@ from devicepool.client._validation import validate_name
 from devicepool.workflows.pool.messages import DevicesView, PoolCost
 from devicepool.workflows.reconciler.events import PoolEvents
 from devicepool.workflows.reconciler.lease_messages import LeasesView
+from devicepool.workflows.reconciler.row_memo import Row, read_row
 
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
@@ -58,8 +60,12 @@ async def summary_of(pools: PoolClient, kind: str, name: str, execution: Any) ->
     return side.stale(name, execution)
 
 
-async def list_pools(pools: PoolClient, kind: str | None) -> list[PoolSummary]:
-    """Every running pool of the kind (visibility), each with its live spec and status."""
+async def list_pools(
+    pools: PoolClient, kind: str | None, *, full: bool = True
+) -> list[PoolSummary]:
+    """Every running pool of the kind (visibility), each with its live spec and status;
+    without `full`, what `get`'s table shows: each pool's row from the List call (its memo),
+    and only a pool without one is asked."""
     side = pools._side(kind)
     query = f"WorkflowType = '{side.kind.workflow_type}' AND ExecutionStatus = 'Running'"
     executions = []
@@ -70,12 +76,40 @@ async def list_pools(pools: PoolClient, kind: str | None) -> list[PoolSummary]:
     limit = asyncio.Semaphore(16)
 
     async def one(execution: Any) -> PoolSummary | None:
+        name = str(side.kind.name_from_workflow_id(execution.id))
+        if not full and (listed := await summary_in_list(side.kind.name, name, execution)):
+            return listed
         async with limit:
-            name = str(side.kind.name_from_workflow_id(execution.id))
             return await summary_of(pools, side.kind.name, name, execution)
 
     found = await asyncio.gather(*(one(e) for e in executions))
     return sorted((p for p in found if p is not None), key=lambda p: p.name)
+
+
+async def summary_in_list(kind: str, name: str, execution: Any) -> PoolSummary | None:
+    """`get`'s table row of a listed or described execution, from its memo row and search
+    attributes (no query); None without a row (a build before it, or one too large)."""
+    row = await row_of(execution)
+    if row is None:
+        return None
+    side = side_of(kind)
+    spec = side.stale_spec(execution.typed_search_attributes) or {}
+    return PoolSummary(
+        name=name,
+        spec={k: v for k, v in spec.items() if v is not None},
+        status=dict(row.status),
+        created=row.created_at or execution.start_time,
+        kind=side.kind.name,
+    )
+
+
+async def row_of(execution: Any) -> Row | None:
+    """The pool's row in an execution's memo, if it has one a reader can trust."""
+    try:
+        value = await execution.memo_value(MEMO_POOL_ROW, None)
+    except Exception:  # no memo API (a stand-in), a payload this client cannot decode
+        return None
+    return read_row(value)
 
 
 async def describe_device_pool(pools: PoolClient, name: str) -> dict[str, Any]:

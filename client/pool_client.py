@@ -281,9 +281,11 @@ class PoolClient(DeviceControls):
             )
         return summary
 
-    async def list_pools(self, *, kind: str | None = None) -> list[PoolSummary]:
-        """Every running pool of the kind (visibility), each with its live spec and status."""
-        return await _pool_reads.list_pools(self, kind)
+    async def list_pools(self, *, kind: str | None = None, full: bool = True) -> list[PoolSummary]:
+        """Every running pool of the kind (visibility), each with its live spec and status
+        (two queries a pool); without `full`, what `get`'s table shows, from the one List
+        call: each pool's row in its memo (a pool without one is asked)."""
+        return await _pool_reads.list_pools(self, kind, full=full)
 
     async def devices(self, name: str) -> DevicesView:
         """A DevicePool's devices (a BrowserPool's: `profiles`)."""

@@ -454,7 +454,7 @@ def test_json_is_the_default_off_a_terminal(
     from devicepool.client import PoolSummary, _cli_pools
 
     class FakePools:
-        async def list_pools(self, *, kind: str = "DevicePool") -> list[PoolSummary]:
+        async def list_pools(self, *, kind: str = "DevicePool", **_: object) -> list[PoolSummary]:
             if kind != "DevicePool":
                 return []
             return [

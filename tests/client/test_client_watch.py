@@ -42,7 +42,7 @@ class ScriptedPools:
         self.reads = 0
         self.asked: set[str] = set()
 
-    async def list_pools(self, *, kind: str | None = None) -> list[PoolSummary]:
+    async def list_pools(self, *, kind: str | None = None, **_: Any) -> list[PoolSummary]:
         kind = kind or DEVICE_POOL.name
         return [p for p in self._next(kind) if p.kind == kind]
 

@@ -1,0 +1,164 @@
+"""`get` and `get -w` read each pool's row from its memo, in the List call that finds it: no
+query per pool (issue 42). A pool without a row (a build before it, a row too large) is asked,
+as before; `-o json|yaml` prints the whole status, which only the pool has."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from datetime import datetime
+from typing import Any
+
+import pytest
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from devicepool.api.names import MEMO_POOL_ROW
+from devicepool.client.errors import EXIT_OK
+from devicepool.workflows.reconciler.row_memo import pool_row
+from devicepool.workflows.reconciler.search_attributes import (
+    KEY_ACCOUNT,
+    KEY_DESIRED,
+    KEY_PHASE,
+    KEY_PLATFORM,
+    KEY_READY,
+    KEY_REGION,
+)
+from tests.client.test_client_both_kinds import Pool, Temporal, browser, device, temporal
+from tests.helpers.cli import cli
+
+__all__ = ["temporal"]  # the fixture, used by name
+
+# A rolling-out DevicePool with leases, counts of every column, a cost.
+ROLLING = {
+    "phase": "Ready",
+    "desiredReplicas": 4,
+    "readyDevices": 3,
+    "busyDevices": 1,
+    "provisioningDevices": 1,
+    "pendingDevices": 1,
+    "offlineDevices": 1,
+    "updatedDevices": 2,
+    "hourlyCost": 1.25,
+    "costToDate": 40.0,
+    "leasedDevices": 1,
+    "leasesQueued": 0,
+    "deviceIds": ["d-1", "d-2", "d-3", "d-4"],
+    "conditions": [{"type": "RollingOut", "status": "True", "reason": "Drifted", "message": "x"}],
+}
+
+
+class Remembered(Pool):
+    """A pool of this build: the List call brings its row (the memo) and search attributes."""
+
+    def __init__(self, made: Pool, *, platform: str | None = None) -> None:
+        super().__init__(made.id, made.answers)
+        spec = made.answers["spec"]
+        created = datetime.fromisoformat(spec["createdAt"])
+        row = pool_row(made.answers["status"], created_at=created)
+        self.memo = json.loads(json.dumps(row))  # as a memo payload reads back
+        status = made.answers["status"]
+        pairs: list[SearchAttributePair[Any]] = [
+            SearchAttributePair(KEY_PHASE, status["phase"]),
+            SearchAttributePair(KEY_DESIRED, status["desiredReplicas"]),
+        ]
+        if platform is not None:
+            pairs += [
+                SearchAttributePair(KEY_PLATFORM, platform),
+                SearchAttributePair(KEY_REGION, spec["spec"]["region"]),
+                SearchAttributePair(KEY_ACCOUNT, "default"),
+                SearchAttributePair(KEY_READY, status["readyDevices"]),
+            ]
+        self.typed_search_attributes = TypedSearchAttributes(pairs)
+
+    async def memo_value(self, key: str, default: Any = None) -> Any:
+        return self.memo if key == MEMO_POOL_ROW else default
+
+
+def _device(name: str) -> Pool:
+    made = device(name)
+    made.answers["status"] = dict(ROLLING)
+    return made
+
+
+def _pools() -> list[Pool]:
+    return [_device("d1"), _device("d2"), browser("b1")]
+
+
+def test_get_s_table_from_the_rows_is_the_table_the_queries_made(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.helpers.cli import fake_temporal
+
+    fake_temporal(monkeypatch, Temporal(*_pools()))
+    code, queried, err = cli(capsys, "get", "-o", "table")
+    assert code == EXIT_OK, err
+    rows = [
+        Remembered(p, platform="android") if p.id.startswith("devicepool/") else Remembered(p)
+        for p in _pools()
+    ]
+    fake_temporal(monkeypatch, Temporal(*rows))
+    code, listed, err = cli(capsys, "get", "-o", "table")
+    assert code == EXIT_OK, err
+    assert listed == queried
+    assert "(rollout 2/4)" in listed and "1.25" in listed
+    assert [p.queries for p in rows] == [[], [], []]
+
+
+def test_a_pool_without_a_row_is_asked_the_others_are_not(
+    capsys: pytest.CaptureFixture[str], temporal: Any
+) -> None:
+    new, old = Remembered(_device("new"), platform="android"), _device("old")
+    temporal(new, old)
+    code, out, err = cli(capsys, "get", "-o", "table")
+    assert code == EXIT_OK, err
+    assert (new.queries, sorted(old.queries)) == ([], ["spec", "status"])
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["new", "old"]
+
+
+def test_get_o_json_prints_the_whole_status_which_only_the_pool_has(
+    capsys: pytest.CaptureFixture[str], temporal: Any
+) -> None:
+    pool = Remembered(_device("d1"), platform="android")
+    temporal(pool)
+    code, out, err = cli(capsys, "get", "-o", "json")
+    assert code == EXIT_OK, err
+    (shown,) = json.loads(out)
+    assert shown["status"]["deviceIds"] == ["d-1", "d-2", "d-3", "d-4"]
+    assert shown["status"]["costToDate"] == 40.0
+    assert sorted(pool.queries) == ["spec", "status"]
+
+
+class ListedThrice(Temporal):
+    """Temporal whose third List call is the last: then Ctrl-C, as a terminal sends it."""
+
+    lists = 0
+
+    async def list_workflows(self, query: str) -> Any:
+        if "DevicePool" in query:
+            self.lists += 1
+            if self.lists == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+        async for pool in super().list_workflows(query):
+            yield pool
+
+
+def test_get_w_refreshes_from_list_calls_alone(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from devicepool.client import _cli_pools
+    from tests.helpers.cli import fake_temporal
+
+    monkeypatch.setattr(_cli_pools, "WATCH_SECONDS", 0.01)
+    pools = [Remembered(_device("d1"), platform="android"), Remembered(browser("b1"))]
+    temporal = fake_temporal(monkeypatch, ListedThrice(*pools))
+    code, out, err = cli(capsys, "get", "-w", "-o", "table")
+    assert code == EXIT_OK, err
+    assert temporal.lists >= 2
+    assert [p.queries for p in pools] == [[], []]
+    assert [line.split()[0] for line in out.splitlines() if line] == [
+        "NAME",
+        "d1",
+        "NAME",
+        "browserpool/b1",
+    ]
