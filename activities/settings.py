@@ -35,6 +35,9 @@ class AccountSettings(BaseModel):
     node: str = ""
     base_url: str = ""
     api_key: SecretStr = SecretStr("")
+    # `api: geelark` in key mode: the app id the key signs for ("": token mode, `api_key`
+    # is the client app's token).
+    app_id: str = ""
     creates_per_minute: int = Field(default=20, ge=1)
     timeout_seconds: float = Field(default=10.0, gt=0)
     # The provider's rate window (60 s; shorter only against a sped-up emulator)

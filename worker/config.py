@@ -225,7 +225,9 @@ def _encryption_keys(
 
 
 # The file's account fields that are not `AccountSettings` fields as they are (resolved here).
-_NOT_SETTINGS = {"node", "base_url", "api_key_file", "api_key_env", "spend_cap"}
+_NOT_SETTINGS = {"node", "base_url", "api_key_file", "api_key_env", "spend_cap", "app_id"}
+# `api: geelark` without `baseUrl`: the vendor's Open API.
+GEELARK_BASE_URL = "https://openapi.geelark.com"
 
 
 def _accounts(
@@ -239,6 +241,9 @@ def _accounts(
                 f"{where}.api: unknown provider API {account.api!r} "
                 f"(known: {', '.join(PROVIDER_APIS)})"
             )
+        app_id = _app_id(account, where)
+        if account.api == "geelark" and account.base_url is None:
+            account = account.model_copy(update={"base_url": GEELARK_BASE_URL})
         node = _account_node(account, where)
         _check_timeout(account.timeout_seconds, f"{where}.timeoutSeconds")
         base_url, key = "", SecretStr("")
@@ -260,9 +265,23 @@ def _accounts(
             node=node,
             base_url=base_url.rstrip("/"),
             api_key=key,
+            app_id=app_id,
             spend_cap=_spend_cap(account.spend_cap),
         )
     return accounts
+
+
+def _app_id(account: AccountFile, where: str) -> str:
+    """`appId`: `api: geelark` only, where it selects key mode (the key file holds the API
+    key; without it, the client app's token)."""
+    if account.app_id is None:
+        return ""
+    if account.api != "geelark":
+        raise ConfigError(f"{where}.appId: only for api: geelark (this one is api: {account.api})")
+    app_id = account.app_id.strip()
+    if not app_id or len(app_id) > 200 or not app_id.isprintable() or " " in app_id:
+        raise ConfigError(f"{where}.appId: must be GeeLark's app id (no spaces), got {app_id!r}")
+    return app_id
 
 
 def _account_node(account: AccountFile, where: str) -> str:

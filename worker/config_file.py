@@ -49,6 +49,8 @@ class AccountFile(_FileModel):
     base_url: str | None = None
     api_key_file: str | None = None
     api_key_env: str | None = None
+    # `api: geelark`: the key's app id (key mode); without it the key file holds a token.
+    app_id: str | None = None
     creates_per_minute: int = Field(default=20, ge=1, le=6000)
     timeout_seconds: float = Field(default=10.0, gt=0)
     window_seconds: float = Field(default=60.0, gt=0)

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 # The adapters a worker config may name per account (`accounts.<name>.api`).
-PROVIDER_APIS = ("rest", "bitbrowser")
+PROVIDER_APIS = ("rest", "bitbrowser", "geelark")
 
 
 @dataclass(frozen=True)

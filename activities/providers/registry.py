@@ -20,6 +20,12 @@ from devicepool.activities.providers.bitbrowser import (
     PhonePacer,
     PhoneProvider,
 )
+from devicepool.activities.providers.geelark import (
+    Breaker,
+    EndpointPacer,
+    GeeLarkApi,
+    GeeLarkProvider,
+)
 from devicepool.activities.providers.rest import RestProvider
 from devicepool.activities.secrets import Scrubber
 from devicepool.activities.settings import AccountSettings
@@ -44,11 +50,26 @@ def _bitbrowser(
     return PhoneProvider(CloudPhones(LocalApi(**http), pacer=pacer))
 
 
+def _geelark(account: AccountSettings, http: dict[str, Any], pacer: PhonePacer | None) -> Provider:
+    # One pacer and one breaker per key in this process: GeeLark's windows (200/min and
+    # 24,000/h per endpoint) and its two-hour lock are the key's. `window_seconds` is the
+    # minute (shorter only against a sped-up emulator); the lock is 120 of them.
+    minute = account.window_seconds
+    api = GeeLarkApi(
+        **http,
+        app_id=account.app_id,
+        pacer=EndpointPacer(minute=minute, margin=account.window_margin_seconds),
+        breaker=Breaker(lock_seconds=120 * minute),
+    )
+    return GeeLarkProvider(api)
+
+
 # An adapter is built from its account, what its HTTP client is built with, and the
 # cloud-phone budget to share (`build_provider`).
 ADAPTERS: dict[str, Callable[[AccountSettings, dict[str, Any], PhonePacer | None], Provider]] = {
     "rest": _rest,
     "bitbrowser": _bitbrowser,
+    "geelark": _geelark,
 }
 
 

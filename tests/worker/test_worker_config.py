@@ -78,7 +78,7 @@ def test_environment_overrides_win(tmp_path: Path) -> None:
         (
             account(apiKeyEnv="K", api="adb"),
             {"K": KEY},
-            "accounts.default.api: unknown provider API 'adb' (known: rest, bitbrowser)",
+            "accounts.default.api: unknown provider API 'adb' (known: rest, bitbrowser, geelark)",
         ),
         (account(apiKeyEnv="K"), {}, "accounts.default.apiKeyEnv: environment variable K"),
         (account(apiKeyEnv="K"), {"K": "  "}, "accounts.default.apiKeyEnv"),

@@ -1,0 +1,102 @@
+"""A GeeLark phone's membership as devicepool writes it: name, group, tag and remark. Pure.
+
+`serialName` (the create's `profileName`) is the slot's mark `dvp-<pool digest>-<slot
+digest>`: a create finds an earlier attempt's phone by it (GeeLark has no idempotency key).
+The group `dvp-<pool digest>` narrows a pool's listing (`groupName`), the tag `devicepool`
+marks the account's managed phones, and the `remark` holds the created time, the region and
+the device's labels (`devicepool/1 dp.at=<epoch> dp.region=<r> <label>=<v> ...`,
+percent-encoded). A phone is the pool's only if its name and its remark both say so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import quote, unquote
+
+from devicepool.activities.errors import InvalidArgumentError
+from devicepool.api.errors import ErrorType
+from devicepool.api.names import LABEL_POOL
+
+__all__ = [
+    "MANAGED_TAG",
+    "MARK_PREFIX",
+    "MAX_REMARK",
+    "Remark",
+    "pool_group",
+    "pool_prefix",
+    "slot_mark",
+]
+
+MARK_PREFIX = "dvp-"
+MANAGED_TAG = "devicepool"
+MAX_REMARK = 1500  # `remark` ≤ 1500 (phone/detail/update)
+REMARK_HEAD = "devicepool/1"
+_COUNT = re.compile(r"[0-9]{1,12}")
+
+
+def _digest(text: str, size: int) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:size]
+
+
+def pool_group(pool: str) -> str:
+    """The group every phone of `pool` is created in (12 characters)."""
+    return f"{MARK_PREFIX}{_digest(pool, 8)}"
+
+
+def pool_prefix(pool: str) -> str:
+    """What the name of every phone of `pool` starts with."""
+    return f"{pool_group(pool)}-"
+
+
+def slot_mark(pool: str, idempotency_key: str) -> str:
+    """The name of the phone serving the slot whose creates carry `idempotency_key`."""
+    return pool_prefix(pool) + _digest(idempotency_key, 16)
+
+
+@dataclass(frozen=True)
+class Remark:
+    """A managed phone's remark: when devicepool made it, where, and the device's labels."""
+
+    created: float
+    region: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def pool(self) -> str:
+        return self.labels.get(LABEL_POOL, "")
+
+    def text(self) -> str:
+        own = [f"dp.at={int(self.created)}", f"dp.region={quote(self.region, safe='')}"]
+        parts = [REMARK_HEAD, *own]
+        parts += [f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in self.labels.items()]
+        text = " ".join(parts)
+        if len(text) > MAX_REMARK:
+            raise InvalidArgumentError(
+                ErrorType.INVALID_ARGUMENT,
+                None,
+                f"the device's labels do not fit a GeeLark phone's remark ({MAX_REMARK} chars)",
+            )
+        return text
+
+    @classmethod
+    def parse(cls, text: object) -> Remark | None:
+        """The remark devicepool wrote, or None for any other (never raises: one odd phone
+        must not blind a listing)."""
+        if not isinstance(text, str):
+            return None
+        head, *tokens = text.split() or [""]
+        if head != REMARK_HEAD:
+            return None
+        values: dict[str, str] = {}
+        for token in tokens:
+            key, eq, value = token.partition("=")
+            if eq:
+                values[unquote(key)] = unquote(value)
+        at = values.pop("dp.at", "")
+        region = values.pop("dp.region", "")
+        if not _COUNT.fullmatch(at):
+            return None
+        return cls(created=float(at), region=region[:100], labels=values)

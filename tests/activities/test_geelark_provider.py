@@ -1,0 +1,323 @@
+"""The `geelark` adapter behind the provider seam, on `httpx.MockTransport` (`geelark_fake`):
+listing by the mark with paging, a create recovered after a timeout (no idempotency key),
+power apart from existence, remove as stop, confirm, delete, statuses per item, connect
+info from ADB, and no secret in anything it returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from devicepool.activities.device_models import OFFLINE, PROVISIONING, READY
+from devicepool.activities.errors import NotFoundError, ProviderError, TransportTimeoutError
+from devicepool.activities.models import DeviceTemplate
+from devicepool.activities.providers.base import NewDevice
+from devicepool.activities.providers.geelark import GeeLarkBusyError, GeeLarkQuotaError
+from devicepool.activities.providers.geelark.marks import Remark, pool_group, slot_mark
+from devicepool.activities.proxy import ResolvedProxy
+from devicepool.api.errors import ErrorType
+from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
+from tests.activities.geelark_fake import PROXY_PASSWORD, Clock, Fake, ok, refused
+
+POOL = "checkout"
+TEMPLATE = DeviceTemplate(platform="android", region="sgp", os_version="13")
+LABELS = {LABEL_POOL: POOL, LABEL_MANAGED_BY: MANAGED_BY}
+
+
+def _new(key: str = "slot-1", proxy: ResolvedProxy | None = None) -> NewDevice:
+    return NewDevice(template=TEMPLATE, name="d", labels=LABELS, idempotency_key=key, proxy=proxy)
+
+
+def _ours(fake: Fake, key: str, *, status: int = 0, pool: str = POOL, **more: Any) -> str:
+    labels = {**LABELS, LABEL_POOL: pool}
+    remark = Remark(created=1_700_000_000, region="sgp", labels=labels).text()
+    return fake.add_phone(
+        slot_mark(pool, key), remark, status=status, group=pool_group(pool), **more
+    )
+
+
+async def test_list_pool_pages_until_a_short_page_and_keeps_only_its_phones() -> None:
+    fake = Fake()
+    ids = [_ours(fake, f"k{i}", status=i % 3) for i in range(250)]
+    _ours(fake, "other", pool="another-pool")
+    fake.add_phone("by-hand", "not ours", group=pool_group(POOL))  # in the group, foreign
+    fake.add_phone(slot_mark(POOL, "x"), "devicepool/1 dp.at=nan", group=pool_group(POOL))
+    provider = fake.provider()
+    devices = await provider.list_pool(POOL)
+    assert sorted(d.id for d in devices) == sorted(ids)
+    pages = [b["page"] for p, _, b in fake.requests if p.endswith("phone/list")]
+    assert pages == [1, 2, 3]
+    assert all(b["pageSize"] == 100 for p, _, b in fake.requests)
+    by_status = {d.id: d.status for d in devices}
+    assert by_status[ids[0]] == READY
+    assert by_status[ids[1]] == PROVISIONING
+    assert by_status[ids[2]] == OFFLINE
+    assert devices[0].labels[LABEL_POOL] == POOL and devices[0].region == "sgp"
+    await provider.aclose()
+
+
+async def test_a_listing_never_carries_the_proxy_password() -> None:
+    fake = Fake()
+    _ours(fake, "k1")
+    provider = fake.provider()
+    devices = await provider.list_pool(POOL)
+    managed = await provider.list_managed()
+    one = await provider.get_device(devices[0].id)
+    for shown in (devices[0], managed[0].info, one.info):
+        assert PROXY_PASSWORD not in shown.model_dump_json()
+    await provider.aclose()
+
+
+async def test_a_create_adds_a_shut_down_phone_then_starts_it() -> None:
+    fake = Fake()
+    provider = fake.provider()
+    proxy = ResolvedProxy(
+        pool="gw",
+        type="socks5",
+        host="gw.example",
+        port=1080,
+        username="u-1",
+        password=SecretStr(PROXY_PASSWORD),
+    )
+    info = await provider.create_device(_new(proxy=proxy))
+    assert info.status == PROVISIONING and info.labels == LABELS
+    assert fake.paths() == ["phone/list", "phone/addNew", "phone/start"]
+    (_, _, add) = fake.requests[1]
+    assert add["mobileType"] == "Android 13" and add["region"] == "sgp"
+    profile = add["data"][0]
+    assert profile["profileName"] == slot_mark(POOL, "slot-1")
+    assert profile["profileGroup"] == pool_group(POOL)
+    assert profile["proxyInformation"].startswith("socks5://u-1:")
+    assert PROXY_PASSWORD not in repr(info) and PROXY_PASSWORD not in info.model_dump_json()
+    assert fake.phones[info.id]["status"] == 1
+    await provider.aclose()
+
+
+async def test_a_create_whose_answer_was_lost_is_found_by_its_mark() -> None:
+    fake = Fake()
+
+    def applied_then_lost(f: Fake, body: dict[str, Any]) -> Any:
+        f.add_new(body)
+        raise httpx.ReadTimeout("lost")
+
+    fake.script["phone/addNew"] = [applied_then_lost]
+    provider = fake.provider()
+    info = await provider.create_device(_new())
+    assert len(fake.phones) == 1 and info.id in fake.phones
+    assert fake.paths() == ["phone/list", "phone/addNew", "phone/list", "phone/start"]
+    # The activity's retry (a second attempt of the slot) makes no second phone either.
+    again = await provider.create_device(_new())
+    assert again.id == info.id and len(fake.phones) == 1
+    assert fake.paths().count("phone/addNew") == 1
+    await provider.aclose()
+
+
+async def test_a_create_lost_before_it_applied_raises_for_the_retry() -> None:
+    fake = Fake()
+    fake.script["phone/addNew"] = [lambda f, body: (_ for _ in ()).throw(httpx.ReadTimeout("lost"))]
+    provider = fake.provider()
+    with pytest.raises(TransportTimeoutError):
+        await provider.create_device(_new())
+    assert fake.phones == {}
+    info = await provider.create_device(_new())
+    assert len(fake.phones) == 1 and info.id in fake.phones
+    await provider.aclose()
+
+
+async def test_a_mark_found_by_a_fuzzy_filter_must_match_exactly() -> None:
+    fake = Fake()
+    mark = slot_mark(POOL, "slot-1")
+    remark = Remark(created=1, region="sgp", labels=LABELS).text()
+    fake.add_phone(mark + "-copy", remark, group=pool_group(POOL))  # a user's clone
+    provider = fake.provider()
+    info = await provider.create_device(_new())
+    assert fake.phones[info.id]["serialName"] == mark
+    await provider.aclose()
+
+
+async def test_a_daily_create_quota_is_a_quota_error_with_its_reset() -> None:
+    fake = Fake()
+    fake.script["phone/addNew"] = [
+        ok(
+            {
+                "totalAmount": 1,
+                "successAmount": 0,
+                "failAmount": 1,
+                "details": [{"index": 0, "code": 44004, "msg": "daily creation limit"}],
+            }
+        )
+    ]
+    provider = fake.provider()
+    with pytest.raises(GeeLarkQuotaError) as caught:
+        await provider.create_device(_new())
+    assert caught.value.resets_at is not None
+    assert caught.value.error_type is ErrorType.QUOTA_EXCEEDED
+    await provider.aclose()
+
+
+async def test_a_started_phone_is_stopped_confirmed_then_deleted() -> None:
+    fake = Fake()
+    fake.stop_lag = 2  # two status reads still show it started
+    phone = _ours(fake, "k1", status=0)
+    clock = Clock()
+    provider = fake.provider(clock)
+    await provider.remove_device(phone)
+    assert phone not in fake.phones
+    assert fake.paths() == [
+        "phone/list",
+        "phone/stop",
+        "phone/status",
+        "phone/status",
+        "phone/status",
+        "phone/delete",
+    ]
+    await provider.aclose()
+
+
+async def test_a_stop_not_confirmed_in_time_sends_no_delete() -> None:
+    fake = Fake()
+    fake.stop_lag = 100
+    phone = _ours(fake, "k1", status=0)
+    provider = fake.provider()
+    with pytest.raises(ProviderError) as caught:
+        await provider.remove_device(phone)
+    assert caught.value.error_type is ErrorType.TEARDOWN_PENDING and caught.value.retryable
+    assert "phone/delete" not in fake.paths() and phone in fake.phones
+    await provider.aclose()
+
+
+async def test_a_shut_down_phone_is_deleted_without_a_stop() -> None:
+    fake = Fake()
+    phone = _ours(fake, "k1", status=2)
+    provider = fake.provider()
+    await provider.remove_device(phone)
+    assert fake.paths() == ["phone/list", "phone/delete"] and phone not in fake.phones
+    await provider.aclose()
+
+
+async def test_a_stop_refused_for_a_busy_phone_is_busy_and_nothing_is_deleted() -> None:
+    fake = Fake()
+    phone = _ours(fake, "k1", status=0)
+    fake.script["phone/stop"] = [
+        ok(
+            {
+                "totalAmount": 1,
+                "successAmount": 0,
+                "failAmount": 1,
+                "successDetails": [],
+                "failDetails": [{"code": 43006, "id": phone, "msg": "under remote control"}],
+            }
+        )
+    ]
+    provider = fake.provider()
+    with pytest.raises(GeeLarkBusyError) as caught:
+        await provider.remove_device(phone)
+    assert not caught.value.retryable
+    assert "phone/delete" not in fake.paths() and phone in fake.phones
+    await provider.aclose()
+
+
+async def test_a_delete_answered_zero_with_the_item_failed_is_not_done() -> None:
+    # [field]: running phones recorded deleted because only the envelope was read.
+    fake = Fake()
+    phone = _ours(fake, "k1", status=2)
+    fake.script["phone/delete"] = [
+        ok(
+            {
+                "totalAmount": 1,
+                "successAmount": 0,
+                "failAmount": 1,
+                "failDetails": [{"code": 43021, "id": phone, "msg": "in use"}],
+            }
+        )
+    ]
+    provider = fake.provider()
+    with pytest.raises(GeeLarkBusyError):
+        await provider.remove_device(phone)
+    assert phone in fake.phones
+    await provider.aclose()
+
+
+async def test_remove_of_an_unknown_or_foreign_phone_is_not_found() -> None:
+    fake = Fake()
+    foreign = fake.add_phone("my-own-phone", "hands off", status=0)
+    provider = fake.provider()
+    for device_id in ("424242", foreign):
+        with pytest.raises(NotFoundError):
+            await provider.remove_device(device_id)
+    assert foreign in fake.phones and "phone/stop" not in fake.paths()
+    await provider.aclose()
+
+
+async def test_read_statuses_per_item_with_the_unknown_ones_not_found() -> None:
+    fake = Fake()
+    a, b = _ours(fake, "a", status=0), _ours(fake, "b", status=2)
+    fake.phones[b]["status"] = 3  # expired
+    provider = fake.provider()
+    items, not_found = await provider.read_statuses([a, b, "999"])
+    assert {i.id: i.status for i in items} == {a: "ready", b: "failed"}
+    assert not_found == ["999"]
+    await provider.aclose()
+
+
+async def test_read_statuses_with_an_unaccounted_id_raises_not_guesses() -> None:
+    fake = Fake()
+    a = _ours(fake, "a", status=0)
+    fake.script["phone/status"] = [
+        ok({"totalAmount": 1, "successAmount": 0, "failAmount": 0, "successDetails": []})
+    ]
+    provider = fake.provider()
+    with pytest.raises(ProviderError) as caught:
+        await provider.read_statuses([a])
+    assert caught.value.retryable
+    await provider.aclose()
+
+
+async def test_connect_info_switches_adb_on_and_keeps_the_password_secret() -> None:
+    fake = Fake()
+    phone = _ours(fake, "k1", status=0)
+    clock = Clock()
+    provider = fake.provider(clock)
+    info = await provider.connect_info(phone)
+    assert info.adb is not None and (info.adb.ip, info.adb.port) == ("10.0.0.7", 5555)
+    assert info.adb.code == "adb-Pw-77" and "adb-Pw-77" not in repr(info)
+    assert fake.paths() == ["phone/list", "adb/getData", "adb/setStatus", "adb/getData"]
+    assert clock.slept == [3.0]
+    await provider.aclose()
+
+
+async def test_connect_info_of_a_stopped_phone_says_why_not() -> None:
+    fake = Fake()
+    phone = _ours(fake, "k1", status=2)
+    provider = fake.provider()
+    info = await provider.connect_info(phone)
+    assert info.empty() and "not running" in info.message
+    await provider.aclose()
+
+
+async def test_no_reset_no_regions_android_only() -> None:
+    fake = Fake()
+    provider = fake.provider()
+    assert await provider.reset_device("1") is False
+    assert await provider.region_names() == []
+    assert await provider.region_status("sgp") == "unknown"
+    assert provider.platform_problem("ios") is not None
+    assert provider.platform_problem("android") is None
+    assert await provider.release_pool(POOL) == 0
+    await provider.aclose()
+
+
+async def test_a_locked_key_fails_a_create_without_a_call() -> None:
+    fake = Fake()
+    fake.script["phone/list"] = [refused(40014, "locked")]
+    provider = fake.provider()
+    with pytest.raises(ProviderError) as first:
+        await provider.create_device(_new())
+    with pytest.raises(ProviderError) as second:
+        await provider.create_device(_new())
+    assert first.value.error_type is second.value.error_type is ErrorType.RATE_LIMITED
+    assert fake.paths() == ["phone/list"]
+    await provider.aclose()
