@@ -22,6 +22,8 @@ from devicepool.emulator._bodies import camel, is_number
 from devicepool.emulator._problems import invalid
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
+# A held call still ends: a day at most (a client's timeout is far shorter).
+_MOST = {"timeoutSeconds": 86_400.0, "latencyMs": 600_000.0}
 BATCH_PATHS = ("phone/addNew", "phone/start", "phone/stop", "phone/delete")
 
 
@@ -76,6 +78,8 @@ class Faults:
                 raise invalid(
                     f"{name} must be > 0" if name == "timeoutSeconds" else f"{name} must be >= 0"
                 )
+            if value > _MOST.get(name, value):
+                raise invalid(f"{name} must be <= {_MOST[name]:g}")
             given[f.name] = value
         return cls(**given)
 

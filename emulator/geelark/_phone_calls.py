@@ -85,7 +85,7 @@ async def phone_list(em: GeeLarkEmulator, body: dict[str, Any]) -> Result:
     if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= 100:
         raise GeeLarkError(codes.PAGE_SIZE, "pageSize out of range (1..100)")
     phones = em.phones.settle_all(em.now())
-    if body.get("ids") is not None:
+    if body.get("ids"):  # an empty list filters nothing (our choice)
         wanted = set(ids_of(body))
         found = [p for p in phones if p.id in wanted]
         return Result(

@@ -12,11 +12,13 @@ that fails counts against no quota; ADB data not yet ready answers 49001.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from devicepool.emulator.geelark import _envelope as codes
 from devicepool.emulator.geelark._bodies import Batch, Result, ids_of, optional_int, required_str
 from devicepool.emulator.geelark._envelope import GeeLarkError, invalid
+from devicepool.emulator.geelark._limits import DailyQuotas
 from devicepool.emulator.geelark._phones import EXPIRED, STARTED, STARTING, Phone
 
 if TYPE_CHECKING:
@@ -52,13 +54,18 @@ async def start(em: GeeLarkEmulator, body: dict[str, Any]) -> Result:
     optional_int(body, "center", (0, 1))
     saving = optional_int(body, "energySavingMode", (0, 1)) == 1
     batch, quotas, now = Batch(len(ids)), em.quotas_today(), em.now()
+    # Once per call: every phone settled (one the provider stopped frees its slot), the wallet.
+    account = _Account(
+        running=sum(1 for p in em.phones.settle_all(now) if p.on), balance=em.balance_left()
+    )
     for id_, phone in _each(em, ids, batch):
-        code = _start_refusal(em, phone, quotas)
+        code = _start_refusal(em, phone, quotas, account)
         if code is not None:
             batch.failed(id_, code)
             continue
         if not phone.on:
             quotas.opens += 1
+            account.running += 1
             em.phones.start(phone, now, energy_saving=saving)
         batch.success.append(
             {
@@ -70,7 +77,15 @@ async def start(em: GeeLarkEmulator, body: dict[str, Any]) -> Result:
     return _batch_result(batch)
 
 
-def _start_refusal(em: GeeLarkEmulator, phone: Phone, quotas: Any) -> int | None:
+@dataclass
+class _Account:
+    running: int
+    balance: float
+
+
+def _start_refusal(
+    em: GeeLarkEmulator, phone: Phone, quotas: DailyQuotas, account: _Account
+) -> int | None:
     if phone.status == EXPIRED:
         return codes.EXPIRED
     if phone.on:
@@ -79,9 +94,9 @@ def _start_refusal(em: GeeLarkEmulator, phone: Phone, quotas: Any) -> int | None
         quotas.refused["opens:43008"] += 1
         return codes.OPEN_QUOTA
     limit = em.config.max_running
-    if limit and sum(1 for p in em.phones.phones.values() if p.on) >= limit:
+    if limit and account.running >= limit:
         return codes.DEVICE_CONCURRENCY
-    if phone.charge_mode == 0 and em.balance_left() < em.config.price_per_minute:
+    if phone.charge_mode == 0 and account.balance < em.config.price_per_minute:
         return codes.BALANCE
     injected = em.dice.start_failure(em.faults)
     if injected is None:

@@ -68,3 +68,10 @@ async def test_the_control_plane_answers_unknown_phones_with_404_and_reset_empti
         assert bad.status_code == 404
         reset = (await t.http.post("/_emulator/reset")).json()
         assert reset["phones"]["total"] == 0 and reset["phones"]["created"] == 0
+
+
+async def test_a_fault_that_would_hold_a_call_for_ever_is_refused() -> None:
+    async with team() as t:
+        for bad in ({"timeoutSeconds": 1e308}, {"latencyMs": 1e12}):
+            response = await t.http.post("/_emulator/faults", json=bad)
+            assert response.status_code == 400, bad

@@ -139,3 +139,11 @@ async def test_an_empty_wallet_refuses_starts_with_41001() -> None:
         data = await t.ok("phone/start", {"ids": [b]})
         assert data["failDetails"][0]["code"] == 41001
         assert (await t.ok("pay/wallet", {}))["balance"] < 0.007
+
+
+async def test_a_phone_the_provider_stopped_for_idleness_frees_its_running_slot() -> None:
+    async with team(max_running=1, boot_seconds=0, idle_minutes=1) as t:
+        a, b = await t.create("a", "b")
+        await t.ok("phone/start", {"ids": [a], "energySavingMode": 1})
+        await t.advance(61)  # a stopped itself; nobody has looked at it since
+        assert (await t.ok("phone/start", {"ids": [b]}))["successAmount"] == 1

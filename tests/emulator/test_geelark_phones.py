@@ -194,3 +194,9 @@ async def test_restart_and_new_identity() -> None:
         assert after["imei"] != before["imei"]
         assert (await t.stats())["quotas"]["creates"] == 2  # newOne counts as a creation
         assert await t.refused("/open/v2/phone/newOne", {"id": "nope"}) == 42001
+
+
+async def test_an_empty_ids_filter_lists_every_phone() -> None:
+    async with team() as t:
+        await t.create("a", "b")
+        assert (await t.ok("phone/list", {"ids": []}))["total"] == 2
