@@ -321,3 +321,41 @@ async def test_a_locked_key_fails_a_create_without_a_call() -> None:
     assert first.value.error_type is second.value.error_type is ErrorType.RATE_LIMITED
     assert fake.paths() == ["phone/list"]
     await provider.aclose()
+
+
+async def test_a_total_that_under_counts_never_cuts_the_listing_short() -> None:
+    fake = Fake()
+    ids = [_ours(fake, f"k{i}") for i in range(150)]
+    real = fake._phone_list
+
+    def lying(body: dict[str, Any]) -> dict[str, Any]:
+        answer = real(body)
+        answer["data"]["total"] = 100
+        return answer
+
+    fake._phone_list = lying  # type: ignore[method-assign]
+    provider = fake.provider()
+    assert len(await provider.list_pool(POOL)) == len(ids)
+    await provider.aclose()
+
+
+async def test_a_status_item_refused_otherwise_is_no_verdict() -> None:
+    fake = Fake()
+    a = _ours(fake, "a", status=0)
+    fake.script["phone/status"] = [
+        ok(
+            {
+                "totalAmount": 2,
+                "successAmount": 0,
+                "failAmount": 2,
+                "successDetails": [],
+                "failDetails": [
+                    {"code": 43029, "id": a, "msg": "maintenance"},
+                    {"code": 42001, "id": "9", "msg": "not found"},
+                ],
+            }
+        )
+    ]
+    provider = fake.provider()
+    assert await provider.read_statuses([a, "9"]) == ([], ["9"])
+    await provider.aclose()
