@@ -3,9 +3,10 @@
 made and its `leases.queue.maxWait`.
 
 The status alone would do for all but the oldest wait: its `oldestQueuedSeconds` is as old as
-the pool's last pass, so the oldest ticket's own time is read (the `leases` query, asked only
-while a ticket waits) and its wait is counted at each scrape. `maxWait` is the spec's (the
-`spec` query, asked again only when the pool has seen a new generation). Why the expired
+the pool's last pass, so the oldest ticket's own time is read and its wait is counted at each
+scrape. A pool's memo row carries that time and `maxWait`; of a pool without a row (a build
+before it), `LeaseReads` asks them: the `leases` query, only while a ticket waits, and the
+`spec` query, again only when the pool has seen a new generation. Why the expired
 count is a counter read from the pool's state: docs/operations.md, 'Metrics, alerts and the
 dashboard'."""
 

@@ -1,9 +1,11 @@
 """Per-pool gauges on `/metrics`, read from ONE source of truth: Temporal itself.
 
 `PoolCollector.run`, a background task, lists the running pools of both kinds through
-visibility every `max_age` seconds and asks each its `status` (and the node registry its beats)
-every `status_max_age` seconds; a scrape serves that snapshot. Without the task, `refresh` does
-the same work inline. A BrowserPool without search attributes takes them from its status.
+visibility every `max_age` seconds: each pool's row in its memo (`row_memo`) is its status.
+Every `status_max_age` seconds it asks the node registry its beats, and asks `status` only of
+a pool listed without a row (a build before it); a scrape serves that snapshot. Without the
+task, `refresh` does the same work inline. A BrowserPool without search attributes takes them
+from its status.
 The lease series (both kinds) and the few reads they add: ``lease_gauges.py``.
 Why: docs/operations.md, 'Metrics, alerts and the dashboard'."""
 
@@ -28,6 +30,7 @@ from devicepool.api.kinds import BROWSER_POOL, KINDS, kind_named
 from devicepool.api.names import (
     KIND_BROWSER_POOL,
     KIND_DEVICE_POOL,
+    MEMO_POOL_ROW,
     QUERY_STATUS,
     SA_DESIRED,
     SA_PHASE,
@@ -36,6 +39,7 @@ from devicepool.api.names import (
 )
 from devicepool.worker.lease_gauges import LeaseReads, PoolLeases, lease_families
 from devicepool.workflows.browserpool.publish import BROWSER_PLATFORM
+from devicepool.workflows.reconciler.row_memo import Row, read_row
 
 log = logging.getLogger("devicepool.metrics")
 
@@ -96,6 +100,8 @@ class _Pool:
     phase: str
     status: dict[str, Any] | None = None
     kind: str = KIND_DEVICE_POOL
+    # Its row in its memo, listed with it (None: a build before it; its status is asked).
+    row: Row | None = None
 
     @property
     def key(self) -> str:
@@ -192,18 +198,19 @@ class PoolCollector(Collector):
                 or self._statuses_at is None
                 or now - self._statuses_at >= self._status_max_age
             ):
+                unlisted = [p for p in pools if p.row is None]
                 self._statuses, self._beats = await asyncio.gather(
-                    self._query_statuses(pools), self._query_beats()
+                    self._query_statuses(unlisted), self._query_beats()
                 )
                 answered = [
                     (p.key, kind_named(p.kind).workflow_id(p.name), self._statuses[p.key])
-                    for p in pools
+                    for p in unlisted
                     if p.key in self._statuses
                 ]
                 await self._leases.refresh(answered, self._ask)
                 self._statuses_at = now
             for pool in pools:
-                pool.status = self._statuses.get(pool.key)
+                pool.status = pool.row.status if pool.row else self._statuses.get(pool.key)
                 if pool.kind == KIND_BROWSER_POOL and pool.status is not None:
                     # Started without search attributes (an older build): what the status says.
                     if pool.desired is None:
@@ -232,6 +239,7 @@ class PoolCollector(Collector):
                         ready=_int(_first(attrs.get(SA_READY))),
                         phase=str(_first(attrs.get(SA_PHASE)) or ""),
                         kind=kind.name,
+                        row=await _row(execution),
                     )
                 )
         return pools
@@ -320,8 +328,8 @@ class PoolCollector(Collector):
             PoolLeases(
                 labels=(pool.name, pool.platform, pool.kind),
                 status=pool.status,
-                oldest=self._leases.oldest(pool.key),
-                max_wait=self._leases.max_wait(pool.key),
+                oldest=pool.row.oldest if pool.row else self._leases.oldest(pool.key),
+                max_wait=pool.row.max_wait if pool.row else self._leases.max_wait(pool.key),
             )
             for pool in pools
         ]
@@ -335,6 +343,15 @@ class PoolCollector(Collector):
         for node, at in sorted(self._beats.items()):
             beats.add_metric([node], at)
         yield beats
+
+
+async def _row(execution: Any) -> Row | None:
+    """A listed pool's row in its memo, if it has one the gauges can trust."""
+    try:
+        return read_row(await execution.memo_value(MEMO_POOL_ROW, None))
+    except Exception as exc:  # a payload this worker cannot decode: its status is asked
+        log.info("memo of %s unreadable: %s", execution.id, exc)
+        return None
 
 
 def _first(value: Any) -> Any:
