@@ -69,7 +69,7 @@ class Remembered(Pool):
                 SearchAttributePair(KEY_ACCOUNT, "default"),
                 SearchAttributePair(KEY_READY, status["readyDevices"]),
             ]
-        self.typed_search_attributes = TypedSearchAttributes(pairs)
+        self.typed_search_attributes = TypedSearchAttributes(pairs)  # type: ignore[assignment]
 
     async def memo_value(self, key: str, default: Any = None) -> Any:
         return self.memo if key == MEMO_POOL_ROW else default

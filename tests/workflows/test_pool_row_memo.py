@@ -30,8 +30,10 @@ async def _memo_writes(client: Client, handle: WorkflowHandle[Any, Any]) -> tupl
     """The current run, and how many times it wrote its memo."""
     run = (await handle.describe()).run_id
     history = await client.get_workflow_handle(handle.id, run_id=run).fetch_history()
-    modified = "workflow_properties_modified_event_attributes"
-    return run, sum(1 for e in history.events if e.HasField(modified))
+    events = history.events
+    return run, sum(
+        1 for e in events if e.HasField("workflow_properties_modified_event_attributes")
+    )
 
 
 async def _a_pass(handle: WorkflowHandle[Any, Any]) -> None:
