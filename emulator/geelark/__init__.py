@@ -16,12 +16,19 @@ where the documentation is silent, is in docs/geelark-emulator.md; in short:
 - the `/_emulator` control plane: stats, faults (`_faults`), clock, secrets, reset, and
   a phone stopped by the provider, expired, busy or touched.
 
-Public surface: `GeeLarkConfig`, `GeeLarkEmulator`, `create_app`, `sign` (the documented
-signature), `main` (the CLI).
+- in memory, or kept in a `--state` file across restarts (`_statefile`).
+
+Public surface: `GeeLarkConfig`, `GeeLarkEmulator`, `StateFileError`, `create_app`, `sign` (the
+documented signature), `main` (the CLI).
 """
 
 from devicepool.emulator.geelark._envelope import sign
-from devicepool.emulator.geelark.app import GeeLarkConfig, GeeLarkEmulator, create_app
+from devicepool.emulator.geelark.app import (
+    GeeLarkConfig,
+    GeeLarkEmulator,
+    StateFileError,
+    create_app,
+)
 from devicepool.emulator.geelark.cli import main
 
-__all__ = ["GeeLarkConfig", "GeeLarkEmulator", "create_app", "main", "sign"]
+__all__ = ["GeeLarkConfig", "GeeLarkEmulator", "StateFileError", "create_app", "main", "sign"]

@@ -88,13 +88,13 @@ class Dice:
     """The seeded draws behind every injected fault; `injected` counts hits by name."""
 
     def __init__(self, rng: random.Random) -> None:
-        self._rng = rng
+        self.rng = rng
         self.injected: Counter[str] = Counter()
 
     def draw(self, rate: float, name: str) -> bool:
         if rate <= 0:  # only consult the RNG when the fault is on: a seed's sequence is stable
             return False
-        hit = self._rng.random() < rate
+        hit = self.rng.random() < rate
         if hit:
             self.injected[name] += 1
         return hit

@@ -73,13 +73,13 @@ class PhoneStore:
     """Every phone of the team, the groups and tags, and the lifecycle counters."""
 
     def __init__(self, rng: random.Random, *, boot_seconds: float, idle_seconds: float) -> None:
-        self._rng = rng
+        self.rng = rng
         self.boot_seconds = boot_seconds
         self.idle_seconds = idle_seconds
         self.phones: dict[str, Phone] = {}
         self.groups: dict[str, str] = {}  # name -> id
         self.tags: dict[str, str] = {}  # name -> id
-        self._serial = 0
+        self.serial = 0
         # created, starts, stops, autoStops, providerStops, deleted, restarts, newIdentities
         self.counters: Counter[str] = Counter()
         # Phones gone, kept for the bill (deleted phones were billed while they ran).
@@ -87,7 +87,7 @@ class PhoneStore:
 
     def new_id(self) -> str:
         while True:
-            found = str(self._rng.randrange(10**17, 10**18))
+            found = str(self.rng.randrange(10**17, 10**18))
             if found not in self.phones:
                 return found
 
@@ -104,8 +104,8 @@ class PhoneStore:
         return next((n for n, i in self.tags.items() if i == tag_id), None)
 
     def add(self, phone: Phone) -> Phone:
-        self._serial += 1
-        phone.serial_no = self._serial
+        self.serial += 1
+        phone.serial_no = self.serial
         if phone.group:
             self.group_id(phone.group)
         for tag in phone.tags:
@@ -116,7 +116,7 @@ class PhoneStore:
         return phone
 
     def equipment(self, mobile_type: str) -> dict[str, Any]:
-        rng = self._rng
+        rng = self.rng
 
         def mac() -> str:
             return ":".join(f"{rng.randrange(256):02X}" for _ in range(6))

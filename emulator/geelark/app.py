@@ -27,13 +27,21 @@ from devicepool.emulator.geelark import _envelope
 from devicepool.emulator.geelark._bodies import parse_body
 from devicepool.emulator.geelark._envelope import GeeLarkError, answer, refusal
 from devicepool.emulator.geelark.config import GeeLarkConfig
-from devicepool.emulator.geelark.state import GeeLarkEmulator
+from devicepool.emulator.geelark.state import GeeLarkEmulator, StateFileError
 
-__all__ = ["GeeLarkConfig", "GeeLarkEmulator", "create_app"]
+__all__ = ["GeeLarkConfig", "GeeLarkEmulator", "StateFileError", "create_app"]
+
+# Calls that change nothing but counters (the state file is not written after them).
+READS = frozenset(
+    f"open/v1/{path}"
+    for path in ("phone/list", "phone/status", "adb/getData", "pay/wallet", "pay/plan/info")
+)
 
 
 def create_app(config: GeeLarkConfig | None = None) -> FastAPI:
-    """The app of one emulated team (`app.state.emulator`)."""
+    """The app of one emulated team (`app.state.emulator`). With `config.state_file`, the team
+    is read from it (or starts empty) and written after every call; `app.state.emulator.close()`
+    lets it go. Raises `StateFileError` if the file cannot be used."""
     emulator = GeeLarkEmulator(config or GeeLarkConfig())
     app = FastAPI(
         title="GeeLark Open API emulator",
@@ -67,6 +75,11 @@ def _add_control_plane(app: FastAPI, emulator: GeeLarkEmulator) -> None:
     def json(answer: Callable[[], Any]) -> Response:
         return JSONResponse(answer())
 
+    def change(answer: Callable[[], Any]) -> Response:
+        found = answer()
+        emulator.commit()
+        return JSONResponse(found)
+
     @app.get("/_emulator/stats")
     async def stats() -> Response:
         return json(emulator.stats)
@@ -92,29 +105,29 @@ def _add_control_plane(app: FastAPI, emulator: GeeLarkEmulator) -> None:
     @app.post("/_emulator/clock")
     async def set_clock(request: Request) -> Response:
         body = await _json_body(request)
-        return json(lambda: emulator.set_clock(body))
+        return change(lambda: emulator.set_clock(body))
 
     @app.post("/_emulator/reset")
     async def reset() -> Response:
         emulator.reset()
-        return json(emulator.stats)
+        return change(emulator.stats)
 
     @app.post("/_emulator/phones/{phone_id}/stop")
     async def provider_stop(phone_id: str) -> Response:
-        return json(lambda: emulator.provider_stop(phone_id))
+        return change(lambda: emulator.provider_stop(phone_id))
 
     @app.post("/_emulator/phones/{phone_id}/expire")
     async def expire(phone_id: str) -> Response:
-        return json(lambda: emulator.expire(phone_id))
+        return change(lambda: emulator.expire(phone_id))
 
     @app.post("/_emulator/phones/{phone_id}/busy")
     async def busy(phone_id: str, request: Request) -> Response:
         body = await _json_body(request)
-        return json(lambda: emulator.set_busy(phone_id, body))
+        return change(lambda: emulator.set_busy(phone_id, body))
 
     @app.post("/_emulator/phones/{phone_id}/touch")
     async def touch(phone_id: str) -> Response:
-        return json(lambda: emulator.touch(phone_id))
+        return change(lambda: emulator.touch(phone_id))
 
 
 def _add_open_api(app: FastAPI, emulator: GeeLarkEmulator) -> None:
@@ -137,6 +150,14 @@ def _add_open_api(app: FastAPI, emulator: GeeLarkEmulator) -> None:
             response.status_code = 405
             return response
         raw = await request.body()
+        locks = emulator.windows.locks
+
+        def keep() -> None:
+            # The state file: after every call that changed the team or took a lock. A read
+            # changes nothing a restart could not work out again from the clock.
+            if path not in READS or emulator.windows.locks != locks:
+                emulator.commit()
+
         try:
             who = _envelope.authenticate(
                 request.headers, app_id=config.app_id, api_key=config.api_key, token=config.token
@@ -144,8 +165,8 @@ def _add_open_api(app: FastAPI, emulator: GeeLarkEmulator) -> None:
             emulator.windows.admit(who, path, emulator.now())
             emulator.windows.enter(who, config.max_concurrent_requests)
         except GeeLarkError as error:
+            keep()
             return refusal(trace_id, error)
-        hang: float | None = None
         try:
             faults = emulator.faults
             if faults.latency_ms:
@@ -153,11 +174,14 @@ def _add_open_api(app: FastAPI, emulator: GeeLarkEmulator) -> None:
             refused = emulator.dice.call_refusal(faults)
             if refused is not None:
                 raise GeeLarkError(refused)
-            data, code = await emulator.call(path, parse_body(raw))
+            try:
+                data, code = await emulator.call(path, parse_body(raw))
+            finally:
+                keep()
             response = answer(trace_id, data, code=code)
             hang = emulator.dice.hang(faults, path)
             if hang is not None:
-                # The change is made; the answer is held past any sane client timeout.
+                # The change is made (and kept); the answer is held past a client's timeout.
                 await asyncio.sleep(hang)  # real seconds: a client's timeout is real
             return response
         except GeeLarkError as error:

@@ -15,7 +15,7 @@ from devicepool.emulator.cli import (
     _port,
     _positive_float,
     _positive_int,
-    _seed,
+    add_clock_flags,
     new_parser,
 )
 from devicepool.emulator.geelark.config import (
@@ -159,13 +159,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         metavar="|".join(BATCH_ENVELOPES),
         help="a batch with failed items: code 0 (as observed), or 40006/40009",
     )
-    parser.add_argument(
-        "--speed",
-        type=_positive_float,
-        default=1.0,
-        help="virtual clock speed: boots, idle stops, windows, locks, UTC days",
+    add_clock_flags(
+        parser,
+        speed="virtual clock speed: boots, idle stops, windows, locks, UTC days",
+        state="keep the team (phones, quotas, locks, bills, clock) in this JSON file, so an "
+        "emulator started again on it is the same team; the time it was down passes on its "
+        "clock (default: in memory only)",
     )
-    parser.add_argument("--seed", type=_seed, default=None, help="seed for ids and faults")
     parser.add_argument("-h", "--help", action="help", help="Show this message and exit.")
     return parser
 
@@ -196,6 +196,7 @@ def config_from_args(args: argparse.Namespace) -> GeeLarkConfig:
         )
     }
     return GeeLarkConfig(
+        state_file=args.state,
         app_id=None if args.no_key_auth else args.app_id,
         api_key=None if args.no_key_auth else (args.api_key or DEFAULT_API_KEY),
         token=None if args.no_token_auth else (args.token or DEFAULT_TOKEN),
@@ -213,9 +214,18 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
         sockets = bind(args.host, [args.port])
     except ValueError as error:
         parser.error(str(error))
-    from devicepool.emulator.geelark.app import create_app
+    from devicepool.emulator.geelark.app import StateFileError, create_app
 
-    serve({"geelark": create_app(config)}, sockets)
+    try:
+        app = create_app(config)
+    except StateFileError as error:
+        for sock in sockets:
+            sock.close()
+        parser.error(str(error))
+    try:
+        serve({"geelark": app}, sockets)
+    finally:
+        app.state.emulator.close()
     return 0
 
 

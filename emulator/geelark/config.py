@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 DEFAULT_PORT = 8090
 # The doc's worked example of key auth: a client signing with these passes the doc's vector.
@@ -60,6 +61,9 @@ class GeeLarkConfig:
     batch_envelope: str = "zero"
     speed: float = 1.0
     seed: int | None = None
+    # Keep the team in this JSON file, so an emulator started again on it is the same team
+    # (None: in memory only).
+    state_file: Path | None = None
 
     def __post_init__(self) -> None:
         if self.app_id is not None and (not self.app_id or self.api_key is None):

@@ -7,7 +7,8 @@ check-then-act is atomic between awaits. State is lazy: a phone's boot ending, t
 stopping an idle phone, the day's quotas rolling over are all worked out from the virtual
 clock when something looks (`settle`), so a jump of the clock is seen at once.
 
-Kept in memory only: a restarted emulator is a new, empty team.
+In memory, or kept in a state file (`_statefile`, `--state FILE`): written after every call,
+so an emulator started again on it is the same team.
 """
 
 from __future__ import annotations
@@ -26,9 +27,16 @@ from devicepool.emulator.geelark._envelope import GeeLarkError
 from devicepool.emulator.geelark._faults import Dice, Faults
 from devicepool.emulator.geelark._limits import DailyQuotas, Windows
 from devicepool.emulator.geelark._phones import EXPIRED, Phone, PhoneStore
+from devicepool.emulator.geelark._statefile import (
+    StateFile,
+    StateFileError,
+    clock_from,
+    restore,
+    snapshot,
+)
 from devicepool.emulator.geelark.config import GeeLarkConfig
 
-__all__ = ["ROUTES", "GeeLarkEmulator"]
+__all__ = ["ROUTES", "GeeLarkEmulator", "StateFileError"]
 
 Handler = Callable[["GeeLarkEmulator", dict[str, Any]], Awaitable[Result]]
 _ROUTES: dict[str, Handler] = {**_phone_calls.ROUTES, **_power_calls.ROUTES}
@@ -44,10 +52,36 @@ class GeeLarkEmulator:
     """The team: phones, request windows and locks, quotas, billing, faults, ground truth."""
 
     def __init__(self, config: GeeLarkConfig) -> None:
+        """Raises StateFileError when `config.state_file` cannot be used."""
         self.config = config
-        self.clock = _clock.VirtualClock(speed=config.speed)
+        self._disk: StateFile | None = None
+        saved = None
+        if config.state_file is not None:
+            disk = StateFile(config.state_file)
+            try:
+                saved = disk.load()
+            except BaseException:
+                disk.close()
+                raise
+            self._disk = disk
+        self.clock = clock_from(saved, config.speed)
         self.days = Days(self.clock.epoch)
         self._new_parts()
+        if saved is not None:
+            restore(self, saved)
+        self.commit()
+
+    def commit(self) -> None:
+        """Write the team to its state file now, if it has one."""
+        if self._disk is not None:
+            self._disk.save(snapshot(self))
+
+    def close(self) -> None:
+        """Write the team one last time and let its state file go; idempotent."""
+        disk, self._disk = self._disk, None
+        if disk is not None:
+            disk.save(snapshot(self))
+            disk.close()
 
     def _new_parts(self) -> None:
         config = self.config

@@ -98,7 +98,9 @@ def test_devicepool_emulator_geelark_help_lists_its_knobs(
 
 def test_a_real_server_answers_a_signed_call_and_stops_cleanly(tmp_path: Path) -> None:
     log = tmp_path / "geelark.log"
-    command = [sys.executable, "-m", "devicepool.emulator.geelark", "--port", "0", "--seed", "1"]
+    state = tmp_path / "team.json"
+    command = [sys.executable, "-m", "devicepool.emulator.geelark", "--port", "0"]
+    command += ["--seed", "1", "--state", str(state)]
     with log.open("wb") as sink:
         process = subprocess.Popen(
             command,
@@ -123,6 +125,7 @@ def test_a_real_server_answers_a_signed_call_and_stops_cleanly(tmp_path: Path) -
         assert (body["code"], body["traceId"]) == (0, headers["traceId"])
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=10) == 0
+        assert json.loads(state.read_text())["kind"] == "devicepool-geelark-emulator"
     finally:
         if process.poll() is None:
             process.kill()

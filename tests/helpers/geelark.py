@@ -94,15 +94,16 @@ class Team:
         assert envelope["code"] != 0 and envelope["data"] is None, envelope
         return int(envelope["code"])
 
-    async def create(self, *names: str, **body: Any) -> list[str]:
+    async def create(self, *names: str, mode: str = "key", **body: Any) -> list[str]:
         """Create phones by name (shut down): their ids."""
         rows = [phone_row(name) for name in names or ("pool-g/0",)]
-        data = await self.ok("phone/addNew", {"mobileType": "Android 12", "data": rows, **body})
+        body = {"mobileType": "Android 12", "data": rows, **body}
+        data = await self.ok("phone/addNew", body, mode=mode)
         assert data["failAmount"] == 0, data
         return [d["id"] for d in data["details"]]
 
-    async def status(self, *ids: str) -> dict[str, int]:
-        data = await self.ok("phone/status", {"ids": list(ids)})
+    async def status(self, *ids: str, mode: str = "key") -> dict[str, int]:
+        data = await self.ok("phone/status", {"ids": list(ids)}, mode=mode)
         return {d["id"]: d["status"] for d in data["successDetails"]}
 
     async def stats(self) -> dict[str, Any]:
@@ -120,6 +121,7 @@ class Team:
 
     async def aclose(self) -> None:
         await self.http.aclose()
+        self.emulator.close()  # with a state file: written, and let go
 
 
 @asynccontextmanager
