@@ -346,3 +346,23 @@ async def test_http_errors_and_non_envelopes_are_typed() -> None:
         with pytest.raises(ServerError):
             await api.call("phone/list", {})
     await api.aclose()
+
+
+async def test_a_call_waiting_its_turn_when_the_key_locks_is_not_sent() -> None:
+    clock = Clock()
+    fake = Fake()
+    api = fake.api(clock)
+    for _ in range(200):
+        await api.call("phone/status", {"ids": ["1"]})
+    clock.at += timedelta(seconds=57)  # the 201st will wait ~4 s for the window
+    real_sleep = clock.sleep
+
+    async def sleep_and_lock(seconds: float) -> None:
+        await real_sleep(seconds)
+        api.breaker.trip("POST /open/v1/phone/list", code=40014, msg="locked")
+
+    api.pacer._sleep = sleep_and_lock
+    with pytest.raises(GeeLarkLockedError):
+        await api.call("phone/status", {"ids": ["1"]})
+    assert len(fake.requests) == 200
+    await api.aclose()

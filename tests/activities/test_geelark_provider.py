@@ -359,3 +359,13 @@ async def test_a_status_item_refused_otherwise_is_no_verdict() -> None:
     provider = fake.provider()
     assert await provider.read_statuses([a, "9"]) == ([], ["9"])
     await provider.aclose()
+
+
+async def test_connect_info_refused_whole_as_not_running_says_why_not() -> None:
+    fake = Fake()
+    phone = _ours(fake, "k1", status=0)
+    fake.script["adb/getData"] = [refused(42002, "not running")]
+    provider = fake.provider()
+    info = await provider.connect_info(phone)
+    assert info.empty() and "not running" in info.message
+    await provider.aclose()

@@ -114,6 +114,7 @@ class GeeLarkApi(HttpClient):
         try:
             self.breaker.check(call)
             await self.pacer.turn(path)
+            self.breaker.check(call)  # tripped while this call waited its turn
             response, raw = await exchange(
                 self._http,
                 "POST",

@@ -42,7 +42,7 @@ from devicepool.activities.errors import (
 from devicepool.activities.models import DeviceTemplate
 from devicepool.activities.providers.base import NewDevice, ProviderDevice, provider_call
 from devicepool.activities.providers.geelark.api import MAX_IDS, GeeLarkApi
-from devicepool.activities.providers.geelark.errors import GeeLarkServerError
+from devicepool.activities.providers.geelark.errors import GeeLarkServerError, GeeLarkStateError
 from devicepool.activities.providers.geelark.marks import (
     MANAGED_TAG,
     MARK_PREFIX,
@@ -233,7 +233,10 @@ class GeeLarkProvider:
         asynchronously, some 3 s)."""
         await self._one(device_id)
         for attempt in range(3):
-            data = await self.api.call("adb/getData", {"ids": [device_id]})
+            try:
+                data = await self.api.call("adb/getData", {"ids": [device_id]})
+            except GeeLarkStateError as exc:  # the whole call refused, not its item
+                data = {"items": [{"id": device_id, "code": exc.code}]}
             items = data.get("items") if isinstance(data, dict) else None
             item = next(
                 (
