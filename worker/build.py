@@ -33,6 +33,13 @@ from devicepool.worker.versioning import deployment_config
 # `devicepool dev`, last the whole graceful timeout.
 WATCH_SHUTDOWN_GRACE = timedelta(0)
 
+# The SDK sends an activity's heartbeats to the server at most every min(0.8 × its
+# heartbeat timeout, this cap). Its default cap, 60 s, would make a watch (a timeout of up
+# to ten minutes) beat every minute whatever its timeout, and each beat that reaches the
+# server is a billed Action: so long that each activity beats at its own timeout's pace.
+# Short activities are unchanged (10 s timeouts: every 8 s). docs/scaling.md, 'Heartbeats'.
+HEARTBEAT_THROTTLE_CAP = timedelta(weeks=4)
+
 
 def run_workers(workers: Sequence[Worker]) -> list[asyncio.Task[None]]:
     """Each worker's `run()` as a task named ``worker:<task queue>``."""
@@ -67,6 +74,7 @@ def new_worker(
     """
     if workflows:
         options.setdefault("workflow_runner", workflow_runner())
+    options.setdefault("max_heartbeat_throttle_interval", HEARTBEAT_THROTTLE_CAP)
     return Worker(
         client, task_queue=task_queue, workflows=workflows, activities=activities, **options
     )

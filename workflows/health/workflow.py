@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         tell,
         wait_condition,
     )
+    from devicepool.workflows.shared.heartbeats import watch_heartbeat_timeout_of_run
     from devicepool.workflows.shared.placement import (
         REREAD_NODES_PATCH,
         misplaced,
@@ -178,7 +179,10 @@ class PoolHealthWorkflow:
             ),
             start_to_close_timeout=timedelta(seconds=settings.watch_max_seconds + 120),
             schedule_to_close_timeout=timedelta(seconds=settings.watch_max_seconds + 300),
-            heartbeat_timeout=timedelta(seconds=max(30.0, 3 * settings.health_seconds)),
+            # No suspect to time (none offline, none stuck booting): a long timeout.
+            heartbeat_timeout=watch_heartbeat_timeout_of_run(
+                settings.health_seconds, quiet=not once and not fingerprint
+            ),
             retry_policy=PROVIDER_RETRY,
             summary="read now" if once else "watch for unhealthy devices",
             # Long and mostly asleep: on a watch queue (its own queue's, or its

@@ -18,6 +18,7 @@ from devicepool.activities import models as am
 from devicepool.activities.definitions import DeviceActivityDefinitions as Activities
 from devicepool.api.names import pool_name_from_workflow_id
 from devicepool.workflows.shared.errors import PROVIDER_RETRY, error_message
+from devicepool.workflows.shared.heartbeats import settled, watch_heartbeat_timeout_of_run
 from devicepool.workflows.shared.placement import Route
 
 __all__ = [
@@ -216,7 +217,8 @@ async def watch_devices(
 ) -> am.WatchDevicesResult:
     """Returns when the pool's devices differ from `devices` (the answer's `devices` filled
     in), after `watch_max_seconds`, or when `health_workflow_id` no longer runs. On a watch
-    queue: docs/scaling.md, 'What one worker carries'."""
+    queue: docs/scaling.md, 'What one worker carries'; none of `devices` in motion: a long
+    heartbeat timeout, 'Heartbeats'."""
     result = await workflow.execute_activity_method(
         Activities.watch_devices,
         am.WatchDevicesInput(
@@ -231,7 +233,9 @@ async def watch_devices(
             health_every_seconds=settings.health_liveness_seconds,
         ),
         start_to_close_timeout=timedelta(seconds=settings.watch_max_seconds + 120),
-        heartbeat_timeout=timedelta(seconds=max(30.0, 3 * settings.resync_seconds)),
+        heartbeat_timeout=watch_heartbeat_timeout_of_run(
+            settings.resync_seconds, quiet=settled(devices)
+        ),
         retry_policy=PROVIDER_RETRY,
         summary="watch for changes",
         **route.watch(workflow.info().task_queue),
