@@ -121,9 +121,14 @@ async def scrape(port: int, *, namespace: str = "default") -> Counter[str]:
 
 
 def breakdown(categories: Mapping[str, float], *, scale: float = 1.0) -> str:
-    """`query 33.0, heartbeat 21.0, ...`: categories times `scale`, largest first."""
+    """`query 33.0, heartbeat 21.0, ...`: categories times `scale`, largest first (under 1:
+    two significant digits, so a rare category does not read 0.0)."""
     ordered = sorted(categories.items(), key=lambda kv: (-kv[1], kv[0]))
-    return ", ".join(f"{name} {n * scale:.1f}" for name, n in ordered if n)
+    return ", ".join(f"{name} {_figure(n * scale)}" for name, n in ordered if n)
+
+
+def _figure(value: float) -> str:
+    return f"{value:.1f}" if abs(value) >= 1 else f"{value:.2g}"
 
 
 def history_actions(events: Iterable[HistoryEvent]) -> Counter[str]:

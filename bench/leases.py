@@ -21,7 +21,7 @@ clients start spread over `--ramp` s, but in phase 5. Phases:
 1. idle devices: `--devices // 2` clients, so every ask finds a free device: grant
    latency (sent -> granted);
 2. `--clients` clients for `--seconds`: grants a second, latency (at once / queued), FIFO,
-   double grants, history events per lease, what the server refused;
+   double grants, history events and Temporal Actions per lease, what the server refused;
 3. hold 0 (take and give back at once): what the pool's workflow grants a second when the
    holds do not bound it (phase 2's bound is devices / mean hold, 50 / 3 s = 16.7/s);
 4. phase 2 again with the worker SIGKILLed `--kill-at` s in and started again: the same
@@ -43,7 +43,8 @@ whose later grant has that time are counted apart.
 FIFO: an ask queued first (waited > 0, or still waiting at the end) must not be passed by
 an ask whose `lease_ask` comes later in the history, granted strictly before it. Both
 ways, the clients' own view (grant received -> release or give-back sent) is checked for
-overlaps too; events per lease are the history's events (every run) / grants; a lease
+overlaps too; events per lease are the history's events (every run) / grants, Actions per
+lease the server's `action` counter over the phase (everything: bench/_actions.py) / grants; a lease
 lost is one granted and neither given back nor listed at the end. Refusals are the
 Temporal server's own count (its frontend's `service_error_with_type`): the SDK sends a
 refused call again by itself, so a client sees only what outlasts its retries. Each phase
@@ -73,6 +74,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import _actions
 import httpx
 from _results import recorded
 from _stack import dev_server
@@ -691,6 +693,7 @@ async def run_phase(
     cpu0 = {what: p.cpu_seconds() for what, p in procs.items()}
     counters0 = await worker_counters(stack, WORKER_COUNTERS)
     errors0 = await server_errors(server_metrics)
+    actions0 = await _actions.scrape(server_metrics)
     rng = random.Random(args.seed)
     start, started = time.monotonic(), time.time()
     until = start + phase.seconds
@@ -739,6 +742,7 @@ async def run_phase(
     counters = await worker_counters(stack, WORKER_COUNTERS)
     errors = await server_errors(server_metrics)
     errors.subtract(errors0)
+    actions = _actions.since(actions0, await _actions.scrape(server_metrics))
     handle = stack.client.get_workflow_handle(wid)
     try:
         view: LeasesView = await handle.query(QUERY_LEASES, result_type=LeasesView)
@@ -780,6 +784,7 @@ async def run_phase(
         if phase.kill_at is None
         else None,
         server_refused=+errors,
+        actions=actions,
         killed=killed,
         restarted=restarted,
         pending=len(pending),
@@ -798,6 +803,7 @@ def report(
     cpu: dict[str, float],
     counters: dict[str, float] | None,
     server_refused: Counter[str],
+    actions: Counter[str],
     killed: float | None,
     restarted: float | None,
     pending: int,
@@ -885,6 +891,13 @@ def report(
         + ", ".join(f"{k} {v}" for k, v in sorted(sent.items()))
         + in_history
         + f"; lease_ticket queries {tally.queries}",
+        flush=True,
+    )
+    by_category = _actions.categorise(actions)
+    print(
+        f"    Temporal Actions (the server's `action` counter, everything in the phase): "
+        f"{sum(by_category.values())}, {sum(by_category.values()) / max(1, len(grants)):.1f} "
+        f"a lease; a lease: {_actions.breakdown(by_category, scale=1 / max(1, len(grants)))}",
         flush=True,
     )
 

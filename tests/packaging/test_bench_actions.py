@@ -82,6 +82,8 @@ def test_a_window_is_the_difference_of_two_scrapes() -> None:
 def test_the_breakdown_is_scaled_and_largest_first() -> None:
     line = actions.breakdown({"timer": 1, "query": 3, "heartbeat": 0}, scale=2)
     assert line == "query 6.0, timer 2.0"
+    # Per lease, a category met a few times in a phase is not printed as 0.0.
+    assert actions.breakdown({"query": 600, "timer": 3}, scale=1 / 87) == "query 6.9, timer 0.034"
 
 
 def test_histories_agree_with_the_server_where_they_can_see() -> None:
