@@ -1,0 +1,129 @@
+"""Demand scaling's fields: `AutoscaleSpec` (the bounds of a pool that sizes itself) and the
+campaign `ScheduleWindow`s that raise its floor for a while.
+
+Not part of any spec yet, so nothing a manifest can set: the decisions they drive are
+`workflows/reconciler/demand.py`, and docs/leases.md ('Sizing a pool from its demand
+(planned)') says how they fit. Durations, counts and cron expressions are read as everywhere
+else in v1beta1 (`Duration`, `Count`, a disruption budget's cron); bad input is one line
+naming the field.
+"""
+
+from __future__ import annotations
+
+import functools
+import zoneinfo
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
+
+from devicepool.api.base import CamelModel
+from devicepool.api.problems import Loc, show_value
+from devicepool.api.v1alpha1 import Count
+
+# `_cron` is v1beta1's own reading of a cron expression (a disruption budget's): one rule for
+# every cron a pool is given.
+from devicepool.api.v1beta1 import MAX_REPLICAS, Duration, _cron
+
+__all__ = [
+    "DEFAULT_TIME_ZONE",
+    "MAX_WINDOWS",
+    "AutoscaleSpec",
+    "ScheduleWindow",
+    "schedule_problems",
+]
+
+DEFAULT_TIME_ZONE = "UTC"
+# Each pass reads every window's cron twice (the last start, the next): a bounded list keeps a
+# pass cheap whatever a manifest holds. Campaigns are a handful a week.
+MAX_WINDOWS = 20
+
+_ZONE_EXAMPLE = "an IANA time zone such as 'Europe/Berlin' or 'UTC'"
+
+
+@functools.cache
+def _known_zones() -> frozenset[str]:
+    # The tz database's names (the system's, or the `tzdata` package's), less those that are
+    # no place: `localtime` is whatever the worker's host says (two workers could disagree),
+    # `posixrules` and `Factory` are the database's own plumbing.
+    return frozenset(zoneinfo.available_timezones()) - {"localtime", "posixrules", "Factory"}
+
+
+def _time_zone(value: Any) -> Any:
+    # UTC is known without a tz database (the decisions read it as `datetime.UTC`).
+    if not isinstance(value, str) or (value != "UTC" and value not in _known_zones()):
+        raise ValueError(f"must be {_ZONE_EXAMPLE}, got {show_value(value)}")
+    return value
+
+
+Cron = Annotated[str, BeforeValidator(_cron)]
+TimeZone = Annotated[str, BeforeValidator(_time_zone)]
+
+
+class AutoscaleSpec(CamelModel):
+    """While set, the autoscaler owns the pool's size, as an HPA owns `replicas`.
+
+    The size is `leased + queued tickets + idleBuffer`, raised to the floor (`minReplicas`, or
+    a schedule window's while one is in force) and held to `maxReplicas`; a scale-down takes
+    only devices unleased for `scaleDownAfter`, and not below the highest size wanted within
+    `stabilization`. `minReplicas: 0` lets an idle pool go to zero: a lease asked of it then
+    waits as a ticket, and the ticket makes the pool grow.
+    """
+
+    # At least 1: a pool that may never hold a device would queue every lease for nothing.
+    max_replicas: Count = Field(ge=1, le=MAX_REPLICAS)
+    # After `maxReplicas`, so that its check can read it and name this field.
+    min_replicas: Count = Field(default=0, ge=0, le=MAX_REPLICAS)
+    # Devices kept free on top of demand, so the next lease is granted at once.
+    idle_buffer: Count = Field(default=0, ge=0, le=MAX_REPLICAS)
+    scale_down_after: Duration = Field(default=300.0, ge=0)
+    stabilization: Duration = Field(default=300.0, ge=0)
+
+    @field_validator("min_replicas")
+    @classmethod
+    def _min_within_max(cls, value: int, info: ValidationInfo) -> int:
+        most = info.data.get("max_replicas")  # absent: its own error is reported
+        if most is not None and value > most:
+            raise ValueError(f"must be <= maxReplicas ({most}), got {value}")
+        return value
+
+
+class ScheduleWindow(CamelModel):
+    """A campaign window: from each time `cron` fires, read in `timeZone`, for `duration`,
+    the pool holds at least `minReplicas` (on top of demand, within `maxReplicas`).
+
+    The cron is read as a disruption budget's is; a wall-clock time skipped by a daylight-saving
+    change fires at the first minute after the gap, and one repeated fires once. `duration` is
+    elapsed time, not wall-clock: a 54h window opened on the Friday before the clocks go back
+    closes at 23:00 local on Sunday, not midnight.
+    """
+
+    cron: Cron
+    duration: Duration = Field(gt=0)
+    min_replicas: Count = Field(ge=0, le=MAX_REPLICAS)
+    time_zone: TimeZone = DEFAULT_TIME_ZONE
+
+
+def schedule_problems(
+    autoscale: AutoscaleSpec | None, schedule: Sequence[ScheduleWindow]
+) -> list[tuple[Loc, str]]:
+    """What is wrong with `schedule` beside `autoscale`, as (location under `spec`, rule).
+
+    For the spec's own validation once both are fields of it: a window needs the autoscaler
+    (nothing else would act on its floor), a floor above `maxReplicas` could never be reached,
+    and the list is bounded (`MAX_WINDOWS`)."""
+    if not schedule:
+        return []
+    if autoscale is None:
+        return [(("schedule",), "needs autoscale: a window raises the autoscaler's floor")]
+    if len(schedule) > MAX_WINDOWS:
+        return [(("schedule",), f"at most {MAX_WINDOWS} windows, got {len(schedule)}")]
+    return [
+        (
+            ("schedule", index, "minReplicas"),
+            f"must be <= autoscale.maxReplicas ({autoscale.max_replicas}),"
+            f" got {window.min_replicas}",
+        )
+        for index, window in enumerate(schedule)
+        if window.min_replicas > autoscale.max_replicas
+    ]
