@@ -39,6 +39,8 @@ class Windows:
     per_minute: int
     per_hour: int
     lock_seconds: float
+    # The UTC timestamp of virtual second 0: windows are UTC minutes and hours.
+    offset: float = 0.0
     minute: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     hour: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     locked_until: dict[str, float] = field(default_factory=dict)
@@ -61,8 +63,9 @@ class Windows:
             self.locked += 1
             raise GeeLarkError(HOURLY_LOCK)
         key = (who, path)
-        minute = self._bump(self.minute, key, int(now // 60))
-        hour = self._bump(self.hour, key, int(now // 3600))
+        utc = now + self.offset
+        minute = self._bump(self.minute, key, int(utc // 60))
+        hour = self._bump(self.hour, key, int(utc // 3600))
         if hour > self.per_hour:
             self.locked_until[who] = now + self.lock_seconds
             self.locks += 1
@@ -72,8 +75,8 @@ class Windows:
             self.rate_limited += 1
             raise GeeLarkError(RATE_LIMITED)
         self.accepted += 1
-        minute_ok = self._bump(self.accepted_minute, key, int(now // 60))
-        hour_ok = self._bump(self.accepted_hour, key, int(now // 3600))
+        minute_ok = self._bump(self.accepted_minute, key, int(utc // 60))
+        hour_ok = self._bump(self.accepted_hour, key, int(utc // 3600))
         self.max_per_minute = max(self.max_per_minute, minute_ok)
         self.max_per_hour = max(self.max_per_hour, hour_ok)
 

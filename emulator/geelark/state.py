@@ -94,6 +94,7 @@ class GeeLarkEmulator:
             per_minute=config.requests_per_minute,
             per_hour=config.requests_per_hour,
             lock_seconds=config.lock_seconds,
+            offset=self.clock.epoch.timestamp(),
         )
         self.quotas = DailyQuotas(
             creates_per_day=config.creates_per_day, opens_per_day=config.opens_per_day

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import asyncio
 
+from devicepool.testing import eventually
 from tests.helpers.geelark import Team, phone_row, team
 
 
+async def _to_next(t: Team, window: int) -> None:
+    """Just past the start of the next UTC minute (60) or hour (3600)."""
+    utc = t.emulator.now() + t.emulator.windows.offset
+    await t.advance(window - utc % window + 0.001)
+
+
 async def _to_next_minute(t: Team) -> None:
-    now = t.emulator.now()
-    await t.advance(60 - now % 60 + 0.001)
+    await _to_next(t, 60)
 
 
 async def test_the_minute_window_is_per_endpoint_and_lifts_in_the_next_minute() -> None:
@@ -32,8 +38,7 @@ async def test_the_minute_window_is_per_endpoint_and_lifts_in_the_next_minute() 
 
 async def test_an_hourly_overrun_locks_the_key_for_two_hours_on_every_endpoint() -> None:
     async with team(requests_per_minute=2, requests_per_hour=4) as t:
-        now = t.emulator.now()
-        await t.advance(3600 - now % 3600 + 0.001)  # the start of an hour
+        await _to_next(t, 3600)
         await t.ok("phone/list", {})
         await t.ok("phone/list", {})
         assert await t.refused("phone/list", {}) == 40007
@@ -65,8 +70,11 @@ async def test_too_many_calls_in_flight_are_refused_with_47002() -> None:
     async with team(max_concurrent_requests=2) as t:
         await t.faults(latencyMs=60_000)  # held in flight until cancelled
         held = [asyncio.create_task(t.call("phone/list", {})) for _ in range(2)]
-        while sum(t.emulator.windows.in_flight.values()) < 2:
-            await asyncio.sleep(0)
+
+        async def both_in_flight() -> bool:
+            return sum(t.emulator.windows.in_flight.values()) == 2
+
+        await eventually(both_in_flight, timeout=10, every=0.001, what="two calls in flight")
         assert await t.refused("phone/list", {}) == 47002
         for task in held:
             task.cancel()
