@@ -245,7 +245,10 @@ def test_unknown_demand_is_not_recorded_but_keeps_a_recent_higher_size() -> None
         "demand unknown (the lease book not read yet): the current 9 held,"
         " kept at 12: the highest within stabilization 5m"
     )
-    assert [s.desired for s in record.seen] == [12]
+    assert [(s.at, s.desired) for s in record.seen] == [(T0, 12)]
+    # Raised by the record, it is still unknown demand: applied again, nothing is recorded.
+    record.apply(held, now=later + timedelta(seconds=10), window=300)
+    assert [(s.at, s.desired) for s in record.seen] == [(T0, 12)]
 
 
 def test_unknown_demand_is_not_recorded() -> None:

@@ -220,7 +220,7 @@ class Stabilization(CamelModel):
         """
         age = timedelta(seconds=window)
         self.seen = [s for s in self.seen if now - s.at < age]
-        if sizing.clamp is not Clamp.HELD:
+        if sizing.leased is not None and sizing.queued is not None:
             while self.seen and self.seen[-1].desired <= sizing.desired:
                 self.seen.pop()
             self.seen.append(Seen(at=now, desired=sizing.desired))
