@@ -329,6 +329,19 @@ def test_a_window_across_the_change_lasts_its_duration_in_elapsed_time() -> None
     assert active_window([weekend], z("2026-03-29T23:00:00")).floor == 0
 
 
+def test_a_time_the_clocks_skip_fires_after_the_gap_and_one_they_repeat_fires_once() -> None:
+    nightly = ScheduleWindow.model_validate(
+        {"cron": "30 2 * * *", "duration": "10m", "minReplicas": 3, "timeZone": "Europe/Berlin"}
+    )
+    # 2026-03-29: 02:00 to 03:00 does not happen in Berlin; the window opens at 03:00 CEST.
+    spring = active_window([nightly], z("2026-03-29T01:05:00")).active
+    assert spring is not None and spring.start == z("2026-03-29T01:00:00")
+    # 2026-10-25: 02:00 to 03:00 happens twice; the window opens on the first only.
+    autumn = active_window([nightly], z("2026-10-25T00:35:00")).active
+    assert autumn is not None and autumn.start == z("2026-10-25T00:30:00")
+    assert active_window([nightly], z("2026-10-25T01:35:00")).active is None
+
+
 def test_the_highest_floor_in_force_wins_and_the_next_start_is_the_soonest() -> None:
     daily = ScheduleWindow.model_validate({"cron": "0 * * * *", "duration": "3h", "minReplicas": 4})
     now = z("2026-10-23T16:30:00")
