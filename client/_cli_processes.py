@@ -146,8 +146,7 @@ def worker(
 # BitBrowser emulator's with `--bitbrowser`, the GeeLark one's with `--geelark` (anywhere
 # among them).
 def emulator(ctx: typer.Context) -> None:
-    """Run the BitCloudPhone emulator (see --help), or the BitBrowser one (--bitbrowser --help)
-    or the GeeLark one (--geelark --help)."""
+    """Run an emulator: BitCloudPhone (see --help), BitBrowser (--bitbrowser) or GeeLark (--geelark)."""
     args = list(ctx.args)
     if GEELARK_FLAG in args:
         from devicepool.emulator.geelark.cli import main as geelark_main
