@@ -175,10 +175,9 @@ def get(
         if name is not None:  # one pool: asked, so that a pool no worker answers says so (`?`)
             _, found = await first_kind(kinds, lambda k: client.summary(name, kind=k.name))
             return [found]
-        # The table: each pool's row from the one List call (its memo). -o json|yaml print
-        # the whole status (device ids, lastReconciled, costToDate), which only a query has.
-        full = fmt != Output.TABLE
-        return [p for k in kinds for p in await client.list_pools(kind=k.name, full=full)]
+        # One List call for every kind; the table reads each pool's row from it (its memo).
+        # -o json|yaml print the whole status (deviceIds, lastReconciled, costToDate): asked.
+        return await client.list_kinds([k.name for k in kinds], full=fmt != Output.TABLE)
 
     if watch:
         try:

@@ -4,6 +4,7 @@ account's window, the profiles a teardown retired. Each is called by the method 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
@@ -21,7 +22,7 @@ from devicepool.api.names import (
     QUERY_STATUS,
     ledger_workflow_id,
 )
-from devicepool.client._kind_sides import side_of
+from devicepool.client._kind_sides import Side, side_of
 from devicepool.client._lease_watch import read_view
 from devicepool.client._results import PoolSummary, iso, parse_time
 from devicepool.client._temporal_errors import QUERY_TIMEOUT
@@ -64,26 +65,40 @@ async def list_pools(
     pools: PoolClient, kind: str | None, *, full: bool = True
 ) -> list[PoolSummary]:
     """Every running pool of the kind (visibility), each with its live spec and status;
-    without `full`, what `get`'s table shows: each pool's row from the List call (its memo),
-    and only a pool without one is asked."""
-    side = pools._side(kind)
-    query = f"WorkflowType = '{side.kind.workflow_type}' AND ExecutionStatus = 'Running'"
-    executions = []
-    with pools._errors(None, kind=kind):
+    without `full`, what `get`'s table shows (`list_kinds`)."""
+    return await list_kinds(pools, [pools._side(kind).kind.name], full=full)
+
+
+async def list_kinds(
+    pools: PoolClient, kinds: Sequence[str], *, full: bool = True
+) -> list[PoolSummary]:
+    """Every running pool of the kinds from one List call, in the kinds' order and by name
+    within, each with its live spec and status (two queries a pool); without `full`, what
+    `get`'s table shows: each pool's row from its memo, and only a pool without one is asked."""
+    sides = [pools._side(kind) for kind in kinds]
+    types = ", ".join(f"'{side.kind.workflow_type}'" for side in sides)
+    which = f"WorkflowType = {types}" if len(sides) == 1 else f"WorkflowType IN ({types})"
+    query = f"{which} AND ExecutionStatus = 'Running'"
+    listed: list[tuple[Side, str, Any]] = []
+    with pools._errors(None, kind=sides[0].kind.name):
         async for execution in pools._client.list_workflows(query):
-            if side.kind.name_from_workflow_id(execution.id):
-                executions.append(execution)
+            for side in sides:
+                name = side.kind.name_from_workflow_id(execution.id)
+                of_type = getattr(execution, "workflow_type", None) or side.kind.workflow_type
+                if name and of_type == side.kind.workflow_type:
+                    listed.append((side, name, execution))
+                    break
     limit = asyncio.Semaphore(16)
 
-    async def one(execution: Any) -> PoolSummary | None:
-        name = str(side.kind.name_from_workflow_id(execution.id))
-        if not full and (listed := await summary_in_list(side.kind.name, name, execution)):
-            return listed
+    async def one(side: Side, name: str, execution: Any) -> PoolSummary | None:
+        if not full and (row := await summary_in_list(side.kind.name, name, execution)):
+            return row
         async with limit:
             return await summary_of(pools, side.kind.name, name, execution)
 
-    found = await asyncio.gather(*(one(e) for e in executions))
-    return sorted((p for p in found if p is not None), key=lambda p: p.name)
+    found = await asyncio.gather(*(one(*each) for each in listed))
+    order = {side.kind.name: i for i, side in enumerate(sides)}
+    return sorted((p for p in found if p is not None), key=lambda p: (order[p.kind], p.name))
 
 
 async def summary_in_list(kind: str, name: str, execution: Any) -> PoolSummary | None:

@@ -287,6 +287,10 @@ class PoolClient(DeviceControls):
         call: each pool's row in its memo (a pool without one is asked)."""
         return await _pool_reads.list_pools(self, kind, full=full)
 
+    async def list_kinds(self, kinds: Sequence[str], *, full: bool = True) -> list[PoolSummary]:
+        """`list_pools` of several kinds (manifest kinds) from one List call, in their order."""
+        return await _pool_reads.list_kinds(self, kinds, full=full)
+
     async def devices(self, name: str) -> DevicesView:
         """A DevicePool's devices (a BrowserPool's: `profiles`)."""
         self._device_pools_only("devices")

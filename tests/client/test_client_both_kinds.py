@@ -85,7 +85,7 @@ class Temporal:
 
     async def list_workflows(self, query: str) -> Any:
         for pool in self.pools.values():
-            if f"WorkflowType = '{_type(pool.id)}'" in query:
+            if f"'{_type(pool.id)}'" in query:  # `WorkflowType = 'X'`, or `IN ('X', ...)`
                 yield pool
 
     async def start_workflow(self, workflow: str, arg: Any, *, id: str, **_: Any) -> Any:

@@ -454,8 +454,8 @@ def test_json_is_the_default_off_a_terminal(
     from devicepool.client import PoolSummary, _cli_pools
 
     class FakePools:
-        async def list_pools(self, *, kind: str = "DevicePool", **_: object) -> list[PoolSummary]:
-            if kind != "DevicePool":
+        async def list_kinds(self, kinds: list[str], **_: object) -> list[PoolSummary]:
+            if "DevicePool" not in kinds:
                 return []
             return [
                 PoolSummary(

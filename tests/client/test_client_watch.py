@@ -34,7 +34,7 @@ def browser(name: str, ready: int, phase: str = "Pending") -> PoolSummary:
 
 
 class ScriptedPools:
-    """Answers each read with the pools of the next step of the script, of the kind asked
+    """Answers each read with the pools of the next step of the script, of the kinds asked
     for; a kind asked again starts the next step. After the last, presses Ctrl-C."""
 
     def __init__(self, script: list[list[PoolSummary]]) -> None:
@@ -42,9 +42,9 @@ class ScriptedPools:
         self.reads = 0
         self.asked: set[str] = set()
 
-    async def list_pools(self, *, kind: str | None = None, **_: Any) -> list[PoolSummary]:
-        kind = kind or DEVICE_POOL.name
-        return [p for p in self._next(kind) if p.kind == kind]
+    async def list_kinds(self, kinds: list[str], **_: Any) -> list[PoolSummary]:
+        step = self._next(kinds[0])  # one List call: one step of the script
+        return [p for kind in kinds for p in step if p.kind == kind]
 
     async def summary(self, name: str, *, kind: str | None = None) -> PoolSummary:
         kind = kind or DEVICE_POOL.name
