@@ -9,9 +9,11 @@ so its shape is checked by hand against the Service it selects.
 from __future__ import annotations
 
 import base64
+import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from devicepool.api.names import SEARCH_ATTRIBUTES, TASK_QUEUE, watch_task_queue
 from devicepool.worker.config import DEFAULT_GRACEFUL_SHUTDOWN_SECONDS, build_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,9 +30,10 @@ BLUE_GREEN = [
     "deploy/kubernetes/overlays/blue-green/blue",
     "deploy/kubernetes/overlays/blue-green/green",
 ]
-KUSTOMIZE_DIRS = ["deploy/kubernetes", "deploy/kubernetes/overlays/example", *BLUE_GREEN]
+SCALE_OUT = "deploy/kubernetes/overlays/scale-out"
+KUSTOMIZE_DIRS = ["deploy/kubernetes", "deploy/kubernetes/overlays/example", *BLUE_GREEN, SCALE_OUT]
 K8S_VERSIONS = ["1.30", kubernetes_validate.latest_version()]
-CRDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+CRDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("keda.sh/v1alpha1", "ScaledObject")}
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
 RBAC_KINDS = {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
 
@@ -139,7 +143,7 @@ def test_deployment_probes_shutdown_spread_and_selectors_agree(path: str, render
     objects = render(path)
     deployment = one(objects, "Deployment")
     spec = deployment["spec"]
-    assert spec["replicas"] >= 2
+    assert least_replicas(objects) >= 2
     labels = spec["template"]["metadata"]["labels"]
     assert matches(spec["selector"]["matchLabels"], labels)
     pod = spec["template"]["spec"]
@@ -203,6 +207,18 @@ def test_deployment_probes_shutdown_spread_and_selectors_agree(path: str, render
     assert egress_ports == {53, 443, 7233}  # DNS, the provider (HTTPS), Temporal
     (ingress,) = policy["spec"]["ingress"]
     assert [p["port"] for p in ingress["ports"]] == ["metrics"]
+
+
+def least_replicas(objects: list[dict[str, Any]]) -> int:
+    """The fewest workers a build runs: KEDA's floor where a ScaledObject scales them (the
+    Deployment then leaves the count to the HPA), else the Deployment's replicas."""
+    spec = one(objects, "Deployment")["spec"]
+    scalers = [o for o in objects if o["kind"] == "ScaledObject"]
+    if not scalers:
+        return int(spec["replicas"])
+    assert "replicas" not in spec, "a replica count would reset the HPA's at every apply"
+    (scaler,) = scalers
+    return int(scaler["spec"]["minReplicaCount"])
 
 
 def worker_config(objects: list[dict[str, Any]]) -> Any:
@@ -299,3 +315,114 @@ def test_blue_and_green_are_two_builds_that_run_side_by_side(render: Render) -> 
     blue, green = (names[p] for p in BLUE_GREEN)
     assert not blue & green, blue & green
     assert len(set(builds)) == 2
+
+
+# The `temporal` scaler's parameters in KEDA 2.22 (keda.sh/docs/2.22/scalers/temporal), the
+# first release with includeRunningWorkflowCount; the prometheus scaler's we use.
+KEDA_TEMPORAL = {
+    "endpoint", "endpointFromEnv", "namespace", "activationTargetQueueSize", "targetQueueSize",
+    "taskQueue", "queueTypes", "workerDeploymentName", "workerDeploymentBuildId",
+    "includeRunningWorkflowCount", "workflowTaskQueueForCount", "apiKeyFromEnv",
+    "minConnectTimeout", "unsafeSsl", "tlsServerName", "enableTLS",
+}  # fmt: skip
+KEDA_PROMETHEUS = {"serverAddress", "query", "threshold", "activationThreshold"}
+
+
+def test_scale_out_scales_on_pools_carried_and_both_backlogs(render: Render) -> None:
+    """docs/scaling.md, "Scaling out": KEDA keeps 2..N workers, on the running pools (a
+    watch-heavy worker has no backlog), the pools' queue and the watch queue."""
+    objects = render(SCALE_OUT)
+    deployment = one(objects, "Deployment")
+    scaler = one(objects, "ScaledObject")
+    spec = scaler["spec"]
+    assert scaler["apiVersion"] == "keda.sh/v1alpha1"
+    assert spec["scaleTargetRef"] == {"name": deployment["metadata"]["name"]}
+    assert 2 <= spec["minReplicaCount"] < spec["maxReplicaCount"]
+    temporal = one(objects, "ConfigMap", "devicepool-temporal")["data"]
+    # The in-cluster Helm release `temporal` (deploy/temporal/values.yaml) in namespace temporal.
+    assert temporal["TEMPORAL_ADDRESS"] == "temporal-frontend.temporal.svc.cluster.local:7233"
+
+    by_type: dict[str, list[dict[str, str]]] = {}
+    for trigger in spec["triggers"]:
+        by_type.setdefault(trigger["type"], []).append(trigger["metadata"])
+    assert set(by_type) == {"temporal", "prometheus"}
+    queues = {}
+    for meta in by_type["temporal"]:
+        assert set(meta) <= KEDA_TEMPORAL, set(meta) - KEDA_TEMPORAL
+        assert meta["endpoint"] == temporal["TEMPORAL_ADDRESS"]
+        assert meta["namespace"] == temporal["TEMPORAL_NAMESPACE"]
+        assert int(meta["targetQueueSize"]) > 0
+        queues[meta["taskQueue"]] = set(meta["queueTypes"].split(","))
+    assert queues == {
+        TASK_QUEUE: {"workflow", "activity"},
+        watch_task_queue(TASK_QUEUE): {"activity"},
+    }
+
+    (pools,) = by_type["prometheus"]
+    assert set(pools) <= KEDA_PROMETHEUS, set(pools) - KEDA_PROMETHEUS
+    # Half of the 1,000 pools one worker carries (docs/scaling.md, "Limits").
+    assert int(pools["threshold"]) == 500
+    metrics = set(re.findall(r"\b(devicepool_[a-z_]+)", pools["query"]))
+    gauges = (ROOT / "worker" / "pool_gauges.py").read_text()
+    assert metrics == {"devicepool_pools", "devicepool_browser_pools"}
+    assert all(f'"{m}"' in gauges for m in metrics), metrics
+    # Every replica reports the same counts: the query takes one, never their sum.
+    assert "sum(" not in pools["query"]
+
+
+def test_scale_out_query_is_valid_promql(render: Render, tmp_path: Path) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed (Debian package `prometheus`; `make test` installs it)")
+    (pools,) = [
+        t["metadata"]
+        for t in one(render(SCALE_OUT), "ScaledObject")["spec"]["triggers"]
+        if t["type"] == "prometheus"
+    ]
+    rules = {"groups": [{"name": "keda", "rules": [{"record": "pools", "expr": pools["query"]}]}]}
+    path = tmp_path / "keda-rules.yaml"
+    path.write_text(yaml.safe_dump(rules))
+    result = subprocess.run(
+        [promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+TEMPORAL_VALUES = ROOT / "deploy" / "temporal" / "values.yaml"
+# SQL visibility's custom search attributes per namespace (Temporal 1.20+ on PostgreSQL/MySQL).
+SQL_VISIBILITY_BUDGET = {"Int": 3, "Keyword": 10, "Bool": 3, "Datetime": 3, "Double": 3, "Text": 3}
+
+
+def test_temporal_helm_values_pin_the_chart_and_run_on_postgres() -> None:
+    """deploy/temporal/values.yaml: the official chart 1.6.0 (server 1.31.2), PostgreSQL for
+    both stores, the shards fixed as docs/scaling.md says, our dynamic config. Offline, the
+    chart itself is not here: its keys were checked against the chart's own values.yaml when
+    these were written (docs/scaling.md says so), not by this test."""
+    text = TEMPORAL_VALUES.read_text()
+    values = yaml.safe_load(text)
+    assert "helm install temporal temporal/temporal --version 1.6.0" in text
+    server = values["server"]
+    assert server["image"]["tag"] == "1.31.2"
+    assert server["replicaCount"] >= 2
+    persistence = server["config"]["persistence"]
+    shards = persistence["numHistoryShards"]
+    assert shards == 512
+    scaling = (ROOT / "docs" / "scaling.md").read_text()
+    assert f"`numHistoryShards: {shards}`" in scaling
+    stores = persistence["datastores"]
+    for role in ("defaultStore", "visibilityStore"):
+        sql = stores[persistence[role]]["sql"]
+        assert sql["pluginName"] == "postgres12", role
+        assert "password" not in sql, "the password comes from a Secret, never the values"
+        assert sql["existingSecret"] and sql["secretKey"]
+    assert {"name": "default", "retention": "3d"} in server["config"]["namespaces"]["namespace"]
+    compose = yaml.safe_load((ROOT / "deploy" / "compose" / "dynamicconfig.yaml").read_text())
+    for key in ("history.MaxBufferedQueryCount", "limit.maxIDLength"):
+        assert server["dynamicConfig"][key] == compose[key], key
+
+
+def test_devicepool_search_attributes_fit_sql_visibility() -> None:
+    used = Counter(SEARCH_ATTRIBUTES.values())
+    assert set(used) <= set(SQL_VISIBILITY_BUDGET), used
+    for kind, count in used.items():
+        assert count <= SQL_VISIBILITY_BUDGET[kind], (kind, count)

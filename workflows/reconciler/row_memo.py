@@ -5,7 +5,7 @@ Pure (no Temporal). The shell writes the row (`Reconciler.show_row`) only when i
 the memo, so nothing in it may change with time alone: no ages, no "seconds since", no cost
 accrued by the minute (the oldest lease ticket is its creation and deadline, counted at read
 time). Counts, never lists: a pool of 500 devices writes the row a pool of 5 does. Why:
-docs/scaling.md, 'What a list costs'."""
+docs/scaling.md, 'What Temporal and the provider see'."""
 
 from __future__ import annotations
 
