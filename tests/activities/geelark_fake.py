@@ -252,6 +252,18 @@ class Fake:
             }
         )
 
+    def _phone_detail_update(self, body: dict[str, Any]) -> dict[str, Any]:
+        phone = self.phones.get(body["id"])
+        if phone is None:
+            return refused(42001, "not found")
+        if "name" in body:
+            phone["serialName"] = body["name"]
+        if "remark" in body:
+            phone["remark"] = body["remark"]
+        if "proxyConfig" in body:
+            phone["proxy"] = dict(body["proxyConfig"])
+        return ok(None)
+
     def _adb_setStatus(self, body: dict[str, Any]) -> dict[str, Any]:
         for phone_id in body["ids"]:
             if phone_id in self.phones:

@@ -20,7 +20,7 @@ from pydantic import SecretStr
 from devicepool.activities.device_models import FAILED, OFFLINE, PROVISIONING, READY
 from devicepool.activities.errors import ServerError
 from devicepool.activities.models import DeviceTemplate
-from devicepool.activities.providers.base import NewDevice
+from devicepool.activities.providers.base import NewDevice, provider_call
 from devicepool.activities.providers.geelark import (
     EndpointPacer,
     GeeLarkApi,
@@ -56,6 +56,11 @@ def _provider(t: Team, *, token: bool = False, **api: Any) -> GeeLarkProvider:
         **api,
     )
     return GeeLarkProvider(client, sleep=sleep, confirm_seconds=5.0)
+
+
+def _pid(device: str) -> str:
+    """The phone id of a device id."""
+    return device.partition(".")[0]
 
 
 @pytest.fixture
@@ -105,7 +110,7 @@ async def test_a_busy_phone_is_not_deleted(t: Team) -> None:
     provider = _provider(t)
     info = await provider.create_device(_new("slot-1"))
     await t.advance(60)
-    response = await t.http.post(f"/_emulator/phones/{info.id}/busy", json={"remote": True})
+    response = await t.http.post(f"/_emulator/phones/{_pid(info.id)}/busy", json={"remote": True})
     assert response.status_code == 200, response.text
     with pytest.raises(GeeLarkBusyError):
         await provider.remove_device(info.id)
@@ -120,7 +125,7 @@ async def test_a_phone_the_provider_stopped_reads_offline_and_is_deleted_unstopp
     provider = _provider(t)
     info = await provider.create_device(_new("slot-1"))
     await t.advance(60)
-    response = await t.http.post(f"/_emulator/phones/{info.id}/stop")
+    response = await t.http.post(f"/_emulator/phones/{_pid(info.id)}/stop")
     assert response.status_code == 200, response.text
     [listed] = await provider.list_pool(POOL)
     assert listed.status == OFFLINE
@@ -148,7 +153,7 @@ async def test_an_hourly_overrun_locks_and_the_breaker_sends_nothing_more() -> N
             await provider.list_pool(POOL)
         assert caught.value.reopens_at > datetime.now(UTC)
         before = await t.stats()
-        for call in (provider.list_pool(POOL), provider.read_statuses(["1"])):
+        for call in (provider.list_pool(POOL), provider.read_statuses(["1.0123456789abcdef"])):
             with pytest.raises(GeeLarkLockedError):
                 await call
         after = await t.stats()
@@ -235,7 +240,7 @@ async def test_coded_batch_envelopes_are_read_per_item_too() -> None:
         provider = _provider(t)
         info = await provider.create_device(_new("slot-1"))
         await t.advance(60)
-        await t.http.post(f"/_emulator/phones/{info.id}/busy", json={"task": True})
+        await t.http.post(f"/_emulator/phones/{_pid(info.id)}/busy", json={"task": True})
         with pytest.raises(GeeLarkBusyError):  # 40009 around a 43005 item
             await provider.remove_device(info.id)
         items, not_found = await provider.read_statuses([info.id, "0"])
@@ -268,7 +273,7 @@ async def test_an_expired_phone_reads_failed_and_is_deleted(t: Team) -> None:
     provider = _provider(t)
     info = await provider.create_device(_new("slot-1"))
     await t.advance(60)
-    await t.http.post(f"/_emulator/phones/{info.id}/expire")
+    await t.http.post(f"/_emulator/phones/{_pid(info.id)}/expire")
     items, _ = await provider.read_statuses([info.id])
     assert [i.status for i in items] == [FAILED]
     await provider.remove_device(info.id)
@@ -283,4 +288,23 @@ async def test_a_phone_the_adapter_started_is_not_stopped_for_idling(t: Team) ->
     items, _ = await provider.read_statuses([info.id])
     assert [i.status for i in items] == [READY]
     assert (await t.stats())["phones"]["autoStops"] == 0
+    await provider.aclose()
+
+
+async def test_a_scale_down_parks_and_a_scale_up_claims_without_a_create(t: Team) -> None:
+    provider = _provider(t)
+    old = await provider.create_device(_new("slot-1"))
+    await t.advance(60)
+    with provider_call(pool=POOL):
+        await provider.remove_device(old.id)
+    stats = await t.stats()
+    assert stats["phones"]["total"] == 1 and stats["phones"]["running"] == 0
+    assert await provider.list_pool(POOL) == []
+    new = await provider.create_device(_new("slot-2"))
+    assert new.id != old.id and _pid(new.id) == _pid(old.id)
+    stats = await t.stats()
+    assert stats["phones"]["created"] == 1 and stats["phones"]["starts"] == 2
+    assert [d.id for d in await provider.list_pool(POOL)] == [new.id]
+    assert await provider.release_pool(POOL) == 0  # nothing parked now: nothing deleted
+    assert (await t.stats())["phones"]["total"] == 1
     await provider.aclose()

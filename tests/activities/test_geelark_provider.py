@@ -32,11 +32,17 @@ def _new(key: str = "slot-1", proxy: ResolvedProxy | None = None) -> NewDevice:
 
 
 def _ours(fake: Fake, key: str, *, status: int = 0, pool: str = POOL, **more: Any) -> str:
+    """A phone serving the pool's slot `key`: its device id."""
     labels = {**LABELS, LABEL_POOL: pool}
     remark = Remark(created=1_700_000_000, region="sgp", labels=labels).text()
-    return fake.add_phone(
-        slot_mark(pool, key), remark, status=status, group=pool_group(pool), **more
-    )
+    mark = slot_mark(pool, key)
+    phone = fake.add_phone(mark, remark, status=status, group=pool_group(pool), **more)
+    return f"{phone}.{mark.rsplit('-', 1)[1]}"
+
+
+def _pid(device: str) -> str:
+    """The phone id of a device id."""
+    return device.partition(".")[0]
 
 
 async def test_list_pool_pages_until_a_short_page_and_keeps_only_its_phones() -> None:
@@ -84,15 +90,16 @@ async def test_a_create_adds_a_shut_down_phone_then_starts_it() -> None:
     )
     info = await provider.create_device(_new(proxy=proxy))
     assert info.status == PROVISIONING and info.labels == LABELS
-    assert fake.paths() == ["phone/list", "phone/addNew", "phone/start"]
-    (_, _, add) = fake.requests[1]
+    # The mark, then the pool's reserve (none), then the add and the start.
+    assert fake.paths() == ["phone/list", "phone/list", "phone/addNew", "phone/start"]
+    (_, _, add) = fake.requests[2]
     assert add["mobileType"] == "Android 13" and add["region"] == "sgp"
     profile = add["data"][0]
     assert profile["profileName"] == slot_mark(POOL, "slot-1")
     assert profile["profileGroup"] == pool_group(POOL)
     assert profile["proxyInformation"].startswith("socks5://u-1:")
     assert PROXY_PASSWORD not in repr(info) and PROXY_PASSWORD not in info.model_dump_json()
-    assert fake.phones[info.id]["status"] == 1
+    assert fake.phones[_pid(info.id)]["status"] == 1
     await provider.aclose()
 
 
@@ -106,8 +113,14 @@ async def test_a_create_whose_answer_was_lost_is_found_by_its_mark() -> None:
     fake.script["phone/addNew"] = [applied_then_lost]
     provider = fake.provider()
     info = await provider.create_device(_new())
-    assert len(fake.phones) == 1 and info.id in fake.phones
-    assert fake.paths() == ["phone/list", "phone/addNew", "phone/list", "phone/start"]
+    assert len(fake.phones) == 1 and _pid(info.id) in fake.phones
+    assert fake.paths() == [
+        "phone/list",
+        "phone/list",
+        "phone/addNew",
+        "phone/list",
+        "phone/start",
+    ]
     # The activity's retry (a second attempt of the slot) makes no second phone either.
     again = await provider.create_device(_new())
     assert again.id == info.id and len(fake.phones) == 1
@@ -123,7 +136,7 @@ async def test_a_create_lost_before_it_applied_raises_for_the_retry() -> None:
         await provider.create_device(_new())
     assert fake.phones == {}
     info = await provider.create_device(_new())
-    assert len(fake.phones) == 1 and info.id in fake.phones
+    assert len(fake.phones) == 1 and _pid(info.id) in fake.phones
     await provider.aclose()
 
 
@@ -134,7 +147,7 @@ async def test_a_mark_found_by_a_fuzzy_filter_must_match_exactly() -> None:
     fake.add_phone(mark + "-copy", remark, group=pool_group(POOL))  # a user's clone
     provider = fake.provider()
     info = await provider.create_device(_new())
-    assert fake.phones[info.id]["serialName"] == mark
+    assert fake.phones[_pid(info.id)]["serialName"] == mark
     await provider.aclose()
 
 
@@ -165,7 +178,7 @@ async def test_a_started_phone_is_stopped_confirmed_then_deleted() -> None:
     clock = Clock()
     provider = fake.provider(clock)
     await provider.remove_device(phone)
-    assert phone not in fake.phones
+    assert _pid(phone) not in fake.phones
     assert fake.paths() == [
         "phone/list",
         "phone/stop",
@@ -185,7 +198,7 @@ async def test_a_stop_not_confirmed_in_time_sends_no_delete() -> None:
     with pytest.raises(ProviderError) as caught:
         await provider.remove_device(phone)
     assert caught.value.error_type is ErrorType.TEARDOWN_PENDING and caught.value.retryable
-    assert "phone/delete" not in fake.paths() and phone in fake.phones
+    assert "phone/delete" not in fake.paths() and _pid(phone) in fake.phones
     await provider.aclose()
 
 
@@ -194,7 +207,7 @@ async def test_a_shut_down_phone_is_deleted_without_a_stop() -> None:
     phone = _ours(fake, "k1", status=2)
     provider = fake.provider()
     await provider.remove_device(phone)
-    assert fake.paths() == ["phone/list", "phone/delete"] and phone not in fake.phones
+    assert fake.paths() == ["phone/list", "phone/delete"] and _pid(phone) not in fake.phones
     await provider.aclose()
 
 
@@ -208,7 +221,7 @@ async def test_a_stop_refused_for_a_busy_phone_is_busy_and_nothing_is_deleted() 
                 "successAmount": 0,
                 "failAmount": 1,
                 "successDetails": [],
-                "failDetails": [{"code": 43006, "id": phone, "msg": "under remote control"}],
+                "failDetails": [{"code": 43006, "id": _pid(phone), "msg": "under remote control"}],
             }
         )
     ]
@@ -216,7 +229,7 @@ async def test_a_stop_refused_for_a_busy_phone_is_busy_and_nothing_is_deleted() 
     with pytest.raises(GeeLarkBusyError) as caught:
         await provider.remove_device(phone)
     assert not caught.value.retryable
-    assert "phone/delete" not in fake.paths() and phone in fake.phones
+    assert "phone/delete" not in fake.paths() and _pid(phone) in fake.phones
     await provider.aclose()
 
 
@@ -230,14 +243,14 @@ async def test_a_delete_answered_zero_with_the_item_failed_is_not_done() -> None
                 "totalAmount": 1,
                 "successAmount": 0,
                 "failAmount": 1,
-                "failDetails": [{"code": 43021, "id": phone, "msg": "in use"}],
+                "failDetails": [{"code": 43021, "id": _pid(phone), "msg": "in use"}],
             }
         )
     ]
     provider = fake.provider()
     with pytest.raises(GeeLarkBusyError):
         await provider.remove_device(phone)
-    assert phone in fake.phones
+    assert _pid(phone) in fake.phones
     await provider.aclose()
 
 
@@ -255,7 +268,7 @@ async def test_remove_of_an_unknown_or_foreign_phone_is_not_found() -> None:
 async def test_read_statuses_per_item_with_the_unknown_ones_not_found() -> None:
     fake = Fake()
     a, b = _ours(fake, "a", status=0), _ours(fake, "b", status=2)
-    fake.phones[b]["status"] = 3  # expired
+    fake.phones[_pid(b)]["status"] = 3  # expired
     provider = fake.provider()
     items, not_found = await provider.read_statuses([a, b, "999"])
     assert {i.id: i.status for i in items} == {a: "ready", b: "failed"}
@@ -350,7 +363,7 @@ async def test_a_status_item_refused_otherwise_is_no_verdict() -> None:
                 "failAmount": 2,
                 "successDetails": [],
                 "failDetails": [
-                    {"code": 43029, "id": a, "msg": "maintenance"},
+                    {"code": 43029, "id": _pid(a), "msg": "maintenance"},
                     {"code": 42001, "id": "9", "msg": "not found"},
                 ],
             }

@@ -1,7 +1,10 @@
 """A GeeLark phone's membership as devicepool writes it: name, group, tag and remark. Pure.
 
 `serialName` (the create's `profileName`) is the slot's mark `dvp-<pool digest>-<slot
-digest>`: a create finds an earlier attempt's phone by it (GeeLark has no idempotency key).
+digest>`: a create finds an earlier attempt's phone by it (GeeLark has no idempotency key);
+a phone kept stopped in the pool's warm reserve is named `dvp-<pool digest>-reserve`. A
+device id is `<phone id>.<slot digest>`: a phone that serves another slot later is another
+device, so an id the engine removed never comes back.
 The group `dvp-<pool digest>` narrows a pool's listing (`groupName`), the tag `devicepool`
 marks the account's managed phones, and the `remark` holds the created time, the region and
 the device's labels (`devicepool/1 dp.at=<epoch> dp.region=<r> <label>=<v> ...`,
@@ -25,8 +28,12 @@ __all__ = [
     "MARK_PREFIX",
     "MAX_REMARK",
     "Remark",
+    "device_id",
+    "parse_device_id",
     "pool_group",
     "pool_prefix",
+    "reserve_mark",
+    "slot_digest",
     "slot_mark",
 ]
 
@@ -34,7 +41,10 @@ MARK_PREFIX = "dvp-"
 MANAGED_TAG = "devicepool"
 MAX_REMARK = 1500  # `remark` ≤ 1500 (phone/detail/update)
 REMARK_HEAD = "devicepool/1"
+RESERVE = "reserve"
 _COUNT = re.compile(r"[0-9]{1,12}")
+_SLOT = re.compile(r"dvp-[0-9a-f]{8}-([0-9a-f]{16})")
+_DIGEST = re.compile(r"[0-9a-f]{16}")
 
 
 def _digest(text: str, size: int) -> str:
@@ -54,6 +64,29 @@ def pool_prefix(pool: str) -> str:
 def slot_mark(pool: str, idempotency_key: str) -> str:
     """The name of the phone serving the slot whose creates carry `idempotency_key`."""
     return pool_prefix(pool) + _digest(idempotency_key, 16)
+
+
+def reserve_mark(pool: str) -> str:
+    """The name of a phone of `pool` kept stopped in its warm reserve."""
+    return pool_prefix(pool) + RESERVE
+
+
+def slot_digest(name: object) -> str | None:
+    """The slot digest of a phone serving a slot (its name a slot mark), else None."""
+    found = _SLOT.fullmatch(name) if isinstance(name, str) else None
+    return found.group(1) if found else None
+
+
+def device_id(phone_id: str, digest: str) -> str:
+    return f"{phone_id}.{digest}"
+
+
+def parse_device_id(value: str) -> tuple[str, str] | None:
+    """(phone id, slot digest) of a device id of this adapter; None for anything else."""
+    phone_id, dot, digest = value.rpartition(".")
+    if not dot or not phone_id or not _DIGEST.fullmatch(digest):
+        return None
+    return phone_id, digest
 
 
 @dataclass(frozen=True)

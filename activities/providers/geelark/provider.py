@@ -1,14 +1,16 @@
 """The `geelark` adapter: a DevicePool's devices as GeeLark cloud phones (`GeeLarkApi`).
 
 One adapter per account (`api: geelark`), a `providers.Provider`. Membership is the phone's
-name, group and remark (`marks`); a device id is the phone's id. A create first looks its
-slot's mark up (GeeLark has no idempotency key), adds a phone only if none has it, looks
-again when the add got no clear answer, and starts it (`addNew` makes a shut-down phone). A
-removal stops a started phone, confirms it stopped, then deletes it (delete is refused while
-started). Statuses: 0 started `ready`, 1 starting `provisioning`, 2 shut down `offline`, 3
-expired `failed`. Per-item results decide every batch call. No region list, no reset (a used
-phone is replaced). Secrets (the key, proxy passwords in listings, the ADB password outside
-`ConnectInfo`) never reach a result or an error. Why: docs/providers.md, "GeeLark's Open API".
+name, group and remark (`marks`); a device id is `<phone id>.<slot digest>`. A create first
+looks its slot's mark up (GeeLark has no idempotency key), then claims a phone of the pool's
+warm reserve (`reserve`), adds a phone only if neither, looks again when the add got no clear
+answer, and starts it (`addNew` makes a shut-down phone). A scale-down parks its phone in the
+reserve (stopped); any other removal stops it, confirms it stopped, then deletes it (delete is
+refused while started). Statuses: 0 started `ready`, 1 starting `provisioning`, 2 shut down
+`offline`, 3 expired `failed`. Per-item results decide every batch call. No region list, no
+reset (a used phone is replaced). Secrets (the key, proxy passwords in listings, the ADB
+password outside `ConnectInfo`) never reach a result or an error. Why: docs/providers.md,
+"GeeLark's Open API".
 """
 
 from __future__ import annotations
@@ -40,44 +42,50 @@ from devicepool.activities.errors import (
     TransportError,
 )
 from devicepool.activities.models import DeviceTemplate
-from devicepool.activities.providers.base import NewDevice, ProviderDevice, provider_call
+from devicepool.activities.providers.base import (
+    NewDevice,
+    ProviderDevice,
+    current_call,
+    provider_call,
+)
 from devicepool.activities.providers.geelark.api import MAX_IDS, GeeLarkApi
 from devicepool.activities.providers.geelark.errors import GeeLarkServerError, GeeLarkStateError
 from devicepool.activities.providers.geelark.marks import (
     MANAGED_TAG,
-    MARK_PREFIX,
     Remark,
+    device_id,
+    parse_device_id,
     pool_group,
     pool_prefix,
+    slot_digest,
     slot_mark,
 )
+from devicepool.activities.providers.geelark.phones import (
+    EXPIRED,
+    SHUT_DOWN,
+    STARTED,
+    STARTING,
+    Phones,
+    as_int,
+)
+from devicepool.activities.providers.geelark.reserve import Reserve
 from devicepool.activities.proxy import ResolvedProxy
 from devicepool.activities.settings import ProxyPoolSettings
 from devicepool.api.errors import ErrorType
 from devicepool.api.names import LABEL_POOL
 
-__all__ = ["ANDROID_ONLY", "MAX_PAGES", "GeeLarkProvider"]
+__all__ = ["ANDROID_ONLY", "GeeLarkProvider"]
 
 logger = logging.getLogger(__name__)
 
 ANDROID_ONLY = "GeeLark has Android cloud phones only"
-# A listing longer than this many pages of 100 is refused, not cut: a pool that sees part
-# of its phones would rent more.
-MAX_PAGES = 200
 PROXY_TYPES = ("socks5", "http", "https")
-# `phone/status`: 0 started, 1 starting, 2 shut down, 3 expired (`phone/list`: 0..2).
-_STATUSES = {0: READY, 1: PROVISIONING, 2: OFFLINE, 3: FAILED}
-_REASONS = {2: "shut down at the provider", 3: "expired at the provider"}
-STARTED, STARTING, SHUT_DOWN, EXPIRED = 0, 1, 2, 3
-ALREADY_ON = frozenset({43009, 43010})  # start: already started / starting
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+_STATUSES = {STARTED: READY, STARTING: PROVISIONING, SHUT_DOWN: OFFLINE, EXPIRED: FAILED}
+_REASONS = {SHUT_DOWN: "shut down at the provider", EXPIRED: "expired at the provider"}
 
 
 def _status(value: Any) -> tuple[str, str | None]:
-    code = _int(value)
+    code = as_int(value)
     if code in _STATUSES:
         return _STATUSES[code], _REASONS.get(code)
     return OFFLINE, f"status {str(value)[:20]!r} unknown to devicepool"
@@ -113,7 +121,10 @@ class GeeLarkProvider:
     ) -> None:
         self.api = api
         self.charge_mode = charge_mode  # 0 per-minute (billed while started), 1 monthly
-        self.confirm_tries, self.confirm_seconds = confirm_tries, confirm_seconds
+        self.phones = Phones(
+            api, confirm_tries=confirm_tries, confirm_seconds=confirm_seconds, sleep=sleep
+        )
+        self.reserve = Reserve(self.phones, wall_clock=wall_clock)
         self.adb_wait_seconds = adb_wait_seconds
         self._wall = wall_clock
         self._sleep = sleep
@@ -126,11 +137,12 @@ class GeeLarkProvider:
     # ------------------------------------------------------------ reads
 
     def _view(self, item: dict[str, Any], *, pool: str | None = None) -> DeviceInfo | None:
-        """The device a listed phone is, if devicepool manages it (of `pool`, when given).
-
-        Built field by field: nothing else of the item (its proxy's password) goes on."""
+        """The device a listed phone is, if it serves a slot of a pool devicepool manages (of
+        `pool`, when given). Built field by field: nothing else of the item (its proxy's
+        password) goes on."""
         name, phone_id = item.get("serialName"), item.get("id")
-        if not isinstance(name, str) or not name.startswith(MARK_PREFIX):
+        digest = slot_digest(name)
+        if digest is None or not isinstance(name, str):
             return None
         if not isinstance(phone_id, str | int) or isinstance(phone_id, bool) or phone_id == "":
             return None
@@ -143,7 +155,7 @@ class GeeLarkProvider:
         rpa = item.get("rpaStatus")
         created = remark.created if math.isfinite(remark.created) else 0.0
         return DeviceInfo(
-            id=str(phone_id),
+            id=device_id(str(phone_id), digest),
             status=status,
             region=remark.region,
             created_at=datetime.fromtimestamp(min(created, 4e9), UTC),
@@ -154,99 +166,82 @@ class GeeLarkProvider:
             labels=dict(remark.labels),
         )
 
-    async def _list(self, filters: dict[str, Any]) -> list[dict[str, Any]]:
-        """Every phone `phone/list` answers for `filters`, page by page until a short page;
-        listed again once if the total moved while paging (an item may have shifted)."""
-        for _ in range(2):
-            items, totals = await self._pages(filters)
-            if len(set(totals)) <= 1:
-                break
-        seen: dict[str, dict[str, Any]] = {}
-        for item in items:
-            seen.setdefault(str(item.get("id")), item)
-        return list(seen.values())
-
-    async def _pages(self, filters: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Any]]:
-        items: list[dict[str, Any]] = []
-        totals: list[Any] = []
-        for page in range(1, MAX_PAGES + 1):
-            data = await self.api.call("phone/list", {**filters, "page": page, "pageSize": MAX_IDS})
-            if not isinstance(data, dict):
-                raise GeeLarkServerError(ErrorType.SERVER_ERROR, 200, "phone/list: no data")
-            got = [i for i in data.get("items") or [] if isinstance(i, dict)]
-            items += got
-            totals.append(data.get("total"))
-            # Never stopped early by `total`: one that under-counts would hide phones.
-            if len(got) < MAX_IDS:
-                return items, totals
-        raise GeeLarkServerError(
-            ErrorType.SERVER_ERROR, 200, f"phone/list: more than {MAX_PAGES} pages; not read"
-        )
-
     async def list_pool(self, pool: str) -> list[DeviceInfo]:
         with provider_call(pool=pool):
-            items = await self._list({"groupName": pool_group(pool)})
+            items = await self.phones.listed({"groupName": pool_group(pool)})
         return [info for item in items if (info := self._view(item, pool=pool)) is not None]
 
     async def list_managed(self) -> list[ProviderDevice]:
         # Unfiltered: a phone moved out of its group or untagged by hand is still found.
-        items = await self._list({})
+        items = await self.phones.listed({})
         return [ProviderDevice(info, "android") for i in items if (info := self._view(i))]
 
-    async def _one(self, device_id: str) -> tuple[dict[str, Any], DeviceInfo]:
-        data = await self.api.call("phone/list", {"ids": [device_id], "page": 1, "pageSize": 1})
-        items = data.get("items") if isinstance(data, dict) else None
-        for item in items if isinstance(items, list) else []:
-            if isinstance(item, dict) and str(item.get("id")) == device_id:
-                if (info := self._view(item)) is not None:
-                    return item, info
-        raise NotFoundError(ErrorType.NOT_FOUND, None, f"no managed GeeLark phone {device_id}")
+    async def _one(self, device: str) -> tuple[str, dict[str, Any], DeviceInfo]:
+        """(phone id, listed item, device) of a device serving now (else `NotFoundError`)."""
+        parsed = parse_device_id(device)
+        item = None if parsed is None else await self.phones.one(parsed[0])
+        info = None if item is None else self._view(item)
+        if parsed is None or item is None or info is None or info.id != device:
+            raise NotFoundError(ErrorType.NOT_FOUND, None, f"no GeeLark phone serves {device}")
+        return parsed[0], item, info
 
     async def get_device(self, device_id: str) -> ProviderDevice:
-        return ProviderDevice((await self._one(device_id))[1], "android")
+        return ProviderDevice((await self._one(device_id))[2], "android")
 
     async def read_statuses(self, ids: list[str]) -> tuple[list[DeviceStatusInfo], list[str]]:
         items: list[DeviceStatusInfo] = []
-        not_found: list[str] = []
-        for start in range(0, len(ids), MAX_IDS):
-            chunk = ids[start : start + MAX_IDS]
+        not_found = [i for i in ids if parse_device_id(i) is None]
+        wanted: dict[str, list[tuple[str, str]]] = {}  # phone id -> (device id, digest)
+        for device in ids:
+            if (parsed := parse_device_id(device)) is not None:
+                wanted.setdefault(parsed[0], []).append((device, parsed[1]))
+        phone_ids = list(wanted)
+        for start in range(0, len(phone_ids), MAX_IDS):
+            chunk = phone_ids[start : start + MAX_IDS]
             batch = await self.api.batch("phone/status", chunk)
-            for device_id, error in batch.failed.items():
-                if isinstance(error, NotFoundError):
-                    not_found.append(device_id)
-                else:  # read nothing of it: no verdict (the vendor documents only 42001)
-                    logger.info("GeeLark phone %s: status not read: %s", device_id, error)
             if batch.unknown:
                 raise GeeLarkServerError(
                     ErrorType.SERVER_ERROR,
                     200,
                     f"phone/status: no answer for {len(batch.unknown)} of {len(chunk)} phones",
                 )
-            for device_id, item in batch.done.items():
+            for phone_id, error in batch.failed.items():
+                if isinstance(error, NotFoundError):
+                    not_found += [d for d, _ in wanted[phone_id]]
+                else:  # read nothing of it: no verdict (the vendor documents only 42001)
+                    logger.info("GeeLark phone %s: status not read: %s", phone_id, error)
+            for phone_id, item in batch.done.items():
+                name = item.get("serialName")
                 status, reason = _status(item.get("status"))
-                items.append(DeviceStatusInfo(id=device_id, status=status, reason=reason))
+                for device, digest in wanted[phone_id]:
+                    # Named for another slot, or parked: that device is gone. (No name in
+                    # the answer: the status is taken as it is.)
+                    if isinstance(name, str) and slot_digest(name) != digest:
+                        not_found.append(device)
+                    else:
+                        items.append(DeviceStatusInfo(id=device, status=status, reason=reason))
         return items, not_found
 
     async def connect_info(self, device_id: str) -> ConnectInfo:
         """The phone's ADB login from `adb/getData`, ADB switched on (`adb/setStatus`) first
         if it is off, then read again after `adb_wait_seconds` (GeeLark enables it
         asynchronously, some 3 s)."""
-        await self._one(device_id)
+        phone_id, _, _ = await self._one(device_id)
         for attempt in range(3):
             try:
-                data = await self.api.call("adb/getData", {"ids": [device_id]})
+                data = await self.api.call("adb/getData", {"ids": [phone_id]})
             except GeeLarkStateError as exc:  # the whole call refused, not its item
-                data = {"items": [{"id": device_id, "code": exc.code}]}
+                data = {"items": [{"id": phone_id, "code": exc.code}]}
             items = data.get("items") if isinstance(data, dict) else None
             item = next(
                 (
                     i
                     for i in (items if isinstance(items, list) else [])
-                    if isinstance(i, dict) and str(i.get("id")) == device_id
+                    if isinstance(i, dict) and str(i.get("id")) == phone_id
                 ),
                 None,
             )
-            code = _int(item.get("code")) if item is not None else None
+            code = as_int(item.get("code")) if item is not None else None
             if item is not None and code in (0, None):
                 login = parse_adb(
                     {"ip": item.get("ip"), "port": item.get("port"), "code": item.get("pwd")}
@@ -258,7 +253,7 @@ class GeeLarkProvider:
             if code == 49002:
                 return ConnectInfo(message=f"GeeLark phone {device_id}: its model has no ADB")
             if attempt == 0:
-                await self.api.call("adb/setStatus", {"ids": [device_id], "open": True})
+                await self.api.call("adb/setStatus", {"ids": [phone_id], "open": True})
             if attempt < 2:
                 await self._sleep(self.adb_wait_seconds)
         return ConnectInfo(message=f"GeeLark phone {device_id}: no ADB login yet; ask again")
@@ -300,7 +295,7 @@ class GeeLarkProvider:
                 return await self._create(pool, mark, labels, new)
 
     async def _marked(self, pool: str, mark: str) -> list[tuple[dict[str, Any], DeviceInfo]]:
-        items = await self._list({"groupName": pool_group(pool), "serialName": mark})
+        items = await self.phones.listed({"groupName": pool_group(pool), "serialName": mark})
         found = [
             (item, info)
             for item in items
@@ -314,6 +309,10 @@ class GeeLarkProvider:
         # First, always: an earlier attempt whose answer was lost made it.
         found = await self._marked(pool, mark)
         if not found:
+            claimed = await self.reserve.claim(pool, mark, labels, new.template, new.proxy)
+            if claimed is not None:
+                phone_id, status, remark = claimed
+                return await self._start(phone_id, self._fresh(phone_id, mark, remark), status)
             remark = Remark(created=self._wall(), region=new.template.region, labels=labels)
             try:
                 phone_id = await self._add(mark, pool, new.template, remark, new.proxy)
@@ -323,21 +322,24 @@ class GeeLarkProvider:
                 if not found:
                     raise
             else:
-                info = DeviceInfo(
-                    id=phone_id,
-                    status=OFFLINE,
-                    region=remark.region,
-                    created_at=datetime.fromtimestamp(remark.created, UTC),
-                    labels=labels,
-                )
-                return await self._start(info, SHUT_DOWN)
+                return await self._start(phone_id, self._fresh(phone_id, mark, remark), SHUT_DOWN)
         (item, info), *late = found
-        for _, extra in late:  # a create the server finished late: one phone a slot
+        for extra_item, _ in late:  # a create the server finished late: one phone a slot
+            extra = str(extra_item.get("id"))
             try:
-                await self._remove(extra.id)
+                await self.phones.stop_and_delete(extra, as_int(extra_item.get("status")))
             except ProviderError as exc:
-                logger.info("GeeLark phone %s, a duplicate, not removed yet: %s", extra.id, exc)
-        return await self._start(info, _int(item.get("status")))
+                logger.info("GeeLark phone %s, a duplicate, not removed yet: %s", extra, exc)
+        return await self._start(str(item.get("id")), info, as_int(item.get("status")))
+
+    def _fresh(self, phone_id: str, mark: str, remark: Remark) -> DeviceInfo:
+        return DeviceInfo(
+            id=device_id(phone_id, slot_digest(mark) or ""),
+            status=OFFLINE,
+            region=remark.region,
+            created_at=datetime.fromtimestamp(remark.created, UTC),
+            labels=dict(remark.labels),
+        )
 
     async def _add(
         self,
@@ -366,60 +368,40 @@ class GeeLarkProvider:
         details = data.get("details") if isinstance(data, dict) else None
         item = details[0] if isinstance(details, list) and details else None
         if isinstance(item, dict):
-            code, phone_id = _int(item.get("code")), item.get("id")
+            code, phone_id = as_int(item.get("code")), item.get("id")
             if code not in (0, None):
                 raise self.api.item_error("phone/addNew", item)
             if isinstance(phone_id, str | int) and not isinstance(phone_id, bool) and phone_id:
                 return str(phone_id)
         raise GeeLarkServerError(ErrorType.SERVER_ERROR, 200, "phone/addNew: no phone answered")
 
-    async def _start(self, info: DeviceInfo, status: int | None) -> DeviceInfo:
+    async def _start(self, phone_id: str, info: DeviceInfo, status: int | None) -> DeviceInfo:
         if status in (STARTED, STARTING):
             return info.model_copy(update={"status": _status(status)[0], "reason": None})
-        batch = await self.api.batch("phone/start", [info.id])
-        error = batch.failed.get(info.id)
-        if error is not None and error.code not in ALREADY_ON:
-            raise error
-        if error is None and info.id not in batch.done:
-            raise GeeLarkServerError(ErrorType.SERVER_ERROR, 200, "phone/start: not confirmed")
+        await self.phones.start(phone_id)
         return info.model_copy(update={"status": PROVISIONING, "reason": None})
 
     # ------------------------------------------------------------ removals
 
     async def remove_device(self, device_id: str) -> None:
-        item, info = await self._one(device_id)
-        with provider_call(pool=info.labels.get(LABEL_POOL, "")):
-            await self._remove(device_id, _int(item.get("status")))
-
-    async def _remove(self, device_id: str, status: int | None = STARTED) -> None:
-        """Stop (unless listed shut down or expired), confirm it stopped, delete."""
-        if status not in (SHUT_DOWN, EXPIRED):
-            stop = await self.api.batch("phone/stop", [device_id])
-            if device_id in stop.failed:
-                raise stop.failed[device_id]  # busy (43005/43006): the caller decides
-            await self._stopped(device_id)
-        deleted = await self.api.batch("phone/delete", [device_id])
-        if device_id in deleted.failed:
-            raise deleted.failed[device_id]
-        if device_id not in deleted.done:
-            raise GeeLarkServerError(ErrorType.SERVER_ERROR, 200, "phone/delete: not confirmed")
-
-    async def _stopped(self, device_id: str) -> None:
-        for attempt in range(self.confirm_tries):
-            status = await self.api.batch("phone/status", [device_id])
-            if device_id in status.failed:
-                raise status.failed[device_id]
-            item = status.done.get(device_id)
-            if item is not None and _int(item.get("status")) in (SHUT_DOWN, EXPIRED):
-                return
-            if attempt + 1 < self.confirm_tries:
-                await self._sleep(self.confirm_seconds)
-        raise ProviderError(
-            ErrorType.TEARDOWN_PENDING, None, f"GeeLark phone {device_id}: stop not confirmed yet"
-        )
+        phone_id, item, info = await self._one(device_id)
+        pool = info.labels.get(LABEL_POOL, "")
+        status = as_int(item.get("status"))
+        call = current_call()
+        # Only a scale-down of the pool's own (not a replacement, a used or an expired
+        # phone, a deleted pool, the orphan sweep) keeps its phone in the reserve.
+        if call.pool == pool and not (call.replacement or call.used or call.deleting):
+            remark = Remark.parse(item.get("remark"))
+            if status != EXPIRED and remark is not None:
+                with provider_call(pool=pool):
+                    if await self.reserve.park(pool, phone_id, remark, status):
+                        return
+                status = SHUT_DOWN  # stopped by `park`, not kept
+        await self.phones.stop_and_delete(phone_id, status)
 
     async def release_pool(self, pool: str) -> int:
-        return 0  # a removal deletes: nothing is kept
+        await self.reserve.release(pool)
+        return 0  # the reserve is deleted: nothing is kept
 
     async def aclose(self) -> None:
         await self.api.aclose()

@@ -1,0 +1,135 @@
+"""One GeeLark key's phones, call by call: listing (paged), start, stop-and-confirm, delete,
+update. Each reads its batch answer per item (`GeeLarkApi.batch`): an id is done only if the
+answer says so. The adapter (`provider`) and its reserve (`reserve`) are built on it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from devicepool.activities.errors import ProviderError
+from devicepool.activities.providers.geelark.api import MAX_IDS, GeeLarkApi
+from devicepool.activities.providers.geelark.errors import GeeLarkServerError
+from devicepool.api.errors import ErrorType
+
+__all__ = ["EXPIRED", "MAX_PAGES", "SHUT_DOWN", "STARTED", "STARTING", "Phones", "as_int"]
+
+# `phone/status`: 0 started, 1 starting, 2 shut down, 3 expired (`phone/list`: 0..2).
+STARTED, STARTING, SHUT_DOWN, EXPIRED = 0, 1, 2, 3
+# A listing longer than this many pages of 100 is refused, not cut: a pool that sees part
+# of its phones would rent more.
+MAX_PAGES = 200
+ALREADY_ON = frozenset({43009, 43010})  # start: already started / starting
+
+
+def as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class Phones:
+    """The phone calls of one key (`api`); `sleep` between a stop and its confirmation."""
+
+    def __init__(
+        self,
+        api: GeeLarkApi,
+        *,
+        confirm_tries: int,
+        confirm_seconds: float,
+        sleep: Callable[[float], Awaitable[None]],
+    ) -> None:
+        self.api = api
+        self.confirm_tries, self.confirm_seconds = confirm_tries, confirm_seconds
+        self._sleep = sleep
+
+    async def listed(self, filters: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every phone `phone/list` answers for `filters`, page by page until a short page;
+        listed again once if the total moved while paging (an item may have shifted)."""
+        for _ in range(2):
+            items, totals = await self._pages(filters)
+            if len(set(totals)) <= 1:
+                break
+        seen: dict[str, dict[str, Any]] = {}
+        for item in items:
+            seen.setdefault(str(item.get("id")), item)
+        return list(seen.values())
+
+    async def _pages(self, filters: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Any]]:
+        items: list[dict[str, Any]] = []
+        totals: list[Any] = []
+        for page in range(1, MAX_PAGES + 1):
+            data = await self.api.call("phone/list", {**filters, "page": page, "pageSize": MAX_IDS})
+            if not isinstance(data, dict):
+                raise GeeLarkServerError(ErrorType.SERVER_ERROR, 200, "phone/list: no data")
+            got = [i for i in data.get("items") or [] if isinstance(i, dict)]
+            items += got
+            totals.append(data.get("total"))
+            # Never stopped early by `total`: one that under-counts would hide phones.
+            if len(got) < MAX_IDS:
+                return items, totals
+        raise GeeLarkServerError(
+            ErrorType.SERVER_ERROR, 200, f"phone/list: more than {MAX_PAGES} pages; not read"
+        )
+
+    async def one(self, phone_id: str) -> dict[str, Any] | None:
+        """The phone of that id as `phone/list` shows it (None: no such phone)."""
+        data = await self.api.call("phone/list", {"ids": [phone_id], "page": 1, "pageSize": 1})
+        items = data.get("items") if isinstance(data, dict) else None
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and str(item.get("id")) == phone_id:
+                return item
+        return None
+
+    async def start(self, phone_id: str) -> None:
+        """Boot it (asynchronously); one already started or starting is left as it is."""
+        batch = await self.api.batch("phone/start", [phone_id])
+        error = batch.failed.get(phone_id)
+        if error is not None and error.code not in ALREADY_ON:
+            raise error
+        if error is None and phone_id not in batch.done:
+            raise GeeLarkServerError(ErrorType.SERVER_ERROR, 200, "phone/start: not confirmed")
+
+    async def stop(self, phone_id: str) -> None:
+        """Shut it down and confirm it is (`phone/status` 2 or 3). A stop refused (43005 a
+        task runs, 43006 someone is connected) raises `GeeLarkBusyError`: the caller decides;
+        one not confirmed in time raises TEARDOWN_PENDING (retryable)."""
+        stop = await self.api.batch("phone/stop", [phone_id])
+        if phone_id in stop.failed:
+            raise stop.failed[phone_id]
+        for attempt in range(self.confirm_tries):
+            status = await self.api.batch("phone/status", [phone_id])
+            if phone_id in status.failed:
+                raise status.failed[phone_id]
+            item = status.done.get(phone_id)
+            if item is not None and as_int(item.get("status")) in (SHUT_DOWN, EXPIRED):
+                return
+            if attempt + 1 < self.confirm_tries:
+                await self._sleep(self.confirm_seconds)
+        raise ProviderError(
+            ErrorType.TEARDOWN_PENDING, None, f"GeeLark phone {phone_id}: stop not confirmed yet"
+        )
+
+    async def delete(self, phone_id: str) -> None:
+        """Delete it (refused while started or in use: stop it first)."""
+        deleted = await self.api.batch("phone/delete", [phone_id])
+        if phone_id in deleted.failed:
+            raise deleted.failed[phone_id]
+        if phone_id not in deleted.done:
+            raise GeeLarkServerError(ErrorType.SERVER_ERROR, 200, "phone/delete: not confirmed")
+
+    async def stop_and_delete(self, phone_id: str, status: int | None) -> None:
+        """Stop (unless listed shut down or expired), confirm it stopped, delete."""
+        if status not in (SHUT_DOWN, EXPIRED):
+            await self.stop(phone_id)
+        await self.delete(phone_id)
+
+    async def update(
+        self, phone_id: str, fields: dict[str, Any], *, secrets: list[str] | None = None
+    ) -> None:
+        """`phone/detail/update` of `fields` (never while a start of it is asked)."""
+        data = await self.api.call(
+            "phone/detail/update", {"id": phone_id, **fields}, secrets=secrets or ()
+        )
+        failed = data.get("failDetails") if isinstance(data, dict) else None
+        if isinstance(failed, list) and failed:
+            first = failed[0] if isinstance(failed[0], dict) else {}
+            raise self.api.item_error("phone/detail/update", first)
