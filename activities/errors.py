@@ -19,14 +19,16 @@ and `error_type` names it in the shared vocabulary (`api.errors.ErrorType`)::
 `error_from_response` picks the subclass from the problem+json `code`, else the
 HTTP status. `to_application_error` is the only way into a Temporal
 `ApplicationError` (`type` is the `ErrorType` value; a 429 is BENIGN, its
-`next_retry_delay` from `Retry-After`, at most `MAX_RETRY_AFTER_SECONDS`). No
-message built here holds the API key: the client never hands it over, and
+`next_retry_delay` from `Retry-After`, at most `MAX_RETRY_AFTER_SECONDS`; a quota
+refusal's details add `quota`, the quota's name, and `resetsAt`, when it resets, each None
+when the provider said none). No message built here holds the API key: the client never hands it over, and
 scrubs it out of anything the provider echoes back.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
@@ -51,6 +53,8 @@ __all__ = [
     "UnauthenticatedError",
     "configuration_error",
     "error_from_response",
+    "parse_resets_at",
+    "quota_name",
     "to_application_error",
 ]
 
@@ -100,7 +104,12 @@ class UnauthenticatedError(ProviderError):
 
 
 class QuotaExceededError(ProviderError):
+    """A quota is used up. `quota`: its name (`DailyCreateQuota`, `ProfileCap`, ...);
+    `resets_at`: when a clock resets it (a daily quota); None for either when not known."""
+
     default_error_type = ErrorType.QUOTA_EXCEEDED
+    quota: str | None = None
+    resets_at: datetime | None = None
 
 
 class NotFoundError(ProviderError):
@@ -199,7 +208,37 @@ def error_from_response(
     error_type = _type_for(status, code)
     if not detail:
         detail = f"HTTP {status}"
-    return _CLASS_BY_TYPE.get(error_type, ProviderError)(error_type, status, detail, retry_after)
+    error = _CLASS_BY_TYPE.get(error_type, ProviderError)(error_type, status, detail, retry_after)
+    if isinstance(error, QuotaExceededError) and isinstance(body, dict):
+        # Problem+json extension members a provider may add to a 402.
+        error.quota = quota_name(body.get("quota"))
+        error.resets_at = parse_resets_at(body.get("resetsAt"))
+    return error
+
+
+_QUOTA_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]{0,39}")
+
+
+def quota_name(value: Any) -> str | None:
+    """A quota's name as a condition reason takes it (CamelCase, at most 40), else None."""
+    return value if isinstance(value, str) and _QUOTA_NAME.fullmatch(value) else None
+
+
+def parse_resets_at(value: Any) -> datetime | None:
+    """An ISO 8601 instant with its offset (`...Z`), in UTC; None for anything else."""
+    if not isinstance(value, str) or len(value) > 40:
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when.astimezone(UTC) if when.tzinfo is not None else None
+
+
+def _iso(when: datetime | None) -> str | None:
+    if when is None:
+        return None
+    return when.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def to_application_error(exc: ProviderError) -> ApplicationError:
@@ -211,9 +250,13 @@ def to_application_error(exc: ProviderError) -> ApplicationError:
     # error log or metric.
     rate_limited = error_type is ErrorType.RATE_LIMITED
     delay = timedelta(seconds=retry_after) if rate_limited and retry_after is not None else None
+    details: dict[str, Any] = {"status": exc.status, "retryAfter": retry_after}
+    if isinstance(exc, QuotaExceededError):
+        details["quota"] = quota_name(exc.quota)
+        details["resetsAt"] = _iso(exc.resets_at)
     return ApplicationError(
         str(exc),
-        {"status": exc.status, "retryAfter": retry_after},
+        details,
         type=error_type.value,
         non_retryable=not error_type.retryable,
         next_retry_delay=delay,

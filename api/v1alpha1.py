@@ -185,6 +185,7 @@ class ConditionType(StrEnum):
     SPEND_CAP_REACHED = "SpendCapReached"
     ROLLING_OUT = "RollingOut"
     TEARDOWN_BLOCKED = "TeardownBlocked"
+    QUOTA_EXHAUSTED = "QuotaExhausted"
 
 
 class Condition(CamelModel):

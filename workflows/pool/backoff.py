@@ -1,9 +1,11 @@
-"""The failure back-off: when a region keeps failing, stop creating there for a while.
+"""The failure back-off: when a region keeps failing, stop creating there for a while;
+and the quota hold: when the provider refuses a create for a used-up quota, stop creating
+until it resets.
 
 Only a device the provider reports `failed`, one not ready at the startup timeout, or
-a `region_unavailable` answer counts; creates never answered and devices that vanished
-while booting say nothing about the region. Pure. The rule: docs/pools.md, 'Health:
-replace, do not repair'.
+a `region_unavailable` answer counts; creates never answered, devices that vanished
+while booting and quota refusals say nothing about the region. Pure. The rules:
+docs/pools.md, 'Health: replace, do not repair' and 'Provider quotas'.
 """
 
 from __future__ import annotations
@@ -13,9 +15,28 @@ from datetime import datetime, timedelta
 from devicepool.activities.models import PoolSettings
 from devicepool.api.base import CamelModel
 from devicepool.api.errors import ErrorType
-from devicepool.workflows.shared.protocol import BatchReport
+from devicepool.workflows.shared.protocol import BatchReport, QuotaRefusal
 
-__all__ = ["Backoff"]
+__all__ = ["QUOTA_REPROBE", "Backoff", "QuotaHold"]
+
+# A quota no clock resets (a profile cap, the balance) is tried again after this, or as
+# soon as one of the pool's own devices goes.
+QUOTA_REPROBE = timedelta(hours=1)
+# A reset the provider names is taken within these bounds (a past or garbled one neither
+# spins the pool's timer nor holds it for days).
+QUOTA_HOLD_MIN = timedelta(seconds=60)
+QUOTA_HOLD_MAX = timedelta(days=2)
+
+
+class QuotaHold(CamelModel):
+    """Creates held for a used-up quota: which (`reason`), the provider's refusal, since
+    when, and until when (`resets`: the provider's reset; else the re-probe)."""
+
+    reason: str
+    message: str
+    since: datetime
+    until: datetime
+    resets: bool
 
 
 class Backoff(CamelModel):
@@ -24,24 +45,85 @@ class Backoff(CamelModel):
     until: datetime | None = None
     # "Reason: message" shown as ProviderAvailable=False while set
     problem: str | None = None
+    # Creates held for a used-up quota (`QuotaExhausted`); kept after it ends until a
+    # create lands, so the condition says when creates were tried again.
+    quota: QuotaHold | None = None
 
     def active(self, now: datetime) -> bool:
         return self.until is not None and now < self.until
+
+    def quota_holds(self, now: datetime) -> bool:
+        return self.quota is not None and now < self.quota.until
+
+    def creates_held(self, now: datetime) -> bool:
+        """No create now: the region's back-off or a quota holds them."""
+        return self.active(now) or self.quota_holds(now)
+
+    def next_at(self, now: datetime) -> datetime | None:
+        """When the pool must look again without news: the back-off's end, or the quota's
+        reset while it holds (a hold that ended sets no timer)."""
+        due = [self.until] if self.until is not None else []
+        if self.quota is not None and self.quota_holds(now):
+            due.append(self.quota.until)
+        return min(due, default=None)
+
+    def hold(self, refusal: QuotaRefusal, *, now: datetime) -> None:
+        """A create was refused for a used-up quota: hold creates until it resets (bounded),
+        or, with no reset, for `QUOTA_REPROBE` at most."""
+        resets = refusal.resets_at
+        if resets is None:
+            until = now + QUOTA_REPROBE
+        else:
+            until = min(max(resets, now + QUOTA_HOLD_MIN), now + QUOTA_HOLD_MAX)
+        self.quota = QuotaHold(
+            reason=refusal.reason,
+            message=refusal.message,
+            since=now,
+            until=until,
+            resets=resets is not None,
+        )
+
+    def room_freed(self) -> None:
+        """A device of the pool went: a quota no clock resets (a cap) may have room now."""
+        if self.quota is not None and not self.quota.resets:
+            self.quota = self.quota.model_copy(update={"until": self.quota.since})
+
+    def quota_passed(self, now: datetime) -> bool:
+        """A create landed: a hold that ended is over (said by the condition going False)."""
+        if self.quota is None or self.quota_holds(now):
+            return False
+        self.quota = None
+        return True
 
     def probe_due(self, now: datetime) -> bool:
         """A pause just ended: ask the provider about the region before creating."""
         return self.until is not None and not self.active(now)
 
     def record(
-        self, report: BatchReport, *, region: str, settings: PoolSettings, now: datetime
+        self,
+        report: BatchReport,
+        *,
+        region: str,
+        settings: PoolSettings,
+        now: datetime,
+        hold_quota: bool = False,
     ) -> str | None:
-        """Count a batch's outcome; the problem if it started a pause."""
+        """Count a batch's outcome; the problem if it started a pause. `hold_quota`: its
+        quota refusals hold creates instead of counting as failures (runs from v0.2.0
+        count them)."""
+        quota = report.quota if hold_quota else None
+        if quota is not None:
+            self.hold(quota, now=now)
+        elif hold_quota and report.created:
+            self.quota_passed(now)
         region_down = [
             r
             for r in report.failed_slots.values()
             if r.startswith(ErrorType.REGION_UNAVAILABLE.value)
         ]
         refused = len(report.failed_slots) - len(report.unanswered_slots)
+        if quota is not None:
+            refused -= len(set(quota.slots) - set(report.unanswered_slots))
         if report.ready:
             # Devices come up again: the region works.
             self.failure_streak, self.seconds, self.until, self.problem = 0, 0.0, None, None

@@ -247,7 +247,7 @@ def decision_for(
         now=now,
         allow_create=not seen.refs_problems
         and not seen.refs_unchecked
-        and not state.backoff.active(now),
+        and not state.backoff.creates_held(now),
         act=act and seen.observe_problem is None,
         cap=spec.spend_cap.devices_allowed(seen.price) if spec.spend_cap else None,
         retire=life.retire(),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from devicepool.activities.models import PoolSettings
 from devicepool.api.durations import format_duration
-from devicepool.api.v1beta1 import LifetimeSpec
+from devicepool.api.v1beta1 import Condition, ConditionStatus, LifetimeSpec
 from devicepool.workflows.pool.backoff import Backoff
 from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.reconciler.events import Happened
@@ -30,6 +30,7 @@ __all__ = [
     "expired_forced",
     "health",
     "ids",
+    "quota",
     "region_up",
     "termination_failed",
     "terminations",
@@ -103,6 +104,20 @@ def backed_off(backoff: Backoff) -> Happened:
     return Happened(
         "BackOff", f"creates paused {backoff.seconds:g}s: {reason}: {message}", warning=True
     )
+
+
+def quota(before: Condition | None, after: Condition | None) -> list[Happened]:
+    """`QuotaExhausted` turned True (or to another quota), or back to False."""
+    was = before is not None and before.status == ConditionStatus.TRUE
+    if after is None:
+        return []
+    if after.status == ConditionStatus.TRUE and not (
+        was and before and before.reason == after.reason
+    ):
+        return [Happened("QuotaExhausted", f"{after.reason}: {after.message}", warning=True)]
+    if after.status == ConditionStatus.FALSE and was:
+        return [Happened("QuotaAvailable", after.message)]
+    return []
 
 
 def region_up(region: str, status: str) -> Happened:

@@ -50,11 +50,14 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.shared.placement import Route, route
     from devicepool.workflows.shared.protocol import BatchReport, HealthConfig, HealthReport
 
-__all__ = ["SETTINGS_BEFORE_TEARDOWN_PATCH", "DevicePoolKind"]
+__all__ = ["QUOTA_HOLD_PATCH", "SETTINGS_BEFORE_TEARDOWN_PATCH", "DevicePoolKind"]
 
 # Since a teardown reads the worker's settings when its run has none yet (they say which
 # node worker serves the account). Histories of v0.1.0 and v0.2.0 tear down without.
 SETTINGS_BEFORE_TEARDOWN_PATCH = "settings-before-teardown"
+# A batch's creates refused for a used-up quota hold the pool's creates until it resets
+# (`Backoff.hold`: fewer batches, another timer); runs before it counted them as failures.
+QUOTA_HOLD_PATCH = "quota-holds-creates"
 
 
 class DevicePoolKind:
@@ -146,6 +149,11 @@ class DevicePoolKind:
         self.h.happened(*say.batches_settled(self.s.slots, created, words=self.words))
         self.s.slots.settle_created(created_mark, listed=(d.id for d in self.devices))
         for report in self.s.slots.finish(done_mark):
+            # Asked only of a report that names a quota (or lands after a hold), so a run
+            # that never met one records no marker.
+            holding = report.quota is not None or (
+                self.s.backoff.quota is not None and bool(report.created)
+            )
             self.said(
                 self.s.take_report(
                     report,
@@ -153,6 +161,7 @@ class DevicePoolKind:
                     settings=self.settings,
                     now=workflow.now(),
                     words=self.words,
+                    hold_quota=holding and workflow.patched(QUOTA_HOLD_PATCH),
                 )
             )
 

@@ -127,7 +127,7 @@ async def until_due(k: DevicePoolKind, plan: Plan) -> None:
         plan=plan,
         settings=k.settings,
         deadlines=(
-            k.s.backoff.until,
+            k.s.backoff.next_at(now),
             pause.until if pause else None,
             life.expiry().next_at,
             life.next_window_check(

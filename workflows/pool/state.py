@@ -265,6 +265,7 @@ class PoolState(CamelModel):
     def publish(self, status: DevicePoolStatus) -> Said:
         """Take the status a pass published; say what it newly shows that needs a word."""
         before = self.status.condition(ConditionType.SPEND_CAP_REACHED)
+        quota_before = self.status.condition(ConditionType.QUOTA_EXHAUSTED)
         self.status = status.model_copy(
             update={
                 "hourly_cost": round(self.cost.rate, 4),
@@ -273,11 +274,12 @@ class PoolState(CamelModel):
         )
         after = self.status.condition(ConditionType.SPEND_CAP_REACHED)
         reached = after is not None and after.status == ConditionStatus.TRUE
+        said = Said(say.quota(quota_before, self.status.condition(ConditionType.QUOTA_EXHAUSTED)))
         if reached and (before is None or before.status != ConditionStatus.TRUE):
             assert after is not None
             # More devices wanted than the cap allows: said once, when it starts.
-            return Said([say.Happened("SpendCapReached", after.message, warning=True)])
-        return Said()
+            said.events.append(say.Happened("SpendCapReached", after.message, warning=True))
+        return said
 
     def respec(
         self, old: DevicePoolSpec, new: DevicePoolSpec, *, body_changed: bool, now: datetime | None
@@ -332,8 +334,10 @@ class PoolState(CamelModel):
         settings: am.PoolSettings,
         now: datetime,
         words: say.Words = say.REST,
+        hold_quota: bool = False,
     ) -> Said:
-        """A batch ended: its failed devices are doomed, its failed boots may pause creates."""
+        """A batch ended: its failed devices are doomed, its failed boots may pause creates,
+        its quota refusals hold them (`hold_quota`: this run may; `Backoff.record`)."""
         removed = [d for d in report.vanished_devices if self.fates.has(d, Fate.REMOVED_FAILED)]
         for device_id in removed:
             # A failed device this pool removed first is still a failed boot.
@@ -343,7 +347,9 @@ class PoolState(CamelModel):
         said = Said(say.batch_done(report, ours=self.fates.of(Fate.SCALED_DOWN), words=words))
         self.fates.clear(report.vanished_devices, Fate.SCALED_DOWN)
         self._doom(sorted(report.failed_devices))
-        problem = self.backoff.record(report, region=region, settings=settings, now=now)
+        problem = self.backoff.record(
+            report, region=region, settings=settings, now=now, hold_quota=hold_quota
+        )
         if problem:
             said.warning = f"creates paused: {problem}"
             said.events.append(say.backed_off(self.backoff))
@@ -408,6 +414,8 @@ class PoolState(CamelModel):
                     self.rollout.left_first.append(device_id)
         if failed:
             said.events.append(say.termination_failed(failed))
+        if any(d not in failed and d not in skipped for d in device_ids):
+            self.backoff.room_freed()
         for device_id in device_ids:
             if device_id in failed and device_id not in only_if_idle:
                 self._doom([device_id])

@@ -113,8 +113,12 @@ def ready_condition(view: PoolView) -> ConditionUpdate:
             "SpendCapReached",
             f"{serving}/{view.spec.replicas} devices ready; {held} (see SpendCapReached)",
         )
+    held = " (creates held: see QuotaExhausted)" if view.backoff.quota_holds(view.now) else ""
     return ConditionUpdate(
-        ConditionType.READY, FALSE, "BelowDesired", f"{serving}/{view.spec.replicas} devices ready"
+        ConditionType.READY,
+        FALSE,
+        "BelowDesired",
+        f"{serving}/{view.spec.replicas} devices ready{held}",
     )
 
 
@@ -204,6 +208,39 @@ def scale_down_condition(view: PoolView) -> ConditionUpdate | None:
     )
 
 
+# What a `QuotaExhausted` reason speaks of (the provider's quota names, `QuotaRefusal`).
+_QUOTAS = {
+    "DailyCreateQuota": "the account's daily create quota is used",
+    "DailyOpenQuota": "the account's daily open quota (phone starts) is used",
+    "ProfileCap": "the plan's profile cap is reached",
+    "BalanceExhausted": "the account's balance is used up",
+}
+
+
+def quota_condition(view: PoolView, *, shown: bool) -> ConditionUpdate | None:
+    """`QuotaExhausted` while a used-up quota holds creates, until a create lands after it;
+    then False (`shown`: the status has the condition); None for a pool that never met one."""
+    hold = view.backoff.quota
+    if hold is None:
+        if not shown:
+            return None
+        return ConditionUpdate(
+            ConditionType.QUOTA_EXHAUSTED, FALSE, "QuotaAvailable", "creates succeed again"
+        )
+    what = _QUOTAS.get(hold.reason, f"the provider refused a create for a quota ({hold.reason})")
+    until = iso(hold.until).replace("+00:00", "Z")
+    if not view.backoff.quota_holds(view.now):
+        message = f"{what}; creates are tried again since {until}"
+    elif hold.resets:
+        message = f"{what}; creates resume at {until}"
+    else:
+        message = (
+            f"{what} and no clock resets it: creates are tried again when a device of this "
+            f"pool goes, or at {until}"
+        )
+    return ConditionUpdate(ConditionType.QUOTA_EXHAUSTED, TRUE, hold.reason, message)
+
+
 def spend_cap_condition(view: PoolView) -> ConditionUpdate | None:
     """`SpendCapReached` while the cap holds creates back; None for a pool without a cap."""
     cap, account = view.spec.spend_cap, view.account_cap
@@ -274,6 +311,8 @@ def phase_of(view: PoolView) -> Phase:
         return Phase.DEGRADED
     if view.plan.capped and not view.creating and not counts["provisioning"]:
         return Phase.DEGRADED  # held below its size by its spend cap: not fine, not failing
+    if view.backoff.quota_holds(view.now) and serving < replicas and not view.creating:
+        return Phase.DEGRADED  # held below its size by a provider's quota
     if serving + counts["provisioning"] + counts["pending"] < replicas or view.creating:
         return Phase.PROVISIONING
     if view.plan.members > replicas:
@@ -297,6 +336,12 @@ def published(status: DevicePoolStatus, view: PoolView) -> DevicePoolStatus:
         (ConditionType.SCALE_DOWN_BLOCKED, scale_down_condition(view)),
         (ConditionType.SPEND_CAP_REACHED, spend_cap_condition(view)),
         (ConditionType.ROLLING_OUT, rollout_condition(view)),
+        (
+            ConditionType.QUOTA_EXHAUSTED,
+            quota_condition(
+                view, shown=status.condition(ConditionType.QUOTA_EXHAUSTED) is not None
+            ),
+        ),
     ):
         if optional is None:
             status = drop_condition(status, type_)

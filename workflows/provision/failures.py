@@ -4,11 +4,12 @@ code, passed through the sandbox."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
+from devicepool.activities.errors import parse_resets_at, quota_name
 from devicepool.api.errors import NON_RETRYABLE_ERROR_TYPES, ErrorType
 
 # A create that fails with one of these will not succeed by trying again. A
@@ -38,15 +39,33 @@ _NOT_A_VERDICT = frozenset(
 )
 
 
+def _application_cause(err: ActivityError) -> ApplicationError | None:
+    cause: BaseException | None = err.cause
+    while cause is not None and not isinstance(cause, ApplicationError):
+        cause = cause.__cause__
+    return cause
+
+
+def quota_refusal(err: ActivityError) -> tuple[str, datetime | None] | None:
+    """The quota a failed create was refused for (its name, `QuotaExceeded` when the
+    provider named none) and when it resets (None: no clock does); None if not a quota."""
+    cause = _application_cause(err)
+    if cause is None or cause.type != ErrorType.QUOTA_EXCEEDED.value:
+        return None
+    details = cause.details[0] if cause.details else None
+    if not isinstance(details, dict):
+        return "QuotaExceeded", None
+    name = quota_name(details.get("quota")) or "QuotaExceeded"
+    return name, parse_resets_at(details.get("resetsAt"))
+
+
 def provider_verdict(err: ActivityError) -> ErrorType | None:
     """The provider's refusal behind a failed create, or None when it never refused.
 
     An activity timeout wraps the last attempt's failure (if any) as its cause;
     a create lost with a killed worker has none.
     """
-    cause: BaseException | None = err.cause
-    while cause is not None and not isinstance(cause, ApplicationError):
-        cause = cause.__cause__
+    cause = _application_cause(err)
     if cause is None or cause.type is None:
         return None
     try:

@@ -48,7 +48,12 @@ with workflow.unsafe.imports_passed_through():
         ledger_workflow_id,
         slot_label,
     )
-    from devicepool.workflows.provision.failures import CREATE_RETRY, provider_verdict, reason_of
+    from devicepool.workflows.provision.failures import (
+        CREATE_RETRY,
+        provider_verdict,
+        quota_refusal,
+        reason_of,
+    )
     from devicepool.workflows.shared.errors import PROVIDER_RETRY, raise_if_cancelled, tell
     from devicepool.workflows.shared.placement import Route
     from devicepool.workflows.shared.protocol import (
@@ -57,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
         PermitRequest,
         PermitsUsed,
         ProvisionBatchInput,
+        QuotaRefusal,
         WithdrawSlots,
     )
 
@@ -316,6 +322,7 @@ class ProvisionBatchWorkflow:
             report.failed_slots[slot] = reason_of(err)
             if provider_verdict(err) is None:
                 report.unanswered_slots.append(slot)
+            _note_quota(report, err, slot)
             return workflow.now(), False
         report.created[slot] = result.device.id
         return workflow.now(), True
@@ -375,6 +382,18 @@ class ProvisionBatchWorkflow:
             report.failed_devices[device_id] = (
                 f"not ready after the startup timeout ({input.startup_timeout_seconds:g}s)"
             )
+
+
+def _note_quota(report: BatchReport, err: ActivityError, slot: int) -> None:
+    """A create refused for a used-up quota: the pool holds its creates (the last said)."""
+    refusal = quota_refusal(err)
+    if refusal is None:
+        return
+    reason, resets_at = refusal
+    slots = [*(report.quota.slots if report.quota else ()), slot]
+    report.quota = QuotaRefusal(
+        reason=reason, message=report.failed_slots[slot], resets_at=resets_at, slots=slots
+    )
 
 
 def _ledger(input: ProvisionBatchInput) -> workflow.ExternalWorkflowHandle[Any]:

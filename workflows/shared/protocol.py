@@ -27,6 +27,7 @@ __all__ = [
     "PermitRequest",
     "PermitsUsed",
     "ProvisionBatchInput",
+    "QuotaRefusal",
     "WithdrawSlots",
 ]
 
@@ -54,6 +55,17 @@ class ProvisionBatchInput(CamelModel):
     @classmethod
     def _fold_v0_1_0(cls, data: Any) -> Any:
         return fold_template(data)
+
+
+class QuotaRefusal(CamelModel):
+    """Creates of a batch the provider refused for a used-up quota (`BatchReport.quota`)."""
+
+    # The quota's name (`DailyCreateQuota`, `DailyOpenQuota`, `ProfileCap`, ...; else
+    # `QuotaExceeded`), the last refusal's reason, and when the quota resets (None: no clock).
+    reason: str
+    message: str
+    resets_at: datetime | None = None
+    slots: list[int] = Field(default_factory=list)
 
 
 class BatchReport(CamelModel):
@@ -84,6 +96,8 @@ class BatchReport(CamelModel):
     # the pool incarnation that started the batch: a pool terminated by hand and
     # applied again (same workflow id) ignores what an earlier one's batches say
     incarnation: str = ""
+    # of `failed_slots`, those refused for a used-up quota (the pool holds its creates)
+    quota: QuotaRefusal | None = None
 
 
 class WithdrawSlots(CamelModel):

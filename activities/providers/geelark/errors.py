@@ -69,6 +69,16 @@ PARTIAL = frozenset({40006, 40009})  # a batch's envelope: the per-item lists de
 NOT_FOUND_CODES = frozenset({40005, 42001, 47004})
 BUSY_CODES = frozenset({40010, 43005, 43006, 43007, 43009, 43010, 43021, 43036})
 DAILY_QUOTA_CODES = {43008: "daily open quota", 44004: "daily create quota"}
+# What a pool's `QuotaExhausted` condition names as its reason (the rest: `QuotaExceeded`).
+QUOTA_NAMES = {
+    43008: "DailyOpenQuota",
+    44004: "DailyCreateQuota",
+    44002: "ProfileCap",
+    44003: "ProfileCap",
+    46002: "ProfileCap",
+    46003: "ProfileCap",
+    41001: "BalanceExhausted",
+}
 _AUTH = frozenset({40003, 40013, 40015, 40016})
 _INVALID = frozenset({40001, 40002, 40004, 40008, 40012, 43020, 43022})
 _STATE = frozenset({42002, 43004, 47003, 49001, 49002, 50001})
@@ -110,9 +120,7 @@ class GeeLarkStateError(GeeLarkError, InvalidStateError):
 
 class GeeLarkQuotaError(GeeLarkError, QuotaExceededError):
     """A quota is used up. `resets_at`: when (a daily quota: the next UTC midnight); None for
-    a plan's profile cap or the balance, which no clock resets."""
-
-    resets_at: datetime | None = None
+    a plan's profile cap or the balance, which no clock resets. `quota`: which (`QUOTA_NAMES`)."""
 
 
 class GeeLarkRateLimitedError(GeeLarkError, RateLimitedError):
@@ -188,7 +196,7 @@ def error_for(call: str, code: int, msg: str, *, now: datetime) -> GeeLarkError:
             200,
             f"{detail} ({DAILY_QUOTA_CODES[code]} used up; resets at {when})",
         )
-        quota.resets_at = resets
+        quota.resets_at, quota.quota = resets, QUOTA_NAMES[code]
         return _kept(quota, code, msg)
     error: GeeLarkError
     if code in _AUTH:
@@ -203,6 +211,7 @@ def error_for(call: str, code: int, msg: str, *, now: datetime) -> GeeLarkError:
         error = GeeLarkStateError(ErrorType.INVALID_STATE, 200, detail)
     elif code in _QUOTA:
         error = GeeLarkQuotaError(ErrorType.QUOTA_EXCEEDED, 200, detail)
+        error.quota = QUOTA_NAMES.get(code)
     elif code in _RATE:
         error = GeeLarkRateLimitedError(
             ErrorType.RATE_LIMITED, 200, detail, _until_next_minute(now)

@@ -1,0 +1,177 @@
+"""A pool that meets a provider's quota says so and waits for its reset (issue 41). Pure.
+
+A create refused for a quota (`BatchReport.quota`) holds the pool's creates: until the
+quota's reset when the provider names one (a daily quota), else for at most an hour or
+until one of the pool's own devices goes (a profile cap). `QuotaExhausted` says which quota
+and when creates resume, an event when it starts and when it ends; it goes False by itself
+once creates succeed after the reset. The refusals are no verdict on the region.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from temporalio.exceptions import ApplicationError, RetryState
+
+from devicepool.activities.errors import to_application_error
+from devicepool.activities.models import DeviceInfo, PoolSettings
+from devicepool.activities.providers.geelark.errors import error_for
+from devicepool.api.v1beta1 import ConditionStatus, ConditionType, DevicePoolSpec
+from devicepool.workflows.pool import status as st
+from devicepool.workflows.pool.decide import Observed, decision_for
+from devicepool.workflows.pool.state import PoolState
+from devicepool.workflows.provision.failures import provider_verdict, quota_refusal
+from devicepool.workflows.shared.protocol import BatchReport, QuotaRefusal
+from tests.helpers.activity_errors import activity_error
+
+NOW = datetime(2026, 12, 6, 13, 30, tzinfo=UTC)
+MIDNIGHT = datetime(2026, 12, 7, tzinfo=UTC)
+SETTINGS = PoolSettings(provision_batch_size=3, failure_streak_limit=2)
+SPEC = DevicePoolSpec.model_validate({"platform": "android", "region": "us-west", "replicas": 3})
+DAILY = QuotaRefusal(
+    reason="DailyCreateQuota",
+    message="quota_exceeded: POST /open/v1/phone/addNew refused: 44004",
+    resets_at=MIDNIGHT,
+    slots=[0, 1],
+)
+CAP = QuotaRefusal(reason="ProfileCap", message="quota_exceeded: 44002 cap", slots=[0])
+
+
+def refused(quota: QuotaRefusal) -> BatchReport:
+    return BatchReport(
+        workflow_id="b1",
+        slots=list(quota.slots),
+        failed_slots={s: quota.message for s in quota.slots},
+        quota=quota,
+    )
+
+
+def landed(slot: int = 5) -> BatchReport:
+    return BatchReport(
+        workflow_id="b2", slots=[slot], created={slot: f"d{slot}"}, ready=[f"d{slot}"]
+    )
+
+
+def seen(now: datetime, devices: list[DeviceInfo] | None = None) -> Observed:
+    return Observed(
+        devices=tuple(devices or ()),
+        reported_leaving=(),
+        settings=SETTINGS,
+        price=0.1,
+        now=now,
+        refs_problems=[],
+    )
+
+
+def publish(state: PoolState, now: datetime, *, creating: bool = False) -> list[str]:
+    """Publish a pass at `now`; the reasons of the events it said."""
+    decision = decision_for(seen(now), pool="p", spec=SPEC, state=state, incarnation="i", act=True)
+    view = st.PoolView(
+        spec=SPEC,
+        generation=state.generation,
+        plan=decision.plan,
+        creating=creating or bool(decision.batches),
+        device_ids=[],
+        refs_problems=[],
+        backoff=state.backoff,
+        health=None,
+        now=now,
+    )
+    said = state.publish(st.published(state.status, view))
+    return [e.reason for e in said.events]
+
+
+def quota_condition(state: PoolState) -> tuple[str, str, str]:
+    cond = state.status.condition(ConditionType.QUOTA_EXHAUSTED)
+    assert cond is not None
+    return cond.status.value, cond.reason, cond.message
+
+
+def test_a_quota_refusal_is_read_from_the_failed_create() -> None:
+    failure = to_application_error(error_for("POST /open/v1/phone/addNew", 44004, "", now=NOW))
+    err = activity_error(failure, "create_device", RetryState.NON_RETRYABLE_FAILURE)
+    assert quota_refusal(err) == ("DailyCreateQuota", MIDNIGHT)
+    cap = to_application_error(error_for("POST /open/v1/phone/addNew", 44002, "", now=NOW))
+    assert quota_refusal(activity_error(cap, "create_device", None)) == ("ProfileCap", None)
+    other = ApplicationError("boom", {"status": 500}, type="server_error")
+    assert quota_refusal(activity_error(other, "create_device", None)) is None
+    assert provider_verdict(err) is not None  # still the provider's refusal
+
+
+def test_a_daily_quota_holds_creates_until_its_reset_and_says_so() -> None:
+    state = PoolState()
+    state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    # No create before the reset: not now, not a minute before it.
+    for when in (NOW, MIDNIGHT - timedelta(minutes=1)):
+        decision = decision_for(seen(when), pool="p", spec=SPEC, state=state, incarnation="i",
+                                act=True)  # fmt: skip
+        assert decision.batches == [], when
+    assert state.backoff.next_at(NOW) == MIDNIGHT  # the pool's timer wakes it at the reset
+    # Not a verdict on the region: no back-off, ProviderAvailable stays True.
+    assert state.backoff.problem is None and state.backoff.failure_streak == 0
+    said = publish(state, NOW)
+    assert "QuotaExhausted" in said
+    status, reason, message = quota_condition(state)
+    assert (status, reason) == ("True", "DailyCreateQuota")
+    assert "the account's daily create quota is used" in message
+    assert "creates resume at 2026-12-07T00:00:00Z" in message
+    provider = state.status.condition(ConditionType.PROVIDER_AVAILABLE)
+    assert provider is not None and provider.status == ConditionStatus.TRUE
+    # At the reset the pool creates again...
+    decision = decision_for(seen(MIDNIGHT), pool="p", spec=SPEC, state=state, incarnation="i",
+                            act=True)  # fmt: skip
+    assert sum(len(b.slots) for b in decision.batches) == 3
+    # ...and once a create lands, the condition goes False by itself, said once.
+    state.take_report(landed(), region="us-west", settings=SETTINGS, now=MIDNIGHT, hold_quota=True)
+    said = publish(state, MIDNIGHT + timedelta(seconds=5))
+    assert "QuotaAvailable" in said
+    assert quota_condition(state)[:2] == ("False", "QuotaAvailable")
+    assert publish(state, MIDNIGHT + timedelta(seconds=10)) == []
+
+
+def test_a_pool_that_never_met_a_quota_shows_no_such_condition() -> None:
+    state = PoolState()
+    publish(state, NOW)
+    assert state.status.condition(ConditionType.QUOTA_EXHAUSTED) is None
+
+
+def test_a_profile_cap_holds_an_hour_or_until_a_device_of_the_pool_goes() -> None:
+    state = PoolState()
+    state.take_report(refused(CAP), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    assert state.backoff.next_at(NOW) == NOW + timedelta(hours=1)
+    publish(state, NOW)
+    status, reason, message = quota_condition(state)
+    assert (status, reason) == ("True", "ProfileCap")
+    assert "no clock resets it" in message and "2026-12-06T14:30:00Z" in message
+    # A device of the pool goes: the cap may have room; creates are tried at the next pass.
+    d = DeviceInfo(id="d1", status="ready", created_at=NOW)
+    state.take_terminations(["d1"], only_if_idle={"d1"}, failed={}, skipped={}, devices=[d])
+    later = NOW + timedelta(minutes=1)
+    assert not state.backoff.creates_held(later)
+    assert state.backoff.next_at(later) is None  # no timer on a hold that ended
+
+
+def test_a_refusal_again_after_the_reset_holds_again_and_old_runs_keep_the_back_off() -> None:
+    state = PoolState()
+    state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    again = DAILY.model_copy(update={"resets_at": MIDNIGHT + timedelta(days=1)})
+    state.take_report(refused(again), region="us-west", settings=SETTINGS, now=MIDNIGHT,
+                      hold_quota=True)  # fmt: skip
+    assert state.backoff.creates_held(MIDNIGHT + timedelta(hours=23))
+    # A run that may not hold (before its patch): the refusals count as failures, as before.
+    old = PoolState()
+    old.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW)
+    assert old.backoff.quota is None and old.backoff.problem is not None
+
+
+def test_a_reset_in_the_past_or_far_away_is_bounded() -> None:
+    state = PoolState()
+    past = DAILY.model_copy(update={"resets_at": NOW - timedelta(days=3)})
+    state.take_report(refused(past), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    held_until = state.backoff.next_at(NOW)
+    assert held_until is not None and held_until >= NOW + timedelta(seconds=60)  # no 1 s loop
+    far = DAILY.model_copy(update={"resets_at": datetime(9999, 1, 1, tzinfo=UTC)})
+    state = PoolState()
+    state.take_report(refused(far), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    held_until = state.backoff.next_at(NOW)
+    assert held_until is not None and held_until <= NOW + timedelta(days=2)
