@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from devicepool.client._cli_support import fail, load_resources_or_exit, run
-from devicepool.client._dev_config import MAX_BROWSER_NODES
+from devicepool.client._dev_config import DEFAULT_GEELARK_PORT, GEELARK_ACCOUNT, MAX_BROWSER_NODES
 from devicepool.client.errors import EXIT_BAD_INPUT
 
 
@@ -236,10 +236,30 @@ def dev(
             "node worker labelled node=<name>",
         ),
     ] = 0,
+    geelark: Annotated[
+        bool,
+        typer.Option(
+            "--geelark",
+            help=f"also the GeeLark Open API emulator (its team kept in the data dir) and the "
+            f"worker's account {GEELARK_ACCOUNT} on it",
+        ),
+    ] = False,
+    geelark_port: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=65535,
+            help=f"GeeLark emulator port (with --geelark; default: the last one, kept in the "
+            f"data dir, else {DEFAULT_GEELARK_PORT})",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the whole system locally: Temporal dev server + emulator + worker."""
     # Every option but --apply is the DevOptions field of its name (read before any other local).
     given = {name: value for name, value in locals().items() if name != "apply_files"}
+    if geelark_port is not None and not geelark:
+        raise fail("--geelark-port needs --geelark", EXIT_BAD_INPUT)
     from devicepool.client.dev import DevOptions, run_dev
 
     options = DevOptions(**given, apply=", ".join(apply_files) if apply_files else None)

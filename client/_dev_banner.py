@@ -22,11 +22,13 @@ from devicepool.client._dev_config import (
     DEFAULT_API_KEY,
     DEV_HOST,
     DEV_NAMESPACE,
+    GEELARK_ACCOUNT,
     KEY_ID,
     DevOptions,
     bitbrowser_state_file,
     dev_key_file,
     encryption_on,
+    geelark_state_file,
     node_worker_name,
 )
 from devicepool.worker.config import DEFAULT_GRACEFUL_SHUTDOWN_SECONDS
@@ -36,6 +38,7 @@ STOPPING = {
     "worker": "the worker",
     "emulator": "the emulator",
     "bitbrowser": "the BitBrowser emulator",
+    "geelark": "the GeeLark emulator",
     "codec-server": "the codec server",
     "temporal": "Temporal",
 }
@@ -63,6 +66,7 @@ def banner(
     browser_nodes: dict[str, str],
     *,
     manifests: str = "",
+    geelark_url: str = "",
 ) -> str:
     """`devicepool dev is up`: where each part of the stack answers."""
     logs = o.data_dir / "logs"
@@ -79,6 +83,7 @@ def banner(
         f"  Emulator:         http://{DEV_HOST}:{o.emulator_port} "
         f"(accounts: {', '.join(accounts)}; key {DEFAULT_API_KEY})\n"
         f"{browser_nodes_lines(o, browser_nodes)}"
+        f"{geelark_line(o, geelark_url)}"
         f"  Worker metrics:   http://{DEV_HOST}:{o.metrics_port}/metrics\n"
         f"  Proxy pools:      {', '.join(proxy_pools)} (placeholder gateways)\n"
         f"{codec_lines(o) if encryption_on(o) else ''}"
@@ -103,6 +108,17 @@ def browser_nodes_lines(options: DevOptions, browser_nodes: dict[str, str]) -> s
         "log bitbrowser.log)\n"
         + f"  Node workers:     {', '.join(browser_nodes)} (labelled {LABEL_NODE}=<name>; "
         f"logs {node_worker_name('<name>')}.log)\n"
+    )
+
+
+def geelark_line(options: DevOptions, url: str) -> str:
+    """The banner's GeeLark emulator (`--geelark`): where it answers, its account and key file
+    (its key is in secrets/geelark.key, never printed), its ground truth; none without."""
+    if not url:
+        return ""
+    return (
+        f"  GeeLark emulator: {url} (account {GEELARK_ACCOUNT}; stats {url}/_emulator/stats; "
+        f"team in {geelark_state_file(options).name}, log geelark.log)\n"
     )
 
 

@@ -26,6 +26,7 @@ from devicepool.client._dev_config import (
     dev_key_file,
     emulator_state_file,
     encryption_on,
+    geelark_state_file,
 )
 from devicepool.codec import ENV_KEY_FILES
 
@@ -105,6 +106,20 @@ def bitbrowser_command(options: DevOptions, ports: Mapping[str, int] | None = No
             f"{name}={ports[name]}" if name in ports else name
             for name in browser_node_names(options)
         ],
+    )
+
+
+def geelark_command(options: DevOptions, port: int) -> list[str]:
+    """The GeeLark Open API emulator on `port`, its team in the data dir (a restart keeps its
+    phones), a phone booting as long as the stack's devices provision (`--provision-seconds`).
+    Its default credentials (the docs' worked example; the dev token): none on the command
+    line."""
+    return python_m(
+        "devicepool.emulator.geelark",
+        host=DEV_HOST,
+        port=port,
+        boot_seconds=f"{options.provision_seconds:g}",
+        state=geelark_state_file(options),
     )
 
 

@@ -2,7 +2,8 @@
 
 The worker config is written to ``<data-dir>/worker.yaml`` at every start, its API keys as files
 under ``<data-dir>/secrets/``: the default account, every account a previous run or an applied
-pool names, the example proxy pools and the interval flags. With `--encrypt` the stack gets a
+pool names, the example proxy pools and the interval flags; with `--geelark`, the account
+`geelark` on the GeeLark emulator (its key in ``secrets/geelark.key``). With `--encrypt` the stack gets a
 history key of its own (``secrets/encryption/dev.key``, made once, mode 0600); a data dir once
 encrypted stays so, flag or not (docs/operations.md, 'Encrypted history')."""
 
@@ -46,6 +47,11 @@ MAX_BROWSER_NODES = 20
 NODE_WORKER_SUFFIX = "-worker"
 # `--encrypt`: the id of the stack's history key.
 KEY_ID = "dev"
+# `--geelark`: the account on the GeeLark emulator, the emulator's port unless the flag or a
+# previous run says another, and its key file (the emulator's default key: none of ours).
+GEELARK_ACCOUNT = "geelark"
+DEFAULT_GEELARK_PORT = 8090
+GEELARK_KEY_FILE = f"secrets/{GEELARK_ACCOUNT}.key"
 
 
 @dataclass
@@ -70,6 +76,9 @@ class DevOptions:
     codec_port: int = 8234
     # BitBrowser emulator nodes node-1..N of one account, on free ports (0: none).
     browser_nodes: int = 0
+    # The GeeLark emulator and the account `geelark` on it; its port (None: `geelark_port`).
+    geelark: bool = False
+    geelark_port: int | None = None
 
     @property
     def address(self) -> str:
@@ -117,6 +126,37 @@ def save_node_ports(options: DevOptions, urls: dict[str, str]) -> None:
             if port:
                 ports[name] = port
     node_ports_file(options).write_text(json.dumps(ports, indent=2, sort_keys=True) + "\n")
+
+
+def geelark_state_file(options: DevOptions) -> Path:
+    """The GeeLark team (phones, quotas, locks, bills, clock) a restart keeps."""
+    return options.data_dir / "geelark.json"
+
+
+def geelark_port_file(options: DevOptions) -> Path:
+    """`{"port": PORT}`: the port the GeeLark emulator took, its port at the next start unless
+    `--geelark-port` says another (the worker's `baseUrl` and the user's `curl` lines hold)."""
+    return options.data_dir / "geelark-port.json"
+
+
+def geelark_port(options: DevOptions) -> int:
+    """`--geelark-port`, else the previous run's (kept in the data dir), else 8090."""
+    if options.geelark_port is not None:
+        return options.geelark_port
+    try:
+        saved = json.loads(geelark_port_file(options).read_text())
+    except (OSError, ValueError):
+        return DEFAULT_GEELARK_PORT
+    port = saved.get("port") if isinstance(saved, dict) else None
+    return port if type(port) is int and 0 < port < 65536 else DEFAULT_GEELARK_PORT
+
+
+def save_geelark_port(options: DevOptions, port: int) -> None:
+    geelark_port_file(options).write_text(json.dumps({"port": port}) + "\n")
+
+
+def geelark_address(port: int) -> str:
+    return f"http://{DEV_HOST}:{port}"
 
 
 def dev_key_file(options: DevOptions) -> Path:
@@ -216,11 +256,14 @@ def dev_worker_config(
     proxy_pools: Sequence[str],
     key_files: Sequence[str] = (),
     bitbrowser_node: str | None = None,
+    geelark_url: str | None = None,
 ) -> dict[str, Any]:
     """The worker config `devicepool dev` writes (keys are files under `secrets/`).
 
     `bitbrowser_node` (`--browser-nodes`): the node whose worker serves the account
-    `bitbrowser` (`api: bitbrowser`: cloud phones) over its Local API."""
+    `bitbrowser` (`api: bitbrowser`: cloud phones) over its Local API. `geelark_url`
+    (`--geelark`): the GeeLark emulator the account `geelark` (`api: geelark`) signs its
+    calls to, in key mode."""
     config: dict[str, Any] = {
         "accounts": {
             name: {
@@ -258,6 +301,16 @@ def dev_worker_config(
     if bitbrowser_node:
         # No URL and no key here: the node worker has both (its flags).
         config["accounts"][BITBROWSER_ACCOUNT] = {"api": "bitbrowser", "node": bitbrowser_node}
+    if geelark_url:
+        from devicepool.emulator.geelark.config import DEFAULT_APP_ID
+
+        config["accounts"][GEELARK_ACCOUNT] = {
+            "api": "geelark",
+            "baseUrl": geelark_url,
+            "appId": DEFAULT_APP_ID,
+            "apiKeyFile": GEELARK_KEY_FILE,
+            "createsPerMinute": options.creates_per_minute,
+        }
     if key_files:  # `--encrypt`
         config["encryption"] = {"keyFiles": list(key_files)}
     return config
@@ -269,10 +322,13 @@ def write_worker_config(
     *,
     key_files: Sequence[str] = (),
     bitbrowser_node: str | None = None,
+    geelark_url: str | None = None,
 ) -> tuple[list[str], list[str]]:
     """Accounts and proxy pools: the defaults, the previous run's, and what pools name; with
-    `bitbrowser_node`, the account `bitbrowser` served by that node. The REST accounts are
-    answered (the emulator's), `bitbrowser` never among them."""
+    `bitbrowser_node`, the account `bitbrowser` served by that node; with `geelark_url`, the
+    account `geelark` on that GeeLark emulator, its key written to `secrets/geelark.key`.
+    The REST accounts are answered (the emulator's), `bitbrowser` and `geelark` never among
+    them."""
     data_dir = options.data_dir
     accounts = {DEFAULT_ACCOUNT}
     proxy_pools = set(DEV_PROXY_POOLS)
@@ -288,10 +344,16 @@ def write_worker_config(
         if pool.spec.proxy is not None:
             proxy_pools.add(pool.spec.proxy.pool_ref)
     accounts.discard(BITBROWSER_ACCOUNT)  # the Local API's, only with its nodes
+    accounts.discard(GEELARK_ACCOUNT)  # the GeeLark emulator's, only with `--geelark`
     secrets = write_proxy_password(data_dir).parent
-    for account in accounts:
+    keys = {account: account_key(account) for account in accounts}
+    if geelark_url:
+        from devicepool.emulator.geelark.config import DEFAULT_API_KEY as GEELARK_KEY
+
+        keys[GEELARK_ACCOUNT] = GEELARK_KEY
+    for account, key in keys.items():
         key_file = secrets / f"{account}.key"
-        key_file.write_text(account_key(account) + "\n")
+        key_file.write_text(key + "\n")
         key_file.chmod(0o600)
     config = dev_worker_config(
         options,
@@ -299,6 +361,7 @@ def write_worker_config(
         proxy_pools=sorted(proxy_pools),
         key_files=key_files,
         bitbrowser_node=bitbrowser_node,
+        geelark_url=geelark_url,
     )
     header = "# Written by `devicepool dev` at every start; edit its flags, not this file.\n"
     previous.write_text(header + yaml.safe_dump(config, sort_keys=False))

@@ -1,6 +1,7 @@
 """`DevStack`: the three processes of `devicepool dev`, started in order, watched, stopped in order.
 
-Start: the data dir's lock, the Temporal dev server with the emulators, then (once all answer)
+Start: the data dir's lock, the Temporal dev server with the emulators (the provider's, with
+`--browser-nodes` the BitBrowser nodes', with `--geelark` the GeeLark one), then (once all answer)
 the worker and node workers, then `--apply` (on a new data dir only: a restart must not undo
 the user's changes), then the banner. Stop: the workers first (they finish in-flight
 activities), then the emulators, the server, the lock."""
@@ -36,6 +37,7 @@ from devicepool.client._dev_commands import (
     codec_command,
     codec_url,
     emulator_command,
+    geelark_command,
     python_m,
     server_command,
 )
@@ -50,10 +52,13 @@ from devicepool.client._dev_config import (
     check_encryption_installed,
     encryption_on,
     ensure_dev_key,
+    geelark_address,
+    geelark_port,
     is_node_worker,
     node_config_file,
     node_ports_file,
     node_worker_name,
+    save_geelark_port,
     save_node_ports,
     saved_node_ports,
     server_env,
@@ -89,6 +94,8 @@ class DevStack:
     lock: DataDirLock | None = None
     # `--browser-nodes`: each node's address, as the BitBrowser emulator printed it.
     browser_nodes: dict[str, str] = field(default_factory=dict)
+    # `--geelark`: the GeeLark emulator's address ("" without).
+    geelark_url: str = ""
 
     @property
     def data_dir(self) -> Path:
@@ -105,9 +112,11 @@ class DevStack:
         check_encryption_installed(o)  # before the lock, a key or any process
         # First: a data dir another stack runs on must not be touched at all.
         self.lock = self.lock or DataDirLock(self.data_dir)
+        geelark = geelark_port(o) if o.geelark else None
         self.lock.acquire(
             f"pid {os.getpid()}, Temporal {o.address}, Web UI port {o.ui_port}, "
             f"emulator port {o.emulator_port}, metrics port {o.metrics_port}"
+            + (f", GeeLark port {geelark}" if geelark else "")
         )
         self._check_ports()
         # Looked at before the server creates it: without a Temporal database
@@ -122,10 +131,19 @@ class DevStack:
             key_files=key_files,
             # Its cloud phones are node-1's worker's to serve (no URL needed here).
             bitbrowser_node=BITBROWSER_PHONES_NODE if o.browser_nodes else None,
+            geelark_url=geelark_address(geelark) if geelark else None,
         )
         await self._start_server()
         await self._spawn("emulator", emulator_command(o, accounts))
         waits = [self._wait_temporal(), self._wait_emulator()]
+        if geelark:
+            self.geelark_url = geelark_address(geelark)
+            await self._spawn("geelark", geelark_command(o, geelark))
+            waits.append(
+                self._wait_http(
+                    "geelark", f"{self.geelark_url}/_emulator/stats", timeout=READY_TIMEOUT
+                )
+            )
         if o.browser_nodes:
             log_from = log_size(self._log("bitbrowser"))
             await self._spawn("bitbrowser", bitbrowser_command(o, self._node_ports()))
@@ -139,6 +157,8 @@ class DevStack:
         await asyncio.gather(*waits)
         if self.browser_nodes:
             save_node_ports(o, self.browser_nodes)
+        if geelark:
+            save_geelark_port(o, geelark)
 
         await self._start_worker()
         if o.browser_nodes:  # a node worker per emulator node, labelled node=<name>
@@ -148,7 +168,16 @@ class DevStack:
         if pools and new_data_dir:
             await self.apply(pools)
         manifests = manifests_line(o, pools, new_data_dir)
-        self.out(banner(o, accounts, proxy_pools, self.browser_nodes, manifests=manifests))
+        self.out(
+            banner(
+                o,
+                accounts,
+                proxy_pools,
+                self.browser_nodes,
+                manifests=manifests,
+                geelark_url=self.geelark_url,
+            )
+        )
 
     async def _start_server(self) -> None:
         # Without the shell's OTEL_* (meant for the worker): the server refuses some of them.
@@ -212,6 +241,8 @@ class DevStack:
         wanted = browser_node_names(o)
         # Free now, but this run's own servers take them (the worker's metrics after this).
         flagged = {o.port, o.ui_port, o.emulator_port, o.metrics_port, o.codec_port}
+        if o.geelark:
+            flagged.add(geelark_port(o))
         for name, port in saved_node_ports(o).items():
             if name not in wanted:
                 continue
@@ -232,6 +263,7 @@ class DevStack:
             ("--emulator-port", o.emulator_port),
             ("--metrics-port", o.metrics_port),
             *([("--codec-port", o.codec_port)] if encryption_on(o) else []),
+            *([("--geelark-port", geelark_port(o))] if o.geelark else []),
         ):
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -364,7 +396,14 @@ class DevStack:
 
     async def stop(self) -> None:
         """Worker first (it finishes in-flight activities), then emulator, then server."""
-        order = {"worker": 0, "emulator": 1, "bitbrowser": 1, "codec-server": 2, "temporal": 3}
+        order = {
+            "worker": 0,
+            "emulator": 1,
+            "bitbrowser": 1,
+            "geelark": 1,
+            "codec-server": 2,
+            "temporal": 3,
+        }
 
         def rank(child: Child) -> int:
             # Node workers with the worker: before the emulator nodes they call.
