@@ -1,0 +1,158 @@
+"""`devicepool dev --geelark`: the GeeLark emulator comes up with the stack, the worker's
+account `geelark` signs its calls there, a pool of 3 phones converges, heals a phone the
+provider stopped on its own, and deletes to 0 phones billed; Ctrl-C stops the emulator with
+the rest and its team stays in the data dir.
+
+One stack for the module (a stack's start and stop cost about 8 CPU-s on two shared cores),
+with the e2e knobs (tests/helpers/dev_stack.py): a phone boots in 2 s (`--provision-seconds`
+is the GeeLark emulator's `--boot-seconds` too), an offline device is replaced after 10 s. The
+tests share it and run in file order; the last one stops it with SIGINT. Ground truth is the
+emulator's `GET /_emulator/stats` (docs/geelark-emulator.md).
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from devicepool.emulator.geelark.config import DEFAULT_API_KEY, DEFAULT_APP_ID
+from devicepool.errors import DevicePoolError
+from devicepool.testing import free_port, wait_until
+from tests.helpers.dev_stack import Stack, alive, cmdline, descendants, start_stack, stop_stack
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "geelark" / "geelark.yaml"
+POOL = "geelark"
+# Plain HTTP: an httpx client that loads the CA bundle costs ~17 ms of CPU a call.
+PLAIN: dict[str, Any] = {"timeout": 10, "verify": False}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    tmp = tmp_path_factory.mktemp("dev-geelark")
+    stack = start_stack(
+        tmp / "dev", tmp / "dev.out", "--geelark", "--geelark-port", str(free_port())
+    )
+    try:
+        yield stack
+    finally:
+        stop_stack(stack)
+
+
+def geelark_url(stack: Stack) -> str:
+    banner = stack.out.read_text().split("devicepool dev is up\n", 1)[1]
+    [line] = [line for line in banner.splitlines() if line.startswith("  GeeLark emulator: ")]
+    return line.split()[2]
+
+
+def phones(stack: Stack) -> dict[str, Any]:
+    """The emulator's ground truth on phones (`/_emulator/stats`)."""
+    stats = httpx.get(f"{geelark_url(stack)}/_emulator/stats", **PLAIN).json()
+    return dict(stats["phones"])
+
+
+def status(stack: Stack) -> dict[str, Any]:
+    try:
+        return stack.status(POOL)
+    except DevicePoolError:  # not started yet, or gone
+        return {}
+
+
+def test_the_banner_names_the_emulator_and_the_worker_signs_with_a_key_file(stack: Stack) -> None:
+    url = geelark_url(stack)
+    out = stack.out.read_text()
+    assert f"{url}/_emulator/stats" in out
+    config = yaml.safe_load((stack.data_dir / "worker.yaml").read_text())
+    assert config["accounts"]["geelark"] == {
+        "api": "geelark",
+        "baseUrl": url,
+        "appId": DEFAULT_APP_ID,
+        "apiKeyFile": "secrets/geelark.key",
+        "createsPerMinute": 120,
+    }
+    key_file = stack.data_dir / "secrets" / "geelark.key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    # The key is in its file only: not said, not on a command line, not in a log.
+    logs = [stack.out, *sorted((stack.data_dir / "logs").glob("*.log"))]
+    for path in [*logs, stack.data_dir / "worker.yaml"]:
+        assert DEFAULT_API_KEY not in path.read_text(errors="replace"), path
+
+
+def test_a_pool_of_three_converges_to_three_phones_running(stack: Stack) -> None:
+    """examples/geelark/geelark.yaml: each phone added (shut down), then started."""
+    stack.apply(str(EXAMPLE))
+    wait_until(
+        lambda: status(stack).get("readyDevices") == 3,
+        timeout=60,
+        every=1,
+        what="3 phones ready",
+    )
+    made = phones(stack)
+    assert (made["running"], made["total"], made["created"]) == (3, 3, 3), made
+    assert made["duplicateNames"] == 0, made
+
+
+@pytest.mark.timeout(240)
+def test_a_phone_the_provider_stopped_is_replaced(stack: Stack) -> None:
+    """GeeLark may stop a phone on its own (the emulator's control plane: `POST
+    /_emulator/phones/{id}/stop`). `phone/status` 2 is `offline` to the pool (docs/providers.md),
+    and an offline device is replaced past `offlineAfterSeconds` (10 s here): the stopped
+    phone deleted, a new one added and started, 3 running again."""
+    before = status(stack)
+    [victim, *_] = before["deviceIds"]
+    phone_id = victim.split(".", 1)[0]  # a device id is <phone id>.<slot digest>
+    answer = httpx.post(f"{geelark_url(stack)}/_emulator/phones/{phone_id}/stop", **PLAIN)
+    assert answer.status_code == 200, answer.text
+    wait_until(
+        lambda: status(stack).get("offlineDevices") == 1,
+        timeout=30,
+        every=1,
+        what="the pool to see the phone offline",
+    )
+
+    def healed() -> dict[str, Any] | None:
+        now = status(stack)
+        ids = now.get("deviceIds") or []
+        return now if now.get("readyDevices") == 3 and victim not in ids else None
+
+    wait_until(healed, timeout=90, every=1, what="the stopped phone replaced")
+    after = phones(stack)
+    assert after["providerStops"] == 1, after
+    assert (after["running"], after["total"], after["created"]) == (3, 3, 4), after
+    assert after["deleted"] == 1 and after["duplicateNames"] == 0, after
+    described = stack.cli_here("describe", POOL)
+    assert described.returncode == 0, described.stderr
+    # Its event: `Replaced  replaced <id> (offline for 10s (threshold 10s))`.
+    assert f"replaced {victim} (offline for" in described.stdout, described.stdout
+
+
+def test_delete_leaves_no_phone_billed_and_ctrl_c_stops_the_emulator(stack: Stack) -> None:
+    deleted = stack.cli_here("delete", POOL, "--wait", "--timeout", "90")
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.splitlines()[-1] == f"devicepool/{POOL} deleted (0 devices left)"
+    left = phones(stack)
+    assert (left["running"], left["starting"], left["total"]) == (0, 0, 0), left
+    assert left["duplicateNames"] == 0, left
+
+    [emulator] = [
+        pid
+        for pid in descendants(stack.process.pid)
+        if "devicepool.emulator.geelark" in cmdline(pid)
+    ]
+    stop_stack(stack)
+    assert stack.process.returncode == 0, stack.out.read_text()
+    wait_until(lambda: not alive(emulator), timeout=10, what="the GeeLark emulator to stop")
+    assert "stopping the GeeLark emulator ..." in stack.out.read_text()
+    # Its team stays in the data dir for the next run: no phone left, the deleted ones on
+    # the bill, the counters.
+    team = json.loads((stack.data_dir / "geelark.json").read_text())
+    assert team["phones"] == [] and len(team["gone"]) == 4, team["gone"]
+    assert team["counters"]["created"] == 4, team["counters"]
