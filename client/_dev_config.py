@@ -302,7 +302,7 @@ def dev_worker_config(
         # No URL and no key here: the node worker has both (its flags).
         config["accounts"][BITBROWSER_ACCOUNT] = {"api": "bitbrowser", "node": bitbrowser_node}
     if geelark_url:
-        from devicepool.emulator.geelark.config import DEFAULT_APP_ID
+        from devicepool.emulator.geelark.config import DEFAULT_APP_ID, GeeLarkConfig
 
         config["accounts"][GEELARK_ACCOUNT] = {
             "api": "geelark",
@@ -310,6 +310,8 @@ def dev_worker_config(
             "appId": DEFAULT_APP_ID,
             "apiKeyFile": GEELARK_KEY_FILE,
             "createsPerMinute": options.creates_per_minute,
+            # What the emulator bills a running phone (per minute; its daily cap not counted).
+            "pricePerHour": round(GeeLarkConfig.price_per_minute * 60, 6),
         }
     if key_files:  # `--encrypt`
         config["encryption"] = {"keyFiles": list(key_files)}

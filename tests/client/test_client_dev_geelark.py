@@ -60,6 +60,8 @@ def test_the_worker_gets_the_account_geelark_signing_with_a_key_file(tmp_path: P
         "appId": DEFAULT_APP_ID,
         "apiKeyFile": "secrets/geelark.key",
         "createsPerMinute": 120,
+        # The emulator's $0.007 a running minute: `get`'s $/H and `cost` say what it bills.
+        "pricePerHour": 0.42,
     }
     key_file = tmp_path / "secrets" / "geelark.key"
     assert key_file.read_text().strip() == DEFAULT_API_KEY

@@ -77,6 +77,7 @@ def test_the_banner_names_the_emulator_and_the_worker_signs_with_a_key_file(stac
         "appId": DEFAULT_APP_ID,
         "apiKeyFile": "secrets/geelark.key",
         "createsPerMinute": 120,
+        "pricePerHour": 0.42,
     }
     key_file = stack.data_dir / "secrets" / "geelark.key"
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
