@@ -257,14 +257,22 @@ class DevStack:
 
     def _check_ports(self) -> None:
         o = self.options
-        for flag, port in (
+        flagged = [
             ("--port", o.port),
             ("--ui-port", o.ui_port),
             ("--emulator-port", o.emulator_port),
             ("--metrics-port", o.metrics_port),
             *([("--codec-port", o.codec_port)] if encryption_on(o) else []),
             *([("--geelark-port", geelark_port(o))] if o.geelark else []),
-        ):
+        ]
+        first: dict[int, str] = {}
+        for flag, port in flagged:
+            if port in first:  # free now, but only one of the two can listen there
+                raise DevicePoolError(
+                    f"port {port} is both {first[port]} and {flag}: give each its own port"
+                )
+            first[port] = flag
+        for flag, port in flagged:
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 try:

@@ -228,3 +228,25 @@ def test_the_help_names_the_geelark_flags(capsys: pytest.CaptureFixture[str]) ->
     said = " ".join(re.sub(r"[│\s]+", " ", capsys.readouterr().out).split())
     assert "--geelark " in said and "--geelark-port" in said
     assert "account geelark" in said
+
+
+def test_a_geelark_port_another_flag_has_names_both(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Both free when looked at, but only one server can listen there: said before anything
+    starts, not as the GeeLark emulator dying with a bind error in its log."""
+    flagged = ["--port", "--ui-port", "--emulator-port", "--metrics-port"]
+    ports = [str(free_port()) for _ in flagged]
+    argv = [arg for pair in zip(flagged, ports, strict=True) for arg in pair]
+    data_dir = tmp_path / "d"
+    code = main(
+        ["dev", "--data-dir", str(data_dir), *argv, "--geelark", "--geelark-port", ports[2]]
+    )
+    out, err = capsys.readouterr()
+    assert code == EXIT_RUNTIME
+    assert (out, err) == (
+        "",
+        f"error: port {ports[2]} is both --emulator-port and --geelark-port: "
+        "give each its own port\n",
+    )
+    assert not (data_dir / "temporal.db").exists()
