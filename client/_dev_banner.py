@@ -112,8 +112,8 @@ def browser_nodes_lines(options: DevOptions, browser_nodes: dict[str, str]) -> s
 
 
 def geelark_line(options: DevOptions, url: str) -> str:
-    """The banner's GeeLark emulator (`--geelark`): where it answers, its account and key file
-    (its key is in secrets/geelark.key, never printed), its ground truth; none without."""
+    """The banner's GeeLark emulator (`--geelark`): where it answers, its account, its ground
+    truth, its state and log; none without. (Its key, in secrets/geelark.key, is never said.)"""
     if not url:
         return ""
     return (

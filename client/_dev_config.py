@@ -3,9 +3,9 @@
 The worker config is written to ``<data-dir>/worker.yaml`` at every start, its API keys as files
 under ``<data-dir>/secrets/``: the default account, every account a previous run or an applied
 pool names, the example proxy pools and the interval flags; with `--geelark`, the account
-`geelark` on the GeeLark emulator (its key in ``secrets/geelark.key``). With `--encrypt` the stack gets a
-history key of its own (``secrets/encryption/dev.key``, made once, mode 0600); a data dir once
-encrypted stays so, flag or not (docs/operations.md, 'Encrypted history')."""
+`geelark` on the GeeLark emulator (its key in ``secrets/geelark.key``). With `--encrypt` the
+stack gets a history key of its own (``secrets/encryption/dev.key``, made once, mode 0600); a
+data dir once encrypted stays so, flag or not (docs/operations.md, 'Encrypted history')."""
 
 from __future__ import annotations
 
@@ -355,8 +355,11 @@ def write_worker_config(
         keys[GEELARK_ACCOUNT] = GEELARK_KEY
     for account, key in keys.items():
         key_file = secrets / f"{account}.key"
-        key_file.write_text(key + "\n")
-        key_file.chmod(0o600)
+        # Made readable by the owner alone (never for a moment by the umask's mode).
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(key + "\n")
+        key_file.chmod(0o600)  # one an older run made
     config = dev_worker_config(
         options,
         accounts=sorted(accounts),
