@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
@@ -314,23 +314,33 @@ class Leasing(LeaseChecks):
 
     async def reap_forever(self) -> None:
         """End leases and tickets when they fall due (a timer only while the book has
-        something that will; an earlier deadline wakes it sooner)."""
+        something that will; an earlier deadline wakes it sooner), and write the memo row a
+        lease message left waiting (`Reconciler.row_due`)."""
         while True:
-            due = self.book.next_deadline(self.rules)
+            due = self._next_wake()
             if due is None:
-                await workflow.wait_condition(lambda: not self.book.empty())
+                await workflow.wait_condition(
+                    lambda: not self.book.empty() or self.h.row_due() is not None
+                )
                 continue
             timeout = max(due - workflow.now(), REAP_GAP)
 
             def earlier(due: Any = due) -> bool:
-                next_due = self.book.next_deadline(self.rules)
+                next_due = self._next_wake()
                 return next_due is not None and next_due < due
 
             await wait_condition(earlier, timeout=timeout, summary="lease deadline")
             self.settle()
+            self.h.write_row_if_due()
 
-    def shown(self) -> None:
-        """The status's lease fields, as the book stands."""
+    def _next_wake(self) -> datetime | None:
+        """The book's next deadline or the memo row's, whichever is first (None: neither)."""
+        wakes = [t for t in (self.book.next_deadline(self.rules), self.h.row_due()) if t]
+        return min(wakes) if wakes else None
+
+    def shown(self, *, message: bool = True) -> None:
+        """The status's lease fields, as the book stands (`message`: a lease message moved
+        them, so the memo row may wait for its gap: `Reconciler.show_row`)."""
         book, status = self.book, self.h.s.status
         wanted = {
             "leased_devices": len(book.leases),
@@ -340,7 +350,8 @@ class Leasing(LeaseChecks):
         }
         if any(getattr(status, k) != v for k, v in wanted.items()):
             self.h.s.status = status.model_copy(update=wanted)
-        self.h.show_details()  # the lease list in the Web UI; the memo row if it changed
+        # The lease list in the Web UI; the memo row if it changed.
+        self.h.show_details(lease_message=message)
 
     def details(self) -> str:
         """The Web UI's section for the leases (`lease_views.details`)."""

@@ -10,6 +10,7 @@ Messages: update `scale_update`, signals `scale` and `wake`, queries `status`, `
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timedelta
 from typing import Any, Generic
 
 from temporalio import workflow
@@ -58,6 +59,10 @@ __all__ = ["ROW_MEMO_PATCH", "Reconciler"]
 
 # The pool's row in its memo (`row_memo`): a command runs from before it never issued.
 ROW_MEMO_PATCH = "pool-row-in-memo"
+# A lease message that moves the row writes it at most this often: under a crowd of
+# leases, one memo upsert (a history event, a billed Action) a message would double what a
+# lease costs. What waits is written by the reaper when the gap ends (`row_due`).
+ROW_LEASE_GAP = timedelta(seconds=5)
 
 
 class Reconciler(Generic[SpecT, StateT]):
@@ -71,6 +76,9 @@ class Reconciler(Generic[SpecT, StateT]):
         # that does not (`replan`: a report the kind applies on what it knows).
         self.dirty = self.replan = False
         self._details = ""  # the Web UI details last written (each run writes its own)
+        # The memo row: when this run last wrote it, and whether a change waits for the gap.
+        self._row_written_at: datetime | None = None
+        self.row_pending = False
         self.leasing = Leasing(self)
 
     @property
@@ -107,7 +115,7 @@ class Reconciler(Generic[SpecT, StateT]):
         outcome = await self.kind.act(seen, decision)
         raise_if_cancelled()
         self.kind.publish(outcome)
-        self.leasing.shown()
+        self.leasing.shown(message=False)
         await self.hand_over_if_due()
         await self.kind.wait(outcome)
 
@@ -193,18 +201,21 @@ class Reconciler(Generic[SpecT, StateT]):
             workflow.upsert_search_attributes(updates)
         self.show_details()
 
-    def show_details(self) -> None:
+    def show_details(self, *, lease_message: bool = False) -> None:
         """The UI's live details (served by a built-in query: no history event), and the
         pool's row in its memo (`show_row`)."""
         details = self.kind.details() + self.leasing.details()
         if details != self._details:
             self._details = details
             workflow.set_current_details(details)
-        self.show_row()
+        self.show_row(lease_message=lease_message)
 
-    def show_row(self) -> None:
+    def show_row(self, *, lease_message: bool = False) -> None:
         """What `get` and the worker's gauges read of the pool (`row_memo`), upserted into
-        its memo only when it changed: an idle pool's row never does."""
+        its memo only when it changed: an idle pool's row never does. A change a lease
+        message made within `ROW_LEASE_GAP` of the last write waits for the gap's end (the
+        reaper writes it), unless the book is empty or the pool is deleting: nothing
+        would then wake to write it."""
         book = self.leasing.book
         leases = LeaseFacts(
             leased=len(book.leases),
@@ -214,8 +225,34 @@ class Reconciler(Generic[SpecT, StateT]):
             max_wait=self.leasing.rules.queue.max_wait,
         )
         row = pool_row(self.s.status.to_json_dict(), created_at=self.s.created_at, leases=leases)
-        if workflow.memo().get(names.MEMO_POOL_ROW) != row and workflow.patched(ROW_MEMO_PATCH):
+        if workflow.memo().get(names.MEMO_POOL_ROW) == row:
+            self.row_pending = False
+            return
+        now, last = workflow.now(), self._row_written_at
+        if (
+            lease_message
+            and last is not None
+            and now < last + ROW_LEASE_GAP
+            and not book.empty()
+            and not self.s.deleting
+        ):
+            self.row_pending = True
+            return
+        if workflow.patched(ROW_MEMO_PATCH):
             workflow.upsert_memo({names.MEMO_POOL_ROW: row})
+            self._row_written_at = now
+        self.row_pending = False
+
+    def row_due(self) -> datetime | None:
+        """When the row a lease message changed is written (None: nothing waits)."""
+        if not self.row_pending or self._row_written_at is None:
+            return None
+        return self._row_written_at + ROW_LEASE_GAP
+
+    def write_row_if_due(self) -> None:
+        due = self.row_due()
+        if due is not None and workflow.now() >= due:
+            self.show_row()
 
     # ------------------------------------------------------------------ messages
 
