@@ -11,6 +11,7 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import httpx
@@ -55,6 +56,12 @@ class TimedASGITransport(httpx.ASGITransport):
     # provider whose label index lags behind its creates); `born` is when each was.
     listing_lag: ClassVar[dict[str, float]] = {}
     born: ClassVar[dict[str, float]] = {}
+    # Test switch: pool -> (when, quota): its creates are refused 402 `quota_exceeded`
+    # naming that quota and `resetsAt` until the moment passes; `creates_at` is when each
+    # of its creates arrived, `quota_refused` how many were refused.
+    quota_until: ClassVar[dict[str, tuple[datetime, str]]] = {}
+    creates_at: ClassVar[dict[str, list[datetime]]] = {}
+    quota_refused: ClassVar[Counter[str]] = Counter()
     # Test switch: pools whose listings are refused with 401 (a revoked or rotated key).
     unauthenticated_lists: ClassVar[set[str]] = set()
     # ...and what happens at the provider right after such a refusal (a session starts).
@@ -81,6 +88,9 @@ class TimedASGITransport(httpx.ASGITransport):
         cls.refuse_deletes.clear()
         cls.after_refused_delete = None
         cls.unauthenticated_lists.clear()
+        cls.quota_until.clear()
+        cls.creates_at.clear()
+        cls.quota_refused.clear()
         cls.listing_lag.clear()
         cls.born.clear()
 
@@ -141,6 +151,8 @@ class TimedASGITransport(httpx.ASGITransport):
                 await held.wait()
             return response
         if request.method == "POST" and request.url.path.endswith("/devices"):
+            if TimedASGITransport.quota_until and (refused := _over_quota(request)) is not None:
+                return refused
             gate = TimedASGITransport.create_gate
             if gate is not None and not gate.is_set():
                 TimedASGITransport.at_gate += 1
@@ -158,6 +170,27 @@ class TimedASGITransport(httpx.ASGITransport):
             return await asyncio.wait_for(super().handle_async_request(request), read)
         except TimeoutError as err:
             raise httpx.ReadTimeout("emulated read timeout", request=request) from err
+
+
+def _over_quota(request: httpx.Request) -> httpx.Response | None:
+    """A create of a pool `quota_until` names, refused while its quota holds."""
+    body = json.loads(request.content or b"null")
+    pool = str(((body or {}).get("labels") or {}).get("pool") or "")
+    now = datetime.now(UTC)
+    TimedASGITransport.creates_at.setdefault(pool, []).append(now)
+    held = TimedASGITransport.quota_until.get(pool)
+    if held is None or now >= held[0]:
+        return None
+    TimedASGITransport.quota_refused[pool] += 1
+    resets, quota = held
+    response = _problem(request, 402, "quota_exceeded", f"{quota} used up")
+    problem = {
+        **json.loads(response.content),
+        "quota": quota,
+        "resetsAt": resets.isoformat().replace("+00:00", "Z"),
+    }
+    headers = {"content-type": "application/problem+json"}
+    return httpx.Response(402, json=problem, headers=headers, request=request)
 
 
 def _problem(request: httpx.Request, status: int, code: str, detail: str) -> httpx.Response:

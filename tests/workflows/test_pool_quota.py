@@ -26,6 +26,7 @@ from tests.helpers.activity_errors import activity_error
 
 NOW = datetime(2026, 12, 6, 13, 30, tzinfo=UTC)
 MIDNIGHT = datetime(2026, 12, 7, tzinfo=UTC)
+RESUME = MIDNIGHT + timedelta(seconds=5)  # the provider's clock and the pool's may be apart
 SETTINGS = PoolSettings(provision_batch_size=3, failure_streak_limit=2)
 SPEC = DevicePoolSpec.model_validate({"platform": "android", "region": "us-west", "replicas": 3})
 DAILY = QuotaRefusal(
@@ -102,31 +103,33 @@ def test_a_daily_quota_holds_creates_until_its_reset_and_says_so() -> None:
     state = PoolState()
     state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
     # No create before the reset: not now, not a minute before it.
-    for when in (NOW, MIDNIGHT - timedelta(minutes=1)):
+    for when in (NOW, MIDNIGHT - timedelta(minutes=1), MIDNIGHT):
         decision = decision_for(seen(when), pool="p", spec=SPEC, state=state, incarnation="i",
                                 act=True)  # fmt: skip
         assert decision.batches == [], when
-    assert state.backoff.next_at(NOW) == MIDNIGHT  # the pool's timer wakes it at the reset
+    assert state.backoff.next_at(NOW) == RESUME  # the pool's timer wakes it after the reset
     # Not a verdict on the region: no back-off, ProviderAvailable stays True.
     assert state.backoff.problem is None and state.backoff.failure_streak == 0
     said = publish(state, NOW)
     assert "QuotaExhausted" in said
     status, reason, message = quota_condition(state)
     assert (status, reason) == ("True", "DailyCreateQuota")
-    assert "the account's daily create quota is used" in message
-    assert "creates resume at 2026-12-07T00:00:00Z" in message
+    assert message == (
+        "the account's daily create quota is used until 2026-12-07T00:00:00Z; "
+        "creates resume at 2026-12-07T00:00:05Z"
+    )
     provider = state.status.condition(ConditionType.PROVIDER_AVAILABLE)
     assert provider is not None and provider.status == ConditionStatus.TRUE
     # At the reset the pool creates again...
-    decision = decision_for(seen(MIDNIGHT), pool="p", spec=SPEC, state=state, incarnation="i",
+    decision = decision_for(seen(RESUME), pool="p", spec=SPEC, state=state, incarnation="i",
                             act=True)  # fmt: skip
     assert sum(len(b.slots) for b in decision.batches) == 3
     # ...and once a create lands, the condition goes False by itself, said once.
-    state.take_report(landed(), region="us-west", settings=SETTINGS, now=MIDNIGHT, hold_quota=True)
-    said = publish(state, MIDNIGHT + timedelta(seconds=5))
+    state.take_report(landed(), region="us-west", settings=SETTINGS, now=RESUME, hold_quota=True)
+    said = publish(state, RESUME + timedelta(seconds=5))
     assert "QuotaAvailable" in said
     assert quota_condition(state)[:2] == ("False", "QuotaAvailable")
-    assert publish(state, MIDNIGHT + timedelta(seconds=10)) == []
+    assert publish(state, RESUME + timedelta(seconds=10)) == []
 
 
 def test_a_pool_that_never_met_a_quota_shows_no_such_condition() -> None:
@@ -169,9 +172,36 @@ def test_a_reset_in_the_past_or_far_away_is_bounded() -> None:
     past = DAILY.model_copy(update={"resets_at": NOW - timedelta(days=3)})
     state.take_report(refused(past), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
     held_until = state.backoff.next_at(NOW)
-    assert held_until is not None and held_until >= NOW + timedelta(seconds=60)  # no 1 s loop
+    # No 1-second loop: at least the back-off's first pause.
+    assert held_until == NOW + timedelta(seconds=SETTINGS.backoff_initial_seconds)
     far = DAILY.model_copy(update={"resets_at": datetime(9999, 1, 1, tzinfo=UTC)})
     state = PoolState()
     state.take_report(refused(far), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
     held_until = state.backoff.next_at(NOW)
     assert held_until is not None and held_until <= NOW + timedelta(days=2)
+
+
+def test_a_hold_that_ended_with_no_create_wanted_holds_nothing() -> None:
+    # Scaled down to what it has while held: once the hold ends, the condition says so
+    # rather than "creates are tried again" for ever.
+    state = PoolState()
+    state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    publish(state, NOW)
+    assert quota_condition(state)[0] == "True"
+    three = [DeviceInfo(id=f"d{i}", status="ready", created_at=NOW) for i in range(3)]
+    decision = decision_for(seen(RESUME, three), pool="p", spec=SPEC, state=state,
+                            incarnation="i", act=True)  # fmt: skip
+    view = st.PoolView(
+        spec=SPEC,
+        generation=state.generation,
+        plan=decision.plan,
+        creating=False,
+        device_ids=[d.id for d in three],
+        refs_problems=[],
+        backoff=state.backoff,
+        health=None,
+        now=RESUME,
+    )
+    said = state.publish(st.published(state.status, view))
+    assert quota_condition(state)[:2] == ("False", "QuotaAvailable")
+    assert [e.reason for e in said.events] == ["QuotaAvailable"]

@@ -5,7 +5,7 @@ until it resets.
 Only a device the provider reports `failed`, one not ready at the startup timeout, or
 a `region_unavailable` answer counts; creates never answered, devices that vanished
 while booting and quota refusals say nothing about the region. Pure. The rules:
-docs/pools.md, 'Health: replace, do not repair' and 'Provider quotas'.
+docs/pools.md, 'Health: replace, do not repair'.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ __all__ = ["QUOTA_REPROBE", "Backoff", "QuotaHold"]
 # A quota no clock resets (a profile cap, the balance) is tried again after this, or as
 # soon as one of the pool's own devices goes.
 QUOTA_REPROBE = timedelta(hours=1)
-# A reset the provider names is taken within these bounds (a past or garbled one neither
-# spins the pool's timer nor holds it for days).
-QUOTA_HOLD_MIN = timedelta(seconds=60)
+# A reset the provider names is waited for this much longer (its clock and the pool's may
+# be apart), held at most `QUOTA_HOLD_MAX`, and at least the back-off's first pause (a reset
+# already past: clocks further apart, or garbled): never a 1-second loop.
+QUOTA_RESET_MARGIN = timedelta(seconds=5)
 QUOTA_HOLD_MAX = timedelta(days=2)
 
 
@@ -37,6 +38,8 @@ class QuotaHold(CamelModel):
     since: datetime
     until: datetime
     resets: bool
+    # The provider's reset, as it said it (`until` waits `QUOTA_RESET_MARGIN` past it).
+    resets_at: datetime | None = None
 
 
 class Backoff(CamelModel):
@@ -67,20 +70,22 @@ class Backoff(CamelModel):
             due.append(self.quota.until)
         return min(due, default=None)
 
-    def hold(self, refusal: QuotaRefusal, *, now: datetime) -> None:
+    def hold(self, refusal: QuotaRefusal, *, settings: PoolSettings, now: datetime) -> None:
         """A create was refused for a used-up quota: hold creates until it resets (bounded),
         or, with no reset, for `QUOTA_REPROBE` at most."""
         resets = refusal.resets_at
+        least = now + timedelta(seconds=settings.backoff_initial_seconds)
         if resets is None:
             until = now + QUOTA_REPROBE
         else:
-            until = min(max(resets, now + QUOTA_HOLD_MIN), now + QUOTA_HOLD_MAX)
+            until = min(max(resets + QUOTA_RESET_MARGIN, least), now + QUOTA_HOLD_MAX)
         self.quota = QuotaHold(
             reason=refusal.reason,
             message=refusal.message,
             since=now,
             until=until,
             resets=resets is not None,
+            resets_at=resets,
         )
 
     def room_freed(self) -> None:
@@ -113,7 +118,7 @@ class Backoff(CamelModel):
         count them)."""
         quota = report.quota if hold_quota else None
         if quota is not None:
-            self.hold(quota, now=now)
+            self.hold(quota, settings=settings, now=now)
         elif hold_quota and report.created:
             self.quota_passed(now)
         region_down = [

@@ -146,6 +146,10 @@ class DevicePoolKind:
 
     def _take_reports(self, created_mark: int, done_mark: int) -> None:
         created = self.s.slots.inbox.created[:created_mark]
+        for report in created:
+            # Its refused slots are free again at once: the quota holds them first.
+            if report.quota is not None and workflow.patched(QUOTA_HOLD_PATCH):
+                self.s.backoff.hold(report.quota, settings=self.settings, now=workflow.now())
         self.h.happened(*say.batches_settled(self.s.slots, created, words=self.words))
         self.s.slots.settle_created(created_mark, listed=(d.id for d in self.devices))
         for report in self.s.slots.finish(done_mark):

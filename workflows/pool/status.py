@@ -229,10 +229,20 @@ def quota_condition(view: PoolView, *, shown: bool) -> ConditionUpdate | None:
         )
     what = _QUOTAS.get(hold.reason, f"the provider refused a create for a quota ({hold.reason})")
     until = iso(hold.until).replace("+00:00", "Z")
-    if not view.backoff.quota_holds(view.now):
+    holds = view.backoff.quota_holds(view.now)
+    if not holds and not view.creating:
+        # The hold ended and no create is wanted (scaled down meanwhile): nothing is held.
+        return ConditionUpdate(
+            ConditionType.QUOTA_EXHAUSTED,
+            FALSE,
+            "QuotaAvailable",
+            f"the hold for {hold.reason} ended at {until}; no create is wanted now",
+        )
+    if not holds:
         message = f"{what}; creates are tried again since {until}"
-    elif hold.resets:
-        message = f"{what}; creates resume at {until}"
+    elif hold.resets and hold.resets_at is not None:
+        resets = iso(hold.resets_at).replace("+00:00", "Z")
+        message = f"{what} until {resets}; creates resume at {until}"
     else:
         message = (
             f"{what} and no clock resets it: creates are tried again when a device of this "
