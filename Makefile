@@ -131,5 +131,6 @@ bench: venv
 	$(BIN)/python bench/offline_replacement.py
 	$(BIN)/python bench/cloud_phones.py
 	$(BIN)/python bench/cloud_phones_shared.py
+	$(BIN)/python bench/geelark.py
 	$(BIN)/python bench/leases.py
 	$(BIN)/python bench/leases.py --max-buffered-queries 512

@@ -7,7 +7,9 @@
 (reached through `httpx.ASGITransport`), and workers on the `devicepool`
 queue, its watch queue and the `default` account's queue. `dev_server` and
 `emulator_process`, for bench/scale.py and bench/ratelimit.py: the dev server
-alone, and the emulator as a real HTTP server (`python -m devicepool.emulator`).
+alone, and the emulator as a real HTTP server (`python -m devicepool.emulator`);
+`geelark_process`, for bench/geelark.py: the GeeLark emulator likewise
+(`python -m devicepool.emulator.geelark`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -127,11 +129,13 @@ def worker_process(
 
 
 @asynccontextmanager
-async def emulator_process(args: list[str], *, tries: int) -> AsyncIterator[str]:
-    """`python -m devicepool.emulator --port PORT ARGS` on a free port; yields its URL once
+async def emulator_process(
+    args: list[str], *, tries: int, module: str = "devicepool.emulator"
+) -> AsyncIterator[str]:
+    """`python -m MODULE --port PORT ARGS` on a free port; yields its URL once
     `/_emulator/stats` answers (or after `tries` looks 50 ms apart), terminates it after."""
     port = free_port()
-    command = [sys.executable, "-m", "devicepool.emulator", "--port", str(port), *args]
+    command = [sys.executable, "-m", module, "--port", str(port), *args]
     proc = subprocess.Popen(  # noqa: ASYNC220 - a benchmark, started once
         command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -147,6 +151,12 @@ async def emulator_process(args: list[str], *, tries: int) -> AsyncIterator[str]
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def geelark_process(args: list[str], *, tries: int) -> AbstractAsyncContextManager[str]:
+    """The GeeLark emulator (`python -m devicepool.emulator.geelark`, its flags in
+    docs/geelark-emulator.md) as `emulator_process` starts the other one."""
+    return emulator_process(args, tries=tries, module="devicepool.emulator.geelark")
 
 
 @asynccontextmanager
