@@ -17,6 +17,8 @@ from devicepool.activities.errors import (
     to_application_error,
 )
 from devicepool.activities.providers.geelark.errors import error_for
+from tests.activities.test_geelark_contract import _new, _provider
+from tests.helpers.geelark import team
 
 NOW = datetime(2026, 12, 6, 13, 30, tzinfo=UTC)
 
@@ -67,3 +69,24 @@ def test_a_reset_or_quota_name_that_is_not_one_is_dropped(hostile: dict[str, obj
 def test_other_errors_keep_their_details() -> None:
     details = to_application_error(error_from_response(404, {"code": "not_found"})).details[0]
     assert details == {"status": 404, "retryAfter": None}
+
+
+@pytest.mark.parametrize(
+    ("limits", "quota"),
+    [({"creates_per_day": 1}, "DailyCreateQuota"), ({"opens_per_day": 1}, "DailyOpenQuota")],
+)
+async def test_the_geelark_adapter_against_its_emulator_names_the_quota_and_reset(
+    limits: dict[str, int], quota: str
+) -> None:
+    # The adapter's own refusal, from the in-process emulator, as the engine receives it.
+    async with team(**limits) as t:
+        provider = _provider(t)
+        await provider.create_device(_new("slot-1"))
+        with pytest.raises(QuotaExceededError) as caught:
+            await provider.create_device(_new("slot-2"))
+        details = to_application_error(caught.value).details[0]
+        assert details["quota"] == quota
+        resets = datetime.fromisoformat(details["resetsAt"])
+        assert (resets.hour, resets.minute, resets.second) == (0, 0, 0)
+        assert resets > datetime.now(UTC)
+        await provider.aclose()

@@ -62,8 +62,12 @@ async def test_a_used_up_daily_quota_holds_creates_until_its_reset(
         refused = TimedASGITransport.quota_refused[pool_name]
         assert 1 <= refused <= 2, arrived
         assert all(at >= resets for at in arrived[refused:]), (arrived, resets)
-        said = [e["reason"] for e in (await handle.query("events"))["events"]]
+        events = (await handle.query("events"))["events"]
+        said = [e["reason"] for e in events]
         assert "QuotaExhausted" in said and "QuotaAvailable" in said, said
+        # Ended by the creates that landed (said when the batch reports them, before boots).
+        ended = [e["message"] for e in events if e["reason"] == "QuotaAvailable"]
+        assert ended == ["creates succeed again"], ended
         assert "BackOff" not in said, said  # a quota is no verdict on the region
 
         replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)

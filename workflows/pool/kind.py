@@ -147,9 +147,13 @@ class DevicePoolKind:
     def _take_reports(self, created_mark: int, done_mark: int) -> None:
         created = self.s.slots.inbox.created[:created_mark]
         for report in created:
-            # Its refused slots are free again at once: the quota holds them first.
+            # Its refused slots are free again at once: the quota holds them first; a
+            # create that landed after a hold ended ends it (as at the batch's end).
+            backoff = self.s.backoff
             if report.quota is not None and workflow.patched(QUOTA_HOLD_PATCH):
-                self.s.backoff.hold(report.quota, settings=self.settings, now=workflow.now())
+                backoff.hold(report.quota, settings=self.settings, now=workflow.now())
+            elif report.created and backoff.quota and workflow.patched(QUOTA_HOLD_PATCH):
+                backoff.quota_passed(workflow.now())
         self.h.happened(*say.batches_settled(self.s.slots, created, words=self.words))
         self.s.slots.settle_created(created_mark, listed=(d.id for d in self.devices))
         for report in self.s.slots.finish(done_mark):

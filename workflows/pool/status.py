@@ -231,12 +231,12 @@ def quota_condition(view: PoolView, *, shown: bool) -> ConditionUpdate | None:
     until = iso(hold.until).replace("+00:00", "Z")
     holds = view.backoff.quota_holds(view.now)
     if not holds and not view.creating:
-        # The hold ended and no create is wanted (scaled down meanwhile): nothing is held.
+        # The hold ended and no create waits (scaled down meanwhile): nothing is held.
         return ConditionUpdate(
             ConditionType.QUOTA_EXHAUSTED,
             FALSE,
             "QuotaAvailable",
-            f"the hold for {hold.reason} ended at {until}; no create is wanted now",
+            f"the hold for {hold.reason} ended at {until}; no create waits for it",
         )
     if not holds:
         message = f"{what}; creates are tried again since {until}"
