@@ -205,3 +205,27 @@ def test_a_hold_that_ended_with_no_create_wanted_holds_nothing() -> None:
     said = state.publish(st.published(state.status, view))
     assert quota_condition(state)[:2] == ("False", "QuotaAvailable")
     assert [e.reason for e in said.events] == ["QuotaAvailable"]
+
+
+def test_a_refusal_just_after_the_reset_looks_again_soon_not_a_day_later() -> None:
+    # The provider's clock a little behind the pool's: its day has not turned when the pool
+    # creates again, and its adapter names the next midnight, a day away. Within minutes of
+    # the reset the pool waited for, it looks again after the back-off's first pause.
+    state = PoolState()
+    state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    tomorrow = DAILY.model_copy(update={"resets_at": MIDNIGHT + timedelta(days=1)})
+    state.take_report(refused(tomorrow), region="us-west", settings=SETTINGS, now=RESUME,
+                      hold_quota=True)  # fmt: skip
+    soon = RESUME + timedelta(seconds=SETTINGS.backoff_initial_seconds)
+    assert state.backoff.next_at(RESUME) == soon
+    again = soon + timedelta(seconds=1)
+    state.take_report(refused(tomorrow), region="us-west", settings=SETTINGS, now=again,
+                      hold_quota=True)  # fmt: skip
+    assert state.backoff.next_at(again) == again + timedelta(
+        seconds=SETTINGS.backoff_initial_seconds
+    )
+    # Past those minutes, the provider means it: the next reset.
+    late = MIDNIGHT + timedelta(minutes=11)
+    state.take_report(refused(tomorrow), region="us-west", settings=SETTINGS, now=late,
+                      hold_quota=True)  # fmt: skip
+    assert state.backoff.next_at(late) == MIDNIGHT + timedelta(days=1, seconds=5)

@@ -27,6 +27,10 @@ QUOTA_REPROBE = timedelta(hours=1)
 # already past: clocks further apart, or garbled): never a 1-second loop.
 QUOTA_RESET_MARGIN = timedelta(seconds=5)
 QUOTA_HOLD_MAX = timedelta(days=2)
+# A refusal naming a later reset this soon after the reset the pool waited for: the
+# provider's day may not have turned yet (its clock behind ours), so the pool looks again
+# after the back-off's first pause rather than a day later.
+QUOTA_SKEW = timedelta(minutes=10)
 
 
 class QuotaHold(CamelModel):
@@ -75,8 +79,11 @@ class Backoff(CamelModel):
         or, with no reset, for `QUOTA_REPROBE` at most."""
         resets = refusal.resets_at
         least = now + timedelta(seconds=settings.backoff_initial_seconds)
+        waited = self.quota.resets_at if self.quota is not None else None
         if resets is None:
             until = now + QUOTA_REPROBE
+        elif waited is not None and waited < now <= waited + QUOTA_SKEW < resets:
+            until, resets = least, waited  # still the reset it waited for, a little late
         else:
             until = min(max(resets + QUOTA_RESET_MARGIN, least), now + QUOTA_HOLD_MAX)
         self.quota = QuotaHold(
