@@ -21,8 +21,8 @@ HTTP status. `to_application_error` is the only way into a Temporal
 `ApplicationError` (`type` is the `ErrorType` value; a 429 is BENIGN, its
 `next_retry_delay` from `Retry-After`, at most `MAX_RETRY_AFTER_SECONDS`; a quota
 refusal's details add `quota`, the quota's name, and `resetsAt`, when it resets, each None
-when the provider said none). No message built here holds the API key: the client never hands it over, and
-scrubs it out of anything the provider echoes back.
+when the provider said none). No message built here holds the API key: the client never
+hands it over, and scrubs it out of anything the provider echoes back.
 """
 
 from __future__ import annotations
