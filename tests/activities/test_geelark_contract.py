@@ -308,3 +308,14 @@ async def test_a_scale_down_parks_and_a_scale_up_claims_without_a_create(t: Team
     assert await provider.release_pool(POOL) == 0  # nothing parked now: nothing deleted
     assert (await t.stats())["phones"]["total"] == 1
     await provider.aclose()
+
+
+async def test_a_phone_moved_to_another_group_stays_in_its_pool(t: Team) -> None:
+    provider = _provider(t)
+    info = await provider.create_device(_new("slot-1"))
+    await t.advance(60)
+    t.emulator.phones.phones[_pid(info.id)].group = "customers"  # Move Group, by hand
+    assert [d.id for d in await provider.list_pool(POOL)] == [info.id]
+    assert (await provider.create_device(_new("slot-1"))).id == info.id
+    assert (await t.stats())["phones"]["created"] == 1
+    await provider.aclose()

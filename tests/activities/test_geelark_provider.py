@@ -382,3 +382,19 @@ async def test_connect_info_refused_whole_as_not_running_says_why_not() -> None:
     info = await provider.connect_info(phone)
     assert info.empty() and "not running" in info.message
     await provider.aclose()
+
+
+async def test_a_phone_moved_out_of_its_group_is_still_the_pools() -> None:
+    # A person moves a phone to another group (Move Group, or its group deleted): it still
+    # runs and bills, so its pool must still see it, and a retry of its slot finds it.
+    fake = Fake()
+    device = _ours(fake, "slot-1", status=0)
+    fake.phones[_pid(device)]["group"] = {"id": "g9", "name": "customers", "remark": ""}
+    provider = fake.provider()
+    assert [d.id for d in await provider.list_pool(POOL)] == [device]
+    items, _ = await provider.read_statuses([device])
+    assert [i.id for i in items] == [device]
+    again = await provider.create_device(_new("slot-1"))
+    assert again.id == device and "phone/addNew" not in fake.paths()
+    assert all("groupName" not in b for p, _, b in fake.requests if p.endswith("phone/list"))
+    await provider.aclose()

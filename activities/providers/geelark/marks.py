@@ -5,8 +5,9 @@ digest>`: a create finds an earlier attempt's phone by it (GeeLark has no idempo
 a phone kept stopped in the pool's warm reserve is named `dvp-<pool digest>-reserve`. A
 device id is `<phone id>.<slot digest>`: a phone that serves another slot later is another
 device, so an id the engine removed never comes back.
-The group `dvp-<pool digest>` narrows a pool's listing (`groupName`), the tag `devicepool`
-marks the account's managed phones, and the `remark` holds the created time, the region and
+A pool's listing is narrowed by the name's prefix `dvp-<pool digest>-`; the group
+`dvp-<pool digest>` only sorts the phones for a person (who may move them: never read), the
+tag `devicepool` marks the account's managed phones, and the `remark` holds the created time, the region and
 the device's labels (`devicepool/1 dp.at=<epoch> dp.region=<r> <label>=<v> ...`,
 percent-encoded). A phone is the pool's only if its name and its remark both say so.
 """

@@ -1,7 +1,7 @@
 """The `geelark` adapter: a DevicePool's devices as GeeLark cloud phones (`GeeLarkApi`).
 
 One adapter per account (`api: geelark`), a `providers.Provider`. Membership is the phone's
-name, group and remark (`marks`); a device id is `<phone id>.<slot digest>`. A create first
+name and remark (`marks`), never its group (a person may move a phone); a device id is `<phone id>.<slot digest>`. A create first
 looks its slot's mark up (GeeLark has no idempotency key), then claims a phone of the pool's
 warm reserve (`reserve`), adds a phone only if neither, looks again when the add got no clear
 answer, and starts it (`addNew` makes a shut-down phone). A scale-down parks its phone in the
@@ -167,12 +167,15 @@ class GeeLarkProvider:
         )
 
     async def list_pool(self, pool: str) -> list[DeviceInfo]:
+        # By the name's pool prefix (`serialName` matches a substring), never by the group: a
+        # person can move a phone to another group, and it runs and bills there all the same.
+        # `_view` keeps only what the name and the remark both say is the pool's.
         with provider_call(pool=pool):
-            items = await self.phones.listed({"groupName": pool_group(pool)})
+            items = await self.phones.listed({"serialName": pool_prefix(pool)})
         return [info for item in items if (info := self._view(item, pool=pool)) is not None]
 
     async def list_managed(self) -> list[ProviderDevice]:
-        # Unfiltered: a phone moved out of its group or untagged by hand is still found.
+        # Unfiltered: a phone untagged by hand is still found.
         items = await self.phones.listed({})
         return [ProviderDevice(info, "android") for i in items if (info := self._view(i))]
 
@@ -295,7 +298,7 @@ class GeeLarkProvider:
                 return await self._create(pool, mark, labels, new)
 
     async def _marked(self, pool: str, mark: str) -> list[tuple[dict[str, Any], DeviceInfo]]:
-        items = await self.phones.listed({"groupName": pool_group(pool), "serialName": mark})
+        items = await self.phones.listed({"serialName": mark})  # any group (`list_pool`)
         found = [
             (item, info)
             for item in items
