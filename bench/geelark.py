@@ -44,13 +44,14 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 from _results import recorded
 from _stack import dev_server, geelark_process, start_pool, worker_process
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 
 from devicepool.api.names import QUERY_STATUS, UPDATE_SCALE, ledger_workflow_id
 from devicepool.emulator.geelark.config import DEFAULT_API_KEY, DEFAULT_APP_ID
@@ -139,6 +140,7 @@ class Watch:
         self.duplicates = 0
         self.creating = True  # count duplicate names (parked phones share one)
         self.stats: dict[str, Any] = {}
+        self.pool: WorkflowHandle[Any, Any] | None = None  # once applied
 
     def now(self) -> float:
         return (time.monotonic() - self.start) * self.speed
@@ -220,6 +222,27 @@ async def ledger_started(client: Client, *, within: float) -> None:
         await asyncio.sleep(0.2)
 
 
+async def clear_of_midnight(http: httpx.AsyncClient, *, room: float) -> None:
+    """Move the emulator's clock just past the next UTC midnight if the run (`room` virtual
+    seconds) could cross it: each UTC day of a phone is billed apart, rounded up."""
+    now = datetime.fromisoformat((await http.get("/_emulator/clock")).json()["now"])
+    midnight = datetime.combine(now.date() + timedelta(days=1), datetime.min.time(), UTC)
+    if (left := (midnight - now).total_seconds()) < room:
+        await http.post("/_emulator/clock", json={"advanceSeconds": left + 1})
+        print(f"(the emulator's clock moved {left + 1:.0f} s on, past UTC midnight)")
+
+
+async def explain(pool: WorkflowHandle[Any, Any] | None) -> None:
+    """Print what the pool says of itself (a failed run's first clue)."""
+    if pool is None:
+        return
+    with contextlib.suppress(Exception):
+        status = await asyncio.wait_for(pool.query(QUERY_STATUS), 10)
+        print(f"pool {pool.id}: phase {status.get('phase')}, deviceIds {status.get('deviceIds')}")
+        for c in status.get("conditions", []):
+            print(f"  {c.get('type')}={c.get('status')} {c.get('reason')}: {c.get('message')}")
+
+
 def accepted(watch: Watch) -> int:
     return int(watch.stats["requests"]["accepted"])
 
@@ -238,23 +261,29 @@ async def run(client: Client, watch: Watch, args: argparse.Namespace) -> None:
     bound = Bound(n, args.creates_per_minute, args.boot)
     within = 3 * bound.total / speed + 60  # real seconds any one leg may take
     print(bound.formula())
+    await clear_of_midnight(watch.http, room=3 * bound.total + 600)
     await watch.look()
 
     # 0 -> N
     before, calls, applied = accepted(watch), await watch.calls(), watch.now()
-    handle = await start_pool(
+    watch.pool = handle = await start_pool(
         client, f"gl-{uuid.uuid4().hex[:6]}", n, account=ACCOUNT, region="sgp"
     )
     up, marks = await watch.until(
         f"0 -> {n}",
         lambda p: p["started"] >= n,
         within=within,
-        marks={"add": lambda p: p["created"] >= n, "start": lambda p: p["starts"] >= n},
+        marks={
+            "first": lambda p: p["created"] >= 1,
+            "add": lambda p: p["created"] >= n,
+            "start": lambda p: p["starts"] >= n,
+        },
     )
     took, last_add, last_start = up - applied, marks["add"] - applied, marks["start"] - applied
     print(
         f"0 -> {n}: all running {took:6.1f} s (bound {bound.total:g} s, "
-        f"{took / bound.total:4.2f}x); last addNew {last_add:6.1f} s, last start "
+        f"{took / bound.total:4.2f}x); first addNew {marks['first'] - applied:4.1f} s, "
+        f"last addNew {last_add:6.1f} s, last start "
         f"{last_start:6.1f} s (bound {max(bound.ledger, bound.pacer):g} s); "
         f"{accepted(watch) - before} requests"
     )
@@ -350,11 +379,12 @@ async def main(args: argparse.Namespace) -> None:
             with log.open("wb") as out:
                 worker = worker_process(config, address=address, key=DEFAULT_API_KEY, log=out)
             try:
-                await ledger_started(env.client, within=60)
                 watch = Watch(http, f"http://127.0.0.1:{metrics}/metrics", speed)
+                await ledger_started(env.client, within=60)
                 await run(env.client, watch, args)
             except BaseException:
                 print("worker log, last lines:\n" + "\n".join(log.read_text().splitlines()[-20:]))
+                await explain(watch.pool)
                 raise
             finally:
                 worker.terminate()

@@ -4,10 +4,12 @@ the worker's calls it reads (no server: the bench itself runs in `make bench`)."
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
 
+import httpx
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
@@ -74,3 +76,25 @@ def test_the_workers_calls_are_read_by_endpoint() -> None:
     calls = geelark.calls_by_endpoint(scrape)
     assert calls == {"phone/list": 378, "phone/addNew": 100}
     assert geelark.by_endpoint(calls) == "list 378, addNew 100"
+
+
+@pytest.mark.parametrize(
+    ("now", "moved"),
+    [
+        ("2026-12-05T23:59:00.000Z", 61.0),  # the run would cross midnight: moved past it
+        ("2026-12-05T12:00:00.000Z", None),  # room enough before midnight
+    ],
+)
+async def test_a_run_never_straddles_a_utc_midnight(now: str, moved: float | None) -> None:
+    asked: list[float] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            asked.append(json.loads(request.content)["advanceSeconds"])
+        return httpx.Response(200, json={"now": now, "speed": 4})
+
+    async with httpx.AsyncClient(
+        transport=httpx.MockTransport(answer), base_url="http://emulator"
+    ) as http:
+        await geelark.clear_of_midnight(http, room=1400)
+    assert asked == ([] if moved is None else [moved])
