@@ -151,3 +151,19 @@ def test_a_hostile_row_is_no_row_or_loses_its_bad_fields() -> None:
     assert row is not None
     assert row.status == {"conditions": [{"type": "Ready"}]}
     assert (row.created_at, row.max_wait, row.oldest) == (None, None, None)
+
+
+def test_a_count_or_amount_past_an_exact_json_number_is_dropped_not_raised() -> None:
+    # float(10**400) raises OverflowError: in a gauge it took every pool's samples with it.
+    huge = 10**400
+    row = read_row(
+        {
+            "v": 1,
+            "status": {"readyDevices": huge, "byNode": {"node-1": huge}, "hourlyCost": huge},
+            "maxWait": huge,
+        }
+    )
+    assert row is not None
+    assert row.status == {"byNode": {"node-1": 0}} and row.max_wait is None
+    largest = read_row({"v": 1, "status": {"readyDevices": 2**53}})
+    assert largest is not None and largest.status == {"readyDevices": 2**53}

@@ -31,6 +31,10 @@ ROW_VERSION = 1
 # row over it drops `byNode`, then the conditions, and says it is partial (read by a query).
 MAX_ROW_BYTES = 2048
 
+# The largest integer a JSON reader (a float) holds exactly: a count or amount past it in a
+# row is not trusted.
+MAX_EXACT = 2**53
+
 # The status fields the row carries (camelCase, both kinds): counts and words.
 COUNT_FIELDS = (
     "desiredReplicas",
@@ -169,16 +173,19 @@ def _conditions(conditions: list[Any]) -> list[dict[str, str]]:
 
 
 def _count(value: Any) -> int | None:
-    """A count of 0 or more, else None (a bool, a float, a negative, text: not a count)."""
+    """A count of 0 or more, else None (a bool, a float, a negative, text, one past what a
+    JSON number holds exactly: not a count; a gauge's float() of 10**400 would raise)."""
     if isinstance(value, bool) or not isinstance(value, int):
         return None
-    return value if value >= 0 else None
+    return value if 0 <= value <= MAX_EXACT else None
 
 
 def _money(value: Any) -> float | None:
     """A finite amount of 0 or more, as a float, else None."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
+    if isinstance(value, int) and value > MAX_EXACT:
+        return None  # math.isfinite(10**400) raises
     return float(value) if math.isfinite(value) and value >= 0 else None
 
 

@@ -10,6 +10,8 @@ from typing import Any, NoReturn
 
 from temporalio import workflow
 
+from devicepool.api.names import MEMO_POOL_ROW
+
 __all__ = ["continue_as_new", "hand_over_due", "upgrade_due"]
 
 
@@ -23,6 +25,13 @@ def hand_over_due() -> bool:
 
 
 def continue_as_new(input: Any) -> NoReturn:
+    """Hand over; a pool's memo row (`row_memo`) goes with it: Temporal starts the new run
+    with no memo, and `get` and the gauges would query the pool until its first pass wrote
+    the row again. A run that wrote no row (one from before it) passes none: its command is
+    the one its history holds."""
+    memo = dict(workflow.memo())
     workflow.continue_as_new(
-        input, initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE
+        input,
+        memo=memo if MEMO_POOL_ROW in memo else None,
+        initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE,
     )
