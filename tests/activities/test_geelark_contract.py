@@ -31,7 +31,7 @@ from devicepool.activities.providers.geelark import (
     GeeLarkQuotaError,
 )
 from devicepool.activities.proxy import ResolvedProxy
-from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
+from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, LABEL_TEMPLATE_HASH, MANAGED_BY
 from devicepool.emulator.geelark.config import DEFAULT_API_KEY, DEFAULT_APP_ID, DEFAULT_TOKEN
 from tests.helpers.geelark import BASE, Team, team
 
@@ -291,23 +291,45 @@ async def test_a_phone_the_adapter_started_is_not_stopped_for_idling(t: Team) ->
     await provider.aclose()
 
 
-async def test_a_scale_down_parks_and_a_scale_up_claims_without_a_create(t: Team) -> None:
-    provider = _provider(t)
-    old = await provider.create_device(_new("slot-1"))
-    await t.advance(60)
-    with provider_call(pool=POOL):
-        await provider.remove_device(old.id)
-    stats = await t.stats()
-    assert stats["phones"]["total"] == 1 and stats["phones"]["running"] == 0
-    assert await provider.list_pool(POOL) == []
-    new = await provider.create_device(_new("slot-2"))
-    assert new.id != old.id and _pid(new.id) == _pid(old.id)
-    stats = await t.stats()
-    assert stats["phones"]["created"] == 1 and stats["phones"]["starts"] == 2
-    assert [d.id for d in await provider.list_pool(POOL)] == [new.id]
-    assert await provider.release_pool(POOL) == 0  # nothing parked now: nothing deleted
-    assert (await t.stats())["phones"]["total"] == 1
-    await provider.aclose()
+def _new_of(key: str, template_hash: str) -> NewDevice:
+    labels = {**LABELS, LABEL_TEMPLATE_HASH: template_hash}
+    return NewDevice(template=TEMPLATE, name=key, labels=labels, idempotency_key=key)
+
+
+async def test_two_workers_never_hand_one_phone_to_two_slots(t: Team) -> None:
+    # R12 #1: B's cached reserve listing handed A's running phone to a second slot. Now a
+    # scale-down deletes and a create only adds: each slot its own phone, on any worker.
+    a, b = _provider(t), _provider(t)
+    made = [await a.create_device(_new(f"k{i}")) for i in range(3)]
+    await t.advance(120)
+    for device in made:
+        with provider_call(pool=POOL):  # a scale-down, spec.reserve unset
+            await a.remove_device(device.id)
+    assert (await t.stats())["phones"]["total"] == 0
+    x = await b.create_device(_new("k3"))
+    y = await a.create_device(_new("k4"))
+    await t.advance(5)
+    z = await b.create_device(_new("k5"))
+    assert len({_pid(d.id) for d in (x, y, z)}) == 3
+    items, gone = await a.read_statuses([x.id, y.id, z.id])
+    assert len(items) == 3 and gone == []
+    await a.aclose()
+    await b.aclose()
+
+
+async def test_a_template_change_on_a_full_plan_finds_room(t: Team) -> None:
+    # R12 #3: phones kept for an old template filled a 5-profile plan (ProfileCap).
+    async with team(max_profiles=5) as small:
+        provider = _provider(small)
+        made = [await provider.create_device(_new_of(f"k{i}", "t1")) for i in range(3)]
+        await small.advance(120)
+        for device in made:
+            with provider_call(pool=POOL):
+                await provider.remove_device(device.id)
+        again = [await provider.create_device(_new_of(f"n{i}", "t2")) for i in range(3)]
+        assert len({_pid(d.id) for d in again}) == 3
+        assert (await small.stats())["phones"]["total"] == 3
+        await provider.aclose()
 
 
 async def test_a_phone_moved_to_another_group_stays_in_its_pool(t: Team) -> None:

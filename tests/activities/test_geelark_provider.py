@@ -90,9 +90,9 @@ async def test_a_create_adds_a_shut_down_phone_then_starts_it() -> None:
     )
     info = await provider.create_device(_new(proxy=proxy))
     assert info.status == PROVISIONING and info.labels == LABELS
-    # The mark, then the pool's reserve (none), then the add and the start.
-    assert fake.paths() == ["phone/list", "phone/list", "phone/addNew", "phone/start"]
-    (_, _, add) = fake.requests[2]
+    # The mark (no reserve is claimed), then the add and the start.
+    assert fake.paths() == ["phone/list", "phone/addNew", "phone/start"]
+    (_, _, add) = fake.requests[1]
     assert add["mobileType"] == "Android 13" and add["region"] == "sgp"
     profile = add["data"][0]
     assert profile["profileName"] == slot_mark(POOL, "slot-1")
@@ -114,13 +114,7 @@ async def test_a_create_whose_answer_was_lost_is_found_by_its_mark() -> None:
     provider = fake.provider()
     info = await provider.create_device(_new())
     assert len(fake.phones) == 1 and _pid(info.id) in fake.phones
-    assert fake.paths() == [
-        "phone/list",
-        "phone/list",
-        "phone/addNew",
-        "phone/list",
-        "phone/start",
-    ]
+    assert fake.paths() == ["phone/list", "phone/addNew", "phone/list", "phone/start"]
     # The activity's retry (a second attempt of the slot) makes no second phone either.
     again = await provider.create_device(_new())
     assert again.id == info.id and len(fake.phones) == 1

@@ -1,10 +1,11 @@
 """A GeeLark phone's membership as devicepool writes it: name, group, tag and remark. Pure.
 
 `serialName` (the create's `profileName`) is the slot's mark `dvp-<pool digest>-<slot
-digest>`: a create finds an earlier attempt's phone by it (GeeLark has no idempotency key);
-a phone kept stopped in the pool's warm reserve is named `dvp-<pool digest>-reserve`. A
-device id is `<phone id>.<slot digest>`: a phone that serves another slot later is another
-device, so an id the engine removed never comes back.
+digest>`: a create finds an earlier attempt's phone by it (GeeLark has no idempotency key).
+A device id is `<phone id>.<slot digest>`. A phone an earlier build parked in the pool's
+warm reserve is named `dvp-<pool digest>-reserve` (none is parked now): it is the device
+`<phone id>.<RESERVE_DIGEST>`, so that its pool, the orphan sweep and a deleted pool's
+release still see it and remove it.
 A pool's listing is narrowed by the name's prefix `dvp-<pool digest>-`; the group
 `dvp-<pool digest>` only sorts the phones for a person (who may move them: never read), the
 tag `devicepool` marks the account's managed phones, and the `remark` holds the created time, the region and
@@ -28,8 +29,10 @@ __all__ = [
     "MANAGED_TAG",
     "MARK_PREFIX",
     "MAX_REMARK",
+    "RESERVE_DIGEST",
     "Remark",
     "device_id",
+    "name_digest",
     "parse_device_id",
     "pool_group",
     "pool_prefix",
@@ -45,11 +48,16 @@ REMARK_HEAD = "devicepool/1"
 RESERVE = "reserve"
 _COUNT = re.compile(r"[0-9]{1,12}")
 _SLOT = re.compile(r"dvp-[0-9a-f]{8}-([0-9a-f]{16})")
+_PARKED = re.compile(r"dvp-[0-9a-f]{8}-reserve")
 _DIGEST = re.compile(r"[0-9a-f]{16}")
 
 
 def _digest(text: str, size: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:size]
+
+
+# The device-id digest of a parked phone (no slot's: a slot's is the digest of its key).
+RESERVE_DIGEST = _digest(RESERVE, 16)
 
 
 def pool_group(pool: str) -> str:
@@ -68,7 +76,7 @@ def slot_mark(pool: str, idempotency_key: str) -> str:
 
 
 def reserve_mark(pool: str) -> str:
-    """The name of a phone of `pool` kept stopped in its warm reserve."""
+    """The name of a phone of `pool` an earlier build kept stopped in its warm reserve."""
     return pool_prefix(pool) + RESERVE
 
 
@@ -76,6 +84,14 @@ def slot_digest(name: object) -> str | None:
     """The slot digest of a phone serving a slot (its name a slot mark), else None."""
     found = _SLOT.fullmatch(name) if isinstance(name, str) else None
     return found.group(1) if found else None
+
+
+def name_digest(name: object) -> str | None:
+    """The digest of the device a phone so named is: its slot's, `RESERVE_DIGEST` for one
+    an earlier build parked, else None (not a device of any pool)."""
+    if isinstance(name, str) and _PARKED.fullmatch(name):
+        return RESERVE_DIGEST
+    return slot_digest(name)
 
 
 def device_id(phone_id: str, digest: str) -> str:

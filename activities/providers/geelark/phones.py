@@ -1,6 +1,6 @@
-"""One GeeLark key's phones, call by call: listing (paged), start, stop-and-confirm, delete,
-update. Each reads its batch answer per item (`GeeLarkApi.batch`): an id is done only if the
-answer says so. The adapter (`provider`) and its reserve (`reserve`) are built on it."""
+"""One GeeLark key's phones, call by call: listing (paged), start, stop-and-confirm, delete.
+Each reads its batch answer per item (`GeeLarkApi.batch`): an id is done only if the answer
+says so. The adapter (`provider`) is built on it."""
 
 from __future__ import annotations
 
@@ -121,15 +121,3 @@ class Phones:
         if status not in (SHUT_DOWN, EXPIRED):
             await self.stop(phone_id)
         await self.delete(phone_id)
-
-    async def update(
-        self, phone_id: str, fields: dict[str, Any], *, secrets: list[str] | None = None
-    ) -> None:
-        """`phone/detail/update` of `fields` (never while a start of it is asked)."""
-        data = await self.api.call(
-            "phone/detail/update", {"id": phone_id, **fields}, secrets=secrets or ()
-        )
-        failed = data.get("failDetails") if isinstance(data, dict) else None
-        if isinstance(failed, list) and failed:
-            first = failed[0] if isinstance(failed[0], dict) else {}
-            raise self.api.item_error("phone/detail/update", first)

@@ -1,14 +1,15 @@
 """The `geelark` adapter: a DevicePool's devices as GeeLark cloud phones (`GeeLarkApi`).
 
 One adapter per account (`api: geelark`), a `providers.Provider`. Membership is the phone's
-name and remark (`marks`), never its group (a person may move a phone); a device id is `<phone id>.<slot digest>`. A create first
-looks its slot's mark up (GeeLark has no idempotency key), then claims a phone of the pool's
-warm reserve (`reserve`), adds a phone only if neither, looks again when the add got no clear
-answer, and starts it (`addNew` makes a shut-down phone). A scale-down parks its phone in the
-reserve (stopped); any other removal stops it, confirms it stopped, then deletes it (delete is
-refused while started). Statuses: 0 started `ready`, 1 starting `provisioning`, 2 shut down
-`offline`, 3 expired `failed`. Per-item results decide every batch call. No region list, no
-reset (a used phone is replaced). Secrets (the key, proxy passwords in listings, the ADB
+name and remark (`marks`), never its group (a person may move a phone); a device id is
+`<phone id>.<slot digest>`. A create first looks its slot's mark up (GeeLark has no
+idempotency key), adds a phone only if none, looks again when the add got no clear answer,
+and starts it (`addNew` makes a shut-down phone). Every removal stops the phone, confirms it
+stopped, then deletes it (delete is refused while started): no warm reserve, `spec.reserve`
+is ignored (an account with a delete), and a phone an earlier build parked is a stray
+member of its pool, removed like any other. Statuses: 0 started `ready`, 1 starting
+`provisioning`, 2 shut down `offline`, 3 expired `failed`. Per-item results decide every
+batch call. No region list, no reset (a used phone is replaced). Secrets (the key, proxy passwords in listings, the ADB
 password outside `ConnectInfo`) never reach a result or an error. Why: docs/providers.md,
 "GeeLark's Open API".
 """
@@ -45,18 +46,20 @@ from devicepool.activities.models import DeviceTemplate
 from devicepool.activities.providers.base import (
     NewDevice,
     ProviderDevice,
-    current_call,
     provider_call,
 )
 from devicepool.activities.providers.geelark.api import MAX_IDS, GeeLarkApi
 from devicepool.activities.providers.geelark.errors import GeeLarkServerError, GeeLarkStateError
 from devicepool.activities.providers.geelark.marks import (
     MANAGED_TAG,
+    RESERVE_DIGEST,
     Remark,
     device_id,
+    name_digest,
     parse_device_id,
     pool_group,
     pool_prefix,
+    reserve_mark,
     slot_digest,
     slot_mark,
 )
@@ -68,11 +71,10 @@ from devicepool.activities.providers.geelark.phones import (
     Phones,
     as_int,
 )
-from devicepool.activities.providers.geelark.reserve import Reserve
 from devicepool.activities.proxy import ResolvedProxy
 from devicepool.activities.settings import ProxyPoolSettings
 from devicepool.api.errors import ErrorType
-from devicepool.api.names import LABEL_POOL
+from devicepool.api.names import LABEL_POOL, LABEL_SLOT
 
 __all__ = ["ANDROID_ONLY", "GeeLarkProvider"]
 
@@ -82,6 +84,7 @@ ANDROID_ONLY = "GeeLark has Android cloud phones only"
 PROXY_TYPES = ("socks5", "http", "https")
 _STATUSES = {STARTED: READY, STARTING: PROVISIONING, SHUT_DOWN: OFFLINE, EXPIRED: FAILED}
 _REASONS = {SHUT_DOWN: "shut down at the provider", EXPIRED: "expired at the provider"}
+PARKED = "kept stopped in the warm reserve by an earlier devicepool build"
 
 
 def _status(value: Any) -> tuple[str, str | None]:
@@ -124,7 +127,6 @@ class GeeLarkProvider:
         self.phones = Phones(
             api, confirm_tries=confirm_tries, confirm_seconds=confirm_seconds, sleep=sleep
         )
-        self.reserve = Reserve(self.phones, wall_clock=wall_clock)
         self.adb_wait_seconds = adb_wait_seconds
         self._wall = wall_clock
         self._sleep = sleep
@@ -141,7 +143,7 @@ class GeeLarkProvider:
         `pool`, when given). Built field by field: nothing else of the item (its proxy's
         password) goes on."""
         name, phone_id = item.get("serialName"), item.get("id")
-        digest = slot_digest(name)
+        digest = name_digest(name)
         if digest is None or not isinstance(name, str):
             return None
         if not isinstance(phone_id, str | int) or isinstance(phone_id, bool) or phone_id == "":
@@ -154,6 +156,13 @@ class GeeLarkProvider:
         status, reason = _status(item.get("status"))
         rpa = item.get("rpaStatus")
         created = remark.created if math.isfinite(remark.created) else 0.0
+        labels = dict(remark.labels)
+        if digest == RESERVE_DIGEST:
+            if name != reserve_mark(remark.pool):
+                return None
+            # Parked by an earlier build: a stray of its pool (no slot), removed as one.
+            labels.pop(LABEL_SLOT, None)
+            reason = PARKED
         return DeviceInfo(
             id=device_id(str(phone_id), digest),
             status=status,
@@ -163,7 +172,7 @@ class GeeLarkProvider:
             # An RPA task running (a value GeeLark documents none of: any but 0 counts)
             # keeps the phone from a scale-down.
             session_active=rpa not in (None, 0, "0", ""),
-            labels=dict(remark.labels),
+            labels=labels,
         )
 
     async def list_pool(self, pool: str) -> list[DeviceInfo]:
@@ -217,9 +226,9 @@ class GeeLarkProvider:
                 name = item.get("serialName")
                 status, reason = _status(item.get("status"))
                 for device, digest in wanted[phone_id]:
-                    # Named for another slot, or parked: that device is gone. (No name in
-                    # the answer: the status is taken as it is.)
-                    if isinstance(name, str) and slot_digest(name) != digest:
+                    # Named for another slot: that device is gone. (No name in the answer:
+                    # the status is taken as it is.)
+                    if isinstance(name, str) and name_digest(name) != digest:
                         not_found.append(device)
                     else:
                         items.append(DeviceStatusInfo(id=device, status=status, reason=reason))
@@ -312,10 +321,8 @@ class GeeLarkProvider:
         # First, always: an earlier attempt whose answer was lost made it.
         found = await self._marked(pool, mark)
         if not found:
-            claimed = await self.reserve.claim(pool, mark, labels, new.template, new.proxy)
-            if claimed is not None:
-                phone_id, status, remark = claimed
-                return await self._start(phone_id, self._fresh(phone_id, mark, remark), status)
+            # Never a stopped phone claimed from a reserve: two workers could hand one to two
+            # slots (docs/providers.md, "The warm reserve on GeeLark: not yet").
             remark = Remark(created=self._wall(), region=new.template.region, labels=labels)
             try:
                 phone_id = await self._add(mark, pool, new.template, remark, new.proxy)
@@ -387,24 +394,21 @@ class GeeLarkProvider:
     # ------------------------------------------------------------ removals
 
     async def remove_device(self, device_id: str) -> None:
-        phone_id, item, info = await self._one(device_id)
-        pool = info.labels.get(LABEL_POOL, "")
-        status = as_int(item.get("status"))
-        call = current_call()
-        # Only a scale-down of the pool's own (not a replacement, a used or an expired
-        # phone, a deleted pool, the orphan sweep) keeps its phone in the reserve.
-        if call.pool == pool and not (call.replacement or call.used or call.deleting):
-            remark = Remark.parse(item.get("remark"))
-            if status != EXPIRED and remark is not None:
-                with provider_call(pool=pool):
-                    if await self.reserve.park(pool, phone_id, remark, status):
-                        return
-                status = SHUT_DOWN  # stopped by `park`, not kept
-        await self.phones.stop_and_delete(phone_id, status)
+        # Any removal, a scale-down too (`spec.reserve` is ignored: GeeLark has a delete).
+        phone_id, item, _ = await self._one(device_id)
+        await self.phones.stop_and_delete(phone_id, as_int(item.get("status")))
 
     async def release_pool(self, pool: str) -> int:
-        await self.reserve.release(pool)
-        return 0  # the reserve is deleted: nothing is kept
+        """Delete what an earlier build parked for the deleted pool (its listing shows those
+        too, so this finds any only if one was parked since): nothing is kept."""
+        with provider_call(pool=pool):
+            items = await self.phones.listed({"serialName": reserve_mark(pool)})
+        for item in items:
+            info = self._view(item, pool=pool)
+            if info is not None and item.get("serialName") == reserve_mark(pool):
+                phone_id = str(item.get("id"))
+                await self.phones.stop_and_delete(phone_id, as_int(item.get("status")))
+        return 0
 
     async def aclose(self) -> None:
         await self.api.aclose()
