@@ -17,8 +17,10 @@ from devicepool.activities.errors import to_application_error
 from devicepool.activities.models import DeviceInfo, PoolSettings
 from devicepool.activities.providers.geelark.errors import error_for
 from devicepool.api.v1beta1 import ConditionStatus, ConditionType, DevicePoolSpec
+from devicepool.workflows.pool import events as say
 from devicepool.workflows.pool import status as st
 from devicepool.workflows.pool.decide import Observed, decision_for
+from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.pool.state import PoolState
 from devicepool.workflows.provision.failures import provider_verdict, quota_refusal
 from devicepool.workflows.shared.protocol import BatchReport, QuotaRefusal
@@ -229,3 +231,41 @@ def test_a_refusal_just_after_the_reset_looks_again_soon_not_a_day_later() -> No
     state.take_report(refused(tomorrow), region="us-west", settings=SETTINGS, now=late,
                       hold_quota=True)  # fmt: skip
     assert state.backoff.next_at(late) == MIDNIGHT + timedelta(days=1, seconds=5)
+
+
+def test_a_quota_hold_withdraws_the_creates_still_waiting_for_a_permit() -> None:
+    # Batches started before the refusal wait for the ledger's permits: each would spend
+    # a request on a create the quota refuses. The hold asks them to drop those, once.
+    state = PoolState()
+    state.slots.open_batch("b-late", 1, [3, 4], NOW)
+    state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    decision = decision_for(seen(NOW), pool="p", spec=SPEC, state=state, incarnation="i",
+                            act=True)  # fmt: skip
+    assert decision.withdraw == {"b-late": [4, 3]}
+    assert decision.batches == []
+    again = decision_for(seen(NOW), pool="p", spec=SPEC, state=state.model_copy(
+        update={"slots": decision.slots}), incarnation="i", act=True)  # fmt: skip
+    assert again.withdraw == {}
+    # After the reset, nothing is withdrawn: the creates go ahead.
+    state = PoolState()
+    state.slots.open_batch("b-late", 1, [3, 4], NOW)
+    state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    after = decision_for(seen(RESUME), pool="p", spec=SPEC, state=state, incarnation="i",
+                         act=True)  # fmt: skip
+    assert after.withdraw == {}
+
+
+def test_creates_dropped_for_a_quota_are_said_so() -> None:
+    book = SlotBook()
+    book.open_batch("b1", 1, [0, 1, 2], NOW)
+    report = refused(DAILY.model_copy(update={"slots": [0]}))
+    report = report.model_copy(update={"slots": [0, 1, 2], "withdrawn": [1, 2]})
+    said = say.batches_settled(book, [report], held=True)
+    dropped = [h.message for h in said if h.reason == "Withdrawn"]
+    assert dropped == [
+        "2 create(s) not yet rented dropped (a quota holds them: see QuotaExhausted)"
+    ]
+    said = say.batches_settled(book, [report])
+    assert [h.message for h in said if h.reason == "Withdrawn"] == [
+        "2 create(s) not yet rented dropped (fewer replicas wanted)"
+    ]

@@ -18,11 +18,23 @@ from pathlib import Path
 import httpx
 import pytest
 from pydantic import SecretStr
+from temporalio import activity, workflow
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import UnsandboxedWorkflowRunner
 
+from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.errors import to_application_error
 from devicepool.activities.models import AccountSettings
-from devicepool.api.names import account_task_queue
+from devicepool.activities.providers.geelark.errors import error_for
+from devicepool.api.names import (
+    SIGNAL_PERMIT_CANCEL,
+    SIGNAL_PERMIT_REQUEST,
+    SIGNAL_PERMITS_GRANTED,
+    SIGNAL_PERMITS_USED,
+    account_task_queue,
+    ledger_workflow_id,
+)
 from devicepool.api.v1beta1 import Platform
 from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.app import EmulatorConfig, create_app
@@ -30,7 +42,13 @@ from devicepool.testing import stats as emulator_stats
 from devicepool.worker.build import new_worker
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.provision.workflow import ProvisionBatchWorkflow
-from devicepool.workflows.shared.protocol import BatchReport, ProvisionBatchInput
+from devicepool.workflows.shared.protocol import (
+    BatchReport,
+    PermitGrant,
+    PermitRequest,
+    PermitsUsed,
+    ProvisionBatchInput,
+)
 
 # The time-skipping test server is a server too: not in the server-free run.
 pytestmark = pytest.mark.devserver
@@ -203,3 +221,94 @@ async def test_devices_that_vanish_while_booting_are_not_boot_failures(
     assert report.failed_devices == {}
     assert sorted(report.vanished_devices) == sorted([forgotten, deleted])
     assert "not found" in report.vanished_devices[forgotten]
+
+
+# ------------------------------------------------------------ a quota met mid-batch
+
+QUOTA_ACCOUNT = "quota-acct"
+
+
+@workflow.defn(name="FakeLedger")
+class FakeLedger:
+    """An account's ledger that grants one permit at a time: the next once the last is used."""
+
+    def __init__(self) -> None:
+        self.wanted: dict[str, int] = {}
+        self.outstanding = 0
+
+    @workflow.run
+    async def run(self) -> None:
+        while True:
+            await workflow.wait_condition(
+                lambda: self.outstanding == 0 and any(self.wanted.values())
+            )
+            requester = next(r for r, n in self.wanted.items() if n)
+            self.wanted[requester] -= 1
+            self.outstanding = 1
+            grant = PermitGrant(request_id=requester, grant_id=str(workflow.uuid4()), count=1)
+            await workflow.get_external_workflow_handle(requester).signal(
+                SIGNAL_PERMITS_GRANTED, grant
+            )
+
+    @workflow.signal(name=SIGNAL_PERMIT_REQUEST)
+    def request(self, request: PermitRequest) -> None:
+        self.wanted[request.requester] = request.count
+
+    @workflow.signal(name=SIGNAL_PERMIT_CANCEL)
+    def cancel(self, request_id: str) -> None:
+        self.wanted[request_id] = 0
+
+    @workflow.signal(name=SIGNAL_PERMITS_USED)
+    def used(self, used: PermitsUsed) -> None:
+        self.outstanding = 0
+
+
+class QuotaCreates:
+    """Every create is refused for the day's create quota (`calls` counts them)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @activity.defn(name="create_device")
+    async def create_device(self, input: am.CreateDeviceInput) -> am.CreateDeviceResult:
+        self.calls += 1
+        # By the server's clock, which this module's earlier tests skipped ahead.
+        now = activity.info().current_attempt_scheduled_time
+        error = error_for("POST /open/v1/phone/addNew", 44004, "", now=now)
+        raise to_application_error(error)
+
+    @activity.defn(name="pool_running")
+    async def pool_running(self, input: am.PoolRunInput) -> am.PoolRunResult:
+        return am.PoolRunResult(running=True, status="RUNNING")
+
+
+async def test_a_quota_met_mid_batch_sends_none_of_its_remaining_creates(
+    skipping: tuple[WorkflowEnvironment, httpx.AsyncClient],
+) -> None:
+    # Permits come one at a time: once the first create is refused for a quota that resets
+    # at midnight, the batch's other creates would only be refused too. They are withdrawn
+    # (no request spent), the permit handed back, and the pool told which quota.
+    env, _ = skipping
+    queue, fake = f"quota-batch-{uuid.uuid4().hex[:6]}", QuotaCreates()
+    async with (
+        # Unsandboxed: the fake ledger lives in this module, which imports httpx.
+        new_worker(env.client, task_queue=queue, workflows=[ProvisionBatchWorkflow, FakeLedger],
+                   activities=[fake.pool_running], workflow_runner=UnsandboxedWorkflowRunner()),
+        new_worker(env.client, task_queue=account_task_queue(QUOTA_ACCOUNT),
+                   activities=[fake.create_device]),
+    ):  # fmt: skip
+        ledger = await env.client.start_workflow(
+            FakeLedger.run, id=ledger_workflow_id(QUOTA_ACCOUNT), task_queue=queue
+        )
+        try:
+            input = batch([0, 1, 2]).model_copy(update={"account": QUOTA_ACCOUNT})
+            report = await env.client.execute_workflow(
+                ProvisionBatchWorkflow.run, input, id=f"batch-{uuid.uuid4().hex}", task_queue=queue
+            )
+        finally:
+            await ledger.terminate()
+    assert fake.calls == 1
+    assert report.created == {}
+    assert report.quota is not None and report.quota.reason == "DailyCreateQuota"
+    assert report.quota.slots == [0]
+    assert sorted(report.withdrawn) == [1, 2]

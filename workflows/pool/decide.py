@@ -78,10 +78,12 @@ def decide(
     surge: int | None = None,
     reasons: Mapping[str, str] | None = None,
     left: Collection[str] = (),
+    withdraw_all: bool = False,
 ) -> Decision:
     """What this pass does. `act` False (the listing failed): only the plan, for the status.
     `retire` (`reasons` says why) and `rolling` devices are replaced beside them, then
-    terminated as below; `left`: devices that went before their replacement."""
+    terminated as below; `left`: devices that went before their replacement. `withdraw_all`
+    (a quota holds creates): every create still waiting for a permit is withdrawn."""
     book = slots.model_copy(deep=True)
     members = [d for d in devices if d.id not in doomed]  # those on their way out are not
     # Doomed and terminating devices count toward nothing, but bill until they are gone.
@@ -119,6 +121,9 @@ def decide(
     if not act:
         return decision
     surplus = plan.members - replicas
+    if withdraw_all:
+        # A create sent now would spend a request on a refusal.
+        surplus = max(surplus, sum(len(b.slots) for b in book.in_flight))
     if surplus > 0:
         # Shrink what is not yet rented before touching a serving device.
         decision.withdraw = book.withdraw(surplus, observed_slots)
@@ -258,4 +263,5 @@ def decision_for(
         surge=life.surge(),
         reasons=life.reasons(),
         left=life.left(),
+        withdraw_all=state.backoff.quota_holds(now),
     )

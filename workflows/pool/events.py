@@ -146,10 +146,11 @@ def batches_started(orders: Iterable[tuple[int, bool]], *, words: Words = REST) 
 
 
 def batches_settled(
-    book: SlotBook, reports: Iterable[BatchReport], *, words: Words = REST
+    book: SlotBook, reports: Iterable[BatchReport], *, words: Words = REST, held: bool = False
 ) -> list[Happened]:
     """`batch_created` reports about to be applied to `book` (read before `settle_created`):
-    a batch reports everything so far each time, so only slots the book waits on are news."""
+    a batch reports everything so far each time, so only slots the book waits on are news.
+    `held`: a quota holds the pool's creates (what was withdrawn, it withdrew)."""
     out: list[Happened] = []
     for report in reports:
         batch = book.batch(report.workflow_id)
@@ -177,7 +178,12 @@ def batches_settled(
             out.append(
                 Happened(
                     "Withdrawn",
-                    f"{len(withdrawn)} create(s) not yet rented dropped (fewer replicas wanted)",
+                    f"{len(withdrawn)} create(s) not yet rented dropped "
+                    + (
+                        "(a quota holds them: see QuotaExhausted)"
+                        if held
+                        else "(fewer replicas wanted)"
+                    ),
                 )
             )
     return out

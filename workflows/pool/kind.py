@@ -154,7 +154,8 @@ class DevicePoolKind:
                 backoff.hold(report.quota, settings=self.settings, now=workflow.now())
             elif report.created and backoff.quota and workflow.patched(QUOTA_HOLD_PATCH):
                 backoff.quota_passed(workflow.now())
-        self.h.happened(*say.batches_settled(self.s.slots, created, words=self.words))
+        held = self.s.backoff.quota_holds(workflow.now())
+        self.h.happened(*say.batches_settled(self.s.slots, created, words=self.words, held=held))
         self.s.slots.settle_created(created_mark, listed=(d.id for d in self.devices))
         for report in self.s.slots.finish(done_mark):
             # Asked only of a report that names a quota (or lands after a hold), so a run

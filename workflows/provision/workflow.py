@@ -67,6 +67,11 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
+# A create refused for a used-up quota: the batch sends none of its remaining creates (they
+# are withdrawn, the permits handed back) until the quota resets. Batches before it sent them.
+QUOTA_STOPS_BATCH_PATCH = "quota-stops-the-batch"
+
+
 @workflow.defn(name=WORKFLOW_PROVISION_BATCH)
 class ProvisionBatchWorkflow:
     def __init__(self) -> None:
@@ -165,6 +170,13 @@ class ProvisionBatchWorkflow:
             if await self._pool_gone(input):
                 break  # the grant goes back with the others below
             grant = self._grants.pop(0)
+            if _quota_holds(report):
+                # The rest would be refused: none is sent, the grant goes back unused.
+                report.withdrawn += [slot for _, slot in self._pending]
+                self._pending = []
+                await self._used(input, PermitsUsed(grant_id=grant.grant_id, unused=grant.count))
+                await self._cancel_request(input)
+                break
             self._unreported[grant.grant_id] = grant.count
             take, self._pending = self._pending[: grant.count], self._pending[grant.count :]
             runs.append(asyncio.ensure_future(self._run_grant(input, report, grant, take)))
@@ -382,6 +394,14 @@ class ProvisionBatchWorkflow:
             report.failed_devices[device_id] = (
                 f"not ready after the startup timeout ({input.startup_timeout_seconds:g}s)"
             )
+
+
+def _quota_holds(report: BatchReport) -> bool:
+    """A create of this batch was refused for a quota that has not reset yet."""
+    quota = report.quota
+    if quota is None or (quota.resets_at is not None and workflow.now() >= quota.resets_at):
+        return False
+    return workflow.patched(QUOTA_STOPS_BATCH_PATCH)
 
 
 def _note_quota(report: BatchReport, err: ActivityError, slot: int) -> None:
