@@ -6,6 +6,7 @@ reset, and secrets kept out of every text that leaves."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -20,10 +21,13 @@ from devicepool.activities.errors import (
     UnauthenticatedError,
     to_application_error,
 )
+from devicepool.activities.models import DeviceTemplate
+from devicepool.activities.providers.base import NewDevice
 from devicepool.activities.providers.geelark import (
     EndpointPacer,
     GeeLarkBusyError,
     GeeLarkCapacityError,
+    GeeLarkError,
     GeeLarkLockedError,
     GeeLarkQuotaError,
     GeeLarkRateLimitedError,
@@ -31,6 +35,7 @@ from devicepool.activities.providers.geelark import (
     sign,
 )
 from devicepool.api.errors import ErrorType
+from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
 from tests.activities.geelark_fake import API_KEY, APP_ID, Clock, Fake, ok, refused
 
 VECTOR_TRACE = "db6094ab-3797-4186-84d5-b0b58eebad56"
@@ -123,6 +128,53 @@ async def test_envelope_codes_raise_the_shared_tree(
     assert caught.value.retryable is retryable  # type: ignore[attr-defined]
     assert caught.value.code == code  # type: ignore[attr-defined]
     await api.aclose()
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "retryable"),
+    [("phone/start", True), ("tag/delete", False), ("phone/addNew", False)],
+)
+async def test_43020_is_classified_by_endpoint(endpoint: str, retryable: bool) -> None:
+    # On `phone/start` 43020 is "currently unavailable, please try again later"; the tag
+    # endpoints reuse it for a refused tag (the reference: classify by endpoint).
+    fake = Fake()
+    fake.script[endpoint] = [refused(43020, "nope")]
+    api = fake.api()
+    with pytest.raises(GeeLarkError) as caught:
+        await api.call(endpoint, {})
+    assert caught.value.retryable is retryable and caught.value.code == 43020
+    await api.aclose()
+
+
+async def test_a_start_item_refused_43020_fails_the_create_for_a_retry() -> None:
+    fake = Fake()
+
+    def unavailable(f: Fake, body: dict[str, Any]) -> Any:
+        return ok(
+            {
+                "totalAmount": 1,
+                "successAmount": 0,
+                "failAmount": 1,
+                "successDetails": [],
+                "failDetails": [{"code": 43020, "id": body["ids"][0], "msg": "try again later"}],
+            }
+        )
+
+    fake.script["phone/start"] = [unavailable]
+    provider = fake.provider()
+    labels = {LABEL_POOL: "p", LABEL_MANAGED_BY: MANAGED_BY}
+    new = NewDevice(
+        template=DeviceTemplate(platform="android", region="sgp", os_version="13"),
+        name="d",
+        labels=labels,
+        idempotency_key="k",
+    )
+    with pytest.raises(ServerError) as caught:
+        await provider.create_device(new)
+    assert caught.value.retryable
+    again = await provider.create_device(new)  # the activity's retry: the same phone
+    assert again.status == "provisioning" and fake.paths().count("phone/addNew") == 1
+    await provider.aclose()
 
 
 async def test_concurrency_codes_back_off_with_a_delay() -> None:

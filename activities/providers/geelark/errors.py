@@ -7,6 +7,7 @@ rules hold unchanged; each keeps the vendor's `code` and its `msg` (scrubbed)::
     codes                                   raises                    ErrorType          retried
     40003 40013 40015 40016                 GeeLarkAuthError          UNAUTHENTICATED    no
     40001 40002 40004 40008 40012 ...       GeeLarkInvalidError       INVALID_ARGUMENT   no
+      (43020 43022 a tag refused)
     40005 42001 47004                       GeeLarkNotFoundError      NOT_FOUND          no
     43005 43006 43007 43009 43010 43021     GeeLarkBusyError          INVALID_STATE      no
       43036 40010                             (the device is busy: the caller decides)
@@ -21,6 +22,8 @@ rules hold unchanged; each keeps the vendor's `code` and its `msg` (scrubbed)::
                                               (`reopens_at`; the key's breaker is open)
     43029 44006                             GeeLarkUnavailableError   REGION_UNAVAILABLE yes (pool backs off)
     40000 45002 45004 50000, any other      GeeLarkServerError        SERVER_ERROR       yes
+    43020 on phone/start                    GeeLarkServerError        SERVER_ERROR       yes
+      ("currently unavailable, try again later": the vendor reuses 43020..43024 by endpoint)
 
 Why 47002 is a capacity back-off and not a two-hour lock (the vendor's pages disagree),
 and why an unknown code is retried: docs/providers.md, "GeeLark's Open API".
@@ -86,6 +89,9 @@ _QUOTA = frozenset({40011, 41001, 44001, 44002, 44003, 46001, 46002, 46003})
 _RATE = frozenset({40007, 40017})
 _CAPACITY = frozenset({47001, 47002})
 _UNAVAILABLE = frozenset({43029, 44006})
+# Codes the vendor gives another meaning on one endpoint (call -> codes read as a server
+# error there, retried): 43020 on the start page is "currently unavailable, try again later".
+_TRANSIENT_ON = {"POST /open/v1/phone/start": frozenset({43020})}
 # 47001/47002 name no wait: a minute, then the retry policy's own back-off on top.
 CAPACITY_RETRY_AFTER = 60.0
 
@@ -199,7 +205,9 @@ def error_for(call: str, code: int, msg: str, *, now: datetime) -> GeeLarkError:
         quota.resets_at, quota.quota = resets, QUOTA_NAMES[code]
         return _kept(quota, code, msg)
     error: GeeLarkError
-    if code in _AUTH:
+    if code in _TRANSIENT_ON.get(call, ()):
+        error = GeeLarkServerError(ErrorType.SERVER_ERROR, 200, detail)
+    elif code in _AUTH:
         error = GeeLarkAuthError(ErrorType.UNAUTHENTICATED, 200, detail)
     elif code in _INVALID:
         error = GeeLarkInvalidError(ErrorType.INVALID_ARGUMENT, 200, detail)
