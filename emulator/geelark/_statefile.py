@@ -66,8 +66,13 @@ class StateFile:
         return doc
 
     def save(self, doc: dict[str, Any]) -> None:
+        # It holds every phone's proxy and ADB passwords: made readable by the owner alone,
+        # never for a moment by the umask's mode (a scratch file left wider: narrowed first).
         scratch = self.path.with_name(self.path.name + ".tmp")
-        scratch.write_text(json.dumps(doc))
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            os.fchmod(out.fileno(), 0o600)
+            out.write(json.dumps(doc))
         os.replace(scratch, self.path)
 
     def close(self) -> None:

@@ -55,7 +55,10 @@ async def test_list_pool_pages_until_a_short_page_and_keeps_only_its_phones() ->
     devices = await provider.list_pool(POOL)
     assert sorted(d.id for d in devices) == sorted(ids)
     pages = [b["page"] for p, _, b in fake.requests if p.endswith("phone/list")]
-    assert pages == [1, 2, 3]
+    assert pages == [1, 2, 3, 1, 2, 3]  # a first listing of pages is read twice
+    await provider.list_pool(POOL)
+    pages = [b["page"] for p, _, b in fake.requests if p.endswith("phone/list")]
+    assert pages[6:] == [1, 2, 3]  # the same phones as last time: once
     assert all(b["pageSize"] == 100 for p, _, b in fake.requests)
     by_status = {d.id: d.status for d in devices}
     assert by_status[ids[0]] == READY
@@ -391,4 +394,35 @@ async def test_a_phone_moved_out_of_its_group_is_still_the_pools() -> None:
     again = await provider.create_device(_new("slot-1"))
     assert again.id == device and "phone/addNew" not in fake.paths()
     assert all("groupName" not in b for p, _, b in fake.requests if p.endswith("phone/list"))
+    await provider.aclose()
+
+
+async def test_a_template_without_an_os_version_sends_the_default_mobile_type() -> None:
+    # `addNew` requires `mobileType`: left out, every create of the pool was refused.
+    fake = Fake()
+    provider = fake.provider()
+    template = TEMPLATE.model_copy(update={"os_version": ""})
+    new = NewDevice(template=template, name="d", labels=LABELS, idempotency_key="k")
+    await provider.create_device(new)
+    [add] = [b for p, _, b in fake.requests if p.endswith("phone/addNew")]
+    assert add["mobileType"] == "Android 15"
+    await provider.aclose()
+
+
+async def test_a_delete_and_a_create_while_paging_hide_no_phone() -> None:
+    # Oldest first: a phone of page 1 deleted and one created before page 2 is read keep
+    # the total, and shift the first phone of page 2 onto page 1, where it was not read.
+    fake = Fake()
+    ids = [_ours(fake, f"k{i}") for i in range(150)]
+    provider = fake.provider()
+    assert len(await provider.list_pool(POOL)) == 150  # the listing before, as a pass had
+
+    def churn_then_page(f: Fake, body: dict[str, Any]) -> Any:
+        del f.phones[_pid(ids[5])]
+        ids.append(_ours(f, "late"))
+        return f._phone_list(body)
+
+    fake.script["phone/list"] = [lambda f, body: f._phone_list(body), churn_then_page]
+    listed = {d.id for d in await provider.list_pool(POOL)}
+    assert set(ids[6:]) <= listed
     await provider.aclose()

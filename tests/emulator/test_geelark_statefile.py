@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,20 @@ async def test_a_change_whose_answer_is_held_is_already_on_disk(tmp_path: Path) 
         # Were the process killed now, the phone would be there when it starts again.
         saved = json.loads(state.read_text())
         assert [p["name"] for p in saved["phones"]] == ["held"]
+
+
+async def test_the_state_file_is_the_owners_alone(tmp_path: Path) -> None:
+    # It holds every phone's proxy and ADB passwords: 0600, whatever the umask, and one
+    # an older run left wider is made 0600 too.
+    state = tmp_path / "geelark.json"
+    old = os.umask(0o022)
+    try:
+        async with team(state_file=state) as t:
+            await t.create("one")
+        assert stat.S_IMODE(state.stat().st_mode) == 0o600
+        state.chmod(0o644)
+        async with team(state_file=state) as t:
+            await t.create("two")
+        assert stat.S_IMODE(state.stat().st_mode) == 0o600
+    finally:
+        os.umask(old)

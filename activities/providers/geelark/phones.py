@@ -40,18 +40,31 @@ class Phones:
         self.api = api
         self.confirm_tries, self.confirm_seconds = confirm_tries, confirm_seconds
         self._sleep = sleep
+        # filters -> the phone ids of its last listing of more than one page (`listed`)
+        self._last: dict[str, set[str]] = {}
 
     async def listed(self, filters: dict[str, Any]) -> list[dict[str, Any]]:
-        """Every phone `phone/list` answers for `filters`, page by page until a short page;
-        listed again once if the total moved while paging (an item may have shifted)."""
-        for _ in range(2):
-            items, totals = await self._pages(filters)
-            if len(set(totals)) <= 1:
-                break
+        """Every phone `phone/list` answers for `filters`, page by page until a short page.
+
+        A phone deleted and another created while the pages are read keep the total but
+        shift the pages, so one phone may be read on none. A listing of more than one page
+        is therefore read a second time when its total moved while paging, or its phones
+        are not those of the previous listing of the same filters; the two are joined (a
+        phone deleted meanwhile reads not found later; one hidden would be rented again).
+        At most two listings a call; one while nothing changes."""
+        items, totals = await self._pages(filters)
+        key = repr(sorted(filters.items()))
+        if len(items) >= MAX_IDS:
+            ids = {str(item.get("id")) for item in items}
+            if len(set(totals)) > 1 or self._last.get(key) != ids:
+                again, _ = await self._pages(filters)
+                items += again
         seen: dict[str, dict[str, Any]] = {}
-        for item in items:
+        for item in reversed(items):  # the newest read of a phone
             seen.setdefault(str(item.get("id")), item)
-        return list(seen.values())
+        if len(items) >= MAX_IDS:
+            self._last[key] = set(seen)
+        return list(reversed(seen.values()))
 
     async def _pages(self, filters: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Any]]:
         items: list[dict[str, Any]] = []

@@ -76,12 +76,15 @@ from devicepool.activities.settings import ProxyPoolSettings
 from devicepool.api.errors import ErrorType
 from devicepool.api.names import LABEL_POOL, LABEL_SLOT
 
-__all__ = ["ANDROID_ONLY", "GeeLarkProvider"]
+__all__ = ["ANDROID_ONLY", "DEFAULT_MOBILE_TYPE", "GeeLarkProvider"]
 
 logger = logging.getLogger(__name__)
 
 ANDROID_ONLY = "GeeLark has Android cloud phones only"
 PROXY_TYPES = ("socks5", "http", "https")
+# `addNew` requires `mobileType`; a pool without `osVersion` gets the newest Android the
+# vendor lists, the one every region offers (`us` offers no other).
+DEFAULT_MOBILE_TYPE = "Android 15"
 _STATUSES = {STARTED: READY, STARTING: PROVISIONING, SHUT_DOWN: OFFLINE, EXPIRED: FAILED}
 _REASONS = {SHUT_DOWN: "shut down at the provider", EXPIRED: "expired at the provider"}
 PARKED = "kept stopped in the warm reserve by an earlier devicepool build"
@@ -370,8 +373,8 @@ class GeeLarkProvider:
             profile["proxyInformation"] = proxy_information(proxy)
             secrets = [proxy.password.get_secret_value(), profile["proxyInformation"]]
         body: dict[str, Any] = {"chargeMode": self.charge_mode, "data": [profile]}
-        if template.os_version:
-            body["mobileType"] = mobile_type(template.os_version)
+        os_version = template.os_version
+        body["mobileType"] = mobile_type(os_version) if os_version else DEFAULT_MOBILE_TYPE
         if template.region:
             body["region"] = template.region
         data = await self.api.call("phone/addNew", body, secrets=secrets)
