@@ -5,9 +5,9 @@ devicepool.emulator.geelark`, its clock `--speed` times faster, boots `--boot` s
 `devicepool worker` whose config has one account, `api: geelark` (key mode), with its
 minute (`windowSeconds`), margin and pool intervals divided by the speed and no idle grace.
 A pool of N phones is applied; once the emulator runs all N (ground truth: `started`), it
-is scaled to 0 (each phone stopped, then parked in the pool's warm reserve), then deleted
-(the reserve deleted). Figures are virtual seconds (real seconds x speed). The bound for
-0 -> N, from the limits that bind:
+is scaled to 0 (each phone stopped, confirmed stopped, deleted), then the pool is deleted.
+Figures are virtual seconds (real seconds x speed). The bound for 0 -> N, from the limits
+that bind:
 
     T(N) = (W + m) * max(floor((N - 1) / C), floor((N - 1) / R)) + B
 
@@ -17,16 +17,16 @@ GeeLark's minute; m the account's `windowMarginSeconds`, 1 s; C its `createsPerM
 `phone/list` mark look-up, one `phone/addNew` and one `phone/start`, so each of those
 endpoints carries N calls; listings and `phone/status` reads add to theirs); B the boot.
 The last create is granted at (W + m) * floor((N - 1) / C) and its phone runs B later.
-Ratio = measured / T(N). N -> 0 has no ratio: its unavoidable calls (one `phone/stop` a
-phone) meet no limit below R phones, so what it takes is the worker's own calls, printed
-by endpoint (read from the worker's `/metrics`, 2.5 s after each leg: it renders every 2 s).
+Ratio = measured / T(N). N -> 0 has no ratio: its unavoidable calls (one `phone/stop` and
+one `phone/delete` a phone) meet no limit below R phones, so what it takes is the worker's
+own calls, printed by endpoint (from the worker's `/metrics`, read 2.5 s after each leg:
+it renders them every 2 s).
 
 From the emulator's `/_emulator/stats`: refusals for going over a minute (40007) or an
-hour (40014), locks, `duplicateNames` (the most seen at any poll before the scale-down;
-parked phones share a name), phones created, phones left, minutes billed. Requested
-device-minutes = N x (scale-down - apply): what the pool asked to run. Run device-minutes =
-the integral of the emulator's `running` (started or booting: what it bills) over the
-polls; billed minutes round each phone's up.
+hour (40014), locks, `duplicateNames` (the most seen at any poll), phones created, phones
+left, minutes billed. Requested device-minutes = N x (scale-down - apply): what the pool
+asked to run. Run device-minutes = the integral of the emulator's `running` (started or
+booting: what it bills) over the polls; billed minutes round each phone's up.
 
     .venv/bin/python bench/geelark.py [--phones 100] [--speed 4] [--boot 20]
         [--creates-per-minute 20] [--timeout 480]
@@ -51,7 +51,7 @@ from typing import Any
 import httpx
 from _results import recorded
 from _stack import dev_server, geelark_process, start_pool, worker_process
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from devicepool.api.names import QUERY_STATUS, UPDATE_SCALE, ledger_workflow_id
 from devicepool.emulator.geelark.config import DEFAULT_API_KEY, DEFAULT_APP_ID
@@ -138,7 +138,6 @@ class Watch:
         self.start = time.monotonic()
         self.running = Meter()
         self.duplicates = 0
-        self.creating = True  # count duplicate names (parked phones share one)
         self.stats: dict[str, Any] = {}
         self.pool: WorkflowHandle[Any, Any] | None = None  # once applied
 
@@ -149,8 +148,7 @@ class Watch:
         self.stats = (await self.http.get("/_emulator/stats")).json()
         phones = self.stats["phones"]
         self.running.sample(self.now(), phones["running"])
-        if self.creating:
-            self.duplicates = max(self.duplicates, phones["duplicateNames"])
+        self.duplicates = max(self.duplicates, phones["duplicateNames"])
         return dict(phones)
 
     async def calls(self) -> Counter[str]:
@@ -290,9 +288,8 @@ async def run(client: Client, watch: Watch, args: argparse.Namespace) -> None:
     calls = (now := await settled_calls(watch)) - calls
     print(f"    the worker's calls: {by_endpoint(calls)}")
 
-    # N -> 0: scale to 0 (each phone stopped, then parked: renamed into the reserve)
+    # N -> 0: scale to 0 (each phone stopped, confirmed stopped, deleted)
     before, calls, down, wanted = accepted(watch), now, watch.now(), watch.running.total
-    watch.creating = False  # parked phones share one name: not duplicates
     await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=0), result_type=Accepted)
     half = n - n // 2
     stopped, marks = await watch.until(
@@ -308,20 +305,29 @@ async def run(client: Client, watch: Watch, args: argparse.Namespace) -> None:
         await watch.look()
         await asyncio.sleep(POLL)
     await watch.look()
-    parked = watch.now()
+    settled = watch.now()
     print(
         f"{n} -> 0: {half} stopped {marks['half'] - down:6.1f} s, all stopped (billing ends) "
-        f"{stopped - down:6.1f} s, the pool shows none {parked - down:6.1f} s; "
+        f"{stopped - down:6.1f} s, the pool shows none {settled - down:6.1f} s; "
         f"{accepted(watch) - before} requests"
     )
     calls = (now := await settled_calls(watch)) - calls
     print(f"    the worker's calls: {by_endpoint(calls)}")
 
-    # delete: the pool's reserve deleted
+    # delete the pool
     before, calls, deleting = accepted(watch), now, watch.now()
     await handle.cancel()
-    gone, _ = await watch.until("delete", lambda p: p["total"] == 0, within=within)
-    print(f"delete: 0 phones left {gone - deleting:6.1f} s; {accepted(watch) - before} requests")
+    deadline = time.monotonic() + within
+    while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"delete: the pool still runs after {within:g} s")
+        await watch.look()
+        await asyncio.sleep(POLL)
+    phones = await watch.look()
+    print(
+        f"delete: the pool ended {watch.now() - deleting:6.1f} s, {phones['total']} phones "
+        f"left; {accepted(watch) - before} requests"
+    )
     calls = (now := await settled_calls(watch)) - calls
     print(f"    the worker's calls: {by_endpoint(calls)}")
 
@@ -336,7 +342,7 @@ async def run(client: Client, watch: Watch, args: argparse.Namespace) -> None:
     )
     print(
         f"phones: {phones['created']} created for {n}, {phones['starts']} starts, duplicate "
-        f"names {watch.duplicates} (most at any look until the scale-down), {phones['total']} left"
+        f"names {watch.duplicates} (most at any look), {phones['total']} left"
     )
     requested = n * (down - applied) / 60
     ran, after = wanted / 60, watch.running.since(wanted) / 60
