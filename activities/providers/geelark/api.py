@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import json as jsonlib
 import logging
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +35,7 @@ from devicepool.activities.providers.geelark.errors import (
     GeeLarkError,
     GeeLarkRateLimitedError,
     GeeLarkServerError,
+    GeeLarkTimeSpentError,
     error_for,
 )
 from devicepool.activities.providers.geelark.limits import Breaker, EndpointPacer
@@ -39,7 +43,7 @@ from devicepool.activities.providers.geelark.signing import geelark_auth
 from devicepool.activities.secrets import REDACTED, Scrubber
 from devicepool.api.errors import ErrorType
 
-__all__ = ["DEFAULT_BASE_URL", "MAX_IDS", "Batch", "GeeLarkApi"]
+__all__ = ["DEFAULT_BASE_URL", "MAX_IDS", "Batch", "Deadlines", "GeeLarkApi"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +51,18 @@ DEFAULT_BASE_URL = "https://openapi.geelark.com"
 MAX_IDS = 100  # ids a batch call takes, and a page's most items
 MAX_BODY_BYTES = 8 * 1024 * 1024
 _TEXT_FIELDS = frozenset({"msg"})
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """When (`GeeLarkApi.clock`) a run of calls sends its last call and hears its last answer."""
+
+    send_by: float
+    answer_by: float
+
+
+# The deadlines of the calls this task makes now (`GeeLarkApi.deadlines`); None: unbounded.
+_deadlines: ContextVar[Deadlines | None] = ContextVar("geelark_deadlines", default=None)
 
 
 @dataclass
@@ -75,6 +91,7 @@ class GeeLarkApi(HttpClient):
         pacer: EndpointPacer | None = None,
         breaker: Breaker | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Callable[[], float] = time.monotonic,
         auth: httpx.Auth | None = None,
     ) -> None:
         if isinstance(api_key, str):
@@ -87,6 +104,7 @@ class GeeLarkApi(HttpClient):
         self.pacer = pacer or EndpointPacer()
         self.breaker = breaker or Breaker()
         self._now = now
+        self.clock = clock
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             auth=auth or geelark_auth(app_id, api_key),
@@ -100,6 +118,30 @@ class GeeLarkApi(HttpClient):
         mode = "key" if self.app_id else "token"
         return f"GeeLarkApi(base_url={self.base_url!r}, {mode}=SecretStr({REDACTED!r}))"
 
+    @contextmanager
+    def deadlines(
+        self, *, send_by: float | None = None, answer_by: float | None = None
+    ) -> Iterator[None]:
+        """Within it, this task's calls are sent by `send_by` and their answers awaited until
+        `answer_by` at most (times of `clock`; nested: the earlier of each holds). A call
+        that would be sent later, or wait its pacer's turn past `send_by`, is refused
+        unsent (retryable): a caller whose attempt has a timeout of its own ends in it."""
+        outer = _deadlines.get()
+        inf = float("inf")
+        send = min(send_by if send_by is not None else inf, outer.send_by if outer else inf)
+        answer = min(answer_by if answer_by is not None else inf, outer.answer_by if outer else inf)
+        token = _deadlines.set(Deadlines(send, answer))
+        try:
+            yield
+        finally:
+            _deadlines.reset(token)
+
+    def _within(self, call: str, deadlines: Deadlines | None) -> None:
+        if deadlines is not None and self.clock() >= deadlines.send_by:
+            raise GeeLarkTimeSpentError(
+                ErrorType.TIMEOUT, None, f"{call}: not sent, this attempt's time is spent"
+            )
+
     async def call(
         self, endpoint: str, body: dict[str, Any], *, secrets: Iterable[str] = ()
     ) -> Any:
@@ -111,17 +153,24 @@ class GeeLarkApi(HttpClient):
         scrubber = self._scrubber.including(*(s for s in secrets if s))
         if self.metrics is not None:
             self.metrics.api_call(call)
+        bounds = _deadlines.get()
         try:
             self.breaker.check(call)
-            await self.pacer.turn(path)
+            self._within(call, bounds)
+            room = None if bounds is None else bounds.send_by - self.clock()
+            await self.pacer.turn(path, max_wait=room)
             self.breaker.check(call)  # tripped while this call waited its turn
+            self._within(call, bounds)
+            wait = self.timeout
+            if bounds is not None:
+                wait = max(0.0, min(wait, bounds.answer_by - self.clock()))
             response, raw = await exchange(
                 self._http,
                 "POST",
                 path,
                 max_bytes=MAX_BODY_BYTES,
                 scrubber=scrubber,
-                deadline=self.timeout,
+                deadline=wait,
                 json=body,
             )
             return self._answer(call, path, response, raw, scrubber)

@@ -61,6 +61,7 @@ __all__ = [
     "GeeLarkRateLimitedError",
     "GeeLarkServerError",
     "GeeLarkStateError",
+    "GeeLarkTimeSpentError",
     "GeeLarkUnavailableError",
     "error_for",
     "locked_error",
@@ -146,6 +147,11 @@ class GeeLarkLockedError(GeeLarkRateLimitedError):
 
 class GeeLarkUnavailableError(GeeLarkError, RegionUnavailableError):
     """No phone to be had now (inventory, a model under maintenance): the pool backs off."""
+
+
+class GeeLarkTimeSpentError(GeeLarkError):
+    """A call not sent: the attempt that asked it has no time left for it (`TIMEOUT`,
+    retried). Not a `TransportError`: nothing was sent, so nothing needs looking up."""
 
 
 class GeeLarkServerError(GeeLarkError, ServerError):

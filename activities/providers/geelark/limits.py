@@ -86,12 +86,14 @@ class EndpointPacer:
             wait = max(wait, sent[-self.per_minute] + self.minute + self.margin - now)
         return max(0.0, wait)
 
-    async def turn(self, endpoint: str) -> None:
-        """Wait until `endpoint` has room in both windows, and count this send."""
+    async def turn(self, endpoint: str, *, max_wait: float | None = None) -> None:
+        """Wait until `endpoint` has room in both windows, and count this send. A wait longer
+        than `max_wait` (at most the pacer's own) is refused at once, the wait its delay."""
+        limit = self.max_wait if max_wait is None else min(self.max_wait, max_wait)
         lock = self._locks.setdefault(endpoint, asyncio.Lock())
         async with lock:  # first come, first served per endpoint
             while (wait := self._wait(endpoint, self._clock())) > 0:
-                if wait > self.max_wait:
+                if wait > limit:
                     raise GeeLarkRateLimitedError(
                         ErrorType.RATE_LIMITED,
                         None,

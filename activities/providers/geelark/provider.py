@@ -85,6 +85,14 @@ PROXY_TYPES = ("socks5", "http", "https")
 # `addNew` requires `mobileType`; a pool without `osVersion` gets the newest Android the
 # vendor lists, the one every region offers (`us` offers no other).
 DEFAULT_MOBILE_TYPE = "Android 15"
+# A create is up to four calls (the mark, `addNew`, the mark again after a lost answer, the
+# start) in an activity attempt of 20 s (workflows/provision), retried on any worker when it
+# runs out: so, from the create's start, `addNew` is sent by 8 s, any call by 15 s, and no
+# answer is awaited past 18 s. Past them it fails retryable; the next attempt finds by its
+# mark what this one made.
+ADD_BY_SECONDS = 8.0
+SEND_BY_SECONDS = 15.0
+ANSWER_BY_SECONDS = 18.0
 _STATUSES = {STARTED: READY, STARTING: PROVISIONING, SHUT_DOWN: OFFLINE, EXPIRED: FAILED}
 _REASONS = {SHUT_DOWN: "shut down at the provider", EXPIRED: "expired at the provider"}
 PARKED = "kept stopped in the warm reserve by an earlier devicepool build"
@@ -303,11 +311,15 @@ class GeeLarkProvider:
         if not pool:
             raise InvalidArgumentError(ErrorType.INVALID_ARGUMENT, None, "a device needs a pool")
         mark = slot_mark(pool, new.idempotency_key)
-        with provider_call(pool=pool):
+        began = self.api.clock()
+        bounds = self.api.deadlines(
+            send_by=began + SEND_BY_SECONDS, answer_by=began + ANSWER_BY_SECONDS
+        )
+        with provider_call(pool=pool), bounds:
             # Two attempts of one slot one at a time: the second looks the mark up after
             # the first's add was answered.
             async with self._slots.setdefault(mark, asyncio.Lock()):
-                return await self._create(pool, mark, labels, new)
+                return await self._create(pool, mark, labels, new, began)
 
     async def _marked(self, pool: str, mark: str) -> list[tuple[dict[str, Any], DeviceInfo]]:
         items = await self.phones.listed({"serialName": mark})  # any group (`list_pool`)
@@ -319,7 +331,7 @@ class GeeLarkProvider:
         return sorted(found, key=lambda pair: (pair[1].created_at, pair[1].id))
 
     async def _create(
-        self, pool: str, mark: str, labels: dict[str, str], new: NewDevice
+        self, pool: str, mark: str, labels: dict[str, str], new: NewDevice, began: float
     ) -> DeviceInfo:
         # First, always: an earlier attempt whose answer was lost made it.
         found = await self._marked(pool, mark)
@@ -328,7 +340,8 @@ class GeeLarkProvider:
             # slots (docs/providers.md, "The warm reserve on GeeLark: not yet").
             remark = Remark(created=self._wall(), region=new.template.region, labels=labels)
             try:
-                phone_id = await self._add(mark, pool, new.template, remark, new.proxy)
+                with self.api.deadlines(send_by=began + ADD_BY_SECONDS):
+                    phone_id = await self._add(mark, pool, new.template, remark, new.proxy)
             except (TransportError, ServerError):
                 # No clear answer: the add may have been applied. Look before any retry.
                 found = await self._marked(pool, mark)
