@@ -269,3 +269,14 @@ def test_creates_dropped_for_a_quota_are_said_so() -> None:
     assert [h.message for h in said if h.reason == "Withdrawn"] == [
         "2 create(s) not yet rented dropped (fewer replicas wanted)"
     ]
+
+
+def test_a_late_report_of_a_reset_already_waited_for_holds_nothing_again() -> None:
+    # A batch refused at 23:59:59 reports its end minutes later (it waited for boots): the
+    # reset it names has passed and was waited for; creates are not held again.
+    state = PoolState()
+    state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    late = MIDNIGHT + timedelta(minutes=4)
+    state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=late,
+                      hold_quota=True)  # fmt: skip
+    assert not state.backoff.creates_held(late)

@@ -80,6 +80,8 @@ class Backoff(CamelModel):
         resets = refusal.resets_at
         least = now + timedelta(seconds=settings.backoff_initial_seconds)
         waited = self.quota.resets_at if self.quota is not None else None
+        if resets is not None and waited is not None and resets <= min(waited, now):
+            return  # a late word of a reset already waited for (a batch that ended late)
         if resets is None:
             until = now + QUOTA_REPROBE
         elif waited is not None and waited < now <= waited + QUOTA_SKEW < resets:
