@@ -171,13 +171,17 @@ def get(
     except (ConversionError, BadInput) as err:
         raise fail(str(err), EXIT_BAD_INPUT) from None
 
-    async def fetch(client: Any) -> list[Any]:
+    async def fetch(client: Any, ask: Callable[[Any], bool] | None = None) -> list[Any]:
         if name is not None:  # one pool: asked, so that a pool no worker answers says so (`?`)
             _, found = await first_kind(kinds, lambda k: client.summary(name, kind=k.name))
             return [found]
         # One List call for every kind; the table reads each pool's row from it (its memo).
-        # -o json|yaml print the whole status (deviceIds, lastReconciled, costToDate): asked.
-        return await client.list_kinds([k.name for k in kinds], full=fmt != Output.TABLE)
+        # -o json|yaml print the whole status (deviceIds, lastReconciled, costToDate): asked,
+        # under -w only when `ask` says the pool's row changed.
+        names = [k.name for k in kinds]
+        if ask is not None:
+            return await client.list_kinds(names, full=False, ask=ask)
+        return await client.list_kinds(names, full=fmt != Output.TABLE)
 
     if watch:
         try:
@@ -207,7 +211,7 @@ def get(
 
 
 async def watch_pools(
-    fetch: Callable[[Any], Awaitable[list[Any]]],
+    fetch: Callable[[Any, Callable[[Any], bool] | None], Awaitable[list[Any]]],
     fmt: Output,
     kinds: list[Kind],
     *,
@@ -218,33 +222,54 @@ async def watch_pools(
     """`get --watch`: print every pool, then each pool again when its figures change.
 
     Reads the pools every `WATCH_SECONDS` (the table: one List call, each pool's row
-    from its memo; one pool, or -o json|yaml: its queries); AGE alone changing is no
-    change. A watched pool that goes away is forgotten (printed again if it
-    comes back); with `-o json|yaml` each change is one whole resource. Each
+    from its memo; one pool: its queries; -o json|yaml: the List call, and the queries
+    of a pool whose row changed since the last refresh, or that has none); AGE alone
+    changing is no change. A watched pool that goes away is forgotten (printed again
+    if it comes back); with `-o json|yaml` each change is one whole resource. Each
     kind has its own columns: rows of another kind than the last printed come
     under their header again, after a blank line, as `kubectl get all -w` does.
     """
     client = await open_pools(name)
     streams = {kind.name: RowStream(kind.columns) for kind in kinds}
     seen: dict[tuple[str, str], list[Any]] = {}
+    # -o json|yaml: each pool's row as the last List call showed it (its figures).
+    rows: dict[tuple[str, str], list[Any]] = {}
+
+    def figures_of(pool: Any) -> list[Any]:
+        figures = watch_row(pool, kinds, named=named)
+        del figures[KINDS[pool.kind].columns.index("AGE")]
+        return figures
+
+    def row_moved(row: Any) -> bool:
+        """Whether a pool's row differs from the last List call's (then it is asked)."""
+        figures = figures_of(row)
+        if rows.get((row.kind, row.name)) == figures:
+            return False
+        rows[(row.kind, row.name)] = figures
+        return True
+
     last: str | None = None
     first = True
     while True:
         try:
-            pools = await fetch(client)
+            pools = await fetch(client, None if fmt == Output.TABLE else row_moved)
         except PoolNotFound:
             if first:
                 raise
             pools = []
         changed = []
         for pool in pools:
-            figures = watch_row(pool, kinds, named=named)
-            del figures[KINDS[pool.kind].columns.index("AGE")]
+            if pool.from_row and fmt != Output.TABLE:
+                continue  # not asked: its row did not change since it was last asked
+            figures = figures_of(pool)
             if seen.get((pool.kind, pool.name)) != figures:
                 seen[(pool.kind, pool.name)] = figures
                 changed.append(pool)
-        for gone in seen.keys() - {(p.kind, p.name) for p in pools}:
+        listed = {(p.kind, p.name) for p in pools}
+        for gone in seen.keys() - listed:
             del seen[gone]
+        for gone in rows.keys() - listed:
+            del rows[gone]
         if first and not pools and fmt == Output.TABLE:
             view = VIEWS[kinds[0].name if len(kinds) == 1 else DEVICE_POOL.name]
             sys.stderr.write(view.none_found + "\n")

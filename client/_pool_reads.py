@@ -4,7 +4,7 @@ account's window, the profiles a teardown retired. Each is called by the method 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
@@ -70,11 +70,16 @@ async def list_pools(
 
 
 async def list_kinds(
-    pools: PoolClient, kinds: Sequence[str], *, full: bool = True
+    pools: PoolClient,
+    kinds: Sequence[str],
+    *,
+    full: bool = True,
+    ask: Callable[[PoolSummary], bool] | None = None,
 ) -> list[PoolSummary]:
     """Every running pool of the kinds from one List call, in the kinds' order and by name
     within, each with its live spec and status (two queries a pool); without `full`, what
-    `get`'s table shows: each pool's row from its memo, and only a pool without one is asked."""
+    `get`'s table shows: each pool's row from its memo, and only a pool without one is asked,
+    or one whose row `ask` answers True for (`get -w -o json`: a row that changed)."""
     sides = [pools._side(kind) for kind in kinds]
     types = ", ".join(f"'{side.kind.workflow_type}'" for side in sides)
     which = f"WorkflowType = {types}" if len(sides) == 1 else f"WorkflowType IN ({types})"
@@ -91,7 +96,8 @@ async def list_kinds(
     limit = asyncio.Semaphore(16)
 
     async def one(side: Side, name: str, execution: Any) -> PoolSummary | None:
-        if not full and (row := await summary_in_list(side.kind.name, name, execution)):
+        row = None if full else await summary_in_list(side.kind.name, name, execution)
+        if row is not None and not (ask is not None and ask(row)):
             return row
         async with limit:
             return await summary_of(pools, side.kind.name, name, execution)
@@ -115,6 +121,7 @@ async def summary_in_list(kind: str, name: str, execution: Any) -> PoolSummary |
         status=dict(row.status),
         created=row.created_at or execution.start_time,
         kind=side.kind.name,
+        from_row=True,
     )
 
 

@@ -25,6 +25,9 @@ class PoolSummary:
     metadata: dict[str, Any] = field(default_factory=dict)
     # The pool's kind (`api.kinds`): a DevicePool unless said.
     kind: str = KIND_DEVICE_POOL
+    # Read from the row in its memo (`get`'s table), not asked: a status of the table's
+    # fields only, without `deviceIds`, `lastReconciled`, `costToDate`.
+    from_row: bool = False
 
     def to_resource(self, api_version: str = API_VERSION_STORED) -> dict[str, Any]:
         """The pool as `get -o json|yaml` prints it, in `api_version` (default: the stored one)."""

@@ -287,9 +287,16 @@ class PoolClient(DeviceControls):
         call: each pool's row in its memo (a pool without one is asked)."""
         return await _pool_reads.list_pools(self, kind, full=full)
 
-    async def list_kinds(self, kinds: Sequence[str], *, full: bool = True) -> list[PoolSummary]:
-        """`list_pools` of several kinds (manifest kinds) from one List call, in their order."""
-        return await _pool_reads.list_kinds(self, kinds, full=full)
+    async def list_kinds(
+        self,
+        kinds: Sequence[str],
+        *,
+        full: bool = True,
+        ask: Callable[[PoolSummary], bool] | None = None,
+    ) -> list[PoolSummary]:
+        """`list_pools` of several kinds (manifest kinds) from one List call, in their order;
+        without `full`, a pool whose row `ask` answers True for is asked too."""
+        return await _pool_reads.list_kinds(self, kinds, full=full, ask=ask)
 
     async def devices(self, name: str) -> DevicesView:
         """A DevicePool's devices (a BrowserPool's: `profiles`)."""

@@ -165,3 +165,60 @@ def test_get_w_refreshes_from_one_list_call_alone(
         "NAME",
         "browserpool/b1",
     ]
+
+
+def test_get_w_o_json_asks_only_the_pools_whose_row_changed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review R11 #2. Off a terminal `get -w` prints JSON: it asked every pool its `spec` and
+    `status` on every refresh, two queries a pool every 2 s. The first print asks them all
+    (the whole status); after it only a pool whose row changed is asked again."""
+    from devicepool.client import _cli_pools
+    from tests.helpers.cli import fake_temporal
+
+    monkeypatch.setattr(_cli_pools, "WATCH_SECONDS", 0.01)
+    pools = [Remembered(_device(n), platform="android") for n in ("d1", "d2")]
+    pools.append(Remembered(browser("b1")))
+    temporal = fake_temporal(monkeypatch, ListedThrice(*pools))
+    code, out, err = cli(capsys, "get", "-w", "-o", "json")
+    assert code == EXIT_OK, err
+    assert len(temporal.queries) == 3  # one List call a refresh
+    assert [sorted(p.queries) for p in pools] == [["spec", "status"]] * 3  # the first print's
+    shown = [json.loads(chunk) for chunk in out.replace("}\n{", "}\n\x00{").split("\x00")]
+    assert [s["metadata"]["name"] for s in shown] == ["d1", "d2", "b1"]
+    assert shown[0]["status"]["deviceIds"] == ["d-1", "d-2", "d-3", "d-4"]  # the whole status
+
+
+class RowMoves(ListedThrice):
+    """Temporal whose pool `d2` writes a new row before the second List call."""
+
+    async def list_workflows(self, query: str) -> Any:
+        if len(self.queries) == 1:
+            moved = self.pools["devicepool/d2"]
+            moved.answers["status"] = {**moved.answers["status"], "readyDevices": 4}
+            moved.memo = {**moved.memo, "status": {**moved.memo["status"], "readyDevices": 4}}
+        async for pool in super().list_workflows(query):
+            yield pool
+
+
+def test_get_w_o_json_asks_a_pool_again_once_its_row_moves(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from devicepool.client import _cli_pools
+    from tests.helpers.cli import fake_temporal
+
+    monkeypatch.setattr(_cli_pools, "WATCH_SECONDS", 0.01)
+    pools = [Remembered(_device(n), platform="android") for n in ("d1", "d2")]
+    fake_temporal(monkeypatch, RowMoves(*pools))
+    code, out, err = cli(capsys, "get", "-w", "-o", "json")
+    assert code == EXIT_OK, err
+    assert [sorted(p.queries) for p in pools] == [
+        ["spec", "status"],
+        ["spec", "spec", "status", "status"],
+    ]
+    shown = [json.loads(chunk) for chunk in out.replace("}\n{", "}\n\x00{").split("\x00")]
+    assert [(s["metadata"]["name"], s["status"]["readyDevices"]) for s in shown] == [
+        ("d1", 3),
+        ("d2", 3),
+        ("d2", 4),
+    ]
