@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from devicepool.activities.device_models import OFFLINE
+from devicepool.activities.device_models import FAILED
 from devicepool.activities.models import DeviceTemplate
 from devicepool.activities.providers.base import NewDevice, provider_call
 from devicepool.activities.providers.geelark.marks import (
@@ -82,16 +82,19 @@ async def test_a_create_never_claims_a_parked_phone() -> None:
     await provider.aclose()
 
 
-async def test_a_parked_phone_is_an_offline_member_its_pool_removes() -> None:
+@pytest.mark.parametrize("status", [2, 0])  # as parked, or started by someone since
+async def test_a_parked_phone_is_a_failed_device_its_pool_removes(status: int) -> None:
+    # `failed`: never counted toward replicas, removed at once, and no serving phone is
+    # scaled down in its place (an `offline` member would be counted, and wait 180 s).
     fake = Fake()
-    parked = _parked(fake, group="moved by hand")
+    parked = _parked(fake, group="moved by hand", status=status)
     provider = fake.provider()
     [listed] = await provider.list_pool(POOL)
-    assert _pid(listed.id) == parked and listed.status == OFFLINE
-    assert LABEL_SLOT not in listed.labels  # no slot: the pool adopts it as a stray
-    assert listed.labels[LABEL_POOL] == POOL
+    assert _pid(listed.id) == parked and listed.status == FAILED
+    assert LABEL_SLOT not in listed.labels  # it serves no slot
+    assert listed.labels[LABEL_POOL] == POOL and "earlier devicepool build" in listed.reason
     items, gone = await provider.read_statuses([listed.id])
-    assert [(i.id, i.status) for i in items] == [(listed.id, OFFLINE)] and gone == []
+    assert [(i.id, i.status) for i in items] == [(listed.id, FAILED)] and gone == []
     assert (await provider.get_device(listed.id)).info == listed
     with provider_call(pool=POOL):  # the pool's surplus, or its replacement
         await provider.remove_device(listed.id)

@@ -8,9 +8,10 @@ warm reserve is named `dvp-<pool digest>-reserve` (none is parked now): it is th
 release still see it and remove it.
 A pool's listing is narrowed by the name's prefix `dvp-<pool digest>-`; the group
 `dvp-<pool digest>` only sorts the phones for a person (who may move them: never read), the
-tag `devicepool` marks the account's managed phones, and the `remark` holds the created time, the region and
-the device's labels (`devicepool/1 dp.at=<epoch> dp.region=<r> <label>=<v> ...`,
-percent-encoded). A phone is the pool's only if its name and its remark both say so.
+tag `devicepool` marks the account's managed phones, and the `remark` holds the created
+time, the region and the device's labels (`devicepool/1 dp.at=<epoch> dp.region=<r>
+<label>=<v> ...`, percent-encoded). A phone is the pool's only if its name and its remark
+both say so.
 """
 
 from __future__ import annotations

@@ -6,12 +6,13 @@ name and remark (`marks`), never its group (a person may move a phone); a device
 idempotency key), adds a phone only if none, looks again when the add got no clear answer,
 and starts it (`addNew` makes a shut-down phone). Every removal stops the phone, confirms it
 stopped, then deletes it (delete is refused while started): no warm reserve, `spec.reserve`
-is ignored (an account with a delete), and a phone an earlier build parked is a stray
-member of its pool, removed like any other. Statuses: 0 started `ready`, 1 starting
+is ignored (an account with a delete), and a phone an earlier build parked is a `failed`
+device of its pool, which removes it. Statuses: 0 started `ready`, 1 starting
 `provisioning`, 2 shut down `offline`, 3 expired `failed`. Per-item results decide every
-batch call. No region list, no reset (a used phone is replaced). Secrets (the key, proxy passwords in listings, the ADB
-password outside `ConnectInfo`) never reach a result or an error. Why: docs/providers.md,
-"GeeLark's Open API".
+batch call. No region list, no reset (a used phone is replaced). Secrets (the key, proxy
+passwords in listings, the ADB password outside `ConnectInfo`) never reach a result or an
+error. One create fits inside its activity's attempt (`ADD_BY_SECONDS`...). Why:
+docs/providers.md, "GeeLark's Open API".
 """
 
 from __future__ import annotations
@@ -95,7 +96,13 @@ SEND_BY_SECONDS = 15.0
 ANSWER_BY_SECONDS = 18.0
 _STATUSES = {STARTED: READY, STARTING: PROVISIONING, SHUT_DOWN: OFFLINE, EXPIRED: FAILED}
 _REASONS = {SHUT_DOWN: "shut down at the provider", EXPIRED: "expired at the provider"}
-PARKED = "kept stopped in the warm reserve by an earlier devicepool build"
+PARKED = "kept stopped in the warm reserve by an earlier devicepool build; never serves"
+
+
+def _parked_status(digest: str, status: str, reason: str | None) -> tuple[str, str | None]:
+    """A phone an earlier build parked is `failed` (it serves no slot, ever): its pool
+    removes it at once and counts it toward nothing; any other keeps its status."""
+    return (FAILED, PARKED) if digest == RESERVE_DIGEST else (status, reason)
 
 
 def _status(value: Any) -> tuple[str, str | None]:
@@ -169,11 +176,8 @@ class GeeLarkProvider:
         created = remark.created if math.isfinite(remark.created) else 0.0
         labels = dict(remark.labels)
         if digest == RESERVE_DIGEST:
-            if name != reserve_mark(remark.pool):
-                return None
-            # Parked by an earlier build: a stray of its pool (no slot), removed as one.
-            labels.pop(LABEL_SLOT, None)
-            reason = PARKED
+            labels.pop(LABEL_SLOT, None)  # parked by an earlier build: it serves no slot
+        status, reason = _parked_status(digest, status, reason)
         return DeviceInfo(
             id=device_id(str(phone_id), digest),
             status=status,
@@ -242,7 +246,8 @@ class GeeLarkProvider:
                     if isinstance(name, str) and name_digest(name) != digest:
                         not_found.append(device)
                     else:
-                        items.append(DeviceStatusInfo(id=device, status=status, reason=reason))
+                        shown, why = _parked_status(digest, status, reason)
+                        items.append(DeviceStatusInfo(id=device, status=shown, reason=why))
         return items, not_found
 
     async def connect_info(self, device_id: str) -> ConnectInfo:
