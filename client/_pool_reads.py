@@ -4,10 +4,16 @@ account's window, the profiles a teardown retired. Each is called by the method 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
+from temporalio.common import SearchAttributeKey
 
 from devicepool.api.conversion import stored_spec_json
 from devicepool.api.kinds import BROWSER_POOL, DEVICE_POOL
@@ -94,9 +100,17 @@ async def list_kinds(
                     listed.append((side, name, execution))
                     break
     limit = asyncio.Semaphore(16)
+    served = (
+        {}
+        if full
+        else await pools._workers.served({getattr(e, "task_queue", None) for _, _, e in listed})
+    )
 
     async def one(side: Side, name: str, execution: Any) -> PoolSummary | None:
         row = None if full else await summary_in_list(side.kind.name, name, execution)
+        if row is not None:
+            # A row is frozen at its last write: it cannot say that no worker is left.
+            row.stale = not is_served(served.get(getattr(execution, "task_queue", None)), execution)
         if row is not None and not (ask is not None and ask(row)):
             return row
         async with limit:
@@ -105,6 +119,80 @@ async def list_kinds(
     found = await asyncio.gather(*(one(*each) for each in listed))
     order = {side.kind.name: i for i, side in enumerate(sides)}
     return sorted((p for p in found if p is not None), key=lambda p: (order[p.kind], p.name))
+
+
+# A worker's poll of its queue is a long poll (about a minute on the server): its last
+# access is when it began. Not one this recent: no worker serves the queue.
+POLLED_WITHIN = timedelta(minutes=2)
+# `get -w`: a task queue's workers are asked again at most this often.
+WORKERS_FOR_SECONDS = 30.0
+
+# A queue's workers as DescribeTaskQueue saw them: each one's version (as a pinned execution
+# names it, in either spelling; none unversioned) and its last poll; None: not known (the
+# call failed, or an execution without its queue).
+Pollers = list[tuple[frozenset[str], datetime]] | None
+# What a listed execution says of its Worker Versioning (system search attributes).
+_KEY_BEHAVIOR = SearchAttributeKey.for_keyword("TemporalWorkflowVersioningBehavior")
+_KEY_VERSION = SearchAttributeKey.for_keyword("TemporalWorkerDeploymentVersion")
+
+
+def _version(options: Any) -> frozenset[str]:
+    if not options.build_id:
+        return frozenset()
+    return frozenset(f"{options.deployment_name}{sep}{options.build_id}" for sep in ":.")
+
+
+class TaskQueueWorkers:
+    """Which workers poll the pools' task queues: one DescribeTaskQueue a queue, kept for
+    `WORKERS_FOR_SECONDS`, so that a `get -w` refresh is one List call on most refreshes."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._known: dict[str, tuple[float, Pollers]] = {}
+
+    async def served(self, queues: Iterable[str | None]) -> dict[str | None, Pollers]:
+        wanted = sorted(q for q in set(queues) if q)
+        now = time.monotonic()
+        due = [q for q in wanted if q not in self._known or self._known[q][0] <= now]
+        for queue, pollers in zip(due, await asyncio.gather(*map(self._pollers, due)), strict=True):
+            self._known[queue] = (now + WORKERS_FOR_SECONDS, pollers)
+        return {q: self._known[q][1] for q in wanted}
+
+    async def _pollers(self, queue: str) -> Pollers:
+        try:
+            answer = await self._client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=self._client.namespace,
+                    task_queue=TaskQueue(name=queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+                ),
+                timeout=QUERY_TIMEOUT,
+            )
+        except Exception:  # not allowed, not answered, a stand-in without it: not known
+            return None
+        return [
+            (_version(p.deployment_options), p.last_access_time.ToDatetime(tzinfo=UTC))
+            for p in answer.pollers
+        ]
+
+
+def is_served(pollers: Pollers, execution: Any) -> bool:
+    """Whether a worker polled the execution's queue lately (one of its build, if the
+    execution is pinned to one); not known counts as served."""
+    if pollers is None:
+        return True
+    since = datetime.now(UTC) - POLLED_WITHIN
+    build = _pinned_build(execution)
+    return any(at >= since and (not build or build in of) for of, at in pollers)
+
+
+def _pinned_build(execution: Any) -> str:
+    """The Worker Versioning build ("deployment:build") a listed execution is pinned to, as
+    its system search attributes say; "" for none (unversioned, auto-upgrade, not said)."""
+    attrs = execution.typed_search_attributes
+    if attrs.get(_KEY_BEHAVIOR) != "Pinned":
+        return ""
+    return str(attrs.get(_KEY_VERSION) or "")
 
 
 async def summary_in_list(kind: str, name: str, execution: Any) -> PoolSummary | None:

@@ -82,6 +82,8 @@ class PoolClient(DeviceControls):
         self._served_accounts: set[str] = set()
         # The worker's check of a pool's proxy pool, region and platform (`_refs_check.RefsCheck`).
         self._refs = RefsCheck(client)
+        # Whether workers poll the pools' task queues (`get` from the memo rows).
+        self._workers = _pool_reads.TaskQueueWorkers(client)
 
     def browser_pool_client(self) -> PoolClient:
         """The same Temporal client, its names meaning BrowserPools (`BrowserPoolClient`)."""

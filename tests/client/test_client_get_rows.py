@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 from devicepool.api.names import MEMO_POOL_ROW
 from devicepool.client.errors import EXIT_OK
@@ -222,3 +223,107 @@ def test_get_w_o_json_asks_a_pool_again_once_its_row_moves(
         ("d2", 3),
         ("d2", 4),
     ]
+
+
+class Polled(ListedThrice):
+    """Temporal whose task queues have the workers that last polled them so long ago."""
+
+    def __init__(self, *pools: Pool, polled: dict[str, list[tuple[float, str]]]) -> None:
+        super().__init__(*pools)
+        self.polled = polled  # queue: [(seconds since its last poll, its build or "")]
+        self.described: list[str] = []
+        self.workflow_service = SimpleNamespace(describe_task_queue=self._describe)
+        self.namespace = "default"
+
+    async def _describe(self, request: Any, **_: Any) -> Any:
+        from temporalio.api.deployment.v1 import WorkerDeploymentOptions
+        from temporalio.api.taskqueue.v1 import PollerInfo
+        from temporalio.api.workflowservice.v1 import DescribeTaskQueueResponse
+
+        self.described.append(request.task_queue.name)
+        pollers = []
+        for ago, build in self.polled.get(request.task_queue.name, []):
+            poller = PollerInfo(identity=f"w@{ago}")
+            poller.last_access_time.FromDatetime(datetime.now(UTC) - timedelta(seconds=ago))
+            if build:
+                poller.deployment_options.CopyFrom(
+                    WorkerDeploymentOptions(deployment_name="devicepool", build_id=build)
+                )
+            pollers.append(poller)
+        return DescribeTaskQueueResponse(pollers=pollers)
+
+
+def _on(queue: str, made: Pool, *, pinned: str = "") -> Remembered:
+    """A pool of this build on `queue`, pinned to build `pinned` of deployment `devicepool`."""
+    platform = "android" if made.id.startswith("devicepool/") else None
+    pool = Remembered(made, platform=platform)
+    pool.task_queue = queue  # type: ignore[attr-defined]
+    if pinned:
+        versioning = [
+            SearchAttributePair(_BEHAVIOR, "Pinned"),
+            SearchAttributePair(_VERSION, f"devicepool:{pinned}"),
+        ]
+        pool.typed_search_attributes = TypedSearchAttributes(  # type: ignore[assignment]
+            [*pool.typed_search_attributes, *versioning]
+        )
+    return pool
+
+
+_BEHAVIOR = SearchAttributeKey.for_keyword("TemporalWorkflowVersioningBehavior")
+_VERSION = SearchAttributeKey.for_keyword("TemporalWorkerDeploymentVersion")
+
+
+def test_get_marks_the_rows_of_a_task_queue_no_worker_polls_stale(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review R11 #1. A memo row is frozen at its last write: with no worker left, `get`
+    read from the rows showed `Ready` as if the pool were maintained. The queries it
+    replaced timed out and marked PHASE `?`; now each task queue's workers are asked once
+    (DescribeTaskQueue), and a queue none polled lately marks its pools' rows `?`."""
+    from tests.helpers.cli import fake_temporal
+
+    pools = [
+        _on("devicepool", _device("live")),
+        _on("gone", _device("gone")),  # its worker last polled 10 minutes ago
+        _on("empty", _device("none")),
+        _on("devicepool", _device("pinned"), pinned="old"),  # pinned to a build nobody runs
+        _on("devicepool", _device("current"), pinned="new"),
+        _on("empty", browser("b1")),
+    ]
+    temporal = fake_temporal(
+        monkeypatch,
+        Polled(*pools, polled={"devicepool": [(20, "new"), (900, "old")], "gone": [(600, "")]}),
+    )
+    code, out, err = cli(capsys, "get", "-o", "table")
+    assert code == EXIT_OK, err
+    # KIND NAME ... PHASE: a pool's phase is its row's 13th column (BrowserPools: 10th).
+    phases = {
+        line.split()[1]: line.split()[12 if line.startswith("DevicePool") else 9]
+        for line in out.splitlines()
+        if line.startswith(("DevicePool", "BrowserPool"))
+    }
+    assert phases == {
+        "live": "Ready",
+        "current": "Ready",
+        "gone": "Ready?",
+        "none": "Ready?",
+        "pinned": "Ready?",
+        "b1": "Ready?",
+    }, out
+    assert sorted(temporal.described) == ["devicepool", "empty", "gone"]  # once a queue
+    assert [p.queries for p in pools] == [[]] * 6
+
+
+def test_get_w_asks_a_queue_s_workers_again_only_after_a_while(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from devicepool.client import _cli_pools
+    from tests.helpers.cli import fake_temporal
+
+    monkeypatch.setattr(_cli_pools, "WATCH_SECONDS", 0.01)
+    pools = [_on("devicepool", _device("d1")), _on("devicepool", _device("d2"))]
+    temporal = fake_temporal(monkeypatch, Polled(*pools, polled={"devicepool": [(5, "")]}))
+    code, out, err = cli(capsys, "get", "-w", "-o", "table")
+    assert code == EXIT_OK, err
+    assert len(temporal.queries) == 3 and temporal.described == ["devicepool"]
+    assert "?" not in out
