@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 from temporalio import activity
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError, RPCStatusCode
@@ -103,6 +104,68 @@ async def _own_run_ended() -> bool:
     return described.status != WorkflowExecutionStatus.RUNNING
 
 
+# A dropped watch (its pool handed over or deleted, or its workflow started another) hears
+# its cancel only from a heartbeat's answer: once in 0.8 × its heartbeat timeout, eight
+# minutes for a quiet one. One that hears later than this asks Temporal this often instead
+# (a describe of its own run: no billed Action) whether it is still waited for.
+OWN_RUN_EVERY_SECONDS = 60.0
+
+
+class _StillWanted:
+    """`check`: a benign end for a watch its workflow no longer waits for, asked of Temporal
+    every `OWN_RUN_EVERY_SECONDS` by a watch whose heartbeats bring a cancel later than that."""
+
+    def __init__(self) -> None:
+        timeout = activity.info().heartbeat_timeout
+        hears_in = 0.8 * timeout.total_seconds() if timeout else None
+        self._asks = hears_in is None or hears_in > OWN_RUN_EVERY_SECONDS
+        self._due = time.monotonic() + OWN_RUN_EVERY_SECONDS
+
+    async def check(self) -> None:
+        if not self._asks or time.monotonic() < self._due:
+            return
+        self._due = time.monotonic() + OWN_RUN_EVERY_SECONDS
+        why = await _why_not_wanted()
+        if why is not None:
+            raise ApplicationError(
+                f"no longer waited for: {why}",
+                type=ErrorType.NOT_FOUND.value,
+                non_retryable=True,
+                category=ApplicationErrorCategory.BENIGN,
+            )
+
+
+async def _why_not_wanted() -> str | None:
+    """Why this attempt's workflow no longer waits for it (its run ended, the activity was
+    cancelled or is no longer pending, another attempt runs), or None: it does, or not known."""
+    info = activity.info()
+    if info.workflow_id is None:
+        return None
+    try:
+        handle = activity.client().get_workflow_handle(
+            info.workflow_id, run_id=info.workflow_run_id
+        )
+        described = await asyncio.wait_for(handle.describe(), _ASK_SECONDS)
+    except RPCError as err:
+        return "its workflow is gone" if err.status == RPCStatusCode.NOT_FOUND else None
+    except (TimeoutError, RuntimeError):
+        return None
+    if described.status != WorkflowExecutionStatus.RUNNING:
+        ended = described.status.name if described.status else "status not said"
+        return f"its workflow run ended ({ended})"
+    raw = getattr(described, "raw_description", None)
+    if raw is None:
+        return None
+    mine = [p for p in raw.pending_activities if p.activity_id == info.activity_id]
+    if not mine:
+        return "it is no longer pending"
+    if mine[0].attempt != info.attempt:
+        return f"attempt {mine[0].attempt} runs, not this one ({info.attempt})"
+    if mine[0].state == PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED:
+        return "it was cancelled"
+    return None
+
+
 class WatchActivities(AccountProviders):
     """The two long-running activities (`watch_queue_activities()` of `DeviceActivities`)."""
 
@@ -119,7 +182,9 @@ class WatchActivities(AccountProviders):
         devices: list[am.DeviceInfo] | None = None
         fingerprint = ""  # of `devices`, the last listing that answered
         last_error: ProviderError | None = None
+        wanted = _StillWanted()
         while True:
+            await wanted.check()  # before the provider is listed for nobody
             try:
                 # Heartbeats while listing too: a slow or endless listing stays cancellable.
                 async with heartbeating():
@@ -191,7 +256,9 @@ class WatchActivities(AccountProviders):
         last: am.WatchHealthResult | None = None
         last_error: ProviderError | None = None
         own_read_at: float | None = None  # monotonic time of this watch's last provider read
+        wanted = _StillWanted()
         while True:
+            await wanted.check()  # before the provider is listed for nobody
             fresh = input.once or (until is not None and time.monotonic() >= until)
             pool = await self._pool_run(run)
             run = run.model_copy(update={"first_run_id": pool.first_run_id or run.first_run_id})
