@@ -173,13 +173,15 @@ _HOLDING = {
     ("SpendCapReached", "True"): frozenset(),
     ("NodesAvailable", "False"): frozenset(),
     ("RemediationPaused", "True"): frozenset(),
+    ("QuotaExhausted", "True"): frozenset(),
 }
 
 
 def waiting_on(status: dict[str, Any]) -> list[str]:
     """The conditions that hold the pool back, as the progress line names them: a spend cap
-    (`SpendCapReached`), the provider (`ProviderRateLimited`, ...), its nodes (`NoLiveNode`),
-    remediation paused, or a `Ready=False` reason other than "not there yet"; each once."""
+    (`SpendCapReached`), the provider (`ProviderRateLimited`, ...), a provider's used-up quota
+    (`DailyCreateQuota`, ...), its nodes (`NoLiveNode`), remediation paused, or a `Ready=False`
+    reason other than "not there yet"; each once."""
     named: list[str] = []
     for cond in status.get("conditions") or ():
         if not isinstance(cond, dict):

@@ -194,6 +194,13 @@ def test_the_progress_names_what_the_pool_waits_on() -> None:
     }
     assert why(browser_held) == " · waiting: NoLiveNode"
     assert why(device_status(cond("Ready", "False", "BelowDesired"))) == ""
+    # A provider's used-up quota holds creates until it resets: named, as a spend cap is.
+    quota_held = device_status(
+        cond("Ready", "False", "BelowDesired"),
+        cond("QuotaExhausted", "True", "DailyCreateQuota", "creates resume at ..."),
+    )
+    assert why(quota_held) == " · waiting: DailyCreateQuota"
+    assert why(device_status(cond("QuotaExhausted", "False", "QuotaAvailable"))) == ""
 
 
 def test_a_stop_on_a_terminal_that_draws_no_bar_leaves_no_blank_line_before_the_error(
