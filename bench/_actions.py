@@ -131,11 +131,27 @@ def _figure(value: float) -> str:
     return f"{value:.1f}" if abs(value) >= 1 else f"{value:.2g}"
 
 
+def heartbeat_interval(timeout: float, *, cap: float) -> float:
+    """How often the SDK lets an activity's heartbeats reach the server, for one that beats
+    at least that often: 0.8 x its heartbeat timeout, or its worker's throttle cap (the SDK's
+    `max_heartbeat_throttle_interval`) if shorter."""
+    return min(0.8 * timeout, cap)
+
+
+def heartbeats_per_hour(timeouts: Iterable[float], *, cap: float) -> float:
+    """The heartbeats an hour that reach the server from activities of these heartbeat
+    timeouts (seconds; 0: none) that beat at every poll. A window shorter than a few of their
+    intervals cannot count them: activities started together beat together, and a
+    two-minute window can fall between two eight-minute beats."""
+    return sum(3600 / heartbeat_interval(t, cap=cap) for t in timeouts if t > 0)
+
+
 def history_actions(events: Iterable[HistoryEvent]) -> Counter[str]:
     """The Actions a run of history events records, by category (what it cannot show:
     see the module docstring). A run's own start counts when a client started it; one
     continued-as-new is counted by the run before (its `continue-as-new`), a child by its
-    parent."""
+    parent. A signal-with-start that started the run shows as a start and a signal: two
+    here, one Action on the bill."""
     found: Counter[str] = Counter()
     marker_tasks: set[int] = set()
     for event in events:

@@ -12,7 +12,8 @@ worker` process with the default intervals (except `offlineAfterSeconds`,
    then wait until the worker has caught up (a 10-s window in which its
    workflow tasks waited under 1 s on average to start: printed);
 2. `scale` a random sample to 3: p50/p95 time from the accepted update to the
-   new device created at the provider;
+   new device created at the provider; the Temporal Actions per device created
+   (until the new devices are ready, less the namespace's rate 20 s before);
 3. one device offline (emulator `/_emulator/`) in each of a random sample of
    pools: time until its replacement is created (vs `offlineAfterSeconds`);
 4. an idle window (`--idle-seconds`): history events per pool-hour counting
@@ -21,8 +22,7 @@ worker` process with the default intervals (except `offlineAfterSeconds`,
    the whole namespace, the worker's gauges' queries included: bench/_actions.py;
    and what the sample's histories show of them), the provider calls per
    pool-hour (the worker's `devicepool_api_requests_total`), the worker's CPU;
-   and `/metrics` scrape times; then the Actions per device created in step 2
-   (until its devices were ready, the idle rate taken off);
+   and `/metrics` scrape times;
 5. one pool of 500 devices: the largest activity payload in its histories
    (pool + health, with a few devices going offline and replaced);
 6. delete everything: time until 0 devices live;
@@ -58,6 +58,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,7 @@ from devicepool import testing as ground_truth
 from devicepool.api.names import SA_PHASE, health_workflow_id, pool_workflow_id
 from devicepool.client.pool_client import PoolClient
 from devicepool.testing import eventually, free_port, pool_yaml
+from devicepool.worker import build as worker_build
 
 KEY = "bench-scale-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -80,6 +82,7 @@ WATCH_ANSWER_EVENTS = 6  # events one idle watch answer costs (bench/idle_histor
 # Actions one idle watch answer costs: of its events (activity started, completed, a
 # workflow task, the next watch scheduled) only the next watch's activity start is billed.
 WATCH_ANSWER_ACTIONS = 1
+BACKGROUND_SECONDS = 20.0  # step 2's look at the Actions it did not cause, before it
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -139,8 +142,6 @@ class Stack:
         self.workers: list[subprocess.Popen[bytes]] = []
         self.metrics_ports: list[int] = []
         self.server_metrics = server_metrics  # the dev server's /metrics port
-        # Step 2's Actions: (by action_type, seconds, devices created), for step 4.
-        self.scale_actions: tuple[Counter[str], float, int] | None = None
 
     async def actions(self) -> Counter[str]:
         """The Temporal server's `action` counter now, by `action_type` (bench/_actions.py)."""
@@ -228,6 +229,14 @@ class Stack:
         history = await self.history(workflow_id)
         started = history.events[0].workflow_execution_started_event_attributes
         return started.original_execution_run_id or "", len(history.events)
+
+    async def heartbeat_timeouts(self, workflow_id: str) -> list[float]:
+        """The heartbeat timeouts (seconds; 0: none) of `workflow_id`'s running activities."""
+        described = await self.client.get_workflow_handle(workflow_id).describe()
+        return [
+            p.activity_options.heartbeat_timeout.ToTimedelta().total_seconds()
+            for p in described.raw_description.pending_activities
+        ]
 
     async def events_since(self, workflow_id: str, run_id: str, length: int) -> list[Any]:
         """Events added to the chain of `workflow_id` since its run `run_id` had `length`."""
@@ -436,7 +445,12 @@ async def step_settle(stack: Stack, *, window: float = 10.0, timeout: float = 60
 
 async def step_scale(stack: Stack, names: list[str], sample: int, touched: set[str]) -> None:
     chosen = random.sample(names, min(sample, len(names)))
+    # The namespace's background Actions right before (the convergence's tail, the
+    # watches' heartbeats), to take off the creates' own.
+    before, tb = await stack.actions(), time.monotonic()
+    await asyncio.sleep(BACKGROUND_SECONDS)
     actions0, t0 = await stack.actions(), time.monotonic()
+    background = sum(_actions.since(before, actions0).values()) / (t0 - tb)
 
     async def one(name: str) -> float:
         await stack.pools.scale(name, 3)
@@ -463,12 +477,20 @@ async def step_scale(stack: Stack, names: list[str], sample: int, touched: set[s
 
     await eventually(all_ready, timeout=600, what="the new devices ready", every=0.5)
     await asyncio.sleep(5)
-    spent = _actions.since(actions0, await stack.actions())
-    stack.scale_actions = (spent, time.monotonic() - t0, len(chosen))
+    during = _actions.categorise(_actions.since(actions0, await stack.actions()))
+    seconds = time.monotonic() - t0
+    per_create = (sum(during.values()) - background * seconds) / len(chosen)
     print(
         f"[2] scale 2 -> 3 on {len(chosen)} random pools: accepted update -> new device "
         f"created p50 {pct(took, 0.5):.1f} s, p95 {pct(took, 0.95):.1f} s, max {max(took):.1f} s "
         f"(goal p95 <= resyncSeconds 30 + 5)",
+        flush=True,
+    )
+    print(
+        f"    Temporal Actions per create: {per_create:.1f} a device created "
+        f"({sum(during.values())} over the {seconds:.0f} s until the new devices were ready, "
+        f"less {background * seconds:.0f} at the namespace's rate of the "
+        f"{BACKGROUND_SECONDS:g} s before; all of them: {_actions.breakdown(during)})",
         flush=True,
     )
 
@@ -530,6 +552,7 @@ async def step_idle(
     added = await gather_limited(
         20, [stack.events_since(w, r, n) for w, (r, n) in zip(ids, start, strict=True)]
     )
+    timeouts = await gather_limited(20, [stack.heartbeat_timeouts(w) for w in ids])
     per_hour = 3600 / window
     pool_events = sum(len(e) for e in added[0::2]) / len(chosen) * per_hour
     health_events = sum(len(e) for e in added[1::2]) / len(chosen) * per_hour
@@ -547,11 +570,11 @@ async def step_idle(
         flush=True,
     )
     print_actions(
-        stack,
         _actions.since(actions0, actions1),
         window=window,
         pools=len(names),
         sampled=[_actions.history_actions(events) for events in added],
+        heartbeat_timeouts=[t for each in timeouts for t in each],
     )
     print(
         f"    provider calls per pool-hour: {calls / len(names) * per_hour:.1f} "
@@ -581,22 +604,58 @@ async def step_idle(
     )
 
 
+def heartbeat_cap() -> float:
+    """The heartbeat throttle cap the bench's workers run with (seconds): the SDK's
+    `max_heartbeat_throttle_interval`, 60 s unless worker/build.py sets another."""
+    cap = getattr(worker_build, "HEARTBEAT_THROTTLE_CAP", timedelta(seconds=60))
+    return float(cap.total_seconds())
+
+
 def print_actions(
-    stack: Stack, spent: Counter[str], *, window: float, pools: int, sampled: list[Counter[str]]
+    spent: Counter[str],
+    *,
+    window: float,
+    pools: int,
+    sampled: list[Counter[str]],
+    heartbeat_timeouts: list[float],
 ) -> None:
-    """Step 4's Temporal Actions: per idle pool-hour, everything the namespace was billed
-    (`sampled`: the sample's pool, health, pool, health, ... histories in the window), then
-    step 2's per device created, the idle rate taken off."""
+    """Step 4's Temporal Actions per idle pool-hour: everything the namespace was billed
+    (`sampled`: the sample's pool, health, pool, health, ... histories in the window;
+    `heartbeat_timeouts`: their running activities').
+
+    Heartbeats are counted, unless the window is shorter than twice the slowest of the
+    sample's heartbeat intervals: then at that pace (`_actions.heartbeats_per_hour`), since
+    watches started together beat together and a short window can fall between beats."""
     per_pool_hour = 3600 / window / pools
     by_category = _actions.categorise(spent)
-    total = sum(by_category.values()) * per_pool_hour
+    hourly_rates = {k: v * per_pool_hour for k, v in by_category.items()}
+    cap = heartbeat_cap()
+    paced = _actions.heartbeats_per_hour(heartbeat_timeouts, cap=cap) / max(1, len(sampled) // 2)
+    slowest = max(
+        (_actions.heartbeat_interval(t, cap=cap) for t in heartbeat_timeouts if t > 0), default=0
+    )
+    measured = hourly_rates.get("heartbeat", 0.0)
+    if window < 2 * slowest:
+        hourly_rates["heartbeat"] = paced
+        how = (
+            f"heartbeats at the sampled watches' pace, {paced:.1f} (one per 0.8 x timeout"
+            + (f", at most {cap:g} s apart" if cap < 3600 else "")
+            + f"; the slowest beats every {slowest:.0f} s, too "
+            f"rarely for a {window:.0f}-s window, which counted {measured:.1f})"
+        )
+    else:
+        how = (
+            f"heartbeats counted, {measured:.1f} (at the sampled watches' pace: {paced:.1f}; "
+            f"the slowest beats every {slowest:.0f} s)"
+        )
+    total = sum(hourly_rates.values())
     hourly = 2 * WATCH_ANSWER_ACTIONS
     print(
         f"    Temporal Actions per idle pool-hour (the server's `action` counter, the whole "
         f"namespace: {sum(spent.values())} in the window, the worker's gauges' queries "
-        f"included): {total:.1f} in the window + {hourly} from the two hourly watch answers "
-        f"= {total + hourly:.1f} (goal <= 20); by category: "
-        + _actions.breakdown(by_category, scale=per_pool_hour),
+        f"included; {how}): {total:.1f} in the window + {hourly} from the two hourly watch "
+        f"answers = {total + hourly:.1f} (goal <= 20); by category: "
+        + _actions.breakdown(hourly_rates),
         flush=True,
     )
     per_sample_hour = 3600 / window / max(1, len(sampled) // 2)
@@ -608,19 +667,6 @@ def print_actions(
             f"({_actions.breakdown(seen, scale=per_sample_hour) or 'none'})",
             flush=True,
         )
-    if stack.scale_actions is None:
-        return
-    scaled, seconds, created = stack.scale_actions
-    idle_rate = sum(by_category.values()) / window  # the namespace's, per second
-    during = _actions.categorise(scaled)
-    per_create = (sum(during.values()) - idle_rate * seconds) / max(created, 1)
-    print(
-        f"    Temporal Actions per create (step 2: {sum(during.values())} over {seconds:.0f} s "
-        f"until its {created} new devices were ready, less the idle "
-        f"{idle_rate * seconds:.0f}): {per_create:.1f} a device created; in the window: "
-        + _actions.breakdown(during),
-        flush=True,
-    )
 
 
 async def step_big(stack: Stack, threshold: float) -> None:

@@ -143,3 +143,11 @@ def test_what_is_billed_elsewhere_is_not_counted_twice(
     event: HistoryEvent, expected: dict[str, int]
 ) -> None:
     assert actions.history_actions([event]) == expected
+
+
+def test_heartbeats_an_hour_from_the_activities_timeouts() -> None:
+    # The SDK's 60-s default cap: a 90-s and a 180-s timeout both beat once a minute.
+    assert actions.heartbeats_per_hour([90, 180], cap=60) == 120
+    # The cap lifted: 0.8 x the timeout (10 minutes: every 8 minutes).
+    assert actions.heartbeats_per_hour([600, 600, 0], cap=4 * 7 * 86400) == 15
+    assert actions.heartbeat_interval(30, cap=60) == 24
