@@ -65,6 +65,9 @@ class Fake:
         self.script: dict[str, list[Answer]] = {}
         self._ids = itertools.count(700000001)
         self.stop_lag = 0  # status reads that still show a stopped phone started
+        # The docs do not say whether `serialName` filters by a part of the name or the whole:
+        # True answers only a whole name (what an adapter must survive).
+        self.exact_names = False
         self._stopping: dict[str, int] = {}
 
     # -------------------------------------------------------------- helpers
@@ -142,8 +145,13 @@ class Fake:
             return ok({"total": len(items), "page": 1, "pageSize": len(items), "items": items})
         if body.get("groupName"):
             items = [p for p in items if p["group"]["name"] == body["groupName"]]
-        if body.get("serialName"):  # fuzzy, as a search box is
+        if body.get("serialName") and self.exact_names:
+            items = [p for p in items if body["serialName"] == p["serialName"]]
+        elif body.get("serialName"):  # fuzzy, as a search box is
             items = [p for p in items if body["serialName"] in p["serialName"]]
+        if body.get("tags"):
+            wanted = set(body["tags"])
+            items = [p for p in items if wanted <= {t["name"] for t in p.get("tags") or ()}]
         page, size = body.get("page", 1), body.get("pageSize", 10)
         if size > 100:
             return refused(40008, "pageSize out of range")

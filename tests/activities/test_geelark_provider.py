@@ -397,6 +397,39 @@ async def test_a_phone_moved_out_of_its_group_is_still_the_pools() -> None:
     await provider.aclose()
 
 
+async def test_a_name_filter_that_answers_only_whole_names_still_finds_the_pools_phones() -> None:
+    # GeeLark's docs do not say whether `serialName` matches a part of a name. Were it whole
+    # names only, the prefix would find none of the pool's phones, and a pool that cannot see
+    # its phones rents new ones for ever: an empty answer is checked by the managed tag, and
+    # once that finds what the prefix did not, pools are listed by the tag.
+    fake = Fake()
+    fake.exact_names = True
+    device = _ours(fake, "slot-1", status=0)
+    provider = fake.provider()
+    assert [d.id for d in await provider.list_pool(POOL)] == [device]
+    assert [d.id for d in await provider.list_pool(POOL)] == [device]
+    lists = [b for p, _, b in fake.requests if p.endswith("phone/list")]
+    assert [sorted(b) for b in lists] == [
+        ["page", "pageSize", "serialName"],
+        ["page", "pageSize", "tags"],
+        ["page", "pageSize", "tags"],
+    ]
+    again = await provider.create_device(_new("slot-1"))  # the look-up names the whole mark
+    assert again.id == device and "phone/addNew" not in fake.paths()
+    await provider.aclose()
+
+
+async def test_a_name_filter_that_matches_a_part_is_trusted_once_seen() -> None:
+    fake = Fake()
+    device = _ours(fake, "slot-1", status=0)
+    provider = fake.provider()
+    assert [d.id for d in await provider.list_pool(POOL)] == [device]
+    assert await provider.list_pool("another") == []  # no second look by the tag
+    lists = [b for p, _, b in fake.requests if p.endswith("phone/list")]
+    assert ["tags" in b for b in lists] == [False, False]
+    await provider.aclose()
+
+
 async def test_a_template_without_an_os_version_sends_the_default_mobile_type() -> None:
     # `addNew` requires `mobileType`: left out, every create of the pool was refused.
     fake = Fake()

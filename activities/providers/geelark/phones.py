@@ -4,12 +4,14 @@ says so. The adapter (`provider`) is built on it."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from devicepool.activities.errors import ProviderError
 from devicepool.activities.providers.geelark.api import MAX_IDS, GeeLarkApi
 from devicepool.activities.providers.geelark.errors import GeeLarkServerError
+from devicepool.activities.providers.geelark.marks import MANAGED_TAG
 from devicepool.api.errors import ErrorType
 
 __all__ = ["EXPIRED", "MAX_PAGES", "SHUT_DOWN", "STARTED", "STARTING", "Phones", "as_int"]
@@ -20,6 +22,8 @@ STARTED, STARTING, SHUT_DOWN, EXPIRED = 0, 1, 2, 3
 # of its phones would rent more.
 MAX_PAGES = 200
 ALREADY_ON = frozenset({43009, 43010})  # start: already started / starting
+
+logger = logging.getLogger(__name__)
 
 
 def as_int(value: Any) -> int | None:
@@ -42,6 +46,34 @@ class Phones:
         self._sleep = sleep
         # filters -> the phone ids of its last listing of more than one page (`listed`)
         self._last: dict[str, set[str]] = {}
+        # Whether `serialName` matches a part of a name (the docs do not say): None until a
+        # listing shows it (`named`).
+        self.part_names: bool | None = None
+
+    async def named(self, prefix: str) -> list[dict[str, Any]]:
+        """The phones whose names start with `prefix` (and maybe others: the caller checks).
+
+        Asked by `serialName`. The docs do not say that it matches a part of a name (the
+        emulator's choice); were it whole names only, a pool would see none of its phones
+        and rent for ever. So until a listing has shown which it is, an answer with no name
+        of the prefix is asked once more by the managed tag; whole names only, by the tag
+        from then on."""
+        if self.part_names is False:
+            return await self.listed({"tags": [MANAGED_TAG]})
+        items = await self.listed({"serialName": prefix})
+        if _any_named(items, prefix):
+            self.part_names = True  # a longer name matched its prefix
+        if self.part_names:
+            return items
+        tagged = await self.listed({"tags": [MANAGED_TAG]})
+        if _any_named(tagged, prefix):
+            self.part_names = False
+            logger.warning(
+                "GeeLark's serialName filter matched no part of a name: pools are listed by "
+                "the tag %r from now on",
+                MANAGED_TAG,
+            )
+        return tagged
 
     async def listed(self, filters: dict[str, Any]) -> list[dict[str, Any]]:
         """Every phone `phone/list` answers for `filters`, page by page until a short page.
@@ -134,3 +166,7 @@ class Phones:
         if status not in (SHUT_DOWN, EXPIRED):
             await self.stop(phone_id)
         await self.delete(phone_id)
+
+
+def _any_named(items: list[dict[str, Any]], prefix: str) -> bool:
+    return any(str(item.get("serialName", "")).startswith(prefix) for item in items)

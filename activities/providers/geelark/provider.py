@@ -191,11 +191,12 @@ class GeeLarkProvider:
         )
 
     async def list_pool(self, pool: str) -> list[DeviceInfo]:
-        # By the name's pool prefix (`serialName` matches a substring), never by the group: a
-        # person can move a phone to another group, and it runs and bills there all the same.
-        # `_view` keeps only what the name and the remark both say is the pool's.
+        # By the name's pool prefix (`Phones.named`: whichever way `serialName` matches),
+        # never by the group: a person can move a phone to another group, and it runs and
+        # bills there all the same. `_view` keeps only what the name and the remark both say
+        # is the pool's.
         with provider_call(pool=pool):
-            items = await self.phones.listed({"serialName": pool_prefix(pool)})
+            items = await self.phones.named(pool_prefix(pool))
         return [info for item in items if (info := self._view(item, pool=pool)) is not None]
 
     async def list_managed(self) -> list[ProviderDevice]:
