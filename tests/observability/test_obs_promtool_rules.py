@@ -32,7 +32,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_rules_are_valid() -> None:
     result = run("check", "rules", str(RULES))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "17 rules found" in result.stdout
+    assert "18 rules found" in result.stdout
 
 
 def test_rule_unit_tests_pass_and_cover_at_least_three_alerts() -> None:
@@ -113,5 +113,5 @@ def test_every_alert_has_a_runbook_row() -> None:
     runbook = (DEPLOY.parent / "docs" / "operations.md").read_text()
     runbook = runbook[runbook.index("### Alert runbook") :]
     alerts = re.findall(r"- alert: (\w+)", RULES.read_text())
-    assert len(alerts) == 17, alerts
+    assert len(alerts) == 18, alerts
     assert [a for a in alerts if f"| `{a}`" not in runbook] == []
