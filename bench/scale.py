@@ -22,7 +22,8 @@ worker` process with the default intervals (except `offlineAfterSeconds`,
    the whole namespace, the worker's gauges' queries included: bench/_actions.py;
    and what the sample's histories show of them), the provider calls per
    pool-hour (the worker's `devicepool_api_requests_total`), the worker's CPU;
-   and `/metrics` scrape times;
+   and `/metrics` scrape times; then `get -w`'s refresh (the table's one List
+   call) 15 times on a client whose every Temporal request is counted;
 5. one pool of 500 devices: the largest activity payload in its histories
    (pool + health, with a few devices going offline and replaced);
 6. delete everything: time until 0 devices live;
@@ -669,6 +670,41 @@ def print_actions(
         )
 
 
+async def step_get_watch(stack: Stack, pools: int, refreshes: int = 15) -> None:
+    """`get -w`'s refresh as the table runs it (`list_kinds(..., full=False)` every
+    `WATCH_SECONDS`), on a client of its own whose every Temporal request is counted."""
+    from devicepool.api.kinds import KINDS
+    from devicepool.client._cli_pools import WATCH_SECONDS
+
+    client = await Client.connect(stack.address, namespace=stack.client.namespace)
+    service = client.service_client
+    counted: Counter[str] = Counter()
+    call = service._rpc_call
+
+    async def counting(rpc: str, *args: Any, **kwargs: Any) -> Any:
+        counted[rpc] += 1
+        return await call(rpc, *args, **kwargs)
+
+    service._rpc_call = counting  # type: ignore[method-assign]
+    reader = PoolClient(client)
+    kinds = [k.name for k in KINDS.values()]
+    times, rows = [], 0
+    for _ in range(refreshes):
+        t = time.monotonic()
+        rows = len(await reader.list_kinds(kinds, full=False))
+        times.append(time.monotonic() - t)
+        await asyncio.sleep(WATCH_SECONDS)
+    total = sum(counted.values())
+    print(
+        f"[4b] get -w on {pools} pools ({rows} rows), {refreshes} refreshes every "
+        f"{WATCH_SECONDS:.0f} s: {total / refreshes:.2f} Temporal requests a refresh (goal <= 1; "
+        + ", ".join(f"{rpc} {n}" for rpc, n in counted.most_common())
+        + f"); a refresh p50 {statistics.median(times) * 1000:.0f} ms, "
+        f"max {max(times) * 1000:.0f} ms",
+        flush=True,
+    )
+
+
 async def step_big(stack: Stack, threshold: float) -> None:
     name = "big500"
     (stack.tmp / "big.yaml").write_text(manifest(name, 500))
@@ -815,6 +851,7 @@ async def main(args: argparse.Namespace) -> None:
                 await step_idle(
                     stack, names, args.sample * 2, args.idle_seconds, worker, port, touched
                 )
+                await step_get_watch(stack, len(names))
                 if args.big:
                     await step_big(stack, args.offline_after)
                 if args.workers > 1:
