@@ -156,6 +156,19 @@ def test_a_profile_cap_holds_an_hour_or_until_a_device_of_the_pool_goes() -> Non
     assert state.backoff.next_at(later) is None  # no timer on a hold that ended
 
 
+def test_a_used_up_balance_is_not_released_by_a_device_of_the_pool_going() -> None:
+    # A termination frees a profile, not money: released, each retry would spend a daily
+    # create (`addNew` runs before the start meets 41001 again) and make a profile.
+    broke = QuotaRefusal(reason="BalanceExhausted", message="41001 balance", slots=[0])
+    state = PoolState()
+    state.take_report(refused(broke), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    d = DeviceInfo(id="d1", status="ready", created_at=NOW)
+    state.take_terminations(["d1"], only_if_idle={"d1"}, failed={}, skipped={}, devices=[d])
+    later = NOW + timedelta(minutes=1)
+    assert state.backoff.creates_held(later)
+    assert state.backoff.next_at(later) == NOW + timedelta(hours=1)  # the re-probe
+
+
 def test_a_refusal_again_after_the_reset_holds_again_and_old_runs_keep_the_back_off() -> None:
     state = PoolState()
     state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)

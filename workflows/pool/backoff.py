@@ -20,8 +20,10 @@ from devicepool.workflows.shared.protocol import BatchReport, QuotaRefusal
 __all__ = ["QUOTA_REPROBE", "Backoff", "QuotaHold"]
 
 # A quota no clock resets (a profile cap, the balance) is tried again after this, or as
-# soon as one of the pool's own devices goes.
+# soon as one of the pool's own devices goes (a cap; not money: `MONEY`).
 QUOTA_REPROBE = timedelta(hours=1)
+# Quotas of money, not of things: a device of the pool going frees none.
+MONEY = frozenset({"BalanceExhausted"})
 # A reset the provider names is waited for this much longer (its clock and the pool's may
 # be apart), held at most `QUOTA_HOLD_MAX`, and at least the back-off's first pause (a reset
 # already past: clocks further apart, or garbled): never a 1-second loop.
@@ -98,8 +100,9 @@ class Backoff(CamelModel):
         )
 
     def room_freed(self) -> None:
-        """A device of the pool went: a quota no clock resets (a cap) may have room now."""
-        if self.quota is not None and not self.quota.resets:
+        """A device of the pool went: a quota no clock resets (a cap) may have room now; a
+        used-up balance has none (it waits for its re-probe)."""
+        if self.quota is not None and not self.quota.resets and self.quota.reason not in MONEY:
             self.quota = self.quota.model_copy(update={"until": self.quota.since})
 
     def quota_passed(self, now: datetime) -> bool:
