@@ -9,6 +9,7 @@ once creates succeed after the reset. The refusals are no verdict on the region.
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 
 from temporalio.exceptions import ApplicationError, RetryState
@@ -40,9 +41,13 @@ DAILY = QuotaRefusal(
 CAP = QuotaRefusal(reason="ProfileCap", message="quota_exceeded: 44002 cap", slots=[0])
 
 
-def refused(quota: QuotaRefusal) -> BatchReport:
+_BATCHES = itertools.count(1)
+
+
+def refused(quota: QuotaRefusal, batch: str | None = None) -> BatchReport:
+    """A batch's report of `quota` (a new batch each call unless `batch` names one)."""
     return BatchReport(
-        workflow_id="b1",
+        workflow_id=batch or f"b{next(_BATCHES)}",
         slots=list(quota.slots),
         failed_slots={s: quota.message for s in quota.slots},
         quota=quota,
@@ -271,7 +276,7 @@ def test_a_quota_hold_withdraws_the_creates_still_waiting_for_a_permit() -> None
 def test_creates_dropped_for_a_quota_are_said_so() -> None:
     book = SlotBook()
     book.open_batch("b1", 1, [0, 1, 2], NOW)
-    report = refused(DAILY.model_copy(update={"slots": [0]}))
+    report = refused(DAILY.model_copy(update={"slots": [0]}), batch="b1")
     report = report.model_copy(update={"slots": [0, 1, 2], "withdrawn": [1, 2]})
     said = say.batches_settled(book, [report], held=True)
     dropped = [h.message for h in said if h.reason == "Withdrawn"]
@@ -288,8 +293,46 @@ def test_a_late_report_of_a_reset_already_waited_for_holds_nothing_again() -> No
     # A batch refused at 23:59:59 reports its end minutes later (it waited for boots): the
     # reset it names has passed and was waited for; creates are not held again.
     state = PoolState()
-    state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    state.take_report(refused(DAILY, "b9"), region="us-west", settings=SETTINGS, now=NOW,
+                      hold_quota=True)  # fmt: skip
     late = MIDNIGHT + timedelta(minutes=4)
-    state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=late,
+    state.take_report(refused(DAILY, "b9"), region="us-west", settings=SETTINGS, now=late,
                       hold_quota=True)  # fmt: skip
     assert not state.backoff.creates_held(late)
+
+
+def test_a_new_refusal_naming_a_past_reset_holds_again_and_longer_each_time() -> None:
+    # R13: a reset already past (the provider's clock behind ours, or a stale one) held once;
+    # every later refusal naming it was taken for a late word, and creates went straight on
+    # into the used-up quota, a batch after every batch.
+    state = PoolState()
+    past = DAILY.model_copy(update={"resets_at": NOW - timedelta(days=3)})
+    first = SETTINGS.backoff_initial_seconds
+    state.take_report(refused(past), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    assert state.backoff.next_at(NOW) == NOW + timedelta(seconds=first)
+    again = NOW + timedelta(seconds=first + 1)
+    assert not state.backoff.creates_held(again)  # the pause ended: a create is tried
+    state.take_report(refused(past), region="us-west", settings=SETTINGS, now=again,
+                      hold_quota=True)  # fmt: skip
+    assert state.backoff.creates_held(again), "refused again: creates must not go straight out"
+    assert state.backoff.next_at(again) == again + timedelta(seconds=2 * first)
+
+
+def test_a_batch_s_second_word_of_its_refusal_holds_nothing_after_a_create_landed() -> None:
+    # R13: a batch reports its refusal when it reports its creates and again when it ends,
+    # maybe minutes later; if a create landed between the two (the hold over), the second
+    # word held the pool again: an hour below size for a cap.
+    for quota, at, late in (
+        (CAP, NOW, NOW + timedelta(minutes=5)),
+        (DAILY, MIDNIGHT - timedelta(minutes=2), MIDNIGHT + timedelta(minutes=6)),
+    ):
+        state = PoolState()
+        state.take_report(refused(quota, "b-one"), region="us-west", settings=SETTINGS, now=at,
+                          hold_quota=True)  # fmt: skip
+        state.backoff.room_freed()
+        landing = max(at, MIDNIGHT if quota is DAILY else at) + timedelta(seconds=30)
+        state.take_report(landed(), region="us-west", settings=SETTINGS, now=landing,
+                          hold_quota=True)  # fmt: skip
+        state.take_report(refused(quota, "b-one"), region="us-west", settings=SETTINGS, now=late,
+                          hold_quota=True)  # fmt: skip
+        assert not state.backoff.creates_held(late), quota.reason

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from pydantic import Field
+
 from devicepool.activities.models import PoolSettings
 from devicepool.api.base import CamelModel
 from devicepool.api.errors import ErrorType
@@ -33,6 +35,8 @@ QUOTA_HOLD_MAX = timedelta(days=2)
 # provider's day may not have turned yet (its clock behind ours), so the pool looks again
 # after the back-off's first pause rather than a day later.
 QUOTA_SKEW = timedelta(minutes=10)
+# The batches whose quota refusal the pool took, remembered (a batch says it twice).
+QUOTA_BATCHES_KEPT = 32
 
 
 class QuotaHold(CamelModel):
@@ -46,6 +50,8 @@ class QuotaHold(CamelModel):
     resets: bool
     # The provider's reset, as it said it (`until` waits `QUOTA_RESET_MARGIN` past it).
     resets_at: datetime | None = None
+    # The reset it named was past already (`Backoff.hold`: a pause, doubled if it recurs).
+    stale: bool = False
 
 
 class Backoff(CamelModel):
@@ -57,6 +63,8 @@ class Backoff(CamelModel):
     # Creates held for a used-up quota (`QuotaExhausted`); kept after it ends until a
     # create lands, so the condition says when creates were tried again.
     quota: QuotaHold | None = None
+    # The batches whose quota refusal was taken (`hold`), the newest `QUOTA_BATCHES_KEPT`.
+    quota_batches: list[str] = Field(default_factory=list)
 
     def active(self, now: datetime) -> bool:
         return self.until is not None and now < self.until
@@ -76,20 +84,43 @@ class Backoff(CamelModel):
             due.append(self.quota.until)
         return min(due, default=None)
 
-    def hold(self, refusal: QuotaRefusal, *, settings: PoolSettings, now: datetime) -> None:
+    def hold(
+        self, refusal: QuotaRefusal, *, settings: PoolSettings, now: datetime, batch: str = ""
+    ) -> None:
         """A create was refused for a used-up quota: hold creates until it resets (bounded),
-        or, with no reset, for `QUOTA_REPROBE` at most."""
+        or, with no reset, for `QUOTA_REPROBE` at most. A batch says so twice (when it
+        reports its creates and when it ends, maybe much later): its second word is no news.
+        A reset already past (the provider's clock behind ours, or a stale one) holds the
+        back-off's first pause, doubled each time it comes again, up to its longest."""
+        if batch and batch in self.quota_batches:
+            return  # this batch's refusal was taken already
+        if batch:
+            self.quota_batches = [*self.quota_batches, batch][-QUOTA_BATCHES_KEPT:]
         resets = refusal.resets_at
-        least = now + timedelta(seconds=settings.backoff_initial_seconds)
-        waited = self.quota.resets_at if self.quota is not None else None
-        if resets is not None and waited is not None and resets <= min(waited, now):
-            return  # a late word of a reset already waited for (a batch that ended late)
+        least = timedelta(seconds=settings.backoff_initial_seconds)
+        previous = self.quota
+        waited = previous.resets_at if previous is not None else None
         if resets is None:
             until = now + QUOTA_REPROBE
         elif waited is not None and waited < now <= waited + QUOTA_SKEW < resets:
-            until, resets = least, waited  # still the reset it waited for, a little late
+            until, resets = now + least, waited  # still the reset it waited for, a little late
+        elif resets + QUOTA_RESET_MARGIN <= now:
+            # Past already: no clock to wait for. Again and again: wait longer each time.
+            stale = previous is not None and previous.stale
+            longest = timedelta(seconds=settings.backoff_max_seconds)
+            span = min(2 * (previous.until - previous.since), longest) if stale else least
+            self.quota = QuotaHold(
+                reason=refusal.reason,
+                message=refusal.message,
+                since=now,
+                until=now + max(span, least),
+                resets=True,
+                resets_at=resets,
+                stale=True,
+            )
+            return
         else:
-            until = min(max(resets + QUOTA_RESET_MARGIN, least), now + QUOTA_HOLD_MAX)
+            until = min(max(resets + QUOTA_RESET_MARGIN, now + least), now + QUOTA_HOLD_MAX)
         self.quota = QuotaHold(
             reason=refusal.reason,
             message=refusal.message,
@@ -130,7 +161,7 @@ class Backoff(CamelModel):
         count them)."""
         quota = report.quota if hold_quota else None
         if quota is not None:
-            self.hold(quota, settings=settings, now=now)
+            self.hold(quota, settings=settings, now=now, batch=report.workflow_id)
         elif hold_quota and report.created:
             self.quota_passed(now)
         region_down = [

@@ -151,7 +151,12 @@ class DevicePoolKind:
             # create that landed after a hold ended ends it (as at the batch's end).
             backoff = self.s.backoff
             if report.quota is not None and workflow.patched(QUOTA_HOLD_PATCH):
-                backoff.hold(report.quota, settings=self.settings, now=workflow.now())
+                backoff.hold(
+                    report.quota,
+                    settings=self.settings,
+                    now=workflow.now(),
+                    batch=report.workflow_id,
+                )
             elif report.created and backoff.quota and workflow.patched(QUOTA_HOLD_PATCH):
                 backoff.quota_passed(workflow.now())
         held = self.s.backoff.quota_holds(workflow.now())
