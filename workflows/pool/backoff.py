@@ -106,9 +106,10 @@ class Backoff(CamelModel):
             until, resets = now + least, waited  # still the reset it waited for, a little late
         elif resets + QUOTA_RESET_MARGIN <= now:
             # Past already: no clock to wait for. Again and again: wait longer each time.
-            stale = previous is not None and previous.stale
             longest = timedelta(seconds=settings.backoff_max_seconds)
-            span = min(2 * (previous.until - previous.since), longest) if stale else least
+            span = least
+            if previous is not None and previous.stale:
+                span = min(2 * (previous.until - previous.since), longest)
             self.quota = QuotaHold(
                 reason=refusal.reason,
                 message=refusal.message,
