@@ -5,22 +5,27 @@ info from ADB, and no secret in anything it returns."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
 import pytest
 from pydantic import SecretStr
+from temporalio.testing import ActivityEnvironment
 
+from devicepool.activities import DeviceActivities
 from devicepool.activities.device_models import OFFLINE, PROVISIONING, READY
 from devicepool.activities.errors import NotFoundError, ProviderError, TransportTimeoutError
-from devicepool.activities.models import DeviceTemplate
+from devicepool.activities.models import DeviceTemplate, TerminateDeviceInput
 from devicepool.activities.providers.base import NewDevice
 from devicepool.activities.providers.geelark import GeeLarkBusyError, GeeLarkQuotaError
 from devicepool.activities.providers.geelark.marks import Remark, pool_group, slot_mark
+from devicepool.activities.providers.geelark.provider import REUSE_SECONDS
 from devicepool.activities.proxy import ResolvedProxy
+from devicepool.activities.settings import AccountSettings
 from devicepool.api.errors import ErrorType
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
-from tests.activities.geelark_fake import PROXY_PASSWORD, Clock, Fake, ok, refused
+from tests.activities.geelark_fake import API_KEY, PROXY_PASSWORD, Clock, Fake, ok, refused
 
 POOL = "checkout"
 TEMPLATE = DeviceTemplate(platform="android", region="sgp", os_version="13")
@@ -412,6 +417,7 @@ async def test_a_name_filter_that_answers_only_whole_names_still_finds_the_pools
     assert [sorted(b) for b in lists] == [
         ["page", "pageSize", "serialName"],
         ["page", "pageSize", "tags"],
+        ["page", "pageSize", "serialName"],  # none by the prefix again: not a create landing
         ["page", "pageSize", "tags"],
     ]
     again = await provider.create_device(_new("slot-1"))  # the look-up names the whole mark
@@ -458,4 +464,135 @@ async def test_a_delete_and_a_create_while_paging_hide_no_phone() -> None:
     fake.script["phone/list"] = [lambda f, body: f._phone_list(body), churn_then_page]
     listed = {d.id for d in await provider.list_pool(POOL)}
     assert set(ids[6:]) <= listed
+    await provider.aclose()
+
+
+# ------------------------------------------------ one read a removal (issue 41, the bench)
+
+
+async def test_a_scale_down_activity_reads_its_phone_once() -> None:
+    # The idle check's read is the removal's: a second `phone/list` a phone held 100 -> 0
+    # a minute on its pacer (bench/geelark.py). The stop, its confirmation and the delete
+    # still ask the provider.
+    fake = Fake()
+    phone = _ours(fake, "k1", status=0)
+    acts = DeviceActivities(
+        accounts={
+            "gl": AccountSettings(
+                name="gl", api="geelark", base_url="https://openapi.example", api_key=API_KEY
+            )
+        },
+        proxy_pools={},
+        transport=httpx.MockTransport(fake.handle),
+    )
+    ask = TerminateDeviceInput(account="gl", device_id=phone, pool=POOL, only_if_idle=True)
+    result = await ActivityEnvironment().run(acts.terminate_device, ask)
+    assert result.device_id == phone and not result.skipped and not result.already_gone
+    assert fake.paths() == ["phone/list", "phone/stop", "phone/status", "phone/delete"]
+    assert _pid(phone) not in fake.phones
+    await acts.aclose()
+
+
+async def test_the_idle_checks_read_serves_the_removal_after_it_only() -> None:
+    fake = Fake()
+    phone = _ours(fake, "k1", status=0)
+    clock = Clock()
+    provider = fake.provider(clock)
+    await provider.get_device(phone)
+    await provider.remove_device(phone)
+    assert fake.paths() == ["phone/list", "phone/stop", "phone/status", "phone/delete"]
+    # The last read only: of two phones read, the first one's removal reads it again.
+    first, last = _ours(fake, "k2", status=0), _ours(fake, "k3", status=2)
+    await provider.get_device(first)
+    await provider.get_device(last)
+    fake.requests.clear()
+    await provider.remove_device(last)
+    assert fake.paths() == ["phone/delete"]
+    fake.requests.clear()
+    await provider.remove_device(first)
+    assert fake.paths()[0] == "phone/list"
+    # Once: a second removal after one read (a retry in the same task) reads again.
+    retried = _ours(fake, "k4", status=2)
+    await provider.get_device(retried)
+    fake.script["phone/delete"] = [refused(40000, "try later")]
+    with pytest.raises(ProviderError):
+        await provider.remove_device(retried)
+    fake.requests.clear()
+    await provider.remove_device(retried)
+    assert fake.paths() == ["phone/list", "phone/delete"]
+    await provider.aclose()
+
+
+async def test_a_read_seconds_old_is_not_reused() -> None:
+    fake = Fake()
+    phone = _ours(fake, "k1", status=0)
+    clock = Clock()
+    provider = fake.provider(clock)
+    await provider.get_device(phone)
+    await clock.sleep(REUSE_SECONDS + 0.5)
+    fake.phones[_pid(phone)]["status"] = 2  # stopped meanwhile: no stop sent
+    await provider.remove_device(phone)
+    assert fake.paths() == ["phone/list", "phone/list", "phone/delete"]
+    await provider.aclose()
+
+
+async def test_a_read_by_another_task_or_adapter_is_not_reused() -> None:
+    # An activity is a task of its own: one's read never decides another's removal.
+    fake = Fake()
+    phone = _ours(fake, "k1", status=0)
+    provider, other = fake.provider(), fake.provider()
+    await asyncio.create_task(provider.get_device(phone))
+    await other.get_device(phone)
+    fake.requests.clear()
+    await provider.remove_device(phone)
+    assert fake.paths()[0] == "phone/list"
+    await provider.aclose()
+    await other.aclose()
+
+
+async def test_a_phone_gone_after_the_idle_read_is_not_found_and_nothing_deleted() -> None:
+    fake = Fake()
+    phone = _ours(fake, "k1", status=0)
+    provider = fake.provider()
+    await provider.get_device(phone)
+    del fake.phones[_pid(phone)]  # deleted by hand between the read and the stop
+    with pytest.raises(NotFoundError):
+        await provider.remove_device(phone)
+    assert fake.paths() == ["phone/list", "phone/stop"]
+    await provider.aclose()
+
+
+async def test_a_phone_started_after_a_shut_down_read_is_refused_its_delete() -> None:
+    # The read says shut down, so no stop; the provider refuses to delete a started phone,
+    # and the retry reads it afresh.
+    fake = Fake()
+    phone = _ours(fake, "k1", status=2)
+    provider = fake.provider()
+    await provider.get_device(phone)
+    fake.phones[_pid(phone)]["status"] = 0  # started by a person meanwhile
+    with pytest.raises(ProviderError):
+        await provider.remove_device(phone)
+    assert _pid(phone) in fake.phones
+    await provider.remove_device(phone)
+    assert _pid(phone) not in fake.phones
+    assert fake.paths()[-4:] == ["phone/list", "phone/stop", "phone/status", "phone/delete"]
+    await provider.aclose()
+
+
+async def test_a_create_landing_between_the_two_listings_does_not_switch_to_the_tag() -> None:
+    # R13: the prefix answered none, a create landed, the tag found it: taken for "whole
+    # names only", every later look listed the whole account by the tag (its windows spent).
+    fake = Fake()
+    provider = fake.provider()
+
+    def empty_then_create(f: Fake, body: dict[str, Any]) -> Any:
+        answer = f._phone_list(body)  # the prefix listing: none of the pool's yet
+        _ours(f, "slot-1")  # a create lands before the tag listing
+        return answer
+
+    fake.script["phone/list"] = [empty_then_create]
+    assert len(await provider.list_pool(POOL)) == 1
+    await provider.list_pool(POOL)
+    lists = [b for p, _, b in fake.requests if p.endswith("phone/list")]
+    assert "tags" not in lists[-1], "a later look listed the whole account by the tag"
     await provider.aclose()

@@ -56,7 +56,8 @@ class Phones:
         Asked by `serialName`. The docs do not say that it matches a part of a name (the
         emulator's choice); were it whole names only, a pool would see none of its phones
         and rent for ever. So until a listing has shown which it is, an answer with no name
-        of the prefix is asked once more by the managed tag; whole names only, by the tag
+        of the prefix is asked once more by the managed tag (and, if the tag finds one, by the
+        prefix again: a create may have landed in between); whole names only, by the tag
         from then on."""
         if self.part_names is False:
             return await self.listed({"tags": [MANAGED_TAG]})
@@ -67,6 +68,11 @@ class Phones:
             return items
         tagged = await self.listed({"tags": [MANAGED_TAG]})
         if _any_named(tagged, prefix):
+            # Or a phone that landed between the two listings: the prefix asked once more.
+            again = await self.listed({"serialName": prefix})
+            if _any_named(again, prefix):
+                self.part_names = True
+                return again
             self.part_names = False
             logger.warning(
                 "GeeLark's serialName filter matched no part of a name: pools are listed by "
