@@ -7,12 +7,13 @@ idempotency key), adds a phone only if none, looks again when the add got no cle
 and starts it (`addNew` makes a shut-down phone). Every removal stops the phone, confirms it
 stopped, then deletes it (delete is refused while started): no warm reserve, `spec.reserve`
 is ignored (an account with a delete), and a phone an earlier build parked is a `failed`
-device of its pool, which removes it. Statuses: 0 started `ready`, 1 starting
-`provisioning`, 2 shut down `offline`, 3 expired `failed`. Per-item results decide every
-batch call. No region list, no reset (a used phone is replaced). Secrets (the key, proxy
-passwords in listings, the ADB password outside `ConnectInfo`) never reach a result or an
-error. One create fits inside its activity's attempt (`ADD_BY_SECONDS`...). Why:
-docs/providers.md, "GeeLark's Open API".
+device of its pool, which removes it; a removal right after `get_device` in one task (a
+scale-down's idle check) acts on that read, not a second one (`REUSE_SECONDS`). Statuses:
+0 started `ready`, 1 starting `provisioning`, 2 shut down `offline`, 3 expired `failed`.
+Per-item results decide every batch call. No region list, no reset (a used phone is
+replaced). Secrets (the key, proxy passwords in listings, the ADB password outside
+`ConnectInfo`) never reach a result or an error. One create fits inside its activity's
+attempt (`ADD_BY_SECONDS`...). Why: docs/providers.md, "GeeLark's Open API".
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -97,6 +100,11 @@ ANSWER_BY_SECONDS = 18.0
 _STATUSES = {STARTED: READY, STARTING: PROVISIONING, SHUT_DOWN: OFFLINE, EXPIRED: FAILED}
 _REASONS = {SHUT_DOWN: "shut down at the provider", EXPIRED: "expired at the provider"}
 PARKED = "kept stopped in the warm reserve by an earlier devicepool build; never serves"
+# A removal acts on the read `get_device` made at most this long before (`api.clock`), in
+# the same task (an activity runs in a task of its own), of the same device: a scale-down's
+# idle check reads its phone, then removes it at once, with no second `phone/list` to wait
+# its pacer's turn for (docs/providers.md, "GeeLark's Open API", the remove row).
+REUSE_SECONDS = 5.0
 
 
 def _parked_status(digest: str, status: str, reason: str | None) -> tuple[str, str | None]:
@@ -124,6 +132,20 @@ def proxy_information(proxy: ResolvedProxy) -> str:
     """`type://user:password@host:port`, user and password URL-encoded."""
     secret = quote(proxy.password.get_secret_value(), safe="")
     return f"{proxy.type}://{quote(proxy.username, safe='')}:{secret}@{proxy.host}:{proxy.port}"
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What `get_device` read last in this task: of which adapter, device, phone, when."""
+
+    provider: GeeLarkProvider
+    device: str
+    phone_id: str
+    item: dict[str, Any]
+    at: float
+
+
+_last_read: ContextVar[_Read | None] = ContextVar("geelark_last_read", default=None)
 
 
 class GeeLarkProvider:
@@ -214,7 +236,24 @@ class GeeLarkProvider:
         return parsed[0], item, info
 
     async def get_device(self, device_id: str) -> ProviderDevice:
-        return ProviderDevice((await self._one(device_id))[2], "android")
+        _last_read.set(None)
+        phone_id, item, info = await self._one(device_id)
+        _last_read.set(_Read(self, device_id, phone_id, item, self.api.clock()))
+        return ProviderDevice(info, "android")
+
+    def _just_read(self, device_id: str) -> tuple[str, dict[str, Any]] | None:
+        """(phone id, listed item) of `device_id` as this task's last `get_device` read it,
+        if within `REUSE_SECONDS`; once. Safe to act on: the read that decided the removal
+        is the one a second would repeat, and the removal asks the provider again where it
+        matters: the stop answers per item (42001: gone), its confirmation reads the status,
+        and the delete is refused while the phone runs."""
+        read = _last_read.get()
+        _last_read.set(None)
+        if read is None or read.provider is not self or read.device != device_id:
+            return None
+        if not 0 <= self.api.clock() - read.at <= REUSE_SECONDS:
+            return None
+        return read.phone_id, read.item
 
     async def read_statuses(self, ids: list[str]) -> tuple[list[DeviceStatusInfo], list[str]]:
         items: list[DeviceStatusInfo] = []
@@ -417,7 +456,8 @@ class GeeLarkProvider:
 
     async def remove_device(self, device_id: str) -> None:
         # Any removal, a scale-down too (`spec.reserve` is ignored: GeeLark has a delete).
-        phone_id, item, _ = await self._one(device_id)
+        read = self._just_read(device_id)
+        phone_id, item = read if read is not None else (await self._one(device_id))[:2]
         await self.phones.stop_and_delete(phone_id, as_int(item.get("status")))
 
     async def release_pool(self, pool: str) -> int:
