@@ -27,15 +27,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
 from weakref import WeakValueDictionary
 
 from devicepool.activities.connect_models import ConnectInfo, parse_adb
 from devicepool.activities.device_models import (
-    FAILED,
     OFFLINE,
     PROVISIONING,
-    READY,
     DeviceInfo,
     DeviceStatusInfo,
 )
@@ -68,27 +65,30 @@ from devicepool.activities.providers.geelark.marks import (
     slot_mark,
 )
 from devicepool.activities.providers.geelark.phones import (
-    EXPIRED,
     SHUT_DOWN,
     STARTED,
     STARTING,
     Phones,
     as_int,
 )
+from devicepool.activities.providers.geelark.words import (
+    DEFAULT_MOBILE_TYPE,
+    mobile_type,
+    parked_status,
+    phone_status,
+    proxy_information,
+)
 from devicepool.activities.proxy import ResolvedProxy
 from devicepool.activities.settings import ProxyPoolSettings
 from devicepool.api.errors import ErrorType
 from devicepool.api.names import LABEL_POOL, LABEL_SLOT
 
-__all__ = ["ANDROID_ONLY", "DEFAULT_MOBILE_TYPE", "GeeLarkProvider"]
+__all__ = ["ANDROID_ONLY", "GeeLarkProvider"]
 
 logger = logging.getLogger(__name__)
 
 ANDROID_ONLY = "GeeLark has Android cloud phones only"
 PROXY_TYPES = ("socks5", "http", "https")
-# `addNew` requires `mobileType`; a pool without `osVersion` gets the newest Android the
-# vendor lists, the one every region offers (`us` offers no other).
-DEFAULT_MOBILE_TYPE = "Android 15"
 # A create is up to four calls (the mark, `addNew`, the mark again after a lost answer, the
 # start) in an activity attempt of 20 s (workflows/provision), retried on any worker when it
 # runs out: so, from the create's start, `addNew` is sent by 8 s, any call by 15 s, and no
@@ -97,41 +97,11 @@ DEFAULT_MOBILE_TYPE = "Android 15"
 ADD_BY_SECONDS = 8.0
 SEND_BY_SECONDS = 15.0
 ANSWER_BY_SECONDS = 18.0
-_STATUSES = {STARTED: READY, STARTING: PROVISIONING, SHUT_DOWN: OFFLINE, EXPIRED: FAILED}
-_REASONS = {SHUT_DOWN: "shut down at the provider", EXPIRED: "expired at the provider"}
-PARKED = "kept stopped in the warm reserve by an earlier devicepool build; never serves"
 # A removal acts on the read `get_device` made at most this long before (`api.clock`), in
 # the same task (an activity runs in a task of its own), of the same device: a scale-down's
 # idle check reads its phone, then removes it at once, with no second `phone/list` to wait
 # its pacer's turn for (docs/providers.md, "GeeLark's Open API", the remove row).
 REUSE_SECONDS = 5.0
-
-
-def _parked_status(digest: str, status: str, reason: str | None) -> tuple[str, str | None]:
-    """A phone an earlier build parked is `failed` (it serves no slot, ever): its pool
-    removes it at once and counts it toward nothing; any other keeps its status."""
-    return (FAILED, PARKED) if digest == RESERVE_DIGEST else (status, reason)
-
-
-def _status(value: Any) -> tuple[str, str | None]:
-    code = as_int(value)
-    if code in _STATUSES:
-        return _STATUSES[code], _REASONS.get(code)
-    return OFFLINE, f"status {str(value)[:20]!r} unknown to devicepool"
-
-
-def mobile_type(os_version: str) -> str:
-    """`addNew`'s `mobileType` ("Android 9".."Android 15") from the pool's `osVersion`."""
-    text = os_version.strip()
-    if text.lower().startswith("android"):
-        text = text[len("android") :].strip()
-    return f"Android {text}"
-
-
-def proxy_information(proxy: ResolvedProxy) -> str:
-    """`type://user:password@host:port`, user and password URL-encoded."""
-    secret = quote(proxy.password.get_secret_value(), safe="")
-    return f"{proxy.type}://{quote(proxy.username, safe='')}:{secret}@{proxy.host}:{proxy.port}"
 
 
 @dataclass(frozen=True)
@@ -193,13 +163,13 @@ class GeeLarkProvider:
             return None
         if pool is not None and remark.pool != pool:
             return None
-        status, reason = _status(item.get("status"))
+        status, reason = phone_status(item.get("status"))
         rpa = item.get("rpaStatus")
         created = remark.created if math.isfinite(remark.created) else 0.0
         labels = dict(remark.labels)
         if digest == RESERVE_DIGEST:
             labels.pop(LABEL_SLOT, None)  # parked by an earlier build: it serves no slot
-        status, reason = _parked_status(digest, status, reason)
+        status, reason = parked_status(digest, status, reason)
         return DeviceInfo(
             id=device_id(str(phone_id), digest),
             status=status,
@@ -279,14 +249,14 @@ class GeeLarkProvider:
                     logger.info("GeeLark phone %s: status not read: %s", phone_id, error)
             for phone_id, item in batch.done.items():
                 name = item.get("serialName")
-                status, reason = _status(item.get("status"))
+                status, reason = phone_status(item.get("status"))
                 for device, digest in wanted[phone_id]:
                     # Named for another slot: that device is gone. (No name in the answer:
                     # the status is taken as it is.)
                     if isinstance(name, str) and name_digest(name) != digest:
                         not_found.append(device)
                     else:
-                        shown, why = _parked_status(digest, status, reason)
+                        shown, why = parked_status(digest, status, reason)
                         items.append(DeviceStatusInfo(id=device, status=shown, reason=why))
         return items, not_found
 
@@ -448,7 +418,7 @@ class GeeLarkProvider:
 
     async def _start(self, phone_id: str, info: DeviceInfo, status: int | None) -> DeviceInfo:
         if status in (STARTED, STARTING):
-            return info.model_copy(update={"status": _status(status)[0], "reason": None})
+            return info.model_copy(update={"status": phone_status(status)[0], "reason": None})
         await self.phones.start(phone_id)
         return info.model_copy(update={"status": PROVISIONING, "reason": None})
 
