@@ -631,7 +631,10 @@ def test_a_v1alpha1_manifest_with_the_annotation_loads_its_health() -> None:
 @pytest.mark.parametrize(
     ("value", "rule"),
     [
-        ("not json", "not what devicepool writes for a BrowserPool (a JSON object with health, leases)"),
+        (
+            "not json",
+            "not what devicepool writes for a BrowserPool (a JSON object with health, leases)",
+        ),
         # A DevicePool's kept field means nothing on a BrowserPool.
         ('{"scaleDown": {}}', "not what devicepool writes for a BrowserPool"),
         ('{"health": 3}', "not what devicepool writes for a BrowserPool"),
