@@ -12,7 +12,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
-from devicepool.api.names import MEMO_POOL_ROW
+from devicepool.api.names import MEMO_POOL_ROW, SIGNAL_WAKE
 from devicepool.client import PoolClient
 from devicepool.connect import DATA_CONVERTER
 from devicepool.testing import eventually
@@ -39,8 +39,10 @@ async def _memo_writes(client: Client, handle: WorkflowHandle[Any, Any]) -> tupl
 
 
 async def _a_pass(handle: WorkflowHandle[Any, Any]) -> None:
-    """Until the pool has made another pass (its `lastReconciled` moved)."""
+    """Until the pool has made another pass (its `lastReconciled` moved); woken, so that the
+    pass comes now rather than at its next resync."""
     first = (await handle.query("status"))["lastReconciled"]
+    await handle.signal(SIGNAL_WAKE)
 
     async def passed() -> bool:
         return bool((await handle.query("status"))["lastReconciled"] != first)
