@@ -1,0 +1,626 @@
+"""What sizing a pool from its demand saves: one seeded week of leases, four ways to size.
+
+**The trace** (`week_trace`, seed `--seed`, 40 by default): a week of lease asks from Tuesday
+2026-12-01 00:00 UTC to the next Tuesday. Asks arrive as a Poisson process (drawn by thinning
+from `random.Random(seed)`), each holding its device for a time uniform in 10-30 min
+(`--hold-min`, `--hold-max`). Weekdays: `--few` (4) asks an hour, day and night. Friday 18:00
+(the campaign, 54 h, to Monday 00:00): the rate ramps linearly over `--ramp-minutes` (15) to
+60 / the mean hold (`--peak` 60 concurrent leases: 3 asks a minute), holds until Monday 00:00,
+then falls back to the few an hour (Monday and Tuesday: the scale-down).
+
+**The oracle** (the floor no way can beat): every lease on a device booted for it just in time
+and gone at its end: the leased device-hours plus one boot per lease.
+
+**Four ways**, on the same trace and provider limits (the product's defaults: an account's
+`createsPerMinute` 20 in a window of 60 s + 1 s margin, the emulator's 45-s boot, a lease queue
+of 50 tickets waiting at most 5 min, `onRelease: keep`):
+
+- static peak: `replicas` 80, all week;
+- static average: `replicas` = the trace's mean concurrent leases, rounded up;
+- autoscale: `{minReplicas 0, maxReplicas 80, idleBuffer 2, scaleDownAfter 5m, stabilization
+  5m}` (docs/leases.md's example);
+- autoscale + schedule: the same with the window `{cron: "0 18 * * fri", duration: 54h,
+  minReplicas: 60}` (UTC).
+
+Per way: device-hours billed (each device from its create to its termination, the boot
+included, at the account's $0.10 an hour), lease wait (ask -> grant) p50/p95/max over every
+lease granted and p95 over those asked during the ramp (Friday 18:00-19:00), leases refused (a
+full queue, or 5 min waited), the most devices, and how long after Monday 00:00 the pool was
+back to `--few` + 2 devices or fewer. Goals, printed beside the figures with whether each is
+met: autoscale <= 1.3x the oracle's device-hours and <= 0.3x static peak's; ramp wait p95 <=
+the boot + 10 s without a schedule, <= 5 s with one; 0 leases refused.
+
+**How a week is run: `[model]`.** Temporal's timers are wall-clock (the emulator's clock can
+be sped up, a workflow's cannot), so a week of the product is a week. The figures labelled
+`[model]` are a discrete-event simulation of the whole week that drives the product's own
+pure decisions (`workflows/reconciler/demand.py`: `desired_from_demand`,
+`Stabilization.apply`, `schedule_floor`, `may_go`, `next_may_go`) with the account's create
+window and the boot: a pass on every ask, give-back, device ready and create-window slot, and
+every 30 s (the pools' `resyncSeconds`); a ticket is granted the oldest free ready device at
+once (the real grant adds a pass and the holder's claim: a second or two), FIFO. What it
+leaves out: the product's latencies (a pass, a create's round trip, a ticket's claim),
+provider faults, and the spend cap. The whole week, four ways, takes about 15 s of one core.
+The product itself on the dev stack for the Friday ramp and the Monday scale-down (`[dev
+stack]`, time-compressed, four pools on four accounts at once) needs a pool that acts on
+`spec.autoscale`: until one does, the bench says so and runs the model alone.
+
+    .venv/bin/python bench/demand.py [--seed 40] [--peak 60] [--few 4] [--ramp-minutes 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import math
+import random
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from devicepool.activities.settings import AccountSettings
+from devicepool.api.autoscale import AutoscaleSpec, ScheduleWindow
+from devicepool.api.v1beta1 import LeaseQueueSpec
+from devicepool.emulator.config import EmulatorConfig
+from devicepool.workflows.reconciler.demand import (
+    Stabilization,
+    desired_from_demand,
+    may_go,
+    next_may_go,
+    schedule_floor,
+)
+
+START = datetime(2026, 12, 1, tzinfo=UTC)  # a Tuesday
+WEEK = 7 * 86400.0
+HOUR = 3600.0
+# Friday 18:00 to Monday 00:00, seconds from START.
+CAMPAIGN = (3 * 86400.0 + 18 * HOUR, 6 * 86400.0)
+RAMP_WINDOW = HOUR  # "during the ramp": asks of the campaign's first hour
+PASS_SECONDS = 30.0  # a pool's resync (PoolSettings.resyncSeconds)
+PEAK_REPLICAS = 80
+WINDOW_CRON = "0 18 * * fri"
+
+
+# ---------------------------------------------------------------- the trace
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One ask: at `at` seconds from START, holding its device `hold` seconds once granted."""
+
+    at: float
+    hold: float
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The trace's demand: `few` asks an hour outside the campaign; in it, a ramp over
+    `ramp_minutes` to `peak` concurrent leases (peak / the mean hold, asks a second)."""
+
+    few: float = 4.0
+    peak: int = 60
+    ramp_minutes: float = 15.0
+    hold_min: float = 600.0
+    hold_max: float = 1800.0
+    campaign: tuple[float, float] = CAMPAIGN
+
+    @property
+    def peak_rate(self) -> float:
+        return self.peak / ((self.hold_min + self.hold_max) / 2)
+
+    def rate(self, t: float) -> float:
+        """Asks a second at `t`."""
+        base = self.few / HOUR
+        start, end = self.campaign
+        if not start <= t < end:
+            return base
+        ramp = self.ramp_minutes * 60
+        if ramp <= 0 or t >= start + ramp:
+            return max(base, self.peak_rate)
+        return base + (max(base, self.peak_rate) - base) * (t - start) / ramp
+
+
+def week_trace(seed: int, shape: Shape = Shape(), *, length: float = WEEK) -> list[Lease]:
+    """The asks of `length` seconds of `shape`, the same for the same seed (thinning a Poisson
+    process at the highest rate)."""
+    rng = random.Random(seed)
+    top = max(shape.few / HOUR, shape.peak_rate)  # `rate` is never higher
+    asks: list[Lease] = []
+    t = 0.0
+    while True:
+        t += rng.expovariate(top)
+        if t >= length:
+            return asks
+        # Both draws every time: the holds do not depend on which asks were kept.
+        keep, hold = rng.random(), rng.uniform(shape.hold_min, shape.hold_max)
+        if keep * top < shape.rate(t):
+            asks.append(Lease(at=t, hold=hold))
+
+
+def mean_concurrent(trace: Sequence[Lease], length: float = WEEK) -> float:
+    """The trace's leased seconds over its length: the mean leases held at once."""
+    return sum(lease.hold for lease in trace) / length
+
+
+def most_concurrent(trace: Sequence[Lease]) -> int:
+    """The most leases held at once if every ask were granted at once."""
+    edges = sorted(
+        [(lease.at, 1) for lease in trace] + [(lease.at + lease.hold, -1) for lease in trace]
+    )
+    most = held = 0
+    for _, step in edges:
+        held += step
+        most = max(most, held)
+    return most
+
+
+def oracle_hours(trace: Sequence[Lease], boot: float) -> float:
+    """The floor: the leased device-hours, plus one boot for each lease."""
+    return sum(lease.hold + boot for lease in trace) / HOUR
+
+
+# ---------------------------------------------------------------- the limits and the ways
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The provider's and the pool's limits every way runs under (the product's defaults)."""
+
+    creates_per_minute: int
+    window: float  # seconds a create holds its place in the account's window
+    boot: float
+    queue_max: int
+    max_wait: float
+    price_per_hour: float
+    pass_seconds: float = PASS_SECONDS
+
+    @classmethod
+    def defaults(cls) -> Limits:
+        account = AccountSettings(name="bench")
+        queue = LeaseQueueSpec()
+        return cls(
+            creates_per_minute=account.creates_per_minute,
+            window=account.window_seconds + account.window_margin_seconds,
+            boot=EmulatorConfig().provision_seconds,
+            queue_max=queue.max,
+            max_wait=queue.max_wait,
+            price_per_hour=account.price_per_hour,
+        )
+
+
+@dataclass(frozen=True)
+class Way:
+    """How a pool is sized: `replicas` fixed, or `autoscale` (with `schedule`'s windows)."""
+
+    name: str
+    replicas: int = 0
+    autoscale: AutoscaleSpec | None = None
+    schedule: tuple[ScheduleWindow, ...] = ()
+
+
+def autoscale_spec(peak_replicas: int = PEAK_REPLICAS) -> AutoscaleSpec:
+    return AutoscaleSpec(
+        min_replicas=0,
+        max_replicas=peak_replicas,
+        idle_buffer=2,
+        scale_down_after="5m",
+        stabilization="5m",
+    )
+
+
+def campaign_window(peak: int) -> ScheduleWindow:
+    return ScheduleWindow(cron=WINDOW_CRON, duration="54h", min_replicas=peak, time_zone="UTC")
+
+
+def four_ways(trace: Sequence[Lease], peak: int) -> list[Way]:
+    average = max(1, math.ceil(mean_concurrent(trace)))
+    spec = autoscale_spec()
+    return [
+        Way(f"static peak (replicas {PEAK_REPLICAS})", replicas=PEAK_REPLICAS),
+        Way(f"static average (replicas {average})", replicas=average),
+        Way("autoscale", autoscale=spec),
+        Way("autoscale + schedule", autoscale=spec, schedule=(campaign_window(peak),)),
+    ]
+
+
+# ---------------------------------------------------------------- the model
+
+
+@dataclass
+class Device:
+    id: str
+    created: float
+    ready: float
+    lease: int | None = None  # the trace's index of the lease holding it
+    idle_since: float | None = None  # set once ready, and at each give-back
+
+
+@dataclass
+class Outcome:
+    """What one way did with the trace (seconds from START unless named)."""
+
+    way: str
+    device_seconds: float = 0.0
+    waits: list[float] = field(default_factory=list)  # every lease granted
+    ramp_waits: list[float] = field(default_factory=list)  # those asked during the ramp
+    refused_full: int = 0
+    refused_waited: int = 0
+    creates: int = 0
+    terminations: int = 0
+    most: int = 0
+    back_after: float | None = None  # after the campaign's end: back to `back_to` devices
+
+    @property
+    def device_hours(self) -> float:
+        return self.device_seconds / HOUR
+
+    @property
+    def refused(self) -> int:
+        return self.refused_full + self.refused_waited
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    """The nearest-rank percentile (0 for no values: nobody waited)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+ASK, END, READY, EXPIRE, WAKE = range(5)
+
+
+class Model:
+    """One pool sized one way, run through the trace (see the module docstring)."""
+
+    def __init__(
+        self,
+        way: Way,
+        trace: Sequence[Lease],
+        limits: Limits,
+        *,
+        length: float = WEEK,
+        campaign: tuple[float, float] = CAMPAIGN,
+        back_to: int = 6,
+        start: datetime = START,
+    ) -> None:
+        self.way, self.trace, self.limits, self.length = way, trace, limits, length
+        self.campaign, self.back_to, self.start = campaign, back_to, start
+        self.out = Outcome(way.name)
+        self.devices: dict[str, Device] = {}
+        self.queue: deque[int] = deque()
+        self.asked: dict[int, float] = {}
+        self.creates: deque[float] = deque()  # grant times still in the account's window
+        self.stabilization = Stabilization()
+        self.events: list[tuple[float, int, int, int | str]] = []
+        self.seq = 0
+        self.made = 0
+        self.now = 0.0
+
+    # -- events
+
+    def push(self, t: float, kind: int, arg: int | str = 0) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (t, self.seq, kind, arg))
+
+    def run(self) -> Outcome:
+        for index, lease in enumerate(self.trace):
+            self.push(lease.at, ASK, index)
+        t = 0.0
+        while t < self.length:
+            self.push(t, WAKE)
+            t += self.limits.pass_seconds
+        # The pool as it stands when the week starts: its size then, every device ready.
+        for _ in range(self.desired(0.0)):
+            self.add(0.0, ready=0.0)
+        while self.events and self.events[0][0] < self.length:
+            self.now, _, kind, arg = heapq.heappop(self.events)
+            self.handle(kind, arg)
+            self.reconcile()
+        for device in self.devices.values():
+            self.out.device_seconds += self.length - device.created
+        return self.out
+
+    def handle(self, kind: int, arg: int | str) -> None:
+        if kind == ASK:
+            assert isinstance(arg, int)
+            if len(self.queue) >= self.limits.queue_max:
+                self.out.refused_full += 1
+                return
+            self.asked[arg] = self.now
+            self.queue.append(arg)
+            self.push(self.now + self.limits.max_wait, EXPIRE, arg)
+        elif kind == EXPIRE:
+            assert isinstance(arg, int)
+            if arg in self.asked and arg in self.queue:
+                self.queue.remove(arg)
+                del self.asked[arg]
+                self.out.refused_waited += 1
+        elif kind == END:
+            assert isinstance(arg, str)
+            device = self.devices[arg]
+            device.lease, device.idle_since = None, self.now
+        elif kind == READY:
+            assert isinstance(arg, str)
+            if arg in self.devices:
+                self.devices[arg].idle_since = self.now
+
+    # -- a pass
+
+    def reconcile(self) -> None:
+        self.grant()
+        desired = self.desired(self.now)
+        count = len(self.devices)
+        if desired > count:
+            self.grow(desired - count)
+        elif desired < count:
+            self.shrink(count - desired)
+        count = len(self.devices)
+        self.out.most = max(self.out.most, count)
+        end = self.campaign[1]
+        if self.out.back_after is None and self.now >= end and count <= self.back_to:
+            self.out.back_after = self.now - end
+
+    def grant(self) -> None:
+        if not self.queue:
+            return
+        free = sorted(
+            (d for d in self.devices.values() if d.lease is None and d.idle_since is not None),
+            key=lambda d: d.id,
+        )
+        while self.queue and free:
+            index, device = self.queue.popleft(), free.pop(0)
+            waited = self.now - self.asked.pop(index)
+            self.out.waits.append(waited)
+            asked = self.trace[index].at
+            if self.campaign[0] <= asked < self.campaign[0] + RAMP_WINDOW:
+                self.out.ramp_waits.append(waited)
+            device.lease, device.idle_since = index, None
+            self.push(self.now + self.trace[index].hold, END, device.id)
+
+    def desired(self, t: float) -> int:
+        spec = self.way.autoscale
+        if spec is None:
+            return self.way.replicas
+        moment = self.start + timedelta(seconds=t)
+        floor = 0
+        if self.way.schedule:
+            floor = schedule_floor(
+                self.way.schedule,
+                moment,
+                creates_per_minute=self.limits.creates_per_minute,
+                boot_seconds=self.limits.boot,
+            )
+        leased = sum(1 for d in self.devices.values() if d.lease is not None)
+        sizing = desired_from_demand(
+            leased, len(self.queue), spec, floor, current=len(self.devices)
+        )
+        return self.stabilization.apply(sizing, now=moment, window=spec.stabilization).desired
+
+    def grow(self, wanted: int) -> None:
+        while self.creates and self.creates[0] <= self.now - self.limits.window:
+            self.creates.popleft()
+        room = self.limits.creates_per_minute - len(self.creates)
+        for _ in range(min(wanted, room)):
+            self.creates.append(self.now)
+            self.add(self.now, ready=self.now + self.limits.boot)
+        if wanted > room and self.creates:  # the next place in the window
+            self.push(self.creates[0] + self.limits.window, WAKE)
+
+    def add(self, t: float, *, ready: float) -> None:
+        self.made += 1
+        device = Device(id=f"d{self.made:06d}", created=t, ready=ready)
+        self.devices[device.id] = device
+        if ready <= t:
+            device.idle_since = t
+        else:
+            self.out.creates += 1
+            self.push(ready, READY, device.id)
+
+    def shrink(self, extra: int) -> None:
+        spec = self.way.autoscale
+        if spec is None:  # a static pool above its replicas: never here
+            return
+        moment = self.start + timedelta(seconds=self.now)
+        leases = {d.id for d in self.devices.values() if d.lease is not None}
+        idle = {
+            d.id: self.start + timedelta(seconds=d.idle_since)
+            for d in self.devices.values()
+            if d.idle_since is not None
+        }
+        going = may_go(self.devices, leases, idle, spec.scale_down_after, moment)[:extra]
+        for device_id in going:
+            device = self.devices.pop(device_id)
+            self.out.device_seconds += self.now - device.created
+            self.out.terminations += 1
+        if len(going) < extra:
+            wake = next_may_go(self.devices, leases, idle, spec.scale_down_after, moment)
+            if wake is not None:
+                self.push((wake - self.start).total_seconds(), WAKE)
+
+
+def simulate(
+    way: Way,
+    trace: Sequence[Lease],
+    limits: Limits,
+    *,
+    length: float = WEEK,
+    campaign: tuple[float, float] = CAMPAIGN,
+    back_to: int = 6,
+) -> Outcome:
+    return Model(way, trace, limits, length=length, campaign=campaign, back_to=back_to).run()
+
+
+# ---------------------------------------------------------------- the goals
+
+
+@dataclass(frozen=True)
+class Goal:
+    what: str
+    figure: float
+    bound: float
+
+    @property
+    def met(self) -> bool:
+        return self.figure <= self.bound
+
+    def line(self) -> str:
+        verdict = "met" if self.met else "NOT MET"
+        return f"{self.what}: {self.figure:.1f} <= {self.bound:.1f}: {verdict}"
+
+
+def goals(outcomes: Sequence[Outcome], oracle: float, limits: Limits) -> list[Goal]:
+    """The issue's goals, for the autoscale ways (outcomes[0] is static peak)."""
+    peak = outcomes[0].device_hours
+    found: list[Goal] = []
+    for out in outcomes:
+        if not out.way.startswith("autoscale"):
+            continue
+        scheduled = "schedule" in out.way
+        ramp_bound = 5.0 if scheduled else limits.boot + 10
+        found += [
+            Goal(f"{out.way}: device-hours <= 1.3x the oracle", out.device_hours, 1.3 * oracle),
+            Goal(f"{out.way}: device-hours <= 0.3x static peak", out.device_hours, 0.3 * peak),
+            Goal(
+                f"{out.way}: ramp wait p95 (s) <= "
+                + ("5 s" if scheduled else f"the boot {limits.boot:g} s + 10 s"),
+                pct(out.ramp_waits, 0.95),
+                ramp_bound,
+            ),
+            Goal(f"{out.way}: leases refused <= 0", out.refused, 0),
+        ]
+    return found
+
+
+# ---------------------------------------------------------------- the report
+
+
+def clock(seconds: float) -> str:
+    moment = START + timedelta(seconds=seconds)
+    return f"{moment:%a %H:%M}"
+
+
+def row(out: Outcome, oracle: float, peak: float, price: float) -> str:
+    waits = (
+        "/".join(f"{pct(out.waits, q):.0f}" for q in (0.5, 0.95))
+        + f"/{max(out.waits, default=0):.0f}"
+    )
+    back = "-" if out.back_after is None else f"{out.back_after / 60:.0f} min"
+    return (
+        f"{out.way:<28} {out.device_hours:9.1f} {out.device_hours / oracle:6.2f}x"
+        f" {out.device_hours / peak:5.2f}x ${out.device_hours * price:8.2f}"
+        f" {waits:>12} {pct(out.ramp_waits, 0.95):9.0f}"
+        f" {out.refused_full:>5}/{out.refused_waited:<5} {out.most:5} {out.creates:7} {back:>8}"
+    )
+
+
+def report(trace: Sequence[Lease], shape: Shape, limits: Limits, seed: int) -> list[Outcome]:
+    oracle = oracle_hours(trace, limits.boot)
+    print(
+        f"[model] the trace (seed {seed}): {len(trace)} asks from {clock(0)} {START:%Y-%m-%d} "
+        f"for a week; {shape.few:g} an hour outside the campaign, a {shape.ramp_minutes:g}-min "
+        f"ramp at {clock(shape.campaign[0])} to {shape.peak} concurrent "
+        f"({shape.peak_rate * 60:.1f} asks a minute) until {clock(shape.campaign[1])}; holds "
+        f"{shape.hold_min / 60:g}-{shape.hold_max / 60:g} min; at most "
+        f"{most_concurrent(trace)} held at once, {mean_concurrent(trace):.1f} on average",
+        flush=True,
+    )
+    print(
+        f"[model] limits: {limits.creates_per_minute} creates in {limits.window:g} s, boot "
+        f"{limits.boot:g} s, lease queue {limits.queue_max} waiting at most "
+        f"{limits.max_wait:g} s, a pass every {limits.pass_seconds:g} s, "
+        f"${limits.price_per_hour:.2f} a device-hour",
+        flush=True,
+    )
+    print(
+        f"[model] the oracle (leased hours + a {limits.boot:g}-s boot per lease): "
+        f"{oracle:.1f} device-hours, ${oracle * limits.price_per_hour:.2f}",
+        flush=True,
+    )
+    back_to = math.ceil(shape.few) + 2  # the few leased, and the buffer
+    ways = four_ways(trace, shape.peak)
+    outcomes = [simulate(way, trace, limits, back_to=back_to) for way in ways]
+    peak = outcomes[0].device_hours
+    print(
+        f"[model] {'way':<28} {'device-h':>9} {'oracle':>7} {'peak':>6} {'$/week':>9}"
+        f" {'wait p50/95/max s':>12} {'ramp p95':>9} {'refused full/waited':>11}"
+        f" {'most':>5} {'creates':>7} {'back in':>8}",
+        flush=True,
+    )
+    for out in outcomes:
+        print(f"[model] {row(out, oracle, peak, limits.price_per_hour)}", flush=True)
+    print(
+        f"[model] back in: after {clock(shape.campaign[1])}, to {back_to} devices or fewer;"
+        f" refused: the queue full / {limits.max_wait:g} s waited",
+        flush=True,
+    )
+    for goal in goals(outcomes, oracle, limits):
+        print(f"[model] goal {goal.line()}", flush=True)
+    return outcomes
+
+
+def _number(text: str, *, least: float, strict: bool) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value) or value < least or (strict and value == least):
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number {'>' if strict else '>='} {least:g}, got {text}"
+        )
+    return value
+
+
+def _positive(text: str) -> float:
+    return _number(text, least=0, strict=True)
+
+
+def _positive_or_zero(text: str) -> float:
+    return _number(text, least=0, strict=False)
+
+
+def _count(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= PEAK_REPLICAS:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number from 1 to {PEAK_REPLICAS}, got {text!r}"
+        )
+    return int(text)
+
+
+def main(args: argparse.Namespace) -> None:
+    shape = Shape(
+        few=args.few,
+        peak=args.peak,
+        ramp_minutes=args.ramp_minutes,
+        hold_min=args.hold_min * 60,
+        hold_max=args.hold_max * 60,
+    )
+    trace = week_trace(args.seed, shape)
+    report(trace, shape, Limits.defaults(), args.seed)
+    print(
+        "[dev stack] not run: no pool acts on `spec.autoscale` yet (docs/leases.md, 'Sizing a "
+        "pool from its demand (planned)'); every figure above is the model's",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    from _results import recorded
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=40)
+    parser.add_argument("--few", type=_positive, default=4.0, help="asks an hour off the campaign")
+    parser.add_argument(
+        "--peak",
+        type=_count,
+        default=60,
+        help=f"concurrent leases in the campaign (at most {PEAK_REPLICAS})",
+    )
+    parser.add_argument("--ramp-minutes", type=_positive_or_zero, default=15.0)
+    parser.add_argument("--hold-min", type=_positive, default=10.0, help="minutes")
+    parser.add_argument("--hold-max", type=_positive, default=30.0, help="minutes")
+    args = parser.parse_args()
+    if args.hold_min > args.hold_max:
+        parser.error(f"--hold-min ({args.hold_min:g}) must be <= --hold-max ({args.hold_max:g})")
+    with recorded("demand", "Demand scaling over a week", parser, args):
+        main(args)
