@@ -166,6 +166,9 @@ SA_DESIRED = "DevicePoolDesired"
 SA_READY = "DevicePoolReady"
 SA_PHASE = "DevicePoolPhase"
 SA_ACCOUNT = "DevicePoolAccount"
+# When the pool last wrote its memo row (`MEMO_POOL_ROW`): `get -w` lists only the pools
+# whose row changed since its last refresh (`client._pool_reads.RowWatch`).
+SA_ROW_AT = "DevicePoolRowAt"
 # The memo key of a pool's row: what `get` and the worker's gauges read of it from one List
 # call (`workflows.reconciler.row_memo`).
 MEMO_POOL_ROW = "devicepoolRow"
@@ -178,7 +181,11 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
     SA_READY: "Int",
     SA_PHASE: "Keyword",
     SA_ACCOUNT: "Keyword",
+    SA_ROW_AT: "Datetime",
 }
+# The Web UI's pool columns (`devicepool dev`'s one line, docs/operations.md): every search
+# attribute but the row's time, a stamp for `get -w` that no one reads in a list.
+POOL_COLUMNS: tuple[str, ...] = tuple(name for name in SEARCH_ATTRIBUTES if name != SA_ROW_AT)
 
 # Signal a provisioning child sends its parent pool when its batch is done.
 SIGNAL_BATCH_DONE = "batch_done"

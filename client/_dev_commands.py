@@ -14,7 +14,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
-from devicepool.api.names import SEARCH_ATTRIBUTES, WATCH_TASK_QUEUE_SUFFIX, WORKFLOW_DEVICE_POOL
+from devicepool.api.names import (
+    POOL_COLUMNS,
+    SEARCH_ATTRIBUTES,
+    WATCH_TASK_QUEUE_SUFFIX,
+    WORKFLOW_DEVICE_POOL,
+)
 from devicepool.client._dev_config import (
     BITBROWSER_ACCOUNT,
     DEV_HOST,
@@ -166,7 +171,7 @@ def pool_columns_storage(namespace: str = DEV_NAMESPACE) -> str:
     """JavaScript that sets the workflow list's columns to the status, the workflow id and the
     pool search attributes, and folds the navigation (so all fit 1400 pixels), keeping the
     other namespaces' columns."""
-    columns = [{"label": label} for label in ("Status", "Workflow ID", *SEARCH_ATTRIBUTES)]
+    columns = [{"label": label} for label in ("Status", "Workflow ID", *POOL_COLUMNS)]
     return (
         f"(k=>{{const c=JSON.parse(localStorage.getItem(k)||'{{}}');"
         f"c[{json.dumps(namespace)}]={json.dumps(columns, separators=(',', ':'))};"

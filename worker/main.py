@@ -32,6 +32,7 @@ from devicepool.worker.metrics import (
     WorkerGauges,
     WorkerMetrics,
 )
+from devicepool.worker.registered import check_search_attributes
 from devicepool.worker.sdk_metrics import sdk_runtime
 from devicepool.worker.versioning import current_build, promote
 
@@ -59,6 +60,8 @@ async def run_worker(
     endpoint; the pool gauges are re-read at most every `pool_metrics_max_age` seconds, the
     pools' `status` at most every `pool_status_max_age`.
     """
+    # Before anything polls: a pool upserting an attribute the namespace lacks is stuck.
+    await check_search_attributes(client)
     telemetry = WorkerMetrics.create(
         client,
         sdk_metrics=sdk_metrics,

@@ -18,7 +18,8 @@ for pair in \
   DevicePoolDesired=Int \
   DevicePoolReady=Int \
   DevicePoolPhase=Keyword \
-  DevicePoolAccount=Keyword
+  DevicePoolAccount=Keyword \
+  DevicePoolRowAt=Datetime
 do
   name="${pair%%=*}"; type="${pair#*=}"
   if printf '%s\n' "$existing" | grep -qw "$name"; then

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from devicepool.api.names import SEARCH_ATTRIBUTES
+from devicepool.api.names import POOL_COLUMNS
 from devicepool.client._dev_commands import (
     pool_columns_script,
     pool_columns_storage,
@@ -35,7 +35,7 @@ def test_the_pools_view_link_filters_the_pools_and_names_the_view() -> None:
 def test_the_columns_line_sets_every_pool_column_and_reloads() -> None:
     script = pool_columns_script()
     assert script == pool_columns_storage() + ";location.reload()"
-    for attribute in SEARCH_ATTRIBUTES:
+    for attribute in POOL_COLUMNS:
         assert f'{{"label":"{attribute}"}}' in script
     assert '"namespace-workflow-table-columns"' in script and "navOpen" in script
     assert "\n" not in script

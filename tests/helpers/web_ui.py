@@ -21,7 +21,7 @@ from urllib.parse import quote
 import pytest
 from playwright.async_api import Browser, Locator, Page, async_playwright, expect
 
-from devicepool.api.names import SEARCH_ATTRIBUTES
+from devicepool.api.names import POOL_COLUMNS
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -132,10 +132,10 @@ async def pool_columns_shown(
     the README says, and take out `remove`; returns the headers and what `row` shows in
     each pool column."""
     await page.get_by_role("button", name="Configure Columns").click()
-    for attribute in SEARCH_ATTRIBUTES:
+    for attribute in POOL_COLUMNS:
         await page.get_by_role("button", name=f"Add {attribute} column").click()
     for column in remove:
         await page.get_by_role("button", name=f"Remove {column} column").click()
     headers = [h.strip() for h in await page.locator("thead th").all_inner_texts()]
     cells = [c.strip() for c in await row.locator("td").all_inner_texts()]
-    return headers, {a: cells[headers.index(a)] for a in SEARCH_ATTRIBUTES}
+    return headers, {a: cells[headers.index(a)] for a in POOL_COLUMNS}

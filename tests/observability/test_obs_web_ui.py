@@ -45,7 +45,7 @@ from playwright.async_api import Browser, Page, expect
 from devicepool.api.browserpool.v1beta1 import BrowserPool, BrowserPoolSpec
 from devicepool.api.loader import parse_pool
 from devicepool.api.names import (
-    SEARCH_ATTRIBUTES,
+    POOL_COLUMNS,
     browser_pool_workflow_id,
     health_workflow_id,
     pool_workflow_id,
@@ -180,7 +180,7 @@ async def test_web_ui_shows_the_pool(obs_stack: ObsStack, browser: Browser, tmp_
             await page.reload()
             await expect(page.locator("thead th", has_text="DevicePoolReady")).to_have_count(1)
             await expect(row).to_have_count(1)
-            for attribute in SEARCH_ATTRIBUTES:
+            for attribute in POOL_COLUMNS:
                 header = page.locator("thead th", has_text=attribute)
                 await expect(header).to_be_in_viewport(ratio=0.95)
                 cell = row.locator("td").nth(headers.index(attribute))
@@ -319,7 +319,7 @@ async def test_the_pools_view_link_and_the_columns_line(
             headers = [h.strip() for h in await page.locator("thead th").all_inner_texts()]
             for gone in ("Run ID", "Type", "Start", "End"):
                 assert gone not in headers, headers
-            for attribute in SEARCH_ATTRIBUTES:
+            for attribute in POOL_COLUMNS:
                 header = page.locator("thead th", has_text=attribute)
                 await expect(header).to_be_in_viewport(ratio=0.95)
             cells = [c.strip() for c in await row.locator("td").all_inner_texts()]

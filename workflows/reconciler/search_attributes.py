@@ -20,6 +20,7 @@ from devicepool.api.names import (
     SA_PLATFORM,
     SA_READY,
     SA_REGION,
+    SA_ROW_AT,
 )
 
 KEY_PLATFORM = SearchAttributeKey.for_keyword(SA_PLATFORM)
@@ -28,6 +29,8 @@ KEY_ACCOUNT = SearchAttributeKey.for_keyword(SA_ACCOUNT)
 KEY_PHASE = SearchAttributeKey.for_keyword(SA_PHASE)
 KEY_DESIRED = SearchAttributeKey.for_int(SA_DESIRED)
 KEY_READY = SearchAttributeKey.for_int(SA_READY)
+# Written with the memo row, not by `updates` (its value is the time of the write).
+KEY_ROW_AT = SearchAttributeKey.for_datetime(SA_ROW_AT)
 
 ALL_KEYS: tuple[SearchAttributeKey[Any], ...] = (
     KEY_PLATFORM,
@@ -36,6 +39,7 @@ ALL_KEYS: tuple[SearchAttributeKey[Any], ...] = (
     KEY_READY,
     KEY_PHASE,
     KEY_ACCOUNT,
+    KEY_ROW_AT,
 )
 
 

@@ -10,10 +10,12 @@ Messages: update `scale_update`, signals `scale` and `wake`, queries `status`, `
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Generic
 
 from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
@@ -55,10 +57,13 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.shared import versions
     from devicepool.workflows.shared.errors import forget, raise_if_cancelled
 
-__all__ = ["ROW_MEMO_PATCH", "Reconciler"]
+__all__ = ["ROW_AT_PATCH", "ROW_MEMO_PATCH", "Reconciler"]
 
 # The pool's row in its memo (`row_memo`): a command runs from before it never issued.
 ROW_MEMO_PATCH = "pool-row-in-memo"
+# The row's time in `DevicePoolRowAt`, upserted with each row write: runs from before it
+# issued no such upsert (a row write with no other attribute changed issued none at all).
+ROW_AT_PATCH = "pool-row-time"
 # A lease message that moves the row writes it at most this often: under a crowd of
 # leases, one memo upsert (a history event, a billed Action) a message would double what a
 # lease costs. What waits is written by the reaper when the gap ends (`row_due`).
@@ -197,25 +202,57 @@ class Reconciler(Generic[SpecT, StateT]):
         """Search attributes, UI details and the memo row, each written only when it changed."""
         current = workflow.info().typed_search_attributes
         updates = search_attributes.updates(self.kind.search_attributes(), current)
-        if updates:
-            workflow.upsert_search_attributes(updates)
-        self.show_details()
+        self.show_details(attributes=updates)
 
-    def show_details(self, *, lease_message: bool = False) -> None:
+    def show_details(
+        self,
+        *,
+        lease_message: bool = False,
+        attributes: Sequence[SearchAttributeUpdate[Any]] = (),
+    ) -> None:
         """The UI's live details (served by a built-in query: no history event), and the
-        pool's row in its memo (`show_row`)."""
+        pool's row in its memo (`show_row`), with the search attributes `attributes`."""
         details = self.kind.details() + self.leasing.details()
         if details != self._details:
             self._details = details
             workflow.set_current_details(details)
-        self.show_row(lease_message=lease_message)
+        self.show_row(lease_message=lease_message, attributes=attributes)
 
-    def show_row(self, *, lease_message: bool = False) -> None:
+    def show_row(
+        self,
+        *,
+        lease_message: bool = False,
+        attributes: Sequence[SearchAttributeUpdate[Any]] = (),
+    ) -> None:
         """What `get` and the worker's gauges read of the pool (`row_memo`), upserted into
         its memo only when it changed: an idle pool's row never does. A change a lease
         message made within `ROW_LEASE_GAP` of the last write waits for the gap's end (the
         reaper writes it), unless the book is empty or the pool is deleting: nothing
-        would then wake to write it."""
+        would then wake to write it.
+
+        `attributes` (the pass's search attributes that changed) are upserted first, with
+        `DevicePoolRowAt` (the time of the row's write, behind `ROW_AT_PATCH`) in the same
+        command: `get -w` lists only the pools whose row moved (`RowWatch`)."""
+        upserts = list(attributes)
+        write = self._row_to_write(lease_message=lease_message)
+        # A run whose lineage writes rows (its memo holds one: `ROW_MEMO_PATCH` is on) stamps
+        # each write, and once a row it has not stamped (one from before the patch, carried
+        # across continue-as-new): never a stamp without a row, which would move every pass.
+        memo = workflow.memo()
+        stamp = names.MEMO_POOL_ROW in memo and (
+            write is not None
+            or workflow.info().typed_search_attributes.get(search_attributes.KEY_ROW_AT) is None
+        )
+        if stamp and workflow.patched(ROW_AT_PATCH):
+            upserts.append(search_attributes.KEY_ROW_AT.value_set(workflow.now()))
+        if upserts:
+            workflow.upsert_search_attributes(upserts)
+        if write is not None and workflow.patched(ROW_MEMO_PATCH):
+            workflow.upsert_memo({names.MEMO_POOL_ROW: write})
+            self._row_written_at = workflow.now()
+
+    def _row_to_write(self, *, lease_message: bool) -> dict[str, Any] | None:
+        """The row to write now (None: unchanged, or waiting for the lease gap)."""
         book = self.leasing.book
         leases = LeaseFacts(
             leased=len(book.leases),
@@ -227,7 +264,7 @@ class Reconciler(Generic[SpecT, StateT]):
         row = pool_row(self.s.status.to_json_dict(), created_at=self.s.created_at, leases=leases)
         if workflow.memo().get(names.MEMO_POOL_ROW) == row:
             self.row_pending = False
-            return
+            return None
         now, last = workflow.now(), self._row_written_at
         if (
             lease_message
@@ -237,11 +274,9 @@ class Reconciler(Generic[SpecT, StateT]):
             and not self.s.deleting
         ):
             self.row_pending = True
-            return
-        if workflow.patched(ROW_MEMO_PATCH):
-            workflow.upsert_memo({names.MEMO_POOL_ROW: row})
-            self._row_written_at = now
+            return None
         self.row_pending = False
+        return row
 
     def row_due(self) -> datetime | None:
         """When the row a lease message changed is written (None: nothing waits)."""

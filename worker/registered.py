@@ -1,0 +1,55 @@
+"""Before a worker polls: every pool search attribute is registered on its namespace.
+
+A pool that upserts an attribute the namespace lacks fails its workflow task on every retry
+(the pool is stuck), so a worker refuses to start without one; where the namespace's list
+cannot be read (a Temporal Cloud API key without the operator service), it says so and
+starts. Why: docs/operations.md, 'Upgrading safely'."""
+
+from __future__ import annotations
+
+import logging
+
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from devicepool.api.names import SEARCH_ATTRIBUTES
+from devicepool.worker.config_values import ConfigError
+
+__all__ = ["SearchAttributesMissing", "check_search_attributes"]
+
+log = logging.getLogger("devicepool.worker")
+
+
+class SearchAttributesMissing(ConfigError):
+    """The namespace lacks a pool search attribute; `str()` is the one line that says how to
+    add it."""
+
+
+async def check_search_attributes(client: Client) -> None:
+    """Raise `SearchAttributesMissing` naming every pool search attribute the namespace has
+    not registered; log a warning and return when the list cannot be read."""
+    namespace = client.namespace
+    try:
+        answer = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace)
+        )
+    except RPCError as err:
+        log.warning(
+            "cannot list the namespace's search attributes; starting without checking them",
+            extra={
+                "namespace": namespace,
+                "error": err.status.name,
+                "needed": ", ".join(SEARCH_ATTRIBUTES),
+            },
+        )
+        return
+    known = set(answer.custom_attributes) | set(answer.system_attributes)
+    missing = [name for name in SEARCH_ATTRIBUTES if name not in known]
+    if missing:
+        pairs = " ".join(f"--search-attribute {n}={SEARCH_ATTRIBUTES[n]}" for n in missing)
+        raise SearchAttributesMissing(
+            f"search attribute {', '.join(missing)} not registered on namespace {namespace}: "
+            f"pools would be stuck; run `devicepool setup` (Temporal Cloud: "
+            f"`tcld namespace search-attributes add --namespace {namespace} {pairs}`)"
+        )
