@@ -1,9 +1,10 @@
 """Demand scaling's fields: `AutoscaleSpec` (the bounds of a pool that sizes itself) and the
 campaign `ScheduleWindow`s that raise its floor for a while.
 
-Not part of any spec yet, so nothing a manifest can set: the decisions they drive are
-`workflows/reconciler/demand.py`, and docs/leases.md ('Sizing a pool from its demand
-(planned)') says how they fit. Durations, counts and cron expressions are read as everywhere
+Fields of both kinds' v1beta1 spec (`spec.autoscale`, `spec.schedule`); the decisions they
+drive are `workflows/reconciler/demand.py`, wired into the pass by
+`workflows/reconciler/autoscaling.py`; docs/leases.md ('Sizing a pool from its demand') says
+how they fit. Durations, counts and cron expressions are read as everywhere
 else in v1beta1 (`Duration`, `Count`, a disruption budget's cron); bad input is one line
 naming the field.
 """
@@ -18,18 +19,20 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
 from devicepool.api.base import CamelModel
-from devicepool.api.problems import Loc, show_value
-from devicepool.api.v1alpha1 import Count
 
 # `_cron` is v1beta1's own reading of a cron expression (a disruption budget's): one rule for
 # every cron a pool is given.
-from devicepool.api.v1beta1 import MAX_REPLICAS, Duration, _cron
+from devicepool.api.fields import Duration, _cron
+from devicepool.api.problems import Loc, show_value
+from devicepool.api.v1alpha1 import MAX_REPLICAS, Count
 
 __all__ = [
     "DEFAULT_TIME_ZONE",
     "MAX_WINDOWS",
     "AutoscaleSpec",
     "ScheduleWindow",
+    "check_schedule",
+    "replicas_if_autoscaled",
     "schedule_problems",
 ]
 
@@ -127,3 +130,26 @@ def schedule_problems(
         for index, window in enumerate(schedule)
         if window.min_replicas > autoscale.max_replicas
     ]
+
+
+def replicas_if_autoscaled(data: Any) -> Any:
+    """A spec's `replicas` may be left out beside `autoscale` (the autoscaler owns the size,
+    as an HPA owns a Deployment's): read as 0 until the pool's first pass sizes it."""
+    if isinstance(data, dict) and data.get("autoscale") is not None and "replicas" not in data:
+        return {**data, "replicas": 0}
+    return data
+
+
+def check_schedule(
+    value: list[ScheduleWindow] | None, info: ValidationInfo
+) -> list[ScheduleWindow] | None:
+    """A spec's `schedule` beside its `autoscale` (`schedule_problems`), as one error naming
+    the field; nothing said when `autoscale` itself is wrong (its own error is)."""
+    if "autoscale" not in info.data:
+        return value
+    problems = schedule_problems(info.data["autoscale"], value or ())
+    if problems:
+        loc, rule = problems[0]
+        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc[1:])
+        raise ValueError(f"{where.lstrip('.')}: {rule}" if where else rule)
+    return value

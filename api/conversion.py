@@ -45,12 +45,32 @@ __all__ = [
     "written_in",
 ]
 
-# The v1beta1 spec fields v1alpha1 has no place for (each a mapping).
+# The v1beta1 spec fields v1alpha1 has no place for (each a mapping, `schedule` a list).
 KEPT_FIELDS = frozenset(
-    {"health", "scaleDown", "spendCap", "lifetime", "rollout", "disruption", "reserve", "leases"}
+    {
+        "health",
+        "scaleDown",
+        "spendCap",
+        "lifetime",
+        "rollout",
+        "disruption",
+        "reserve",
+        "leases",
+        "autoscale",
+        "schedule",
+    }
 )
 # Kept whenever present (an empty mapping is a choice too).
-_WHOLE = ("spendCap", "lifetime", "rollout", "disruption", "reserve", "leases")
+_WHOLE = (
+    "spendCap",
+    "lifetime",
+    "rollout",
+    "disruption",
+    "reserve",
+    "leases",
+    "autoscale",
+    "schedule",
+)
 
 
 # --- DevicePool specs ----------------------------------------------------------------------
@@ -108,10 +128,14 @@ def spec_to_v1alpha1(
     health = spec.health.model_dump(mode="json", exclude_none=True, exclude={"max_unhealthy"})
     scale_down = spec.scale_down.model_dump(mode="json", exclude_none=True)
     # health and scaleDown: only what is set; the others: present or not.
-    kept = {key: value for key, value in (("health", health), ("scaleDown", scale_down)) if value}
+    kept: dict[str, Any] = {
+        key: value for key, value in (("health", health), ("scaleDown", scale_down)) if value
+    }
     for key in _WHOLE:
         block = getattr(spec, to_snake(key))
-        if block is not None:
+        if isinstance(block, list):  # `schedule`: its windows
+            kept[key] = [window.to_json_dict() for window in block]
+        elif block is not None:
             kept[key] = block.to_json_dict()
     return alpha, kept
 

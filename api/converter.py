@@ -311,7 +311,7 @@ def take_kept(
     annotations: Mapping[str, str], *, fields: frozenset[str], kind: str = ""
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """`annotations` without `CONVERSION_ANNOTATION`, and the v1beta1 fields it kept (each
-    of `fields`, a mapping); ConversionError if it is not what devicepool writes (`kind`:
+    of `fields`, a mapping; `schedule` a list); ConversionError if it is not what devicepool writes (`kind`:
     the resource, said in that message)."""
     rest = dict(annotations)
     raw = rest.pop(CONVERSION_ANNOTATION, None)
@@ -324,7 +324,9 @@ def take_kept(
     if (
         not isinstance(kept, dict)
         or not set(kept) <= fields
-        or not all(isinstance(value, dict) for value in kept.values())
+        or not all(
+            isinstance(value, list if key == "schedule" else dict) for key, value in kept.items()
+        )
     ):
         raise ConversionError(
             f"metadata.annotations.{CONVERSION_ANNOTATION}: not what devicepool writes"

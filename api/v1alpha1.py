@@ -186,6 +186,8 @@ class ConditionType(StrEnum):
     ROLLING_OUT = "RollingOut"
     TEARDOWN_BLOCKED = "TeardownBlocked"
     QUOTA_EXHAUSTED = "QuotaExhausted"
+    # A pool that sizes itself (`spec.autoscale`): why the size is what it is.
+    AUTOSCALING = "Autoscaling"
 
 
 class Condition(CamelModel):
@@ -244,6 +246,10 @@ class DevicePoolStatus(CamelModel):
     offline_after_seconds: float | None = None
     startup_timeout_seconds: float | None = None
     idle_grace_seconds: float | None = None
+    # A pool that sizes itself (`spec.autoscale`): the size its demand asks for, and the
+    # schedule window in force. None otherwise.
+    desired_from_demand: int | None = None
+    active_schedule: str | None = None
     conditions: list[Condition] = Field(default_factory=list)
 
     def condition(self, type_: str) -> Condition | None:

@@ -10,10 +10,22 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, PlainSerializer, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from devicepool.api.autoscale import (
+    AutoscaleSpec,
+    ScheduleWindow,
+    check_schedule,
+    replicas_if_autoscaled,
+)
 from devicepool.api.base import CamelModel
-from devicepool.api.durations import format_duration, parse_duration
+from devicepool.api.fields import Duration, WholeSecondsDuration, _cron
 from devicepool.api.names import API_VERSION_V1BETA1, KIND_DEVICE_POOL
 from devicepool.api.problems import show_value
 from devicepool.api.v1alpha1 import (
@@ -41,6 +53,7 @@ from devicepool.api.v1alpha1 import (
 __all__ = [
     "DEFAULT_LEASES",
     "MAX_REPLICAS",
+    "AutoscaleSpec",
     "Condition",
     "ConditionStatus",
     "ConditionType",
@@ -65,32 +78,10 @@ __all__ = [
     "ReserveSpec",
     "RolloutSpec",
     "ScaleDownSpec",
+    "ScheduleWindow",
     "SpendCapSpec",
     "check_replicas",
     "resolve_max_unhealthy",
-]
-
-
-def _seconds(value: Any) -> float:
-    # Python callers may pass a timedelta; manifests and payloads carry the string.
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    return parse_duration(value)
-
-
-def _whole_seconds(value: Any) -> int:
-    seconds = _seconds(value)
-    if seconds != int(seconds):
-        raise ValueError(f"must be whole seconds, got {show_value(value)}")
-    return int(seconds)
-
-
-# Seconds in Python, a duration string (`3m`) in JSON and YAML.
-Duration = Annotated[
-    float, BeforeValidator(_seconds), PlainSerializer(format_duration, return_type=str)
-]
-WholeSecondsDuration = Annotated[
-    int, BeforeValidator(_whole_seconds), PlainSerializer(format_duration, return_type=str)
 ]
 
 
@@ -172,22 +163,6 @@ class DisruptionReason(StrEnum):
     DRIFTED = "Drifted"
     EXPIRED = "Expired"
     SCALE_DOWN = "ScaleDown"
-
-
-def _cron(value: Any) -> Any:
-    if not isinstance(value, str):
-        raise ValueError(
-            f"must be a cron expression such as '0 9 * * mon-fri', got {show_value(value)}"
-        )
-    from cronsim import CronSim, CronSimError
-
-    try:
-        CronSim(value, datetime(2000, 1, 1, tzinfo=UTC))
-    except CronSimError as err:
-        raise ValueError(
-            f"must be a cron expression such as '0 9 * * mon-fri' ({err}), got {show_value(value)}"
-        ) from None
-    return value
 
 
 class DisruptionBudget(CamelModel):
@@ -342,6 +317,22 @@ class DevicePoolSpec(CamelModel):
     reserve: ReserveSpec | None = None
     # Unset: leases as `DEFAULT_LEASES` (every pool can lease).
     leases: LeaseSpec | None = None
+    # Set: the pool sizes itself from its leases (`replicas` is then the autoscaler's).
+    autoscale: AutoscaleSpec | None = None
+    # Campaign windows raising the autoscaler's floor (only beside `autoscale`).
+    schedule: list[ScheduleWindow] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replicas_optional(cls, data: Any) -> Any:
+        return replicas_if_autoscaled(data)
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule_fits(
+        cls, value: list[ScheduleWindow] | None, info: ValidationInfo
+    ) -> list[ScheduleWindow] | None:
+        return check_schedule(value, info)
 
     @property
     def account(self) -> str:

@@ -23,7 +23,7 @@ from devicepool.api.validation_messages import format_errors
 __all__ = ["BROWSER_POOL", "KEPT_FIELDS", "spec_to_v1alpha1", "spec_to_v1beta1"]
 
 # The v1beta1 spec fields a v1alpha1 BrowserPool has no place for (each a mapping).
-KEPT_FIELDS = frozenset({"health", "leases"})
+KEPT_FIELDS = frozenset({"health", "leases", "autoscale", "schedule"})
 
 
 # --- specs --------------------------------------------------------------------------
@@ -44,6 +44,8 @@ def spec_to_v1beta1(
             "open": spec.open,
             "health": kept.get("health", {}),
             "leases": kept.get("leases"),
+            "autoscale": kept.get("autoscale"),
+            "schedule": kept.get("schedule"),
         }
     )
 
@@ -65,6 +67,10 @@ def spec_to_v1alpha1(
     kept: dict[str, Any] = {"health": health} if health else {}
     if spec.leases is not None:  # present or not (an empty mapping is a choice too)
         kept["leases"] = spec.leases.to_json_dict()
+    if spec.autoscale is not None:
+        kept["autoscale"] = spec.autoscale.to_json_dict()
+    if spec.schedule is not None:
+        kept["schedule"] = [window.to_json_dict() for window in spec.schedule]
     return alpha, kept
 
 

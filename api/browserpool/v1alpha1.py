@@ -161,6 +161,8 @@ class BrowserConditionType(StrEnum):
     SPEC_REJECTED = "SpecRejected"
     # Teardown cannot finish (a node down holds the pool in Deleting; the message names it).
     TEARDOWN_BLOCKED = "TeardownBlocked"
+    # A pool that sizes itself (`spec.autoscale`): why the size is what it is.
+    AUTOSCALING = "Autoscaling"
 
 
 class BrowserPoolStatus(CamelModel):
@@ -190,6 +192,10 @@ class BrowserPoolStatus(CamelModel):
     # worker before them.
     failure_streak_limit: int | None = None
     node_lost_after_seconds: float | None = None
+    # A pool that sizes itself (`spec.autoscale`): the size its demand asks for, and the
+    # schedule window in force. None otherwise.
+    desired_from_demand: int | None = None
+    active_schedule: str | None = None
     conditions: list[Condition] = Field(default_factory=list)
 
     def condition(self, type_: str) -> Condition | None:

@@ -6,10 +6,23 @@ DevicePool's other v1beta1 fields have no BrowserPool meaning: docs/browserpools
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, StrictBool
+from pydantic import (
+    BeforeValidator,
+    Field,
+    StrictBool,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from devicepool.api.autoscale import (
+    AutoscaleSpec,
+    ScheduleWindow,
+    check_schedule,
+    replicas_if_autoscaled,
+)
 from devicepool.api.base import CamelModel
 from devicepool.api.browserpool.v1alpha1 import (
     MAX_FINGERPRINT_VALUES,
@@ -69,6 +82,22 @@ class BrowserPoolSpec(CamelModel):
     health: BrowserHealthSpec = Field(default_factory=BrowserHealthSpec)
     # Unset: leases as `v1beta1.DEFAULT_LEASES` (every pool can lease).
     leases: LeaseSpec | None = None
+    # Set: the pool sizes itself from its leases (`replicas` is then the autoscaler's).
+    autoscale: AutoscaleSpec | None = None
+    # Campaign windows raising the autoscaler's floor (only beside `autoscale`).
+    schedule: list[ScheduleWindow] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replicas_optional(cls, data: Any) -> Any:
+        return replicas_if_autoscaled(data)
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule_fits(
+        cls, value: list[ScheduleWindow] | None, info: ValidationInfo
+    ) -> list[ScheduleWindow] | None:
+        return check_schedule(value, info)
 
 
 class BrowserPool(PoolResource):

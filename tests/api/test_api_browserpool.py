@@ -633,7 +633,7 @@ def test_a_v1alpha1_manifest_with_the_annotation_loads_its_health() -> None:
     [
         (
             "not json",
-            "not what devicepool writes for a BrowserPool (a JSON object with health, leases)",
+            "not what devicepool writes for a BrowserPool (a JSON object with autoscale, health, leases, schedule)",
         ),
         # A DevicePool's kept field means nothing on a BrowserPool.
         ('{"scaleDown": {}}', "not what devicepool writes for a BrowserPool"),
