@@ -342,6 +342,8 @@ class BrowserKind:
         """Update `apply`: the whole spec. A BrowserPool is started plainly
         (`PoolClient.apply`): an update never creates."""
         h = self.h
+        # An autoscaled pool keeps the autoscaler's size.
+        request = request.model_copy(update={"spec": h.autoscaled_spec(request.spec)})
         changed = request.spec != h.spec or request.metadata != h.metadata
         if request.spec != h.spec:
             h.s.generation += 1

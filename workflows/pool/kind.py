@@ -284,6 +284,8 @@ class DevicePoolKind:
         # The update that came with the pool's start (update-with-start) is handled
         # in the first activation, before the run stamps `created_at` (carried on).
         created = self.s.created_at is None
+        if not created:  # an autoscaled pool keeps the autoscaler's size
+            request = request.model_copy(update={"spec": self.h.autoscaled_spec(request.spec)})
         changed = request.spec != self.spec or request.metadata != self.h.metadata
         if request.spec != self.spec:
             self.respec(request.spec, said=not created)

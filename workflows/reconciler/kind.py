@@ -146,6 +146,9 @@ class Host(Protocol[SpecT, StateT]):
 
     async def hand_over_if_due(self) -> None: ...
 
+    def autoscaled_spec(self, new: SpecT) -> SpecT:
+        """An applied spec, its `replicas` the autoscaler's size while it sets `autoscale`."""
+
 
 @dataclass(frozen=True)
 class TeardownBlocked:

@@ -28,6 +28,7 @@ from pydantic import Field
 from devicepool.api.base import CamelModel
 from devicepool.api.labels import selector_matches
 from devicepool.api.v1beta1 import LeaseSpec
+from devicepool.workflows.reconciler.demand import Stabilization
 from devicepool.workflows.reconciler.lease_records import (
     EXPIRING,
     Ended,
@@ -68,6 +69,10 @@ class LeaseBook(CamelModel):
     asked: dict[str, str] = Field(default_factory=dict)
     # Ids given back before any ask or lease had them (`GIVEN_BACK_KEPT`, the latest).
     given_back: list[str] = Field(default_factory=list)
+    # Demand scaling (`autoscaling.py`; only while the spec sets `autoscale`): since when
+    # each member is unleased, and the sizes wanted lately.
+    idle_since: dict[str, datetime] = Field(default_factory=dict)
+    stabilization: Stabilization = Field(default_factory=Stabilization)
 
     # ------------------------------------------------------------------ reading
 

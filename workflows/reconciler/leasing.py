@@ -320,7 +320,11 @@ class Leasing(LeaseChecks):
             due = self._next_wake()
             if due is None:
                 await workflow.wait_condition(
-                    lambda: not self.book.empty() or self.h.row_due() is not None
+                    lambda: (
+                        not self.book.empty()
+                        or self.h.row_due() is not None
+                        or self.h.autoscale_due is not None
+                    )
                 )
                 continue
             timeout = max(due - workflow.now(), REAP_GAP)
@@ -332,10 +336,16 @@ class Leasing(LeaseChecks):
             await wait_condition(earlier, timeout=timeout, summary="lease deadline")
             self.settle()
             self.h.write_row_if_due()
+            self.h.autoscale_wake_if_due()
 
     def _next_wake(self) -> datetime | None:
-        """The book's next deadline or the memo row's, whichever is first (None: neither)."""
-        wakes = [t for t in (self.book.next_deadline(self.rules), self.h.row_due()) if t]
+        """The book's next deadline, the memo row's or the autoscaler's, whichever is first
+        (None: none)."""
+        wakes = [
+            t
+            for t in (self.book.next_deadline(self.rules), self.h.row_due(), self.h.autoscale_due)
+            if t
+        ]
         return min(wakes) if wakes else None
 
     def shown(self, *, message: bool = True) -> None:
@@ -385,6 +395,12 @@ class Leasing(LeaseChecks):
             self.h.happened(Happened("Leased", message, similar=True))
 
     def _ended(self, ended: Sequence[Ended], *, replace: bool) -> None:
+        if getattr(self.h.spec, "autoscale", None) is not None:
+            # A member given back is idle from now (`autoscaling.track_idle`).
+            now = workflow.now()
+            for one in ended:
+                if one.device:
+                    self.book.idle_since[one.device] = now
         for one in ended:
             if one.reason in EXPIRING:
                 warning = one.reason == EndReason.DEVICE_LOST

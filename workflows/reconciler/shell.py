@@ -21,7 +21,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from devicepool.api import names
     from devicepool.api.v1beta1 import ConditionStatus, ConditionType, ObjectMeta, Phase
-    from devicepool.workflows.reconciler import search_attributes
+    from devicepool.workflows.reconciler import autoscaling, search_attributes
     from devicepool.workflows.reconciler.conditions import (
         ConditionUpdate,
         drop_condition,
@@ -57,8 +57,11 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.shared import versions
     from devicepool.workflows.shared.errors import forget, raise_if_cancelled
 
-__all__ = ["ROW_AT_PATCH", "ROW_MEMO_PATCH", "Reconciler"]
+__all__ = ["AUTOSCALE_PATCH", "ROW_AT_PATCH", "ROW_MEMO_PATCH", "Reconciler"]
 
+# Demand scaling (`autoscaling.py`): only a pool whose spec sets `autoscale` reaches it, so
+# no history from before has it; the gate keeps it so should one.
+AUTOSCALE_PATCH = "autoscale"
 # The pool's row in its memo (`row_memo`): a command runs from before it never issued.
 ROW_MEMO_PATCH = "pool-row-in-memo"
 # The row's time in `DevicePoolRowAt`, upserted with each row write: runs from before it
@@ -85,6 +88,9 @@ class Reconciler(Generic[SpecT, StateT]):
         self._row_written_at: datetime | None = None
         self.row_pending = False
         self.leasing = Leasing(self)
+        # When the autoscaler wants a pass of its own (an idle member may go, a schedule
+        # window opens or closes); None: never (every pool without `autoscale`).
+        self.autoscale_due: datetime | None = None
 
     @property
     def name(self) -> str:
@@ -116,6 +122,7 @@ class Reconciler(Generic[SpecT, StateT]):
         seen = await self.kind.observe()
         raise_if_cancelled()
         self.leasing.settle()  # leases of members gone end; free members go to tickets
+        self.autoscale()  # a pool that sizes itself: `replicas` from its demand
         decision = self.kind.decide(seen)
         outcome = await self.kind.act(seen, decision)
         raise_if_cancelled()
@@ -162,6 +169,87 @@ class Reconciler(Generic[SpecT, StateT]):
             raise_if_cancelled()  # never carry a deletion into a new run
             self.kind.stop()
         versions.continue_as_new(self.kind.carried())
+
+    # ------------------------------------------------------------------ demand scaling
+
+    def autoscale(self) -> None:
+        """Set `replicas` from the pool's demand (`autoscaling.resize`), said as an event
+        when it moves, shown as `desiredFromDemand` and the `Autoscaling` condition."""
+        spec = getattr(self.spec, "autoscale", None)
+        if spec is None:
+            self.autoscale_due = None
+            self._autoscale_shown(None, None, None)
+            return
+        if not workflow.patched(AUTOSCALE_PATCH):
+            return
+        now, book = workflow.now(), self.leasing.book
+        members = self.kind.lease_members()
+        leased_ids = book.devices()
+        free = [c.id for c in self.kind.lease_candidates() if c.id not in leased_ids]
+        book.idle_since = autoscaling.track_idle(
+            book.idle_since, members=members, free=free, leased=leased_ids, now=now
+        )
+        known = members is not None
+        queued = autoscaling.queued_demand(
+            book.tickets, lambda selector: self.kind.lease_problem(selector) is None
+        )
+        current = self.spec.replicas
+        resized = autoscaling.resize(
+            autoscale=spec,
+            schedule=getattr(self.spec, "schedule", None) or (),
+            leased=len(book.leases) if known else None,
+            queued=queued if known else None,
+            members=members,
+            leases=leased_ids,
+            idle_since=book.idle_since,
+            stabilization=book.stabilization,
+            current=current,
+            now=now,
+        )
+        self.autoscale_due = resized.wake
+        why = resized.sizing.describe()
+        if resized.held_for_idle:
+            why += (
+                f"; {resized.held_for_idle} kept until idle for scaleDownAfter"
+                f" ({autoscaling.idle_for(spec)})"
+            )
+        if resized.target != current:
+            self.happened(Happened("Autoscaled", f"replicas {current} -> {resized.target}: {why}"))
+            self.spec = autoscaling.with_replicas(self.spec, resized.target)
+        self._autoscale_shown(
+            resized.sizing.desired, autoscaling.schedule_shown(resized.schedule), why, known=known
+        )
+
+    def _autoscale_shown(
+        self, desired: int | None, window: str | None, why: str | None, *, known: bool = True
+    ) -> None:
+        status = self.s.status
+        wanted = {"desired_from_demand": desired, "active_schedule": window}
+        if any(getattr(status, k, None) != v for k, v in wanted.items()):
+            self.s.status = status = status.model_copy(update=wanted)
+        if why is None:
+            if status.condition(ConditionType.AUTOSCALING) is not None:
+                self.s.status = drop_condition(status, ConditionType.AUTOSCALING)
+            return
+        condition = (
+            ConditionUpdate(ConditionType.AUTOSCALING, ConditionStatus.TRUE, "FromDemand", why)
+            if known
+            else ConditionUpdate(
+                ConditionType.AUTOSCALING, ConditionStatus.UNKNOWN, "DemandUnknown", why
+            )
+        )
+        self.set_condition(condition)
+
+    def autoscale_wake_if_due(self) -> None:
+        """The reaper's wake for the autoscaler: a pass with a fresh look."""
+        due = self.autoscale_due
+        if due is not None and workflow.now() >= due:
+            self.autoscale_due = None
+            self.dirty = True
+
+    def autoscaled_spec(self, new: SpecT) -> SpecT:
+        """An applied spec, its `replicas` the autoscaler's size while it sets `autoscale`."""
+        return autoscaling.keep_size(self.spec.replicas, new)
 
     # ------------------------------------------------------------------ shown
 
@@ -306,7 +394,13 @@ class Reconciler(Generic[SpecT, StateT]):
     @scale_update.validator
     def _validate_scale(self, request: ScaleRequest) -> None:
         self.refuse_while_deleting()
+        self._refuse_if_autoscaled()
         self.kind.check_replicas(request.replicas)
+
+    def _refuse_if_autoscaled(self) -> None:
+        refusal = autoscaling.scale_refusal(self.name, getattr(self.spec, "autoscale", None))
+        if refusal is not None:
+            raise ValueError(refusal)
 
     @workflow.signal(name=names.SIGNAL_SCALE)
     def scale_signal(self, payload: Any = None) -> None:
@@ -314,6 +408,7 @@ class Reconciler(Generic[SpecT, StateT]):
         try:
             if self.s.deleting:
                 raise ValueError("the pool is being deleted")
+            self._refuse_if_autoscaled()
             request = parse_scale_signal(payload, check=self.kind.check_replicas)
         except ValueError as err:
             workflow.logger.warning("pool %s: refused scale signal: %s", self.name, err)
