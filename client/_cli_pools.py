@@ -36,6 +36,7 @@ from devicepool.client._cli_support import (
     run,
 )
 from devicepool.client._kind_sides import side_of
+from devicepool.client._pool_reads import RowWatch
 from devicepool.client._results import applied_verb
 from devicepool.client._validation import validate_name, validate_replicas
 from devicepool.client.errors import (
@@ -171,6 +172,9 @@ def get(
     except (ConversionError, BadInput) as err:
         raise fail(str(err), EXIT_BAD_INPUT) from None
 
+    # `get -w`: one List call of every pool, then one request a refresh (`RowWatch`).
+    watching = RowWatch() if watch else None
+
     async def fetch(client: Any, ask: Callable[[Any], bool] | None = None) -> list[Any]:
         if name is not None:  # one pool: asked, so that a pool no worker answers says so (`?`)
             _, found = await first_kind(kinds, lambda k: client.summary(name, kind=k.name))
@@ -179,8 +183,8 @@ def get(
         # -o json|yaml print the whole status (deviceIds, lastReconciled, costToDate): asked,
         # under -w only when `ask` says the pool's row changed.
         names = [k.name for k in kinds]
-        if ask is not None:
-            return await client.list_kinds(names, full=False, ask=ask)
+        if watching is not None:
+            return await client.list_kinds(names, full=False, ask=ask, watch=watching)
         return await client.list_kinds(names, full=fmt != Output.TABLE)
 
     if watch:
@@ -222,8 +226,10 @@ async def watch_pools(
     """`get --watch`: print every pool, then each pool again when its figures change.
 
     Reads the pools every `WATCH_SECONDS` (the table: one List call, each pool's row
-    from its memo; one pool: its queries; -o json|yaml: the List call, and the queries
-    of a pool whose row changed since the last refresh, or that has none); AGE alone
+    from its memo, then one request a refresh: a List call of the rows that moved, or one
+    task queue's DescribeTaskQueue (`RowWatch`); one pool: its queries; -o json|yaml: the
+    same, and the queries of a pool whose row changed since the last refresh, or that has
+    none); AGE alone
     changing is no change. A watched pool that goes away is forgotten (printed again
     if it comes back); with `-o json|yaml` each change is one whole resource. Each
     kind has its own columns: rows of another kind than the last printed come

@@ -4,6 +4,7 @@ account's window, the profiles a teardown retired. Each is called by the method 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -26,6 +27,7 @@ from devicepool.api.names import (
     QUERY_LEDGER,
     QUERY_SPEC,
     QUERY_STATUS,
+    SA_ROW_AT,
     ledger_workflow_id,
 )
 from devicepool.client._kind_sides import Side, side_of
@@ -37,6 +39,7 @@ from devicepool.workflows.pool.messages import DevicesView, PoolCost
 from devicepool.workflows.reconciler.events import PoolEvents
 from devicepool.workflows.reconciler.lease_messages import LeasesView
 from devicepool.workflows.reconciler.row_memo import Row, read_row
+from devicepool.workflows.reconciler.search_attributes import KEY_ROW_AT
 
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
@@ -81,33 +84,45 @@ async def list_kinds(
     *,
     full: bool = True,
     ask: Callable[[PoolSummary], bool] | None = None,
+    watch: RowWatch | None = None,
 ) -> list[PoolSummary]:
     """Every running pool of the kinds from one List call, in the kinds' order and by name
     within, each with its live spec and status (two queries a pool); without `full`, what
     `get`'s table shows: each pool's row from its memo, and only a pool without one is asked,
-    or one whose row `ask` answers True for (`get -w -o json`: a row that changed)."""
+    or one whose row `ask` answers True for (`get -w -o json`: a row that changed).
+
+    With `watch` (`get -w`, without `full`): its first refresh is that List call; each
+    later one is one request, a List call of only the rows that moved since (`RowWatch`),
+    or, when a task queue's workers are due to be asked again, that DescribeTaskQueue
+    instead (the rows are then the last refresh's)."""
     sides = [pools._side(kind) for kind in kinds]
     types = ", ".join(f"'{side.kind.workflow_type}'" for side in sides)
     which = f"WorkflowType = {types}" if len(sides) == 1 else f"WorkflowType IN ({types})"
-    query = f"{which} AND ExecutionStatus = 'Running'"
-    listed: list[tuple[Side, str, Any]] = []
-    with pools._errors(None, kind=sides[0].kind.name):
-        async for execution in pools._client.list_workflows(query):
-            for side in sides:
-                name = side.kind.name_from_workflow_id(execution.id)
-                of_type = getattr(execution, "workflow_type", None) or side.kind.workflow_type
-                if name and of_type == side.kind.workflow_type:
-                    listed.append((side, name, execution))
-                    break
+    if watch is not None and watch.listed and not full:
+        queues = {getattr(e, "task_queue", None) for e in watch.view.values()}
+        due = pools._workers.due(queues) if not watch.asked_workers else []
+        watch.asked_workers = bool(due)
+        if due:
+            await pools._workers.ask(due[0])
+        else:
+            executions = await _listed(pools, sides, watch.query(which))
+            watch.merge(executions, full=False)
+        listed = _named(sides, watch.view.values())
+        served = pools._workers.known(getattr(e, "task_queue", None) for _, _, e in listed)
+    else:
+        executions = await _listed(pools, sides, f"{which} AND ExecutionStatus = 'Running'")
+        if watch is not None and not full:
+            watch.merge(executions, full=True)
+        listed = _named(sides, executions)
+        served = (
+            {}
+            if full
+            else await pools._workers.served({getattr(e, "task_queue", None) for _, _, e in listed})
+        )
     limit = asyncio.Semaphore(16)
-    served = (
-        {}
-        if full
-        else await pools._workers.served({getattr(e, "task_queue", None) for _, _, e in listed})
-    )
 
     async def one(side: Side, name: str, execution: Any) -> PoolSummary | None:
-        row = None if full else await summary_in_list(side.kind.name, name, execution)
+        row = None if full else await _row_summary(side, name, execution, watch)
         if row is not None:
             # A row is frozen at its last write: it cannot say that no worker is left.
             row.stale = not is_served(served.get(getattr(execution, "task_queue", None)), execution)
@@ -119,6 +134,124 @@ async def list_kinds(
     found = await asyncio.gather(*(one(*each) for each in listed))
     order = {side.kind.name: i for i, side in enumerate(sides)}
     return sorted((p for p in found if p is not None), key=lambda p: (order[p.kind], p.name))
+
+
+async def _listed(pools: PoolClient, sides: Sequence[Side], query: str) -> list[Any]:
+    with pools._errors(None, kind=sides[0].kind.name):
+        return [execution async for execution in pools._client.list_workflows(query)]
+
+
+def _named(sides: Sequence[Side], executions: Iterable[Any]) -> list[tuple[Side, str, Any]]:
+    """The executions that are pools of one of the kinds, with their side and name."""
+    listed: list[tuple[Side, str, Any]] = []
+    for execution in executions:
+        for side in sides:
+            name = side.kind.name_from_workflow_id(execution.id)
+            of_type = getattr(execution, "workflow_type", None) or side.kind.workflow_type
+            if name and of_type == side.kind.workflow_type:
+                listed.append((side, name, execution))
+                break
+    return listed
+
+
+async def _row_summary(
+    side: Side, name: str, execution: Any, watch: RowWatch | None
+) -> PoolSummary | None:
+    """`summary_in_list`, read once per listed execution under a watch (a row not listed
+    again is the one read before: 1,000 memo rows are not decoded every 2 s)."""
+    if watch is None:
+        return await summary_in_list(side.kind.name, name, execution)
+    if execution.id in watch.rows:
+        return watch.rows[execution.id]
+    row = await summary_in_list(side.kind.name, name, execution)
+    if row is not None:
+        watch.rows[execution.id] = row
+    return row
+
+
+# `get -w` asks for the rows that moved since the newest server time it saw (a row's stamp,
+# a start, a close) less this much: a change is listed once visibility has it (under a second
+# on SQL visibility, a few on Elasticsearch), and a stamp is its workflow task's start,
+# earlier than its upsert lands. Rows listed again within the margin are no change.
+WATCH_MARGIN = timedelta(seconds=30)
+
+
+class RowWatch:
+    """What a `get -w` holds between refreshes, as `kubectl get -w` holds a watch: the pools it
+    shows (each workflow id's newest run as listed) and the newest server time seen.
+
+    After the first List call (every running pool), a refresh lists only the executions of
+    the kinds whose row stamp (`DevicePoolRowAt`), start or close is at or after that time
+    less `WATCH_MARGIN`, and the running ones with no stamp (a build before it). `merge`:
+    a newer run replaces an older one; a run closed as continued-as-new is passed by (its
+    next run is listed by its start); any other close removes the pool, unless a later run
+    of the same id is shown."""
+
+    def __init__(self, margin: timedelta = WATCH_MARGIN) -> None:
+        self.margin = margin
+        self.view: dict[str, Any] = {}
+        self.mark: datetime | None = None
+        self.listed = False
+        # The last refresh asked a queue's workers (the next one lists, whatever is due).
+        self.asked_workers = False
+        # Each workflow id's row as read from its execution when last listed.
+        self.rows: dict[str, PoolSummary] = {}
+
+    def query(self, which: str) -> str:
+        """The next List call's query; `which`: the kinds' `WorkflowType` clause."""
+        if self.mark is None:  # nothing seen yet: no server time to start from
+            return f"{which} AND ExecutionStatus = 'Running'"
+        since = _rfc3339(self.mark - self.margin)
+        return (
+            f"{which} AND ({SA_ROW_AT} >= '{since}' OR StartTime >= '{since}'"
+            f" OR CloseTime >= '{since}'"
+            f" OR (ExecutionStatus = 'Running' AND {SA_ROW_AT} IS NULL))"
+        )
+
+    def merge(self, executions: Iterable[Any], *, full: bool) -> None:
+        """Take a List call's executions in: `full`, every running one (the view is them)."""
+        if full:
+            self.view = {}
+        self.listed = True
+        for execution in sorted(executions, key=_started):
+            self._note(execution)
+            status = getattr(execution, "status", None) or WorkflowExecutionStatus.RUNNING
+            if status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
+                continue
+            held = self.view.get(execution.id)
+            later = (
+                held is not None
+                and getattr(held, "run_id", None) != getattr(execution, "run_id", None)
+                and _started(held) > _started(execution)
+            )
+            if later:
+                continue  # an older run's news: the view has a newer run
+            self.rows.pop(execution.id, None)  # listed again: its row is read again
+            if status == WorkflowExecutionStatus.RUNNING:
+                self.view[execution.id] = execution
+            else:
+                self.view.pop(execution.id, None)
+        for gone in self.rows.keys() - self.view.keys():
+            del self.rows[gone]
+
+    def _note(self, execution: Any) -> None:
+        stamp = execution.typed_search_attributes.get(KEY_ROW_AT)
+        times = [getattr(execution, "start_time", None), getattr(execution, "close_time", None)]
+        for at in [*times, stamp]:
+            if isinstance(at, datetime):
+                at = at if at.tzinfo else at.replace(tzinfo=UTC)
+                self.mark = at if self.mark is None else max(self.mark, at)
+
+
+def _started(execution: Any) -> datetime:
+    at = getattr(execution, "start_time", None)
+    if not isinstance(at, datetime):
+        return datetime.min.replace(tzinfo=UTC)
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+def _rfc3339(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 # A worker's poll of its queue is a long poll (about a minute on the server): its last
@@ -144,7 +277,8 @@ def _version(options: Any) -> frozenset[str]:
 
 class TaskQueueWorkers:
     """Which workers poll the pools' task queues: one DescribeTaskQueue a queue, kept for
-    `WORKERS_FOR_SECONDS`, so that a `get -w` refresh is one List call on most refreshes."""
+    `WORKERS_FOR_SECONDS`; `get -w` asks one due queue a refresh instead of its List call
+    (`due`, `ask`), the queue asked longest ago first."""
 
     def __init__(self, client: Any) -> None:
         self._client = client
@@ -152,11 +286,25 @@ class TaskQueueWorkers:
 
     async def served(self, queues: Iterable[str | None]) -> dict[str | None, Pollers]:
         wanted = sorted(q for q in set(queues) if q)
+        due = self.due(wanted)
+        await asyncio.gather(*map(self.ask, due))
+        return self.known(wanted)
+
+    def due(self, queues: Iterable[str | None]) -> list[str]:
+        """The queues whose workers are due to be asked, never asked ones first, then the
+        one asked longest ago."""
         now = time.monotonic()
+        wanted = sorted(q for q in set(queues) if q)
         due = [q for q in wanted if q not in self._known or self._known[q][0] <= now]
-        for queue, pollers in zip(due, await asyncio.gather(*map(self._pollers, due)), strict=True):
-            self._known[queue] = (now + WORKERS_FOR_SECONDS, pollers)
-        return {q: self._known[q][1] for q in wanted}
+        return sorted(due, key=lambda q: self._known[q][0] if q in self._known else -math.inf)
+
+    async def ask(self, queue: str) -> None:
+        pollers = await self._pollers(queue)
+        self._known[queue] = (time.monotonic() + WORKERS_FOR_SECONDS, pollers)
+
+    def known(self, queues: Iterable[str | None]) -> dict[str | None, Pollers]:
+        """What was last seen of each queue's workers (None: never asked)."""
+        return {q: self._known[q][1] if q in self._known else None for q in set(queues) if q}
 
     async def _pollers(self, queue: str) -> Pollers:
         try:

@@ -295,10 +295,12 @@ class PoolClient(DeviceControls):
         *,
         full: bool = True,
         ask: Callable[[PoolSummary], bool] | None = None,
+        watch: _pool_reads.RowWatch | None = None,
     ) -> list[PoolSummary]:
         """`list_pools` of several kinds (manifest kinds) from one List call, in their order;
-        without `full`, a pool whose row `ask` answers True for is asked too."""
-        return await _pool_reads.list_kinds(self, kinds, full=full, ask=ask)
+        without `full`, a pool whose row `ask` answers True for is asked too; `watch`: a
+        `get -w`'s refresh (`_pool_reads.RowWatch`)."""
+        return await _pool_reads.list_kinds(self, kinds, full=full, ask=ask, watch=watch)
 
     async def devices(self, name: str) -> DevicesView:
         """A DevicePool's devices (a BrowserPool's: `profiles`)."""

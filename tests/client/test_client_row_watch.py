@@ -1,0 +1,278 @@
+"""`get -w` holds a watch as `kubectl get -w` does (issue 42): one List call of every running
+pool, then each refresh one request, a List call of only the rows that moved since the newest
+server time it saw (`RowWatch`), or, when a task queue's workers are due to be asked again,
+that one DescribeTaskQueue instead of the List call."""
+
+from __future__ import annotations
+
+import os
+import signal
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from devicepool.client import _cli_pools, _pool_reads
+from devicepool.client._pool_reads import WATCH_MARGIN, RowWatch
+from devicepool.client.errors import EXIT_OK
+from devicepool.workflows.reconciler.search_attributes import KEY_ROW_AT
+from tests.client.test_client_both_kinds import browser
+from tests.client.test_client_get_rows import Polled, _device, _on
+from tests.helpers.cli import cli, fake_temporal
+
+T0 = datetime(2026, 12, 6, 1, 0, tzinfo=UTC)
+RUNNING = WorkflowExecutionStatus.RUNNING
+WHICH = "WorkflowType IN ('DevicePool', 'BrowserPool')"
+
+
+def _run(
+    workflow_id: str,
+    run: str,
+    *,
+    started: int,
+    status: WorkflowExecutionStatus = RUNNING,
+    closed: int | None = None,
+    stamped: int | None = None,
+) -> Any:
+    """A listed execution; times in seconds after `T0` (server times)."""
+    pairs = (
+        []
+        if stamped is None
+        else [SearchAttributePair(KEY_ROW_AT, T0 + timedelta(seconds=stamped))]
+    )
+    return SimpleNamespace(
+        id=workflow_id,
+        run_id=run,
+        status=status,
+        start_time=T0 + timedelta(seconds=started),
+        close_time=None if closed is None else T0 + timedelta(seconds=closed),
+        typed_search_attributes=TypedSearchAttributes(pairs),
+    )
+
+
+def _shown(watch: RowWatch) -> dict[str, str]:
+    return {workflow_id: e.run_id for workflow_id, e in watch.view.items()}
+
+
+def test_the_merge_keeps_each_pool_s_newest_run_and_drops_the_closed() -> None:
+    watch = RowWatch()
+    assert watch.query(WHICH) == f"{WHICH} AND ExecutionStatus = 'Running'"  # nothing seen
+    watch.merge(
+        [
+            _run("devicepool/a", "a1", started=0, stamped=10),
+            _run("devicepool/b", "b1", started=0, stamped=20),
+            _run("devicepool/c", "c1", started=0, stamped=5),
+            _run("devicepool/old", "o1", started=0),  # a build before the stamp: NULL
+        ],
+        full=True,
+    )
+    assert _shown(watch) == {
+        "devicepool/a": "a1",
+        "devicepool/b": "b1",
+        "devicepool/c": "c1",
+        "devicepool/old": "o1",
+    }
+    # The newest server time seen, less the margin; old rows (no stamp) every time.
+    since = "2026-12-06T00:59:50.000000Z"
+    assert T0 + timedelta(seconds=20) - WATCH_MARGIN == datetime.fromisoformat(since)
+    assert watch.query(WHICH) == (
+        f"{WHICH} AND (DevicePoolRowAt >= '{since}' OR StartTime >= '{since}'"
+        f" OR CloseTime >= '{since}' OR (ExecutionStatus = 'Running' AND DevicePoolRowAt IS NULL))"
+    )
+    watch.merge(
+        [
+            # a: its row changed
+            _run("devicepool/a", "a1", started=0, stamped=40),
+            # b: continued as new; the closed run and the new one, either order
+            _run("devicepool/b", "b2", started=50, stamped=20),
+            _run(
+                "devicepool/b",
+                "b1",
+                started=0,
+                status=WorkflowExecutionStatus.CONTINUED_AS_NEW,
+                closed=50,
+                stamped=20,
+            ),
+            # c: deleted (its run ended cancelled)
+            _run(
+                "devicepool/c",
+                "c1",
+                started=0,
+                status=WorkflowExecutionStatus.CANCELED,
+                closed=45,
+                stamped=44,
+            ),
+            # d: deleted, and applied again under the same name
+            _run("devicepool/d", "d2", started=48, stamped=49),
+            _run(
+                "devicepool/d",
+                "d1",
+                started=1,
+                status=WorkflowExecutionStatus.TERMINATED,
+                closed=47,
+            ),
+            _run("devicepool/old", "o1", started=0),  # still NULL: listed, still shown
+        ],
+        full=False,
+    )
+    assert _shown(watch) == {
+        "devicepool/a": "a1",
+        "devicepool/b": "b2",
+        "devicepool/d": "d2",
+        "devicepool/old": "o1",
+    }
+    assert watch.view["devicepool/a"].typed_search_attributes.get(KEY_ROW_AT) == T0 + timedelta(
+        seconds=40
+    )
+    assert watch.mark == T0 + timedelta(seconds=50)
+    # An older run's news listed late changes nothing: d1 (closed before d2 started), b1.
+    watch.merge(
+        [
+            _run(
+                "devicepool/d",
+                "d1",
+                started=1,
+                status=WorkflowExecutionStatus.TERMINATED,
+                closed=47,
+            ),
+            _run(
+                "devicepool/b",
+                "b1",
+                started=0,
+                status=WorkflowExecutionStatus.CONTINUED_AS_NEW,
+                closed=50,
+            ),
+        ],
+        full=False,
+    )
+    assert _shown(watch)["devicepool/d"] == "d2" and _shown(watch)["devicepool/b"] == "b2"
+    # The last run of an id closing removes it; a full list is the view.
+    watch.merge(
+        [
+            _run(
+                "devicepool/b",
+                "b2",
+                started=50,
+                status=WorkflowExecutionStatus.COMPLETED,
+                closed=60,
+            )
+        ],
+        full=False,
+    )
+    assert "devicepool/b" not in watch.view
+    watch.merge([_run("devicepool/a", "a1", started=0, stamped=40)], full=True)
+    assert _shown(watch) == {"devicepool/a": "a1"}
+
+
+class Counted(Polled):
+    """Temporal whose every request (List, DescribeTaskQueue) is counted in order; after
+    `requests` of them, Ctrl-C."""
+
+    def __init__(self, *pools: Any, requests: int, **kwargs: Any) -> None:
+        super().__init__(*pools, **kwargs)
+        self.requests: list[str] = []
+        self.limit = requests
+
+    def _count(self, what: str) -> None:
+        self.requests.append(what)
+        if len(self.requests) == self.limit:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    async def list_workflows(self, query: str) -> Any:
+        self._count("List")
+        self.queries.append(query)
+        for pool in self.pools.values():
+            if "DevicePool" in query:
+                yield pool
+
+    async def _describe(self, request: Any, **kwargs: Any) -> Any:
+        self._count(f"Describe {request.task_queue.name}")
+        return await super()._describe(request, **kwargs)
+
+
+def _stamped(pool: Any, seconds: int) -> Any:
+    pool.typed_search_attributes = TypedSearchAttributes(
+        [
+            *pool.typed_search_attributes,
+            SearchAttributePair(KEY_ROW_AT, T0 + timedelta(seconds=seconds)),
+        ]
+    )
+    pool.start_time = T0
+    return pool
+
+
+def test_a_watch_s_later_refreshes_list_only_what_moved(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_cli_pools, "WATCH_SECONDS", 0.01)
+    pools = [
+        _stamped(_on("devicepool", _device("d1")), 30),
+        _stamped(_on("devicepool", browser("b1")), 10),
+    ]
+    temporal = fake_temporal(
+        monkeypatch, Counted(*pools, requests=4, polled={"devicepool": [(5, "")]})
+    )
+    code, out, err = cli(capsys, "get", "-w", "-o", "table")
+    assert code == EXIT_OK, err
+    # The first refresh as `get`: every running pool, its queue's workers; then one List a
+    # refresh, of the rows stamped, started or closed since the newest time seen less 30 s.
+    assert temporal.requests == ["List", "Describe devicepool", "List", "List"]
+    first, *later = temporal.queries
+    assert first == f"{WHICH} AND ExecutionStatus = 'Running'"
+    since = "2026-12-06T01:00:00.000000Z"  # d1's stamp (30 s) less the margin
+    assert (
+        later
+        == [
+            f"{WHICH} AND (DevicePoolRowAt >= '{since}' OR StartTime >= '{since}' OR CloseTime >= "
+            f"'{since}' OR (ExecutionStatus = 'Running' AND DevicePoolRowAt IS NULL))"
+        ]
+        * 2
+    )
+    assert [p.queries for p in pools] == [[], []]
+    assert [line.split()[0] for line in out.splitlines() if line] == [
+        "NAME",
+        "d1",
+        "NAME",
+        "browserpool/b1",
+    ]
+
+
+def test_a_refresh_due_to_ask_a_queue_s_workers_asks_them_instead_of_listing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With every queue due at once (a 0-second pause), refreshes alternate: a queue's
+    DescribeTaskQueue (one queue, the one asked longest ago), then a List call; never both
+    in one refresh. A queue whose workers went away marks its rows `?` on the refresh after."""
+    monkeypatch.setattr(_cli_pools, "WATCH_SECONDS", 0.01)
+    monkeypatch.setattr(_pool_reads, "WORKERS_FOR_SECONDS", 0.0)
+    pools = [_stamped(_on("q1", _device("d1")), 30), _stamped(_on("q2", _device("d2")), 30)]
+    temporal = fake_temporal(
+        monkeypatch, Counted(*pools, requests=8, polled={"q1": [(5, "")], "q2": [(5, "")]})
+    )
+    refreshes = 0
+    list_kinds = _pool_reads.list_kinds
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal refreshes
+        refreshes += 1
+        if refreshes == 4:
+            temporal.polled["q2"] = [(600, "")]  # its worker stopped polling
+        return await list_kinds(*args, **kwargs)
+
+    monkeypatch.setattr(_pool_reads, "list_kinds", counted)
+    code, out, err = cli(capsys, "get", "-w", "-o", "table")
+    assert code == EXIT_OK, err
+    assert temporal.requests == [
+        "List",
+        "Describe q1",
+        "Describe q2",  # the first refresh, as `get`
+        "Describe q1",
+        "List",
+        "Describe q2",
+        "List",
+        "Describe q1",
+    ]
+    assert "d2" in out.splitlines()[-1] and "Ready?" in out.splitlines()[-1]
