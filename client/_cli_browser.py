@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from devicepool.client._cli_views import (
+    autoscale_line,
     compact,
     in_force,
     lease_rules,
@@ -107,6 +108,7 @@ def print_browser_description(data: dict[str, Any]) -> None:
                 f"{status.get('readyProfiles', 0)} ready | {status.get('openProfiles', 0)} open | "
                 f"{status.get('lostProfiles', 0)} lost",
             ),
+            ("Sized by", autoscale_line(status)),
             ("By node", ", ".join(f"{n}={c}" for n, c in (status.get("byNode") or {}).items())),
             ("Leases", leases_line(status, data.get("leases"))),
             ("Generation", f"observed {status.get('observedGeneration', '-')}"),

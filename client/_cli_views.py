@@ -185,6 +185,7 @@ def _fields(data: dict[str, Any]) -> list[tuple[str, Any]]:
             f"{status.get('pendingDevices', 0)} pending | "
             f"{status.get('offlineDevices', 0)} offline",
         ),
+        ("Sized by", autoscale_line(status)),
         ("Rollout", _rollout_line(spec, status)),
         ("Spend", _spend_line(spec, status)),
         ("Protected", ", ".join(status.get("protectedDevices") or []) or None),
@@ -247,6 +248,20 @@ def compact(value: Any) -> str | None:
     if isinstance(value, list):
         return "[" + ", ".join(compact(v) or "-" for v in value) + "]"
     return cell(value)
+
+
+def autoscale_line(status: dict[str, Any]) -> str | None:
+    """Why an autoscaled pool's size is what it is (its `Autoscaling` condition's message:
+    `3 leased + 2 queued + buffer 2 = 7`), and the schedule window in force; None for a pool
+    without `autoscale`."""
+    condition = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "Autoscaling"), None
+    )
+    if condition is None:
+        return None
+    line = str(condition.get("message") or condition.get("reason") or "")
+    window = status.get("activeSchedule")
+    return f"{line}; {window}" if window else line
 
 
 def unknown_sections(spec: dict[str, Any], shown: set[str]) -> list[tuple[str, Any]]:

@@ -339,3 +339,34 @@ def test_a_message_in_brackets_prints_as_written_on_a_terminal(
     out = capsys.readouterr().out
     assert "[/phone/list]" in out
     assert "[red]" in out
+
+
+# ---------------------------------------------------------------- issue 40: why this size
+
+
+@pytest.mark.parametrize("kind", ["DevicePool", "BrowserPool"])
+def test_describe_says_why_an_autoscaled_pool_has_its_size(
+    kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sized = {
+        "type": "Autoscaling",
+        "status": "True",
+        "reason": "FromDemand",
+        "message": "3 leased + 2 queued + buffer 2 = 7",
+    }
+    status = {
+        "conditions": [sized],
+        "desiredFromDemand": 7,
+        "activeSchedule": "schedule[0]: at least 5 until 2026-12-06T20:00:00Z",
+    }
+    if kind == "DevicePool":
+        print_description(device_pool(**status))
+    else:
+        print_browser_description(browser_pool(**status))
+    out = capsys.readouterr().out
+    assert field(out, "Sized by") == (
+        "3 leased + 2 queued + buffer 2 = 7; schedule[0]: at least 5 until 2026-12-06T20:00:00Z"
+    )
+    # A pool without autoscale: its replicas, nothing to explain.
+    print_description(device_pool())
+    assert field(capsys.readouterr().out, "Sized by") == "-"
