@@ -9,16 +9,42 @@ window) carry none, and travel to the workflows. Built once by
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from devicepool.api.base import CamelModel
 from devicepool.api.v1beta1 import SpendCapSpec
 
-__all__ = ["AccountSettings", "LedgerConfig", "PoolSettings", "ProxyPoolSettings"]
+__all__ = [
+    "HOURS_A_MONTH",
+    "AccountSettings",
+    "Billing",
+    "LedgerConfig",
+    "PoolSettings",
+    "ProxyPoolSettings",
+]
 
 
 # About $0.10 a device-hour at BitCloudPhone (the article); each account may say its own.
 DEFAULT_PRICE_PER_HOUR = 0.10
+# A monthly rental spread over a month's hours (365 * 24 / 12), for the spend cap and `$/H`.
+HOURS_A_MONTH = 730.0
+
+
+class Billing(CamelModel):
+    """How an account's provider bills a device (worker config `billing`), beside its price
+    of an hour (`PoolSettings.account_prices`: `pricePerHour`, or the per-minute price times
+    60, or the monthly rental over `HOURS_A_MONTH`).
+
+    `hourly`: every device the provider has not terminated bills at that price. `perMinute`:
+    only a device powered on bills (provisioning, ready, busy, rebooting, terminating: not
+    offline, which on GeeLark is a phone shut down, nor failed), and at most `daily_cap`
+    dollars a device and UTC day (None: no cap). `monthly`: a rental, every device as
+    `hourly` at the rental's share of an hour. docs/providers.md, "What GeeLark bills"."""
+
+    model: Literal["hourly", "perMinute", "monthly"] = "hourly"
+    daily_cap: float | None = Field(default=None, ge=0)
 
 
 class AccountSettings(BaseModel):
@@ -52,6 +78,9 @@ class AccountSettings(BaseModel):
     # The account's `spendCap` (worker config): every pool of the account together
     # (None: no account cap). Its ledger holds the creates that would cross it.
     spend_cap: SpendCapSpec | None = None
+    # How the provider bills a device (worker config `billing`; `price_per_hour` is then its
+    # price of an hour): `api: geelark` rents monthly phones (`chargeMode` 1) under `monthly`.
+    billing: Billing = Field(default_factory=Billing)
 
 
 class ProxyPoolSettings(BaseModel):
@@ -99,6 +128,9 @@ class PoolSettings(CamelModel):
     # Each account's price of a device-hour (worker config `pricePerHour`); an
     # account not listed costs `DEFAULT_PRICE_PER_HOUR`.
     account_prices: dict[str, float] = Field(default_factory=dict)
+    # Each account's billing model (worker config `billing`); an account not listed bills
+    # by the hour.
+    account_billing: dict[str, Billing] = Field(default_factory=dict)
     # Accounts served by a node worker (worker config `accounts.<name>.node`): their
     # provider calls are scheduled on that node's queue. An account not listed is
     # served by the workers of the pool's own queues.
@@ -113,6 +145,10 @@ class PoolSettings(CamelModel):
     def price_per_hour(self, account: str) -> float:
         """What one device of `account` costs an hour, in dollars."""
         return self.account_prices.get(account, DEFAULT_PRICE_PER_HOUR)
+
+    def billing_of(self, account: str) -> Billing:
+        """How `account`'s provider bills a device (by the hour unless the config says)."""
+        return self.account_billing.get(account) or Billing()
 
     def node_of(self, account: str) -> str:
         """The node worker that serves `account`'s provider calls ("" for none)."""

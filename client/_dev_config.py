@@ -310,8 +310,11 @@ def dev_worker_config(
             "appId": DEFAULT_APP_ID,
             "apiKeyFile": GEELARK_KEY_FILE,
             "createsPerMinute": options.creates_per_minute,
-            # What the emulator bills a running phone (per minute; its daily cap not counted).
-            "pricePerHour": round(GeeLarkConfig.price_per_minute * 60, 6),
+            # What the emulator bills: per running minute, to a daily cap a phone.
+            "billing": {
+                "perMinute": GeeLarkConfig.price_per_minute,
+                "dailyCap": GeeLarkConfig.daily_cap,
+            },
         }
     if key_files:  # `--encrypt`
         config["encryption"] = {"keyFiles": list(key_files)}

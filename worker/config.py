@@ -24,6 +24,7 @@ from devicepool.activities.definitions import CREATE_START_TO_CLOSE_TIMEOUT
 from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
 from devicepool.activities.providers.base import PROVIDER_APIS
 from devicepool.activities.secrets import Scrubber
+from devicepool.activities.settings import HOURS_A_MONTH, Billing
 from devicepool.api.labels import check_node_name
 from devicepool.api.v1beta1 import SpendCapSpec
 from devicepool.codec import (
@@ -179,7 +180,10 @@ def build_config(
     encryption_keys = _encryption_keys(parsed, source=source, base_dir=base_dir, env=env)
     settings = PoolSettings(
         **parsed.intervals.model_dump(exclude={"orphan_grace_seconds"}),
-        account_prices={name: a.price_per_hour for name, a in parsed.accounts.items()},
+        account_prices={name: a.price_per_hour for name, a in accounts.items()},
+        account_billing={
+            name: a.billing for name, a in accounts.items() if a.billing.model != "hourly"
+        },
         account_nodes={name: a.node for name, a in accounts.items() if a.node},
         phone_accounts=sorted(name for name, a in accounts.items() if a.api == "bitbrowser"),
         # The pools answer connect info only through encrypted history (`lease_connect`).
@@ -225,7 +229,16 @@ def _encryption_keys(
 
 
 # The file's account fields that are not `AccountSettings` fields as they are (resolved here).
-_NOT_SETTINGS = {"node", "base_url", "api_key_file", "api_key_env", "spend_cap", "app_id"}
+_NOT_SETTINGS = {
+    "node",
+    "base_url",
+    "api_key_file",
+    "api_key_env",
+    "spend_cap",
+    "app_id",
+    "price_per_hour",
+    "billing",
+}
 # `api: geelark` without `baseUrl`: the vendor's Open API.
 GEELARK_BASE_URL = "https://openapi.geelark.com"
 
@@ -267,8 +280,30 @@ def _accounts(
             api_key=key,
             app_id=app_id,
             spend_cap=_spend_cap(account.spend_cap),
+            **_billing(account, where),
         )
     return accounts
+
+
+def _billing(account: AccountFile, where: str) -> dict[str, Any]:
+    """`price_per_hour` and `billing` of the account's settings: `pricePerHour` by the hour,
+    else its `billing`'s price of an hour (a running one, or the rental's share)."""
+    given = account.billing
+    if given is None:
+        return {"price_per_hour": account.price_per_hour, "billing": Billing()}
+    if "price_per_hour" in account.model_fields_set:
+        raise ConfigError(f"{where}.pricePerHour: not with billing (billing prices the account)")
+    if given.per_minute is None and given.monthly is None:
+        raise ConfigError(f"{where}.billing: give perMinute or monthly (dollars)")
+    if given.per_minute is not None and given.monthly is not None:
+        raise ConfigError(f"{where}.billing: perMinute or monthly, not both")
+    if given.per_minute is not None:
+        billing = Billing(model="perMinute", daily_cap=given.daily_cap)
+        return {"price_per_hour": given.per_minute * 60, "billing": billing}
+    if given.daily_cap is not None:
+        raise ConfigError(f"{where}.billing.dailyCap: only with perMinute (a rental has none)")
+    assert given.monthly is not None
+    return {"price_per_hour": given.monthly / HOURS_A_MONTH, "billing": Billing(model="monthly")}
 
 
 def _app_id(account: AccountFile, where: str) -> str:

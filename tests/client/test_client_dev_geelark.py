@@ -60,8 +60,8 @@ def test_the_worker_gets_the_account_geelark_signing_with_a_key_file(tmp_path: P
         "appId": DEFAULT_APP_ID,
         "apiKeyFile": "secrets/geelark.key",
         "createsPerMinute": 120,
-        # The emulator's $0.007 a running minute: `get`'s $/H and `cost` say what it bills.
-        "pricePerHour": 0.42,
+        # What the emulator bills: $0.007 a running minute, at most $1.00 a phone a UTC day.
+        "billing": {"perMinute": 0.007, "dailyCap": 1.0},
     }
     key_file = tmp_path / "secrets" / "geelark.key"
     assert key_file.read_text().strip() == DEFAULT_API_KEY
@@ -76,6 +76,9 @@ def test_the_worker_gets_the_account_geelark_signing_with_a_key_file(tmp_path: P
         DEFAULT_APP_ID,
     )
     assert account.api_key.get_secret_value() == DEFAULT_API_KEY
+    # Billed per running minute to the daily cap, as the emulator bills (`cost`, the cap).
+    assert config.settings.billing_of(GEELARK_ACCOUNT).daily_cap == 1.0
+    assert round(config.settings.price_per_hour(GEELARK_ACCOUNT), 6) == 0.42
 
 
 def test_without_the_flag_no_geelark_account_even_one_a_pool_or_last_run_named(

@@ -77,7 +77,7 @@ def test_the_banner_names_the_emulator_and_the_worker_signs_with_a_key_file(stac
         "appId": DEFAULT_APP_ID,
         "apiKeyFile": "secrets/geelark.key",
         "createsPerMinute": 120,
-        "pricePerHour": 0.42,
+        "billing": {"perMinute": 0.007, "dailyCap": 1.0},
     }
     key_file = stack.data_dir / "secrets" / "geelark.key"
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
@@ -135,7 +135,110 @@ def test_a_phone_the_provider_stopped_is_replaced(stack: Stack) -> None:
     assert f"replaced {victim} (offline for" in described.stdout, described.stdout
 
 
+def lease(stack: Stack, *args: str) -> dict[str, Any]:
+    """`devicepool lease geelark ARGS -o json`: the lease as it prints it."""
+    leased = stack.cli_here("lease", POOL, "--for", "10m", *args, "-o", "json")
+    assert leased.returncode == 0, leased.stderr
+    answer: dict[str, Any] = json.loads(leased.stdout)
+    return answer
+
+
+def replaced(stack: Stack, device: str) -> dict[str, Any] | None:
+    now = status(stack)
+    ids = now.get("deviceIds") or []
+    return now if now.get("readyDevices") == 3 and device not in ids else None
+
+
+def test_a_leased_phone_gives_its_adb_login_and_is_kept_or_replaced_at_release(
+    stack: Stack,
+) -> None:
+    """Issue 41: a GeeLark phone is leased like any device. Without encrypted history the
+    lease names `devicepool connect`, which reads the phone's ADB login from `adb/getData`
+    (ADB switched on first) with the worker config's account, outside Temporal; a release
+    keeps the phone, `--replace` has it deleted and another made."""
+    made_before = phones(stack)["created"]
+    held = lease(stack)
+    assert set(held) == {"lease", "pool", "device", "holder", "expiresAt", "connect"}, held
+    assert held["connect"] == {"ref": f"devicepool connect {POOL} {held['lease']}"}
+    config = str(stack.data_dir / "worker.yaml")
+    read = stack.cli_here("connect", POOL, held["lease"], "--config", config, "-o", "json")
+    assert read.returncode == 0, read.stderr
+    adb = json.loads(read.stdout)["connect"]["adb"]
+    assert adb["ip"] and 1 <= adb["port"] <= 65535 and adb["code"], adb
+    # The password is the emulator's live ADB password of that phone, and never in history.
+    secrets = httpx.get(f"{geelark_url(stack)}/_emulator/secrets", **PLAIN).json()
+    assert adb["code"] in json.dumps(secrets)
+    history = stack.temporal("workflow", "show", "--workflow-id", f"devicepool/{POOL}")
+    assert history.returncode == 0 and adb["code"] not in history.stdout
+
+    released = stack.cli_here("release", POOL, held["lease"])
+    assert released.returncode == 0, released.stderr
+    assert f"{held['device']} released" in released.stdout
+    assert held["device"] in status(stack)["deviceIds"]  # kept: leasable again
+    again = lease(stack, "--selector", f"device={held['device']}")
+    assert again["device"] == held["device"]
+
+    gone = stack.cli_here("release", POOL, again["lease"], "--replace")
+    assert gone.returncode == 0, gone.stderr
+    assert "and replaced" in gone.stdout, gone.stdout
+    wait_until(lambda: replaced(stack, held["device"]), timeout=60, every=1, what="replaced")
+    after = phones(stack)
+    assert after["created"] == made_before + 1 and after["duplicateNames"] == 0, after
+
+
+def test_a_leased_phone_the_provider_stops_ends_its_lease_device_lost(stack: Stack) -> None:
+    """GeeLark may shut a phone down on its own (the adapter starts phones without
+    `energySavingMode`, but a person or the provider may stop one). A leased phone is no
+    exception: shut down reads `offline`, it is replaced past `offlineAfterSeconds` as any
+    offline device, and its lease ends `DeviceLost`, which the holder reads at its next
+    renew (exit 3), as docs/leases.md says of a leased device that dies."""
+    held = lease(stack)
+    phone_id = held["device"].split(".", 1)[0]
+    answer = httpx.post(f"{geelark_url(stack)}/_emulator/phones/{phone_id}/stop", **PLAIN)
+    assert answer.status_code == 200, answer.text
+    wait_until(lambda: replaced(stack, held["device"]), timeout=90, every=1, what="replaced")
+    renewed = stack.cli_here("renew", POOL, held["lease"])
+    assert renewed.returncode == 3, (renewed.stdout, renewed.stderr)
+    assert "DeviceLost" in renewed.stderr, renewed.stderr
+
+
+def test_on_release_reset_replaces_a_geelark_phone(stack: Stack, tmp_path: Path) -> None:
+    """GeeLark documents no reset that clears a phone (`newOne` is a new identity, apps and
+    data not said to go): `onRelease: reset` replaces it (event `ResetIsReplace`)."""
+    [manifest] = list(yaml.safe_load_all(EXAMPLE.read_text()))
+    manifest["spec"]["leases"] = {"onRelease": "reset"}
+    path = tmp_path / "geelark-reset.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    stack.apply(str(path))  # taken once it returns (the pool's `apply` update)
+    held = lease(stack)
+    released = stack.cli_here("release", POOL, held["lease"])
+    assert released.returncode == 0, released.stderr
+    wait_until(lambda: replaced(stack, held["device"]), timeout=60, every=1, what="replaced")
+    described = stack.cli_here("describe", POOL)
+    assert "ResetIsReplace" in described.stdout, described.stdout
+
+
+def test_cost_counts_running_minutes_as_the_emulator_bills_them(stack: Stack) -> None:
+    """The dev account bills per running minute to a daily cap (`billing`), as the emulator
+    does: `devicepool cost` and the emulator's bill agree within a minute a phone (the
+    emulator rounds each phone's day up to whole minutes and bills from the start call; the
+    pool counts from the pass that sees it) and the stopped phones bill nothing."""
+
+    def cost() -> dict[str, Any] | None:
+        shown = stack.cli_here("cost", POOL, "-o", "json")
+        assert shown.returncode == 0, shown.stderr
+        [pool] = json.loads(shown.stdout)["pools"]
+        # Three phones running (none booting or on its way out): $0.42 an hour each.
+        return pool if pool["hourlyCost"] == pytest.approx(3 * 0.42) else None
+
+    pool = wait_until(cost, timeout=30, every=1, what="three phones billing")
+    bill = httpx.get(f"{geelark_url(stack)}/_emulator/stats", **PLAIN).json()
+    billed_phones = len(bill["billing"]["byPhone"])
+    assert pool["cost"] == pytest.approx(bill["moneyBilled"], abs=0.007 * billed_phones + 0.005)
+
+
 def test_delete_leaves_no_phone_billed_and_ctrl_c_stops_the_emulator(stack: Stack) -> None:
+    made = phones(stack)["created"]
     deleted = stack.cli_here("delete", POOL, "--wait", "--timeout", "90")
     assert deleted.returncode == 0, deleted.stderr
     assert deleted.stdout.splitlines()[-1] == f"devicepool/{POOL} deleted (0 devices left)"
@@ -155,5 +258,5 @@ def test_delete_leaves_no_phone_billed_and_ctrl_c_stops_the_emulator(stack: Stac
     # Its team stays in the data dir for the next run: no phone left, the deleted ones on
     # the bill, the counters.
     team = json.loads((stack.data_dir / "geelark.json").read_text())
-    assert team["phones"] == [] and len(team["gone"]) == 4, team["gone"]
-    assert team["counters"]["created"] == 4, team["counters"]
+    assert team["phones"] == [] and len(team["gone"]) == made, team["gone"]
+    assert team["counters"]["created"] == made, team["counters"]

@@ -127,7 +127,8 @@ class BilledHour(CamelModel):
 
 class PoolCost(CamelModel):
     """Query `cost`: what the pool's devices billed, from its own listings (every device
-    the provider had not terminated, at the account's price), by the hour for a week."""
+    the provider had not terminated, at the account's price; per running minute, those
+    powered on, each to its daily cap: `Cost.accrue`), by the hour for a week."""
 
     model_config = ConfigDict(**{**CamelModel.model_config, "extra": "ignore"})
 
@@ -143,11 +144,15 @@ class PoolCost(CamelModel):
     billing_devices: int = 0
 
     def totals(self, now: datetime) -> tuple[float, float]:
-        """(device-hours, dollars) to date at `now`: counted, and billed on since."""
-        extra = 0.0
+        """(device-hours, dollars) to date at `now`: counted, and billed on since, at the
+        pool's hourly cost (a device at its daily cap runs on, and bills nothing more)."""
+        hours = 0.0
         if self.counted_until is not None and now > self.counted_until:
-            extra = self.billing_devices * (now - self.counted_until).total_seconds() / 3600
-        return self.device_hours_to_date + extra, self.cost_to_date + extra * self.price_per_hour
+            hours = (now - self.counted_until).total_seconds() / 3600
+        return (
+            self.device_hours_to_date + self.billing_devices * hours,
+            self.cost_to_date + self.hourly_cost * hours,
+        )
 
 
 def cost_of(s: PoolState, *, account: str, price_per_hour: float) -> PoolCost:

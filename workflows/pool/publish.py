@@ -15,7 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from devicepool.workflows.pool import status as st
     from devicepool.workflows.pool.lifecycle import protected_now
     from devicepool.workflows.pool.plan import COUNTED_STATUSES, Plan
-    from devicepool.workflows.pool.state import billed_devices
+    from devicepool.workflows.pool.state import billed_devices, running_devices
 
 if TYPE_CHECKING:
     from devicepool.workflows.pool.kind import DevicePoolKind
@@ -61,6 +61,8 @@ def publish(k: DevicePoolKind, plan: Plan) -> None:
         settings=k.settings,
     )
     billing = billed_devices(k.devices, k.reported_leaving)
-    k.s.cost.accrue(now, billing, k.price)
+    running = running_devices(k.devices, k.reported_leaving)
+    model = k.settings.billing_of(k.account)  # by the hour for every account before it
+    k.s.cost.accrue(now, billing, k.price, running=running, billing=model)
     k.said(k.s.publish(st.published(k.s.status, view)))
     k.h.show()

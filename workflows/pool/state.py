@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, model_validator
 
@@ -33,6 +33,9 @@ from devicepool.workflows.shared.protocol import (
     HealthReport,
 )
 
+if TYPE_CHECKING:
+    from devicepool.activities.settings import Billing
+
 __all__ = [
     "Control",
     "Cost",
@@ -41,6 +44,7 @@ __all__ = [
     "Rollout",
     "Said",
     "leaving_by_report",
+    "running_devices",
 ]
 
 # The id lists of state carried by v0.1.0, each now a fate in `PoolState.fates`.
@@ -82,6 +86,19 @@ def billed_devices(
     return sum(1 for d in [*devices, *reported_leaving] if d.status != am.TERMINATED)
 
 
+# Not powered on: what a per-minute account does not bill (on GeeLark, offline is a phone
+# shut down and failed an expired one).
+_NOT_RUNNING = frozenset({am.OFFLINE, am.FAILED, am.TERMINATED})
+
+
+def running_devices(
+    devices: Sequence[am.DeviceInfo], reported_leaving: Sequence[am.DeviceInfo]
+) -> list[str]:
+    """The ids of the devices that bill per running minute (`Billing` `perMinute`): powered
+    on (booting too), those the health check removed included until they are gone."""
+    return sorted({d.id for d in [*devices, *reported_leaving] if d.status not in _NOT_RUNNING})
+
+
 @dataclass
 class Said:
     """What a reducer found worth saying: events for `describe`, a line for the log."""
@@ -92,6 +109,8 @@ class Said:
 
 # The hours of billing a pool keeps for `devicepool cost --since` (a week).
 BILLED_HOURS_KEPT = 168
+# The devices a pool keeps what they billed today for (per running minute, a daily cap).
+MAX_DAY_BILLED = 2000
 
 
 class Cost(CamelModel):
@@ -108,9 +127,27 @@ class Cost(CamelModel):
     device_hours: float = 0.0
     billed_hours: dict[datetime, list[float]] = Field(default_factory=dict)
 
-    def accrue(self, now: datetime, devices: int, price_per_hour: float) -> None:
+    # Per running minute with a daily cap (`Billing` `perMinute`, `daily_cap` set; else all
+    # empty): the devices running since `since`, each one's price of an hour and the cap,
+    # and what each billed in the UTC day `day` (at most the cap).
+    running: list[str] = Field(default_factory=list)
+    price_each: float = 0.0
+    daily_cap: float | None = None
+    day: date | None = None
+    day_billed: dict[str, float] = Field(default_factory=dict)
+
+    def accrue(
+        self,
+        now: datetime,
+        devices: int,
+        price_per_hour: float,
+        *,
+        running: Sequence[str] = (),
+        billing: Billing | None = None,
+    ) -> None:
         """Add what the pool billed since the last pass, hour by hour, at the devices and rate
-        seen then (they cannot change without a pass); bill on with `devices` from now."""
+        seen then (they cannot change without a pass); bill on with `devices` from now (by
+        the hour, a monthly rental), or `running` (per running minute, to the daily cap)."""
         start = self.since
         if start is not None and now > start:
             rate = self.rate / self.devices if self.devices else 0.0
@@ -118,16 +155,52 @@ class Cost(CamelModel):
                 hour = start.replace(minute=0, second=0, microsecond=0)
                 end = min(now, hour + timedelta(hours=1))
                 device_hours = self.devices * (end - start).total_seconds() / 3600
+                if self.daily_cap is None:
+                    dollars = device_hours * rate
+                else:
+                    dollars = self._capped(hour, (end - start).total_seconds() / 3600)
                 bucket = self.billed_hours.setdefault(hour, [0.0, 0.0])
                 bucket[0] += device_hours
-                bucket[1] += device_hours * rate
+                bucket[1] += dollars
                 self.device_hours += device_hours
-                self.to_date += device_hours * rate
+                self.to_date += dollars
                 start = end
             for hour in sorted(self.billed_hours)[:-BILLED_HOURS_KEPT]:
                 del self.billed_hours[hour]
-        self.devices, self.rate = devices, devices * price_per_hour
         self.since = now
+        per_minute = billing is not None and billing.model == "perMinute"
+        if not per_minute or billing is None or billing.daily_cap is None:
+            billing_now = len(set(running)) if per_minute else devices
+            self.running, self.price_each, self.daily_cap = [], 0.0, None
+            self.day, self.day_billed = None, {}
+            self.devices, self.rate = billing_now, billing_now * price_per_hour
+            return
+        self.running, self.price_each = sorted(set(running)), price_per_hour
+        self.daily_cap = billing.daily_cap
+        self._day_of(now.date())
+        if len(self.day_billed) > MAX_DAY_BILLED:
+            # Bounded carried state (a pool replacing all day): a phone not running now
+            # starts again from nothing if it runs again today, which counts more, not less.
+            self.day_billed = {d: v for d, v in self.day_billed.items() if d in self.running}
+        uncapped = [d for d in self.running if self.day_billed.get(d, 0.0) < self.daily_cap]
+        self.devices, self.rate = len(self.running), len(uncapped) * price_per_hour
+
+    def _day_of(self, day: date) -> None:
+        """The daily cap's day is `day`: a new one starts every device's day at nothing."""
+        if self.day != day:
+            self.day, self.day_billed = day, {}
+
+    def _capped(self, hour: datetime, hours: float) -> float:
+        """Dollars the running devices billed over `hours` of `hour`, each to its daily cap."""
+        cap = self.daily_cap or 0.0
+        self._day_of(hour.date())
+        dollars = 0.0
+        for device in self.running:
+            spent = self.day_billed.get(device, 0.0)
+            added = min(self.price_each * hours, max(0.0, cap - spent))
+            self.day_billed[device] = spent + added
+            dollars += added
+        return dollars
 
 
 class Control(CamelModel):
