@@ -78,6 +78,7 @@ from devicepool.client._dev_processes import (
 )
 from devicepool.client._results import applied_verb
 from devicepool.client.errors import DevicePoolError, TemporalUnreachable
+from devicepool.client.setup import register_search_attributes
 
 READY_TIMEOUT = 90.0
 # A child not gone after this long (and as often again) is named with why the stack waits.
@@ -302,10 +303,15 @@ class DevStack:
                 await client.workflow_service.describe_namespace(
                     DescribeNamespaceRequest(namespace=DEV_NAMESPACE)
                 )
-                return
             except (TemporalUnreachable, Exception) as err:  # not ready yet: any answer will do
                 last = str(err).splitlines()[0] if str(err) else type(err).__name__
-            await asyncio.sleep(0.25)
+                await asyncio.sleep(0.25)
+                continue
+            # The server registers its `--search-attribute`s only when it creates the
+            # database: a data dir of an older build lacks a newer one's (the worker would
+            # refuse to start).
+            await register_search_attributes(client)
+            return
         raise DevicePoolError(
             f"Temporal did not become ready in {READY_TIMEOUT:g}s ({last}); "
             f"see {self._log('temporal')}"
