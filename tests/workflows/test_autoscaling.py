@@ -12,6 +12,7 @@ from devicepool.workflows.reconciler.autoscaling import (
     WARM_BOOT_SECONDS,
     WARM_CREATES_PER_MINUTE,
     keep_size,
+    kept_from_scale_down,
     queued_demand,
     resize,
     scale_refusal,
@@ -136,3 +137,29 @@ def test_scale_is_refused_and_apply_keeps_the_size() -> None:
     assert keep_size(3, applied).replicas == 3
     plain = DevicePoolSpec.model_validate({**base, "replicas": 50})
     assert keep_size(3, plain).replicas == 50
+
+
+def test_a_scale_down_may_pick_only_devices_idle_long_enough() -> None:
+    idle = {"a": T0 - timedelta(minutes=10), "b": T0 - timedelta(minutes=1)}
+    kept = kept_from_scale_down(
+        SPEC, members=["a", "b", "c", "booting"], leases={"c"}, idle_since=idle, now=T0
+    )
+    assert kept == {"b", "c", "booting"}
+    assert kept_from_scale_down(None, members=["a", "b"], leases=(), idle_since={}, now=T0) == set()
+
+
+def test_each_distinct_selector_is_asked_once() -> None:
+    asked: list[dict[str, str]] = []
+
+    def can_serve(selector: Any) -> bool:
+        asked.append(dict(selector))
+        return True
+
+    tickets = [
+        Ticket(
+            id=str(i), holder="h", selector={"os": "14"}, duration=60, created_at=T0, deadline=T0
+        )
+        for i in range(500)
+    ]
+    assert queued_demand(tickets, can_serve) == 500
+    assert asked == [{"os": "14"}]

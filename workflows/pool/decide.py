@@ -22,6 +22,7 @@ from devicepool.workflows.pool.lifecycle import Lifecycle
 from devicepool.workflows.pool.plan import Plan, plan_pool
 from devicepool.workflows.pool.slots import SlotBook, observed_slots
 from devicepool.workflows.pool.state import PoolState
+from devicepool.workflows.reconciler.autoscaling import kept_from_scale_down
 
 __all__ = ["BatchOrder", "Decision", "Observed", "decide", "decision_for", "wake_after"]
 
@@ -256,7 +257,15 @@ def decision_for(
         act=act and seen.observe_problem is None,
         cap=spec.spend_cap.devices_allowed(seen.price) if spec.spend_cap else None,
         retire=life.retire(),
-        protected=life.protected(),
+        # An autoscaled pool's scale-down takes only devices unleased for `scaleDownAfter`.
+        protected=life.protected()
+        | kept_from_scale_down(
+            spec.autoscale,
+            members=(d.id for d in devices),
+            leases=state.leases.devices(),
+            idle_since=state.leases.idle_since,
+            now=now,
+        ),
         rolling=state.rollout.rolling,
         unavailable=life.limits()[1],
         scale_down_limit=life.scale_down_limit(),

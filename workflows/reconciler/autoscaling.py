@@ -38,6 +38,7 @@ __all__ = [
     "Resize",
     "idle_for",
     "keep_size",
+    "kept_from_scale_down",
     "queued_demand",
     "resize",
     "scale_refusal",
@@ -88,12 +89,35 @@ def keep_size(old_replicas: int, new: SpecT) -> SpecT:
 
 def queued_demand(tickets: Iterable[Ticket], can_serve: Callable[[Mapping[str, str]], bool]) -> int:
     """The tickets a new member could serve: not one waiting for a named member (`device=`,
-    `profile=`), nor one whose selector no member of the pool can ever match."""
-    return sum(
-        1
-        for ticket in tickets
-        if not (MEMBER_KEYS & set(ticket.selector)) and can_serve(ticket.selector)
-    )
+    `profile=`), nor one whose selector no member of the pool can ever match. `can_serve` is
+    asked once per distinct selector: a long queue asks the same few."""
+    answers: dict[tuple[tuple[str, str], ...], bool] = {}
+    count = 0
+    for ticket in tickets:
+        if MEMBER_KEYS & set(ticket.selector):
+            continue
+        key = tuple(sorted(ticket.selector.items()))
+        if key not in answers:
+            answers[key] = can_serve(ticket.selector)
+        count += answers[key]
+    return count
+
+
+def kept_from_scale_down(
+    autoscale: AutoscaleSpec | None,
+    *,
+    members: Iterable[str],
+    leases: Collection[str],
+    idle_since: Mapping[str, datetime],
+    now: datetime,
+) -> set[str]:
+    """The members a scale-down of an autoscaled pool must not pick: all but those `may_go`
+    takes (leased ones the kind keeps anyway). None without `autoscale`."""
+    if autoscale is None:
+        return set()
+    members = list(members)
+    going = set(may_go(members, leases, idle_since, autoscale.scale_down_after, now))
+    return {m for m in members if m not in going}
 
 
 def track_idle(
