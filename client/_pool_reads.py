@@ -15,6 +15,7 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import SearchAttributeKey
+from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api.conversion import stored_spec_json
 from devicepool.api.kinds import BROWSER_POOL, DEVICE_POOL
@@ -105,8 +106,8 @@ async def list_kinds(
         if due:
             await pools._workers.ask(due[0])
         else:
-            executions = await _listed(pools, sides, watch.query(which))
-            watch.merge(executions, full=False)
+            executions = await _listed_since(pools, sides, watch, which)
+            watch.merge(executions, full=not watch.narrow)
         listed = _named(sides, watch.view.values())
         served = pools._workers.known(getattr(e, "task_queue", None) for _, _, e in listed)
     else:
@@ -139,6 +140,22 @@ async def list_kinds(
 async def _listed(pools: PoolClient, sides: Sequence[Side], query: str) -> list[Any]:
     with pools._errors(None, kind=sides[0].kind.name):
         return [execution async for execution in pools._client.list_workflows(query)]
+
+
+async def _listed_since(
+    pools: PoolClient, sides: Sequence[Side], watch: RowWatch, which: str
+) -> list[Any]:
+    """The watch's List call; on a namespace that refuses its query (no `DevicePoolRowAt`:
+    this CLI against an older cluster), every running pool, from then on."""
+    if watch.narrow:
+        try:
+            return [e async for e in pools._client.list_workflows(watch.query(which))]
+        except RPCError as err:
+            if err.status != RPCStatusCode.INVALID_ARGUMENT:
+                with pools._errors(None, kind=sides[0].kind.name):
+                    raise
+            watch.narrow = False
+    return await _listed(pools, sides, watch.query(which))
 
 
 def _named(sides: Sequence[Side], executions: Iterable[Any]) -> list[tuple[Side, str, Any]]:
@@ -192,6 +209,8 @@ class RowWatch:
         self.view: dict[str, Any] = {}
         self.mark: datetime | None = None
         self.listed = False
+        # False once the namespace refused the narrowed query: every running pool each time.
+        self.narrow = True
         # The last refresh asked a queue's workers (the next one lists, whatever is due).
         self.asked_workers = False
         # Each workflow id's row as read from its execution when last listed.
@@ -199,7 +218,7 @@ class RowWatch:
 
     def query(self, which: str) -> str:
         """The next List call's query; `which`: the kinds' `WorkflowType` clause."""
-        if self.mark is None:  # nothing seen yet: no server time to start from
+        if self.mark is None or not self.narrow:  # no server time to start from yet
             return f"{which} AND ExecutionStatus = 'Running'"
         since = _rfc3339(self.mark - self.margin)
         return (

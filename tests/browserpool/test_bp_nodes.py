@@ -48,7 +48,7 @@ from devicepool.activities.secrets import Scrubber
 from devicepool.activities.settings import PoolSettings, ProxyPoolSettings
 from devicepool.api.browserpool.v1beta1 import BrowserPool, BrowserPoolSpec
 from devicepool.api.names import (
-    SEARCH_ATTRIBUTES,
+    POOL_COLUMNS,
     TASK_QUEUE,
     UPDATE_APPLY,
     browser_pool_workflow_id,
@@ -222,7 +222,7 @@ async def web_ui(
 ) -> tuple[dict[str, Any], str] | None:
     """The pool's search attributes (ours, by name) and its Web UI details, once `want` holds."""
     described = (await handle.describe()).typed_search_attributes
-    attrs = {p.key.name: p.value for p in described if p.key.name in SEARCH_ATTRIBUTES}
+    attrs = {p.key.name: p.value for p in described if p.key.name in POOL_COLUMNS}
     meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
     if all(attrs.get(name) == value for name, value in want.items()):
         return attrs, meta.current_details

@@ -276,3 +276,35 @@ def test_a_refresh_due_to_ask_a_queue_s_workers_asks_them_instead_of_listing(
         "Describe q1",
     ]
     assert "d2" in out.splitlines()[-1] and "Ready?" in out.splitlines()[-1]
+
+
+class NoStamp(Counted):
+    """An older cluster: its namespace has no `DevicePoolRowAt`, and refuses a query on it."""
+
+    async def list_workflows(self, query: str) -> Any:
+        from temporalio.service import RPCError, RPCStatusCode
+
+        if "DevicePoolRowAt" in query:
+            self._count("refused")
+            raise RPCError(
+                "invalid query: DevicePoolRowAt is not defined", RPCStatusCode.INVALID_ARGUMENT, b""
+            )
+        async for pool in super().list_workflows(query):
+            yield pool
+
+
+def test_a_namespace_without_the_stamp_is_listed_whole_each_refresh(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """This CLI against a cluster whose workers and namespace are a release older: the
+    narrowed query is refused once; from then on each refresh lists every running pool."""
+    monkeypatch.setattr(_cli_pools, "WATCH_SECONDS", 0.01)
+    pools = [_stamped(_on("devicepool", _device("d1")), 30)]
+    temporal = fake_temporal(
+        monkeypatch, NoStamp(*pools, requests=5, polled={"devicepool": [(5, "")]})
+    )
+    code, out, err = cli(capsys, "get", "-w", "-o", "table")
+    assert code == EXIT_OK, err
+    assert temporal.requests == ["List", "Describe devicepool", "refused", "List", "List"]
+    assert set(temporal.queries) == {f"{WHICH} AND ExecutionStatus = 'Running'"}
+    assert [line.split()[0] for line in out.splitlines() if line] == ["NAME", "d1"]
