@@ -14,9 +14,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
+from devicepool.api.autoscale import AutoscaleSpec
 from devicepool.api.names import QUERY_EVENTS, UPDATE_SCALE
 from devicepool.workflows.reconciler.messages import Accepted, ScaleRequest
 from tests.browserpool.test_bp_nodes import (
@@ -132,3 +133,50 @@ async def test_a_leased_profile_is_kept_through_a_scale_to_0_and_replaced_after_
         await handle.terminate()
         stats = account.emulator.stats()
         assert stats["duplicates"] == {"byName": {}, "byRemark": {}}, stats["duplicates"]
+
+
+async def test_an_autoscaled_browser_pool_grows_for_a_ticket_and_shrinks_when_idle(
+    env: WorkflowEnvironment,
+) -> None:
+    """Issue 40 on a BrowserPool: at zero, a lease asked with a wait is a ticket that grows
+    the pool; the profile granted, released, goes after `scaleDownAfter`; `scale` is refused."""
+    client = env.client
+    pool = f"bp-auto-{uuid.uuid4().hex[:4]}"
+    autoscale = AutoscaleSpec.model_validate(
+        {"maxReplicas": 3, "scaleDownAfter": "1s", "stabilization": "0s"}
+    )
+    async with node_stack(client) as (account, _):
+        handle = await start_browser_pool(client, pool, 0, autoscale=autoscale)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=2))
+        assert "autoscale.minReplicas/maxReplicas" in str(refused.value.cause)
+
+        asked = await leases.lease(handle, holder="test", duration="10m", wait="60s")
+        assert asked.granted is None and asked.ticket, asked
+        offer = await eventually(
+            lambda: leases.offered(handle, asked.ticket or ""), timeout=40, what="an offer"
+        )
+        assert offer is not None and offer.granted is not None
+        lease = (await leases.claim(handle, asked.ticket or "")).lease
+
+        async def said_leased() -> dict[str, Any] | None:
+            s = await status(handle)
+            autoscaling = {c["type"]: c for c in s["conditions"]}["Autoscaling"]
+            return s if autoscaling["message"] == "1 leased + 0 queued + buffer 0 = 1" else None
+
+        s = await eventually(said_leased, timeout=20, what="the Autoscaling line")
+        assert (s["desiredReplicas"], s["desiredFromDemand"]) == (1, 1), s
+
+        assert await release(handle, lease) == "Released"
+
+        async def none_left() -> bool | None:
+            return True if not placement(account, pool)["ids"] else None
+
+        await eventually(none_left, timeout=40, what="the idle profile gone")
+        assert (await status(handle))["desiredReplicas"] == 0
+        said = await reasons(handle)
+        assert [m.split(":")[0] for r, m in said if r == "Autoscaled"] == [
+            "replicas 0 -> 1",
+            "replicas 1 -> 0",
+        ], said
+        await handle.terminate("test over")

@@ -163,3 +163,19 @@ def test_each_distinct_selector_is_asked_once() -> None:
     ]
     assert queued_demand(tickets, can_serve) == 500
     assert asked == [{"os": "14"}]
+
+
+def test_a_kind_that_drops_its_highest_slots_shrinks_only_while_they_may_go() -> None:
+    """A BrowserPool's plan drops the profiles past `replicas`: the pool shrinks by those at
+    the head of its order that are idle long enough, and stops at the first that is not."""
+    long_ago = T0 - timedelta(hours=1)
+    members = ["s0", "s1", "s2", "s3"]
+    idle = {"s0": long_ago, "s1": long_ago, "s2": T0 - timedelta(minutes=1), "s3": long_ago}
+    order = ["s3", "s2", "s1", "s0"]
+    got = sized(members=members, idle_since=idle, current=4, order=order)
+    assert got.target == 3  # s3 goes; s2 (idle 1 min) holds s1 and s0
+    assert got.wake == T0 + timedelta(minutes=4)
+    leased_top = sized(
+        members=members, leases={"s3"}, leased=1, idle_since=idle, current=4, order=order
+    )
+    assert leased_top.target == 4

@@ -371,6 +371,13 @@ class BrowserKind:
     def lease_members(self) -> set[str] | None:
         return None if self._last is None else leasable.members(self._last.seen)
 
+    def scale_down_order(self) -> list[str] | None:
+        """The highest slots first: the plan drops the profiles of slots past `replicas`."""
+        if self._last is None:
+            return None
+        profiles = self._last.seen.profiles
+        return [p.id for p in sorted(profiles, key=lambda p: (-p.slot, p.id))]
+
     def lease_problem(self, selector: Mapping[str, str]) -> str | None:
         seen = self._last.seen if self._last is not None else None
         return leasable.problem(

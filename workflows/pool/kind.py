@@ -366,6 +366,9 @@ class DevicePoolKind:
     def lease_problem(self, selector: Mapping[str, str]) -> str | None:
         return leasable.problem(selector, spec=self.spec, devices=self.devices)
 
+    def scale_down_order(self) -> None:
+        return None  # `decide` keeps what may not go from its pick
+
     def history_encrypted(self) -> bool:
         return self.settings.history_encrypted
 

@@ -167,13 +167,15 @@ def resize(
     stabilization: Stabilization,
     current: int,
     now: datetime,
+    order: Sequence[str] | None = None,
 ) -> Resize:
     """The size for this pass, and when to look again.
 
     Up: at once, to the size demand (and the schedule) asks for. Down: no lower than
     `stabilization` holds, and by no more members than `may_go` (unleased for
-    `scaleDownAfter`); creates not yet landed are given up first. `stabilization` is updated
-    (it is carried)."""
+    `scaleDownAfter`); creates not yet landed are given up first. `order`: the members in the
+    order the kind's scale-down takes them (None: it takes those `may_go` names); then only
+    as many as lead it and may go. `stabilization` is updated (it is carried)."""
     floor = schedule_floor(
         schedule,
         now,
@@ -188,6 +190,8 @@ def resize(
             target = current  # which members may go is not known: none does
         else:
             going = may_go(members, leases, idle_since, autoscale.scale_down_after, now)
+            if order is not None:
+                going = _leading(order, set(going))
             staying = len(set(members)) - len(going)
             held = max(0, min(current, staying) - target)
             target = max(target, min(current, staying))
@@ -218,6 +222,16 @@ def resize(
         held_for_idle=held,
         wake=min(due, default=None),
     )
+
+
+def _leading(order: Sequence[str], going: Collection[str]) -> list[str]:
+    """The members at the head of `order` that may go, up to the first that may not."""
+    leading: list[str] = []
+    for member in dict.fromkeys(order):
+        if member not in going:
+            break
+        leading.append(member)
+    return leading
 
 
 def schedule_shown(window: ScheduleNow) -> str | None:

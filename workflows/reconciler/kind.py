@@ -105,6 +105,12 @@ class Kind(Protocol[SeenT, DecisionT, OutcomeT]):
     def lease_problem(self, selector: Mapping[str, str]) -> str | None:
         """Why no member of the pool can ever match `selector` (None: one can)."""
 
+    def scale_down_order(self) -> Sequence[str] | None:
+        """The members in the order the kind's scale-down takes them, when it cannot be told
+        which to take (a BrowserPool drops its highest slots): an autoscaled pool then
+        shrinks only while those first are idle long enough. None: the kind takes what it is
+        allowed (a DevicePool keeps the others from its pick)."""
+
     def leases_ended(self, ended: Sequence[Ended], *, replace: bool) -> None:
         """Leases ended: their members are free again (`replace`: replace them)."""
 

@@ -205,6 +205,7 @@ class Reconciler(Generic[SpecT, StateT]):
             stabilization=book.stabilization,
             current=current,
             now=now,
+            order=self.kind.scale_down_order(),
         )
         self.autoscale_due = resized.wake
         why = resized.sizing.describe()
