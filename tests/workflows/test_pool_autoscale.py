@@ -6,6 +6,7 @@ goes after `scaleDownAfter`, a leased one never; `scale` is refused; what it sho
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -16,8 +17,8 @@ from devicepool.api import names
 from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import ScaleRequest
 from devicepool.workflows.reconciler.lease_messages import LeaseAnswer, LeaseRequest
-from tests.helpers.leases import claim, offered, release, start_beta_pool
-from tests.helpers.workflow_stack import pool_devices
+from tests.helpers.leases import claim, offered, release, start_beta_pool, view
+from tests.helpers.workflow_stack import Workers, pool_devices
 
 pytestmark = pytest.mark.devserver
 
@@ -92,3 +93,87 @@ async def test_a_pool_at_zero_grows_for_its_tickets_and_shrinks_when_idle(
         assert (await handle.query("status"))["desiredFromDemand"] == 1
     finally:
         await handle.cancel()
+
+
+async def test_a_burst_of_twenty_tickets_at_zero_is_served_first_come_and_a_restart_holds(
+    env: Any, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    """20 tickets on an autoscaled pool at zero: it grows to 20 (never past), through the
+    account's paced creates, and grants them in the order they were asked. Given back, the
+    devices stay for `scaleDownAfter`: a worker restart at zero demand shrinks nothing."""
+    spec = autoscale(maxReplicas=20, scaleDownAfter="1h")
+    handle = await start_beta_pool(env.client, pool_name, 0, **spec)
+    try:
+        tickets: list[str] = []
+        for i in range(20):
+            answer = await handle.execute_update(
+                names.UPDATE_LEASE,
+                LeaseRequest(holder=f"h{i:02}", wait="5m", duration="30m"),
+                result_type=LeaseAnswer,
+            )
+            assert answer.granted is None and answer.ticket, answer
+            tickets.append(answer.ticket)
+        claimed: dict[str, str] = {}
+
+        async def all_claimed() -> bool:
+            for ticket in tickets:
+                if ticket not in claimed and await offered(handle, ticket) is not None:
+                    claimed[ticket] = (await claim(handle, ticket)).lease
+            assert len(await pool_devices(control, pool_name)) <= 20
+            return len(claimed) == len(tickets)
+
+        await eventually(all_claimed, what="20 tickets granted", timeout=240)
+        book = await view(handle)
+        # First come, first served: granted in the order the tickets were made.
+        by_ask = sorted(book.leases, key=lambda x: (x.queued_at, x.holder))
+        assert [x.holder for x in by_ask] == [f"h{i:02}" for i in range(20)]
+        granted_at = [x.granted_at for x in by_ask]
+        assert granted_at == sorted(granted_at)
+        assert len(await pool_devices(control, pool_name)) == 20
+
+        for lease_id in claimed.values():
+            await release(handle, lease_id)
+
+        async def idle_known(after: str | None = None) -> dict[str, Any] | None:
+            status = await handle.query("status")
+            cond = condition(status, "Autoscaling") or {}
+            fresh = after is None or (status.get("lastReconciled") or "") > after
+            held = "20 kept until idle for scaleDownAfter" in cond.get("message", "")
+            return status if fresh and held and status["leasedDevices"] == 0 else None
+
+        before = await eventually(idle_known, what="all given back", timeout=30)
+        await workers.restart()  # cached runs gone: the pool comes back by replay
+        after = await eventually(
+            lambda: idle_known(before["lastReconciled"]), what="a pass after", timeout=30
+        )
+        assert (after["desiredFromDemand"], after["desiredReplicas"]) == (0, 20), after
+        assert len(await pool_devices(control, pool_name)) == 20
+    finally:
+        await handle.cancel()
+
+
+async def test_a_schedule_warms_the_pool_before_its_window_opens(
+    env: Any, workers: Workers, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    """A window two minutes ahead is within its warm-up (a minute per 10 devices, then a
+    boot): the pool grows to its floor before it opens, with no lease asked."""
+    opens = datetime.now(UTC) + timedelta(minutes=2)
+    window = {"cron": f"{opens.minute} {opens.hour} * * *", "duration": "1h", "minReplicas": 2}
+    handle = await start_beta_pool(env.client, pool_name, 0, **autoscale(), schedule=[window])
+    try:
+
+        async def warmed() -> dict[str, Any] | None:
+            status = await handle.query("status")
+            cond = condition(status, "Autoscaling") or {}
+            return status if "raised to the schedule's floor 2" in cond.get("message", "") else None
+
+        status = await eventually(warmed, what="the floor applied", timeout=30)
+        assert (status["desiredFromDemand"], status["desiredReplicas"]) == (2, 2), status
+        assert status.get("activeSchedule") is None  # warming, not open yet
+        await eventually(lambda: _count_is(control, pool_name, 2), what="two devices", timeout=60)
+    finally:
+        await handle.cancel()
+
+
+async def _count_is(control: httpx.AsyncClient, pool: str, n: int) -> bool:
+    return len(await pool_devices(control, pool)) == n
