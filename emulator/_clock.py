@@ -75,6 +75,27 @@ class VirtualClock:
         return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
+def clock_record(clock: VirtualClock) -> dict[str, Any]:
+    """The clock as a JSON state file keeps it: `clock_from` runs it on from there."""
+    return {"virtual": clock.now(), "wall": time.time(), "epoch": clock.epoch.isoformat()}
+
+
+def clock_from(
+    saved: dict[str, Any] | None, speed: float, *, at_least: float = 0.0
+) -> VirtualClock:
+    """A new clock, or the saved one (a state file's `clock_record`) run on by the wall time
+    since it was written, to `at_least` virtual seconds."""
+    if saved is None:
+        return VirtualClock(speed=speed)
+    clock = saved["clock"]
+    since = max(0.0, time.time() - clock["wall"])
+    return VirtualClock(
+        speed=speed,
+        start=max(at_least, clock["virtual"] + since * speed),
+        epoch=datetime.fromisoformat(clock["epoch"]),
+    )
+
+
 def clock_json(clock: VirtualClock) -> dict[str, Any]:
     return {"now": clock.isoformat(clock.now()), "speed": clock.speed}
 

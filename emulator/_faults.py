@@ -9,11 +9,10 @@ middleware.
 
 from __future__ import annotations
 
-import random
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from devicepool.emulator._base import Dice
 from devicepool.emulator._bodies import camel_fields, checked_faults, from_camel
 from devicepool.emulator._problems import RATE_LIMITED, ProblemError
 
@@ -58,21 +57,8 @@ class FaultDecision:
     hang_seconds: float | None = None
 
 
-class FaultDice:
+class FaultDice(Dice):
     """The seeded draws behind every injected fault; `injected` counts hits by name."""
-
-    def __init__(self, rng: random.Random, injected: Counter[str]) -> None:
-        self._rng = rng
-        self._injected = injected
-
-    def draw(self, rate: float, name: str) -> bool:
-        # Only consult the RNG when the fault is on, so a seed's sequence is stable.
-        if rate <= 0:
-            return False
-        hit = self._rng.random() < rate
-        if hit:
-            self._injected[name] += 1
-        return hit
 
     def decide(self, faults: Faults, *, rate_limit: int) -> FaultDecision:
         """Decide what the faults do to one public request (at most one rejection)."""

@@ -10,9 +10,7 @@ responses) wrap the public API only, in an ASGI middleware.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -22,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from devicepool.emulator._bodies import parse_json_body
+from devicepool.emulator._control import add_control_plane, new_app
 from devicepool.emulator._problems import (
     INVALID_ARGUMENT,
     SERVER_ERROR,
@@ -46,21 +45,7 @@ def create_app(config: EmulatorConfig | None = None) -> FastAPI:
     Raises `StateFileError` if the file cannot be used.
     """
     emulator = Emulator(config or EmulatorConfig())
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        try:
-            yield
-        finally:
-            emulator.close()
-
-    app = FastAPI(
-        title="BitCloudPhone emulator",
-        docs_url="/_emulator/docs",
-        redoc_url=None,
-        openapi_url="/_emulator/openapi.json",
-        lifespan=lifespan,
-    )
+    app = new_app("BitCloudPhone emulator", close=emulator.close)
     app.state.emulator = emulator
     app.add_middleware(_FaultInjection, emulator=emulator)
     _install_error_handlers(app)
@@ -74,9 +59,7 @@ def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -
 
 
 def _install_error_handlers(app: FastAPI) -> None:
-    async def on_problem(_: Request, error: Exception) -> Response:
-        assert isinstance(error, ProblemError)
-        return problem_response(error)
+    """Beside `ProblemError` (`new_app`): FastAPI's own errors and crashes as problems too."""
 
     async def on_validation(_: Request, error: Exception) -> Response:
         assert isinstance(error, RequestValidationError)
@@ -102,7 +85,6 @@ def _install_error_handlers(app: FastAPI) -> None:
         return problem_response(ProblemError(500, SERVER_ERROR, f"internal error: {error!r}"))
 
     app.add_exception_handler(Exception, on_crash)
-    app.add_exception_handler(ProblemError, on_problem)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
 
@@ -192,35 +174,15 @@ def _add_control_plane(app: FastAPI, emulator: Emulator) -> None:
         status = body.get("status") if isinstance(body, dict) else None
         return _json(emulator.set_region(name, status))
 
-    @app.get("/_emulator/faults")
-    async def get_faults() -> Response:
-        return _json(emulator.faults.to_json())
+    async def body_of(request: Request) -> Any:
+        return parse_json_body(await request.body(), empty={})
 
-    @app.post("/_emulator/faults")
-    async def set_faults(request: Request) -> Response:
-        return _json(emulator.set_faults(parse_json_body(await request.body(), empty={})))
-
-    @app.get("/_emulator/clock")
-    async def get_clock() -> Response:
-        return _json(emulator.clock_json())
-
-    @app.post("/_emulator/clock")
-    async def set_clock(request: Request) -> Response:
-        return _json(emulator.set_clock(parse_json_body(await request.body(), empty={})))
-
-    @app.get("/_emulator/stats")
-    async def stats() -> Response:
-        return _json(emulator.stats())
+    add_control_plane(app, emulator, body_of=body_of)
 
     @app.get("/_emulator/creates")
     async def creates() -> Response:
         """Read-only: accepted-create timestamps per account (for window checks)."""
         return _json(emulator.creates())
-
-    @app.post("/_emulator/reset")
-    async def reset() -> Response:
-        emulator.reset()
-        return _json(emulator.stats())
 
 
 class _FaultInjection:

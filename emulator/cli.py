@@ -32,7 +32,13 @@ _C = TypeVar("_C")
 PROG = "devicepool emulator"
 # The help reads as every other `devicepool` command's (click's layout, typer's
 # metavars): `Usage:`, the description indented, `Options:` with `[default: X]`.
-_METAVARS = {"_port": "<int>", "_positive_int": "<int>", "_seed": "<int>", "Path": "<path>"}
+_METAVARS = {
+    "_port": "<int>",
+    "_positive_int": "<int>",
+    "_non_negative_int": "<int>",
+    "_seed": "<int>",
+    "Path": "<path>",
+}
 _HELP_WIDTH = 80
 _FIRST_COLUMN = 30
 
@@ -126,6 +132,9 @@ _non_negative_float = _checked(
     "_non_negative_float", float, "a number", _FINITE, (lambda n: n >= 0, "must be >= 0")
 )
 _positive_int = _checked("_positive_int", int, "an integer", (lambda n: n >= 1, "must be >= 1"))
+_non_negative_int = _checked(
+    "_non_negative_int", int, "an integer", (lambda n: n >= 0, "must be >= 0")
+)
 _port = _checked(
     "_port", int, "a port number", (lambda n: 0 <= n <= 65535, "is not between 0 and 65535")
 )

@@ -14,10 +14,10 @@ before it returns (`_commit`).
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
-from devicepool.emulator import _clock, _listing
+from devicepool.emulator import _listing
+from devicepool.emulator._base import ControlPlane, seeded_rng
 from devicepool.emulator._bodies import CreateSpec, parse_json, parse_json_body
 from devicepool.emulator._clock import VirtualClock
 from devicepool.emulator._devices import PLATFORMS, Device, DeviceStore
@@ -46,13 +46,10 @@ __all__ = ["Answer", "Device", "Emulator", "FaultDecision", "Faults", "parse_jso
 MAX_BATCH_IDS = 100
 
 
-def _rng(seed: int | None, purpose: str) -> random.Random:
-    # Separate streams so that, for one seed, device ids do not shift when faults are switched on.
-    return random.Random() if seed is None else random.Random(f"{seed}:{purpose}")
-
-
-class Emulator:
+class Emulator(ControlPlane):
     """The provider: accounts, devices, regions, rate windows, faults and ground-truth stats."""
+
+    faults_type = Faults
 
     def __init__(self, config: EmulatorConfig) -> None:
         self.config = config
@@ -85,10 +82,12 @@ class Emulator:
         self._closed = True
 
     def _new_parts(self) -> None:
-        self._store = DeviceStore(self.clock, _rng(self.config.seed, "ids"))
+        self._store = DeviceStore(self.clock, seeded_rng(self.config.seed, "ids"))
         self.faults = Faults()
         self._counters = Counters()
-        self._dice = FaultDice(_rng(self.config.seed, "faults"), self._counters.faults_injected)
+        self._dice = FaultDice(
+            seeded_rng(self.config.seed, "faults"), self._counters.faults_injected
+        )
         self._idempotency = IdempotencyCache()
         self._rates = RateWindows(self.clock, self.config)
 
@@ -261,10 +260,6 @@ class Emulator:
         self._commit(*(d for d in self.devices.values() if d.region == name))
         return answer
 
-    def set_faults(self, body: Any) -> dict[str, float]:
-        self.faults = Faults.parse(body)
-        return self.faults.to_json()
-
     def draw_faults(self, *, is_create: bool) -> FaultDecision:
         """Decide, with the seeded RNG, what the faults do to one public request."""
         injected = self._counters.faults_injected.total()
@@ -275,11 +270,8 @@ class Emulator:
             self._commit()
         return decision
 
-    def clock_json(self) -> dict[str, Any]:
-        return _clock.clock_json(self.clock)
-
     def set_clock(self, body: Any) -> dict[str, Any]:
-        answer = _clock.set_clock(self.clock, body)
+        answer = super().set_clock(body)
         self._commit()  # a jump or a new speed re-anchors the clock on disk too
         return answer
 

@@ -7,10 +7,10 @@ form-data"); anything else is refused with `BAD_JSON`. An empty body counts as
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from devicepool.emulator._base import json_object
 from devicepool.emulator.bitbrowser import _envelope as text
 from devicepool.emulator.bitbrowser._envelope import LocalApiError
 
@@ -20,15 +20,7 @@ MAX_IDS = 100
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
-    if not raw.strip():
-        return {}
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise LocalApiError(text.BAD_JSON) from None
-    if not isinstance(body, dict):
-        raise LocalApiError(text.BAD_JSON)
-    return body
+    return json_object(raw, lambda _: LocalApiError(text.BAD_JSON))
 
 
 def is_int(value: Any) -> bool:

@@ -12,11 +12,10 @@ stuck `opening`). `phoneRequestsPerSecond` overrides the configured budget.
 
 from __future__ import annotations
 
-import random
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from devicepool.emulator import _base
 from devicepool.emulator._bodies import camel_fields, checked_faults, from_camel
 from devicepool.emulator._problems import invalid
 
@@ -76,21 +75,8 @@ class Decision:
     hang_seconds: float | None = None
 
 
-class Dice:
+class Dice(_base.Dice):
     """The seeded draws behind every injected fault; `injected` counts hits by name."""
-
-    def __init__(self, rng: random.Random) -> None:
-        self._rng = rng
-        self.injected: Counter[str] = Counter()
-
-    def draw(self, rate: float, name: str) -> bool:
-        # Only consult the RNG when the fault is on, so a seed's sequence is stable.
-        if rate <= 0:
-            return False
-        hit = self._rng.random() < rate
-        if hit:
-            self.injected[name] += 1
-        return hit
 
     def decide(self, faults: Faults) -> Decision:
         decision = Decision(latency_seconds=faults.latency_ms / 1000)

@@ -9,14 +9,13 @@ budget's windows) for the account's other processes, not across a restart.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections import Counter
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from devicepool.emulator._clock import VirtualClock
+from devicepool.emulator._base import rng_state
+from devicepool.emulator._clock import clock_record
 from devicepool.emulator.bitbrowser._phone_rate import PhoneRate
 from devicepool.emulator.bitbrowser._phones import Phone
 from devicepool.emulator.bitbrowser._profiles import Group, Profile
@@ -35,32 +34,12 @@ def account_file(config: BitBrowserConfig) -> tuple[Path, bool] | None:
     return None
 
 
-def clock_from(
-    saved: dict[str, Any] | None, speed: float, *, at_least: float = 0.0
-) -> VirtualClock:
-    """A new clock, or the saved one run on by the (wall) time since it was written."""
-    if saved is None:
-        return VirtualClock(speed=speed)
-    clock = saved["clock"]
-    since = max(0.0, time.time() - clock["wall"])
-    return VirtualClock(
-        speed=speed,
-        start=max(at_least, clock["virtual"] + since * speed),
-        epoch=datetime.fromisoformat(clock["epoch"]),
-    )
-
-
 def snapshot(em: BitBrowserEmulator) -> dict[str, Any]:
     """The account as its file keeps it (and the account's other processes read it)."""
     rate = em.phone_rate
     return {
         "account": em.config.account,
-        "clock": {
-            "virtual": em.now(),
-            "wall": time.time(),
-            "epoch": em.clock.epoch.isoformat(),
-            "speed": em.clock.speed,
-        },
+        "clock": {**clock_record(em.clock), "speed": em.clock.speed},
         # What runs now, for the account's other processes (not kept across a restart).
         "nodes": {name: node.up for name, node in em.nodes.items()},
         "processes": em.processes.records(),
@@ -97,8 +76,8 @@ def restore(em: BitBrowserEmulator, saved: dict[str, Any], *, running: bool) -> 
     requests, limited, most = saved["phoneRate"]
     em.phone_rate = PhoneRate(requests=requests, rate_limited=limited, max_per_second=most)
     em.dice.injected = Counter(saved["faultsInjected"])
-    for purpose, (version, internal, gauss) in saved["rng"].items():
-        em.rngs[purpose].setstate((version, tuple(internal), gauss))
+    for purpose, state in saved["rng"].items():
+        em.rngs[purpose].setstate(rng_state(state))
     if not running:
         return
     em.processes.restore(saved.get("processes", []))

@@ -25,7 +25,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from devicepool.emulator._problems import ProblemError, problem_response
+from devicepool.emulator._control import add_control_plane, json_body, new_app
 from devicepool.emulator.bitbrowser import _envelope as text
 from devicepool.emulator.bitbrowser._bodies import parse_body
 from devicepool.emulator.bitbrowser._envelope import LocalApiError, ok, refusal
@@ -55,33 +55,12 @@ def create_app(emulator: BitBrowserEmulator, node_name: str) -> FastAPI:
     if node_name not in emulator.local:
         raise ValueError(f"{node_name!r} is not served here; nodes: {emulator.local}")
     node = emulator.node(node_name)
-    app = FastAPI(
-        title=f"BitBrowser Local API emulator ({node.name})",
-        docs_url="/_emulator/docs",
-        redoc_url=None,
-        openapi_url="/_emulator/openapi.json",
-    )
+    app = new_app(f"BitBrowser Local API emulator ({node.name})")
     app.state.emulator = emulator
     app.state.node = node.name
-
-    async def on_problem(_: Request, error: Exception) -> Response:
-        assert isinstance(error, ProblemError)
-        return problem_response(error)
-
-    app.add_exception_handler(ProblemError, on_problem)
     _add_control_plane(app, emulator, node)
     _add_local_api(app, emulator, node)
     return app
-
-
-async def _json_body(request: Request) -> Any:
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    try:
-        return await request.json()
-    except ValueError:
-        raise ProblemError(400, "invalid_argument", "request body is not valid JSON") from None
 
 
 def _add_control_plane(app: FastAPI, emulator: BitBrowserEmulator, node: Node) -> None:
@@ -93,39 +72,12 @@ def _add_control_plane(app: FastAPI, emulator: BitBrowserEmulator, node: Node) -
         with emulator.transaction():
             return JSONResponse(answer())
 
-    @app.get("/_emulator/stats")
-    async def stats() -> Response:
-        return read(emulator.stats)
+    add_control_plane(app, emulator, read=read, change=change, secrets=emulator.secrets)
 
-    @app.get("/_emulator/secrets")
-    async def secrets() -> Response:
-        """The secrets live objects hold: for tests that look for leaks. Never logged."""
-        return read(lambda: {"secrets": emulator.secrets()})
-
-    @app.get("/_emulator/faults")
-    async def get_faults() -> Response:
-        return JSONResponse(emulator.faults.to_json())  # this process's
-
-    @app.post("/_emulator/faults")
-    async def set_faults(request: Request) -> Response:
-        return JSONResponse(emulator.set_faults(await _json_body(request)))
-
-    @app.get("/_emulator/clock")
-    async def get_clock() -> Response:
-        return read(emulator.clock_json)
-
-    @app.post("/_emulator/clock")
-    async def set_clock(request: Request) -> Response:
-        body = await _json_body(request)
-        return change(lambda: emulator.set_clock(body))
-
-    @app.post("/_emulator/reset")
-    async def reset() -> Response:
-        def reset_and_stats() -> dict[str, Any]:
-            emulator.reset()
-            return emulator.stats()
-
-        return change(reset_and_stats)
+    async def set_up(request: Request, which: Callable[[], Node]) -> Response:
+        body = await json_body(request)
+        up = body.get("up") if isinstance(body, dict) else None
+        return change(lambda: emulator.set_node_up(which(), up))
 
     @app.get("/_emulator/node")
     async def get_node() -> Response:
@@ -133,9 +85,7 @@ def _add_control_plane(app: FastAPI, emulator: BitBrowserEmulator, node: Node) -
 
     @app.post("/_emulator/node")
     async def set_node(request: Request) -> Response:
-        body = await _json_body(request)
-        up = body.get("up") if isinstance(body, dict) else None
-        return change(lambda: emulator.set_node_up(node, up))
+        return await set_up(request, lambda: node)
 
     @app.get("/_emulator/nodes")
     async def get_nodes() -> Response:
@@ -143,13 +93,11 @@ def _add_control_plane(app: FastAPI, emulator: BitBrowserEmulator, node: Node) -
 
     @app.post("/_emulator/nodes/{name}")
     async def set_other_node(name: str, request: Request) -> Response:
-        body = await _json_body(request)
-        up = body.get("up") if isinstance(body, dict) else None
-        return change(lambda: emulator.set_node_up(emulator.node(name), up))
+        return await set_up(request, lambda: emulator.node(name))
 
     @app.post("/_emulator/browsers/{profile_id}/kill")
     async def kill(profile_id: str, request: Request) -> Response:
-        body = await _json_body(request)
+        body = await json_body(request)
         return change(lambda: emulator.kill(profile_id, body))
 
     @app.get("/_emulator/adb")
@@ -158,7 +106,7 @@ def _add_control_plane(app: FastAPI, emulator: BitBrowserEmulator, node: Node) -
 
     @app.post("/_emulator/adb")
     async def set_adb(request: Request) -> Response:
-        body = await _json_body(request)
+        body = await json_body(request)
         return change(lambda: emulator.set_adb(body))
 
     @app.post("/_emulator/phones/{phone_id}/offline")

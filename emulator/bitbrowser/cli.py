@@ -16,15 +16,10 @@ a node another process of the account already serves.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import signal
-import socket
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+from devicepool.emulator._serve import bind, run
 from devicepool.emulator.bitbrowser.config import (
     ACCOUNTS_DIR_ENV,
     AUTH_REFUSAL_STATUSES,
@@ -44,11 +39,7 @@ from devicepool.emulator.cli import (
     new_parser,
 )
 
-if TYPE_CHECKING:
-    from fastapi import FastAPI
-
 PROG = "devicepool-bitbrowser-emulator"
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _node(value: str) -> tuple[str, int | None]:
@@ -209,62 +200,6 @@ def node_ports(first: int, count: int, explicit: list[int | None] | None = None)
     return ports
 
 
-def bind(host: str, ports: list[int]) -> list[socket.socket]:
-    """One listening socket per node, all or none (ValueError names the port that failed)."""
-    bound: list[socket.socket] = []
-    for port in ports:
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, port))
-        except OSError as error:
-            sock.close()
-            for other in bound:
-                other.close()
-            raise ValueError(f"cannot listen on {host}:{port}: {error.strerror}") from None
-        bound.append(sock)
-    return bound
-
-
-def serve(apps: dict[str, FastAPI], sockets: list[socket.socket]) -> None:
-    """Serve every node's app on its socket until SIGINT/SIGTERM, then stop all and return."""
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            # One handler stops every node's server (uvicorn's own would stop one of them).
-            yield
-
-    servers = [Server(uvicorn.Config(app, log_level="info")) for app in apps.values()]
-    asyncio.run(_serve_all(servers, list(apps), sockets))
-
-
-async def _serve_all(servers: list[Any], names: list[str], sockets: list[socket.socket]) -> None:
-    loop = asyncio.get_running_loop()
-
-    def stop() -> None:
-        for server in servers:
-            server.should_exit = True
-
-    for sig in _STOP_SIGNALS:
-        loop.add_signal_handler(sig, stop)
-    tasks = [
-        asyncio.create_task(server.serve(sockets=[sock]))
-        for server, sock in zip(servers, sockets, strict=True)
-    ]
-    while not all(server.started for server in servers):
-        if any(task.done() for task in tasks):
-            stop()
-            break
-        await asyncio.sleep(0.05)
-    else:
-        for name, sock in zip(names, sockets, strict=True):
-            host, port = sock.getsockname()[:2]
-            print(f"{name} http://{host}:{port}", flush=True)
-    await asyncio.gather(*tasks)
-
-
 def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
@@ -276,17 +211,7 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
         parser.error(str(error))
     from devicepool.emulator.bitbrowser.app import StateFileError, create_apps
 
-    try:
-        apps = create_apps(config)
-    except StateFileError as error:
-        for sock in sockets:
-            sock.close()
-        parser.error(str(error))
-    try:
-        serve(apps, sockets)
-    finally:
-        next(iter(apps.values())).state.emulator.close()
-    return 0
+    return run(parser, sockets, lambda: create_apps(config), StateFileError)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devicepool.emulator._base import check_fields
+
 DEFAULT_PORT = 54345
 DEFAULT_ACCOUNT = "default"
 
@@ -26,6 +28,15 @@ def default_accounts_dir() -> Path:
     if given:
         return Path(given)
     return Path(tempfile.gettempdir()) / f"devicepool-bitbrowser-{os.getuid()}"
+
+
+_DURATIONS = (
+    "open_seconds",
+    "close_linger_seconds",
+    "phone_boot_seconds",
+    "phone_resume_seconds",
+    "phone_restart_seconds",
+)
 
 
 def _default_nodes() -> list[str]:
@@ -79,17 +90,8 @@ class BitBrowserConfig:
             raise ValueError("the API key must not be empty (None switches auth off)")
         if self.auth_refusal_status not in AUTH_REFUSAL_STATUSES:
             raise ValueError(f"auth_refusal_status must be one of {AUTH_REFUSAL_STATUSES}")
-        for name in (
-            "open_seconds",
-            "close_linger_seconds",
-            "phone_boot_seconds",
-            "phone_resume_seconds",
-            "phone_restart_seconds",
-        ):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0")
-        if self.phone_requests_per_second < 1:
-            raise ValueError("phone_requests_per_second must be >= 1")
+        check_fields(self, _DURATIONS, least=0)
+        check_fields(self, ("phone_requests_per_second",), least=1)
         if self.phone_rate_mode not in PHONE_RATE_MODES:
             raise ValueError(f"phone_rate_mode must be one of {PHONE_RATE_MODES}")
         if self.phone_rate_scope not in PHONE_RATE_SCOPES:

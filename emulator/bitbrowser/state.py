@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from devicepool.emulator import _clock
+from devicepool.emulator._base import ControlPlane, seeded_rng
+from devicepool.emulator._clock import clock_from
 from devicepool.emulator._problems import NOT_FOUND, ProblemError, invalid
 from devicepool.emulator.bitbrowser import _envelope as text
 from devicepool.emulator.bitbrowser import _phone_calls as phone
@@ -45,18 +45,13 @@ from devicepool.emulator.bitbrowser._faults import Decision, Dice, Faults
 from devicepool.emulator.bitbrowser._phone_rate import PhoneRate
 from devicepool.emulator.bitbrowser._phones import Phone, PhoneStore, PhoneTimes
 from devicepool.emulator.bitbrowser._profiles import ProfileStore
-from devicepool.emulator.bitbrowser._snapshot import account_file, clock_from, restore, snapshot
+from devicepool.emulator.bitbrowser._snapshot import account_file, restore, snapshot
 from devicepool.emulator.bitbrowser._statefile import StateFile
 from devicepool.emulator.bitbrowser.config import BitBrowserConfig
 
 __all__ = ["BitBrowserEmulator", "Node"]
 
 Handler = Callable[["BitBrowserEmulator", "Node", dict[str, Any]], Awaitable[Any]]
-
-
-def _rng(seed: int | None, purpose: str) -> random.Random:
-    # Separate streams, so that for one seed ids do not shift when faults are switched on.
-    return random.Random() if seed is None else random.Random(f"{seed}:{purpose}")
 
 
 @dataclass
@@ -69,8 +64,10 @@ class Node:
     open_gate: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
-class BitBrowserEmulator:
+class BitBrowserEmulator(ControlPlane):
     """The account: profiles, processes, phones, faults and ground-truth stats."""
+
+    faults_type = Faults
 
     def __init__(self, config: BitBrowserConfig) -> None:
         self.config = config
@@ -113,7 +110,7 @@ class BitBrowserEmulator:
 
     def _new_parts(self) -> None:
         seed = self.config.seed
-        self.rngs = {p: _rng(seed, p) for p in ("profiles", "processes", "phones", "faults")}
+        self.rngs = {p: seeded_rng(seed, p) for p in ("profiles", "processes", "phones", "faults")}
         self.profiles = ProfileStore(self.rngs["profiles"])
         self.processes = Processes(self.rngs["processes"])
         self.phones = PhoneStore(
@@ -216,9 +213,6 @@ class BitBrowserEmulator:
 
     # ------------------------------------------------------------ the clock
 
-    def now(self) -> float:
-        return self.clock.now()
-
     def stamp(self) -> str:
         """A time as the vendor writes it: `2024-12-25 10:29:06`."""
         return (self.clock.epoch + timedelta(seconds=self.now())).strftime("%Y-%m-%d %H:%M:%S")
@@ -317,16 +311,6 @@ class BitBrowserEmulator:
             raise invalid('body is {"enabled": true|false}')
         self.phones.adb_enabled = enabled
         return self.adb_json()
-
-    def set_faults(self, body: Any) -> dict[str, Any]:
-        self.faults = Faults.parse(body)
-        return self.faults.to_json()
-
-    def clock_json(self) -> dict[str, Any]:
-        return _clock.clock_json(self.clock)
-
-    def set_clock(self, body: Any) -> dict[str, Any]:
-        return _clock.set_clock(self.clock, body)
 
     def secrets(self) -> list[str]:
         """Every secret a list or detail answer would carry now (for leak checks)."""

@@ -9,25 +9,23 @@ twice, in order.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from devicepool.emulator._base import json_object
 from devicepool.emulator.geelark._envelope import BAD_BODY, MESSAGES, GeeLarkError, invalid
 
 MAX_IDS = 100
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
-    if not raw.strip():
-        return {}
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise GeeLarkError(BAD_BODY) from None
-    if not isinstance(body, dict):
-        raise GeeLarkError(BAD_BODY, "failed to read the request body: not a JSON object")
-    return body
+    return json_object(raw, _refused)
+
+
+def _refused(parsed: bool) -> GeeLarkError:
+    if parsed:
+        return GeeLarkError(BAD_BODY, "failed to read the request body: not a JSON object")
+    return GeeLarkError(BAD_BODY)
 
 
 def ids_of(body: dict[str, Any], *, name: str = "ids", limit: int = MAX_IDS) -> list[str]:

@@ -13,11 +13,10 @@ envelope says code 0. Starts: `startProxyFailureRate` / `startProxyFailures` (45
 from __future__ import annotations
 
 import math
-import random
-from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from devicepool.emulator import _base
 from devicepool.emulator._bodies import camel, is_number
 from devicepool.emulator._problems import invalid
 
@@ -84,20 +83,8 @@ class Faults:
         return cls(**given)
 
 
-class Dice:
+class Dice(_base.Dice):
     """The seeded draws behind every injected fault; `injected` counts hits by name."""
-
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.injected: Counter[str] = Counter()
-
-    def draw(self, rate: float, name: str) -> bool:
-        if rate <= 0:  # only consult the RNG when the fault is on: a seed's sequence is stable
-            return False
-        hit = self.rng.random() < rate
-        if hit:
-            self.injected[name] += 1
-        return hit
 
     def counted(self, faults: Faults, attr: str, rate: float, name: str) -> bool:
         """The next-N counter `attr` first, then the rate."""

@@ -16,12 +16,11 @@ import dataclasses
 import fcntl
 import json
 import os
-import time
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from devicepool.emulator._clock import VirtualClock
+from devicepool.emulator._base import rng_state
+from devicepool.emulator._clock import clock_record
 from devicepool.emulator.geelark._phones import Phone
 
 if TYPE_CHECKING:
@@ -83,33 +82,12 @@ class StateFile:
             self._lock = None
 
 
-def clock_from(saved: dict[str, Any] | None, speed: float) -> VirtualClock:
-    """A new clock, or the saved one run on by the wall time since it was written."""
-    if saved is None:
-        return VirtualClock(speed=speed)
-    clock = saved["clock"]
-    since = max(0.0, time.time() - clock["wall"])
-    return VirtualClock(
-        speed=speed,
-        start=clock["virtual"] + since * speed,
-        epoch=datetime.fromisoformat(clock["epoch"]),
-    )
-
-
-def _rng_state(state: Any) -> Any:
-    return [state[0], list(state[1]), state[2]]
-
-
-def _rng_restored(saved: Any) -> Any:
-    return (saved[0], tuple(saved[1]), saved[2])
-
-
 def snapshot(em: GeeLarkEmulator) -> dict[str, Any]:
     store, windows, quotas = em.phones, em.windows, em.quotas
     return {
         "kind": KIND,
         "version": VERSION,
-        "clock": {"virtual": em.now(), "wall": time.time(), "epoch": em.clock.epoch.isoformat()},
+        "clock": clock_record(em.clock),
         "phones": [dataclasses.asdict(p) for p in store.phones.values()],
         "gone": [dataclasses.asdict(p) for p in store.gone],
         "groups": store.groups,
@@ -117,8 +95,8 @@ def snapshot(em: GeeLarkEmulator) -> dict[str, Any]:
         "serial": store.serial,
         "counters": dict(store.counters),
         "rng": {
-            "phones": _rng_state(store.rng.getstate()),
-            "faults": _rng_state(em.dice.rng.getstate()),
+            "phones": store.rng.getstate(),
+            "faults": em.dice.rng.getstate(),
         },
         "quotas": {
             "day": quotas.day,
@@ -157,8 +135,8 @@ def restore(em: GeeLarkEmulator, doc: dict[str, Any]) -> None:
     store.gone = [_phone(p) for p in doc["gone"]]
     store.groups, store.tags, store.serial = dict(doc["groups"]), dict(doc["tags"]), doc["serial"]
     store.counters.update(doc["counters"])
-    store.rng.setstate(_rng_restored(doc["rng"]["phones"]))
-    em.dice.rng.setstate(_rng_restored(doc["rng"]["faults"]))
+    store.rng.setstate(rng_state(doc["rng"]["phones"]))
+    em.dice.rng.setstate(rng_state(doc["rng"]["faults"]))
     quotas.day, quotas.creates, quotas.opens = (
         doc["quotas"]["day"],
         doc["quotas"]["creates"],

@@ -22,7 +22,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, Response
 
-from devicepool.emulator._problems import ProblemError, invalid, problem_response
+from devicepool.emulator._control import add_control_plane, json_body, new_app
 from devicepool.emulator.geelark import _envelope
 from devicepool.emulator.geelark._bodies import parse_body
 from devicepool.emulator.geelark._envelope import GeeLarkError, answer, refusal
@@ -43,74 +43,20 @@ def create_app(config: GeeLarkConfig | None = None) -> FastAPI:
     is read from it (or starts empty) and written after every call; `app.state.emulator.close()`
     lets it go. Raises `StateFileError` if the file cannot be used."""
     emulator = GeeLarkEmulator(config or GeeLarkConfig())
-    app = FastAPI(
-        title="GeeLark Open API emulator",
-        docs_url="/_emulator/docs",
-        redoc_url=None,
-        openapi_url="/_emulator/openapi.json",
-    )
+    app = new_app("GeeLark Open API emulator")
     app.state.emulator = emulator
-
-    async def on_problem(_: Request, error: Exception) -> Response:
-        assert isinstance(error, ProblemError)
-        return problem_response(error)
-
-    app.add_exception_handler(ProblemError, on_problem)
     _add_control_plane(app, emulator)
     _add_open_api(app, emulator)
     return app
 
 
-async def _json_body(request: Request) -> Any:
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    try:
-        return await request.json()
-    except ValueError:
-        raise invalid("request body is not valid JSON") from None
-
-
 def _add_control_plane(app: FastAPI, emulator: GeeLarkEmulator) -> None:
-    def json(answer: Callable[[], Any]) -> Response:
-        return JSONResponse(answer())
-
     def change(answer: Callable[[], Any]) -> Response:
         found = answer()
         emulator.commit()
         return JSONResponse(found)
 
-    @app.get("/_emulator/stats")
-    async def stats() -> Response:
-        return json(emulator.stats)
-
-    @app.get("/_emulator/secrets")
-    async def secrets() -> Response:
-        """The secrets answers carry now: for tests that look for leaks. Never logged."""
-        return json(lambda: {"secrets": emulator.secrets()})
-
-    @app.get("/_emulator/faults")
-    async def get_faults() -> Response:
-        return json(emulator.faults.to_json)
-
-    @app.post("/_emulator/faults")
-    async def set_faults(request: Request) -> Response:
-        body = await _json_body(request)
-        return json(lambda: emulator.set_faults(body))
-
-    @app.get("/_emulator/clock")
-    async def get_clock() -> Response:
-        return json(emulator.clock_json)
-
-    @app.post("/_emulator/clock")
-    async def set_clock(request: Request) -> Response:
-        body = await _json_body(request)
-        return change(lambda: emulator.set_clock(body))
-
-    @app.post("/_emulator/reset")
-    async def reset() -> Response:
-        emulator.reset()
-        return change(emulator.stats)
+    add_control_plane(app, emulator, change=change, secrets=emulator.secrets)
 
     @app.post("/_emulator/phones/{phone_id}/stop")
     async def provider_stop(phone_id: str) -> Response:
@@ -122,7 +68,7 @@ def _add_control_plane(app: FastAPI, emulator: GeeLarkEmulator) -> None:
 
     @app.post("/_emulator/phones/{phone_id}/busy")
     async def busy(phone_id: str, request: Request) -> Response:
-        body = await _json_body(request)
+        body = await json_body(request)
         return change(lambda: emulator.set_busy(phone_id, body))
 
     @app.post("/_emulator/phones/{phone_id}/touch")
@@ -140,15 +86,11 @@ def _add_open_api(app: FastAPI, emulator: GeeLarkEmulator) -> None:
         trace_id = request.headers.get("traceid", "")
         if not emulator.knows(path):
             emulator.unknown_paths += 1
-            response = refusal(trace_id, GeeLarkError(_envelope.NOT_FOUND, f"no API {path!r}"))
-            response.status_code = 404
-            return response
+            return _refused(trace_id, _envelope.NOT_FOUND, f"no API {path!r}", status=404)
         if request.method != "POST":
-            response = refusal(
-                trace_id, GeeLarkError(_envelope.UNKNOWN, "every Open API call is a POST")
+            return _refused(
+                trace_id, _envelope.UNKNOWN, "every Open API call is a POST", status=405
             )
-            response.status_code = 405
-            return response
         raw = await request.body()
         locks = emulator.windows.locks
 
@@ -188,3 +130,10 @@ def _add_open_api(app: FastAPI, emulator: GeeLarkEmulator) -> None:
             return refusal(trace_id, error)
         finally:
             emulator.windows.leave(who)
+
+
+def _refused(trace_id: str, code: int, message: str, *, status: int) -> Response:
+    """A refusal in the envelope, answered with HTTP `status` (a path or method we never serve)."""
+    response = refusal(trace_id, GeeLarkError(code, message))
+    response.status_code = status
+    return response

@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 import sys
 
+from devicepool.emulator._serve import bind, run
 from devicepool.emulator.cli import (
     _non_negative_float,
+    _non_negative_int,
     _port,
     _positive_float,
     _positive_int,
     add_clock_flags,
+    config_of,
     new_parser,
 )
 from devicepool.emulator.geelark.config import (
@@ -31,18 +34,6 @@ from devicepool.emulator.geelark.config import (
 PROG = "devicepool-geelark-emulator"
 DEFAULT_TOKEN_NAME = "the dev token, see docs/geelark-emulator.md"
 
-
-def _non_negative_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{value!r} must be >= 0")
-    return number
-
-
-_non_negative_int.__name__ = "_positive_int"  # the help's metavar: <int>
 
 # (flag, type, default, help); each flag's dest is a GeeLarkConfig field.
 _KNOBS: list[tuple[str, object, object, str]] = [
@@ -137,12 +128,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         metavar="TOKEN",
         help=f"token auth: the Bearer token  [default: {DEFAULT_TOKEN_NAME}]",
     )
-    parser.add_argument(
-        "--no-key-auth", action="store_true", default=None, help="switch key auth off"
-    )
-    parser.add_argument(
-        "--no-token-auth", action="store_true", default=None, help="switch token auth off"
-    )
+    for mode in ("key", "token"):
+        parser.add_argument(
+            f"--no-{mode}-auth", action="store_true", default=None, help=f"switch {mode} auth off"
+        )
     for flag, kind, default, says in _KNOBS:
         parser.add_argument(flag, type=kind, default=default, help=says)  # type: ignore[arg-type]
     parser.add_argument(
@@ -171,44 +160,19 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> GeeLarkConfig:
-    given = {
-        name: getattr(args, name)
-        for name in (
-            "requests_per_minute",
-            "requests_per_hour",
-            "lock_seconds",
-            "max_concurrent_requests",
-            "max_running",
-            "creates_per_day",
-            "opens_per_day",
-            "max_profiles",
-            "balance",
-            "price_per_minute",
-            "daily_cap",
-            "monthly_price",
-            "boot_seconds",
-            "adb_ready_seconds",
-            "idle_minutes",
-            "plan",
-            "batch_envelope",
-            "speed",
-            "seed",
-        )
-    }
-    return GeeLarkConfig(
+    return config_of(
+        args,
+        GeeLarkConfig,
         state_file=args.state,
         app_id=None if args.no_key_auth else args.app_id,
         api_key=None if args.no_key_auth else (args.api_key or DEFAULT_API_KEY),
         token=None if args.no_token_auth else (args.token or DEFAULT_TOKEN),
-        **given,
     )
 
 
 def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
-    from devicepool.emulator.bitbrowser.cli import bind, serve  # one listening socket, served
-
     try:
         config = config_from_args(args)
         sockets = bind(args.host, [args.port])
@@ -216,17 +180,7 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
         parser.error(str(error))
     from devicepool.emulator.geelark.app import StateFileError, create_app
 
-    try:
-        app = create_app(config)
-    except StateFileError as error:
-        for sock in sockets:
-            sock.close()
-        parser.error(str(error))
-    try:
-        serve({"geelark": app}, sockets)
-    finally:
-        app.state.emulator.close()
-    return 0
+    return run(parser, sockets, lambda: {"geelark": create_app(config)}, StateFileError)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,30 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from devicepool.emulator._base import check_fields
+
 DEFAULT_PORT = 8090
 # The doc's worked example of key auth: a client signing with these passes the doc's vector.
 DEFAULT_APP_ID = "eH6gQR4oHr3FsZpI36La01IW"
 DEFAULT_API_KEY = "YjmFIUuq0oJgSDJ42fxLEb6R1qjjqf"
 DEFAULT_TOKEN = "geelark-dev-token"
+
+_COUNTS = (
+    "max_concurrent_requests",
+    "max_running",
+    "creates_per_day",
+    "opens_per_day",
+    "max_profiles",
+)
+_AMOUNTS = (
+    "lock_seconds",
+    "balance",
+    "price_per_minute",
+    "daily_cap",
+    "monthly_price",
+    "boot_seconds",
+    "adb_ready_seconds",
+)
 
 BATCH_ENVELOPES = ("zero", "coded")
 PLANS = ("base", "pro")
@@ -74,30 +93,9 @@ class GeeLarkConfig:
             raise ValueError("the token must not be empty (None switches token auth off)")
         if self.app_id is None and self.token is None:
             raise ValueError("switch on at least one auth mode (key or token)")
-        for name in ("requests_per_minute", "requests_per_hour"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1")
-        for name in (
-            "max_concurrent_requests",
-            "max_running",
-            "creates_per_day",
-            "opens_per_day",
-            "max_profiles",
-        ):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0")
-        for name in (
-            "lock_seconds",
-            "balance",
-            "price_per_minute",
-            "daily_cap",
-            "monthly_price",
-            "boot_seconds",
-            "adb_ready_seconds",
-        ):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0")
+        check_fields(self, ("requests_per_minute", "requests_per_hour"), least=1)
+        check_fields(self, _COUNTS, least=0)
+        check_fields(self, _AMOUNTS, least=0, finite=True)
         if not math.isfinite(self.idle_minutes) or self.idle_minutes <= 0:
             raise ValueError("idle_minutes must be a finite number > 0")
         if self.plan not in PLANS:

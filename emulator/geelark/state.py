@@ -13,11 +13,11 @@ so an emulator started again on it is the same team.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from devicepool.emulator import _clock
+from devicepool.emulator._base import ControlPlane, seeded_rng
+from devicepool.emulator._clock import clock_from
 from devicepool.emulator._problems import NOT_FOUND, ProblemError, invalid
 from devicepool.emulator.geelark import _envelope as codes
 from devicepool.emulator.geelark import _phone_calls, _power_calls
@@ -30,7 +30,6 @@ from devicepool.emulator.geelark._phones import EXPIRED, Phone, PhoneStore
 from devicepool.emulator.geelark._statefile import (
     StateFile,
     StateFileError,
-    clock_from,
     restore,
     snapshot,
 )
@@ -43,13 +42,10 @@ _ROUTES: dict[str, Handler] = {**_phone_calls.ROUTES, **_power_calls.ROUTES}
 ROUTES = tuple(_ROUTES)
 
 
-def _rng(seed: int | None, purpose: str) -> random.Random:
-    # Separate streams, so that for one seed ids do not shift when faults are switched on.
-    return random.Random() if seed is None else random.Random(f"{seed}:{purpose}")
-
-
-class GeeLarkEmulator:
+class GeeLarkEmulator(ControlPlane):
     """The team: phones, request windows and locks, quotas, billing, faults, ground truth."""
+
+    faults_type = Faults
 
     def __init__(self, config: GeeLarkConfig) -> None:
         """Raises StateFileError when `config.state_file` cannot be used."""
@@ -86,7 +82,7 @@ class GeeLarkEmulator:
     def _new_parts(self) -> None:
         config = self.config
         self.phones = PhoneStore(
-            _rng(config.seed, "phones"),
+            seeded_rng(config.seed, "phones"),
             boot_seconds=config.boot_seconds,
             idle_seconds=config.idle_minutes * 60,
         )
@@ -100,7 +96,7 @@ class GeeLarkEmulator:
             creates_per_day=config.creates_per_day, opens_per_day=config.opens_per_day
         )
         self.faults = Faults()
-        self.dice = Dice(_rng(config.seed, "faults"))
+        self.dice = Dice(seeded_rng(config.seed, "faults"))
         self.unknown_paths = 0
 
     def reset(self) -> None:
@@ -108,9 +104,6 @@ class GeeLarkEmulator:
         self._new_parts()
 
     # ------------------------------------------------------------ time
-
-    def now(self) -> float:
-        return self.clock.now()
 
     def quotas_today(self) -> DailyQuotas:
         self.quotas.roll(self.days.day_of(self.now()))
@@ -211,16 +204,6 @@ class GeeLarkEmulator:
             "task": phone.task_running,
             "remote": phone.remote,
         }
-
-    def set_faults(self, body: Any) -> dict[str, Any]:
-        self.faults = Faults.parse(body)
-        return self.faults.to_json()
-
-    def clock_json(self) -> dict[str, Any]:
-        return _clock.clock_json(self.clock)
-
-    def set_clock(self, body: Any) -> dict[str, Any]:
-        return _clock.set_clock(self.clock, body)
 
     def secrets(self) -> list[str]:
         """Every secret a list or ADB answer would carry now (for leak checks)."""
