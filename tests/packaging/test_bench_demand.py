@@ -3,33 +3,14 @@ and refusals, the goals (no server: the bench itself runs in `make bench`)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from datetime import timedelta
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.helpers.bench import load_bench
 
-
-def _load() -> ModuleType:
-    # The bench is a script: its siblings (`_results`) import as top-level modules.
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_demand", BENCH / "demand.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # its dataclasses look their module up
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
-
-
-demand = _load()
+demand = load_bench("demand")
 Lease = demand.Lease
 # Small limits for hand-made traces: 2 creates a 61-s window, a 10-s boot.
 LIMITS = demand.Limits(

@@ -3,33 +3,14 @@ the worker's calls it reads (no server: the bench itself runs in `make bench`)."
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import httpx
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.helpers.bench import load_bench
 
-
-def _load() -> ModuleType:
-    # The bench is a script: its siblings (`_stack`, `_results`) import as top-level modules.
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_geelark", BENCH / "geelark.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # its dataclasses look their module up
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
-
-
-geelark = _load()
+geelark = load_bench("geelark")
 
 
 @pytest.mark.parametrize(
