@@ -11,7 +11,6 @@ naming the field.
 
 from __future__ import annotations
 
-import functools
 import zoneinfo
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -44,17 +43,29 @@ MAX_WINDOWS = 20
 _ZONE_EXAMPLE = "an IANA time zone such as 'Europe/Berlin' or 'UTC'"
 
 
-@functools.cache
-def _known_zones() -> frozenset[str]:
-    # The tz database's names (the system's, or the `tzdata` package's), less those that are
-    # no place: `localtime` is whatever the worker's host says (two workers could disagree),
-    # `posixrules` and `Factory` are the database's own plumbing.
-    return frozenset(zoneinfo.available_timezones()) - {"localtime", "posixrules", "Factory"}
+# Names in the tz database that are no place: `localtime` is whatever the worker's host says
+# (two workers could disagree), `posixrules` and `Factory` are the database's own plumbing;
+# `posix/` and `right/` are copies of the others (the latter counting leap seconds).
+_NO_PLACE = frozenset({"localtime", "posixrules", "Factory"})
+
+
+def _known_zone(name: str) -> bool:
+    # One zone looked up (the system's database, or the `tzdata` package's), not the whole
+    # database listed: a pool's input is decoded inside the workflow sandbox, where walking
+    # the database's directories finds nothing (every zone was then refused, and the pool's
+    # first workflow task failed for good).
+    if name in _NO_PLACE or name.startswith(("posix/", "right/")):
+        return False
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (ValueError, KeyError, OSError):  # not a key, not found (a KeyError), a directory
+        return False
+    return True
 
 
 def _time_zone(value: Any) -> Any:
     # UTC is known without a tz database (the decisions read it as `datetime.UTC`).
-    if not isinstance(value, str) or (value != "UTC" and value not in _known_zones()):
+    if not isinstance(value, str) or (value != "UTC" and not _known_zone(value)):
         raise ValueError(f"must be {_ZONE_EXAMPLE}, got {show_value(value)}")
     return value
 

@@ -6,8 +6,9 @@ goes after `scaleDownAfter`, a leased one never; `scale` is refused; what it sho
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
@@ -15,9 +16,11 @@ from temporalio.client import WorkflowUpdateFailedError
 
 from devicepool.api import names
 from devicepool.testing import eventually
-from devicepool.workflows.pool.messages import ScaleRequest
+from devicepool.workflows.pool.messages import PoolInput, ScaleRequest
 from devicepool.workflows.reconciler.lease_messages import LeaseAnswer, LeaseRequest
 from tests.helpers.leases import claim, offered, release, start_beta_pool, view
+from tests.helpers.manifests import beta_pool
+from tests.helpers.settings import FAST
 from tests.helpers.workflow_stack import Workers, pool_devices
 
 pytestmark = pytest.mark.devserver
@@ -157,9 +160,24 @@ async def test_a_schedule_warms_the_pool_before_its_window_opens(
 ) -> None:
     """A window two minutes ahead is within its warm-up (a minute per 10 devices, then a
     boot): the pool grows to its floor before it opens, with no lease asked."""
-    opens = datetime.now(UTC) + timedelta(minutes=2)
-    window = {"cron": f"{opens.minute} {opens.hour} * * *", "duration": "1h", "minReplicas": 2}
-    handle = await start_beta_pool(env.client, pool_name, 0, **autoscale(), schedule=[window])
+    # Read in a zone of its own, as a campaign's is (a pool's input decodes inside the
+    # workflow sandbox: the zone must be known there too).
+    opens = datetime.now(ZoneInfo("Europe/Berlin")) + timedelta(minutes=2)
+    window = {
+        "cron": f"{opens.minute} {opens.hour} * * *",
+        "duration": "1h",
+        "minReplicas": 2,
+        "timeZone": "Europe/Berlin",
+    }
+    pool = beta_pool(pool_name, 0, **autoscale(), schedule=[window])
+    # As on a worker of its own: nothing outside the sandbox has read the zone yet.
+    ZoneInfo.clear_cache()
+    handle = await env.client.start_workflow(
+        "DevicePool",
+        PoolInput(metadata=pool.metadata, spec=pool.spec, settings=FAST),
+        id=names.pool_workflow_id(pool_name),
+        task_queue=names.TASK_QUEUE,
+    )
     try:
 
         async def warmed() -> dict[str, Any] | None:
