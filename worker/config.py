@@ -291,6 +291,13 @@ def _billing(account: AccountFile, where: str) -> dict[str, Any]:
     given = account.billing
     if given is None:
         return {"price_per_hour": account.price_per_hour, "billing": Billing()}
+    if account.api != "geelark":
+        # Per running minute reads `offline` as shut down, which only GeeLark's statuses
+        # promise (a Local API phone offline may be on and billing): refused, not undercounted.
+        raise ConfigError(
+            f"{where}.billing: only for api: geelark (this one is api: {account.api}; "
+            "give pricePerHour)"
+        )
     if "price_per_hour" in account.model_fields_set:
         raise ConfigError(f"{where}.pricePerHour: not with billing (billing prices the account)")
     if given.per_minute is None and given.monthly is None:

@@ -61,3 +61,12 @@ def test_a_wrong_billing_is_one_line_naming_the_field(
     with pytest.raises(ConfigError, match=r"^w.yaml: ") as raised:
         build_config(config(billing=billing, **extra), env={"K": KEY}, source="w.yaml")
     assert said in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_billing_is_for_geelark_accounts_only() -> None:
+    """Per running minute reads `offline` as shut down: true of GeeLark, not of a Local API
+    phone (offline there may be on and billing) nor a REST device. Refused, not undercounted."""
+    data = config(billing={"perMinute": 0.007})
+    data["accounts"]["g"]["api"] = "rest"
+    with pytest.raises(ConfigError, match=r"^w.yaml: accounts.g.billing: only for api: geelark"):
+        build_config(data, env={"K": KEY}, source="w.yaml")
