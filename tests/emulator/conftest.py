@@ -1,5 +1,5 @@
 """Fixtures for the emulator's own tests: a fresh app per test, driven with plain httpx;
-`bitbrowser_process`, a real BitBrowser emulator process."""
+`emulator_process`, a real emulator process; `refused_in_one_line`, a CLI's usage error."""
 
 from __future__ import annotations
 
@@ -82,12 +82,23 @@ async def account(make_account: MakeAccount) -> Account:
     return await make_account()
 
 
+def refused_in_one_line(capsys: pytest.CaptureFixture[str], run: Callable[[], object]) -> str:
+    """What `run` (a CLI's `main`) wrote on stderr, having exited 2 with one line."""
+    with pytest.raises(SystemExit) as exited:
+        run()
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: "), err
+    return err
+
+
 @contextlib.contextmanager
-def bitbrowser_process(
-    log: Path, command: list[str], *argv: str
+def emulator_process(
+    log: Path, command: list[str], *argv: str, lines: int | None = None
 ) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
-    """`COMMAND --port 0 ARGV` (a BitBrowser emulator CLI, stderr to `log`) once each node
-    ARGV names (`--node`) listens: the process and every node's URL by name."""
+    """`COMMAND --port 0 ARGV` (an emulator CLI, stderr to `log`) once each of its `lines`
+    apps listens (default: each node ARGV names, `--node`): the process and every app's URL
+    by name."""
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [*command, "--port", "0", *argv],
@@ -101,7 +112,8 @@ def bitbrowser_process(
         nodes: dict[str, str] = {}
         deadline = time.monotonic() + 30  # a busy 2-core machine starts Python slowly
         # Once it listens, a line a node: `NODE URL`.
-        while len(nodes) < argv.count("--node") and time.monotonic() < deadline:
+        expected = argv.count("--node") if lines is None else lines
+        while len(nodes) < expected and time.monotonic() < deadline:
             line = process.stdout.readline().decode()
             assert line, f"the emulator died: {log.read_text()}"
             name, _, url = line.strip().partition(" ")

@@ -24,7 +24,7 @@ import pytest
 
 from devicepool.client.cli import main as cli_main
 from devicepool.emulator.bitbrowser import StateFileError
-from tests.emulator.conftest import bitbrowser_process
+from tests.emulator.conftest import emulator_process as bitbrowser_process
 from tests.helpers.bitbrowser import Account, accounts_started, phone_body, profile_body
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,6 +17,7 @@ import pytest
 from devicepool.emulator.cli import build_parser, config_from_args, main
 from devicepool.emulator.config import EmulatorConfig
 from devicepool.testing import free_port, stats_sync
+from tests.emulator.conftest import refused_in_one_line
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,12 +89,7 @@ def test_all_flags() -> None:
 def test_bad_flags_exit_2_with_one_line(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exited:
-        main(argv)
-    assert exited.value.code == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1
-    assert "error:" in err
+    refused_in_one_line(capsys, lambda: main(argv))
 
 
 def test_config_validation() -> None:
