@@ -1,7 +1,9 @@
 """`devicepool dev --geelark`: the GeeLark emulator comes up with the stack, the worker's
 account `geelark` signs its calls there, a pool of 3 phones converges, heals a phone the
-provider stopped on its own, and deletes to 0 phones billed; Ctrl-C stops the emulator with
-the rest and its team stays in the data dir.
+provider stopped on its own, leases a phone (its ADB login; kept, replaced or reset at
+release; its lease lost when GeeLark stops it), bills per running minute as the emulator
+does, and deletes to 0 phones billed; Ctrl-C stops the emulator with the rest and its team
+stays in the data dir.
 
 One stack for the module (a stack's start and stop cost about 8 CPU-s on two shared cores),
 with the e2e knobs (tests/helpers/dev_stack.py): a phone boots in 2 s (`--provision-seconds`
