@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-import devicepool.client._dev_stack
 from devicepool.client._dev_config import DevOptions
 from devicepool.client._dev_stack import DevStack, bitbrowser_command
 from devicepool.testing import free_port
+from tests.helpers.dev_stubs import start_and_stop, stub_dev_stack
 
 
 def flags(command: list[str], name: str) -> list[str]:
@@ -38,30 +38,18 @@ def spawned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     async def spawn(stack: DevStack, name: str, *_: object, **__: object) -> None:
         names.append(name)
 
-    async def nothing(*_: object, **__: object) -> None:
-        return None
-
     async def nodes_up(stack: DevStack, log_from: int) -> None:
         n = stack.options.browser_nodes
         stack.browser_nodes = {
             f"node-{i}": f"http://127.0.0.1:{41000 + i}" for i in range(1, n + 1)
         }
 
-    monkeypatch.setattr(DevStack, "_spawn", spawn)
-    for method in ("_wait_temporal", "_wait_emulator", "_start_worker"):
-        monkeypatch.setattr(DevStack, method, nothing)
-    monkeypatch.setattr(DevStack, "_wait_bitbrowser", nodes_up)
-    monkeypatch.setattr(DevStack, "_wait_log", nothing)
-    monkeypatch.setattr(DevStack, "_check_ports", lambda stack: None)
-    monkeypatch.setattr(devicepool.client._dev_stack, "find_temporal", lambda: "temporal")
+    stub_dev_stack(monkeypatch, spawn, skip=("_wait_log",), nodes_up=nodes_up)
     return names
 
 
 async def banner(options: DevOptions) -> str:
-    lines: list[str] = []
-    stack = DevStack(options, out=lines.append)
-    await stack.start([])
-    await stack.stop()
+    lines = await start_and_stop(options)
     return next(line for line in lines if line.startswith("devicepool dev is up\n"))
 
 
@@ -125,30 +113,14 @@ def bitbrowser_argv(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
         if name == "bitbrowser":
             commands.append(args)
 
-    async def nothing(*_: object, **__: object) -> None:
-        return None
-
     async def nodes_up(stack: DevStack, log_from: int) -> None:
         asked = dict(node.partition("=")[::2] for node in flags(commands[-1], "--node"))
         stack.browser_nodes = {
             name: f"http://127.0.0.1:{port or free_port()}" for name, port in asked.items()
         }
 
-    monkeypatch.setattr(DevStack, "_spawn", spawn)
-    for method in ("_wait_temporal", "_wait_emulator", "_start_worker", "_wait_log"):
-        monkeypatch.setattr(DevStack, method, nothing)
-    monkeypatch.setattr(DevStack, "_wait_bitbrowser", nodes_up)
-    monkeypatch.setattr(DevStack, "_check_ports", lambda stack: None)
-    monkeypatch.setattr(devicepool.client._dev_stack, "find_temporal", lambda: "temporal")
+    stub_dev_stack(monkeypatch, spawn, skip=("_wait_log",), nodes_up=nodes_up)
     return commands
-
-
-async def start_and_stop(options: DevOptions) -> list[str]:
-    lines: list[str] = []
-    stack = DevStack(options, out=lines.append)
-    await stack.start([])
-    await stack.stop()
-    return lines
 
 
 async def test_a_restart_keeps_each_nodes_port(

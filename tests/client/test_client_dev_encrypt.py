@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-import devicepool.client._dev_stack
 from devicepool.client._dev_config import DevOptions, dev_key_file, ensure_dev_key
 from devicepool.client._dev_stack import DevStack
 from devicepool.client.cli import main
 from devicepool.codec import ENV_KEY_FILES
 from devicepool.testing import free_port
+from tests.helpers.dev_stubs import stub_dev_stack
 
 AESGCM_MODULE = "cryptography.hazmat.primitives.ciphers.aead"
 
@@ -29,14 +29,7 @@ def spawned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     async def spawn(stack: DevStack, name: str, *_: object, **__: object) -> None:
         names.append(name)
 
-    async def nothing(*_: object, **__: object) -> None:
-        return None
-
-    monkeypatch.setattr(DevStack, "_spawn", spawn)
-    for method in ("_wait_temporal", "_wait_emulator", "_start_worker", "_wait_http"):
-        monkeypatch.setattr(DevStack, method, nothing)
-    monkeypatch.setattr(DevStack, "_check_ports", lambda stack: None)
-    monkeypatch.setattr(devicepool.client._dev_stack, "find_temporal", lambda: "temporal")
+    stub_dev_stack(monkeypatch, spawn, skip=("_wait_http",))
     return names
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-import devicepool.client._dev_stack
 from devicepool.client._dev_config import (
     DEFAULT_GEELARK_PORT,
     GEELARK_ACCOUNT,
@@ -27,6 +26,7 @@ from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME
 from devicepool.emulator.geelark.config import DEFAULT_API_KEY, DEFAULT_APP_ID, DEFAULT_TOKEN
 from devicepool.testing import free_port
 from devicepool.worker.config import load_config
+from tests.helpers.dev_stubs import start_and_stop, stub_dev_stack
 
 
 def flags(command: list[str], name: str) -> list[str]:
@@ -109,23 +109,8 @@ def spawned(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
     async def spawn(stack: DevStack, name: str, args: list[str], **__: object) -> None:
         commands[name] = args
 
-    async def nothing(*_: object, **__: object) -> None:
-        return None
-
-    monkeypatch.setattr(DevStack, "_spawn", spawn)
-    for method in ("_wait_temporal", "_wait_emulator", "_start_worker", "_wait_http"):
-        monkeypatch.setattr(DevStack, method, nothing)
-    monkeypatch.setattr(DevStack, "_check_ports", lambda stack: None)
-    monkeypatch.setattr(devicepool.client._dev_stack, "find_temporal", lambda: "temporal")
+    stub_dev_stack(monkeypatch, spawn, skip=("_wait_http",))
     return commands
-
-
-async def start_and_stop(options: DevOptions) -> list[str]:
-    lines: list[str] = []
-    stack = DevStack(options, out=lines.append)
-    await stack.start([])
-    await stack.stop()
-    return lines
 
 
 def banner_of(lines: list[str]) -> str:
