@@ -5,12 +5,14 @@ kept through a conversion to v1alpha1 and back."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
-from devicepool.api import ManifestError, load_resources_text
+from devicepool.api import ManifestError, load_resources, load_resources_text
 from devicepool.api.kinds import BROWSER_POOL, DEVICE_POOL
 
+EXAMPLES = Path(__file__).parents[2] / "examples"
 DEVICE = """\
 apiVersion: mobile.example.com/v1beta1
 kind: DevicePool
@@ -127,3 +129,9 @@ def test_autoscale_and_schedule_survive_a_conversion_to_v1alpha1(head: str, kind
     alpha = kind.conversion.to_v1alpha1(pool)
     assert "autoscale" not in alpha.spec.to_json_dict()
     assert kind.conversion.to_v1beta1(alpha) == pool
+
+
+def test_the_autoscale_example_loads() -> None:
+    [pool] = load_resources(EXAMPLES / "autoscale")
+    assert pool.spec.autoscale is not None and pool.spec.autoscale.max_replicas == 40
+    assert pool.spec.schedule is not None and pool.spec.schedule[0].min_replicas == 20
