@@ -9,7 +9,6 @@ all the same.
 from __future__ import annotations
 
 import asyncio
-import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -30,18 +29,7 @@ from devicepool.client.cli import main
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME, BadInput
 from devicepool.client.pool_client import APPLY_CONCURRENCY
 from devicepool.workflows.pool.messages import Accepted
-
-MANIFEST = """\
-apiVersion: mobile.example.com/v1alpha1
-kind: DevicePool
-metadata:
-  name: {name}
-spec:
-  platform: android
-  region: us-west
-  replicas: 2
-  providerCredentialRef: {account}
-"""
+from tests.helpers.manifests import alpha_yaml
 
 
 class LedgerHandle:
@@ -146,8 +134,8 @@ def manifests(tmp_path: Path, count: int, **accounts: str) -> list[str]:
     """`count` manifest files p000.yaml... (pool name -> account in `accounts`); their names."""
     names = [f"p{i:03d}" for i in range(count)]
     for name in names:
-        text = MANIFEST.format(name=name, account=accounts.get(name, "default"))
-        (tmp_path / f"{name}.yaml").write_text(textwrap.dedent(text))
+        text = alpha_yaml(name, providerCredentialRef=accounts.get(name, "default"))
+        (tmp_path / f"{name}.yaml").write_text(text)
     return names
 
 
@@ -228,7 +216,7 @@ def test_a_bad_manifest_anywhere_applies_nothing_and_contacts_nothing(
     temporal = SlowTemporal()
     opened = use(monkeypatch, temporal)
     manifests(tmp_path, 20)
-    bad = MANIFEST.format(name="p010", account="default").replace("replicas: 2", "replicas: 900")
+    bad = alpha_yaml("p010", replicas=900, providerCredentialRef="default")
     (tmp_path / "p010.yaml").write_text(bad)
     code, out, err = run(capsys, "apply", "-f", str(tmp_path))
     assert code == EXIT_BAD_INPUT

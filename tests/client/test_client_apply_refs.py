@@ -19,19 +19,7 @@ from devicepool.api.names import TASK_QUEUE, node_phone_task_queue
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME
 from devicepool.workflows.pool.messages import Accepted
 from tests.helpers.cli import cli, fake_temporal
-
-MANIFEST = """\
-apiVersion: mobile.example.com/v1alpha1
-kind: DevicePool
-metadata:
-  name: {name}
-spec:
-  platform: android
-  region: {region}
-  replicas: {replicas}
-  proxy:
-    poolRef: {proxy}
-"""
+from tests.helpers.manifests import alpha_yaml
 
 REGION = "unknown region 'mars-1' (spec.region); known: us-east, us-west"
 PROXY = "unknown proxy pool 'nope' (proxy.poolRef); known: proxyseller-us"
@@ -115,7 +103,7 @@ def write(
     tmp_path: Path, name: str = "p", region: str = "us-west", proxy: str = "gw", replicas: int = 2
 ) -> str:
     path = tmp_path / f"{name}.yaml"
-    path.write_text(MANIFEST.format(name=name, region=region, proxy=proxy, replicas=replicas))
+    path.write_text(alpha_yaml(name, region=region, replicas=replicas, proxy={"poolRef": proxy}))
     return str(path)
 
 

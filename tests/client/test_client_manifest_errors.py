@@ -9,25 +9,15 @@ import pytest
 
 from devicepool.client.cli import main
 from devicepool.client.errors import EXIT_BAD_INPUT
-
-POOL = """\
-apiVersion: mobile.example.com/v1alpha1
-kind: DevicePool
-metadata:
-  name: {name}
-spec:
-  platform: android
-  region: us-west
-  replicas: {replicas}
-"""
+from tests.helpers.manifests import alpha_yaml
 
 
 def test_a_directory_of_bad_manifests_prints_one_problem_a_line(
     capsys: pytest.CaptureFixture[str], unreachable: str, tmp_path: Path
 ) -> None:
-    (tmp_path / "a.yaml").write_text(POOL.format(name="a", replicas=2))
+    (tmp_path / "a.yaml").write_text(alpha_yaml("a"))
     for name in ("b", "c", "d", "e", "f", "g"):
-        bad = POOL.format(name=name, replicas=900).replace("us-west", "''")
+        bad = alpha_yaml(name, replicas=900, region="")
         (tmp_path / f"{name}.yaml").write_text(bad)
     code = main(["apply", "-f", str(tmp_path)])
     out, err = capsys.readouterr()
@@ -68,5 +58,5 @@ def test_the_document_of_a_many_document_file_is_named(tmp_path: Path) -> None:
     from devicepool.api import load_manifests
 
     path = tmp_path / "pools.yaml"
-    path.write_text("---\n".join(POOL.format(name=n, replicas=1) for n in ("a", "b")))
+    path.write_text("---\n".join(alpha_yaml(n, replicas=1) for n in ("a", "b")))
     assert [p.source for p in load_manifests(path)] == [f"{path}[0]", f"{path}[1]"]
