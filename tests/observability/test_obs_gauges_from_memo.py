@@ -18,15 +18,12 @@ from devicepool.api.names import (
     MEMO_POOL_ROW,
     NODE_REGISTRY_WORKFLOW_ID,
     QUERY_NODES,
-    SA_DESIRED,
-    SA_PHASE,
-    SA_PLATFORM,
-    SA_READY,
     browser_pool_workflow_id,
     pool_workflow_id,
 )
 from devicepool.api.v1beta1 import LeaseSpec
 from devicepool.workflows.reconciler.row_memo import LeaseFacts, pool_row
+from tests.helpers.metrics import Execution, listed
 from tests.observability.test_obs_lease_gauges import NOW, Scraper, spec, status, ticket
 
 P1, B1 = pool_workflow_id("p1"), browser_pool_workflow_id("b1")
@@ -99,33 +96,23 @@ def _row(workflow_id: str) -> dict[str, Any]:
 
 
 @dataclass
-class _Execution:
-    id: str
-    search_attributes: dict[str, list[Any]]
-    memo: dict[str, Any] = field(default_factory=dict)
-
-    async def memo_value(self, key: str, default: Any = None) -> Any:
-        return self.memo.get(key, default)
-
-
-@dataclass
 class Listed:
     """The two pools, listed with their rows in their memos or without; every query counted."""
 
     rows: bool
     asked: Counter[tuple[str, str]] = field(default_factory=Counter)
 
-    async def list_workflows(self, query: str) -> AsyncIterator[_Execution]:
+    async def list_workflows(self, query: str) -> AsyncIterator[Execution]:
         wid = B1 if "BrowserPool" in query else P1
         said = STATUSES[wid]
-        attributes: dict[str, list[Any]] = {
-            SA_DESIRED: [said["desiredReplicas"]],
-            SA_READY: [said.get("readyDevices", said.get("readyProfiles"))],
-            SA_PHASE: [said["phase"]],
-        }
-        if wid == P1:
-            attributes[SA_PLATFORM] = ["android"]
-        yield _Execution(wid, attributes, {MEMO_POOL_ROW: _row(wid)} if self.rows else {})
+        yield listed(
+            wid,
+            platform="android" if wid == P1 else None,
+            desired=said["desiredReplicas"],
+            ready=said.get("readyDevices", said.get("readyProfiles")),
+            phase=said["phase"],
+            memo={MEMO_POOL_ROW: _row(wid)} if self.rows else {},
+        )
 
     def get_workflow_handle(self, workflow_id: str) -> Any:
         fake = self

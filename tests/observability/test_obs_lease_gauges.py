@@ -19,25 +19,15 @@ from devicepool.api.names import (
     QUERY_LEASES,
     QUERY_SPEC,
     QUERY_STATUS,
-    SA_DESIRED,
-    SA_PHASE,
-    SA_PLATFORM,
-    SA_READY,
     browser_pool_workflow_id,
     pool_workflow_id,
 )
 from devicepool.worker.pool_gauges import PoolCollector
-from tests.helpers.metrics import Samples, samples_of
+from tests.helpers.metrics import Execution, Samples, listed, samples_of
 
 NOW = datetime(2026, 12, 5, 17, 0, tzinfo=UTC).timestamp()
 DP = {"pool": "p1", "platform": "android", "kind": "DevicePool"}
 BP = {"pool": "b1", "platform": "browser", "kind": "BrowserPool"}
-
-
-@dataclass
-class _Execution:
-    id: str
-    search_attributes: dict[str, list[Any]]
 
 
 @dataclass
@@ -49,12 +39,13 @@ class FakeTemporal:
     leases: dict[str, Any] = field(default_factory=dict)
     asked: Counter[tuple[str, str]] = field(default_factory=Counter)
 
-    async def list_workflows(self, query: str) -> AsyncIterator[_Execution]:
-        attributes = {SA_DESIRED: [2], SA_READY: [2], SA_PHASE: ["Ready"]}
+    async def list_workflows(self, query: str) -> AsyncIterator[Execution]:
         if "BrowserPool" in query:
-            yield _Execution(browser_pool_workflow_id("b1"), attributes)
+            yield listed(browser_pool_workflow_id("b1"), desired=2, ready=2, phase="Ready")
         else:
-            yield _Execution(pool_workflow_id("p1"), {**attributes, SA_PLATFORM: ["android"]})
+            yield listed(
+                pool_workflow_id("p1"), platform="android", desired=2, ready=2, phase="Ready"
+            )
 
     def get_workflow_handle(self, workflow_id: str) -> Any:
         fake = self

@@ -17,17 +17,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from devicepool.api.names import SA_DESIRED, SA_PHASE, SA_PLATFORM, SA_READY, pool_workflow_id
+from devicepool.api.names import pool_workflow_id
 from devicepool.worker.pool_gauges import PoolCollector
+from tests.helpers.metrics import Execution, listed
 
 POOLS = 300
 QUERY_SECONDS = 0.02  # each status query: 300 of them, 8 at a time, take ~0.75 s
-
-
-@dataclass
-class _Execution:
-    id: str
-    search_attributes: dict[str, list[Any]]
 
 
 @dataclass
@@ -39,18 +34,11 @@ class FakeTemporal:
     queries: int = 0
     handles: dict[str, Any] = field(default_factory=dict)
 
-    async def list_workflows(self, query: str) -> AsyncIterator[_Execution]:
+    async def list_workflows(self, query: str) -> AsyncIterator[Execution]:
         self.listings += 1
         for i in range(self.pools):
-            yield _Execution(
-                id=pool_workflow_id(f"p{i:04d}"),
-                search_attributes={
-                    SA_PLATFORM: ["android"],
-                    SA_DESIRED: [2],
-                    SA_READY: [2],
-                    SA_PHASE: ["Ready"],
-                },
-            )
+            name = pool_workflow_id(f"p{i:04d}")
+            yield listed(name, platform="android", desired=2, ready=2, phase="Ready")
 
     def get_workflow_handle(self, workflow_id: str) -> Any:
         fake = self

@@ -11,20 +11,13 @@ by an older build) still takes them from its status. `byNode` becomes
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from devicepool.activities.node_models import NodeInfo, NodesView
-from devicepool.api.names import (
-    NODE_REGISTRY_WORKFLOW_ID,
-    SA_DESIRED,
-    SA_PHASE,
-    SA_PLATFORM,
-    SA_READY,
-)
+from devicepool.api.names import NODE_REGISTRY_WORKFLOW_ID
 from devicepool.api.names import browser_pool_workflow_id as bp_id
-from tests.helpers.metrics import Samples, collected
+from tests.helpers.metrics import Execution, Samples, collected, listed
 
 STATUS = {
     "phase": "Degraded",
@@ -41,26 +34,14 @@ BEAT_1 = datetime(2026, 12, 2, 22, 0, tzinfo=UTC)
 BEAT_2 = datetime(2026, 12, 2, 22, 5, 30, tzinfo=UTC)
 
 
-@dataclass
-class _Execution:
-    id: str
-    search_attributes: dict[str, list[Any]]
-
-
 class TwoBrowserPools:
     """`fresh` has search attributes newer than its status; `old` has none."""
 
-    async def list_workflows(self, query: str) -> AsyncIterator[_Execution]:
+    async def list_workflows(self, query: str) -> AsyncIterator[Execution]:
         if "BrowserPool" not in query:
             return
-        attributes = {
-            SA_PLATFORM: ["browser"],
-            SA_DESIRED: [6],
-            SA_READY: [5],
-            SA_PHASE: ["Provisioning"],
-        }
-        yield _Execution(id=bp_id("fresh"), search_attributes=attributes)
-        yield _Execution(id=bp_id("old"), search_attributes={})
+        yield listed(bp_id("fresh"), platform="browser", desired=6, ready=5, phase="Provisioning")
+        yield listed(bp_id("old"))
 
     def get_workflow_handle(self, workflow_id: str) -> Any:
         if workflow_id == NODE_REGISTRY_WORKFLOW_ID:

@@ -8,18 +8,10 @@ its size; the blind-pool alert needs the difference.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
-from devicepool.api.names import (
-    SA_DESIRED,
-    SA_PHASE,
-    SA_PLATFORM,
-    SA_READY,
-    browser_pool_workflow_id,
-    pool_workflow_id,
-)
-from tests.helpers.metrics import Samples, collected
+from devicepool.api.names import browser_pool_workflow_id, pool_workflow_id
+from tests.helpers.metrics import Execution, Samples, collected, listed
 
 CONDITIONS = [
     {"type": "Ready", "status": "Unknown", "reason": "NotObserved"},
@@ -28,16 +20,11 @@ CONDITIONS = [
 ]
 
 
-@dataclass
-class _Execution:
-    id: str
-    search_attributes: dict[str, list[Any]]
-
-
 class OnePool:
-    async def list_workflows(self, query: str) -> AsyncIterator[_Execution]:
-        attributes = {SA_PLATFORM: ["ios"], SA_DESIRED: [2], SA_READY: [2], SA_PHASE: ["Degraded"]}
-        yield _Execution(id=pool_workflow_id("blind"), search_attributes=attributes)
+    async def list_workflows(self, query: str) -> AsyncIterator[Execution]:
+        yield listed(
+            pool_workflow_id("blind"), platform="ios", desired=2, ready=2, phase="Degraded"
+        )
 
     def get_workflow_handle(self, workflow_id: str) -> Any:
         class _Handle:
@@ -90,9 +77,9 @@ async def test_the_true_or_not_gauge_is_unchanged() -> None:
 class OneOfEach(OnePool):
     """A DevicePool and a BrowserPool of the same name: two pools, told apart by `kind`."""
 
-    async def list_workflows(self, query: str) -> AsyncIterator[_Execution]:
+    async def list_workflows(self, query: str) -> AsyncIterator[Execution]:
         if "BrowserPool" in query:
-            yield _Execution(id=browser_pool_workflow_id("blind"), search_attributes={})
+            yield listed(browser_pool_workflow_id("blind"))
             return
         async for execution in super().list_workflows(query):
             yield execution

@@ -9,28 +9,14 @@ more is no sample.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from devicepool.api.names import (
-    SA_DESIRED,
-    SA_PHASE,
-    SA_PLATFORM,
-    SA_READY,
-    browser_pool_workflow_id,
-    pool_workflow_id,
-)
-from tests.helpers.metrics import collected
+from devicepool.api.names import browser_pool_workflow_id, pool_workflow_id
+from tests.helpers.metrics import Execution, collected, listed
 
 GAUGE = "devicepool_pool_hourly_cost_dollars"
-
-
-@dataclass
-class _Execution:
-    id: str
-    search_attributes: dict[str, list[Any]]
 
 
 class Pools:
@@ -39,13 +25,14 @@ class Pools:
     def __init__(self, rates: dict[str, Any]) -> None:
         self.rates = rates
 
-    async def list_workflows(self, query: str) -> AsyncIterator[_Execution]:
-        attrs = {SA_PLATFORM: ["android"], SA_DESIRED: [3], SA_READY: [3], SA_PHASE: ["Ready"]}
+    async def list_workflows(self, query: str) -> AsyncIterator[Execution]:
         if "BrowserPool" in query:
-            yield _Execution(id=browser_pool_workflow_id("shop"), search_attributes={})
+            yield listed(browser_pool_workflow_id("shop"))
             return
         for name in self.rates:
-            yield _Execution(id=pool_workflow_id(name), search_attributes=attrs)
+            yield listed(
+                pool_workflow_id(name), platform="android", desired=3, ready=3, phase="Ready"
+            )
 
     def get_workflow_handle(self, workflow_id: str) -> Any:
         rates = self.rates
