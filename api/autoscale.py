@@ -145,10 +145,23 @@ def schedule_problems(
 
 def replicas_if_autoscaled(data: Any) -> Any:
     """A spec's `replicas` may be left out beside `autoscale` (the autoscaler owns the size,
-    as an HPA owns a Deployment's): read as 0 until the pool's first pass sizes it."""
+    as an HPA owns a Deployment's): read as `minReplicas` until the pool's first pass sizes
+    it. Not 0: a worker from before `autoscale` ignores the field and keeps `replicas`, and
+    the floor the manifest states is what such a worker should hold, not nothing."""
     if isinstance(data, dict) and data.get("autoscale") is not None and "replicas" not in data:
-        return {**data, "replicas": 0}
+        return {**data, "replicas": _min_replicas(data["autoscale"])}
     return data
+
+
+def _min_replicas(autoscale: Any) -> int:
+    if isinstance(autoscale, AutoscaleSpec):
+        return autoscale.min_replicas
+    if isinstance(autoscale, dict):
+        value = autoscale.get("minReplicas", autoscale.get("min_replicas", 0))
+        # A bad one is refused by its own field's check; 0 stands in meanwhile.
+        if type(value) is int and 0 <= value <= MAX_REPLICAS:
+            return value
+    return 0
 
 
 def check_schedule(

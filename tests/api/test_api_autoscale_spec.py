@@ -55,8 +55,9 @@ def test_an_autoscaled_pool_needs_no_replicas(head: str) -> None:
     assert (spec.autoscale.min_replicas, spec.autoscale.max_replicas) == (1, 80)
     assert (spec.autoscale.idle_buffer, spec.autoscale.scale_down_after) == (2, 600)
     assert spec.schedule is not None and spec.schedule[0].time_zone == "Europe/Berlin"
-    # The autoscaler's to set: 0 until the first pass sizes the pool.
-    assert spec.replicas == 0
+    # The autoscaler's to set: minReplicas until the first pass sizes the pool (what a worker
+    # from before autoscale, which ignores the field, holds).
+    assert spec.replicas == 1
     written = spec.to_json_dict()
     assert written["autoscale"]["scaleDownAfter"] == "10m"
     assert written["schedule"][0]["duration"] == "54h"
