@@ -164,8 +164,12 @@ def build_config(
     base_dir: Path | None = None,
     env: Mapping[str, str] | None = None,
     metrics_port: int | None = None,
+    serving_node: str = "",
 ) -> WorkerConfig:
-    """Validate and resolve an already-parsed config file (raises `ConfigError`)."""
+    """Validate and resolve an already-parsed config file (raises `ConfigError`).
+
+    `serving_node`: the node worker reading it (`worker/node.py`); its `api: geelark`
+    accounts are resolved to be spoken to here (their key read), not routed to it."""
     env = os.environ if env is None else env
     base_dir = base_dir or Path.cwd()
     if not isinstance(data, dict):
@@ -175,7 +179,9 @@ def build_config(
         parsed = ConfigFile.model_validate(data)
     except pydantic.ValidationError as err:
         raise ConfigError(f"{source}: {first_error(err)}") from None
-    accounts = _accounts(parsed, source=source, base_dir=base_dir, env=env)
+    accounts = _accounts(
+        parsed, source=source, base_dir=base_dir, env=env, serving_node=serving_node
+    )
     proxy_pools = _proxy_pools(parsed, source=source, base_dir=base_dir, env=env)
     encryption_keys = _encryption_keys(parsed, source=source, base_dir=base_dir, env=env)
     settings = PoolSettings(
@@ -244,7 +250,12 @@ GEELARK_BASE_URL = "https://openapi.geelark.com"
 
 
 def _accounts(
-    parsed: ConfigFile, *, source: str, base_dir: Path, env: Mapping[str, str]
+    parsed: ConfigFile,
+    *,
+    source: str,
+    base_dir: Path,
+    env: Mapping[str, str],
+    serving_node: str = "",
 ) -> dict[str, AccountSettings]:
     accounts: dict[str, AccountSettings] = {}
     for name, account in parsed.accounts.items():
@@ -260,6 +271,9 @@ def _accounts(
         node = _account_node(account, where)
         _check_timeout(account.timeout_seconds, f"{where}.timeoutSeconds")
         base_url, key = "", SecretStr("")
+        if node and account.api == "geelark" and node == serving_node:
+            # This process is the account's node worker: it speaks to GeeLark itself.
+            node = ""
         if not node:
             # Checked as `_account_node` left it: present.
             base_url = str(account.base_url)
@@ -329,9 +343,11 @@ def _app_id(account: AccountFile, where: str) -> str:
 def _account_node(account: AccountFile, where: str) -> str:
     """The account's node worker ("" when this process speaks to `baseUrl` itself).
 
-    Required for `api: bitbrowser` (and only there), in place of `baseUrl` and the key: one
-    process paces the Local API and holds the reserve claim lock, however many main replicas
-    run (docs/operations.md, 'The worker and its configuration').
+    Required for `api: bitbrowser`, in place of `baseUrl` and the key: one process paces
+    the Local API and holds the reserve claim lock, however many main replicas run. Allowed
+    for `api: geelark`: the node worker, one process, keeps the key's pacer, breaker and
+    create lock (docs/providers.md, 'One process serves a GeeLark account'); its key fields
+    are read by the node only. Not for `api: rest` (its ledger shares its limits).
     """
     if account.node is None:
         if account.api == "bitbrowser":
@@ -344,15 +360,23 @@ def _account_node(account: AccountFile, where: str) -> str:
         if account.base_url is None:
             raise ConfigError(f"{where}.baseUrl: required")
         return ""
-    if account.api != "bitbrowser":
+    if account.api not in ("bitbrowser", "geelark"):
         raise ConfigError(
-            f"{where}.node: only an api: bitbrowser account is served by a node worker "
-            f"(this one is api: {account.api}); use baseUrl"
+            f"{where}.node: only an api: bitbrowser or api: geelark account is served by a "
+            f"node worker (this one is api: {account.api}); use baseUrl"
         )
     try:
         check_node_name(account.node)
     except ValueError as err:
         raise ConfigError(f"{where}.node: {err}") from None
+    if account.api == "geelark":
+        if account.api_key_file is None and account.api_key_env is None:
+            raise ConfigError(
+                f"{where}.apiKeyFile: required with node (the node worker reads the key "
+                "from it, or apiKeyEnv; main workers never do)"
+            )
+        check_url(str(account.base_url), f"{where}.baseUrl")
+        return account.node
     for value, field_name in (
         (account.base_url, "baseUrl"),
         (account.api_key_file, "apiKeyFile"),

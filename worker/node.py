@@ -161,13 +161,17 @@ def load_node_options(
     if config is None:
         return options
     loaded = _node_config(config, node, env=env if env is not None else os.environ)
-    # Its accounts are served here: over this node's Local API, with this node's key.
+    # Its accounts are served here: a cloud-phone account over this node's Local API, with
+    # this node's key; a GeeLark account at GeeLark, with its own (the config read it).
     here = {"node": "", "base_url": options.bitbrowser_url, "api_key": api_key or SecretStr("")}
     return dataclasses.replace(
         options,
         proxy_pools=loaded.proxy_pools,
         codec=loaded.codec(),
-        accounts={name: a.model_copy(update=here) for name, a in loaded.accounts.items()},
+        accounts={
+            name: a.model_copy(update=here) if a.api == "bitbrowser" else a
+            for name, a in loaded.accounts.items()
+        },
     )
 
 
@@ -193,7 +197,11 @@ def _node_config(config: Path, node: str, *, env: Mapping[str, str]) -> WorkerCo
         else:
             log.info("node %s: account %s is node %s's, not served here", node, name, served_by)
     return build_config(
-        {**data, "accounts": own}, source=str(config), base_dir=config.parent, env=env
+        {**data, "accounts": own},
+        source=str(config),
+        base_dir=config.parent,
+        env=env,
+        serving_node=node,
     )
 
 
@@ -223,7 +231,9 @@ def node_phone_activities(
     """
     if not options.accounts:
         return None
-    interval = max(a.phone_interval_seconds for a in options.accounts.values())
+    # The Local API's budget; a GeeLark account keeps its own pacer and breaker (per key).
+    local = [a.phone_interval_seconds for a in options.accounts.values() if a.api == "bitbrowser"]
+    interval = max(local, default=AccountSettings.model_fields["phone_interval_seconds"].default)
     return DeviceActivities(
         accounts=options.accounts,
         proxy_pools=options.proxy_pools,

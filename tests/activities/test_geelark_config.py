@@ -45,7 +45,7 @@ def test_token_mode_is_the_secret_alone(tmp_path: Path) -> None:
         ({"appId": " "}, "accounts.gl.appId"),
         ({"apiKeyFile": None}, "accounts.gl.apiKeyFile"),
         ({"apiKeyFile": "missing.key"}, "accounts.gl.apiKeyFile"),
-        ({"node": "n1"}, "accounts.gl.node"),
+        ({"node": "N_1"}, "accounts.gl.node"),
     ],
 )
 def test_mistakes_name_their_field(tmp_path: Path, account: dict[str, Any], field: str) -> None:

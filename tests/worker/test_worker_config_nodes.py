@@ -61,12 +61,12 @@ def test_a_bitbrowser_account_without_a_node_is_refused_at_start() -> None:
     [
         (
             {"accounts": {"a": {"node": "node-1"}}},
-            "accounts.a.node: only an api: bitbrowser account is served by a node worker "
-            "(this one is api: rest); use baseUrl",
+            "accounts.a.node: only an api: bitbrowser or api: geelark account is served by "
+            "a node worker (this one is api: rest); use baseUrl",
         ),
         (
             {"accounts": {"a": {"api": "rest", "node": "node-1", "baseUrl": "http://x:1"}}},
-            "accounts.a.node: only an api: bitbrowser account",
+            "accounts.a.node: only an api: bitbrowser or api: geelark account",
         ),
         (
             phones(node="node-1", baseUrl="http://127.0.0.1:54345"),
