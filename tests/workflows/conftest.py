@@ -24,6 +24,7 @@ from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import AccountSettings
 from devicepool.client import PoolClient
 from devicepool.emulator.app import EmulatorConfig, create_app
+from tests.helpers.cli import CliRun, cli_in_thread
 from tests.helpers.servers import dev_server
 from tests.helpers.settings import FAST, proxy_pools
 from tests.helpers.transports import TimedASGITransport
@@ -137,3 +138,15 @@ def pools(
 
     monkeypatch.setattr(PoolClient, "_check_account", served)
     return PoolClient(env.client)
+
+
+@pytest.fixture
+def cli(
+    env: WorkflowEnvironment,
+    pools: PoolClient,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> CliRun:
+    """`devicepool ARGS` against the session's dev server (`cli_in_thread`), the account check
+    passing as for `pools`: (exit code, stdout, stderr)."""
+    return cli_in_thread(env, monkeypatch, capsys)

@@ -17,21 +17,9 @@ from devicepool.api import parse_pool
 from devicepool.client import PoolClient, _lease_wait
 from devicepool.client.errors import EXIT_NOT_GRANTED, EXIT_OK, EXIT_REFUSED
 from devicepool.testing import eventually, pool_manifest
-from tests.helpers.cli import cli_in_thread
 from tests.helpers.workflow_stack import POLL
 
 pytestmark = pytest.mark.devserver
-
-
-@pytest.fixture
-def cli(
-    env: WorkflowEnvironment,
-    pools: PoolClient,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> Any:
-    """`devicepool ARGS` against the session's dev server (`cli_in_thread`)."""
-    return cli_in_thread(env, monkeypatch, capsys)
 
 
 async def ready(pools: PoolClient, name: str) -> None:

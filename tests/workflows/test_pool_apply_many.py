@@ -23,7 +23,7 @@ from devicepool.api.names import WORKFLOW_DEVICE_POOL, pool_workflow_id
 from devicepool.client import PoolClient
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK
 from devicepool.testing import eventually, write_pool
-from tests.helpers.cli import cli_in_thread
+from tests.helpers.cli import CliRun
 
 pytestmark = pytest.mark.devserver
 
@@ -32,14 +32,10 @@ CONCURRENCY = "4"
 
 
 @pytest.fixture
-def cli(
-    env: WorkflowEnvironment,
-    pools: PoolClient,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> Any:
-    """`devicepool ARGS` in a thread against the session's dev server: (code, stdout, stderr)."""
-    run = cli_in_thread(env, monkeypatch, capsys)
+def cli(cli: CliRun) -> Any:
+    """`devicepool ARGS` in a thread against the session's dev server: (code, stdout lines,
+    the CLI's own stderr lines)."""
+    run = cli
 
     async def lines(*argv: str) -> tuple[int, list[str], list[str]]:
         code, out, err = await run(*argv)

@@ -20,7 +20,6 @@ from devicepool.client._refs_check import RefsCheck
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_RUNTIME, BadInput
 from devicepool.testing import eventually, pool_manifest, write_pool
 from devicepool.workflows.pool.messages import ApplyResult
-from tests.helpers.cli import cli_in_thread
 from tests.helpers.servers import temporal_binary
 from tests.helpers.transports import TimedASGITransport
 from tests.helpers.workflow_stack import pool_devices
@@ -93,18 +92,6 @@ async def test_wait_ready_stops_at_once_on_an_unknown_proxy_pool(
 
 
 # ---------------------------------------------------------------- the CLI, against live pools
-
-
-@pytest.fixture
-def cli(
-    env: WorkflowEnvironment,
-    pools: PoolClient,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
-) -> Any:
-    """`devicepool ARGS` against the session's dev server (`cli_in_thread`)."""
-    return cli_in_thread(env, monkeypatch, capsys)
 
 
 def manifest_file(tmp_path: Path, name: str, **spec: str | int) -> str:
