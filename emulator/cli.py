@@ -52,7 +52,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
 
     def format_help(self) -> str:
-        rows = [(_option_column(action), _help_column(action)) for action in self._actions]
+        # `-h` is added first (`new_parser`) and listed last, as click lists it.
+        actions = sorted(self._actions, key=lambda a: isinstance(a, argparse._HelpAction))
+        rows = [(_option_column(action), _help_column(action)) for action in actions]
         first = min(max(len(opts) for opts, _ in rows), _FIRST_COLUMN)
         lines = [f"Usage: {self.prog} [OPTIONS]", ""]
         lines += textwrap.wrap(
@@ -149,18 +151,33 @@ def add_clock_flags(parser: argparse.ArgumentParser, *, speed: str, state: str) 
     parser.add_argument("--state", type=Path, default=None, metavar="FILE", help=state)
 
 
-def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """An emulator's parser, its first flag `--host`."""
+def new_parser(
+    prog: str, description: str, *, port: int, port_help: str
+) -> argparse.ArgumentParser:
+    """An emulator's parser, its first flags `--host` and `--port` (default `port`)."""
     parser = _Parser(prog=prog, description=description, add_help=False)
+    parser.add_argument("-h", "--help", action="help", help="Show this message and exit.")
     parser.add_argument("--host", default="127.0.0.1", help="listen address")
+    parser.add_argument("--port", type=_port, default=port, help=port_help)
     return parser
+
+
+def add_choice(
+    parser: argparse.ArgumentParser, flag: str, choices: tuple[str, ...], default: str, says: str
+) -> None:
+    """A flag taking one of `choices`, shown as `A|B|C`."""
+    parser.add_argument(
+        flag, choices=choices, default=default, metavar="|".join(choices), help=says
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = new_parser(
-        PROG, "Run the BitCloudPhone emulator: a local provider with a virtual clock and faults."
+        PROG,
+        "Run the BitCloudPhone emulator: a local provider with a virtual clock and faults.",
+        port=8088,
+        port_help="listen port",
     )
-    parser.add_argument("--port", type=_port, default=8088, help="listen port")
     parser.add_argument(
         "--account",
         dest="accounts",
@@ -194,7 +211,6 @@ def build_parser() -> argparse.ArgumentParser:
         "(created if missing), so an emulator started again on it is the same provider; "
         "the time it was down passes on its clock (default: in memory only)",
     )
-    parser.add_argument("-h", "--help", action="help", help="Show this message and exit.")
     return parser
 
 

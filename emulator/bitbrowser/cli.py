@@ -34,6 +34,7 @@ from devicepool.emulator.cli import (
     _non_negative_float,
     _port,
     _positive_int,
+    add_choice,
     add_clock_flags,
     config_of,
     new_parser,
@@ -54,9 +55,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         prog,
         "Run the BitBrowser Local API emulator: one account's browser profiles "
         "and cloud phones, served to N nodes (desktop clients) that share them.",
-    )
-    parser.add_argument(
-        "--port", type=_port, default=DEFAULT_PORT, help="the first node's port; node i: +i"
+        port=DEFAULT_PORT,
+        port_help="the first node's port; node i: +i",
     )
     parser.add_argument(
         "--nodes", type=_positive_int, default=1, help="nodes named node-1..N (one account)"
@@ -140,8 +140,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
             "whose budget: the account's (all nodes) or each node's",
         ),
     ):
-        metavar = "|".join(choices)
-        parser.add_argument(flag, choices=choices, default=default, metavar=metavar, help=says)
+        add_choice(parser, flag, choices, default, says)
     parser.add_argument(
         "--phone-region",
         dest="phone_regions",
@@ -165,7 +164,6 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "runs, so that processes started with the same --account share it (default: "
         f"${ACCOUNTS_DIR_ENV}, else devicepool-bitbrowser-UID under the temp dir)",
     )
-    parser.add_argument("-h", "--help", action="help", help="Show this message and exit.")
     return parser
 
 

@@ -14,9 +14,9 @@ from devicepool.emulator._serve import bind, run
 from devicepool.emulator.cli import (
     _non_negative_float,
     _non_negative_int,
-    _port,
     _positive_float,
     _positive_int,
+    add_choice,
     add_clock_flags,
     config_of,
     new_parser,
@@ -110,9 +110,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         prog,
         "Run the GeeLark Open API emulator: one team's cloud phones behind signed POSTs, "
         "with the vendor's limits, quotas, billing and faults, on a virtual clock.",
-    )
-    parser.add_argument(
-        "--port", type=_port, default=DEFAULT_PORT, help="listen port (0: a free one)"
+        port=DEFAULT_PORT,
+        port_help="listen port (0: a free one)",
     )
     parser.add_argument("--app-id", default=DEFAULT_APP_ID, help="key auth: the appId")
     # Keys are never printed: their defaults are named, not shown.
@@ -134,19 +133,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         )
     for flag, kind, default, says in _KNOBS:
         parser.add_argument(flag, type=kind, default=default, help=says)  # type: ignore[arg-type]
-    parser.add_argument(
-        "--plan",
-        choices=PLANS,
-        default="pro",
-        metavar="|".join(PLANS),
-        help="base creates one phone per addNew call (44001)",
-    )
-    parser.add_argument(
+    add_choice(parser, "--plan", PLANS, "pro", "base creates one phone per addNew call (44001)")
+    add_choice(
+        parser,
         "--batch-envelope",
-        choices=BATCH_ENVELOPES,
-        default="zero",
-        metavar="|".join(BATCH_ENVELOPES),
-        help="a batch with failed items: code 0 (as observed), or 40006/40009",
+        BATCH_ENVELOPES,
+        "zero",
+        "a batch with failed items: code 0 (as observed), or 40006/40009",
     )
     add_clock_flags(
         parser,
@@ -155,7 +148,6 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "emulator started again on it is the same team; the time it was down passes on its "
         "clock (default: in memory only)",
     )
-    parser.add_argument("-h", "--help", action="help", help="Show this message and exit.")
     return parser
 
 
