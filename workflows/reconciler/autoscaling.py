@@ -31,7 +31,6 @@ from devicepool.workflows.reconciler.demand import (
 from devicepool.workflows.reconciler.lease_records import Ticket
 
 __all__ = [
-    "AUTOSCALING",
     "MEMBER_KEYS",
     "WARM_BOOT_SECONDS",
     "WARM_CREATES_PER_MINUTE",
@@ -49,8 +48,6 @@ __all__ = [
 
 SpecT = TypeVar("SpecT", bound=Any)
 
-# The condition a pool that sizes itself shows (both kinds).
-AUTOSCALING = "Autoscaling"
 # Selector keys that name one member: a ticket waiting for one is no demand a new member meets.
 MEMBER_KEYS = frozenset({"device", "profile"})
 # The pace a schedule's warm-up is counted at (`demand.warm_start`): slower than most
@@ -59,13 +56,14 @@ WARM_CREATES_PER_MINUTE = 10
 WARM_BOOT_SECONDS = 120.0
 
 
-def scale_refusal(name: str, autoscale: AutoscaleSpec | None) -> str | None:
+def scale_refusal(autoscale: AutoscaleSpec | None) -> str | None:
     """Why `scale` is refused (None: it is not): the autoscaler owns an autoscaled pool's size."""
     if autoscale is None:
         return None
+    bounds = f"{autoscale.min_replicas}..{autoscale.max_replicas}"
     return (
-        f"pool {name!r} sizes itself (autoscale: {autoscale.min_replicas}..{autoscale.max_replicas}):"
-        " change autoscale.minReplicas/maxReplicas in its manifest and `devicepool apply` it"
+        f"it sizes itself from its leases (autoscale {bounds}), scale is refused: change"
+        " autoscale.minReplicas/maxReplicas in its manifest and `devicepool apply` it"
     )
 
 

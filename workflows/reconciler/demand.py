@@ -1,8 +1,8 @@
 """Demand scaling's decisions: the size a pool's demand asks for, the size a scale-down may
 go to, the schedule's windows, and which devices may go.
 
-Pure (no Temporal, no clock: `now` is given); nothing calls it yet. The rules
-(docs/leases.md, 'Sizing a pool from its demand (planned)'):
+Pure (no Temporal, no clock: `now` is given); the pass reaches it through
+`autoscaling.py`. The rules (docs/leases.md, 'Sizing a pool from its demand'):
 
 - the size is `leased + queued + idleBuffer`, raised to the floor (`minReplicas`, or the
   floor of a schedule window in force or warming up), held to `maxReplicas`, and never below
