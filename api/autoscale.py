@@ -123,7 +123,7 @@ def schedule_problems(
 ) -> list[tuple[Loc, str]]:
     """What is wrong with `schedule` beside `autoscale`, as (location under `spec`, rule).
 
-    For the spec's own validation once both are fields of it: a window needs the autoscaler
+    For the spec's own validation (`check_schedule`): a window needs the autoscaler
     (nothing else would act on its floor), a floor above `maxReplicas` could never be reached,
     and the list is bounded (`MAX_WINDOWS`)."""
     if not schedule:

@@ -1,5 +1,6 @@
 """Demand scaling's fields on their own (`AutoscaleSpec`, `ScheduleWindow`): their defaults,
-their JSON, and one line naming the field for each bad input. No spec carries them yet."""
+their JSON, and one line naming the field for each bad input. The specs that carry them:
+tests/api/test_api_autoscale_spec.py."""
 
 from __future__ import annotations
 
