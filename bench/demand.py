@@ -30,38 +30,75 @@ back to `--few` + 2 devices or fewer. Goals, printed beside the figures with whe
 met: autoscale <= 1.3x the oracle's device-hours and <= 0.3x static peak's; ramp wait p95 <=
 the boot + 10 s without a schedule, <= 5 s with one; 0 leases refused.
 
-**How a week is run: `[model]`.** Temporal's timers are wall-clock (the emulator's clock can
-be sped up, a workflow's cannot), so a week of the product is a week. The figures labelled
-`[model]` are a discrete-event simulation of the whole week that drives the product's own
-pure decisions (`workflows/reconciler/demand.py`: `desired_from_demand`,
-`Stabilization.apply`, `schedule_floor`, `may_go`, `next_may_go`) with the account's create
-window and the boot: a pass on every ask, give-back, device ready and create-window slot, and
-every 30 s (the pools' `resyncSeconds`); a ticket is granted the oldest free ready device at
-once (the real grant adds a pass and the holder's claim: a second or two), FIFO. What it
-leaves out: the product's latencies (a pass, a create's round trip, a ticket's claim),
-provider faults, and the spend cap. The whole week, four ways, takes about 15 s of one core.
-The product itself on the dev stack for the Friday ramp and the Monday scale-down (`[dev
-stack]`, time-compressed, four pools on four accounts at once) needs a pool that acts on
-`spec.autoscale`: until one does, the bench says so and runs the model alone.
+**How a week is run.** Temporal's timers are wall-clock (the emulator's clock can be sped up,
+a workflow's cannot), so a week of the product is a week. Two runs, every figure labelled:
+
+- `[model]`: a discrete-event simulation of the whole week, for the four ways, that drives the
+  product's own pure decisions (`workflows/reconciler/demand.py`: `desired_from_demand`,
+  `Stabilization.apply`, `schedule_floor`, `may_go`, `next_may_go`) with the account's create
+  window and the boot: a pass on every ask, give-back, device ready and create-window slot,
+  and every 30 s (the pools' `resyncSeconds`); a ticket is granted the oldest free ready
+  device at once, FIFO. A window warms at the account's pace (`warm_start` with its creates a
+  minute and the boot). What it leaves out: the product's latencies (a pass, a create's round
+  trip, a ticket's claim), provider faults, the spend cap. About 15 s of one core.
+- `[dev stack]`: the product itself on the Friday ramp (`--before` 10 min before 18:00 to
+  `--after` 60 min after), replayed `--speed` (20) times faster: a Temporal dev server, the
+  emulator in process with its clock that much faster, the worker's workflows and activities
+  in process, four pools on four accounts at once (an account's create window is its own), so
+  one run gives all four ways. The account's window, the pools' passes and idle grace,
+  `scaleDownAfter`, `stabilization`, a window's duration and the lease queue's wait are all
+  divided by the speed; a window's cron fires on the real minute the trace's Friday 18:00
+  falls on. Each ask is `PoolClient.acquire_lease` (the Python client, by signal) for its hold
+  (divided by the speed; the lease expires, nobody releases); its wait is the pool's own
+  (`waitedSeconds`, the workflow's clock) times the speed. Device-hours are the emulator's
+  live devices by pool, sampled every 0.25 s: the segment's, not the week's, so the
+  device-hour goals are the model's alone. At 20x a trace minute is 3 s, and each second of
+  the product's own latency (a pass, a create's round trip) reads as 20 s. The Monday scale-down is the model's alone. About 5 min; run when a
+  pool takes `spec.autoscale` (`--dev-stack auto`), else says so (`always`: the static ways
+  alone then; `never`: the model alone).
 
     .venv/bin/python bench/demand.py [--seed 40] [--peak 60] [--few 4] [--ramp-minutes 15]
+        [--dev-stack auto|always|never] [--speed 20] [--before 10] [--after 60]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import heapq
 import math
 import random
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+import httpx
+from _stack import dev_server
+from pydantic import SecretStr
+from temporalio.client import Client
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.models import PoolSettings
 from devicepool.activities.settings import AccountSettings
 from devicepool.api.autoscale import AutoscaleSpec, ScheduleWindow
-from devicepool.api.v1beta1 import LeaseQueueSpec
+from devicepool.api.names import TASK_QUEUE, pool_workflow_id
+from devicepool.api.v1beta1 import (
+    DevicePoolSpec,
+    LeaseQueueSpec,
+    LeaseSpec,
+    ObjectMeta,
+    ProviderRef,
+)
+from devicepool.client import PoolClient
+from devicepool.client.errors import LeaseNotGranted, LeaseRefused
+from devicepool.emulator.app import create_app
 from devicepool.emulator.config import EmulatorConfig
+from devicepool.worker.accounts import register_accounts
+from devicepool.worker.build import account_workers, pool_queue_workers
+from devicepool.workflows.pool.messages import PoolInput
 from devicepool.workflows.reconciler.demand import (
     Stabilization,
     desired_from_demand,
@@ -559,6 +596,226 @@ def report(trace: Sequence[Lease], shape: Shape, limits: Limits, seed: int) -> l
     return outcomes
 
 
+# ---------------------------------------------------------------- the product on a dev stack
+
+
+def product_autoscales() -> bool:
+    """Whether a pool's spec takes `autoscale` (the product's wiring of demand scaling)."""
+    return "autoscale" in DevicePoolSpec.model_fields
+
+
+@dataclass
+class Segment:
+    """A stretch of the trace replayed on the dev stack, `speed` times faster than the trace."""
+
+    start: float  # trace seconds
+    end: float
+    speed: float
+
+    def asks(self, trace: Sequence[Lease]) -> list[tuple[int, Lease]]:
+        return [(i, a) for i, a in enumerate(trace) if self.start <= a.at < self.end]
+
+    def real(self, seconds: float) -> float:
+        return seconds / self.speed
+
+
+def ramp_segment(shape: Shape, speed: float, *, before: float, after: float) -> Segment:
+    return Segment(shape.campaign[0] - before, shape.campaign[0] + after, speed)
+
+
+def next_minute(t: float) -> float:
+    """The first whole UTC minute at or after `t` (a time.time())."""
+    return math.ceil(t / 60) * 60
+
+
+def minute_cron(t: float) -> str:
+    """A cron that fires at the UTC minute `t` (a whole minute, time.time())."""
+    at = datetime.fromtimestamp(t, UTC)
+    return f"{at.minute} {at.hour} {at.day} {at.month} *"
+
+
+async def on_dev_stack(
+    trace: Sequence[Lease], shape: Shape, limits: Limits, segment: Segment
+) -> list[Outcome]:
+    """The Friday ramp on the product: four pools on four accounts at once (each account's
+    create window is its own), the emulator's clock and the pools' intervals `speed` times
+    faster, the asks of `segment` replayed at that speed through `PoolClient.acquire_lease`.
+    Waits are the pool's own (`waitedSeconds`, its clock), times the speed."""
+    k = segment.speed
+    ways = four_ways(trace, shape.peak)
+    if not product_autoscales():
+        ways = [w for w in ways if w.autoscale is None]
+    names = [f"demand-{i}" for i in range(len(ways))]
+    url = "http://demand.bench"
+    app = create_app(
+        EmulatorConfig(
+            accounts={name: [f"key-{name}"] for name in names},
+            provision_seconds=limits.boot,
+            creates_per_minute=limits.creates_per_minute,
+            speed=k,
+        )
+    )
+    transport = httpx.ASGITransport(app=app)
+    settings = PoolSettings(
+        resync_seconds=limits.pass_seconds / k,
+        offline_after_seconds=180 / k,
+        startup_timeout_seconds=300 / k,
+        idle_grace_seconds=60 / k,
+    )
+    accounts = {
+        name: AccountSettings(
+            name=name,
+            base_url=url,
+            api_key=SecretStr(f"key-{name}"),
+            creates_per_minute=limits.creates_per_minute,
+            window_seconds=60 / k,
+            window_margin_seconds=(limits.window - 60) / k,
+        )
+        for name in names
+    }
+    activities = DeviceActivities(
+        accounts=accounts, proxy_pools={}, settings=settings, transport=transport
+    )
+    max_wait = timedelta(seconds=limits.max_wait / k)
+    outcomes = [Outcome(way.name) for way in ways]
+
+    def spec(way: Way, name: str, cron: str | None) -> DevicePoolSpec:
+        fields: dict[str, object] = {
+            "platform": "android",
+            "region": "us-west",
+            "os_version": "14",
+            "replicas": way.replicas,
+            "provider": ProviderRef(account=name),
+            "leases": LeaseSpec.model_validate(
+                {"queue": {"max": limits.queue_max, "max_wait": max_wait}}
+            ),
+        }
+        if way.autoscale is not None:
+            fields["autoscale"] = way.autoscale.model_copy(
+                update={
+                    "scale_down_after": way.autoscale.scale_down_after / k,
+                    "stabilization": way.autoscale.stabilization / k,
+                }
+            )
+            fields["replicas"] = way.autoscale.min_replicas + way.autoscale.idle_buffer
+        if way.schedule and cron is not None:
+            fields["schedule"] = [
+                w.model_copy(update={"cron": cron, "duration": w.duration / k})
+                for w in way.schedule
+            ]
+        return DevicePoolSpec(**fields)  # type: ignore[arg-type]
+
+    async with (
+        await dev_server() as env,
+        httpx.AsyncClient(transport=transport, base_url=url) as http,
+        contextlib.AsyncExitStack() as workers,
+    ):
+        for worker in [
+            *pool_queue_workers(env.client, activities),
+            *account_workers(env.client, activities, names),
+        ]:
+            await workers.enter_async_context(worker)
+        # The accounts' creation windows (each its own ledger), as a worker starts them.
+        await register_accounts(env.client, accounts)
+        pools = PoolClient(env.client)
+
+        async def live() -> dict[str, int]:
+            stats = (await http.get("/_emulator/stats")).json()
+            return {name: int(stats["devices"]["byPool"].get(name, 0)) for name in names}
+
+        async def settled(sizes: dict[str, int], timeout: float) -> None:
+            deadline, ready = time.monotonic() + timeout, {}
+            while time.monotonic() < deadline:
+                ready = {name: (await pools.get(name))["readyDevices"] for name in sizes}
+                if ready == sizes:
+                    return
+                await asyncio.sleep(0.5)
+            why = {
+                name: [c.get("message", "") for c in (await pools.get(name))["conditions"]]
+                for name in sizes
+            }
+            raise TimeoutError(
+                f"the pools at {ready}, not {sizes}, within {timeout:g} s; conditions {why}"
+            )
+
+        # The pools at their size before the ramp; the scheduled one last, its window's cron
+        # on the real minute the trace's Friday 18:00 falls on.
+        lead = segment.real(shape.campaign[0] - segment.start)
+        for way, name in zip(ways, names, strict=True):
+            if not way.schedule:
+                await start_pool_with(env.client, name, spec(way, name, None), settings)
+        plain = {n: spec(w, n, None).replicas for w, n in zip(ways, names, strict=True)}
+        await settled({n: r for n, r in plain.items() if not ways[names.index(n)].schedule}, 120)
+        opens = next_minute(time.time() + lead + 20)
+        for way, name in zip(ways, names, strict=True):
+            if way.schedule:
+                await start_pool_with(
+                    env.client, name, spec(way, name, minute_cron(opens)), settings
+                )
+        t0 = opens - lead  # the segment's start, real time
+        print(
+            f"[dev stack] {len(ways)} pools ready; the ramp at "
+            f"{datetime.fromtimestamp(opens, UTC):%H:%M:%S} UTC, replayed {k:g}x",
+            flush=True,
+        )
+
+        async def one(way_index: int, index: int, lease: Lease) -> None:
+            out = outcomes[way_index]
+            await asyncio.sleep(max(0.0, t0 + segment.real(lease.at - segment.start) - time.time()))
+            try:
+                got = await pools.acquire_lease(
+                    names[way_index],
+                    duration=timedelta(seconds=segment.real(lease.hold)),
+                    wait=max_wait,
+                    holder=f"ask-{index}",
+                )
+            except LeaseRefused:
+                out.refused_full += 1
+                return
+            except LeaseNotGranted:
+                out.refused_waited += 1
+                return
+            waited = got.waited_seconds * k
+            out.waits.append(waited)
+            if shape.campaign[0] <= lease.at < shape.campaign[0] + RAMP_WINDOW:
+                out.ramp_waits.append(waited)
+
+        async def meter(until: float) -> None:
+            last = time.time()
+            while last < until:
+                await asyncio.sleep(0.25)
+                counts, now = await live(), time.time()
+                for out, name in zip(outcomes, names, strict=True):
+                    out.device_seconds += counts[name] * (now - last) * k
+                    out.most = max(out.most, counts[name])
+                last = now
+
+        end = t0 + segment.real(segment.end - segment.start)
+        await asyncio.sleep(max(0.0, t0 - time.time()))
+        metering = asyncio.create_task(meter(end))
+        asks = segment.asks(trace)
+        await asyncio.gather(*(one(w, i, a) for w in range(len(ways)) for i, a in asks), metering)
+        for way, name in zip(ways, names, strict=True):
+            if way.autoscale is not None:  # why its size is what it is, in its own words
+                status = await pools.get(name)
+                said = [c.get("message", "") for c in status["conditions"]]
+                print(f"[dev stack] {name} ({way.name}) at the end: {said[0]!r}", flush=True)
+    await activities.aclose()
+    return outcomes
+
+
+async def start_pool_with(
+    client: Client, name: str, spec: DevicePoolSpec, settings: PoolSettings
+) -> None:
+    """Start the DevicePool `name` as `devicepool apply` would, with `settings`."""
+    await client.start_workflow(
+        "DevicePool",
+        PoolInput(metadata=ObjectMeta(name=name), spec=spec, settings=settings),
+        id=pool_workflow_id(name),
+        task_queue=TASK_QUEUE,
+    )
+
+
 def _number(text: str, *, least: float, strict: bool) -> float:
     try:
         value = float(text)
@@ -596,12 +853,43 @@ def main(args: argparse.Namespace) -> None:
         hold_max=args.hold_max * 60,
     )
     trace = week_trace(args.seed, shape)
-    report(trace, shape, Limits.defaults(), args.seed)
+    limits = Limits.defaults()
+    report(trace, shape, limits, args.seed)
+    autoscales = product_autoscales()
+    if args.dev_stack == "never" or (args.dev_stack == "auto" and not autoscales):
+        print(
+            "[dev stack] not run: no pool acts on `spec.autoscale` yet (docs/leases.md, 'Sizing "
+            "a pool from its demand (planned)'); every figure above is the model's",
+            flush=True,
+        )
+        return
+    segment = ramp_segment(shape, args.speed, before=args.before * 60, after=args.after * 60)
     print(
-        "[dev stack] not run: no pool acts on `spec.autoscale` yet (docs/leases.md, 'Sizing a "
-        "pool from its demand (planned)'); every figure above is the model's",
+        f"[dev stack] the asks of {clock(segment.start)}-{clock(segment.end)} "
+        f"({len(segment.asks(trace))} a pool) replayed {args.speed:g}x faster on the product: "
+        f"the emulator's clock, the account's window, the pools' passes, scaleDownAfter, "
+        f"stabilization and the lease queue's wait all {args.speed:g}x shorter"
+        + ("" if autoscales else "; the static ways only (no pool takes `autoscale` yet)"),
         flush=True,
     )
+    outcomes = asyncio.run(on_dev_stack(trace, shape, limits, segment))
+    print(
+        f"[dev stack] {'way':<28} {'device-h':>9} {'wait p50/95/max s':>17} {'ramp p95':>9}"
+        f" {'refused full/waited':>19} {'most':>5}",
+        flush=True,
+    )
+    for out in outcomes:
+        waits = "/".join(f"{pct(out.waits, q):.0f}" for q in (0.5, 0.95))
+        waits += f"/{max(out.waits, default=0):.0f}"
+        print(
+            f"[dev stack] {out.way:<28} {out.device_hours:9.1f} {waits:>17}"
+            f" {pct(out.ramp_waits, 0.95):9.0f} {out.refused_full:>9}/{out.refused_waited:<9}"
+            f" {out.most:5}",
+            flush=True,
+        )
+    for goal in goals([Outcome("static peak", 1.0), *outcomes], 1.0, limits):
+        if "device-hours" not in goal.what:  # the segment's hours are not the week's
+            print(f"[dev stack] goal {goal.line()}", flush=True)
 
 
 if __name__ == "__main__":
@@ -619,6 +907,21 @@ if __name__ == "__main__":
     parser.add_argument("--ramp-minutes", type=_positive_or_zero, default=15.0)
     parser.add_argument("--hold-min", type=_positive, default=10.0, help="minutes")
     parser.add_argument("--hold-max", type=_positive, default=30.0, help="minutes")
+    parser.add_argument(
+        "--dev-stack",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="replay the ramp on the product too (auto: when a pool takes spec.autoscale)",
+    )
+    parser.add_argument(
+        "--speed", type=_positive, default=20.0, help="the dev stack's replay, times faster"
+    )
+    parser.add_argument(
+        "--before", type=_positive_or_zero, default=10.0, help="minutes replayed before the ramp"
+    )
+    parser.add_argument(
+        "--after", type=_positive, default=60.0, help="minutes replayed from the ramp's start"
+    )
     args = parser.parse_args()
     if args.hold_min > args.hold_max:
         parser.error(f"--hold-min ({args.hold_min:g}) must be <= --hold-max ({args.hold_max:g})")

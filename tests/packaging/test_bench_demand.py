@@ -166,3 +166,21 @@ def test_the_ways_are_static_peak_and_average_and_autoscale_with_and_without_a_w
     assert [w.replicas for w in ways[:2]] == [80, int(-(-demand.mean_concurrent(week) // 1))]
     assert ways[2].autoscale is not None and not ways[2].schedule
     assert [w.min_replicas for w in ways[3].schedule] == [60]
+
+
+def test_the_dev_stack_replays_the_ramps_asks_faster() -> None:
+    shape = demand.Shape()
+    segment = demand.ramp_segment(shape, 20.0, before=600, after=3600)
+    assert (segment.start, segment.end) == (shape.campaign[0] - 600, shape.campaign[0] + 3600)
+    assert segment.real(3600) == 180.0  # an hour of the trace: 3 minutes
+    trace = [Lease(at=segment.start - 1, hold=600), Lease(at=segment.start, hold=600)]
+    trace += [Lease(at=segment.end - 1, hold=600), Lease(at=segment.end, hold=600)]
+    assert [i for i, _ in segment.asks(trace)] == [1, 2]
+
+
+def test_a_window_opens_on_the_real_minute_the_ramp_falls_on() -> None:
+    # 2026-12-06 01:37:20 UTC -> 01:38:00, which the cron names.
+    t = 1796521040.0
+    assert demand.next_minute(t) == 1796521080.0
+    assert demand.next_minute(1796521080.0) == 1796521080.0
+    assert demand.minute_cron(1796521080.0) == "38 1 6 12 *"
