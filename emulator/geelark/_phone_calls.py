@@ -144,13 +144,9 @@ async def add_new(em: GeeLarkEmulator, body: dict[str, Any]) -> Result:
         raise invalid("data takes at most 100 phones")
     if len(rows) > 1 and em.config.plan == "base":
         raise GeeLarkError(codes.BATCH_NEEDS_PRO)
-    quotas = em.quotas_today()
-    if len(em.phones.phones) >= em.config.max_profiles:
-        quotas.refused["creates:44002"] += 1
-        raise GeeLarkError(codes.PROFILE_CAP)
-    if quotas.creates_left() == 0:
-        quotas.refused["creates:44004"] += 1
-        raise GeeLarkError(codes.CREATE_QUOTA)
+    capped = _create_capped(em)
+    if capped is not None:
+        raise GeeLarkError(capped)
     details = [
         _create_one(em, index, row, mobile_type, region, charge_mode)
         for index, row in enumerate(rows, start=1)
@@ -163,6 +159,18 @@ async def add_new(em: GeeLarkEmulator, body: dict[str, Any]) -> Result:
         "details": details,
     }
     return Result(data, total=len(rows), failed=failed)
+
+
+def _create_capped(em: GeeLarkEmulator) -> int | None:
+    """The code of a cap a create is past (counted as refused by it), or None."""
+    quotas = em.quotas_today()
+    if len(em.phones.phones) >= em.config.max_profiles:
+        quotas.refused["creates:44002"] += 1
+        return codes.PROFILE_CAP
+    if quotas.creates_left() == 0:
+        quotas.refused["creates:44004"] += 1
+        return codes.CREATE_QUOTA
+    return None
 
 
 def _create_one(
@@ -206,20 +214,16 @@ def _create_one(
         return failed(codes.INVALID, "profileTags must be a list of tag names")
     if not isinstance(note, str) or len(note) > 1500:
         return failed(codes.INVALID, "profileNote must be a string of at most 1500 characters")
-    quotas = em.quotas_today()
     # Our choice: items past a cap fail one by one with the cap's code; the others are made.
-    if len(em.phones.phones) >= em.config.max_profiles:
-        quotas.refused["creates:44002"] += 1
-        return failed(codes.PROFILE_CAP)
-    if quotas.creates_left() == 0:
-        quotas.refused["creates:44004"] += 1
-        return failed(codes.CREATE_QUOTA)
+    capped = _create_capped(em)
+    if capped is not None:
+        return failed(capped)
     if charge_mode == 1 and em.balance_left() < em.config.monthly_price:
         return failed(codes.BALANCE)
     injected = em.dice.item_failure(em.faults)
     if injected is not None:
         return failed(injected)
-    quotas.creates += 1
+    em.quotas.creates += 1
     phone = em.phones.add(
         Phone(
             id=em.phones.new_id(),
