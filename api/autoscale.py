@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from devicepool.api.base import CamelModel
 
@@ -165,15 +166,27 @@ def _min_replicas(autoscale: Any) -> int:
 
 
 def check_schedule(
-    value: list[ScheduleWindow] | None, info: ValidationInfo
-) -> list[ScheduleWindow] | None:
-    """A spec's `schedule` beside its `autoscale` (`schedule_problems`), as one error naming
-    the field; nothing said when `autoscale` itself is wrong (its own error is)."""
-    if "autoscale" not in info.data:
-        return value
-    problems = schedule_problems(info.data["autoscale"], value or ())
+    autoscale: AutoscaleSpec | None, schedule: Sequence[ScheduleWindow] | None, *, title: str
+) -> None:
+    """A spec's `schedule` beside its `autoscale` (`schedule_problems`): each problem an error
+    at its own field (`schedule[0].minReplicas`), as a field's own check would say it."""
+    problems = schedule_problems(autoscale, schedule or ())
     if problems:
-        loc, rule = problems[0]
-        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc[1:])
-        raise ValueError(f"{where.lstrip('.')}: {rule}" if where else rule)
-    return value
+        raise ValidationError.from_exception_data(
+            title,
+            [
+                InitErrorDetails(
+                    type=PydanticCustomError("value_error", rule),
+                    loc=loc,
+                    input=_at(schedule, loc),
+                )
+                for loc, rule in problems
+            ],
+        )
+
+
+def _at(schedule: Sequence[ScheduleWindow] | None, loc: Loc) -> Any:
+    # The value the rule is about, for the error's `input`.
+    if len(loc) == 3 and schedule is not None and isinstance(loc[1], int):
+        return schedule[loc[1]].min_replicas
+    return None if schedule is None else [w.to_json_dict() for w in schedule]

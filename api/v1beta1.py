@@ -13,8 +13,6 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BeforeValidator,
     Field,
-    ValidationInfo,
-    field_validator,
     model_validator,
 )
 
@@ -327,12 +325,10 @@ class DevicePoolSpec(CamelModel):
     def _replicas_optional(cls, data: Any) -> Any:
         return replicas_if_autoscaled(data)
 
-    @field_validator("schedule")
-    @classmethod
-    def _schedule_fits(
-        cls, value: list[ScheduleWindow] | None, info: ValidationInfo
-    ) -> list[ScheduleWindow] | None:
-        return check_schedule(value, info)
+    @model_validator(mode="after")
+    def _schedule_fits(self) -> DevicePoolSpec:
+        check_schedule(self.autoscale, self.schedule, title=type(self).__name__)
+        return self
 
     @property
     def account(self) -> str:

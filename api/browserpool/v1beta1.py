@@ -12,8 +12,6 @@ from pydantic import (
     BeforeValidator,
     Field,
     StrictBool,
-    ValidationInfo,
-    field_validator,
     model_validator,
 )
 
@@ -92,12 +90,10 @@ class BrowserPoolSpec(CamelModel):
     def _replicas_optional(cls, data: Any) -> Any:
         return replicas_if_autoscaled(data)
 
-    @field_validator("schedule")
-    @classmethod
-    def _schedule_fits(
-        cls, value: list[ScheduleWindow] | None, info: ValidationInfo
-    ) -> list[ScheduleWindow] | None:
-        return check_schedule(value, info)
+    @model_validator(mode="after")
+    def _schedule_fits(self) -> BrowserPoolSpec:
+        check_schedule(self.autoscale, self.schedule, title=type(self).__name__)
+        return self
 
 
 class BrowserPool(PoolResource):

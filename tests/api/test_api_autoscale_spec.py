@@ -84,7 +84,7 @@ def test_a_pool_without_autoscale_still_needs_replicas_and_writes_no_new_field(h
         (
             "  autoscale: {maxReplicas: 5}\n"
             '  schedule: [{cron: "0 18 * * fri", duration: 1h, minReplicas: 9}]\n',
-            "spec.schedule: [0].minReplicas: must be <= autoscale.maxReplicas (5), got 9",
+            "spec.schedule[0].minReplicas: must be <= autoscale.maxReplicas (5), got 9",
         ),
         (
             "  autoscale: {maxReplicas: 5, minReplicas: 7}\n",
