@@ -50,7 +50,7 @@ POLL = 0.5
 # Namespaces of their own on the session's dev server, for the modules whose workers must
 # not take the session's tasks on the pool's queue (they serve other accounts, or a node
 # registry of their own): a dev server start each fewer than a server of their own.
-NAMESPACES = ("cloud-phones", "cloud-phones-nodes", "node-workers", "encrypted")
+NAMESPACES = ("cloud-phones", "cloud-phones-nodes", "node-workers", "encrypted", "geelark-node")
 
 
 async def namespace_client(env: WorkflowEnvironment, namespace: str) -> Client:

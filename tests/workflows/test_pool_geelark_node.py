@@ -1,0 +1,168 @@
+"""A GeeLark account served by a node worker: the one process holding the key (issue 41).
+
+A namespace of its own on the session's dev server. One worker config file names the
+account `api: geelark, node: gl-node` with its `appId` and `apiKeyFile`. The main worker
+builds its config from it where the key file does not exist (it never reads it) and serves
+the pool's queue over a transport that counts; the real node worker (`load_node_options`,
+`run_node_worker`) reads the same file, key included, and speaks to an in-process GeeLark
+emulator. A pool converges and deletes to 0 phones, and every request the emulator saw came
+through the node's transport: one pacer, one breaker, one create lock for the key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from devicepool.activities.devices import DeviceActivities
+from devicepool.api import parse_pool
+from devicepool.api.names import TASK_QUEUE, pool_workflow_id
+from devicepool.api.v1beta1 import ObjectMeta
+from devicepool.emulator.geelark import GeeLarkConfig
+from devicepool.emulator.geelark.config import DEFAULT_API_KEY, DEFAULT_APP_ID
+from devicepool.testing import eventually, pool_manifest
+from devicepool.worker.accounts import register_accounts
+from devicepool.worker.build import pool_queue_workers
+from devicepool.worker.config import build_config
+from devicepool.worker.node import load_node_options, run_node_worker
+from devicepool.workflows.pool.messages import PoolInput
+from tests.helpers.geelark import BASE, Team
+from tests.helpers.settings import PHONES
+from tests.helpers.workflow_stack import namespace_client
+
+pytestmark = pytest.mark.devserver
+
+NAMESPACE = "geelark-node"
+ACCOUNT, NODE = "gl", "gl-node"
+SPEED = 10.0
+ACCOUNTS = {
+    ACCOUNT: {
+        "api": "geelark",
+        "node": NODE,
+        "baseUrl": BASE,
+        "appId": DEFAULT_APP_ID,
+        "apiKeyFile": "geelark.key",
+        "timeoutSeconds": 5,
+        # The emulator runs 10 times faster than real time: its minute is 6 s.
+        "windowSeconds": 6,
+        "billing": {"perMinute": 0.007, "dailyCap": 1.0},
+    }
+}
+
+
+class Counting(httpx.AsyncBaseTransport):
+    """A transport that counts the requests it carries (to `inner`, if any)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport | None = None) -> None:
+        self.inner = inner
+        self.requests = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests += 1
+        if self.inner is None:
+            return httpx.Response(599, text="a main worker reached the network")
+        return await self.inner.handle_async_request(request)
+
+
+class Stack:
+    def __init__(self, client: Client, team: Team, main: Counting, node: Counting) -> None:
+        self.client, self.team, self.main, self.node = client, team, main, node
+
+    async def phones(self) -> dict[str, Any]:
+        return dict((await self.team.stats())["phones"])
+
+
+@pytest.fixture(scope="module")
+async def stack(
+    env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Stack]:
+    here = tmp_path_factory.mktemp("geelark-node")
+    config = here / "devicepool.yaml"
+    config.write_text(yaml.safe_dump({"accounts": ACCOUNTS}))
+    (here / "geelark.key").write_text(DEFAULT_API_KEY + "\n")
+    team = Team(GeeLarkConfig(seed=41, speed=SPEED, boot_seconds=20))
+    # The main worker's view: the same account, from a directory without the key file.
+    elsewhere = tmp_path_factory.mktemp("main-worker")
+    main_config = build_config(yaml.safe_load(config.read_text()), base_dir=elsewhere, env={})
+    assert main_config.accounts[ACCOUNT].api_key.get_secret_value() == ""
+    settings = PHONES.model_copy(update={"account_nodes": main_config.settings.account_nodes})
+    main_transport = Counting()
+    main = DeviceActivities(
+        accounts=main_config.accounts,
+        proxy_pools={},
+        settings=settings,
+        transport=main_transport,
+    )
+    options = load_node_options(
+        node=NODE, labels=[], bitbrowser_url="http://127.0.0.1:1", config=config, env={}
+    )
+    node_transport = Counting(team.transport)
+    client = await namespace_client(env, NAMESPACE)
+    workers = pool_queue_workers(await namespace_client(env, NAMESPACE), main)
+    running = [asyncio.ensure_future(w.run()) for w in workers]
+    stop_node = asyncio.Event()
+    running.append(
+        asyncio.ensure_future(
+            run_node_worker(options, client, shutdown_event=stop_node, transport=node_transport)
+        )
+    )
+    await register_accounts(client, main_config.accounts)
+    try:
+        yield Stack(client, team, main_transport, node_transport)
+    finally:
+        stop_node.set()
+        for worker in workers:
+            await worker.shutdown()
+        await asyncio.gather(*running, return_exceptions=True)
+        await main.aclose()
+        await team.aclose()
+
+
+async def start(client: Client, name: str, replicas: int) -> WorkflowHandle[Any, Any]:
+    manifest = pool_manifest(
+        name,
+        replicas=replicas,
+        region="us",
+        osVersion="15",
+        providerCredentialRef=ACCOUNT,
+        proxy=None,
+    )
+    return await client.start_workflow(
+        "DevicePool",
+        PoolInput(metadata=ObjectMeta(name=name), spec=parse_pool(manifest).spec),
+        id=pool_workflow_id(name),
+        task_queue=TASK_QUEUE,
+    )
+
+
+async def test_a_pool_on_a_node_served_geelark_account_runs_on_the_node_alone(
+    stack: Stack,
+) -> None:
+    handle = await start(stack.client, "gl-by-node", 2)
+
+    async def converged() -> dict[str, Any] | None:
+        phones = await stack.phones()
+        if phones["started"] != 2:
+            return None
+        status = await handle.query("status")
+        return phones if status["readyDevices"] == 2 else None
+
+    phones = await eventually(converged, what="2 GeeLark phones ready", timeout=60)
+    assert phones["created"] == 2 and phones["duplicateNames"] == 0, phones
+
+    await handle.cancel()
+
+    async def deleted() -> bool:
+        phones = await stack.phones()
+        return phones["total"] == 0 and phones["running"] == 0
+
+    await eventually(deleted, what="every phone deleted", timeout=60)
+    # Every call of the key went through the node worker's one process.
+    assert stack.node.requests > 0 and stack.main.requests == 0
