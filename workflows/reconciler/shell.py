@@ -324,14 +324,15 @@ class Reconciler(Generic[SpecT, StateT]):
         command: `get -w` lists only the pools whose row moved (`RowWatch`)."""
         upserts = list(attributes)
         write = self._row_to_write(lease_message=lease_message)
-        # A run whose lineage writes rows (its memo holds one: `ROW_MEMO_PATCH` is on) stamps
-        # each write, and once a row it has not stamped (one from before the patch, carried
-        # across continue-as-new): never a stamp without a row, which would move every pass.
-        memo = workflow.memo()
-        stamp = names.MEMO_POOL_ROW in memo and (
-            write is not None
-            or workflow.info().typed_search_attributes.get(search_attributes.KEY_ROW_AT) is None
+        # Each row write is stamped in the pass's upsert, and once a row not stamped yet (one
+        # a build before the patch wrote, carried across continue-as-new). A run whose memo
+        # never holds a row (one from before `ROW_MEMO_PATCH`: `write` is never None) would
+        # stamp every pass but for `unstamped`: at most once.
+        has_row = names.MEMO_POOL_ROW in workflow.memo()
+        unstamped = (
+            workflow.info().typed_search_attributes.get(search_attributes.KEY_ROW_AT) is None
         )
+        stamp = (write is not None and (has_row or unstamped)) or (has_row and unstamped)
         if stamp and workflow.patched(ROW_AT_PATCH):
             upserts.append(search_attributes.KEY_ROW_AT.value_set(workflow.now()))
         if upserts:
