@@ -124,6 +124,18 @@ class Provider(ControlPlane):
         return await self.http.post(f"/_emulator/{path}", json=body)
 
 
+async def provider_devices(control: httpx.AsyncClient, key: str, pool: str) -> list[dict[str, Any]]:
+    """The devices of `pool` the provider (at `control`) holds for the account of `key`, by its
+    own listing; terminated ones left out."""
+    response = await control.get(
+        "/api/v1/devices",
+        params={"label": f"pool={pool}", "page_size": 100},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    response.raise_for_status()
+    return [d for d in response.json()["items"] if d["status"] != "terminated"]
+
+
 def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
     assert response.status_code == status, response.text
     assert response.headers["content-type"].startswith("application/problem+json")

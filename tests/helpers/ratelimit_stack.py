@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.client import WorkflowHandle
 
 from devicepool.api.names import SIGNAL_PERMITS_GRANTED
-from devicepool.workflows.shared.protocol import PermitGrant
+from devicepool.workflows.shared.protocol import PermitGrant, PermitRequest
 from tests.helpers.settings import FAST
 
 URL = "http://emulator.rl"
@@ -60,6 +60,13 @@ class GrantCatcher:
     @workflow.query
     def got(self) -> int:
         return self.granted
+
+
+def permit_request(request_id: str, pool: str, count: int, **fields: Any) -> PermitRequest:
+    """A request for `count` permits of `pool` by `batch/<request_id>`, with `fields`."""
+    return PermitRequest(
+        request_id=request_id, requester=f"batch/{request_id}", pool=pool, count=count, **fields
+    )
 
 
 async def got(handle: WorkflowHandle[Any, Any], n: int) -> bool:

@@ -25,6 +25,7 @@ from devicepool.client.pool_client import PoolClient
 from devicepool.connect import DATA_CONVERTER
 from devicepool.testing import eventually
 from devicepool.workflows.ledger.workflow import AccountLedgerWorkflow
+from tests.helpers.emulator import provider_devices
 from tests.helpers.histories import run_histories, task_failures
 from tests.helpers.ratelimit_stack import (
     ACCOUNT_MAX_DEVICES,
@@ -37,7 +38,7 @@ from tests.helpers.ratelimit_stack import (
 )
 from tests.helpers.transports import CountingTransport
 from tests.helpers.workflow_stack import start_pool
-from tests.ratelimit.test_rl_ledger import all_ready, provider_devices
+from tests.ratelimit.test_rl_ledger import all_ready
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(90)]
 

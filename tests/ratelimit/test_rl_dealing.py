@@ -16,18 +16,9 @@ from hypothesis import strategies as st
 
 from devicepool.workflows.ledger.dealing import Deal, deal, due_announcements
 from devicepool.workflows.shared.protocol import PermitRequest
+from tests.helpers.ratelimit_stack import permit_request as req
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
-
-
-def req(request_id: str, pool: str, count: int, *, replacement: bool = False) -> PermitRequest:
-    return PermitRequest(
-        request_id=request_id,
-        requester=f"batch/{request_id}",
-        pool=pool,
-        count=count,
-        replacement=replacement,
-    )
 
 
 # ---------------------------------------------------------------- examples

@@ -33,6 +33,7 @@ from devicepool.client.pool_client import PoolClient
 from devicepool.testing import create_device, eventually, pool_manifest
 from devicepool.testing import stats as emulator_stats
 from devicepool.workflows.shared.protocol import PermitIntent
+from tests.helpers.emulator import provider_devices
 from tests.helpers.ratelimit_stack import CAP, SETTINGS, WINDOW, WINDOW_V, name
 from tests.helpers.transports import CountingTransport
 from tests.helpers.workflow_stack import start_pool
@@ -52,16 +53,6 @@ def max_in_window(times: list[float]) -> int:
             start += 1
         best = max(best, end - start + 1)
     return best
-
-
-async def provider_devices(control: httpx.AsyncClient, key: str, pool: str) -> list[dict[str, Any]]:
-    response = await control.get(
-        "/api/v1/devices",
-        params={"label": f"pool={pool}", "page_size": 100},
-        headers={"Authorization": f"Bearer {key}"},
-    )
-    response.raise_for_status()
-    return [d for d in response.json()["items"] if d["status"] != "terminated"]
 
 
 def all_ready(control: httpx.AsyncClient, key: str, pool: str, n: int) -> Any:

@@ -17,6 +17,7 @@ from devicepool.activities.models import LedgerConfig
 from devicepool.workflows.ledger.dealing import deal
 from devicepool.workflows.ledger.state import CAP_RECOUNT, CAP_RECOUNT_MAX, LedgerState, LedgerView
 from devicepool.workflows.shared.protocol import PermitRequest, PermitsUsed
+from tests.helpers.ratelimit_stack import permit_request as req
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -30,12 +31,6 @@ def capped(max_devices: int | None, capacity: int = 100) -> LedgerState:
             max_devices=max_devices,
             cap_text=f"maxDevices {max_devices}",
         )
-    )
-
-
-def req(request_id: str, pool: str, count: int) -> PermitRequest:
-    return PermitRequest(
-        request_id=request_id, requester=f"batch/{request_id}", pool=pool, count=count
     )
 
 

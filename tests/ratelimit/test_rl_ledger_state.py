@@ -14,6 +14,7 @@ from devicepool.activities.models import MAX_RETRY_AFTER_SECONDS, LedgerConfig, 
 from devicepool.workflows.ledger.dealing import deal
 from devicepool.workflows.ledger.state import LedgerState, Outstanding
 from devicepool.workflows.shared.protocol import PermitIntent, PermitRequest, PermitsUsed
+from tests.helpers.ratelimit_stack import permit_request as req
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 CONFIG = LedgerConfig(capacity=5, window_seconds=60, margin_seconds=1)
@@ -22,16 +23,6 @@ SPAN = timedelta(seconds=61)
 
 def sec(n: float) -> timedelta:
     return timedelta(seconds=n)
-
-
-def req(request_id: str, pool: str, count: int, *, lease: float = 600) -> PermitRequest:
-    return PermitRequest(
-        request_id=request_id,
-        requester=f"batch/{request_id}",
-        pool=pool,
-        count=count,
-        lease_seconds=lease,
-    )
 
 
 def state(**fields: object) -> LedgerState:
@@ -100,7 +91,7 @@ def test_next_wake_is_the_earliest_expiry_while_someone_waits() -> None:
 
 
 def test_issue_books_each_grant_in_the_deals_order() -> None:
-    s = state(queue=[req("a1", "a", 3, lease=30), req("b1", "b", 1)], next_grant=7)
+    s = state(queue=[req("a1", "a", 3, lease_seconds=30), req("b1", "b", 1)], next_grant=7)
     issued = s.issue({"b1": 1, "a1": 2}, NOW)
     assert [(i.grant.grant_id, i.grant.request_id, i.grant.count) for i in issued] == [
         ("7", "b1", 1),

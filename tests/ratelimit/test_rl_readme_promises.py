@@ -45,6 +45,7 @@ from devicepool.api.names import (
 )
 from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import Accepted, ScaleRequest
+from tests.helpers.emulator import provider_devices
 from tests.helpers.histories import run_histories
 from tests.helpers.ratelimit_stack import ACCOUNTS, CAP, SETTINGS, SPEED, WINDOW_V, name
 from tests.helpers.transports import CountingTransport
@@ -129,16 +130,6 @@ async def idle_account(client: Client, control: httpx.AsyncClient, account: str)
         raise AssertionError(f"{err}: {last}") from None
 
 
-async def provider_devices(control: httpx.AsyncClient, account: str, pool: str) -> list[Any]:
-    response = await control.get(
-        "/api/v1/devices",
-        params={"label": f"pool={pool}", "page_size": 100},
-        headers={"Authorization": f"Bearer {ACCOUNTS[account]}"},
-    )
-    response.raise_for_status()
-    return [d for d in response.json()["items"] if d["status"] != "terminated"]
-
-
 async def fill_window(control: httpx.AsyncClient, account: str, label: str) -> None:
     """Another tool on the same account takes the provider's whole window, behind the ledger."""
     for i in range(CAP):
@@ -159,7 +150,7 @@ async def fill_window(control: httpx.AsyncClient, account: str, label: str) -> N
 
 
 async def remove(control: httpx.AsyncClient, account: str, label: str) -> None:
-    for device in await provider_devices(control, account, label):
+    for device in await provider_devices(control, ACCOUNTS[account], label):
         await control.delete(
             f"/api/v1/devices/{device['id']}",
             headers={"Authorization": f"Bearer {ACCOUNTS[account]}"},
@@ -208,7 +199,7 @@ async def test_a_429_pauses_the_ledger_then_it_restarts_with_one_permit_doubling
             pytest.fail("the scale-up asked only after the pause ended: inconclusive")
 
         async def ready() -> bool:
-            devices = await provider_devices(rl_control, account, pool)
+            devices = await provider_devices(rl_control, ACCOUNTS[account], pool)
             return len(devices) == 5 and all(d["status"] == "ready" for d in devices)
 
         await eventually(ready, timeout=30, what="5 ready")
@@ -276,7 +267,7 @@ async def test_a_replacement_is_granted_ahead_of_growth_in_a_full_window(
     try:
 
         async def one_ready() -> list[Any] | None:
-            devices = await provider_devices(rl_control, account, pool)
+            devices = await provider_devices(rl_control, ACCOUNTS[account], pool)
             ok = len(devices) == 1 and devices[0]["status"] == "ready"
             return devices if ok else None
 
@@ -315,7 +306,7 @@ async def test_a_replacement_is_granted_ahead_of_growth_in_a_full_window(
         try:
             events = await eventually(dealt, timeout=20, what="the replacement and growth dealt")
         except AssertionError as err:
-            devices = await provider_devices(rl_control, account, pool)
+            devices = await provider_devices(rl_control, ACCOUNTS[account], pool)
             statuses = sorted(d["status"] for d in devices)
             raise AssertionError(f"{err}; the pool's last requests: {seen}; {statuses}") from None
     finally:
