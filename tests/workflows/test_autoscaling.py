@@ -126,8 +126,8 @@ def test_idle_since_is_kept_per_member() -> None:
 
 
 def test_scale_is_refused_and_apply_keeps_the_size() -> None:
-    assert scale_refusal("p", None) is None
-    refusal = scale_refusal("p", SPEC)
+    assert scale_refusal(None) is None
+    refusal = scale_refusal(SPEC)
     assert refusal is not None and "autoscale.minReplicas/maxReplicas" in refusal
     assert "devicepool apply" in refusal
     base = {"platform": "android", "region": "us-west"}

@@ -400,7 +400,7 @@ class Reconciler(Generic[SpecT, StateT]):
         self.kind.check_replicas(request.replicas)
 
     def _refuse_if_autoscaled(self) -> None:
-        refusal = autoscaling.scale_refusal(self.name, getattr(self.spec, "autoscale", None))
+        refusal = autoscaling.scale_refusal(getattr(self.spec, "autoscale", None))
         if refusal is not None:
             raise ValueError(refusal)
 
