@@ -55,9 +55,9 @@ class AccountSettings(BaseModel):
     name: str
     # Which provider adapter speaks to it (`activities.providers.PROVIDER_APIS`).
     api: str = "rest"
-    # `api: bitbrowser` served by a node worker (worker config `node`): the node of
-    # that name speaks to its Local API, this process never does (no URL, no key
-    # here). "": this process speaks to `base_url` itself.
+    # Served by a node worker (worker config `node`; `api: bitbrowser` or `geelark`):
+    # the node of that name speaks to the provider, this process never does (no URL,
+    # no key here). "": this process speaks to `base_url` itself.
     node: str = ""
     base_url: str = ""
     api_key: SecretStr = SecretStr("")

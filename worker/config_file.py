@@ -57,8 +57,9 @@ class BillingFile(_FileModel):
 class AccountFile(_FileModel):
     # The provider adapter that speaks to the account (`activities.providers.PROVIDER_APIS`).
     api: str = "rest"
-    # `api: bitbrowser` only: the node worker whose Local API is logged into the
-    # account (its calls go there). Exactly one of `node` and `baseUrl`.
+    # The node worker that serves the account (its calls go there). `api: bitbrowser`:
+    # required, the node whose Local API is logged into the account, exactly one of
+    # `node` and `baseUrl`. `api: geelark`: optional, the node that holds the key.
     node: str | None = None
     base_url: str | None = None
     api_key_file: str | None = None

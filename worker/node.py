@@ -2,8 +2,9 @@
 
 It serves `node_task_queue(NAME)` with the node activities only, and with cloud-phone accounts
 naming this node, their provider calls (`node_phone_task_queue`) and watches
-(`node_watch_task_queue`), all under ONE `PhonePacer` (the Local API's 1 cloud-phone request a
-second). Every `--node-heartbeat-seconds` it beats at the node registry. Flags, config and
+(`node_watch_task_queue`): BitBrowser's all under ONE `PhonePacer` (the Local API's 1
+cloud-phone request a second), GeeLark's at GeeLark under their key's one pacer and breaker
+(docs/providers.md, 'One process serves a GeeLark account'). Every `--node-heartbeat-seconds` it beats at the node registry. Flags, config and
 why: docs/browserpools.md, 'Running a node worker'."""
 
 from __future__ import annotations
@@ -226,8 +227,9 @@ def node_activities(
 def node_phone_activities(
     options: NodeOptions, *, transport: httpx.AsyncBaseTransport | None = None
 ) -> DeviceActivities | None:
-    """The provider activities of the cloud-phone accounts this node serves (None: none), all
-    under ONE pacer: every call reaches this node's Local API.
+    """The provider activities of the cloud-phone accounts this node serves (None: none): the
+    BitBrowser ones under ONE pacer (every call reaches this node's Local API), each GeeLark
+    one under its own key's (in this one process: the account's).
     """
     if not options.accounts:
         return None

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from devicepool.activities.accounts import AccountProviders
 from devicepool.api.errors import ErrorType
@@ -133,3 +134,25 @@ def test_a_node_that_cannot_read_the_geelark_key_says_which_field(tmp_path: Path
             node="gl-node", labels=[], bitbrowser_url="http://127.0.0.1:54399", config=config
         )
     assert "accounts.gl.apiKeyFile" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_the_shipped_geelark_by_node_example_loads_on_both_sides(tmp_path: Path) -> None:
+    example = Path(__file__).parents[2] / "examples" / "worker" / "devicepool.yaml"
+    lines = example.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  # geelark:"))
+    block = ["  geelark:"]
+    for line in lines[start + 1 :]:
+        if not line.startswith("  #   "):
+            break
+        block.append("    " + line[len("  #   ") :].split("  #", 1)[0].rstrip())
+    (tmp_path / "geelark.key").write_text(KEY)
+    text = "accounts:\n" + "\n".join(block) + "\n"
+    text = text.replace("/run/secrets/geelark", "geelark.key")
+    config = tmp_path / "w.yaml"
+    config.write_text(text)
+    main = build_config(yaml.safe_load(text), base_dir=tmp_path / "none", env={})
+    assert main.settings.account_nodes == {"geelark": "gl-node"}
+    node = load_node_options(
+        node="gl-node", labels=[], bitbrowser_url="http://127.0.0.1:1", config=config, env={}
+    )
+    assert node.accounts["geelark"].api_key.get_secret_value() == KEY
