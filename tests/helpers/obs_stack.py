@@ -1,15 +1,17 @@
 """The stack of each tests/observability module: what it is (`ObsStack`) and when its worker serves.
 
 tests/observability/conftest.py starts it: a dev server with the Web UI, the
-emulator over real HTTP and the production `run_worker`; `ObsStack` scrapes the
-worker's `/metrics` and sets the emulator's faults.
+emulator over real HTTP and the production `run_worker` (`worker_running`); `ObsStack`
+scrapes the worker's `/metrics` and sets the emulator's faults.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import uvicorn
@@ -22,6 +24,7 @@ from devicepool.api.names import ledger_workflow_id
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.testing import ControlPlane
 from devicepool.worker.config import WorkerConfig
+from devicepool.worker.main import run_worker
 from tests.helpers.metrics import samples_of
 from tests.helpers.servers import InProcessServer
 from tests.helpers.settings import FAST, proxy_pools
@@ -70,6 +73,34 @@ async def worker_serves(client: Client, account: str, worker: asyncio.Task[None]
                 return
         await asyncio.sleep(0.1)
     raise AssertionError(f"no running ledger for account {account!r} after 15 s")
+
+
+@contextlib.asynccontextmanager
+async def worker_running(
+    config: WorkerConfig, client: Client, accounts: Iterable[str], *, every: float, **more: Any
+) -> AsyncIterator[None]:
+    """The production worker on `client`, its /metrics on 127.0.0.1, its pool gauges and
+    statuses read every `every` seconds, once it serves `accounts`; stopped on the way out."""
+    stop = asyncio.Event()
+    worker = asyncio.create_task(
+        run_worker(
+            config,
+            client,
+            shutdown_event=stop,
+            metrics_host="127.0.0.1",
+            pool_metrics_max_age=every,
+            pool_status_max_age=every,
+            **more,
+        )
+    )
+    try:
+        for account in accounts:
+            await worker_serves(client, account, worker)
+        yield
+    finally:
+        stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(worker, 30)
 
 
 def emulator_server(api_key: str, port: int, seed: int) -> InProcessServer:

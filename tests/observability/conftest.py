@@ -15,19 +15,18 @@ uvicorn in this event loop, so the worker config is the production shape too.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
 
 from devicepool.testing import free_ports
-from devicepool.worker.main import run_worker, sdk_runtime
+from devicepool.worker.main import sdk_runtime
 from tests.helpers.obs_stack import (
     API_KEY,
     ObsStack,
     emulator_server,
     worker_config,
-    worker_serves,
+    worker_running,
 )
 from tests.helpers.servers import dev_server
 
@@ -44,25 +43,12 @@ async def obs_stack(request: pytest.FixtureRequest) -> AsyncIterator[ObsStack]:
     serving = asyncio.create_task(server.serve())
     config = worker_config(API_KEY, emulator_url, "pw", metrics_port)
     async with await dev_server(runtime=runtime, ui=True, ui_port=ui_port) as env:
-        stop = asyncio.Event()
-        worker = asyncio.create_task(
-            run_worker(
-                config,
-                env.client,
-                shutdown_event=stop,
-                metrics_host="127.0.0.1",
-                sdk_metrics=buffer,
-                pool_metrics_max_age=every,
-                pool_status_max_age=every,
-            )
-        )
         stack = ObsStack(env.client, ui_port, f"http://127.0.0.1:{metrics_port}", emulator_url)
         try:
-            await worker_serves(env.client, "default", worker)
-            yield stack
+            async with worker_running(
+                config, env.client, ["default"], every=every, sdk_metrics=buffer
+            ):
+                yield stack
         finally:
-            stop.set()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(worker, 30)
             server.should_exit = True
             await serving

@@ -44,9 +44,8 @@ from devicepool.client import PoolClient
 from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.testing import ControlPlane, eventually, free_port, free_ports, pool_manifest
 from devicepool.worker.config import WorkerConfig
-from devicepool.worker.main import run_worker
 from tests.helpers.manifests import beta_pool
-from tests.helpers.obs_stack import OBS_SETTINGS, worker_serves
+from tests.helpers.obs_stack import OBS_SETTINGS, worker_running
 from tests.helpers.servers import InProcessServer, dev_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -239,28 +238,11 @@ async def stack(
             await dev_server() as env,
             httpx.AsyncClient(base_url=emulator_url, timeout=5) as http,
         ):
-            stop = asyncio.Event()
-            worker = asyncio.create_task(
-                run_worker(
-                    config,
-                    env.client,
-                    shutdown_event=stop,
-                    metrics_host="127.0.0.1",
-                    pool_metrics_max_age=GAUGES_EVERY,
-                    pool_status_max_age=GAUGES_EVERY,
-                )
-            )
-            try:
-                for account in accounts:
-                    await worker_serves(env.client, account, worker)
+            async with worker_running(config, env.client, accounts, every=GAUGES_EVERY):
                 with prometheus_process(prometheus_binary, folder, metrics_port) as url:
                     async with httpx.AsyncClient(base_url=url, timeout=5) as prometheus:
                         pools, control = PoolClient(env.client), ControlPlane(http)
                         yield AlertStack(pools, control, provider, prometheus)
-            finally:
-                stop.set()
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(worker, 30)
     finally:
         server.should_exit = True
         await serving
