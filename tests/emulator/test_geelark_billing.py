@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.geelark import Team, team
-
-
-async def _to_next_utc_day(t: Team) -> None:
-    now = t.emulator.now()
-    await t.advance(t.emulator.days.next_midnight(now) - now + 0.001)
+from tests.helpers.geelark import team
 
 
 async def test_running_minutes_are_billed_whole_from_the_start_call_to_the_stop() -> None:
     async with team(boot_seconds=30) as t:
-        await _to_next_utc_day(t)
+        await t.to_next_utc_day()
         a, b = await t.create("a", "b")
         await t.ok("phone/start", {"ids": [a, b]})
         await t.advance(150)  # 2.5 minutes, the boot included
@@ -31,14 +26,14 @@ async def test_running_minutes_are_billed_whole_from_the_start_call_to_the_stop(
 
 async def test_the_daily_cap_applies_per_phone_and_utc_day() -> None:
     async with team(boot_seconds=0) as t:
-        await _to_next_utc_day(t)
+        await t.to_next_utc_day()
         [phone] = await t.create("a")
         await t.ok("phone/start", {"ids": [phone]})
         await t.advance(10 * 3600)  # 600 minutes: $4.20 uncapped
         stats = await t.stats()
         assert stats["billing"]["byPhone"][phone] == {"minutes": 600, "money": 1.0}
         assert stats["billing"]["capAppliedDays"] == 1
-        await _to_next_utc_day(t)  # the rest of the first day, still capped; the new day begins
+        await t.to_next_utc_day()  # the rest of the first day, still capped; the new day begins
         await t.advance(59.9)  # 0.001 s past midnight + 59.9 s: one (started) minute
         stats = await t.stats()
         assert stats["billing"]["byPhone"][phone]["money"] == pytest.approx(1.0 + 0.007)

@@ -95,21 +95,16 @@ async def test_phones_running_at_once_are_capped_with_47001() -> None:
         assert (await t.ok("phone/start", {"ids": [b]}))["successAmount"] == 1
 
 
-async def _to_next_utc_day(t: Team) -> None:
-    now = t.emulator.now()
-    await t.advance(t.emulator.days.next_midnight(now) - now + 0.001)
-
-
 async def test_daily_creates_are_a_utc_day_quota_44004() -> None:
     async with team(creates_per_day=2) as t:
-        await _to_next_utc_day(t)
+        await t.to_next_utc_day()
         rows = [phone_row(f"p{i}") for i in range(3)]
         data = await t.ok("phone/addNew", {"mobileType": "Android 12", "data": rows})
         assert [d["code"] for d in data["details"]] == [0, 0, 44004]
         assert await t.refused("phone/addNew", {"mobileType": "Android 12", "data": rows}) == 44004
         await t.advance(86400 - 2)  # the same UTC day
         assert await t.refused("phone/addNew", {"mobileType": "Android 12", "data": rows}) == 44004
-        await _to_next_utc_day(t)
+        await t.to_next_utc_day()
         await t.create("next-day")
         quotas = (await t.stats())["quotas"]
         assert (quotas["creates"], quotas["createsPerDay"]) == (1, 2)
@@ -118,7 +113,7 @@ async def test_daily_creates_are_a_utc_day_quota_44004() -> None:
 
 async def test_daily_opens_are_a_utc_day_quota_43008() -> None:
     async with team(opens_per_day=2, boot_seconds=0) as t:
-        await _to_next_utc_day(t)
+        await t.to_next_utc_day()
         a, b = await t.create("a", "b")
         await t.ok("phone/start", {"ids": [a]})
         await t.ok("phone/start", {"ids": [a]})  # already on: no second open
@@ -126,7 +121,7 @@ async def test_daily_opens_are_a_utc_day_quota_43008() -> None:
         await t.ok("phone/start", {"ids": [a]})
         data = await t.ok("phone/start", {"ids": [b]})
         assert data["failDetails"][0]["code"] == 43008
-        await _to_next_utc_day(t)
+        await t.to_next_utc_day()
         assert (await t.ok("phone/start", {"ids": [b]}))["successAmount"] == 1
 
 

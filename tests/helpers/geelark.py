@@ -115,6 +115,11 @@ class Team:
         response = await self.http.post("/_emulator/clock", json={"advanceSeconds": seconds})
         assert response.status_code == 200, response.text
 
+    async def to_next_utc_day(self) -> None:
+        """On to just past the next UTC midnight of the emulator's clock (a new day's quotas)."""
+        now = self.emulator.now()
+        await self.advance(self.emulator.days.next_midnight(now) - now + 0.001)
+
     async def faults(self, **faults: Any) -> None:
         response = await self.http.post("/_emulator/faults", json=faults)
         assert response.status_code == 200, response.text
