@@ -33,14 +33,16 @@ the boot + 10 s without a schedule, <= 5 s with one; 0 leases refused.
 **How a week is run.** Temporal's timers are wall-clock (the emulator's clock can be sped up,
 a workflow's cannot), so a week of the product is a week. Two runs, every figure labelled:
 
-- `[model]`: a discrete-event simulation of the whole week, for the four ways, that drives the
-  product's own pure decisions (`workflows/reconciler/demand.py`: `desired_from_demand`,
-  `Stabilization.apply`, `schedule_floor`, `may_go`, `next_may_go`) with the account's create
-  window and the boot: a pass on every ask, give-back, device ready and create-window slot,
-  and every 30 s (the pools' `resyncSeconds`); a ticket is granted the oldest free ready
-  device at once, FIFO. A window warms at the account's pace (`warm_start` with its creates a
-  minute and the boot). What it leaves out: the product's latencies (a pass, a create's round
-  trip, a ticket's claim), provider faults, the spend cap. About 15 s of one core.
+- `[model]`: a discrete-event simulation of the whole week, for the four ways, that sizes an
+  autoscaled pool with the product's own pass function, `autoscaling.resize` (under it
+  `desired_from_demand`, `Stabilization.apply`, `schedule_floor` at the product's warm pace,
+  `may_go`, `next_may_go`), its answer's `target` the pool's `replicas`, and the account's
+  create window and the boot: a pass on every ask, give-back, device ready, create-window slot
+  and wake `resize` asks for, and every 30 s (the pools' `resyncSeconds`); a ticket is granted
+  the oldest free ready device at once, FIFO; devices go in `may_go`'s order. What it leaves
+  out: the product's latencies (a pass, a create's round trip, a ticket's claim), when the
+  product runs a pass (the model runs one on every change of demand), provider faults, the
+  spend cap. About 20 s of one core.
 - `[dev stack]`: the product itself on the Friday ramp (`--before` 10 min before 18:00 to
   `--after` 60 min after), replayed `--speed` (20) times faster: a Temporal dev server, the
   emulator in process with its clock that much faster, the worker's workflows and activities
@@ -99,13 +101,8 @@ from devicepool.emulator.config import EmulatorConfig
 from devicepool.worker.accounts import register_accounts
 from devicepool.worker.build import account_workers, pool_queue_workers
 from devicepool.workflows.pool.messages import PoolInput
-from devicepool.workflows.reconciler.demand import (
-    Stabilization,
-    desired_from_demand,
-    may_go,
-    next_may_go,
-    schedule_floor,
-)
+from devicepool.workflows.reconciler.autoscaling import resize
+from devicepool.workflows.reconciler.demand import Stabilization, may_go
 
 START = datetime(2026, 12, 1, tzinfo=UTC)  # a Tuesday
 WEEK = 7 * 86400.0
@@ -329,6 +326,8 @@ class Model:
         self.asked: dict[int, float] = {}
         self.creates: deque[float] = deque()  # grant times still in the account's window
         self.stabilization = Stabilization()
+        self.replicas = way.replicas  # the spec's, which `resize` sets for an autoscaled pool
+        self.wakes: set[float] = set()
         self.events: list[tuple[float, int, int, int | str]] = []
         self.seq = 0
         self.made = 0
@@ -416,23 +415,39 @@ class Model:
             self.push(self.now + self.trace[index].hold, END, device.id)
 
     def desired(self, t: float) -> int:
+        """The size for a pass at `t`: `replicas`, or the product's own `resize` (which
+        applies stabilization, the schedule's floor and who may go, and says when to look
+        again)."""
         spec = self.way.autoscale
         if spec is None:
             return self.way.replicas
         moment = self.start + timedelta(seconds=t)
-        floor = 0
-        if self.way.schedule:
-            floor = schedule_floor(
-                self.way.schedule,
-                moment,
-                creates_per_minute=self.limits.creates_per_minute,
-                boot_seconds=self.limits.boot,
-            )
-        leased = sum(1 for d in self.devices.values() if d.lease is not None)
-        sizing = desired_from_demand(
-            leased, len(self.queue), spec, floor, current=len(self.devices)
+        leases = {d.id for d in self.devices.values() if d.lease is not None}
+        resized = resize(
+            autoscale=spec,
+            schedule=self.way.schedule,
+            leased=len(leases),
+            queued=len(self.queue),
+            members=list(self.devices),
+            leases=leases,
+            idle_since=self.idle_since(),
+            stabilization=self.stabilization,
+            current=self.replicas,
+            now=moment,
         )
-        return self.stabilization.apply(sizing, now=moment, window=spec.stabilization).desired
+        self.replicas = resized.target
+        wake = None if resized.wake is None else (resized.wake - self.start).total_seconds()
+        if wake is not None and wake not in self.wakes:  # one pass for each time asked
+            self.wakes.add(wake)
+            self.push(wake, WAKE)
+        return resized.target
+
+    def idle_since(self) -> dict[str, datetime]:
+        return {
+            d.id: self.start + timedelta(seconds=d.idle_since)
+            for d in self.devices.values()
+            if d.idle_since is not None
+        }
 
     def grow(self, wanted: int) -> None:
         while self.creates and self.creates[0] <= self.now - self.limits.window:
@@ -455,25 +470,18 @@ class Model:
             self.push(ready, READY, device.id)
 
     def shrink(self, extra: int) -> None:
+        """`extra` devices go, as `may_go` orders them (`resize` has left no more than it
+        names)."""
         spec = self.way.autoscale
         if spec is None:  # a static pool above its replicas: never here
             return
         moment = self.start + timedelta(seconds=self.now)
         leases = {d.id for d in self.devices.values() if d.lease is not None}
-        idle = {
-            d.id: self.start + timedelta(seconds=d.idle_since)
-            for d in self.devices.values()
-            if d.idle_since is not None
-        }
-        going = may_go(self.devices, leases, idle, spec.scale_down_after, moment)[:extra]
-        for device_id in going:
+        going = may_go(self.devices, leases, self.idle_since(), spec.scale_down_after, moment)
+        for device_id in going[:extra]:
             device = self.devices.pop(device_id)
             self.out.device_seconds += self.now - device.created
             self.out.terminations += 1
-        if len(going) < extra:
-            wake = next_may_go(self.devices, leases, idle, spec.scale_down_after, moment)
-            if wake is not None:
-                self.push((wake - self.start).total_seconds(), WAKE)
 
 
 def simulate(
@@ -857,11 +865,8 @@ def main(args: argparse.Namespace) -> None:
     report(trace, shape, limits, args.seed)
     autoscales = product_autoscales()
     if args.dev_stack == "never" or (args.dev_stack == "auto" and not autoscales):
-        print(
-            "[dev stack] not run: no pool acts on `spec.autoscale` yet (docs/leases.md, 'Sizing "
-            "a pool from its demand (planned)'); every figure above is the model's",
-            flush=True,
-        )
+        why = "--dev-stack never" if args.dev_stack == "never" else "no pool takes `autoscale`"
+        print(f"[dev stack] not run ({why}): every figure above is the model's", flush=True)
         return
     segment = ramp_segment(shape, args.speed, before=args.before * 60, after=args.after * 60)
     print(
