@@ -10,8 +10,8 @@
 #   make fmt    ruff format + ruff check --fix
 #   make bench  the benchmarks (rate limits, 300 pools on one worker, idle history, offline
 #               replacement, cloud phones, cloud phones of several main workers on one node,
-#               200 clients leasing from one pool, a week of demand scaling modelled; ~30 min);
-#               each writes its section of bench/RESULTS.md
+#               200 clients leasing from one pool, a week of demand scaling modelled and its
+#               Friday ramp on the product; ~35 min); each writes its section of bench/RESULTS.md
 #   make ui-screenshot  refresh the README's Web UI screenshots (docs/ui-pool.png, docs/ui-pools.png)
 
 PYTHON ?= python3
