@@ -49,7 +49,8 @@ async def check_search_attributes(client: Client) -> None:
     if missing:
         pairs = " ".join(f"--search-attribute {n}={SEARCH_ATTRIBUTES[n]}" for n in missing)
         raise SearchAttributesMissing(
-            f"search attribute {', '.join(missing)} not registered on namespace {namespace}: "
+            f"search attribute{'s' if len(missing) > 1 else ''} {', '.join(missing)} not "
+            f"registered on namespace {namespace}: "
             f"pools would be stuck; run `devicepool setup` (Temporal Cloud: "
             f"`tcld namespace search-attributes add --namespace {namespace} {pairs}`)"
         )
