@@ -8,7 +8,9 @@ starts. Why: docs/operations.md, 'Upgrading safely'."""
 from __future__ import annotations
 
 import logging
+import re
 
+from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
@@ -44,7 +46,15 @@ async def check_search_attributes(client: Client) -> None:
             },
         )
         return
-    known = set(answer.custom_attributes) | set(answer.system_attributes)
+    known = {**answer.system_attributes, **answer.custom_attributes}
+    for name, wanted in SEARCH_ATTRIBUTES.items():
+        have = known.get(name)
+        if have is not None and have != _indexed(wanted):
+            said = IndexedValueType.Name(have).removeprefix("INDEXED_VALUE_TYPE_")
+            raise SearchAttributesMissing(
+                f"search attribute {name} is registered on namespace {namespace} as {said}, "
+                f"devicepool needs {wanted}: pools would be stuck"
+            )
     missing = [name for name in SEARCH_ATTRIBUTES if name not in known]
     if missing:
         pairs = " ".join(f"--search-attribute {n}={SEARCH_ATTRIBUTES[n]}" for n in missing)
@@ -54,3 +64,9 @@ async def check_search_attributes(client: Client) -> None:
             f"pools would be stuck; run `devicepool setup` (Temporal Cloud: "
             f"`tcld namespace search-attributes add --namespace {namespace} {pairs}`)"
         )
+
+
+def _indexed(type_name: str) -> IndexedValueType.ValueType:
+    """ "Datetime" (as `SEARCH_ATTRIBUTES` spells it) as the API's INDEXED_VALUE_TYPE_DATETIME."""
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", type_name).upper()
+    return IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{snake}")

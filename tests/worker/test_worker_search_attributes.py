@@ -17,7 +17,11 @@ from devicepool.activities.models import PoolSettings
 from devicepool.api.names import SA_ROW_AT, SEARCH_ATTRIBUTES
 from devicepool.worker import main as worker_main
 from devicepool.worker.config import WorkerConfig
-from devicepool.worker.registered import SearchAttributesMissing, check_search_attributes
+from devicepool.worker.registered import (
+    SearchAttributesMissing,
+    _indexed,
+    check_search_attributes,
+)
 
 KEYWORD = IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
 
@@ -45,9 +49,16 @@ def _registered(*names: str) -> ListSearchAttributesResponse:
     return ListSearchAttributesResponse(custom_attributes=dict.fromkeys(names, KEYWORD))
 
 
+def _typed(*names: str) -> ListSearchAttributesResponse:
+    """`names` registered with the types devicepool gives them."""
+    return ListSearchAttributesResponse(
+        custom_attributes={n: _indexed(SEARCH_ATTRIBUTES[n]) for n in names}
+    )
+
+
 async def test_a_namespace_without_the_row_time_is_refused_in_one_line() -> None:
     before = [name for name in SEARCH_ATTRIBUTES if name != SA_ROW_AT]  # a v0.2 namespace
-    client = _Client(_Operator(_registered(*before)))
+    client = _Client(_Operator(_typed(*before)))
     with pytest.raises(SearchAttributesMissing) as refused:
         await check_search_attributes(client)  # type: ignore[arg-type]
     said = str(refused.value)
@@ -62,7 +73,7 @@ async def test_a_namespace_without_the_row_time_is_refused_in_one_line() -> None
 
 
 async def test_every_attribute_registered_starts() -> None:
-    await check_search_attributes(_Client(_Operator(_registered(*SEARCH_ATTRIBUTES))))  # type: ignore[arg-type]
+    await check_search_attributes(_Client(_Operator(_typed(*SEARCH_ATTRIBUTES))))  # type: ignore[arg-type]
 
 
 async def test_a_list_not_allowed_warns_and_starts(caplog: pytest.LogCaptureFixture) -> None:
@@ -83,3 +94,13 @@ async def test_the_worker_stops_before_anything_polls(monkeypatch: pytest.Monkey
     config = WorkerConfig(accounts={}, proxy_pools={}, settings=PoolSettings())
     with pytest.raises(SearchAttributesMissing, match="DevicePoolPlatform"):
         await worker_main.run_worker(config, client, shutdown_event=asyncio.Event())  # type: ignore[arg-type]
+
+
+async def test_an_attribute_of_another_type_is_refused() -> None:
+    answer = _registered(*SEARCH_ATTRIBUTES)  # every one a Keyword: DevicePoolRowAt is not
+    with pytest.raises(SearchAttributesMissing) as refused:
+        await check_search_attributes(_Client(_Operator(answer)))  # type: ignore[arg-type]
+    assert str(refused.value).startswith(
+        "search attribute DevicePoolDesired is registered on namespace prod as KEYWORD, "
+        "devicepool needs Int"
+    )
