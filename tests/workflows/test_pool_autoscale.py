@@ -25,6 +25,10 @@ from tests.helpers.workflow_stack import Workers, pool_devices
 
 pytestmark = pytest.mark.devserver
 
+# The production watch: a quiet pool's listing answers only after an hour. Demand must wake
+# the pool itself (a ticket, a grant, a lease's end), not the watch's timeout.
+QUIET = FAST.model_copy(update={"watch_max_seconds": 3600.0, "resync_seconds": 30.0})
+
 
 def autoscale(**fields: Any) -> dict[str, Any]:
     return {"autoscale": {"maxReplicas": 5, "stabilization": "0s", **fields}}
@@ -96,6 +100,72 @@ async def test_a_pool_at_zero_grows_for_its_tickets_and_shrinks_when_idle(
         assert (await handle.query("status"))["desiredFromDemand"] == 1
     finally:
         await handle.cancel()
+
+
+async def test_a_quiet_pool_at_zero_grows_for_a_ticket_and_shrinks_after_release(
+    env: Any, workers: Any, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    """With the watch answering after an hour (the default), demand alone wakes the pool: a
+    ticket at zero is granted within its wait, and the device given back goes after
+    `scaleDownAfter`, not when the watch answers."""
+    spec = autoscale(scaleDownAfter="2s")
+    handle = await start_beta_pool(env.client, pool_name, 0, settings=QUIET, **spec)
+    try:
+
+        async def sized_at_zero() -> bool:
+            return (await handle.query("status")).get("desiredFromDemand") == 0
+
+        await eventually(sized_at_zero, what="sized at zero", timeout=30)
+        lease_id = await _held(handle, "h0", timeout=45)
+        await eventually(lambda: _count_is(control, pool_name, 1), what="one device", timeout=5)
+        await release(handle, lease_id)
+        # scaleDownAfter (2 s) and a pass: well before anything else would wake the pool.
+        await eventually(lambda: _count_is(control, pool_name, 0), what="shrunk", timeout=12)
+    finally:
+        await handle.cancel()
+
+
+async def test_a_grant_out_of_a_quiet_pools_buffer_makes_the_buffer_again(
+    env: Any, workers: Any, control: httpx.AsyncClient, pool_name: str
+) -> None:
+    """`idleBuffer: 1`: the device leased out of it is replaced by a new idle one at once,
+    with no listing news to wake the pool."""
+    spec = autoscale(idleBuffer=1)
+    handle = await start_beta_pool(env.client, pool_name, 0, settings=QUIET, **spec)
+    try:
+
+        async def buffer_ready() -> bool:
+            status = await handle.query("status")
+            return status.get("readyDevices") == 1 and status.get("desiredFromDemand") == 1
+
+        await eventually(buffer_ready, what="the buffer ready", timeout=60)
+        answer = await handle.execute_update(
+            names.UPDATE_LEASE, LeaseRequest(holder="h0"), result_type=LeaseAnswer
+        )
+        assert answer.granted is not None, answer  # out of the buffer, at once
+        await eventually(lambda: _count_is(control, pool_name, 2), what="refilled", timeout=30)
+        assert (await handle.query("status"))["desiredFromDemand"] == 2
+    finally:
+        await handle.cancel()
+
+
+async def _held(handle: Any, holder: str, *, timeout: float) -> str:
+    """A lease asked with a wait, claimed once offered: its id."""
+    answer = await handle.execute_update(
+        names.UPDATE_LEASE,
+        LeaseRequest(holder=holder, wait="60s"),
+        result_type=LeaseAnswer,
+        id=f"ask-{uuid.uuid4().hex[:6]}",
+    )
+    if answer.granted is not None:
+        return answer.granted.lease
+    ticket = answer.ticket or ""
+
+    async def offer() -> bool:
+        return await offered(handle, ticket) is not None
+
+    await eventually(offer, what=f"{holder}'s ticket offered", timeout=timeout)
+    return (await claim(handle, ticket)).lease
 
 
 async def test_a_burst_of_twenty_tickets_at_zero_is_served_first_come_and_a_restart_holds(

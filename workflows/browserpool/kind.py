@@ -286,11 +286,14 @@ class BrowserKind:
     async def wait(self, outcome: Outcome) -> None:
         """Until a change, or the resync (sooner after work was done)."""
         every = self.h.settings.resync_seconds
-        if outcome.done or self.h.dirty:
+        # `replan`: an autoscaled pool's demand moved (`Reconciler.demand_moved`); no other
+        # BrowserPool sets it, so their waits are as before.
+        h = self.h
+        if outcome.done or h.dirty or h.replan:
             every = min(every, SOON)
-        self.h.dirty = False
+        h.dirty = h.replan = False
         await wait_condition(
-            lambda: self.h.dirty, timeout=timedelta(seconds=every), summary="resync"
+            lambda: h.dirty or h.replan, timeout=timedelta(seconds=every), summary="resync"
         )
 
     # ------------------------------------------------------------------ teardown

@@ -98,6 +98,7 @@ class Leasing(LeaseChecks):
         seen = self.settle()
         outcome = self.book.request(**self._asked(request, seen), new_id=self._new_id)
         self.shown()
+        self.h.demand_moved()  # a grant or a ticket: an autoscaled pool may grow now
         if isinstance(outcome, Lease):
             self.book.remember_asked(update_id, outcome.id)
             self._said_granted(outcome)
@@ -148,6 +149,7 @@ class Leasing(LeaseChecks):
                 request.ask, holder=holder, refusal=refusal, message=outcome.message, now=now
             )
         self.shown()
+        self.h.demand_moved()
 
     def give_back(self, request: ReleaseRequest) -> None:
         """Signal `lease_give_back`: `release` without an answer. An id the pool does not
@@ -205,6 +207,7 @@ class Leasing(LeaseChecks):
                 self._ended([cancelled], replace=False)
                 self.settle()  # the device goes to the next ticket
             self.shown()
+            self.h.demand_moved()
             said = f"ticket {request.lease} dropped" + (
                 f" (its offer of {cancelled.device} ended)" if cancelled.device else ""
             )
@@ -223,6 +226,7 @@ class Leasing(LeaseChecks):
         self._ended([ended], replace=replace)
         self.settle()  # the member may go straight to a waiting ticket
         self.shown()
+        self.h.demand_moved()  # an autoscaled pool's member may go after scaleDownAfter
         said = f"{ended.device} released" + (", and replaced" if replace else "")
         return ReleaseAnswer(reason=ended.reason.value, message=said, released_now=True)
 
@@ -335,6 +339,7 @@ class Leasing(LeaseChecks):
 
             await wait_condition(earlier, timeout=timeout, summary="lease deadline")
             self.settle()
+            self.h.demand_moved()  # tickets and leases ended, offers made
             self.h.write_row_if_due()
             self.h.autoscale_wake_if_due()
 

@@ -182,31 +182,8 @@ class Reconciler(Generic[SpecT, StateT]):
             return
         if not workflow.patched(AUTOSCALE_PATCH):
             return
-        now, book = workflow.now(), self.leasing.book
-        members = self.kind.lease_members()
-        leased_ids = book.devices()
-        free = [c.id for c in self.kind.lease_candidates() if c.id not in leased_ids]
-        book.idle_since = autoscaling.track_idle(
-            book.idle_since, members=members, free=free, leased=leased_ids, now=now
-        )
-        known = members is not None
-        queued = autoscaling.queued_demand(
-            book.tickets, lambda selector: self.kind.lease_problem(selector) is None
-        )
+        resized, known = self._resize(spec, dry=False)
         current = self.spec.replicas
-        resized = autoscaling.resize(
-            autoscale=spec,
-            schedule=getattr(self.spec, "schedule", None) or (),
-            leased=len(book.leases) if known else None,
-            queued=queued if known else None,
-            members=members,
-            leases=leased_ids,
-            idle_since=book.idle_since,
-            stabilization=book.stabilization,
-            current=current,
-            now=now,
-            order=self.kind.scale_down_order(),
-        )
         self.autoscale_due = resized.wake
         why = resized.sizing.describe()
         if resized.held_for_idle:
@@ -220,6 +197,58 @@ class Reconciler(Generic[SpecT, StateT]):
         self._autoscale_shown(
             resized.sizing.desired, autoscaling.schedule_shown(resized.schedule), why, known=known
         )
+
+    def demand_moved(self) -> None:
+        """A lease message (or the reaper) moved an autoscaled pool's demand: a pass now
+        (`replan`: on what the pool knows) if the size it asks for moves; else the
+        autoscaler's wake brought forward if it must (a member given back may go after
+        `scaleDownAfter`). A quiet pool's watch answers only after an hour: without this a
+        ticket would wait for it. Nothing on a pool without `autoscale`: its commands are
+        those of before."""
+        spec = getattr(self.spec, "autoscale", None)
+        if spec is None or self.s.deleting or not workflow.patched(AUTOSCALE_PATCH):
+            return
+        resized, _ = self._resize(spec, dry=True)
+        if resized.target != self.spec.replicas:
+            self.replan = True
+            return
+        due, wake = self.autoscale_due, resized.wake
+        if wake is not None and (due is None or wake < due):
+            self.autoscale_due = wake
+
+    def _resize(self, spec: Any, *, dry: bool) -> tuple[autoscaling.Resize, bool]:
+        """This moment's `resize`, and whether the members are known. `dry`: nothing of the
+        book (idle members, stabilization) is written, as a handler asks between passes."""
+        now, book = workflow.now(), self.leasing.book
+        members = self.kind.lease_members()
+        leased_ids = book.devices()
+        free = [c.id for c in self.kind.lease_candidates() if c.id not in leased_ids]
+        idle_since = autoscaling.track_idle(
+            book.idle_since, members=members, free=free, leased=leased_ids, now=now
+        )
+        stabilization = book.stabilization
+        if dry:
+            stabilization = stabilization.model_copy(deep=True)
+        else:
+            book.idle_since = idle_since
+        known = members is not None
+        queued = autoscaling.queued_demand(
+            book.tickets, lambda selector: self.kind.lease_problem(selector) is None
+        )
+        resized = autoscaling.resize(
+            autoscale=spec,
+            schedule=getattr(self.spec, "schedule", None) or (),
+            leased=len(book.leases) if known else None,
+            queued=queued if known else None,
+            members=members,
+            leases=leased_ids,
+            idle_since=idle_since,
+            stabilization=stabilization,
+            current=self.spec.replicas,
+            now=now,
+            order=self.kind.scale_down_order(),
+        )
+        return resized, known
 
     def _autoscale_shown(
         self, desired: int | None, window: str | None, why: str | None, *, known: bool = True
