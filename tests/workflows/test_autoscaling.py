@@ -88,6 +88,44 @@ def test_a_schedule_warms_the_pool_before_its_window() -> None:
     assert inside.wake == opens + timedelta(hours=1)
 
 
+def test_each_window_of_a_schedule_wakes_the_pool_for_its_own_warm_up() -> None:
+    """A later, larger window must start growing before a sooner, smaller one's warm-up: the
+    wake is the soonest of every window's."""
+    spec = SPEC.model_copy(update={"max_replicas": 500})
+    small = ScheduleWindow.model_validate(
+        {"cron": "0 18 * * fri", "duration": "1h", "minReplicas": 1}
+    )
+    large = ScheduleWindow.model_validate(
+        {"cron": "5 18 * * fri", "duration": "1h", "minReplicas": 300}
+    )
+    # 300 at 10 a minute, then a boot: 32 minutes before 18:05.
+    warms = T0.replace(hour=17, minute=33)
+    early = sized(autoscale=spec, schedule=[small, large], now=T0.replace(hour=17))
+    assert early.target == 0
+    assert early.wake == warms
+    assert sized(autoscale=spec, schedule=[small, large], now=warms).target == 300
+
+
+def test_a_pass_while_a_window_warms_times_its_opening_and_its_end() -> None:
+    """Grown to the floor before the window opens, the pool may go quiet: the window's start
+    and end are still timed, and an open window's end always is."""
+    window = ScheduleWindow.model_validate(
+        {"cron": "0 18 * * fri", "duration": "1h", "minReplicas": 8}
+    )
+    opens = T0.replace(hour=18)
+    warming = sized(schedule=[window], now=opens - timedelta(minutes=1), current=8)
+    assert warming.target == 8
+    assert warming.wake == opens
+    opened = sized(schedule=[window], now=opens, current=8)
+    assert opened.wake == opens + timedelta(hours=1)
+    # Two windows in force: each one's end is timed, not only the highest floor's.
+    short = ScheduleWindow.model_validate(
+        {"cron": "30 18 * * fri", "duration": "10m", "minReplicas": 2}
+    )
+    both = sized(schedule=[window, short], now=opens + timedelta(minutes=35), current=8)
+    assert both.wake == opens + timedelta(minutes=40)
+
+
 def test_stabilization_holds_a_scale_down() -> None:
     spec = SPEC.model_copy(update={"stabilization": 600.0})
     book = Stabilization()

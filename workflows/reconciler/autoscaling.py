@@ -26,7 +26,7 @@ from devicepool.workflows.reconciler.demand import (
     may_go,
     next_may_go,
     schedule_floor,
-    warm_start,
+    schedule_wakes,
 )
 from devicepool.workflows.reconciler.lease_records import Ticket
 
@@ -201,17 +201,14 @@ def resize(
         # When the size that holds leaves the window.
         wakes.append(stabilization.seen[0].at + timedelta(seconds=sizing.stabilization))
     window = active_window(schedule, now) if schedule else ScheduleNow()
-    if window.active is not None:
-        wakes.append(window.active.end)
-    if window.next is not None:
-        wakes.append(
-            warm_start(
-                window.next.start,
-                window.next.min_replicas,
-                WARM_CREATES_PER_MINUTE,
-                WARM_BOOT_SECONDS,
-            )
+    wakes.extend(
+        schedule_wakes(
+            schedule,
+            now,
+            creates_per_minute=WARM_CREATES_PER_MINUTE,
+            boot_seconds=WARM_BOOT_SECONDS,
         )
+    )
     due = [w for w in wakes if w is not None and w > now]
     return Resize(
         sizing=sizing,

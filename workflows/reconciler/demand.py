@@ -46,6 +46,7 @@ __all__ = [
     "may_go",
     "next_may_go",
     "schedule_floor",
+    "schedule_wakes",
     "warm_start",
 ]
 
@@ -363,6 +364,30 @@ def schedule_floor(
         ):
             floors.append(window.min_replicas)
     return max(floors)
+
+
+def schedule_wakes(
+    schedule: Sequence[ScheduleWindow],
+    now: datetime,
+    *,
+    creates_per_minute: int,
+    boot_seconds: float,
+) -> list[datetime]:
+    """The moments the schedule's floor may move after `now`, every window's: the end of
+    one in force; the warm-up start (`warm_start`), the start and the end of its next. Not
+    only the soonest window's: a later, larger one warms earlier; a pool grown before its
+    window opens may go quiet, and must still be woken at the window's end."""
+    now = _utc(now)
+    wakes: list[datetime] = []
+    for index, window in enumerate(schedule):
+        last = _last_start(index, window, now)
+        if last is not None and now < last.end:
+            wakes.append(last.end)
+        upcoming = _next_start(index, window, now)
+        if upcoming is not None:
+            warm = warm_start(upcoming.start, window.min_replicas, creates_per_minute, boot_seconds)
+            wakes.extend((warm, upcoming.start, upcoming.end))
+    return [w for w in wakes if w > now]
 
 
 # ---------------------------------------------------------------- who may go
