@@ -6,6 +6,7 @@ No fixture of conftest.py: no server.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -398,3 +399,46 @@ def test_before_any_node_is_seen_no_label_is_known_to_be_missing() -> None:
     refused = leasable.problem({"color": "red"}, spec=spec, seen=None, node_labels=known)
     assert refused is not None and "can never match" in refused
     assert leasable.problem({"gpu": "yes"}, spec=spec, seen=None, node_labels=known) is None
+
+
+# ---------------------------------------------------------------------- autoscaled
+
+
+def autoscaled_kind(replicas: int, seen: Observed) -> tuple[BrowserKind, FakeHost]:
+    """A kind whose host's spec is autoscaled at `replicas`, and `seen` this pass's look."""
+    host = FakeHost()
+    host.spec = BrowserPoolSpec.model_validate(
+        {"replicas": replicas, "autoscale": {"maxReplicas": 20}}
+    )
+    host.s.generation = seen.generation
+    host.settings = SimpleNamespace(failure_streak_limit=3)
+    kind = BrowserKind(host)  # type: ignore[arg-type]
+    kind._seeing = seen
+    return kind, host
+
+
+def test_the_pass_plans_from_the_size_the_autoscaler_wrote_in_it() -> None:
+    """The autoscaler writes `replicas` after the pass looked: its plan takes that size (not
+    the next pass's, a resync later, on a profile that may have been leased and given back
+    in between)."""
+    profiles = [NodeProfile(f"p{i}", i, "node-1", True) for i in range(4)]
+    kind, host = autoscaled_kind(3, seen_of(profiles, replicas=4))
+    # Looked at 4; the autoscaler wrote 3 after the look.
+    seen = replace(seen_of(profiles), spec=host.spec.model_copy(update={"replicas": 4}))
+    placed = kind.decide(seen)
+    assert placed is not None and placed.delete == [("p3", "node-1")]
+    # A change applied since the look (another generation) is the next pass's.
+    host.s.generation += 1
+    later = kind.decide(seen)
+    assert later is not None and later.delete == []
+
+
+def test_the_autoscaler_judges_the_members_of_this_passs_look() -> None:
+    """Not the last pass's: a profile made since (slot 3) is the first a scale-down takes,
+    and is judged before the plan drops its slot."""
+    old = seen_of([NodeProfile(f"p{i}", i, "node-1", True) for i in range(3)], replicas=3)
+    now = seen_of([NodeProfile(f"p{i}", i, "node-1", True) for i in range(4)], replicas=4)
+    kind, _ = autoscaled_kind(4, now)
+    kind._last = Outcome(old, Placement())
+    assert kind.scale_down_order() == ["p3", "p2", "p1", "p0"]
+    assert kind.autoscale_members() == {"p0", "p1", "p2", "p3"}

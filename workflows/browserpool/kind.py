@@ -6,6 +6,7 @@ What a pass does: docs/architecture.md, "How a BrowserPool converges".
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -95,6 +96,9 @@ class BrowserKind:
         # The last pass's look and placement (None: none yet, or held for mixed accounts),
         # and the selected live nodes' labels: what leases are granted from.
         self._last: Outcome | None = None
+        # This pass's look, from its listing on (None: none yet, or held for mixed
+        # accounts): what the autoscaler judges, before the plan drops slots on it.
+        self._seeing: Observed | None = None
         self._node_labels: dict[str, dict[str, str]] = {}
         # The profiles the last event said were kept for their leases (a new run says so
         # again, once).
@@ -114,6 +118,7 @@ class BrowserKind:
         selected = [n for n in nodes.alive if selector_matches(spec.node_selector, n.labels)]
         self._node_labels = {n.node: dict(n.labels) for n in selected}
         if mixed := mixed_accounts(selected):
+            self._seeing = None
             return Observed(spec=spec, generation=generation, now=now, mixed=mixed)
         s.account = next((n.account for n in selected if n.account), s.account)
         alive = {n.node for n in selected}
@@ -142,7 +147,7 @@ class BrowserKind:
         )
         news, self._troubles_said = trouble_news(troubles, self._troubles_said)
         self.h.happened(*(Happened(reason, message, warning=True) for reason, message in news))
-        return Observed(
+        self._seeing = Observed(
             spec=spec,
             generation=generation,
             now=now,
@@ -153,10 +158,28 @@ class BrowserKind:
             failed=frozenset(failed),
             troubles=troubles,
         )
+        return self._seeing
+
+    def _sized(self, seen: Observed) -> Observed:
+        """`seen` with the `replicas` the autoscaler wrote after the look, in this pass
+        (`Reconciler.autoscale`): its plan takes that size, not the next pass's. A spec
+        applied since (another generation) is still the next pass's."""
+        spec = self.h.spec
+        if (
+            spec.autoscale is None
+            or seen.spec.autoscale is None
+            or seen.generation != self.h.s.generation
+            or seen.spec.replicas == spec.replicas
+        ):
+            return seen
+        return dataclasses.replace(
+            seen, spec=seen.spec.model_copy(update={"replicas": spec.replicas})
+        )
 
     def decide(self, seen: Observed) -> Placement | None:
         if seen.mixed:
             return None  # held: nothing is created, opened or deleted
+        seen = self._sized(seen)
         return decide(
             seen,
             failures=self.h.s.failures,
@@ -169,6 +192,7 @@ class BrowserKind:
     async def act(self, seen: Observed, placement: Placement | None) -> Outcome:
         if placement is None:
             return Outcome(seen, None)
+        seen = self._sized(seen)  # as `decide` planned it
         # Said before the act as well: an open may take minutes, and a node's trouble (or
         # any change) is not kept from the status, the search attributes, --wait, so long.
         self.publish(Outcome(seen, placement), generation=self.h.s.status.observed_generation)
@@ -374,11 +398,16 @@ class BrowserKind:
     def lease_members(self) -> set[str] | None:
         return None if self._last is None else leasable.members(self._last.seen)
 
+    def autoscale_members(self) -> set[str] | None:
+        """This pass's members (`lease_members` stays the last pass's: the book's reap)."""
+        return None if self._seeing is None else leasable.members(self._seeing)
+
     def scale_down_order(self) -> list[str] | None:
-        """The highest slots first: the plan drops the profiles of slots past `replicas`."""
-        if self._last is None:
+        """The highest slots first: the plan drops the profiles of slots past `replicas`.
+        This pass's look: the plan drops them on it."""
+        if self._seeing is None:
             return None
-        profiles = self._last.seen.profiles
+        profiles = self._seeing.profiles
         return [p.id for p in sorted(profiles, key=lambda p: (-p.slot, p.id))]
 
     def lease_problem(self, selector: Mapping[str, str]) -> str | None:

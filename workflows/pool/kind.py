@@ -366,6 +366,9 @@ class DevicePoolKind:
     def lease_problem(self, selector: Mapping[str, str]) -> str | None:
         return leasable.problem(selector, spec=self.spec, devices=self.devices)
 
+    def autoscale_members(self) -> set[str] | None:
+        return self.lease_members()
+
     def scale_down_order(self) -> None:
         return None  # `decide` keeps what may not go from its pick
 

@@ -105,6 +105,10 @@ class Kind(Protocol[SeenT, DecisionT, OutcomeT]):
     def lease_problem(self, selector: Mapping[str, str]) -> str | None:
         """Why no member of the pool can ever match `selector` (None: one can)."""
 
+    def autoscale_members(self) -> Collection[str] | None:
+        """The members the autoscaler judges: those of the pass's own look (a BrowserPool's
+        `lease_members` are the last pass's). None: not known (the size is held)."""
+
     def scale_down_order(self) -> Sequence[str] | None:
         """The members in the order the kind's scale-down takes them, when it cannot be told
         which to take (a BrowserPool drops its highest slots): an autoscaled pool then

@@ -220,7 +220,7 @@ class Reconciler(Generic[SpecT, StateT]):
         """This moment's `resize`, and whether the members are known. `dry`: nothing of the
         book (idle members, stabilization) is written, as a handler asks between passes."""
         now, book = workflow.now(), self.leasing.book
-        members = self.kind.lease_members()
+        members = self.kind.autoscale_members()
         leased_ids = book.devices()
         free = [c.id for c in self.kind.lease_candidates() if c.id not in leased_ids]
         idle_since = autoscaling.track_idle(
