@@ -442,3 +442,14 @@ def test_the_autoscaler_judges_the_members_of_this_passs_look() -> None:
     kind._last = Outcome(old, Placement())
     assert kind.scale_down_order() == ["p3", "p2", "p1", "p0"]
     assert kind.autoscale_members() == {"p0", "p1", "p2", "p3"}
+
+
+def test_tickets_no_selected_node_can_serve_are_no_demand() -> None:
+    """A new profile carries its node's labels: a ticket for a value no selected node has
+    grows the autoscaled pool by none."""
+    nodes = {"node-1": {"os": "linux"}, "node-2": {"os": "linux"}}
+    assert not leasable.grows_for({"os": "mac"}, node_labels=nodes)
+    assert leasable.grows_for({"os": "linux", "node": "node-2"}, node_labels=nodes)
+    assert not leasable.grows_for({"node": "node-9"}, node_labels=nodes)
+    # No node seen yet: nothing is known to refuse.
+    assert leasable.grows_for({"os": "mac"}, node_labels={})

@@ -9,7 +9,8 @@ from devicepool.activities import models as am
 from devicepool.workflows.pool import leasable
 from devicepool.workflows.pool.fates import Fate
 from devicepool.workflows.pool.state import PoolState
-from devicepool.workflows.reconciler.lease_records import EndReason
+from devicepool.workflows.reconciler.autoscaling import queued_demand
+from devicepool.workflows.reconciler.lease_records import EndReason, Ticket
 from tests.helpers.leases import POOL_SPEC, T0, ended
 
 SPEC = POOL_SPEC
@@ -84,3 +85,34 @@ def test_only_a_used_device_is_replaced_after_its_lease():
         now=T0,
     )
     assert sorted(state.doomed) == ["a", "b"] and said[0].reason == "ReplaceRequested"
+
+
+def test_tickets_no_device_like_the_pools_can_serve_are_no_demand():
+    """Devices labelled `model: galaxy`: a new one, made from the same template, would be
+    too. 30 tickets for `model=pixel` grow the autoscaled pool by none (each would rent a
+    device nobody can lease)."""
+    galaxies = [
+        device("a").model_copy(update={"labels": {"model": "galaxy"}}),
+        device("b").model_copy(update={"labels": {"model": "galaxy"}}),
+    ]
+    tickets = [
+        Ticket(
+            id=str(i),
+            holder="h",
+            selector={"model": "pixel"},
+            duration=60,
+            created_at=T0,
+            deadline=T0,
+        )
+        for i in range(30)
+    ]
+
+    def grows(selector):
+        return leasable.grows_for(selector, spec=SPEC, devices=galaxies)
+
+    assert queued_demand(tickets, grows) == 0
+    # What one like them carries, or what every new device is made with, is demand.
+    assert grows({"model": "galaxy", "region": "us-west"})
+    assert grows({"platform": "android"}) and grows({})
+    # At zero nothing is known to refuse: the provider may add the label.
+    assert leasable.grows_for({"model": "pixel"}, spec=SPEC, devices=[])

@@ -398,6 +398,11 @@ class BrowserKind:
     def lease_members(self) -> set[str] | None:
         return None if self._last is None else leasable.members(self._last.seen)
 
+    def grows_for(self, selector: Mapping[str, str]) -> bool:
+        if self.lease_problem(selector) is not None:
+            return False
+        return leasable.grows_for(selector, node_labels=self._node_labels)
+
     def autoscale_members(self) -> set[str] | None:
         """This pass's members (`lease_members` stays the last pass's: the book's reap)."""
         return None if self._seeing is None else leasable.members(self._seeing)

@@ -25,6 +25,7 @@ __all__ = [
     "after_leases",
     "candidates",
     "forget_used",
+    "grows_for",
     "kept_message",
     "kept_status",
     "labels_of",
@@ -167,6 +168,20 @@ def problem(
             f" (known: {', '.join(sorted(known))})"
         )
     return None
+
+
+def grows_for(selector: Mapping[str, str], *, node_labels: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether a profile the pool makes could serve a ticket of `selector`: what an
+    autoscaled pool counts as demand. A new profile carries its node's labels, so some
+    selected node must carry the selector's; with no node seen yet, nothing is known to
+    refuse."""
+    if not node_labels:
+        return True
+    wanted = {k: v for k, v in selector.items() if k != "profile"}
+    return any(
+        all({**labels, "node": node}.get(k) == v for k, v in wanted.items())
+        for node, labels in node_labels.items()
+    )
 
 
 def kept_status(

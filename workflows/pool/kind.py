@@ -366,6 +366,11 @@ class DevicePoolKind:
     def lease_problem(self, selector: Mapping[str, str]) -> str | None:
         return leasable.problem(selector, spec=self.spec, devices=self.devices)
 
+    def grows_for(self, selector: Mapping[str, str]) -> bool:
+        if self.lease_problem(selector) is not None:
+            return False
+        return leasable.grows_for(selector, spec=self.spec, devices=self.devices)
+
     def autoscale_members(self) -> set[str] | None:
         return self.lease_members()
 

@@ -24,6 +24,7 @@ __all__ = [
     "RESET_ATTEMPTS",
     "RESET_IS_REPLACE",
     "candidates",
+    "grows_for",
     "labels_of",
     "leased_busy",
     "members",
@@ -111,6 +112,26 @@ def problem(
             f" (they carry {', '.join(sorted(known))})"
         )
     return None
+
+
+def grows_for(
+    selector: Mapping[str, str], *, spec: DevicePoolSpec, devices: Sequence[am.DeviceInfo]
+) -> bool:
+    """Whether a device the pool makes could serve a ticket of `selector`: what an autoscaled
+    pool counts as demand. Yes if it asks only for what every device is made with (`region`,
+    `platform`), or for what a listed device carries (a new one, made from the same template,
+    carries the provider's labels as they do); with none listed, nothing is known to refuse.
+    A ticket for `model=pixel` in a pool of `model: galaxy` devices rents nothing."""
+    wanted = {k: v for k, v in selector.items() if k != "device"}
+    if not devices:
+        return True
+    made = {"region": spec.region, "platform": spec.platform.value}
+    if all(made.get(k) == v for k, v in wanted.items()):
+        return True
+    return any(
+        all(labels.get(k) == v for k, v in wanted.items())
+        for labels in (labels_of(d, spec) for d in devices)
+    )
 
 
 def leased_busy(devices: Sequence[am.DeviceInfo], leased: Collection[str]) -> list[am.DeviceInfo]:

@@ -105,6 +105,10 @@ class Kind(Protocol[SeenT, DecisionT, OutcomeT]):
     def lease_problem(self, selector: Mapping[str, str]) -> str | None:
         """Why no member of the pool can ever match `selector` (None: one can)."""
 
+    def grows_for(self, selector: Mapping[str, str]) -> bool:
+        """Whether a member the pool makes could serve a ticket of `selector`: only such a
+        ticket is demand to an autoscaled pool (one no new member can serve rents nothing)."""
+
     def autoscale_members(self) -> Collection[str] | None:
         """The members the autoscaler judges: those of the pass's own look (a BrowserPool's
         `lease_members` are the last pass's). None: not known (the size is held)."""

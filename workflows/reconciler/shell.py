@@ -232,9 +232,7 @@ class Reconciler(Generic[SpecT, StateT]):
         else:
             book.idle_since = idle_since
         known = members is not None
-        queued = autoscaling.queued_demand(
-            book.tickets, lambda selector: self.kind.lease_problem(selector) is None
-        )
+        queued = autoscaling.queued_demand(book.tickets, self.kind.grows_for)
         resized = autoscaling.resize(
             autoscale=spec,
             schedule=getattr(self.spec, "schedule", None) or (),
