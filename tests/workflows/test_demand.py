@@ -131,7 +131,7 @@ def test_a_pool_goes_to_zero_and_a_ticket_at_zero_brings_it_back() -> None:
 def test_unknown_demand_holds_the_current_size(leased: int | None, queued: int | None) -> None:
     sizing = desired_from_demand(leased, queued, autoscale(idleBuffer=2), current=7)
     assert (sizing.desired, sizing.clamp) == (7, Clamp.HELD)
-    assert sizing.describe() == "demand unknown (the lease book not read yet): the current 7 held"
+    assert sizing.describe() == "demand unknown (its members not known: no listing yet, or it failed): the current 7 held"
     # A window in force still raises it (the floor needs no lease book), within maxReplicas.
     assert desired_from_demand(None, None, autoscale(), 20, current=7).desired == 20
     assert desired_from_demand(None, None, autoscale(), 90, current=7).desired == 50
@@ -242,7 +242,7 @@ def test_unknown_demand_is_not_recorded_but_keeps_a_recent_higher_size() -> None
     held = record.apply(desired_from_demand(None, 0, autoscale(), current=9), now=later, window=300)
     assert (held.desired, held.from_demand) == (12, 9)
     assert held.describe() == (
-        "demand unknown (the lease book not read yet): the current 9 held,"
+        "demand unknown (its members not known: no listing yet, or it failed): the current 9 held,"
         " kept at 12: the highest within stabilization 5m"
     )
     assert [(s.at, s.desired) for s in record.seen] == [(T0, 12)]

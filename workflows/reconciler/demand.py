@@ -8,11 +8,11 @@ Pure (no Temporal, no clock: `now` is given); the pass reaches it through
   floor of a schedule window in force or warming up), held to `maxReplicas`, and never below
   what is leased: the autoscaler never takes a leased device, so a pool leased past
   `maxReplicas` stays at what is leased until leases end;
-- demand unknown (the lease book not read yet, a worker that just started: `None`) holds the
-  current size: missing data never shrinks a pool;
+- demand unknown (the pool's members not known: no listing yet, or the last one failed;
+  `None`) holds the current size: missing data never shrinks a pool;
 - a scale-down goes no lower than the highest size wanted within `stabilization`
   (`Stabilization`, carried in the pool's state), and takes only devices unleased for
-  `scaleDownAfter`, the longest idle first (`may_go`);
+  `scaleDownAfter` (`may_go`; which of them goes is the kind's plan's to say);
 - a window's floor holds from its start for its duration (elapsed time), its cron read in its
   own time zone; the pool starts growing `warm_start` before it, so that the floor is ready
   when the window opens.
@@ -67,7 +67,7 @@ class Clamp(StrEnum):
 class Sizing(CamelModel):
     """The size demand asks for, and the parts that explain it (`describe`)."""
 
-    leased: int | None  # None: the lease book not read yet
+    leased: int | None  # None: the members not known (no listing yet, or it failed)
     queued: int | None
     idle_buffer: int
     min_replicas: int
@@ -94,7 +94,10 @@ class Sizing(CamelModel):
             self.current,
         )
         if self.leased is None or self.queued is None:
-            line = f"demand unknown (the lease book not read yet): the current {self.current} held"
+            line = (
+                "demand unknown (its members not known: no listing yet, or it failed):"
+                f" the current {self.current} held"
+            )
         else:
             line = f"{self.leased} leased + {self.queued} queued + buffer {self.idle_buffer}"
             line += f" = {steps.base}"
