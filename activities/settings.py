@@ -17,7 +17,6 @@ from devicepool.api.base import CamelModel
 from devicepool.api.v1beta1 import SpendCapSpec
 
 __all__ = [
-    "HOURS_A_MONTH",
     "AccountSettings",
     "Billing",
     "LedgerConfig",
@@ -28,22 +27,21 @@ __all__ = [
 
 # About $0.10 a device-hour at BitCloudPhone (the article); each account may say its own.
 DEFAULT_PRICE_PER_HOUR = 0.10
-# A monthly rental spread over a month's hours (365 * 24 / 12), for the spend cap and `$/H`.
-HOURS_A_MONTH = 730.0
 
 
 class Billing(CamelModel):
     """How an account's provider bills a device (worker config `billing`), beside its price
     of an hour (`PoolSettings.account_prices`: `pricePerHour`, or the per-minute price times
-    60, or the monthly rental over `HOURS_A_MONTH`).
+    60).
 
     `hourly`: every device the provider has not terminated bills at that price. `perMinute`:
     only a device powered on bills (provisioning, ready, busy, rebooting, terminating: not
     offline, which on GeeLark is a phone shut down, nor failed), and at most `daily_cap`
-    dollars a device and UTC day (None: no cap). `monthly`: a rental, every device as
-    `hourly` at the rental's share of an hour. docs/providers.md, "What GeeLark bills"."""
+    dollars a device and UTC day (None: no cap). No monthly rental: each phone a pool
+    replaces would rent a month no price an hour counts (docs/providers.md, "What GeeLark
+    bills")."""
 
-    model: Literal["hourly", "perMinute", "monthly"] = "hourly"
+    model: Literal["hourly", "perMinute"] = "hourly"
     daily_cap: float | None = Field(default=None, ge=0)
 
 
@@ -79,7 +77,7 @@ class AccountSettings(BaseModel):
     # (None: no account cap). Its ledger holds the creates that would cross it.
     spend_cap: SpendCapSpec | None = None
     # How the provider bills a device (worker config `billing`; `price_per_hour` is then its
-    # price of an hour): `api: geelark` rents monthly phones (`chargeMode` 1) under `monthly`.
+    # price of an hour running).
     billing: Billing = Field(default_factory=Billing)
 
 

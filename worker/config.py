@@ -24,7 +24,7 @@ from devicepool.activities.definitions import CREATE_START_TO_CLOSE_TIMEOUT
 from devicepool.activities.models import AccountSettings, PoolSettings, ProxyPoolSettings
 from devicepool.activities.providers.base import PROVIDER_APIS
 from devicepool.activities.secrets import Scrubber
-from devicepool.activities.settings import HOURS_A_MONTH, Billing
+from devicepool.activities.settings import Billing
 from devicepool.api.labels import check_node_name
 from devicepool.api.v1beta1 import SpendCapSpec
 from devicepool.codec import (
@@ -301,7 +301,7 @@ def _accounts(
 
 def _billing(account: AccountFile, where: str) -> dict[str, Any]:
     """`price_per_hour` and `billing` of the account's settings: `pricePerHour` by the hour,
-    else its `billing`'s price of an hour (a running one, or the rental's share)."""
+    else its `billing`'s price of an hour running."""
     given = account.billing
     if given is None:
         return {"price_per_hour": account.price_per_hour, "billing": Billing()}
@@ -314,17 +314,19 @@ def _billing(account: AccountFile, where: str) -> dict[str, Any]:
         )
     if "price_per_hour" in account.model_fields_set:
         raise ConfigError(f"{where}.pricePerHour: not with billing (billing prices the account)")
-    if given.per_minute is None and given.monthly is None:
-        raise ConfigError(f"{where}.billing: give perMinute or monthly (dollars)")
-    if given.per_minute is not None and given.monthly is not None:
-        raise ConfigError(f"{where}.billing: perMinute or monthly, not both")
-    if given.per_minute is not None:
-        billing = Billing(model="perMinute", daily_cap=given.daily_cap)
-        return {"price_per_hour": given.per_minute * 60, "billing": billing}
-    if given.daily_cap is not None:
-        raise ConfigError(f"{where}.billing.dailyCap: only with perMinute (a rental has none)")
-    assert given.monthly is not None
-    return {"price_per_hour": given.monthly / HOURS_A_MONTH, "billing": Billing(model="monthly")}
+    if given.monthly is not None:
+        # GeeLark charges a monthly phone its month when it is rented, and a pool deletes and
+        # adds phones (heal, rollout, reset, autoscale): each replacement buys a month that
+        # no price an hour counts, so neither `devicepool cost` nor a spend cap could hold it.
+        raise ConfigError(
+            f"{where}.billing.monthly: refused: every phone a pool replaces would rent another "
+            "month that no cost or spend cap counts; give perMinute (and dailyCap), or rent "
+            "monthly phones by hand outside devicepool"
+        )
+    if given.per_minute is None:
+        raise ConfigError(f"{where}.billing: give perMinute (dollars a running minute)")
+    billing = Billing(model="perMinute", daily_cap=given.daily_cap)
+    return {"price_per_hour": given.per_minute * 60, "billing": billing}
 
 
 def _app_id(account: AccountFile, where: str) -> str:

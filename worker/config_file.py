@@ -46,8 +46,8 @@ MAX_PRICE = 1e9
 
 class BillingFile(_FileModel):
     """`accounts.<name>.billing`, in place of `pricePerHour`: `perMinute` (dollars a running
-    minute, with `dailyCap`: most dollars one device bills a UTC day) or `monthly` (dollars a
-    device and month, running or not)."""
+    minute, with `dailyCap`: most dollars one device bills a UTC day). `monthly` is read only
+    to be refused with its reason (`worker.config._billing`)."""
 
     per_minute: float | None = Field(default=None, ge=0, le=MAX_PRICE, allow_inf_nan=False)
     daily_cap: float | None = Field(default=None, ge=0, le=MAX_PRICE, allow_inf_nan=False)
@@ -72,7 +72,7 @@ class AccountFile(_FileModel):
     window_margin_seconds: float = Field(default=1.0, ge=0)
     # Dollars per device-hour: a pool's hourlyCost, costToDate and spendCap use it.
     price_per_hour: float = Field(default=0.10, ge=0, allow_inf_nan=False)
-    # How the provider bills instead (per running minute with a daily cap, or monthly).
+    # How the provider bills instead (per running minute with a daily cap).
     billing: BillingFile | None = None
     # Every pool of the account together: a create that would cross it waits.
     spend_cap: SpendCapFile | None = None

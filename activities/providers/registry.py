@@ -61,8 +61,7 @@ def _geelark(account: AccountSettings, http: dict[str, Any], pacer: PhonePacer |
         pacer=EndpointPacer(minute=minute, margin=account.window_margin_seconds),
         breaker=Breaker(lock_seconds=120 * minute),
     )
-    # A monthly account's phones are rented monthly (`chargeMode` 1), else per minute (0).
-    return GeeLarkProvider(api, charge_mode=1 if account.billing.model == "monthly" else 0)
+    return GeeLarkProvider(api)
 
 
 # An adapter is built from its account, what its HTTP client is built with, and the

@@ -3,8 +3,8 @@
 The adapter runs phones on the GeeLark emulator in process (its clock moved by the test); a
 pool's `Cost` is fed what `list_pool` shows at each step, at the emulator's virtual time, as a
 pass would be. Per running minute with a daily cap per phone (`billing: {perMinute, dailyCap}`),
-a phone shut down bills nothing; a monthly account's phones are rented monthly
-(`chargeMode` 1). Ground truth: `GET /_emulator/stats` (docs/geelark-emulator.md).
+a phone shut down bills nothing; no phone is rented monthly (`chargeMode` 0 always).
+Ground truth: `GET /_emulator/stats` (docs/geelark-emulator.md).
 """
 
 from __future__ import annotations
@@ -114,25 +114,25 @@ async def test_a_pools_cost_agrees_with_what_geelark_billed(t: Team) -> None:
     await provider.aclose()
 
 
-async def test_a_monthly_account_rents_its_phones_monthly(t: Team) -> None:
-    """`billing: {monthly}`: the registry's adapter adds phones with `chargeMode` 1, so what
-    GeeLark bills is the rental, never the minutes."""
+async def test_the_adapter_never_rents_a_phone_monthly(t: Team) -> None:
+    """Phones are added per running minute (`chargeMode` 0), never as a monthly rental: a pool
+    replaces phones, and each would rent a month its cost and spend cap never count."""
     account = AccountSettings(
         name="g",
         api="geelark",
         base_url=BASE,
         app_id=DEFAULT_APP_ID,
         api_key=SecretStr(DEFAULT_API_KEY),
-        price_per_hour=9.9 / 730,
-        billing=Billing(model="monthly"),
+        price_per_hour=0.42,
+        billing=Billing(model="perMinute", daily_cap=1.0),
     )
     provider = build_provider(
         account, transport=t.transport, metrics=Metrics(), scrubber=Scrubber()
     )
-    assert isinstance(provider, GeeLarkProvider) and provider.charge_mode == 1
     await provider.create_device(_new(f"{POOL}:1:g1:s0"))
     await t.advance(3600)
     stats = await t.stats()
-    assert stats["billing"]["rental"] > 0 and stats["minutesBilled"] == 60
-    assert stats["moneyBilled"] == pytest.approx(stats["billing"]["rental"])
+    assert stats["phones"]["total"] == 1 and stats["billing"]["rental"] == 0
+    # What it billed is its running minutes, no month.
+    assert stats["moneyBilled"] == pytest.approx(stats["minutesBilled"] * PRICE)
     await provider.aclose()

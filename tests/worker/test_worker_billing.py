@@ -1,5 +1,5 @@
 """An account's `billing` (worker config): per running minute with a daily cap per device,
-or a monthly rental, in place of `pricePerHour`; one line naming the field when it is wrong."""
+in place of `pricePerHour`; one line naming the field when it is wrong."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from devicepool.activities.settings import HOURS_A_MONTH, Billing, LedgerConfig
+from devicepool.activities.settings import Billing, LedgerConfig
 from devicepool.worker.config import ConfigError, build_config
 
 KEY = "k-very-secret-0001"
@@ -29,10 +29,15 @@ def test_per_minute_billing_prices_an_hour_of_running_and_caps_a_day() -> None:
     assert LedgerConfig.of(account).max_devices == 10
 
 
-def test_monthly_billing_is_its_rental_spread_over_the_month() -> None:
-    built = build_config(config(billing={"monthly": 9.9}), env={"K": KEY}, source="w.yaml")
-    assert built.settings.price_per_hour("g") == pytest.approx(9.9 / HOURS_A_MONTH)
-    assert built.settings.billing_of("g").model == "monthly"
+def test_monthly_billing_is_refused_since_each_replacement_rents_a_month() -> None:
+    """GeeLark charges a monthly phone its month when it is rented, and a pool deletes and
+    adds phones (heal, rollout, reset, autoscale): no price an hour bounds that spending, so
+    the spend cap could not hold it. Refused, one line naming the field and why."""
+    with pytest.raises(ConfigError) as raised:
+        build_config(config(billing={"monthly": 9.9}), env={"K": KEY}, source="w.yaml")
+    said = str(raised.value)
+    assert said.startswith("w.yaml: accounts.g.billing.monthly: ") and "\n" not in said
+    assert "month" in said and "perMinute" in said
 
 
 def test_without_billing_an_account_bills_by_the_hour() -> None:
@@ -44,9 +49,9 @@ def test_without_billing_an_account_bills_by_the_hour() -> None:
 @pytest.mark.parametrize(
     ("billing", "extra", "said"),
     [
-        ({}, {}, "accounts.g.billing: give perMinute or monthly"),
-        ({"perMinute": 0.007, "monthly": 9.9}, {}, "accounts.g.billing: perMinute or monthly"),
-        ({"monthly": 9.9, "dailyCap": 1}, {}, "accounts.g.billing.dailyCap: only with perMinute"),
+        ({}, {}, "accounts.g.billing: give perMinute"),
+        ({"perMinute": 0.007, "monthly": 9.9}, {}, "accounts.g.billing.monthly"),
+        ({"dailyCap": 1}, {}, "accounts.g.billing: give perMinute"),
         ({"perMinute": -1}, {}, "accounts.g.billing.perMinute"),
         ({"perMinute": float("nan")}, {}, "accounts.g.billing.perMinute"),
         ({"perMinute": 0.007, "dailyCap": -1}, {}, "accounts.g.billing.dailyCap"),

@@ -1,6 +1,6 @@
 """What a pool counts as billed under its account's billing model (`Cost.accrue`,
 `running_devices`, `Billing`): by the hour for every device that exists (the default), per
-running minute with a daily cap per device (GeeLark), or a monthly rental."""
+running minute with a daily cap per device (GeeLark)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from devicepool.activities import models as am
 from devicepool.activities.models import DeviceInfo, PoolSettings
-from devicepool.activities.settings import HOURS_A_MONTH, Billing
+from devicepool.activities.settings import Billing
 from devicepool.workflows.pool.messages import PoolCost
 from devicepool.workflows.pool.state import (
     MAX_DAY_BILLED,
@@ -82,12 +82,8 @@ def test_hourly_billing_is_unchanged_without_a_model() -> None:
 
 
 def test_a_billing_model_reaches_the_pool_as_its_accounts() -> None:
-    settings = PoolSettings(
-        account_prices={"g": 0.42, "m": 9.9 / HOURS_A_MONTH},
-        account_billing={"g": PER_MINUTE, "m": Billing(model="monthly")},
-    )
+    settings = PoolSettings(account_prices={"g": 0.42}, account_billing={"g": PER_MINUTE})
     assert settings.billing_of("g") == PER_MINUTE
-    assert settings.billing_of("m").model == "monthly"
     assert settings.billing_of("other") == Billing()  # hourly, at pricePerHour
     # Carried in a pool's state and read by an older build: the field defaults.
     assert PoolSettings.model_validate({}).account_billing == {}

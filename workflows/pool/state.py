@@ -147,7 +147,7 @@ class Cost(CamelModel):
     ) -> None:
         """Add what the pool billed since the last pass, hour by hour, at the devices and rate
         seen then (they cannot change without a pass); bill on with `devices` from now (by
-        the hour, a monthly rental), or `running` (per running minute, to the daily cap)."""
+        the hour), or `running` (per running minute, to the daily cap)."""
         start = self.since
         if start is not None and now > start:
             rate = self.rate / self.devices if self.devices else 0.0

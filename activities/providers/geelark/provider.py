@@ -89,6 +89,9 @@ logger = logging.getLogger(__name__)
 
 ANDROID_ONLY = "GeeLark has Android cloud phones only"
 PROXY_TYPES = ("socks5", "http", "https")
+# `phone/addNew` `chargeMode`: 0 bills a phone per running minute. Never 1 (a monthly rental,
+# charged when the phone is rented): a pool replaces phones, and each would rent a month.
+PER_MINUTE = 0
 # A create is up to four calls (the mark, `addNew`, the mark again after a lost answer, the
 # start) in an activity attempt of 20 s (workflows/provision), retried on any worker when it
 # runs out: so, from the create's start, `addNew` is sent by 8 s, any call by 15 s, and no
@@ -125,7 +128,6 @@ class GeeLarkProvider:
         self,
         api: GeeLarkApi,
         *,
-        charge_mode: int = 0,
         confirm_tries: int = 5,
         confirm_seconds: float = 2.0,
         adb_wait_seconds: float = 3.0,
@@ -133,7 +135,6 @@ class GeeLarkProvider:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.api = api
-        self.charge_mode = charge_mode  # 0 per-minute (billed while started), 1 monthly
         self.phones = Phones(
             api, confirm_tries=confirm_tries, confirm_seconds=confirm_seconds, sleep=sleep
         )
@@ -400,7 +401,7 @@ class GeeLarkProvider:
         if proxy is not None:
             profile["proxyInformation"] = proxy_information(proxy)
             secrets = [proxy.password.get_secret_value(), profile["proxyInformation"]]
-        body: dict[str, Any] = {"chargeMode": self.charge_mode, "data": [profile]}
+        body: dict[str, Any] = {"chargeMode": PER_MINUTE, "data": [profile]}
         os_version = template.os_version
         body["mobileType"] = mobile_type(os_version) if os_version else DEFAULT_MOBILE_TYPE
         if template.region:
