@@ -178,7 +178,8 @@ def load_node_options(
 
 def _node_config(config: Path, node: str, *, env: Mapping[str, str]) -> WorkerConfig:
     """The file as node `node` reads it: its own accounts only (checked before any
-    secret is read); other nodes' are dropped, one without `node` is refused."""
+    secret is read). Main workers and every node read the same file: an account of another
+    node, or without `node` (main workers serve it), is passed by, its key never read."""
     try:
         data = yaml.safe_load(config.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
@@ -188,15 +189,11 @@ def _node_config(config: Path, node: str, *, env: Mapping[str, str]) -> WorkerCo
     own: dict[str, object] = {}
     for name, account in data["accounts"].items():
         served_by = account.get("node") if isinstance(account, dict) else None
-        if served_by is None:
-            raise ConfigError(
-                f"{config}: accounts.{name}.node: a node worker serves only accounts with "
-                f"node: {node} (this one has none, so main workers serve it); remove it here"
-            )
         if served_by == node:
             own[name] = account
         else:
-            log.info("node %s: account %s is node %s's, not served here", node, name, served_by)
+            by = f"node {served_by}" if served_by is not None else "main workers"
+            log.info("node %s: account %s is served by %s, not here", node, name, by)
     return build_config(
         {**data, "accounts": own},
         source=str(config),

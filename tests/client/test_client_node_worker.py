@@ -41,17 +41,17 @@ def test_a_bad_flag_is_one_line_and_exit_2(
     assert said in lines[0]
 
 
-def test_an_account_without_node_is_refused_before_its_secrets_are_read(
-    capsys: pytest.CaptureFixture[str], unreachable: str, tmp_path: Path
+def test_an_account_without_node_is_passed_by_and_its_secrets_never_read(
+    tmp_path: Path,
 ) -> None:
+    """The node reads the file main workers read: an account without `node` is theirs, so the
+    node serves it not and never looks for its key (here the file is missing)."""
     config = tmp_path / "node.yaml"
     config.write_text("accounts:\n  a:\n    baseUrl: http://x:1\n    apiKeyFile: missing\n")
-    code, err = run(capsys, "worker", "--node", "n1", "--config", str(config))
-    assert code == EXIT_BAD_INPUT
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert "accounts.a.node: a node worker serves only accounts with node: n1" in lines[0]
-    assert "missing" not in lines[0]  # refused before the key file was looked for
+    options = load_node_options(
+        node="n1", labels=[], bitbrowser_url="http://127.0.0.1:1", config=config, env={}
+    )
+    assert options.accounts == {}
 
 
 def test_a_node_serves_its_own_cloud_phone_accounts_over_its_own_local_api(

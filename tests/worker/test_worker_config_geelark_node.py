@@ -156,3 +156,35 @@ def test_the_shipped_geelark_by_node_example_loads_on_both_sides(tmp_path: Path)
         node="gl-node", labels=[], bitbrowser_url="http://127.0.0.1:1", config=config, env={}
     )
     assert node.accounts["geelark"].api_key.get_secret_value() == KEY
+
+
+def test_the_node_reads_the_whole_shipped_example_and_serves_only_its_own(
+    tmp_path: Path,
+) -> None:
+    """docs/providers.md: main workers and the node worker read the same file. The shipped
+    example whole, its GeeLark-by-node block uncommented: main workers serve its REST
+    accounts, the node `gl-node` serves `geelark` alone and reads no other account's key."""
+    example = Path(__file__).parents[2] / "examples" / "worker" / "devicepool.yaml"
+    lines = example.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  # geelark:"))
+    block = ["  geelark:"]
+    for line in lines[start + 1 :]:
+        if not line.startswith("  #   "):
+            break
+        block.append("    " + line[len("  #   ") :].split("  #", 1)[0].rstrip())
+    text = "\n".join(lines[:start] + block + lines[start + len(block) :]) + "\n"
+    for secret in ("geelark", "bitcloudphone-default", "proxyseller"):
+        (tmp_path / secret).write_text(KEY if secret == "geelark" else "s3cret")
+        text = text.replace(f"/run/secrets/{secret}", str(tmp_path / secret))
+    config = tmp_path / "devicepool.yaml"
+    config.write_text(text)
+    env = {"BITCLOUDPHONE_GROWTH_KEY": "growth-key"}
+    main = build_config(yaml.safe_load(text), base_dir=tmp_path, env=env)
+    assert set(main.accounts) == {"default", "growth", "geelark"}
+    assert main.settings.account_nodes == {"geelark": "gl-node"}
+    # The node is not given the REST account's environment key: it never looks for it.
+    node = load_node_options(
+        node="gl-node", labels=[], bitbrowser_url="http://127.0.0.1:1", config=config, env={}
+    )
+    assert set(node.accounts) == {"geelark"}
+    assert node.accounts["geelark"].api_key.get_secret_value() == KEY
