@@ -18,9 +18,14 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.api.autoscale import AutoscaleSpec
-from devicepool.api.names import QUERY_EVENTS, UPDATE_SCALE
+from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
+from devicepool.api.names import QUERY_EVENTS, TASK_QUEUE, UPDATE_SCALE, browser_pool_workflow_id
+from devicepool.api.v1alpha1 import ObjectMeta
+from devicepool.workflows.browserpool.messages import BrowserPoolInput
+from devicepool.workflows.browserpool.workflow import BrowserPoolWorkflow
 from devicepool.workflows.reconciler.messages import Accepted, ScaleRequest
 from tests.browserpool.test_bp_nodes import (
+    SETTINGS,
     eventually,
     node_stack,
     placement,
@@ -179,4 +184,47 @@ async def test_an_autoscaled_browser_pool_grows_for_a_ticket_and_shrinks_when_id
             "replicas 0 -> 1",
             "replicas 1 -> 0",
         ], said
+        await handle.terminate("test over")
+
+
+async def test_a_quiet_autoscaled_browser_pool_grows_and_shrinks_without_its_resync(
+    env: WorkflowEnvironment,
+) -> None:
+    """With the default resync (30 s), a ticket grows the pool and a profile given back goes
+    after `scaleDownAfter` within a few seconds: the lease message wakes the pool, and the
+    pass that writes the size plans from it (not the pass a resync later)."""
+    client = env.client
+    pool = f"bp-quiet-{uuid.uuid4().hex[:4]}"
+    autoscale = AutoscaleSpec.model_validate(
+        {"maxReplicas": 3, "scaleDownAfter": "1s", "stabilization": "0s"}
+    )
+    quiet = SETTINGS.model_copy(update={"resync_seconds": 30.0})
+    async with node_stack(client) as (account, _):
+        handle = await client.start_workflow(
+            BrowserPoolWorkflow.run,
+            BrowserPoolInput(
+                metadata=ObjectMeta(name=pool),
+                spec=BrowserPoolSpec(replicas=0, autoscale=autoscale),
+                settings=quiet,
+            ),
+            id=browser_pool_workflow_id(pool),
+            task_queue=TASK_QUEUE,
+        )
+
+        async def sized_at_zero() -> bool:
+            return (await status(handle)).get("desiredFromDemand") == 0
+
+        await eventually(sized_at_zero, timeout=20, what="sized at zero")
+        asked = await leases.lease(handle, holder="test", duration="10m", wait="60s")
+        assert asked.granted is None and asked.ticket, asked
+        await eventually(
+            lambda: leases.offered(handle, asked.ticket or ""), timeout=15, what="an offer"
+        )
+        lease = (await leases.claim(handle, asked.ticket or "")).lease
+        assert await release(handle, lease) == "Released"
+
+        async def none_left() -> bool | None:
+            return True if not placement(account, pool)["ids"] else None
+
+        await eventually(none_left, timeout=12, what="the idle profile gone")
         await handle.terminate("test over")
