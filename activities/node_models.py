@@ -73,6 +73,10 @@ class NodeBeat(CamelModel):
     # None: the beat does not say (an older node worker). `apply` refuses a BrowserPool whose
     # `proxy.poolRef` none of its nodes has (`client._refs_check.RefsCheck`).
     proxy_pools: list[str] | None = None
+    # False: no BitBrowser desktop client here (a node worker serving only GeeLark accounts,
+    # no `--bitbrowser-url`): no BrowserPool places on it or waits for it. An older beat does
+    # not say, and reads as serving browsers, as every node did.
+    browsers: bool = True
 
 
 class NodeInfo(CamelModel):
@@ -86,6 +90,9 @@ class NodeInfo(CamelModel):
     # The node's Local API as its last beat said (`NodeBeat.api_healthy`, `api_error`).
     api_healthy: bool | None = None
     api_error: str = ""
+    # Whether it serves BrowserPools (`NodeBeat.browsers`; carried state that does not say:
+    # True).
+    browsers: bool = True
 
 
 class NodesView(CamelModel):

@@ -30,12 +30,14 @@ def split_nodes(
     lost_after_seconds: float,
     now: datetime,
 ) -> LiveNodesResult:
-    """The nodes matching `selector`, alive (last beat within the limit) or lost, by name."""
+    """The BrowserPool nodes matching `selector`, alive (last beat within the limit) or lost,
+    by name. A node without a BitBrowser desktop client (`browsers` False: it serves GeeLark
+    accounts only) is none, whatever the selector: no pool lists on it or waits for it."""
     alive: list[NodeInfo] = []
     lost: list[NodeInfo] = []
     limit = timedelta(seconds=lost_after_seconds)
     for node in sorted(nodes, key=lambda n: n.node):
-        if not selector_matches(selector, node.labels):
+        if not node.browsers or not selector_matches(selector, node.labels):
             continue
         (alive if now - node.last_seen <= limit else lost).append(node)
     return LiveNodesResult(alive=alive, lost=lost)

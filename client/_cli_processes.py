@@ -118,14 +118,13 @@ def worker(
             await main_async(cfg, promote_self=promote)
             return
         from devicepool.activities.node_models import DEFAULT_NODE_HEARTBEAT_SECONDS
-        from devicepool.activities.providers.bitbrowser import DEFAULT_BASE_URL
         from devicepool.worker.config_values import log_format
         from devicepool.worker.node import load_node_options, node_main_async
 
         options = load_node_options(
             node=node,
             labels=node_labels or [],
-            bitbrowser_url=bitbrowser_url or DEFAULT_BASE_URL,
+            bitbrowser_url=bitbrowser_url,
             key_file=bitbrowser_key_file,
             config=config,
             heartbeat_seconds=(

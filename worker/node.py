@@ -97,6 +97,9 @@ class NodeOptions:
     # The cloud-phone accounts it serves (`node: <this node>` in the config), each
     # over this node's Local API: `base_url` and `api_key` are the flags'.
     accounts: dict[str, AccountSettings] = field(default_factory=dict, repr=False)
+    # Whether a BitBrowser desktop client is here for BrowserPools (`NodeBeat.browsers`):
+    # False for a node given no `--bitbrowser-url` that serves GeeLark accounts only.
+    browsers: bool = True
 
     @property
     def history_encrypted(self) -> bool:
@@ -114,6 +117,7 @@ class NodeOptions:
             interval_seconds=self.heartbeat_seconds,
             # Names only: `apply` checks a BrowserPool's proxy.poolRef against them.
             proxy_pools=sorted(self.proxy_pools),
+            browsers=self.browsers,
         )
 
 
@@ -121,14 +125,15 @@ def load_node_options(
     *,
     node: str,
     labels: list[str],
-    bitbrowser_url: str,
+    bitbrowser_url: str | None = None,
     key_file: Path | None = None,
     config: Path | None = None,
     heartbeat_seconds: float = DEFAULT_NODE_HEARTBEAT_SECONDS,
     account: str = "",
     env: Mapping[str, str] | None = None,
 ) -> NodeOptions:
-    """Check the flags and read the files (raises `ConfigError`, one line naming the flag)."""
+    """Check the flags and read the files (raises `ConfigError`, one line naming the flag).
+    `bitbrowser_url` None: not given (the desktop client's default, if there is one)."""
     try:
         check_node_name(node)
     except ValueError as err:
@@ -140,7 +145,8 @@ def load_node_options(
         except ValueError as err:
             raise ConfigError(f"--node-label: {err}") from None
         parsed[key] = value
-    check_url(bitbrowser_url, "--bitbrowser-url")
+    url = DEFAULT_BASE_URL if bitbrowser_url is None else bitbrowser_url
+    check_url(url, "--bitbrowser-url")
     if not heartbeat_seconds > 0:
         raise ConfigError(f"--node-heartbeat-seconds: must be > 0, got {heartbeat_seconds:g}")
     api_key: SecretStr | None = None
@@ -154,7 +160,7 @@ def load_node_options(
     options = NodeOptions(
         node=node,
         labels=parsed,
-        bitbrowser_url=bitbrowser_url.rstrip("/"),
+        bitbrowser_url=url.rstrip("/"),
         api_key=api_key,
         heartbeat_seconds=heartbeat_seconds,
         account=account,
@@ -165,6 +171,11 @@ def load_node_options(
     # Its accounts are served here: a cloud-phone account over this node's Local API, with
     # this node's key; a GeeLark account at GeeLark, with its own (the config read it).
     here = {"node": "", "base_url": options.bitbrowser_url, "api_key": api_key or SecretStr("")}
+    # Serving only GeeLark accounts, told of no Local API: no desktop client for BrowserPools
+    # here (a node on the default URL without the flag, serving no GeeLark, still is one).
+    geelark_only = bool(loaded.accounts) and all(
+        a.api == "geelark" for a in loaded.accounts.values()
+    )
     return dataclasses.replace(
         options,
         proxy_pools=loaded.proxy_pools,
@@ -173,6 +184,7 @@ def load_node_options(
             name: a.model_copy(update=here) if a.api == "bitbrowser" else a
             for name, a in loaded.accounts.items()
         },
+        browsers=not (geelark_only and bitbrowser_url is None and key_file is None),
     )
 
 
@@ -358,8 +370,11 @@ async def run_node_worker(
     """Serve the node's queue and beat until `shutdown_event` (or the worker fails)."""
     activities = node_activities(options, transport=transport)
     phones = node_phone_activities(options, transport=transport)
+    # Without a desktop client (GeeLark only) there is no Local API to ask or to warn about.
+    local_api = activities.provider if options.browsers else None
     try:
-        await activities.provider.health()
+        if local_api is not None:
+            await local_api.health()
     except ProviderError as err:
         # The desktop client may start later: the activities fail (retryably) until it does.
         log.warning("node %s: the Local API does not answer yet: %s", options.node, err)
@@ -367,9 +382,7 @@ async def run_node_worker(
     serving = run_workers(workers)
     beaten = asyncio.Event()
     beating = asyncio.create_task(
-        beat_forever(
-            client, options.beat(), stop=shutdown_event, api=activities.provider, first=beaten
-        )
+        beat_forever(client, options.beat(), stop=shutdown_event, api=local_api, first=beaten)
     )
     stop = asyncio.create_task(shutdown_event.wait())
     try:
@@ -385,7 +398,7 @@ async def run_node_worker(
             options.node,
             ",".join(w.task_queue for w in workers),
             labels,
-            options.bitbrowser_url,
+            options.bitbrowser_url if options.browsers else "(none: no BrowserPools here)",
             ",".join(sorted(options.proxy_pools)) or "(none)",
             ",".join(sorted(options.accounts)) or "(none)",
         )

@@ -188,3 +188,32 @@ def test_the_node_reads_the_whole_shipped_example_and_serves_only_its_own(
     )
     assert set(node.accounts) == {"geelark"}
     assert node.accounts["geelark"].api_key.get_secret_value() == KEY
+
+
+def test_a_node_serving_only_geelark_without_a_local_api_beats_no_browsers(
+    tmp_path: Path,
+) -> None:
+    """No `--bitbrowser-url` and GeeLark accounts only: no desktop client here, so the beat
+    says `browsers: false` and BrowserPools leave the node out. Given the flag, or serving a
+    BitBrowser account, or no account at all (a BrowserPool node on the default URL), it
+    serves browsers, as every node did."""
+    (tmp_path / "gl.key").write_text(KEY + "\n")
+    only = tmp_path / "only.yaml"
+    only.write_text(
+        f"accounts:\n  gl:\n    api: geelark\n    node: gl-node\n    appId: {APP_ID}\n"
+        "    apiKeyFile: gl.key\n"
+    )
+
+    def beat(**given: Any) -> bool:
+        options = load_node_options(node="gl-node", labels=[], env={}, **given)
+        return options.beat().browsers
+
+    assert beat(bitbrowser_url=None, config=only) is False
+    assert beat(bitbrowser_url="http://127.0.0.1:54345", config=only) is True
+    assert (
+        beat(
+            bitbrowser_url=None, config=_node_config(tmp_path, node="gl-node", apiKeyFile="gl.key")
+        )
+        is True
+    )
+    assert beat(bitbrowser_url=None) is True

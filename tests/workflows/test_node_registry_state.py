@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from devicepool.activities.node_models import NodeBeat, NodeInfo, NodeProxyPoolsView
 from devicepool.activities.node_registry import split_nodes
+from devicepool.workflows.browserpool.accounts import teardown_nodes, teardown_step
 from devicepool.workflows.nodes.state import (
     FORGET_AFTER,
     MAX_NODES,
@@ -103,3 +104,32 @@ def test_the_proxy_pool_names_a_node_beats_are_kept_for_the_nodes_it_remembers()
     assert (
         "proxyPools" not in s.model_dump_json() and "proxyPools" not in s.view().model_dump_json()
     )
+
+
+def test_a_node_without_a_bitbrowser_client_is_no_browserpool_node() -> None:
+    """R16 #3: a node worker serving only GeeLark accounts (no desktop client) beats
+    `browsers: false`. A BrowserPool's default selector ({}) matches every node, yet the
+    split leaves it out, so a pool never lists on it and an empty pool's teardown ends
+    (before: `NodeDown`, waiting for a desktop client that never comes)."""
+    s = NodeRegistryState()
+    s.beat(NodeBeat(node="gl-node", browsers=False, api_healthy=False), T0)
+    s.beat(beat("node-1"), T0)
+    assert s.view().nodes[0].browsers is False
+    split = split_nodes(s.view().nodes, selector={}, lost_after_seconds=120, now=T0)
+    assert [n.node for n in split.alive] == ["node-1"] and split.lost == []
+    live = {n.node: n.account for n in split.alive}
+    listed = teardown_nodes({}, live=live, selected=set(live))
+    step = teardown_step({}, live=live, listed=listed, failed={}, profiles=[])
+    assert (step.reason, step.delete) == ("", [])
+    # Lost, it is no BrowserPool node either.
+    later = T0 + timedelta(seconds=200)
+    split = split_nodes(s.view().nodes, selector={}, lost_after_seconds=120, now=later)
+    assert [n.node for n in split.lost] == ["node-1"]
+
+
+def test_a_beat_or_a_registry_that_does_not_say_serves_browsers() -> None:
+    """An older node worker's beat, and state an older registry carried, say nothing: the
+    node serves browsers, as every node did."""
+    assert NodeBeat.model_validate({"node": "n"}).browsers is True
+    carried = {"nodes": {"n": {"node": "n", "lastSeen": T0.isoformat()}}, "beats": 1}
+    assert NodeRegistryState.model_validate(carried).nodes["n"].browsers is True

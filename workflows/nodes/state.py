@@ -45,6 +45,7 @@ class NodeRegistryState(CamelModel):
             interval_seconds=beat.interval_seconds,
             api_healthy=beat.api_healthy,
             api_error=beat.api_error,
+            browsers=beat.browsers,
         )
         self.beats += 1
         self.prune(now)
