@@ -100,11 +100,21 @@ async def list_kinds(
     types = ", ".join(f"'{side.kind.workflow_type}'" for side in sides)
     which = f"WorkflowType = {types}" if len(sides) == 1 else f"WorkflowType IN ({types})"
     if watch is not None and watch.listed and not full:
+        # Never two refreshes in a row without the narrowed List: a queue's workers due and
+        # a resync due take turns in the refreshes between.
         queues = {getattr(e, "task_queue", None) for e in watch.view.values()}
         due = pools._workers.due(queues) if not watch.asked_workers else []
-        watch.asked_workers = bool(due)
+        resync = not watch.asked_workers and watch.resync_due()
+        if due and resync:
+            due, resync = (due, False) if watch.last_aside == "resync" else ([], True)
+        watch.asked_workers = bool(due) or resync
         if due:
+            watch.last_aside = "workers"
             await pools._workers.ask(due[0])
+        elif resync:
+            watch.last_aside = "resync"
+            page, token = await _page(pools, sides, watch, which)
+            watch.resynced(page, token)
         else:
             executions = await _listed_since(pools, sides, watch, which)
             watch.merge(executions, full=not watch.narrow)
@@ -114,6 +124,7 @@ async def list_kinds(
         executions = await _listed(pools, sides, f"{which} AND ExecutionStatus = 'Running'")
         if watch is not None and not full:
             watch.merge(executions, full=True)
+            watch.resync_at = time.monotonic() + RESYNC_SECONDS
         listed = _named(sides, executions)
         served = (
             {}
@@ -158,6 +169,21 @@ async def _listed_since(
     return await _listed(pools, sides, watch.query(which))
 
 
+async def _page(
+    pools: PoolClient, sides: Sequence[Side], watch: RowWatch, which: str
+) -> tuple[list[Any], bytes | None]:
+    """The watch's resync's next page of every running pool, and the token of the one
+    after it (None: that was the last)."""
+    with pools._errors(None, kind=sides[0].kind.name):
+        pages = pools._client.list_workflows(
+            f"{which} AND ExecutionStatus = 'Running'",
+            page_size=RESYNC_PAGE,
+            next_page_token=watch.resync_token,
+        )
+        await pages.fetch_next_page()
+        return list(pages.current_page or []), pages.next_page_token or None
+
+
 def _named(sides: Sequence[Side], executions: Iterable[Any]) -> list[tuple[Side, str, Any]]:
     """The executions that are pools of one of the kinds, with their side and name."""
     listed: list[tuple[Side, str, Any]] = []
@@ -186,6 +212,16 @@ async def _row_summary(
     return row
 
 
+# `get -w` lists every running pool again this often, a page a refresh in place of the
+# narrowed List (an informer's resync): what the narrowed query missed (a record indexed
+# later than the margin allows, a run that does not stamp) is shown at most this late.
+RESYNC_SECONDS = 60.0
+RESYNC_PAGE = 1000
+# Running runs whose stamp is older than their start (a build that does not stamp, the
+# stamp carried over from the run before) are listed by id each refresh, up to this many;
+# more are caught by the resync.
+CARRIED_LISTED = 100
+
 # `get -w` asks for the rows that moved since the newest server time it saw (a row's stamp,
 # a start, a close) less this much: a change is listed once visibility has it (under a second
 # on SQL visibility, a few on Elasticsearch), and a stamp is its workflow task's start,
@@ -199,10 +235,13 @@ class RowWatch:
 
     After the first List call (every running pool), a refresh lists only the executions of
     the kinds whose row stamp (`DevicePoolRowAt`), start or close is at or after that time
-    less `WATCH_MARGIN`, and the running ones with no stamp (a build before it). `merge`:
+    less `WATCH_MARGIN`, and the running ones with no stamp (a build before it) or one older
+    than their start (a build that does not stamp, carrying its predecessor's). `merge`:
     a newer run replaces an older one; a run closed as continued-as-new is passed by (its
     next run is listed by its start); any other close removes the pool, unless a later run
-    of the same id is shown."""
+    of the same id is shown. Every `RESYNC_SECONDS`, a refresh lists a page of every
+    running pool instead (`resynced`); its last page drops each pool neither it nor a
+    narrowed List since its first page listed."""
 
     def __init__(self, margin: timedelta = WATCH_MARGIN) -> None:
         self.margin = margin
@@ -215,16 +254,51 @@ class RowWatch:
         self.asked_workers = False
         # Each workflow id's row as read from its execution when last listed.
         self.rows: dict[str, PoolSummary] = {}
+        # The resync: when the next is due (monotonic), the next page's token, and the ids
+        # listed since its first page (None: none under way).
+        self.resync_at = math.inf
+        self.resync_token: bytes | None = None
+        self.resync_seen: set[str] | None = None
+        # What the last refresh without the narrowed List did: "workers" or "resync".
+        self.last_aside = ""
+        # Running runs whose stamp is older than their start: listed by id.
+        self.carried: set[str] = set()
+
+    def resync_due(self) -> bool:
+        """Whether the next refresh without the narrowed List should be a resync page."""
+        if not self.narrow:  # every refresh lists every running pool already
+            return False
+        return self.resync_seen is not None or time.monotonic() >= self.resync_at
+
+    def resynced(self, page: Iterable[Any], token: bytes | None) -> None:
+        """Take a resync page in; `token` None: it was the last, the view is what it and
+        the narrowed Lists since its first page listed."""
+        if self.resync_seen is None:
+            self.resync_seen = set()
+        self.merge(page, full=False)
+        self.resync_token = token
+        if token is None:
+            for gone in self.view.keys() - self.resync_seen:
+                del self.view[gone]
+            for gone in self.rows.keys() - self.view.keys():
+                del self.rows[gone]
+            self.carried &= self.view.keys()
+            self.resync_seen = None
+            self.resync_at = time.monotonic() + RESYNC_SECONDS
 
     def query(self, which: str) -> str:
         """The next List call's query; `which`: the kinds' `WorkflowType` clause."""
         if self.mark is None or not self.narrow:  # no server time to start from yet
             return f"{which} AND ExecutionStatus = 'Running'"
         since = _rfc3339(self.mark - self.margin)
+        carried = ""
+        if 0 < len(self.carried) <= CARRIED_LISTED:
+            ids = ", ".join(f"'{i}'" for i in sorted(self.carried))
+            carried = f" OR (ExecutionStatus = 'Running' AND WorkflowId IN ({ids}))"
         return (
             f"{which} AND ({SA_ROW_AT} >= '{since}' OR StartTime >= '{since}'"
             f" OR CloseTime >= '{since}'"
-            f" OR (ExecutionStatus = 'Running' AND {SA_ROW_AT} IS NULL))"
+            f" OR (ExecutionStatus = 'Running' AND {SA_ROW_AT} IS NULL){carried})"
         )
 
     def merge(self, executions: Iterable[Any], *, full: bool) -> None:
@@ -234,6 +308,8 @@ class RowWatch:
         self.listed = True
         for execution in sorted(executions, key=_started):
             self._note(execution)
+            if self.resync_seen is not None:
+                self.resync_seen.add(execution.id)
             status = getattr(execution, "status", None) or WorkflowExecutionStatus.RUNNING
             if status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
                 continue
@@ -246,20 +322,34 @@ class RowWatch:
             if later:
                 continue  # an older run's news: the view has a newer run
             self.rows.pop(execution.id, None)  # listed again: its row is read again
+            self.carried.discard(execution.id)
             if status == WorkflowExecutionStatus.RUNNING:
                 self.view[execution.id] = execution
+                if _carried(execution):
+                    self.carried.add(execution.id)
             else:
                 self.view.pop(execution.id, None)
         for gone in self.rows.keys() - self.view.keys():
             del self.rows[gone]
+        self.carried &= self.view.keys()
 
     def _note(self, execution: Any) -> None:
-        stamp = execution.typed_search_attributes.get(KEY_ROW_AT)
+        stamp = None if _carried(execution) else execution.typed_search_attributes.get(KEY_ROW_AT)
         times = [getattr(execution, "start_time", None), getattr(execution, "close_time", None)]
         for at in [*times, stamp]:
             if isinstance(at, datetime):
                 at = at if at.tzinfo else at.replace(tzinfo=UTC)
                 self.mark = at if self.mark is None else max(self.mark, at)
+
+
+def _carried(execution: Any) -> bool:
+    """Whether the run's stamp is older than its start: not its own row's (a build that does
+    not stamp carried its predecessor's over), so it says nothing of the row."""
+    stamp = execution.typed_search_attributes.get(KEY_ROW_AT)
+    if not isinstance(stamp, datetime) or getattr(execution, "start_time", None) is None:
+        return False
+    stamp = stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+    return stamp < _started(execution)
 
 
 def _started(execution: Any) -> datetime:

@@ -5,7 +5,10 @@ that one DescribeTaskQueue instead of the List call."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
+import re
 import signal
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -15,12 +18,15 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
+from devicepool.api.names import MEMO_POOL_ROW
 from devicepool.client import _cli_pools, _pool_reads
 from devicepool.client._pool_reads import WATCH_MARGIN, RowWatch
 from devicepool.client.errors import EXIT_OK
+from devicepool.client.pool_client import PoolClient
+from devicepool.workflows.reconciler.row_memo import pool_row
 from devicepool.workflows.reconciler.search_attributes import KEY_ROW_AT
 from tests.client.test_client_both_kinds import browser
-from tests.client.test_client_get_rows import Polled, _device, _on
+from tests.client.test_client_get_rows import ROLLING, Polled, _device, _on
 from tests.helpers.cli import cli, fake_temporal
 
 T0 = datetime(2026, 12, 6, 1, 0, tzinfo=UTC)
@@ -308,3 +314,164 @@ def test_a_namespace_without_the_stamp_is_listed_whole_each_refresh(
     assert temporal.requests == ["List", "Describe devicepool", "refused", "List", "List"]
     assert set(temporal.queries) == {f"{WHICH} AND ExecutionStatus = 'Running'"}
     assert [line.split()[0] for line in out.splitlines() if line] == ["NAME", "d1"]
+
+
+class Visibility:
+    """Temporal visibility as `get -w`'s queries read it (what is indexed now: `records`, a
+    run each), pages of `page_size` for a List call that asks one page at a time; every
+    request (List, DescribeTaskQueue) counted in order."""
+
+    namespace = "default"
+    service_client = SimpleNamespace(config=SimpleNamespace(target_host="temporal.test:7233"))
+
+    def __init__(self, *records: Any) -> None:
+        self.records = list(records)
+        self.requests: list[str] = []
+        self.workflow_service = SimpleNamespace(describe_task_queue=self._describe)
+
+    async def _describe(self, request: Any, **_: Any) -> Any:
+        from temporalio.api.workflowservice.v1 import DescribeTaskQueueResponse
+
+        self.requests.append("Describe")
+        return DescribeTaskQueueResponse()  # no pollers: rows marked `?`, nothing else
+
+    def list_workflows(
+        self, query: str, *, page_size: int = 1000, next_page_token: bytes | None = None
+    ) -> Any:
+        found = [e for e in self.records if _matches(query, e)]
+        return _Pages(self, found, page_size, int(next_page_token or b"0"))
+
+
+class _Pages:
+    def __init__(self, seen: Visibility, found: list[Any], size: int, at: int) -> None:
+        self.seen, self.found, self.size, self.at = seen, found, size, at
+        self.current_page: list[Any] | None = None
+        self.next_page_token: bytes | None = None
+
+    async def fetch_next_page(self) -> None:
+        self.seen.requests.append("Page")
+        self.current_page = self.found[self.at : self.at + self.size]
+        more = self.at + self.size < len(self.found)
+        self.next_page_token = str(self.at + self.size).encode() if more else None
+
+    def __aiter__(self) -> Any:
+        self.seen.requests.append("List")
+        return self._all()
+
+    async def _all(self) -> Any:
+        for e in self.found:
+            yield e
+
+
+def _matches(query: str, e: Any) -> bool:
+    running = e.status == RUNNING
+    since = re.search(r">= '([^']+)'", query)
+    if since is None:
+        assert "ExecutionStatus = 'Running'" in query
+        return running
+    at = datetime.fromisoformat(since.group(1).replace("Z", "+00:00"))
+    stamp = e.typed_search_attributes.get(KEY_ROW_AT)
+    listed = re.search(r"WorkflowId IN \(([^)]*)\)", query)
+    ids = re.findall(r"'([^']+)'", listed.group(1)) if listed else []
+    return bool(
+        (stamp is not None and stamp >= at)
+        or e.start_time >= at
+        or (e.close_time is not None and e.close_time >= at)
+        or (running and stamp is None)
+        or (running and e.id in ids)
+    )
+
+
+def _pool(name: str, run: str, *, started: int, stamped: int | None, ready: int = 3) -> Any:
+    """A DevicePool's run as listed: its row (memo) says `ready` devices are ready."""
+    e = _run(f"devicepool/{name}", run, started=started, stamped=stamped)
+    e.task_queue = "q"
+    e.workflow_type = "DevicePool"
+    e.memo = json.loads(json.dumps(pool_row({**ROLLING, "readyDevices": ready}, created_at=T0)))
+
+    async def memo_value(key: str, default: Any = None) -> Any:
+        return e.memo if key == MEMO_POOL_ROW else default
+
+    e.memo_value = memo_value
+    return e
+
+
+def _stamp(e: Any, seconds: int) -> None:
+    e.typed_search_attributes = TypedSearchAttributes(
+        [SearchAttributePair(KEY_ROW_AT, T0 + timedelta(seconds=seconds))]
+    )
+
+
+async def _refresh(pools: Any, watch: RowWatch) -> dict[str, int]:
+    """One `get -w` refresh: each shown pool's ready devices."""
+    shown = await _pool_reads.list_kinds(pools, ["DevicePool"], full=False, watch=watch)
+    return {p.name: p.status["readyDevices"] for p in shown}
+
+
+def _one_request_each(temporal: Visibility, refreshes: int) -> None:
+    assert len(temporal.requests) == refreshes, temporal.requests
+
+
+async def test_a_close_indexed_below_the_watch_s_window_is_gone_after_a_resync(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """R15 #1a: B is deleted at 100 and its close is indexed late, after A's row moved at 140
+    (the narrowed query then asks from 110): the watch's full resync, a page a refresh
+    between the narrowed ones, drops it."""
+    monkeypatch.setattr(_pool_reads, "RESYNC_SECONDS", 0.0)
+    monkeypatch.setattr(_pool_reads, "WORKERS_FOR_SECONDS", 3600.0)
+    a = _pool("a", "a1", started=0, stamped=0)
+    b = _pool("b", "b1", started=0, stamped=0)
+    temporal = Visibility(a, b)
+    pools = PoolClient(temporal)  # type: ignore[arg-type]
+    watch = RowWatch()
+    assert await _refresh(pools, watch) == {"a": 3, "b": 3}  # a List, a Describe
+    temporal.requests.clear()
+    _stamp(a, 140)
+    assert await _refresh(pools, watch) == {"a": 3, "b": 3}
+    b.status, b.close_time = WorkflowExecutionStatus.CANCELED, T0 + timedelta(seconds=100)
+    shown = [await _refresh(pools, watch) for _ in range(4)]
+    assert shown[-1] == {"a": 3}, shown
+    _one_request_each(temporal, 5)
+    # never two refreshes in a row without the narrowed List
+    assert ("Page", "Page") not in set(itertools.pairwise(temporal.requests))
+
+
+async def test_a_run_with_an_older_carried_stamp_shows_its_row_s_change() -> None:
+    """R15 #1b: a rollback's run (a build that does not stamp) carries the stamp its
+    predecessor wrote, older than its own start: the watch lists it as it lists an unstamped
+    run, and shows its row's change on the next narrowed refresh."""
+    old = _pool("old", "o2", started=200, stamped=140)  # continued as new onto the old build
+    other = _pool("other", "x1", started=0, stamped=0)
+    temporal = Visibility(old, other)
+    pools = PoolClient(temporal)  # type: ignore[arg-type]
+    watch = RowWatch()
+    assert await _refresh(pools, watch) == {"old": 3, "other": 3}
+    _stamp(other, 400)  # the mark moves on: `old`'s start and stamp fall out of the window
+    await _refresh(pools, watch)
+    old.memo = json.loads(json.dumps(pool_row({**ROLLING, "readyDevices": 1}, created_at=T0)))
+    shown = [await _refresh(pools, watch) for _ in range(2)]
+    assert shown[-1] == {"old": 1, "other": 3}, shown
+
+
+async def test_a_resync_carries_its_page_token_across_refreshes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A resync of three pages takes three refreshes, each with its one request, narrowed
+    Lists between; a pool not in it (nor seen by the narrowed Lists meanwhile) is gone."""
+    monkeypatch.setattr(_pool_reads, "RESYNC_SECONDS", 0.0)
+    monkeypatch.setattr(_pool_reads, "RESYNC_PAGE", 1)
+    monkeypatch.setattr(_pool_reads, "WORKERS_FOR_SECONDS", 3600.0)
+    runs = [_pool(n, f"{n}1", started=0, stamped=0) for n in ("a", "b", "c")]
+    temporal = Visibility(*runs)
+    pools = PoolClient(temporal)  # type: ignore[arg-type]
+    watch = RowWatch()
+    await _refresh(pools, watch)
+    temporal.requests.clear()
+    _stamp(runs[0], 140)
+    gone = _pool("d", "d1", started=0, stamped=0)  # shown, its close never listed
+    watch.view[gone.id] = gone
+    for _ in range(6):
+        await _refresh(pools, watch)
+    assert temporal.requests == ["Page", "List", "Page", "List", "Page", "List"]
+    assert sorted(watch.view) == ["devicepool/a", "devicepool/b", "devicepool/c"]
