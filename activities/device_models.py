@@ -28,6 +28,7 @@ __all__ = [
     "REBOOTING",
     "TERMINATED",
     "TERMINATING",
+    "UNKNOWN_STATUS_REASON",
     "DeviceInfo",
     "DeviceStatus",
     "DeviceStatusInfo",
@@ -67,6 +68,10 @@ DEVICE_STATUSES: tuple[DeviceStatus, ...] = tuple(DeviceStatus)
 ALIVE_STATUSES: frozenset[DeviceStatus] = frozenset(
     {PROVISIONING, READY, BUSY, OFFLINE, REBOOTING, FAILED}
 )
+# How the `reason` of a device begins whose provider status an adapter does not know: it
+# reads `offline` (the health check replaces it in time), yet may be powered on, so billing
+# per running minute counts it as running.
+UNKNOWN_STATUS_REASON = "status unknown to devicepool"
 
 
 class DeviceInfo(CamelModel):

@@ -10,6 +10,7 @@ import pytest
 
 from devicepool.activities import models as am
 from devicepool.activities.models import DeviceInfo, PoolSettings
+from devicepool.activities.providers.geelark.words import phone_status
 from devicepool.activities.settings import Billing
 from devicepool.workflows.pool.messages import PoolCost
 from devicepool.workflows.pool.state import (
@@ -115,3 +116,19 @@ def test_what_devices_billed_today_is_bounded() -> None:
         cost.accrue(start + timedelta(seconds=i), 1, 0.42, running=[f"d{i}"], billing=PER_MINUTE)
     assert len(cost.day_billed) <= MAX_DAY_BILLED
     assert cost.to_date == pytest.approx(0.42 * (MAX_DAY_BILLED + 1) / 3600)  # all billed
+
+
+@pytest.mark.parametrize("code", [9, None, "x"])
+def test_a_geelark_status_unknown_to_devicepool_bills_as_running(code: object) -> None:
+    """A new GeeLark status code, or an item without one, reads `offline` (the health check
+    replaces it in time), but may be a phone powered on: per running minute counts it as
+    running until then (over-counted, never under). A phone shut down (2) still bills
+    nothing."""
+    unknown, why = phone_status(code)
+    shut_down, said = phone_status(2)
+    devices = [
+        DeviceInfo(id="new", status=unknown, reason=why, created_at=NOW),
+        DeviceInfo(id="off", status=shut_down, reason=said, created_at=NOW),
+    ]
+    assert unknown == am.OFFLINE == shut_down
+    assert running_devices(devices, []) == ["new"]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, model_validator
 
 from devicepool.activities import models as am
+from devicepool.activities.device_models import UNKNOWN_STATUS_REASON
 from devicepool.api.base import CamelModel
 from devicepool.api.v1beta1 import ConditionStatus, ConditionType, DevicePoolSpec, DevicePoolStatus
 from devicepool.workflows.pool import events as say
@@ -87,8 +88,14 @@ def billed_devices(
 
 
 # Not powered on: what a per-minute account does not bill (on GeeLark, offline is a phone
-# shut down and failed an expired one).
+# shut down and failed an expired one; offline for a status the adapter does not know may be
+# powered on, and bills).
 _NOT_RUNNING = frozenset({am.OFFLINE, am.FAILED, am.TERMINATED})
+
+
+def _running(device: am.DeviceInfo) -> bool:
+    unknown = (device.reason or "").startswith(UNKNOWN_STATUS_REASON)
+    return device.status not in _NOT_RUNNING or (device.status == am.OFFLINE and unknown)
 
 
 def running_devices(
@@ -96,7 +103,7 @@ def running_devices(
 ) -> list[str]:
     """The ids of the devices that bill per running minute (`Billing` `perMinute`): powered
     on (booting too), those the health check removed included until they are gone."""
-    return sorted({d.id for d in [*devices, *reported_leaving] if d.status not in _NOT_RUNNING})
+    return sorted({d.id for d in [*devices, *reported_leaving] if _running(d)})
 
 
 @dataclass

@@ -8,7 +8,13 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from devicepool.activities.device_models import FAILED, OFFLINE, PROVISIONING, READY
+from devicepool.activities.device_models import (
+    FAILED,
+    OFFLINE,
+    PROVISIONING,
+    READY,
+    UNKNOWN_STATUS_REASON,
+)
 from devicepool.activities.providers.geelark.marks import RESERVE_DIGEST
 from devicepool.activities.providers.geelark.phones import (
     EXPIRED,
@@ -48,7 +54,8 @@ def phone_status(value: Any) -> tuple[str, str | None]:
     code = as_int(value)
     if code in _STATUSES:
         return _STATUSES[code], _REASONS.get(code)
-    return OFFLINE, f"status {str(value)[:20]!r} unknown to devicepool"
+    # Offline to the health check, running to per-minute billing (`running_devices`).
+    return OFFLINE, f"{UNKNOWN_STATUS_REASON}: {str(value)[:20]!r}"
 
 
 def mobile_type(os_version: str) -> str:
