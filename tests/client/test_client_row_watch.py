@@ -475,3 +475,65 @@ async def test_a_resync_carries_its_page_token_across_refreshes(
         await _refresh(pools, watch)
     assert temporal.requests == ["Page", "List", "Page", "List", "Page", "List"]
     assert sorted(watch.view) == ["devicepool/a", "devicepool/b", "devicepool/c"]
+
+
+def test_a_row_s_table_figures_are_every_figure_get_s_tables_read_from_it() -> None:
+    """What a pool stamps on (`table_figures`) moves whenever a figure of either kind's `get`
+    table read from the row moves, and not for what no table shows: a row write that moves
+    only those costs no stamp-only upsert."""
+    from devicepool.client._cli_kinds import VIEWS
+    from devicepool.client._results import PoolSummary
+    from devicepool.workflows.reconciler.row_memo import (
+        COUNT_FIELDS,
+        LeaseFacts,
+        read_row,
+        table_figures,
+    )
+
+    rolling = {"type": "RollingOut", "status": "True", "reason": "SpecChanged"}
+    base = {
+        **ROLLING,
+        "readyProfiles": 2,
+        "openProfiles": 1,
+        "lostProfiles": 0,
+        "byNode": {"n1": 2},
+        "conditions": [rolling],
+        "observedGeneration": 3,
+    }
+    facts = LeaseFacts(leased=1, queued=0, expired=0, max_wait=60.0)
+
+    def tables(row: dict[str, Any]) -> list[list[Any]]:
+        read = read_row(json.loads(json.dumps(row)))
+        status = {} if read is None else read.status
+        return [
+            view.rows([PoolSummary(name="p", spec={}, status=status, created=T0, kind=kind)])[0]
+            for kind, view in VIEWS.items()
+        ]
+
+    before = pool_row(base, created_at=T0, leases=facts)
+    changes: list[tuple[dict[str, Any], LeaseFacts]] = [
+        *(
+            ({**base, key: 9}, facts)
+            for key in COUNT_FIELDS
+            if key not in ("leasedDevices", "leasesQueued", "leasesExpired")  # `facts` say
+        ),
+        ({**base, "hourlyCost": 2.5}, facts),
+        ({**base, "phase": "Degraded"}, facts),
+        ({**base, "byNode": {"n1": 1, "n2": 1}}, facts),
+        ({**base, "conditions": []}, facts),  # the rollout ended: `(rollout 2/4)` goes
+        ({**base, "conditions": [{**rolling, "reason": "Other"}]}, facts),
+        (base, LeaseFacts(leased=2, queued=0, expired=0, max_wait=60.0)),
+        (base, LeaseFacts(leased=1, queued=2, expired=1, max_wait=60.0, oldest=(T0, T0))),
+        (base, LeaseFacts(leased=1, queued=0, expired=0, max_wait=30.0)),
+    ]
+    unshown = 0
+    for status, leases in changes:
+        after = pool_row(status, created_at=T0, leases=leases)
+        assert after != before
+        shown = tables(after) != tables(before)
+        assert shown == (table_figures(after) != table_figures(before)), (status, leases)
+        unshown += not shown
+    assert unshown >= 5  # busy, queued/expired, generation, a reason, maxWait: no stamp
+    partial = {**before, "partial": True}  # read as no row: the pool is asked instead
+    assert table_figures(partial) != table_figures(before)
+    assert table_figures(None) != table_figures(before)

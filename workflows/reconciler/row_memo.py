@@ -23,6 +23,7 @@ __all__ = [
     "Row",
     "pool_row",
     "read_row",
+    "table_figures",
 ]
 
 # A reader takes only the version it knows; another (a newer build's) is read as no row.
@@ -57,6 +58,23 @@ MONEY_FIELDS = ("hourlyCost",)
 # Of a condition: what the table (`RollingOut`) and the gauges read; its message and
 # transition time are `describe`'s.
 CONDITION_FIELDS = ("type", "status", "reason")
+# What either kind's `get` table reads of a row (its columns, `api.kinds`): a row write that
+# moves one of these is stamped for `get -w` (`table_figures`); the rest (busy, queued and
+# expired leases, the generation, the oldest ticket) may move without a stamp.
+TABLE_FIELDS = (
+    "desiredReplicas",
+    "readyDevices",
+    "leasedDevices",
+    "provisioningDevices",
+    "pendingDevices",
+    "offlineDevices",
+    "hourlyCost",
+    "phase",
+    "readyProfiles",
+    "openProfiles",
+    "lostProfiles",
+    "byNode",
+)
 
 
 @dataclass(frozen=True)
@@ -114,6 +132,26 @@ def pool_row(
         made, deadline = leases.oldest
         row["oldestTicket"] = {"createdAt": _iso(made), "deadline": _iso(deadline)}
     return _fit(row)
+
+
+def table_figures(row: Any) -> Any:
+    """What `get`'s tables (either kind's) show of a memo row: two rows with the same figures
+    print the same table line, so a write between them needs no `DevicePoolRowAt` stamp.
+    A row a reader does not take (none, partial, another version's) is its own figure."""
+    if not isinstance(row, Mapping) or row.get("v") != ROW_VERSION or row.get("partial"):
+        return ("no row", row.get("v") if isinstance(row, Mapping) else None)
+    said = row.get("status")
+    status = said if isinstance(said, Mapping) else {}
+    figures = {key: status.get(key) for key in TABLE_FIELDS}
+    # PHASE's `(rollout 2/4)`: the updated count only while a rollout is under way.
+    rolling = [
+        c
+        for c in status.get("conditions") or []
+        if isinstance(c, Mapping) and c.get("type") == "RollingOut" and c.get("status") == "True"
+    ]
+    figures["rollout"] = status.get("updatedDevices") if rolling else None
+    figures["createdAt"] = row.get("createdAt")  # AGE
+    return figures
 
 
 def _fit(row: dict[str, Any]) -> dict[str, Any]:

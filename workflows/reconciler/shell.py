@@ -53,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
         parse_scale_signal,
         short_json,
     )
-    from devicepool.workflows.reconciler.row_memo import LeaseFacts, pool_row
+    from devicepool.workflows.reconciler.row_memo import LeaseFacts, pool_row, table_figures
     from devicepool.workflows.shared import versions
     from devicepool.workflows.shared.errors import forget, raise_if_cancelled
 
@@ -348,18 +348,26 @@ class Reconciler(Generic[SpecT, StateT]):
 
         `attributes` (the pass's search attributes that changed) are upserted first, with
         `DevicePoolRowAt` (the time of the row's write, behind `ROW_AT_PATCH`) in the same
-        command: `get -w` lists only the pools whose row moved (`RowWatch`)."""
+        command when the write moves a figure of `get`'s table (`table_figures`): `get -w`
+        lists only the pools whose row moved (`RowWatch`), and a write that moves nothing it
+        shows (a lease ticket queued) costs no stamp-only upsert."""
         upserts = list(attributes)
         write = self._row_to_write(lease_message=lease_message)
-        # Each row write is stamped in the pass's upsert, and once a row not stamped yet (one
-        # a build before the patch wrote, carried across continue-as-new). A run whose memo
-        # never holds a row (one from before `ROW_MEMO_PATCH`: `write` is never None) would
-        # stamp every pass but for `unstamped`: at most once.
-        has_row = names.MEMO_POOL_ROW in workflow.memo()
-        unstamped = (
-            workflow.info().typed_search_attributes.get(search_attributes.KEY_ROW_AT) is None
+        # A row write that moves a table figure is stamped in the pass's upsert, and once a
+        # row not stamped by this run yet: one a build before the patch wrote, or a stamp
+        # carried across continue-as-new, older than the run's start (`get -w` takes such a
+        # stamp for a build that does not stamp, and lists the pool every refresh). A run
+        # whose memo never holds a row (one from before `ROW_MEMO_PATCH`: `write` is never
+        # None) would stamp every pass but for `unstamped`: at most once.
+        memo = workflow.memo()
+        has_row = names.MEMO_POOL_ROW in memo
+        info = workflow.info()
+        carried = info.typed_search_attributes.get(search_attributes.KEY_ROW_AT)
+        unstamped = carried is None or carried < info.workflow_start_time
+        moved = write is not None and (
+            table_figures(write) != table_figures(memo.get(names.MEMO_POOL_ROW))
         )
-        stamp = (write is not None and (has_row or unstamped)) or (has_row and unstamped)
+        stamp = (moved and (has_row or unstamped)) or (has_row and unstamped)
         if stamp and workflow.patched(ROW_AT_PATCH):
             upserts.append(search_attributes.KEY_ROW_AT.value_set(workflow.now()))
         if upserts:
