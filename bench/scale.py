@@ -716,6 +716,16 @@ async def step_get_watch(stack: Stack, pools: int, refreshes: int = 15) -> None:
         f"max {max(times) * 1000:.0f} ms",
         flush=True,
     )
+    print(
+        "    (one request a refresh holds for a fleet of stamped runs, as here: during an "
+        "unversioned upgrade the runs begun on the old build are listed every refresh until "
+        "they continue as new; the rows within 30 s of the newest change are listed again "
+        "every refresh until something newer happens (more than one page after a burst on "
+        "over 1,000 pools); a pool without a row get may trust is queried every refresh, two "
+        "queries; every 60 s a refresh lists a page of every pool instead of the narrowed "
+        "List, no request more)",
+        flush=True,
+    )
 
 
 async def step_big(stack: Stack, threshold: float) -> None:
