@@ -25,9 +25,10 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api.names import SEARCH_ATTRIBUTES
+from devicepool.errors import DevicePoolError
 from devicepool.worker.config_values import ConfigError
 
-__all__ = ["SearchAttributesMissing", "check_search_attributes"]
+__all__ = ["SearchAttributesMissing", "SearchAttributesUnchecked", "check_search_attributes"]
 
 log = logging.getLogger("devicepool.worker")
 
@@ -40,6 +41,18 @@ class SearchAttributesMissing(ConfigError):
     add it."""
 
 
+class SearchAttributesUnchecked(DevicePoolError):
+    """The frontend did not answer whether the namespace has the pool search attributes,
+    asked `len(RETRY_DELAYS) + 1` times; the worker exits (its supervisor starts it again)."""
+
+    def __init__(self, namespace: str, err: RPCError) -> None:
+        super().__init__(
+            f"cannot tell whether namespace {namespace} has devicepool's search attributes: "
+            f"Temporal answered {err.status.name} {len(RETRY_DELAYS) + 1} times; "
+            "the worker starts once it can tell"
+        )
+
+
 # A frontend restarting or a slow one: asked again after each of these waits (seconds).
 RETRY_DELAYS = (0.5, 1.0, 2.0)
 _TRANSIENT = {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED}
@@ -48,7 +61,7 @@ _TRANSIENT = {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED}
 async def check_search_attributes(client: Client) -> None:
     """Raise `SearchAttributesMissing` naming every pool search attribute the namespace has
     not registered; log a warning and return when neither its list nor a List call may
-    tell; raise the `RPCError` of a frontend that does not answer."""
+    tell; raise `SearchAttributesUnchecked` when the frontend does not answer."""
     namespace = client.namespace
     try:
         answer: ListSearchAttributesResponse = await _answered(
@@ -57,7 +70,7 @@ async def check_search_attributes(client: Client) -> None:
         )
     except RPCError as err:
         if err.status in _TRANSIENT:
-            raise
+            raise SearchAttributesUnchecked(namespace, err) from err
         await _probe(client, refused=err)
         return
     known = {**answer.system_attributes, **answer.custom_attributes}
@@ -91,7 +104,7 @@ async def _probe(client: Client, *, refused: RPCError) -> None:
                 missing.append(name)
                 continue
             if err.status in _TRANSIENT:
-                raise
+                raise SearchAttributesUnchecked(namespace, err) from err
             log.warning(
                 "cannot list the namespace's search attributes; starting without checking them",
                 extra={

@@ -21,6 +21,7 @@ from devicepool.worker import registered
 from devicepool.worker.config import WorkerConfig
 from devicepool.worker.registered import (
     SearchAttributesMissing,
+    SearchAttributesUnchecked,
     _indexed,
     check_search_attributes,
 )
@@ -159,9 +160,13 @@ async def test_a_frontend_that_is_restarting_is_asked_again_and_refuses() -> Non
 async def test_a_frontend_that_never_answers_stops_the_worker() -> None:
     """Not a warning: the worker exits and its supervisor starts it again."""
     operator = _Operator(RPCError("slow", RPCStatusCode.DEADLINE_EXCEEDED, b""))
-    with pytest.raises(RPCError):
+    with pytest.raises(SearchAttributesUnchecked) as unchecked:
         await check_search_attributes(_Client(operator, _Visibility(None)))  # type: ignore[arg-type]
     assert len(operator.asked) == len(registered.RETRY_DELAYS) + 1
+    assert str(unchecked.value) == (
+        "cannot tell whether namespace prod has devicepool's search attributes: "
+        "Temporal answered DEADLINE_EXCEEDED 4 times; the worker starts once it can tell"
+    )
 
 
 async def test_the_worker_stops_before_anything_polls(monkeypatch: pytest.MonkeyPatch) -> None:
