@@ -95,7 +95,8 @@ async def list_kinds(
     With `watch` (`get -w`, without `full`): its first refresh is that List call; each
     later one is one request, a List call of only the rows that moved since (`RowWatch`),
     or, when a task queue's workers are due to be asked again, that DescribeTaskQueue
-    instead (the rows are then the last refresh's)."""
+    instead (the rows are then the last refresh's), or, every `RESYNC_SECONDS`, a page of
+    every running pool instead (`RowWatch.resynced`)."""
     sides = [pools._side(kind) for kind in kinds]
     types = ", ".join(f"'{side.kind.workflow_type}'" for side in sides)
     which = f"WorkflowType = {types}" if len(sides) == 1 else f"WorkflowType IN ({types})"
