@@ -6,6 +6,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from devicepool.activities import models as am
+from devicepool.api.names import (
+    LABEL_MANAGED_BY,
+    LABEL_POOL,
+    LABEL_SLOT,
+    LABEL_TEMPLATE_HASH,
+    MANAGED_BY,
+)
 from devicepool.workflows.pool import leasable
 from devicepool.workflows.pool.fates import Fate
 from devicepool.workflows.pool.state import PoolState
@@ -108,11 +115,55 @@ def test_tickets_no_device_like_the_pools_can_serve_are_no_demand():
     ]
 
     def grows(selector):
-        return leasable.grows_for(selector, spec=SPEC, devices=galaxies)
+        return leasable.grows_for(selector, pool="p", spec=SPEC, devices=galaxies)
 
     assert queued_demand(tickets, grows) == 0
     # What one like them carries, or what every new device is made with, is demand.
     assert grows({"model": "galaxy", "region": "us-west"})
     assert grows({"platform": "android"}) and grows({})
-    # At zero nothing is known to refuse: the provider may add the label.
-    assert leasable.grows_for({"model": "pixel"}, spec=SPEC, devices=[])
+
+
+def _tickets(selector: dict[str, str], n: int = 30) -> list[Ticket]:
+    return [
+        Ticket(id=str(i), holder="h", selector=selector, duration=60, created_at=T0, deadline=T0)
+        for i in range(n)
+    ]
+
+
+def test_a_pool_at_zero_grows_only_for_tickets_a_new_device_can_serve():
+    """At zero nothing is listed: a new device carries only what the pool writes (its
+    region, platform, pool, managed-by and template-hash labels), so 30 tickets for
+    `model=pixel` rent nothing, while 30 for the region rent 30."""
+
+    def grows(selector):
+        return leasable.grows_for(selector, pool="p", spec=SPEC, devices=[])
+
+    assert queued_demand(_tickets({"model": "pixel"}), grows) == 0
+    assert queued_demand(_tickets({"region": "us-west"}), grows) == 30
+    assert queued_demand(_tickets({"region": "us-west", "platform": "android"}), grows) == 30
+    assert queued_demand(_tickets({}), grows) == 30
+    # A label every device is made with counts; another pool's, or another value, does not.
+    current = am.template_hash(am.device_template(SPEC))
+    assert grows({LABEL_TEMPLATE_HASH: current, LABEL_POOL: "p", LABEL_MANAGED_BY: MANAGED_BY})
+    assert not grows({LABEL_POOL: "other"})
+    assert not grows({LABEL_TEMPLATE_HASH: "0123456789ab"})
+    assert not grows({"region": "us-west", "model": "pixel"})
+
+
+def test_during_a_rollout_a_ticket_counts_for_the_new_template_only():
+    """Listed devices of an older template: a ticket for the current template's hash counts
+    (every device made now carries it); one for the old hash, or for a listed device's slot,
+    does not (no new device carries them)."""
+    old = [
+        device("a").model_copy(
+            update={"labels": {"pool": "p", LABEL_TEMPLATE_HASH: "0ld0ld0ld0ld", LABEL_SLOT: "3"}}
+        )
+    ]
+    current = am.template_hash(am.device_template(SPEC))
+
+    def grows(selector):
+        return leasable.grows_for(selector, pool="p", spec=SPEC, devices=old)
+
+    assert queued_demand(_tickets({LABEL_TEMPLATE_HASH: current}), grows) == 30
+    assert queued_demand(_tickets({LABEL_TEMPLATE_HASH: "0ld0ld0ld0ld"}), grows) == 0
+    assert queued_demand(_tickets({LABEL_SLOT: "3"}), grows) == 0

@@ -369,7 +369,7 @@ class DevicePoolKind:
     def grows_for(self, selector: Mapping[str, str]) -> bool:
         if self.lease_problem(selector) is not None:
             return False
-        return leasable.grows_for(selector, spec=self.spec, devices=self.devices)
+        return leasable.grows_for(selector, pool=self.name, spec=self.spec, devices=self.devices)
 
     def autoscale_members(self) -> set[str] | None:
         return self.lease_members()

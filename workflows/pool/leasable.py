@@ -13,7 +13,13 @@ from datetime import datetime
 from typing import Any
 
 from devicepool.activities import models as am
-from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, LABEL_SLOT, LABEL_TEMPLATE_HASH
+from devicepool.api.names import (
+    LABEL_MANAGED_BY,
+    LABEL_POOL,
+    LABEL_SLOT,
+    LABEL_TEMPLATE_HASH,
+    MANAGED_BY,
+)
 from devicepool.api.v1beta1 import DevicePoolSpec
 from devicepool.workflows.pool.events import Happened, ids
 from devicepool.workflows.pool.fates import Fate
@@ -115,23 +121,36 @@ def problem(
 
 
 def grows_for(
-    selector: Mapping[str, str], *, spec: DevicePoolSpec, devices: Sequence[am.DeviceInfo]
+    selector: Mapping[str, str],
+    *,
+    pool: str,
+    spec: DevicePoolSpec,
+    devices: Sequence[am.DeviceInfo],
 ) -> bool:
     """Whether a device the pool makes could serve a ticket of `selector`: what an autoscaled
-    pool counts as demand. Yes if it asks only for what every device is made with (`region`,
-    `platform`), or for what a listed device carries (a new one, made from the same template,
-    carries the provider's labels as they do); with none listed, nothing is known to refuse.
-    A ticket for `model=pixel` in a pool of `model: galaxy` devices rents nothing."""
+    pool counts as demand. A new device carries what the pool writes (`region`, `platform`,
+    its `pool` and `managed-by` labels, the current template's `template-hash`), never a
+    listed device's slot; any other label it carries as the listed devices do (made from the
+    same template, it gets the provider's labels as they did). So with none listed, a ticket
+    for `model=pixel` rents nothing, one for the region counts; a ticket for `model=pixel` in
+    a pool of `model: galaxy` devices rents nothing, nor one for an old template's hash."""
     wanted = {k: v for k, v in selector.items() if k != "device"}
-    if not devices:
+    if LABEL_SLOT in wanted:
+        return False  # a listed device's slot: a new device takes its own
+    made = {
+        "region": spec.region,
+        "platform": spec.platform.value,
+        LABEL_POOL: pool,
+        LABEL_MANAGED_BY: MANAGED_BY,
+    }
+    if LABEL_TEMPLATE_HASH in wanted:  # hashed only when asked (once per selector, per message)
+        made[LABEL_TEMPLATE_HASH] = am.template_hash(am.device_template(spec))
+    if any(made[k] != v for k, v in wanted.items() if k in made):
+        return False
+    rest = {k: v for k, v in wanted.items() if k not in made}
+    if not rest:
         return True
-    made = {"region": spec.region, "platform": spec.platform.value}
-    if all(made.get(k) == v for k, v in wanted.items()):
-        return True
-    return any(
-        all(labels.get(k) == v for k, v in wanted.items())
-        for labels in (labels_of(d, spec) for d in devices)
-    )
+    return any(all(d.labels.get(k) == v for k, v in rest.items()) for d in devices)
 
 
 def leased_busy(devices: Sequence[am.DeviceInfo], leased: Collection[str]) -> list[am.DeviceInfo]:
