@@ -552,3 +552,26 @@ def test_offers_are_each_ticket_in_turn_taking_the_first_free_match(listed, want
     expected = reference_offers(book, candidates)
     offers = book.assign(candidates, now=T0, rules=rules, new_id=new_id)
     assert [(o.holder, o.device) for o in offers] == expected
+
+
+def test_a_refusal_without_a_wait_says_an_autoscaled_pool_grows_only_for_one_that_waits():
+    """An autoscaled pool grows for a waiting ticket, not for an ask that would not wait:
+    its refusal says so (and how to ask); a plain pool's stays as it is."""
+    plain = ask(LeaseBook(), [])
+    assert isinstance(plain, NotGranted)
+    assert plain.message == "no ready device matching the selector is free"
+    scaled = LeaseBook().request(
+        candidates=[],
+        selector={},
+        holder="h",
+        duration=timedelta(minutes=10),
+        wait=timedelta(0),
+        now=T0,
+        rules=RULES,
+        new_id=ids(),
+        autoscaled=True,
+    )
+    assert isinstance(scaled, NotGranted) and not scaled.full
+    assert scaled.message.startswith("no ready device matching the selector is free")
+    assert "autoscaled" in scaled.message and "--wait" in scaled.message
+    assert "\n" not in scaled.message

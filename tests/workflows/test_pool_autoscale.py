@@ -62,6 +62,15 @@ async def test_a_pool_at_zero_grows_for_its_tickets_and_shrinks_when_idle(
         assert "autoscale.minReplicas/maxReplicas" in str(refused.value.cause)
         assert (await handle.query("spec"))["spec"]["replicas"] == 0
 
+        # Asked without a wait: not granted, and told the pool grows only for one that waits.
+        with pytest.raises(WorkflowUpdateFailedError) as not_granted:
+            await handle.execute_update(
+                names.UPDATE_LEASE, LeaseRequest(holder="now"), result_type=LeaseAnswer
+            )
+        assert "autoscaled and grows only for a lease that waits: ask with --wait" in str(
+            not_granted.value.cause
+        )
+
         # Two tickets at zero: queued, not refused; the pool grows to 2 and grants both FIFO.
         asked = [
             await handle.execute_update(

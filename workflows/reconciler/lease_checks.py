@@ -132,6 +132,7 @@ class LeaseChecks:
             "wait": timedelta(seconds=request.wait),
             "now": workflow.now(),
             "rules": rules,
+            "autoscaled": getattr(self.h.spec, "autoscale", None) is not None,
         }
 
     def _refuse_past_update_budget(self) -> None:

@@ -54,6 +54,11 @@ ASKED_KEPT = 100
 # Ids given back before the pool knew them (an ask overtaken by its give-back), remembered
 # apart from the ends: a stream of give-backs of ids nobody holds pushes out only these.
 GIVEN_BACK_KEPT = 100
+# Why an ask that would not wait is not granted (on an autoscaled pool, with what would be).
+_NONE_FREE = "no ready device matching the selector is free"
+_GROWS_IF_WAITED = (
+    "the pool is autoscaled and grows only for a lease that waits: ask with --wait 5m"
+)
 
 
 class LeaseBook(CamelModel):
@@ -157,11 +162,13 @@ class LeaseBook(CamelModel):
         rules: LeaseSpec,
         new_id: Callable[[], str],
         ask: str = "",
+        autoscaled: bool = False,
     ) -> Lease | Queued | NotGranted:
         """A lease now, a ticket in the queue (`wait` > 0), or why neither. Tickets already
         waiting are served first (`assign`), so a free member matching this selector is one
         no earlier ticket wants. `ask`: the asker's id (`lease_ask`): the ticket's, and the
-        lease's `ticket` when granted at once, so that it is found by it either way."""
+        lease's `ticket` when granted at once, so that it is found by it either way.
+        `autoscaled`: the pool grows for a waiting ticket only, which a refusal says."""
         self.assign(candidates, now=now, rules=rules, new_id=new_id)
         seconds = min(duration.total_seconds(), rules.max_duration)
         member = self._free(candidates, selector)
@@ -170,7 +177,9 @@ class LeaseBook(CamelModel):
             lease.ticket = ask
             return lease
         if wait <= timedelta(0):
-            return NotGranted("no ready device matching the selector is free")
+            if autoscaled:  # it grows for a ticket, never for an ask that would not wait
+                return NotGranted(f"{_NONE_FREE}: {_GROWS_IF_WAITED}")
+            return NotGranted(_NONE_FREE)
         if len(self.tickets) >= rules.queue.max:
             return NotGranted(
                 f"the queue is full ({len(self.tickets)} waiting, queue.max {rules.queue.max})",
