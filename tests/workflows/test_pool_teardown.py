@@ -1,4 +1,5 @@
-"""The finalizer never gives up: a teardown blocked by the provider waits, shows why, then finishes."""
+"""The finalizer never gives up: a teardown blocked by the provider waits, shows why, then
+finishes; and it waits for no batch its pool decided but never started."""
 
 from __future__ import annotations
 
@@ -13,14 +14,19 @@ from pydantic import SecretStr
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
 
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import pool_workflow_id
 from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta
 from devicepool.client import PoolBlocked, PoolClient
+from devicepool.connect import DATA_CONVERTER
 from devicepool.testing import eventually
+from devicepool.workflows import WORKFLOWS
+from devicepool.workflows.pool.act import UNSTARTED_BATCHES_LEAVE_PATCH
 from devicepool.workflows.pool.messages import PoolInput
+from tests.helpers.histories import run_histories
 from tests.helpers.settings import FAST
 from tests.helpers.transports import TimedASGITransport
 from tests.helpers.workflow_stack import (
@@ -188,3 +194,70 @@ async def test_a_teardown_held_up_by_retryable_errors_shows_blocked_then_finishe
     )
     assert await pool_devices(control, pool_name) == []
     assert await pool_counts(control, pool_name) == {"created": 2, "terminated": 2}
+
+
+class SlowTerminate(OwnQueueActivities):
+    """The pool's own activities; `terminate_device` waits until the test lets it go."""
+
+    def __init__(self, real: DeviceActivities) -> None:
+        super().__init__(real)
+        self.asked = asyncio.Event()
+        self.go = asyncio.Event()
+
+    @activity.defn(name="terminate_device")
+    async def terminate_device(self, input: am.TerminateDeviceInput) -> am.TerminateDeviceResult:
+        self.asked.set()
+        await self.go.wait()
+        return await self.real.terminate_device(input)
+
+
+async def test_a_delete_during_a_replacement_s_terminate_waits_for_no_unstarted_batch(
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient
+) -> None:
+    # A device replaced now: the pass terminates it, then starts its replacement's batch
+    # (already in the slot book). Deleted while the terminate runs, the batch is never
+    # started: teardown has nothing to wait for (it waited startupTimeout + grace, 75 s
+    # here, while the pool's devices billed).
+    slow = SlowTerminate(worker)
+    name = f"wf-{uuid.uuid4().hex[:8]}"
+    queue = f"teardown-{name}"
+    spec = DevicePoolSpec.model_validate(
+        {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 2}
+    )
+    pools = PoolClient(env.client)
+    async with slow.serving(env.client, queue):
+        handle = await env.client.start_workflow(
+            "DevicePool",
+            PoolInput(metadata=ObjectMeta(name=name), spec=spec, settings=FAST),
+            id=pool_workflow_id(name),
+            task_queue=queue,
+        )
+
+        async def ready() -> list[str] | None:
+            status = await handle.query("status")
+            devices = await pool_devices(control, name)
+            return [d["id"] for d in devices] if status["readyDevices"] == 2 else None
+
+        device = (await eventually(ready, what="2 ready devices", every=POLL))[0]
+        await pools.replace_device(name, device)
+        await asyncio.wait_for(slow.asked.wait(), timeout=30)
+        await handle.cancel()
+        slow.go.set()
+        deleted = time.monotonic()
+
+        async def ended() -> bool:
+            return (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
+
+        await eventually(ended, what="the pool deleted", timeout=30, every=POLL)
+        assert time.monotonic() - deleted < FAST.startup_timeout_seconds
+    assert await pool_devices(control, name) == []
+    # Its replacement was never created: no batch started after the delete.
+    assert (await pool_counts(control, name))["created"] == 2
+    # The new path is gated (runs of v0.2.0 waited): every run replays, one has the marker.
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)
+    marked = False
+    for history in await run_histories(env.client, handle.id):
+        await replayer.replay_workflow(history)
+        patch = UNSTARTED_BATCHES_LEAVE_PATCH.encode()
+        marked = marked or any(patch in e.SerializeToString() for e in history.events)
+    assert marked, "the patch's marker in no run"

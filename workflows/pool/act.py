@@ -7,6 +7,7 @@ below say when a newer run does otherwise.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from temporalio import workflow
@@ -28,6 +29,7 @@ __all__ = [
     "OWED_SPLIT_AS_DECIDED_PATCH",
     "RESPEC_HOLDS_BATCHES_PATCH",
     "TERMINATED_LEAVE_PATCH",
+    "UNSTARTED_BATCHES_LEAVE_PATCH",
     "carry_out",
     "reset_used",
 ]
@@ -47,6 +49,10 @@ RESPEC_HOLDS_BATCHES_PATCH = "respec-during-terminations-holds-batches"
 # decided, before its terminations; v0.1.0 split them once the terminations returned, with
 # what was owed then: a health report in between made it start a replacement batch more.
 OWED_SPLIT_AS_DECIDED_PATCH = "batches-split-as-decided"
+# A pass deleted while it awaits its terminations leaves the batches it decided (opened in
+# its book, never started) out of the teardown; v0.2.0 asked them to cancel, was told they
+# did not exist, and waited `startupTimeout` + `batchCheckGrace` for their report.
+UNSTARTED_BATCHES_LEAVE_PATCH = "unstarted-batches-leave-at-delete"
 
 
 async def carry_out(k: DevicePoolKind, decision: Decision) -> None:
@@ -57,13 +63,22 @@ async def carry_out(k: DevicePoolKind, decision: Decision) -> None:
     for batch_id, slots in decision.withdraw.items():
         k.neighbours.withdraw(batch_id, slots)
     if decision.terminate:
-        await terminate(
-            k,
-            decision.terminate,
-            only_if_idle=decision.only_if_idle,
-            reasons=decision.reasons,
-            first=decision.first,
-        )
+        try:
+            await terminate(
+                k,
+                decision.terminate,
+                only_if_idle=decision.only_if_idle,
+                reasons=decision.reasons,
+                first=decision.first,
+            )
+        except asyncio.CancelledError:
+            # Deleted meanwhile: the decided batches are in the book, yet none was (or
+            # will be) started, so nothing can create for them and no report will come.
+            if workflow.cancellation_reason() is not None and workflow.patched(
+                UNSTARTED_BATCHES_LEAVE_PATCH
+            ):
+                _unstarted(k, decision.batches)
+            raise
         removed = [d for d in decision.plan.remove_failed if d not in s.doomed]
         s.fates.set(removed, Fate.REMOVED_FAILED)
     batches = decision.batches
@@ -77,9 +92,7 @@ async def carry_out(k: DevicePoolKind, decision: Decision) -> None:
         if workflow.patched(RESPEC_HOLDS_BATCHES_PATCH):
             # The spec changed while terminating: these batches' keys and body would
             # disagree. Their slots are planned again (same keys) by the next pass.
-            for order in batches:
-                s.slots.lost(order.child_id)
-                s.replacements_owed += len(order.slots) if order.replacement else 0
+            _unstarted(k, batches)
             k.h.dirty, batches = True, []
         else:
             orders, taken, left = _taken_as_v0_1_0(k, decision, book, owed_then, s.generation)
@@ -127,6 +140,14 @@ async def reset_used(k: DevicePoolKind, decision: Decision) -> None:
     # A device now replaced goes, and a failed reset is tried again, on the next pass.
     if set(k.s.doomed) != doomed or any(r.device in results for r in k.s.resets):
         k.h.dirty = True
+
+
+def _unstarted(k: DevicePoolKind, batches: list[BatchOrder]) -> None:
+    """These batches, opened in the book, will not be started: their slots are planned
+    again under their keys, and the replacements among them are owed again."""
+    for order in batches:
+        k.s.slots.lost(order.child_id)
+        k.s.replacements_owed += len(order.slots) if order.replacement else 0
 
 
 def _split_as_v0_1_0(
