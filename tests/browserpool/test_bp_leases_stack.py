@@ -217,9 +217,15 @@ async def test_a_quiet_autoscaled_browser_pool_grows_and_shrinks_without_its_res
         await eventually(sized_at_zero, timeout=20, what="sized at zero")
         asked = await leases.lease(handle, holder="test", duration="10m", wait="60s")
         assert asked.granted is None and asked.ticket, asked
-        await eventually(
-            lambda: leases.offered(handle, asked.ticket or ""), timeout=15, what="an offer"
-        )
+        try:
+            await eventually(
+                lambda: leases.offered(handle, asked.ticket or ""), timeout=15, what="an offer"
+            )
+        except AssertionError as err:
+            raise AssertionError(
+                f"{err}; status: {await status(handle)}; "
+                f"events: {await handle.query(QUERY_EVENTS)}; placement: {placement(account, pool)}"
+            ) from None
         lease = (await leases.claim(handle, asked.ticket or "")).lease
         assert await release(handle, lease) == "Released"
 
@@ -228,3 +234,36 @@ async def test_a_quiet_autoscaled_browser_pool_grows_and_shrinks_without_its_res
 
         await eventually(none_left, timeout=12, what="the idle profile gone")
         await handle.terminate("test over")
+
+
+async def test_a_profile_a_pass_made_leasable_is_offered_by_a_pass_soon(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pass offers from the last pass's look: the pass that first sees a profile open
+    (made for a ticket) cannot offer it. It must not then wait the whole resync (30 s): a
+    pass comes soon and offers it. Seen once, no second soon pass (an unmatched ticket
+    does not loop the pool every two seconds)."""
+    from devicepool.workflows.browserpool import kind as kind_module
+    from devicepool.workflows.browserpool.kind import SOON, BrowserKind, Outcome
+    from devicepool.workflows.browserpool.plan import NodeProfile, Placement
+    from tests.browserpool.test_bp_leases import FakeHost, seen_of
+
+    waited: list[float] = []
+
+    async def wait_condition(_check: Any, *, timeout: Any, summary: str) -> None:
+        waited.append(timeout.total_seconds())
+
+    monkeypatch.setattr(kind_module, "wait_condition", wait_condition)
+    host = FakeHost()
+    host.replan = False
+    host.settings = SETTINGS.model_copy(update={"resync_seconds": 30.0})
+    host.s.status = host.s.status.model_copy(update={"leases_queued": 1})
+    kind = BrowserKind(host)  # type: ignore[arg-type]
+    kind._last = Outcome(seen_of([]), Placement())
+    assert kind.lease_candidates() == []  # the pass's settle: nothing to offer yet
+    opened = NodeProfile("p0", 0, "node-1", True)
+    kind._last = Outcome(seen_of([opened]), Placement(held=[opened]))  # its publish
+    await kind.wait(kind._last)
+    assert [c.id for c in kind.lease_candidates()] == ["p0"]  # the next pass offers it
+    await kind.wait(kind._last)
+    assert waited == [SOON, 30.0]

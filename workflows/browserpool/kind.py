@@ -103,6 +103,9 @@ class BrowserKind:
         # The profiles the last event said were kept for their leases (a new run says so
         # again, once).
         self._kept_said: frozenset[str] = frozenset()
+        # The candidates the leases last saw (`lease_candidates`, the pass's settle): one
+        # this pass made leasable (a profile opened) is offered by the next pass, soon.
+        self._candidates_seen: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------------ a pass
 
@@ -313,7 +316,7 @@ class BrowserKind:
         # `replan`: an autoscaled pool's demand moved (`Reconciler.demand_moved`); no other
         # BrowserPool sets it, so their waits are as before.
         h = self.h
-        if outcome.done or h.dirty or h.replan:
+        if outcome.done or h.dirty or h.replan or self._offerable_since_settle():
             every = min(every, SOON)
         h.dirty = h.replan = False
         await wait_condition(
@@ -384,6 +387,11 @@ class BrowserKind:
     # ------------------------------------------------------------------ leases
 
     def lease_candidates(self) -> list[Candidate]:
+        candidates = self._candidates()
+        self._candidates_seen = frozenset(c.id for c in candidates)
+        return candidates
+
+    def _candidates(self) -> list[Candidate]:
         last = self._last
         if last is None or last.placement is None:
             return []
@@ -394,6 +402,14 @@ class BrowserKind:
             self._node_labels,
             used=self.h.s.replace_after_use,
         )
+
+    def _offerable_since_settle(self) -> bool:
+        """Tickets wait and this pass's look has a candidate their settle did not see (the
+        pass offers from the last pass's look): without a pass soon, a quiet pool's ticket
+        waits for the resync. Once seen, no second wake (no loop on an unmatched ticket)."""
+        if not self.h.s.status.leases_queued:
+            return False
+        return bool({c.id for c in self._candidates()} - self._candidates_seen)
 
     def lease_members(self) -> set[str] | None:
         return None if self._last is None else leasable.members(self._last.seen)
