@@ -127,6 +127,11 @@ def turned_away(err: BaseException) -> str | None:
         return words
     if err.status == RPCStatusCode.UNAVAILABLE and "update was aborted" in words.lower():
         return words
+    if err.status == RPCStatusCode.FAILED_PRECONDITION and "workflow task failure" in words.lower():
+        # WorkflowNotReady: the workflow task that carried the update failed (a worker
+        # starved past the SDK's deadlock limit, an eviction) before the update was
+        # accepted; sent again under the same id, it lands once.
+        return words
     return None
 
 

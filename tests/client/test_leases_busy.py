@@ -44,6 +44,13 @@ CLOSING = RPCError(
     b"",
 )
 ABORTED = RPCError("workflow update was aborted", RPCStatusCode.UNAVAILABLE, b"")
+# The update's workflow task failed before it was accepted (a starved worker's deadlock limit,
+# an eviction): seen in CI under load as WorkflowNotReady.
+NOT_READY = RPCError(
+    "Unable to perform workflow execution update due to unexpected workflow task failure.",
+    RPCStatusCode.FAILED_PRECONDITION,
+    b"",
+)
 BUFFER_FULL = RPCError("consistent query buffer is full", RPCStatusCode.RESOURCE_EXHAUSTED, b"")
 QUERY_TIMED_OUT = RPCError("Timeout expired", RPCStatusCode.CANCELLED, b"")
 QUERY_DEADLINE = RPCError("Deadline exceeded", RPCStatusCode.DEADLINE_EXCEEDED, b"")
@@ -116,6 +123,8 @@ class Busy(LeasePool):
         (CLOSING, "workflow operation can not be applied because workflow is closing"),
         (BUFFER_FULL, "consistent query buffer is full"),
         (ABORTED, "workflow update was aborted"),
+        (NOT_READY, NOT_READY.message),
+        (RPCError("some other precondition", RPCStatusCode.FAILED_PRECONDITION, b""), None),
         (UNPROCESSED, "Workflow Update is rejected because it wasn't processed by worker."),
         (HANDING_OVER, "pool 'p' is handing over to a new run; send it again"),
         (refused("none free", LEASE_NOT_GRANTED), None),
@@ -142,7 +151,9 @@ async def test_an_ask_turned_away_is_sent_again_under_the_same_id(error: RPCErro
     assert len({ask for name, ask in pool.sent if name == "lease_ask"}) == 2
 
 
-@pytest.mark.parametrize("error", [IN_FLIGHT, CLOSING, ABORTED, UNPROCESSED, HANDING_OVER])
+@pytest.mark.parametrize(
+    "error", [IN_FLIGHT, CLOSING, ABORTED, NOT_READY, UNPROCESSED, HANDING_OVER]
+)
 async def test_a_renew_or_release_turned_away_is_sent_again_under_the_same_id(
     error: RPCError,
 ) -> None:

@@ -10,6 +10,8 @@ For the pure tests of what a kind tells its lease book: `T0`, `POOL_SPEC` (a Dev
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 from devicepool.activities.models import PoolSettings
 from devicepool.api import names
 from devicepool.api.v1beta1 import DevicePoolSpec
+from devicepool.client._lease_calls import turned_away
 from devicepool.workflows.pool.messages import PoolInput
 from devicepool.workflows.reconciler import lease_messages as lm
 from devicepool.workflows.reconciler.lease_records import Ended, EndReason
@@ -58,11 +61,29 @@ async def start_beta_pool(
     )
 
 
+async def update(
+    handle: Handle, name: str, arg: Any, result_type: type[Any], update_id: str | None = None
+) -> Any:
+    """The update's answer; sent again under the same id (one outcome, however many tries)
+    while Temporal turns it away for now, as the product's client does (`turned_away`: on a
+    loaded CI machine a workflow task can fail before the update is accepted)."""
+    update_id = update_id or f"{name}-{uuid.uuid4()}"
+    for _ in range(20):
+        try:
+            return await handle.execute_update(name, arg, result_type=result_type, id=update_id)
+        except Exception as err:
+            if turned_away(err) is None:
+                raise
+            await asyncio.sleep(0.5)
+    return await handle.execute_update(name, arg, result_type=result_type, id=update_id)
+
+
 async def lease(handle: Handle, *, update_id: str | None = None, **asked: Any) -> lm.LeaseAnswer:
     """A `lease` update of `LeaseRequest(**asked)`, under `update_id` if given."""
-    return await handle.execute_update(
-        names.UPDATE_LEASE, lm.LeaseRequest(**asked), result_type=lm.LeaseAnswer, id=update_id
+    answer: lm.LeaseAnswer = await update(
+        handle, names.UPDATE_LEASE, lm.LeaseRequest(**asked), lm.LeaseAnswer, update_id
     )
+    return answer
 
 
 async def granted(handle: Handle, **asked: Any) -> lm.Granted:
@@ -73,8 +94,8 @@ async def granted(handle: Handle, **asked: Any) -> lm.Granted:
 
 
 async def claim(handle: Handle, ticket: str) -> lm.Granted:
-    answer = await handle.execute_update(
-        names.UPDATE_LEASE_CLAIM, lm.TicketRef(ticket=ticket), result_type=lm.LeaseAnswer
+    answer = await update(
+        handle, names.UPDATE_LEASE_CLAIM, lm.TicketRef(ticket=ticket), lm.LeaseAnswer
     )
     assert answer.granted is not None, answer
     return answer.granted
@@ -94,17 +115,20 @@ async def offered(handle: Handle, ticket: str) -> lm.LeaseAnswer | None:
 
 
 async def renew(handle: Handle, lease_id: str) -> lm.LeaseAnswer:
-    return await handle.execute_update(
-        names.UPDATE_RENEW, lm.RenewRequest(lease=lease_id), result_type=lm.LeaseAnswer
+    answer: lm.LeaseAnswer = await update(
+        handle, names.UPDATE_RENEW, lm.RenewRequest(lease=lease_id), lm.LeaseAnswer
     )
+    return answer
 
 
 async def release(handle: Handle, lease_id: str, *, replace: bool = False) -> lm.ReleaseAnswer:
-    return await handle.execute_update(
+    answer: lm.ReleaseAnswer = await update(
+        handle,
         names.UPDATE_RELEASE,
         lm.ReleaseRequest(lease=lease_id, replace=replace),
-        result_type=lm.ReleaseAnswer,
+        lm.ReleaseAnswer,
     )
+    return answer
 
 
 async def view(handle: Handle) -> lm.LeasesView:

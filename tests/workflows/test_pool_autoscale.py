@@ -18,7 +18,7 @@ from devicepool.api import names
 from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import PoolInput, ScaleRequest
 from devicepool.workflows.reconciler.lease_messages import LeaseAnswer, LeaseRequest
-from tests.helpers.leases import claim, offered, release, start_beta_pool, view
+from tests.helpers.leases import claim, offered, release, start_beta_pool, update, view
 from tests.helpers.manifests import beta_pool
 from tests.helpers.settings import FAST
 from tests.helpers.workflow_stack import Workers, pool_devices
@@ -75,6 +75,14 @@ async def test_a_pool_at_zero_grows_for_its_tickets_and_shrinks_when_idle(
         assert "autoscaled and grows only for a lease that waits: ask with --wait" in str(
             not_granted.value.cause
         )
+        # ...but not for a selector no device the pool makes could serve (it would not grow).
+        with pytest.raises(WorkflowUpdateFailedError) as not_granted:
+            await handle.execute_update(
+                names.UPDATE_LEASE,
+                LeaseRequest(holder="now", selector={"model": "pixel"}),
+                result_type=LeaseAnswer,
+            )
+        assert "--wait" not in str(not_granted.value.cause), not_granted.value.cause
 
         # Two tickets at zero: queued, not refused; the pool grows to 2 and grants both FIFO.
         asked = [
@@ -153,9 +161,7 @@ async def test_a_grant_out_of_a_quiet_pools_buffer_makes_the_buffer_again(
             return status.get("readyDevices") == 1 and status.get("desiredFromDemand") == 1
 
         await eventually(buffer_ready, what="the buffer ready", timeout=60)
-        answer = await handle.execute_update(
-            names.UPDATE_LEASE, LeaseRequest(holder="h0"), result_type=LeaseAnswer
-        )
+        answer = await update(handle, names.UPDATE_LEASE, LeaseRequest(holder="h0"), LeaseAnswer)
         assert answer.granted is not None, answer  # out of the buffer, at once
         await eventually(lambda: _count_is(control, pool_name, 2), what="refilled", timeout=30)
         assert (await handle.query("status"))["desiredFromDemand"] == 2
@@ -165,11 +171,12 @@ async def test_a_grant_out_of_a_quiet_pools_buffer_makes_the_buffer_again(
 
 async def _held(handle: Any, holder: str, *, timeout: float) -> str:
     """A lease asked with a wait, claimed once offered: its id."""
-    answer = await handle.execute_update(
+    answer = await update(
+        handle,
         names.UPDATE_LEASE,
         LeaseRequest(holder=holder, wait="60s"),
-        result_type=LeaseAnswer,
-        id=f"ask-{uuid.uuid4().hex[:6]}",
+        LeaseAnswer,
+        f"ask-{uuid.uuid4().hex[:6]}",
     )
     if answer.granted is not None:
         return answer.granted.lease
@@ -193,10 +200,11 @@ async def test_a_burst_of_twenty_tickets_at_zero_is_served_first_come_and_a_rest
     try:
         tickets: list[str] = []
         for i in range(20):
-            answer = await handle.execute_update(
+            answer = await update(
+                handle,
                 names.UPDATE_LEASE,
                 LeaseRequest(holder=f"h{i:02}", wait="5m", duration="30m"),
-                result_type=LeaseAnswer,
+                LeaseAnswer,
             )
             assert answer.granted is None and answer.ticket, answer
             tickets.append(answer.ticket)
