@@ -132,7 +132,9 @@ class LeaseChecks:
             "wait": timedelta(seconds=request.wait),
             "now": workflow.now(),
             "rules": rules,
-            "autoscaled": getattr(self.h.spec, "autoscale", None) is not None,
+            # Told to wait only where a ticket of it would grow the pool (R18).
+            "autoscaled": getattr(self.h.spec, "autoscale", None) is not None
+            and self.kind.grows_for(request.selector),
         }
 
     def _refuse_past_update_budget(self) -> None:
