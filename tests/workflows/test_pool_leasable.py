@@ -167,3 +167,26 @@ def test_during_a_rollout_a_ticket_counts_for_the_new_template_only():
     assert queued_demand(_tickets({LABEL_TEMPLATE_HASH: current}), grows) == 30
     assert queued_demand(_tickets({LABEL_TEMPLATE_HASH: "0ld0ld0ld0ld"}), grows) == 0
     assert queued_demand(_tickets({LABEL_SLOT: "3"}), grows) == 0
+
+
+def test_a_provider_label_counts_only_on_devices_of_the_current_template():
+    """R18: a provider that labels devices from their template (`android=13`) would make a
+    ticket for an old device's label demand for new devices that cannot serve it. Only the
+    devices made from the current template (or carrying no hash) say what a new one carries."""
+    current = am.template_hash(am.device_template(SPEC))
+    listed = [
+        device("a").model_copy(
+            update={"labels": {"pool": "p", LABEL_TEMPLATE_HASH: "0ld0ld0ld0ld", "android": "13"}}
+        ),
+        device("b").model_copy(
+            update={"labels": {"pool": "p", LABEL_TEMPLATE_HASH: current, "android": "14"}}
+        ),
+        device("c").model_copy(update={"labels": {"pool": "p", "model": "galaxy"}}),
+    ]
+
+    def grows(selector):
+        return leasable.grows_for(selector, pool="p", spec=SPEC, devices=listed)
+
+    assert not grows({"android": "13"})
+    assert grows({"android": "14"})
+    assert grows({"model": "galaxy"})  # no hash said: taken as it is

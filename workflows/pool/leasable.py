@@ -150,7 +150,11 @@ def grows_for(
     rest = {k: v for k, v in wanted.items() if k not in made}
     if not rest:
         return True
-    return any(all(d.labels.get(k) == v for k, v in rest.items()) for d in devices)
+    # Only devices of the current template (or of no known one) say what a new one carries: an
+    # old device's provider labels (`android=13` before an osVersion change) a new one lacks.
+    current = made.get(LABEL_TEMPLATE_HASH) or am.template_hash(am.device_template(spec))
+    alike = [d for d in devices if d.labels.get(LABEL_TEMPLATE_HASH) in (None, current)]
+    return any(all(d.labels.get(k) == v for k, v in rest.items()) for d in alike)
 
 
 def leased_busy(devices: Sequence[am.DeviceInfo], leased: Collection[str]) -> list[am.DeviceInfo]:
