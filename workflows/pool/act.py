@@ -29,6 +29,7 @@ __all__ = [
     "OWED_SPLIT_AS_DECIDED_PATCH",
     "RESPEC_HOLDS_BATCHES_PATCH",
     "TERMINATED_LEAVE_PATCH",
+    "TERMINATE_OUTDATES_WATCH_PATCH",
     "UNSTARTED_BATCHES_LEAVE_PATCH",
     "carry_out",
     "reset_used",
@@ -53,6 +54,11 @@ OWED_SPLIT_AS_DECIDED_PATCH = "batches-split-as-decided"
 # its book, never started) out of the teardown; v0.2.0 asked them to cancel, was told they
 # did not exist, and waited `startupTimeout` + `batchCheckGrace` for their report.
 UNSTARTED_BATCHES_LEAVE_PATCH = "unstarted-batches-leave-at-delete"
+# A watch begun before the pass's terminations answers as older than them (dropped): it
+# may show a device the pass terminated shut down (offline) yet listed, a member again,
+# which made a surplus withdrawn and then a second replacement. Runs from before (v0.2.0
+# and earlier) applied it.
+TERMINATE_OUTDATES_WATCH_PATCH = "terminate-outdates-the-watch"
 
 
 async def carry_out(k: DevicePoolKind, decision: Decision) -> None:
@@ -257,6 +263,9 @@ async def terminate(
             d.model_copy(update={"status": am.TERMINATING}) if d.id in gone else d
             for d in k.devices
         ]
+        if gone and workflow.patched(TERMINATE_OUTDATES_WATCH_PATCH):
+            # A listing begun before this view is older than it: the next watch starts here.
+            k.watch.accept(k.watch.begin())
     for device_id, err in done.failed.items():
         workflow.logger.warning("terminate %s failed: %s", device_id, err)
     for device_id, why in done.skipped.items():
