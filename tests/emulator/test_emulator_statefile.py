@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,7 @@ async def test_a_reopened_emulator_is_the_same_provider(
     session = await first.control(f"devices/{others[0]['id']}/session", {"active": True})
     assert session.status_code == 200
     before_devices = await devices_of(first)
+    began = time.monotonic()
     before = await first.stats()
     assert before["creates"] == creates(accepted=4, rateLimited=1, rejected=1)
     assert before["deviceHoursBilled"] > 3
@@ -88,7 +90,12 @@ async def test_a_reopened_emulator_is_the_same_provider(
     assert after["devices"] == before["devices"]
     assert after["creates"] == before["creates"]
     assert after["terminations"] == before["terminations"] == 1
-    assert after["deviceHoursBilled"] == pytest.approx(before["deviceHoursBilled"], abs=0.001)
+    # The clock runs on while the emulator is down (by design): the 3 live devices bill the
+    # wall time between the two reads, over a second on a loaded CI machine (3.0681 -> 3.0693
+    # once), and nothing more.
+    elapsed = time.monotonic() - began
+    grown = after["deviceHoursBilled"] - before["deviceHoursBilled"]
+    assert -0.0001 <= grown <= 3 * elapsed / 3600 + 0.0001, (grown, elapsed)
 
     replay = await second.create(idempotency_key="kept-key", labels={"pool": "p1", "team": "a"})
     assert replay.status_code == 202
