@@ -131,7 +131,10 @@ def test_a_pool_goes_to_zero_and_a_ticket_at_zero_brings_it_back() -> None:
 def test_unknown_demand_holds_the_current_size(leased: int | None, queued: int | None) -> None:
     sizing = desired_from_demand(leased, queued, autoscale(idleBuffer=2), current=7)
     assert (sizing.desired, sizing.clamp) == (7, Clamp.HELD)
-    assert sizing.describe() == "demand unknown (its members not known: no listing yet, or it failed): the current 7 held"
+    assert (
+        sizing.describe()
+        == "demand unknown (its members not known: no listing yet, or it failed): the current 7 held"
+    )
     # A window in force still raises it (the floor needs no lease book), within maxReplicas.
     assert desired_from_demand(None, None, autoscale(), 20, current=7).desired == 20
     assert desired_from_demand(None, None, autoscale(), 90, current=7).desired == 50
