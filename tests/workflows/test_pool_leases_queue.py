@@ -164,28 +164,31 @@ async def renewing(handle: WorkflowHandle[Any, Any], lease_id: str) -> AsyncIter
 async def test_refusals_leave_no_history_a_silent_holder_times_out_and_replace_ends_a_lease(
     env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    handle, _ = await start(env, control, pool_name, 2, idleTimeout="3s", queue={"max": 1})
+    handle, _ = await start(env, control, pool_name, 2, idleTimeout="5s", queue={"max": 1})
     a = await granted(handle, holder="alive", duration="60s")
     b = await granted(handle, holder="killed", duration="60s")
     assert a.device != b.device
 
-    # Refused by the validators: can never match, none free, the queue full. None is in
-    # the history (an update refused by its validator leaves no event).
-    ids = [f"refused-{uuid.uuid4().hex[:6]}" for _ in range(3)]
-    never = await refused(
-        lease(handle, selector={"region": "other"}, update_id=ids[0]), LEASE_REFUSED
-    )
-    assert "region=other can never match" in str(never)
-    await refused(lease(handle, update_id=ids[1]), LEASE_NOT_GRANTED)
-    queued = await lease(handle, holder="waiter", wait="30s", update_id="queued")
-    assert queued.ticket and queued.position == 1, queued
-    full = await refused(lease(handle, wait="30s", update_id=ids[2]), LEASE_REFUSED)
-    assert "queue is full" in str(full)
-    recorded = await update_events(handle)
-    assert "queued" in recorded and not set(ids) & set(recorded), recorded
-
-    # `a` renews, `b`'s holder died: at idleTimeout its device goes to the ticket.
+    # Both holders renew from their grant (a second apart; on a loaded machine the refusals
+    # below can take longer than idleTimeout); `b`'s holder then dies.
     async with renewing(handle, a.lease):
+        async with renewing(handle, b.lease):
+            # Refused by the validators: can never match, none free, the queue full. None is in
+            # the history (an update refused by its validator leaves no event).
+            ids = [f"refused-{uuid.uuid4().hex[:6]}" for _ in range(3)]
+            never = await refused(
+                lease(handle, selector={"region": "other"}, update_id=ids[0]), LEASE_REFUSED
+            )
+            assert "region=other can never match" in str(never)
+            await refused(lease(handle, update_id=ids[1]), LEASE_NOT_GRANTED)
+            queued = await lease(handle, holder="waiter", wait="30s", update_id="queued")
+            assert queued.ticket and queued.position == 1, queued
+            full = await refused(lease(handle, wait="30s", update_id=ids[2]), LEASE_REFUSED)
+            assert "queue is full" in str(full)
+            recorded = await update_events(handle)
+            assert "queued" in recorded and not set(ids) & set(recorded), recorded
+
+        # `a` renews, `b`'s holder died: at idleTimeout its device goes to the ticket.
         offer = await eventually(
             lambda: offered(handle, queued.ticket or ""), what="b's device offered", timeout=15
         )
