@@ -138,8 +138,19 @@ async def test_a_pinned_pool_moves_to_the_promoted_build_and_back_at_its_hand_ov
         assert await build_of(handle) == "build-a"
 
         b = Build(client, worker, "build-b", first=False)
+
         # The operator's step: promote B and wake the pools (`devicepool upgrade`).
-        promoted = await upgrade_cli("--build-id", "build-b")
+        # As the refusal tells an operator: again once B's workers have polled (under load
+        # their first poll can come after this line).
+        async def promote_b() -> dict[str, Any] | None:
+            try:
+                return await upgrade_cli("--build-id", "build-b")
+            except AssertionError as refused:
+                if "no worker of that build has polled" in str(refused):
+                    return None
+                raise
+
+        promoted = await eventually(promote_b, timeout=30, every=POLL, what="B promoted")
         assert promoted["currentBuild"] == "build-b"
         assert await current_build(client, DEPLOYMENT) == "build-b"
 
