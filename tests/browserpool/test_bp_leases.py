@@ -27,40 +27,13 @@ from devicepool.workflows.browserpool.plan import (
     REPLACED_AFTER_USE,
     NodeProfile,
     Placement,
-    plan,
 )
 from devicepool.workflows.reconciler.lease_records import EndReason
+from tests.helpers.browser_plan import place as run
 from tests.helpers.leases import T0, ended
 
 NOW = T0
 TWO = {"node-1", "node-2"}
-
-
-def run(
-    replicas: int,
-    profiles: list[NodeProfile],
-    alive: set[str],
-    *,
-    leased: set[str] | frozenset[str] = frozenset(),
-    used: tuple[str, ...] = (),
-    failures: dict[str, int] | None = None,
-    unselected: frozenset[str] = frozenset(),
-    lost: frozenset[str] = frozenset(),
-    replacements: tuple[str, ...] = (),
-) -> Placement:
-    return plan(
-        replicas=replicas,
-        profiles=profiles,
-        alive=alive,
-        lost=set(lost),
-        open_wanted=True,
-        failures=failures or {},
-        failure_limit=3,
-        unselected=unselected,
-        replacements=replacements,
-        leased=frozenset(leased),
-        used=used,
-    )
 
 
 def gone(placed: Placement) -> set[str]:
@@ -144,17 +117,7 @@ def test_a_profile_used_and_released_with_replace_is_deleted_and_its_slot_made_a
 
 def test_a_used_profile_on_an_unreachable_node_waits_for_its_node() -> None:
     profiles = [NodeProfile("p0", 0, "node-1", True), NodeProfile("p1", 1, "node-2", True)]
-    placed = plan(
-        replicas=2,
-        profiles=profiles,
-        alive=TWO,
-        lost=set(),
-        open_wanted=True,
-        failures={},
-        failure_limit=3,
-        unreachable={"node-1"},
-        used=("p0",),
-    )
+    placed = run(2, profiles, TWO, unreachable={"node-1"}, used=("p0",))
     assert placed.delete == [] and placed.create == []
 
 

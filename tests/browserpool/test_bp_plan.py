@@ -10,31 +10,8 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from devicepool.workflows.browserpool.plan import NodeProfile, Placement, plan
-
-
-def run(
-    replicas: int,
-    profiles: list[NodeProfile],
-    alive: set[str],
-    lost: frozenset[str] = frozenset(),
-    *,
-    open_wanted: bool = True,
-    failures: dict[str, int] | None = None,
-    max_unhealthy: int | None = None,
-    unselected: frozenset[str] = frozenset(),
-) -> Placement:
-    return plan(
-        replicas=replicas,
-        profiles=profiles,
-        alive=alive,
-        lost=set(lost),
-        open_wanted=open_wanted,
-        failures=failures or {},
-        failure_limit=3,
-        max_unhealthy=max_unhealthy,
-        unselected=unselected,
-    )
+from devicepool.workflows.browserpool.plan import NodeProfile
+from tests.helpers.browser_plan import place as run
 
 
 def test_a_pool_of_6_spreads_3_3_over_two_nodes() -> None:

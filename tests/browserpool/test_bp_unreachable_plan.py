@@ -9,22 +9,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from devicepool.workflows.browserpool.plan import NodeProfile, Placement, forget_replacements, plan
+from devicepool.workflows.browserpool.plan import NodeProfile, Placement, forget_replacements
+from tests.helpers.browser_plan import place
 
 
 def test_an_unreachable_nodes_profiles_keep_their_slots_and_the_others_go_on() -> None:
     profiles = [NodeProfile(f"a{i}", i, "node-1", True) for i in range(2)]
     profiles += [NodeProfile(f"b{i}", i + 2, "node-2", False) for i in range(2)]
-    placed = plan(
-        replicas=5,
-        profiles=profiles,
-        alive={"node-1", "node-2"},
-        lost=set(),
-        open_wanted=True,
-        failures={},
-        failure_limit=3,
-        unreachable={"node-1"},
-    )
+    placed = place(5, profiles, {"node-1", "node-2"}, unreachable={"node-1"})
     # node-1's two keep slots 0 and 1: no create for them, none on node-1.
     assert placed.create == [(4, "node-2")]
     assert [p.id for p in placed.waiting] == ["a0", "a1"]
@@ -37,46 +29,20 @@ def test_an_unreachable_nodes_profiles_keep_their_slots_and_the_others_go_on() -
 
 def test_nothing_is_touched_on_an_unreachable_node_even_past_replicas() -> None:
     profiles = [NodeProfile(f"a{i}", i, "node-1") for i in range(3)]
-    placed = plan(
-        replicas=1,
-        profiles=profiles,
-        alive={"node-1", "node-2"},
-        lost=set(),
-        open_wanted=True,
-        failures={"a0": 9},
-        failure_limit=3,
-        unreachable={"node-1"},
-    )
+    placed = place(1, profiles, {"node-1", "node-2"}, failures={"a0": 9}, unreachable={"node-1"})
     assert placed.delete == [] and placed.open == [] and placed.create == []
     assert [p.id for p in placed.waiting] == ["a0"]
 
 
 def test_with_every_node_unreachable_nothing_is_created() -> None:
-    placed = plan(
-        replicas=3,
-        profiles=[],
-        alive={"node-1", "node-2"},
-        lost=set(),
-        open_wanted=True,
-        failures={},
-        failure_limit=3,
-        unreachable={"node-1", "node-2"},
-    )
+    placed = place(3, [], {"node-1", "node-2"}, unreachable={"node-1", "node-2"})
     assert placed.create == [] and placed.held == []
 
 
 def test_counted_lost_its_slots_are_held_again_on_the_others() -> None:
     """Past nodeLostAfterSeconds the workflow passes the node as lost, not alive."""
     profiles = [NodeProfile(f"a{i}", i, "node-1") for i in range(2)]
-    placed = plan(
-        replicas=4,
-        profiles=profiles,
-        alive={"node-2", "node-3"},
-        lost={"node-1"},
-        open_wanted=False,
-        failures={},
-        failure_limit=3,
-    )
+    placed = place(4, profiles, {"node-2", "node-3"}, {"node-1"}, open_wanted=False)
     assert Counter(node for _, node in placed.create) == {"node-2": 2, "node-3": 2}
     assert [p.id for p in placed.lost] == ["a0", "a1"]
 
@@ -87,14 +53,11 @@ def _back(open_originals: bool, *, open_wanted: bool = True) -> Any:
     old = [NodeProfile(f"old{i}", i, "node-1", open_originals) for i in range(3)]
     own = [NodeProfile(f"n2-{i}", i, "node-2", True) for i in range(3, 6)]
     rep = [NodeProfile(f"rep{i}", i, "node-2", True) for i in range(3)]
-    return plan(
-        replicas=6,
-        profiles=old + own + rep,
-        alive={"node-1", "node-2"},
-        lost=set(),
+    return place(
+        6,
+        old + own + rep,
+        {"node-1", "node-2"},
         open_wanted=open_wanted,
-        failures={},
-        failure_limit=3,
         replacements=["rep0", "rep1", "rep2"],
     )
 
@@ -125,18 +88,16 @@ def _two_replacements(open_wanted: bool = True, r_open: bool = False) -> Placeme
     """O (slot 0) on n1, lost for good but still listed; R made on n2 (a replacement, kept
     as one: slot 0 always lists O and R); months later n2 was lost a while and R3 made on
     n3; n2 is back with R closed."""
-    return plan(
-        replicas=1,
-        profiles=[
+    return place(
+        1,
+        [
             NodeProfile("O", 0, "n1"),
             NodeProfile("R", 0, "n2", open=r_open),
             NodeProfile("R3", 0, "n3", open=True),
         ],
-        alive={"n2", "n3"},
-        lost={"n1"},
+        {"n2", "n3"},
+        {"n1"},
         open_wanted=open_wanted,
-        failures={},
-        failure_limit=3,
         replacements=["R", "R3"],  # oldest first
     )
 
