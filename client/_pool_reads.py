@@ -1,20 +1,15 @@
 """What `PoolClient` reads besides a query's answer: summaries, lists, `describe`, cost, an
-account's window, the profiles a teardown retired. Each is called by the method of its name."""
+account's window, the profiles a teardown retired. Each is called by the method of its name.
+What `get -w` holds between refreshes: `_row_watch`; which workers poll a queue: `_queue_workers`."""
 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
-from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.api.conversion import stored_spec_json
@@ -28,19 +23,22 @@ from devicepool.api.names import (
     QUERY_LEDGER,
     QUERY_SPEC,
     QUERY_STATUS,
-    SA_ROW_AT,
     ledger_workflow_id,
 )
+from devicepool.client import _row_watch
 from devicepool.client._kind_sides import Side, side_of
 from devicepool.client._lease_watch import read_view
+from devicepool.client._queue_workers import TaskQueueWorkers as TaskQueueWorkers
+from devicepool.client._queue_workers import is_served
 from devicepool.client._results import PoolSummary, iso, parse_time
+from devicepool.client._row_watch import WATCH_MARGIN as WATCH_MARGIN
+from devicepool.client._row_watch import RowWatch
 from devicepool.client._temporal_errors import QUERY_TIMEOUT
 from devicepool.client._validation import validate_name
 from devicepool.workflows.pool.messages import DevicesView, PoolCost
 from devicepool.workflows.reconciler.events import PoolEvents
 from devicepool.workflows.reconciler.lease_messages import LeasesView
 from devicepool.workflows.reconciler.row_memo import Row, read_row
-from devicepool.workflows.reconciler.search_attributes import KEY_ROW_AT
 
 if TYPE_CHECKING:
     from devicepool.client.pool_client import PoolClient
@@ -125,7 +123,7 @@ async def list_kinds(
         executions = await _listed(pools, sides, f"{which} AND ExecutionStatus = 'Running'")
         if watch is not None and not full:
             watch.merge(executions, full=True)
-            watch.resync_at = time.monotonic() + RESYNC_SECONDS
+            watch.resync_at = time.monotonic() + _row_watch.RESYNC_SECONDS
         listed = _named(sides, executions)
         served = (
             {}
@@ -178,7 +176,7 @@ async def _page(
     with pools._errors(None, kind=sides[0].kind.name):
         pages = pools._client.list_workflows(
             f"{which} AND ExecutionStatus = 'Running'",
-            page_size=RESYNC_PAGE,
+            page_size=_row_watch.RESYNC_PAGE,
             next_page_token=watch.resync_token,
         )
         await pages.fetch_next_page()
@@ -211,246 +209,6 @@ async def _row_summary(
     if row is not None:
         watch.rows[execution.id] = row
     return row
-
-
-# `get -w` lists every running pool again this often, a page a refresh in place of the
-# narrowed List (an informer's resync): what the narrowed query missed (a record indexed
-# later than the margin allows, a run that does not stamp) is shown at most this late.
-RESYNC_SECONDS = 60.0
-RESYNC_PAGE = 1000
-# Running runs whose stamp is older than their start (a build that does not stamp, the
-# stamp carried over from the run before) are listed by id each refresh, up to this many;
-# more are caught by the resync.
-CARRIED_LISTED = 100
-
-# `get -w` asks for the rows that moved since the newest server time it saw (a row's stamp,
-# a start, a close) less this much: a change is listed once visibility has it (under a second
-# on SQL visibility, a few on Elasticsearch), and a stamp is its workflow task's start,
-# earlier than its upsert lands. Rows listed again within the margin are no change.
-WATCH_MARGIN = timedelta(seconds=30)
-
-
-class RowWatch:
-    """What a `get -w` holds between refreshes, as `kubectl get -w` holds a watch: the pools it
-    shows (each workflow id's newest run as listed) and the newest server time seen.
-
-    After the first List call (every running pool), a refresh lists only the executions of
-    the kinds whose row stamp (`DevicePoolRowAt`), start or close is at or after that time
-    less `WATCH_MARGIN`, and the running ones with no stamp (a build before it) or one older
-    than their start (a build that does not stamp, carrying its predecessor's). `merge`:
-    a newer run replaces an older one; a run closed as continued-as-new is passed by (its
-    next run is listed by its start); any other close removes the pool, unless a later run
-    of the same id is shown. Every `RESYNC_SECONDS`, a refresh lists a page of every
-    running pool instead (`resynced`); its last page drops each pool neither it nor a
-    narrowed List since its first page listed."""
-
-    def __init__(self, margin: timedelta = WATCH_MARGIN) -> None:
-        self.margin = margin
-        self.view: dict[str, Any] = {}
-        self.mark: datetime | None = None
-        self.listed = False
-        # False once the namespace refused the narrowed query: every running pool each time.
-        self.narrow = True
-        # The last refresh asked a queue's workers (the next one lists, whatever is due).
-        self.asked_workers = False
-        # Each workflow id's row as read from its execution when last listed.
-        self.rows: dict[str, PoolSummary] = {}
-        # The resync: when the next is due (monotonic), the next page's token, and the ids
-        # listed since its first page (None: none under way).
-        self.resync_at = math.inf
-        self.resync_token: bytes | None = None
-        self.resync_seen: set[str] | None = None
-        # What the last refresh without the narrowed List did: "workers" or "resync".
-        self.last_aside = ""
-        # Running runs whose stamp is older than their start: listed by id.
-        self.carried: set[str] = set()
-
-    def resync_due(self) -> bool:
-        """Whether the next refresh without the narrowed List should be a resync page."""
-        if not self.narrow:  # every refresh lists every running pool already
-            return False
-        return self.resync_seen is not None or time.monotonic() >= self.resync_at
-
-    def resynced(self, page: Iterable[Any], token: bytes | None) -> None:
-        """Take a resync page in; `token` None: it was the last, the view is what it and
-        the narrowed Lists since its first page listed."""
-        if self.resync_seen is None:
-            self.resync_seen = set()
-        self.merge(page, full=False)
-        self.resync_token = token
-        if token is None:
-            for gone in self.view.keys() - self.resync_seen:
-                del self.view[gone]
-            for gone in self.rows.keys() - self.view.keys():
-                del self.rows[gone]
-            self.carried &= self.view.keys()
-            self.resync_seen = None
-            self.resync_at = time.monotonic() + RESYNC_SECONDS
-
-    def query(self, which: str) -> str:
-        """The next List call's query; `which`: the kinds' `WorkflowType` clause."""
-        if self.mark is None or not self.narrow:  # no server time to start from yet
-            return f"{which} AND ExecutionStatus = 'Running'"
-        since = _rfc3339(self.mark - self.margin)
-        carried = ""
-        if 0 < len(self.carried) <= CARRIED_LISTED:
-            ids = ", ".join(f"'{i}'" for i in sorted(self.carried))
-            carried = f" OR (ExecutionStatus = 'Running' AND WorkflowId IN ({ids}))"
-        return (
-            f"{which} AND ({SA_ROW_AT} >= '{since}' OR StartTime >= '{since}'"
-            f" OR CloseTime >= '{since}'"
-            f" OR (ExecutionStatus = 'Running' AND {SA_ROW_AT} IS NULL){carried})"
-        )
-
-    def merge(self, executions: Iterable[Any], *, full: bool) -> None:
-        """Take a List call's executions in: `full`, every running one (the view is them)."""
-        if full:
-            self.view = {}
-        self.listed = True
-        for execution in sorted(executions, key=_started):
-            self._note(execution)
-            if self.resync_seen is not None:
-                self.resync_seen.add(execution.id)
-            status = getattr(execution, "status", None) or WorkflowExecutionStatus.RUNNING
-            if status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
-                continue
-            held = self.view.get(execution.id)
-            later = (
-                held is not None
-                and getattr(held, "run_id", None) != getattr(execution, "run_id", None)
-                and _started(held) > _started(execution)
-            )
-            if later:
-                continue  # an older run's news: the view has a newer run
-            self.rows.pop(execution.id, None)  # listed again: its row is read again
-            self.carried.discard(execution.id)
-            if status == WorkflowExecutionStatus.RUNNING:
-                self.view[execution.id] = execution
-                if _carried(execution):
-                    self.carried.add(execution.id)
-            else:
-                self.view.pop(execution.id, None)
-        for gone in self.rows.keys() - self.view.keys():
-            del self.rows[gone]
-        self.carried &= self.view.keys()
-
-    def _note(self, execution: Any) -> None:
-        stamp = None if _carried(execution) else execution.typed_search_attributes.get(KEY_ROW_AT)
-        times = [getattr(execution, "start_time", None), getattr(execution, "close_time", None)]
-        for at in [*times, stamp]:
-            if isinstance(at, datetime):
-                at = at if at.tzinfo else at.replace(tzinfo=UTC)
-                self.mark = at if self.mark is None else max(self.mark, at)
-
-
-def _carried(execution: Any) -> bool:
-    """Whether the run's stamp is older than its start: not its own row's (a build that does
-    not stamp carried its predecessor's over), so it says nothing of the row."""
-    stamp = execution.typed_search_attributes.get(KEY_ROW_AT)
-    if not isinstance(stamp, datetime) or getattr(execution, "start_time", None) is None:
-        return False
-    stamp = stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
-    return stamp < _started(execution)
-
-
-def _started(execution: Any) -> datetime:
-    at = getattr(execution, "start_time", None)
-    if not isinstance(at, datetime):
-        return datetime.min.replace(tzinfo=UTC)
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
-
-
-def _rfc3339(at: datetime) -> str:
-    return at.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-# A worker's poll of its queue is a long poll (about a minute on the server): its last
-# access is when it began. Not one this recent: no worker serves the queue.
-POLLED_WITHIN = timedelta(minutes=2)
-# `get -w`: a task queue's workers are asked again at most this often.
-WORKERS_FOR_SECONDS = 30.0
-
-# A queue's workers as DescribeTaskQueue saw them: each one's version (as a pinned execution
-# names it, in either spelling; none unversioned) and its last poll; None: not known (the
-# call failed, or an execution without its queue).
-Pollers = list[tuple[frozenset[str], datetime]] | None
-# What a listed execution says of its Worker Versioning (system search attributes).
-_KEY_BEHAVIOR = SearchAttributeKey.for_keyword("TemporalWorkflowVersioningBehavior")
-_KEY_VERSION = SearchAttributeKey.for_keyword("TemporalWorkerDeploymentVersion")
-
-
-def _version(options: Any) -> frozenset[str]:
-    if not options.build_id:
-        return frozenset()
-    return frozenset(f"{options.deployment_name}{sep}{options.build_id}" for sep in ":.")
-
-
-class TaskQueueWorkers:
-    """Which workers poll the pools' task queues: one DescribeTaskQueue a queue, kept for
-    `WORKERS_FOR_SECONDS`; `get -w` asks one due queue a refresh instead of its List call
-    (`due`, `ask`), the queue asked longest ago first."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self._known: dict[str, tuple[float, Pollers]] = {}
-
-    async def served(self, queues: Iterable[str | None]) -> dict[str | None, Pollers]:
-        wanted = sorted(q for q in set(queues) if q)
-        due = self.due(wanted)
-        await asyncio.gather(*map(self.ask, due))
-        return self.known(wanted)
-
-    def due(self, queues: Iterable[str | None]) -> list[str]:
-        """The queues whose workers are due to be asked, never asked ones first, then the
-        one asked longest ago."""
-        now = time.monotonic()
-        wanted = sorted(q for q in set(queues) if q)
-        due = [q for q in wanted if q not in self._known or self._known[q][0] <= now]
-        return sorted(due, key=lambda q: self._known[q][0] if q in self._known else -math.inf)
-
-    async def ask(self, queue: str) -> None:
-        pollers = await self._pollers(queue)
-        self._known[queue] = (time.monotonic() + WORKERS_FOR_SECONDS, pollers)
-
-    def known(self, queues: Iterable[str | None]) -> dict[str | None, Pollers]:
-        """What was last seen of each queue's workers (None: never asked)."""
-        return {q: self._known[q][1] if q in self._known else None for q in set(queues) if q}
-
-    async def _pollers(self, queue: str) -> Pollers:
-        try:
-            answer = await self._client.workflow_service.describe_task_queue(
-                DescribeTaskQueueRequest(
-                    namespace=self._client.namespace,
-                    task_queue=TaskQueue(name=queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
-                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-                ),
-                timeout=QUERY_TIMEOUT,
-            )
-        except Exception:  # not allowed, not answered, a stand-in without it: not known
-            return None
-        return [
-            (_version(p.deployment_options), p.last_access_time.ToDatetime(tzinfo=UTC))
-            for p in answer.pollers
-        ]
-
-
-def is_served(pollers: Pollers, execution: Any) -> bool:
-    """Whether a worker polled the execution's queue lately (one of its build, if the
-    execution is pinned to one); not known counts as served."""
-    if pollers is None:
-        return True
-    since = datetime.now(UTC) - POLLED_WITHIN
-    build = _pinned_build(execution)
-    return any(at >= since and (not build or build in of) for of, at in pollers)
-
-
-def _pinned_build(execution: Any) -> str:
-    """The Worker Versioning build ("deployment:build") a listed execution is pinned to, as
-    its system search attributes say; "" for none (unversioned, auto-upgrade, not said)."""
-    attrs = execution.typed_search_attributes
-    if attrs.get(_KEY_BEHAVIOR) != "Pinned":
-        return ""
-    return str(attrs.get(_KEY_VERSION) or "")
 
 
 async def summary_in_list(kind: str, name: str, execution: Any) -> PoolSummary | None:

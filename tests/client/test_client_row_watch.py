@@ -19,7 +19,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from devicepool.api.names import MEMO_POOL_ROW
-from devicepool.client import _cli_pools, _pool_reads
+from devicepool.client import _cli_pools, _pool_reads, _queue_workers, _row_watch
 from devicepool.client._pool_reads import WATCH_MARGIN, RowWatch
 from devicepool.client.errors import EXIT_OK
 from devicepool.client.pool_client import PoolClient
@@ -253,7 +253,7 @@ def test_a_refresh_due_to_ask_a_queue_s_workers_asks_them_instead_of_listing(
     DescribeTaskQueue (one queue, the one asked longest ago), then a List call; never both
     in one refresh. A queue whose workers went away marks its rows `?` on the refresh after."""
     monkeypatch.setattr(_cli_pools, "WATCH_SECONDS", 0.01)
-    monkeypatch.setattr(_pool_reads, "WORKERS_FOR_SECONDS", 0.0)
+    monkeypatch.setattr(_queue_workers, "WORKERS_FOR_SECONDS", 0.0)
     pools = [_stamped(_on("q1", _device("d1")), 30), _stamped(_on("q2", _device("d2")), 30)]
     temporal = fake_temporal(
         monkeypatch, Counted(*pools, requests=8, polled={"q1": [(5, "")], "q2": [(5, "")]})
@@ -418,8 +418,8 @@ async def test_a_close_indexed_below_the_watch_s_window_is_gone_after_a_resync(
     """R15 #1a: B is deleted at 100 and its close is indexed late, after A's row moved at 140
     (the narrowed query then asks from 110): the watch's full resync, a page a refresh
     between the narrowed ones, drops it."""
-    monkeypatch.setattr(_pool_reads, "RESYNC_SECONDS", 0.0)
-    monkeypatch.setattr(_pool_reads, "WORKERS_FOR_SECONDS", 3600.0)
+    monkeypatch.setattr(_row_watch, "RESYNC_SECONDS", 0.0)
+    monkeypatch.setattr(_queue_workers, "WORKERS_FOR_SECONDS", 3600.0)
     a = _pool("a", "a1", started=0, stamped=0)
     b = _pool("b", "b1", started=0, stamped=0)
     temporal = Visibility(a, b)
@@ -459,9 +459,9 @@ async def test_a_resync_carries_its_page_token_across_refreshes(
 ) -> None:
     """A resync of three pages takes three refreshes, each with its one request, narrowed
     Lists between; a pool not in it (nor seen by the narrowed Lists meanwhile) is gone."""
-    monkeypatch.setattr(_pool_reads, "RESYNC_SECONDS", 0.0)
-    monkeypatch.setattr(_pool_reads, "RESYNC_PAGE", 1)
-    monkeypatch.setattr(_pool_reads, "WORKERS_FOR_SECONDS", 3600.0)
+    monkeypatch.setattr(_row_watch, "RESYNC_SECONDS", 0.0)
+    monkeypatch.setattr(_row_watch, "RESYNC_PAGE", 1)
+    monkeypatch.setattr(_queue_workers, "WORKERS_FOR_SECONDS", 3600.0)
     runs = [_pool(n, f"{n}1", started=0, stamped=0) for n in ("a", "b", "c")]
     temporal = Visibility(*runs)
     pools = PoolClient(temporal)  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.api.kinds import DEVICE_POOL
-from devicepool.client import PoolClient, _pool_reads
+from devicepool.client import PoolClient, _queue_workers
 from devicepool.client._pool_reads import RowWatch
 from devicepool.testing import eventually
 from devicepool.workflows.reconciler.search_attributes import KEY_ROW_AT
@@ -28,7 +28,7 @@ async def test_a_refresh_lists_the_pool_that_moved_and_not_the_others(
     pool_name: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_pool_reads, "WORKERS_FOR_SECONDS", 3600.0)  # List calls only
+    monkeypatch.setattr(_queue_workers, "WORKERS_FOR_SECONDS", 3600.0)  # List calls only
     moved, still = f"{pool_name}-m", f"{pool_name}-s"
     handles: list[Any] = []
     try:
