@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 from temporalio import activity
 from temporalio.api.enums.v1 import PendingActivityState
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -87,20 +87,28 @@ async def _quiet_if_orphaned() -> AsyncIterator[None]:
         raise
 
 
-async def _own_run_ended() -> bool:
-    """Whether the workflow run of this activity ended (False: it runs, or not known)."""
+async def _own_run() -> tuple[WorkflowExecutionDescription | None, bool]:
+    """This activity's workflow run as Temporal describes it, and whether Temporal said the
+    run is gone: (None, False) when it is not known (no workflow, no answer in time)."""
     info = activity.info()
     if info.workflow_id is None:
-        return False
+        return None, False
     try:
         handle = activity.client().get_workflow_handle(
             info.workflow_id, run_id=info.workflow_run_id
         )
-        described = await asyncio.wait_for(handle.describe(), _ASK_SECONDS)
+        return await asyncio.wait_for(handle.describe(), _ASK_SECONDS), False
     except RPCError as err:
-        return err.status == RPCStatusCode.NOT_FOUND
+        return None, err.status == RPCStatusCode.NOT_FOUND
     except (TimeoutError, RuntimeError):
-        return False
+        return None, False
+
+
+async def _own_run_ended() -> bool:
+    """Whether the workflow run of this activity ended (False: it runs, or not known)."""
+    described, gone = await _own_run()
+    if described is None:
+        return gone
     return described.status != WorkflowExecutionStatus.RUNNING
 
 
@@ -138,24 +146,16 @@ class _StillWanted:
 async def _why_not_wanted() -> str | None:
     """Why this attempt's workflow no longer waits for it (its run ended, the activity was
     cancelled or is no longer pending, another attempt runs), or None: it does, or not known."""
-    info = activity.info()
-    if info.workflow_id is None:
-        return None
-    try:
-        handle = activity.client().get_workflow_handle(
-            info.workflow_id, run_id=info.workflow_run_id
-        )
-        described = await asyncio.wait_for(handle.describe(), _ASK_SECONDS)
-    except RPCError as err:
-        return "its workflow is gone" if err.status == RPCStatusCode.NOT_FOUND else None
-    except (TimeoutError, RuntimeError):
-        return None
+    described, gone = await _own_run()
+    if described is None:
+        return "its workflow is gone" if gone else None
     if described.status != WorkflowExecutionStatus.RUNNING:
         ended = described.status.name if described.status else "status not said"
         return f"its workflow run ended ({ended})"
     raw = getattr(described, "raw_description", None)
     if raw is None:
         return None
+    info = activity.info()
     mine = [p for p in raw.pending_activities if p.activity_id == info.activity_id]
     if not mine:
         return "it is no longer pending"
