@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from temporalio.client import RPCTimeoutOrCancelledError, WorkflowExecutionStatus
-from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.activities.models import PoolSettings
@@ -24,7 +23,7 @@ from devicepool.activities.node_models import NodeInfo, NodeProxyPoolsView, Node
 from devicepool.api.names import NODE_REGISTRY_WORKFLOW_ID, QUERY_NODE_PROXY_POOLS, QUERY_NODES
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK
 from devicepool.workflows.pool.messages import Accepted
-from tests.helpers.cli import cli, fake_temporal
+from tests.helpers.cli import FakeStarts, cli, fake_temporal
 
 MANIFEST = """\
 apiVersion: mobile.example.com/v1beta1
@@ -107,7 +106,7 @@ class Handle:
         return Accepted(generation=2, replicas=2, result="configured")
 
 
-class Temporal:
+class Temporal(FakeStarts):
     """The node registry's answers (`nodes` None: never started; `knows_proxy_pools` False:
     a registry of a build from before the names), BrowserPools by id, and the main worker's
     `pool_settings` (its `nodeLostAfterSeconds`)."""
@@ -115,14 +114,11 @@ class Temporal:
     def __init__(
         self, nodes: tuple[Node, ...] | None = NODES, *, lost_after: float = 120.0
     ) -> None:
-        self.service_client = SimpleNamespace(config=SimpleNamespace(target_host="fake:7233"))
-        self.data_converter = SimpleNamespace(payload_codec=None)
+        super().__init__()
         self.nodes = nodes
         self.knows_proxy_pools = True
         self.lost_after = lost_after
-        self.running: set[str] = set()
         self.specs: dict[str, Any] = {}
-        self.started: list[str] = []
         self.updates: list[str] = []
         self.queries: list[tuple[str, str]] = []
 
@@ -130,15 +126,8 @@ class Temporal:
         assert defined.__name__ == "pool_settings"
         return PoolSettings(node_lost_after_seconds=self.lost_after)
 
-    def get_workflow_handle(self, workflow_id: str, **_: Any) -> Handle:
+    def handle(self, workflow_id: str) -> Handle:
         return Handle(self, workflow_id)
-
-    async def start_workflow(self, workflow: str, arg: Any, *, id: str, **_: Any) -> Any:
-        if id in self.running:
-            raise WorkflowAlreadyStartedError(id, workflow)
-        self.started.append(id)
-        self.running.add(id)
-        return Handle(self, id)
 
     def run(self, proxy: str | None) -> None:
         """`browserpool/p` runs with this `proxy.poolRef` (its `spec` query)."""

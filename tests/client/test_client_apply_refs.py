@@ -11,14 +11,13 @@ from typing import Any
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus
-from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from devicepool.activities.models import CheckRefsInput, CheckRefsResult, PoolSettings
 from devicepool.api.names import TASK_QUEUE, node_phone_task_queue
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME
 from devicepool.workflows.pool.messages import Accepted
-from tests.helpers.cli import cli, fake_temporal
+from tests.helpers.cli import FakeStarts, cli, fake_temporal
 from tests.helpers.manifests import alpha_yaml
 
 REGION = "unknown region 'mars-1' (spec.region); known: us-east, us-west"
@@ -46,7 +45,7 @@ class Handle:
         )
 
 
-class Temporal:
+class Temporal(FakeStarts):
     """Pools by id (`running`), every account's ledger running, and the worker's answers to
     the standalone activities `pool_settings` and `check_pool_refs` (problems by region and
     proxy pool); `standalone=False`: a server without standalone activities."""
@@ -58,13 +57,10 @@ class Temporal:
         nodes: dict[str, str] | None = None,
         standalone: bool = True,
     ) -> None:
-        self.service_client = SimpleNamespace(config=SimpleNamespace(target_host="fake:7233"))
-        self.data_converter = SimpleNamespace(payload_codec=None)  # keys, or no encryption
-        self.running = set(running)
+        super().__init__(running)
         self.nodes = nodes or {}
         self.standalone = standalone
         self.asked: list[tuple[str, Any, str]] = []
-        self.started: list[str] = []
         self.updates: list[str] = []
         self.statuses: list[dict[str, Any]] = [{}]
         self.specs: dict[str, Any] = {}  # a running pool's answer to the `spec` query
@@ -84,15 +80,8 @@ class Temporal:
         problems += [REGION] if arg.region == "mars-1" else []
         return CheckRefsResult(problems=problems)
 
-    def get_workflow_handle(self, workflow_id: str, **_: Any) -> Handle:
+    def handle(self, workflow_id: str) -> Handle:
         return Handle(self, workflow_id)
-
-    async def start_workflow(self, workflow: str, arg: Any, *, id: str, **_: Any) -> Any:
-        if id in self.running:
-            raise WorkflowAlreadyStartedError(id, workflow)
-        self.started.append(id)
-        self.running.add(id)
-        return Handle(self, id)
 
     async def execute_update_with_start_workflow(self, *_: Any, **kw: Any) -> Any:
         self.updates.append(str(kw.get("id")))

@@ -4,10 +4,12 @@ the test's own thread against a fake Temporal client (`fake_temporal`, `cli`).""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import pytest
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.client.cli import main
@@ -24,6 +26,31 @@ def fake_temporal(monkeypatch: pytest.MonkeyPatch, fake: Fake) -> Fake:
 
     monkeypatch.setattr("devicepool.connect.connect", connect)
     return fake
+
+
+class FakeStarts:
+    """The part of a fake Temporal client the CLI connects to that starts workflows: the ids
+    `running` and those `started` here, in order; a start of a running id is refused as
+    Temporal refuses it. A subclass makes its handles (`handle`)."""
+
+    def __init__(self, running: Iterable[str] = ()) -> None:
+        self.service_client = SimpleNamespace(config=SimpleNamespace(target_host="fake:7233"))
+        self.data_converter = SimpleNamespace(payload_codec=None)  # keys, or no encryption
+        self.running = set(running)
+        self.started: list[str] = []
+
+    def handle(self, workflow_id: str) -> Any:
+        raise NotImplementedError
+
+    def get_workflow_handle(self, workflow_id: str, **_: Any) -> Any:
+        return self.handle(workflow_id)
+
+    async def start_workflow(self, workflow: str, arg: Any, *, id: str, **_: Any) -> Any:
+        if id in self.running:
+            raise WorkflowAlreadyStartedError(id, workflow)
+        self.started.append(id)
+        self.running.add(id)
+        return self.handle(id)
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
