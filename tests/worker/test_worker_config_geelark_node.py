@@ -136,7 +136,9 @@ def test_a_node_that_cannot_read_the_geelark_key_says_which_field(tmp_path: Path
     assert "accounts.gl.apiKeyFile" in str(exc.value) and "\n" not in str(exc.value)
 
 
-def test_the_shipped_geelark_by_node_example_loads_on_both_sides(tmp_path: Path) -> None:
+def _shipped_geelark_block() -> tuple[list[str], int, list[str]]:
+    """The shipped example's lines, where its commented GeeLark-by-node block starts, and
+    that block uncommented (as `accounts.geelark`, its trailing comments dropped)."""
     example = Path(__file__).parents[2] / "examples" / "worker" / "devicepool.yaml"
     lines = example.read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("  # geelark:"))
@@ -145,6 +147,11 @@ def test_the_shipped_geelark_by_node_example_loads_on_both_sides(tmp_path: Path)
         if not line.startswith("  #   "):
             break
         block.append("    " + line[len("  #   ") :].split("  #", 1)[0].rstrip())
+    return lines, start, block
+
+
+def test_the_shipped_geelark_by_node_example_loads_on_both_sides(tmp_path: Path) -> None:
+    _, _, block = _shipped_geelark_block()
     (tmp_path / "geelark.key").write_text(KEY)
     text = "accounts:\n" + "\n".join(block) + "\n"
     text = text.replace("/run/secrets/geelark", "geelark.key")
@@ -164,14 +171,7 @@ def test_the_node_reads_the_whole_shipped_example_and_serves_only_its_own(
     """docs/providers.md: main workers and the node worker read the same file. The shipped
     example whole, its GeeLark-by-node block uncommented: main workers serve its REST
     accounts, the node `gl-node` serves `geelark` alone and reads no other account's key."""
-    example = Path(__file__).parents[2] / "examples" / "worker" / "devicepool.yaml"
-    lines = example.read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("  # geelark:"))
-    block = ["  geelark:"]
-    for line in lines[start + 1 :]:
-        if not line.startswith("  #   "):
-            break
-        block.append("    " + line[len("  #   ") :].split("  #", 1)[0].rstrip())
+    lines, start, block = _shipped_geelark_block()
     text = "\n".join(lines[:start] + block + lines[start + len(block) :]) + "\n"
     for secret in ("geelark", "bitcloudphone-default", "proxyseller"):
         (tmp_path / secret).write_text(KEY if secret == "geelark" else "s3cret")
