@@ -65,13 +65,15 @@ async def start_pool(
     name: str,
     replicas: int,
     *,
-    settings: PoolSettings = FAST,
+    settings: PoolSettings | None = FAST,
     account: str = "default",
     proxy_ref: str | None = "proxyseller-us",
     region: str = "us-west",
     task_queue: str = TASK_QUEUE,
     spec_fields: dict[str, Any] | None = None,
 ) -> WorkflowHandle[Any, Any]:
+    """Pool `name` started as a `DevicePool` workflow; `settings=None`: none in its input, so
+    it reads the worker's, as a pool `apply` starts does."""
     fields: dict[str, Any] = {
         "region": region,
         "replicas": replicas,

@@ -38,7 +38,7 @@ from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.pool.state import PoolState
 from devicepool.workflows.shared import placement
 from tests.helpers.settings import PHONES
-from tests.helpers.workflow_stack import namespace_client
+from tests.helpers.workflow_stack import namespace_client, start_pool
 
 pytestmark = pytest.mark.devserver
 
@@ -157,18 +157,8 @@ async def stack(env: WorkflowEnvironment) -> AsyncIterator[Stack]:
 
 async def start(client: Client, name: str, replicas: int, account: str) -> WorkflowHandle[Any, Any]:
     """A pool that reads the worker's settings (none in its input), as `apply` starts one."""
-    manifest = pool_manifest(
-        name,
-        replicas=replicas,
-        region="us-west",
-        providerCredentialRef=account,
-        proxy={"poolRef": PROXY.name, "stickyTTL": 900},
-    )
-    return await client.start_workflow(
-        "DevicePool",
-        PoolInput(metadata=ObjectMeta(name=name), spec=parse_pool(manifest).spec),
-        id=pool_workflow_id(name),
-        task_queue=TASK_QUEUE,
+    return await start_pool(
+        client, name, replicas, settings=None, account=account, proxy_ref=PROXY.name
     )
 
 

@@ -18,24 +18,20 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.api import parse_pool
-from devicepool.api.names import TASK_QUEUE, pool_workflow_id
-from devicepool.api.v1beta1 import ObjectMeta
 from devicepool.emulator.geelark import GeeLarkConfig
 from devicepool.emulator.geelark.config import DEFAULT_API_KEY, DEFAULT_APP_ID
-from devicepool.testing import eventually, pool_manifest
+from devicepool.testing import eventually
 from devicepool.worker.accounts import register_accounts
 from devicepool.worker.build import pool_queue_workers
 from devicepool.worker.config import build_config
 from devicepool.worker.node import load_node_options, run_node_worker
-from devicepool.workflows.pool.messages import PoolInput
 from tests.helpers.geelark import BASE, Team
 from tests.helpers.settings import PHONES
-from tests.helpers.workflow_stack import namespace_client
+from tests.helpers.workflow_stack import namespace_client, start_pool
 
 pytestmark = pytest.mark.devserver
 
@@ -125,27 +121,19 @@ async def stack(
         await team.aclose()
 
 
-async def start(client: Client, name: str, replicas: int) -> WorkflowHandle[Any, Any]:
-    manifest = pool_manifest(
-        name,
-        replicas=replicas,
-        region="us",
-        osVersion="15",
-        providerCredentialRef=ACCOUNT,
-        proxy=None,
-    )
-    return await client.start_workflow(
-        "DevicePool",
-        PoolInput(metadata=ObjectMeta(name=name), spec=parse_pool(manifest).spec),
-        id=pool_workflow_id(name),
-        task_queue=TASK_QUEUE,
-    )
-
-
 async def test_a_pool_on_a_node_served_geelark_account_runs_on_the_node_alone(
     stack: Stack,
 ) -> None:
-    handle = await start(stack.client, "gl-by-node", 2)
+    handle = await start_pool(
+        stack.client,
+        "gl-by-node",
+        2,
+        settings=None,
+        account=ACCOUNT,
+        proxy_ref=None,
+        region="us",
+        spec_fields={"osVersion": "15"},
+    )
 
     async def converged() -> dict[str, Any] | None:
         phones = await stack.phones()
