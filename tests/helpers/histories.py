@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import Client, WorkflowHistory
+from temporalio.worker import Replayer
+
+from devicepool.connect import DATA_CONVERTER
+from devicepool.workflows import WORKFLOWS
 
 
 async def run_histories(client: Client, workflow_id: str) -> list[WorkflowHistory]:
@@ -23,6 +27,22 @@ async def run_histories(client: Client, workflow_id: str) -> list[WorkflowHistor
         if not run_id:
             break
     runs.reverse()
+    return runs
+
+
+async def replay_every_run(
+    client: Client, workflow_id: str, *, marked_by: str
+) -> list[WorkflowHistory]:
+    """Every run of `workflow_id` replayed on this build's workflows (a nondeterministic one
+    raises), the marker of the patch `marked_by` (a changed path) found in one of them; the
+    runs' histories, first run first."""
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)
+    runs = await run_histories(client, workflow_id)
+    for history in runs:
+        await replayer.replay_workflow(history)
+    patch = marked_by.encode()
+    marked = any(patch in e.SerializeToString() for history in runs for e in history.events)
+    assert marked, f"the marker of patch {marked_by!r} in no run"
     return runs
 
 

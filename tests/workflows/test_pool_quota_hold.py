@@ -14,13 +14,11 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.connect import DATA_CONVERTER
 from devicepool.testing import eventually
-from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.pool.kind import QUOTA_HOLD_PATCH
+from tests.helpers.histories import replay_every_run
 from tests.helpers.pool_waits import converged, delete, false_condition, true_condition
 from tests.helpers.settings import FAST
 from tests.helpers.transports import TimedASGITransport
@@ -70,15 +68,6 @@ async def test_a_used_up_daily_quota_holds_creates_until_its_reset(
         assert ended == ["creates succeed again"], ended
         assert "BackOff" not in said, said  # a quota is no verdict on the region
 
-        replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)
-        marked, run = False, handle.first_execution_run_id or ""
-        while run:
-            history = await env.client.get_workflow_handle(handle.id, run_id=run).fetch_history()
-            await replayer.replay_workflow(history)
-            patch = QUOTA_HOLD_PATCH.encode()
-            marked = marked or any(patch in e.SerializeToString() for e in history.events)
-            last = history.events[-1]
-            run = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-        assert marked, "the patch's marker in no run"
+        await replay_every_run(env.client, handle.id, marked_by=QUOTA_HOLD_PATCH)
     finally:
         await delete(handle, control, pool_name)

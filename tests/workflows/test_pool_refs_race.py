@@ -16,16 +16,14 @@ from typing import Any
 import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import UPDATE_APPLY
 from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta
-from devicepool.connect import DATA_CONVERTER
 from devicepool.testing import eventually
-from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.pool.messages import Accepted, ApplyRequest
 from devicepool.workflows.pool.observe import REFS_OF_ITS_SPEC_PATCH
+from tests.helpers.histories import replay_every_run
 from tests.workflows.test_pool_absorbed_cancel import SlowRefs, start_own_pool
 
 pytestmark = pytest.mark.devserver
@@ -80,18 +78,7 @@ async def test_a_check_of_the_old_spec_answering_after_an_apply_is_not_the_new_s
             assert "UnknownProxyPool" not in said, said
             # The changed path (behind its patch) is in a run's history (a run may have handed
             # over since), and every run replays on this build.
-            replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)
-            marked, run = False, handle.first_execution_run_id or ""
-            while run:
-                history = await env.client.get_workflow_handle(
-                    handle.id, run_id=run
-                ).fetch_history()
-                await replayer.replay_workflow(history)
-                patch = REFS_OF_ITS_SPEC_PATCH.encode()
-                marked = marked or any(patch in e.SerializeToString() for e in history.events)
-                last = history.events[-1]
-                run = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-            assert marked, "the patch's marker in no run"
+            await replay_every_run(env.client, handle.id, marked_by=REFS_OF_ITS_SPEC_PATCH)
     finally:
         slow.release.set()
         if handle is not None:

@@ -10,15 +10,13 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer
 
 from devicepool.api.names import MEMO_POOL_ROW, SIGNAL_WAKE
 from devicepool.client import PoolClient
-from devicepool.connect import DATA_CONVERTER
 from devicepool.testing import eventually
-from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.reconciler.row_memo import Row, pool_row, read_row
 from devicepool.workflows.reconciler.shell import ROW_MEMO_PATCH
+from tests.helpers.histories import replay_every_run
 from tests.helpers.workflow_stack import Workers, start_pool
 
 pytestmark = pytest.mark.devserver
@@ -91,22 +89,16 @@ async def test_a_pool_s_memo_row_is_its_status_and_idles_with_it(
         # The changed path (behind its patch) is in a run's history, and every run replays.
         # A run handed over after a row was written starts with it (Temporal carries no memo
         # across continue-as-new unless the command names it).
-        replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)
-        marked, written, run = False, False, handle.first_execution_run_id or ""
-        while run:
-            history = await env.client.get_workflow_handle(handle.id, run_id=run).fetch_history()
-            await replayer.replay_workflow(history)
+        written = False
+        for run, history in enumerate(
+            await replay_every_run(env.client, handle.id, marked_by=ROW_MEMO_PATCH)
+        ):
             started = history.events[0].workflow_execution_started_event_attributes
             if written:
                 assert MEMO_POOL_ROW in started.memo.fields, f"run {run} started without its row"
-            patch = ROW_MEMO_PATCH.encode()
-            marked = marked or any(patch in e.SerializeToString() for e in history.events)
             written = written or any(
                 e.HasField("workflow_properties_modified_event_attributes") for e in history.events
             )
-            last = history.events[-1]
-            run = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-        assert marked, "the patch's marker in no run"
     finally:
         await handle.terminate()
 
