@@ -57,6 +57,9 @@ class AccountSettings(BaseModel):
     # the node of that name speaks to the provider, this process never does (no URL,
     # no key here). "": this process speaks to `base_url` itself.
     node: str = ""
+    # `api: geelark` with `node:` read by that node worker: this process is the account's
+    # only one, so its lock grants every warm-reserve claim (the adapter keeps a reserve).
+    node_served: bool = False
     base_url: str = ""
     api_key: SecretStr = SecretStr("")
     # `api: geelark` in key mode: the app id the key signs for ("": token mode, `api_key`

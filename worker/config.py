@@ -271,7 +271,8 @@ def _accounts(
         node = _account_node(account, where)
         _check_timeout(account.timeout_seconds, f"{where}.timeoutSeconds")
         base_url, key = "", SecretStr("")
-        if node and account.api == "geelark" and node == serving_node:
+        node_served = bool(node) and account.api == "geelark" and node == serving_node
+        if node_served:
             # This process is the account's node worker: it speaks to GeeLark itself.
             node = ""
         if not node:
@@ -290,6 +291,7 @@ def _accounts(
             **account.model_dump(exclude=_NOT_SETTINGS),
             name=name,
             node=node,
+            node_served=node_served,
             base_url=base_url.rstrip("/"),
             api_key=key,
             app_id=app_id,

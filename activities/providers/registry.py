@@ -61,7 +61,8 @@ def _geelark(account: AccountSettings, http: dict[str, Any], pacer: PhonePacer |
         pacer=EndpointPacer(minute=minute, margin=account.window_margin_seconds),
         breaker=Breaker(lock_seconds=120 * minute),
     )
-    return GeeLarkProvider(api)
+    # The warm reserve only on the account's node worker: one process grants every claim.
+    return GeeLarkProvider(api, reserve=account.node_served)
 
 
 # An adapter is built from its account, what its HTTP client is built with, and the

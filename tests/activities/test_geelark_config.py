@@ -75,3 +75,21 @@ async def test_the_registry_builds_the_adapter(
     assert isinstance(provider.api._http.auth, auth)
     assert KEY not in repr(provider)
     await provider.aclose()
+
+
+@pytest.mark.parametrize(("serving_node", "reserve"), [("gl-node", True), ("", False)])
+async def test_only_the_accounts_node_worker_keeps_a_warm_reserve(
+    tmp_path: Path, serving_node: str, reserve: bool
+) -> None:
+    # One process grants every claim: the account's node worker; a direct account has none.
+    (tmp_path / "geelark.key").write_text(KEY + "\n")
+    data = {"accounts": {"gl": {"api": "geelark", "apiKeyFile": "geelark.key"}}}
+    if serving_node:
+        data["accounts"]["gl"]["node"] = serving_node
+    config = build_config(
+        data, source="w.yaml", base_dir=tmp_path, env={}, serving_node=serving_node
+    )
+    provider = build_provider(config.accounts["gl"], metrics=Metrics(), scrubber=Scrubber())
+    assert isinstance(provider, GeeLarkProvider)
+    assert (provider.reserve is not None) is reserve
+    await provider.aclose()

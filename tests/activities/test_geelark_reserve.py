@@ -1,9 +1,9 @@
-"""No warm reserve on GeeLark (`geelark_fake`): GeeLark has a delete, so `spec.reserve` is
-ignored, as the API says of an account with one. A scale-down stops, confirms and deletes;
-a create never claims a stopped phone. Phones an earlier build parked (named
-`dvp-<pool digest>-reserve`) are still seen, by their pool, the orphan sweep's listing and
-a deleted pool's release, and removed. Why there is no reserve: docs/providers.md, "The
-warm reserve on GeeLark: not yet"."""
+"""No warm reserve on a GeeLark account without a node (`geelark_fake`): `spec.reserve` is
+ignored (a node worker keeps one: test_geelark_warm_reserve.py). A scale-down stops,
+confirms and deletes; a create never claims a stopped phone. Phones parked in a reserve
+(named `dvp-<pool digest>-reserve`) are still seen, by their pool, the orphan sweep's
+listing and a deleted pool's release, and removed. Why: docs/providers.md, "The warm
+reserve on GeeLark"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""One GeeLark key's phones, call by call: listing (paged), start, stop-and-confirm, delete.
+"""One GeeLark key's phones, call by call: listing (paged), start, stop-and-confirm, update
+(rename), delete.
 Each reads its batch answer per item (`GeeLarkApi.batch`): an id is done only if the answer
 says so. The adapter (`provider`) is built on it."""
 
@@ -158,6 +159,19 @@ class Phones:
         raise ProviderError(
             ErrorType.TEARDOWN_PENDING, None, f"GeeLark phone {phone_id}: stop not confirmed yet"
         )
+
+    async def update(
+        self, phone_id: str, fields: dict[str, Any], *, secrets: list[str] | None = None
+    ) -> None:
+        """`phone/detail/update` (name, remark, proxy...): done only if answered without a
+        failure (`null`, or no `failDetails`); a failed item raises its typed error."""
+        data = await self.api.call(
+            "phone/detail/update", {"id": phone_id, **fields}, secrets=secrets or ()
+        )
+        fails = data.get("failDetails") if isinstance(data, dict) else None
+        if isinstance(fails, list) and fails:
+            first = fails[0] if isinstance(fails[0], dict) else {}
+            raise self.api.item_error("phone/detail/update", first)
 
     async def delete(self, phone_id: str) -> None:
         """Delete it (refused while started or in use: stop it first)."""

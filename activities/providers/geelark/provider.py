@@ -5,9 +5,11 @@ name and remark (`marks`), never its group (a person may move a phone); a device
 `<phone id>.<slot digest>`. A create first looks its slot's mark up (GeeLark has no
 idempotency key), adds a phone only if none, looks again when the add got no clear answer,
 and starts it (`addNew` makes a shut-down phone). Every removal stops the phone, confirms it
-stopped, then deletes it (delete is refused while started): no warm reserve, `spec.reserve`
-is ignored (an account with a delete), and a phone an earlier build parked is a `failed`
-device of its pool, which removes it; a removal right after `get_device` in one task (a
+stopped, then deletes it (delete is refused while started), except, on an account served by
+its node worker (`reserve=True`), a scale-down of a healthy phone: kept stopped in the pool's
+warm reserve (`reserve`, up to `spec.reserve.keep`), which a create claims before adding.
+Without a node `spec.reserve` is ignored and a phone parked in a reserve is a `failed` device
+of its pool, which removes it; a removal right after `get_device` in one task (a
 scale-down's idle check) acts on that read, not a second one (`REUSE_SECONDS`). Statuses:
 0 started `ready`, 1 starting `provisioning`, 2 shut down `offline`, 3 expired `failed`.
 Per-item results decide every batch call. No region list, no reset (a used phone is
@@ -50,7 +52,11 @@ from devicepool.activities.providers.base import (
     provider_call,
 )
 from devicepool.activities.providers.geelark.api import MAX_IDS, GeeLarkApi
-from devicepool.activities.providers.geelark.errors import GeeLarkServerError, GeeLarkStateError
+from devicepool.activities.providers.geelark.errors import (
+    GeeLarkQuotaError,
+    GeeLarkServerError,
+    GeeLarkStateError,
+)
 from devicepool.activities.providers.geelark.marks import (
     MANAGED_TAG,
     RESERVE_DIGEST,
@@ -71,6 +77,7 @@ from devicepool.activities.providers.geelark.phones import (
     Phones,
     as_int,
 )
+from devicepool.activities.providers.geelark.reserve import PROFILE_CAP, Reserve, claimable
 from devicepool.activities.providers.geelark.words import (
     DEFAULT_MOBILE_TYPE,
     mobile_type,
@@ -133,11 +140,15 @@ class GeeLarkProvider:
         adb_wait_seconds: float = 3.0,
         wall_clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        reserve: bool = False,
     ) -> None:
         self.api = api
         self.phones = Phones(
             api, confirm_tries=confirm_tries, confirm_seconds=confirm_seconds, sleep=sleep
         )
+        # The warm reserve: only where this process is the account's one (its node worker),
+        # so that its claim lock grants every claim (`reserve`). None: every removal deletes.
+        self.reserve = Reserve(self.phones, wall_clock=wall_clock) if reserve else None
         self.adb_wait_seconds = adb_wait_seconds
         self._wall = wall_clock
         self._sleep = sleep
@@ -164,6 +175,8 @@ class GeeLarkProvider:
             return None
         if pool is not None and remark.pool != pool:
             return None
+        if digest == RESERVE_DIGEST and self.reserve is not None and claimable(item, remark):
+            return None  # kept stopped in the reserve: no device of its pool
         status, reason = phone_status(item.get("status"))
         rpa = item.get("rpaStatus")
         created = remark.created if math.isfinite(remark.created) else 0.0
@@ -351,13 +364,17 @@ class GeeLarkProvider:
     ) -> DeviceInfo:
         # First, always: an earlier attempt whose answer was lost made it.
         found = await self._marked(pool, mark)
+        if not found and self.reserve is not None:
+            # Claimed under this process's lock: the node's, the account's only process.
+            claimed = await self.reserve.claim(pool, mark, labels, new.template, new.proxy)
+            if claimed is not None:
+                phone_id, remark = claimed
+                return await self._start(phone_id, self._fresh(phone_id, mark, remark), SHUT_DOWN)
         if not found:
-            # Never a stopped phone claimed from a reserve: two workers could hand one to two
-            # slots (docs/providers.md, "The warm reserve on GeeLark: not yet").
             remark = Remark(created=self._wall(), region=new.template.region, labels=labels)
             try:
                 with self.api.deadlines(send_by=began + ADD_BY_SECONDS):
-                    phone_id = await self._add(mark, pool, new.template, remark, new.proxy)
+                    phone_id = await self._add_room(mark, pool, new.template, remark, new.proxy)
             except (TransportError, ServerError):
                 # No clear answer: the add may have been applied. Look before any retry.
                 found = await self._marked(pool, mark)
@@ -382,6 +399,22 @@ class GeeLarkProvider:
             created_at=datetime.fromtimestamp(remark.created, UTC),
             labels=dict(remark.labels),
         )
+
+    async def _add_room(
+        self,
+        mark: str,
+        pool: str,
+        template: DeviceTemplate,
+        remark: Remark,
+        proxy: ResolvedProxy | None,
+    ) -> str:
+        """`_add`; at the plan's profile cap (44002), a reserve phone deleted and added again."""
+        try:
+            return await self._add(mark, pool, template, remark, proxy)
+        except GeeLarkQuotaError as exc:
+            if self.reserve is None or exc.code != PROFILE_CAP or not await self.reserve.free_one():
+                raise
+        return await self._add(mark, pool, template, remark, proxy)
 
     async def _add(
         self,
@@ -426,14 +459,35 @@ class GeeLarkProvider:
     # ------------------------------------------------------------ removals
 
     async def remove_device(self, device_id: str) -> None:
-        # Any removal, a scale-down too (`spec.reserve` is ignored: GeeLark has a delete).
+        # Without a reserve, any removal, a scale-down too, deletes.
         read = self._just_read(device_id)
         phone_id, item = read if read is not None else (await self._one(device_id))[:2]
-        await self.phones.stop_and_delete(phone_id, as_int(item.get("status")))
+        status = as_int(item.get("status"))
+        remark = Remark.parse(item.get("remark"))
+        if self.reserve is not None and remark is not None:
+            pool = remark.pool
+            if device_id.endswith(f".{RESERVE_DIGEST}"):
+                # A reserve phone that cannot serve (started, no template): deleted as read
+                # afresh under the claim lock, never while a claim may rename it.
+                async with self.reserve.lock(pool):
+                    self.reserve.forget(pool)
+                    phone_id, item, _ = await self._one(device_id)
+                    await self.phones.stop_and_delete(phone_id, as_int(item.get("status")))
+                return
+            if self.reserve.may_park(pool, remark, status):
+                await self.phones.stop(phone_id)  # confirmed stopped before it is kept
+                if await self.reserve.park(pool, phone_id, remark):
+                    return
+                status = SHUT_DOWN
+        await self.phones.stop_and_delete(phone_id, status)
 
     async def release_pool(self, pool: str) -> int:
-        """Delete what an earlier build parked for the deleted pool (its listing shows those
-        too, so this finds any only if one was parked since): nothing is kept."""
+        """Delete the deleted pool's reserve (its listing shows none kept stopped, so this
+        finds any only if one was parked since): nothing is kept."""
+        if self.reserve is not None:
+            with provider_call(pool=pool):
+                await self.reserve.release(pool)
+            return 0
         with provider_call(pool=pool):
             items = await self.phones.listed({"serialName": reserve_mark(pool)})
         for item in items:
