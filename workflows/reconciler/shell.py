@@ -4,14 +4,15 @@ Messages: update `scale_update`, signals `scale` and `wake`, queries `status`, `
 `events`; the lease updates `lease`, `lease_claim`, `renew`, `release` and queries `leases`,
 `lease_ticket`, signals `lease_ask`, `lease_give_back` (`leasing.py`); update
 `lease_connect` (`connecting.py`). Continue-as-new:
-`hand_over_if_due`, after each pass and between teardown steps.
+`hand_over_if_due`, after each pass and between teardown steps. Demand scaling in the pass:
+`autoscaler.py`; what the pool shows (search attributes, details, its memo row): `showing.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Generic
 
 from temporalio import workflow
@@ -21,7 +22,8 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from devicepool.api import names
     from devicepool.api.v1beta1 import ConditionStatus, ConditionType, ObjectMeta, Phase
-    from devicepool.workflows.reconciler import autoscaling, search_attributes
+    from devicepool.workflows.reconciler import autoscaler, autoscaling
+    from devicepool.workflows.reconciler.autoscaler import AUTOSCALE_PATCH
     from devicepool.workflows.reconciler.conditions import (
         ConditionUpdate,
         drop_condition,
@@ -53,24 +55,11 @@ with workflow.unsafe.imports_passed_through():
         parse_scale_signal,
         short_json,
     )
-    from devicepool.workflows.reconciler.row_memo import LeaseFacts, pool_row, table_figures
+    from devicepool.workflows.reconciler.showing import ROW_AT_PATCH, ROW_MEMO_PATCH, Showing
     from devicepool.workflows.shared import versions
     from devicepool.workflows.shared.errors import forget, raise_if_cancelled
 
 __all__ = ["AUTOSCALE_PATCH", "ROW_AT_PATCH", "ROW_MEMO_PATCH", "Reconciler"]
-
-# Demand scaling (`autoscaling.py`): only a pool whose spec sets `autoscale` reaches it, so
-# no history from before has it; the gate keeps it so should one.
-AUTOSCALE_PATCH = "autoscale"
-# The pool's row in its memo (`row_memo`): a command runs from before it never issued.
-ROW_MEMO_PATCH = "pool-row-in-memo"
-# The row's time in `DevicePoolRowAt`, upserted with each row write: runs from before it
-# issued no such upsert (a row write with no other attribute changed issued none at all).
-ROW_AT_PATCH = "pool-row-time"
-# A lease message that moves the row writes it at most this often: under a crowd of
-# leases, one memo upsert (a history event, a billed Action) a message would double what a
-# lease costs. What waits is written by the reaper when the gap ends (`row_due`).
-ROW_LEASE_GAP = timedelta(seconds=5)
 
 
 class Reconciler(Generic[SpecT, StateT]):
@@ -83,10 +72,7 @@ class Reconciler(Generic[SpecT, StateT]):
         # Why the next pass is due: a message that needs a fresh look (`dirty`), one
         # that does not (`replan`: a report the kind applies on what it knows).
         self.dirty = self.replan = False
-        self._details = ""  # the Web UI details last written (each run writes its own)
-        # The memo row: when this run last wrote it, and whether a change waits for the gap.
-        self._row_written_at: datetime | None = None
-        self.row_pending = False
+        self.showing = Showing(self)  # search attributes, UI details, the memo row
         self.leasing = Leasing(self)
         # When the autoscaler wants a pass of its own (an idle member may go, a schedule
         # window opens or closes); None: never (every pool without `autoscale`).
@@ -173,107 +159,17 @@ class Reconciler(Generic[SpecT, StateT]):
     # ------------------------------------------------------------------ demand scaling
 
     def autoscale(self) -> None:
-        """Set `replicas` from the pool's demand (`autoscaling.resize`), said as an event
-        when it moves, shown as `desiredFromDemand` and the `Autoscaling` condition."""
-        spec = getattr(self.spec, "autoscale", None)
-        if spec is None:
-            self.autoscale_due = None
-            self._autoscale_shown(None, None, None)
-            return
-        if not workflow.patched(AUTOSCALE_PATCH):
-            return
-        resized, known = self._resize(spec, dry=False)
-        current = self.spec.replicas
-        self.autoscale_due = resized.wake
-        why = resized.sizing.describe()
-        if resized.held_for_idle:
-            why += (
-                f"; {resized.held_for_idle} kept until idle for scaleDownAfter"
-                f" ({autoscaling.idle_for(spec)})"
-            )
-        if resized.target != current:
-            self.happened(Happened("Autoscaled", f"replicas {current} -> {resized.target}: {why}"))
-            self.spec = autoscaling.with_replicas(self.spec, resized.target)
-        self._autoscale_shown(
-            resized.sizing.desired, autoscaling.schedule_shown(resized.schedule), why, known=known
-        )
+        """Set `replicas` from the pool's demand (`autoscaler.autoscale`)."""
+        autoscaler.autoscale(self)
 
     def demand_moved(self) -> None:
-        """A lease message (or the reaper) moved an autoscaled pool's demand: a pass now
-        (`replan`: on what the pool knows) if the size it asks for moves; else the
-        autoscaler's wake brought forward if it must (a member given back may go after
-        `scaleDownAfter`). A quiet pool's watch answers only after an hour: without this a
-        ticket would wait for it. Nothing on a pool without `autoscale`: its commands are
-        those of before."""
-        spec = getattr(self.spec, "autoscale", None)
-        if spec is None or self.s.deleting or not workflow.patched(AUTOSCALE_PATCH):
-            return
-        resized, _ = self._resize(spec, dry=True)
-        if resized.target != self.spec.replicas:
-            self.replan = True
-            return
-        due, wake = self.autoscale_due, resized.wake
-        if wake is not None and (due is None or wake < due):
-            self.autoscale_due = wake
-
-    def _resize(self, spec: Any, *, dry: bool) -> tuple[autoscaling.Resize, bool]:
-        """This moment's `resize`, and whether the members are known. `dry`: nothing of the
-        book (idle members, stabilization) is written, as a handler asks between passes."""
-        now, book = workflow.now(), self.leasing.book
-        members = self.kind.autoscale_members()
-        leased_ids = book.devices()
-        free = [c.id for c in self.kind.lease_candidates() if c.id not in leased_ids]
-        idle_since = autoscaling.track_idle(
-            book.idle_since, members=members, free=free, leased=leased_ids, now=now
-        )
-        stabilization = book.stabilization
-        if dry:
-            stabilization = stabilization.model_copy(deep=True)
-        else:
-            book.idle_since = idle_since
-        known = members is not None
-        queued = autoscaling.queued_demand(book.tickets, self.kind.grows_for)
-        resized = autoscaling.resize(
-            autoscale=spec,
-            schedule=getattr(self.spec, "schedule", None) or (),
-            leased=len(book.leases) if known else None,
-            queued=queued if known else None,
-            members=members,
-            leases=leased_ids,
-            idle_since=idle_since,
-            stabilization=stabilization,
-            current=self.spec.replicas,
-            now=now,
-            order=self.kind.scale_down_order(),
-        )
-        return resized, known
-
-    def _autoscale_shown(
-        self, desired: int | None, window: str | None, why: str | None, *, known: bool = True
-    ) -> None:
-        status = self.s.status
-        wanted = {"desired_from_demand": desired, "active_schedule": window}
-        if any(getattr(status, k, None) != v for k, v in wanted.items()):
-            self.s.status = status = status.model_copy(update=wanted)
-        if why is None:
-            if status.condition(ConditionType.AUTOSCALING) is not None:
-                self.s.status = drop_condition(status, ConditionType.AUTOSCALING)
-            return
-        condition = (
-            ConditionUpdate(ConditionType.AUTOSCALING, ConditionStatus.TRUE, "FromDemand", why)
-            if known
-            else ConditionUpdate(
-                ConditionType.AUTOSCALING, ConditionStatus.UNKNOWN, "DemandUnknown", why
-            )
-        )
-        self.set_condition(condition)
+        """A lease message (or the reaper) moved an autoscaled pool's demand: a pass now if
+        the size it asks for moves (`autoscaler.demand_moved`)."""
+        autoscaler.demand_moved(self)
 
     def autoscale_wake_if_due(self) -> None:
         """The reaper's wake for the autoscaler: a pass with a fresh look."""
-        due = self.autoscale_due
-        if due is not None and workflow.now() >= due:
-            self.autoscale_due = None
-            self.dirty = True
+        autoscaler.wake_if_due(self)
 
     def autoscaled_spec(self, new: SpecT) -> SpecT:
         """An applied spec, its `replicas` the autoscaler's size while it sets `autoscale`."""
@@ -315,10 +211,9 @@ class Reconciler(Generic[SpecT, StateT]):
         return True
 
     def show(self) -> None:
-        """Search attributes, UI details and the memo row, each written only when it changed."""
-        current = workflow.info().typed_search_attributes
-        updates = search_attributes.updates(self.kind.search_attributes(), current)
-        self.show_details(attributes=updates)
+        """Search attributes, UI details and the memo row, each written only when it changed
+        (`showing.py`)."""
+        self.showing.show()
 
     def show_details(
         self,
@@ -326,13 +221,8 @@ class Reconciler(Generic[SpecT, StateT]):
         lease_message: bool = False,
         attributes: Sequence[SearchAttributeUpdate[Any]] = (),
     ) -> None:
-        """The UI's live details (served by a built-in query: no history event), and the
-        pool's row in its memo (`show_row`), with the search attributes `attributes`."""
-        details = self.kind.details() + self.leasing.details()
-        if details != self._details:
-            self._details = details
-            workflow.set_current_details(details)
-        self.show_row(lease_message=lease_message, attributes=attributes)
+        """The UI's live details and the pool's row (`Showing.show_details`)."""
+        self.showing.show_details(lease_message=lease_message, attributes=attributes)
 
     def show_row(
         self,
@@ -340,79 +230,15 @@ class Reconciler(Generic[SpecT, StateT]):
         lease_message: bool = False,
         attributes: Sequence[SearchAttributeUpdate[Any]] = (),
     ) -> None:
-        """What `get` and the worker's gauges read of the pool (`row_memo`), upserted into
-        its memo only when it changed: an idle pool's row never does. A change a lease
-        message made within `ROW_LEASE_GAP` of the last write waits for the gap's end (the
-        reaper writes it), unless the book is empty or the pool is deleting: nothing
-        would then wake to write it.
-
-        `attributes` (the pass's search attributes that changed) are upserted first, with
-        `DevicePoolRowAt` (the time of the row's write, behind `ROW_AT_PATCH`) in the same
-        command when the write moves a figure of `get`'s table (`table_figures`): `get -w`
-        lists only the pools whose row moved (`RowWatch`), and a write that moves nothing it
-        shows (a lease ticket queued) costs no stamp-only upsert."""
-        upserts = list(attributes)
-        write = self._row_to_write(lease_message=lease_message)
-        # A row write that moves a table figure is stamped in the pass's upsert, and once a
-        # row not stamped by this run yet: one a build before the patch wrote, or a stamp
-        # carried across continue-as-new, older than the run's start (`get -w` takes such a
-        # stamp for a build that does not stamp, and lists the pool every refresh). A run
-        # whose memo never holds a row (one from before `ROW_MEMO_PATCH`: `write` is never
-        # None) would stamp every pass but for `unstamped`: at most once.
-        memo = workflow.memo()
-        has_row = names.MEMO_POOL_ROW in memo
-        info = workflow.info()
-        carried = info.typed_search_attributes.get(search_attributes.KEY_ROW_AT)
-        unstamped = carried is None or carried < info.workflow_start_time
-        moved = write is not None and (
-            table_figures(write) != table_figures(memo.get(names.MEMO_POOL_ROW))
-        )
-        stamp = (moved and (has_row or unstamped)) or (has_row and unstamped)
-        if stamp and workflow.patched(ROW_AT_PATCH):
-            upserts.append(search_attributes.KEY_ROW_AT.value_set(workflow.now()))
-        if upserts:
-            workflow.upsert_search_attributes(upserts)
-        if write is not None and workflow.patched(ROW_MEMO_PATCH):
-            workflow.upsert_memo({names.MEMO_POOL_ROW: write})
-            self._row_written_at = workflow.now()
-
-    def _row_to_write(self, *, lease_message: bool) -> dict[str, Any] | None:
-        """The row to write now (None: unchanged, or waiting for the lease gap)."""
-        book = self.leasing.book
-        leases = LeaseFacts(
-            leased=len(book.leases),
-            queued=len(book.tickets),
-            expired=book.expired_total,
-            oldest=(book.tickets[0].created_at, book.tickets[0].deadline) if book.tickets else None,
-            max_wait=self.leasing.rules.queue.max_wait,
-        )
-        row = pool_row(self.s.status.to_json_dict(), created_at=self.s.created_at, leases=leases)
-        if workflow.memo().get(names.MEMO_POOL_ROW) == row:
-            self.row_pending = False
-            return None
-        now, last = workflow.now(), self._row_written_at
-        if (
-            lease_message
-            and last is not None
-            and now < last + ROW_LEASE_GAP
-            and not book.empty()
-            and not self.s.deleting
-        ):
-            self.row_pending = True
-            return None
-        self.row_pending = False
-        return row
+        """The pool's row in its memo, written when it changed (`Showing.show_row`)."""
+        self.showing.show_row(lease_message=lease_message, attributes=attributes)
 
     def row_due(self) -> datetime | None:
         """When the row a lease message changed is written (None: nothing waits)."""
-        if not self.row_pending or self._row_written_at is None:
-            return None
-        return self._row_written_at + ROW_LEASE_GAP
+        return self.showing.row_due()
 
     def write_row_if_due(self) -> None:
-        due = self.row_due()
-        if due is not None and workflow.now() >= due:
-            self.show_row()
+        self.showing.write_row_if_due()
 
     # ------------------------------------------------------------------ messages
 
