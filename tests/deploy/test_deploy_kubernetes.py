@@ -24,6 +24,7 @@ import yaml
 
 from devicepool.api.names import SEARCH_ATTRIBUTES, TASK_QUEUE, watch_task_queue
 from devicepool.worker.config import DEFAULT_GRACEFUL_SHUTDOWN_SECONDS, build_config
+from tests.helpers import programs
 
 ROOT = Path(__file__).resolve().parents[2]
 BLUE_GREEN = [
@@ -371,9 +372,7 @@ def test_scale_out_scales_on_pools_carried_and_both_backlogs(render: Render) -> 
 
 
 def test_scale_out_query_is_valid_promql(render: Render, tmp_path: Path) -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not installed (Debian package `prometheus`; `make test` installs it)")
+    promtool = programs.promtool()
     (pools,) = [
         t["metadata"]
         for t in one(render(SCALE_OUT), "ScaledObject")["spec"]["triggers"]

@@ -6,14 +6,13 @@ the alert rules beside it, and is the command docs/operations.md gives."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 
 from devicepool.client._dev_config import DEV_HOST, DevOptions
+from tests.helpers import programs
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "deploy" / "prometheus" / "prometheus-dev.yaml"
@@ -37,9 +36,7 @@ def test_its_rules_are_the_shipped_ones_beside_it() -> None:
 
 
 def test_promtool_accepts_it() -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not installed (Debian package `prometheus`; `make test` installs it)")
+    promtool = programs.promtool()
     result = subprocess.run(
         [promtool, "check", "config", str(CONFIG)],
         capture_output=True,

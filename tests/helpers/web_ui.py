@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import quote
 
-import pytest
 from playwright.async_api import Browser, Locator, Page, async_playwright, expect
 
 from devicepool.api.names import POOL_COLUMNS
+from tests.helpers.programs import program
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -38,12 +37,7 @@ UI_TIMEOUT_MS = 20_000
 
 def require_chromium() -> str:
     """The `chromium` on PATH (where `make test` installs Debian's), or skip the test."""
-    found = shutil.which("chromium")
-    if found is None:
-        pytest.skip(
-            "chromium not found on PATH: install Debian's `chromium` package (`make test` does)"
-        )
-    return found
+    return program("chromium", "install Debian's `chromium` package; `make test` does")
 
 
 @asynccontextmanager

@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import json
 import re
-import shutil
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ from devicepool.testing import ControlPlane, eventually, free_port, free_ports, 
 from devicepool.worker.config import WorkerConfig
 from tests.helpers.manifests import beta_pool
 from tests.helpers.obs_stack import OBS_SETTINGS, worker_running
+from tests.helpers.programs import program
 from tests.helpers.servers import InProcessServer, dev_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -67,12 +67,7 @@ GAUGES_EVERY = 1.0
 
 
 def prometheus() -> str:
-    found = shutil.which("prometheus")
-    if found is None:
-        pytest.skip(
-            "prometheus not installed (Debian package `prometheus`; `make system-deps` installs it)"
-        )
-    return found
+    return program("prometheus", "Debian package `prometheus`; `make system-deps` installs it")
 
 
 def rewrite_rules(source: Path, target: Path) -> None:

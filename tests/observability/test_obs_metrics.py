@@ -12,7 +12,6 @@ import contextlib
 import functools
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -48,6 +47,7 @@ from devicepool.workflows.reconciler.lease_messages import (
     ReleaseAnswer,
     ReleaseRequest,
 )
+from tests.helpers import programs
 from tests.helpers.obs_stack import OBS_SETTINGS, ObsStack
 
 # Above the scenario's own waits (eight of at most 15 s each): a slow step fails
@@ -242,9 +242,7 @@ async def test_probes(obs_stack: ObsStack) -> None:
 
 
 async def test_promtool_check_metrics_on_a_real_scrape(obs_stack: ObsStack, tmp_path: Path) -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not installed (Debian package `prometheus`; `make test` installs it)")
+    promtool = programs.promtool()
     text = await obs_stack.scrape_text()
     assert "devicepool_api_errors_total" in text
     (tmp_path / "scrape.txt").write_text(text)

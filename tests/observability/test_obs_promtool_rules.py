@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from tests.helpers.programs import promtool
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RULES = DEPLOY / "prometheus" / "devicepool-rules.yaml"
 RULE_TESTS = DEPLOY / "prometheus" / "devicepool-rules.test.yaml"
 DASHBOARD = DEPLOY / "grafana" / "devicepool-dashboard.json"
-
-
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        pytest.skip("promtool not installed (Debian package `prometheus`; `make test` installs it)")
-    return found
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
