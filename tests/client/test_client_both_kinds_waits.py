@@ -35,6 +35,18 @@ TORN_DOWN = {
 }
 
 
+@pytest.fixture(autouse=True)
+def fast_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every wait here polls its pool each 10 ms (its timeouts are a second or less)."""
+    monkeypatch.setattr("devicepool.client._waits.POLL_SECONDS", 0.01)
+
+
+def pool_named(named: str) -> tuple[str, Pool]:
+    """(kind, pool `b` of that kind) for `named`, `<kind>/b`."""
+    kind = named.split("/")[0]
+    return kind, browser("b") if kind == "browserpool" else device("b")
+
+
 class DeletedAfterScale(Pool):
     """Runs until its scale update is answered; then deleted: its run CANCELED, its
     torn-down status still answered (a worker replays the closed run to answer)."""
@@ -62,15 +74,9 @@ class DeletedAfterScale(Pool):
     ],
 )
 def test_scale_wait_on_a_pool_deleted_meanwhile_is_not_found_not_ready(
-    capsys: pytest.CaptureFixture[str],
-    temporal: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    named: str,
-    line: str,
+    capsys: pytest.CaptureFixture[str], temporal: Any, named: str, line: str
 ) -> None:
-    monkeypatch.setattr("devicepool.client._waits.POLL_SECONDS", 0.01)
-    kind = named.split("/")[0]
-    made = browser("b") if kind == "browserpool" else device("b")
+    kind, made = pool_named(named)
     pool = DeletedAfterScale(made.id, made.answers)
     temporal(pool)
     code, out, err = run(capsys, "scale", named, "--replicas", "3", "--wait", "--timeout", "1")
@@ -144,15 +150,9 @@ async def test_a_kind_the_client_does_not_know_is_bad_input_unsent(
     ],
 )
 def test_scale_wait_with_no_worker_answering(
-    capsys: pytest.CaptureFixture[str],
-    temporal: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    named: str,
-    line: str,
+    capsys: pytest.CaptureFixture[str], temporal: Any, named: str, line: str
 ) -> None:
-    monkeypatch.setattr("devicepool.client._waits.POLL_SECONDS", 0.01)
-    kind = named.split("/")[0]
-    made = browser("b") if kind == "browserpool" else device("b")
+    kind, made = pool_named(named)
     del made.answers["status"]  # no worker answers it
     temporal(made)
     code, out, err = run(capsys, "scale", named, "--replicas", "3", "--wait", "--timeout", "0.2")
@@ -172,12 +172,11 @@ class EndsWhenCancelled(Pool):
 
 
 def test_delete_wait_of_a_browser_pool_asks_it_nothing(
-    capsys: pytest.CaptureFixture[str], temporal: Any, monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], temporal: Any
 ) -> None:
     """A BrowserPool has no block shown before to give a grace, nor retired profiles to
     count: each query (up to 5 s with no worker, a replay of a closed run with one)
     meant nothing for it."""
-    monkeypatch.setattr("devicepool.client._waits.POLL_SECONDS", 0.01)
     made = browser("b")
     pool = EndsWhenCancelled(made.id, made.answers)
     temporal(pool)
@@ -190,9 +189,8 @@ def test_delete_wait_of_a_browser_pool_asks_it_nothing(
 
 
 def test_delete_wait_of_a_devicepool_still_counts_retired_profiles(
-    capsys: pytest.CaptureFixture[str], temporal: Any, monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], temporal: Any
 ) -> None:
-    monkeypatch.setattr("devicepool.client._waits.POLL_SECONDS", 0.01)
     made = device("d")
     made.answers["status"] = {**made.answers["status"], "profilesRetired": 2}
     pool = EndsWhenCancelled(made.id, made.answers)
