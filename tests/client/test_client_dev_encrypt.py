@@ -50,38 +50,42 @@ def dev(data: Path, *flags: str) -> list[str]:
     ]
 
 
-def test_encrypt_without_cryptography_stops_before_anything_starts(
+@pytest.mark.parametrize(
+    ("earlier", "flags", "said"),
+    [
+        pytest.param(
+            False,
+            ("--encrypt",),
+            "error: --encrypt needs the `cryptography` package",
+            id="encrypt",
+        ),
+        # The data dir of an earlier `--encrypt` run holds its key: it needs it too.
+        pytest.param(
+            True, (), "{data} holds encrypted history (an earlier --encrypt)", id="encrypted-dir"
+        ),
+    ],
+)
+def test_without_cryptography_an_encrypted_dev_stops_before_anything_starts(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
     spawned: list[str],
     no_cryptography: None,
+    earlier: bool,
+    flags: tuple[str, ...],
+    said: str,
 ) -> None:
     data = tmp_path / "data"
-    code = main(dev(data, "--encrypt"))
+    if earlier:
+        ensure_dev_key(DevOptions(data_dir=data))
+    code = main(dev(data, *flags))
     out, err = capsys.readouterr()
     assert code != 0
     assert out == "" and err.count("\n") == 1, err
-    assert err.startswith("error: --encrypt needs the `cryptography` package")
+    assert said.format(data=data) in err
     assert "pip install 'devicepool[encryption]'" in err
     assert spawned == []
-    # No key made: the data dir did not become an encrypted one.
-    assert not dev_key_file(DevOptions(data_dir=data)).exists()
-
-
-def test_an_encrypted_data_dir_without_cryptography_says_why_it_needs_it(
-    capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
-    spawned: list[str],
-    no_cryptography: None,
-) -> None:
-    data = tmp_path / "data"
-    ensure_dev_key(DevOptions(data_dir=data))  # an earlier `--encrypt` run
-    code = main(dev(data))
-    err = capsys.readouterr().err
-    assert code != 0 and err.count("\n") == 1, err
-    assert f"{data} holds encrypted history (an earlier --encrypt)" in err
-    assert "pip install 'devicepool[encryption]'" in err
-    assert spawned == []
+    # No key made: a data dir did not become an encrypted one.
+    assert dev_key_file(DevOptions(data_dir=data)).exists() == earlier
 
 
 async def banner(options: DevOptions) -> str:
