@@ -258,11 +258,13 @@ class SpendCapSpec(CamelModel):
 
 
 class ReserveSpec(CamelModel):
-    """What scale-down keeps on a power-billed account (`api: bitbrowser` cloud phones).
+    """What scale-down keeps on a power-billed account (`api: bitbrowser` cloud phones; `api:
+    geelark` served by a node worker).
 
     A phone scaled away is shut down and its profile kept as a warm reserve that scale-up powers on
-    first. `keep`: at most this many; past it, a profile is retired (the Local API has no delete);
-    unset `reserve`: every profile is kept. An account with a delete ignores this.
+    first. `keep`: at most this many; past it, a profile is retired (the Local API has no delete)
+    or deleted (GeeLark); unset `reserve`: every profile is kept on the Local API, none on
+    GeeLark. Any other account with a delete ignores this.
     """
 
     keep: Count = Field(ge=0, le=MAX_REPLICAS)

@@ -92,7 +92,7 @@ async def test_a_parked_phone_is_a_failed_device_its_pool_removes(status: int) -
     [listed] = await provider.list_pool(POOL)
     assert _pid(listed.id) == parked and listed.status == FAILED
     assert LABEL_SLOT not in listed.labels  # it serves no slot
-    assert listed.labels[LABEL_POOL] == POOL and "earlier devicepool build" in listed.reason
+    assert listed.labels[LABEL_POOL] == POOL and "never serves" in listed.reason
     items, gone = await provider.read_statuses([listed.id])
     assert [(i.id, i.status) for i in items] == [(listed.id, FAILED)] and gone == []
     assert (await provider.get_device(listed.id)).info == listed

@@ -39,12 +39,16 @@ __all__ = [
 DEFAULT_MOBILE_TYPE = "Android 15"
 _STATUSES = {STARTED: READY, STARTING: PROVISIONING, SHUT_DOWN: OFFLINE, EXPIRED: FAILED}
 _REASONS = {SHUT_DOWN: "shut down at the provider", EXPIRED: "expired at the provider"}
-PARKED = "kept stopped in the warm reserve by an earlier devicepool build; never serves"
+PARKED = (
+    "parked in a warm reserve (by a node worker or an earlier devicepool build) but started,"
+    " or with no template hash, or on an account without a node; never serves"
+)
 
 
 def parked_status(digest: str, status: str, reason: str | None) -> tuple[str, str | None]:
-    """A phone an earlier build parked is `failed` (it serves no slot, ever): its pool
-    removes it at once and counts it toward nothing; any other keeps its status."""
+    """A phone parked in a reserve that is listed as a device is `failed` (it serves no slot,
+    ever): its pool removes it at once and counts it toward nothing; any other keeps its
+    status."""
     return (FAILED, PARKED) if digest == RESERVE_DIGEST else (status, reason)
 
 
