@@ -45,22 +45,7 @@ __all__ = [
     "written_in",
 ]
 
-# The v1beta1 spec fields v1alpha1 has no place for (each a mapping, `schedule` a list).
-KEPT_FIELDS = frozenset(
-    {
-        "health",
-        "scaleDown",
-        "spendCap",
-        "lifetime",
-        "rollout",
-        "disruption",
-        "reserve",
-        "leases",
-        "autoscale",
-        "schedule",
-    }
-)
-# Kept whenever present (an empty mapping is a choice too).
+# Of the fields below, those kept whenever present (an empty mapping is a choice too).
 _WHOLE = (
     "spendCap",
     "lifetime",
@@ -71,6 +56,8 @@ _WHOLE = (
     "autoscale",
     "schedule",
 )
+# The v1beta1 spec fields v1alpha1 has no place for (each a mapping, `schedule` a list).
+KEPT_FIELDS = frozenset({"health", "scaleDown", *_WHOLE})
 
 
 # --- DevicePool specs ----------------------------------------------------------------------
