@@ -6,7 +6,9 @@ builds its config from it where the key file does not exist (it never reads it) 
 the pool's queue over a transport that counts; the real node worker (`load_node_options`,
 `run_node_worker`) reads the same file, key included, and speaks to an in-process GeeLark
 emulator. A pool converges and deletes to 0 phones, and every request the emulator saw came
-through the node's transport: one pacer, one breaker, one create lock for the key.
+through the node's transport: one pacer, one breaker, one create lock for the key. With
+`spec.reserve`, a scale 3 -> 1 -> 3 stops two phones and starts them again: no new phone
+rented (the node's warm reserve), and a deletion leaves none.
 """
 
 from __future__ import annotations
@@ -22,13 +24,17 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
+from devicepool.api import parse_pool
+from devicepool.api.names import TASK_QUEUE, UPDATE_SCALE, pool_workflow_id
+from devicepool.api.v1beta1 import ObjectMeta, ReserveSpec
 from devicepool.emulator.geelark import GeeLarkConfig
 from devicepool.emulator.geelark.config import DEFAULT_API_KEY, DEFAULT_APP_ID
-from devicepool.testing import eventually
+from devicepool.testing import eventually, pool_manifest
 from devicepool.worker.accounts import register_accounts
 from devicepool.worker.build import pool_queue_workers
 from devicepool.worker.config import build_config
 from devicepool.worker.node import load_node_options, run_node_worker
+from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
 from tests.helpers.geelark import BASE, Team
 from tests.helpers.settings import PHONES
 from tests.helpers.workflow_stack import namespace_client, start_pool
@@ -154,3 +160,47 @@ async def test_a_pool_on_a_node_served_geelark_account_runs_on_the_node_alone(
     await eventually(deleted, what="every phone deleted", timeout=60)
     # Every call of the key went through the node worker's one process.
     assert stack.node.requests > 0 and stack.main.requests == 0
+
+
+async def test_a_scale_down_and_up_on_the_node_rents_no_new_phone(stack: Stack) -> None:
+    before = await stack.phones()
+    manifest = pool_manifest(
+        "gl-reserve",
+        replicas=3,
+        region="us",
+        osVersion="15",
+        providerCredentialRef=ACCOUNT,
+        proxy=None,
+    )
+    spec = parse_pool(manifest).spec.model_copy(update={"reserve": ReserveSpec(keep=2)})
+    handle = await stack.client.start_workflow(
+        "DevicePool",
+        PoolInput(metadata=ObjectMeta(name="gl-reserve"), spec=spec, settings=None),
+        id=pool_workflow_id("gl-reserve"),
+        task_queue=TASK_QUEUE,
+    )
+
+    async def ready(n: int, stopped: int) -> dict[str, Any] | None:
+        phones = await stack.phones()
+        if phones["started"] != before["started"] + n:
+            return None
+        if phones["shutDown"] != before["shutDown"] + stopped:
+            return None
+        status = await handle.query("status")
+        return phones if status["readyDevices"] == n else None
+
+    await eventually(lambda: ready(3, 0), what="3 GeeLark phones ready", timeout=90)
+    created = (await stack.phones())["created"]
+    await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted)
+    phones = await eventually(lambda: ready(1, 2), what="2 phones stopped, kept", timeout=90)
+    assert phones["deleted"] == before["deleted"], phones  # stopped, not deleted
+    await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=3), result_type=Accepted)
+    phones = await eventually(lambda: ready(3, 0), what="3 phones ready again", timeout=90)
+    assert phones["created"] == created and phones["duplicateNames"] == 0, phones
+    await handle.cancel()
+
+    async def deleted() -> bool:
+        phones = await stack.phones()
+        return phones["total"] == before["total"] and phones["deleted"] == before["deleted"] + 3
+
+    await eventually(deleted, what="every phone of the pool deleted", timeout=90)
