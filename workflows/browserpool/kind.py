@@ -13,16 +13,14 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities.connect_models import ConnectInfo
-    from devicepool.activities.node_models import NodeOpenResult
     from devicepool.activities.settings import PoolSettings
     from devicepool.api.browserpool.v1beta1 import BrowserPoolSpec
-    from devicepool.api.errors import ErrorType
     from devicepool.api.labels import selector_matches
     from devicepool.api.v1beta1 import DEFAULT_LEASES, OnRelease
+    from devicepool.workflows.browserpool import act as acting
     from devicepool.workflows.browserpool import calls, leasable
     from devicepool.workflows.browserpool.messages import (
         BrowserApplyRequest,
@@ -52,11 +50,6 @@ with workflow.unsafe.imports_passed_through():
 
 __all__ = ["BrowserHost", "BrowserKind", "Outcome"]
 
-# A create a node refuses for its configuration (a proxy pool it does not have): the pool
-# says so (Ready=False with the reason) and tries one create this often, not every pass.
-CONFIG_RETRY = timedelta(seconds=60)
-# Errors of a node's configuration, not of the moment: their condition reason.
-CONFIGURATION_ERRORS = {ErrorType.UNKNOWN_PROXY_POOL.value: "UnknownProxyPool"}
 # After work was done, the next pass comes this soon to see it.
 SOON = 2.0
 
@@ -89,8 +82,8 @@ class BrowserKind:
         self.rows: list[ProfileRow] = []
         # A create refused for a node's configuration, and when the next create may be
         # tried (`CONFIG_RETRY`). Not carried: a new run tries at once.
-        self._config_problem: ConfigProblem | None = None
-        self._config_retry_at: datetime | None = None
+        self.config_problem: ConfigProblem | None = None
+        self.config_retry_at: datetime | None = None
         # What the last event said of each troubled node (a new run says it again, once).
         self._troubles_said: dict[str, tuple[str, str, bool]] = {}
         # The last pass's look and placement (None: none yet, or held for mixed accounts),
@@ -201,85 +194,21 @@ class BrowserKind:
         self.publish(Outcome(seen, placement), generation=self.h.s.status.observed_generation)
         # Whether anything was done: only then does the next pass come soon to see it. A
         # held create, a create, delete or open that failed waits for the resync.
-        done = await self._delete(placement)
-        done = await self._create(placement, seen) or done
+        done = await acting.delete(self, placement)
+        done = await acting.create(self, placement, seen) or done
         # A delete absorbed by the last call: no open starts (it may take minutes, on a
         # profile teardown deletes).
         raise_if_cancelled()
         # One open per node (plan.py), the nodes side by side: each may take minutes.
-        opened = await asyncio.gather(*(self._open(pid, node) for pid, node in placement.open))
+        opened = await asyncio.gather(
+            *(acting.open_profile(self, pid, node) for pid, node in placement.open)
+        )
         # A profile opened again right after an open that worked (its browser died at once)
         # is not news: the next pass waits for the resync.
         fresh = {pid for (pid, _), ok in zip(placement.open, opened, strict=True) if ok}
         done = done or bool(fresh - set(self.h.s.just_opened))
         self.h.s.just_opened = sorted(fresh)
         return Outcome(seen, placement, done=done)
-
-    async def _delete(self, placement: Placement) -> bool:
-        done = False
-        for pid, node in placement.delete:
-            try:
-                await calls.delete_on(node, pid)
-                self.h.s.failures.pop(pid, None)
-                done = True
-                self._said("Deleted", f"profile {pid} on {node}: {placement.why[pid]}")
-            except ActivityError as err:
-                self._warn("DeleteFailed", f"profile {pid} on {node}: {calls.cause(err)}")
-            raise_if_cancelled()  # a delete the awaited call absorbed: teardown, now
-        return done
-
-    async def _create(self, placement: Placement, seen: Observed) -> bool:
-        s, done = self.h.s, False
-        # A slot held on a lost node: what is made for it is a replacement (the original
-        # wins if its node comes back).
-        replacing = {p.slot for p in placement.lost}
-        for slot, node in self._creates(placement):
-            if s.generation != seen.generation:
-                # The spec changed under the pass (another proxy pool, fingerprint, group):
-                # nothing is made of the old one; the next pass, soon, plans from the new.
-                break
-            try:
-                made = await calls.create_on(node, self.h.name, seen.spec, slot)
-                s.nodes.setdefault(node, "")  # named by the next listing
-                if slot in replacing and made.id not in s.replacements:
-                    s.replacements.append(made.id)  # oldest first (plan.py)
-                self._config_problem = None
-                done = True
-                self._said("Created", f"slot {slot} on {node}: {made.id}")
-            except ActivityError as err:
-                self._warn("CreateFailed", f"slot {slot} on {node}: {calls.cause(err)}")
-                reason = CONFIGURATION_ERRORS.get(calls.error_type(err) or "")
-                if reason is not None:
-                    message = f"node {node}: {calls.cause(err)}"
-                    retry = CONFIG_RETRY.total_seconds()
-                    self._config_problem = ConfigProblem(reason, message, retry)
-                    self._config_retry_at = workflow.now() + CONFIG_RETRY
-                    break  # the next creates would meet the same refusal (act checks)
-            # Not in a `finally`: a run thrown away mid-create is closed outside its loop.
-            raise_if_cancelled()  # a delete the awaited call absorbed: teardown, now
-        return done
-
-    def _creates(self, placement: Placement) -> list[tuple[int, str]]:
-        """This pass's creates: none while a node's configuration refused the last one
-        (`CONFIG_RETRY`), then one (did someone fix it?)."""
-        if self._config_problem is None:
-            return placement.create
-        if self._config_retry_at is not None and workflow.now() < self._config_retry_at:
-            return []
-        return placement.create[:1]
-
-    async def _open(self, pid: str, node: str) -> bool:
-        opened = await calls.open_on(node, pid)
-        if not isinstance(opened, NodeOpenResult) and workflow.cancellation_reason() is not None:
-            return False  # cut by a delete: not the profile's failure, nor worth a warning
-        ok, why, counted = calls.open_outcome(opened)
-        if ok:
-            self.h.s.failures.pop(pid, None)
-            return True
-        if counted:
-            self.h.s.failures[pid] = self.h.s.failures.get(pid, 0) + 1
-        self._warn("OpenFailed", f"profile {pid} on {node}: {why}")
-        return False
 
     def publish(self, outcome: Outcome, *, generation: int | None = None) -> None:
         """The pass's status (`generation`: the one it planned from, once it acted)."""
@@ -288,14 +217,14 @@ class BrowserKind:
             status, message = mixed_status(
                 self.h.s.status, seen.mixed, now=now, generation=self.h.s.generation
             )
-            self._warn("MixedAccounts", message)
+            self.warn("MixedAccounts", message)
         else:
             planned = seen.generation if generation is None else generation
             published = publish(
                 self.h.s.status,
                 seen,
                 outcome.placement,
-                config_problem=self._config_problem,
+                config_problem=self.config_problem,
                 failure_limit=self._failure_limit(),
                 node_lost_after_seconds=self.h.settings.node_lost_after_seconds,
                 now=now,
@@ -352,7 +281,7 @@ class BrowserKind:
 
     def rescale(self, replicas: int) -> None:
         if replicas != self.h.spec.replicas:
-            self._said("Scaled", f"replicas {self.h.spec.replicas} -> {replicas}")
+            self.said("Scaled", f"replicas {self.h.spec.replicas} -> {replicas}")
             self.h.spec = self.h.spec.model_copy(update={"replicas": replicas})
             self.h.s.generation += 1
         self._clear_rejection()
@@ -377,8 +306,8 @@ class BrowserKind:
         changed = request.spec != h.spec or request.metadata != h.metadata
         if request.spec != h.spec:
             h.s.generation += 1
-            self._said("Configured", f"spec changed (generation {h.s.generation})")
-            self._config_problem = None  # a new spec (another proxy pool?) is tried at once
+            self.said("Configured", f"spec changed (generation {h.s.generation})")
+            self.config_problem = None  # a new spec (another proxy pool?) is tried at once
         h.spec, h.metadata = request.spec, request.metadata
         self._clear_rejection()
         h.dirty = True
@@ -472,7 +401,7 @@ class BrowserKind:
         """Profiles kept for their leases, said once a change (not every pass)."""
         said = frozenset(kept)
         if said != self._kept_said and kept:
-            self._said("KeptForLease", leasable.kept_message(kept))
+            self.said("KeptForLease", leasable.kept_message(kept))
         self._kept_said = said
 
     # ------------------------------------------------------------------ helpers
@@ -481,8 +410,8 @@ class BrowserKind:
         limit = self.h.spec.health.failure_streak_limit
         return limit or self.h.settings.failure_streak_limit
 
-    def _said(self, reason: str, message: str) -> None:
+    def said(self, reason: str, message: str) -> None:
         self.h.happened(Happened(reason, message))
 
-    def _warn(self, reason: str, message: str) -> None:
+    def warn(self, reason: str, message: str) -> None:
         self.h.happened(Happened(reason, message, warning=True))
