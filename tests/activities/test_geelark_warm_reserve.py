@@ -11,10 +11,12 @@ Why: docs/providers.md, "The warm reserve on GeeLark".
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from devicepool.activities.device_models import FAILED, PROVISIONING
 from devicepool.activities.errors import NotFoundError
@@ -22,6 +24,7 @@ from devicepool.activities.models import DeviceTemplate
 from devicepool.activities.providers.base import NewDevice, provider_call
 from devicepool.activities.providers.geelark import GeeLarkApi, GeeLarkProvider
 from devicepool.activities.providers.geelark.marks import Remark, reserve_mark, slot_mark
+from devicepool.activities.proxy import ResolvedProxy
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, LABEL_TEMPLATE_HASH, MANAGED_BY
 from devicepool.emulator.geelark.config import DEFAULT_API_KEY, DEFAULT_APP_ID
 from tests.helpers.geelark import BASE, Team, team
@@ -262,4 +265,39 @@ async def test_a_phone_an_earlier_build_parked_is_claimable_with_a_template_hash
     assert seen.status == FAILED and _pid(seen.id) == hashless
     new = await provider.create_device(_new("k2"))
     assert _pid(new.id) == parked
+    await provider.aclose()
+
+
+async def test_a_reserve_phone_deleted_at_the_provider_is_not_a_failed_create(t: Team) -> None:
+    provider = _provider(t)
+    a = await _running(t, provider, "a")
+    b = await _running(t, provider, "b")
+    await _scale_down(provider, a, keep=5)
+    await _scale_down(provider, b, keep=5)
+    first = await provider.create_device(_new("n1"))  # lists the reserve: a and b
+    other = ({_pid(a), _pid(b)} - {_pid(first.id)}).pop()
+    await t.ok("phone/delete", {"ids": [other]})  # by a person, in GeeLark's console
+    second = await provider.create_device(_new("n2"))  # added: no error
+    assert _pid(second.id) not in (_pid(a), _pid(b))
+    assert _phone(t, _pid(second.id)).name == slot_mark(POOL, "n2")
+    await provider.aclose()
+
+
+async def test_a_claim_sets_the_pools_proxy_and_says_no_password(t: Team) -> None:
+    provider = _provider(t)
+    old = await _running(t, provider, "k1")
+    await _scale_down(provider, old)
+    proxy = ResolvedProxy(
+        pool="gw",
+        type="http",
+        host="gw.example",
+        port=8080,
+        username="u-2",
+        password=SecretStr("claim-Pass-5"),
+    )
+    made = await provider.create_device(dataclasses.replace(_new("k2"), proxy=proxy))
+    assert _pid(made.id) == _pid(old)
+    phone = _phone(t, _pid(made.id))
+    assert phone.proxy["type"] == "http" and phone.proxy["username"] == "u-2"
+    assert "claim-Pass-5" not in made.model_dump_json()
     await provider.aclose()

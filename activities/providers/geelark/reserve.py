@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from devicepool.activities.errors import ProviderError
+from devicepool.activities.errors import NotFoundError, ProviderError
 from devicepool.activities.models import DeviceTemplate
 from devicepool.activities.providers.base import current_call
 from devicepool.activities.providers.geelark.marks import (
@@ -149,39 +149,55 @@ class Reserve:
             return None
         self.current[pool] = wanted
         async with self.lock(pool):
-            listed = self._listed.get(pool)
-            if listed is None or not 0 <= self._clock() - listed[0] < self.reserve_seconds:
-                found = await self._reserve_of(pool)
-                await self._shed(pool, [i for i, r in found if template_of(r) != wanted])
-                fit = [(i, r) for i, r in found if template_of(r) == wanted]
-                listed = (self._clock(), [(i, r) for i, r in fit if claimable(i, r, pool)])
-                self._listed[pool] = listed
-            kept = [(i, r) for i, r in listed[1] if template_of(r) == wanted]
-            if not kept:
-                return None
-            item, _ = kept[0]
-            listed[1].remove(kept[0])  # taken now: never handed to a second create
-            phone_id = _phone_id(item)
-            remark = Remark(created=self._wall(), region=template.region, labels=labels)
-            fields: dict[str, Any] = {"name": mark, "remark": remark.text()}
-            secrets: list[str] = []
-            if proxy is not None:
-                password = proxy.password.get_secret_value()
-                fields["proxyConfig"] = {
-                    "typeId": PROXY_TYPE_IDS.get(proxy.type, 1),
-                    "server": proxy.host,
-                    "port": proxy.port,
-                    "username": proxy.username,
-                    "password": password,
-                }
-                secrets = [password]
             try:
-                await self.phones.update(phone_id, fields, secrets=secrets)
-            except BaseException:
-                self.forget(pool)  # not known what it is now: list it again
-                raise
-            logger.info("GeeLark pool %s: phone %s claimed from the reserve", pool, phone_id)
-            return phone_id, remark
+                return await self._claim(pool, mark, labels, template, proxy)
+            except NotFoundError:
+                # Deleted since it was listed (a person, the console): listed afresh once.
+                return await self._claim(pool, mark, labels, template, proxy)
+
+    async def _claim(
+        self,
+        pool: str,
+        mark: str,
+        labels: dict[str, str],
+        template: DeviceTemplate,
+        proxy: ResolvedProxy | None,
+    ) -> tuple[str, Remark] | None:
+        """`claim` under the pool's lock."""
+        wanted = labels.get(LABEL_TEMPLATE_HASH, "")
+        listed = self._listed.get(pool)
+        if listed is None or not 0 <= self._clock() - listed[0] < self.reserve_seconds:
+            found = await self._reserve_of(pool)
+            await self._shed(pool, [i for i, r in found if template_of(r) != wanted])
+            fit = [(i, r) for i, r in found if template_of(r) == wanted]
+            listed = (self._clock(), [(i, r) for i, r in fit if claimable(i, r, pool)])
+            self._listed[pool] = listed
+        kept = [(i, r) for i, r in listed[1] if template_of(r) == wanted]
+        if not kept:
+            return None
+        item, _ = kept[0]
+        listed[1].remove(kept[0])  # taken now: never handed to a second create
+        phone_id = _phone_id(item)
+        remark = Remark(created=self._wall(), region=template.region, labels=labels)
+        fields: dict[str, Any] = {"name": mark, "remark": remark.text()}
+        secrets: list[str] = []
+        if proxy is not None:
+            password = proxy.password.get_secret_value()
+            fields["proxyConfig"] = {
+                "typeId": PROXY_TYPE_IDS.get(proxy.type, 1),
+                "server": proxy.host,
+                "port": proxy.port,
+                "username": proxy.username,
+                "password": password,
+            }
+            secrets = [password]
+        try:
+            await self.phones.update(phone_id, fields, secrets=secrets)
+        except BaseException:
+            self.forget(pool)  # not known what it is now: list it again
+            raise
+        logger.info("GeeLark pool %s: phone %s claimed from the reserve", pool, phone_id)
+        return phone_id, remark
 
     async def _shed(self, pool: str, items: list[dict[str, Any]]) -> None:
         """Delete reserve phones that can never serve (another template, none recorded).
