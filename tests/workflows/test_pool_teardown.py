@@ -14,19 +14,13 @@ from pydantic import SecretStr
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer
 
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
-from devicepool.api.names import pool_workflow_id
-from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta
 from devicepool.client import PoolBlocked, PoolClient
-from devicepool.connect import DATA_CONVERTER
 from devicepool.testing import eventually
-from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.pool.act import UNSTARTED_BATCHES_LEAVE_PATCH
-from devicepool.workflows.pool.messages import PoolInput
-from tests.helpers.histories import run_histories
+from tests.helpers.histories import replay_every_run
 from tests.helpers.settings import FAST
 from tests.helpers.transports import TimedASGITransport
 from tests.helpers.workflow_stack import (
@@ -77,17 +71,9 @@ async def test_a_rotated_key_blocks_the_teardown_visibly_until_it_is_fixed(
     rotating = RotatingKey(worker, stale)
     name = f"wf-{uuid.uuid4().hex[:8]}"
     queue = f"teardown-{name}"
-    spec = DevicePoolSpec.model_validate(
-        {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 2}
-    )
     try:
         async with rotating.serving(env.client, queue):
-            handle = await env.client.start_workflow(
-                "DevicePool",
-                PoolInput(metadata=ObjectMeta(name=name), spec=spec, settings=FAST),
-                id=pool_workflow_id(name),
-                task_queue=queue,
-            )
+            handle = await start_pool(env.client, name, 2, proxy_ref=None, task_queue=queue)
 
             async def ready() -> bool:
                 return (await handle.query("status"))["readyDevices"] == 2
@@ -221,17 +207,9 @@ async def test_a_delete_during_a_replacement_s_terminate_waits_for_no_unstarted_
     slow = SlowTerminate(worker)
     name = f"wf-{uuid.uuid4().hex[:8]}"
     queue = f"teardown-{name}"
-    spec = DevicePoolSpec.model_validate(
-        {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 2}
-    )
     pools = PoolClient(env.client)
     async with slow.serving(env.client, queue):
-        handle = await env.client.start_workflow(
-            "DevicePool",
-            PoolInput(metadata=ObjectMeta(name=name), spec=spec, settings=FAST),
-            id=pool_workflow_id(name),
-            task_queue=queue,
-        )
+        handle = await start_pool(env.client, name, 2, proxy_ref=None, task_queue=queue)
 
         async def ready() -> list[str] | None:
             status = await handle.query("status")
@@ -254,10 +232,4 @@ async def test_a_delete_during_a_replacement_s_terminate_waits_for_no_unstarted_
     # Its replacement was never created: no batch started after the delete.
     assert (await pool_counts(control, name))["created"] == 2
     # The new path is gated (runs of v0.2.0 waited): every run replays, one has the marker.
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)
-    marked = False
-    for history in await run_histories(env.client, handle.id):
-        await replayer.replay_workflow(history)
-        patch = UNSTARTED_BATCHES_LEAVE_PATCH.encode()
-        marked = marked or any(patch in e.SerializeToString() for e in history.events)
-    assert marked, "the patch's marker in no run"
+    await replay_every_run(env.client, handle.id, marked_by=UNSTARTED_BATCHES_LEAVE_PATCH)
