@@ -26,7 +26,7 @@ from devicepool.workflows.reconciler.search_attributes import (
     KEY_REGION,
 )
 from tests.client.test_client_both_kinds import Pool, Temporal, browser, device, temporal
-from tests.helpers.cli import cli
+from tests.helpers.cli import cli, watch_get
 
 __all__ = ["temporal"]  # the fixture, used by name
 
@@ -130,6 +130,11 @@ def test_get_o_json_prints_the_whole_status_which_only_the_pool_has(
     assert sorted(pool.queries) == ["spec", "status"]
 
 
+def names(out: str) -> list[str]:
+    """The first column of each line `get -w` printed: headers and pool names, in order."""
+    return [line.split()[0] for line in out.splitlines() if line]
+
+
 class ListedThrice(Temporal):
     """Temporal whose third List call is the last: then Ctrl-C, as a terminal sends it."""
 
@@ -148,24 +153,16 @@ class ListedThrice(Temporal):
 def test_get_w_refreshes_from_one_list_call_alone(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from devicepool.client import _cli_pools
-    from tests.helpers.cli import fake_temporal
 
-    monkeypatch.setattr(_cli_pools, "WATCH_SECONDS", 0.01)
     pools = [Remembered(_device("d1"), platform="android"), Remembered(browser("b1"))]
-    temporal = fake_temporal(monkeypatch, ListedThrice(*pools))
-    code, out, err = cli(capsys, "get", "-w", "-o", "table")
+    temporal = ListedThrice(*pools)
+    code, out, err = watch_get(capsys, monkeypatch, temporal, "-o", "table")
     assert code == EXIT_OK, err
     # One List call a refresh, of both kinds; no pool asked anything.
     assert len(temporal.queries) == 3
     assert all("IN ('DevicePool', 'BrowserPool')" in q for q in temporal.queries)
     assert [p.queries for p in pools] == [[], []]
-    assert [line.split()[0] for line in out.splitlines() if line] == [
-        "NAME",
-        "d1",
-        "NAME",
-        "browserpool/b1",
-    ]
+    assert names(out) == ["NAME", "d1", "NAME", "browserpool/b1"]
 
 
 def test_get_w_o_json_asks_only_the_pools_whose_row_changed(
@@ -174,14 +171,11 @@ def test_get_w_o_json_asks_only_the_pools_whose_row_changed(
     """Review R11 #2. Off a terminal `get -w` prints JSON: it asked every pool its `spec` and
     `status` on every refresh, two queries a pool every 2 s. The first print asks them all
     (the whole status); after it only a pool whose row changed is asked again."""
-    from devicepool.client import _cli_pools
-    from tests.helpers.cli import fake_temporal
 
-    monkeypatch.setattr(_cli_pools, "WATCH_SECONDS", 0.01)
     pools = [Remembered(_device(n), platform="android") for n in ("d1", "d2")]
     pools.append(Remembered(browser("b1")))
-    temporal = fake_temporal(monkeypatch, ListedThrice(*pools))
-    code, out, err = cli(capsys, "get", "-w", "-o", "json")
+    temporal = ListedThrice(*pools)
+    code, out, err = watch_get(capsys, monkeypatch, temporal, "-o", "json")
     assert code == EXIT_OK, err
     assert len(temporal.queries) == 3  # one List call a refresh
     assert [sorted(p.queries) for p in pools] == [["spec", "status"]] * 3  # the first print's
@@ -205,13 +199,10 @@ class RowMoves(ListedThrice):
 def test_get_w_o_json_asks_a_pool_again_once_its_row_moves(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from devicepool.client import _cli_pools
-    from tests.helpers.cli import fake_temporal
 
-    monkeypatch.setattr(_cli_pools, "WATCH_SECONDS", 0.01)
     pools = [Remembered(_device(n), platform="android") for n in ("d1", "d2")]
-    fake_temporal(monkeypatch, RowMoves(*pools))
-    code, out, err = cli(capsys, "get", "-w", "-o", "json")
+    temporal = RowMoves(*pools)
+    code, out, err = watch_get(capsys, monkeypatch, temporal, "-o", "json")
     assert code == EXIT_OK, err
     assert [sorted(p.queries) for p in pools] == [
         ["spec", "status"],
@@ -317,13 +308,10 @@ def test_get_marks_the_rows_of_a_task_queue_no_worker_polls_stale(
 def test_get_w_asks_a_queue_s_workers_again_only_after_a_while(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from devicepool.client import _cli_pools
-    from tests.helpers.cli import fake_temporal
 
-    monkeypatch.setattr(_cli_pools, "WATCH_SECONDS", 0.01)
     pools = [_on("devicepool", _device("d1")), _on("devicepool", _device("d2"))]
-    temporal = fake_temporal(monkeypatch, Polled(*pools, polled={"devicepool": [(5, "")]}))
-    code, out, err = cli(capsys, "get", "-w", "-o", "table")
+    temporal = Polled(*pools, polled={"devicepool": [(5, "")]})
+    code, out, err = watch_get(capsys, monkeypatch, temporal, "-o", "table")
     assert code == EXIT_OK, err
     assert len(temporal.queries) == 3 and temporal.described == ["devicepool"]
     assert "?" not in out

@@ -19,15 +19,15 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from devicepool.api.names import MEMO_POOL_ROW
-from devicepool.client import _cli_pools, _pool_reads, _queue_workers, _row_watch
+from devicepool.client import _pool_reads, _queue_workers, _row_watch
 from devicepool.client._pool_reads import WATCH_MARGIN, RowWatch
 from devicepool.client.errors import EXIT_OK
 from devicepool.client.pool_client import PoolClient
 from devicepool.workflows.reconciler.row_memo import pool_row
 from devicepool.workflows.reconciler.search_attributes import KEY_ROW_AT
 from tests.client.test_client_both_kinds import browser
-from tests.client.test_client_get_rows import ROLLING, Polled, _device, _on
-from tests.helpers.cli import cli, fake_temporal
+from tests.client.test_client_get_rows import ROLLING, Polled, _device, _on, names
+from tests.helpers.cli import watch_get
 
 T0 = datetime(2026, 12, 6, 1, 0, tzinfo=UTC)
 RUNNING = WorkflowExecutionStatus.RUNNING
@@ -213,15 +213,12 @@ def _stamped(pool: Any, seconds: int) -> Any:
 def test_a_watch_s_later_refreshes_list_only_what_moved(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_cli_pools, "WATCH_SECONDS", 0.01)
     pools = [
         _stamped(_on("devicepool", _device("d1")), 30),
         _stamped(_on("devicepool", browser("b1")), 10),
     ]
-    temporal = fake_temporal(
-        monkeypatch, Counted(*pools, requests=4, polled={"devicepool": [(5, "")]})
-    )
-    code, out, err = cli(capsys, "get", "-w", "-o", "table")
+    temporal = Counted(*pools, requests=4, polled={"devicepool": [(5, "")]})
+    code, out, err = watch_get(capsys, monkeypatch, temporal, "-o", "table")
     assert code == EXIT_OK, err
     # The first refresh as `get`: every running pool, its queue's workers; then one List a
     # refresh, of the rows stamped, started or closed since the newest time seen less 30 s.
@@ -238,12 +235,7 @@ def test_a_watch_s_later_refreshes_list_only_what_moved(
         * 2
     )
     assert [p.queries for p in pools] == [[], []]
-    assert [line.split()[0] for line in out.splitlines() if line] == [
-        "NAME",
-        "d1",
-        "NAME",
-        "browserpool/b1",
-    ]
+    assert names(out) == ["NAME", "d1", "NAME", "browserpool/b1"]
 
 
 def test_a_refresh_due_to_ask_a_queue_s_workers_asks_them_instead_of_listing(
@@ -252,12 +244,9 @@ def test_a_refresh_due_to_ask_a_queue_s_workers_asks_them_instead_of_listing(
     """With every queue due at once (a 0-second pause), refreshes alternate: a queue's
     DescribeTaskQueue (one queue, the one asked longest ago), then a List call; never both
     in one refresh. A queue whose workers went away marks its rows `?` on the refresh after."""
-    monkeypatch.setattr(_cli_pools, "WATCH_SECONDS", 0.01)
     monkeypatch.setattr(_queue_workers, "WORKERS_FOR_SECONDS", 0.0)
     pools = [_stamped(_on("q1", _device("d1")), 30), _stamped(_on("q2", _device("d2")), 30)]
-    temporal = fake_temporal(
-        monkeypatch, Counted(*pools, requests=8, polled={"q1": [(5, "")], "q2": [(5, "")]})
-    )
+    temporal = Counted(*pools, requests=8, polled={"q1": [(5, "")], "q2": [(5, "")]})
     refreshes = 0
     list_kinds = _pool_reads.list_kinds
 
@@ -269,7 +258,7 @@ def test_a_refresh_due_to_ask_a_queue_s_workers_asks_them_instead_of_listing(
         return await list_kinds(*args, **kwargs)
 
     monkeypatch.setattr(_pool_reads, "list_kinds", counted)
-    code, out, err = cli(capsys, "get", "-w", "-o", "table")
+    code, out, err = watch_get(capsys, monkeypatch, temporal, "-o", "table")
     assert code == EXIT_OK, err
     assert temporal.requests == [
         "List",
@@ -304,16 +293,13 @@ def test_a_namespace_without_the_stamp_is_listed_whole_each_refresh(
 ) -> None:
     """This CLI against a cluster whose workers and namespace are a release older: the
     narrowed query is refused once; from then on each refresh lists every running pool."""
-    monkeypatch.setattr(_cli_pools, "WATCH_SECONDS", 0.01)
     pools = [_stamped(_on("devicepool", _device("d1")), 30)]
-    temporal = fake_temporal(
-        monkeypatch, NoStamp(*pools, requests=5, polled={"devicepool": [(5, "")]})
-    )
-    code, out, err = cli(capsys, "get", "-w", "-o", "table")
+    temporal = NoStamp(*pools, requests=5, polled={"devicepool": [(5, "")]})
+    code, out, err = watch_get(capsys, monkeypatch, temporal, "-o", "table")
     assert code == EXIT_OK, err
     assert temporal.requests == ["List", "Describe devicepool", "refused", "List", "List"]
     assert set(temporal.queries) == {f"{WHICH} AND ExecutionStatus = 'Running'"}
-    assert [line.split()[0] for line in out.splitlines() if line] == ["NAME", "d1"]
+    assert names(out) == ["NAME", "d1"]
 
 
 class Visibility:

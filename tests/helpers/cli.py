@@ -60,6 +60,16 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def watch_get(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, fake: Any, *flags: str
+) -> tuple[int, str, str]:
+    """`devicepool get -w FLAGS` against `fake` (a test's stand-in for Temporal), refreshing
+    every 10 ms until the fake ends it: (exit code, stdout, stderr)."""
+    monkeypatch.setattr("devicepool.client._cli_pools.WATCH_SECONDS", 0.01)
+    fake_temporal(monkeypatch, fake)
+    return cli(capsys, "get", "-w", *flags)
+
+
 def cli_in_thread(
     env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> CliRun:
