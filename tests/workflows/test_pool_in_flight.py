@@ -27,12 +27,12 @@ from devicepool.activities.models import (
 from devicepool.api.names import LABEL_TEMPLATE_HASH
 from devicepool.api.v1beta1 import DevicePoolSpec
 from devicepool.workflows.pool import events as say
-from devicepool.workflows.pool.decide import Decision, decide, wake_after
+from devicepool.workflows.pool.decide import Decision, wake_after
 from devicepool.workflows.pool.fates import Fate, Fates
 from devicepool.workflows.pool.lifecycle import Lifecycle
 from devicepool.workflows.pool.plan import plan_pool
-from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.pool.state import Control, PoolState, Rollout
+from tests.helpers.decisions import decide_pass
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # a Tuesday, noon
 SETTINGS = PoolSettings(idle_grace_seconds=0, provision_batch_size=10)
@@ -59,21 +59,7 @@ def dev(
 def one_pass(
     devices: list[DeviceInfo], *, replicas: int = 3, doomed: Collection[str] = (), **kw: Any
 ) -> Decision:
-    return decide(
-        pool="p",
-        replicas=replicas,
-        generation=1,
-        devices=devices,
-        doomed=doomed,
-        slots=kw.pop("slots", None) or SlotBook(),
-        observed_slots=set(),
-        replacements_owed=0,
-        settings=SETTINGS,
-        now=NOW,
-        allow_create=True,
-        act=True,
-        **kw,
-    )
+    return decide_pass(devices, replicas=replicas, doomed=doomed, settings=SETTINGS, now=NOW, **kw)
 
 
 def created(decision: Decision) -> int:

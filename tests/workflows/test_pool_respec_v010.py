@@ -33,12 +33,12 @@ from devicepool.api import names
 from devicepool.api.v1alpha1 import ObjectMeta
 from devicepool.api.v1beta1 import DevicePoolSpec
 from devicepool.workflows.pool import act
-from devicepool.workflows.pool.decide import decide
 from devicepool.workflows.pool.fates import Fate
 from devicepool.workflows.pool.kind import DevicePoolKind
 from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.pool.state import PoolState
 from devicepool.workflows.shared.protocol import HealthReport
+from tests.helpers.decisions import decide_pass
 
 NOW = datetime(2026, 12, 5, 4, 0, tzinfo=UTC)
 SETTINGS = PoolSettings(provision_batch_size=4)
@@ -124,19 +124,15 @@ def a_pass(
             state.take_health(report, max_unhealthy="3")
 
     monkeypatch.setattr(act, "terminate", terminate)
-    decision = decide(
-        pool="p",
+    decision = decide_pass(
+        [],
         replicas=replicas,
         generation=generation,
-        devices=[],
         doomed=state.doomed,
         slots=state.slots,
-        observed_slots=set(),
         replacements_owed=owed,
         settings=SETTINGS,
         now=NOW,
-        allow_create=True,
-        act=True,
     )
     assert decision.terminate == ["x"] and decision.batches, decision
 

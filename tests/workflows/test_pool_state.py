@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from devicepool.activities.models import DeviceInfo, PoolSettings
-from devicepool.workflows.pool.decide import decide, wake_after
+from devicepool.workflows.pool.decide import wake_after
 from devicepool.workflows.pool.fates import LIMITS, Fate, Fates
 from devicepool.workflows.pool.plan import plan_pool
 from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.pool.state import PoolState
 from devicepool.workflows.shared.protocol import BatchReport, HealthReport
+from tests.helpers.decisions import decide_pass
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 SETTINGS = PoolSettings(provision_batch_size=3, idle_grace_seconds=60)
@@ -138,19 +139,8 @@ def test_decide_withdraws_creates_not_landed_before_touching_a_device() -> None:
     book = SlotBook()
     _, taken = book.take(3, generation=1, observed_slots=set())
     book.open_batch("b0", 1, taken, NOW)
-    decision = decide(
-        pool="p",
-        replicas=2,
-        generation=1,
-        devices=[dev("r1"), dev("r2")],
-        doomed=[],
-        slots=book,
-        observed_slots=set(),
-        replacements_owed=0,
-        settings=SETTINGS,
-        now=NOW,
-        allow_create=True,
-        act=True,
+    decision = decide_pass(
+        [dev("r1"), dev("r2")], replicas=2, slots=book, settings=SETTINGS, now=NOW
     )
     assert decision.withdraw == {"b0": [2, 1, 0]}
     assert decision.terminate == [] and decision.batches == []
@@ -159,19 +149,14 @@ def test_decide_withdraws_creates_not_landed_before_touching_a_device() -> None:
 
 
 def test_decide_serves_replacements_first_in_batches_of_their_own() -> None:
-    decision = decide(
-        pool="p",
+    decision = decide_pass(
+        [dev("f1", "failed")],
         replicas=5,
         generation=4,
-        devices=[dev("f1", "failed")],
         doomed=["x"],
-        slots=SlotBook(),
-        observed_slots=set(),
         replacements_owed=2,
         settings=SETTINGS,
         now=NOW,
-        allow_create=True,
-        act=True,
     )
     assert decision.terminate == ["f1", "x"] and decision.only_if_idle == set()
     assert [(b.slots, b.replacement) for b in decision.batches] == [
@@ -186,20 +171,7 @@ def test_decide_serves_replacements_first_in_batches_of_their_own() -> None:
 
 
 def test_a_blind_pool_decides_nothing_but_its_plan() -> None:
-    decision = decide(
-        pool="p",
-        replicas=3,
-        generation=1,
-        devices=[],
-        doomed=["x"],
-        slots=SlotBook(),
-        observed_slots=set(),
-        replacements_owed=0,
-        settings=SETTINGS,
-        now=NOW,
-        allow_create=True,
-        act=False,
-    )
+    decision = decide_pass([], doomed=["x"], act=False, settings=SETTINGS, now=NOW)
     assert decision.plan.create == 3
     assert (decision.batches, decision.terminate, decision.withdraw) == ([], [], {})
 
