@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         PoolInput,
         body_changed,
     )
+    from devicepool.workflows.pool.observe import QUOTA_HOLD_PATCH
     from devicepool.workflows.pool.plan import Plan
     from devicepool.workflows.pool.state import (
         PoolState,
@@ -55,9 +56,6 @@ __all__ = ["QUOTA_HOLD_PATCH", "SETTINGS_BEFORE_TEARDOWN_PATCH", "DevicePoolKind
 # Since a teardown reads the worker's settings when its run has none yet (they say which
 # node worker serves the account). Histories of v0.1.0 and v0.2.0 tear down without.
 SETTINGS_BEFORE_TEARDOWN_PATCH = "settings-before-teardown"
-# A batch's creates refused for a used-up quota hold the pool's creates until it resets
-# (`Backoff.hold`: fewer batches, another timer); runs before it counted them as failures.
-QUOTA_HOLD_PATCH = "quota-holds-creates"
 
 
 class DevicePoolKind:
@@ -119,7 +117,7 @@ class DevicePoolKind:
             self.neighbours.tell_ledger(expecting=True)
         await observe.look(self)
         self.neighbours.ensure_health(self.s, self.settings, self.health_config())
-        self._take_reports(created_mark, done_mark)
+        observe.take_reports(self, created_mark, done_mark)
         await children.check_batches(self.s.slots, pool=self.name, every=self.check_every)
         await self.neighbours.sync_health(self.s, self.health_config())
         await observe.probe_region(self)
@@ -143,41 +141,6 @@ class DevicePoolKind:
     def take_listing(self, devices: list[am.DeviceInfo]) -> None:
         self.devices = self.s.take_listing(devices, reported_gone=self.reported_gone)
         self.reported_leaving = leaving_by_report(devices, self.reported_gone)
-
-    def _take_reports(self, created_mark: int, done_mark: int) -> None:
-        created = self.s.slots.inbox.created[:created_mark]
-        for report in created:
-            # Its refused slots are free again at once: the quota holds them first; a
-            # create that landed after a hold ended ends it (as at the batch's end).
-            backoff = self.s.backoff
-            if report.quota is not None and workflow.patched(QUOTA_HOLD_PATCH):
-                backoff.hold(
-                    report.quota,
-                    settings=self.settings,
-                    now=workflow.now(),
-                    batch=report.workflow_id,
-                )
-            elif report.created and backoff.quota and workflow.patched(QUOTA_HOLD_PATCH):
-                backoff.quota_passed(workflow.now())
-        held = self.s.backoff.quota_holds(workflow.now())
-        self.h.happened(*say.batches_settled(self.s.slots, created, words=self.words, held=held))
-        self.s.slots.settle_created(created_mark, listed=(d.id for d in self.devices))
-        for report in self.s.slots.finish(done_mark):
-            # Asked only of a report that names a quota (or lands after a hold), so a run
-            # that never met one records no marker.
-            holding = report.quota is not None or (
-                self.s.backoff.quota is not None and bool(report.created)
-            )
-            self.said(
-                self.s.take_report(
-                    report,
-                    region=self.spec.region,
-                    settings=self.settings,
-                    now=workflow.now(),
-                    words=self.words,
-                    hold_quota=holding and workflow.patched(QUOTA_HOLD_PATCH),
-                )
-            )
 
     # ------------------------------------------------------------------ decide / act
 

@@ -1,5 +1,6 @@
-"""A DevicePool pass's look at the provider (`look`, `probe_region`), and its wait for news
-(`until_due`: a message, the watch's news, or the pass's earliest deadline).
+"""A DevicePool pass's look at the provider (`look`, `probe_region`), the batch reports it
+takes in (`take_reports`), and its wait for news (`until_due`: a message, the watch's news,
+or the pass's earliest deadline).
 """
 
 from __future__ import annotations
@@ -26,7 +27,14 @@ with workflow.unsafe.imports_passed_through():
 if TYPE_CHECKING:
     from devicepool.workflows.pool.kind import DevicePoolKind
 
-__all__ = ["SETTINGS_FIRST_PATCH", "look", "probe_region", "until_due"]
+__all__ = [
+    "QUOTA_HOLD_PATCH",
+    "SETTINGS_FIRST_PATCH",
+    "look",
+    "probe_region",
+    "take_reports",
+    "until_due",
+]
 
 # Since the provider calls of an account served by a node worker go to that node:
 # a run reads the worker's settings before its first provider call. Serves v0.1.0:
@@ -37,6 +45,9 @@ SETTINGS_FIRST_PATCH = "settings-before-provider-calls"
 # the next checks the new spec). Runs from before took it for the new spec's: Ready=False
 # naming the old reference under the new generation, creates held until checked again.
 REFS_OF_ITS_SPEC_PATCH = "refs-check-answers-for-its-spec"
+# A batch's creates refused for a used-up quota hold the pool's creates until it resets
+# (`Backoff.hold`: fewer batches, another timer); runs before it counted them as failures.
+QUOTA_HOLD_PATCH = "quota-holds-creates"
 
 
 async def look(k: DevicePoolKind) -> None:
@@ -191,3 +202,41 @@ async def _watch_devices(k: DevicePoolKind) -> am.WatchDevicesResult:
         k.settings,
         health_workflow_id=health,
     )
+
+
+def take_reports(k: DevicePoolKind, created_mark: int, done_mark: int) -> None:
+    """The batch reports that arrived before the pass's look (`SlotBook.inbox.mark`): the
+    quota holds they name, the creates settled, the batches finished."""
+    created = k.s.slots.inbox.created[:created_mark]
+    for report in created:
+        # Its refused slots are free again at once: the quota holds them first; a
+        # create that landed after a hold ended ends it (as at the batch's end).
+        backoff = k.s.backoff
+        if report.quota is not None and workflow.patched(QUOTA_HOLD_PATCH):
+            backoff.hold(
+                report.quota,
+                settings=k.settings,
+                now=workflow.now(),
+                batch=report.workflow_id,
+            )
+        elif report.created and backoff.quota and workflow.patched(QUOTA_HOLD_PATCH):
+            backoff.quota_passed(workflow.now())
+    held = k.s.backoff.quota_holds(workflow.now())
+    k.h.happened(*say.batches_settled(k.s.slots, created, words=k.words, held=held))
+    k.s.slots.settle_created(created_mark, listed=(d.id for d in k.devices))
+    for report in k.s.slots.finish(done_mark):
+        # Asked only of a report that names a quota (or lands after a hold), so a run
+        # that never met one records no marker.
+        holding = report.quota is not None or (
+            k.s.backoff.quota is not None and bool(report.created)
+        )
+        k.said(
+            k.s.take_report(
+                report,
+                region=k.spec.region,
+                settings=k.settings,
+                now=workflow.now(),
+                words=k.words,
+                hold_quota=holding and workflow.patched(QUOTA_HOLD_PATCH),
+            )
+        )
