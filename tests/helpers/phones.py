@@ -63,6 +63,19 @@ class Phones:
             return self.emulator.phones.counters["recovers"]
 
 
+def stack_account(name: str, url: str, key: str) -> AccountSettings:
+    """A cloud-phone account of a dev-server stack: its node's Local API at `url`, a create
+    each 1.1 s of the emulator's time (which runs at `SPEED`)."""
+    return AccountSettings(
+        name=name,
+        api="bitbrowser",
+        base_url=url,
+        api_key=SecretStr(key),
+        timeout_seconds=5,
+        phone_interval_seconds=1.1 / SPEED,
+    )
+
+
 def phone_activities(
     account: Account, *, interval: float, settings: PoolSettings | None = None
 ) -> DeviceActivities:
@@ -129,16 +142,7 @@ async def phone_stack(
     )
     app = apps["node-1"]
     activities = DeviceActivities(
-        accounts={
-            ACCOUNT: AccountSettings(
-                name=ACCOUNT,
-                api="bitbrowser",
-                base_url=url,
-                api_key=SecretStr(key),
-                timeout_seconds=5,
-                phone_interval_seconds=1.1 / SPEED,
-            )
-        },
+        accounts={ACCOUNT: stack_account(ACCOUNT, url, key)},
         proxy_pools=proxy_pools(proxy_password),
         settings=settings,
         transport=httpx.ASGITransport(app=app),

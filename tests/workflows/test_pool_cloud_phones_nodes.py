@@ -37,6 +37,7 @@ from devicepool.workflows.pool.messages import PoolInput
 from devicepool.workflows.pool.slots import SlotBook
 from devicepool.workflows.pool.state import PoolState
 from devicepool.workflows.shared import placement
+from tests.helpers.phones import stack_account
 from tests.helpers.settings import PHONES
 from tests.helpers.workflow_stack import namespace_client, start_pool
 
@@ -108,17 +109,7 @@ async def stack(env: WorkflowEnvironment) -> AsyncIterator[Stack]:
         api_key=SecretStr(KEY),
         proxy_pools={PROXY.name: PROXY},
         heartbeat_seconds=1,
-        accounts={
-            name: AccountSettings(
-                name=name,
-                api="bitbrowser",
-                base_url=URL,
-                api_key=SecretStr(KEY),
-                timeout_seconds=5,
-                phone_interval_seconds=1.1 / SPEED,
-            )
-            for name in (ACCOUNT, MOVED)
-        },
+        accounts={name: stack_account(name, URL, KEY) for name in (ACCOUNT, MOVED)},
     )
     client = await namespace_client(env, NAMESPACE)
     # Two main workers on the pool's queue, as two processes would be: each its own
