@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +22,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from devicepool import testing as ground_truth
 from devicepool.activities import models as am
@@ -58,6 +58,25 @@ async def namespace_client(env: WorkflowEnvironment, namespace: str) -> Client:
     assert namespace in NAMESPACES, namespace
     target = env.client.service_client.config.target_host
     return await connect(address=target, namespace=namespace)
+
+
+def stand_in_worker(
+    client: Client,
+    queue: str,
+    *workflows: type,
+    activities: Sequence[Callable[..., Any]] = (),
+    **options: Any,
+) -> Worker:
+    """A worker on `queue` for a test's stand-in `workflows`: no sandbox (they live in test
+    modules, which import httpx and the fixtures); `options` are `Worker`'s own."""
+    return new_worker(
+        client,
+        task_queue=queue,
+        workflows=workflows,
+        activities=activities,
+        workflow_runner=UnsandboxedWorkflowRunner(),
+        **options,
+    )
 
 
 async def start_pool(

@@ -17,7 +17,6 @@ import pytest
 from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import UnsandboxedWorkflowRunner
 
 from devicepool.api.names import (
     SIGNAL_HEALTH_REPORT,
@@ -28,12 +27,18 @@ from devicepool.api.names import (
 )
 from devicepool.connect import DATA_CONVERTER
 from devicepool.testing import create_device, eventually, stats
-from devicepool.worker.build import new_worker
 from devicepool.workflows.shared.protocol import HealthConfig, HealthInput, HealthReport
 from tests.helpers.histories import history_digest
 from tests.helpers.settings import FAST
 from tests.helpers.transports import TimedASGITransport
-from tests.helpers.workflow_stack import ACCOUNTS, Workers, pool_counts, pool_devices, start_pool
+from tests.helpers.workflow_stack import (
+    ACCOUNTS,
+    Workers,
+    pool_counts,
+    pool_devices,
+    stand_in_worker,
+    start_pool,
+)
 
 pytestmark = pytest.mark.devserver
 
@@ -130,13 +135,7 @@ async def test_a_recovery_first_seen_by_a_new_run_is_still_reported(
     queue = f"fake-pool-{name}"
     health_id = health_workflow_id(name)
     # A test stand-in: no sandbox (this module imports httpx and the fixtures).
-    async with new_worker(
-        env.client,
-        task_queue=queue,
-        workflows=[FakePool],
-        activities=[],
-        workflow_runner=UnsandboxedWorkflowRunner(),
-    ):
+    async with stand_in_worker(env.client, queue, FakePool):
         pool = await env.client.start_workflow(
             FakePool.run,
             HealthInput(

@@ -22,7 +22,7 @@ from pydantic import SecretStr
 from temporalio import workflow
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
+from temporalio.worker import Replayer
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.node_definitions import (
@@ -55,10 +55,10 @@ from devicepool.client.pool_client import PoolClient
 from devicepool.connect import DATA_CONVERTER
 from devicepool.emulator.bitbrowser import BitBrowserConfig, create_apps
 from devicepool.testing import eventually
-from devicepool.worker.build import new_worker, pool_queue_workers
+from devicepool.worker.build import pool_queue_workers
 from devicepool.worker.node import NodeOptions, run_node_worker
 from devicepool.workflows.nodes.workflow import NodeRegistryWorkflow
-from tests.helpers.workflow_stack import namespace_client
+from tests.helpers.workflow_stack import namespace_client, stand_in_worker
 
 pytestmark = pytest.mark.devserver
 
@@ -137,13 +137,7 @@ async def stack(env: WorkflowEnvironment) -> AsyncIterator[Stack]:
     main = DeviceActivities(accounts={}, proxy_pools={})
     workers = [
         *pool_queue_workers(client, main),
-        new_worker(
-            client,
-            task_queue=s.queue,
-            workflows=[ProbeNodes],
-            activities=[],
-            workflow_runner=UnsandboxedWorkflowRunner(),
-        ),
+        stand_in_worker(client, s.queue, ProbeNodes),
     ]
     tasks = [asyncio.ensure_future(w.run()) for w in workers]
     for name in NODES:

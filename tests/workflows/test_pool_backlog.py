@@ -27,17 +27,16 @@ from temporalio.common import RawValue
 from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
+from temporalio.worker import Replayer
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import WORKFLOW_PROVISION_BATCH, ledger_workflow_id, pool_workflow_id
 from devicepool.connect import DATA_CONVERTER
 from devicepool.testing import eventually
-from devicepool.worker.build import new_worker
 from devicepool.workflows import WORKFLOWS
 from tests.helpers.histories import run_histories
 from tests.helpers.settings import FAST
-from tests.helpers.workflow_stack import pool_counts, pool_devices, start_pool
+from tests.helpers.workflow_stack import pool_counts, pool_devices, stand_in_worker, start_pool
 
 pytestmark = pytest.mark.devserver
 
@@ -76,13 +75,7 @@ async def spent_window(env: WorkflowEnvironment, name: str) -> AsyncIterator[Wor
     """The account's ledger replaced by a `SpentWindow` for the block (its worker, a test
     stand-in: no sandbox, this module imports httpx and the fixtures)."""
     queue = f"spent-window-{name}"
-    async with new_worker(
-        env.client,
-        task_queue=queue,
-        workflows=[SpentWindow],
-        activities=[],
-        workflow_runner=UnsandboxedWorkflowRunner(),
-    ):
+    async with stand_in_worker(env.client, queue, SpentWindow):
         with contextlib.suppress(RPCError):  # the account's real ledger, from another test
             await env.client.get_workflow_handle(ledger_workflow_id(ACCOUNT)).terminate()
         yield await env.client.start_workflow(

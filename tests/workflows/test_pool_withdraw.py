@@ -18,7 +18,6 @@ import pytest
 from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import UnsandboxedWorkflowRunner
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api.names import (
@@ -28,10 +27,15 @@ from devicepool.api.names import (
     ledger_workflow_id,
 )
 from devicepool.testing import eventually
-from devicepool.worker.build import new_worker
 from devicepool.workflows.pool.messages import Accepted, ScaleRequest
 from tests.helpers.settings import FAST
-from tests.helpers.workflow_stack import POLL, pool_counts, pool_devices, start_pool
+from tests.helpers.workflow_stack import (
+    POLL,
+    pool_counts,
+    pool_devices,
+    stand_in_worker,
+    start_pool,
+)
 
 pytestmark = pytest.mark.devserver
 
@@ -75,13 +79,7 @@ async def test_scale_down_mid_scale_up_drops_unrented_slots_not_serving_devices(
 ) -> None:
     name = f"wf-{uuid.uuid4().hex[:8]}"
     queue = f"one-grant-{name}"
-    async with new_worker(
-        env.client,
-        task_queue=queue,
-        workflows=[OneGrant],
-        activities=[],
-        workflow_runner=UnsandboxedWorkflowRunner(),
-    ):
+    async with stand_in_worker(env.client, queue, OneGrant):
         ledger = await env.client.start_workflow(
             OneGrant.run, id=ledger_workflow_id(ACCOUNT), task_queue=queue
         )

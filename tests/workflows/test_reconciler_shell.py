@@ -21,7 +21,6 @@ from temporalio import workflow
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import UnsandboxedWorkflowRunner
 
 from devicepool.api.base import CamelModel
 from devicepool.api.v1beta1 import (
@@ -32,7 +31,6 @@ from devicepool.api.v1beta1 import (
     Phase,
 )
 from devicepool.testing import eventually
-from devicepool.worker.build import new_worker
 from devicepool.workflows.reconciler import lease_checks, leasing
 from devicepool.workflows.reconciler.conditions import ConditionUpdate
 from devicepool.workflows.reconciler.events import Happened, PoolEvent
@@ -51,6 +49,7 @@ from devicepool.workflows.reconciler.leases import LeaseBook
 from devicepool.workflows.reconciler.messages import Accepted, ScaleRequest
 from devicepool.workflows.reconciler.shell import Reconciler
 from devicepool.workflows.reconciler.teardown import until_torn_down
+from tests.helpers.workflow_stack import stand_in_worker
 
 
 class ToySpec(CamelModel):
@@ -203,13 +202,7 @@ class ToyPoolWorkflow(Reconciler[ToySpec, ToyState]):
 async def toy(env: WorkflowEnvironment, state: ToyState | None = None) -> AsyncIterator[Any]:
     """A toy pool of 2 on a worker of its own; its handle."""
     client, queue = env.client, f"toy-{uuid.uuid4().hex[:8]}"
-    async with new_worker(
-        client,
-        task_queue=queue,
-        activities=[],
-        workflows=[ToyPoolWorkflow],
-        workflow_runner=UnsandboxedWorkflowRunner(),
-    ):
+    async with stand_in_worker(client, queue, ToyPoolWorkflow):
         yield await client.start_workflow(
             ToyPoolWorkflow.run,
             ToyInput(metadata=ObjectMeta(name="toy"), spec=ToySpec(replicas=2), state=state),
