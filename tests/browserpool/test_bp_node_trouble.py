@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.node_models import NodeOpenResult
@@ -38,6 +38,7 @@ from tests.browserpool.test_bp_nodes import (
     SETTINGS,
     Node,
     alive_only,
+    browser_manifest,
     deleted,
     eventually,
     node_stack,
@@ -179,13 +180,7 @@ async def test_a_wrong_key_is_said_by_the_pool_and_scale_wait_stops(
     LocalApiRefused naming node-2, `scale --wait` stops at once with it, and the node's
     beat carries its API health. The key is in no status, event or history."""
     pool = f"bp-key-{uuid.uuid4().hex[:4]}"
-    manifest = tmp_path / "browsers.yaml"
-    manifest.write_text(
-        "apiVersion: mobile.example.com/v1alpha1\n"
-        "kind: BrowserPool\n"
-        f"metadata: {{name: {pool}}}\n"
-        "spec: {replicas: 2, nodeSelector: {node: node-2}}\n"
-    )
+    manifest = browser_manifest(tmp_path, pool, "{replicas: 2, nodeSelector: {node: node-2}}")
     async with node_stack(env.client) as (account, nodes):
         code, out, err = await cli("apply", "-f", str(manifest), "--wait", "--timeout", "60")
         assert code == 0, (out, err)
@@ -574,6 +569,17 @@ async def test_a_held_pool_waits_for_its_resync_not_two_seconds(env: WorkflowEnv
                 await handle.terminate()
 
 
+async def one_closed_profile(client: Client, pool: str) -> WorkflowHandle[Any, Any]:
+    """BrowserPool `pool` of one profile, kept closed (`open: false`), once it is ready."""
+    handle = await start_browser_pool(client, pool, replicas=1, open=False)
+
+    async def one() -> bool:
+        return (await status(handle)).get("readyProfiles") == 1
+
+    await eventually(one, timeout=40, what="1 profile, closed")
+    return handle
+
+
 async def test_a_delete_during_a_pass_starts_no_open(env: WorkflowEnvironment) -> None:
     """Second review, defect 7: a delete that arrived while a pass awaited a create was
     absorbed (`except ActivityError`), and the pass went on to start its opens: up to
@@ -582,12 +588,7 @@ async def test_a_delete_during_a_pass_starts_no_open(env: WorkflowEnvironment) -
     client = env.client
     pool = f"bp-cut-{uuid.uuid4().hex[:4]}"
     async with node_stack(client) as (account, nodes):
-        handle = await start_browser_pool(client, pool, replicas=1, open=False)
-
-        async def one() -> bool:
-            return (await status(handle)).get("readyProfiles") == 1
-
-        await eventually(one, timeout=40, what="1 profile, closed")
+        handle = await one_closed_profile(client, pool)
         creating, release = asyncio.Event(), asyncio.Event()
         opens: list[str] = []
         for node in nodes.values():
@@ -634,12 +635,7 @@ async def test_a_change_during_an_open_is_not_observed_by_that_pass(
     client = env.client
     pool = f"bp-gen-{uuid.uuid4().hex[:4]}"
     async with node_stack(client) as (_account, nodes):
-        handle = await start_browser_pool(client, pool, replicas=1, open=False)
-
-        async def one() -> bool:
-            return (await status(handle)).get("readyProfiles") == 1
-
-        await eventually(one, timeout=40, what="1 profile, closed")
+        handle = await one_closed_profile(client, pool)
         opening, creating = asyncio.Event(), asyncio.Event()
         release_open, release = asyncio.Event(), asyncio.Event()
         for node in nodes.values():

@@ -192,6 +192,18 @@ async def start_browser_pool(
     )
 
 
+def browser_manifest(directory: Path, pool: str, spec: str) -> Path:
+    """`directory/browsers.yaml`: the v1alpha1 BrowserPool `pool` of `spec` (flow-style YAML)."""
+    manifest = directory / "browsers.yaml"
+    manifest.write_text(
+        "apiVersion: mobile.example.com/v1alpha1\n"
+        "kind: BrowserPool\n"
+        f"metadata: {{name: {pool}}}\n"
+        f"spec: {spec}\n"
+    )
+    return manifest
+
+
 async def status(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
     return dict(await handle.query("status"))
 
@@ -419,13 +431,7 @@ async def test_the_cli_addresses_browser_pools_as_kubectl_does(
     env: WorkflowEnvironment, cli: Any, tmp_path: Path
 ) -> None:
     pool = f"bp-cli-{uuid.uuid4().hex[:4]}"
-    manifest = tmp_path / "browsers.yaml"
-    manifest.write_text(
-        "apiVersion: mobile.example.com/v1alpha1\n"
-        "kind: BrowserPool\n"
-        f"metadata: {{name: {pool}}}\n"
-        "spec: {replicas: 2, nodeSelector: {node: node-2}}\n"
-    )
+    manifest = browser_manifest(tmp_path, pool, "{replicas: 2, nodeSelector: {node: node-2}}")
     async with node_stack(env.client) as (account, _):
         code, out, err = await cli("apply", "-f", str(manifest))
         assert code == 0, err
@@ -520,13 +526,7 @@ async def test_scale_and_delete_wait_for_a_browser_pool_as_for_a_device_pool(
     """`--wait` is kept, not ignored: `scale --wait` returns once the pool holds exactly the
     new count, ready (a scale-down's surplus deleted); `delete --wait` once it has ended."""
     pool = f"bp-wait-{uuid.uuid4().hex[:4]}"
-    manifest = tmp_path / "browsers.yaml"
-    manifest.write_text(
-        "apiVersion: mobile.example.com/v1alpha1\n"
-        "kind: BrowserPool\n"
-        f"metadata: {{name: {pool}}}\n"
-        "spec: {replicas: 2}\n"
-    )
+    manifest = browser_manifest(tmp_path, pool, "{replicas: 2}")
     async with node_stack(env.client) as (account, _):
         code, out, err = await cli("apply", "-f", str(manifest), "--wait", "--timeout", "60")
         assert code == 0, err
@@ -573,13 +573,7 @@ async def test_a_proxy_pool_no_node_has_is_said_and_held_not_retried_every_pass(
     `Ready=False UnknownProxyPool`, `apply --wait` stops at once, and creates are held
     (one try a minute), not sent to fail again every pass."""
     pool = f"bp-proxy-{uuid.uuid4().hex[:4]}"
-    manifest = tmp_path / "browsers.yaml"
-    manifest.write_text(
-        "apiVersion: mobile.example.com/v1alpha1\n"
-        "kind: BrowserPool\n"
-        f"metadata: {{name: {pool}}}\n"
-        "spec: {replicas: 4, proxy: {poolRef: nosuchproxy}}\n"
-    )
+    manifest = browser_manifest(tmp_path, pool, "{replicas: 4, proxy: {poolRef: nosuchproxy}}")
     async with node_stack(env.client) as (account, _):
         code, out, err = await cli("apply", "-f", str(manifest), "--wait", "--timeout", "60")
         assert code == 1, (out, err)
