@@ -10,15 +10,14 @@ from temporalio import workflow
 from temporalio.worker import (
     HandleQueryInput,
     HandleUpdateInput,
-    Interceptor,
     WorkflowInboundInterceptor,
-    WorkflowInterceptorClassInput,
     WorkflowOutboundInterceptor,
 )
 
 from devicepool.activities.metrics import Metrics
 from devicepool.api.kinds import KINDS
 from devicepool.api.names import QUERY_LEASE_TICKET, UPDATE_LEASE, UPDATE_LEASE_CLAIM
+from devicepool.worker.reconcile_timing import ObservingInterceptor
 
 __all__ = ["LeaseWaitInterceptor"]
 
@@ -28,7 +27,7 @@ GRANTING_UPDATES = frozenset({UPDATE_LEASE, UPDATE_LEASE_CLAIM})
 SEEN_KEPT = 1000
 
 
-class LeaseWaitInterceptor(Interceptor):
+class LeaseWaitInterceptor(ObservingInterceptor):
     """Observes `Granted.waitedSeconds` of every grant a pool's `lease` or `lease_claim`
     update answers (a `lease` granted at once: 0; a claimed offer: how long its ticket
     waited), and of every grant a `lease_ticket` query answers (an ask's: by signal).
@@ -39,14 +38,8 @@ class LeaseWaitInterceptor(Interceptor):
     that ran it live.
     """
 
-    def __init__(self, metrics: Metrics) -> None:
-        self._metrics = metrics
-
-    def workflow_interceptor_class(
-        self, input: WorkflowInterceptorClassInput
-    ) -> type[WorkflowInboundInterceptor] | None:
-        metrics = self._metrics
-
+    @staticmethod
+    def inbound(metrics: Metrics) -> type[WorkflowInboundInterceptor]:
         class _Inbound(WorkflowInboundInterceptor):
             def init(self, outbound: WorkflowOutboundInterceptor) -> None:
                 info = outbound.info()

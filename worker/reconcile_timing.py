@@ -20,7 +20,24 @@ from devicepool.activities.metrics import Metrics
 from devicepool.api.names import WORKFLOW_DEVICE_POOL
 
 
-class ReconcileInterceptor(Interceptor):
+class ObservingInterceptor(Interceptor):
+    """Observes workflow runs into a worker's `metrics` from outside their code: each run gets
+    the inbound interceptor class `inbound(metrics)` makes (a subclass says which)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def workflow_interceptor_class(
+        self, input: WorkflowInterceptorClassInput
+    ) -> type[WorkflowInboundInterceptor] | None:
+        return self.inbound(self._metrics)
+
+    @staticmethod
+    def inbound(metrics: Metrics) -> type[WorkflowInboundInterceptor]:
+        raise NotImplementedError
+
+
+class ReconcileInterceptor(ObservingInterceptor):
     """Times DevicePool reconcile passes from outside the workflow code.
 
     Replay-safe: it records only while `workflow.unsafe.is_replaying()` is False, and a pass
@@ -30,14 +47,8 @@ class ReconcileInterceptor(Interceptor):
     continues as new; a pass woken while the watch still runs starts none and is not measured.
     """
 
-    def __init__(self, metrics: Metrics) -> None:
-        self._metrics = metrics
-
-    def workflow_interceptor_class(
-        self, input: WorkflowInterceptorClassInput
-    ) -> type[WorkflowInboundInterceptor] | None:
-        metrics = self._metrics
-
+    @staticmethod
+    def inbound(metrics: Metrics) -> type[WorkflowInboundInterceptor]:
         class _Inbound(WorkflowInboundInterceptor):
             def init(self, outbound: WorkflowOutboundInterceptor) -> None:
                 if outbound.info().workflow_type == WORKFLOW_DEVICE_POOL:
