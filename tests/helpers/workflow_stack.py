@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -29,13 +29,19 @@ from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import PoolSettings
 from devicepool.api import parse_pool
-from devicepool.api.names import TASK_QUEUE, pool_workflow_id, watch_task_queue
+from devicepool.api.names import (
+    SIGNAL_HEALTH_REPORT,
+    TASK_QUEUE,
+    pool_workflow_id,
+    watch_task_queue,
+)
 from devicepool.api.v1beta1 import ObjectMeta
 from devicepool.connect import connect
 from devicepool.testing import pool_manifest
 from devicepool.worker.build import account_workers, new_worker, pool_queue_workers
 from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.pool.messages import PoolInput
+from devicepool.workflows.shared.protocol import HealthReport
 from tests.helpers.settings import FAST
 
 EMULATOR_URL = "http://emulator.test"
@@ -113,6 +119,26 @@ async def start_pool(
         id=pool_workflow_id(name),
         task_queue=task_queue,
     )
+
+
+async def report_terminated(
+    handle: WorkflowHandle[Any, Any],
+    terminated: dict[str, str],
+    *,
+    devices: int,
+    max_unhealthy: int,
+) -> None:
+    """The pool's health check reports, as it signals it, that of the pool's `devices` it
+    terminated `terminated` (device id: why), unpaused."""
+    report = HealthReport(
+        checked_at=datetime.now(UTC),
+        devices=devices,
+        unhealthy=len(terminated),
+        max_unhealthy=max_unhealthy,
+        paused=False,
+        terminated=terminated,
+    )
+    await handle.signal(SIGNAL_HEALTH_REPORT, report)
 
 
 async def pool_devices(

@@ -10,7 +10,6 @@ replacement was created at once: 4 billed for the length of the termination.
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -19,13 +18,17 @@ from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
-from devicepool.api.names import SIGNAL_HEALTH_REPORT, pool_workflow_id
+from devicepool.api.names import pool_workflow_id
 from devicepool.testing import eventually
 from devicepool.workflows.pool.messages import PoolInput
-from devicepool.workflows.shared.protocol import HealthReport
 from tests.helpers.manifests import beta_pool
 from tests.helpers.settings import FAST
-from tests.helpers.workflow_stack import ACCOUNTS, OwnQueueActivities, pool_counts
+from tests.helpers.workflow_stack import (
+    ACCOUNTS,
+    OwnQueueActivities,
+    pool_counts,
+    report_terminated,
+)
 
 pytestmark = pytest.mark.devserver
 
@@ -76,15 +79,7 @@ async def test_a_device_the_health_check_terminated_counts_against_the_cap_until
         devices = await eventually(two_ready, what="2 ready", timeout=60)
         victim = devices[0]
         activities.terminating = {victim}  # the provider still bills it
-        report = HealthReport(
-            checked_at=datetime.now(UTC),
-            devices=2,
-            unhealthy=1,
-            max_unhealthy=2,
-            paused=False,
-            terminated={victim: "offline"},
-        )
-        await handle.signal(SIGNAL_HEALTH_REPORT, report)
+        await report_terminated(handle, {victim: "offline"}, devices=2, max_unhealthy=2)
         await asyncio.sleep(4)  # several passes: the report, listings after it
         assert (await pool_counts(control, pool_name))["created"] == 2, "created beside it"
         # Gone at the provider: its replacement now.

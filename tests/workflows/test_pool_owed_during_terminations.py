@@ -10,19 +10,23 @@ tests/replay/histories/v0.1.0/upgrade/health-report-during-terminations-1.json).
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 
 import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from devicepool.api.names import SIGNAL_HEALTH_REPORT
 from devicepool.testing import eventually
-from devicepool.workflows.shared.protocol import HealthReport
 from tests.helpers.histories import run_histories
 from tests.helpers.pool_waits import converged, delete
 from tests.helpers.transports import TimedASGITransport
-from tests.helpers.workflow_stack import ACCOUNTS, Workers, pool_counts, pool_devices, start_pool
+from tests.helpers.workflow_stack import (
+    ACCOUNTS,
+    Workers,
+    pool_counts,
+    pool_devices,
+    report_terminated,
+    start_pool,
+)
 
 pytestmark = pytest.mark.devserver
 
@@ -69,15 +73,7 @@ async def test_a_health_report_during_terminations_rents_one_device_a_slot(
             f"/api/v1/devices/{ready}", headers={"Authorization": f"Bearer {ACCOUNTS['default']}"}
         )
         gone.raise_for_status()
-        report = HealthReport(
-            checked_at=datetime.now(UTC),
-            devices=3,
-            unhealthy=1,
-            max_unhealthy=1,
-            paused=False,
-            terminated={ready: "offline for 3s"},
-        )
-        await handle.signal(SIGNAL_HEALTH_REPORT, report)
+        await report_terminated(handle, {ready: "offline for 3s"}, devices=3, max_unhealthy=1)
         await asyncio.sleep(1)  # the report lands while the terminations are held
     finally:
         gate.set()
