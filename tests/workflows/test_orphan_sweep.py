@@ -10,6 +10,7 @@ on a dev server and emulator of its own): the janitor sweeps the whole account.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -53,6 +54,7 @@ from devicepool.workflows import WORKFLOWS
 from devicepool.workflows.ledger.state import LedgerInput
 from devicepool.workflows.orphans.state import OrphanReport
 from devicepool.workflows.reconciler.search_attributes import KEY_ACCOUNT
+from tests.helpers.cli import CliRun
 from tests.helpers.histories import history_digest
 from tests.helpers.settings import FAST
 from tests.helpers.workflow_stack import (
@@ -301,29 +303,11 @@ async def test_orphans_lists_them_with_age_and_cost_and_delete_sweeps_now(
 
 
 async def test_the_cli_lists_orphans_with_cost_and_deletes_them(
-    env: WorkflowEnvironment,
-    workers: Workers,
-    control: httpx.AsyncClient,
-    janitor: Janitor,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    workers: Workers, control: httpx.AsyncClient, janitor: Janitor, cli: CliRun
 ) -> None:
-    import json
-
-    from devicepool.client.cli import run_cli
-
     gone_pool = f"gone-{uuid.uuid4().hex[:8]}"
     orphan = await rent(control, gone_pool)
     await janitor(3600.0)
-    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
-    monkeypatch.setenv("TEMPORAL_NAMESPACE", env.client.namespace)
-
-    async def cli(*args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = await asyncio.to_thread(run_cli, list(args))
-        out, err = capsys.readouterr()
-        return code, out, err
-
     code, out, err = await cli("orphans", "--account", "default", "-o", "json")
     assert code == 0, err
     listed = {o["id"]: o for o in json.loads(out)["orphans"]}
@@ -350,27 +334,14 @@ async def test_the_cli_lists_orphans_with_cost_and_deletes_them(
 
 
 async def test_an_account_whose_scan_fails_is_one_error_line_after_the_others_answers(
-    env: WorkflowEnvironment,
-    workers: Workers,
-    control: httpx.AsyncClient,
-    janitor: Janitor,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    workers: Workers, control: httpx.AsyncClient, janitor: Janitor, cli: CliRun
 ) -> None:
     """A janitor left for an account no worker serves any more must not hide the rest."""
-    import json
-
-    from devicepool.client.cli import run_cli
-
     orphan = await rent(control, f"gone-{uuid.uuid4().hex[:8]}")
     await janitor(3600.0)
     await janitor(3600.0, "retired")  # the session's workers do not know this account
-    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
-    monkeypatch.setenv("TEMPORAL_NAMESPACE", env.client.namespace)
-    capsys.readouterr()
     argv = ["orphans", "--account", "default", "--account", "retired", "-o", "json"]
-    code = await asyncio.to_thread(run_cli, argv)
-    out, err = capsys.readouterr()
+    code, out, err = await cli(*argv)
     assert code == 1
     assert orphan in {o["id"] for o in json.loads(out)["orphans"]}
     # The CLI's own lines (stderr also carries what the in-process workers log).
