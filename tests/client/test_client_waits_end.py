@@ -50,10 +50,19 @@ CAP = (
     "spendCap (maxDevices 3) allows 3 device(s); 5 desired, 2 create(s) held back — "
     "raise spendCap to grow (running devices are kept)"
 )
-CAPPED = device_status(
-    cond("Ready", "False", "SpendCapReached", "3/5 devices ready; the spend cap allows 3"),
-    cond("SpendCapReached", "True", "CapReached", CAP),
-)
+
+
+def capped(message: str, reason: str, said: str, **more: Any) -> dict[str, Any]:
+    """A status held by a spend cap: Ready=False (`message` its message), SpendCapReached=True
+    for `reason`, `said` its message."""
+    return device_status(
+        cond("Ready", "False", "SpendCapReached", message),
+        cond("SpendCapReached", "True", reason, said),
+        **more,
+    )
+
+
+CAPPED = capped("3/5 devices ready; the spend cap allows 3", "CapReached", CAP)
 CONVERGED = device_status(cond("Ready", "True", "Converged"), ready=5)
 
 
@@ -62,12 +71,26 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("devicepool.client._waits.POLL_SECONDS", 0.01)
 
 
+def scale_wait(
+    capsys: pytest.CaptureFixture[str],
+    temporal: Any,
+    statuses: list[dict[str, Any]],
+    *,
+    replicas: int = 5,
+    timeout: str = "30",
+) -> tuple[Scripted, int, str, str]:
+    """`scale p --replicas N --wait` against pool `p` whose `status` answers `statuses` in
+    turn: (the pool, exit code, stdout, stderr)."""
+    pool = Scripted(device("p"), statuses)
+    temporal(pool)
+    argv = ["scale", "p", "--replicas", str(replicas), "--wait", "--timeout", timeout]
+    return (pool, *run(capsys, *argv))
+
+
 def test_a_spend_cap_below_the_size_stops_the_wait_at_once_saying_what_to_do(
     capsys: pytest.CaptureFixture[str], temporal: Any
 ) -> None:
-    pool = Scripted(device("p"), [CAPPED])
-    temporal(pool)
-    code, _out, err = run(capsys, "scale", "p", "--replicas", "5", "--wait", "--timeout", "30")
+    pool, code, _out, err = scale_wait(capsys, temporal, [CAPPED])
     assert code == EXIT_RUNTIME
     assert err.splitlines() == [
         f'error: pool "p" cannot become ready: SpendCapReached: {CAP}; or lower spec.replicas '
@@ -85,14 +108,8 @@ def test_a_full_cap_that_leaves_room_for_the_size_is_waited_out(
         "spendCap (maxDevices 5) allows 5 device(s); 5 desired, 1 create(s) held back — "
         "raise spendCap to grow (running devices are kept)"
     )
-    held = device_status(
-        cond("Ready", "False", "SpendCapReached", "4/5 devices ready"),
-        cond("SpendCapReached", "True", "CapReached", full),
-        ready=4,
-    )
-    pool = Scripted(device("p"), [held, held, CONVERGED])
-    temporal(pool)
-    code, out, err = run(capsys, "scale", "p", "--replicas", "5", "--wait", "--timeout", "30")
+    held = capped("4/5 devices ready", "CapReached", full, ready=4)
+    _, code, out, err = scale_wait(capsys, temporal, [held, held, CONVERGED])
     assert (code, err) == (EXIT_OK, "")
     assert out.splitlines()[-1] == "devicepool/p ready"
 
@@ -108,13 +125,8 @@ def test_an_accounts_cap_stops_the_wait_once_it_held_for_its_grace(
         "4 bill or are being created, and 2 create(s) of this pool wait — raise "
         "accounts.default.spendCap in the worker config to grow (running devices are kept)"
     )
-    capped = device_status(
-        cond("Ready", "False", "SpendCapReached", "3/5 devices ready"),
-        cond("SpendCapReached", "True", "AccountCapReached", said),
-    )
-    pool = Scripted(device("p"), [capped])
-    temporal(pool)
-    code, _out, err = run(capsys, "scale", "p", "--replicas", "5", "--wait", "--timeout", "30")
+    held = capped("3/5 devices ready", "AccountCapReached", said)
+    pool, code, _out, err = scale_wait(capsys, temporal, [held])
     assert code == EXIT_RUNTIME
     assert err.splitlines() == [
         f'error: pool "p" cannot become ready: SpendCapReached: {said}; or make room in the '
@@ -167,9 +179,7 @@ def test_what_clears_by_itself_is_waited_out(
     capsys: pytest.CaptureFixture[str], temporal: Any, holding: dict[str, Any]
 ) -> None:
     held = device_status(cond("Ready", "False", "BelowDesired", "3/5 devices ready"), holding)
-    pool = Scripted(device("p"), [held, held, held, CONVERGED])
-    temporal(pool)
-    code, _out, err = run(capsys, "scale", "p", "--replicas", "5", "--wait", "--timeout", "30")
+    _, code, _out, err = scale_wait(capsys, temporal, [held, held, held, CONVERGED])
     assert (code, err) == (EXIT_OK, "")
 
 
@@ -213,8 +223,7 @@ def test_a_stop_on_a_terminal_that_draws_no_bar_leaves_no_blank_line_before_the_
     unknown = "unknown region 'mars-1' (spec.region); known: us-west — provisioning stopped"
     looked = device_status(ready=0)
     blocked = device_status(cond("Ready", "False", "UnknownRegion", unknown), ready=0)
-    temporal(Scripted(device("p"), [looked, looked, blocked]))
-    code, _out, err = run(capsys, "scale", "p", "--replicas", "5", "--wait", "--timeout", "30")
+    _, code, _out, err = scale_wait(capsys, temporal, [looked, looked, blocked])
     assert code == EXIT_RUNTIME
     assert err == f'error: pool "p" cannot become ready: UnknownRegion: {unknown}\n'
 
@@ -294,8 +303,7 @@ def test_a_wait_that_times_out_says_what_held_the_pool(
         cond("ProviderAvailable", "False", "ProviderRateLimited", "creates resume at ..."),
         phase="Provisioning",
     )
-    temporal(Scripted(device("p"), [limited]))
-    code, _, err = run(capsys, "scale", "p", "--replicas", "5", "--wait", "--timeout", "0.1")
+    _, code, _, err = scale_wait(capsys, temporal, [limited], timeout="0.1")
     assert (code, err.splitlines()[-1]) == (
         EXIT_RUNTIME,
         'error: pool "p" not ready after 0.1s (3/5 ready, phase Provisioning; '
@@ -313,9 +321,7 @@ def test_a_scale_down_of_a_pool_whose_proxy_pool_the_worker_lost_is_waited_out(
     lost = cond("Ready", "False", "UnknownProxyPool", "unknown proxy pool 'resi'")
     shrinking = device_status(lost, desiredReplicas=0, ready=2)
     gone = device_status(cond("Ready", "True", "Converged"), desiredReplicas=0, ready=0)
-    pool = Scripted(device("p"), [shrinking, shrinking, gone])
-    temporal(pool)
-    code, out, err = run(capsys, "scale", "p", "--replicas", "0", "--wait", "--timeout", "30")
+    _, code, out, err = scale_wait(capsys, temporal, [shrinking, shrinking, gone], replicas=0)
     assert (code, err) == (EXIT_OK, "")
     assert out.splitlines()[-1] == "devicepool/p ready"
 
@@ -326,7 +332,5 @@ def test_a_pool_short_of_its_size_on_an_unknown_proxy_pool_still_stops_at_once(
     short = device_status(
         cond("Ready", "False", "UnknownProxyPool", "unknown proxy pool 'resi'"), ready=0
     )
-    pool = Scripted(device("p"), [short])
-    temporal(pool)
-    code, _out, err = run(capsys, "scale", "p", "--replicas", "5", "--wait", "--timeout", "30")
+    _, code, _out, err = scale_wait(capsys, temporal, [short])
     assert code == EXIT_RUNTIME and "UnknownProxyPool" in err, err
