@@ -234,8 +234,9 @@ class OwnQueueActivities:
         return await self.real.terminate_pool(input)
 
     @contextlib.asynccontextmanager
-    async def serving(self, client: Client, queue: str) -> AsyncIterator[None]:
-        """Workers for `queue` (the pool workflows and these activities) and its watch queue."""
+    async def serving(self, client: Client, queue: str) -> AsyncIterator[str]:
+        """Workers for `queue` (the pool workflows and these activities) and its watch queue;
+        the block is given `queue`."""
         short = [
             self.check_pool_refs,
             self.list_devices,
@@ -247,7 +248,7 @@ class OwnQueueActivities:
             new_worker(client, task_queue=queue, workflows=WORKFLOWS, activities=short),
             new_worker(client, task_queue=watch_task_queue(queue), activities=[self.watch_devices]),
         ):
-            yield
+            yield queue
 
 
 @contextlib.asynccontextmanager

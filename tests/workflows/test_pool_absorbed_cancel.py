@@ -12,7 +12,6 @@ has not been seen to produce it.)
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import Any
 
 import httpx
@@ -71,15 +70,13 @@ async def start_own_pool(
 
 
 async def test_a_delete_while_a_check_is_awaited_still_tears_down(
-    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    name = f"wf-{uuid.uuid4().hex[:8]}"
-    queue = f"absorbed-{name}"
     slow = SlowRefs(worker)
     spec = {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 2}
     try:
-        async with slow.serving(env.client, queue):
-            handle = await start_own_pool(env.client, queue, name, spec)
+        async with slow.serving(env.client, f"absorbed-{pool_name}") as queue:
+            handle = await start_own_pool(env.client, queue, pool_name, spec)
 
             async def ready() -> bool:
                 return (await handle.query("status"))["readyDevices"] == 2
@@ -89,7 +86,7 @@ async def test_a_delete_while_a_check_is_awaited_still_tears_down(
             slow.armed = True
             changed = DevicePoolSpec.model_validate({**spec, "health": {"maxUnhealthy": 1}})
             await handle.execute_update(
-                UPDATE_APPLY, ApplyRequest(metadata=ObjectMeta(name=name), spec=changed),
+                UPDATE_APPLY, ApplyRequest(metadata=ObjectMeta(name=pool_name), spec=changed),
                 result_type=Accepted,
             )  # fmt: skip
             await asyncio.wait_for(slow.hanging.wait(), 10)
@@ -100,4 +97,4 @@ async def test_a_delete_while_a_check_is_awaited_still_tears_down(
             assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
     finally:
         slow.release.set()
-    assert await pool_devices(control, name) == []
+    assert await pool_devices(control, pool_name) == []

@@ -9,7 +9,6 @@ to the session's real worker and emulator.
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import httpx
 import pytest
@@ -19,12 +18,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
-from devicepool.api.names import pool_workflow_id
-from devicepool.api.v1beta1 import DevicePoolSpec, ObjectMeta
 from devicepool.testing import eventually
-from devicepool.workflows.pool.messages import PoolInput
-from tests.helpers.settings import FAST
-from tests.helpers.workflow_stack import OwnQueueActivities, pool_counts, pool_devices
+from tests.helpers.workflow_stack import OwnQueueActivities, pool_counts, pool_devices, start_pool
 
 pytestmark = pytest.mark.devserver
 
@@ -52,21 +47,11 @@ class ScriptedWatch(OwnQueueActivities):
 
 
 async def test_a_watch_answer_older_than_the_applied_listing_is_not_applied(
-    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    name = f"wf-{uuid.uuid4().hex[:8]}"
-    queue = f"observations-{name}"
     scripted = ScriptedWatch(worker)
-    async with scripted.serving(env.client, queue):
-        spec = DevicePoolSpec.model_validate(
-            {"platform": "android", "region": "us-west", "osVersion": "14", "replicas": 2}
-        )
-        handle = await env.client.start_workflow(
-            "DevicePool",
-            PoolInput(metadata=ObjectMeta(name=name), spec=spec, settings=FAST),
-            id=pool_workflow_id(name),
-            task_queue=queue,
-        )
+    async with scripted.serving(env.client, f"observations-{pool_name}") as queue:
+        handle = await start_pool(env.client, pool_name, 2, proxy_ref=None, task_queue=queue)
         await asyncio.wait_for(scripted.held.wait(), 10)
 
         async def converged() -> bool:
@@ -80,9 +65,9 @@ async def test_a_watch_answer_older_than_the_applied_listing_is_not_applied(
         await asyncio.sleep(3)  # several resyncs: a pass that trusted it would rent 2 more
         # This pool's own count (a new pool): another test's teardown moves the
         # session-wide one.
-        assert (await pool_counts(control, name))["created"] == 2
-        assert len(await pool_devices(control, name)) == 2
+        assert (await pool_counts(control, pool_name))["created"] == 2
+        assert len(await pool_devices(control, pool_name)) == 2
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):  # the run ends CANCELED
             await handle.result()
-    assert await pool_devices(control, name) == []
+    assert await pool_devices(control, pool_name) == []

@@ -10,7 +10,6 @@ creates until it checked again (`apply --wait` then stops at once naming the old
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import Any
 
 import httpx
@@ -35,10 +34,8 @@ def _ready(status: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_a_check_of_the_old_spec_answering_after_an_apply_is_not_the_new_specs(
-    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    name = f"wf-{uuid.uuid4().hex[:8]}"
-    queue = f"refs-{name}"
     slow = SlowRefs(worker)
     bad = {
         "platform": "android",
@@ -49,8 +46,8 @@ async def test_a_check_of_the_old_spec_answering_after_an_apply_is_not_the_new_s
     }
     handle = None
     try:
-        async with slow.serving(env.client, queue):
-            handle = await start_own_pool(env.client, queue, name, bad)
+        async with slow.serving(env.client, f"refs-{pool_name}") as queue:
+            handle = await start_own_pool(env.client, queue, pool_name, bad)
 
             async def held() -> bool:
                 return _ready(await handle.query("status")).get("reason") == "UnknownProxyPool"
@@ -62,7 +59,7 @@ async def test_a_check_of_the_old_spec_answering_after_an_apply_is_not_the_new_s
             fixed = DevicePoolSpec.model_validate({**bad, "proxy": {"poolRef": "proxyseller-us"}})
             accepted = await handle.execute_update(
                 UPDATE_APPLY,
-                ApplyRequest(metadata=ObjectMeta(name=name), spec=fixed),
+                ApplyRequest(metadata=ObjectMeta(name=pool_name), spec=fixed),
                 result_type=Accepted,
             )
             slow.release.set()  # ...and answers after the apply: unknown proxy pool

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from typing import Any
 
 import httpx
@@ -53,7 +52,11 @@ class RotatingKey(OwnQueueActivities):
 
 
 async def test_a_rotated_key_blocks_the_teardown_visibly_until_it_is_fixed(
-    env: WorkflowEnvironment, worker: DeviceActivities, emulator: Any, control: httpx.AsyncClient
+    env: WorkflowEnvironment,
+    worker: DeviceActivities,
+    emulator: Any,
+    control: httpx.AsyncClient,
+    pool_name: str,
 ) -> None:
     assert "rotated" not in ACCOUNTS["default"]
     stale = DeviceActivities(
@@ -69,11 +72,9 @@ async def test_a_rotated_key_blocks_the_teardown_visibly_until_it_is_fixed(
         transport=TimedASGITransport(app=emulator),
     )
     rotating = RotatingKey(worker, stale)
-    name = f"wf-{uuid.uuid4().hex[:8]}"
-    queue = f"teardown-{name}"
     try:
-        async with rotating.serving(env.client, queue):
-            handle = await start_pool(env.client, name, 2, proxy_ref=None, task_queue=queue)
+        async with rotating.serving(env.client, f"teardown-{pool_name}") as queue:
+            handle = await start_pool(env.client, pool_name, 2, proxy_ref=None, task_queue=queue)
 
             async def ready() -> bool:
                 return (await handle.query("status"))["readyDevices"] == 2
@@ -84,14 +85,14 @@ async def test_a_rotated_key_blocks_the_teardown_visibly_until_it_is_fixed(
             pools = PoolClient(env.client)
             started = time.monotonic()
             with pytest.raises(PoolBlocked) as stopped:
-                await pools.delete(name, wait=True, timeout=60)
+                await pools.delete(pool_name, wait=True, timeout=60)
             assert time.monotonic() - started < 20
             assert stopped.value.reason == "Unauthenticated"
             assert str(stopped.value).startswith(
-                f'pool "{name}" cannot finish deleting: Unauthenticated: cannot delete devices: '
+                f'pool "{pool_name}" cannot finish deleting: Unauthenticated: cannot delete devices: '
             )
             assert str(stopped.value).endswith(
-                f"; it keeps retrying until the cause is fixed (devicepool describe {name})"
+                f"; it keeps retrying until the cause is fixed (devicepool describe {pool_name})"
             )
 
             async def blocked() -> dict[str, Any] | None:
@@ -107,11 +108,11 @@ async def test_a_rotated_key_blocks_the_teardown_visibly_until_it_is_fixed(
             await asyncio.sleep(6)  # it tries again, and stays blocked meanwhile
             assert rotating.sweeps >= 2
             assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
-            assert len(await pool_devices(control, name)) == 2
+            assert len(await pool_devices(control, pool_name)) == 2
 
             # Asked again once the worker restarted with the right key: the block
             # it finds is from before the fix, so it waits for the next sweep.
-            again = asyncio.ensure_future(pools.delete(name, wait=True, timeout=60))
+            again = asyncio.ensure_future(pools.delete(pool_name, wait=True, timeout=60))
             await asyncio.sleep(1.5)
             rotating.key_fixed = True
             result = await again
@@ -124,7 +125,7 @@ async def test_a_rotated_key_blocks_the_teardown_visibly_until_it_is_fixed(
             )
     finally:
         await stale.aclose()
-    assert await pool_devices(control, name) == []
+    assert await pool_devices(control, pool_name) == []
 
 
 async def test_a_teardown_held_up_by_retryable_errors_shows_blocked_then_finishes(
@@ -198,26 +199,24 @@ class SlowTerminate(OwnQueueActivities):
 
 
 async def test_a_delete_during_a_replacement_s_terminate_waits_for_no_unstarted_batch(
-    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
     # A device replaced now: the pass terminates it, then starts its replacement's batch
     # (already in the slot book). Deleted while the terminate runs, the batch is never
     # started: teardown has nothing to wait for (it waited startupTimeout + grace, 75 s
     # here, while the pool's devices billed).
     slow = SlowTerminate(worker)
-    name = f"wf-{uuid.uuid4().hex[:8]}"
-    queue = f"teardown-{name}"
     pools = PoolClient(env.client)
-    async with slow.serving(env.client, queue):
-        handle = await start_pool(env.client, name, 2, proxy_ref=None, task_queue=queue)
+    async with slow.serving(env.client, f"teardown-{pool_name}") as queue:
+        handle = await start_pool(env.client, pool_name, 2, proxy_ref=None, task_queue=queue)
 
         async def ready() -> list[str] | None:
             status = await handle.query("status")
-            devices = await pool_devices(control, name)
+            devices = await pool_devices(control, pool_name)
             return [d["id"] for d in devices] if status["readyDevices"] == 2 else None
 
         device = (await eventually(ready, what="2 ready devices", every=POLL))[0]
-        await pools.replace_device(name, device)
+        await pools.replace_device(pool_name, device)
         await asyncio.wait_for(slow.asked.wait(), timeout=30)
         await handle.cancel()
         slow.go.set()
@@ -228,8 +227,8 @@ async def test_a_delete_during_a_replacement_s_terminate_waits_for_no_unstarted_
 
         await eventually(ended, what="the pool deleted", timeout=30, every=POLL)
         assert time.monotonic() - deleted < FAST.startup_timeout_seconds
-    assert await pool_devices(control, name) == []
+    assert await pool_devices(control, pool_name) == []
     # Its replacement was never created: no batch started after the delete.
-    assert (await pool_counts(control, name))["created"] == 2
+    assert (await pool_counts(control, pool_name))["created"] == 2
     # The new path is gated (runs of v0.2.0 waited): every run replays, one has the marker.
     await replay_every_run(env.client, handle.id, marked_by=UNSTARTED_BATCHES_LEAVE_PATCH)

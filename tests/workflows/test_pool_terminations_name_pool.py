@@ -10,7 +10,6 @@ turns as a pool of their own, and the adapter had to work the pool out itself
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import Any
 
 import httpx
@@ -41,13 +40,11 @@ class Recorded(OwnQueueActivities):
 
 
 async def test_a_scale_down_names_its_pool_in_each_termination(
-    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient
+    env: WorkflowEnvironment, worker: DeviceActivities, control: httpx.AsyncClient, pool_name: str
 ) -> None:
-    name = f"wf-{uuid.uuid4().hex[:8]}"
-    queue = f"named-{name}"
     recorded = Recorded(worker)
-    async with recorded.serving(env.client, queue):
-        handle = await start_pool(env.client, name, 3, task_queue=queue)
+    async with recorded.serving(env.client, f"named-{pool_name}") as queue:
+        handle = await start_pool(env.client, pool_name, 3, task_queue=queue)
 
         async def ready() -> bool:
             return (await handle.query("status"))["readyDevices"] == 3
@@ -58,12 +55,12 @@ async def test_a_scale_down_names_its_pool_in_each_termination(
         )  # fmt: skip
 
         async def one_left() -> Any:
-            return len(await pool_devices(control, name)) == 1
+            return len(await pool_devices(control, pool_name)) == 1
 
         try:
             await eventually(one_left, what="1 device left", every=POLL)
             assert len(recorded.terminations) >= 2
-            assert {t.pool for t in recorded.terminations} == {name}, recorded.terminations
+            assert {t.pool for t in recorded.terminations} == {pool_name}, recorded.terminations
             assert all(t.only_if_idle for t in recorded.terminations)
         finally:
             await handle.cancel()
