@@ -17,7 +17,7 @@ from typing import Any
 
 from temporalio.client import Client
 from temporalio.runtime import MetricBuffer
-from temporalio.worker import Worker
+from temporalio.worker import Interceptor, Worker
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.orphan_models import JanitorConfig
@@ -78,7 +78,7 @@ async def run_worker(
         scrubber=config.scrubber(),
     )
     telemetry.metrics.orphan_accounts(config.accounts)
-    interceptors = [
+    interceptors: list[Interceptor] = [
         ReconcileInterceptor(telemetry.metrics),
         LeaseWaitInterceptor(telemetry.metrics),
     ]
