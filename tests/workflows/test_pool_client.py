@@ -101,6 +101,12 @@ def manifest_file(tmp_path: Path, name: str, **spec: str | int) -> str:
     return str(write_pool(path, name, **fields))
 
 
+async def applied(cli: Any, manifest: str) -> None:
+    """`apply -f MANIFEST --wait`, which must succeed (the pool ready)."""
+    code, _, err = await cli("apply", "-f", manifest, "--wait")
+    assert code == 0, err
+
+
 async def test_a_refused_change_is_exit_2_names_the_field_and_changes_nothing(
     cli: Any, env: WorkflowEnvironment, pools: PoolClient, pool_name: str, tmp_path: Path
 ) -> None:
@@ -162,10 +168,7 @@ async def test_get_shows_phase_deleting_while_the_teardown_runs(
 ) -> None:
     # README: the finalizer "shows phase `Deleting` meanwhile, then ends". The
     # provider's DELETEs are held, so the teardown is certainly still running.
-    code, _, err = await cli(
-        "apply", "-f", manifest_file(tmp_path, pool_name, replicas=1), "--wait"
-    )
-    assert code == 0, err
+    await applied(cli, manifest_file(tmp_path, pool_name, replicas=1))
     TimedASGITransport.delete_gate = asyncio.Event()
     code, _, err = await cli("delete", pool_name)
     assert code == 0, err
@@ -210,10 +213,7 @@ async def test_describe_and_devices_against_a_live_pool(
 ) -> None:
     # README: `describe` shows spec, status, conditions, devices and recent
     # events; `devices` the pool's devices. Checked against the provider's truth.
-    code, _, err = await cli(
-        "apply", "-f", manifest_file(tmp_path, pool_name, replicas=2), "--wait"
-    )
-    assert code == 0, err
+    await applied(cli, manifest_file(tmp_path, pool_name, replicas=2))
     truth = sorted(d["id"] for d in await pool_devices(control, pool_name))
     assert len(truth) == 2
 
