@@ -249,6 +249,7 @@ class DeviceActivities(
             replacement=not input.only_if_idle,
             reserve_keep=input.reserve_keep,
             used=input.used,
+            retiring=input.retiring,
         ):
             return await self._terminate_device(provider, input)
 

@@ -306,6 +306,9 @@ class TerminateDeviceInput(CamelModel):
     # It served a lease and goes unreset (`onRelease: replace`, a reset not possible): an
     # adapter that keeps removed devices for later creates resets it first, or retires it.
     used: bool = False
+    # With `only_if_idle`: the pool retires it (past `lifetime.maxAge`, replaced when idle,
+    # drifted), not a scale-down: an adapter that keeps scaled-down devices deletes it.
+    retiring: bool = False
 
 
 class TerminateDeviceResult(CamelModel):

@@ -52,6 +52,10 @@ class ProviderCall:
     # The device served a lease and was not reset (`onRelease: replace`, a reset not
     # possible): a removal never hands it, unreset, to a later create.
     used: bool = False
+    # The pool retires the device (past `lifetime.maxAge`, a person's `replace
+    # --when-idle`, a rollout's drift): removed only if idle as a scale-down is, but an
+    # adapter that keeps scaled-down devices for later creates deletes it.
+    retiring: bool = False
 
 
 _NOBODY = ProviderCall()
@@ -72,6 +76,7 @@ def provider_call(
     fresh: bool | None = None,
     deleting: bool | None = None,
     used: bool | None = None,
+    retiring: bool | None = None,
 ) -> Iterator[None]:
     """Provider calls made inside are for `pool` (a replacement's when `replacement`;
     a read acted on at once when `fresh`; the pool's deletion when `deleting`).
@@ -87,6 +92,7 @@ def provider_call(
             fresh=outer.fresh if fresh is None else fresh,
             deleting=outer.deleting if deleting is None else deleting,
             used=outer.used if used is None else used,
+            retiring=outer.retiring if retiring is None else retiring,
         )
     )
     try:

@@ -272,3 +272,13 @@ def test_a_scale_down_of_an_expired_device_is_said_as_a_scale_down() -> None:
     # A device forced out past maxAge + gracePeriod is said as expired.
     forced = [dev("f", BUSY, age=9000), dev("b"), dev("c")]
     assert one_pass(forced, doomed=["f"], reasons={"f": "Expired"}).reasons == {"f": "Expired"}
+
+
+def test_only_what_leaves_of_the_pools_own_accord_is_said_retiring() -> None:
+    # An expired or replaced device goes as a scale-down does (only if idle), but is said
+    # retiring: an adapter that keeps scaled-down devices for later creates deletes it.
+    devices = [dev("d1", age=7200), dev("d2"), dev("d3"), dev("d4", age=60)]
+    decision = one_pass(devices, cap=3, retire=["d1"], reasons={"d1": "Expired"})
+    assert "d1" in decision.terminate and decision.retiring == {"d1"}
+    scaled = one_pass(devices)  # 4 for 3: one scale-down, none retiring
+    assert scaled.only_if_idle and scaled.retiring == set()

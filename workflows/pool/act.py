@@ -76,6 +76,7 @@ async def carry_out(k: DevicePoolKind, decision: Decision) -> None:
                 only_if_idle=decision.only_if_idle,
                 reasons=decision.reasons,
                 first=decision.first,
+                retiring=decision.retiring,
             )
         except asyncio.CancelledError:
             # Deleted meanwhile: the decided batches are in the book, yet none was (or
@@ -233,6 +234,7 @@ async def terminate(
     only_if_idle: set[str],
     reasons: dict[str, str],
     first: set[str] | None = None,
+    retiring: set[str] | None = None,
 ) -> None:
     seen = {d.id: d.idle_since for d in k.devices if d.id in only_if_idle}
     reserve = k.spec.reserve
@@ -243,6 +245,7 @@ async def terminate(
         idle_since=seen,
         reserve_keep=reserve.keep if reserve is not None else None,
         used=leasable.used(k.s),
+        retiring=retiring or set(),
     )
     k.said(
         k.s.take_terminations(

@@ -169,10 +169,12 @@ async def terminate_devices(
     idle_since: Mapping[str, datetime] | None = None,
     reserve_keep: int | None = None,
     used: set[str] | frozenset[str] = frozenset(),
+    retiring: set[str] | frozenset[str] = frozenset(),
 ) -> Terminations:
     """Terminate these devices in parallel; those in `only_if_idle` only if still idle
     (and not used since `idle_since`, what the plan's listing showed); those in `used`
-    served a lease and go unreset (`TerminateDeviceInput.used`)."""
+    served a lease and go unreset (`TerminateDeviceInput.used`); those in `retiring` are
+    retired, not scaled down (`TerminateDeviceInput.retiring`)."""
 
     async def one(device_id: str) -> am.TerminateDeviceResult:
         return await workflow.execute_activity_method(
@@ -186,6 +188,8 @@ async def terminate_devices(
                 idle_since=(idle_since or {}).get(device_id) if device_id in only_if_idle else None,
                 reserve_keep=reserve_keep,
                 used=device_id in used,
+                # An activity's input only: a replay compares its type and id, not this.
+                retiring=device_id in retiring,
             ),
             start_to_close_timeout=timedelta(seconds=30),
             heartbeat_timeout=am.HEARTBEAT_TIMEOUT,

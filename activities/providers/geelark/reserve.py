@@ -218,15 +218,16 @@ class Reserve:
                 )
 
     def may_park(self, pool: str, remark: Remark, status: int | None) -> bool:
-        """A removal may keep this phone: a scale-down (not a replacement, not after a lease's
-        use, not the pool's deletion, not the orphan sweep) of a started phone of the
-        pool's current template, the pool keeping a reserve (`spec.reserve.keep` >= 1)."""
+        """A removal may keep this phone: a scale-down (not a replacement, not a retirement
+        (maxAge, a person's replace, drift), not after a lease's use, not the pool's
+        deletion, not the orphan sweep) of a started phone of the pool's current template,
+        the pool keeping a reserve (`spec.reserve.keep` >= 1)."""
         call = current_call()
         hash_ = template_of(remark)
         return (
             bool(call.reserve_keep)
             and call.pool == pool
-            and not (call.replacement or call.used or call.deleting)
+            and not (call.replacement or call.used or call.deleting or call.retiring)
             and status == STARTED  # started: healthy (an offline or failed phone is deleted)
             and bool(hash_)
             and self.current.get(pool, hash_) == hash_
