@@ -21,6 +21,7 @@ from devicepool.client.dev import DevOptions, DevStack
 from devicepool.client.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNTIME, DevicePoolError
 from devicepool.emulator.cli import build_parser as emulator_parser
 from devicepool.testing import free_port as closed_port  # nothing listens on it
+from devicepool.workflows.pool.messages import Accepted
 from tests.helpers.cli import DEVICE_POOL_COLUMNS
 
 GOOD = """\
@@ -574,7 +575,6 @@ class FakeHandle:
 
     async def execute_update(self, name: str, request: object, **_: object) -> object:
         from devicepool.api.names import UPDATE_SCALE
-        from devicepool.workflows.pool.messages import Accepted
 
         assert name == UPDATE_SCALE
         return Accepted(generation=2, replicas=request.replicas, result="configured")  # type: ignore[attr-defined]
@@ -663,8 +663,6 @@ def ready_false(reason: str, message: str, generation: int = 1) -> dict[str, obj
 def test_apply_says_created_configured_or_unchanged_as_kubectl_does(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from devicepool.workflows.pool.messages import Accepted
-
     path = manifest(tmp_path, GOOD)
     answers = [
         Accepted(generation=1, replicas=2, result="created"),
@@ -694,8 +692,6 @@ def test_apply_says_created_configured_or_unchanged_as_kubectl_does(
 def test_apply_of_a_new_pool_is_one_start_and_of_a_running_one_an_update(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from devicepool.workflows.pool.messages import Accepted
-
     path = manifest(tmp_path, GOOD)
     temporal = FakeTemporal(
         [{}], [Accepted(generation=1, replicas=2, result="unchanged")], new=True
@@ -715,8 +711,6 @@ def test_a_pool_another_apply_started_is_not_reported_created_twice(
 ) -> None:
     # Two applies race: the other's start won, and this update was the first the
     # pool handled (it answers `created`); this apply created nothing.
-    from devicepool.workflows.pool.messages import Accepted
-
     path = manifest(tmp_path, GOOD)
     answers = [
         Accepted(generation=1, replicas=2, result="created"),
@@ -765,8 +759,6 @@ def test_apply_wait_stops_at_once_on_a_configuration_error(
     reason: str,
     message: str,
 ) -> None:
-    from devicepool.workflows.pool.messages import Accepted
-
     statuses = [
         {"observedGeneration": 0, "desiredReplicas": 2},  # not looked at yet
         ready_false(reason, message),
@@ -790,8 +782,6 @@ def test_apply_wait_ignores_a_configuration_error_of_an_older_generation(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # The change being waited for may be the fix: only a pass over it counts.
-    from devicepool.workflows.pool.messages import Accepted
-
     converged = {
         "observedGeneration": 2,
         "desiredReplicas": 2,
