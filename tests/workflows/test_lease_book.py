@@ -43,7 +43,10 @@ def members(*names: str, **labels: str) -> list[Candidate]:
     return [Candidate(n, {"device": n, **labels}) for n in names]
 
 
-def ask(book, free, *, now=T0, wait=0, selector=None, holder="h", duration=600, new_id=None):
+def ask(
+    book, free, *, now=T0, wait=0, selector=None, holder="h", duration=600, new_id=None, **more
+):
+    """`book.request` of a lease (`more`: its other keywords, `ask`, `autoscaled`)."""
     return book.request(
         candidates=free,
         selector=selector or {},
@@ -53,6 +56,7 @@ def ask(book, free, *, now=T0, wait=0, selector=None, holder="h", duration=600, 
         now=now,
         rules=RULES,
         new_id=new_id or ids(),
+        **more,
     )
 
 
@@ -370,17 +374,7 @@ def test_the_book_remembers_what_a_lease_update_made_the_latest_only():
 
 def test_an_ask_is_found_by_its_own_id_granted_at_once_or_queued_and_offered():
     book, new_id = LeaseBook(), ids()
-    held = book.request(
-        candidates=members("a"),
-        selector={},
-        holder="first",
-        duration=timedelta(seconds=600),
-        wait=timedelta(0),
-        now=T0,
-        rules=RULES,
-        new_id=new_id,
-        ask="ask-1",
-    )
+    held = ask(book, members("a"), holder="first", new_id=new_id, ask="ask-1")
     assert isinstance(held, Lease) and held.ticket == "ask-1" and held.claimed
     assert book.offer_for("ask-1") is held and book.knows("ask-1") and not book.knows("ask-2")
     queued = book.request(
@@ -560,17 +554,7 @@ def test_a_refusal_without_a_wait_says_an_autoscaled_pool_grows_only_for_one_tha
     plain = ask(LeaseBook(), [])
     assert isinstance(plain, NotGranted)
     assert plain.message == "no ready device matching the selector is free"
-    scaled = LeaseBook().request(
-        candidates=[],
-        selector={},
-        holder="h",
-        duration=timedelta(minutes=10),
-        wait=timedelta(0),
-        now=T0,
-        rules=RULES,
-        new_id=ids(),
-        autoscaled=True,
-    )
+    scaled = ask(LeaseBook(), [], autoscaled=True)
     assert isinstance(scaled, NotGranted) and not scaled.full
     assert scaled.message.startswith("no ready device matching the selector is free")
     assert "autoscaled" in scaled.message and "--wait" in scaled.message
