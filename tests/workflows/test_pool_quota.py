@@ -60,6 +60,14 @@ def landed(slot: int = 5) -> BatchReport:
     )
 
 
+def take(
+    state: PoolState, report: BatchReport, now: datetime = NOW, *, hold_quota: bool = True
+) -> None:
+    """`state` takes a batch's `report` in us-west at `now`; `hold_quota` False: as a run
+    that predates the quota hold."""
+    state.take_report(report, region="us-west", settings=SETTINGS, now=now, hold_quota=hold_quota)
+
+
 def seen(now: datetime, devices: list[DeviceInfo] | None = None) -> Observed:
     return Observed(
         devices=tuple(devices or ()),
@@ -108,7 +116,7 @@ def test_a_quota_refusal_is_read_from_the_failed_create() -> None:
 
 def test_a_daily_quota_holds_creates_until_its_reset_and_says_so() -> None:
     state = PoolState()
-    state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    take(state, refused(DAILY))
     # No create before the reset: not now, not a minute before it.
     for when in (NOW, MIDNIGHT - timedelta(minutes=1), MIDNIGHT):
         decision = decision_for(seen(when), pool="p", spec=SPEC, state=state, incarnation="i",
@@ -132,7 +140,7 @@ def test_a_daily_quota_holds_creates_until_its_reset_and_says_so() -> None:
                             act=True)  # fmt: skip
     assert sum(len(b.slots) for b in decision.batches) == 3
     # ...and once a create lands, the condition goes False by itself, said once.
-    state.take_report(landed(), region="us-west", settings=SETTINGS, now=RESUME, hold_quota=True)
+    take(state, landed(), RESUME)
     said = publish(state, RESUME + timedelta(seconds=5))
     assert "QuotaAvailable" in said
     assert quota_condition(state)[:2] == ("False", "QuotaAvailable")
@@ -147,7 +155,7 @@ def test_a_pool_that_never_met_a_quota_shows_no_such_condition() -> None:
 
 def test_a_profile_cap_holds_an_hour_or_until_a_device_of_the_pool_goes() -> None:
     state = PoolState()
-    state.take_report(refused(CAP), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    take(state, refused(CAP))
     assert state.backoff.next_at(NOW) == NOW + timedelta(hours=1)
     publish(state, NOW)
     status, reason, message = quota_condition(state)
@@ -166,7 +174,7 @@ def test_a_used_up_balance_is_not_released_by_a_device_of_the_pool_going() -> No
     # create (`addNew` runs before the start meets 41001 again) and make a profile.
     broke = QuotaRefusal(reason="BalanceExhausted", message="41001 balance", slots=[0])
     state = PoolState()
-    state.take_report(refused(broke), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    take(state, refused(broke))
     d = DeviceInfo(id="d1", status="ready", created_at=NOW)
     state.take_terminations(["d1"], only_if_idle={"d1"}, failed={}, skipped={}, devices=[d])
     later = NOW + timedelta(minutes=1)
@@ -176,27 +184,26 @@ def test_a_used_up_balance_is_not_released_by_a_device_of_the_pool_going() -> No
 
 def test_a_refusal_again_after_the_reset_holds_again_and_old_runs_keep_the_back_off() -> None:
     state = PoolState()
-    state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    take(state, refused(DAILY))
     again = DAILY.model_copy(update={"resets_at": MIDNIGHT + timedelta(days=1)})
-    state.take_report(refused(again), region="us-west", settings=SETTINGS, now=MIDNIGHT,
-                      hold_quota=True)  # fmt: skip
+    take(state, refused(again), MIDNIGHT)
     assert state.backoff.creates_held(MIDNIGHT + timedelta(hours=23))
     # A run that may not hold (before its patch): the refusals count as failures, as before.
     old = PoolState()
-    old.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW)
+    take(old, refused(DAILY), hold_quota=False)
     assert old.backoff.quota is None and old.backoff.problem is not None
 
 
 def test_a_reset_in_the_past_or_far_away_is_bounded() -> None:
     state = PoolState()
     past = DAILY.model_copy(update={"resets_at": NOW - timedelta(days=3)})
-    state.take_report(refused(past), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    take(state, refused(past))
     held_until = state.backoff.next_at(NOW)
     # No 1-second loop: at least the back-off's first pause.
     assert held_until == NOW + timedelta(seconds=SETTINGS.backoff_initial_seconds)
     far = DAILY.model_copy(update={"resets_at": datetime(9999, 1, 1, tzinfo=UTC)})
     state = PoolState()
-    state.take_report(refused(far), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    take(state, refused(far))
     held_until = state.backoff.next_at(NOW)
     assert held_until is not None and held_until <= NOW + timedelta(days=2)
 
@@ -205,7 +212,7 @@ def test_a_hold_that_ended_with_no_create_wanted_holds_nothing() -> None:
     # Scaled down to what it has while held: once the hold ends, the condition says so
     # rather than "creates are tried again" for ever.
     state = PoolState()
-    state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    take(state, refused(DAILY))
     publish(state, NOW)
     assert quota_condition(state)[0] == "True"
     three = [DeviceInfo(id=f"d{i}", status="ready", created_at=NOW) for i in range(3)]
@@ -232,22 +239,19 @@ def test_a_refusal_just_after_the_reset_looks_again_soon_not_a_day_later() -> No
     # creates again, and its adapter names the next midnight, a day away. Within minutes of
     # the reset the pool waited for, it looks again after the back-off's first pause.
     state = PoolState()
-    state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    take(state, refused(DAILY))
     tomorrow = DAILY.model_copy(update={"resets_at": MIDNIGHT + timedelta(days=1)})
-    state.take_report(refused(tomorrow), region="us-west", settings=SETTINGS, now=RESUME,
-                      hold_quota=True)  # fmt: skip
+    take(state, refused(tomorrow), RESUME)
     soon = RESUME + timedelta(seconds=SETTINGS.backoff_initial_seconds)
     assert state.backoff.next_at(RESUME) == soon
     again = soon + timedelta(seconds=1)
-    state.take_report(refused(tomorrow), region="us-west", settings=SETTINGS, now=again,
-                      hold_quota=True)  # fmt: skip
+    take(state, refused(tomorrow), again)
     assert state.backoff.next_at(again) == again + timedelta(
         seconds=SETTINGS.backoff_initial_seconds
     )
     # Past those minutes, the provider means it: the next reset.
     late = MIDNIGHT + timedelta(minutes=11)
-    state.take_report(refused(tomorrow), region="us-west", settings=SETTINGS, now=late,
-                      hold_quota=True)  # fmt: skip
+    take(state, refused(tomorrow), late)
     assert state.backoff.next_at(late) == MIDNIGHT + timedelta(days=1, seconds=5)
 
 
@@ -256,7 +260,7 @@ def test_a_quota_hold_withdraws_the_creates_still_waiting_for_a_permit() -> None
     # a request on a create the quota refuses. The hold asks them to drop those, once.
     state = PoolState()
     state.slots.open_batch("b-late", 1, [3, 4], NOW)
-    state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    take(state, refused(DAILY))
     decision = decision_for(seen(NOW), pool="p", spec=SPEC, state=state, incarnation="i",
                             act=True)  # fmt: skip
     assert decision.withdraw == {"b-late": [4, 3]}
@@ -267,7 +271,7 @@ def test_a_quota_hold_withdraws_the_creates_still_waiting_for_a_permit() -> None
     # After the reset, nothing is withdrawn: the creates go ahead.
     state = PoolState()
     state.slots.open_batch("b-late", 1, [3, 4], NOW)
-    state.take_report(refused(DAILY), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    take(state, refused(DAILY))
     after = decision_for(seen(RESUME), pool="p", spec=SPEC, state=state, incarnation="i",
                          act=True)  # fmt: skip
     assert after.withdraw == {}
@@ -293,11 +297,9 @@ def test_a_late_report_of_a_reset_already_waited_for_holds_nothing_again() -> No
     # A batch refused at 23:59:59 reports its end minutes later (it waited for boots): the
     # reset it names has passed and was waited for; creates are not held again.
     state = PoolState()
-    state.take_report(refused(DAILY, "b9"), region="us-west", settings=SETTINGS, now=NOW,
-                      hold_quota=True)  # fmt: skip
+    take(state, refused(DAILY, "b9"))
     late = MIDNIGHT + timedelta(minutes=4)
-    state.take_report(refused(DAILY, "b9"), region="us-west", settings=SETTINGS, now=late,
-                      hold_quota=True)  # fmt: skip
+    take(state, refused(DAILY, "b9"), late)
     assert not state.backoff.creates_held(late)
 
 
@@ -308,12 +310,11 @@ def test_a_new_refusal_naming_a_past_reset_holds_again_and_longer_each_time() ->
     state = PoolState()
     past = DAILY.model_copy(update={"resets_at": NOW - timedelta(days=3)})
     first = SETTINGS.backoff_initial_seconds
-    state.take_report(refused(past), region="us-west", settings=SETTINGS, now=NOW, hold_quota=True)
+    take(state, refused(past))
     assert state.backoff.next_at(NOW) == NOW + timedelta(seconds=first)
     again = NOW + timedelta(seconds=first + 1)
     assert not state.backoff.creates_held(again)  # the pause ended: a create is tried
-    state.take_report(refused(past), region="us-west", settings=SETTINGS, now=again,
-                      hold_quota=True)  # fmt: skip
+    take(state, refused(past), again)
     assert state.backoff.creates_held(again), "refused again: creates must not go straight out"
     assert state.backoff.next_at(again) == again + timedelta(seconds=2 * first)
 
@@ -327,12 +328,9 @@ def test_a_batch_s_second_word_of_its_refusal_holds_nothing_after_a_create_lande
         (DAILY, MIDNIGHT - timedelta(minutes=2), MIDNIGHT + timedelta(minutes=6)),
     ):
         state = PoolState()
-        state.take_report(refused(quota, "b-one"), region="us-west", settings=SETTINGS, now=at,
-                          hold_quota=True)  # fmt: skip
+        take(state, refused(quota, "b-one"), at)
         state.backoff.room_freed()
         landing = max(at, MIDNIGHT if quota is DAILY else at) + timedelta(seconds=30)
-        state.take_report(landed(), region="us-west", settings=SETTINGS, now=landing,
-                          hold_quota=True)  # fmt: skip
-        state.take_report(refused(quota, "b-one"), region="us-west", settings=SETTINGS, now=late,
-                          hold_quota=True)  # fmt: skip
+        take(state, landed(), landing)
+        take(state, refused(quota, "b-one"), late)
         assert not state.backoff.creates_held(late), quota.reason
