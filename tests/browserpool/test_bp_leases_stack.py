@@ -29,6 +29,8 @@ from tests.browserpool.test_bp_nodes import (
     eventually,
     node_stack,
     placement,
+    spread_now,
+    spread_open,
     start_browser_pool,
     status,
 )
@@ -66,14 +68,7 @@ async def test_a_leased_profile_is_kept_through_a_scale_to_0_and_replaced_after_
     pool = f"bp-lease-{uuid.uuid4().hex[:4]}"
     async with node_stack(client) as (account, _):
         handle = await start_browser_pool(client, pool, 2)
-
-        async def spread() -> dict[str, Any] | None:
-            s = await status(handle)
-            truth = placement(account, pool)
-            done = s.get("readyProfiles") == 2 and truth["by_node"] == {"node-1": 1, "node-2": 1}
-            return truth if done and truth["open"] == 2 else None
-
-        first = await eventually(spread, timeout=40, what="2 open, 1 on each node")
+        first = await spread_open(handle, account, pool)
 
         # A lease by selector: node-2's profile, seen in the `leases` query and the status.
         lease = await lease_on(handle, "node-2")
@@ -88,7 +83,7 @@ async def test_a_leased_profile_is_kept_through_a_scale_to_0_and_replaced_after_
         assert await release(handle, lease, replace=True) == "Released"
 
         async def replaced() -> dict[str, Any] | None:
-            truth = await spread()
+            truth = await spread_now(handle, account, pool)
             return truth if truth is not None and used not in truth["ids"] else None
 
         after = await eventually(replaced, timeout=30, what="the used profile replaced")

@@ -43,6 +43,7 @@ from tests.browserpool.test_bp_nodes import (
     eventually,
     node_stack,
     placement,
+    spread_open,
     start_browser_pool,
     status,
     web_ui,
@@ -88,13 +89,7 @@ async def test_a_closed_desktop_client_is_said_and_the_other_node_keeps_the_pool
     pool = f"bp-closed-{uuid.uuid4().hex[:4]}"
     async with node_stack(client) as (account, _):
         handle = await start_browser_pool(client, pool, 2)
-
-        async def spread() -> dict[str, Any] | None:
-            s = await status(handle)
-            ok = s.get("readyProfiles") == 2 and s.get("byNode") == {"node-1": 1, "node-2": 1}
-            return s if ok and placement(account, pool)["open"] == 2 else None
-
-        await eventually(spread, timeout=40, what="2 open, 1/1")
+        await spread_open(handle, account, pool)
         originals = set(_nodes_of(account, pool))
         on_node_2 = {pid for pid, n in _nodes_of(account, pool).items() if n == "node-2"}
 

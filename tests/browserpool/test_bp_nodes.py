@@ -192,6 +192,28 @@ async def start_browser_pool(
     )
 
 
+async def spread_now(
+    handle: WorkflowHandle[Any, Any], account: Account, pool: str
+) -> dict[str, Any] | None:
+    """The emulator's placement if a pool of 2 is ready with one profile on each of node-1
+    and node-2 (its status and the emulator agree), both open; else None."""
+    s = await status(handle)
+    truth = placement(account, pool)
+    one_each = {"node-1": 1, "node-2": 1}
+    done = s.get("readyProfiles") == 2 and s.get("byNode") == truth["by_node"] == one_each
+    return truth if done and truth["open"] == 2 else None
+
+
+async def spread_open(
+    handle: WorkflowHandle[Any, Any], account: Account, pool: str
+) -> dict[str, Any]:
+    """`spread_now`'s placement, once it is so."""
+    found: dict[str, Any] = await eventually(
+        lambda: spread_now(handle, account, pool), timeout=40, what="2 open, 1 on each node"
+    )
+    return found
+
+
 def browser_manifest(directory: Path, pool: str, spec: str) -> Path:
     """`directory/browsers.yaml`: the v1alpha1 BrowserPool `pool` of `spec` (flow-style YAML)."""
     manifest = directory / "browsers.yaml"
