@@ -226,23 +226,6 @@ def test_a_bad_manifest_anywhere_applies_nothing_and_contacts_nothing(
     assert opened == [] and temporal.started == [] and temporal.described == []
 
 
-def test_an_unknown_account_anywhere_applies_nothing(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    temporal = SlowTemporal()
-    use(monkeypatch, temporal)
-    manifests(tmp_path, 20, p017="gone")
-    code, out, err = run(capsys, "apply", "-f", str(tmp_path))
-    assert code == EXIT_BAD_INPUT
-    assert out == []
-    assert (
-        len(err) == 1
-        and "unknown account 'gone' (spec.provider.account; v1alpha1: spec.providerCredentialRef)"
-        in err[0]
-    ), err
-    assert temporal.started == []
-
-
 def test_refused_pools_are_reported_each_and_the_rest_applied(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

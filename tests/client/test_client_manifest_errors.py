@@ -34,21 +34,26 @@ def test_a_directory_of_bad_manifests_prints_one_problem_a_line(
     assert max(len(line) for line in lines) < 200
 
 
-def test_an_unknown_account_names_the_file_and_the_pool(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.parametrize(("count", "bad"), [(5, "p003"), (20, "p017")])
+def test_an_unknown_account_anywhere_applies_nothing_and_names_the_file_and_the_pool(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    count: int,
+    bad: str,
 ) -> None:
     # Issue 28: "unknown account 'gone'" named neither the pool nor its file.
     from tests.client.test_client_apply_many import SlowTemporal, manifests, use
 
     temporal = SlowTemporal()
     use(monkeypatch, temporal)
-    manifests(tmp_path, 5, p003="gone")
+    manifests(tmp_path, count, **{bad: "gone"})
     code = main(["apply", "-f", str(tmp_path)])
     out, err = capsys.readouterr()
     assert code == EXIT_BAD_INPUT
     assert out == "" and temporal.started == []
     assert err == (
-        f"error: {tmp_path / 'p003.yaml'}: pool 'p003': unknown account 'gone' "
+        f"error: {tmp_path / f'{bad}.yaml'}: pool '{bad}': unknown account 'gone' "
         "(spec.provider.account; v1alpha1: spec.providerCredentialRef): no worker serves it; "
         "known accounts: default\n"
     )
