@@ -118,7 +118,9 @@ class DeviceActivities(
             template.proxy_pool,
         )
         try:
-            with provider_call(pool=input.pool, replacement=input.replacement):
+            with provider_call(
+                pool=input.pool, replacement=input.replacement, claim_keep=input.reserve_keep
+            ):
                 device = await finish_even_if_cancelled(provider.create_device(new))
         except ProviderError as exc:
             activity.logger.info("pool %s: create %s failed: %s", input.pool, input.name, exc)

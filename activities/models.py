@@ -261,6 +261,10 @@ class CreateDeviceInput(CamelModel):
     extra_labels: dict[str, str] = Field(default_factory=dict)
     # A replacement's create goes first where the account's calls queue (`api: bitbrowser`).
     replacement: bool = False
+    # The pool's `spec.reserve.keep` as its batch began, 0 when unset; None: not told (a
+    # batch an older build started). A GeeLark node's warm reserve claims only under a keep
+    # of 1 or more, and deletes what is parked past it.
+    reserve_keep: int | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -56,6 +56,10 @@ class ProviderCall:
     # --when-idle`, a rollout's drift): removed only if idle as a scale-down is, but an
     # adapter that keeps scaled-down devices for later creates deletes it.
     retiring: bool = False
+    # On a create: the pool's `spec.reserve.keep`, 0 when unset; None: not told (a batch an
+    # older build started). An adapter that claims parked devices for creates claims only
+    # under a keep of 1 or more, and deletes what is parked past it.
+    claim_keep: int | None = None
 
 
 _NOBODY = ProviderCall()
@@ -77,6 +81,7 @@ def provider_call(
     deleting: bool | None = None,
     used: bool | None = None,
     retiring: bool | None = None,
+    claim_keep: int | None = None,
 ) -> Iterator[None]:
     """Provider calls made inside are for `pool` (a replacement's when `replacement`;
     a read acted on at once when `fresh`; the pool's deletion when `deleting`).
@@ -93,6 +98,7 @@ def provider_call(
             deleting=outer.deleting if deleting is None else deleting,
             used=outer.used if used is None else used,
             retiring=outer.retiring if retiring is None else retiring,
+            claim_keep=outer.claim_keep if claim_keep is None else claim_keep,
         )
     )
     try:

@@ -15,10 +15,18 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.activities.models import TerminateDeviceInput
+from devicepool.activities.models import CreateDeviceInput, TerminateDeviceInput
 from devicepool.activities.providers.geelark import GeeLarkApi, GeeLarkProvider
+from devicepool.activities.providers.geelark.marks import reserve_mark
 from devicepool.emulator.geelark.config import DEFAULT_API_KEY, DEFAULT_APP_ID
-from tests.activities.test_geelark_warm_reserve import POOL, _new, _phone, _pid, _running
+from tests.activities.test_geelark_warm_reserve import (
+    POOL,
+    TEMPLATE,
+    _new,
+    _phone,
+    _pid,
+    _running,
+)
 from tests.helpers.geelark import BASE, Team, team
 
 
@@ -71,4 +79,91 @@ async def test_a_retired_phone_is_deleted_never_served_again_as_new(t: Team) -> 
     assert _phone(t, _pid(old)) is None  # stopped, then deleted
     new = await provider.create_device(_new("replacement"))
     assert _pid(new.id) != _pid(old)
+    await provider.aclose()
+
+
+# ------------------------------------------------------------------ 2: a lowered keep
+
+
+def _acts(provider: GeeLarkProvider) -> DeviceActivities:
+    acts = DeviceActivities(accounts={}, proxy_pools={})
+    acts._providers["gl"] = provider
+    return acts
+
+
+async def _create(acts: DeviceActivities, key: str, keep: int | None) -> str:
+    made = await ActivityEnvironment().run(
+        acts.create_device,
+        CreateDeviceInput(
+            account="gl",
+            pool=POOL,
+            template=TEMPLATE,
+            name=key,
+            idempotency_key=key,
+            reserve_keep=keep,
+        ),
+    )
+    return str(made.device.id)
+
+
+async def _scale_down_by(acts: DeviceActivities, device: str, keep: int) -> None:
+    gone = TerminateDeviceInput(
+        account="gl", device_id=device, pool=POOL, only_if_idle=True, reserve_keep=keep
+    )
+    assert (await ActivityEnvironment().run(acts.terminate_device, gone)).skipped is None
+
+
+async def test_a_keep_lowered_to_zero_claims_nothing_and_deletes_the_reserve(t: Team) -> None:
+    # `keep: 0`, or `spec.reserve` removed: the pool says 0 (None is an older build's batch).
+    provider = _provider(t)
+    acts = _acts(provider)
+    a, b = [await _create(acts, k, 2) for k in ("a", "b")]
+    await t.advance(120)
+    for device in (a, b):
+        await _scale_down_by(acts, device, 2)
+    assert _phone(t, _pid(a)).name == reserve_mark(POOL)
+    new = await _create(acts, "c", 0)
+    assert _pid(new) not in (_pid(a), _pid(b))  # added: nothing claimed
+    assert _phone(t, _pid(a)) is None and _phone(t, _pid(b)) is None
+    await provider.aclose()
+
+
+async def test_a_keep_lowered_keeps_what_a_claim_leaves_within_it(t: Team) -> None:
+    provider = _provider(t)
+    acts = _acts(provider)
+    made = [await _create(acts, k, 5) for k in ("a", "b", "c", "d")]
+    await t.advance(120)
+    for device in made:
+        await _scale_down_by(acts, device, 5)
+    new = await _create(acts, "e", 1)  # keep 5 -> 1: claims one, keeps one
+    assert _pid(new) in {_pid(d) for d in made}
+    parked = [d for d in made if _pid(d) != _pid(new) and _phone(t, _pid(d)) is not None]
+    assert len(parked) == 1, parked
+    await provider.aclose()
+
+
+async def test_a_park_over_a_lowered_keep_deletes_the_surplus(t: Team) -> None:
+    provider = _provider(t)
+    acts = _acts(provider)
+    made = [await _create(acts, k, 5) for k in ("a", "b", "c", "d")]
+    await t.advance(120)
+    for device in made[:3]:
+        await _scale_down_by(acts, device, 5)
+    await _scale_down_by(acts, made[3], 1)  # keep 5 -> 1: one kept, the rest deleted
+    left = [d for d in made if _phone(t, _pid(d)) is not None]
+    assert len(left) == 1 and _phone(t, _pid(left[0])).name == reserve_mark(POOL)
+    await provider.aclose()
+
+
+async def test_an_older_builds_create_still_claims(t: Team) -> None:
+    # A batch an older build started says no keep: claims as before, deletes nothing.
+    provider = _provider(t)
+    acts = _acts(provider)
+    a, b = [await _create(acts, k, 2) for k in ("a", "b")]
+    await t.advance(120)
+    for device in (a, b):
+        await _scale_down_by(acts, device, 2)
+    new = await _create(acts, "c", None)
+    other = ({_pid(a), _pid(b)} - {_pid(new)}).pop()  # claimed one, the other still kept
+    assert _phone(t, other).name == reserve_mark(POOL)
     await provider.aclose()

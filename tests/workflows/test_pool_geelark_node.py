@@ -25,8 +25,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.api import parse_pool
-from devicepool.api.names import TASK_QUEUE, UPDATE_SCALE, pool_workflow_id
+from devicepool.api.names import TASK_QUEUE, UPDATE_APPLY, UPDATE_SCALE, pool_workflow_id
 from devicepool.api.v1beta1 import ObjectMeta, ReserveSpec
+from devicepool.client import PoolClient
 from devicepool.emulator.geelark import GeeLarkConfig
 from devicepool.emulator.geelark.config import DEFAULT_API_KEY, DEFAULT_APP_ID
 from devicepool.testing import eventually, pool_manifest
@@ -34,7 +35,7 @@ from devicepool.worker.accounts import register_accounts
 from devicepool.worker.build import pool_queue_workers
 from devicepool.worker.config import build_config
 from devicepool.worker.node import load_node_options, run_node_worker
-from devicepool.workflows.pool.messages import Accepted, PoolInput, ScaleRequest
+from devicepool.workflows.pool.messages import Accepted, ApplyRequest, PoolInput, ScaleRequest
 from tests.helpers.geelark import BASE, Team
 from tests.helpers.settings import PHONES
 from tests.helpers.workflow_stack import namespace_client, start_pool
@@ -204,3 +205,87 @@ async def test_a_scale_down_and_up_on_the_node_rents_no_new_phone(stack: Stack) 
         return phones["total"] == before["total"] and phones["deleted"] == before["deleted"] + 3
 
     await eventually(deleted, what="every phone of the pool deleted", timeout=90)
+
+
+async def _reserve_pool(stack: Stack, name: str, replicas: int, keep: int) -> Any:
+    manifest = pool_manifest(
+        name,
+        replicas=replicas,
+        region="us",
+        osVersion="15",
+        providerCredentialRef=ACCOUNT,
+        proxy=None,
+    )
+    spec = parse_pool(manifest).spec.model_copy(update={"reserve": ReserveSpec(keep=keep)})
+    return await stack.client.start_workflow(
+        "DevicePool",
+        PoolInput(metadata=ObjectMeta(name=name), spec=spec, settings=None),
+        id=pool_workflow_id(name),
+        task_queue=TASK_QUEUE,
+    )
+
+
+async def _ready_ids(handle: Any, n: int) -> list[str] | None:
+    status = await handle.query("status")
+    if status["readyDevices"] != n:
+        return None
+    devices = (await handle.query("devices"))["devices"]
+    ids = [d["id"] for d in devices if d["status"] == "ready"]
+    return ids if len(ids) == n else None
+
+
+async def test_a_device_replaced_when_idle_is_deleted_not_kept_in_the_reserve(
+    stack: Stack,
+) -> None:
+    # R20 #1: a retirement leaves as a scale-down does (only if idle); kept, the
+    # replacement's create claimed it back, the same phone served as new.
+    handle = await _reserve_pool(stack, "gl-retire", 1, 2)
+    (old,) = await eventually(lambda: _ready_ids(handle, 1), what="1 phone ready", timeout=90)
+    await PoolClient(stack.client).replace_device("gl-retire", old, when_idle=True)
+
+    async def replaced() -> list[str] | None:
+        ids = await _ready_ids(handle, 1)
+        return ids if ids and old not in ids else None
+
+    (new,) = await eventually(replaced, what="the phone replaced", timeout=90)
+    assert new.partition(".")[0] != old.partition(".")[0]  # a new phone, not the old one
+
+    async def deleted() -> bool:
+        return stack.team.emulator.phones.phones.get(old.partition(".")[0]) is None
+
+    await eventually(deleted, what="the retired phone deleted", timeout=60)
+    await handle.cancel()
+
+
+async def test_a_reserve_removed_is_claimed_no_more_and_deleted(stack: Stack) -> None:
+    # R20 #2: with `spec.reserve` removed, a create adds a phone and the kept ones go.
+    handle = await _reserve_pool(stack, "gl-unkeep", 3, 2)
+    first = await eventually(lambda: _ready_ids(handle, 3), what="3 phones ready", timeout=90)
+    await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=1), result_type=Accepted)
+    (kept,) = await eventually(lambda: _ready_ids(handle, 1), what="scaled to 1", timeout=90)
+    parked = {d.partition(".")[0] for d in first} - {kept.partition(".")[0]}
+
+    async def stopped() -> bool:
+        phones = stack.team.emulator.phones.phones
+        return all(p in phones and phones[p].status == 2 for p in parked)
+
+    await eventually(stopped, what="2 phones kept stopped", timeout=60)
+    manifest = pool_manifest(
+        "gl-unkeep",
+        replicas=2,
+        region="us",
+        osVersion="15",
+        providerCredentialRef=ACCOUNT,
+        proxy=None,
+    )
+    request = ApplyRequest(metadata=ObjectMeta(name="gl-unkeep"), spec=parse_pool(manifest).spec)
+    await handle.execute_update(UPDATE_APPLY, request, result_type=Accepted)
+    now = await eventually(lambda: _ready_ids(handle, 2), what="2 phones ready", timeout=90)
+    assert not {d.partition(".")[0] for d in now} & parked  # a new phone, none claimed
+
+    async def deleted() -> bool:
+        phones = stack.team.emulator.phones.phones
+        return not any(p in phones for p in parked)
+
+    await eventually(deleted, what="the kept phones deleted", timeout=60)
+    await handle.cancel()

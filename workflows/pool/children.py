@@ -149,6 +149,8 @@ def batch_input(
         startup_timeout_seconds=settings.startup_timeout_seconds,
         poll_seconds=min(5.0, settings.resync_seconds),
         node=route(spec.account, settings).node,
+        # A child's input only: a replay compares a child's type and id, not this.
+        reserve_keep=spec.reserve.keep if spec.reserve is not None else 0,
     )
 
 

@@ -315,6 +315,8 @@ class ProvisionBatchWorkflow:
                     ),
                     extra_labels={LABEL_SLOT: slot_label(slot, input.incarnation)},
                     replacement=input.replacement,
+                    # An activity's input only: a replay does not compare it (no patch).
+                    reserve_keep=input.reserve_keep,
                 ),
                 **Route(input.account, input.node).create(),
                 # Twice the provider client's own timeout: an attempt lost with

@@ -50,6 +50,9 @@ class ProvisionBatchInput(CamelModel):
     replacement: bool = False
     # The node worker serving the account ("" for none; `placement.py`).
     node: str = ""
+    # The pool's `spec.reserve.keep`, 0 when unset (None: a batch an older build started),
+    # handed to every create (`CreateDeviceInput.reserve_keep`).
+    reserve_keep: int | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -163,15 +163,28 @@ class Reserve:
         template: DeviceTemplate,
         proxy: ResolvedProxy | None,
     ) -> tuple[str, Remark] | None:
-        """`claim` under the pool's lock."""
+        """`claim` under the pool's lock. The create's keep (`ProviderCall.claim_keep`, None:
+        not told) bounds the reserve: under 1 nothing is claimed, and what is parked past
+        it (with the one claimed) is deleted, the oldest kept."""
         wanted = labels.get(LABEL_TEMPLATE_HASH, "")
+        keep = current_call().claim_keep
+        room = None if keep is None else (keep + 1 if keep > 0 else 0)
         listed = self._listed.get(pool)
-        if listed is None or not 0 <= self._clock() - listed[0] < self.reserve_seconds:
+        if (
+            listed is None
+            or not 0 <= self._clock() - listed[0] < self.reserve_seconds
+            or (room is not None and len(listed[1]) > room)
+        ):
             found = await self._reserve_of(pool)
             await self._shed(pool, [i for i, r in found if template_of(r) != wanted])
-            fit = [(i, r) for i, r in found if template_of(r) == wanted]
-            listed = (self._clock(), [(i, r) for i, r in fit if claimable(i, r, pool)])
+            fit = [(i, r) for i, r in found if template_of(r) == wanted and claimable(i, r, pool)]
+            if room is not None and len(fit) > room:
+                await self._shed(pool, [i for i, _ in fit[room:]], why="past spec.reserve.keep")
+                fit = fit[:room]
+            listed = (self._clock(), fit)
             self._listed[pool] = listed
+        if keep is not None and keep < 1:
+            return None
         kept = [(i, r) for i, r in listed[1] if template_of(r) == wanted]
         if not kept:
             return None
@@ -199,9 +212,12 @@ class Reserve:
         logger.info("GeeLark pool %s: phone %s claimed from the reserve", pool, phone_id)
         return phone_id, remark
 
-    async def _shed(self, pool: str, items: list[dict[str, Any]]) -> None:
-        """Delete reserve phones that can never serve (another template, none recorded).
-        One listed started is left to its pool, which removes it as a failed device."""
+    async def _shed(
+        self, pool: str, items: list[dict[str, Any]], *, why: str = "of another template"
+    ) -> None:
+        """Delete reserve phones that can never serve (another template, none recorded) or
+        are past the pool's keep. One listed started is left to its pool, which removes it
+        as a failed device."""
         for item in items:
             phone_id = _phone_id(item)
             if as_int(item.get("status")) not in (SHUT_DOWN, EXPIRED):
@@ -213,9 +229,7 @@ class Reserve:
                     "GeeLark pool %s: reserve phone %s not shed yet: %s", pool, phone_id, exc
                 )
             else:
-                logger.info(
-                    "GeeLark pool %s: reserve phone %s of another template deleted", pool, phone_id
-                )
+                logger.info("GeeLark pool %s: reserve phone %s %s deleted", pool, phone_id, why)
 
     def may_park(self, pool: str, remark: Remark, status: int | None) -> bool:
         """A removal may keep this phone: a scale-down (not a replacement, not a retirement
@@ -235,10 +249,17 @@ class Reserve:
 
     async def park(self, pool: str, phone_id: str, remark: Remark) -> bool:
         """Keep a stopped phone (`Phones.stop` confirmed it) in the pool's reserve; False
-        when the reserve holds `spec.reserve.keep` already: the caller deletes it."""
+        when the reserve holds `spec.reserve.keep` already: the caller deletes it, and what
+        is parked past a lowered keep is deleted too (the oldest kept)."""
         keep = current_call().reserve_keep or 0
         async with self.lock(pool):
-            if len(await self._reserve_of(pool)) >= keep:
+            found = await self._reserve_of(pool)
+            if len(found) >= keep:
+                if len(found) > keep:
+                    self.forget(pool)
+                    await self._shed(
+                        pool, [i for i, _ in found[keep:]], why="past spec.reserve.keep"
+                    )
                 return False
             self.forget(pool)  # listed again with this one
             labels = {k: v for k, v in remark.labels.items() if k != LABEL_SLOT}
