@@ -119,16 +119,21 @@ async def phone_stack(
     env: WorkflowEnvironment,
     *,
     name: str,
-    key: str,
-    url: str,
     seed: int,
-    proxy_password: str,
     settings: PoolSettings,
+    key: str | None = None,
+    url: str | None = None,
+    proxy_password: str | None = None,
     cancel_pools: bool = True,
     **config: Any,
 ) -> AsyncIterator[Phones]:
     """Workers of the `cloud-phones` namespace for the account `phones` of an emulator of
-    its own (account `name`, `config` on top of 20-s boots and 5-s resumes), its node-1."""
+    its own (account `name`, `config` on top of 20-s boots and 5-s resumes), its node-1.
+    Unset, its key, its Local API's URL and its proxy password are made from `name` (each
+    module's own: a leak check knows whose it finds)."""
+    key = key or f"bb-local-key-{name}"
+    url = url or f"http://{name}.local"
+    proxy_password = proxy_password or f"{name}-proxy-pass"
     apps = create_apps(
         BitBrowserConfig(
             account=name,

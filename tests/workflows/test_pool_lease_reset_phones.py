@@ -30,22 +30,13 @@ from tests.helpers.phones import ACCOUNT, Phones, phone_of, phone_stack
 from tests.helpers.settings import PHONES
 from tests.helpers.workflow_stack import POLL
 
-KEY = "bb-local-key-reset"
-URL = "http://phones-reset.local"
 NAME = "phones-reset"
 
 
 @pytest.fixture(scope="module")
 async def phones(env: WorkflowEnvironment) -> AsyncIterator[Phones]:
     async with phone_stack(
-        env,
-        name="phones-reset",
-        key=KEY,
-        url=URL,
-        seed=41,
-        proxy_password="phones-reset-proxy-pass",
-        settings=PHONES,
-        phone_recovers_per_month=1,
+        env, name=NAME, seed=41, settings=PHONES, phone_recovers_per_month=1
     ) as phones:
         yield phones
 

@@ -37,8 +37,6 @@ from tests.helpers.phones import ACCOUNT, Phones, phone_stack
 from tests.helpers.settings import PHONES
 from tests.helpers.workflow_stack import POLL
 
-KEY = "bb-local-key-leases"
-URL = "http://phones-leases.local"
 # A resync a minute, and no watch answer without news: what a pool does within seconds of
 # a release, it does because the release asked for a pass.
 SETTINGS = PHONES.model_copy(update={"resync_seconds": 60.0, "watch_max_seconds": 60})
@@ -48,15 +46,7 @@ ROLLOUT = {"maxSurge": 1, "maxUnavailable": 0}
 
 @pytest.fixture(scope="module")
 async def phones(env: WorkflowEnvironment) -> AsyncIterator[Phones]:
-    async with phone_stack(
-        env,
-        name="phones-leases",
-        key=KEY,
-        url=URL,
-        seed=39,
-        proxy_password="phones-leases-proxy-pass",
-        settings=SETTINGS,
-    ) as phones:
+    async with phone_stack(env, name="phones-leases", seed=39, settings=SETTINGS) as phones:
         yield phones
 
 
