@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 from temporalio.testing import ActivityEnvironment
 
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.models import CreateDeviceInput, TerminateDeviceInput
+from devicepool.activities.providers.base import provider_call
 from devicepool.activities.providers.geelark import GeeLarkApi, GeeLarkProvider
-from devicepool.activities.providers.geelark.marks import reserve_mark
+from devicepool.activities.providers.geelark.errors import GeeLarkQuotaError
+from devicepool.activities.providers.geelark.marks import MANAGED_TAG, reserve_mark
 from devicepool.emulator.geelark.config import DEFAULT_API_KEY, DEFAULT_APP_ID
 from tests.activities.test_geelark_warm_reserve import (
     POOL,
@@ -167,3 +170,77 @@ async def test_an_older_builds_create_still_claims(t: Team) -> None:
     other = ({_pid(a), _pid(b)} - {_pid(new)}).pop()  # claimed one, the other still kept
     assert _phone(t, other).name == reserve_mark(POOL)
     await provider.aclose()
+
+
+# ------------------------------------------------------------------ 3: the profile cap
+
+
+class Slow(httpx.AsyncBaseTransport):
+    """The emulator at `latency` virtual seconds a call (the adapter's clock): a large
+    account's listing outruns a create's budget as a real one would."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, latency: float = 0.4) -> None:
+        self.inner, self.latency, self.now, self.calls = inner, latency, 0.0, 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.now += self.latency
+        self.calls += 1
+        return await self.inner.handle_async_request(request)
+
+
+FILLERS = 1500  # managed phones of other pools: 15 pages of `phone/list`
+
+
+async def _full_account(t: Team, *, parked: bool) -> tuple[GeeLarkProvider, Slow, str | None]:
+    """An account at its profile cap with `FILLERS` managed phones, and (if `parked`)
+    one stopped phone in pool `other`'s reserve, parked by this process."""
+    for start in range(0, FILLERS, 100):
+        rows = [
+            {"profileName": f"filler-{i}", "profileTags": [MANAGED_TAG]}
+            for i in range(start, start + 100)
+        ]
+        await t.ok("phone/addNew", {"mobileType": "Android 13", "data": rows})
+    slow = Slow(t.transport)
+
+    async def sleep(seconds: float) -> None:
+        await t.advance(seconds)
+
+    client = GeeLarkApi(
+        base_url=BASE,
+        app_id=DEFAULT_APP_ID,
+        api_key=DEFAULT_API_KEY,
+        transport=slow,
+        clock=lambda: slow.now,
+    )
+    provider = GeeLarkProvider(client, sleep=sleep, confirm_seconds=5.0, reserve=True)
+    other = None
+    if parked:
+        other = (await provider.create_device(_new("o1", pool="other"))).id
+        await t.advance(120)
+        with provider_call(pool="other", reserve_keep=2):
+            await provider.remove_device(other)
+    return provider, slow, other
+
+
+async def test_the_profile_cap_on_a_large_account_frees_a_reserve_phone_in_time() -> None:
+    # Before: the add's 8 s send-by passed while every managed phone was listed (twice):
+    # a TIMEOUT, retried for ever, nothing freed, the 44002 lost.
+    async with team(max_profiles=FILLERS + 1, creates_per_day=10 * FILLERS) as t:
+        provider, slow, other = await _full_account(t, parked=True)
+        assert other is not None
+        slow.calls = 0
+        made = await provider.create_device(_new("k1"))
+        assert _phone(t, _pid(other)) is None  # deleted to make room
+        assert _phone(t, _pid(made.id)) is not None
+        assert slow.calls <= 10, slow.calls
+        await provider.aclose()
+
+
+async def test_the_profile_cap_with_nothing_parked_says_the_cap_at_once() -> None:
+    async with team(max_profiles=FILLERS, creates_per_day=10 * FILLERS) as t:
+        provider, slow, _ = await _full_account(t, parked=False)
+        with pytest.raises(GeeLarkQuotaError) as raised:
+            await provider.create_device(_new("k1"))
+        assert raised.value.code == 44002
+        assert slow.calls <= 4, slow.calls  # no account-wide listing
+        await provider.aclose()

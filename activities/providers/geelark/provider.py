@@ -373,8 +373,8 @@ class GeeLarkProvider:
         if not found:
             remark = Remark(created=self._wall(), region=new.template.region, labels=labels)
             try:
-                with self.api.deadlines(send_by=began + ADD_BY_SECONDS):
-                    phone_id = await self._add_room(mark, pool, new.template, remark, new.proxy)
+                add_by = began + ADD_BY_SECONDS
+                phone_id = await self._add_room(mark, pool, new.template, remark, new.proxy, add_by)
             except (TransportError, ServerError):
                 # No clear answer: the add may have been applied. Look before any retry.
                 found = await self._marked(pool, mark)
@@ -407,14 +407,28 @@ class GeeLarkProvider:
         template: DeviceTemplate,
         remark: Remark,
         proxy: ResolvedProxy | None,
+        add_by: float,
     ) -> str:
-        """`_add`; at the plan's profile cap (44002), a reserve phone deleted and added again."""
+        """`_add`, sent by `add_by`; at the plan's profile cap (44002), a reserve phone deleted
+        (within the create's budget, not the add's) and added again. The 44002 is raised
+        as it came when nothing could be freed, whatever stopped the freeing."""
         try:
-            return await self._add(mark, pool, template, remark, proxy)
+            with self.api.deadlines(send_by=add_by):
+                return await self._add(mark, pool, template, remark, proxy)
         except GeeLarkQuotaError as exc:
-            if self.reserve is None or exc.code != PROFILE_CAP or not await self.reserve.free_one():
+            if self.reserve is None or exc.code != PROFILE_CAP:
                 raise
-        return await self._add(mark, pool, template, remark, proxy)
+            cap = exc
+        try:
+            freed = await self.reserve.free_one()
+        except ProviderError as exc:
+            logger.info("GeeLark pool %s: no reserve phone freed at the profile cap: %s", pool, exc)
+            freed = False
+        if not freed:
+            raise cap
+        # Room made: an add past `add_by` is refused unsent (retried: the next attempt adds).
+        with self.api.deadlines(send_by=add_by):
+            return await self._add(mark, pool, template, remark, proxy)
 
     async def _add(
         self,

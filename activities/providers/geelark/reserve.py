@@ -24,10 +24,7 @@ from devicepool.activities.errors import NotFoundError, ProviderError
 from devicepool.activities.models import DeviceTemplate
 from devicepool.activities.providers.base import current_call
 from devicepool.activities.providers.geelark.marks import (
-    MANAGED_TAG,
-    RESERVE_DIGEST,
     Remark,
-    name_digest,
     reserve_mark,
 )
 from devicepool.activities.providers.geelark.phones import (
@@ -271,19 +268,18 @@ class Reserve:
         return True
 
     async def free_one(self) -> bool:
-        """Delete one stopped reserve phone of any pool (another template's first, then the
-        oldest) to make room under the plan's profile cap; False if there is none."""
-        items = await self.phones.listed({"tags": [MANAGED_TAG]})
-        parked = [
-            (item, remark)
-            for item in items
-            if name_digest(item.get("serialName")) == RESERVE_DIGEST
-            and as_int(item.get("status")) in (SHUT_DOWN, EXPIRED)
-            and _phone_id(item)
-            and (remark := Remark.parse(item.get("remark"))) is not None
-            and remark.pool
-            and item.get("serialName") == reserve_mark(remark.pool)
-        ]
+        """Delete one stopped reserve phone (another template's first, then the oldest) of
+        a pool this process has claimed, parked or created for, to make room under the
+        plan's profile cap; False if there is none. Each such pool's reserve is listed by
+        its mark, one call each: never the account's every phone (thousands, on a large
+        account, would outrun the create's budget and lose the 44002)."""
+        parked: list[Kept] = []
+        for pool in sorted(set(self._locks) | set(self.current)):
+            parked += [
+                (item, remark)
+                for item, remark in await self._reserve_of(pool)
+                if as_int(item.get("status")) in (SHUT_DOWN, EXPIRED)
+            ]
         if not parked:
             return False
 
