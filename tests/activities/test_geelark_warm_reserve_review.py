@@ -16,11 +16,17 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from devicepool.activities.devices import DeviceActivities
+from devicepool.activities.errors import NotFoundError
 from devicepool.activities.models import CreateDeviceInput, TerminateDeviceInput
 from devicepool.activities.providers.base import provider_call
 from devicepool.activities.providers.geelark import GeeLarkApi, GeeLarkProvider
 from devicepool.activities.providers.geelark.errors import GeeLarkQuotaError
-from devicepool.activities.providers.geelark.marks import MANAGED_TAG, reserve_mark
+from devicepool.activities.providers.geelark.marks import (
+    MANAGED_TAG,
+    Remark,
+    reserve_mark,
+    slot_mark,
+)
 from devicepool.emulator.geelark.config import DEFAULT_API_KEY, DEFAULT_APP_ID
 from tests.activities.test_geelark_warm_reserve import (
     POOL,
@@ -244,3 +250,45 @@ async def test_the_profile_cap_with_nothing_parked_says_the_cap_at_once() -> Non
         assert raised.value.code == 44002
         assert slow.calls <= 4, slow.calls  # no account-wide listing
         await provider.aclose()
+
+
+# ------------------------------------------------------------------ 5: a second park
+
+
+async def test_a_late_park_never_takes_a_phone_a_claim_gave_another_slot(t: Team) -> None:
+    # Two attempts of one scale-down: the first parks the phone and a create of slot b
+    # claims and starts it; the second, its stop confirmed before that, parks now. Before,
+    # it renamed the phone serving b to the reserve: b's device vanished.
+    provider = _provider(t)
+    assert provider.reserve is not None
+    a = await _running(t, provider, "a")
+    pid = _pid(a)
+    remark_a = Remark.parse(_phone(t, pid).remark)
+    assert remark_a is not None
+    with provider_call(pool=POOL, reserve_keep=2):
+        await provider.remove_device(a)  # attempt 1: parked
+    b = await provider.create_device(_new("b"))
+    assert _pid(b.id) == pid
+    await t.advance(120)
+    with provider_call(pool=POOL, reserve_keep=2), pytest.raises(NotFoundError):
+        await provider.reserve.park(POOL, pid, remark_a, name=slot_mark(POOL, "a"))
+    phone = _phone(t, pid)
+    assert phone.name == slot_mark(POOL, "b") and phone.status == 0
+    assert (await provider.read_statuses([b.id]))[1] == []  # b still serves
+    await provider.aclose()
+
+
+async def test_a_park_of_a_phone_started_since_its_stop_keeps_nothing(t: Team) -> None:
+    provider = _provider(t)
+    assert provider.reserve is not None
+    a = await _running(t, provider, "a")
+    pid = _pid(a)
+    remark_a = Remark.parse(_phone(t, pid).remark)
+    assert remark_a is not None
+    await t.ok("phone/stop", {"ids": [pid]})
+    await t.advance(30)
+    await t.ok("phone/start", {"ids": [pid]})  # by a person, between the stop and the park
+    with provider_call(pool=POOL, reserve_keep=2):
+        kept = await provider.reserve.park(POOL, pid, remark_a, name=slot_mark(POOL, "a"))
+    assert kept is False and _phone(t, pid).name == slot_mark(POOL, "a")
+    await provider.aclose()

@@ -490,7 +490,8 @@ class GeeLarkProvider:
                 return
             if self.reserve.may_park(pool, remark, status):
                 await self.phones.stop(phone_id)  # confirmed stopped before it is kept
-                if await self.reserve.park(pool, phone_id, remark):
+                name = str(item.get("serialName"))
+                if await self.reserve.park(pool, phone_id, remark, name=name):
                     return
                 status = SHUT_DOWN
         await self.phones.stop_and_delete(phone_id, status)

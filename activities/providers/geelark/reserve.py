@@ -35,6 +35,7 @@ from devicepool.activities.providers.geelark.phones import (
     as_int,
 )
 from devicepool.activities.proxy import ResolvedProxy
+from devicepool.api.errors import ErrorType
 from devicepool.api.names import LABEL_SLOT, LABEL_TEMPLATE_HASH
 
 __all__ = ["PROXY_TYPE_IDS", "RESERVE_SECONDS", "Reserve", "claimable", "template_of"]
@@ -244,12 +245,24 @@ class Reserve:
             and self.current.get(pool, hash_) == hash_
         )
 
-    async def park(self, pool: str, phone_id: str, remark: Remark) -> bool:
-        """Keep a stopped phone (`Phones.stop` confirmed it) in the pool's reserve; False
-        when the reserve holds `spec.reserve.keep` already: the caller deletes it, and what
-        is parked past a lowered keep is deleted too (the oldest kept)."""
+    async def park(self, pool: str, phone_id: str, remark: Remark, *, name: str) -> bool:
+        """Keep a stopped phone (`Phones.stop` confirmed it), the removed device's, named
+        `name` (its slot's mark), in the pool's reserve; False when the reserve holds
+        `spec.reserve.keep` already (the caller deletes it, and what is parked past a
+        lowered keep is deleted too, the oldest kept) or the phone runs again.
+
+        Read again under the lock first: a second attempt of one removal may come after
+        the first parked it and a claim handed it to another slot (`NotFoundError`: the
+        device is gone, the phone left alone)."""
         keep = current_call().reserve_keep or 0
         async with self.lock(pool):
+            again = await self.phones.one(phone_id)
+            if again is None or again.get("serialName") != name:
+                raise NotFoundError(
+                    ErrorType.NOT_FOUND, None, f"GeeLark phone {phone_id} serves no {name} now"
+                )
+            if as_int(again.get("status")) not in (SHUT_DOWN, EXPIRED):
+                return False  # started since its stop: deleted (refused, retried, stopped)
             found = await self._reserve_of(pool)
             if len(found) >= keep:
                 if len(found) > keep:
