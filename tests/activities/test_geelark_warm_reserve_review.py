@@ -9,14 +9,17 @@ with its old proxy. Why: docs/providers.md, "The warm reserve on GeeLark".
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from pydantic import SecretStr
 from temporalio.testing import ActivityEnvironment
 
 from devicepool.activities.devices import DeviceActivities
-from devicepool.activities.errors import NotFoundError
+from devicepool.activities.errors import NotFoundError, ProviderError
 from devicepool.activities.models import CreateDeviceInput, TerminateDeviceInput
 from devicepool.activities.providers.base import provider_call
 from devicepool.activities.providers.geelark import GeeLarkApi, GeeLarkProvider
@@ -27,6 +30,7 @@ from devicepool.activities.providers.geelark.marks import (
     reserve_mark,
     slot_mark,
 )
+from devicepool.activities.proxy import ResolvedProxy
 from devicepool.emulator.geelark.config import DEFAULT_API_KEY, DEFAULT_APP_ID
 from tests.activities.test_geelark_warm_reserve import (
     POOL,
@@ -291,4 +295,62 @@ async def test_a_park_of_a_phone_started_since_its_stop_keeps_nothing(t: Team) -
     with provider_call(pool=POOL, reserve_keep=2):
         kept = await provider.reserve.park(POOL, pid, remark_a, name=slot_mark(POOL, "a"))
     assert kept is False and _phone(t, pid).name == slot_mark(POOL, "a")
+    await provider.aclose()
+
+
+# ------------------------------------------------------------------ 6: a partial update
+
+
+class PartlyApplied(httpx.AsyncBaseTransport):
+    """`phone/detail/update` as GeeLark may answer it (its `failDetails` suggest per-part
+    results; the emulator applies all or nothing, its choice): a proxy refused (45002)
+    while the rest of the update is applied. Records every update's fields."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.updates: list[set[str]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if not request.url.path.endswith("/phone/detail/update"):
+            return await self.inner.handle_async_request(request)
+        body = json.loads(request.content)
+        self.updates.append(set(body) - {"id"})
+        proxy = body.pop("proxyConfig", None)
+        applied = httpx.Request(
+            request.method, request.url, headers=request.headers, content=json.dumps(body)
+        )
+        answer = await self.inner.handle_async_request(applied)
+        if proxy is None:
+            return answer
+        fail = {"code": 45002, "id": body["id"], "msg": "proxy unavailable"}
+        envelope = {"traceId": "t", "code": 0, "msg": "success", "data": {"failDetails": [fail]}}
+        return httpx.Response(200, json=envelope)
+
+
+async def test_a_claim_renames_last_so_a_refused_proxy_leaves_the_phone_in_reserve(
+    t: Team,
+) -> None:
+    partly = PartlyApplied(t.transport)
+
+    async def sleep(seconds: float) -> None:
+        await t.advance(seconds)
+
+    client = GeeLarkApi(
+        base_url=BASE, app_id=DEFAULT_APP_ID, api_key=DEFAULT_API_KEY, transport=partly
+    )
+    provider = GeeLarkProvider(client, sleep=sleep, confirm_seconds=5.0, reserve=True)
+    old = await _running(t, provider, "k1")
+    with provider_call(pool=POOL, reserve_keep=2):
+        await provider.remove_device(old)
+    proxy = ResolvedProxy(
+        pool="gw", type="http", host="gw.example", port=8080, username="u", password=SecretStr("p")
+    )
+    partly.updates.clear()
+    new = dataclasses.replace(_new("k2"), proxy=proxy)
+    with pytest.raises(ProviderError):
+        await provider.create_device(new)
+    # The proxy (and remark) first, under the reserve name; the name never sent.
+    assert partly.updates == [{"remark", "proxyConfig"}]
+    phone = _phone(t, _pid(old))
+    assert phone.name == reserve_mark(POOL) and phone.status == 2  # never started as k2
     await provider.aclose()

@@ -190,20 +190,23 @@ class Reserve:
         listed[1].remove(kept[0])  # taken now: never handed to a second create
         phone_id = _phone_id(item)
         remark = Remark(created=self._wall(), region=template.region, labels=labels)
-        fields: dict[str, Any] = {"name": mark, "remark": remark.text()}
-        secrets: list[str] = []
-        if proxy is not None:
-            password = proxy.password.get_secret_value()
-            fields["proxyConfig"] = {
-                "typeId": PROXY_TYPE_IDS.get(proxy.type, 1),
-                "server": proxy.host,
-                "port": proxy.port,
-                "username": proxy.username,
-                "password": password,
-            }
-            secrets = [password]
+        named: dict[str, Any] = {"name": mark, "remark": remark.text()}
         try:
-            await self.phones.update(phone_id, fields, secrets=secrets)
+            if proxy is not None:
+                # Proxy and remark first, the phone still named as a reserve; renamed last.
+                # An update GeeLark applies in part (its `failDetails`) never leaves a phone
+                # named for the slot with its old proxy, which a retry would start.
+                password = proxy.password.get_secret_value()
+                config = {
+                    "typeId": PROXY_TYPE_IDS.get(proxy.type, 1),
+                    "server": proxy.host,
+                    "port": proxy.port,
+                    "username": proxy.username,
+                    "password": password,
+                }
+                fields = {"remark": named.pop("remark"), "proxyConfig": config}
+                await self.phones.update(phone_id, fields, secrets=[password])
+            await self.phones.update(phone_id, named)
         except BaseException:
             self.forget(pool)  # not known what it is now: list it again
             raise
