@@ -23,7 +23,7 @@ from devicepool.activities.errors import NotFoundError, ProviderError, to_applic
 from devicepool.activities.heartbeats import heartbeating
 from devicepool.activities.models import DeviceStatus
 from devicepool.activities.pool_runs import PoolCheck, check_pool
-from devicepool.activities.providers.base import Provider, ProviderDevice
+from devicepool.activities.providers.base import Provider, ProviderDevice, provider_call
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
 
 __all__ = ["OrphanActivities"]
@@ -55,7 +55,7 @@ class OrphanActivities(AccountProviders, OrphanActivityDefinitions):
 
     @activity.defn
     async def find_orphans(self, input: om.FindOrphansInput) -> om.FindOrphansResult:
-        devices = await self._managed(input.account)
+        devices = await self._managed(input.account, sweeping=True)
         by_pool: dict[str, list[ProviderDevice]] = {}
         for device in devices:
             by_pool.setdefault(device.info.labels.get(LABEL_POOL, ""), []).append(device)
@@ -96,12 +96,14 @@ class OrphanActivities(AccountProviders, OrphanActivityDefinitions):
     async def count_devices(self, input: om.CountDevicesInput) -> om.CountDevicesResult:
         return om.CountDevicesResult(devices=len(await self._managed(input.account)))
 
-    async def _managed(self, account: str) -> list[ProviderDevice]:
-        """The account's managed devices, any pool, not on their way out."""
+    async def _managed(self, account: str, *, sweeping: bool = False) -> list[ProviderDevice]:
+        """The account's managed devices, any pool, not on their way out (`sweeping`: as
+        the orphan sweep sees them, a GeeLark node's reserve phones too)."""
         provider = self._provider(account)
         try:
             async with heartbeating():
-                listed = await provider.list_managed()
+                with provider_call(sweeping=sweeping):
+                    listed = await provider.list_managed()
         except ProviderError as exc:
             raise to_application_error(exc) from exc
         return [d for d in listed if d.info.status not in _LEAVING]
@@ -114,9 +116,10 @@ class OrphanActivities(AccountProviders, OrphanActivityDefinitions):
         result = om.TerminateOrphansResult()
         for device_id in input.device_ids:
             activity.heartbeat(device_id)
-            kept = await self._terminate_orphan(
-                provider, temporal, input, device_id, checks, result.terminated
-            )
+            with provider_call(sweeping=True):
+                kept = await self._terminate_orphan(
+                    provider, temporal, input, device_id, checks, result.terminated
+                )
             if kept is not None:
                 result.kept.append(kept)
         return result

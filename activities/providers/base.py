@@ -60,6 +60,10 @@ class ProviderCall:
     # older build started). An adapter that claims parked devices for creates claims only
     # under a keep of 1 or more, and deletes what is parked past it.
     claim_keep: int | None = None
+    # The orphan sweep's reads and removals: an adapter shows it what it hides from pools
+    # and from the ledger's device count (a GeeLark node's stopped reserve phones), so
+    # that those of a pool gone without its teardown are removed.
+    sweeping: bool = False
 
 
 _NOBODY = ProviderCall()
@@ -82,6 +86,7 @@ def provider_call(
     used: bool | None = None,
     retiring: bool | None = None,
     claim_keep: int | None = None,
+    sweeping: bool | None = None,
 ) -> Iterator[None]:
     """Provider calls made inside are for `pool` (a replacement's when `replacement`;
     a read acted on at once when `fresh`; the pool's deletion when `deleting`).
@@ -99,6 +104,7 @@ def provider_call(
             used=outer.used if used is None else used,
             retiring=outer.retiring if retiring is None else retiring,
             claim_keep=outer.claim_keep if claim_keep is None else claim_keep,
+            sweeping=outer.sweeping if sweeping is None else sweeping,
         )
     )
     try:

@@ -12,15 +12,20 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import AsyncIterator
+from typing import Any, cast
 
 import httpx
 import pytest
 from pydantic import SecretStr
+from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
+from devicepool.activities import orphans
 from devicepool.activities.devices import DeviceActivities
 from devicepool.activities.errors import NotFoundError, ProviderError
 from devicepool.activities.models import CreateDeviceInput, TerminateDeviceInput
+from devicepool.activities.orphan_models import FindOrphansInput, TerminateOrphansInput
+from devicepool.activities.pool_runs import PoolCheck
 from devicepool.activities.providers.base import provider_call
 from devicepool.activities.providers.geelark import GeeLarkApi, GeeLarkProvider
 from devicepool.activities.providers.geelark.errors import GeeLarkQuotaError
@@ -353,4 +358,41 @@ async def test_a_claim_renames_last_so_a_refused_proxy_leaves_the_phone_in_reser
     assert partly.updates == [{"remark", "proxyConfig"}]
     phone = _phone(t, _pid(old))
     assert phone.name == reserve_mark(POOL) and phone.status == 2  # never started as k2
+    await provider.aclose()
+
+
+# ------------------------------------------------------------------ a pool gone
+
+
+async def test_the_orphan_sweep_removes_the_reserve_of_a_pool_gone(
+    t: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pool whose workflow was terminated (no teardown) left its reserve stopped, holding
+    # plan profiles for good: the sweep sees it. A running pool's reserve is left alone,
+    # and outside the sweep (the ledger's device count) a parked phone is still no device.
+    provider = _provider(t)
+    acts = _acts(provider)
+    gone = await _running(t, provider, "g", pool="gone")
+    live = await _running(t, provider, "l")
+    for pool, device in (("gone", gone), (POOL, live)):
+        with provider_call(pool=pool, reserve_keep=2):
+            await provider.remove_device(device)
+
+    async def check(client: Any, pool: str, account: str) -> PoolCheck:
+        return PoolCheck(
+            orphaned=pool == "gone", state="TERMINATED" if pool == "gone" else "RUNNING"
+        )
+
+    monkeypatch.setattr(orphans, "check_pool", check)
+    env = ActivityEnvironment(client=cast(Client, object()))
+    found = await env.run(acts.find_orphans, FindOrphansInput(account="gl"))
+    assert [(o.pool, _pid(o.id)) for o in found.orphans] == [("gone", _pid(gone))]
+    ids = [o.id for o in found.orphans]
+    done = await env.run(
+        acts.terminate_orphans, TerminateOrphansInput(account="gl", device_ids=ids)
+    )
+    assert [o.id for o in done.terminated] == ids and done.kept == []
+    assert _phone(t, _pid(gone)) is None
+    assert _phone(t, _pid(live)).name == reserve_mark(POOL)
+    assert await provider.list_managed() == []
     await provider.aclose()

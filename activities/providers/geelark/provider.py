@@ -33,7 +33,12 @@ from typing import Any
 from devicepool.activities.connect_models import ConnectInfo, parse_adb
 from devicepool.activities.device_models import DeviceInfo, DeviceStatusInfo
 from devicepool.activities.errors import InvalidArgumentError, NotFoundError
-from devicepool.activities.providers.base import NewDevice, ProviderDevice, provider_call
+from devicepool.activities.providers.base import (
+    NewDevice,
+    ProviderDevice,
+    current_call,
+    provider_call,
+)
 from devicepool.activities.providers.geelark.api import MAX_IDS, GeeLarkApi
 from devicepool.activities.providers.geelark.creates import Creates
 from devicepool.activities.providers.geelark.errors import GeeLarkServerError, GeeLarkStateError
@@ -127,8 +132,15 @@ class GeeLarkProvider:
             return None
         if pool is not None and remark.pool != pool:
             return None
-        if digest == RESERVE_DIGEST and self.reserve is not None and claimable(item, remark):
-            return None  # kept stopped in the reserve: no device of its pool
+        if (
+            digest == RESERVE_DIGEST
+            and self.reserve is not None
+            and claimable(item, remark)
+            and not current_call().sweeping
+        ):
+            # Kept stopped in the reserve: no device of its pool, nor counted for a spendCap;
+            # the orphan sweep sees it (a `failed` device), so a pool gone leaves none.
+            return None
         status, reason = phone_status(item.get("status"))
         rpa = item.get("rpaStatus")
         created = remark.created if math.isfinite(remark.created) else 0.0
