@@ -35,6 +35,12 @@ DURATIONS = ROOT / "tests" / "durations.json"
 # Fixture scopes whose tests must run in one worker for the fixture to be made once.
 SHARED_SCOPES = ("module", "package", "class")
 SERVER_MARKERS = ("devserver", "e2e")
+# Session-scoped stacks whose tests go out in few chunks (tests/helpers/schedule.py), so
+# that two or so workers make the stack, not every worker one of its tests lands on. The
+# rate tests' stack (a dev server, two sets of workers over six accounts' ledgers: ~2 CPU-s
+# to start and keep a minute) serves ~100 s of tests; spread over ten workers it was
+# made eight times. (Not the workflow tests' stack: its ~1,200 s of tests need most workers.)
+GROUPED_STACKS = ("rl_env",)
 # BitBrowser emulator processes of one account share it through a directory of the
 # user's (docs/bitbrowser-emulator.md): each test process (xdist worker) gets its own,
 # so tests started side by side, or a developer's own emulator, never share an account.
@@ -80,6 +86,7 @@ def collected(item: pytest.Item) -> Collected:
         module=item.nodeid.split("::", 1)[0],
         shares=any(defs and defs[-1].scope in SHARED_SCOPES for defs in fixtures),
         server=any(item.get_closest_marker(name) for name in SERVER_MARKERS),
+        stack=next((name for name in GROUPED_STACKS if name in item.fixturenames), None),
     )
 
 

@@ -13,7 +13,10 @@ runs in one worker, so that it is made once. A module measured longer than
 length. Not so in `WHOLE_FOLDERS`, whose modules share stacks of processes (a
 `devicepool dev` stack, a cluster): made again for each chunk, such a stack costs
 more CPU than the module's length costs the run. Session-scoped stacks (each
-folder's conftest.py) are made once per worker that needs one, whatever the order.
+folder's conftest.py) are made once per worker that needs one: where all of a
+stack's tests are short beside the run (`Collected.stack`, conftest.py's
+`GROUPED_STACKS`), they go out in chunks of `CHUNK_SECONDS` too, so that a few
+workers make that stack instead of each of them.
 
 `make durations` runs the suite as `make test` does and writes each test's
 measured time (setup, call and teardown) to tests/durations.json; tests under
@@ -58,6 +61,8 @@ class Collected:
     module: str  # its module's path, as in the node id
     shares: bool  # uses a module-scoped fixture: runs with its module's other tests
     server: bool  # starts a server or a process (the devserver or e2e marker)
+    # The session-scoped stack it uses whose tests are kept on few workers, if any.
+    stack: str | None = None
 
 
 def plain_id(nodeid: str) -> str:
@@ -83,6 +88,8 @@ def schedule(
     for index, test in enumerate(tests):
         if test.shares:
             shared.setdefault(test.module, []).append(index)
+        elif test.stack:
+            shared.setdefault(f"stack:{test.stack}", []).append(index)
     group: dict[int, str] = {}
     for module, indices in shared.items():
         times = [seconds(tests[i]) for i in indices]

@@ -91,6 +91,32 @@ def test_a_module_sharing_a_stack_of_processes_is_never_cut() -> None:
         assert order == [(0, shared), (1, shared), (2, shared)]  # one unit, in module order
 
 
+def test_a_grouped_session_stacks_tests_go_out_in_chunks_across_modules() -> None:
+    """Tests of a session-scoped stack that conftest.py groups run on a few workers (each
+    chunk makes the stack once), not on every worker; a module-shared test keeps its module's."""
+    times = {"a": 60.0, "b": 50.0, "c": 40.0, "d": 10.0}
+    modules = {"a": "tests/r/test_one.py", "b": "tests/r/test_two.py"}
+    tests = [
+        Collected(f"{modules.get(n, 'tests/r/test_three.py')}::{n}", "m", False, True, "rl_env")
+        for n in times
+    ]
+    tests.append(Collected("tests/r/test_own.py::e", "tests/r/test_own.py", True, True, "rl_env"))
+    tests.append(Collected("tests/w/test_w.py::f", "tests/w/test_w.py", False, True))
+    durations = {t.nodeid: times.get(t.nodeid[-1], 5.0) for t in tests}
+
+    order = schedule(tests, durations)
+
+    groups = dict(order)
+    assert {groups[i] for i in range(4)} == {"stack:rl_env#1", "stack:rl_env#2"}  # 160 s: 2
+    loads = sorted(
+        sum(times[tests[i].nodeid[-1]] for i in range(4) if groups[i] == g)
+        for g in ("stack:rl_env#1", "stack:rl_env#2")
+    )
+    assert loads == [70.0, 90.0]  # 60+10 and 50+40
+    assert groups[4] == "tests/r/test_own.py"
+    assert groups[5] is None
+
+
 def test_plain_id_drops_the_xdist_group_suffix_but_not_an_at_inside_a_parameter() -> None:
     assert plain_id("tests/a.py::t@tests/a.py#2") == "tests/a.py::t"
     assert plain_id("tests/a.py::t[x@y]") == "tests/a.py::t[x@y]"
