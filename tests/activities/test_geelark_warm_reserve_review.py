@@ -3,12 +3,14 @@
 Each test is a sequence the first build got wrong: a retired phone parked and served again
 as new; a lowered `spec.reserve.keep` still claimed; a profile cap on a large account
 turned into timeouts; a second attempt of one scale-down parking a phone a claim has
-since handed to another slot; a claim's partly applied update leaving a slot-named phone
-with its old proxy. Why: docs/providers.md, "The warm reserve on GeeLark".
+since handed to another slot, or stopping it on a read from before; a claim's partly
+applied update leaving a slot-named phone with its old proxy. Why: docs/providers.md, "The warm reserve on GeeLark".
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import dataclasses
 import json
 from collections.abc import AsyncIterator
@@ -395,4 +397,82 @@ async def test_the_orphan_sweep_removes_the_reserve_of_a_pool_gone(
     assert _phone(t, _pid(gone)) is None
     assert _phone(t, _pid(live)).name == reserve_mark(POOL)
     assert await provider.list_managed() == []
+    await provider.aclose()
+
+
+async def test_a_late_attempt_never_stops_a_phone_a_claim_gave_another_slot(t: Team) -> None:
+    # Two attempts of one scale-down in one node process: the second's idle check reads the
+    # phone (started, slot a's), the first parks it, a create of slot b claims and starts
+    # it, and the second removes now. Before, it stopped the phone on that read before the
+    # park check: b's device went offline (a lease's phone with it) and was replaced.
+    provider = _provider(t)
+    a = await _running(t, provider, "a")
+    pid = _pid(a)
+    second = contextvars.copy_context()  # attempt 2's task: its read is its own
+    await asyncio.create_task(provider.get_device(a), context=second)
+    with provider_call(pool=POOL, reserve_keep=2):
+        await provider.remove_device(a)  # attempt 1: stopped and parked
+    b = await provider.create_device(_new("b"))
+    assert _pid(b.id) == pid
+    await t.advance(120)
+
+    async def attempt_2() -> None:
+        with provider_call(pool=POOL, reserve_keep=2):
+            await provider.remove_device(a)
+
+    with pytest.raises(NotFoundError):  # the removal is already_gone
+        await asyncio.create_task(attempt_2(), context=second)
+    phone = _phone(t, pid)
+    assert phone.name == slot_mark(POOL, "b") and phone.status == 0  # never stopped
+    assert (await provider.read_statuses([b.id]))[1] == []  # b still serves
+    await provider.aclose()
+
+
+class Paths(httpx.AsyncBaseTransport):
+    """The emulator, each call's path recorded; once `hold` is set, the next call of that
+    path sets `held` and waits for `go`."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner, self.paths = inner, list[str]()
+        self.hold: str | None = None
+        self.held, self.go = asyncio.Event(), asyncio.Event()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path.rpartition("/v1/")[2]
+        self.paths.append(path)
+        if path == self.hold:
+            self.hold = None
+            self.held.set()
+            await self.go.wait()
+        return await self.inner.handle_async_request(request)
+
+
+async def test_a_second_attempt_waits_for_the_first_and_reads_afresh(t: Team) -> None:
+    # The second attempt removes while the first still confirms its stop: it waits, then
+    # reads the phone again (parked now: the device is gone) and never stops it itself.
+    paths = Paths(t.transport)
+    client = GeeLarkApi(
+        base_url=BASE, app_id=DEFAULT_APP_ID, api_key=DEFAULT_API_KEY, transport=paths
+    )
+    provider = GeeLarkProvider(client, confirm_seconds=5.0, reserve=True)
+    a = await _running(t, provider, "a")
+    second = contextvars.copy_context()
+    await asyncio.create_task(provider.get_device(a), context=second)
+
+    async def attempt() -> None:
+        with provider_call(pool=POOL, reserve_keep=2):
+            await provider.remove_device(a)
+
+    paths.hold = "phone/status"
+    one = asyncio.create_task(attempt(), context=contextvars.copy_context())
+    await paths.held.wait()  # attempt 1 stopped the phone and confirms it
+    two = asyncio.create_task(attempt(), context=second)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    paths.go.set()
+    await one
+    with pytest.raises(NotFoundError):
+        await two
+    assert paths.paths.count("phone/stop") == 1
+    assert _phone(t, _pid(a)).name == reserve_mark(POOL)
     await provider.aclose()

@@ -10,7 +10,8 @@ its node worker (`reserve=True`), a scale-down of a healthy phone: kept stopped 
 warm reserve (`reserve`, up to `spec.reserve.keep`), which a create claims before adding.
 Without a node `spec.reserve` is ignored and a phone parked in a reserve is a `failed` device
 of its pool, which removes it; a removal right after `get_device` in one task (a
-scale-down's idle check) acts on that read, not a second one (`REUSE_SECONDS`). Statuses:
+scale-down's idle check) acts on that read, not a second one (`REUSE_SECONDS`), unless
+another removal of the phone ended since (removals of a phone run one at a time). Statuses:
 0 started `ready`, 1 starting `provisioning`, 2 shut down `offline`, 3 expired `failed`.
 Per-item results decide every batch call. No region list, no reset (a used phone is
 replaced). Secrets (the key, proxy passwords in listings, the ADB password outside
@@ -21,10 +22,12 @@ attempt (`creates.ADD_BY_SECONDS`...). Why: docs/providers.md, "GeeLark's Open A
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -80,6 +83,7 @@ class _Read:
     phone_id: str
     item: dict[str, Any]
     at: float
+    tick: int  # `GeeLarkProvider._ticks`: before any removal of the phone ending later
 
 
 _last_read: ContextVar[_Read | None] = ContextVar("geelark_last_read", default=None)
@@ -111,6 +115,11 @@ class GeeLarkProvider:
         self._creates = Creates(
             api, self.phones, self.reserve, view=self._view, wall_clock=wall_clock
         )
+        # One removal of a phone at a time in this process (phone id -> lock, users), and
+        # when (tick, `api.clock`) one last ended: a read from before that is stale.
+        self._ticks = itertools.count()
+        self._removing: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._ended: dict[str, tuple[int, float]] = {}
 
     def __repr__(self) -> str:
         return f"GeeLarkProvider({self.api!r})"
@@ -186,7 +195,8 @@ class GeeLarkProvider:
     async def get_device(self, device_id: str) -> ProviderDevice:
         _last_read.set(None)
         phone_id, item, info = await self._one(device_id)
-        _last_read.set(_Read(self, device_id, phone_id, item, self.api.clock()))
+        read = _Read(self, device_id, phone_id, item, self.api.clock(), next(self._ticks))
+        _last_read.set(read)
         return ProviderDevice(info, "android")
 
     def _just_read(self, device_id: str) -> tuple[str, dict[str, Any]] | None:
@@ -200,6 +210,11 @@ class GeeLarkProvider:
         if read is None or read.provider is not self or read.device != device_id:
             return None
         if not 0 <= self.api.clock() - read.at <= REUSE_SECONDS:
+            return None
+        ended = self._ended.get(read.phone_id)
+        if ended is not None and ended[0] > read.tick:
+            # Another removal of the phone (an earlier attempt of this one) ended since: it
+            # may have parked the phone and a claim given it to another slot. Read afresh.
             return None
         return read.phone_id, read.item
 
@@ -303,7 +318,39 @@ class GeeLarkProvider:
 
     # ------------------------------------------------------------ removals
 
+    @asynccontextmanager
+    async def _removal(self, device_id: str) -> AsyncIterator[None]:
+        """One removal of the device's phone at a time in this process: a second attempt
+        of one removal (the first timed out, still running) waits for the first, and acts
+        on a read made after it ended (`_just_read`), never on one made before: the first
+        may have parked the phone and a claim given it to another slot, which a stop on the
+        old read would take offline."""
+        parsed = parse_device_id(device_id)
+        phone_id = "" if parsed is None else parsed[0]
+        lock, users = self._removing.get(phone_id, (asyncio.Lock(), 0))
+        self._removing[phone_id] = (lock, users + 1)
+        try:
+            async with lock:
+                try:
+                    yield
+                finally:
+                    now = self.api.clock()
+                    self._ended = {
+                        k: v for k, v in self._ended.items() if now - v[1] <= REUSE_SECONDS
+                    }
+                    self._ended[phone_id] = (next(self._ticks), now)
+        finally:
+            lock, users = self._removing[phone_id]
+            if users > 1:
+                self._removing[phone_id] = (lock, users - 1)
+            else:
+                del self._removing[phone_id]
+
     async def remove_device(self, device_id: str) -> None:
+        async with self._removal(device_id):
+            await self._remove(device_id)
+
+    async def _remove(self, device_id: str) -> None:
         # Without a reserve, any removal, a scale-down too, deletes.
         read = self._just_read(device_id)
         phone_id, item = read if read is not None else (await self._one(device_id))[:2]
