@@ -123,3 +123,34 @@ async def test_a_pool_teardown_retires_a_phone_read_offline_without_a_fresh_star
     assert (done.terminated, done.remaining, done.retired) == (1, 0, 1)
     phones = (await account.stats())["phones"]
     assert (phones["recovers"], phones["running"], phones["shutdowns"]) == (0, 0, 1)
+
+
+async def test_a_retired_phone_is_retired_never_parked_and_served_again(
+    account: Account, acts: DeviceActivities
+) -> None:
+    # Past lifetime.maxAge, a person's `replace --when-idle`, a rollout's drift: the pool
+    # removes it only if idle, as a scale-down, but says it retires it. Before, it was
+    # parked in reserve and the replacement's create took it back as a new device (same
+    # identity, data, any ban). Now retired: no fresh start spent, a new profile added.
+    env = ActivityEnvironment()
+    made = await env.run(acts.create_device, create("pr", 0))
+    await account.advance(61)
+    retire = TerminateDeviceInput(
+        account="phones",
+        device_id=made.device.id,
+        pool="pr",
+        only_if_idle=True,
+        reserve_keep=2,
+        retiring=True,
+    )
+    done = await env.run(acts.terminate_device, retire)
+    assert done.skipped is None and not done.already_gone
+    phones = (await account.stats())["phones"]
+    assert (phones["recovers"], phones["running"], phones["shutdowns"]) == (0, 0, 1)
+    await asyncio.sleep(1.2 / SPEED)
+    (listed,) = (await account.ok("/phone/list", {"page": 0, "pageSize": 100}))["list"]
+    assert " dp.state=retired " in f" {listed['remark']} " and listed["name"].startswith("dvr-")
+    await asyncio.sleep(1.2 / SPEED)  # that listing's turn of the budget
+    again = await env.run(acts.create_device, create("pr", 1))
+    assert again.device.id.rpartition(".")[0] != made.device.id.rpartition(".")[0]
+    assert (await account.stats())["phones"]["created"] == 2

@@ -3,7 +3,7 @@
 One adapter per account (`api: bitbrowser`), a `providers.Provider`. A create finds
 its slot's mark, else claims a `reserve` profile of its pool and template, else adds
 a profile, and powers it on; a remove shuts the phone down and parks the profile
-(`phone_reserve`). `region_names` is empty, `region_status` `unknown`; an iOS create
+(`phone_reserve`), or retires it (a retirement, its pool deleted). `region_names` is empty, `region_status` `unknown`; an iOS create
 is refused, permanently. Every call takes its turn on the account's `PhonePacer`;
 reserve claims are one at a time in this process only, so the account needs `node:
 NAME`. Secrets never reach a result or an error. How and why: docs/providers.md,
@@ -272,9 +272,12 @@ class PhoneProvider:
     async def remove_device(self, device_id: str) -> None:
         phone, remark = await self._serving(device_id)
         with provider_call(pool=remark.pool):
-            if current_call().deleting:
+            if current_call().deleting or current_call().retiring:
                 # Its pool is deleted: shut down and retired, nothing read, no fresh
-                # start spent (release_pool would retire it seconds later anyway).
+                # start spent (release_pool would retire it seconds later anyway). So is
+                # a phone the pool retires (maxAge, a person's `replace --when-idle`,
+                # drift): parked, a create would serve it again as a new device, the same
+                # profile, and a fresh start (60 a profile a month) is no new profile.
                 await self.phones.shutdown(phone.id)
                 await self.reserve.mark_parked(phone, remark, RETIRED, broken=False)
                 return
