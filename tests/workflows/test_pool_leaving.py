@@ -266,6 +266,8 @@ def test_a_scale_down_of_an_expired_device_is_said_as_a_scale_down() -> None:
     decision = one_pass(devices, replicas=2, reasons={"a": "Expired"})
     assert decision.terminate == ["a"]
     assert decision.reasons == {}
+    # Said as a scale-down, but retired: kept for a later create, it came back as new.
+    assert decision.retiring == {"a"}
     # A failed device removed is said as removed, whatever its age.
     failed = [dev("x", FAILED, age=7200), dev("b"), dev("c")]
     assert one_pass(failed, doomed=["x"], reasons={"x": "Expired"}).reasons == {}
@@ -282,3 +284,29 @@ def test_only_what_leaves_of_the_pools_own_accord_is_said_retiring() -> None:
     assert "d1" in decision.terminate and decision.retiring == {"d1"}
     scaled = one_pass(devices)  # 4 for 3: one scale-down, none retiring
     assert scaled.only_if_idle and scaled.retiring == set()
+
+
+def test_expired_devices_a_budget_holds_and_a_scale_down_takes_are_retiring() -> None:
+    # Three devices rented together expire together; an Expired budget of 1 retires one a
+    # pass. The pool goes 3 -> 1 meanwhile: the scale-down takes the other expired ones.
+    # Sent without `retiring`, they were parked and served again with their age reset.
+    pool = spec(
+        replicas=1,
+        lifetime={"maxAge": "1h"},
+        disruption={"budgets": [{"devices": 1, "reasons": ["Expired"]}]},
+    )
+    devices = [dev("a", age=7300), dev("b", age=7300), dev("c", age=7300)]
+    life = Lifecycle(pool, PoolState(), devices, NOW)
+    retire = life.retire()
+    assert retire == ["a"]
+    decision = one_pass(devices, replicas=1, retire=retire, reasons=life.reasons())
+    scaled = [d for d in decision.terminate if d not in retire]
+    assert scaled and set(scaled) <= decision.only_if_idle
+    assert set(decision.terminate) <= decision.retiring
+    assert "a" in decision.reasons and not set(scaled) & set(decision.reasons)
+    # A device a person asked to replace when idle is never a scale-down's pick.
+    state = PoolState()
+    state.control.retiring = ["c"]
+    life = Lifecycle(spec(replicas=1), state, devices, NOW)
+    asked = one_pass(devices, replicas=1, retire=life.retire(), reasons=life.reasons())
+    assert "c" not in asked.plan.terminate

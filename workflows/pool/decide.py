@@ -54,8 +54,9 @@ class Decision:
     reasons: dict[str, str] = field(default_factory=dict)
     # Of those, the ones going before their replacement (the cap leaves no room beside).
     first: set[str] = field(default_factory=set)
-    # Of `only_if_idle`, those retired (expired, replaced when idle, drifted), not scaled
-    # down: never kept for a later create (`TerminateDeviceInput.retiring`).
+    # Of `only_if_idle`, those retired (expired, replaced when idle, drifted, or past
+    # `maxAge` when a scale-down takes them), not merely scaled down: never kept for a
+    # later create (`TerminateDeviceInput.retiring`).
     retiring: set[str] = field(default_factory=set)
 
 
@@ -167,7 +168,10 @@ def decide(
         why.setdefault(device_id, "Replaced" if device_id in retire else "Drifted")
     decision.terminate = plan.terminate + leaving + must_go
     decision.only_if_idle = set(plan.terminate) | set(leaving)
-    decision.retiring = set(leaving)
+    # And a scale-down's pick past `maxAge` (a budget held its retirement): said as a
+    # scale-down, but kept for a later create it would come back as new, its age reset.
+    aged = {d for d in plan.terminate if why.get(d) in ("Expired", "Replaced")}
+    decision.retiring = set(leaving) | aged
     # Said by its reason: a device leaving of the pool's own accord, or forced out; not
     # a scale-down's or a failed device's, whatever its age.
     failed = {d.id for d in devices if d.status == am.FAILED}
