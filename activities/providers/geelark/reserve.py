@@ -15,9 +15,10 @@ are deleted then (they can never serve), and a create refused at the plan's prof
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from devicepool.activities.errors import NotFoundError, ProviderError
@@ -104,22 +105,50 @@ class Reserve:
         self.phones = phones
         self._wall, self._clock = wall_clock, clock
         self.reserve_seconds = reserve_seconds
-        self._locks: dict[str, asyncio.Lock] = {}  # pool -> one claim, park or delete at a time
+        # pool -> one claim, park or delete at a time, and how many hold or wait for it
+        # (dropped when none does: a node serves many pools in its life)
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        # pool -> how many stopped phones its reserve held when last seen (a listing, then
+        # each park, claim and delete here; a pool seen with none is dropped): what the
+        # profile cap's freeing lists, never every pool the process has served
+        self.parked: dict[str, int] = {}
         # pool -> (when listed, its claimable phones not claimed since)
         self._listed: dict[str, tuple[float, list[Kept]]] = {}
         # pool -> the template hash its last create asked for (the current one)
         self.current: dict[str, str] = {}
 
-    def lock(self, pool: str) -> asyncio.Lock:
-        return self._locks.setdefault(pool, asyncio.Lock())
+    @contextlib.asynccontextmanager
+    async def lock(self, pool: str) -> AsyncIterator[None]:
+        """The pool's claim lock, held; forgotten once nobody holds or waits for it."""
+        held, users = self._locks.get(pool, (asyncio.Lock(), 0))
+        self._locks[pool] = (held, users + 1)
+        try:
+            async with held:
+                yield
+        finally:
+            held, users = self._locks[pool]
+            if users > 1:
+                self._locks[pool] = (held, users - 1)
+            else:
+                del self._locks[pool]
+
+    def _count(self, pool: str, change: int) -> None:
+        """`parked` moved by `change` (a park, a claim, a delete): dropped at none."""
+        left = self.parked.get(pool, 0) + change
+        if left > 0:
+            self.parked[pool] = left
+        else:
+            self.parked.pop(pool, None)
 
     def forget(self, pool: str) -> None:
         """What was listed of the pool's reserve: listed again at the next claim."""
         self._listed.pop(pool, None)
 
     async def _reserve_of(self, pool: str) -> list[Kept]:
-        """Every phone named as the pool's reserve with its remark, oldest first."""
+        """Every phone named as the pool's reserve with its remark, oldest first (`parked`
+        set from it; until it answers the pool may hold one)."""
         mark = reserve_mark(pool)
+        self.parked.setdefault(pool, 1)
         items = await self.phones.listed({"serialName": mark})
         kept = [
             (item, remark)
@@ -129,6 +158,10 @@ class Reserve:
             and (remark := Remark.parse(item.get("remark"))) is not None
             and remark.pool == pool
         ]
+        self.parked.pop(pool, None)
+        self._count(
+            pool, sum(1 for i, _ in kept if as_int(i.get("status")) in (SHUT_DOWN, EXPIRED))
+        )
         return sorted(kept, key=lambda pair: (pair[1].created, _phone_id(pair[0])))
 
     async def claim(
@@ -210,6 +243,7 @@ class Reserve:
         except BaseException:
             self.forget(pool)  # not known what it is now: list it again
             raise
+        self._count(pool, -1)
         logger.info("GeeLark pool %s: phone %s claimed from the reserve", pool, phone_id)
         return phone_id, remark
 
@@ -230,6 +264,7 @@ class Reserve:
                     "GeeLark pool %s: reserve phone %s not shed yet: %s", pool, phone_id, exc
                 )
             else:
+                self._count(pool, -1)
                 logger.info("GeeLark pool %s: reserve phone %s %s deleted", pool, phone_id, why)
 
     def may_park(self, pool: str, remark: Remark, status: int | None) -> bool:
@@ -280,22 +315,26 @@ class Reserve:
             await self.phones.update(
                 phone_id, {"name": reserve_mark(pool), "remark": parked.text()}
             )
+            self._count(pool, 1)
         logger.info("GeeLark pool %s: phone %s kept stopped in the reserve", pool, phone_id)
         return True
 
     async def free_one(self) -> bool:
-        """Delete one stopped reserve phone (another template's first, then the oldest) of
-        a pool this process has claimed, parked or created for, to make room under the
-        plan's profile cap; False if there is none. Each such pool's reserve is listed by
-        its mark, one call each: never the account's every phone (thousands, on a large
-        account, would outrun the create's budget and lose the 44002)."""
+        """Delete one stopped reserve phone of a pool last seen holding some (`parked`: the
+        most first), another template's first, then the oldest, to make room under the
+        plan's profile cap; False if there is none. Listed by the pool's mark, one call a
+        pool until one shows a stopped phone: never the account's every phone nor every
+        pool served (either, on a large account or a long-lived node, would outrun the
+        create's budget and lose the 44002)."""
         parked: list[Kept] = []
-        for pool in sorted(set(self._locks) | set(self.current)):
-            parked += [
+        for pool in sorted(self.parked, key=lambda p: (-self.parked[p], p)):
+            parked = [
                 (item, remark)
                 for item, remark in await self._reserve_of(pool)
                 if as_int(item.get("status")) in (SHUT_DOWN, EXPIRED)
             ]
+            if parked:
+                break
         if not parked:
             return False
 
@@ -317,6 +356,7 @@ class Reserve:
             if again is None or not claimable_or_expired(again, remark.pool):
                 return False
             await self.phones.delete(phone_id)
+            self._count(remark.pool, -1)
         logger.info(
             "GeeLark pool %s: reserve phone %s deleted (the plan's profile cap)",
             remark.pool,
@@ -330,4 +370,5 @@ class Reserve:
             self.forget(pool)
             for item, _ in await self._reserve_of(pool):
                 await self.phones.stop_and_delete(_phone_id(item), as_int(item.get("status")))
+            self.parked.pop(pool, None)
         self.current.pop(pool, None)
