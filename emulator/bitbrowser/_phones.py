@@ -3,7 +3,8 @@
 A phone profile exists powered off. `openphone` boots it (`boot_seconds` from
 off, `resume_seconds` from suspended); `running` is true only once it is up
 and resumed (booting, suspended or offline: false); `suspend` closes the
-window and keeps it powered; `shutdown` powers it off. There is no delete.
+window and keeps it powered; `shutdown` powers it off, `shutdown_seconds` after
+the call (0: at once; meanwhile it is listed and runs as before). There is no delete.
 
 Billing by compute type: monthly (2) is billed from creation, whatever its
 power; temporary (1) and smart (0, undocumented: taken as temporary) are billed
@@ -69,6 +70,8 @@ class Phone:
     billing_since: float | None = None
     recovers: dict[str, int] = field(default_factory=dict)
     adb_code: str = ""
+    # When an accepted shutdown takes effect (None: none pending).
+    off_at: float | None = None
 
     def running(self) -> bool:
         return self.power == "running" and not self.offline
@@ -104,6 +107,7 @@ class PhoneTimes:
     boot: float
     resume: float
     restart: float
+    shutdown: float = 0.0
 
 
 class PhoneStore:
@@ -146,6 +150,8 @@ class PhoneStore:
         return self.settle(phone, now)
 
     def settle(self, phone: Phone, now: float) -> Phone:
+        if phone.off_at is not None and now >= phone.off_at:
+            self._power_off(phone, phone.off_at)
         if phone.power == "booting" and not phone.offline and now >= phone.ready_at:
             phone.power = "running"
         return phone
@@ -248,6 +254,7 @@ class PhoneStore:
 
     def open(self, phone: Phone, now: float) -> None:
         """`openphone`: asynchronous; a phone already up or booting is left as it is."""
+        phone.off_at = None  # a shutdown still pending is called off
         if phone.power in ("running", "booting"):
             return
         seconds = self.times.resume if phone.power == "suspended" else self.times.boot
@@ -267,11 +274,20 @@ class PhoneStore:
         self.counters["suspends"] += 1
 
     def shutdown(self, phone: Phone, now: float) -> None:
-        if phone.power == "off":
+        """Asynchronous, as the vendor's power calls are: off `times.shutdown` seconds
+        later (0: at once); a shutdown already pending keeps its time."""
+        if phone.power == "off" or phone.off_at is not None:
             return
+        self.counters["shutdowns"] += 1
+        if self.times.shutdown > 0:
+            phone.off_at = now + self.times.shutdown
+        else:
+            self._power_off(phone, now)
+
+    def _power_off(self, phone: Phone, now: float) -> None:
+        phone.off_at = None
         phone.power = "off"
         self._billing_off(phone, now)
-        self.counters["shutdowns"] += 1
 
     def restart(self, phone: Phone, now: float) -> None:
         if phone.power == "off":

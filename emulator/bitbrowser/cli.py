@@ -115,6 +115,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="virtual seconds /phone/restart takes",
     )
     parser.add_argument(
+        "--phone-shutdown-seconds",
+        type=_non_negative_float,
+        default=0.0,
+        help="virtual seconds an accepted /phone/shutdown takes to power the phone off",
+    )
+    parser.add_argument(
         "--phone-requests-per-second",
         type=_positive_int,
         default=1,

@@ -36,6 +36,7 @@ _DURATIONS = (
     "phone_boot_seconds",
     "phone_resume_seconds",
     "phone_restart_seconds",
+    "phone_shutdown_seconds",
 )
 
 
@@ -63,6 +64,8 @@ class BitBrowserConfig:
     phone_boot_seconds: float = 60.0
     phone_resume_seconds: float = 5.0
     phone_restart_seconds: float = 30.0
+    # How long an accepted `/phone/shutdown` takes to power the phone off (0: at once).
+    phone_shutdown_seconds: float = 0.0
     phone_requests_per_second: int = 1
     phone_rate_mode: str = "refuse"
     phone_rate_scope: str = "account"

@@ -119,6 +119,7 @@ class BitBrowserEmulator(ControlPlane):
                 boot=self.config.phone_boot_seconds,
                 resume=self.config.phone_resume_seconds,
                 restart=self.config.phone_restart_seconds,
+                shutdown=self.config.phone_shutdown_seconds,
             ),
             regions=self.config.phone_regions,
             recovers_per_month=self.config.phone_recovers_per_month,

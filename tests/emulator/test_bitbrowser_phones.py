@@ -123,6 +123,33 @@ async def test_power_on_is_asynchronous(fast: Account) -> None:
     assert (phones["powerOns"], phones["running"], phones["suspended"]) == (2, 0, 0)
 
 
+async def test_a_shutdown_takes_effect_late_when_configured(make_account: MakeAccount) -> None:
+    account = await make_account(phone_requests_per_second=1000, phone_shutdown_seconds=20)
+    phone = await add(account, computeType=1)
+    ident = {"id": phone["id"]}
+    await account.ok("/phone/openphone", ident)
+    await account.advance(BOOT)
+    await account.ok("/phone/shutdown", ident)
+    await account.ok("/phone/shutdown", ident)  # a second ask keeps the first's time
+    await account.advance(19)
+    assert await account.ok("/phone/running", ident) is True  # accepted, not carried out yet
+    (listed,) = (await account.ok("/phone/list", {"page": 0, "pageSize": 10}))["list"]
+    assert listed["status"] == 2
+    await account.advance(1)
+    assert await account.ok("/phone/running", ident) is False
+    phones = (await account.stats())["phones"]
+    assert (phones["running"], phones["shutdowns"]) == (0, 1)
+    # Billed until it went off, not until the call.
+    assert phones["hoursBilled"] == pytest.approx((BOOT + 20) / 3600, abs=0.001)
+    # A power-on while one is pending calls it off.
+    await account.ok("/phone/openphone", ident)
+    await account.advance(BOOT)
+    await account.ok("/phone/shutdown", ident)
+    await account.ok("/phone/openphone", ident)
+    await account.advance(60)
+    assert await account.ok("/phone/running", ident) is True
+
+
 async def test_billing_follows_power_under_temporary_compute(fast: Account) -> None:
     phone = await add(fast, computeType=1)
     await fast.advance(3600)
