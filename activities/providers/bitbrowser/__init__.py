@@ -30,6 +30,7 @@ from devicepool.activities.providers.bitbrowser.errors import (
     LocalApiUnavailableError,
     LocalApiUnsupportedError,
     Refusal,
+    ShutdownUnconfirmedError,
     classify,
 )
 from devicepool.activities.providers.bitbrowser.local_api import DEFAULT_BASE_URL, LocalApi
@@ -87,5 +88,6 @@ __all__ = [
     "PhoneStatus",
     "ProfileProxy",
     "Refusal",
+    "ShutdownUnconfirmedError",
     "classify",
 ]
