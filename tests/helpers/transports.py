@@ -35,6 +35,8 @@ class TimedASGITransport(httpx.ASGITransport):
     # provider (`at_gate` counts them).
     create_gate: asyncio.Event | None = None
     at_gate = 0
+    # ... and per pool (a batch another test's pool left running can reach the gate too).
+    at_gate_of: ClassVar[Counter[str]] = Counter()
     # Test switch: pool -> seconds a list of its devices is answered late
     # (processed at once, the answer held back); `lists` counts them per pool.
     late_list_answers: ClassVar[dict[str, float]] = {}
@@ -76,6 +78,7 @@ class TimedASGITransport(httpx.ASGITransport):
             cls.create_gate.set()  # creates held by a failed test go on
         cls.create_gate = None
         cls.at_gate = 0
+        cls.at_gate_of.clear()
         cls.late_list_answers.clear()
         for held in cls.held_list_answers.values():
             held.set()  # answers held by a failed test go on
@@ -156,6 +159,7 @@ class TimedASGITransport(httpx.ASGITransport):
             gate = TimedASGITransport.create_gate
             if gate is not None and not gate.is_set():
                 TimedASGITransport.at_gate += 1
+                TimedASGITransport.at_gate_of[_pool_of(request)] += 1
                 await gate.wait()
             if TimedASGITransport.creates_partitioned:
                 await asyncio.sleep(float((request.extensions.get("timeout") or {})["read"]))
@@ -172,10 +176,15 @@ class TimedASGITransport(httpx.ASGITransport):
             raise httpx.ReadTimeout("emulated read timeout", request=request) from err
 
 
+def _pool_of(request: httpx.Request) -> str:
+    """The pool a create names in its labels ("" if none)."""
+    body = json.loads(request.content or b"null")
+    return str(((body or {}).get("labels") or {}).get("pool") or "")
+
+
 def _over_quota(request: httpx.Request) -> httpx.Response | None:
     """A create of a pool `quota_until` names, refused while its quota holds."""
-    body = json.loads(request.content or b"null")
-    pool = str(((body or {}).get("labels") or {}).get("pool") or "")
+    pool = _pool_of(request)
     now = datetime.now(UTC)
     TimedASGITransport.creates_at.setdefault(pool, []).append(now)
     held = TimedASGITransport.quota_until.get(pool)

@@ -62,7 +62,11 @@ async def test_continue_as_new_with_batches_in_flight_keeps_every_device_once(
     settings = FAST.model_copy(update={"provision_batch_size": 1})
     replicas = 2
     handle = await start_pool(env.client, pool_name, replicas, settings=settings)
-    await eventually(lambda: _true(TimedASGITransport.at_gate >= 1), what="a create at the gate")
+    # Its own create: a batch of an earlier test's pool, cancelled but not yet ended, can
+    # reach the gate first (then the hand-over came before this pool's first batch).
+    await eventually(
+        lambda: _true(TimedASGITransport.at_gate_of[pool_name] >= 1), what="a create at the gate"
+    )
 
     # Signals that change nothing fill the history to the threshold; then scale up one
     # at a time until the pool has handed over: each step adds a signal, a pass and a

@@ -44,14 +44,14 @@ async def test_a_pool_terminated_and_applied_again_rents_only_what_it_needs(
     handle = await start_pool(env.client, pool_name, 6)
 
     async def at_gate() -> bool:
-        return TimedASGITransport.at_gate >= 3
+        return TimedASGITransport.at_gate_of[pool_name] >= 3
 
     await eventually(at_gate, what="3 creates on their way")
     # A change at the provider wakes the pool: a pass while its creates wait.
     path = f"/_emulator/devices/{adopted[0]['id']}/session"
     (await control.post(path, json={"active": True})).raise_for_status()
     await asyncio.sleep(3)
-    sent = TimedASGITransport.at_gate
+    sent = TimedASGITransport.at_gate_of[pool_name]
     gate.set()
     await eventually(lambda: ready(6), what="6 devices", timeout=30, every=POLL)
     await asyncio.sleep(2)  # anything planned twice would land by now

@@ -49,7 +49,7 @@ async def test_creates_waiting_are_pending_and_booting_devices_keep_it_progressi
     try:
 
         async def held() -> bool:
-            return TimedASGITransport.at_gate == 2
+            return TimedASGITransport.at_gate_of[pool_name] == 2
 
         await eventually(held, what="2 creates held before the provider")
 

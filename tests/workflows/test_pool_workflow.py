@@ -325,7 +325,9 @@ async def test_a_report_that_overtakes_an_observation_waits_for_the_next_one(
     TimedASGITransport.create_gate, TimedASGITransport.at_gate = gate, 0
     try:
         handle = await start_pool(env.client, pool_name, 2)
-        await eventually(lambda: _settled(TimedASGITransport.at_gate >= 2), what="2 creates held")
+        await eventually(
+            lambda: _settled(TimedASGITransport.at_gate_of[pool_name] >= 2), what="2 creates held"
+        )
         TimedASGITransport.late_list_answers[pool_name] = 1.5
         seen = TimedASGITransport.lists[pool_name]
         await handle.execute_update(UPDATE_SCALE, ScaleRequest(replicas=4), result_type=Accepted)
