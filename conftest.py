@@ -9,12 +9,17 @@ once (tests/helpers/schedule.py).
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import inspect
 import json
 import os
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,6 +81,54 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 _MADE_FOR_TESTS = "DEVICEPOOL_TEST_BITBROWSER_ACCOUNTS_DIR"
 _ACCOUNTS_DIR_KEY = pytest.StashKey[str]()
+
+
+# A test coroutine still running this long before its pytest-timeout (the ini's `timeout`, or
+# its own mark) is cancelled where it waits: it fails with its own traceback and the xdist
+# worker carries on. pytest-timeout stays the backstop for a hang outside the event loop,
+# which it can only end by ending the worker ("node down"), and with it the run
+# (`--max-worker-restart=0`), naming no line. The margin is left for the fixtures' teardown.
+TEARDOWN_MARGIN = 20.0
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    test = getattr(item, "obj", None)
+    limit = _timeout_of(item) - TEARDOWN_MARGIN
+    bounded = (
+        inspect.iscoroutinefunction(test)
+        and not hasattr(test, "hypothesis")  # (pytest-asyncio runs its inner test)
+        and limit > 0
+    )
+    if bounded:
+        item.obj = _within(test, limit)  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        if bounded:
+            item.obj = test  # type: ignore[attr-defined]
+
+
+def _timeout_of(item: pytest.Item) -> float:
+    mark = item.get_closest_marker("timeout")
+    if mark is not None and mark.args:
+        return float(mark.args[0])
+    return float(item.config.getini("timeout") or 0)
+
+
+def _within(test: Callable[..., Any], limit: float) -> Callable[..., Any]:
+    @functools.wraps(test)
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            async with asyncio.timeout(limit):
+                return await test(*args, **kwargs)
+        except TimeoutError as error:
+            raise TimeoutError(
+                f"the test ran past {limit:.0f} s (its timeout less {TEARDOWN_MARGIN:.0f} s "
+                "for teardown): cancelled where it waited, the traceback above"
+            ) from error
+
+    return run
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
