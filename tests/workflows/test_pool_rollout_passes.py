@@ -11,7 +11,7 @@ The world and its passes: `pool_world.py`. End to end: `test_pool_rollout_surge.
 
 from __future__ import annotations
 
-from devicepool.workflows.pool.lifecycle import Lifecycle
+from devicepool.workflows.pool.lifecycle import Lifecycle, roll
 from tests.workflows.pool_world import World
 from tests.workflows.test_pool_in_flight import spec
 
@@ -46,3 +46,59 @@ def test_a_template_change_rolls_out_within_surge_busy_devices_last() -> None:
     assert world.fewest_serving >= 10, f"only {world.fewest_serving} serving during the rollout"
     assert world.most_billing <= 12, f"{world.most_billing} at once: more than maxSurge 2 above 10"
     assert world.created == 20  # 10 + 10, nothing extra
+
+
+def test_a_device_picked_to_roll_that_turns_busy_gives_way_to_an_idle_one() -> None:
+    """A drifted device picked while idle whose session starts before it goes: the idle
+    drifted devices roll meanwhile (its replacement, beside it, serves for one of them), and
+    it rolls once idle. Before, it kept its place in the rollout for its whole session and
+    nothing else rolled (a loaded test run saw its pass decide on a listing from before the
+    sessions started: the rollout stood still for minutes)."""
+    world = World(spec(replicas=4, rollout=ROLLOUT))
+    world.a_pass()
+    world.settle()
+    old = sorted(world.ids())
+    world.fewest_serving, world.most_billing = 4, 4
+    new = spec(replicas=4, rollout=ROLLOUT, osVersion="15")
+    world.state.respec(world.spec, new, body_changed=True, now=world.now)
+    world.spec = new
+    world.a_pass()
+    picked = sorted(world.state.rollout.rolling)
+    assert picked == old[:2]  # the oldest idle ones, their replacements created beside them
+    for device in picked:
+        world.session(device, True)
+
+    world.settle()
+    assert sorted(world.ids() & set(old)) == picked  # the idle ones rolled meanwhile
+    assert len(world.devices) == 6
+
+    for device in picked:
+        world.session(device, False)
+    world.settle()
+    assert len(world.devices) == 4 and not world.ids() & set(old)
+    assert world.fewest_serving >= 4, f"only {world.fewest_serving} serving during the rollout"
+    assert world.most_billing <= 6, f"{world.most_billing} at once: more than maxSurge 2 above 4"
+    assert world.created == 8  # 4 + 4, nothing extra
+
+
+def test_a_rolling_device_that_turns_busy_gives_way_to_an_idle_drifted_one() -> None:
+    """`roll` itself: a device rolling (picked while idle) that is busy now gives way to an
+    idle drifted one, as many as there are; with none idle it keeps its place."""
+    drift = ["old-1", "old-2", "old-3"]  # oldest first
+    # {maxSurge: 0, maxUnavailable: 1}: one at a time; its pass listed it idle, its
+    # termination (only if still idle) found it busy.
+    assert roll(["old-1"], drift, surge=0, unavailable=1, protected=(), busy={"old-1"}) == ["old-2"]
+    # {maxSurge: 2}: both picked turned busy; the idle ones take their places.
+    both = {"old-1", "old-2"}
+    assert roll(["old-1", "old-2"], drift, surge=2, unavailable=0, protected=(), busy=both) == [
+        "old-3",
+        "old-1",
+    ]
+    # Nothing idle to roll instead: the busy one stays picked (its replacement beside it).
+    assert roll(["old-1"], ["old-1"], surge=1, unavailable=0, protected=(), busy={"old-1"}) == [
+        "old-1"
+    ]
+    # A budget's limit counts as before.
+    assert roll(["old-1"], drift, surge=2, unavailable=0, protected=(), busy=(), limit=1) == [
+        "old-1"
+    ]

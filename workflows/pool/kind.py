@@ -160,7 +160,7 @@ class DevicePoolKind:
         )
 
     def life(self) -> Lifecycle:
-        return Lifecycle(self.spec, self.s, self.devices, workflow.now())
+        return Lifecycle(self.spec, self.s, self.devices, workflow.now(), workflow.patched)
 
     async def act(self, seen: Observed, decision: Decision) -> Plan:
         self.terminating = set(decision.terminate)

@@ -5,7 +5,8 @@ lifetime'.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import functools
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -24,6 +25,7 @@ from devicepool.workflows.pool.plan import COUNTED_STATUSES
 from devicepool.workflows.pool.state import PoolState
 
 __all__ = [
+    "BUSY_ROLLING_GIVES_WAY_PATCH",
     "Budgets",
     "Expiry",
     "Lifecycle",
@@ -34,6 +36,16 @@ __all__ = [
     "when_idle_said",
     "window_change",
 ]
+
+
+# A drifted device picked to roll that is busy when it should go (its pass listed it idle,
+# or its session started since) gives way to an idle drifted one (`roll`); runs before it
+# kept it rolling until its session ended, and nothing else rolled meanwhile.
+BUSY_ROLLING_GIVES_WAY_PATCH = "rollout-busy-gives-way"
+
+
+def _every_patch(patch_id: str) -> bool:
+    return True
 
 
 @dataclass(frozen=True)
@@ -105,17 +117,25 @@ def roll(
     protected: Collection[str],
     busy: Collection[str],
     limit: int | None = None,
+    give_way: bool = True,
 ) -> list[str]:
     """The drifted devices to replace now, at most `surge + unavailable` (and `limit`) at
     once: those already rolling, then idle ones oldest first, busy ones last. Protected
-    ones wait."""
+    ones wait. `give_way`: a rolling device busy now (picked idle, its session started
+    since) gives its place to an idle drifted one while there is one (its replacement,
+    beside it, serves for that one): it would otherwise hold the rollout for its whole
+    session. Runs before `BUSY_ROLLING_GIVES_WAY_PATCH` kept it."""
     still = [d for d in drift if d in rolling]
     waiting = [d for d in drift if d not in rolling and d not in protected]
     others = [d for d in waiting if d not in busy] + [d for d in waiting if d in busy]
     room = max(0, surge + unavailable - len(still))
     if limit is not None:  # a disruption budget: never more rolling at once
         room = min(room, max(0, limit - len(still)))
-    return still + others[:room]
+    if not give_way:
+        return still + others[:room]
+    idle = [d for d in still if d not in busy] + [d for d in others if d not in busy]
+    in_use = [d for d in still if d in busy] + [d for d in others if d in busy]
+    return (idle + in_use)[: len(still) + room]
 
 
 def window_change(budget: DisruptionBudget, now: datetime) -> datetime | None:
@@ -184,6 +204,9 @@ class Lifecycle:
     state: PoolState
     devices: list[am.DeviceInfo]
     now: datetime
+    # `workflow.patched` in the workflow (a change of the commands a pass issues is
+    # gated by it); pure callers take every change.
+    patched: Callable[[str], bool] = _every_patch
 
     def protected(self) -> set[str]:
         """Protected by a person, or leased: never scaled down, expired or rolled."""
@@ -297,7 +320,8 @@ class Lifecycle:
         budgets = self.budgets()
         self._expired_now(budgets)
         budgets.spend(DisruptionReason.DRIFTED, len(self._drifted_leaving()))
-        state.rollout.rolling = roll(
+        rolling = functools.partial(
+            roll,
             state.rollout.rolling,
             drift,
             surge=surge,
@@ -306,6 +330,11 @@ class Lifecycle:
             busy={d.id for d in self.devices if d.status == am.BUSY or d.session_active},
             limit=budgets.left(DisruptionReason.DRIFTED),
         )
+        state.rollout.rolling = kept = rolling(give_way=False)
+        # Asked only when a busy rolling device gives way (the marker, once a run).
+        rolled = rolling()
+        if set(rolled) != set(kept) and self.patched(BUSY_ROLLING_GIVES_WAY_PATCH):
+            state.rollout.rolling = rolled
         state.control.protected = {
             d: until
             for d, until in state.control.protected.items()
