@@ -54,7 +54,12 @@ with workflow.unsafe.imports_passed_through():
         quota_refusal,
         reason_of,
     )
-    from devicepool.workflows.shared.errors import PROVIDER_RETRY, raise_if_cancelled, tell
+    from devicepool.workflows.shared.errors import (
+        PROVIDER_RETRY,
+        raise_if_cancelled,
+        signal_past_a_cancel,
+        tell,
+    )
     from devicepool.workflows.shared.placement import Route
     from devicepool.workflows.shared.protocol import (
         BatchReport,
@@ -150,7 +155,7 @@ class ProvisionBatchWorkflow:
         """Create every slot: under the account's permits when it has a ledger, else at once."""
         self._pending = list(enumerate(input.slots))
         runs: list[asyncio.Future[None]] = []
-        self._gated = await self._ask(input, len(self._pending))
+        self._gated = await self._ask(input, len(self._pending), first=True)
         while self._pending and self._gated:
             try:
                 await workflow.wait_condition(
@@ -230,22 +235,24 @@ class ProvisionBatchWorkflow:
         self._gone = True
         return True
 
-    async def _ask(self, input: ProvisionBatchInput, count: int) -> bool:
-        """Ask the account's ledger for `count` permits; False if it has none (create ungated)."""
+    async def _ask(self, input: ProvisionBatchInput, count: int, *, first: bool = False) -> bool:
+        """Ask the account's ledger for `count` permits; False if it has none (create ungated).
+        `first`: the batch's first step, where nothing else runs (`signal_past_a_cancel`)."""
         request_id = workflow.info().workflow_id
+        request = PermitRequest(
+            request_id=request_id,
+            requester=request_id,
+            pool=input.pool,
+            count=count,
+            replacement=input.replacement,
+            # A create keeps its permit at most for its whole retry budget.
+            lease_seconds=input.startup_timeout_seconds + 60,
+        )
         try:
-            await _ledger(input).signal(
-                SIGNAL_PERMIT_REQUEST,
-                PermitRequest(
-                    request_id=request_id,
-                    requester=request_id,
-                    pool=input.pool,
-                    count=count,
-                    replacement=input.replacement,
-                    # A create keeps its permit at most for its whole retry budget.
-                    lease_seconds=input.startup_timeout_seconds + 60,
-                ),
-            )
+            if first:
+                await signal_past_a_cancel(_ledger(input), SIGNAL_PERMIT_REQUEST, request)
+            else:
+                await _ledger(input).signal(SIGNAL_PERMIT_REQUEST, request)
         except FailureError as err:
             workflow.logger.warning(
                 "pool %s: account %s has no permit ledger (%s); creating without permits",

@@ -1,7 +1,7 @@
 """What workflow code makes of a failure: an activity failure's type and message, the retry
 policy of provider calls, a wait that timed out, a signal to a workflow that has ended, a
-task never awaited, and a cancellation an awaited activity absorbed (why:
-docs/architecture.md, 'Notes for developers').
+task never awaited, a cancellation an awaited activity absorbed (why: docs/architecture.md,
+'Notes for developers'), and a signal a cancel must not reach once it failed.
 """
 
 from __future__ import annotations
@@ -78,3 +78,31 @@ def forget(task: asyncio.Future[Any], *, cancel: bool = False) -> None:
     if cancel and not task.done():
         task.cancel()
     task.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+
+async def signal_past_a_cancel(
+    handle: workflow.ExternalWorkflowHandle[Any], signal: str, arg: Any
+) -> None:
+    """`handle.signal`, as the SDK awaits it (a cancel of the workflow meanwhile is taken
+    after it: `raise_if_cancelled`), but for a cancel that comes in the workflow task that
+    resolves it. The SDK then asks Core to cancel the signal it has just resolved, and for
+    one that failed (no such workflow: an account without a ledger) Core refuses:
+    "Nondeterminism error: Invalid transition in state machine", on every retry of the task,
+    and the batch never ends (tests/replay/test_replay_batch_cancel.py). Here the signal
+    runs in a task of its own, which the cancel does not reach; it is cancelled as the SDK
+    would cancel it only if still unresolved once the tasks of this activation have run.
+
+    Only where no other task of the workflow runs: the signal's command is made when its
+    own task first runs, after the tasks ready before it."""
+    sent = asyncio.ensure_future(handle.signal(signal, arg))
+    while True:
+        try:
+            await asyncio.shield(sent)
+            return
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()  # as the SDK does: the cancel is taken later
+            await asyncio.sleep(0)  # a resolution in this activation lands first
+            if not sent.done():
+                sent.cancel()
