@@ -7,8 +7,8 @@ then 0 -> N again on that warm reserve. The bound for 0 -> N is the calls that
 cannot be avoided, one a second: cold, N adds + N power-ons (the last power-on
 at 2N - 1 s); warm, N re-marks + N power-ons; then one boot (about 60 s from
 off, what `--boot` sets); N -> 0, N shutdowns (billing stops at the last one,
-at N - 1 s), N `/phone/running` reads that see them stopped and N re-marks into
-reserve (done at 3N - 1 s, the last one's second counted as its "boot"). Figures are virtual seconds, from the emulator's own
+at N - 1 s) and N re-marks into reserve (done at 2N - 1 s, the last one's second
+counted as its "boot"). Figures are virtual seconds, from the emulator's own
 request counter and stats; `requests` counts every `/phone/*` call (listings,
 look-ups, status reads included), and for N -> 0 also a phone's share. The
 engine's intervals run at the same speed; the scale-down has no idle grace.
@@ -158,7 +158,7 @@ async def main(n: int, speed: float, boot: float, keep: int | None = None) -> No
                 http,
                 speed,
                 f"{n} -> 0 (shut down)",
-                calls=3 * n,
+                calls=2 * n,
                 boot=1,
                 remarks=(counted, n),
                 running=0,

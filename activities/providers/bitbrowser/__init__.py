@@ -30,7 +30,6 @@ from devicepool.activities.providers.bitbrowser.errors import (
     LocalApiUnavailableError,
     LocalApiUnsupportedError,
     Refusal,
-    ShutdownUnconfirmedError,
     classify,
 )
 from devicepool.activities.providers.bitbrowser.local_api import DEFAULT_BASE_URL, LocalApi
@@ -88,6 +87,5 @@ __all__ = [
     "PhoneStatus",
     "ProfileProxy",
     "Refusal",
-    "ShutdownUnconfirmedError",
     "classify",
 ]

@@ -18,7 +18,6 @@ secrets) for the pool's conditions::
     UNAVAILABLE      LocalApiUnavailableError SERVER_ERROR       yes
     UNKNOWN          LocalApiRefusedError     SERVER_ERROR       yes
     (not a refusal)  CloseUnconfirmedError    TEARDOWN_PENDING   yes (closed, process still alive)
-    (not a refusal)  ShutdownUnconfirmedError TEARDOWN_PENDING   yes (shut down, phone still running)
 
 Besides refusals: HTTP 401/403 are `AUTH` whatever the body; 429 is
 `RATE_LIMITED` (its `Retry-After`); 5xx and an answer that is not the
@@ -182,15 +181,6 @@ class LocalApiRefusedError(LocalApiError, ServerError):
 
 class CloseUnconfirmedError(ProviderError):
     """`close` answered, but the browser's process was still alive when the wait ran out."""
-
-    def __init__(self, detail: str) -> None:
-        # TEARDOWN_PENDING: retryable, "on its way out, try again" (api.errors).
-        super().__init__(ErrorType.TEARDOWN_PENDING, None, detail)
-
-
-class ShutdownUnconfirmedError(ProviderError):
-    """`/phone/shutdown` answered, but `/phone/running` still said running when the wait ran
-    out: the profile is left as it was (still serving), for the activity's retry."""
 
     def __init__(self, detail: str) -> None:
         # TEARDOWN_PENDING: retryable, "on its way out, try again" (api.errors).

@@ -2,10 +2,9 @@
 
 One adapter per account (`api: bitbrowser`), a `providers.Provider`. A create finds
 its slot's mark, else claims a `reserve` profile of its pool and template, else adds
-a profile, and powers it on; a remove shuts the phone down, reads it stopped, and
-parks the profile (`phone_reserve`), or retires it (a retirement, its pool deleted).
-`region_names` is empty, `region_status` `unknown`; an iOS create is refused,
-permanently. Every call takes its turn on the account's `PhonePacer`;
+a profile, and powers it on; a remove shuts the phone down and parks the profile
+(`phone_reserve`), or retires it (a retirement, its pool deleted). `region_names` is empty, `region_status` `unknown`; an iOS create
+is refused, permanently. Every call takes its turn on the account's `PhonePacer`;
 reserve claims are one at a time in this process only, so the account needs `node:
 NAME`. Secrets never reach a result or an error. How and why: docs/providers.md,
 "The cloud-phone adapter".
@@ -279,8 +278,7 @@ class PhoneProvider:
                 # a phone the pool retires (maxAge, a person's `replace --when-idle`,
                 # drift): parked, a create would serve it again as a new device, the same
                 # profile, and a fresh start (60 a profile a month) is no new profile.
-                # Seen stopped first: a retired profile is in no listing again.
-                await self.reserve.shut_down(phone)
+                await self.phones.shutdown(phone.id)
                 await self.reserve.mark_parked(phone, remark, RETIRED, broken=False)
                 return
             # Broken (fresh-started before it is kept): read so, or read now for a

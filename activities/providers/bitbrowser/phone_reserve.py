@@ -1,6 +1,5 @@
 """The reserve of the `bitbrowser` adapter (`phone_provider`): a create's claim, a
-removal's confirmed shutdown and park, and `release_pool` retiring a deleted pool's
-reserve profiles."""
+removal's park, and `release_pool` retiring a deleted pool's reserve profiles."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ from collections.abc import Callable
 from devicepool.activities.errors import QuotaExceededError
 from devicepool.activities.providers.base import current_call, provider_call
 from devicepool.activities.providers.bitbrowser._paging import oldest_first
-from devicepool.activities.providers.bitbrowser.errors import ShutdownUnconfirmedError
 from devicepool.activities.providers.bitbrowser.models import Phone, PhoneProxy
 from devicepool.activities.providers.bitbrowser.phone_listings import Listing, PoolListings
 from devicepool.activities.providers.bitbrowser.phone_marks import (
@@ -23,15 +21,6 @@ from devicepool.activities.providers.bitbrowser.phone_marks import (
 )
 from devicepool.activities.providers.bitbrowser.phones import CloudPhones
 from devicepool.api.names import LABEL_TEMPLATE_HASH
-
-__all__ = ["STOP_READS", "STOP_TURNS", "Reserve"]
-
-# After a removal's `/phone/shutdown` (asynchronous), at most this many `/phone/running`
-# reads, each `STOP_TURNS` budget intervals after the last answer (the account's other
-# pools take the turns between), before the removal gives up for the activity's retry:
-# about 12 s at 1 call a second, within the terminate activity's 30.
-STOP_READS = 4
-STOP_TURNS = 2
 
 
 class Reserve:
@@ -60,7 +49,6 @@ class Reserve:
         self.reserve_seconds = 10 * phones.pacer.interval
         # How long `listings.reserve_ids` counts for a removal under `spec.reserve.keep`.
         self.reserve_count_seconds = 60 * phones.pacer.interval
-        self.stop_seconds = STOP_TURNS * phones.pacer.interval
 
     async def claim(
         self,
@@ -109,9 +97,9 @@ class Reserve:
     async def park(self, phone: Phone, remark: Remark, *, broken: bool) -> str:
         """Power the phone off and keep its profile: `reserve`, or `retired` if it is broken
         and cannot be fresh-started this month, or past the pool's `spec.reserve.keep`.
-        Shut down first, and seen stopped (`shut_down`): a profile marked reserve while
-        still on would be billed and listed nowhere."""
-        await self.shut_down(phone)
+        Shut down first: a profile marked reserve while still on would be billed and
+        listed nowhere."""
+        await self.phones.shutdown(phone.id)
         keep = current_call().reserve_keep
         if keep is None:
             return await self.mark_parked(phone, remark, RESERVE, broken=broken)
@@ -125,22 +113,6 @@ class Reserve:
                 kept = sum(1 for _, r in found if r.state == RESERVE)
             state = RETIRED if kept >= keep else RESERVE
             return await self.mark_parked(phone, remark, state, broken=broken)
-
-    async def shut_down(self, phone: Phone) -> None:
-        """`/phone/shutdown`, then `/phone/running` until it says not running (at most
-        `STOP_READS` reads): only then may the profile leave its slot's mark. Still
-        running: `ShutdownUnconfirmedError` (retryable), the profile left as it is, so
-        its pool still lists it and the retry asks again."""
-        await self.phones.shutdown(phone.id)
-        self._forget(phone.id)
-        for _ in range(STOP_READS):
-            await asyncio.sleep(self.stop_seconds)
-            if not await self.phones.running(phone.id):
-                return
-        raise ShutdownUnconfirmedError(
-            f"cloud phone {phone.id}: shut down, still running after {STOP_READS} reads;"
-            " not marked (retried)"
-        )
 
     async def mark_parked(self, phone: Phone, remark: Remark, state: str, *, broken: bool) -> str:
         if broken and state == RESERVE:
