@@ -6,7 +6,9 @@ the envelope, `系统繁忙`); `serverErrorRate` (HTTP 500 without the envelope)
 `timeoutSeconds`, like a response lost on the way: a retried create makes a
 second profile). Open faults: `openFailures` (the next N opens fail),
 `openFailureRate`, `openStuckRate` (the open times out and leaves the profile
-stuck `opening`). `phoneRequestsPerSecond` overrides the configured budget.
+stuck `opening`). `phoneShutdownsLost`: the next N `/phone/shutdown` calls are
+answered as accepted and never carried out (the phone runs and bills on).
+`phoneRequestsPerSecond` overrides the configured budget.
 `{}` clears them all.
 """
 
@@ -21,7 +23,7 @@ from devicepool.emulator._problems import invalid
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 _RATES = ("failureRate", "serverErrorRate", "timeoutRate", "openFailureRate", "openStuckRate")
-_COUNTS = ("openFailures", "phoneRequestsPerSecond")
+_COUNTS = ("openFailures", "phoneRequestsPerSecond", "phoneShutdownsLost")
 
 
 def _count_checked(name: str, value: Any) -> None:
@@ -48,6 +50,7 @@ class Faults:
     open_failure_rate: float = 0.0
     open_stuck_rate: float = 0.0
     phone_requests_per_second: int | None = None
+    phone_shutdowns_lost: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return camel_fields(self)
@@ -99,3 +102,11 @@ class Dice(_base.Dice):
         if self.draw(faults.open_failure_rate, "openFailure"):
             return "failed"
         return "ok"
+
+    def shutdown_lost(self, faults: Faults) -> bool:
+        """One `/phone/shutdown` accepted and never carried out (`phoneShutdownsLost`)."""
+        if faults.phone_shutdowns_lost <= 0:
+            return False
+        faults.phone_shutdowns_lost -= 1
+        self.injected["phoneShutdownLost"] += 1
+        return True

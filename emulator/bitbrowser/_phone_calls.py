@@ -60,7 +60,9 @@ async def phone_suspend(em: BitBrowserEmulator, node: Node, body: dict[str, Any]
 
 
 async def phone_shutdown(em: BitBrowserEmulator, node: Node, body: dict[str, Any]) -> Any:
-    em.phones.shutdown(em.phones.get(body, em.now()), em.now())
+    phone = em.phones.get(body, em.now())
+    if not em.dice.shutdown_lost(em.faults):  # lost: accepted, never carried out
+        em.phones.shutdown(phone, em.now())
     return NO_DATA
 
 

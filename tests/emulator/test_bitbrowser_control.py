@@ -34,11 +34,13 @@ async def test_faults_roundtrip_and_clear(account: Account) -> None:
         "openFailureRate": 0.2,
         "openStuckRate": 0.1,
         "phoneRequestsPerSecond": 2,
+        "phoneShutdownsLost": 1,
     }
     assert await account.control("faults", body) == body
     assert (await account.http["node-2"].get("/_emulator/faults")).json() == body
     cleared = await account.control("faults", {})
     assert cleared["openFailures"] == 0 and cleared["phoneRequestsPerSecond"] is None
+    assert cleared["phoneShutdownsLost"] == 0
 
 
 @pytest.mark.parametrize(
