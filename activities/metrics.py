@@ -100,6 +100,13 @@ class Metrics:
             ["account", "platform"],
             registry=r,
         )
+        self.parked_shut_down = Counter(
+            "devicepool_parked_phones_shut_down",
+            "Parked cloud phones (reserve or retired profiles) the orphan sweep found still "
+            "powered past a grace after their removal's shutdown, and sent a shutdown again.",
+            ["account"],
+            registry=r,
+        )
         self.foreign_marks = Counter(
             "devicepool_foreign_marks",
             "Sightings of a provider object named like devicepool's whose mark does not "
@@ -159,9 +166,13 @@ class Metrics:
         for account in accounts:
             for platform in Platform:
                 self.orphans_terminated.labels(account=account, platform=platform.value)
+            self.parked_shut_down.labels(account=account)
 
     def orphan_terminated(self, account: str, platform: str) -> None:
         self.orphans_terminated.labels(account=account, platform=platform or "unknown").inc()
+
+    def parked_phone_shut_down(self, account: str) -> None:
+        self.parked_shut_down.labels(account=account).inc()
 
     def foreign_mark(self, family: str) -> None:
         self.foreign_marks.labels(family=family).inc()

@@ -66,6 +66,9 @@ class FindOrphansResult(CamelModel):
     # way out, and the distinct pools they name)
     devices: int = 0
     pools: int = 0
+    # parked cloud phones (reserve, retired) found still powered and sent a shutdown
+    # again this scan (BitBrowser Local API accounts; 0 elsewhere)
+    parked_shut_down: int = 0
 
 
 class TerminateOrphansInput(CamelModel):

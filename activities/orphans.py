@@ -23,7 +23,12 @@ from devicepool.activities.errors import NotFoundError, ProviderError, to_applic
 from devicepool.activities.heartbeats import heartbeating
 from devicepool.activities.models import DeviceStatus
 from devicepool.activities.pool_runs import PoolCheck, check_pool
-from devicepool.activities.providers.base import Provider, ProviderDevice, provider_call
+from devicepool.activities.providers.base import (
+    ParkedSweep,
+    Provider,
+    ProviderDevice,
+    provider_call,
+)
 from devicepool.api.names import LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY
 
 __all__ = ["OrphanActivities"]
@@ -56,6 +61,7 @@ class OrphanActivities(AccountProviders, OrphanActivityDefinitions):
     @activity.defn
     async def find_orphans(self, input: om.FindOrphansInput) -> om.FindOrphansResult:
         devices = await self._managed(input.account, sweeping=True)
+        parked = await self._shut_down_parked(input.account)
         by_pool: dict[str, list[ProviderDevice]] = {}
         for device in devices:
             by_pool.setdefault(device.info.labels.get(LABEL_POOL, ""), []).append(device)
@@ -90,7 +96,38 @@ class OrphanActivities(AccountProviders, OrphanActivityDefinitions):
             orphans_found=len(orphans),
             devices=len(devices),
             pools=len(by_pool),
+            parked_shut_down=parked,
         )
+
+    async def _shut_down_parked(self, account: str) -> int:
+        """Parked profiles still powered, sent a shutdown again (an adapter that parks
+        them: `ParkedSweep`); how many. A failure is logged: the scan goes on."""
+        provider = self._provider(account)
+        if not isinstance(provider, ParkedSweep):
+            return 0
+        try:
+            async with heartbeating():
+                with provider_call(sweeping=True):
+                    sent = await provider.shut_down_parked()
+        except ProviderError as exc:
+            activity.logger.warning(
+                "orphan sweep of %s: parked phones not checked for power (%s)",
+                account,
+                exc.error_type.value,
+            )
+            return 0
+        for parked in sent:
+            self.metrics.parked_phone_shut_down(account)
+            activity.logger.warning(
+                "orphan sweep of %s: cloud phone %s, parked %s for pool %s, still listed "
+                "powered (status %s) past the grace after its removal's shutdown: shut down again",
+                account,
+                parked.phone_id,
+                parked.state,
+                parked.pool,
+                parked.status,
+            )
+        return len(sent)
 
     @activity.defn
     async def count_devices(self, input: om.CountDevicesInput) -> om.CountDevicesResult:

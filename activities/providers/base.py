@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from devicepool.activities.connect_models import ConnectInfo
 from devicepool.activities.device_models import DeviceInfo, DeviceStatusInfo
@@ -24,6 +24,8 @@ from devicepool.activities.settings import ProxyPoolSettings
 __all__ = [
     "PROVIDER_APIS",
     "NewDevice",
+    "ParkedShutdown",
+    "ParkedSweep",
     "Provider",
     "ProviderCall",
     "ProviderDevice",
@@ -198,3 +200,26 @@ class Provider(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ParkedShutdown:
+    """A parked profile (kept powered off, not serving) the orphan sweep found still
+    powered and sent a shutdown again. Ids and names only."""
+
+    phone_id: str
+    pool: str
+    state: str  # reserve | retired
+    status: int | None
+
+
+@runtime_checkable
+class ParkedSweep(Protocol):
+    """An adapter that parks profiles instead of deleting them (BitBrowser cloud phones):
+    the orphan sweep calls it after `list_managed`. Others do not implement it: nothing
+    of theirs bills while parked."""
+
+    async def shut_down_parked(self) -> list[ParkedShutdown]:
+        """Send a shutdown again to parked profiles listed powered past a grace (a bounded
+        number a call, each read again first); what was sent."""
+        ...

@@ -97,6 +97,8 @@ class OrphanReport(CamelModel):
     orphans: list[OrphanEntry] = Field(default_factory=list)
     terminated_total: int = 0
     swept: list[SweptDevice] = Field(default_factory=list)
+    # parked cloud phones found still powered and sent a shutdown again, so far
+    parked_shut_down_total: int = 0
     # only in the answer to a sweep with `delete`
     terminated: list[OrphanDevice] = Field(default_factory=list)
     kept: list[KeptDevice] = Field(default_factory=list)
@@ -115,6 +117,7 @@ class JanitorState(CamelModel):
     devices: int = 0
     pools: int = 0
     orphans_found: int = 0
+    parked_shut_down_total: int = 0
 
     @property
     def grace(self) -> timedelta:
@@ -133,6 +136,7 @@ class JanitorState(CamelModel):
         self.scanned_at = now
         self.devices, self.pools = found.devices, found.pools
         self.orphans_found = max(found.orphans_found, len(found.orphans))
+        self.parked_shut_down_total += found.parked_shut_down
         self.last_error = None
 
     def due(self, now: datetime) -> list[str]:
@@ -187,6 +191,7 @@ class JanitorState(CamelModel):
             ],
             terminated_total=self.terminated_total,
             swept=list(self.swept),
+            parked_shut_down_total=self.parked_shut_down_total,
         )
 
 

@@ -176,6 +176,11 @@ class OrphanSweepWorkflow:
             f"last scan: {s.scanned_at.isoformat() if s.scanned_at else 'none yet'} · "
             f"{s.devices} device(s) in {s.pools} pool(s) · orphans waiting: {len(s.seen)} · "
             f"terminated so far: {s.terminated_total}"
+            + (
+                f" · parked phones shut down again: {s.parked_shut_down_total}"
+                if s.parked_shut_down_total
+                else ""
+            )
             + (f" · **{s.last_error}**" if s.last_error else ""),
         ]
         if s.swept:

@@ -22,6 +22,7 @@ from devicepool.activities.device_models import DeviceInfo, DeviceStatusInfo
 from devicepool.activities.errors import InvalidArgumentError, NotFoundError
 from devicepool.activities.providers.base import (
     NewDevice,
+    ParkedShutdown,
     ProviderDevice,
     current_call,
     provider_call,
@@ -42,6 +43,7 @@ from devicepool.activities.providers.bitbrowser.phone_marks import (
     parse_device_id,
     slot_mark,
 )
+from devicepool.activities.providers.bitbrowser.phone_parked import ParkedPower
 from devicepool.activities.providers.bitbrowser.phone_reads import PROBES_PER_LISTING, PhoneReads
 from devicepool.activities.providers.bitbrowser.phone_reserve import Reserve
 from devicepool.activities.providers.bitbrowser.phones import CloudPhones
@@ -88,6 +90,7 @@ class PhoneProvider:
         self.reserve = Reserve(
             phones, self.listings, forget=self._forget, wall_clock=wall_clock, clock=clock
         )
+        self.parked = ParkedPower(phones, self.listings, clock=clock)
         # slot mark -> the lock one create of that slot holds at a time; an entry goes
         # with the last create that holds or waits for it.
         self._slots: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
@@ -104,8 +107,14 @@ class PhoneProvider:
 
     async def list_managed(self) -> list[ProviderDevice]:
         found = await self.listings.marked(MARK_PREFIX)
+        self.parked.observe(found)  # the reserve profiles: any left powered?
         infos = await self.reads.infos([(p, r) for p, r in found if r.state == ACTIVE])
         return [ProviderDevice(info, "android") for info in infos]
+
+    async def shut_down_parked(self) -> list[ParkedShutdown]:
+        """The orphan sweep's, after `list_managed`: a shutdown sent again to parked
+        profiles still listed powered (`phone_parked`)."""
+        return await self.parked.shut_down()
 
     async def get_device(self, device_id: str) -> ProviderDevice:
         # No `running` read: a kept answer or the listing's word. The callers (a

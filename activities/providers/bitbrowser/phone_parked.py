@@ -1,0 +1,109 @@
+"""Parked profiles left powered: found by the orphan sweep's listings, shut down again.
+
+A removal sends `/phone/shutdown` and marks the profile reserve or retired at once,
+never waiting (the vendor's power calls are asynchronous). A shutdown accepted and not
+carried out would leave the phone billing under that mark. `ParkedPower` remembers the
+parked profiles a listing showed powered (booting, running or suspended: each bills),
+and `shut_down` sends a shutdown again to those first seen so at least `grace_seconds`
+before (an earlier sweep: a shutdown in flight is not doubled), at most `limit` a
+sweep, each re-read right before (a create may have claimed it since). Why:
+docs/providers.md, "The cloud-phone adapter".
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+
+from devicepool.activities.providers.base import ParkedShutdown
+from devicepool.activities.providers.bitbrowser.models import Phone, PhoneStatus
+from devicepool.activities.providers.bitbrowser.phone_listings import PoolListings
+from devicepool.activities.providers.bitbrowser.phone_marks import (
+    ACTIVE,
+    RETIRED_PREFIX,
+    Remark,
+    parked_mark,
+)
+from devicepool.activities.providers.bitbrowser.phones import CloudPhones
+
+__all__ = ["POWERED", "ParkedPower", "powered"]
+
+# What a `/phone/list` status bills as (temporary compute): suspended too (the vendor:
+# "continue running on the cloud and continue to be billed").
+POWERED = frozenset({PhoneStatus.BOOTING, PhoneStatus.RUNNING, PhoneStatus.SUSPENDED})
+# Shutdowns sent again at most per sweep: each is two turns of the account's 1 call a
+# second (the re-read, the shutdown), so an account's pools wait 20 s at most.
+PARKED_SHUTDOWNS_PER_SWEEP = 10
+# How long a parked profile is seen powered before its shutdown is sent again: two
+# boots' worth (the vendor documents about 60 s for a boot, nothing for a shutdown).
+PARKED_GRACE_SECONDS = 120.0
+
+
+def powered(phone: Phone) -> bool:
+    return phone.status in POWERED
+
+
+class ParkedPower:
+    """An adapter's parked profiles seen powered, and their shutdowns sent again."""
+
+    def __init__(
+        self, phones: CloudPhones, listings: PoolListings, *, clock: Callable[[], float]
+    ) -> None:
+        self.phones = phones
+        self.listings = listings
+        self._clock = clock
+        self.grace_seconds = PARKED_GRACE_SECONDS
+        self.limit = PARKED_SHUTDOWNS_PER_SWEEP
+        # phone id -> (when a listing first showed it parked and powered, its pool);
+        # forgotten when one shows it off, or serving again
+        self.seen: dict[str, tuple[float, str]] = {}
+
+    def observe(self, found: Iterable[tuple[Phone, Remark]]) -> None:
+        """What a listing showed of the parked profiles in it."""
+        now = self._clock()
+        for phone, remark in found:
+            if remark.state != ACTIVE and powered(phone):
+                self.seen.setdefault(phone.id, (now, remark.pool))
+            else:
+                self.seen.pop(phone.id, None)
+
+    async def shut_down(self) -> list[ParkedShutdown]:
+        """List the retired profiles (the managed listing showed the reserve ones), and
+        send a shutdown again to those due (module docstring)."""
+        self.observe(await self.listings.marked(RETIRED_PREFIX))
+        now = self._clock()
+        due = sorted(
+            (at, phone_id, pool)
+            for phone_id, (at, pool) in self.seen.items()
+            if now - at >= self.grace_seconds
+        )
+        done: list[ParkedShutdown] = []
+        for _, phone_id, pool in due[: self.limit]:
+            sent = await self._again(phone_id, pool)
+            if sent is not None:
+                done.append(sent)
+        return done
+
+    async def _again(self, phone_id: str, pool: str) -> ParkedShutdown | None:
+        seq = self.listings.seqs.get(phone_id)
+        if seq is None:
+            self.seen.pop(phone_id, None)
+            return None
+        # Re-read under the pool's claim lock (a claim of this process takes its turn
+        # after): a create may have claimed it since the listing.
+        async with self.listings.claim_locks.setdefault(pool, asyncio.Lock()):
+            page = await self.phones.list_page(0, seq=seq)
+            phone = next((p for p in page.items if p.id == phone_id), None)
+            remark = None if phone is None else self.listings.remark_of(phone)
+            if (
+                phone is None
+                or remark is None
+                or remark.state == ACTIVE
+                or phone.name != parked_mark(remark.pool, remark.state)
+                or not powered(phone)
+            ):
+                self.seen.pop(phone_id, None)  # claimed, shut down since, or gone
+                return None
+            await self.phones.shutdown(phone.id)
+        self.seen[phone_id] = (self._clock(), pool)  # its grace starts over
+        return ParkedShutdown(phone.id, remark.pool, remark.state, phone.status)
