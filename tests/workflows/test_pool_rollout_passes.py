@@ -102,3 +102,48 @@ def test_a_rolling_device_that_turns_busy_gives_way_to_an_idle_drifted_one() -> 
     assert roll(["old-1"], drift, surge=2, unavailable=0, protected=(), busy=(), limit=1) == [
         "old-1"
     ]
+
+
+def test_a_busy_rolling_device_gives_way_only_within_the_disruption_budget() -> None:
+    """R23 #1: the device that takes a busy one's place is a new disruption, so it counts
+    against the budget's limit. With none left (a window that blocks drift, or another
+    reason has spent a shared budget) the busy one keeps its place; with room, it gives way."""
+    drift = ["old-1", "old-2"]
+    busy = {"old-1"}
+    assert roll(["old-1"], drift, surge=1, unavailable=0, protected=(), busy=busy, limit=0) == [
+        "old-1"
+    ]
+    # Room for one at once: the idle one takes the busy one's place (one disrupted at once).
+    assert roll(["old-1"], drift, surge=1, unavailable=0, protected=(), busy=busy, limit=1) == [
+        "old-2"
+    ]
+    # Two rolling over a budget now of one: neither place goes to a new device.
+    drift3 = ["old-1", "old-2", "old-3"]
+    assert roll(
+        ["old-1", "old-2"], drift3, surge=2, unavailable=0, protected=(), busy=busy, limit=1
+    ) == ["old-1", "old-2"]
+
+
+def test_a_drift_budget_window_holds_while_a_rolling_device_is_busy() -> None:
+    """R23 #1 pass by pass: a device picked just before a window that blocks drift
+    replacement turns busy; no other drifted device is terminated while the window lasts."""
+    budget = {"devices": 0, "reasons": ["Drifted"], "schedule": "30 12 * * *", "duration": "1h"}
+    shape = {"replicas": 3, "rollout": {"maxSurge": 1, "maxUnavailable": 0}}
+    shape["disruption"] = {"budgets": [budget]}
+    world = World(spec(**shape))
+    world.a_pass()
+    world.settle(3)
+    old = set(world.ids())
+    new = spec(**shape, osVersion="15")
+    world.now = world.now.replace(minute=29, second=40)  # the window opens at 12:30
+    world.state.respec(world.spec, new, body_changed=True, now=world.now)
+    world.spec = new
+    world.a_pass()
+    picked = list(world.state.rollout.rolling)
+    assert len(picked) == 1
+    world.session(picked[0], True)
+    world.now = world.now.replace(minute=31)
+    for _ in range(20):  # 100 s, inside the window
+        world.tick()
+        world.a_pass()
+        assert old <= world.ids(), f"{sorted(old - world.ids())} gone inside the blocked window"

@@ -124,7 +124,10 @@ def roll(
     ones wait. `give_way`: a rolling device busy now (picked idle, its session started
     since) gives its place to an idle drifted one while there is one (its replacement,
     beside it, serves for that one): it would otherwise hold the rollout for its whole
-    session. Runs before `BUSY_ROLLING_GIVES_WAY_PATCH` kept it."""
+    session. The device taking a busy one's place is a new disruption: it counts against
+    `limit`, so none gives way while the rolling ones fill a budget (a window that blocks
+    drift, or one another reason spent). Runs before `BUSY_ROLLING_GIVES_WAY_PATCH` kept
+    it."""
     still = [d for d in drift if d in rolling]
     waiting = [d for d in drift if d not in rolling and d not in protected]
     others = [d for d in waiting if d not in busy] + [d for d in waiting if d in busy]
@@ -133,6 +136,8 @@ def roll(
         room = min(room, max(0, limit - len(still)))
     if not give_way:
         return still + others[:room]
+    if limit is not None and len(still) + room > limit:
+        return still + others[:room]  # over the budget already: nothing new disrupted
     idle = [d for d in still if d not in busy] + [d for d in others if d not in busy]
     in_use = [d for d in still if d in busy] + [d for d in others if d in busy]
     return (idle + in_use)[: len(still) + room]
