@@ -17,16 +17,26 @@ import copy
 import gzip
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from google.protobuf.json_format import ParseDict
 from temporalio.api.history.v1 import History
 from temporalio.client import WorkflowHistory
-from temporalio.worker import Replayer
+from temporalio.worker import (
+    Interceptor,
+    Replayer,
+    StartActivityInput,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
+    WorkflowOutboundInterceptor,
+)
 
 from devicepool.connect import DATA_CONVERTER
 from devicepool.workflows import WORKFLOWS
 
-CORPUS = Path(__file__).parent / "histories" / "v0.2.0" / "corpus" / "ProvisionBatch.jsonl.gz"
+HISTORIES = Path(__file__).parent / "histories"
+CORPUS = HISTORIES / "v0.2.0" / "corpus" / "ProvisionBatch.jsonl.gz"
 
 
 def _cancelled_as_its_request_failed() -> WorkflowHistory:
@@ -59,5 +69,56 @@ def _cancelled_as_its_request_failed() -> WorkflowHistory:
 async def test_a_batch_cancelled_as_its_permit_request_fails_takes_the_cancel() -> None:
     replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)
     history = _cancelled_as_its_request_failed()
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+
+
+class _Started(Interceptor):
+    """Which activities the replayed workflow starts (those of its last, open task too)."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+
+    def workflow_interceptor_class(
+        self, input: WorkflowInterceptorClassInput
+    ) -> type[WorkflowInboundInterceptor]:
+        started = self.started
+
+        class Outbound(WorkflowOutboundInterceptor):
+            def start_activity(self, input: StartActivityInput) -> Any:
+                started.append(input.activity)
+                return super().start_activity(input)
+
+        class Inbound(WorkflowInboundInterceptor):
+            def init(self, outbound: WorkflowOutboundInterceptor) -> None:
+                super().init(Outbound(outbound))
+
+        return Inbound
+
+
+async def test_a_batch_cancelled_as_its_permit_request_fails_creates_nothing() -> None:
+    """R23 #2: the task that takes that cancel (left open: a new run's, past the patch)
+    ended the batch only after creating every slot without permits. Now it creates none."""
+    full = _cancelled_as_its_request_failed()
+    history = WorkflowHistory(full.workflow_id, list(full.events)[:-1])
+    seen = _Started()
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER, interceptors=[seen])
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+    assert "create_device" not in seen.started, seen.started
+
+
+@pytest.mark.parametrize("name", ["no-ledger", "ledger"])
+async def test_a_v020_batch_cancelled_at_once_that_created_replays(name: str) -> None:
+    """A v0.2.0 batch cancelled before its first task (with and without a ledger for its
+    account) created its three slots, then took the cancel: recorded on v0.2.0 (d734be3),
+    it replays on the old path (no marker, so no patch)."""
+    with gzip.open(HISTORIES / f"batch-cancelled-at-once-{name}.json.gz", "rt") as text:
+        history = WorkflowHistory.from_json("batch-cancelled-at-once", text.read())
+    scheduled = [
+        e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    assert len(scheduled) == 3
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure

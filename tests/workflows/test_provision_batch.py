@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import shutil
 import sys
 import uuid
@@ -20,9 +21,12 @@ import httpx
 import pytest
 from pydantic import SecretStr
 from temporalio import activity, workflow
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import UnsandboxedWorkflowRunner
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
 from devicepool.activities import models as am
 from devicepool.activities.devices import DeviceActivities
@@ -315,3 +319,81 @@ async def test_a_quota_met_mid_batch_sends_none_of_its_remaining_creates(
     assert report.quota is not None and report.quota.reason == "DailyCreateQuota"
     assert report.quota.slots == [0]
     assert sorted(report.withdrawn) == [1, 2]
+
+
+# ------------------------------------------------------------ a batch cancelled at once
+
+
+class CountedCreates:
+    """`create_device` counted, never created (`calls`)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    @activity.defn(name="create_device")
+    async def create_device(self, input: am.CreateDeviceInput) -> am.CreateDeviceResult:
+        self.calls.append(input.name)
+        raise ApplicationError("counted, not created", non_retryable=True)
+
+    @activity.defn(name="pool_running")
+    async def pool_running(self, input: am.PoolRunInput) -> am.PoolRunResult:
+        return am.PoolRunResult(running=True, status="RUNNING")
+
+
+@pytest.mark.parametrize("ledger", [False, True], ids=["no-ledger", "ledger"])
+async def test_a_batch_cancelled_before_its_first_task_creates_nothing(
+    skipping: tuple[WorkflowEnvironment, httpx.AsyncClient],
+    ledger: bool,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """R23 #2: the pool deleted right after it started a batch cancels it before (or as)
+    its first permit request. It rented every slot, without permits, and only then took
+    the cancel: devices billed for a deleted pool until the teardown's sweep. A cancelled
+    request was read as "no permit ledger". Now it ends CANCELED with no create, and its
+    history replays."""
+    env, _ = skipping
+    account, queue = f"cancel-{uuid.uuid4().hex[:6]}", f"cancel-batch-{uuid.uuid4().hex[:6]}"
+    fake = CountedCreates()
+    handle = None
+    async with new_worker(
+        env.client,
+        task_queue=f"{queue}-ledger",
+        workflows=[FakeLedger],
+        activities=[],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):
+        if ledger:
+            fake_ledger = await env.client.start_workflow(
+                FakeLedger.run, id=ledger_workflow_id(account), task_queue=f"{queue}-ledger"
+            )
+        input = batch([0, 1, 2]).model_copy(update={"account": account})
+        handle = await env.client.start_workflow(
+            ProvisionBatchWorkflow.run, input, id=f"batch-{uuid.uuid4().hex}", task_queue=queue
+        )
+        await handle.cancel()  # before any worker polls its queue: before its first task
+        with caplog.at_level(logging.INFO):
+            async with (
+                new_worker(env.client, task_queue=queue, workflows=[ProvisionBatchWorkflow],
+                           activities=[fake.pool_running],
+                           workflow_runner=UnsandboxedWorkflowRunner()),
+                new_worker(env.client, task_queue=account_task_queue(account),
+                           activities=[fake.create_device]),
+            ):  # fmt: skip
+                with pytest.raises(WorkflowFailureError) as ended:
+                    await asyncio.wait_for(handle.result(), 120)
+        if ledger:
+            with contextlib.suppress(RPCError):
+                await fake_ledger.terminate()
+    assert isinstance(ended.value.cause, CancelledError), ended.value.cause
+    assert fake.calls == []
+    history = await handle.fetch_history()
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert "create_device" not in scheduled, scheduled
+    assert "has no permit ledger" not in caplog.text
+    replayer = Replayer(workflows=[ProvisionBatchWorkflow], data_converter=DATA_CONVERTER)
+    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert replayed.replay_failure is None, replayed.replay_failure

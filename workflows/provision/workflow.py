@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, FailureError
+from temporalio.exceptions import ActivityError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities.definitions import DeviceActivityDefinitions
@@ -75,6 +75,10 @@ with workflow.unsafe.imports_passed_through():
 # A create refused for a used-up quota: the batch sends none of its remaining creates (they
 # are withdrawn, the permits handed back) until the quota resets. Batches before it sent them.
 QUOTA_STOPS_BATCH_PATCH = "quota-stops-the-batch"
+# A cancel that came while the batch asked for permits (a pool deleted right after it
+# started the batch) ends it before any create. Batches before it created every slot,
+# without permits, and took the cancel after (R23 #2). Asked only when such a cancel came.
+CANCEL_AT_REQUEST_PATCH = "batch-cancel-at-request-creates-nothing"
 
 
 @workflow.defn(name=WORKFLOW_PROVISION_BATCH)
@@ -143,6 +147,7 @@ class ProvisionBatchWorkflow:
         await tell(input.parent_workflow_id, SIGNAL_BATCH_CREATED, report)
         if self._pending:
             self._gated = await self._ask(input, len(self._pending))
+            _take_a_cancel()
         else:
             await self._cancel_request(input)
 
@@ -156,6 +161,7 @@ class ProvisionBatchWorkflow:
         self._pending = list(enumerate(input.slots))
         runs: list[asyncio.Future[None]] = []
         self._gated = await self._ask(input, len(self._pending), first=True)
+        _take_a_cancel()
         while self._pending and self._gated:
             try:
                 await workflow.wait_condition(
@@ -168,6 +174,7 @@ class ProvisionBatchWorkflow:
                     break
                 # Nothing for a long time: ask again (the ledger may have restarted).
                 self._gated = await self._ask(input, len(self._pending))
+                _take_a_cancel()
                 continue
             if self._dropped:
                 await self._settle_withdrawn(input, report)
@@ -254,6 +261,10 @@ class ProvisionBatchWorkflow:
             else:
                 await _ledger(input).signal(SIGNAL_PERMIT_REQUEST, request)
         except FailureError as err:
+            if isinstance(err, CancelledError):
+                # Not sent: the batch was cancelled first (the request is not the ledger's).
+                workflow.logger.info("pool %s: permit request not sent: %s", input.pool, err)
+                return False
             workflow.logger.warning(
                 "pool %s: account %s has no permit ledger (%s); creating without permits",
                 input.pool,
@@ -423,6 +434,14 @@ def _note_quota(report: BatchReport, err: ActivityError, slot: int) -> None:
     report.quota = QuotaRefusal(
         reason=reason, message=report.failed_slots[slot], resets_at=resets_at, slots=slots
     )
+
+
+def _take_a_cancel() -> None:
+    """After a permit request: a cancel that came meanwhile ends the batch here, before it
+    creates what the ledger did not permit (a cancelled or failed request reads as "no
+    ledger": create at once). `CANCEL_AT_REQUEST_PATCH`, asked only then."""
+    if workflow.cancellation_reason() is not None and workflow.patched(CANCEL_AT_REQUEST_PATCH):
+        raise_if_cancelled()
 
 
 def _ledger(input: ProvisionBatchInput) -> workflow.ExternalWorkflowHandle[Any]:
