@@ -10,6 +10,7 @@ an orphan is: docs/pools.md, "Orphans".
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import activity
@@ -24,6 +25,7 @@ from devicepool.activities.heartbeats import heartbeating
 from devicepool.activities.models import DeviceStatus
 from devicepool.activities.pool_runs import PoolCheck, check_pool
 from devicepool.activities.providers.base import (
+    ParkedShutdown,
     ParkedSweep,
     Provider,
     ProviderDevice,
@@ -35,6 +37,12 @@ __all__ = ["OrphanActivities"]
 
 # Pools asked about at once (one `describe` each): 1,000 pools in seconds, not a minute.
 DESCRIBES_AT_ONCE = 20
+# The parked phones' pass inside `find_orphans` (R24 #3): no shutdown started past this
+# share of the attempt's start-to-close (set in workflows/orphans/workflow.py, 2 min: 30 s),
+# the pass cut at twice that, and never later than this margin before the end.
+PARKED_PASS_SHARE = 0.25
+PARKED_PASS_MARGIN = 0.1
+PARKED_PASS_DEFAULT = timedelta(minutes=2)  # no start-to-close given
 # Devices on their way out are the provider's business now, not orphans.
 _LEAVING = frozenset({DeviceStatus.TERMINATING, DeviceStatus.TERMINATED})
 
@@ -61,7 +69,6 @@ class OrphanActivities(AccountProviders, OrphanActivityDefinitions):
     @activity.defn
     async def find_orphans(self, input: om.FindOrphansInput) -> om.FindOrphansResult:
         devices = await self._managed(input.account, sweeping=True)
-        parked = await self._shut_down_parked(input.account)
         by_pool: dict[str, list[ProviderDevice]] = {}
         for device in devices:
             by_pool.setdefault(device.info.labels.get(LABEL_POOL, ""), []).append(device)
@@ -84,6 +91,8 @@ class OrphanActivities(AccountProviders, OrphanActivityDefinitions):
             ),
             key=lambda o: (o.created_at, o.id),
         )
+        # After the orphans are known, within a share of this attempt's time (R24 #3).
+        parked = await self._shut_down_parked(input.account)
         if len(orphans) > om.MAX_ORPHANS_PER_SCAN:
             activity.logger.warning(
                 "orphan sweep of %s: %d orphans, the oldest %d handled this scan",
@@ -101,21 +110,38 @@ class OrphanActivities(AccountProviders, OrphanActivityDefinitions):
 
     async def _shut_down_parked(self, account: str) -> int:
         """Parked profiles still powered, sent a shutdown again (an adapter that parks
-        them: `ParkedSweep`); how many. A failure is logged: the scan goes on."""
+        them: `ParkedSweep`); how many. Bounded by this attempt's start-to-close: none
+        started past `PARKED_PASS_SHARE` of it, and the pass is cut at twice that (or
+        `PARKED_PASS_MARGIN` of it before the end); the rest waits for the next scan. A
+        failure is logged and what was sent before it is still said: the scan goes on."""
         provider = self._provider(account)
         if not isinstance(provider, ParkedSweep):
             return 0
+        info = activity.info()
+        limit = (info.start_to_close_timeout or PARKED_PASS_DEFAULT).total_seconds()
+        elapsed = (datetime.now(UTC) - info.started_time).total_seconds()
+        budget = PARKED_PASS_SHARE * limit
+        cut = min(2 * budget, limit - elapsed - PARKED_PASS_MARGIN * limit)
+        sent: list[ParkedShutdown] = []
         try:
-            async with heartbeating():
+            if cut <= 0:
+                raise TimeoutError
+            async with heartbeating(), asyncio.timeout(cut):
                 with provider_call(sweeping=True):
-                    sent = await provider.shut_down_parked()
+                    await provider.shut_down_parked(budget, sent)
+        except TimeoutError:
+            activity.logger.warning(
+                "orphan sweep of %s: parked phones' pass cut at its time budget (%d sent); "
+                "the rest next scan",
+                account,
+                len(sent),
+            )
         except ProviderError as exc:
             activity.logger.warning(
-                "orphan sweep of %s: parked phones not checked for power (%s)",
+                "orphan sweep of %s: parked phones not all checked for power (%s)",
                 account,
                 exc.error_type.value,
             )
-            return 0
         for parked in sent:
             self.metrics.parked_phone_shut_down(account)
             activity.logger.warning(

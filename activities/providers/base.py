@@ -219,7 +219,10 @@ class ParkedSweep(Protocol):
     the orphan sweep calls it after `list_managed`. Others do not implement it: nothing
     of theirs bills while parked."""
 
-    async def shut_down_parked(self) -> list[ParkedShutdown]:
+    async def shut_down_parked(
+        self, budget_seconds: float = ..., sent: list[ParkedShutdown] | None = None
+    ) -> list[ParkedShutdown]:
         """Send a shutdown again to parked profiles listed powered past a grace (a bounded
-        number a call, each read again first); what was sent."""
+        number a call, each read again first, none started past `budget_seconds`, one's
+        failure passed over); what was sent, each also appended to `sent` as it is."""
         ...

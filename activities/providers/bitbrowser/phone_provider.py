@@ -13,6 +13,7 @@ NAME`. Secrets never reach a result or an error. How and why: docs/providers.md,
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Iterable
 from weakref import WeakValueDictionary
@@ -111,10 +112,12 @@ class PhoneProvider:
         infos = await self.reads.infos([(p, r) for p, r in found if r.state == ACTIVE])
         return [ProviderDevice(info, "android") for info in infos]
 
-    async def shut_down_parked(self) -> list[ParkedShutdown]:
-        """The orphan sweep's, after `list_managed`: a shutdown sent again to parked
-        profiles still listed powered (`phone_parked`)."""
-        return await self.parked.shut_down()
+    async def shut_down_parked(
+        self, budget_seconds: float = math.inf, sent: list[ParkedShutdown] | None = None
+    ) -> list[ParkedShutdown]:
+        """The orphan sweep's, after `list_managed`: a shutdown sent again to reserve
+        profiles still listed powered (`phone_parked`), none started past the budget."""
+        return await self.parked.shut_down(budget_seconds, sent)
 
     async def get_device(self, device_id: str) -> ProviderDevice:
         # No `running` read: a kept answer or the listing's word. The callers (a
@@ -325,6 +328,7 @@ class PhoneProvider:
         """What this adapter kept of a phone it just changed."""
         self.reads.forget(phone_id)
         self._looked.pop(phone_id, None)
+        self.parked.forget(phone_id)  # claimed or parked here: a new grace (R24 #5)
 
     async def _phone(self, phone_id: str) -> Phone | None:
         """One profile by id: one call when its `seq` is known, else the managed listing;

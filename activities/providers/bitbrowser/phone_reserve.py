@@ -19,7 +19,6 @@ from devicepool.activities.providers.bitbrowser.phone_marks import (
     parked_fields,
     parked_mark,
 )
-from devicepool.activities.providers.bitbrowser.phone_parked import powered
 from devicepool.activities.providers.bitbrowser.phones import CloudPhones
 from devicepool.api.names import LABEL_TEMPLATE_HASH
 
@@ -73,13 +72,7 @@ class Reserve:
             kept = (self._clock(), listed)
             if listing.parks == self.listings.parks[pool]:  # no phone parked since it began
                 self._reserves[pool] = kept
-        # Only one listed stopped: one still powered has a shutdown pending (or lost, which
-        # the orphan sweep sends again), which may land after the claim's power-on.
-        reserve = [
-            pr
-            for pr in kept[1]
-            if pr[1].labels.get(LABEL_TEMPLATE_HASH, "") == wanted and not powered(pr[0])
-        ]
+        reserve = [pr for pr in kept[1] if pr[1].labels.get(LABEL_TEMPLATE_HASH, "") == wanted]
         if not reserve:
             return None
         phone, old = min(reserve, key=lambda pr: oldest_first(pr[0]))
