@@ -344,3 +344,30 @@ async def test_a_profile_claimed_between_the_listing_and_the_shutdown_is_left_al
     assert [p.phone_id for p in await provider.shut_down_parked()] == []
     assert [p for p, _ in n1.recorder.calls if p == "/phone/shutdown"] == []
     assert (await phones_stats(account))["running"] == 1
+
+
+async def test_a_phone_the_sweep_just_shut_down_is_not_claimed_while_that_shutdown_lands(
+    account: Account, provider: PhoneProvider, n1: Node, clock: Clock
+) -> None:
+    """R25 #1: the sweep sends a lost shutdown again; a create right after must not take
+    that phone (listed running, it would get no power-on and go off under its new slot
+    mark when the shutdown lands): it makes a new profile, and the old one is off."""
+    made = await provider.create_device(new_device(slot=0))
+    await ready(account, provider)
+    await account.faults(phoneShutdownsLost=1)
+    await provider.remove_device(made.id)
+    (parked,) = await listed(n1, pool_prefix("phones-a"))
+    await account.advance(120)  # never lands
+    assert await sweep(provider) == []
+    clock.now += PARKED_GRACE_SECONDS
+    assert await sweep(provider) == [parked.id]  # sent again, lands 60 s later
+    again = await provider.create_device(new_device(slot=1))
+    assert again.id.split(".")[0] != parked.id
+    await account.advance(61)
+    by_id = {p.id: p for p in await listed(n1, pool_prefix("phones-a"))}
+    assert by_id[parked.id].status != PhoneStatus.RUNNING
+    assert by_id[parked.id].name == parked_mark("phones-a", "reserve")
+    # Past the hold, it is claimed again like any reserve profile.
+    clock.now += PARKED_GRACE_SECONDS
+    third = await provider.create_device(new_device(slot=2))
+    assert third.id.split(".")[0] == parked.id

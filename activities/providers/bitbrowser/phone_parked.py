@@ -7,9 +7,11 @@ reserve profiles the managed listing showed powered (booting, running or suspend
 bills), and `shut_down` sends a shutdown again to those first seen so at least
 `grace_seconds` before (an earlier sweep: a shutdown in flight is not doubled), at most
 `limit` a sweep and none started past the sweep's budget, each re-read right before (a
-create may have claimed it since). A claim or park of this process forgets a phone's
-sighting (`forget`): a new removal's shutdown gets a grace of its own. One phone's failed
-re-read or shutdown is logged and passed over; it goes after the others next time.
+create may have claimed it since), and held from claims for the grace after (`holds`: a
+claim would get it listed running, send it no power-on, and lose it to that shutdown). A
+claim or park of this process forgets a phone's sighting (`forget`): a new removal's
+shutdown gets a grace of its own. One phone's failed re-read or shutdown is logged and
+passed over; it goes after the others next time.
 
 Retired profiles are not listed (there is no delete: that listing only grows): a retired
 phone whose shutdown was lost bills on, a known gap. Why: docs/providers.md, "The
@@ -69,6 +71,9 @@ class ParkedPower:
         self.seen: dict[str, tuple[float, str]] = {}
         # phones listed with no seq, said once each (the vendor documents `seq`)
         self._no_seq: set[str] = set()
+        # phone id -> when this sweep last sent it a shutdown: no claim takes it for
+        # `grace_seconds` (`holds`), or the shutdown would land on the slot it then serves
+        self.sent_at: dict[str, float] = {}
 
     def observe(self, found: Iterable[tuple[Phone, Remark]]) -> None:
         """What the managed listing showed of the reserve profiles in it."""
@@ -78,6 +83,14 @@ class ParkedPower:
                 self.seen.setdefault(phone.id, (now, remark.pool))
             else:
                 self.seen.pop(phone.id, None)
+
+    def holds(self, phone_id: str) -> bool:
+        """A shutdown this sweep sent it may not have landed yet: not to be claimed (R25 #1)."""
+        at = self.sent_at.get(phone_id)
+        if at is not None and self._clock() - at >= self.grace_seconds:
+            del self.sent_at[phone_id]
+            at = None
+        return at is not None
 
     def forget(self, phone_id: str) -> None:
         """This process claimed or parked it: a later sighting starts a grace of its own."""
@@ -143,6 +156,8 @@ class ParkedPower:
             ):
                 self.seen.pop(phone_id, None)  # claimed, retired, shut down since, or gone
                 return None
+            # Held from claims before it is sent: a create waiting on the lock comes after.
+            self.sent_at[phone_id] = self._clock()
             await self.phones.shutdown(phone.id)
         self.seen[phone_id] = (self._clock(), pool)  # its grace starts over
         return ParkedShutdown(phone.id, remark.pool, remark.state, phone.status)

@@ -89,7 +89,12 @@ class PhoneProvider:
         self._looked: dict[str, tuple[float, Phone]] = {}
         self.lookup_seconds = 2 * phones.pacer.interval
         self.reserve = Reserve(
-            phones, self.listings, forget=self._forget, wall_clock=wall_clock, clock=clock
+            phones,
+            self.listings,
+            forget=self._forget,
+            wall_clock=wall_clock,
+            clock=clock,
+            held=lambda phone_id: self.parked.holds(phone_id),
         )
         self.parked = ParkedPower(phones, self.listings, clock=clock)
         # slot mark -> the lock one create of that slot holds at a time; an entry goes

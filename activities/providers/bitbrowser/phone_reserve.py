@@ -34,10 +34,12 @@ class Reserve:
         forget: Callable[[str], None],
         wall_clock: Callable[[], float],
         clock: Callable[[], float],
+        held: Callable[[str], bool] = lambda phone_id: False,
     ) -> None:
         self.phones = phones
         self.listings = listings
         self._forget = forget  # what the adapter kept of a phone changed here
+        self._held = held  # a profile the orphan sweep just sent a shutdown: not claimed
         self._wall = wall_clock
         self._clock = clock
         # pool -> the lock its `spec.reserve.keep` count-and-mark holds (`park`).
@@ -72,7 +74,11 @@ class Reserve:
             kept = (self._clock(), listed)
             if listing.parks == self.listings.parks[pool]:  # no phone parked since it began
                 self._reserves[pool] = kept
-        reserve = [pr for pr in kept[1] if pr[1].labels.get(LABEL_TEMPLATE_HASH, "") == wanted]
+        reserve = [
+            pr
+            for pr in kept[1]
+            if pr[1].labels.get(LABEL_TEMPLATE_HASH, "") == wanted and not self._held(pr[0].id)
+        ]
         if not reserve:
             return None
         phone, old = min(reserve, key=lambda pr: oldest_first(pr[0]))
