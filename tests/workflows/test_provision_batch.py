@@ -15,14 +15,16 @@ import shutil
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from pydantic import SecretStr
 from temporalio import activity, workflow
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
@@ -394,6 +396,153 @@ async def test_a_batch_cancelled_before_its_first_task_creates_nothing(
     ]
     assert "create_device" not in scheduled, scheduled
     assert "has no permit ledger" not in caplog.text
+    replayer = Replayer(workflows=[ProvisionBatchWorkflow], data_converter=DATA_CONVERTER)
+    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert replayed.replay_failure is None, replayed.replay_failure
+
+
+# ------------------------------------------------------------ a batch cancelled mid-create
+
+
+class HeldCreates:
+    """`create_device` runs until `release` is set, then returns its device (a cancel does
+    not stop it: the real activity finishes a create already on its way)."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.returned: list[str] = []
+        self.release = asyncio.Event()
+        self.began = asyncio.Event()
+
+    @activity.defn(name="create_device")
+    async def create_device(self, input: am.CreateDeviceInput) -> am.CreateDeviceResult:
+        self.started.append(input.name)
+        self.began.set()
+        while not self.release.is_set():
+            activity.heartbeat()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0.2)
+        self.returned.append(input.name)
+        device = am.DeviceInfo(id=f"dev-{input.name}", status="provisioning", created_at=NOW)
+        return am.CreateDeviceResult(device=device)
+
+    @activity.defn(name="pool_running")
+    async def pool_running(self, input: am.PoolRunInput) -> am.PoolRunResult:
+        return am.PoolRunResult(running=True, status="RUNNING")
+
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _events(history: WorkflowHistory) -> list[str]:
+    """The batch's history as names: activities and signals it sent, in order."""
+    names = []
+    for e in history.events:
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            names.append(
+                "scheduled " + e.activity_task_scheduled_event_attributes.activity_type.name
+            )
+        elif e.HasField("activity_task_completed_event_attributes"):
+            names.append("completed")
+        elif e.HasField("signal_external_workflow_execution_initiated_event_attributes"):
+            names.append(
+                "signal "
+                + e.signal_external_workflow_execution_initiated_event_attributes.signal_name
+            )
+    return names
+
+
+async def _cancel_mid_create(
+    env: WorkflowEnvironment, fake: HeldCreates, *, held: bool
+) -> tuple[ProvisionBatchInput, WorkflowHistory]:
+    """A batch of 3 under a one-permit-at-a-time ledger, cancelled while slot 0's create
+    runs. `held`: check that it still runs 2 s after, then let the create finish."""
+    account, queue = f"held-{uuid.uuid4().hex[:6]}", f"held-batch-{uuid.uuid4().hex[:6]}"
+    async with (
+        new_worker(env.client, task_queue=f"{queue}-ledger", workflows=[FakeLedger],
+                   activities=[], workflow_runner=UnsandboxedWorkflowRunner()),
+        new_worker(env.client, task_queue=queue, workflows=[ProvisionBatchWorkflow],
+                   activities=[fake.pool_running], workflow_runner=UnsandboxedWorkflowRunner()),
+        new_worker(env.client, task_queue=account_task_queue(account),
+                   activities=[fake.create_device]),
+    ):  # fmt: skip
+        ledger = await env.client.start_workflow(
+            FakeLedger.run, id=ledger_workflow_id(account), task_queue=f"{queue}-ledger"
+        )
+        try:
+            input = batch([0, 1, 2]).model_copy(update={"account": account})
+            handle = await env.client.start_workflow(
+                ProvisionBatchWorkflow.run, input, id=f"batch-{uuid.uuid4().hex}", task_queue=queue
+            )
+            await asyncio.wait_for(fake.began.wait(), 30)
+            await handle.cancel()
+            if held:
+                await asyncio.sleep(2)  # the batch had ended by now
+                history = await handle.fetch_history()
+                assert "signal batch_done" not in _events(history), _events(history)
+                assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+                fake.release.set()
+            with pytest.raises(WorkflowFailureError) as ended:
+                await asyncio.wait_for(handle.result(), 60)
+        finally:
+            fake.release.set()
+            with contextlib.suppress(RPCError):
+                await ledger.terminate()
+    assert isinstance(ended.value.cause, CancelledError), ended.value.cause
+    return input, await handle.fetch_history()
+
+
+def _batch_done(history: WorkflowHistory) -> Any:
+    return next(
+        e.signal_external_workflow_execution_initiated_event_attributes.input
+        for e in history.events
+        if e.HasField("signal_external_workflow_execution_initiated_event_attributes")
+        and e.signal_external_workflow_execution_initiated_event_attributes.signal_name
+        == "batch_done"
+    )
+
+
+async def test_a_batch_cancelled_with_a_create_in_flight_waits_for_it(
+    skipping: tuple[WorkflowEnvironment, httpx.AsyncClient],
+) -> None:
+    """R25 #2: a ledger grants one permit at a time; slot 0's create is on its way when the
+    pool is deleted. The batch ended CANCELED and sent `batch_done` at once, the create
+    landing after: a device of a deleted pool past its sweep, in no report. Now the batch
+    waits for the create, reports its device, and starts no other; its history replays."""
+    env, _ = skipping
+    fake = HeldCreates()
+    input, history = await _cancel_mid_create(env, fake, held=True)
+    assert fake.started == fake.returned == [f"{input.pool}-0"]
+    events = _events(history)
+    assert events.count("scheduled create_device") == 1, events
+    assert events.index("completed", events.index("scheduled create_device")) < events.index(
+        "signal batch_done"
+    ), events
+    (report,) = await DATA_CONVERTER.decode(_batch_done(history).payloads, [BatchReport])
+    assert report.cancelled and report.created == {0: f"dev-{input.pool}-0"}, report
+    replayer = Replayer(workflows=[ProvisionBatchWorkflow], data_converter=DATA_CONVERTER)
+    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert replayed.replay_failure is None, replayed.replay_failure
+
+
+async def test_a_batch_that_ended_before_its_create_replays(
+    skipping: tuple[WorkflowEnvironment, httpx.AsyncClient],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same cancel, recorded as batches before the fix ran it (they did not wait for
+    the creates: `_await_started_creates` left out), replays on the old path (no marker)."""
+    env, _ = skipping
+    fake = HeldCreates()
+
+    async def ended_at_once(self: ProvisionBatchWorkflow) -> None:
+        return None
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ProvisionBatchWorkflow, "_await_started_creates", ended_at_once)
+        _, history = await _cancel_mid_create(env, fake, held=False)
+    events = _events(history)
+    assert "completed" not in events[events.index("scheduled create_device") :], events
+    assert not any(e.HasField("marker_recorded_event_attributes") for e in history.events)
     replayer = Replayer(workflows=[ProvisionBatchWorkflow], data_converter=DATA_CONVERTER)
     replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert replayed.replay_failure is None, replayed.replay_failure

@@ -79,6 +79,10 @@ QUOTA_STOPS_BATCH_PATCH = "quota-stops-the-batch"
 # started the batch) ends it before any create. Batches before it created every slot,
 # without permits, and took the cancel after (R23 #2). Asked only when such a cancel came.
 CANCEL_AT_REQUEST_PATCH = "batch-cancel-at-request-creates-nothing"
+# A cancel that came while granted creates ran waits for them before the batch reports its
+# end, so they land before the pool's sweep and the report names their devices. Batches
+# before it ended at once, the creates landing after (R25 #2). Asked only then.
+CANCEL_AWAITS_CREATES_PATCH = "batch-cancel-awaits-its-creates"
 
 
 @workflow.defn(name=WORKFLOW_PROVISION_BATCH)
@@ -94,6 +98,8 @@ class ProvisionBatchWorkflow:
         self._dropped: list[int] = []
         # The pool that started this batch has ended (terminated, failed, completed).
         self._gone = False
+        # The creates started, one task per grant (or one ungated).
+        self._runs: list[asyncio.Future[None]] = []
 
     @workflow.run
     async def run(self, input: ProvisionBatchInput) -> BatchReport:
@@ -119,6 +125,7 @@ class ProvisionBatchWorkflow:
             if isinstance(err, ActivityError) and workflow.cancellation_reason() is None:
                 raise
             report.cancelled = True
+            await self._await_started_creates()
             await self._release_permits(input)
             await tell(input.parent_workflow_id, SIGNAL_BATCH_DONE, report)
             raise
@@ -140,6 +147,14 @@ class ProvisionBatchWorkflow:
         self._dropped += [slot for _, slot in self._pending if slot in wanted]
         self._pending = [(i, slot) for i, slot in self._pending if slot not in wanted]
 
+    async def _await_started_creates(self) -> None:
+        """On a cancel: the creates already started (past their permit) end first, each
+        with its device or its failure in the report. None is started after the cancel.
+        `CANCEL_AWAITS_CREATES_PATCH`, asked only when some still run."""
+        running = [run for run in self._runs if not run.done()]
+        if running and workflow.patched(CANCEL_AWAITS_CREATES_PATCH):
+            await asyncio.gather(*running)
+
     async def _settle_withdrawn(self, input: ProvisionBatchInput, report: BatchReport) -> None:
         """Tell the pool at once, and ask the ledger only for what is still needed."""
         report.withdrawn += self._dropped
@@ -159,7 +174,7 @@ class ProvisionBatchWorkflow:
     async def _create_all(self, input: ProvisionBatchInput, report: BatchReport) -> None:
         """Create every slot: under the account's permits when it has a ledger, else at once."""
         self._pending = list(enumerate(input.slots))
-        runs: list[asyncio.Future[None]] = []
+        runs = self._runs
         self._gated = await self._ask(input, len(self._pending), first=True)
         _take_a_cancel()
         while self._pending and self._gated:
