@@ -15,7 +15,7 @@ import shutil
 import sys
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -534,8 +534,8 @@ async def test_a_batch_that_ended_before_its_create_replays(
     env, _ = skipping
     fake = HeldCreates()
 
-    async def ended_at_once(self: ProvisionBatchWorkflow) -> None:
-        return None
+    async def ended_at_once(self: ProvisionBatchWorkflow, input: ProvisionBatchInput) -> bool:
+        return False
 
     with monkeypatch.context() as patched:
         patched.setattr(ProvisionBatchWorkflow, "_await_started_creates", ended_at_once)
@@ -546,3 +546,223 @@ async def test_a_batch_that_ended_before_its_create_replays(
     replayer = Replayer(workflows=[ProvisionBatchWorkflow], data_converter=DATA_CONVERTER)
     replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert replayed.replay_failure is None, replayed.replay_failure
+
+
+# ------------------------------------------------ a cancelled batch stops its creates (R26)
+
+
+@workflow.defn(name="GrantingLedger")
+class GrantingLedger:
+    """Grants one permit a second while any are wanted, `limit` in all. `heeds_cancel`
+    False: a grant on its way crosses the batch's `cancel_permits` (it comes all the same)."""
+
+    def __init__(self) -> None:
+        self.wanted: dict[str, int] = {}
+        self.granted = 0
+        self.cancels = 0
+        self.used: list[PermitsUsed] = []
+
+    @workflow.run
+    async def run(self, limit: int, heeds_cancel: bool) -> None:
+        self.heeds_cancel = heeds_cancel
+        while True:
+            await workflow.wait_condition(
+                lambda: self.granted < limit and any(self.wanted.values())
+            )
+            requester = next(r for r, n in self.wanted.items() if n)
+            self.wanted[requester] -= 1
+            self.granted += 1
+            grant = PermitGrant(request_id=requester, grant_id=f"grant-{self.granted}", count=1)
+            await workflow.get_external_workflow_handle(requester).signal(
+                SIGNAL_PERMITS_GRANTED, grant
+            )
+            await workflow.sleep(timedelta(seconds=1))
+
+    @workflow.signal(name=SIGNAL_PERMIT_REQUEST)
+    def request(self, request: PermitRequest) -> None:
+        self.wanted[request.requester] = request.count
+
+    @workflow.signal(name=SIGNAL_PERMIT_CANCEL)
+    def cancel(self, request_id: str) -> None:
+        self.cancels += 1
+        if self.heeds_cancel:
+            self.wanted[request_id] = 0
+
+    @workflow.signal(name=SIGNAL_PERMITS_USED)
+    def on_used(self, used: PermitsUsed) -> None:
+        self.used.append(used)
+
+    @workflow.query(name="seen")
+    def seen(self) -> dict[str, Any]:
+        return {"granted": self.granted, "cancels": self.cancels, "used": self.used}
+
+
+async def _seen(ledger: Any) -> dict[str, Any]:
+    seen: dict[str, Any] = await ledger.query("seen", result_type=dict[str, Any])
+    used = [PermitsUsed.model_validate(u) for u in seen["used"]]
+    seen["used"] = {u.grant_id: (len(u.done_at), u.unused) for u in used}
+    return seen
+
+
+@contextlib.asynccontextmanager
+async def _granting(
+    env: WorkflowEnvironment, fake: Any, *, limit: int, heeds_cancel: bool = True, slots: int = 1
+) -> AsyncIterator[tuple[str, str, Any]]:
+    """Workers for a batch on its own account (`slots`: the account worker's activity slots)
+    and a `GrantingLedger`; yields the account, the batch queue and the ledger's handle."""
+    account, queue = f"r26-{uuid.uuid4().hex[:6]}", f"r26-batch-{uuid.uuid4().hex[:6]}"
+    async with (
+        new_worker(env.client, task_queue=f"{queue}-ledger", workflows=[GrantingLedger],
+                   activities=[], workflow_runner=UnsandboxedWorkflowRunner()),
+        new_worker(env.client, task_queue=queue, workflows=[ProvisionBatchWorkflow],
+                   activities=[fake.pool_running], workflow_runner=UnsandboxedWorkflowRunner()),
+        new_worker(env.client, task_queue=account_task_queue(account),
+                   activities=[fake.create_device], max_concurrent_activities=slots),
+    ):  # fmt: skip
+        ledger = await env.client.start_workflow(
+            GrantingLedger.run,
+            args=[limit, heeds_cancel],
+            id=ledger_workflow_id(account),
+            task_queue=f"{queue}-ledger",
+        )
+        try:
+            yield account, queue, ledger
+        finally:
+            fake.release.set()
+            with contextlib.suppress(RPCError):
+                await ledger.terminate()
+
+
+async def test_a_cancelled_batch_starts_none_of_its_queued_creates(
+    skipping: tuple[WorkflowEnvironment, httpx.AsyncClient],
+) -> None:
+    """R26 #1: three permits granted to a batch of 4 on an account worker with one slot:
+    slot 0's create runs, those of slots 1 and 2 are queued behind it. The pool is deleted.
+    The batch awaited its creates without cancelling them: slots 1 and 2 went to the
+    provider once the slot freed, after the delete. Now only slot 0's create runs; it lands
+    and is reported, and the grants come back (slot 0's as spent)."""
+    env, _ = skipping
+    fake = HeldCreates()
+    async with _granting(env, fake, limit=3) as (account, queue, ledger):
+        input = batch([0, 1, 2, 3]).model_copy(update={"account": account})
+        handle = await env.client.start_workflow(
+            ProvisionBatchWorkflow.run, input, id=f"batch-{uuid.uuid4().hex}", task_queue=queue
+        )
+        await asyncio.wait_for(fake.began.wait(), 30)
+        for _ in range(100):
+            if (await _seen(ledger))["granted"] == 3:
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.5)  # the creates of slots 1 and 2 are scheduled, queued
+        await handle.cancel()
+        await asyncio.sleep(1)
+        fake.release.set()
+        with pytest.raises(WorkflowFailureError):
+            await asyncio.wait_for(handle.result(), 60)
+        await asyncio.sleep(0.5)
+        seen = await _seen(ledger)
+    assert fake.started == fake.returned == [f"{input.pool}-0"]
+    history = await handle.fetch_history()
+    (report,) = await DATA_CONVERTER.decode(_batch_done(history).payloads, [BatchReport])
+    assert report.cancelled and report.created == {0: f"dev-{input.pool}-0"}, report
+    assert seen["cancels"] == 1 and seen["granted"] == 3, seen
+    assert sorted(seen["used"]) == ["grant-1", "grant-2", "grant-3"], seen
+    assert seen["used"]["grant-1"] == (1, 0), seen
+    replayer = Replayer(workflows=[ProvisionBatchWorkflow], data_converter=DATA_CONVERTER)
+    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert replayed.replay_failure is None, replayed.replay_failure
+
+
+class FlakyCreates:
+    """`create_device` fails retryably (a 503) on its first 3 attempts; `attempts`. A cancel
+    ends an attempt."""
+
+    def __init__(self) -> None:
+        self.attempts: list[tuple[str, int]] = []
+        self.began = asyncio.Event()
+        self.release = asyncio.Event()
+
+    @activity.defn(name="create_device")
+    async def create_device(self, input: am.CreateDeviceInput) -> am.CreateDeviceResult:
+        attempt = activity.info().attempt
+        self.attempts.append((input.name, attempt))
+        self.began.set()
+        for _ in range(3 if attempt > 1 else 50):  # the first attempt lasts: cancel it
+            activity.heartbeat()
+            # Takes a cancel (the time-skipping server never ends an attempt that fails
+            # once its cancel was asked: the workflow times out ten years later).
+            await asyncio.sleep(0.2)
+        if attempt < 4:
+            raise ApplicationError("provider answered 503", type="provider_error")
+        device = am.DeviceInfo(id=f"dev-{input.name}", status="provisioning", created_at=NOW)
+        return am.CreateDeviceResult(device=device)
+
+    @activity.defn(name="pool_running")
+    async def pool_running(self, input: am.PoolRunInput) -> am.PoolRunResult:
+        return am.PoolRunResult(running=True, status="RUNNING")
+
+
+async def test_a_cancelled_batch_retries_no_create(
+    skipping: tuple[WorkflowEnvironment, httpx.AsyncClient],
+) -> None:
+    """R26 #1: a create fails retryably, and the batch is cancelled during its first
+    attempt. Its retries went on to the provider after the delete (attempts 2 to 4). Now
+    the attempt in flight ends, is reported, and none follows."""
+    env, _ = skipping
+    fake = FlakyCreates()
+    async with _granting(env, fake, limit=1, slots=4) as (account, queue, _):
+        input = batch([0, 1]).model_copy(update={"account": account})
+        handle = await env.client.start_workflow(
+            ProvisionBatchWorkflow.run, input, id=f"batch-{uuid.uuid4().hex}", task_queue=queue
+        )
+        await asyncio.wait_for(fake.began.wait(), 30)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await asyncio.wait_for(handle.result(), 60)
+        await asyncio.sleep(1)
+    assert fake.attempts == [(f"{input.pool}-0", 1)], fake.attempts
+    (report,) = await DATA_CONVERTER.decode(
+        _batch_done(await handle.fetch_history()).payloads, [BatchReport]
+    )
+    assert report.cancelled and report.created == {} and list(report.failed_slots) == [0]
+
+
+async def test_grants_to_a_cancelled_batch_stop_and_come_back_unused(
+    skipping: tuple[WorkflowEnvironment, httpx.AsyncClient],
+) -> None:
+    """R26 #2: a ledger grants while permits are wanted; the batch is cancelled with two
+    creates held. It withdrew its request only after they ended: the ledger granted a third
+    permit meanwhile, and that one came back counted as a create. Now the request is
+    withdrawn at the cancel (no further grant), and a grant that crosses the withdrawal
+    comes back `unused`."""
+    env, _ = skipping
+    for heeds_cancel in (True, False):
+        fake = HeldCreates()
+        async with _granting(env, fake, limit=3, heeds_cancel=heeds_cancel, slots=4) as (
+            account,
+            queue,
+            ledger,
+        ):
+            input = batch([0, 1, 2]).model_copy(update={"account": account})
+            handle = await env.client.start_workflow(
+                ProvisionBatchWorkflow.run, input, id=f"batch-{uuid.uuid4().hex}", task_queue=queue
+            )
+            for _ in range(100):
+                if len(fake.started) == 2:
+                    break
+                await asyncio.sleep(0.05)
+            assert len(fake.started) == 2, fake.started
+            await handle.cancel()
+            await asyncio.sleep(2)
+            during = await _seen(ledger)
+            fake.release.set()
+            with pytest.raises(WorkflowFailureError):
+                await asyncio.wait_for(handle.result(), 60)
+            await asyncio.sleep(0.5)
+            seen = await _seen(ledger)
+        assert during["cancels"] == 1, during
+        assert seen["granted"] == (2 if heeds_cancel else 3), seen
+        assert len(fake.started) == 2, fake.started
+        assert seen["used"]["grant-1"] == seen["used"]["grant-2"] == (1, 0), seen
+        if not heeds_cancel:
+            assert seen["used"]["grant-3"] == (0, 1), seen

@@ -98,8 +98,9 @@ class ProvisionBatchWorkflow:
         self._dropped: list[int] = []
         # The pool that started this batch has ended (terminated, failed, completed).
         self._gone = False
-        # The creates started, one task per grant (or one ungated).
+        # The creates started, one task per grant (or one ungated), and their activities.
         self._runs: list[asyncio.Future[None]] = []
+        self._creates: list[workflow.ActivityHandle[Any]] = []
 
     @workflow.run
     async def run(self, input: ProvisionBatchInput) -> BatchReport:
@@ -125,8 +126,8 @@ class ProvisionBatchWorkflow:
             if isinstance(err, ActivityError) and workflow.cancellation_reason() is None:
                 raise
             report.cancelled = True
-            await self._await_started_creates()
-            await self._release_permits(input)
+            if not await self._await_started_creates(input):
+                await self._release_permits(input)
             await tell(input.parent_workflow_id, SIGNAL_BATCH_DONE, report)
             raise
         await tell(input.parent_workflow_id, SIGNAL_BATCH_DONE, report)
@@ -147,13 +148,29 @@ class ProvisionBatchWorkflow:
         self._dropped += [slot for _, slot in self._pending if slot in wanted]
         self._pending = [(i, slot) for i, slot in self._pending if slot not in wanted]
 
-    async def _await_started_creates(self) -> None:
-        """On a cancel: the creates already started (past their permit) end first, each
-        with its device or its failure in the report. None is started after the cancel.
+    async def _await_started_creates(self, input: ProvisionBatchInput) -> bool:
+        """On a cancel with creates running: withdraw the permit request, cancel their
+        activities and wait until each ended (a create on its way to the provider lands and
+        reports its device; one queued or between retries starts no further attempt), then
+        hand back the grants no create used. True if it did (the permits are released).
         `CANCEL_AWAITS_CREATES_PATCH`, asked only when some still run."""
         running = [run for run in self._runs if not run.done()]
-        if running and workflow.patched(CANCEL_AWAITS_CREATES_PATCH):
-            await asyncio.gather(*running)
+        if not (running and workflow.patched(CANCEL_AWAITS_CREATES_PATCH)):
+            return False
+        for create in self._creates:
+            # The activities, not the runs: a run may be telling the ledger (errors.py).
+            if not create.done():
+                create.cancel()
+        if self._gated:
+            await self._cancel_request(input)  # no grant is spent from now: none asked for
+        await asyncio.gather(*running, return_exceptions=True)
+        if self._gated:
+            for grant in self._grants:
+                await self._used(input, PermitsUsed(grant_id=grant.grant_id, unused=grant.count))
+            for grant_id in list(self._unreported):  # a run the ledger did not hear from
+                await self._used(input, PermitsUsed(grant_id=grant_id))
+        self._grants.clear()
+        return True
 
     async def _settle_withdrawn(self, input: ProvisionBatchInput, report: BatchReport) -> None:
         """Tell the pool at once, and ask the ledger only for what is still needed."""
@@ -336,7 +353,7 @@ class ProvisionBatchWorkflow:
         """One create; returns when it finished (for the ledger) and whether it succeeded."""
         total = len(input.slots)
         try:
-            result = await workflow.execute_activity_method(
+            create = workflow.start_activity_method(
                 DeviceActivityDefinitions.create_device,
                 CreateDeviceInput(
                     account=input.account,
@@ -365,6 +382,8 @@ class ProvisionBatchWorkflow:
                 cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 summary=f"create device {index + 1}/{total} (slot {slot})",
             )
+            self._creates.append(create)
+            result = await create
         except ActivityError as err:
             report.failed_slots[slot] = reason_of(err)
             if provider_verdict(err) is None:
