@@ -23,26 +23,7 @@ pytestmark = pytest.mark.devserver
 
 
 async def test_a_data_dir_of_an_older_build_gets_the_new_search_attribute(tmp_path: Path) -> None:
-    port = free_port()
-    older = [f"{n}={t}" for n, t in SEARCH_ATTRIBUTES.items() if n != SA_ROW_AT]
-    command = [temporal_binary(), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
-    command += ["--port", str(port), "--log-level", "error"]
-    command += ["--db-filename", str(tmp_path / "temporal.db")]
-    for pair in older:
-        command += ["--search-attribute", pair]
-    # A server in the background, as `devicepool dev` runs it.
-    before = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: ASYNC220
-    try:
-        had = await eventually(
-            lambda: _registered(port),
-            timeout=60,
-            what="the older build's server",
-            retry_on=(Exception,),
-        )
-        assert SA_ROW_AT not in had and "DevicePoolPhase" in had
-    finally:
-        before.send_signal(signal.SIGINT)
-        before.wait(timeout=30)
+    port = await _older_build_server(tmp_path)
 
     (tmp_path / "logs").mkdir()
     stack = DevStack(DevOptions(data_dir=tmp_path, port=port), out=lambda line: None)
@@ -54,6 +35,45 @@ async def test_a_data_dir_of_an_older_build_gets_the_new_search_attribute(tmp_pa
         for child in stack.children:
             await stop_child(child)
             child.log.close()
+
+
+async def _older_build_server(tmp_path: Path) -> int:
+    """An older build's server made the data dir (its search attributes without
+    `DevicePoolRowAt`) and stopped; its port. A port another process took between the
+    pick and the server's bind ends that server at once: a new port is tried (as
+    `start_dev_server` does), and the last one's stderr is shown if none comes up."""
+    older = [f"{n}={t}" for n, t in SEARCH_ATTRIBUTES.items() if n != SA_ROW_AT]
+    log = tmp_path / "older-server.log"
+    for _ in range(3):
+        port = free_port()
+        command = [temporal_binary(), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
+        command += ["--port", str(port), "--log-level", "error"]
+        command += ["--db-filename", str(tmp_path / "temporal.db")]
+        for pair in older:
+            command += ["--search-attribute", pair]
+        # A server in the background, as `devicepool dev` runs it.
+        with log.open("wb") as err:
+            before = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err)  # noqa: ASYNC220
+
+        async def up(server: subprocess.Popen[bytes] = before, at: int = port) -> object:
+            if server.poll() is not None:
+                return "exited"
+            return await _registered(at)
+
+        try:
+            had = await eventually(
+                up, timeout=60, what="the older build's server", retry_on=(Exception,)
+            )
+            if had == "exited":
+                continue
+            assert isinstance(had, set)
+            assert SA_ROW_AT not in had and "DevicePoolPhase" in had
+            return port
+        finally:
+            if before.poll() is None:
+                before.send_signal(signal.SIGINT)
+            before.wait(timeout=30)
+    raise AssertionError(f"the older build's server never came up: {log.read_text()[-2000:]}")
 
 
 async def _registered(port: int) -> set[str]:
