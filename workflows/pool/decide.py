@@ -10,7 +10,7 @@ batches of their own. The slot book given is not changed; the decision holds the
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -18,7 +18,7 @@ from devicepool.activities import models as am
 from devicepool.api.names import LABEL_SLOT, provision_workflow_id
 from devicepool.api.v1beta1 import DevicePoolSpec
 from devicepool.workflows.pool.leasable import leased_busy
-from devicepool.workflows.pool.lifecycle import Lifecycle
+from devicepool.workflows.pool.lifecycle import Lifecycle, every_patch
 from devicepool.workflows.pool.plan import Plan, plan_pool
 from devicepool.workflows.pool.slots import SlotBook, observed_slots
 from devicepool.workflows.pool.state import PoolState
@@ -242,12 +242,16 @@ def decision_for(
     state: PoolState,
     incarnation: str,
     act: bool,
+    patched: Callable[[str], bool] = every_patch,
 ) -> Decision:
-    """This pass's decision (`act` False: only the plan, as the status shows it)."""
+    """This pass's decision (`act` False: only the plan, as the status shows it).
+
+    `patched`: `workflow.patched` in the workflow, so a later change gated inside the
+    lifecycle is asked there too; pure callers leave it out and take every change."""
     now = seen.now
     # A leased device is in use: taken by nothing that waits for idle devices.
     devices = leased_busy(seen.devices, state.leases.devices())
-    life = Lifecycle(spec, state, devices, now)
+    life = Lifecycle(spec, state, devices, now, patched)
     return decide(
         pool=pool,
         replicas=spec.replicas,

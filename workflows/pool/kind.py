@@ -157,6 +157,7 @@ class DevicePoolKind:
             state=self.s,
             incarnation=children.incarnation(),
             act=act,
+            patched=workflow.patched,
         )
 
     def life(self) -> Lifecycle:

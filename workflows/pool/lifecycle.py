@@ -44,7 +44,8 @@ __all__ = [
 BUSY_ROLLING_GIVES_WAY_PATCH = "rollout-busy-gives-way"
 
 
-def _every_patch(patch_id: str) -> bool:
+def every_patch(patch_id: str) -> bool:
+    """`patched` of a pure caller: every gated change taken."""
     return True
 
 
@@ -211,7 +212,7 @@ class Lifecycle:
     now: datetime
     # `workflow.patched` in the workflow (a change of the commands a pass issues is
     # gated by it); pure callers take every change.
-    patched: Callable[[str], bool] = _every_patch
+    patched: Callable[[str], bool] = every_patch
 
     def protected(self) -> set[str]:
         """Protected by a person, or leased: never scaled down, expired or rolled."""
