@@ -255,7 +255,13 @@ class BitCloudPhoneClient(HttpClient):
         self, method: str, path: str, max_bytes: int, limit: str, options: dict[str, Any]
     ) -> Answer:
         response, body = await exchange(
-            self._http, method, path, max_bytes=max_bytes, scrubber=self._scrubber, **options
+            self._http,
+            method,
+            path,
+            max_bytes=max_bytes,
+            scrubber=self._scrubber,
+            read=method == "GET",
+            **options,
         )
         if response.is_success:
             if body is None:

@@ -18,6 +18,7 @@ import httpx
 from pydantic import SecretStr
 
 from devicepool.activities.errors import TransportError, TransportTimeoutError
+from devicepool.activities.heartbeats import point_of_no_return
 from devicepool.activities.models import bounded_retry_after
 from devicepool.activities.secrets import REDACTED, Scrubber
 from devicepool.api.errors import ErrorType
@@ -143,13 +144,18 @@ async def exchange(
     max_bytes: int,
     scrubber: Scrubber,
     deadline: float | None = None,
+    read: bool = False,
     **options: Any,
 ) -> tuple[httpx.Response, bytes | None]:
     """One request: the answer and its body (`read_at_most` `max_bytes`; an error answer's
     first `MAX_ERROR_BODY_BYTES`), or a `TransportError` when there is none (scrubbed).
 
     `deadline`: seconds for the whole exchange (httpx's per-phase timeouts alone let a
-    trickling answer last for ever)."""
+    trickling answer last for ever). `read`: the request changes nothing at the provider;
+    any other is a create's point of no return (`heartbeats.point_of_no_return`), marked
+    here, after every wait of the caller's, as it goes out."""
+    if not read:
+        point_of_no_return()
     try:
         async with asyncio.timeout(deadline):
             async with http.stream(method, path, **options) as response:

@@ -64,11 +64,13 @@ async def test_a_body_that_ends_stops_the_beat_and_returns() -> None:
 
 
 async def test_a_create_finished_through_a_cancel_is_not_cancelled_again_afterwards() -> None:
-    """`finish_even_if_cancelled` hands its call's answer back; a provider call made with
-    `heartbeating()` after it is not taken for a cancel still under way."""
-    from devicepool.activities.heartbeats import finish_even_if_cancelled
+    """`finish_even_if_cancelled` hands its call's answer back once its request is out
+    (`point_of_no_return`); a provider call made with `heartbeating()` after it is not
+    taken for a cancel still under way."""
+    from devicepool.activities.heartbeats import finish_even_if_cancelled, point_of_no_return
 
     async def create() -> str:
+        point_of_no_return()  # its request in flight from here
         await asyncio.sleep(0.1)
         return "device-1"
 

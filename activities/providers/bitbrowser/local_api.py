@@ -47,6 +47,18 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 # The answers' free text a provider could echo a secret into; scrubbed like refusals.
 # Never `name` or `remark`: those are marks (module docstring).
 _TEXT_FIELDS = frozenset({"msg"})
+# The calls that change nothing on the account: a create cancelled while it sends only
+# these (or waits its turn, a lock) has not begun to make a profile (`heartbeats`).
+_READS = frozenset(
+    {
+        "/health",
+        "/phone/list",
+        "/phone/running",
+        "/browser/list",
+        "/browser/detail",
+        "/browser/pids/alive",
+    }
+)
 
 
 class LocalApi(HttpClient):
@@ -116,6 +128,7 @@ class LocalApi(HttpClient):
                 max_bytes=MAX_BODY_BYTES,
                 scrubber=scrubber,
                 deadline=timeout or self.timeout,
+                read=path in _READS,
                 json=body or {},
             )
             return self._answer(path, response, raw, scrubber)

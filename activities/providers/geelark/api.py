@@ -51,6 +51,9 @@ DEFAULT_BASE_URL = "https://openapi.geelark.com"
 MAX_IDS = 100  # ids a batch call takes, and a page's most items
 MAX_BODY_BYTES = 8 * 1024 * 1024
 _TEXT_FIELDS = frozenset({"msg"})
+# The calls that change nothing at GeeLark: a create cancelled while it sends only these
+# (or waits its pacer's turn) has not begun to make a phone (`heartbeats`).
+_READS = frozenset({"/open/v1/phone/list", "/open/v1/phone/status", "/open/v1/adb/getData"})
 
 
 @dataclass(frozen=True)
@@ -171,6 +174,7 @@ class GeeLarkApi(HttpClient):
                 max_bytes=MAX_BODY_BYTES,
                 scrubber=scrubber,
                 deadline=wait,
+                read=path in _READS,
                 json=body,
             )
             return self._answer(call, path, response, raw, scrubber)
