@@ -49,6 +49,7 @@ from devicepool.emulator.app import EmulatorConfig, create_app
 from devicepool.testing import stats as emulator_stats
 from devicepool.worker.build import new_worker
 from devicepool.workflows import WORKFLOWS
+from devicepool.workflows.ledger.state import LedgerState, Outstanding
 from devicepool.workflows.provision.workflow import ProvisionBatchWorkflow
 from devicepool.workflows.shared.protocol import (
     BatchReport,
@@ -57,6 +58,7 @@ from devicepool.workflows.shared.protocol import (
     PermitsUsed,
     ProvisionBatchInput,
 )
+from tests.replay.test_replay_batch_cancel import _cancelled_as_its_request_failed
 
 # The time-skipping test server is a server too: not in the server-free run.
 pytestmark = pytest.mark.devserver
@@ -724,7 +726,11 @@ async def test_a_cancelled_batch_retries_no_create(
     (report,) = await DATA_CONVERTER.decode(
         _batch_done(await handle.fetch_history()).payloads, [BatchReport]
     )
-    assert report.cancelled and report.created == {} and list(report.failed_slots) == [0]
+    assert report.cancelled and report.created == {}, report
+    # The time-skipping server records no started event for the attempt the cancel ended
+    # (the real one does: `test_an_attempt_a_cancel_cut_short_is_spent_not_failed`), so the
+    # batch takes it for a create never sent.
+    assert report.failed_slots == {} and report.withdrawn == [0], report
 
 
 async def test_grants_to_a_cancelled_batch_stop_and_come_back_unused(
@@ -766,3 +772,119 @@ async def test_grants_to_a_cancelled_batch_stop_and_come_back_unused(
         assert seen["used"]["grant-1"] == seen["used"]["grant-2"] == (1, 0), seen
         if not heeds_cancel:
             assert seen["used"]["grant-3"] == (0, 1), seen
+
+
+async def _reports(ledger: Any) -> dict[str, PermitsUsed]:
+    """What the `GrantingLedger` was told, by grant, in full."""
+    seen: dict[str, Any] = await ledger.query("seen", result_type=dict[str, Any])
+    used = [PermitsUsed.model_validate(u) for u in seen["used"]]
+    return {u.grant_id: u for u in used}
+
+
+async def test_queued_creates_a_cancel_stopped_come_back_unused_not_failed(
+    skipping: tuple[WorkflowEnvironment, httpx.AsyncClient],
+) -> None:
+    """R27: the batch's cancel stops the creates of slots 1 and 2, queued behind slot 0's
+    on the account worker's one slot: they never reach the provider. Their grants came
+    back spent and failed (`done_at` now, `failed=1`): the account's ledger counted two
+    creates that never went out and dropped to one create at a time for every pool on
+    it. Now they come back `unused`, and a ledger fed the reports keeps its allowance."""
+    await _queued_creates_stopped(skipping[0])
+
+
+async def test_queued_creates_a_cancel_stopped_on_a_real_server(env: WorkflowEnvironment) -> None:
+    """The same on the dev server: a real server's cancel says whether an attempt had
+    started (the time-skipping server's never does)."""
+    await _queued_creates_stopped(env)
+
+
+async def _queued_creates_stopped(env: WorkflowEnvironment) -> None:
+    fake = HeldCreates()
+    async with _granting(env, fake, limit=3) as (account, queue, ledger):
+        input = batch([0, 1, 2, 3]).model_copy(update={"account": account})
+        handle = await env.client.start_workflow(
+            ProvisionBatchWorkflow.run, input, id=f"batch-{uuid.uuid4().hex}", task_queue=queue
+        )
+        await asyncio.wait_for(fake.began.wait(), 30)
+        for _ in range(100):
+            if (await _seen(ledger))["granted"] == 3:
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.5)  # the creates of slots 1 and 2 are scheduled, queued
+        await handle.cancel()
+        await asyncio.sleep(1)
+        fake.release.set()
+        with pytest.raises(WorkflowFailureError):
+            await asyncio.wait_for(handle.result(), 60)
+        await asyncio.sleep(0.5)
+        reports = await _reports(ledger)
+    assert fake.started == [f"{input.pool}-0"], fake.started
+    assert sorted(reports) == ["grant-1", "grant-2", "grant-3"], reports
+    sent = reports["grant-1"]
+    assert (len(sent.done_at), sent.failed, sent.unused) == (1, 0, 0), sent
+    for grant_id in ("grant-2", "grant-3"):
+        stopped = reports[grant_id]
+        assert (stopped.done_at, stopped.failed, stopped.unused) == ([], 0, 1), stopped
+    history = await handle.fetch_history()
+    (report,) = await DATA_CONVERTER.decode(_batch_done(history).payloads, [BatchReport])
+    assert report.cancelled and report.created == {0: f"dev-{input.pool}-0"}, report
+    # Not sent is not a provider failure: the slots are withdrawn, not failed.
+    assert report.failed_slots == {} and report.unanswered_slots == [], report
+    assert sorted(report.withdrawn) == [1, 2], report  # (slot 3 never had a permit)
+    # The account's ledger, fed these reports, counts one create and stays at full speed.
+    state = LedgerState()
+    for grant_id in reports:
+        state.outstanding[grant_id] = Outstanding(
+            request_id="batch", pool=input.pool, count=1, lease_until=NOW + timedelta(hours=1)
+        )
+    for used in reports.values():
+        assert state.record_used(used, NOW)
+    assert state.allowance is None and state.stats.failed == 0, state
+    assert state.stats.used == 1 and state.cap_spent == 1 and len(state.window) == 1, state
+    replayer = Replayer(workflows=[ProvisionBatchWorkflow], data_converter=DATA_CONVERTER)
+    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert replayed.replay_failure is None, replayed.replay_failure
+
+
+async def test_a_cancel_as_the_request_to_a_missing_ledger_fails_says_it_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A batch cancelled in the task where its permit request to a missing ledger fails
+    ends there, creating nothing; it logged "creating without permits" first."""
+    full = _cancelled_as_its_request_failed()
+    history = WorkflowHistory(full.workflow_id, list(full.events)[:-1])  # the last task runs
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)
+    with caplog.at_level(logging.INFO):
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+    assert "has no permit ledger" in caplog.text, caplog.text
+    assert "creating without permits" not in caplog.text, caplog.text
+    assert "cancelled meanwhile: it creates nothing" in caplog.text, caplog.text
+
+
+async def test_an_attempt_a_cancel_cut_short_is_spent_not_failed(env: WorkflowEnvironment) -> None:
+    """R27: a create attempt under way when the batch is cancelled ends cancelled (it may
+    have reached the provider, which refused nothing). It came back to the ledger as a
+    failed create, putting the account into slow start. Now it counts as spent, not
+    failed; the report names it unanswered. On the dev server: the time-skipping server
+    does not say whether the attempt had started."""
+    fake = FlakyCreates()
+    async with _granting(env, fake, limit=1, slots=4) as (account, queue, ledger):
+        input = batch([0, 1]).model_copy(update={"account": account})
+        handle = await env.client.start_workflow(
+            ProvisionBatchWorkflow.run, input, id=f"batch-{uuid.uuid4().hex}", task_queue=queue
+        )
+        await asyncio.wait_for(fake.began.wait(), 30)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await asyncio.wait_for(handle.result(), 60)
+        await asyncio.sleep(0.5)
+        reports = await _reports(ledger)
+    assert fake.attempts == [(f"{input.pool}-0", 1)], fake.attempts
+    cut = reports["grant-1"]
+    assert (len(cut.done_at), cut.failed, cut.unused) == (1, 0, 0), cut
+    (report,) = await DATA_CONVERTER.decode(
+        _batch_done(await handle.fetch_history()).payloads, [BatchReport]
+    )
+    assert report.cancelled and report.created == {} and report.withdrawn == [], report
+    assert list(report.failed_slots) == report.unanswered_slots == [0], report

@@ -84,6 +84,16 @@ CANCEL_AT_REQUEST_PATCH = "batch-cancel-at-request-creates-nothing"
 # before it ended at once, the creates landing after (R25 #2). Asked only then.
 CANCEL_AWAITS_CREATES_PATCH = "batch-cancel-awaits-its-creates"
 
+# How a create ended, for the ledger (`_run_grant`) and the report (`_create_one`).
+CREATED = "created"
+FAILED_CREATE = "failed"
+# The batch's cancel stopped it during an attempt: it may have reached the provider,
+# which did not refuse it (spent, not failed).
+CUT_SHORT = "cut short"
+# The batch's cancel stopped it with no attempt under way (queued for a worker, or
+# waiting to retry): it sends nothing more (the permit goes back unused).
+NOT_SENT = "not sent"
+
 
 @workflow.defn(name=WORKFLOW_PROVISION_BATCH)
 class ProvisionBatchWorkflow:
@@ -101,6 +111,8 @@ class ProvisionBatchWorkflow:
         # The creates started, one task per grant (or one ungated), and their activities.
         self._runs: list[asyncio.Future[None]] = []
         self._creates: list[workflow.ActivityHandle[Any]] = []
+        # The creates the batch's cancel stopped (`_await_started_creates`).
+        self._stopped: list[workflow.ActivityHandle[Any]] = []
 
     @workflow.run
     async def run(self, input: ProvisionBatchInput) -> BatchReport:
@@ -160,6 +172,7 @@ class ProvisionBatchWorkflow:
         for create in self._creates:
             # The activities, not the runs: a run may be telling the ledger (errors.py).
             if not create.done():
+                self._stopped.append(create)
                 create.cancel()
         if self._gated:
             await self._cancel_request(input)  # no grant is spent from now: none asked for
@@ -297,6 +310,17 @@ class ProvisionBatchWorkflow:
                 # Not sent: the batch was cancelled first (the request is not the ledger's).
                 workflow.logger.info("pool %s: permit request not sent: %s", input.pool, err)
                 return False
+            if workflow.cancellation_reason() is not None:
+                # `_take_a_cancel` ends the batch next (logs go out only past replay,
+                # where the patch it asks holds).
+                workflow.logger.info(
+                    "pool %s: account %s has no permit ledger (%s), and the batch was "
+                    "cancelled meanwhile: it creates nothing more",
+                    input.pool,
+                    input.account,
+                    err,
+                )
+                return False
             workflow.logger.warning(
                 "pool %s: account %s has no permit ledger (%s); creating without permits",
                 input.pool,
@@ -318,11 +342,12 @@ class ProvisionBatchWorkflow:
             *(self._create_one(input, report, i, slot) for i, slot in items)
         )
         if grant is not None:
+            not_sent = sum(1 for _, outcome in outcomes if outcome == NOT_SENT)
             used = PermitsUsed(
                 grant_id=grant.grant_id,
-                done_at=[at for at, _ in outcomes],
-                failed=sum(1 for _, ok in outcomes if not ok),
-                unused=grant.count - len(items),
+                done_at=[at for at, outcome in outcomes if outcome != NOT_SENT],
+                failed=sum(1 for _, outcome in outcomes if outcome == FAILED_CREATE),
+                unused=grant.count - len(items) + not_sent,
             )
             await self._used(input, used)
 
@@ -349,9 +374,10 @@ class ProvisionBatchWorkflow:
 
     async def _create_one(
         self, input: ProvisionBatchInput, report: BatchReport, index: int, slot: int
-    ) -> tuple[datetime, bool]:
-        """One create; returns when it finished (for the ledger) and whether it succeeded."""
+    ) -> tuple[datetime, str]:
+        """One create; returns when it finished (for the ledger) and how (`CREATED`...)."""
         total = len(input.slots)
+        create: workflow.ActivityHandle[Any] | None = None
         try:
             create = workflow.start_activity_method(
                 DeviceActivityDefinitions.create_device,
@@ -385,13 +411,18 @@ class ProvisionBatchWorkflow:
             self._creates.append(create)
             result = await create
         except ActivityError as err:
+            stopped = _stopped_by_the_cancel(err, create, self._stopped)
+            if stopped == NOT_SENT:
+                # Never rented, never refused: like a slot the batch had no permit for.
+                report.withdrawn.append(slot)
+                return workflow.now(), NOT_SENT
             report.failed_slots[slot] = reason_of(err)
             if provider_verdict(err) is None:
                 report.unanswered_slots.append(slot)
             _note_quota(report, err, slot)
-            return workflow.now(), False
+            return workflow.now(), stopped or FAILED_CREATE
         report.created[slot] = result.device.id
-        return workflow.now(), True
+        return workflow.now(), CREATED
 
     async def _wait_until_booted(self, input: ProvisionBatchInput, report: BatchReport) -> None:
         pending = set(report.created.values())
@@ -448,6 +479,25 @@ class ProvisionBatchWorkflow:
             report.failed_devices[device_id] = (
                 f"not ready after the startup timeout ({input.startup_timeout_seconds:g}s)"
             )
+
+
+def _stopped_by_the_cancel(
+    err: ActivityError,
+    create: workflow.ActivityHandle[Any] | None,
+    stopped: list[workflow.ActivityHandle[Any]],
+) -> str | None:
+    """How the batch's cancel (`_await_started_creates`) ended a create: `NOT_SENT` when no
+    attempt was under way, `CUT_SHORT` when one was; None if something else ended it.
+
+    A server records an attempt's start only once it ends (with a retry policy), so the
+    error names a started event only when an attempt ran into the cancel. Cancelled with
+    none running, the activity was queued for a worker or waiting to retry: neither sends
+    anything more. (The time-skipping test server names none, -1: always `NOT_SENT`.)"""
+    if create is None or not isinstance(err.cause, CancelledError):
+        return None
+    if not any(create is handle for handle in stopped):
+        return None
+    return CUT_SHORT if err.started_event_id > 0 else NOT_SENT
 
 
 def _quota_holds(report: BatchReport) -> bool:
