@@ -727,10 +727,11 @@ async def test_a_cancelled_batch_retries_no_create(
         _batch_done(await handle.fetch_history()).payloads, [BatchReport]
     )
     assert report.cancelled and report.created == {}, report
-    # The time-skipping server records no started event for the attempt the cancel ended
-    # (the real one does: `test_an_attempt_a_cancel_cut_short_is_spent_not_failed`), so the
-    # batch takes it for a create never sent.
-    assert report.failed_slots == {} and report.withdrawn == [0], report
+    # The slot is in one place: withdrawn or failed. Which one is the server's word: the
+    # time-skipping server records no started event for the attempt the cancel ended (so
+    # the batch takes it for a create never sent); the real one does
+    # (`test_an_attempt_a_cancel_cut_short_is_spent_not_failed`).
+    assert (0 in report.failed_slots) != (0 in report.withdrawn), report
 
 
 async def test_grants_to_a_cancelled_batch_stop_and_come_back_unused(

@@ -94,7 +94,8 @@ class BatchReport(CamelModel):
     # health check; neither a failed boot nor a verdict on the region.
     offline_devices: dict[str, str] = Field(default_factory=dict)
     cancelled: bool = False
-    # slots dropped before they held a permit (the pool needs fewer devices)
+    # slots dropped with no create sent: before they held a permit (the pool needs fewer
+    # devices), or, in a cancelled batch, a create its cancel stopped before it started
     withdrawn: list[int] = Field(default_factory=list)
     # the pool incarnation that started the batch: a pool terminated by hand and
     # applied again (same workflow id) ignores what an earlier one's batches say
