@@ -3,8 +3,9 @@
 `heartbeating()` beats every `HEARTBEAT_EVERY` while the body waits on the provider, so
 an attempt that died with its worker is retried elsewhere within `HEARTBEAT_TIMEOUT` (and
 so a cancel, which Temporal delivers on a heartbeat's answer, is seen). A create runs in
-`finish_even_if_cancelled`: cancellable while it waits in this process, finished through
-a cancel once the HTTP clients mark a changing request going out (`point_of_no_return`).
+`finish_even_if_cancelled`: it goes on through a cancel, its waits in this process and its
+reads too; a cancel that came before its first write (which the HTTP clients mark,
+`point_of_no_return`) refuses that write, and the create ends cancelled, unsent.
 """
 
 from __future__ import annotations
@@ -49,12 +50,14 @@ async def heartbeating() -> AsyncIterator[None]:
 
 
 class _Create:
-    """One `finish_even_if_cancelled` call: whether it has sent a request yet."""
+    """One `finish_even_if_cancelled` call: whether it has sent a write yet, and whether
+    its activity was cancelled (from then, a first write is refused)."""
 
-    __slots__ = ("sent",)
+    __slots__ = ("cancelled", "sent")
 
     def __init__(self) -> None:
         self.sent = False
+        self.cancelled = False
 
 
 # The create this task runs for (`finish_even_if_cancelled`); None: none.
@@ -66,23 +69,32 @@ def point_of_no_return() -> None:
     clients right before they send one; outside a create, nothing).
 
     Up to here a create has only waited in this process (a lock, a pacer's turn) or
-    read: a cancel ends it. From here it may land: a cancel lets it finish."""
+    read: if its activity was cancelled, this first write is refused (`CancelledError`,
+    raised here, unsent) and the create ends cancelled. From here it may land: a cancel
+    lets it finish, its later writes included."""
     create = _CREATE.get()
-    if create is not None:
-        create.sent = True
+    if create is None or create.sent:
+        return
+    if create.cancelled:
+        raise asyncio.CancelledError("the create was cancelled before its first write")
+    create.sent = True
 
 
 async def finish_even_if_cancelled(call: Coroutine[Any, Any, T]) -> T:
-    """Await a provider call to its end, heartbeating, even if the activity is cancelled
-    once the call has sent a request that changes the provider (`point_of_no_return`).
+    """Await a provider call to its end, heartbeating, even if the activity is cancelled;
+    a cancel that comes before the call's first write (`point_of_no_return`) refuses it.
 
     For creates: a pool being deleted cancels its batches and then sweeps the
     provider. A create already on its way must land before that sweep (or not
     at all), never after it as an orphan; so a cancel lets it finish, beating
     (a silent attempt is timed out, its batch done before it lands), and the
-    activity completes with its device for the batch to report. A create still
-    waiting in this process has sent nothing: a cancel ends it there, and the
-    activity ends cancelled, so nothing of it reaches the provider after the cancel.
+    activity completes with its device for the batch to report. A create that has
+    not written yet goes on too, through its waits in this process and its reads: a
+    retry waiting for its slot's lock, held by an earlier attempt of the slot that may
+    have sent its add, must not end before that one (whose device it then finds and
+    returns). But its first write raises instead of going out, and the activity ends
+    cancelled: nothing of a create is sent after its cancel. The refusal is this
+    process's, so it holds past the attempt's timeout at the server too.
     """
     create = _Create()
     token = _CREATE.set(create)
@@ -96,14 +108,9 @@ async def finish_even_if_cancelled(call: Coroutine[Any, Any, T]) -> T:
                 return await asyncio.shield(task)
             except asyncio.CancelledError:
                 current = asyncio.current_task()
-                if not (create.sent or task.done()):
-                    task.cancel()  # still waiting here: the cancel goes in too
-                    await asyncio.wait([task])
-                    if task.cancelled():
-                        raise
-                # Handled: the call goes on to its end (or has ended), and nothing after it
-                # takes this task for one still being cancelled (`heartbeating()` asks).
-                if current is not None:
-                    current.uncancel()
-                if task.done():
-                    return task.result()
+                if current is None or not current.cancelling():
+                    raise  # the call itself ended cancelled: its write refused
+                create.cancelled = True
+                # Handled: the call goes on to its end, and nothing after it takes this
+                # task for one still being cancelled (`heartbeating()` asks).
+                current.uncancel()

@@ -1,19 +1,22 @@
-"""A create cancelled while it still waits inside the worker is never sent (R27, F23).
+"""A create cancelled before its first write never writes after it (R27, F23, R28).
 
 `finish_even_if_cancelled` lets a create already on its way to the provider land
-through a cancel (the pool's final sweep must see it). A create still waiting in
-this process (its slot's lock, a claim lock, a pacer's turn) has sent nothing: a
-cancel then ends it, cancelled, and no request of it goes out afterwards. Before,
-the whole call was shielded: such a create went to the provider after its pool's
+through a cancel (the pool's final sweep must see it). A create cancelled before its
+first write (its point of no return) is not cut off: it goes on through its waits in
+this process (its slot's lock, a claim lock, a pacer's turn) and its reads, so a retry
+waiting for the earlier attempt of its slot finds and returns what that one made; but
+its first write is refused, and the activity ends cancelled. Before F23 the whole
+call was shielded: a create still waiting went to the provider after its pool's
 cancel, and, past the activity's 20 s, after the pool's sweep (an orphan that bills).
-Each adapter with an in-process wait before its create is checked, and each one's
-create in flight still finishes with its device.
+In F23 it ended at the cancel: a retry then ended before the earlier attempt holding
+its slot, whose device nobody reported (R28). Each adapter with an in-process wait
+before its create is checked, and each one's create in flight still finishes.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
 from typing import Any
 
@@ -25,7 +28,12 @@ from temporalio.testing import ActivityEnvironment
 from devicepool.activities import DeviceActivities
 from devicepool.activities import heartbeats as hb
 from devicepool.activities.bitcloudphone import BitCloudPhoneClient
-from devicepool.activities.models import CreateDeviceInput, CreateDeviceResult, DeviceTemplate
+from devicepool.activities.models import (
+    CreateDeviceInput,
+    CreateDeviceResult,
+    DeviceTemplate,
+    TerminatePoolInput,
+)
 from devicepool.activities.providers.base import Provider
 from devicepool.activities.providers.bitbrowser.phone_marks import slot_mark as phone_slot_mark
 from devicepool.activities.providers.bitbrowser.phone_provider import PhoneProvider
@@ -100,54 +108,139 @@ async def _cancel_at(
     return task
 
 
+async def _ends_cancelled(task: asyncio.Future[Any]) -> None:
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, timeout=20)
+
+
+async def _cancelled_waiting(
+    acts: DeviceActivities, new: CreateDeviceInput, waiting: Callable[[], bool], what: str
+) -> asyncio.Future[Any]:
+    """A create cancelled once it waits (`waiting`): it waits on, unended."""
+    env = ActivityEnvironment()
+    task = asyncio.ensure_future(env.run(acts.create_device, new))
+    await _until(waiting, what)
+    env.cancel()
+    await asyncio.sleep(0.05)
+    assert not task.done()  # the cancel went in; the create waits on, beating
+    return task
+
+
+async def _retry_behind_a_sent_add(
+    acts: DeviceActivities, new: CreateDeviceInput, gate: Gate, slot: Callable[[], asyncio.Lock]
+) -> tuple[CreateDeviceResult, Any]:
+    """An attempt of slot k-0 holds its slot's lock, its add out, unanswered at `gate` (the
+    server timed it out: its result is dropped); the retry, on the same worker, is
+    cancelled while it waits for that lock (its pool deleted). Both outcomes, `gate` opened."""
+    first = asyncio.ensure_future(ActivityEnvironment().run(acts.create_device, new))
+    await asyncio.wait_for(gate.reached.wait(), timeout=10)
+    lock = slot()
+    retry = await _cancelled_waiting(acts, new, lambda: bool(lock._waiters), "the retry waits")
+    gate.open()
+    landed = await asyncio.wait_for(first, timeout=20)
+    return landed, await asyncio.wait_for(retry, timeout=20)
+
+
+async def _retry_behind_an_unsent_attempt(
+    acts: DeviceActivities, new: CreateDeviceInput, lock: asyncio.Lock
+) -> None:
+    """The retry cancelled while an attempt of its slot that sent nothing holds the lock:
+    it waits for it, then ends cancelled."""
+    await lock.acquire()
+    retry = await _cancelled_waiting(acts, new, lambda: bool(lock._waiters), "the retry waits")
+    lock.release()
+    await _ends_cancelled(retry)
+
+
 # ------------------------------------------------------------ the seam itself
 
 
-async def test_a_call_cancelled_before_its_point_of_no_return_ends_cancelled_unsent() -> None:
-    gate, sent = Gate(), []
+async def _beating_through_a_cancel(
+    monkeypatch: pytest.MonkeyPatch, create: Coroutine[Any, Any, str], gate: Gate
+) -> asyncio.Future[Any]:
+    """`create` run as a create, cancelled while it waits at `gate`: it has not ended and
+    beats on (a silent attempt is timed out by the server past HEARTBEAT_TIMEOUT, its
+    batch done before its device lands). Then `gate` opens."""
+    monkeypatch.setattr(hb, "HEARTBEAT_EVERY", timedelta(seconds=0.02))
+    env, beats = ActivityEnvironment(), []
+    env.on_heartbeat = lambda *details: beats.append(details)
+    task = asyncio.ensure_future(env.run(hb.finish_even_if_cancelled, create))
+    await asyncio.wait_for(gate.reached.wait(), timeout=10)
+    env.cancel()
+    await asyncio.sleep(0.01)
+    before = len(beats)
+    await asyncio.sleep(0.15)
+    assert not task.done() and len(beats) > before
+    gate.open()
+    return task
+
+
+async def test_a_call_cancelled_before_its_point_of_no_return_waits_reads_but_never_writes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gate, done = Gate(), []
 
     async def create() -> str:
-        await gate.passing()  # a lock, a pacer's turn
+        await gate.passing()  # a lock (an earlier attempt's, landing a device), a pacer
+        done.append("read")
         hb.point_of_no_return()
-        sent.append("create")
+        done.append("write")
         return "device-1"
+
+    await _ends_cancelled(await _beating_through_a_cancel(monkeypatch, create(), gate))
+    assert done == ["read"]  # went on to its first write, which was refused
+
+
+async def test_a_call_cancelled_before_any_write_returns_what_its_reads_found() -> None:
+    gate = Gate()
+
+    async def create() -> str:
+        await gate.passing()  # the earlier attempt's lock
+        return "device-1"  # its mark found: that attempt's device
 
     env = ActivityEnvironment()
     task = await _cancel_at(env, env.run(hb.finish_even_if_cancelled, create()), gate)
-    with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, timeout=10)
-    await asyncio.sleep(0.05)
-    assert sent == []
+    assert await asyncio.wait_for(task, timeout=10) == "device-1"
 
 
 async def test_a_call_past_its_point_of_no_return_finishes_and_beats_through_a_cancel(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(hb, "HEARTBEAT_EVERY", timedelta(seconds=0.02))
-    gate, beats = Gate(), []
-    env = ActivityEnvironment()
-    env.on_heartbeat = lambda *details: beats.append(details)
+    gate = Gate()
 
     async def create() -> str:
         hb.point_of_no_return()
         await gate.passing()  # the request in flight
+        hb.point_of_no_return()  # and the next one (the start) still goes out
         return "device-1"
 
-    task = asyncio.ensure_future(env.run(hb.finish_even_if_cancelled, create()))
-    await asyncio.wait_for(gate.reached.wait(), timeout=10)
-    env.cancel()
-    await asyncio.sleep(0.01)
-    before = len(beats)
-    # Held past the cancel, the attempt beats on: a silent one is timed out by the server
-    # past HEARTBEAT_TIMEOUT, and its device lands after the batch said it was done.
-    await asyncio.sleep(0.15)
-    assert len(beats) > before
-    gate.open()
+    task = await _beating_through_a_cancel(monkeypatch, create(), gate)
     assert await asyncio.wait_for(task, timeout=10) == "device-1"
 
 
-async def test_a_call_outside_a_create_may_mark_nothing() -> None:
-    hb.point_of_no_return()  # no create under way: nothing to mark, no error
+async def test_a_write_outside_a_cancelled_create_is_not_refused() -> None:
+    """The refusal belongs to the one create cancelled (a contextvar), not to the process:
+    a call outside any create, and another create, still write."""
+    gate = Gate()
+
+    async def create() -> str:
+        await gate.passing()
+        hb.point_of_no_return()
+        return "device-1"
+
+    async def other() -> str:
+        hb.point_of_no_return()
+        return "device-2"
+
+    env = ActivityEnvironment()
+    task = asyncio.ensure_future(env.run(hb.finish_even_if_cancelled, create()))
+    await asyncio.wait_for(gate.reached.wait(), timeout=10)
+    env.cancel()
+    await asyncio.sleep(0.05)  # cancelled, its write not reached yet
+    hb.point_of_no_return()  # outside any create: marks nothing, refuses nothing
+    assert await ActivityEnvironment().run(hb.finish_even_if_cancelled, other()) == "device-2"
+    gate.open()
+    await _ends_cancelled(task)
 
 
 # ------------------------------------------------------------ GeeLark
@@ -170,46 +263,60 @@ async def test_geelark_create_waiting_for_its_pacer_turn_is_not_sent_after_a_can
     acts = _activities("gl", _geelark(fake, clock, pacer))
     env = ActivityEnvironment()
     task = await _cancel_at(env, env.run(acts.create_device, _input("gl", GEELARK)), gate)
-    with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, timeout=10)
+    await _ends_cancelled(task)
     await asyncio.sleep(0.05)
     assert fake.paths() == ["phone/list"]  # the mark looked up; never added
     assert fake.phones == {}
 
 
-async def test_geelark_create_waiting_for_its_slot_is_not_sent_after_a_cancel() -> None:
+async def test_geelark_retry_cancelled_at_its_slot_returns_the_device_sent_before() -> None:
+    fake, clock, gate = Fake(), Clock(), Gate()
+    provider = _geelark_held_at_add(fake, clock, gate)
+    acts = _activities("gl", provider)
+    slot = geelark_slot_mark("p1", "k-0")
+    landed, found = await _retry_behind_a_sent_add(
+        acts, _input("gl", GEELARK), gate, lambda: provider._creates._slots[slot]
+    )
+    # The retry's reads find the earlier attempt's phone: the batch reports it, and its
+    # pool's sweep, after the batch, removes it (R28: the retry ended at the cancel, the
+    # sweep found nothing yet, and the phone landed and started after it).
+    assert found.device.id == landed.device.id
+    assert fake.paths() == ["phone/list", "phone/addNew", "phone/start", "phone/list"]
+    sweep = TerminatePoolInput(account="gl", pool="p1")
+    swept = await ActivityEnvironment().run(acts.terminate_pool, sweep)
+    assert (swept.terminated, swept.remaining, fake.phones) == (1, 0, {})
+
+
+async def test_geelark_retry_cancelled_at_its_slot_held_unsent_sends_nothing() -> None:
     fake, clock = Fake(), Clock()
     provider = _geelark(fake, clock)
-    acts = _activities("gl", provider)
-    lock = provider._creates._slots.setdefault(geelark_slot_mark("p1", "k-0"), asyncio.Lock())
-    await lock.acquire()  # an earlier attempt of the slot still running
-    env = ActivityEnvironment()
-    task = asyncio.ensure_future(env.run(acts.create_device, _input("gl", GEELARK)))
-    await _until(lambda: bool(lock._waiters), "the create waits for its slot")
-    env.cancel()
+    slots = provider._creates._slots
+    lock = slots.setdefault(geelark_slot_mark("p1", "k-0"), asyncio.Lock())
+    await _retry_behind_an_unsent_attempt(_activities("gl", provider), _input("gl", GEELARK), lock)
     await asyncio.sleep(0.05)
-    lock.release()
-    with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, timeout=10)
-    await asyncio.sleep(0.05)
-    assert fake.paths() == []
+    assert fake.paths() == ["phone/list"]  # the mark looked up; never added
+    assert fake.phones == {}
 
 
 async def test_geelark_create_in_flight_still_lands_through_a_cancel() -> None:
     fake, clock, gate = Fake(), Clock(), Gate()
+    acts = _activities("gl", _geelark_held_at_add(fake, clock, gate))
+    env = ActivityEnvironment()
+    task = await _cancel_at(env, env.run(acts.create_device, _input("gl", GEELARK)), gate)
+    result = await asyncio.wait_for(task, timeout=10)
+    assert isinstance(result, CreateDeviceResult)
+    assert fake.paths() == ["phone/list", "phone/addNew", "phone/start"]
+
+
+def _geelark_held_at_add(fake: Fake, clock: Clock, gate: Gate) -> GeeLarkProvider:
+    """Its `phone/addNew`s held in flight at `gate`."""
 
     async def handle(request: httpx.Request) -> httpx.Response:
         if request.url.path.endswith("/phone/addNew"):
             await gate.passing()
         return fake.handle(request)
 
-    provider = _geelark(fake, clock, transport=httpx.MockTransport(handle))
-    acts = _activities("gl", provider)
-    env = ActivityEnvironment()
-    task = await _cancel_at(env, env.run(acts.create_device, _input("gl", GEELARK)), gate)
-    result = await asyncio.wait_for(task, timeout=10)
-    assert isinstance(result, CreateDeviceResult)
-    assert fake.paths() == ["phone/list", "phone/addNew", "phone/start"]
+    return _geelark(fake, clock, transport=httpx.MockTransport(handle))
 
 
 def _geelark(
@@ -233,17 +340,12 @@ async def test_phone_create_waiting_for_the_claim_lock_is_not_sent_after_a_cance
     acts = _activities("bb", provider)
     lock = provider.listings.claim_locks.setdefault("p1", asyncio.Lock())
     await lock.acquire()  # another create's claim of the pool
-    env = ActivityEnvironment()
-    task = asyncio.ensure_future(env.run(acts.create_device, _input("bb", PHONES)))
-    await _until(lambda: bool(lock._waiters), "the create waits for the claim lock")
-    env.cancel()
-    await asyncio.sleep(0.05)
+    task = await _cancelled_waiting(
+        acts, _input("bb", PHONES), lambda: bool(lock._waiters), "the create waits to claim"
+    )
     lock.release()
-    with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, timeout=10)
-    await asyncio.sleep(0.3)
-    assert [p for p, _ in n1.recorder.calls] == ["/phone/list"]
-    assert (await account.stats())["phones"]["created"] == 0
+    await _ends_cancelled(task)
+    await _looked_never_added(account, n1)
 
 
 async def test_phone_create_waiting_for_its_pacer_turn_is_not_sent_after_a_cancel(
@@ -253,51 +355,41 @@ async def test_phone_create_waiting_for_its_pacer_turn_is_not_sent_after_a_cance
     acts = _activities("bb", provider)
     turn = n1.phones.pacer.turn()
     await turn.__aenter__()  # another call holds the account's turn
-    env = ActivityEnvironment()
-    task = asyncio.ensure_future(env.run(acts.create_device, _input("bb", PHONES)))
-    await _until(lambda: n1.phones.pacer.waiting > 0, "the create waits for its turn")
-    env.cancel()
-    await asyncio.sleep(0.05)
+    task = await _cancelled_waiting(
+        acts, _input("bb", PHONES), lambda: n1.phones.pacer.waiting > 0, "the create waits"
+    )
     await turn.__aexit__(None, None, None)
-    with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, timeout=10)
-    await asyncio.sleep(0.3)
-    # The pool's listing is shared by its callers (`PoolListings`): it may still be read.
-    assert {p for p, _ in n1.recorder.calls} <= {"/phone/list"}
-    assert (await account.stats())["phones"]["created"] == 0
+    await _ends_cancelled(task)
+    await _looked_never_added(account, n1)
 
 
-async def test_phone_create_waiting_for_its_slot_is_not_sent_after_a_cancel(
+async def test_phone_retry_cancelled_at_its_slot_returns_the_device_sent_before(
     account: Account, n1: Node
 ) -> None:
     provider = PhoneProvider(n1.phones)
     acts = _activities("bb", provider)
+    slot = phone_slot_mark("p1", "k-0")
+    landed, found = await _retry_behind_a_sent_add(
+        acts, _input("bb", PHONES), _held_at_add(n1), lambda: provider._slots[slot]
+    )
+    assert found.device.id == landed.device.id
+    assert (await account.stats())["phones"]["created"] == 1
+
+
+async def test_phone_retry_cancelled_at_its_slot_held_unsent_sends_nothing(
+    account: Account, n1: Node
+) -> None:
+    provider = PhoneProvider(n1.phones)
     lock = provider._slots.setdefault(phone_slot_mark("p1", "k-0"), asyncio.Lock())
-    await lock.acquire()
-    env = ActivityEnvironment()
-    task = asyncio.ensure_future(env.run(acts.create_device, _input("bb", PHONES)))
-    await _until(lambda: bool(lock._waiters), "the create waits for its slot")
-    env.cancel()
-    await asyncio.sleep(0.05)
-    lock.release()
-    with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, timeout=10)
-    await asyncio.sleep(0.3)
-    assert n1.recorder.calls == []
+    await _retry_behind_an_unsent_attempt(_activities("bb", provider), _input("bb", PHONES), lock)
+    await _looked_never_added(account, n1)
 
 
 async def test_phone_create_in_flight_still_lands_through_a_cancel(
     account: Account, n1: Node
 ) -> None:
-    provider = PhoneProvider(n1.phones)
-    acts = _activities("bb", provider)
-    gate = Gate()
-
-    async def before(path: str, body: Any) -> None:
-        if path == ADD:
-            await gate.passing()
-
-    n1.recorder.before = before
+    acts = _activities("bb", PhoneProvider(n1.phones))
+    gate = _held_at_add(n1)
     env = ActivityEnvironment()
     task = await _cancel_at(env, env.run(acts.create_device, _input("bb", PHONES)), gate)
     result = await asyncio.wait_for(task, timeout=20)
@@ -305,6 +397,24 @@ async def test_phone_create_in_flight_still_lands_through_a_cancel(
     paths = [p for p, _ in n1.recorder.calls]
     assert paths[:3] == ["/phone/list", ADD, "/phone/openphone"]
     assert (await account.stats())["phones"]["created"] == 1
+
+
+async def _looked_never_added(account: Account, n1: Node) -> None:
+    await asyncio.sleep(0.3)
+    assert [p for p, _ in n1.recorder.calls] == ["/phone/list"]  # its mark looked up
+    assert (await account.stats())["phones"]["created"] == 0
+
+
+def _held_at_add(n1: Node) -> Gate:
+    """The node's phone adds held in flight at the gate returned."""
+    gate = Gate()
+
+    async def before(path: str, body: Any) -> None:
+        if path == ADD:
+            await gate.passing()
+
+    n1.recorder.before = before
+    return gate
 
 
 # ------------------------------------------------------------ REST (no wait before its create)
