@@ -16,7 +16,7 @@ before its create is checked, and each one's create in flight still finishes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from datetime import timedelta
 from typing import Any
 
@@ -35,18 +35,31 @@ from devicepool.activities.models import (
     TerminatePoolInput,
 )
 from devicepool.activities.providers.base import Provider
+from devicepool.activities.providers.bitbrowser.phone_marks import parse_device_id
 from devicepool.activities.providers.bitbrowser.phone_marks import slot_mark as phone_slot_mark
 from devicepool.activities.providers.bitbrowser.phone_provider import PhoneProvider
 from devicepool.activities.providers.geelark import EndpointPacer
+from devicepool.activities.providers.geelark.marks import reserve_mark
 from devicepool.activities.providers.geelark.marks import slot_mark as geelark_slot_mark
 from devicepool.activities.providers.geelark.provider import GeeLarkProvider
 from devicepool.activities.providers.rest import RestProvider
 from devicepool.activities.settings import ProxyPoolSettings
 from tests.activities.conftest import bitbrowser_account
 from tests.activities.geelark_fake import Clock, Fake
+from tests.activities.test_bitbrowser_phone_provider import new_device, ready
+from tests.activities.test_geelark_warm_reserve import (
+    POOL,
+    _new,
+    _phone,
+    _pid,
+    _running,
+    _scale_down,
+)
+from tests.activities.test_geelark_warm_reserve import _provider as _reserve_provider
 from tests.helpers.bitbrowser import Account
 from tests.helpers.bitbrowser_client import Node
 from tests.helpers.emulator import BASE_URL, DEV_KEY, Emulator
+from tests.helpers.geelark import Team, team
 
 PROXY = ProxyPoolSettings(
     name="gw",
@@ -106,6 +119,18 @@ async def _cancel_at(
     await asyncio.sleep(0.05)  # the cancel handled before anything moves on
     gate.open()
     return task
+
+
+def _held_updates(monkeypatch: pytest.MonkeyPatch, phones: Any) -> Gate:
+    """`phones.update` held at the gate returned, before it is sent (its pacer's turn)."""
+    gate, update = Gate(), phones.update
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        await gate.passing()
+        return await update(*args, **kwargs)
+
+    monkeypatch.setattr(phones, "update", held)
+    return gate
 
 
 async def _ends_cancelled(task: asyncio.Future[Any]) -> None:
@@ -308,6 +333,28 @@ async def test_geelark_create_in_flight_still_lands_through_a_cancel() -> None:
     assert fake.paths() == ["phone/list", "phone/addNew", "phone/start"]
 
 
+async def test_geelark_claim_cancelled_before_its_update_leaves_the_phone_claimable(
+    t: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider = _reserve_provider(t)
+    old = await _running(t, provider, "k1")
+    await _scale_down(provider, old)  # parked in the pool's warm reserve
+    gate = _held_updates(monkeypatch, provider.phones)
+    env = ActivityEnvironment()
+    claim = env.run(hb.finish_even_if_cancelled, provider.create_device(_new("k2")))
+    await _ends_cancelled(await _cancel_at(env, claim, gate))  # its rename refused unsent
+    assert _phone(t, _pid(old)).name == reserve_mark(POOL)
+    assert not provider.reserve._locks  # type: ignore[union-attr]
+    assert _pid((await provider.create_device(_new("k3"))).id) == _pid(old)  # claimed next
+    await provider.aclose()
+
+
+@pytest.fixture
+async def t() -> AsyncIterator[Team]:
+    async with team() as made:
+        yield made
+
+
 def _geelark_held_at_add(fake: Fake, clock: Clock, gate: Gate) -> GeeLarkProvider:
     """Its `phone/addNew`s held in flight at `gate`."""
 
@@ -396,6 +443,23 @@ async def test_phone_create_in_flight_still_lands_through_a_cancel(
     assert isinstance(result, CreateDeviceResult)
     paths = [p for p, _ in n1.recorder.calls]
     assert paths[:3] == ["/phone/list", ADD, "/phone/openphone"]
+    assert (await account.stats())["phones"]["created"] == 1
+
+
+async def test_phone_claim_cancelled_before_its_update_leaves_the_profile_claimable(
+    account: Account, n1: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider = PhoneProvider(n1.phones)
+    first = await provider.create_device(new_device(slot=0))
+    await ready(account, provider)
+    await provider.remove_device(first.id)  # parked in the pool's reserve
+    gate = _held_updates(monkeypatch, provider.phones)
+    env = ActivityEnvironment()
+    claim = env.run(hb.finish_even_if_cancelled, provider.create_device(new_device(slot=1)))
+    await _ends_cancelled(await _cancel_at(env, claim, gate))  # its update refused unsent
+    again = await provider.create_device(new_device(slot=2))
+    profile = [(parse_device_id(d.id) or ("", 0))[0] for d in (first, again)]
+    assert profile[0] == profile[1] != ""  # the same profile claimed next, none added
     assert (await account.stats())["phones"]["created"] == 1
 
 
