@@ -643,26 +643,8 @@ async def test_a_cancelled_batch_starts_none_of_its_queued_creates(
     The batch awaited its creates without cancelling them: slots 1 and 2 went to the
     provider once the slot freed, after the delete. Now only slot 0's create runs; it lands
     and is reported, and the grants come back (slot 0's as spent)."""
-    env, _ = skipping
     fake = HeldCreates()
-    async with _granting(env, fake, limit=3) as (account, queue, ledger):
-        input = batch([0, 1, 2, 3]).model_copy(update={"account": account})
-        handle = await env.client.start_workflow(
-            ProvisionBatchWorkflow.run, input, id=f"batch-{uuid.uuid4().hex}", task_queue=queue
-        )
-        await asyncio.wait_for(fake.began.wait(), 30)
-        for _ in range(100):
-            if (await _seen(ledger))["granted"] == 3:
-                break
-            await asyncio.sleep(0.1)
-        await asyncio.sleep(0.5)  # the creates of slots 1 and 2 are scheduled, queued
-        await handle.cancel()
-        await asyncio.sleep(1)
-        fake.release.set()
-        with pytest.raises(WorkflowFailureError):
-            await asyncio.wait_for(handle.result(), 60)
-        await asyncio.sleep(0.5)
-        seen = await _seen(ledger)
+    input, handle, seen = await _cancel_with_two_creates_queued(skipping[0], fake, _seen)
     assert fake.started == fake.returned == [f"{input.pool}-0"]
     history = await handle.fetch_history()
     (report,) = await DATA_CONVERTER.decode(_batch_done(history).payloads, [BatchReport])
@@ -799,8 +781,12 @@ async def test_queued_creates_a_cancel_stopped_on_a_real_server(env: WorkflowEnv
     await _queued_creates_stopped(env)
 
 
-async def _queued_creates_stopped(env: WorkflowEnvironment) -> None:
-    fake = HeldCreates()
+async def _cancel_with_two_creates_queued(
+    env: WorkflowEnvironment, fake: HeldCreates, read: Any
+) -> tuple[ProvisionBatchInput, Any, Any]:
+    """Three permits granted to a batch of 4 on an account worker with one slot: slot 0's
+    create runs, those of slots 1 and 2 are queued behind it; the batch is cancelled, slot
+    0's create then lands. The batch's input, its handle, and `read(ledger)` at the end."""
     async with _granting(env, fake, limit=3) as (account, queue, ledger):
         input = batch([0, 1, 2, 3]).model_copy(update={"account": account})
         handle = await env.client.start_workflow(
@@ -818,7 +804,12 @@ async def _queued_creates_stopped(env: WorkflowEnvironment) -> None:
         with pytest.raises(WorkflowFailureError):
             await asyncio.wait_for(handle.result(), 60)
         await asyncio.sleep(0.5)
-        reports = await _reports(ledger)
+        return input, handle, await read(ledger)
+
+
+async def _queued_creates_stopped(env: WorkflowEnvironment) -> None:
+    fake = HeldCreates()
+    input, handle, reports = await _cancel_with_two_creates_queued(env, fake, _reports)
     assert fake.started == [f"{input.pool}-0"], fake.started
     assert sorted(reports) == ["grant-1", "grant-2", "grant-3"], reports
     sent = reports["grant-1"]
