@@ -692,18 +692,8 @@ async def test_a_cancelled_batch_retries_no_create(
     """R26 #1: a create fails retryably, and the batch is cancelled during its first
     attempt. Its retries went on to the provider after the delete (attempts 2 to 4). Now
     the attempt in flight ends, is reported, and none follows."""
-    env, _ = skipping
     fake = FlakyCreates()
-    async with _granting(env, fake, limit=1, slots=4) as (account, queue, _):
-        input = batch([0, 1]).model_copy(update={"account": account})
-        handle = await env.client.start_workflow(
-            ProvisionBatchWorkflow.run, input, id=f"batch-{uuid.uuid4().hex}", task_queue=queue
-        )
-        await asyncio.wait_for(fake.began.wait(), 30)
-        await handle.cancel()
-        with pytest.raises(WorkflowFailureError):
-            await asyncio.wait_for(handle.result(), 60)
-        await asyncio.sleep(1)
+    input, handle, _ = await _cancel_in_the_first_attempt(skipping[0], fake, _seen)
     assert fake.attempts == [(f"{input.pool}-0", 1)], fake.attempts
     (report,) = await DATA_CONVERTER.decode(
         _batch_done(await handle.fetch_history()).payloads, [BatchReport]
@@ -861,6 +851,23 @@ async def test_an_attempt_a_cancel_cut_short_is_spent_not_failed(env: WorkflowEn
     failed; the report names it unanswered. On the dev server: the time-skipping server
     does not say whether the attempt had started."""
     fake = FlakyCreates()
+    input, handle, reports = await _cancel_in_the_first_attempt(env, fake, _reports)
+    assert fake.attempts == [(f"{input.pool}-0", 1)], fake.attempts
+    cut = reports["grant-1"]
+    assert (len(cut.done_at), cut.failed, cut.unused) == (1, 0, 0), cut
+    (report,) = await DATA_CONVERTER.decode(
+        _batch_done(await handle.fetch_history()).payloads, [BatchReport]
+    )
+    assert report.cancelled and report.created == {} and report.withdrawn == [], report
+    assert list(report.failed_slots) == report.unanswered_slots == [0], report
+
+
+async def _cancel_in_the_first_attempt(
+    env: WorkflowEnvironment, fake: FlakyCreates, read: Any
+) -> tuple[ProvisionBatchInput, Any, Any]:
+    """A batch of 2 under one permit, cancelled while slot 0's first create attempt is
+    under way (it then fails retryably). Its input, its handle, and `read(ledger)` at
+    the end."""
     async with _granting(env, fake, limit=1, slots=4) as (account, queue, ledger):
         input = batch([0, 1]).model_copy(update={"account": account})
         handle = await env.client.start_workflow(
@@ -870,13 +877,5 @@ async def test_an_attempt_a_cancel_cut_short_is_spent_not_failed(env: WorkflowEn
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):
             await asyncio.wait_for(handle.result(), 60)
-        await asyncio.sleep(0.5)
-        reports = await _reports(ledger)
-    assert fake.attempts == [(f"{input.pool}-0", 1)], fake.attempts
-    cut = reports["grant-1"]
-    assert (len(cut.done_at), cut.failed, cut.unused) == (1, 0, 0), cut
-    (report,) = await DATA_CONVERTER.decode(
-        _batch_done(await handle.fetch_history()).payloads, [BatchReport]
-    )
-    assert report.cancelled and report.created == {} and report.withdrawn == [], report
-    assert list(report.failed_slots) == report.unanswered_slots == [0], report
+        await asyncio.sleep(1)
+        return input, handle, await read(ledger)
