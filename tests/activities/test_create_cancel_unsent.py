@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 from temporalio.testing import ActivityEnvironment
 
 from devicepool.activities import DeviceActivities
@@ -43,7 +43,6 @@ from devicepool.activities.providers.geelark.marks import reserve_mark
 from devicepool.activities.providers.geelark.marks import slot_mark as geelark_slot_mark
 from devicepool.activities.providers.geelark.provider import GeeLarkProvider
 from devicepool.activities.providers.rest import RestProvider
-from devicepool.activities.settings import ProxyPoolSettings
 from tests.activities.conftest import bitbrowser_account
 from tests.activities.geelark_fake import Clock, Fake
 from tests.activities.test_bitbrowser_phone_provider import new_device, ready
@@ -60,22 +59,15 @@ from tests.helpers.bitbrowser import Account
 from tests.helpers.bitbrowser_client import Node
 from tests.helpers.emulator import BASE_URL, DEV_KEY, Emulator
 from tests.helpers.geelark import Team, team
+from tests.helpers.settings import proxy_pools
 
-PROXY = ProxyPoolSettings(
-    name="gw",
-    type="socks5",
-    host="gw.proxy.test",
-    port=1080,
-    username_template="user-session-{session}",
-    password=SecretStr("phone-proxy-pass-Qv7"),
-)
 PHONE_REGION = "d69bcf13db844d1cb81e779f64161223"
 
 account = bitbrowser_account(speed=20.0, seed=5)
 
 
 def _activities(name: str, provider: Provider) -> DeviceActivities:
-    acts = DeviceActivities(accounts={}, proxy_pools={"gw": PROXY})
+    acts = DeviceActivities(accounts={}, proxy_pools=proxy_pools("phone-proxy-pass-Qv7"))
     acts._providers[name] = provider
     return acts
 
@@ -376,36 +368,50 @@ def _geelark(
 
 # ------------------------------------------------------------ BitBrowser cloud phones
 
-PHONES = DeviceTemplate(platform="android", region=PHONE_REGION, os_version="13", proxy_pool="gw")
+PHONES = DeviceTemplate(
+    platform="android", region=PHONE_REGION, os_version="13", proxy_pool="proxyseller-us"
+)
 ADD = "/phone/profile/add"
 
 
 async def test_phone_create_waiting_for_the_claim_lock_is_not_sent_after_a_cancel(
     account: Account, n1: Node
 ) -> None:
-    provider = PhoneProvider(n1.phones)
-    acts = _activities("bb", provider)
-    lock = provider.listings.claim_locks.setdefault("p1", asyncio.Lock())
-    await lock.acquire()  # another create's claim of the pool
-    task = await _cancelled_waiting(
-        acts, _input("bb", PHONES), lambda: bool(lock._waiters), "the create waits to claim"
+    def claim_lock(provider: PhoneProvider) -> asyncio.Lock:
+        return provider.listings.claim_locks.setdefault("p1", asyncio.Lock())
+
+    # another create's claim of the pool holds the lock
+    await _phone_create_cancelled_behind(
+        account, n1, claim_lock, lambda p: bool(claim_lock(p)._waiters), "the create waits to claim"
     )
-    lock.release()
-    await _ends_cancelled(task)
-    await _looked_never_added(account, n1)
 
 
 async def test_phone_create_waiting_for_its_pacer_turn_is_not_sent_after_a_cancel(
     account: Account, n1: Node
 ) -> None:
+    # another call holds the account's turn
+    await _phone_create_cancelled_behind(
+        account,
+        n1,
+        lambda _: n1.phones.pacer.turn(),
+        lambda _: n1.phones.pacer.waiting > 0,
+        "the create waits",
+    )
+
+
+async def _phone_create_cancelled_behind(
+    account: Account,
+    n1: Node,
+    hold: Callable[[PhoneProvider], AbstractAsyncContextManager[Any]],
+    waiting: Callable[[PhoneProvider], bool],
+    what: str,
+) -> None:
+    """A phone create cancelled while `hold` (taken first) keeps it waiting: once let go,
+    it ends cancelled and nothing was added."""
     provider = PhoneProvider(n1.phones)
     acts = _activities("bb", provider)
-    turn = n1.phones.pacer.turn()
-    await turn.__aenter__()  # another call holds the account's turn
-    task = await _cancelled_waiting(
-        acts, _input("bb", PHONES), lambda: n1.phones.pacer.waiting > 0, "the create waits"
-    )
-    await turn.__aexit__(None, None, None)
+    async with hold(provider):
+        task = await _cancelled_waiting(acts, _input("bb", PHONES), lambda: waiting(provider), what)
     await _ends_cancelled(task)
     await _looked_never_added(account, n1)
 
