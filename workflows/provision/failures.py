@@ -1,16 +1,21 @@
 """What a batch's creates retry, and what a failed create says: the provider's verdict
-(`ErrorType`, or None when it never refused) and its one-line reason. Pure: no workflow
-code, passed through the sandbox."""
+(`ErrorType`, or None when it never refused), its one-line reason, and how the batch's own
+cancel ended it (not sent, or cut short). Pure: no workflow code, passed through the
+sandbox."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from devicepool.activities.errors import parse_resets_at, quota_name
 from devicepool.api.errors import NON_RETRYABLE_ERROR_TYPES, ErrorType
+
+if TYPE_CHECKING:
+    from temporalio.workflow import ActivityHandle
 
 # A create that fails with one of these will not succeed by trying again. A
 # region outage is retryable in general, but for creates the pool handles it
@@ -80,3 +85,33 @@ def reason_of(err: ActivityError) -> str:
     if isinstance(cause, ApplicationError):
         return f"{cause.type}: {cause.message}" if cause.type else cause.message
     return str(cause or err)
+
+
+# How a create ended, for the ledger (`_run_grant`) and the report (`_create_one`).
+CREATED = "created"
+FAILED_CREATE = "failed"
+# The batch's cancel stopped it during an attempt: it may have reached the provider,
+# which did not refuse it (spent, not failed).
+CUT_SHORT = "cut short"
+# The batch's cancel stopped it with no attempt under way (queued for a worker, or
+# waiting to retry): it sends nothing more (the permit goes back unused).
+NOT_SENT = "not sent"
+
+
+def stopped_by_the_cancel(
+    err: ActivityError,
+    create: ActivityHandle[Any] | None,
+    stopped: list[ActivityHandle[Any]],
+) -> str | None:
+    """How the batch's cancel (`_await_started_creates`) ended a create: `NOT_SENT` when no
+    attempt was under way, `CUT_SHORT` when one was; None if something else ended it.
+
+    A server records an attempt's start only once it ends (with a retry policy), so the
+    error names a started event only when an attempt ran into the cancel. Cancelled with
+    none running, the activity was queued for a worker or waiting to retry: neither sends
+    anything more. (The time-skipping test server names none, -1: always `NOT_SENT`.)"""
+    if create is None or not isinstance(err.cause, CancelledError):
+        return None
+    if not any(create is handle for handle in stopped):
+        return None
+    return CUT_SHORT if err.started_event_id > 0 else NOT_SENT

@@ -20,18 +20,13 @@ from typing import Any
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError, FailureError
 
+from devicepool.workflows.provision.boots import wait_until_booted
+
 with workflow.unsafe.imports_passed_through():
     from devicepool.activities.definitions import DeviceActivityDefinitions
     from devicepool.activities.models import (
-        BUSY,
-        FAILED,
         HEARTBEAT_TIMEOUT,
-        OFFLINE,
-        READY,
-        TERMINATED,
-        TERMINATING,
         CreateDeviceInput,
-        GetStatusesInput,
         PoolRunInput,
     )
     from devicepool.api.names import (
@@ -50,12 +45,15 @@ with workflow.unsafe.imports_passed_through():
     )
     from devicepool.workflows.provision.failures import (
         CREATE_RETRY,
+        CREATED,
+        FAILED_CREATE,
+        NOT_SENT,
         provider_verdict,
         quota_refusal,
         reason_of,
+        stopped_by_the_cancel,
     )
     from devicepool.workflows.shared.errors import (
-        PROVIDER_RETRY,
         raise_if_cancelled,
         signal_past_a_cancel,
         tell,
@@ -83,16 +81,6 @@ CANCEL_AT_REQUEST_PATCH = "batch-cancel-at-request-creates-nothing"
 # end, so they land before the pool's sweep and the report names their devices. Batches
 # before it ended at once, the creates landing after (R25 #2). Asked only then.
 CANCEL_AWAITS_CREATES_PATCH = "batch-cancel-awaits-its-creates"
-
-# How a create ended, for the ledger (`_run_grant`) and the report (`_create_one`).
-CREATED = "created"
-FAILED_CREATE = "failed"
-# The batch's cancel stopped it during an attempt: it may have reached the provider,
-# which did not refuse it (spent, not failed).
-CUT_SHORT = "cut short"
-# The batch's cancel stopped it with no attempt under way (queued for a worker, or
-# waiting to retry): it sends nothing more (the permit goes back unused).
-NOT_SENT = "not sent"
 
 
 @workflow.defn(name=WORKFLOW_PROVISION_BATCH)
@@ -131,7 +119,7 @@ class ProvisionBatchWorkflow:
             # replaced, not counted).
             await tell(input.parent_workflow_id, SIGNAL_BATCH_CREATED, report)
             if not self._gone:
-                await self._wait_until_booted(input, report)
+                await wait_until_booted(input, report)
         except (asyncio.CancelledError, ActivityError) as err:
             # A cancel that arrived during an activity may surface as that
             # activity's failure (workflows/shared/errors.py).
@@ -411,7 +399,7 @@ class ProvisionBatchWorkflow:
             self._creates.append(create)
             result = await create
         except ActivityError as err:
-            stopped = _stopped_by_the_cancel(err, create, self._stopped)
+            stopped = stopped_by_the_cancel(err, create, self._stopped)
             if stopped == NOT_SENT:
                 # Never rented, never refused: like a slot the batch had no permit for.
                 report.withdrawn.append(slot)
@@ -423,81 +411,6 @@ class ProvisionBatchWorkflow:
             return workflow.now(), stopped or FAILED_CREATE
         report.created[slot] = result.device.id
         return workflow.now(), CREATED
-
-    async def _wait_until_booted(self, input: ProvisionBatchInput, report: BatchReport) -> None:
-        pending = set(report.created.values())
-        deadline = workflow.now() + timedelta(seconds=input.startup_timeout_seconds)
-        while pending:
-            raise_if_cancelled()
-            remaining = (deadline - workflow.now()).total_seconds()
-            if remaining <= 0:
-                break
-            await workflow.sleep(
-                min(input.poll_seconds, remaining), summary=f"wait for {len(pending)} to boot"
-            )
-            ids = sorted(pending)
-            for start in range(0, len(ids), 100):
-                chunk = ids[start : start + 100]
-                try:
-                    statuses = await workflow.execute_activity_method(
-                        DeviceActivityDefinitions.get_statuses,
-                        GetStatusesInput(account=input.account, ids=chunk, pool=input.pool),
-                        start_to_close_timeout=timedelta(seconds=30),
-                        heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                        retry_policy=PROVIDER_RETRY,
-                        summary=f"status of {len(chunk)} booting devices",
-                        **Route(input.account, input.node).provider(),
-                    )
-                except ActivityError as err:
-                    # Only a node worker that took no call fails a read (the others
-                    # retry for ever): read again at the next poll, until the deadline.
-                    raise_if_cancelled()
-                    if not input.node or workflow.cancellation_reason() is not None:
-                        raise
-                    workflow.logger.warning("pool %s: boot check failed: %s", input.pool, err)
-                    break
-                for item in statuses.items:
-                    if item.status in (READY, BUSY):
-                        pending.discard(item.id)
-                        report.ready.append(item.id)
-                    elif item.status == FAILED:
-                        pending.discard(item.id)
-                        report.failed_devices[item.id] = item.reason or item.status
-                    elif item.status in (TERMINATING, TERMINATED):
-                        # Removed, not broken: no verdict on the region.
-                        pending.discard(item.id)
-                        report.vanished_devices[item.id] = item.reason or item.status
-                    elif item.status == OFFLINE:
-                        # Unreachable, not a failed boot: the health check judges
-                        # it (offline clock; a pause when a whole region is out).
-                        pending.discard(item.id)
-                        report.offline_devices[item.id] = item.reason or item.status
-                for missing in statuses.not_found:
-                    pending.discard(missing)
-                    report.vanished_devices[missing] = "not found at the provider"
-        for device_id in sorted(pending):
-            report.failed_devices[device_id] = (
-                f"not ready after the startup timeout ({input.startup_timeout_seconds:g}s)"
-            )
-
-
-def _stopped_by_the_cancel(
-    err: ActivityError,
-    create: workflow.ActivityHandle[Any] | None,
-    stopped: list[workflow.ActivityHandle[Any]],
-) -> str | None:
-    """How the batch's cancel (`_await_started_creates`) ended a create: `NOT_SENT` when no
-    attempt was under way, `CUT_SHORT` when one was; None if something else ended it.
-
-    A server records an attempt's start only once it ends (with a retry policy), so the
-    error names a started event only when an attempt ran into the cancel. Cancelled with
-    none running, the activity was queued for a worker or waiting to retry: neither sends
-    anything more. (The time-skipping test server names none, -1: always `NOT_SENT`.)"""
-    if create is None or not isinstance(err.cause, CancelledError):
-        return None
-    if not any(create is handle for handle in stopped):
-        return None
-    return CUT_SHORT if err.started_event_id > 0 else NOT_SENT
 
 
 def _quota_holds(report: BatchReport) -> bool:
