@@ -5,7 +5,8 @@ an attempt that died with its worker is retried elsewhere within `HEARTBEAT_TIME
 so a cancel, which Temporal delivers on a heartbeat's answer, is seen). A create runs in
 `finish_even_if_cancelled`: it goes on through a cancel, its waits in this process and its
 reads too; a cancel that came before its first write (which the HTTP clients mark,
-`point_of_no_return`) refuses that write, and the create ends cancelled, unsent.
+`point_of_no_return`) ends it once its slot's lookup found nothing (the adapters call
+`end_if_cancelled_unsent`), or else refuses that write: cancelled, unsent.
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ from temporalio import activity
 
 from devicepool.activities.models import HEARTBEAT_EVERY
 
-__all__ = ["finish_even_if_cancelled", "heartbeating", "point_of_no_return"]
+__all__ = [
+    "end_if_cancelled_unsent",
+    "finish_even_if_cancelled",
+    "heartbeating",
+    "point_of_no_return",
+]
 
 T = TypeVar("T")
 
@@ -64,6 +70,20 @@ class _Create:
 _CREATE: ContextVar[_Create | None] = ContextVar("devicepool_create", default=None)
 
 
+def end_if_cancelled_unsent() -> None:
+    """End the create here (`CancelledError`) if its activity was cancelled and it has sent
+    no write yet (outside a create, nothing).
+
+    Called by an adapter's create once its slot's lookup found nothing of an earlier
+    attempt: a cancelled create has nothing left to learn, so it ends before a claim's
+    lock, a reserve's listing or a pacer's turn, not at its first write (R30 #1: each
+    claim refused there made the next create list again, and one still running past
+    its attempt's 20 s was timed out, counted a failed create)."""
+    create = _CREATE.get()
+    if create is not None and create.cancelled and not create.sent:
+        raise asyncio.CancelledError("the create was cancelled before its first write")
+
+
 def point_of_no_return() -> None:
     """A request that may change what the provider holds goes out now (called by the HTTP
     clients right before they send one; outside a create, nothing).
@@ -72,12 +92,10 @@ def point_of_no_return() -> None:
     read: if its activity was cancelled, this first write is refused (`CancelledError`,
     raised here, unsent) and the create ends cancelled. From here it may land: a cancel
     lets it finish, its later writes included."""
+    end_if_cancelled_unsent()
     create = _CREATE.get()
-    if create is None or create.sent:
-        return
-    if create.cancelled:
-        raise asyncio.CancelledError("the create was cancelled before its first write")
-    create.sent = True
+    if create is not None:
+        create.sent = True
 
 
 async def finish_even_if_cancelled(call: Coroutine[Any, Any, T]) -> T:
@@ -92,8 +110,9 @@ async def finish_even_if_cancelled(call: Coroutine[Any, Any, T]) -> T:
     not written yet goes on too, through its waits in this process and its reads: a
     retry waiting for its slot's lock, held by an earlier attempt of the slot that may
     have sent its add, must not end before that one (whose device it then finds and
-    returns). But its first write raises instead of going out, and the activity ends
-    cancelled: nothing of a create is sent after its cancel. The refusal is this
+    returns). Once that lookup found nothing it ends (`end_if_cancelled_unsent`), and
+    its first write raises instead of going out in any case; the activity ends
+    cancelled: nothing of a create unsent at its cancel is sent after it. The refusal is this
     process's, so it holds past the attempt's timeout at the server too.
     """
     create = _Create()

@@ -5,7 +5,8 @@ through a cancel (the pool's final sweep must see it). A create cancelled before
 first write (its point of no return) is not cut off: it goes on through its waits in
 this process (its slot's lock, a claim lock, a pacer's turn) and its reads, so a retry
 waiting for the earlier attempt of its slot finds and returns what that one made; but
-its first write is refused, and the activity ends cancelled. Before F23 the whole
+it ends once that lookup found nothing (no claim, no reserve listing: R30 #1), its first
+write is refused in any case, and the activity ends cancelled. Before F23 the whole
 call was shielded: a create still waiting went to the provider after its pool's
 cancel, and, past the activity's 20 s, after the pool's sweep (an orphan that bills).
 In F23 it ended at the cancel: a retry then ended before the earlier attempt holding
@@ -235,6 +236,22 @@ async def test_a_call_past_its_point_of_no_return_finishes_and_beats_through_a_c
     assert await asyncio.wait_for(task, timeout=10) == "device-1"
 
 
+async def test_a_create_ends_at_its_look_only_if_cancelled_before_any_write() -> None:
+    gate = Gate()
+
+    async def create() -> str:
+        hb.end_if_cancelled_unsent()  # not cancelled yet: goes on
+        hb.point_of_no_return()
+        await gate.passing()  # its add in flight when the cancel comes
+        hb.end_if_cancelled_unsent()  # a look after the add was sent: goes on, lands
+        return "device-1"
+
+    hb.end_if_cancelled_unsent()  # outside any create: nothing
+    env = ActivityEnvironment()
+    task = await _cancel_at(env, env.run(hb.finish_even_if_cancelled, create()), gate)
+    assert await asyncio.wait_for(task, timeout=10) == "device-1"
+
+
 async def test_a_write_outside_a_cancelled_create_is_not_refused() -> None:
     """The refusal belongs to the one create cancelled (a contextvar), not to the process:
     a call outside any create, and another create, still write."""
@@ -339,6 +356,62 @@ async def test_geelark_claim_cancelled_before_its_update_leaves_the_phone_claima
     assert not provider.reserve._locks  # type: ignore[union-attr]
     assert _pid((await provider.create_device(_new("k3"))).id) == _pid(old)  # claimed next
     await provider.aclose()
+
+
+async def test_geelark_creates_cancelled_at_their_lookup_end_there_no_claim(
+    t: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Creates of a pool with a warm reserve, cancelled while their slot lookups wait: after
+    the cancel, each sends its own lookup (GeeLark shares none; begun before the cancel)
+    and nothing more: no reserve listing, no claim (R30 #1: each refused claim made the
+    next create list the reserve again, a turn of the account's budget each)."""
+    provider = _reserve_provider(t)
+    old = await _running(t, provider, "k1")
+    await _scale_down(provider, old)  # parked in the pool's warm reserve
+    phones, lookups, after = provider.phones, Gate(), []
+    listed, update = phones.listed, phones.update
+    held = 0
+
+    async def listed_after(filters: dict[str, Any]) -> list[dict[str, Any]]:
+        nonlocal held
+        held += 1
+        await lookups.passing()
+        after.append(f"list {filters.get('serialName')}")
+        return await listed(filters)
+
+    async def update_after(phone_id: str, fields: dict[str, Any], **kw: Any) -> None:
+        after.append("update")
+        await update(phone_id, fields, **kw)
+
+    monkeypatch.setattr(phones, "listed", listed_after)
+    monkeypatch.setattr(phones, "update", update_after)
+    keys = ["k2", "k3", "k4"]
+    envs, creates = _started([provider.create_device(_new(k)) for k in keys])
+    await _until(lambda: held == len(keys), "every create waits for its lookup")
+    await _cancel_all(envs)
+    lookups.open()
+    for create in creates:
+        await _ends_cancelled(create)
+    assert sorted(after) == [f"list {geelark_slot_mark(POOL, k)}" for k in keys]
+    assert _phone(t, _pid(old)).name == reserve_mark(POOL)  # still the pool's reserve
+    await provider.aclose()
+
+
+def _started(runs: list[Coroutine[Any, Any, Any]]) -> tuple[list[Any], list[Any]]:
+    """Each create run as a create in an activity of its own: (the activities, the runs)."""
+    envs = [ActivityEnvironment() for _ in runs]
+    started = [
+        asyncio.ensure_future(env.run(hb.finish_even_if_cancelled, run))
+        for env, run in zip(envs, runs, strict=True)
+    ]
+    return envs, started
+
+
+async def _cancel_all(envs: list[ActivityEnvironment]) -> None:
+    """The pool deleted: its batch cancels every create."""
+    for env in envs:
+        env.cancel()
+    await asyncio.sleep(0.05)  # the cancels handled before anything moves on
 
 
 @pytest.fixture
@@ -467,6 +540,30 @@ async def test_phone_claim_cancelled_before_its_update_leaves_the_profile_claima
     profile = [(parse_device_id(d.id) or ("", 0))[0] for d in (first, again)]
     assert profile[0] == profile[1] != ""  # the same profile claimed next, none added
     assert (await account.stats())["phones"]["created"] == 1
+
+
+async def test_phone_creates_cancelled_at_their_lookup_end_there_no_claim(
+    account: Account, n1: Node
+) -> None:
+    """Creates of a pool with a reserve profile, cancelled while they wait for the account's
+    turn: after the cancel, one `/phone/list`, the pool's listing their slot lookups share
+    (`PoolListings` joins a listing not sent yet), and nothing more: no claim (R30 #1:
+    each refused claim made the next create list the pool again, a pacer turn each, past
+    the attempt's 20 s a timed-out create the batch counts as failed)."""
+    provider = PhoneProvider(n1.phones)
+    first = await provider.create_device(new_device(slot=0))
+    await ready(account, provider)
+    await provider.remove_device(first.id)  # parked in the pool's reserve
+    async with n1.phones.pacer.turn():  # another call holds the account's turn
+        envs, creates = _started([provider.create_device(new_device(slot=i)) for i in (1, 2, 3)])
+        await _until(lambda: n1.phones.pacer.waiting > 0, "the creates wait")
+        await _cancel_all(envs)
+        before = len(n1.recorder.calls)
+    for create in creates:
+        await _ends_cancelled(create)
+    await asyncio.sleep(0.3)
+    assert [p for p, _ in n1.recorder.calls[before:]] == ["/phone/list"]
+    assert (await account.stats())["phones"]["created"] == 1  # the reserve's, none since
 
 
 async def _looked_never_added(account: Account, n1: Node) -> None:

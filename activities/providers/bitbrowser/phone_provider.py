@@ -21,6 +21,7 @@ from weakref import WeakValueDictionary
 from devicepool.activities.connect_models import ConnectInfo
 from devicepool.activities.device_models import DeviceInfo, DeviceStatusInfo
 from devicepool.activities.errors import InvalidArgumentError, NotFoundError
+from devicepool.activities.heartbeats import end_if_cancelled_unsent
 from devicepool.activities.providers.base import (
     NewDevice,
     ParkedShutdown,
@@ -256,6 +257,7 @@ class PhoneProvider:
             for other, other_remark in others:  # a create the server finished late
                 await self.reserve.park(other, other_remark, broken=False)
             return await self._power_on(phone, remark)
+        end_if_cancelled_unsent()  # nothing of an earlier attempt: a cancelled one ends here
         async with self.listings.claim_locks.setdefault(pool, asyncio.Lock()):
             taken = await self.reserve.claim(pool, labels, mark, proxy, listing)
         if taken is not None:

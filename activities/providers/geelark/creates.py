@@ -25,6 +25,7 @@ from devicepool.activities.errors import (
     ServerError,
     TransportError,
 )
+from devicepool.activities.heartbeats import end_if_cancelled_unsent
 from devicepool.activities.models import DeviceTemplate
 from devicepool.activities.providers.base import NewDevice, provider_call
 from devicepool.activities.providers.geelark.api import GeeLarkApi
@@ -122,6 +123,8 @@ class Creates:
     ) -> DeviceInfo:
         # First, always: an earlier attempt whose answer was lost made it.
         found = await self._marked(pool, mark)
+        if not found:
+            end_if_cancelled_unsent()  # nothing of an earlier attempt: a cancelled one ends
         if not found and self.reserve is not None:
             # Claimed under this process's lock: the node's, the account's only process.
             claimed = await self.reserve.claim(pool, mark, labels, new.template, new.proxy)
