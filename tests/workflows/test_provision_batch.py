@@ -78,8 +78,15 @@ def _test_server_path() -> str:
 
 @pytest.fixture(scope="module")
 async def skipping() -> AsyncIterator[tuple[WorkflowEnvironment, httpx.AsyncClient]]:
-    # The emulator's clock is real time, which the test server does not skip:
-    # devices boot at once unless a test stalls them.
+    async with _skipping_stack() as stack:
+        yield stack
+
+
+@contextlib.asynccontextmanager
+async def _skipping_stack() -> AsyncIterator[tuple[WorkflowEnvironment, httpx.AsyncClient]]:
+    """A time-skipping server, an emulator and the batch's workers. The emulator's clock is
+    real time, which the test server does not skip: devices boot at once unless a test
+    stalls them."""
     app = create_app(EmulatorConfig(accounts={"default": ["batch-key"]}, provision_seconds=0))
     transport = httpx.ASGITransport(app=app)
     activities = DeviceActivities(
@@ -139,22 +146,21 @@ async def test_devices_that_boot_are_reported_ready(
     assert report.failed_devices == {} and report.failed_slots == {}
 
 
-async def test_a_stalled_boot_fails_after_the_default_startup_timeout(
-    skipping: tuple[WorkflowEnvironment, httpx.AsyncClient],
-) -> None:
-    env, control = skipping
-    input = batch([0, 1])
-    assert input.startup_timeout_seconds == 300  # the default, not shrunk
-    await control.post("/_emulator/faults", json={"provisionStallRate": 1})
-    try:
+async def test_a_stalled_boot_fails_after_the_default_startup_timeout() -> None:
+    # A server of its own: the test skips 300 s of time, which the test server stops doing
+    # for good once a test before it on the same server left an activity it counts as
+    # running (the batch-cancel tests below do: their workflows closed, yet time stood
+    # still, and this test ran into its timeout whenever it came after one of them).
+    async with _skipping_stack() as (env, control):
+        input = batch([0, 1])
+        assert input.startup_timeout_seconds == 300  # the default, not shrunk
+        await control.post("/_emulator/faults", json={"provisionStallRate": 1})
         report = await run(env, input)
-    finally:
-        await control.post("/_emulator/faults", json={})
+        stats = await emulator_stats(control)
     assert sorted(report.created) == [0, 1]
     assert report.ready == []
     assert set(report.failed_devices) == set(report.created.values())
     assert all("startup timeout (300s)" in why for why in report.failed_devices.values())
-    stats = await emulator_stats(control)
     assert stats["devices"]["byPool"][input.pool] == 2  # the pool removes them, not the batch
 
 
