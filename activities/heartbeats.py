@@ -5,8 +5,10 @@ an attempt that died with its worker is retried elsewhere within `HEARTBEAT_TIME
 so a cancel, which Temporal delivers on a heartbeat's answer, is seen). A create runs in
 `finish_even_if_cancelled`: it goes on through a cancel, its waits in this process and its
 reads too; a cancel that came before its first write (which the HTTP clients mark,
-`point_of_no_return`) ends it once its slot's lookup found nothing (the adapters call
-`end_if_cancelled_unsent`), or else refuses that write: cancelled, unsent.
+`point_of_no_return`) ends it at the next of its waits that lets it go once its slot's
+lookup found nothing (`end_if_cancelled_unsent`: after the lookup, entering a claim's lock,
+before and as a write's pacer turn comes), and in any case refuses that write: cancelled,
+unsent.
 """
 
 from __future__ import annotations
@@ -75,10 +77,15 @@ def end_if_cancelled_unsent() -> None:
     no write yet (outside a create, nothing).
 
     Called by an adapter's create once its slot's lookup found nothing of an earlier
-    attempt: a cancelled create has nothing left to learn, so it ends before a claim's
-    lock, a reserve's listing or a pacer's turn, not at its first write (R30 #1: each
-    claim refused there made the next create list again, and one still running past
-    its attempt's 20 s was timed out, counted a failed create)."""
+    attempt (a cancelled create has nothing left to learn), again as it enters a claim's
+    lock, before the reserve's listing (BitBrowser's claim lock, GeeLark's reserve lock),
+    and by the HTTP clients for a write before and as its pacer turn or request budget
+    comes (a refused turn passes on unspaced, GeeLark's budget counts nothing, and the
+    send-by is checked after it). So a create cancelled at any of these waits ends there,
+    not at its first write (R30 #1, R31 #1: each claim refused there made the next create
+    list again, each refused add took a turn, and one still running past its attempt's
+    20 s was timed out or refused by its GeeLark send-by, counted a failed create). A read
+    already begun finishes: a retry's lookup must go on (R28)."""
     create = _CREATE.get()
     if create is not None and create.cancelled and not create.sent:
         raise asyncio.CancelledError("the create was cancelled before its first write")
@@ -110,8 +117,9 @@ async def finish_even_if_cancelled(call: Coroutine[Any, Any, T]) -> T:
     not written yet goes on too, through its waits in this process and its reads: a
     retry waiting for its slot's lock, held by an earlier attempt of the slot that may
     have sent its add, must not end before that one (whose device it then finds and
-    returns). Once that lookup found nothing it ends (`end_if_cancelled_unsent`), and
-    its first write raises instead of going out in any case; the activity ends
+    returns). Once that lookup found nothing it ends at its next wait that lets it go
+    (`end_if_cancelled_unsent`), and its first write raises instead of going out in
+    any case; the activity ends
     cancelled: nothing of a create unsent at its cancel is sent after it. The refusal is this
     process's, so it holds past the attempt's timeout at the server too.
     """

@@ -17,6 +17,7 @@ before its create is checked, and each one's create in flight still finishes.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
@@ -342,12 +343,18 @@ async def test_geelark_create_in_flight_still_lands_through_a_cancel() -> None:
     assert fake.paths() == ["phone/list", "phone/addNew", "phone/start"]
 
 
-async def test_geelark_claim_cancelled_before_its_update_leaves_the_phone_claimable(
-    t: Team, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def _one_parked(t: Team) -> tuple[GeeLarkProvider, str]:
+    """A provider with a warm reserve, and the phone parked in it (slot k1's, run once)."""
     provider = _reserve_provider(t)
     old = await _running(t, provider, "k1")
     await _scale_down(provider, old)  # parked in the pool's warm reserve
+    return provider, old
+
+
+async def test_geelark_claim_cancelled_before_its_update_leaves_the_phone_claimable(
+    t: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider, old = await _one_parked(t)
     gate = _held_updates(monkeypatch, provider.phones)
     env = ActivityEnvironment()
     claim = env.run(hb.finish_even_if_cancelled, provider.create_device(_new("k2")))
@@ -365,9 +372,7 @@ async def test_geelark_creates_cancelled_at_their_lookup_end_there_no_claim(
     the cancel, each sends its own lookup (GeeLark shares none; begun before the cancel)
     and nothing more: no reserve listing, no claim (R30 #1: each refused claim made the
     next create list the reserve again, a turn of the account's budget each)."""
-    provider = _reserve_provider(t)
-    old = await _running(t, provider, "k1")
-    await _scale_down(provider, old)  # parked in the pool's warm reserve
+    provider, old = await _one_parked(t)
     phones, lookups, after = provider.phones, Gate(), []
     listed, update = phones.listed, phones.update
     held = 0
@@ -613,3 +618,159 @@ async def test_rest_create_in_flight_still_lands_through_a_cancel(emulator: Emul
         await client.aclose()
     assert isinstance(result, CreateDeviceResult)
     assert held.calls == ["POST /api/v1/android/devices"]
+
+
+# ------------------------------------------------------------ cancelled past the lookup (R31 #1)
+
+
+async def test_phone_creates_cancelled_at_the_claim_lock_list_nothing_more(
+    account: Account, n1: Node
+) -> None:
+    """Creates past their lookup, cancelled while another claim of the pool holds its claim
+    lock: let in, none lists the pool's reserve (R31 #1: each refused claim dropped the
+    cached reserve, so the next one listed again)."""
+    provider = PhoneProvider(n1.phones)
+    first = await provider.create_device(new_device(slot=0))
+    await ready(account, provider)
+    await provider.remove_device(first.id)  # parked in the pool's reserve
+    lock = provider.listings.claim_locks.setdefault("phones-a", asyncio.Lock())
+    async with lock:  # another create's claim of the pool holds it (its update out)
+        envs, creates = _started([provider.create_device(new_device(slot=i)) for i in (1, 2, 3)])
+        await _until(lambda: len(lock._waiters or ()) == 3, "every create waits at the lock")
+        await _cancel_all(envs)
+        before = len(n1.recorder.calls)
+    for create in creates:
+        await _ends_cancelled(create)
+    assert n1.recorder.calls[before:] == []
+    assert (await account.stats())["phones"]["created"] == 1  # the reserve's, none since
+
+
+async def test_phone_creates_cancelled_behind_a_claim_in_flight_send_nothing_more(
+    account: Account, n1: Node
+) -> None:
+    """No lock held by the test: 2 reserve profiles, 4 creates at once; the first claim's
+    update is out when the pool is deleted. That one lands; the 3 at the claim lock end
+    with no listing, no claim."""
+    provider = PhoneProvider(n1.phones)
+    made = [await provider.create_device(new_device(slot=s)) for s in (100, 101)]
+    await ready(account, provider)
+    for d in made:
+        await provider.remove_device(d.id)  # both parked in the pool's reserve
+    gate = Gate()
+
+    async def before(path: str, body: Any) -> None:
+        if path == "/phone/profile/update" and not gate.reached.is_set():
+            await gate.passing()
+
+    n1.recorder.before = before
+    lock = provider.listings.claim_locks.setdefault("phones-a", asyncio.Lock())
+    envs, creates = _started([provider.create_device(new_device(slot=i)) for i in range(1, 5)])
+    await asyncio.wait_for(gate.reached.wait(), timeout=20)
+    await _until(lambda: len(lock._waiters or ()) == 3, "3 creates wait at the claim lock")
+    await _cancel_all(envs)
+    calls = len(n1.recorder.calls)
+    gate.open()
+    outcomes = [type(r).__name__ for r in await asyncio.gather(*creates, return_exceptions=True)]
+    assert outcomes == ["DeviceInfo"] + ["CancelledError"] * 3
+    assert [p for p, _ in n1.recorder.calls[calls:]] == ["/phone/openphone"]
+
+
+async def test_phone_creates_cancelled_queued_for_their_add_take_no_turn(
+    account: Account, n1: Node
+) -> None:
+    """No reserve: 6 creates share one lookup and queue at the pacer for their adds, the
+    first's add out. Cancelled there, the 5 queued give their turns up unsent, none spaced
+    an interval (R31 #1: each took a turn the deleted pool's sweep waited behind)."""
+    provider = PhoneProvider(n1.phones)
+    pacer = n1.phones.pacer
+    gate = _held_at_add(n1)
+    envs, creates = _started([provider.create_device(new_device(slot=i)) for i in range(1, 7)])
+    await asyncio.wait_for(gate.reached.wait(), timeout=20)
+    await _until(lambda: pacer.waiting == 5, "5 creates wait for their add's turn")
+    await _cancel_all(envs)
+    turns, calls = pacer.calls, len(n1.recorder.calls)
+    gate.open()
+    outcomes = [type(r).__name__ for r in await asyncio.gather(*creates, return_exceptions=True)]
+    assert outcomes == ["DeviceInfo"] + ["CancelledError"] * 5
+    assert [p for p, _ in n1.recorder.calls[calls:]] == ["/phone/openphone"]
+    assert pacer.calls - turns == 1  # the landed create's power-on only
+
+
+async def test_phone_large_pool_cancelled_creates_still_look_up_alone(
+    account: Account, n1: Node
+) -> None:
+    """Reads are never cut (R28): in a pool whose last listing found >= 100 profiles each
+    create looks its mark up alone (`find_by_mark`), one turn each, then ends there."""
+    provider = PhoneProvider(n1.phones)
+    provider.listings.sizes["phones-a"] = 100  # as a listing of a 100-profile pool leaves it
+    async with n1.phones.pacer.turn():
+        envs, creates = _started([provider.create_device(new_device(slot=i)) for i in (1, 2, 3)])
+        await _until(lambda: n1.phones.pacer.waiting == 3, "3 lookups wait")
+        await _cancel_all(envs)
+        before = len(n1.recorder.calls)
+    for create in creates:
+        await _ends_cancelled(create)
+    assert [p for p, _ in n1.recorder.calls[before:]] == ["/phone/list"] * 3
+
+
+def _listed_after(
+    monkeypatch: pytest.MonkeyPatch, provider: GeeLarkProvider, cancelled: list[bool]
+) -> list[str]:
+    """The listings the provider's phones make once `cancelled[0]`."""
+    phones, after = provider.phones, []
+    listed = phones.listed
+
+    async def listed_after(filters: dict[str, Any]) -> list[dict[str, Any]]:
+        if cancelled[0]:
+            after.append(f"list {filters.get('serialName')}")
+        return await listed(filters)
+
+    monkeypatch.setattr(phones, "listed", listed_after)
+    return after
+
+
+async def _geelark_cancelled_at_the_reserve_lock(
+    provider: GeeLarkProvider, keys: list[str], held: Callable[[], None] = lambda: None
+) -> list[asyncio.Future[Any]]:
+    """Creates cancelled while another claim holds the pool's reserve lock (`held` run
+    before it is let go)."""
+    reserve = provider.reserve
+    assert reserve is not None
+    async with reserve.lock(POOL):
+        envs, creates = _started([provider.create_device(_new(k)) for k in keys])
+        await _until(lambda: reserve._locks[POOL][1] == 1 + len(keys), "the creates wait")
+        await _cancel_all(envs)
+        held()
+    return creates
+
+
+async def test_geelark_creates_cancelled_at_the_reserve_lock_list_nothing_more(
+    t: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider, old = await _one_parked(t)
+    cancelled = [False]
+    after = _listed_after(monkeypatch, provider, cancelled)
+    creates = await _geelark_cancelled_at_the_reserve_lock(
+        provider, ["k2", "k3", "k4"], lambda: cancelled.__setitem__(0, True)
+    )
+    for create in creates:
+        await _ends_cancelled(create)
+    assert after == []
+    assert _phone(t, _pid(old)).name == reserve_mark(POOL)
+    await provider.aclose()
+
+
+async def test_geelark_create_cancelled_at_the_reserve_lock_past_its_send_by_ends_cancelled(
+    t: Team,
+) -> None:
+    """Let in past its 15 s send-by, a cancelled unsent create ends cancelled, not
+    GeeLarkTimeSpentError (a failed create the batch counts: the ledger's slow start)."""
+    provider, old = await _one_parked(t)
+    offset = [0.0]
+    provider._creates.api.clock = lambda: time.monotonic() + offset[0]  # type: ignore[method-assign]
+    creates = await _geelark_cancelled_at_the_reserve_lock(
+        provider, ["k2"], lambda: offset.__setitem__(0, 16.0)
+    )
+    await _ends_cancelled(creates[0])
+    assert _phone(t, _pid(old)).name == reserve_mark(POOL)
+    await provider.aclose()

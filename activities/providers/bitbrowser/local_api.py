@@ -61,6 +61,11 @@ _READS = frozenset(
 )
 
 
+def is_read(path: str) -> bool:
+    """`path` changes nothing on the account (a create's point of no return is any other)."""
+    return path in _READS
+
+
 class LocalApi(HttpClient):
     """One node's Local API. Use as `async with`, or call `aclose()`."""
 

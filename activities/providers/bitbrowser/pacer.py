@@ -58,24 +58,39 @@ class PhonePacer:
         return len(self._replacements) + sum(len(q) for q in self._pools.values())
 
     @asynccontextmanager
-    async def turn(self, call: ProviderCall | None = None) -> AsyncIterator[None]:
+    async def turn(
+        self, call: ProviderCall | None = None, *, refuse: Callable[[], None] | None = None
+    ) -> AsyncIterator[None]:
         """`async with pacer.turn():` one call; the next turn starts `interval` after it ends.
 
-        A caller cancelled while it waits gives its turn up (nothing is reserved).
+        A caller cancelled while it waits gives its turn up (nothing is reserved). `refuse`,
+        run once the turn is this caller's (and again after its spacing wait), may raise:
+        the call is not made, the turn passes on at once, and the next is not spaced (a
+        cancelled create's write, `heartbeats.end_if_cancelled_unsent`).
         """
         call = current_call() if call is None else call
         await self._acquire(call)
+        refused = False
         try:
-            now = self._clock()
-            while now < self._next:
-                await self._sleep(self._next - now)
+            try:
+                if refuse is not None:
+                    refuse()
                 now = self._clock()
+                while now < self._next:
+                    await self._sleep(self._next - now)
+                    now = self._clock()
+                if refuse is not None:
+                    refuse()
+            except BaseException:
+                refused = True
+                raise
             self.calls += 1
             self.turns[call.pool] += 1
             self.replacement_turns += call.replacement
             yield
         finally:
-            self._next = max(self._next, self._clock() + self.interval)
+            if not refused:
+                self._next = max(self._next, self._clock() + self.interval)
             self._release()
 
     def hold(self, seconds: float) -> None:

@@ -259,6 +259,7 @@ class PhoneProvider:
             return await self._power_on(phone, remark)
         end_if_cancelled_unsent()  # nothing of an earlier attempt: a cancelled one ends here
         async with self.listings.claim_locks.setdefault(pool, asyncio.Lock()):
+            end_if_cancelled_unsent()  # cancelled while it waited here: no listing, no claim
             taken = await self.reserve.claim(pool, labels, mark, proxy, listing)
         if taken is not None:
             return await self._power_on(*taken)

@@ -13,6 +13,7 @@ from typing import Any
 
 from devicepool.activities.connect_models import AdbLogin, parse_adb
 from devicepool.activities.errors import ServerError
+from devicepool.activities.heartbeats import end_if_cancelled_unsent
 from devicepool.activities.providers.bitbrowser._paging import (
     MarkedList,
     check_mark,
@@ -20,7 +21,7 @@ from devicepool.activities.providers.bitbrowser._paging import (
     page_items,
 )
 from devicepool.activities.providers.bitbrowser.errors import LocalApiRateLimitedError
-from devicepool.activities.providers.bitbrowser.local_api import LocalApi
+from devicepool.activities.providers.bitbrowser.local_api import LocalApi, is_read
 from devicepool.activities.providers.bitbrowser.models import (
     MAX_PAGE_SIZE,
     ComputeType,
@@ -189,7 +190,12 @@ class CloudPhones(MarkedList[Phone]):
         self, path: str, body: dict[str, Any], *, on_turn: Callable[[], None] | None = None
     ) -> Any:
         secrets = [str(v) for k, v in body.items() if k in SECRET_PHONE_FIELDS and v]
-        async with self.pacer.turn():
+        # A write of a cancelled create that sent nothing is refused before its turn, or
+        # as its turn comes: unsent, and the next turn not spaced for it (R31 #1).
+        refuse = None if is_read(path) else end_if_cancelled_unsent
+        if refuse is not None:
+            refuse()
+        async with self.pacer.turn(refuse=refuse):
             if on_turn is not None:
                 on_turn()
             try:

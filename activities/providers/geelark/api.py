@@ -26,6 +26,7 @@ import httpx
 from pydantic import SecretStr
 
 from devicepool.activities.errors import ProviderError, ServerError
+from devicepool.activities.heartbeats import end_if_cancelled_unsent
 from devicepool.activities.http_answers import HttpClient, exchange, parse_retry_after, text_of
 from devicepool.activities.metrics import Metrics
 from devicepool.activities.providers.geelark.errors import (
@@ -157,11 +158,17 @@ class GeeLarkApi(HttpClient):
         if self.metrics is not None:
             self.metrics.api_call(call)
         bounds = _deadlines.get()
+        read = path in _READS
+        # A write of a cancelled create that sent nothing is refused first: before its
+        # turn and its send-by, so it ends cancelled, unsent, nothing counted (R31 #1).
+        refuse = None if read else end_if_cancelled_unsent
         try:
+            if refuse is not None:
+                refuse()
             self.breaker.check(call)
             self._within(call, bounds)
             room = None if bounds is None else bounds.send_by - self.clock()
-            await self.pacer.turn(path, max_wait=room)
+            await self.pacer.turn(path, max_wait=room, refuse=refuse)
             self.breaker.check(call)  # tripped while this call waited its turn
             self._within(call, bounds)
             wait = self.timeout
@@ -174,7 +181,7 @@ class GeeLarkApi(HttpClient):
                 max_bytes=MAX_BODY_BYTES,
                 scrubber=scrubber,
                 deadline=wait,
-                read=path in _READS,
+                read=read,
                 json=body,
             )
             return self._answer(call, path, response, raw, scrubber)

@@ -86,13 +86,25 @@ class EndpointPacer:
             wait = max(wait, sent[-self.per_minute] + self.minute + self.margin - now)
         return max(0.0, wait)
 
-    async def turn(self, endpoint: str, *, max_wait: float | None = None) -> None:
+    async def turn(
+        self,
+        endpoint: str,
+        *,
+        max_wait: float | None = None,
+        refuse: Callable[[], None] | None = None,
+    ) -> None:
         """Wait until `endpoint` has room in both windows, and count this send. A wait longer
-        than `max_wait` (at most the pacer's own) is refused at once, the wait its delay."""
+        than `max_wait` (at most the pacer's own) is refused at once, the wait its delay.
+        `refuse`, run as the endpoint's turn comes and after each wait, may raise: nothing
+        counted (a cancelled create's write, `heartbeats.end_if_cancelled_unsent`)."""
         limit = self.max_wait if max_wait is None else min(self.max_wait, max_wait)
         lock = self._locks.setdefault(endpoint, asyncio.Lock())
         async with lock:  # first come, first served per endpoint
-            while (wait := self._wait(endpoint, self._clock())) > 0:
+            while True:
+                if refuse is not None:
+                    refuse()
+                if (wait := self._wait(endpoint, self._clock())) <= 0:
+                    break
                 if wait > limit:
                     raise GeeLarkRateLimitedError(
                         ErrorType.RATE_LIMITED,

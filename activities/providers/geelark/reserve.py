@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from devicepool.activities.errors import NotFoundError, ProviderError
+from devicepool.activities.heartbeats import end_if_cancelled_unsent
 from devicepool.activities.models import DeviceTemplate
 from devicepool.activities.providers.base import current_call
 from devicepool.activities.providers.geelark.marks import (
@@ -197,6 +198,7 @@ class Reserve:
         """`claim` under the pool's lock. The create's keep (`ProviderCall.claim_keep`, None:
         not told) bounds the reserve: under 1 nothing is claimed, and what is parked past
         it (with the one claimed) is deleted, the oldest kept."""
+        end_if_cancelled_unsent()  # cancelled while it waited for the lock: no listing
         wanted = labels.get(LABEL_TEMPLATE_HASH, "")
         keep = current_call().claim_keep
         room = None if keep is None else (keep + 1 if keep > 0 else 0)
