@@ -37,6 +37,7 @@ from devicepool.activities.models import (
     TerminatePoolInput,
 )
 from devicepool.activities.providers.base import Provider
+from devicepool.activities.providers.bitbrowser import PhonePacer
 from devicepool.activities.providers.bitbrowser.phone_marks import parse_device_id
 from devicepool.activities.providers.bitbrowser.phone_marks import slot_mark as phone_slot_mark
 from devicepool.activities.providers.bitbrowser.phone_provider import PhoneProvider
@@ -276,6 +277,31 @@ async def test_a_write_outside_a_cancelled_create_is_not_refused() -> None:
     assert await ActivityEnvironment().run(hb.finish_even_if_cancelled, other()) == "device-2"
     gate.open()
     await _ends_cancelled(task)
+
+
+def _refused() -> None:
+    raise asyncio.CancelledError("the create was cancelled before its first write")
+
+
+async def _no_sleep(seconds: float) -> None:
+    raise AssertionError(f"waited {seconds:g}s: the refused turn spaced or counted")
+
+
+async def test_a_turn_refused_as_it_comes_passes_on_unspaced_and_uncounted() -> None:
+    """A write refused at its pacer turn (`refuse`): the next call goes at once (BitBrowser:
+    not spaced an interval; GeeLark: the budget's one send still free)."""
+    phones = PhonePacer(interval=5.0, clock=lambda: 0.0, sleep=_no_sleep)
+    with pytest.raises(asyncio.CancelledError):
+        async with phones.turn(refuse=_refused):
+            raise AssertionError("a refused turn's call is not made")
+    async with phones.turn():
+        pass
+    assert phones.calls == 1
+    endpoints = EndpointPacer(per_minute=1, per_hour=1, clock=lambda: 0.0, sleep=_no_sleep)
+    with pytest.raises(asyncio.CancelledError):
+        await endpoints.turn("/open/v1/phone/addNew", refuse=_refused)
+    await endpoints.turn("/open/v1/phone/addNew")
+    assert endpoints.calls == 1
 
 
 # ------------------------------------------------------------ GeeLark
