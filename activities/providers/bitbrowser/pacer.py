@@ -66,7 +66,9 @@ class PhonePacer:
         A caller cancelled while it waits gives its turn up (nothing is reserved). `refuse`,
         run once the turn is this caller's (and again after its spacing wait), may raise:
         the call is not made, the turn passes on at once, and the next is not spaced (a
-        cancelled create's write, `heartbeats.end_if_cancelled_unsent`).
+        cancelled create's write, `heartbeats.end_if_cancelled_unsent`). It is not run
+        while the caller is queued, so a refused caller keeps its place until its turn, and
+        its turn passes like a used one: to the next pool in the round.
         """
         call = current_call() if call is None else call
         await self._acquire(call)

@@ -96,7 +96,8 @@ class EndpointPacer:
         """Wait until `endpoint` has room in both windows, and count this send. A wait longer
         than `max_wait` (at most the pacer's own) is refused at once, the wait its delay.
         `refuse`, run as the endpoint's turn comes and after each wait, may raise: nothing
-        counted (a cancelled create's write, `heartbeats.end_if_cancelled_unsent`)."""
+        counted (a cancelled create's write, `heartbeats.end_if_cancelled_unsent`). It is
+        not run while the caller waits for the endpoint's lock or sleeps out the budget."""
         limit = self.max_wait if max_wait is None else min(self.max_wait, max_wait)
         lock = self._locks.setdefault(endpoint, asyncio.Lock())
         async with lock:  # first come, first served per endpoint
