@@ -304,6 +304,73 @@ async def test_a_turn_refused_as_it_comes_passes_on_unspaced_and_uncounted() -> 
     assert endpoints.calls == 1
 
 
+class _CancelledInSleep:
+    """A fake clock whose sleep passes the time and, meanwhile, cancels the create that
+    `refuse` checks (`cancelled`): a create cancelled during its spacing or budget wait."""
+
+    def __init__(self) -> None:
+        self.now, self.cancelled = 0.0, False
+        self.slept: list[float] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+        self.cancelled = True
+
+    def refuse(self) -> None:
+        if self.cancelled:
+            _refused()
+
+
+async def test_a_turn_cancelled_during_its_spacing_wait_is_refused_as_it_comes() -> None:
+    """Cancelled while it sleeps out the spacing (BitBrowser) or the budget (GeeLark), a
+    write is refused when the wait ends, before its call: nothing counted, and the next
+    call goes when the refused one would have, not an interval later (R32: pins the
+    pacers' second check; at `exchange` it would have been counted and spaced)."""
+    fake = _CancelledInSleep()
+    phones = PhonePacer(interval=1.05, clock=lambda: fake.now, sleep=fake.sleep)
+    async with phones.turn():
+        pass  # a real call, answered at 0: the next goes at 1.05
+    with pytest.raises(asyncio.CancelledError):
+        async with phones.turn(refuse=fake.refuse):
+            raise AssertionError("a refused turn's call is not made")
+    assert (fake.now, phones.calls) == (1.05, 1)
+    async with phones.turn():
+        pass
+    assert fake.slept == [1.05]  # the next call went at once, at 1.05
+    fake = _CancelledInSleep()
+    endpoints = EndpointPacer(
+        per_minute=1, per_hour=5, max_wait=120.0, clock=lambda: fake.now, sleep=fake.sleep
+    )
+    await endpoints.turn("/open/v1/phone/addNew")
+    with pytest.raises(asyncio.CancelledError):
+        await endpoints.turn("/open/v1/phone/addNew", refuse=fake.refuse)
+    assert len(fake.slept) == 1 and endpoints.calls == 1
+    assert endpoints.count("/open/v1/phone/addNew", endpoints.hour) == 1
+
+
+async def _as_cancelled_create(call: Awaitable[Any]) -> Any:
+    """`call` run as a create cancelled before any write (`heartbeats._CREATE`)."""
+    create = hb._Create()
+    create.cancelled = True
+    hb._CREATE.set(create)  # this task's own context only
+    return await call
+
+
+async def test_phone_write_of_a_cancelled_create_is_refused_before_queueing(n1: Node) -> None:
+    """`CloudPhones` refuses a cancelled create's write before it queues for the pacer:
+    it ends at once while another call holds the turn, never a waiter in its pool's lane
+    (R32: pins the check before the turn; queued, it would wait out a round per pool)."""
+    pacer = n1.phones.pacer
+    async with pacer.turn():
+        write = asyncio.ensure_future(_as_cancelled_create(n1.phones.suspend("p-1")))
+        await asyncio.sleep(0.05)
+        assert pacer.waiting == 0
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(write, timeout=1)
+    assert pacer.calls == 1 and n1.recorder.calls == []
+
+
 # ------------------------------------------------------------ GeeLark
 
 GEELARK = DeviceTemplate(platform="android", region="sgp", os_version="13")
