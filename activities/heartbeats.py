@@ -83,7 +83,7 @@ def end_if_cancelled_unsent() -> None:
     comes (a refused turn passes on unspaced, GeeLark's budget counts nothing, and the
     send-by is checked after it). So a create cancelled while queued at one of these waits
     ends as that wait lets it go (nothing wakes it at the cancel: it keeps its place until
-    its lock or turn comes, a BitBrowser turn it refuses passing to the next pool, R32),
+    its lock or turn comes; a BitBrowser turn it refuses goes to its pool's next, R32),
     not at its first write (R30 #1, R31 #1: each claim refused there made the next create
     list again, each refused add took a turn, and one still running past its attempt's
     20 s was timed out or refused by its GeeLark send-by, counted a failed create). A read

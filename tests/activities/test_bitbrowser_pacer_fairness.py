@@ -12,9 +12,21 @@ from devicepool.activities.providers.base import ProviderCall, current_call, pro
 from devicepool.activities.providers.bitbrowser import PhonePacer
 
 
-async def _order(pacer: PhonePacer, calls: list[tuple[str, ProviderCall]]) -> list[str]:
-    """Hold the pacer, queue `calls` (name, whom) in this order, let go: who got the turns."""
+def _refuse() -> None:
+    raise asyncio.CancelledError("the create was cancelled before its first write")
+
+
+async def _order(
+    pacer: PhonePacer,
+    calls: list[tuple[str, ProviderCall]],
+    refused: frozenset[str] = frozenset(),
+    answers: list[tuple[float, float]] | None = None,
+) -> list[str]:
+    """Hold the pacer, queue `calls` (name, whom) in this order, let go: who made calls
+    (the `refused` names' turns refused as they come; `answers` gets each call's start
+    and end)."""
     order: list[str] = []
+    loop = asyncio.get_running_loop()
     holding = asyncio.Event()
     go = asyncio.Event()
 
@@ -24,8 +36,17 @@ async def _order(pacer: PhonePacer, calls: list[tuple[str, ProviderCall]]) -> li
             await go.wait()
 
     async def one(name: str, call: ProviderCall) -> None:
+        if name in refused:
+            with pytest.raises(asyncio.CancelledError):
+                async with pacer.turn(call, refuse=_refuse):
+                    raise AssertionError(f"{name}: a refused turn's call is not made")
+            return
         async with pacer.turn(call):
+            start = loop.time()
             order.append(name)
+            await asyncio.sleep(0)  # the call, answered
+            if answers is not None:
+                answers.append((start, loop.time()))
 
     holder = asyncio.create_task(first())
     await holding.wait()
@@ -56,6 +77,30 @@ async def test_replacements_go_first_then_pools_take_turns() -> None:
     )
     assert order == ["r1", "r2", "a1", "b1", "c1", "a2", "a3"]
     assert pacer.replacement_turns == 2 and pacer.turns["a"] == 4
+
+
+async def test_a_refused_turn_goes_to_its_own_pools_next_waiter() -> None:
+    """R32 #1: a deleted pool's cancelled creates queued for their adds, each refused as
+    its turn comes, and the pool's sweep queued behind them, on an account with 4 other
+    busy pools. The sweep goes after one round of the others' real calls (it went after
+    24: each refused turn passed to the next pool, a round per cancelled create); the
+    others still take turns, and no two calls are closer than the interval."""
+    pacer = PhonePacer(interval=0.01)
+    others = [f"q{k}" for k in range(4)]
+    creates = [f"create{n}" for n in range(5)]
+    answers: list[tuple[float, float]] = []
+    order = await _order(
+        pacer,
+        [(f"{q}.{n}", ProviderCall(pool=q)) for q in others for n in range(6)]
+        + [(name, ProviderCall(pool="p")) for name in [*creates, "sweep"]],
+        refused=frozenset(creates),
+        answers=answers,
+    )
+    rounds = [[f"{q}.{n}" for q in others] for n in range(6)]
+    assert order == rounds[0] + ["sweep"] + [name for later in rounds[1:] for name in later]
+    assert pacer.calls == 1 + 25 and pacer.turns["p"] == 1
+    gaps = [later[0] - earlier[1] for earlier, later in itertools.pairwise(answers)]
+    assert min(gaps) >= 0.01 - 1e-3
 
 
 async def test_turns_stay_an_interval_apart_from_the_answer() -> None:

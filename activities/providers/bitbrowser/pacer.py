@@ -2,8 +2,9 @@
 
 One per BitBrowser account in a process, shared by its nodes and pools. Who goes
 next: replacements first (first come, first served), then the pools round-robin,
-one call each; whom a call serves is its `providers.base.provider_call` (`turn(call)`
-to say it directly), calls outside any being one pool, `""`. Why counted from the
+one call each (a turn given and not used goes to its pool's next); whom a call
+serves is its `providers.base.provider_call` (`turn(call)` to say it directly),
+calls outside any being one pool, `""`. Why counted from the
 answer, and why one process: docs/providers.md, "BitBrowser's Local API".
 """
 
@@ -67,8 +68,9 @@ class PhonePacer:
         run once the turn is this caller's (and again after its spacing wait), may raise:
         the call is not made, the turn passes on at once, and the next is not spaced (a
         cancelled create's write, `heartbeats.end_if_cancelled_unsent`). It is not run
-        while the caller is queued, so a refused caller keeps its place until its turn, and
-        its turn passes like a used one: to the next pool in the round.
+        while the caller is queued, so a refused caller keeps its place until its turn; the
+        turn, unused, goes to its own pool's next waiter before the round moves on (a
+        deleted pool's sweep queued behind its cancelled creates waits one round, R32 #1).
         """
         call = current_call() if call is None else call
         await self._acquire(call)
@@ -93,7 +95,7 @@ class PhonePacer:
         finally:
             if not refused:
                 self._next = max(self._next, self._clock() + self.interval)
-            self._release()
+            self._release(call if refused else None)
 
     def hold(self, seconds: float) -> None:
         """Push the next turn at least `seconds` from now (the API said: too many, come back)."""
@@ -114,7 +116,7 @@ class PhonePacer:
             await granted
         except asyncio.CancelledError:
             if granted.done() and not granted.cancelled():
-                self._release()  # given the turn, then cancelled: the next one has it
+                self._release(call)  # given the turn, then cancelled: the next one has it
             else:
                 self._forget(call, granted)
             raise
@@ -126,17 +128,26 @@ class PhonePacer:
             if not queue and not call.replacement:
                 del self._pools[call.pool]
 
-    def _release(self) -> None:
-        """The turn goes to the next waiting call, or back to whoever comes first."""
-        while (granted := self._next_waiting()) is not None:
+    def _release(self, unused: ProviderCall | None = None) -> None:
+        """The turn goes to the next waiting call, or back to whoever comes first. A turn
+        `unused` made no call with (refused, or its caller cancelled) goes to a waiting
+        replacement, else, a pool's, to that pool's next, the pool already moved to the end
+        of the round: its call, when one is made, still takes its one turn a round."""
+        while (granted := self._next_waiting(unused)) is not None:
             if not granted.done():
                 granted.set_result(None)
                 return
         self._busy = False
 
-    def _next_waiting(self) -> asyncio.Future[None] | None:
+    def _next_waiting(self, unused: ProviderCall | None) -> asyncio.Future[None] | None:
         if self._replacements:
             return self._replacements.popleft()
+        if unused is not None and not unused.replacement and unused.pool in self._pools:
+            own = self._pools[unused.pool]  # moved to the end as the unused turn was given
+            granted = own.popleft()
+            if not own:
+                del self._pools[unused.pool]
+            return granted
         pool = next(iter(self._pools), None)
         if pool is None:
             return None
