@@ -103,6 +103,43 @@ async def test_a_refused_turn_goes_to_its_own_pools_next_waiter() -> None:
     assert min(gaps) >= 0.01 - 1e-3
 
 
+async def test_a_turn_taken_idle_and_refused_keeps_the_round() -> None:
+    """R33 #1: a create takes the idle pacer's turn (no queue: its pool never moved to the
+    end of the round) and sleeps out the spacing; p2, q1, p3 queue; the create is cancelled
+    and refused. Its unused turn goes to its own pool's next waiter, p2, and the round moves
+    on to q1 before p's next (it gave p two calls in a row: p2, p3, q1)."""
+    pacer = PhonePacer(interval=0.05)
+    order: list[str] = []
+    cancelled = False
+
+    def refuse() -> None:
+        if cancelled:
+            _refuse()
+
+    async with pacer.turn(ProviderCall(pool="x")):  # a call just answered: spacing ahead
+        pass
+
+    async def create() -> None:
+        with pytest.raises(asyncio.CancelledError):
+            async with pacer.turn(ProviderCall(pool="p"), refuse=refuse):
+                raise AssertionError("a refused turn's call is not made")
+
+    async def one(name: str, pool: str) -> None:
+        async with pacer.turn(ProviderCall(pool=pool)):
+            order.append(name)
+
+    taken = asyncio.create_task(create())
+    await asyncio.sleep(0)
+    assert pacer.waiting == 0  # the idle pacer's turn, taken at once
+    tasks = []
+    for name, pool in (("p2", "p"), ("q1", "q"), ("p3", "p")):
+        tasks.append(asyncio.create_task(one(name, pool)))
+        await asyncio.sleep(0)
+    cancelled = True  # during the spacing wait
+    await asyncio.gather(taken, *tasks)
+    assert order == ["p2", "q1", "p3"], order
+
+
 async def test_turns_stay_an_interval_apart_from_the_answer() -> None:
     pacer = PhonePacer(interval=0.05)
     loop = asyncio.get_running_loop()
@@ -146,6 +183,38 @@ async def test_a_caller_cancelled_while_waiting_gives_its_turn_up() -> None:
     assert order == ["kept"] and pacer.waiting == 0
     async with pacer.turn():  # free again
         pass
+
+
+async def test_a_caller_cancelled_once_given_the_turn_leaves_it_to_its_pool() -> None:
+    """R33 #2: a caller given the turn and cancelled before it ran (the grant and the cancel
+    in one step) uses no turn: it goes to its own pool's next waiter, then the round moves on."""
+    pacer = PhonePacer(interval=0.01)
+    holding, go = asyncio.Event(), asyncio.Event()
+    order: list[str] = []
+    tasks: dict[str, asyncio.Task[None]] = {}
+
+    async def first() -> None:
+        async with pacer.turn(ProviderCall(pool="a")):
+            holding.set()
+            await go.wait()
+        tasks["gone"].cancel()  # the turn was just given to it; it has not run yet
+
+    async def one(name: str, pool: str) -> None:
+        async with pacer.turn(ProviderCall(pool=pool)):
+            order.append(name)
+
+    holder = asyncio.create_task(first())
+    await holding.wait()
+    for name, pool in (("gone", "b"), ("kept", "c"), ("b2", "b")):
+        tasks[name] = asyncio.create_task(one(name, pool))
+        await asyncio.sleep(0)
+    go.set()
+    await holder
+    with pytest.raises(asyncio.CancelledError):
+        await tasks["gone"]
+    await asyncio.gather(tasks["kept"], tasks["b2"])
+    assert order == ["b2", "kept"], order
+    assert pacer.waiting == 0 and pacer.turns["b"] == 1
 
 
 async def test_provider_call_keeps_what_it_is_not_told() -> None:

@@ -131,8 +131,8 @@ class PhonePacer:
     def _release(self, unused: ProviderCall | None = None) -> None:
         """The turn goes to the next waiting call, or back to whoever comes first. A turn
         `unused` made no call with (refused, or its caller cancelled) goes to a waiting
-        replacement, else, a pool's, to that pool's next, the pool already moved to the end
-        of the round: its call, when one is made, still takes its one turn a round."""
+        replacement, else, a pool's, to that pool's next, the pool moved to the end of the
+        round: its call, when one is made, still takes its one turn a round."""
         while (granted := self._next_waiting(unused)) is not None:
             if not granted.done():
                 granted.set_result(None)
@@ -143,10 +143,12 @@ class PhonePacer:
         if self._replacements:
             return self._replacements.popleft()
         if unused is not None and not unused.replacement and unused.pool in self._pools:
-            own = self._pools[unused.pool]  # moved to the end as the unused turn was given
+            # To the end of the round (again, unless the unused turn was taken on an idle
+            # pacer, which moves no pool): its call, when made, is its one turn a round.
+            own = self._pools.pop(unused.pool)
             granted = own.popleft()
-            if not own:
-                del self._pools[unused.pool]
+            if own:
+                self._pools[unused.pool] = own
             return granted
         pool = next(iter(self._pools), None)
         if pool is None:
