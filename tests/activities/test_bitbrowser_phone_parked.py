@@ -72,6 +72,17 @@ async def sweep(provider: PhoneProvider) -> list[str]:
     return [p.phone_id for p in await provider.shut_down_parked()]
 
 
+async def parked_with_its_shutdown_lost(
+    account: Account, provider: PhoneProvider, device: Any
+) -> None:
+    """A phone made ready, then scaled down (parked in the reserve at once) with its
+    shutdown accepted and lost: what the sweep is for."""
+    made = await provider.create_device(device)
+    await ready(account, provider)
+    await account.faults(phoneShutdownsLost=1)
+    await provider.remove_device(made.id)
+
+
 async def listed(n1: Node, prefix: str) -> list[Any]:
     return await n1.phones.list_all(mark_prefix=prefix)
 
@@ -79,10 +90,7 @@ async def listed(n1: Node, prefix: str) -> list[Any]:
 async def test_a_scale_down_whose_shutdown_never_lands_is_shut_down_by_a_later_sweep(
     account: Account, provider: PhoneProvider, n1: Node, clock: Clock
 ) -> None:
-    made = await provider.create_device(new_device())
-    await ready(account, provider)
-    await account.faults(phoneShutdownsLost=1)
-    await provider.remove_device(made.id)  # a scale-down: parked at once, as before
+    await parked_with_its_shutdown_lost(account, provider, new_device())
     (phone,) = await listed(n1, pool_prefix("phones-a"))
     assert phone.name == parked_mark("phones-a", "reserve")
     await account.advance(120)  # never lands
@@ -234,10 +242,7 @@ async def test_a_due_phone_without_seq_is_said_once(
 async def test_the_sweep_activity_says_it_in_its_result_and_metric(
     account: Account, provider: PhoneProvider, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    made = await provider.create_device(new_device())
-    await ready(account, provider)
-    await account.faults(phoneShutdownsLost=1)
-    await provider.remove_device(made.id)
+    await parked_with_its_shutdown_lost(account, provider, new_device())
     acts = DeviceActivities(accounts={}, proxy_pools={})
     acts._providers["bb"] = provider
 
@@ -327,10 +332,7 @@ async def test_a_deletion_of_five_phones_sends_every_shutdown_in_its_first_attem
 async def test_a_profile_claimed_between_the_listing_and_the_shutdown_is_left_alone(
     account: Account, provider: PhoneProvider, n1: Node, clock: Clock
 ) -> None:
-    made = await provider.create_device(new_device())
-    await ready(account, provider)
-    await account.faults(phoneShutdownsLost=1)
-    await provider.remove_device(made.id)
+    await parked_with_its_shutdown_lost(account, provider, new_device())
     (phone,) = await listed(n1, pool_prefix("phones-a"))
     await provider.list_managed()  # seen parked and powered
     clock.now += PARKED_GRACE_SECONDS
@@ -352,10 +354,7 @@ async def test_a_phone_the_sweep_just_shut_down_is_not_claimed_while_that_shutdo
     """R25 #1: the sweep sends a lost shutdown again; a create right after must not take
     that phone (listed running, it would get no power-on and go off under its new slot
     mark when the shutdown lands): it makes a new profile, and the old one is off."""
-    made = await provider.create_device(new_device(slot=0))
-    await ready(account, provider)
-    await account.faults(phoneShutdownsLost=1)
-    await provider.remove_device(made.id)
+    await parked_with_its_shutdown_lost(account, provider, new_device(slot=0))
     (parked,) = await listed(n1, pool_prefix("phones-a"))
     await account.advance(120)  # never lands
     assert await sweep(provider) == []

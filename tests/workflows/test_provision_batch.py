@@ -279,7 +279,15 @@ class FakeLedger:
         self.outstanding = 0
 
 
-class QuotaCreates:
+class RunningPool:
+    """The batch's parent check (`pool_running`) of the fakes below: the pool runs."""
+
+    @activity.defn(name="pool_running")
+    async def pool_running(self, input: am.PoolRunInput) -> am.PoolRunResult:
+        return am.PoolRunResult(running=True, status="RUNNING")
+
+
+class QuotaCreates(RunningPool):
     """Every create is refused for the day's create quota (`calls` counts them)."""
 
     def __init__(self) -> None:
@@ -292,10 +300,6 @@ class QuotaCreates:
         now = activity.info().current_attempt_scheduled_time
         error = error_for("POST /open/v1/phone/addNew", 44004, "", now=now)
         raise to_application_error(error)
-
-    @activity.defn(name="pool_running")
-    async def pool_running(self, input: am.PoolRunInput) -> am.PoolRunResult:
-        return am.PoolRunResult(running=True, status="RUNNING")
 
 
 async def test_a_quota_met_mid_batch_sends_none_of_its_remaining_creates(
@@ -334,7 +338,7 @@ async def test_a_quota_met_mid_batch_sends_none_of_its_remaining_creates(
 # ------------------------------------------------------------ a batch cancelled at once
 
 
-class CountedCreates:
+class CountedCreates(RunningPool):
     """`create_device` counted, never created (`calls`)."""
 
     def __init__(self) -> None:
@@ -344,10 +348,6 @@ class CountedCreates:
     async def create_device(self, input: am.CreateDeviceInput) -> am.CreateDeviceResult:
         self.calls.append(input.name)
         raise ApplicationError("counted, not created", non_retryable=True)
-
-    @activity.defn(name="pool_running")
-    async def pool_running(self, input: am.PoolRunInput) -> am.PoolRunResult:
-        return am.PoolRunResult(running=True, status="RUNNING")
 
 
 @pytest.mark.parametrize("ledger", [False, True], ids=["no-ledger", "ledger"])
@@ -412,7 +412,7 @@ async def test_a_batch_cancelled_before_its_first_task_creates_nothing(
 # ------------------------------------------------------------ a batch cancelled mid-create
 
 
-class HeldCreates:
+class HeldCreates(RunningPool):
     """`create_device` runs until `release` is set, then returns its device (a cancel does
     not stop it: the real activity finishes a create already on its way)."""
 
@@ -433,10 +433,6 @@ class HeldCreates:
         self.returned.append(input.name)
         device = am.DeviceInfo(id=f"dev-{input.name}", status="provisioning", created_at=NOW)
         return am.CreateDeviceResult(device=device)
-
-    @activity.defn(name="pool_running")
-    async def pool_running(self, input: am.PoolRunInput) -> am.PoolRunResult:
-        return am.PoolRunResult(running=True, status="RUNNING")
 
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -663,7 +659,7 @@ async def test_a_cancelled_batch_starts_none_of_its_queued_creates(
     assert replayed.replay_failure is None, replayed.replay_failure
 
 
-class FlakyCreates:
+class FlakyCreates(RunningPool):
     """`create_device` fails retryably (a 503) on its first 3 attempts; `attempts`. A cancel
     ends an attempt."""
 
@@ -686,10 +682,6 @@ class FlakyCreates:
             raise ApplicationError("provider answered 503", type="provider_error")
         device = am.DeviceInfo(id=f"dev-{input.name}", status="provisioning", created_at=NOW)
         return am.CreateDeviceResult(device=device)
-
-    @activity.defn(name="pool_running")
-    async def pool_running(self, input: am.PoolRunInput) -> am.PoolRunResult:
-        return am.PoolRunResult(running=True, status="RUNNING")
 
 
 async def test_a_cancelled_batch_retries_no_create(
